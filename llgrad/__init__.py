@@ -1,0 +1,16 @@
+"""llgrad: PyTorch's autograd on NumPy-backed strided tensors, and a compiler for it.
+
+Only re-exports live here; see llgrad/runtime (eager), llgrad/ir (op table, IR)."""
+from .runtime import Size, Tensor  # noqa: F401
+from .runtime.dtypes import (bool_ as bool, double, dtype, float, float16, float32,  # noqa: F401,A004
+                             float64, half, int, int8, int16, int32, int64, long, uint8)
+from .runtime.grad_mode import (enable_grad, inference_mode, is_grad_enabled,  # noqa: F401
+                                is_inference_mode_enabled, no_grad, set_grad_enabled)
+from .runtime.creation import (arange, as_tensor, empty, empty_like, eye,  # noqa: F401
+                               from_numpy, full, full_like, initial_seed, linspace, manual_seed,
+                               ones, ones_like, rand, rand_like, randint, randn, randn_like,
+                               randperm, tensor, zeros, zeros_like)
+from .runtime.functions import *  # noqa: F401,F403
+from . import autograd, nn  # noqa: F401,E402
+
+__version__ = "0.1.0"

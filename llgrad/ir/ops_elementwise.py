@@ -1,0 +1,238 @@
+"""Elementwise ops: arithmetic, unary math, activations, comparisons, casts and fills."""
+import math
+
+import numpy as np
+
+from .optable import defop
+
+_SQRT2 = math.sqrt(2.0)
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+_erf_scalar = np.frompyfunc(math.erf, 1, 1)
+
+
+def np_erf(x):
+    # NumPy has no erf; math.erf is exact to double precision.
+    return np.asarray(_erf_scalar(x), dtype=np.result_type(x, np.float32))
+
+
+def _is_tensor(x):
+    return hasattr(x, "_dtype")
+
+
+def _binary(name, impl, vjp, grad_fn, save=(), float_out=False):
+    return defop(name, impl, vjp=vjp, grad_fn=grad_fn, args=("self", "other"), save=save,
+                 kind="elementwise", promote=(0, 1), float_out=float_out)
+
+
+def _unary(name, impl, vjp, grad_fn, save=(), float_out=True, **kw):
+    return defop(name, impl, vjp=vjp, grad_fn=grad_fn, save=save, kind="elementwise",
+                 promote=(0,), float_out=float_out, **kw)
+
+
+# ---- arithmetic -----------------------------------------------------------------------
+
+_binary("add", lambda a, b, alpha=1: np.add(a, b if alpha == 1 else np.multiply(b, alpha)),
+        lambda c, g: (g, g if c.alpha == 1 else g * c.alpha), "AddBackward0")
+_binary("sub", lambda a, b, alpha=1: np.subtract(a, b if alpha == 1 else np.multiply(b, alpha)),
+        lambda c, g: (g, -g if c.alpha == 1 else g * -c.alpha), "SubBackward0")
+_binary("rsub", lambda a, b, alpha=1: np.subtract(b, a if alpha == 1 else np.multiply(a, alpha)),
+        lambda c, g: (-g if c.alpha == 1 else g * -c.alpha, g), "RsubBackward1")
+_binary("mul", np.multiply,
+        lambda c, g: (g * c.other if c.needs(0) else None, g * c.self if c.needs(1) else None),
+        "MulBackward0", save=("self", "other"))
+_binary("div", np.true_divide,
+        lambda c, g: (g / c.other if c.needs(0) else None,
+                      -g * c.self / (c.other * c.other) if c.needs(1) else None),
+        "DivBackward0", save=("self", "other"), float_out=True)
+
+
+def _pow_name(inputs, attrs):
+    a, b = inputs
+    if not _is_tensor(b):
+        return "PowBackward0"
+    return "PowBackward1" if _is_tensor(a) else "PowBackward2"
+
+
+def _pow_vjp(c, g):
+    x, e = c.self, c.exponent
+    gx = ge = None
+    if c.needs(0):
+        if not _is_tensor(e) and e == 0:
+            gx = g.new_zeros(g.shape)
+        else:
+            gx = g * e * x ** (e - 1)
+    if c.needs(1):
+        r = c.result
+        if _is_tensor(x):
+            ge = (g * r * x.log()).masked_fill((x == 0) & (e >= 0), 0)
+        else:
+            # d(a**e)/de = a**e * log(a); 0 at a == 0 (PyTorch's convention), nan below 0
+            ge = g * r * (math.log(x) if x > 0 else math.nan) if x != 0 else g.new_zeros(g.shape)
+    return gx, ge
+
+
+defop("pow", np.power, vjp=_pow_vjp, grad_fn=_pow_name, args=("self", "exponent"),
+      save=("self", "exponent", "result"), kind="elementwise", promote=(0, 1))
+_unary("neg", np.negative, lambda c, g: (-g,), "NegBackward0", float_out=False)
+
+# ---- unary math -----------------------------------------------------------------------
+
+_unary("exp", np.exp, lambda c, g: (g * c.result,), "ExpBackward0", save=("result",))
+_unary("log", np.log, lambda c, g: (g / c.self,), "LogBackward0", save=("self",))
+_unary("log1p", np.log1p, lambda c, g: (g / (c.self + 1),), "Log1PBackward0", save=("self",))
+_unary("expm1", np.expm1, lambda c, g: (g * (c.result + 1),), "Expm1Backward0",
+       save=("result",))
+_unary("sqrt", np.sqrt, lambda c, g: (g / (2 * c.result),), "SqrtBackward0", save=("result",))
+_unary("rsqrt", lambda x: 1.0 / np.sqrt(x), lambda c, g: (g * -0.5 * c.result ** 3,),
+       "RsqrtBackward0", save=("result",))
+_unary("reciprocal", np.reciprocal, lambda c, g: (-g * c.result * c.result,),
+       "ReciprocalBackward0", save=("result",))
+_unary("abs", np.abs, lambda c, g: (g * c.self.sign(),), "AbsBackward0", save=("self",),
+       float_out=False)
+_unary("sign", np.sign, lambda c, g: (g.new_zeros(g.shape),), "SignBackward0", float_out=False)
+_unary("sin", np.sin, lambda c, g: (g * c.self.cos(),), "SinBackward0", save=("self",))
+_unary("cos", np.cos, lambda c, g: (-g * c.self.sin(),), "CosBackward0", save=("self",))
+_unary("tanh", np.tanh, lambda c, g: (g * (1 - c.result * c.result),), "TanhBackward0",
+       save=("result",))
+_unary("erf", np_erf, lambda c, g: (g * _TWO_OVER_SQRT_PI * (-(c.self * c.self)).exp(),),
+       "ErfBackward0", save=("self",))
+
+
+def _sigmoid(x):
+    # exp(-|x|) never overflows; both branches are exact.
+    z = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + z), z / (1 + z)).astype(np.result_type(x), copy=False)
+
+
+_unary("sigmoid", _sigmoid, lambda c, g: (g * c.result * (1 - c.result),), "SigmoidBackward0",
+       save=("result",))
+
+# ---- activations ----------------------------------------------------------------------
+
+_unary("relu", lambda x: np.maximum(x, 0), lambda c, g: (g * (c.result > 0),),
+       "ReluBackward0", save=("result",), float_out=False)
+_unary("leaky_relu", lambda x, negative_slope=0.01: np.where(x > 0, x, x * negative_slope),
+       lambda c, g: (g.where(c.self > 0, g * c.negative_slope),), "LeakyReluBackward0",
+       save=("self",))
+
+
+def _gelu(x, approximate="none"):
+    if approximate == "tanh":
+        inner = _SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
+        return 0.5 * x * (1 + np.tanh(inner))
+    return 0.5 * x * (1 + np_erf(x / _SQRT2))
+
+
+def _gelu_vjp(c, g):
+    x = c.self
+    if c.approximate == "tanh":
+        x2 = x * x
+        t = (_SQRT_2_OVER_PI * (x + 0.044715 * x2 * x)).tanh()
+        d = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _SQRT_2_OVER_PI * (1 + 3 * 0.044715 * x2)
+    else:
+        cdf = 0.5 * (1 + (x * (1 / _SQRT2)).erf())
+        d = cdf + x * (x * x * -0.5).exp() * _INV_SQRT_2PI
+    return (g * d,)
+
+
+_unary("gelu", _gelu, _gelu_vjp, "GeluBackward0", save=("self",))
+
+
+def _silu_vjp(c, g):
+    s = c.self.sigmoid()
+    return (g * s * (1 + c.self * (1 - s)),)
+
+
+_unary("silu", lambda x: x * _sigmoid(x), _silu_vjp, "SiluBackward0", save=("self",))
+
+
+def _softplus(x, beta=1, threshold=20):
+    bx = x * beta
+    return np.where(bx > threshold, x, np.logaddexp(0, bx) / beta).astype(x.dtype, copy=False)
+
+
+_unary("softplus", _softplus,
+       lambda c, g: (g.where(c.self * c.beta > c.threshold, g * (c.self * c.beta).sigmoid()),),
+       "SoftplusBackward0", save=("self",))
+
+
+def _clamp(x, lo, hi):
+    if lo is not None:
+        x = np.maximum(x, lo)
+    if hi is not None:
+        x = np.minimum(x, hi)
+    return np.array(x, copy=True) if isinstance(x, np.ndarray) else x
+
+
+def _clamp_vjp(c, g):
+    x, lo, hi = c.self, c.min, c.max
+    mask = None
+    if lo is not None:
+        mask = x >= lo
+    if hi is not None:
+        mask = (x <= hi) if mask is None else mask & (x <= hi)
+    gx = g * mask if c.needs(0) and mask is not None else (g if c.needs(0) else None)
+    glo = g * (x < lo) if c.needs(1) else None
+    ghi = g * (x > hi) if c.needs(2) else None
+    return gx, glo, ghi
+
+
+defop("clamp", _clamp, vjp=_clamp_vjp, args=("self", "min", "max"), save=("self", "min", "max"),
+      grad_fn=lambda ins, at: "ClampBackward0" if _is_tensor(ins[1]) or _is_tensor(ins[2])
+      else "ClampBackward1", kind="elementwise", promote=(0, 1, 2))
+
+
+def _max_min_vjp(pick):
+    def vjp(c, g):
+        a, b = c.self, c.other
+        wa = (pick(a, b)) + (a == b) * 0.5
+        return (g * wa if c.needs(0) else None, g * (1 - wa) if c.needs(1) else None)
+    return vjp
+
+
+_binary("maximum", np.maximum, _max_min_vjp(lambda a, b: a > b), "MaximumBackward0",
+        save=("self", "other"))
+_binary("minimum", np.minimum, _max_min_vjp(lambda a, b: a < b), "MinimumBackward0",
+        save=("self", "other"))
+defop("where", lambda c, a, b: np.where(c, a, b),
+      vjp=lambda c, g: (None, g.where(c.condition, 0) if c.needs(1) else None,
+                        g.where(c.condition.logical_not(), 0) if c.needs(2) else None),
+      grad_fn="WhereBackward0", args=("condition", "self", "other"), save=("condition",),
+      kind="elementwise", promote=(1, 2))
+
+# ---- comparisons and logic (no gradient) ----------------------------------------------
+
+for _name, _fn in (("eq", np.equal), ("ne", np.not_equal), ("lt", np.less),
+                   ("le", np.less_equal), ("gt", np.greater), ("ge", np.greater_equal)):
+    defop(_name, _fn, args=("self", "other"), kind="elementwise", promote=(0, 1))
+defop("logical_and", np.logical_and, args=("self", "other"), kind="elementwise")
+defop("logical_or", np.logical_or, args=("self", "other"), kind="elementwise")
+defop("logical_xor", np.logical_xor, args=("self", "other"), kind="elementwise")
+defop("logical_not", np.logical_not, kind="elementwise")
+defop("isnan", np.isnan, kind="elementwise")
+defop("isfinite", np.isfinite, kind="elementwise")
+defop("floor", np.floor, kind="elementwise", vjp=lambda c, g: (g.new_zeros(g.shape),),
+      grad_fn="FloorBackward0")
+defop("round", np.round, kind="elementwise", vjp=lambda c, g: (g.new_zeros(g.shape),),
+      grad_fn="RoundBackward0")
+
+# ---- copies, casts and fills ------------------------------------------------------------
+
+
+def _clone(x, memory_format="preserve"):
+    return np.array(x, copy=True, order="C" if memory_format == "contiguous" else "K")
+
+
+defop("clone", _clone, vjp=lambda c, g: (g,), grad_fn="CloneBackward0", kind="elementwise")
+defop("to_dtype", lambda x, dtype: x.astype(dtype), vjp=lambda c, g: (g,),
+      grad_fn="ToCopyBackward0", kind="elementwise")
+defop("fill", lambda x, value: np.full_like(x, value, order="K"),
+      vjp=lambda c, g: (g.new_zeros(g.shape), g.sum() if c.needs(1) else None), args=("self", "value"),
+      grad_fn="FillBackward0", kind="elementwise")
+defop("zero", lambda x: np.zeros_like(x, order="K"), vjp=lambda c, g: (g.new_zeros(g.shape),),
+      grad_fn="ZeroBackward0", kind="elementwise")
+defop("copy", lambda x, src: np.array(np.broadcast_to(src, x.shape), dtype=x.dtype, order="K"),
+      vjp=lambda c, g: (g.new_zeros(g.shape), g), args=("self", "src"), grad_fn="CopyBackwards",
+      kind="elementwise")

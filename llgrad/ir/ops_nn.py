@@ -1,0 +1,225 @@
+"""Matrix products and the functional layers (layer_norm, batch_norm, embedding, losses).
+dropout and cross_entropy are compositions (see llgrad.nn.functional), as in PyTorch."""
+import numpy as np
+
+from .optable import defop
+
+
+def _mm_vjp(c, g):
+    a, b = c.self, c.mat2
+    return (g.mm(b.t()) if c.needs(0) else None, a.t().mm(g) if c.needs(1) else None)
+
+
+def _bmm_vjp(c, g):
+    a, b = c.self, c.mat2
+    return (g.bmm(b.mT) if c.needs(0) else None, a.mT.bmm(g) if c.needs(1) else None)
+
+
+def _matmul_vjp(c, g):
+    # both operands have >= 2 dims here; broadcast batch dims are summed by the caller
+    a, b = c.self, c.other
+    return (g.matmul(b.mT) if c.needs(0) else None, a.mT.matmul(g) if c.needs(1) else None)
+
+
+defop("mm", np.matmul, args=("self", "mat2"), save=("self", "mat2"), grad_fn="MmBackward0",
+      vjp=_mm_vjp)
+defop("bmm", np.matmul, args=("self", "mat2"), save=("self", "mat2"), grad_fn="BmmBackward0",
+      vjp=_bmm_vjp)
+defop("matmul", np.matmul, args=("self", "other"), save=("self", "other"),
+      grad_fn="UnsafeViewBackward0", vjp=_matmul_vjp)
+defop("dot", lambda a, b: np.asarray(np.dot(a, b)), args=("self", "other"),
+      save=("self", "other"), grad_fn="DotBackward0",
+      vjp=lambda c, g: (g * c.other if c.needs(0) else None, g * c.self if c.needs(1) else None))
+defop("mv", np.matmul, args=("self", "vec"), save=("self", "vec"), grad_fn="MvBackward0",
+      vjp=lambda c, g: (g.unsqueeze(1) * c.vec.unsqueeze(0) if c.needs(0) else None,
+                        c.self.t().mv(g) if c.needs(1) else None))
+
+# ---- normalisation ----------------------------------------------------------------------
+
+
+def _layer_norm(x, w, b, normalized_ndim, eps):
+    dims = tuple(range(x.ndim - normalized_ndim, x.ndim))
+    mu = x.mean(axis=dims, keepdims=True)
+    xc = x - mu
+    var = (xc * xc).mean(axis=dims, keepdims=True)
+    y = xc / np.sqrt(var + eps)
+    if w is not None:
+        y = y * w
+    if b is not None:
+        y = y + b
+    return y.astype(x.dtype, copy=False)
+
+
+def _norm_vjp(g, x, w, dims, eps, reduce_dims):
+    """Shared by layer_norm (normalise over dims) and training batch_norm."""
+    mu = x.mean(dims, keepdim=True)
+    xc = x - mu
+    rstd = ((xc * xc).mean(dims, keepdim=True) + eps).rsqrt()
+    xhat = xc * rstd
+    gxhat = g * w if w is not None else g
+    gx = rstd * (gxhat - gxhat.mean(dims, keepdim=True)
+                 - xhat * (gxhat * xhat).mean(dims, keepdim=True))
+    gw = (g * xhat).sum(reduce_dims) if reduce_dims else g * xhat
+    gb = g.sum(reduce_dims) if reduce_dims else g
+    return gx, gw, gb
+
+
+def _layer_norm_vjp(c, g):
+    x = c.self
+    k = c.normalized_ndim
+    dims = tuple(range(x.ndim - k, x.ndim))
+    gx, gw, gb = _norm_vjp(g, x, c.weight, dims, c.eps, tuple(range(x.ndim - k)))
+    return (gx if c.needs(0) else None, gw if c.needs(1) else None, gb if c.needs(2) else None)
+
+
+defop("layer_norm", _layer_norm, args=("self", "weight", "bias"), save=("self", "weight"),
+      grad_fn="NativeLayerNormBackward0", vjp=_layer_norm_vjp)
+
+
+def _bn_shape(x, v):
+    return v.reshape((1, -1) + (1,) * (x.ndim - 2))
+
+
+def _batch_norm(x, w, b, mean, var, training, eps):
+    dims = (0,) + tuple(range(2, x.ndim))
+    if training:
+        mean = x.mean(axis=dims, keepdims=True)
+        var = ((x - mean) ** 2).mean(axis=dims, keepdims=True)
+    else:
+        mean, var = _bn_shape(x, mean), _bn_shape(x, var)
+    y = (x - mean) / np.sqrt(var + eps)
+    if w is not None:
+        y = y * _bn_shape(x, w)
+    if b is not None:
+        y = y + _bn_shape(x, b)
+    return y.astype(x.dtype, copy=False)
+
+
+def _batch_norm_vjp(c, g):
+    x, w = c.self, c.weight
+    dims = (0,) + tuple(range(2, x.ndim))
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    wb = w.reshape(shape) if w is not None else None
+    if c.training:
+        gx, gw, gb = _norm_vjp(g, x, wb, dims, c.eps, dims)
+    else:
+        rstd = (c.running_var + c.eps).rsqrt().reshape(shape)
+        xhat = (x - c.running_mean.reshape(shape)) * rstd
+        gx = g * rstd * wb if wb is not None else g * rstd
+        gw, gb = (g * xhat).sum(dims), g.sum(dims)
+    return (gx if c.needs(0) else None, gw if c.needs(1) else None,
+            gb if c.needs(2) else None, None, None)
+
+
+defop("batch_norm", _batch_norm, args=("self", "weight", "bias", "running_mean", "running_var"),
+      save=("self", "weight", "running_mean", "running_var"),
+      grad_fn="NativeBatchNormBackward0", vjp=_batch_norm_vjp)
+
+# ---- embedding and losses -----------------------------------------------------------------
+
+
+def _embedding_vjp(c, g):
+    idx = c.indices
+    if c.padding_idx is not None:
+        g = g.masked_fill((idx == c.padding_idx).unsqueeze(-1), 0)
+    return (g.new_zeros(c.shape(0))._op("index_put", g, idx, spec=("T",), accumulate=True),
+            None)
+
+
+defop("embedding", lambda w, idx, padding_idx=None: w[idx], args=("weight", "indices"),
+      save=("indices",), grad_fn="EmbeddingBackward0", vjp=_embedding_vjp)
+
+
+def _reduce(loss, reduction, denom=None):
+    if reduction == "sum":
+        return np.asarray(loss.sum(), dtype=loss.dtype)
+    if reduction == "mean":
+        return np.asarray(loss.sum() / (loss.size if denom is None else denom), dtype=loss.dtype)
+    return loss
+
+
+def _nll_parts(x, t, w, ignore_index):
+    keep = t != ignore_index
+    safe = np.where(keep, t, 0)
+    picked = np.take_along_axis(x, np.expand_dims(safe, 1), axis=1).squeeze(1)
+    wt = (w[safe] if w is not None else np.ones_like(picked)) * keep
+    return picked, wt.astype(x.dtype)
+
+
+def _nll_loss(x, t, w, ignore_index=-100, reduction="mean"):
+    picked, wt = _nll_parts(x, t, w, ignore_index)
+    return _reduce(-picked * wt, reduction, wt.sum())
+
+
+def _nll_vjp(c, g):
+    x, t, w = c.self, c.target, c.weight
+    keep = t != c.ignore_index
+    safe = t.where(keep, 0)
+    wt = (w.index_select(0, safe.reshape(-1)).reshape(safe.shape) if w is not None
+          else keep.to(x.dtype)) * keep
+    if c.reduction == "mean":
+        scale = -g / wt.sum()
+    else:
+        scale = -g
+    src = (wt * scale).unsqueeze(1)
+    return (x.new_zeros(x.shape).scatter_add(1, safe.unsqueeze(1), src), None, None)
+
+
+defop("nll_loss", _nll_loss, args=("self", "target", "weight"),
+      save=("self", "target", "weight"), grad_fn="NllLossBackward0", vjp=_nll_vjp)
+
+
+def _mse_vjp(c, g):
+    d = c.self - c.target
+    n = 1
+    for s in c.shape(0):
+        n *= s
+    scale = 2.0 / n if c.reduction == "mean" else 2.0
+    gd = g * d * scale
+    return (gd if c.needs(0) else None, -gd if c.needs(1) else None)
+
+
+defop("mse_loss", lambda x, t, reduction="mean": _reduce(((x - t) ** 2).astype(x.dtype), reduction),
+      args=("self", "target"), save=("self", "target"), grad_fn="MseLossBackward0",
+      promote=(0, 1), vjp=_mse_vjp)
+
+
+def _softplus_neg(x):
+    # log(1 + exp(-x)), computed without overflow
+    return np.log1p(np.exp(-np.abs(x))) + np.maximum(-x, 0)
+
+
+def _bce_logits(x, t, w, pw, reduction="mean"):
+    lw = 1 + (pw - 1) * t if pw is not None else 1
+    loss = (1 - t) * x + lw * _softplus_neg(x)
+    if w is not None:
+        loss = loss * w
+    return _reduce(np.asarray(loss, dtype=x.dtype), reduction)
+
+
+def _bce_vjp(c, g):
+    x, t, w, pw = c.self, c.target, c.weight, c.pos_weight
+    n = 1
+    for s in x.shape:
+        n *= s
+    if c.reduction == "mean":
+        g = g / n
+    lw = 1 + (pw - 1) * t if pw is not None else None
+    sig = x.sigmoid()
+    gx = (sig * lw - t * pw) if pw is not None else sig - t
+    if w is not None:
+        gx = gx * w
+    gt = None
+    if c.needs(1):
+        sp = (-x.abs()).exp().log1p() + (-x).relu()
+        gt = -x + (pw - 1) * sp if pw is not None else -x
+        if w is not None:
+            gt = gt * w
+        gt = g * gt
+    return (g * gx if c.needs(0) else None, gt, None, None)
+
+
+defop("binary_cross_entropy_with_logits", _bce_logits,
+      args=("self", "target", "weight", "pos_weight"),
+      save=("self", "target", "weight", "pos_weight"),
+      grad_fn="BinaryCrossEntropyWithLogitsBackward0", vjp=_bce_vjp)

@@ -1,0 +1,189 @@
+"""Reductions, normalisers (softmax, log_softmax, logsumexp) and scans.
+
+`dim` attributes arrive normalised: None (all dims) or a tuple of non-negative ints.
+"""
+import numpy as np
+
+from .optable import defop
+
+
+def unreduce(g, shape, dim, keepdim):
+    """Broadcast a reduced gradient back over the reduced dims (the VJP of a sum)."""
+    if dim is not None and not keepdim:
+        for d in sorted(dim):
+            g = g.unsqueeze(d)
+    return g.expand(shape)
+
+
+def _count(shape, dim):
+    n = 1
+    for d in (range(len(shape)) if dim is None else dim):
+        n *= shape[d]
+    return n
+
+
+def _by_dim(name0, name1):
+    return lambda ins, at: name0 if at.get("dim") is None else name1
+
+
+def _sum(x, dim=None, keepdim=False, dtype=None):
+    if dtype is None and x.dtype.kind in "biu":
+        dtype = np.int64
+    return np.asarray(np.sum(x, axis=dim, keepdims=keepdim, dtype=dtype))
+
+
+defop("sum", _sum, kind="reduce", grad_fn=_by_dim("SumBackward0", "SumBackward1"),
+      vjp=lambda c, g: (unreduce(g, c.shape(0), c.dim, c.keepdim),))
+defop("mean", lambda x, dim=None, keepdim=False: np.asarray(np.mean(x, axis=dim, keepdims=keepdim)),
+      kind="reduce", grad_fn=_by_dim("MeanBackward0", "MeanBackward1"),
+      vjp=lambda c, g: (unreduce(g, c.shape(0), c.dim, c.keepdim) / _count(c.shape(0), c.dim),))
+
+
+def _prod_vjp(c, g):
+    x, shape = c.self, c.shape(0)
+    r = unreduce(c.result, shape, c.dim, c.keepdim)
+    gk = unreduce(g, shape, c.dim, c.keepdim)
+    nonzero = x != 0
+    # at a zero element the derivative is the product of the others: nonzero only when it
+    # is the slice's single zero.
+    dims = c.dim if c.dim is not None else tuple(range(len(shape)))
+    others = x.where(nonzero, 1).prod(dims, keepdim=True)
+    single = (nonzero.logical_not().sum(dims, keepdim=True) == 1)
+    at_zero = others.where(single, 0)
+    return (gk * (r / x.where(nonzero, 1)).where(nonzero, at_zero.expand(shape)),)
+
+
+def _prod(x, dim=None, keepdim=False):
+    return np.asarray(np.prod(x, axis=dim, keepdims=keepdim,
+                              dtype=np.int64 if x.dtype.kind in "biu" else None))
+
+
+defop("prod", _prod, kind="reduce", save=("self", "result"),
+      grad_fn=_by_dim("ProdBackward0", "ProdBackward1"), vjp=_prod_vjp)
+
+
+def _evenly(c, g):
+    """max/min/amax/amin: the gradient is shared evenly among the tied extremes."""
+    shape = c.shape(0)
+    mask = c.self == unreduce(c.result, shape, c.dim, c.keepdim)
+    dims = c.dim if c.dim is not None else tuple(range(len(shape)))
+    count = mask.sum(dims, keepdim=True)
+    return (unreduce(g, shape, c.dim, c.keepdim) * mask / count,)
+
+
+for _n, _f, _gn in (("amax", np.max, "AmaxBackward0"), ("amin", np.min, "AminBackward0"),
+                    ("max", np.max, "MaxBackward1"), ("min", np.min, "MinBackward1")):
+    defop(_n, (lambda f: lambda x, dim=None, keepdim=False:
+               np.asarray(f(x, axis=dim, keepdims=keepdim)))(_f),
+          kind="reduce", save=("self", "result"), grad_fn=_gn, vjp=_evenly)
+
+
+def _max_dim(pick, argpick):
+    def impl(x, dim, keepdim=False):
+        idx = np.expand_dims(argpick(x, axis=dim), dim)
+        vals = np.take_along_axis(x, idx, axis=dim)
+        if not keepdim:
+            idx, vals = idx.squeeze(dim), vals.squeeze(dim)
+        return np.array(vals), np.array(idx, dtype=np.int64)
+    return impl
+
+
+def _select_vjp(c, g, _):
+    shape = c.shape(0)
+    idx, gk = c.result1, g
+    if not c.keepdim:
+        idx, gk = idx.unsqueeze(c.dim), g.unsqueeze(c.dim)
+    return (g.new_zeros(shape).scatter_add(c.dim, idx, gk),)
+
+
+def _nanargmax(x, axis):
+    # PyTorch: the first maximal element; a NaN is the maximum.
+    nan = np.isnan(x)
+    return np.where(nan.any(axis=axis), np.argmax(nan, axis=axis), np.argmax(x, axis=axis))
+
+
+def _nanargmin(x, axis):
+    nan = np.isnan(x)
+    return np.where(nan.any(axis=axis), np.argmax(nan, axis=axis), np.argmin(x, axis=axis))
+
+
+defop("max_dim", _max_dim(np.max, _nanargmax), nout=2, kind="reduce", save=("result1",),
+      grad_fn="MaxBackward0", vjp=_select_vjp)
+defop("min_dim", _max_dim(np.min, _nanargmin), nout=2, kind="reduce", save=("result1",),
+      grad_fn="MinBackward0", vjp=_select_vjp)
+defop("argmax", lambda x, dim=None, keepdim=False: _arg(_nanargmax, x, dim, keepdim), kind="reduce")
+defop("argmin", lambda x, dim=None, keepdim=False: _arg(_nanargmin, x, dim, keepdim), kind="reduce")
+defop("all", lambda x, dim=None, keepdim=False: np.asarray(np.all(x, axis=dim, keepdims=keepdim)),
+      kind="reduce")
+defop("any", lambda x, dim=None, keepdim=False: np.asarray(np.any(x, axis=dim, keepdims=keepdim)),
+      kind="reduce")
+
+
+def _arg(fn, x, dim, keepdim):
+    if dim is None:
+        r = np.asarray(fn(x.reshape(-1), axis=0), dtype=np.int64)
+        return r.reshape((1,) * x.ndim) if keepdim else r
+    r = fn(x, axis=dim)
+    return np.asarray(np.expand_dims(r, dim) if keepdim else r, dtype=np.int64)
+
+
+def _var(x, dim=None, correction=1, keepdim=False):
+    return np.asarray(np.var(x, axis=dim, ddof=correction, keepdims=keepdim))
+
+
+def _var_vjp(c, g):
+    x, shape = c.self, c.shape(0)
+    dims = c.dim if c.dim is not None else tuple(range(len(shape)))
+    n = _count(shape, c.dim) - c.correction
+    return (unreduce(g, shape, c.dim, c.keepdim) * 2 * (x - x.mean(dims, keepdim=True)) / n,)
+
+
+def _std_vjp(c, g):
+    x, shape = c.self, c.shape(0)
+    dims = c.dim if c.dim is not None else tuple(range(len(shape)))
+    n = _count(shape, c.dim) - c.correction
+    r = unreduce(c.result, shape, c.dim, c.keepdim)
+    return (unreduce(g, shape, c.dim, c.keepdim) * (x - x.mean(dims, keepdim=True)) / (r * n),)
+
+
+defop("var", _var, kind="reduce", save=("self",), grad_fn="VarBackward0", vjp=_var_vjp)
+defop("std", lambda x, dim=None, correction=1, keepdim=False: np.sqrt(_var(x, dim, correction, keepdim)),
+      kind="reduce", save=("self", "result"), grad_fn="StdBackward0", vjp=_std_vjp)
+
+
+def _logsumexp(x, dim, keepdim=False):
+    m = np.max(x, axis=dim, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0)
+    r = np.log(np.sum(np.exp(x - m), axis=dim, keepdims=True)) + m
+    return np.asarray(r if keepdim else np.squeeze(r, axis=dim))
+
+
+defop("logsumexp", _logsumexp, kind="reduce", save=("self", "result"),
+      grad_fn="LogsumexpBackward0",
+      vjp=lambda c, g: (unreduce(g, c.shape(0), c.dim, c.keepdim)
+                        * (c.self - unreduce(c.result, c.shape(0), c.dim, c.keepdim)).exp(),))
+
+
+def _softmax(x, dim):
+    e = np.exp(x - np.max(x, axis=dim, keepdims=True))
+    return e / np.sum(e, axis=dim, keepdims=True)
+
+
+def _log_softmax(x, dim):
+    s = x - np.max(x, axis=dim, keepdims=True)
+    return s - np.log(np.sum(np.exp(s), axis=dim, keepdims=True))
+
+
+defop("softmax", _softmax, save=("result",), grad_fn="SoftmaxBackward0",
+      vjp=lambda c, g: (c.result * (g - (g * c.result).sum(c.dim, keepdim=True)),))
+defop("log_softmax", _log_softmax, save=("result",), grad_fn="LogSoftmaxBackward0",
+      vjp=lambda c, g: (g - c.result.exp() * g.sum(c.dim, keepdim=True),))
+
+
+def _cumsum(x, dim):
+    return np.cumsum(x, axis=dim, dtype=np.int64 if x.dtype.kind in "biu" else None)
+
+
+# reverse cumulative sum without a flip: total - cumsum + g
+defop("cumsum", _cumsum, grad_fn="CumsumBackward0",
+      vjp=lambda c, g: (g.sum(c.dim, keepdim=True) - g.cumsum(c.dim) + g,))

@@ -1,0 +1,322 @@
+"""Views (results alias their input), and ops that move data: cat, stack, gather,
+scatter_add, index_select, index_add, advanced indexing, masked_fill, and the three
+strided-buffer ops that view VJPs and in-place-on-view (CopySlices) are built from."""
+import numpy as np
+
+from .optable import contiguous_strides, defop, geometry_overlaps, geometry_span
+
+
+class _Interface:
+    """Lets NumPy build an array from a raw pointer, shape and strides (as_strided does)."""
+
+    def __init__(self, interface, base):
+        self.__array_interface__ = interface
+        self.base = base
+
+
+def strided_view(x, shape, strides, elem_shift=0):
+    """A view of x's memory with the given shape and element strides, starting
+    elem_shift elements from x's first element. The caller checks the bounds."""
+    itemsize = x.dtype.itemsize
+    ai = x.__array_interface__
+    interface = {"version": 3, "typestr": ai["typestr"], "descr": ai.get("descr"),
+                 "data": (ai["data"][0] + elem_shift * itemsize, ai["data"][1]),
+                 "shape": tuple(shape), "strides": tuple(s * itemsize for s in strides)}
+    return np.asarray(_Interface(interface, x))
+
+
+def relative_geometry(view_impl, in_shape, attrs):
+    """Geometry (shape, strides, offset) of a view op applied to a C-contiguous input of
+    in_shape, found by running the view's own NumPy impl on a 1-byte dummy (no memory is
+    touched: only pointers and strides are computed)."""
+    strides, acc = [], 1
+    for n in reversed(in_shape):
+        strides.append(acc)
+        acc *= max(n, 1)
+    dummy = strided_view(np.zeros(1, np.uint8), in_shape, tuple(reversed(strides)))
+    v = view_impl(dummy, **attrs)
+    off = v.__array_interface__["data"][0] - dummy.__array_interface__["data"][0]
+    return (tuple(v.shape), tuple(v.strides), off)
+
+
+def view_vjp(impl):
+    """The VJP of a view that picks elements (select, slice, diagonal, ...): scatter the
+    gradient into zeros of the input's shape."""
+    def vjp(c, g):
+        shape = c.shape(0)
+        geom = relative_geometry(impl, shape, c.attrs)
+        n = 1
+        for d in shape:
+            n *= d
+        return (g._op("strided_scatter", geom=geom, span=n).reshape(shape),)
+    return vjp
+
+
+# ---- views ------------------------------------------------------------------------------
+
+def _reshape_view(x, shape):
+    return np.reshape(x, shape, copy=False)
+
+
+defop("view", _reshape_view, kind="view", grad_fn="ViewBackward0",
+      vjp=lambda c, g: (g.reshape(c.shape(0)),))
+defop("_unsafe_view", lambda x, shape: np.reshape(x, shape), kind="view",
+      grad_fn="UnsafeViewBackward0", vjp=lambda c, g: (g.reshape(c.shape(0)),))
+defop("alias", lambda x: x.view(), kind="view", grad_fn="AliasBackward0",
+      vjp=lambda c, g: (g,))
+defop("transpose", lambda x, dim0, dim1: np.swapaxes(x, dim0, dim1), kind="view",
+      grad_fn="TransposeBackward0", vjp=lambda c, g: (g.transpose(c.dim0, c.dim1),))
+defop("t", lambda x: x.T, kind="view", grad_fn="TBackward0", vjp=lambda c, g: (g.t(),))
+defop("permute", lambda x, dims: np.transpose(x, dims), kind="view", grad_fn="PermuteBackward0",
+      vjp=lambda c, g: (g.permute(tuple(int(i) for i in np.argsort(c.dims))),))
+
+
+def sum_to_shape(g, shape):
+    """Sum a broadcast gradient back to `shape` (the VJP of expand)."""
+    if tuple(g.shape) == tuple(shape):
+        return g
+    lead = g.ndim - len(shape)
+    dims = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape)
+                                      if n == 1 and g.shape[lead + i] != 1)
+    if dims:
+        g = g.sum(dims, keepdim=True)
+    return g.reshape(shape) if lead or tuple(g.shape) != tuple(shape) else g
+
+
+defop("expand", lambda x, size: np.broadcast_to(x, size), kind="view",
+      grad_fn="ExpandBackward0", vjp=lambda c, g: (sum_to_shape(g, c.shape(0)),))
+
+
+def _squeeze(x, dim=None):
+    if dim is None:
+        return np.squeeze(x)
+    dims = (dim,) if isinstance(dim, int) else dim
+    return np.squeeze(x, axis=tuple(d for d in dims if x.shape[d] == 1))
+
+
+defop("squeeze", _squeeze, kind="view", vjp=lambda c, g: (g.reshape(c.shape(0)),),
+      grad_fn=lambda ins, at: "SqueezeBackward0" if at.get("dim") is None else
+      "SqueezeBackward1" if isinstance(at["dim"], int) else "SqueezeBackward2")
+defop("unsqueeze", lambda x, dim: np.expand_dims(x, dim), kind="view",
+      grad_fn="UnsqueezeBackward0", vjp=lambda c, g: (g.reshape(c.shape(0)),))
+
+
+def _slice(x, dim, start, end, step):
+    idx = [slice(None)] * x.ndim
+    idx[dim] = slice(start, end, step)
+    return x[tuple(idx)]
+
+
+def _select(x, dim, index):
+    idx = [slice(None)] * x.ndim
+    idx[dim] = index
+    return x[tuple(idx)]
+
+
+def _diagonal(x, offset=0, dim1=0, dim2=1):
+    y = np.moveaxis(x, (dim1, dim2), (-2, -1))
+    y = y[..., :, offset:] if offset >= 0 else y[..., -offset:, :]
+    n = max(min(y.shape[-2], y.shape[-1]), 0)
+    return np.lib.stride_tricks.as_strided(
+        y, y.shape[:-2] + (n,), y.strides[:-2] + (y.strides[-2] + y.strides[-1],),
+        writeable=y.flags.writeable)
+
+
+defop("slice", _slice, kind="view", grad_fn="SliceBackward0", vjp=view_vjp(_slice))
+defop("select", _select, kind="view", grad_fn="SelectBackward0", vjp=view_vjp(_select))
+defop("diagonal", _diagonal, kind="view", grad_fn="DiagonalBackward0", vjp=view_vjp(_diagonal))
+
+
+def _as_strided(x, size, stride, storage_offset, in_strides, in_offset):
+    return strided_view(x, size, stride, storage_offset - in_offset)
+
+
+def _as_strided_vjp(c, g):
+    # Geometries are relative to the storage: scatter into a buffer laid out as the
+    # storage, then read the input's elements back out of it.
+    view = (c.size, c.stride, c.storage_offset)
+    base = (c.shape(0), c.in_strides, c.in_offset)
+    span = max(geometry_span(*view), geometry_span(*base))
+    buf = g._op("strided_scatter", geom=view, span=span)
+    return (buf._op("strided_gather", geom=base),)
+
+
+defop("as_strided", _as_strided, kind="view", grad_fn="AsStridedBackward0", vjp=_as_strided_vjp)
+
+
+def _unbind(x, dim):
+    return tuple(_select(x, dim, i) for i in range(x.shape[dim]))
+
+
+def _split(x, sizes, dim):
+    out, start = [], 0
+    for n in sizes:
+        out.append(_slice(x, dim, start, start + n, 1))
+        start += n
+    return tuple(out)
+
+
+defop("unbind", _unbind, nout=None, kind="view", grad_fn="UnbindBackward0",
+      vjp=lambda c, gs: (gs[0]._op("stack", *gs[1:], dim=c.dim),))
+defop("split", _split, nout=None, kind="view",
+      grad_fn=lambda ins, at: "SplitWithSizesBackward0" if at.get("with_sizes") else "SplitBackward0",
+      vjp=lambda c, gs: (gs[0]._op("cat", *gs[1:], dim=c.dim),))
+
+
+# ---- data movement ------------------------------------------------------------------------
+
+def _offsets(c, dim):
+    return [c.shape(i)[dim] for i in range(c.ninputs)]
+
+
+defop("cat", lambda *xs, dim: np.concatenate(xs, axis=dim), args=("*tensors",), promote="all",
+      grad_fn="CatBackward0",
+      vjp=lambda c, g: tuple(g.split(_offsets(c, c.dim), c.dim)))
+defop("stack", lambda *xs, dim: np.stack(xs, axis=dim), args=("*tensors",), promote="all",
+      grad_fn="StackBackward0", vjp=lambda c, g: tuple(g.unbind(c.dim)))
+
+
+def _masked_fill(x, mask, value):
+    return np.where(mask, np.asarray(value, dtype=x.dtype), x)
+
+
+defop("masked_fill", _masked_fill, args=("self", "mask", "value"), save=("mask",),
+      grad_fn="MaskedFillBackward0", kind="elementwise",
+      vjp=lambda c, g: (g.masked_fill(c.mask, 0) if c.needs(0) else None, None,
+                        g.where(c.mask, 0).sum() if c.needs(2) else None))
+
+
+def _gather(x, index, dim):
+    return np.take_along_axis(x, index, axis=dim) if index.shape == x.shape else \
+        np.take_along_axis(x[tuple(slice(0, n) for n in index.shape[:dim]) + (slice(None),)
+                             + tuple(slice(0, n) for n in index.shape[dim + 1:])],
+                           index, axis=dim)
+
+
+defop("gather", _gather, args=("self", "index"), save=("index",), grad_fn="GatherBackward0",
+      vjp=lambda c, g: (g.new_zeros(c.shape(0)).scatter_add(c.dim, c.index, g), None))
+
+
+def _scatter_add(x, index, src, dim):
+    out = np.array(x, copy=True)
+    idx = list(np.indices(index.shape, sparse=True))
+    idx[dim] = index
+    np.add.at(out, tuple(idx), src[tuple(slice(0, n) for n in index.shape)])
+    return out
+
+
+defop("scatter_add", _scatter_add, args=("self", "index", "src"), save=("index",),
+      grad_fn="ScatterAddBackward0", promote=(0, 2),
+      vjp=lambda c, g: (g, None, _pad_to(g.gather(c.dim, c.index), c.shape(2))
+                        if c.needs(2) else None))
+
+
+def _pad_to(g, shape):
+    """Zero-pad g (the leading corner) to `shape`: scatter_add may use only part of src."""
+    if tuple(g.shape) == tuple(shape):
+        return g
+    n = 1
+    for d in shape:
+        n *= d
+    geom = (tuple(g.shape), contiguous_strides(shape), 0)
+    return g._op("strided_scatter", geom=geom, span=n).reshape(shape)
+
+
+defop("index_select", lambda x, index, dim: np.take(x, index, axis=dim),
+      args=("self", "index"), save=("index",), grad_fn="IndexSelectBackward0",
+      vjp=lambda c, g: (g.new_zeros(c.shape(0)).index_add(c.dim, c.index, g), None))
+
+
+def _index_add(x, index, src, dim, alpha=1):
+    out = np.array(x, copy=True)
+    idx = [slice(None)] * x.ndim
+    idx[dim] = index
+    np.add.at(out, tuple(idx), src * alpha if alpha != 1 else src)
+    return out
+
+
+defop("index_add", _index_add, args=("self", "index", "source"), save=("index",),
+      grad_fn="IndexAddBackward0", promote=(0, 2),
+      vjp=lambda c, g: (g, None, g.index_select(c.dim, c.index) * c.alpha if c.needs(2) else None))
+
+
+def np_index(spec, tensors):
+    """Build a NumPy index tuple from a spec whose "T" entries take the next tensor."""
+    it = iter(tensors)
+    out = []
+    for s in spec:
+        if s == "T":
+            out.append(next(it))
+        elif isinstance(s, tuple) and s and s[0] == "slice":
+            out.append(slice(*s[1:]))
+        else:
+            out.append(s)
+    return tuple(out)
+
+
+defop("index", lambda x, *ix, spec: x[np_index(spec, ix)], args=("self", "*indices"),
+      save=("indices",), grad_fn="IndexBackward0",
+      vjp=lambda c, g: (g.new_zeros(c.shape(0))._op("index_put", g, *c.indices, spec=c.spec,
+                                                     accumulate=True),))
+
+
+def _index_put(x, values, *ix, spec, accumulate=False):
+    out = np.array(x, copy=True)
+    idx = np_index(spec, ix)
+    if accumulate:
+        np.add.at(out, idx, values)
+    else:
+        out[idx] = values
+    return out
+
+
+def _index_put_vjp(c, g):
+    gx = g if c.accumulate else g._op("index_put", g.new_zeros(()), *c.indices, spec=c.spec)
+    gv = g._op("index", *c.indices, spec=c.spec) if c.needs(1) else None
+    return (gx if c.needs(0) else None, gv)
+
+
+defop("index_put", _index_put, args=("self", "values", "*indices"), save=("indices",),
+      grad_fn="IndexPutBackward0", promote=(0, 1), vjp=_index_put_vjp)
+
+# ---- flat-buffer ops behind view VJPs and CopySlices ------------------------------------
+# A geometry (shape, strides, offset) addresses elements of a 1-D buffer.
+
+
+def _flat_index(geom):
+    shape, strides, offset = geom
+    idx = np.full(shape, offset, dtype=np.int64)
+    for d, (n, s) in enumerate(zip(shape, strides)):
+        sh = [1] * len(shape)
+        sh[d] = n
+        idx = idx + (np.arange(n, dtype=np.int64) * s).reshape(sh)
+    return idx
+
+
+def _strided_scatter(x, geom, span):
+    buf = np.zeros(span, dtype=x.dtype)
+    if geometry_overlaps(geom[0], geom[1]):
+        np.add.at(buf, _flat_index(geom), x)
+    else:
+        strided_view(buf, geom[0], geom[1], geom[2])[...] = x
+    return buf
+
+
+def _strided_gather(buf, geom):
+    return np.array(strided_view(buf, geom[0], geom[1], geom[2]), copy=True)
+
+
+def _strided_put(buf, values, geom):
+    out = np.array(buf, copy=True)
+    strided_view(out, geom[0], geom[1], geom[2])[...] = values
+    return out
+
+
+defop("strided_scatter", _strided_scatter, grad_fn="StridedScatterBackward0",
+      vjp=lambda c, g: (g._op("strided_gather", geom=c.geom),))
+defop("strided_gather", _strided_gather, grad_fn="StridedGatherBackward0",
+      vjp=lambda c, g: (g._op("strided_scatter", geom=c.geom, span=c.shape(0)[0]),))
+defop("strided_put", _strided_put, args=("self", "values"), grad_fn="StridedPutBackward0",
+      promote=(0, 1),
+      vjp=lambda c, g: (g._op("strided_put", g.new_zeros(()), geom=c.geom) if c.needs(0) else None,
+                        g._op("strided_gather", geom=c.geom) if c.needs(1) else None))

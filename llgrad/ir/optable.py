@@ -1,0 +1,80 @@
+"""The op table: every op declared once.
+
+An OpDef holds the op's name, its NumPy implementation, its VJP rule and PyTorch's name
+for its backward node. VJP rules are written against the Tensor API only (methods of the
+tensors they receive), so one rule serves eager autograd, tracing and higher-order
+gradients. This module imports nothing from the rest of llgrad.
+
+A VJP rule is `vjp(ctx, grad) -> tuple` with one entry per input (None where no gradient
+flows). `ctx.<name>` reads a saved input or output (version-checked) or an attribute;
+`ctx.needs(i)` says whether input i wants a gradient; `ctx.shape(i)`/`ctx.dtype(i)` give
+input metadata. Gradients whose shape differs from their input's (broadcasting) are summed
+back to the input's shape by the caller, and cast to the input's dtype.
+"""
+
+OPS = {}
+
+
+class OpDef:
+    __slots__ = ("name", "impl", "vjp", "grad_fn", "args", "save", "nout", "kind",
+                 "promote", "float_out", "doc")
+
+    def __init__(self, name, impl, vjp=None, grad_fn=None, args=("self",), save=(),
+                 nout=1, kind="other", promote=(), float_out=False, doc=""):
+        self.name = name
+        self.impl = impl
+        self.vjp = vjp
+        self.grad_fn = grad_fn      # str, or callable(inputs, attrs) -> str
+        self.args = args            # names of the inputs (tensors or Python scalars)
+        self.save = save            # input names and/or "result" ("result0".. if nout > 1)
+        self.nout = nout
+        self.kind = kind            # "elementwise" | "reduce" | "view" | "random" | "other"
+        self.promote = promote      # input positions promoted to one dtype (PyTorch rules)
+        self.float_out = float_out  # integer inputs give float32 (exp, div, ...)
+        self.doc = doc
+
+    @property
+    def differentiable(self):
+        return self.vjp is not None
+
+    def node_name(self, inputs, attrs):
+        g = self.grad_fn
+        return g if g is None or isinstance(g, str) else g(inputs, attrs)
+
+    def __repr__(self):
+        return f"<op {self.name}>"
+
+
+def defop(name, impl, **kw):
+    if name in OPS:
+        raise ValueError(f"op {name!r} declared twice")
+    op = OpDef(name, impl, **kw)
+    OPS[name] = op
+    return op
+
+
+# Geometry helpers shared by the strided ops and by view VJPs: a geometry is
+# (shape, strides, offset) in elements over a flat buffer.
+
+def contiguous_strides(shape):
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+def geometry_overlaps(shape, strides):
+    dims = sorted((abs(s), n) for n, s in zip(shape, strides) if n > 1)
+    extent = 1
+    for s, n in dims:
+        if s < extent:
+            return True
+        extent = s * (n - 1) + extent
+    return False
+
+
+def geometry_span(shape, strides, offset):
+    if any(n == 0 for n in shape):
+        return offset
+    return offset + 1 + sum((n - 1) * s for n, s in zip(shape, strides))

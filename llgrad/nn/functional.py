@@ -1,0 +1,207 @@
+"""llgrad.nn.functional: PyTorch's functional layers over the op table."""
+import numpy as np
+
+from ..ir import OPS
+from ..runtime import grad_mode
+from ..runtime.dispatch import call
+from ..runtime.shapes import norm_dim
+from ..runtime.tensor import Tensor
+from ..runtime.creation import default_generator
+
+_REDUCTIONS = ("none", "mean", "sum")
+
+
+def _reduction(r):
+    if r not in _REDUCTIONS:
+        raise ValueError(f"{r} is not a valid value for reduction")
+    return r
+
+
+def relu(input, inplace=False):
+    return input.relu_() if inplace else input.relu()
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    if inplace:
+        return input._iop("leaky_relu", negative_slope=negative_slope)
+    return input.leaky_relu(negative_slope)
+
+
+def gelu(input, approximate="none"):
+    if approximate not in ("none", "tanh"):
+        raise RuntimeError(f"approximate argument must be either none or tanh.")
+    return input.gelu(approximate)
+
+
+def silu(input, inplace=False):
+    return input.silu()
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    return input.softplus(beta, threshold)
+
+
+def sigmoid(input):
+    return input.sigmoid()
+
+
+def tanh(input):
+    return input.tanh()
+
+
+def softmax(input, dim=None, dtype=None):
+    return input.softmax(dim if dim is not None else -1, dtype)
+
+
+def log_softmax(input, dim=None, dtype=None):
+    return input.log_softmax(dim if dim is not None else -1, dtype)
+
+
+def dropout(input, p=0.5, training=True, inplace=False):
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        return input * 0.0
+    keep = default_generator.rng.random(input._data.shape) >= p
+    mask = Tensor._from_array((keep / (1.0 - p)).astype(input._data.dtype))
+    if inplace:
+        return input.mul_(mask)
+    return input * mask
+
+
+def linear(input, weight, bias=None):
+    out = input.matmul(weight.t())
+    return out + bias if bias is not None else out
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    k = len(normalized_shape)
+    if tuple(input._data.shape[input._data.ndim - k:]) != tuple(normalized_shape):
+        raise RuntimeError(f"Given normalized_shape={list(normalized_shape)}, expected input with "
+                           f"shape [*, {', '.join(map(str, normalized_shape))}], but got input "
+                           f"of size{list(input._data.shape)}")
+    return call(OPS["layer_norm"], (input, weight, bias), {"normalized_ndim": k, "eps": eps})
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
+               momentum=0.1, eps=1e-5):
+    if input._data.ndim < 2:
+        raise ValueError(f"expected 2D or 3D input (got {input._data.ndim}D input)")
+    if training:
+        dims = (0,) + tuple(range(2, input._data.ndim))
+        n = input._data.size // input._data.shape[1]
+        if n <= 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got input "
+                             f"size {list(input._data.shape)}")
+        if running_mean is not None or running_var is not None:
+            with grad_mode.no_grad():
+                x = input._data.astype(np.float64)
+                mean = x.mean(axis=dims)
+                var = x.var(axis=dims, ddof=1)
+                if running_mean is not None:
+                    running_mean.mul_(1 - momentum).add_(Tensor._from_array(
+                        mean.astype(running_mean._data.dtype)), alpha=momentum)
+                if running_var is not None:
+                    running_var.mul_(1 - momentum).add_(Tensor._from_array(
+                        var.astype(running_var._data.dtype)), alpha=momentum)
+        return call(OPS["batch_norm"], (input, weight, bias, None, None),
+                    {"training": True, "eps": eps})
+    if running_mean is None or running_var is None:
+        raise RuntimeError("running_mean and running_var must be defined in evaluation mode")
+    return call(OPS["batch_norm"], (input, weight, bias, running_mean, running_var),
+                {"training": False, "eps": eps})
+
+
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
+              scale_grad_by_freq=False, sparse=False):
+    if input._dtype._cat != 1:
+        raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the following "
+                           f"scalar types: Long, Int; but got {input.type()} instead (while "
+                           "checking arguments for embedding)")
+    n = weight._data.shape[0]
+    if input._data.size and (input._data.max() >= n or input._data.min() < -n):
+        raise IndexError("index out of range in self")
+    if padding_idx is not None and padding_idx < 0:
+        padding_idx += n
+    return call(OPS["embedding"], (weight, input), {"padding_idx": padding_idx})
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+             reduction="mean"):
+    _reduction(reduction)
+    if input._data.ndim == 1:
+        return nll_loss(input.unsqueeze(0), target.unsqueeze(0), weight, None, ignore_index,
+                        None, reduction).squeeze(0) if reduction == "none" else \
+            nll_loss(input.unsqueeze(0), target.unsqueeze(0), weight, None, ignore_index, None,
+                     reduction)
+    if target._dtype._cat != 1:
+        raise RuntimeError(f"expected scalar type Long but found {target._dtype.name}")
+    if input._data.shape[0] != target._data.shape[0]:
+        raise ValueError(f"Expected input batch_size ({input._data.shape[0]}) to match target "
+                         f"batch_size ({target._data.shape[0]}).")
+    c = input._data.shape[1]
+    t = target._data
+    bad = (t != ignore_index) & ((t < 0) | (t >= c))
+    if bad.any():
+        raise IndexError(f"Target {int(t[bad].reshape(-1)[0])} is out of bounds.")
+    return call(OPS["nll_loss"], (input, target, weight),
+                {"ignore_index": ignore_index, "reduction": reduction})
+
+
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                  reduction="mean", label_smoothing=0.0):
+    _reduction(reduction)
+    class_dim = 0 if input._data.ndim == 1 else 1
+    logp = input.log_softmax(class_dim)
+    if target._dtype.is_floating_point:          # class probabilities
+        c = input._data.shape[class_dim]
+        if label_smoothing:
+            target = target * (1 - label_smoothing) + label_smoothing / c
+        w = logp if weight is None else logp * weight.reshape((-1,) + (1,) * (logp.ndim - 2))
+        loss = -(w * target).sum(class_dim)
+        if reduction == "mean":
+            return loss.sum() / (input._data.size // c) if loss.ndim else loss
+        return loss.sum() if reduction == "sum" else loss
+    loss = nll_loss(logp, target, weight, ignore_index=ignore_index, reduction=reduction)
+    if not label_smoothing:
+        return loss
+    c = input._data.shape[class_dim]
+    w = logp if weight is None else logp * weight.reshape((-1,) + (1,) * (logp.ndim - 2 if logp.ndim > 1 else 0))
+    smooth = -w.sum(class_dim)
+    keep = target != ignore_index
+    smooth = smooth.masked_fill(keep.logical_not(), 0)
+    if reduction == "mean":
+        if weight is None:
+            smooth = smooth.sum() / keep.sum()
+        else:
+            smooth = smooth.sum() / weight.index_select(0, target.where(keep, 0).reshape(-1)) \
+                .masked_fill(keep.reshape(-1).logical_not(), 0).sum()
+    elif reduction == "sum":
+        smooth = smooth.sum()
+    return loss * (1 - label_smoothing) + smooth * (label_smoothing / c)
+
+
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    _reduction(reduction)
+    if input._data.shape != target._data.shape:
+        import warnings
+        warnings.warn(f"Using a target size ({target.shape}) that is different to the input size "
+                      f"({input.shape}). This will likely lead to incorrect results due to "
+                      "broadcasting. Please ensure they have the same size.", stacklevel=2)
+        input, target = input.expand(np.broadcast_shapes(input._data.shape, target._data.shape)), \
+            target.expand(np.broadcast_shapes(input._data.shape, target._data.shape))
+    return call(OPS["mse_loss"], (input, target), {"reduction": reduction})
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
+                                     reduction="mean", pos_weight=None):
+    _reduction(reduction)
+    if input._data.shape != target._data.shape:
+        raise ValueError(f"Target size ({target.shape}) must be the same as input size "
+                         f"({input.shape})")
+    return call(OPS["binary_cross_entropy_with_logits"], (input, target, weight, pos_weight),
+                {"reduction": reduction})

@@ -1,0 +1,4 @@
+"""The eager world: Tensor, storage and views, grad modes, the autograd engine,
+autograd.Function, gradcheck."""
+from . import methods, methods_reduce, methods_views  # noqa: F401  (attach Tensor methods)
+from .tensor import Size, Storage, Tensor  # noqa: F401

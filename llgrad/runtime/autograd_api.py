@@ -1,0 +1,44 @@
+"""backward() and autograd.grad(): argument handling around the engine."""
+from .engine import make_root_grads, run_backward
+from .tensor import Tensor
+
+
+def _seq(x):
+    if x is None:
+        return None
+    return [x] if isinstance(x, Tensor) else list(x)
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
+             grad_variables=None, inputs=None):
+    tensors = _seq(tensors)
+    grads = _seq(grad_tensors) or [None] * len(tensors)
+    if len(grads) != len(tensors):
+        raise RuntimeError(f"grad_tensors has {len(grads)} entries but tensors has "
+                           f"{len(tensors)}")
+    if retain_graph is None:
+        retain_graph = create_graph
+    inputs = _seq(inputs)
+    if inputs is not None and len(inputs) == 0:
+        raise RuntimeError("'inputs' argument to backward() cannot be empty.")
+    run_backward(tensors, make_root_grads(tensors, grads), retain_graph, create_graph,
+                 inputs=inputs, accumulate=True)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
+         only_inputs=True, allow_unused=None, is_grads_batched=False, materialize_grads=False):
+    single = isinstance(inputs, Tensor)
+    outputs, inputs = _seq(outputs), _seq(inputs)
+    grads = _seq(grad_outputs) or [None] * len(outputs)
+    if retain_graph is None:
+        retain_graph = create_graph
+    if allow_unused is None:
+        allow_unused = materialize_grads
+    for t in inputs:
+        if not isinstance(t, Tensor):
+            raise TypeError("grad(): inputs must be Tensors")
+    res = run_backward(outputs, make_root_grads(outputs, grads), retain_graph, create_graph,
+                       inputs=inputs, accumulate=False, allow_unused=allow_unused)
+    if materialize_grads:
+        res = [g if g is not None else t.new_zeros(t.shape) for g, t in zip(res, inputs)]
+    return tuple(res)

@@ -1,0 +1,57 @@
+"""In-place ops on views: PyTorch's CopySlices on the base, and the AsStridedBackward0 node
+a view gets once its base has been modified in place."""
+from ..ir import OPS
+from .node import Node, fix_grads, gradient_edge, node_class
+
+
+def geometry(t):
+    return (tuple(t._data.shape), t.stride(), t.storage_offset())
+
+
+def _span(*geoms):
+    from ..ir.optable import geometry_span
+    return max(geometry_span(*g) for g in geoms)
+
+
+class CopySlices(Node):
+    """Gradient of `base` after `view.op_(...)`: outside the view it passes through; inside
+    it is the in-place op's own VJP (fn) applied to the view's slice of the gradient."""
+    __slots__ = ("fn", "base_geom", "view_geom", "span")
+
+    def __init__(self, base, view, fn, base_edge):
+        Node.__init__(self)
+        self.fn = fn
+        self.base_geom = geometry(base)
+        self.view_geom = geometry(view)
+        self.span = _span(self.base_geom, self.view_geom)
+        self.next_functions = (base_edge or (None, 0),) + fn.next_functions[1:]
+
+    def apply(self, grads):
+        g = grads[0]
+        flat = g._op("strided_scatter", geom=self.base_geom, span=self.span)
+        g_view = flat._op("strided_gather", geom=self.view_geom)
+        fn = self.fn
+        res = fix_grads(fn._op.vjp(fn, g_view), fn.next_functions, fn._in_meta)
+        r0 = res[0] if res[0] is not None else g_view.new_zeros(g_view.shape)
+        flat = flat._op("strided_put", r0, geom=self.view_geom)
+        return [flat._op("strided_gather", geom=self.base_geom)] + list(res[1:])
+
+    def release(self):
+        self.fn.release()
+
+
+def regenerate_view_grad_fn(t):
+    """A view whose base changed in place gets AsStridedBackward0 into the base's new
+    history (PyTorch does the same, lazily, when grad_fn is read)."""
+    base = t._base
+    t._view_version = t._storage.version
+    if not (base._requires_grad and t._dtype.is_floating_point):
+        return
+    shape, strides, offset = geometry(t)
+    _, base_strides, base_offset = geometry(base)
+    attrs = {"size": shape, "stride": strides, "storage_offset": offset,
+             "in_strides": base_strides, "in_offset": base_offset}
+    node = node_class("AsStridedBackward0")(OPS["as_strided"], attrs)
+    node.next_functions = (gradient_edge(base) or (None, 0),)
+    node._in_meta = ((base._data.shape, base._dtype),)
+    t._grad_fn, t._output_nr, t._requires_grad = node, 0, True

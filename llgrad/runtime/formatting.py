@@ -1,0 +1,120 @@
+"""`repr(tensor)` exactly as PyTorch 2.x prints it (torch/_tensor_str.py, default print
+options), computed on the tensor's NumPy payload and spelling dtypes `llgrad.<name>`."""
+import math
+
+import numpy as np
+
+PRECISION, THRESHOLD, EDGEITEMS, LINEWIDTH = 4, 1000, 3, 80
+_DEFAULT_DTYPES = ("float32", "int64", "bool")   # dtypes PyTorch leaves unprinted
+
+
+class _Formatter:
+    """Chooses one layout (int / fixed / scientific) and one column width for all elements."""
+
+    def __init__(self, arr, floating):
+        self.floating, self.int_mode, self.sci_mode, self.max_width = floating, True, False, 1
+        flat = arr.reshape(-1)
+        if not floating:
+            self.max_width = max([1] + [len(f"{v}") for v in flat.tolist()])
+            return
+        vals = flat[np.isfinite(flat) & (flat != 0)]
+        if vals.size == 0:              # only zeros / nan / inf: "0.", "nan", "inf"
+            return
+        absv = np.abs(vals).astype(np.float64)
+        lo, hi = absv.min(), absv.max()
+        with np.errstate(over="ignore"):
+            self.sci_mode = bool(hi / lo > 1000.0 or hi > 1.0e8 or lo < 1.0e-4)
+        self.int_mode = bool(np.all(vals == np.ceil(vals)))
+        pyvals = vals.tolist()
+        if self.sci_mode:
+            widths = [len(f"{v:.{PRECISION}e}") for v in pyvals]
+        elif self.int_mode:             # +1 for the trailing "." of integer-valued floats
+            widths = [len(f"{v:.0f}") + 1 for v in pyvals]
+        else:
+            widths = [len(f"{v:.{PRECISION}f}") for v in pyvals]
+        self.max_width = max([1] + widths)
+
+    def format(self, v):
+        if not self.floating:
+            s = f"{v}"
+        elif self.sci_mode:
+            s = f"{v:{self.max_width}.{PRECISION}e}"
+        elif self.int_mode:
+            s = f"{v:.0f}" + ("" if math.isinf(v) or math.isnan(v) else ".")
+        else:
+            s = f"{v:.{PRECISION}f}"
+        return s.rjust(self.max_width)
+
+
+def _summarized(arr):
+    """Only the edge items along every long axis (what the formatter gets to see)."""
+    for axis, n in enumerate(arr.shape):
+        if n > 2 * EDGEITEMS:
+            idx = list(range(EDGEITEMS)) + list(range(n - EDGEITEMS, n))
+            arr = np.take(arr, idx, axis=axis)
+    return arr
+
+
+def _body(a, indent, summarize, fmt):
+    if a.ndim == 0:
+        return fmt.format(a.item())
+    n = a.shape[0]
+    cut = summarize and n > 2 * EDGEITEMS
+    if a.ndim == 1:
+        if cut:
+            data = ([fmt.format(v) for v in a[:EDGEITEMS].tolist()] + [" ..."]
+                    + [fmt.format(v) for v in a[n - EDGEITEMS:].tolist()])
+        else:
+            data = [fmt.format(v) for v in a.tolist()]
+        per_line = max(1, (LINEWIDTH - indent) // (fmt.max_width + 2))
+        lines = [", ".join(data[i:i + per_line]) for i in range(0, len(data), per_line)]
+        return "[" + (",\n" + " " * (indent + 1)).join(lines) + "]"
+    rows = list(range(EDGEITEMS)) + [None] + list(range(n - EDGEITEMS, n)) if cut else range(n)
+    slices = ["..." if i is None else _body(a[i], indent + 1, summarize, fmt) for i in rows]
+    return "[" + ("," + "\n" * (a.ndim - 1) + " " * (indent + 1)).join(slices) + "]"
+
+
+def _add_suffixes(text, suffixes, indent):
+    out = [text]
+    last_line_len = len(text) - text.rfind("\n") + 1   # torch's own (off-by-two) measure
+    for suffix in suffixes:
+        # Measure as torch spells it ("torch." is one shorter than "llgrad.") so that lines
+        # break exactly where torch's do: output == repr(torch_tensor) with the prefix swapped.
+        n = len(suffix.replace("llgrad.", "torch."))
+        if last_line_len + n + 2 > LINEWIDTH:
+            out.append(",\n" + " " * indent + suffix)
+            last_line_len = indent + n
+        else:
+            out.append(", " + suffix)
+            last_line_len += n + 2
+    return "".join(out) + ")"
+
+
+def tensor_repr(t):
+    data = np.asarray(t._data)
+    name = t._dtype.name
+    prefix = "tensor("
+    indent = len(prefix)
+    suffixes = []
+    if data.size == 0:
+        if data.ndim != 1:
+            suffixes.append(f"size={tuple(int(d) for d in data.shape)}")
+        if name != "float32":           # nothing to infer an integer dtype from
+            suffixes.append(f"dtype=llgrad.{name}")
+        body = "[]"
+    else:
+        if name not in _DEFAULT_DTYPES:
+            suffixes.append(f"dtype=llgrad.{name}")
+        summarize = data.size > THRESHOLD
+        fmt = _Formatter(_summarized(data) if summarize else data, t._dtype.is_floating_point)
+        body = _body(data, indent, summarize, fmt)
+    try:
+        grad_fn = t.grad_fn
+        grad_fn_name = None if grad_fn is None else type(grad_fn).__name__
+    except RuntimeError:                # as torch: an invalidated view's grad_fn
+        grad_fn_name = "Invalid"
+    if grad_fn_name is not None:
+        suffixes.append(f"grad_fn=<{grad_fn_name}>")
+    elif t.requires_grad:
+        suffixes.append("requires_grad=True")
+    return _add_suffixes(prefix + body, suffixes, indent)

@@ -1,0 +1,175 @@
+"""autograd.Function: user-defined ops with their own backward (PyTorch's API)."""
+import numpy as np
+
+from . import grad_mode
+from .node import Node, SavedTensor, fix_grads, gradient_edge, user_location
+from .tensor import Tensor
+
+
+class FunctionCtx:
+    """What forward() receives as ctx; also what backward() receives."""
+    __slots__ = ()
+
+    def save_for_backward(self, *tensors):
+        for t in tensors:
+            if t is not None and not isinstance(t, Tensor):
+                raise TypeError("save_for_backward can only save variables, but argument "
+                                f"{tensors.index(t)} is of type {type(t).__name__}")
+        self.to_save = tensors
+
+    def mark_dirty(self, *tensors):
+        self.dirty_tensors = tensors
+
+    def mark_non_differentiable(self, *tensors):
+        self.non_differentiable = tensors
+
+    def set_materialize_grads(self, value):
+        self.materialize_grads = bool(value)
+
+
+class BackwardCFunction(Node, FunctionCtx):
+    """The backward node of one Function call; it is also the ctx (as in PyTorch)."""
+
+    def __init__(self):
+        Node.__init__(self)
+        self.to_save = ()
+        self.dirty_tensors = ()
+        self.non_differentiable = ()
+        self.materialize_grads = True
+        self.needs_input_grad = ()
+        self._saved = None
+        self._in_meta = ()
+        self._out_meta = ()
+        self._where = user_location()
+
+    @property
+    def saved_tensors(self):
+        if self._saved is None:
+            if self.to_save is None:
+                from .node import FREED
+                raise RuntimeError(FREED)
+            return tuple(self.to_save)
+        return tuple(s.unpack(self) if s is not None else None for s in self._saved)
+
+    @property
+    def _nout(self):
+        return len(self._out_meta)
+
+    def release(self):
+        self._saved = [None if s is None else _Freed() for s in self._saved or ()]
+
+    def apply(self, grads):
+        if self.materialize_grads:
+            grads = [g if g is not None else Tensor._from_array(np.zeros(m[0], m[1].np))
+                     for g, m in zip(grads, self._out_meta)]
+        res = self._forward_cls.backward(self, *grads)
+        if not isinstance(res, tuple):
+            res = (res,)
+        n = len(self.next_functions)
+        if len(res) != n:
+            if len(res) > n and all(r is None for r in res[n:]):
+                res = res[:n]
+            else:
+                raise RuntimeError(f"function {type(self).__name__} returned an incorrect number "
+                                   f"of gradients (expected {n}, got {len(res)})")
+        for i, (r, m) in enumerate(zip(res, self._in_meta)):
+            if r is not None and m is not None and r._data.shape != m[0]:
+                try:
+                    np.broadcast_shapes(r._data.shape, m[0])
+                except ValueError:
+                    raise RuntimeError(f"Function {type(self).__name__} returned an invalid "
+                                       f"gradient at index {i} - got {list(r._data.shape)} but "
+                                       f"expected shape compatible with {list(m[0])}") from None
+        return fix_grads(res, self.next_functions, self._in_meta)
+
+
+class _Freed:
+    def unpack(self, node):
+        from .node import FREED
+        raise RuntimeError(FREED)
+
+
+class FunctionMeta(type):
+    def __init__(cls, name, bases, attrs):
+        super().__init__(name, bases, attrs)
+        cls._backward_cls = type(name + "Backward", (BackwardCFunction,),
+                                 {"_forward_cls": cls})
+
+
+class Function(metaclass=FunctionMeta):
+    @staticmethod
+    def forward(ctx, *args, **kwargs):
+        raise NotImplementedError("You must implement the forward function for custom "
+                                  "autograd.Function.")
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        raise NotImplementedError("You must implement either the backward or vjp method for "
+                                  "your custom autograd.Function to use it with backward mode "
+                                  "AD.")
+
+    vjp = backward
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        raise NotImplementedError("setup_context is not implemented.")
+
+    @classmethod
+    def apply(cls, *args, **kwargs):
+        ctx = cls._backward_cls()
+        tensor_args = [a if isinstance(a, Tensor) else None for a in args]
+        ctx.needs_input_grad = tuple(a is not None and a.requires_grad for a in tensor_args)
+        uses_setup = cls.setup_context.__func__ is not Function.setup_context.__func__ \
+            if hasattr(cls.setup_context, "__func__") else \
+            cls.setup_context is not Function.setup_context
+        with grad_mode.no_grad():
+            if uses_setup:
+                out = cls.forward(*args, **kwargs)
+                cls.setup_context(ctx, args, out)
+            else:
+                out = cls.forward(ctx, *args, **kwargs)
+        single = not isinstance(out, tuple)
+        outs = (out,) if single else out
+        record = grad_mode.state.grad_enabled and any(ctx.needs_input_grad)
+        dirty = {id(t) for t in ctx.dirty_tensors}
+        nondiff = {id(t) for t in ctx.non_differentiable}
+        results = []
+        for i, o in enumerate(outs):
+            if not isinstance(o, Tensor):
+                results.append(o)
+                continue
+            if id(o) in dirty:
+                pass                         # modified in place: it keeps its identity
+            elif any(o is a for a in tensor_args) or o._grad_fn is not None or o._requires_grad:
+                o = o._alias()               # an input returned as is: a new tensor object
+            results.append(o)
+        if record:
+            ctx.next_functions = tuple(
+                (gradient_edge(a) or (None, 0)) if a is not None else (None, 0)
+                for a in tensor_args)
+            ctx._in_meta = tuple((a._data.shape, a._dtype) if a is not None else None
+                                 for a in tensor_args)
+            ctx._out_meta = [(o._data.shape, o._dtype) if isinstance(o, Tensor) else ((), None)
+                             for o in results]
+            out_ids = {id(o): i for i, o in enumerate(outs) if isinstance(o, Tensor)}
+            for i, o in enumerate(results):
+                if isinstance(o, Tensor) and id(outs[i]) not in nondiff and \
+                        o._dtype.is_floating_point:
+                    o._grad_fn, o._output_nr, o._requires_grad = ctx, i, True
+            saved = []
+            for t in ctx.to_save:
+                if t is None:
+                    saved.append(None)
+                elif id(t) in out_ids:
+                    saved.append(SavedTensor(results[out_ids[id(t)]], is_output=True,
+                                             output_nr=out_ids[id(t)]))
+                else:
+                    saved.append(SavedTensor(t))
+            ctx._saved = saved
+            ctx.to_save = None
+        return results[0] if single else tuple(results)
+
+
+class once_differentiable:
+    def __new__(cls, fn):
+        return fn

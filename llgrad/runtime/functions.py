@@ -1,0 +1,102 @@
+"""The llgrad.* function namespace (torch.exp, torch.cat, ...), defined over Tensor methods."""
+from ..ir import OPS
+from .creation import tensor as _tensor
+from .dispatch import call
+from .tensor import Tensor
+
+__all__ = []
+
+
+def _method_fn(name):
+    def fn(input, *args, **kwargs):
+        return getattr(input, name)(*args, **kwargs)
+    fn.__name__ = name
+    __all__.append(name)
+    globals()[name] = fn
+
+
+for _n in ("exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "reciprocal", "abs", "sign", "sin",
+           "cos", "tanh", "erf", "sigmoid", "relu", "neg", "negative", "floor", "round",
+           "logical_not", "isnan", "isfinite", "add", "sub", "mul", "div", "pow", "maximum",
+           "minimum", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "clamp",
+           "clip", "sum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "var",
+           "std", "logsumexp", "softmax", "log_softmax", "cumsum", "matmul", "mm", "bmm", "dot",
+           "mv", "gather", "index_select", "masked_fill", "scatter_add", "index_add", "reshape",
+           "transpose", "t", "permute", "squeeze", "unsqueeze", "flatten", "unflatten", "narrow",
+           "select", "unbind", "split", "chunk", "diagonal", "as_strided", "clone", "square",
+           "all", "any", "broadcast_to", "swapaxes", "multiply", "subtract", "divide",
+           "true_divide", "detach", "numel", "square"):
+    _method_fn(_n)
+
+
+def _tensors(seq, what):
+    seq = list(seq)
+    if not seq:
+        raise RuntimeError(f"{what}(): expected a non-empty list of Tensors")
+    for t in seq:
+        if not isinstance(t, Tensor):
+            raise TypeError(f"expected Tensor as element {seq.index(t)} in argument 0, but got "
+                            f"{type(t).__name__}")
+    return seq
+
+
+def cat(tensors, dim=0):
+    from .shapes import norm_dim
+    ts = [t for t in _tensors(tensors, "cat") if not (t._data.ndim == 1 and t._data.size == 0)]
+    if not ts:
+        return tensors[0].clone()
+    d = norm_dim(dim, ts[0]._data.ndim)
+    ref = ts[0]._data.shape
+    for i, t in enumerate(ts):
+        s = t._data.shape
+        if len(s) != len(ref) or any(a != b for j, (a, b) in enumerate(zip(s, ref)) if j != d):
+            raise RuntimeError(f"Sizes of tensors must match except in dimension {d}. Expected "
+                               f"size {ref[1 - d] if len(ref) > 1 else ref[0]} but got size "
+                               f"{s[1 - d] if len(s) > 1 else s[0]} for tensor number {i} in "
+                               "the list.")
+    return call(OPS["cat"], tuple(ts), {"dim": d})
+
+
+def stack(tensors, dim=0):
+    from .shapes import norm_dim
+    ts = _tensors(tensors, "stack")
+    for i, t in enumerate(ts):
+        if t._data.shape != ts[0]._data.shape:
+            raise RuntimeError(f"stack expects each tensor to be equal size, but got "
+                               f"{list(ts[0]._data.shape)} at entry 0 and "
+                               f"{list(t._data.shape)} at entry {i}")
+    return call(OPS["stack"], tuple(ts), {"dim": norm_dim(dim, ts[0]._data.ndim + 1)})
+
+
+def where(condition, input=None, other=None):
+    if input is None and other is None:
+        import numpy as np
+        return tuple(Tensor._from_array(a.astype(np.int64)) for a in np.nonzero(condition._data))
+    if not isinstance(input, Tensor) and not isinstance(other, Tensor):
+        input = _tensor(input)
+    return call(OPS["where"], (condition, input, other), {})
+
+
+def is_tensor(obj):
+    return isinstance(obj, Tensor)
+
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    import numpy as np
+    return bool(np.allclose(a._data, b._data, rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+def equal(a, b):
+    import numpy as np
+    return a._data.shape == b._data.shape and bool(np.array_equal(a._data, b._data))
+
+
+def broadcast_tensors(*tensors):
+    import numpy as np
+    shape = np.broadcast_shapes(*[t._data.shape for t in tensors])
+    return tuple(t.expand(shape) for t in tensors)
+
+
+__all__ += ["cat", "concat", "stack", "where", "is_tensor", "allclose", "equal",
+            "broadcast_tensors"]
+concat = cat

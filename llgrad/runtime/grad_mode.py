@@ -1,0 +1,110 @@
+"""Thread-local grad modes: no_grad, enable_grad, set_grad_enabled, inference_mode.
+
+Each is a context manager and a decorator, as in PyTorch. The state lives in one
+threading.local; `_reset()` restores the defaults of the calling thread.
+"""
+import functools
+import threading
+
+
+class _State(threading.local):
+    def __init__(self):
+        self.grad_enabled = True
+        self.inference = False
+
+
+state = _State()
+
+
+def _reset():
+    state.grad_enabled = True
+    state.inference = False
+
+
+def is_grad_enabled():
+    return state.grad_enabled
+
+
+def is_inference_mode_enabled():
+    return state.inference
+
+
+class _DecoratorContext:
+    """Base: a context manager that can also decorate a function (PyTorch semantics:
+    a fresh context object is used for every call). `@no_grad` works without parentheses."""
+
+    def __new__(cls, *args, **kwargs):
+        if len(args) == 1 and not kwargs and callable(args[0]) and cls is not set_grad_enabled:
+            return cls()(args[0])
+        return super().__new__(cls)
+
+    def __call__(self, fn):
+        clone = self._clone
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with clone():
+                return fn(*args, **kwargs)
+        return wrapper
+
+    def _clone(self):
+        return type(self)()
+
+
+class no_grad(_DecoratorContext):
+    def __enter__(self):
+        self.prev = state.grad_enabled
+        state.grad_enabled = False
+
+    def __exit__(self, *exc):
+        state.grad_enabled = self.prev
+
+
+class enable_grad(_DecoratorContext):
+    def __enter__(self):
+        self.prev = state.grad_enabled
+        state.grad_enabled = True
+
+    def __exit__(self, *exc):
+        state.grad_enabled = self.prev
+
+
+class set_grad_enabled(_DecoratorContext):
+    """Takes effect when called (PyTorch: `set_grad_enabled(False)` as a statement works)."""
+
+    def __init__(self, mode):
+        self.prev = state.grad_enabled
+        self.mode = bool(mode)
+        state.grad_enabled = self.mode
+
+    def _clone(self):
+        return set_grad_enabled(self.mode)
+
+    def __call__(self, fn):
+        state.grad_enabled = self.prev   # used as decorator: undo the eager switch
+        return super().__call__(fn)
+
+    def __enter__(self):
+        state.grad_enabled = self.mode
+
+    def __exit__(self, *exc):
+        state.grad_enabled = self.prev
+
+
+class inference_mode(_DecoratorContext):
+    def __init__(self, mode=True):
+        self.mode = bool(mode)
+
+    def _clone(self):
+        return inference_mode(self.mode)
+
+    def __enter__(self):
+        self.prev = (state.grad_enabled, state.inference)
+        if self.mode:
+            state.grad_enabled = False
+            state.inference = True
+        else:
+            state.inference = False
+
+    def __exit__(self, *exc):
+        state.grad_enabled, state.inference = self.prev

@@ -1,0 +1,112 @@
+"""gradcheck / gradgradcheck: analytical Jacobians (by backward passes) against central
+finite differences, in float64."""
+import numpy as np
+
+from . import grad_mode
+from .autograd_api import grad as autograd_grad
+from .tensor import Tensor
+
+
+class GradcheckError(RuntimeError):
+    pass
+
+
+def _as_tuple(x):
+    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
+
+
+def _outputs(fn, inputs):
+    return [o for o in _as_tuple(fn(*inputs)) if isinstance(o, Tensor)]
+
+
+def _numerical(fn, inputs, i, eps):
+    """Columns of d(outputs)/d(inputs[i]) by central differences, one per element."""
+    x = inputs[i]
+    flat = x._data.reshape(-1) if x._data.flags.c_contiguous else None
+    if flat is None:
+        raise GradcheckError("gradcheck needs contiguous inputs; got a strided input "
+                             f"{i} (pass x.contiguous() or build the view inside fn)")
+    cols = []
+    with grad_mode.no_grad():
+        for j in range(flat.size):
+            orig = flat[j]
+            flat[j] = orig + eps
+            plus = [o._data.astype(np.float64).reshape(-1).copy() for o in _outputs(fn, inputs)]
+            flat[j] = orig - eps
+            minus = [o._data.astype(np.float64).reshape(-1).copy() for o in _outputs(fn, inputs)]
+            flat[j] = orig
+            cols.append([(p - m) / (2 * eps) for p, m in zip(plus, minus)])
+    return cols
+
+
+def _analytical(fn, inputs, diff):
+    outs = _outputs(fn, inputs)
+    rows = []   # rows[k][e] -> list over diff inputs of flattened gradient
+    for o in outs:
+        per_elem = []
+        for e in range(o._data.size):
+            if not o.requires_grad:
+                per_elem.append([np.zeros(inputs[i]._data.size) for i in diff])
+                continue
+            seed = np.zeros(o._data.size, dtype=o._data.dtype)
+            seed[e] = 1
+            g = Tensor._from_array(seed.reshape(o._data.shape))
+            grads = autograd_grad([o], [inputs[i] for i in diff], [g], retain_graph=True,
+                                  allow_unused=True)
+            per_elem.append([np.zeros(inputs[i]._data.size) if gi is None else
+                             gi._data.astype(np.float64).reshape(-1)
+                             for gi, i in zip(grads, diff)])
+        rows.append(per_elem)
+    return outs, rows
+
+
+def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True,
+              nondet_tol=0.0, check_undefined_grad=True, fast_mode=False, **kw):
+    inputs = _as_tuple(inputs)
+    diff = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
+    if not diff:
+        raise ValueError("gradcheck expects at least one input tensor to require gradient, but "
+                         "none of the them have requires_grad=True.")
+    for i in diff:
+        if inputs[i]._dtype.name != "float64":
+            import warnings
+            warnings.warn(f"Input #{i} requires gradient and is not a double precision floating "
+                          "point. This check will likely fail if all the inputs are not of double "
+                          "precision floating point. ", UserWarning, stacklevel=2)
+    outs, rows = _analytical(func, inputs, diff)
+    for k, i in enumerate(diff):
+        cols = _numerical(func, inputs, i, eps)
+        for oi, o in enumerate(outs):
+            num = np.array([c[oi] for c in cols]).reshape(len(cols), -1)     # in x out
+            ana = np.array([r[k] for r in rows[oi]]).reshape(-1, len(cols)).T if rows[oi] \
+                else np.zeros_like(num)
+            if not np.allclose(ana, num, rtol=rtol, atol=atol, equal_nan=True):
+                msg = (f"Jacobian mismatch for output {oi} with respect to input {i},\n"
+                       f"numerical:{num}\nanalytical:{ana}\n")
+                if raise_exception:
+                    raise GradcheckError(msg)
+                return False
+    return True
+
+
+def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=1e-3,
+                  raise_exception=True, gen_non_contig_grad_outputs=False, **kw):
+    inputs = _as_tuple(inputs)
+    diff = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
+    outs = _outputs(func, inputs)
+    if grad_outputs is None:
+        rng = np.random.default_rng(0)
+        grad_outputs = [Tensor._from_array(rng.standard_normal(o._data.shape))
+                        .to(o._dtype).requires_grad_(True) for o in outs]
+    grad_outputs = list(_as_tuple(grad_outputs))
+    n = len(inputs)
+
+    def first_grads(*args):
+        xs, gos = args[:n], args[n:]
+        os_ = _outputs(func, xs)
+        gs = autograd_grad(os_, [xs[i] for i in diff], list(gos), create_graph=True,
+                           allow_unused=True)
+        return tuple(g for g in gs if g is not None)
+
+    return gradcheck(first_grads, tuple(inputs) + tuple(grad_outputs), eps=eps, atol=atol,
+                     rtol=rtol, raise_exception=raise_exception)

@@ -1,0 +1,214 @@
+"""Tensor methods and operators: thin wrappers that normalise arguments and call the
+dispatcher with an op from the op table."""
+import collections
+import math
+
+import numpy as np
+
+from ..ir import OPS
+from . import dtypes
+from .dispatch import call, call_inplace
+from .shapes import infer_shape, norm_dim, norm_dims, norm_slice, unpack_shape
+from .tensor import Tensor
+
+_isT = Tensor.__instancecheck__
+return_max = collections.namedtuple("max", ["values", "indices"])
+return_min = collections.namedtuple("min", ["values", "indices"])
+
+
+def _op(self, name, *inputs, **attrs):
+    return call(OPS[name], (self,) + inputs, attrs)
+
+
+def _iop(self, name, *inputs, **attrs):
+    return call_inplace(OPS[name], self, (self,) + inputs, attrs)
+
+
+Tensor._op = _op
+Tensor._iop = _iop
+
+
+def _def(name, fn):
+    fn.__name__ = name
+    setattr(Tensor, name, fn)
+
+
+# ---- elementwise --------------------------------------------------------------------------
+
+for _n in ("exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "reciprocal", "abs", "sign", "sin",
+           "cos", "tanh", "erf", "sigmoid", "relu", "neg", "floor", "round", "logical_not",
+           "isnan", "isfinite"):
+    _o = OPS[_n]
+    _def(_n, (lambda o: lambda self: call(o, (self,), {}))(_o))
+    _def(_n + "_", (lambda o: lambda self: call_inplace(o, self, (self,), {}))(_o))
+
+Tensor.negative = Tensor.neg
+Tensor.absolute = Tensor.abs
+Tensor.__neg__ = Tensor.neg
+Tensor.__abs__ = Tensor.abs
+Tensor.__pos__ = lambda self: self
+Tensor.__invert__ = Tensor.logical_not
+
+
+def _binary(name, opname, reverse=False):
+    o = OPS[opname]
+    if reverse:
+        _def(name, lambda self, other: call(o, (other, self), {}))
+    else:
+        _def(name, lambda self, other: call(o, (self, other), {}))
+
+
+for _n in ("mul", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge", "logical_and",
+           "logical_or", "logical_xor"):
+    _binary(_n, _n)
+for _a, _b in (("__mul__", "mul"), ("__rmul__", "mul"), ("__eq__", "eq"), ("__ne__", "ne"),
+               ("__lt__", "lt"), ("__le__", "le"), ("__gt__", "gt"), ("__ge__", "ge"),
+               ("__and__", "logical_and"), ("__or__", "logical_or"), ("__xor__", "logical_xor"),
+               ("__rand__", "logical_and"), ("__ror__", "logical_or"), ("greater", "gt"),
+               ("less", "lt")):
+    _binary(_a, _b)
+_binary("__rpow__", "pow", reverse=True)
+
+_ADD, _SUB, _RSUB, _DIV, _POW, _MUL = (OPS[n] for n in ("add", "sub", "rsub", "div", "pow", "mul"))
+
+
+def add(self, other, alpha=1):
+    return call(_ADD, (self, other), {"alpha": alpha})
+
+
+def sub(self, other, alpha=1):
+    return call(_SUB, (self, other), {"alpha": alpha})
+
+
+def div(self, other, rounding_mode=None):
+    r = call(_DIV, (self, other), {})
+    if rounding_mode == "floor":
+        return r.floor()
+    if rounding_mode == "trunc":
+        return r.sign() * r.abs().floor()
+    return r
+
+
+def pow(self, exponent):
+    return call(_POW, (self, exponent), {})
+
+
+for _n, _f in (("add", add), ("__add__", add), ("__radd__", add), ("sub", sub),
+               ("__sub__", sub), ("subtract", sub), ("div", div), ("divide", div),
+               ("true_divide", div), ("__truediv__", div), ("pow", pow), ("__pow__", pow),
+               ("multiply", Tensor.mul)):
+    _def(_n, _f)
+_def("__rsub__", lambda self, other: call(_RSUB, (self, other), {"alpha": 1}))
+_def("__rtruediv__", lambda self, other: self.reciprocal() * other)
+_def("__floordiv__", lambda self, other: div(self, other, "floor"))
+_def("__mod__", lambda self, other: self - div(self, other, "floor") * other)
+_def("square", lambda self: call(_POW, (self, 2), {}))
+_def("add_", lambda self, other, alpha=1: call_inplace(_ADD, self, (self, other), {"alpha": alpha}))
+_def("sub_", lambda self, other, alpha=1: call_inplace(_SUB, self, (self, other), {"alpha": alpha}))
+_def("mul_", lambda self, other: call_inplace(_MUL, self, (self, other), {}))
+_def("div_", lambda self, other: call_inplace(_DIV, self, (self, other), {}))
+_def("pow_", lambda self, e: call_inplace(_POW, self, (self, e), {}))
+Tensor.__iadd__ = Tensor.add_
+Tensor.__isub__ = Tensor.sub_
+Tensor.__imul__ = Tensor.mul_
+Tensor.__itruediv__ = Tensor.div_
+Tensor.__ipow__ = Tensor.pow_
+Tensor.__hash__ = lambda self: id(self)
+
+
+def leaky_relu(self, negative_slope=0.01):
+    return self._op("leaky_relu", negative_slope=negative_slope)
+
+
+def gelu(self, approximate="none"):
+    return self._op("gelu", approximate=approximate)
+
+
+def softplus(self, beta=1, threshold=20):
+    return self._op("softplus", beta=beta, threshold=threshold)
+
+
+def clamp(self, min=None, max=None):
+    if min is None and max is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    return call(OPS["clamp"], (self, min, max), {})
+
+
+def clamp_(self, min=None, max=None):
+    if min is None and max is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    return call_inplace(OPS["clamp"], self, (self, min, max), {})
+
+
+def where(self, condition, other):
+    return call(OPS["where"], (condition, self, other), {})
+
+
+for _n, _f in (("leaky_relu", leaky_relu), ("gelu", gelu), ("softplus", softplus),
+               ("clamp", clamp), ("clip", clamp), ("clamp_", clamp_), ("clip_", clamp_),
+               ("where", where)):
+    _def(_n, _f)
+_def("silu", lambda self: self._op("silu"))
+_def("clamp_min", lambda self, m: clamp(self, m, None))
+_def("clamp_max", lambda self, m: clamp(self, None, m))
+
+
+# ---- copies, casts, fills --------------------------------------------------------------------
+
+def to(self, *args, **kwargs):
+    dtype = kwargs.get("dtype")
+    for a in args:
+        if isinstance(a, Tensor):
+            dtype = a._dtype
+        elif isinstance(a, dtypes.dtype) or a in (float, int, bool):
+            dtype = dtypes.to_dtype(a)
+        elif a not in ("cpu", None) and not hasattr(a, "type"):
+            raise RuntimeError(f"llgrad runs on the CPU only; cannot move to {a!r}")
+    copy = kwargs.get("copy", False)
+    if dtype is None or dtype is self._dtype:
+        return self.clone() if copy else self
+    return self._op("to_dtype", dtype=dtype.np)
+
+
+_def("to", to)
+for _n, _d in (("float", dtypes.float32), ("double", dtypes.float64), ("half", dtypes.float16),
+               ("long", dtypes.int64), ("int", dtypes.int32), ("bool", dtypes.bool_)):
+    _def(_n, (lambda d: lambda self: to(self, d))(_d))
+_def("type_as", lambda self, other: to(self, other._dtype))
+_def("cpu", lambda self: self)
+_def("clone", lambda self, memory_format=None: self._op(
+    "clone", memory_format="contiguous" if memory_format == "contiguous_format" else "preserve"))
+_def("contiguous", lambda self, memory_format=None: self if self.is_contiguous() else
+     self._op("clone", memory_format="contiguous"))
+_def("fill_", lambda self, value: call_inplace(OPS["fill"], self, (self, value), {}))
+_def("zero_", lambda self: call_inplace(OPS["zero"], self, (self,), {}))
+
+
+def copy_(self, src, non_blocking=False):
+    if not isinstance(src, Tensor):
+        from .creation import tensor as _tensor
+        src = _tensor(src)
+    np.broadcast_shapes(src._data.shape, self._data.shape)
+    return call_inplace(OPS["copy"], self, (self, src), {})
+
+
+_def("copy_", copy_)
+
+
+def _new(fill):
+    def f(self, *size, dtype=None, requires_grad=False):
+        shape = unpack_shape(size) if size else ()
+        d = (dtype or self._dtype).np
+        t = Tensor._from_array(np.zeros(shape, d) if fill == 0 else np.full(shape, fill, d))
+        return t.requires_grad_(requires_grad) if requires_grad else t
+    return f
+
+
+_def("new_zeros", _new(0))
+_def("new_ones", _new(1))
+_def("new_empty", _new(0))
+_def("new_full", lambda self, size, fill_value, dtype=None, requires_grad=False:
+     Tensor._from_array(np.full(tuple(size), fill_value, (dtype or self._dtype).np))
+     .requires_grad_(requires_grad))
+_def("new_tensor", lambda self, data, dtype=None, requires_grad=False:
+     __import__("llgrad").tensor(data, dtype=dtype or self._dtype, requires_grad=requires_grad))

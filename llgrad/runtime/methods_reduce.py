@@ -1,0 +1,284 @@
+"""Reductions, normalisers, scans, matrix products and gather/scatter methods."""
+import collections
+
+from ..ir import OPS
+from .dispatch import call, call_inplace
+from .shapes import norm_dim, norm_dims
+from .tensor import Tensor
+
+return_max = collections.namedtuple("max", ["values", "indices"])
+return_min = collections.namedtuple("min", ["values", "indices"])
+
+
+def _def(name, fn):
+    fn.__name__ = name
+    setattr(Tensor, name, fn)
+
+
+def _float_only(self, what):
+    if not self._dtype.is_floating_point:
+        raise RuntimeError(f"{what}(): could not infer output dtype. Input dtype must be either "
+                           f"a floating point or complex dtype. Got: "
+                           f"{self._dtype.name.capitalize().replace('Int64', 'Long')}")
+
+
+def sum(self, dim=None, keepdim=False, dtype=None):
+    t = self if dtype is None else self.to(dtype)
+    return t._op("sum", dim=norm_dims(dim, self._data.ndim), keepdim=keepdim)
+
+
+def mean(self, dim=None, keepdim=False, dtype=None):
+    t = self if dtype is None else self.to(dtype)
+    _float_only(t, "mean")
+    return t._op("mean", dim=norm_dims(dim, self._data.ndim), keepdim=keepdim)
+
+
+def prod(self, dim=None, keepdim=False, dtype=None):
+    t = self if dtype is None else self.to(dtype)
+    return t._op("prod", dim=norm_dims(dim, self._data.ndim), keepdim=keepdim)
+
+
+def _check_nonempty(self, name, dims):
+    if self._data.size == 0 and (dims is None or any(self._data.shape[d] == 0 for d in dims)):
+        raise IndexError(f"{name}(): Expected reduction dim to be specified for input.numel() "
+                         "== 0. Specify the reduction dim with the 'dim' argument.")
+
+
+def amax(self, dim=(), keepdim=False):
+    dims = norm_dims(dim, self._data.ndim) if dim != () else None
+    _check_nonempty(self, "amax", dims)
+    return self._op("amax", dim=dims, keepdim=keepdim)
+
+
+def amin(self, dim=(), keepdim=False):
+    dims = norm_dims(dim, self._data.ndim) if dim != () else None
+    _check_nonempty(self, "amin", dims)
+    return self._op("amin", dim=dims, keepdim=keepdim)
+
+
+def _max_min(name, tup):
+    def f(self, dim=None, keepdim=False):
+        if isinstance(dim, Tensor):
+            return self.maximum(dim) if name == "max" else self.minimum(dim)
+        if dim is None:
+            if self._data.size == 0:
+                raise RuntimeError(f"{name}(): Expected reduction dim to be specified for "
+                                   "input.numel() == 0. Specify the reduction dim with the 'dim' "
+                                   "argument.")
+            return self._op(name, dim=None, keepdim=False)
+        d = norm_dim(dim, self._data.ndim)
+        return tup(*self._op(name + "_dim", dim=d, keepdim=keepdim))
+    return f
+
+
+def _arg(name):
+    def f(self, dim=None, keepdim=False):
+        return self._op(name, dim=None if dim is None else norm_dim(dim, self._data.ndim),
+                        keepdim=keepdim)
+    return f
+
+
+def _correction(unbiased, correction):
+    if correction is not None:
+        return correction
+    return 1 if unbiased is None or unbiased else 0
+
+
+def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    if isinstance(dim, bool):
+        dim, unbiased = None, dim
+    return self._op("var", dim=norm_dims(dim, self._data.ndim),
+                    correction=_correction(unbiased, correction), keepdim=keepdim)
+
+
+def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    if isinstance(dim, bool):
+        dim, unbiased = None, dim
+    return self._op("std", dim=norm_dims(dim, self._data.ndim),
+                    correction=_correction(unbiased, correction), keepdim=keepdim)
+
+
+def logsumexp(self, dim, keepdim=False):
+    return self._op("logsumexp", dim=norm_dims(dim, self._data.ndim), keepdim=keepdim)
+
+
+def softmax(self, dim, dtype=None):
+    t = self if dtype is None else self.to(dtype)
+    return t._op("softmax", dim=norm_dim(dim, self._data.ndim))
+
+
+def log_softmax(self, dim, dtype=None):
+    t = self if dtype is None else self.to(dtype)
+    return t._op("log_softmax", dim=norm_dim(dim, self._data.ndim))
+
+
+def cumsum(self, dim, dtype=None):
+    t = self if dtype is None else self.to(dtype)
+    return t._op("cumsum", dim=norm_dim(dim, self._data.ndim))
+
+
+def _all_any(name):
+    def f(self, dim=None, keepdim=False):
+        return self._op(name, dim=norm_dims(dim, self._data.ndim), keepdim=keepdim)
+    return f
+
+
+for _n, _f in (("sum", sum), ("mean", mean), ("prod", prod), ("amax", amax), ("amin", amin),
+               ("max", _max_min("max", return_max)), ("min", _max_min("min", return_min)),
+               ("argmax", _arg("argmax")), ("argmin", _arg("argmin")), ("var", var),
+               ("std", std), ("logsumexp", logsumexp), ("softmax", softmax),
+               ("log_softmax", log_softmax), ("cumsum", cumsum), ("all", _all_any("all")),
+               ("any", _all_any("any"))):
+    _def(_n, _f)
+
+# ---- matrix products ---------------------------------------------------------------------------
+
+
+def _same_dtype(a, b, what):
+    if a._dtype is not b._dtype:
+        raise RuntimeError(f"expected {what} to have the same dtype, but got: "
+                           f"{a._dtype.name.replace('float32', 'float').replace('float64', 'double')}"
+                           f" != {b._dtype.name.replace('float32', 'float').replace('float64', 'double')}")
+
+
+def mm(self, mat2):
+    if self._data.ndim != 2 or mat2._data.ndim != 2:
+        raise RuntimeError(f"self must be a matrix" if self._data.ndim != 2 else
+                           "mat2 must be a matrix")
+    if self._data.shape[1] != mat2._data.shape[0]:
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({self._data.shape[0]}x"
+                           f"{self._data.shape[1]} and {mat2._data.shape[0]}x"
+                           f"{mat2._data.shape[1]})")
+    _same_dtype(self, mat2, "m1 and m2")
+    return call(OPS["mm"], (self, mat2), {})
+
+
+def bmm(self, mat2):
+    if self._data.ndim != 3 or mat2._data.ndim != 3:
+        raise RuntimeError("batch1 must be a 3D tensor" if self._data.ndim != 3 else
+                           "batch2 must be a 3D tensor")
+    a, b = self._data.shape, mat2._data.shape
+    if a[0] != b[0] or a[2] != b[1]:
+        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
+                           f"[{a[0]}, {a[2]}] but got: [{b[0]}, {b[1]}].")
+    _same_dtype(self, mat2, "m1 and m2")
+    return call(OPS["bmm"], (self, mat2), {})
+
+
+def dot(self, other):
+    if self._data.ndim != 1 or other._data.ndim != 1:
+        raise RuntimeError(f"1D tensors expected, but got {self._data.ndim}D and "
+                           f"{other._data.ndim}D tensors")
+    if self._data.shape != other._data.shape:
+        raise RuntimeError("inconsistent tensor size, expected tensor [%d] and src [%d] to have "
+                           "the same number of elements, but got %d and %d elements respectively"
+                           % (self._data.shape[0], other._data.shape[0], self._data.shape[0],
+                              other._data.shape[0]))
+    _same_dtype(self, other, "self and other")
+    return call(OPS["dot"], (self, other), {})
+
+
+def mv(self, vec):
+    if self._data.ndim != 2 or vec._data.ndim != 1 or self._data.shape[1] != vec._data.shape[0]:
+        raise RuntimeError(f"size mismatch, got input ({self._data.shape[0] if self._data.ndim else 0}), "
+                           f"mat ({'x'.join(map(str, self._data.shape))}), vec "
+                           f"({'x'.join(map(str, vec._data.shape))})")
+    _same_dtype(self, vec, "self and vec")
+    return call(OPS["mv"], (self, vec), {})
+
+
+def matmul(self, other):
+    if not isinstance(other, Tensor):
+        raise TypeError(f"matmul(): argument 'other' must be Tensor, not {type(other).__name__}")
+    a, b = self._data.ndim, other._data.ndim
+    if a == 0 or b == 0:
+        raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are "
+                           f"{a}D and {b}D")
+    if a == 1 and b == 1:
+        return dot(self, other)
+    if a == 2 and b == 1:
+        return mv(self, other)
+    if a == 2 and b == 2:
+        return mm(self, other)
+    if a == 1:
+        return matmul(self.unsqueeze(0), other).squeeze(-2)
+    if b == 1:
+        return matmul(self, other.unsqueeze(-1)).squeeze(-1)
+    if a == 3 and b == 3 and self._data.shape[0] == other._data.shape[0]:
+        return bmm(self, other)
+    if self._data.shape[-1] != other._data.shape[-2]:
+        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
+                           f"[{other._data.shape[-2]}] but got: [{self._data.shape[-1]}].")
+    _same_dtype(self, other, "self and other")
+    return call(OPS["matmul"], (self, other), {})
+
+
+for _n, _f in (("mm", mm), ("bmm", bmm), ("dot", dot), ("mv", mv), ("matmul", matmul),
+               ("__matmul__", matmul)):
+    _def(_n, _f)
+_def("__rmatmul__", lambda self, other: matmul(other, self))
+
+# ---- gather / scatter / select by index ------------------------------------------------------
+
+
+def _long_index(index, what):
+    if index._dtype._cat != 1:
+        raise RuntimeError(f"{what}(): Expected dtype int64 for index")
+    return index
+
+
+def gather(self, dim, index):
+    d = norm_dim(dim, self._data.ndim)
+    _long_index(index, "gather")
+    if index._data.ndim != self._data.ndim:
+        raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
+    return call(OPS["gather"], (self, index), {"dim": d})
+
+
+def scatter_add(self, dim, index, src):
+    d = norm_dim(dim, self._data.ndim)
+    return call(OPS["scatter_add"], (self, _long_index(index, "scatter_add"), src), {"dim": d})
+
+
+def scatter_add_(self, dim, index, src):
+    d = norm_dim(dim, self._data.ndim)
+    return call_inplace(OPS["scatter_add"], self, (self, index, src), {"dim": d})
+
+
+def index_select(self, dim, index):
+    d = norm_dim(dim, self._data.ndim)
+    if index._data.ndim > 1:
+        raise IndexError("index_select(): Index is supposed to be a vector")
+    _long_index(index, "index_select")
+    return call(OPS["index_select"], (self, index), {"dim": d})
+
+
+def index_add(self, dim, index, source, alpha=1):
+    d = norm_dim(dim, self._data.ndim)
+    return call(OPS["index_add"], (self, index, source), {"dim": d, "alpha": alpha})
+
+
+def index_add_(self, dim, index, source, alpha=1):
+    d = norm_dim(dim, self._data.ndim)
+    return call_inplace(OPS["index_add"], self, (self, index, source), {"dim": d, "alpha": alpha})
+
+
+def masked_fill(self, mask, value):
+    if mask._dtype._cat != 0:
+        raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
+                           f"{mask._dtype.name}")
+    return call(OPS["masked_fill"], (self, mask, value), {})
+
+
+def masked_fill_(self, mask, value):
+    if mask._dtype._cat != 0:
+        raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
+                           f"{mask._dtype.name}")
+    return call_inplace(OPS["masked_fill"], self, (self, mask, value), {})
+
+
+for _n, _f in (("gather", gather), ("scatter_add", scatter_add), ("scatter_add_", scatter_add_),
+               ("index_select", index_select), ("index_add", index_add),
+               ("index_add_", index_add_), ("masked_fill", masked_fill),
+               ("masked_fill_", masked_fill_)):
+    _def(_n, _f)

@@ -1,0 +1,303 @@
+"""View methods (results share storage with their input) and indexing."""
+import math
+
+import numpy as np
+
+from ..ir import OPS
+from ..ir.optable import geometry_span
+from .dispatch import call, call_inplace
+from .shapes import infer_shape, norm_dim, norm_slice, unpack_shape
+from .tensor import Tensor
+
+
+def _def(name, fn):
+    fn.__name__ = name
+    setattr(Tensor, name, fn)
+
+
+def view(self, *shape):
+    if len(shape) == 1 and not isinstance(shape[0], int) and hasattr(shape[0], "np"):
+        raise RuntimeError("view(dtype) is not supported by llgrad")
+    shape = infer_shape(unpack_shape(shape), self._data.size)
+    try:
+        np.reshape(self._data, shape, copy=False)
+    except ValueError:
+        raise RuntimeError("view size is not compatible with input tensor's size and stride (at "
+                           "least one dimension spans across two contiguous subspaces). Use "
+                           ".reshape(...) instead.") from None
+    return self._op("view", shape=shape)
+
+
+def reshape(self, *shape):
+    shape = infer_shape(unpack_shape(shape), self._data.size)
+    try:
+        np.reshape(self._data, shape, copy=False)
+    except ValueError:
+        return self._op("clone", memory_format="contiguous")._op("_unsafe_view", shape=shape)
+    return self._op("view", shape=shape)
+
+
+def transpose(self, dim0, dim1):
+    nd = self._data.ndim
+    return self._op("transpose", dim0=norm_dim(dim0, nd), dim1=norm_dim(dim1, nd))
+
+
+def t(self):
+    if self._data.ndim > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is "
+                           f"{self._data.ndim}D")
+    return self._op("t")
+
+
+def permute(self, *dims):
+    nd = self._data.ndim
+    dims = tuple(norm_dim(d, nd) for d in unpack_shape(dims))
+    if sorted(dims) != list(range(nd)):
+        raise RuntimeError("permute(sparse_coo): number of dimensions in the tensor input does "
+                           "not match the length of the desired ordering of dimensions i.e. "
+                           f"input.dim() = {nd} is not equal to len(dims) = {len(dims)}"
+                           if len(dims) != nd else "permute(): duplicate dims are not allowed.")
+    return self._op("permute", dims=dims)
+
+
+def expand(self, *sizes):
+    sizes = list(unpack_shape(sizes))
+    shape = self._data.shape
+    if len(sizes) < len(shape):
+        raise RuntimeError(f"expand(llgrad.{self._dtype._tensor_type}{{{list(shape)}}}, "
+                           f"size={sizes}): the number of sizes provided ({len(sizes)}) must be "
+                           f"greater or equal to the number of dimensions in the tensor "
+                           f"({len(shape)})")
+    lead = len(sizes) - len(shape)
+    for i, n in enumerate(shape):
+        s = sizes[lead + i]
+        if s == -1:
+            sizes[lead + i] = n
+        elif n != 1 and s != n:
+            raise RuntimeError(f"The expanded size of the tensor ({s}) must match the existing "
+                               f"size ({n}) at non-singleton dimension {lead + i}.  Target sizes: "
+                               f"{sizes}.  Tensor sizes: {list(shape)}")
+    return self._op("expand", size=tuple(sizes))
+
+
+def squeeze(self, dim=None):
+    nd = self._data.ndim
+    if dim is not None:
+        dim = norm_dim(dim, nd) if isinstance(dim, int) else \
+            tuple(norm_dim(d, nd) for d in dim)
+    return self._op("squeeze", dim=dim)
+
+
+def unsqueeze(self, dim):
+    return self._op("unsqueeze", dim=norm_dim(dim, self._data.ndim + 1))
+
+
+def flatten(self, start_dim=0, end_dim=-1):
+    nd = self._data.ndim
+    if nd == 0:
+        return self.reshape(1)
+    s, e = norm_dim(start_dim, nd), norm_dim(end_dim, nd)
+    if s == e:
+        return self
+    shape = self._data.shape
+    return self.reshape(shape[:s] + (-1,) + shape[e + 1:])
+
+
+def unflatten(self, dim, sizes):
+    d = norm_dim(dim, self._data.ndim)
+    shape = self._data.shape
+    inner = infer_shape(tuple(sizes), shape[d])
+    return self.view(shape[:d] + inner + shape[d + 1:])
+
+
+def narrow(self, dim, start, length):
+    d = norm_dim(dim, self._data.ndim)
+    n = self._data.shape[d]
+    if start < 0:
+        start += n
+    if not (0 <= start <= n and 0 <= length <= n - start):
+        raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({n}).")
+    return self._op("slice", dim=d, start=start, end=start + length, step=1)
+
+
+def select(self, dim, index):
+    d = norm_dim(dim, self._data.ndim)
+    n = self._data.shape[d]
+    if not -n <= index < n:
+        raise IndexError(f"index {index} is out of bounds for dimension {d} with size {n}")
+    return self._op("select", dim=d, index=index % n)
+
+
+def unbind(self, dim=0):
+    return self._op("unbind", dim=norm_dim(dim, self._data.ndim))
+
+
+def split(self, split_size_or_sections, dim=0):
+    d = norm_dim(dim, self._data.ndim)
+    n = self._data.shape[d]
+    if isinstance(split_size_or_sections, int):
+        size = split_size_or_sections
+        sizes = [min(size, n - i) for i in range(0, n, size)] if size > 0 else [n]
+        return self._op("split", sizes=tuple(sizes or [0]), dim=d, with_sizes=False)
+    sizes = tuple(int(s) for s in split_size_or_sections)
+    if sum(sizes) != n:
+        raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} (input "
+                           f"tensor's size at dimension {d}), but got split_sizes={list(sizes)}")
+    return self._op("split", sizes=sizes, dim=d, with_sizes=True)
+
+
+def chunk(self, chunks, dim=0):
+    n = self._data.shape[norm_dim(dim, self._data.ndim)]
+    return split(self, max(math.ceil(n / chunks), 1), dim)
+
+
+def diagonal(self, offset=0, dim1=0, dim2=1):
+    nd = self._data.ndim
+    return self._op("diagonal", offset=offset, dim1=norm_dim(dim1, nd), dim2=norm_dim(dim2, nd))
+
+
+def as_strided(self, size, stride, storage_offset=None):
+    size, stride = tuple(int(s) for s in size), tuple(int(s) for s in stride)
+    offset = self.storage_offset() if storage_offset is None else int(storage_offset)
+    base = self._storage.base
+    storage_numel = geometry_span(base.shape, tuple(s // base.itemsize for s in base.strides), 0)
+    need = geometry_span(size, stride, offset)
+    if len(size) != len(stride) or any(s < 0 for s in stride) or need > storage_numel:
+        raise RuntimeError(f"setStorage: sizes {list(size)}, strides {list(stride)}, storage "
+                           f"offset {offset}, and itemsize {self._data.itemsize} requiring a "
+                           f"storage size of {need * self._data.itemsize} are out of bounds for "
+                           f"storage of size {storage_numel * self._data.itemsize}")
+    return self._op("as_strided", size=size, stride=stride, storage_offset=offset,
+                    in_strides=self.stride(), in_offset=self.storage_offset())
+
+
+for _n, _f in (("view", view), ("reshape", reshape), ("transpose", transpose),
+               ("swapaxes", transpose), ("t", t), ("permute", permute), ("expand", expand),
+               ("squeeze", squeeze), ("unsqueeze", unsqueeze), ("flatten", flatten),
+               ("unflatten", unflatten), ("narrow", narrow), ("select", select),
+               ("unbind", unbind), ("split", split), ("chunk", chunk), ("diagonal", diagonal),
+               ("as_strided", as_strided)):
+    _def(_n, _f)
+_def("view_as", lambda self, other: view(self, other._data.shape))
+_def("reshape_as", lambda self, other: reshape(self, other._data.shape))
+_def("expand_as", lambda self, other: expand(self, other._data.shape))
+_def("broadcast_to", lambda self, size: expand(self, tuple(size)))
+Tensor.mT = property(lambda self: transpose(self, -2, -1))
+Tensor.T = property(lambda self: self if self._data.ndim < 2 else
+                    permute(self, tuple(reversed(range(self._data.ndim)))))
+
+
+def sum_to_size(self, *size):
+    from ..ir.ops_shape import sum_to_shape
+    return sum_to_shape(self, unpack_shape(size))
+
+
+_def("sum_to_size", sum_to_size)
+
+# ---- indexing -----------------------------------------------------------------------------------
+
+
+def _is_advanced(i):
+    return isinstance(i, (Tensor, list, np.ndarray)) and not (
+        isinstance(i, Tensor) and i._data.ndim == 0 and i._dtype._cat == 1)
+
+
+def _index_tensor(i):
+    if isinstance(i, Tensor):
+        return i
+    from .creation import tensor
+    return tensor(np.asarray(i))
+
+
+def _expand_ellipsis(idx, ndim):
+    # a bool mask consumes as many dims as it has
+    used = sum((i._data.ndim if isinstance(i, Tensor) and i._dtype._cat == 0 else 1)
+               for i in idx if i is not None and i is not Ellipsis)
+    if sum(1 for i in idx if i is Ellipsis) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    out = []
+    for i in idx:
+        if i is Ellipsis:
+            out.extend([slice(None)] * max(ndim - used, 0))
+        else:
+            out.append(i)
+    if used > ndim:
+        raise IndexError(f"too many indices for tensor of dimension {ndim}")
+    return out
+
+
+def getitem(self, idx):
+    if not isinstance(idx, tuple):
+        idx = (idx,)
+    if any(_is_advanced(i) for i in idx):
+        return _advanced_index(self, idx)
+    items = _expand_ellipsis(idx, self._data.ndim)
+    t, d, changed = self, 0, False
+    for i in items:
+        if i is None:
+            t, d, changed = t.unsqueeze(d), d + 1, True
+        elif isinstance(i, slice):
+            n = t._data.shape[d]
+            start, stop, step = norm_slice(i, n)
+            if (start, stop, step) != (0, n, 1):
+                t, changed = t._op("slice", dim=d, start=start, end=stop, step=step), True
+            d += 1
+        else:
+            t, changed = select(t, d, int(i)), True
+    return t if changed else self._op("alias")
+
+
+def _spec(self, idx):
+    spec, tensors = [], []
+    for i in _expand_ellipsis(idx, self._data.ndim):
+        if _is_advanced(i):
+            spec.append("T")
+            tensors.append(_index_tensor(i))
+        elif isinstance(i, slice):
+            spec.append(("slice", i.start, i.stop, i.step))
+        else:
+            spec.append(i if i is None else int(i))
+    return tuple(spec), tensors
+
+
+def _advanced_index(self, idx):
+    spec, tensors = _spec(self, idx)
+    for t, s in zip(tensors, spec):
+        if t._dtype._cat == 2:
+            raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+    return call(OPS["index"], (self,) + tuple(tensors), {"spec": spec})
+
+
+def setitem(self, idx, value):
+    if not isinstance(idx, tuple):
+        idx = (idx,)
+    if any(_is_advanced(i) for i in idx):
+        spec, tensors = _spec(self, idx)
+        if not isinstance(value, Tensor):
+            value = Tensor._from_array(np.asarray(value, dtype=self._data.dtype))
+        call_inplace(OPS["index_put"], self, (self, value) + tuple(tensors),
+                     {"spec": spec, "accumulate": False})
+        return
+    target = getitem(self, idx)
+    if isinstance(value, Tensor):
+        target.copy_(value)
+    else:
+        target.fill_(value)
+
+
+def index_put_(self, indices, values, accumulate=False):
+    spec = tuple("T" for _ in indices)
+    return call_inplace(OPS["index_put"], self, (self, values) + tuple(indices),
+                        {"spec": spec, "accumulate": accumulate})
+
+
+def index_put(self, indices, values, accumulate=False):
+    spec = tuple("T" for _ in indices)
+    return call(OPS["index_put"], (self, values) + tuple(indices),
+                {"spec": spec, "accumulate": accumulate})
+
+
+Tensor.__getitem__ = getitem
+Tensor.__setitem__ = setitem
+_def("index_put_", index_put_)
+_def("index_put", index_put)

@@ -1,0 +1,270 @@
+"""Backward nodes (what `grad_fn` points at), saved tensors and their version checks.
+
+Each op's node class carries PyTorch's name (MulBackward0, ...); classes are made once per
+name. A node's `next_functions` holds one (node, output_nr) edge per input, (None, 0) where
+no gradient flows, as PyTorch prints it.
+"""
+import itertools
+import os
+import sys
+import weakref
+
+from . import grad_mode
+
+_sequence = itertools.count()
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+FREED = ("Trying to backward through the graph a second time (or directly access saved "
+         "tensors after they have already been freed). Saved intermediate values of the graph "
+         "are freed when you call .backward() or autograd.grad(). Specify retain_graph=True if "
+         "you need to backward through the graph a second time or if you need to access saved "
+         "tensors after calling backward.")
+
+
+def user_location():
+    """file:line of the innermost frame outside llgrad (the user's code that called us)."""
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_filename.startswith(_PKG_DIR):
+        f = f.f_back
+    return f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno}" if f is not None else "?"
+
+
+def tensor_type_str(t):
+    return f"[llgrad.{t._dtype._tensor_type} [{', '.join(map(str, t._data.shape))}]]"
+
+
+class SavedTensor:
+    """A tensor saved for backward, with the version of its storage at save time. An op's
+    own output is kept as a detached alias (no reference cycle) and re-attached to the
+    node when unpacked."""
+    __slots__ = ("tensor", "version", "is_output", "output_nr", "grad_fn_name")
+
+    def __init__(self, t, is_output=False, output_nr=0):
+        if t._inference:
+            raise RuntimeError("Inference tensors cannot be saved for backward. To work around "
+                               "you can make a clone to get a normal tensor and use it in "
+                               "autograd.")
+        self.version = t._storage.version
+        self.is_output = is_output
+        self.output_nr = output_nr
+        fn = None if is_output else t._grad_fn
+        self.grad_fn_name = type(fn).__name__ if fn is not None else None
+        self.tensor = t._alias() if is_output else t
+
+    def unpack(self, node):
+        t = self.tensor
+        if t is None:
+            raise RuntimeError(FREED)
+        if t._storage.version != self.version:
+            out = (f", which is output {self.output_nr} of {type(node).__name__},"
+                   if self.is_output else
+                   f", which is output 0 of {self.grad_fn_name}," if self.grad_fn_name else "")
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified by an "
+                f"inplace operation: {tensor_type_str(t)}{out} is at version "
+                f"{t._storage.version}; expected version {self.version} instead. Hint: the "
+                f"tensor was saved for backward by {type(node).__name__} at "
+                f"{getattr(node, '_where', '?')}; an in-place operation changed it after that.")
+        if self.is_output:
+            a = t._alias()
+            a._grad_fn = node
+            a._output_nr = self.output_nr
+            a._requires_grad = True
+            return a
+        return t
+
+
+class Node:
+    """Base of every backward node."""
+    __slots__ = ("next_functions", "_seq", "_pre_hooks", "_post_hooks", "_retained",
+                 "__weakref__")
+
+    def __init__(self):
+        self.next_functions = ()
+        self._seq = next(_sequence)
+        self._pre_hooks = None      # {output_nr: [hook(grad) -> grad or None]}
+        self._post_hooks = None     # [hook(grad_inputs, grad_outputs)]
+        self._retained = None       # {output_nr: weakref to a tensor that retains its grad}
+
+    def name(self):
+        return type(self).__name__
+
+    def __repr__(self):
+        return f"<{type(self).__name__} object at {hex(id(self))}>"
+
+    def register_hook(self, fn):
+        self._post_hooks = (self._post_hooks or []) + [fn]
+        return _Handle(lambda: setattr(self, "_post_hooks",
+                                       [h for h in self._post_hooks if h is not fn]))
+
+    def register_prehook(self, fn):
+        """fn(grad_outputs) -> new grad_outputs or None, before the node runs."""
+        return self._add_pre_hook(-1, fn)
+
+    def _add_pre_hook(self, output_nr, fn):
+        hooks = self._pre_hooks = self._pre_hooks or {}
+        hooks.setdefault(output_nr, []).append(fn)
+        return _Handle(lambda: hooks[output_nr].remove(fn) if fn in hooks[output_nr] else None)
+
+    def release(self):
+        pass
+
+    def apply(self, grads):
+        raise TypeError(f"{type(self).__name__} cannot be applied")
+
+
+class _Handle:
+    __slots__ = ("_remove",)
+
+    def __init__(self, remove):
+        self._remove = remove
+
+    def remove(self):
+        if self._remove is not None:
+            self._remove()
+            self._remove = None
+
+
+class OpNode(Node):
+    """The node of an op from the op table; also the `ctx` its VJP rule reads."""
+    __slots__ = ("_op", "attrs", "_saved", "_in_meta", "_out_meta", "_where", "_freed")
+
+    def __init__(self, op, attrs):
+        Node.__init__(self)
+        self._op = op
+        self.attrs = attrs
+        self._saved = {}
+        self._in_meta = ()
+        self._out_meta = None
+        self._where = "?"
+        self._freed = False
+
+    # --- the ctx interface of VJP rules -------------------------------------------------
+    def __getattr__(self, name):
+        if name.startswith("_saved_"):
+            name = name[7:]
+        elif name.startswith("_"):
+            raise AttributeError(name)
+        saved = self._saved
+        if name in saved:
+            v = saved[name]
+            if self._freed and v is not None:
+                raise RuntimeError(FREED)
+            if isinstance(v, SavedTensor):
+                return v.unpack(self)
+            if isinstance(v, list):
+                return [s.unpack(self) if isinstance(s, SavedTensor) else s for s in v]
+            return v
+        try:
+            return self.attrs[name]
+        except KeyError:
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute "
+                                 f"'{name}'") from None
+
+    def needs(self, i):
+        return self.next_functions[i][0] is not None
+
+    def shape(self, i):
+        return self._in_meta[i][0]
+
+    def dtype(self, i):
+        return self._in_meta[i][1]
+
+    @property
+    def ninputs(self):
+        return len(self._in_meta)
+
+    # --- running -------------------------------------------------------------------------
+    def release(self):
+        self._freed = True
+        for k, v in self._saved.items():
+            if isinstance(v, SavedTensor) or isinstance(v, list):
+                self._saved[k] = None
+
+    def apply(self, grads):
+        op = self._op
+        if op.nout == 1:
+            g = grads[0]
+        else:
+            g = [gi if gi is not None else _zeros(meta) for gi, meta in zip(grads, self._out_meta)]
+        res = op.vjp(self, g)
+        return fix_grads(res, self.next_functions, self._in_meta)
+
+
+def _zeros(meta):
+    from .tensor import Tensor
+    import numpy as np
+    return Tensor._from_array(np.zeros(meta[0], dtype=meta[1].np))
+
+
+def fix_grads(res, edges, in_meta):
+    """Sum broadcast gradients back to the input's shape and cast to its dtype."""
+    out = []
+    for r, (fn, _), meta in zip(res, edges, in_meta):
+        if r is None or fn is None:
+            out.append(None)
+            continue
+        shape, dt = meta
+        if r._data.shape != shape:
+            r = r.sum_to_size(shape)
+        if r._dtype is not dt:
+            r = r.to(dt)
+        out.append(r)
+    return out
+
+
+_node_classes = {}
+
+
+def node_class(name):
+    cls = _node_classes.get(name)
+    if cls is None:
+        cls = _node_classes[name] = type(name, (OpNode,), {"__slots__": ()})
+    return cls
+
+
+class AccumulateGrad(Node):
+    """Adds the incoming gradient into a leaf's .grad (after the leaf's hooks)."""
+    __slots__ = ("variable",)
+
+    def __init__(self, variable):
+        Node.__init__(self)
+        self.variable = variable
+
+    def accumulate(self, g, create_graph):
+        leaf = self.variable
+        old = leaf._grad
+        if create_graph:
+            leaf._grad = g if old is None else old + g
+            return
+        import numpy as np
+        if old is None:
+            buf = np.empty_like(leaf._data)
+            buf[...] = g._data
+            leaf._grad = type(leaf)._from_array(buf)
+        elif old._requires_grad:
+            leaf._grad = (old + g).detach()
+        else:
+            old._data += g._data
+            old._storage.version += 1
+
+
+def accumulate_node(leaf):
+    acc = leaf._acc() if leaf._acc is not None else None
+    if acc is None:
+        acc = AccumulateGrad(leaf)
+        leaf._acc = weakref.ref(acc)
+    return acc
+
+
+def gradient_edge(t):
+    fn = t.grad_fn
+    if fn is not None:
+        return (fn, t._output_nr)
+    if t._requires_grad:
+        return (accumulate_node(t), 0)
+    return None
+
+
+def grad_enabled():
+    return grad_mode.state.grad_enabled

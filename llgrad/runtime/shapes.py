@@ -1,0 +1,77 @@
+"""Argument normalisation shared by tensor methods: dims, shapes, slices (PyTorch's rules
+and error messages)."""
+
+
+def norm_dim(dim, ndim):
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
+                         f"but got {dim})")
+    return dim % n if ndim else 0
+
+
+def norm_dims(dim, ndim):
+    """None -> None (all dims); int or sequence -> sorted tuple of non-negative dims."""
+    if dim is None:
+        return None
+    if isinstance(dim, int):
+        return (norm_dim(dim, ndim),)
+    dims = tuple(sorted(norm_dim(d, ndim) for d in dim))
+    if len(set(dims)) != len(dims):
+        raise RuntimeError("dim appears multiple times in the list of dims")
+    return dims if dims else None
+
+
+def unpack_shape(args):
+    if len(args) == 1 and not isinstance(args[0], int):
+        return tuple(int(a) for a in args[0])
+    return tuple(int(a) for a in args)
+
+
+def infer_shape(shape, numel):
+    shape = list(shape)
+    if shape.count(-1) > 1:
+        raise RuntimeError("only one dimension can be inferred")
+    known = 1
+    for s in shape:
+        if s != -1:
+            if s < 0:
+                raise RuntimeError(f"invalid shape dimension {s}")
+            known *= s
+    if -1 in shape:
+        if known == 0 or numel % known:
+            raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
+        shape[shape.index(-1)] = numel // known
+    elif known != numel:
+        raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
+    return tuple(shape)
+
+
+def broadcast_shapes(*shapes):
+    nd = max((len(s) for s in shapes), default=0)
+    out = [1] * nd
+    for s in shapes:
+        for i, n in enumerate(s):
+            j = nd - len(s) + i
+            if out[j] == 1:
+                out[j] = n
+            elif n != 1 and n != out[j]:
+                raise RuntimeError(f"The size of tensor a ({out[j]}) must match the size of "
+                                   f"tensor b ({n}) at non-singleton dimension {i}")
+    return tuple(out)
+
+
+def norm_slice(s, n):
+    """slice -> (start, stop, step) with 0 <= start <= stop <= n, as PyTorch clamps."""
+    step = 1 if s.step is None else int(s.step)
+    if step <= 0:
+        raise ValueError("step must be greater than zero")
+    start = 0 if s.start is None else int(s.start)
+    stop = n if s.stop is None else int(s.stop)
+    if start < 0:
+        start += n
+    if stop < 0:
+        stop += n
+    start = min(max(start, 0), n)
+    stop = min(max(stop, start), n)
+    return start, stop, step

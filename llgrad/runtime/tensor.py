@@ -1,0 +1,335 @@
+"""Tensor: a strided view (shape, strides, storage offset, dtype) over a Storage, plus
+autograd metadata. The payload `_data` is a NumPy view of the storage's buffer, so every
+view of a storage sees every write. Op methods are attached in `methods.py`."""
+import numpy as np
+
+from . import dtypes, grad_mode
+
+
+class Storage:
+    """A buffer and the version counter that every view of it shares."""
+    __slots__ = ("base", "version")
+
+    def __init__(self, base):
+        self.base = base          # the NumPy array that owns the memory (first element lowest)
+        self.version = 0
+
+    def nbytes_span(self):
+        return self.base.nbytes
+
+    def data_ptr(self):
+        return self.base.__array_interface__["data"][0]
+
+
+class Size(tuple):
+    def __repr__(self):
+        return f"llgrad.Size({list(self)})"
+
+    def numel(self):
+        n = 1
+        for d in self:
+            n *= d
+        return n
+
+
+class Tensor:
+    __slots__ = ("_data", "_storage", "_dtype", "_requires_grad", "_grad", "_grad_fn",
+                 "_output_nr", "_base", "_view_version", "_retains_grad", "_hooks",
+                 "_inference", "_acc", "_multi_view", "__weakref__", "__dict__")
+
+    # ---- construction (internal) ---------------------------------------------------------
+    @classmethod
+    def _from_array(cls, arr, storage=None):
+        if type(arr) is not np.ndarray:
+            arr = np.asarray(arr)
+        t = object.__new__(cls)
+        t._data = arr
+        t._storage = Storage(arr) if storage is None else storage
+        t._dtype = dtypes._BY_NP[arr.dtype]
+        t._requires_grad = False
+        t._grad = t._grad_fn = t._base = t._hooks = t._acc = None
+        t._output_nr = 0
+        t._view_version = 0
+        t._retains_grad = False
+        t._inference = grad_mode.state.inference
+        t._multi_view = False
+        return t
+
+    @classmethod
+    def _view_of(cls, arr, src):
+        t = cls._from_array(arr, src._storage)
+        t._base = src._base if src._base is not None else src
+        t._view_version = src._storage.version
+        t._inference = src._inference or t._inference
+        return t
+
+    def _alias(self):
+        """Same memory and storage (same version counter), no autograd history."""
+        t = Tensor._from_array(self._data, self._storage)
+        t._inference = self._inference
+        return t
+
+    def __reduce_ex__(self, proto):
+        return (_rebuild, (np.array(self._data), self.requires_grad))
+
+    # ---- metadata ----------------------------------------------------------------------------
+    @property
+    def shape(self):
+        return Size(self._data.shape)
+
+    def size(self, dim=None):
+        s = self._data.shape
+        return Size(s) if dim is None else s[dim]
+
+    @property
+    def dtype(self):
+        return self._dtype
+
+    @property
+    def ndim(self):
+        return self._data.ndim
+
+    def dim(self):
+        return self._data.ndim
+
+    def numel(self):
+        return self._data.size
+
+    nelement = numel
+
+    def element_size(self):
+        return self._data.itemsize
+
+    @property
+    def device(self):
+        return "cpu"
+
+    @property
+    def is_cuda(self):
+        return False
+
+    def stride(self, dim=None):
+        item = self._data.itemsize
+        s = tuple(x // item for x in self._data.strides)
+        if self._data.size <= 1 or 0 in self._data.shape:
+            s = _canonical_strides(self._data.shape, s)
+        return s if dim is None else s[dim]
+
+    def storage_offset(self):
+        return (self._data.__array_interface__["data"][0] - self._storage.data_ptr()) \
+            // self._data.itemsize
+
+    def data_ptr(self):
+        return self._data.__array_interface__["data"][0]
+
+    def is_contiguous(self, memory_format=None):
+        shape, strides = self._data.shape, self.stride()
+        expected = 1
+        for n, s in zip(reversed(shape), reversed(strides)):
+            if n != 1 and s != expected:
+                return False
+            expected *= n
+        return True
+
+    def is_floating_point(self):
+        return self._dtype.is_floating_point
+
+    def is_inference(self):
+        return self._inference
+
+    def type(self, dtype=None):
+        if dtype is None:
+            return "llgrad." + self._dtype._tensor_type
+        return self.to(dtype)
+
+    @property
+    def _version(self):
+        return self._storage.version
+
+    def untyped_storage(self):
+        return self._storage
+
+    # ---- autograd metadata ---------------------------------------------------------------------
+    @property
+    def requires_grad(self):
+        return self._requires_grad or (self._base is not None and self.grad_fn is not None)
+
+    @requires_grad.setter
+    def requires_grad(self, flag):
+        self.requires_grad_(flag)
+
+    def requires_grad_(self, requires_grad=True):
+        if self._grad_fn is not None and not requires_grad:
+            raise RuntimeError("you can only change requires_grad flags of leaf variables. If "
+                               "you want to use a computed variable in a subgraph that doesn't "
+                               "require differentiation use var_no_grad = var.detach().")
+        if requires_grad and not self._dtype.is_floating_point:
+            raise RuntimeError("only Tensors of floating point and complex dtype can require "
+                               "gradients")
+        if requires_grad and self._inference and not grad_mode.state.inference:
+            raise RuntimeError("Setting requires_grad=True on inference tensor outside "
+                               "InferenceMode is not allowed.")
+        self._requires_grad = bool(requires_grad)
+        return self
+
+    @property
+    def grad_fn(self):
+        if self._base is not None and self._view_version != self._storage.version:
+            from .copy_slices import regenerate_view_grad_fn
+            regenerate_view_grad_fn(self)
+        return self._grad_fn
+
+    @property
+    def is_leaf(self):
+        return self.grad_fn is None
+
+    @property
+    def grad(self):
+        if self._grad is None and not self.is_leaf and not self._retains_grad:
+            import warnings
+            warnings.warn("The .grad attribute of a Tensor that is not a leaf Tensor is being "
+                          "accessed. Its .grad attribute won't be populated during "
+                          "autograd.backward(). If you indeed want the .grad field to be "
+                          "populated for a non-leaf Tensor, use .retain_grad() on the non-leaf "
+                          "Tensor.", UserWarning, stacklevel=2)
+        return self._grad
+
+    @grad.setter
+    def grad(self, value):
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f"assigned grad expected to be a Tensor or None but got grad "
+                                f"of type {type(value).__name__}")
+            if value._data.shape != self._data.shape:
+                raise RuntimeError("assigned grad has data of a different size")
+            if value._dtype is not self._dtype:
+                raise RuntimeError("assigned grad has data of a different type")
+        self._grad = value
+
+    @property
+    def retains_grad(self):
+        return self._retains_grad
+
+    def retain_grad(self):
+        if not self.requires_grad:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if self.is_leaf:
+            return
+        if self._retains_grad:
+            return
+        import weakref
+        fn = self.grad_fn
+        fn._retained = fn._retained or {}
+        fn._retained[self._output_nr] = weakref.ref(self)
+        self._retains_grad = True
+
+    def register_hook(self, hook):
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require "
+                               "gradient")
+        if self.is_leaf:
+            self._hooks = (self._hooks or []) + [hook]
+            from .node import _Handle
+            return _Handle(lambda: setattr(self, "_hooks",
+                                           [h for h in self._hooks if h is not hook]))
+        return self.grad_fn._add_pre_hook(self._output_nr, hook)
+
+    def detach(self):
+        t = self._alias()
+        return t
+
+    def detach_(self):
+        if self._base is not None:
+            raise RuntimeError("Can't detach views in-place. Use detach() instead.")
+        self._grad_fn = None
+        self._requires_grad = False
+        return self
+
+    @property
+    def data(self):
+        return self.detach()
+
+    @data.setter
+    def data(self, value):
+        self._data = value._data
+        self._storage = value._storage
+        self._dtype = value._dtype
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        from .autograd_api import backward
+        backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+
+    # ---- conversion ----------------------------------------------------------------------------
+    def numpy(self, force=False):
+        if self.requires_grad and not force:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
+                               "tensor.detach().numpy() instead.")
+        return self._data
+
+    def item(self):
+        if self._data.size != 1:
+            raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be converted "
+                               "to Scalar")
+        return self._data.reshape(()).item()
+
+    def tolist(self):
+        return self._data.tolist()
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __index__(self):
+        if self._dtype._cat == 2 or self._data.size != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an "
+                            "index")
+        return int(self.item())
+
+    def __bool__(self):
+        if self._data.size != 1:
+            raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous")
+        return bool(self.item())
+
+    def __len__(self):
+        if self._data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    def __iter__(self):
+        if self._data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return iter(self.unbind(0))
+
+    def __hash__(self):
+        return id(self)
+
+    def __array__(self, dtype=None, copy=None):
+        return self._data if dtype is None else self._data.astype(dtype)
+
+    def __repr__(self):
+        from .formatting import tensor_repr
+        return tensor_repr(self)
+
+    __str__ = __repr__
+
+    def __format__(self, spec):
+        if self._data.ndim == 0 and spec:
+            return format(self.item(), spec)
+        return repr(self)
+
+
+def _canonical_strides(shape, strides):
+    # NumPy leaves strides of size-0/1 dims arbitrary; report PyTorch's contiguous ones
+    out, acc = [], 1
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(out))
+
+
+def _rebuild(arr, requires_grad):
+    t = Tensor._from_array(arr)
+    t._requires_grad = requires_grad
+    return t
