@@ -29,7 +29,8 @@ def _by_dim(name0, name1):
 def _sum(x, dim=None, keepdim=False, dtype=None):
     if dtype is None and x.dtype.kind in "biu":
         dtype = np.int64
-    return np.asarray(np.sum(x, axis=dim, keepdims=keepdim, dtype=dtype))
+    # np.add.reduce is np.sum without its Python-level dispatch (pairwise summation alike)
+    return np.asarray(np.add.reduce(x, axis=dim, keepdims=keepdim, dtype=dtype))
 
 
 defop("sum", _sum, kind="reduce", grad_fn=_by_dim("SumBackward0", "SumBackward1"),

@@ -1,32 +1,59 @@
 """The one dispatcher: every op, eager or in-place, goes through `call`/`call_inplace`,
-which runs the op table's NumPy impl and records the backward node when grad is on."""
+which runs the op table's NumPy impl and records the backward node when grad is on.
+This is the eager hot path: keep it lean (no imports or allocations that can be avoided)."""
 import numpy as np
 
 from . import grad_mode
-from .dtypes import float32, result_type
-from .node import (SavedTensor, gradient_edge, node_class, user_location)
+from .dtypes import _cat_of_scalar, float32, result_type
+from .node import SavedTensor, gradient_edge, node_class, user_location
+from .tensor import Tensor
+
+_state = grad_mode.state
 
 
 def _is_tensor(x):
-    return hasattr(x, "_dtype")
+    return isinstance(x, Tensor)
 
 
 def _req(t):
     return t._requires_grad or (t._base is not None and t.grad_fn is not None)
 
 
+def _same_dtype(op, inputs, pos):
+    """True when no promotion is needed: the promoted tensors share one dtype and no
+    Python scalar is of a higher category (the common case, checked cheaply)."""
+    first = None
+    for i in pos:
+        if i >= len(inputs):
+            break
+        x = inputs[i]
+        if isinstance(x, Tensor):
+            if first is None:
+                first = x._dtype
+            elif x._dtype is not first:
+                return False
+        elif x is not None and (first is None or _cat_of_scalar(x) > first._cat):
+            return False
+    return first is not None and (first._cat == 2 or not op.float_out)
+
+
 def prepare(op, inputs):
     """Input arrays, promoted to one dtype where the op promotes (PyTorch's rules)."""
     promote = op.promote
-    if not promote:
-        return [x._data if _is_tensor(x) else x for x in inputs]
-    pos = range(len(inputs)) if promote == "all" else promote
+    if promote:
+        pos = range(len(inputs)) if promote == "all" else promote
+        if not _same_dtype(op, inputs, pos):
+            return _promoted(op, inputs, pos)
+    return [x._data if isinstance(x, Tensor) else x for x in inputs]
+
+
+def _promoted(op, inputs, pos):
     rt = result_type(*[inputs[i] for i in pos if i < len(inputs)])
     if op.float_out and rt is not None and not rt.is_floating_point:
         rt = float32
     arrays = []
     for i, x in enumerate(inputs):
-        if _is_tensor(x):
+        if isinstance(x, Tensor):
             a = x._data
             if x._dtype is not rt and i in pos:
                 a = a.astype(rt.np)
@@ -47,7 +74,6 @@ def run_impl(op, inputs, attrs):
 
 
 def call(op, inputs, attrs):
-    from .tensor import Tensor
     out = run_impl(op, inputs, attrs)
     if op.kind == "view":
         base = inputs[0]
@@ -57,9 +83,9 @@ def call(op, inputs, attrs):
         results = [Tensor._from_array(o) for o in out]
     else:
         results = [Tensor._from_array(out)]
-    if grad_mode.state.grad_enabled and op.vjp is not None:
+    if _state.grad_enabled and op.vjp is not None:
         for x in inputs:
-            if _is_tensor(x) and _req(x):
+            if isinstance(x, Tensor) and _req(x):
                 record(op, inputs, attrs, results)
                 break
     if op.kind == "view" and op.nout != 1:
@@ -68,28 +94,52 @@ def call(op, inputs, attrs):
     return results[0] if op.nout == 1 else tuple(results)
 
 
-def _variadic(op, inputs):
-    """Map the op's argument names to inputs ("*name" takes the rest as a list)."""
-    named = {}
-    for i, a in enumerate(op.args):
-        if a[0] == "*":
-            named[a[1:]] = list(inputs[i:])
-            break
-        named[a] = inputs[i] if i < len(inputs) else None
-    return named
+_plans = {}
+
+
+def save_plan(op):
+    """[(name, position)] for what op saves: position is an input index, ("*", i) for a
+    variadic tail from input i, or ("result", k) for output k. Computed once per op."""
+    plan = _plans.get(op.name)
+    if plan is None:
+        plan = []
+        for name in op.save:
+            if name.startswith("result"):
+                plan.append((name, ("result", int(name[6:] or 0))))
+                continue
+            for i, a in enumerate(op.args):
+                if a == name:
+                    plan.append((name, i))
+                elif a == "*" + name:
+                    plan.append((name, ("*", i)))
+        _plans[op.name] = plan
+    return plan
 
 
 def _save(x):
-    return SavedTensor(x) if _is_tensor(x) else x
+    return SavedTensor(x) if isinstance(x, Tensor) else x
+
+
+_classes = {}
+
+
+def _node_for(op, inputs, attrs):
+    cls = _classes.get(op.name)
+    if cls is None:
+        name = op.node_name(inputs, attrs)
+        cls = node_class(name)
+        if isinstance(op.grad_fn, str):     # the name never varies: remember the class
+            _classes[op.name] = cls
+    return cls(op, attrs)
 
 
 def record(op, inputs, attrs, results, self_override=None):
-    node = node_class(op.node_name(inputs, attrs))(op, attrs)
+    node = _node_for(op, inputs, attrs)
     edges, meta = [], []
     for x in inputs:
-        if _is_tensor(x):
-            e = gradient_edge(x)
-            edges.append(e if e is not None and x._dtype.is_floating_point else (None, 0))
+        if isinstance(x, Tensor):
+            e = gradient_edge(x) if x._dtype._cat == 2 else None
+            edges.append(e or (None, 0))
             meta.append((x._data.shape, x._dtype))
         else:
             edges.append((None, 0))
@@ -99,25 +149,19 @@ def record(op, inputs, attrs, results, self_override=None):
     if op.nout != 1:
         node._out_meta = [(r._data.shape, r._dtype) for r in results]
     if op.save:
-        named = None
         saved = node._saved
-        for name in op.save:
-            if name.startswith("result"):
-                if not results:
-                    continue                      # in-place: the caller saves t itself
-                i = int(name[6:] or 0)
-                r = results[i]
-                saved[name] = SavedTensor(r, is_output=True, output_nr=i)
-                continue
-            if named is None:
-                named = _variadic(op, inputs)
-                if self_override is not None:
-                    named[op.args[0]] = self_override
-            v = named[name]
-            saved[name] = [_save(x) for x in v] if isinstance(v, list) else _save(v)
+        for name, pos in save_plan(op):
+            if type(pos) is int:
+                x = self_override if pos == 0 and self_override is not None else \
+                    (inputs[pos] if pos < len(inputs) else None)
+                saved[name] = SavedTensor(x) if isinstance(x, Tensor) else x
+            elif pos[0] == "*":
+                saved[name] = [_save(x) for x in inputs[pos[1]:]]
+            elif results:                   # in-place ops save their result themselves
+                saved[name] = SavedTensor(results[pos[1]], is_output=True, output_nr=pos[1])
         node._where = user_location()
     for i, r in enumerate(results):
-        if r._dtype.is_floating_point:
+        if r._dtype._cat == 2:
             r._grad_fn = node
             r._output_nr = i
             r._requires_grad = True
@@ -149,7 +193,6 @@ def _check_inplace(t):
 def call_inplace(op, t, inputs, attrs):
     """Run op out of place, write the result into t's memory, bump the version, and
     rebase t's history (through CopySlices on its base when t is a view)."""
-    from .tensor import Tensor
     _check_inplace(t)
     rt = result_type(*[inputs[i] for i in (range(len(inputs)) if op.promote == "all"
                                            else op.promote or (0,)) if i < len(inputs)])

@@ -227,6 +227,14 @@ def _expand_ellipsis(idx, ndim):
 
 
 def getitem(self, idx):
+    if type(idx) is slice and self._data.ndim:          # fast path: x[a:b:c]
+        n = self._data.shape[0]
+        start, stop, step = norm_slice(idx, n)
+        if (start, stop, step) == (0, n, 1):
+            return self._op("alias")
+        return self._op("slice", dim=0, start=start, end=stop, step=step)
+    if type(idx) is int and self._data.ndim:            # fast path: x[i]
+        return select(self, 0, idx)
     if not isinstance(idx, tuple):
         idx = (idx,)
     if any(_is_advanced(i) for i in idx):

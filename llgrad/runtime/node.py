@@ -21,12 +21,21 @@ FREED = ("Trying to backward through the graph a second time (or directly access
          "tensors after calling backward.")
 
 
+class Location(tuple):
+    """(filename, line) of user code; formatted only when shown (it is on the hot path)."""
+    __slots__ = ()
+
+    def __str__(self):
+        return f"{os.path.basename(self[0])}:{self[1]}"
+
+
 def user_location():
-    """file:line of the innermost frame outside llgrad (the user's code that called us)."""
+    """The innermost frame outside llgrad: the user's code that caused the op."""
     f = sys._getframe(1)
-    while f is not None and f.f_code.co_filename.startswith(_PKG_DIR):
+    pkg = _PKG_DIR
+    while f is not None and f.f_code.co_filename.startswith(pkg):
         f = f.f_back
-    return f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno}" if f is not None else "?"
+    return Location((f.f_code.co_filename, f.f_lineno)) if f is not None else Location(("?", 0))
 
 
 def tensor_type_str(t):
@@ -72,6 +81,9 @@ class SavedTensor:
             a._requires_grad = True
             return a
         return t
+
+
+_FREED_SLOT = object()       # what a released saved slot holds
 
 
 class Node:
@@ -130,7 +142,10 @@ class OpNode(Node):
     __slots__ = ("_op", "attrs", "_saved", "_in_meta", "_out_meta", "_where", "_freed")
 
     def __init__(self, op, attrs):
-        Node.__init__(self)
+        # Node.__init__ inlined: this runs once per recorded op
+        self.next_functions = ()
+        self._seq = next(_sequence)
+        self._pre_hooks = self._post_hooks = self._retained = None
         self._op = op
         self.attrs = attrs
         self._saved = {}
@@ -148,7 +163,7 @@ class OpNode(Node):
         saved = self._saved
         if name in saved:
             v = saved[name]
-            if self._freed and v is not None:
+            if v is _FREED_SLOT:
                 raise RuntimeError(FREED)
             if isinstance(v, SavedTensor):
                 return v.unpack(self)
@@ -179,7 +194,8 @@ class OpNode(Node):
         self._freed = True
         for k, v in self._saved.items():
             if isinstance(v, SavedTensor) or isinstance(v, list):
-                self._saved[k] = None
+                # a marker, not None: None is a legitimate saved value (clamp's min=None)
+                self._saved[k] = _FREED_SLOT
 
     def apply(self, grads):
         op = self._op
