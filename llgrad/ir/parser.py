@@ -1,0 +1,130 @@
+"""Reads back what printer.py writes."""
+import ast
+import re  # noqa: I001
+
+from .graph import SHORT_DTYPE, Graph, Node, TensorType, Value
+
+_TYPE = re.compile(r"(\w+)\[([\d,]*)\]\{([-\d,]*)\}(?:\+(\d+))?")
+_HEADER = re.compile(r"graph (\w+)\((.*)\) \{$")
+
+
+class ParseError(ValueError):
+    pass
+
+
+def parse_type(text):
+    m = _TYPE.fullmatch(text.strip())
+    if not m:
+        raise ParseError(f"bad type {text!r}")
+    ints = lambda s: tuple(int(x) for x in s.split(",") if x)  # noqa: E731
+    return TensorType(SHORT_DTYPE[m.group(1)], ints(m.group(2)), ints(m.group(3)),
+                      int(m.group(4) or 0))
+
+
+def _split_top(text, sep):
+    """Split on sep outside brackets and quotes."""
+    out, depth, quote, cur = [], 0, None, []
+    for ch in text:
+        if quote:
+            cur.append(ch)
+            if ch == quote:
+                quote = None
+            continue
+        if ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        if ch == sep and depth == 0:
+            out.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    out.append("".join(cur))
+    return out
+
+
+def _eval_literal(text):
+    tree = ast.parse(text, mode="eval")
+
+    def conv(n):
+        if isinstance(n, ast.Constant):
+            return n.value
+        if isinstance(n, ast.Tuple):
+            return tuple(conv(e) for e in n.elts)
+        if isinstance(n, ast.List):
+            return [conv(e) for e in n.elts]
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
+            return -conv(n.operand)
+        if isinstance(n, ast.Dict):
+            return {conv(k): conv(v) for k, v in zip(n.keys, n.values)}
+        raise ParseError(f"not a literal: {text!r}")
+    return conv(tree.body)
+
+
+def parse_graph(text):
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    m = _HEADER.match(lines[0].strip())
+    if not m:
+        raise ParseError(f"bad graph header: {lines[0]!r}")
+    env = {}
+    inputs = []
+    for i, arg in enumerate(a for a in _split_top(m.group(2), ",") if a.strip()):
+        name, typ = arg.split(":", 1)
+        v = Value(parse_type(typ), None, i, name.strip()[1:])
+        env[v.name] = v
+        inputs.append(v)
+    graph = Graph(m.group(1), inputs, [], [])
+
+    def ref(tok):
+        tok = tok.strip()
+        if tok.startswith("%"):
+            if tok[1:] not in env:
+                raise ParseError(f"use of undefined value {tok}")
+            return env[tok[1:]]
+        return _eval_literal(tok)
+
+    for line in lines[1:]:
+        s = line.strip()
+        if s == "}":
+            break
+        if s.startswith("return"):
+            rest = s[len("return"):].strip()
+            graph.outputs = [ref(t) for t in rest.split(",") if t.strip()]
+            continue
+        if s.startswith("mutate "):
+            lhs, rhs = s[len("mutate "):].split("=")
+            graph.mutated[[v.name for v in inputs].index(lhs.strip()[1:])] = ref(rhs)
+            continue
+        body, _, comment = s.partition("  # ")
+        lhs, _, rhs = body.partition(" = ")
+        rhs, _, types = rhs.rpartition(" : ")
+        fields = rhs.split(None, 1)
+        op = fields[0]
+        operands, attrs = [], {}
+        if len(fields) > 1:
+            for tok in _split_top(fields[1], ","):
+                for piece in _split_top(tok.strip(), " "):
+                    piece = piece.strip()
+                    if not piece:
+                        continue
+                    key, eq, val = piece.partition("=")
+                    if eq and re.fullmatch(r"\w+", key):
+                        attrs[key] = _eval_literal(val)
+                    else:
+                        operands.append(ref(piece))
+        view_of, loc = None, ""
+        for note in (c.strip() for c in comment.split(";") if c.strip()):
+            if note.startswith("view of %"):
+                view_of = env[note[len("view of %"):]]
+            else:
+                loc = note
+        node = Node(op, operands, attrs, [], loc, view_of)
+        out_types = [parse_type(t) for t in _split_top(types, ",")]
+        names = [n.strip()[1:] for n in lhs.split(",")]
+        node.outputs = [Value(t, node, i, n) for i, (t, n) in enumerate(zip(out_types, names))]
+        for v in node.outputs:
+            env[v.name] = v
+        graph.nodes.append(node)
+    return graph

@@ -1,0 +1,87 @@
+"""Graph -> Graph passes: dead-code elimination, common-subexpression elimination,
+constant folding. Each returns a new Graph and leaves its input unchanged."""
+import numpy as np
+
+from .graph import Graph, Node, TensorType, Value
+from .optable import OPS
+from .printer import literal
+
+RANDOM_OPS = frozenset(n for n, op in OPS.items() if op.kind == "random")
+
+
+def _rebuild(graph, nodes, subst=None):
+    subst = subst or {}
+    fix = lambda x: subst.get(x, x) if isinstance(x, Value) else x  # noqa: E731
+    new_nodes = []
+    for n in nodes:
+        m = Node(n.op, [fix(x) for x in n.inputs], dict(n.attrs), n.outputs, n.loc,
+                 fix(n.view_of) if n.view_of is not None else None)
+        for o in m.outputs:
+            o.node = m
+        new_nodes.append(m)
+    return Graph(graph.name, list(graph.inputs), new_nodes, [fix(v) for v in graph.outputs],
+                 {i: fix(v) for i, v in graph.mutated.items()})
+
+
+def dce(graph):
+    """Drop nodes none of whose results is used (iteratively, back to front)."""
+    live = set(graph.outputs) | set(graph.mutated.values())
+    keep = []
+    for n in reversed(graph.nodes):
+        if any(o in live for o in n.outputs):
+            keep.append(n)
+            live.update(x for x in n.inputs if isinstance(x, Value))
+            if n.view_of is not None:
+                live.add(n.view_of)
+    keep.reverse()
+    return _rebuild(graph, keep)
+
+
+def _key(n, subst):
+    ins = tuple(("v", id(subst.get(x, x))) if isinstance(x, Value) else ("c", literal(x))
+                for x in n.inputs)
+    return (n.op, ins, literal(tuple(sorted(n.attrs.items()))))
+
+
+def cse(graph):
+    """Replace a node by an earlier identical one (same op, operands and attributes)."""
+    seen, subst, keep = {}, {}, []
+    for n in graph.nodes:
+        if n.op in RANDOM_OPS:
+            keep.append(n)
+            continue
+        k = _key(n, subst)
+        prev = seen.get(k)
+        if prev is not None:
+            for a, b in zip(n.outputs, prev.outputs):
+                subst[a] = b
+            continue
+        seen[k] = n
+        keep.append(n)
+    return _rebuild(graph, keep, subst)
+
+
+def fold_constants(graph):
+    """Evaluate nodes whose tensor operands are all constants into constant nodes."""
+    consts, nodes = {}, []
+    for n in graph.nodes:
+        if n.op == "constant":
+            consts[n.outputs[0]] = np.array(n.attrs["value"], dtype=n.attrs["dtype"])
+            nodes.append(n)
+            continue
+        tensor_ins = [x for x in n.inputs if isinstance(x, Value)]
+        if n.op in RANDOM_OPS or not tensor_ins or any(x not in consts for x in tensor_ins) \
+                or len(n.outputs) != 1 or OPS[n.op].kind == "view":
+            nodes.append(n)
+            continue
+        from .interpret import _promoted
+        args = [consts[x] if isinstance(x, Value) else x for x in n.inputs]
+        val = np.asarray(OPS[n.op].impl(*_promoted(n, args), **n.attrs))
+        val = val.astype(n.outputs[0].type.dtype)
+        out = n.outputs[0]
+        m = Node("constant", [], {"value": val.tolist(), "dtype": val.dtype.name}, [out], n.loc)
+        out.node = m
+        out.type = TensorType(val.dtype.name, tuple(val.shape))
+        consts[out] = val
+        nodes.append(m)
+    return _rebuild(graph, nodes)

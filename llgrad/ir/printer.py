@@ -1,0 +1,60 @@
+"""The one text form of a Graph (deterministic), and the literal syntax of attributes."""
+
+
+def literal(v):
+    """Attribute and constant syntax: Python literals without spaces, `...` for Ellipsis."""
+    if v is Ellipsis:
+        return "..."
+    if isinstance(v, tuple):
+        inner = ",".join(literal(x) for x in v)
+        return f"({inner},)" if len(v) == 1 else f"({inner})"
+    if isinstance(v, list):
+        return "[" + ",".join(literal(x) for x in v) + "]"
+    if isinstance(v, float):
+        return repr(v)
+    return repr(v)
+
+
+def _names(graph):
+    names = {}
+    for v in graph.inputs:
+        names[v] = v.name
+    n = 0
+    for node in graph.nodes:
+        for out in node.outputs:
+            names[out] = str(n)
+            n += 1
+    return names
+
+
+def operand(x, names):
+    return "%" + names[x] if x in names else literal(x)
+
+
+def print_graph(graph):
+    names = _names(graph)
+    args = ", ".join(f"%{v.name}: {v.type}" for v in graph.inputs)
+    lines = [f"graph {graph.name}({args}) {{"]
+    for node in graph.nodes:
+        lhs = ", ".join("%" + names[o] for o in node.outputs)
+        parts = [node.op]
+        ops = ", ".join(operand(x, names) for x in node.inputs)
+        if ops:
+            parts.append(ops)
+        parts += [f"{k}={literal(v)}" for k, v in node.attrs.items()]
+        text = f"  {lhs} = {' '.join(parts)}"
+        types = ", ".join(str(o.type) for o in node.outputs)
+        text = f"{text:<38s} : {types}"
+        notes = []
+        if node.view_of is not None:
+            notes.append(f"view of %{names[node.view_of]}")
+        if node.loc:
+            notes.append(node.loc)
+        if notes:
+            text = f"{text:<62s}  # {'; '.join(notes)}"
+        lines.append(text)
+    for i, v in graph.mutated.items():
+        lines.append(f"  mutate %{graph.inputs[i].name} = %{names[v]}")
+    lines.append("  return " + ", ".join("%" + names[v] for v in graph.outputs))
+    lines.append("}")
+    return "\n".join(lines)

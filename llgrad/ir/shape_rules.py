@@ -1,0 +1,75 @@
+"""Result types from the op table: shape, dtype and (for views) strides and offset.
+
+The rule is the op's own NumPy impl run on stand-in arrays that own no memory: stride-0
+broadcasts for ops that read their inputs, and 1-element buffers restrided to the input's
+exact layout for views (views only compute pointers, never read). So every op of the table
+has a shape rule without a second declaration that could drift from its impl."""
+import numpy as np
+
+from .graph import TensorType, contiguous
+from .optable import OPS
+from .ops_shape import strided_view
+
+
+def _standin(t, for_view):
+    if not isinstance(t, TensorType):
+        return t
+    if for_view:
+        # a base buffer that starts `offset` elements before the view's first element
+        return strided_view(np.zeros(1, dtype=t.dtype), t.shape, t.strides)
+    return np.broadcast_to(np.zeros((), dtype=t.dtype), t.shape)
+
+
+def infer_types(opname, in_types, attrs):
+    if opname == "constant":      # the IR's one op outside the table: a literal array
+        return [TensorType(attrs["dtype"], tuple(np.shape(attrs["value"])))]
+    op = OPS[opname]
+    view = op.kind == "view"
+    args = [_standin(t, view) for t in in_types]
+    arrays = _promote(op, in_types, args)
+    out = op.impl(*arrays, **attrs)
+    outs = out if op.nout != 1 else (out,)
+    types = []
+    for o in outs:
+        o = np.asarray(o)
+        if view:
+            base = in_types[0]
+            shift = (o.__array_interface__["data"][0]
+                     - arrays[0].__array_interface__["data"][0]) // o.itemsize
+            types.append(TensorType(o.dtype.name, tuple(o.shape),
+                                    tuple(s // o.itemsize for s in o.strides),
+                                    base.offset + shift))
+        else:
+            types.append(TensorType(o.dtype.name, tuple(o.shape), contiguous(o.shape)))
+    return types
+
+
+def _cat(dtype):
+    return 0 if dtype == "bool" else 1 if dtype[0] in "iu" else 2
+
+
+def _promote(op, in_types, arrays):
+    """The dtype promotion of runtime/dispatch, on types (PyTorch's rules)."""
+    if not op.promote:
+        return arrays
+    pos = range(len(arrays)) if op.promote == "all" else op.promote
+    dims, zeros, scal = [], [], -1
+    for i in pos:
+        if i >= len(in_types):
+            continue
+        t = in_types[i]
+        if isinstance(t, TensorType):
+            (dims if t.shape else zeros).append(t.dtype)
+        elif t is not None:
+            scal = max(scal, 0 if isinstance(t, bool) else 1 if isinstance(t, int) else 2)
+    res = np.result_type(*dims).name if dims else None
+    if zeros:
+        z = np.result_type(*zeros).name
+        if res is None or _cat(z) > _cat(res):
+            res = z
+    if scal >= 0 and (res is None or scal > _cat(res)):
+        res = {0: "bool", 1: "int64", 2: "float32"}[scal]
+    if op.float_out and res is not None and _cat(res) < 2:
+        res = "float32"
+    return [a.astype(res) if isinstance(a, np.ndarray) and i in pos and a.dtype.name != res
+            else a for i, a in enumerate(arrays)]

@@ -1,0 +1,70 @@
+"""The verifier: runs after tracing, after every pass and before lowering. Its errors name
+the node and the user's source line."""
+from .graph import TensorType, Value
+from .optable import OPS, geometry_span
+from .printer import literal
+from .shape_rules import infer_types
+
+
+class VerifyError(ValueError):
+    pass
+
+
+def _where(i, node):
+    loc = f" ({node.loc})" if node.loc else ""
+    ins = ", ".join(f"%{x.name}" if isinstance(x, Value) and x.name else literal(x)
+                    if not isinstance(x, Value) else "%?" for x in node.inputs)
+    return f"node {i} `{node.op} {ins}`{loc}"
+
+
+def verify(graph):
+    defined = set(graph.inputs)
+    for v in graph.inputs:
+        if not isinstance(v.type, TensorType):
+            raise VerifyError(f"graph input %{v.name} has no tensor type")
+    for i, node in enumerate(graph.nodes):
+        where = _where(i, node)
+        if node.op != "constant" and node.op not in OPS:
+            raise VerifyError(f"{where}: unknown op {node.op!r}")
+        for x in node.inputs:
+            if isinstance(x, Value) and x not in defined:
+                raise VerifyError(f"{where}: uses a value before it is defined")
+        try:
+            expected = infer_types(node.op, [x.type if isinstance(x, Value) else x
+                                             for x in node.inputs], node.attrs)
+        except Exception as e:     # the op's own rule rejected its operands
+            raise VerifyError(f"{where}: invalid operands: {e}") from None
+        if len(expected) != len(node.outputs):
+            raise VerifyError(f"{where}: has {len(node.outputs)} results, the op gives "
+                              f"{len(expected)}")
+        is_view = node.op in OPS and OPS[node.op].kind == "view"
+        for out, exp in zip(node.outputs, expected):
+            got = out.type
+            if (got.dtype, got.shape) != (exp.dtype, exp.shape) or \
+                    (is_view and (got.strides, got.offset) != (exp.strides, exp.offset)):
+                raise VerifyError(f"{where}: result type {got} but the op's rule gives {exp}")
+            defined.add(out)
+        if is_view:
+            base = node.inputs[0]
+            if node.view_of is not base:
+                raise VerifyError(f"{where}: a view must alias its first operand")
+            for out in node.outputs:
+                t = out.type
+                if t.numel and t.offset < 0:
+                    raise VerifyError(f"{where}: view starts before its base's storage")
+        elif node.view_of is not None:
+            raise VerifyError(f"{where}: only view ops may alias a value")
+    for v in graph.outputs:
+        if v not in defined:
+            raise VerifyError(f"graph {graph.name}: returns an undefined value")
+    for i, v in graph.mutated.items():
+        if not 0 <= i < len(graph.inputs) or v not in defined:
+            raise VerifyError(f"graph {graph.name}: bad write-back of input {i}")
+        if v.type.shape != graph.inputs[i].type.shape:
+            raise VerifyError(f"graph {graph.name}: write-back of %{graph.inputs[i].name} "
+                              "changes its shape")
+    return graph
+
+
+def storage_span(t):
+    return geometry_span(t.shape, t.strides, t.offset)
