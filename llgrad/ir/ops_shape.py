@@ -35,6 +35,8 @@ def relative_geometry(view_impl, in_shape, attrs):
         acc *= max(n, 1)
     dummy = strided_view(np.zeros(1, np.uint8), in_shape, tuple(reversed(strides)))
     v = view_impl(dummy, **attrs)
+    if not isinstance(v, np.ndarray) or not np.shares_memory(v, dummy):
+        raise AssertionError(f"{view_impl.__name__} did not return a view")
     off = v.__array_interface__["data"][0] - dummy.__array_interface__["data"][0]
     return (tuple(v.shape), tuple(v.strides), off)
 
@@ -110,7 +112,7 @@ def _slice(x, dim, start, end, step):
 def _select(x, dim, index):
     idx = [slice(None)] * x.ndim
     idx[dim] = index
-    return x[tuple(idx)]
+    return x[tuple(idx) + (Ellipsis,)]     # the Ellipsis keeps a 0-d result a view
 
 
 def _diagonal(x, offset=0, dim1=0, dim2=1):
@@ -148,7 +150,7 @@ def _unbind(x, dim):
     return tuple(_select(x, dim, i) for i in range(x.shape[dim]))
 
 
-def _split(x, sizes, dim):
+def _split(x, sizes, dim, with_sizes=False):
     out, start = [], 0
     for n in sizes:
         out.append(_slice(x, dim, start, start + n, 1))
@@ -293,7 +295,18 @@ def _flat_index(geom):
     return idx
 
 
+def check_geometry(geom, n):
+    """Refuse a geometry that reaches outside a buffer of n elements (these ops write
+    through raw strides, so this check is what keeps them in bounds)."""
+    shape, strides, offset = geom
+    if any(d == 0 for d in shape):
+        return
+    if offset < 0 or any(s < 0 for s in strides) or geometry_span(shape, strides, offset) > n:
+        raise IndexError(f"strided access {geom} is out of bounds for a buffer of {n} elements")
+
+
 def _strided_scatter(x, geom, span):
+    check_geometry(geom, span)
     buf = np.zeros(span, dtype=x.dtype)
     if geometry_overlaps(geom[0], geom[1]):
         np.add.at(buf, _flat_index(geom), x)
@@ -303,10 +316,12 @@ def _strided_scatter(x, geom, span):
 
 
 def _strided_gather(buf, geom):
+    check_geometry(geom, buf.shape[0])
     return np.array(strided_view(buf, geom[0], geom[1], geom[2]), copy=True)
 
 
 def _strided_put(buf, values, geom):
+    check_geometry(geom, buf.shape[0])
     out = np.array(buf, copy=True)
     strided_view(out, geom[0], geom[1], geom[2])[...] = values
     return out
