@@ -5,17 +5,11 @@ exactly which elements of its base it reads. A node's operands are Values or Pyt
 constants (numbers, None, bools); its attributes are plain literals."""
 from dataclasses import dataclass, field
 
+from .optable import contiguous_strides as contiguous
+
 DTYPE_SHORT = {"float32": "f32", "float64": "f64", "float16": "f16", "int64": "i64",
                "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", "bool": "b8"}
 SHORT_DTYPE = {v: k for k, v in DTYPE_SHORT.items()}
-
-
-def contiguous(shape):
-    strides, acc = [], 1
-    for n in reversed(shape):
-        strides.append(acc)
-        acc *= max(n, 1)
-    return tuple(reversed(strides))
 
 
 @dataclass(frozen=True)

@@ -29,11 +29,7 @@ def relative_geometry(view_impl, in_shape, attrs):
     """Geometry (shape, strides, offset) of a view op applied to a C-contiguous input of
     in_shape, found by running the view's own NumPy impl on a 1-byte dummy (no memory is
     touched: only pointers and strides are computed)."""
-    strides, acc = [], 1
-    for n in reversed(in_shape):
-        strides.append(acc)
-        acc *= max(n, 1)
-    dummy = strided_view(np.zeros(1, np.uint8), in_shape, tuple(reversed(strides)))
+    dummy = strided_view(np.zeros(1, np.uint8), in_shape, contiguous_strides(in_shape))
     v = view_impl(dummy, **attrs)
     if not isinstance(v, np.ndarray) or not np.shares_memory(v, dummy):
         raise AssertionError(f"{view_impl.__name__} did not return a view")

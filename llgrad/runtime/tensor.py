@@ -3,6 +3,7 @@ autograd metadata. The payload `_data` is a NumPy view of the storage's buffer, 
 view of a storage sees every write. Op methods are attached in `methods.py`."""
 import numpy as np
 
+from ..ir.optable import contiguous_strides
 from . import dtypes, grad_mode
 
 
@@ -111,8 +112,8 @@ class Tensor:
     def stride(self, dim=None):
         item = self._data.itemsize
         s = tuple(x // item for x in self._data.strides)
-        if self._data.size <= 1 or 0 in self._data.shape:
-            s = _canonical_strides(self._data.shape, s)
+        if 0 in self._data.shape:
+            s = contiguous_strides(self._data.shape)   # NumPy leaves these arbitrary
         return s if dim is None else s[dim]
 
     def storage_offset(self):
@@ -318,15 +319,6 @@ class Tensor:
         if self._data.ndim == 0 and spec:
             return format(self.item(), spec)
         return repr(self)
-
-
-def _canonical_strides(shape, strides):
-    # NumPy leaves strides of size-0/1 dims arbitrary; report PyTorch's contiguous ones
-    out, acc = [], 1
-    for n in reversed(shape):
-        out.append(acc)
-        acc *= max(n, 1)
-    return tuple(reversed(out))
 
 
 def _rebuild(arr, requires_grad):
