@@ -9,6 +9,7 @@ from .node import SavedTensor, gradient_edge, node_class, user_location
 from .tensor import Tensor
 
 _state = grad_mode.state
+_CLONE = None     # set below, once the op table is importable
 
 
 def _is_tensor(x):
@@ -204,8 +205,9 @@ def call_inplace(op, t, inputs, attrs):
     out = run_impl(op, inputs, attrs)
     old_self = None
     if recording and t._dtype.is_floating_point and op.args[0] in op.save:
-        old_self = Tensor._from_array(np.array(t._data, copy=True))   # t is about to change
-        old_self._grad_fn, old_self._requires_grad = None, False
+        # t is about to change: save a clone, recorded so that it keeps t's history (the
+        # VJP reads it, and create_graph differentiates through it)
+        old_self = call(_CLONE, (t,), {"memory_format": "preserve"})
     base = t._base
     base_edge = gradient_edge(base) if recording and base is not None else None
     self_edge = gradient_edge(t) if recording else None
@@ -245,3 +247,12 @@ def _tname(d):
     return {"float32": "Float", "float64": "Double", "float16": "Half", "int64": "Long",
             "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
             "bool": "Bool"}[d.name]
+
+
+def _init():
+    global _CLONE
+    from ..ir import OPS
+    _CLONE = OPS["clone"]
+
+
+_init()

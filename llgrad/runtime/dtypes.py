@@ -87,6 +87,8 @@ def _cat_of_scalar(v):
 def promote_types(a, b):
     if a is b:
         return a
+    if a._cat != b._cat:            # PyTorch: float32 + int64 -> float32 (NumPy says float64)
+        return a if a._cat > b._cat else b
     return from_numpy_dtype(np.promote_types(a.np, b.np))
 
 

@@ -133,6 +133,12 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
             if is_target:
                 for nr, i in targets[node]:
                     captured[i] = grads[nr]
+                    if accumulate and grads[nr] is not None and \
+                            not isinstance(node, AccumulateGrad):
+                        # backward(inputs=[non_leaf]) accumulates into non_leaf.grad
+                        t, g = inputs[i], grads[nr]
+                        g = g if create_graph else g.detach().clone()
+                        t._grad = g if t._grad is None else (t._grad + g)
             if isinstance(node, AccumulateGrad):
                 if accumulate and grads[0] is not None and (targets is None or is_target):
                     node.accumulate(grads[0], create_graph)

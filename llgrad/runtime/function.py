@@ -132,6 +132,13 @@ class Function(metaclass=FunctionMeta):
         outs = (out,) if single else out
         record = grad_mode.state.grad_enabled and any(ctx.needs_input_grad)
         dirty = {id(t) for t in ctx.dirty_tensors}
+        for t in ctx.dirty_tensors:
+            # PyTorch bumps the version of every dirty tensor and refuses leaves needing grad
+            t._storage.version += 1
+            if t._requires_grad and t._grad_fn is None and t._base is None and \
+                    grad_mode.state.grad_enabled:
+                raise RuntimeError("a leaf Variable that requires grad has been used in an "
+                                   "in-place operation.")
         nondiff = {id(t) for t in ctx.non_differentiable}
         results = []
         for i, o in enumerate(outs):

@@ -1,4 +1,6 @@
 """The llgrad.* function namespace (torch.exp, torch.cat, ...), defined over Tensor methods."""
+import builtins as _builtins   # this module shadows any/all/sum/max/min/abs/round
+
 from ..ir import OPS
 from .creation import tensor as _tensor
 from .dispatch import call
@@ -49,7 +51,8 @@ def cat(tensors, dim=0):
     ref = ts[0]._data.shape
     for i, t in enumerate(ts):
         s = t._data.shape
-        if len(s) != len(ref) or any(a != b for j, (a, b) in enumerate(zip(s, ref)) if j != d):
+        if len(s) != len(ref) or _builtins.any(a != b for j, (a, b) in enumerate(zip(s, ref))
+                                               if j != d):
             raise RuntimeError(f"Sizes of tensors must match except in dimension {d}. Expected "
                                f"size {ref[1 - d] if len(ref) > 1 else ref[0]} but got size "
                                f"{s[1 - d] if len(s) > 1 else s[0]} for tensor number {i} in "

@@ -81,6 +81,15 @@ def sub(self, other, alpha=1):
 
 
 def div(self, other, rounding_mode=None):
+    if rounding_mode not in (None, "floor", "trunc"):
+        raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' "
+                           f"but found '{rounding_mode}'")
+    rt = dtypes.result_type(self, other) if rounding_mode is not None else None
+    if rt is not None and not rt.is_floating_point:
+        # integer floor/trunc division stays integer (PyTorch); float64 is exact below 2**53
+        q = call(_DIV, (self.to(dtypes.float64), other), {})
+        q = q.floor() if rounding_mode == "floor" else q.sign() * q.abs().floor()
+        return q.to(rt)
     r = call(_DIV, (self, other), {})
     if rounding_mode == "floor":
         return r.floor()
@@ -167,7 +176,7 @@ def to(self, *args, **kwargs):
     copy = kwargs.get("copy", False)
     if dtype is None or dtype is self._dtype:
         return self.clone() if copy else self
-    return self._op("to_dtype", dtype=dtype.np)
+    return self._op("to_dtype", dtype=dtype.name)   # a plain literal, printable in IR
 
 
 _def("to", to)

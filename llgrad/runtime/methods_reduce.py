@@ -200,17 +200,27 @@ def matmul(self, other):
         return mv(self, other)
     if a == 2 and b == 2:
         return mm(self, other)
-    if a == 1:
+    if a == 1 and b == 2:
         return matmul(self.unsqueeze(0), other).squeeze(-2)
-    if b == 1:
-        return matmul(self, other.unsqueeze(-1)).squeeze(-1)
-    if a == 3 and b == 3 and self._data.shape[0] == other._data.shape[0]:
-        return bmm(self, other)
-    if self._data.shape[-1] != other._data.shape[-2]:
+    if a == 2 and b >= 3:
+        # PyTorch folds: (other^T @ self^T)^T, made contiguous (CloneBackward0)
+        if self._data.shape[-1] != other._data.shape[-2]:
+            raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
+                               f"[{other._data.shape[-2]}] but got: [{self._data.shape[-1]}].")
+        return matmul(other.mT, self.t()).mT.contiguous()
+    # an operand with >= 3 dims: PyTorch folds or broadcasts to bmm and ends with
+    # _unsafe_view, so the result's grad_fn is UnsafeViewBackward0 (also for 1-D operands)
+    x = self.unsqueeze(0) if a == 1 else self
+    y = other.unsqueeze(-1) if b == 1 else other
+    if x._data.shape[-1] != y._data.shape[-2]:
         raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
-                           f"[{other._data.shape[-2]}] but got: [{self._data.shape[-1]}].")
+                           f"[{y._data.shape[-2]}] but got: [{x._data.shape[-1]}].")
     _same_dtype(self, other, "self and other")
-    return call(OPS["matmul"], (self, other), {})
+    r = call(OPS["matmul"], (x, y), {})
+    if a == 1 or b == 1:
+        shape = r._data.shape[:-2] + ((r._data.shape[-1],) if a == 1 else (r._data.shape[-2],))
+        r = r._op("_unsafe_view", shape=shape)
+    return r
 
 
 for _n, _f in (("mm", mm), ("bmm", bmm), ("dot", dot), ("mv", mv), ("matmul", matmul),

@@ -33,7 +33,9 @@ def reshape(self, *shape):
     try:
         np.reshape(self._data, shape, copy=False)
     except ValueError:
-        return self._op("clone", memory_format="contiguous")._op("_unsafe_view", shape=shape)
+        out = self._op("clone", memory_format="contiguous")._op("_unsafe_view", shape=shape)
+        out._base = None          # a copy: it aliases only the internal clone, as in PyTorch
+        return out
     return self._op("view", shape=shape)
 
 
@@ -69,6 +71,10 @@ def expand(self, *sizes):
                            f"greater or equal to the number of dimensions in the tensor "
                            f"({len(shape)})")
     lead = len(sizes) - len(shape)
+    for i in range(lead):
+        if sizes[i] < 0:
+            raise RuntimeError(f"The expanded size of the tensor ({sizes[i]}) isn't allowed in a "
+                               f"leading, non-existing dimension {i}")
     for i, n in enumerate(shape):
         s = sizes[lead + i]
         if s == -1:
