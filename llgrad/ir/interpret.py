@@ -27,7 +27,7 @@ def interpret(graph, *arrays):
             else (out,)
         for v, o in zip(node.outputs, outs):
             o = np.asarray(o)
-            if o.dtype.name != v.type.dtype:
+            if o.dtype != v.type.dtype:
                 o = o.astype(v.type.dtype)
             env[v] = o
     for i, v in graph.mutated.items():

@@ -63,10 +63,15 @@ def _pow_vjp(c, g):
             gx = g.new_zeros(g.shape)
         else:
             gx = g * e * x ** (e - 1)
+            if _is_tensor(e):
+                gx = gx.masked_fill(e == 0, 0)     # x**0 is constant, even at x == 0
     if c.needs(1):
         r = c.result
         if _is_tensor(x):
-            ge = (g * r * x.log()).masked_fill((x == 0) & (e >= 0), 0)
+            # 0 where x == 0 and e >= 0; log(1) there keeps -inf (and 0 * -inf = nan) out of
+            # the graph, so double backward stays finite
+            zero = (x == 0) & (e >= 0)
+            ge = (g * r * x.masked_fill(zero, 1).log()).masked_fill(zero, 0)
         else:
             # d(a**e)/de = a**e * log(a); 0 at a == 0 (PyTorch's convention), nan below 0
             ge = g * r * (math.log(x) if x > 0 else math.nan) if x != 0 else g.new_zeros(g.shape)
@@ -174,8 +179,11 @@ def _clamp_vjp(c, g):
     if hi is not None:
         mask = (x <= hi) if mask is None else mask & (x <= hi)
     gx = g * mask if c.needs(0) and mask is not None else (g if c.needs(0) else None)
-    glo = g * (x < lo) if c.needs(1) else None
-    ghi = g * (x > hi) if c.needs(2) else None
+    # result = min(max(x, lo), hi): when lo > hi, hi wins everywhere (PyTorch's order)
+    glo = None
+    if c.needs(1):
+        glo = g * ((x < lo) & (hi >= lo) if hi is not None else x < lo)
+    ghi = g * ((x.maximum(lo) if lo is not None else x) > hi) if c.needs(2) else None
     return gx, glo, ghi
 
 
@@ -230,7 +238,10 @@ defop("to_dtype", lambda x, dtype: x.astype(dtype), vjp=lambda c, g: (g,),
       grad_fn="ToCopyBackward0", kind="elementwise")
 defop("fill", lambda x, value: np.full_like(x, value, order="K"),
       vjp=lambda c, g: (g.new_zeros(g.shape), g.sum() if c.needs(1) else None), args=("self", "value"),
-      grad_fn="FillBackward0", kind="elementwise")
+      # PyTorch: fill_.Scalar -> FillBackward2, fill_.Tensor -> FillBackward3 (the fill op is
+      # only reached in place; the out-of-place fill.Scalar/fill.Tensor are 0 and 1)
+      grad_fn=lambda ins, at: "FillBackward3" if _is_tensor(ins[1]) else "FillBackward2",
+      kind="elementwise")
 defop("zero", lambda x: np.zeros_like(x, order="K"), vjp=lambda c, g: (g.new_zeros(g.shape),),
       grad_fn="ZeroBackward0", kind="elementwise")
 defop("copy", lambda x, src: np.array(np.broadcast_to(src, x.shape), dtype=x.dtype, order="K"),

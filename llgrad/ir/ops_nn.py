@@ -166,7 +166,9 @@ def _nll_vjp(c, g):
 
 
 defop("nll_loss", _nll_loss, args=("self", "target", "weight"),
-      save=("self", "target", "weight"), grad_fn="NllLossBackward0", vjp=_nll_vjp)
+      save=("self", "target", "weight"), vjp=_nll_vjp,
+      # PyTorch runs (N, C, d1, ...) inputs through nll_loss2d
+      grad_fn=lambda ins, at: "NllLoss2DBackward0" if ins[0].ndim >= 3 else "NllLossBackward0")
 
 
 def _mse_vjp(c, g):

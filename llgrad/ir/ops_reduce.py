@@ -45,13 +45,17 @@ def _prod_vjp(c, g):
     r = unreduce(c.result, shape, c.dim, c.keepdim)
     gk = unreduce(g, shape, c.dim, c.keepdim)
     nonzero = x != 0
-    # at a zero element the derivative is the product of the others: nonzero only when it
-    # is the slice's single zero.
+    zero = nonzero.logical_not()
     dims = c.dim if c.dim is not None else tuple(range(len(shape)))
-    others = x.where(nonzero, 1).prod(dims, keepdim=True)
-    single = (nonzero.logical_not().sum(dims, keepdim=True) == 1)
-    at_zero = others.where(single, 0)
-    return (gk * (r / x.where(nonzero, 1)).where(nonzero, at_zero.expand(shape)),)
+    # At a zero element the derivative is the product of the others: p (the product of the
+    # slice's nonzero elements) when it is the slice's only zero; with exactly two zeros it
+    # is the other zero times p, written (sum of the slice's zeros - x) * p so that it is
+    # 0 in value but has the right derivative (double backward); with more zeros it is 0.
+    nzero = zero.sum(dims, keepdim=True)
+    p = x.where(nonzero, 1).prod(dims, keepdim=True)
+    other_zero = x.where(zero, 0).sum(dims, keepdim=True) - x
+    at_zero = p.where(nzero == 1, 0) + (other_zero * p).where(nzero == 2, 0)
+    return (gk * (r / x.where(nonzero, 1)).where(nonzero, at_zero),)
 
 
 def _prod(x, dim=None, keepdim=False):
@@ -89,8 +93,10 @@ def _max_dim(pick, argpick):
     return impl
 
 
-def _select_vjp(c, g, _):
+def _select_vjp(c, gs):
+    # gs: gradients of (values, indices); the indices get none
     shape = c.shape(0)
+    g = gs[0]
     idx, gk = c.result1, g
     if not c.keepdim:
         idx, gk = idx.unsqueeze(c.dim), g.unsqueeze(c.dim)

@@ -31,7 +31,7 @@ def relative_geometry(view_impl, in_shape, attrs):
     touched: only pointers and strides are computed)."""
     dummy = strided_view(np.zeros(1, np.uint8), in_shape, contiguous_strides(in_shape))
     v = view_impl(dummy, **attrs)
-    if not isinstance(v, np.ndarray) or not np.shares_memory(v, dummy):
+    if not isinstance(v, np.ndarray) or (v.size and not np.shares_memory(v, dummy)):
         raise AssertionError(f"{view_impl.__name__} did not return a view")
     off = v.__array_interface__["data"][0] - dummy.__array_interface__["data"][0]
     return (tuple(v.shape), tuple(v.strides), off)
@@ -179,7 +179,8 @@ def _masked_fill(x, mask, value):
 
 
 defop("masked_fill", _masked_fill, args=("self", "mask", "value"), save=("mask",),
-      grad_fn="MaskedFillBackward0", kind="elementwise",
+      grad_fn=lambda ins, at: "MaskedFillBackward1" if hasattr(ins[2], "_dtype")
+      else "MaskedFillBackward0", kind="elementwise",
       vjp=lambda c, g: (g.masked_fill(c.mask, 0) if c.needs(0) else None, None,
                         g.where(c.mask, 0).sum() if c.needs(2) else None))
 
@@ -269,7 +270,8 @@ def _index_put(x, values, *ix, spec, accumulate=False):
 
 
 def _index_put_vjp(c, g):
-    gx = g if c.accumulate else g._op("index_put", g.new_zeros(()), *c.indices, spec=c.spec)
+    gx = g if c.accumulate else g._op("index_put", g.new_zeros(()), *c.indices, spec=c.spec,
+                                      accumulate=False)
     gv = g._op("index", *c.indices, spec=c.spec) if c.needs(1) else None
     return (gx if c.needs(0) else None, gv)
 
@@ -313,6 +315,9 @@ def _strided_scatter(x, geom, span):
 
 def _strided_gather(buf, geom):
     check_geometry(geom, buf.shape[0])
+    # the geometry addresses a dense buffer; a gradient buffer may be strided (an expanded
+    # gradient has stride 0), so make it dense before reading through raw strides
+    buf = np.ascontiguousarray(buf)
     return np.array(strided_view(buf, geom[0], geom[1], geom[2]), copy=True)
 
 

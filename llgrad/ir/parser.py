@@ -1,17 +1,21 @@
 """Reads back what printer.py writes."""
 import ast
+import functools
 import re  # noqa: I001
 
 from .graph import SHORT_DTYPE, Graph, Node, TensorType, Value
 
 _TYPE = re.compile(r"(\w+)\[([\d,]*)\]\{([-\d,]*)\}(?:\+(\d+))?")
 _HEADER = re.compile(r"graph (\w+)\((.*)\) \{$")
+_NESTING = re.compile(r"[][(){}'\"]")
+_WORD = re.compile(r"\w+")
 
 
 class ParseError(ValueError):
     pass
 
 
+@functools.lru_cache(maxsize=4096)     # TensorTypes are immutable; graphs repeat types
 def parse_type(text):
     m = _TYPE.fullmatch(text.strip())
     if not m:
@@ -23,6 +27,10 @@ def parse_type(text):
 
 def _split_top(text, sep):
     """Split on sep outside brackets and quotes."""
+    if sep not in text:
+        return [text]
+    if not _NESTING.search(text):
+        return text.split(sep)
     out, depth, quote, cur = [], 0, None, []
     for ch in text:
         if quote:
@@ -45,7 +53,17 @@ def _split_top(text, sep):
     return out
 
 
+_NAMED = {"None": None, "True": True, "False": False}
+
+
 def _eval_literal(text):
+    if text in _NAMED:
+        return _NAMED[text]
+    for number in (int, float):       # the common operands, without compiling them
+        try:
+            return number(text)
+        except ValueError:
+            pass
     tree = ast.parse(text, mode="eval")
 
     def conv(n):
@@ -55,6 +73,8 @@ def _eval_literal(text):
             return tuple(conv(e) for e in n.elts)
         if isinstance(n, ast.List):
             return [conv(e) for e in n.elts]
+        if isinstance(n, ast.Name) and n.id in ("inf", "nan"):    # repr of such floats
+            return float(n.id)
         if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
             return -conv(n.operand)
         if isinstance(n, ast.Dict):
@@ -110,7 +130,7 @@ def parse_graph(text):
                     if not piece:
                         continue
                     key, eq, val = piece.partition("=")
-                    if eq and re.fullmatch(r"\w+", key):
+                    if eq and _WORD.fullmatch(key):
                         attrs[key] = _eval_literal(val)
                     else:
                         operands.append(ref(piece))

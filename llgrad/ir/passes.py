@@ -10,14 +10,23 @@ RANDOM_OPS = frozenset(n for n, op in OPS.items() if op.kind == "random")
 
 
 def _rebuild(graph, nodes, subst=None):
-    subst = subst or {}
-    fix = lambda x: subst.get(x, x) if isinstance(x, Value) else x  # noqa: E731
+    """A new graph of copies of `nodes` with fresh result Values (the input graph's Values
+    keep pointing at its own nodes), uses renamed through subst (old Value -> Value)."""
+    subst = dict(subst or {})
+
+    def fix(x):
+        if not isinstance(x, Value):
+            return x
+        while x in subst:             # cse maps a duplicate to an earlier old Value
+            x = subst[x]
+        return x
+
     new_nodes = []
     for n in nodes:
-        m = Node(n.op, [fix(x) for x in n.inputs], dict(n.attrs), n.outputs, n.loc,
+        m = Node(n.op, [fix(x) for x in n.inputs], dict(n.attrs), [], n.loc,
                  fix(n.view_of) if n.view_of is not None else None)
-        for o in m.outputs:
-            o.node = m
+        m.outputs = [Value(o.type, m, o.index, o.name) for o in n.outputs]
+        subst.update(zip(n.outputs, m.outputs))
         new_nodes.append(m)
     return Graph(graph.name, list(graph.inputs), new_nodes, [fix(v) for v in graph.outputs],
                  {i: fix(v) for i, v in graph.mutated.items()})
@@ -63,7 +72,7 @@ def cse(graph):
 
 def fold_constants(graph):
     """Evaluate nodes whose tensor operands are all constants into constant nodes."""
-    consts, nodes = {}, []
+    consts, nodes, subst = {}, [], {}
     for n in graph.nodes:
         if n.op == "constant":
             consts[n.outputs[0]] = np.array(n.attrs["value"], dtype=n.attrs["dtype"])
@@ -79,9 +88,9 @@ def fold_constants(graph):
         val = np.asarray(OPS[n.op].impl(*_promoted(n, args), **n.attrs))
         val = val.astype(n.outputs[0].type.dtype)
         out = n.outputs[0]
-        m = Node("constant", [], {"value": val.tolist(), "dtype": val.dtype.name}, [out], n.loc)
-        out.node = m
-        out.type = TensorType(val.dtype.name, tuple(val.shape))
+        m = Node("constant", [], {"value": val.tolist(), "dtype": val.dtype.name}, [], n.loc)
+        m.outputs = [Value(TensorType(val.dtype.name, tuple(val.shape)), m, 0, out.name)]
+        subst[out] = m.outputs[0]
         consts[out] = val
         nodes.append(m)
-    return _rebuild(graph, nodes)
+    return _rebuild(graph, nodes, subst)

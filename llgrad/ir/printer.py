@@ -33,6 +33,14 @@ def operand(x, names):
 
 def print_graph(graph):
     names = _names(graph)
+    type_text = {}              # graphs repeat a few types many times
+
+    def typ(t):
+        s = type_text.get(t)
+        if s is None:
+            s = type_text[t] = str(t)
+        return s
+
     args = ", ".join(f"%{v.name}: {v.type}" for v in graph.inputs)
     lines = [f"graph {graph.name}({args}) {{"]
     for node in graph.nodes:
@@ -43,7 +51,7 @@ def print_graph(graph):
             parts.append(ops)
         parts += [f"{k}={literal(v)}" for k, v in node.attrs.items()]
         text = f"  {lhs} = {' '.join(parts)}"
-        types = ", ".join(str(o.type) for o in node.outputs)
+        types = ", ".join(typ(o.type) for o in node.outputs)
         text = f"{text:<38s} : {types}"
         notes = []
         if node.view_of is not None:

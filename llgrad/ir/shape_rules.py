@@ -4,11 +4,14 @@ The rule is the op's own NumPy impl run on stand-in arrays that own no memory: s
 broadcasts for ops that read their inputs, and 1-element buffers restrided to the input's
 exact layout for views (views only compute pointers, never read). So every op of the table
 has a shape rule without a second declaration that could drift from its impl."""
+import functools
+
 import numpy as np
 
 from .graph import TensorType, contiguous
 from .optable import OPS
 from .ops_shape import strided_view
+from .printer import literal
 
 
 def _standin(t, for_view):
@@ -20,19 +23,45 @@ def _standin(t, for_view):
     return np.broadcast_to(np.zeros((), dtype=t.dtype), t.shape)
 
 
+_memo = {}
+
+
+def _key(x):
+    # constants by their literal: 1, 1.0 and True promote differently but hash alike
+    return x if isinstance(x, TensorType) else literal(x)
+
+
 def infer_types(opname, in_types, attrs):
     if opname == "constant":      # the IR's one op outside the table: a literal array
         return [TensorType(attrs["dtype"], tuple(np.shape(attrs["value"])))]
+    # a rule is a pure function of its operand types and attributes: remember the last
+    # few thousand (repeated layers and long chains ask the same question many times)
+    key = (opname, tuple(_key(t) for t in in_types), literal(sorted(attrs.items())))
+    types = _memo.get(key)
+    if types is None:
+        types = _infer(opname, in_types, attrs)
+        if len(_memo) >= 4096:
+            _memo.clear()
+        _memo[key] = types
+    return list(types)
+
+
+def _infer(opname, in_types, attrs):
     op = OPS[opname]
     view = op.kind == "view"
     args = [_standin(t, view) for t in in_types]
     arrays = _promote(op, in_types, args)
-    out = op.impl(*arrays, **attrs)
+    with np.errstate(all="ignore"):   # the stand-ins are zeros: log(0) is no concern here
+        out = op.impl(*arrays, **attrs)
     outs = out if op.nout != 1 else (out,)
     types = []
     for o in outs:
         o = np.asarray(o)
         if view:
+            # an impl that copies (np.reshape of a non-viewable layout) has no geometry
+            # in terms of its input: refuse it rather than invent one
+            if o.size and not np.may_share_memory(o, arrays[0]):
+                raise ValueError(f"{opname}: the result is not a view of its input")
             base = in_types[0]
             shift = (o.__array_interface__["data"][0]
                      - arrays[0].__array_interface__["data"][0]) // o.itemsize
@@ -62,14 +91,23 @@ def _promote(op, in_types, arrays):
             (dims if t.shape else zeros).append(t.dtype)
         elif t is not None:
             scal = max(scal, 0 if isinstance(t, bool) else 1 if isinstance(t, int) else 2)
-    res = np.result_type(*dims).name if dims else None
+    res = _result_type(*dims) if dims else None
     if zeros:
-        z = np.result_type(*zeros).name
+        z = _result_type(*zeros)
         if res is None or _cat(z) > _cat(res):
             res = z
     if scal >= 0 and (res is None or scal > _cat(res)):
         res = {0: "bool", 1: "int64", 2: "float32"}[scal]
     if op.float_out and res is not None and _cat(res) < 2:
         res = "float32"
-    return [a.astype(res) if isinstance(a, np.ndarray) and i in pos and a.dtype.name != res
+    # (dtype != str, not dtype.name != str: NumPy's name getter costs microseconds)
+    return [a.astype(res) if isinstance(a, np.ndarray) and i in pos and a.dtype != res
             else a for i, a in enumerate(arrays)]
+
+
+@functools.lru_cache(maxsize=None)
+def _result_type(*dtypes):
+    """PyTorch's promote_types: the highest category (bool < int < float) wins, and
+    NumPy's promotion only within it (float32 with int64 is float32, not float64)."""
+    top = max(_cat(d) for d in dtypes)
+    return np.result_type(*[d for d in dtypes if _cat(d) == top]).name

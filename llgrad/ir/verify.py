@@ -2,7 +2,7 @@
 the node and the user's source line."""
 from .graph import TensorType, Value
 from .optable import OPS, geometry_span
-from .printer import literal
+from .printer import _names, operand
 from .shape_rules import infer_types
 
 
@@ -10,11 +10,19 @@ class VerifyError(ValueError):
     pass
 
 
-def _where(i, node):
-    loc = f" ({node.loc})" if node.loc else ""
-    ins = ", ".join(f"%{x.name}" if isinstance(x, Value) and x.name else literal(x)
-                    if not isinstance(x, Value) else "%?" for x in node.inputs)
-    return f"node {i} `{node.op} {ins}`{loc}"
+class _Where:
+    """`node i `op operands` (loc)`, operands named as the printer names them (built only
+    when an error is raised: verify runs on every graph, errors are rare)."""
+
+    def __init__(self, graph, i, node):
+        self.graph, self.i, self.node = graph, i, node
+
+    def __format__(self, spec):
+        node, names = self.node, _names(self.graph)
+        loc = f" ({node.loc})" if node.loc else ""
+        ins = ", ".join(operand(x, names) if not isinstance(x, Value) or x in names
+                        else "%?" for x in node.inputs)
+        return f"node {self.i} `{node.op}{' ' if ins else ''}{ins}`{loc}"
 
 
 def verify(graph):
@@ -23,7 +31,7 @@ def verify(graph):
         if not isinstance(v.type, TensorType):
             raise VerifyError(f"graph input %{v.name} has no tensor type")
     for i, node in enumerate(graph.nodes):
-        where = _where(i, node)
+        where = _Where(graph, i, node)
         if node.op != "constant" and node.op not in OPS:
             raise VerifyError(f"{where}: unknown op {node.op!r}")
         for x in node.inputs:

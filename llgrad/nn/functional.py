@@ -148,6 +148,14 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     bad = (t != ignore_index) & ((t < 0) | (t >= c))
     if bad.any():
         raise IndexError(f"Target {int(t[bad].reshape(-1)[0])} is out of bounds.")
+    nd = input._data.ndim
+    if reduction == "none" and (nd == 3 or nd > 4) and input._data.size and target._data.size:
+        # PyTorch runs these as (N, C, 1, -1) and views the loss back (ViewBackward0)
+        n = input._data.shape[0]
+        out = call(OPS["nll_loss"], (input.contiguous().view(n, c, 1, -1),
+                                     target.contiguous().view(n, 1, -1), weight),
+                   {"ignore_index": ignore_index, "reduction": reduction})
+        return out.view((n,) + input._data.shape[2:])
     return call(OPS["nll_loss"], (input, target, weight),
                 {"ignore_index": ignore_index, "reduction": reduction})
 
@@ -157,15 +165,19 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     _reduction(reduction)
     class_dim = 0 if input._data.ndim == 1 else 1
     logp = input.log_softmax(class_dim)
-    if target._dtype.is_floating_point:          # class probabilities
+    if target._dtype.is_floating_point:          # class probabilities (PyTorch's formula)
         c = input._data.shape[class_dim]
         if label_smoothing:
             target = target * (1 - label_smoothing) + label_smoothing / c
-        w = logp if weight is None else logp * weight.reshape((-1,) + (1,) * (logp.ndim - 2))
-        loss = -(w * target).sum(class_dim)
-        if reduction == "mean":
-            return loss.sum() / (input._data.size // c) if loss.ndim else loss
-        return loss.sum() if reduction == "sum" else loss
+        prod = logp * target
+        if weight is not None:
+            prod = prod * (weight.view((-1,) + (1,) * (logp.ndim - 2)) if logp.ndim > 1
+                           else weight)
+        if reduction == "none":
+            return -prod.sum(class_dim)
+        if reduction == "sum":
+            return -prod.sum()
+        return -prod.sum() / (input._data.size // c)
     loss = nll_loss(logp, target, weight, ignore_index=ignore_index, reduction=reduction)
     if not label_smoothing:
         return loss

@@ -202,6 +202,7 @@ def call_inplace(op, t, inputs, attrs):
                            f"type {_tname(t._dtype)}")
     recording = grad_mode.state.grad_enabled and op.vjp is not None and \
         any(_is_tensor(x) and _req(x) for x in inputs)
+    retained = (t._grad_fn, t._output_nr) if recording and t._retains_grad else None
     out = run_impl(op, inputs, attrs)
     old_self = None
     if recording and t._dtype.is_floating_point and op.args[0] in op.save:
@@ -231,16 +232,32 @@ def call_inplace(op, t, inputs, attrs):
         from .copy_slices import CopySlices
         # CopySlices calls node itself; edge 0 only says the view's gradient is wanted
         node.next_functions = ((self_edge or (node, 0)),) + node.next_functions[1:]
-        _save_result(op, node, t)
+        _save_result(op, node, t, on_view=True)
         cs = CopySlices(base, t, node, base_edge)
         base._grad_fn, base._output_nr, base._requires_grad = cs, 0, True
         t._view_version = -1           # its grad_fn is rebuilt (AsStridedBackward0) on access
+    if retained is not None:
+        _move_retention(t, *retained)
     return t
 
 
-def _save_result(op, node, t):
+def _move_retention(t, old_fn, old_nr):
+    """retain_grad() follows the tensor to its new history (PyTorch retains the gradient of
+    the tensor's current value, not of the value before the in-place op)."""
+    ref = old_fn._retained.pop(old_nr, None) if old_fn is not None and old_fn._retained else None
+    if ref is None:
+        return
+    fn = t.grad_fn
+    fn._retained = fn._retained or {}
+    fn._retained[t._output_nr] = ref
+
+
+def _save_result(op, node, t, on_view=False):
     if "result" in op.save:
-        node._saved["result"] = SavedTensor(t, is_output=True)
+        # In place on a view, the node is not t's grad_fn (CopySlices on the base calls it):
+        # like PyTorch (is_inplace_on_view), the saved result unpacks as t with its current
+        # history, so double backward goes through the base's graph, not back into node.
+        node._saved["result"] = SavedTensor(t, is_output=not on_view)
 
 
 def _tname(d):

@@ -44,20 +44,28 @@ def _tensors(seq, what):
 
 def cat(tensors, dim=0):
     from .shapes import norm_dim
-    ts = [t for t in _tensors(tensors, "cat") if not (t._data.ndim == 1 and t._data.size == 0)]
-    if not ts:
-        return tensors[0].clone()
-    d = norm_dim(dim, ts[0]._data.ndim)
-    ref = ts[0]._data.shape
-    for i, t in enumerate(ts):
+    seq = _tensors(tensors, "cat")
+    # PyTorch's legacy rule: 1-D empty tensors are skipped for the shape check, but still
+    # take part in type promotion and get a (zero-size) gradient
+    legacy = [t._data.ndim == 1 and t._data.size == 0 for t in seq]
+    full = [t for t, e in zip(seq, legacy) if not e]
+    if not full:
+        return call(OPS["cat"], tuple(seq), {"dim": norm_dim(dim, 1)})
+    d = norm_dim(dim, full[0]._data.ndim)
+    ref = full[0]._data.shape
+    for i, t in enumerate(seq):
         s = t._data.shape
+        if legacy[i]:
+            continue
         if len(s) != len(ref) or _builtins.any(a != b for j, (a, b) in enumerate(zip(s, ref))
                                                if j != d):
             raise RuntimeError(f"Sizes of tensors must match except in dimension {d}. Expected "
                                f"size {ref[1 - d] if len(ref) > 1 else ref[0]} but got size "
                                f"{s[1 - d] if len(s) > 1 else s[0]} for tensor number {i} in "
                                "the list.")
-    return call(OPS["cat"], tuple(ts), {"dim": d})
+    empty = ref[:d] + (0,) + ref[d + 1:]
+    return call(OPS["cat"], tuple(t.reshape(empty) if e else t for t, e in zip(seq, legacy)),
+                {"dim": d})
 
 
 def stack(tensors, dim=0):

@@ -64,8 +64,8 @@ for _n in ("mul", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge", "log
 for _a, _b in (("__mul__", "mul"), ("__rmul__", "mul"), ("__eq__", "eq"), ("__ne__", "ne"),
                ("__lt__", "lt"), ("__le__", "le"), ("__gt__", "gt"), ("__ge__", "ge"),
                ("__and__", "logical_and"), ("__or__", "logical_or"), ("__xor__", "logical_xor"),
-               ("__rand__", "logical_and"), ("__ror__", "logical_or"), ("greater", "gt"),
-               ("less", "lt")):
+               ("__rand__", "logical_and"), ("__ror__", "logical_or"), ("__rxor__", "logical_xor"),
+               ("greater", "gt"), ("less", "lt")):
     _binary(_a, _b)
 _binary("__rpow__", "pow", reverse=True)
 
@@ -111,6 +111,19 @@ _def("__rsub__", lambda self, other: call(_RSUB, (self, other), {"alpha": 1}))
 _def("__rtruediv__", lambda self, other: self.reciprocal() * other)
 _def("__floordiv__", lambda self, other: div(self, other, "floor"))
 _def("__mod__", lambda self, other: self - div(self, other, "floor") * other)
+
+
+def _scalar_operand(self, other):
+    """A Python scalar on the left of a tensor, as a 0-d tensor of the promoted dtype."""
+    if isinstance(other, Tensor):
+        return other
+    from .creation import tensor
+    return tensor(other, dtype=dtypes.result_type(self, other))
+
+
+_def("__rfloordiv__", lambda self, other: div(_scalar_operand(self, other), self, "floor"))
+_def("__rmod__", lambda self, other: (lambda o: o - div(o, self, "floor") * self)(
+    _scalar_operand(self, other)))
 _def("square", lambda self: call(_POW, (self, 2), {}))
 _def("add_", lambda self, other, alpha=1: call_inplace(_ADD, self, (self, other), {"alpha": alpha}))
 _def("sub_", lambda self, other, alpha=1: call_inplace(_SUB, self, (self, other), {"alpha": alpha}))
@@ -175,7 +188,8 @@ def to(self, *args, **kwargs):
             raise RuntimeError(f"llgrad runs on the CPU only; cannot move to {a!r}")
     copy = kwargs.get("copy", False)
     if dtype is None or dtype is self._dtype:
-        return self.clone() if copy else self
+        # PyTorch: to(copy=True) is a _to_copy (ToCopyBackward0), not a clone
+        return self._op("to_dtype", dtype=self._dtype.name) if copy else self
     return self._op("to_dtype", dtype=dtype.name)   # a plain literal, printable in IR
 
 

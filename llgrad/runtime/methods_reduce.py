@@ -6,8 +6,17 @@ from .dispatch import call, call_inplace
 from .shapes import norm_dim, norm_dims
 from .tensor import Tensor
 
-return_max = collections.namedtuple("max", ["values", "indices"])
-return_min = collections.namedtuple("min", ["values", "indices"])
+def _return_type(name):
+    """(values, indices) named tuple that prints like torch.return_types.<name>."""
+    def __repr__(self):
+        return f"llgrad.return_types.{name}(\nvalues={self.values!r},\nindices={self.indices!r})"
+    base = collections.namedtuple(name, ["values", "indices"])
+    return type(name, (base,), {"__slots__": (), "__repr__": __repr__, "__str__": __repr__,
+                                "__module__": "llgrad.return_types"})
+
+
+return_max = _return_type("max")
+return_min = _return_type("min")
 
 
 def _def(name, fn):
