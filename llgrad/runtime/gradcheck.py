@@ -29,15 +29,14 @@ def _numerical(fn, inputs, i, eps):
                              f"{i} (pass x.contiguous() or build the view inside fn)")
     cols = []
     # grad mode stays on: fn may itself differentiate (gradgradcheck's inner grad)
-    if True:
-        for j in range(flat.size):
-            orig = flat[j]
-            flat[j] = orig + eps
-            plus = [o._data.astype(np.float64).reshape(-1).copy() for o in _outputs(fn, inputs)]
-            flat[j] = orig - eps
-            minus = [o._data.astype(np.float64).reshape(-1).copy() for o in _outputs(fn, inputs)]
-            flat[j] = orig
-            cols.append([(p - m) / (2 * eps) for p, m in zip(plus, minus)])
+    for j in range(flat.size):
+        orig = flat[j]
+        flat[j] = orig + eps
+        plus = [o._data.astype(np.float64).reshape(-1).copy() for o in _outputs(fn, inputs)]
+        flat[j] = orig - eps
+        minus = [o._data.astype(np.float64).reshape(-1).copy() for o in _outputs(fn, inputs)]
+        flat[j] = orig
+        cols.append([(p - m) / (2 * eps) for p, m in zip(plus, minus)])
     return cols
 
 
