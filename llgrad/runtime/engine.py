@@ -180,11 +180,7 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
 
 
 def _nout(node):
-    n = getattr(node, "_nout", None)
-    if n is not None:
-        return n
-    meta = getattr(node, "_out_meta", None)
-    return len(meta) if meta else 1
+    return node._nout
 
 
 def make_root_grads(tensors, grad_tensors):

@@ -98,6 +98,8 @@ class Node:
         self._post_hooks = None     # [hook(grad_inputs, grad_outputs)]
         self._retained = None       # {output_nr: weakref to a tensor that retains its grad}
 
+    _nout = 1          # how many outputs (gradient slots); multi-output nodes override
+
     def name(self):
         return type(self).__name__
 
@@ -175,6 +177,10 @@ class OpNode(Node):
         except KeyError:
             raise AttributeError(f"'{type(self).__name__}' object has no attribute "
                                  f"'{name}'") from None
+
+    @property
+    def _nout(self):
+        return len(self._out_meta) if self._out_meta else 1
 
     def needs(self, i):
         return self.next_functions[i][0] is not None
