@@ -100,9 +100,7 @@ defop("unsqueeze", lambda x, dim: np.expand_dims(x, dim), kind="view",
 
 
 def _slice(x, dim, start, end, step):
-    idx = [slice(None)] * x.ndim
-    idx[dim] = slice(start, end, step)
-    return x[tuple(idx)]
+    return x[(slice(None),) * dim + (slice(start, end, step),)]
 
 
 def _select(x, dim, index):
