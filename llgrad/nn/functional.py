@@ -4,7 +4,6 @@ import numpy as np
 from ..ir import OPS
 from ..runtime import grad_mode
 from ..runtime.dispatch import call
-from ..runtime.shapes import norm_dim
 from ..runtime.tensor import Tensor
 from ..runtime.creation import default_generator
 
@@ -29,7 +28,7 @@ def leaky_relu(input, negative_slope=0.01, inplace=False):
 
 def gelu(input, approximate="none"):
     if approximate not in ("none", "tanh"):
-        raise RuntimeError(f"approximate argument must be either none or tanh.")
+        raise RuntimeError("approximate argument must be either none or tanh.")
     return input.gelu(approximate)
 
 

@@ -27,7 +27,6 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
          only_inputs=True, allow_unused=None, is_grads_batched=False, materialize_grads=False):
-    single = isinstance(inputs, Tensor)
     outputs, inputs = _seq(outputs), _seq(inputs)
     grads = _seq(grad_outputs) or [None] * len(outputs)
     if retain_graph is None:

@@ -1,15 +1,13 @@
 """The one dispatcher: every op, eager or in-place, goes through `call`/`call_inplace`,
 which runs the op table's NumPy impl and records the backward node when grad is on.
 This is the eager hot path: keep it lean (no imports or allocations that can be avoided)."""
-import numpy as np
-
+from ..ir import OPS
 from . import grad_mode
 from .dtypes import _cat_of_scalar, float32, result_type
 from .node import SavedTensor, gradient_edge, node_class, user_location
 from .tensor import Tensor
 
 _state = grad_mode.state
-_CLONE = None     # set below, once the op table is importable
 
 
 def _is_tensor(x):
@@ -208,7 +206,7 @@ def call_inplace(op, t, inputs, attrs):
     if recording and t._dtype.is_floating_point and op.args[0] in op.save:
         # t is about to change: save a clone, recorded so that it keeps t's history (the
         # VJP reads it, and create_graph differentiates through it)
-        old_self = call(_CLONE, (t,), {"memory_format": "preserve"})
+        old_self = call(OPS["clone"], (t,), {"memory_format": "preserve"})
     base = t._base
     base_edge = gradient_edge(base) if recording and base is not None else None
     self_edge = gradient_edge(t) if recording else None
@@ -264,12 +262,3 @@ def _tname(d):
     return {"float32": "Float", "float64": "Double", "float16": "Half", "int64": "Long",
             "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
             "bool": "Bool"}[d.name]
-
-
-def _init():
-    global _CLONE
-    from ..ir import OPS
-    _CLONE = OPS["clone"]
-
-
-_init()

@@ -116,7 +116,7 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
     needed = _needed(root_nodes, targets) if targets is not None else None
     buffers = {}
     for (node, nr), g in root_edges:
-        buf = buffers.setdefault(node, [None] * _nout(node))
+        buf = buffers.setdefault(node, [None] * node._nout)
         buf[nr] = _add(buf[nr], g)
     captured = [None] * (len(inputs) if inputs is not None else 0)
     heap = [(-n._seq, n) for n in root_nodes if deps.get(n, 0) == 0]
@@ -127,7 +127,7 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
     try:
         while heap:
             _, node = heapq.heappop(heap)
-            grads = buffers.pop(node, None) or [None] * _nout(node)
+            grads = buffers.pop(node, None) or [None] * node._nout
             grads = _run_pre_hooks(node, grads)
             is_target = targets is not None and node in targets
             if is_target:
@@ -160,7 +160,7 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
                 if g is not None:
                     buf = buffers.get(child)
                     if buf is None:
-                        buf = buffers[child] = [None] * _nout(child)
+                        buf = buffers[child] = [None] * child._nout
                     buf[nr] = _add(buf[nr], g)
                 d = deps[child] - 1
                 deps[child] = d
@@ -177,10 +177,6 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
                                    "the desired behavior.")
         return captured
     return None
-
-
-def _nout(node):
-    return node._nout
 
 
 def make_root_grads(tensors, grad_tensors):

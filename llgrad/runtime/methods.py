@@ -1,19 +1,12 @@
 """Tensor methods and operators: thin wrappers that normalise arguments and call the
 dispatcher with an op from the op table."""
-import collections
-import math
-
 import numpy as np
 
 from ..ir import OPS
 from . import dtypes
 from .dispatch import call, call_inplace
-from .shapes import infer_shape, norm_dim, norm_dims, norm_slice, unpack_shape
+from .shapes import unpack_shape
 from .tensor import Tensor
-
-_isT = Tensor.__instancecheck__
-return_max = collections.namedtuple("max", ["values", "indices"])
-return_min = collections.namedtuple("min", ["values", "indices"])
 
 
 def _op(self, name, *inputs, **attrs):

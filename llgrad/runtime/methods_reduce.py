@@ -152,7 +152,7 @@ def _same_dtype(a, b, what):
 
 def mm(self, mat2):
     if self._data.ndim != 2 or mat2._data.ndim != 2:
-        raise RuntimeError(f"self must be a matrix" if self._data.ndim != 2 else
+        raise RuntimeError("self must be a matrix" if self._data.ndim != 2 else
                            "mat2 must be a matrix")
     if self._data.shape[1] != mat2._data.shape[0]:
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({self._data.shape[0]}x"
