@@ -11,6 +11,7 @@ from .runtime.creation import (arange, as_tensor, empty, empty_like, eye,  # noq
                                ones, ones_like, rand, rand_like, randint, randn, randn_like,
                                randperm, tensor, zeros, zeros_like)
 from .runtime.functions import *  # noqa: F401,F403
-from . import autograd, nn  # noqa: F401,E402
+from . import autograd, ir, nn  # noqa: F401,E402
+from .tracer import trace  # noqa: F401,E402
 
 __version__ = "0.1.0"

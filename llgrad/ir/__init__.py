@@ -1,4 +1,9 @@
-"""The IR layer: the op table (and, later, types, graphs, passes, the interpreter).
-Imports nothing from the rest of llgrad and never imports llvmlite."""
+"""The IR layer: the op table, typed SSA graphs, printer/parser, verifier, passes and the
+reference interpreter. Imports nothing from the rest of llgrad and never imports llvmlite."""
 from .optable import OPS, OpDef, defop  # noqa: F401
-from . import ops_elementwise, ops_reduce, ops_shape, ops_nn  # noqa: F401  (fill OPS)
+from . import ops_elementwise, ops_reduce, ops_shape, ops_nn, ops_random  # noqa: F401,E402
+from .graph import Builder, Graph, Guard, Node, TensorType, Value  # noqa: F401,E402
+from .interpret import interpret  # noqa: F401,E402
+from .parser import parse_graph  # noqa: F401,E402
+from .passes import cse, dce, fold_constants  # noqa: F401,E402
+from .verify import VerifyError, verify  # noqa: F401,E402

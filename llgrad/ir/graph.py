@@ -80,6 +80,7 @@ class Graph:
     nodes: list
     outputs: list
     mutated: dict = field(default_factory=dict)   # input index -> Value of its final content
+    guards: list = field(default_factory=list)    # Guard: a traced value's outcome to re-check
 
     def values(self):
         yield from self.inputs
@@ -89,6 +90,15 @@ class Graph:
     def __str__(self):
         from .printer import print_graph
         return print_graph(self)
+
+
+@dataclass(frozen=True)
+class Guard:
+    """Tracing took a Python decision on a tensor's value (bool(t), t.item()): the graph is
+    valid only while `value` still equals `expected`."""
+    value: Value
+    expected: object
+    loc: str = ""
 
 
 class Builder:

@@ -3,7 +3,7 @@ import ast
 import functools
 import re  # noqa: I001
 
-from .graph import SHORT_DTYPE, Graph, Node, TensorType, Value
+from .graph import SHORT_DTYPE, Graph, Guard, Node, TensorType, Value
 
 _TYPE = re.compile(r"(\w+)\[([\d,]*)\]\{([-\d,]*)\}(?:\+(\d+))?")
 _HEADER = re.compile(r"graph (\w+)\((.*)\) \{$")
@@ -112,6 +112,11 @@ def parse_graph(text):
         if s.startswith("return"):
             rest = s[len("return"):].strip()
             graph.outputs = [ref(t) for t in rest.split(",") if t.strip()]
+            continue
+        if s.startswith("guard "):
+            body, _, loc = s[len("guard "):].partition("  # ")
+            lhs, _, rhs = body.partition(" == ")
+            graph.guards.append(Guard(ref(lhs), _eval_literal(rhs), loc.strip()))
             continue
         if s.startswith("mutate "):
             lhs, rhs = s[len("mutate "):].split("=")

@@ -2,7 +2,7 @@
 constant folding. Each returns a new Graph and leaves its input unchanged."""
 import numpy as np
 
-from .graph import Graph, Node, TensorType, Value
+from .graph import Graph, Guard, Node, TensorType, Value
 from .optable import OPS
 from .printer import literal
 
@@ -29,12 +29,13 @@ def _rebuild(graph, nodes, subst=None):
         subst.update(zip(n.outputs, m.outputs))
         new_nodes.append(m)
     return Graph(graph.name, list(graph.inputs), new_nodes, [fix(v) for v in graph.outputs],
-                 {i: fix(v) for i, v in graph.mutated.items()})
+                 {i: fix(v) for i, v in graph.mutated.items()},
+                 [Guard(fix(g.value), g.expected, g.loc) for g in graph.guards])
 
 
 def dce(graph):
     """Drop nodes none of whose results is used (iteratively, back to front)."""
-    live = set(graph.outputs) | set(graph.mutated.values())
+    live = set(graph.outputs) | set(graph.mutated.values()) | {g.value for g in graph.guards}
     keep = []
     for n in reversed(graph.nodes):
         if any(o in live for o in n.outputs):

@@ -61,6 +61,9 @@ def print_graph(graph):
         if notes:
             text = f"{text:<62s}  # {'; '.join(notes)}"
         lines.append(text)
+    for g in graph.guards:
+        text = f"  guard %{names[g.value]} == {literal(g.expected)}"
+        lines.append(f"{text:<62s}  # {g.loc}" if g.loc else text)
     for i, v in graph.mutated.items():
         lines.append(f"  mutate %{graph.inputs[i].name} = %{names[v]}")
     lines.append("  return " + ", ".join("%" + names[v] for v in graph.outputs))

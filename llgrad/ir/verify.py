@@ -65,6 +65,10 @@ def verify(graph):
     for v in graph.outputs:
         if v not in defined:
             raise VerifyError(f"graph {graph.name}: returns an undefined value")
+    for g in graph.guards:
+        if g.value not in defined or g.value.type.numel != 1:
+            raise VerifyError(f"graph {graph.name}: a guard{' at ' + g.loc if g.loc else ''} "
+                              "must test a defined one-element value")
     for i, v in graph.mutated.items():
         if not 0 <= i < len(graph.inputs) or v not in defined:
             raise VerifyError(f"graph {graph.name}: bad write-back of input {i}")

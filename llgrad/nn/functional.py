@@ -4,8 +4,7 @@ import numpy as np
 from ..ir import OPS
 from ..runtime import grad_mode
 from ..runtime.dispatch import call
-from ..runtime.tensor import Tensor
-from ..runtime.creation import default_generator
+from ..runtime.creation import rand_like
 
 _REDUCTIONS = ("none", "mean", "sum")
 
@@ -63,8 +62,8 @@ def dropout(input, p=0.5, training=True, inplace=False):
         return input
     if p == 1.0:
         return input * 0.0
-    keep = default_generator.rng.random(input._data.shape) >= p
-    mask = Tensor._from_array((keep / (1.0 - p)).astype(input._data.dtype))
+    # drawn with rand_like so that a traced dropout is an RNG node, not a baked mask
+    mask = (rand_like(input) >= p).to(input.dtype) * (1.0 / (1.0 - p))
     if inplace:
         return input.mul_(mask)
     return input * mask
@@ -97,16 +96,15 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
             raise ValueError(f"Expected more than 1 value per channel when training, got input "
                              f"size {list(input._data.shape)}")
         if running_mean is not None or running_var is not None:
+            # tensor ops (not NumPy) so that tracing records the update of the buffers
             with grad_mode.no_grad():
-                x = input._data.astype(np.float64)
-                mean = x.mean(axis=dims)
-                var = x.var(axis=dims, ddof=1)
+                x = input.detach()
                 if running_mean is not None:
-                    running_mean.mul_(1 - momentum).add_(Tensor._from_array(
-                        mean.astype(running_mean._data.dtype)), alpha=momentum)
+                    running_mean.mul_(1 - momentum).add_(
+                        x.mean(dims).to(running_mean.dtype), alpha=momentum)
                 if running_var is not None:
-                    running_var.mul_(1 - momentum).add_(Tensor._from_array(
-                        var.astype(running_var._data.dtype)), alpha=momentum)
+                    running_var.mul_(1 - momentum).add_(
+                        x.var(dims, correction=1).to(running_var.dtype), alpha=momentum)
         return call(OPS["batch_norm"], (input, weight, bias, None, None),
                     {"training": True, "eps": eps})
     if running_mean is None or running_var is None:

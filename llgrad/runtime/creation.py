@@ -1,7 +1,7 @@
 """Creation functions and the random generator (manual_seed resets it)."""
 import numpy as np
 
-from . import dtypes
+from . import dtypes, trace_state
 from .shapes import unpack_shape
 from .tensor import Tensor
 
@@ -159,17 +159,25 @@ def _rng(generator):
 def randn(*size, dtype=None, generator=None, device=None, requires_grad=False):
     d = dtypes.to_dtype(dtype) if dtype is not None else dtypes.float32
     arr = _rng(generator).standard_normal(unpack_shape(size), dtype=np.float64).astype(d.np)
-    return _finish(arr, None, requires_grad)
+    t = _finish(arr, None, requires_grad)
+    if generator is None and trace_state.state.tracer is not None:
+        trace_state.state.tracer.random("rng_normal", t)
+    return t
 
 
 def rand(*size, dtype=None, generator=None, device=None, requires_grad=False):
     d = dtypes.to_dtype(dtype) if dtype is not None else dtypes.float32
     arr = _rng(generator).random(unpack_shape(size), dtype=np.float64).astype(d.np)
-    return _finish(arr, None, requires_grad)
+    t = _finish(arr, None, requires_grad)
+    if generator is None and trace_state.state.tracer is not None:
+        trace_state.state.tracer.random("rng_uniform", t)
+    return t
 
 
 def randint(low, high=None, size=(), dtype=None, generator=None, device=None,
             requires_grad=False):
+    if trace_state.state.tracer is not None:
+        trace_state.state.tracer.untraceable("randint")
     if high is None:
         low, high = 0, low
     arr = _rng(generator).integers(low, high, size=tuple(size), dtype=np.int64)
@@ -177,6 +185,8 @@ def randint(low, high=None, size=(), dtype=None, generator=None, device=None,
 
 
 def randperm(n, dtype=None, generator=None, device=None):
+    if trace_state.state.tracer is not None:
+        trace_state.state.tracer.untraceable("randperm")
     return _finish(_rng(generator).permutation(n).astype(np.int64), dtype, False)
 
 

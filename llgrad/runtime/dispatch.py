@@ -2,12 +2,13 @@
 which runs the op table's NumPy impl and records the backward node when grad is on.
 This is the eager hot path: keep it lean (no imports or allocations that can be avoided)."""
 from ..ir import OPS
-from . import grad_mode
+from . import grad_mode, trace_state
 from .dtypes import _cat_of_scalar, float32, result_type
 from .node import SavedTensor, gradient_edge, node_class, user_location
 from .tensor import Tensor
 
 _state = grad_mode.state
+_tstate = trace_state.state
 
 
 def _is_tensor(x):
@@ -90,6 +91,9 @@ def call(op, inputs, attrs):
     if op.kind == "view" and op.nout != 1:
         for r in results:
             r._multi_view = True
+    tracer = _tstate.tracer
+    if tracer is not None:
+        tracer.record(op, inputs, attrs, results)
     return results[0] if op.nout == 1 else tuple(results)
 
 
@@ -201,6 +205,8 @@ def call_inplace(op, t, inputs, attrs):
     recording = grad_mode.state.grad_enabled and op.vjp is not None and \
         any(_is_tensor(x) and _req(x) for x in inputs)
     retained = (t._grad_fn, t._output_nr) if recording and t._retains_grad else None
+    tracer = _tstate.tracer
+    operands = tracer.operands(inputs) if tracer is not None else None   # values before
     out = run_impl(op, inputs, attrs)
     old_self = None
     if recording and t._dtype.is_floating_point and op.args[0] in op.save:
@@ -219,6 +225,8 @@ def call_inplace(op, t, inputs, attrs):
                                "tensor before performing the operation.") from None
         raise
     t._storage.version += 1
+    if tracer is not None:
+        tracer.record_inplace(op, t, operands, attrs)
     if not recording:
         return t
     node = record(op, inputs, attrs, [], self_override=old_self)

@@ -82,6 +82,9 @@ def stack(tensors, dim=0):
 def where(condition, input=None, other=None):
     if input is None and other is None:
         import numpy as np
+        from . import trace_state
+        if trace_state.state.tracer is not None:
+            trace_state.state.tracer.untraceable("where(condition) (a data-dependent shape)")
         return tuple(Tensor._from_array(a.astype(np.int64)) for a in np.nonzero(condition._data))
     if not isinstance(input, Tensor) and not isinstance(other, Tensor):
         input = _tensor(input)

@@ -4,7 +4,7 @@ view of a storage sees every write. Op methods are attached in `methods.py`."""
 import numpy as np
 
 from ..ir.optable import contiguous_strides
-from . import dtypes, grad_mode
+from . import dtypes, grad_mode, trace_state
 
 
 class Storage:
@@ -271,7 +271,11 @@ class Tensor:
         if self._data.size != 1:
             raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be converted "
                                "to Scalar")
-        return self._data.reshape(()).item()
+        value = self._data.reshape(()).item()
+        tracer = trace_state.state.tracer
+        if tracer is not None:
+            tracer.guard(self, value)       # the trace is valid only for this value
+        return value
 
     def tolist(self):
         return self._data.tolist()
@@ -291,7 +295,7 @@ class Tensor:
     def __bool__(self):
         if self._data.size != 1:
             raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
-        return bool(self.item())
+        return bool(self.item())           # item() records the guard when tracing
 
     def __len__(self):
         if self._data.ndim == 0:

@@ -1,0 +1,15 @@
+"""The tracer active on this thread, if any. The dispatcher, creation functions and
+Python conversions (bool(t), t.item()) report to it; `_reset()` clears it."""
+import threading
+
+
+class _State(threading.local):
+    def __init__(self):
+        self.tracer = None
+
+
+state = _State()
+
+
+def _reset():
+    state.tracer = None

@@ -1,0 +1,34 @@
+"""Flatten nested lists, tuples and dicts of arguments and results into leaves plus a
+structure that puts them back."""
+
+
+def flatten(obj, path="", out=None):
+    """-> (leaves [(path, leaf)], tree). Dict keys are visited in insertion order."""
+    out = [] if out is None else out
+    if isinstance(obj, (list, tuple)) and not hasattr(obj, "_fields"):
+        trees = [flatten(x, f"{path}_{i}" if path else str(i), out)[1]
+                 for i, x in enumerate(obj)]
+        return out, (type(obj), trees)
+    if isinstance(obj, tuple):                      # a namedtuple
+        trees = [flatten(x, f"{path}_{f}", out)[1] for f, x in zip(obj._fields, obj)]
+        return out, (type(obj), trees)
+    if isinstance(obj, dict):
+        keys = list(obj)
+        trees = [flatten(obj[k], f"{path}_{k}" if path else str(k), out)[1] for k in keys]
+        return out, (dict, list(zip(keys, trees)))
+    out.append((path, obj))
+    return out, None
+
+
+def unflatten(tree, leaves):
+    it = iter(leaves)
+
+    def build(t):
+        if t is None:
+            return next(it)
+        kind, children = t
+        if kind is dict:
+            return {k: build(c) for k, c in children}
+        items = [build(c) for c in children]
+        return kind(*items) if hasattr(kind, "_fields") else kind(items)
+    return build(tree)

@@ -1,0 +1,188 @@
+"""Define-by-run tracing: run the user's function once on real tensors while every op the
+dispatcher executes is also recorded into a Graph.
+
+Each traced tensor maps to an IR Value. In-place ops are functionalised: the op is recorded
+out of place, and the new value is written into the value of the tensor's *root* (the graph
+input or op result that owns the memory) with strided ops; any alias read later is derived
+again from its root, so it sees the update. Inputs whose memory changed are written back
+(`graph.mutated`)."""
+import inspect
+
+import numpy as np
+
+from ..ir.graph import Builder, Guard, TensorType
+from ..ir.ops_random import state_to_array
+from ..ir.optable import geometry_span
+from ..ir.verify import verify
+from ..runtime import trace_state
+from ..runtime.creation import default_generator
+from ..runtime.node import user_location
+from ..runtime.tensor import Tensor
+from .pytree import flatten
+
+
+class TraceError(RuntimeError):
+    pass
+
+
+def tensor_type(t):
+    return TensorType(t._dtype.name, tuple(t._data.shape), t.stride(), t.storage_offset())
+
+
+def _geometry(t):
+    return (tuple(t._data.shape), t.stride(), t.storage_offset())
+
+
+class Tracer:
+    def __init__(self, name):
+        self.builder = Builder(name)
+        self.values = {}       # id(tensor) -> (tensor, Value, storage version when bound)
+        self.roots = {}        # id(storage) -> (root tensor, its current Value)
+        self.inputs = {}       # id(storage) -> graph input index
+        self.rng_example = state_to_array(default_generator.rng.bit_generator)
+        self.rng_input = None
+        self.rng_value = None
+
+    # ---- values --------------------------------------------------------------------------
+    def add(self, op, operands, attrs, view_of=None):
+        return self.builder.add(op, operands, attrs, loc=str(user_location()), view_of=view_of)
+
+    def input(self, t, name):
+        if id(t._storage) in self.roots:
+            raise TraceError(f"trace: input {name!r} shares memory with another input; pass "
+                             "separate tensors (or .clone() one of them)")
+        v = self.builder.input(tensor_type(t), name)
+        self.inputs[id(t._storage)] = len(self.builder.graph.inputs) - 1
+        self._bind_root(t, v)
+        return v
+
+    def _bind_root(self, t, v):
+        self.roots[id(t._storage)] = (t, v)
+        self.values[id(t)] = (t, v, t._storage.version)
+
+    def value_of(self, t):
+        e = self.values.get(id(t))
+        if e is not None and e[0] is t and e[2] == t._storage.version:
+            return e[1]
+        root = self.roots.get(id(t._storage))
+        if root is None:
+            # a tensor made inside fn or captured from outside: a constant of the graph
+            v = self.add("constant", [], {"value": t._data.tolist(), "dtype": t._dtype.name})
+            self._bind_root(t, v)
+            return v
+        rt, rv = root
+        if rt is t:
+            return rv
+        # an alias read after its memory changed: derive it again from its root's value
+        span = max(geometry_span(*_geometry(rt)), geometry_span(*_geometry(t)))
+        flat = self.add("strided_scatter", [rv], {"geom": _geometry(rt), "span": span})
+        v = self.add("strided_gather", [flat], {"geom": _geometry(t)})
+        self.values[id(t)] = (t, v, t._storage.version)
+        return v
+
+    def operands(self, inputs):
+        return [self.value_of(x) if isinstance(x, Tensor) else x for x in inputs]
+
+    # ---- hooks called by the dispatcher ----------------------------------------------------
+    def record(self, op, inputs, attrs, results):
+        operands = self.operands(inputs)
+        view = op.kind == "view"
+        outs = self.add(op.name, operands, attrs, view_of=operands[0] if view else None)
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        for r, v in zip(results, outs):
+            if view:
+                self.values[id(r)] = (r, v, r._storage.version)
+            else:
+                self._bind_root(r, v)
+
+    def record_inplace(self, op, t, operands, attrs):
+        """After eager wrote op's result into t: the new value of t, and of its root."""
+        new = self.add(op.name, operands, attrs)
+        if new.type.dtype != t._dtype.name:
+            new = self.add("to_dtype", [new], {"dtype": t._dtype.name})
+        if new.type.shape != tuple(t._data.shape):
+            new = self.add("expand", [new], {"size": tuple(t._data.shape)}, view_of=new)
+        rt, rv = self.roots[id(t._storage)]
+        if rt is t:
+            self._bind_root(t, new)
+            return
+        span = max(geometry_span(*_geometry(rt)), geometry_span(*_geometry(t)))
+        flat = self.add("strided_scatter", [rv], {"geom": _geometry(rt), "span": span})
+        flat = self.add("strided_put", [flat, new], {"geom": _geometry(t)})
+        self._bind_root(rt, self.add("strided_gather", [flat], {"geom": _geometry(rt)}))
+        self.values[id(t)] = (t, new, t._storage.version)
+
+    def random(self, opname, result):
+        if self.rng_input is None:
+            self.rng_input = self.builder.input(TensorType("int64", (4,)), "rng")
+            self.rng_value = self.rng_input
+        values, self.rng_value = self.add(opname, [self.rng_value],
+                                          {"shape": tuple(result._data.shape),
+                                           "dtype": result._dtype.name})
+        self._bind_root(result, values)
+
+    def guard(self, t, value):
+        if id(t._storage) in self.roots or id(t) in self.values:
+            self.builder.graph.guards.append(Guard(self.value_of(t), value,
+                                                   str(user_location())))
+
+    def untraceable(self, what):
+        raise TraceError(f"{what} cannot be traced (its result would be baked into the "
+                         f"graph as a constant) at {user_location()}")
+
+    # ---- finishing ---------------------------------------------------------------------------
+    def finish(self, outputs):
+        g = self.builder.graph
+        g.outputs = outputs
+        for sid, idx in self.inputs.items():
+            v = self.roots[sid][1]
+            if v is not g.inputs[idx]:
+                g.mutated[idx] = v
+        if self.rng_input is not None:
+            g.mutated[g.inputs.index(self.rng_input)] = self.rng_value
+        return g
+
+
+def _arg_names(fn, args, kwargs):
+    try:
+        bound = inspect.signature(fn).bind(*args, **kwargs)
+        return list(bound.arguments.items())
+    except (TypeError, ValueError):
+        return [(f"arg{i}", a) for i, a in enumerate(args)] + list(kwargs.items())
+
+
+def trace(fn, *args, **kwargs):
+    """Run fn once on args, recording every op into a verified Graph (DESIGN.md's IR)."""
+    name = getattr(fn, "__name__", "f")
+    tracer = Tracer(name if name.isidentifier() else "f")
+    prev = trace_state.state.tracer
+    trace_state.state.tracer = tracer
+    try:
+        for argname, a in _arg_names(fn, args, kwargs):
+            leaves, _ = flatten(a, argname)
+            for path, leaf in leaves:
+                if isinstance(leaf, Tensor):
+                    tracer.input(leaf, path)
+        result = fn(*args, **kwargs)
+        leaves, _ = flatten(result)
+        outs = []
+        for path, leaf in leaves:
+            if not isinstance(leaf, Tensor):
+                raise TraceError(f"trace: {name} returned a non-tensor "
+                                 f"({type(leaf).__name__}) at output {path or 0}")
+            outs.append(tracer.value_of(leaf))
+        graph = tracer.finish(outs)
+    finally:
+        trace_state.state.tracer = prev
+    graph.example_inputs = [a for _, a in _flat_inputs(fn, args, kwargs)]
+    if tracer.rng_input is not None:
+        graph.example_inputs.append(np.array(tracer.rng_example))
+    return verify(graph)
+
+
+def _flat_inputs(fn, args, kwargs):
+    out = []
+    for argname, a in _arg_names(fn, args, kwargs):
+        leaves, _ = flatten(a, argname)
+        out += [(p, leaf._data) for p, leaf in leaves if isinstance(leaf, Tensor)]
+    return out
