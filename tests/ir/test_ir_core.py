@@ -75,6 +75,19 @@ def I(high, *shape):
     return T(shape, "int64", "int", high)
 
 
+def _eager_draw(state, draw, shape):
+    """Eager randn/rand from the generator state `state`: (values, the state after)."""
+    from llgrad.ir.ops_random import generator_from_array, state_to_array
+    gen = llgrad.runtime.creation.default_generator
+    saved = gen.rng
+    gen.rng = generator_from_array(state.numpy())
+    try:
+        values = draw(*shape)
+        return values, llgrad.tensor(state_to_array(gen.rng.bit_generator))
+    finally:
+        gen.rng = saved
+
+
 GEOM = ((2, 2), (1, 3), 1)      # shape, strides, offset into a flat buffer
 SPECS = {
     # arithmetic
@@ -170,6 +183,11 @@ SPECS = {
     "strided_gather": S([X(8)], {"geom": GEOM}, lambda a: a._op("strided_gather", geom=GEOM)),
     "strided_put": S([X(8), X(2, 2)], {"geom": GEOM},
                      lambda a, v: a._op("strided_put", v, geom=GEOM)),
+    # random draws from an explicit generator state, as eager randn/rand draw them
+    "rng_normal": S([I(1 << 62, 4)], {"shape": (3, 2), "dtype": "float32"},
+                    lambda s: _eager_draw(s, llgrad.randn, (3, 2)), layouts=()),
+    "rng_uniform": S([I(1 << 62, 4)], {"shape": (5,), "dtype": "float32"},
+                     lambda s: _eager_draw(s, llgrad.rand, (5,)), layouts=()),
     # matrix products and layers
     "mm": S([X(3, 4), X(4, 5)], {}, lambda a, b: a.mm(b)),
     "bmm": S([X(2, 3, 4), X(2, 4, 5)], {}, lambda a, b: a.bmm(b)),
