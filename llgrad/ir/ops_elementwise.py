@@ -242,6 +242,8 @@ defop("fill", lambda x, value: np.full_like(x, value, order="K"),
       # only reached in place; the out-of-place fill.Scalar/fill.Tensor are 0 and 1)
       grad_fn=lambda ins, at: "FillBackward3" if _is_tensor(ins[1]) else "FillBackward2",
       kind="elementwise")
+defop("full", lambda shape, value, dtype: np.full(shape, value, dtype=dtype), args=(),
+      kind="creation", doc="a tensor of one value (zeros, ones, new_full): no literal data")
 defop("zero", lambda x: np.zeros_like(x, order="K"), vjp=lambda c, g: (g.new_zeros(g.shape),),
       grad_fn="ZeroBackward0", kind="elementwise")
 defop("copy", lambda x, src: np.array(np.broadcast_to(src, x.shape), dtype=x.dtype, order="K"),

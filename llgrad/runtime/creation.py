@@ -99,8 +99,10 @@ def from_numpy(arr):
 
 
 def _full(shape, value, dtype, requires_grad, default=None):
+    from .methods import full_op      # the `full` op: traced as one node, no literal data
     d = dtypes.to_dtype(dtype) if dtype is not None else (default or dtypes.float32)
-    return _finish(np.full(shape, value, dtype=d.np), None, requires_grad)
+    t = full_op(shape, value, d)
+    return t.requires_grad_(True) if requires_grad else t
 
 
 def zeros(*size, dtype=None, device=None, requires_grad=False):

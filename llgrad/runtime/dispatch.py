@@ -163,6 +163,9 @@ def record(op, inputs, attrs, results, self_override=None):
             elif results:                   # in-place ops save their result themselves
                 saved[name] = SavedTensor(results[pos[1]], is_output=True, output_nr=pos[1])
         node._where = user_location()
+    tracer = _tstate.tracer
+    if tracer is not None:          # the backward of a traced op reports the op's line
+        node._where = tracer.current_loc()
     for i, r in enumerate(results):
         if r._dtype._cat == 2:
             r._grad_fn = node

@@ -5,7 +5,7 @@ import heapq
 
 import numpy as np
 
-from . import grad_mode
+from . import grad_mode, trace_state
 from .node import AccumulateGrad, gradient_edge
 
 
@@ -146,6 +146,10 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
             if needed is not None and not needed.get(node, False):
                 continue
             if any(g is not None for g in grads):
+                tracer = trace_state.state.tracer
+                if tracer is not None:      # backward nodes carry their forward op's line
+                    where = getattr(node, "_where", None)
+                    tracer.loc_override = str(where) if where else None
                 outs = node.apply(grads)
                 if node._post_hooks:
                     for hook in node._post_hooks:
@@ -168,6 +172,8 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
                     heapq.heappush(heap, (-child._seq, child))
     finally:
         grad_mode.state.grad_enabled = prev
+        if trace_state.state.tracer is not None:
+            trace_state.state.tracer.loc_override = None
 
     if inputs is not None and not accumulate:
         for i, g in enumerate(captured):

@@ -211,11 +211,18 @@ def copy_(self, src, non_blocking=False):
 _def("copy_", copy_)
 
 
+def full_op(shape, value, dtype):
+    """zeros/ones/full as the `full` op: traced, it is one node and no literal data."""
+    if isinstance(value, Tensor):
+        value = value.item()
+    return call(OPS["full"], (), {"shape": tuple(shape), "value": value,
+                                  "dtype": dtype.name})
+
+
 def _new(fill):
     def f(self, *size, dtype=None, requires_grad=False):
         shape = unpack_shape(size) if size else ()
-        d = (dtype or self._dtype).np
-        t = Tensor._from_array(np.zeros(shape, d) if fill == 0 else np.full(shape, fill, d))
+        t = full_op(shape, fill, dtype or self._dtype)
         return t.requires_grad_(requires_grad) if requires_grad else t
     return f
 
@@ -224,7 +231,6 @@ _def("new_zeros", _new(0))
 _def("new_ones", _new(1))
 _def("new_empty", _new(0))
 _def("new_full", lambda self, size, fill_value, dtype=None, requires_grad=False:
-     Tensor._from_array(np.full(tuple(size), fill_value, (dtype or self._dtype).np))
-     .requires_grad_(requires_grad))
+     full_op(tuple(size), fill_value, dtype or self._dtype).requires_grad_(requires_grad))
 _def("new_tensor", lambda self, data, dtype=None, requires_grad=False:
      __import__("llgrad").tensor(data, dtype=dtype or self._dtype, requires_grad=requires_grad))

@@ -42,10 +42,14 @@ class Tracer:
         self.rng_example = state_to_array(default_generator.rng.bit_generator)
         self.rng_input = None
         self.rng_value = None
+        self.loc_override = None   # set while replaying a graph or running a VJP rule
+
+    def current_loc(self):
+        return self.loc_override or str(user_location())
 
     # ---- values --------------------------------------------------------------------------
     def add(self, op, operands, attrs, view_of=None):
-        return self.builder.add(op, operands, attrs, loc=str(user_location()), view_of=view_of)
+        return self.builder.add(op, operands, attrs, loc=self.current_loc(), view_of=view_of)
 
     def input(self, t, name):
         if id(t._storage) in self.roots:
@@ -71,8 +75,8 @@ class Tracer:
             self._bind_root(t, v)
             return v
         rt, rv = root
-        if rt is t:
-            return rv
+        if rt is t or _geometry(rt) == _geometry(t):
+            return rv               # the root itself, or an alias of all of it
         # an alias read after its memory changed: derive it again from its root's value
         span = max(geometry_span(*_geometry(rt)), geometry_span(*_geometry(t)))
         flat = self.add("strided_scatter", [rv], {"geom": _geometry(rt), "span": span})
@@ -124,7 +128,7 @@ class Tracer:
     def guard(self, t, value):
         if id(t._storage) in self.roots or id(t) in self.values:
             self.builder.graph.guards.append(Guard(self.value_of(t), value,
-                                                   str(user_location())))
+                                                   self.current_loc()))
 
     def untraceable(self, what):
         raise TraceError(f"{what} cannot be traced (its result would be baked into the "
@@ -151,20 +155,17 @@ def _arg_names(fn, args, kwargs):
         return [(f"arg{i}", a) for i, a in enumerate(args)] + list(kwargs.items())
 
 
-def trace(fn, *args, **kwargs):
-    """Run fn once on args, recording every op into a verified Graph (DESIGN.md's IR)."""
-    name = getattr(fn, "__name__", "f")
+def trace_body(name, inputs, body):
+    """Trace body() with `inputs` [(name, Tensor)] as the graph inputs. Returns the verified
+    graph; its outputs are the tensor leaves of body's result (graph.out_tree rebuilds it)."""
     tracer = Tracer(name if name.isidentifier() else "f")
     prev = trace_state.state.tracer
     trace_state.state.tracer = tracer
     try:
-        for argname, a in _arg_names(fn, args, kwargs):
-            leaves, _ = flatten(a, argname)
-            for path, leaf in leaves:
-                if isinstance(leaf, Tensor):
-                    tracer.input(leaf, path)
-        result = fn(*args, **kwargs)
-        leaves, _ = flatten(result)
+        for argname, t in inputs:
+            tracer.input(t, argname)
+        result = body()
+        leaves, tree = flatten(result)
         outs = []
         for path, leaf in leaves:
             if not isinstance(leaf, Tensor):
@@ -174,15 +175,17 @@ def trace(fn, *args, **kwargs):
         graph = tracer.finish(outs)
     finally:
         trace_state.state.tracer = prev
-    graph.example_inputs = [a for _, a in _flat_inputs(fn, args, kwargs)]
+    graph.out_tree = tree
+    graph.example_inputs = [t._data for _, t in inputs]
     if tracer.rng_input is not None:
         graph.example_inputs.append(np.array(tracer.rng_example))
     return verify(graph)
 
 
-def _flat_inputs(fn, args, kwargs):
-    out = []
+def trace(fn, *args, **kwargs):
+    """Run fn once on args, recording every op into a verified Graph (DESIGN.md's IR)."""
+    inputs = []
     for argname, a in _arg_names(fn, args, kwargs):
         leaves, _ = flatten(a, argname)
-        out += [(p, leaf._data) for p, leaf in leaves if isinstance(leaf, Tensor)]
-    return out
+        inputs += [(p, leaf) for p, leaf in leaves if isinstance(leaf, Tensor)]
+    return trace_body(getattr(fn, "__name__", "f"), inputs, lambda: fn(*args, **kwargs))

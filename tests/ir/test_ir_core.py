@@ -183,6 +183,8 @@ SPECS = {
     "strided_gather": S([X(8)], {"geom": GEOM}, lambda a: a._op("strided_gather", geom=GEOM)),
     "strided_put": S([X(8), X(2, 2)], {"geom": GEOM},
                      lambda a, v: a._op("strided_put", v, geom=GEOM)),
+    "full": S([], {"shape": (2, 3), "value": 1.5, "dtype": "float64"},
+              lambda: llgrad.full((2, 3), 1.5, dtype=llgrad.float64), layouts=()),
     # random draws from an explicit generator state, as eager randn/rand draw them
     "rng_normal": S([I(1 << 62, 4)], {"shape": (3, 2), "dtype": "float32"},
                     lambda s: _eager_draw(s, llgrad.randn, (3, 2)), layouts=()),
