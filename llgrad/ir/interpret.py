@@ -7,6 +7,16 @@ from .optable import OPS
 
 
 def interpret(graph, *arrays):
+    """Run graph on arrays; write mutated inputs back into them; return the outputs."""
+    outs, env = evaluate(graph, arrays)
+    for i, v in graph.mutated.items():
+        arrays[i][...] = env[v]
+    return outs
+
+
+def evaluate(graph, arrays):
+    """Run graph without side effects: (outputs, the value map). Callers read mutated
+    inputs' new values and guard values from the map before committing anything."""
     if len(arrays) != len(graph.inputs):
         raise TypeError(f"graph {graph.name} takes {len(graph.inputs)} inputs, got "
                         f"{len(arrays)}")
@@ -30,9 +40,7 @@ def interpret(graph, *arrays):
             if o.dtype != v.type.dtype:
                 o = o.astype(v.type.dtype)
             env[v] = o
-    for i, v in graph.mutated.items():
-        arrays[i][...] = env[v]
-    return tuple(env[v] for v in graph.outputs)
+    return tuple(env[v] for v in graph.outputs), env
 
 
 def _promoted(node, args):

@@ -228,6 +228,7 @@ def call_inplace(op, t, inputs, attrs):
                                "tensor before performing the operation.") from None
         raise
     t._storage.version += 1
+    t._storage.write_loc = user_location()
     if tracer is not None:
         tracer.record_inplace(op, t, operands, attrs)
     if not recording:

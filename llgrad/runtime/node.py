@@ -73,7 +73,10 @@ class SavedTensor:
                 f"inplace operation: {tensor_type_str(t)}{out} is at version "
                 f"{t._storage.version}; expected version {self.version} instead. Hint: the "
                 f"tensor was saved for backward by {type(node).__name__} at "
-                f"{getattr(node, '_where', '?')}; an in-place operation changed it after that.")
+                f"{getattr(node, '_where', '?')}"
+                + (f" and modified in place at {t._storage.write_loc}."
+                   if t._storage.write_loc is not None else
+                   "; an in-place operation changed it after that."))
         if self.is_output:
             a = t._alias()
             a._grad_fn = node

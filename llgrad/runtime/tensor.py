@@ -9,11 +9,12 @@ from . import dtypes, grad_mode, trace_state
 
 class Storage:
     """A buffer and the version counter that every view of it shares."""
-    __slots__ = ("base", "version")
+    __slots__ = ("base", "version", "write_loc")
 
     def __init__(self, base):
         self.base = base          # the NumPy array that owns the memory (first element lowest)
         self.version = 0
+        self.write_loc = None     # user's line of the latest in-place write (for errors)
 
     def nbytes_span(self):
         return self.base.nbytes

@@ -155,12 +155,19 @@ def _arg_names(fn, args, kwargs):
         return [(f"arg{i}", a) for i, a in enumerate(args)] + list(kwargs.items())
 
 
+def _snapshot(a):
+    out = np.empty_like(a)         # keeps a dense array's layout (strides)
+    out[...] = a
+    return out
+
+
 def trace_body(name, inputs, body):
     """Trace body() with `inputs` [(name, Tensor)] as the graph inputs. Returns the verified
     graph; its outputs are the tensor leaves of body's result (graph.out_tree rebuilds it)."""
     tracer = Tracer(name if name.isidentifier() else "f")
     prev = trace_state.state.tracer
     trace_state.state.tracer = tracer
+    examples = [_snapshot(t._data) for _, t in inputs]    # before body() can mutate them
     try:
         for argname, t in inputs:
             tracer.input(t, argname)
@@ -176,7 +183,7 @@ def trace_body(name, inputs, body):
     finally:
         trace_state.state.tracer = prev
     graph.out_tree = tree
-    graph.example_inputs = [t._data for _, t in inputs]
+    graph.example_inputs = examples
     if tracer.rng_input is not None:
         graph.example_inputs.append(np.array(tracer.rng_example))
     return verify(graph)
