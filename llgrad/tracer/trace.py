@@ -12,6 +12,7 @@ import numpy as np
 
 from ..ir.graph import Builder, Guard, TensorType
 from ..ir.ops_random import state_to_array
+from ..ir.ops_shape import strided_view
 from ..ir.optable import geometry_span
 from ..ir.verify import verify
 from ..runtime import trace_state
@@ -155,10 +156,13 @@ def _arg_names(fn, args, kwargs):
         return [(f"arg{i}", a) for i, a in enumerate(args)] + list(kwargs.items())
 
 
-def _snapshot(a):
-    out = np.empty_like(a)         # keeps a dense array's layout (strides)
-    out[...] = a
-    return out
+def _snapshot(t):
+    """A copy of t with its strides and offset, inside a copy of its whole storage (a
+    traced as_strided may read any of it)."""
+    base = t._storage.base
+    span = geometry_span(base.shape, tuple(s // base.itemsize for s in base.strides), 0)
+    flat = np.array(strided_view(base, (span,), (1,)))
+    return strided_view(flat, t._data.shape, t.stride(), t.storage_offset())
 
 
 def trace_body(name, inputs, body):
@@ -167,7 +171,7 @@ def trace_body(name, inputs, body):
     tracer = Tracer(name if name.isidentifier() else "f")
     prev = trace_state.state.tracer
     trace_state.state.tracer = tracer
-    examples = [_snapshot(t._data) for _, t in inputs]    # before body() can mutate them
+    examples = [_snapshot(t) for _, t in inputs]    # before body() can mutate them
     try:
         for argname, t in inputs:
             tracer.input(t, argname)

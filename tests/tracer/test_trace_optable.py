@@ -127,8 +127,12 @@ def _copy(a):
     """A copy of a with the same strides, inside a copy of all the memory it views (an
     as_strided program may read outside a's own elements)."""
     root = a
-    while isinstance(root.base, np.ndarray):
-        root = root.base
+    while True:   # through ndarray bases and array-interface holders (ops_shape.strided_view)
+        b = root.base
+        b = b if isinstance(b, np.ndarray) else getattr(b, "base", None)
+        if not isinstance(b, np.ndarray):
+            break
+        root = b
     assert root.flags.c_contiguous
     buf = root.copy()
     shift = a.__array_interface__["data"][0] - root.__array_interface__["data"][0]
