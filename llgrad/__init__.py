@@ -13,5 +13,6 @@ from .runtime.creation import (arange, as_tensor, empty, empty_like, eye,  # noq
 from .runtime.functions import *  # noqa: F401,F403
 from . import autograd, ir, nn  # noqa: F401,E402
 from .tracer import trace  # noqa: F401,E402
+from .runtime.compiled import compile  # noqa: F401,E402,A004
 
 __version__ = "0.1.0"

@@ -87,10 +87,14 @@ def derive_vjp(graph, diff_inputs):
     return VJP(fwd, bwd, table, list(diff_inputs), diff_outputs, joint)
 
 
-def saved_table(vjp):
+def saved_table_rows(saved):
     rows = [f"  {'name':8s} {'type':28s} {'bytes':>10s}  where"]
-    for s in vjp.saved:
+    for s in saved:
         rows.append(f"  {s.name:8s} {str(s.type):28s} {s.nbytes:>10,d}  {s.loc}")
-    total = sum(s.nbytes for s in vjp.saved if s.input_index is None)
+    total = sum(s.nbytes for s in saved if s.input_index is None)
     rows.append(f"  total saved (excluding inputs): {total:,d} bytes")
     return "\n".join(rows)
+
+
+def saved_table(vjp):
+    return saved_table_rows(vjp.saved)

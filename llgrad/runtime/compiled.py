@@ -1,0 +1,279 @@
+"""llgrad.compile: trace once per guard key, run the traced graphs afterwards, and attach
+the outputs to autograd through one CompiledFunctionBackward node.
+
+On a cache miss the function runs eagerly under the tracer, with autograd.grad traced after
+it (so the backward is made of the very VJP rules eager uses, custom Functions included);
+that run's results are returned as they are, so a first call is exactly an eager call."""
+import functools
+import inspect
+import os
+import warnings
+
+import numpy as np
+
+from ..ir.interpret import evaluate
+from ..ir.ops_random import generator_from_array, state_to_array
+from ..ir.partition import partition
+from ..tracer.pytree import flatten, unflatten
+from ..tracer.trace import TraceError, trace_body
+from . import grad_mode, trace_state
+from .autograd_api import grad as autograd_grad
+from .creation import default_generator
+from .compiled_node import CompiledFunctionBackward
+from .tensor import Tensor
+
+BACKENDS = ("interpret", "eager")
+RECOMPILE_LIMIT = 8
+
+
+def _backend(requested):
+    b = requested or os.environ.get("LLGRAD_BACKEND") or "interpret"
+    if b not in BACKENDS:
+        raise ValueError(f"unknown llgrad backend {b!r} (available: {', '.join(BACKENDS)})")
+    return b
+
+
+def _object_tensors(obj, prefix, out, seen):
+    """Tensors held by a plain object (a module's parameters and buffers), by attribute."""
+    stack = [(obj, prefix)]
+    while stack:
+        o, p = stack.pop()
+        if id(o) in seen:
+            continue
+        seen.add(id(o))
+        items = vars(o).items() if hasattr(o, "__dict__") and not inspect.isroutine(o) \
+            and not inspect.isclass(o) and not inspect.ismodule(o) else ()
+        for k, v in sorted(items, key=lambda kv: kv[0]):
+            if isinstance(v, Tensor):
+                out.append((f"{p}_{k}", v))
+            elif isinstance(v, (list, tuple, dict)):
+                leaves, _ = flatten(v, f"{p}_{k}")
+                out += [(n, t) for n, t in leaves if isinstance(t, Tensor)]
+            elif hasattr(v, "__dict__") and not inspect.isroutine(v) and \
+                    not inspect.isclass(v) and not inspect.ismodule(v):
+                stack.append((v, f"{p}_{k}"))
+
+
+def _signature_names(fn, args, kwargs):
+    try:
+        return list(inspect.signature(fn).bind(*args, **kwargs).arguments.items())
+    except (TypeError, ValueError):
+        return [(f"arg{i}", a) for i, a in enumerate(args)] + list(kwargs.items())
+
+
+def collect(fn, args, kwargs):
+    """-> (tensor inputs [(name, tensor)], guard items [(name, value)])."""
+    tensors, guards, seen = [], [], set()
+    for name, a in _signature_names(fn, args, kwargs):
+        leaves, tree = flatten(a, name)
+        if tree is not None:
+            guards.append((f"structure of {name}", repr(tree)))
+        for path, leaf in leaves:
+            if isinstance(leaf, Tensor):
+                tensors.append((path, leaf))
+            elif isinstance(leaf, (int, float, str, bool, type(None))):
+                guards.append((path, (type(leaf).__name__, leaf)))
+            else:
+                guards.append((path, ("object", id(leaf))))
+                _object_tensors(leaf, path, tensors, seen)
+    for path, t in tensors:
+        guards.append((path, (t._dtype.name, t._data.shape, t.stride(), t.requires_grad)))
+    guards.append(("grad mode", (grad_mode.state.grad_enabled, grad_mode.state.inference)))
+    return tensors, guards
+
+
+class Entry:
+    """One compiled specialisation: forward graph (+ backward graph and saved table)."""
+
+    def __init__(self, forward, backward, saved, diff_inputs, diff_outputs, n_out, out_tree,
+                 rng_index, guard_items):
+        self.forward, self.backward, self.saved = forward, backward, saved
+        self.diff_inputs, self.diff_outputs = diff_inputs, diff_outputs
+        self.n_out, self.out_tree, self.rng_index = n_out, out_tree, rng_index
+        self.guard_items = guard_items
+
+
+class CompiledFunction:
+    def __init__(self, fn, backend=None, recompile_limit=RECOMPILE_LIMIT):
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.backend = backend
+        self.recompile_limit = recompile_limit
+        self.cache = {}             # guard key -> [Entry] (entries differ in value guards)
+        self.n_traces = 0           # how many times fn was traced (tests count this)
+        self.entries = []
+        self._warned = False
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        return functools.partial(self.__call__, obj)
+
+    def __repr__(self):
+        return f"<llgrad.compile of {getattr(self.fn, '__qualname__', self.fn)}>"
+
+    # ---- calling ------------------------------------------------------------------------------
+    def __call__(self, *args, **kwargs):
+        if _backend(self.backend) == "eager" or trace_state.state.tracer is not None:
+            return self.fn(*args, **kwargs)       # debug mode, or inlined into a trace
+        tensors, guards = collect(self.fn, args, kwargs)
+        key = tuple(v for _, v in guards)
+        for entry in self.cache.get(key, ()):
+            out = run_entry(entry, [t for _, t in tensors])
+            if out is not _MISS:
+                return out
+        if self.n_traces >= self.recompile_limit:
+            self._warn_limit(guards)
+            return self.fn(*args, **kwargs)
+        entry, result = self._trace(tensors, guards, args, kwargs)
+        self.cache.setdefault(key, []).append(entry)
+        return result
+
+    def _warn_limit(self, guards):
+        if self._warned:
+            return
+        self._warned = True
+        last = self.entries[-1].guard_items if self.entries else []
+        changed = [f"{n}: {dict(last).get(n)!r} -> {v!r}" for n, v in guards
+                   if dict(last).get(n) != v]
+        warnings.warn(f"llgrad.compile({getattr(self.fn, '__name__', 'fn')}): recompile limit "
+                      f"({self.recompile_limit}) reached; the guard that changed: "
+                      f"{changed[0] if changed else 'a value guard'}. Running eagerly from now "
+                      "on for new guard values.", RuntimeWarning, stacklevel=3)
+
+    def _trace(self, tensors, guards, args, kwargs):
+        self.n_traces += 1
+        needs_grad = grad_mode.state.grad_enabled and any(
+            t.requires_grad and t._dtype.is_floating_point for _, t in tensors)
+        state = {}
+
+        def body():
+            result = self.fn(*args, **kwargs)
+            leaves, tree = flatten(result)
+            state["tree"], state["result"] = tree, result
+            outs = [leaf for _, leaf in leaves]
+            if not needs_grad:
+                return outs
+            diff_in = [t for _, t in tensors if t.requires_grad and t._dtype.is_floating_point]
+            diff_out = [i for i, o in enumerate(outs)
+                        if isinstance(o, Tensor) and o.requires_grad]
+            cts = []
+            tracer = trace_state.state.tracer
+            for k, i in enumerate(diff_out):
+                ct = Tensor._from_array(np.ones(outs[i]._data.shape, outs[i]._data.dtype))
+                tracer.input(ct, f"ct{k}")
+                cts.append(ct)
+            state["n_primal"] = len(tracer.builder.graph.inputs) - len(cts)
+            state["diff_out"] = diff_out
+            grads = autograd_grad([outs[i] for i in diff_out], diff_in, cts, retain_graph=True,
+                                  allow_unused=True) if diff_out else [None] * len(diff_in)
+            return outs + [g if g is not None else t.new_zeros(t.shape)
+                           for g, t in zip(grads, diff_in)]
+
+        name = getattr(self.fn, "__name__", "f")
+        graph = trace_body(name, tensors, body)
+        n_out = len(flatten(state["result"])[0])
+        # the traced run was an eager run: the generator already stands where eager leaves it
+        rng_index = next((i for i, v in enumerate(graph.inputs) if v.name == "rng"), None)
+        diff_inputs = [i for i, (_, t) in enumerate(tensors)
+                       if needs_grad and t.requires_grad and t._dtype.is_floating_point]
+        if needs_grad:
+            for i, _ in graph.mutated.items():
+                if i in diff_inputs:
+                    raise TraceError(f"llgrad.compile({name}): input {tensors[i][0]!r} requires "
+                                     "grad and is modified in place; compile does not support "
+                                     "that yet (run it eagerly)")
+            mutated = list(graph.mutated)
+            joint_outputs = list(graph.outputs)
+            graph.outputs = (joint_outputs[:n_out] + [graph.mutated[i] for i in mutated]
+                             + [g.value for g in graph.guards] + joint_outputs[n_out:])
+            guards_list, graph.guards, graph.mutated = graph.guards, [], {}
+            forward, backward, saved = partition(graph, state["n_primal"], n_out, len(mutated),
+                                                 len(guards_list), guards_list, mutated)
+            entry = Entry(forward, backward, saved, diff_inputs, state["diff_out"], n_out,
+                          state["tree"], rng_index, guards)
+        else:
+            entry = Entry(graph, None, [], [], [], n_out, state["tree"], rng_index, guards)
+        entry.name = name
+        self.entries.append(entry)
+        _dump_to_env(self, entry)
+        return entry, state["result"]
+
+    # ---- inspection ---------------------------------------------------------------------------
+    def dump(self, *args, llvm=False, python=False, **kwargs):
+        """The forward IR, backward IR, saved values (with bytes), guards and mutated inputs
+        of the specialisation these arguments select (compiling it if needed)."""
+        tensors, guards = collect(self.fn, args, kwargs)
+        key = tuple(v for _, v in guards)
+        if key not in self.cache:
+            self(*args, **kwargs)
+        entry = (self.cache.get(key) or [self.entries[-1]])[-1]
+        return format_entry(entry, python=python)
+
+
+_MISS = object()
+
+
+def run_entry(entry, tensors):
+    """Run a compiled entry on the inputs; _MISS if one of its value guards fails."""
+    fwd = entry.forward
+    arrays = [t._data for t in tensors]
+    rng_state = None
+    if entry.rng_index is not None:         # the RNG state input follows the tensors
+        rng_state = state_to_array(default_generator.rng.bit_generator)
+        arrays.append(rng_state)
+    outs, env = evaluate(fwd, arrays)
+    for g in fwd.guards:
+        if env[g.value].reshape(()).item() != g.expected:
+            return _MISS
+    for i, v in fwd.mutated.items():                # commit: write back, bump versions
+        if entry.rng_index is not None and i == entry.rng_index:
+            default_generator.rng = generator_from_array(env[v])
+            continue
+        t = tensors[i]
+        t._data[...] = env[v]
+        t._storage.version += 1
+    results = [_wrap(o, tensors) for o in outs[:entry.n_out]]
+    if entry.backward is not None and grad_mode.state.grad_enabled:
+        CompiledFunctionBackward.attach(entry, tensors, results, outs[entry.n_out:], rng_state)
+    return unflatten(entry.out_tree, results)
+
+
+def _wrap(arr, inputs):
+    for t in inputs:
+        if arr.size and np.shares_memory(arr, t._data):
+            return Tensor._view_of(arr, t)     # an output that aliases an input stays one
+    return Tensor._from_array(arr)
+
+
+def format_entry(entry, python=False):
+    from ..tracer.vjp import saved_table_rows
+    parts = ["== guards ==", *(f"  {n}: {v!r}" for n, v in entry.guard_items),
+             *(f"  value guard: %{g.value.name or '?'} == {g.expected!r}  # {g.loc}"
+               for g in entry.forward.guards),
+             "== forward ==", str(entry.forward)]
+    if entry.forward.mutated:
+        parts += ["== mutated inputs ==",
+                  *(f"  {entry.forward.inputs[i].name}" for i in entry.forward.mutated)]
+    if entry.backward is not None:
+        parts += ["== backward ==", str(entry.backward), "== saved values ==",
+                  saved_table_rows(entry.saved)]
+    return "\n".join(parts)
+
+
+def _dump_to_env(cf, entry):
+    d = os.environ.get("LLGRAD_DUMP")
+    if not d:
+        return
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, f"{entry.name}_{cf.n_traces}.txt")
+    with open(path, "w") as f:
+        f.write(format_entry(entry) + "\n")
+
+
+def compile(fn=None, *, backend=None, recompile_limit=RECOMPILE_LIMIT):
+    """Decorator or call: compile fn (see CompiledFunction)."""
+    _backend(backend)
+    if fn is None:
+        return lambda f: CompiledFunction(f, backend, recompile_limit)
+    return CompiledFunction(fn, backend, recompile_limit)
