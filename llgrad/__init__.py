@@ -14,5 +14,6 @@ from .runtime.functions import *  # noqa: F401,F403
 from . import autograd, ir, nn  # noqa: F401,E402
 from .tracer import trace  # noqa: F401,E402
 from .runtime.compiled import compile  # noqa: F401,E402,A004
+from .runtime.transforms import grad, value_and_grad, vjp  # noqa: F401,E402
 
 __version__ = "0.1.0"

@@ -7,6 +7,7 @@ input or op result that owns the memory) with strided ops; any alias read later 
 again from its root, so it sees the update. Inputs whose memory changed are written back
 (`graph.mutated`)."""
 import inspect
+import re
 
 import numpy as np
 
@@ -168,6 +169,7 @@ def _snapshot(t):
 def trace_body(name, inputs, body):
     """Trace body() with `inputs` [(name, Tensor)] as the graph inputs. Returns the verified
     graph; its outputs are the tensor leaves of body's result (graph.out_tree rebuilds it)."""
+    name = re.sub(r"\W", "", name)
     tracer = Tracer(name if name.isidentifier() else "f")
     prev = trace_state.state.tracer
     trace_state.state.tracer = tracer
