@@ -1,17 +1,18 @@
 """Split a joint forward+backward graph into a forward graph (outputs + saved values) and a
 backward graph (saved values + output cotangents -> input gradients).
 
-Which values cross is chosen to save memory: a saved value made by a cheap node (a view, a
-cast, an elementwise op) is recomputed in the backward from its operands when those cost no
-more bytes to keep than the value itself; primal inputs cost nothing (the caller holds
-them). This greedy cut is repeated until nothing more moves."""
+Which values cross is a minimum cut (as AOTAutograd chooses): every value the backward
+reads must be either saved or recomputed in the backward from saved values through cheap
+ops (views, elementwise, creation, reductions); matmuls and random draws are never
+recomputed. Saving a value costs its bytes; primal inputs cost nothing (the caller holds
+them). The cut of least total bytes decides what is saved and what is recomputed."""
+import collections
 from dataclasses import dataclass
 
 from .graph import Graph, Guard, Node, Value
 from .optable import OPS
 
-CHEAP_KINDS = ("view", "elementwise")
-NOT_RECOMPUTED = ("rng_normal", "rng_uniform", "constant")
+RECOMPUTABLE_KINDS = ("view", "elementwise", "creation", "reduce")
 
 
 @dataclass
@@ -38,8 +39,86 @@ def _ancestors(values, stop=()):
     return seen
 
 
-def _bytes(v, primal):
-    return 0 if v in primal else v.type.nbytes
+def _recomputable(node):
+    return node.op == "constant" or OPS[node.op].kind in RECOMPUTABLE_KINDS
+
+
+def min_cut(required, fwd_nodes, primal):
+    """-> (values to save, forward nodes to recompute in the backward). A flow network:
+    each forward value v is an edge v_in -> v_out of capacity bytes(v); operands feed
+    their results with infinite capacity; the source feeds inputs and values only the
+    forward can make; values the backward reads drain into the sink."""
+    values = list(primal) + [o for n in fwd_nodes for o in n.outputs]
+    index = {v: i for i, v in enumerate(values)}
+    src, sink = -1, -2
+    # bytes first; among cuts of equal bytes, prefer later values (less to recompute)
+    scale = len(values) + 1
+    inf = 1 + scale * (1 + sum(v.type.nbytes for v in values))
+    cap = collections.defaultdict(dict)
+
+    def edge(a, b, c):
+        cap[a][b] = cap[a].get(b, 0) + c
+        cap[b].setdefault(a, 0)
+
+    for v, i in index.items():
+        edge(2 * i, 2 * i + 1, 0 if v in primal else v.type.nbytes * scale + scale - 1 - i)
+        if v in primal or not _recomputable(v.node):
+            edge(src, 2 * i, inf)
+    for n in fwd_nodes:
+        operands = [x for x in n.inputs if isinstance(x, Value)] + \
+            ([n.view_of] if n.view_of is not None else [])
+        for o in n.outputs:
+            for x in operands:
+                if x in index:
+                    edge(2 * index[x] + 1, 2 * index[o], inf)
+    for v in required:
+        edge(2 * index[v] + 1, sink, inf)
+    _max_flow(cap, src, sink)
+    reach = _reachable(cap, src)
+    cut = {v for v, i in index.items() if 2 * i in reach and 2 * i + 1 not in reach}
+    on_sink_side = {n for n in fwd_nodes if any(2 * index[o] not in reach for o in n.outputs)}
+    needed = _ancestors(required, stop=set(fwd_nodes) - on_sink_side)
+    recompute = {n for n in on_sink_side if n in needed}
+    read = set(required)
+    for n in recompute:
+        read.update(x for x in n.inputs if isinstance(x, Value))
+        if n.view_of is not None:
+            read.add(n.view_of)
+    return [v for v in values if v in cut and v in read], recompute
+
+
+def _reachable(cap, src):
+    seen, stack = {src}, [src]
+    while stack:
+        a = stack.pop()
+        for b, c in cap[a].items():
+            if c > 0 and b not in seen:
+                seen.add(b)
+                stack.append(b)
+    return seen
+
+
+def _max_flow(cap, src, sink):
+    """Edmonds-Karp: augment along shortest residual paths until none is left."""
+    while True:
+        parent = {src: None}
+        queue = collections.deque([src])
+        while queue and sink not in parent:
+            a = queue.popleft()
+            for b, c in cap[a].items():
+                if c > 0 and b not in parent:
+                    parent[b] = a
+                    queue.append(b)
+        if sink not in parent:
+            return
+        path, b = [], sink
+        while parent[b] is not None:
+            path.append((parent[b], b))
+            b = parent[b]
+        push = min(cap[a][b] for a, b in path)
+        for a, b in path:
+            cap[a][b] -= push
+            cap[b][a] += push
 
 
 def partition(joint, n_primal, n_out, n_mut, n_guard, guards=(), mutated_inputs=()):
@@ -63,24 +142,8 @@ def partition(joint, n_primal, n_out, n_mut, n_guard, guards=(), mutated_inputs=
     used_by_bwd += [g for g in grads if g in defined_fwd]
     saved = list(dict.fromkeys(used_by_bwd))
 
-    # greedy recompute: move cheap producers of saved values into the backward
-    moved = True
-    while moved:
-        moved = False
-        for v in list(saved):
-            n = v.node
-            if v in primal or n is None or n.op in NOT_RECOMPUTED or \
-                    OPS[n.op].kind not in CHEAP_KINDS or len(n.outputs) != 1:
-                continue
-            operands = [x for x in n.inputs if isinstance(x, Value)]
-            new = [x for x in dict.fromkeys(operands) if x not in saved]
-            # a view is free to recompute; other cheap ops must also save bytes
-            extra, own = sum(_bytes(x, primal) for x in new), _bytes(v, primal)
-            if extra < own or (extra == own and OPS[n.op].kind == "view"):
-                saved.remove(v)
-                saved += new
-                bwd.add(n)
-                moved = True
+    saved, recompute = min_cut(saved, [n for n in joint.nodes if n in fwd], primal)
+    bwd |= recompute
     order = {n: i for i, n in enumerate(joint.nodes)}
     saved.sort(key=lambda v: -1 if v in primal else order[v.node])
     fwd_nodes = [n for n in joint.nodes if n in fwd]
