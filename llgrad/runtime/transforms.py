@@ -7,6 +7,7 @@ from . import grad_mode
 from .autograd_api import grad as autograd_grad
 from .compiled import CompiledFunction
 from .tensor import Tensor
+from ..tracer.pytree import flatten, unflatten
 
 
 def _argnums(argnums, nargs):
@@ -46,8 +47,11 @@ def _joint(fn, argnums, has_aux, with_value):
         grads = tuple(g if g is not None else args[n].new_zeros(args[n].shape)
                       for g, n in zip(grads, nums))
         g = grads[0] if isinstance(argnums, int) else grads
-        if not nested:
+        if not nested:          # results of a gradient computation, not part of a graph
             value = value.detach()
+            leaves, tree = flatten(aux)
+            aux = unflatten(tree, [x.detach() if isinstance(x, Tensor) else x
+                                   for _, x in leaves])
         if not with_value:
             return (g, aux) if has_aux else g
         return ((value, aux) if has_aux else value), g
