@@ -76,8 +76,12 @@ def collect(fn, args, kwargs):
             else:
                 guards.append((path, ("object", id(leaf))))
                 _object_tensors(leaf, path, tensors, seen)
-    for path, t in tensors:
-        guards.append((path, (t._dtype.name, t._data.shape, t.stride(), t.requires_grad)))
+    firsts = {}
+    for path, t in tensors:     # one tensor passed twice is one graph input
+        firsts.setdefault(id(t), path)
+        guards.append((path, (t._dtype.name, t._data.shape, t.stride(), t.requires_grad,
+                              firsts[id(t)])))
+    tensors = [(p, t) for p, t in tensors if firsts[id(t)] == p]
     guards.append(("grad mode", (grad_mode.state.grad_enabled, grad_mode.state.inference)))
     return tensors, guards
 
