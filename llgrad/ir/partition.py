@@ -43,7 +43,7 @@ def _recomputable(node):
     return node.op == "constant" or OPS[node.op].kind in RECOMPUTABLE_KINDS
 
 
-def min_cut(required, fwd_nodes, primal):
+def min_cut(required, fwd_nodes, primal, free):
     """-> (values to save, forward nodes to recompute in the backward). A flow network:
     each forward value v is an edge v_in -> v_out of capacity bytes(v); operands feed
     their results with infinite capacity; the source feeds inputs and values only the
@@ -61,7 +61,7 @@ def min_cut(required, fwd_nodes, primal):
         cap[b].setdefault(a, 0)
 
     for v, i in index.items():
-        edge(2 * i, 2 * i + 1, 0 if v in primal else v.type.nbytes * scale + scale - 1 - i)
+        edge(2 * i, 2 * i + 1, 0 if v in free else v.type.nbytes * scale + scale - 1 - i)
         if v in primal or not _recomputable(v.node):
             edge(src, 2 * i, inf)
     for n in fwd_nodes:
@@ -127,6 +127,8 @@ def partition(joint, n_primal, n_out, n_mut, n_guard, guards=(), mutated_inputs=
     k = n_out + n_mut + n_guard
     fwd_targets, grads = joint.outputs[:k], joint.outputs[k:]
     primal = set(joint.inputs[:n_primal])
+    # an input the forward modifies is not free to keep: its old value must be saved
+    free = primal - {joint.inputs[i] for i in mutated_inputs}
     cotangents = joint.inputs[n_primal:]
     fwd = _ancestors(fwd_targets)
     bwd = _ancestors(grads, stop=fwd)
@@ -142,15 +144,15 @@ def partition(joint, n_primal, n_out, n_mut, n_guard, guards=(), mutated_inputs=
     used_by_bwd += [g for g in grads if g in defined_fwd]
     saved = list(dict.fromkeys(used_by_bwd))
 
-    saved, recompute = min_cut(saved, [n for n in joint.nodes if n in fwd], primal)
+    saved, recompute = min_cut(saved, [n for n in joint.nodes if n in fwd], primal, free)
     bwd |= recompute
     order = {n: i for i, n in enumerate(joint.nodes)}
-    saved.sort(key=lambda v: -1 if v in primal else order[v.node])
+    saved.sort(key=lambda v: -1 if v in free else -0.5 if v in primal else order[v.node])
     fwd_nodes = [n for n in joint.nodes if n in fwd]
     bwd_nodes = [n for n in joint.nodes if n in bwd]
 
     forward = Graph(joint.name.replace("_joint", "") + "_forward", list(joint.inputs[:n_primal]),
-                    fwd_nodes, list(fwd_targets[:n_out]) + [v for v in saved if v not in primal])
+                    fwd_nodes, list(fwd_targets[:n_out]) + [v for v in saved if v not in free])
     for i, v in zip(mutated_inputs, fwd_targets[n_out:n_out + n_mut]):
         forward.mutated[i] = v
     forward.guards = [Guard(v, g.expected, g.loc)
@@ -158,8 +160,8 @@ def partition(joint, n_primal, n_out, n_mut, n_guard, guards=(), mutated_inputs=
 
     table, subst, bwd_inputs = [], {}, []
     for j, v in enumerate(saved):
-        idx = joint.inputs.index(v) if v in primal else None
-        name = v.name if v in primal else f"s{j}"
+        idx = joint.inputs.index(v) if v in free else None
+        name = v.name if v in free else f"s{j}"
         nv = Value(v.type, None, len(bwd_inputs), name)
         subst[v] = nv
         bwd_inputs.append(nv)

@@ -171,6 +171,7 @@ class CompiledFunction:
             state["diff_out"] = diff_out
             grads = autograd_grad([outs[i] for i in diff_out], diff_in, cts, retain_graph=True,
                                   allow_unused=True) if diff_out else [None] * len(diff_in)
+            state["unused"] = [k for k, g in enumerate(grads) if g is None]
             return outs + [g if g is not None else t.new_zeros(t.shape)
                            for g, t in zip(grads, diff_in)]
 
@@ -196,8 +197,10 @@ class CompiledFunction:
                                                  len(guards_list), guards_list, mutated)
             entry = Entry(forward, backward, saved, diff_inputs, state["diff_out"], n_out,
                           state["tree"], rng_index, guards)
+            entry.unused = state["unused"]    # positions in diff_inputs: their .grad stays None
         else:
             entry = Entry(graph, None, [], [], [], n_out, state["tree"], rng_index, guards)
+            entry.unused = []
         entry.name = name
         self.entries.append(entry)
         _dump_to_env(self, entry)
@@ -230,6 +233,10 @@ def run_entry(entry, tensors):
     for g in fwd.guards:
         if env[g.value].reshape(()).item() != g.expected:
             return _MISS
+    if fwd.mutated:     # values kept for backward must not change with the write-back
+        outs = list(outs[:entry.n_out]) + [
+            np.array(o) if any(np.shares_memory(o, arrays[i]) for i in fwd.mutated) else o
+            for o in outs[entry.n_out:]]
     for i, v in fwd.mutated.items():                # commit: write back, bump versions
         if entry.rng_index is not None and i == entry.rng_index:
             default_generator.rng = generator_from_array(env[v])
@@ -237,17 +244,22 @@ def run_entry(entry, tensors):
         t = tensors[i]
         t._data[...] = env[v]
         t._storage.version += 1
-    results = [_wrap(o, tensors) for o in outs[:entry.n_out]]
+    results = _wrap_outputs(outs[:entry.n_out], tensors)
     if entry.backward is not None and grad_mode.state.grad_enabled:
         CompiledFunctionBackward.attach(entry, tensors, results, outs[entry.n_out:], rng_state)
     return unflatten(entry.out_tree, results)
 
 
-def _wrap(arr, inputs):
-    for t in inputs:
-        if arr.size and np.shares_memory(arr, t._data):
-            return Tensor._view_of(arr, t)     # an output that aliases an input stays one
-    return Tensor._from_array(arr)
+def _wrap_outputs(arrays, inputs):
+    """Tensors for the output arrays. An output that aliases an input, or a larger output,
+    becomes a view of it (as in eager), so in-place writes through it rebase history."""
+    results = [None] * len(arrays)
+    for k in sorted(range(len(arrays)), key=lambda k: -arrays[k].size):
+        arr = arrays[k]
+        base = next((t for t in list(inputs) + [r for r in results if r is not None]
+                     if arr.size and np.shares_memory(arr, t._data)), None)
+        results[k] = Tensor._view_of(arr, base) if base is not None else Tensor._from_array(arr)
+    return results
 
 
 def format_entry(entry, python=False):

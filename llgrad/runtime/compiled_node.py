@@ -20,8 +20,9 @@ class CompiledFunctionBackward(Node):
         node = cls()
         node.entry = entry
         node._where = user_location()
-        node.next_functions = tuple(gradient_edge(tensors[i]) or (None, 0)
-                                    for i in entry.diff_inputs)
+        node.next_functions = tuple(
+            (gradient_edge(tensors[i]) if k not in entry.unused else None) or (None, 0)
+            for k, i in enumerate(entry.diff_inputs))
         node._in_meta = tuple((tensors[i]._data.shape, tensors[i]._dtype)
                               for i in entry.diff_inputs)
         node._out_meta = [(results[i]._data.shape, results[i]._dtype)
