@@ -1,2 +1,4 @@
-"""llgrad.nn: functional layers (modules and losses come with the modules issue)."""
-from . import functional  # noqa: F401
+"""llgrad.nn: Module, Parameter, layers, losses (PyTorch's API), functional and init."""
+from . import functional, init  # noqa: F401
+from .module import Module, Parameter  # noqa: F401
+from .layers import *  # noqa: F401,F403

@@ -1,0 +1,1 @@
+"""llgrad.nn.init: filled by the layers work."""

@@ -1,0 +1,276 @@
+"""Module and Parameter with PyTorch's semantics: parameters, buffers and submodules are
+registered by attribute assignment; train()/eval() set `training` recursively."""
+from collections import OrderedDict
+
+from ..runtime import grad_mode
+from ..runtime.tensor import Tensor
+
+
+class Parameter(Tensor):
+    """A tensor that a Module registers as a parameter (requires grad by default)."""
+
+    def __new__(cls, data=None, requires_grad=True):
+        if data is None:
+            from ..runtime.creation import empty
+            data = empty(0)
+        p = cls._from_array(data.detach()._data, data._storage)
+        p._requires_grad = False
+        if requires_grad:
+            p.requires_grad_(True)
+        return p
+
+    def __init__(self, data=None, requires_grad=True):
+        pass
+
+    def __repr__(self):
+        return "Parameter containing:\n" + super().__repr__()
+
+    __str__ = __repr__
+
+    def __reduce_ex__(self, proto):
+        return (Parameter, (Tensor._from_array(self._data.copy()), self.requires_grad))
+
+
+class Module:
+    training = True
+
+    def __init__(self):
+        object.__setattr__(self, "_parameters", OrderedDict())
+        object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_non_persistent", set())
+        object.__setattr__(self, "_modules", OrderedDict())
+        object.__setattr__(self, "training", True)
+
+    # ---- registration ------------------------------------------------------------------------
+    def __setattr__(self, name, value):
+        if "_parameters" not in self.__dict__:
+            raise AttributeError("cannot assign attributes before Module.__init__() call")
+        if isinstance(value, Parameter):
+            self.__dict__.pop(name, None)
+            self._modules.pop(name, None)
+            self._buffers.pop(name, None)
+            self._parameters[name] = value
+        elif isinstance(value, Module):
+            self.__dict__.pop(name, None)
+            self._parameters.pop(name, None)
+            self._modules[name] = value
+        elif name in self._parameters:
+            if value is not None:
+                raise TypeError(f"cannot assign '{type(value).__name__}' as parameter "
+                                f"'{name}' (llgrad.nn.Parameter or None expected)")
+            self._parameters[name] = None
+        elif name in self._buffers:
+            if value is not None and not isinstance(value, Tensor):
+                raise TypeError(f"cannot assign '{type(value).__name__}' as buffer '{name}' "
+                                "(llgrad.Tensor or None expected)")
+            self._buffers[name] = value
+        else:
+            object.__setattr__(self, name, value)
+
+    def __getattr__(self, name):
+        d = self.__dict__
+        for store in ("_parameters", "_buffers", "_modules"):
+            if store in d and name in d[store]:
+                return d[store][name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __delattr__(self, name):
+        for store in (self._parameters, self._buffers, self._modules):
+            if name in store:
+                del store[name]
+                return
+        object.__delattr__(self, name)
+
+    def register_parameter(self, name, param):
+        if param is not None and not isinstance(param, Parameter):
+            raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter "
+                            f"'{name}' (llgrad.nn.Parameter or None required)")
+        self._parameters[name] = param
+
+    def register_buffer(self, name, tensor, persistent=True):
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer "
+                            f"'{name}' (llgrad.Tensor or None required)")
+        self._buffers[name] = tensor
+        if not persistent:
+            self._non_persistent.add(name)
+
+    def add_module(self, name, module):
+        self._modules[name] = module
+
+    register_module = add_module
+
+    # ---- traversal -----------------------------------------------------------------------------
+    def named_modules(self, memo=None, prefix=""):
+        """Depth-first, each module once (iterative: deep nesting cannot overflow)."""
+        memo = set() if memo is None else memo
+        stack = [(prefix, self)]
+        while stack:
+            p, m = stack.pop()
+            if id(m) in memo:
+                continue
+            memo.add(id(m))
+            yield p, m
+            children = [(f"{p}.{n}" if p else n, c) for n, c in m._modules.items()
+                        if c is not None]
+            stack.extend(reversed(children))
+
+    def modules(self):
+        for _, m in self.named_modules():
+            yield m
+
+    def named_children(self):
+        for n, m in self._modules.items():
+            if m is not None:
+                yield n, m
+
+    def children(self):
+        for _, m in self.named_children():
+            yield m
+
+    def _named(self, store, recurse=True, prefix=""):
+        seen = set()
+        mods = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
+        for p, m in mods:
+            for n, t in getattr(m, store).items():
+                if t is None or id(t) in seen:
+                    continue
+                seen.add(id(t))
+                yield (f"{p}.{n}" if p else n), t
+
+    def named_parameters(self, prefix="", recurse=True):
+        return self._named("_parameters", recurse, prefix)
+
+    def parameters(self, recurse=True):
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
+
+    def named_buffers(self, prefix="", recurse=True):
+        return self._named("_buffers", recurse, prefix)
+
+    def buffers(self, recurse=True):
+        for _, b in self.named_buffers(recurse=recurse):
+            yield b
+
+    # ---- modes, state ----------------------------------------------------------------------------
+    def train(self, mode=True):
+        if not isinstance(mode, bool):
+            raise ValueError("training mode is expected to be boolean")
+        for m in self.modules():
+            object.__setattr__(m, "training", mode)
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def requires_grad_(self, requires_grad=True):
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
+
+    def zero_grad(self, set_to_none=True):
+        for p in self.parameters():
+            if p.grad is None:
+                continue
+            if set_to_none:
+                p.grad = None
+            else:
+                p.grad.detach_()
+                p.grad.zero_()
+
+    def apply(self, fn):
+        for m in reversed(list(self.modules())):
+            fn(m)
+        return self
+
+    def state_dict(self, destination=None, prefix="", keep_vars=False):
+        out = OrderedDict() if destination is None else destination
+        for p, m in self.named_modules(prefix=prefix.rstrip(".")):
+            for n, t in m._parameters.items():
+                if t is not None:
+                    out[f"{p}.{n}" if p else n] = t if keep_vars else t.detach()
+            for n, t in m._buffers.items():
+                if t is not None and n not in m._non_persistent:
+                    out[f"{p}.{n}" if p else n] = t if keep_vars else t.detach()
+        return out
+
+    def load_state_dict(self, state_dict, strict=True):
+        own = self.state_dict(keep_vars=True)
+        missing = [k for k in own if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own]
+        if strict and (missing or unexpected):
+            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
+                               + (f"Missing key(s) in state_dict: {', '.join(map(repr, missing))}. "
+                                  if missing else "")
+                               + (f"Unexpected key(s) in state_dict: "
+                                  f"{', '.join(map(repr, unexpected))}. " if unexpected else ""))
+        with grad_mode.no_grad():
+            for k, t in own.items():
+                if k in state_dict:
+                    src = state_dict[k]
+                    if tuple(src.shape) != tuple(t.shape):
+                        raise RuntimeError(f"Error(s) in loading state_dict for "
+                                           f"{type(self).__name__}:\n\tsize mismatch for {k}: "
+                                           f"copying a param with shape {src.shape} from "
+                                           f"checkpoint, the shape in current model is "
+                                           f"{t.shape}.")
+                    t.copy_(src)
+        return _IncompatibleKeys(missing, unexpected)
+
+    def to(self, *args, **kwargs):
+        for m in self.modules():
+            for store in (m._parameters, m._buffers):
+                for k, t in store.items():
+                    if t is not None and t.is_floating_point():
+                        moved = t.to(*args, **kwargs)
+                        if moved is not t:
+                            t._data, t._storage, t._dtype = moved._data, moved._storage, \
+                                moved._dtype
+        return self
+
+    def float(self):
+        from ..runtime.dtypes import float32
+        return self.to(float32)
+
+    def double(self):
+        from ..runtime.dtypes import float64
+        return self.to(float64)
+
+    # ---- calling and printing -------------------------------------------------------------------
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required '
+                                  '"forward" function')
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    def extra_repr(self):
+        return ""
+
+    def __repr__(self):
+        lines = []
+        for name, m in self._modules.items():
+            body = repr(m).replace("\n", "\n  ")
+            lines.append(f"({name}): {body}")
+        extra = self.extra_repr()
+        if not lines:
+            return f"{type(self).__name__}({extra})"
+        head = f"{type(self).__name__}(" + (f"\n  {extra}" if extra else "")
+        return head + "\n  " + "\n  ".join(lines) + "\n)"
+
+    def __dir__(self):
+        return sorted(set(object.__dir__(self)) | set(self._parameters) | set(self._buffers)
+                      | set(self._modules))
+
+
+class _IncompatibleKeys(tuple):
+    def __new__(cls, missing, unexpected):
+        t = super().__new__(cls, (missing, unexpected))
+        t.missing_keys, t.unexpected_keys = missing, unexpected
+        return t
+
+    def __repr__(self):
+        if not self.missing_keys and not self.unexpected_keys:
+            return "<All keys matched successfully>"
+        return (f"_IncompatibleKeys(missing_keys={self.missing_keys}, "
+                f"unexpected_keys={self.unexpected_keys})")
