@@ -5,7 +5,6 @@ On a cache miss the function runs eagerly under the tracer, with autograd.grad t
 it (so the backward is made of the very VJP rules eager uses, custom Functions included);
 that run's results are returned as they are, so a first call is exactly an eager call."""
 import functools
-import inspect
 import os
 import warnings
 
@@ -20,6 +19,7 @@ from . import grad_mode, trace_state
 from .autograd_api import grad as autograd_grad
 from .creation import default_generator
 from .compiled_node import CompiledFunctionBackward
+from .guards import collect
 from .tensor import Tensor
 
 BACKENDS = ("interpret", "eager")
@@ -31,59 +31,6 @@ def _backend(requested):
     if b not in BACKENDS:
         raise ValueError(f"unknown llgrad backend {b!r} (available: {', '.join(BACKENDS)})")
     return b
-
-
-def _object_tensors(obj, prefix, out, seen):
-    """Tensors held by a plain object (a module's parameters and buffers), by attribute."""
-    stack = [(obj, prefix)]
-    while stack:
-        o, p = stack.pop()
-        if id(o) in seen:
-            continue
-        seen.add(id(o))
-        items = vars(o).items() if hasattr(o, "__dict__") and not inspect.isroutine(o) \
-            and not inspect.isclass(o) and not inspect.ismodule(o) else ()
-        for k, v in sorted(items, key=lambda kv: kv[0]):
-            if isinstance(v, Tensor):
-                out.append((f"{p}_{k}", v))
-            elif isinstance(v, (list, tuple, dict)):
-                leaves, _ = flatten(v, f"{p}_{k}")
-                out += [(n, t) for n, t in leaves if isinstance(t, Tensor)]
-            elif hasattr(v, "__dict__") and not inspect.isroutine(v) and \
-                    not inspect.isclass(v) and not inspect.ismodule(v):
-                stack.append((v, f"{p}_{k}"))
-
-
-def _signature_names(fn, args, kwargs):
-    try:
-        return list(inspect.signature(fn).bind(*args, **kwargs).arguments.items())
-    except (TypeError, ValueError):
-        return [(f"arg{i}", a) for i, a in enumerate(args)] + list(kwargs.items())
-
-
-def collect(fn, args, kwargs):
-    """-> (tensor inputs [(name, tensor)], guard items [(name, value)])."""
-    tensors, guards, seen = [], [], set()
-    for name, a in _signature_names(fn, args, kwargs):
-        leaves, tree = flatten(a, name)
-        if tree is not None:
-            guards.append((f"structure of {name}", repr(tree)))
-        for path, leaf in leaves:
-            if isinstance(leaf, Tensor):
-                tensors.append((path, leaf))
-            elif isinstance(leaf, (int, float, str, bool, type(None))):
-                guards.append((path, (type(leaf).__name__, leaf)))
-            else:
-                guards.append((path, ("object", id(leaf))))
-                _object_tensors(leaf, path, tensors, seen)
-    firsts = {}
-    for path, t in tensors:     # one tensor passed twice is one graph input
-        firsts.setdefault(id(t), path)
-        guards.append((path, (t._dtype.name, t._data.shape, t.stride(), t.requires_grad,
-                              firsts[id(t)])))
-    tensors = [(p, t) for p, t in tensors if firsts[id(t)] == p]
-    guards.append(("grad mode", (grad_mode.state.grad_enabled, grad_mode.state.inference)))
-    return tensors, guards
 
 
 class Entry:
@@ -149,15 +96,25 @@ class CompiledFunction:
         self.n_traces += 1
         needs_grad = grad_mode.state.grad_enabled and any(
             t.requires_grad and t._dtype.is_floating_point for _, t in tensors)
-        state = {}
+        state = {"diff_out": [], "unused": []}
 
         def body():
+            before = [t._grad for _, t in tensors]
             result = self.fn(*args, **kwargs)
             leaves, tree = flatten(result)
             state["tree"], state["result"] = tree, result
             outs = [leaf for _, leaf in leaves]
-            if not needs_grad:
-                return outs
+            # .grad the function set (a training step's backward): outputs to assign back
+            changed = [(k, t._grad) for k, (_, t) in enumerate(tensors)
+                       if t._grad is not before[k]]
+            grad_outs = [g for _, g in changed if g is not None]
+            state["grad_assign"] = [(k, None if g is None else sum(
+                1 for _, h in changed[:n] if h is not None)) for n, (k, g) in enumerate(changed)]
+            state["n_fn_out"], state["n_out"] = len(outs), len(outs) + len(grad_outs)
+            # a step that ran its own backward returns values, not a graph to differentiate
+            state["grad"] = needs_grad and not changed
+            if not state["grad"]:
+                return outs + grad_outs
             diff_in = [t for _, t in tensors if t.requires_grad and t._dtype.is_floating_point]
             diff_out = [i for i, o in enumerate(outs)
                         if isinstance(o, Tensor) and o.requires_grad]
@@ -172,17 +129,17 @@ class CompiledFunction:
             grads = autograd_grad([outs[i] for i in diff_out], diff_in, cts, retain_graph=True,
                                   allow_unused=True) if diff_out else [None] * len(diff_in)
             state["unused"] = [k for k, g in enumerate(grads) if g is None]
-            return outs + [g if g is not None else t.new_zeros(t.shape)
-                           for g, t in zip(grads, diff_in)]
+            return outs + grad_outs + [g if g is not None else t.new_zeros(t.shape)
+                                       for g, t in zip(grads, diff_in)]
 
         name = getattr(self.fn, "__name__", "f")
         graph = trace_body(name, tensors, body)
-        n_out = len(flatten(state["result"])[0])
+        n_out = state["n_out"]
         # the traced run was an eager run: the generator already stands where eager leaves it
         rng_index = next((i for i, v in enumerate(graph.inputs) if v.name == "rng"), None)
-        diff_inputs = [i for i, (_, t) in enumerate(tensors)
-                       if needs_grad and t.requires_grad and t._dtype.is_floating_point]
-        if needs_grad:
+        if state["grad"]:
+            diff_inputs = [i for i, (_, t) in enumerate(tensors)
+                           if t.requires_grad and t._dtype.is_floating_point]
             for i, _ in graph.mutated.items():
                 if i in diff_inputs:
                     raise TraceError(f"llgrad.compile({name}): input {tensors[i][0]!r} requires "
@@ -197,10 +154,12 @@ class CompiledFunction:
                                                  len(guards_list), guards_list, mutated)
             entry = Entry(forward, backward, saved, diff_inputs, state["diff_out"], n_out,
                           state["tree"], rng_index, guards)
-            entry.unused = state["unused"]    # positions in diff_inputs: their .grad stays None
         else:
             entry = Entry(graph, None, [], [], [], n_out, state["tree"], rng_index, guards)
-            entry.unused = []
+            if state["grad_assign"]:    # the traced run's results: values, as later calls give
+                state["result"] = _detached(state["result"])
+        entry.unused = state["unused"]    # positions in diff_inputs: their .grad stays None
+        entry.n_fn_out, entry.grad_assign = state["n_fn_out"], state["grad_assign"]
         entry.name = name
         self.entries.append(entry)
         _dump_to_env(self, entry)
@@ -244,10 +203,18 @@ def run_entry(entry, tensors):
         t = tensors[i]
         t._data[...] = env[v]
         t._storage.version += 1
-    results = _wrap_outputs(outs[:entry.n_out], tensors)
+    results = _wrap_outputs(outs[:entry.n_fn_out], tensors)
+    for k, pos in entry.grad_assign:            # .grad the step set (or cleared)
+        tensors[k]._grad = None if pos is None else \
+            Tensor._from_array(np.array(outs[entry.n_fn_out + pos]))
     if entry.backward is not None and grad_mode.state.grad_enabled:
         CompiledFunctionBackward.attach(entry, tensors, results, outs[entry.n_out:], rng_state)
     return unflatten(entry.out_tree, results)
+
+
+def _detached(result):
+    leaves, tree = flatten(result)
+    return unflatten(tree, [x.detach() if isinstance(x, Tensor) else x for _, x in leaves])
 
 
 def _wrap_outputs(arrays, inputs):

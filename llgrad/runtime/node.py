@@ -9,7 +9,7 @@ import os
 import sys
 import weakref
 
-from . import grad_mode
+from . import grad_mode, trace_state
 
 _sequence = itertools.count()
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -263,6 +263,11 @@ class AccumulateGrad(Node):
             leaf._grad = g if old is None else old + g
             return
         import numpy as np
+        if trace_state.state.tracer is not None:
+            # traced (a compiled training step): tensor ops, so the tracer records them
+            with grad_mode.no_grad():
+                leaf._grad = g.clone() if old is None else old.add_(g)
+            return
         if old is None:
             buf = np.empty_like(leaf._data)
             buf[...] = g._data

@@ -14,7 +14,10 @@ def flatten(obj, path="", out=None):
         return out, (type(obj), trees)
     if isinstance(obj, dict):
         keys = list(obj)
-        trees = [flatten(obj[k], f"{path}_{k}" if path else str(k), out)[1] for k in keys]
+        # keys that are not names (a tensor keying optimiser state) are named by position
+        names = [k if isinstance(k, (str, int)) else i for i, k in enumerate(keys)]
+        trees = [flatten(obj[k], f"{path}_{n}" if path else str(n), out)[1]
+                 for k, n in zip(keys, names)]
         return out, (dict, list(zip(keys, trees)))
     out.append((path, obj))
     return out, None

@@ -1,0 +1,76 @@
+"""What a compiled function's call depends on: its tensor inputs (arguments, tensors held
+by objects such as modules and optimisers, and the inputs' .grad) and the guard items that
+decide which compiled specialisation applies."""
+import inspect
+
+from ..tracer.pytree import flatten
+from . import grad_mode
+from .tensor import Tensor
+
+_SCALARS = (int, float, str, bool, type(None))
+
+
+def _is_object(v):
+    return hasattr(v, "__dict__") and not (inspect.isroutine(v) or inspect.isclass(v)
+                                           or inspect.ismodule(v) or isinstance(v, Tensor))
+
+
+def signature_names(fn, args, kwargs):
+    try:
+        return list(inspect.signature(fn).bind(*args, **kwargs).arguments.items())
+    except (TypeError, ValueError):
+        return [(f"arg{i}", a) for i, a in enumerate(args)] + list(kwargs.items())
+
+
+def _walk(roots, tensors, guards):
+    """Depth-first over values: tensors are inputs; Python scalars are guarded by value;
+    containers are entered; objects (modules, optimisers) are entered through their
+    attributes, each once (iteratively, so deep nesting is fine)."""
+    seen = set()
+    stack = list(reversed(roots))
+    while stack:
+        path, v, top = stack.pop()
+        if isinstance(v, Tensor):
+            tensors.append((path, v))
+        elif isinstance(v, _SCALARS):
+            guards.append((path, (type(v).__name__, v)))
+        elif isinstance(v, (list, tuple, dict)):
+            leaves, tree = flatten(v, path)
+            if top:
+                guards.append((f"structure of {path}", repr(tree)))
+            stack.extend((p, x, False) for p, x in reversed(leaves))
+        elif _is_object(v):
+            if id(v) in seen:
+                continue
+            seen.add(id(v))
+            guards.append((path, ("object", type(v).__name__, id(v))))
+            items = sorted(vars(v).items(), key=lambda kv: kv[0])
+            stack.extend((f"{path}_{k}", x, False) for k, x in reversed(items))
+        else:
+            guards.append((path, ("object", type(v).__name__, id(v))))
+
+
+def collect(fn, args, kwargs):
+    """-> (tensor inputs [(name, tensor)], guard items [(name, value)])."""
+    tensors, guards = [], []
+    roots = [(name, a, True) for name, a in signature_names(fn, args, kwargs)]
+    owner = getattr(fn, "__self__", None) if inspect.ismethod(fn) else \
+        (fn if _is_object(fn) else None)        # a bound method's object, or a module
+    if owner is not None:
+        roots.insert(0, ("self", owner, True))
+    _walk(roots, tensors, guards)
+    firsts = {}
+    for path, t in tensors:     # one tensor reached twice is one graph input
+        firsts.setdefault(id(t), path)
+        guards.append((path, (t._dtype.name, t._data.shape, t.stride(), t.requires_grad,
+                              firsts[id(t)])))
+    tensors = [(p, t) for p, t in tensors if firsts[id(t)] == p]
+    grads = []
+    for path, t in tensors:     # an existing .grad is state the function may accumulate into
+        g = t._grad
+        guards.append((f"{path}.grad", None if g is None else
+                       (g._dtype.name, g._data.shape, g.stride())))
+        if g is not None and id(g) not in firsts:
+            grads.append((f"{path}_grad", g))
+    guards.append(("grad mode", (grad_mode.state.grad_enabled, grad_mode.state.inference)))
+    return tensors + grads, guards
