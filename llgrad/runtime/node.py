@@ -58,12 +58,16 @@ class SavedTensor:
         self.output_nr = output_nr
         fn = None if is_output else t._grad_fn
         self.grad_fn_name = type(fn).__name__ if fn is not None else None
-        self.tensor = t._alias() if is_output else t
+        # an output is kept as (data, storage): no tensor object, no reference cycle
+        self.tensor = (t._data, t._storage) if is_output else t
 
     def unpack(self, node):
         t = self.tensor
         if t is None:
             raise RuntimeError(FREED)
+        if self.is_output:
+            from .tensor import Tensor
+            t = Tensor._from_array(t[0], t[1])
         if t._storage.version != self.version:
             out = (f", which is output {self.output_nr} of {type(node).__name__},"
                    if self.is_output else
@@ -78,11 +82,9 @@ class SavedTensor:
                    if t._storage.write_loc is not None else
                    "; an in-place operation changed it after that."))
         if self.is_output:
-            a = t._alias()
-            a._grad_fn = node
-            a._output_nr = self.output_nr
-            a._requires_grad = True
-            return a
+            t._grad_fn = node
+            t._output_nr = self.output_nr
+            t._requires_grad = True
         return t
 
 

@@ -1,0 +1,103 @@
+"""Adam (optionally AMSGrad, L2 or decoupled weight decay) and AdamW, with PyTorch's
+single-tensor update rule. addcmul/addcdiv/lerp are composed from in-place tensor ops in
+PyTorch's operand order: self + (value * t1) * t2, self + (value * t1) / t2."""
+from ..runtime.creation import tensor, zeros_like
+from ..runtime.grad_mode import enable_grad, no_grad
+from ..runtime.tensor import Tensor
+from .optimizer import Optimizer, _div, _for_loop_only, _get_value
+
+
+class Adam(Optimizer):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+                 amsgrad=False, *, foreach=None, maximize=False, capturable=False,
+                 differentiable=False, fused=None, decoupled_weight_decay=False):
+        if not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        if not 0.0 <= betas[0] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
+        if not 0.0 <= betas[1] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        _for_loop_only(capturable=capturable, differentiable=differentiable, fused=fused)
+        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                        amsgrad=amsgrad, maximize=maximize, foreach=foreach,
+                        capturable=capturable, differentiable=differentiable, fused=fused,
+                        decoupled_weight_decay=decoupled_weight_decay)
+        super().__init__(params, defaults)
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        for group in self.param_groups:
+            for k, v in (("amsgrad", False), ("maximize", False), ("foreach", None),
+                         ("capturable", False), ("differentiable", False),
+                         ("decoupled_weight_decay", False), ("fused", None)):
+                group.setdefault(k, v)
+            for p in group["params"]:
+                s = self.state.get(p)
+                if s and not isinstance(s["step"], Tensor):     # old format: a number
+                    s["step"] = tensor(float(s["step"]))
+
+    @no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                grad = -p.grad if group["maximize"] else p.grad
+                state = self.state[p]
+                if len(state) == 0:
+                    state["step"] = tensor(0.0)
+                    state["exp_avg"] = zeros_like(p)
+                    state["exp_avg_sq"] = zeros_like(p)
+                    if group["amsgrad"]:
+                        state["max_exp_avg_sq"] = zeros_like(p)
+                exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+
+                state["step"].add_(1)
+                if weight_decay != 0:
+                    if group["decoupled_weight_decay"]:
+                        p.mul_(1 - lr * weight_decay)
+                    else:
+                        grad = grad.add(p, alpha=weight_decay)
+
+                exp_avg.add_(grad - exp_avg, alpha=1 - beta1)                 # lerp_
+                exp_avg_sq.mul_(beta2).add_(grad.mul(1 - beta2).mul_(grad))  # addcmul_
+
+                step = _get_value(state["step"])
+                bias_correction1 = 1 - beta1 ** step
+                bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
+                step_size = _div(lr, bias_correction1)
+                if group["amsgrad"]:
+                    max_sq = state["max_exp_avg_sq"]
+                    max_sq.copy_(max_sq.maximum(exp_avg_sq))
+                    denom = (max_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+                else:
+                    denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+                p.add_(exp_avg.mul(-step_size).div_(denom))                 # addcdiv_
+        return loss
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (p *= 1 - lr * weight_decay before the update)."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
+                 amsgrad=False, *, maximize=False, foreach=None, capturable=False,
+                 differentiable=False, fused=None):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach,
+                         maximize=maximize, capturable=capturable,
+                         differentiable=differentiable, fused=fused,
+                         decoupled_weight_decay=True)
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        for group in self.param_groups:
+            group["decoupled_weight_decay"] = True

@@ -1,0 +1,183 @@
+"""Optimizer: PyTorch's base class. `param_groups` is a list of dicts (hyper-parameters
+filled in from `defaults`); `state` maps each parameter to a dict of its state (tensors);
+`state_dict()` replaces parameters by integer indices, in group order."""
+import warnings
+from collections import defaultdict
+from copy import deepcopy
+from itertools import chain
+
+from ..runtime import trace_state
+from ..runtime.creation import full
+from ..runtime.tensor import Tensor
+
+
+class _RequiredParameter:
+    def __repr__(self):
+        return "<required parameter>"
+
+
+required = _RequiredParameter()
+
+
+def _get_value(t):
+    """A state tensor's value as a Python number, as PyTorch's for-loop reads `step`. While
+    tracing it stays a tensor (float64, 0-d), so that a compiled step does not specialise on
+    its value and the scalar arithmetic on it rounds as the Python floats do."""
+    return t.double() if trace_state.state.tracer is not None else t.item()
+
+
+def _div(a, b):
+    """a / b for a number a: `number / tensor` is reciprocal() * number in PyTorch (and
+    here), which rounds differently from the float division of the untraced step."""
+    return a / b if not isinstance(b, Tensor) else full((), a, dtype=b.dtype).div(b)
+
+
+def _for_loop_only(**flags):
+    for name, on in flags.items():
+        if on:
+            raise NotImplementedError(f"llgrad.optim: {name}=True is not supported (only the "
+                                      "single-tensor for-loop implementation exists)")
+
+
+class Optimizer:
+    def __init__(self, params, defaults):
+        self.defaults = defaults
+        if isinstance(params, Tensor):
+            raise TypeError("params argument given to the optimizer should be an iterable of "
+                            "Tensors or dicts, but got " + type(params).__name__)
+        self.state = defaultdict(dict)
+        self.param_groups = []
+        groups = list(params)
+        if len(groups) == 0:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for group in groups:
+            self.add_param_group(group)
+
+    def __getstate__(self):
+        return {"defaults": self.defaults, "state": self.state,
+                "param_groups": self.param_groups}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+
+    def __repr__(self):
+        s = self.__class__.__name__ + " ("
+        for i, group in enumerate(self.param_groups):
+            s += f"\nParameter Group {i}\n"
+            s += "".join(f"    {k}: {group[k]}\n" for k in sorted(group) if k != "params")
+        return s + ")"
+
+    # ---- parameter groups ----------------------------------------------------------------------
+    def add_param_group(self, param_group):
+        if not isinstance(param_group, dict):
+            raise TypeError(f"param_group must be a dict, but got {type(param_group)}")
+        params = param_group["params"]
+        if isinstance(params, set):
+            raise TypeError("optimizer parameters need to be organized in ordered collections, "
+                            "but the ordering of tensors in sets will change between runs. "
+                            "Please use a list instead.")
+        params = [params] if isinstance(params, Tensor) else list(params)
+        names = [p[0] for p in params if isinstance(p, tuple)]
+        params = [p[1] if isinstance(p, tuple) else p for p in params]
+        if names:
+            if len(names) != len(params):
+                raise ValueError("all optimizer params should be with/without names. Some "
+                                 "param names are missing")
+            param_group["param_names"] = names
+        param_group["params"] = params
+        for p in params:
+            if not isinstance(p, Tensor):
+                raise TypeError("optimizer can only optimize Tensors, but one of the params "
+                                "is " + type(p).__name__)
+            if not (p.is_leaf or p.retains_grad):
+                raise ValueError("can't optimize a non-leaf Tensor")
+        for name, default in self.defaults.items():
+            if default is required and name not in param_group:
+                raise ValueError("parameter group didn't specify a value of required "
+                                 f"optimization parameter {name}")
+            param_group.setdefault(name, default)
+        if len(params) != len(set(params)):
+            warnings.warn("optimizer contains a parameter group with duplicate parameters; in "
+                          "future, this will cause an error; see "
+                          "github.com/pytorch/pytorch/issues/40967 for more information",
+                          stacklevel=3)
+        seen = set()
+        for group in self.param_groups:
+            seen.update(group["params"])
+            if ("param_names" in param_group) != ("param_names" in group):
+                raise ValueError("all optimizer param groups should be with/without names. "
+                                 "cannot add param group "
+                                 f"{'with' if names else 'without'} names to the optimizer")
+        if not seen.isdisjoint(params):
+            raise ValueError("some parameters appear in more than one parameter group")
+        self.param_groups.append(param_group)
+
+    def zero_grad(self, set_to_none=True):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if set_to_none:
+                    p.grad = None
+                else:
+                    if p.grad.grad_fn is not None:
+                        p.grad.detach_()
+                    else:
+                        p.grad.requires_grad_(False)
+                    p.grad.zero_()
+
+    def step(self, closure=None):
+        raise NotImplementedError
+
+    # ---- state dict ------------------------------------------------------------------------------
+    def state_dict(self):
+        """{'state': {index: {name: tensor}}, 'param_groups': [{..., 'params': [index]}]}.
+        As in PyTorch, the state tensors are the optimizer's own (not copies)."""
+        index = {}
+        groups = []
+        for group in self.param_groups:
+            for p in group["params"]:
+                index.setdefault(id(p), len(index))
+            packed = {k: v for k, v in group.items() if k != "params"}
+            packed["params"] = [index[id(p)] for p in group["params"]]
+            groups.append(packed)
+        state = {index[id(k)] if isinstance(k, Tensor) else k: v for k, v in self.state.items()}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict):
+        groups = self.param_groups
+        saved_groups = deepcopy(state_dict["param_groups"])
+        if len(groups) != len(saved_groups):
+            raise ValueError("loaded state dict has a different number of parameter groups")
+        if any(len(g["params"]) != len(s["params"]) for g, s in zip(groups, saved_groups)):
+            raise ValueError("loaded state dict contains a parameter group that doesn't match "
+                             "the size of optimizer's group")
+        id_map = dict(zip(chain.from_iterable(g["params"] for g in saved_groups),
+                          chain.from_iterable(g["params"] for g in groups)))
+
+        def cast(param, value, key=None):
+            # PyTorch: state tensors take the parameter's dtype ('step' is kept as it is);
+            # tensors that already match are used as they are, not copied
+            if isinstance(value, Tensor):
+                if key != "step" and param.is_floating_point():
+                    return value.to(dtype=param.dtype)
+                return value
+            if isinstance(value, dict):
+                return {k: cast(param, v, k) for k, v in value.items()}
+            if isinstance(value, (list, tuple)):
+                return type(value)(cast(param, v) for v in value)
+            return value
+
+        state = defaultdict(dict)
+        for k, v in state_dict["state"].items():
+            if k in id_map:
+                state[id_map[k]] = cast(id_map[k], v)
+            else:
+                state[k] = v
+        for group, new in zip(groups, saved_groups):
+            new["params"] = group["params"]
+            if "param_names" in group and "param_names" not in new:
+                new["param_names"] = group["param_names"]
+        self.__setstate__({"state": state, "param_groups": saved_groups})
