@@ -6,33 +6,8 @@ from pathlib import Path
 
 
 def demo():
-    """Fit y = 3x - 1 + noise with a tiny MLP and eager autograd."""
-    import time
-
-    import llgrad as torch
-    torch.manual_seed(0)
-    x = torch.linspace(-1, 1, 64).unsqueeze(1)
-    y = 3 * x - 1 + 0.05 * torch.randn(64, 1)
-    w1 = (torch.randn(1, 16) * 0.5).requires_grad_()
-    b1 = torch.zeros(16, requires_grad=True)
-    w2 = (torch.randn(16, 1) * 0.5).requires_grad_()
-    b2 = torch.zeros(1, requires_grad=True)
-    params = [w1, b1, w2, b2]
-    t0 = time.perf_counter()
-    for step in range(301):
-        pred = (x @ w1 + b1).tanh() @ w2 + b2
-        loss = torch.nn.functional.mse_loss(pred, y)
-        for p in params:
-            p.grad = None
-        loss.backward()
-        with torch.no_grad():
-            for p in params:
-                p.sub_(0.1 * p.grad)
-        if step % 50 == 0:
-            print(f"step {step:3d}  loss {loss.item():.5f}")
-    dt = (time.perf_counter() - t0) / 301 * 1e6
-    print(f"eager step: {dt:.0f} us (forward + backward + update)")
-    print(f"final loss {loss.item():.5f}")
+    from .demo import run
+    run()
 
 
 _ARG = re.compile(r"(f16|f32|f64|i64|i32|b8)\[([\d,\s]*)\]")
@@ -78,7 +53,7 @@ def dump(target, arg_specs, python=False):
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m llgrad")
     sub = p.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("demo", help="train a small model with eager autograd")
+    sub.add_parser("demo", help="train a classifier with a compiled training step")
     d = sub.add_parser("dump", help="print the IR dumps of a compiled function")
     d.add_argument("target", help="FILE.py:FUNC")
     d.add_argument("--args", default="", help='argument types, e.g. "f32[32,64] f32[64,10]"')

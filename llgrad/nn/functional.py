@@ -32,7 +32,7 @@ def gelu(input, approximate="none"):
 
 
 def silu(input, inplace=False):
-    return input.silu()
+    return input._iop("silu") if inplace else input.silu()
 
 
 def softplus(input, beta=1.0, threshold=20.0):
@@ -47,12 +47,20 @@ def tanh(input):
     return input.tanh()
 
 
+def _softmax_dim(ndim):
+    """PyTorch's implicit dim (with its deprecation warning): 0 for 0-, 1- and 3-d inputs."""
+    import warnings
+    warnings.warn("Implicit dimension choice for softmax has been deprecated. Change the call "
+                  "to include dim=X as an argument.", UserWarning, stacklevel=3)
+    return 0 if ndim in (0, 1, 3) else 1
+
+
 def softmax(input, dim=None, dtype=None):
-    return input.softmax(dim if dim is not None else -1, dtype)
+    return input.softmax(dim if dim is not None else _softmax_dim(input.ndim), dtype)
 
 
 def log_softmax(input, dim=None, dtype=None):
-    return input.log_softmax(dim if dim is not None else -1, dtype)
+    return input.log_softmax(dim if dim is not None else _softmax_dim(input.ndim), dtype)
 
 
 def dropout(input, p=0.5, training=True, inplace=False):
@@ -214,3 +222,11 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
                          f"({input.shape})")
     return call(OPS["binary_cross_entropy_with_logits"], (input, target, weight, pos_weight),
                 {"reduction": reduction})
+
+
+def __getattr__(name):
+    # conv2d and max_pool2d live beside their modules (llgrad.nn.layers_conv)
+    if name in ("conv2d", "max_pool2d"):
+        from . import layers_conv
+        return getattr(layers_conv, name)
+    raise AttributeError(f"module 'llgrad.nn.functional' has no attribute '{name}'")

@@ -1,1 +1,218 @@
-"""llgrad.nn.init: filled by the layers work."""
+"""llgrad.nn.init: PyTorch's parameter initialisations.
+
+Every function fills its tensor in place under no_grad and returns it. Random values come from
+llgrad's generator (llgrad.rand / llgrad.randn, or the `generator` passed), so
+llgrad.manual_seed makes them reproducible (the streams differ from PyTorch's)."""
+import math
+import warnings
+
+import numpy as np
+
+from ..runtime import dtypes, grad_mode
+from ..runtime.creation import rand, randn, tensor as _tensor
+from ..runtime.tensor import Tensor
+
+__all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_",
+           "zeros_", "eye_", "dirac_", "xavier_uniform_", "xavier_normal_", "kaiming_uniform_",
+           "kaiming_normal_", "orthogonal_"]
+
+
+def calculate_gain(nonlinearity, param=None):
+    linear_fns = ["linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d",
+                  "conv_transpose2d", "conv_transpose3d"]
+    if nonlinearity in linear_fns or nonlinearity == "sigmoid":
+        return 1
+    if nonlinearity == "tanh":
+        return 5.0 / 3
+    if nonlinearity == "relu":
+        return math.sqrt(2.0)
+    if nonlinearity == "leaky_relu":
+        if param is None:
+            negative_slope = 0.01
+        elif (not isinstance(param, bool) and isinstance(param, int)) or isinstance(param, float):
+            negative_slope = param
+        else:
+            raise ValueError(f"negative_slope {param} not a valid number")
+        return math.sqrt(2.0 / (1 + negative_slope ** 2))
+    if nonlinearity == "selu":
+        return 3.0 / 4
+    raise ValueError(f"Unsupported nonlinearity {nonlinearity}")
+
+
+def _fill(t, values):
+    """Copy `values` (a Tensor or array) into `t` in place, without recording autograd."""
+    if not isinstance(values, Tensor):
+        values = _tensor(np.asarray(values))
+    with grad_mode.no_grad():
+        t.copy_(values)
+    return t
+
+
+def _sample_dtype(t):
+    # sample in the tensor's precision (float64 for float64 tensors, float32 otherwise)
+    return dtypes.float64 if t.dtype == dtypes.float64 else dtypes.float32
+
+
+def uniform_(tensor, a=0.0, b=1.0, generator=None):
+    u = rand(*tensor.shape, dtype=_sample_dtype(tensor), generator=generator)
+    return _fill(tensor, u * (b - a) + a)
+
+
+def normal_(tensor, mean=0.0, std=1.0, generator=None):
+    z = randn(*tensor.shape, dtype=_sample_dtype(tensor), generator=generator)
+    return _fill(tensor, z * std + mean)
+
+
+def _erfinv(y):
+    """Inverse error function on a float64 NumPy array: Giles' approximation refined by two
+    Newton steps on llgrad's erf."""
+    y = np.clip(y, -1.0, 1.0)
+    w = -np.log(np.maximum((1.0 - y) * (1.0 + y), 1e-300))
+    small = w < 5.0
+    ws = w - 2.5
+    p1 = 2.81022636e-08
+    for c in (3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503,
+              -0.00417768164, 0.246640727, 1.50140941):
+        p1 = c + p1 * ws
+    wl = np.sqrt(w) - 3.0
+    p2 = -0.000200214257
+    for c in (0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613,
+              0.00943887047, 1.00167406, 2.83297682):
+        p2 = c + p2 * wl
+    x = np.where(small, p1, p2) * y
+    finite = np.abs(y) < 1.0
+    for _ in range(2):
+        err = _tensor(x).erf().numpy() - y
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            step = err / (2.0 / math.sqrt(math.pi) * np.exp(-x * x))
+        x = np.where(finite & np.isfinite(step), x - step, x)
+    return np.where(finite, x, np.copysign(np.inf, y))
+
+
+def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """Normal(mean, std) truncated to [a, b], by the inverse CDF (PyTorch's method)."""
+    def norm_cdf(x):
+        return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
+
+    if (mean < a - 2 * std) or (mean > b + 2 * std):
+        warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. "
+                      "The distribution of values may be incorrect.", stacklevel=2)
+    lo, hi = norm_cdf((a - mean) / std), norm_cdf((b - mean) / std)
+    u = rand(*tensor.shape, dtype=dtypes.float64, generator=generator).numpy()
+    u = u * (2 * hi - 2 * lo) + (2 * lo - 1)
+    x = _erfinv(u) * (std * math.sqrt(2.0)) + mean
+    return _fill(tensor, np.clip(x, a, b))
+
+
+def constant_(tensor, val):
+    with grad_mode.no_grad():
+        tensor.fill_(val)
+    return tensor
+
+
+def ones_(tensor):
+    return constant_(tensor, 1.0)
+
+
+def zeros_(tensor):
+    with grad_mode.no_grad():
+        tensor.zero_()
+    return tensor
+
+
+def eye_(tensor):
+    if tensor.ndim != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    return _fill(tensor, np.eye(*tensor.shape))
+
+
+def dirac_(tensor, groups=1):
+    dims = tensor.ndim
+    if dims not in (3, 4, 5):
+        raise ValueError("Only tensors with 3, 4, or 5 dimensions are supported")
+    sizes = tensor.shape
+    if sizes[0] % groups != 0:
+        raise ValueError("dim 0 must be divisible by groups")
+    out_chans_per_grp = sizes[0] // groups
+    min_dim = min(out_chans_per_grp, sizes[1])
+    arr = np.zeros(tuple(sizes))
+    centre = tuple(s // 2 for s in sizes[2:])
+    for g in range(groups):
+        for d in range(min_dim):
+            arr[(g * out_chans_per_grp + d, d) + centre] = 1
+    return _fill(tensor, arr)
+
+
+def _calculate_fan_in_and_fan_out(tensor):
+    dimensions = tensor.dim()
+    if dimensions < 2:
+        raise ValueError("Fan in and fan out can not be computed for tensor with fewer than 2 "
+                         "dimensions")
+    num_input_fmaps = tensor.size(1)
+    num_output_fmaps = tensor.size(0)
+    receptive_field_size = 1
+    if tensor.dim() > 2:
+        for s in tensor.shape[2:]:
+            receptive_field_size *= s
+    return num_input_fmaps * receptive_field_size, num_output_fmaps * receptive_field_size
+
+
+def _calculate_correct_fan(tensor, mode):
+    mode = mode.lower()
+    valid_modes = ["fan_in", "fan_out"]
+    if mode not in valid_modes:
+        raise ValueError(f"Mode {mode} not supported, please use one of {valid_modes}")
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    return fan_in if mode == "fan_in" else fan_out
+
+
+def xavier_uniform_(tensor, gain=1.0, generator=None):
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    std = gain * math.sqrt(2.0 / float(fan_in + fan_out))
+    a = math.sqrt(3.0) * std
+    return uniform_(tensor, -a, a, generator)
+
+
+def xavier_normal_(tensor, gain=1.0, generator=None):
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    std = gain * math.sqrt(2.0 / float(fan_in + fan_out))
+    return normal_(tensor, 0.0, std, generator)
+
+
+def kaiming_uniform_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
+    if 0 in tuple(tensor.shape):
+        warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=2)
+        return tensor
+    fan = _calculate_correct_fan(tensor, mode)
+    gain = calculate_gain(nonlinearity, a)
+    std = gain / math.sqrt(fan)
+    bound = math.sqrt(3.0) * std
+    return uniform_(tensor, -bound, bound, generator)
+
+
+def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
+    if 0 in tuple(tensor.shape):
+        warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=2)
+        return tensor
+    fan = _calculate_correct_fan(tensor, mode)
+    gain = calculate_gain(nonlinearity, a)
+    std = gain / math.sqrt(fan)
+    return normal_(tensor, 0.0, std, generator)
+
+
+def orthogonal_(tensor, gain=1, generator=None):
+    if tensor.ndim < 2:
+        raise ValueError("Only tensors with 2 or more dimensions are supported")
+    if tensor.numel() == 0:
+        return tensor
+    rows = tensor.size(0)
+    cols = tensor.numel() // rows
+    flat = randn(rows, cols, dtype=dtypes.float64, generator=generator).numpy()
+    if rows < cols:
+        flat = flat.T
+    q, r = np.linalg.qr(flat)
+    q = q * np.sign(np.diag(r))
+    if rows < cols:
+        q = q.T
+    return _fill(tensor, (gain * q).reshape(tuple(tensor.shape)))
+

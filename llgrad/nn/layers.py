@@ -1,1 +1,196 @@
-"""Layers: filled next."""
+"""Layers with PyTorch's constructor signatures, initialisations, extra_repr and state_dict keys.
+
+This file holds the simple layers (Identity, Linear, Flatten/Unflatten, activations, Dropout) and
+re-exports the rest: containers (layers_container), convolution and pooling (layers_conv),
+normalisation and embedding (layers_norm) and losses (layers_loss)."""
+import math
+import warnings
+
+from ..runtime import dtypes
+from ..runtime.creation import empty
+from . import functional as F
+from . import init
+from .module import Module, Parameter
+
+
+def _factory(device=None, dtype=None):
+    """Keyword arguments for creation functions from a layer's device/dtype arguments."""
+    return {"dtype": dtypes.to_dtype(dtype) if dtype is not None else None}
+
+
+class Identity(Module):
+    """A placeholder that returns its input; its arguments are ignored (as in PyTorch)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+
+    def forward(self, input):
+        return input
+
+
+class Linear(Module):
+    def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):
+        super().__init__()
+        kw = _factory(device, dtype)
+        self.in_features = in_features
+        self.out_features = out_features
+        self.weight = Parameter(empty((out_features, in_features), **kw))
+        if bias:
+            self.bias = Parameter(empty(out_features, **kw))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
+            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input):
+        return F.linear(input, self.weight, self.bias)
+
+    def extra_repr(self):
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"bias={self.bias is not None}")
+
+
+class Flatten(Module):
+    def __init__(self, start_dim=1, end_dim=-1):
+        super().__init__()
+        self.start_dim = start_dim
+        self.end_dim = end_dim
+
+    def forward(self, input):
+        return input.flatten(self.start_dim, self.end_dim)
+
+    def extra_repr(self):
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
+class Unflatten(Module):
+    def __init__(self, dim, unflattened_size):
+        super().__init__()
+        if not isinstance(dim, int):
+            raise TypeError(f"invalid argument type for dim parameter: {type(dim).__name__}")
+        if not isinstance(unflattened_size, (tuple, list)):
+            raise TypeError("unflattened_size must be tuple of ints, but found type "
+                            f"{type(unflattened_size).__name__}")
+        for i, s in enumerate(unflattened_size):
+            if not isinstance(s, int):
+                raise TypeError("unflattened_size must be tuple of ints, but found element of "
+                                f"type {type(s).__name__} at pos {i}")
+        self.dim = dim
+        self.unflattened_size = unflattened_size
+
+    def forward(self, input):
+        return input.unflatten(self.dim, self.unflattened_size)
+
+    def extra_repr(self):
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
+
+
+# ---- activations ---------------------------------------------------------------------------------
+class ReLU(Module):
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.relu(input, inplace=self.inplace)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
+
+
+class GELU(Module):
+    def __init__(self, approximate="none"):
+        super().__init__()
+        self.approximate = approximate
+
+    def forward(self, input):
+        return F.gelu(input, approximate=self.approximate)
+
+    def extra_repr(self):
+        return f"approximate={repr(self.approximate)}"
+
+
+class SiLU(Module):
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.silu(input, inplace=self.inplace)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
+
+
+class Tanh(Module):
+    def forward(self, input):
+        return input.tanh()
+
+
+class Sigmoid(Module):
+    def forward(self, input):
+        return input.sigmoid()
+
+
+def _softmax_dim(name, ndim):
+    warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call to "
+                  "include dim=X as an argument.", stacklevel=3)
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+class Softmax(Module):
+    def __init__(self, dim=None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        dim = self.dim if self.dim is not None else _softmax_dim("softmax", input.ndim)
+        return F.softmax(input, dim)
+
+    def extra_repr(self):
+        return f"dim={self.dim}"
+
+
+class LogSoftmax(Module):
+    def __init__(self, dim=None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        dim = self.dim if self.dim is not None else _softmax_dim("log_softmax", input.ndim)
+        return F.log_softmax(input, dim)
+
+    def extra_repr(self):
+        return f"dim={self.dim}"
+
+
+class Dropout(Module):
+    def __init__(self, p=0.5, inplace=False):
+        super().__init__()
+        if p < 0 or p > 1:
+            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+        self.p = p
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.dropout(input, self.p, self.training, self.inplace)
+
+    def extra_repr(self):
+        return f"p={self.p}, inplace={self.inplace}"
+
+
+from .layers_container import ModuleDict, ModuleList, Sequential  # noqa: E402
+from .layers_conv import Conv2d, MaxPool2d  # noqa: E402
+from .layers_norm import BatchNorm1d, BatchNorm2d, Embedding, LayerNorm  # noqa: E402
+from .layers_loss import BCEWithLogitsLoss, CrossEntropyLoss, MSELoss, NLLLoss  # noqa: E402
+
+__all__ = ["Identity", "Linear", "Flatten", "Unflatten", "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid",
+           "Softmax", "LogSoftmax", "Dropout", "Sequential", "ModuleList", "ModuleDict", "Conv2d",
+           "MaxPool2d", "BatchNorm1d", "BatchNorm2d", "LayerNorm", "Embedding", "CrossEntropyLoss",
+           "MSELoss", "BCEWithLogitsLoss", "NLLLoss"]

@@ -252,11 +252,11 @@ class Module:
         for name, m in self._modules.items():
             body = repr(m).replace("\n", "\n  ")
             lines.append(f"({name}): {body}")
-        extra = self.extra_repr()
-        if not lines:
-            return f"{type(self).__name__}({extra})"
-        head = f"{type(self).__name__}(" + (f"\n  {extra}" if extra else "")
-        return head + "\n  " + "\n  ".join(lines) + "\n)"
+        extra = self.extra_repr().split("\n") if self.extra_repr() else []
+        if not lines and len(extra) <= 1:
+            return f"{type(self).__name__}({''.join(extra)})"
+        body = extra + lines
+        return f"{type(self).__name__}(\n  " + "\n  ".join(body) + "\n)"
 
     def __dir__(self):
         return sorted(set(object.__dir__(self)) | set(self._parameters) | set(self._buffers)
