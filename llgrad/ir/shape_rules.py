@@ -79,9 +79,20 @@ def _cat(dtype):
 
 def _promote(op, in_types, arrays):
     """The dtype promotion of runtime/dispatch, on types (PyTorch's rules)."""
-    if not op.promote:
+    res = promoted_dtype(op, in_types)
+    if res is None:
         return arrays
     pos = range(len(arrays)) if op.promote == "all" else op.promote
+    # (dtype != str, not dtype.name != str: NumPy's name getter costs microseconds)
+    return [a.astype(res) if isinstance(a, np.ndarray) and i in pos and a.dtype != res
+            else a for i, a in enumerate(arrays)]
+
+
+def promoted_dtype(op, in_types):
+    """The dtype an op's promoting operands are cast to (None: the op does not promote)."""
+    if not op.promote:
+        return None
+    pos = range(len(in_types)) if op.promote == "all" else op.promote
     dims, zeros, scal = [], [], -1
     for i in pos:
         if i >= len(in_types):
@@ -100,9 +111,7 @@ def _promote(op, in_types, arrays):
         res = {0: "bool", 1: "int64", 2: "float32"}[scal]
     if op.float_out and res is not None and _cat(res) < 2:
         res = "float32"
-    # (dtype != str, not dtype.name != str: NumPy's name getter costs microseconds)
-    return [a.astype(res) if isinstance(a, np.ndarray) and i in pos and a.dtype != res
-            else a for i, a in enumerate(arrays)]
+    return res
 
 
 @functools.lru_cache(maxsize=None)

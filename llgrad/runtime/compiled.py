@@ -22,7 +22,7 @@ from .compiled_node import CompiledFunctionBackward
 from .guards import collect
 from .tensor import Tensor
 
-BACKENDS = ("interpret", "eager")
+BACKENDS = ("interpret", "python", "eager")
 RECOMPILE_LIMIT = 8
 
 
@@ -161,6 +161,7 @@ class CompiledFunction:
         entry.unused = state["unused"]    # positions in diff_inputs: their .grad stays None
         entry.n_fn_out, entry.grad_assign = state["n_fn_out"], state["grad_assign"]
         entry.name = name
+        entry.backend = _backend(self.backend)
         self.entries.append(entry)
         _dump_to_env(self, entry)
         return entry, state["result"]
@@ -180,6 +181,42 @@ class CompiledFunction:
 _MISS = object()
 
 
+def forward_run(entry):
+    """The entry's forward as arrays -> (outputs, {Value: array} for guards and write-back),
+    on the entry's backend, made once and kept."""
+    run = getattr(entry, "_forward_run", None)
+    if run is None:
+        fwd = entry.forward
+        if entry.backend == "python":
+            from ..codegen.pysource import compile_source
+            extra = [g.value for g in fwd.guards] + list(fwd.mutated.values())
+            fn = compile_source(fwd, write_back=False, extra=extra)
+            n = len(fwd.outputs)
+
+            def run(arrays):
+                res = fn(*arrays)
+                return res[:n], dict(zip(extra, res[n:]))
+        else:
+            def run(arrays):
+                return evaluate(fwd, arrays)
+        entry._forward_run = run
+    return run
+
+
+def backward_run(entry):
+    """The entry's backward as arrays -> outputs, on the entry's backend."""
+    run = getattr(entry, "_backward_run", None)
+    if run is None:
+        if entry.backend == "python":
+            from ..codegen.pysource import compile_source
+            fn = compile_source(entry.backward)
+            run = lambda feeds: fn(*feeds)  # noqa: E731
+        else:
+            run = lambda feeds: evaluate(entry.backward, feeds)[0]  # noqa: E731
+        entry._backward_run = run
+    return run
+
+
 def run_entry(entry, tensors):
     """Run a compiled entry on the inputs; _MISS if one of its value guards fails."""
     fwd = entry.forward
@@ -188,7 +225,7 @@ def run_entry(entry, tensors):
     if entry.rng_index is not None:         # the RNG state input follows the tensors
         rng_state = state_to_array(default_generator.rng.bit_generator)
         arrays.append(rng_state)
-    outs, env = evaluate(fwd, arrays)
+    outs, env = forward_run(entry)(arrays)
     for g in fwd.guards:
         if env[g.value].reshape(()).item() != g.expected:
             return _MISS
@@ -230,6 +267,7 @@ def _wrap_outputs(arrays, inputs):
 
 
 def format_entry(entry, python=False):
+    from ..codegen.pysource import graph_source
     from ..tracer.vjp import saved_table_rows
     parts = ["== guards ==", *(f"  {n}: {v!r}" for n, v in entry.guard_items),
              *(f"  value guard: %{g.value.name or '?'} == {g.expected!r}  # {g.loc}"
@@ -241,6 +279,10 @@ def format_entry(entry, python=False):
     if entry.backward is not None:
         parts += ["== backward ==", str(entry.backward), "== saved values ==",
                   saved_table_rows(entry.saved)]
+    if python:
+        parts += ["== forward as Python ==", graph_source(entry.forward)]
+        if entry.backward is not None:
+            parts += ["== backward as Python ==", graph_source(entry.backward)]
     return "\n".join(parts)
 
 

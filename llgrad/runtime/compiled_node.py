@@ -71,10 +71,10 @@ class CompiledFunctionBackward(Node):
         if grad_mode.state.grad_enabled:
             outs = self._differentiable(saved, grads)
         else:
-            from ..ir.interpret import evaluate
+            from .compiled import backward_run
             feeds = [s._data if isinstance(s, Tensor) else s for s in saved] + \
                     [g._data for g in grads]
-            outs = [Tensor._from_array(o) for o in evaluate(entry.backward, feeds)[0]]
+            outs = [Tensor._from_array(o) for o in backward_run(entry)(feeds)]
         return fix_grads(outs, self.next_functions, self._in_meta)
 
     def _differentiable(self, saved, grads):
