@@ -76,7 +76,13 @@ def _stepped(a):
     return view
 
 
-LAYOUTS = {"contiguous": None, "transposed": _transposed, "stepped": _stepped}
+def _broadcast(a):
+    """a's first row repeated through a stride-0 dimension (an expanded input)."""
+    return np.broadcast_to(a[:1], a.shape)
+
+
+LAYOUTS = {"contiguous": None, "transposed": _transposed, "stepped": _stepped,
+           "broadcast": _broadcast}
 
 
 def _laid_out(a):
@@ -86,6 +92,13 @@ def _laid_out(a):
         return arr
     return None
 
+
+# (program, layout) pairs that do not apply, with the reason.
+NOT_IN_LAYOUT = {
+    ("as_strided-of_view", "broadcast"): "as_strided over the storage of an expanded input "
+                                         "reaches past it (an error in eager too)",
+    ("as_strided-of_transpose", "broadcast"): "as above",
+}
 
 # Programs that only run on contiguous inputs, with the reason.
 CONTIGUOUS_ONLY = {
@@ -99,10 +112,12 @@ def _applies(prog, layout):
     make = LAYOUTS[layout]
     if make is None:
         return True
-    if f"{prog.op}-{prog.id}" in CONTIGUOUS_ONLY:
+    if f"{prog.op}-{prog.id}" in CONTIGUOUS_ONLY or (f"{prog.op}-{prog.id}", layout) in \
+            NOT_IN_LAYOUT:
         return False
     arrays = [_laid_out(a) for a in prog.inputs]
-    return any(not make(np.array(a)).flags.c_contiguous for a in arrays if a is not None)
+    return any(not make(np.array(a)).flags.c_contiguous for a in arrays
+               if a is not None and (layout != "broadcast" or a.shape[0] > 1))
 
 
 def build(prog, layout):
