@@ -61,7 +61,8 @@ def _needed(nodes, targets):
 
 def _run_pre_hooks(node, grads):
     if isinstance(node, AccumulateGrad):
-        for hook in node.variable._hooks or ():
+        leaf = node.variable
+        for hook in (leaf._hooks or ()) if leaf is not None else ():
             if grads[0] is not None:
                 r = hook(grads[0])
                 if r is not None:

@@ -251,15 +251,22 @@ def node_class(name):
 
 
 class AccumulateGrad(Node):
-    """Adds the incoming gradient into a leaf's .grad (after the leaf's hooks)."""
-    __slots__ = ("variable",)
+    """Adds the incoming gradient into a leaf's .grad (after the leaf's hooks). The leaf
+    holds its node; the node holds the leaf weakly, so there is no reference cycle."""
+    __slots__ = ("_variable",)
 
     def __init__(self, variable):
         Node.__init__(self)
-        self.variable = variable
+        self._variable = weakref.ref(variable)
+
+    @property
+    def variable(self):
+        return self._variable()
 
     def accumulate(self, g, create_graph):
         leaf = self.variable
+        if leaf is None:            # the leaf is gone: nobody can read its gradient
+            return
         old = leaf._grad
         if create_graph:
             leaf._grad = g if old is None else old + g
@@ -282,10 +289,9 @@ class AccumulateGrad(Node):
 
 
 def accumulate_node(leaf):
-    acc = leaf._acc() if leaf._acc is not None else None
+    acc = leaf._acc
     if acc is None:
-        acc = AccumulateGrad(leaf)
-        leaf._acc = weakref.ref(acc)
+        acc = leaf._acc = AccumulateGrad(leaf)
     return acc
 
 
