@@ -26,21 +26,47 @@ def evaluate(graph, arrays):
         if a.shape != v.type.shape:
             raise ValueError(f"input %{v.name}: expected shape {v.type.shape}, got {a.shape}")
         env[v] = a
-    for node in graph.nodes:
+    for node, impl, casts in _plan(graph):
         args = [env[x] if isinstance(x, Value) else x for x in node.inputs]
-        if node.op == "constant":
-            out = np.array(node.attrs["value"], dtype=node.attrs["dtype"])
-        else:
-            op = OPS[node.op]
-            out = op.impl(*_promoted(node, args), **node.attrs)
-        outs = out if len(node.outputs) > 1 or (node.op in OPS and OPS[node.op].nout != 1) \
-            else (out,)
+        if casts:
+            for k, dt in casts:
+                if args[k].dtype != dt:
+                    args[k] = args[k].astype(dt)
+        out = impl(*args, **node.attrs)
+        outs = out if len(node.outputs) > 1 else (out,)
         for v, o in zip(node.outputs, outs):
             o = np.asarray(o)
             if o.dtype != v.type.dtype:
                 o = o.astype(v.type.dtype)
             env[v] = o
     return tuple(env[v] for v in graph.outputs), env
+
+
+def _constant(value, dtype):
+    return np.array(value, dtype=dtype)
+
+
+def _plan(graph):
+    """Per node: its NumPy impl and the operand casts its dtype promotion needs, worked out
+    once per graph (the graph is not changed after verification)."""
+    plan = graph.__dict__.get("_interpret_plan")
+    if plan is None or len(plan) != len(graph.nodes):
+        from .shape_rules import promoted_dtype
+        plan = []
+        for node in graph.nodes:
+            if node.op == "constant":
+                plan.append((node, _constant, ()))
+                continue
+            op = OPS[node.op]
+            want = promoted_dtype(op, [x.type if isinstance(x, Value) else x
+                                       for x in node.inputs])
+            pos = range(len(node.inputs)) if op.promote == "all" else op.promote or ()
+            casts = tuple((k, want) for k in pos if want is not None and k < len(node.inputs)
+                          and isinstance(node.inputs[k], Value)
+                          and node.inputs[k].type.dtype != want)
+            plan.append((node, op.impl, casts))
+        graph.__dict__["_interpret_plan"] = plan
+    return plan
 
 
 def _promoted(node, args):
