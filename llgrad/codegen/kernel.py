@@ -1,0 +1,206 @@
+"""A compiled graph: checks its inputs, fills the pointer array, makes one native call.
+
+Native code trusts the geometry it was compiled for, so every input's dtype, shape and
+strides (and alignment) are checked against the graph's input types before the call; a
+mismatch raises ValueError and no native code runs. Output buffers are allocated per call
+(outputs are returned to the caller); the scratch arena is allocated once per kernel, so a
+Kernel must not be called from two threads at once."""
+import ctypes
+
+import numpy as np
+
+from ..ir.ops_shape import strided_view
+
+_from_address = ctypes.c_void_p.from_address
+
+
+def _probe_data_offset():
+    """The offset of the data pointer in an ndarray object (PyArrayObject.data), verified
+    on a few arrays; None if it cannot be confirmed (then ndarray.ctypes is used)."""
+    for off in (16, 24, 32):
+        ok = True
+        for a in (np.zeros(3), np.arange(10.0)[2::3], np.ones((2, 3), np.float32).T):
+            if _from_address(id(a) + off).value != a.ctypes.data:
+                ok = False
+                break
+        if ok:
+            return off
+    return None
+
+
+_DATA_OFFSET = _probe_data_offset()
+
+
+def data_pointer(a):
+    """The address of an ndarray's first element (cheaply, for exact ndarrays)."""
+    if _DATA_OFFSET is not None and type(a) is np.ndarray:
+        return _from_address(id(a) + _DATA_OFFSET).value or 0
+    return a.ctypes.data
+
+
+class _InSpec:
+    __slots__ = ("name", "dtype", "shape", "strides", "bstrides", "itemsize", "mask")
+
+    def __init__(self, v):
+        t = v.type
+        self.name = v.name
+        self.dtype = np.dtype(t.dtype)
+        self.shape = tuple(t.shape)
+        self.strides = tuple(t.strides)
+        self.itemsize = self.dtype.itemsize
+        self.bstrides = tuple(s * self.itemsize for s in t.strides)
+        self.mask = self.itemsize - 1
+
+
+class Kernel:
+    """Call with a sequence of arrays (one per graph input); returns the outputs' arrays.
+
+    ir_before / ir_after: the module's LLVM IR before and after optimisation."""
+
+    def __init__(self, graph, plan, compiled, entry):
+        self.graph = graph
+        self.plan = plan
+        self.compiled = compiled
+        self.entry_name = entry
+        self.address = compiled.address(entry)
+        self._fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self.address)
+        self._in = [_InSpec(v) for v in graph.inputs]
+        self._nin = len(self._in)
+        self._ptrs = (ctypes.c_void_p * max(plan.nslots, 1))()
+        self._ptrs_addr = ctypes.addressof(self._ptrs)
+        self._arena = np.empty(plan.arena_bytes + 64, np.uint8)
+        base = -(-self._arena.ctypes.data // 64) * 64
+        for b in plan.scratch:
+            self._ptrs[b.slot] = base + b.offset
+        self._outs = [(b.slot, np.dtype(b.dtype), tuple(b.value.type.shape))
+                      for b in plan.outputs]
+        index = {b: k for k, b in enumerate(plan.outputs)}
+        self._recipes = [self._recipe(v, index) for v in plan.escaping]
+        self._nout = len(graph.outputs)
+        self._mutated = sorted(graph.mutated)
+        self._direct = (len(self._recipes) == len(self._outs) and
+                        all(r == ("out", k, None) for k, r in enumerate(self._recipes)))
+
+    @property
+    def ir_before(self):
+        return self.compiled.ir_before
+
+    @property
+    def ir_after(self):
+        return self.compiled.ir_after
+
+    def _recipe(self, v, index):
+        """How to build the array of a returned value after the call."""
+        from .plan import root_of
+        root = root_of(v)
+        buf = self.plan.buffers[root]
+        t = v.type
+        if buf.kind == "constant":
+            node = root.node
+            base = np.asarray(node.attrs["value"], dtype=node.attrs["dtype"])
+            if v is root:
+                return ("const", base, None)
+            return ("const", base, (t.shape, t.strides, t.offset - root.type.offset))
+        if buf.kind == "input":
+            if v is root:
+                return ("input", buf.index, None)
+            return ("input", buf.index, (t.shape, t.strides, t.offset - root.type.offset))
+        k = index[buf]
+        if v is root:
+            return ("out", k, None)
+        it = np.dtype(t.dtype).itemsize
+        return ("outview", k, (t.shape, tuple(s * it for s in t.strides),
+                               (t.offset - root.type.offset) * it))
+
+    # ---- calling ------------------------------------------------------------------------
+    def _check(self, k, a):
+        """The slow path: a clear ValueError for an out-of-spec input, else the array."""
+        spec = self._in[k]
+        what = f"input {k} (%{spec.name})"
+        if not isinstance(a, np.ndarray):
+            a = np.asarray(a)
+        if a.dtype != spec.dtype:
+            raise ValueError(f"{what}: expected dtype {spec.dtype}, got {a.dtype}")
+        if a.shape != spec.shape:
+            raise ValueError(f"{what}: expected shape {spec.shape}, got {a.shape}")
+        if a.size:
+            for n, want, got in zip(a.shape, spec.bstrides, a.strides):
+                if n > 1 and want != got:
+                    got_el = tuple(s / a.itemsize if s % a.itemsize else s // a.itemsize
+                                   for s in a.strides)
+                    raise ValueError(f"{what}: expected strides {spec.strides} (elements), "
+                                     f"got {got_el}")
+            if data_pointer(a) & spec.mask:
+                raise ValueError(f"{what}: the array's data is not aligned to its itemsize")
+        return a
+
+    def _pointers(self, arrays):
+        """Check the inputs and store their data pointers; returns the (possibly converted)
+        arrays. The fast path is a handful of attribute compares per input."""
+        if len(arrays) != self._nin:
+            raise ValueError(f"kernel for graph {self.graph.name} takes {self._nin} inputs, "
+                             f"got {len(arrays)}")
+        ptrs, off, converted = self._ptrs, _DATA_OFFSET, None
+        for k, (a, spec) in enumerate(zip(arrays, self._in)):
+            if type(a) is np.ndarray and a.dtype is spec.dtype and a.shape == spec.shape \
+                    and a.strides == spec.bstrides and off is not None:
+                p = _from_address(id(a) + off).value or 0
+                if p & spec.mask:
+                    self._check(k, a)                  # raises: misaligned
+            else:
+                a = self._check(k, a)
+                if converted is None:
+                    converted = list(arrays)
+                converted[k] = a
+                p = data_pointer(a)
+            ptrs[k] = p
+        return arrays if converted is None else converted
+
+    def _launch(self, arrays):
+        arrays = self._pointers(arrays)
+        ptrs = self._ptrs
+        outs = []
+        for slot, dt, shape in self._outs:
+            o = np.empty(shape, dt)
+            ptrs[slot] = data_pointer(o)
+            outs.append(o)
+        self._fn(self._ptrs_addr)
+        return arrays, outs
+
+    def run(self, arrays):
+        """(outputs, extras): extras maps each mutated input's final value and each guard's
+        value (Values of the graph) to its array; nothing is written back."""
+        arrays, outs = self._launch(arrays)
+        results = [self._build(r, arrays, outs) for r in self._recipes]
+        n = self._nout
+        return tuple(results[:n]), dict(zip(self.plan.escaping[n:], results[n:]))
+
+    def __call__(self, arrays):
+        """Run the kernel; mutated inputs are written back (as ir.interpret does)."""
+        if self._direct:                               # outputs are the output buffers
+            return tuple(self._launch(arrays)[1])
+        outs, extras = self.run(arrays)
+        for i in self._mutated:
+            arrays[i][...] = extras[self.graph.mutated[i]]
+        return outs
+
+    @staticmethod
+    def _build(recipe, arrays, outs):
+        kind, k, geom = recipe
+        if kind == "out":
+            return outs[k]
+        if kind == "outview":
+            shape, bstrides, boff = geom
+            base = outs[k]
+            return np.ndarray(shape, base.dtype, buffer=base, offset=boff, strides=bstrides)
+        base = arrays[k] if kind == "input" else k.copy()
+        if geom is None:
+            return base
+        shape, strides, shift = geom
+        return strided_view(base, shape, strides, shift)
+
+    def dump(self, optimized=True):
+        return self.ir_after if optimized else self.ir_before
+
+    def __repr__(self):
+        return f"<Kernel {self.entry_name}: {len(self.plan.groups)} groups>"

@@ -1,0 +1,175 @@
+"""IR graph -> one LLVM module with one exported entry, compiled into a Kernel.
+
+    void entry(i8** bufs)
+
+bufs holds one pointer per buffer: the graph inputs (their arrays' data pointers), then the
+output buffers (allocated contiguous by the caller), then the scratch buffers (one arena
+allocated once per kernel). The entry calls one internal function per group (see plan.py)
+with the group's buffers as `noalias` arguments, so its loops vectorise without run-time
+alias checks.
+
+`supports(graph)` says whether every node has a lowering (and the first that has none);
+`lower(graph)` raises Unsupported naming that node otherwise."""
+import itertools
+import re
+
+import numpy as np
+from llvmlite import ir
+
+from ..ir.graph import Value
+from ..ir.optable import OPS
+from . import jit
+from . import ops_elementwise, ops_matmul, ops_reduce  # noqa: F401  (fill the table)
+from .fusion import emit_elementwise
+from .kernel import Kernel
+from .loops import FuncGen
+from .plan import Plan, live_nodes, root_of
+from .scalar import DTYPES, I64, PTR, mem_type
+from .table import LOWERINGS, register
+
+for _name, _op in OPS.items():
+    if _op.kind == "view" and _name not in LOWERINGS:
+        register(_name, "view")
+
+_counter = itertools.count()
+
+
+class Unsupported(NotImplementedError):
+    def __init__(self, node, reason):
+        self.node, self.reason = node, reason
+        where = f" ({node.loc})" if node is not None and node.loc else ""
+        what = f"node `{node.op}`{where}" if node is not None else "graph"
+        super().__init__(f"llvm backend: cannot lower {what}: {reason}")
+
+
+def _extent(t):
+    """(lowest, highest) element offsets a type reaches from its first element."""
+    lo = sum((n - 1) * s for n, s in zip(t.shape, t.strides) if s < 0)
+    hi = sum((n - 1) * s for n, s in zip(t.shape, t.strides) if s > 0)
+    return lo, hi
+
+
+def unsupported(graph):
+    """(node, reason) of the first node that cannot be lowered, or None (dead nodes, which
+    no output depends on, are not compiled and do not count)."""
+    for v in graph.inputs:
+        if v.type.dtype not in DTYPES:
+            return None, f"input %{v.name} has dtype {v.type.dtype}"
+    for node in live_nodes(graph):
+        low = LOWERINGS.get(node.op)
+        if low is None:
+            return node, "no lowering for this op"
+        for o in node.outputs:
+            if o.type.dtype not in DTYPES:
+                return node, f"dtype {o.type.dtype}"
+        for x in node.inputs:
+            if isinstance(x, Value) and x.type.dtype not in DTYPES:
+                return node, f"operand dtype {x.type.dtype}"
+        if low.kind == "view":
+            reason = _check_view(node)
+        elif len(node.outputs) != 1:
+            reason = "several results"
+        else:
+            reason = low.check(node) if low.check else None
+        if reason:
+            return node, reason
+    return None
+
+
+def _check_view(node):
+    """A view must stay inside its root's elements (native code never reads outside)."""
+    for o in node.outputs:
+        t = o.type
+        if t.numel == 0:
+            continue
+        root = root_of(o)
+        if t.dtype != root.type.dtype:
+            return "a view changing dtype"
+        rel = t.offset - root.type.offset
+        lo, hi = _extent(t)
+        if root.node is None:                      # a graph input: its own reach
+            rlo, rhi = _extent(root.type)
+        else:                                      # a contiguous buffer
+            rlo, rhi = 0, root.type.numel - 1
+        if rel + lo < rlo or rel + hi > rhi:
+            return "a view reaching outside its base"
+    return None
+
+
+def supports(graph):
+    """(True, None) when lower(graph) can compile it, else (False, the first bad node)."""
+    bad = unsupported(graph)
+    return (True, None) if bad is None else (False, bad[0])
+
+
+def lower(graph, *, blas=True, opt=True):
+    """Compile graph to a Kernel (raises Unsupported when supports(graph) is False)."""
+    bad = unsupported(graph)
+    if bad is not None:
+        raise Unsupported(*bad)
+    plan = Plan(graph)
+    plan.options = {"blas": blas}
+    for grp in plan.groups:
+        low = LOWERINGS[grp.root.op]
+        if low.prepare:
+            low.prepare(plan, grp)
+    plan.finalize()
+    name = f"llgrad_{re.sub(r'[^0-9A-Za-z_]', '_', graph.name)}_{next(_counter)}"
+    mod = jit.new_module(name)
+    consts = _constants(mod, plan)
+    calls = []
+    for grp in plan.groups:
+        bufs = plan.group_buffers(grp)
+        fg = FuncGen(mod, f"{name}.g{grp.index}.{grp.root.op}", bufs)
+        low = LOWERINGS[grp.root.op]
+        if low.kind == "elementwise":
+            emit_elementwise(plan, grp, fg)
+        else:
+            low.emit(plan, grp, fg)
+        calls.append((fg.finish(), bufs))
+    _entry(mod, name, calls, consts)
+    compiled = jit.compile_module(mod, [name], opt=opt)
+    return Kernel(graph, plan, compiled, name)
+
+
+def _constants(mod, plan):
+    out = {}
+    for k, (v, buf) in enumerate((v, b) for v, b in plan.buffers.items()
+                                 if b.kind == "constant"):
+        node = v.node
+        arr = np.asarray(node.attrs["value"], dtype=node.attrs["dtype"]).ravel()
+        et = mem_type(buf.dtype)
+        items = [ir.Constant(et, float(x) if arr.dtype.kind == "f" else int(x)) for x in arr]
+        if not items:
+            items = [ir.Constant(et, 0)]
+        gv = ir.GlobalVariable(mod, ir.ArrayType(et, len(items)), name=f"const{k}")
+        gv.initializer = ir.Constant(ir.ArrayType(et, len(items)), items)
+        gv.global_constant = True
+        gv.linkage = "private"
+        gv.align = 64
+        out[buf] = gv
+    return out
+
+
+def _entry(mod, name, calls, consts):
+    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [PTR]), name=name)
+    fn.attributes.add("nounwind")
+    bufs = fn.args[0]
+    bufs.name = "bufs"
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    ptrs = {}
+    for gfn, gbufs in calls:
+        args = []
+        for buf in gbufs:
+            if buf.kind == "constant":
+                args.append(consts[buf])
+                continue
+            p = ptrs.get(buf)
+            if p is None:
+                slot = b.gep(bufs, [ir.Constant(I64, buf.slot)], inbounds=True,
+                             source_etype=PTR)
+                p = ptrs[buf] = b.load(slot, typ=PTR, name=f"buf{buf.slot}")
+            args.append(p)
+        b.call(gfn, args)
+    b.ret_void()
+    return fn

@@ -1,0 +1,242 @@
+"""Lowerings of the elementwise ops: one element of the result from one element of each
+operand, mirroring each op's NumPy implementation in llgrad/ir (same operation order, same
+NaN/inf behaviour; transcendental functions from vecmath)."""
+import math
+
+from llvmlite import ir
+
+from . import vecmath
+from .fusion import compute_dtypes
+from .scalar import Scalar, is_float
+from .table import elementwise, register
+
+
+def _dts(node):
+    return [d for d in compute_dtypes(node) if d is not None]
+
+
+def _no_bool(node):
+    if "bool" in _dts(node):
+        return "bool operands"
+    return None
+
+
+def _alpha_ok(node):
+    alpha = node.attrs.get("alpha", 1)
+    dts = _dts(node)
+    if any(not is_float(d) for d in dts) and (alpha != 1 and
+                                              (isinstance(alpha, float) or "bool" in dts)):
+        return f"alpha={alpha!r} on integer operands"
+    if node.op != "add" and "bool" in dts:
+        return "bool operands"
+    return None
+
+
+def _floats_only(node):
+    if any(not is_float(d) for d in _dts(node)):
+        return "integer operands"
+    return None
+
+
+def _scaled(sg, x, alpha):
+    return x if alpha == 1 else sg.mul(x, sg.const(alpha, x.dt))
+
+
+# ---- arithmetic ----------------------------------------------------------------------------
+
+@elementwise("add", check=_alpha_ok)
+def _add(sg, node, a, b):
+    return sg.add(a, _scaled(sg, b, node.attrs.get("alpha", 1)))
+
+
+@elementwise("sub", check=_alpha_ok)
+def _sub(sg, node, a, b):
+    return sg.sub(a, _scaled(sg, b, node.attrs.get("alpha", 1)))
+
+
+@elementwise("rsub", check=_alpha_ok)
+def _rsub(sg, node, a, b):
+    return sg.sub(b, _scaled(sg, a, node.attrs.get("alpha", 1)))
+
+
+@elementwise("mul")
+def _mul(sg, node, a, b):
+    return sg.mul(a, b)
+
+
+@elementwise("div", check=_floats_only)
+def _div(sg, node, a, b):
+    return sg.div(a, b)
+
+
+@elementwise("neg", check=_no_bool)
+def _neg(sg, node, a):
+    return sg.neg(a)
+
+
+@elementwise("abs", check=_no_bool)
+def _abs(sg, node, a):
+    return sg.abs(a)
+
+
+@elementwise("reciprocal", check=_floats_only)
+def _reciprocal(sg, node, a):
+    return sg.div(sg.const(1, a.dt), a)
+
+
+@elementwise("sign", check=_no_bool)
+def _sign(sg, node, a):
+    pos = sg.cmp(">", a, sg.const(0, a.dt)).v
+    neg = sg.cmp("<", a, sg.const(0, a.dt)).v
+    return sg.select(pos, sg.const(1, a.dt), sg.select(neg, sg.const(-1, a.dt), a))
+
+
+# ---- unary math ---------------------------------------------------------------------------
+
+def _unary(name, fn):
+    elementwise(name, check=_floats_only)(lambda sg, node, a: fn(sg, a))
+
+
+_unary("exp", vecmath.exp)
+_unary("expm1", vecmath.expm1)
+_unary("log", vecmath.log)
+_unary("tanh", vecmath.tanh)
+_unary("sigmoid", vecmath.sigmoid)
+_unary("sqrt", lambda sg, a: Scalar(sg.call("llvm.sqrt", a.v.type, a.v), a.dt))
+_unary("rsqrt", lambda sg, a: sg.div(sg.const(1, a.dt),
+                                      Scalar(sg.call("llvm.sqrt", a.v.type, a.v), a.dt)))
+_unary("silu", lambda sg, a: sg.mul(a, vecmath.sigmoid(sg, a)))
+
+
+@elementwise("floor", check=_floats_only)
+def _floor(sg, node, a):
+    return Scalar(sg.call("llvm.floor", a.v.type, a.v), a.dt)
+
+
+@elementwise("round", check=lambda n: None if not n.attrs.get("decimals") else "decimals")
+def _round(sg, node, a):
+    if not is_float(a.dt):
+        return a
+    return Scalar(sg.call("llvm.roundeven", a.v.type, a.v), a.dt)   # half to even
+
+
+def _gelu_check(node):
+    if node.attrs.get("approximate", "none") != "tanh":
+        return "gelu without approximate='tanh' needs erf"
+    return _floats_only(node)
+
+
+@elementwise("gelu", check=_gelu_check)
+def _gelu(sg, node, x):
+    # 0.5 * x * (1 + tanh(c * (x + 0.044715 * x * x * x))), in the reference's order
+    c = lambda v: sg.const(v, x.dt)                                # noqa: E731
+    cube = sg.mul(sg.mul(sg.mul(c(0.044715), x), x), x)
+    inner = sg.mul(c(math.sqrt(2.0 / math.pi)), sg.add(x, cube))
+    return sg.mul(sg.mul(c(0.5), x), sg.add(c(1), vecmath.tanh(sg, inner)))
+
+
+@elementwise("leaky_relu", check=_floats_only)
+def _leaky_relu(sg, node, x):
+    slope = node.attrs.get("negative_slope", 0.01)
+    pos = sg.cmp(">", x, sg.const(0, x.dt)).v
+    return sg.select(pos, x, sg.mul(x, sg.const(slope, x.dt)))
+
+
+# ---- activations and selection --------------------------------------------------------------
+
+@elementwise("relu", check=_no_bool)
+def _relu(sg, node, a):
+    return sg.maximum(a, sg.const(0, a.dt))
+
+
+@elementwise("maximum", check=_no_bool)
+def _maximum(sg, node, a, b):
+    return sg.maximum(a, b)
+
+
+@elementwise("minimum", check=_no_bool)
+def _minimum(sg, node, a, b):
+    return sg.minimum(a, b)
+
+
+@elementwise("clamp", check=_no_bool)
+def _clamp(sg, node, x, lo, hi):
+    if lo is not None:
+        x = sg.maximum(x, lo)
+    if hi is not None:
+        x = sg.minimum(x, hi)
+    return x
+
+
+@elementwise("where")
+def _where(sg, node, c, a, b):
+    return sg.select(sg.truth(c), a, b)
+
+
+@elementwise("masked_fill")
+def _masked_fill(sg, node, x, mask, value):
+    v = sg.cast(value, x.dt) if isinstance(value, Scalar) else sg.const(value, x.dt)
+    return sg.select(sg.truth(mask), v, x)
+
+
+# ---- comparisons and logic -------------------------------------------------------------------
+
+for _name, _op in (("eq", "=="), ("ne", "!="), ("lt", "<"), ("le", "<="), ("gt", ">"),
+                   ("ge", ">=")):
+    elementwise(_name)((lambda op: lambda sg, node, a, b: sg.cmp(op, a, b))(_op))
+
+
+@elementwise("logical_not")
+def _logical_not(sg, node, a):
+    return Scalar(sg.b.not_(sg.truth(a)), "bool")
+
+
+for _name, _f in (("logical_and", "and_"), ("logical_or", "or_"), ("logical_xor", "xor")):
+    elementwise(_name)((lambda f: lambda sg, node, a, b:
+                        Scalar(getattr(sg.b, f)(sg.truth(a), sg.truth(b)), "bool"))(_f))
+
+
+@elementwise("isnan")
+def _isnan(sg, node, a):
+    if not is_float(a.dt):
+        return sg.const(False, "bool")
+    return Scalar(sg.isnan(a), "bool")
+
+
+@elementwise("isfinite")
+def _isfinite(sg, node, a):
+    if not is_float(a.dt):
+        return sg.const(True, "bool")
+    fab = sg.call("llvm.fabs", a.v.type, a.v)
+    return Scalar(sg.b.fcmp_ordered("<", fab, ir.Constant(a.v.type, math.inf)), "bool")
+
+
+# ---- copies, casts and fills --------------------------------------------------------------------
+
+@elementwise("to_dtype", "clone")
+def _identity(sg, node, a):
+    return a                         # the result is cast to the node's dtype by the caller
+
+
+@elementwise("copy")
+def _copy(sg, node, x, src):
+    return src
+
+
+@elementwise("fill")
+def _fill(sg, node, x, value):
+    dt = node.outputs[0].type.dtype
+    return sg.cast(value, dt) if isinstance(value, Scalar) else sg.const(value, dt)
+
+
+@elementwise("zero")
+def _zero(sg, node, x):
+    return sg.const(0, node.outputs[0].type.dtype)
+
+
+@elementwise("full")
+def _full(sg, node):
+    return sg.const(node.attrs["value"], node.attrs["dtype"])
+
+
+register("constant", "constant")

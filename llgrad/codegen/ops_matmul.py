@@ -1,0 +1,174 @@
+"""mm, bmm and matmul (NumPy's matmul semantics: 1-D operands, broadcast batch dims).
+
+Each operand is a matrix per batch index: rows, cols, a row stride and a column stride in
+its buffer. One whose layout BLAS can read (unit stride along one axis, a leading dimension
+at least the other extent) is passed as is (a transposed view becomes CblasTrans); any other
+(stepped, broadcast rows) is first copied into a contiguous temporary. With a BLAS, one
+cblas_?gemm call per batch index; without one (or for integer dtypes), generated i-k-j loops
+(the inner loop runs along rows of B and C, and vectorises)."""
+from dataclasses import dataclass
+
+import numpy as np
+from llvmlite import ir
+
+from ..ir.graph import Value
+from ..ir.optable import contiguous_strides
+from . import blas
+from .loops import Access, for_range, loop_nest
+from .scalar import F32, F64, I32, I64, PTR
+from .table import register
+
+ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
+
+
+@dataclass
+class _Mat:
+    acc: Access          # buffer, dtype, offset; strides = (*batch strides, rs, cs)
+    rows: int
+    cols: int
+    trans: int = NO_TRANS
+    ld: int = 0
+
+    @property
+    def rs(self):
+        return self.acc.strides[-2]
+
+    @property
+    def cs(self):
+        return self.acc.strides[-1]
+
+
+def _blas_layout(m):
+    """(trans, ld) for BLAS, or None when the layout needs a copy."""
+    rows, cols, rs, cs = m.rows, m.cols, m.rs, m.cs
+    if cols == 1 or cs == 1:
+        ld = rs if rows > 1 else max(1, cols)
+        if ld >= max(1, cols):
+            return NO_TRANS, ld
+    if rows == 1 or rs == 1:
+        ld = cs if cols > 1 else max(1, rows)
+        if ld >= max(1, rows):
+            return TRANS, ld
+    return None
+
+
+def _check(node):
+    a, b = node.inputs[:2]
+    if not (isinstance(a, Value) and isinstance(b, Value)):
+        return "operands must be tensors"
+    dt = node.outputs[0].type.dtype
+    if a.type.dtype != dt or b.type.dtype != dt:
+        return "mixed dtypes"
+    if dt == "bool":
+        return "bool operands"
+    if len(a.type.shape) == 0 or len(b.type.shape) == 0:
+        return "0-d operand"
+    return None
+
+
+def _operand(plan, v, batch, as_row):
+    """The operand v as a matrix with strides over (*batch, rows, cols)."""
+    t = v.type
+    acc = plan.access(v, t.shape)
+    if len(t.shape) == 1:
+        n, s = t.shape[0], acc.strides[0]
+        rows, cols, rs, cs = (1, n, 0, s) if as_row else (n, 1, s, 0)
+        bstr = ()
+    else:
+        rows, cols = t.shape[-2:]
+        rs, cs = acc.strides[-2:]
+        bstr = acc.strides[:-2]
+    own = t.shape[:-2] if len(t.shape) > 1 else ()
+    lead = len(batch) - len(own)
+    bs = [0] * lead + [0 if n == 1 else s for n, s in zip(own, bstr)]
+    return _Mat(acc.with_strides(tuple(bs) + (rs, cs)), rows, cols)
+
+
+def _prepare(plan, group):
+    node = group.root
+    a, b = node.inputs[:2]
+    out_t = node.outputs[0].type
+    batch_a = a.type.shape[:-2] if len(a.type.shape) > 1 else ()
+    batch_b = b.type.shape[:-2] if len(b.type.shape) > 1 else ()
+    batch = tuple(np.broadcast_shapes(batch_a, batch_b))
+    A = _operand(plan, a, batch, as_row=True)
+    B = _operand(plan, b, batch, as_row=False)
+    M, K, N = A.rows, A.cols, B.cols
+    cstr = contiguous_strides(batch + (M, N))
+    C = _Mat(Access(plan.buffers[node.outputs[0]], out_t.dtype, 0, cstr), M, N)
+    gemm = blas.gemm_symbols().get(out_t.dtype) if plan.options.get("blas", True) else None
+    copies = []
+    if gemm:
+        for m in (A, B):
+            lay = _blas_layout(m)
+            if lay is None:
+                own = [n if s else 1 for n, s in zip(batch, m.acc.strides[:-2])]
+                shape = tuple(own) + (m.rows, m.cols)
+                tmp = plan.temp(group, m.acc.dt, int(np.prod(shape)))
+                cs = contiguous_strides(shape)
+                dst = Access(tmp, m.acc.dt, 0, tuple(s if n > 1 else 0 for s, n in
+                                                     zip(cs[:-2], own)) + cs[-2:])
+                copies.append((m.acc, dst, shape, own))
+                m.acc = dst
+                lay = (NO_TRANS, max(1, m.cols))
+            m.trans, m.ld = lay
+    group.state.update(A=A, B=B, C=C, M=M, N=N, K=K, batch=batch, gemm=gemm, copies=copies)
+
+
+def _gemm_fn(module, sym, bits, dt):
+    fn = module.globals.get(sym)
+    if fn is None:
+        it = I64 if bits == 64 else I32
+        ft = F32 if dt == "float32" else F64
+        fnty = ir.FunctionType(ir.VoidType(), [I32, I32, I32, it, it, it, ft, PTR, it, PTR, it,
+                                               ft, PTR, it])
+        fn = ir.Function(module, fnty, name=sym)
+    return fn
+
+
+def _emit(plan, group, fg):
+    st = group.state
+    A, B, C, M, N, K, batch = (st[k] for k in "A B C M N K batch".split())
+    b, sg = fg.b, fg.sg
+    dt = C.acc.dt
+    if M * N * int(np.prod(batch)) == 0:
+        return
+    for src, dst, shape, own in st["copies"]:
+        # src strides are over (*batch, rows, cols); copy the operand's own extent
+        with loop_nest(b, shape, name="cp") as idx:
+            fg.store(fg.load(src, idx), dst, idx)
+    if K == 0:
+        numel = M * N * int(np.prod(batch))
+        with for_range(b, 0, numel) as i:
+            fg.store(sg.const(0, dt), Access(C.acc.buf, dt, 0, (1,)), [i])
+        return
+    if st["gemm"]:
+        sym, bits = st["gemm"]
+        fn = _gemm_fn(fg.module, sym, bits, dt)
+        it = I64 if bits == 64 else I32
+        ft = F32 if dt == "float32" else F64
+        zeros = [ir.Constant(I64, 0)] * 2
+        with loop_nest(b, batch, name="bt") as bidx:
+            ptrs = [fg.address(m.acc, list(bidx) + zeros) for m in (A, B, C)]
+            c = lambda v, t=it: ir.Constant(t, v)                       # noqa: E731
+            b.call(fn, [c(ROW_MAJOR, I32), c(A.trans, I32), c(B.trans, I32), c(M), c(N), c(K),
+                        ir.Constant(ft, 1.0), ptrs[0], c(A.ld), ptrs[1], c(B.ld),
+                        ir.Constant(ft, 0.0), ptrs[2], c(N)])
+        return
+    # generated loops: C[i, :] = sum_k A[i, k] * B[k, :]
+    with loop_nest(b, batch, name="bt") as bidx:
+        bidx = list(bidx)
+        with for_range(b, 0, M, name="i") as i:
+            with for_range(b, 0, N, name="j") as j:
+                fg.store(sg.const(0, dt), C.acc, bidx + [i, j])
+            with for_range(b, 0, K, name="k") as k:
+                aik = fg.load(A.acc, bidx + [i, k])
+                with for_range(b, 0, N, name="j") as j:
+                    cur = fg.load(C.acc, bidx + [i, j])
+                    fg.store(sg.add(cur, sg.mul(aik, fg.load(B.acc, bidx + [k, j]))),
+                             C.acc, bidx + [i, j])
+
+
+for _op in ("mm", "bmm", "matmul"):
+    register(_op, "kernel", emit=_emit, prepare=_prepare, check=_check)
+

@@ -1,0 +1,264 @@
+"""Planning a graph for native code: fusion groups, buffers, their lifetimes and the arena.
+
+Every value lives in the buffer of its *root*: a graph input, a constant, or the result of
+a node that is not a view. A view costs nothing: it is its root's buffer read through the
+view's own strides and offset (from its TensorType; offsets are relative to the root's).
+
+Fusion: an elementwise node is inlined into its consumer (computed inside the consumer's
+loop, never stored) when its result has exactly one consuming node, that consumer is
+elementwise or a reduction, it reads the result directly (not through a view), with the
+same shape (no broadcast: inlining under a broadcast would recompute it), and the result
+is not returned. Every other non-view node roots a group: one loop nest (or call) that
+writes the root's buffer.
+
+Buffers, in the order of the entry's pointer array: graph inputs, then output buffers
+(roots of returned values, allocated by the caller per call), then scratch (intermediate
+roots and per-group temporaries), placed in one arena with reuse between buffers whose
+lifetimes (first to last group that touches them) do not overlap."""
+from collections import defaultdict
+
+from ..ir.graph import Value
+from ..ir.optable import OPS, contiguous_strides
+from .loops import Access
+from .scalar import ITEMSIZE
+from .table import kind_of
+
+ALIGN = 64
+
+
+class Buffer:
+    """kind: input | output | scratch | temp | constant."""
+
+    def __init__(self, kind, dtype, numel, value=None, index=None):
+        self.kind, self.dtype, self.numel = kind, dtype, numel
+        self.value = value          # the root Value (None for temps)
+        self.index = index          # graph input index (inputs)
+        self.slot = None            # index in the entry's pointer array
+        self.first = self.last = None
+        self.offset = None          # arena byte offset (scratch, temp)
+
+    @property
+    def nbytes(self):
+        return self.numel * ITEMSIZE[self.dtype]
+
+    def __repr__(self):
+        return f"<{self.kind} buffer {self.dtype}[{self.numel}] slot={self.slot}>"
+
+
+class Group:
+    def __init__(self, index, root):
+        self.index = index
+        self.root = root            # the Node whose result this group writes
+        self.members = []           # fused nodes (elementwise/reduce groups), topological
+        self.leaves = []            # materialised Values the group reads
+        self.temps = []             # Buffers private to this group
+        self.state = {}             # what prepare() decided, for emit()
+
+    @property
+    def kind(self):
+        return kind_of(self.root)
+
+    def __repr__(self):
+        return f"<group {self.index} {self.root.op} +{len(self.members) - 1} fused>"
+
+
+def escaping_values(graph):
+    """Values the caller gets: outputs, mutated inputs' final values, guarded values."""
+    return list(graph.outputs) + [graph.mutated[i] for i in sorted(graph.mutated)] \
+        + [g.value for g in graph.guards]
+
+
+def live_nodes(graph):
+    """The nodes that escaping values depend on, in graph order (the rest is dead code)."""
+    live, stack = set(), escaping_values(graph)
+    while stack:
+        n = stack.pop().node
+        if n is not None and n not in live:
+            live.add(n)
+            stack.extend(x for x in n.inputs if isinstance(x, Value))
+    return [n for n in graph.nodes if n in live]
+
+
+def root_of(v):
+    while v.node is not None and OPS.get(v.node.op) is not None \
+            and OPS[v.node.op].kind == "view":
+        v = v.node.view_of
+    return v
+
+
+class Plan:
+    def __init__(self, graph):
+        self.graph = graph
+        self.escaping = escaping_values(graph)
+        self.nodes = live_nodes(graph)
+        self.consumers = defaultdict(list)
+        for node in self.nodes:
+            seen = set()
+            for x in node.inputs:
+                if isinstance(x, Value) and id(x) not in seen:
+                    seen.add(id(x))
+                    self.consumers[x].append(node)
+        self.inlined = self._fusion()
+        self.groups = self._groups()
+        self.buffers = {}           # root Value -> Buffer
+        self._make_buffers()
+
+    # ---- fusion ---------------------------------------------------------------------
+    @staticmethod
+    def iter_shape(node):
+        """The shape a node's loop runs over (what an inlined producer must have)."""
+        if kind_of(node) == "reduce":
+            return node.inputs[0].type.shape
+        return node.outputs[0].type.shape
+
+    def _fusion(self):
+        escaping = set(self.escaping)
+        inlined = set()
+        for node in self.nodes:
+            if kind_of(node) != "elementwise":
+                continue
+            out = node.outputs[0]
+            cons = self.consumers[out]
+            if out in escaping or len(cons) != 1:
+                continue
+            c = cons[0]
+            if kind_of(c) not in ("elementwise", "reduce"):
+                continue
+            if kind_of(c) == "reduce" and c.inputs[0] is not out:
+                continue
+            if out.type.shape != self.iter_shape(c):
+                continue
+            inlined.add(node)
+        return inlined
+
+    def _groups(self):
+        groups = []
+        order = {n: i for i, n in enumerate(self.nodes)}
+        for node in self.nodes:
+            k = kind_of(node)
+            if k in ("view", "constant") or node in self.inlined:
+                continue
+            g = Group(len(groups), node)
+            if k in ("elementwise", "reduce"):
+                members, leaves = set(), []
+                self._collect(node, members, leaves)
+                g.members = sorted(members, key=order.__getitem__)
+                g.leaves = leaves
+            else:
+                g.members = [node]
+                g.leaves = _unique(x for x in node.inputs if isinstance(x, Value))
+            groups.append(g)
+        return groups
+
+    def _collect(self, node, members, leaves):
+        members.add(node)
+        for x in node.inputs:
+            if not isinstance(x, Value):
+                continue
+            if x.node is not None and x.node in self.inlined:
+                if x.node not in members:
+                    self._collect(x.node, members, leaves)
+            elif all(x is not y for y in leaves):
+                leaves.append(x)
+
+    # ---- buffers ------------------------------------------------------------------------
+    def _make_buffers(self):
+        g = self.graph
+        for i, v in enumerate(g.inputs):
+            self.buffers[v] = Buffer("input", v.type.dtype, v.type.numel, v, i)
+        for node in self.nodes:
+            if kind_of(node) == "constant":
+                v = node.outputs[0]
+                self.buffers[v] = Buffer("constant", v.type.dtype, v.type.numel, v)
+        out_roots = {root_of(v) for v in self.escaping}
+        for grp in self.groups:
+            v = grp.root.outputs[0]
+            kind = "output" if v in out_roots else "scratch"
+            self.buffers[v] = Buffer(kind, v.type.dtype, v.type.numel, v)
+        for grp in self.groups:
+            self.buffers[grp.root.outputs[0]].first = grp.index
+            for leaf in grp.leaves:
+                b = self.buffers[root_of(leaf)]
+                b.last = grp.index if b.last is None else max(b.last, grp.index)
+
+    def temp(self, group, dtype, numel):
+        """A scratch buffer private to group (call from a lowering's prepare)."""
+        b = Buffer("temp", dtype, numel)
+        b.first = b.last = group.index
+        group.temps.append(b)
+        return b
+
+    def finalize(self):
+        """Assign pointer-array slots and arena offsets (after every prepare)."""
+        ins = [self.buffers[v] for v in self.graph.inputs]
+        outs = [b for b in self.buffers.values() if b.kind == "output"]
+        scratch = [b for b in self.buffers.values() if b.kind == "scratch"]
+        scratch += [t for grp in self.groups for t in grp.temps]
+        for b in scratch:
+            if b.last is None:
+                b.last = b.first
+        for slot, b in enumerate(ins + outs + scratch):
+            b.slot = slot
+        self.inputs, self.outputs, self.scratch = ins, outs, scratch
+        self.nslots = len(ins) + len(outs) + len(scratch)
+        self.arena_bytes = _place(scratch)
+
+    # ---- accesses ------------------------------------------------------------------------
+    def buffer_of(self, v):
+        return self.buffers[root_of(v)]
+
+    def access(self, v, shape):
+        """How to read value v broadcast to shape (NumPy's right-aligned broadcasting)."""
+        root = root_of(v)
+        t = v.type
+        lead = len(shape) - len(t.shape)
+        strides = [0] * lead + [0 if n == 1 else s for n, s in zip(t.shape, t.strides)]
+        return Access(self.buffers[root], t.dtype, t.offset - root.type.offset, tuple(strides))
+
+    def out_access(self, group):
+        v = group.root.outputs[0]
+        return Access(self.buffers[v], v.type.dtype, 0, contiguous_strides(v.type.shape))
+
+    def group_buffers(self, group):
+        """The distinct buffers a group touches (its function's parameters), in order."""
+        bufs = [self.buffers[group.root.outputs[0]]]
+        bufs += [self.buffers[root_of(v)] for v in group.leaves]
+        bufs += group.temps
+        return _unique(bufs)
+
+    def describe(self):
+        lines = []
+        for grp in self.groups:
+            names = " ".join(n.op for n in grp.members)
+            lines.append(f"group {grp.index}: [{names}] -> {self.buffers[grp.root.outputs[0]]}")
+        for b in self.scratch:
+            lines.append(f"  scratch slot {b.slot}: {b.dtype}[{b.numel}] @{b.offset} "
+                         f"groups {b.first}..{b.last}")
+        return "\n".join(lines)
+
+
+def _unique(xs):
+    out = []
+    for x in xs:
+        if all(x is not y for y in out):
+            out.append(x)
+    return out
+
+
+def _place(bufs):
+    """First-fit arena placement, largest first; returns the arena size in bytes."""
+    placed = []
+    size = 0
+    for b in sorted(bufs, key=lambda b: -b.nbytes):
+        need = max(b.nbytes, 1)
+        busy = sorted((p.offset, p.offset + max(p.nbytes, 1)) for p in placed
+                      if not (p.last < b.first or b.last < p.first))
+        off = 0
+        for lo, hi in busy:
+            if off + need <= lo:
+                break
+            off = max(off, -(-hi // ALIGN) * ALIGN)
+        b.offset = off
+        placed.append(b)
+        size = max(size, off + need)
+    return size

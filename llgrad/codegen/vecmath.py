@@ -1,0 +1,234 @@
+"""Vector math as straight-line IR: exp, expm1, log, tanh, sigmoid for float32/float64.
+
+No calls (llvm.exp is a libm call that blocks vectorisation): range reduction with integer
+bit tricks, polynomials evaluated with llvm.fmuladd, special values (inf, nan, overflow,
+underflow into subnormals) handled with selects. Accuracy: a few ulps of the dtype over
+the whole range (tests/codegen checks it against NumPy).
+
+exp(x) = 2^n * (1 + expm1(r)), n = round(x / ln2), r = x - n*ln2 (Cody-Waite split of ln2),
+|r| <= ln2/2, expm1(r) by its Taylor polynomial (degree 8 for float32, 13 for float64); the
+2^n scale is applied in two halves so results in the subnormal range round once.
+log(x) = k*ln2 + log1p(f), x = 2^k * (1 + f), 1 + f in [sqrt(1/2), sqrt(2)), with
+log1p(f) = f - f^2/2 + s*(f^2/2 + R(s^2)), s = f / (2 + f) (fdlibm's decomposition; R is the
+series of 2*atanh(s) - 2s, truncated where it falls below the dtype's precision).
+tanh(x) = sign(x) * e / (e + 2) with e = expm1(2|x|) for |x| >= 0.55; below, x + x^3 S(x^2)/Q(x^2)
+from Lambert's continued fraction tanh x = x / (1 + x^2 / (3 + x^2 / (5 + ...))) truncated
+(exact rational coefficients; depth 4 for float32, 7 for float64).
+sigmoid(x) = (x >= 0 ? 1 : z) / (1 + z), z = exp(-|x|) (the reference's formula)."""
+import math
+import struct
+from decimal import Decimal, localcontext
+from fractions import Fraction
+
+from llvmlite import ir
+
+from .scalar import F32, F64, I32, I64, Scalar
+
+
+def _tanh_fraction(depth):
+    """Lambert's continued fraction for tanh(x)/x truncated at 2*depth+1, as
+    1 + u*S(u)/Q(u) with u = x^2: (S, Q) coefficient lists, highest power first."""
+    num, den = [Fraction(2 * depth + 1)], [Fraction(1)]          # T = num/den, in u
+    for k in range(depth - 1, -1, -1):                            # T_k = (2k+1) + u / T_k+1
+        new = [Fraction(0)] * max(len(num), len(den) + 1)
+        for i, c in enumerate(num):
+            new[i] += (2 * k + 1) * c
+        for i, c in enumerate(den):
+            new[i + 1] += c
+        num, den = new, num
+    p, q = den, num                                                # tanh(x)/x = p/q
+    diff = [(p[i] if i < len(p) else 0) - (q[i] if i < len(q) else 0)
+            for i in range(max(len(p), len(q)))]
+    assert diff[0] == 0
+    return [float(c) for c in reversed(diff[1:])], [float(c) for c in reversed(q)]
+
+
+def _f32(x):
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+def _ln2_split(single):
+    """ln2 = hi + lo with hi short enough that n*hi is exact for the n that occur."""
+    with localcontext() as ctx:
+        ctx.prec = 60
+        ln2 = Decimal(2).ln()
+    if single:
+        bits = struct.unpack("<I", struct.pack("<f", float(ln2)))[0] & ~((1 << 12) - 1)
+        hi = struct.unpack("<f", struct.pack("<I", bits))[0]
+        return hi, _f32(float(ln2 - Decimal(hi)))
+    bits = struct.unpack("<Q", struct.pack("<d", float(ln2)))[0] & ~((1 << 20) - 1)
+    hi = struct.unpack("<d", struct.pack("<Q", bits))[0]
+    return hi, float(ln2 - Decimal(hi))
+
+
+class _K:
+    """Per-dtype constants."""
+
+    def __init__(self, single):
+        self.t = F32 if single else F64
+        self.it = I32 if single else I64
+        self.mant = 23 if single else 52
+        self.bias = 127 if single else 1023
+        self.shifter = 1.5 * 2.0 ** self.mant          # x + shifter rounds x to an integer
+        self.shifter_bits = struct.unpack("<I", struct.pack("<f", self.shifter))[0] if single \
+            else struct.unpack("<Q", struct.pack("<d", self.shifter))[0]
+        self.ln2hi, self.ln2lo = _ln2_split(single)
+        self.log2e = 1.0 / math.log(2.0)
+        self.exp_hi = 89.0 if single else 710.0       # exp overflows to inf above
+        self.exp_lo = -104.0 if single else -746.0     # exp underflows to 0 below
+        self.expm1_lo = -30.0 if single else -60.0     # expm1 == -1 below
+        self.expm1_big = 24 if single else 53          # n above which expm1 = exp - 1
+        deg = 8 if single else 13
+        # expm1(r) = r + r^2 * q(r), q(r) = sum_{k=2..deg} r^(k-2)/k!  (highest first)
+        self.q = [float(Fraction(1, math.factorial(k))) for k in range(deg, 1, -1)]
+        nterms = 5 if single else 10
+        # R(z) = sum_{k=1..nterms} 2 z^k / (2k+1) = z * Rp(z)  (highest first)
+        self.rp = [2.0 / (2 * k + 1) for k in range(nterms, 0, -1)]
+        self.min_normal = 2.0 ** -126 if single else 2.0 ** -1022
+        self.sub_scale = 2.0 ** 25 if single else 2.0 ** 54
+        self.sub_shift = 25 if single else 54
+        self.tanh_clamp = 20.0 if single else 44.0     # tanh(x/2) rounds to 1 above
+        self.tanh_s, self.tanh_q = _tanh_fraction(4 if single else 7)
+
+
+_KS = {"float32": _K(True), "float64": _K(False)}
+
+
+class _M:
+    """Helpers on raw values of one float type."""
+
+    def __init__(self, sg, dt):
+        self.sg, self.b, self.k = sg, sg.b, _KS[dt]
+
+    def c(self, v):
+        return ir.Constant(self.k.t, float(v))
+
+    def ci(self, v):
+        return ir.Constant(self.k.it, int(v))
+
+    def fma(self, a, b, c):
+        return self.sg.fma(a, b, c)
+
+    def horner(self, x, coeffs):
+        acc = self.c(coeffs[0])
+        for co in coeffs[1:]:
+            acc = self.fma(acc, x, self.c(co))
+        return acc
+
+    def clamp(self, x, lo, hi):
+        """Clamp keeping NaN (ordered compares are false on NaN)."""
+        b = self.b
+        x = b.select(b.fcmp_ordered(">", x, self.c(hi)), self.c(hi), x)
+        return b.select(b.fcmp_ordered("<", x, self.c(lo)), self.c(lo), x)
+
+    def pow2(self, n):
+        """2^n for integer n in the normal exponent range (bit construction)."""
+        b, k = self.b, self.k
+        e = b.shl(b.add(n, self.ci(k.bias)), self.ci(k.mant))
+        return b.bitcast(e, k.t)
+
+    def reduce(self, x):
+        """(n as int, expm1(r)) with x = n*ln2 + r, for x already clamped."""
+        b, k = self.b, self.k
+        t = self.fma(x, self.c(k.log2e), self.c(k.shifter))
+        nf = b.fsub(t, self.c(k.shifter))
+        n = b.sub(b.bitcast(t, k.it), self.ci(k.shifter_bits))
+        r = self.fma(b.fneg(nf), self.c(k.ln2hi), x)
+        r = self.fma(b.fneg(nf), self.c(k.ln2lo), r)
+        q = self.horner(r, k.q)
+        p = self.fma(b.fmul(r, r), q, r)
+        return n, p
+
+    def scale(self, y, n):
+        """y * 2^n in two steps (each half a normal power of two)."""
+        b = self.b
+        n1 = b.ashr(n, self.ci(1))
+        n2 = b.sub(n, n1)
+        return b.fmul(b.fmul(y, self.pow2(n1)), self.pow2(n2))
+
+    def exp(self, x):
+        k = self.k
+        x = self.clamp(x, k.exp_lo, k.exp_hi)
+        n, p = self.reduce(x)
+        return self.scale(self.b.fadd(self.c(1.0), p), n)
+
+    def expm1(self, x):
+        b, k = self.b, self.k
+        x = self.clamp(x, k.expm1_lo, k.exp_hi)
+        n, p = self.reduce(x)
+        s = self.pow2(n)                                   # valid while n <= expm1_big
+        small = self.fma(s, p, b.fsub(s, self.c(1.0)))
+        big = b.fsub(self.scale(b.fadd(self.c(1.0), p), n), self.c(1.0))
+        return b.select(b.icmp_signed(">", n, self.ci(k.expm1_big)), big, small)
+
+    def log(self, x):
+        b, k = self.b, self.k
+        sub = b.fcmp_ordered("<", x, self.c(k.min_normal))
+        xs = b.select(sub, b.fmul(x, self.c(k.sub_scale)), x)
+        bits = b.bitcast(xs, k.it)
+        e = b.sub(b.lshr(bits, self.ci(k.mant)), self.ci(k.bias))
+        e = b.sub(e, b.select(sub, self.ci(k.sub_shift), self.ci(0)))
+        one_bits = self.ci(struct.unpack("<I", struct.pack("<f", 1.0))[0] if k.t == F32
+                           else struct.unpack("<Q", struct.pack("<d", 1.0))[0])
+        mbits = b.or_(b.and_(bits, self.ci((1 << k.mant) - 1)), one_bits)
+        m = b.bitcast(mbits, k.t)                                  # in [1, 2)
+        big = b.fcmp_ordered(">", m, self.c(math.sqrt(2.0)))
+        m = b.select(big, b.fmul(m, self.c(0.5)), m)
+        e = b.add(e, b.select(big, self.ci(1), self.ci(0)))
+        f = b.fsub(m, self.c(1.0))
+        s = b.fdiv(f, b.fadd(self.c(2.0), f))
+        z = b.fmul(s, s)
+        r = b.fmul(z, self.horner(z, k.rp))
+        hfsq = b.fmul(self.c(0.5), b.fmul(f, f))
+        kf = b.sitofp(e, k.t)
+        # k*ln2hi - ((hfsq - (s*(hfsq+R) + k*ln2lo)) - f)
+        inner = self.fma(s, b.fadd(hfsq, r), b.fmul(kf, self.c(k.ln2lo)))
+        res = self.fma(kf, self.c(k.ln2hi), b.fneg(b.fsub(b.fsub(hfsq, inner), f)))
+        inf = self.c(math.inf)
+        res = b.select(b.fcmp_ordered("==", x, inf), inf, res)
+        res = b.select(b.fcmp_ordered("==", x, self.c(0.0)), self.c(-math.inf), res)
+        res = b.select(b.fcmp_unordered("<", x, self.c(0.0)), self.c(math.nan), res)
+        return res                                   # (x < 0 or NaN: the unordered compare)
+
+    def tanh(self, x):
+        b, k = self.b, self.k
+        ax = self.sg.call("llvm.fabs", k.t, x)
+        small = b.fcmp_ordered("<", ax, self.c(0.55))
+        # |x| >= 0.55: e = expm1(2|x|) with 2|x| clamped, so n <= 29 (float32) / 64 and one
+        # power of two scales it: e = 2^n * expm1(r) + (2^n - 1)
+        t = b.fmul(ax, self.c(2.0))
+        t = b.select(b.fcmp_ordered(">", t, self.c(k.tanh_clamp)), self.c(k.tanh_clamp), t)
+        n, p = self.reduce(t)
+        s = self.pow2(n)
+        e = self.fma(s, p, b.fsub(s, self.c(1.0)))
+        # |x| < 0.55: tanh = x + x*u*S(u)/Q(u); one division serves both branches
+        u = b.fmul(x, x)
+        num = b.select(small, b.fmul(b.fmul(x, u), self.horner(u, k.tanh_s)), e)
+        den = b.select(small, self.horner(u, k.tanh_q), b.fadd(e, self.c(2.0)))
+        q = b.fdiv(num, den)
+        return b.select(small, b.fadd(x, q), self.sg.call("llvm.copysign", k.t, q, x))
+
+    def sigmoid(self, x):
+        b, k = self.b, self.k
+        ax = self.sg.call("llvm.fabs", self.k.t, x)
+        # z = exp(-|x|): only the underflow clamp applies (the select keeps NaN)
+        na = b.fneg(ax)
+        na = b.select(b.fcmp_ordered("<", na, self.c(k.exp_lo)), self.c(k.exp_lo), na)
+        n, p = self.reduce(na)
+        z = self.scale(b.fadd(self.c(1.0), p), n)
+        num = b.select(b.fcmp_ordered(">=", x, self.c(0.0)), self.c(1.0), z)
+        return b.fdiv(num, b.fadd(self.c(1.0), z))
+
+
+def _unary(name):
+    def fn(sg, x):
+        return Scalar(getattr(_M(sg, x.dt), name)(x.v), x.dt)
+    fn.__name__ = name
+    return fn
+
+
+exp = _unary("exp")
+expm1 = _unary("expm1")
+log = _unary("log")
+tanh = _unary("tanh")
+sigmoid = _unary("sigmoid")
