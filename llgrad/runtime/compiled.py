@@ -22,7 +22,7 @@ from .compiled_node import CompiledFunctionBackward
 from .guards import collect
 from .tensor import Tensor
 
-BACKENDS = ("interpret", "python", "eager")
+BACKENDS = ("interpret", "python", "llvm", "eager")
 RECOMPILE_LIMIT = 8
 
 
@@ -175,7 +175,11 @@ class CompiledFunction:
         if key not in self.cache:
             self(*args, **kwargs)
         entry = (self.cache.get(key) or [self.entries[-1]])[-1]
-        return format_entry(entry, python=python)
+        if llvm and entry.backend == "llvm":
+            forward_run(entry)
+            if entry.backward is not None:
+                backward_run(entry)
+        return format_entry(entry, python=python, llvm=llvm)
 
 
 _MISS = object()
@@ -187,7 +191,10 @@ def forward_run(entry):
     run = getattr(entry, "_forward_run", None)
     if run is None:
         fwd = entry.forward
-        if entry.backend == "python":
+        kernel = _kernel(entry, "forward") if entry.backend == "llvm" else None
+        if kernel is not None:
+            run = kernel.run
+        elif entry.backend == "python":
             from ..codegen.pysource import compile_source
             extra = [g.value for g in fwd.guards] + list(fwd.mutated.values())
             fn = compile_source(fwd, write_back=False, extra=extra)
@@ -203,11 +210,40 @@ def forward_run(entry):
     return run
 
 
+def _contiguous(shape):
+    from ..ir.optable import contiguous_strides
+    return contiguous_strides(shape)
+
+
+def _kernel(entry, which):
+    """The native kernel of entry's forward or backward graph; None (and a note in the
+    dump) when the graph has an op the LLVM lowering does not cover yet: the interpreter
+    runs that graph instead."""
+    from ..codegen.lower import lower, supports
+    graph = getattr(entry, which)
+    ok, bad = supports(graph)
+    notes = entry.__dict__.setdefault("kernels", {})
+    if not ok:
+        notes[which] = f"interpreted: {bad.op} ({bad.loc}) is not lowered to LLVM yet"
+        return None
+    kernel = lower(graph)
+    notes[which] = kernel
+    return kernel
+
+
 def backward_run(entry):
     """The entry's backward as arrays -> outputs, on the entry's backend."""
     run = getattr(entry, "_backward_run", None)
     if run is None:
-        if entry.backend == "python":
+        kernel = _kernel(entry, "backward") if entry.backend == "llvm" else None
+        if kernel is not None:
+            contiguous = [v.type.strides == _contiguous(v.type.shape)
+                          for v in entry.backward.inputs]
+
+            def run(feeds):    # cotangents may arrive expanded: the kernel reads dense ones
+                return kernel([np.array(f, order="C") if c and not f.flags.c_contiguous
+                               else f for f, c in zip(feeds, contiguous)])
+        elif entry.backend == "python":
             from ..codegen.pysource import compile_source
             fn = compile_source(entry.backward)
             run = lambda feeds: fn(*feeds)  # noqa: E731
@@ -266,7 +302,7 @@ def _wrap_outputs(arrays, inputs):
     return results
 
 
-def format_entry(entry, python=False):
+def format_entry(entry, python=False, llvm=False):
     from ..codegen.pysource import graph_source
     from ..tracer.vjp import saved_table_rows
     parts = ["== guards ==", *(f"  {n}: {v!r}" for n, v in entry.guard_items),
@@ -279,6 +315,13 @@ def format_entry(entry, python=False):
     if entry.backward is not None:
         parts += ["== backward ==", str(entry.backward), "== saved values ==",
                   saved_table_rows(entry.saved)]
+    if llvm:
+        for which, k in getattr(entry, "kernels", {}).items():
+            if isinstance(k, str):
+                parts += [f"== {which} LLVM IR ==", f"  ({k})"]
+            else:
+                parts += [f"== {which} LLVM IR (before optimisation) ==", k.ir_before,
+                          f"== {which} LLVM IR (after optimisation) ==", k.ir_after]
     if python:
         parts += ["== forward as Python ==", graph_source(entry.forward)]
         if entry.backward is not None:
