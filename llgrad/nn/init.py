@@ -216,3 +216,12 @@ def orthogonal_(tensor, gain=1, generator=None):
         q = q.T
     return _fill(tensor, (gain * q).reshape(tuple(tensor.shape)))
 
+
+def _reset_weight_and_bias(weight, bias):
+    """PyTorch's default for Linear and Conv: kaiming_uniform_(a=sqrt(5)) for the weight,
+    uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) for the bias."""
+    kaiming_uniform_(weight, a=math.sqrt(5))
+    if bias is not None:
+        fan_in, _ = _calculate_fan_in_and_fan_out(weight)
+        bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+        uniform_(bias, -bound, bound)

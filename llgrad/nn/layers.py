@@ -3,7 +3,6 @@
 This file holds the simple layers (Identity, Linear, Flatten/Unflatten, activations, Dropout) and
 re-exports the rest: containers (layers_container), convolution and pooling (layers_conv),
 normalisation and embedding (layers_norm) and losses (layers_loss)."""
-import math
 import warnings
 
 from ..runtime import dtypes
@@ -42,11 +41,7 @@ class Linear(Module):
         self.reset_parameters()
 
     def reset_parameters(self):
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
-            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
-            init.uniform_(self.bias, -bound, bound)
+        init._reset_weight_and_bias(self.weight, self.bias)
 
     def forward(self, input):
         return F.linear(input, self.weight, self.bias)
