@@ -240,3 +240,39 @@ def _full(sg, node):
 
 
 register("constant", "constant")
+
+
+# ---- pow ------------------------------------------------------------------------------------
+
+def _pow_check(node):
+    if any(not is_float(d) for d in _dts(node)):
+        return "integer pow"
+    return None
+
+
+@elementwise("pow", check=_pow_check)
+def _pow(sg, node, x, e):
+    """np.power. A Python-number exponent in {0, 1, 2, 3, 0.5, -1, -2} is inlined as
+    multiplies / sqrt / a division (vectorisable; within an ulp of libm's pow, 2 and -1
+    exactly); anything else calls libm's pow/powf through llvm.pow (NumPy's own loop)."""
+    ev = node.inputs[1]
+    c = lambda v: sg.const(v, x.dt)                                 # noqa: E731
+    if isinstance(ev, (int, float)) and not isinstance(ev, bool):
+        if ev == 0:
+            return c(1)                                             # pow(nan, 0) == 1
+        if ev == 1:
+            return x
+        if ev == 2:
+            return sg.mul(x, x)
+        if ev == 3:
+            return sg.mul(sg.mul(x, x), x)
+        if ev == -1:
+            return sg.div(c(1), x)
+        if ev == -2:
+            return sg.div(c(1), sg.mul(x, x))
+        if ev == 0.5:
+            # NumPy's power has the same fast path (sqrt(-0) = -0, sqrt(-inf) = nan)
+            return Scalar(sg.call("llvm.sqrt", x.v.type, x.v), x.dt)
+    if not isinstance(e, Scalar):
+        e = sg.const(ev, x.dt)
+    return Scalar(sg.call("llvm.pow", x.v.type, x.v, e.v), x.dt)

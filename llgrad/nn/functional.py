@@ -132,6 +132,9 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
         raise IndexError("index out of range in self")
     if padding_idx is not None and padding_idx < 0:
         padding_idx += n
+    if max_norm is not None:          # PyTorch renormalises the used rows in place first
+        from .layers_norm import _embedding_renorm_
+        _embedding_renorm_(weight, input, max_norm, norm_type)
     return call(OPS["embedding"], (weight, input), {"padding_idx": padding_idx})
 
 

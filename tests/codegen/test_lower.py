@@ -148,6 +148,7 @@ ELEMENTWISE = {
     "fill": ("x", {"value": 3.25}, "any", 0, True),
     "copy": ("xy", {}, "any", 0, True),
     "full": ("", {"shape": (R, C), "value": 1.5}, "any", 0, True),
+    "pow": ("xy", {}, "pos", 2, False),
 }
 
 
@@ -238,6 +239,30 @@ def test_elementwise_special_values():
         for op, a, b in zip(ops, got, want):
             np.testing.assert_allclose(a, b, rtol=4 * eps(dt), atol=0, equal_nan=True,
                                        err_msg=f"{op} {dt}")
+
+
+@pytest.mark.parametrize("dt", FLOATS)
+def test_pow_exponents(dt):
+    """tensor ** Python number over every layout: the inlined fast paths (0, 1, 2, 3, -1, -2,
+    0.5) and libm's pow otherwise, negative bases and special values included."""
+    rng = np.random.default_rng(21)
+    bld = Builder("pow")
+    arrays = []
+    vals = []
+    for a in layouts(rng, dt).values():
+        arrays.append(a)
+        vals.append(bld.input(tensor_type(a)))
+    vals += graph_views(bld, rng, dt, arrays)
+    sp = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 1e-30, 1e30, -7.5], dt)
+    arrays.append(sp)
+    vals.append(bld.input(TensorType(dt, sp.shape)))
+    outs = [bld.add("pow", [v, e]) for v in vals
+            for e in (0, 1, 2, 3, -1, -2, 0.5, 2.0, 1.5, -0.7, 4, 0.25)]
+    _, got, want = run_both(bld.ret(*outs), arrays)
+    for a, b in zip(got, want):
+        assert a.dtype == b.dtype
+        np.testing.assert_allclose(a, b, rtol=2 * eps(dt), atol=0, equal_nan=True)
+        assert np.array_equal(np.signbit(a), np.signbit(b))
 
 
 # ---- vector math accuracy ----------------------------------------------------------------
