@@ -19,7 +19,7 @@ from llvmlite import ir
 from ..ir.graph import Value
 from ..ir.optable import OPS
 from . import jit
-from . import ops_elementwise, ops_matmul, ops_reduce  # noqa: F401  (fill the table)
+from . import ops_elementwise, ops_matmul, ops_reduce, ops_strided  # noqa: F401  (fill the table)
 from .fusion import emit_elementwise
 from .kernel import Kernel
 from .loops import FuncGen

@@ -31,7 +31,7 @@ class Location(tuple):
 
 def user_location():
     """The innermost frame outside llgrad: the user's code that caused the op."""
-    f = sys._getframe(1)
+    f = sys._getframe(2)        # our caller is inside llgrad: start above it
     pkg = _PKG_DIR
     while f is not None and f.f_code.co_filename.startswith(pkg):
         f = f.f_back
@@ -296,11 +296,12 @@ def accumulate_node(leaf):
 
 
 def gradient_edge(t):
-    fn = t.grad_fn
+    fn = t._grad_fn if t._base is None else t.grad_fn     # views may regenerate theirs
     if fn is not None:
         return (fn, t._output_nr)
     if t._requires_grad:
-        return (accumulate_node(t), 0)
+        acc = t._acc
+        return (acc if acc is not None else accumulate_node(t), 0)
     return None
 
 

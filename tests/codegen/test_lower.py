@@ -699,3 +699,72 @@ def test_random_graphs():
             assert a.shape == b.shape and a.dtype == b.dtype
             np.testing.assert_allclose(a, b, rtol=1e-4 if dt == "float32" else 1e-10, atol=1e-5,
                                        equal_nan=True, err_msg=str(g))
+
+
+# ---- flat-buffer ops (strided_scatter / strided_gather / strided_put) ----------------------
+
+GEOMS = [((R, C), (C, 1), 0), ((R, C), (1, R), 5), ((R, C), (2 * C + 3, 2), 7),
+         ((R, C), (C, 1), 0), ((R, C), (1, 1), 2), ((R, C), (0, 1), 1), ((R, 0), (1, 1), 0)]
+
+
+def _span(geom):
+    from llgrad.ir.optable import geometry_span
+    return geometry_span(*geom) + 4
+
+
+def _flat_layouts(rng, dt, n):
+    big = rand(rng, (3 * n + 7,), dt)
+    return {"contiguous": rand(rng, (n,), dt), "offset": big[5:5 + n], "stepped": big[1::3][:n],
+            "broadcast": np.broadcast_to(rand(rng, (1,), dt), (n,))}
+
+
+@pytest.mark.parametrize("dt", FLOATS)
+def test_strided_ops(dt):
+    rng = np.random.default_rng(31)
+    bld = Builder("strided")
+    arrays, outs = [], []
+
+    def inp(a):
+        arrays.append(a)
+        return bld.input(tensor_type(a))
+
+    xs = [inp(a) for a in layouts(rng, dt).values()] + graph_views(bld, rng, dt, arrays)
+    for geom in GEOMS:
+        span = _span(geom)
+        if geom[0][1] == 0:
+            e = inp(rand(rng, geom[0], dt))
+            outs.append(bld.add("strided_scatter", [e], {"geom": geom, "span": span}))
+            continue
+        for x in xs:                                           # every layout of the source
+            outs.append(bld.add("strided_scatter", [x], {"geom": geom, "span": span}))
+        for buf in _flat_layouts(rng, dt, span).values():
+            vb = inp(buf)
+            outs.append(bld.add("strided_gather", [vb], {"geom": geom}))
+            if geom[1] in ((1, 1), (0, 1)):
+                continue                                       # overlapping puts: refused
+            for vals in (xs[0], xs[1], xs[4], inp(rand(rng, (C,), dt)),
+                         inp(rand(rng, (), dt))):
+                outs.append(bld.add("strided_put", [vb, vals], {"geom": geom}))
+        # an in-graph view as the buffer, and a promoting put (float32 values into float64)
+        vb = inp(rand(rng, (2 * span + 1,), dt))
+        sl = bld.add("slice", [vb], {"dim": 0, "start": 1, "end": 2 * span + 1, "step": 2},
+                     view_of=vb)
+        outs.append(bld.add("strided_gather", [sl], {"geom": geom}))
+    g = bld.ret(*outs)
+    assert supports(g) == (True, None)
+    _, got, want = run_both(g, arrays)
+    # overlapping scatter accumulates in the reference's order: exact
+    check(got, want)
+
+
+def test_strided_ops_refused():
+    """An out-of-bounds geometry cannot even be built (the shape rule runs the reference's
+    check); an overlapping put, whose result depends on NumPy's write order, is refused."""
+    bld = Builder("oob")
+    x = bld.input(TensorType("float32", (3, 4)))
+    b = bld.input(TensorType("float32", (10,)))
+    with pytest.raises(IndexError):
+        bld.add("strided_scatter", [x], {"geom": ((3, 4), (4, 1), 0), "span": 11})
+    node = bld.add("strided_put", [b, x], {"geom": ((3, 4), (1, 1), 0)})
+    ok, bad = supports(bld.ret(node))
+    assert not ok and bad is node.node
