@@ -72,6 +72,9 @@ class Kernel:
         base = -(-self._arena.ctypes.data // 64) * 64
         for b in plan.scratch:
             self._ptrs[b.slot] = base + b.offset
+        # index-driven groups raise these words on an out-of-range index (ops_index)
+        self._flags = [(ctypes.c_int64.from_address(base + b.offset), msg)
+                       for b, msg in plan.flags]
         self._outs = [(b.slot, np.dtype(b.dtype), tuple(b.value.type.shape))
                       for b in plan.outputs]
         index = {b: k for k, b in enumerate(plan.outputs)}
@@ -165,6 +168,9 @@ class Kernel:
             ptrs[slot] = data_pointer(o)
             outs.append(o)
         self._fn(self._ptrs_addr)
+        for word, msg in self._flags:
+            if word.value:
+                raise IndexError(msg)
         return arrays, outs
 
     def run(self, arrays):

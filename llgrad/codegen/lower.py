@@ -19,7 +19,8 @@ from llvmlite import ir
 from ..ir.graph import Value
 from ..ir.optable import OPS
 from . import jit
-from . import ops_elementwise, ops_matmul, ops_reduce, ops_strided  # noqa: F401  (fill the table)
+from . import (ops_elementwise, ops_index, ops_matmul, ops_norm,  # noqa: F401  (the table)
+               ops_reduce, ops_strided)
 from .fusion import emit_elementwise
 from .kernel import Kernel
 from .loops import FuncGen

@@ -102,6 +102,8 @@ _unary("expm1", vecmath.expm1)
 _unary("log", vecmath.log)
 _unary("tanh", vecmath.tanh)
 _unary("sigmoid", vecmath.sigmoid)
+_unary("log1p", vecmath.log1p)
+_unary("erf", vecmath.erf)
 _unary("sqrt", lambda sg, a: Scalar(sg.call("llvm.sqrt", a.v.type, a.v), a.dt))
 _unary("rsqrt", lambda sg, a: sg.div(sg.const(1, a.dt),
                                       Scalar(sg.call("llvm.sqrt", a.v.type, a.v), a.dt)))
@@ -121,15 +123,19 @@ def _round(sg, node, a):
 
 
 def _gelu_check(node):
-    if node.attrs.get("approximate", "none") != "tanh":
-        return "gelu without approximate='tanh' needs erf"
+    if node.attrs.get("approximate", "none") not in ("tanh", "none"):
+        return f"gelu approximate={node.attrs.get('approximate')!r}"
     return _floats_only(node)
 
 
 @elementwise("gelu", check=_gelu_check)
 def _gelu(sg, node, x):
-    # 0.5 * x * (1 + tanh(c * (x + 0.044715 * x * x * x))), in the reference's order
+    # 0.5 * x * (1 + tanh(c * (x + 0.044715 * x * x * x))), in the reference's order;
+    # exact: 0.5 * x * (1 + erf(x / sqrt(2)))
     c = lambda v: sg.const(v, x.dt)                                # noqa: E731
+    if node.attrs.get("approximate", "none") == "none":
+        e = vecmath.erf(sg, sg.div(x, c(math.sqrt(2.0))))
+        return sg.mul(sg.mul(c(0.5), x), sg.add(c(1), e))
     cube = sg.mul(sg.mul(sg.mul(c(0.044715), x), x), x)
     inner = sg.mul(c(math.sqrt(2.0 / math.pi)), sg.add(x, cube))
     return sg.mul(sg.mul(c(0.5), x), sg.add(c(1), vecmath.tanh(sg, inner)))
@@ -276,3 +282,24 @@ def _pow(sg, node, x, e):
     if not isinstance(e, Scalar):
         e = sg.const(ev, x.dt)
     return Scalar(sg.call("llvm.pow", x.v.type, x.v, e.v), x.dt)
+
+
+def _softplus_check(node):
+    beta, thr = node.attrs.get("beta", 1), node.attrs.get("threshold", 20)
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (beta, thr)):
+        return "non-number beta/threshold"
+    return _floats_only(node)
+
+
+@elementwise("softplus", check=_softplus_check)
+def _softplus(sg, node, x):
+    """where(x*beta > threshold, x, logaddexp(0, x*beta) / beta), logaddexp as NumPy's:
+    max(0, y) + log1p(exp(-|y|)) (y = 0 gives log 2; NaN propagates through the sum)."""
+    beta, thr = node.attrs.get("beta", 1), node.attrs.get("threshold", 20)
+    c = lambda v: sg.const(v, x.dt)                                # noqa: E731
+    y = x if beta == 1 else sg.mul(x, c(beta))
+    big = sg.cmp(">", y, c(thr)).v
+    lae = sg.add(sg.maximum(y, c(0)),
+                 vecmath.log1p(sg, vecmath.exp(sg, sg.neg(sg.abs(y)))))
+    r = lae if beta == 1 else sg.div(lae, c(beta))
+    return sg.select(big, x, r)

@@ -101,6 +101,7 @@ class Plan:
         self.inlined = self._fusion()
         self.groups = self._groups()
         self.buffers = {}           # root Value -> Buffer
+        self.flags = []             # (Buffer, message): error words checked after a call
         self._make_buffers()
 
     # ---- fusion ---------------------------------------------------------------------
@@ -186,6 +187,14 @@ class Plan:
         b = Buffer("temp", dtype, numel)
         b.first = b.last = group.index
         group.temps.append(b)
+        return b
+
+    def flag(self, group, message):
+        """A one-word int64 error flag for group (see ops_index): a temp that no other buffer
+        shares (live to the end of the call), read by Kernel after the native call."""
+        b = self.temp(group, "int64", 1)
+        b.last = len(self.groups)
+        self.flags.append((b, message))
         return b
 
     def finalize(self):

@@ -208,6 +208,17 @@ class _M:
         q = b.fdiv(num, den)
         return b.select(small, b.fadd(x, q), self.sg.call("llvm.copysign", k.t, q, x))
 
+    def log1p(self, x):
+        """Goldberg's trick: with w = fl(1 + x), log1p(x) = log(w) * x / (w - 1) (the factor
+        corrects the rounding of 1 + x; a few ulps), x itself where w == 1 (tiny x, -0),
+        and inf at +inf (where the quotient is inf/inf)."""
+        b = self.b
+        w = b.fadd(self.c(1.0), x)
+        d = b.fsub(w, self.c(1.0))
+        r = b.fdiv(b.fmul(self.log(w), x), d)
+        r = b.select(b.fcmp_ordered("==", d, self.c(0.0)), x, r)
+        return b.select(b.fcmp_ordered("==", x, self.c(math.inf)), x, r)
+
     def sigmoid(self, x):
         b, k = self.b, self.k
         ax = self.sg.call("llvm.fabs", self.k.t, x)
@@ -232,3 +243,92 @@ expm1 = _unary("expm1")
 log = _unary("log")
 tanh = _unary("tanh")
 sigmoid = _unary("sigmoid")
+log1p = _unary("log1p")
+
+
+# ---- erf ------------------------------------------------------------------------------------
+# erf(|x|) by a Taylor polynomial around the nearest centre c = j/2 (|t| = ||x| - c| <= 1/4,
+# t exact), coefficients erf^(k)(c)/k! computed once in 50-digit arithmetic:
+# erf'(x) = 2/sqrt(pi) e^{-x^2}, erf^(k)(x) = 2/sqrt(pi) (-1)^(k-1) H_{k-1}(x) e^{-x^2}
+# (physicists' Hermite), erf(c) itself by the positive series
+# 2/sqrt(pi) e^{-c^2} sum 2^n c^(2n+1) / (1*3*...*(2n+1)). The truncation error is below
+# 1.2 (0.354)^n / sqrt(n!) (Cramer's bound on Hermite functions): degree 21 for float64;
+# float32 is evaluated in float64 at degree 12 and rounded once. Beyond the last centre
+# erf rounds to +-1. The coefficients are one constant table, read with a gather.
+_ERF_CENTRES = 13            # c = 0, 0.5, ..., 6
+
+
+def _erf_coeffs(deg):
+    with localcontext() as ctx:
+        ctx.prec = 50
+        two_rsqrt_pi = 2 / Decimal("3.14159265358979323846264338327950288419716939937510").sqrt()
+        rows = []
+        for j in range(_ERF_CENTRES):
+            c = Fraction(j, 2)
+            cd = Decimal(c.numerator) / Decimal(c.denominator)
+            g = two_rsqrt_pi * (-cd * cd).exp()
+            # erf(c)
+            term, total, n = cd, Decimal(0), 0
+            while True:
+                total += term
+                n += 1
+                term = term * 2 * cd * cd / (2 * n + 1)
+                if term < Decimal(10) ** -45 and n > 2:
+                    break
+            row = [float(g * total)]
+            h_prev, h = Fraction(0), Fraction(1)                # H_{-1}, H_0
+            fact = 1
+            for k in range(1, deg + 1):
+                fact *= k
+                hk = h                                          # H_{k-1}
+                sign = 1 if k % 2 == 1 else -1
+                row.append(float(g * sign * Decimal(hk.numerator) / Decimal(hk.denominator)
+                                 / fact))
+                h_prev, h = h, 2 * c * h - 2 * (k - 1) * h_prev   # H_k
+            rows.append(row)
+        return rows
+
+
+_ERF_TABLE = {}
+
+
+def _erf_table(module, deg):
+    name = f"llgrad.erf_table{deg}"
+    gv = module.globals.get(name)
+    if gv is None:
+        rows = _ERF_TABLE.get(deg) or _ERF_TABLE.setdefault(deg, _erf_coeffs(deg))
+        flat = [ir.Constant(F64, v) for row in rows for v in reversed(row)]   # highest first
+        at = ir.ArrayType(F64, len(flat))
+        gv = ir.GlobalVariable(module, at, name=name)
+        gv.initializer = ir.Constant(at, flat)
+        gv.global_constant = True
+        gv.linkage = "private"
+        gv.align = 64
+    return gv
+
+
+def erf(sg, x):
+    b = sg.b
+    single = x.dt == "float32"
+    deg = 12 if single else 21
+    v = b.fpext(x.v, F64) if single else x.v
+    ax = sg.call("llvm.fabs", F64, v)
+    last = _ERF_CENTRES - 1
+    # the centre index from a NaN-free, clamped |x| (fptosi of NaN would be poison)
+    safe = b.select(b.fcmp_ordered("<", ax, ir.Constant(F64, last / 2)), ax,
+                    ir.Constant(F64, last / 2))
+    j = b.fptosi(sg.call("llvm.roundeven", F64, b.fmul(safe, ir.Constant(F64, 2.0))), I64)
+    t = b.fsub(safe, b.fmul(b.sitofp(j, F64), ir.Constant(F64, 0.5)))
+    table = _erf_table(sg.module, deg)
+    base = b.mul(j, ir.Constant(I64, deg + 1))
+    acc = None
+    for k in range(deg + 1):
+        p = b.gep(table, [ir.Constant(I64, 0), b.add(base, ir.Constant(I64, k))], inbounds=True,
+                  source_etype=table.value_type)
+        co = b.load(p, typ=F64)
+        acc = co if acc is None else sg.fma(acc, t, co)
+    r = b.select(b.fcmp_ordered(">=", ax, ir.Constant(F64, last / 2)), ir.Constant(F64, 1.0),
+                 acc)
+    r = sg.call("llvm.copysign", F64, r, v)
+    r = b.select(b.fcmp_unordered("uno", v, v), v, r)
+    return Scalar(b.fptrunc(r, F32) if single else r, x.dt)

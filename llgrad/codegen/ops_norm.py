@@ -1,0 +1,178 @@
+"""Normalisers over dims: softmax, log_softmax, logsumexp, var, std, layer_norm.
+
+One kernel per node: a loop nest over the kept dims, and for each kept index two or three
+passes over the reduced dims (the operand is read through its own strides, any layout):
+  softmax / log_softmax / logsumexp: m = max (NaN-propagating, as np.max), s = sum of
+      exp(x - m), then the normalised values (or log(s) + m);
+  var / std / layer_norm: the mean, then the sum of squared deviations (two passes, no
+      cancellation), then the result.
+Sums accumulate in float64 (float32 data then agrees with NumPy's pairwise float32 sums
+to a few float32 ulps); exp and log come from vecmath (inline, no libm calls)."""
+
+from ..ir.graph import Value
+from ..ir.optable import contiguous_strides
+from . import vecmath
+from .loops import Access, loop_nest
+from .scalar import F64, Scalar, is_float
+from .table import register
+
+
+def _red_dims(node):
+    nd = len(node.inputs[0].type.shape)
+    if node.op == "layer_norm":
+        k = node.attrs["normalized_ndim"]
+        return tuple(range(nd - k, nd))
+    d = node.attrs.get("dim")
+    if d is None:
+        return tuple(range(nd))
+    ds = (d,) if isinstance(d, int) else tuple(d)
+    return tuple(sorted({int(i) % max(nd, 1) for i in ds}))
+
+
+def _check(node):
+    x = node.inputs[0]
+    if not isinstance(x, Value):
+        return "a Python-number operand"
+    dt = x.type.dtype
+    if not is_float(dt) or node.outputs[0].type.dtype != dt:
+        return "non-float operand"
+    if not x.type.shape:
+        return "a 0-d operand"
+    count = 1
+    for d in _red_dims(node):
+        count *= x.type.shape[d]
+    if count == 0 and node.outputs[0].type.numel:
+        return "a reduction over an empty dim"
+    if node.op == "layer_norm":
+        for w in node.inputs[1:]:
+            if w is not None and not isinstance(w, Value):
+                return "a Python-number weight"
+            if isinstance(w, Value) and w.type.dtype != dt:
+                return "a weight of another dtype"
+    return None
+
+
+def _emit(plan, group, fg):
+    node, b, sg = group.root, fg.b, fg.sg
+    x = node.inputs[0]
+    shape = x.type.shape
+    nd = len(shape)
+    out = node.outputs[0]
+    dt = x.type.dtype
+    if out.type.numel == 0:
+        return
+    red = _red_dims(node)
+    kept = [d for d in range(nd) if d not in red]
+    count = 1
+    for d in red:
+        count *= shape[d]
+    src = plan.access(x, shape)
+    full_out = node.op in ("softmax", "log_softmax", "layer_norm")
+    if full_out:
+        ostr = contiguous_strides(shape)
+    else:                       # reduced result: stride 0 on the reduced dims
+        keep = node.attrs.get("keepdim", False)
+        ocs = contiguous_strides(out.type.shape)
+        ostr, k = [], 0
+        for d in range(nd):
+            if d in red:
+                ostr.append(0)
+                k += keep
+            else:
+                ostr.append(ocs[k])
+                k += 1
+    dst = Access(plan.buffers[out], dt, 0, tuple(ostr))
+    m_slot = fg.alloca(sg.const(0, dt).v.type, "m")
+    s_slot = fg.alloca(F64, "s")
+
+    def full(oidx, ridx):
+        it_o, it_r = iter(oidx), iter(ridx)
+        return [next(it_r) if d in red else next(it_o) for d in range(nd)]
+
+    def over_red(oidx, body):
+        with loop_nest(b, [shape[d] for d in red], name="r") as ridx:
+            body(full(oidx, ridx))
+
+    def add64(slot, v):
+        cur = b.load(slot, typ=F64)
+        b.store(b.fadd(cur, v.v, flags=("reassoc",)), slot)
+
+    with loop_nest(b, [shape[d] for d in kept], name="o") as oidx:
+        if node.op in ("softmax", "log_softmax", "logsumexp"):
+            _emit_exp(node, fg, src, dst, m_slot, s_slot, oidx, over_red, full, add64, dt,
+                      len(red))
+        else:
+            _emit_moments(plan, node, fg, src, dst, s_slot, oidx, over_red, full, add64, dt,
+                          count, shape, len(red))
+
+
+def _emit_exp(node, fg, src, dst, m_slot, s_slot, oidx, over_red, full, add64, dt, nred):
+    b, sg = fg.b, fg.sg
+    c = lambda v: sg.const(v, dt)                                   # noqa: E731
+    c64 = lambda v: sg.const(v, "float64")                          # noqa: E731
+    b.store(c(float("-inf")).v, m_slot)
+
+    def pmax(idx):
+        cur = Scalar(b.load(m_slot, typ=m_slot.allocated_type), dt)
+        b.store(sg.maximum(cur, fg.load(src, idx)).v, m_slot)
+    over_red(oidx, pmax)
+    m = Scalar(b.load(m_slot, typ=m_slot.allocated_type), dt)
+    if node.op == "logsumexp":
+        fin = b.fcmp_ordered("<", sg.abs(m).v, c(float("inf")).v)
+        m = sg.select(fin, m, c(0))
+    b.store(c64(0).v, s_slot)
+    over_red(oidx, lambda idx: add64(
+        s_slot, sg.cast(vecmath.exp(sg, sg.sub(fg.load(src, idx), m)), "float64")))
+    s = sg.cast(Scalar(b.load(s_slot, typ=F64), "float64"), dt)
+    if node.op == "softmax":
+        over_red(oidx, lambda idx: fg.store(
+            sg.div(vecmath.exp(sg, sg.sub(fg.load(src, idx), m)), s), dst, idx))
+    elif node.op == "log_softmax":
+        ls = vecmath.log(sg, s)
+        over_red(oidx, lambda idx: fg.store(
+            sg.sub(sg.sub(fg.load(src, idx), m), ls), dst, idx))
+    else:
+        fg.store(sg.add(vecmath.log(sg, s), m), dst, full(oidx, [0] * nred))
+
+
+def _emit_moments(plan, node, fg, src, dst, s_slot, oidx, over_red, full, add64, dt, count,
+                  shape, nred):
+    """var / std / layer_norm: the mean, then the squared deviations."""
+    b, sg = fg.b, fg.sg
+    c64 = lambda v: sg.const(v, "float64")                          # noqa: E731
+    b.store(c64(0).v, s_slot)
+    over_red(oidx, lambda idx: add64(s_slot, sg.cast(fg.load(src, idx), "float64")))
+    mean = sg.div(Scalar(b.load(s_slot, typ=F64), "float64"), c64(count))
+    b.store(c64(0).v, s_slot)
+
+    def dev2(idx):
+        d = sg.sub(sg.cast(fg.load(src, idx), "float64"), mean)
+        add64(s_slot, sg.mul(d, d))
+    over_red(oidx, dev2)
+    ss = Scalar(b.load(s_slot, typ=F64), "float64")
+    if node.op == "layer_norm":
+        var = sg.div(ss, c64(count))
+        eps = node.attrs.get("eps", 1e-5)
+        rstd = sg.div(c64(1), Scalar(sg.call("llvm.sqrt", F64,
+                                             sg.add(var, c64(eps)).v), "float64"))
+        w, bias = (node.inputs + [None, None])[1:3]
+
+        def write(idx):
+            y = sg.cast(sg.mul(sg.sub(sg.cast(fg.load(src, idx), "float64"), mean), rstd),
+                        dt)
+            if w is not None:
+                y = sg.mul(y, fg.load(plan.access(w, shape), idx))
+            if bias is not None:
+                y = sg.add(y, fg.load(plan.access(bias, shape), idx))
+            fg.store(y, dst, idx)
+        over_red(oidx, write)
+        return
+    denom = max(count - node.attrs.get("correction", 1), 0)
+    var = sg.div(ss, c64(denom))
+    if node.op == "std":
+        var = Scalar(sg.call("llvm.sqrt", F64, var.v), "float64")
+    fg.store(sg.cast(var, dt), dst, full(oidx, [0] * nred))
+
+
+for _op in ("softmax", "log_softmax", "logsumexp", "var", "std", "layer_norm"):
+    register(_op, "kernel", emit=_emit, check=_check)
