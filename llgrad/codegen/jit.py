@@ -1,19 +1,28 @@
 """The JIT: one MCJIT engine per process, created on first use, targeting the host CPU.
 
 `compile_module(irmod)` takes an llvmlite `ir.Module`, parses its text, verifies it,
-optimises it at O3 with the new pass manager (loop and SLP vectorisation on) and adds it
-to the engine. The result keeps the LLVM IR text before and after optimisation for dumps,
-and the engine it lives in (a Compiled keeps its engine alive, so `_reset()` never frees
-code that a kernel still points at)."""
+optimises it at O3 with the new pass manager (loop and SLP vectorisation on), generates an
+object file and loads that into the engine. The result keeps the LLVM IR text before and
+after optimisation for dumps, and the engine it lives in (a Compiled keeps its engine
+alive, so `_reset()` never frees code that a kernel still points at).
+
+Going through an object file is what makes caching cheap: `lookup(key)` finds the code of
+a key in this engine (memory) or in the disk cache (cache.py), where loading it skips
+optimisation and code generation. Object code is never unloaded (MCJIT has no way to), so
+the in-memory table lives as long as its engine; each kernel's code is a few KB."""
+import hashlib
 import os
 import threading
-import weakref
 
 import llvmlite.binding as llvm
 from llvmlite import ir
 
-_lock = threading.Lock()
+from . import cache
+
+_lock = threading.RLock()
 _jit = None
+# what the JIT did in this process (tests count these: a warm disk cache means no codegen)
+stats = {"optimized": 0, "codegen": 0, "loaded": 0, "memory_hits": 0}
 
 
 class _Jit:
@@ -43,6 +52,7 @@ class _Jit:
         backing.triple = self.triple
         self.engine = llvm.create_mcjit_compiler(backing, self.tm)
         self.symbols = {}
+        self.memory = {}            # cache key -> Compiled (code loaded in this engine)
 
 
 def jit():
@@ -61,6 +71,8 @@ def _reset():
     global _jit
     with _lock:
         _jit = None
+        for k in stats:
+            stats[k] = 0
 
 
 def add_symbol(name, address):
@@ -79,26 +91,17 @@ def new_module(name):
 
 
 class Compiled:
-    """A module living in the engine: function addresses and the IR text for dumps."""
+    """Code living in the engine: function addresses and the IR text for dumps."""
 
-    def __init__(self, jit_, llmod, ir_before, ir_after, addresses):
+    def __init__(self, jit_, ir_before, ir_after, addresses, obj=None):
         self._jit = jit_            # keeps the engine (and so the code) alive
-        self._llmod = llmod
         self.ir_before = ir_before
         self.ir_after = ir_after
         self.addresses = addresses
-        # when the last reference goes, give the module back (its IR is freed; the engine
-        # keeps the little machine code it made until the engine itself goes)
-        fin = weakref.finalize(self, _remove, jit_, llmod)
-        fin.atexit = False
+        self.object = obj           # the object file's bytes (what the disk cache holds)
 
     def address(self, name):
         return self.addresses[name]
-
-
-def _remove(jit_, llmod):
-    with _lock:
-        jit_.engine.remove_module(llmod)
 
 
 def optimize(llmod, tm, speed_level=3):
@@ -111,26 +114,73 @@ def optimize(llmod, tm, speed_level=3):
     pb.getModulePassManager().run(llmod, pb)
 
 
-def compile_module(irmod, entry_names, opt=True):
-    """Compile an llvmlite module; return a Compiled with the addresses of entry_names."""
+def key_for(text, options=""):
+    """The cache key of a module made from `text` (a graph's canonical IR) with `options`:
+    everything that decides the machine code goes in, so a key never names foreign code."""
+    from .. import __version__
+    j = jit()
+    h = hashlib.sha256()
+    for part in (text, options, __version__, ".".join(map(str, llvm.llvm_version_info)),
+                 j.triple, j.cpu, j.features):
+        h.update(part.encode("utf-8"))
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def _load(j, obj, ir_before, ir_after, entry_names):
+    """Put an object file into the engine; a Compiled with its entries' addresses."""
+    with _lock:
+        j.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+        j.engine.finalize_object()
+        addresses = {n: j.engine.get_function_address(n) for n in entry_names}
+    for n, a in addresses.items():
+        if not a:
+            raise RuntimeError(f"JIT: no address for function {n!r}")
+    return Compiled(j, ir_before, ir_after, addresses, obj)
+
+
+def lookup(key, entry_name):
+    """The Compiled for key from memory, else from a verified disk-cache file, else None."""
+    j = jit()
+    with _lock:
+        hit = j.memory.get(key)
+    if hit is not None:
+        stats["memory_hits"] += 1
+        return hit
+    rec = cache.load(key)
+    if rec is None or rec[0] != entry_name:
+        return None
+    _, obj, before, after = rec
+    compiled = _load(j, obj, before, after, [entry_name])
+    stats["loaded"] += 1
+    with _lock:
+        j.memory[key] = compiled
+    return compiled
+
+
+def compile_module(irmod, entry_names, opt=True, key=None):
+    """Compile an llvmlite module (optimise, generate an object file, load it); return a
+    Compiled with the addresses of entry_names. With a key, the result is remembered in
+    memory and written to the disk cache."""
     j = jit()
     ir_before = str(irmod)
     llmod = llvm.parse_assembly(ir_before)
     llmod.triple = j.triple
     llmod.data_layout = j.data_layout
     llmod.verify()
-    if opt:
-        with _lock:
-            optimize(llmod, j.tm)
-    ir_after = str(llmod)
     with _lock:
-        j.engine.add_module(llmod)
-        j.engine.finalize_object()
-        addresses = {n: j.engine.get_function_address(n) for n in entry_names}
-    for n, a in addresses.items():
-        if not a:
-            raise RuntimeError(f"JIT: no address for function {n!r}")
-    return Compiled(j, llmod, ir_before, ir_after, addresses)
+        if opt:
+            optimize(llmod, j.tm)
+            stats["optimized"] += 1
+        obj = j.tm.emit_object(llmod)
+        stats["codegen"] += 1
+    ir_after = str(llmod)
+    compiled = _load(j, obj, ir_before, ir_after, entry_names)
+    if key is not None:
+        with _lock:
+            j.memory[key] = compiled
+        cache.store(key, entry_names[0], obj, ir_before, ir_after)
+    return compiled
 
 
 def assembly(compiled):

@@ -3,8 +3,12 @@
 Native code trusts the geometry it was compiled for, so every input's dtype, shape and
 strides (and alignment) are checked against the graph's input types before the call; a
 mismatch raises ValueError and no native code runs. Output buffers are allocated per call
-(outputs are returned to the caller); the scratch arena is allocated once per kernel, so a
-Kernel must not be called from two threads at once."""
+(outputs are returned to the caller).
+
+Native code runs without the GIL, so several threads may be inside one kernel at once:
+each call takes a private context (pointer array, scratch arena, error flags) from a pool
+and puts it back afterwards, so a context is never shared between concurrent calls, and a
+single-threaded caller reuses one context forever (no allocation per call)."""
 import ctypes
 
 import numpy as np
@@ -52,6 +56,23 @@ class _InSpec:
         self.mask = self.itemsize - 1
 
 
+class _Context:
+    """What one call in flight owns: the pointer array (scratch slots filled once), its
+    address, the arena behind the scratch slots, and the error words of index checks."""
+    __slots__ = ("ptrs", "addr", "arena", "flags")
+
+    def __init__(self, plan):
+        self.ptrs = (ctypes.c_void_p * max(plan.nslots, 1))()
+        self.addr = ctypes.addressof(self.ptrs)
+        self.arena = np.empty(plan.arena_bytes + 64, np.uint8)
+        base = -(-self.arena.ctypes.data // 64) * 64
+        for b in plan.scratch:
+            self.ptrs[b.slot] = base + b.offset
+        # index-driven groups raise these words on an out-of-range index (ops_index)
+        self.flags = [(ctypes.c_int64.from_address(base + b.offset), msg)
+                      for b, msg in plan.flags]
+
+
 class Kernel:
     """Call with a sequence of arrays (one per graph input); returns the outputs' arrays.
 
@@ -66,15 +87,8 @@ class Kernel:
         self._fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self.address)
         self._in = [_InSpec(v) for v in graph.inputs]
         self._nin = len(self._in)
-        self._ptrs = (ctypes.c_void_p * max(plan.nslots, 1))()
-        self._ptrs_addr = ctypes.addressof(self._ptrs)
-        self._arena = np.empty(plan.arena_bytes + 64, np.uint8)
-        base = -(-self._arena.ctypes.data // 64) * 64
-        for b in plan.scratch:
-            self._ptrs[b.slot] = base + b.offset
-        # index-driven groups raise these words on an out-of-range index (ops_index)
-        self._flags = [(ctypes.c_int64.from_address(base + b.offset), msg)
-                       for b, msg in plan.flags]
+        self._pool = []              # free _Context objects (list.pop/append are atomic)
+        self._pool.append(self._new_context())
         self._outs = [(b.slot, np.dtype(b.dtype), tuple(b.value.type.shape))
                       for b in plan.outputs]
         index = {b: k for k, b in enumerate(plan.outputs)}
@@ -83,6 +97,9 @@ class Kernel:
         self._mutated = sorted(graph.mutated)
         self._direct = (len(self._recipes) == len(self._outs) and
                         all(r == ("out", k, None) for k, r in enumerate(self._recipes)))
+
+    def _new_context(self):
+        return _Context(self.plan)
 
     @property
     def ir_before(self):
@@ -137,13 +154,13 @@ class Kernel:
                 raise ValueError(f"{what}: the array's data is not aligned to its itemsize")
         return a
 
-    def _pointers(self, arrays):
-        """Check the inputs and store their data pointers; returns the (possibly converted)
-        arrays. The fast path is a handful of attribute compares per input."""
+    def _pointers(self, arrays, ptrs):
+        """Check the inputs and store their data pointers in ptrs; returns the (possibly
+        converted) arrays. The fast path is a handful of attribute compares per input."""
         if len(arrays) != self._nin:
             raise ValueError(f"kernel for graph {self.graph.name} takes {self._nin} inputs, "
                              f"got {len(arrays)}")
-        ptrs, off, converted = self._ptrs, _DATA_OFFSET, None
+        off, converted = _DATA_OFFSET, None
         for k, (a, spec) in enumerate(zip(arrays, self._in)):
             if type(a) is np.ndarray and a.dtype is spec.dtype and a.shape == spec.shape \
                     and a.strides == spec.bstrides and off is not None:
@@ -160,17 +177,25 @@ class Kernel:
         return arrays if converted is None else converted
 
     def _launch(self, arrays):
-        arrays = self._pointers(arrays)
-        ptrs = self._ptrs
-        outs = []
-        for slot, dt, shape in self._outs:
-            o = np.empty(shape, dt)
-            ptrs[slot] = data_pointer(o)
-            outs.append(o)
-        self._fn(self._ptrs_addr)
-        for word, msg in self._flags:
-            if word.value:
-                raise IndexError(msg)
+        pool = self._pool
+        try:
+            ctx = pool.pop()
+        except IndexError:               # another thread holds the context: make one
+            ctx = self._new_context()
+        try:
+            ptrs = ctx.ptrs
+            arrays = self._pointers(arrays, ptrs)
+            outs = []
+            for slot, dt, shape in self._outs:
+                o = np.empty(shape, dt)
+                ptrs[slot] = data_pointer(o)
+                outs.append(o)
+            self._fn(ctx.addr)
+            for word, msg in ctx.flags:
+                if word.value:
+                    raise IndexError(msg)
+        finally:
+            pool.append(ctx)
         return arrays, outs
 
     def run(self, arrays):

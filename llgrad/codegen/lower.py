@@ -10,8 +10,8 @@ alias checks.
 
 `supports(graph)` says whether every node has a lowering (and the first that has none);
 `lower(graph)` raises Unsupported naming that node otherwise."""
-import itertools
 import re
+import threading
 
 import numpy as np
 from llvmlite import ir
@@ -19,6 +19,7 @@ from llvmlite import ir
 from ..ir.graph import Value
 from ..ir.optable import OPS
 from . import jit
+from .blas import gemm_symbols
 from . import (ops_elementwise, ops_index, ops_matmul, ops_norm,  # noqa: F401  (the table)
                ops_reduce, ops_strided)
 from .fusion import emit_elementwise
@@ -32,7 +33,7 @@ for _name, _op in OPS.items():
     if _op.kind == "view" and _name not in LOWERINGS:
         register(_name, "view")
 
-_counter = itertools.count()
+_build_lock = threading.Lock()
 
 
 class Unsupported(NotImplementedError):
@@ -97,6 +98,10 @@ def _check_view(node):
     return None
 
 
+def blas_available():
+    return bool(gemm_symbols())
+
+
 def supports(graph):
     """(True, None) when lower(graph) can compile it, else (False, the first bad node)."""
     bad = unsupported(graph)
@@ -104,18 +109,36 @@ def supports(graph):
 
 
 def lower(graph, *, blas=True, opt=True):
-    """Compile graph to a Kernel (raises Unsupported when supports(graph) is False)."""
+    """Compile graph to a Kernel (raises Unsupported when supports(graph) is False).
+
+    The code is looked up by its key (the graph's IR text and the options, see
+    jit.key_for) in memory and in the disk cache first; a hit skips building the LLVM
+    module, optimisation and code generation. The plan is always rebuilt from the graph
+    (cheap, and the Kernel needs it), so a hit runs exactly the code that plan describes."""
     bad = unsupported(graph)
     if bad is not None:
         raise Unsupported(*bad)
     plan = Plan(graph)
-    plan.options = {"blas": blas}
+    plan.options = {"blas": blas and blas_available()}
     for grp in plan.groups:
         low = LOWERINGS[grp.root.op]
         if low.prepare:
             low.prepare(plan, grp)
     plan.finalize()
-    name = f"llgrad_{re.sub(r'[^0-9A-Za-z_]', '_', graph.name)}_{next(_counter)}"
+    key = jit.key_for(str(graph), f"blas={plan.options['blas']};opt={opt};{plan.describe()}")
+    name = f"llgrad_{re.sub(r'[^0-9A-Za-z_]', '_', graph.name)[:40]}_{key[:16]}"
+    with _build_lock:               # one build per key, even from several threads
+        compiled = jit.lookup(key, name)
+        if compiled is None:
+            mod = _module(plan, name)
+            compiled = jit.compile_module(mod, [name], opt=opt, key=key)
+    kernel = Kernel(graph, plan, compiled, name)
+    kernel.cache_key = key
+    return kernel
+
+
+def _module(plan, name):
+    """The LLVM module of a planned graph: one function per group, and the entry."""
     mod = jit.new_module(name)
     consts = _constants(mod, plan)
     calls = []
@@ -129,8 +152,7 @@ def lower(graph, *, blas=True, opt=True):
             low.emit(plan, grp, fg)
         calls.append((fg.finish(), bufs))
     _entry(mod, name, calls, consts)
-    compiled = jit.compile_module(mod, [name], opt=opt)
-    return Kernel(graph, plan, compiled, name)
+    return mod
 
 
 def _constants(mod, plan):

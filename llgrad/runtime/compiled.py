@@ -6,6 +6,7 @@ it (so the backward is made of the very VJP rules eager uses, custom Functions i
 that run's results are returned as they are, so a first call is exactly an eager call."""
 import functools
 import os
+import threading
 import warnings
 
 import numpy as np
@@ -27,7 +28,7 @@ RECOMPILE_LIMIT = 8
 
 
 def _backend(requested):
-    b = requested or os.environ.get("LLGRAD_BACKEND") or "interpret"
+    b = requested or os.environ.get("LLGRAD_BACKEND") or "llvm"
     if b not in BACKENDS:
         raise ValueError(f"unknown llgrad backend {b!r} (available: {', '.join(BACKENDS)})")
     return b
@@ -54,6 +55,7 @@ class CompiledFunction:
         self.n_traces = 0           # how many times fn was traced (tests count this)
         self.entries = []
         self._warned = False
+        self._lock = threading.RLock()     # one trace at a time; the cache changes under it
 
     def __get__(self, obj, objtype=None):
         if obj is None:
@@ -73,12 +75,18 @@ class CompiledFunction:
             out = run_entry(entry, [t for _, t in tensors])
             if out is not _MISS:
                 return out
-        if self.n_traces >= self.recompile_limit:
-            self._warn_limit(guards)
-            return self.fn(*args, **kwargs)
-        entry, result = self._trace(tensors, guards, args, kwargs)
-        self.cache.setdefault(key, []).append(entry)
-        return result
+        with self._lock:
+            if self.cache.get(key):       # another thread traced it meanwhile
+                for entry in self.cache[key]:
+                    out = run_entry(entry, [t for _, t in tensors])
+                    if out is not _MISS:
+                        return out
+            if self.n_traces >= self.recompile_limit:
+                self._warn_limit(guards)
+                return self.fn(*args, **kwargs)
+            entry, result = self._trace(tensors, guards, args, kwargs)
+            self.cache[key] = self.cache.get(key, []) + [entry]
+            return result
 
     def _warn_limit(self, guards):
         if self._warned:
@@ -167,19 +175,21 @@ class CompiledFunction:
         return entry, state["result"]
 
     # ---- inspection ---------------------------------------------------------------------------
-    def dump(self, *args, llvm=False, python=False, **kwargs):
+    def dump(self, *args, llvm=False, asm=False, python=False, **kwargs):
         """The forward IR, backward IR, saved values (with bytes), guards and mutated inputs
-        of the specialisation these arguments select (compiling it if needed)."""
+        of the specialisation these arguments select (compiling it if needed); with
+        llvm=True the LLVM IR before and after optimisation, with asm=True the assembly,
+        with python=True the graphs as Python source."""
         tensors, guards = collect(self.fn, args, kwargs)
         key = tuple(v for _, v in guards)
         if key not in self.cache:
             self(*args, **kwargs)
         entry = (self.cache.get(key) or [self.entries[-1]])[-1]
-        if llvm and entry.backend == "llvm":
+        if (llvm or asm) and entry.backend == "llvm":
             forward_run(entry)
             if entry.backward is not None:
                 backward_run(entry)
-        return format_entry(entry, python=python, llvm=llvm)
+        return format_entry(entry, python=python, llvm=llvm, asm=asm)
 
 
 _MISS = object()
@@ -302,7 +312,7 @@ def _wrap_outputs(arrays, inputs):
     return results
 
 
-def format_entry(entry, python=False, llvm=False):
+def format_entry(entry, python=False, llvm=False, asm=False):
     from ..codegen.pysource import graph_source
     from ..tracer.vjp import saved_table_rows
     parts = ["== guards ==", *(f"  {n}: {v!r}" for n, v in entry.guard_items),
@@ -322,6 +332,11 @@ def format_entry(entry, python=False, llvm=False):
             else:
                 parts += [f"== {which} LLVM IR (before optimisation) ==", k.ir_before,
                           f"== {which} LLVM IR (after optimisation) ==", k.ir_after]
+    if asm:
+        from ..codegen.jit import assembly
+        for which, k in getattr(entry, "kernels", {}).items():
+            parts += [f"== {which} assembly ==",
+                      f"  ({k})" if isinstance(k, str) else assembly(k.compiled)]
     if python:
         parts += ["== forward as Python ==", graph_source(entry.forward)]
         if entry.backward is not None:
@@ -334,9 +349,13 @@ def _dump_to_env(cf, entry):
     if not d:
         return
     os.makedirs(d, exist_ok=True)
+    if entry.backend == "llvm":           # build the kernels now, so their IR is dumped
+        forward_run(entry)
+        if entry.backward is not None:
+            backward_run(entry)
     path = os.path.join(d, f"{entry.name}_{cf.n_traces}.txt")
     with open(path, "w") as f:
-        f.write(format_entry(entry) + "\n")
+        f.write(format_entry(entry, python=True, llvm=True) + "\n")
 
 
 def compile(fn=None, *, backend=None, recompile_limit=RECOMPILE_LIMIT):
