@@ -16,6 +16,7 @@ import numpy as np
 from ..ir.ops_shape import strided_view
 
 _from_address = ctypes.c_void_p.from_address
+empty = np.empty
 
 
 def _probe_data_offset():
@@ -87,6 +88,7 @@ class Kernel:
         self._fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self.address)
         self._in = [_InSpec(v) for v in graph.inputs]
         self._nin = len(self._in)
+        self._fast_specs = [(sp.dtype, sp.shape, sp.bstrides, sp.mask) for sp in self._in]
         self._pool = []              # free _Context objects (list.pop/append are atomic)
         self._pool.append(self._new_context())
         self._outs = [(b.slot, np.dtype(b.dtype), tuple(b.value.type.shape))
@@ -160,12 +162,12 @@ class Kernel:
         if len(arrays) != self._nin:
             raise ValueError(f"kernel for graph {self.graph.name} takes {self._nin} inputs, "
                              f"got {len(arrays)}")
-        off, converted = _DATA_OFFSET, None
-        for k, (a, spec) in enumerate(zip(arrays, self._in)):
-            if type(a) is np.ndarray and a.dtype is spec.dtype and a.shape == spec.shape \
-                    and a.strides == spec.bstrides and off is not None:
+        off, converted, k = _DATA_OFFSET, None, 0
+        for a, (dtype, shape, bstrides, mask) in zip(arrays, self._fast_specs):
+            if type(a) is np.ndarray and a.dtype is dtype and a.shape == shape \
+                    and a.strides == bstrides and off is not None:
                 p = _from_address(id(a) + off).value or 0
-                if p & spec.mask:
+                if p & mask:
                     self._check(k, a)                  # raises: misaligned
             else:
                 a = self._check(k, a)
@@ -174,6 +176,7 @@ class Kernel:
                 converted[k] = a
                 p = data_pointer(a)
             ptrs[k] = p
+            k += 1
         return arrays if converted is None else converted
 
     def _launch(self, arrays):
@@ -187,16 +190,27 @@ class Kernel:
             arrays = self._pointers(arrays, ptrs)
             outs = []
             for slot, dt, shape in self._outs:
-                o = np.empty(shape, dt)
-                ptrs[slot] = data_pointer(o)
+                o = empty(shape, dt)
+                ptrs[slot] = _from_address(id(o) + _DATA_OFFSET).value \
+                    if _DATA_OFFSET is not None else o.ctypes.data
                 outs.append(o)
             self._fn(ctx.addr)
-            for word, msg in ctx.flags:
-                if word.value:
-                    raise IndexError(msg)
+            if ctx.flags:
+                for word, msg in ctx.flags:
+                    if word.value:
+                        raise IndexError(msg)
         finally:
             pool.append(ctx)
         return arrays, outs
+
+    @property
+    def direct(self):
+        """Whether the outputs are exactly the output buffers (fresh arrays, in order)."""
+        return self._direct
+
+    def launch_direct(self, arrays):
+        """The outputs of a direct kernel (see `direct`): one launch, nothing rebuilt."""
+        return self._launch(arrays)[1]
 
     def run(self, arrays):
         """(outputs, extras): extras maps each mutated input's final value and each guard's

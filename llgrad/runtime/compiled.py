@@ -14,12 +14,13 @@ import numpy as np
 from ..ir.interpret import evaluate
 from ..ir.ops_random import generator_from_array, state_to_array
 from ..ir.partition import partition
-from ..tracer.pytree import flatten, unflatten
+from ..tracer.pytree import flatten, unflatten, unflattener
 from ..tracer.trace import TraceError, trace_body
 from . import grad_mode, trace_state
 from .autograd_api import grad as autograd_grad
 from .creation import default_generator
 from .compiled_node import CompiledFunctionBackward
+from .fastpath import fast_key, plain_function
 from .guards import collect
 from .tensor import Tensor
 
@@ -50,12 +51,15 @@ class CompiledFunction:
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.backend = backend
+        self._resolved = _backend(backend)  # LLGRAD_BACKEND is read when compile() is called
         self.recompile_limit = recompile_limit
         self.cache = {}             # guard key -> [Entry] (entries differ in value guards)
         self.n_traces = 0           # how many times fn was traced (tests count this)
         self.entries = []
         self._warned = False
         self._lock = threading.RLock()     # one trace at a time; the cache changes under it
+        self._plain = plain_function(fn)    # guards from arguments alone (fastpath.py)
+        self._fast = {}             # flat key of a simple call -> its full guard key
 
     def __get__(self, obj, objtype=None):
         if obj is None:
@@ -67,10 +71,20 @@ class CompiledFunction:
 
     # ---- calling ------------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
-        if _backend(self.backend) == "eager" or trace_state.state.tracer is not None:
+        if self._resolved == "eager" or trace_state.state.tracer is not None:
             return self.fn(*args, **kwargs)       # debug mode, or inlined into a trace
+        fast = None if kwargs or not self._plain else fast_key(args)
+        if fast is not None:
+            key = self._fast.get(fast[0])
+            if key is not None:
+                for entry in self.cache.get(key, ()):     # (another thread may be tracing)
+                    out = run_entry(entry, fast[1])
+                    if out is not _MISS:
+                        return out
         tensors, guards = collect(self.fn, args, kwargs)
         key = tuple(v for _, v in guards)
+        if fast is not None:
+            self._fast[fast[0]] = key
         for entry in self.cache.get(key, ()):
             out = run_entry(entry, [t for _, t in tensors])
             if out is not _MISS:
@@ -169,7 +183,7 @@ class CompiledFunction:
         entry.unused = state["unused"]    # positions in diff_inputs: their .grad stays None
         entry.n_fn_out, entry.grad_assign = state["n_fn_out"], state["grad_assign"]
         entry.name = name
-        entry.backend = _backend(self.backend)
+        entry.backend = self._resolved
         self.entries.append(entry)
         _dump_to_env(self, entry)
         return entry, state["result"]
@@ -265,6 +279,11 @@ def backward_run(entry):
 
 def run_entry(entry, tensors):
     """Run a compiled entry on the inputs; _MISS if one of its value guards fails."""
+    quick = entry.__dict__.get("_quick", False)
+    if quick is False:
+        quick = entry._quick = _quick_runner(entry)
+    if quick is not None and (entry.backward is None or not grad_mode.state.grad_enabled):
+        return quick(tensors)
     fwd = entry.forward
     arrays = [t._data for t in tensors]
     rng_state = None
@@ -292,7 +311,29 @@ def run_entry(entry, tensors):
             Tensor._from_array(np.array(outs[entry.n_fn_out + pos]))
     if entry.backward is not None and grad_mode.state.grad_enabled:
         CompiledFunctionBackward.attach(entry, tensors, results, outs[entry.n_out:], rng_state)
-    return unflatten(entry.out_tree, results)
+    build = entry.__dict__.get("_unflatten")
+    if build is None:
+        build = entry._unflatten = unflattener(entry.out_tree)
+    return build(results)
+
+
+def _quick_runner(entry):
+    """For a native forward with nothing to check or commit after the call (no value
+    guards, write-backs, RNG or .grad updates) whose outputs are the kernel's fresh
+    buffers: a runner that is one kernel launch and the output tensors, or None."""
+    forward_run(entry)
+    kernel = entry.__dict__.get("kernels", {}).get("forward")
+    fwd = entry.forward
+    if not hasattr(kernel, "launch_direct") or not kernel.direct or fwd.guards or \
+            fwd.mutated or entry.rng_index is not None or entry.grad_assign:
+        return None
+    launch, n, from_array = kernel.launch_direct, entry.n_fn_out, Tensor._from_array
+    build = unflattener(entry.out_tree)
+
+    def quick(tensors):
+        outs = launch([t._data for t in tensors])
+        return build([from_array(o) for o in outs[:n]])
+    return quick
 
 
 def _detached(result):
@@ -303,6 +344,10 @@ def _detached(result):
 def _wrap_outputs(arrays, inputs):
     """Tensors for the output arrays. An output that aliases an input, or a larger output,
     becomes a view of it (as in eager), so in-place writes through it rebase history."""
+    if all(a.base is None for a in arrays):       # fresh arrays (a kernel's outputs)?
+        ids = {id(a) for a in arrays}
+        if len(ids) == len(arrays) and not any(id(t._data) in ids for t in inputs):
+            return [Tensor._from_array(a) for a in arrays]    # they alias nothing
     results = [None] * len(arrays)
     for k in sorted(range(len(arrays)), key=lambda k: -arrays[k].size):
         arr = arrays[k]

@@ -35,3 +35,14 @@ def unflatten(tree, leaves):
         items = [build(c) for c in children]
         return kind(*items) if hasattr(kind, "_fields") else kind(items)
     return build(tree)
+
+
+def unflattener(tree):
+    """A function leaves -> structure for one tree, quick for the common shapes (one
+    leaf, a flat tuple or list of leaves); others go through unflatten."""
+    if tree is None:
+        return lambda leaves: leaves[0]
+    kind, children = tree
+    if kind in (tuple, list) and all(c is None for c in children):
+        return kind
+    return lambda leaves: unflatten(tree, leaves)
