@@ -10,19 +10,26 @@ _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 _erf_scalar = np.frompyfunc(math.erf, 1, 1)
-try:                        # SciPy, when installed, has a vectorised erf
-    from scipy.special import erf as _erf_vector
-except ImportError:         # pragma: no cover - depends on the environment
-    _erf_vector = None
+_erf_vector = None          # SciPy's vectorised erf, imported on first use (not at import:
+                            # scipy.special alone takes ~0.4 s to import)
+
+
+def _erf_impl():
+    global _erf_vector
+    if _erf_vector is None:
+        try:
+            from scipy.special import erf
+            _erf_vector = erf
+        except ImportError:     # pragma: no cover - depends on the environment
+            _erf_vector = _erf_scalar
+    return _erf_vector
 
 
 def np_erf(x):
     # NumPy has no erf; SciPy's or math.erf (element by element) are exact to double
     # precision.
     dt = np.result_type(x, np.float32)
-    if _erf_vector is not None:
-        return np.asarray(_erf_vector(x), dtype=dt)
-    return np.asarray(_erf_scalar(x), dtype=dt)
+    return np.asarray(_erf_impl()(x), dtype=dt)
 
 
 def _is_tensor(x):
