@@ -7,3 +7,4 @@ from .interpret import interpret  # noqa: F401,E402
 from .parser import parse_graph  # noqa: F401,E402
 from .passes import cse, dce, fold_constants  # noqa: F401,E402
 from .verify import VerifyError, verify  # noqa: F401,E402
+from .ops_control import CONTROL  # noqa: F401,E402

@@ -2,7 +2,9 @@
 
 A TensorType carries dtype, shape, strides and offset (in elements), so a view's type says
 exactly which elements of its base it reads. A node's operands are Values or Python
-constants (numbers, None, bools); its attributes are plain literals."""
+constants (numbers, None, bools); its attributes are plain literals, except that control-flow
+nodes (ops_control.py) hold their regions as attributes: closed sub-Graphs whose inputs are
+the node's operands (no region reads an outer value except through an operand)."""
 from dataclasses import dataclass, field
 
 from .optable import contiguous_strides as contiguous
@@ -43,6 +45,28 @@ class TensorType:
         s = f"{DTYPE_SHORT[self.dtype]}[{','.join(map(str, self.shape))}]" \
             f"{{{','.join(map(str, self.strides))}}}"
         return s + (f"+{self.offset}" if self.offset else "")
+
+
+@dataclass(frozen=True)
+class StackType:
+    """The values one carried variable of a `while_loop` took, one per iteration: what the
+    loop's backward reads in reverse. Its length is the trip count, known only when the loop
+    runs, so it is a type of its own rather than a TensorType with an unknown dimension
+    (shape, strides and numel stay exact integers everywhere else). At run time a stack is
+    an array of shape (trip count, *elem.shape). `nbytes` is the size of one iteration's
+    entry: the cost estimate the forward/backward partition weighs."""
+    elem: TensorType
+
+    @property
+    def dtype(self):
+        return self.elem.dtype
+
+    @property
+    def nbytes(self):
+        return self.elem.nbytes
+
+    def __str__(self):
+        return f"stack({self.elem})"
 
 
 class Value:

@@ -1,8 +1,10 @@
 """The reference interpreter: read operands, apply the op's NumPy impl, write results.
-Views are NumPy views of their base, so aliasing behaves as in eager mode."""
+Views are NumPy views of their base, so aliasing behaves as in eager mode. Control-flow
+nodes (ops_control.py) run their regions through `evaluate`."""
 import numpy as np
 
-from .graph import Value
+from .graph import StackType, Value
+from .ops_control import CONTROL
 from .optable import OPS
 
 
@@ -23,7 +25,11 @@ def evaluate(graph, arrays):
     env = {}
     for v, a in zip(graph.inputs, arrays):
         a = np.asarray(a)
-        if a.shape != v.type.shape:
+        if isinstance(v.type, StackType):       # (trip count, *entry shape)
+            if a.shape[1:] != v.type.elem.shape:
+                raise ValueError(f"input %{v.name}: expected a stack of {v.type.elem.shape}, "
+                                 f"got shape {a.shape}")
+        elif a.shape != v.type.shape:
             raise ValueError(f"input %{v.name}: expected shape {v.type.shape}, got {a.shape}")
         env[v] = a
     for node, impl, casts in _plan(graph):
@@ -42,6 +48,10 @@ def evaluate(graph, arrays):
     return tuple(env[v] for v in graph.outputs), env
 
 
+def _only(impl):
+    return lambda *args, **attrs: impl(*args, **attrs)[0]
+
+
 def _constant(value, dtype):
     return np.array(value, dtype=dtype)
 
@@ -56,6 +66,10 @@ def _plan(graph):
         for node in graph.nodes:
             if node.op == "constant":
                 plan.append((node, _constant, ()))
+                continue
+            if node.op in CONTROL:      # its impl gives a tuple, whatever the result count
+                impl = CONTROL[node.op].impl
+                plan.append((node, impl if len(node.outputs) != 1 else _only(impl), ()))
                 continue
             op = OPS[node.op]
             want = promoted_dtype(op, [x.type if isinstance(x, Value) else x

@@ -5,7 +5,11 @@ Which values cross is a minimum cut (as AOTAutograd chooses): every value the ba
 reads must be either saved or recomputed in the backward from saved values through cheap
 ops (views, elementwise, creation, reductions); matmuls and random draws are never
 recomputed. Saving a value costs its bytes; primal inputs cost nothing (the caller holds
-them). The cut of least total bytes decides what is saved and what is recomputed."""
+them). The cut of least total bytes decides what is saved and what is recomputed.
+
+Control-flow nodes (cond, while_loop) are never recomputed: the backward reads what they
+give (a loop's trip count and stacks, a branch's results) as saved values. A stack's cost is
+one iteration's bytes (its length is known only at run time)."""
 import collections
 from dataclasses import dataclass
 
@@ -40,7 +44,7 @@ def _ancestors(values, stop=()):
 
 
 def _recomputable(node):
-    return node.op == "constant" or OPS[node.op].kind in RECOMPUTABLE_KINDS
+    return node.op == "constant" or (node.op in OPS and OPS[node.op].kind in RECOMPUTABLE_KINDS)
 
 
 def min_cut(required, fwd_nodes, primal, free):

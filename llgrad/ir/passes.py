@@ -1,8 +1,11 @@
 """Graph -> Graph passes: dead-code elimination, common-subexpression elimination,
-constant folding. Each returns a new Graph and leaves its input unchanged."""
+constant folding. Each returns a new Graph and leaves its input unchanged. Control-flow
+nodes are kept whole: their regions are closed graphs, shared by the copy, and a pass
+treats the node as one opaque pure op (never merged with another, never folded)."""
 import numpy as np
 
 from .graph import Graph, Guard, Node, TensorType, Value
+from .ops_control import CONTROL
 from .optable import OPS
 from .printer import literal
 
@@ -57,7 +60,7 @@ def cse(graph):
     """Replace a node by an earlier identical one (same op, operands and attributes)."""
     seen, subst, keep = {}, {}, []
     for n in graph.nodes:
-        if n.op in RANDOM_OPS:
+        if n.op in RANDOM_OPS or n.op in CONTROL:     # regions are not compared
             keep.append(n)
             continue
         k = _key(n, subst)
@@ -80,7 +83,8 @@ def fold_constants(graph):
             nodes.append(n)
             continue
         tensor_ins = [x for x in n.inputs if isinstance(x, Value)]
-        if n.op in RANDOM_OPS or not tensor_ins or any(x not in consts for x in tensor_ins) \
+        if n.op in RANDOM_OPS or n.op in CONTROL or not tensor_ins \
+                or any(x not in consts for x in tensor_ins) \
                 or len(n.outputs) != 1 or OPS[n.op].kind == "view":
             nodes.append(n)
             continue

@@ -32,40 +32,51 @@ def operand(x, names):
 
 
 def print_graph(graph):
-    names = _names(graph)
-    type_text = {}              # graphs repeat a few types many times
+    return "\n".join(_graph_lines(graph, f"graph {graph.name}", "", {}))
 
-    def typ(t):
+
+def _graph_lines(graph, head, indent, type_text):
+    """The lines of graph (a region is printed under its node, indented two more spaces
+    than the node, headed by its attribute name; its values are named in its own scope)."""
+    from .graph import Graph
+    names = _names(graph)
+
+    def typ(t):                 # graphs repeat a few types many times
         s = type_text.get(t)
         if s is None:
             s = type_text[t] = str(t)
         return s
 
     args = ", ".join(f"%{v.name}: {v.type}" for v in graph.inputs)
-    lines = [f"graph {graph.name}({args}) {{"]
+    lines = [f"{indent}{head}({args}) {{"]
+    pad = indent + "  "
     for node in graph.nodes:
         lhs = ", ".join("%" + names[o] for o in node.outputs)
         parts = [node.op]
         ops = ", ".join(operand(x, names) for x in node.inputs)
         if ops:
             parts.append(ops)
-        parts += [f"{k}={literal(v)}" for k, v in node.attrs.items()]
-        text = f"  {lhs} = {' '.join(parts)}"
+        parts += [f"{k}={literal(v)}" for k, v in node.attrs.items()
+                  if not isinstance(v, Graph)]
+        text = f"{pad}{lhs} = {' '.join(parts)}"
         types = ", ".join(typ(o.type) for o in node.outputs)
-        text = f"{text:<38s} : {types}"
+        text = f"{text:<{36 + len(pad)}s} : {types}"
         notes = []
         if node.view_of is not None:
             notes.append(f"view of %{names[node.view_of]}")
         if node.loc:
             notes.append(node.loc)
         if notes:
-            text = f"{text:<62s}  # {'; '.join(notes)}"
+            text = f"{text:<{60 + len(pad)}s}  # {'; '.join(notes)}"
         lines.append(text)
+        for k, v in node.attrs.items():
+            if isinstance(v, Graph):
+                lines += _graph_lines(v, k, pad + "  ", type_text)
     for g in graph.guards:
-        text = f"  guard %{names[g.value]} == {literal(g.expected)}"
-        lines.append(f"{text:<62s}  # {g.loc}" if g.loc else text)
+        text = f"{pad}guard %{names[g.value]} == {literal(g.expected)}"
+        lines.append(f"{text:<{60 + len(pad)}s}  # {g.loc}" if g.loc else text)
     for i, v in graph.mutated.items():
-        lines.append(f"  mutate %{graph.inputs[i].name} = %{names[v]}")
-    lines.append("  return " + ", ".join("%" + names[v] for v in graph.outputs))
-    lines.append("}")
-    return "\n".join(lines)
+        lines.append(f"{pad}mutate %{graph.inputs[i].name} = %{names[v]}")
+    lines.append(f"{pad}return " + ", ".join("%" + names[v] for v in graph.outputs))
+    lines.append(f"{indent}}}")
+    return lines

@@ -47,9 +47,11 @@ class Entry:
 
 
 class CompiledFunction:
-    def __init__(self, fn, backend=None, recompile_limit=RECOMPILE_LIMIT):
+    def __init__(self, fn, backend=None, recompile_limit=RECOMPILE_LIMIT, transform=True):
         functools.update_wrapper(self, fn)
         self.fn = fn
+        self.transform = transform  # rewrite tensor-dependent if/while (tracer/convert.py)
+        self._converted = None      # (the function traced, its rewritten source or None)
         self.backend = backend
         self._resolved = _backend(backend)  # LLGRAD_BACKEND is read when compile() is called
         self.recompile_limit = recompile_limit
@@ -71,8 +73,10 @@ class CompiledFunction:
 
     # ---- calling ------------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
-        if self._resolved == "eager" or trace_state.state.tracer is not None:
-            return self.fn(*args, **kwargs)       # debug mode, or inlined into a trace
+        if self._resolved == "eager":
+            return self.fn(*args, **kwargs)       # debug mode: the original function
+        if trace_state.state.tracer is not None:
+            return self._traced_fn()(*args, **kwargs)     # inlined into a trace
         fast = None if kwargs or not self._plain else fast_key(args)
         if fast is not None:
             key = self._fast.get(fast[0])
@@ -122,7 +126,7 @@ class CompiledFunction:
 
         def body():
             before = [t._grad for _, t in tensors]
-            result = self.fn(*args, **kwargs)
+            result = self._traced_fn()(*args, **kwargs)
             leaves, tree = flatten(result)
             state["tree"], state["result"] = tree, result
             outs = [leaf for _, leaf in leaves]
@@ -188,6 +192,13 @@ class CompiledFunction:
         _dump_to_env(self, entry)
         return entry, state["result"]
 
+    def _traced_fn(self):
+        """fn with its tensor-dependent control flow rewritten (converted once), or fn."""
+        if self._converted is None:
+            from ..tracer.convert import convert
+            self._converted = convert(self.fn) if self.transform else (self.fn, None)
+        return self._converted[0]
+
     # ---- inspection ---------------------------------------------------------------------------
     def dump(self, *args, llvm=False, asm=False, python=False, **kwargs):
         """The forward IR, backward IR, saved values (with bytes), guards and mutated inputs
@@ -203,7 +214,10 @@ class CompiledFunction:
             forward_run(entry)
             if entry.backward is not None:
                 backward_run(entry)
-        return format_entry(entry, python=python, llvm=llvm, asm=asm)
+        text = format_entry(entry, python=python, llvm=llvm, asm=asm)
+        source = self._converted[1] if self._converted else None
+        return text + ("\n== rewritten source (tensor-dependent control flow) ==\n" + source
+                       if source else "")
 
 
 _MISS = object()
@@ -403,9 +417,10 @@ def _dump_to_env(cf, entry):
         f.write(format_entry(entry, python=True, llvm=True) + "\n")
 
 
-def compile(fn=None, *, backend=None, recompile_limit=RECOMPILE_LIMIT):
-    """Decorator or call: compile fn (see CompiledFunction)."""
+def compile(fn=None, *, backend=None, recompile_limit=RECOMPILE_LIMIT, transform=True):
+    """Decorator or call: compile fn (see CompiledFunction). transform=False traces fn as
+    it is (tensor-dependent if/while become value guards instead of IR control flow)."""
     _backend(backend)
     if fn is None:
-        return lambda f: CompiledFunction(f, backend, recompile_limit)
-    return CompiledFunction(fn, backend, recompile_limit)
+        return lambda f: CompiledFunction(f, backend, recompile_limit, transform)
+    return CompiledFunction(fn, backend, recompile_limit, transform)

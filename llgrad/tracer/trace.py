@@ -45,13 +45,24 @@ class Tracer:
         self.rng_input = None
         self.rng_value = None
         self.loc_override = None   # set while replaying a graph or running a VJP rule
+        self.region_made = {}      # id(tensor) -> (tensor, region): made inside a region
 
     def current_loc(self):
         return self.loc_override or str(user_location())
 
     # ---- values --------------------------------------------------------------------------
-    def add(self, op, operands, attrs, view_of=None):
-        return self.builder.add(op, operands, attrs, loc=self.current_loc(), view_of=view_of)
+    def add(self, op, operands, attrs, view_of=None, types=None):
+        return self.builder.add(op, operands, attrs, types=types, loc=self.current_loc(),
+                                view_of=view_of)
+
+    def knows(self, t):
+        """True when t is a value of this trace (so a region traced inside it captures t)."""
+        e = self.values.get(id(t))
+        return (e is not None and e[0] is t) or id(t._storage) in self.roots
+
+    def bind(self, t, v):
+        """t (a fresh tensor owning its memory) holds the value v."""
+        self._bind_root(t, v)
 
     def input(self, t, name):
         if id(t._storage) in self.roots:
@@ -72,6 +83,13 @@ class Tracer:
             return e[1]
         root = self.roots.get(id(t._storage))
         if root is None:
+            made = self.region_made.get(id(t))
+            if made is not None and made[0] is t:
+                raise TraceError(
+                    f"{self.current_loc()}: a tensor computed inside {made[1]} is used "
+                    "outside it: it escaped through a side effect (a list, a dict, an "
+                    "attribute, a global). Only variables assigned in the branches or the "
+                    "loop carry values out of tensor-dependent control flow.")
             # a tensor made inside fn or captured from outside: a constant of the graph
             v = self.add("constant", [], {"value": t._data.tolist(), "dtype": t._dtype.name})
             self._bind_root(t, v)

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..ir import OPS
 from ..ir.graph import Value
+from ..ir.ops_control import CONTROL
 from ..ir.partition import partition
 from ..ir.verify import verify
 from ..runtime.autograd_api import grad as autograd_grad
@@ -23,7 +24,8 @@ from .trace import trace_body
 
 def replay(graph, tensors):
     """Run graph's nodes through the dispatcher on tensors; returns the value map. Under a
-    tracer, every recorded node keeps the source line of the node it replays."""
+    tracer, every recorded node keeps the source line of the node it replays. Control-flow
+    nodes run through control_ops (with their own autograd node)."""
     env = dict(zip(graph.inputs, tensors))
     tracer = trace_state.state.tracer
     for node in graph.nodes:
@@ -31,6 +33,10 @@ def replay(graph, tensors):
             tracer.loc_override = node.loc or None
         if node.op == "constant":
             out = Tensor._from_array(np.array(node.attrs["value"], dtype=node.attrs["dtype"]))
+        elif node.op in CONTROL:
+            from .control_ops import apply_node
+            out = apply_node(node, [env[x] if isinstance(x, Value) else x for x in node.inputs])
+            out = out if len(node.outputs) > 1 else out[0]
         else:
             args = [env[x] if isinstance(x, Value) else x for x in node.inputs]
             out = call(OPS[node.op], args, node.attrs)

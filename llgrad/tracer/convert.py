@@ -1,0 +1,363 @@
+"""The source transformation of tensor-dependent control flow (AutoGraph's approach).
+
+Before tracing, the function's AST is rewritten (rules.py holds the analyses):
+
+    if c: A else: B   ->  def if_true_1(y, z): A; return (y, z)
+                          def if_false_1(y, z): B; return (y, z)
+                          (y, z) = ag__.if_stmt(c, if_true_1, if_false_1, (y, z), ('y', 'z'), loc)
+    while c: A        ->  def while_test_1(x, i): return c
+                          def while_body_1(x, i): A; return (x, i)
+                          (x, i) = ag__.while_stmt(while_test_1, while_body_1, (x, i), ..., loc)
+    a if c else b     ->  ag__.if_exp(c, lambda: a, lambda: b, loc)
+    a and b, a or b, not a (in a condition) -> ag__.and_(lambda: a, lambda: b), ag__.or_, ag__.not_
+    a < b < c (in a condition) -> ag__.compare(('<', '<'), lambda: a, lambda: b, lambda: c)
+
+where (y, z) are the variables the statement assigns that are read later (or read before
+being assigned inside it), `ag__` is tracer/control.py, which decides at run time: a traced
+tensor condition becomes a `cond` / `while_loop` node, anything else runs as Python.
+`return` at the end of both branches (or of a branch and of the code after the if) becomes
+an assignment and one return after the if. A statement holding what cannot be converted
+(break, continue, another return, an attribute assignment, del, global) is left as Python
+with its condition checked: a tensor there is an error naming both lines. An if holding
+`raise` is left as Python (a tensor condition there stays a value guard).
+
+The rewritten function keeps the user's file name and line numbers (source locations in the
+IR are unchanged), globals (the function's own dict, live), closure cells, defaults and
+keyword defaults. Methods, nested functions and closures convert; a decorator that wraps
+with functools.wraps is seen through (the wrapped function is converted and put back into
+the wrapper's closure). No source (a lambda typed at a prompt, a builtin): a one-line
+warning, and the function is traced as it is. Functions the converted function calls are not
+converted (AutoGraph's converted_call is not done): a tensor condition in one of them stays
+a value guard, as without the transformation."""
+import ast
+import inspect
+import os
+import textwrap
+import types
+import warnings
+
+import astunparse
+
+from . import control
+from .rules import (always_returns, assigned, contains, definitely, exposed, is_super_call,
+                    loads, normalize_returns, unsupported)
+
+AG = "ag__"
+_OPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!=",
+        ast.Is: "is", ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in"}
+
+
+def convert(fn):
+    """-> (the function to trace, its rewritten source or None when nothing changed)."""
+    if isinstance(fn, types.MethodType):
+        f, src = convert(fn.__func__)
+        return (fn if f is fn.__func__ else types.MethodType(f, fn.__self__)), src
+    if isinstance(fn, (types.BuiltinFunctionType, types.BuiltinMethodType)):
+        return _fallback(fn, "it is a builtin")
+    if not isinstance(fn, types.FunctionType):
+        return fn, None             # a module, a partial, ...: traced as it is
+    inner = getattr(fn, "__wrapped__", None)
+    if inner is not None:
+        return _through_decorator(fn, inner)
+    try:
+        source = inspect.getsource(fn)
+    except (OSError, TypeError) as e:
+        return _fallback(fn, f"no source ({e})")
+    try:
+        fdef = _function_node(fn, source)
+    except SyntaxError as e:
+        return _fallback(fn, f"its source does not parse alone ({e.msg})")
+    if fdef is None:
+        return _fallback(fn, "its definition could not be located in its source")
+    if isinstance(fdef, ast.AsyncFunctionDef) or contains(fdef.body, (ast.Yield, ast.YieldFrom)):
+        return fn, None             # generators and coroutines run as they are
+    conv = _Converter(fdef, fn.__code__.co_filename, "__class__" in fn.__code__.co_freevars)
+    fdef = conv.function(fdef)
+    if not conv.changed:
+        return fn, None
+    return _build(fn, fdef), astunparse.unparse(fdef).strip() + "\n"
+
+
+def _fallback(fn, why):
+    name = getattr(fn, "__qualname__", repr(fn))
+    warnings.warn(f"llgrad.compile: {name} is traced without converting its control flow "
+                  f"({why}); tensor-dependent if/while in it become value guards",
+                  RuntimeWarning, stacklevel=4)
+    return fn, None
+
+
+def _through_decorator(fn, inner):
+    conv, src = convert(inner)
+    if conv is inner:
+        return fn, None
+    cells = fn.__closure__ or ()
+    if not any(c.cell_contents is inner for c in cells if _filled(c)):
+        return _fallback(fn, "its decorator does not hold the wrapped function in a closure")
+    closure = tuple(types.CellType(conv) if _filled(c) and c.cell_contents is inner else c
+                    for c in cells)
+    new = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__,
+                             closure)
+    new.__kwdefaults__, new.__qualname__ = fn.__kwdefaults__, fn.__qualname__
+    new.__wrapped__ = conv
+    return new, src
+
+
+def _filled(cell):
+    try:
+        cell.cell_contents
+        return True
+    except ValueError:
+        return False
+
+
+def _function_node(fn, source):
+    """The FunctionDef of fn, with the user's line numbers; a lambda becomes a def."""
+    tree = ast.parse(textwrap.dedent(source))
+    ast.increment_lineno(tree, fn.__code__.co_firstlineno - 1)
+    name = fn.__code__.co_name          # (__name__ may have been reassigned)
+    if name != "<lambda>":
+        node = tree.body[0] if tree.body else None
+        return node if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+            node.name == name else None
+    argnames = fn.__code__.co_varnames[:fn.__code__.co_argcount]
+    found = [n for n in ast.walk(tree) if isinstance(n, ast.Lambda)
+             and tuple(a.arg for a in n.args.args) == argnames]
+    if len(found) != 1:
+        return None
+    lam = found[0]
+    fdef = ast.FunctionDef("lambda_", lam.args, [ast.Return(lam.body)], [], None)
+    return ast.fix_missing_locations(ast.copy_location(fdef, lam))
+
+
+def _build(fn, fdef):
+    """The rewritten function: compiled inside a factory whose parameters are ag__ and fn's
+    free variables, then rebuilt on fn's own globals and closure cells."""
+    fdef.decorator_list, fdef.returns = [], None
+    a = fdef.args
+    for arg in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg]:
+        if arg is not None:
+            arg.annotation = None
+    a.defaults = [ast.Constant(None) for _ in a.defaults]     # fn.__defaults__ are used
+    a.kw_defaults = [None if d is None else ast.Constant(None) for d in a.kw_defaults]
+    free = fn.__code__.co_freevars
+    params = ast.arguments(posonlyargs=[], args=[ast.arg(n) for n in (AG,) + free],
+                           vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])
+    factory = ast.FunctionDef("llgrad_factory__", params,
+                              [fdef, ast.Return(ast.Name(fdef.name, ast.Load()))], [], None)
+    module = ast.fix_missing_locations(ast.Module([ast.copy_location(factory, fdef)], []))
+    ns = {}
+    exec(compile(module, fn.__code__.co_filename, "exec"), fn.__globals__, ns)  # noqa: S102
+    code = next(c for c in ns["llgrad_factory__"].__code__.co_consts
+                if isinstance(c, types.CodeType) and c.co_name == fdef.name)
+    code = code.replace(co_name=fn.__code__.co_name, co_qualname=fn.__code__.co_qualname)
+    cells = dict(zip(free, fn.__closure__ or ()))
+    cells[AG] = types.CellType(control)
+    new = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__,
+                             tuple(cells[n] for n in code.co_freevars))
+    new.__kwdefaults__, new.__qualname__ = fn.__kwdefaults__, fn.__qualname__
+    new.__module__, new.__doc__ = fn.__module__, fn.__doc__
+    return new
+
+
+def _call(name, args):
+    return ast.Call(ast.Attribute(ast.Name(AG, ast.Load()), name, ast.Load()), args, [])
+
+
+def _lambda(body):
+    return ast.Lambda(ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[],
+                                    kw_defaults=[], kwarg=None, defaults=[]), body)
+
+
+def _names_tuple(names, ctx):
+    return ast.Tuple([ast.Name(n, ctx()) for n in names], ctx())
+
+
+class _Converter:
+    def __init__(self, fdef, filename, has_class_cell):
+        self.file = os.path.basename(filename)
+        self.has_class_cell = has_class_cell
+        self.counter = 0
+        self.changed = False
+        self.first_param = None
+
+    def loc(self, node):
+        return f"{self.file}:{node.lineno}"
+
+    def function(self, fdef, nested=False):
+        a = fdef.args
+        params = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs] + \
+            [x.arg for x in (a.vararg, a.kwarg) if x is not None]
+        self.first_param = params[0] if params else None
+        body = list(fdef.body)
+        if not always_returns(body):
+            body.append(ast.copy_location(ast.Return(None), body[-1]))
+        body = normalize_returns(body)
+        fdef.body = body
+        self.loads = loads(fdef.body)       # [(Name node, name)] after normalisation
+        fdef.body = self.block(body, set(params))
+        return ast.fix_missing_locations(fdef)
+
+    def read_outside(self, stmt):
+        inside = {id(n) for n in ast.walk(stmt)}
+        return {name for node, name in self.loads if id(node) not in inside}
+
+    # ---- statements -----------------------------------------------------------------------
+    def block(self, stmts, defined):
+        out, defined = [], set(defined)
+        for s in stmts:
+            out += self.stmt(s, defined)
+            defined |= definitely(s)
+        return out
+
+    def stmt(self, s, defined):
+        if isinstance(s, ast.If):
+            return self.if_(s, defined)
+        if isinstance(s, ast.While):
+            return self.while_(s, defined)
+        if isinstance(s, ast.FunctionDef) and not contains(s.body, (ast.Yield, ast.YieldFrom)):
+            sub = _Converter(None, self.file, False)      # a nested function: its own scope
+            sub.counter = self.counter
+            s = sub.function(s, nested=True)
+            self.counter, self.changed = sub.counter, self.changed or sub.changed
+            return [s]
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return [s]              # generators, coroutines and classes run as they are
+        if isinstance(s, ast.For):
+            s.iter = self.expr(s.iter)
+            s.body = self.block(s.body, defined | set(assigned([s.target])))
+            s.orelse = self.block(s.orelse, defined)
+            return [s]
+        if isinstance(s, (ast.With, ast.AsyncWith)):
+            s.body = self.block(s.body, defined)
+            return [s]
+        if isinstance(s, ast.Try):
+            s.body = self.block(s.body, defined)
+            for h in s.handlers:
+                h.body = self.block(h.body, defined | ({h.name} if h.name else set()))
+            s.orelse = self.block(s.orelse, defined)
+            s.finalbody = self.block(s.finalbody, defined)
+            return [s]
+        return [self.expr(s)]
+
+    def if_(self, s, defined):
+        if contains(s.body + s.orelse, (ast.Raise,)):
+            s.body, s.orelse = self.block(s.body, defined), self.block(s.orelse, defined)
+            return [s]              # a check that raises: a value guard, as before
+        reason = unsupported(s.body + s.orelse, loop=False)
+        if reason:
+            return [self.left_in_python(s, defined, reason, "an if")]
+        read = self.read_outside(s) | exposed(s.body) | exposed(s.orelse)
+        names = [n for n in assigned(s.body + s.orelse) if n in read]
+        k = self.next()
+        test = self.test(s.test)
+        fns = [self.branch(f"if_true_{k}", names, s.body, defined, s),
+               self.branch(f"if_false_{k}", names, s.orelse, defined, s)]
+        call = _call("if_stmt", [test, ast.Name(f"if_true_{k}", ast.Load()),
+                                 ast.Name(f"if_false_{k}", ast.Load()),
+                                 self.values(names, defined), self.strings(names),
+                                 ast.Constant(self.loc(s))])
+        return fns + [self.bind(names, call, s)]
+
+    def while_(self, s, defined):
+        reason = unsupported(s.body, loop=True) or \
+            ("a while loop with an `else` clause" if s.orelse else None)
+        if reason:
+            return [self.left_in_python(s, defined, reason, "a while loop")]
+        read = {n for _, n in loads([ast.Expr(s.test)])} | exposed(s.body) | \
+            self.read_outside(s)
+        names = [n for n in assigned(s.body) if n in read]
+        k = self.next()
+        test = ast.FunctionDef(f"while_test_{k}", self.params(names),
+                               [ast.copy_location(ast.Return(self.test(s.test)), s)], [], None)
+        fns = [ast.copy_location(test, s),
+               self.branch(f"while_body_{k}", names, s.body, defined, s)]
+        call = _call("while_stmt", [ast.Name(f"while_test_{k}", ast.Load()),
+                                    ast.Name(f"while_body_{k}", ast.Load()),
+                                    self.values(names, defined), self.strings(names),
+                                    ast.Constant(self.loc(s))])
+        return fns + [self.bind(names, call, s)]
+
+    def left_in_python(self, s, defined, reason, what):
+        """The statement stays as it is; a tensor condition is an error naming the lines."""
+        self.changed = True
+        msg = f"{reason} inside {what} whose condition is a tensor is not supported"
+        s.test = ast.copy_location(_call("py_cond", [self.expr(s.test), ast.Constant(msg),
+                                                     ast.Constant(self.loc(s))]), s.test)
+        s.body, s.orelse = self.block(s.body, defined), self.block(s.orelse, defined)
+        return s
+
+    def branch(self, name, names, body, defined, at):
+        stmts = self.block(body, defined | set(names)) or [ast.Pass()]
+        ret = ast.Return(_names_tuple(names, ast.Load))
+        fn = ast.FunctionDef(name, self.params(names), stmts + [ret], [], None)
+        return ast.fix_missing_locations(ast.copy_location(fn, at))
+
+    def params(self, names):
+        return ast.arguments(posonlyargs=[], args=[ast.arg(n) for n in names], vararg=None,
+                             kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])
+
+    def values(self, names, defined):
+        """The variables' current values; ag__.ld(lambda: y, 'y') where y may have none."""
+        return ast.Tuple([ast.Name(n, ast.Load()) if n in defined else
+                          _call("ld", [_lambda(ast.Name(n, ast.Load())), ast.Constant(n)])
+                          for n in names], ast.Load())
+
+    def strings(self, names):
+        return ast.Tuple([ast.Constant(n) for n in names], ast.Load())
+
+    def bind(self, names, call, at):
+        stmt = ast.Assign([_names_tuple(names, ast.Store)], call, lineno=at.lineno) if names \
+            else ast.Expr(call)
+        return ast.fix_missing_locations(ast.copy_location(stmt, at))
+
+    def next(self):
+        self.counter += 1
+        self.changed = True
+        return self.counter
+
+    # ---- expressions ------------------------------------------------------------------------
+    def expr(self, node):
+        return _Expressions(self).visit(node)
+
+    def test(self, e):
+        """A condition: and/or/not (and chained comparisons of names) become ag__ calls."""
+        if isinstance(e, ast.BoolOp):
+            self.changed = True
+            fn = "and_" if isinstance(e.op, ast.And) else "or_"
+            return ast.copy_location(_call(fn, [_lambda(self.test(v)) for v in e.values]), e)
+        if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not):
+            self.changed = True
+            return ast.copy_location(_call("not_", [self.test(e.operand)]), e)
+        if isinstance(e, ast.Compare) and len(e.ops) > 1:
+            self.changed = True
+            ops = ast.Tuple([ast.Constant(_OPS[type(op)]) for op in e.ops], ast.Load())
+            parts = [_lambda(self.expr(x)) for x in [e.left] + e.comparators]
+            return ast.copy_location(_call("compare", [ops] + parts), e)
+        return self.expr(e)
+
+
+class _Expressions(ast.NodeTransformer):
+    """Conditional expressions anywhere in an expression; super() keeps working inside the
+    functions the rewrite introduces (it names its class and instance explicitly)."""
+
+    def __init__(self, conv):
+        self.conv = conv
+
+    def visit_IfExp(self, node):
+        self.generic_visit(node)
+        self.conv.changed = True
+        call = _call("if_exp", [self.conv.test(node.test), _lambda(node.body),
+                                _lambda(node.orelse), ast.Constant(self.conv.loc(node))])
+        return ast.copy_location(call, node)
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        if is_super_call(node) and self.conv.first_param and self.conv.has_class_cell:
+            node.args = [ast.Name("__class__", ast.Load()),
+                         ast.Name(self.conv.first_param, ast.Load())]
+        return node
+
+    def visit_FunctionDef(self, node):
+        return node                # statements: converted by _Converter.stmt
+
+    visit_ClassDef = visit_AsyncFunctionDef = visit_FunctionDef
