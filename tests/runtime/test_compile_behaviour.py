@@ -363,3 +363,19 @@ def test_llgrad_dump_env_writes_a_dump_file(tmp_path, monkeypatch):
     text = (tmp_path / files[0]).read_text()
     assert "_mlp_loss" in files[0]
     assert "== forward ==" in text and "== backward ==" in text and "== saved values ==" in text
+    # on llvm (the default) the kernels are built for the dump: LLVM IR and Python too
+    for part in ("== forward LLVM IR (before optimisation) ==",
+                 "== backward LLVM IR (after optimisation) ==", "== backward as Python =="):
+        assert part in text
+    assert "define void @llgrad_" in text
+
+
+def test_dump_shows_llvm_ir_and_assembly():
+    cf = llgrad.compile(_mlp_loss, backend="llvm")
+    text = cf.dump(*_mlp_args(), llvm=True, asm=True)
+    before = text.index("== forward LLVM IR (before optimisation) ==")
+    after = text.index("== forward LLVM IR (after optimisation) ==")
+    asm = text.index("== forward assembly ==")
+    assert before < after < asm and "== backward assembly ==" in text
+    assert "noalias" in text[before:after]              # the group functions' parameters
+    assert "\tret" in text[asm:] and ".section" in text[asm:]   # host assembly, not IR
