@@ -140,6 +140,14 @@ print("STARTUP " + json.dumps({{"T": T, "note": r.note()}}))
 """
 
 
+def child_env():
+    """The environment of a start-up process: as a user's shell has it, so bytecode is
+    read from (and written to) __pycache__ even if this process runs without it."""
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
 def startup_run(system, wkey, threads, data_path, cache_dir, timeout=900):
     """One fresh `python -c` process: -> dict(import=, first=, second= seconds since the
     parent started it, note=, loss=, grads=) or dict(error=...). The process's on-disk
@@ -147,7 +155,7 @@ def startup_run(system, wkey, threads, data_path, cache_dir, timeout=900):
     out = os.path.join(cache_dir, f"out_{os.getpid()}_{time.time_ns()}.npz")
     code = _STARTUP.format(bench=BENCH, system=system, threads=threads, data=data_path,
                            wkey=wkey, out=out)
-    env = dict(os.environ,
+    env = dict(child_env(),
                LLGRAD_CACHE_DIR=os.path.join(cache_dir, "llgrad"),
                JAX_COMPILATION_CACHE_DIR=os.path.join(cache_dir, "jax"),
                JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",

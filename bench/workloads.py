@@ -49,6 +49,7 @@ import math  # noqa: E402
 import platform  # noqa: E402
 import shutil  # noqa: E402
 import statistics  # noqa: E402
+import subprocess  # noqa: E402
 import tempfile  # noqa: E402
 import traceback  # noqa: E402
 
@@ -156,6 +157,11 @@ def run_startup(systems, opts):
     ref = reference64(wl, arrays)
     root = tempfile.mkdtemp(prefix="llgrad_bench_w6_")
     results = {(s, m): [] for s in systems for m in ("cold", "warm")}
+    # an installed package has its bytecode compiled (pip does it, as for torch and jax);
+    # an editable checkout may not yet: compile it once so no system pays for that
+    import llgrad
+    subprocess.run([sys.executable, "-m", "compileall", "-q",
+                    os.path.dirname(llgrad.__file__)], check=False, env=measure.child_env())
     try:
         data = measure.save_arrays(arrays, root)
         for rep in range(opts.startup_reps):
