@@ -19,6 +19,7 @@ from ..tracer.trace import TraceError, trace_body
 from . import grad_mode, trace_state
 from .autograd_api import grad as autograd_grad
 from .creation import default_generator
+from .compiled_dump import _dump_to_env, format_entry
 from .compiled_node import CompiledFunctionBackward
 from .fastpath import fast_key, plain_function
 from .guards import collect
@@ -26,6 +27,22 @@ from .tensor import Tensor
 
 BACKENDS = ("interpret", "python", "llvm", "eager")
 RECOMPILE_LIMIT = 8
+
+
+def _trace_note(name, tensors, exc):
+    """What a failed trace adds to the user's exception (which is raised as it is): the
+    compiled function, its tensor arguments, and the user's line that raised."""
+    args = ", ".join(f"{n}: {t._dtype.name}{list(t.shape)}" for n, t in tensors)
+    where, tb = None, exc.__traceback__
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    while tb is not None:
+        f = tb.tb_frame.f_code.co_filename
+        if not os.path.abspath(f).startswith(package + os.sep):
+            where = f"{f}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return (f"(raised while llgrad.compile traced {name}({args})"
+            f"{' at ' + where if where else ''}; nothing was cached, the next call "
+            "traces again)")
 
 
 def _backend(requested):
@@ -159,7 +176,11 @@ class CompiledFunction:
                                        for g, t in zip(grads, diff_in)]
 
         name = getattr(self.fn, "__name__", "f")
-        graph = trace_body(name, tensors, body)
+        try:
+            graph = trace_body(name, tensors, body)
+        except Exception as e:
+            e.add_note(_trace_note(name, tensors, e))
+            raise
         n_out = state["n_out"]
         # the traced run was an eager run: the generator already stands where eager leaves it
         rng_index = next((i for i, v in enumerate(graph.inputs) if v.name == "rng"), None)
@@ -257,12 +278,14 @@ def _kernel(entry, which):
     """The native kernel of entry's forward or backward graph; None (and a note in the
     dump) when the graph has an op the LLVM lowering does not cover yet: the interpreter
     runs that graph instead."""
-    from ..codegen.lower import lower, supports
+    from ..codegen.lower import lower, unsupported
     graph = getattr(entry, which)
-    ok, bad = supports(graph)
+    bad = unsupported(graph)
     notes = entry.__dict__.setdefault("kernels", {})
-    if not ok:
-        notes[which] = f"interpreted: {bad.op} ({bad.loc}) is not lowered to LLVM yet"
+    if bad is not None:
+        node, reason = bad
+        what = f"{node.op} ({node.loc})" if node is not None else "graph"
+        notes[which] = f"interpreted: {what} is not lowered to LLVM yet: {reason}"
         return None
     kernel = lower(graph)
     notes[which] = kernel
@@ -369,52 +392,6 @@ def _wrap_outputs(arrays, inputs):
                      if arr.size and np.shares_memory(arr, t._data)), None)
         results[k] = Tensor._view_of(arr, base) if base is not None else Tensor._from_array(arr)
     return results
-
-
-def format_entry(entry, python=False, llvm=False, asm=False):
-    from ..codegen.pysource import graph_source
-    from ..tracer.vjp import saved_table_rows
-    parts = ["== guards ==", *(f"  {n}: {v!r}" for n, v in entry.guard_items),
-             *(f"  value guard: %{g.value.name or '?'} == {g.expected!r}  # {g.loc}"
-               for g in entry.forward.guards),
-             "== forward ==", str(entry.forward)]
-    if entry.forward.mutated:
-        parts += ["== mutated inputs ==",
-                  *(f"  {entry.forward.inputs[i].name}" for i in entry.forward.mutated)]
-    if entry.backward is not None:
-        parts += ["== backward ==", str(entry.backward), "== saved values ==",
-                  saved_table_rows(entry.saved)]
-    if llvm:
-        for which, k in getattr(entry, "kernels", {}).items():
-            if isinstance(k, str):
-                parts += [f"== {which} LLVM IR ==", f"  ({k})"]
-            else:
-                parts += [f"== {which} LLVM IR (before optimisation) ==", k.ir_before,
-                          f"== {which} LLVM IR (after optimisation) ==", k.ir_after]
-    if asm:
-        from ..codegen.jit import assembly
-        for which, k in getattr(entry, "kernels", {}).items():
-            parts += [f"== {which} assembly ==",
-                      f"  ({k})" if isinstance(k, str) else assembly(k.compiled)]
-    if python:
-        parts += ["== forward as Python ==", graph_source(entry.forward)]
-        if entry.backward is not None:
-            parts += ["== backward as Python ==", graph_source(entry.backward)]
-    return "\n".join(parts)
-
-
-def _dump_to_env(cf, entry):
-    d = os.environ.get("LLGRAD_DUMP")
-    if not d:
-        return
-    os.makedirs(d, exist_ok=True)
-    if entry.backend == "llvm":           # build the kernels now, so their IR is dumped
-        forward_run(entry)
-        if entry.backward is not None:
-            backward_run(entry)
-    path = os.path.join(d, f"{entry.name}_{cf.n_traces}.txt")
-    with open(path, "w") as f:
-        f.write(format_entry(entry, python=True, llvm=True) + "\n")
 
 
 def compile(fn=None, *, backend=None, recompile_limit=RECOMPILE_LIMIT, transform=True):

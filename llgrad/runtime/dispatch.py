@@ -1,6 +1,8 @@
 """The one dispatcher: every op, eager or in-place, goes through `call`/`call_inplace`,
 which runs the op table's NumPy impl and records the backward node when grad is on.
 This is the eager hot path: keep it lean (no imports or allocations that can be avoided)."""
+import numpy as np
+
 from ..ir import OPS
 from . import grad_mode, trace_state
 from .dtypes import _cat_of_scalar, float32, result_type
@@ -32,9 +34,19 @@ def _same_dtype(op, inputs, pos):
                 first = x._dtype
             elif x._dtype is not first:
                 return False
-        elif x is not None and (first is None or _cat_of_scalar(x) > first._cat):
-            return False
+        elif x is not None:
+            if not isinstance(x, _OPERANDS):
+                raise TypeError(f"{op.name}(): argument {_ARG_NAMES[min(i, 2)]}(position {i}) "
+                                f"must be a Tensor or a number, not {type(x).__name__}")
+            if first is None or _cat_of_scalar(x) > first._cat:
+                return False
     return first is not None and (first._cat == 2 or not op.float_out)
+
+
+# what an op's promoted operand may be besides a Tensor: Python and NumPy numbers (and
+# NumPy arrays, which PyTorch accepts too); a list or a string is a mistake, not data
+_OPERANDS = (bool, int, float, np.generic, np.ndarray)
+_ARG_NAMES = ("'input' ", "'other' ", "")
 
 
 def prepare(op, inputs):

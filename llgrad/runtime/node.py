@@ -275,7 +275,11 @@ class AccumulateGrad(Node):
         if trace_state.state.tracer is not None:
             # traced (a compiled training step): tensor ops, so the tracer records them
             with grad_mode.no_grad():
-                leaf._grad = g.clone() if old is None else old.add_(g)
+                if old is None:     # as eager: a new .grad has its leaf's layout
+                    c = g.contiguous() if leaf.is_contiguous() else g
+                    leaf._grad = c.clone() if c is g else c
+                else:
+                    leaf._grad = old.add_(g)
             return
         if old is None:
             buf = np.empty_like(leaf._data)

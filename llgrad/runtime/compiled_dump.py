@@ -1,0 +1,51 @@
+"""Reading a compiled function: its guards, forward and backward IR, saved values, mutated
+inputs, and on request the LLVM IR (before and after optimisation), the host assembly and
+the graphs as Python source; LLGRAD_DUMP=dir writes all of it for every trace."""
+import os
+
+
+def format_entry(entry, python=False, llvm=False, asm=False):
+    from ..codegen.pysource import graph_source
+    from ..tracer.vjp import saved_table_rows
+    parts = ["== guards ==", *(f"  {n}: {v!r}" for n, v in entry.guard_items),
+             *(f"  value guard: %{g.value.name or '?'} == {g.expected!r}  # {g.loc}"
+               for g in entry.forward.guards),
+             "== forward ==", str(entry.forward)]
+    if entry.forward.mutated:
+        parts += ["== mutated inputs ==",
+                  *(f"  {entry.forward.inputs[i].name}" for i in entry.forward.mutated)]
+    if entry.backward is not None:
+        parts += ["== backward ==", str(entry.backward), "== saved values ==",
+                  saved_table_rows(entry.saved)]
+    if llvm:
+        for which, k in getattr(entry, "kernels", {}).items():
+            if isinstance(k, str):
+                parts += [f"== {which} LLVM IR ==", f"  ({k})"]
+            else:
+                parts += [f"== {which} LLVM IR (before optimisation) ==", k.ir_before,
+                          f"== {which} LLVM IR (after optimisation) ==", k.ir_after]
+    if asm:
+        from ..codegen.jit import assembly
+        for which, k in getattr(entry, "kernels", {}).items():
+            parts += [f"== {which} assembly ==",
+                      f"  ({k})" if isinstance(k, str) else assembly(k.compiled)]
+    if python:
+        parts += ["== forward as Python ==", graph_source(entry.forward)]
+        if entry.backward is not None:
+            parts += ["== backward as Python ==", graph_source(entry.backward)]
+    return "\n".join(parts)
+
+
+def _dump_to_env(cf, entry):
+    d = os.environ.get("LLGRAD_DUMP")
+    if not d:
+        return
+    os.makedirs(d, exist_ok=True)
+    if entry.backend == "llvm":           # build the kernels now, so their IR is dumped
+        from .compiled import backward_run, forward_run
+        forward_run(entry)
+        if entry.backward is not None:
+            backward_run(entry)
+    path = os.path.join(d, f"{entry.name}_{cf.n_traces}.txt")
+    with open(path, "w") as f:
+        f.write(format_entry(entry, python=True, llvm=True) + "\n")
