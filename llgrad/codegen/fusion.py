@@ -68,13 +68,24 @@ class Expr:
 
     def value(self, v):
         s = self.memo.get(v)
-        if s is None:
-            if v.node is not None and v.node in self.members:
-                s = self._node(v.node)
+        if s is not None:
+            return s
+        memo, stack = self.memo, [v]     # post-order without recursion (long chains)
+        while stack:
+            u = stack[-1]
+            if u in memo:
+                stack.pop()
+            elif u.node is None or u.node not in self.members:
+                memo[u] = self.fg.load(self.accesses[u], self.idx)
+                stack.pop()
             else:
-                s = self.fg.load(self.accesses[v], self.idx)
-            self.memo[v] = s
-        return s
+                pending = [x for x in u.node.inputs if isinstance(x, Value) and x not in memo]
+                if pending:
+                    stack.extend(reversed(pending))     # the first operand is emitted first
+                else:
+                    memo[u] = self._node(u.node)
+                    stack.pop()
+        return memo[v]
 
     def _node(self, node):
         sg = self.sg

@@ -114,14 +114,35 @@ def optimize(llmod, tm, speed_level=3):
     pb.getModulePassManager().run(llmod, pb)
 
 
+_fingerprint = None
+
+
+def _code_fingerprint():
+    """A hash of the source of the packages that decide machine code (codegen, ir): a
+    changed lowering must not find the kernels an older one cached under the same version
+    number (a development checkout changes without a version bump)."""
+    global _fingerprint
+    if _fingerprint is None:
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        h = hashlib.sha256()
+        for pkg in ("codegen", "ir"):
+            d = os.path.join(root, pkg)
+            for name in sorted(os.listdir(d)):
+                if name.endswith(".py"):
+                    with open(os.path.join(d, name), "rb") as f:
+                        h.update(name.encode() + b"\0" + f.read())
+        _fingerprint = h.hexdigest()
+    return _fingerprint
+
+
 def key_for(text, options=""):
     """The cache key of a module made from `text` (a graph's canonical IR) with `options`:
     everything that decides the machine code goes in, so a key never names foreign code."""
     from .. import __version__
     j = jit()
     h = hashlib.sha256()
-    for part in (text, options, __version__, ".".join(map(str, llvm.llvm_version_info)),
-                 j.triple, j.cpu, j.features):
+    for part in (text, options, __version__, _code_fingerprint(),
+                 ".".join(map(str, llvm.llvm_version_info)), j.triple, j.cpu, j.features):
         h.update(part.encode("utf-8"))
         h.update(b"\0")
     return h.hexdigest()

@@ -14,6 +14,8 @@ import ctypes
 import numpy as np
 
 from ..ir.ops_shape import strided_view
+from ..ir.graph import StackType
+from .stacks import Descriptors, stack_input
 
 _from_address = ctypes.c_void_p.from_address
 empty = np.empty
@@ -44,10 +46,13 @@ def data_pointer(a):
 
 
 class _InSpec:
-    __slots__ = ("name", "dtype", "shape", "strides", "bstrides", "itemsize", "mask")
+    __slots__ = ("name", "dtype", "shape", "strides", "bstrides", "itemsize", "mask", "stack")
 
     def __init__(self, v):
         t = v.type
+        self.stack = isinstance(t, StackType)   # (n, *entry): never the fast path's shape
+        if self.stack:
+            t = t.elem
         self.name = v.name
         self.dtype = np.dtype(t.dtype)
         self.shape = tuple(t.shape)
@@ -60,7 +65,7 @@ class _InSpec:
 class _Context:
     """What one call in flight owns: the pointer array (scratch slots filled once), its
     address, the arena behind the scratch slots, and the error words of index checks."""
-    __slots__ = ("ptrs", "addr", "arena", "flags")
+    __slots__ = ("ptrs", "addr", "arena", "flags", "stacks", "lengths")
 
     def __init__(self, plan):
         self.ptrs = (ctypes.c_void_p * max(plan.nslots, 1))()
@@ -72,6 +77,10 @@ class _Context:
         # index-driven groups raise these words on an out-of-range index (ops_index)
         self.flags = [(ctypes.c_int64.from_address(base + b.offset), msg)
                       for b, msg in plan.flags]
+        # a loop's saved iterations, grown by native code (stacks.py)
+        self.stacks = Descriptors(base, plan) if plan.stacks else None
+        self.lengths = [(v.index, ctypes.c_int64.from_address(base + b.offset))
+                        for v, b in plan.lengths.items()]
 
 
 class Kernel:
@@ -97,7 +106,8 @@ class Kernel:
         self._recipes = [self._recipe(v, index) for v in plan.escaping]
         self._nout = len(graph.outputs)
         self._mutated = sorted(graph.mutated)
-        self._direct = (len(self._recipes) == len(self._outs) and
+        # (every escaping value an output: a mutated input's or guard's buffer is not)
+        self._direct = (len(self._recipes) == len(self._outs) == self._nout and
                         all(r == ("out", k, None) for k, r in enumerate(self._recipes)))
 
     def _new_context(self):
@@ -117,6 +127,8 @@ class Kernel:
         root = root_of(v)
         buf = self.plan.buffers[root]
         t = v.type
+        if buf.kind == "stack":         # after the output buffers (see _launch)
+            return ("out", len(self.plan.outputs) + self.plan.stacks.index(buf), None)
         if buf.kind == "constant":
             node = root.node
             base = np.asarray(node.attrs["value"], dtype=node.attrs["dtype"])
@@ -143,6 +155,8 @@ class Kernel:
             a = np.asarray(a)
         if a.dtype != spec.dtype:
             raise ValueError(f"{what}: expected dtype {spec.dtype}, got {a.dtype}")
+        if spec.stack:
+            return stack_input(a, spec.shape, what)
         if a.shape != spec.shape:
             raise ValueError(f"{what}: expected shape {spec.shape}, got {a.shape}")
         if a.size:
@@ -188,6 +202,8 @@ class Kernel:
         try:
             ptrs = ctx.ptrs
             arrays = self._pointers(arrays, ptrs)
+            for k, word in ctx.lengths:         # stack inputs: native code bounds-checks
+                word.value = len(arrays[k])
             outs = []
             for slot, dt, shape in self._outs:
                 o = empty(shape, dt)
@@ -195,6 +211,8 @@ class Kernel:
                     if _DATA_OFFSET is not None else o.ctypes.data
                 outs.append(o)
             self._fn(ctx.addr)
+            if ctx.stacks is not None:        # (freed before any error below)
+                outs += ctx.stacks.harvest()
             if ctx.flags:
                 for word, msg in ctx.flags:
                     if word.value:

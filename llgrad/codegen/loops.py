@@ -137,9 +137,10 @@ class FuncGen:
         self.b = ir.IRBuilder(self._body)
         self.sg = ScalarGen(module, self.b)
 
-    def alloca(self, typ, name=""):
+    def alloca(self, typ, name="", count=None):
+        """A stack slot (count of them, contiguous, when count is given), in the entry."""
         ab = ir.IRBuilder(self._allocas)
-        return ab.alloca(typ, name=name)
+        return ab.alloca(typ, size=None if count is None else _i64(count), name=name)
 
     def address(self, acc, idx):
         """Pointer to the element of Access acc at loop indices idx."""

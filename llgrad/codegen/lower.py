@@ -20,8 +20,10 @@ from ..ir.graph import Value
 from ..ir.optable import OPS
 from . import jit
 from .blas import gemm_symbols
-from . import (ops_elementwise, ops_index, ops_matmul, ops_norm,  # noqa: F401  (the table)
-               ops_reduce, ops_strided)
+from . import (ops_advindex, ops_elementwise, ops_index, ops_loss,  # noqa: F401  (the table)
+               ops_matmul, ops_norm, ops_positional, ops_random, ops_reduce, ops_strided)
+from . import ops_control  # noqa: F401  (cond, while_loop: regions as internal functions)
+from .cluster import emit_cluster
 from .fusion import emit_elementwise
 from .kernel import Kernel
 from .loops import FuncGen
@@ -69,8 +71,8 @@ def unsupported(graph):
                 return node, f"operand dtype {x.type.dtype}"
         if low.kind == "view":
             reason = _check_view(node)
-        elif len(node.outputs) != 1:
-            reason = "several results"
+        elif len(node.outputs) != 1 and low.kind != "kernel":
+            reason = "several results"          # (kernels write one buffer per result)
         else:
             reason = low.check(node) if low.check else None
         if reason:
@@ -108,7 +110,7 @@ def supports(graph):
     return (True, None) if bad is None else (False, bad[0])
 
 
-def lower(graph, *, blas=True, opt=True):
+def lower(graph, *, blas=True, opt=True, clusters=True):
     """Compile graph to a Kernel (raises Unsupported when supports(graph) is False).
 
     The code is looked up by its key (the graph's IR text and the options, see
@@ -118,13 +120,7 @@ def lower(graph, *, blas=True, opt=True):
     bad = unsupported(graph)
     if bad is not None:
         raise Unsupported(*bad)
-    plan = Plan(graph)
-    plan.options = {"blas": blas and blas_available()}
-    for grp in plan.groups:
-        low = LOWERINGS[grp.root.op]
-        if low.prepare:
-            low.prepare(plan, grp)
-    plan.finalize()
+    plan = plan_graph(graph, {"blas": blas and blas_available()}, clusters)
     key = jit.key_for(str(graph), f"blas={plan.options['blas']};opt={opt};{plan.describe()}")
     name = f"llgrad_{re.sub(r'[^0-9A-Za-z_]', '_', graph.name)[:40]}_{key[:16]}"
     with _build_lock:               # one build per key, even from several threads
@@ -137,25 +133,47 @@ def lower(graph, *, blas=True, opt=True):
     return kernel
 
 
+def plan_graph(graph, options, clusters=True):
+    """A finalized Plan of graph (every group's prepare run): also how ops_control plans
+    a control-flow node's regions, with the options of the graph holding it."""
+    plan = Plan(graph, clusters=clusters)
+    plan.options = options
+    for grp in plan.groups:
+        low = LOWERINGS[grp.root.op]
+        if low.prepare and grp.kind != "cluster":
+            low.prepare(plan, grp)
+    plan.finalize()
+    return plan
+
+
 def _module(plan, name):
     """The LLVM module of a planned graph: one function per group, and the entry."""
     mod = jit.new_module(name)
-    consts = _constants(mod, plan)
+    emit_plan(mod, plan, name)
+    return mod
+
+
+def emit_plan(mod, plan, name, prefix="const"):
+    """A planned graph's functions in mod (one per group, and the entry `name` taking the
+    pointer array): (the entry, {constant Buffer: its global}). ops_control emits regions
+    with this, under their own names and constant prefixes."""
+    consts = _constants(mod, plan, prefix)
     calls = []
     for grp in plan.groups:
         bufs = plan.group_buffers(grp)
-        fg = FuncGen(mod, f"{name}.g{grp.index}.{grp.root.op}", bufs)
+        fg = FuncGen(mod, f"{name}.g{grp.index}.{grp.kind}.{grp.root.op}", bufs)
         low = LOWERINGS[grp.root.op]
-        if low.kind == "elementwise":
+        if grp.kind == "cluster":
+            emit_cluster(plan, grp, fg)
+        elif low.kind == "elementwise":
             emit_elementwise(plan, grp, fg)
         else:
             low.emit(plan, grp, fg)
         calls.append((fg.finish(), bufs))
-    _entry(mod, name, calls, consts)
-    return mod
+    return _entry(mod, name, calls, consts), consts
 
 
-def _constants(mod, plan):
+def _constants(mod, plan, prefix="const"):
     out = {}
     for k, (v, buf) in enumerate((v, b) for v, b in plan.buffers.items()
                                  if b.kind == "constant"):
@@ -165,7 +183,7 @@ def _constants(mod, plan):
         items = [ir.Constant(et, float(x) if arr.dtype.kind == "f" else int(x)) for x in arr]
         if not items:
             items = [ir.Constant(et, 0)]
-        gv = ir.GlobalVariable(mod, ir.ArrayType(et, len(items)), name=f"const{k}")
+        gv = ir.GlobalVariable(mod, ir.ArrayType(et, len(items)), name=f"{prefix}{k}")
         gv.initializer = ir.Constant(ir.ArrayType(et, len(items)), items)
         gv.global_constant = True
         gv.linkage = "private"

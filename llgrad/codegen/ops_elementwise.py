@@ -104,6 +104,8 @@ _unary("tanh", vecmath.tanh)
 _unary("sigmoid", vecmath.sigmoid)
 _unary("log1p", vecmath.log1p)
 _unary("erf", vecmath.erf)
+_unary("sin", vecmath.sin)
+_unary("cos", vecmath.cos)
 _unary("sqrt", lambda sg, a: Scalar(sg.call("llvm.sqrt", a.v.type, a.v), a.dt))
 _unary("rsqrt", lambda sg, a: sg.div(sg.const(1, a.dt),
                                       Scalar(sg.call("llvm.sqrt", a.v.type, a.v), a.dt)))

@@ -1,4 +1,5 @@
-"""mm, bmm and matmul (NumPy's matmul semantics: 1-D operands, broadcast batch dims).
+"""mm, bmm, matmul, dot and mv (NumPy's matmul semantics: 1-D operands, broadcast batch
+dims).
 
 Each operand is a matrix per batch index: rows, cols, a row stride and a column stride in
 its buffer. One whose layout BLAS can read (unit stride along one axis, a leading dimension
@@ -169,6 +170,8 @@ def _emit(plan, group, fg):
                              C.acc, bidx + [i, j])
 
 
-for _op in ("mm", "bmm", "matmul"):
+# dot (1-D . 1-D) and mv (2-D @ 1-D) are matmuls of those ranks (a 1 x K row times a K x 1
+# column, an M x K matrix times a column): the same code, BLAS included
+for _op in ("mm", "bmm", "matmul", "dot", "mv"):
     register(_op, "kernel", emit=_emit, prepare=_prepare, check=_check)
 

@@ -1,4 +1,4 @@
-"""Normalisers over dims: softmax, log_softmax, logsumexp, var, std, layer_norm.
+"""Normalisers over dims: softmax, log_softmax, logsumexp, var, std, layer_norm, batch_norm.
 
 One kernel per node: a loop nest over the kept dims, and for each kept index two or three
 passes over the reduced dims (the operand is read through its own strides, any layout):
@@ -176,3 +176,80 @@ def _emit_moments(plan, node, fg, src, dst, s_slot, oidx, over_red, full, add64,
 
 for _op in ("softmax", "log_softmax", "logsumexp", "var", "std", "layer_norm"):
     register(_op, "kernel", emit=_emit, check=_check)
+
+
+# ---- batch_norm -----------------------------------------------------------------------------
+
+def _check_batch_norm(node):
+    x = node.inputs[0]
+    if not isinstance(x, Value) or not is_float(x.type.dtype):
+        return "a non-float operand"
+    if len(x.type.shape) < 2:
+        return "an operand of rank < 2"
+    for v in node.inputs[1:]:
+        if v is not None and not (isinstance(v, Value) and is_float(v.type.dtype)):
+            return "a non-float weight or statistic"
+    if not node.attrs.get("training") and (node.inputs[3] is None or node.inputs[4] is None):
+        return "evaluation without running statistics"
+    return None
+
+
+def _emit_batch_norm(plan, group, fg):
+    """Per channel c: the batch mean and biased variance over dims (0, 2, ...) in float64
+    (two passes), or the running statistics; then y = (x - mean) / sqrt(var + eps) * w + b
+    in float64, rounded once to x's dtype."""
+    node, b, sg = group.root, fg.b, fg.sg
+    x, w, bias, rmean, rvar = node.inputs[:5]
+    out = node.outputs[0]
+    shape = x.type.shape
+    dt = x.type.dtype
+    if out.type.numel == 0:
+        return
+    nd, nc = len(shape), shape[1]
+    red = [0] + list(range(2, nd))
+    count = out.type.numel // nc
+    src = plan.access(x, shape)
+    dst = Access(plan.buffers[out], dt, 0, contiguous_strides(shape))
+    c64 = lambda v: sg.const(v, "float64")                          # noqa: E731
+    s_slot = fg.alloca(F64, "s")
+
+    def per_channel(v, c):
+        return sg.cast(fg.load(plan.access(v, (nc,)), [c]), "float64")
+
+    with loop_nest(b, [nc], name="c") as (c,):
+        def over(body):
+            with loop_nest(b, [shape[d] for d in red], name="r") as ridx:
+                body(ridx[:1] + [c] + ridx[1:])
+
+        def add64(v):
+            b.store(b.fadd(b.load(s_slot, typ=F64), v.v, flags=("reassoc",)), s_slot)
+
+        if node.attrs.get("training"):
+            b.store(c64(0).v, s_slot)
+            over(lambda idx: add64(sg.cast(fg.load(src, idx), "float64")))
+            mean = sg.div(Scalar(b.load(s_slot, typ=F64), "float64"), c64(count))
+            b.store(c64(0).v, s_slot)
+
+            def dev2(idx):
+                d = sg.sub(sg.cast(fg.load(src, idx), "float64"), mean)
+                add64(sg.mul(d, d))
+            over(dev2)
+            var = sg.div(Scalar(b.load(s_slot, typ=F64), "float64"), c64(count))
+        else:
+            mean, var = per_channel(rmean, c), per_channel(rvar, c)
+        std = Scalar(sg.call("llvm.sqrt", F64, sg.add(var, c64(node.attrs["eps"])).v),
+                     "float64")
+        scale = per_channel(w, c) if w is not None else None
+        shift = per_channel(bias, c) if bias is not None else None
+
+        def write(idx):
+            y = sg.div(sg.sub(sg.cast(fg.load(src, idx), "float64"), mean), std)
+            if scale is not None:
+                y = sg.mul(y, scale)
+            if shift is not None:
+                y = sg.add(y, shift)
+            fg.store(sg.cast(y, dt), dst, idx)
+        over(write)
+
+
+register("batch_norm", "kernel", emit=_emit_batch_norm, check=_check_batch_norm)

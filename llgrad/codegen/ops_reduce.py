@@ -1,5 +1,5 @@
-"""Reductions (sum, mean, amax, amin, max, min) over any dims, with keepdim, reading a fused
-elementwise prologue.
+"""Reductions (sum, mean, prod, amax, amin, max, min, all, any) over any dims, with keepdim,
+reading a fused elementwise prologue.
 
 The iteration space is the operand's shape; the output is addressed with stride 0 on the
 reduced dims. After ordering (by the operand's memory order) and coalescing, the trailing
@@ -7,7 +7,9 @@ run of reduced dims is reduced in a register; reduced dims further out (e.g. a s
 dim 0 of a row-major matrix) accumulate into a buffer laid out like the output, so the
 inner loop runs along memory either way. Float sums accumulate in float64 (float32 data
 then matches np.sum's pairwise result to ~1e-7), in blocks of BLOCK elements for long
-runs; the accumulation is marked reassociable so LLVM vectorises it."""
+runs; the accumulation is marked reassociable so LLVM vectorises it. prod multiplies in the
+result's dtype (as np.prod: float32 overflows where NumPy's does); all/any reduce the
+elements' truth (NaN is true) with and/or."""
 from llvmlite import ir
 
 from ..ir.graph import Value
@@ -20,7 +22,7 @@ from .table import register
 
 BLOCK = 1024
 _KINDS = {"sum": "sum", "mean": "sum", "amax": "max", "max": "max", "amin": "min",
-          "min": "min"}
+          "min": "min", "prod": "prod", "all": "all", "any": "any"}
 
 
 def _dims(node):
@@ -36,7 +38,7 @@ def _check(node):
         return "a reduction of a Python number"
     if node.attrs.get("dtype") not in (None, *DTYPES):
         return f"dtype={node.attrs.get('dtype')!r}"
-    if _KINDS[node.op] != "sum":
+    if _KINDS[node.op] in ("max", "min"):
         shape = x.type.shape
         if any(shape[d] == 0 for d in _dims(node)):
             return "max/min over an empty dim"
@@ -58,8 +60,8 @@ def _acc_dtype(node):
 
 
 def _identity(sg, kind, dt):
-    if kind == "sum":
-        return sg.const(0, dt)
+    if kind in ("sum", "prod", "all", "any"):
+        return sg.const({"sum": 0, "prod": 1, "all": 1, "any": 0}[kind], dt)
     big = kind == "min"
     if is_float(dt):
         return sg.const(float("inf") if big else float("-inf"), dt)
@@ -76,6 +78,13 @@ def _combine(sg, kind, a, b):
         if is_float(a.dt):
             return Scalar(sg.b.fadd(a.v, b.v, flags=("reassoc",)), a.dt)
         return sg.add(a, b)
+    if kind == "prod":
+        if is_float(a.dt):
+            return Scalar(sg.b.fmul(a.v, b.v, flags=("reassoc",)), a.dt)
+        return sg.mul(a, b)
+    if kind in ("all", "any"):
+        f = sg.b.and_ if kind == "all" else sg.b.or_
+        return Scalar(f(a.v, b.v), a.dt)
     return sg.maximum(a, b) if kind == "max" else sg.minimum(a, b)
 
 

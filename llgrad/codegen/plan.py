@@ -9,7 +9,8 @@ loop, never stored) when its result has exactly one consuming node, that consume
 elementwise or a reduction, it reads the result directly (not through a view), with the
 same shape (no broadcast: inlining under a broadcast would recompute it), and the result
 is not returned. Every other non-view node roots a group: one loop nest (or call) that
-writes the root's buffer.
+writes the root's buffer (one buffer per result for a kernel with several: max_dim's
+values and indices, a random op's draws and new state).
 
 Buffers, in the order of the entry's pointer array: graph inputs, then output buffers
 (roots of returned values, allocated by the caller per call), then scratch (intermediate
@@ -17,17 +18,18 @@ roots and per-group temporaries), placed in one arena with reuse between buffers
 lifetimes (first to last group that touches them) do not overlap."""
 from collections import defaultdict
 
-from ..ir.graph import Value
+from ..ir.graph import StackType, Value
 from ..ir.optable import OPS, contiguous_strides
 from .loops import Access
 from .scalar import ITEMSIZE
 from .table import kind_of
 
 ALIGN = 64
+_END = object()
 
 
 class Buffer:
-    """kind: input | output | scratch | temp | constant."""
+    """kind: input | output | scratch | temp | constant | stack (a descriptor: stacks.py)."""
 
     def __init__(self, kind, dtype, numel, value=None, index=None):
         self.kind, self.dtype, self.numel = kind, dtype, numel
@@ -53,6 +55,8 @@ class Group:
         self.leaves = []            # materialised Values the group reads
         self.temps = []             # Buffers private to this group
         self.state = {}             # what prepare() decided, for emit()
+        # the Values this group writes to buffers (a cluster: those needed outside it)
+        self.results = list(root.outputs) if root is not None else []
 
     @property
     def kind(self):
@@ -87,7 +91,7 @@ def root_of(v):
 
 
 class Plan:
-    def __init__(self, graph):
+    def __init__(self, graph, clusters=True):
         self.graph = graph
         self.escaping = escaping_values(graph)
         self.nodes = live_nodes(graph)
@@ -100,6 +104,9 @@ class Plan:
                     self.consumers[x].append(node)
         self.inlined = self._fusion()
         self.groups = self._groups()
+        if clusters:                # multi-output loop fusion (cluster.py builds on us)
+            from .cluster import merge_loops
+            self.groups = merge_loops(self)
         self.buffers = {}           # root Value -> Buffer
         self.flags = []             # (Buffer, message): error words checked after a call
         self._make_buffers()
@@ -151,21 +158,35 @@ class Plan:
             groups.append(g)
         return groups
 
-    def _collect(self, node, members, leaves):
-        members.add(node)
-        for x in node.inputs:
-            if not isinstance(x, Value):
+    def _collect(self, root, members, leaves):
+        """Root's inlined producers (members) and the values they read (leaves), in the
+        order a depth-first walk meets them; iterative, so a long fused chain cannot reach
+        Python's recursion limit."""
+        members.add(root)
+        stack = [iter(root.inputs)]
+        while stack:
+            x = next(stack[-1], _END)
+            if x is _END:
+                stack.pop()
+            elif not isinstance(x, Value):
                 continue
-            if x.node is not None and x.node in self.inlined:
+            elif x.node is not None and x.node in self.inlined:
                 if x.node not in members:
-                    self._collect(x.node, members, leaves)
+                    members.add(x.node)
+                    stack.append(iter(x.node.inputs))
             elif all(x is not y for y in leaves):
                 leaves.append(x)
 
     # ---- buffers ------------------------------------------------------------------------
     def _make_buffers(self):
         g = self.graph
+        self.lengths = {}           # stack input -> the word the Kernel writes its length to
         for i, v in enumerate(g.inputs):
+            if isinstance(v.type, StackType):       # (n, *entry) entries, n known per call
+                self.buffers[v] = Buffer("input", v.type.dtype, 0, v, i)
+                self.lengths[v] = Buffer("scratch", "int64", 1)
+                self.lengths[v].first, self.lengths[v].last = 0, len(self.groups)
+                continue
             self.buffers[v] = Buffer("input", v.type.dtype, v.type.numel, v, i)
         for node in self.nodes:
             if kind_of(node) == "constant":
@@ -173,14 +194,21 @@ class Plan:
                 self.buffers[v] = Buffer("constant", v.type.dtype, v.type.numel, v)
         out_roots = {root_of(v) for v in self.escaping}
         for grp in self.groups:
-            v = grp.root.outputs[0]
-            kind = "output" if v in out_roots else "scratch"
-            self.buffers[v] = Buffer(kind, v.type.dtype, v.type.numel, v)
+            for v in grp.results:               # a multi-result kernel: a buffer per result
+                if isinstance(v.type, StackType):   # a loop's saved iterations: stacks.py
+                    self.buffers[v] = Buffer("stack", "int64", 3, v)
+                    continue
+                kind = "output" if v in out_roots else "scratch"
+                self.buffers[v] = Buffer(kind, v.type.dtype, v.type.numel, v)
         for grp in self.groups:
-            self.buffers[grp.root.outputs[0]].first = grp.index
+            for v in grp.results:
+                self.buffers[v].first = grp.index
             for leaf in grp.leaves:
                 b = self.buffers[root_of(leaf)]
                 b.last = grp.index if b.last is None else max(b.last, grp.index)
+        for b in self.buffers.values():
+            if b.kind == "stack":               # the Kernel reads it after the call
+                b.last = len(self.groups)
 
     def temp(self, group, dtype, numel):
         """A scratch buffer private to group (call from a lowering's prepare)."""
@@ -201,8 +229,9 @@ class Plan:
         """Assign pointer-array slots and arena offsets (after every prepare)."""
         ins = [self.buffers[v] for v in self.graph.inputs]
         outs = [b for b in self.buffers.values() if b.kind == "output"]
-        scratch = [b for b in self.buffers.values() if b.kind == "scratch"]
-        scratch += [t for grp in self.groups for t in grp.temps]
+        scratch = [b for b in self.buffers.values() if b.kind in ("scratch", "stack")]
+        self.stacks = [b for b in scratch if b.kind == "stack"]
+        scratch += [t for grp in self.groups for t in grp.temps] + list(self.lengths.values())
         for b in scratch:
             if b.last is None:
                 b.last = b.first
@@ -230,8 +259,9 @@ class Plan:
 
     def group_buffers(self, group):
         """The distinct buffers a group touches (its function's parameters), in order."""
-        bufs = [self.buffers[group.root.outputs[0]]]
+        bufs = [self.buffers[v] for v in group.results]
         bufs += [self.buffers[root_of(v)] for v in group.leaves]
+        bufs += [self.lengths[root_of(v)] for v in group.leaves if root_of(v) in self.lengths]
         bufs += group.temps
         return _unique(bufs)
 
@@ -239,7 +269,8 @@ class Plan:
         lines = []
         for grp in self.groups:
             names = " ".join(n.op for n in grp.members)
-            lines.append(f"group {grp.index}: [{names}] -> {self.buffers[grp.root.outputs[0]]}")
+            outs = ", ".join(str(self.buffers[v]) for v in grp.results)
+            lines.append(f"group {grp.index}: [{names}] -> {outs}")
         for b in self.scratch:
             lines.append(f"  scratch slot {b.slot}: {b.dtype}[{b.numel}] @{b.offset} "
                          f"groups {b.first}..{b.last}")

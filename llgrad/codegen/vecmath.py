@@ -1,4 +1,6 @@
-"""Vector math as straight-line IR: exp, expm1, log, tanh, sigmoid for float32/float64.
+"""Vector math as straight-line IR: exp, expm1, log, tanh, sigmoid, log1p, erf, sin, cos for
+float32/float64 (sin and cos live in vecmath_trig.py: their range reduction has a table and
+double-double arithmetic of its own; they are re-exported here).
 
 No calls (llvm.exp is a libm call that blocks vectorisation): range reduction with integer
 bit tricks, polynomials evaluated with llvm.fmuladd, special values (inf, nan, overflow,
@@ -23,6 +25,7 @@ from fractions import Fraction
 from llvmlite import ir
 
 from .scalar import F32, F64, I32, I64, Scalar
+from .vecmath_trig import cos, sin  # noqa: F401  (re-exported)
 
 
 def _tanh_fraction(depth):
@@ -332,3 +335,4 @@ def erf(sg, x):
     r = sg.call("llvm.copysign", F64, r, v)
     r = b.select(b.fcmp_unordered("uno", v, v), v, r)
     return Scalar(b.fptrunc(r, F32) if single else r, x.dt)
+

@@ -11,6 +11,7 @@ import warnings
 
 import numpy as np
 
+from ..ir.graph import StackType
 from ..ir.interpret import evaluate
 from ..ir.ops_random import generator_from_array, state_to_array
 from ..ir.partition import partition
@@ -298,7 +299,8 @@ def backward_run(entry):
     if run is None:
         kernel = _kernel(entry, "backward") if entry.backend == "llvm" else None
         if kernel is not None:
-            contiguous = [v.type.strides == _contiguous(v.type.shape)
+            contiguous = [not isinstance(v.type, StackType)   # (a stack: the kernel checks)
+                          and v.type.strides == _contiguous(v.type.shape)
                           for v in entry.backward.inputs]
 
             def run(feeds):    # cotangents may arrive expanded: the kernel reads dense ones

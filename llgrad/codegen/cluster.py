@@ -1,0 +1,185 @@
+"""Multi-output loop fusion: elementwise groups (and full sum/mean reductions) that run over
+the same iteration space become one loop nest, a *cluster*.
+
+Chain fusion (plan.py) inlines a value into its only consumer. A value with several
+consumers - a forward activation that the loss and three gradients all read - roots a
+group of its own and goes through memory: stored once, loaded by each consumer's loop. In
+a cluster such a value is computed once per element and stays in a register; it is stored
+only when something outside the cluster (or the caller) needs it. A full sum or mean in
+the cluster accumulates in float64 in the same loop, so `loss = sum(f(x)); grads = g(x)`
+reads its inputs once and writes only what is returned.
+
+Which groups join: greedily, in group order, a group joins the open cluster of its
+iteration shape when (1) it is elementwise, or a full float sum/mean; (2) every value it
+reads from the cluster is an elementwise root of the same shape read directly (no view or
+broadcast: that element is the one in the register); (3) it reads nothing that depends on
+the cluster from outside it. A group that depends on a cluster without joining it seals
+that cluster (the cluster runs where its last member was; whatever depends on it must come
+after). Groups in between that do not depend on the cluster run before it, so moving the
+members together keeps every value computed before it is read."""
+from ..ir.optable import contiguous_strides
+from .fusion import Expr
+from .loops import Access, loop_nest, normalize
+from .plan import Group, root_of
+from .scalar import Scalar
+
+_REDUCTIONS = ("sum", "mean")
+
+
+class Cluster(Group):
+    """Member groups fused into one loop nest over `shape`."""
+
+    def __init__(self, shape):
+        super().__init__(None, None)
+        self.shape = shape
+        self.parts = []             # the member groups, in their original order
+        self.sealed = False
+        self.reductions = []        # reduce root nodes (accumulated in the loop)
+        self.results = []
+
+    @property
+    def kind(self):
+        return "cluster"
+
+    def add(self, grp):
+        self.parts.append(grp)
+        self.root = grp.root
+        if grp.kind == "reduce":
+            self.reductions.append(grp.root)
+
+    def __repr__(self):
+        return f"<cluster {self.index}: {len(self.parts)} groups over {self.shape}>"
+
+
+def _loop_shape(grp):
+    """The iteration shape of a group that may join a cluster, else None."""
+    node = grp.root
+    if grp.kind == "elementwise":
+        return tuple(node.outputs[0].type.shape)
+    if grp.kind == "reduce" and node.op in _REDUCTIONS:
+        x = node.inputs[0]
+        nd = len(x.type.shape)
+        dim = node.attrs.get("dim")
+        dims = set(range(nd)) if dim is None else \
+            {int(d) % max(nd, 1) for d in ((dim,) if isinstance(dim, int) else dim)}
+        if dims == set(range(nd)) and node.attrs.get("dtype") is None and \
+                node.outputs[0].type.dtype in ("float32", "float64"):
+            return tuple(x.type.shape)
+    return None
+
+
+def merge_loops(plan):
+    """plan.groups with clusters of two or more groups in place of their members."""
+    producer = {}                   # root Value -> its group
+    for grp in plan.groups:
+        for v in grp.root.outputs:
+            producer[v] = grp
+    open_by_shape, cluster_of, depends = {}, {}, {}
+    for grp in plan.groups:
+        deps = set()                # clusters grp depends on (directly or through others)
+        for leaf in grp.leaves:
+            p = producer.get(root_of(leaf))
+            if p is not None:
+                deps |= depends[p]
+                if p in cluster_of:
+                    deps.add(cluster_of[p])
+        shape = _loop_shape(grp)
+        c = open_by_shape.get(shape) if shape is not None else None
+        if c is not None and (c.sealed or not _can_join(c, grp, producer, cluster_of, depends)):
+            c = None
+        if c is None and shape is not None and shape and all(n > 0 for n in shape):
+            c = Cluster(shape)
+            open_by_shape[shape] = c
+        for other in deps:
+            if other is not c:
+                other.sealed = True
+        if c is not None:
+            c.add(grp)
+            cluster_of[grp] = c
+            deps.discard(c)
+        depends[grp] = deps
+    return _rebuild(plan, cluster_of)
+
+
+def _can_join(c, grp, producer, cluster_of, depends):
+    for leaf in grp.leaves:
+        p = producer.get(root_of(leaf))
+        if p is None:
+            continue
+        if cluster_of.get(p) is c:
+            if p.kind != "elementwise" or leaf is not p.root.outputs[0]:
+                return False        # a reduction's result, or a view of a member's value
+        elif c in depends[p]:
+            return False            # reads the cluster through a group outside it
+    return True
+
+
+def _rebuild(plan, cluster_of):
+    """The new group list: each cluster of 2+ groups where its last member was."""
+    last = {}
+    for grp in plan.groups:
+        if grp in cluster_of:
+            last[cluster_of[grp]] = grp
+    out = []
+    for grp in plan.groups:
+        c = cluster_of.get(grp)
+        if c is None or len(c.parts) < 2:
+            out.append(grp)
+        elif last[c] is grp:
+            _finish(plan, c)
+            out.append(c)
+    for i, grp in enumerate(out):
+        grp.index = i
+    return out
+
+
+def _finish(plan, c):
+    members = [n for grp in c.parts for n in grp.members]
+    c.members = members
+    inside = set(members)
+    computed = {grp.root.outputs[0] for grp in c.parts if grp.kind == "elementwise"}
+    escaping = set(plan.escaping)
+    c.results = [grp.root.outputs[0] for grp in c.parts
+                 if grp.kind == "reduce" or grp.root.outputs[0] in escaping or
+                 any(n not in inside for n in plan.consumers[grp.root.outputs[0]])]
+    c.leaves = []
+    for grp in c.parts:
+        for x in grp.leaves:
+            if x not in computed and all(x is not y for y in c.leaves):
+                c.leaves.append(x)
+
+
+def emit_cluster(plan, c, fg):
+    """One loop nest: every member once per element, stores of the values needed outside,
+    float64 accumulators for the reductions (written after the loop)."""
+    shape = c.shape
+    stores = [v for v in c.results if v.node not in c.reductions]
+    dense = contiguous_strides(shape)
+    leaves = [(v, plan.access(v, shape)) for v in c.leaves]
+    ext, strides, _, _ = normalize(shape, [dense] + [a.strides for _, a in leaves])
+    outs = [(v, Access(plan.buffers[v], v.type.dtype, 0, strides[0])) for v in stores]
+    accs = {v: a.with_strides(s) for (v, a), s in zip(leaves, strides[1:])}
+    sg, b = fg.sg, fg.b
+    totals = []
+    for node in c.reductions:
+        slot = fg.alloca(sg.const(0.0, "float64").v.type, name=f"acc.{node.op}")
+        b.store(sg.const(0.0, "float64").v, slot)
+        totals.append((node, slot))
+    values = set(c.members) - set(c.reductions)
+    with loop_nest(b, ext) as idx:
+        e = Expr(fg, values, accs, idx)
+        for v, acc in outs:
+            fg.store(e.value(v), acc, idx)
+        for node, slot in totals:
+            x = sg.cast(e.value(node.inputs[0]), "float64")
+            b.store(b.fadd(b.load(slot), x.v, flags=("reassoc",)), slot)
+    count = 1
+    for n in shape:
+        count *= n
+    for node, slot in totals:
+        total = Scalar(b.load(slot), "float64")
+        if node.op == "mean":
+            total = Scalar(b.fdiv(total.v, sg.const(float(count), "float64").v), "float64")
+        v = node.outputs[0]
+        fg.store(sg.cast(total, v.type.dtype),
+                 Access(plan.buffers[v], v.type.dtype, 0, ()), [])
