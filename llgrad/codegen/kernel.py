@@ -107,8 +107,12 @@ class Kernel:
         self._nout = len(graph.outputs)
         self._mutated = sorted(graph.mutated)
         # (every escaping value an output: a mutated input's or guard's buffer is not)
-        self._direct = (len(self._recipes) == len(self._outs) == self._nout and
-                        all(r == ("out", k, None) for k, r in enumerate(self._recipes)))
+        # direct: each returned value is a whole output buffer of its own (perhaps in
+        # another order), so a call is a launch and a reordering, nothing rebuilt
+        perm = [r[1] for r in self._recipes if r[0] == "out" and r[2] is None]
+        self._direct = (len(self._recipes) == len(self._outs) == self._nout == len(perm)
+                        and sorted(perm) == list(range(len(perm))))
+        self._perm = perm if perm != list(range(len(perm))) else None
 
     def _new_context(self):
         return _Context(self.plan)
@@ -223,12 +227,13 @@ class Kernel:
 
     @property
     def direct(self):
-        """Whether the outputs are exactly the output buffers (fresh arrays, in order)."""
+        """Whether the outputs are exactly the output buffers (fresh arrays)."""
         return self._direct
 
     def launch_direct(self, arrays):
         """The outputs of a direct kernel (see `direct`): one launch, nothing rebuilt."""
-        return self._launch(arrays)[1]
+        outs = self._launch(arrays)[1]
+        return outs if self._perm is None else [outs[k] for k in self._perm]
 
     def run(self, arrays):
         """(outputs, extras): extras maps each mutated input's final value and each guard's
@@ -241,7 +246,7 @@ class Kernel:
     def __call__(self, arrays):
         """Run the kernel; mutated inputs are written back (as ir.interpret does)."""
         if self._direct:                               # outputs are the output buffers
-            return tuple(self._launch(arrays)[1])
+            return tuple(self.launch_direct(arrays))
         outs, extras = self.run(arrays)
         for i in self._mutated:
             arrays[i][...] = extras[self.graph.mutated[i]]

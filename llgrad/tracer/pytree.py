@@ -24,17 +24,19 @@ def flatten(obj, path="", out=None):
 
 
 def unflatten(tree, leaves):
-    it = iter(leaves)
+    # (a module-level helper, not a closure that calls itself: such a closure is a
+    # reference cycle that would keep every leaf alive until the next garbage collection)
+    return _build(tree, iter(leaves))
 
-    def build(t):
-        if t is None:
-            return next(it)
-        kind, children = t
-        if kind is dict:
-            return {k: build(c) for k, c in children}
-        items = [build(c) for c in children]
-        return kind(*items) if hasattr(kind, "_fields") else kind(items)
-    return build(tree)
+
+def _build(t, it):
+    if t is None:
+        return next(it)
+    kind, children = t
+    if kind is dict:
+        return {k: _build(c, it) for k, c in children}
+    items = [_build(c, it) for c in children]
+    return kind(*items) if hasattr(kind, "_fields") else kind(items)
 
 
 def unflattener(tree):

@@ -87,3 +87,28 @@ def test_a_leak_would_be_seen():
     assert out.returncode == 0, out.stderr
     marks = json.loads(out.stdout.strip().splitlines()[-1])["marks"]
     assert marks["2000"] - marks["1000"] > 4.0
+
+
+@pytest.mark.parametrize("nested", [False, True])
+def test_results_are_freed_when_dropped_without_the_collector(nested):
+    """A compiled function's results die with their last reference (no reference cycle
+    through the structure that rebuilds nested outputs)."""
+    import gc
+    import weakref
+
+    import llgrad
+    fn = (lambda x: ((x * 2).sum(), (x.exp(), [x * 3]))) if nested else (lambda x: x * 2)
+    cf = llgrad.compile(fn)
+    x = llgrad.ones(8)
+    for _ in range(3):
+        cf(x)
+    gc.collect()
+    gc.disable()
+    try:
+        out = cf(x)
+        leaves = [out] if not nested else [out[0], out[1][0], out[1][1][0]]
+        refs = [weakref.ref(t) for t in leaves]
+        del out, leaves
+        assert [r() for r in refs] == [None] * len(refs)
+    finally:
+        gc.enable()
