@@ -204,3 +204,34 @@ def test_concurrent_writers_leave_only_whole_files(tmp_path):
     for f in files:
         assert cache._decode(f.read_bytes(), f.stem) is not None
     assert _child(d)["stats"]["loaded"] == 2
+
+
+def test_read_only_directory_warns_once_and_keeps_working(tmp_path, monkeypatch):
+    """A directory the user cannot write (simulated: tests may run as root, who can write
+    anywhere) is not used; kernels stay in memory."""
+    d = tmp_path / "ro"
+    d.mkdir(mode=0o700)
+    monkeypatch.setenv("LLGRAD_CACHE_DIR", str(d))
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: False if str(p) == str(d)
+                        else real_access(p, mode))
+    cache._reset()
+    jit._reset()
+    with pytest.warns(RuntimeWarning, match="is not writable") as rec:
+        for scale in (1.0, 2.0):
+            g = _graph(scale=scale)
+            _run(lower(g), g)
+    assert len([w for w in rec if "kernel cache" in str(w.message)]) == 1
+    assert _files(d) == []
+    cache._reset()
+    jit._reset()
+
+
+def test_a_failing_write_warns_and_the_kernel_still_runs(cache_dir, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+    monkeypatch.setattr(cache.tempfile, "mkstemp", refuse)
+    with pytest.warns(RuntimeWarning, match="cannot be written"):
+        g = _graph()
+        _run(lower(g), g)
+    assert _files(cache_dir) == []
