@@ -8,3 +8,19 @@ import tempfile
 
 if not os.environ.get("LLGRAD_CACHE_DIR"):
     os.environ["LLGRAD_CACHE_DIR"] = tempfile.mkdtemp(prefix="llgrad-test-cache-")
+
+# Hypothesis profiles (tests/fuzz): "ci", the default, is the fast reproducible profile every
+# `python -m pytest` runs; "long" is for manual runs: `pytest -m fuzz --hypothesis-profile=long`.
+# No example database: a failure prints its program as Python (tests/fuzz/programs.py).
+try:
+    from hypothesis import HealthCheck, Phase, settings
+except ImportError:      # pragma: no cover - the [test] extra installs it; the fuzz tests skip
+    settings = None
+if settings is not None:
+    _FUZZ = dict(deadline=None, database=None, print_blob=False,
+                 phases=[p for p in Phase if p is not Phase.explain],   # no patch files
+                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                        HealthCheck.filter_too_much])
+    settings.register_profile("ci", max_examples=200, derandomize=True, **_FUZZ)
+    settings.register_profile("long", max_examples=5000, **_FUZZ)
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))

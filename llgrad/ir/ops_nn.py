@@ -1,5 +1,7 @@
 """Matrix products and the functional layers (layer_norm, batch_norm, embedding, losses).
 dropout and cross_entropy are compositions (see llgrad.nn.functional), as in PyTorch."""
+import math
+
 import numpy as np
 
 from .optable import defop
@@ -176,7 +178,8 @@ def _mse_vjp(c, g):
     n = 1
     for s in c.shape(0):
         n *= s
-    scale = 2.0 / n if c.reduction == "mean" else 2.0
+    # mean over no elements: the loss is nan and the (empty) gradient needs no scale
+    scale = (2.0 / n if n else math.nan) if c.reduction == "mean" else 2.0
     gd = g * d * scale
     return (gd if c.needs(0) else None, -gd if c.needs(1) else None)
 

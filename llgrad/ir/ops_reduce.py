@@ -85,6 +85,8 @@ for _n, _f, _gn in (("amax", np.max, "AmaxBackward0"), ("amin", np.min, "AminBac
 
 def _max_dim(pick, argpick):
     def impl(x, dim, keepdim=False):
+        if x.ndim == 0:     # a 0-d tensor along its one dim: itself, at index 0
+            return np.array(x), np.zeros((), dtype=np.int64)
         idx = np.expand_dims(argpick(x, axis=dim), dim)
         vals = np.take_along_axis(x, idx, axis=dim)
         if not keepdim:
@@ -97,6 +99,8 @@ def _select_vjp(c, gs):
     # gs: gradients of (values, indices); the indices get none
     shape = c.shape(0)
     g = gs[0]
+    if not shape:           # a 0-d input is its own extreme
+        return (g,)
     idx, gk = c.result1, g
     if not c.keepdim:
         idx, gk = idx.unsqueeze(c.dim), g.unsqueeze(c.dim)
@@ -127,6 +131,8 @@ defop("any", lambda x, dim=None, keepdim=False: np.asarray(np.any(x, axis=dim, k
 
 
 def _arg(fn, x, dim, keepdim):
+    if x.ndim == 0:         # a 0-d tensor along its one dim: index 0, still 0-d
+        return np.zeros((), dtype=np.int64)
     if dim is None:
         r = np.asarray(fn(x.reshape(-1), axis=0), dtype=np.int64)
         return r.reshape((1,) * x.ndim) if keepdim else r
@@ -159,7 +165,7 @@ defop("std", lambda x, dim=None, correction=1, keepdim=False: np.sqrt(_var(x, di
 
 
 def _logsumexp(x, dim, keepdim=False):
-    m = np.max(x, axis=dim, keepdims=True)
+    m = np.max(x, axis=dim, keepdims=True, initial=-np.inf)   # -inf over an empty extent
     m = np.where(np.isfinite(m), m, 0)
     r = np.log(np.sum(np.exp(x - m), axis=dim, keepdims=True)) + m
     return np.asarray(r if keepdim else np.squeeze(r, axis=dim))
@@ -172,12 +178,13 @@ defop("logsumexp", _logsumexp, kind="reduce", save=("self", "result"),
 
 
 def _softmax(x, dim):
-    e = np.exp(x - np.max(x, axis=dim, keepdims=True))
+    # initial=-inf: an empty input gives an empty result (np.max of nothing raises)
+    e = np.exp(x - np.max(x, axis=dim, keepdims=True, initial=-np.inf))
     return e / np.sum(e, axis=dim, keepdims=True)
 
 
 def _log_softmax(x, dim):
-    s = x - np.max(x, axis=dim, keepdims=True)
+    s = x - np.max(x, axis=dim, keepdims=True, initial=-np.inf)
     return s - np.log(np.sum(np.exp(s), axis=dim, keepdims=True))
 
 
@@ -188,7 +195,9 @@ defop("log_softmax", _log_softmax, save=("result",), grad_fn="LogSoftmaxBackward
 
 
 def _cumsum(x, dim):
-    return np.cumsum(x, axis=dim, dtype=np.int64 if x.dtype.kind in "biu" else None)
+    # np.cumsum of a 0-d array is 1-d: keep x's shape
+    return np.cumsum(x, axis=dim, dtype=np.int64 if x.dtype.kind in "biu" else None).reshape(
+        x.shape)
 
 
 # reverse cumulative sum without a flip: total - cumsum + g

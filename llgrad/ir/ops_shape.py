@@ -81,8 +81,19 @@ def sum_to_shape(g, shape):
     return g.reshape(shape) if lead or tuple(g.shape) != tuple(shape) else g
 
 
-defop("expand", lambda x, size: np.broadcast_to(x, size), kind="view",
-      grad_fn="ExpandBackward0", vjp=lambda c, g: (sum_to_shape(g, c.shape(0)),))
+def _expand(x, size):
+    out = np.broadcast_to(x, size)
+    # broadcast_to is read-only, which is what makes an in-place write through an expanded
+    # view raise (runtime/dispatch.py); but when no element repeats (only dims of size 1
+    # added or kept) PyTorch lets it write, so give a writable view of x then
+    if x.flags.writeable and (out.size == 0 or all(s or n <= 1 for n, s in
+                                                   zip(out.shape, out.strides))):
+        out = np.lib.stride_tricks.as_strided(x, out.shape, out.strides)
+    return out
+
+
+defop("expand", _expand, kind="view", grad_fn="ExpandBackward0",
+      vjp=lambda c, g: (sum_to_shape(g, c.shape(0)),))
 
 
 def _squeeze(x, dim=None):

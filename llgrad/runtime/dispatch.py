@@ -208,10 +208,32 @@ def _check_inplace(t):
                                "an in-place operation.")
 
 
+def _check_broadcast_into(shape, inputs):
+    """An in-place elementwise op's operands may broadcast to t's shape, never beyond it
+    (NumPy's assignment would even let a (1,)-shaped result into a 0-d t)."""
+    n = len(shape)
+    for x in inputs:
+        if not _is_tensor(x):
+            continue
+        s = x._data.shape
+        k = len(s)
+        if k > n or any(a == 1 and b != 1 for a, b in zip(shape[n - k:], s)):
+            import numpy as np
+            try:
+                full = np.broadcast_shapes(shape, *[y._data.shape for y in inputs
+                                                    if _is_tensor(y)])
+            except ValueError:
+                return                   # incompatible shapes: the impl raises
+            raise RuntimeError(f"output with shape {list(shape)} doesn't match the broadcast "
+                               f"shape {list(full)}")
+
+
 def call_inplace(op, t, inputs, attrs):
     """Run op out of place, write the result into t's memory, bump the version, and
     rebase t's history (through CopySlices on its base when t is a view)."""
     _check_inplace(t)
+    if op.kind == "elementwise":
+        _check_broadcast_into(t._data.shape, inputs)
     rt = result_type(*[inputs[i] for i in (range(len(inputs)) if op.promote == "all"
                                            else op.promote or (0,)) if i < len(inputs)])
     if rt is not None and rt._cat > t._dtype._cat:
@@ -246,6 +268,7 @@ def call_inplace(op, t, inputs, attrs):
     if not recording:
         return t
     node = record(op, inputs, attrs, [], self_override=old_self)
+    _saved_before_write(node, t)
     if base is None:
         node.next_functions = ((self_edge or (None, 0)),) + node.next_functions[1:]
         _save_result(op, node, t)
@@ -261,6 +284,17 @@ def call_inplace(op, t, inputs, attrs):
     if retained is not None:
         _move_retention(t, *retained)
     return t
+
+
+def _saved_before_write(node, t):
+    """An operand saved by an in-place op that shares t's memory (x.mul_(x)) was saved
+    after the write, so it holds the new values: date it before the write, as PyTorch saves
+    it before the op, so that backward raises the in-place error instead of using them."""
+    for s in node._saved.values():
+        for x in (s if isinstance(s, list) else (s,)):
+            if isinstance(x, SavedTensor) and not x.is_output and \
+                    x.tensor._storage is t._storage:
+                x.version = t._storage.version - 1
 
 
 def _move_retention(t, old_fn, old_nr):

@@ -31,20 +31,27 @@ def _float_only(self, what):
                            f"{self._dtype.name.capitalize().replace('Int64', 'Long')}")
 
 
+def _rdims(self, dim):
+    """norm_dims for a reduction: a 0-d tensor's one dim (0 or -1) is all of it (None), as
+    the ops' NumPy impls cannot reduce a 0-d array along an axis."""
+    dims = norm_dims(dim, self._data.ndim)
+    return None if self._data.ndim == 0 else dims
+
+
 def sum(self, dim=None, keepdim=False, dtype=None):
     t = self if dtype is None else self.to(dtype)
-    return t._op("sum", dim=norm_dims(dim, self._data.ndim), keepdim=keepdim)
+    return t._op("sum", dim=_rdims(self, dim), keepdim=keepdim)
 
 
 def mean(self, dim=None, keepdim=False, dtype=None):
     t = self if dtype is None else self.to(dtype)
     _float_only(t, "mean")
-    return t._op("mean", dim=norm_dims(dim, self._data.ndim), keepdim=keepdim)
+    return t._op("mean", dim=_rdims(self, dim), keepdim=keepdim)
 
 
 def prod(self, dim=None, keepdim=False, dtype=None):
     t = self if dtype is None else self.to(dtype)
-    return t._op("prod", dim=norm_dims(dim, self._data.ndim), keepdim=keepdim)
+    return t._op("prod", dim=_rdims(self, dim), keepdim=keepdim)
 
 
 def _check_nonempty(self, name, dims):
@@ -54,13 +61,13 @@ def _check_nonempty(self, name, dims):
 
 
 def amax(self, dim=(), keepdim=False):
-    dims = norm_dims(dim, self._data.ndim) if dim != () else None
+    dims = _rdims(self, dim) if dim != () else None
     _check_nonempty(self, "amax", dims)
     return self._op("amax", dim=dims, keepdim=keepdim)
 
 
 def amin(self, dim=(), keepdim=False):
-    dims = norm_dims(dim, self._data.ndim) if dim != () else None
+    dims = _rdims(self, dim) if dim != () else None
     _check_nonempty(self, "amin", dims)
     return self._op("amin", dim=dims, keepdim=keepdim)
 
@@ -96,19 +103,19 @@ def _correction(unbiased, correction):
 def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
     if isinstance(dim, bool):
         dim, unbiased = None, dim
-    return self._op("var", dim=norm_dims(dim, self._data.ndim),
+    return self._op("var", dim=_rdims(self, dim),
                     correction=_correction(unbiased, correction), keepdim=keepdim)
 
 
 def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
     if isinstance(dim, bool):
         dim, unbiased = None, dim
-    return self._op("std", dim=norm_dims(dim, self._data.ndim),
+    return self._op("std", dim=_rdims(self, dim),
                     correction=_correction(unbiased, correction), keepdim=keepdim)
 
 
 def logsumexp(self, dim, keepdim=False):
-    return self._op("logsumexp", dim=norm_dims(dim, self._data.ndim), keepdim=keepdim)
+    return self._op("logsumexp", dim=_rdims(self, dim), keepdim=keepdim)
 
 
 def softmax(self, dim, dtype=None):
@@ -128,7 +135,7 @@ def cumsum(self, dim, dtype=None):
 
 def _all_any(name):
     def f(self, dim=None, keepdim=False):
-        return self._op(name, dim=norm_dims(dim, self._data.ndim), keepdim=keepdim)
+        return self._op(name, dim=_rdims(self, dim), keepdim=keepdim)
     return f
 
 

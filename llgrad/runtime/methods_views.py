@@ -106,7 +106,10 @@ def flatten(self, start_dim=0, end_dim=-1):
     if s == e:
         return self
     shape = self._data.shape
-    return self.reshape(shape[:s] + (-1,) + shape[e + 1:])
+    n = 1                       # (not -1: that is ambiguous when another dim is 0)
+    for k in shape[s:e + 1]:
+        n *= k
+    return self.reshape(shape[:s] + (n,) + shape[e + 1:])
 
 
 def unflatten(self, dim, sizes):

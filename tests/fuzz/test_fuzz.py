@@ -1,0 +1,71 @@
+"""Differential fuzzing: random programs over the op table (tests/fuzz/programs.py) run
+eagerly and through llgrad.compile on the interpret, python and llvm backends must agree on
+outputs, gradients and in-place writes to inputs (tests/fuzz/differential.py), and the
+eager gradients of smooth float64 programs must pass gradcheck.
+
+The "ci" hypothesis profile (tests/conftest.py, the default) runs a few hundred derandomized
+programs; for a long run: `python -m pytest -m fuzz --hypothesis-profile=long`. A failing
+case shrinks to a minimal program, printed as `Listing('''...''')`: its Python source, which
+pasted into tests/fuzz/test_fuzz_regressions.py is a regression test.
+"""
+import os
+
+import pytest
+
+pytest.importorskip("hypothesis")
+
+from hypothesis import event, given, strategies as st  # noqa: E402
+
+from llgrad.ir import OPS  # noqa: E402
+
+from differential import check_program, gradcheck_program  # noqa: E402
+from programs import NOT_DRAWN, covered_ops, programs  # noqa: E402
+
+pytestmark = pytest.mark.fuzz
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _environment():
+    """The backend each test asks for, no dumps, and no disk cache for the kernels (a long
+    run compiles thousands of throw-away graphs)."""
+    keys = ("LLGRAD_BACKEND", "LLGRAD_DUMP", "LLGRAD_CACHE_DIR")
+    saved = {k: os.environ.get(k) for k in keys}
+    os.environ.pop("LLGRAD_BACKEND", None)
+    os.environ.pop("LLGRAD_DUMP", None)
+    os.environ["LLGRAD_CACHE_DIR"] = "0"
+    yield
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+def test_every_op_is_fuzzed():
+    """Every op of the table is drawn by some recipe (or listed in NOT_DRAWN with why)."""
+    missing = set(OPS) - covered_ops() - set(NOT_DRAWN)
+    assert not missing, f"ops no fuzz recipe draws: {sorted(missing)}"
+    assert covered_ops() <= set(OPS), sorted(covered_ops() - set(OPS))
+
+
+# LLVM compiles a module per graph (tens of ms): about half the programs run on it
+_BACKENDS = st.sampled_from([("interpret", "python", "llvm"), ("interpret", "python")])
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")    # nan/inf from var of 1, mean of 0
+@given(prog=programs(), backends=_BACKENDS)
+def test_backends_agree(prog, backends):
+    for op in prog.ops:
+        event(f"op: {op}")
+    if prog.flags["no_llvm"]:          # programs.KNOWN_BUGS["empty_view_output"]
+        backends = tuple(b for b in backends if b != "llvm")
+    event(f"backends: {', '.join(backends)}")
+    check_program(prog, backends)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.filterwarnings("ignore:Input #")
+@given(prog=programs(smooth=True))
+def test_eager_gradcheck(prog):
+    checked = gradcheck_program(prog)
+    event("gradchecked" if checked else "nothing to gradcheck")
