@@ -116,15 +116,20 @@ def _check_index_select(node):
 
 
 def _emit_index_select(plan, group, fg):
-    node, b, sg = group.root, fg.b, fg.sg
-    x, index = node.inputs[:2]
-    out = node.outputs[0]
+    x, index = group.root.inputs[:2]
+    _emit_take(plan, group, fg, x, index, group.root.attrs["dim"])
+
+
+def _emit_take(plan, group, fg, x, index, dim):
+    """out[a, i.., b] = x[a, index[i..], b] along dim: index_select (a 0-d or 1-d index)
+    and embedding (dim 0, an index of any rank); each index wrapped and bounds-checked."""
+    b, sg = fg.b, fg.sg
+    out = group.root.outputs[0]
     flag = group.state["flag"]
     zero_flag(fg, flag)
     if out.type.numel == 0:
         return
-    nd = len(x.type.shape)
-    dim = node.attrs["dim"] % nd
+    dim %= len(x.type.shape)
     ni = len(index.type.shape)
     src = plan.access(x, x.type.shape)
     iacc = plan.access(index, index.type.shape)
@@ -293,21 +298,9 @@ def _check_embedding(node):
 
 
 def _emit_embedding(plan, group, fg):
-    """out[i, :] = weight[indices[i], :] (padding_idx only matters to the gradient)."""
-    node, b, sg = group.root, fg.b, fg.sg
-    w, index = node.inputs[:2]
-    out = node.outputs[0]
-    flag = group.state["flag"]
-    zero_flag(fg, flag)
-    if out.type.numel == 0:
-        return
-    ni = len(index.type.shape)
-    wa = plan.access(w, w.type.shape)
-    ia = plan.access(index, index.type.shape)
-    dst = Access(plan.buffers[out], out.type.dtype, 0, contiguous_strides(out.type.shape))
-    with loop_nest(b, out.type.shape) as idx:
-        j = wrap_index(fg, flag, fg.load(ia, idx[:ni]), w.type.shape[0])
-        fg.store(sg.cast(fg.load(wa, [j] + idx[ni:]), out.type.dtype), dst, idx)
+    """out[i.., :] = weight[indices[i..], :] (padding_idx only matters to the gradient)."""
+    w, index = group.root.inputs[:2]
+    _emit_take(plan, group, fg, w, index, 0)
 
 
 register("gather", "kernel", emit=_emit_gather, prepare=prepare_flag, check=_check_gather)
