@@ -3,11 +3,14 @@
 Compiled kernels go to a disk cache private to this test session (unless the developer
 points LLGRAD_CACHE_DIR somewhere on purpose): tests never write to the user's cache, and
 tests that study the cache itself set their own directory."""
+import atexit
 import os
+import shutil
 import tempfile
 
 if not os.environ.get("LLGRAD_CACHE_DIR"):
     os.environ["LLGRAD_CACHE_DIR"] = tempfile.mkdtemp(prefix="llgrad-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["LLGRAD_CACHE_DIR"], ignore_errors=True)
 
 # Hypothesis profiles (tests/fuzz): "ci", the default, is the fast reproducible profile every
 # `python -m pytest` runs; "long" is for manual runs: `pytest -m fuzz --hypothesis-profile=long`.
