@@ -158,6 +158,17 @@ def _check_scatter_add(node):
     return None
 
 
+def _copy_to_out(plan, fg, x, out):
+    """out = x (cast to out's dtype), the start of an accumulating op; -> out's Access."""
+    shape, dt = x.type.shape, out.type.dtype
+    dst = Access(plan.buffers[out], dt, 0, contiguous_strides(shape))
+    if out.type.numel:
+        xa = plan.access(x, shape)
+        with loop_nest(fg.b, shape) as idx:
+            fg.store(fg.sg.cast(fg.load(xa, idx), dt), dst, idx)
+    return dst
+
+
 def _emit_scatter_add(plan, group, fg):
     node, b, sg = group.root, fg.b, fg.sg
     x, index, src = node.inputs[:3]
@@ -167,11 +178,7 @@ def _emit_scatter_add(plan, group, fg):
     zero_flag(fg, flag)
     shape = x.type.shape
     dim = node.attrs["dim"] % len(shape)
-    dst = Access(plan.buffers[out], dt, 0, contiguous_strides(shape))
-    if out.type.numel:
-        xa = plan.access(x, shape)
-        with loop_nest(b, shape) as idx:
-            fg.store(sg.cast(fg.load(xa, idx), dt), dst, idx)
+    dst = _copy_to_out(plan, fg, x, out)
     ishape = index.type.shape
     if index.type.numel == 0:
         return
@@ -262,11 +269,7 @@ def _emit_index_add(plan, group, fg):
     zero_flag(fg, flag)
     shape = x.type.shape
     dim = node.attrs["dim"] % len(shape)
-    dst = Access(plan.buffers[out], dt, 0, contiguous_strides(shape))
-    if out.type.numel:
-        xa = plan.access(x, shape)
-        with loop_nest(b, shape) as idx:
-            fg.store(sg.cast(fg.load(xa, idx), dt), dst, idx)
+    dst = _copy_to_out(plan, fg, x, out)
     ishape = list(shape)
     ishape[dim] = index.type.shape[0]
     if any(n == 0 for n in ishape):
