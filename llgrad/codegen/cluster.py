@@ -70,9 +70,9 @@ def _loop_shape(grp):
 
 def merge_loops(plan):
     """plan.groups with clusters of two or more groups in place of their members."""
-    producer = {}                   # root Value -> its group
+    producer = {}                   # a Value a group writes -> the group
     for grp in plan.groups:
-        for v in grp.root.outputs:
+        for v in grp.results:
             producer[v] = grp
     open_by_shape, cluster_of, depends = {}, {}, {}
     for grp in plan.groups:

@@ -105,6 +105,10 @@ class Kernel:
         index = {b: k for k, b in enumerate(plan.outputs)}
         self._recipes = [self._recipe(v, index) for v in plan.escaping]
         self._nout = len(graph.outputs)
+        # run()'s extras are keyed by `graph`'s Values: the traced graph, which the plan's
+        # (simplified, lower.simplify) graph matches position by position
+        from .plan import escaping_values
+        self._extra_keys = escaping_values(graph)[self._nout:]
         self._mutated = sorted(graph.mutated)
         # (every escaping value an output: a mutated input's or guard's buffer is not)
         # direct: each returned value is a whole output buffer of its own (perhaps in
@@ -241,7 +245,7 @@ class Kernel:
         arrays, outs = self._launch(arrays)
         results = [self._build(r, arrays, outs) for r in self._recipes]
         n = self._nout
-        return tuple(results[:n]), dict(zip(self.plan.escaping[n:], results[n:]))
+        return tuple(results[:n]), dict(zip(self._extra_keys, results[n:]))
 
     def __call__(self, arrays):
         """Run the kernel; mutated inputs are written back (as ir.interpret does)."""

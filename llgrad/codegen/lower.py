@@ -17,7 +17,10 @@ import numpy as np
 from llvmlite import ir
 
 from ..ir.graph import Value
+from ..ir.decompose import decompose_norms
+from ..ir.ops_control import CONTROL
 from ..ir.optable import OPS
+from ..ir.passes import cse, dce
 from . import jit
 from .blas import gemm_symbols
 from . import (ops_advindex, ops_elementwise, ops_index, ops_loss,  # noqa: F401  (the table)
@@ -28,6 +31,7 @@ from .fusion import emit_elementwise
 from .kernel import Kernel
 from .loops import FuncGen
 from .plan import Plan, live_nodes, root_of
+from .rows import emit_rows, prepare_rows
 from .scalar import DTYPES, I64, PTR, mem_type
 from .table import LOWERINGS, register
 
@@ -120,6 +124,7 @@ def lower(graph, *, blas=True, opt=True, clusters=True):
     bad = unsupported(graph)
     if bad is not None:
         raise Unsupported(*bad)
+    traced, graph = graph, simplify(graph)
     plan = plan_graph(graph, {"blas": blas and blas_available()}, clusters)
     key = jit.key_for(str(graph), f"blas={plan.options['blas']};opt={opt};{plan.describe()}")
     name = f"llgrad_{re.sub(r'[^0-9A-Za-z_]', '_', graph.name)[:40]}_{key[:16]}"
@@ -128,9 +133,23 @@ def lower(graph, *, blas=True, opt=True, clusters=True):
         if compiled is None:
             mod = _module(plan, name)
             compiled = jit.compile_module(mod, [name], opt=opt, key=key)
-    kernel = Kernel(graph, plan, compiled, name)
+    kernel = Kernel(traced, plan, compiled, name)
     kernel.cache_key = key
     return kernel
+
+
+def simplify(graph):
+    """The graph the native code computes: composite norms as the primitives their VJPs
+    recompute (ir/decompose.py), then common subexpressions merged (a joint forward and
+    backward recomputes the same statistics) and dead code dropped. Inputs, outputs (by
+    position), mutated inputs and guards keep their places, so the Kernel answers in terms
+    of the traced graph."""
+    if any(n.op in CONTROL for n in graph.nodes):
+        return graph            # (regions are planned with their own Values: keep them)
+    flat = decompose_norms(graph)
+    out = dce(cse(flat))
+    # unchanged: keep the traced graph itself (its Values are the ones tests and dumps see)
+    return graph if flat is graph and len(out.nodes) == len(graph.nodes) else out
 
 
 def plan_graph(graph, options, clusters=True):
@@ -140,7 +159,9 @@ def plan_graph(graph, options, clusters=True):
     plan.options = options
     for grp in plan.groups:
         low = LOWERINGS[grp.root.op]
-        if low.prepare and grp.kind != "cluster":
+        if grp.kind == "rows":
+            prepare_rows(plan, grp)
+        elif low.prepare and grp.kind != "cluster":
             low.prepare(plan, grp)
     plan.finalize()
     return plan
@@ -165,6 +186,8 @@ def emit_plan(mod, plan, name, prefix="const"):
         low = LOWERINGS[grp.root.op]
         if grp.kind == "cluster":
             emit_cluster(plan, grp, fg)
+        elif grp.kind == "rows":
+            emit_rows(plan, grp, fg)
         elif low.kind == "elementwise":
             emit_elementwise(plan, grp, fg)
         else:

@@ -104,8 +104,10 @@ class Plan:
                     self.consumers[x].append(node)
         self.inlined = self._fusion()
         self.groups = self._groups()
-        if clusters:                # multi-output loop fusion (cluster.py builds on us)
+        if clusters:                # row fusion (rows.py), multi-output loops (cluster.py)
             from .cluster import merge_loops
+            from .rows import merge_rows
+            self.groups = merge_rows(self)
             self.groups = merge_loops(self)
         self.buffers = {}           # root Value -> Buffer
         self.flags = []             # (Buffer, message): error words checked after a call

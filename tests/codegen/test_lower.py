@@ -379,17 +379,18 @@ def _reduce_graph(op, dt, layout, rng, prologue):
         y = bld.input(TensorType(dt, (67,)), "y")
         arrays.append(rand(rng, (67,), dt))
 
-    def operand():
+    def operand(k):
         if not prologue:
             return x
-        # an elementwise chain feeding only this reduction: fused into its loops
-        v = bld.add("mul", [bld.add("add", [x, y], {"alpha": 1}), 0.5])
+        # an elementwise chain feeding only this reduction: fused into its loops (each its
+        # own scale, so that common-subexpression elimination keeps them apart)
+        v = bld.add("add", [bld.add("mul", [x, 0.5 + k / 64]), y], {"alpha": 1})
         return bld.add("tanh", [v]) if np.dtype(dt).kind == "f" else v
 
     outs = []
     for d in DIMS:
         for keep in (False, True):
-            outs.append(bld.add(op, [operand()], {"dim": d, "keepdim": keep}))
+            outs.append(bld.add(op, [operand(len(outs))], {"dim": d, "keepdim": keep}))
     return bld.ret(*outs), arrays
 
 

@@ -1,0 +1,361 @@
+"""Row fusion: fusing across partial reductions, so that a layer norm (or any chain of
+statistics over the last dim) runs forward and backward in one walk over memory.
+
+A *row cluster* runs over a shape S = (*lead, C): an outer loop over the rows (the leading
+dims) and, inside it, a few *stages*, each one loop over the row's C columns. Its members:
+  - S-nodes: elementwise nodes of shape S;
+  - row reductions: sum/mean over the last dim (a per-row value);
+  - row nodes: elementwise nodes of shape (*lead, 1) (a per-row value: mean + eps, rsqrt);
+  - column reductions: sum/mean over the leading dims (shape (C,) or keepdim), accumulated
+    in float64 across the rows;
+  - full reductions: sum/mean over everything (the loss), accumulated in float64.
+A row reduction is complete only after its stage's loop; an S-node that reads it runs in a
+later stage. An S-value read in a later stage than the one that computes it goes through a
+row buffer of C elements (on the stack: it stays in L1); a value needed outside the
+cluster is stored to its buffer. Per-row values stay in registers for the whole row.
+
+So `y = layer_norm(x)`, its VJP's recomputed statistics (merged with the forward's by
+common-subexpression elimination, see ir/decompose.py) and the column sums of the weight
+and bias gradients all run in one outer loop that reads x once and writes dx once, instead
+of a dozen passes over memory.
+
+Which groups join (greedily, in group order, like cluster.py): S-elementwise groups,
+reductions over S of the kinds above, and row-shaped elementwise groups that read a row
+value of the cluster. A group reading a value of the cluster must read it directly (the
+same element, no view); nothing may read a column or full reduction inside the cluster
+(they are complete only after the last row). A group that depends on the cluster without
+joining seals it. A cluster without a row reduction, or with one group, is dissolved; the
+ordinary groups (and cluster.py) take over."""
+from llvmlite import ir
+
+from ..ir.graph import Value
+from ..ir.optable import contiguous_strides
+from .fusion import Expr
+from .loops import Access, for_range, loop_nest
+from .plan import Group, root_of
+from .scalar import Scalar, mem_type
+from .table import kind_of
+
+ROW_BUFFER_BYTES = 256 * 1024   # per thread; larger rows use the ordinary groups
+
+
+class RowCluster(Group):
+    def __init__(self, shape):
+        super().__init__(None, None)
+        self.shape = shape
+        self.parts = []
+        self.sealed = False
+        self.results = []
+
+    @property
+    def kind(self):
+        return "rows"
+
+    def add(self, grp):
+        self.parts.append(grp)
+        self.root = grp.root
+
+    def __repr__(self):
+        return f"<rows {self.index}: {len(self.parts)} groups over {self.shape}>"
+
+
+def _red_dims(node):
+    nd = len(node.inputs[0].type.shape)
+    d = node.attrs.get("dim")
+    return set(range(nd)) if d is None else {int(i) % nd for i in
+                                             ((d,) if isinstance(d, int) else d)}
+
+
+def reduction_kind(node, shape):
+    """'row' / 'col' / 'full' for a float sum/mean over shape S, else None."""
+    x = node.inputs[0]
+    if node.op not in ("sum", "mean") or node.attrs.get("dtype") is not None \
+            or tuple(x.type.shape) != shape \
+            or node.outputs[0].type.dtype not in ("float32", "float64"):
+        return None
+    nd, dims = len(shape), _red_dims(node)
+    if dims == {nd - 1}:
+        return "row"
+    if dims == set(range(nd - 1)):
+        return "col"
+    return "full" if dims == set(range(nd)) else None
+
+
+def _row_shape(shape):
+    return tuple(shape[:-1]) + (1,)
+
+
+def _space(grp):
+    """(S, role) a group could join a row cluster over S with; None if it cannot."""
+    node = grp.root
+    out = node.outputs[0].type.shape
+    if grp.kind == "elementwise":
+        if len(out) >= 2 and all(n > 0 for n in out):
+            return tuple(out), ("row" if out[-1] == 1 else "S")
+        return None
+    if grp.kind == "reduce" and node.op in ("sum", "mean"):
+        shape = tuple(node.inputs[0].type.shape)
+        if len(shape) >= 2 and all(n > 0 for n in shape) and reduction_kind(node, shape):
+            return shape, "reduce"
+    return None
+
+
+def merge_rows(plan):
+    """plan.groups with row clusters in place of their members."""
+    producer = {}
+    for grp in plan.groups:
+        for v in grp.results:
+            producer[v] = grp
+    open_by_shape, cluster_of, depends = {}, {}, {}
+    for grp in plan.groups:
+        deps = set()
+        for leaf in grp.leaves:
+            p = producer.get(root_of(leaf))
+            if p is not None:
+                deps |= depends[p]
+                if p in cluster_of:
+                    deps.add(cluster_of[p])
+        c = _cluster_for(grp, open_by_shape, producer, cluster_of, depends)
+        for other in deps:
+            if other is not c:
+                other.sealed = True
+        if c is not None:
+            c.add(grp)
+            cluster_of[grp] = c
+            deps.discard(c)
+        depends[grp] = deps
+    return _rebuild(plan, cluster_of)
+
+
+def _cluster_for(grp, open_by_shape, producer, cluster_of, depends):
+    sp = _space(grp)
+    if sp is None:
+        return None
+    shape, role = sp
+    if role == "row":       # joins the cluster whose row value it reads, if any
+        cands = [cluster_of[p] for p in (producer.get(root_of(v)) for v in grp.leaves)
+                 if p in cluster_of and cluster_of[p].shape[:-1] == shape[:-1]]
+        c = cands[0] if cands else None
+    else:
+        c = open_by_shape.get(shape)
+        if c is None or c.sealed:
+            if shape[-1] * 8 > ROW_BUFFER_BYTES:
+                return None
+            c = open_by_shape[shape] = RowCluster(shape)
+            return c
+    if c is None or c.sealed or not _can_join(c, grp, producer, cluster_of, depends):
+        return None
+    return c
+
+
+def _can_join(c, grp, producer, cluster_of, depends):
+    rs = _row_shape(c.shape)
+    for leaf in grp.leaves:
+        p = producer.get(root_of(leaf))
+        if p is None:
+            continue
+        if cluster_of.get(p) is c:
+            if leaf.node is None or leaf.node.op in ("view",) or leaf not in p.results:
+                return False
+            if p.kind == "reduce" and reduction_kind(p.root, c.shape) != "row":
+                return False            # a column or full total: complete after the rows
+            if tuple(leaf.type.shape) not in (tuple(c.shape), rs):
+                return False
+            if root_of(leaf) is not leaf:
+                return False
+        elif c in depends[p]:
+            return False
+    return True
+
+
+def _rebuild(plan, cluster_of):
+    last = {}
+    for grp in plan.groups:
+        if grp in cluster_of:
+            last[cluster_of[grp]] = grp
+    keep = set()
+    for c in last:
+        if len(c.parts) >= 2 and any(p.kind == "reduce" and
+                                     reduction_kind(p.root, c.shape) == "row" for p in c.parts):
+            _finish(plan, c)
+            c.state["sched"] = sched = _Schedule(c)
+            if len(sched.buffered) * c.shape[-1] * 8 <= ROW_BUFFER_BYTES:
+                keep.add(c)
+    out = []
+    for grp in plan.groups:
+        c = cluster_of.get(grp)
+        if c not in keep:
+            out.append(grp)
+        elif last[c] is grp:
+            out.append(c)
+    for i, grp in enumerate(out):
+        grp.index = i
+    return out
+
+
+def _finish(plan, c):
+    order = {n: i for i, n in enumerate(plan.nodes)}
+    c.members = sorted((n for grp in c.parts for n in grp.members), key=order.__getitem__)
+    inside = set(c.members)
+    computed = {n.outputs[0] for n in c.members}
+    escaping = set(plan.escaping)
+    c.results = [n.outputs[0] for n in c.members
+                 if n.outputs[0] in escaping or kind_of(n) == "reduce"
+                 and reduction_kind(n, c.shape) != "row"
+                 or any(m not in inside for m in plan.consumers[n.outputs[0]])]
+    c.leaves = []
+    for grp in c.parts:
+        for x in grp.leaves:
+            if x not in computed and all(x is not y for y in c.leaves):
+                c.leaves.append(x)
+
+
+# ---- scheduling ----------------------------------------------------------------------------
+class _Schedule:
+    """Stages of a row cluster: stage[node] for S-nodes and the loop a reduction
+    accumulates in, ready[v] for per-row values (the stage from which they are known)."""
+
+    def __init__(self, c):
+        S = tuple(c.shape)
+        self.role, self.stage, self.ready = {}, {}, {}
+        member_out = {n.outputs[0] for n in c.members}
+        for n in c.members:
+            v = n.outputs[0]
+            ins = [x for x in n.inputs if isinstance(x, Value) and x in member_out]
+            if kind_of(n) == "reduce":
+                self.role[n] = reduction_kind(n, S)
+                self.stage[n] = max([self.stage[x.node] for x in ins], default=0)
+                if self.role[n] == "row":
+                    self.ready[v] = self.stage[n] + 1
+            elif tuple(v.type.shape) == S:
+                self.role[n] = "S"
+                self.stage[n] = max([self.stage[x.node] if self.role[x.node] == "S"
+                                     else self.ready[x] for x in ins], default=0)
+            else:
+                self.role[n] = "rownode"
+                self.ready[v] = max([self.ready[x] for x in ins], default=0)
+        self.nstages = 1 + max([s for n, s in self.stage.items()], default=0)
+        # S-values read in a later stage than the one computing them: row buffers
+        self.buffered = []
+        for n in c.members:
+            for x in n.inputs:
+                if isinstance(x, Value) and x in member_out and self.role[x.node] == "S" \
+                        and self.stage[n] > self.stage[x.node] \
+                        and all(x is not y for y in self.buffered):
+                    self.buffered.append(x)
+
+
+def prepare_rows(plan, c):
+    """Temps: a float64 accumulator row per column reduction (before plan.finalize)."""
+    sched = c.state["sched"]
+    c.state["colacc"] = {n: plan.temp(c, "float64", c.shape[-1]) for n in c.members
+                         if sched.role.get(n) == "col"}
+
+
+def emit_rows(plan, c, fg):
+    S = tuple(c.shape)
+    lead, C = S[:-1], S[-1]
+    sched = c.state["sched"]
+    b, sg = fg.b, fg.sg
+    dense = contiguous_strides(S)
+    accs = {v: plan.access(v, S) for v in c.leaves}
+    for v in sched.buffered:            # a row of C elements on the stack, in L1
+        key = ("rowbuf", id(v))
+        fg.ptrs[key] = fg.alloca(mem_type(v.type.dtype), name="row", count=C)
+        accs[v] = Access(key, v.type.dtype, 0, (0,) * len(lead) + (1,))
+    stores = set(c.results)
+    colacc = c.state["colacc"]
+    zero64 = sg.const(0.0, "float64")
+    for buf in colacc.values():
+        with for_range(b, 0, C, name="z") as j:
+            fg.store(zero64, Access(buf, "float64", 0, (1,)), [j])
+    full = {}
+    for n in c.members:
+        if sched.role[n] == "full":
+            full[n] = fg.alloca(zero64.v.type, name="acc.full")
+            b.store(zero64.v, full[n])
+    by_stage = [[n for n in c.members if sched.role[n] == "S" and sched.stage[n] == k]
+                for k in range(sched.nstages)]
+    reds = [[n for n in c.members if sched.role[n] in ("row", "col", "full")
+             and sched.stage[n] == k] for k in range(sched.nstages)]
+    rownodes = [n for n in c.members if sched.role[n] == "rownode"]
+    row_slots = {n: fg.alloca(zero64.v.type, name="acc.row") for n in c.members
+                 if sched.role[n] == "row"}
+    nrows = 1
+    for n in lead:
+        nrows *= n
+    with loop_nest(b, lead, name="r") as lidx:
+        at0 = lidx + [ir.Constant(ir.IntType(64), 0)]
+        row = {}
+        for k in range(sched.nstages + 1):
+            for n in rownodes:          # per-row values known from stage k
+                v = n.outputs[0]
+                if sched.ready[v] == k:
+                    e = Expr(fg, [n], accs, at0)
+                    e.memo.update(row)
+                    row[v] = e.value(v)
+                    if v in stores:
+                        fg.store(row[v], _row_access(plan, v, S), at0)
+            if k == sched.nstages:
+                break
+            for n in reds[k]:
+                if n in row_slots:
+                    b.store(zero64.v, row_slots[n])
+            with for_range(b, 0, C, name=f"c{k}") as j:
+                idx = lidx + [j]
+                e = Expr(fg, by_stage[k], accs, idx)
+                e.memo.update(row)
+                for n in by_stage[k]:
+                    v = n.outputs[0]
+                    if v in stores:
+                        fg.store(e.value(v), Access(plan.buffers[v], v.type.dtype, 0, dense),
+                                 idx)
+                    if any(v is y for y in sched.buffered):
+                        fg.store(e.value(v), accs[v], idx)
+                for n in reds[k]:
+                    x = sg.cast(e.value(n.inputs[0]), "float64")
+                    if n in row_slots:
+                        _accumulate(b, row_slots[n], x)
+                    elif n in full:
+                        _accumulate(b, full[n], x)
+                    else:
+                        a = Access(colacc[n], "float64", 0, (1,))
+                        fg.store(Scalar(b.fadd(fg.load(a, [j]).v, x.v), "float64"), a, [j])
+            for n in reds[k]:           # the row's totals
+                if n in row_slots:
+                    v = n.outputs[0]
+                    row[v] = _total(sg, n, Scalar(b.load(row_slots[n]), "float64"), C)
+                    if v in stores:
+                        fg.store(row[v], _row_access(plan, v, S), at0)
+    for n, buf in colacc.items():
+        v = n.outputs[0]
+        with for_range(b, 0, C, name="col") as j:
+            t = _total(sg, n, fg.load(Access(buf, "float64", 0, (1,)), [j]), nrows)
+            fg.store(t, Access(plan.buffers[v], v.type.dtype, 0, (1,)), [j])
+    for n, slot in full.items():
+        v = n.outputs[0]
+        t = _total(sg, n, Scalar(b.load(slot), "float64"), nrows * C)
+        fg.store(t, Access(plan.buffers[v], v.type.dtype, 0, ()), [])
+
+
+def _accumulate(b, slot, x):
+    b.store(b.fadd(b.load(slot), x.v, flags=("reassoc",)), slot)
+
+
+def _total(sg, node, acc, count):
+    if node.op == "mean":
+        acc = Scalar(sg.b.fdiv(acc.v, sg.const(float(count), "float64").v), "float64")
+    return sg.cast(acc, node.outputs[0].type.dtype)
+
+
+def _row_access(plan, v, S):
+    """A per-row value's buffer addressed by the (row..., column) indices of S."""
+    t = v.type
+    strides = contiguous_strides(t.shape)
+    lead = len(S) - 1
+    if len(t.shape) == len(S):          # keepdim: (*lead, 1)
+        st = tuple(strides[:lead]) + (0,)
+    else:                               # (*lead,)
+        st = tuple(strides) + (0,)
+    return Access(plan.buffers[v], t.dtype, 0, st)
+
