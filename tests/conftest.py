@@ -8,6 +8,9 @@ import os
 import shutil
 import tempfile
 
+# every kernel the suite builds checks that groups sharing code (codegen/dedupe.py) emit
+# the same code
+os.environ.setdefault("LLGRAD_CHECK_DEDUPE", "1")
 if not os.environ.get("LLGRAD_CACHE_DIR"):
     os.environ["LLGRAD_CACHE_DIR"] = tempfile.mkdtemp(prefix="llgrad-test-cache-")
     atexit.register(shutil.rmtree, os.environ["LLGRAD_CACHE_DIR"], ignore_errors=True)

@@ -27,6 +27,8 @@ from . import (ops_advindex, ops_elementwise, ops_index, ops_loss,  # noqa: F401
                ops_matmul, ops_norm, ops_positional, ops_random, ops_reduce, ops_strided)
 from . import ops_control  # noqa: F401  (cond, while_loop: regions as internal functions)
 from .cluster import emit_cluster
+from . import dedupe
+from .dedupe import group_key
 from .fusion import emit_elementwise
 from .kernel import Kernel
 from .loops import FuncGen
@@ -179,21 +181,37 @@ def emit_plan(mod, plan, name, prefix="const"):
     pointer array): (the entry, {constant Buffer: its global}). ops_control emits regions
     with this, under their own names and constant prefixes."""
     consts = _constants(mod, plan, prefix)
-    calls = []
+    calls, seen = [], {}
     for grp in plan.groups:
         bufs = plan.group_buffers(grp)
-        fg = FuncGen(mod, f"{name}.g{grp.index}.{grp.kind}.{grp.root.op}", bufs)
-        low = LOWERINGS[grp.root.op]
-        if grp.kind == "cluster":
-            emit_cluster(plan, grp, fg)
-        elif grp.kind == "rows":
-            emit_rows(plan, grp, fg)
-        elif low.kind == "elementwise":
-            emit_elementwise(plan, grp, fg)
-        else:
-            low.emit(plan, grp, fg)
-        calls.append((fg.finish(), bufs))
+        key = group_key(plan, grp, bufs)
+        fn = seen.get(key) if key is not None else None
+        if fn is None:                  # (else: a repeated subgraph, compiled once)
+            fn = _emit_group(mod, plan, grp, bufs, f"{name}.g{grp.index}")
+            if key is not None:
+                seen[key] = fn
+        elif dedupe.CHECK:              # (the test suite: the key must imply the code)
+            dedupe.check_same(mod, fn, lambda n: _emit_group(mod, plan, grp, bufs, n))
+        calls.append((fn, bufs))
     return _entry(mod, name, calls, consts), consts
+
+
+def _emit_group(mod, plan, grp, bufs, name):
+    fg = FuncGen(mod, f"{name}.{grp.kind}.{grp.root.op}", bufs)
+    low = LOWERINGS[grp.root.op]
+    if grp.kind == "cluster":
+        emit_cluster(plan, grp, fg)
+    elif grp.kind == "rows":
+        emit_rows(plan, grp, fg)
+    elif low.kind == "elementwise":
+        emit_elementwise(plan, grp, fg)
+    else:
+        low.emit(plan, grp, fg)
+    fn = fg.finish()
+    # each group is optimised on its own: inlined into the entry, a graph of n groups became
+    # one function that LLVM's passes take quadratic time over
+    fn.attributes.add("noinline")
+    return fn
 
 
 def _constants(mod, plan, prefix="const"):

@@ -64,7 +64,8 @@ def test_sin_cos_are_inline_and_vectorise():
         bld = Builder("trig")
         v = bld.input(TensorType(dt, (256,)))
         k = lower(bld.ret(bld.add("cos", [bld.add("sin", [v])])))
-        calls = [ln for ln in k.ir_after.splitlines() if " call " in ln and "@llvm." not in ln]
+        calls = [ln for ln in k.ir_after.splitlines() if " call " in ln and "@llvm." not in ln
+                 and f"@{k.entry_name}." not in ln]       # (not the kernel's own groups)
         assert not calls, calls
         assert "x double>" in k.ir_after                                # a vector loop
 

@@ -1,0 +1,88 @@
+"""A repeated subgraph compiles once (codegen/dedupe.py): groups with the same structure
+share one function, groups that differ in anything their code depends on do not, and the
+shared code computes what the interpreter computes. (The whole suite also runs with
+LLGRAD_CHECK_DEDUPE=1: every shared function is emitted twice and compared.)"""
+import numpy as np
+
+import llgrad
+from llgrad.codegen import dedupe
+from llgrad.codegen.lower import lower
+from llgrad.ir import Builder, TensorType
+from llgrad.ir.interpret import evaluate
+
+
+def _defined(k):
+    return k.ir_before.count("\ndefine")
+
+
+def _run(g, arrays, clusters=True):
+    k = lower(g, clusters=clusters)
+    got = k(arrays)
+    want, _ = evaluate(g, arrays)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+    return k
+
+
+def test_check_is_on_in_the_test_suite():
+    assert dedupe.CHECK
+
+
+def test_a_layer_applied_many_times_is_compiled_once():
+    def f(x, w):
+        h = x
+        for _ in range(60):
+            h = (h @ w).tanh() * 0.5 + x
+        return h.sum()
+
+    x, w = llgrad.randn(8, 16), llgrad.randn(16, 16) * 0.1
+    g = llgrad.trace(f, x, w)
+    k = _run(g, [x.numpy(), w.numpy()])
+    assert len(k.plan.groups) >= 120
+    assert _defined(k) <= 6          # the entry, mm, the elementwise step, the sum, helpers
+
+
+def test_different_shapes_constants_and_layouts_get_their_own_functions():
+    bld = Builder("variants")
+    x = bld.input(TensorType("float32", (6, 5)), "x")
+    y = bld.input(TensorType("float32", (5, 6), (1, 5)), "y")      # x's shape, transposed
+    outs = [bld.add("tanh", [bld.add("mul", [x, 2.0])]),
+            bld.add("tanh", [bld.add("mul", [x, 3.0])]),       # another constant
+            bld.add("tanh", [bld.add("mul", [bld.add("t", [y], {}, view_of=y), 2.0])]),
+            bld.add("tanh", [bld.add("mul", [bld.add("view", [x], {"shape": (30,)},
+                                                     view_of=x), 2.0])])]   # another shape
+    g = bld.ret(*outs)
+    rng = np.random.default_rng(0)
+    k = _run(g, [rng.standard_normal((6, 5)).astype("float32"),
+                 rng.standard_normal((6, 5)).astype("float32").T], clusters=False)
+    keys = [dedupe.group_key(k.plan, grp, k.plan.group_buffers(grp)) for grp in k.plan.groups]
+    assert len(set(keys)) == len(keys) == 4
+
+
+def test_the_same_buffer_twice_is_not_two_buffers():
+    """x * x and x * y have the same ops, but one reads one parameter twice."""
+    bld = Builder("alias")
+    x = bld.input(TensorType("float32", (64,)), "x")
+    y = bld.input(TensorType("float32", (64,)), "y")
+    g = bld.ret(bld.add("mul", [x, x]), bld.add("mul", [x, y]))
+    rng = np.random.default_rng(1)
+    k = _run(g, [rng.standard_normal(64).astype("float32"),
+                 rng.standard_normal(64).astype("float32")], clusters=False)
+    keys = [dedupe.group_key(k.plan, grp, k.plan.group_buffers(grp)) for grp in k.plan.groups]
+    assert keys[0] != keys[1]
+
+
+def test_a_key_collision_is_caught(monkeypatch):
+    """The suite's check fails loudly when two groups share a key but not code."""
+    monkeypatch.setattr(dedupe, "group_key", lambda plan, grp, bufs: "same")
+    bld = Builder("collide")
+    x = bld.input(TensorType("float32", (64,)), "x")
+    g = bld.ret(bld.add("tanh", [x]), bld.add("exp", [x]))
+    import llgrad.codegen.lower as lower_mod
+    monkeypatch.setattr(lower_mod, "group_key", dedupe.group_key)
+    try:
+        lower(g, clusters=False)
+    except AssertionError as e:
+        assert "group key collision" in str(e)
+    else:
+        raise AssertionError("the collision went unnoticed")
