@@ -45,6 +45,30 @@ def data_pointer(a):
     return a.ctypes.data
 
 
+def _check_input(specs, k, a):
+    """The slow path: a clear ValueError for an out-of-spec input, else the array."""
+    spec = specs[k]
+    what = f"input {k} (%{spec.name})"
+    if not isinstance(a, np.ndarray):
+        a = np.asarray(a)
+    if a.dtype != spec.dtype:
+        raise ValueError(f"{what}: expected dtype {spec.dtype}, got {a.dtype}")
+    if spec.stack:
+        return stack_input(a, spec.shape, what)
+    if a.shape != spec.shape:
+        raise ValueError(f"{what}: expected shape {spec.shape}, got {a.shape}")
+    if a.size:
+        for n, want, got in zip(a.shape, spec.bstrides, a.strides):
+            if n > 1 and want != got:
+                got_el = tuple(s / a.itemsize if s % a.itemsize else s // a.itemsize
+                               for s in a.strides)
+                raise ValueError(f"{what}: expected strides {spec.strides} (elements), "
+                                 f"got {got_el}")
+        if data_pointer(a) & spec.mask:
+            raise ValueError(f"{what}: the array's data is not aligned to its itemsize")
+    return a
+
+
 class _InSpec:
     __slots__ = ("name", "dtype", "shape", "strides", "bstrides", "itemsize", "mask", "stack")
 
@@ -83,6 +107,62 @@ class _Context:
                         for v, b in plan.lengths.items()]
 
 
+def _launcher(fn, pool, plan, name, fast_specs, specs, layout, direct):
+    """A kernel launch, as a closure (it runs on every call of a compiled function, where a
+    method's attribute lookups cost; it holds no reference to the Kernel, so it makes no
+    reference cycle): check the inputs against the graph's input types and store their
+    data pointers, allocate the output buffers `layout` lists ((slot, dtype, shape) each)
+    and store theirs, make the native call, then check the error words. Returns the
+    outputs (direct) or (the inputs, as converted by the slow check, the outputs)."""
+    off, nin, ndarray = _DATA_OFFSET, len(fast_specs), np.ndarray
+
+    def launch(arrays):
+        if len(arrays) != nin:
+            raise ValueError(f"kernel for graph {name} takes {nin} inputs, "
+                             f"got {len(arrays)}")
+        try:
+            ctx = pool.pop()
+        except IndexError:               # another thread holds the context: make one
+            ctx = _Context(plan)
+        try:
+            ptrs, k, converted = ctx.ptrs, 0, None
+            for a, (dtype, shape, bstrides, mask) in zip(arrays, fast_specs):
+                if type(a) is ndarray and a.dtype is dtype and a.shape == shape \
+                        and a.strides == bstrides and off is not None:
+                    p = _from_address(id(a) + off).value or 0
+                    if p & mask:
+                        _check_input(specs, k, a)           # raises: misaligned
+                else:
+                    a = _check_input(specs, k, a)
+                    if converted is None:                   # (keeps it alive for the call)
+                        converted = list(arrays)
+                    converted[k] = a
+                    p = data_pointer(a)
+                ptrs[k] = p
+                k += 1
+            if converted is not None:
+                arrays = converted
+            for k, word in ctx.lengths:         # stack inputs: native code bounds-checks
+                word.value = len(arrays[k])
+            outs = []
+            for slot, dt, shape in layout:
+                o = empty(shape, dt)
+                ptrs[slot] = _from_address(id(o) + off).value if off is not None \
+                    else o.ctypes.data
+                outs.append(o)
+            fn(ctx.addr)
+            if ctx.stacks is not None:        # (freed before any error below)
+                outs += ctx.stacks.harvest()
+            if ctx.flags:
+                for word, msg in ctx.flags:
+                    if word.value:
+                        raise IndexError(msg)
+        finally:
+            pool.append(ctx)
+        return outs if direct else (arrays, outs)
+    return launch
+
+
 class Kernel:
     """Call with a sequence of arrays (one per graph input); returns the outputs' arrays.
 
@@ -94,9 +174,7 @@ class Kernel:
         self.compiled = compiled
         self.entry_name = entry
         self.address = compiled.address(entry)
-        self._fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self.address)
         self._in = [_InSpec(v) for v in graph.inputs]
-        self._nin = len(self._in)
         self._fast_specs = [(sp.dtype, sp.shape, sp.bstrides, sp.mask) for sp in self._in]
         self._pool = []              # free _Context objects (list.pop/append are atomic)
         self._pool.append(self._new_context())
@@ -110,13 +188,23 @@ class Kernel:
         from .plan import escaping_values
         self._extra_keys = escaping_values(graph)[self._nout:]
         self._mutated = sorted(graph.mutated)
-        # (every escaping value an output: a mutated input's or guard's buffer is not)
-        # direct: each returned value is a whole output buffer of its own (perhaps in
-        # another order), so a call is a launch and a reordering, nothing rebuilt
-        perm = [r[1] for r in self._recipes if r[0] == "out" and r[2] is None]
-        self._direct = (len(self._recipes) == len(self._outs) == self._nout == len(perm)
-                        and sorted(perm) == list(range(len(perm))))
-        self._perm = perm if perm != list(range(len(perm))) else None
+        self._direct_outs = self._direct_layout()
+        self._fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self.address)   # (makes launchers)
+
+    @property
+    def _fn(self):
+        """The native entry point (a ctypes function of the pointer array's address)."""
+        return self._native
+
+    @_fn.setter
+    def _fn(self, fn):      # the launchers hold the function itself: remade when it is set
+        self._native = fn
+        self._launch = _launcher(fn, self._pool, self.plan, self.graph.name, self._fast_specs,
+                                 self._in, self._outs, direct=False)
+        # launch_direct(arrays) -> the outputs, for a direct kernel (see `direct`)
+        self.launch_direct = None if self._direct_outs is None else _launcher(
+            fn, self._pool, self.plan, self.graph.name, self._fast_specs, self._in,
+            self._direct_outs, direct=True)
 
     def _new_context(self):
         return _Context(self.plan)
@@ -155,89 +243,36 @@ class Kernel:
                                (t.offset - root.type.offset) * it))
 
     # ---- calling ------------------------------------------------------------------------
-    def _check(self, k, a):
-        """The slow path: a clear ValueError for an out-of-spec input, else the array."""
-        spec = self._in[k]
-        what = f"input {k} (%{spec.name})"
-        if not isinstance(a, np.ndarray):
-            a = np.asarray(a)
-        if a.dtype != spec.dtype:
-            raise ValueError(f"{what}: expected dtype {spec.dtype}, got {a.dtype}")
-        if spec.stack:
-            return stack_input(a, spec.shape, what)
-        if a.shape != spec.shape:
-            raise ValueError(f"{what}: expected shape {spec.shape}, got {a.shape}")
-        if a.size:
-            for n, want, got in zip(a.shape, spec.bstrides, a.strides):
-                if n > 1 and want != got:
-                    got_el = tuple(s / a.itemsize if s % a.itemsize else s // a.itemsize
-                                   for s in a.strides)
-                    raise ValueError(f"{what}: expected strides {spec.strides} (elements), "
-                                     f"got {got_el}")
-            if data_pointer(a) & spec.mask:
-                raise ValueError(f"{what}: the array's data is not aligned to its itemsize")
-        return a
-
-    def _pointers(self, arrays, ptrs):
-        """Check the inputs and store their data pointers in ptrs; returns the (possibly
-        converted) arrays. The fast path is a handful of attribute compares per input."""
-        if len(arrays) != self._nin:
-            raise ValueError(f"kernel for graph {self.graph.name} takes {self._nin} inputs, "
-                             f"got {len(arrays)}")
-        off, converted, k = _DATA_OFFSET, None, 0
-        for a, (dtype, shape, bstrides, mask) in zip(arrays, self._fast_specs):
-            if type(a) is np.ndarray and a.dtype is dtype and a.shape == shape \
-                    and a.strides == bstrides and off is not None:
-                p = _from_address(id(a) + off).value or 0
-                if p & mask:
-                    self._check(k, a)                  # raises: misaligned
-            else:
-                a = self._check(k, a)
-                if converted is None:
-                    converted = list(arrays)
-                converted[k] = a
-                p = data_pointer(a)
-            ptrs[k] = p
-            k += 1
-        return arrays if converted is None else converted
-
-    def _launch(self, arrays):
-        pool = self._pool
-        try:
-            ctx = pool.pop()
-        except IndexError:               # another thread holds the context: make one
-            ctx = self._new_context()
-        try:
-            ptrs = ctx.ptrs
-            arrays = self._pointers(arrays, ptrs)
-            for k, word in ctx.lengths:         # stack inputs: native code bounds-checks
-                word.value = len(arrays[k])
-            outs = []
-            for slot, dt, shape in self._outs:
-                o = empty(shape, dt)
-                ptrs[slot] = _from_address(id(o) + _DATA_OFFSET).value \
-                    if _DATA_OFFSET is not None else o.ctypes.data
-                outs.append(o)
-            self._fn(ctx.addr)
-            if ctx.stacks is not None:        # (freed before any error below)
-                outs += ctx.stacks.harvest()
-            if ctx.flags:
-                for word, msg in ctx.flags:
-                    if word.value:
-                        raise IndexError(msg)
-        finally:
-            pool.append(ctx)
-        return arrays, outs
+    def _direct_layout(self):
+        """For a direct kernel, the (slot, dtype, shape) of each returned value, in return
+        order; else None. Direct: each returned value (every escaping value an output: a
+        mutated input's or guard's buffer is not) is a whole output buffer of its own, or
+        a view of one with the same C-contiguous layout (a reshape, such as a bias
+        gradient's (1, n) -> (n,)): allocating each buffer with the returned value's shape
+        makes a call one launch with nothing rebuilt, and the outputs fresh arrays."""
+        if self.plan.stacks or not len(self._recipes) == len(self._outs) == self._nout:
+            return None                 # (a loop's stacks are harvested after the outputs)
+        layout, used = [], set()
+        for kind, k, geom in self._recipes:
+            if kind not in ("out", "outview") or k in used or k >= len(self._outs):
+                return None
+            slot, dt, shape = self._outs[k]
+            if kind == "outview":
+                vshape, bstrides, boff = geom
+                vshape = tuple(vshape)
+                if boff or np.prod(vshape, dtype=np.int64) != np.prod(shape, dtype=np.int64) \
+                        or empty(vshape, dt).strides != tuple(bstrides):
+                    return None
+                shape = vshape
+            used.add(k)
+            layout.append((slot, dt, shape))
+        return layout
 
     @property
     def direct(self):
-        """Whether the outputs are exactly the output buffers (fresh arrays)."""
-        return self._direct
-
-    def launch_direct(self, arrays):
-        """The outputs of a direct kernel (see `direct`): one launch, nothing rebuilt."""
-        outs = self._launch(arrays)[1]
-        return outs if self._perm is None else [outs[k] for k in self._perm]
+        """Whether the outputs are exactly the output buffers (fresh arrays that alias
+        nothing); then `launch_direct(arrays)` returns them as a list, one launch."""
+        return self._direct_outs is not None
 
     def run(self, arrays):
         """(outputs, extras): extras maps each mutated input's final value and each guard's
@@ -249,7 +284,7 @@ class Kernel:
 
     def __call__(self, arrays):
         """Run the kernel; mutated inputs are written back (as ir.interpret does)."""
-        if self._direct:                               # outputs are the output buffers
+        if self._direct_outs is not None:              # outputs are the output buffers
             return tuple(self.launch_direct(arrays))
         outs, extras = self.run(arrays)
         for i in self._mutated:

@@ -14,36 +14,21 @@ import numpy as np
 from ..ir.graph import StackType
 from ..ir.interpret import evaluate
 from ..ir.ops_random import generator_from_array, state_to_array
+from ..ir.optable import contiguous_strides
 from ..ir.partition import partition
 from ..tracer.pytree import flatten, unflatten, unflattener
 from ..tracer.trace import TraceError, trace_body
 from . import grad_mode, trace_state
 from .autograd_api import grad as autograd_grad
 from .creation import default_generator
-from .compiled_dump import _dump_to_env, format_entry
+from .compiled_dump import _dump_to_env, _trace_note, format_entry
 from .compiled_node import CompiledFunctionBackward
-from .fastpath import fast_key, plain_function
+from .fastpath import fast_key, plain_function, quick_runner
 from .guards import collect
 from .tensor import Tensor
 
 BACKENDS = ("interpret", "python", "llvm", "eager")
 RECOMPILE_LIMIT = 8
-
-
-def _trace_note(name, tensors, exc):
-    """What a failed trace adds to the user's exception (which is raised as it is): the
-    compiled function, its tensor arguments, and the user's line that raised."""
-    args = ", ".join(f"{n}: {t._dtype.name}{list(t.shape)}" for n, t in tensors)
-    where, tb = None, exc.__traceback__
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    while tb is not None:
-        f = tb.tb_frame.f_code.co_filename
-        if not os.path.abspath(f).startswith(package + os.sep):
-            where = f"{f}:{tb.tb_lineno}"
-        tb = tb.tb_next
-    return (f"(raised while llgrad.compile traced {name}({args})"
-            f"{' at ' + where if where else ''}; nothing was cached, the next call "
-            "traces again)")
 
 
 def _backend(requested):
@@ -79,7 +64,7 @@ class CompiledFunction:
         self._warned = False
         self._lock = threading.RLock()     # one trace at a time; the cache changes under it
         self._plain = plain_function(fn)    # guards from arguments alone (fastpath.py)
-        self._fast = {}             # flat key of a simple call -> its full guard key
+        self._fast = {}             # flat key of a simple call -> runner of its entries
 
     def __get__(self, obj, objtype=None):
         if obj is None:
@@ -97,24 +82,23 @@ class CompiledFunction:
             return self._traced_fn()(*args, **kwargs)     # inlined into a trace
         fast = None if kwargs or not self._plain else fast_key(args)
         if fast is not None:
-            key = self._fast.get(fast[0])
-            if key is not None:
-                for entry in self.cache.get(key, ()):     # (another thread may be tracing)
-                    out = run_entry(entry, fast[1])
-                    if out is not _MISS:
-                        return out
+            run = self._fast.get(fast[0])
+            if run is not None:
+                out = run(fast[1])
+                if out is not _MISS:
+                    return out
         tensors, guards = collect(self.fn, args, kwargs)
         key = tuple(v for _, v in guards)
-        if fast is not None:
-            self._fast[fast[0]] = key
+        inputs = [t for _, t in tensors]
         for entry in self.cache.get(key, ()):
-            out = run_entry(entry, [t for _, t in tensors])
+            out = entry_runner(entry)(inputs)
             if out is not _MISS:
+                self._remember(fast, key)
                 return out
         with self._lock:
             if self.cache.get(key):       # another thread traced it meanwhile
                 for entry in self.cache[key]:
-                    out = run_entry(entry, [t for _, t in tensors])
+                    out = entry_runner(entry)(inputs)
                     if out is not _MISS:
                         return out
             if self.n_traces >= self.recompile_limit:
@@ -122,7 +106,15 @@ class CompiledFunction:
                 return self.fn(*args, **kwargs)
             entry, result = self._trace(tensors, guards, args, kwargs)
             self.cache[key] = self.cache.get(key, []) + [entry]
+            self._fast.clear()            # runners made before know only the older entries
             return result
+
+    def _remember(self, fast, key):
+        """Let calls with this flat key (fastpath.py) go straight to the entries of key."""
+        runners = [entry_runner(e) for e in self.cache.get(key, ())] if fast else None
+        if runners:
+            self._fast[fast[0]] = runners[0] if len(runners) == 1 else \
+                functools.partial(_first_result, runners)
 
     def _warn_limit(self, guards):
         if self._warned:
@@ -270,11 +262,6 @@ def forward_run(entry):
     return run
 
 
-def _contiguous(shape):
-    from ..ir.optable import contiguous_strides
-    return contiguous_strides(shape)
-
-
 def _kernel(entry, which):
     """The native kernel of entry's forward or backward graph; None (and a note in the
     dump) when the graph has an op the LLVM lowering does not cover yet: the interpreter
@@ -299,13 +286,21 @@ def backward_run(entry):
     if run is None:
         kernel = _kernel(entry, "backward") if entry.backend == "llvm" else None
         if kernel is not None:
-            contiguous = [not isinstance(v.type, StackType)   # (a stack: the kernel checks)
-                          and v.type.strides == _contiguous(v.type.shape)
-                          for v in entry.backward.inputs]
+            # cotangents may arrive expanded: the kernel reads dense ones, so a feed for a
+            # C-contiguous input that is not C-contiguous is copied (byte strides first:
+            # the cheap test that passes on every call that needs no copy)
+            dense = [(k, tuple(s * np.dtype(v.type.dtype).itemsize for s in v.type.strides))
+                     for k, v in enumerate(entry.backward.inputs)
+                     if not isinstance(v.type, StackType)     # (a stack: the kernel checks)
+                     and v.type.strides == contiguous_strides(v.type.shape)]
+            launch = kernel.launch_direct if kernel.direct else kernel
 
-            def run(feeds):    # cotangents may arrive expanded: the kernel reads dense ones
-                return kernel([np.array(f, order="C") if c and not f.flags.c_contiguous
-                               else f for f, c in zip(feeds, contiguous)])
+            def run(feeds):    # (feeds: a list of the caller's own)
+                for k, bstrides in dense:
+                    f = feeds[k]
+                    if f.strides != bstrides and not f.flags.c_contiguous:
+                        feeds[k] = np.array(f, order="C")
+                return launch(feeds)
         elif entry.backend == "python":
             from ..codegen.pysource import compile_source
             fn = compile_source(entry.backward)
@@ -316,13 +311,32 @@ def backward_run(entry):
     return run
 
 
+def entry_runner(entry):
+    """tensors -> the entry's result, or _MISS if one of its value guards fails: in the
+    current grad mode, made once (fastpath.quick_runner where it applies, else run_entry)."""
+    grad = entry.backward is not None and grad_mode.state.grad_enabled
+    runners = entry.__dict__.setdefault("_runners", {})
+    run = runners.get(grad)
+    if run is None:
+        forward_run(entry)                  # (builds the kernel)
+        kernel = entry.__dict__.get("kernels", {}).get("forward")
+        if getattr(kernel, "direct", False):
+            run = quick_runner(entry, kernel.launch_direct,
+                               CompiledFunctionBackward.attach if grad else None)
+        run = runners[grad] = run or functools.partial(run_entry, entry)
+    return run
+
+
+def _first_result(runners, tensors):
+    for run in runners:
+        out = run(tensors)
+        if out is not _MISS:
+            return out
+    return _MISS
+
+
 def run_entry(entry, tensors):
     """Run a compiled entry on the inputs; _MISS if one of its value guards fails."""
-    quick = entry.__dict__.get("_quick", False)
-    if quick is False:
-        quick = entry._quick = _quick_runner(entry)
-    if quick is not None and (entry.backward is None or not grad_mode.state.grad_enabled):
-        return quick(tensors)
     fwd = entry.forward
     arrays = [t._data for t in tensors]
     rng_state = None
@@ -354,25 +368,6 @@ def run_entry(entry, tensors):
     if build is None:
         build = entry._unflatten = unflattener(entry.out_tree)
     return build(results)
-
-
-def _quick_runner(entry):
-    """For a native forward with nothing to check or commit after the call (no value
-    guards, write-backs, RNG or .grad updates) whose outputs are the kernel's fresh
-    buffers: a runner that is one kernel launch and the output tensors, or None."""
-    forward_run(entry)
-    kernel = entry.__dict__.get("kernels", {}).get("forward")
-    fwd = entry.forward
-    if not hasattr(kernel, "launch_direct") or not kernel.direct or fwd.guards or \
-            fwd.mutated or entry.rng_index is not None or entry.grad_assign:
-        return None
-    launch, n, from_array = kernel.launch_direct, entry.n_fn_out, Tensor._from_array
-    build = unflattener(entry.out_tree)
-
-    def quick(tensors):
-        outs = launch([t._data for t in tensors])
-        return build([from_array(o) for o in outs[:n]])
-    return quick
 
 
 def _detached(result):

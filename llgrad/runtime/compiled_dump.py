@@ -1,6 +1,7 @@
 """Reading a compiled function: its guards, forward and backward IR, saved values, mutated
 inputs, and on request the LLVM IR (before and after optimisation), the host assembly and
-the graphs as Python source; LLGRAD_DUMP=dir writes all of it for every trace."""
+the graphs as Python source; LLGRAD_DUMP=dir writes all of it for every trace. Also the
+note a failed trace adds to the user's exception."""
 import os
 
 
@@ -49,3 +50,19 @@ def _dump_to_env(cf, entry):
     path = os.path.join(d, f"{entry.name}_{cf.n_traces}.txt")
     with open(path, "w") as f:
         f.write(format_entry(entry, python=True, llvm=True) + "\n")
+
+
+def _trace_note(name, tensors, exc):
+    """What a failed trace adds to the user's exception (which is raised as it is): the
+    compiled function, its tensor arguments, and the user's line that raised."""
+    args = ", ".join(f"{n}: {t._dtype.name}{list(t.shape)}" for n, t in tensors)
+    where, tb = None, exc.__traceback__
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    while tb is not None:
+        f = tb.tb_frame.f_code.co_filename
+        if not os.path.abspath(f).startswith(package + os.sep):
+            where = f"{f}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return (f"(raised while llgrad.compile traced {name}({args})"
+            f"{' at ' + where if where else ''}; nothing was cached, the next call "
+            "traces again)")

@@ -1,35 +1,38 @@
 """CompiledFunctionBackward: the one autograd node behind a compiled function's outputs.
 It runs the compiled backward graph; saved inputs and outputs are version-checked exactly as
-eager saved tensors are."""
+eager saved tensors are.
+
+attach() runs on every call of a compiled function with grad on, so what is the same on
+every call of one compiled entry (which inputs get edges, where each saved value comes
+from, the gradient shapes) is worked out once per entry (_Layout). The inputs are not
+wrapped in SavedTensor objects: their versions (and grad_fn names, for the message) are
+recorded, and a SavedTensor is made only to raise eager's error when a version differs."""
 import numpy as np
 
 from . import grad_mode
-from .node import FREED, Node, SavedTensor, fix_grads, gradient_edge, user_location
+from .fastpath import fresh_tensors
+from .node import FREED, Node, SavedTensor, _sequence, fix_grads, gradient_edge, user_location
 from .tensor import Tensor
 
+_NO_EDGE = (None, 0)
 
-class CompiledFunctionBackward(Node):
-    __slots__ = ("entry", "_saved", "_inputs", "_rng_state", "_in_meta", "_out_meta", "_where")
 
-    @property
-    def _nout(self):
-        return len(self._out_meta)
+class _Layout:
+    """What attach() needs of an entry that does not change between its calls."""
+    __slots__ = ("edges", "saved", "in_meta", "out_meta", "out_nrs")
 
-    @classmethod
-    def attach(cls, entry, tensors, results, saved_arrays, rng_state=None):
-        node = cls()
-        node.entry = entry
-        node._where = user_location()
-        node.next_functions = tuple(
-            (gradient_edge(tensors[i]) if k not in entry.unused else None) or (None, 0)
-            for k, i in enumerate(entry.diff_inputs))
-        node._in_meta = tuple((tensors[i]._data.shape, tensors[i]._dtype)
-                              for i in entry.diff_inputs)
-        node._out_meta = [(results[i]._data.shape, results[i]._dtype)
-                          for i in entry.diff_outputs]
-        node._rng_state = None if rng_state is None else np.array(rng_state)
-        # every input, for create_graph (the forward is replayed to rebuild the history)
-        node._inputs = [SavedTensor(t) for t in tensors]
+    def __init__(self, entry, tensors, results):
+        # the input behind each gradient edge; None where the gradient is unused
+        self.edges = tuple(None if k in entry.unused else i
+                           for k, i in enumerate(entry.diff_inputs))
+        # shapes and dtypes are part of the entry's guard key: the same on every call
+        self.in_meta = tuple((tensors[i]._data.shape, tensors[i]._dtype)
+                             for i in entry.diff_inputs)
+        self.out_meta = tuple((results[i]._data.shape, results[i]._dtype)
+                              for i in entry.diff_outputs)
+        self.out_nrs = tuple((i, k) for k, i in enumerate(entry.diff_outputs))
+        # where each saved value comes from: ("input", index), ("rng", None),
+        # ("output", (position, output_nr)) or ("array", index in the saved arrays)
         fwd, n_out = entry.forward, entry.n_out
         out_pos = {}
         for k, v in enumerate(fwd.outputs[:n_out]):
@@ -37,19 +40,67 @@ class CompiledFunctionBackward(Node):
         saved, j = [], 0
         for s in entry.saved:
             if s.input_index is not None:
-                saved.append(node._inputs[s.input_index] if s.input_index < len(tensors)
-                             else node._rng_state)
+                saved.append(("input", s.input_index) if s.input_index < len(tensors)
+                             else ("rng", None))
                 continue
             v = fwd.outputs[n_out + j]
             if v in out_pos:               # also an output: the caller may modify it in place
                 k = out_pos[v]
-                saved.append(SavedTensor(results[k], is_output=True,
-                                         output_nr=_nr(entry, k)))
+                nr = entry.diff_outputs.index(k) if k in entry.diff_outputs else 0
+                saved.append(("output", (k, nr)))
             else:
-                saved.append(saved_arrays[j])
+                saved.append(("array", j))
             j += 1
+        self.saved = tuple(saved)
+
+
+class CompiledFunctionBackward(Node):
+    __slots__ = ("entry", "_layout", "_saved", "_inputs", "_versions", "_names",
+                 "_rng_state", "_where")
+
+    def __init__(self, entry, layout):
+        # Node.__init__ inlined (as OpNode does): this runs on every call
+        self.next_functions = ()
+        self._seq = next(_sequence)
+        self._pre_hooks = self._post_hooks = self._retained = None
+        self.entry, self._layout = entry, layout
+
+    @property
+    def _nout(self):
+        return len(self._layout.out_meta)
+
+    @classmethod
+    def attach(cls, entry, tensors, results, saved_arrays, rng_state=None):
+        layout = entry.__dict__.get("_node_layout")
+        if layout is None:
+            layout = entry._node_layout = _Layout(entry, tensors, results)
+        node = cls(entry, layout)
+        node._where = user_location()
+        node.next_functions = tuple([_NO_EDGE if i is None else
+                                     (gradient_edge(tensors[i]) or _NO_EDGE)
+                                     for i in layout.edges])
+        # every input is kept (with its version) for create_graph, which replays the forward
+        versions, names = [], None
+        for k, t in enumerate(tensors):
+            if t._inference:
+                SavedTensor(t)          # raises eager's error: inference tensors cannot be saved
+            versions.append(t._storage.version)
+            if t._grad_fn is not None:
+                if names is None:
+                    names = [None] * len(tensors)
+                names[k] = type(t._grad_fn).__name__
+        node._inputs, node._versions, node._names = tensors, versions, names
+        node._rng_state = None if rng_state is None else np.array(rng_state)
+        saved = []
+        for kind, x in layout.saved:
+            if kind == "array":
+                saved.append(saved_arrays[x])
+            elif kind == "output":
+                saved.append(SavedTensor(results[x[0]], is_output=True, output_nr=x[1]))
+            else:                           # an input (by index) or the RNG state
+                saved.append(node._rng_state)
         node._saved = saved
-        for k, i in enumerate(entry.diff_outputs):
+        for i, k in layout.out_nrs:
             r = results[i]
             r._grad_fn, r._output_nr, r._requires_grad = node, k, True
         return node
@@ -58,36 +109,59 @@ class CompiledFunctionBackward(Node):
         self._saved = None
         self._inputs = None
 
-    def _unpacked(self):
+    def _input(self, k):
+        """Input k, checked against the version it had when the forward ran."""
+        t = self._inputs[k]
+        if t._storage.version != self._versions[k]:
+            s = SavedTensor.__new__(SavedTensor)     # what eager would have saved, to raise
+            s.tensor, s.version, s.is_output, s.output_nr = t, self._versions[k], False, 0
+            s.grad_fn_name = self._names[k] if self._names is not None else None
+            s.unpack(self)
+        return t
+
+    def _feeds(self):
+        """The saved values' arrays, each version-checked as eager unpacks saved tensors."""
         if self._saved is None:
             raise RuntimeError(FREED)
-        return [s.unpack(self) if isinstance(s, SavedTensor) else s for s in self._saved]
+        feeds = []
+        for (kind, x), v in zip(self._layout.saved, self._saved):
+            if kind == "input":
+                feeds.append(self._input(x)._data)
+            elif kind == "output":
+                data, storage = v.tensor    # (a saved output is kept as (data, storage))
+                if storage.version != v.version:
+                    v.unpack(self)          # raises
+                feeds.append(data)
+            else:
+                feeds.append(v)
+        return feeds
 
     def apply(self, grads):
-        entry = self.entry
-        grads = [g if g is not None else Tensor._from_array(np.zeros(m[0], m[1].np))
-                 for g, m in zip(grads, self._out_meta)]
-        saved = self._unpacked()
+        layout = self._layout
         if grad_mode.state.grad_enabled:
-            outs = self._differentiable(saved, grads)
+            outs = self._differentiable(grads)
         else:
-            from .compiled import backward_run
-            feeds = [s._data if isinstance(s, Tensor) else s for s in saved] + \
-                    [g._data for g in grads]
-            outs = [Tensor._from_array(o) for o in backward_run(entry)(feeds)]
-        return fix_grads(outs, self.next_functions, self._in_meta)
+            feeds = self._feeds()
+            for g, (shape, dt) in zip(grads, layout.out_meta):
+                feeds.append(g._data if g is not None else np.zeros(shape, dt.np))
+            run = self.entry.__dict__.get("_backward_run") or _backward_run(self.entry)
+            outs = fresh_tensors(run(feeds))
+        return fix_grads(outs, self.next_functions, layout.in_meta)
 
-    def _differentiable(self, saved, grads):
+    def _differentiable(self, grads):
         """create_graph: replay forward and backward graphs through the dispatcher, so the
         gradients carry history back to the inputs."""
         from ..tracer.vjp import replay
         entry = self.entry
-        inputs = [s.unpack(self) for s in self._inputs]
+        self._feeds()                       # the saved values' version checks
+        grads = [g if g is not None else Tensor._from_array(np.zeros(shape, dt.np))
+                 for g, (shape, dt) in zip(grads, self._layout.out_meta)]
+        inputs = [self._input(k) for k in range(len(self._inputs))]
         if self._rng_state is not None:
             inputs.append(Tensor._from_array(self._rng_state))
         env = replay(entry.forward, inputs)
         feeds, j = [], 0
-        for s, value in zip(entry.saved, saved):
+        for s in entry.saved:
             if s.input_index is not None:
                 feeds.append(inputs[s.input_index])
             else:
@@ -97,5 +171,6 @@ class CompiledFunctionBackward(Node):
         return [env[v] for v in entry.backward.outputs]
 
 
-def _nr(entry, k):
-    return entry.diff_outputs.index(k) if k in entry.diff_outputs else 0
+def _backward_run(entry):
+    from .compiled import backward_run     # (compiled imports this module)
+    return backward_run(entry)

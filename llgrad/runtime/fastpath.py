@@ -5,12 +5,23 @@ that a recompile can say which one changed; that costs tens of microseconds. Mos
 pass only tensors and Python numbers, positionally, to a plain function. For those,
 `fast_key` builds one flat tuple, in a few microseconds, that determines the full guard key
 (same tensors, dtypes, shapes, strides, requires_grad, .grad layouts, numbers, grad mode),
-and the tensor inputs in the order collect() gives them. A CompiledFunction remembers
-fast key -> full key after a full walk, so a repeated call skips the walk; anything else
-(keyword arguments, containers, modules, a tensor passed twice) returns None and takes the
-full walk."""
+and the tensor inputs in the order collect() gives them. After a full walk a
+CompiledFunction remembers fast key -> the runner of that key's entries, so a repeated call
+skips the walk and the cache lookup; anything else (keyword arguments, containers, modules,
+a tensor passed twice) returns None and takes the full walk.
+
+Then the call itself: an entry whose forward needs nothing but one kernel launch gets a
+runner (`quick_runner`) that is the launch, cheap result tensors (`fresh_tensors`), the
+backward node when grad is on, and a generated builder of the output structure
+(`tree_builder`); other entries run through compiled.run_entry."""
+import itertools
+
+import numpy as np
+
 from . import grad_mode
-from .tensor import Tensor
+from .dtypes import _BY_NP
+from .tensor import Storage, Tensor
+from ..tracer.pytree import unflattener
 
 _NUMBERS = (int, float, bool)
 
@@ -22,12 +33,13 @@ def fast_key(args):
         if isinstance(a, Tensor):
             d = a._data
             g = a._grad
+            # (a tensor's dtype object stands for its array's: one per NumPy dtype)
             rg = a._requires_grad or (a._base is not None and a.grad_fn is not None)
             if g is None:
-                parts.append((d.dtype, d.shape, d.strides, rg))
+                parts.append((a._dtype, d.shape, d.strides, rg))
             else:
                 gd = g._data
-                parts.append((d.dtype, d.shape, d.strides, rg, gd.dtype, gd.shape,
+                parts.append((a._dtype, d.shape, d.strides, rg, g._dtype, gd.shape,
                               gd.strides))
                 grads = [g] if grads is None else grads + [g]
             tensors.append(a)
@@ -56,3 +68,84 @@ def plain_function(fn):
         return fn._plain
     return inspect.isfunction(fn) or (inspect.isbuiltin(fn) and
                                       getattr(fn, "__self__", None) is None)
+
+
+# ---- results ---------------------------------------------------------------------------------
+def fresh_tensors(arrays):
+    """Tensors over arrays that alias nothing (a kernel's fresh output buffers): what
+    Tensor._from_array makes, with the grad-mode read once for all of them."""
+    inference = grad_mode.state.inference
+    new, by_np = object.__new__, _BY_NP
+    out = []
+    for arr in arrays:
+        if type(arr) is not np.ndarray:      # (an interpreted graph's NumPy scalar)
+            arr = np.asarray(arr)
+        t = new(Tensor)
+        t._data = arr
+        t._storage = Storage(arr)
+        t._dtype = by_np[arr.dtype]
+        t._requires_grad = t._retains_grad = t._multi_view = False
+        t._grad = t._grad_fn = t._base = t._hooks = t._acc = None
+        t._output_nr = t._view_version = 0
+        t._inference = inference
+        out.append(t)
+    return out
+
+
+def tree_builder(tree):
+    """leaves -> the structure `tree` (tracer.pytree's format) describes, as one generated
+    expression such as `lambda l: (l[0], (l[1],))`: pytree.unflatten walks the tree
+    recursively, which costs microseconds on every call of a compiled function."""
+    names = {}
+    try:
+        src = _expr(tree, itertools.count(), names)
+        return eval(f"lambda l: {src}", names)      # noqa: S307 (our own text)
+    except (SyntaxError, RecursionError, MemoryError):     # nested too deep for the parser
+        return unflattener(tree)
+
+
+def _expr(tree, index, names):
+    if tree is None:
+        return f"l[{next(index)}]"
+    kind, children = tree
+
+    def name(obj):                  # types and dict keys: referred to by a global name
+        n = f"_k{len(names)}"
+        names[n] = obj
+        return n
+    if kind is dict:
+        return "{" + ", ".join(f"{name(k)}: {_expr(c, index, names)}"
+                               for k, c in children) + "}"
+    items = [_expr(c, index, names) for c in children]
+    if kind is tuple:
+        return "(" + "".join(i + ", " for i in items) + ")"
+    if kind is list:
+        return "[" + ", ".join(items) + "]"
+    if hasattr(kind, "_fields"):                     # a namedtuple
+        return f"{name(kind)}({', '.join(items)})"
+    return f"{name(kind)}([{', '.join(items)}])"     # a list or tuple subclass
+
+
+# ---- the runner of a simple entry ------------------------------------------------------------
+def quick_runner(entry, launch, attach=None):
+    """For an entry whose forward is a direct native kernel (fresh output buffers) with
+    nothing to check or commit after the call (no value guards, write-backs, RNG or .grad
+    updates): tensors -> result, one kernel launch and the output tensors; with `attach`
+    (grad mode on, a backward graph) also the CompiledFunctionBackward node. Else None."""
+    fwd = entry.forward
+    if fwd.guards or fwd.mutated or entry.rng_index is not None or entry.grad_assign:
+        return None
+    # (no .grad updates: the function's outputs are all the primal outputs, n_out of them;
+    # the saved values for backward follow them)
+    n, build = entry.n_out, tree_builder(entry.out_tree)
+    if attach is None:
+        def quick(tensors):
+            outs = launch([t._data for t in tensors])
+            return build(fresh_tensors(outs[:n]))
+    else:
+        def quick(tensors):
+            outs = launch([t._data for t in tensors])
+            results = fresh_tensors(outs[:n])
+            attach(entry, tensors, results, outs[n:])
+            return build(results)
+    return quick
