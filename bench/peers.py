@@ -46,6 +46,8 @@ def import_system(system, threads=1):
         import jax
         return jax.__version__
     mod = importlib.import_module(lib)
+    if lib == "llgrad":             # native loops split over this many threads
+        mod.set_num_threads(threads)
     return getattr(mod, "__version__", "?")
 
 

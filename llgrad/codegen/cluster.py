@@ -19,9 +19,10 @@ after). Groups in between that do not depend on the cluster run before it, so mo
 members together keeps every value computed before it is read."""
 from ..ir.optable import contiguous_strides
 from .fusion import Expr
-from .loops import Access, loop_nest, normalize
+from .loops import Access, normalize
+from .parallel import Partial, cost, parallel_loops
 from .plan import Group, root_of
-from .scalar import Scalar
+from .scalar import F64, Scalar
 
 _REDUCTIONS = ("sum", "mean")
 
@@ -123,7 +124,7 @@ def _rebuild(plan, cluster_of):
     out = []
     for grp in plan.groups:
         c = cluster_of.get(grp)
-        if c is None or len(c.parts) < 2:
+        if c is None or len(c.parts) < 2 and not _big_total(c):
             out.append(grp)
         elif last[c] is grp:
             _finish(plan, c)
@@ -131,6 +132,17 @@ def _rebuild(plan, cluster_of):
     for i, grp in enumerate(out):
         grp.index = i
     return out
+
+
+def _big_total(c):
+    """A lone full sum/mean big enough for threads: as a cluster it runs on all of them
+    (ops_reduce's loops are serial)."""
+    from .parallel import MIN_WORK_PER_THREAD
+    n = 1
+    for d in c.shape:
+        n *= d
+    return len(c.parts) == 1 and c.parts[0].kind == "reduce" and \
+        n * cost(c.parts[0].members) >= 2 * MIN_WORK_PER_THREAD
 
 
 def _finish(plan, c):
@@ -150,8 +162,9 @@ def _finish(plan, c):
 
 
 def emit_cluster(plan, c, fg):
-    """One loop nest: every member once per element, stores of the values needed outside,
-    float64 accumulators for the reductions (written after the loop)."""
+    """One loop nest (split over the threads: parallel.py): every member once per element,
+    stores of the values needed outside, float64 accumulators for the reductions (one per
+    thread, added up in thread order after the join, then written)."""
     shape = c.shape
     stores = [v for v in c.results if v.node not in c.reductions]
     dense = contiguous_strides(shape)
@@ -160,19 +173,33 @@ def emit_cluster(plan, c, fg):
     outs = [(v, Access(plan.buffers[v], v.type.dtype, 0, strides[0])) for v in stores]
     accs = {v: a.with_strides(s) for (v, a), s in zip(leaves, strides[1:])}
     sg, b = fg.sg, fg.b
+    zero = sg.const(0.0, "float64").v
     totals = []
     for node in c.reductions:
-        slot = fg.alloca(sg.const(0.0, "float64").v.type, name=f"acc.{node.op}")
-        b.store(sg.const(0.0, "float64").v, slot)
+        slot = fg.alloca(F64, name=f"acc.{node.op}")
+        b.store(zero, slot)
         totals.append((node, slot))
+    partials = [Partial(slot, 1) for _, slot in totals]     # one per thread, then summed
     values = set(c.members) - set(c.reductions)
-    with loop_nest(b, ext) as idx:
-        e = Expr(fg, values, accs, idx)
-        for v, acc in outs:
-            fg.store(e.value(v), acc, idx)
-        for node, slot in totals:
-            x = sg.cast(e.value(node.inputs[0]), "float64")
-            b.store(b.fadd(b.load(slot), x.v, flags=("reassoc",)), slot)
+
+    def body(g, loops, tid):
+        # each thread sums its chunk in slots of its own (registers, once promoted) and adds
+        # them to its partials once, after its loop
+        local = []
+        for node, _ in totals:
+            local.append(g.alloca(F64, name=f"sum.{node.op}"))
+            g.b.store(zero, local[-1])
+        with loops() as idx:
+            e = Expr(g, values, accs, idx)
+            for v, acc in outs:
+                g.store(e.value(v), acc, idx)
+            for (node, _), s in zip(totals, local):
+                x = g.sg.cast(e.value(node.inputs[0]), "float64")
+                g.b.store(g.b.fadd(g.b.load(s), x.v, flags=("reassoc",)), s)
+        for p, s in zip(partials, local):
+            dst = g.ptrs[p]
+            g.b.store(g.b.fadd(g.b.load(dst, typ=F64), g.b.load(s)), dst)
+    parallel_loops(fg, ext, body, cost=cost(c.members), partials=partials)
     count = 1
     for n in shape:
         count *= n

@@ -12,7 +12,8 @@ import numpy as np
 from ..ir.graph import TensorType, Value
 from ..ir.optable import OPS
 from ..ir.shape_rules import _promote
-from .loops import loop_nest, normalize
+from .loops import normalize
+from .parallel import cost, parallel_loops
 from .table import LOWERINGS
 
 
@@ -106,7 +107,8 @@ class Expr:
 
 
 def emit_elementwise(plan, group, fg):
-    """One loop nest over the root's shape, storing the fused expression."""
+    """One loop nest over the root's shape, storing the fused expression (split over the
+    threads when it is big enough: parallel.py)."""
     root = group.root.outputs[0]
     shape = root.type.shape
     out = plan.out_access(group)
@@ -114,6 +116,9 @@ def emit_elementwise(plan, group, fg):
     ext, strides, _, _ = normalize(shape, [out.strides] + [a.strides for _, a in leaves])
     out = out.with_strides(strides[0])
     accs = {v: a.with_strides(s) for (v, a), s in zip(leaves, strides[1:])}
-    with loop_nest(fg.b, ext) as idx:
-        e = Expr(fg, group.members, accs, idx)
-        fg.store(e.value(root), out, idx)
+
+    def body(g, loops, tid):            # (g: fg itself, or the threads' function)
+        with loops() as idx:
+            e = Expr(g, group.members, accs, idx)
+            g.store(e.value(root), out, idx)
+    parallel_loops(fg, ext, body, cost=cost(group.members))

@@ -26,14 +26,17 @@ same element, no view); nothing may read a column or full reduction inside the c
 (they are complete only after the last row). A group that depends on the cluster without
 joining seals it. A cluster without a row reduction, or with one group, is dissolved; the
 ordinary groups (and cluster.py) take over."""
+from contextlib import ExitStack
+
 from llvmlite import ir
 
 from ..ir.graph import Value
 from ..ir.optable import contiguous_strides
 from .fusion import Expr
-from .loops import Access, for_range, loop_nest
+from .loops import Access, for_range
+from .parallel import Partial, cost, parallel_range
 from .plan import Group, root_of
-from .scalar import Scalar, mem_type
+from .scalar import F64, Scalar, mem_type
 from .table import kind_of
 
 ROW_BUFFER_BYTES = 256 * 1024   # per thread; larger rows use the ordinary groups
@@ -253,80 +256,30 @@ def prepare_rows(plan, c):
 
 
 def emit_rows(plan, c, fg):
+    """The row loop, split over the threads by its outermost leading dim; each thread keeps
+    its own row buffers and column/full partial sums (combined in thread order)."""
     S = tuple(c.shape)
     lead, C = S[:-1], S[-1]
     sched = c.state["sched"]
     b, sg = fg.b, fg.sg
-    dense = contiguous_strides(S)
-    accs = {v: plan.access(v, S) for v in c.leaves}
-    for v in sched.buffered:            # a row of C elements on the stack, in L1
-        key = ("rowbuf", id(v))
-        fg.ptrs[key] = fg.alloca(mem_type(v.type.dtype), name="row", count=C)
-        accs[v] = Access(key, v.type.dtype, 0, (0,) * len(lead) + (1,))
-    stores = set(c.results)
-    colacc = c.state["colacc"]
     zero64 = sg.const(0.0, "float64")
+    colacc = c.state["colacc"]
     for buf in colacc.values():
         with for_range(b, 0, C, name="z") as j:
             fg.store(zero64, Access(buf, "float64", 0, (1,)), [j])
     full = {}
     for n in c.members:
         if sched.role[n] == "full":
-            full[n] = fg.alloca(zero64.v.type, name="acc.full")
+            full[n] = fg.alloca(F64, name="acc.full")
             b.store(zero64.v, full[n])
-    by_stage = [[n for n in c.members if sched.role[n] == "S" and sched.stage[n] == k]
-                for k in range(sched.nstages)]
-    reds = [[n for n in c.members if sched.role[n] in ("row", "col", "full")
-             and sched.stage[n] == k] for k in range(sched.nstages)]
-    rownodes = [n for n in c.members if sched.role[n] == "rownode"]
-    row_slots = {n: fg.alloca(zero64.v.type, name="acc.row") for n in c.members
-                 if sched.role[n] == "row"}
-    nrows = 1
-    for n in lead:
-        nrows *= n
-    with loop_nest(b, lead, name="r") as lidx:
-        at0 = lidx + [ir.Constant(ir.IntType(64), 0)]
-        row = {}
-        for k in range(sched.nstages + 1):
-            for n in rownodes:          # per-row values known from stage k
-                v = n.outputs[0]
-                if sched.ready[v] == k:
-                    e = Expr(fg, [n], accs, at0)
-                    e.memo.update(row)
-                    row[v] = e.value(v)
-                    if v in stores:
-                        fg.store(row[v], _row_access(plan, v, S), at0)
-            if k == sched.nstages:
-                break
-            for n in reds[k]:
-                if n in row_slots:
-                    b.store(zero64.v, row_slots[n])
-            with for_range(b, 0, C, name=f"c{k}") as j:
-                idx = lidx + [j]
-                e = Expr(fg, by_stage[k], accs, idx)
-                e.memo.update(row)
-                for n in by_stage[k]:
-                    v = n.outputs[0]
-                    if v in stores:
-                        fg.store(e.value(v), Access(plan.buffers[v], v.type.dtype, 0, dense),
-                                 idx)
-                    if any(v is y for y in sched.buffered):
-                        fg.store(e.value(v), accs[v], idx)
-                for n in reds[k]:
-                    x = sg.cast(e.value(n.inputs[0]), "float64")
-                    if n in row_slots:
-                        _accumulate(b, row_slots[n], x)
-                    elif n in full:
-                        _accumulate(b, full[n], x)
-                    else:
-                        a = Access(colacc[n], "float64", 0, (1,))
-                        fg.store(Scalar(b.fadd(fg.load(a, [j]).v, x.v), "float64"), a, [j])
-            for n in reds[k]:           # the row's totals
-                if n in row_slots:
-                    v = n.outputs[0]
-                    row[v] = _total(sg, n, Scalar(b.load(row_slots[n]), "float64"), C)
-                    if v in stores:
-                        fg.store(row[v], _row_access(plan, v, S), at0)
+    partials = {n: Partial(fg.ptrs[buf], C) for n, buf in colacc.items()}
+    partials.update((n, Partial(slot, 1)) for n, slot in full.items())
+
+    def body(g, lo, hi, tid):
+        _emit_row_range(plan, c, g, lo, hi, partials)
+    parallel_range(fg, lead[0], body, work_per_iter=_numel(lead[1:]) * C * cost(c.members),
+                   partials=list(partials.values()))
+    nrows = _numel(lead)
     for n, buf in colacc.items():
         v = n.outputs[0]
         with for_range(b, 0, C, name="col") as j:
@@ -336,6 +289,87 @@ def emit_rows(plan, c, fg):
         v = n.outputs[0]
         t = _total(sg, n, Scalar(b.load(slot), "float64"), nrows * C)
         fg.store(t, Access(plan.buffers[v], v.type.dtype, 0, ()), [])
+
+
+def _numel(shape):
+    k = 1
+    for n in shape:
+        k *= n
+    return k
+
+
+def _emit_row_range(plan, c, g, lo, hi, partials):
+    """Rows lo..hi of the outermost leading dim (all of the inner ones) in g."""
+    S = tuple(c.shape)
+    lead, C = S[:-1], S[-1]
+    sched = c.state["sched"]
+    b, sg = g.b, g.sg
+    zero64 = sg.const(0.0, "float64")
+    dense = contiguous_strides(S)
+    accs = {v: plan.access(v, S) for v in c.leaves}
+    for v in sched.buffered:            # a row of C elements on this thread's stack (L1)
+        key = ("rowbuf", id(v))
+        g.ptrs[key] = g.alloca(mem_type(v.type.dtype), name="row", count=C)
+        accs[v] = Access(key, v.type.dtype, 0, (0,) * len(lead) + (1,))
+    stores = set(c.results)
+    by_stage = [[n for n in c.members if sched.role[n] == "S" and sched.stage[n] == k]
+                for k in range(sched.nstages)]
+    reds = [[n for n in c.members if sched.role[n] in ("row", "col", "full")
+             and sched.stage[n] == k] for k in range(sched.nstages)]
+    rownodes = [n for n in c.members if sched.role[n] == "rownode"]
+    row_slots = {n: g.alloca(F64, name="acc.row") for n in c.members if sched.role[n] == "row"}
+    local = {n: g.alloca(F64, name="sum.full") for n in c.members if sched.role[n] == "full"}
+    for slot in local.values():
+        b.store(zero64.v, slot)
+    with ExitStack() as loops:
+        lidx = [loops.enter_context(for_range(b, lo, hi, name="r0"))]
+        lidx += [loops.enter_context(for_range(b, 0, n, name=f"r{k + 1}"))
+                 for k, n in enumerate(lead[1:])]
+        at0 = lidx + [ir.Constant(ir.IntType(64), 0)]
+        row = {}
+        for k in range(sched.nstages + 1):
+            for n in rownodes:          # per-row values known from stage k
+                v = n.outputs[0]
+                if sched.ready[v] == k:
+                    e = Expr(g, [n], accs, at0)
+                    e.memo.update(row)
+                    row[v] = e.value(v)
+                    if v in stores:
+                        g.store(row[v], _row_access(plan, v, S), at0)
+            if k == sched.nstages:
+                break
+            for n in reds[k]:
+                if n in row_slots:
+                    b.store(zero64.v, row_slots[n])
+            with for_range(b, 0, C, name=f"c{k}") as j:
+                idx = lidx + [j]
+                e = Expr(g, by_stage[k], accs, idx)
+                e.memo.update(row)
+                for n in by_stage[k]:
+                    v = n.outputs[0]
+                    if v in stores:
+                        g.store(e.value(v), Access(plan.buffers[v], v.type.dtype, 0, dense),
+                                idx)
+                    if any(v is y for y in sched.buffered):
+                        g.store(e.value(v), accs[v], idx)
+                for n in reds[k]:
+                    x = sg.cast(e.value(n.inputs[0]), "float64")
+                    if n in row_slots:
+                        _accumulate(b, row_slots[n], x)
+                    elif n in local:
+                        _accumulate(b, local[n], x)
+                    else:               # this thread's column partial sums
+                        a = Access(partials[n], "float64", 0, (1,))
+                        g.store(Scalar(b.fadd(g.load(a, [j]).v, x.v), "float64"), a, [j])
+            for n in reds[k]:           # the row's totals
+                if n in row_slots:
+                    v = n.outputs[0]
+                    row[v] = _total(sg, n, Scalar(b.load(row_slots[n]), "float64"), C)
+                    if v in stores:
+                        g.store(row[v], _row_access(plan, v, S), at0)
+    for n, slot in local.items():       # added to the partial once, after the rows
+        dst = g.ptrs[partials[n]]
+        b.store(b.fadd(b.load(dst, typ=F64), b.load(slot)), dst)
 
 
 def _accumulate(b, slot, x):

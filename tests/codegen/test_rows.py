@@ -187,3 +187,24 @@ def test_training_step_with_layer_norm_writes_back_through_the_simplified_graph(
     np.testing.assert_allclose(runs["llvm"][0], runs["eager"][0], rtol=1e-5)
     for a, b in zip(runs["llvm"][1], runs["eager"][1]):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+@pytest.fixture
+def threads():
+    before = llgrad.get_num_threads()
+    yield llgrad.set_num_threads
+    llgrad.set_num_threads(before)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_rows_split_over_threads_match_the_interpreter(threads, n):
+    """Big enough to fork: each thread its rows, its row buffers and its column partials
+    (combined in thread order); an odd row count leaves unequal chunks."""
+    threads(n)
+    shape = (301, 515)
+    g = _ln_graph(shape)
+    rng = np.random.default_rng(8)
+    arrays = [rng.standard_normal(s).astype("float32") for s in (shape, shape, shape[-1:])]
+    k = _check(g, arrays, rtol=5e-5)
+    assert _kinds(k) == ["rows"]
+    assert "llgrad_pthread_create" in k.ir_before      # (the fork-join is there)
