@@ -15,21 +15,6 @@ from . import autograd, ir, nn, optim  # noqa: F401,E402
 from .tracer import trace  # noqa: F401,E402
 from .runtime.compiled import compile  # noqa: F401,E402,A004
 from .runtime.transforms import grad, value_and_grad, vjp  # noqa: F401,E402
-
-
-def set_num_threads(n):
-    """Threads that compiled (native) loops use, like torch.set_num_threads: an int >= 1.
-    As torch's sets its BLAS's, this sets NumPy's OpenBLAS thread count too (matmuls)."""
-    from .codegen.parallel import set_num_threads as _set  # (llvmlite loads only when used)
-    from .codegen.blas import set_num_threads as _set_blas
-    _set(n)
-    _set_blas(n)
-
-
-def get_num_threads():
-    """The thread count native loops use (LLGRAD_NUM_THREADS, else the usable CPUs)."""
-    from .codegen.parallel import get_num_threads as _get
-    return _get()
-
+from .runtime.threads import get_num_threads, set_num_threads  # noqa: F401,E402
 
 __version__ = "0.1.0"
