@@ -21,6 +21,7 @@ from ..ir.decompose import decompose_norms
 from ..ir.ops_control import CONTROL
 from ..ir.optable import OPS
 from ..ir.passes import cse, dce
+from ..ir.verify import verify
 from . import jit
 from .blas import gemm_symbols
 from . import (ops_advindex, ops_elementwise, ops_index, ops_loss,  # noqa: F401  (the table)
@@ -148,10 +149,16 @@ def simplify(graph):
     of the traced graph."""
     if any(n.op in CONTROL for n in graph.nodes):
         return graph            # (regions are planned with their own Values: keep them)
-    flat = decompose_norms(graph)
-    out = dce(cse(flat))
+    out = graph
+    for p in PASSES:
+        out = p(out)
+        verify(out)
     # unchanged: keep the traced graph itself (its Values are the ones tests and dumps see)
-    return graph if flat is graph and len(out.nodes) == len(graph.nodes) else out
+    return graph if len(out.nodes) == len(graph.nodes) and \
+        [n.op for n in out.nodes] == [n.op for n in graph.nodes] else out
+
+
+PASSES = (decompose_norms, cse, dce)    # the pipeline simplify runs, in order
 
 
 def plan_graph(graph, options, clusters=True):
