@@ -126,3 +126,14 @@ def test_a_long_fused_chain_needs_no_recursion():
     k = _check(bld.ret(_ew(bld, "sum", v, dim=None, keepdim=False)),
                [np.linspace(-1, 1, 4, dtype=np.float32)])
     assert len(k.plan.groups) == 1
+
+
+def test_a_lone_big_total_is_a_cluster_so_it_can_use_the_threads():
+    """ops_reduce's loops are serial: a full sum big enough for threads goes through the
+    cluster emitter (per-thread float64 partials); a small one stays a plain reduction."""
+    for n, kind in ((1 << 20, "cluster"), (1000, "reduce")):
+        bld = Builder("total")
+        x = bld.input(TensorType("float32", (n,)))
+        g = bld.ret(_ew(bld, "sum", _ew(bld, "tanh", x), dim=None, keepdim=False))
+        k = _check(g, _inputs(np.random.default_rng(5), n), rtol=1e-5)
+        assert [grp.kind for grp in k.plan.groups] == [kind]
