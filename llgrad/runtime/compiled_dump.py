@@ -23,7 +23,11 @@ def format_entry(entry, python=False, llvm=False, asm=False):
             if isinstance(k, str):
                 parts += [f"== {which} LLVM IR ==", f"  ({k})"]
             else:
-                parts += [f"== {which} LLVM IR (before optimisation) ==", k.ir_before,
+                if k.plan.graph is not k.graph:     # what codegen.lower.simplify made of it
+                    parts += [f"== {which} as lowered (decompose_norms, cse, dce) ==",
+                              str(k.plan.graph)]
+                parts += [f"== {which} loop plan (groups, buffers) ==", k.plan.describe(),
+                          f"== {which} LLVM IR (before optimisation) ==", k.ir_before,
                           f"== {which} LLVM IR (after optimisation) ==", k.ir_after]
     if asm:
         from ..codegen.jit import assembly
