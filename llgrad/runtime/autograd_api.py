@@ -11,23 +11,25 @@ def _seq(x):
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
              grad_variables=None, inputs=None):
-    tensors = _seq(tensors)
+    tensors = [tensors] if isinstance(tensors, Tensor) else _seq(tensors)
     grads = _seq(grad_tensors) or [None] * len(tensors)
     if len(grads) != len(tensors):
         raise RuntimeError(f"grad_tensors has {len(grads)} entries but tensors has "
                            f"{len(tensors)}")
     if retain_graph is None:
         retain_graph = create_graph
-    inputs = _seq(inputs)
-    if inputs is not None and len(inputs) == 0:
-        raise RuntimeError("'inputs' argument to backward() cannot be empty.")
+    if inputs is not None:
+        inputs = _seq(inputs)
+        if len(inputs) == 0:
+            raise RuntimeError("'inputs' argument to backward() cannot be empty.")
     run_backward(tensors, make_root_grads(tensors, grads), retain_graph, create_graph,
-                 inputs=inputs, accumulate=True)
+                 inputs, True)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
          only_inputs=True, allow_unused=None, is_grads_batched=False, materialize_grads=False):
-    outputs, inputs = _seq(outputs), _seq(inputs)
+    outputs = [outputs] if isinstance(outputs, Tensor) else _seq(outputs)
+    inputs = [inputs] if isinstance(inputs, Tensor) else _seq(inputs)
     grads = _seq(grad_outputs) or [None] * len(outputs)
     if retain_graph is None:
         retain_graph = create_graph
@@ -37,7 +39,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         if not isinstance(t, Tensor):
             raise TypeError("grad(): inputs must be Tensors")
     res = run_backward(outputs, make_root_grads(outputs, grads), retain_graph, create_graph,
-                       inputs=inputs, accumulate=False, allow_unused=allow_unused)
+                       inputs, False, allow_unused)
     if materialize_grads:
         res = [g if g is not None else t.new_zeros(t.shape) for g, t in zip(res, inputs)]
     return tuple(res)

@@ -1,12 +1,26 @@
 """The autograd engine: runs backward nodes in dependency order, iteratively (no
 recursion, so a chain of 100,000 ops is fine), accumulating gradients into leaves or
-capturing them for autograd.grad."""
+capturing them for autograd.grad.
+
+The common graph of a compiled function (one root node whose edges all end at leaves)
+takes a short path (_run_single) that gives exactly what the general one would, without
+its reachability search, dependency counts and heap."""
 import heapq
+from operator import attrgetter
 
 import numpy as np
 
 from . import grad_mode, trace_state
 from .node import AccumulateGrad, gradient_edge
+from .tensor import Tensor
+
+_grad_state = grad_mode.state
+_trace_state = trace_state.state
+_by_seq = attrgetter("_seq")
+_GENERAL = object()         # _run_single's answer when the graph is not its kind
+
+UNUSED = ("One of the differentiated Tensors appears to not have been used in the graph. "
+          "Set allow_unused=True if this is the desired behavior.")
 
 
 def _add(a, b):
@@ -42,20 +56,19 @@ def _needed(nodes, targets):
         on_path = {start}
         while stack:
             node, it = stack[-1]
-            advanced = False
             for child, _ in it:
-                if child is None:
+                if child is None or child in needed or child in on_path:
                     continue
-                if child not in needed and child not in on_path:
-                    on_path.add(child)
-                    stack.append((child, iter(child.next_functions)))
-                    advanced = True
-                    break
-            if advanced:
-                continue
-            stack.pop()
-            needed[node] = any(c is not None and (c in targets or needed.get(c, False))
-                               for c, _ in node.next_functions)
+                if not child.next_functions:    # a leaf's node: nothing is behind it
+                    needed[child] = False
+                    continue
+                on_path.add(child)
+                stack.append((child, iter(child.next_functions)))
+                break
+            else:
+                stack.pop()
+                needed[node] = any(c is not None and (c in targets or needed.get(c, False))
+                                   for c, _ in node.next_functions)
     return needed
 
 
@@ -92,10 +105,109 @@ def _run_pre_hooks(node, grads):
     return grads
 
 
+def _run_single(root, g, retain_graph, create_graph, inputs, accumulate, allow_unused):
+    """run_backward for one root whose node has no hooks (nor retained grads) and whose
+    edges all end at leaves (AccumulateGrad) or nowhere, with every input a leaf; _GENERAL
+    for any other graph (nothing has been done then). It does what the general loop does for
+    such a graph, in the same order: the node runs (if some input is behind it) and is
+    released, then the leaves' nodes run newest first (the heap's order), each once with the
+    sum of its edges' gradients. (Only to capture gradients, with no leaf hooks, that order
+    cannot be seen, and is not kept.)"""
+    e = gradient_edge(root)
+    if e is None or g is None:
+        return _GENERAL
+    node, nr = e
+    if type(node) is AccumulateGrad or node._pre_hooks or node._post_hooks or node._retained:
+        return _GENERAL
+    edges = node.next_functions
+    for child, _ in edges:
+        if child is not None and type(child) is not AccumulateGrad:
+            return _GENERAL
+    if inputs is not None:
+        tnodes = []             # the input's leaf node, per input
+        for t in inputs:
+            te = gradient_edge(t)
+            if te is None:
+                raise RuntimeError("One of the differentiated Tensors does not require grad")
+            if type(te[0]) is not AccumulateGrad:
+                return _GENERAL
+            tnodes.append(te[0])
+        for child, _ in edges:
+            if child is not None and child in tnodes:
+                needed = True
+                break
+        else:
+            needed = False
+    else:
+        tnodes = None
+        needed = True
+
+    done = {}                   # leaf node -> its gradient, as the general loop captures it
+    if needed:
+        grads = [None] * node._nout
+        grads[nr] = g
+        state = _grad_state
+        prev = state.grad_enabled
+        state.grad_enabled = create_graph
+        try:
+            outs = node.apply(grads)
+            if not retain_graph:
+                node.release()
+            if len(edges) == 1 and outs:
+                child = edges[0][0]
+                if child is not None:
+                    done[child] = outs[0]
+            else:
+                for (child, _), gi in zip(edges, outs):     # each leaf's edges, summed in order
+                    if child is not None:
+                        if child not in done:
+                            done[child] = gi
+                        elif gi is not None:
+                            done[child] = _add(done[child], gi)
+                if len(outs) < len(edges):      # (a leaf with an edge past outs is never ready)
+                    for child, _ in edges[len(outs):]:
+                        done.pop(child, None)
+            run = accumulate
+            if not run:                 # only capturing: is there a leaf hook to run?
+                for acc in done:
+                    leaf = acc._variable()
+                    if leaf is not None and leaf._hooks:
+                        run = True
+                        break
+            if run:                     # in the general loop's order
+                order = sorted(done, key=_by_seq, reverse=True) if len(done) > 1 else done
+                for acc in order:
+                    ga = done[acc]
+                    if ga is not None:
+                        leaf = acc._variable()
+                        if leaf is not None and leaf._hooks:
+                            ga = done[acc] = _run_pre_hooks(acc, [ga])[0]
+                    if accumulate and ga is not None and (tnodes is None or acc in tnodes):
+                        acc.accumulate(ga, create_graph)
+        finally:
+            state.grad_enabled = prev
+            if _trace_state.tracer is not None:
+                _trace_state.tracer.loc_override = None
+
+    if inputs is not None and not accumulate:
+        captured = [done.get(tn) for tn in tnodes]
+        if not allow_unused:
+            for ga in captured:
+                if ga is None:
+                    raise RuntimeError(UNUSED)
+        return captured
+    return None
+
+
 def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inputs=None,
                  accumulate=True, allow_unused=False):
     """Backpropagate root_grads from roots. With accumulate, add into the leaves' .grad
     (only those in `inputs` when given); otherwise return the gradients of `inputs`."""
+    if len(roots) == 1 and _trace_state.tracer is None:
+        res = _run_single(roots[0], root_grads[0], retain_graph, create_graph, inputs,
+                          accumulate, allow_unused)
+        if res is not _GENERAL:
+            return res
     root_edges = []
     for i, (t, g) in enumerate(zip(roots, root_grads)):
         e = gradient_edge(t)
@@ -129,18 +241,23 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
         while heap:
             _, node = heapq.heappop(heap)
             grads = buffers.pop(node, None) or [None] * node._nout
-            grads = _run_pre_hooks(node, grads)
+            is_acc = isinstance(node, AccumulateGrad)
+            if is_acc:
+                leaf = node.variable
+                if leaf is not None and leaf._hooks:
+                    grads = _run_pre_hooks(node, grads)
+            elif node._pre_hooks or node._retained:
+                grads = _run_pre_hooks(node, grads)
             is_target = targets is not None and node in targets
             if is_target:
                 for nr, i in targets[node]:
                     captured[i] = grads[nr]
-                    if accumulate and grads[nr] is not None and \
-                            not isinstance(node, AccumulateGrad):
+                    if accumulate and grads[nr] is not None and not is_acc:
                         # backward(inputs=[non_leaf]) accumulates into non_leaf.grad
                         t, g = inputs[i], grads[nr]
                         g = g if create_graph else g.detach().clone()
                         t._grad = g if t._grad is None else (t._grad + g)
-            if isinstance(node, AccumulateGrad):
+            if is_acc:
                 if accumulate and grads[0] is not None and (targets is None or is_target):
                     node.accumulate(grads[0], create_graph)
                 continue
@@ -177,26 +294,32 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
             trace_state.state.tracer.loc_override = None
 
     if inputs is not None and not accumulate:
-        for i, g in enumerate(captured):
-            if g is None and not allow_unused:
-                raise RuntimeError("One of the differentiated Tensors appears to not have "
-                                   "been used in the graph. Set allow_unused=True if this is "
-                                   "the desired behavior.")
+        if not allow_unused:
+            for g in captured:
+                if g is None:
+                    raise RuntimeError(UNUSED)
         return captured
     return None
 
 
+_ONES = {}      # (shape, dtype) -> a ones array of size 1, copied for each implicit root grad
+
+
 def make_root_grads(tensors, grad_tensors):
-    from .tensor import Tensor
     out = []
     for i, (t, g) in enumerate(zip(tensors, grad_tensors)):
         if g is None:
-            if t._data.size != 1:
-                raise RuntimeError("grad can be implicitly created only for scalar outputs")
-            if not t._dtype.is_floating_point:
-                raise RuntimeError("grad can be implicitly created only for real scalar outputs "
-                                   f"but got {t._dtype!r}")
-            g = Tensor._from_array(np.ones(t._data.shape, dtype=t._data.dtype))
+            d = t._data
+            one = _ONES.get((d.shape, d.dtype))
+            if one is None:         # (only a real scalar's ones are ever cached)
+                if d.size != 1:
+                    raise RuntimeError("grad can be implicitly created only for scalar "
+                                       "outputs")
+                if not t._dtype.is_floating_point:
+                    raise RuntimeError("grad can be implicitly created only for real scalar "
+                                       f"outputs but got {t._dtype!r}")
+                one = _ONES[(d.shape, d.dtype)] = np.ones(d.shape, dtype=d.dtype)
+            g = Tensor._from_array(one.copy())
         elif not isinstance(g, Tensor):
             g = Tensor._from_array(np.asarray(g, dtype=t._data.dtype))
         elif g._data.shape != t._data.shape:

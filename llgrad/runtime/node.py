@@ -9,6 +9,8 @@ import os
 import sys
 import weakref
 
+import numpy as np
+
 from . import grad_mode, trace_state
 
 _sequence = itertools.count()
@@ -220,7 +222,6 @@ class OpNode(Node):
 
 def _zeros(meta):
     from .tensor import Tensor
-    import numpy as np
     return Tensor._from_array(np.zeros(meta[0], dtype=meta[1].np))
 
 
@@ -271,7 +272,6 @@ class AccumulateGrad(Node):
         if create_graph:
             leaf._grad = g if old is None else old + g
             return
-        import numpy as np
         if trace_state.state.tracer is not None:
             # traced (a compiled training step): tensor ops, so the tracer records them
             with grad_mode.no_grad():
