@@ -20,8 +20,9 @@ members together keeps every value computed before it is read."""
 from ..ir.optable import contiguous_strides
 from .fusion import Expr
 from .loops import Access, normalize
+from .merge import fused, merge, place
 from .parallel import Partial, cost, parallel_loops
-from .plan import Group, root_of
+from .plan import Group
 from .scalar import F64, Scalar
 
 _REDUCTIONS = ("sum", "mean")
@@ -70,68 +71,31 @@ def _loop_shape(grp):
 
 
 def merge_loops(plan):
-    """plan.groups with clusters of two or more groups in place of their members."""
-    producer = {}                   # a Value a group writes -> the group
-    for grp in plan.groups:
-        for v in grp.results:
-            producer[v] = grp
-    open_by_shape, cluster_of, depends = {}, {}, {}
-    for grp in plan.groups:
-        deps = set()                # clusters grp depends on (directly or through others)
-        for leaf in grp.leaves:
-            p = producer.get(root_of(leaf))
-            if p is not None:
-                deps |= depends[p]
-                if p in cluster_of:
-                    deps.add(cluster_of[p])
+    """plan.groups with clusters of two or more groups (or one big total) in place of
+    their members."""
+    open_by_shape = {}
+
+    def pick(grp, m):
         shape = _loop_shape(grp)
         c = open_by_shape.get(shape) if shape is not None else None
-        if c is not None and (c.sealed or not _can_join(c, grp, producer, cluster_of, depends)):
+        if c is not None and (c.sealed or not _can_join(c, grp, m)):
             c = None
         if c is None and shape is not None and shape and all(n > 0 for n in shape):
-            c = Cluster(shape)
-            open_by_shape[shape] = c
-        for other in deps:
-            if other is not c:
-                other.sealed = True
-        if c is not None:
-            c.add(grp)
-            cluster_of[grp] = c
-            deps.discard(c)
-        depends[grp] = deps
-    return _rebuild(plan, cluster_of)
+            c = open_by_shape[shape] = Cluster(shape)
+        return c
+
+    cluster_of = merge(plan, pick)
+    keep = [c for c in fused(cluster_of) if len(c.parts) >= 2 or _big_total(c)]
+    for c in keep:
+        _finish(plan, c)
+    return place(plan, cluster_of, keep)
 
 
-def _can_join(c, grp, producer, cluster_of, depends):
-    for leaf in grp.leaves:
-        p = producer.get(root_of(leaf))
-        if p is None:
-            continue
-        if cluster_of.get(p) is c:
-            if p.kind != "elementwise" or leaf is not p.root.outputs[0]:
-                return False        # a reduction's result, or a view of a member's value
-        elif c in depends[p]:
-            return False            # reads the cluster through a group outside it
-    return True
-
-
-def _rebuild(plan, cluster_of):
-    """The new group list: each cluster of 2+ groups where its last member was."""
-    last = {}
-    for grp in plan.groups:
-        if grp in cluster_of:
-            last[cluster_of[grp]] = grp
-    out = []
-    for grp in plan.groups:
-        c = cluster_of.get(grp)
-        if c is None or len(c.parts) < 2 and not _big_total(c):
-            out.append(grp)
-        elif last[c] is grp:
-            _finish(plan, c)
-            out.append(c)
-    for i, grp in enumerate(out):
-        grp.index = i
-    return out
+def _can_join(c, grp, m):
+    reads = m.inside_reads(c, grp)
+    # an elementwise member's own value (not a reduction's result, nor a view of a value)
+    return reads is not None and all(p.kind == "elementwise" and leaf is p.root.outputs[0]
+                                     for leaf, p in reads)
 
 
 def _big_total(c):

@@ -34,6 +34,7 @@ from ..ir.graph import Value
 from ..ir.optable import contiguous_strides
 from .fusion import Expr
 from .loops import Access, for_range
+from .merge import fused, merge, place
 from .parallel import Partial, cost, parallel_range
 from .plan import Group, root_of
 from .scalar import F64, Scalar, mem_type
@@ -105,39 +106,27 @@ def _space(grp):
 
 def merge_rows(plan):
     """plan.groups with row clusters in place of their members."""
-    producer = {}
-    for grp in plan.groups:
-        for v in grp.results:
-            producer[v] = grp
-    open_by_shape, cluster_of, depends = {}, {}, {}
-    for grp in plan.groups:
-        deps = set()
-        for leaf in grp.leaves:
-            p = producer.get(root_of(leaf))
-            if p is not None:
-                deps |= depends[p]
-                if p in cluster_of:
-                    deps.add(cluster_of[p])
-        c = _cluster_for(grp, open_by_shape, producer, cluster_of, depends)
-        for other in deps:
-            if other is not c:
-                other.sealed = True
-        if c is not None:
-            c.add(grp)
-            cluster_of[grp] = c
-            deps.discard(c)
-        depends[grp] = deps
-    return _rebuild(plan, cluster_of)
+    open_by_shape = {}
+    cluster_of = merge(plan, lambda grp, m: _cluster_for(grp, open_by_shape, m))
+    keep = []
+    for c in fused(cluster_of):
+        if len(c.parts) >= 2 and any(p.kind == "reduce" and
+                                     reduction_kind(p.root, c.shape) == "row" for p in c.parts):
+            _finish(plan, c)
+            c.state["sched"] = sched = _Schedule(c)
+            if len(sched.buffered) * c.shape[-1] * 8 <= ROW_BUFFER_BYTES:
+                keep.append(c)
+    return place(plan, cluster_of, keep)
 
 
-def _cluster_for(grp, open_by_shape, producer, cluster_of, depends):
+def _cluster_for(grp, open_by_shape, m):
     sp = _space(grp)
     if sp is None:
         return None
     shape, role = sp
     if role == "row":       # joins the cluster whose row value it reads, if any
-        cands = [cluster_of[p] for p in (producer.get(root_of(v)) for v in grp.leaves)
-                 if p in cluster_of and cluster_of[p].shape[:-1] == shape[:-1]]
+        cands = [m.cluster_of[p] for p in (m.producer.get(root_of(v)) for v in grp.leaves)
+                 if p in m.cluster_of and m.cluster_of[p].shape[:-1] == shape[:-1]]
         c = cands[0] if cands else None
     else:
         c = open_by_shape.get(shape)
@@ -146,54 +135,24 @@ def _cluster_for(grp, open_by_shape, producer, cluster_of, depends):
                 return None
             c = open_by_shape[shape] = RowCluster(shape)
             return c
-    if c is None or c.sealed or not _can_join(c, grp, producer, cluster_of, depends):
+    if c is None or c.sealed or not _can_join(c, grp, m):
         return None
     return c
 
 
-def _can_join(c, grp, producer, cluster_of, depends):
-    rs = _row_shape(c.shape)
-    for leaf in grp.leaves:
-        p = producer.get(root_of(leaf))
-        if p is None:
-            continue
-        if cluster_of.get(p) is c:
-            if leaf.node is None or leaf.node.op in ("view",) or leaf not in p.results:
-                return False
-            if p.kind == "reduce" and reduction_kind(p.root, c.shape) != "row":
-                return False            # a column or full total: complete after the rows
-            if tuple(leaf.type.shape) not in (tuple(c.shape), rs):
-                return False
-            if root_of(leaf) is not leaf:
-                return False
-        elif c in depends[p]:
+def _can_join(c, grp, m):
+    reads = m.inside_reads(c, grp)
+    if reads is None:
+        return False
+    shapes = (tuple(c.shape), _row_shape(c.shape))
+    for leaf, p in reads:
+        if leaf not in p.results or root_of(leaf) is not leaf:
+            return False                # a view of a value of the cluster
+        if p.kind == "reduce" and reduction_kind(p.root, c.shape) != "row":
+            return False                # a column or full total: complete after the rows
+        if tuple(leaf.type.shape) not in shapes:
             return False
     return True
-
-
-def _rebuild(plan, cluster_of):
-    last = {}
-    for grp in plan.groups:
-        if grp in cluster_of:
-            last[cluster_of[grp]] = grp
-    keep = set()
-    for c in last:
-        if len(c.parts) >= 2 and any(p.kind == "reduce" and
-                                     reduction_kind(p.root, c.shape) == "row" for p in c.parts):
-            _finish(plan, c)
-            c.state["sched"] = sched = _Schedule(c)
-            if len(sched.buffered) * c.shape[-1] * 8 <= ROW_BUFFER_BYTES:
-                keep.add(c)
-    out = []
-    for grp in plan.groups:
-        c = cluster_of.get(grp)
-        if c not in keep:
-            out.append(grp)
-        elif last[c] is grp:
-            out.append(c)
-    for i, grp in enumerate(out):
-        grp.index = i
-    return out
 
 
 def _finish(plan, c):

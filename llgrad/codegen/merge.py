@@ -1,0 +1,81 @@
+"""Greedy fusion of groups into one loop nest, shared by cluster.py (elementwise groups and
+full sums over one shape) and rows.py (row fusion across partial reductions).
+
+`merge(plan, pick)` walks the groups in order; `pick(grp, m)` names the open fused group
+grp joins, or None. A group that depends on a fused group without joining it *seals* it:
+the fused group runs where its last member was, so whatever depends on it must come after
+and nothing later may join. Groups in between that do not depend on it run before it, so
+moving the members together keeps every value computed before it is read. `place` then
+puts each kept fused group where its last member was."""
+from .plan import root_of
+
+
+class Merge:
+    """What pick() consults: which group writes a value, which fused group a group
+    joined, and which fused groups each group depends on (directly or through others)."""
+
+    def __init__(self, plan):
+        self.producer = {v: grp for grp in plan.groups for v in grp.results}
+        self.cluster_of = {}
+        self.depends = {}
+
+    def inside_reads(self, c, grp):
+        """[(leaf, producing group)] for grp's reads of values of c; None when grp reads
+        c through a group outside it (it could not run inside c)."""
+        out = []
+        for leaf in grp.leaves:
+            p = self.producer.get(root_of(leaf))
+            if p is None:
+                continue
+            if self.cluster_of.get(p) is c:
+                out.append((leaf, p))
+            elif c in self.depends[p]:
+                return None
+        return out
+
+
+def merge(plan, pick):
+    """{group: the fused group it joined} (fused groups have .add, .sealed)."""
+    m = Merge(plan)
+    for grp in plan.groups:
+        deps = set()
+        for leaf in grp.leaves:
+            p = m.producer.get(root_of(leaf))
+            if p is not None:
+                deps |= m.depends[p]
+                if p in m.cluster_of:
+                    deps.add(m.cluster_of[p])
+        c = pick(grp, m)
+        for other in deps:
+            if other is not c:
+                other.sealed = True
+        if c is not None:
+            c.add(grp)
+            m.cluster_of[grp] = c
+            deps.discard(c)
+        m.depends[grp] = deps
+    return m.cluster_of
+
+
+def fused(cluster_of):
+    """The fused groups, in the order their first member comes."""
+    return list(dict.fromkeys(cluster_of.values()))
+
+
+def place(plan, cluster_of, keep):
+    """The new group list: each fused group in keep where its last member was (the members
+    of the others stay as they were), renumbered."""
+    last = {}
+    for grp in plan.groups:
+        if grp in cluster_of:
+            last[cluster_of[grp]] = grp
+    out = []
+    for grp in plan.groups:
+        c = cluster_of.get(grp)
+        if c is None or c not in keep:
+            out.append(grp)
+        elif last[c] is grp:
+            out.append(c)
+    for i, grp in enumerate(out):
+        grp.index = i
+    return out
