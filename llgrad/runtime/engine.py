@@ -320,8 +320,9 @@ def make_root_grads(tensors, grad_tensors):
                                        f"outputs but got {t._dtype!r}")
                 one = _ONES[(d.shape, d.dtype)] = np.ones(d.shape, dtype=d.dtype)
             g = Tensor._from_array(one.copy())
-        elif not isinstance(g, Tensor):
-            g = Tensor._from_array(np.asarray(g, dtype=t._data.dtype))
+        elif not isinstance(g, Tensor):     # (PyTorch's error, word for word)
+            raise TypeError("gradients can be either Tensors or None, but got "
+                            f"{type(g).__name__}")
         elif g._data.shape != t._data.shape:
             raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of "
                                f"llgrad.Size({list(g._data.shape)}) and output[{i}] has a shape "

@@ -254,7 +254,8 @@ TAKEN = {
     "freed": [True, "raised", "raised", True, True, True, "raised"],
     "unused": ["raised", "raised", True, True],
     "not_needed": ["raised", True, True, True],
-    "bad_arguments": ["raised", "raised", False, True, True],
+    "bad_arguments": ["raised", "raised", False, True],   # (an array grad_output: TypeError
+                                                          # before the engine runs)
     "create_graph": [True, False, True, True],
     "backward": [True, True, True, True, True, "raised", True],
     "hooks": [True, True, True, True, False, False],
@@ -329,3 +330,11 @@ def test_needed_matches_its_definition():
         assert set(got) == set(nodes)
         for n in nodes:
             assert got[n] == _needed_reference(n, targets, memo), (n, targets)
+
+
+def test_grad_outputs_must_be_tensors_as_in_pytorch():
+    x = llgrad.ones(3, requires_grad=True)
+    for bad, name in ((np.ones(3), "float64"), ([2.0, 1.0, 0.5], "float")):
+        with pytest.raises(TypeError, match=f"gradients can be either Tensors or None, "
+                                            f"but got {name}$"):
+            llgrad.autograd.grad(x * 2, x, grad_outputs=bad)
