@@ -20,7 +20,6 @@ from ..ir.ops_control import CONTROL
 from ..ir.printer import literal
 from .plan import root_of
 
-
 # LLGRAD_CHECK_DEDUPE=1 (set by the test suite): emit every group anyway and check that its
 # code is the code of the function its key selected
 CHECK = os.environ.get("LLGRAD_CHECK_DEDUPE", "") == "1"

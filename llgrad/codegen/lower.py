@@ -16,19 +16,18 @@ import threading
 import numpy as np
 from llvmlite import ir
 
-from ..ir.graph import Value
 from ..ir.decompose import decompose_norms
+from ..ir.graph import Value
 from ..ir.ops_control import CONTROL
 from ..ir.optable import OPS
 from ..ir.passes import cse, dce
 from ..ir.verify import verify
-from . import jit
+from . import dedupe, jit
 from .blas import gemm_symbols
 from . import (ops_advindex, ops_elementwise, ops_index, ops_loss,  # noqa: F401  (the table)
                ops_matmul, ops_norm, ops_positional, ops_random, ops_reduce, ops_strided)
 from . import ops_control  # noqa: F401  (cond, while_loop: regions as internal functions)
 from .cluster import emit_cluster
-from . import dedupe
 from .dedupe import group_key
 from .fusion import emit_elementwise
 from .kernel import Kernel
@@ -198,7 +197,7 @@ def emit_plan(mod, plan, name, prefix="const"):
             if key is not None:
                 seen[key] = fn
         elif dedupe.CHECK:              # (the test suite: the key must imply the code)
-            dedupe.check_same(mod, fn, lambda n: _emit_group(mod, plan, grp, bufs, n))
+            dedupe.check_same(mod, fn, lambda n, g=grp, b=bufs: _emit_group(mod, plan, g, b, n))
         calls.append((fn, bufs))
     return _entry(mod, name, calls, consts), consts
 

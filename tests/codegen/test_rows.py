@@ -3,6 +3,7 @@ layer norm's forward and backward become one walk over the rows, and every such 
 computes what the interpreter and eager autograd compute."""
 import numpy as np
 import pytest
+from test_cluster import _check, _ew
 
 import llgrad
 import llgrad.nn.functional as F
@@ -11,20 +12,6 @@ from llgrad.codegen.rows import ROW_BUFFER_BYTES
 from llgrad.ir import Builder, TensorType
 from llgrad.ir.decompose import decompose_norms
 from llgrad.ir.interpret import evaluate
-
-
-def _ew(bld, op, *xs, **attrs):
-    return bld.add(op, list(xs), attrs)
-
-
-def _check(g, arrays, rtol=2e-5):
-    k = lower(g)
-    got = k(arrays)
-    want, _ = evaluate(g, arrays)
-    assert len(got) == len(want)
-    for a, b in zip(got, want):
-        np.testing.assert_allclose(a, b, rtol=rtol, atol=rtol)
-    return k
 
 
 def _kinds(k):
@@ -94,7 +81,8 @@ def test_values_read_after_the_cluster_are_stored():
     # reads a column total: cannot be in the cluster (complete only after every row)
     late = _ew(bld, "mul", xc, col)
     g = bld.ret(s, late)
-    k = _check(g, [np.random.default_rng(2).standard_normal((16, 32)).astype("float32")])
+    k = _check(g, [np.random.default_rng(2).standard_normal((16, 32)).astype("float32")],
+               rtol=2e-5)
     rows = [grp for grp in k.plan.groups if grp.kind == "rows"]
     assert len(rows) == 1 and xc in rows[0].results and col in rows[0].results
 
@@ -104,7 +92,8 @@ def test_no_row_reduction_no_row_cluster():
     x = bld.input(TensorType("float32", (16, 32)), "x")
     t = _ew(bld, "tanh", x)
     g = bld.ret(_ew(bld, "sum", t, dim=None, keepdim=False), _ew(bld, "mul", t, 2.0))
-    k = _check(g, [np.random.default_rng(3).standard_normal((16, 32)).astype("float32")])
+    k = _check(g, [np.random.default_rng(3).standard_normal((16, 32)).astype("float32")],
+               rtol=2e-5)
     assert "rows" not in _kinds(k)
 
 
