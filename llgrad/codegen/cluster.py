@@ -17,40 +17,30 @@ the cluster from outside it. A group that depends on a cluster without joining i
 that cluster (the cluster runs where its last member was; whatever depends on it must come
 after). Groups in between that do not depend on the cluster run before it, so moving the
 members together keeps every value computed before it is read."""
+import math
+
 from ..ir.optable import contiguous_strides
 from .fusion import Expr
 from .loops import Access, normalize
-from .merge import fused, merge, place
-from .parallel import Partial, cost, parallel_loops
-from .plan import Group
+from .merge import Fused, fused, merge, place
+from .ops_reduce import reduced_dims
+from .parallel import MIN_WORK_PER_THREAD, Partial, cost, parallel_loops
 from .scalar import F64, Scalar
 
 _REDUCTIONS = ("sum", "mean")
 
 
-class Cluster(Group):
-    """Member groups fused into one loop nest over `shape`."""
+class Cluster(Fused):
+    KIND = "cluster"
 
     def __init__(self, shape):
-        super().__init__(None, None)
-        self.shape = shape
-        self.parts = []             # the member groups, in their original order
-        self.sealed = False
+        super().__init__(shape)
         self.reductions = []        # reduce root nodes (accumulated in the loop)
-        self.results = []
-
-    @property
-    def kind(self):
-        return "cluster"
 
     def add(self, grp):
-        self.parts.append(grp)
-        self.root = grp.root
+        super().add(grp)
         if grp.kind == "reduce":
             self.reductions.append(grp.root)
-
-    def __repr__(self):
-        return f"<cluster {self.index}: {len(self.parts)} groups over {self.shape}>"
 
 
 def _loop_shape(grp):
@@ -60,11 +50,7 @@ def _loop_shape(grp):
         return tuple(node.outputs[0].type.shape)
     if grp.kind == "reduce" and node.op in _REDUCTIONS:
         x = node.inputs[0]
-        nd = len(x.type.shape)
-        dim = node.attrs.get("dim")
-        dims = set(range(nd)) if dim is None else \
-            {int(d) % max(nd, 1) for d in ((dim,) if isinstance(dim, int) else dim)}
-        if dims == set(range(nd)) and node.attrs.get("dtype") is None and \
+        if reduced_dims(node) == set(range(len(x.type.shape))) and node.attrs.get("dtype") is None and \
                 node.outputs[0].type.dtype in ("float32", "float64"):
             return tuple(x.type.shape)
     return None
@@ -101,12 +87,8 @@ def _can_join(c, grp, m):
 def _big_total(c):
     """A lone full sum/mean big enough for threads: as a cluster it runs on all of them
     (ops_reduce's loops are serial)."""
-    from .parallel import MIN_WORK_PER_THREAD
-    n = 1
-    for d in c.shape:
-        n *= d
     return len(c.parts) == 1 and c.parts[0].kind == "reduce" and \
-        n * cost(c.parts[0].members) >= 2 * MIN_WORK_PER_THREAD
+        math.prod(c.shape) * cost(c.parts[0].members) >= 2 * MIN_WORK_PER_THREAD
 
 
 def _finish(plan, c):
@@ -164,9 +146,7 @@ def emit_cluster(plan, c, fg):
             dst = g.ptrs[p]
             g.b.store(g.b.fadd(g.b.load(dst, typ=F64), g.b.load(s)), dst)
     parallel_loops(fg, ext, body, cost=cost(c.members), partials=partials)
-    count = 1
-    for n in shape:
-        count *= n
+    count = math.prod(shape)
     for node, slot in totals:
         total = Scalar(b.load(slot), "float64")
         if node.op == "mean":

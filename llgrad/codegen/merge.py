@@ -7,7 +7,31 @@ the fused group runs where its last member was, so whatever depends on it must c
 and nothing later may join. Groups in between that do not depend on it run before it, so
 moving the members together keeps every value computed before it is read. `place` then
 puts each kept fused group where its last member was."""
-from .plan import root_of
+from .plan import Group, root_of
+
+
+class Fused(Group):
+    """Member groups (`parts`, in their original order) fused into one loop nest over
+    `shape`; `results` are the values stored for readers outside it (set when finished)."""
+    KIND = "fused"
+
+    def __init__(self, shape):
+        super().__init__(None, None)
+        self.shape = shape
+        self.parts = []
+        self.sealed = False
+        self.results = []
+
+    @property
+    def kind(self):
+        return self.KIND
+
+    def add(self, grp):
+        self.parts.append(grp)
+        self.root = grp.root
+
+    def __repr__(self):
+        return f"<{self.kind} {self.index}: {len(self.parts)} groups over {self.shape}>"
 
 
 class Merge:

@@ -25,7 +25,8 @@ _KINDS = {"sum": "sum", "mean": "sum", "amax": "max", "max": "max", "amin": "min
           "min": "min", "prod": "prod", "all": "all", "any": "any"}
 
 
-def _dims(node):
+def reduced_dims(node):
+    """The dims a reduction node reduces (all of them for dim=None), as a set."""
     nd = len(node.inputs[0].type.shape)
     d = node.attrs.get("dim")
     return set(range(nd)) if d is None else {int(i) % max(nd, 1) for i in
@@ -40,7 +41,7 @@ def _check(node):
         return f"dtype={node.attrs.get('dtype')!r}"
     if _KINDS[node.op] in ("max", "min"):
         shape = x.type.shape
-        if any(shape[d] == 0 for d in _dims(node)):
+        if any(shape[d] == 0 for d in reduced_dims(node)):
             return "max/min over an empty dim"
         if x.type.dtype != node.outputs[0].type.dtype:
             return "max/min changing dtype"
@@ -93,7 +94,7 @@ def _prepare(plan, group):
     x = node.inputs[0]
     shape = x.type.shape
     nd = len(shape)
-    dims = _dims(node)
+    dims = reduced_dims(node)
     keep = node.attrs.get("keepdim", False)
     out_t = node.outputs[0].type
     red = [d in dims for d in range(nd)]

@@ -26,6 +26,7 @@ same element, no view); nothing may read a column or full reduction inside the c
 (they are complete only after the last row). A group that depends on the cluster without
 joining seals it. A cluster without a row reduction, or with one group, is dissolved; the
 ordinary groups (and cluster.py) take over."""
+import math
 from contextlib import ExitStack
 
 from llvmlite import ir
@@ -34,40 +35,18 @@ from ..ir.graph import Value
 from ..ir.optable import contiguous_strides
 from .fusion import Expr
 from .loops import Access, for_range
-from .merge import fused, merge, place
+from .merge import Fused, fused, merge, place
+from .ops_reduce import reduced_dims
 from .parallel import Partial, cost, parallel_range
-from .plan import Group, root_of
+from .plan import root_of
 from .scalar import F64, Scalar, mem_type
 from .table import kind_of
 
 ROW_BUFFER_BYTES = 256 * 1024   # per thread; larger rows use the ordinary groups
 
 
-class RowCluster(Group):
-    def __init__(self, shape):
-        super().__init__(None, None)
-        self.shape = shape
-        self.parts = []
-        self.sealed = False
-        self.results = []
-
-    @property
-    def kind(self):
-        return "rows"
-
-    def add(self, grp):
-        self.parts.append(grp)
-        self.root = grp.root
-
-    def __repr__(self):
-        return f"<rows {self.index}: {len(self.parts)} groups over {self.shape}>"
-
-
-def _red_dims(node):
-    nd = len(node.inputs[0].type.shape)
-    d = node.attrs.get("dim")
-    return set(range(nd)) if d is None else {int(i) % nd for i in
-                                             ((d,) if isinstance(d, int) else d)}
+class RowCluster(Fused):
+    KIND = "rows"
 
 
 def reduction_kind(node, shape):
@@ -77,7 +56,7 @@ def reduction_kind(node, shape):
             or tuple(x.type.shape) != shape \
             or node.outputs[0].type.dtype not in ("float32", "float64"):
         return None
-    nd, dims = len(shape), _red_dims(node)
+    nd, dims = len(shape), reduced_dims(node)
     if dims == {nd - 1}:
         return "row"
     if dims == set(range(nd - 1)):
@@ -236,9 +215,9 @@ def emit_rows(plan, c, fg):
 
     def body(g, lo, hi, tid):
         _emit_row_range(plan, c, g, lo, hi, partials)
-    parallel_range(fg, lead[0], body, work_per_iter=_numel(lead[1:]) * C * cost(c.members),
+    parallel_range(fg, lead[0], body, work_per_iter=math.prod(lead[1:]) * C * cost(c.members),
                    partials=list(partials.values()))
-    nrows = _numel(lead)
+    nrows = math.prod(lead)
     for n, buf in colacc.items():
         v = n.outputs[0]
         with for_range(b, 0, C, name="col") as j:
@@ -248,13 +227,6 @@ def emit_rows(plan, c, fg):
         v = n.outputs[0]
         t = _total(sg, n, Scalar(b.load(slot), "float64"), nrows * C)
         fg.store(t, Access(plan.buffers[v], v.type.dtype, 0, ()), [])
-
-
-def _numel(shape):
-    k = 1
-    for n in shape:
-        k *= n
-    return k
 
 
 def _emit_row_range(plan, c, g, lo, hi, partials):
