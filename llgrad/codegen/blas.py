@@ -1,6 +1,6 @@
 """The BLAS that NumPy's wheel ships (OpenBLAS with 64-bit integers), found with ctypes and
-made callable from JIT code with `llvm.add_symbol`. `LLGRAD_BLAS=0` disables it (the
-matmul lowering then uses generated loops)."""
+made callable from JIT code with `llvm.add_symbol`. `LLGRAD_BLAS=0` disables it (float
+matmuls then call llgrad's own GEMM, gemm.py)."""
 import ctypes
 import glob
 import os

@@ -32,6 +32,7 @@ from .dedupe import group_key
 from .fusion import emit_elementwise
 from .kernel import Kernel
 from .loops import FuncGen
+from .ops_matmul import small_gemm_bound
 from .plan import Plan, live_nodes, root_of
 from .rows import emit_rows, prepare_rows
 from .scalar import DTYPES, I64, PTR, mem_type
@@ -127,8 +128,10 @@ def lower(graph, *, blas=True, opt=True, clusters=True):
     if bad is not None:
         raise Unsupported(*bad)
     traced, graph = graph, simplify(graph)
-    plan = plan_graph(graph, {"blas": blas and blas_available()}, clusters)
-    key = jit.key_for(str(graph), f"blas={plan.options['blas']};opt={opt};{plan.describe()}")
+    options = {"blas": blas and blas_available(), "small_gemm": small_gemm_bound()}
+    plan = plan_graph(graph, options, clusters)
+    key = jit.key_for(str(graph), f"blas={options['blas']};small_gemm={options['small_gemm']};"
+                                  f"opt={opt};{plan.describe()}")
     name = f"llgrad_{re.sub(r'[^0-9A-Za-z_]', '_', graph.name)[:40]}_{key[:16]}"
     with _build_lock:               # one build per key, even from several threads
         compiled = jit.lookup(key, name)

@@ -5,8 +5,14 @@ Each operand is a matrix per batch index: rows, cols, a row stride and a column 
 its buffer. One whose layout BLAS can read (unit stride along one axis, a leading dimension
 at least the other extent) is passed as is (a transposed view becomes CblasTrans); any other
 (stepped, broadcast rows) is first copied into a contiguous temporary. With a BLAS, one
-cblas_?gemm call per batch index; without one (or for integer dtypes), generated i-k-j loops
-(the inner loop runs along rows of B and C, and vectorises)."""
+cblas_?gemm call per batch index; for integer dtypes, generated i-k-j loops (the inner loop
+runs along rows of B and C, and vectorises).
+
+Without a BLAS, float products call llgrad's own register-blocked GEMM (gemm.py) instead of
+generated loops. LLGRAD_SMALL_GEMM=n sends products of at most n multiply-adds per batch
+index to it even where a BLAS exists (default 0: measured on this project's machine,
+OpenBLAS was faster on every shape of bench W1 but one, by 10-50%)."""
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,7 +20,7 @@ from llvmlite import ir
 
 from ..ir.graph import Value
 from ..ir.optable import contiguous_strides
-from . import blas
+from . import blas, gemm as small
 from .loops import Access, for_range, loop_nest
 from .scalar import F32, F64, I32, I64, PTR
 from .table import register
@@ -51,6 +57,22 @@ def _blas_layout(m):
         if ld >= max(1, rows):
             return TRANS, ld
     return None
+
+
+def small_gemm_bound():
+    """Products of at most this many multiply-adds use gemm.py (read at compile time)."""
+    return int(os.environ.get("LLGRAD_SMALL_GEMM", 0))
+
+
+def _small_layout(m):
+    """(rs, cs) of an operand the small GEMM reads (packing it first if need be), or None:
+    it needs unit stride along one axis."""
+    rs, cs = m.rs, m.cs
+    if m.cols == 1:
+        cs = 1
+    if m.rows == 1:
+        rs = 1
+    return (rs, cs) if cs == 1 or rs == 1 else None
 
 
 def _check(node):
@@ -98,10 +120,15 @@ def _prepare(plan, group):
     cstr = contiguous_strides(batch + (M, N))
     C = _Mat(Access(plan.buffers[node.outputs[0]], out_t.dtype, 0, cstr), M, N)
     gemm = blas.gemm_symbols().get(out_t.dtype) if plan.options.get("blas", True) else None
+    kind = "loops"
+    if out_t.dtype in ("float32", "float64"):
+        kind = "blas" if gemm else "small"
+        if kind == "blas" and M * N * K <= plan.options.get("small_gemm", 0):
+            kind = "small"
     copies = []
-    if gemm:
+    if kind != "loops":
         for m in (A, B):
-            lay = _blas_layout(m)
+            lay = _blas_layout(m) if kind == "blas" else _small_layout(m)
             if lay is None:
                 own = [n if s else 1 for n, s in zip(batch, m.acc.strides[:-2])]
                 shape = tuple(own) + (m.rows, m.cols)
@@ -111,9 +138,19 @@ def _prepare(plan, group):
                                                      zip(cs[:-2], own)) + cs[-2:])
                 copies.append((m.acc, dst, shape, own))
                 m.acc = dst
-                lay = (NO_TRANS, max(1, m.cols))
-            m.trans, m.ld = lay
-    group.state.update(A=A, B=B, C=C, M=M, N=N, K=K, batch=batch, gemm=gemm, copies=copies)
+                lay = (NO_TRANS, max(1, m.cols)) if kind == "blas" else (m.cols, 1)
+            if kind == "blas":
+                m.trans, m.ld = lay
+            else:
+                m.acc = m.acc.with_strides(m.acc.strides[:-2] + lay)
+    scratch = [None, None]
+    if kind == "small":
+        small.ensure_library(out_t.dtype)
+        for k, n in enumerate(small.scratch_sizes(M, N, K, A.rs, B.cs)):
+            if n:
+                scratch[k] = plan.temp(group, out_t.dtype, n)
+    group.state.update(A=A, B=B, C=C, M=M, N=N, K=K, batch=batch, gemm=gemm, copies=copies,
+                       kind=kind, scratch=scratch)
 
 
 def _gemm_fn(module, sym, bits, dt):
@@ -143,7 +180,18 @@ def _emit(plan, group, fg):
         with for_range(b, 0, numel) as i:
             fg.store(sg.const(0, dt), Access(C.acc.buf, dt, 0, (1,)), [i])
         return
-    if st["gemm"]:
+    if st["kind"] == "small":
+        fn = small.gemm_function(fg.module, dt)
+        zeros = [ir.Constant(I64, 0)] * 2
+        scratch = [fg.ptrs[t] if t is not None else ir.Constant(PTR, None)
+                   for t in st["scratch"]]
+        c = lambda v: ir.Constant(I64, v)                               # noqa: E731
+        with loop_nest(b, batch, name="bt") as bidx:
+            pa, pb, pc = (fg.address(m.acc, list(bidx) + zeros) for m in (A, B, C))
+            b.call(fn, [c(M), c(N), c(K), pa, c(A.rs), c(A.cs), pb, c(B.rs), c(B.cs), pc,
+                        c(N), *scratch])
+        return
+    if st["kind"] == "blas":
         sym, bits = st["gemm"]
         fn = _gemm_fn(fg.module, sym, bits, dt)
         it = I64 if bits == 64 else I32
