@@ -32,10 +32,13 @@ def _float_only(self, what):
 
 
 def _rdims(self, dim):
-    """norm_dims for a reduction: a 0-d tensor's one dim (0 or -1) is all of it (None), as
-    the ops' NumPy impls cannot reduce a 0-d array along an axis."""
+    """norm_dims for a reduction: a 0-d tensor's one dim (0 or -1) is no axis at all, ()
+    (NumPy cannot reduce a 0-d array along axis 0); kept apart from None so that the
+    grad_fn is named as PyTorch names a reduction over dims (SumBackward1)."""
     dims = norm_dims(dim, self._data.ndim)
-    return None if self._data.ndim == 0 else dims
+    if self._data.ndim == 0:
+        return None if dim is None else ()
+    return dims
 
 
 def sum(self, dim=None, keepdim=False, dtype=None):

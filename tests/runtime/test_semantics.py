@@ -1312,3 +1312,16 @@ def test_notes2_detach():
     assert not d.requires_grad and d.data_ptr() == y.data_ptr()
     (y.sum() + (d * x).sum()).backward()        # no gradient flows back through d
     close(x.grad, [3. + 3., 3. + 6.])
+
+
+@pytest.mark.parametrize("op", ["sum", "mean", "prod"])
+def test_reduction_of_0d_over_a_dim_is_named_as_a_dim_reduction(op):
+    # PyTorch: a 0-d tensor's sum(dim=0) is SumBackward1 (over dims), sum() SumBackward0
+    x = torch.tensor(2.0, requires_grad=True)
+    base = op.capitalize() + "Backward"
+    assert type(getattr(x, op)().grad_fn).__name__ == base + "0"
+    for kw in ({"dim": 0}, {"dim": -1, "keepdim": True}):
+        y = getattr(x, op)(**kw)
+        assert type(y.grad_fn).__name__ == base + "1" and y.shape == () and y.item() == 2.0
+        (g,) = torch.autograd.grad(y * 3, x)
+        assert g.item() == 3.0
