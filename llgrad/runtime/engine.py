@@ -72,8 +72,65 @@ def _needed(nodes, targets):
     return needed
 
 
+def _hook_result(hook, r, n):
+    """A node hook's non-None result as a list of n gradients, checked as PyTorch checks it."""
+    if not isinstance(r, tuple):
+        raise TypeError(f"expected tuple, but hook returned '{type(r).__name__}'")
+    if len(r) != n:
+        raise RuntimeError(f"hook '{getattr(hook, '__name__', '<unknown>')}' has returned an "
+                           f"incorrect number of values (got {len(r)}, but expected {n})")
+    for v in r:
+        if v is not None and not isinstance(v, Tensor):
+            raise TypeError(f"expected Variable, but hook returned '{type(v).__name__}'")
+    return list(r)
+
+
+def _run_node_pre_hooks(node, grads):
+    """The node's own pre-hooks (register_prehook): fn(grad_outputs) -> tuple or None."""
+    for hook in tuple(node._pre_hooks.get(-1, {}).values()):
+        r = hook(tuple(grads))
+        if r is not None:
+            grads = _hook_result(hook, r, len(grads))
+    return grads
+
+
+def _run_post_hooks(node, outs, grads):
+    """The node's post hooks (register_hook): fn(grad_inputs, grad_outputs) -> tuple or None,
+    a tuple replacing grad_inputs."""
+    for hook in tuple(node._post_hooks.values()):
+        r = hook(tuple(outs), tuple(grads))
+        if r is not None:
+            outs = _hook_result(hook, r, len(outs))
+    return outs
+
+
+def _run_acc(node, g, create_graph):
+    """An AccumulateGrad node that has hooks of its own, after its leaf's tensor hooks, in
+    PyTorch's order: pre-hooks (which may replace the gradient), the accumulation, the leaf's
+    post-accumulate-grad hooks, post hooks (given () and the gradient after the pre-hooks).
+    As in PyTorch they all run also when no gradient (None) reached the node."""
+    grads = [g]
+    if node._pre_hooks:
+        grads = _run_node_pre_hooks(node, grads)
+    if grads[0] is not None:
+        node.accumulate(grads[0], create_graph)
+    hooks = node._post_acc_hooks
+    if hooks:
+        leaf = node.variable
+        if leaf is not None:
+            for hook in tuple(hooks.values()):
+                r = hook(leaf)
+                if r is not None:       # (PyTorch's two errors, word for word)
+                    if not isinstance(r, Tensor):
+                        raise TypeError("expected Variable, but hook returned "
+                                        f"'{type(r).__name__}'")
+                    raise RuntimeError("Tensor post accumulate grad hooks should return None.")
+    if node._post_hooks:
+        _run_post_hooks(node, (), grads)
+
+
 def _run_pre_hooks(node, grads):
-    if isinstance(node, AccumulateGrad):
+    if isinstance(node, AccumulateGrad):    # the leaf's tensor hooks (the node's own: _run_acc)
         leaf = node.variable
         for hook in (leaf._hooks or ()) if leaf is not None else ():
             if grads[0] is not None:
@@ -86,22 +143,20 @@ def _run_pre_hooks(node, grads):
         for nr, fns in hooks.items():
             if nr == -1:
                 continue
-            for hook in list(fns):
+            for hook in tuple(fns.values()):
                 if grads[nr] is not None:
                     r = hook(grads[nr])
                     if r is not None:
                         grads[nr] = r
-        for hook in list(hooks.get(-1, ())):
-            r = hook(tuple(grads))
-            if r is not None:
-                grads = list(r)
-    retained = node._retained
+    retained = node._retained       # (PyTorch: tensor hooks, retain_grad, then node pre-hooks)
     if retained:
         for nr, ref in retained.items():
             t = ref()
             if t is not None and grads[nr] is not None:
                 g = grads[nr]
                 t._grad = g.detach().clone() if t._grad is None else (t._grad + g).detach()
+    if hooks and -1 in hooks:
+        grads = _run_node_pre_hooks(node, grads)
     return grads
 
 
@@ -111,8 +166,9 @@ def _run_single(root, g, retain_graph, create_graph, inputs, accumulate, allow_u
     for any other graph (nothing has been done then). It does what the general loop does for
     such a graph, in the same order: the node runs (if some input is behind it) and is
     released, then the leaves' nodes run newest first (the heap's order), each once with the
-    sum of its edges' gradients. (Only to capture gradients, with no leaf hooks, that order
-    cannot be seen, and is not kept.)"""
+    sum of its edges' gradients; with `inputs`, only the inputs' leaf nodes run, as in the
+    general loop. (Only to capture gradients, with no leaf hooks, that order cannot be seen,
+    and is not kept.)"""
     e = gradient_edge(root)
     if e is None or g is None:
         return _GENERAL
@@ -168,22 +224,27 @@ def _run_single(root, g, retain_graph, create_graph, inputs, accumulate, allow_u
                     for child, _ in edges[len(outs):]:
                         done.pop(child, None)
             run = accumulate
-            if not run:                 # only capturing: is there a leaf hook to run?
-                for acc in done:
+            if not run:                 # only capturing: is there an input's leaf hook to run?
+                for acc in (tnodes if tnodes is not None else done):
                     leaf = acc._variable()
-                    if leaf is not None and leaf._hooks:
+                    if leaf is not None and leaf._hooks and acc in done:
                         run = True
                         break
             if run:                     # in the general loop's order
                 order = sorted(done, key=_by_seq, reverse=True) if len(done) > 1 else done
                 for acc in order:
+                    if tnodes is not None and acc not in tnodes:
+                        continue        # not an input: its node does not run (no hooks)
                     ga = done[acc]
                     if ga is not None:
                         leaf = acc._variable()
                         if leaf is not None and leaf._hooks:
                             ga = done[acc] = _run_pre_hooks(acc, [ga])[0]
-                    if accumulate and ga is not None and (tnodes is None or acc in tnodes):
-                        acc.accumulate(ga, create_graph)
+                    if accumulate:
+                        if acc._hooked:
+                            _run_acc(acc, ga, create_graph)
+                        elif ga is not None:
+                            acc.accumulate(ga, create_graph)
         finally:
             state.grad_enabled = prev
             if _trace_state.tracer is not None:
@@ -241,26 +302,33 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
         while heap:
             _, node = heapq.heappop(heap)
             grads = buffers.pop(node, None) or [None] * node._nout
-            is_acc = isinstance(node, AccumulateGrad)
-            if is_acc:
-                leaf = node.variable
+            if type(node) is AccumulateGrad:
+                # as in PyTorch, with `inputs` the node of a leaf that is not one of them
+                # does not run at all (nor do its leaf's hooks)
+                if targets is not None and node not in targets:
+                    continue
+                leaf = node._variable()
                 if leaf is not None and leaf._hooks:
                     grads = _run_pre_hooks(node, grads)
-            elif node._pre_hooks or node._retained:
+                if targets is not None:
+                    for _, i in targets[node]:
+                        captured[i] = grads[0]
+                if accumulate:
+                    if node._hooked:
+                        _run_acc(node, grads[0], create_graph)
+                    elif grads[0] is not None:
+                        node.accumulate(grads[0], create_graph)
+                continue
+            if node._pre_hooks or node._retained:
                 grads = _run_pre_hooks(node, grads)
-            is_target = targets is not None and node in targets
-            if is_target:
+            if targets is not None and node in targets:
                 for nr, i in targets[node]:
                     captured[i] = grads[nr]
-                    if accumulate and grads[nr] is not None and not is_acc:
+                    if accumulate and grads[nr] is not None:
                         # backward(inputs=[non_leaf]) accumulates into non_leaf.grad
                         t, g = inputs[i], grads[nr]
                         g = g if create_graph else g.detach().clone()
                         t._grad = g if t._grad is None else (t._grad + g)
-            if is_acc:
-                if accumulate and grads[0] is not None and (targets is None or is_target):
-                    node.accumulate(grads[0], create_graph)
-                continue
             if needed is not None and not needed.get(node, False):
                 continue
             if any(g is not None for g in grads):
@@ -270,8 +338,7 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
                     tracer.loc_override = str(where) if where else None
                 outs = node.apply(grads)
                 if node._post_hooks:
-                    for hook in node._post_hooks:
-                        hook(tuple(outs), tuple(grads))
+                    outs = _run_post_hooks(node, outs, grads)
             else:
                 outs = [None] * len(node.next_functions)
             if not retain_graph:

@@ -101,8 +101,9 @@ class Node:
     def __init__(self):
         self.next_functions = ()
         self._seq = next(_sequence)
-        self._pre_hooks = None      # {output_nr: [hook(grad) -> grad or None]}
-        self._post_hooks = None     # [hook(grad_inputs, grad_outputs)]
+        self._pre_hooks = None      # {output_nr: {key: hook(grad) -> grad or None}}; -1: the
+                                    # node's own pre-hooks, hook(grad_outputs) -> tuple or None
+        self._post_hooks = None     # {key: hook(grad_inputs, grad_outputs) -> tuple or None}
         self._retained = None       # {output_nr: weakref to a tensor that retains its grad}
 
     _nout = 1          # how many outputs (gradient slots); multi-output nodes override
@@ -113,19 +114,24 @@ class Node:
     def __repr__(self):
         return f"<{type(self).__name__} object at {hex(id(self))}>"
 
+    # Hooks are kept in dicts keyed by registration, so a handle removes exactly its own
+    # registration (the same function registered twice is two hooks, as in PyTorch).
     def register_hook(self, fn):
-        self._post_hooks = (self._post_hooks or []) + [fn]
-        return _Handle(lambda: setattr(self, "_post_hooks",
-                                       [h for h in self._post_hooks if h is not fn]))
+        """fn(grad_inputs, grad_outputs) -> new grad_inputs or None, after the node runs."""
+        hooks = self._post_hooks
+        if hooks is None:
+            hooks = self._post_hooks = {}
+        return _register(hooks, fn)
 
     def register_prehook(self, fn):
         """fn(grad_outputs) -> new grad_outputs or None, before the node runs."""
         return self._add_pre_hook(-1, fn)
 
     def _add_pre_hook(self, output_nr, fn):
-        hooks = self._pre_hooks = self._pre_hooks or {}
-        hooks.setdefault(output_nr, []).append(fn)
-        return _Handle(lambda: hooks[output_nr].remove(fn) if fn in hooks[output_nr] else None)
+        hooks = self._pre_hooks
+        if hooks is None:
+            hooks = self._pre_hooks = {}
+        return _register(hooks.setdefault(output_nr, {}), fn)
 
     def release(self):
         pass
@@ -135,6 +141,8 @@ class Node:
 
 
 class _Handle:
+    """What registering a hook returns: remove() unregisters it (once; again is a no-op);
+    `with handle:` removes it on leaving the block (PyTorch's RemovableHandle)."""
     __slots__ = ("_remove",)
 
     def __init__(self, remove):
@@ -144,6 +152,22 @@ class _Handle:
         if self._remove is not None:
             self._remove()
             self._remove = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+_hook_keys = itertools.count()
+
+
+def _register(hooks, fn):
+    """Register fn in the dict `hooks` under a fresh key; the handle that removes it."""
+    key = next(_hook_keys)
+    hooks[key] = fn
+    return _Handle(lambda: hooks.pop(key, None))
 
 
 class OpNode(Node):
@@ -253,16 +277,44 @@ def node_class(name):
 
 class AccumulateGrad(Node):
     """Adds the incoming gradient into a leaf's .grad (after the leaf's hooks). The leaf
-    holds its node; the node holds the leaf weakly, so there is no reference cycle."""
-    __slots__ = ("_variable",)
+    holds its node; the node holds the leaf weakly, so there is no reference cycle.
+
+    Besides the leaf's own hooks (Tensor.register_hook, run first), the node has PyTorch's
+    hooks of its own, run by the engine (engine._run_acc) in this order: its pre-hooks
+    (register_prehook: fn(grad_outputs), may replace the gradient), the accumulation, the
+    leaf's post-accumulate-grad hooks (Tensor.register_post_accumulate_grad_hook: fn(leaf),
+    kept here, one node per leaf), its post hooks (register_hook: fn((), grad_outputs)).
+    `_hooked` says that any of these was ever registered; the engine reads only that flag
+    when none was."""
+    __slots__ = ("_variable", "_post_acc_hooks", "_hooked")
 
     def __init__(self, variable):
         Node.__init__(self)
         self._variable = weakref.ref(variable)
+        self._post_acc_hooks = None     # {key: hook(leaf) -> None}
+        self._hooked = False
 
     @property
     def variable(self):
         return self._variable()
+
+    def name(self):
+        return "llgrad::autograd::AccumulateGrad"     # PyTorch: "torch::autograd::..."
+
+    def register_hook(self, fn):
+        self._hooked = True
+        return Node.register_hook(self, fn)
+
+    def register_prehook(self, fn):
+        self._hooked = True
+        return Node.register_prehook(self, fn)
+
+    def _add_post_accumulate_hook(self, fn):
+        hooks = self._post_acc_hooks
+        if hooks is None:
+            hooks = self._post_acc_hooks = {}
+        self._hooked = True
+        return _register(hooks, fn)
 
     def accumulate(self, g, create_graph):
         leaf = self.variable

@@ -236,6 +236,17 @@ class Tensor:
                                            [h for h in self._hooks if h is not hook]))
         return self.grad_fn._add_pre_hook(self._output_nr, hook)
 
+    def register_post_accumulate_grad_hook(self, hook):
+        """hook(leaf) -> None, run after backward has added into this leaf's .grad."""
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require "
+                               "gradient")
+        if self.grad_fn is not None:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf "
+                               "tensors")
+        from .node import accumulate_node
+        return accumulate_node(self)._add_post_accumulate_hook(hook)
+
     def detach(self):
         t = self._alias()
         return t

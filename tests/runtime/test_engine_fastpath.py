@@ -202,7 +202,7 @@ def sc_hooks(rec):
     rec(llgrad.autograd.grad, _loss(w, x), [x, w])      # w's node is made first here
     rec(llgrad.autograd.grad, x * w, [x, w], llgrad.ones(8))
     rec(llgrad.autograd.grad, x * x, [x], llgrad.ones(8))   # one leaf on both edges
-    rec(llgrad.autograd.grad, x * w, [w], llgrad.ones(8))   # x is not an input: its hook runs
+    rec(llgrad.autograd.grad, x * w, [w], llgrad.ones(8))   # x is not an input: no hook of it runs
     h.remove()
     rec((w * x * 1.0).sum().backward)
     rec(lambda: (x.grad, w.grad))
