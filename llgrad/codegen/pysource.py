@@ -93,7 +93,8 @@ def _operand(x, names, cast):
 
 def _statement(node, names):
     outs = [ast.Name(names[o], ast.Store()) for o in node.outputs]
-    target = outs[0] if len(outs) == 1 else ast.Tuple(outs, ast.Store())
+    pieces = node.op in OPS and OPS[node.op].nout != 1     # a sequence, even of one piece
+    target = outs[0] if len(outs) == 1 and not pieces else ast.Tuple(outs, ast.Store())
     if node.op == "constant":
         call = ast.Call(ast.Attribute(ast.Name("np", ast.Load()), "array", ast.Load()),
                         [_literal(node.attrs["value"])],

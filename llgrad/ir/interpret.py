@@ -78,7 +78,9 @@ def _plan(graph):
             casts = tuple((k, want) for k in pos if want is not None and k < len(node.inputs)
                           and isinstance(node.inputs[k], Value)
                           and node.inputs[k].type.dtype != want)
-            plan.append((node, op.impl, casts))
+            # a split into one piece: the impl's sequence of pieces is the one output's
+            impl = _only(op.impl) if op.nout != 1 and len(node.outputs) == 1 else op.impl
+            plan.append((node, impl, casts))
         graph.__dict__["_interpret_plan"] = plan
     return plan
 

@@ -51,10 +51,6 @@ FLOATS = ("float32", "float64")
 # tests/fuzz/test_fuzz_regressions.py): the generator does not draw the programs that hit
 # them, so that the fuzz tests keep finding new bugs. Remove an entry when its test XPASSes.
 KNOWN_BUGS = {
-    "one_piece_split": "split/unbind giving exactly one piece come out of the interpret and "
-                       "python backends with an extra leading dim of 1 (llgrad/ir/interpret.py "
-                       "evaluate, llgrad/codegen/pysource.py): also cat/stack of one tensor, "
-                       "whose VJPs split/unbind into one piece",
     "grad_into_input": "an input that does not require grad, written in place with a value "
                        "that does, makes llgrad.compile raise 'input requires grad and is "
                        "modified in place' (llgrad/runtime/compiled.py reads requires_grad "
@@ -1028,8 +1024,6 @@ def r_multi_view(g):
         sizes = [a, n - a]
         text, op = f"{x}.split({sizes!r}, {d})", "split"
         pieces = [x.shape[:d] + (s,) + x.shape[d + 1:] for s in sizes]
-    if len(pieces) == 1 and "one_piece_split" in KNOWN_BUGS:
-        return False
     if any(0 in p[:-1] for p in pieces) and "empty_constant" in KNOWN_BUGS:
         return False
     if len(pieces) > 4:
@@ -1069,7 +1063,7 @@ def r_cat(g):
     nd = len(x.shape)
     d = g.int(0, nd) if stack else g.int(0, nd - 1)
     parts = [x]
-    for _ in range(g.int(1 if "one_piece_split" in KNOWN_BUGS else 0, 2)):
+    for _ in range(g.int(0, 2)):
         if stack:
             want = lambda v: v.float and v.shape == x.shape and v.dtype == x.dtype  # noqa
         else:

@@ -233,13 +233,11 @@ def test_inplace_through_an_expand_compiles():
 
 # ---- not fixed: strict xfails (files owned elsewhere) -----------------------------------------
 
-ONE_PIECE = ("split/unbind into one piece: llgrad/ir/interpret.py evaluate wraps the node's "
-             "1-tuple of pieces once more (np.asarray((piece,)) has an extra leading dim of 1); "
-             "llgrad/codegen/pysource.py alike")
-
-
-@pytest.mark.parametrize("backend", _xfail(ONE_PIECE, "interpret", "python"))
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_unbind_into_one_piece(backend):
+    """split/unbind into one piece came out of the interpret and python backends with an
+    extra leading dim of 1: both wrapped the impl's 1-tuple of pieces once more
+    (llgrad/ir/interpret.py, llgrad/codegen/pysource.py)."""
     check_program(Listing('''
         def f(x0):
             v0, = x0.unbind(0)
@@ -250,10 +248,9 @@ def test_unbind_into_one_piece(backend):
     '''), (backend,))
 
 
-@pytest.mark.parametrize("backend", _xfail(ONE_PIECE + "; here in the backward: cat of one "
-                                           "tensor has a one-piece split as its VJP",
-                                           "interpret", "python"))
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_cat_of_one_tensor(backend):
+    """The same in the backward: cat of one tensor has a one-piece split as its VJP."""
     check_program(Listing('''
         def f(x0):
             return llgrad.cat([x0.softmax(0)])
@@ -386,6 +383,6 @@ def test_known_bugs_listed_here():
     """Every KNOWN_BUGS entry of the generator has its xfail above (and only those)."""
     pytest.importorskip("hypothesis")
     from programs import KNOWN_BUGS
-    assert set(KNOWN_BUGS) == {"one_piece_split", "grad_into_input", "bool_mask_index",
+    assert set(KNOWN_BUGS) == {"grad_into_input", "bool_mask_index",
                                "empty_constant", "empty_view_output",
                                "no_grad_input_output", "overlapping_root_alias"}
