@@ -55,3 +55,29 @@ def regenerate_view_grad_fn(t):
     node.next_functions = (gradient_edge(base) or (None, 0),)
     node._in_meta = ((base._data.shape, base._dtype),)
     t._grad_fn, t._output_nr, t._requires_grad = node, 0, True
+
+
+_CREATION_TEXT = {
+    "no_grad": ("no_grad mode", "with grad mode enabled", "no_grad block"),
+    "inference": ("inference mode", "in normal mode", "inference_mode block"),
+}
+
+
+def creation_error(t, rebase=False):
+    """PyTorch's error for a view made under no_grad / inference_mode (t._creation) that is
+    modified in place with grad mode on (or whose base was: rebase)."""
+    made, now, block = _CREATION_TEXT[t._creation]
+    fn = t._grad_fn
+    if fn is None:
+        head = "A view was created in "
+    else:
+        import re
+        name = re.sub(r"Backward\d*$", "", type(fn).__name__)
+        head = f"Output {t._output_nr} of {name} is a view of a view which was created in "
+    what = "its base or another view of its base has been modified inplace" if rebase else \
+        "is being modified inplace"
+    return RuntimeError(
+        f"{head}{made} and {what} {now}. Given that this use case is ambiguous and "
+        "error-prone, it is forbidden. You can clarify your code by moving both the view and "
+        f"the inplace either both inside the {block} (if you don't want the inplace to be "
+        "tracked) or both outside (if you want the inplace to be tracked).")

@@ -18,7 +18,13 @@ def _is_tensor(x):
 
 
 def _req(t):
-    return t._requires_grad or (t._base is not None and t.grad_fn is not None)
+    if t._requires_grad:
+        return True
+    if t._base is None:
+        return False
+    if t._creation is not None:         # a view made under no_grad / inference_mode
+        return t.requires_grad
+    return t.grad_fn is not None
 
 
 def _same_dtype(op, inputs, pos):
@@ -100,8 +106,8 @@ def call(op, inputs, attrs):
             if isinstance(x, Tensor) and _req(x):
                 record(op, inputs, attrs, results)
                 break
-    if op.kind == "view" and op.nout != 1:
-        for r in results:
+    if op.kind == "view" and op.nout != 1 and _state.grad_enabled:
+        for r in results:               # (under no_grad they are no_grad views instead)
             r._multi_view = True
     tracer = _tstate.tracer
     if tracer is not None:
@@ -186,26 +192,34 @@ def record(op, inputs, attrs, results, self_override=None):
     return node
 
 
-def _check_inplace(t):
+def _check_inplace(t, inputs):
+    if t._inference and not grad_mode.state.inference:
+        raise RuntimeError("Inplace update to inference tensor outside InferenceMode is not "
+                           "allowed.You can make a clone to get a normal tensor before doing "
+                           "inplace update.See https://github.com/pytorch/rfcs/pull/17 for "
+                           "more details.")
+    if not grad_mode.state.grad_enabled or not (t._multi_view or t._creation is not None or
+                                                t._requires_grad or t._base is not None):
+        return
+    if (t._creation is not None or t._multi_view) and \
+            not any(_is_tensor(x) and _req(x) for x in inputs):
+        return                          # nothing requires grad: no history to get wrong
+    if t._creation is not None:
+        from .copy_slices import creation_error
+        raise creation_error(t)
     if t._multi_view:
         raise RuntimeError(
             f"Output {t._output_nr} of {type(t.grad_fn).__name__} is a view and is being "
             "modified inplace. This view is the output of a function that returns multiple "
             "views. Such functions do not allow the output views to be modified inplace. You "
             "should replace the inplace operation by an out-of-place one.")
-    if t._inference and not grad_mode.state.inference:
-        raise RuntimeError("Inplace update to inference tensor outside InferenceMode is not "
-                           "allowed.You can make a clone to get a normal tensor before doing "
-                           "inplace update.See https://github.com/pytorch/rfcs/pull/17 for "
-                           "more details.")
-    if grad_mode.state.grad_enabled:
-        if t._requires_grad and t._grad_fn is None and t._base is None:
-            raise RuntimeError("a leaf Variable that requires grad is being used in an "
-                               "in-place operation.")
-        b = t._base
-        if b is not None and b._requires_grad and b._grad_fn is None:
-            raise RuntimeError("a view of a leaf Variable that requires grad is being used in "
-                               "an in-place operation.")
+    if t._requires_grad and t._grad_fn is None and t._base is None:
+        raise RuntimeError("a leaf Variable that requires grad is being used in an "
+                           "in-place operation.")
+    b = t._base
+    if b is not None and b._requires_grad and b._grad_fn is None:
+        raise RuntimeError("a view of a leaf Variable that requires grad is being used in "
+                           "an in-place operation.")
 
 
 def _check_broadcast_into(shape, inputs):
@@ -231,7 +245,7 @@ def _check_broadcast_into(shape, inputs):
 def call_inplace(op, t, inputs, attrs):
     """Run op out of place, write the result into t's memory, bump the version, and
     rebase t's history (through CopySlices on its base when t is a view)."""
-    _check_inplace(t)
+    _check_inplace(t, inputs)
     if op.kind == "elementwise":
         _check_broadcast_into(t._data.shape, inputs)
     rt = result_type(*[inputs[i] for i in (range(len(inputs)) if op.promote == "all"

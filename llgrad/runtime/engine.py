@@ -19,8 +19,8 @@ _trace_state = trace_state.state
 _by_seq = attrgetter("_seq")
 _GENERAL = object()         # _run_single's answer when the graph is not its kind
 
-UNUSED = ("One of the differentiated Tensors appears to not have been used in the graph. "
-          "Set allow_unused=True if this is the desired behavior.")
+UNUSED = ("The differentiated Tensor at index {} appears to not have been used in the graph. "
+          "Set allow_unused=True if this is the desired behavior.")     # (PyTorch 2.13's words)
 
 
 def _add(a, b):
@@ -184,6 +184,8 @@ def _run_single(root, g, retain_graph, create_graph, inputs, accumulate, allow_u
         for t in inputs:
             te = gradient_edge(t)
             if te is None:
+                if t.requires_grad:             # a view made under no_grad: unused
+                    return _GENERAL
                 raise RuntimeError("One of the differentiated Tensors does not require grad")
             if type(te[0]) is not AccumulateGrad:
                 return _GENERAL
@@ -253,9 +255,9 @@ def _run_single(root, g, retain_graph, create_graph, inputs, accumulate, allow_u
     if inputs is not None and not accumulate:
         captured = [done.get(tn) for tn in tnodes]
         if not allow_unused:
-            for ga in captured:
+            for i, ga in enumerate(captured):
                 if ga is None:
-                    raise RuntimeError(UNUSED)
+                    raise RuntimeError(UNUSED.format(i))
         return captured
     return None
 
@@ -282,6 +284,8 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
         for i, t in enumerate(inputs):
             e = gradient_edge(t)
             if e is None:
+                if t.requires_grad:
+                    continue    # a view made under no_grad: no edge, as in PyTorch unused
                 raise RuntimeError("One of the differentiated Tensors does not require grad")
             targets.setdefault(e[0], []).append((e[1], i))
 
@@ -362,9 +366,9 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
 
     if inputs is not None and not accumulate:
         if not allow_unused:
-            for g in captured:
+            for i, g in enumerate(captured):
                 if g is None:
-                    raise RuntimeError(UNUSED)
+                    raise RuntimeError(UNUSED.format(i))
         return captured
     return None
 

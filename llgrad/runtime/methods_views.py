@@ -35,6 +35,7 @@ def reshape(self, *shape):
     except ValueError:
         out = self._op("clone", memory_format="contiguous")._op("_unsafe_view", shape=shape)
         out._base = None          # a copy: it aliases only the internal clone, as in PyTorch
+        out._creation = None      # (not a view, so no no_grad / inference_mode view either)
         return out
     return self._op("view", shape=shape)
 

@@ -39,6 +39,13 @@ class Tensor:
                  "_output_nr", "_base", "_view_version", "_retains_grad", "_hooks",
                  "_inference", "_acc", "_multi_view", "__weakref__", "__dict__")
 
+    # How a view was created when not in plain grad mode (PyTorch's CreationMeta): None, or
+    # "no_grad" / "inference" for a view made under no_grad / inference_mode of a normal
+    # tensor. Such a view requires grad when its base does but is a leaf with no gradient
+    # edge, and modifying it (or its base) in place with grad mode on is an error. A class
+    # attribute, set per instance only on those views: the allocation paths stay as they are.
+    _creation = None
+
     # ---- construction (internal) ---------------------------------------------------------
     @classmethod
     def _from_array(cls, arr, storage=None):
@@ -62,7 +69,18 @@ class Tensor:
         t = cls._from_array(arr, src._storage)
         t._base = src._base if src._base is not None else src
         t._view_version = src._storage.version
-        t._inference = src._inference or t._inference
+        # a view of an inference tensor is one; a view of a normal tensor is normal, even
+        # when made in inference mode
+        inference = t._inference = src._inference
+        if not inference:
+            st = grad_mode.state
+            prev = src._creation
+            if st.inference:
+                t._creation = "inference"
+            elif not st.grad_enabled:
+                t._creation = prev if prev == "inference" else "no_grad"
+            elif prev is not None:
+                t._creation = prev           # a view of such a view inherits its mode
         return t
 
     def _alias(self):
@@ -154,6 +172,9 @@ class Tensor:
     # ---- autograd metadata ---------------------------------------------------------------------
     @property
     def requires_grad(self):
+        if self._creation is not None:      # never reads grad_fn (which may raise)
+            return self._requires_grad or self._grad_fn is not None or \
+                self._base.requires_grad
         return self._requires_grad or (self._base is not None and self.grad_fn is not None)
 
     @requires_grad.setter
@@ -177,6 +198,11 @@ class Tensor:
     @property
     def grad_fn(self):
         if self._base is not None and self._view_version != self._storage.version:
+            if self._creation is not None:
+                if self._grad_fn is None and not self._base.requires_grad:
+                    return None
+                from .copy_slices import creation_error
+                raise creation_error(self, rebase=True)
             from .copy_slices import regenerate_view_grad_fn
             regenerate_view_grad_fn(self)
         return self._grad_fn

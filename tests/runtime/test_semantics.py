@@ -334,9 +334,9 @@ def test_autograd_grad_with_grad_outputs():
 def test_autograd_grad_allow_unused():
     x = torch.tensor([1., 2.], requires_grad=True)
     u = torch.tensor(1., requires_grad=True)
-    with pytest.raises(RuntimeError, match="One of the differentiated Tensors appears to not "
-                                           "have been used in the graph. Set allow_unused=True "
-                                           "if this is the desired behavior."):
+    with pytest.raises(RuntimeError, match="The differentiated Tensor at index 1 appears to "
+                                           "not have been used in the graph. Set "
+                                           "allow_unused=True if this is the desired behavior."):
         torch.autograd.grad((x * 2).sum(), [x, u])
     gx, gu = torch.autograd.grad((x * 2).sum(), [x, u], allow_unused=True)
     close(gx, [2., 2.])
