@@ -14,7 +14,7 @@ import numpy as np
 from ..ir.graph import Builder, Guard, TensorType
 from ..ir.ops_random import state_to_array
 from ..ir.ops_shape import strided_view
-from ..ir.optable import geometry_span
+from ..ir.optable import geometry_overlaps, geometry_span
 from ..ir.verify import verify
 from ..runtime import trace_state
 from ..runtime.creation import default_generator
@@ -91,7 +91,7 @@ class Tracer:
                     "attribute, a global). Only variables assigned in the branches or the "
                     "loop carry values out of tensor-dependent control flow.")
             # a tensor made inside fn or captured from outside: a constant of the graph
-            v = self.add("constant", [], {"value": t._data.tolist(), "dtype": t._dtype.name})
+            v = self._constant(t)
             self._bind_root(t, v)
             return v
         rt, rv = root
@@ -99,10 +99,31 @@ class Tracer:
             return rv               # the root itself, or an alias of all of it
         # an alias read after its memory changed: derive it again from its root's value
         span = max(geometry_span(*_geometry(rt)), geometry_span(*_geometry(t)))
-        flat = self.add("strided_scatter", [rv], {"geom": _geometry(rt), "span": span})
+        flat = self._root_memory(rt, rv, span)
         v = self.add("strided_gather", [flat], {"geom": _geometry(t)})
         self.values[id(t)] = (t, v, t._storage.version)
         return v
+
+    def _constant(self, t):
+        """t's value as a constant node. A 0-size dim before others would lose the dims after
+        it in a nested list ((2, 0, 3).tolist() is [[], []]): such a constant is made flat
+        and viewed to t's shape."""
+        data = t._data
+        if data.size == 0 and data.ndim > 1:
+            flat = self.add("constant", [], {"value": [], "dtype": t._dtype.name})
+            return self.add("view", [flat], {"shape": tuple(data.shape)}, view_of=flat)
+        return self.add("constant", [], {"value": data.tolist(), "dtype": t._dtype.name})
+
+    def _root_memory(self, rt, rv, span):
+        """The memory under root rt (value rv) as a flat buffer of span elements. Where rt's
+        elements share memory (stride-0 dims of an expanded input), they hold one value,
+        which is put there once: strided_scatter would sum them (it is the adjoint of
+        strided_gather)."""
+        geom = _geometry(rt)
+        if not geometry_overlaps(geom[0], geom[1]):
+            return self.add("strided_scatter", [rv], {"geom": geom, "span": span})
+        zeros = self.add("full", [], {"shape": (span,), "value": 0, "dtype": rv.type.dtype})
+        return self.add("strided_put", [zeros, rv], {"geom": geom})
 
     def operands(self, inputs):
         return [self.value_of(x) if isinstance(x, Tensor) else x for x in inputs]
@@ -131,7 +152,7 @@ class Tracer:
             self._bind_root(t, new)
             return
         span = max(geometry_span(*_geometry(rt)), geometry_span(*_geometry(t)))
-        flat = self.add("strided_scatter", [rv], {"geom": _geometry(rt), "span": span})
+        flat = self._root_memory(rt, rv, span)
         flat = self.add("strided_put", [flat, new], {"geom": _geometry(t)})
         self._bind_root(rt, self.add("strided_gather", [flat], {"geom": _geometry(rt)}))
         self.values[id(t)] = (t, new, t._storage.version)

@@ -58,10 +58,6 @@ KNOWN_BUGS = {
     "bool_mask_index": "x[mask] with a bool mask: the IR types the result 0-long (the shape "
                        "rule runs the impl on all-False stand-in masks, llgrad/ir/"
                        "shape_rules.py), and tracing its backward (index_put) raises",
-    "empty_constant": "a tensor made while tracing with a 0-size dim before other dims (the "
-                      "zero gradient of an unused empty split piece) becomes a constant whose "
-                      "IR type loses the trailing dims (value=tolist(): (2, 0, 3) -> (2, 0); "
-                      "llgrad/tracer/trace.py value_of)",
     "empty_view_output": "an llvm-compiled graph whose output is an empty view at a nonzero "
                          "offset of a buffer it computes ((x * 2)[:, 1] of a (0, 3) x; the "
                          "unbind of stack's VJP) raises making the output array "
@@ -71,10 +67,6 @@ KNOWN_BUGS = {
                             "one of its inputs gives (from the second call on) a new alias "
                             "that does not require grad; eager returns the input itself "
                             "(llgrad/runtime/compiled.py run_entry/_wrap_outputs)",
-    "overlapping_root_alias": "an untraced alias (detach) of a view of an input with overlapping "
-                              "memory (stride 0) is re-derived from the input through "
-                              "strided_scatter, which sums the overlapping elements "
-                              "(llgrad/tracer/trace.py value_of)",
 }
 
 
@@ -1024,8 +1016,6 @@ def r_multi_view(g):
         sizes = [a, n - a]
         text, op = f"{x}.split({sizes!r}, {d})", "split"
         pieces = [x.shape[:d] + (s,) + x.shape[d + 1:] for s in sizes]
-    if any(0 in p[:-1] for p in pieces) and "empty_constant" in KNOWN_BUGS:
-        return False
     if len(pieces) > 4:
         k = g.int(0, len(pieces) - 1)
         v = g.new(pieces[k], x.dtype, base=x, rg=x.rg, frozen=True, exact=x.exact)
@@ -1040,22 +1030,12 @@ def r_detach(g):
     if g.smooth:
         return False
     x = g.need(lambda v: v.float)
-    if x.base is not None and _overlapping_root(x) and "overlapping_root_alias" in KNOWN_BUGS:
-        return False
     v = g.new(x.shape, x.dtype, base=x, exact=x.exact)
     g.emit(f"{v} = {x}.detach()", x)
     g.op("alias")
 
 
 # ---- data movement ---------------------------------------------------------------------------
-
-def _overlapping_root(v):
-    while v is not None:
-        if v.overlap:
-            return True
-        v = v.base
-    return False
-
 
 def r_cat(g):
     x = g.need(lambda v: v.float and v.shape)

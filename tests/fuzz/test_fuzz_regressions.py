@@ -301,12 +301,12 @@ def test_bool_mask_index_type():
     assert g.outputs[0].type.shape == (2,)
 
 
-@pytest.mark.parametrize("backend", _xfail(
-    "a tensor made while tracing with a 0-size dim before other dims (here the zero gradient "
-    "of the unused empty piece, runtime/node.py _zeros) becomes a constant whose IR type "
-    "loses the trailing dims (value=tolist(): (2, 0, 3) -> (2, 0); llgrad/tracer/trace.py "
-    "value_of, ir/shape_rules.py constant), and cat in the traced backward raises"))
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_split_with_an_unused_empty_piece(backend):
+    """A tensor made while tracing with a 0-size dim before other dims (here the zero
+    gradient of the unused empty piece) became a constant whose IR type lost the trailing
+    dims ((2, 0, 3).tolist() is [[], []]), and cat in the traced backward raised
+    (llgrad/tracer/trace.py value_of)."""
     check_program(Listing('''
         def f(x0):
             v0, v1 = x0.split([0, 2], 1)
@@ -364,12 +364,11 @@ def test_input_returned_under_no_grad(backend):
     '''), (backend,))
 
 
-@pytest.mark.parametrize("backend", _xfail(
-    "x.t().detach() of an input with stride-0 dims: the tracer re-derives the untraced alias "
-    "from the input through strided_scatter (llgrad/tracer/trace.py value_of), which sums "
-    "the elements that share memory (it is the adjoint of strided_gather): every element "
-    "comes out 2x its value here"))
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_detached_view_of_an_expanded_input(backend):
+    """x.t().detach() of an input with stride-0 dims: the tracer re-derived the untraced
+    alias from the input through strided_scatter, which sums the elements that share
+    memory: every element came out 2x its value (llgrad/tracer/trace.py value_of)."""
     check_program(Listing('''
         def f(x0):
             return x0.t().detach()
@@ -384,5 +383,4 @@ def test_known_bugs_listed_here():
     pytest.importorskip("hypothesis")
     from programs import KNOWN_BUGS
     assert set(KNOWN_BUGS) == {"grad_into_input", "bool_mask_index",
-                               "empty_constant", "empty_view_output",
-                               "no_grad_input_output", "overlapping_root_alias"}
+                               "empty_view_output", "no_grad_input_output"}
