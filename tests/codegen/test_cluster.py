@@ -14,13 +14,15 @@ def _ew(bld, op, *xs, **attrs):
     return bld.add(op, list(xs), attrs)
 
 
-def _check(g, arrays, rtol=1e-6):
+def _check(g, arrays, rtol=1e-6, outputs=False):
+    """The kernel of g, its outputs checked against the interpreter's; (kernel, outputs)
+    with outputs=True."""
     k = lower(g)
     got = k(arrays)
     want, _ = evaluate(g, arrays)
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=rtol, atol=rtol)
-    return k
+    return (k, got) if outputs else k
 
 
 def _inputs(rng, *shapes, dt="float32"):

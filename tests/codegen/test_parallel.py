@@ -11,6 +11,7 @@ import threading
 import numpy as np
 import pytest
 from llvmlite import ir
+from test_cluster import _check as check_against_interpreter
 
 import llgrad
 from llgrad.codegen import jit, parallel
@@ -18,7 +19,6 @@ from llgrad.codegen.loops import FuncGen, for_range
 from llgrad.codegen.lower import lower
 from llgrad.codegen.scalar import F64, I64, PTR
 from llgrad.ir import Builder, TensorType
-from llgrad.ir.interpret import evaluate
 
 BIG = 1_000_003                 # odd, and far above the threshold
 SMALL = 1000
@@ -41,12 +41,7 @@ def _sum(bld, x):
 
 
 def _check(g, arrays, rtol=1e-5):
-    k = lower(g)
-    got = k(arrays)
-    want, _ = evaluate(g, arrays)
-    for a, b in zip(got, want):
-        np.testing.assert_allclose(a, b, rtol=rtol, atol=rtol)
-    return k, got
+    return check_against_interpreter(g, arrays, rtol=rtol, outputs=True)
 
 
 def _threaded(k):
