@@ -10,15 +10,25 @@ each call takes a private context (pointer array, scratch arena, error flags) fr
 and puts it back afterwards, so a context is never shared between concurrent calls, and a
 single-threaded caller reuses one context forever (no allocation per call)."""
 import ctypes
+import functools
+import sys
 
 import numpy as np
 
 from ..ir.ops_shape import strided_view
 from ..ir.graph import StackType
+from . import trampoline
 from .stacks import Descriptors, stack_input
 
 _from_address = ctypes.c_void_p.from_address
 empty = np.empty
+# The address space as one array of machine words: the word at address a is _WORDS[a >> 3].
+# Reading an ndarray's data pointer with it is one subscript, where from_address(...).value
+# makes a ctypes object per read (~0.1 us, three times per call of a one-input kernel). It
+# reads exactly what from_address reads (an address _probe_data_offset verified), nothing
+# is touched when it is made, and it is None off 64-bit hosts.
+_WORDS = (ctypes.c_uint64 * (sys.maxsize // 8)).from_address(0) \
+    if ctypes.sizeof(ctypes.c_void_p) == 8 else None
 
 
 def _probe_data_offset():
@@ -35,13 +45,21 @@ def _probe_data_offset():
     return None
 
 
+def _words_read(off):
+    """Whether _WORDS reads the data pointer at `off` as from_address does."""
+    a = np.arange(4.0)[1:]
+    return off is not None and not off % 8 and _WORDS[(id(a) + off) >> 3] == a.ctypes.data
+
+
 _DATA_OFFSET = _probe_data_offset()
+if _WORDS is not None and not _words_read(_DATA_OFFSET):
+    _WORDS = None                       # (then from_address reads the pointers)
 
 
 def data_pointer(a):
     """The address of an ndarray's first element (cheaply, for exact ndarrays)."""
-    if _DATA_OFFSET is not None and type(a) is np.ndarray:
-        return _from_address(id(a) + _DATA_OFFSET).value or 0
+    if _WORDS is not None and type(a) is np.ndarray:
+        return _WORDS[(id(a) + _DATA_OFFSET) >> 3]
     return a.ctypes.data
 
 
@@ -107,13 +125,16 @@ class _Context:
                         for v, b in plan.lengths.items()]
 
 
-def _launcher(fn, pool, plan, name, fast_specs, specs, layout, direct):
+def _launcher(fn, pool, plan, name, fast_specs, specs, layout, direct, lean=True):
     """A kernel launch, as a closure (it runs on every call of a compiled function, where a
     method's attribute lookups cost; it holds no reference to the Kernel, so it makes no
     reference cycle): check the inputs against the graph's input types and store their
     data pointers, allocate the output buffers `layout` lists ((slot, dtype, shape) each)
     and store theirs, make the native call, then check the error words. Returns the
-    outputs (direct) or (the inputs, as converted by the slow check, the outputs)."""
+    outputs (direct) or (the inputs, as converted by the slow check, the outputs).
+
+    With `lean`, the common call runs a lean launch made for the kernel (_lean_launcher);
+    this general one takes every other call and kernel."""
     off, nin, ndarray = _DATA_OFFSET, len(fast_specs), np.ndarray
 
     def launch(arrays):
@@ -160,7 +181,57 @@ def _launcher(fn, pool, plan, name, fast_specs, specs, layout, direct):
         finally:
             pool.append(ctx)
         return outs if direct else (arrays, outs)
-    return launch
+    return lean and _lean_launcher(fn, pool, plan, name, fast_specs, layout, direct,
+                                   launch) or launch
+
+
+def _lean_launcher(fn, pool, plan, name, fast_specs, layout, direct, general):
+    """The launch of the common call as straight-line code made for this kernel (every
+    spec a constant, no loop over inputs and outputs: a quarter of the launch's own cost
+    on a one-input kernel; compiling it takes ~0.5 ms for eight inputs), or None.
+    Common: every input an exact ndarray with its spec's dtype, shape and byte strides,
+    aligned; any other call goes to `general`, which converts input by input or raises,
+    so both make the same checks. Not for kernels with stacks (loops over stored
+    iterations) or stack inputs, nor without _WORDS."""
+    if _WORDS is None or plan.stacks or plan.lengths:
+        return None
+    off, n = _DATA_OFFSET, len(fast_specs)
+    env = {"fn": fn, "pool": pool, "general": general, "ndarray": np.ndarray,
+           "words": _WORDS, "empty": empty, "new_context": functools.partial(_Context, plan)}
+    src = ["def launch(arrays):", f"    if len(arrays) != {n}:", "        return general(arrays)"]
+    if n:
+        src.append("    " + "".join(f"a{k}, " for k in range(n)) + "= arrays")
+        conds = []
+        for k, (dtype, shape, bstrides, _) in enumerate(fast_specs):
+            env[f"d{k}"], env[f"s{k}"], env[f"b{k}"] = dtype, shape, bstrides
+            conds.append(f"type(a{k}) is ndarray and a{k}.dtype is d{k} and "
+                         f"a{k}.shape == s{k} and a{k}.strides == b{k}")
+        src += ["    if not (" + " and ".join(conds) + "):", "        return general(arrays)"]
+        src += [f"    p{k} = words[(id(a{k}) + {off}) >> 3]" for k in range(n)]
+        masks = [f"p{k} & {spec[3]}" for k, spec in enumerate(fast_specs) if spec[3]]
+        if masks:             # (one test, a short source: compile() costs ~1 ms a KB)
+            src += ["    if " + " | ".join(masks) + ":",
+                    "        return general(arrays)   # a misaligned input: it raises"]
+    src += ["    try:", "        ctx = pool.pop()", "    except IndexError:",
+            "        ctx = new_context()          # another thread holds the context",
+            "    try:", "        ptrs = ctx.ptrs"]
+    src += [f"        ptrs[{k}] = p{k}" for k in range(n)]
+    for j, (slot, dt, shape) in enumerate(layout):
+        env[f"t{j}"], env[f"h{j}"] = dt, shape
+        src += [f"        o{j} = empty(h{j}, t{j})",
+                f"        ptrs[{slot}] = words[(id(o{j}) + {off}) >> 3]"]
+    src.append("        fn(ctx.addr)")
+    if plan.flags:
+        src += ["        for word, msg in ctx.flags:", "            if word.value:",
+                "                raise IndexError(msg)"]
+    outs = "[" + ", ".join(f"o{j}" for j in range(len(layout))) + "]"
+    src += ["    finally:", "        pool.append(ctx)",
+            f"    return {outs}" if direct else f"    return arrays, {outs}"]
+    try:
+        exec(compile("\n".join(src), f"<launch of {name}>", "exec"), env)  # noqa: S102
+    except (SyntaxError, RecursionError, MemoryError):     # (too many inputs for the parser)
+        return None
+    return env["launch"]
 
 
 class Kernel:
@@ -189,18 +260,24 @@ class Kernel:
         self._extra_keys = escaping_values(graph)[self._nout:]
         self._mutated = sorted(graph.mutated)
         self._direct_outs = self._direct_layout()
-        self._fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self.address)   # (makes launchers)
+        # (setting _fn makes the launchers) a builtin costs a fraction of a ctypes call
+        self._fn = trampoline.caller(self.address) or \
+            ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self.address)
 
     @property
     def _fn(self):
-        """The native entry point (a ctypes function of the pointer array's address)."""
+        """The native entry point as a function of the pointer array's address: the
+        trampoline's builtin (trampoline.py), or a ctypes function where that is off."""
         return self._native
 
     @_fn.setter
     def _fn(self, fn):      # the launchers hold the function itself: remade when it is set
         self._native = fn
+        # (a direct kernel's calls take launch_direct; run() is its rare path, not worth
+        # compiling a lean launch for)
         self._launch = _launcher(fn, self._pool, self.plan, self.graph.name, self._fast_specs,
-                                 self._in, self._outs, direct=False)
+                                 self._in, self._outs, direct=False,
+                                 lean=self._direct_outs is None)
         # launch_direct(arrays) -> the outputs, for a direct kernel (see `direct`)
         self.launch_direct = None if self._direct_outs is None else _launcher(
             fn, self._pool, self.plan, self.graph.name, self._fast_specs, self._in,
