@@ -34,7 +34,7 @@ def fast_key(args):
             d = a._data
             g = a._grad
             # (a tensor's dtype object stands for its array's: one per NumPy dtype)
-            rg = a._requires_grad or (a._base is not None and a.grad_fn is not None)
+            rg = a._requires_grad or (a._base is not None and a.requires_grad)
             if g is None:
                 parts.append((a._dtype, d.shape, d.strides, rg))
             else:
@@ -73,7 +73,8 @@ def plain_function(fn):
 # ---- results ---------------------------------------------------------------------------------
 def fresh_tensors(arrays):
     """Tensors over arrays that alias nothing (a kernel's fresh output buffers): what
-    Tensor._from_array makes, with the grad-mode read once for all of them."""
+    Tensor._from_array makes, with the grad-mode read once for all of them (and each
+    Storage filled in place: its __init__ call costs more than the three stores)."""
     inference = grad_mode.state.inference
     new, by_np = object.__new__, _BY_NP
     out = []
@@ -82,7 +83,8 @@ def fresh_tensors(arrays):
             arr = np.asarray(arr)
         t = new(Tensor)
         t._data = arr
-        t._storage = Storage(arr)
+        st = t._storage = new(Storage)       # = Storage(arr)
+        st.base, st.version, st.write_loc = arr, 0, None
         t._dtype = by_np[arr.dtype]
         t._requires_grad = t._retains_grad = t._multi_view = False
         t._grad = t._grad_fn = t._base = t._hooks = t._acc = None
@@ -138,7 +140,10 @@ def quick_runner(entry, launch, attach=None):
     # (no .grad updates: the function's outputs are all the primal outputs, n_out of them;
     # the saved values for backward follow them)
     n, build = entry.n_out, tree_builder(entry.out_tree)
-    if attach is None:
+    if attach is None and n == len(fwd.outputs):       # (every output: no slice to copy)
+        def quick(tensors):
+            return build(fresh_tensors(launch([t._data for t in tensors])))
+    elif attach is None:
         def quick(tensors):
             outs = launch([t._data for t in tensors])
             return build(fresh_tensors(outs[:n]))

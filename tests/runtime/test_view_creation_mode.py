@@ -256,3 +256,18 @@ def test_autograd_grad_of_a_no_grad_view_is_unused():
     y = (v * 2).sum()
     (gx,) = torch.autograd.grad(y * x.sum(), x)      # x itself is still reached
     assert gx.tolist() == [4.0, 4.0, 4.0]
+
+
+def test_compiled_call_with_a_no_grad_view_requires_grad_as_eager():
+    # the flat guard key of a compiled call reads requires_grad as eager does: a view made
+    # under no_grad of a tensor that requires grad must not reuse the plain tensor's entry
+    f = torch.compile(lambda t: t * 2, backend="llvm")
+    plain = torch.ones(2)
+    for _ in range(3):
+        assert not f(plain).requires_grad
+    x = torch.ones(3, requires_grad=True)
+    with torch.no_grad():
+        v = x[:2]
+    for _ in range(3):
+        y = f(v)
+        assert y.requires_grad and y.tolist() == [2.0, 2.0]
