@@ -14,11 +14,17 @@ index_put writes the result's elements back into a copy of x in the same C order
 repeated indices the last write wins (assignment) or every value adds up in order
 (accumulate, np.add.at's order), as the reference does.
 
-Bool masks. A mask selects a data-dependent number of elements. index (x[mask]) is refused:
-the IR's result type cannot hold a count known only at run time (the traced type is the
-stand-in's, computed from an all-false mask). index_put with a mask as the only advanced
-entry is lowered: it loops over the mask's own dims and writes where the mask is true; the
-values must not depend on the count (their dims over B are 1), else it is refused."""
+Bool masks. A mask selects a data-dependent number of elements. The tracer records the
+mask's True count in the node's `counts` attribute (and guards it when the mask is data,
+tracer/masks.py), so the result's B dim has that static length. A mask as the only
+advanced entry is lowered: the kernel loops over the mask's own dims in C order with a
+counter k of the Trues met, and for each True (only the first `count` of them when the node
+has counts) loops over the slices' ranges, reading or writing x there and result row k
+(index) or values row k (index_put; a values dim of 1 is broadcast). So a run whose mask
+has another count (which the guard then discards) never writes past the result nor reads
+past the values: rows beyond the Trues met stay zero. Without counts (a graph not made by
+the tracer) index with a mask is refused, and so is index_put whose values have a dim over
+B other than 1."""
 from llvmlite import ir
 
 from ..ir.graph import Value
@@ -42,7 +48,7 @@ class _Index:
     "mask" (a Value covering several dims). dims: per result dim, ("B", k), ("slice", e) or
     ("none", e) with e the entry index. xdim[e]: the first dim of x entry e consumes."""
 
-    def __init__(self, spec, xshape, tensors):
+    def __init__(self, spec, xshape, tensors, counts=None):
         it = iter(tensors)
         self.entries, self.xdim = [], []
         d = 0
@@ -92,8 +98,15 @@ class _Index:
             raise _Refused("a bool mask beside other advanced indices")
         shapes = [self.entries[e][1].type.shape if self.entries[e][0] == "tensor" else ()
                   for e in adv]
+        self.count = None
         if self.masks:
-            shapes = [(1,)]                  # the count: a placeholder of size 1
+            if counts is not None:
+                if len(counts) != 1 or not 0 <= counts[0] <= self.entries[self.masks[0]][1] \
+                        .type.numel:
+                    raise _Refused(f"mask counts {counts!r}")
+                self.count = counts[0]
+            # the count (a placeholder of size 1 when the node does not fix it)
+            shapes = [(1 if self.count is None else self.count,)]
         self.B = _broadcast(shapes)
         adjacent = adv == list(range(adv[0], adv[-1] + 1)) if adv else True
         block = [("B", k) for k in range(len(self.B))]
@@ -159,7 +172,7 @@ def _values_access(plan, v, shape):
 def _structure(node):
     x = node.inputs[0]
     tensors = node.inputs[1:] if node.op == "index" else node.inputs[2:]
-    return _Index(node.attrs["spec"], x.type.shape, tensors)
+    return _Index(node.attrs["spec"], x.type.shape, tensors, node.attrs.get("counts"))
 
 
 def _check(node):
@@ -170,8 +183,8 @@ def _check(node):
         ix = _structure(node)
         shape = ix.shape()
         if node.op == "index":
-            if ix.masks:
-                return "a bool mask (the result's length is data-dependent)"
+            if ix.masks and ix.count is None:
+                return "a bool mask without its count (the result's length is data-dependent)"
             if shape != node.outputs[0].type.shape:
                 return "a result shape other than NumPy's"
         elif isinstance(node.inputs[1], Value):
@@ -197,6 +210,15 @@ def _emit_index(plan, group, fg):
     shape = ix.shape()
     src = plan.access(x, x.type.shape)
     dst = Access(plan.buffers[out], out.type.dtype, 0, contiguous_strides(shape))
+    if ix.masks:
+        zero = fg.sg.const(0, out.type.dtype)
+        with loop_nest(b, shape) as idx:        # rows past the Trues met stay zero
+            fg.store(zero, dst, idx)
+
+        def copy(xi, ridx):
+            fg.store(sg.cast(fg.load(src, xi), out.type.dtype), dst, ridx)
+        _masked_loops(plan, fg, ix, copy)
+        return
     with loop_nest(b, shape) as idx:
         xi = ix.source(fg, plan, flag, x.type.shape, idx)
         fg.store(sg.cast(fg.load(src, xi), out.type.dtype), dst, idx)
@@ -240,35 +262,49 @@ def _emit_index_put(plan, group, fg):
 
 
 def _emit_put_masked(plan, fg, ix, dst, value, accumulate):
-    """Loop over the mask's dims and the slices' ranges (in the spec's order); where the
-    mask is true, write the value (read at index 0 of its B dim, which is broadcast)."""
-    b, sg = fg.b, fg.sg
+    """Where the mask is true, write the value (values row k for the k-th True)."""
+    sg = fg.sg
+
+    def put(xi, ridx):
+        old = fg.load(dst, xi)
+        v = value(ridx)
+        fg.store(sg.add(old, v) if accumulate else v, dst, xi)
+    _masked_loops(plan, fg, ix, put)
+
+
+def _masked_loops(plan, fg, ix, body):
+    """Loop over the mask's dims in C order, counting the Trues met in k; for each True
+    (the first ix.count of them when the node fixes the count), loop over the slices'
+    ranges and call body(x's indices, the result's indices) (the result's B index is k)."""
+    b = fg.b
     (e,) = ix.masks
     mask = ix.entries[e][1]
     ma = plan.access(mask, mask.type.shape)
-    ext = []
-    for kind, data in ix.entries:
-        if kind == "mask":
-            ext += list(data.type.shape)
-        elif kind == "slice":
-            ext.append(data[2])
-    if any(n == 0 for n in ext):
+    ext = [data[2] for kind, data in ix.entries if kind == "slice"]
+    if mask.type.numel == 0 or any(n == 0 for n in ext) or ix.count == 0:
         return
-    zero = ir.Constant(I64, 0)
-    with loop_nest(b, ext) as loop:
-        it = iter(loop)
-        xi, at, mi = [], {}, None
-        for j, (kind, data) in enumerate(ix.entries):
-            if kind == "mask":
-                mi = [next(it) for _ in data.type.shape]
-                xi += mi
-            elif kind == "slice":
-                at[j] = next(it)
-                xi.append(_slice_index(b, data, at[j]))
-        on = sg.truth(fg.load(ma, mi))
-        old = fg.load(dst, xi)
-        v = value([at[d[1]] if d[0] == "slice" else zero for d in ix.dims])
-        fg.store(sg.select(on, sg.add(old, v) if accumulate else v, old), dst, xi)
+    counter = fg.alloca(I64, name="mask.k")
+    b.store(ir.Constant(I64, 0), counter)
+    with loop_nest(b, mask.type.shape, name="m") as mi:
+        k = b.load(counter)
+        on = fg.sg.truth(fg.load(ma, mi))
+        if ix.count is not None:
+            on = b.and_(on, b.icmp_signed("<", k, ir.Constant(I64, ix.count)))
+        with b.if_then(on):
+            with loop_nest(b, ext, name="s") as si:
+                it = iter(si)
+                xi, at = [], {}
+                for j, (kind, data) in enumerate(ix.entries):
+                    if kind == "mask":
+                        xi += mi
+                    elif kind == "slice":
+                        at[j] = next(it)
+                        xi.append(_slice_index(b, data, at[j]))
+                zero = ir.Constant(I64, 0)
+                ridx = [k if d[0] == "B" else at[d[1]] if d[0] == "slice" else zero
+                        for d in ix.dims]
+                body(xi, ridx)
+            b.store(b.add(k, ir.Constant(I64, 1)), counter)
 
 
 def _slice_index(b, data, i):

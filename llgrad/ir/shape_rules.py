@@ -3,7 +3,13 @@
 The rule is the op's own NumPy impl run on stand-in arrays that own no memory: stride-0
 broadcasts for ops that read their inputs, and 1-element buffers restrided to the input's
 exact layout for views (views only compute pointers, never read). So every op of the table
-has a shape rule without a second declaration that could drift from its impl."""
+has a shape rule without a second declaration that could drift from its impl.
+
+A stand-in holds no values, so a length that depends on values must come from attributes:
+index / index_put with a bool mask carry `counts` (each mask's True count, recorded by the
+tracer, llgrad/tracer/masks.py), and their impl makes the all-False stand-in mask select
+that many (ir/ops_shape.py _fit_masks). Without counts (eager never passes them) a mask
+stand-in selects nothing."""
 import functools
 
 import numpy as np

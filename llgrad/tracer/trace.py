@@ -20,6 +20,7 @@ from ..runtime import trace_state
 from ..runtime.creation import default_generator
 from ..runtime.node import user_location
 from ..runtime.tensor import Tensor
+from .masks import mask_attrs, tensors_of
 from .pytree import flatten
 
 
@@ -131,6 +132,7 @@ class Tracer:
     # ---- hooks called by the dispatcher ----------------------------------------------------
     def record(self, op, inputs, attrs, results):
         operands = self.operands(inputs)
+        attrs = mask_attrs(self, op, inputs, operands, attrs)     # x[mask]: tracer/masks.py
         view = op.kind == "view"
         outs = self.add(op.name, operands, attrs, view_of=operands[0] if view else None)
         outs = outs if isinstance(outs, tuple) else (outs,)
@@ -142,6 +144,8 @@ class Tracer:
 
     def record_inplace(self, op, t, operands, attrs):
         """After eager wrote op's result into t: the new value of t, and of its root."""
+        if op.name == "index_put":
+            attrs = mask_attrs(self, op, tensors_of(self, operands), operands, attrs)
         new = self.add(op.name, operands, attrs)
         if new.type.dtype != t._dtype.name:
             new = self.add("to_dtype", [new], {"dtype": t._dtype.name})

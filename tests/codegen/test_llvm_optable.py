@@ -19,7 +19,7 @@ exp/log/sin/... polynomials, a few ulps from NumPy's).
 The llvm run must really be native: every forward and backward graph it ran has a Kernel
 in `entry.kernels` (a graph the lowering cannot compile holds an 'interpreted: ...' note
 instead). So removing a lowering fails the batches whose programs use the op. The only
-sanctioned fallbacks: INTERPRETED's program (a data-dependent shape), and dtypes native
+sanctioned fallbacks: INTERPRETED's programs (none at present), and dtypes native
 code does not handle (float16, test_float16_runs_in_the_interpreter).
 
 Run by default: float64 contiguous; float64 "mixed" (each program in one of the three
@@ -53,21 +53,11 @@ TOL = {"float64": dict(rtol=1e-9, atol=1e-11), "float32": dict(rtol=2e-5, atol=2
 NONCONTIGUOUS = ("transposed", "stepped", "broadcast")
 
 # Programs that cannot run compiled on either backend (tracing is shared), with the reason.
-BROKEN = {
-    "index-mask": "x[mask] traces with the shape rule's all-false stand-in mask (type f64[0]), "
-                  "so the traced VJP's index_put cannot broadcast the real gradient "
-                  "(llgrad/ir/shape_rules.py: data-dependent shapes are not traceable yet)",
-    "index-mask_1d": "as index-mask",
-}
+BROKEN = {}      # (x[mask] was here: its traced type now holds the mask's count)
 
 # Programs one of whose graphs runs in the interpreter under backend="llvm": the op the note
 # names, and why. Each runs in a batch of its own and must fall back exactly there.
-INTERPRETED = {
-    "index_put-setitem_mask": ("index", "backward: the values' gradient is g[mask], whose "
-                               "length is data-dependent; the IR types it f64[0] (the shape "
-                               "rule's stand-in mask is all false), which only the "
-                               "interpreter, running NumPy, gets away with"),
-}
+INTERPRETED = {}    # (index_put-setitem_mask was here: g[mask] is lowered with its count)
 
 
 def _name(prog):
