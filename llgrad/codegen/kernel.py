@@ -376,6 +376,8 @@ class Kernel:
         if kind == "outview":
             shape, bstrides, boff = geom
             base = outs[k]
+            if 0 in shape:      # an empty view: no element to address (and an offset into a
+                boff = 0        # 0-byte buffer is out of its bounds for NumPy)
             return np.ndarray(shape, base.dtype, buffer=base, offset=boff, strides=bstrides)
         base = arrays[k] if kind == "input" else k.copy()
         if geom is None:

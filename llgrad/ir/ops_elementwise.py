@@ -93,7 +93,16 @@ def _pow_vjp(c, g):
     return gx, ge
 
 
-defop("pow", np.power, vjp=_pow_vjp, grad_fn=_pow_name, args=("self", "exponent"),
+def _pow(x, e):
+    # x ** 0.5 is sqrt(x), as in PyTorch (sqrt(-0) = -0, sqrt(-inf) = nan): NumPy before 2.3
+    # called C's pow there, which says +0 and +inf
+    if type(e) is float and e == 0.5 and getattr(x, "dtype", None) is not None \
+            and x.dtype.kind == "f":
+        return np.sqrt(x)
+    return np.power(x, e)
+
+
+defop("pow", _pow, vjp=_pow_vjp, grad_fn=_pow_name, args=("self", "exponent"),
       save=("self", "exponent", "result"), kind="elementwise", promote=(0, 1))
 _unary("neg", np.negative, lambda c, g: (-g,), "NegBackward0", float_out=False)
 

@@ -130,8 +130,10 @@ class CompiledFunction:
 
     def _trace(self, tensors, guards, args, kwargs):
         self.n_traces += 1
-        needs_grad = grad_mode.state.grad_enabled and any(
-            t.requires_grad and t._dtype.is_floating_point for _, t in tensors)
+        # which inputs are differentiated is decided before the call (one written in place
+        # with a value that requires grad comes out requiring grad: see _check_mutated)
+        differentiable = [t.requires_grad and t._dtype.is_floating_point for _, t in tensors]
+        needs_grad = grad_mode.state.grad_enabled and any(differentiable)
         state = {"diff_out": [], "unused": []}
 
         def body():
@@ -151,7 +153,7 @@ class CompiledFunction:
             state["grad"] = needs_grad and not changed
             if not state["grad"]:
                 return outs + grad_outs
-            diff_in = [t for _, t in tensors if t.requires_grad and t._dtype.is_floating_point]
+            diff_in = [t for (_, t), d in zip(tensors, differentiable) if d]
             diff_out = [i for i, o in enumerate(outs)
                         if isinstance(o, Tensor) and o.requires_grad]
             cts = []
@@ -172,19 +174,14 @@ class CompiledFunction:
         try:
             graph = trace_body(name, tensors, body)
         except Exception as e:
-            e.add_note(_trace_note(name, tensors, e))
+            add_note(e, _trace_note(name, tensors, e))
             raise
+        _check_mutated(name, tensors, differentiable, graph.mutated, state["grad"])
         n_out = state["n_out"]
         # the traced run was an eager run: the generator already stands where eager leaves it
         rng_index = next((i for i, v in enumerate(graph.inputs) if v.name == "rng"), None)
         if state["grad"]:
-            diff_inputs = [i for i, (_, t) in enumerate(tensors)
-                           if t.requires_grad and t._dtype.is_floating_point]
-            for i, _ in graph.mutated.items():
-                if i in diff_inputs:
-                    raise TraceError(f"llgrad.compile({name}): input {tensors[i][0]!r} requires "
-                                     "grad and is modified in place; compile does not support "
-                                     "that yet (run it eagerly)")
+            diff_inputs = [i for i, d in enumerate(differentiable) if d]
             mutated = list(graph.mutated)
             joint_outputs = list(graph.outputs)
             graph.outputs = (joint_outputs[:n_out] + [graph.mutated[i] for i in mutated]
@@ -235,6 +232,38 @@ class CompiledFunction:
 
 
 _MISS = object()
+
+
+def _check_mutated(name, tensors, differentiable, mutated, grad):
+    """Inputs written in place must not take part in the graph's autograd: compiled code
+    writes their new values back, but gives them no history (eager would make such an
+    input a non-leaf whose grad_fn leads to the value written). (A step that runs its own
+    backward may update inputs that require grad, under no_grad: grad is False then.)"""
+    for i in mutated:
+        if i >= len(tensors):           # (the generator state's input)
+            continue
+        label, t = tensors[i]
+        if differentiable[i] and grad:
+            raise TraceError(f"llgrad.compile({name}): input {label!r} requires grad and is "
+                             "modified in place; compile does not support that yet (run it "
+                             "eagerly)")
+        if not differentiable[i] and t.requires_grad:
+            raise TraceError(f"llgrad.compile({name}): input {label!r} does not require grad "
+                             "but is written in place with a value that does, which would "
+                             "give it autograd history; compile does not support that yet "
+                             "(run it eagerly, or write a value that does not require grad, "
+                             "e.g. with .detach())")
+
+
+def add_note(e, note):
+    """BaseException.add_note (Python 3.11+). On 3.10 the note goes in __notes__ too, and
+    joins a one-string message, since the traceback prints no __notes__ there."""
+    if hasattr(e, "add_note"):
+        e.add_note(note)
+        return
+    e.__notes__ = [*getattr(e, "__notes__", ()), note]
+    if len(e.args) == 1 and isinstance(e.args[0], str):
+        e.args = (f"{e.args[0]}\n{note}",)
 
 
 def forward_run(entry):

@@ -149,7 +149,10 @@ def _build(fn, fdef):
     exec(compile(module, fn.__code__.co_filename, "exec"), fn.__globals__, ns)  # noqa: S102
     code = next(c for c in ns["llgrad_factory__"].__code__.co_consts
                 if isinstance(c, types.CodeType) and c.co_name == fdef.name)
-    code = code.replace(co_name=fn.__code__.co_name, co_qualname=fn.__code__.co_qualname)
+    names = {"co_name": fn.__code__.co_name}
+    if hasattr(code, "co_qualname"):                  # (Python 3.11+)
+        names["co_qualname"] = fn.__code__.co_qualname
+    code = code.replace(**names)
     cells = dict(zip(free, fn.__closure__ or ()))
     cells[AG] = types.CellType(control)
     new = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__,

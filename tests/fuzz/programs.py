@@ -52,17 +52,8 @@ FLOATS = ("float32", "float64")
 # them, so that the fuzz tests keep finding new bugs. Remove an entry when its test XPASSes.
 KNOWN_BUGS = {
     "grad_into_input": "an input that does not require grad, written in place with a value "
-                       "that does, makes llgrad.compile raise 'input requires grad and is "
-                       "modified in place' (llgrad/runtime/compiled.py reads requires_grad "
-                       "after the traced call)",
-    "bool_mask_index": "x[mask] with a bool mask: the IR types the result 0-long (the shape "
-                       "rule runs the impl on all-False stand-in masks, llgrad/ir/"
-                       "shape_rules.py), and tracing its backward (index_put) raises",
-    "empty_view_output": "an llvm-compiled graph whose output is an empty view at a nonzero "
-                         "offset of a buffer it computes ((x * 2)[:, 1] of a (0, 3) x; the "
-                         "unbind of stack's VJP) raises making the output array "
-                         "(llgrad/codegen/kernel.py _build): programs with an empty value "
-                         "skip llvm",
+                       "that does: eager gives it history, llgrad.compile refuses it with a "
+                       "TraceError (unsupported, llgrad/runtime/compiled.py _check_mutated)",
     "no_grad_input_output": "called under llgrad.no_grad(), a compiled function that returns "
                             "one of its inputs gives (from the second call on) a new alias "
                             "that does not require grad; eager returns the input itself "
@@ -1119,8 +1110,6 @@ def r_gather(g):
             v = g.new(x.shape[:1] + ishape + x.shape[2:], x.dtype, rg=x.rg, exact=x.exact)
             g.emit(f"{v} = {x}[:, {idx}]", x)
         else:
-            if "bool_mask_index" in KNOWN_BUGS:
-                return False
             k = g.int(1, nd)
             mask, count = g.mask_literal(x.shape[:k])
             v = g.new((count,) + x.shape[k:], x.dtype, rg=x.rg, exact=x.exact)
@@ -1600,9 +1589,7 @@ def programs(draw, smooth=False, max_steps=7):
     if extra == "no_grad" and any(v.root.is_input for v in outs) and \
             "no_grad_input_output" in KNOWN_BUGS:    # (x.to(x.dtype), x.contiguous() are x)
         extra = None
-    flags = {"single": len(outs) == 1 and g.chance(50), "extra": extra,
-             "no_llvm": "empty_view_output" in KNOWN_BUGS and
-             any(numel(v.shape) == 0 for s in steps for v in s.defs + list(s.uses))}
+    flags = {"single": len(outs) == 1 and g.chance(50), "extra": extra}
     return Program(inputs, steps, outs, smooth, flags)
 
 

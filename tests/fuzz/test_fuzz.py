@@ -57,8 +57,6 @@ _BACKENDS = st.sampled_from([("interpret", "python", "llvm"), ("interpret", "pyt
 def test_backends_agree(prog, backends):
     for op in prog.ops:
         event(f"op: {op}")
-    if prog.flags["no_llvm"]:          # programs.KNOWN_BUGS["empty_view_output"]
-        backends = tuple(b for b in backends if b != "llvm")
     event(f"backends: {', '.join(backends)}")
     check_program(prog, backends)
 
