@@ -142,6 +142,11 @@ class CompiledFunction:
             leaves, tree = flatten(result)
             state["tree"], state["result"] = tree, result
             outs = [leaf for _, leaf in leaves]
+            # outputs that are input tensors themselves (`return x`, not x.detach() or a
+            # view, which the graph cannot tell apart): later calls return the input too
+            where = {id(t): i for i, (_, t) in enumerate(tensors)}
+            state["identity"] = [(k, where[id(o)]) for k, o in enumerate(outs)
+                                 if id(o) in where and tensors[where[id(o)]][1] is o]
             # .grad the function set (a training step's backward): outputs to assign back
             changed = [(k, t._grad) for k, (_, t) in enumerate(tensors)
                        if t._grad is not before[k]]
@@ -197,6 +202,7 @@ class CompiledFunction:
                 state["result"] = _detached(state["result"])
         entry.unused = state["unused"]    # positions in diff_inputs: their .grad stays None
         entry.n_fn_out, entry.grad_assign = state["n_fn_out"], state["grad_assign"]
+        entry.input_outputs = state["identity"]
         entry.name = name
         entry.backend = self._resolved
         self.entries.append(entry)
@@ -391,7 +397,11 @@ def run_entry(entry, tensors):
     for k, pos in entry.grad_assign:            # .grad the step set (or cleared)
         tensors[k]._grad = None if pos is None else \
             Tensor._from_array(np.array(outs[entry.n_fn_out + pos]))
-    if entry.backward is not None and grad_mode.state.grad_enabled:
+    attach = entry.backward is not None and grad_mode.state.grad_enabled
+    for k, i in entry.input_outputs:    # `return x`: x itself, as eager returns it, unless
+        if not (attach and k in entry.diff_outputs):    # attach gives it history below
+            results[k] = tensors[i]
+    if attach:
         CompiledFunctionBackward.attach(entry, tensors, results, outs[entry.n_out:], rng_state)
     build = entry.__dict__.get("_unflatten")
     if build is None:

@@ -60,8 +60,8 @@ def _values_need_counts(values, operands, attrs, counts):
     if isinstance(values, Tensor) and values.requires_grad:
         return True           # the values' gradient g[mask] has the mask's length
     vt = operands[1].type if isinstance(operands[1], Value) else None
-    if vt is None or vt.numel <= 1:
-        return False          # a scalar broadcasts to any count
+    if vt is None or vt.numel == 1:
+        return False          # one element broadcasts to any count (an empty one may not)
     # the indexed shape with every count 0, then 1: the dims that differ are the count's
     from ..ir.shape_rules import infer_types
     ins = [operands[0]] + list(operands[2:])

@@ -54,10 +54,6 @@ KNOWN_BUGS = {
     "grad_into_input": "an input that does not require grad, written in place with a value "
                        "that does: eager gives it history, llgrad.compile refuses it with a "
                        "TraceError (unsupported, llgrad/runtime/compiled.py _check_mutated)",
-    "no_grad_input_output": "called under llgrad.no_grad(), a compiled function that returns "
-                            "one of its inputs gives (from the second call on) a new alias "
-                            "that does not require grad; eager returns the input itself "
-                            "(llgrad/runtime/compiled.py run_entry/_wrap_outputs)",
 }
 
 
@@ -1586,9 +1582,6 @@ def programs(draw, smooth=False, max_steps=7):
         outs.append(g.choice(outs))
     steps, inputs = _dce(g.steps, outs, g.inputs)
     extra = g.choice((None, None, "relayout", "no_grad"))
-    if extra == "no_grad" and any(v.root.is_input for v in outs) and \
-            "no_grad_input_output" in KNOWN_BUGS:    # (x.to(x.dtype), x.contiguous() are x)
-        extra = None
     flags = {"single": len(outs) == 1 and g.chance(50), "extra": extra}
     return Program(inputs, steps, outs, smooth, flags)
 
