@@ -147,6 +147,11 @@ class CompiledFunction:
             where = {id(t): i for i, (_, t) in enumerate(tensors)}
             state["identity"] = [(k, where[id(o)]) for k, o in enumerate(outs)
                                  if id(o) in where and tensors[where[id(o)]][1] is o]
+            # outputs that do not require grad: an untracked alias of an input (x.detach())
+            # is the same array as a view made under no_grad (which requires grad), so
+            # later calls are told apart here
+            state["plain_alias"] = [k for k, o in enumerate(outs) if isinstance(o, Tensor)
+                                    and not o.requires_grad]
             # .grad the function set (a training step's backward): outputs to assign back
             changed = [(k, t._grad) for k, (_, t) in enumerate(tensors)
                        if t._grad is not before[k]]
@@ -203,6 +208,7 @@ class CompiledFunction:
         entry.unused = state["unused"]    # positions in diff_inputs: their .grad stays None
         entry.n_fn_out, entry.grad_assign = state["n_fn_out"], state["grad_assign"]
         entry.input_outputs = state["identity"]
+        entry.plain_alias = state["plain_alias"]
         entry.name = name
         entry.backend = self._resolved
         self.entries.append(entry)
@@ -397,6 +403,9 @@ def run_entry(entry, tensors):
     for k, pos in entry.grad_assign:            # .grad the step set (or cleared)
         tensors[k]._grad = None if pos is None else \
             Tensor._from_array(np.array(outs[entry.n_fn_out + pos]))
+    for k in entry.plain_alias:     # (a view made here under no_grad would require grad)
+        if results[k]._creation is not None:
+            results[k]._creation = None
     attach = entry.backward is not None and grad_mode.state.grad_enabled
     for k, i in entry.input_outputs:    # `return x`: x itself, as eager returns it, unless
         if not (attach and k in entry.diff_outputs):    # attach gives it history below

@@ -388,6 +388,26 @@ def test_bool_mask_index_of_an_empty_tensor(backend):
     '''), (backend,))
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_detached_input_returned_under_no_grad(backend):
+    """Under no_grad, a compiled function's output that is x.detach() of an input (the same
+    array as the input) became a view made under no_grad, which requires grad; eager's
+    detached alias does not (llgrad/runtime/compiled.py run_entry)."""
+    check_program(Listing('''
+        def f(x0, x1):
+            v0 = x0.detach()
+            v1 = x1.detach()
+            v2 = v0.float()
+            return v2, v1
+
+        def make_inputs():
+            return [make_input((), 'float32', seed=0, requires_grad=True),
+                    make_input((), 'float32', seed=0)]
+
+        NO_GRAD_CALL = True
+    '''), (backend,))
+
+
 def test_known_bugs_listed_here():
     """Every KNOWN_BUGS entry of the generator has its xfail above (and only those)."""
     pytest.importorskip("hypothesis")
