@@ -292,15 +292,20 @@ def test_leaf_as_the_root():
     assert vals(x.grad) == [3.0, -3.0]
 
 
-class _OnlyFirst(llgrad.autograd.Function):
-    """p + q whose backward gives q no gradient (None)."""
-    @staticmethod
-    def forward(ctx, p, q):
-        return p + q
+def _only_first(lib):
+    """lib's (llgrad's or torch's) Function p + q whose backward gives q no gradient."""
+    class OnlyFirst(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, p, q):
+            return p + q
 
-    @staticmethod
-    def backward(ctx, g):
-        return g, None
+        @staticmethod
+        def backward(ctx, g):
+            return g, None
+    return OnlyFirst
+
+
+_OnlyFirst = _only_first(llgrad)
 
 
 @pytest.mark.parametrize("run", ["backward", "general"])
@@ -579,14 +584,7 @@ def test_retained_grad_is_taken_before_the_node_pre_hooks():
 def _scenario(lib, kind):
     """One program, run with torch or llgrad; returns a log of plain values per leaf.
     kind: "eager" (one node: llgrad's short path) or "deep"."""
-    class OnlyFirst(lib.autograd.Function):
-        @staticmethod
-        def forward(ctx, p, q):
-            return p + q
-
-        @staticmethod
-        def backward(ctx, g):
-            return g, None
+    OnlyFirst = _only_first(lib)
 
     def v(t):
         return None if t is None else t.detach().numpy().astype(np.float64).round(5).tolist()
