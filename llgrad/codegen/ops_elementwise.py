@@ -69,6 +69,22 @@ def _div(sg, node, a, b):
     return sg.div(a, b)
 
 
+@elementwise("div_mode", check=_floats_only)
+def _div_mode(sg, node, a, b):
+    q = sg.div(a, b)
+    mode = node.attrs.get("rounding_mode")
+    if mode == "floor":
+        return Scalar(sg.call("llvm.floor", q.v.type, q.v), q.dt)
+    if mode == "trunc":
+        return Scalar(sg.call("llvm.trunc", q.v.type, q.v), q.dt)
+    return q
+
+
+@elementwise("div_scalar", check=_floats_only)
+def _div_scalar(sg, node, a, b):
+    return sg.div(a, b)
+
+
 @elementwise("neg", check=_no_bool)
 def _neg(sg, node, a):
     return sg.neg(a)
@@ -143,7 +159,7 @@ def _gelu(sg, node, x):
     return sg.mul(sg.mul(c(0.5), x), sg.add(c(1), vecmath.tanh(sg, inner)))
 
 
-@elementwise("leaky_relu", check=_floats_only)
+@elementwise("leaky_relu", "leaky_relu_", check=_floats_only)
 def _leaky_relu(sg, node, x):
     slope = node.attrs.get("negative_slope", 0.01)
     pos = sg.cmp(">", x, sg.const(0, x.dt)).v
@@ -174,6 +190,16 @@ def _clamp(sg, node, x, lo, hi):
     if hi is not None:
         x = sg.minimum(x, hi)
     return x
+
+
+@elementwise("clamp_min", check=_no_bool)
+def _clamp_min(sg, node, x, lo):
+    return sg.maximum(x, lo)
+
+
+@elementwise("clamp_max", check=_no_bool)
+def _clamp_max(sg, node, x, hi):
+    return sg.minimum(x, hi)
 
 
 @elementwise("where")

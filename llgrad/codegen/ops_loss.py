@@ -138,9 +138,11 @@ def _check_nll(node):
     if t.type.dtype not in INDEX_DTYPES:
         return f"target dtype {t.type.dtype}"
     xs, ts = x.type.shape, t.type.shape
-    if len(xs) < 2 or ts != xs[:1] + xs[2:]:
+    if len(xs) == 1 and ts == ():
+        pass                            # one sample: (C,) with a target ()
+    elif len(xs) < 2 or ts != xs[:1] + xs[2:]:
         return "an input that is not (N, C, ...) with a target (N, ...)"
-    if t.type.numel and (xs[1] == 0 or (w is not None and w.type.shape[0] == 0)):
+    if t.type.numel and (xs[min(1, len(xs) - 1)] == 0 or (w is not None and w.type.shape[0] == 0)):
         return "no classes"
     return _check_reduction(node)
 
@@ -152,7 +154,8 @@ def _emit_nll(plan, group, fg):
     flag = group.state["flag"]
     zero_flag(fg, flag)
     shape = t.type.shape
-    ncls = x.type.shape[1]
+    cdim = min(1, len(x.type.shape) - 1)          # the class dim: 0 for a (C,) input
+    ncls = x.type.shape[cdim]
     ignore = sg.const(node.attrs.get("ignore_index", -100), "int64")
     xa, ta = plan.access(x, x.type.shape), plan.access(t, shape)
     wa = plan.access(w, w.type.shape) if w is not None else None
@@ -166,7 +169,7 @@ def _emit_nll(plan, group, fg):
             keep = sg.cmp("!=", tv, ignore).v
             safe = sg.select(keep, tv, sg.const(0, "int64"))
             j = wrap_index(fg, flag, safe, ncls)
-            picked = fg.load(xa, idx[:1] + [j] + idx[1:])
+            picked = fg.load(xa, idx[:cdim] + [j] + idx[cdim:])
             if wa is not None:
                 wj = wrap_index(fg, flag, safe, w.type.shape[0])
                 wt = sg.cast(fg.load(wa, [wj]), dt)

@@ -109,7 +109,11 @@ def _operand(plan, v, batch, as_row):
 
 def _prepare(plan, group):
     node = group.root
-    a, b = node.inputs[:2]
+    _prepare_product(plan, group, *node.inputs[:2])
+
+
+def _prepare_product(plan, group, a, b):
+    node = group.root
     out_t = node.outputs[0].type
     batch_a = a.type.shape[:-2] if len(a.type.shape) > 1 else ()
     batch_b = b.type.shape[:-2] if len(b.type.shape) > 1 else ()
@@ -217,6 +221,59 @@ def _emit(plan, group, fg):
                     fg.store(sg.add(cur, sg.mul(aik, fg.load(B.acc, bidx + [k, j]))),
                              C.acc, bidx + [i, j])
 
+
+def _addmm_check(node):
+    bias, a, b = node.inputs[:3]
+    dt = node.outputs[0].type.dtype
+    if not isinstance(bias, Value) or bias.type.dtype != dt:
+        return "the added input must be a tensor of the result's dtype"
+    if dt not in ("float32", "float64") and \
+            any(isinstance(node.attrs.get(k, 1), float) for k in ("beta", "alpha")):
+        return "a float beta or alpha on integers"
+    return _check_pair(a, b, dt)
+
+
+def _check_pair(a, b, dt):
+    if not (isinstance(a, Value) and isinstance(b, Value)):
+        return "operands must be tensors"
+    if a.type.dtype != dt or b.type.dtype != dt:
+        return "mixed dtypes"
+    if dt == "bool":
+        return "bool operands"
+    return None
+
+
+def _addmm_prepare(plan, group):
+    node = group.root
+    bias, a, b = node.inputs[:3]
+    _prepare_product(plan, group, a, b)
+    st = group.state
+    st["bias"] = plan.access(bias, (st["M"], st["N"]))
+
+
+def _addmm_emit(plan, group, fg):
+    """The product into the result (as mm), then result = beta * self + alpha * result in one
+    pass (the result never shares a buffer with an operand of its own group)."""
+    _emit(plan, group, fg)
+    st = group.state
+    C, M, N, bias = st["C"], st["M"], st["N"], st["bias"]
+    beta, alpha = group.root.attrs.get("beta", 1), group.root.attrs.get("alpha", 1)
+    if M * N == 0 or (beta == 0 and alpha == 1):
+        return
+    b, sg = fg.b, fg.sg
+    dt = C.acc.dt
+    with loop_nest(b, (M, N), name="am") as idx:
+        idx = list(idx)
+        v = fg.load(C.acc, idx)
+        if alpha != 1:
+            v = sg.mul(v, sg.const(alpha, dt))
+        if beta != 0:
+            x = fg.load(bias, idx)
+            v = sg.add(v, x if beta == 1 else sg.mul(x, sg.const(beta, dt)))
+        fg.store(v, C.acc, idx)
+
+
+register("addmm", "kernel", emit=_addmm_emit, prepare=_addmm_prepare, check=_addmm_check)
 
 # dot (1-D . 1-D) and mv (2-D @ 1-D) are matmuls of those ranks (a 1 x K row times a K x 1
 # column, an M x K matrix times a column): the same code, BLAS included

@@ -63,6 +63,36 @@ _binary("div", np.true_divide,
         "DivBackward0", save=("self", "other"), float_out=True)
 
 
+
+def _div_mode(a, b, rounding_mode=None):
+    q = np.true_divide(a, b)
+    if rounding_mode == "floor":
+        return np.floor(q)
+    if rounding_mode == "trunc":
+        return np.trunc(q)
+    return q
+
+
+def _div_mode_vjp(c, g):
+    if c.rounding_mode is not None:     # a step function: grad * 0, as PyTorch (nan stays nan)
+        return (g * 0 if c.needs(0) else None, g * 0 if c.needs(1) else None)
+    return (g / c.other if c.needs(0) else None,
+            -g * c.self / (c.other * c.other) if c.needs(1) else None)
+
+
+# div(other, rounding_mode=...) on floats: PyTorch's div.Tensor_mode, one node (DivBackward2)
+# whatever the mode (rounding_mode=None given explicitly included). Integer operands keep
+# their integer floor/trunc division in the method (llgrad/runtime/methods.py).
+_binary("div_mode", _div_mode, _div_mode_vjp, "DivBackward2", save=("self", "other"),
+        float_out=True)
+
+# div by a Python number inside a composite (PyTorch's div.Scalar, as cross_entropy's mean
+# over the batch calls it): one edge, DivBackward1. Python's x / 2 is div.Tensor instead.
+defop("div_scalar", np.true_divide, args=("self", "other"), save=("other",),
+      vjp=lambda c, g: (g / c.other,), grad_fn="DivBackward1", kind="elementwise",
+      promote=(0, 1), float_out=True)
+
+
 def _pow_name(inputs, attrs):
     a, b = inputs
     if not _is_tensor(b):
@@ -147,6 +177,25 @@ _unary("leaky_relu", lambda x, negative_slope=0.01: np.where(x > 0, x, x * negat
        save=("self",))
 
 
+def _leaky_relu_inplace_vjp(c, g):
+    # leaky_relu_ saves its result, not its input: result > 0 says x > 0 only for a
+    # non-negative slope, so PyTorch refuses a negative one in backward
+    if c.negative_slope < 0:
+        raise RuntimeError("In-place leakyReLu backward calculation is triggered with a "
+                           "negative slope which is not supported. This is caused by calling "
+                           "in-place forward function with a negative slope, please call "
+                           "out-of-place version instead. File an issue at "
+                           "https://github.com/pytorch/pytorch if you do require supporting "
+                           "in-place leakRelu backward calculation with negative slope")
+    return (g.where(c.result > 0, g * c.negative_slope),)
+
+
+# in place (F.leaky_relu(x, inplace=True)): PyTorch's leaky_relu_ has a derivative of its
+# own, on the result (LeakyReluBackward1)
+_unary("leaky_relu_", lambda x, negative_slope=0.01: np.where(x > 0, x, x * negative_slope),
+       _leaky_relu_inplace_vjp, "LeakyReluBackward1", save=("result",))
+
+
 def _gelu(x, approximate="none"):
     if approximate == "tanh":
         inner = _SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
@@ -214,6 +263,30 @@ def _clamp_vjp(c, g):
 defop("clamp", _clamp, vjp=_clamp_vjp, args=("self", "min", "max"), save=("self", "min", "max"),
       grad_fn=lambda ins, at: "ClampBackward0" if _is_tensor(ins[1]) or _is_tensor(ins[2])
       else "ClampBackward1", kind="elementwise", promote=(0, 1, 2))
+
+
+def _clamp_min_vjp(c, g):
+    x, lo = c.self, c.min
+    keep = x >= lo
+    return (g * keep if c.needs(0) else None,
+            g * keep.logical_not() if c.needs(1) else None)
+
+
+def _clamp_max_vjp(c, g):
+    x, hi = c.self, c.max
+    keep = x <= hi
+    return (g * keep if c.needs(0) else None,
+            g * keep.logical_not() if c.needs(1) else None)
+
+
+# Tensor.clamp_min / clamp_max are ops of their own in PyTorch (ClampMin/ClampMaxBackward0 for
+# a number bound, ...Backward1 for a tensor one), apart from clamp(min=...) (ClampBackward1)
+defop("clamp_min", lambda x, lo: _clamp(x, lo, None), vjp=_clamp_min_vjp, args=("self", "min"),
+      save=("self", "min"), kind="elementwise", promote=(0, 1),
+      grad_fn=lambda ins, at: "ClampMinBackward1" if _is_tensor(ins[1]) else "ClampMinBackward0")
+defop("clamp_max", lambda x, hi: _clamp(x, None, hi), vjp=_clamp_max_vjp, args=("self", "max"),
+      save=("self", "max"), kind="elementwise", promote=(0, 1),
+      grad_fn=lambda ins, at: "ClampMaxBackward1" if _is_tensor(ins[1]) else "ClampMaxBackward0")
 
 
 def _max_min_vjp(pick):

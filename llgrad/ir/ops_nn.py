@@ -29,6 +29,36 @@ defop("bmm", np.matmul, args=("self", "mat2"), save=("self", "mat2"), grad_fn="B
       vjp=_bmm_vjp)
 defop("matmul", np.matmul, args=("self", "other"), save=("self", "other"),
       grad_fn="UnsafeViewBackward0", vjp=_matmul_vjp)
+
+
+def _addmm(bias, a, b, beta=1, alpha=1):
+    p = np.matmul(a, b)
+    if alpha != 1:
+        p = p * alpha
+    if beta == 0:                       # the input is ignored (nan and inf in it too)
+        return np.array(np.broadcast_to(p, p.shape), dtype=p.dtype)
+    out = p + (bias if beta == 1 else bias * beta)
+    return np.array(np.broadcast_to(out, p.shape), dtype=p.dtype)
+
+
+def _addmm_vjp(c, g):
+    a, b = c.mat1, c.mat2
+    gs = None
+    if c.needs(0):                      # summed to the input's shape by the caller
+        gs = g if c.beta == 1 else g * c.beta
+    ga = gb = None
+    if c.needs(1):
+        ga = g.mm(b.t())
+        ga = ga if c.alpha == 1 else ga * c.alpha
+    if c.needs(2):
+        gb = a.t().mm(g)
+        gb = gb if c.alpha == 1 else gb * c.alpha
+    return gs, ga, gb
+
+
+# beta * self + alpha * (mat1 @ mat2): F.linear with a bias on a matrix (PyTorch fuses it)
+defop("addmm", _addmm, args=("self", "mat1", "mat2"), save=("mat1", "mat2"),
+      grad_fn="AddmmBackward0", vjp=_addmm_vjp)
 defop("dot", lambda a, b: np.asarray(np.dot(a, b)), args=("self", "other"),
       save=("self", "other"), grad_fn="DotBackward0",
       vjp=lambda c, g: (g * c.other if c.needs(0) else None, g * c.self if c.needs(1) else None))
@@ -149,12 +179,19 @@ def _nll_parts(x, t, w, ignore_index):
 
 
 def _nll_loss(x, t, w, ignore_index=-100, reduction="mean"):
+    if x.ndim == 1:                     # one sample: input (C,), target (), loss ()
+        picked, wt = _nll_parts(x[None], np.reshape(t, (1,)), w, ignore_index)
+        loss = _reduce(-picked * wt, reduction, wt.sum())
+        return np.reshape(loss, ())
     picked, wt = _nll_parts(x, t, w, ignore_index)
     return _reduce(-picked * wt, reduction, wt.sum())
 
 
 def _nll_vjp(c, g):
     x, t, w = c.self, c.target, c.weight
+    flat = x.ndim == 1
+    if flat:                            # as a batch of one: (1, C) and (1,)
+        t = t.reshape(1)
     keep = t != c.ignore_index
     safe = t.where(keep, 0)
     wt = (w.index_select(0, safe.reshape(-1)).reshape(safe.shape) if w is not None
@@ -164,7 +201,9 @@ def _nll_vjp(c, g):
     else:
         scale = -g
     src = (wt * scale).unsqueeze(1)
-    return (x.new_zeros(x.shape).scatter_add(1, safe.unsqueeze(1), src), None, None)
+    shape = (1,) + tuple(x.shape) if flat else x.shape
+    gx = x.new_zeros(shape).scatter_add(1, safe.unsqueeze(1), src)
+    return (gx.reshape(x.shape) if flat else gx, None, None)
 
 
 defop("nll_loss", _nll_loss, args=("self", "target", "weight"),

@@ -58,6 +58,9 @@ def _reshape_view(x, shape):
 
 defop("view", _reshape_view, kind="view", grad_fn="ViewBackward0",
       vjp=lambda c, g: (g.reshape(c.shape(0)),))
+# reshape of a non-contiguous input that can still be viewed (PyTorch's _reshape_alias)
+defop("_reshape_alias", _reshape_view, kind="view", grad_fn="ReshapeAliasBackward0",
+      vjp=lambda c, g: (g.reshape(c.shape(0)),))
 defop("_unsafe_view", lambda x, shape: np.reshape(x, shape), kind="view",
       grad_fn="UnsafeViewBackward0", vjp=lambda c, g: (g.reshape(c.shape(0)),))
 defop("alias", lambda x: x.view(), kind="view", grad_fn="AliasBackward0",
@@ -106,6 +109,12 @@ def _squeeze(x, dim=None):
 defop("squeeze", _squeeze, kind="view", vjp=lambda c, g: (g.reshape(c.shape(0)),),
       grad_fn=lambda ins, at: "SqueezeBackward0" if at.get("dim") is None else
       "SqueezeBackward1" if isinstance(at["dim"], int) else "SqueezeBackward2")
+# squeeze_ of a fresh result (1-D @ 2-D matmul ends so): PyTorch's in-place squeeze has
+# nodes of its own (SqueezeBackward3/4/5); here it runs out of place and the caller drops
+# the result's base (in PyTorch it is the same tensor, not a view)
+defop("squeeze_", _squeeze, kind="view", vjp=lambda c, g: (g.reshape(c.shape(0)),),
+      grad_fn=lambda ins, at: "SqueezeBackward3" if at.get("dim") is None else
+      "SqueezeBackward4" if isinstance(at["dim"], int) else "SqueezeBackward5")
 defop("unsqueeze", lambda x, dim: np.expand_dims(x, dim), kind="view",
       grad_fn="UnsqueezeBackward0", vjp=lambda c, g: (g.reshape(c.shape(0)),))
 

@@ -21,7 +21,7 @@ def relu(input, inplace=False):
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
     if inplace:
-        return input._iop("leaky_relu", negative_slope=negative_slope)
+        return input._iop("leaky_relu_", negative_slope=negative_slope)
     return input.leaky_relu(negative_slope)
 
 
@@ -78,6 +78,19 @@ def dropout(input, p=0.5, training=True, inplace=False):
 
 
 def linear(input, weight, bias=None):
+    if bias is not None:
+        # PyTorch's fused paths: addmm for a matrix; a contiguous input of another rank
+        # with a 1-D bias is flattened to a matrix for addmm and viewed back
+        nd = input._data.ndim
+        if nd == 2:
+            return bias.addmm(input, weight.t())
+        if nd and bias._data.ndim == 1 and input.is_contiguous():
+            shape = input._data.shape
+            n = 1
+            for k in shape[:-1]:
+                n *= k
+            out = bias.addmm(input.reshape(n, shape[-1]), weight.t())
+            return out.view(shape[:-1] + (out._data.shape[1],))
     out = input.matmul(weight.t())
     return out + bias if bias is not None else out
 
@@ -141,6 +154,10 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
              reduction="mean"):
     _reduction(reduction)
+    if input._data.ndim == 1 and target._data.shape in ((), (1,)):
+        # one sample: PyTorch's nll_loss takes it as is (NllLossBackward0, a 0-d loss)
+        return _nll_loss_1d(input, target.reshape(()) if target._data.ndim else target,
+                            weight, ignore_index, reduction)
     if input._data.ndim == 1:
         return nll_loss(input.unsqueeze(0), target.unsqueeze(0), weight, None, ignore_index,
                         None, reduction).squeeze(0) if reduction == "none" else \
@@ -168,6 +185,16 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
                 {"ignore_index": ignore_index, "reduction": reduction})
 
 
+def _nll_loss_1d(input, target, weight, ignore_index, reduction):
+    if target._dtype._cat != 1:
+        raise RuntimeError(f"expected scalar type Long but found {target._dtype.name}")
+    t = int(target._data)
+    if t != ignore_index and not 0 <= t < input._data.shape[0]:
+        raise IndexError(f"Target {t} is out of bounds.")
+    return call(OPS["nll_loss"], (input, target, weight),
+                {"ignore_index": ignore_index, "reduction": reduction})
+
+
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
                   reduction="mean", label_smoothing=0.0):
     _reduction(reduction)
@@ -185,7 +212,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
             return -prod.sum(class_dim)
         if reduction == "sum":
             return -prod.sum()
-        return -prod.sum() / (input._data.size // c)
+        # PyTorch divides by the batch size as an int (div.Scalar: DivBackward1)
+        return call(OPS["div_scalar"], (-prod.sum(), input._data.size // c), {})
     loss = nll_loss(logp, target, weight, ignore_index=ignore_index, reduction=reduction)
     if not label_smoothing:
         return loss

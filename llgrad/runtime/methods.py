@@ -73,22 +73,23 @@ def sub(self, other, alpha=1):
     return call(_SUB, (self, other), {"alpha": alpha})
 
 
-def div(self, other, rounding_mode=None):
+_NO_MODE = object()      # div(x, y) (div.Tensor) apart from div(x, y, rounding_mode=None)
+
+
+def div(self, other, rounding_mode=_NO_MODE):
+    if rounding_mode is _NO_MODE:
+        return call(_DIV, (self, other), {})
     if rounding_mode not in (None, "floor", "trunc"):
         raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' "
                            f"but found '{rounding_mode}'")
-    rt = dtypes.result_type(self, other) if rounding_mode is not None else None
-    if rt is not None and not rt.is_floating_point:
-        # integer floor/trunc division stays integer (PyTorch); float64 is exact below 2**53
-        q = call(_DIV, (self.to(dtypes.float64), other), {})
-        q = q.floor() if rounding_mode == "floor" else q.sign() * q.abs().floor()
-        return q.to(rt)
-    r = call(_DIV, (self, other), {})
-    if rounding_mode == "floor":
-        return r.floor()
-    if rounding_mode == "trunc":
-        return r.sign() * r.abs().floor()
-    return r
+    rt = dtypes.result_type(self, other)
+    if rt.is_floating_point or rounding_mode is None:
+        # one op, one node (DivBackward2), as PyTorch's div.Tensor_mode
+        return call(OPS["div_mode"], (self, other), {"rounding_mode": rounding_mode})
+    # integer floor/trunc division stays integer (PyTorch); float64 is exact below 2**53
+    q = call(_DIV, (self.to(dtypes.float64), other), {})
+    q = q.floor() if rounding_mode == "floor" else q.sign() * q.abs().floor()
+    return q.to(rt)
 
 
 def pow(self, exponent):
@@ -121,7 +122,18 @@ _def("square", lambda self: call(_POW, (self, 2), {}))
 _def("add_", lambda self, other, alpha=1: call_inplace(_ADD, self, (self, other), {"alpha": alpha}))
 _def("sub_", lambda self, other, alpha=1: call_inplace(_SUB, self, (self, other), {"alpha": alpha}))
 _def("mul_", lambda self, other: call_inplace(_MUL, self, (self, other), {}))
-_def("div_", lambda self, other: call_inplace(_DIV, self, (self, other), {}))
+def div_(self, other, rounding_mode=_NO_MODE):
+    if rounding_mode is _NO_MODE:
+        return call_inplace(_DIV, self, (self, other), {})
+    if rounding_mode not in (None, "floor", "trunc"):
+        raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' "
+                           f"but found '{rounding_mode}'")
+    if not self._dtype.is_floating_point and rounding_mode is not None:
+        return self.copy_(div(self, other, rounding_mode))
+    return call_inplace(OPS["div_mode"], self, (self, other), {"rounding_mode": rounding_mode})
+
+
+_def("div_", div_)
 _def("pow_", lambda self, e: call_inplace(_POW, self, (self, e), {}))
 Tensor.__iadd__ = Tensor.add_
 Tensor.__isub__ = Tensor.sub_
@@ -164,8 +176,10 @@ for _n, _f in (("leaky_relu", leaky_relu), ("gelu", gelu), ("softplus", softplus
                ("where", where)):
     _def(_n, _f)
 _def("silu", lambda self: self._op("silu"))
-_def("clamp_min", lambda self, m: clamp(self, m, None))
-_def("clamp_max", lambda self, m: clamp(self, None, m))
+_def("clamp_min", lambda self, min: call(OPS["clamp_min"], (self, min), {}))
+_def("clamp_max", lambda self, max: call(OPS["clamp_max"], (self, max), {}))
+_def("clamp_min_", lambda self, min: call_inplace(OPS["clamp_min"], self, (self, min), {}))
+_def("clamp_max_", lambda self, max: call_inplace(OPS["clamp_max"], self, (self, max), {}))
 
 
 # ---- copies, casts, fills --------------------------------------------------------------------

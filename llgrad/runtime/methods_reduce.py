@@ -1,5 +1,6 @@
 """Reductions, normalisers, scans, matrix products and gather/scatter methods."""
 import collections
+import numpy as np
 
 from ..ir import OPS
 from .dispatch import call, call_inplace
@@ -172,6 +173,29 @@ def mm(self, mat2):
     return call(OPS["mm"], (self, mat2), {})
 
 
+def addmm(self, mat1, mat2, *, beta=1, alpha=1):
+    if mat1._data.ndim != 2 or mat2._data.ndim != 2:
+        raise RuntimeError("mat1 must be a matrix, got %d-D tensor" % mat1._data.ndim
+                           if mat1._data.ndim != 2 else
+                           "mat2 must be a matrix, got %d-D tensor" % mat2._data.ndim)
+    if mat1._data.shape[1] != mat2._data.shape[0]:
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({mat1._data.shape[0]}x"
+                           f"{mat1._data.shape[1]} and {mat2._data.shape[0]}x"
+                           f"{mat2._data.shape[1]})")
+    _same_dtype(mat1, mat2, "mat1 and mat2")
+    _same_dtype(self, mat1, "self and mat2")
+    shape = (mat1._data.shape[0], mat2._data.shape[1])
+    try:
+        if np.broadcast_shapes(self._data.shape, shape) != shape:
+            raise ValueError
+    except ValueError:
+        raise RuntimeError(f"The expanded size of the tensor ({shape[1]}) must match the "
+                           f"existing size ({self._data.shape[-1]}) at non-singleton dimension "
+                           f"1.  Target sizes: {list(shape)}.  Tensor sizes: "
+                           f"{list(self._data.shape)}") from None
+    return call(OPS["addmm"], (self, mat1, mat2), {"beta": beta, "alpha": alpha})
+
+
 def bmm(self, mat2):
     if self._data.ndim != 3 or mat2._data.ndim != 3:
         raise RuntimeError("batch1 must be a 3D tensor" if self._data.ndim != 3 else
@@ -220,7 +244,11 @@ def matmul(self, other):
     if a == 2 and b == 2:
         return mm(self, other)
     if a == 1 and b == 2:
-        return matmul(self.unsqueeze(0), other).squeeze(-2)
+        # PyTorch: unsqueeze(0), mm, then squeeze_(0) on the product (SqueezeBackward4)
+        r = mm(self.unsqueeze(0), other)._op("squeeze_", dim=0)
+        r._base = None            # squeezed in place: the product itself, not a view
+        r._creation = None
+        return r
     if a == 2 and b >= 3:
         # PyTorch folds: (other^T @ self^T)^T, made contiguous (CloneBackward0)
         if self._data.shape[-1] != other._data.shape[-2]:
@@ -242,7 +270,7 @@ def matmul(self, other):
     return r
 
 
-for _n, _f in (("mm", mm), ("bmm", bmm), ("dot", dot), ("mv", mv), ("matmul", matmul),
+for _n, _f in (("mm", mm), ("addmm", addmm), ("bmm", bmm), ("dot", dot), ("mv", mv), ("matmul", matmul),
                ("__matmul__", matmul)):
     _def(_n, _f)
 _def("__rmatmul__", lambda self, other: matmul(other, self))

@@ -37,7 +37,8 @@ def reshape(self, *shape):
         out._base = None          # a copy: it aliases only the internal clone, as in PyTorch
         out._creation = None      # (not a view, so no no_grad / inference_mode view either)
         return out
-    return self._op("view", shape=shape)
+    # viewable: a view of a contiguous tensor (ViewBackward0), else PyTorch's _reshape_alias
+    return self._op("view" if self.is_contiguous() else "_reshape_alias", shape=shape)
 
 
 def transpose(self, dim0, dim1):
@@ -238,10 +239,9 @@ def _expand_ellipsis(idx, ndim):
 
 def getitem(self, idx):
     if type(idx) is slice and self._data.ndim:          # fast path: x[a:b:c]
-        n = self._data.shape[0]
-        start, stop, step = norm_slice(idx, n)
-        if (start, stop, step) == (0, n, 1):
-            return self._op("alias")
+        # a lone slice is always sliced, even x[:] (PyTorch's get_item disables the
+        # full-slice shortcut for it: SliceBackward0); in a tuple a full slice is skipped
+        start, stop, step = norm_slice(idx, self._data.shape[0])
         return self._op("slice", dim=0, start=start, end=stop, step=step)
     if type(idx) is int and self._data.ndim:            # fast path: x[i]
         return select(self, 0, idx)

@@ -493,6 +493,8 @@ BINARY = {   # name: (spellings with {a} {b}, domain of b, smooth, result is boo
             False),
     "mul": (("{a} * {b}", "{a}.mul({b})", "llgrad.mul({a}, {b})"), "any", True, False),
     "div": (("{a} / {b}", "{a}.div({b})", "llgrad.div({a}, {b})"), "pos", True, False),
+    "div_mode": (("{a}.div({b}, rounding_mode=None)", "llgrad.div({a}, {b}, rounding_mode=None)"),
+                 "pos", True, False),
     "maximum": (("llgrad.maximum({a}, {b})", "{a}.maximum({b})", "llgrad.max({a}, {b})"),
                 "any", False, False),
     "minimum": (("llgrad.minimum({a}, {b})", "{a}.minimum({b})"), "any", False, False),
@@ -500,7 +502,7 @@ BINARY = {   # name: (spellings with {a} {b}, domain of b, smooth, result is boo
     "lt": (("{a} < {b}",), "any", False, True), "le": (("{a} <= {b}",), "any", False, True),
     "gt": (("{a} > {b}",), "any", False, True), "ge": (("{a} >= {b}",), "any", False, True),
 }
-BINARY_ELSEWHERE = {"pow", "rsub", "logical_and", "logical_or", "logical_xor"}
+BINARY_ELSEWHERE = {"pow", "rsub", "logical_and", "logical_or", "logical_xor", "div_scalar"}
 
 
 @functools.lru_cache(maxsize=None)
@@ -578,7 +580,8 @@ def r_clamp(g):
     form = g.int(0, 3)
     if form == 0:
         text = g.choice([f"{x}.clamp(-0.5, 0.5)", f"{x}.clamp(min=0.1)", f"{x}.clip(max=0.2)",
-                         f"llgrad.clamp({x}, -1.0, 0.3)", f"{x}.clamp(0.5, -0.5)"])
+                         f"llgrad.clamp({x}, -1.0, 0.3)", f"{x}.clamp(0.5, -0.5)",
+                         f"{x}.clamp_min(0.1)", f"{x}.clamp_max(-0.2)"])
         shape, uses = x.shape, (x,)
     else:
         lo, lv, s1 = g.operand(x.shape, dtype=x.dtype)
@@ -591,7 +594,8 @@ def r_clamp(g):
         shape = bcast(s1, s2) if form == 1 else s1 if form == 2 else s2
     v = g.new(shape, x.dtype, rg=rg_of(*uses), exact=ex(*uses))
     g.emit(f"{v} = {text}", *uses)
-    g.op("clamp")
+    g.op("clamp_min" if ".clamp_min(" in text else "clamp_max" if ".clamp_max(" in text
+         else "clamp")
 
 
 def _mask(g, shape, into=True):
@@ -1183,7 +1187,7 @@ def r_matmul(g):
                 (s[0], m), "mm"
         elif form == 2:
             y, b = other((m, s[1])), other((m,))
-            return _emit_mm(g, x, (y, b), f"F.linear({x}, {y}, {b})", (s[0], m), "mm")
+            return _emit_mm(g, x, (y, b), f"F.linear({x}, {y}, {b})", (s[0], m), "addmm")
         else:
             y = other((s[1], m))
             text, shape, op = g.choice([f"{x}.mm({y})", f"{x} @ {y}", f"llgrad.mm({x}, {y})",
@@ -1501,7 +1505,7 @@ RECIPES = {
     r_unary: (6, set(_unary_table())),
     r_binary: (6, set(_binary_table()) | {"rsub", "reciprocal"}),
     r_pow: (1, {"pow"}),
-    r_clamp: (1, {"clamp"}),
+    r_clamp: (1, {"clamp", "clamp_min", "clamp_max"}),
     r_mask: (2, {"gt", "lt", "ge", "eq", "ne", "logical_not", "logical_and", "logical_or",
                  "logical_xor", "isfinite", "to_dtype"}),
     r_where: (1, {"where"}),
@@ -1512,13 +1516,14 @@ RECIPES = {
     r_bool_reduce: (1, {"all", "any"}),
     r_softmax: (2, {"softmax", "log_softmax", "cumsum"}),
     r_view: (6, {"slice", "select", "transpose", "t", "unsqueeze", "squeeze", "diagonal",
-                 "permute", "alias", "view", "_unsafe_view", "expand", "as_strided"}),
+                 "permute", "alias", "view", "_unsafe_view", "_reshape_alias", "expand",
+                 "as_strided"}),
     r_multi_view: (1, {"unbind", "split"}),
     r_detach: (1, set()),
     r_cat: (2, {"cat", "stack"}),
     r_gather: (2, {"gather", "index_select", "index"}),
     r_scatter: (1, {"scatter_add", "index_add", "index_put"}),
-    r_matmul: (2, {"mm", "bmm", "matmul", "dot", "mv"}),
+    r_matmul: (2, {"mm", "bmm", "matmul", "dot", "mv", "addmm", "squeeze_"}),
     r_norm: (1, {"layer_norm", "batch_norm"}),
     r_embedding: (1, {"embedding"}),
     r_loss: (1, {"mse_loss", "binary_cross_entropy_with_logits", "nll_loss"}),
@@ -1529,7 +1534,10 @@ RECIPES = {
 _WEIGHTED = [r for r, (w, _) in RECIPES.items() for _ in range(w)]
 
 # ops of the table no recipe draws, with the reason
-NOT_DRAWN = {}
+NOT_DRAWN = {
+    "div_scalar": "reached only through F.cross_entropy with class-probability targets and "
+                  "reduction='mean' (no public spelling); its lowering is div's",
+}
 
 
 def covered_ops():

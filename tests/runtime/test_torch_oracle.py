@@ -232,10 +232,7 @@ def reshape_edges(lib, F, x, y, s, z):
             y.split([1, 2], 1))
 
 
-@program(randn(4, 3),
-         xfail="grad_fn: PyTorch's reshape of a non-contiguous but viewable tensor is "
-               "_reshape_alias (ReshapeAliasBackward0); the op table has no such node name, "
-               "llgrad records a view (ViewBackward0)")
+@program(randn(4, 3))
 def reshape_alias(lib, F, y):
     return y.t().reshape(3, 2, 2)
 
@@ -800,9 +797,7 @@ def misc_methods(lib, F, x, p, i, lo, hi, d, b):
             x.detach().sum().div(i.sum(), rounding_mode="trunc"))
 
 
-@program(randn(3, 4), backward=False,
-         xfail="grad_fn: PyTorch's div with rounding_mode is one node (DivBackward2, zero "
-               "gradient); the op table has no such op, llgrad composes floor/sign/abs")
+@program(randn(3, 4), backward=False)
 def div_rounding_mode_grad_fn(lib, F, x):
     return x.div(0.3, rounding_mode="floor"), x.div(-0.7, rounding_mode="trunc")
 
@@ -879,9 +874,7 @@ def matmul_family(lib, F, v, w, A, B, X, Y, P, Q):
             lib.mm(A, B), A.matmul(B), X @ Y[0], lib.dot(v, w), A.mv(w), A @ Y, Q.mT @ w, P @ B)
 
 
-@program(randn(4), randn(4, 5),
-         xfail="grad_fn: PyTorch's 1-D @ 2-D matmul ends with squeeze_(0) (SqueezeBackward4); "
-               "the op table has no in-place squeeze node name, llgrad gives SqueezeBackward1")
+@program(randn(4), randn(4, 5))
 def matmul_1d_2d(lib, F, v, B):
     return v @ B
 
@@ -983,9 +976,7 @@ def cross_entropy_prob_targets_mean_values(lib, F, x, p, w):
             F.cross_entropy(x, p, label_smoothing=0.2))
 
 
-@program(randn(5, 4), NG(_PROBS),
-         xfail="grad_fn: PyTorch divides by an int (div.Scalar, DivBackward1); the op table's "
-               "div always names its node DivBackward0")
+@program(randn(5, 4), NG(_PROBS))
 def cross_entropy_prob_targets_mean(lib, F, x, p):
     return F.cross_entropy(x, p)
 
@@ -1016,9 +1007,7 @@ def cross_entropy_1d(lib, F, v, c, w):
             F.nll_loss(v, c, reduction="mean"))
 
 
-@program(randn(4), arr(2, np.int64),
-         xfail="grad_fn: PyTorch's nll_loss takes a 1-D input directly (NllLossBackward0); "
-               "the op table's nll_loss needs (N, C), so llgrad ends with SqueezeBackward1")
+@program(randn(4), arr(2, np.int64))
 def cross_entropy_1d_none(lib, F, v, c):
     return F.cross_entropy(v, c, reduction="none")
 
@@ -1060,9 +1049,7 @@ def inplace_activations_and_broadcast(lib, F, x, r, d):
     return a, b, c, same, e
 
 
-@program(randn(3, 4),
-         xfail="grad_fn: PyTorch names in-place leaky_relu_'s node LeakyReluBackward1; the op "
-               "table has one name per op (LeakyReluBackward0)")
+@program(randn(3, 4))
 def leaky_relu_inplace(lib, F, x):
     b = x * 1
     F.leaky_relu(b, 0.1, inplace=True)

@@ -162,10 +162,7 @@ def _copy_arrays(arrays):
 # ---- expected failures --------------------------------------------------------------------------
 # {(check, "op-id" or "op-id-layout"): reason}; checks: "op", "eager", "roundtrip", "loc".
 
-XFAIL = {
-    ("op", "slice-full"): "x[:] records alias, not slice (getitem skips full slices, "
-                          "llgrad/runtime/methods_views.py; test_optable's xfail of this case)",
-}
+XFAIL = {}
 
 
 def _params(check, layouts=LAYOUTS):
