@@ -1,4 +1,4 @@
-"""Decomposition of composite ops (layer_norm, gelu) into the primitive ops their VJP rules are written with.
+"""Decomposition of composite ops (layer_norm, gelu, addmm) into the primitive ops their VJP rules are written with.
 
 Why: a compiled training step holds `layer_norm` in its forward and, in its backward, the
 rule's own recomputation of the mean and the reciprocal standard deviation
@@ -7,6 +7,10 @@ recomputation. Written as the same primitive ops, with the same operands and att
 common-subexpression elimination (passes.cse) merges the two, and the native scheduler can
 fuse the row statistics of forward and backward into one walk over each row
 (codegen/rows.py).
+
+addmm (F.linear with a bias, named as PyTorch names it) becomes mm and add, so that the
+scheduler fuses the bias into the elementwise group that follows (tanh(x @ W.T + b) is one
+pass over the product, not two).
 
 The rewrite keeps the graph's inputs, outputs (by position), mutated inputs and guards.
 `decompose_norms` runs before lowering to LLVM; the reference interpreter keeps running the
@@ -64,17 +68,31 @@ def _gelu(node, emit):
     return emit("mul", [x, cdf])
 
 
-RULES = {"layer_norm": _layer_norm, "gelu": _gelu}
+def _addmm(node, emit):
+    """beta * self + alpha * (mat1 @ mat2), as the impl computes it."""
+    bias, a, b = node.inputs[:3]
+    beta, alpha = node.attrs.get("beta", 1), node.attrs.get("alpha", 1)
+    y = emit("mm", [a, b])
+    if alpha != 1:
+        y = emit("mul", [y, alpha])
+    if beta == 0:
+        return y
+    return emit("add", [y, emit("mul", [bias, beta]) if beta != 1 else bias], alpha=1)
+
+
+RULES = {"layer_norm": _layer_norm, "gelu": _gelu, "addmm": _addmm}
 
 
 def _applies(node):
     x = node.inputs[0] if node.inputs else None
     out = node.outputs[0] if node.outputs else None
-    return (node.op in RULES and isinstance(x, Value) and x.type.dtype in FLOATS
-            and out.type.dtype == x.type.dtype and out.type.shape == x.type.shape
-            and all(n > 0 for n in x.type.shape)
-            and all(not isinstance(v, Value) or v.type.dtype == x.type.dtype
-                    for v in node.inputs[1:]))
+    if node.op not in RULES or not isinstance(x, Value) or x.type.dtype not in FLOATS \
+            or out.type.dtype != x.type.dtype or not all(n > 0 for n in out.type.shape) \
+            or any(isinstance(v, Value) and v.type.dtype != x.type.dtype
+                   for v in node.inputs[1:]):
+        return False
+    # (addmm's self broadcasts to the product's shape; the others keep their input's)
+    return node.op == "addmm" or out.type.shape == x.type.shape
 
 
 def decompose_norms(graph):

@@ -197,3 +197,25 @@ def test_rows_split_over_threads_match_the_interpreter(threads, n):
     k = _check(g, arrays, rtol=5e-5)
     assert _kinds(k) == ["rows"]
     assert "llgrad_pthread_create" in k.ir_before      # (the fork-join is there)
+
+
+@pytest.mark.parametrize("beta,alpha", [(1, 1), (0.5, 2.0), (0, 1)])
+def test_addmm_is_decomposed_so_its_bias_fuses(beta, alpha):
+    """F.linear with a bias traces as addmm (PyTorch's AddmmBackward0); before lowering it
+    is mm + add, so the bias joins the elementwise group after it."""
+    def f(x, w, b):
+        return b.addmm(x, w.t(), beta=beta, alpha=alpha).tanh().sum()
+
+    rng = np.random.default_rng(3)
+    arrays = [rng.standard_normal(s).astype("float64") for s in ((5, 7), (4, 7), (4,))]
+    g = llgrad.trace(f, *[llgrad.tensor(a) for a in arrays])
+    assert "addmm" in [n.op for n in g.nodes]
+    assert "addmm" not in [n.op for n in simplify(g).nodes]
+    k = lower(g)
+    ops = [[n.op for n in grp.members] or [grp.root.op] for grp in k.plan.groups]
+    assert ["mm"] in ops and any("tanh" in o and (beta == 0 or "add" in o) for o in ops)
+    got = k(arrays)
+    want, _ = evaluate(g, arrays)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
+    x, w, b = arrays
+    np.testing.assert_allclose(got[0], np.tanh(beta * b + alpha * x @ w.T).sum(), rtol=1e-12)
