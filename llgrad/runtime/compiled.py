@@ -152,6 +152,12 @@ class CompiledFunction:
             # later calls are told apart here
             state["plain_alias"] = [k for k, o in enumerate(outs) if isinstance(o, Tensor)
                                     and not o.requires_grad]
+            # and views made under no_grad of an input (which require grad, with no edge),
+            # found again where the array cannot show it (an empty view aliases nothing)
+            storage = {id(t._storage): i for i, (_, t) in enumerate(tensors)}
+            state["no_grad_views"] = [(k, storage[id(o._storage)]) for k, o in enumerate(outs)
+                                      if isinstance(o, Tensor) and o._creation is not None
+                                      and id(o._storage) in storage]
             # .grad the function set (a training step's backward): outputs to assign back
             changed = [(k, t._grad) for k, (_, t) in enumerate(tensors)
                        if t._grad is not before[k]]
@@ -208,7 +214,7 @@ class CompiledFunction:
         entry.unused = state["unused"]    # positions in diff_inputs: their .grad stays None
         entry.n_fn_out, entry.grad_assign = state["n_fn_out"], state["grad_assign"]
         entry.input_outputs = state["identity"]
-        entry.plain_alias = state["plain_alias"]
+        entry.plain_alias, entry.no_grad_views = state["plain_alias"], state["no_grad_views"]
         entry.name = name
         entry.backend = self._resolved
         self.entries.append(entry)
@@ -406,6 +412,9 @@ def run_entry(entry, tensors):
     for k in entry.plain_alias:     # (a view made here under no_grad would require grad)
         if results[k]._creation is not None:
             results[k]._creation = None
+    for k, i in entry.no_grad_views:
+        if results[k]._creation is None:
+            results[k] = Tensor._view_of(results[k]._data, tensors[i])
     attach = entry.backward is not None and grad_mode.state.grad_enabled
     for k, i in entry.input_outputs:    # `return x`: x itself, as eager returns it, unless
         if not (attach and k in entry.diff_outputs):    # attach gives it history below

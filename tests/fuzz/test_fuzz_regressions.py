@@ -408,6 +408,25 @@ def test_detached_input_returned_under_no_grad(backend):
     '''), (backend,))
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_empty_view_of_an_input_under_no_grad(backend):
+    """Under no_grad, an empty view of an input that requires grad requires grad (with no
+    edge: its backward raises, as eager's does); the compiled output came out a fresh
+    array, which does not (llgrad/runtime/compiled.py run_entry)."""
+    check_program(Listing('''
+        def f(x0):
+            v0 = x0.neg()
+            v1 = x0.narrow(0, 0, 0)
+            v2 = v0.neg()
+            return v2, v1
+
+        def make_inputs():
+            return [make_input((2, 2), 'float32', seed=0, requires_grad=True)]
+
+        NO_GRAD_CALL = True
+    '''), (backend,))
+
+
 def test_known_bugs_listed_here():
     """Every KNOWN_BUGS entry of the generator has its xfail above (and only those)."""
     pytest.importorskip("hypothesis")
