@@ -1325,3 +1325,11 @@ def test_reduction_of_0d_over_a_dim_is_named_as_a_dim_reduction(op):
         assert type(y.grad_fn).__name__ == base + "1" and y.shape == () and y.item() == 2.0
         (g,) = torch.autograd.grad(y * 3, x)
         assert g.item() == 3.0
+
+
+def test_top_level_clamp_min_clamp_max_addmm():
+    x = torch.tensor([-1.0, 2.0], requires_grad=True)
+    assert torch.clamp_min(x, 0).tolist() == [0.0, 2.0]
+    assert type(torch.clamp_max(x, 0).grad_fn).__name__ == "ClampMaxBackward0"
+    y = torch.addmm(torch.ones(2), torch.ones(3, 4), torch.ones(4, 2), beta=2, alpha=0.5)
+    assert y.tolist() == [[4.0, 4.0]] * 3
