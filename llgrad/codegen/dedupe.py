@@ -80,9 +80,28 @@ _PARAM = re.compile(r'%"?(b[0-9x]+)"?(?![0-9A-Za-z_.])')
 
 
 def body_text(fn):
-    """fn's LLVM text without its name, its parameters renamed by position (two functions
-    with equal body_text compute the same thing given the same arguments)."""
+    """fn's LLVM text without its name, its parameters renamed by position and its metadata
+    references (loop hints, numbered in the order the module made them) replaced by what
+    they say: two functions with equal body_text compute the same thing given the same
+    arguments."""
     text = str(fn)
     text = text[text.index("("):].replace(fn.name, "SELF")   # (its outlined bodies' names)
     pos = {a.name: k for k, a in enumerate(fn.args)}
-    return _PARAM.sub(lambda m: f"%p{pos.get(m.group(1), m.group(1))}", text)
+    text = _PARAM.sub(lambda m: f"%p{pos.get(m.group(1), m.group(1))}", text)
+    metadata = {md.name: md for md in getattr(fn.module, "metadata", ())}
+    return _MD.sub(lambda m: _metadata_text(metadata, m.group(1), ()), text)
+
+
+_MD = re.compile(r"!(\d+)\b")
+
+
+def _metadata_text(metadata, name, inside):
+    """Metadata node !name as its operands, nested nodes expanded (a node referring to
+    itself, as a loop ID does, says "self")."""
+    md = metadata.get(name)
+    if md is None:
+        return f"!{name}"
+    if name in inside:
+        return "self"
+    body = str(md).split(" = ", 1)[1]
+    return _MD.sub(lambda m: _metadata_text(metadata, m.group(1), inside + (name,)), body)

@@ -1245,6 +1245,9 @@ def r_norm(g):
         rmv = g.const_input((c,), x.dtype)
         rvv = g.const_input((c,), x.dtype, low=0.5, high=2.0)
         rm, rv, uses = rmv.name, rvv.name, (rmv, rvv)
+        if training:        # updated in place from x's statistics, which autograd does not
+            for s in uses:  # track (as in PyTorch): a later read is not smooth in x
+                g.pool.remove(s)
     text = f"F.batch_norm({x}, {rm}, {rv}, {w}, {b}, training={training}" + \
         g.choice(["", ", momentum=0.3", ", eps=1e-3"]) + ")"
     v = g.new(x.shape, x.dtype, rg=rg_of(x, w, b))
