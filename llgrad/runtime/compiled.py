@@ -3,7 +3,8 @@ the outputs to autograd through one CompiledFunctionBackward node.
 
 On a cache miss the function runs eagerly under the tracer, with autograd.grad traced after
 it (so the backward is made of the very VJP rules eager uses, custom Functions included);
-that run's results are returned as they are, so a first call is exactly an eager call."""
+that run's results are returned as they are, so a first call is exactly an eager call.
+Later calls run the entry (compiled_run.py)."""
 import functools
 import os
 import threading
@@ -11,19 +12,15 @@ import warnings
 
 import numpy as np
 
-from ..ir.graph import StackType
-from ..ir.interpret import evaluate
-from ..ir.ops_random import generator_from_array, state_to_array
-from ..ir.optable import contiguous_strides
 from ..ir.partition import partition
-from ..tracer.pytree import flatten, unflatten, unflattener
+from ..tracer.pytree import flatten
 from ..tracer.trace import TraceError, trace_body
 from . import grad_mode, trace_state
 from .autograd_api import grad as autograd_grad
-from .creation import default_generator
 from .compiled_dump import _dump_to_env, _trace_note, format_entry
-from .compiled_node import CompiledFunctionBackward
-from .fastpath import fast_key, plain_function, quick_runner
+from .compiled_run import (_MISS, _detached, _first_result, backward_run, entry_runner,
+                           forward_run)
+from .fastpath import fast_key, plain_function
 from .guards import collect
 from .tensor import Tensor
 
@@ -249,9 +246,6 @@ class CompiledFunction:
                        if source else "")
 
 
-_MISS = object()
-
-
 def _check_mutated(name, tensors, differentiable, mutated, grad):
     """Inputs written in place must not take part in the graph's autograd: compiled code
     writes their new values back, but gives them no history (eager would make such an
@@ -282,170 +276,6 @@ def add_note(e, note):
     e.__notes__ = [*getattr(e, "__notes__", ()), note]
     if len(e.args) == 1 and isinstance(e.args[0], str):
         e.args = (f"{e.args[0]}\n{note}",)
-
-
-def forward_run(entry):
-    """The entry's forward as arrays -> (outputs, {Value: array} for guards and write-back),
-    on the entry's backend, made once and kept."""
-    run = getattr(entry, "_forward_run", None)
-    if run is None:
-        fwd = entry.forward
-        kernel = _kernel(entry, "forward") if entry.backend == "llvm" else None
-        if kernel is not None:
-            run = kernel.run
-        elif entry.backend == "python":
-            from ..codegen.pysource import compile_source
-            extra = [g.value for g in fwd.guards] + list(fwd.mutated.values())
-            fn = compile_source(fwd, write_back=False, extra=extra)
-            n = len(fwd.outputs)
-
-            def run(arrays):
-                res = fn(*arrays)
-                return res[:n], dict(zip(extra, res[n:]))
-        else:
-            def run(arrays):
-                return evaluate(fwd, arrays)
-        entry._forward_run = run
-    return run
-
-
-def _kernel(entry, which):
-    """The native kernel of entry's forward or backward graph; None (and a note in the
-    dump) when the graph has an op the LLVM lowering does not cover yet: the interpreter
-    runs that graph instead."""
-    from ..codegen.lower import lower, unsupported
-    graph = getattr(entry, which)
-    bad = unsupported(graph)
-    notes = entry.__dict__.setdefault("kernels", {})
-    if bad is not None:
-        node, reason = bad
-        what = f"{node.op} ({node.loc})" if node is not None else "graph"
-        notes[which] = f"interpreted: {what} is not lowered to LLVM yet: {reason}"
-        return None
-    kernel = lower(graph)
-    notes[which] = kernel
-    return kernel
-
-
-def backward_run(entry):
-    """The entry's backward as arrays -> outputs, on the entry's backend."""
-    run = getattr(entry, "_backward_run", None)
-    if run is None:
-        kernel = _kernel(entry, "backward") if entry.backend == "llvm" else None
-        if kernel is not None:
-            # cotangents may arrive expanded: the kernel reads dense ones, so a feed for a
-            # C-contiguous input that is not C-contiguous is copied (byte strides first:
-            # the cheap test that passes on every call that needs no copy)
-            dense = [(k, tuple(s * np.dtype(v.type.dtype).itemsize for s in v.type.strides))
-                     for k, v in enumerate(entry.backward.inputs)
-                     if not isinstance(v.type, StackType)     # (a stack: the kernel checks)
-                     and v.type.strides == contiguous_strides(v.type.shape)]
-            launch = kernel.launch_direct if kernel.direct else kernel
-
-            def run(feeds):    # (feeds: a list of the caller's own)
-                for k, bstrides in dense:
-                    f = feeds[k]
-                    if f.strides != bstrides and not f.flags.c_contiguous:
-                        feeds[k] = np.array(f, order="C")
-                return launch(feeds)
-        elif entry.backend == "python":
-            from ..codegen.pysource import compile_source
-            fn = compile_source(entry.backward)
-            run = lambda feeds: fn(*feeds)  # noqa: E731
-        else:
-            run = lambda feeds: evaluate(entry.backward, feeds)[0]  # noqa: E731
-        entry._backward_run = run
-    return run
-
-
-def entry_runner(entry):
-    """tensors -> the entry's result, or _MISS if one of its value guards fails: in the
-    current grad mode, made once (fastpath.quick_runner where it applies, else run_entry)."""
-    grad = entry.backward is not None and grad_mode.state.grad_enabled
-    runners = entry.__dict__.setdefault("_runners", {})
-    run = runners.get(grad)
-    if run is None:
-        forward_run(entry)                  # (builds the kernel)
-        kernel = entry.__dict__.get("kernels", {}).get("forward")
-        if getattr(kernel, "direct", False):
-            run = quick_runner(entry, kernel.launch_direct,
-                               CompiledFunctionBackward.attach if grad else None)
-        run = runners[grad] = run or functools.partial(run_entry, entry)
-    return run
-
-
-def _first_result(runners, tensors):
-    for run in runners:
-        out = run(tensors)
-        if out is not _MISS:
-            return out
-    return _MISS
-
-
-def run_entry(entry, tensors):
-    """Run a compiled entry on the inputs; _MISS if one of its value guards fails."""
-    fwd = entry.forward
-    arrays = [t._data for t in tensors]
-    rng_state = None
-    if entry.rng_index is not None:         # the RNG state input follows the tensors
-        rng_state = state_to_array(default_generator.rng.bit_generator)
-        arrays.append(rng_state)
-    outs, env = forward_run(entry)(arrays)
-    for g in fwd.guards:
-        if env[g.value].reshape(()).item() != g.expected:
-            return _MISS
-    if fwd.mutated:     # values kept for backward must not change with the write-back
-        outs = list(outs[:entry.n_out]) + [
-            np.array(o) if any(np.shares_memory(o, arrays[i]) for i in fwd.mutated) else o
-            for o in outs[entry.n_out:]]
-    for i, v in fwd.mutated.items():                # commit: write back, bump versions
-        if entry.rng_index is not None and i == entry.rng_index:
-            default_generator.rng = generator_from_array(env[v])
-            continue
-        t = tensors[i]
-        t._data[...] = env[v]
-        t._storage.version += 1
-    results = _wrap_outputs(outs[:entry.n_fn_out], tensors)
-    for k, pos in entry.grad_assign:            # .grad the step set (or cleared)
-        tensors[k]._grad = None if pos is None else \
-            Tensor._from_array(np.array(outs[entry.n_fn_out + pos]))
-    for k in entry.plain_alias:     # (a view made here under no_grad would require grad)
-        if results[k]._creation is not None:
-            results[k]._creation = None
-    for k, i in entry.no_grad_views:
-        if results[k]._creation is None:
-            results[k] = Tensor._view_of(results[k]._data, tensors[i])
-    attach = entry.backward is not None and grad_mode.state.grad_enabled
-    for k, i in entry.input_outputs:    # `return x`: x itself, as eager returns it, unless
-        if not (attach and k in entry.diff_outputs):    # attach gives it history below
-            results[k] = tensors[i]
-    if attach:
-        CompiledFunctionBackward.attach(entry, tensors, results, outs[entry.n_out:], rng_state)
-    build = entry.__dict__.get("_unflatten")
-    if build is None:
-        build = entry._unflatten = unflattener(entry.out_tree)
-    return build(results)
-
-
-def _detached(result):
-    leaves, tree = flatten(result)
-    return unflatten(tree, [x.detach() if isinstance(x, Tensor) else x for _, x in leaves])
-
-
-def _wrap_outputs(arrays, inputs):
-    """Tensors for the output arrays. An output that aliases an input, or a larger output,
-    becomes a view of it (as in eager), so in-place writes through it rebase history."""
-    if all(a.base is None for a in arrays):       # fresh arrays (a kernel's outputs)?
-        ids = {id(a) for a in arrays}
-        if len(ids) == len(arrays) and not any(id(t._data) in ids for t in inputs):
-            return [Tensor._from_array(a) for a in arrays]    # they alias nothing
-    results = [None] * len(arrays)
-    for k in sorted(range(len(arrays)), key=lambda k: -arrays[k].size):
-        arr = arrays[k]
-        base = next((t for t in list(inputs) + [r for r in results if r is not None]
-                     if arr.size and np.shares_memory(arr, t._data)), None)
-        results[k] = Tensor._view_of(arr, base) if base is not None else Tensor._from_array(arr)
-    return results
 
 
 def compile(fn=None, *, backend=None, recompile_limit=RECOMPILE_LIMIT, transform=True):

@@ -172,5 +172,5 @@ class CompiledFunctionBackward(Node):
 
 
 def _backward_run(entry):
-    from .compiled import backward_run     # (compiled imports this module)
+    from .compiled_run import backward_run     # (compiled_run imports this module)
     return backward_run(entry)

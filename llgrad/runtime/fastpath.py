@@ -13,7 +13,7 @@ a tensor passed twice) returns None and takes the full walk.
 Then the call itself: an entry whose forward needs nothing but one kernel launch gets a
 runner (`quick_runner`) that is the launch, cheap result tensors (`fresh_tensors`), the
 backward node when grad is on, and a generated builder of the output structure
-(`tree_builder`); other entries run through compiled.run_entry."""
+(`tree_builder`); other entries run through compiled_run.run_entry."""
 import itertools
 
 import numpy as np
