@@ -87,6 +87,11 @@ class CompiledFunction:
         tensors, guards = collect(self.fn, args, kwargs)
         key = tuple(v for _, v in guards)
         inputs = [t for _, t in tensors]
+        if fast is not None and len(fast[1]) != len(inputs):
+            # fn reads tensors from its closure or globals (made since it was decorated):
+            # its inputs are not its arguments alone, so no flat key stands for its calls
+            self._plain, fast = False, None
+            self._fast.clear()
         for entry in self.cache.get(key, ()):
             out = entry_runner(entry)(inputs)
             if out is not _MISS:

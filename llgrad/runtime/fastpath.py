@@ -62,12 +62,16 @@ def fast_key(args):
 
 def plain_function(fn):
     """Whether fn's guards come from its arguments alone (not a bound method, a module or
-    another object with state, whose attributes collect() must walk)."""
+    another object with state, whose attributes collect() must walk, nor a function that
+    reads tensors from its closure or globals: guards.captured_tensors)."""
     import inspect
+
+    from .guards import captured_tensors
     if isinstance(getattr(fn, "_plain", None), bool):       # a CompiledFunction (a transform)
         return fn._plain
-    return inspect.isfunction(fn) or (inspect.isbuiltin(fn) and
-                                      getattr(fn, "__self__", None) is None)
+    if inspect.isbuiltin(fn):
+        return getattr(fn, "__self__", None) is None
+    return inspect.isfunction(fn) and not captured_tensors(fn)
 
 
 # ---- results ---------------------------------------------------------------------------------

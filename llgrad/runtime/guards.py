@@ -1,6 +1,8 @@
 """What a compiled function's call depends on: its tensor inputs (arguments, tensors held
 by objects such as modules and optimisers, and the inputs' .grad) and the guard items that
 decide which compiled specialisation applies."""
+import dis
+import functools
 import inspect
 
 from ..tracer.pytree import flatten
@@ -50,6 +52,62 @@ def _walk(roots, tensors, guards):
             guards.append((path, ("object", type(v).__name__, id(v))))
 
 
+@functools.lru_cache(maxsize=1024)
+def _global_names(code):
+    """The global names code reads (LOAD_GLOBAL), its nested functions' and
+    comprehensions' included, in first-use order."""
+    names, stack = {}, [code]
+    while stack:
+        c = stack.pop()
+        for ins in dis.get_instructions(c):
+            if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
+                names.setdefault(ins.argval, None)
+        stack.extend(k for k in c.co_consts if inspect.iscode(k))
+    return tuple(names)
+
+
+_LIBRARIES = ("llgrad", "numpy", "torch", "jax")
+
+
+def _followed(v):
+    """A function whose own captured values count as fn's: one of the user's (a helper fn
+    calls, or the function a transform wraps), not a library's."""
+    return inspect.isfunction(v) and not (v.__module__ or "").startswith(_LIBRARIES)
+
+
+def captured_tensors(fn):
+    """The tensors fn reads besides its arguments [(name, tensor)]: in its closure cells and
+    the globals its code reads, directly or inside containers and objects (a module's
+    parameters), and likewise for the user functions found there (helpers it calls). They
+    are inputs of the graph like arguments: a parameter trained or written in place between
+    calls cannot be baked in as a constant. (Python numbers found there stay constants of
+    the trace, as in JAX: pass them as arguments to guard them.)"""
+    roots, seen, todo = [], set(), [getattr(fn, "__func__", fn)]
+    while todo:
+        f = todo.pop()
+        code = getattr(f, "__code__", None)
+        if code is None or id(f) in seen:
+            continue
+        seen.add(id(f))
+        values = []
+        for name, cell in zip(code.co_freevars, getattr(f, "__closure__", None) or ()):
+            try:
+                values.append((f"{f.__name__}.{name}", cell.cell_contents))
+            except ValueError:                      # (a cell not yet filled)
+                pass
+        space = getattr(f, "__globals__", {})
+        values += [(name, space[name]) for name in _global_names(code) if name in space]
+        for path, v in values:
+            if _followed(v):
+                todo.append(v)
+            elif not (inspect.ismodule(v) or inspect.isroutine(v) or inspect.isclass(v)
+                      or isinstance(v, _SCALARS) or hasattr(v, "_traced_fn")):
+                roots.append((f"captured {path}", v, False))
+    tensors = []
+    _walk(roots, tensors, [])
+    return tensors
+
+
 def collect(fn, args, kwargs):
     """-> (tensor inputs [(name, tensor)], guard items [(name, value)])."""
     tensors, guards = [], []
@@ -59,6 +117,7 @@ def collect(fn, args, kwargs):
     if owner is not None:
         roots.insert(0, ("self", owner, True))
     _walk(roots, tensors, guards)
+    tensors += captured_tensors(fn)
     firsts = {}
     for path, t in tensors:     # one tensor reached twice is one graph input
         firsts.setdefault(id(t), path)
