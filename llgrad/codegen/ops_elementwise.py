@@ -173,12 +173,12 @@ def _relu(sg, node, a):
     return sg.maximum(a, sg.const(0, a.dt))
 
 
-@elementwise("maximum", check=_no_bool)
+@elementwise("maximum", "clamp_min", check=_no_bool)      # (clamp_min(x, lo): max(x, lo))
 def _maximum(sg, node, a, b):
     return sg.maximum(a, b)
 
 
-@elementwise("minimum", check=_no_bool)
+@elementwise("minimum", "clamp_max", check=_no_bool)
 def _minimum(sg, node, a, b):
     return sg.minimum(a, b)
 
@@ -190,16 +190,6 @@ def _clamp(sg, node, x, lo, hi):
     if hi is not None:
         x = sg.minimum(x, hi)
     return x
-
-
-@elementwise("clamp_min", check=_no_bool)
-def _clamp_min(sg, node, x, lo):
-    return sg.maximum(x, lo)
-
-
-@elementwise("clamp_max", check=_no_bool)
-def _clamp_max(sg, node, x, hi):
-    return sg.minimum(x, hi)
 
 
 @elementwise("where")
