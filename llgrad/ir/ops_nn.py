@@ -179,12 +179,13 @@ def _nll_parts(x, t, w, ignore_index):
 
 
 def _nll_loss(x, t, w, ignore_index=-100, reduction="mean"):
+    # 0 - p*w, not -p*w: an ignored target's loss is +0.0, as PyTorch gives it
     if x.ndim == 1:                     # one sample: input (C,), target (), loss ()
         picked, wt = _nll_parts(x[None], np.reshape(t, (1,)), w, ignore_index)
-        loss = _reduce(-picked * wt, reduction, wt.sum())
+        loss = _reduce(0 - picked * wt, reduction, wt.sum())
         return np.reshape(loss, ())
     picked, wt = _nll_parts(x, t, w, ignore_index)
-    return _reduce(-picked * wt, reduction, wt.sum())
+    return _reduce(0 - picked * wt, reduction, wt.sum())
 
 
 def _nll_vjp(c, g):
@@ -200,7 +201,9 @@ def _nll_vjp(c, g):
         scale = -g / wt.sum()
     else:
         scale = -g
-    src = (wt * scale).unsqueeze(1)
+    # an ignored target gets no gradient, even when every target is ignored (the scale is
+    # then -g / 0), as in PyTorch
+    src = (wt * scale).masked_fill(keep.logical_not(), 0).unsqueeze(1)
     shape = (1,) + tuple(x.shape) if flat else x.shape
     gx = x.new_zeros(shape).scatter_add(1, safe.unsqueeze(1), src)
     return (gx.reshape(x.shape) if flat else gx, None, None)

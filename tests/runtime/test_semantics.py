@@ -1333,3 +1333,25 @@ def test_top_level_clamp_min_clamp_max_addmm():
     assert type(torch.clamp_max(x, 0).grad_fn).__name__ == "ClampMaxBackward0"
     y = torch.addmm(torch.ones(2), torch.ones(3, 4), torch.ones(4, 2), beta=2, alpha=0.5)
     assert y.tolist() == [[4.0, 4.0]] * 3
+
+
+@pytest.mark.parametrize("backend", ["eager", "llvm", "interpret"])
+def test_nll_loss_of_ignored_targets_as_pytorch(backend):
+    # PyTorch: every target ignored and reduction='mean' gives a nan loss but zero
+    # gradients; an ignored element's loss with reduction='none' is +0.0
+    import numpy as np
+    import llgrad.nn.functional as F
+
+    def f(x, t, reduction):
+        return F.nll_loss(x, t, reduction=reduction)
+
+    g = f if backend == "eager" else torch.compile(f, backend=backend)
+    for _ in range(2):                       # (a compiled function's second call is native)
+        x = torch.tensor([[0.5, -1.0], [2.0, 0.25]], requires_grad=True)
+        t = torch.tensor([-100, -100])
+        with np.errstate(invalid="ignore", divide="ignore"):
+            loss = g(x, t, "mean")
+            loss.backward()
+        assert np.isnan(loss.item()) and x.grad.tolist() == [[0.0, 0.0], [0.0, 0.0]]
+        none = g(x, torch.tensor([1, -100]), "none").detach().numpy()
+        assert none.tolist() == [1.0, 0.0] and not np.signbit(none[1])
