@@ -125,10 +125,15 @@ class CompiledFunction:
         last = self.entries[-1].guard_items if self.entries else []
         changed = [f"{n}: {dict(last).get(n)!r} -> {v!r}" for n, v in guards
                    if dict(last).get(n) != v]
+        if not changed:     # a value read while tracing (bool(t), .item(), a mask's count)
+            reads = [f"{g.expected!r} at {g.loc}" for g in
+                     (self.entries[-1].forward.guards if self.entries else ())]
+            changed = ["a value guard (the traced values: " + "; ".join(reads) + ")"
+                       if reads else "a value guard"]
         warnings.warn(f"llgrad.compile({getattr(self.fn, '__name__', 'fn')}): recompile limit "
                       f"({self.recompile_limit}) reached; the guard that changed: "
-                      f"{changed[0] if changed else 'a value guard'}. Running eagerly from now "
-                      "on for new guard values.", RuntimeWarning, stacklevel=3)
+                      f"{changed[0]}. Running eagerly from now on for new guard values.",
+                      RuntimeWarning, stacklevel=3)
 
     def _trace(self, tensors, guards, args, kwargs):
         self.n_traces += 1

@@ -379,3 +379,17 @@ def test_dump_shows_llvm_ir_and_assembly():
     assert before < after < asm and "== backward assembly ==" in text
     assert "noalias" in text[before:after]              # the group functions' parameters
     assert "\tret" in text[asm:] and ".section" in text[asm:]   # host assembly, not IR
+
+
+def test_recompile_limit_names_the_value_guards_line():
+    # the count of a data mask is a value guard: the warning says where it was read
+    def f(x):
+        return x[x > 0].sum()
+
+    cf = llgrad.compile(f, backend="interpret", recompile_limit=2)
+    with pytest.warns(RuntimeWarning, match="recompile limit") as rec:
+        for k in range(4):
+            cf(llgrad.tensor([1.0] * k + [-1.0] * (4 - k)))
+    msg = next(str(r.message) for r in rec if "recompile limit" in str(r.message))
+    assert "a value guard (the traced values: 1 at " in msg
+    assert "test_compile_behaviour.py:" in msg, msg
