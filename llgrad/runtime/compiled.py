@@ -164,7 +164,7 @@ class CompiledFunction:
             storage = {id(t._storage): i for i, (_, t) in enumerate(tensors)}
             state["no_grad_views"] = [(k, storage[id(o._storage)]) for k, o in enumerate(outs)
                                       if isinstance(o, Tensor) and o._creation is not None
-                                      and id(o._storage) in storage]
+                                      and o.requires_grad and id(o._storage) in storage]
             # .grad the function set (a training step's backward): outputs to assign back
             changed = [(k, t._grad) for k, (_, t) in enumerate(tensors)
                        if t._grad is not before[k]]

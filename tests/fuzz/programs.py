@@ -98,6 +98,7 @@ class Val:
         self.overlap = overlap      # elements may share memory (expanded, as_strided)
         self.is_input = is_input
         self.hi = hi                # int64 values lie in [0, hi)
+        self.spent = False          # no later step may read it (pick() skips it)
 
     def __str__(self):
         return self.name
@@ -252,7 +253,7 @@ class Gen:
     def pick(self, pred=lambda v: True):
         """A value of the pool satisfying pred (None if none does): half the time one of the
         two newest, so that steps chain into deep programs."""
-        cands = [v for v in self.pool if pred(v)]
+        cands = [v for v in self.pool if not v.spent and pred(v)]
         if not cands:
             return None
         return self.choice(cands if len(cands) <= 2 or self.chance(50) else cands[-2:])
@@ -1246,8 +1247,8 @@ def r_norm(g):
         rvv = g.const_input((c,), x.dtype, low=0.5, high=2.0)
         rm, rv, uses = rmv.name, rvv.name, (rmv, rvv)
         if training:        # updated in place from x's statistics, which autograd does not
-            for s in uses:  # track (as in PyTorch): a later read is not smooth in x
-                g.pool.remove(s)
+            for u in uses:  # track (as in PyTorch): a later read is not smooth in x
+                u.spent = True
     text = f"F.batch_norm({x}, {rm}, {rv}, {w}, {b}, training={training}" + \
         g.choice(["", ", momentum=0.3", ", eps=1e-3"]) + ")"
     v = g.new(x.shape, x.dtype, rg=rg_of(x, w, b))

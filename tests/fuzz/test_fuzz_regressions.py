@@ -443,6 +443,23 @@ def test_layer_norm_of_a_cat_emitted_twice(backend):
     '''), (backend,))
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_view_of_a_detached_input_returned_twice_under_no_grad(backend):
+    """Under no_grad, a view of x.detach() (made under no_grad, of a tensor that does not
+    require grad) was taken for a view that requires grad and re-made as one."""
+    check_program(Listing('''
+        def f(x0):
+            v0 = x0.detach()
+            v1 = v0.transpose(0, 0)
+            return v1, v1
+
+        def make_inputs():
+            return [make_input((2, 2), 'float32', seed=0, requires_grad=True)]
+
+        NO_GRAD_CALL = True
+    '''), (backend,))
+
+
 def test_known_bugs_listed_here():
     """Every KNOWN_BUGS entry of the generator has its xfail above (and only those)."""
     pytest.importorskip("hypothesis")
