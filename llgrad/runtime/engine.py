@@ -253,12 +253,7 @@ def _run_single(root, g, retain_graph, create_graph, inputs, accumulate, allow_u
                 _trace_state.tracer.loc_override = None
 
     if inputs is not None and not accumulate:
-        captured = [done.get(tn) for tn in tnodes]
-        if not allow_unused:
-            for i, ga in enumerate(captured):
-                if ga is None:
-                    raise RuntimeError(UNUSED.format(i))
-        return captured
+        return _captured([done.get(tn) for tn in tnodes], allow_unused)
     return None
 
 
@@ -365,12 +360,18 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
             trace_state.state.tracer.loc_override = None
 
     if inputs is not None and not accumulate:
-        if not allow_unused:
-            for i, g in enumerate(captured):
-                if g is None:
-                    raise RuntimeError(UNUSED.format(i))
-        return captured
+        return _captured(captured, allow_unused)
     return None
+
+
+def _captured(grads, allow_unused):
+    """The gradients autograd.grad returns (one per input), unused ones refused unless
+    allowed (both engine paths)."""
+    if not allow_unused:
+        for i, g in enumerate(grads):
+            if g is None:
+                raise RuntimeError(UNUSED.format(i))
+    return grads
 
 
 _ONES = {}      # (shape, dtype) -> a ones array of size 1, copied for each implicit root grad
