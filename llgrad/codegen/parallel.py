@@ -327,8 +327,9 @@ def split_dim(ext):
     return k, (INNER_GRAIN if k == last else 1)
 
 
-def parallel_loops(fg, ext, body, *, cost=1, partials=()):
-    """The nest `ext` over the threads: body(g, loops, tid), `with loops() as idx:`."""
+def parallel_loops(fg, ext, body, *, cost=1, partials=(), hints=None):
+    """The nest `ext` over the threads: body(g, loops, tid), `with loops() as idx:`;
+    hints: loop metadata (loop_hints) for the innermost loop."""
     ext = list(ext)
     if not ext:                         # a scalar: one iteration, never threaded
         ext_d, d, grain = 1, None, 1
@@ -345,7 +346,8 @@ def parallel_loops(fg, ext, body, *, cost=1, partials=()):
         def loops():
             with ExitStack() as stack:
                 yield [stack.enter_context(for_range(
-                    g.b, lo if k == d else 0, hi if k == d else x, name=f"i{k}"))
+                    g.b, lo if k == d else 0, hi if k == d else x, name=f"i{k}",
+                    hints=hints if k == len(ext) - 1 else None))
                     for k, x in enumerate(ext)]
         body(g, loops, tid)
 

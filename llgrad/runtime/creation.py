@@ -14,8 +14,19 @@ class _Generator:
 
     def manual_seed(self, seed):
         self.seed = int(seed)
-        self.rng = np.random.Generator(np.random.PCG64(self.seed))
+        self._rng = None
         return self
+
+    # made on first use: importing numpy.random costs ~10 ms of `import llgrad`
+    @property
+    def rng(self):
+        if self._rng is None:
+            self._rng = np.random.Generator(np.random.PCG64(self.seed))
+        return self._rng
+
+    @rng.setter
+    def rng(self, value):
+        self._rng = value
 
     def initial_seed(self):
         return self.seed
