@@ -21,8 +21,7 @@ import math
 
 from ..ir.optable import contiguous_strides
 from .fusion import Expr
-from . import jit
-from .loops import Access, loop_hints, normalize
+from .loops import Access, float32_sum_hints, normalize
 from .merge import Fused, fused, merge, place
 from .ops_reduce import reduced_dims
 from .parallel import MIN_WORK_PER_THREAD, Partial, cost, parallel_loops
@@ -108,14 +107,8 @@ def _finish(plan, c):
                 c.leaves.append(x)
 
 
-def _float32_width(fg, c, ext):
-    """float32 values summed in float64: vectorise at the float32 width (LLVM's cost model
-    picks the float64 width, which halves the throughput of the math before the sum)."""
-    if not c.reductions or not ext or ext[-1] < 8 * (jit.jit().vector_bits // 32):
-        return None
-    if any(v.type.dtype != "float32" for n in c.members for v in n.outputs):
-        return None
-    return loop_hints(fg.module, vectorize_width=jit.jit().vector_bits // 32)
+def _dtypes(c):
+    return [v.type.dtype for n in c.members for v in n.outputs]
 
 
 def emit_cluster(plan, c, fg):
@@ -157,7 +150,8 @@ def emit_cluster(plan, c, fg):
             dst = g.ptrs[p]
             g.b.store(g.b.fadd(g.b.load(dst, typ=F64), g.b.load(s)), dst)
     parallel_loops(fg, ext, body, cost=cost(c.members), partials=partials,
-                   hints=_float32_width(fg, c, ext))
+                   hints=float32_sum_hints(fg.module, _dtypes(c), ext[-1])
+                   if c.reductions and ext else None)
     count = math.prod(shape)
     for node, slot in totals:
         total = Scalar(b.load(slot), "float64")

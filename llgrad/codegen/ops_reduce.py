@@ -14,9 +14,8 @@ from llvmlite import ir
 
 from ..ir.graph import Value
 from ..ir.optable import contiguous_strides
-from . import jit
 from .fusion import Expr
-from .loops import Access, for_range, loop_hints, loop_nest, normalize
+from .loops import Access, float32_sum_hints, for_range, loop_nest, normalize
 from .scalar import DTYPES, I64, Scalar, is_float, is_unsigned, reg_type
 from .table import register
 
@@ -165,12 +164,8 @@ def _emit(plan, group, fg):
     rt = reg_type(acc_dt)
     r = fg.alloca(rt, "acc")
 
-    # float32 data summed in float64: vectorise at the float32 width (LLVM's cost model
-    # would pick the float64 width and halve the throughput of the prologue's math)
-    width = jit.jit().vector_bits // 32
-    hints = loop_hints(fg.module, vectorize_width=width) \
-        if acc_dt == "float64" and x.type.dtype == "float32" and ext and ext[-1] >= 8 * width \
-        else None
+    hints = float32_sum_hints(fg.module, [x.type.dtype], ext[-1]) \
+        if acc_dt == "float64" and ext else None
 
     def elem(idx):
         v = Expr(fg, members, st["leaves"], idx).value(x)
