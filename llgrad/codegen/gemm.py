@@ -162,12 +162,14 @@ class _Gen:
 
     def pack(self):
         """dst[k*N + n] = src[n*lds + k] (n < N, k < K): B^T stored row-major as (N, K)
-        with row stride lds, copied to a K x N row-major scratch."""
+        with row stride lds, copied to a K x N row-major scratch. Exported: ops_matmul
+        calls it too (transpose_function)."""
+        name = transpose_name("float32" if self.ft == F32 else "float64")
         # 8 x 8 blocks even where vectors are wider: a 16 x 16 transpose is 64 shuffles,
         # which took LLVM ~70 ms to compile, for no measurable gain at these sizes
         vw = min(self.vw, 8)
         pt = ir.VectorType(self.ft, vw)
-        fn, b = self.function(f"llgrad_gemm_pack_{self.sfx}", [PTR, I64, PTR, I64, I64],
+        fn, b = self.function(name, [PTR, I64, PTR, I64, I64],
                               "src lds dst N K".split())
         src, lds, dst, N, K = fn.args
         nf = b.mul(b.sdiv(N, _c(vw)), _c(vw))
@@ -243,6 +245,22 @@ def gemm_function(module, dtype):
     return fn
 
 
+def transpose_name(dtype):
+    return f"llgrad_transpose_{dtype}"
+
+
+def transpose_function(module, dtype):
+    """module's declaration of the library's transposing copy for dtype:
+    void(src, lds, dst, N, K): dst[k*N + n] = src[n*lds + k] for n < N, k < K (8 x 8 blocks
+    transposed in registers). ensure_library makes it resolvable, as the GEMM."""
+    name = transpose_name(dtype)
+    fn = module.globals.get(name)
+    if fn is None:
+        fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I64, PTR, I64, I64]),
+                         name)
+    return fn
+
+
 def ensure_library(dtype):
     """Make the GEMM of dtype resolvable by kernels (call before a kernel that uses it is
     compiled or loaded from the disk cache): compiled once per engine, or loaded from the
@@ -256,14 +274,17 @@ def ensure_library(dtype):
         ft = F32 if dtype == "float32" else F64
         vw = max(j.vector_bits // (32 if ft == F32 else 64), 2)
         mr = 8 if j.vector_bits >= 512 else 6    # 2*MR accumulators + 3 of 16 / 32 registers
-        key = jit.key_for(f"small gemm library {name}", f"vw={vw};mr={mr}")
+        pack = transpose_name(dtype)
+        key = jit.key_for(f"small gemm library {name} {pack}", f"vw={vw};mr={mr}")
         lib = jit.lookup(key, name)
         if lib is None:
             mod = jit.new_module(name)
-            fn = _Gen(mod, ft, vw, mr).driver(name)
-            fn.linkage = ""                      # external: what kernels link against
-            lib = jit.compile_module(mod, [name], key=key)
-        jit.add_symbol(name, lib.address(name))
+            _Gen(mod, ft, vw, mr).driver(name)
+            for sym in (name, pack):             # external: what kernels link against
+                mod.globals[sym].linkage = ""
+            lib = jit.compile_module(mod, [name, pack], key=key)
+        for sym in (name, pack):
+            jit.add_symbol(sym, lib.address(sym))
         _libraries[dtype] = lib
 
 

@@ -110,7 +110,16 @@ class Compiled:
         self.object = obj           # the object file's bytes (what the disk cache holds)
 
     def address(self, name):
-        return self.addresses[name]
+        """The address of an entry, or of another external function of the same object
+        (asked of the engine: a disk-cache record names one entry)."""
+        a = self.addresses.get(name)
+        if a is None:
+            with _lock:
+                a = self._jit.engine.get_function_address(name)
+            if not a:
+                raise KeyError(f"JIT: no function {name!r} in this code")
+            self.addresses[name] = a
+        return a
 
 
 def optimize(llmod, tm, speed_level=3):

@@ -73,6 +73,24 @@ def test_direct_edges_and_layouts(dtype, layouts):
         _call(dtype, M, N, K, layouts[0], layouts[1], rng)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_transpose_direct(dtype):
+    """The exported transposing copy: dst[k*N + n] = src[n*lds + k], every edge size
+    around its 8 x 8 blocks, a row stride lds > K, and nothing written outside dst."""
+    gemm.ensure_library(dtype)
+    addr = gemm._libraries[dtype].address(gemm.transpose_name(dtype))
+    i, p = ctypes.c_int64, ctypes.c_void_p
+    fn = ctypes.CFUNCTYPE(None, p, i, p, i, i)(addr)
+    rng = np.random.default_rng(3)
+    for N, K in [(1, 1), (1, 9), (9, 1), (8, 8), (7, 15), (16, 24), (17, 33), (128, 10)]:
+        lds = K + 5
+        src = rng.standard_normal((N, lds)).astype(dtype)
+        whole, dst = _guarded(K * N, dtype)
+        fn(src.ctypes.data, lds, dst.ctypes.data, N, K)
+        np.testing.assert_array_equal(dst.reshape(K, N), src[:, :K].T)
+        assert (whole[:GUARD] == SENTINEL).all() and (whole[GUARD + K * N:] == SENTINEL).all()
+
+
 def _mm_graph(dt, a_shape, b_shape, transpose_b):
     bld = Builder("mm")
     va = bld.input(TensorType(dt, a_shape))
@@ -102,9 +120,35 @@ def test_kernel_without_blas_and_forced(dt, monkeypatch):
         assert f"llgrad_gemm_{dt}" not in k.ir_before
 
 
-def test_disk_cache_links_the_library(tmp_path):
-    """A kernel loaded from the disk cache in a fresh process calls the library's GEMM:
-    the library must be in place before the object file is linked."""
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+def test_blas_with_transposed_b(dt):
+    """With a BLAS, a small product whose B is a transposed view copies B to row-major
+    first (the library's transpose): edge sizes, and a W whose rows are longer than K."""
+    from llgrad.codegen import blas
+    if not blas.gemm_symbols().get(dt):
+        pytest.skip("no BLAS")
+    rng = np.random.default_rng(4)
+    for M, N, K in [(2, 1, 1), (5, 9, 7), (32, 128, 128), (3, 17, 33), (4, 10, 130)]:
+        a = rng.standard_normal((M, K)).astype(dt)
+        w_big = rng.standard_normal((N, K + 3)).astype(dt)
+        bld = Builder("mm")
+        va = bld.input(TensorType(dt, (M, K)))
+        vw = bld.input(TensorType(dt, (N, K + 3)))
+        vs = bld.add("slice", [vw], {"dim": 1, "start": 0, "end": K, "step": 1}, view_of=vw)
+        vt = bld.add("t", [vs], {}, view_of=vs)
+        k = lower(bld.ret(bld.add("mm", [va, vt])))
+        # (one column, N == 1, is not a transposed layout to BLAS)
+        assert (gemm.transpose_name(dt) in k.ir_before) == (N > 1)
+        want = a.astype(np.float64) @ w_big[:, :K].T.astype(np.float64)
+        np.testing.assert_allclose(k([a, w_big])[0], want,
+                                   rtol=1e-4 if dt == "float32" else 1e-12, atol=1e-5)
+
+
+@pytest.mark.parametrize("blas_env", ["0", "1"])
+def test_disk_cache_links_the_library(tmp_path, blas_env):
+    """A kernel loaded from the disk cache in a fresh process calls the library's GEMM (no
+    BLAS) or its transpose (BLAS, x @ w.t()): the library must be in place before the
+    object file is linked."""
     script = textwrap.dedent("""
         import numpy as np, llgrad
         from llgrad.codegen import jit
@@ -119,7 +163,7 @@ def test_disk_cache_links_the_library(tmp_path):
         assert abs(got - want) < 1e-4 * abs(want), (got, want)
         print(jit.stats["loaded"], jit.stats["codegen"])
     """)
-    env = dict(os.environ, LLGRAD_CACHE_DIR=str(tmp_path), LLGRAD_BLAS="0")
+    env = dict(os.environ, LLGRAD_CACHE_DIR=str(tmp_path), LLGRAD_BLAS=blas_env)
     runs = [subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
                            text=True, timeout=120) for _ in range(2)]
     for r in runs:
