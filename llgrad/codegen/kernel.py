@@ -125,7 +125,7 @@ class _Context:
                         for v, b in plan.lengths.items()]
 
 
-def _launcher(fn, pool, plan, name, fast_specs, specs, layout, direct, lean=True):
+def _launcher(fn, pool, plan, name, fast_specs, specs, layout, direct, lean=True, tail=None):
     """A kernel launch, as a closure (it runs on every call of a compiled function, where a
     method's attribute lookups cost; it holds no reference to the Kernel, so it makes no
     reference cycle): check the inputs against the graph's input types and store their
@@ -134,10 +134,17 @@ def _launcher(fn, pool, plan, name, fast_specs, specs, layout, direct, lean=True
     outputs (direct) or (the inputs, as converted by the slow check, the outputs).
 
     With `lean`, the common call runs a lean launch made for the kernel (_lean_launcher);
-    this general one takes every other call and kernel."""
+    this general one takes every other call and kernel.
+
+    With a tail (its native function, the slots of its late outputs, the inputs to let go
+    of: lower.release_split), the entry runs first; then the launch drops its references
+    to those inputs (in `arrays` too, when it is a list: the caller hands them over), and
+    only then allocates the late outputs and runs the tail."""
     off, nin, ndarray = _DATA_OFFSET, len(fast_specs), np.ndarray
+    tail_fn, late, release = tail or (None, (), ())
 
     def launch(arrays):
+        given = arrays
         if len(arrays) != nin:
             raise ValueError(f"kernel for graph {name} takes {nin} inputs, "
                              f"got {len(arrays)}")
@@ -165,13 +172,26 @@ def _launcher(fn, pool, plan, name, fast_specs, specs, layout, direct, lean=True
                 arrays = converted
             for k, word in ctx.lengths:         # stack inputs: native code bounds-checks
                 word.value = len(arrays[k])
-            outs = []
-            for slot, dt, shape in layout:
-                o = empty(shape, dt)
-                ptrs[slot] = _from_address(id(o) + off).value if off is not None \
-                    else o.ctypes.data
-                outs.append(o)
+            outs = [None] * len(layout)
+            for j, (slot, dt, shape) in enumerate(layout):
+                if slot not in late:
+                    outs[j] = o = empty(shape, dt)
+                    ptrs[slot] = _from_address(id(o) + off).value if off is not None \
+                        else o.ctypes.data
             fn(ctx.addr)
+            if tail_fn is not None:
+                a = None
+                for k in release:
+                    if type(given) is list:
+                        given[k] = None
+                    if converted is not None:
+                        converted[k] = None
+                for j, (slot, dt, shape) in enumerate(layout):
+                    if slot in late:
+                        outs[j] = o = empty(shape, dt)
+                        ptrs[slot] = _from_address(id(o) + off).value if off is not None \
+                            else o.ctypes.data
+                tail_fn(ctx.addr)
             if ctx.stacks is not None:        # (freed before any error below)
                 outs += ctx.stacks.harvest()
             if ctx.flags:
@@ -181,8 +201,8 @@ def _launcher(fn, pool, plan, name, fast_specs, specs, layout, direct, lean=True
         finally:
             pool.append(ctx)
         return outs if direct else (arrays, outs)
-    return lean and _lean_launcher(fn, pool, plan, name, fast_specs, layout, direct,
-                                   launch) or launch
+    return lean and tail is None and _lean_launcher(fn, pool, plan, name, fast_specs, layout,
+                                                    direct, launch) or launch
 
 
 def _lean_launcher(fn, pool, plan, name, fast_specs, layout, direct, general):
@@ -239,12 +259,13 @@ class Kernel:
 
     ir_before / ir_after: the module's LLVM IR before and after optimisation."""
 
-    def __init__(self, graph, plan, compiled, entry):
+    def __init__(self, graph, plan, compiled, entry, split=None):
         self.graph = graph
         self.plan = plan
         self.compiled = compiled
         self.entry_name = entry
         self.address = compiled.address(entry)
+        self.split = split              # (tail's first group, late slots, released inputs)
         self._in = [_InSpec(v) for v in graph.inputs]
         self._fast_specs = [(sp.dtype, sp.shape, sp.bstrides, sp.mask) for sp in self._in]
         self._pool = []              # free _Context objects (list.pop/append are atomic)
@@ -260,9 +281,18 @@ class Kernel:
         self._extra_keys = escaping_values(graph)[self._nout:]
         self._mutated = sorted(graph.mutated)
         self._direct_outs = self._direct_layout()
+        self._tail = None
+        if split is not None:           # inputs a result is made from are never let go of
+            from .lower import TAIL
+            kept = {k for kind, k, _ in self._recipes if kind == "input"} | set(self._mutated)
+            self._tail = (self._native_fn(compiled.address(entry + TAIL)), frozenset(split[1]),
+                          tuple(k for k in split[2] if k not in kept))
         # (setting _fn makes the launchers) a builtin costs a fraction of a ctypes call
-        self._fn = trampoline.caller(self.address) or \
-            ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self.address)
+        self._fn = self._native_fn(self.address)
+
+    @staticmethod
+    def _native_fn(address):
+        return trampoline.caller(address) or ctypes.CFUNCTYPE(None, ctypes.c_void_p)(address)
 
     @property
     def _fn(self):
@@ -277,11 +307,11 @@ class Kernel:
         # compiling a lean launch for)
         self._launch = _launcher(fn, self._pool, self.plan, self.graph.name, self._fast_specs,
                                  self._in, self._outs, direct=False,
-                                 lean=self._direct_outs is None)
+                                 lean=self._direct_outs is None, tail=self._tail)
         # launch_direct(arrays) -> the outputs, for a direct kernel (see `direct`)
         self.launch_direct = None if self._direct_outs is None else _launcher(
             fn, self._pool, self.plan, self.graph.name, self._fast_specs, self._in,
-            self._direct_outs, direct=True)
+            self._direct_outs, direct=True, tail=self._tail)
 
     def _new_context(self):
         return _Context(self.plan)

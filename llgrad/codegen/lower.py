@@ -117,8 +117,14 @@ def supports(graph):
     return (True, None) if bad is None else (False, bad[0])
 
 
-def lower(graph, *, blas=True, opt=True, clusters=True):
+def lower(graph, *, blas=True, opt=True, clusters=True, release=()):
     """Compile graph to a Kernel (raises Unsupported when supports(graph) is False).
+
+    release: positions of inputs the caller lets go of during the call (a backward's saved
+    values). Where every read of them comes before the groups that first write some large
+    outputs, the entry is split in two (release_split): the launch drops its references
+    to those inputs after the first part and only then allocates the late outputs, so the
+    saved activations and the big gradients are not all alive at once.
 
     The code is looked up by its key (the graph's IR text and the options, see
     jit.key_for) in memory and in the disk cache first; a hit skips building the LLVM
@@ -130,15 +136,17 @@ def lower(graph, *, blas=True, opt=True, clusters=True):
     traced, graph = graph, simplify(graph)
     options = {"blas": blas and blas_available(), "small_gemm": small_gemm_bound()}
     plan = plan_graph(graph, options, clusters)
+    split = release_split(plan, release)
     key = jit.key_for(str(graph), f"blas={options['blas']};small_gemm={options['small_gemm']};"
-                                  f"opt={opt};{plan.describe()}")
+                                  f"opt={opt};split={split and split[0]};{plan.describe()}")
     name = f"llgrad_{re.sub(r'[^0-9A-Za-z_]', '_', graph.name)[:40]}_{key[:16]}"
     with _build_lock:               # one build per key, even from several threads
         compiled = jit.lookup(key, name)
         if compiled is None:
-            mod = _module(plan, name)
+            mod = jit.new_module(name)
+            emit_plan(mod, plan, name, split=split and split[0])
             compiled = jit.compile_module(mod, [name], opt=opt, key=key)
-    kernel = Kernel(traced, plan, compiled, name)
+    kernel = Kernel(traced, plan, compiled, name, split)
     kernel.cache_key = key
     return kernel
 
@@ -178,17 +186,37 @@ def plan_graph(graph, options, clusters=True):
     return plan
 
 
-def _module(plan, name):
-    """The LLVM module of a planned graph: one function per group, and the entry."""
-    mod = jit.new_module(name)
-    emit_plan(mod, plan, name)
-    return mod
+# a split pays for itself only where this much memory is at stake, on either side
+SPLIT_MIN_BYTES = 1 << 18
 
 
-def emit_plan(mod, plan, name, prefix="const"):
+def release_split(plan, release):
+    """(first group of the tail, slots of the outputs the tail allocates, released input
+    positions) or None: the tail starts after the last group that reads a released input;
+    its late outputs are those no group before it touches."""
+    if not release or plan.stacks or plan.lengths:
+        return None
+    bufs = {id(plan.buffers[v]): k for k, v in enumerate(plan.graph.inputs)
+            if k in release and v in plan.buffers}
+    touched = [{id(b) for b in plan.group_buffers(g)} for g in plan.groups]
+    reads = [i for i, t in enumerate(touched) if any(b in t for b in bufs)]
+    start = reads[-1] + 1 if reads else 0
+    if start == 0 or start >= len(plan.groups):
+        return None
+    early = set().union(*touched[:start])
+    late = [b for b in plan.outputs if id(b) not in early]
+    released = sorted(set(bufs.values()))
+    freed = sum(plan.buffers[plan.graph.inputs[k]].nbytes for k in released)
+    if sum(b.nbytes for b in late) < SPLIT_MIN_BYTES or freed < SPLIT_MIN_BYTES:
+        return None
+    return start, tuple(b.slot for b in late), tuple(released)
+
+
+def emit_plan(mod, plan, name, prefix="const", split=None):
     """A planned graph's functions in mod (one per group, and the entry `name` taking the
     pointer array): (the entry, {constant Buffer: its global}). ops_control emits regions
-    with this, under their own names and constant prefixes."""
+    with this, under their own names and constant prefixes. With split (a group index),
+    `name` runs the groups before it and `name + TAIL` the rest (release_split)."""
     consts = _constants(mod, plan, prefix)
     calls, seen = [], {}
     for grp in plan.groups:
@@ -202,7 +230,13 @@ def emit_plan(mod, plan, name, prefix="const"):
         elif dedupe.CHECK:              # (the test suite: the key must imply the code)
             dedupe.check_same(mod, fn, lambda n, g=grp, b=bufs: _emit_group(mod, plan, g, b, n))
         calls.append((fn, bufs))
+    if split:
+        _entry(mod, name + TAIL, calls[split:], consts)
+        calls = calls[:split]
     return _entry(mod, name, calls, consts), consts
+
+
+TAIL = "_tail"
 
 
 def _emit_group(mod, plan, grp, bufs, name):

@@ -26,8 +26,13 @@ def format_entry(entry, python=False, llvm=False, asm=False):
                 if k.plan.graph is not k.graph:     # what codegen.lower.simplify made of it
                     parts += [f"== {which} as lowered (decompose_norms, cse, dce) ==",
                               str(k.plan.graph)]
-                parts += [f"== {which} loop plan (groups, buffers) ==", k.plan.describe(),
-                          f"== {which} LLVM IR (before optimisation) ==", k.ir_before,
+                parts += [f"== {which} loop plan (groups, buffers) ==", k.plan.describe()]
+                if k.split is not None:
+                    start, late, released = k.split
+                    parts.append(f"split: groups {start}.. run after inputs "
+                                 f"{list(released)} are let go of; they allocate output "
+                                 f"slots {list(late)}")
+                parts += [f"== {which} LLVM IR (before optimisation) ==", k.ir_before,
                           f"== {which} LLVM IR (after optimisation) ==", k.ir_after]
     if asm:
         from ..codegen.jit import assembly

@@ -137,11 +137,22 @@ class CompiledFunctionBackward(Node):
         return feeds
 
     def apply(self, grads):
+        return self._apply(grads, False)
+
+    def apply_last(self, grads):
+        """apply, when it is the last (the engine frees the graph after it): the saved
+        values are handed to the kernel, which lets go of them before it allocates its
+        late outputs (codegen.lower.release_split)."""
+        return self._apply(grads, True)
+
+    def _apply(self, grads, last):
         layout = self._layout
         if grad_mode.state.grad_enabled:
             outs = self._differentiable(grads)
         else:
             feeds = self._feeds()
+            if last:
+                self._saved = None
             for g, (shape, dt) in zip(grads, layout.out_meta):
                 feeds.append(g._data if g is not None else np.zeros(shape, dt.np))
             run = self.entry.__dict__.get("_backward_run") or _backward_run(self.entry)

@@ -59,7 +59,11 @@ def _kernel(entry, which):
         what = f"{node.op} ({node.loc})" if node is not None else "graph"
         notes[which] = f"interpreted: {what} is not lowered to LLVM yet: {reason}"
         return None
-    kernel = lower(graph)
+    # a backward may let go of the saved activations mid-call (the inputs among the saved
+    # values are the caller's: letting go frees nothing): CompiledFunctionBackward.apply_last
+    release = tuple(k for k, s in enumerate(entry.saved) if s.input_index is None) \
+        if which == "backward" else ()
+    kernel = lower(graph, release=release)
     notes[which] = kernel
     return kernel
 

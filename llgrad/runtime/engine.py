@@ -208,7 +208,7 @@ def _run_single(root, g, retain_graph, create_graph, inputs, accumulate, allow_u
         prev = state.grad_enabled
         state.grad_enabled = create_graph
         try:
-            outs = node.apply(grads)
+            outs = node.apply(grads) if retain_graph else node.apply_last(grads)
             if not retain_graph:
                 node.release()
             if len(edges) == 1 and outs:
@@ -335,7 +335,7 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
                 if tracer is not None:      # backward nodes carry their forward op's line
                     where = getattr(node, "_where", None)
                     tracer.loc_override = str(where) if where else None
-                outs = node.apply(grads)
+                outs = node.apply(grads) if retain_graph else node.apply_last(grads)
                 if node._post_hooks:
                     outs = _run_post_hooks(node, outs, grads)
             else:

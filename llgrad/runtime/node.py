@@ -139,6 +139,11 @@ class Node:
     def apply(self, grads):
         raise TypeError(f"{type(self).__name__} cannot be applied")
 
+    def apply_last(self, grads):
+        """apply, as the last call before release() (retain_graph=False): a node may free
+        its saved values while it runs."""
+        return self.apply(grads)
+
 
 class _Handle:
     """What registering a hook returns: remove() unregisters it (once; again is a no-op);
