@@ -225,6 +225,7 @@ def _run_single(root, g, retain_graph, create_graph, inputs, accumulate, allow_u
                 if len(outs) < len(edges):      # (a leaf with an edge past outs is never ready)
                     for child, _ in edges[len(outs):]:
                         done.pop(child, None)
+            outs = gi = None            # (`done` holds the gradients now: see accumulate)
             run = accumulate
             if not run:                 # only capturing: is there an input's leaf hook to run?
                 for acc in (tnodes if tnodes is not None else done):
@@ -246,7 +247,10 @@ def _run_single(root, g, retain_graph, create_graph, inputs, accumulate, allow_u
                         if acc._hooked:
                             _run_acc(acc, ga, create_graph)
                         elif ga is not None:
-                            acc.accumulate(ga, create_graph)
+                            # handed over: the engine keeps no other reference, so
+                            # AccumulateGrad may keep ga itself as .grad
+                            done[acc] = None
+                            acc.accumulate(ga, create_graph, True)
         finally:
             state.grad_enabled = prev
             if _trace_state.tracer is not None:
@@ -316,7 +320,8 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
                     if node._hooked:
                         _run_acc(node, grads[0], create_graph)
                     elif grads[0] is not None:
-                        node.accumulate(grads[0], create_graph)
+                        g, grads[0] = grads[0], None    # handed over (as above)
+                        node.accumulate(g, create_graph, True)
                 continue
             if node._pre_hooks or node._retained:
                 grads = _run_pre_hooks(node, grads)
@@ -354,6 +359,7 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
                 deps[child] = d
                 if d == 0:
                     heapq.heappush(heap, (-child._seq, child))
+            outs = g = None         # (the buffers hold the gradients now: see accumulate)
     finally:
         grad_mode.state.grad_enabled = prev
         if trace_state.state.tracer is not None:
