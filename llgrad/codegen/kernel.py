@@ -143,6 +143,13 @@ def _launcher(fn, pool, plan, name, fast_specs, specs, layout, direct, lean=True
     off, nin, ndarray = _DATA_OFFSET, len(fast_specs), np.ndarray
     tail_fn, late, release = tail or (None, (), ())
 
+    def allocate(ptrs, outs, in_tail):
+        for j, (slot, dt, shape) in enumerate(layout):
+            if (slot in late) == in_tail:
+                outs[j] = o = empty(shape, dt)
+                ptrs[slot] = _from_address(id(o) + off).value if off is not None \
+                    else o.ctypes.data
+
     def launch(arrays):
         given = arrays
         if len(arrays) != nin:
@@ -173,11 +180,7 @@ def _launcher(fn, pool, plan, name, fast_specs, specs, layout, direct, lean=True
             for k, word in ctx.lengths:         # stack inputs: native code bounds-checks
                 word.value = len(arrays[k])
             outs = [None] * len(layout)
-            for j, (slot, dt, shape) in enumerate(layout):
-                if slot not in late:
-                    outs[j] = o = empty(shape, dt)
-                    ptrs[slot] = _from_address(id(o) + off).value if off is not None \
-                        else o.ctypes.data
+            allocate(ptrs, outs, False)
             fn(ctx.addr)
             if tail_fn is not None:
                 a = None
@@ -186,11 +189,7 @@ def _launcher(fn, pool, plan, name, fast_specs, specs, layout, direct, lean=True
                         given[k] = None
                     if converted is not None:
                         converted[k] = None
-                for j, (slot, dt, shape) in enumerate(layout):
-                    if slot in late:
-                        outs[j] = o = empty(shape, dt)
-                        ptrs[slot] = _from_address(id(o) + off).value if off is not None \
-                            else o.ctypes.data
+                allocate(ptrs, outs, True)
                 tail_fn(ctx.addr)
             if ctx.stacks is not None:        # (freed before any error below)
                 outs += ctx.stacks.harvest()
