@@ -178,8 +178,9 @@ def _load(j, obj, ir_before, ir_after, entry_names):
     return Compiled(j, ir_before, ir_after, addresses, obj)
 
 
-def lookup(key, entry_name):
-    """The Compiled for key from memory, else from a verified disk-cache file, else None."""
+def lookup(key, entry_name, before_load=None):
+    """The Compiled for key from memory, else from a verified disk-cache file, else None.
+    before_load(ir_text) runs before a cached object is loaded (linked), given its IR."""
     j = jit()
     with _lock:
         hit = j.memory.get(key)
@@ -190,6 +191,8 @@ def lookup(key, entry_name):
     if rec is None or rec[0] != entry_name:
         return None
     _, obj, before, after = rec
+    if before_load is not None:
+        before_load(before)
     compiled = _load(j, obj, before, after, [entry_name])
     stats["loaded"] += 1
     with _lock:

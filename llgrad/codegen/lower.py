@@ -24,6 +24,8 @@ from ..ir.passes import cse, dce
 from ..ir.verify import verify
 from . import dedupe, jit
 from .blas import gemm_symbols
+from .parallel import _CREATE as THREAD_CALL
+from .pool import ensure_pool
 from . import (ops_advindex, ops_elementwise, ops_index, ops_loss,  # noqa: F401  (the table)
                ops_matmul, ops_norm, ops_positional, ops_random, ops_reduce, ops_strided)
 from . import ops_control  # noqa: F401  (cond, while_loop: regions as internal functions)
@@ -141,14 +143,23 @@ def lower(graph, *, blas=True, opt=True, clusters=True, release=()):
                                   f"opt={opt};split={split and split[0]};{plan.describe()}")
     name = f"llgrad_{re.sub(r'[^0-9A-Za-z_]', '_', graph.name)[:40]}_{key[:16]}"
     with _build_lock:               # one build per key, even from several threads
-        compiled = jit.lookup(key, name)
+        compiled = jit.lookup(key, name, before_load=_pool_if_threaded)
         if compiled is None:
             mod = jit.new_module(name)
             emit_plan(mod, plan, name, split=split and split[0])
+            if THREAD_CALL in mod.globals:
+                ensure_pool()
             compiled = jit.compile_module(mod, [name], opt=opt, key=key)
     kernel = Kernel(traced, plan, compiled, name, split)
     kernel.cache_key = key
     return kernel
+
+
+def _pool_if_threaded(ir_text):
+    """A kernel that starts threads gets the pool's (pool.py), if its IR calls for them:
+    built before the kernel's code is linked, and only then (most kernels never thread)."""
+    if THREAD_CALL in ir_text:
+        ensure_pool()
 
 
 def simplify(graph):

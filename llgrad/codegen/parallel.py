@@ -20,8 +20,10 @@ two threads is emitted inline in fg as before (nothing extra at run time), and a
 one whose T is 1 at run time calls the body directly (one load and compare). Chunk t is
 iterations [t*u//T*grain, (t+1)*u//T*grain) (u = ceil(n/grain)), capped at n: the same
 chunks for the same T, so results are deterministic per thread count. The calling thread
-runs chunk 0, T-1 pthreads run the others; a chunk whose thread cannot start runs on the
-calling thread after its own chunk (no work is lost).
+runs chunk 0, T-1 other threads run the others: the persistent workers of pool.py (the
+pthread_create/join symbols below name its functions once it is built), or plain pthreads
+where it is not; a chunk whose thread cannot start runs on the calling thread after its
+own chunk (no work is lost).
 
     Partial(dest, k)
 
@@ -59,10 +61,11 @@ from . import jit
 from .loops import FuncGen, for_range
 from .scalar import F64, I1, I8, I32, I64, PTR
 
-MIN_WORK_PER_THREAD = 1 << 17   # elements x cost() per thread: ~30-60 us of work. Starting
-                                # and joining a thread costs ~10 us (~30 us in a VM, where
-                                # an idle vCPU is woken): an add of 128K floats is no faster
-                                # on 2 threads, one of 256K is 2x (measured)
+MIN_WORK_PER_THREAD = 1 << 15   # elements x cost() per thread: ~8-15 us of work. Handing a
+                                # chunk to a pool worker (pool.py) that is spinning costs a
+                                # few us: on 2 threads an add of 64K floats took 9.2 us for
+                                # 11.7, a tanh + sum of 16K 10.8 for 13.7 (measured); a new
+                                # thread per loop cost ~30-50 us here (a VM: LLGRAD_POOL=0)
 MAX_THREADS = 256               # bounds the records and partials in the caller's frame
 PARTIAL_STACK_BYTES = 1 << 18   # all threads' partial arrays together
 SPLIT_UNITS = 16                # a loop with this many chunks balances well enough
