@@ -7,6 +7,9 @@ import atexit
 import os
 import shutil
 import tempfile
+import threading
+
+import pytest
 
 # every kernel the suite builds checks that groups sharing code (codegen/dedupe.py) emit
 # the same code
@@ -30,3 +33,27 @@ if settings is not None:
     settings.register_profile("ci", max_examples=200, derandomize=True, **_FUZZ)
     settings.register_profile("long", max_examples=5000, **_FUZZ)
     settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture
+def run_on_threads():
+    """run(work, n): work(k) on n threads at once (started together at a barrier); fails
+    if one hangs or raises (a thread's exception is reported here, in the test)."""
+    def run(work, n):
+        errors, barrier = [], threading.Barrier(n)
+
+        def main(k):
+            try:
+                barrier.wait()
+                work(k)
+            except BaseException as e:            # reported in the main thread
+                errors.append((k, e))
+
+        threads = [threading.Thread(target=main, args=(k,)) for k in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=300)
+        assert not any(t.is_alive() for t in threads), "a thread hung"
+        assert not errors, errors
+    return run

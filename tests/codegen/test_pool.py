@@ -5,7 +5,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import threading
 
 import numpy as np
 import pytest
@@ -56,7 +55,7 @@ def test_kernels_call_the_pool(threads):
             _check(k, a, g)
 
 
-def test_many_python_threads_at_once(threads):
+def test_many_python_threads_at_once(threads, run_on_threads):
     """Callers on 4 Python threads, each kernel call forking 3 chunks: every result
     right, nothing hangs (each call claims slots of its own)."""
     threads(4)
@@ -64,23 +63,12 @@ def test_many_python_threads_at_once(threads):
     k = lower(g)
     a = np.random.default_rng(1).standard_normal(N)
     want = k([a])                       # each call must give exactly this (same chunks)
-    errors = []
 
-    def run():
-        try:
-            for _ in range(40):
-                s, y = k([a])
-                assert s == want[0] and np.array_equal(y, want[1])
-        except Exception as e:          # (reported below: a thread's assert is invisible)
-            errors.append(e)
-
-    ts = [threading.Thread(target=run) for _ in range(4)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join(timeout=120)
-    assert not any(t.is_alive() for t in ts), "a caller hung"
-    assert not errors, errors
+    def work(_):
+        for _ in range(40):
+            s, y = k([a])
+            assert s == want[0] and np.array_equal(y, want[1])
+    run_on_threads(work, 4)
 
 
 def test_more_chunks_than_slots(threads):

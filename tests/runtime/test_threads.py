@@ -11,25 +11,6 @@ import llgrad
 N_THREADS, N_CALLS = 4, 200
 
 
-def _run_threads(work):
-    errors, barrier = [], threading.Barrier(N_THREADS)
-
-    def main(k):
-        try:
-            barrier.wait()
-            work(k)
-        except BaseException as e:            # reported in the main thread
-            errors.append((k, e))
-
-    threads = [threading.Thread(target=main, args=(k,)) for k in range(N_THREADS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=300)
-    assert not any(t.is_alive() for t in threads), "a thread hung"
-    assert not errors, errors
-
-
 def _reference(x, w):
     h = np.tanh(x @ w)
     loss = (h * h).sum() + x.sum()
@@ -38,7 +19,7 @@ def _reference(x, w):
 
 
 @pytest.mark.parametrize("backend", ["llvm", "interpret"])
-def test_compiled_function_from_four_threads(backend):
+def test_compiled_function_from_four_threads(backend, run_on_threads):
     @llgrad.compile(backend=backend)
     def loss_fn(x, w):
         h = (x @ w).tanh()
@@ -60,7 +41,7 @@ def test_compiled_function_from_four_threads(backend):
             np.testing.assert_allclose(w.grad.numpy(), want_grad, rtol=1e-9, atol=1e-12)
             checked[k] += 1
 
-    _run_threads(work)
+    run_on_threads(work, N_THREADS)
     assert checked == [N_CALLS] * N_THREADS
     assert loss_fn.n_traces == 1                  # traced once, under the compile lock
 
@@ -69,7 +50,7 @@ def rng_for(k, i):
     return np.random.default_rng(1000 * k + i).standard_normal((256, 32))
 
 
-def test_eager_autograd_on_separate_graphs_in_parallel():
+def test_eager_autograd_on_separate_graphs_in_parallel(run_on_threads):
     def work(k):
         for i in range(N_CALLS // 2):
             a_np = rng_for(k, i)
@@ -79,7 +60,7 @@ def test_eager_autograd_on_separate_graphs_in_parallel():
             np.testing.assert_allclose(a.grad.numpy(), np.cos(a_np) * a_np + np.sin(a_np),
                                        rtol=1e-12)
 
-    _run_threads(work)
+    run_on_threads(work, N_THREADS)
 
 
 def test_grad_mode_is_per_thread():
