@@ -14,7 +14,7 @@ with the same signatures, and a chunk goes to a worker that is already running:
 - create claims an IDLE slot (compare-and-swap), else an EMPTY one whose worker it then
   starts (a real pthread); with every slot busy it starts a plain thread, as before. The
   handle of a pool chunk is its slot index with bit 62 set (a pthread_t never has it).
-- A worker spins a while (~100 us, `pause`) on its state after each chunk, then sleeps on
+- A worker spins a while (~0.1-0.2 ms, `pause`) on its state after each chunk, then sleeps on
   it (futex): the next loop of the same call, or of the next call after a little Python,
   finds it awake. join spins, then sleeps, until DONE, and marks the slot IDLE.
 - Memory order: fn and arg are written before the release store of READY that the worker
@@ -35,7 +35,7 @@ from .loops import for_range
 from .scalar import I32, I64, PTR
 
 SLOTS = 64
-SPINS = 4096                    # pause instructions before sleeping (~100 us)
+SPINS = 4096                    # pause instructions before sleeping (~0.1-0.2 ms)
 EMPTY, CLAIMED, READY, DONE, IDLE = 0, 1, 2, 3, 4
 TAG = 1 << 62
 _SYS_FUTEX, _WAIT, _WAKE = 202, 128, 129        # x86-64; FUTEX_*_PRIVATE
