@@ -234,10 +234,11 @@ _lock = threading.Lock()
 def gemm_function(module, dtype):
     """module's declaration of the GEMM for dtype: void(M, N, K, a, ars, acs, b, brs, bcs,
     c, ldc, a_scratch, b_scratch); strides in elements; M, N, K >= 1; A unit-stride along M
-    (ars == 1) or along K (acs == 1, then a_scratch holds K*M elements: scratch_sizes); B unit-stride along N (bcs == 1) or along K (brs == 1, then b_scratch
-    holds K*N elements). The code itself lives in a
-    library module compiled once per process (or loaded from the disk cache), whose symbol
-    the kernel's object file is linked against when it is loaded: see ensure_library."""
+    (ars == 1) or along K (acs == 1, then a_scratch holds K*M elements: scratch_sizes);
+    B unit-stride along N (bcs == 1) or along K (brs == 1, then b_scratch holds K*N
+    elements). The code itself lives in a library module compiled once per process (or
+    loaded from the disk cache), whose symbol the kernel's object file is linked against
+    when it is loaded: see ensure_library."""
     name = f"llgrad_gemm_{dtype}"
     fn = module.globals.get(name)
     if fn is None:

@@ -6,8 +6,8 @@ its buffer. One whose layout BLAS can read (unit stride along one axis, a leadin
 at least the other extent) is passed as is (a transposed view becomes CblasTrans); any other
 (stepped, broadcast rows) is first copied into a contiguous temporary. With a BLAS, one
 cblas_?gemm call per batch index (a small transposed B, as in x @ W.T, is first copied to
-row-major by gemm.py's transpose: OpenBLAS is up to 2x slower on it as it is); for integer dtypes, generated i-k-j loops (the inner loop
-runs along rows of B and C, and vectorises).
+row-major by gemm.py's transpose: OpenBLAS is up to 2x slower on it as it is); for integer
+dtypes, generated i-k-j loops (the inner loop runs along rows of B and C, and vectorises).
 
 Without a BLAS, float products call llgrad's own register-blocked GEMM (gemm.py) instead of
 generated loops. LLGRAD_SMALL_GEMM=n sends products of at most n multiply-adds per batch

@@ -323,8 +323,9 @@ class AccumulateGrad(Node):
 
     def accumulate(self, g, create_graph, owned=False):
         """Add g into the leaf's .grad. owned: the caller hands over its only reference
-        (the engine, where it drops its own); then, as PyTorch does, a first gradient that nothing else
-        refers to and that has the leaf's layout becomes .grad itself, not a copy."""
+        (the engine, where it drops its own); then, as PyTorch does, a first gradient
+        that nothing else refers to and that has the leaf's layout becomes .grad itself,
+        not a copy."""
         leaf = self.variable
         if leaf is None:            # the leaf is gone: nobody can read its gradient
             return
