@@ -281,11 +281,10 @@ class Kernel:
         self._mutated = sorted(graph.mutated)
         self._direct_outs = self._direct_layout()
         self._tail = None
-        if split is not None:           # inputs a result is made from are never let go of
+        if split is not None:
             from .lower import TAIL
-            kept = {k for kind, k, _ in self._recipes if kind == "input"} | set(self._mutated)
             self._tail = (self._native_fn(compiled.address(entry + TAIL)), frozenset(split[1]),
-                          tuple(k for k in split[2] if k not in kept))
+                          split[2])
         # (setting _fn makes the launchers) a builtin costs a fraction of a ctypes call
         self._fn = self._native_fn(self.address)
 

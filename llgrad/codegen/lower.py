@@ -204,11 +204,14 @@ SPLIT_MIN_BYTES = 1 << 18
 def release_split(plan, release):
     """(first group of the tail, slots of the outputs the tail allocates, released input
     positions) or None: the tail starts after the last group that reads a released input;
-    its late outputs are those no group before it touches."""
+    its late outputs are those no group before it touches. An input a result is made from
+    (returned, or a view of it returned) or that is written in place is never let go of."""
     if not release or plan.stacks or plan.lengths:
         return None
+    kept = {id(plan.buffers[root_of(v)]) for v in plan.escaping} | \
+        {id(plan.buffers[plan.graph.inputs[k]]) for k in plan.graph.mutated}
     bufs = {id(plan.buffers[v]): k for k, v in enumerate(plan.graph.inputs)
-            if k in release and v in plan.buffers}
+            if k in release and v in plan.buffers and id(plan.buffers[v]) not in kept}
     touched = [{id(b) for b in plan.group_buffers(g)} for g in plan.groups]
     reads = [i for i, t in enumerate(touched) if any(b in t for b in bufs)]
     start = reads[-1] + 1 if reads else 0
