@@ -52,7 +52,8 @@ def min_cut(required, fwd_nodes, primal, free):
     each forward value v is an edge v_in -> v_out of capacity bytes(v); operands feed
     their results with infinite capacity; the source feeds inputs and values only the
     forward can make; values the backward reads drain into the sink."""
-    values = list(primal) + [o for n in fwd_nodes for o in n.outputs]
+    values = list(primal) + [o for n in fwd_nodes for o in n.outputs]     # (primal: ordered)
+    primal = set(primal)
     index = {v: i for i, v in enumerate(values)}
     src, sink = -1, -2
     # bytes first; among cuts of equal bytes, prefer later values (less to recompute)
@@ -130,9 +131,11 @@ def partition(joint, n_primal, n_out, n_mut, n_guard, guards=(), mutated_inputs=
     (n_guard), then input gradients. Returns (forward, backward, saved table)."""
     k = n_out + n_mut + n_guard
     fwd_targets, grads = joint.outputs[:k], joint.outputs[k:]
-    primal = set(joint.inputs[:n_primal])
+    # (a list: min_cut numbers values in this order, and set order follows addresses,
+    # which would give the backward's inputs, so its cache key, a new order every process)
+    primal = list(joint.inputs[:n_primal])
     # an input the forward modifies is not free to keep: its old value must be saved
-    free = primal - {joint.inputs[i] for i in mutated_inputs}
+    free = set(primal) - {joint.inputs[i] for i in mutated_inputs}
     cotangents = joint.inputs[n_primal:]
     fwd = _ancestors(fwd_targets)
     bwd = _ancestors(grads, stop=fwd)
@@ -151,7 +154,10 @@ def partition(joint, n_primal, n_out, n_mut, n_guard, guards=(), mutated_inputs=
     saved, recompute = min_cut(saved, [n for n in joint.nodes if n in fwd], primal, free)
     bwd |= recompute
     order = {n: i for i, n in enumerate(joint.nodes)}
-    saved.sort(key=lambda v: -1 if v in free else -0.5 if v in primal else order[v.node])
+    primal_at = {v: i for i, v in enumerate(primal)}
+    # free inputs first, then other inputs (both by position), then forward values
+    saved.sort(key=lambda v: (0 if v in free else 1, primal_at[v]) if v in primal_at
+               else (2, order[v.node]))
     fwd_nodes = [n for n in joint.nodes if n in fwd]
     bwd_nodes = [n for n in joint.nodes if n in bwd]
 

@@ -104,3 +104,20 @@ def test_backward_nodes_carry_the_forward_line():
     fn, arrays, diff = PROGRAMS["layer_norm"]
     v, _, _ = run_vjp(fn, arrays, diff)
     assert {n.loc.split(":")[0] for n in v.backward.nodes} == {"test_vjp.py"}
+
+
+def test_saved_inputs_follow_the_argument_order():
+    # the backward's inputs (and so its disk-cache key) must not depend on where the
+    # Values happen to live in memory: a set of inputs once ordered them by address
+    n = 8
+    arrays = [rnd(3) for _ in range(n)]
+
+    def product(*xs):
+        out = xs[0]
+        for x in xs[1:]:
+            out = out * x
+        return out.sum()
+    for _ in range(3):
+        v, _, _ = run_vjp(product, arrays, list(range(n)))
+        assert [s.input_index for s in v.saved] == list(range(n))
+        assert [x.name for x in v.backward.inputs[:n]] == [f"xs_{i}" for i in range(n)]
