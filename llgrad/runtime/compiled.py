@@ -232,7 +232,15 @@ class CompiledFunction:
         """fn with its tensor-dependent control flow rewritten (converted once), or fn."""
         if self._converted is None:
             from ..tracer.convert import convert
-            self._converted = convert(self.fn) if self.transform else (self.fn, None)
+            inner = getattr(self.fn, "_llgrad_inner", None)
+            if not self.transform:
+                self._converted = (self.fn, None)
+            elif inner is not None:         # a transform (grad, ...): convert what it wraps
+                conv, source = convert(inner)
+                self._converted = (self.fn if conv is inner else self.fn._llgrad_rewrap(conv),
+                                   source)
+            else:
+                self._converted = convert(self.fn)
         return self._converted[0]
 
     # ---- inspection ---------------------------------------------------------------------------

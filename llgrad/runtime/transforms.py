@@ -56,6 +56,10 @@ def _joint(fn, argnums, has_aux, with_value):
             return (g, aux) if has_aux else g
         return ((value, aux) if has_aux else value), g
     joint.__name__ = f"grad_{getattr(fn, '__name__', 'f')}"
+    # what CompiledFunction converts (tracer/convert.py): the user's function, not this
+    # wrapper, whose ifs are llgrad's own Python; rewrap puts a converted fn back in
+    joint._llgrad_inner = fn
+    joint._llgrad_rewrap = lambda f: _joint(f, argnums, has_aux, with_value)
     return joint
 
 

@@ -30,6 +30,7 @@ warning, and the function is traced as it is. Functions the converted function c
 converted (AutoGraph's converted_call is not done): a tensor condition in one of them stays
 a value guard, as without the transformation."""
 import ast
+import dis
 import inspect
 import os
 import textwrap
@@ -59,6 +60,8 @@ def convert(fn):
     inner = getattr(fn, "__wrapped__", None)
     if inner is not None:
         return _through_decorator(fn, inner)
+    if not _branches(fn.__code__):
+        return fn, None             # nothing to rewrite: skip reading and parsing its source
     try:
         source = inspect.getsource(fn)
     except (OSError, TypeError) as e:
@@ -76,6 +79,25 @@ def convert(fn):
     if not conv.changed:
         return fn, None
     return _build(fn, fdef), astunparse.unparse(fdef).strip() + "\n"
+
+
+# every construct the converter rewrites (if, while, a if b else c, and/or, chained
+# comparisons) compiles to a conditional jump
+_CONDITIONAL_JUMPS = frozenset(op for name, op in dis.opmap.items()
+                               if "JUMP" in name and "IF" in name)
+
+
+def _branches(code):
+    """Whether code, or code nested in it (inner functions, lambdas), has a conditional
+    jump. (Without one, the source is not read: inspect.getsource tokenizes the file, and
+    its first call in a process compiles tokenize's patterns, ~5 ms.)"""
+    stack = [code]
+    while stack:
+        c = stack.pop()
+        if any(op in _CONDITIONAL_JUMPS for op in c.co_code[::2]):
+            return True
+        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    return False
 
 
 def _fallback(fn, why):

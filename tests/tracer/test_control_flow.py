@@ -423,6 +423,48 @@ def test_without_source_it_falls_back_with_one_warning():
     assert cf.n_traces == 2             # value guards, as without the conversion
 
 
+def scalar_branch(x, w):
+    if (x * w).sum() > 0:
+        return (x * w).exp().sum()
+    return (x * w * w).sum()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("transform", ["grad", "value_and_grad"])
+def test_grad_transforms_convert_the_function_they_wrap(backend, transform):
+    # (the transform's own wrapper was converted once, and the user's if left a guard)
+    f = getattr(llgrad, transform)(scalar_branch, argnums=(0, 1), backend=backend)
+    w = rnd(41, 3)
+    for x in (np.abs(rnd(42, 3)) * np.sign(w), -np.abs(rnd(43, 3)) * np.sign(w)):
+        xs, ws = llgrad.tensor(x, requires_grad=True), llgrad.tensor(w, requires_grad=True)
+        scalar_branch(xs, ws).backward()
+        got = f(llgrad.tensor(x), llgrad.tensor(w))
+        grads = got[1] if transform == "value_and_grad" else got
+        if transform == "value_and_grad":
+            np.testing.assert_allclose(got[0].numpy(), scalar_branch(
+                llgrad.tensor(x), llgrad.tensor(w)).numpy(), rtol=1e-12)
+        np.testing.assert_allclose(grads[0].numpy(), xs.grad.numpy(), rtol=1e-12)
+        np.testing.assert_allclose(grads[1].numpy(), ws.grad.numpy(), rtol=1e-12)
+    assert f.n_traces == 1
+    assert "cond" in ops_of(f.entries[0].forward)
+
+
+def test_a_function_without_branches_is_traced_without_reading_its_source(monkeypatch):
+    import inspect
+
+    def no_source(fn):
+        raise OSError("not read")
+    monkeypatch.setattr(inspect, "getsource", no_source)
+
+    def straight(x):
+        return (x * 2).sum()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # (the fallback would warn)
+        cf = llgrad.compile(straight, backend="interpret")
+        assert cf(llgrad.tensor([1.0, 2.0])).item() == 6.0
+    assert cf._converted == (straight, None)
+
+
 def test_transform_false_opts_out():
     cf = llgrad.compile(early_return, backend="interpret", transform=False)
     for v in (1.0, -1.0, 1.0):
