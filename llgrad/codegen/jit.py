@@ -225,10 +225,10 @@ def compile_module(irmod, entry_names, opt=True, key=None):
     return compiled
 
 
-def compile_private(irmod, entry_names):
-    """Compile a small module of process-specific code (trampoline.py: it refers to this
-    process's C-API symbols) at -O0, outside both caches and the stats (which count
-    kernels' code generation only); no IR text is kept."""
+def compile_private(irmod, entry_names, key=None):
+    """Compile a small module of llgrad's own plumbing (trampoline.py) at -O0, outside the
+    in-memory table and the stats (which count kernels' code generation only); no IR text
+    is kept. With a key the object also goes to the disk cache (load_private)."""
     j = jit()
     llmod = llvm.parse_assembly(str(irmod))
     llmod.triple = j.triple
@@ -236,7 +236,19 @@ def compile_private(irmod, entry_names):
     llmod.verify()
     with _lock:
         obj = j.quick_tm().emit_object(llmod)
-    return _load(j, obj, "", "", entry_names)
+    compiled = _load(j, obj, "", "", entry_names)
+    if key is not None:
+        cache.store(key, entry_names[0], obj, "", "")
+    return compiled
+
+
+def load_private(key, entry_names):
+    """What compile_private stored under key, loaded from the disk cache (its external
+    symbols must be resolvable first: add_symbol), or None."""
+    rec = cache.load(key)
+    if rec is None or rec[0] != entry_names[0]:
+        return None
+    return _load(jit(), rec[1], "", "", entry_names)
 
 
 def assembly(compiled):

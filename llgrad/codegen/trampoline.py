@@ -17,14 +17,16 @@ address, so `caller(address)(ctx_address)` does what `CFUNCTYPE(None, c_void_p)(
 did, the GIL released around the native call exactly as ctypes releases it (kernels run for
 milliseconds and start threads of their own).
 
-The module calls this process's C API (its symbols, given to LLVM with add_symbol), so it
-never goes to the disk cache of kernels (it is compiled with no key, at -O0: ~1 ms of code
-generation, ~5-10 ms to build in all, once per process). Anything failing while it is built
+The module calls the C API through symbols of its own, each given this process's address
+with add_symbol before the code is linked, so its object file holds no address and goes to
+the disk cache like a kernel's: building it (at -O0) takes ~7 ms, loading it ~1.5 ms, once
+per process. Anything failing while it is built
 or self-tested (an unusual Python build) leaves `caller` returning None, and kernels keep
 the ctypes call; LLGRAD_TRAMPOLINE=0 forces that too."""
 import copy
 import ctypes
 import os
+import sys
 import threading
 import time
 
@@ -51,6 +53,7 @@ _lock = threading.Lock()
 _state = None           # the built _Trampoline, or False once building it failed
 build_seconds = None    # how long building it took (start-up cost, for reports)
 failure = None          # why building it failed ("Type: message"), when it did
+origin = None           # "built" or "disk cache": where its code came from
 
 
 class _MethodDef(ctypes.Structure):
@@ -181,7 +184,13 @@ def _build():
     jit.add_symbol(_PREFIX + "_Py_NoneStruct", id(None))       # (CPython: id is the address)
     jit.add_symbol(_PREFIX + "PyExc_ValueError",
                    ctypes.addressof(ctypes.c_void_p.in_dll(api, "PyExc_ValueError")))
-    tramp = _Trampoline(jit.compile_private(_module(), [_NAME, _PROBE]))
+    key = jit.key_for("llgrad trampoline", "python %d.%d" % sys.version_info[:2])
+    global origin
+    compiled = jit.load_private(key, [_NAME, _PROBE])
+    origin = "disk cache"
+    if compiled is None:
+        compiled, origin = jit.compile_private(_module(), [_NAME, _PROBE], key=key), "built"
+    tramp = _Trampoline(compiled)
     tramp.self_test()
     return tramp
 
@@ -218,6 +227,6 @@ def caller(address):
 def _reset():
     """Forget the trampoline (the next caller() builds a new one; builtins made before
     keep theirs alive)."""
-    global _state, build_seconds, failure
+    global _state, build_seconds, failure, origin
     with _lock:
-        _state = build_seconds = failure = None
+        _state = build_seconds = failure = origin = None
