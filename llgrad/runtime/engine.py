@@ -132,7 +132,7 @@ def _run_acc(node, g, create_graph):
 def _run_pre_hooks(node, grads):
     if isinstance(node, AccumulateGrad):    # the leaf's tensor hooks (the node's own: _run_acc)
         leaf = node.variable
-        for hook in (leaf._hooks or ()) if leaf is not None else ():
+        for hook in list(leaf._hooks.values()) if leaf is not None and leaf._hooks else ():
             if grads[0] is not None:
                 r = hook(grads[0])
                 if r is not None:

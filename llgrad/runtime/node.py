@@ -361,7 +361,7 @@ def _sole_owner(g, leaf):
     and laid out as the leaf's data (PyTorch's layout contract for .grad)."""
     d, st = g._data, g._storage
     return g._base is None and g._grad_fn is None and not g._requires_grad \
-        and g._hooks is None and st.base is d and d.base is None and d.flags.writeable \
+        and not g._hooks and st.base is d and d.base is None and d.flags.writeable \
         and d.dtype == leaf._data.dtype and d.shape == leaf._data.shape \
         and d.strides == leaf._data.strides \
         and sys.getrefcount(d) <= _ARRAY_REFS and sys.getrefcount(st) <= _STORAGE_REFS

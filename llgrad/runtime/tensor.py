@@ -256,10 +256,12 @@ class Tensor:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require "
                                "gradient")
         if self.is_leaf:
-            self._hooks = (self._hooks or []) + [hook]
-            from .node import _Handle
-            return _Handle(lambda: setattr(self, "_hooks",
-                                           [h for h in self._hooks if h is not hook]))
+            # (a dict under a fresh key, in registration order: a handle removes its own
+            # registration, not every registration of the same function)
+            from .node import _register
+            if self._hooks is None:
+                self._hooks = {}
+            return _register(self._hooks, hook)
         return self.grad_fn._add_pre_hook(self._output_nr, hook)
 
     def register_post_accumulate_grad_hook(self, hook):

@@ -389,6 +389,23 @@ def test_a_handle_removes_only_its_own_registration():
     assert log == ["g", "f", "P", "F"]
 
 
+def test_a_leaf_tensor_hook_handle_removes_only_its_own_registration():
+    # the same function registered twice: removing the second keeps the first, in place
+    x, w = leaves()
+    log = []
+
+    def f(g):
+        log.append("f")
+
+    def g(grad):
+        log.append("g")
+    x.register_hook(f)
+    x.register_hook(g)
+    x.register_hook(f).remove()
+    (x * w).sum().backward()
+    assert log == ["f", "g"]
+
+
 def test_handle_as_context_manager():
     x, w = leaves()
     log = []
