@@ -36,9 +36,11 @@ def _is_tensor(x):
     return hasattr(x, "_dtype")
 
 
-def _binary(name, impl, vjp, grad_fn, save=(), float_out=False):
+def _binary(name, impl, vjp, grad_fn, save=(), float_out=False, number_edges=True):
+    # (PyTorch wraps a Python number operand of these into a tensor: a (None, 0) edge)
     return defop(name, impl, vjp=vjp, grad_fn=grad_fn, args=("self", "other"), save=save,
-                 kind="elementwise", promote=(0, 1), float_out=float_out)
+                 kind="elementwise", promote=(0, 1), float_out=float_out,
+                 number_edges=number_edges)
 
 
 def _unary(name, impl, vjp, grad_fn, save=(), float_out=True, **kw):
@@ -53,7 +55,8 @@ _binary("add", lambda a, b, alpha=1: np.add(a, b if alpha == 1 else np.multiply(
 _binary("sub", lambda a, b, alpha=1: np.subtract(a, b if alpha == 1 else np.multiply(b, alpha)),
         lambda c, g: (g, -g if c.alpha == 1 else g * -c.alpha), "SubBackward0")
 _binary("rsub", lambda a, b, alpha=1: np.subtract(b, a if alpha == 1 else np.multiply(a, alpha)),
-        lambda c, g: (-g if c.alpha == 1 else g * -c.alpha, g), "RsubBackward1")
+        lambda c, g: (-g if c.alpha == 1 else g * -c.alpha, g), "RsubBackward1",
+        number_edges=False)
 _binary("mul", np.multiply,
         lambda c, g: (g * c.other if c.needs(0) else None, g * c.self if c.needs(1) else None),
         "MulBackward0", save=("self", "other"))
@@ -262,7 +265,7 @@ def _clamp_vjp(c, g):
 
 defop("clamp", _clamp, vjp=_clamp_vjp, args=("self", "min", "max"), save=("self", "min", "max"),
       grad_fn=lambda ins, at: "ClampBackward0" if _is_tensor(ins[1]) or _is_tensor(ins[2])
-      else "ClampBackward1", kind="elementwise", promote=(0, 1, 2))
+      else "ClampBackward1", kind="elementwise", promote=(0, 1, 2), scalar_args=("min", "max"))
 
 
 def _clamp_min_vjp(c, g):
@@ -305,7 +308,7 @@ defop("where", lambda c, a, b: np.where(c, a, b),
       vjp=lambda c, g: (None, g.where(c.condition, 0) if c.needs(1) else None,
                         g.where(c.condition.logical_not(), 0) if c.needs(2) else None),
       grad_fn="WhereBackward0", args=("condition", "self", "other"), save=("condition",),
-      kind="elementwise", promote=(1, 2))
+      kind="elementwise", promote=(1, 2), nondiff=("condition",), number_edges=True)
 
 # ---- comparisons and logic (no gradient) ----------------------------------------------
 

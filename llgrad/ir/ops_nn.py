@@ -145,7 +145,8 @@ def _batch_norm_vjp(c, g):
 
 defop("batch_norm", _batch_norm, args=("self", "weight", "bias", "running_mean", "running_var"),
       save=("self", "weight", "running_mean", "running_var"),
-      grad_fn="NativeBatchNormBackward0", vjp=_batch_norm_vjp)
+      grad_fn="NativeBatchNormBackward0", vjp=_batch_norm_vjp,
+      nondiff=("running_mean", "running_var"))
 
 # ---- embedding and losses -----------------------------------------------------------------
 
@@ -159,7 +160,7 @@ def _embedding_vjp(c, g):
 
 
 defop("embedding", lambda w, idx, padding_idx=None: w[idx], args=("weight", "indices"),
-      save=("indices",), grad_fn="EmbeddingBackward0", vjp=_embedding_vjp)
+      save=("indices",), grad_fn="EmbeddingBackward0", vjp=_embedding_vjp, nondiff=("indices",))
 
 
 def _reduce(loss, reduction, denom=None):
@@ -210,7 +211,7 @@ def _nll_vjp(c, g):
 
 
 defop("nll_loss", _nll_loss, args=("self", "target", "weight"),
-      save=("self", "target", "weight"), vjp=_nll_vjp,
+      save=("self", "target", "weight"), vjp=_nll_vjp, nondiff=("target", "weight"),
       # PyTorch runs (N, C, d1, ...) inputs through nll_loss2d
       grad_fn=lambda ins, at: "NllLoss2DBackward0" if ins[0].ndim >= 3 else "NllLossBackward0")
 
@@ -269,4 +270,5 @@ def _bce_vjp(c, g):
 defop("binary_cross_entropy_with_logits", _bce_logits,
       args=("self", "target", "weight", "pos_weight"),
       save=("self", "target", "weight", "pos_weight"),
-      grad_fn="BinaryCrossEntropyWithLogitsBackward0", vjp=_bce_vjp)
+      grad_fn="BinaryCrossEntropyWithLogitsBackward0", vjp=_bce_vjp,
+      nondiff=("weight", "pos_weight"))

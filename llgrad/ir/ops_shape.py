@@ -197,6 +197,7 @@ def _masked_fill(x, mask, value):
 
 
 defop("masked_fill", _masked_fill, args=("self", "mask", "value"), save=("mask",),
+      nondiff=("mask",),
       grad_fn=lambda ins, at: "MaskedFillBackward1" if hasattr(ins[2], "_dtype")
       else "MaskedFillBackward0", kind="elementwise",
       vjp=lambda c, g: (g.masked_fill(c.mask, 0) if c.needs(0) else None, None,
@@ -211,6 +212,7 @@ def _gather(x, index, dim):
 
 
 defop("gather", _gather, args=("self", "index"), save=("index",), grad_fn="GatherBackward0",
+      nondiff=("index",),
       vjp=lambda c, g: (g.new_zeros(c.shape(0)).scatter_add(c.dim, c.index, g), None))
 
 
@@ -223,7 +225,7 @@ def _scatter_add(x, index, src, dim):
 
 
 defop("scatter_add", _scatter_add, args=("self", "index", "src"), save=("index",),
-      grad_fn="ScatterAddBackward0", promote=(0, 2),
+      grad_fn="ScatterAddBackward0", promote=(0, 2), nondiff=("index",),
       vjp=lambda c, g: (g, None, _pad_to(g.gather(c.dim, c.index), c.shape(2))
                         if c.needs(2) else None))
 
@@ -240,7 +242,7 @@ def _pad_to(g, shape):
 
 
 defop("index_select", lambda x, index, dim: np.take(x, index, axis=dim),
-      args=("self", "index"), save=("index",), grad_fn="IndexSelectBackward0",
+      args=("self", "index"), save=("index",), grad_fn="IndexSelectBackward0", nondiff=("index",),
       vjp=lambda c, g: (g.new_zeros(c.shape(0)).index_add(c.dim, c.index, g), None))
 
 
@@ -253,7 +255,7 @@ def _index_add(x, index, src, dim, alpha=1):
 
 
 defop("index_add", _index_add, args=("self", "index", "source"), save=("index",),
-      grad_fn="IndexAddBackward0", promote=(0, 2),
+      grad_fn="IndexAddBackward0", promote=(0, 2), nondiff=("index",),
       vjp=lambda c, g: (g, None, g.index_select(c.dim, c.index) * c.alpha if c.needs(2) else None))
 
 
@@ -310,7 +312,7 @@ def _with_counts(c, **attrs):
 
 
 defop("index", _index, args=("self", "*indices"),
-      save=("indices",), grad_fn="IndexBackward0",
+      save=("indices",), grad_fn="IndexBackward0", nondiff=("indices",),
       vjp=lambda c, g: (g.new_zeros(c.shape(0))._op(
           "index_put", g, *c.indices, **_with_counts(c, spec=c.spec, accumulate=True)),))
 
@@ -333,7 +335,7 @@ def _index_put_vjp(c, g):
 
 
 defop("index_put", _index_put, args=("self", "values", "*indices"), save=("indices",),
-      grad_fn="IndexPutBackward0", promote=(0, 1), vjp=_index_put_vjp)
+      grad_fn="IndexPutBackward0", promote=(0, 1), vjp=_index_put_vjp, nondiff=("indices",))
 
 # ---- flat-buffer ops behind view VJPs and CopySlices ------------------------------------
 # A geometry (shape, strides, offset) addresses elements of a 1-D buffer.

@@ -6,7 +6,12 @@ tensors they receive), so one rule serves eager autograd, tracing and higher-ord
 gradients. This module imports nothing from the rest of llgrad.
 
 A VJP rule is `vjp(ctx, grad) -> tuple` with one entry per input (None where no gradient
-flows). `ctx.<name>` reads a saved input or output (version-checked) or an attribute;
+flows). The backward node's edges (`next_functions`) are PyTorch's: one per input except
+the arguments PyTorch never differentiates (`nondiff`: indices, masks, targets) and Python
+numbers, which are Scalars to PyTorch; only `number_edges` ops (add, mul, where, ...) wrap
+a number into a tensor, which gets a (None, 0) edge. A missing optional tensor (None)
+gets a (None, 0) edge, except in `scalar_args` (clamp's bounds: Scalars unless one of
+them is a tensor). `ctx.<name>` reads a saved input or output (version-checked) or an attribute;
 `ctx.needs(i)` says whether input i wants a gradient; `ctx.shape(i)`/`ctx.dtype(i)` give
 input metadata. Gradients whose shape differs from their input's (broadcasting) are summed
 back to the input's shape by the caller, and cast to the input's dtype.
@@ -17,10 +22,11 @@ OPS = {}
 
 class OpDef:
     __slots__ = ("name", "impl", "vjp", "grad_fn", "args", "save", "nout", "kind",
-                 "promote", "float_out", "doc")
+                 "promote", "float_out", "doc", "nondiff", "number_edges", "scalar_args")
 
     def __init__(self, name, impl, vjp=None, grad_fn=None, args=("self",), save=(),
-                 nout=1, kind="other", promote=(), float_out=False, doc=""):
+                 nout=1, kind="other", promote=(), float_out=False, doc="", nondiff=(),
+                 number_edges=False, scalar_args=()):
         self.name = name
         self.impl = impl
         self.vjp = vjp
@@ -32,6 +38,9 @@ class OpDef:
         self.promote = promote      # input positions promoted to one dtype (PyTorch rules)
         self.float_out = float_out  # integer inputs give float32 (exp, div, ...)
         self.doc = doc
+        self.nondiff = nondiff          # argument names that never get an edge
+        self.number_edges = number_edges    # Python numbers get (None, 0) edges
+        self.scalar_args = scalar_args  # None there is a Scalar too (no edge)
 
     @property
     def differentiable(self):

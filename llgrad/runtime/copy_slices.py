@@ -1,7 +1,7 @@
 """In-place ops on views: PyTorch's CopySlices on the base, and the AsStridedBackward0 node
 a view gets once its base has been modified in place."""
 from ..ir import OPS
-from .node import Node, fix_grads, gradient_edge, node_class
+from .node import Node, gradient_edge, node_class
 
 
 def geometry(t):
@@ -31,7 +31,7 @@ class CopySlices(Node):
         flat = g._op("strided_scatter", geom=self.base_geom, span=self.span)
         g_view = flat._op("strided_gather", geom=self.view_geom)
         fn = self.fn
-        res = fix_grads(fn._op.vjp(fn, g_view), fn.next_functions, fn._in_meta)
+        res = fn.edge_grads(fn._op.vjp(fn, g_view))
         r0 = res[0] if res[0] is not None else g_view.new_zeros(g_view.shape)
         flat = flat._op("strided_put", r0, geom=self.view_geom)
         return [flat._op("strided_gather", geom=self.base_geom)] + list(res[1:])

@@ -154,19 +154,57 @@ def _node_for(op, inputs, attrs):
     return cls(op, attrs)
 
 
+_nondiff = {}
+
+
+def _nondiff_positions(op, n):
+    """Input positions of op's nondiff arguments, for n inputs (a variadic tail included)."""
+    key = (op.name, n)
+    pos = _nondiff.get(key)
+    if pos is None:
+        pos = []
+        for i, a in enumerate(op.args):
+            if a.lstrip("*") in op.nondiff:
+                pos += range(i, n) if a.startswith("*") else [i]
+        pos = _nondiff[key] = frozenset(pos)
+    return pos
+
+
+def _has_edge(op, inputs, i, x, nondiff):
+    """PyTorch's rule (optable's docstring): which inputs get a next_functions edge."""
+    if i in nondiff:
+        return False
+    if isinstance(x, Tensor):
+        return True
+    if x is None:
+        scalars = op.scalar_args
+        if not scalars or op.args[i] not in scalars:
+            return True             # a missing optional tensor (weight=None)
+        # a bound of clamp: a Scalar, unless another bound is a tensor (the Tensor overload)
+        return any(isinstance(inputs[k], Tensor) for k, a in enumerate(op.args) if a in scalars)
+    return op.number_edges
+
+
 def record(op, inputs, attrs, results, self_override=None):
     node = _node_for(op, inputs, attrs)
-    edges, meta = [], []
-    for x in inputs:
-        if isinstance(x, Tensor):
-            e = gradient_edge(x) if x._dtype._cat == 2 else None
+    edges, meta, at = [], [], None
+    nondiff = _nondiff_positions(op, len(inputs)) if op.nondiff else ()
+    for i, x in enumerate(inputs):
+        tensor = isinstance(x, Tensor)
+        if (tensor and not nondiff) or _has_edge(op, inputs, i, x, nondiff):
+            if at is not None:
+                at.append(len(edges))
+            e = gradient_edge(x) if tensor and x._dtype._cat == 2 else None
             edges.append(e or (None, 0))
-            meta.append((x._data.shape, x._dtype))
         else:
-            edges.append((None, 0))
-            meta.append(None)
+            if at is None:
+                at = list(range(i))
+            at.append(-1)
+        meta.append((x._data.shape, x._dtype) if tensor else None)
     node.next_functions = tuple(edges)
     node._in_meta = tuple(meta)
+    if at is not None:
+        node._edge_at = tuple(at)
     if op.nout != 1:
         node._out_meta = [(r._data.shape, r._dtype) for r in results]
     if op.save:

@@ -65,7 +65,7 @@ class BackwardCFunction(Node, FunctionCtx):
         res = self._forward_cls.backward(self, *grads)
         if not isinstance(res, tuple):
             res = (res,)
-        n = len(self.next_functions)
+        n = len(self._in_meta)             # (one gradient per argument of forward)
         if len(res) != n:
             if len(res) > n and all(r is None for r in res[n:]):
                 res = res[:n]
@@ -80,7 +80,11 @@ class BackwardCFunction(Node, FunctionCtx):
                     raise RuntimeError(f"Function {type(self).__name__} returned an invalid "
                                        f"gradient at index {i} - got {list(r._data.shape)} but "
                                        f"expected shape compatible with {list(m[0])}") from None
-        return fix_grads(res, self.next_functions, self._in_meta)
+        # the edges: one per tensor argument (PyTorch's); None gradients for the others
+        edges = iter(self.next_functions)
+        per_arg = [next(edges) if m is not None else (None, 0) for m in self._in_meta]
+        return [g for g, m in zip(fix_grads(res, per_arg, self._in_meta), self._in_meta)
+                if m is not None]
 
 
 class _Freed:
@@ -151,9 +155,8 @@ class Function(metaclass=FunctionMeta):
                 o = o._alias()               # an input returned as is: a new tensor object
             results.append(o)
         if record:
-            ctx.next_functions = tuple(
-                (gradient_edge(a) or (None, 0)) if a is not None else (None, 0)
-                for a in tensor_args)
+            ctx.next_functions = tuple(gradient_edge(a) or (None, 0)
+                                       for a in tensor_args if a is not None)
             ctx._in_meta = tuple((a._data.shape, a._dtype) if a is not None else None
                                  for a in tensor_args)
             ctx._out_meta = [(o._data.shape, o._dtype) if isinstance(o, Tensor) else ((), None)

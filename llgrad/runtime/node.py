@@ -1,8 +1,10 @@
 """Backward nodes (what `grad_fn` points at), saved tensors and their version checks.
 
 Each op's node class carries PyTorch's name (MulBackward0, ...); classes are made once per
-name. A node's `next_functions` holds one (node, output_nr) edge per input, (None, 0) where
-no gradient flows, as PyTorch prints it.
+name. A node's `next_functions` holds one (node, output_nr) edge per differentiable input,
+(None, 0) where no gradient flows, as PyTorch has them: indices, masks, targets and Python
+numbers given as Scalars have none (the op table's nondiff / number_edges; `_edge_at`
+maps an op's inputs to their edges).
 """
 import itertools
 import os
@@ -177,7 +179,8 @@ def _register(hooks, fn):
 
 class OpNode(Node):
     """The node of an op from the op table; also the `ctx` its VJP rule reads."""
-    __slots__ = ("_op", "attrs", "_saved", "_in_meta", "_out_meta", "_where", "_freed")
+    __slots__ = ("_op", "attrs", "_saved", "_in_meta", "_out_meta", "_where", "_freed",
+                 "_edge_at")
 
     def __init__(self, op, attrs):
         # Node.__init__ inlined: this runs once per recorded op
@@ -191,6 +194,9 @@ class OpNode(Node):
         self._out_meta = None
         self._where = "?"
         self._freed = False
+        # input position -> its edge in next_functions (-1: none; PyTorch gives indices,
+        # masks and Scalars none), or None where every input has the edge of its position
+        self._edge_at = None
 
     # --- the ctx interface of VJP rules -------------------------------------------------
     def __getattr__(self, name):
@@ -219,6 +225,11 @@ class OpNode(Node):
         return len(self._out_meta) if self._out_meta else 1
 
     def needs(self, i):
+        at = self._edge_at
+        if at is not None:
+            i = at[i]
+            if i < 0:
+                return False
         return self.next_functions[i][0] is not None
 
     def shape(self, i):
@@ -245,8 +256,17 @@ class OpNode(Node):
             g = grads[0]
         else:
             g = [gi if gi is not None else _zeros(meta) for gi, meta in zip(grads, self._out_meta)]
-        res = op.vjp(self, g)
-        return fix_grads(res, self.next_functions, self._in_meta)
+        return self.edge_grads(op.vjp(self, g))
+
+    def edge_grads(self, res):
+        """The VJP's gradients (one per input) as the engine takes them: one per edge,
+        summed back to their inputs' shapes and cast to their dtypes."""
+        at = self._edge_at
+        if at is None:
+            return fix_grads(res, self.next_functions, self._in_meta)
+        edges = self.next_functions
+        fixed = fix_grads(res, [edges[e] if e >= 0 else (None, 0) for e in at], self._in_meta)
+        return [g for g, e in zip(fixed, at) if e >= 0]
 
 
 def _zeros(meta):

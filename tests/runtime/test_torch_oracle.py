@@ -64,16 +64,20 @@ def make_inputs(lib, specs):
 # ---- registry ---------------------------------------------------------------------------------
 
 class Prog:
-    def __init__(self, fn, inputs, backward, error, grad_fn, rtol, atol):
+    def __init__(self, fn, inputs, backward, error, grad_fn, rtol, atol, graph_differs):
         self.fn, self.inputs, self.backward, self.error = fn, inputs, backward, error
         self.grad_fn, self.rtol, self.atol = grad_fn, rtol, atol
+        self.graph_differs = graph_differs
 
 
 def program(*inputs, backward=True, error=False, grad_fn=True, rtol=None, atol=None,
-            xfail=None):
+            xfail=None, graph_differs=None):
+    """graph_differs: why the results' grad_fn names match PyTorch's but the nodes behind
+    them (next_functions) do not; their edges are then not compared."""
     def deco(fn):
         marks = [pytest.mark.xfail(strict=True, reason=xfail)] if xfail else []
-        PROGRAMS.append(pytest.param(Prog(fn, inputs, backward, error, grad_fn, rtol, atol),
+        PROGRAMS.append(pytest.param(Prog(fn, inputs, backward, error, grad_fn, rtol, atol,
+                                          graph_differs),
                                      id=fn.__name__, marks=marks))
         return fn
     return deco
@@ -106,6 +110,9 @@ class TRec:
         self.requires_grad = bool(t.requires_grad)
         fn = t.grad_fn
         self.grad_fn = None if fn is None else type(fn).__name__
+        # the graph's edges, as names: (node class or None, input number) per edge
+        self.edges = None if fn is None else tuple(
+            (None if f is None else type(f).__name__, i) for f, i in fn.next_functions)
 
 
 def norm(x):
@@ -184,6 +191,8 @@ def compare(t, l, prog, path):
             f"{path}: requires_grad {l.requires_grad} != torch {t.requires_grad}"
         if prog.grad_fn:
             assert l.grad_fn == t.grad_fn, f"{path}: grad_fn {l.grad_fn} != torch {t.grad_fn}"
+            assert prog.graph_differs or l.edges == t.edges, \
+                f"{path}: {l.grad_fn}.next_functions {l.edges} != torch {t.edges}"
         if t.value.dtype.kind == "f":
             rtol, atol = _tols(t.dtype, prog)
             ok = np.allclose(l.value, t.value, rtol=rtol, atol=atol, equal_nan=True)
@@ -281,14 +290,18 @@ def index_empty_slice(lib, F, x):
 
 
 @program(randn(4, 5, 6), arr([3, 0, 3], np.int64), arr([[1, 4], [0, 1]], np.int64),
-         np.array([[1, 0, 1, 0, 0], [0, 0, 0, 0, 1], [1, 1, 0, 0, 0], [0, 0, 0, 0, 0]], bool))
+         np.array([[1, 0, 1, 0, 0], [0, 0, 0, 0, 1], [1, 1, 0, 0, 0], [0, 0, 0, 0, 0]], bool),
+         graph_differs=("PyTorch indexes a basic slice first (SliceBackward0, SelectBackward0),"
+                        " llgrad in one IndexBackward0"))
 def index_advanced(lib, F, x, i, j, m):
     return (x[i], x[:, j], x[i, 1:3, [0, 5, 2]], x[m], x[[0, 2], :, [1, 3]], x[..., [-1, 0]],
             x[i, None], x[1, j], x[i[:2], j[0]], x[j[1], j[0]])
 
 
 @program(randn(3, 4), np.array([[1, 0, 0, 1], [0, 1, 1, 0], [1, 1, 1, 0]], bool),
-         np.array([1, 0, 1, 1], bool))
+         np.array([1, 0, 1, 1], bool),
+         graph_differs=("PyTorch indexes a basic slice first (SliceBackward0, SelectBackward0),"
+                        " llgrad in one IndexBackward0"))
 def index_bool(lib, F, x, m, c):
     return x[m], x[:, c], x[x > 0], x[1, c], \
         x[m.logical_not()]
@@ -663,7 +676,8 @@ def tensor_metadata(lib, F, x):
             x[0, 0].item() == float(x[0, 0].detach()), x.tolist(), lib.tensor([1, 2]).tolist())
 
 
-@program(randn(2, 3), randn(0), randn(2, 3), arr([[1, 2]], np.int64))
+@program(randn(2, 3), randn(0), randn(2, 3), arr([[1, 2]], np.int64),
+         graph_differs=("the empty 1-d input reaches CatBackward0 through a view in llgrad"))
 def cat_with_empty(lib, F, x, e, y, i):
     return (lib.cat([x, e]), lib.cat([e, x, y], 1), lib.stack([x[0], y[0]], 1), lib.cat([e, e]),
             lib.cat([i, lib.tensor([])]), lib.cat([i, lib.tensor([], dtype=lib.int64)], 1))
@@ -671,7 +685,9 @@ def cat_with_empty(lib, F, x, e, y, i):
 
 # ---- higher order ------------------------------------------------------------------------------
 
-@program(randn(4), backward=False)
+@program(randn(4), backward=False,
+         graph_differs=("PyTorch's backward formulas multiply by Scalars (MulBackward1), "
+                        "llgrad's VJP rules by wrapped numbers (MulBackward0)"))
 def grad_of_grad(lib, F, x):
     y = (x ** 3).sum()
     g, = lib.autograd.grad(y, x, create_graph=True)
@@ -777,7 +793,9 @@ def maximum_minimum_ties(lib, F, x, y):
 
 
 @program(randn(3, 4), rand(3, 4), arr([3, -7, 5], np.int64), arr([-0.5, -1.0, 0.0, -0.2]),
-         arr([0.5, 0.3, 1.0, 0.1]), randn(3, 4, dtype=np.float64), np.array([True, False, True]))
+         arr([0.5, 0.3, 1.0, 0.1]), randn(3, 4, dtype=np.float64), np.array([True, False, True]),
+         graph_differs=("sum(dtype=) casts first in llgrad (ToCopyBackward0 behind "
+                        "SumBackward1)"))
 def misc_methods(lib, F, x, p, i, lo, hi, d, b):
     v = (x * 1)[1]
     v.copy_(d[0])
@@ -824,7 +842,9 @@ def creation_more(lib, F):
 
 # ---- reductions ----------------------------------------------------------------------------------
 
-@program(randn(3, 4, 5))
+@program(randn(3, 4, 5),
+         graph_differs=("sum(dtype=) casts first in llgrad (ToCopyBackward0 behind "
+                        "SumBackward1)"))
 def reductions_sum_mean(lib, F, x):
     return (x.sum(), x.sum(1), x.sum((0, 2), keepdim=True), x.sum(-1, keepdim=True), x.mean(),
             x.mean((1, 2)), x.mean(0, keepdim=True), lib.sum(x, dim=(-1, 0)), lib.mean(x, -1),
@@ -868,7 +888,9 @@ def softmax_family(lib, F, x):
 # ---- matrix products -------------------------------------------------------------------------
 
 @program(randn(4), randn(4), randn(3, 4), randn(4, 5), randn(2, 3, 4), randn(2, 4, 5),
-         randn(2, 1, 3, 4), randn(5, 4, 2))
+         randn(2, 1, 3, 4), randn(5, 4, 2),
+         graph_differs=("batched matmul: PyTorch's UnsafeViewBackward0 leads to BmmBackward0, "
+                        "llgrad's to the operands"))
 def matmul_family(lib, F, v, w, A, B, X, Y, P, Q):
     return (v @ w, A @ v, A @ B, X @ Y, P @ Q, X @ B, v @ Y, A.mm(B), X.bmm(Y), lib.matmul(X, w),
             lib.mm(A, B), A.matmul(B), X @ Y[0], lib.dot(v, w), A.mv(w), A @ Y, Q.mT @ w, P @ B)
@@ -948,7 +970,8 @@ def cross_entropy_weight_ignore(lib, F, x, t, t2, w):
             F.cross_entropy(x, t2, weight=w, ignore_index=2))
 
 
-@program(randn(5, 4), arr([1, 0, 3, 2, 2], np.int64), NG(rand(4)))
+@program(randn(5, 4), arr([1, 0, 3, 2, 2], np.int64), NG(rand(4)),
+         graph_differs=("PyTorch's label smoothing multiplies by Scalars (MulBackward1)"))
 def cross_entropy_label_smoothing(lib, F, x, t, w):
     return (F.cross_entropy(x, t, label_smoothing=0.1),
             F.cross_entropy(x, t, weight=w, label_smoothing=0.2),
@@ -994,7 +1017,9 @@ def cross_entropy_kdim_none(lib, F, x, t, w, x4, t4):
 
 
 @program(randn(2, 4, 3), _KT, NG(rand(4)), randn(2, 4, 3, 2),
-         arr([[[0, 1]] * 3, [[3, 2]] * 3], np.int64))
+         arr([[[0, 1]] * 3, [[3, 2]] * 3], np.int64),
+         graph_differs=("PyTorch flattens k-dim inputs for nll_loss2d (ViewBackward0), llgrad "
+                        "does not"))
 def cross_entropy_kdim(lib, F, x, t, w, x4, t4):
     return (F.cross_entropy(x, t), F.cross_entropy(x, t, weight=w, reduction="sum"),
             F.cross_entropy(x4, t4), F.cross_entropy(x4, t4, reduction="none"),
