@@ -20,7 +20,9 @@ BLIS's register blocking, without its cache blocking (which small operands do no
 
 All sizes and strides are run-time arguments, so one copy of this code per dtype serves
 every matmul of every kernel: a library module compiled once per process, or loaded from
-the disk cache (ensure_library); kernels only declare it."""
+the disk cache (ensure_library); kernels only declare it. The transposing copy is also a
+library of its own: products that go to BLAS need only it (ops_matmul copies a small
+transposed B to row-major with it), not the GEMM's slower-to-compile kernels."""
 import threading
 from contextlib import contextmanager
 
@@ -227,7 +229,7 @@ class _Gen:
         return fn
 
 
-_libraries = {}                 # dtype -> Compiled: the library's code in the current engine
+_libraries = {}     # (dtype, kind) -> Compiled: a library's code in the current engine
 _lock = threading.Lock()
 
 
@@ -253,7 +255,7 @@ def transpose_name(dtype):
 def transpose_function(module, dtype):
     """module's declaration of the library's transposing copy for dtype:
     void(src, lds, dst, N, K): dst[k*N + n] = src[n*lds + k] for n < N, k < K (8 x 8 blocks
-    transposed in registers). ensure_library makes it resolvable, as the GEMM."""
+    transposed in registers). ensure_library(dtype, "transpose") makes it resolvable."""
     name = transpose_name(dtype)
     fn = module.globals.get(name)
     if fn is None:
@@ -262,31 +264,32 @@ def transpose_function(module, dtype):
     return fn
 
 
-def ensure_library(dtype):
-    """Make the GEMM of dtype resolvable by kernels (call before a kernel that uses it is
+def ensure_library(dtype, kind="gemm"):
+    """Make a library of dtype resolvable by kernels (call before a kernel that uses it is
     compiled or loaded from the disk cache): compiled once per engine, or loaded from the
-    disk cache. Compiling it into every kernel's module instead cost ~80 ms per module."""
+    disk cache. kind "gemm": the GEMM (its packing inside it); "transpose": the transposing
+    copy alone, all that products going to BLAS need (it compiles in ~40 ms, the GEMM's
+    register-blocked kernels in ~100). Compiling them into every kernel's module instead
+    cost ~80 ms per module."""
     j = jit.jit()
-    name = f"llgrad_gemm_{dtype}"
+    name = f"llgrad_gemm_{dtype}" if kind == "gemm" else transpose_name(dtype)
     with _lock:
-        lib = _libraries.get(dtype)
+        lib = _libraries.get((dtype, kind))
         if lib is not None and lib._jit is j:
             return
         ft = F32 if dtype == "float32" else F64
         vw = max(j.vector_bits // (32 if ft == F32 else 64), 2)
         mr = 8 if j.vector_bits >= 512 else 6    # 2*MR accumulators + 3 of 16 / 32 registers
-        pack = transpose_name(dtype)
-        key = jit.key_for(f"small gemm library {name} {pack}", f"vw={vw};mr={mr}")
+        key = jit.key_for(f"small gemm library {name}", f"vw={vw};mr={mr}")
         lib = jit.lookup(key, name)
         if lib is None:
             mod = jit.new_module(name)
-            _Gen(mod, ft, vw, mr).driver(name)
-            for sym in (name, pack):             # external: what kernels link against
-                mod.globals[sym].linkage = ""
-            lib = jit.compile_module(mod, [name, pack], key=key)
-        for sym in (name, pack):
-            jit.add_symbol(sym, lib.address(sym))
-        _libraries[dtype] = lib
+            gen = _Gen(mod, ft, vw, mr)
+            gen.driver(name) if kind == "gemm" else gen.pack()
+            mod.globals[name].linkage = ""       # external: what kernels link against
+            lib = jit.compile_module(mod, [name], key=key)
+        jit.add_symbol(name, lib.address(name))
+        _libraries[(dtype, kind)] = lib
 
 
 def _reset():

@@ -21,7 +21,7 @@ SENTINEL = -12345.0
 
 def _fn(dtype):
     gemm.ensure_library(dtype)
-    addr = gemm._libraries[dtype].address(f"llgrad_gemm_{dtype}")
+    addr = gemm._libraries[(dtype, "gemm")].address(f"llgrad_gemm_{dtype}")
     i, p = ctypes.c_int64, ctypes.c_void_p
     return ctypes.CFUNCTYPE(None, i, i, i, p, i, i, p, i, i, p, i, p, p)(addr)
 
@@ -77,8 +77,8 @@ def test_direct_edges_and_layouts(dtype, layouts):
 def test_transpose_direct(dtype):
     """The exported transposing copy: dst[k*N + n] = src[n*lds + k], every edge size
     around its 8 x 8 blocks, a row stride lds > K, and nothing written outside dst."""
-    gemm.ensure_library(dtype)
-    addr = gemm._libraries[dtype].address(gemm.transpose_name(dtype))
+    gemm.ensure_library(dtype, "transpose")
+    addr = gemm._libraries[(dtype, "transpose")].address(gemm.transpose_name(dtype))
     i, p = ctypes.c_int64, ctypes.c_void_p
     fn = ctypes.CFUNCTYPE(None, p, i, p, i, i)(addr)
     rng = np.random.default_rng(3)
