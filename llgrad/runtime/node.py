@@ -85,8 +85,8 @@ class SavedTensor:
                 + (f" and modified in place at {t._storage.write_loc}."
                    if t._storage.write_loc is not None else
                    "; an in-place operation changed it after that."))
-        if self.is_output:
-            t._grad_fn = node
+        if self.is_output and t._dtype._cat == 2:     # (an integer output has no history:
+            t._grad_fn = node                           # max's indices, as record leaves it)
             t._output_nr = self.output_nr
             t._requires_grad = True
         return t

@@ -108,6 +108,17 @@ def test_scalar_overloads_have_one_edge():
     assert len(x.clamp(0, 1).grad_fn.next_functions) == 1
 
 
+def test_a_saved_integer_output_has_no_history():
+    # max's indices, saved for MaxBackward0: unpacked, they neither require grad nor point
+    # at the node (as PyTorch's _saved_indices); a double backward then scatters with them
+    x = torch.tensor([[1., 3., 2.], [0., -1., 5.]], requires_grad=True)
+    v, i = x.max(1)
+    saved = v.grad_fn._saved_result1
+    assert saved.dtype == torch.int64 and not saved.requires_grad and saved.grad_fn is None
+    g, = torch.autograd.grad(v.sum() * 2, x, create_graph=True)
+    close(g, [[0., 2., 0.], [0., 0., 2.]])
+
+
 def test_saved_tensors_are_exposed():
     x = torch.tensor([1., 2.], requires_grad=True)
     w = torch.tensor([3., 4.], requires_grad=True)
