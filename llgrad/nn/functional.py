@@ -3,7 +3,7 @@ import numpy as np
 
 from ..ir import OPS
 from ..runtime import grad_mode
-from ..runtime.dispatch import call
+from ..runtime.dispatch import call, nondiff_error
 from ..runtime.creation import rand_like
 
 _REDUCTIONS = ("none", "mean", "sum")
@@ -110,6 +110,10 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
                momentum=0.1, eps=1e-5):
     if input._data.ndim < 2:
         raise ValueError(f"expected 2D or 3D input (got {input._data.ndim}D input)")
+    if grad_mode.state.grad_enabled:        # (the eval op's record checks this too)
+        for name, stat in (("running_mean", running_mean), ("running_var", running_var)):
+            if stat is not None and stat.requires_grad:
+                raise nondiff_error("batch_norm", name)
     if training:
         dims = (0,) + tuple(range(2, input._data.ndim))
         n = input._data.size // input._data.shape[1]

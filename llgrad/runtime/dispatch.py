@@ -170,9 +170,19 @@ def _nondiff_positions(op, n):
     return pos
 
 
+def nondiff_error(function, argument):
+    """PyTorch's error for a tensor requiring grad where it is never differentiated (an
+    nll_loss weight, batch_norm's running statistics), with the user's line."""
+    return RuntimeError(f"The function '{function}' is not differentiable with respect to "
+                        f"argument '{argument}'. This input cannot have requires_grad True. "
+                        f"(at {user_location()})")
+
+
 def _has_edge(op, inputs, i, x, nondiff):
     """PyTorch's rule (optable's docstring): which inputs get a next_functions edge."""
     if i in nondiff:
+        if isinstance(x, Tensor) and x.requires_grad:     # (as PyTorch: no silent zero)
+            raise nondiff_error(op.name, op.args[min(i, len(op.args) - 1)].lstrip("*"))
         return False
     if isinstance(x, Tensor):
         return True

@@ -1188,6 +1188,32 @@ def err_version_counter_inplace_chain(lib, F, x):
     b.sum().backward()
 
 
+# tensors that require grad where PyTorch never differentiates (no silent zero gradient)
+@program(randn(4, 3), arr([0, 1, 2, 0], np.int64), rand(3), error=True)
+def err_nll_loss_weight_requires_grad(lib, F, x, t, w):
+    F.nll_loss(x.log_softmax(1), t, weight=w)
+
+
+@program(NG(randn(4, 3)), arr([0, 1, 2, 0], np.int64), rand(3), error=True)
+def err_cross_entropy_weight_requires_grad(lib, F, x, t, w):
+    F.cross_entropy(x, t, weight=w)
+
+
+@program(randn(4, 3), NG(rand(4, 3)), rand(3), error=True)
+def err_bce_pos_weight_requires_grad(lib, F, x, y, p):
+    F.binary_cross_entropy_with_logits(x, y, pos_weight=p)
+
+
+@program(randn(4, 3), rand(3), NG(rand(3)), error=True)
+def err_batch_norm_running_mean_requires_grad(lib, F, x, rm, rv):
+    F.batch_norm(x, rm, rv, training=True)
+
+
+@program(randn(4, 3), NG(rand(3)), rand(3), error=True)
+def err_batch_norm_eval_running_var_requires_grad(lib, F, x, rm, rv):
+    F.batch_norm(x, rm, rv, training=False)
+
+
 @program(randn(3), error=True)
 def err_inplace_leaf(lib, F, x):
     x.add_(1)
