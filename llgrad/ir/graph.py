@@ -5,8 +5,6 @@ exactly which elements of its base it reads. A node's operands are Values or Pyt
 constants (numbers, None, bools); its attributes are plain literals, except that control-flow
 nodes (ops_control.py) hold their regions as attributes: closed sub-Graphs whose inputs are
 the node's operands (no region reads an outer value except through an operand)."""
-from dataclasses import dataclass, field
-
 from .optable import contiguous_strides as contiguous
 
 DTYPE_SHORT = {"float32": "f32", "float64": "f64", "float16": "f16", "int64": "i64",
@@ -14,16 +12,47 @@ DTYPE_SHORT = {"float32": "f32", "float64": "f64", "float16": "f16", "int64": "i
 SHORT_DTYPE = {v: k for k, v in DTYPE_SHORT.items()}
 
 
-@dataclass(frozen=True)
-class TensorType:
-    dtype: str                 # "float32", "int64", "bool", ...
-    shape: tuple
-    strides: tuple = None
-    offset: int = 0
+class _Frozen:
+    """Immutable plain data compared by its fields (what dataclass(frozen=True) gives, for
+    a fraction of its import cost: generating dataclasses took ~4 ms of `import llgrad`)."""
+    __slots__ = ()
+    _fields = ()
 
-    def __post_init__(self):
-        if self.strides is None:
-            object.__setattr__(self, "strides", contiguous(self.shape))
+    def _key(self):
+        return tuple(getattr(self, f) for f in self._fields)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"cannot assign to field {name!r} of {type(self).__name__}")
+
+    def __delattr__(self, name):
+        raise AttributeError(f"cannot delete field {name!r} of {type(self).__name__}")
+
+    def __eq__(self, other):
+        return type(other) is type(self) and self._key() == other._key()
+
+    def __hash__(self):
+        return hash(self._key())
+
+    def __repr__(self):
+        return f"{type(self).__name__}(" + ", ".join(
+            f"{f}={getattr(self, f)!r}" for f in self._fields) + ")"
+
+    def __reduce__(self):
+        return type(self), self._key()
+
+
+class TensorType(_Frozen):
+    __slots__ = _fields = ("dtype", "shape", "strides", "offset")
+
+    def __init__(self, dtype, shape, strides=None, offset=0):
+        init = object.__setattr__
+        init(self, "dtype", dtype)          # "float32", "int64", "bool", ...
+        init(self, "shape", shape)
+        init(self, "strides", contiguous(shape) if strides is None else strides)
+        init(self, "offset", offset)
+
+    def _key(self):             # (types are compared and hashed often: no generator)
+        return self.dtype, self.shape, self.strides, self.offset
 
     @property
     def numel(self):
@@ -47,15 +76,17 @@ class TensorType:
         return s + (f"+{self.offset}" if self.offset else "")
 
 
-@dataclass(frozen=True)
-class StackType:
+class StackType(_Frozen):
     """The values one carried variable of a `while_loop` took, one per iteration: what the
     loop's backward reads in reverse. Its length is the trip count, known only when the loop
     runs, so it is a type of its own rather than a TensorType with an unknown dimension
     (shape, strides and numel stay exact integers everywhere else). At run time a stack is
     an array of shape (trip count, *elem.shape). `nbytes` is the size of one iteration's
     entry: the cost estimate the forward/backward partition weighs."""
-    elem: TensorType
+    __slots__ = _fields = ("elem",)
+
+    def __init__(self, elem):
+        object.__setattr__(self, "elem", elem)
 
     @property
     def dtype(self):
@@ -83,28 +114,39 @@ class Value:
         return f"%{self.name}: {self.type}"
 
 
-@dataclass(eq=False)
 class Node:
-    op: str
-    inputs: list                       # Values or Python constants
-    attrs: dict
-    outputs: list = field(default_factory=list)
-    loc: str = ""                      # the user's file:line
-    view_of: "Value" = None            # the value this view aliases (views only)
+    """One operation: compared by identity (it is a place in a graph)."""
+
+    def __init__(self, op, inputs, attrs, outputs=None, loc="", view_of=None):
+        self.op = op
+        self.inputs = inputs                # Values or Python constants
+        self.attrs = attrs
+        self.outputs = [] if outputs is None else outputs
+        self.loc = loc                      # the user's file:line
+        self.view_of = view_of              # the value this view aliases (views only)
+
+    def __repr__(self):
+        return (f"Node(op={self.op!r}, inputs={self.inputs!r}, attrs={self.attrs!r}, "
+                f"outputs={self.outputs!r}, loc={self.loc!r}, view_of={self.view_of!r})")
 
     @property
     def output(self):
         return self.outputs[0]
 
 
-@dataclass(eq=False)
 class Graph:
-    name: str
-    inputs: list
-    nodes: list
-    outputs: list
-    mutated: dict = field(default_factory=dict)   # input index -> Value of its final content
-    guards: list = field(default_factory=list)    # Guard: a traced value's outcome to re-check
+    """Compared by identity; str() is its one text form (printer.py)."""
+
+    def __init__(self, name, inputs, nodes, outputs, mutated=None, guards=None):
+        self.name = name
+        self.inputs = inputs
+        self.nodes = nodes
+        self.outputs = outputs
+        self.mutated = {} if mutated is None else mutated   # input index -> its final Value
+        self.guards = [] if guards is None else guards      # Guard: an outcome to re-check
+
+    def __repr__(self):
+        return f"<Graph {self.name}: {len(self.inputs)} inputs, {len(self.nodes)} nodes>"
 
     def values(self):
         yield from self.inputs
@@ -116,13 +158,16 @@ class Graph:
         return print_graph(self)
 
 
-@dataclass(frozen=True)
-class Guard:
+class Guard(_Frozen):
     """Tracing took a Python decision on a tensor's value (bool(t), t.item()): the graph is
     valid only while `value` still equals `expected`."""
-    value: Value
-    expected: object
-    loc: str = ""
+    __slots__ = _fields = ("value", "expected", "loc")
+
+    def __init__(self, value, expected, loc=""):
+        init = object.__setattr__
+        init(self, "value", value)
+        init(self, "expected", expected)
+        init(self, "loc", loc)
 
 
 class Builder:
