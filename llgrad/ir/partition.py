@@ -11,7 +11,6 @@ Control-flow nodes (cond, while_loop) are never recomputed: the backward reads w
 give (a loop's trip count and stacks, a branch's results) as saved values. A stack's cost is
 one iteration's bytes (its length is known only at run time)."""
 import collections
-from dataclasses import dataclass
 
 from .graph import Graph, Guard, Node, Value
 from .optable import OPS
@@ -19,12 +18,23 @@ from .optable import OPS
 RECOMPUTABLE_KINDS = ("view", "elementwise", "creation", "reduce")
 
 
-@dataclass
 class SavedValue:
-    name: str
-    type: object
-    loc: str
-    input_index: int = None     # a primal input (the caller can reach it), else None
+    """One row of the saved table: what the backward reads and where it comes from."""
+    __slots__ = ("name", "type", "loc", "input_index")
+
+    def __init__(self, name, type, loc, input_index=None):
+        self.name, self.type, self.loc = name, type, loc
+        self.input_index = input_index  # a primal input (the caller can reach it), else None
+
+    def __eq__(self, other):
+        return type(other) is SavedValue and (self.name, self.type, self.loc, self.input_index) \
+            == (other.name, other.type, other.loc, other.input_index)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return (f"SavedValue(name={self.name!r}, type={self.type!r}, loc={self.loc!r}, "
+                f"input_index={self.input_index!r})")
 
     @property
     def nbytes(self):

@@ -6,7 +6,6 @@ records, and autograd.grad runs over the replay: so each op's VJP rule (the very
 autograd uses, written with the Tensor API) is traced in reverse order, cotangents are summed
 on fan-out by the engine, broadcasting is undone and views scatter into their base exactly
 as in eager mode. The joint graph is then partitioned (ir/partition.py)."""
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -47,15 +46,18 @@ def replay(graph, tensors):
     return env
 
 
-@dataclass
 class VJP:
-    forward: object                 # Graph: primal inputs -> outputs + saved values
-    backward: object                # Graph: saved values + cotangents -> input gradients
-    saved: list                     # SavedValue table
-    diff_inputs: list               # indices of the inputs gradients are taken for
-    diff_outputs: list              # indices of the outputs that take a cotangent
-    joint: object = None
-    notes: list = field(default_factory=list)
+    """The VJP pass's result (plain data)."""
+
+    def __init__(self, forward, backward, saved, diff_inputs, diff_outputs, joint=None,
+                 notes=None):
+        self.forward = forward              # Graph: primal inputs -> outputs + saved values
+        self.backward = backward            # Graph: saved values + cotangents -> input grads
+        self.saved = saved                  # SavedValue table
+        self.diff_inputs = diff_inputs      # indices of the inputs gradients are taken for
+        self.diff_outputs = diff_outputs    # indices of the outputs that take a cotangent
+        self.joint = joint
+        self.notes = [] if notes is None else notes
 
     @property
     def n_outputs(self):
