@@ -110,11 +110,13 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
                momentum=0.1, eps=1e-5):
     if input._data.ndim < 2:
         raise ValueError(f"expected 2D or 3D input (got {input._data.ndim}D input)")
-    if grad_mode.state.grad_enabled:        # (the eval op's record checks this too)
-        for name, stat in (("running_mean", running_mean), ("running_var", running_var)):
-            if stat is not None and stat.requires_grad:
-                raise nondiff_error("batch_norm", name)
     if training:
+        # the op gets no statistics in training (they are updated here, under no_grad), so
+        # its record cannot refuse ones that require grad: refuse them here (eval: record)
+        if grad_mode.state.grad_enabled:
+            for name, stat in (("running_mean", running_mean), ("running_var", running_var)):
+                if stat is not None and stat.requires_grad:
+                    raise nondiff_error("batch_norm", name)
         dims = (0,) + tuple(range(2, input._data.ndim))
         n = input._data.size // input._data.shape[1]
         if n <= 1:
