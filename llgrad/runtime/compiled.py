@@ -21,7 +21,7 @@ from .compiled_dump import _dump_to_env, _trace_note, format_entry
 from .compiled_run import (_MISS, _detached, _first_result, backward_run, entry_runner,
                            forward_run)
 from .fastpath import fast_key, plain_function
-from .guards import collect
+from .guards import collect, without_grads
 from .tensor import Tensor
 
 BACKENDS = ("interpret", "python", "llvm", "eager")
@@ -62,6 +62,10 @@ class CompiledFunction:
         self._lock = threading.RLock()     # one trace at a time; the cache changes under it
         self._plain = plain_function(fn)    # guards from arguments alone (fastpath.py)
         self._fast = {}             # flat key of a simple call -> runner of its entries
+        # key without .grad items -> entries whose trace neither read nor set a .grad (and
+        # saw none): a call that differs only in .grad (a training step's second call,
+        # after the first backward made them) runs them rather than tracing again
+        self._grad_free = {}
 
     def __get__(self, obj, objtype=None):
         if obj is None:
@@ -84,7 +88,7 @@ class CompiledFunction:
                 out = run(fast[1])
                 if out is not _MISS:
                     return out
-        tensors, guards = collect(self.fn, args, kwargs)
+        tensors, guards, n_own = collect(self.fn, args, kwargs)
         key = tuple(v for _, v in guards)
         inputs = [t for _, t in tensors]
         if fast is not None and len(fast[1]) != len(inputs):
@@ -92,31 +96,55 @@ class CompiledFunction:
             # its inputs are not its arguments alone, so no flat key stands for its calls
             self._plain, fast = False, None
             self._fast.clear()
-        for entry in self.cache.get(key, ()):
-            out = entry_runner(entry)(inputs)
-            if out is not _MISS:
-                self._remember(fast, key)
-                return out
+        out = self._run_cached(key, n_own, inputs, fast)
+        if out is not _MISS:
+            return out
         with self._lock:
-            if self.cache.get(key):       # another thread traced it meanwhile
-                for entry in self.cache[key]:
-                    out = entry_runner(entry)(inputs)
-                    if out is not _MISS:
-                        return out
+            out = self._run_cached(key, n_own, inputs, None)   # another thread traced it
+            if out is not _MISS:
+                return out
             if self.n_traces >= self.recompile_limit:
                 self._warn_limit(guards)
                 return self.fn(*args, **kwargs)
-            entry, result = self._trace(tensors, guards, args, kwargs)
+            entry, result = self._trace(tensors, guards, args, kwargs, n_own)
             self.cache[key] = self.cache.get(key, []) + [entry]
+            if entry.grad_free:
+                free = without_grads(key, n_own)
+                self._grad_free[free] = self._grad_free.get(free, []) + [entry]
             self._fast.clear()            # runners made before know only the older entries
             return result
 
-    def _remember(self, fast, key):
-        """Let calls with this flat key (fastpath.py) go straight to the entries of key."""
-        runners = [entry_runner(e) for e in self.cache.get(key, ())] if fast else None
+    def _run_cached(self, key, n_own, inputs, fast):
+        """Run the first entry for key whose value guards hold, else the first grad-free
+        entry for key without its .grad items (on the own inputs alone), and remember it
+        for calls with the flat key `fast`; _MISS if none."""
+        out = self._run_first(self.cache.get(key), inputs, fast)
+        if out is _MISS and self._grad_free and any(g is not None for g in key[-1 - n_own:-1]):
+            # (with every .grad None, the grad-free entries are key's own: tried above)
+            out = self._run_first(self._grad_free.get(without_grads(key, n_own)),
+                                  inputs[:n_own], fast, n_own)
+        return out
+
+    def _run_first(self, entries, inputs, fast, n_own=None):
+        for entry in entries or ():
+            out = entry_runner(entry)(inputs)
+            if out is not _MISS:
+                self._remember(fast, entries, n_own)
+                return out
+        return _MISS
+
+    def _entries_for(self, key, n_own):
+        return self.cache.get(key) or self._grad_free.get(without_grads(key, n_own))
+
+    def _remember(self, fast, entries, n_own=None):
+        """Let calls with this flat key (fastpath.py) go straight to these entries (given
+        the first n_own tensors: grad-free entries)."""
+        runners = [entry_runner(e) for e in entries] if fast else None
         if runners:
-            self._fast[fast[0]] = runners[0] if len(runners) == 1 else \
-                functools.partial(_first_result, runners)
+            run = runners[0] if len(runners) == 1 else functools.partial(_first_result, runners)
+            if n_own is not None:
+                run = functools.partial(_own_inputs, run, n_own)
+            self._fast[fast[0]] = run
 
     def _warn_limit(self, guards):
         if self._warned:
@@ -135,7 +163,7 @@ class CompiledFunction:
                       f"{changed[0]}. Running eagerly from now on for new guard values.",
                       RuntimeWarning, stacklevel=3)
 
-    def _trace(self, tensors, guards, args, kwargs):
+    def _trace(self, tensors, guards, args, kwargs, n_own):
         self.n_traces += 1
         # which inputs are differentiated is decided before the call (one written in place
         # with a value that requires grad comes out requiring grad: see _check_mutated)
@@ -146,6 +174,7 @@ class CompiledFunction:
         def body():
             before = [t._grad for _, t in tensors]
             result = self._traced_fn()(*args, **kwargs)
+            grad_read = trace_state.state.tracer.grad_read
             leaves, tree = flatten(result)
             state["tree"], state["result"] = tree, result
             outs = [leaf for _, leaf in leaves]
@@ -172,6 +201,8 @@ class CompiledFunction:
             state["grad_assign"] = [(k, None if g is None else sum(
                 1 for _, h in changed[:n] if h is not None)) for n, (k, g) in enumerate(changed)]
             state["n_fn_out"], state["n_out"] = len(outs), len(outs) + len(grad_outs)
+            # traced with no .grad, none read or set: the entry serves any .grad state
+            state["grad_free"] = n_own == len(tensors) and not grad_read and not changed
             # a step that ran its own backward returns values, not a graph to differentiate
             state["grad"] = needs_grad and not changed
             if not state["grad"]:
@@ -218,6 +249,7 @@ class CompiledFunction:
             entry = Entry(graph, None, [], [], [], n_out, state["tree"], rng_index, guards)
             if state["grad_assign"]:    # the traced run's results: values, as later calls give
                 state["result"] = _detached(state["result"])
+        entry.grad_free = state["grad_free"]
         entry.unused = state["unused"]    # positions in diff_inputs: their .grad stays None
         entry.n_fn_out, entry.grad_assign = state["n_fn_out"], state["grad_assign"]
         entry.input_outputs = state["identity"]
@@ -249,11 +281,11 @@ class CompiledFunction:
         of the specialisation these arguments select (compiling it if needed); with
         llvm=True the LLVM IR before and after optimisation, with asm=True the assembly,
         with python=True the graphs as Python source."""
-        tensors, guards = collect(self.fn, args, kwargs)
+        tensors, guards, n_own = collect(self.fn, args, kwargs)
         key = tuple(v for _, v in guards)
-        if key not in self.cache:
+        if not self._entries_for(key, n_own):
             self(*args, **kwargs)
-        entry = (self.cache.get(key) or [self.entries[-1]])[-1]
+        entry = (self._entries_for(key, n_own) or [self.entries[-1]])[-1]
         if (llvm or asm) and entry.backend == "llvm":
             forward_run(entry)
             if entry.backward is not None:
@@ -262,6 +294,10 @@ class CompiledFunction:
         source = self._converted[1] if self._converted else None
         return text + ("\n== rewritten source (tensor-dependent control flow) ==\n" + source
                        if source else "")
+
+
+def _own_inputs(run, n_own, tensors):
+    return run(tensors[:n_own])
 
 
 def _check_mutated(name, tensors, differentiable, mutated, grad):

@@ -109,7 +109,9 @@ def captured_tensors(fn):
 
 
 def collect(fn, args, kwargs):
-    """-> (tensor inputs [(name, tensor)], guard items [(name, value)])."""
+    """-> (tensor inputs [(name, tensor)], guard items [(name, value)], n_own): the first
+    n_own inputs are fn's own tensors, the rest their existing .grad; the guard items end
+    with one .grad item per own tensor, then the grad mode (without_grads relies on it)."""
     tensors, guards = [], []
     roots = [(name, a, True) for name, a in signature_names(fn, args, kwargs)]
     owner = getattr(fn, "__self__", None) if inspect.ismethod(fn) else \
@@ -132,4 +134,10 @@ def collect(fn, args, kwargs):
         if g is not None and id(g) not in firsts:
             grads.append((f"{path}_grad", g))
     guards.append(("grad mode", (grad_mode.state.grad_enabled, grad_mode.state.inference)))
-    return tensors + grads, guards
+    return tensors + grads, guards, len(tensors)
+
+
+def without_grads(key, n_own):
+    """A guard key (collect's items' values) without its .grad items: the key of a call for
+    an entry whose trace read no .grad (compiled.py's grad-free entries)."""
+    return key[:-1 - n_own] + key[-1:]

@@ -213,6 +213,9 @@ class Tensor:
 
     @property
     def grad(self):
+        tracer = trace_state.state.tracer
+        if tracer is not None:      # the trace depends on .grad: compiled.py keys it on them
+            tracer.grad_read = True
         if self._grad is None and not self.is_leaf and not self._retains_grad:
             import warnings
             warnings.warn("The .grad attribute of a Tensor that is not a leaf Tensor is being "

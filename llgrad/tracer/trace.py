@@ -46,6 +46,7 @@ class Tracer:
         self.rng_input = None
         self.rng_value = None
         self.loc_override = None   # set while replaying a graph or running a VJP rule
+        self.grad_read = False     # whether the traced code read some tensor's .grad
         self.region_made = {}      # id(tensor) -> (tensor, region): made inside a region
 
     def current_loc(self):
