@@ -21,11 +21,13 @@ from .compiled_dump import _dump_to_env, _trace_note, format_entry
 from .compiled_run import (_MISS, _detached, _first_result, backward_run, entry_runner,
                            forward_run)
 from .fastpath import fast_key, plain_function
+from .guard_walker import make_walker
 from .guards import collect, without_grads
 from .tensor import Tensor
 
 BACKENDS = ("interpret", "python", "llvm", "eager")
 RECOMPILE_LIMIT = 8
+MAX_WALKERS = 4
 
 
 def _backend(requested):
@@ -66,6 +68,8 @@ class CompiledFunction:
         # saw none): a call that differs only in .grad (a training step's second call,
         # after the first backward made them) runs them rather than tracing again
         self._grad_free = {}
+        self._walkers = []          # guard walks compiled for calls with objects (at most
+        #                             MAX_WALKERS structures): guard_walker.py
 
     def __get__(self, obj, objtype=None):
         if obj is None:
@@ -82,6 +86,11 @@ class CompiledFunction:
         if trace_state.state.tracer is not None:
             return self._traced_fn()(*args, **kwargs)     # inlined into a trace
         fast = None if kwargs or not self._plain else fast_key(args)
+        if fast is None:
+            for walk in self._walkers:
+                fast = walk(args, kwargs)
+                if fast is not None:
+                    break
         if fast is not None:
             run = self._fast.get(fast[0])
             if run is not None:
@@ -96,6 +105,8 @@ class CompiledFunction:
             # its inputs are not its arguments alone, so no flat key stands for its calls
             self._plain, fast = False, None
             self._fast.clear()
+        if fast is None and len(self._walkers) < MAX_WALKERS and self._entries_for(key, n_own):
+            fast = self._new_walker(args, kwargs, inputs)
         out = self._run_cached(key, n_own, inputs, fast)
         if out is not _MISS:
             return out
@@ -132,6 +143,17 @@ class CompiledFunction:
                 self._remember(fast, entries, n_own)
                 return out
         return _MISS
+
+    def _new_walker(self, args, kwargs, inputs):
+        """A walker of calls shaped like this one (guard_walker.py), made on the second full
+        walk of a structure (the first traced it); -> its (flat key, tensors) or None."""
+        walk = make_walker(self.fn, args, kwargs)
+        fast = walk and walk(args, kwargs)
+        if fast is None or len(fast[1]) != len(inputs) or \
+                any(a is not b for a, b in zip(fast[1], inputs)):
+            return None     # (not expected: the walker reads what collect() reads)
+        self._walkers.append(walk)
+        return fast
 
     def _entries_for(self, key, n_own):
         return self.cache.get(key) or self._grad_free.get(without_grads(key, n_own))

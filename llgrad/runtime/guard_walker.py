@@ -1,0 +1,197 @@
+"""The guard walk of a call with objects, compiled to straight-line Python.
+
+`guards.collect` walks a call's arguments generically: it binds the signature, classifies
+every value, sorts every object's attributes and flattens every container, and names each
+guard so a recompile can say which one changed. For a training step given a model, an
+optimiser and a loss module that is ~350 us a call, longer than the compiled step itself.
+
+A walker is that walk unrolled for one structure, as generated code (as Dynamo compiles its
+guards): it reads the same values through direct attribute and item accesses, checks that
+the structure is the one it was made for (types, attribute names, container lengths and
+keys, which objects and tensors are the same object), and returns (flat key, tensor inputs)
+or None when the structure differs (then the full walk runs). The flat key holds what
+collect's key holds beyond the structure (Python scalars, object identities, tensors'
+dtypes, shapes, strides and requires_grad, their .grad layouts, the grad mode), so equal
+flat keys of one walker mean equal guard keys; the tensors come in collect's order.
+
+Kept out (make_walker returns None, every call takes the full walk): tensors read from the
+function's closure or globals, *args / **kwargs parameters, a .grad that is also an input
+or shared, structures nested deeper than _MAX_DEPTH."""
+import inspect
+import itertools
+
+from . import grad_mode
+from .guards import _SCALARS, _is_object, captured_tensors, signature_names
+from .tensor import Tensor
+
+_MAX_DEPTH = 40
+_MISSING = object()
+
+
+class _Source:
+    """The walker's code as it is generated: lines, the constants they name, fresh names."""
+
+    def __init__(self):
+        self.lines, self.env, self.key = [], {}, []
+        self._n = itertools.count()
+
+    def var(self, prefix="v"):
+        return f"{prefix}{next(self._n)}"
+
+    def const(self, obj):
+        name = self.var("c")
+        self.env[name] = obj
+        return name
+
+    def check(self, failing):
+        self.lines.append(f"if {failing}: return None")
+
+    def type_is(self, x, v):
+        if v is None:
+            self.check(f"{x} is not None")
+        else:
+            self.check(f"type({x}) is not {self.const(type(v))}")
+
+
+def _unpack(src, x, n):
+    """Names for the n items of the sequence in x, bound by one unpacking."""
+    names = [src.var() for _ in range(n)]
+    if n:
+        src.lines.append(", ".join(names) + ("," if n == 1 else "") + f" = {x}")
+    return names
+
+
+def _container(src, x, v, depth):
+    """Structure checks of the container v in x, as pytree.flatten reads it; -> its leaves
+    [(name, value)] in flatten's order."""
+    if depth > _MAX_DEPTH:
+        raise _Unsupported("nested too deep")
+    src.check(f"type({x}) is not {src.const(type(v))} or len({x}) != {len(v)}")
+    if isinstance(v, dict):
+        keys = list(v)
+        if all(type(k) is str for k in keys):
+            src.check(f"tuple({x}) != {src.const(tuple(keys))}")
+        else:       # (tensors keying optimiser state, numbers: by identity, kept alive)
+            src.const(keys)
+            src.check(f"tuple(map(id, {x})) != {src.const(tuple(map(id, keys)))}")
+        names, items = _unpack(src, f"{x}.values()", len(v)), list(v.values())
+    else:
+        names, items = _unpack(src, x, len(v)), list(v)
+    leaves = []
+    for name, item in zip(names, items):
+        if isinstance(item, (list, tuple, dict)):
+            leaves += _container(src, name, item, depth + 1)
+        else:
+            leaves.append((name, item))
+    return leaves
+
+
+class _Unsupported(Exception):
+    pass
+
+
+def _walk(src, roots):
+    """guards._walk's traversal, emitting code; -> the tensors' names in collect's order
+    (each tensor once) and the names of the distinct objects."""
+    tensors, first_tensor = [], {}     # names of distinct tensors; id -> name
+    objects, first_object = [], {}
+    stack = list(reversed(roots))
+    while stack:
+        x, v, top, depth = stack.pop()
+        if isinstance(v, Tensor):
+            src.type_is(x, v)
+            if id(v) in first_tensor:
+                src.check(f"{x} is not {first_tensor[id(v)]}")
+            else:
+                first_tensor[id(v)] = x
+                tensors.append(x)
+        elif isinstance(v, _SCALARS):
+            src.type_is(x, v)
+            if v is not None:
+                src.key.append(x)
+        elif isinstance(v, (list, tuple, dict)):
+            leaves = _container(src, x, v, depth)
+            stack.extend((n, item, False, depth + 1) for n, item in reversed(leaves))
+        elif _is_object(v):
+            src.type_is(x, v)
+            if id(v) in first_object:
+                src.check(f"{x} is not {first_object[id(v)]}")
+                continue
+            first_object[id(v)] = x
+            objects.append(x)
+            src.key.append(f"id({x})")
+            attrs = sorted(vars(v).items(), key=lambda kv: kv[0])
+            d = src.var("d")
+            src.lines.append(f"{d} = {x}.__dict__")
+            src.check(f"len({d}) != {len(attrs)} or {d}.keys() != "
+                      f"{src.const(frozenset(k for k, _ in attrs))}")
+            names = _unpack(src, "(" + "".join(f"{d}[{k!r}], " for k, _ in attrs) + ")",
+                            len(attrs))
+            stack.extend((n, a, False, depth + 1) for n, (_, a) in reversed(list(zip(names,
+                                                                                     attrs))))
+        else:
+            src.type_is(x, v)
+            src.key.append(f"id({x})")
+    return tensors, objects
+
+
+def make_walker(fn, args, kwargs):
+    """The walker of calls shaped like fn(*args, **kwargs), or None (see the module)."""
+    if captured_tensors(fn):
+        return None
+    bound = signature_names(fn, args, kwargs)
+    # (the bound arguments: the positional ones, then the keywords under their names;
+    # else *args / **kwargs parameters took some)
+    names = [name for name, _ in bound]
+    if names[len(args):] != sorted(kwargs, key=names.index) if set(kwargs) <= set(names) \
+            else True:
+        return None
+    src = _Source()
+    src.check(f"len(args) != {len(args)}")
+    src.check(f"tuple(kwargs) != {src.const(tuple(kwargs))}" if kwargs else "kwargs")
+    roots = [(f"args[{i}]" if i < len(args) else f"kwargs[{name!r}]", a, True, 0)
+             for i, (name, a) in enumerate(bound)]
+    owner = getattr(fn, "__self__", None) if inspect.ismethod(fn) else \
+        (fn if _is_object(fn) else None)        # as collect() finds it
+    if owner is not None:
+        roots.insert(0, (src.const(owner), owner, True, 0))
+    try:
+        tensors, objects = _walk(src, roots)
+    except _Unsupported:
+        return None
+    if len(objects) > 1:            # objects told apart when made must stay apart
+        src.check(f"len({{{', '.join(f'id({o})' for o in objects)}}}) != {len(objects)}")
+    if len(tensors) > 1:
+        src.check(f"len({{{', '.join(f'id({t})' for t in tensors)}}}) != {len(tensors)}")
+    # each tensor's layout, requires_grad and .grad (fastpath.fast_key's parts); its .grad
+    # an input of the graph after the tensors (none that is an input or shared: full walk)
+    src.lines.append("grads = []")
+    parts = []
+    for t in tensors:
+        g, d = src.var("g"), src.var("a")
+        src.lines += [f"{d} = {t}._data", f"{g} = {t}._grad",
+                      f"if {g} is not None: grads.append({g})"]
+        parts.append(f"({t}._dtype, {d}.shape, {d}.strides, {t}.requires_grad, "
+                     f"None if {g} is None else ({g}._dtype, {g}._data.shape, "
+                     f"{g}._data.strides))")
+    ts = "[" + ", ".join(tensors) + "]"
+    src.lines += [f"tensors = {ts}",
+                  "if grads:",
+                  "    everything = tensors + grads",
+                  "    if len(set(map(id, everything))) != len(everything): return None",
+                  "    tensors = everything",
+                  "st = grad_mode.state"]
+    key = src.key + parts + ["st.grad_enabled", "st.inference"]
+    src.lines += ["if captured(fn): return None",
+                  "return (walker_id, " + "".join(k + ", " for k in key) + "), tensors"]
+    src.env.update(fn=fn, captured=captured_tensors, grad_mode=grad_mode,
+                   walker_id=object())     # (keys of two walkers never compare equal)
+    code = "def walk(args, kwargs):\n" + "".join(f"    {ln}\n" for ln in src.lines)
+    try:
+        exec(compile(code, f"<guard walker of {getattr(fn, '__name__', 'fn')}>", "exec"),
+             src.env)       # noqa: S102 (our own text)
+    except (SyntaxError, RecursionError, MemoryError):     # too large for the parser
+        return None
+    walk = src.env["walk"]
+    walk.source = code
+    return walk

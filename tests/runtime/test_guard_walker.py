@@ -1,0 +1,220 @@
+"""Guard walkers (runtime/guard_walker.py): the guard walk of a call with objects compiled
+to straight-line code. The oracle is guards.collect, the generic walk: a walker that
+accepts a call must return collect's tensors, in collect's order, and two calls with equal
+walker keys must have equal collect keys."""
+import random
+
+import numpy as np
+import pytest
+
+import llgrad
+import llgrad.nn as nn
+from llgrad.runtime.guard_walker import make_walker
+from llgrad.runtime.guards import collect
+
+
+class Box:
+    def __init__(self, **attrs):
+        self.__dict__.update(attrs)
+
+
+def _leaf(rng, pool):
+    k = rng.randrange(9)
+    if k < 3:
+        return rng.choice(pool)
+    return [1, 2.5, True, "tanh", None, np.float32, len][k - 3]
+
+
+def _build(rng, pool, depth=0):
+    """A random structure of objects, containers, tensors (shared from pool) and scalars."""
+    k = rng.randrange(5) if depth < 3 else 4
+    n = rng.randrange(4)
+    if k == 0:
+        return Box(**{f"a{i}": _build(rng, pool, depth + 1) for i in range(n)})
+    if k == 1:
+        return [_build(rng, pool, depth + 1) for _ in range(n)]
+    if k == 2:
+        return tuple(_build(rng, pool, depth + 1) for _ in range(n))
+    if k == 3:
+        keys = [f"k{i}" for i in range(n)] if rng.random() < 0.7 else rng.sample(pool, n)
+        return {key: _build(rng, pool, depth + 1) for key in keys}
+    return _leaf(rng, pool)
+
+
+def _slots(root):
+    """(container, key) of every place in root's structure that holds a value."""
+    out, stack = [], [root]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, Box):
+            items = list(vars(v).items())
+            out += [(vars(v), k) for k, _ in items]
+        elif isinstance(v, (list, dict)):
+            items = list(v.items()) if isinstance(v, dict) else list(enumerate(v))
+            out += [(v, k) for k, _ in items]
+        elif isinstance(v, tuple):
+            items = list(enumerate(v))
+        else:
+            continue
+        stack += [x for _, x in items]
+    return out
+
+
+def _mutate(rng, args, pool):
+    """Change one thing in place: a value, a type, an alias, a .grad, an attribute."""
+    slots = _slots(args)
+    k = rng.randrange(6)
+    if k == 0 and slots:
+        where, key = rng.choice(slots)
+        where[key] = _build(rng, pool, 2)
+    elif k == 1:
+        t = rng.choice(pool)
+        t.grad = None if t.grad is not None else llgrad.zeros(t.shape)
+    elif k == 2 and slots:
+        where, key = rng.choice(slots)
+        old = where[key]
+        where[key] = type(old)(old) if isinstance(old, (int, float)) and \
+            not isinstance(old, bool) else old
+        if isinstance(old, int) and not isinstance(old, bool):
+            where[key] = float(old)
+    elif k == 3:
+        boxes = [v for v in _values(args) if isinstance(v, Box)]
+        if boxes:
+            rng.choice(boxes).extra = 1
+    elif k == 4:
+        boxes = [where for where, _ in slots if isinstance(where, dict)]
+        if boxes:
+            d = rng.choice(boxes)
+            if d:
+                d.pop(next(iter(d)))
+    else:
+        i = rng.randrange(len(pool))
+        pool[i] = llgrad.randn(*([2] * rng.randrange(1, 3)), requires_grad=rng.random() < .5)
+
+
+def _values(root):
+    out, stack = [], [root]
+    while stack:
+        v = stack.pop()
+        out.append(v)
+        if isinstance(v, Box):
+            stack += list(vars(v).values())
+        elif isinstance(v, (list, tuple)):
+            stack += list(v)
+        elif isinstance(v, dict):
+            stack += list(v.values())
+    return out
+
+
+def _fn(a, b, c=None):
+    return a
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_walker_agrees_with_collect_on_random_structures(seed):
+    rng = random.Random(seed)
+    pool = [llgrad.randn(2, 3, requires_grad=rng.random() < 0.5) for _ in range(4)]
+    args = [_build(rng, pool), _build(rng, pool)]
+    kwargs = {"c": _build(rng, pool)} if rng.random() < 0.3 else {}
+    walk = make_walker(_fn, tuple(args), kwargs)
+    if walk is None:
+        pytest.skip("a structure the walker does not cover")
+    seen = []
+    for step in range(12):
+        got = walk(tuple(args), kwargs)
+        tensors, guards, _ = collect(_fn, tuple(args), kwargs)
+        if got is not None:
+            fkey, ftensors = got
+            assert [id(t) for t in ftensors] == [id(t) for _, t in tensors], step
+            key = tuple(v for _, v in guards)
+            for other_fkey, other_key in seen:
+                if other_fkey == fkey:
+                    assert other_key == key, step
+            seen.append((fkey, key))
+        elif step == 0:
+            raise AssertionError("a walker refused the call it was made for")
+        _mutate(rng, args, pool)
+    # (the first call is always accepted; most mutations make later ones refused)
+
+
+def test_walker_refuses_what_collect_tells_apart():
+    m = nn.Linear(3, 2)
+    x = llgrad.randn(4, 3)
+    walk = make_walker(_fn, (m, x), {})
+    key, tensors = walk((m, x), {})
+    assert [id(t) for t in tensors] == [id(m.weight), id(m.bias), id(x)]
+    assert walk((m, x), {})[0] == key
+    m.eval()                                    # a scalar attribute: in the key
+    assert walk((m, x), {})[0] != key
+    m.train()
+    m.weight.grad = llgrad.ones(2, 3)           # a .grad: in the key, and an input
+    k2, t2 = walk((m, x), {})
+    assert k2 != key and t2[-1] is m.weight.grad
+    m.scale = 2.0                               # a new attribute: refused
+    assert walk((m, x), {}) is None
+    del m.scale
+    assert walk((m, m.weight), {}) is None      # another type in that place
+    assert walk((m, x), {"c": 1}) is None       # another set of keywords
+    assert walk((nn.Linear(3, 2), x), {})[0] != walk((m, x), {})[0]     # another object
+
+
+def test_aliasing_that_differs_is_refused():
+    a, b = llgrad.randn(2), llgrad.randn(2)
+    box1, box2 = Box(t=a), Box(t=b)
+    walk = make_walker(_fn, ([box1, box2], a), {})
+    assert walk(([box1, box2], a), {}) is not None
+    assert walk(([box1, box2], b), {}) is None          # a is no longer the one in box1
+    assert walk(([box1, box1], a), {}) is None          # one object where there were two
+    box2.t = a
+    assert walk(([box1, box2], a), {}) is None          # one tensor where there were two
+
+
+def _step(model, opt, loss_fn, x, y):
+    opt.zero_grad()
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss.detach()
+
+
+def _net(seed):
+    llgrad.manual_seed(seed)
+    return nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Dropout(0.0), nn.Linear(8, 2))
+
+
+def test_compiled_training_step_takes_no_full_walk_once_warm(monkeypatch):
+    from test_fastpath import _walks
+    llgrad.manual_seed(0)
+    x, y = llgrad.randn(16, 3), llgrad.randint(0, 2, (16,))
+    nets = [_net(1), _net(1)]
+    opts = [llgrad.optim.Adam(n.parameters(), lr=0.05) for n in nets]
+    loss_fn = nn.CrossEntropyLoss()
+    step = llgrad.compile(_step)
+    for _ in range(3):
+        _step(nets[0], opts[0], loss_fn, x, y)
+        step(nets[1], opts[1], loss_fn, x, y)
+    walks = _walks(monkeypatch)
+    for k in range(6):
+        if k == 3:                  # train -> eval -> train: each mode's own entry
+            nets[0].eval(), nets[1].eval()
+        want = _step(nets[0], opts[0], loss_fn, x, y)
+        got = step(nets[1], opts[1], loss_fn, x, y)
+        np.testing.assert_allclose(got.item(), want.item(), rtol=1e-5)
+        for p, q in zip(nets[0].parameters(), nets[1].parameters()):
+            np.testing.assert_allclose(q.detach().numpy(), p.detach().numpy(), rtol=1e-5,
+                                       atol=1e-6)
+    assert len(walks) <= 2          # the first eval call: traced; its second: a new walker
+    assert len(step._walkers) == 1      # (training is a scalar of the key, not structure)
+
+
+def test_keyword_calls_get_a_walker(monkeypatch):
+    from test_fastpath import _walks
+    m = nn.Linear(3, 2)
+    f = llgrad.compile(lambda x, model: model(x).sum())
+    x = llgrad.randn(4, 3)
+    for _ in range(2):
+        f(x, model=m)
+    walks = _walks(monkeypatch)
+    for _ in range(3):
+        np.testing.assert_allclose(f(x, model=m).item(), m(x).sum().item(), rtol=1e-6)
+    assert not walks and f.n_traces == 1
