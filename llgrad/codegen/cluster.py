@@ -141,10 +141,13 @@ def emit_cluster(plan, c, fg):
             g.b.store(zero, local[-1])
         with loops() as idx:
             e = Expr(g, values, accs, idx)
-            for v, acc in outs:
-                g.store(e.value(v), acc, idx)
-            for (node, _), s in zip(totals, local):
-                x = g.sg.cast(e.value(node.inputs[0]), "float64")
+            # every value of the element before any store: a result written into its input's
+            # own buffer (plan.in_place_results) must not be read back as that input
+            results = [e.value(v) for v, _ in outs]
+            summands = [g.sg.cast(e.value(node.inputs[0]), "float64") for node, _ in totals]
+            for (_, acc), x in zip(outs, results):
+                g.store(x, acc, idx)
+            for s, x in zip(local, summands):
                 g.b.store(g.b.fadd(g.b.load(s), x.v, flags=("reassoc",)), s)
         for p, s in zip(partials, local):
             dst = g.ptrs[p]

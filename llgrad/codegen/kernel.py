@@ -393,7 +393,9 @@ class Kernel:
             return tuple(self.launch_direct(arrays))
         outs, extras = self.run(arrays)
         for i in self._mutated:
-            arrays[i][...] = extras[self.graph.mutated[i]]
+            final = extras[self.graph.mutated[i]]
+            if final is not arrays[i]:          # (else written in place: plan.in_place)
+                arrays[i][...] = final
         return outs
 
     @staticmethod

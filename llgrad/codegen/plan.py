@@ -195,16 +195,21 @@ class Plan:
                 v = node.outputs[0]
                 self.buffers[v] = Buffer("constant", v.type.dtype, v.type.numel, v)
         out_roots = {root_of(v) for v in self.escaping}
+        self.in_place = in_place_results(self)
         for grp in self.groups:
             for v in grp.results:               # a multi-result kernel: a buffer per result
                 if isinstance(v.type, StackType):   # a loop's saved iterations: stacks.py
                     self.buffers[v] = Buffer("stack", "int64", 3, v)
                     continue
+                if v in self.in_place:          # computed in its input's own buffer
+                    self.buffers[v] = self.buffers[self.in_place[v]]
+                    continue
                 kind = "output" if v in out_roots else "scratch"
                 self.buffers[v] = Buffer(kind, v.type.dtype, v.type.numel, v)
         for grp in self.groups:
             for v in grp.results:
-                self.buffers[v].first = grp.index
+                if v not in self.in_place:
+                    self.buffers[v].first = grp.index
             for leaf in grp.leaves:
                 b = self.buffers[root_of(leaf)]
                 b.last = grp.index if b.last is None else max(b.last, grp.index)
@@ -277,6 +282,48 @@ class Plan:
             lines.append(f"  scratch slot {b.slot}: {b.dtype}[{b.numel}] @{b.offset} "
                          f"groups {b.first}..{b.last}")
         return "\n".join(lines)
+
+
+def in_place_results(plan):
+    """{group result: graph input} for the mutated inputs whose final value can be written
+    straight into the input's own buffer, so that the call neither allocates an output for
+    it nor copies it back (an optimiser's step: parameters and moments updated in place).
+
+    Safe where nothing reads the input's old value after the write: every group that reads
+    it comes before the one that computes the final value, or is that group itself, a loop
+    over the input's own shape (elementwise, or a cluster of such loops) that reads it
+    directly at the index it writes (a cluster loads every value of an element before it
+    stores any: cluster.py). The old value must not escape either (returned, guarded), nor
+    the final value be returned besides (its array would be the input's). The input is
+    dense (C-contiguous from offset 0, as the output buffer would be) with the final
+    value's dtype and shape; the launch checks every input's layout."""
+    g = plan.graph
+    position = {}
+    for k, grp in enumerate(plan.groups):
+        for v in grp.results:
+            position[v] = k
+    readers = {}                   # graph input -> [(group position, value it reads)]
+    for k, grp in enumerate(plan.groups):
+        for leaf in grp.leaves:
+            readers.setdefault(root_of(leaf), []).append((k, leaf))
+    returned = set(g.outputs) | {gd.value for gd in g.guards}
+    escaping_roots = {root_of(v) for v in returned}
+    chosen = {}
+    for i in sorted(g.mutated):
+        inp, final = g.inputs[i], g.mutated[i]
+        t, ft = inp.type, final.type
+        if isinstance(t, StackType) or final not in position or final in chosen \
+                or final in returned or inp in escaping_roots:
+            continue
+        if ft.dtype != t.dtype or tuple(ft.shape) != tuple(t.shape) or t.offset \
+                or tuple(t.strides) != tuple(contiguous_strides(t.shape)):
+            continue
+        k = position[final]
+        if plan.groups[k].kind not in ("elementwise", "cluster"):
+            continue
+        if all(j < k or (j == k and leaf is inp) for j, leaf in readers.get(inp, ())):
+            chosen[final] = inp
+    return chosen
 
 
 def _unique(xs):

@@ -144,7 +144,8 @@ def run_entry(entry, tensors):
             default_generator.rng = generator_from_array(env[v])
             continue
         t = tensors[i]
-        t._data[...] = env[v]
+        if env[v] is not t._data:       # (else the kernel wrote it in place)
+            t._data[...] = env[v]
         t._storage.version += 1
     results = _wrap_outputs(outs[:entry.n_fn_out], tensors)
     for k, pos in entry.grad_assign:            # .grad the step set (or cleared)
