@@ -10,8 +10,9 @@ guards): it reads the same values through direct attribute and item accesses, ch
 the structure is the one it was made for (types, attribute names, container lengths and
 keys, which objects and tensors are the same object), and returns (flat key, tensor inputs)
 or None when the structure differs (then the full walk runs). The flat key holds what
-collect's key holds beyond the structure (Python scalars, object identities, tensors'
-dtypes, shapes, strides and requires_grad, their .grad layouts, the grad mode), so equal
+collect's key holds beyond the structure (Python scalars, the identities of what the walk
+does not enter, tensors' dtypes, shapes, strides and requires_grad, their .grad layouts,
+the grad mode), so equal
 flat keys of one walker mean equal guard keys; the tensors come in collect's order.
 
 Kept out (make_walker returns None, every call takes the full walk): tensors read from the
@@ -21,7 +22,7 @@ import inspect
 import itertools
 
 from . import grad_mode
-from .guards import _SCALARS, _is_object, captured_tensors, signature_names
+from .guards import _SCALARS, _is_object, _scalar_set, captured_tensors, signature_names
 from .tensor import Tensor
 
 _MAX_DEPTH = 40
@@ -97,7 +98,7 @@ def _walk(src, roots):
     objects, first_object = [], {}
     stack = list(reversed(roots))
     while stack:
-        x, v, top, depth = stack.pop()
+        x, v, depth = stack.pop()
         if isinstance(v, Tensor):
             src.type_is(x, v)
             if id(v) in first_tensor:
@@ -111,7 +112,7 @@ def _walk(src, roots):
                 src.key.append(x)
         elif isinstance(v, (list, tuple, dict)):
             leaves = _container(src, x, v, depth)
-            stack.extend((n, item, False, depth + 1) for n, item in reversed(leaves))
+            stack.extend((n, item, depth + 1) for n, item in reversed(leaves))
         elif _is_object(v):
             src.type_is(x, v)
             if id(v) in first_object:
@@ -119,7 +120,6 @@ def _walk(src, roots):
                 continue
             first_object[id(v)] = x
             objects.append(x)
-            src.key.append(f"id({x})")
             attrs = sorted(vars(v).items(), key=lambda kv: kv[0])
             d = src.var("d")
             src.lines.append(f"{d} = {x}.__dict__")
@@ -127,8 +127,10 @@ def _walk(src, roots):
                       f"{src.const(frozenset(k for k, _ in attrs))}")
             names = _unpack(src, "(" + "".join(f"{d}[{k!r}], " for k, _ in attrs) + ")",
                             len(attrs))
-            stack.extend((n, a, False, depth + 1) for n, (_, a) in reversed(list(zip(names,
-                                                                                     attrs))))
+            stack.extend((n, a, depth + 1) for n, (_, a) in reversed(list(zip(names, attrs))))
+        elif _scalar_set(v):
+            src.type_is(x, v)
+            src.check(f"{x} != {src.const(frozenset(v))}")
         else:
             src.type_is(x, v)
             src.key.append(f"id({x})")
@@ -143,18 +145,17 @@ def make_walker(fn, args, kwargs):
     # (the bound arguments: the positional ones, then the keywords under their names;
     # else *args / **kwargs parameters took some)
     names = [name for name, _ in bound]
-    if names[len(args):] != sorted(kwargs, key=names.index) if set(kwargs) <= set(names) \
-            else True:
+    if not set(kwargs) <= set(names) or names[len(args):] != sorted(kwargs, key=names.index):
         return None
     src = _Source()
     src.check(f"len(args) != {len(args)}")
     src.check(f"tuple(kwargs) != {src.const(tuple(kwargs))}" if kwargs else "kwargs")
-    roots = [(f"args[{i}]" if i < len(args) else f"kwargs[{name!r}]", a, True, 0)
+    roots = [(f"args[{i}]" if i < len(args) else f"kwargs[{name!r}]", a, 0)
              for i, (name, a) in enumerate(bound)]
     owner = getattr(fn, "__self__", None) if inspect.ismethod(fn) else \
         (fn if _is_object(fn) else None)        # as collect() finds it
     if owner is not None:
-        roots.insert(0, (src.const(owner), owner, True, 0))
+        roots.insert(0, (src.const(owner), owner, 0))
     try:
         tensors, objects = _walk(src, roots)
     except _Unsupported:

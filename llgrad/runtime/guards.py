@@ -24,30 +24,54 @@ def signature_names(fn, args, kwargs):
         return [(f"arg{i}", a) for i, a in enumerate(args)] + list(kwargs.items())
 
 
+def _scalar_set(v):
+    return type(v) in (set, frozenset) and all(isinstance(x, _SCALARS) for x in v)
+
+
+def outline(tree):
+    """A pytree structure (flatten's tree) as a guard value: kinds, lengths and the keys that
+    are Python scalars (others, such as the tensors keying optimiser state, by type only:
+    their repr would hold their values)."""
+    if tree is None:
+        return None
+    kind, children = tree
+    if kind is dict:
+        return (dict, tuple(((type(k), k) if isinstance(k, _SCALARS) else type(k), outline(c))
+                            for k, c in children))
+    return (kind, tuple(outline(c) for c in children))
+
+
 def _walk(roots, tensors, guards):
     """Depth-first over values: tensors are inputs; Python scalars are guarded by value;
-    containers are entered; objects (modules, optimisers) are entered through their
-    attributes, each once (iteratively, so deep nesting is fine)."""
+    containers are entered (their structure guarded); objects (modules, optimisers) are
+    entered through their attributes, each once (iteratively, so deep nesting is fine).
+
+    An object is guarded by its type and what its attributes hold, not by its identity (as
+    Dynamo treats modules): another instance with the same attributes (a new loss module
+    each call, the next of several identical layers) runs the same compiled code, its own
+    tensors as the inputs. Sets of Python scalars are guarded by value; what else the walk
+    cannot enter (functions, NumPy arrays) by identity."""
     seen = set()
     stack = list(reversed(roots))
     while stack:
-        path, v, top = stack.pop()
+        path, v = stack.pop()
         if isinstance(v, Tensor):
             tensors.append((path, v))
         elif isinstance(v, _SCALARS):
             guards.append((path, (type(v).__name__, v)))
         elif isinstance(v, (list, tuple, dict)):
             leaves, tree = flatten(v, path)
-            if top:
-                guards.append((f"structure of {path}", repr(tree)))
-            stack.extend((p, x, False) for p, x in reversed(leaves))
+            guards.append((f"structure of {path}", outline(tree)))
+            stack.extend(reversed(leaves))
         elif _is_object(v):
             if id(v) in seen:
                 continue
             seen.add(id(v))
-            guards.append((path, ("object", type(v).__name__, id(v))))
+            guards.append((path, ("object", type(v))))
             items = sorted(vars(v).items(), key=lambda kv: kv[0])
-            stack.extend((f"{path}_{k}", x, False) for k, x in reversed(items))
+            stack.extend((f"{path}_{k}", x) for k, x in reversed(items))
+        elif _scalar_set(v):                # (a module's names of non-persistent buffers)
+            guards.append((path, (type(v).__name__, frozenset(v))))
         else:
             guards.append((path, ("object", type(v).__name__, id(v))))
 
@@ -102,7 +126,7 @@ def captured_tensors(fn):
                 todo.append(v)
             elif not (inspect.ismodule(v) or inspect.isroutine(v) or inspect.isclass(v)
                       or isinstance(v, _SCALARS) or hasattr(v, "_traced_fn")):
-                roots.append((f"captured {path}", v, False))
+                roots.append((f"captured {path}", v))
     tensors = []
     _walk(roots, tensors, [])
     return tensors
@@ -113,11 +137,11 @@ def collect(fn, args, kwargs):
     n_own inputs are fn's own tensors, the rest their existing .grad; the guard items end
     with one .grad item per own tensor, then the grad mode (without_grads relies on it)."""
     tensors, guards = [], []
-    roots = [(name, a, True) for name, a in signature_names(fn, args, kwargs)]
+    roots = list(signature_names(fn, args, kwargs))
     owner = getattr(fn, "__self__", None) if inspect.ismethod(fn) else \
         (fn if _is_object(fn) else None)        # a bound method's object, or a module
     if owner is not None:
-        roots.insert(0, ("self", owner, True))
+        roots.insert(0, ("self", owner))
     _walk(roots, tensors, guards)
     tensors += captured_tensors(fn)
     firsts = {}

@@ -19,10 +19,10 @@ class Box:
 
 
 def _leaf(rng, pool):
-    k = rng.randrange(9)
+    k = rng.randrange(11)
     if k < 3:
         return rng.choice(pool)
-    return [1, 2.5, True, "tanh", None, np.float32, len][k - 3]
+    return [1, 2.5, True, "tanh", None, np.float32, len, {"a", 1}][k - 3]
 
 
 def _build(rng, pool, depth=0):
@@ -218,3 +218,43 @@ def test_keyword_calls_get_a_walker(monkeypatch):
     for _ in range(3):
         np.testing.assert_allclose(f(x, model=m).item(), m(x).sum().item(), rtol=1e-6)
     assert not walks and f.n_traces == 1
+
+
+# ---- objects are guarded by type and contents, not identity -----------------------------------
+def test_instances_of_one_module_class_share_a_trace():
+    layers = [nn.Linear(4, 4) for _ in range(3)]
+    f = llgrad.compile(lambda layer, x: layer(x).tanh().sum())
+    x = llgrad.randn(2, 4)
+    for _ in range(2):
+        for layer in layers:
+            np.testing.assert_allclose(f(layer, x).item(), layer(x).tanh().sum().item(),
+                                       rtol=1e-6)
+    assert f.n_traces == 1
+
+
+def test_a_new_loss_module_each_call_does_not_retrace():
+    import warnings
+    m = nn.Linear(3, 2)
+    x, y = llgrad.randn(5, 3), llgrad.randint(0, 2, (5,))
+    f = llgrad.compile(lambda model, loss_fn: loss_fn(model(x), y))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # (the recompile-limit warning)
+        for _ in range(12):
+            got = f(m, nn.CrossEntropyLoss())
+    np.testing.assert_allclose(got.item(), nn.CrossEntropyLoss()(m(x), y).item(), rtol=1e-6)
+    assert f.n_traces == 1
+
+
+def test_objects_that_differ_in_what_they_hold_are_told_apart():
+    x = llgrad.randn(3)
+    f = llgrad.compile(lambda box, x: box.act(x * box.scale) + sum(box.shifts))
+    boxes = [Box(act=llgrad.tanh, scale=2.0, shifts=[1.0, 2.0]),
+             Box(act=llgrad.sigmoid, scale=2.0, shifts=[1.0, 2.0]),   # another function
+             Box(act=llgrad.tanh, scale=3.0, shifts=[1.0, 2.0]),      # another scalar
+             Box(act=llgrad.tanh, scale=2.0, shifts=(1.0, 2.0)),      # another container
+             Box(act=llgrad.tanh, scale=2.0, shifts=[1.0, 2.0, 4.0])]
+    for _ in range(2):
+        for b in boxes:
+            want = b.act(x * b.scale) + sum(b.shifts)
+            np.testing.assert_allclose(f(b, x).numpy(), want.numpy(), rtol=1e-6)
+    assert f.n_traces == len(boxes)
