@@ -192,6 +192,21 @@ def _clamp(sg, node, x, lo, hi):
     return x
 
 
+@elementwise("addcmul", "addcdiv")
+def _addc(sg, node, a, t1, t2):
+    x = sg.mul(t1, t2) if node.op == "addcmul" else sg.div(t1, t2)
+    value = node.attrs.get("value", 1)
+    return sg.add(a, x if value == 1 else sg.mul(x, sg.const(value, x.dt)))
+
+
+@elementwise("lerp")
+def _lerp(sg, node, a, b, w):
+    d = sg.sub(b, a)                    # from the nearer end (ir.ops_elementwise._lerp)
+    near_a = sg.add(a, sg.mul(w, d))
+    near_b = sg.sub(b, sg.mul(d, sg.sub(sg.const(1, w.dt), w)))
+    return sg.select(sg.truth(sg.cmp("<", sg.abs(w), sg.const(0.5, w.dt))), near_a, near_b)
+
+
 @elementwise("where")
 def _where(sg, node, c, a, b):
     return sg.select(sg.truth(c), a, b)

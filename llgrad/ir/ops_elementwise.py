@@ -310,6 +310,50 @@ defop("where", lambda c, a, b: np.where(c, a, b),
       grad_fn="WhereBackward0", args=("condition", "self", "other"), save=("condition",),
       kind="elementwise", promote=(1, 2), nondiff=("condition",), number_edges=True)
 
+
+
+def _times(x, value):
+    return x if value == 1 else x * value
+
+
+def _addcmul(a, t1, t2, value=1):
+    return np.add(a, _times(np.multiply(t1, t2), value))
+
+
+def _addcdiv(a, t1, t2, value=1):
+    return np.add(a, _times(np.divide(t1, t2), value))
+
+
+defop("addcmul", _addcmul, args=("self", "tensor1", "tensor2"), save=("tensor1", "tensor2"),
+      vjp=lambda c, g: (g, _times(g * c.tensor2, c.value) if c.needs(1) else None,
+                        _times(g * c.tensor1, c.value) if c.needs(2) else None),
+      grad_fn="AddcmulBackward0", kind="elementwise", promote=(0, 1, 2))
+defop("addcdiv", _addcdiv, args=("self", "tensor1", "tensor2"), save=("tensor1", "tensor2"),
+      vjp=lambda c, g: (g, _times(g / c.tensor2, c.value) if c.needs(1) else None,
+                        _times(-g * c.tensor1 / (c.tensor2 * c.tensor2), c.value)
+                        if c.needs(2) else None),
+      grad_fn="AddcdivBackward0", kind="elementwise", promote=(0, 1, 2))
+
+
+def _lerp(a, b, w):
+    # PyTorch's formula: from the nearer end, so lerp(a, b, 1) is b exactly
+    d = np.subtract(b, a)
+    return np.where(np.abs(w) < 0.5, a + w * d, b - d * (1 - w)).astype(np.result_type(a, b),
+                                                                        copy=False)
+
+
+def _lerp_vjp(c, g):
+    w = c.weight
+    return (g * (1 - w) if c.needs(0) else None, g * w if c.needs(1) else None,
+            g * (c.end - c.self) if c.needs(2) else None)
+
+
+# lerp.Scalar (LerpBackward0) and lerp.Tensor (LerpBackward1): a number weight is a Scalar
+defop("lerp", _lerp, vjp=_lerp_vjp, args=("self", "end", "weight"),
+      save=("self", "end", "weight"), kind="elementwise", promote=(0, 1, 2),
+      grad_fn=lambda ins, at: "LerpBackward1" if _is_tensor(ins[2]) else "LerpBackward0",
+      scalar_args=("weight",))
+
 # ---- comparisons and logic (no gradient) ----------------------------------------------
 
 for _name, _fn in (("eq", np.equal), ("ne", np.not_equal), ("lt", np.less),

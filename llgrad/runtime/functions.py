@@ -27,7 +27,8 @@ for _n in ("exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "reciprocal", "abs",
            "transpose", "t", "permute", "squeeze", "unsqueeze", "flatten", "unflatten", "narrow",
            "select", "unbind", "split", "chunk", "diagonal", "as_strided", "clone", "square",
            "all", "any", "broadcast_to", "swapaxes", "multiply", "subtract", "divide",
-           "true_divide", "detach", "numel", "clamp_min", "clamp_max", "addmm"):
+           "true_divide", "detach", "numel", "clamp_min", "clamp_max", "addmm", "addcmul",
+           "addcdiv", "lerp"):
     _method_fn(_n)
 
 

@@ -171,6 +171,57 @@ def where(self, condition, other):
     return call(OPS["where"], (condition, self, other), {})
 
 
+def _addc(op):
+    def check(self, tensor1, tensor2, value):
+        ts = [x for x in (self, tensor1, tensor2) if isinstance(x, Tensor)]
+        integral = all(not x._dtype.is_floating_point for x in ts)
+        if integral and op == "addcdiv":
+            raise RuntimeError("Integer division with addcdiv is no longer supported, and in a "
+                               "future release addcdiv will perform a true division of tensor1 "
+                               "and tensor2. The historic addcdiv behavior can be implemented "
+                               "as (input + value * torch.trunc(tensor1 / tensor2)).to(input."
+                               "dtype) for integer inputs and as (input + value * tensor1 / "
+                               "tensor2) for float inputs. The future addcdiv behavior is just "
+                               "the latter implementation: (input + value * tensor1 / tensor2), "
+                               "for all dtypes.")
+        if integral and isinstance(value, float):
+            raise RuntimeError("For integral input tensors, argument value must not be a "
+                               "floating point number.")
+
+    def method(self, tensor1, tensor2, *, value=1):
+        check(self, tensor1, tensor2, value)
+        return call(OPS[op], (self, tensor1, tensor2), {"value": value})
+
+    def inplace(self, tensor1, tensor2, *, value=1):
+        check(self, tensor1, tensor2, value)
+        return call_inplace(OPS[op], self, (self, tensor1, tensor2), {"value": value})
+    return method, inplace
+
+
+def _lerp_check(self, end, weight):
+    for x in (self, end, weight):
+        if isinstance(x, Tensor) and not x._dtype.is_floating_point:
+            raise RuntimeError(f"\"lerp_kernel_scalar\" not implemented for "
+                               f"'{x._dtype.name.capitalize()}'")
+
+
+def lerp(self, end, weight):
+    _lerp_check(self, end, weight)
+    return call(OPS["lerp"], (self, end, weight), {})
+
+
+def lerp_(self, end, weight):
+    _lerp_check(self, end, weight)
+    return call_inplace(OPS["lerp"], self, (self, end, weight), {})
+
+
+_def("addcmul", _addc("addcmul")[0])
+_def("addcmul_", _addc("addcmul")[1])
+_def("addcdiv", _addc("addcdiv")[0])
+_def("addcdiv_", _addc("addcdiv")[1])
+_def("lerp", lerp)
+_def("lerp_", lerp_)
+
 for _n, _f in (("leaky_relu", leaky_relu), ("gelu", gelu), ("softplus", softplus),
                ("clamp", clamp), ("clip", clamp), ("clamp_", clamp_), ("clip_", clamp_),
                ("where", where)):

@@ -160,6 +160,9 @@ ELEMENTWISE = {
     "erf": ("x", {}, "any", 4, False),
     "sin": ("x", {}, "any", 4, False),
     "cos": ("x", {}, "any", 4, False),
+    "addcmul": ("xyz", {"value": 0.5}, "any", 0, False),
+    "addcdiv": ("xyz", {"value": -1.5}, "pos", 0, False),
+    "lerp": ("xyz", {}, "any", 0, False),
 }
 
 
@@ -207,6 +210,10 @@ def _elementwise_graph(name, dt, rng):
             outs.append(node([cond, x, y]))
             if first:
                 outs += [node([cond, y, x]), node([cond, x, 0.5]), node([x, y, yb])]
+        elif operands == "xyz":
+            outs.append(node([x, y, yb]))
+            if first:
+                outs += [node([yb, x, y]), node([x, y, 0.75]), node([y, x, 0.25])]
         elif operands == "xm":
             outs.append(node([x, cond]))
     if name in ("add", "sub", "rsub") and np.dtype(dt).kind == "f":

@@ -676,6 +676,29 @@ def r_where(g):
     g.op("where")
 
 
+def r_addc(g):
+    """addcmul / addcdiv / lerp: three operands broadcast together (lerp's weight a tensor
+    or a number). Operands share x's dtype (PyTorch's lerp requires it)."""
+    x = g.need(lambda v: v.float)
+    name = g.choice(["addcmul", "addcdiv", "lerp"])
+    a, av, ashape = g.operand(x.shape, dtype=x.dtype)
+    if name == "lerp" and g.chance(40):                 # a number weight (a Scalar)
+        w = repr(g.choice([0.25, 0.75, -0.5, 1.0]))
+        shape, uses = ashape, (x, av)
+        text = g.choice([f"{x}.lerp({a}, {w})", f"llgrad.lerp({x}, {a}, {w})"])
+    else:
+        b, bv, bshape = g.operand(x.shape, "pos" if name == "addcdiv" else "any",
+                                  dtype=x.dtype)
+        shape, uses = bcast(ashape, bshape), (x, av, bv)
+        if shape is None:
+            return False
+        value = "" if name == "lerp" else g.choice(["", ", value=0.5", ", value=-2.0"])
+        text = g.choice([f"{x}.{name}({a}, {b}{value})", f"llgrad.{name}({x}, {a}, {b}{value})"])
+    v = g.new(shape, result_dtype(*uses), rg=rg_of(*uses), exact=False)
+    g.emit(f"{v} = {text}", *uses)
+    g.op(name)
+
+
 def r_masked_fill(g):
     x = g.need(lambda v: v.float)
     mexpr, muses, _ = _mask(g, x.shape)
@@ -1513,6 +1536,7 @@ RECIPES = {
     r_mask: (2, {"gt", "lt", "ge", "eq", "ne", "logical_not", "logical_and", "logical_or",
                  "logical_xor", "isfinite", "to_dtype"}),
     r_where: (1, {"where"}),
+    r_addc: (1, {"addcmul", "addcdiv", "lerp"}),
     r_masked_fill: (1, {"masked_fill"}),
     r_copy: (1, {"clone", "to_dtype"}),
     r_reduce: (4, {"sum", "mean", "prod", "amax", "amin", "max", "min", "max_dim", "min_dim",

@@ -810,6 +810,32 @@ S("binary_cross_entropy_with_logits",
        np.array([-40.0, -3.0, 3.0, 40.0]), R(4, lo=0, hi=1),
        node="BinaryCrossEntropyWithLogitsBackward0"))
 
+S("addcmul",
+  Case("same", lambda T, x, a, b: T.addcmul(x, a, b), R_(3, 4), R_(3, 4), R_(3, 4),
+       node="AddcmulBackward0"),
+  Case("bcast_value", lambda T, x, a, b: x.addcmul(a, b, value=-0.5), R_(3, 1), R_(4),
+       R_(3, 4), node="AddcmulBackward0"),
+  Case("noncontig", lambda T, x, a, b: x.t().addcmul(a[:, ::2], b), R_(4, 3), R_(3, 8),
+       R_(3, 1), node="AddcmulBackward0"),
+  Case("inplace", lambda T, x, a, b: (x * 1).addcmul_(a, b, value=2.0), R_(3, 4), R_(4),
+       R_(3, 1), node="AddcmulBackward0"))
+S("addcdiv",
+  Case("same", lambda T, x, a, b: T.addcdiv(x, a, b), R_(3, 4), R_(3, 4), NZ_(3, 4),
+       node="AddcdivBackward0"),
+  Case("bcast_value", lambda T, x, a, b: x.addcdiv(a, b, value=0.25), R_(3, 1), R_(4),
+       NZ_(3, 4), node="AddcdivBackward0"),
+  Case("inplace", lambda T, x, a, b: (x * 1).addcdiv_(a.t(), b, value=-3.0), R_(2, 3),
+       R_(3, 2), NZ_(3), node="AddcdivBackward0"))
+S("lerp",
+  Case("scalar_near", lambda T, x, y: T.lerp(x, y, 0.3), R_(3, 4), R_(4),
+       node="LerpBackward0"),
+  Case("scalar_far", lambda T, x, y: x.t().lerp(y, 0.8), R_(4, 3), R_(3, 1),
+       node="LerpBackward0"),
+  Case("tensor", lambda T, x, y, w: x.lerp(y, w), R_(3, 4), R_(4), R_(3, 1, lo=-0.5, hi=1.5),
+       node="LerpBackward1"),
+  Case("inplace", lambda T, x, y, w: (x * 1).lerp_(y, w), R_(2, 3), R_(2, 3), R_(3),
+       node="LerpBackward1"))
+
 
 # ---- non-differentiable ops ------------------------------------------------------------------
 
