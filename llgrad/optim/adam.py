@@ -1,6 +1,7 @@
 """Adam (optionally AMSGrad, L2 or decoupled weight decay) and AdamW, with PyTorch's
-single-tensor update rule. addcmul/addcdiv/lerp are composed from in-place tensor ops in
-PyTorch's operand order: self + (value * t1) * t2, self + (value * t1) / t2."""
+single-tensor update rule: lerp_ and addcmul_ as PyTorch calls them; addcdiv_ composed of
+in-place tensor ops (self + (value * t1) / t2), since a traced step's step size is a
+tensor, not a number."""
 from ..runtime.creation import tensor, zeros_like
 from ..runtime.grad_mode import enable_grad, no_grad
 from ..runtime.tensor import Tensor
@@ -69,8 +70,8 @@ class Adam(Optimizer):
                     else:
                         grad = grad.add(p, alpha=weight_decay)
 
-                exp_avg.add_(grad - exp_avg, alpha=1 - beta1)                 # lerp_
-                exp_avg_sq.mul_(beta2).add_(grad.mul(1 - beta2).mul_(grad))  # addcmul_
+                exp_avg.lerp_(grad, 1 - beta1)
+                exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
 
                 step = _get_value(state["step"])
                 bias_correction1 = 1 - beta1 ** step
@@ -82,7 +83,8 @@ class Adam(Optimizer):
                     denom = (max_sq.sqrt() / bias_correction2_sqrt).add_(eps)
                 else:
                     denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
-                p.add_(exp_avg.mul(-step_size).div_(denom))                 # addcdiv_
+                # (addcdiv_ composed: while tracing step_size is a tensor, not a number)
+                p.add_(exp_avg.mul(-step_size).div_(denom))
         return loss
 
 
