@@ -312,10 +312,25 @@ class CompiledFunction:
             forward_run(entry)
             if entry.backward is not None:
                 backward_run(entry)
-        text = format_entry(entry, python=python, llvm=llvm, asm=asm)
+        text = format_entry(entry, python=python, llvm=llvm, asm=asm) + self._walk_text(python)
         source = self._converted[1] if self._converted else None
         return text + ("\n== rewritten source (tensor-dependent control flow) ==\n" + source
                        if source else "")
+
+    def _walk_text(self, python):
+        """How a call finds its entry: a flat key, compiled guard walkers (their source with
+        python=True) or the full walk."""
+        text = "\n== guard walk ==\n"
+        if self._plain:
+            text += "  calls of positional tensors and numbers: a flat key (fastpath.py)\n"
+        if self._walkers:
+            text += (f"  {len(self._walkers)} compiled walker(s), one per call structure "
+                     "(guard_walker.py)" + ("" if python else "; python=True shows them")
+                     + "\n" + ("".join(w.source for w in self._walkers) if python else ""))
+        else:
+            text += ("  other calls: the full walk (guards.collect); a walker is made on a "
+                     "structure's second call\n")
+        return text
 
 
 def _own_inputs(run, n_own, tensors):

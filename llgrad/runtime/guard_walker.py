@@ -15,14 +15,18 @@ does not enter, tensors' dtypes, shapes, strides and requires_grad, their .grad 
 the grad mode), so equal
 flat keys of one walker mean equal guard keys; the tensors come in collect's order.
 
-Kept out (make_walker returns None, every call takes the full walk): tensors read from the
-function's closure or globals, *args / **kwargs parameters, a .grad that is also an input
-or shared, structures nested deeper than _MAX_DEPTH."""
+Tensors the function reads from its closure and globals (a model held in a global) are
+walked too, after the arguments, as collect() walks them; the walker re-reads each cell
+and global name and checks it finds the same kind of value.
+
+Kept out (make_walker returns None, every call takes the full walk): *args / **kwargs
+parameters, a .grad that is also an input or shared, structures nested deeper than
+_MAX_DEPTH."""
 import inspect
 import itertools
 
 from . import grad_mode
-from .guards import _SCALARS, _is_object, _scalar_set, captured_tensors, signature_names
+from .guards import _SCALARS, _is_object, _scalar_set, captured_reads, signature_names
 from .tensor import Tensor
 
 _MAX_DEPTH = 40
@@ -93,12 +97,14 @@ class _Unsupported(Exception):
 
 def _walk(src, roots):
     """guards._walk's traversal, emitting code; -> the tensors' names in collect's order
-    (each tensor once) and the names of the distinct objects."""
+    (each tensor once) and the names of the distinct objects. Under a root that is not
+    `guarded` (a captured value) Python scalars and identities stay out of the key, as
+    collect() leaves them out of its guards."""
     tensors, first_tensor = [], {}     # names of distinct tensors; id -> name
     objects, first_object = [], {}
     stack = list(reversed(roots))
     while stack:
-        x, v, depth = stack.pop()
+        x, v, depth, guarded = stack.pop()
         if isinstance(v, Tensor):
             src.type_is(x, v)
             if id(v) in first_tensor:
@@ -108,11 +114,11 @@ def _walk(src, roots):
                 tensors.append(x)
         elif isinstance(v, _SCALARS):
             src.type_is(x, v)
-            if v is not None:
+            if v is not None and guarded:
                 src.key.append(x)
         elif isinstance(v, (list, tuple, dict)):
             leaves = _container(src, x, v, depth)
-            stack.extend((n, item, depth + 1) for n, item in reversed(leaves))
+            stack.extend((n, item, depth + 1, guarded) for n, item in reversed(leaves))
         elif _is_object(v):
             src.type_is(x, v)
             if id(v) in first_object:
@@ -127,20 +133,51 @@ def _walk(src, roots):
                       f"{src.const(frozenset(k for k, _ in attrs))}")
             names = _unpack(src, "(" + "".join(f"{d}[{k!r}], " for k, _ in attrs) + ")",
                             len(attrs))
-            stack.extend((n, a, depth + 1) for n, (_, a) in reversed(list(zip(names, attrs))))
+            stack.extend((n, a, depth + 1, guarded)
+                         for n, (_, a) in reversed(list(zip(names, attrs))))
         elif _scalar_set(v):
             src.type_is(x, v)
             src.check(f"{x} != {src.const(frozenset(v))}")
         else:
             src.type_is(x, v)
-            src.key.append(f"id({x})")
+            if guarded:
+                src.key.append(f"id({x})")
     return tensors, objects
+
+
+def _captured(src, fn):
+    """Code that reads what fn reads from closure cells and globals (guards.captured_reads)
+    and checks that each read finds what it found when the walker was made: the same
+    helper function, the same kind of value, a cell still empty, a name still absent;
+    -> the roots to walk, [(name, value)]."""
+    roots = []
+    for where, v, kind in captured_reads(fn)[1]:
+        if where[0] == "cell":
+            cell = src.const(where[1])
+            if kind == "empty":
+                src.lines += [f"try: {cell}.cell_contents", "except ValueError: pass",
+                              "else: return None"]
+                continue
+            x = src.var("cv")
+            src.lines += [f"try: {x} = {cell}.cell_contents", "except ValueError: return None"]
+        else:
+            space, name = src.const(where[1]), where[2]
+            if kind == "absent":
+                src.check(f"{name!r} in {space}")
+                continue
+            x = src.var("gv")
+            src.lines.append(f"{x} = {space}.get({name!r}, MISSING)")
+        if kind == "follow" or inspect.isfunction(v):     # (which function decides the kind)
+            src.check(f"{x} is not {src.const(v)}")
+        else:
+            src.type_is(x, v)
+        if kind == "root":
+            roots.append((x, v))
+    return roots
 
 
 def make_walker(fn, args, kwargs):
     """The walker of calls shaped like fn(*args, **kwargs), or None (see the module)."""
-    if captured_tensors(fn):
-        return None
     bound = signature_names(fn, args, kwargs)
     # (the bound arguments: the positional ones, then the keywords under their names;
     # else *args / **kwargs parameters took some)
@@ -150,12 +187,13 @@ def make_walker(fn, args, kwargs):
     src = _Source()
     src.check(f"len(args) != {len(args)}")
     src.check(f"tuple(kwargs) != {src.const(tuple(kwargs))}" if kwargs else "kwargs")
-    roots = [(f"args[{i}]" if i < len(args) else f"kwargs[{name!r}]", a, 0)
+    roots = [(f"args[{i}]" if i < len(args) else f"kwargs[{name!r}]", a, 0, True)
              for i, (name, a) in enumerate(bound)]
     owner = getattr(fn, "__self__", None) if inspect.ismethod(fn) else \
         (fn if _is_object(fn) else None)        # as collect() finds it
     if owner is not None:
-        roots.insert(0, (src.const(owner), owner, 0))
+        roots.insert(0, (src.const(owner), owner, 0, True))
+    roots += [(x, v, 0, False) for x, v in _captured(src, fn)]
     try:
         tensors, objects = _walk(src, roots)
     except _Unsupported:
@@ -183,9 +221,8 @@ def make_walker(fn, args, kwargs):
                   "    tensors = everything",
                   "st = grad_mode.state"]
     key = src.key + parts + ["st.grad_enabled", "st.inference"]
-    src.lines += ["if captured(fn): return None",
-                  "return (walker_id, " + "".join(k + ", " for k in key) + "), tensors"]
-    src.env.update(fn=fn, captured=captured_tensors, grad_mode=grad_mode,
+    src.lines.append("return (walker_id, " + "".join(k + ", " for k in key) + "), tensors")
+    src.env.update(grad_mode=grad_mode, MISSING=_MISSING,
                    walker_id=object())     # (keys of two walkers never compare equal)
     code = "def walk(args, kwargs):\n" + "".join(f"    {ln}\n" for ln in src.lines)
     try:

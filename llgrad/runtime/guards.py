@@ -106,7 +106,19 @@ def captured_tensors(fn):
     are inputs of the graph like arguments: a parameter trained or written in place between
     calls cannot be baked in as a constant. (Python numbers found there stay constants of
     the trace, as in JAX: pass them as arguments to guard them.)"""
-    roots, seen, todo = [], set(), [getattr(fn, "__func__", fn)]
+    tensors = []
+    _walk(captured_reads(fn)[0], tensors, [])
+    return tensors
+
+
+def captured_reads(fn):
+    """(roots [(path, value)] the captured tensors are found under, reads): every closure
+    cell and global name that fn and the user functions it calls read, in order, as
+    (where, value, kind): where ("cell", cell) or ("global", globals, name); kind "root"
+    (walked for tensors), "follow" (a user function, read in turn), "skip" (a module,
+    function, class, Python number, compiled function), "empty" (a cell not yet filled)
+    or "absent" (a name not in the globals: a builtin). guard_walker.py checks the reads."""
+    roots, reads, seen, todo = [], [], set(), [getattr(fn, "__func__", fn)]
     while todo:
         f = todo.pop()
         code = getattr(f, "__code__", None)
@@ -116,20 +128,27 @@ def captured_tensors(fn):
         values = []
         for name, cell in zip(code.co_freevars, getattr(f, "__closure__", None) or ()):
             try:
-                values.append((f"{f.__name__}.{name}", cell.cell_contents))
+                values.append((f"{f.__name__}.{name}", cell.cell_contents, ("cell", cell)))
             except ValueError:                      # (a cell not yet filled)
-                pass
+                reads.append((("cell", cell), None, "empty"))
         space = getattr(f, "__globals__", {})
-        values += [(name, space[name]) for name in _global_names(code) if name in space]
-        for path, v in values:
+        for name in _global_names(code):
+            if name in space:
+                values.append((name, space[name], ("global", space, name)))
+            else:
+                reads.append((("global", space, name), None, "absent"))
+        for path, v, where in values:
             if _followed(v):
                 todo.append(v)
+                kind = "follow"
             elif not (inspect.ismodule(v) or inspect.isroutine(v) or inspect.isclass(v)
                       or isinstance(v, _SCALARS) or hasattr(v, "_traced_fn")):
                 roots.append((f"captured {path}", v))
-    tensors = []
-    _walk(roots, tensors, [])
-    return tensors
+                kind = "root"
+            else:
+                kind = "skip"
+            reads.append((where, v, kind))
+    return roots, reads
 
 
 def collect(fn, args, kwargs):

@@ -110,19 +110,30 @@ def _fn(a, b, c=None):
     return a
 
 
+_CAPTURED = [None]
+
+
+def _fn_capturing(a, b, c=None):
+    return a, _CAPTURED
+
+
 @pytest.mark.parametrize("seed", range(60))
 def test_walker_agrees_with_collect_on_random_structures(seed):
     rng = random.Random(seed)
     pool = [llgrad.randn(2, 3, requires_grad=rng.random() < 0.5) for _ in range(4)]
     args = [_build(rng, pool), _build(rng, pool)]
     kwargs = {"c": _build(rng, pool)} if rng.random() < 0.3 else {}
-    walk = make_walker(_fn, tuple(args), kwargs)
+    fn = _fn
+    if seed % 2:                # a structure read from a global too (mutated like the rest)
+        fn, _CAPTURED[0] = _fn_capturing, _build(rng, pool)
+        args.append(_CAPTURED)
+    walk = make_walker(fn, tuple(args[:2]), kwargs)
     if walk is None:
         pytest.skip("a structure the walker does not cover")
     seen = []
     for step in range(12):
-        got = walk(tuple(args), kwargs)
-        tensors, guards, _ = collect(_fn, tuple(args), kwargs)
+        got = walk(tuple(args[:2]), kwargs)
+        tensors, guards, _ = collect(fn, tuple(args[:2]), kwargs)
         if got is not None:
             fkey, ftensors = got
             assert [id(t) for t in ftensors] == [id(t) for _, t in tensors], step
@@ -258,3 +269,99 @@ def test_objects_that_differ_in_what_they_hold_are_told_apart():
             want = b.act(x * b.scale) + sum(b.shifts)
             np.testing.assert_allclose(f(b, x).numpy(), want.numpy(), rtol=1e-6)
     assert f.n_traces == len(boxes)
+
+
+# ---- tensors read from globals and closures ------------------------------------------------
+_MODEL = None
+_OPT = None
+
+
+def _global_step(x, y):
+    _OPT.zero_grad()
+    loss = nn.functional.cross_entropy(_MODEL(x), y)
+    loss.backward()
+    _OPT.step()
+    return loss.detach()
+
+
+def test_a_step_reading_its_model_from_globals_takes_no_full_walk(monkeypatch):
+    from test_fastpath import _walks
+    global _MODEL, _OPT
+    llgrad.manual_seed(0)
+    x, y = llgrad.randn(16, 3), llgrad.randint(0, 2, (16,))
+    nets = [_net(1), _net(1)]
+    opts = [llgrad.optim.SGD(n.parameters(), lr=0.1, momentum=0.9) for n in nets]
+    step = llgrad.compile(_global_step)
+    walks = None
+    for k in range(8):
+        if k == 3:
+            walks = _walks(monkeypatch)
+        _MODEL, _OPT = nets[0], opts[0]
+        want = _global_step(x, y)
+        _MODEL, _OPT = nets[1], opts[1]
+        got = step(x, y)
+        np.testing.assert_allclose(got.item(), want.item(), rtol=1e-5)
+    for p, q in zip(nets[0].parameters(), nets[1].parameters()):
+        np.testing.assert_allclose(q.detach().numpy(), p.detach().numpy(), rtol=1e-5, atol=1e-6)
+    assert not walks and len(step._walkers) == 1
+    _MODEL, _OPT = None, None
+
+
+def test_walker_follows_rebound_globals_and_closures():
+    global _MODEL
+    x = llgrad.randn(2, 3)
+    a, b, c = nn.Linear(3, 2), nn.Linear(3, 2), nn.Linear(3, 2)
+    holder = [a]
+
+    def closure_fn(x):
+        return holder[0](x).sum() + _MODEL(x).sum()
+
+    def ids(ts):
+        return [id(t) for t in ts]
+
+    _MODEL = c
+    walk = make_walker(closure_fn, (x,), {})
+    key, tensors = walk((x,), {})
+    assert ids(tensors) == [id(x), id(a.weight), id(a.bias), id(c.weight), id(c.bias)]
+    _MODEL = b                                  # another instance: its own tensors
+    assert ids(walk((x,), {})[1]) == ids(t for _, t in collect(closure_fn, (x,), {})[0])
+    holder[0] = b                               # one object where there were two
+    assert walk((x,), {}) is None
+    holder[0] = a
+    _MODEL = nn.Tanh()                          # another type: the full walk decides
+    assert walk((x,), {}) is None
+    _MODEL = None
+
+
+def test_a_captured_scalar_stays_a_constant_of_the_trace_on_both_paths():
+    scale = [2.0]
+
+    class Holder:
+        def __init__(self):
+            self.w = llgrad.ones(3)
+            self.scale = 2.0
+    h = Holder()
+
+    def f(x):
+        return (x * h.w * h.scale).sum()
+
+    cf = llgrad.compile(f)
+    x = llgrad.ones(3)
+    for _ in range(3):
+        assert cf(x).item() == 6.0
+    h.scale = 3.0                    # (a number found through a global: not guarded, as in JAX)
+    assert cf(x).item() == 6.0 and cf.n_traces == 1
+    h.w = llgrad.ones(3) * 2         # a new tensor there: an input, read afresh
+    assert cf(x).item() == 12.0
+    del scale
+
+
+def test_dump_says_how_calls_find_their_entry():
+    m = nn.Linear(3, 2)
+    f = llgrad.compile(lambda model, x: model(x).sum())
+    x = llgrad.randn(4, 3)
+    f(m, x)
+    assert "other calls: the full walk" in f.dump(m, x)
+    f(m, x)
+    assert "1 compiled walker(s)" in f.dump(m, x)
+    assert "def walk(args, kwargs):" in f.dump(m, x, python=True)
