@@ -126,6 +126,8 @@ def _first_result(runners, tensors):
 def run_entry(entry, tensors):
     """Run a compiled entry on the inputs; _MISS if one of its value guards fails."""
     fwd = entry.forward
+    if fwd.mutated and len({id(t._storage) for t in tensors}) != len(tensors):
+        _aliasing_error(entry, tensors)
     arrays = [t._data for t in tensors]
     rng_state = None
     if entry.rng_index is not None:         # the RNG state input follows the tensors
@@ -148,9 +150,16 @@ def run_entry(entry, tensors):
             t._data[...] = env[v]
         t._storage.version += 1
     results = _wrap_outputs(outs[:entry.n_fn_out], tensors)
+    taken = {id(a) for a in arrays} | {id(o) for o in outs[:entry.n_fn_out]}
     for k, pos in entry.grad_assign:            # .grad the step set (or cleared)
-        tensors[k]._grad = None if pos is None else \
-            Tensor._from_array(np.array(outs[entry.n_fn_out + pos]))
+        if pos is None:
+            tensors[k]._grad = None
+            continue
+        g = outs[entry.n_fn_out + pos]
+        if g.base is not None or id(g) in taken:     # (a fresh output buffer is its own)
+            g = np.array(g)
+        taken.add(id(g))
+        tensors[k]._grad = Tensor._from_array(g)
     for k in entry.plain_alias:     # (a view made here under no_grad would require grad)
         if results[k]._creation is not None:
             results[k]._creation = None
@@ -167,6 +176,23 @@ def run_entry(entry, tensors):
     if build is None:
         build = entry._unflatten = unflattener(entry.out_tree)
     return build(results)
+
+
+def _aliasing_error(entry, tensors):
+    """Inputs that share memory, given to an entry that writes inputs in place: its kernel
+    assumes they do not (as the tracer demands of the first call)."""
+    from ..tracer.trace import TraceError
+    first = {}
+    for k, t in enumerate(tensors):
+        j = first.setdefault(id(t._storage), k)
+        if j != k:
+            break
+    names = [n for n, v in entry.guard_items          # (the tensors' items, each once)
+             if isinstance(v, tuple) and len(v) == 5 and v[4] == n]
+    what = (f"{names[k]!r} shares memory with {names[j]!r}" if k < len(names)
+            else f"input {k} shares memory with input {j}")
+    raise TraceError(f"llgrad.compile({entry.name}): {what}, and the function writes its "
+                     "inputs in place; pass separate tensors (or .clone() one of them)")
 
 
 def _detached(result):

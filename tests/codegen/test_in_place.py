@@ -185,3 +185,22 @@ def test_an_optimiser_step_updates_parameters_and_state_in_place():
                                                 "small_gemm": small_gemm_bound()})
     # 4 parameters, each with its two moments and its step count
     assert len(plan.in_place) == len(entry.forward.mutated) == 16
+
+
+def test_inputs_sharing_memory_are_refused_where_one_is_written_in_place():
+    from llgrad.tracer.trace import TraceError
+
+    def f(p, q):
+        p.mul_(2.0)
+        return q * 1.0
+
+    cf = llgrad.compile(f)
+    for _ in range(2):
+        cf(llgrad.tensor(_a(6)), llgrad.tensor(_a(2, 3)))
+    p = llgrad.tensor(_a(6))
+    with pytest.raises(TraceError, match="'q' shares memory with 'p'"):
+        cf(p, p.view(2, 3))
+    g = llgrad.compile(lambda p, q: p * 2.0 + q.sum())     # nothing written: allowed
+    for _ in range(2):
+        g(llgrad.tensor(_a(6)), llgrad.tensor(_a(2, 3)))
+    np.testing.assert_allclose(g(p, p.view(2, 3)).numpy(), (p * 2.0 + p.sum()).numpy())
