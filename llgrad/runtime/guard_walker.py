@@ -210,9 +210,12 @@ def make_walker(fn, args, kwargs):
         g, d = src.var("g"), src.var("a")
         src.lines += [f"{d} = {t}._data", f"{g} = {t}._grad",
                       f"if {g} is not None: grads.append({g})"]
-        parts.append(f"({t}._dtype, {d}.shape, {d}.strides, {t}.requires_grad, "
-                     f"None if {g} is None else ({g}._dtype, {g}._data.shape, "
-                     f"{g}._data.strides))")
+        # (flat in the key; requires_grad read as fast_key reads it: the property only
+        # for a view)
+        parts += [f"{t}._dtype", f"{d}.shape", f"{d}.strides",
+                  f"{t}._requires_grad or ({t}._base is not None and {t}.requires_grad)",
+                  f"None if {g} is None else ({g}._dtype, {g}._data.shape, "
+                  f"{g}._data.strides)"]
     ts = "[" + ", ".join(tensors) + "]"
     src.lines += [f"tensors = {ts}",
                   "if grads:",
