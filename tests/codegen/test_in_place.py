@@ -204,3 +204,31 @@ def test_inputs_sharing_memory_are_refused_where_one_is_written_in_place():
     for _ in range(2):
         g(llgrad.tensor(_a(6)), llgrad.tensor(_a(2, 3)))
     np.testing.assert_allclose(g(p, p.view(2, 3)).numpy(), (p * 2.0 + p.sum()).numpy())
+
+
+def test_in_place_updates_split_over_threads_agree_with_eager():
+    # big enough for the loops to split over 2 threads: each thread writes its own chunk of
+    # the parameter and moments it reads
+    n = 1 << 17
+    arrays = [_a(n), np.abs(_a(n)), _a(n), _a(n)]
+
+    def adam_like(p, v, m, g):
+        m.lerp_(g, 0.1)
+        v.mul_(0.99).addcmul_(g, g, value=0.01)
+        p.addcdiv_(m, v.sqrt().add_(1e-8), value=-1e-3)
+        return p.sum()
+
+    before = llgrad.get_num_threads()
+    llgrad.set_num_threads(2)
+    try:
+        want, want_in, _, _ = _run(adam_like, arrays, "eager")
+        got, got_in, _, f = _run(adam_like, arrays, "llvm")
+    finally:
+        llgrad.set_num_threads(before)
+    for g, w in zip(got + got_in, want + want_in):
+        np.testing.assert_allclose(g, w, rtol=2e-5, atol=1e-6)
+    plan = plan_graph(simplify(f.entries[-1].forward), {"blas": blas_available(),
+                                                         "small_gemm": small_gemm_bound()})
+    assert len(plan.in_place) == 3
+    from llgrad.codegen.lower import THREAD_CALL
+    assert THREAD_CALL in f.entries[-1].kernels["forward"].ir_before      # (it does split)
