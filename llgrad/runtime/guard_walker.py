@@ -66,22 +66,34 @@ def _unpack(src, x, n):
     return names
 
 
+def _types_are(src, names, values):
+    """One check of the types of several values (not containers: those check their own
+    type with their length): fewer lines than a check each, for a walk that is as long as
+    the structure is big."""
+    pairs = [(n, v) for n, v in zip(names, values) if not isinstance(v, (list, tuple, dict))]
+    if pairs:
+        got = "(" + "".join(f"type({n}), " for n, _ in pairs) + ")"
+        src.check(f"{got} != {src.const(tuple(type(v) for _, v in pairs))}")
+
+
 def _container(src, x, v, depth):
     """Structure checks of the container v in x, as pytree.flatten reads it; -> its leaves
     [(name, value)] in flatten's order."""
     if depth > _MAX_DEPTH:
         raise _Unsupported("nested too deep")
-    src.check(f"type({x}) is not {src.const(type(v))} or len({x}) != {len(v)}")
+    same = f"type({x}) is not {src.const(type(v))} or len({x}) != {len(v)}"
     if isinstance(v, dict):
         keys = list(v)
         if all(type(k) is str for k in keys):
-            src.check(f"tuple({x}) != {src.const(tuple(keys))}")
+            src.check(f"{same} or tuple({x}) != {src.const(tuple(keys))}")
         else:       # (tensors keying optimiser state, numbers: by identity, kept alive)
             src.const(keys)
-            src.check(f"tuple(map(id, {x})) != {src.const(tuple(map(id, keys)))}")
+            src.check(f"{same} or tuple(map(id, {x})) != {src.const(tuple(map(id, keys)))}")
         names, items = _unpack(src, f"{x}.values()", len(v)), list(v.values())
     else:
+        src.check(same)
         names, items = _unpack(src, x, len(v)), list(v)
+    _types_are(src, names, items)
     leaves = []
     for name, item in zip(names, items):
         if isinstance(item, (list, tuple, dict)):
@@ -104,23 +116,22 @@ def _walk(src, roots):
     objects, first_object = [], {}
     stack = list(reversed(roots))
     while stack:
-        x, v, depth, guarded = stack.pop()
-        if isinstance(v, Tensor):
+        x, v, depth, guarded, checked = stack.pop()
+        if not checked and not isinstance(v, (list, tuple, dict)):
             src.type_is(x, v)
+        if isinstance(v, Tensor):
             if id(v) in first_tensor:
                 src.check(f"{x} is not {first_tensor[id(v)]}")
             else:
                 first_tensor[id(v)] = x
                 tensors.append(x)
         elif isinstance(v, _SCALARS):
-            src.type_is(x, v)
             if v is not None and guarded:
                 src.key.append(x)
         elif isinstance(v, (list, tuple, dict)):
             leaves = _container(src, x, v, depth)
-            stack.extend((n, item, depth + 1, guarded) for n, item in reversed(leaves))
+            stack.extend((n, item, depth + 1, guarded, True) for n, item in reversed(leaves))
         elif _is_object(v):
-            src.type_is(x, v)
             if id(v) in first_object:
                 src.check(f"{x} is not {first_object[id(v)]}")
                 continue
@@ -133,13 +144,12 @@ def _walk(src, roots):
                       f"{src.const(frozenset(k for k, _ in attrs))}")
             names = _unpack(src, "(" + "".join(f"{d}[{k!r}], " for k, _ in attrs) + ")",
                             len(attrs))
-            stack.extend((n, a, depth + 1, guarded)
+            _types_are(src, names, [a for _, a in attrs])
+            stack.extend((n, a, depth + 1, guarded, True)
                          for n, (_, a) in reversed(list(zip(names, attrs))))
         elif _scalar_set(v):
-            src.type_is(x, v)
             src.check(f"{x} != {src.const(frozenset(v))}")
         else:
-            src.type_is(x, v)
             if guarded:
                 src.key.append(f"id({x})")
     return tensors, objects
@@ -187,13 +197,13 @@ def make_walker(fn, args, kwargs):
     src = _Source()
     src.check(f"len(args) != {len(args)}")
     src.check(f"tuple(kwargs) != {src.const(tuple(kwargs))}" if kwargs else "kwargs")
-    roots = [(f"args[{i}]" if i < len(args) else f"kwargs[{name!r}]", a, 0, True)
+    roots = [(f"args[{i}]" if i < len(args) else f"kwargs[{name!r}]", a, 0, True, False)
              for i, (name, a) in enumerate(bound)]
     owner = getattr(fn, "__self__", None) if inspect.ismethod(fn) else \
         (fn if _is_object(fn) else None)        # as collect() finds it
     if owner is not None:
-        roots.insert(0, (src.const(owner), owner, 0, True))
-    roots += [(x, v, 0, False) for x, v in _captured(src, fn)]
+        roots.insert(0, (src.const(owner), owner, 0, True, False))
+    roots += [(x, v, 0, False, True) for x, v in _captured(src, fn)]   # (types checked)
     try:
         tensors, objects = _walk(src, roots)
     except _Unsupported:
