@@ -4,6 +4,7 @@ takes; the result tensors (outputs that alias inputs become their views, or the 
 themselves where eager returns those), the write-back of mutated inputs, and the
 CompiledFunctionBackward node attached in grad mode."""
 import functools
+import operator
 
 import numpy as np
 
@@ -18,6 +19,7 @@ from .creation import default_generator
 from .fastpath import quick_runner
 from .tensor import Tensor
 
+_STORAGE, _DATA = operator.attrgetter("_storage"), operator.attrgetter("_data")
 _MISS = object()        # a runner's answer when a value guard of the entry fails
 
 
@@ -126,7 +128,7 @@ def _first_result(runners, tensors):
 def run_entry(entry, tensors):
     """Run a compiled entry on the inputs; _MISS if one of its value guards fails."""
     fwd = entry.forward
-    if fwd.mutated and len({id(t._storage) for t in tensors}) != len(tensors):
+    if fwd.mutated and len(set(map(id, map(_STORAGE, tensors)))) != len(tensors):
         _aliasing_error(entry, tensors)
     arrays = [t._data for t in tensors]
     rng_state = None
@@ -150,7 +152,8 @@ def run_entry(entry, tensors):
             t._data[...] = env[v]
         t._storage.version += 1
     results = _wrap_outputs(outs[:entry.n_fn_out], tensors)
-    taken = {id(a) for a in arrays} | {id(o) for o in outs[:entry.n_fn_out]}
+    taken = set(map(id, arrays))
+    taken.update(map(id, outs[:entry.n_fn_out]))
     for k, pos in entry.grad_assign:            # .grad the step set (or cleared)
         if pos is None:
             tensors[k]._grad = None
@@ -204,8 +207,8 @@ def _wrap_outputs(arrays, inputs):
     """Tensors for the output arrays. An output that aliases an input, or a larger output,
     becomes a view of it (as in eager), so in-place writes through it rebase history."""
     if all(a.base is None for a in arrays):       # fresh arrays (a kernel's outputs)?
-        ids = {id(a) for a in arrays}
-        if len(ids) == len(arrays) and not any(id(t._data) in ids for t in inputs):
+        ids = set(map(id, arrays))
+        if len(ids) == len(arrays) and ids.isdisjoint(map(id, map(_DATA, inputs))):
             return [Tensor._from_array(a) for a in arrays]    # they alias nothing
     results = [None] * len(arrays)
     for k in sorted(range(len(arrays)), key=lambda k: -arrays[k].size):
