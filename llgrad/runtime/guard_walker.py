@@ -110,13 +110,13 @@ class _Unsupported(Exception):
 def _walk(src, roots):
     """guards._walk's traversal, emitting code; -> the tensors' names in collect's order
     (each tensor once) and the names of the distinct objects. Under a root that is not
-    `guarded` (a captured value) Python scalars and identities stay out of the key, as
-    collect() leaves them out of its guards."""
+    `guarded` (a container the function captures) numbers and identities stay out of the
+    key until an object is entered, as collect() leaves them out of its guards."""
     tensors, first_tensor = [], {}     # names of distinct tensors; id -> name
     objects, first_object = [], {}
     stack = list(reversed(roots))
     while stack:
-        x, v, depth, guarded, checked = stack.pop()
+        x, v, depth, checked, guarded = stack.pop()
         if not checked and not isinstance(v, (list, tuple, dict)):
             src.type_is(x, v)
         if isinstance(v, Tensor):
@@ -130,7 +130,8 @@ def _walk(src, roots):
                 src.key.append(x)
         elif isinstance(v, (list, tuple, dict)):
             leaves = _container(src, x, v, depth)
-            stack.extend((n, item, depth + 1, guarded, True) for n, item in reversed(leaves))
+            stack.extend((n, item, depth + 1, True, guarded)
+                         for n, item in reversed(leaves))
         elif _is_object(v):
             if id(v) in first_object:
                 src.check(f"{x} is not {first_object[id(v)]}")
@@ -145,23 +146,25 @@ def _walk(src, roots):
             names = _unpack(src, "(" + "".join(f"{d}[{k!r}], " for k, _ in attrs) + ")",
                             len(attrs))
             _types_are(src, names, [a for _, a in attrs])
-            stack.extend((n, a, depth + 1, guarded, True)
+            stack.extend((n, a, depth + 1, True, True)
                          for n, (_, a) in reversed(list(zip(names, attrs))))
+        elif not guarded:
+            continue
         elif _scalar_set(v):
             src.check(f"{x} != {src.const(frozenset(v))}")
         else:
-            if guarded:
-                src.key.append(f"id({x})")
+            src.key.append(f"id({x})")
     return tensors, objects
 
 
 def _captured(src, fn):
     """Code that reads what fn reads from closure cells and globals (guards.captured_reads)
     and checks that each read finds what it found when the walker was made: the same
-    helper function, the same kind of value, a cell still empty, a name still absent;
-    -> the roots to walk, [(name, value)]."""
+    function or class, the same kind of value (a number's value goes to the key, as
+    collect guards it), a cell still empty, a name still absent; -> the roots to walk,
+    [(name, value)]."""
     roots = []
-    for where, v, kind in captured_reads(fn)[1]:
+    for where, v, kind, _ in captured_reads(fn)[1]:
         if where[0] == "cell":
             cell = src.const(where[1])
             if kind == "empty":
@@ -177,12 +180,17 @@ def _captured(src, fn):
                 continue
             x = src.var("gv")
             src.lines.append(f"{x} = {space}.get({name!r}, MISSING)")
-        if kind == "follow" or inspect.isfunction(v):     # (which function decides the kind)
-            src.check(f"{x} is not {src.const(v)}")
-        else:
-            src.type_is(x, v)
         if kind == "root":
+            src.type_is(x, v)
             roots.append((x, v))
+        elif isinstance(v, _SCALARS):           # (guarded by value: guards.captured_guards)
+            src.type_is(x, v)
+            if v is not None:
+                src.key.append(x)
+        elif inspect.ismodule(v):
+            src.type_is(x, v)
+        else:                                   # a function, class, compiled function
+            src.check(f"{x} is not {src.const(v)}")
     return roots
 
 
@@ -197,13 +205,14 @@ def make_walker(fn, args, kwargs):
     src = _Source()
     src.check(f"len(args) != {len(args)}")
     src.check(f"tuple(kwargs) != {src.const(tuple(kwargs))}" if kwargs else "kwargs")
-    roots = [(f"args[{i}]" if i < len(args) else f"kwargs[{name!r}]", a, 0, True, False)
+    roots = [(f"args[{i}]" if i < len(args) else f"kwargs[{name!r}]", a, 0, False, True)
              for i, (name, a) in enumerate(bound)]
     owner = getattr(fn, "__self__", None) if inspect.ismethod(fn) else \
         (fn if _is_object(fn) else None)        # as collect() finds it
     if owner is not None:
-        roots.insert(0, (src.const(owner), owner, 0, True, False))
-    roots += [(x, v, 0, False, True) for x, v in _captured(src, fn)]   # (types checked)
+        roots.insert(0, (src.const(owner), owner, 0, False, True))
+    roots += [(x, v, 0, True, not isinstance(v, (list, tuple, dict)))   # (types checked)
+              for x, v in _captured(src, fn)]
     try:
         tensors, objects = _walk(src, roots)
     except _Unsupported:

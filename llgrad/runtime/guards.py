@@ -41,7 +41,7 @@ def outline(tree):
     return (kind, tuple(outline(c) for c in children))
 
 
-def _walk(roots, tensors, guards):
+def _walk(roots, tensors, guards, guarded=True):
     """Depth-first over values: tensors are inputs; Python scalars are guarded by value;
     containers are entered (their structure guarded); objects (modules, optimisers) are
     entered through their attributes, each once (iteratively, so deep nesting is fine).
@@ -50,26 +50,33 @@ def _walk(roots, tensors, guards):
     Dynamo treats modules): another instance with the same attributes (a new loss module
     each call, the next of several identical layers) runs the same compiled code, its own
     tensors as the inputs. Sets of Python scalars are guarded by value; what else the walk
-    cannot enter (functions, NumPy arrays) by identity."""
+    cannot enter (functions, NumPy arrays) by identity.
+
+    guarded=False (a container the function captures, such as a list it appends to): only
+    its tensors count, and what is under the objects inside it, until one is reached."""
     seen = set()
-    stack = list(reversed(roots))
+    stack = [(path, v, guarded) for path, v in reversed(roots)]
     while stack:
-        path, v = stack.pop()
+        path, v, on = stack.pop()
         if isinstance(v, Tensor):
             tensors.append((path, v))
         elif isinstance(v, _SCALARS):
-            guards.append((path, (type(v).__name__, v)))
+            if on:
+                guards.append((path, (type(v).__name__, v)))
         elif isinstance(v, (list, tuple, dict)):
             leaves, tree = flatten(v, path)
-            guards.append((f"structure of {path}", outline(tree)))
-            stack.extend(reversed(leaves))
+            if on:
+                guards.append((f"structure of {path}", outline(tree)))
+            stack.extend((p, x, on) for p, x in reversed(leaves))
         elif _is_object(v):
             if id(v) in seen:
                 continue
             seen.add(id(v))
             guards.append((path, ("object", type(v))))
             items = sorted(vars(v).items(), key=lambda kv: kv[0])
-            stack.extend((f"{path}_{k}", x) for k, x in reversed(items))
+            stack.extend((f"{path}_{k}", x, True) for k, x in reversed(items))
+        elif not on:
+            continue
         elif _scalar_set(v):                # (a module's names of non-persistent buffers)
             guards.append((path, (type(v).__name__, frozenset(v))))
         else:
@@ -104,20 +111,32 @@ def captured_tensors(fn):
     the globals its code reads, directly or inside containers and objects (a module's
     parameters), and likewise for the user functions found there (helpers it calls). They
     are inputs of the graph like arguments: a parameter trained or written in place between
-    calls cannot be baked in as a constant. (Python numbers found there stay constants of
-    the trace, as in JAX: pass them as arguments to guard them.)"""
+    calls cannot be baked in as a constant."""
     tensors = []
     _walk(captured_reads(fn)[0], tensors, [])
     return tensors
 
 
+def captured_guards(reads, guards):
+    """Guard items for what fn reads from closure cells and globals besides tensors: a
+    Python number by value, a function or class by identity (modules are not guarded), as
+    an argument would be. A model's `training`, an optimiser's learning rate and a global
+    step size changed between calls re-trace rather than stay baked into the trace (the
+    values inside captured objects are guarded by the walk of the captured roots)."""
+    for where, v, kind, path in reads:
+        if kind == "skip" and isinstance(v, _SCALARS):
+            guards.append((f"captured {path}", (type(v).__name__, v)))
+        elif kind in ("skip", "follow") and not inspect.ismodule(v):
+            guards.append((f"captured {path}", ("object", type(v).__name__, id(v))))
+
+
 def captured_reads(fn):
     """(roots [(path, value)] the captured tensors are found under, reads): every closure
     cell and global name that fn and the user functions it calls read, in order, as
-    (where, value, kind): where ("cell", cell) or ("global", globals, name); kind "root"
-    (walked for tensors), "follow" (a user function, read in turn), "skip" (a module,
-    function, class, Python number, compiled function), "empty" (a cell not yet filled)
-    or "absent" (a name not in the globals: a builtin). guard_walker.py checks the reads."""
+    (where, value, kind, path): where ("cell", cell) or ("global", globals, name); kind
+    "root" (walked), "follow" (a user function, read in turn), "skip" (a module, function,
+    class, Python number, compiled function), "empty" (a cell not yet filled) or "absent"
+    (a name not in the globals: a builtin). guard_walker.py checks the reads."""
     roots, reads, seen, todo = [], [], set(), [getattr(fn, "__func__", fn)]
     while todo:
         f = todo.pop()
@@ -127,16 +146,17 @@ def captured_reads(fn):
         seen.add(id(f))
         values = []
         for name, cell in zip(code.co_freevars, getattr(f, "__closure__", None) or ()):
+            path = f"{f.__name__}.{name}"
             try:
-                values.append((f"{f.__name__}.{name}", cell.cell_contents, ("cell", cell)))
+                values.append((path, cell.cell_contents, ("cell", cell)))
             except ValueError:                      # (a cell not yet filled)
-                reads.append((("cell", cell), None, "empty"))
+                reads.append((("cell", cell), None, "empty", path))
         space = getattr(f, "__globals__", {})
         for name in _global_names(code):
             if name in space:
                 values.append((name, space[name], ("global", space, name)))
             else:
-                reads.append((("global", space, name), None, "absent"))
+                reads.append((("global", space, name), None, "absent", name))
         for path, v, where in values:
             if _followed(v):
                 todo.append(v)
@@ -147,7 +167,7 @@ def captured_reads(fn):
                 kind = "root"
             else:
                 kind = "skip"
-            reads.append((where, v, kind))
+            reads.append((where, v, kind, path))
     return roots, reads
 
 
@@ -162,7 +182,10 @@ def collect(fn, args, kwargs):
     if owner is not None:
         roots.insert(0, ("self", owner))
     _walk(roots, tensors, guards)
-    tensors += captured_tensors(fn)
+    captured, reads = captured_reads(fn)
+    for root in captured:       # (objects' numbers and identities guarded too; see _walk)
+        _walk([root], tensors, guards, guarded=not isinstance(root[1], (list, tuple, dict)))
+    captured_guards(reads, guards)
     firsts = {}
     for path, t in tensors:     # one tensor reached twice is one graph input
         firsts.setdefault(id(t), path)

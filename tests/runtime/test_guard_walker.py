@@ -333,9 +333,7 @@ def test_walker_follows_rebound_globals_and_closures():
     _MODEL = None
 
 
-def test_a_captured_scalar_stays_a_constant_of_the_trace_on_both_paths():
-    scale = [2.0]
-
+def test_numbers_read_through_globals_are_guarded_like_arguments():
     class Holder:
         def __init__(self):
             self.w = llgrad.ones(3)
@@ -343,17 +341,70 @@ def test_a_captured_scalar_stays_a_constant_of_the_trace_on_both_paths():
     h = Holder()
 
     def f(x):
-        return (x * h.w * h.scale).sum()
+        return (x * h.w * h.scale).sum() + _STEP
 
     cf = llgrad.compile(f)
     x = llgrad.ones(3)
     for _ in range(3):
-        assert cf(x).item() == 6.0
-    h.scale = 3.0                    # (a number found through a global: not guarded, as in JAX)
-    assert cf(x).item() == 6.0 and cf.n_traces == 1
-    h.w = llgrad.ones(3) * 2         # a new tensor there: an input, read afresh
-    assert cf(x).item() == 12.0
-    del scale
+        assert cf(x).item() == 6.5
+    h.scale = 3.0                   # a number inside a captured object: a new trace
+    assert cf(x).item() == 9.5 and cf.n_traces == 2
+    h.w = llgrad.ones(3) * 2        # a new tensor there: an input, read afresh
+    assert cf(x).item() == 18.5 and cf.n_traces == 2
+    _set_step(1.5)                  # a global number itself
+    try:
+        assert cf(x).item() == 19.5 and cf.n_traces == 3
+    finally:
+        _set_step(0.5)
+
+
+_STEP = 0.5
+
+
+def _set_step(v):
+    global _STEP
+    _STEP = v
+
+
+_GLOBAL_NET = None
+
+
+def _predict(x):
+    return _GLOBAL_NET(x)
+
+
+def test_eval_and_learning_rate_of_captured_objects_take_effect():
+    # a model read from globals switched to eval (Dropout off), an optimiser's learning
+    # rate changed by a scheduler: a compiled call must see both, as eager does
+    global _GLOBAL_NET
+    llgrad.manual_seed(0)
+    _GLOBAL_NET = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5))
+    x = llgrad.ones(2, 4)
+    f = llgrad.compile(_predict)
+    for _ in range(3):
+        f(x)
+    _GLOBAL_NET.eval()
+    for _ in range(3):
+        np.testing.assert_array_equal(f(x).detach().numpy(), _GLOBAL_NET(x).detach().numpy())
+    w = llgrad.ones(3, requires_grad=True)
+    opt = llgrad.optim.SGD([w], lr=0.1)
+    sched = llgrad.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+
+    def step():
+        opt.zero_grad()
+        loss = (w * w).sum()
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    cstep = llgrad.compile(step)
+    want = np.ones(3)
+    for _ in range(4):
+        cstep()
+        want = want - sched.get_last_lr()[0] * 2 * want
+        sched.step()
+        np.testing.assert_allclose(w.detach().numpy(), want, rtol=1e-6)
+    _GLOBAL_NET = None
 
 
 def test_dump_says_how_calls_find_their_entry():
