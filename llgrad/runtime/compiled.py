@@ -13,7 +13,7 @@ import warnings
 import numpy as np
 
 from ..ir.partition import partition
-from ..tracer.pytree import flatten
+from ..tracer.pytree import flatten, with_constants
 from ..tracer.trace import TraceError, trace_body
 from . import grad_mode, trace_state
 from .autograd_api import grad as autograd_grad
@@ -198,8 +198,15 @@ class CompiledFunction:
             result = self._traced_fn()(*args, **kwargs)
             grad_read = trace_state.state.tracer.grad_read
             leaves, tree = flatten(result)
+            # (None and Python numbers returned beside the tensors: constants of the result)
+            tree, outs = with_constants(tree, leaves, _is_constant)
+            bad = next(((p, x) for p, x in leaves
+                        if not isinstance(x, Tensor) and not _is_constant(x)), None)
+            if bad is not None:
+                raise TraceError(f"{name} returned a non-tensor ({type(bad[1]).__name__}) at "
+                                 f"output {bad[0] or 0}: a compiled function returns tensors, "
+                                 "None, Python numbers and strings (in tuples, lists, dicts)")
             state["tree"], state["result"] = tree, result
-            outs = [leaf for _, leaf in leaves]
             # outputs that are input tensors themselves (`return x`, not x.detach() or a
             # view, which the graph cannot tell apart): later calls return the input too
             where = {id(t): i for i, (_, t) in enumerate(tensors)}
@@ -331,6 +338,10 @@ class CompiledFunction:
             text += ("  other calls: the full walk (guards.collect); a walker is made on a "
                      "structure's second call\n")
         return text
+
+
+def _is_constant(leaf):
+    return leaf is None or type(leaf) in (int, float, bool, str)
 
 
 def _own_inputs(run, n_own, tensors):

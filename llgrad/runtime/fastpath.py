@@ -21,7 +21,7 @@ import numpy as np
 from . import grad_mode
 from .dtypes import _BY_NP
 from .tensor import Storage, Tensor
-from ..tracer.pytree import unflattener
+from ..tracer.pytree import Constant, unflattener
 
 _NUMBERS = (int, float, bool)
 
@@ -119,6 +119,8 @@ def _expr(tree, index, names):
         n = f"_k{len(names)}"
         names[n] = obj
         return n
+    if kind is Constant:
+        return name(children)
     if kind is dict:
         return "{" + ", ".join(f"{name(k)}: {_expr(c, index, names)}"
                                for k, c in children) + "}"

@@ -23,6 +23,33 @@ def flatten(obj, path="", out=None):
     return out, None
 
 
+class Constant:
+    """The kind of a tree node that stands for a constant, not a leaf: (Constant, value).
+    A compiled function that returns None or a Python number beside its tensors gets that
+    value back on every call (a number computed from a tensor, `loss.item()`, is a value
+    guard of the trace, so a call that would give another one traces again)."""
+
+
+def with_constants(tree, leaves, is_constant):
+    """(tree with the leaves that is_constant(leaf) holds for as Constant nodes, the other
+    leaves in order). leaves: flatten's [(path, leaf)]."""
+    kept = []
+    return _with_constants(tree, iter(leaves), is_constant, kept), kept
+
+
+def _with_constants(t, it, is_constant, kept):
+    if t is None:
+        leaf = next(it)[1]
+        if is_constant(leaf):
+            return (Constant, leaf)
+        kept.append(leaf)
+        return None
+    kind, children = t
+    if kind is dict:
+        return (kind, [(k, _with_constants(c, it, is_constant, kept)) for k, c in children])
+    return (kind, [_with_constants(c, it, is_constant, kept) for c in children])
+
+
 def unflatten(tree, leaves):
     # (a module-level helper, not a closure that calls itself: such a closure is a
     # reference cycle that would keep every leaf alive until the next garbage collection)
@@ -33,6 +60,8 @@ def _build(t, it):
     if t is None:
         return next(it)
     kind, children = t
+    if kind is Constant:
+        return children
     if kind is dict:
         return {k: _build(c, it) for k, c in children}
     items = [_build(c, it) for c in children]
@@ -45,6 +74,8 @@ def unflattener(tree):
     if tree is None:
         return lambda leaves: leaves[0]
     kind, children = tree
+    if kind is Constant:
+        return lambda leaves: children
     if kind in (tuple, list) and all(c is None for c in children):
         return kind
     return lambda leaves: unflatten(tree, leaves)

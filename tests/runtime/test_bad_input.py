@@ -124,12 +124,21 @@ def test_from_numpy_strides():
         llgrad.from_numpy([1.0, 2.0])
 
 
-@pytest.mark.parametrize("value,what", [(3, "int"), (None, "NoneType"), ("s", "str"),
-                                        ([llgrad.ones(1), 2], "int")])
+@pytest.mark.parametrize("value,what", [(np.zeros(2), "ndarray"), (object(), "object"),
+                                        ([llgrad.ones(1), range(2)], "range")])
 def test_functions_returning_non_tensors(value, what):
     cf = llgrad.compile(lambda x: value)
     with pytest.raises(Exception, match=r"returned a non-tensor \(" + what):
         cf(llgrad.ones(2))
+
+
+@pytest.mark.parametrize("value", [3, None, "s", 2.5, True])
+def test_functions_returning_python_constants(value):
+    # (None and Python numbers and strings come back as they are: constants of the result)
+    cf = llgrad.compile(lambda x: (x + 1, value))
+    for _ in range(2):
+        out, got = cf(llgrad.ones(2))
+        assert got == value and type(got) is type(value)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -393,3 +393,39 @@ def test_recompile_limit_names_the_value_guards_line():
     msg = next(str(r.message) for r in rec if "recompile limit" in str(r.message))
     assert "a value guard (the traced values: 1 at " in msg
     assert "test_compile_behaviour.py:" in msg, msg
+
+
+# ---- None and Python numbers returned beside the tensors ------------------------------------
+@pytest.mark.parametrize("backend", ["llvm", "interpret", "python"])
+def test_constants_in_the_result_come_back_on_every_call(backend):
+    f = llgrad.compile(lambda x: (x * 2, None, {"n": 3, "y": x.sum()}, "tag"), backend=backend)
+    x = llgrad.tensor([1.0, 2.0])
+    for _ in range(3):
+        a, none, d, tag = f(x)
+        np.testing.assert_array_equal(a.numpy(), [2.0, 4.0])
+        assert none is None and tag == "tag" and d["n"] == 3 and d["y"].item() == 3.0
+    assert f.n_traces == 1
+
+
+def test_a_training_step_that_returns_nothing_compiles():
+    w = llgrad.ones(3, requires_grad=True)
+    opt = llgrad.optim.SGD([w], lr=0.1)
+
+    def step():
+        opt.zero_grad()
+        (w * w).sum().backward()
+        opt.step()
+
+    cstep = llgrad.compile(step)
+    for k in range(4):
+        assert cstep() is None
+        np.testing.assert_allclose(w.detach().numpy(), np.full(3, 0.8 ** (k + 1)), rtol=1e-6)
+    assert cstep.n_traces <= 2
+
+
+def test_a_number_read_from_a_tensor_and_returned_is_a_value_guard():
+    f = llgrad.compile(lambda x: (x * 2, x.sum().item()), transform=False)
+    for v in [1.0, 1.0, 2.0, 2.0, 1.0]:
+        out, total = f(llgrad.full((2,), v))
+        assert total == 2 * v and out.numpy().tolist() == [2 * v, 2 * v]
+    assert f.n_traces == 2
