@@ -70,6 +70,7 @@ class CompiledFunction:
         self._grad_free = {}
         self._walkers = []          # guard walks compiled for calls with objects (at most
         #                             MAX_WALKERS structures): guard_walker.py
+        self._walker_tries = 0
 
     def __get__(self, obj, objtype=None):
         if obj is None:
@@ -105,7 +106,8 @@ class CompiledFunction:
             # its inputs are not its arguments alone, so no flat key stands for its calls
             self._plain, fast = False, None
             self._fast.clear()
-        if fast is None and len(self._walkers) < MAX_WALKERS and self._entries_for(key, n_own):
+        if fast is None and self._walker_tries < 2 * MAX_WALKERS and \
+                len(self._walkers) < MAX_WALKERS and self._entries_for(key, n_own):
             fast = self._new_walker(args, kwargs, inputs)
         out = self._run_cached(key, n_own, inputs, fast)
         if out is not _MISS:
@@ -147,6 +149,7 @@ class CompiledFunction:
     def _new_walker(self, args, kwargs, inputs):
         """A walker of calls shaped like this one (guard_walker.py), made on the second full
         walk of a structure (the first traced it); -> its (flat key, tensors) or None."""
+        self._walker_tries += 1     # (a call shape no walker covers: not retried forever)
         walk = make_walker(self.fn, args, kwargs)
         fast = walk and walk(args, kwargs)
         if fast is None or len(fast[1]) != len(inputs) or \

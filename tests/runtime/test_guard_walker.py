@@ -416,3 +416,20 @@ def test_dump_says_how_calls_find_their_entry():
     f(m, x)
     assert "1 compiled walker(s)" in f.dump(m, x)
     assert "def walk(args, kwargs):" in f.dump(m, x, python=True)
+
+
+def test_a_call_shape_without_a_walker_is_not_retried_on_every_call(monkeypatch):
+    from llgrad.runtime import compiled
+    made = []
+    real = compiled.make_walker
+
+    def counting(*a, **k):
+        made.append(1)
+        return real(*a, **k)
+    monkeypatch.setattr(compiled, "make_walker", counting)
+    m = nn.Linear(3, 2)
+    f = llgrad.compile(lambda *parts: parts[0](parts[1]).sum())    # (*args: no walker)
+    x = llgrad.randn(4, 3)
+    for _ in range(20):
+        np.testing.assert_allclose(f(m, x).item(), m(x).sum().item(), rtol=1e-6)
+    assert f.n_traces == 1 and not f._walkers and len(made) <= 2 * compiled.MAX_WALKERS
