@@ -307,7 +307,7 @@ def in_place_results(plan):
         for leaf in grp.leaves:
             readers.setdefault(root_of(leaf), []).append((k, leaf))
     returned = set(g.outputs) | {gd.value for gd in g.guards}
-    escaping_roots = {root_of(v) for v in returned}
+    escaping_roots = {root_of(v) for v in plan.escaping}    # (another input's final too)
     chosen = {}
     for i in sorted(g.mutated):
         inp, final = g.inputs[i], g.mutated[i]

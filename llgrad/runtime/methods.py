@@ -215,10 +215,10 @@ def lerp_(self, end, weight):
     return call_inplace(OPS["lerp"], self, (self, end, weight), {})
 
 
-_def("addcmul", _addc("addcmul")[0])
-_def("addcmul_", _addc("addcmul")[1])
-_def("addcdiv", _addc("addcdiv")[0])
-_def("addcdiv_", _addc("addcdiv")[1])
+for _n in ("addcmul", "addcdiv"):
+    _out, _inplace = _addc(_n)
+    _def(_n, _out)
+    _def(_n + "_", _inplace)
 _def("lerp", lerp)
 _def("lerp_", lerp_)
 
