@@ -1,6 +1,7 @@
 """llgrad: PyTorch's autograd on NumPy-backed strided tensors, and a compiler for it.
 
-Only re-exports live here; see llgrad/runtime (eager), llgrad/ir (op table, IR)."""
+Only re-exports live here; see llgrad/runtime (eager), llgrad/ir (op table, IR),
+llgrad/compile (compiled functions)."""
 from .runtime import Size, Tensor  # noqa: F401
 from .runtime.dtypes import (bool_ as bool, double, dtype, float, float16, float32,  # noqa: F401,A004
                              float64, half, int, int8, int16, int32, int64, long, uint8)
@@ -13,8 +14,9 @@ from .runtime.creation import (arange, as_tensor, empty, empty_like, eye,  # noq
 from .runtime.functions import *  # noqa: F401,F403
 from . import autograd, ir, nn, optim  # noqa: F401,E402
 from .tracer import trace  # noqa: F401,E402
-from .runtime.compiled import compile  # noqa: F401,E402,A004
-from .runtime.transforms import grad, value_and_grad, vjp  # noqa: F401,E402
+from .compile.transforms import grad, value_and_grad, vjp  # noqa: F401,E402
+# (last: the name `compile` is the function, not the package llgrad/compile/)
+from .compile.compiled_function import compile  # noqa: F401,E402,A004
 from .runtime.threads import get_num_threads, set_num_threads  # noqa: F401,E402
 
 __version__ = "0.1.0"

@@ -34,6 +34,7 @@ def dump(target, arg_specs, python=False):
     import importlib.util
 
     import llgrad
+    from llgrad.compile.compiled_function import CompiledFunction
     path, _, func = target.rpartition(":")
     if not path or not func:
         raise SystemExit("llgrad dump: expected FILE.py:FUNC")
@@ -45,7 +46,7 @@ def dump(target, arg_specs, python=False):
     fn = getattr(module, func, None)
     if fn is None:
         raise SystemExit(f"llgrad dump: {path} has no function {func!r}")
-    cf = fn if isinstance(fn, llgrad.runtime.compiled.CompiledFunction) else llgrad.compile(fn)
+    cf = fn if isinstance(fn, CompiledFunction) else llgrad.compile(fn)
     args = [_example(s) for s in arg_specs.split()] if arg_specs else []
     print(cf.dump(*args, python=python))
 

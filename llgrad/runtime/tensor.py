@@ -214,7 +214,7 @@ class Tensor:
     @property
     def grad(self):
         tracer = trace_state.state.tracer
-        if tracer is not None:      # the trace depends on .grad: compiled.py keys it on them
+        if tracer is not None:      # the trace depends on .grad: llgrad.compile keys it on them
             tracer.grad_read = True
         if self._grad is None and not self.is_leaf and not self._retains_grad:
             import warnings

@@ -277,7 +277,7 @@ def test_data_pointer_reads_what_ctypes_reads():
 
 
 def test_fresh_tensor_storages_are_what_storage_makes():
-    from llgrad.runtime.fastpath import fresh_tensors
+    from llgrad.compile.fastpath import fresh_tensors
     from llgrad.runtime.tensor import Storage
     arrays = [np.ones(3, np.float32), np.zeros((2, 2))]
     for t, arr in zip(fresh_tensors(arrays), arrays):

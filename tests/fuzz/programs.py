@@ -53,7 +53,7 @@ FLOATS = ("float32", "float64")
 KNOWN_BUGS = {
     "grad_into_input": "an input that does not require grad, written in place with a value "
                        "that does: eager gives it history, llgrad.compile refuses it with a "
-                       "TraceError (unsupported, llgrad/runtime/compiled.py _check_mutated)",
+                       "TraceError (unsupported, llgrad/compile/compiled_function.py _check_mutated)",
 }
 
 

@@ -1,6 +1,6 @@
 """Bugs the differential fuzzer (tests/fuzz/test_fuzz.py) found, as minimal programs.
 
-Fixed ones are plain tests. Bugs in files other engineers own (tracer, codegen, compiled.py,
+Fixed ones are plain tests. Bugs in files other engineers own (tracer, codegen, compile/,
 the interpreter) are strict xfails naming the file: a fix shows up as XPASS; then remove the
 xfail here and the matching entry of programs.KNOWN_BUGS, which keeps the generator from
 drawing those programs meanwhile."""
@@ -346,7 +346,7 @@ def test_stack_of_empty_tensors(backend):
 def test_input_returned_under_no_grad(backend):
     """Called under llgrad.no_grad(), a compiled function returning one of its inputs gave,
     from the second call on, a new alias of it (made under no_grad); eager returns the
-    input itself (llgrad/runtime/compiled.py run_entry)."""
+    input itself (llgrad/compile/run.py run_entry)."""
     check_program(Listing('''
         def f(x0):
             return x0 * 2, x0
@@ -392,7 +392,7 @@ def test_bool_mask_index_of_an_empty_tensor(backend):
 def test_detached_input_returned_under_no_grad(backend):
     """Under no_grad, a compiled function's output that is x.detach() of an input (the same
     array as the input) became a view made under no_grad, which requires grad; eager's
-    detached alias does not (llgrad/runtime/compiled.py run_entry)."""
+    detached alias does not (llgrad/compile/run.py run_entry)."""
     check_program(Listing('''
         def f(x0, x1):
             v0 = x0.detach()
@@ -412,7 +412,7 @@ def test_detached_input_returned_under_no_grad(backend):
 def test_empty_view_of_an_input_under_no_grad(backend):
     """Under no_grad, an empty view of an input that requires grad requires grad (with no
     edge: its backward raises, as eager's does); the compiled output came out a fresh
-    array, which does not (llgrad/runtime/compiled.py run_entry)."""
+    array, which does not (llgrad/compile/run.py run_entry)."""
     check_program(Listing('''
         def f(x0):
             v0 = x0.neg()

@@ -1,10 +1,10 @@
-"""The lean call path (runtime/fastpath.py) must select exactly the specialisation the full
+"""The lean call path (compile/fastpath.py) must select exactly the specialisation the full
 guard walk selects: every guard that the walk would change must change the flat key."""
 import numpy as np
 import pytest
 
 import llgrad
-from llgrad.runtime.fastpath import fast_key
+from llgrad.compile.fastpath import fast_key
 
 
 def _counted():
@@ -68,7 +68,7 @@ def test_calls_the_flat_key_cannot_describe_take_the_full_walk():
 # ---- the runner of a simple entry (fastpath.quick_runner) -----------------------------------
 def _walks(monkeypatch):
     """Count the full guard walks (guards.collect) of compiled functions."""
-    from llgrad.runtime import compiled
+    from llgrad.compile import compiled_function as compiled
     calls, real = [], compiled.collect
 
     def counting(*args, **kwargs):
@@ -249,7 +249,7 @@ def test_reshaped_outputs_are_fresh_buffers_of_a_direct_kernel():
 
 
 def test_fresh_tensors_are_what_from_array_makes():
-    from llgrad.runtime.fastpath import fresh_tensors
+    from llgrad.compile.fastpath import fresh_tensors
     from llgrad.runtime.tensor import Tensor
     arrays = [np.ones(3, np.float32), np.zeros((2, 2)), np.float64(2.5)]
     for mode in (llgrad.enable_grad, llgrad.inference_mode):
@@ -271,7 +271,7 @@ def test_fresh_tensors_are_what_from_array_makes():
 
 def test_tree_builder_matches_unflatten():
     from collections import namedtuple
-    from llgrad.runtime.fastpath import tree_builder
+    from llgrad.compile.fastpath import tree_builder
     from llgrad.tracer.pytree import flatten, unflatten
 
     Pair = namedtuple("Pair", "a b")

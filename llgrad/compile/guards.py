@@ -6,8 +6,8 @@ import functools
 import inspect
 
 from ..tracer.pytree import flatten
-from . import grad_mode
-from .tensor import Tensor
+from ..runtime import grad_mode
+from ..runtime.tensor import Tensor
 
 _SCALARS = (int, float, str, bool, type(None))
 

@@ -9,10 +9,10 @@ wrapped in SavedTensor objects: their versions (and grad_fn names, for the messa
 recorded, and a SavedTensor is made only to raise eager's error when a version differs."""
 import numpy as np
 
-from . import grad_mode
+from ..runtime import grad_mode
 from .fastpath import fresh_tensors
-from .node import FREED, Node, SavedTensor, _sequence, fix_grads, gradient_edge, user_location
-from .tensor import Tensor
+from ..runtime.node import FREED, Node, SavedTensor, _sequence, fix_grads, gradient_edge, user_location
+from ..runtime.tensor import Tensor
 
 _NO_EDGE = (None, 0)
 
@@ -183,5 +183,5 @@ class CompiledFunctionBackward(Node):
 
 
 def _backward_run(entry):
-    from .compiled_run import backward_run     # (compiled_run imports this module)
+    from .run import backward_run     # (run imports this module)
     return backward_run(entry)

@@ -3,10 +3,10 @@
 is taken with create_graph, so the outer one differentiates through it."""
 import weakref
 
-from . import grad_mode
-from .autograd_api import grad as autograd_grad
-from .compiled import CompiledFunction
-from .tensor import Tensor
+from ..runtime import grad_mode
+from ..runtime.autograd_api import grad as autograd_grad
+from .compiled_function import CompiledFunction
+from ..runtime.tensor import Tensor
 from ..tracer.pytree import flatten, unflatten
 
 

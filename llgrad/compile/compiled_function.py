@@ -4,7 +4,7 @@ the outputs to autograd through one CompiledFunctionBackward node.
 On a cache miss the function runs eagerly under the tracer, with autograd.grad traced after
 it (so the backward is made of the very VJP rules eager uses, custom Functions included);
 that run's results are returned as they are, so a first call is exactly an eager call.
-Later calls run the entry (compiled_run.py)."""
+Later calls run the entry (run.py)."""
 import functools
 import os
 import threading
@@ -15,15 +15,15 @@ import numpy as np
 from ..ir.partition import partition
 from ..tracer.pytree import flatten, with_constants
 from ..tracer.trace import TraceError, trace_body
-from . import grad_mode, trace_state
-from .autograd_api import grad as autograd_grad
-from .compiled_dump import _dump_to_env, _trace_note, format_entry
-from .compiled_run import (_MISS, _detached, _first_result, backward_run, entry_runner,
+from ..runtime import grad_mode, trace_state
+from ..runtime.autograd_api import grad as autograd_grad
+from .dump import _dump_to_env, _trace_note, format_entry
+from .run import (_MISS, _detached, _first_result, backward_run, entry_runner,
                            forward_run)
 from .fastpath import fast_key, plain_function
 from .guard_walker import make_walker
 from .guards import collect, without_grads
-from .tensor import Tensor
+from ..runtime.tensor import Tensor
 
 BACKENDS = ("interpret", "python", "llvm", "eager")
 RECOMPILE_LIMIT = 8

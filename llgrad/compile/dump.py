@@ -52,7 +52,7 @@ def _dump_to_env(cf, entry):
         return
     os.makedirs(d, exist_ok=True)
     if entry.backend == "llvm":           # build the kernels now, so their IR is dumped
-        from .compiled_run import backward_run, forward_run
+        from .run import backward_run, forward_run
         forward_run(entry)
         if entry.backward is not None:
             backward_run(entry)

@@ -13,11 +13,11 @@ from ..ir.interpret import evaluate
 from ..ir.ops_random import generator_from_array, state_to_array
 from ..ir.optable import contiguous_strides
 from ..tracer.pytree import flatten, unflatten, unflattener
-from . import grad_mode
-from .compiled_node import CompiledFunctionBackward
-from .creation import default_generator
+from ..runtime import grad_mode
+from .backward_node import CompiledFunctionBackward
+from ..runtime.creation import default_generator
 from .fastpath import quick_runner
-from .tensor import Tensor
+from ..runtime.tensor import Tensor
 
 _STORAGE, _DATA = operator.attrgetter("_storage"), operator.attrgetter("_data")
 _MISS = object()        # a runner's answer when a value guard of the entry fails

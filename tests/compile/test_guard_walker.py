@@ -1,4 +1,4 @@
-"""Guard walkers (runtime/guard_walker.py): the guard walk of a call with objects compiled
+"""Guard walkers (compile/guard_walker.py): the guard walk of a call with objects compiled
 to straight-line code. The oracle is guards.collect, the generic walk: a walker that
 accepts a call must return collect's tensors, in collect's order, and two calls with equal
 walker keys must have equal collect keys."""
@@ -9,8 +9,8 @@ import pytest
 
 import llgrad
 import llgrad.nn as nn
-from llgrad.runtime.guard_walker import make_walker
-from llgrad.runtime.guards import collect
+from llgrad.compile.guard_walker import make_walker
+from llgrad.compile.guards import collect
 
 
 class Box:
@@ -419,7 +419,7 @@ def test_dump_says_how_calls_find_their_entry():
 
 
 def test_a_call_shape_without_a_walker_is_not_retried_on_every_call(monkeypatch):
-    from llgrad.runtime import compiled
+    from llgrad.compile import compiled_function as compiled
     made = []
     real = compiled.make_walker
 

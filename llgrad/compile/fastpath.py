@@ -13,14 +13,14 @@ a tensor passed twice) returns None and takes the full walk.
 Then the call itself: an entry whose forward needs nothing but one kernel launch gets a
 runner (`quick_runner`) that is the launch, cheap result tensors (`fresh_tensors`), the
 backward node when grad is on, and a generated builder of the output structure
-(`tree_builder`); other entries run through compiled_run.run_entry."""
+(`tree_builder`); other entries run through run.run_entry."""
 import itertools
 
 import numpy as np
 
-from . import grad_mode
-from .dtypes import _BY_NP
-from .tensor import Storage, Tensor
+from ..runtime import grad_mode
+from ..runtime.dtypes import _BY_NP
+from ..runtime.tensor import Storage, Tensor
 from ..tracer.pytree import Constant, unflattener
 
 _NUMBERS = (int, float, bool)

@@ -25,9 +25,9 @@ _MAX_DEPTH."""
 import inspect
 import itertools
 
-from . import grad_mode
+from ..runtime import grad_mode
 from .guards import _SCALARS, _is_object, _scalar_set, captured_reads, signature_names
-from .tensor import Tensor
+from ..runtime.tensor import Tensor
 
 _MAX_DEPTH = 40
 _MISSING = object()
