@@ -185,7 +185,24 @@ PASSES = (decompose_norms, cse, dce)    # the pipeline simplify runs, in order
 def plan_graph(graph, options, clusters=True):
     """A finalized Plan of graph (every group's prepare run): also how ops_control plans
     a control-flow node's regions, with the options of the graph holding it."""
-    plan = Plan(graph, clusters=clusters)
+    plan = _prepared(Plan(graph, clusters=clusters), options)
+    if plan.flags and plan.in_place and not _checks_first(plan):
+        # an index check after a write into an input: the writes are staged instead (the
+        # kernel returns at a failed check, before any later group runs: _entry)
+        plan = _prepared(Plan(graph, clusters=clusters, stage_writes=True), options)
+    plan.finalize()
+    return plan
+
+
+def _checks_first(plan):
+    """Whether every group with an error flag runs before every group that writes an
+    input's final value into the input itself."""
+    last_check = max(b.first for b, _ in plan.flags)
+    writers = [grp.index for grp in plan.groups if any(v in plan.in_place for v in grp.results)]
+    return last_check < min(writers)
+
+
+def _prepared(plan, options):
     plan.options = options
     for grp in plan.groups:
         low = LOWERINGS[grp.root.op]
@@ -193,7 +210,6 @@ def plan_graph(graph, options, clusters=True):
             prepare_rows(plan, grp)
         elif low.prepare and grp.kind != "cluster":
             low.prepare(plan, grp)
-    plan.finalize()
     return plan
 
 
@@ -233,6 +249,9 @@ def emit_plan(mod, plan, name, prefix="const", split=None):
     `name` runs the groups before it and `name + TAIL` the rest (release_split)."""
     consts = _constants(mod, plan, prefix)
     calls, seen = [], {}
+    # where inputs are written in place, a failed index check returns at once: nothing is
+    # written (plan_graph puts every check before the first such write)
+    flags = {id(b) for b, _ in plan.flags} if plan.in_place else set()
     for grp in plan.groups:
         bufs = plan.group_buffers(grp)
         key = group_key(plan, grp, bufs)
@@ -243,7 +262,7 @@ def emit_plan(mod, plan, name, prefix="const", split=None):
                 seen[key] = fn
         elif dedupe.CHECK:              # (the test suite: the key must imply the code)
             dedupe.check_same(mod, fn, lambda n, g=grp, b=bufs: _emit_group(mod, plan, g, b, n))
-        calls.append((fn, bufs))
+        calls.append((fn, bufs, [b for b in grp.temps if id(b) in flags]))
     if split:
         _entry(mod, name + TAIL, calls[split:], consts)
         calls = calls[:split]
@@ -297,7 +316,7 @@ def _entry(mod, name, calls, consts):
     bufs.name = "bufs"
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     ptrs = {}
-    for gfn, gbufs in calls:
+    for gfn, gbufs, checks in calls:
         args = []
         for buf in gbufs:
             if buf.kind == "constant":
@@ -310,5 +329,9 @@ def _entry(mod, name, calls, consts):
                 p = ptrs[buf] = b.load(slot, typ=PTR, name=f"buf{buf.slot}")
             args.append(p)
         b.call(gfn, args)
+        for flag in checks:
+            word = b.load(ptrs[flag], typ=I64)
+            with b.if_then(b.icmp_signed("!=", word, ir.Constant(I64, 0)), likely=False):
+                b.ret_void()
     b.ret_void()
     return fn

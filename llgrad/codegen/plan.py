@@ -91,8 +91,12 @@ def root_of(v):
 
 
 class Plan:
-    def __init__(self, graph, clusters=True):
+    def __init__(self, graph, clusters=True, stage_writes=False):
         self.graph = graph
+        # inputs' final values computed in their own buffers only where no check (a value
+        # guard, an index check) can still fail after the write: a call that raises or
+        # misses a guard leaves its inputs as they were (lower() re-plans with flags)
+        self.stage_writes = stage_writes or bool(graph.guards)
         self.escaping = escaping_values(graph)
         self.nodes = live_nodes(graph)
         self.consumers = defaultdict(list)
@@ -296,8 +300,11 @@ def in_place_results(plan):
     stores any: cluster.py). The old value must not escape either (returned, guarded), nor
     the final value be returned besides (its array would be the input's). The input is
     dense (C-contiguous from offset 0, as the output buffer would be) with the final
-    value's dtype and shape; the launch checks every input's layout."""
+    value's dtype and shape; the launch checks every input's layout. None where the plan
+    stages its writes (Plan.stage_writes)."""
     g = plan.graph
+    if plan.stage_writes:
+        return {}
     position = {}
     for k, grp in enumerate(plan.groups):
         for v in grp.results:
