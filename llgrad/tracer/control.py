@@ -19,7 +19,8 @@ from ..runtime import trace_state
 from ..runtime.tensor import Tensor
 from .control_ops import run_cond, run_while
 from .region import Region, snapshot, unify_captures
-from .trace import TraceError, tensor_type
+from .returned import ReturnedScalar, returned_item  # noqa: F401 (ag__.returned_item)
+from .trace import ControlFlowError, tensor_type
 
 _SCALARS = (bool, int, float)
 
@@ -58,7 +59,7 @@ def _traced(c):
 def py_cond(value, reason, loc):
     """The condition of a statement left in Python (it holds break, return, ...)."""
     if _traced(value):
-        raise TraceError(f"{loc}: {reason}")
+        raise ControlFlowError(f"{loc}: {reason}")
     return value
 
 
@@ -177,7 +178,7 @@ def _merge(name, a, b, loc, kind):
         return ("python", a)
     if ua or ub:
         branch = "else" if ua else "if"
-        raise TraceError(f"{loc}: variable {name!r} is assigned only in the {branch} branch of "
+        raise ControlFlowError(f"{loc}: variable {name!r} is assigned only in the {branch} branch of "
                          f"{'an' if kind == 'if' else 'a'} {kind} whose condition is a tensor, "
                          "and is used after it; give it a value before the if, or in both "
                          "branches")
@@ -186,7 +187,7 @@ def _merge(name, a, b, loc, kind):
         if a is b:
             return ("python", a)
         if (a._dtype, a._data.shape) != (b._dtype, b._data.shape):
-            raise TraceError(f"{loc}: variable {name!r} is {_describe(a)} in the if branch but "
+            raise ControlFlowError(f"{loc}: variable {name!r} is {_describe(a)} in the if branch but "
                              f"{_describe(b)} in the else branch of a {kind} whose condition "
                              "is a tensor; both branches must give the same dtype and shape")
         return ("output", a, b)
@@ -203,26 +204,28 @@ def _merge(name, a, b, loc, kind):
         return ("output", (a, dtype, ()), (b, dtype, ()))
     if a is b:
         return ("python", a)
-    raise TraceError(f"{loc}: variable {name!r} is {_describe(a)} in the if branch and "
+    raise ControlFlowError(f"{loc}: variable {name!r} is {_describe(a)} in the if branch and "
                      f"{_describe(b)} in the else branch of a {kind} whose condition is a "
                      "tensor; only tensors and numbers may differ between the branches")
 
 
 # ---- while ------------------------------------------------------------------------------------
 
-def while_stmt(test, body, values, names, loc):
+def while_stmt(test, body, values, names, loc, returned=(), read_after=None):
     """Python iterations while the condition is a Python value; from the first one whose
-    condition is a traced tensor, the rest of the loop is a while_loop node."""
+    condition is a traced tensor, the rest of the loop is a while_loop node. read_after:
+    the names read after the loop; returned: those only returned (convert.py)."""
     while True:
         c = test(*values)
         if _traced(c):
-            return _stage_while(test, body, tuple(values), names, loc)
+            return _stage_while(test, body, tuple(values), names, loc, returned=returned,
+                                read_after=names if read_after is None else read_after)
         if not c:
             return values
         values = body(*values)
 
 
-def _stage_while(test, body, values, names, loc, dtypes=None):
+def _stage_while(test, body, values, names, loc, dtypes=None, returned=(), read_after=()):
     """dtypes: {position: dtype} for Python-number loop variables (by default the dtype of
     the number; retraced once with the dtype the body gives, e.g. float64 for `t = 0.0`
     followed by `t = t + dt` with a float64 dt)."""
@@ -230,7 +233,7 @@ def _stage_while(test, body, values, names, loc, dtypes=None):
     carried, init, numbers = [], [], {}
     for k, (name, v) in enumerate(zip(names, values)):
         if isinstance(v, Undefined):
-            raise TraceError(f"{loc}: variable {name!r} is assigned in a while loop whose "
+            raise ControlFlowError(f"{loc}: variable {name!r} is assigned in a while loop whose "
                              "condition is a tensor, and read in it or after it, but has no "
                              "value before the loop; give it one before the loop")
         if isinstance(v, Tensor):
@@ -263,7 +266,7 @@ def _stage_while(test, body, values, names, loc, dtypes=None):
         for k, (name, v) in enumerate(zip(names, out)):
             if k not in carried:
                 if v is not values[k]:
-                    raise TraceError(f"{loc}: variable {name!r} ({_describe(values[k])}) "
+                    raise ControlFlowError(f"{loc}: variable {name!r} ({_describe(values[k])}) "
                                      f"changes in {what}; only tensors and numbers can be "
                                      "loop variables")
                 continue
@@ -277,7 +280,7 @@ def _stage_while(test, body, values, names, loc, dtypes=None):
                 retype[k] = v._data.dtype          # a number that the body makes a tensor
                 items.append(v.to(t._dtype))
             else:
-                raise TraceError(f"{loc}: loop variable {name!r} is {_describe(t)} before "
+                raise ControlFlowError(f"{loc}: loop variable {name!r} is {_describe(t)} before "
                                  f"{what} but {_describe(v)} after an iteration; it must "
                                  "keep its dtype and shape")
         return items
@@ -285,13 +288,42 @@ def _stage_while(test, body, values, names, loc, dtypes=None):
     rc, cond_g = region("cond", test, cond_result)
     rb, body_g = region("body", body, body_result)
     if retype:
-        return _stage_while(test, body, values, names, loc, {**numbers, **retype})
+        return _stage_while(test, body, values, names, loc, {**numbers, **retype}, returned,
+                            read_after)
     union = unify_captures([cond_g, body_g], [rc.captures, rb.captures], len(carried))
     finals = run_while(init, [t for t, _ in union], cond_g, body_g)
+    # a Python number whose next value the body computes from it alone (a counter) is a
+    # Python number after eager's loop too: read back as one (a value guard, like any
+    # number read out of a tensor), or, an integer that is only returned, as an output
+    stay_numbers = {k for j, k in enumerate(carried) if k in numbers and
+                    names[k] in read_after and _inputs_behind(body_g, j) <= {j}}
     out = list(values)
     for k, f in zip(carried, finals):
-        out[k] = f
+        if k not in stay_numbers:
+            out[k] = f
+        elif names[k] in returned and type(values[k]) in (int, bool):
+            out[k] = ReturnedScalar(f)
+        else:
+            out[k] = type(values[k])(f.item())
     return tuple(out)
+
+
+def _inputs_behind(graph, j):
+    """The positions of graph's inputs that its output j is computed from."""
+    position = {id(v): i for i, v in enumerate(graph.inputs)}
+    found, seen, stack = set(), set(), [graph.outputs[j]]
+    while stack:
+        v = stack.pop()
+        if id(v) in position:
+            found.add(position[id(v)])
+        node = v.node
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.extend(x for x in node.inputs if hasattr(x, "node"))
+        if node.view_of is not None:
+            stack.append(node.view_of)
+    return found
 
 
 def _scalar_dtype(v):

@@ -60,7 +60,7 @@ def convert(fn):
     inner = getattr(fn, "__wrapped__", None)
     if inner is not None:
         return _through_decorator(fn, inner)
-    if not _branches(fn.__code__):
+    if not _branches(fn.__code__) and "item" not in fn.__code__.co_names:
         return fn, None             # nothing to rewrite: skip reading and parsing its source
     try:
         source = inspect.getsource(fn)
@@ -184,6 +184,16 @@ def _build(fn, fdef):
     return new
 
 
+def _displayed(e):
+    """The expressions standing in a return value: itself, or the items of its tuple,
+    list and dict displays."""
+    if isinstance(e, (ast.Tuple, ast.List)):
+        return [x for item in e.elts for x in _displayed(item)]
+    if isinstance(e, ast.Dict):
+        return [x for item in e.values for x in _displayed(item)]
+    return [e]
+
+
 def _call(name, args):
     return ast.Call(ast.Attribute(ast.Name(AG, ast.Load()), name, ast.Load()), args, [])
 
@@ -219,6 +229,10 @@ class _Converter:
         body = normalize_returns(body)
         fdef.body = body
         self.loads = loads(fdef.body)       # [(Name node, name)] after normalisation
+        self.top = {id(st) for st in body}
+        self.returned_names = {id(n) for st in ast.walk(ast.Module(body, []))
+                               if isinstance(st, ast.Return) and st.value is not None
+                               for n in _displayed(st.value) if isinstance(n, ast.Name)}
         fdef.body = self.block(body, set(params))
         return ast.fix_missing_locations(fdef)
 
@@ -255,6 +269,10 @@ class _Converter:
         if isinstance(s, (ast.With, ast.AsyncWith)):
             s.body = self.block(s.body, defined)
             return [s]
+        if isinstance(s, ast.Return) and s.value is not None:
+            s = self.expr(s)
+            s.value = self.returned(s.value)
+            return [s]
         if isinstance(s, ast.Try):
             s.body = self.block(s.body, defined)
             for h in s.handlers:
@@ -263,6 +281,20 @@ class _Converter:
             s.finalbody = self.block(s.finalbody, defined)
             return [s]
         return [self.expr(s)]
+
+    def returned(self, e):
+        """`x.item()` standing in a return value (alone, or in tuple, list and dict
+        displays) -> ag__.returned_item(x): a graph output, not a value guard
+        (tracer/returned.py)."""
+        if isinstance(e, (ast.Tuple, ast.List)):
+            e.elts = [self.returned(x) for x in e.elts]
+        elif isinstance(e, ast.Dict):
+            e.values = [self.returned(x) for x in e.values]
+        elif isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and \
+                e.func.attr == "item" and not e.args and not e.keywords:
+            self.changed = True
+            return ast.copy_location(_call("returned_item", [e.func.value]), e)
+        return e
 
     def if_(self, s, defined):
         if contains(s.body + s.orelse, (ast.Raise,)):
@@ -299,8 +331,22 @@ class _Converter:
         call = _call("while_stmt", [ast.Name(f"while_test_{k}", ast.Load()),
                                     ast.Name(f"while_body_{k}", ast.Load()),
                                     self.values(names, defined), self.strings(names),
-                                    ast.Constant(self.loc(s))])
+                                    ast.Constant(self.loc(s)),
+                                    self.strings(self.only_returned(s, names)),
+                                    self.strings([n for n in names
+                                                  if n in self.read_outside(s)])])
         return fns + [self.bind(names, call, s)]
+
+    def only_returned(self, s, names):
+        """The names (of a loop in the function's own body) that after the loop are only
+        returned, as they are: a number the loop counts needs no value guard then
+        (tracer/returned.py)."""
+        if id(s) not in self.top:
+            return []
+        inside = {id(n) for n in ast.walk(s)}
+        outside = [(node, n) for node, n in self.loads if id(node) not in inside]
+        return [n for n in names if any(m == n for _, m in outside)
+                and all(id(node) in self.returned_names for node, m in outside if m == n)]
 
     def left_in_python(self, s, defined, reason, what):
         """The statement stays as it is; a tensor condition is an error naming the lines."""
