@@ -19,7 +19,8 @@ _NO_EDGE = (None, 0)
 
 class _Layout:
     """What attach() needs of an entry that does not change between its calls."""
-    __slots__ = ("edges", "saved", "in_meta", "out_meta", "out_nrs")
+    __slots__ = ("edges", "saved", "in_meta", "out_meta", "out_nrs", "check_inputs",
+                 "check_outputs")
 
     def __init__(self, entry, tensors, results):
         # the input behind each gradient edge; None where the gradient is unused
@@ -31,6 +32,11 @@ class _Layout:
         self.out_meta = tuple((results[i]._data.shape, results[i]._dtype)
                               for i in entry.diff_outputs)
         self.out_nrs = tuple((i, k) for k, i in enumerate(entry.diff_outputs))
+        # the inputs and outputs eager's graph saved: their versions are checked before the
+        # backward runs, whether or not the compiled backward reads them (as eager raises)
+        self.check_inputs, eager_outputs = entry.eager_saved
+        self.check_outputs = tuple((k, entry.diff_outputs.index(k) if k in entry.diff_outputs
+                                    else 0) for k in eager_outputs)
         # where each saved value comes from: ("input", index), ("rng", None),
         # ("output", (position, output_nr)) or ("array", index in the saved arrays)
         fwd, n_out = entry.forward, entry.n_out
@@ -44,10 +50,12 @@ class _Layout:
                              else ("rng", None))
                 continue
             v = fwd.outputs[n_out + j]
-            if v in out_pos:               # also an output: the caller may modify it in place
-                k = out_pos[v]
-                nr = entry.diff_outputs.index(k) if k in entry.diff_outputs else 0
-                saved.append(("output", (k, nr)))
+            if v in out_pos and out_pos[v] in eager_outputs:   # version-checked as eager's
+                saved.append(("output", out_pos[v]))
+            elif v in out_pos or _input_view(v):
+                # an array the caller may write in place (an output eager did not save, or a
+                # view of an input) where eager would not object: the backward keeps a copy
+                saved.append(("copy", j))
             else:
                 saved.append(("array", j))
             j += 1
@@ -56,7 +64,7 @@ class _Layout:
 
 class CompiledFunctionBackward(Node):
     __slots__ = ("entry", "_layout", "_saved", "_inputs", "_versions", "_names",
-                 "_rng_state", "_where")
+                 "_rng_state", "_where", "_checked")
 
     def __init__(self, entry, layout):
         # Node.__init__ inlined (as OpNode does): this runs on every call
@@ -71,7 +79,7 @@ class CompiledFunctionBackward(Node):
 
     @classmethod
     def attach(cls, entry, tensors, results, saved_arrays, rng_state=None):
-        layout = entry.__dict__.get("_node_layout")
+        layout = entry._node_layout
         if layout is None:
             layout = entry._node_layout = _Layout(entry, tensors, results)
         node = cls(entry, layout)
@@ -93,21 +101,22 @@ class CompiledFunctionBackward(Node):
         node._rng_state = None if rng_state is None else np.array(rng_state)
         saved = []
         for kind, x in layout.saved:
-            if kind == "array":
-                saved.append(saved_arrays[x])
-            elif kind == "output":
-                saved.append(SavedTensor(results[x[0]], is_output=True, output_nr=x[1]))
+            if kind == "array" or kind == "output":
+                saved.append(saved_arrays[x] if kind == "array" else None)
+            elif kind == "copy":
+                saved.append(np.array(saved_arrays[x]))
             else:                           # an input (by index) or the RNG state
                 saved.append(node._rng_state)
         node._saved = saved
+        node._checked = [SavedTensor(results[k], is_output=True, output_nr=nr)
+                         for k, nr in layout.check_outputs]
         for i, k in layout.out_nrs:
             r = results[i]
             r._grad_fn, r._output_nr, r._requires_grad = node, k, True
         return node
 
     def release(self):
-        self._saved = None
-        self._inputs = None
+        self._saved = self._inputs = self._checked = None
 
     def _input(self, k):
         """Input k, checked against the version it had when the forward ran."""
@@ -123,15 +132,21 @@ class CompiledFunctionBackward(Node):
         """The saved values' arrays, each version-checked as eager unpacks saved tensors."""
         if self._saved is None:
             raise RuntimeError(FREED)
+        layout = self._layout
+        for k in layout.check_inputs:
+            self._input(k)
+        outputs = {}
+        for s, (k, _) in zip(self._checked, layout.check_outputs):
+            data, storage = s.tensor        # (a saved output is kept as (data, storage))
+            if storage.version != s.version:
+                s.unpack(self)              # raises
+            outputs[k] = data
         feeds = []
-        for (kind, x), v in zip(self._layout.saved, self._saved):
+        for (kind, x), v in zip(layout.saved, self._saved):
             if kind == "input":
                 feeds.append(self._input(x)._data)
             elif kind == "output":
-                data, storage = v.tensor    # (a saved output is kept as (data, storage))
-                if storage.version != v.version:
-                    v.unpack(self)          # raises
-                feeds.append(data)
+                feeds.append(outputs[x])
             else:
                 feeds.append(v)
         return feeds
@@ -155,7 +170,7 @@ class CompiledFunctionBackward(Node):
                 self._saved = None
             for g, (shape, dt) in zip(grads, layout.out_meta):
                 feeds.append(g._data if g is not None else np.zeros(shape, dt.np))
-            run = self.entry.__dict__.get("_backward_run") or _backward_run(self.entry)
+            run = self.entry._backward_run or _backward_run(self.entry)
             outs = fresh_tensors(run(feeds))
         return fix_grads(outs, self.next_functions, layout.in_meta)
 
@@ -180,6 +195,26 @@ class CompiledFunctionBackward(Node):
                 j += 1
         env = replay(entry.backward, feeds + list(grads))
         return [env[v] for v in entry.backward.outputs]
+
+
+def _input_view(v):
+    """Whether forward value v is a graph input or a view of one (its memory the caller's)."""
+    while v.node is not None and v.node.view_of is not None:
+        v = v.node.view_of
+    return v.node is None
+
+
+class FreedBackward(Node):
+    """The grad_fn of a result that a compiled training step already backpropagated
+    through (it ran `loss.backward()`): as in eager, a second backward raises."""
+    __slots__ = ()
+    _nout = 1
+
+    def __init__(self):
+        Node.__init__(self)
+
+    def apply(self, grads):
+        raise RuntimeError(FREED)
 
 
 def _backward_run(entry):

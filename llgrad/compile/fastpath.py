@@ -14,6 +14,7 @@ Then the call itself: an entry whose forward needs nothing but one kernel launch
 runner (`quick_runner`) that is the launch, cheap result tensors (`fresh_tensors`), the
 backward node when grad is on, and a generated builder of the output structure
 (`tree_builder`); other entries run through run.run_entry."""
+import inspect
 import itertools
 
 import numpy as np
@@ -22,6 +23,7 @@ from ..runtime import grad_mode
 from ..runtime.dtypes import _BY_NP
 from ..runtime.tensor import Storage, Tensor
 from ..tracer.pytree import Constant, unflattener
+from .guards import _LIBRARIES, captured_reads
 
 _NUMBERS = (int, float, bool)
 
@@ -61,17 +63,29 @@ def fast_key(args):
 
 
 def plain_function(fn):
-    """Whether fn's guards come from its arguments alone (not a bound method, a module or
-    another object with state, whose attributes collect() must walk, nor a function that
-    reads tensors from its closure or globals: guards.captured_tensors)."""
-    import inspect
-
-    from .guards import captured_tensors
+    """Whether fn's guards come from its arguments alone: a plain function (not a bound
+    method, a module or another object with state, whose attributes collect() walks) that
+    reads from its closure and globals nothing but modules and library functions and
+    classes (no tensor, array, number, object or function of the user's, which collect()
+    walks and guards: guards.captured_reads)."""
     if isinstance(getattr(fn, "_plain", None), bool):       # a CompiledFunction (a transform)
         return fn._plain
+    inner = getattr(fn, "_llgrad_inner", None)
+    if inner is not None:       # a transform's wrapper: its own cells never change
+        return plain_function(inner)
     if inspect.isbuiltin(fn):
         return getattr(fn, "__self__", None) is None
-    return inspect.isfunction(fn) and not captured_tensors(fn)
+    return inspect.isfunction(fn) and all(
+        kind == "absent" or (kind == "skip" and _library(v))
+        for _, v, kind, _ in captured_reads(fn)[1])
+
+
+def _library(v):
+    """A module, or a function or class of a library (guarded by identity otherwise)."""
+    if inspect.ismodule(v):
+        return True
+    return (inspect.isroutine(v) or inspect.isclass(v)) and \
+        (getattr(v, "__module__", None) or "").startswith(_LIBRARIES)
 
 
 # ---- results ---------------------------------------------------------------------------------
@@ -141,7 +155,8 @@ def quick_runner(entry, launch, attach=None):
     updates): tensors -> result, one kernel launch and the output tensors; with `attach`
     (grad mode on, a backward graph) also the CompiledFunctionBackward node. Else None."""
     fwd = entry.forward
-    if fwd.guards or fwd.mutated or entry.rng_index is not None or entry.grad_assign:
+    if fwd.guards or fwd.mutated or entry.rng_index is not None or entry.grad_assign or \
+            entry.freed_outputs or entry.scalar_outputs:
         return None
     # (no .grad updates: the function's outputs are all the primal outputs, n_out of them;
     # the saved values for backward follow them)

@@ -21,9 +21,11 @@ and global name and checks it finds the same kind of value.
 
 Kept out (make_walker returns None, every call takes the full walk): *args / **kwargs
 parameters, a .grad that is also an input or shared, structures nested deeper than
-_MAX_DEPTH."""
+_MAX_DEPTH, NumPy arrays."""
 import inspect
 import itertools
+
+import numpy as np
 
 from ..runtime import grad_mode
 from .guards import _SCALARS, _is_object, _scalar_set, captured_reads, signature_names
@@ -109,14 +111,12 @@ class _Unsupported(Exception):
 
 def _walk(src, roots):
     """guards._walk's traversal, emitting code; -> the tensors' names in collect's order
-    (each tensor once) and the names of the distinct objects. Under a root that is not
-    `guarded` (a container the function captures) numbers and identities stay out of the
-    key until an object is entered, as collect() leaves them out of its guards."""
+    (each tensor once) and the names of the distinct objects."""
     tensors, first_tensor = [], {}     # names of distinct tensors; id -> name
     objects, first_object = [], {}
     stack = list(reversed(roots))
     while stack:
-        x, v, depth, checked, guarded = stack.pop()
+        x, v, depth, checked = stack.pop()
         if not checked and not isinstance(v, (list, tuple, dict)):
             src.type_is(x, v)
         if isinstance(v, Tensor):
@@ -126,12 +126,13 @@ def _walk(src, roots):
                 first_tensor[id(v)] = x
                 tensors.append(x)
         elif isinstance(v, _SCALARS):
-            if v is not None and guarded:
+            if v is not None:
                 src.key.append(x)
+        elif type(v) is np.ndarray:     # (an input whose memory other inputs may share:
+            raise _Unsupported("a NumPy array")     # the full walk decides, guards.py)
         elif isinstance(v, (list, tuple, dict)):
             leaves = _container(src, x, v, depth)
-            stack.extend((n, item, depth + 1, True, guarded)
-                         for n, item in reversed(leaves))
+            stack.extend((n, item, depth + 1, True) for n, item in reversed(leaves))
         elif _is_object(v):
             if id(v) in first_object:
                 src.check(f"{x} is not {first_object[id(v)]}")
@@ -146,10 +147,8 @@ def _walk(src, roots):
             names = _unpack(src, "(" + "".join(f"{d}[{k!r}], " for k, _ in attrs) + ")",
                             len(attrs))
             _types_are(src, names, [a for _, a in attrs])
-            stack.extend((n, a, depth + 1, True, True)
+            stack.extend((n, a, depth + 1, True)
                          for n, (_, a) in reversed(list(zip(names, attrs))))
-        elif not guarded:
-            continue
         elif _scalar_set(v):
             src.check(f"{x} != {src.const(frozenset(v))}")
         else:
@@ -205,14 +204,13 @@ def make_walker(fn, args, kwargs):
     src = _Source()
     src.check(f"len(args) != {len(args)}")
     src.check(f"tuple(kwargs) != {src.const(tuple(kwargs))}" if kwargs else "kwargs")
-    roots = [(f"args[{i}]" if i < len(args) else f"kwargs[{name!r}]", a, 0, False, True)
+    roots = [(f"args[{i}]" if i < len(args) else f"kwargs[{name!r}]", a, 0, False)
              for i, (name, a) in enumerate(bound)]
     owner = getattr(fn, "__self__", None) if inspect.ismethod(fn) else \
         (fn if _is_object(fn) else None)        # as collect() finds it
     if owner is not None:
-        roots.insert(0, (src.const(owner), owner, 0, False, True))
-    roots += [(x, v, 0, True, not isinstance(v, (list, tuple, dict)))   # (types checked)
-              for x, v in _captured(src, fn)]
+        roots.insert(0, (src.const(owner), owner, 0, False))
+    roots += [(x, v, 0, True) for x, v in _captured(src, fn)]     # (types checked)
     try:
         tensors, objects = _walk(src, roots)
     except _Unsupported:

@@ -5,11 +5,21 @@ import dis
 import functools
 import inspect
 
+import numpy as np
+
 from ..tracer.pytree import flatten
 from ..runtime import grad_mode
+from ..runtime.dtypes import _BY_NP
 from ..runtime.tensor import Tensor
 
 _SCALARS = (int, float, str, bool, type(None))
+_SMALL_ARRAY = 256
+
+
+def _wrappable(arr):
+    """Whether from_numpy takes arr."""
+    return arr.dtype in _BY_NP and arr.dtype.isnative and \
+        all(s >= 0 and s % arr.itemsize == 0 for s in arr.strides)
 
 
 def _is_object(v):
@@ -41,7 +51,7 @@ def outline(tree):
     return (kind, tuple(outline(c) for c in children))
 
 
-def _walk(roots, tensors, guards, guarded=True):
+def _walk(roots, tensors, guards, entered=None):
     """Depth-first over values: tensors are inputs; Python scalars are guarded by value;
     containers are entered (their structure guarded); objects (modules, optimisers) are
     entered through their attributes, each once (iteratively, so deep nesting is fine).
@@ -50,33 +60,41 @@ def _walk(roots, tensors, guards, guarded=True):
     Dynamo treats modules): another instance with the same attributes (a new loss module
     each call, the next of several identical layers) runs the same compiled code, its own
     tensors as the inputs. Sets of Python scalars are guarded by value; what else the walk
-    cannot enter (functions, NumPy arrays) by identity.
+    cannot enter (functions, NumPy arrays) by identity. What the function captures is
+    guarded alike (a list it appends to changes its structure: the next call traces).
 
-    guarded=False (a container the function captures, such as a list it appends to): only
-    its tensors count, and what is under the objects inside it, until one is reached."""
+    entered: a list that receives every container and object entered (snapshot.py)."""
     seen = set()
-    stack = [(path, v, guarded) for path, v in reversed(roots)]
+    stack = list(reversed(roots))
     while stack:
-        path, v, on = stack.pop()
+        path, v = stack.pop()
         if isinstance(v, Tensor):
             tensors.append((path, v))
         elif isinstance(v, _SCALARS):
-            if on:
-                guards.append((path, (type(v).__name__, v)))
+            guards.append((path, (type(v).__name__, v)))
         elif isinstance(v, (list, tuple, dict)):
+            if entered is not None:
+                entered.append(v)
             leaves, tree = flatten(v, path)
-            if on:
-                guards.append((f"structure of {path}", outline(tree)))
-            stack.extend((p, x, on) for p, x in reversed(leaves))
+            guards.append((f"structure of {path}", outline(tree)))
+            stack.extend(reversed(leaves))
         elif _is_object(v):
             if id(v) in seen:
                 continue
             seen.add(id(v))
+            if entered is not None:
+                entered.append(v)
             guards.append((path, ("object", type(v))))
             items = sorted(vars(v).items(), key=lambda kv: kv[0])
-            stack.extend((f"{path}_{k}", x, True) for k, x in reversed(items))
-        elif not on:
-            continue
+            stack.extend((f"{path}_{k}", x) for k, x in reversed(items))
+        elif type(v) is np.ndarray and _wrappable(v):
+            # a NumPy array is an input, as a tensor over its memory (the tracer links
+            # from_numpy / as_tensor / tensor of it to that input, trace.py): its contents
+            # are read at each call; a small one is guarded by its contents too, in case
+            # the function computes on it with NumPy
+            tensors.append((path, v))      # (made a tensor by _arrays_as_tensors)
+            if v.size <= _SMALL_ARRAY:
+                guards.append((f"contents of {path}", v.tobytes()))
         elif _scalar_set(v):                # (a module's names of non-persistent buffers)
             guards.append((path, (type(v).__name__, frozenset(v))))
         else:
@@ -171,21 +189,22 @@ def captured_reads(fn):
     return roots, reads
 
 
-def collect(fn, args, kwargs):
+def collect(fn, args, kwargs, entered=None):
     """-> (tensor inputs [(name, tensor)], guard items [(name, value)], n_own): the first
     n_own inputs are fn's own tensors, the rest their existing .grad; the guard items end
-    with one .grad item per own tensor, then the grad mode (without_grads relies on it)."""
+    with one .grad item per own tensor, then the grad mode (without_grads relies on it).
+    entered: a list that receives the containers and objects walked (snapshot.py)."""
     tensors, guards = [], []
     roots = list(signature_names(fn, args, kwargs))
     owner = getattr(fn, "__self__", None) if inspect.ismethod(fn) else \
         (fn if _is_object(fn) else None)        # a bound method's object, or a module
     if owner is not None:
         roots.insert(0, ("self", owner))
-    _walk(roots, tensors, guards)
+    _walk(roots, tensors, guards, entered=entered)
     captured, reads = captured_reads(fn)
-    for root in captured:       # (objects' numbers and identities guarded too; see _walk)
-        _walk([root], tensors, guards, guarded=not isinstance(root[1], (list, tuple, dict)))
+    _walk(captured, tensors, guards, entered=entered)
     captured_guards(reads, guards)
+    tensors = _arrays_as_tensors(tensors)
     firsts = {}
     for path, t in tensors:     # one tensor reached twice is one graph input
         firsts.setdefault(id(t), path)
@@ -201,6 +220,27 @@ def collect(fn, args, kwargs):
             grads.append((f"{path}_grad", g))
     guards.append(("grad mode", (grad_mode.state.grad_enabled, grad_mode.state.inference)))
     return tensors + grads, guards, len(tensors)
+
+
+def _arrays_as_tensors(items):
+    """The walk's [(path, Tensor or ndarray)] with each array a tensor over it, except an
+    array that shares memory with a tensor or an array before it (a global array that an
+    argument wraps with from_numpy): the tracer finds that tensor's memory instead."""
+    if not any(type(x) is np.ndarray for _, x in items):
+        return items
+    bases = [x._storage.base for _, x in items if isinstance(x, Tensor)]
+    made, out = {}, []
+    for path, x in items:
+        if type(x) is np.ndarray:
+            if id(x) in made:
+                x = made[id(x)]
+            elif any(np.may_share_memory(x, b) for b in bases):
+                continue
+            else:
+                bases.append(x)
+                x = made[id(x)] = Tensor._from_array(x)
+        out.append((path, x))
+    return out
 
 
 def without_grads(key, n_own):

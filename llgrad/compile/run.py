@@ -5,6 +5,7 @@ themselves where eager returns those), the write-back of mutated inputs, and the
 CompiledFunctionBackward node attached in grad mode."""
 import functools
 import operator
+import warnings
 
 import numpy as np
 
@@ -14,19 +15,20 @@ from ..ir.ops_random import generator_from_array, state_to_array
 from ..ir.optable import contiguous_strides
 from ..tracer.pytree import flatten, unflatten, unflattener
 from ..runtime import grad_mode
-from .backward_node import CompiledFunctionBackward
+from .backward_node import CompiledFunctionBackward, FreedBackward
 from ..runtime.creation import default_generator
 from .fastpath import quick_runner
 from ..runtime.tensor import Tensor
 
 _STORAGE, _DATA = operator.attrgetter("_storage"), operator.attrgetter("_data")
 _MISS = object()        # a runner's answer when a value guard of the entry fails
+_RUN_EAGERLY = object()  # its answer when the call must run eagerly (compiled_function.py)
 
 
 def forward_run(entry):
     """The entry's forward as arrays -> (outputs, {Value: array} for guards and write-back),
     on the entry's backend, made once and kept."""
-    run = getattr(entry, "_forward_run", None)
+    run = entry._forward_run
     if run is None:
         fwd = entry.forward
         kernel = _kernel(entry, "forward") if entry.backend == "llvm" else None
@@ -55,11 +57,13 @@ def _kernel(entry, which):
     from ..codegen.lower import lower, unsupported
     graph = getattr(entry, which)
     bad = unsupported(graph)
-    notes = entry.__dict__.setdefault("kernels", {})
+    notes = entry.kernels
     if bad is not None:
         node, reason = bad
         what = f"{node.op} ({node.loc})" if node is not None else "graph"
         notes[which] = f"interpreted: {what} is not lowered to LLVM yet: {reason}"
+        _warn_once(f"llgrad.compile({entry.name}): the {which} graph runs on the interpreter, "
+                   f"not as native code: {what} is not lowered to LLVM yet ({reason})")
         return None
     # a backward may let go of the saved activations mid-call (the inputs among the saved
     # values are the caller's: letting go frees nothing): CompiledFunctionBackward.apply_last
@@ -72,7 +76,7 @@ def _kernel(entry, which):
 
 def backward_run(entry):
     """The entry's backward as arrays -> outputs, on the entry's backend."""
-    run = getattr(entry, "_backward_run", None)
+    run = entry._backward_run
     if run is None:
         kernel = _kernel(entry, "backward") if entry.backend == "llvm" else None
         if kernel is not None:
@@ -105,11 +109,11 @@ def entry_runner(entry):
     """tensors -> the entry's result, or _MISS if one of its value guards fails: in the
     current grad mode, made once (fastpath.quick_runner where it applies, else run_entry)."""
     grad = entry.backward is not None and grad_mode.state.grad_enabled
-    runners = entry.__dict__.setdefault("_runners", {})
+    runners = entry._runners
     run = runners.get(grad)
     if run is None:
         forward_run(entry)                  # (builds the kernel)
-        kernel = entry.__dict__.get("kernels", {}).get("forward")
+        kernel = entry.kernels.get("forward")
         if getattr(kernel, "direct", False):
             run = quick_runner(entry, kernel.launch_direct,
                                CompiledFunctionBackward.attach if grad else None)
@@ -128,14 +132,20 @@ def _first_result(runners, tensors):
 def run_entry(entry, tensors):
     """Run a compiled entry on the inputs; _MISS if one of its value guards fails."""
     fwd = entry.forward
-    if fwd.mutated and len(set(map(id, map(_STORAGE, tensors)))) != len(tensors):
-        _aliasing_error(entry, tensors)
+    if fwd.mutated and _overlapping(tensors):
+        # the kernel writes its inputs and assumes they do not share memory
+        _warn_once(f"llgrad.compile({entry.name}): running eagerly: inputs share memory "
+                   "and the function writes its inputs in place")
+        return _RUN_EAGERLY
     arrays = [t._data for t in tensors]
     rng_state = None
     if entry.rng_index is not None:         # the RNG state input follows the tensors
         rng_state = state_to_array(default_generator.rng.bit_generator)
         arrays.append(rng_state)
-    outs, env = forward_run(entry)(arrays)
+    try:
+        outs, env = forward_run(entry)(arrays)
+    except Exception:   # (an index check): nothing was written; eager gives its own error,
+        return _RUN_EAGERLY     # after whatever the function does before it
     for g in fwd.guards:
         if env[g.value].reshape(()).item() != g.expected:
             return _MISS
@@ -175,32 +185,45 @@ def run_entry(entry, tensors):
             results[k] = tensors[i]
     if attach:
         CompiledFunctionBackward.attach(entry, tensors, results, outs[entry.n_out:], rng_state)
-    build = entry.__dict__.get("_unflatten")
+    for k in entry.freed_outputs:   # a step's backward went through them (as in eager)
+        r = results[k]
+        r._requires_grad, r._grad_fn = True, FreedBackward()
+    if entry.scalar_outputs:        # `return loss.item()`: numbers, as eager returns
+        results = list(results)
+        for k in entry.scalar_outputs:
+            results[k] = results[k]._data.item()
+    build = entry._unflatten
     if build is None:
         build = entry._unflatten = unflattener(entry.out_tree)
     return build(results)
 
 
-def _aliasing_error(entry, tensors):
-    """Inputs that share memory, given to an entry that writes inputs in place: its kernel
-    assumes they do not (as the tracer demands of the first call)."""
-    from ..tracer.trace import TraceError
-    first = {}
-    for k, t in enumerate(tensors):
-        j = first.setdefault(id(t._storage), k)
-        if j != k:
-            break
-    names = [n for n, v in entry.guard_items          # (the tensors' items, each once)
-             if isinstance(v, tuple) and len(v) == 5 and v[4] == n]
-    what = (f"{names[k]!r} shares memory with {names[j]!r}" if k < len(names)
-            else f"input {k} shares memory with input {j}")
-    raise TraceError(f"llgrad.compile({entry.name}): {what}, and the function writes its "
-                     "inputs in place; pass separate tensors (or .clone() one of them)")
+def _overlapping(tensors):
+    """Whether two inputs share memory: the same storage, or (two tensors over one NumPy
+    buffer, from_numpy) distinct storages over overlapping bytes."""
+    storages = list(map(_STORAGE, tensors))
+    bases = {id(st.base) for st in storages}
+    if len(bases) != len(tensors):
+        return True
+    if all(st.base.base is None for st in storages):
+        return False        # distinct buffers that own their memory cannot overlap
+    spans = sorted(_byte_span(st.base) for st in storages if st.base.size)
+    return any(lo < prev_hi for (_, prev_hi), (lo, _) in zip(spans, spans[1:]))
 
 
-def _detached(result):
-    leaves, tree = flatten(result)
-    return unflatten(tree, [x.detach() if isinstance(x, Tensor) else x for _, x in leaves])
+def _byte_span(a):
+    """[first byte, past the last byte) of array a (strides are never negative here)."""
+    lo = a.__array_interface__["data"][0]
+    return lo, lo + sum((n - 1) * s for n, s in zip(a.shape, a.strides)) + a.itemsize
+
+
+_warned = set()
+
+
+def _warn_once(message):
+    if message not in _warned:
+        _warned.add(message)
+        warnings.warn(message, UserWarning, stacklevel=5)
 
 
 def _wrap_outputs(arrays, inputs):

@@ -136,16 +136,22 @@ def _max_flow(cap, src, sink):
             cap[b][a] += push
 
 
-def partition(joint, n_primal, n_out, n_mut, n_guard, guards=(), mutated_inputs=()):
+def partition(joint, n_primal, n_out, n_mut, n_guard, guards=(), mutated_inputs=(),
+              kept_inputs=None):
     """joint.outputs = forward outputs (n_out), mutated-input values (n_mut), guard values
-    (n_guard), then input gradients. Returns (forward, backward, saved table)."""
+    (n_guard), then input gradients. Returns (forward, backward, saved table).
+
+    kept_inputs: positions of the inputs the backward may read where they are (eager saved
+    them: their versions are checked); any other input it needs costs its bytes like a
+    forward value (the caller may write it in place after the call). None: every input."""
     k = n_out + n_mut + n_guard
     fwd_targets, grads = joint.outputs[:k], joint.outputs[k:]
     # (a list: min_cut numbers values in this order, and set order follows addresses,
     # which would give the backward's inputs, so its cache key, a new order every process)
     primal = list(joint.inputs[:n_primal])
     # an input the forward modifies is not free to keep: its old value must be saved
-    free = set(primal) - {joint.inputs[i] for i in mutated_inputs}
+    kept = primal if kept_inputs is None else [primal[i] for i in kept_inputs]
+    free = set(kept) - {joint.inputs[i] for i in mutated_inputs}
     cotangents = joint.inputs[n_primal:]
     fwd = _ancestors(fwd_targets)
     bwd = _ancestors(grads, stop=fwd)
@@ -185,8 +191,9 @@ def partition(joint, n_primal, n_out, n_mut, n_guard, guards=(), mutated_inputs=
         nv = Value(v.type, None, len(bwd_inputs), name)
         subst[v] = nv
         bwd_inputs.append(nv)
-        table.append(SavedValue(name, v.type, "input" if idx is not None else
-                                (v.node.loc or "?"), idx))
+        where = "input" if idx is not None else \
+            "input (copied)" if v.node is None else (v.node.loc or "?")
+        table.append(SavedValue(name, v.type, where, idx))
     for ct in cotangents:
         nv = Value(ct.type, None, len(bwd_inputs), ct.name)
         subst[ct] = nv

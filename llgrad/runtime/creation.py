@@ -76,6 +76,12 @@ def _infer_np(data):
 
 
 def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False):
+    tracer = trace_state.state.tracer
+    if tracer is not None and type(data) is np.ndarray and tracer.array_storage(data):
+        # a copy of an array the compiled function reads: a copy of that input
+        t = from_numpy(data).clone()
+        t = t if dtype is None else t.to(dtype)
+        return t.requires_grad_(True) if requires_grad else t
     arr = _infer_np(data)
     if arr.dtype.kind in "iu" and arr.dtype != np.uint8 and not isinstance(data, np.ndarray):
         arr = arr.astype(np.int64)
@@ -106,6 +112,9 @@ def from_numpy(arr):
     if not arr.dtype.isnative:
         raise ValueError("given numpy array has byte order different from the native byte "
                          "order. Conversion between byte orders is currently not supported.")
+    tracer = trace_state.state.tracer
+    if tracer is not None:      # an array the compiled function reads: that input's memory
+        return Tensor._from_array(arr, tracer.array_storage(arr))
     return Tensor._from_array(arr)
 
 

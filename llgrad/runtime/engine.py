@@ -261,6 +261,20 @@ def _run_single(root, g, retain_graph, create_graph, inputs, accumulate, allow_u
     return None
 
 
+def _always(what):
+    return True
+
+
+def _hooks_allowed(what):
+    """While tracing: False (skip) in compile's own differentiation; in the user's own
+    backward the trace breaks (tracer.graph_break raises)."""
+    tracer = trace_state.state.tracer
+    if tracer.hooks_off:
+        return False
+    tracer.graph_break(f"{what} runs in a backward inside the compiled function (its "
+                       "Python effects could not be replayed)")
+
+
 def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inputs=None,
                  accumulate=True, allow_unused=False):
     """Backpropagate root_grads from roots. With accumulate, add into the leaves' .grad
@@ -299,6 +313,13 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
     heap = [(-n._seq, n) for n in root_nodes if deps.get(n, 0) == 0]
     heapq.heapify(heap)
 
+    # while tracing: compile's own differentiation runs no hooks (the engine runs the
+    # inputs' hooks when the compiled backward's gradients reach them); a hook that would
+    # run in a backward of the user's own cannot be compiled (its Python effects would not
+    # be replayed): the trace breaks
+    hooks = _hooks_allowed if trace_state.state.tracer is not None else _always
+    if accumulate and trace_state.state.tracer is not None:   # (a step's .backward())
+        trace_state.state.tracer.backward_runs += 1
     prev = grad_mode.state.grad_enabled
     grad_mode.state.grad_enabled = create_graph
     try:
@@ -311,19 +332,19 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
                 if targets is not None and node not in targets:
                     continue
                 leaf = node._variable()
-                if leaf is not None and leaf._hooks:
+                if leaf is not None and leaf._hooks and hooks("a tensor hook"):
                     grads = _run_pre_hooks(node, grads)
                 if targets is not None:
                     for _, i in targets[node]:
                         captured[i] = grads[0]
                 if accumulate:
-                    if node._hooked:
+                    if node._hooked and hooks("an AccumulateGrad hook"):
                         _run_acc(node, grads[0], create_graph)
                     elif grads[0] is not None:
                         g, grads[0] = grads[0], None    # handed over (as above)
                         node.accumulate(g, create_graph, True)
                 continue
-            if node._pre_hooks or node._retained:
+            if (node._pre_hooks or node._retained) and hooks("a hook or retain_grad"):
                 grads = _run_pre_hooks(node, grads)
             if targets is not None and node in targets:
                 for nr, i in targets[node]:
@@ -341,7 +362,7 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
                     where = getattr(node, "_where", None)
                     tracer.loc_override = str(where) if where else None
                 outs = node.apply(grads) if retain_graph else node.apply_last(grads)
-                if node._post_hooks:
+                if node._post_hooks and hooks("a node hook"):
                     outs = _run_post_hooks(node, outs, grads)
             else:
                 outs = [None] * len(node.next_functions)

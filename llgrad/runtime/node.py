@@ -171,7 +171,10 @@ _hook_keys = itertools.count()
 
 
 def _register(hooks, fn):
-    """Register fn in the dict `hooks` under a fresh key; the handle that removes it."""
+    """Register fn in the dict `hooks` under a fresh key; the handle that removes it. (Not
+    while tracing: a hook made inside a compiled function would have to run on every call.)"""
+    if trace_state.state.tracer is not None:
+        trace_state.state.tracer.graph_break("a hook registered inside the compiled function")
     key = next(_hook_keys)
     hooks[key] = fn
     return _Handle(lambda: hooks.pop(key, None))

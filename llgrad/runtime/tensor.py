@@ -248,6 +248,9 @@ class Tensor:
             return
         if self._retains_grad:
             return
+        if trace_state.state.tracer is not None:
+            trace_state.state.tracer.graph_break("retain_grad() on a tensor inside the "
+                                                 "compiled function")
         import weakref
         fn = self.grad_fn
         fn._retained = fn._retained or {}
@@ -308,6 +311,8 @@ class Tensor:
         if self.requires_grad and not force:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
                                "tensor.detach().numpy() instead.")
+        if trace_state.state.tracer is not None:
+            trace_state.state.tracer.reads_out(self, "Tensor.numpy()")
         return self._data
 
     def item(self):
@@ -321,6 +326,8 @@ class Tensor:
         return value
 
     def tolist(self):
+        if trace_state.state.tracer is not None:
+            trace_state.state.tracer.reads_out(self, "Tensor.tolist()")
         return self._data.tolist()
 
     def __float__(self):
@@ -354,6 +361,8 @@ class Tensor:
         return id(self)
 
     def __array__(self, dtype=None, copy=None):
+        if trace_state.state.tracer is not None:
+            trace_state.state.tracer.reads_out(self, "NumPy's conversion of a tensor")
         return self._data if dtype is None else self._data.astype(dtype)
 
     def __repr__(self):

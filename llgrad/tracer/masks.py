@@ -107,8 +107,8 @@ def _guard_count(tracer, t, v, count):
 
 
 def _region_error(tracer):
-    from .trace import TraceError
-    return TraceError(
+    from .trace import ControlFlowError
+    return ControlFlowError(
         f"{user_location()}: indexing with a bool mask computed inside {tracer.what}: the "
         "result's length is the mask's number of Trues, which may differ between branches "
         "or iterations, and a traced value must have one shape. Compute the mask outside "

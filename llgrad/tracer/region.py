@@ -19,7 +19,7 @@ from ..ir.passes import dce
 from ..runtime import grad_mode, trace_state
 from ..runtime.node import user_location
 from ..runtime.tensor import Tensor
-from .trace import TraceError, Tracer, tensor_type
+from .trace import ControlFlowError, Tracer, tensor_type
 
 
 class RegionTracer(Tracer):
@@ -81,7 +81,7 @@ class RegionTracer(Tracer):
     # ---- what a region refuses -------------------------------------------------------------
     def guard(self, t, value):
         if id(t._storage) in self.roots:
-            raise TraceError(
+            raise ControlFlowError(
                 f"{user_location()}: a Python decision (bool(), .item(), int(), float()) on a "
                 f"tensor computed inside {self.what} cannot be traced: its outcome may differ "
                 "between branches or iterations. Use the tensor itself as the condition of "
@@ -90,12 +90,12 @@ class RegionTracer(Tracer):
             self.parent.guard(t, value)
 
     def random(self, opname, result):
-        raise TraceError(f"{user_location()}: random numbers inside {self.what} are not "
+        raise ControlFlowError(f"{user_location()}: random numbers inside {self.what} are not "
                          "supported yet (draw them before the if/while and pass them in)")
 
     def record_inplace(self, op, t, operands, attrs):
         if id(t._storage) not in self.roots:
-            raise TraceError(
+            raise ControlFlowError(
                 f"{user_location()}: in-place {op.name} on a tensor from outside {self.what}: "
                 "inside tensor-dependent control flow both branches are traced and a loop "
                 "body runs once while tracing, so only tensors made inside may be modified "

@@ -25,7 +25,14 @@ from .pytree import flatten
 
 
 class TraceError(RuntimeError):
-    pass
+    """What the tracer cannot record. llgrad.compile puts back what the traced run changed
+    and runs the call eagerly (with a warning), or raises it with fullgraph=True."""
+
+
+class ControlFlowError(TraceError):
+    """What tensor-dependent control flow, converted to cond / while_loop (convert.py),
+    cannot hold (a branch-dependent shape, break, a value escaping a branch): llgrad.compile
+    traces the function again as it is, its tensor conditions as value guards."""
 
 
 def tensor_type(t):
@@ -48,6 +55,10 @@ class Tracer:
         self.loc_override = None   # set while replaying a graph or running a VJP rule
         self.grad_read = False     # whether the traced code read some tensor's .grad
         self.region_made = {}      # id(tensor) -> (tensor, region): made inside a region
+        self.hooks_off = False     # compile's own differentiation: the engine runs no hooks
+        self.backward_runs = 0     # .backward() calls the traced code made itself (a step)
+        self.broken = None         # a graph break's message (kept if user code catches it)
+        self.arrays = {}           # id(an input's base array) -> its Storage (array_storage)
 
     def current_loc(self):
         return self.loc_override or str(user_location())
@@ -70,8 +81,12 @@ class Tracer:
         if id(t._storage) in self.roots:
             raise TraceError(f"trace: input {name!r} shares memory with another input; pass "
                              "separate tensors (or .clone() one of them)")
+        if _overlaps_input(t, self.arrays):
+            raise TraceError(f"trace: input {name!r} shares memory with another input; pass "
+                             "separate tensors (or .clone() one of them)")
         v = self.builder.input(tensor_type(t), name)
         self.inputs[id(t._storage)] = len(self.builder.graph.inputs) - 1
+        self.arrays[id(t._storage.base)] = t._storage
         self._bind_root(t, v)
         return v
 
@@ -87,7 +102,7 @@ class Tracer:
         if root is None:
             made = self.region_made.get(id(t))
             if made is not None and made[0] is t:
-                raise TraceError(
+                raise ControlFlowError(
                     f"{self.current_loc()}: a tensor computed inside {made[1]} is used "
                     "outside it: it escaped through a side effect (a list, a dict, an "
                     "attribute, a global). Only variables assigned in the branches or the "
@@ -177,8 +192,30 @@ class Tracer:
                                                    self.current_loc()))
 
     def untraceable(self, what):
-        raise TraceError(f"{what} cannot be traced (its result would be baked into the "
-                         f"graph as a constant) at {user_location()}")
+        self.graph_break(f"{what} cannot be traced (its result would be baked into the "
+                         "graph as a constant)")
+
+    def graph_break(self, reason):
+        """Stop: what the function does here cannot become compiled code."""
+        self.broken = f"{reason} at {user_location()}"
+        raise TraceError(self.broken)
+
+    def array_storage(self, arr):
+        """The Storage of the input over NumPy array arr (or over the array arr views), or
+        None: from_numpy(arr) inside the function is that input (an array the function
+        reads from its globals, closure or arguments is an input, guards.py), not a
+        constant."""
+        st = self.arrays.get(id(arr))
+        if st is None and arr.base is not None:
+            st = self.arrays.get(id(arr.base))
+        return st if st is not None and (st.base is arr or st.base is arr.base) else None
+
+    def reads_out(self, t, what):
+        """t's values leave the graph as Python or NumPy data (t.numpy(), t.tolist(),
+        np.asarray(t)): the trace cannot follow what is computed from them, unless t is
+        a constant of the trace."""
+        if self.knows(t):
+            self.graph_break(f"{what} reads a traced tensor's values out of the graph")
 
     # ---- finishing ---------------------------------------------------------------------------
     def finish(self, outputs):
@@ -191,6 +228,16 @@ class Tracer:
         if self.rng_input is not None:
             g.mutated[g.inputs.index(self.rng_input)] = self.rng_value
         return g
+
+
+def _overlaps_input(t, arrays):
+    """Whether t's memory overlaps an input's (arrays: the inputs' storages), though its
+    Storage is its own (two from_numpy tensors over one NumPy buffer)."""
+    base = t._storage.base
+    if base.base is None and all(st.base.base is None and st.base is not base
+                                 for st in arrays.values()):
+        return False        # distinct buffers that own their memory cannot overlap
+    return any(np.shares_memory(base, st.base) for st in arrays.values())
 
 
 def _arg_names(fn, args, kwargs):

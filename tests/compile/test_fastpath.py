@@ -8,12 +8,9 @@ from llgrad.compile.fastpath import fast_key
 
 
 def _counted():
-    calls = []
-
     def f(x, s):
-        calls.append(1)
         return (x * s).tanh().sum()
-    return f, calls
+    return f, None
 
 
 @pytest.mark.parametrize("backend", ["llvm", "interpret"])

@@ -214,7 +214,9 @@ def test_compiled_training_step_takes_no_full_walk_once_warm(monkeypatch):
         for p, q in zip(nets[0].parameters(), nets[1].parameters()):
             np.testing.assert_allclose(q.detach().numpy(), p.detach().numpy(), rtol=1e-5,
                                        atol=1e-6)
-    assert len(walks) <= 2          # the first eval call: traced; its second: a new walker
+    # the first eval call: traced (a walk before, one after to see what it changed); its
+    # second: a new walker
+    assert len(walks) <= 3
     assert len(step._walkers) == 1      # (training is a scalar of the key, not structure)
 
 

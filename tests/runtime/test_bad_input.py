@@ -127,9 +127,14 @@ def test_from_numpy_strides():
 @pytest.mark.parametrize("value,what", [(np.zeros(2), "ndarray"), (object(), "object"),
                                         ([llgrad.ones(1), range(2)], "range")])
 def test_functions_returning_non_tensors(value, what):
-    cf = llgrad.compile(lambda x: value)
+    """What a compiled function cannot return runs eagerly (eager returns it), with a
+    warning naming it; fullgraph=True refuses it."""
     with pytest.raises(Exception, match=r"returned a non-tensor \(" + what):
-        cf(llgrad.ones(2))
+        llgrad.compile(lambda x: value, fullgraph=True)(llgrad.ones(2))
+    cf = llgrad.compile(lambda x: value)
+    with pytest.warns(UserWarning, match=r"running eagerly: .*returned a non-tensor \(" + what):
+        assert cf(llgrad.ones(2)) is value
+    assert cf(llgrad.ones(2)) is value
 
 
 @pytest.mark.parametrize("value", [3, None, "s", 2.5, True])

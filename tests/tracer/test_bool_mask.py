@@ -192,7 +192,13 @@ def test_mask_made_inside_tensor_dependent_control_flow_is_an_error():
         return y
     with pytest.raises(TraceError, match=r"test_bool_mask.py:\d+: indexing with a bool mask "
                                          r"computed inside the tensor-dependent if"):
-        llgrad.compile(f, backend="interpret")(llgrad.tensor([1.0, 2.0, 3.0]))
+        llgrad.compile(f, backend="interpret", fullgraph=True)(llgrad.tensor([1.0, 2.0, 3.0]))
+    # without fullgraph: traced again with the if as a value guard, and a warning
+    cf = llgrad.compile(f, backend="interpret")
+    with pytest.warns(UserWarning, match=r"control flow left as Python .* indexing with a "
+                                         r"bool mask computed inside"):
+        assert cf(llgrad.tensor([1.0, 2.0, 3.0])).item() == 5.0
+    assert cf(llgrad.tensor([-3.0, 1.0, 1.0])).item() == -1.0
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

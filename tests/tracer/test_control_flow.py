@@ -595,14 +595,28 @@ class Holder:
                                r"test_control_flow.py:\d+ is used outside it"),
 ])
 def test_rejected_constructs_name_the_line(fn, marker, match):
-    cf = llgrad.compile(fn, backend="interpret")
-    args = [llgrad.tensor(np.ones(3))] + ([llgrad.tensor(np.ones(3))] if fn is rejects_inplace
-                                          else [])
+    """What converted control flow cannot hold: the function is traced again as it is (its
+    tensor conditions value guards), with a warning naming the construct and its line, and
+    gives eager's results; fullgraph=True raises the same message."""
+    def args():
+        return [llgrad.tensor(np.ones(3))] + ([llgrad.tensor(np.ones(3))]
+                                              if fn is rejects_inplace else [])
     with pytest.raises(TraceError) as e:
-        cf(*args)
+        llgrad.compile(fn, backend="interpret", fullgraph=True)(*args())
     msg = str(e.value)
     assert re.search(match, msg), msg
     assert line_of(marker) in msg, msg
+    cf = llgrad.compile(fn, backend="interpret")
+    for _ in range(2):
+        llgrad.manual_seed(0)
+        got = cf(*args())
+        llgrad.manual_seed(0)
+        want = fn(*args())
+        for g, w in zip(*(x if isinstance(x, tuple) else (x,) for x in (got, want))):
+            np.testing.assert_allclose(np.asarray(g.detach().numpy()),
+                                       np.asarray(w.detach().numpy()))
+    first = cf._warned
+    assert any(re.search(match, t) and line_of(marker) in t for t in first), first
 
 
 def test_rejected_constructs_still_run_with_python_conditions():

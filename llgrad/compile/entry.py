@@ -1,0 +1,251 @@
+"""One compiled specialisation (Entry) and the trace that makes it.
+
+A trace is an eager run of the user's function under the tracer, followed, when its outputs
+require grad, by autograd.grad of those outputs traced too (so the backward is made of the
+very VJP rules eager uses); the joint graph is then split into forward and backward. A
+function that runs its own backward (a training step: `loss.backward(); opt.step()`)
+returns values, not a graph to differentiate: its one graph is the whole step.
+
+What compile cannot reproduce raises TraceError (the caller puts the state back and runs
+the call eagerly, compiled_function.py)."""
+import numpy as np
+
+from ..ir.partition import partition
+from ..runtime import grad_mode, trace_state
+from ..runtime.autograd_api import grad as autograd_grad
+from ..runtime.tensor import Tensor
+from ..tracer.pytree import flatten, with_constants
+from ..tracer.returned import ReturnedScalar, is_constant, values_in
+from ..tracer.trace import TraceError, trace_body
+from .dump import _trace_note
+
+
+class Entry:
+    """One compiled specialisation: the graphs, what the run path needs to call them and
+    to rebuild eager's results, and the guard items of the call it was traced on."""
+    __slots__ = (
+        "forward", "backward", "saved",   # graphs (backward None: nothing to differentiate)
+        "diff_inputs", "diff_outputs",    # input / output positions with gradient edges
+        "n_out", "n_fn_out", "out_tree",  # outputs: the function's, then .grad values set
+        "rng_index",                      # the RNG state's input position, or None
+        "guard_items",                    # [(name, value)] of the traced call
+        "grad_free",                      # serves calls whatever their .grad (none read)
+        "unused",                         # positions in diff_inputs with no gradient
+        "grad_assign",                    # [(input, output position or None)]: .grad set
+        "input_outputs",                  # [(output, input)]: `return x` gives x itself
+        "plain_alias", "no_grad_views",   # outputs rebuilt as eager makes them
+        "freed_outputs",                  # outputs whose graph the function's backward freed
+        "scalar_outputs",                 # outputs returned as Python numbers (t.item())
+        "eager_saved",                    # input / output positions eager saved for backward
+        "name", "backend",
+        "kernels", "_forward_run", "_backward_run", "_runners", "_node_layout", "_unflatten")
+
+    def __init__(self, name, backend, guard_items):
+        self.name, self.backend, self.guard_items = name, backend, guard_items
+        self.backward, self.saved, self.diff_inputs, self.diff_outputs = None, [], [], []
+        self.unused, self.grad_assign, self.input_outputs = [], [], []
+        self.plain_alias, self.no_grad_views, self.freed_outputs = [], [], []
+        self.scalar_outputs, self.eager_saved = [], ((), ())
+        self.grad_free, self.rng_index = False, None
+        self.kernels, self._runners = {}, {}
+        self._forward_run = self._backward_run = self._node_layout = self._unflatten = None
+
+
+def trace_entry(name, backend, traced_fn, tensors, guards, args, kwargs, n_own):
+    """Trace traced_fn(*args, **kwargs) with `tensors` [(path, Tensor)] as the inputs ->
+    (Entry, the traced run's result, which is eager's)."""
+    entry = Entry(name, backend, guards)
+    # which inputs are differentiated is decided before the call (one written in place
+    # with a value that requires grad comes out requiring grad: see _check_mutated)
+    differentiable = [t.requires_grad and t._dtype.is_floating_point for _, t in tensors]
+    state = {}
+
+    def body():
+        before = [t._grad for _, t in tensors]
+        result = traced_fn(*args, **kwargs)
+        tracer = trace_state.state.tracer
+        if tracer.broken:               # (a graph break the function caught itself)
+            raise TraceError(tracer.broken)
+        leaves, tree = flatten(result)
+        tree, outs = with_constants(tree, leaves, is_constant)
+        bad = next(((p, x) for p, x in leaves if not isinstance(x, (Tensor, ReturnedScalar))
+                    and not is_constant(x)), None)
+        if bad is not None:
+            raise TraceError(f"{name} returned a non-tensor ({type(bad[1]).__name__}) at "
+                             f"output {bad[0] or 0}: a compiled function returns tensors, "
+                             "None, Python numbers and strings (in tuples, lists, dicts)")
+        entry.scalar_outputs = [k for k, o in enumerate(outs) if isinstance(o, ReturnedScalar)]
+        state["result"] = values_in(result)
+        outs = [o.tensor if isinstance(o, ReturnedScalar) else o for o in outs]
+        entry.out_tree = tree
+        _rebuild_notes(entry, outs, tensors)
+        # .grad the function set (a training step's backward): outputs to assign back
+        changed = [(k, t._grad) for k, (_, t) in enumerate(tensors) if t._grad is not before[k]]
+        grad_outs = [g for _, g in changed if g is not None]
+        entry.grad_assign = [(k, None if g is None else sum(
+            1 for _, h in changed[:n] if h is not None)) for n, (k, g) in enumerate(changed)]
+        entry.n_fn_out, entry.n_out = len(outs), len(outs) + len(grad_outs)
+        # traced with no .grad, none read or set: the entry serves any .grad state
+        entry.grad_free = n_own == len(tensors) and not tracer.grad_read and not changed
+        step = tracer.backward_runs > 0 or bool(changed)
+        diff_out = [i for i, o in enumerate(outs) if o.requires_grad
+                    and i not in entry.scalar_outputs]
+        if step:
+            # the function ran its own backward: its results that require grad were
+            # backpropagated through (a second backward raises, as in eager)
+            for i in diff_out:
+                if not _released(outs[i].grad_fn):
+                    raise TraceError(f"{name} runs a backward and returns a result that "
+                                     "requires grad whose graph that backward kept "
+                                     "(retain_graph): compile does not support that")
+            entry.freed_outputs = diff_out
+        state["grad"] = grad_mode.state.grad_enabled and any(differentiable) and \
+            not step and bool(diff_out)
+        if not state["grad"]:
+            return outs + grad_outs
+        entry.eager_saved = _eager_saved(outs, tensors, diff_out)
+        diff_in = [t for (_, t), d in zip(tensors, differentiable) if d]
+        cts = []
+        for k, i in enumerate(diff_out):
+            ct = Tensor._from_array(np.ones(outs[i]._data.shape, outs[i]._data.dtype))
+            tracer.input(ct, f"ct{k}")
+            cts.append(ct)
+        state["n_primal"] = len(tracer.builder.graph.inputs) - len(cts)
+        entry.diff_outputs = diff_out
+        tracer.hooks_off = True     # the inputs' hooks run when the gradients reach them
+        try:
+            grads = autograd_grad([outs[i] for i in diff_out], diff_in, cts,
+                                  retain_graph=True, allow_unused=True)
+        finally:
+            tracer.hooks_off = False
+        entry.unused = [k for k, g in enumerate(grads) if g is None]
+        return outs + grad_outs + [g if g is not None else t.new_zeros(t.shape)
+                                   for g, t in zip(grads, diff_in)]
+
+    try:
+        graph = trace_body(name, tensors, body)
+    except TraceError:
+        raise
+    except Exception as e:      # the user's own error, raised as eager raises it
+        _add_note(e, _trace_note(name, tensors, e))
+        raise
+    _check_mutated(name, tensors, differentiable, graph.mutated, state["grad"])
+    n_out = entry.n_out
+    # the traced run was an eager run: the generator already stands where eager leaves it
+    entry.rng_index = next((i for i, v in enumerate(graph.inputs) if v.name == "rng"), None)
+    if state["grad"]:
+        entry.diff_inputs = [i for i, d in enumerate(differentiable) if d]
+        mutated = list(graph.mutated)
+        joint_outputs = list(graph.outputs)
+        graph.outputs = (joint_outputs[:n_out] + [graph.mutated[i] for i in mutated]
+                         + [g.value for g in graph.guards] + joint_outputs[n_out:])
+        guards_list, graph.guards, graph.mutated = graph.guards, [], {}
+        kept = set(entry.eager_saved[0])
+        if entry.rng_index is not None:    # (the state a call draws from: its own array)
+            kept.add(entry.rng_index)
+        entry.forward, entry.backward, entry.saved = partition(
+            graph, state["n_primal"], n_out, len(mutated), len(guards_list), guards_list,
+            mutated, sorted(kept))
+    else:
+        entry.forward = graph
+    return entry, state["result"]
+
+
+def _rebuild_notes(entry, outs, tensors):
+    """What run.py needs to give later calls' results eager's identities and flags."""
+    # outputs that are input tensors themselves (`return x`, not x.detach() or a view,
+    # which the graph cannot tell apart): later calls return the input too
+    where = {id(t): i for i, (_, t) in enumerate(tensors)}
+    entry.input_outputs = [(k, where[id(o)]) for k, o in enumerate(outs)
+                           if id(o) in where and tensors[where[id(o)]][1] is o]
+    # outputs that do not require grad: an untracked alias of an input (x.detach()) is the
+    # same array as a view made under no_grad (which requires grad), so later calls are
+    # told apart here
+    entry.plain_alias = [k for k, o in enumerate(outs) if not o.requires_grad]
+    # and views made under no_grad of an input (which require grad, with no edge), found
+    # again where the array cannot show it (an empty view aliases nothing)
+    storage = {id(t._storage): i for i, (_, t) in enumerate(tensors)}
+    entry.no_grad_views = [(k, storage[id(o._storage)]) for k, o in enumerate(outs)
+                           if o._creation is not None and o.requires_grad
+                           and id(o._storage) in storage]
+
+
+def _released(node):
+    """Whether a backward node's saved state was let go of (a backward ran through it)."""
+    freed = getattr(node, "_freed", None)
+    if freed is not None:
+        return freed
+    return getattr(node, "_saved", True) is None
+
+
+def _eager_saved(outs, tensors, diff_out):
+    """(input positions, output positions) whose tensors eager's graph behind the outputs
+    saved for backward: a compiled backward checks exactly their versions, so an in-place
+    change after the call raises where eager raises, and only there."""
+    storage_in = {}
+    for i, (_, t) in enumerate(tensors):
+        storage_in.setdefault(id(t._storage), i)
+    storage_out = {}
+    for k in diff_out:
+        storage_out.setdefault(id(outs[k]._storage), k)
+    ins, outs_saved = set(), set()
+    seen, stack = set(), [outs[k].grad_fn for k in diff_out]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        for s in _saved_tensors(node):
+            data = s.tensor
+            storage = data[1] if isinstance(data, tuple) else getattr(data, "_storage", None)
+            if storage is None:
+                continue
+            if id(storage) in storage_in:
+                ins.add(storage_in[id(storage)])
+            elif id(storage) in storage_out:
+                outs_saved.add(storage_out[id(storage)])
+        stack.extend(n for n, _ in node.next_functions)
+    return tuple(sorted(ins)), tuple(sorted(outs_saved))
+
+
+def _saved_tensors(node):
+    saved = getattr(node, "_saved", None)
+    if isinstance(saved, dict):
+        values = saved.values()
+    elif isinstance(saved, (list, tuple)):
+        values = saved
+    else:
+        values = getattr(getattr(node, "_ctx", None), "_saved", None) or ()
+    for v in values:
+        for s in (v if isinstance(v, list) else (v,)):
+            if hasattr(s, "version") and hasattr(s, "tensor") and s.tensor is not None:
+                yield s
+
+
+def _check_mutated(name, tensors, differentiable, mutated, grad):
+    """Inputs written in place must not take part in the graph's autograd: compiled code
+    writes their new values back, but gives them no history (eager would make such an
+    input a non-leaf whose grad_fn leads to the value written). (A step that runs its own
+    backward may update inputs that require grad, under no_grad: grad is False then.)"""
+    for i in mutated:
+        if i >= len(tensors):           # (the generator state's input)
+            continue
+        label, t = tensors[i]
+        if differentiable[i] and grad:
+            raise TraceError(f"llgrad.compile({name}): input {label!r} requires grad and is "
+                             "modified in place while the function's results require grad")
+        if not differentiable[i] and t.requires_grad:
+            raise TraceError(f"llgrad.compile({name}): input {label!r} does not require grad "
+                             "but is written in place with a value that does, which gives "
+                             "it autograd history")
+
+
+def _add_note(e, note):
+    """BaseException.add_note (Python 3.11+). On 3.10 the note goes in __notes__ too, and
+    joins a one-string message, since the traceback prints no __notes__ there."""
+    if hasattr(e, "add_note"):
+        e.add_note(note)
+        return
+    e.__notes__ = [*getattr(e, "__notes__", ()), note]
+    if len(e.args) == 1 and isinstance(e.args[0], str):
+        e.args = (f"{e.args[0]}\n{note}",)

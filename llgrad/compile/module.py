@@ -1,0 +1,61 @@
+"""What llgrad.compile(module) returns: torch.compile's OptimizedModule. Calls run the
+compiled forward; everything else (train/eval, parameters, state_dict, attributes, items of
+a Sequential) is the module's own, so the object stands wherever the module did."""
+
+_OWN = frozenset({"_orig_mod", "_compiled"})
+# what a compiled module answers as the compiled function (counters, inspection)
+_COMPILED_ATTRS = frozenset({"n_traces", "entries", "cache", "dump", "backend", "fullgraph",
+                             "recompile_limit"})
+
+
+def is_module(obj):
+    """A Module-like object (llgrad.nn.Module or a look-alike): compiled as a module."""
+    return callable(obj) and all(hasattr(obj, a) for a in ("forward", "parameters", "train"))
+
+
+class CompiledModule:
+    def __init__(self, module, compiled):
+        object.__setattr__(self, "_orig_mod", module)
+        object.__setattr__(self, "_compiled", compiled)
+
+    def __call__(self, *args, **kwargs):
+        return self._compiled(*args, **kwargs)
+
+    def forward(self, *args, **kwargs):
+        return self._compiled(*args, **kwargs)
+
+    def __getattr__(self, name):        # (only for names not found on this object)
+        if name in _OWN:
+            raise AttributeError(name)
+        if name in _COMPILED_ATTRS:
+            return getattr(self._compiled, name)
+        return getattr(self._orig_mod, name)
+
+    def __setattr__(self, name, value):
+        setattr(self._orig_mod, name, value)
+
+    def __delattr__(self, name):
+        delattr(self._orig_mod, name)
+
+    def train(self, mode=True):
+        self._orig_mod.train(mode)
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def __getitem__(self, index):
+        return self._orig_mod[index]
+
+    def __len__(self):
+        return len(self._orig_mod)
+
+    def __iter__(self):
+        return iter(self._orig_mod)
+
+    def __dir__(self):
+        return sorted(set(dir(self._orig_mod)) | set(_COMPILED_ATTRS) | {"_orig_mod"})
+
+    def __repr__(self):
+        inner = repr(self._orig_mod).replace("\n", "\n  ")
+        return f"OptimizedModule(\n  (_orig_mod): {inner}\n)"

@@ -1,0 +1,83 @@
+"""What a call can change, saved before a trace and put back when the trace cannot become
+compiled code (a graph break) or must not leave a trace of itself (a dump).
+
+A trace is an eager run of the user's function: by the time the tracer finds something it
+cannot record, the function may already have written its inputs, set `.grad`, stepped an
+optimiser or drawn random numbers. Putting all of that back and then running the function
+eagerly gives exactly eager's behaviour (the call runs once, as far as anyone can see).
+
+Saved: every tensor the guard walk reached (the bytes of its storage, its version, its
+autograd fields), every object's attributes and every list's and dict's items the walk
+entered, and the random generators (llgrad's, NumPy's global one, Python's)."""
+import random
+
+import numpy as np
+
+from ..runtime.creation import default_generator
+
+_TENSOR_FIELDS = ("_data", "_storage", "_dtype", "_requires_grad", "_grad", "_grad_fn",
+                  "_output_nr", "_base", "_view_version", "_retains_grad", "_hooks", "_acc")
+
+
+class StateSnapshot:
+    def __init__(self, tensors, containers):
+        """tensors: [Tensor]; containers: objects, lists and dicts the guard walk entered."""
+        self.tensors = [(t, tuple(getattr(t, f) for f in _TENSOR_FIELDS),
+                         dict(t.__dict__) if t.__dict__ else None) for t in tensors]
+        storages = {}
+        for t in tensors:
+            st = t._storage
+            if id(st) not in storages:
+                storages[id(st)] = (st, st.version, np.array(st.base, copy=True))
+        self.storages = list(storages.values())
+        self.containers = []
+        for c in _with_nested(containers):
+            if isinstance(c, list):
+                self.containers.append((c, list(c)))
+            elif isinstance(c, dict):
+                self.containers.append((c, dict(c)))
+            else:
+                self.containers.append((c, dict(vars(c))))
+        self.rng = default_generator._rng
+        self.rng_state = None if self.rng is None else self.rng.bit_generator.state
+        self.np_state = np.random.get_state()
+        self.py_state = random.getstate()
+
+    def restore(self):
+        for st, version, data in self.storages:
+            if st.version != version:       # (every write bumps it; a read-only base too)
+                st.base[...] = data
+                st.version = version
+        for t, fields, attrs in self.tensors:
+            for f, v in zip(_TENSOR_FIELDS, fields):
+                setattr(t, f, v)
+            if attrs is not None or t.__dict__:
+                t.__dict__.clear()
+                t.__dict__.update(attrs or {})
+        for c, items in self.containers:
+            if isinstance(c, list):
+                c[:] = items
+            else:
+                d = c if isinstance(c, dict) else vars(c)
+                d.clear()
+                d.update(items)
+        default_generator._rng = self.rng
+        if self.rng is not None:
+            self.rng.bit_generator.state = self.rng_state
+        np.random.set_state(self.np_state)
+        random.setstate(self.py_state)
+
+
+def _with_nested(containers):
+    """The containers and every list and dict nested in them (pytree.flatten enters nested
+    ones without the walk naming them), each once."""
+    out, seen, stack = [], set(), list(containers)
+    while stack:
+        c = stack.pop()
+        if id(c) in seen:
+            continue
+        seen.add(id(c))
+        out.append(c)
+        items = c if isinstance(c, (list, tuple)) else c.values() if isinstance(c, dict) else ()
+        stack.extend(x for x in items if isinstance(x, (list, tuple, dict)))
+    return [c for c in out if not isinstance(c, tuple)]
