@@ -13,7 +13,7 @@ from ..ir.graph import StackType
 from ..ir.interpret import evaluate
 from ..ir.ops_random import generator_from_array, state_to_array
 from ..ir.optable import contiguous_strides
-from ..tracer.pytree import flatten, unflatten, unflattener
+from ..tracer.pytree import unflattener
 from ..runtime import grad_mode
 from .backward_node import CompiledFunctionBackward, FreedBackward
 from ..runtime.creation import default_generator

@@ -65,12 +65,36 @@ _binary("__rpow__", "pow", reverse=True)
 _ADD, _SUB, _RSUB, _DIV, _POW, _MUL = (OPS[n] for n in ("add", "sub", "rsub", "div", "pow", "mul"))
 
 
+def _alpha(other, alpha):
+    """(other, alpha) for add/sub: a tensor alpha (a learning rate held as a tensor) scales
+    other as a tensor, so a compiled step reads it at each call rather than baking in its
+    value (PyTorch reads it as a number: the same values)."""
+    if isinstance(alpha, Tensor):
+        if alpha._data.size != 1:
+            raise RuntimeError(f"a Tensor with {alpha._data.size} elements cannot be "
+                               "converted to Scalar")
+        return call(_MUL, (other, alpha.detach().reshape(())), {}), 1
+    return other, alpha
+
+
 def add(self, other, alpha=1):
+    other, alpha = _alpha(other, alpha)
     return call(_ADD, (self, other), {"alpha": alpha})
 
 
 def sub(self, other, alpha=1):
+    other, alpha = _alpha(other, alpha)
     return call(_SUB, (self, other), {"alpha": alpha})
+
+
+def add_(self, other, alpha=1):
+    other, alpha = _alpha(other, alpha)
+    return call_inplace(_ADD, self, (self, other), {"alpha": alpha})
+
+
+def sub_(self, other, alpha=1):
+    other, alpha = _alpha(other, alpha)
+    return call_inplace(_SUB, self, (self, other), {"alpha": alpha})
 
 
 _NO_MODE = object()      # div(x, y) (div.Tensor) apart from div(x, y, rounding_mode=None)
@@ -119,8 +143,8 @@ _def("__rfloordiv__", lambda self, other: div(_scalar_operand(self, other), self
 _def("__rmod__", lambda self, other: (lambda o: o - div(o, self, "floor") * self)(
     _scalar_operand(self, other)))
 _def("square", lambda self: call(_POW, (self, 2), {}))
-_def("add_", lambda self, other, alpha=1: call_inplace(_ADD, self, (self, other), {"alpha": alpha}))
-_def("sub_", lambda self, other, alpha=1: call_inplace(_SUB, self, (self, other), {"alpha": alpha}))
+_def("add_", add_)
+_def("sub_", sub_)
 _def("mul_", lambda self, other: call_inplace(_MUL, self, (self, other), {}))
 def div_(self, other, rounding_mode=_NO_MODE):
     if rounding_mode is _NO_MODE:

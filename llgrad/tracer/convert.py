@@ -33,13 +33,13 @@ import ast
 import dis
 import inspect
 import os
-import textwrap
 import types
 import warnings
 
 import astunparse
 
 from . import control
+from .rebuild import build, filled, function_node
 from .rules import (always_returns, assigned, contains, definitely, exposed, is_super_call,
                     loads, normalize_returns, unsupported)
 
@@ -67,7 +67,7 @@ def convert(fn):
     except (OSError, TypeError) as e:
         return _fallback(fn, f"no source ({e})")
     try:
-        fdef = _function_node(fn, source)
+        fdef = function_node(fn, source)
     except SyntaxError as e:
         return _fallback(fn, f"its source does not parse alone ({e.msg})")
     if fdef is None:
@@ -78,7 +78,7 @@ def convert(fn):
     fdef = conv.function(fdef)
     if not conv.changed:
         return fn, None
-    return _build(fn, fdef), astunparse.unparse(fdef).strip() + "\n"
+    return build(fn, fdef, AG, control), astunparse.unparse(fdef).strip() + "\n"
 
 
 # every construct the converter rewrites (if, while, a if b else c, and/or, chained
@@ -113,75 +113,15 @@ def _through_decorator(fn, inner):
     if conv is inner:
         return fn, None
     cells = fn.__closure__ or ()
-    if not any(c.cell_contents is inner for c in cells if _filled(c)):
+    if not any(c.cell_contents is inner for c in cells if filled(c)):
         return _fallback(fn, "its decorator does not hold the wrapped function in a closure")
-    closure = tuple(types.CellType(conv) if _filled(c) and c.cell_contents is inner else c
+    closure = tuple(types.CellType(conv) if filled(c) and c.cell_contents is inner else c
                     for c in cells)
     new = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__,
                              closure)
     new.__kwdefaults__, new.__qualname__ = fn.__kwdefaults__, fn.__qualname__
     new.__wrapped__ = conv
     return new, src
-
-
-def _filled(cell):
-    try:
-        cell.cell_contents
-        return True
-    except ValueError:
-        return False
-
-
-def _function_node(fn, source):
-    """The FunctionDef of fn, with the user's line numbers; a lambda becomes a def."""
-    tree = ast.parse(textwrap.dedent(source))
-    ast.increment_lineno(tree, fn.__code__.co_firstlineno - 1)
-    name = fn.__code__.co_name          # (__name__ may have been reassigned)
-    if name != "<lambda>":
-        node = tree.body[0] if tree.body else None
-        return node if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
-            node.name == name else None
-    argnames = fn.__code__.co_varnames[:fn.__code__.co_argcount]
-    found = [n for n in ast.walk(tree) if isinstance(n, ast.Lambda)
-             and tuple(a.arg for a in n.args.args) == argnames]
-    if len(found) != 1:
-        return None
-    lam = found[0]
-    fdef = ast.FunctionDef("lambda_", lam.args, [ast.Return(lam.body)], [], None)
-    return ast.fix_missing_locations(ast.copy_location(fdef, lam))
-
-
-def _build(fn, fdef):
-    """The rewritten function: compiled inside a factory whose parameters are ag__ and fn's
-    free variables, then rebuilt on fn's own globals and closure cells."""
-    fdef.decorator_list, fdef.returns = [], None
-    a = fdef.args
-    for arg in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg]:
-        if arg is not None:
-            arg.annotation = None
-    a.defaults = [ast.Constant(None) for _ in a.defaults]     # fn.__defaults__ are used
-    a.kw_defaults = [None if d is None else ast.Constant(None) for d in a.kw_defaults]
-    free = fn.__code__.co_freevars
-    params = ast.arguments(posonlyargs=[], args=[ast.arg(n) for n in (AG,) + free],
-                           vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])
-    factory = ast.FunctionDef("llgrad_factory__", params,
-                              [fdef, ast.Return(ast.Name(fdef.name, ast.Load()))], [], None)
-    module = ast.fix_missing_locations(ast.Module([ast.copy_location(factory, fdef)], []))
-    ns = {}
-    exec(compile(module, fn.__code__.co_filename, "exec"), fn.__globals__, ns)  # noqa: S102
-    code = next(c for c in ns["llgrad_factory__"].__code__.co_consts
-                if isinstance(c, types.CodeType) and c.co_name == fdef.name)
-    names = {"co_name": fn.__code__.co_name}
-    if hasattr(code, "co_qualname"):                  # (Python 3.11+)
-        names["co_qualname"] = fn.__code__.co_qualname
-    code = code.replace(**names)
-    cells = dict(zip(free, fn.__closure__ or ()))
-    cells[AG] = types.CellType(control)
-    new = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__,
-                             tuple(cells[n] for n in code.co_freevars))
-    new.__kwdefaults__, new.__qualname__ = fn.__kwdefaults__, fn.__qualname__
-    new.__module__, new.__doc__ = fn.__module__, fn.__doc__
-    return new
 
 
 def _displayed(e):
