@@ -11,6 +11,7 @@ import numpy as np
 
 from ..runtime import grad_mode
 from .fastpath import fresh_tensors
+from .kernels import backward_run
 from ..runtime.node import FREED, Node, SavedTensor, _sequence, fix_grads, gradient_edge, user_location
 from ..runtime.tensor import Tensor
 
@@ -170,7 +171,7 @@ class CompiledFunctionBackward(Node):
                 self._saved = None
             for g, (shape, dt) in zip(grads, layout.out_meta):
                 feeds.append(g._data if g is not None else np.zeros(shape, dt.np))
-            run = self.entry._backward_run or _backward_run(self.entry)
+            run = self.entry._backward_run or backward_run(self.entry)
             outs = fresh_tensors(run(feeds))
         return fix_grads(outs, self.next_functions, layout.in_meta)
 
@@ -215,8 +216,3 @@ class FreedBackward(Node):
 
     def apply(self, grads):
         raise RuntimeError(FREED)
-
-
-def _backward_run(entry):
-    from .run import backward_run     # (run imports this module)
-    return backward_run(entry)

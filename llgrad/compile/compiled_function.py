@@ -20,7 +20,8 @@ from .fastpath import fast_key, plain_function
 from .guard_walker import make_walker
 from .guards import collect, without_grads
 from .module import CompiledModule, is_module
-from .run import _MISS, _RUN_EAGERLY, _first_result, backward_run, entry_runner, forward_run
+from .kernels import backward_run, forward_run
+from .run import _MISS, _RUN_EAGERLY, _first_result, entry_runner
 from .snapshot import StateSnapshot
 
 BACKENDS = ("interpret", "python", "llvm", "eager")

@@ -4,6 +4,8 @@ the graphs as Python source; LLGRAD_DUMP=dir writes all of it for every trace. A
 note a failed trace adds to the user's exception."""
 import os
 
+from .kernels import backward_run, forward_run
+
 
 def format_entry(entry, python=False, llvm=False, asm=False):
     from ..codegen.pysource import graph_source
@@ -52,7 +54,6 @@ def _dump_to_env(cf, entry):
         return
     os.makedirs(d, exist_ok=True)
     if entry.backend == "llvm":           # build the kernels now, so their IR is dumped
-        from .run import backward_run, forward_run
         forward_run(entry)
         if entry.backward is not None:
             backward_run(entry)

@@ -1,108 +1,24 @@
-"""Running a compiled entry: its forward and backward on their backend (native kernel,
-generated Python source or the interpreter), made once per entry; the flat runner a call
-takes; the result tensors (outputs that alias inputs become their views, or the inputs
+"""Running a compiled entry (its graphs on their backend: kernels.py): the flat runner a
+call takes; the result tensors (outputs that alias inputs become their views, or the inputs
 themselves where eager returns those), the write-back of mutated inputs, and the
 CompiledFunctionBackward node attached in grad mode."""
 import functools
 import operator
-import warnings
 
 import numpy as np
 
-from ..ir.graph import StackType
-from ..ir.interpret import evaluate
 from ..ir.ops_random import generator_from_array, state_to_array
-from ..ir.optable import contiguous_strides
 from ..tracer.pytree import unflattener
 from ..runtime import grad_mode
 from .backward_node import CompiledFunctionBackward, FreedBackward
 from ..runtime.creation import default_generator
 from .fastpath import quick_runner
+from .kernels import forward_run, warn_once
 from ..runtime.tensor import Tensor
 
 _STORAGE, _DATA = operator.attrgetter("_storage"), operator.attrgetter("_data")
 _MISS = object()        # a runner's answer when a value guard of the entry fails
 _RUN_EAGERLY = object()  # its answer when the call must run eagerly (compiled_function.py)
-
-
-def forward_run(entry):
-    """The entry's forward as arrays -> (outputs, {Value: array} for guards and write-back),
-    on the entry's backend, made once and kept."""
-    run = entry._forward_run
-    if run is None:
-        fwd = entry.forward
-        kernel = _kernel(entry, "forward") if entry.backend == "llvm" else None
-        if kernel is not None:
-            run = kernel.run
-        elif entry.backend == "python":
-            from ..codegen.pysource import compile_source
-            extra = [g.value for g in fwd.guards] + list(fwd.mutated.values())
-            fn = compile_source(fwd, write_back=False, extra=extra)
-            n = len(fwd.outputs)
-
-            def run(arrays):
-                res = fn(*arrays)
-                return res[:n], dict(zip(extra, res[n:]))
-        else:
-            def run(arrays):
-                return evaluate(fwd, arrays)
-        entry._forward_run = run
-    return run
-
-
-def _kernel(entry, which):
-    """The native kernel of entry's forward or backward graph; None (and a note in the
-    dump) when the graph has an op the LLVM lowering does not cover yet: the interpreter
-    runs that graph instead."""
-    from ..codegen.lower import lower, unsupported
-    graph = getattr(entry, which)
-    bad = unsupported(graph)
-    notes = entry.kernels
-    if bad is not None:
-        node, reason = bad
-        what = f"{node.op} ({node.loc})" if node is not None else "graph"
-        notes[which] = f"interpreted: {what} is not lowered to LLVM yet: {reason}"
-        _warn_once(f"llgrad.compile({entry.name}): the {which} graph runs on the interpreter, "
-                   f"not as native code: {what} is not lowered to LLVM yet ({reason})")
-        return None
-    # a backward may let go of the saved activations mid-call (the inputs among the saved
-    # values are the caller's: letting go frees nothing): CompiledFunctionBackward.apply_last
-    release = tuple(k for k, s in enumerate(entry.saved) if s.input_index is None) \
-        if which == "backward" else ()
-    kernel = lower(graph, release=release)
-    notes[which] = kernel
-    return kernel
-
-
-def backward_run(entry):
-    """The entry's backward as arrays -> outputs, on the entry's backend."""
-    run = entry._backward_run
-    if run is None:
-        kernel = _kernel(entry, "backward") if entry.backend == "llvm" else None
-        if kernel is not None:
-            # cotangents may arrive expanded: the kernel reads dense ones, so a feed for a
-            # C-contiguous input that is not C-contiguous is copied (byte strides first:
-            # the cheap test that passes on every call that needs no copy)
-            dense = [(k, tuple(s * np.dtype(v.type.dtype).itemsize for s in v.type.strides))
-                     for k, v in enumerate(entry.backward.inputs)
-                     if not isinstance(v.type, StackType)     # (a stack: the kernel checks)
-                     and v.type.strides == contiguous_strides(v.type.shape)]
-            launch = kernel.launch_direct if kernel.direct else kernel
-
-            def run(feeds):    # (feeds: a list of the caller's own)
-                for k, bstrides in dense:
-                    f = feeds[k]
-                    if f.strides != bstrides and not f.flags.c_contiguous:
-                        feeds[k] = np.array(f, order="C")
-                return launch(feeds)
-        elif entry.backend == "python":
-            from ..codegen.pysource import compile_source
-            fn = compile_source(entry.backward)
-            run = lambda feeds: fn(*feeds)  # noqa: E731
-        else:
-            run = lambda feeds: evaluate(entry.backward, feeds)[0]  # noqa: E731
-        entry._backward_run = run
-    return run
 
 
 def entry_runner(entry):
@@ -134,7 +50,7 @@ def run_entry(entry, tensors):
     fwd = entry.forward
     if fwd.mutated and _overlapping(tensors):
         # the kernel writes its inputs and assumes they do not share memory
-        _warn_once(f"llgrad.compile({entry.name}): running eagerly: inputs share memory "
+        warn_once(f"llgrad.compile({entry.name}): running eagerly: inputs share memory "
                    "and the function writes its inputs in place")
         return _RUN_EAGERLY
     arrays = [t._data for t in tensors]
@@ -215,15 +131,6 @@ def _byte_span(a):
     """[first byte, past the last byte) of array a (strides are never negative here)."""
     lo = a.__array_interface__["data"][0]
     return lo, lo + sum((n - 1) * s for n, s in zip(a.shape, a.strides)) + a.itemsize
-
-
-_warned = set()
-
-
-def _warn_once(message):
-    if message not in _warned:
-        _warned.add(message)
-        warnings.warn(message, UserWarning, stacklevel=5)
 
 
 def _wrap_outputs(arrays, inputs):
