@@ -143,6 +143,12 @@ class CompiledFunction:
             snapshot.restore()
             self._add(key, n_own, EAGER)
             return self._eagerly(str(e).split("\n")[0], args, kwargs)
+        foreign = snapshot.foreign_random()
+        if foreign is not None:     # (the traced run was eager's: its result stands)
+            self._add(key, n_own, EAGER)
+            self._warn_once(f"running eagerly: the function draws from {foreign}, which a "
+                            "compiled call cannot replay (use llgrad's generator)")
+            return result
         changed = _python_changes(guards, collect(self.fn, args, kwargs)[1])
         if changed:
             # (the next call, seeing the new state, traces again: an optimiser's first step,

@@ -43,6 +43,16 @@ class StateSnapshot:
         self.np_state = np.random.get_state()
         self.py_state = random.getstate()
 
+    def foreign_random(self):
+        """Which generator other than llgrad's the run drew from since the snapshot (its
+        draws would be constants of a trace), or None."""
+        now = np.random.get_state()
+        if now[2:] != self.np_state[2:] or not np.array_equal(now[1], self.np_state[1]):
+            return "NumPy's global random generator (np.random)"
+        if random.getstate() != self.py_state:
+            return "Python's random module"
+        return None
+
     def restore(self):
         for st, version, data in self.storages:
             if st.version != version:       # (every write bumps it; a read-only base too)
