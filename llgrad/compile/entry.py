@@ -116,6 +116,13 @@ def trace_entry(name, backend, traced_fn, tensors, guards, args, kwargs, n_own):
         try:
             grads = autograd_grad([outs[i] for i in diff_out], diff_in, cts,
                                   retain_graph=True, allow_unused=True)
+        except RuntimeError as e:
+            if "modified by an inplace operation" not in str(e):
+                raise
+            # eager raises this when the caller runs backward, not now: the call runs
+            # eagerly, so that its results carry that graph
+            raise TraceError("a tensor the backward needs is modified in place later in the "
+                             f"function ({str(e).split('Hint: ')[-1].rstrip('.')})") from None
         finally:
             tracer.hooks_off = False
         entry.unused = [k for k, g in enumerate(grads) if g is None]

@@ -226,7 +226,10 @@ def make_walker(fn, args, kwargs):
     for t in tensors:
         g, d = src.var("g"), src.var("a")
         src.lines += [f"{d} = {t}._data", f"{g} = {t}._grad",
-                      f"if {g} is not None: grads.append({g})"]
+                      f"if {g} is not None: grads.append({g})",
+                      # (hooks are guarded by the full walk: guards.hooked)
+                      f"if {t}._hooks or ({t}._acc is not None and {t}._acc._hooked): "
+                      "return None"]
         # (flat in the key; requires_grad read as fast_key reads it: the property only
         # for a view)
         parts += [f"{t}._dtype", f"{d}.shape", f"{d}.strides",

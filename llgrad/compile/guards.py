@@ -209,7 +209,7 @@ def collect(fn, args, kwargs, entered=None):
     for path, t in tensors:     # one tensor reached twice is one graph input
         firsts.setdefault(id(t), path)
         guards.append((path, (t._dtype.name, t._data.shape, t.stride(), t.requires_grad,
-                              firsts[id(t)])))
+                              firsts[id(t)]) + (("hooked",) if hooked(t) else ())))
     tensors = [(p, t) for p, t in tensors if firsts[id(t)] == p]
     grads = []
     for path, t in tensors:     # an existing .grad is state the function may accumulate into
@@ -241,6 +241,13 @@ def _arrays_as_tensors(items):
                 x = made[id(x)] = Tensor._from_array(x)
         out.append((path, x))
     return out
+
+
+def hooked(t):
+    """Whether leaf t has hooks of its own or on its AccumulateGrad node (a step that runs
+    its own backward would run them: such a call is told apart, and runs eagerly)."""
+    acc = t._acc
+    return bool(t._hooks) or (acc is not None and acc._hooked)
 
 
 def without_grads(key, n_own):

@@ -358,6 +358,12 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
                 continue
             if any(g is not None for g in grads):
                 tracer = trace_state.state.tracer
+                if tracer is not None and node._seq < tracer.first_node:
+                    # a traced step's own backward reaching the graph that made one of its
+                    # inputs: what it would do there (.grad of other leaves) is outside
+                    # what a compiled call writes
+                    tracer.graph_break("the backward inside the compiled function reaches "
+                                       "the graph that made one of its inputs")
                 if tracer is not None:      # backward nodes carry their forward op's line
                     where = getattr(node, "_where", None)
                     tracer.loc_override = str(where) if where else None

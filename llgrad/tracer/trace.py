@@ -18,7 +18,7 @@ from ..ir.optable import geometry_overlaps, geometry_span
 from ..ir.verify import verify
 from ..runtime import trace_state
 from ..runtime.creation import default_generator
-from ..runtime.node import user_location
+from ..runtime.node import _sequence, user_location
 from ..runtime.tensor import Tensor
 from .masks import mask_attrs, tensors_of
 from .pytree import flatten
@@ -59,6 +59,7 @@ class Tracer:
         self.backward_runs = 0     # .backward() calls the traced code made itself (a step)
         self.broken = None         # a graph break's message (kept if user code catches it)
         self.arrays = {}           # id(an input's base array) -> its Storage (array_storage)
+        self.first_node = next(_sequence)   # backward nodes made before the trace have less
 
     def current_loc(self):
         return self.loc_override or str(user_location())
