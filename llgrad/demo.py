@@ -43,7 +43,7 @@ def time_steps(step, model, opt, loss_fn, x, y, n=30):
 def run(epochs=10, batch=128, lr=0.01, dump_dir="llgrad_demo_dumps", seed=0):
     # the demo's matrices are tiny: one BLAS thread beats several (which spin and wait on
     # each other, badly so on a busy 2-core machine) for eager and compiled steps alike
-    from .codegen.blas import set_num_threads
+    from .codegen.native.blas import set_num_threads
     set_num_threads(1)
     (xtr, ytr), (xte, yte) = split(*spirals(n_per_class=600, seed=seed))
     xtr_t, ytr_t = llgrad.from_numpy(xtr), llgrad.from_numpy(ytr)

@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-# every kernel the suite builds checks that groups sharing code (codegen/dedupe.py) emit
+# every kernel the suite builds checks that groups sharing code (codegen/schedule/dedupe.py) emit
 # the same code
 os.environ.setdefault("LLGRAD_CHECK_DEDUPE", "1")
 if not os.environ.get("LLGRAD_CACHE_DIR"):

@@ -17,8 +17,8 @@ import numpy as np
 
 from ..ir.ops_shape import strided_view
 from ..ir.graph import StackType
-from . import trampoline
-from .stacks import Descriptors, stack_input
+from .native import trampoline
+from .lowerings.stacks import Descriptors, stack_input
 
 _from_address = ctypes.c_void_p.from_address
 empty = np.empty
@@ -276,7 +276,7 @@ class Kernel:
         self._nout = len(graph.outputs)
         # run()'s extras are keyed by `graph`'s Values: the traced graph, which the plan's
         # (simplified, lower.simplify) graph matches position by position
-        from .plan import escaping_values
+        from .schedule.plan import escaping_values
         self._extra_keys = escaping_values(graph)[self._nout:]
         self._mutated = sorted(graph.mutated)
         self._direct_outs = self._direct_layout()
@@ -324,7 +324,7 @@ class Kernel:
 
     def _recipe(self, v, index):
         """How to build the array of a returned value after the call."""
-        from .plan import root_of
+        from .schedule.plan import root_of
         root = root_of(v)
         buf = self.plan.buffers[root]
         t = v.type

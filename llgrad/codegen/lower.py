@@ -22,23 +22,24 @@ from ..ir.ops_control import CONTROL
 from ..ir.optable import OPS
 from ..ir.passes import cse, dce
 from ..ir.verify import verify
-from . import dedupe, jit
-from .blas import gemm_symbols
-from .parallel import _CREATE as THREAD_CALL
-from .pool import ensure_pool
-from . import (ops_advindex, ops_elementwise, ops_index, ops_loss,  # noqa: F401  (the table)
-               ops_matmul, ops_norm, ops_positional, ops_random, ops_reduce, ops_strided)
-from . import ops_control  # noqa: F401  (cond, while_loop: regions as internal functions)
-from .cluster import emit_cluster
-from .dedupe import group_key
-from .fusion import emit_elementwise
+from .schedule import dedupe
+from .native import jit
+from .native.blas import gemm_symbols
+from .lowerings.parallel import _CREATE as THREAD_CALL
+from .lowerings.pool import ensure_pool
+from .lowerings import (ops_advindex, ops_elementwise, ops_index, ops_loss, ops_matmul, ops_norm,
+                        ops_positional, ops_random, ops_reduce, ops_strided)
+from . import (control as ops_control)  # noqa: F401  (cond, while_loop: regions as internal functions)
+from .schedule.cluster import emit_cluster
+from .schedule.dedupe import group_key
+from .lowerings.fusion import emit_elementwise
 from .kernel import Kernel
-from .loops import FuncGen
-from .ops_matmul import small_gemm_bound
-from .plan import Plan, live_nodes, root_of
-from .rows import emit_rows, prepare_rows
-from .scalar import DTYPES, I64, PTR, mem_type
-from .table import LOWERINGS, register
+from .lowerings.loops import FuncGen
+from .lowerings.ops_matmul import small_gemm_bound
+from .schedule.plan import Plan, live_nodes, root_of
+from .schedule.rows import emit_rows, prepare_rows
+from .lowerings.scalar import DTYPES, I64, PTR, mem_type
+from .lowerings.table import LOWERINGS, register
 
 for _name, _op in OPS.items():
     if _op.kind == "view" and _name not in LOWERINGS:

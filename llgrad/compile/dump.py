@@ -37,7 +37,7 @@ def format_entry(entry, python=False, llvm=False, asm=False):
                 parts += [f"== {which} LLVM IR (before optimisation) ==", k.ir_before,
                           f"== {which} LLVM IR (after optimisation) ==", k.ir_after]
     if asm:
-        from ..codegen.jit import assembly
+        from ..codegen.native.jit import assembly
         for which, k in getattr(entry, "kernels", {}).items():
             parts += [f"== {which} assembly ==",
                       f"  ({k})" if isinstance(k, str) else assembly(k.compiled)]

@@ -6,7 +6,7 @@ rule's own recomputation of the mean and the reciprocal standard deviation
 recomputation. Written as the same primitive ops, with the same operands and attributes,
 common-subexpression elimination (passes.cse) merges the two, and the native scheduler can
 fuse the row statistics of forward and backward into one walk over each row
-(codegen/rows.py).
+(codegen/schedule/rows.py).
 
 addmm (F.linear with a bias, named as PyTorch names it) becomes mm and add, so that the
 scheduler fuses the bias into the elementwise group that follows (tanh(x @ W.T + b) is one

@@ -16,7 +16,7 @@ Regions are closed: a region reads outer values only through the node's operands
 that move or copy nodes never look inside them. These ops are not in the op table (OPS):
 they have no Tensor-API VJP rule (the tracer builds their VJP from their regions' VJPs:
 tracer/control_ops.py), their result types come from their regions rather than from running
-the impl on stand-ins (a loop would run), and their LLVM lowering is codegen/ops_control.py
+the impl on stand-ins (a loop would run), and their LLVM lowering is codegen/control.py
 (regions become internal functions). Each is declared here once: result types (which also
 check the regions' signatures) and NumPy semantics. Running a region calls the interpreter on it:
 recursion only as deep as the user's source nests its ifs and loops."""

@@ -28,8 +28,37 @@ def _get_value(t):
 
 def _div(a, b):
     """a / b for a number a: `number / tensor` is reciprocal() * number in PyTorch (and
-    here), which rounds differently from the float division of the untraced step."""
-    return a / b if not isinstance(b, Tensor) else full((), a, dtype=b.dtype).div(b)
+    here), which rounds differently from the float division of the untraced step. (A
+    tensor a, such as a learning rate held in a tensor, divides as it is: made into a
+    `full` it would be read out with item(), a value guard when traced.)"""
+    if not isinstance(b, Tensor) or isinstance(a, Tensor):
+        return a / b
+    return full((), a, dtype=b.dtype).div(b)
+
+
+def _addcdiv_(param, tensor1, tensor2, value):
+    """param.addcdiv_(tensor1, tensor2, value=value) composed of in-place tensor ops, in
+    PyTorch's order (param + (value * tensor1) / tensor2): while tracing `value` is a
+    tensor (derived from the step count or a tensor learning rate), not a number."""
+    return param.add_(tensor1.mul(value).div_(tensor2))
+
+
+def _to_scalar(x):
+    """PyTorch's _to_scalar: a 1-element learning-rate tensor as a 0-d one, numbers as they are."""
+    if isinstance(x, Tensor) and x.dim() != 0:
+        return x.squeeze()
+    return x
+
+
+def _check_lr(lr):
+    if isinstance(lr, Tensor) and lr.numel() != 1:
+        raise ValueError("Tensor lr must be 1-element")
+    if not 0.0 <= lr:
+        raise ValueError(f"Invalid learning rate: {lr}")
+
+
+def _tracing():
+    return trace_state.state.tracer is not None
 
 
 def _for_loop_only(**flags):

@@ -2,6 +2,7 @@
 import numpy as np
 
 from . import dtypes, trace_state
+from .device import check as _check_device
 from .shapes import unpack_shape
 from .tensor import Tensor
 
@@ -76,6 +77,7 @@ def _infer_np(data):
 
 
 def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False):
+    _check_device(device)
     tracer = trace_state.state.tracer
     if tracer is not None and type(data) is np.ndarray and tracer.array_storage(data):
         # a copy of an array the compiled function reads: a copy of that input
@@ -91,6 +93,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
 
 
 def as_tensor(data, dtype=None, device=None):
+    _check_device(device)
     if isinstance(data, Tensor) and (dtype is None or dtypes.to_dtype(dtype) is data._dtype):
         return data
     if isinstance(data, np.ndarray) and dtype is None:
@@ -126,24 +129,29 @@ def _full(shape, value, dtype, requires_grad, default=None):
 
 
 def zeros(*size, dtype=None, device=None, requires_grad=False):
+    _check_device(device)
     return _full(unpack_shape(size), 0, dtype, requires_grad)
 
 
 def ones(*size, dtype=None, device=None, requires_grad=False):
+    _check_device(device)
     return _full(unpack_shape(size), 1, dtype, requires_grad)
 
 
 def empty(*size, dtype=None, device=None, requires_grad=False):
+    _check_device(device)
     return _full(unpack_shape(size), 0, dtype, requires_grad)
 
 
 def full(size, fill_value, dtype=None, device=None, requires_grad=False):
+    _check_device(device)
     default = dtypes.default_for_scalar(fill_value) if not isinstance(fill_value, Tensor) else None
     return _full(tuple(size), fill_value, dtype, requires_grad, default)
 
 
 def _like(fn):
     def f(t, dtype=None, device=None, requires_grad=False, **kw):
+        _check_device(device)
         return fn(*t._data.shape, dtype=dtype or t._dtype, requires_grad=requires_grad)
     return f
 
@@ -152,10 +160,12 @@ zeros_like, ones_like, empty_like = _like(zeros), _like(ones), _like(empty)
 
 
 def full_like(t, fill_value, dtype=None, requires_grad=False, **kw):
+    _check_device(kw.get("device"))
     return full(t._data.shape, fill_value, dtype=dtype or t._dtype, requires_grad=requires_grad)
 
 
 def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
+    _check_device(device)
     if end is None:
         start, end = 0, start
     vals = (start, end, step)
@@ -165,11 +175,13 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
 
 
 def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
+    _check_device(device)
     d = dtypes.to_dtype(dtype) if dtype is not None else dtypes.float32
     return _finish(np.linspace(start, end, steps).astype(d.np), None, requires_grad)
 
 
 def eye(n, m=None, dtype=None, device=None, requires_grad=False):
+    _check_device(device)
     d = dtypes.to_dtype(dtype) if dtype is not None else dtypes.float32
     return _finish(np.eye(n, m, dtype=d.np), None, requires_grad)
 
@@ -179,6 +191,7 @@ def _rng(generator):
 
 
 def randn(*size, dtype=None, generator=None, device=None, requires_grad=False):
+    _check_device(device)
     d = dtypes.to_dtype(dtype) if dtype is not None else dtypes.float32
     arr = _rng(generator).standard_normal(unpack_shape(size), dtype=np.float64).astype(d.np)
     t = _finish(arr, None, requires_grad)
@@ -188,6 +201,7 @@ def randn(*size, dtype=None, generator=None, device=None, requires_grad=False):
 
 
 def rand(*size, dtype=None, generator=None, device=None, requires_grad=False):
+    _check_device(device)
     d = dtypes.to_dtype(dtype) if dtype is not None else dtypes.float32
     arr = _rng(generator).random(unpack_shape(size), dtype=np.float64).astype(d.np)
     t = _finish(arr, None, requires_grad)
@@ -198,6 +212,7 @@ def rand(*size, dtype=None, generator=None, device=None, requires_grad=False):
 
 def randint(low, high=None, size=(), dtype=None, generator=None, device=None,
             requires_grad=False):
+    _check_device(device)
     if trace_state.state.tracer is not None:
         trace_state.state.tracer.untraceable("randint")
     if high is None:
@@ -207,14 +222,17 @@ def randint(low, high=None, size=(), dtype=None, generator=None, device=None,
 
 
 def randperm(n, dtype=None, generator=None, device=None):
+    _check_device(device)
     if trace_state.state.tracer is not None:
         trace_state.state.tracer.untraceable("randperm")
     return _finish(_rng(generator).permutation(n).astype(np.int64), dtype, False)
 
 
 def randn_like(t, dtype=None, requires_grad=False, **kw):
+    _check_device(kw.get("device"))
     return randn(*t._data.shape, dtype=dtype or t._dtype, requires_grad=requires_grad)
 
 
 def rand_like(t, dtype=None, requires_grad=False, **kw):
+    _check_device(kw.get("device"))
     return rand(*t._data.shape, dtype=dtype or t._dtype, requires_grad=requires_grad)

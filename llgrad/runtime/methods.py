@@ -4,6 +4,7 @@ import numpy as np
 
 from ..ir import OPS
 from . import dtypes
+from .device import check as check_device
 from .dispatch import call, call_inplace
 from .shapes import unpack_shape
 from .tensor import Tensor
@@ -261,13 +262,14 @@ _def("clamp_max_", lambda self, max: call_inplace(OPS["clamp_max"], self, (self,
 
 def to(self, *args, **kwargs):
     dtype = kwargs.get("dtype")
+    check_device(kwargs.get("device"), "move a tensor to")
     for a in args:
         if isinstance(a, Tensor):
             dtype = a._dtype
         elif isinstance(a, dtypes.dtype) or a in (float, int, bool):
             dtype = dtypes.to_dtype(a)
-        elif a not in ("cpu", None) and not hasattr(a, "type"):
-            raise RuntimeError(f"llgrad runs on the CPU only; cannot move to {a!r}")
+        elif a is not None:
+            check_device(a, "move a tensor to")
     copy = kwargs.get("copy", False)
     if dtype is None or dtype is self._dtype:
         # PyTorch: to(copy=True) is a _to_copy (ToCopyBackward0), not a clone

@@ -122,7 +122,8 @@ class Tensor:
 
     @property
     def device(self):
-        return "cpu"
+        from .device import CPU
+        return CPU
 
     @property
     def is_cuda(self):
@@ -364,6 +365,28 @@ class Tensor:
         if trace_state.state.tracer is not None:
             trace_state.state.tracer.reads_out(self, "NumPy's conversion of a tensor")
         return self._data if dtype is None else self._data.astype(dtype)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """DLPack export (zero-copy, through NumPy's own exporter): np.from_dlpack(t) and
+        torch.from_dlpack(t) share this tensor's memory."""
+        if self.requires_grad:
+            raise RuntimeError("Can't export tensors that require gradient, use "
+                               "tensor.detach()")
+        if trace_state.state.tracer is not None:
+            trace_state.state.tracer.reads_out(self, "Tensor.__dlpack__()")
+        kw = {k: v for k, v in (("max_version", max_version), ("dl_device", dl_device),
+                                ("copy", copy)) if v is not None}
+        if stream is not None and stream != -1:
+            raise BufferError("stream must be None (or -1) for a CPU tensor")
+        try:
+            return self._data.__dlpack__(**kw)
+        except TypeError:
+            if not kw:
+                raise
+            return self._data.__dlpack__()     # NumPy < 2.1: a legacy (unversioned) capsule
+
+    def __dlpack_device__(self):
+        return (1, 0)       # (kDLCPU, 0)
 
     def __repr__(self):
         from .formatting import tensor_repr

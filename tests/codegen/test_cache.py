@@ -10,7 +10,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from llgrad.codegen import cache, jit, trampoline
+from llgrad.codegen.native import cache, jit, trampoline
 from llgrad.codegen.lower import lower
 from llgrad.ir import Builder, TensorType
 from llgrad.ir.interpret import evaluate
@@ -44,7 +44,7 @@ def _run(kernel, g):
 
 def _files(d):
     """The kernels' cache files in d (not the trampoline's, which the first kernel call of
-    a process may write there: codegen/trampoline.py)."""
+    a process may write there: codegen/native/trampoline.py)."""
     return sorted(p for p in d.iterdir() if p.suffix == ".llk" and
                   (cache._decode(p.read_bytes(), p.stem) or [None])[0] != trampoline._NAME)
 
@@ -152,7 +152,7 @@ _SCRIPT = textwrap.dedent("""
     import json, sys
     import numpy as np
     import llgrad
-    from llgrad.codegen import jit
+    from llgrad.codegen.native import jit
 
     @llgrad.compile(backend="llvm")
     def loss(x, w, v):

@@ -1,4 +1,4 @@
-"""Multi-output loop fusion (codegen/cluster.py): what joins a cluster, what is stored, and
+"""Multi-output loop fusion (codegen/schedule/cluster.py): what joins a cluster, what is stored, and
 that every clustered kernel computes what the interpreter computes."""
 import numpy as np
 import pytest

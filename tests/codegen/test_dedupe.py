@@ -1,11 +1,11 @@
-"""A repeated subgraph compiles once (codegen/dedupe.py): groups with the same structure
+"""A repeated subgraph compiles once (codegen/schedule/dedupe.py): groups with the same structure
 share one function, groups that differ in anything their code depends on do not, and the
 shared code computes what the interpreter computes. (The whole suite also runs with
 LLGRAD_CHECK_DEDUPE=1: every shared function is emitted twice and compared.)"""
 import numpy as np
 
 import llgrad
-from llgrad.codegen import dedupe
+from llgrad.codegen.schedule import dedupe
 from llgrad.codegen.lower import lower
 from llgrad.ir import Builder, TensorType
 from llgrad.ir.interpret import evaluate
@@ -94,8 +94,8 @@ def test_body_text_reads_metadata_by_content_not_number():
     while other hints are other code."""
     from llvmlite import ir as llir
 
-    from llgrad.codegen.dedupe import body_text
-    from llgrad.codegen.loops import for_range, loop_hints
+    from llgrad.codegen.schedule.dedupe import body_text
+    from llgrad.codegen.lowerings.loops import for_range, loop_hints
 
     mod = llir.Module()
 

@@ -1,4 +1,4 @@
-"""llgrad's own GEMM (codegen/gemm.py): called directly at edge sizes and every layout it
+"""llgrad's own GEMM (codegen/lowerings/gemm.py): called directly at edge sizes and every layout it
 takes, with guard zones around every buffer it writes; through kernels without a BLAS and
 with LLGRAD_SMALL_GEMM; and from the disk cache in a fresh process (the kernel's object
 file must find the library's symbol)."""
@@ -11,7 +11,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from llgrad.codegen import gemm
+from llgrad.codegen.lowerings import gemm
 from llgrad.codegen.lower import lower
 from llgrad.ir.graph import Builder, TensorType
 
@@ -124,7 +124,7 @@ def test_kernel_without_blas_and_forced(dt, monkeypatch):
 def test_blas_with_transposed_b(dt):
     """With a BLAS, a small product whose B is a transposed view copies B to row-major
     first (the library's transpose): edge sizes, and a W whose rows are longer than K."""
-    from llgrad.codegen import blas
+    from llgrad.codegen.native import blas
     if not blas.gemm_symbols().get(dt):
         pytest.skip("no BLAS")
     rng = np.random.default_rng(4)
@@ -151,7 +151,7 @@ def test_disk_cache_links_the_library(tmp_path, blas_env):
     object file is linked."""
     script = textwrap.dedent("""
         import numpy as np, llgrad
-        from llgrad.codegen import jit
+        from llgrad.codegen.native import jit
         def f(x, w):
             return (x @ w.t()).tanh().sum()
         cf = llgrad.compile(f, backend="llvm")

@@ -36,7 +36,7 @@ import pytest
 import llgrad
 from llgrad.codegen import lower as _lower  # noqa: F401  (fills the lowering table)
 from llgrad.codegen.kernel import Kernel
-from llgrad.codegen.table import LOWERINGS
+from llgrad.codegen.lowerings.table import LOWERINGS
 from llgrad.ir import OPS
 from llgrad.ir.ops_random import state_to_array
 from llgrad.runtime.creation import default_generator

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from llgrad.codegen.lower import Unsupported, lower, supports
-from llgrad.codegen.table import LOWERINGS
+from llgrad.codegen.lowerings.table import LOWERINGS
 from llgrad.ir import Builder, TensorType
 from llgrad.ir.interpret import evaluate
 from llgrad.ir.ops_elementwise import np_erf
@@ -539,7 +539,7 @@ def test_bmm_matmul(blas):
 
 
 def test_blas_is_used():
-    from llgrad.codegen import blas
+    from llgrad.codegen.native import blas
     if not blas.gemm_symbols():
         pytest.skip("no BLAS found in NumPy's wheel")
     bld = Builder("b")

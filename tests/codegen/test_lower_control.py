@@ -1,4 +1,4 @@
-"""cond and while_loop on the llvm backend (codegen/ops_control.py, stacks.py): native
+"""cond and while_loop on the llvm backend (codegen/control.py, stacks.py): native
 branches and loops, compared with the interpreter backend and with eager (values and
 gradients), and checked to be native: every graph claimed lowered has a Kernel in
 entry.kernels, not an 'interpreted: ...' note. A loop's backward reads the stacks its

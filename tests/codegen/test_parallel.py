@@ -1,4 +1,4 @@
-"""Multi-threaded native loops (codegen/parallel.py): compiled == interpreted with one and
+"""Multi-threaded native loops (codegen/lowerings/parallel.py): compiled == interpreted with one and
 two threads, below and above the threading threshold; the thread count changes without
 recompiling; reductions are deterministic per thread count; concurrent callers."""
 import ctypes
@@ -14,10 +14,11 @@ from llvmlite import ir
 from test_cluster import _check as check_against_interpreter
 
 import llgrad
-from llgrad.codegen import jit, parallel
-from llgrad.codegen.loops import FuncGen, for_range
+from llgrad.codegen.native import jit
+from llgrad.codegen.lowerings import parallel
+from llgrad.codegen.lowerings.loops import FuncGen, for_range
 from llgrad.codegen.lower import lower
-from llgrad.codegen.scalar import F64, I64, PTR
+from llgrad.codegen.lowerings.scalar import F64, I64, PTR
 from llgrad.ir import Builder, TensorType
 
 BIG = 1_000_003                 # odd, and far above the threshold
@@ -278,7 +279,8 @@ def test_a_thread_that_cannot_start_runs_on_the_caller(pool):
     symbol = "llgrad_pthread_create" if pool == "0" else "llgrad_real_pthread_create"
     _python("""
         import ctypes, numpy as np, llgrad
-        from llgrad.codegen import jit, parallel
+        from llgrad.codegen.native import jit
+        from llgrad.codegen.lowerings import parallel
         from llgrad.codegen.lower import lower
         from llgrad.ir import Builder, TensorType
         from llgrad.ir.interpret import evaluate
@@ -310,7 +312,7 @@ def test_cached_object_code_finds_the_thread_symbols(tmp_path):
     references to the thread count and pthreads resolve there too."""
     code = """
         import numpy as np, llgrad
-        from llgrad.codegen import jit
+        from llgrad.codegen.native import jit
         from llgrad.codegen.lower import lower
         from llgrad.ir import Builder, TensorType
         llgrad.set_num_threads(2)
@@ -323,7 +325,7 @@ def test_cached_object_code_finds_the_thread_symbols(tmp_path):
         a = np.linspace(-1, 1, n)
         s, y = lower(g)([a])
         assert abs(s - np.exp(a).sum()) < 1e-8 * n and np.allclose(y, 2 * np.exp(a))
-        from llgrad.codegen import pool
+        from llgrad.codegen.lowerings import pool
         print(jit.stats["codegen"], jit.stats["loaded"], int(pool._state["lib"] is not None))
         """
     first = _python(code, LLGRAD_CACHE_DIR=str(tmp_path))

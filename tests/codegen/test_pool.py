@@ -1,4 +1,4 @@
-"""The pool of persistent workers behind parallel loops (codegen/pool.py): kernels call it
+"""The pool of persistent workers behind parallel loops (codegen/lowerings/pool.py): kernels call it
 once it is built; results equal plain threads' and the interpreter's; many Python threads
 calling threaded kernels at once; more chunks than slots; a forked child; LLGRAD_POOL=0."""
 import os
@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import llgrad
-from llgrad.codegen import jit, pool
+from llgrad.codegen.native import jit
+from llgrad.codegen.lowerings import pool
 from llgrad.codegen.lower import lower
 from llgrad.ir import Builder, TensorType
 from llgrad.ir.interpret import evaluate
@@ -121,7 +122,8 @@ def test_a_forked_child_starts_its_own_workers():
 def test_plain_threads_when_switched_off():
     out = _python("""
         import numpy as np, llgrad
-        from llgrad.codegen import jit, pool
+        from llgrad.codegen.native import jit
+        from llgrad.codegen.lowerings import pool
         from llgrad.codegen.lower import lower
         from llgrad.ir import Builder, TensorType
         llgrad.set_num_threads(2)

@@ -1,4 +1,4 @@
-"""Row fusion (codegen/rows.py) and the decomposition that feeds it (ir/decompose.py): a
+"""Row fusion (codegen/schedule/rows.py) and the decomposition that feeds it (ir/decompose.py): a
 layer norm's forward and backward become one walk over the rows, and every such kernel
 computes what the interpreter and eager autograd compute."""
 import numpy as np
@@ -8,7 +8,7 @@ from test_cluster import _check, _ew
 import llgrad
 import llgrad.nn.functional as F
 from llgrad.codegen.lower import lower, simplify
-from llgrad.codegen.rows import ROW_BUFFER_BYTES
+from llgrad.codegen.schedule.rows import ROW_BUFFER_BYTES
 from llgrad.ir import Builder, TensorType
 from llgrad.ir.decompose import decompose_norms
 from llgrad.ir.interpret import evaluate

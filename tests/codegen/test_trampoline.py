@@ -1,4 +1,4 @@
-"""The native trampoline (codegen/trampoline.py) and the lean launch (kernel.py): kernels
+"""The native trampoline (codegen/native/trampoline.py) and the lean launch (kernel.py): kernels
 give the same results, raise the same errors and run from several threads at once through
 the trampoline and through ctypes (LLGRAD_TRAMPOLINE=0, or a failed build); the trampoline
 releases the GIL, keeps None's reference count and never reaches the disk cache."""
@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 import llgrad
-from llgrad.codegen import cache, jit, kernel, trampoline
+from llgrad.codegen.native import cache, jit, trampoline
+from llgrad.codegen import kernel
 from llgrad.codegen.lower import lower
 from llgrad.ir import Builder, TensorType
 from llgrad.ir.interpret import evaluate
@@ -130,7 +131,7 @@ def test_the_switch_picks_the_path(path):
 
 _CHILD = textwrap.dedent("""
     import json, ctypes
-    from llgrad.codegen import trampoline
+    from llgrad.codegen.native import trampoline
     words = (ctypes.c_int64 * 2)(1, 0)
     f = trampoline.caller(trampoline._get().compiled.address(trampoline._PROBE))
     f(ctypes.addressof(words))

@@ -433,7 +433,7 @@ def test_empty_view_of_an_input_under_no_grad(backend):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_layer_norm_of_a_cat_emitted_twice(backend):
     """The suite's dedupe check (a group emitted again must give the same code) failed here:
-    the same loop hints come out under new metadata numbers (llgrad/codegen/dedupe.py
+    the same loop hints come out under new metadata numbers (llgrad/codegen/schedule/dedupe.py
     body_text now reads metadata by content)."""
     check_program(Listing('''
         def f(x0):

@@ -13,8 +13,8 @@ NumPy indexing does (-C <= t < 0 counts from the end); one still outside [0, C) 
 group's flag (ops_index: the kernel raises IndexError, as the reference does)."""
 import numpy as np
 
-from ..ir.graph import Value
-from ..ir.optable import contiguous_strides
+from ...ir.graph import Value
+from ...ir.optable import contiguous_strides
 from . import vecmath
 from .loops import Access, loop_nest
 from .ops_index import INDEX_DTYPES, prepare_flag, wrap_index, zero_flag

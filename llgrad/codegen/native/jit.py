@@ -141,14 +141,16 @@ def _code_fingerprint():
     number (a development checkout changes without a version bump)."""
     global _fingerprint
     if _fingerprint is None:
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         h = hashlib.sha256()
         for pkg in ("codegen", "ir"):
-            d = os.path.join(root, pkg)
-            for name in sorted(os.listdir(d)):
-                if name.endswith(".py"):
-                    with open(os.path.join(d, name), "rb") as f:
-                        h.update(name.encode() + b"\0" + f.read())
+            for d, dirs, names in sorted(os.walk(os.path.join(root, pkg))):
+                dirs.sort()
+                for name in sorted(names):
+                    if name.endswith(".py"):
+                        path = os.path.join(d, name)
+                        with open(path, "rb") as f:
+                            h.update(os.path.relpath(path, root).encode() + b"\0" + f.read())
         _fingerprint = h.hexdigest()
     return _fingerprint
 
@@ -156,7 +158,7 @@ def _code_fingerprint():
 def key_for(text, options=""):
     """The cache key of a module made from `text` (a graph's canonical IR) with `options`:
     everything that decides the machine code goes in, so a key never names foreign code."""
-    from .. import __version__
+    from ... import __version__
     j = jit()
     h = hashlib.sha256()
     for part in (text, options, __version__, _code_fingerprint(),

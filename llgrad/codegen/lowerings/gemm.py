@@ -28,7 +28,7 @@ from contextlib import contextmanager
 
 from llvmlite import ir
 
-from . import jit
+from ..native import jit
 from .loops import for_range, loop_hints
 from .scalar import F32, F64, I1, I32, I64, PTR
 

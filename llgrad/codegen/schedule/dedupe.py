@@ -15,9 +15,9 @@ optimiser when inlined, 7 s as separate functions) to 4."""
 import os
 import re
 
-from ..ir.graph import Value
-from ..ir.ops_control import CONTROL
-from ..ir.printer import literal
+from ...ir.graph import Value
+from ...ir.ops_control import CONTROL
+from ...ir.printer import literal
 from .plan import root_of
 
 # LLGRAD_CHECK_DEDUPE=1 (set by the test suite): emit every group anyway and check that its
@@ -35,7 +35,7 @@ def check_same(mod, fn, emit):
     for name in [n for n in mod.globals if n not in before]:
         del mod.globals[name]
     if not same:
-        raise AssertionError(f"codegen.dedupe: group key collision: {fn.name} and {twin.name} "
+        raise AssertionError(f"codegen.schedule.dedupe: group key collision: {fn.name} and {twin.name} "
                              "have the same key but different code")
 
 

@@ -9,9 +9,9 @@ import functools
 
 import numpy as np
 
-from ..ir.graph import TensorType, Value
-from ..ir.optable import OPS
-from ..ir.shape_rules import _promote
+from ...ir.graph import TensorType, Value
+from ...ir.optable import OPS
+from ...ir.shape_rules import _promote
 from .loops import normalize
 from .parallel import cost, parallel_loops
 from .table import LOWERINGS

@@ -10,8 +10,8 @@ shares. After the native call Kernel reads the flags and raises IndexError (as t
 reference does) instead of returning the results computed with clamped indices."""
 from llvmlite import ir
 
-from ..ir.graph import Value
-from ..ir.optable import contiguous_strides
+from ...ir.graph import Value
+from ...ir.optable import contiguous_strides
 from .fusion import compute_dtypes
 from .loops import Access, loop_nest
 from .scalar import I64, is_float

@@ -35,11 +35,11 @@ from llvmlite import ir
 from ..ir.graph import StackType, Value
 from ..ir.ops_control import regions
 from ..ir.optable import contiguous_strides
-from .loops import element_index, loop_nest, normalize
-from .plan import root_of
-from .scalar import I8, I64, ITEMSIZE, PTR, mem_type
-from .stacks import emit_push, emit_reset
-from .table import register
+from .lowerings.loops import element_index, loop_nest, normalize
+from .schedule.plan import root_of
+from .lowerings.scalar import I8, I64, ITEMSIZE, PTR, mem_type
+from .lowerings.stacks import emit_push, emit_reset
+from .lowerings.table import register
 
 # ---- can it be lowered? ----------------------------------------------------------------
 

@@ -21,9 +21,9 @@ import ctypes
 import numpy as np
 from llvmlite import ir
 
-from ..ir.graph import Value
-from ..ir.ops_random import generator_from_array, state_to_array
-from . import jit
+from ...ir.graph import Value
+from ...ir.ops_random import generator_from_array, state_to_array
+from ..native import jit
 from .loops import Access, for_range
 from .scalar import F64, I64, PTR, Scalar
 from .table import register

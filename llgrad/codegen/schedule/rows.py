@@ -31,16 +31,16 @@ from contextlib import ExitStack
 
 from llvmlite import ir
 
-from ..ir.graph import Value
-from ..ir.optable import contiguous_strides
-from .fusion import Expr
-from .loops import Access, for_range
+from ...ir.graph import Value
+from ...ir.optable import contiguous_strides
+from ..lowerings.fusion import Expr
+from ..lowerings.loops import Access, for_range
 from .merge import Fused, fused, merge, place
-from .ops_reduce import reduced_dims
-from .parallel import Partial, cost, parallel_range
+from ..lowerings.ops_reduce import reduced_dims
+from ..lowerings.parallel import Partial, cost, parallel_range
 from .plan import root_of
-from .scalar import F64, Scalar, mem_type
-from .table import kind_of
+from ..lowerings.scalar import F64, Scalar, mem_type
+from ..lowerings.table import kind_of
 
 ROW_BUFFER_BYTES = 256 * 1024   # per thread; larger rows use the ordinary groups
 

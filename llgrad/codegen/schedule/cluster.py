@@ -19,13 +19,13 @@ after). Groups in between that do not depend on the cluster run before it, so mo
 members together keeps every value computed before it is read."""
 import math
 
-from ..ir.optable import contiguous_strides
-from .fusion import Expr
-from .loops import Access, float32_sum_hints, normalize
+from ...ir.optable import contiguous_strides
+from ..lowerings.fusion import Expr
+from ..lowerings.loops import Access, float32_sum_hints, normalize
 from .merge import Fused, fused, merge, place
-from .ops_reduce import reduced_dims
-from .parallel import MIN_WORK_PER_THREAD, Partial, cost, parallel_loops
-from .scalar import F64, Scalar
+from ..lowerings.ops_reduce import reduced_dims
+from ..lowerings.parallel import MIN_WORK_PER_THREAD, Partial, cost, parallel_loops
+from ..lowerings.scalar import F64, Scalar
 
 _REDUCTIONS = ("sum", "mean")
 

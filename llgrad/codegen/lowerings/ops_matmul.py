@@ -19,9 +19,10 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
-from ..ir.graph import Value
-from ..ir.optable import contiguous_strides
-from . import blas, gemm as small
+from ...ir.graph import Value
+from ...ir.optable import contiguous_strides
+from ..native import blas
+from . import gemm as small
 from .loops import Access, for_range, loop_nest
 from .scalar import F32, F64, I32, I64, PTR
 from .table import register

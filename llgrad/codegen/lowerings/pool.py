@@ -30,7 +30,7 @@ import threading
 
 from llvmlite import ir
 
-from . import jit
+from ..native import jit
 from .loops import for_range
 from .scalar import I32, I64, PTR
 

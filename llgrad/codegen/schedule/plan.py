@@ -18,11 +18,11 @@ roots and per-group temporaries), placed in one arena with reuse between buffers
 lifetimes (first to last group that touches them) do not overlap."""
 from collections import defaultdict
 
-from ..ir.graph import StackType, Value
-from ..ir.optable import OPS, contiguous_strides
-from .loops import Access
-from .scalar import ITEMSIZE
-from .table import kind_of
+from ...ir.graph import StackType, Value
+from ...ir.optable import OPS, contiguous_strides
+from ..lowerings.loops import Access
+from ..lowerings.scalar import ITEMSIZE
+from ..lowerings.table import kind_of
 
 ALIGN = 64
 _END = object()

@@ -18,7 +18,7 @@ import ctypes
 import numpy as np
 from llvmlite import ir
 
-from . import jit
+from ..native import jit
 from .scalar import I64, PTR
 
 _libc = ctypes.CDLL(None)

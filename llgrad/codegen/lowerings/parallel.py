@@ -57,7 +57,7 @@ from contextlib import ExitStack, contextmanager
 
 from llvmlite import ir
 
-from . import jit
+from ..native import jit
 from .loops import FuncGen, for_range
 from .scalar import F64, I1, I8, I32, I64, PTR
 

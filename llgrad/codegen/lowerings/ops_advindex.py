@@ -27,8 +27,8 @@ the tracer) index with a mask is refused, and so is index_put whose values have 
 B other than 1."""
 from llvmlite import ir
 
-from ..ir.graph import Value
-from ..ir.optable import contiguous_strides
+from ...ir.graph import Value
+from ...ir.optable import contiguous_strides
 from .fusion import compute_dtypes
 from .loops import Access, loop_nest
 from .ops_index import INDEX_DTYPES, prepare_flag, wrap_index, zero_flag

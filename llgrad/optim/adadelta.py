@@ -1,0 +1,62 @@
+"""Adadelta with PyTorch's single-tensor update rule (state: step, square_avg, acc_delta)."""
+from ..runtime.creation import zeros_like
+from ..runtime.grad_mode import enable_grad, no_grad
+from .optimizer import Optimizer, _check_lr, _for_loop_only, _to_scalar
+from ._state import new_step, tensor_steps
+
+__all__ = ["Adadelta"]
+
+
+class Adadelta(Optimizer):
+    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, foreach=None, *,
+                 capturable=False, maximize=False, differentiable=False):
+        _check_lr(lr)
+        if not 0.0 <= rho <= 1.0:
+            raise ValueError(f"Invalid rho value: {rho}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        _for_loop_only(capturable=capturable, differentiable=differentiable)
+        defaults = dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize,
+                        capturable=capturable, foreach=foreach, differentiable=differentiable)
+        super().__init__(params, defaults)
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        for group in self.param_groups:
+            for k, v in (("foreach", None), ("maximize", False), ("differentiable", False),
+                         ("capturable", False)):
+                group.setdefault(k, v)
+        tensor_steps(self)
+
+    @no_grad()
+    def step(self, closure=None):
+        """One Adadelta step over every parameter that has a gradient; returns closure()."""
+        loss = None
+        if closure is not None:
+            with enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            lr = _to_scalar(group["lr"])
+            rho, eps, weight_decay = group["rho"], group["eps"], group["weight_decay"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if len(state) == 0:
+                    state["step"] = new_step()
+                    state["square_avg"] = zeros_like(p)
+                    state["acc_delta"] = zeros_like(p)
+                square_avg, acc_delta = state["square_avg"], state["acc_delta"]
+                state["step"].add_(1)
+                grad = -p.grad if group["maximize"] else p.grad
+                if weight_decay != 0:
+                    grad = grad.add(p, alpha=weight_decay)
+                square_avg.mul_(rho).addcmul_(grad, grad, value=1 - rho)
+                std = square_avg.add(eps).sqrt_()
+                delta = acc_delta.add(eps).sqrt_()
+                delta.div_(std).mul_(grad)
+                acc_delta.mul_(rho).addcmul_(delta, delta, value=1 - rho)
+                p.add_(delta, alpha=-lr)
+        return loss

@@ -1,0 +1,67 @@
+"""Adamax (Adam with the infinity norm) with PyTorch's single-tensor update rule (state:
+step, exp_avg, exp_inf)."""
+from ..runtime.creation import zeros_like
+from ..runtime.grad_mode import enable_grad, no_grad
+from .optimizer import (Optimizer, _addcdiv_, _check_lr, _div, _for_loop_only, _get_value,
+                        _to_scalar)
+from ._state import new_step, tensor_steps
+
+__all__ = ["Adamax"]
+
+
+class Adamax(Optimizer):
+    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+                 foreach=None, *, maximize=False, differentiable=False, capturable=False):
+        _check_lr(lr)
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        if not 0.0 <= betas[0] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
+        if not 0.0 <= betas[1] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        _for_loop_only(capturable=capturable, differentiable=differentiable)
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, foreach=foreach,
+                        maximize=maximize, differentiable=differentiable, capturable=capturable)
+        super().__init__(params, defaults)
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        for group in self.param_groups:
+            for k, v in (("foreach", None), ("maximize", False), ("differentiable", False),
+                         ("capturable", False)):
+                group.setdefault(k, v)
+        tensor_steps(self)
+
+    @no_grad()
+    def step(self, closure=None):
+        """One Adamax step over every parameter that has a gradient; returns closure()."""
+        loss = None
+        if closure is not None:
+            with enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            lr = _to_scalar(group["lr"])
+            eps, weight_decay = group["eps"], group["weight_decay"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if len(state) == 0:
+                    state["step"] = new_step()
+                    state["exp_avg"] = zeros_like(p)
+                    state["exp_inf"] = zeros_like(p)
+                exp_avg, exp_inf, step_t = state["exp_avg"], state["exp_inf"], state["step"]
+                grad = -p.grad if group["maximize"] else p.grad
+                step_t.add_(1)
+                if weight_decay != 0:
+                    grad = grad.add(p, alpha=weight_decay)
+                exp_avg.lerp_(grad, 1 - beta1)
+                # torch.maximum(exp_inf.mul_(beta2), grad.abs().add_(eps), out=exp_inf)
+                exp_inf.copy_(exp_inf.mul_(beta2).maximum(grad.abs().add_(eps)))
+                bias_correction = 1 - beta1 ** _get_value(step_t)
+                clr = _div(lr, bias_correction)
+                _addcdiv_(p, exp_avg, exp_inf, -clr)
+        return loss

@@ -1,0 +1,80 @@
+"""RMSprop (optionally centred, with momentum, L2 weight decay and maximize), with PyTorch's
+single-tensor update rule and state layout (step, square_avg, momentum_buffer, grad_avg)."""
+from ..runtime.creation import zeros_like
+from ..runtime.grad_mode import enable_grad, no_grad
+from .optimizer import Optimizer, _addcdiv_, _check_lr, _for_loop_only, _to_scalar
+from ._state import new_step, tensor_steps
+
+__all__ = ["RMSprop"]
+
+
+class RMSprop(Optimizer):
+    def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
+                 centered=False, capturable=False, foreach=None, maximize=False,
+                 differentiable=False):
+        _check_lr(lr)
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        if not 0.0 <= momentum:
+            raise ValueError(f"Invalid momentum value: {momentum}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if not 0.0 <= alpha:
+            raise ValueError(f"Invalid alpha value: {alpha}")
+        _for_loop_only(capturable=capturable, differentiable=differentiable)
+        defaults = dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps, centered=centered,
+                        weight_decay=weight_decay, capturable=capturable, foreach=foreach,
+                        maximize=maximize, differentiable=differentiable)
+        super().__init__(params, defaults)
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        for group in self.param_groups:
+            for k, v in (("momentum", 0), ("centered", False), ("foreach", None),
+                         ("maximize", False), ("differentiable", False), ("capturable", False)):
+                group.setdefault(k, v)
+        tensor_steps(self)
+
+    @no_grad()
+    def step(self, closure=None):
+        """One RMSprop step over every parameter that has a gradient; returns closure()."""
+        loss = None
+        if closure is not None:
+            with enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            lr = _to_scalar(group["lr"])
+            alpha, eps, momentum = group["alpha"], group["eps"], group["momentum"]
+            weight_decay, centered = group["weight_decay"], group["centered"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                grad = -p.grad if group["maximize"] else p.grad
+                state = self.state[p]
+                if len(state) == 0:
+                    state["step"] = new_step()
+                    state["square_avg"] = zeros_like(p)
+                    if momentum > 0:
+                        state["momentum_buffer"] = zeros_like(p)
+                    if centered:
+                        state["grad_avg"] = zeros_like(p)
+                square_avg = state["square_avg"]
+
+                state["step"].add_(1)
+                if weight_decay != 0:
+                    grad = grad.add(p, alpha=weight_decay)
+                square_avg.mul_(alpha).addcmul_(grad, grad, value=1 - alpha)
+                if centered:
+                    grad_avg = state["grad_avg"]
+                    grad_avg.lerp_(grad, 1 - alpha)
+                    avg = square_avg.addcmul(grad_avg, grad_avg, value=-1).sqrt_()
+                else:
+                    avg = square_avg.sqrt()
+                avg = avg.add_(eps)
+                if momentum > 0:
+                    buf = state["momentum_buffer"]
+                    buf.mul_(momentum).addcdiv_(grad, avg)
+                    p.add_(buf, alpha=-lr)
+                else:
+                    _addcdiv_(p, grad, avg, -lr)
+        return loss
