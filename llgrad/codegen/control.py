@@ -35,11 +35,12 @@ from llvmlite import ir
 from ..ir.graph import StackType, Value
 from ..ir.ops_control import regions
 from ..ir.optable import contiguous_strides
+from .build import emit_plan, plan_graph, unsupported
 from .lowerings.loops import element_index, loop_nest, normalize
-from .schedule.plan import root_of
 from .lowerings.scalar import I8, I64, ITEMSIZE, PTR, mem_type
 from .lowerings.stacks import emit_push, emit_reset
 from .lowerings.table import register
+from .schedule.plan import root_of
 
 # ---- can it be lowered? ----------------------------------------------------------------
 
@@ -64,7 +65,6 @@ def _check(node):
     for x in node.inputs[:n]:
         if isinstance(x.type, StackType):
             return "a carried stack"
-    from .lower import unsupported  # (lower imports this module: the table)
     for key, region in regions(node):
         if region.mutated or region.guards:
             return f"region '{key}' mutates an input or has guards"
@@ -97,7 +97,6 @@ class _Call:
     parent temps its inputs, outputs and flags need (decided in prepare, used in emit)."""
 
     def __init__(self, plan, group, key, region, src_strides):
-        from .lower import plan_graph
         self.key, self.region = key, region
         self.sub = sub = plan_graph(region, plan.options)
         # per input: None (passed where it is) or (temp, element shift of its first element)
@@ -186,7 +185,6 @@ def _source(plan, fg, x):
 def _call(fg, group, call, name, ins, outs):
     """Call a region: ins[k] = (pointer, strides) of input k, outs[k] = pointer to the
     contiguous buffer its result k goes to."""
-    from .lower import emit_plan
     b, sub = fg.b, call.sub
     if call.fn is None:
         call.fn, call.consts = emit_plan(fg.module, sub, name, prefix=f"{name}.const")

@@ -15,10 +15,13 @@ import sys
 
 import numpy as np
 
-from ..ir.ops_shape import strided_view
 from ..ir.graph import StackType
-from .native import trampoline
+from ..ir.ops_shape import strided_view
 from .lowerings.stacks import Descriptors, stack_input
+from .native import trampoline
+from .schedule.plan import escaping_values, root_of
+
+TAIL = "_tail"      # the entry of a split kernel's second part: entry + TAIL (lower.py)
 
 _from_address = ctypes.c_void_p.from_address
 empty = np.empty
@@ -276,13 +279,11 @@ class Kernel:
         self._nout = len(graph.outputs)
         # run()'s extras are keyed by `graph`'s Values: the traced graph, which the plan's
         # (simplified, lower.simplify) graph matches position by position
-        from .schedule.plan import escaping_values
         self._extra_keys = escaping_values(graph)[self._nout:]
         self._mutated = sorted(graph.mutated)
         self._direct_outs = self._direct_layout()
         self._tail = None
         if split is not None:
-            from .lower import TAIL
             self._tail = (self._native_fn(compiled.address(entry + TAIL)), frozenset(split[1]),
                           split[2])
         # (setting _fn makes the launchers) a builtin costs a fraction of a ctypes call
@@ -324,7 +325,6 @@ class Kernel:
 
     def _recipe(self, v, index):
         """How to build the array of a returned value after the call."""
-        from .schedule.plan import root_of
         root = root_of(v)
         buf = self.plan.buffers[root]
         t = v.type

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
+from ..native.jit import jit
 from .scalar import I64, PTR, ScalarGen, mem_type
 
 
@@ -32,7 +33,6 @@ def float32_sum_hints(module, dtypes, inner):
     """Hints for a loop whose float32 values are summed in float64: vectorise at the float32
     width (LLVM's cost model picks the float64 width, halving the throughput of the math
     before the sum); None where some value is not float32 or the loop is short."""
-    from ..native.jit import jit
     width = jit().vector_bits // 32
     if inner < 8 * width or any(dt != "float32" for dt in dtypes):
         return None

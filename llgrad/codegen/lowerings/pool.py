@@ -32,6 +32,7 @@ from llvmlite import ir
 
 from ..native import jit
 from .loops import for_range
+from .parallel import _CREATE, _JOIN, _libc_function
 from .scalar import I32, I64, PTR
 
 SLOTS = 64
@@ -211,7 +212,6 @@ def ensure_pool():
             _state["slots"] = ctypes.CFUNCTYPE(ctypes.c_void_p)(
                 lib.address("llgrad_pool_slots_address"))()
             _state["lib"] = lib
-        from .parallel import _CREATE, _JOIN
         jit.add_symbol(_CREATE, lib.address(_NAMES[0]))
         jit.add_symbol(_JOIN, lib.address(_NAMES[1]))
         _state["engine"] = j
@@ -228,7 +228,6 @@ if hasattr(os, "register_at_fork"):
 
 
 def _build():
-    from .parallel import _libc_function
     for name, real in ((_REAL_CREATE, "pthread_create"), (_REAL_JOIN, "pthread_join")):
         if name not in jit.jit().symbols:       # (a test may have put its own there)
             jit.add_symbol(name, _libc_function(real))

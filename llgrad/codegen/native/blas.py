@@ -5,6 +5,8 @@ import ctypes
 import glob
 import os
 
+import numpy
+
 _found = None
 
 # (symbol, width of its integer arguments), per dtype, most specific first
@@ -15,7 +17,6 @@ _CANDIDATES = {
 
 
 def _libraries():
-    import numpy
     base = os.path.dirname(numpy.__file__)
     pats = [os.path.join(base, os.pardir, "numpy.libs", "lib*openblas*.so*"),
             os.path.join(base, ".dylibs", "lib*openblas*.dylib"),
@@ -35,7 +36,7 @@ def gemm_symbols():
 
 
 def _search():
-    from . import jit
+    from . import jit   # (here: set_num_threads needs no LLVM)
     for path in _libraries():
         try:
             lib = ctypes.CDLL(path)

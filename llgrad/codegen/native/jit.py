@@ -17,6 +17,7 @@ import threading
 import llvmlite.binding as llvm
 from llvmlite import ir
 
+from ...version import __version__
 from . import cache
 
 _lock = threading.RLock()
@@ -158,7 +159,6 @@ def _code_fingerprint():
 def key_for(text, options=""):
     """The cache key of a module made from `text` (a graph's canonical IR) with `options`:
     everything that decides the machine code goes in, so a key never names foreign code."""
-    from ... import __version__
     j = jit()
     h = hashlib.sha256()
     for part in (text, options, __version__, _code_fingerprint(),

@@ -91,7 +91,9 @@ def root_of(v):
 
 
 class Plan:
-    def __init__(self, graph, clusters=True, stage_writes=False):
+    def __init__(self, graph, merges=(), stage_writes=False):
+        """merges: functions plan -> groups applied in turn to the groups fusion made (row
+        fusion, multi-output loops: build.py passes them)."""
         self.graph = graph
         # inputs' final values computed in their own buffers only where no check (a value
         # guard, an index check) can still fail after the write: a call that raises or
@@ -108,11 +110,8 @@ class Plan:
                     self.consumers[x].append(node)
         self.inlined = self._fusion()
         self.groups = self._groups()
-        if clusters:                # row fusion (rows.py), multi-output loops (cluster.py)
-            from .cluster import merge_loops
-            from .rows import merge_rows
-            self.groups = merge_rows(self)
-            self.groups = merge_loops(self)
+        for merge in merges:
+            self.groups = merge(self)
         self.buffers = {}           # root Value -> Buffer
         self.flags = []             # (Buffer, message): error words checked after a call
         self._make_buffers()

@@ -1,0 +1,260 @@
+"""From a graph to LLVM functions: which graphs native code covers (`unsupported`), the
+graph native code computes (`simplify`), its plan with every group's lowering prepared
+(`plan_graph`), and the module's functions: one per group and the entry that calls them
+in order (`emit_plan`).
+
+    void entry(i8** bufs)
+
+bufs holds one pointer per buffer: the graph inputs (their arrays' data pointers), then the
+output buffers (allocated contiguous by the caller), then the scratch buffers (one arena
+allocated once per kernel). The entry calls one internal function per group (see
+schedule/plan.py) with the group's buffers as `noalias` arguments, so its loops vectorise
+without run-time alias checks. control.py plans and emits cond / while_loop regions with
+these too; lower.py builds a Kernel from them."""
+import numpy as np
+from llvmlite import ir
+
+from ..ir.decompose import decompose_norms
+from ..ir.graph import Value
+from ..ir.ops_control import CONTROL
+from ..ir.optable import OPS
+from ..ir.passes import cse, dce
+from ..ir.verify import verify
+from .kernel import TAIL
+from .lowerings import (ops_advindex, ops_elementwise, ops_index, ops_loss,  # noqa: F401
+                        ops_matmul, ops_norm, ops_positional, ops_random, ops_reduce,
+                        ops_strided)      # (their import fills the lowering table)
+from .lowerings.fusion import emit_elementwise
+from .lowerings.loops import FuncGen
+from .lowerings.scalar import DTYPES, I64, PTR, mem_type
+from .lowerings.table import LOWERINGS, register
+from .native.blas import gemm_symbols
+from .schedule import dedupe
+from .schedule.cluster import emit_cluster, merge_loops
+from .schedule.dedupe import group_key
+from .schedule.plan import Plan, live_nodes, root_of
+from .schedule.rows import emit_rows, merge_rows, prepare_rows
+
+class Unsupported(NotImplementedError):
+    def __init__(self, node, reason):
+        self.node, self.reason = node, reason
+        where = f" ({node.loc})" if node is not None and node.loc else ""
+        what = f"node `{node.op}`{where}" if node is not None else "graph"
+        super().__init__(f"llvm backend: cannot lower {what}: {reason}")
+
+
+def _extent(t):
+    """(lowest, highest) element offsets a type reaches from its first element."""
+    lo = sum((n - 1) * s for n, s in zip(t.shape, t.strides) if s < 0)
+    hi = sum((n - 1) * s for n, s in zip(t.shape, t.strides) if s > 0)
+    return lo, hi
+
+
+def unsupported(graph):
+    """(node, reason) of the first node that cannot be lowered, or None (dead nodes, which
+    no output depends on, are not compiled and do not count)."""
+    for v in graph.inputs:
+        if v.type.dtype not in DTYPES:
+            return None, f"input %{v.name} has dtype {v.type.dtype}"
+    for node in live_nodes(graph):
+        low = LOWERINGS.get(node.op)
+        if low is None:
+            return node, "no lowering for this op"
+        for o in node.outputs:
+            if o.type.dtype not in DTYPES:
+                return node, f"dtype {o.type.dtype}"
+        for x in node.inputs:
+            if isinstance(x, Value) and x.type.dtype not in DTYPES:
+                return node, f"operand dtype {x.type.dtype}"
+        if low.kind == "view":
+            reason = _check_view(node)
+        elif len(node.outputs) != 1 and low.kind != "kernel":
+            reason = "several results"          # (kernels write one buffer per result)
+        else:
+            reason = low.check(node) if low.check else None
+        if reason:
+            return node, reason
+    return None
+
+
+def _check_view(node):
+    """A view must stay inside its root's elements (native code never reads outside)."""
+    for o in node.outputs:
+        t = o.type
+        if t.numel == 0:
+            continue
+        root = root_of(o)
+        if t.dtype != root.type.dtype:
+            return "a view changing dtype"
+        rel = t.offset - root.type.offset
+        lo, hi = _extent(t)
+        if root.node is None:                      # a graph input: its own reach
+            rlo, rhi = _extent(root.type)
+        else:                                      # a contiguous buffer
+            rlo, rhi = 0, root.type.numel - 1
+        if rel + lo < rlo or rel + hi > rhi:
+            return "a view reaching outside its base"
+    return None
+
+
+def blas_available():
+    return bool(gemm_symbols())
+
+
+def supports(graph):
+    """(True, None) when lower(graph) can compile it, else (False, the first bad node)."""
+    bad = unsupported(graph)
+    return (True, None) if bad is None else (False, bad[0])
+
+
+def simplify(graph):
+    """The graph the native code computes: composite norms as the primitives their VJPs
+    recompute (ir/decompose.py), then common subexpressions merged (a joint forward and
+    backward recomputes the same statistics) and dead code dropped. Inputs, outputs (by
+    position), mutated inputs and guards keep their places, so the Kernel answers in terms
+    of the traced graph."""
+    if any(n.op in CONTROL for n in graph.nodes):
+        return graph            # (regions are planned with their own Values: keep them)
+    out = graph
+    for p in PASSES:
+        out = p(out)
+        verify(out)
+    # unchanged: keep the traced graph itself (its Values are the ones tests and dumps see)
+    return graph if len(out.nodes) == len(graph.nodes) and \
+        [n.op for n in out.nodes] == [n.op for n in graph.nodes] else out
+
+
+PASSES = (decompose_norms, cse, dce)    # the pipeline simplify runs, in order
+
+
+def plan_graph(graph, options, clusters=True):
+    """A finalized Plan of graph (every group's prepare run): also how ops_control plans
+    a control-flow node's regions, with the options of the graph holding it."""
+    # row fusion (rows.py), then multi-output loops (cluster.py)
+    merges = (merge_rows, merge_loops) if clusters else ()
+    plan = _prepared(Plan(graph, merges), options)
+    if plan.flags and plan.in_place and not _checks_first(plan):
+        # an index check after a write into an input: the writes are staged instead (the
+        # kernel returns at a failed check, before any later group runs: _entry)
+        plan = _prepared(Plan(graph, merges, stage_writes=True), options)
+    plan.finalize()
+    return plan
+
+
+def _checks_first(plan):
+    """Whether every group with an error flag runs before every group that writes an
+    input's final value into the input itself."""
+    last_check = max(b.first for b, _ in plan.flags)
+    writers = [grp.index for grp in plan.groups if any(v in plan.in_place for v in grp.results)]
+    return last_check < min(writers)
+
+
+def _prepared(plan, options):
+    plan.options = options
+    for grp in plan.groups:
+        low = LOWERINGS[grp.root.op]
+        if grp.kind == "rows":
+            prepare_rows(plan, grp)
+        elif low.prepare and grp.kind != "cluster":
+            low.prepare(plan, grp)
+    return plan
+
+
+# a split pays for itself only where this much memory is at stake, on either side
+
+
+def emit_plan(mod, plan, name, prefix="const", split=None):
+    """A planned graph's functions in mod (one per group, and the entry `name` taking the
+    pointer array): (the entry, {constant Buffer: its global}). ops_control emits regions
+    with this, under their own names and constant prefixes. With split (a group index),
+    `name` runs the groups before it and `name + TAIL` the rest (release_split)."""
+    consts = _constants(mod, plan, prefix)
+    calls, seen = [], {}
+    # where inputs are written in place, a failed index check returns at once: nothing is
+    # written (plan_graph puts every check before the first such write)
+    flags = {id(b) for b, _ in plan.flags} if plan.in_place else set()
+    for grp in plan.groups:
+        bufs = plan.group_buffers(grp)
+        key = group_key(plan, grp, bufs)
+        fn = seen.get(key) if key is not None else None
+        if fn is None:                  # (else: a repeated subgraph, compiled once)
+            fn = _emit_group(mod, plan, grp, bufs, f"{name}.g{grp.index}")
+            if key is not None:
+                seen[key] = fn
+        elif dedupe.CHECK:              # (the test suite: the key must imply the code)
+            dedupe.check_same(mod, fn, lambda n, g=grp, b=bufs: _emit_group(mod, plan, g, b, n))
+        calls.append((fn, bufs, [b for b in grp.temps if id(b) in flags]))
+    if split:
+        _entry(mod, name + TAIL, calls[split:], consts)
+        calls = calls[:split]
+    return _entry(mod, name, calls, consts), consts
+
+
+def _emit_group(mod, plan, grp, bufs, name):
+    fg = FuncGen(mod, f"{name}.{grp.kind}.{grp.root.op}", bufs)
+    low = LOWERINGS[grp.root.op]
+    if grp.kind == "cluster":
+        emit_cluster(plan, grp, fg)
+    elif grp.kind == "rows":
+        emit_rows(plan, grp, fg)
+    elif low.kind == "elementwise":
+        emit_elementwise(plan, grp, fg)
+    else:
+        low.emit(plan, grp, fg)
+    fn = fg.finish()
+    # each group is optimised on its own: inlined into the entry, a graph of n groups became
+    # one function that LLVM's passes take quadratic time over
+    fn.attributes.add("noinline")
+    return fn
+
+
+def _constants(mod, plan, prefix="const"):
+    out = {}
+    for k, (v, buf) in enumerate((v, b) for v, b in plan.buffers.items()
+                                 if b.kind == "constant"):
+        node = v.node
+        arr = np.asarray(node.attrs["value"], dtype=node.attrs["dtype"]).ravel()
+        et = mem_type(buf.dtype)
+        items = [ir.Constant(et, float(x) if arr.dtype.kind == "f" else int(x)) for x in arr]
+        if not items:
+            items = [ir.Constant(et, 0)]
+        gv = ir.GlobalVariable(mod, ir.ArrayType(et, len(items)), name=f"{prefix}{k}")
+        gv.initializer = ir.Constant(ir.ArrayType(et, len(items)), items)
+        gv.global_constant = True
+        gv.linkage = "private"
+        gv.align = 64
+        out[buf] = gv
+    return out
+
+
+def _entry(mod, name, calls, consts):
+    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [PTR]), name=name)
+    fn.attributes.add("nounwind")
+    bufs = fn.args[0]
+    bufs.name = "bufs"
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    ptrs = {}
+    for gfn, gbufs, checks in calls:
+        args = []
+        for buf in gbufs:
+            if buf.kind == "constant":
+                args.append(consts[buf])
+                continue
+            p = ptrs.get(buf)
+            if p is None:
+                slot = b.gep(bufs, [ir.Constant(I64, buf.slot)], inbounds=True,
+                             source_etype=PTR)
+                p = ptrs[buf] = b.load(slot, typ=PTR, name=f"buf{buf.slot}")
+            args.append(p)
+        b.call(gfn, args)
+        for flag in checks:
+            word = b.load(ptrs[flag], typ=I64)
+            with b.if_then(b.icmp_signed("!=", word, ir.Constant(I64, 0)), likely=False):
+                b.ret_void()
+    b.ret_void()
+    return fn
+
+
+for _name, _op in OPS.items():
+    if _op.kind == "view" and _name not in LOWERINGS:
+        register(_name, "view")
