@@ -18,7 +18,7 @@ from .dump import _dump_to_env, format_entry
 from .entry import trace_entry
 from .fastpath import fast_key, plain_function
 from .guard_walker import make_walker
-from .guards import collect, without_grads
+from .guards import collect, identity, without_grads
 from .module import CompiledModule, is_module
 from .kernels import backward_run, forward_run
 from .run import _MISS, _RUN_EAGERLY, _first_result, entry_runner
@@ -129,7 +129,7 @@ class CompiledFunction:
         try:
             entry, result = trace_entry(getattr(self.fn, "__name__", "f"), self._resolved,
                                         self._traced_fn(), tensors, guards, args, kwargs,
-                                        n_own)
+                                        n_own, entered)
         except ControlFlowError as e:
             snapshot.restore()
             if self.fullgraph or self._converted[1] is None:
@@ -149,7 +149,9 @@ class CompiledFunction:
             self._warn_once(f"running eagerly: the function draws from {foreign}, which a "
                             "compiled call cannot replay (use llgrad's generator)")
             return result
-        changed = _python_changes(guards, collect(self.fn, args, kwargs)[1])
+        after_tensors, after, after_own = collect(self.fn, args, kwargs)
+        changed = _python_changes(guards, after) or _tensor_changes(
+            tensors[:n_own], after_tensors[:after_own])
         if changed:
             # (the next call, seeing the new state, traces again: an optimiser's first step,
             # which makes its state, is followed by steps that change none)
@@ -332,6 +334,16 @@ def _python_changes(before, after):
     names = {n for n, _ in before}
     new = [n for n, _ in after if n not in names and not n.endswith(".grad")]
     return f"{new[0]} (made by the call)" if new else None
+
+
+def _tensor_changes(before, after):
+    """The first place where the traced run put another tensor (`self.last = h`: a
+    compiled call would leave the old one there), as text; None if it put none."""
+    now = {path: identity(t) for path, t in after}
+    for path, t in before:
+        if now.get(path) != identity(t):
+            return f"{path} (another tensor)"
+    return None
 
 
 def _short(v):

@@ -8,6 +8,9 @@ returns values, not a graph to differentiate: its one graph is the whole step.
 
 What compile cannot reproduce raises TraceError (the caller puts the state back and runs
 the call eagerly, compiled_function.py)."""
+import contextlib
+import functools
+
 import numpy as np
 
 from ..ir.partition import partition
@@ -16,8 +19,9 @@ from ..runtime.autograd_api import grad as autograd_grad
 from ..runtime.tensor import Tensor
 from ..tracer.pytree import flatten, with_constants
 from ..tracer.returned import ReturnedScalar, is_constant, values_in
-from ..tracer.trace import TraceError, trace_body
+from ..tracer.trace import ControlFlowError, TraceError, trace_body
 from .dump import _trace_note
+from .snapshot import StateSnapshot
 
 
 class Entry:
@@ -51,9 +55,10 @@ class Entry:
         self._forward_run = self._backward_run = self._node_layout = self._unflatten = None
 
 
-def trace_entry(name, backend, traced_fn, tensors, guards, args, kwargs, n_own):
+def trace_entry(name, backend, traced_fn, tensors, guards, args, kwargs, n_own, entered=()):
     """Trace traced_fn(*args, **kwargs) with `tensors` [(path, Tensor)] as the inputs ->
-    (Entry, the traced run's result, which is eager's)."""
+    (Entry, the traced run's result, which is eager's). entered: the containers and objects
+    the guard walk entered (an untaken branch's effects on them are put back)."""
     entry = Entry(name, backend, guards)
     # which inputs are differentiated is decided before the call (one written in place
     # with a value that requires grad comes out requiring grad: see _check_mutated)
@@ -130,7 +135,8 @@ def trace_entry(name, backend, traced_fn, tensors, guards, args, kwargs, n_own):
                                    for g, t in zip(grads, diff_in)]
 
     try:
-        graph = trace_body(name, tensors, body)
+        graph = trace_body(name, tensors, body, functools.partial(
+            _untaken_branch, [t for _, t in tensors], entered))
     except TraceError:
         raise
     except Exception as e:      # the user's own error, raised as eager raises it
@@ -156,6 +162,27 @@ def trace_entry(name, backend, traced_fn, tensors, guards, args, kwargs, n_own):
     else:
         entry.forward = graph
     return entry, state["result"]
+
+
+@contextlib.contextmanager
+def _untaken_branch(tensors, entered, what):
+    """Tracing the branch of a tensor `if` that eager does not take: what it does in Python
+    is put back; a branch that raises or changes Python state (which a compiled call taking
+    it later would not do) makes the function traced as plain Python instead."""
+    snapshot = StateSnapshot(tensors, entered)
+    try:
+        yield
+    except TraceError:
+        snapshot.restore()
+        raise
+    except Exception as e:
+        snapshot.restore()
+        raise ControlFlowError(f"{what}: the branch eager does not take raises "
+                               f"{type(e).__name__}: {e}") from e
+    changed = snapshot.changed()
+    snapshot.restore()
+    if changed is not None:
+        raise ControlFlowError(f"{what}: the branch eager does not take changes {changed}")
 
 
 def _rebuild_notes(entry, outs, tensors):

@@ -39,12 +39,14 @@ def fast_key(args):
                 return None          # (hooks are guarded by the full walk: guards.hooked)
             # (a tensor's dtype object stands for its array's: one per NumPy dtype)
             rg = a._requires_grad or (a._base is not None and a.requires_grad)
+            # (whether a is a leaf: a step's backward sets a leaf's .grad, a non-leaf's
+            # reaches the leaves behind it)
             if g is None:
-                parts.append((a._dtype, d.shape, d.strides, rg))
+                parts.append((a._dtype, d.shape, d.strides, rg, a._grad_fn is None))
             else:
                 gd = g._data
-                parts.append((a._dtype, d.shape, d.strides, rg, g._dtype, gd.shape,
-                              gd.strides))
+                parts.append((a._dtype, d.shape, d.strides, rg, a._grad_fn is None, g._dtype,
+                              gd.shape, gd.strides))
                 grads = [g] if grads is None else grads + [g]
             tensors.append(a)
         elif type(a) in _NUMBERS:

@@ -209,7 +209,8 @@ def collect(fn, args, kwargs, entered=None):
     for path, t in tensors:     # one tensor reached twice is one graph input
         firsts.setdefault(id(t), path)
         guards.append((path, (t._dtype.name, t._data.shape, t.stride(), t.requires_grad,
-                              firsts[id(t)]) + (("hooked",) if hooked(t) else ())))
+                              firsts[id(t)], t._grad_fn is None)
+                       + (("hooked",) if hooked(t) else ())))
     tensors = [(p, t) for p, t in tensors if firsts[id(t)] == p]
     grads = []
     for path, t in tensors:     # an existing .grad is state the function may accumulate into
@@ -238,7 +239,9 @@ def _arrays_as_tensors(items):
                 continue
             else:
                 bases.append(x)
-                x = made[id(x)] = Tensor._from_array(x)
+                t = made[id(x)] = Tensor._from_array(x)
+                t.__dict__["_llgrad_array"] = x     # (the wrapper of x: identity)
+                x = t
         out.append((path, x))
     return out
 
@@ -248,6 +251,12 @@ def hooked(t):
     its own backward would run them: such a call is told apart, and runs eagerly)."""
     acc = t._acc
     return bool(t._hooks) or (acc is not None and acc._hooked)
+
+
+def identity(t):
+    """What a tensor input is, for telling whether a call replaced it: the tensor, or the
+    NumPy array a walk wrapped."""
+    return id(t.__dict__.get("_llgrad_array", t))
 
 
 def without_grads(key, n_own):

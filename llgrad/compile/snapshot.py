@@ -43,6 +43,24 @@ class StateSnapshot:
         self.np_state = np.random.get_state()
         self.py_state = random.getstate()
 
+    def changed(self):
+        """What the run changed since the snapshot (an input's data or autograd fields, a
+        container's items, an object's attributes), as text; None if nothing."""
+        for st, version, _ in self.storages:
+            if st.version != version:
+                return "a tensor's data"
+        for t, fields, _ in self.tensors:
+            if any(getattr(t, f) is not v for f, v in zip(_TENSOR_FIELDS, fields)):
+                return "a tensor's autograd state"
+        for c, items in self.containers:
+            now = c if isinstance(c, (list, dict)) else vars(c)
+            if len(now) != len(items) or any(
+                    a is not b for a, b in zip(now, items) if isinstance(now, list)) or \
+                    (not isinstance(now, list) and any(
+                        k not in items or items[k] is not v for k, v in now.items())):
+                return f"a {type(c).__name__}'s contents"
+        return None
+
     def foreign_random(self):
         """Which generator other than llgrad's the run drew from since the snapshot (its
         draws would be constants of a trace), or None."""

@@ -146,7 +146,18 @@ def _stage_if(cond, then_fn, else_fn, values, names, loc, kind):
     what = f"the tensor-dependent {kind} at {loc}"
     pred = _predicate(cond, what)
     regions = [Region("then", what), Region("else", what)]
-    results = [list(r.run(fn, *values)) for r, fn in zip(regions, (then_fn, else_fn))]
+    tracer = trace_state.state.tracer
+    # in the function's own code (not a loop body, traced on stand-ins) the condition's value
+    # is eager's: the branch eager does not take is traced with its Python effects put back
+    taken = bool(pred._data) if getattr(tracer, "parent", None) is None and \
+        tracer.untaken is not None else None
+    results = []
+    for r, fn, branch in zip(regions, (then_fn, else_fn), (True, False)):
+        if taken is not None and branch != taken:
+            with tracer.untaken(what):
+                results.append(list(r.run(fn, *values)))
+        else:
+            results.append(list(r.run(fn, *values)))
     merged, items = [], ([], [])        # merged: per name, ("python", v) or ("output", k)
     for name, a, b in zip(names, *results):
         how = _merge(name, a, b, loc, kind)

@@ -60,6 +60,9 @@ class Tracer:
         self.broken = None         # a graph break's message (kept if user code catches it)
         self.arrays = {}           # id(an input's base array) -> its Storage (array_storage)
         self.first_node = next(_sequence)   # backward nodes made before the trace have less
+        # untaken(what): a context manager around tracing the branch of a tensor `if` that
+        # eager does not take (its Python effects put back, control.py); None: no such care
+        self.untaken = None
 
     def current_loc(self):
         return self.loc_override or str(user_location())
@@ -258,11 +261,13 @@ def _snapshot(t):
     return strided_view(flat, t._data.shape, t.stride(), t.storage_offset())
 
 
-def trace_body(name, inputs, body):
+def trace_body(name, inputs, body, untaken=None):
     """Trace body() with `inputs` [(name, Tensor)] as the graph inputs. Returns the verified
-    graph; its outputs are the tensor leaves of body's result (graph.out_tree rebuilds it)."""
+    graph; its outputs are the tensor leaves of body's result (graph.out_tree rebuilds it).
+    untaken: see Tracer.untaken."""
     name = re.sub(r"\W", "", name)
     tracer = Tracer(name if name.isidentifier() else "f")
+    tracer.untaken = untaken
     prev = trace_state.state.tracer
     trace_state.state.tracer = tracer
     examples = [_snapshot(t) for _, t in inputs]    # before body() can mutate them
