@@ -60,7 +60,7 @@ def run(epochs=10, batch=128, lr=0.01, dump_dir="llgrad_demo_dumps", seed=0):
                          xb, yb)
     t_comp = time_steps(compiled_step, m_c, llgrad.optim.Adam(m_c.parameters(), lr=lr),
                         loss_fn, xb, yb)
-    backend = compiled_step.entries[-1].backend
+    backend = compiled_step.entries[-1].backend.name
     print(f"step time (median): eager {t_eager:,.0f} us   compiled ({backend} backend) "
           f"{t_comp:,.0f} us   ratio {t_eager / t_comp:.2f}x")
 

@@ -114,7 +114,7 @@ def simplify(graph):
     position), mutated inputs and guards keep their places, so the Kernel answers in terms
     of the traced graph."""
     if any(n.op in CONTROL for n in graph.nodes):
-        return graph            # (regions are planned with their own Values: keep them)
+        return verify(graph)    # (regions are planned with their own Values: keep them)
     out = graph
     for p in PASSES:
         out = p(out)

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..runtime import grad_mode
 from .fastpath import fresh_tensors
-from .kernels import backward_run
+from .backends import backward_run
 from ..runtime.node import FREED, Node, SavedTensor, _sequence, fix_grads, gradient_edge, user_location
 from ..runtime.tensor import Tensor
 

@@ -8,7 +8,6 @@ runs the call eagerly, with a warning once per reason naming the user's line
 (`fullgraph=True` raises instead); a traced run that changed Python state (an attribute, a
 container, a number in a global) is not kept, since a compiled call could not replay that."""
 import functools
-import os
 import threading
 import warnings
 
@@ -20,20 +19,13 @@ from .fastpath import fast_key, plain_function
 from .guard_walker import make_walker
 from .guards import collect, identity, without_grads
 from .module import CompiledModule, is_module
-from .kernels import backward_run, forward_run
+from .backends import backend as get_backend
+from .backends import backward_run, forward_run
 from .run import _MISS, _RUN_EAGERLY, _first_result, entry_runner
 from .snapshot import StateSnapshot
 
-BACKENDS = ("interpret", "python", "llvm", "eager")
 RECOMPILE_LIMIT = 8
 MAX_WALKERS = 4
-
-
-def _backend(requested):
-    b = requested or os.environ.get("LLGRAD_BACKEND") or "llvm"
-    if b not in BACKENDS:
-        raise ValueError(f"unknown llgrad backend {b!r} (available: {', '.join(BACKENDS)})")
-    return b
 
 
 EAGER = "eager"     # a cache entry: calls with this key run the function eagerly
@@ -48,7 +40,7 @@ class CompiledFunction:
         self.transform = transform  # rewrite tensor-dependent if/while (tracer/convert.py)
         self._converted = None      # (the function traced, its rewritten source or None)
         self.backend = backend
-        self._resolved = _backend(backend)  # LLGRAD_BACKEND is read when compile() is called
+        self._resolved = get_backend(backend)    # (LLGRAD_BACKEND read when compiled)
         self.recompile_limit = recompile_limit
         self.cache = {}             # guard key -> [Entry] (entries differ in value guards)
         self.n_traces = 0           # how many times fn was traced (tests count this)
@@ -76,7 +68,7 @@ class CompiledFunction:
 
     # ---- calling ------------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
-        if self._resolved == "eager":
+        if not self._resolved.traces:
             return self.fn(*args, **kwargs)       # debug mode: the original function
         if trace_state.state.tracer is not None:
             return self._traced_fn()(*args, **kwargs)     # inlined into a trace
@@ -286,7 +278,7 @@ class CompiledFunction:
             return (f"llgrad.compile({getattr(self.fn, '__name__', 'fn')}): no compiled "
                     f"entry for these arguments ({self._not_kept or 'it runs eagerly'})\n")
         entry = entries[-1]
-        if (llvm or asm) and entry.backend == "llvm":
+        if llvm or asm:
             forward_run(entry)
             if entry.backward is not None:
                 backward_run(entry)
@@ -357,7 +349,7 @@ def compile(fn=None, *, backend=None, recompile_limit=RECOMPILE_LIMIT, transform
     object whose calls are compiled (module.py). transform=False traces fn as it is
     (tensor-dependent if/while become value guards instead of IR control flow);
     fullgraph=True raises where a call would otherwise run eagerly."""
-    _backend(backend)
+    get_backend(backend)
 
     def make(f):
         cf = CompiledFunction(f, backend, recompile_limit, transform, fullgraph)

@@ -4,7 +4,7 @@ the graphs as Python source; LLGRAD_DUMP=dir writes all of it for every trace. A
 note a failed trace adds to the user's exception."""
 import os
 
-from .kernels import backward_run, forward_run
+from .backends import backward_run, forward_run
 
 
 def format_entry(entry, python=False, llvm=False, asm=False):
@@ -53,10 +53,9 @@ def _dump_to_env(cf, entry):
     if not d:
         return
     os.makedirs(d, exist_ok=True)
-    if entry.backend == "llvm":           # build the kernels now, so their IR is dumped
-        forward_run(entry)
-        if entry.backward is not None:
-            backward_run(entry)
+    forward_run(entry)                  # (built now: native kernels' IR is dumped)
+    if entry.backward is not None:
+        backward_run(entry)
     path = os.path.join(d, f"{entry.name}_{cf.n_traces}.txt")
     with open(path, "w") as f:
         f.write(format_entry(entry, python=True, llvm=True) + "\n")

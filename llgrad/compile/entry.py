@@ -14,6 +14,7 @@ import functools
 import numpy as np
 
 from ..ir.partition import partition
+from ..ir.verify import verify
 from ..runtime import grad_mode, trace_state
 from ..runtime.autograd_api import grad as autograd_grad
 from ..runtime.tensor import Tensor
@@ -58,11 +59,31 @@ class Entry:
 def trace_entry(name, backend, traced_fn, tensors, guards, args, kwargs, n_own, entered=()):
     """Trace traced_fn(*args, **kwargs) with `tensors` [(path, Tensor)] as the inputs ->
     (Entry, the traced run's result, which is eager's). entered: the containers and objects
-    the guard walk entered (an untaken branch's effects on them are put back)."""
+    the guard walk entered (an untaken branch's effects on them are put back).
+
+    The pipeline, a step each:
+        trace      the function run eagerly under the tracer, its VJP traced after it
+        check      what it wrote into its inputs (_check_mutated)
+        partition  the joint graph split into forward and backward (ir/partition.py)
+        verify     every graph that comes out (ir/verify.py)
+    and, on the backend's first run (backends.py): simplify -> plan -> LLVM -> native code."""
     entry = Entry(name, backend, guards)
     # which inputs are differentiated is decided before the call (one written in place
     # with a value that requires grad comes out requiring grad: see _check_mutated)
     differentiable = [t.requires_grad and t._dtype.is_floating_point for _, t in tensors]
+    graph, state = _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered,
+                          differentiable)
+    _check_mutated(name, tensors, differentiable, graph.mutated, state["grad"])
+    _partition(entry, graph, state, differentiable)
+    verify(entry.forward)
+    if entry.backward is not None:
+        verify(entry.backward)
+    return entry, state["result"]
+
+
+def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiable):
+    """The traced run -> (its verified joint graph, what the run decided)."""
+    name = entry.name
     state = {}
 
     def body():
@@ -142,26 +163,30 @@ def trace_entry(name, backend, traced_fn, tensors, guards, args, kwargs, n_own, 
     except Exception as e:      # the user's own error, raised as eager raises it
         _add_note(e, _trace_note(name, tensors, e))
         raise
-    _check_mutated(name, tensors, differentiable, graph.mutated, state["grad"])
+    return graph, state
+
+
+def _partition(entry, graph, state, differentiable):
+    """Forward and backward from the joint graph (a graph without gradients is the forward
+    as it is)."""
     n_out = entry.n_out
     # the traced run was an eager run: the generator already stands where eager leaves it
     entry.rng_index = next((i for i, v in enumerate(graph.inputs) if v.name == "rng"), None)
-    if state["grad"]:
-        entry.diff_inputs = [i for i, d in enumerate(differentiable) if d]
-        mutated = list(graph.mutated)
-        joint_outputs = list(graph.outputs)
-        graph.outputs = (joint_outputs[:n_out] + [graph.mutated[i] for i in mutated]
-                         + [g.value for g in graph.guards] + joint_outputs[n_out:])
-        guards_list, graph.guards, graph.mutated = graph.guards, [], {}
-        kept = set(entry.eager_saved[0])
-        if entry.rng_index is not None:    # (the state a call draws from: its own array)
-            kept.add(entry.rng_index)
-        entry.forward, entry.backward, entry.saved = partition(
-            graph, state["n_primal"], n_out, len(mutated), len(guards_list), guards_list,
-            mutated, sorted(kept))
-    else:
+    if not state["grad"]:
         entry.forward = graph
-    return entry, state["result"]
+        return
+    entry.diff_inputs = [i for i, d in enumerate(differentiable) if d]
+    mutated = list(graph.mutated)
+    joint_outputs = list(graph.outputs)
+    graph.outputs = (joint_outputs[:n_out] + [graph.mutated[i] for i in mutated]
+                     + [g.value for g in graph.guards] + joint_outputs[n_out:])
+    guards_list, graph.guards, graph.mutated = graph.guards, [], {}
+    kept = set(entry.eager_saved[0])
+    if entry.rng_index is not None:    # (the state a call draws from: its own array)
+        kept.add(entry.rng_index)
+    entry.forward, entry.backward, entry.saved = partition(
+        graph, state["n_primal"], n_out, len(mutated), len(guards_list), guards_list,
+        mutated, sorted(kept))
 
 
 @contextlib.contextmanager

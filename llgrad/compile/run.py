@@ -13,7 +13,7 @@ from ..runtime import grad_mode
 from .backward_node import CompiledFunctionBackward, FreedBackward
 from ..runtime.creation import default_generator
 from .fastpath import quick_runner
-from .kernels import forward_run, warn_once
+from .backends import forward_run, warn_once
 from ..runtime.tensor import Tensor
 
 _STORAGE, _DATA = operator.attrgetter("_storage"), operator.attrgetter("_data")

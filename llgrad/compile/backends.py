@@ -1,0 +1,154 @@
+"""Backends: what runs a compiled entry's graphs. Each makes, once per entry, the forward as
+arrays -> (outputs, {Value: array} for guards and write-back) and the backward as feeds ->
+outputs; the entry keeps them (forward_run / backward_run).
+
+    llvm        native kernels (codegen); a graph the lowering does not cover runs on the
+                interpreter, with a warning once
+    python      the graphs as generated Python source over NumPy (codegen/pysource.py)
+    interpret   the IR interpreter (ir/interpret.py), the reference
+    eager       no graphs: the function itself runs (compiled_function.py)
+
+The backend is chosen once, when compile() is called (`backend=` or LLGRAD_BACKEND)."""
+import os
+import warnings
+
+import numpy as np
+
+from ..ir.graph import StackType
+from ..ir.interpret import evaluate
+from ..ir.optable import contiguous_strides
+
+
+class Interpreter:
+    name = "interpret"
+    traces = True           # (eager runs the function instead)
+
+    def forward(self, entry):
+        fwd = entry.forward
+        return lambda arrays: evaluate(fwd, arrays)
+
+    def backward(self, entry):
+        bwd = entry.backward
+        return lambda feeds: evaluate(bwd, feeds)[0]
+
+    def __repr__(self):
+        return self.name
+
+
+class PythonSource(Interpreter):
+    name = "python"
+
+    def forward(self, entry):
+        from ..codegen.pysource import compile_source   # (astunparse: on first use)
+        fwd = entry.forward
+        extra = [g.value for g in fwd.guards] + list(fwd.mutated.values())
+        fn = compile_source(fwd, write_back=False, extra=extra)
+        n = len(fwd.outputs)
+
+        def run(arrays):
+            res = fn(*arrays)
+            return res[:n], dict(zip(extra, res[n:]))
+        return run
+
+    def backward(self, entry):
+        from ..codegen.pysource import compile_source
+        fn = compile_source(entry.backward)
+        return lambda feeds: fn(*feeds)
+
+
+class Native(Interpreter):
+    name = "llvm"
+
+    def forward(self, entry):
+        kernel = self.kernel(entry, "forward")
+        return kernel.run if kernel is not None else Interpreter.forward(self, entry)
+
+    def backward(self, entry):
+        kernel = self.kernel(entry, "backward")
+        if kernel is None:
+            return Interpreter.backward(self, entry)
+        # cotangents may arrive expanded: the kernel reads dense ones, so a feed for a
+        # C-contiguous input that is not C-contiguous is copied (byte strides first: the
+        # cheap test that passes on every call that needs no copy)
+        dense = [(k, tuple(s * np.dtype(v.type.dtype).itemsize for s in v.type.strides))
+                 for k, v in enumerate(entry.backward.inputs)
+                 if not isinstance(v.type, StackType)     # (a stack: the kernel checks)
+                 and v.type.strides == contiguous_strides(v.type.shape)]
+        launch = kernel.launch_direct if kernel.direct else kernel
+
+        def run(feeds):    # (feeds: a list of the caller's own)
+            for k, bstrides in dense:
+                f = feeds[k]
+                if f.strides != bstrides and not f.flags.c_contiguous:
+                    feeds[k] = np.array(f, order="C")
+            return launch(feeds)
+        return run
+
+    @staticmethod
+    def kernel(entry, which):
+        """The native kernel of entry's forward or backward graph; None (a note in the dump
+        and a warning) when the graph has an op the LLVM lowering does not cover yet."""
+        from ..codegen.lower import lower, unsupported     # (llvmlite: on first use)
+        graph = getattr(entry, which)
+        bad = unsupported(graph)
+        if bad is not None:
+            node, reason = bad
+            what = f"{node.op} ({node.loc})" if node is not None else "graph"
+            entry.kernels[which] = f"interpreted: {what} is not lowered to LLVM yet: {reason}"
+            warn_once(f"llgrad.compile({entry.name}): the {which} graph runs on the "
+                      f"interpreter, not as native code: {what} is not lowered to LLVM yet "
+                      f"({reason})")
+            return None
+        # a backward may let go of the saved activations mid-call (the inputs among the
+        # saved values are the caller's: letting go frees nothing): apply_last
+        release = tuple(k for k, s in enumerate(entry.saved) if s.input_index is None) \
+            if which == "backward" else ()
+        kernel = entry.kernels[which] = lower(graph, release=release)
+        return kernel
+
+
+class Eager(Interpreter):
+    name = "eager"
+    traces = False
+
+
+BACKENDS = {b.name: b for b in (Native(), PythonSource(), Interpreter(), Eager())}
+
+
+def backend(requested):
+    """The Backend for a name (None: LLGRAD_BACKEND, else llvm)."""
+    name = requested or os.environ.get("LLGRAD_BACKEND") or "llvm"
+    if name not in BACKENDS:
+        raise ValueError(f"unknown llgrad backend {name!r} (available: "
+                         f"{', '.join(BACKENDS)})")
+    return BACKENDS[name]
+
+
+def forward_run(entry):
+    """The entry's forward on its backend, made once and kept."""
+    run = entry._forward_run
+    if run is None:
+        run = entry._forward_run = entry.backend.forward(entry)
+    return run
+
+
+def backward_run(entry):
+    """The entry's backward on its backend, made once and kept."""
+    run = entry._backward_run
+    if run is None:
+        run = entry._backward_run = entry.backend.backward(entry)
+    return run
+
+
+_warned = set()
+
+
+def warn_once(message):
+    if message not in _warned:
+        _warned.add(message)
+        warnings.warn(message, UserWarning, stacklevel=5)
+
+
+def _reset():
+    """Forget which warnings were given (tests)."""
+    _warned.clear()
