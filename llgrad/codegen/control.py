@@ -34,7 +34,7 @@ from llvmlite import ir
 
 from ..ir.graph import StackType, Value
 from ..ir.ops_control import regions
-from ..ir.optable import contiguous_strides
+from ..ir.geometry import contiguous_strides
 from .build import emit_plan, plan_graph, unsupported
 from .lowerings.loops import element_index, loop_nest, normalize
 from .lowerings.scalar import I8, I64, ITEMSIZE, PTR, mem_type

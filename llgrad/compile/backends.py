@@ -16,7 +16,7 @@ import numpy as np
 
 from ..ir.graph import StackType
 from ..ir.interpret import evaluate
-from ..ir.optable import contiguous_strides
+from ..ir.geometry import contiguous_strides
 
 
 class Interpreter:

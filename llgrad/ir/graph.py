@@ -5,7 +5,7 @@ exactly which elements of its base it reads. A node's operands are Values or Pyt
 constants (numbers, None, bools); its attributes are plain literals, except that control-flow
 nodes (ops_control.py) hold their regions as attributes: closed sub-Graphs whose inputs are
 the node's operands (no region reads an outer value except through an operand)."""
-from .optable import contiguous_strides as contiguous
+from .geometry import contiguous_strides as contiguous
 
 DTYPE_SHORT = {"float32": "f32", "float64": "f64", "float16": "f16", "int64": "i64",
                "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", "bool": "b8"}

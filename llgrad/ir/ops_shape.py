@@ -3,7 +3,8 @@ scatter_add, index_select, index_add, advanced indexing, masked_fill, and the th
 strided-buffer ops that view VJPs and in-place-on-view (CopySlices) are built from."""
 import numpy as np
 
-from .optable import contiguous_strides, defop, geometry_overlaps, geometry_span
+from .optable import defop
+from .geometry import contiguous_strides, geometry_overlaps, geometry_span
 
 
 class _Interface:

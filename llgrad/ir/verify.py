@@ -2,7 +2,8 @@
 the node and the user's source line."""
 from .graph import StackType, TensorType, Value
 from .ops_control import CONTROL, control_types, regions
-from .optable import OPS, geometry_span
+from .optable import OPS
+from .geometry import geometry_span
 from .printer import _names, operand
 from .shape_rules import infer_types
 

@@ -9,7 +9,7 @@ def geometry(t):
 
 
 def _span(*geoms):
-    from ..ir.optable import geometry_span
+    from ..ir.geometry import geometry_span
     return max(geometry_span(*g) for g in geoms)
 
 

@@ -4,7 +4,7 @@ import math
 import numpy as np
 
 from ..ir import OPS
-from ..ir.optable import geometry_span
+from ..ir.geometry import geometry_span
 from .dispatch import call, call_inplace
 from .shapes import infer_shape, norm_dim, norm_slice, unpack_shape
 from .tensor import Tensor

@@ -3,7 +3,7 @@ autograd metadata. The payload `_data` is a NumPy view of the storage's buffer, 
 view of a storage sees every write. Op methods are attached in `methods.py`."""
 import numpy as np
 
-from ..ir.optable import contiguous_strides
+from ..ir.geometry import contiguous_strides
 from . import dtypes, grad_mode, trace_state
 
 

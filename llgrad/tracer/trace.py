@@ -14,7 +14,7 @@ import numpy as np
 from ..ir.graph import Builder, Guard, TensorType
 from ..ir.ops_random import state_to_array
 from ..ir.ops_shape import strided_view
-from ..ir.optable import geometry_overlaps, geometry_span
+from ..ir.geometry import geometry_overlaps, geometry_span
 from ..ir.verify import verify
 from ..runtime import trace_state
 from ..runtime.creation import default_generator

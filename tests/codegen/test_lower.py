@@ -760,7 +760,7 @@ GEOMS = [((R, C), (C, 1), 0), ((R, C), (1, R), 5), ((R, C), (2 * C + 3, 2), 7),
 
 
 def _span(geom):
-    from llgrad.ir.optable import geometry_span
+    from llgrad.ir.geometry import geometry_span
     return geometry_span(*geom) + 4
 
 

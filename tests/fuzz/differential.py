@@ -18,7 +18,7 @@ import numpy as np
 
 import llgrad
 import llgrad.nn.functional as F
-from llgrad.ir.optable import contiguous_strides
+from llgrad.ir.geometry import contiguous_strides
 from llgrad.runtime.gradcheck import GradcheckError
 
 BACKENDS = ("interpret", "python", "llvm")

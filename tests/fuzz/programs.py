@@ -41,7 +41,7 @@ from hypothesis import strategies as st
 import llgrad
 import llgrad.nn.functional as F
 from llgrad.ir import OPS
-from llgrad.ir.optable import geometry_overlaps, geometry_span
+from llgrad.ir.geometry import geometry_overlaps, geometry_span
 
 from differential import LAYOUTS, load
 

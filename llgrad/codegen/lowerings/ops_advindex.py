@@ -28,7 +28,7 @@ B other than 1."""
 from llvmlite import ir
 
 from ...ir.graph import Value
-from ...ir.optable import contiguous_strides
+from ...ir.geometry import contiguous_strides
 from .fusion import compute_dtypes
 from .loops import Access, loop_nest
 from .ops_index import INDEX_DTYPES, prepare_flag, wrap_index, zero_flag

@@ -11,7 +11,7 @@ reference does) instead of returning the results computed with clamped indices."
 from llvmlite import ir
 
 from ...ir.graph import Value
-from ...ir.optable import contiguous_strides
+from ...ir.geometry import contiguous_strides
 from .fusion import compute_dtypes
 from .loops import Access, loop_nest
 from .scalar import I64, is_float

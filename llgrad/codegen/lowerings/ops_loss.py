@@ -14,7 +14,7 @@ group's flag (ops_index: the kernel raises IndexError, as the reference does).""
 import numpy as np
 
 from ...ir.graph import Value
-from ...ir.optable import contiguous_strides
+from ...ir.geometry import contiguous_strides
 from . import vecmath
 from .loops import Access, loop_nest
 from .ops_index import INDEX_DTYPES, prepare_flag, wrap_index, zero_flag

@@ -20,7 +20,7 @@ import numpy as np
 from llvmlite import ir
 
 from ...ir.graph import Value
-from ...ir.optable import contiguous_strides
+from ...ir.geometry import contiguous_strides
 from ..native import blas
 from . import gemm as small
 from .loops import Access, for_range, loop_nest

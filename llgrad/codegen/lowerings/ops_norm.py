@@ -10,7 +10,7 @@ Sums accumulate in float64 (float32 data then agrees with NumPy's pairwise float
 to a few float32 ulps); exp and log come from vecmath (inline, no libm calls)."""
 
 from ...ir.graph import Value
-from ...ir.optable import contiguous_strides
+from ...ir.geometry import contiguous_strides
 from . import vecmath
 from .loops import Access, loop_nest
 from .scalar import F64, Scalar, is_float

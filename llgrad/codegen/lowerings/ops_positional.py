@@ -15,7 +15,7 @@ so the inner loops run across the other dims and vectorise."""
 from llvmlite import ir
 
 from ...ir.graph import Value
-from ...ir.optable import contiguous_strides
+from ...ir.geometry import contiguous_strides
 from .loops import Access, for_range, loop_nest
 from .scalar import I64, Scalar, is_float, is_unsigned, reg_type
 from .table import register

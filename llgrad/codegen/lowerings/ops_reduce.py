@@ -13,7 +13,7 @@ elements' truth (NaN is true) with and/or."""
 from llvmlite import ir
 
 from ...ir.graph import Value
-from ...ir.optable import contiguous_strides
+from ...ir.geometry import contiguous_strides
 from .fusion import Expr
 from .loops import Access, float32_sum_hints, for_range, loop_nest, normalize
 from .scalar import DTYPES, I64, Scalar, is_float, is_unsigned, reg_type

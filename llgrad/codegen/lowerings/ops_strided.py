@@ -12,7 +12,7 @@ accumulate in C order, as the reference's np.add.at does. strided_gather: read t
 the geometry. strided_put: copy the buffer, then write values (broadcast) through the
 geometry; an overlapping put (whose result depends on NumPy's write order) is refused."""
 from ...ir.graph import Value
-from ...ir.optable import contiguous_strides, geometry_overlaps, geometry_span
+from ...ir.geometry import contiguous_strides, geometry_overlaps, geometry_span
 from .fusion import compute_dtypes
 from .loops import Access, for_range, loop_nest
 from .table import register

@@ -19,7 +19,7 @@ after). Groups in between that do not depend on the cluster run before it, so mo
 members together keeps every value computed before it is read."""
 import math
 
-from ...ir.optable import contiguous_strides
+from ...ir.geometry import contiguous_strides
 from ..lowerings.fusion import Expr
 from ..lowerings.loops import Access, float32_sum_hints, normalize
 from .merge import Fused, fused, merge, place

@@ -19,7 +19,8 @@ lifetimes (first to last group that touches them) do not overlap."""
 from collections import defaultdict
 
 from ...ir.graph import StackType, Value
-from ...ir.optable import OPS, contiguous_strides
+from ...ir.optable import OPS
+from ...ir.geometry import contiguous_strides
 from ..lowerings.loops import Access
 from ..lowerings.scalar import ITEMSIZE
 from ..lowerings.table import kind_of

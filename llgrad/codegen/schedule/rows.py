@@ -32,7 +32,7 @@ from contextlib import ExitStack
 from llvmlite import ir
 
 from ...ir.graph import Value
-from ...ir.optable import contiguous_strides
+from ...ir.geometry import contiguous_strides
 from ..lowerings.fusion import Expr
 from ..lowerings.loops import Access, for_range
 from .merge import Fused, fused, merge, place
