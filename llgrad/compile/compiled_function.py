@@ -17,7 +17,7 @@ from .dump import _dump_to_env, format_entry
 from .entry import trace_entry
 from .fastpath import fast_key, plain_function
 from .guard_walker import make_walker
-from .guards import collect, identity, without_grads
+from .guards import collect, hooked, identity, without_grads
 from .module import CompiledModule, is_module
 from .backends import backend as get_backend
 from .backends import backward_run, forward_run
@@ -189,7 +189,13 @@ class CompiledFunction:
         return out
 
     def _run_first(self, entries, inputs, fast, n_own=None):
+        hooks = None
         for entry in entries or ():
+            if entry is not EAGER and entry.step:
+                if hooks is None:       # (a step's backward would run its inputs' hooks)
+                    hooks = any(map(hooked, inputs))
+                if hooks:
+                    continue
             out = _RUN_EAGERLY if entry is EAGER else entry_runner(entry)(inputs)
             if out is not _MISS:
                 self._remember(fast, entries, n_own)

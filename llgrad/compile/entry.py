@@ -39,6 +39,7 @@ class Entry:
         "grad_assign",                    # [(input, output position or None)]: .grad set
         "input_outputs",                  # [(output, input)]: `return x` gives x itself
         "plain_alias", "no_grad_views",   # outputs rebuilt as eager makes them
+        "step",                           # the function runs a backward of its own
         "freed_outputs",                  # outputs whose graph the function's backward freed
         "scalar_outputs",                 # outputs returned as Python numbers (t.item())
         "eager_saved",                    # input / output positions eager saved for backward
@@ -51,7 +52,7 @@ class Entry:
         self.unused, self.grad_assign, self.input_outputs = [], [], []
         self.plain_alias, self.no_grad_views, self.freed_outputs = [], [], []
         self.scalar_outputs, self.eager_saved = [], ((), ())
-        self.grad_free, self.rng_index = False, None
+        self.grad_free, self.rng_index, self.step = False, None, False
         self.kernels, self._runners = {}, {}
         self._forward_run = self._backward_run = self._node_layout = self._unflatten = None
 
@@ -113,7 +114,7 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
         entry.n_fn_out, entry.n_out = len(outs), len(outs) + len(grad_outs)
         # traced with no .grad, none read or set: the entry serves any .grad state
         entry.grad_free = n_own == len(tensors) and not tracer.grad_read and not changed
-        step = tracer.backward_runs > 0 or bool(changed)
+        step = entry.step = tracer.backward_runs > 0 or bool(changed)
         diff_out = [i for i, o in enumerate(outs) if o.requires_grad
                     and i not in entry.scalar_outputs]
         if step:

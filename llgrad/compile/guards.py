@@ -209,8 +209,7 @@ def collect(fn, args, kwargs, entered=None):
     for path, t in tensors:     # one tensor reached twice is one graph input
         firsts.setdefault(id(t), path)
         guards.append((path, (t._dtype.name, t._data.shape, t.stride(), t.requires_grad,
-                              firsts[id(t)], t._grad_fn is None)
-                       + (("hooked",) if hooked(t) else ())))
+                              firsts[id(t)], t._grad_fn is None)))
     tensors = [(p, t) for p, t in tensors if firsts[id(t)] == p]
     grads = []
     for path, t in tensors:     # an existing .grad is state the function may accumulate into
@@ -247,8 +246,10 @@ def _arrays_as_tensors(items):
 
 
 def hooked(t):
-    """Whether leaf t has hooks of its own or on its AccumulateGrad node (a step that runs
-    its own backward would run them: such a call is told apart, and runs eagerly)."""
+    """Whether leaf t has hooks of its own or on its AccumulateGrad node. A step that runs
+    its own backward would run them (its entries do not take such calls: they run eagerly);
+    a function the caller differentiates leaves them to the engine. The flat key and the
+    walkers give such calls to the full walk, which tells them apart."""
     acc = t._acc
     return bool(t._hooks) or (acc is not None and acc._hooked)
 
