@@ -18,5 +18,11 @@ from .compile.transforms import grad, value_and_grad, vjp  # noqa: F401,E402
 # (last: the name `compile` is the function, not the package llgrad/compile/)
 from .compile.compiled_function import compile  # noqa: F401,E402,A004
 from .runtime.threads import get_num_threads, set_num_threads  # noqa: F401,E402
+from .runtime.device import device  # noqa: F401,E402
+from .runtime.creation import default_generator  # noqa: F401,E402
+from .runtime.generator import Generator, get_rng_state, seed, set_rng_state  # noqa: F401,E402
+from . import cuda, utils  # noqa: F401,E402
+from .utils.dlpack import from_dlpack  # noqa: F401,E402
+from .serialization import load, save  # noqa: F401,E402
 
-__version__ = "0.1.0"
+from .version import __version__  # noqa: F401,E402

@@ -1,9 +1,20 @@
 """Module and Parameter with PyTorch's semantics: parameters, buffers and submodules are
-registered by attribute assignment; train()/eval() set `training` recursively."""
+registered by attribute assignment; train()/eval() set `training` recursively; forward
+pre-hooks, forward hooks and full backward (pre-)hooks run as PyTorch runs them.
+
+A module without hooks keeps none: the hook dicts are class-level empty mappings until a
+hook is registered (then an OrderedDict on the instance, as in PyTorch), so the compiled
+guard walk over a model does not grow with them."""
+import types
+import warnings
 from collections import OrderedDict
 
 from ..runtime import grad_mode
+from ..runtime.device import check as _check_device
 from ..runtime.tensor import Tensor
+from ..utils.hooks import RemovableHandle
+
+_NO_HOOKS = types.MappingProxyType({})
 
 
 class Parameter(Tensor):
@@ -88,11 +99,25 @@ class Module:
         self._parameters[name] = param
 
     def register_buffer(self, name, tensor, persistent=True):
+        """A buffer: state that is not a parameter (in state_dict() unless
+        persistent=False; moved by .to(), returned by buffers())."""
+        if "_buffers" not in self.__dict__:
+            raise AttributeError("cannot assign buffer before Module.__init__() call")
+        if not isinstance(name, str):
+            raise TypeError(f"buffer name should be a string. Got {type(name).__name__}")
+        if "." in name:
+            raise KeyError('buffer name can\'t contain "."')
+        if name == "":
+            raise KeyError('buffer name can\'t be empty string ""')
+        if hasattr(self, name) and name not in self._buffers:
+            raise KeyError(f"attribute '{name}' already exists")
         if tensor is not None and not isinstance(tensor, Tensor):
             raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer "
                             f"'{name}' (llgrad.Tensor or None required)")
         self._buffers[name] = tensor
-        if not persistent:
+        if persistent:
+            self._non_persistent.discard(name)
+        else:
             self._non_persistent.add(name)
 
     def add_module(self, name, module):
@@ -101,15 +126,17 @@ class Module:
     register_module = add_module
 
     # ---- traversal -----------------------------------------------------------------------------
-    def named_modules(self, memo=None, prefix=""):
-        """Depth-first, each module once (iterative: deep nesting cannot overflow)."""
+    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+        """Depth-first, pre-order; each module once unless remove_duplicate=False
+        (iterative: deep nesting cannot overflow)."""
         memo = set() if memo is None else memo
         stack = [(prefix, self)]
         while stack:
             p, m = stack.pop()
-            if id(m) in memo:
-                continue
-            memo.add(id(m))
+            if remove_duplicate:
+                if id(m) in memo:
+                    continue
+                memo.add(id(m))
             yield p, m
             children = [(f"{p}.{n}" if p else n, c) for n, c in m._modules.items()
                         if c is not None]
@@ -120,8 +147,10 @@ class Module:
             yield m
 
     def named_children(self):
+        memo = set()
         for n, m in self._modules.items():
-            if m is not None:
+            if m is not None and id(m) not in memo:
+                memo.add(id(m))
                 yield n, m
 
     def children(self):
@@ -179,8 +208,16 @@ class Module:
                 p.grad.zero_()
 
     def apply(self, fn):
-        for m in reversed(list(self.modules())):
-            fn(m)
+        """fn(module) for every submodule, children before their parent (post-order, as
+        PyTorch: a module that is the child of two parents is visited under each)."""
+        stack = [(self, False)]
+        while stack:
+            m, expanded = stack.pop()
+            if expanded:
+                fn(m)
+                continue
+            stack.append((m, True))
+            stack.extend((c, False) for c in reversed(list(m.children())))
         return self
 
     def state_dict(self, destination=None, prefix="", keep_vars=False):
@@ -218,6 +255,10 @@ class Module:
         return _IncompatibleKeys(missing, unexpected)
 
     def to(self, *args, **kwargs):
+        _check_device(kwargs.get("device"), "move a module to")
+        for a in args:
+            if isinstance(a, str) or type(a).__name__ == "device":
+                _check_device(a, "move a module to")
         for m in self.modules():
             for store in (m._parameters, m._buffers):
                 for k, t in store.items():
@@ -228,6 +269,12 @@ class Module:
                                 moved._dtype
         return self
 
+    def cpu(self):
+        return self
+
+    def cuda(self, device=None):
+        raise RuntimeError("llgrad runs on the CPU only; Module.cuda() is not available")
+
     def float(self):
         from ..runtime.dtypes import float32
         return self.to(float32)
@@ -236,13 +283,139 @@ class Module:
         from ..runtime.dtypes import float64
         return self.to(float64)
 
-    # ---- calling and printing -------------------------------------------------------------------
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required '
                                   '"forward" function')
 
+    # ---- hooks -----------------------------------------------------------------------------------
+    _has_hooks = False               # set on an instance when it registers its first hook
+    _forward_pre_hooks = _NO_HOOKS
+    _forward_pre_hooks_with_kwargs = _NO_HOOKS
+    _forward_hooks = _NO_HOOKS
+    _forward_hooks_with_kwargs = _NO_HOOKS
+    _forward_hooks_always_called = _NO_HOOKS
+    _backward_pre_hooks = _NO_HOOKS
+    _backward_hooks = _NO_HOOKS
+
+    def _hook_dict(self, name):
+        d = self.__dict__.get(name)
+        if d is None:
+            d = OrderedDict()
+            object.__setattr__(self, name, d)
+        object.__setattr__(self, "_has_hooks", True)
+        return d
+
+    @staticmethod
+    def _add_hook(hooks, handle, hook, prepend):
+        hooks[handle.id] = hook
+        if prepend:
+            hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
+        """hook(module, args) -> None or new args (a non-tuple is wrapped in a tuple), run
+        before forward; with_kwargs=True: hook(module, args, kwargs) -> None or (args,
+        kwargs)."""
+        hooks = self._hook_dict("_forward_pre_hooks")
+        flags = self._hook_dict("_forward_pre_hooks_with_kwargs")
+        handle = RemovableHandle(hooks, extra_dict=flags)
+        if with_kwargs:
+            flags[handle.id] = True
+        return self._add_hook(hooks, handle, hook, prepend)
+
+    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False,
+                              always_call=False):
+        """hook(module, args, output) -> None or a new output, run after forward;
+        with_kwargs=True: hook(module, args, kwargs, output); always_call=True: run even
+        when forward raises."""
+        hooks = self._hook_dict("_forward_hooks")
+        flags = self._hook_dict("_forward_hooks_with_kwargs")
+        always = self._hook_dict("_forward_hooks_always_called")
+        handle = RemovableHandle(hooks, extra_dict=[flags, always])
+        if with_kwargs:
+            flags[handle.id] = True
+        if always_call:
+            always[handle.id] = True
+        return self._add_hook(hooks, handle, hook, prepend)
+
+    def register_full_backward_pre_hook(self, hook, prepend=False):
+        """hook(module, grad_output) -> None or new grad_output, run when the gradients
+        with respect to the module's outputs are computed."""
+        hooks = self._hook_dict("_backward_pre_hooks")
+        return self._add_hook(hooks, RemovableHandle(hooks), hook, prepend)
+
+    def register_full_backward_hook(self, hook, prepend=False):
+        """hook(module, grad_input, grad_output) -> None or new grad_input, run when the
+        gradients with respect to the module's (positional tensor) inputs are computed;
+        grad_input holds None for inputs that are not tensors requiring grad."""
+        hooks = self._hook_dict("_backward_hooks")
+        return self._add_hook(hooks, RemovableHandle(hooks), hook, prepend)
+
+    def register_backward_hook(self, hook):
+        raise NotImplementedError("register_backward_hook (the deprecated non-full backward "
+                                  "hook) is not supported; use register_full_backward_hook")
+
+    # ---- calling and printing -------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
-        return self.forward(*args, **kwargs)
+        if not self._has_hooks:
+            return self.forward(*args, **kwargs)
+        return self._call_with_hooks(args, kwargs)
+
+    def _call_with_hooks(self, args, kwargs):
+        from ._hooks import BackwardHook
+        result = None
+        called_always = set()
+        try:
+            for hook_id, hook in tuple(self._forward_pre_hooks.items()):
+                if hook_id in self._forward_pre_hooks_with_kwargs:
+                    r = hook(self, args, kwargs)
+                    if r is not None:
+                        if isinstance(r, tuple) and len(r) == 2:
+                            args, kwargs = r
+                        else:
+                            raise RuntimeError("forward pre-hook must return None or a tuple "
+                                               f"of (new_args, new_kwargs), but got {r}.")
+                else:
+                    r = hook(self, args)
+                    if r is not None:
+                        args = r if isinstance(r, tuple) else (r,)
+            bw_hook = None
+            if self._backward_hooks or self._backward_pre_hooks:
+                bw_hook = BackwardHook(self, list(self._backward_hooks.values()),
+                                       list(self._backward_pre_hooks.values()))
+                args = bw_hook.setup_input_hook(args)
+            result = self.forward(*args, **kwargs)
+            for hook_id, hook in tuple(self._forward_hooks.items()):
+                if hook_id in self._forward_hooks_always_called:
+                    called_always.add(hook_id)
+                if hook_id in self._forward_hooks_with_kwargs:
+                    r = hook(self, args, kwargs, result)
+                else:
+                    r = hook(self, args, result)
+                if r is not None:
+                    result = r
+            if bw_hook is not None:
+                if not isinstance(result, (Tensor, tuple)):
+                    warnings.warn("For backward hooks to be called, module output should be a "
+                                  "Tensor or a tuple of Tensors but received "
+                                  f"{type(result)}", stacklevel=3)
+                result = bw_hook.setup_output_hook(result)
+            return result
+        except Exception:
+            for hook_id, hook in tuple(self._forward_hooks.items()):
+                if hook_id in self._forward_hooks_always_called and hook_id not in called_always:
+                    try:
+                        if hook_id in self._forward_hooks_with_kwargs:
+                            r = hook(self, args, kwargs, result)
+                        else:
+                            r = hook(self, args, result)
+                        if r is not None:
+                            result = r
+                    except Exception as e:
+                        warnings.warn("module forward hook with ``always_call=True`` raised an "
+                                      "exception that was silenced as another error was raised "
+                                      f"in forward: {e}", stacklevel=3)
+            raise
 
     def extra_repr(self):
         return ""

@@ -8,6 +8,9 @@ __all__ = ["Adadelta"]
 
 
 class Adadelta(Optimizer):
+    """Adadelta(params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, ...): PyTorch's rule and
+    defaults."""
+
     def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, foreach=None, *,
                  capturable=False, maximize=False, differentiable=False):
         _check_lr(lr)

@@ -10,6 +10,9 @@ __all__ = ["Adagrad"]
 
 
 class Adagrad(Optimizer):
+    """Adagrad(params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0,
+    eps=1e-10, ...): PyTorch's rule and defaults; state made at construction, as PyTorch."""
+
     def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0,
                  initial_accumulator_value=0, eps=1e-10, foreach=None, *, maximize=False,
                  differentiable=False, fused=None):

@@ -10,6 +10,9 @@ __all__ = ["Adamax"]
 
 
 class Adamax(Optimizer):
+    """Adamax(params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, ...):
+    PyTorch's rule and defaults."""
+
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  foreach=None, *, maximize=False, differentiable=False, capturable=False):
         _check_lr(lr)

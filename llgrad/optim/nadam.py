@@ -10,6 +10,9 @@ __all__ = ["NAdam"]
 
 
 class NAdam(Optimizer):
+    """NAdam(params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+    momentum_decay=4e-3, decoupled_weight_decay=False, ...): PyTorch's rule and defaults."""
+
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  momentum_decay=4e-3, decoupled_weight_decay=False, *, foreach=None,
                  maximize=False, capturable=False, differentiable=False):

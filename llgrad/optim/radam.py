@@ -13,6 +13,9 @@ __all__ = ["RAdam"]
 
 
 class RAdam(Optimizer):
+    """RAdam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+    decoupled_weight_decay=False, ...): PyTorch's rule and defaults."""
+
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  decoupled_weight_decay=False, *, foreach=None, maximize=False,
                  capturable=False, differentiable=False):

@@ -9,6 +9,10 @@ __all__ = ["RMSprop"]
 
 
 class RMSprop(Optimizer):
+    """RMSprop(params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
+    centered=False, ...): PyTorch's rule and defaults; foreach is ignored, capturable and
+    differentiable are not supported."""
+
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
                  centered=False, capturable=False, foreach=None, maximize=False,
                  differentiable=False):
@@ -63,7 +67,7 @@ class RMSprop(Optimizer):
                 state["step"].add_(1)
                 if weight_decay != 0:
                     grad = grad.add(p, alpha=weight_decay)
-                square_avg.mul_(alpha).addcmul_(grad, grad, value=1 - alpha)
+                square_avg.mul_(alpha).add_(grad.mul(1 - alpha).mul_(grad))
                 if centered:
                     grad_avg = state["grad_avg"]
                     grad_avg.lerp_(grad, 1 - alpha)

@@ -14,7 +14,7 @@ class _Generator:
         self.manual_seed(DEFAULT_SEED)
 
     def manual_seed(self, seed):
-        self.seed = int(seed)
+        self._seed = int(seed)
         self._rng = None
         return self
 
@@ -22,7 +22,7 @@ class _Generator:
     @property
     def rng(self):
         if self._rng is None:
-            self._rng = np.random.Generator(np.random.PCG64(self.seed))
+            self._rng = np.random.Generator(np.random.PCG64(self._seed))
         return self._rng
 
     @rng.setter
@@ -30,7 +30,7 @@ class _Generator:
         self._rng = value
 
     def initial_seed(self):
-        return self.seed
+        return self._seed
 
 
 default_generator = _Generator()
@@ -41,7 +41,7 @@ def manual_seed(seed):
 
 
 def initial_seed():
-    return default_generator.seed
+    return default_generator._seed
 
 
 def _finish(arr, dtype, requires_grad):

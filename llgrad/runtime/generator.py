@@ -16,7 +16,7 @@ def _get_state(gen):
     from .creation import tensor
     st = gen.rng.bit_generator.state
     s = st["state"]
-    words = (gen.seed & (2**64 - 1), s["state"], s["inc"], st["has_uint32"], st["uinteger"])
+    words = (gen._seed & (2**64 - 1), s["state"], s["inc"], st["has_uint32"], st["uinteger"])
     raw = b"".join(int(w).to_bytes(n, "little") for w, n in zip(words, (8, 16, 16, 1, 4)))
     return tensor(np.frombuffer(raw, dtype=np.uint8).copy())
 
@@ -36,7 +36,7 @@ def _set_state(gen, new_state):
                     "state": {"state": int.from_bytes(raw[8:24], "little"),
                               "inc": int.from_bytes(raw[24:40], "little")},
                     "has_uint32": raw[40], "uinteger": int.from_bytes(raw[41:45], "little")}
-    gen.seed = seed
+    gen._seed = seed
     gen.rng = np.random.Generator(bitgen)
     return gen
 

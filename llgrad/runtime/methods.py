@@ -283,6 +283,13 @@ for _n, _d in (("float", dtypes.float32), ("double", dtypes.float64), ("half", d
     _def(_n, (lambda d: lambda self: to(self, d))(_d))
 _def("type_as", lambda self, other: to(self, other._dtype))
 _def("cpu", lambda self: self)
+
+
+def _cuda(self, device=None, non_blocking=False, memory_format=None):
+    raise RuntimeError("llgrad runs on the CPU only; Tensor.cuda() is not available")
+
+
+_def("cuda", _cuda)
 _def("clone", lambda self, memory_format=None: self._op(
     "clone", memory_format="contiguous" if memory_format == "contiguous_format" else "preserve"))
 _def("contiguous", lambda self, memory_format=None: self if self.is_contiguous() else

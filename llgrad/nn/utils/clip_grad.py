@@ -1,0 +1,114 @@
+"""Gradient clipping with PyTorch's semantics (torch.nn.utils.clip_grad): the total norm
+is the norm of the per-tensor norms; gradients are scaled in place by
+clamp(max_norm / (total_norm + 1e-6), max=1), with no branch on the norm's value, so a
+compiled training step that clips does not re-trace when clipping starts or stops.
+`foreach` is accepted and ignored (the single-tensor path)."""
+import functools
+import math
+import types
+import warnings
+
+from ...runtime.creation import tensor
+from ...runtime.functions import stack
+from ...runtime.grad_mode import no_grad
+from ...runtime.tensor import Tensor
+
+__all__ = ["clip_grad_norm", "clip_grad_norm_", "clip_grad_value_", "clip_grads_with_norm_",
+           "get_total_norm"]
+
+
+def _no_grad(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with no_grad():
+            return fn(*args, **kwargs)
+    return wrapper
+
+
+def _vector_norm(t, p):
+    """torch.linalg.vector_norm(t, p) of a tensor flattened (a 0-d result)."""
+    a = t.abs()
+    if p == math.inf:
+        return a.max()
+    if p == -math.inf:
+        return a.min()
+    if p == 0:
+        return (t != 0).sum().to(t.dtype)
+    if p == 1:
+        return a.sum()
+    if p == 2:
+        return (a * a).sum().sqrt()
+    return (a ** p).sum() ** (1.0 / p)
+
+
+@_no_grad
+def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=None):
+    """The norm of the norms of `tensors` (a tensor or an iterable of them): one 0-d tensor.
+    error_if_nonfinite=True raises when it is nan or inf."""
+    tensors = [tensors] if isinstance(tensors, Tensor) else list(tensors)
+    norm_type = float(norm_type)
+    if len(tensors) == 0:
+        return tensor(0.0)
+    norms = [_vector_norm(g, norm_type) for g in tensors]
+    total_norm = _vector_norm(stack(norms), norm_type)
+    if error_if_nonfinite and not bool(total_norm.isfinite()):
+        raise RuntimeError(
+            f"The total norm of order {norm_type} for gradients from `parameters` is "
+            "non-finite, so it cannot be clipped. To disable this error and scale the "
+            "gradients by the non-finite norm anyway, set `error_if_nonfinite=False`")
+    return total_norm
+
+
+@_no_grad
+def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None):
+    """Scale the parameters' gradients in place by clamp(max_norm / (total_norm + 1e-6),
+    max=1)."""
+    if isinstance(parameters, Tensor):
+        parameters = [parameters]
+    grads = [p.grad for p in parameters if p.grad is not None]
+    max_norm = float(max_norm)
+    if len(grads) == 0:
+        return
+    clip_coef = max_norm / (total_norm + 1e-6)
+    clip_coef_clamped = clip_coef.clamp(max=1.0)
+    for g in grads:
+        g.mul_(clip_coef_clamped)
+
+
+@_no_grad
+def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False,
+                    foreach=None):
+    """Clip the gradients of `parameters` (a tensor or an iterable of tensors) so that
+    their total norm of order norm_type (inf included) is at most max_norm; returns the
+    total norm before clipping (a 0-d tensor)."""
+    if isinstance(parameters, Tensor):
+        parameters = [parameters]
+    else:
+        is_generator = isinstance(parameters, types.GeneratorType)
+        parameters = list(parameters)
+        if is_generator and len(parameters) == 0:
+            warnings.warn("`parameters` is an empty generator, no gradient clipping will "
+                          "occur.", stacklevel=3)
+    grads = [p.grad for p in parameters if p.grad is not None]
+    total_norm = get_total_norm(grads, norm_type, error_if_nonfinite, foreach)
+    clip_grads_with_norm_(parameters, max_norm, total_norm, foreach)
+    return total_norm
+
+
+def clip_grad_norm(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False,
+                   foreach=None):
+    """Deprecated alias of clip_grad_norm_ (with PyTorch's FutureWarning)."""
+    warnings.warn("`torch.nn.utils.clip_grad_norm` is now deprecated in favor of "
+                  "`torch.nn.utils.clip_grad_norm_`.", FutureWarning, stacklevel=2)
+    return clip_grad_norm_(parameters, max_norm, norm_type, error_if_nonfinite, foreach)
+
+
+@_no_grad
+def clip_grad_value_(parameters, clip_value, foreach=None):
+    """Clamp the gradients of `parameters` in place to [-clip_value, clip_value]."""
+    if isinstance(parameters, Tensor):
+        parameters = [parameters]
+    clip_value = float(clip_value)
+    for p in parameters:
+        if p.grad is not None:
+            p.grad.clamp_(min=-clip_value, max=clip_value)

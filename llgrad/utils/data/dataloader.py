@@ -1,0 +1,231 @@
+"""DataLoader (torch.utils.data.DataLoader): batches of a dataset, in the order of a
+sampler, collated by collate_fn. Loading runs in the calling process: num_workers > 0 is
+accepted (with PyTorch's argument checks) but loads in the main process, with a warning
+once; pin_memory has nothing to pin (the CPU is the only device)."""
+import math
+import warnings
+
+import numpy as np
+
+from ...runtime.creation import _rng, default_generator
+from ._utils.collate import default_collate, default_convert
+from .dataset import IterableDataset
+from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
+
+__all__ = ["DataLoader", "get_worker_info", "default_collate", "default_convert"]
+
+
+def get_worker_info():
+    """None: llgrad loads in the main process (as PyTorch's get_worker_info there)."""
+    return None
+
+
+class _InfiniteConstantSampler(Sampler):
+    """The sampler of an iterable-style dataset: None forever."""
+
+    def __iter__(self):
+        while True:
+            yield None
+
+
+class _DatasetKind:
+    Map = 0
+    Iterable = 1
+
+
+_warned_workers = False
+
+
+class DataLoader:
+    """DataLoader(dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
+    num_workers=0, collate_fn=None, pin_memory=False, drop_last=False, timeout=0,
+    worker_init_fn=None, multiprocessing_context=None, generator=None, *,
+    prefetch_factor=None, persistent_workers=False, pin_memory_device='', in_order=True)
+
+    shuffle=True draws a new permutation each epoch from `generator` (an llgrad.Generator;
+    by default a seed drawn from llgrad's default generator, so llgrad.manual_seed makes
+    the order reproducible)."""
+    __initialized = False
+
+    def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
+                 num_workers=0, collate_fn=None, pin_memory=False, drop_last=False, timeout=0,
+                 worker_init_fn=None, multiprocessing_context=None, generator=None, *,
+                 prefetch_factor=None, persistent_workers=False, pin_memory_device="",
+                 in_order=True):
+        if num_workers < 0:
+            raise ValueError("num_workers option should be non-negative; use num_workers=0 to "
+                             "disable multiprocessing.")
+        if timeout < 0:
+            raise ValueError("timeout option should be non-negative")
+        if num_workers == 0 and prefetch_factor is not None:
+            raise ValueError("prefetch_factor option could only be specified in "
+                             "multiprocessing.let num_workers > 0 to enable multiprocessing, "
+                             "otherwise set prefetch_factor to None.")
+        elif num_workers > 0 and prefetch_factor is None:
+            prefetch_factor = 2
+        elif prefetch_factor is not None and prefetch_factor < 0:
+            raise ValueError("prefetch_factor option should be non-negative")
+        if persistent_workers and num_workers == 0:
+            raise ValueError("persistent_workers option needs num_workers > 0")
+        if multiprocessing_context is not None and num_workers == 0:
+            raise ValueError("multiprocessing_context can only be used with multi-process "
+                             f"loading (num_workers > 0), but got num_workers={num_workers}")
+
+        self.dataset = dataset
+        self.num_workers = num_workers
+        self.prefetch_factor = prefetch_factor
+        self.pin_memory = pin_memory
+        self.pin_memory_device = pin_memory_device
+        self.timeout = timeout
+        self.worker_init_fn = worker_init_fn
+        self.multiprocessing_context = multiprocessing_context
+        self.in_order = in_order
+
+        if isinstance(dataset, IterableDataset):
+            self._dataset_kind = _DatasetKind.Iterable
+            if shuffle not in {False, None}:
+                raise ValueError("DataLoader with IterableDataset: expected unspecified shuffle "
+                                 f"option, but got shuffle={shuffle}")
+            if sampler is not None:
+                raise ValueError("DataLoader with IterableDataset: expected unspecified sampler "
+                                 f"option, but got sampler={sampler}")
+            if batch_sampler is not None:
+                raise ValueError("DataLoader with IterableDataset: expected unspecified "
+                                 f"batch_sampler option, but got batch_sampler={batch_sampler}")
+        else:
+            shuffle = bool(shuffle)
+            self._dataset_kind = _DatasetKind.Map
+
+        if sampler is not None and shuffle:
+            raise ValueError("sampler option is mutually exclusive with shuffle")
+        if batch_sampler is not None:
+            if batch_size != 1 or shuffle or sampler is not None or drop_last:
+                raise ValueError("batch_sampler option is mutually exclusive with batch_size, "
+                                 "shuffle, sampler, and drop_last")
+            batch_size = None
+            drop_last = False
+        elif batch_size is None:
+            if drop_last:
+                raise ValueError("batch_size=None option disables auto-batching and is "
+                                 "mutually exclusive with drop_last")
+
+        if sampler is None:
+            if self._dataset_kind == _DatasetKind.Iterable:
+                sampler = _InfiniteConstantSampler()
+            elif shuffle:
+                sampler = RandomSampler(dataset, generator=generator)
+            else:
+                sampler = SequentialSampler(dataset)
+        if batch_size is not None and batch_sampler is None:
+            batch_sampler = BatchSampler(sampler, batch_size, drop_last)
+
+        self.batch_size = batch_size
+        self.drop_last = drop_last
+        self.sampler = sampler
+        self.batch_sampler = batch_sampler
+        self.generator = generator
+        if collate_fn is None:
+            collate_fn = default_collate if self._auto_collation else default_convert
+        self.collate_fn = collate_fn
+        self.persistent_workers = persistent_workers
+        self.__initialized = True
+        self._IterableDataset_len_called = None
+
+    def __setattr__(self, attr, val):
+        if self.__initialized and attr in ("batch_size", "batch_sampler", "sampler",
+                                           "drop_last", "dataset", "persistent_workers"):
+            raise ValueError(f"{attr} attribute should not be set after "
+                             f"{self.__class__.__name__} is initialized")
+        super().__setattr__(attr, val)
+
+    @property
+    def _auto_collation(self):
+        return self.batch_sampler is not None
+
+    @property
+    def _index_sampler(self):
+        return self.batch_sampler if self._auto_collation else self.sampler
+
+    def __iter__(self):
+        global _warned_workers
+        if self.num_workers > 0 and not _warned_workers:
+            _warned_workers = True
+            warnings.warn(f"llgrad's DataLoader loads in the main process: num_workers="
+                          f"{self.num_workers} is accepted but no worker processes are "
+                          "started", stacklevel=2)
+        return _SingleProcessDataLoaderIter(self)
+
+    def __len__(self):
+        if self._dataset_kind == _DatasetKind.Iterable:
+            length = self._IterableDataset_len_called = len(self.dataset)
+            if self.batch_size is not None:
+                length = length // self.batch_size if self.drop_last else \
+                    math.ceil(length / self.batch_size)
+            return length
+        return len(self._index_sampler)
+
+
+class _SingleProcessDataLoaderIter:
+    def __init__(self, loader):
+        self._dataset = loader.dataset
+        self._dataset_kind = loader._dataset_kind
+        self._IterableDataset_len_called = loader._IterableDataset_len_called
+        self._auto_collation = loader._auto_collation
+        self._drop_last = loader.drop_last
+        self._index_sampler = loader._index_sampler
+        self._num_workers = loader.num_workers
+        self._collate_fn = loader.collate_fn
+        self._sampler_iter = iter(self._index_sampler)
+        # PyTorch draws a base seed (for workers' seeds) from the loader's generator when an
+        # iterator starts: the same draw here keeps the generator's sequence of uses alike
+        self._base_seed = int(_rng(loader.generator or default_generator)
+                              .integers(0, 2 ** 63 - 1, dtype=np.int64))
+        self._num_yielded = 0
+        if self._dataset_kind == _DatasetKind.Iterable:
+            self._dataset_iter = iter(self._dataset)
+            self._ended = False
+
+    def __iter__(self):
+        return self
+
+    def __len__(self):
+        return len(self._index_sampler)
+
+    def _fetch(self, index):
+        if self._dataset_kind == _DatasetKind.Iterable:
+            if self._ended:
+                raise StopIteration
+            if self._auto_collation:
+                data = []
+                for _ in index:
+                    try:
+                        data.append(next(self._dataset_iter))
+                    except StopIteration:
+                        self._ended = True
+                        break
+                if len(data) == 0 or (self._drop_last and len(data) < len(index)):
+                    raise StopIteration
+            else:
+                data = next(self._dataset_iter)
+            return self._collate_fn(data)
+        if self._auto_collation:
+            getitems = getattr(self._dataset, "__getitems__", None)
+            if getitems:
+                data = getitems(index)
+            else:
+                data = [self._dataset[i] for i in index]
+        else:
+            data = self._dataset[index]
+        return self._collate_fn(data)
+
+    def __next__(self):
+        index = next(self._sampler_iter)         # may raise StopIteration
+        data = self._fetch(index)
+        self._num_yielded += 1
+        if self._dataset_kind == _DatasetKind.Iterable and \
+                self._IterableDataset_len_called is not None and \
+                self._num_yielded > self._IterableDataset_len_called:
+            warnings.warn(f"Length of IterableDataset {self._dataset} was reported to be "
+                          f"{self._IterableDataset_len_called}(when accessing len(dataloader)), "
+                          f"but {self._num_yielded} samples have been fetched. ", stacklevel=2)
+        return data

@@ -1,0 +1,162 @@
+"""Samplers (torch.utils.data.sampler): the order in which a DataLoader reads a map-style
+dataset. Random samplers draw from an llgrad.Generator (llgrad's default generator, via a
+fresh seed per pass, when none is given): the same seed gives the same order on every run
+(not the order PyTorch's generator gives)."""
+import itertools
+
+import numpy as np
+
+from ...runtime.creation import _rng, default_generator, randint, randperm
+from ...runtime.generator import Generator
+
+__all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler",
+           "WeightedRandomSampler", "BatchSampler"]
+
+
+def _fresh_generator():
+    """PyTorch's RandomSampler without a generator: seed a new one from the default one."""
+    seed = int(_rng(default_generator).integers(0, 2 ** 63 - 1, dtype=np.int64))
+    return Generator().manual_seed(seed)
+
+
+class Sampler:
+    """Base class: subclasses define __iter__ (and __len__ when they can)."""
+
+    def __init__(self, data_source=None):
+        pass
+
+    def __iter__(self):
+        raise NotImplementedError
+
+    def __class_getitem__(cls, item):
+        return cls
+
+
+class SequentialSampler(Sampler):
+    """0, 1, ..., len(data_source) - 1."""
+
+    def __init__(self, data_source):
+        self.data_source = data_source
+
+    def __iter__(self):
+        return iter(range(len(self.data_source)))
+
+    def __len__(self):
+        return len(self.data_source)
+
+
+class RandomSampler(Sampler):
+    """A random permutation of the indices (a new one each pass), or num_samples indices
+    drawn with replacement."""
+
+    def __init__(self, data_source, replacement=False, num_samples=None, generator=None):
+        self.data_source = data_source
+        self.replacement = replacement
+        self._num_samples = num_samples
+        self.generator = generator
+        if not isinstance(self.replacement, bool):
+            raise TypeError("replacement should be a boolean value, but got "
+                            f"replacement={self.replacement}")
+        if not isinstance(self.num_samples, int) or self.num_samples <= 0:
+            raise ValueError("num_samples should be a positive integer value, but got "
+                             f"num_samples={self.num_samples}")
+
+    @property
+    def num_samples(self):
+        return len(self.data_source) if self._num_samples is None else self._num_samples
+
+    def __iter__(self):
+        n = len(self.data_source)
+        generator = _fresh_generator() if self.generator is None else self.generator
+        if self.replacement:
+            for _ in range(self.num_samples // 32):
+                yield from randint(0, n, size=(32,), generator=generator).tolist()
+            yield from randint(0, n, size=(self.num_samples % 32,),
+                               generator=generator).tolist()
+        else:
+            for _ in range(self.num_samples // n):
+                yield from randperm(n, generator=generator).tolist()
+            yield from randperm(n, generator=generator).tolist()[:self.num_samples % n]
+
+    def __len__(self):
+        return self.num_samples
+
+
+class SubsetRandomSampler(Sampler):
+    """The given indices in a random order."""
+
+    def __init__(self, indices, generator=None):
+        self.indices = indices
+        self.generator = generator
+
+    def __iter__(self):
+        for i in randperm(len(self.indices), generator=self.generator).tolist():
+            yield self.indices[i]
+
+    def __len__(self):
+        return len(self.indices)
+
+
+class WeightedRandomSampler(Sampler):
+    """num_samples indices drawn with probabilities proportional to weights."""
+
+    def __init__(self, weights, num_samples, replacement=True, generator=None):
+        if not isinstance(num_samples, int) or isinstance(num_samples, bool) or \
+                num_samples <= 0:
+            raise ValueError("num_samples should be a positive integer value, but got "
+                             f"num_samples={num_samples}")
+        if not isinstance(replacement, bool):
+            raise ValueError("replacement should be a boolean value, but got "
+                             f"replacement={replacement}")
+        w = np.asarray(weights.detach().numpy() if hasattr(weights, "detach") else weights,
+                       dtype=np.float64)
+        if w.ndim != 1:
+            raise ValueError(f"weights should be a 1d sequence but given weights have shape "
+                             f"{tuple(w.shape)}")
+        if not replacement and num_samples > w.size:
+            raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without "
+                               "replacement")
+        self.weights = w
+        self.num_samples = num_samples
+        self.replacement = replacement
+        self.generator = generator
+
+    def __iter__(self):
+        p = self.weights / self.weights.sum()
+        idx = _rng(self.generator).choice(self.weights.size, size=self.num_samples,
+                                          replace=self.replacement, p=p)
+        yield from idx.tolist()
+
+    def __len__(self):
+        return self.num_samples
+
+
+class BatchSampler(Sampler):
+    """Lists of batch_size indices from `sampler` (the last one shorter unless drop_last)."""
+
+    def __init__(self, sampler, batch_size, drop_last):
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size <= 0:
+            raise ValueError("batch_size should be a positive integer value, but got "
+                             f"batch_size={batch_size}")
+        if not isinstance(drop_last, bool):
+            raise ValueError(f"drop_last should be a boolean value, but got drop_last={drop_last}")
+        self.sampler = sampler
+        self.batch_size = batch_size
+        self.drop_last = drop_last
+
+    def __iter__(self):
+        sampler_iter = iter(self.sampler)
+        if self.drop_last:
+            args = [sampler_iter] * self.batch_size
+            for batch in zip(*args):
+                yield [*batch]
+        else:
+            batch = [*itertools.islice(sampler_iter, self.batch_size)]
+            while batch:
+                yield batch
+                batch = [*itertools.islice(sampler_iter, self.batch_size)]
+
+    def __len__(self):
+        if self.drop_last:
+            return len(self.sampler) // self.batch_size
+        return (len(self.sampler) + self.batch_size - 1) // self.batch_size
