@@ -12,6 +12,7 @@ from .runtime.creation import (arange, as_tensor, empty, empty_like, eye,  # noq
                                ones, ones_like, rand, rand_like, randint, randn, randn_like,
                                randperm, tensor, zeros, zeros_like)
 from .runtime.functions import *  # noqa: F401,F403
+from .runtime.functions import __getattr__  # noqa: F401,E402 (functions of later ops)
 from . import autograd, ir, nn, optim  # noqa: F401,E402
 from .tracer import trace  # noqa: F401,E402
 from .compile.transforms import grad, value_and_grad, vjp  # noqa: F401,E402

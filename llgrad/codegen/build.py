@@ -14,7 +14,7 @@ these too; lower.py builds a Kernel from them."""
 import numpy as np
 from llvmlite import ir
 
-from ..ir.decompose import decompose_norms
+from ..ir.decompose import expand_composites
 from ..ir.graph import Value
 from ..ir.ops_control import CONTROL
 from ..ir.optable import OPS
@@ -124,7 +124,7 @@ def simplify(graph):
         [n.op for n in out.nodes] == [n.op for n in graph.nodes] else out
 
 
-PASSES = (decompose_norms, cse, dce)    # the pipeline simplify runs, in order
+PASSES = (expand_composites, cse, dce)    # the pipeline simplify runs, in order
 
 
 def plan_graph(graph, options, clusters=True):

@@ -32,10 +32,10 @@ def lower(graph, *, blas=True, opt=True, clusters=True, release=()):
     jit.key_for) in memory and in the disk cache first; a hit skips building the LLVM
     module, optimisation and code generation. The plan is always rebuilt from the graph
     (cheap, and the Kernel needs it), so a hit runs exactly the code that plan describes."""
+    traced, graph = graph, simplify(graph)      # (composites expanded: ir/decompose.py)
     bad = unsupported(graph)
     if bad is not None:
         raise Unsupported(*bad)
-    traced, graph = graph, simplify(graph)
     options = {"blas": blas and blas_available(), "small_gemm": small_gemm_bound()}
     plan = plan_graph(graph, options, clusters)
     split = release_split(plan, release)

@@ -88,22 +88,20 @@ class Native(Interpreter):
     def kernel(entry, which):
         """The native kernel of entry's forward or backward graph; None (a note in the dump
         and a warning) when the graph has an op the LLVM lowering does not cover yet."""
-        from ..codegen.lower import lower, unsupported     # (llvmlite: on first use)
-        graph = getattr(entry, which)
-        bad = unsupported(graph)
-        if bad is not None:
-            node, reason = bad
-            what = f"{node.op} ({node.loc})" if node is not None else "graph"
-            entry.kernels[which] = f"interpreted: {what} is not lowered to LLVM yet: {reason}"
-            warn_once(f"llgrad.compile({entry.name}): the {which} graph runs on the "
-                      f"interpreter, not as native code: {what} is not lowered to LLVM yet "
-                      f"({reason})")
-            return None
+        from ..codegen.lower import Unsupported, lower     # (llvmlite: on first use)
         # a backward may let go of the saved activations mid-call (the inputs among the
         # saved values are the caller's: letting go frees nothing): apply_last
         release = tuple(k for k, s in enumerate(entry.saved) if s.input_index is None) \
             if which == "backward" else ()
-        kernel = entry.kernels[which] = lower(graph, release=release)
+        try:
+            kernel = entry.kernels[which] = lower(getattr(entry, which), release=release)
+        except Unsupported as e:
+            what = f"{e.node.op} ({e.node.loc})" if e.node is not None else "graph"
+            entry.kernels[which] = f"interpreted: {what} is not lowered to LLVM yet: {e.reason}"
+            warn_once(f"llgrad.compile({entry.name}): the {which} graph runs on the "
+                      f"interpreter, not as native code: {what} is not lowered to LLVM yet "
+                      f"({e.reason})")
+            return None
         return kernel
 
 

@@ -26,7 +26,7 @@ def format_entry(entry, python=False, llvm=False, asm=False):
                 parts += [f"== {which} LLVM IR ==", f"  ({k})"]
             else:
                 if k.plan.graph is not k.graph:     # what codegen.lower.simplify made of it
-                    parts += [f"== {which} as lowered (decompose_norms, cse, dce) ==",
+                    parts += [f"== {which} as lowered (expand_composites, cse, dce) ==",
                               str(k.plan.graph)]
                 parts += [f"== {which} loop plan (groups, buffers) ==", k.plan.describe()]
                 if k.split is not None:

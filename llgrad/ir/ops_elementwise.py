@@ -36,11 +36,11 @@ def _is_tensor(x):
     return hasattr(x, "_dtype")
 
 
-def _binary(name, impl, vjp, grad_fn, save=(), float_out=False, number_edges=True):
+def _binary(name, impl, vjp, grad_fn, save=(), float_out=False, number_edges=True, **kw):
     # (PyTorch wraps a Python number operand of these into a tensor: a (None, 0) edge)
     return defop(name, impl, vjp=vjp, grad_fn=grad_fn, args=("self", "other"), save=save,
                  kind="elementwise", promote=(0, 1), float_out=float_out,
-                 number_edges=number_edges)
+                 number_edges=number_edges, **kw)
 
 
 def _unary(name, impl, vjp, grad_fn, save=(), float_out=True, **kw):
@@ -51,19 +51,23 @@ def _unary(name, impl, vjp, grad_fn, save=(), float_out=True, **kw):
 # ---- arithmetic -----------------------------------------------------------------------
 
 _binary("add", lambda a, b, alpha=1: np.add(a, b if alpha == 1 else np.multiply(b, alpha)),
-        lambda c, g: (g, g if c.alpha == 1 else g * c.alpha), "AddBackward0")
+        lambda c, g: (g, g if c.alpha == 1 else g * c.alpha), "AddBackward0", functions=("add",))
 _binary("sub", lambda a, b, alpha=1: np.subtract(a, b if alpha == 1 else np.multiply(b, alpha)),
-        lambda c, g: (g, -g if c.alpha == 1 else g * -c.alpha), "SubBackward0")
+        lambda c, g: (g, -g if c.alpha == 1 else g * -c.alpha), "SubBackward0",
+        functions=("sub", "subtract"))
 _binary("rsub", lambda a, b, alpha=1: np.subtract(b, a if alpha == 1 else np.multiply(a, alpha)),
         lambda c, g: (-g if c.alpha == 1 else g * -c.alpha, g), "RsubBackward1",
         number_edges=False)
 _binary("mul", np.multiply,
         lambda c, g: (g * c.other if c.needs(0) else None, g * c.self if c.needs(1) else None),
-        "MulBackward0", save=("self", "other"))
+        "MulBackward0", save=("self", "other"),
+        methods=("mul", "multiply", "__mul__", "__rmul__"), inplace=("mul_", "__imul__"),
+        functions=("mul", "multiply"))
 _binary("div", np.true_divide,
         lambda c, g: (g / c.other if c.needs(0) else None,
                       -g * c.self / (c.other * c.other) if c.needs(1) else None),
-        "DivBackward0", save=("self", "other"), float_out=True)
+        "DivBackward0", save=("self", "other"), float_out=True,
+        functions=("div", "divide", "true_divide"))
 
 
 
@@ -136,30 +140,45 @@ def _pow(x, e):
 
 
 defop("pow", _pow, vjp=_pow_vjp, grad_fn=_pow_name, args=("self", "exponent"),
-      save=("self", "exponent", "result"), kind="elementwise", promote=(0, 1))
-_unary("neg", np.negative, lambda c, g: (-g,), "NegBackward0", float_out=False)
+      save=("self", "exponent", "result"), kind="elementwise", promote=(0, 1),
+      functions=("pow", "square"), cost=4)
+_unary("neg", np.negative, lambda c, g: (-g,), "NegBackward0", float_out=False,
+       methods=("neg", "negative", "__neg__"), inplace=("neg_", "negative_"),
+       functions=("neg", "negative"))
 
 # ---- unary math -----------------------------------------------------------------------
 
-_unary("exp", np.exp, lambda c, g: (g * c.result,), "ExpBackward0", save=("result",))
-_unary("log", np.log, lambda c, g: (g / c.self,), "LogBackward0", save=("self",))
-_unary("log1p", np.log1p, lambda c, g: (g / (c.self + 1),), "Log1PBackward0", save=("self",))
+_unary("exp", np.exp, lambda c, g: (g * c.result,), "ExpBackward0", save=("result",),
+       methods=("exp",), inplace=("exp_",), functions=("exp",), cost=4)
+_unary("log", np.log, lambda c, g: (g / c.self,), "LogBackward0", save=("self",),
+       methods=("log",), inplace=("log_",), functions=("log",), cost=4)
+_unary("log1p", np.log1p, lambda c, g: (g / (c.self + 1),), "Log1PBackward0", save=("self",),
+       methods=("log1p",), inplace=("log1p_",), functions=("log1p",), cost=4)
 _unary("expm1", np.expm1, lambda c, g: (g * (c.result + 1),), "Expm1Backward0",
-       save=("result",))
-_unary("sqrt", np.sqrt, lambda c, g: (g / (2 * c.result),), "SqrtBackward0", save=("result",))
+       save=("result",), methods=("expm1",), inplace=("expm1_",), functions=("expm1",), cost=4)
+_unary("sqrt", np.sqrt, lambda c, g: (g / (2 * c.result),), "SqrtBackward0", save=("result",),
+       methods=("sqrt",), inplace=("sqrt_",), functions=("sqrt",))
 _unary("rsqrt", lambda x: 1.0 / np.sqrt(x), lambda c, g: (g * -0.5 * c.result ** 3,),
-       "RsqrtBackward0", save=("result",))
+       "RsqrtBackward0", save=("result",),
+       methods=("rsqrt",), inplace=("rsqrt_",), functions=("rsqrt",))
 _unary("reciprocal", np.reciprocal, lambda c, g: (-g * c.result * c.result,),
-       "ReciprocalBackward0", save=("result",))
+       "ReciprocalBackward0", save=("result",),
+       methods=("reciprocal",), inplace=("reciprocal_",), functions=("reciprocal",))
 _unary("abs", np.abs, lambda c, g: (g * c.self.sign(),), "AbsBackward0", save=("self",),
-       float_out=False)
-_unary("sign", np.sign, lambda c, g: (g.new_zeros(g.shape),), "SignBackward0", float_out=False)
-_unary("sin", np.sin, lambda c, g: (g * c.self.cos(),), "SinBackward0", save=("self",))
-_unary("cos", np.cos, lambda c, g: (-g * c.self.sin(),), "CosBackward0", save=("self",))
+       float_out=False,
+       methods=("abs", "absolute", "__abs__"), inplace=("abs_", "absolute_"),
+       functions=("abs", "absolute"))
+_unary("sign", np.sign, lambda c, g: (g.new_zeros(g.shape),), "SignBackward0", float_out=False,
+       methods=("sign",), inplace=("sign_",), functions=("sign",))
+_unary("sin", np.sin, lambda c, g: (g * c.self.cos(),), "SinBackward0", save=("self",),
+       methods=("sin",), inplace=("sin_",), functions=("sin",), cost=4)
+_unary("cos", np.cos, lambda c, g: (-g * c.self.sin(),), "CosBackward0", save=("self",),
+       methods=("cos",), inplace=("cos_",), functions=("cos",), cost=4)
 _unary("tanh", np.tanh, lambda c, g: (g * (1 - c.result * c.result),), "TanhBackward0",
-       save=("result",))
+       save=("result",), methods=("tanh",), inplace=("tanh_",), functions=("tanh",), cost=4)
 _unary("erf", np_erf, lambda c, g: (g * _TWO_OVER_SQRT_PI * (-(c.self * c.self)).exp(),),
-       "ErfBackward0", save=("self",))
+       "ErfBackward0", save=("self",),
+       methods=("erf",), inplace=("erf_",), functions=("erf",), cost=4)
 
 
 def _sigmoid(x):
@@ -169,12 +188,14 @@ def _sigmoid(x):
 
 
 _unary("sigmoid", _sigmoid, lambda c, g: (g * c.result * (1 - c.result),), "SigmoidBackward0",
-       save=("result",))
+       save=("result",),
+       methods=("sigmoid",), inplace=("sigmoid_",), functions=("sigmoid",), cost=4)
 
 # ---- activations ----------------------------------------------------------------------
 
 _unary("relu", lambda x: np.maximum(x, 0), lambda c, g: (g * (c.result > 0),),
-       "ReluBackward0", save=("result",), float_out=False)
+       "ReluBackward0", save=("result",), float_out=False,
+       methods=("relu",), inplace=("relu_",), functions=("relu",))
 _unary("leaky_relu", lambda x, negative_slope=0.01: np.where(x > 0, x, x * negative_slope),
        lambda c, g: (g.where(c.self > 0, g * c.negative_slope),), "LeakyReluBackward0",
        save=("self",))
@@ -218,7 +239,22 @@ def _gelu_vjp(c, g):
     return (g * d,)
 
 
-_unary("gelu", _gelu, _gelu_vjp, "GeluBackward0", save=("self",))
+def _gelu_primitives(node, emit):
+    """x * cdf(x), with cdf as _gelu_vjp computes it (the same nodes: ir/decompose.py)."""
+    x = node.inputs[0]
+    if node.attrs.get("approximate", "none") == "tanh":
+        x2 = emit("mul", [x, x])
+        inner = emit("add", [x, emit("mul", [emit("mul", [x2, 0.044715]), x])], alpha=1)
+        t = emit("tanh", [emit("mul", [inner, _SQRT_2_OVER_PI])])
+        cdf = emit("mul", [emit("add", [t, 1], alpha=1), 0.5])
+    else:
+        erf = emit("erf", [emit("mul", [x, 1 / _SQRT2])])
+        cdf = emit("mul", [emit("add", [erf, 1], alpha=1), 0.5])
+    return emit("mul", [x, cdf])
+
+
+_unary("gelu", _gelu, _gelu_vjp, "GeluBackward0", save=("self",),
+       cost=4, decompose=_gelu_primitives)
 
 
 def _silu_vjp(c, g):
@@ -226,7 +262,8 @@ def _silu_vjp(c, g):
     return (g * s * (1 + c.self * (1 - s)),)
 
 
-_unary("silu", lambda x: x * _sigmoid(x), _silu_vjp, "SiluBackward0", save=("self",))
+_unary("silu", lambda x: x * _sigmoid(x), _silu_vjp, "SiluBackward0", save=("self",),
+       methods=("silu",), cost=4)
 
 
 def _softplus(x, beta=1, threshold=20):
@@ -236,7 +273,7 @@ def _softplus(x, beta=1, threshold=20):
 
 _unary("softplus", _softplus,
        lambda c, g: (g.where(c.self * c.beta > c.threshold, g * (c.self * c.beta).sigmoid()),),
-       "SoftplusBackward0", save=("self",))
+       "SoftplusBackward0", save=("self",), cost=4)
 
 
 def _clamp(x, lo, hi):
@@ -265,7 +302,8 @@ def _clamp_vjp(c, g):
 
 defop("clamp", _clamp, vjp=_clamp_vjp, args=("self", "min", "max"), save=("self", "min", "max"),
       grad_fn=lambda ins, at: "ClampBackward0" if _is_tensor(ins[1]) or _is_tensor(ins[2])
-      else "ClampBackward1", kind="elementwise", promote=(0, 1, 2), scalar_args=("min", "max"))
+      else "ClampBackward1", kind="elementwise", promote=(0, 1, 2), scalar_args=("min", "max"),
+      functions=("clamp", "clip"))
 
 
 def _clamp_min_vjp(c, g):
@@ -286,10 +324,12 @@ def _clamp_max_vjp(c, g):
 # a number bound, ...Backward1 for a tensor one), apart from clamp(min=...) (ClampBackward1)
 defop("clamp_min", lambda x, lo: _clamp(x, lo, None), vjp=_clamp_min_vjp, args=("self", "min"),
       save=("self", "min"), kind="elementwise", promote=(0, 1),
-      grad_fn=lambda ins, at: "ClampMinBackward1" if _is_tensor(ins[1]) else "ClampMinBackward0")
+      grad_fn=lambda ins, at: "ClampMinBackward1" if _is_tensor(ins[1]) else "ClampMinBackward0",
+      functions=("clamp_min",))
 defop("clamp_max", lambda x, hi: _clamp(x, None, hi), vjp=_clamp_max_vjp, args=("self", "max"),
       save=("self", "max"), kind="elementwise", promote=(0, 1),
-      grad_fn=lambda ins, at: "ClampMaxBackward1" if _is_tensor(ins[1]) else "ClampMaxBackward0")
+      grad_fn=lambda ins, at: "ClampMaxBackward1" if _is_tensor(ins[1]) else "ClampMaxBackward0",
+      functions=("clamp_max",))
 
 
 def _max_min_vjp(pick):
@@ -301,9 +341,9 @@ def _max_min_vjp(pick):
 
 
 _binary("maximum", np.maximum, _max_min_vjp(lambda a, b: a > b), "MaximumBackward0",
-        save=("self", "other"))
+        save=("self", "other"), methods=("maximum",), functions=("maximum",))
 _binary("minimum", np.minimum, _max_min_vjp(lambda a, b: a < b), "MinimumBackward0",
-        save=("self", "other"))
+        save=("self", "other"), methods=("minimum",), functions=("minimum",))
 defop("where", lambda c, a, b: np.where(c, a, b),
       vjp=lambda c, g: (None, g.where(c.condition, 0) if c.needs(1) else None,
                         g.where(c.condition.logical_not(), 0) if c.needs(2) else None),
@@ -327,12 +367,12 @@ def _addcdiv(a, t1, t2, value=1):
 defop("addcmul", _addcmul, args=("self", "tensor1", "tensor2"), save=("tensor1", "tensor2"),
       vjp=lambda c, g: (g, _times(g * c.tensor2, c.value) if c.needs(1) else None,
                         _times(g * c.tensor1, c.value) if c.needs(2) else None),
-      grad_fn="AddcmulBackward0", kind="elementwise", promote=(0, 1, 2))
+      grad_fn="AddcmulBackward0", kind="elementwise", promote=(0, 1, 2), functions=("addcmul",))
 defop("addcdiv", _addcdiv, args=("self", "tensor1", "tensor2"), save=("tensor1", "tensor2"),
       vjp=lambda c, g: (g, _times(g / c.tensor2, c.value) if c.needs(1) else None,
                         _times(-g * c.tensor1 / (c.tensor2 * c.tensor2), c.value)
                         if c.needs(2) else None),
-      grad_fn="AddcdivBackward0", kind="elementwise", promote=(0, 1, 2))
+      grad_fn="AddcdivBackward0", kind="elementwise", promote=(0, 1, 2), functions=("addcdiv",))
 
 
 def _lerp(a, b, w):
@@ -352,23 +392,31 @@ def _lerp_vjp(c, g):
 defop("lerp", _lerp, vjp=_lerp_vjp, args=("self", "end", "weight"),
       save=("self", "end", "weight"), kind="elementwise", promote=(0, 1, 2),
       grad_fn=lambda ins, at: "LerpBackward1" if _is_tensor(ins[2]) else "LerpBackward0",
-      scalar_args=("weight",))
+      scalar_args=("weight",), functions=("lerp",))
 
 # ---- comparisons and logic (no gradient) ----------------------------------------------
 
-for _name, _fn in (("eq", np.equal), ("ne", np.not_equal), ("lt", np.less),
-                   ("le", np.less_equal), ("gt", np.greater), ("ge", np.greater_equal)):
-    defop(_name, _fn, args=("self", "other"), kind="elementwise", promote=(0, 1))
-defop("logical_and", np.logical_and, args=("self", "other"), kind="elementwise")
-defop("logical_or", np.logical_or, args=("self", "other"), kind="elementwise")
-defop("logical_xor", np.logical_xor, args=("self", "other"), kind="elementwise")
-defop("logical_not", np.logical_not, kind="elementwise")
-defop("isnan", np.isnan, kind="elementwise")
-defop("isfinite", np.isfinite, kind="elementwise")
+for _name, _fn, _alias in (("eq", np.equal, ()), ("ne", np.not_equal, ()),
+                           ("lt", np.less, ("less",)), ("le", np.less_equal, ()),
+                           ("gt", np.greater, ("greater",)), ("ge", np.greater_equal, ())):
+    defop(_name, _fn, args=("self", "other"), kind="elementwise", promote=(0, 1),
+          methods=(_name, f"__{_name}__") + _alias, functions=(_name,) + _alias)
+defop("logical_and", np.logical_and, args=("self", "other"), kind="elementwise",
+      methods=("logical_and", "__and__", "__rand__"), functions=("logical_and",))
+defop("logical_or", np.logical_or, args=("self", "other"), kind="elementwise",
+      methods=("logical_or", "__or__", "__ror__"), functions=("logical_or",))
+defop("logical_xor", np.logical_xor, args=("self", "other"), kind="elementwise",
+      methods=("logical_xor", "__xor__", "__rxor__"), functions=("logical_xor",))
+defop("logical_not", np.logical_not, kind="elementwise",
+      methods=("logical_not", "__invert__"), inplace=("logical_not_",), functions=("logical_not",))
+defop("isnan", np.isnan, kind="elementwise",
+      methods=("isnan",), inplace=("isnan_",), functions=("isnan",))
+defop("isfinite", np.isfinite, kind="elementwise",
+      methods=("isfinite",), inplace=("isfinite_",), functions=("isfinite",))
 defop("floor", np.floor, kind="elementwise", vjp=lambda c, g: (g.new_zeros(g.shape),),
-      grad_fn="FloorBackward0")
+      grad_fn="FloorBackward0", methods=("floor",), inplace=("floor_",), functions=("floor",))
 defop("round", np.round, kind="elementwise", vjp=lambda c, g: (g.new_zeros(g.shape),),
-      grad_fn="RoundBackward0")
+      grad_fn="RoundBackward0", methods=("round",), inplace=("round_",), functions=("round",))
 
 # ---- copies, casts and fills ------------------------------------------------------------
 
@@ -377,7 +425,8 @@ def _clone(x, memory_format="preserve"):
     return np.array(x, copy=True, order="C" if memory_format == "contiguous" else "K")
 
 
-defop("clone", _clone, vjp=lambda c, g: (g,), grad_fn="CloneBackward0", kind="elementwise")
+defop("clone", _clone, vjp=lambda c, g: (g,), grad_fn="CloneBackward0", kind="elementwise",
+      functions=("clone",))
 defop("to_dtype", lambda x, dtype: x.astype(dtype), vjp=lambda c, g: (g,),
       grad_fn="ToCopyBackward0", kind="elementwise")
 defop("fill", lambda x, value: np.full_like(x, value, order="K"),

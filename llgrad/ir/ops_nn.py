@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 
+from .graph import Value
 from .optable import defop
 
 
@@ -24,11 +25,11 @@ def _matmul_vjp(c, g):
 
 
 defop("mm", np.matmul, args=("self", "mat2"), save=("self", "mat2"), grad_fn="MmBackward0",
-      vjp=_mm_vjp)
+      vjp=_mm_vjp, functions=("mm",))
 defop("bmm", np.matmul, args=("self", "mat2"), save=("self", "mat2"), grad_fn="BmmBackward0",
-      vjp=_bmm_vjp)
+      vjp=_bmm_vjp, functions=("bmm",))
 defop("matmul", np.matmul, args=("self", "other"), save=("self", "other"),
-      grad_fn="UnsafeViewBackward0", vjp=_matmul_vjp)
+      grad_fn="UnsafeViewBackward0", vjp=_matmul_vjp, functions=("matmul",))
 
 
 def _addmm(bias, a, b, beta=1, alpha=1):
@@ -57,14 +58,28 @@ def _addmm_vjp(c, g):
 
 
 # beta * self + alpha * (mat1 @ mat2): F.linear with a bias on a matrix (PyTorch fuses it)
+def _addmm_primitives(node, emit):
+    """beta * self + alpha * (mat1 @ mat2), as the impl computes it: mm then add, so the
+    scheduler fuses the bias into the elementwise group that follows (ir/decompose.py)."""
+    bias, a, b = node.inputs[:3]
+    beta, alpha = node.attrs.get("beta", 1), node.attrs.get("alpha", 1)
+    y = emit("mm", [a, b])
+    if alpha != 1:
+        y = emit("mul", [y, alpha])
+    if beta == 0:
+        return y
+    return emit("add", [y, emit("mul", [bias, beta]) if beta != 1 else bias], alpha=1)
+
+
 defop("addmm", _addmm, args=("self", "mat1", "mat2"), save=("mat1", "mat2"),
-      grad_fn="AddmmBackward0", vjp=_addmm_vjp)
+      grad_fn="AddmmBackward0", vjp=_addmm_vjp, functions=("addmm",), decompose=_addmm_primitives)
 defop("dot", lambda a, b: np.asarray(np.dot(a, b)), args=("self", "other"),
       save=("self", "other"), grad_fn="DotBackward0",
-      vjp=lambda c, g: (g * c.other if c.needs(0) else None, g * c.self if c.needs(1) else None))
+      vjp=lambda c, g: (g * c.other if c.needs(0) else None, g * c.self if c.needs(1) else None),
+      functions=("dot",))
 defop("mv", np.matmul, args=("self", "vec"), save=("self", "vec"), grad_fn="MvBackward0",
       vjp=lambda c, g: (g.unsqueeze(1) * c.vec.unsqueeze(0) if c.needs(0) else None,
-                        c.self.t().mv(g) if c.needs(1) else None))
+                        c.self.t().mv(g) if c.needs(1) else None), functions=("mv",))
 
 # ---- normalisation ----------------------------------------------------------------------
 
@@ -104,8 +119,27 @@ def _layer_norm_vjp(c, g):
     return (gx if c.needs(0) else None, gw if c.needs(1) else None, gb if c.needs(2) else None)
 
 
+def _layer_norm_primitives(node, emit):
+    """The primitives of _norm_vjp's recomputation, in its order and with its attributes,
+    then the affine part as the impl applies it: in native code the forward shares the
+    statistics with the backward's recomputation (cse) and both run in one walk over each
+    row (ir/decompose.py, codegen/schedule/rows.py)."""
+    x, w, b = (list(node.inputs) + [None, None])[:3]
+    dims = tuple(range(len(x.type.shape) - node.attrs["normalized_ndim"], len(x.type.shape)))
+    mu = emit("mean", [x], dim=dims, keepdim=True)
+    xc = emit("sub", [x, mu], alpha=1)
+    var = emit("mean", [emit("mul", [xc, xc])], dim=dims, keepdim=True)
+    rstd = emit("rsqrt", [emit("add", [var, node.attrs["eps"]], alpha=1)])
+    y = emit("mul", [xc, rstd])
+    if isinstance(w, Value):
+        y = emit("mul", [y, w])
+    if isinstance(b, Value):
+        y = emit("add", [y, b], alpha=1)
+    return y
+
+
 defop("layer_norm", _layer_norm, args=("self", "weight", "bias"), save=("self", "weight"),
-      grad_fn="NativeLayerNormBackward0", vjp=_layer_norm_vjp)
+      grad_fn="NativeLayerNormBackward0", vjp=_layer_norm_vjp, decompose=_layer_norm_primitives)
 
 
 def _bn_shape(x, v):

@@ -34,10 +34,11 @@ def _sum(x, dim=None, keepdim=False, dtype=None):
 
 
 defop("sum", _sum, kind="reduce", grad_fn=_by_dim("SumBackward0", "SumBackward1"),
-      vjp=lambda c, g: (unreduce(g, c.shape(0), c.dim, c.keepdim),))
+      vjp=lambda c, g: (unreduce(g, c.shape(0), c.dim, c.keepdim),), functions=("sum",))
 defop("mean", lambda x, dim=None, keepdim=False: np.asarray(np.mean(x, axis=dim, keepdims=keepdim)),
       kind="reduce", grad_fn=_by_dim("MeanBackward0", "MeanBackward1"),
-      vjp=lambda c, g: (unreduce(g, c.shape(0), c.dim, c.keepdim) / _count(c.shape(0), c.dim),))
+      vjp=lambda c, g: (unreduce(g, c.shape(0), c.dim, c.keepdim) / _count(c.shape(0), c.dim),),
+      functions=("mean",))
 
 
 def _prod_vjp(c, g):
@@ -64,7 +65,7 @@ def _prod(x, dim=None, keepdim=False):
 
 
 defop("prod", _prod, kind="reduce", save=("self", "result"),
-      grad_fn=_by_dim("ProdBackward0", "ProdBackward1"), vjp=_prod_vjp)
+      grad_fn=_by_dim("ProdBackward0", "ProdBackward1"), vjp=_prod_vjp, functions=("prod",))
 
 
 def _evenly(c, g):
@@ -80,7 +81,7 @@ for _n, _f, _gn in (("amax", np.max, "AmaxBackward0"), ("amin", np.min, "AminBac
                     ("max", np.max, "MaxBackward1"), ("min", np.min, "MinBackward1")):
     defop(_n, (lambda f: lambda x, dim=None, keepdim=False:
                np.asarray(f(x, axis=dim, keepdims=keepdim)))(_f),
-          kind="reduce", save=("self", "result"), grad_fn=_gn, vjp=_evenly)
+          kind="reduce", save=("self", "result"), grad_fn=_gn, vjp=_evenly, functions=(_n,))
 
 
 def _max_dim(pick, argpick):
@@ -122,12 +123,14 @@ defop("max_dim", _max_dim(np.max, _nanargmax), nout=2, kind="reduce", save=("res
       grad_fn="MaxBackward0", vjp=_select_vjp)
 defop("min_dim", _max_dim(np.min, _nanargmin), nout=2, kind="reduce", save=("result1",),
       grad_fn="MinBackward0", vjp=_select_vjp)
-defop("argmax", lambda x, dim=None, keepdim=False: _arg(_nanargmax, x, dim, keepdim), kind="reduce")
-defop("argmin", lambda x, dim=None, keepdim=False: _arg(_nanargmin, x, dim, keepdim), kind="reduce")
+defop("argmax", lambda x, dim=None, keepdim=False: _arg(_nanargmax, x, dim, keepdim), kind="reduce",
+      functions=("argmax",))
+defop("argmin", lambda x, dim=None, keepdim=False: _arg(_nanargmin, x, dim, keepdim), kind="reduce",
+      functions=("argmin",))
 defop("all", lambda x, dim=None, keepdim=False: np.asarray(np.all(x, axis=dim, keepdims=keepdim)),
-      kind="reduce")
+      kind="reduce", functions=("all",))
 defop("any", lambda x, dim=None, keepdim=False: np.asarray(np.any(x, axis=dim, keepdims=keepdim)),
-      kind="reduce")
+      kind="reduce", functions=("any",))
 
 
 def _arg(fn, x, dim, keepdim):
@@ -159,9 +162,11 @@ def _std_vjp(c, g):
     return (unreduce(g, shape, c.dim, c.keepdim) * (x - x.mean(dims, keepdim=True)) / (r * n),)
 
 
-defop("var", _var, kind="reduce", save=("self",), grad_fn="VarBackward0", vjp=_var_vjp)
+defop("var", _var, kind="reduce", save=("self",), grad_fn="VarBackward0", vjp=_var_vjp,
+      functions=("var",))
 defop("std", lambda x, dim=None, correction=1, keepdim=False: np.sqrt(_var(x, dim, correction, keepdim)),
-      kind="reduce", save=("self", "result"), grad_fn="StdBackward0", vjp=_std_vjp)
+      kind="reduce", save=("self", "result"), grad_fn="StdBackward0", vjp=_std_vjp,
+      functions=("std",))
 
 
 def _logsumexp(x, dim, keepdim=False):
@@ -174,7 +179,8 @@ def _logsumexp(x, dim, keepdim=False):
 defop("logsumexp", _logsumexp, kind="reduce", save=("self", "result"),
       grad_fn="LogsumexpBackward0",
       vjp=lambda c, g: (unreduce(g, c.shape(0), c.dim, c.keepdim)
-                        * (c.self - unreduce(c.result, c.shape(0), c.dim, c.keepdim)).exp(),))
+                        * (c.self - unreduce(c.result, c.shape(0), c.dim, c.keepdim)).exp(),),
+      functions=("logsumexp",))
 
 
 def _softmax(x, dim):
@@ -189,9 +195,11 @@ def _log_softmax(x, dim):
 
 
 defop("softmax", _softmax, save=("result",), grad_fn="SoftmaxBackward0",
-      vjp=lambda c, g: (c.result * (g - (g * c.result).sum(c.dim, keepdim=True)),))
+      vjp=lambda c, g: (c.result * (g - (g * c.result).sum(c.dim, keepdim=True)),),
+      functions=("softmax",))
 defop("log_softmax", _log_softmax, save=("result",), grad_fn="LogSoftmaxBackward0",
-      vjp=lambda c, g: (g - c.result.exp() * g.sum(c.dim, keepdim=True),))
+      vjp=lambda c, g: (g - c.result.exp() * g.sum(c.dim, keepdim=True),),
+      functions=("log_softmax",))
 
 
 def _cumsum(x, dim):
@@ -202,4 +210,4 @@ def _cumsum(x, dim):
 
 # reverse cumulative sum without a flip: total - cumsum + g
 defop("cumsum", _cumsum, grad_fn="CumsumBackward0",
-      vjp=lambda c, g: (g.sum(c.dim, keepdim=True) - g.cumsum(c.dim) + g,))
+      vjp=lambda c, g: (g.sum(c.dim, keepdim=True) - g.cumsum(c.dim) + g,), functions=("cumsum",))

@@ -67,10 +67,13 @@ defop("_unsafe_view", lambda x, shape: np.reshape(x, shape), kind="view",
 defop("alias", lambda x: x.view(), kind="view", grad_fn="AliasBackward0",
       vjp=lambda c, g: (g,))
 defop("transpose", lambda x, dim0, dim1: np.swapaxes(x, dim0, dim1), kind="view",
-      grad_fn="TransposeBackward0", vjp=lambda c, g: (g.transpose(c.dim0, c.dim1),))
-defop("t", lambda x: x.T, kind="view", grad_fn="TBackward0", vjp=lambda c, g: (g.t(),))
+      grad_fn="TransposeBackward0", vjp=lambda c, g: (g.transpose(c.dim0, c.dim1),),
+      functions=("transpose", "swapaxes"))
+defop("t", lambda x: x.T, kind="view", grad_fn="TBackward0", vjp=lambda c, g: (g.t(),),
+      functions=("t",))
 defop("permute", lambda x, dims: np.transpose(x, dims), kind="view", grad_fn="PermuteBackward0",
-      vjp=lambda c, g: (g.permute(tuple(int(i) for i in np.argsort(c.dims))),))
+      vjp=lambda c, g: (g.permute(tuple(int(i) for i in np.argsort(c.dims))),),
+      functions=("permute",))
 
 
 def sum_to_shape(g, shape):
@@ -109,7 +112,8 @@ def _squeeze(x, dim=None):
 
 defop("squeeze", _squeeze, kind="view", vjp=lambda c, g: (g.reshape(c.shape(0)),),
       grad_fn=lambda ins, at: "SqueezeBackward0" if at.get("dim") is None else
-      "SqueezeBackward1" if isinstance(at["dim"], int) else "SqueezeBackward2")
+      "SqueezeBackward1" if isinstance(at["dim"], int) else "SqueezeBackward2",
+      functions=("squeeze",))
 # squeeze_ of a fresh result (1-D @ 2-D matmul ends so): PyTorch's in-place squeeze has
 # nodes of its own (SqueezeBackward3/4/5); here it runs out of place and the caller drops
 # the result's base (in PyTorch it is the same tensor, not a view)
@@ -117,7 +121,8 @@ defop("squeeze_", _squeeze, kind="view", vjp=lambda c, g: (g.reshape(c.shape(0))
       grad_fn=lambda ins, at: "SqueezeBackward3" if at.get("dim") is None else
       "SqueezeBackward4" if isinstance(at["dim"], int) else "SqueezeBackward5")
 defop("unsqueeze", lambda x, dim: np.expand_dims(x, dim), kind="view",
-      grad_fn="UnsqueezeBackward0", vjp=lambda c, g: (g.reshape(c.shape(0)),))
+      grad_fn="UnsqueezeBackward0", vjp=lambda c, g: (g.reshape(c.shape(0)),),
+      functions=("unsqueeze",))
 
 
 def _slice(x, dim, start, end, step):
@@ -140,8 +145,10 @@ def _diagonal(x, offset=0, dim1=0, dim2=1):
 
 
 defop("slice", _slice, kind="view", grad_fn="SliceBackward0", vjp=view_vjp(_slice))
-defop("select", _select, kind="view", grad_fn="SelectBackward0", vjp=view_vjp(_select))
-defop("diagonal", _diagonal, kind="view", grad_fn="DiagonalBackward0", vjp=view_vjp(_diagonal))
+defop("select", _select, kind="view", grad_fn="SelectBackward0", vjp=view_vjp(_select),
+      functions=("select",))
+defop("diagonal", _diagonal, kind="view", grad_fn="DiagonalBackward0", vjp=view_vjp(_diagonal),
+      functions=("diagonal",))
 
 
 def _as_strided(x, size, stride, storage_offset, in_strides, in_offset):
@@ -158,7 +165,8 @@ def _as_strided_vjp(c, g):
     return (buf._op("strided_gather", geom=base),)
 
 
-defop("as_strided", _as_strided, kind="view", grad_fn="AsStridedBackward0", vjp=_as_strided_vjp)
+defop("as_strided", _as_strided, kind="view", grad_fn="AsStridedBackward0", vjp=_as_strided_vjp,
+      functions=("as_strided",))
 
 
 def _unbind(x, dim):
@@ -174,10 +182,10 @@ def _split(x, sizes, dim, with_sizes=False):
 
 
 defop("unbind", _unbind, nout=None, kind="view", grad_fn="UnbindBackward0",
-      vjp=lambda c, gs: (gs[0]._op("stack", *gs[1:], dim=c.dim),))
+      vjp=lambda c, gs: (gs[0]._op("stack", *gs[1:], dim=c.dim),), functions=("unbind",))
 defop("split", _split, nout=None, kind="view",
       grad_fn=lambda ins, at: "SplitWithSizesBackward0" if at.get("with_sizes") else "SplitBackward0",
-      vjp=lambda c, gs: (gs[0]._op("cat", *gs[1:], dim=c.dim),))
+      vjp=lambda c, gs: (gs[0]._op("cat", *gs[1:], dim=c.dim),), functions=("split",))
 
 
 # ---- data movement ------------------------------------------------------------------------
@@ -202,7 +210,8 @@ defop("masked_fill", _masked_fill, args=("self", "mask", "value"), save=("mask",
       grad_fn=lambda ins, at: "MaskedFillBackward1" if hasattr(ins[2], "_dtype")
       else "MaskedFillBackward0", kind="elementwise",
       vjp=lambda c, g: (g.masked_fill(c.mask, 0) if c.needs(0) else None, None,
-                        g.where(c.mask, 0).sum() if c.needs(2) else None))
+                        g.where(c.mask, 0).sum() if c.needs(2) else None),
+      functions=("masked_fill",))
 
 
 def _gather(x, index, dim):
@@ -214,7 +223,8 @@ def _gather(x, index, dim):
 
 defop("gather", _gather, args=("self", "index"), save=("index",), grad_fn="GatherBackward0",
       nondiff=("index",),
-      vjp=lambda c, g: (g.new_zeros(c.shape(0)).scatter_add(c.dim, c.index, g), None))
+      vjp=lambda c, g: (g.new_zeros(c.shape(0)).scatter_add(c.dim, c.index, g), None),
+      functions=("gather",))
 
 
 def _scatter_add(x, index, src, dim):
@@ -228,7 +238,7 @@ def _scatter_add(x, index, src, dim):
 defop("scatter_add", _scatter_add, args=("self", "index", "src"), save=("index",),
       grad_fn="ScatterAddBackward0", promote=(0, 2), nondiff=("index",),
       vjp=lambda c, g: (g, None, _pad_to(g.gather(c.dim, c.index), c.shape(2))
-                        if c.needs(2) else None))
+                        if c.needs(2) else None), functions=("scatter_add",))
 
 
 def _pad_to(g, shape):
@@ -244,7 +254,8 @@ def _pad_to(g, shape):
 
 defop("index_select", lambda x, index, dim: np.take(x, index, axis=dim),
       args=("self", "index"), save=("index",), grad_fn="IndexSelectBackward0", nondiff=("index",),
-      vjp=lambda c, g: (g.new_zeros(c.shape(0)).index_add(c.dim, c.index, g), None))
+      vjp=lambda c, g: (g.new_zeros(c.shape(0)).index_add(c.dim, c.index, g), None),
+      functions=("index_select",))
 
 
 def _index_add(x, index, src, dim, alpha=1):
@@ -257,7 +268,8 @@ def _index_add(x, index, src, dim, alpha=1):
 
 defop("index_add", _index_add, args=("self", "index", "source"), save=("index",),
       grad_fn="IndexAddBackward0", promote=(0, 2), nondiff=("index",),
-      vjp=lambda c, g: (g, None, g.index_select(c.dim, c.index) * c.alpha if c.needs(2) else None))
+      vjp=lambda c, g: (g, None, g.index_select(c.dim, c.index) * c.alpha if c.needs(2) else None),
+      functions=("index_add",))
 
 
 def np_index(spec, tensors):

@@ -18,15 +18,18 @@ back to the input's shape by the caller, and cast to the input's dtype.
 """
 
 OPS = {}
+_LISTENERS = []
 
 
 class OpDef:
     __slots__ = ("name", "impl", "vjp", "grad_fn", "args", "save", "nout", "kind",
-                 "promote", "float_out", "doc", "nondiff", "number_edges", "scalar_args")
+                 "promote", "float_out", "doc", "nondiff", "number_edges", "scalar_args",
+                 "methods", "inplace", "functions", "cost", "decompose")
 
     def __init__(self, name, impl, vjp=None, grad_fn=None, args=("self",), save=(),
                  nout=1, kind="other", promote=(), float_out=False, doc="", nondiff=(),
-                 number_edges=False, scalar_args=()):
+                 number_edges=False, scalar_args=(), methods=(), inplace=(), functions=(),
+                 cost=1, decompose=None):
         self.name = name
         self.impl = impl
         self.vjp = vjp
@@ -41,6 +44,15 @@ class OpDef:
         self.nondiff = nondiff          # argument names that never get an edge
         self.number_edges = number_edges    # Python numbers get (None, 0) edges
         self.scalar_args = scalar_args  # None there is a Scalar too (no edge)
+        # Tensor methods that are the op applied to (self, *operands), and in-place ones that
+        # write self (runtime/methods.py makes them); an op whose methods take more than its
+        # operands (add's alpha, clamp's bounds) has hand-written ones and declares none
+        self.methods, self.inplace = methods, inplace
+        self.functions = functions      # llgrad.<name>(x, ...) = x.<name>(...) (functions.py)
+        self.cost = cost                # per element, in memory-bound adds (thread split)
+        # decompose(node, emit) -> Value: the op as primitive ops (ir/decompose.py), lowered
+        # to native code in its place
+        self.decompose = decompose
 
     @property
     def differentiable(self):
@@ -59,4 +71,14 @@ def defop(name, impl, **kw):
         raise ValueError(f"op {name!r} declared twice")
     op = OpDef(name, impl, **kw)
     OPS[name] = op
+    for listener in _LISTENERS:
+        listener(op)
     return op
+
+
+def on_declare(listener):
+    """listener(op) for every op declared so far and every one declared later (the runtime
+    makes an op's Tensor methods and llgrad.* functions this way)."""
+    _LISTENERS.append(listener)
+    for op in list(OPS.values()):
+        listener(op)

@@ -2,6 +2,7 @@
 import builtins as _builtins   # this module shadows any/all/sum/max/min/abs/round
 
 from ..ir import OPS
+from ..ir.optable import on_declare
 from .creation import tensor as _tensor
 from .dispatch import call
 from .tensor import Tensor
@@ -12,24 +13,28 @@ __all__ = []
 def _method_fn(name):
     def fn(input, *args, **kwargs):
         return getattr(input, name)(*args, **kwargs)
-    fn.__name__ = name
+    fn.__name__ = fn.__qualname__ = name
     __all__.append(name)
     globals()[name] = fn
 
 
-for _n in ("exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "reciprocal", "abs", "sign", "sin",
-           "cos", "tanh", "erf", "sigmoid", "relu", "neg", "negative", "floor", "round",
-           "logical_not", "isnan", "isfinite", "add", "sub", "mul", "div", "pow", "maximum",
-           "minimum", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "clamp",
-           "clip", "sum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "var",
-           "std", "logsumexp", "softmax", "log_softmax", "cumsum", "matmul", "mm", "bmm", "dot",
-           "mv", "gather", "index_select", "masked_fill", "scatter_add", "index_add", "reshape",
-           "transpose", "t", "permute", "squeeze", "unsqueeze", "flatten", "unflatten", "narrow",
-           "select", "unbind", "split", "chunk", "diagonal", "as_strided", "clone", "square",
-           "all", "any", "broadcast_to", "swapaxes", "multiply", "subtract", "divide",
-           "true_divide", "detach", "numel", "clamp_min", "clamp_max", "addmm", "addcmul",
-           "addcdiv", "lerp"):
+def _declared_functions(op):
+    for name in op.functions:
+        _method_fn(name)
+
+
+on_declare(_declared_functions)     # (OpDef.functions: for ops declared now and later)
+for _n in ("reshape", "flatten", "unflatten", "narrow", "chunk", "broadcast_to", "detach",
+           "numel"):                # (methods that are no one op)
     _method_fn(_n)
+
+
+def __getattr__(name):
+    """llgrad.<name> for a function of an op declared after import (llgrad/__init__.py)."""
+    try:
+        return globals()[name]
+    except KeyError:
+        raise AttributeError(f"module 'llgrad' has no attribute {name!r}") from None
 
 
 def _tensors(seq, what):

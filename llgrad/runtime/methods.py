@@ -3,6 +3,7 @@ dispatcher with an op from the op table."""
 import numpy as np
 
 from ..ir import OPS
+from ..ir.optable import on_declare
 from . import dtypes
 from .device import check as check_device
 from .dispatch import call, call_inplace
@@ -27,41 +28,19 @@ def _def(name, fn):
     setattr(Tensor, name, fn)
 
 
-# ---- elementwise --------------------------------------------------------------------------
+# ---- the methods an op declares (OpDef.methods / inplace), for ops declared now and later --
 
-for _n in ("exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "reciprocal", "abs", "sign", "sin",
-           "cos", "tanh", "erf", "sigmoid", "relu", "neg", "floor", "round", "logical_not",
-           "isnan", "isfinite"):
-    _o = OPS[_n]
-    _def(_n, (lambda o: lambda self: call(o, (self,), {}))(_o))
-    _def(_n + "_", (lambda o: lambda self: call_inplace(o, self, (self,), {}))(_o))
+def _declared_methods(op):
+    for name in op.methods:
+        _def(name, (lambda o: lambda self, *operands: call(o, (self,) + operands, {}))(op))
+    for name in op.inplace:
+        _def(name, (lambda o: lambda self, *operands:
+                    call_inplace(o, self, (self,) + operands, {}))(op))
 
-Tensor.negative = Tensor.neg
-Tensor.absolute = Tensor.abs
-Tensor.__neg__ = Tensor.neg
-Tensor.__abs__ = Tensor.abs
+
+on_declare(_declared_methods)
 Tensor.__pos__ = lambda self: self
-Tensor.__invert__ = Tensor.logical_not
-
-
-def _binary(name, opname, reverse=False):
-    o = OPS[opname]
-    if reverse:
-        _def(name, lambda self, other: call(o, (other, self), {}))
-    else:
-        _def(name, lambda self, other: call(o, (self, other), {}))
-
-
-for _n in ("mul", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge", "logical_and",
-           "logical_or", "logical_xor"):
-    _binary(_n, _n)
-for _a, _b in (("__mul__", "mul"), ("__rmul__", "mul"), ("__eq__", "eq"), ("__ne__", "ne"),
-               ("__lt__", "lt"), ("__le__", "le"), ("__gt__", "gt"), ("__ge__", "ge"),
-               ("__and__", "logical_and"), ("__or__", "logical_or"), ("__xor__", "logical_xor"),
-               ("__rand__", "logical_and"), ("__ror__", "logical_or"), ("__rxor__", "logical_xor"),
-               ("greater", "gt"), ("less", "lt")):
-    _binary(_a, _b)
-_binary("__rpow__", "pow", reverse=True)
+_def("__rpow__", (lambda o: lambda self, other: call(o, (other, self), {}))(OPS["pow"]))
 
 _ADD, _SUB, _RSUB, _DIV, _POW, _MUL = (OPS[n] for n in ("add", "sub", "rsub", "div", "pow", "mul"))
 
@@ -123,8 +102,7 @@ def pow(self, exponent):
 
 for _n, _f in (("add", add), ("__add__", add), ("__radd__", add), ("sub", sub),
                ("__sub__", sub), ("subtract", sub), ("div", div), ("divide", div),
-               ("true_divide", div), ("__truediv__", div), ("pow", pow), ("__pow__", pow),
-               ("multiply", Tensor.mul)):
+               ("true_divide", div), ("__truediv__", div), ("pow", pow), ("__pow__", pow)):
     _def(_n, _f)
 _def("__rsub__", lambda self, other: call(_RSUB, (self, other), {"alpha": 1}))
 _def("__rtruediv__", lambda self, other: self.reciprocal() * other)
@@ -146,7 +124,6 @@ _def("__rmod__", lambda self, other: (lambda o: o - div(o, self, "floor") * self
 _def("square", lambda self: call(_POW, (self, 2), {}))
 _def("add_", add_)
 _def("sub_", sub_)
-_def("mul_", lambda self, other: call_inplace(_MUL, self, (self, other), {}))
 def div_(self, other, rounding_mode=_NO_MODE):
     if rounding_mode is _NO_MODE:
         return call_inplace(_DIV, self, (self, other), {})
@@ -162,7 +139,6 @@ _def("div_", div_)
 _def("pow_", lambda self, e: call_inplace(_POW, self, (self, e), {}))
 Tensor.__iadd__ = Tensor.add_
 Tensor.__isub__ = Tensor.sub_
-Tensor.__imul__ = Tensor.mul_
 Tensor.__itruediv__ = Tensor.div_
 Tensor.__ipow__ = Tensor.pow_
 Tensor.__hash__ = lambda self: id(self)

@@ -10,7 +10,7 @@ import llgrad.nn.functional as F
 from llgrad.codegen.lower import lower, simplify
 from llgrad.codegen.schedule.rows import ROW_BUFFER_BYTES
 from llgrad.ir import Builder, TensorType
-from llgrad.ir.decompose import decompose_norms
+from llgrad.ir.decompose import expand_composites
 from llgrad.ir.interpret import evaluate
 
 
@@ -119,7 +119,7 @@ def test_decompose_and_cse_merge_forward_and_backward_statistics():
     ops = [n.op for n in flat.nodes]
     assert "layer_norm" not in ops and "gelu" not in ops
     assert ops.count("rsqrt") == 1 and ops.count("tanh") == 1     # shared by fwd and bwd
-    assert [n.op for n in decompose_norms(flat).nodes] == ops      # nothing left to do
+    assert [n.op for n in expand_composites(flat).nodes] == ops      # nothing left to do
 
 
 @pytest.mark.parametrize("approximate", ["tanh", "none"])

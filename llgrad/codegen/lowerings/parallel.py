@@ -57,6 +57,7 @@ from contextlib import ExitStack, contextmanager
 
 from llvmlite import ir
 
+from ...ir.optable import OPS
 from ..native import jit
 from .loops import FuncGen, for_range
 from .scalar import F64, I1, I8, I32, I64, PTR
@@ -307,15 +308,12 @@ def _intrinsic(mod, name, ret, args):
 
 
 # ---- loop nests -------------------------------------------------------------------------
-_HEAVY = frozenset({"exp", "expm1", "log", "log1p", "tanh", "sigmoid", "erf", "sin", "cos",
-                    "silu", "gelu", "softplus", "pow"})
-
-
 def cost(nodes):
-    """A rough per-element cost of computing nodes, in units of a memory-bound add: a
-    vectorised tanh over 64K floats takes ~2.5x as long as an add (measured; the add is
-    bound by memory, and so is a fused chain's every load and store)."""
-    return max(1, sum(4 if n.op in _HEAVY else 1 for n in nodes))
+    """A rough per-element cost of computing nodes, in units of a memory-bound add (each
+    op's OpDef.cost: a transcendental one declares 4, as a vectorised tanh over 64K floats
+    takes ~2.5x as long as an add, which is bound by memory like a fused chain's every load
+    and store)."""
+    return max(1, sum(OPS[n.op].cost if n.op in OPS else 1 for n in nodes))
 
 
 def split_dim(ext):
