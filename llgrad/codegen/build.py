@@ -103,7 +103,7 @@ def blas_available():
 
 def supports(graph):
     """(True, None) when lower(graph) can compile it, else (False, the first bad node)."""
-    bad = unsupported(graph)
+    bad = unsupported(simplify(graph))
     return (True, None) if bad is None else (False, bad[0])
 
 

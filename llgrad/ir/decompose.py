@@ -44,7 +44,6 @@ def _applies(node):
     out = node.outputs[0] if node.outputs else None
     if op is None or op.decompose is None or not isinstance(x, Value) \
             or x.type.dtype not in FLOATS or out.type.dtype != x.type.dtype \
-            or not all(n > 0 for n in out.type.shape) \
             or any(isinstance(v, Value) and v.type.dtype != x.type.dtype
                    for v in node.inputs[1:]):
         return False

@@ -1,10 +1,11 @@
-"""Normalisers over dims: softmax, log_softmax, logsumexp, var, std, layer_norm, batch_norm.
+"""Normalisers over dims: softmax, log_softmax, logsumexp, var, std, batch_norm (layer_norm is
+lowered as its decomposition: ir/decompose.py).
 
 One kernel per node: a loop nest over the kept dims, and for each kept index two or three
 passes over the reduced dims (the operand is read through its own strides, any layout):
   softmax / log_softmax / logsumexp: m = max (NaN-propagating, as np.max), s = sum of
       exp(x - m), then the normalised values (or log(s) + m);
-  var / std / layer_norm: the mean, then the sum of squared deviations (two passes, no
+  var / std: the mean, then the sum of squared deviations (two passes, no
       cancellation), then the result.
 Sums accumulate in float64 (float32 data then agrees with NumPy's pairwise float32 sums
 to a few float32 ulps); exp and log come from vecmath (inline, no libm calls)."""
@@ -19,9 +20,6 @@ from .table import register
 
 def _red_dims(node):
     nd = len(node.inputs[0].type.shape)
-    if node.op == "layer_norm":
-        k = node.attrs["normalized_ndim"]
-        return tuple(range(nd - k, nd))
     d = node.attrs.get("dim")
     if d is None:
         return tuple(range(nd))
@@ -43,12 +41,6 @@ def _check(node):
         count *= x.type.shape[d]
     if count == 0 and node.outputs[0].type.numel:
         return "a reduction over an empty dim"
-    if node.op == "layer_norm":
-        for w in node.inputs[1:]:
-            if w is not None and not isinstance(w, Value):
-                return "a Python-number weight"
-            if isinstance(w, Value) and w.type.dtype != dt:
-                return "a weight of another dtype"
     return None
 
 
@@ -67,7 +59,7 @@ def _emit(plan, group, fg):
     for d in red:
         count *= shape[d]
     src = plan.access(x, shape)
-    full_out = node.op in ("softmax", "log_softmax", "layer_norm")
+    full_out = node.op in ("softmax", "log_softmax")
     if full_out:
         ostr = contiguous_strides(shape)
     else:                       # reduced result: stride 0 on the reduced dims
@@ -137,7 +129,7 @@ def _emit_exp(node, fg, src, dst, m_slot, s_slot, oidx, over_red, full, add64, d
 
 def _emit_moments(plan, node, fg, src, dst, s_slot, oidx, over_red, full, add64, dt, count,
                   shape, nred):
-    """var / std / layer_norm: the mean, then the squared deviations."""
+    """var / std: the mean, then the squared deviations."""
     b, sg = fg.b, fg.sg
     c64 = lambda v: sg.const(v, "float64")                          # noqa: E731
     b.store(c64(0).v, s_slot)
@@ -150,23 +142,6 @@ def _emit_moments(plan, node, fg, src, dst, s_slot, oidx, over_red, full, add64,
         add64(s_slot, sg.mul(d, d))
     over_red(oidx, dev2)
     ss = Scalar(b.load(s_slot, typ=F64), "float64")
-    if node.op == "layer_norm":
-        var = sg.div(ss, c64(count))
-        eps = node.attrs.get("eps", 1e-5)
-        rstd = sg.div(c64(1), Scalar(sg.call("llvm.sqrt", F64,
-                                             sg.add(var, c64(eps)).v), "float64"))
-        w, bias = (node.inputs + [None, None])[1:3]
-
-        def write(idx):
-            y = sg.cast(sg.mul(sg.sub(sg.cast(fg.load(src, idx), "float64"), mean), rstd),
-                        dt)
-            if w is not None:
-                y = sg.mul(y, fg.load(plan.access(w, shape), idx))
-            if bias is not None:
-                y = sg.add(y, fg.load(plan.access(bias, shape), idx))
-            fg.store(y, dst, idx)
-        over_red(oidx, write)
-        return
     denom = max(count - node.attrs.get("correction", 1), 0)
     var = sg.div(ss, c64(denom))
     if node.op == "std":
@@ -174,7 +149,7 @@ def _emit_moments(plan, node, fg, src, dst, s_slot, oidx, over_red, full, add64,
     fg.store(sg.cast(var, dt), dst, full(oidx, [0] * nred))
 
 
-for _op in ("softmax", "log_softmax", "logsumexp", "var", "std", "layer_norm"):
+for _op in ("softmax", "log_softmax", "logsumexp", "var", "std"):
     register(_op, "kernel", emit=_emit, check=_check)
 
 
