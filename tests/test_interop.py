@@ -157,6 +157,25 @@ def test_creation_accepts_torch_cpu_device_and_refuses_cuda():
         llgrad.ones(2).to(torch.device("cuda", 1))
 
 
+LAYERS = [lambda d: nn.Linear(2, 3, device=d), lambda d: nn.Linear(2, 3, bias=False, device=d),
+          lambda d: nn.Conv2d(1, 2, 3, device=d), lambda d: nn.BatchNorm1d(4, device=d),
+          lambda d: nn.BatchNorm2d(4, affine=False, track_running_stats=False, device=d),
+          lambda d: nn.LayerNorm(4, device=d),
+          lambda d: nn.LayerNorm(4, elementwise_affine=False, device=d),
+          lambda d: nn.Embedding(5, 2, device=d),
+          lambda d: nn.Embedding(5, 2, _weight=llgrad.zeros(5, 2), device=d)]
+
+
+@pytest.mark.parametrize("make", LAYERS, ids=range(len(LAYERS)))
+def test_layers_refuse_other_devices(make):
+    for ok in (None, "cpu", "cpu:0", llgrad.device("cpu")):
+        make(ok)
+    for bad in ("cuda", "cuda:0", llgrad.device("mps")):
+        with pytest.raises(RuntimeError, match="llgrad runs on the CPU only; cannot create a "
+                                               "tensor on device"):
+            make(bad)
+
+
 def test_to_refuses_other_devices():
     t = llgrad.ones(2)
     assert t.to("cpu") is t and t.to(llgrad.device("cpu")) is t and t.to(device="cpu") is t

@@ -15,6 +15,7 @@ import pytest
 import llgrad
 import llgrad.nn as nn
 from llgrad import serialization as S
+from llgrad.serialization import torch_names, writer
 
 
 def _torch():
@@ -232,10 +233,12 @@ def test_weights_only_false_and_safe_globals():
 def _crafted(location="cpu", size=(2,), stride=(1,), numel=2, offset=0):
     """An archive written by hand: one float32 storage of `numel` elements at `location`,
     one tensor of it with the given size, stride and offset."""
-    pid = S._StoragePid(("storage", S._STORAGE_TYPE[llgrad.float32], "0", location, numel))
-    obj = S._Reduced(S._REBUILD_TENSOR_V2, (pid, offset, size, stride, False, OrderedDict()))
+    pid = writer._StoragePid(("storage", torch_names._STORAGE_TYPE[llgrad.float32], "0", location,
+                              numel))
+    obj = writer._Reduced(torch_names._REBUILD_TENSOR_V2,
+                          (pid, offset, size, stride, False, OrderedDict()))
     pkl = io.BytesIO()
-    S._Pickler(pkl, 2, S._StorageWriter()).dump(obj)
+    writer._Pickler(pkl, 2, writer._StorageWriter()).dump(obj)
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w") as zf:
         zf.writestr("archive/data.pkl", pkl.getvalue())

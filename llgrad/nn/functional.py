@@ -1,10 +1,13 @@
 """llgrad.nn.functional: PyTorch's functional layers over the op table."""
+import warnings
+
 import numpy as np
 
 from ..ir import OPS
 from ..runtime import grad_mode
+from ..runtime.creation import rand_like, tensor as _tensor
 from ..runtime.dispatch import call, nondiff_error
-from ..runtime.creation import rand_like
+from .functional_conv import conv2d, max_pool2d  # noqa: F401  (F.conv2d, F.max_pool2d)
 
 _REDUCTIONS = ("none", "mean", "sum")
 
@@ -49,7 +52,6 @@ def tanh(input):
 
 def _softmax_dim(ndim):
     """PyTorch's implicit dim (with its deprecation warning): 0 for 0-, 1- and 3-d inputs."""
-    import warnings
     warnings.warn("Implicit dimension choice for softmax has been deprecated. Change the call "
                   "to include dim=X as an argument.", UserWarning, stacklevel=3)
     return 0 if ndim in (0, 1, 3) else 1
@@ -152,9 +154,24 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     if padding_idx is not None and padding_idx < 0:
         padding_idx += n
     if max_norm is not None:          # PyTorch renormalises the used rows in place first
-        from .layers_norm import _embedding_renorm_
         _embedding_renorm_(weight, input, max_norm, norm_type)
     return call(OPS["embedding"], (weight, input), {"padding_idx": padding_idx})
+
+
+def _embedding_renorm_(weight, input, max_norm, norm_type):
+    """PyTorch's embedding_renorm_: rows of `weight` used by `input` whose norm exceeds max_norm
+    are rescaled in place to norm max_norm (no autograd)."""
+    rows = np.unique(input._data.reshape(-1))
+    if rows.size == 0:
+        return
+    idx = _tensor(rows.astype(np.int64))
+    with grad_mode.no_grad():
+        sel = weight.index_select(0, idx)
+        w = sel._data.astype(np.float64)
+        norms = (np.abs(w) ** norm_type).sum(1) ** (1.0 / norm_type)
+        scale = np.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
+        if (scale != 1.0).any():
+            weight[idx] = sel * _tensor(scale.astype(sel._data.dtype)).unsqueeze(1)
 
 
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
@@ -242,7 +259,6 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     _reduction(reduction)
     if input._data.shape != target._data.shape:
-        import warnings
         warnings.warn(f"Using a target size ({target.shape}) that is different to the input size "
                       f"({input.shape}). This will likely lead to incorrect results due to "
                       "broadcasting. Please ensure they have the same size.", stacklevel=2)
@@ -259,11 +275,3 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
                          f"({input.shape})")
     return call(OPS["binary_cross_entropy_with_logits"], (input, target, weight, pos_weight),
                 {"reduction": reduction})
-
-
-def __getattr__(name):
-    # conv2d and max_pool2d live beside their modules (llgrad.nn.layers_conv)
-    if name in ("conv2d", "max_pool2d"):
-        from . import layers_conv
-        return getattr(layers_conv, name)
-    raise AttributeError(f"module 'llgrad.nn.functional' has no attribute '{name}'")

@@ -5,16 +5,20 @@ re-exports the rest: containers (layers_container), convolution and pooling (lay
 normalisation and embedding (layers_norm) and losses (layers_loss)."""
 import warnings
 
-from ..runtime import dtypes
 from ..runtime.creation import empty
 from . import functional as F
 from . import init
+from .factory import factory_kwargs
+from .layers_container import ModuleDict, ModuleList, Sequential
+from .layers_conv import Conv2d, MaxPool2d
+from .layers_loss import BCEWithLogitsLoss, CrossEntropyLoss, MSELoss, NLLLoss
+from .layers_norm import BatchNorm1d, BatchNorm2d, Embedding, LayerNorm
 from .module import Module, Parameter
 
-
-def _factory(device=None, dtype=None):
-    """Keyword arguments for creation functions from a layer's device/dtype arguments."""
-    return {"dtype": dtypes.to_dtype(dtype) if dtype is not None else None}
+__all__ = ["Identity", "Linear", "Flatten", "Unflatten", "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid",
+           "Softmax", "LogSoftmax", "Dropout", "Sequential", "ModuleList", "ModuleDict", "Conv2d",
+           "MaxPool2d", "BatchNorm1d", "BatchNorm2d", "LayerNorm", "Embedding", "CrossEntropyLoss",
+           "MSELoss", "BCEWithLogitsLoss", "NLLLoss"]
 
 
 class Identity(Module):
@@ -30,7 +34,7 @@ class Identity(Module):
 class Linear(Module):
     def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):
         super().__init__()
-        kw = _factory(device, dtype)
+        kw = factory_kwargs(device, dtype)
         self.in_features = in_features
         self.out_features = out_features
         self.weight = Parameter(empty((out_features, in_features), **kw))
@@ -178,14 +182,3 @@ class Dropout(Module):
 
     def extra_repr(self):
         return f"p={self.p}, inplace={self.inplace}"
-
-
-from .layers_container import ModuleDict, ModuleList, Sequential  # noqa: E402
-from .layers_conv import Conv2d, MaxPool2d  # noqa: E402
-from .layers_norm import BatchNorm1d, BatchNorm2d, Embedding, LayerNorm  # noqa: E402
-from .layers_loss import BCEWithLogitsLoss, CrossEntropyLoss, MSELoss, NLLLoss  # noqa: E402
-
-__all__ = ["Identity", "Linear", "Flatten", "Unflatten", "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid",
-           "Softmax", "LogSoftmax", "Dropout", "Sequential", "ModuleList", "ModuleDict", "Conv2d",
-           "MaxPool2d", "BatchNorm1d", "BatchNorm2d", "LayerNorm", "Embedding", "CrossEntropyLoss",
-           "MSELoss", "BCEWithLogitsLoss", "NLLLoss"]

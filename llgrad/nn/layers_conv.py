@@ -1,179 +1,19 @@
-"""Conv2d and MaxPool2d, built from differentiable views: the input is padded by writing it into a
-bigger filled tensor, its sliding windows are taken with as_strided, and the windows are
-contracted with a matmul (Conv2d) or reduced with max over the flattened window (MaxPool2d, which
-routes the gradient to the first maximum of each window, as PyTorch does)."""
-import math
-
-import numpy as np
-
-from ..runtime import dtypes
-from ..runtime.creation import empty, full, tensor as _tensor
+"""Conv2d and MaxPool2d (PyTorch's parameters, checks and extra_repr) over F.conv2d and
+F.max_pool2d, which functional_conv defines below the layers and this module re-exports."""
+from ..runtime.creation import empty
 from . import init
+from .factory import factory_kwargs
+from .functional_conv import _pair, conv2d, max_pool2d
 from .module import Module, Parameter
 
-
-def _pair(x):
-    if isinstance(x, (tuple, list)):
-        return tuple(x)
-    return (x, x)
-
-
-def _filled_pad(x, top, bottom, left, right, value):
-    """x (N, C, H, W) padded with `value`: a filled tensor into which x is written."""
-    if not (top or bottom or left or right):
-        return x.contiguous()
-    n, c, h, w = x.shape
-    out = full((n, c, h + top + bottom, w + left + right), value, dtype=x.dtype)
-    out[:, :, top:top + h, left:left + w] = x
-    return out
-
-
-def _index_pad(x, top, bottom, left, right, mode):
-    """'reflect', 'replicate' or 'circular' padding of x (N, C, H, W), by advanced indexing."""
-    h, w = x.shape[-2:]
-    for (lo, hi), size, dim in (((top, bottom), h, 2), ((left, right), w, 3)):
-        if mode == "reflect" and (lo >= size or hi >= size):
-            raise RuntimeError(f"Argument #4: Padding size should be less than the corresponding "
-                               f"input dimension, but got: padding ({lo}, {hi}) at dimension "
-                               f"{dim} of input {list(x.shape)}")
-        if mode == "circular" and (lo > size or hi > size):
-            raise RuntimeError("Padding value causes wrapping around more than once.")
-
-    def idx(lo, hi, size):
-        i = np.arange(-lo, size + hi)
-        if mode == "reflect":
-            i = np.abs(i)
-            i = np.where(i >= size, 2 * (size - 1) - i, i)
-        elif mode == "replicate":
-            i = np.clip(i, 0, size - 1)
-        else:
-            i = i % size
-        return i
-
-    ih = _tensor(idx(top, bottom, h))
-    iw = _tensor(idx(left, right, w))
-    return x[:, :, ih.unsqueeze(1), iw.unsqueeze(0)].contiguous()
-
-
-def _windows(xp, out_hw, kernel, stride, dilation):
-    """Sliding windows of a contiguous (N, C, Hp, Wp) tensor as an (N, C, OH, OW, KH, KW) view."""
-    sn, sc, sh, sw = xp.stride()
-    n, c = xp.shape[:2]
-    return xp.as_strided((n, c) + tuple(out_hw) + tuple(kernel),
-                         (sn, sc, sh * stride[0], sw * stride[1], sh * dilation[0],
-                          sw * dilation[1]))
-
-
-def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1,
-           padding_mode="zeros"):
-    """PyTorch's F.conv2d (plus padding_mode, which PyTorch applies in the module)."""
-    if input.ndim not in (3, 4):
-        raise RuntimeError("Expected 3D (unbatched) or 4D (batched) input to conv2d, but got "
-                           f"input of size: {list(input.shape)}")
-    if input.ndim == 3:
-        return conv2d(input.unsqueeze(0), weight, bias, stride, padding, dilation, groups,
-                      padding_mode).squeeze(0)
-    stride, dilation = _pair(stride), _pair(dilation)
-    n, c, h, w = input.shape
-    o, cg, kh, kw = weight.shape
-    if cg * groups != c:
-        raise RuntimeError(f"Given groups={groups}, weight of size {list(weight.shape)}, expected "
-                           f"input{list(input.shape)} to have {cg * groups} channels, but got "
-                           f"{c} channels instead")
-    if isinstance(padding, str):
-        if padding == "valid":
-            pads = (0, 0, 0, 0)
-        elif padding == "same":
-            if any(s != 1 for s in stride):
-                raise RuntimeError("padding='same' is not supported for strided convolutions")
-            th, tw = dilation[0] * (kh - 1), dilation[1] * (kw - 1)
-            pads = (th // 2, th - th // 2, tw // 2, tw - tw // 2)
-        else:
-            raise RuntimeError(f"Invalid padding string: '{padding}'")
-    else:
-        ph, pw = _pair(padding)
-        pads = (ph, ph, pw, pw)
-    if padding_mode == "zeros":
-        xp = _filled_pad(input, *pads, 0)
-    else:
-        xp = _index_pad(input, *pads, padding_mode)
-    hp, wp = xp.shape[-2:]
-    ekh, ekw = dilation[0] * (kh - 1) + 1, dilation[1] * (kw - 1) + 1
-    if hp < ekh or wp < ekw:
-        raise RuntimeError(f"Calculated padded input size per channel: ({hp} x {wp}). Kernel "
-                           f"size: ({ekh} x {ekw}). Kernel size can't be greater than actual "
-                           "input size")
-    oh, ow = (hp - ekh) // stride[0] + 1, (wp - ekw) // stride[1] + 1
-    win = _windows(xp, (oh, ow), (kh, kw), stride, dilation)        # N, C, OH, OW, KH, KW
-    m, k = n * oh * ow, cg * kh * kw
-    cols = win.permute(0, 2, 3, 1, 4, 5).reshape(m, groups, k)      # copies the windows
-    if groups == 1:
-        out = cols.view(m, k).matmul(weight.reshape(o, k).t())
-    else:
-        wg = weight.reshape(groups, o // groups, k)
-        out = cols.transpose(0, 1).matmul(wg.transpose(1, 2)).transpose(0, 1).reshape(m, o)
-    if bias is not None:
-        out = out + bias
-    return out.view(n, oh, ow, o).permute(0, 3, 1, 2).contiguous()
-
-
-def _pool_out(size, k, pad, stride, dilation, ceil_mode):
-    out = (size + 2 * pad - dilation * (k - 1) - 1 + (stride - 1 if ceil_mode else 0)) \
-        // stride + 1
-    if ceil_mode and (out - 1) * stride >= size + pad:
-        out -= 1
-    return out
-
-
-def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
-               return_indices=False):
-    """PyTorch's F.max_pool2d; the gradient goes to the first maximum of each window."""
-    kh, kw = _pair(kernel_size)
-    if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0):
-        stride = (kh, kw)
-    (sh, sw), (ph, pw), (dh, dw) = _pair(stride), _pair(padding), _pair(dilation)
-    if kh <= 0 or kw <= 0:
-        raise RuntimeError(f"max_pool2d: kernel_size must be greater than zero, but got kH: {kh} "
-                           f"kW: {kw}")
-    if sh <= 0 or sw <= 0:
-        raise RuntimeError(f"max_pool2d: stride must be greater than zero, but got dH: {sh} "
-                           f"dW: {sw}")
-    if dh <= 0 or dw <= 0:
-        raise RuntimeError(f"max_pool2d: dilation must be greater than zero, but got dilationH: "
-                           f"{dh} dilationW: {dw}")
-    if kw // 2 < pw or kh // 2 < ph:
-        raise RuntimeError(f"pad should be smaller than or equal to half of kernel size, but got "
-                           f"padW = {pw}, padH = {ph}, kW = {kw}, kH = {kh}")
-    if input.ndim not in (3, 4) or input.numel() == 0:
-        raise RuntimeError("non-empty 3D or 4D (batch mode) tensor expected for input")
-    if input.ndim == 3:
-        r = max_pool2d(input.unsqueeze(0), (kh, kw), (sh, sw), (ph, pw), (dh, dw), ceil_mode,
-                       return_indices)
-        return (r[0].squeeze(0), r[1].squeeze(0)) if return_indices else r.squeeze(0)
-    n, c, h, w = input.shape
-    oh, ow = _pool_out(h, kh, ph, sh, dh, ceil_mode), _pool_out(w, kw, pw, sw, dw, ceil_mode)
-    if oh < 1 or ow < 1:
-        raise RuntimeError(f"Given input size: ({c}x{h}x{w}). Calculated output size: "
-                           f"({c}x{oh}x{ow}). Output size is too small")
-    # rows/columns the last window reaches (ceil_mode may need more than `padding` on the end)
-    bottom = max((oh - 1) * sh + dh * (kh - 1) + 1 - ph - h, 0)
-    right = max((ow - 1) * sw + dw * (kw - 1) + 1 - pw - w, 0)
-    low = -math.inf if input.is_floating_point() else int(np.iinfo(input._data.dtype).min)
-    xp = _filled_pad(input, ph, bottom, pw, right, low)
-    win = _windows(xp, (oh, ow), (kh, kw), (sh, sw), (dh, dw))
-    res = win.reshape(n, c, oh, ow, kh * kw).max(-1)
-    if not return_indices:
-        return res.values
-    k = res.indices.numpy()
-    rows = np.arange(oh).reshape(-1, 1) * sh - ph + (k // kw) * dh
-    cols = np.arange(ow) * sw - pw + (k % kw) * dw
-    return res.values, _tensor((rows * w + cols).astype(np.int64))
+__all__ = ["Conv2d", "MaxPool2d", "conv2d", "max_pool2d"]
 
 
 class Conv2d(Module):
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
                  groups=1, bias=True, padding_mode="zeros", device=None, dtype=None):
         super().__init__()
+        kw = factory_kwargs(device, dtype)
         kernel_size, stride, dilation = _pair(kernel_size), _pair(stride), _pair(dilation)
         padding = padding if isinstance(padding, str) else _pair(padding)
         if groups <= 0:
@@ -203,7 +43,6 @@ class Conv2d(Module):
         self.output_padding = (0, 0)
         self.groups = groups
         self.padding_mode = padding_mode
-        kw = {"dtype": dtypes.to_dtype(dtype) if dtype is not None else None}
         self.weight = Parameter(empty((out_channels, in_channels // groups) + kernel_size, **kw))
         if bias:
             self.bias = Parameter(empty(out_channels, **kw))

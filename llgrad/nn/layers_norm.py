@@ -6,18 +6,15 @@ from ..runtime.creation import empty, ones, tensor as _tensor, zeros
 from ..runtime.function import Function
 from . import functional as F
 from . import init
+from .factory import factory_kwargs
 from .module import Module, Parameter
-
-
-def _kw(dtype):
-    return {"dtype": dtypes.to_dtype(dtype) if dtype is not None else None}
 
 
 class _BatchNorm(Module):
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
                  track_running_stats=True, device=None, dtype=None, *, bias=True):
         super().__init__()
-        kw = _kw(dtype)
+        kw = factory_kwargs(device, dtype)
         self.num_features = num_features
         self.eps = eps
         self.momentum = momentum
@@ -95,7 +92,7 @@ class LayerNorm(Module):
     def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True,
                  device=None, dtype=None):
         super().__init__()
-        kw = _kw(dtype)
+        kw = factory_kwargs(device, dtype)
         if isinstance(normalized_shape, (int, np.integer)):
             normalized_shape = (normalized_shape,)
         self.normalized_shape = tuple(normalized_shape)
@@ -139,27 +136,12 @@ class _ScaleGrad(Function):
         return grad * ctx.scale, None
 
 
-def _embedding_renorm_(weight, input, max_norm, norm_type):
-    """PyTorch's embedding_renorm_: rows of `weight` used by `input` whose norm exceeds max_norm
-    are rescaled in place to norm max_norm (no autograd)."""
-    rows = np.unique(input._data.reshape(-1))
-    if rows.size == 0:
-        return
-    idx = _tensor(rows.astype(np.int64))
-    with grad_mode.no_grad():
-        sel = weight.index_select(0, idx)
-        w = sel._data.astype(np.float64)
-        norms = (np.abs(w) ** norm_type).sum(1) ** (1.0 / norm_type)
-        scale = np.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
-        if (scale != 1.0).any():
-            weight[idx] = sel * _tensor(scale.astype(sel._data.dtype)).unsqueeze(1)
-
-
 class Embedding(Module):
     def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None,
                  norm_type=2.0, scale_grad_by_freq=False, sparse=False, _weight=None,
                  _freeze=False, device=None, dtype=None):
         super().__init__()
+        kw = factory_kwargs(device, dtype)
         self.num_embeddings = num_embeddings
         self.embedding_dim = embedding_dim
         if padding_idx is not None:
@@ -178,7 +160,7 @@ class Embedding(Module):
         self.norm_type = norm_type
         self.scale_grad_by_freq = scale_grad_by_freq
         if _weight is None:
-            self.weight = Parameter(empty((num_embeddings, embedding_dim), **_kw(dtype)),
+            self.weight = Parameter(empty((num_embeddings, embedding_dim), **kw),
                                     requires_grad=not _freeze)
             self.reset_parameters()
         else:
@@ -208,9 +190,7 @@ class Embedding(Module):
                    scale_grad_by_freq=scale_grad_by_freq, sparse=sparse)
 
     def forward(self, input):
-        if self.max_norm is not None:
-            _embedding_renorm_(self.weight, input, self.max_norm, self.norm_type)
-        out = F.embedding(input, self.weight, self.padding_idx)
+        out = F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type)
         if self.scale_grad_by_freq and self.weight.requires_grad and grad_mode.is_grad_enabled():
             ix = input._data.reshape(-1)
             _, inverse, counts = np.unique(ix, return_inverse=True, return_counts=True)

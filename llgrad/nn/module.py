@@ -1,48 +1,20 @@
-"""Module and Parameter with PyTorch's semantics: parameters, buffers and submodules are
-registered by attribute assignment; train()/eval() set `training` recursively; forward
-pre-hooks, forward hooks and full backward (pre-)hooks run as PyTorch runs them.
-
-A module without hooks keeps none: the hook dicts are class-level empty mappings until a
-hook is registered (then an OrderedDict on the instance, as in PyTorch), so the compiled
-guard walk over a model does not grow with them."""
-import types
-import warnings
+"""Module with PyTorch's semantics: parameters, buffers and submodules are registered by
+attribute assignment; train()/eval() set `training` recursively; state_dict() and
+load_state_dict() name tensors by their dotted paths. Hooks are ModuleHooks' (module_hooks);
+a call of a module without hooks is a plain call of forward."""
 from collections import OrderedDict
 
 from ..runtime import grad_mode
 from ..runtime.device import check as _check_device
+from ..runtime.dtypes import float32, float64
 from ..runtime.tensor import Tensor
-from ..utils.hooks import RemovableHandle
+from .module_hooks import ModuleHooks
+from .parameter import Parameter
 
-_NO_HOOKS = types.MappingProxyType({})
-
-
-class Parameter(Tensor):
-    """A tensor that a Module registers as a parameter (requires grad by default)."""
-
-    def __new__(cls, data=None, requires_grad=True):
-        if data is None:
-            from ..runtime.creation import empty
-            data = empty(0)
-        p = cls._from_array(data.detach()._data, data._storage)
-        p._requires_grad = False
-        if requires_grad:
-            p.requires_grad_(True)
-        return p
-
-    def __init__(self, data=None, requires_grad=True):
-        pass
-
-    def __repr__(self):
-        return "Parameter containing:\n" + super().__repr__()
-
-    __str__ = __repr__
-
-    def __reduce_ex__(self, proto):
-        return (Parameter, (Tensor._from_array(self._data.copy()), self.requires_grad))
+__all__ = ["Module", "Parameter"]
 
 
-class Module:
+class Module(ModuleHooks):
     training = True
 
     def __init__(self):
@@ -275,147 +247,22 @@ class Module:
     def cuda(self, device=None):
         raise RuntimeError("llgrad runs on the CPU only; Module.cuda() is not available")
 
+
     def float(self):
-        from ..runtime.dtypes import float32
         return self.to(float32)
 
     def double(self):
-        from ..runtime.dtypes import float64
         return self.to(float64)
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required '
                                   '"forward" function')
 
-    # ---- hooks -----------------------------------------------------------------------------------
-    _has_hooks = False               # set on an instance when it registers its first hook
-    _forward_pre_hooks = _NO_HOOKS
-    _forward_pre_hooks_with_kwargs = _NO_HOOKS
-    _forward_hooks = _NO_HOOKS
-    _forward_hooks_with_kwargs = _NO_HOOKS
-    _forward_hooks_always_called = _NO_HOOKS
-    _backward_pre_hooks = _NO_HOOKS
-    _backward_hooks = _NO_HOOKS
-
-    def _hook_dict(self, name):
-        d = self.__dict__.get(name)
-        if d is None:
-            d = OrderedDict()
-            object.__setattr__(self, name, d)
-        object.__setattr__(self, "_has_hooks", True)
-        return d
-
-    @staticmethod
-    def _add_hook(hooks, handle, hook, prepend):
-        hooks[handle.id] = hook
-        if prepend:
-            hooks.move_to_end(handle.id, last=False)
-        return handle
-
-    def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
-        """hook(module, args) -> None or new args (a non-tuple is wrapped in a tuple), run
-        before forward; with_kwargs=True: hook(module, args, kwargs) -> None or (args,
-        kwargs)."""
-        hooks = self._hook_dict("_forward_pre_hooks")
-        flags = self._hook_dict("_forward_pre_hooks_with_kwargs")
-        handle = RemovableHandle(hooks, extra_dict=flags)
-        if with_kwargs:
-            flags[handle.id] = True
-        return self._add_hook(hooks, handle, hook, prepend)
-
-    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False,
-                              always_call=False):
-        """hook(module, args, output) -> None or a new output, run after forward;
-        with_kwargs=True: hook(module, args, kwargs, output); always_call=True: run even
-        when forward raises."""
-        hooks = self._hook_dict("_forward_hooks")
-        flags = self._hook_dict("_forward_hooks_with_kwargs")
-        always = self._hook_dict("_forward_hooks_always_called")
-        handle = RemovableHandle(hooks, extra_dict=[flags, always])
-        if with_kwargs:
-            flags[handle.id] = True
-        if always_call:
-            always[handle.id] = True
-        return self._add_hook(hooks, handle, hook, prepend)
-
-    def register_full_backward_pre_hook(self, hook, prepend=False):
-        """hook(module, grad_output) -> None or new grad_output, run when the gradients
-        with respect to the module's outputs are computed."""
-        hooks = self._hook_dict("_backward_pre_hooks")
-        return self._add_hook(hooks, RemovableHandle(hooks), hook, prepend)
-
-    def register_full_backward_hook(self, hook, prepend=False):
-        """hook(module, grad_input, grad_output) -> None or new grad_input, run when the
-        gradients with respect to the module's (positional tensor) inputs are computed;
-        grad_input holds None for inputs that are not tensors requiring grad."""
-        hooks = self._hook_dict("_backward_hooks")
-        return self._add_hook(hooks, RemovableHandle(hooks), hook, prepend)
-
-    def register_backward_hook(self, hook):
-        raise NotImplementedError("register_backward_hook (the deprecated non-full backward "
-                                  "hook) is not supported; use register_full_backward_hook")
-
     # ---- calling and printing -------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
         if not self._has_hooks:
             return self.forward(*args, **kwargs)
         return self._call_with_hooks(args, kwargs)
-
-    def _call_with_hooks(self, args, kwargs):
-        from ._hooks import BackwardHook
-        result = None
-        called_always = set()
-        try:
-            for hook_id, hook in tuple(self._forward_pre_hooks.items()):
-                if hook_id in self._forward_pre_hooks_with_kwargs:
-                    r = hook(self, args, kwargs)
-                    if r is not None:
-                        if isinstance(r, tuple) and len(r) == 2:
-                            args, kwargs = r
-                        else:
-                            raise RuntimeError("forward pre-hook must return None or a tuple "
-                                               f"of (new_args, new_kwargs), but got {r}.")
-                else:
-                    r = hook(self, args)
-                    if r is not None:
-                        args = r if isinstance(r, tuple) else (r,)
-            bw_hook = None
-            if self._backward_hooks or self._backward_pre_hooks:
-                bw_hook = BackwardHook(self, list(self._backward_hooks.values()),
-                                       list(self._backward_pre_hooks.values()))
-                args = bw_hook.setup_input_hook(args)
-            result = self.forward(*args, **kwargs)
-            for hook_id, hook in tuple(self._forward_hooks.items()):
-                if hook_id in self._forward_hooks_always_called:
-                    called_always.add(hook_id)
-                if hook_id in self._forward_hooks_with_kwargs:
-                    r = hook(self, args, kwargs, result)
-                else:
-                    r = hook(self, args, result)
-                if r is not None:
-                    result = r
-            if bw_hook is not None:
-                if not isinstance(result, (Tensor, tuple)):
-                    warnings.warn("For backward hooks to be called, module output should be a "
-                                  "Tensor or a tuple of Tensors but received "
-                                  f"{type(result)}", stacklevel=3)
-                result = bw_hook.setup_output_hook(result)
-            return result
-        except Exception:
-            for hook_id, hook in tuple(self._forward_hooks.items()):
-                if hook_id in self._forward_hooks_always_called and hook_id not in called_always:
-                    try:
-                        if hook_id in self._forward_hooks_with_kwargs:
-                            r = hook(self, args, kwargs, result)
-                        else:
-                            r = hook(self, args, result)
-                        if r is not None:
-                            result = r
-                    except Exception as e:
-                        warnings.warn("module forward hook with ``always_call=True`` raised an "
-                                      "exception that was silenced as another error was raised "
-                                      f"in forward: {e}", stacklevel=3)
-            raise
 
     def extra_repr(self):
         return ""

@@ -1,0 +1,18 @@
+"""Learning-rate schedulers with PyTorch's API (torch.optim.lr_scheduler): construction sets
+group['initial_lr'] and takes an initial step; each step() advances last_epoch and writes
+group['lr']. A learning rate held in a tensor (`SGD(params, lr=llgrad.tensor(0.1))`) is
+updated in place with fill_, as PyTorch does: a compiled training step reads it as an input
+at each call and does not re-trace when the schedule changes it.
+
+Modules: base (LRScheduler and the group helpers), formulas (the schedulers whose lr is a
+formula of the epoch), plateau (ReduceLROnPlateau), sequential (SequentialLR), one_cycle
+(OneCycleLR)."""
+from .base import EPOCH_DEPRECATION_WARNING, LRScheduler, _LRScheduler  # noqa: F401
+from .formulas import (CosineAnnealingLR, ExponentialLR, LambdaLR, LinearLR,  # noqa: F401
+                       MultiStepLR, StepLR)
+from .one_cycle import OneCycleLR  # noqa: F401
+from .plateau import ReduceLROnPlateau  # noqa: F401
+from .sequential import SequentialLR  # noqa: F401
+
+__all__ = ["LRScheduler", "LambdaLR", "StepLR", "MultiStepLR", "LinearLR", "ExponentialLR",
+           "SequentialLR", "CosineAnnealingLR", "ReduceLROnPlateau", "OneCycleLR"]
