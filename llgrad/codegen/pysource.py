@@ -21,7 +21,7 @@ import numpy as np
 
 from ..ir.graph import Value
 from ..ir.optable import OPS
-from ..ir.shape_rules import promoted_dtype
+from ..ir.shape_rules import operand_casts
 
 _counter = itertools.count()
 
@@ -103,12 +103,9 @@ def _statement(node, names):
         s, i = (ast.Name(names[x], ast.Load()) for x in node.inputs)
         call = ast.Subscript(s, ast.Call(ast.Name("int", ast.Load()), [i], []), ast.Load())
     else:
-        op = OPS[node.op]
-        want = promoted_dtype(op, [x.type if isinstance(x, Value) else x for x in node.inputs])
-        pos = range(len(node.inputs)) if op.promote == "all" else op.promote
-        args = [_operand(x, names, want if (isinstance(x, Value) and i in pos and want
-                                            and x.type.dtype != want) else None)
-                for i, x in enumerate(node.inputs)]
+        casts = dict(operand_casts(OPS[node.op], [x.type if isinstance(x, Value) else x
+                                                  for x in node.inputs]))
+        args = [_operand(x, names, casts.get(i)) for i, x in enumerate(node.inputs)]
         kwargs = [ast.keyword(k, _literal(v)) for k, v in node.attrs.items()]
         call = ast.Call(ast.Attribute(ast.Name("ops", ast.Load()), node.op, ast.Load()),
                         args, kwargs)

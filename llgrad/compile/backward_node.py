@@ -14,6 +14,7 @@ from .fastpath import fresh_tensors
 from .backends import backward_run
 from ..runtime.node import FREED, Node, SavedTensor, _sequence, fix_grads, gradient_edge, user_location
 from ..runtime.tensor import Tensor
+from ..tracer.control_ops import replay
 
 _NO_EDGE = (None, 0)
 
@@ -178,7 +179,6 @@ class CompiledFunctionBackward(Node):
     def _differentiable(self, grads):
         """create_graph: replay forward and backward graphs through the dispatcher, so the
         gradients carry history back to the inputs."""
-        from ..tracer.vjp import replay
         entry = self.entry
         self._feeds()                       # the saved values' version checks
         grads = [g if g is not None else Tensor._from_array(np.zeros(shape, dt.np))

@@ -9,7 +9,6 @@ from .backends import backward_run, forward_run
 
 def format_entry(entry, python=False, llvm=False, asm=False):
     from ..codegen.pysource import graph_source
-    from ..tracer.vjp import saved_table_rows
     parts = ["== guards ==", *(f"  {n}: {v!r}" for n, v in entry.guard_items),
              *(f"  value guard: %{g.value.name or '?'} == {g.expected!r}  # {g.loc}"
                for g in entry.forward.guards),
@@ -75,3 +74,12 @@ def _trace_note(name, tensors, exc):
     return (f"(raised while llgrad.compile traced {name}({args})"
             f"{' at ' + where if where else ''}; nothing was cached, the next call "
             "traces again)")
+
+
+def saved_table_rows(saved):
+    rows = [f"  {'name':8s} {'type':28s} {'bytes':>10s}  where"]
+    for s in saved:
+        rows.append(f"  {s.name:8s} {str(s.type):28s} {s.nbytes:>10,d}  {s.loc}")
+    total = sum(s.nbytes for s in saved if s.input_index is None)
+    rows.append(f"  total saved (excluding inputs): {total:,d} bytes")
+    return "\n".join(rows)

@@ -2,9 +2,11 @@
 reference interpreter. Imports nothing from the rest of llgrad and never imports llvmlite."""
 from .optable import OPS, OpDef, defop  # noqa: F401
 from . import ops_elementwise, ops_reduce, ops_shape, ops_nn, ops_random  # noqa: F401,E402
-from .graph import Builder, Graph, Guard, Node, TensorType, Value  # noqa: F401,E402
+from .graph import Graph, Guard, Node, TensorType, Value  # noqa: F401,E402
+from .builder import Builder  # noqa: F401,E402
+from . import printer  # noqa: F401,E402  (Graph.__str__)
 from .interpret import interpret  # noqa: F401,E402
 from .parser import parse_graph  # noqa: F401,E402
-from .passes import cse, dce, fold_constants  # noqa: F401,E402
+from .passes import cse, dce  # noqa: F401,E402
 from .verify import VerifyError, verify  # noqa: F401,E402
 from .ops_control import CONTROL  # noqa: F401,E402

@@ -135,7 +135,7 @@ class Node:
 
 
 class Graph:
-    """Compared by identity; str() is its one text form (printer.py)."""
+    """Compared by identity; str() is its one text form (printer.py gives it)."""
 
     def __init__(self, name, inputs, nodes, outputs, mutated=None, guards=None):
         self.name = name
@@ -153,9 +153,6 @@ class Graph:
         for n in self.nodes:
             yield from n.outputs
 
-    def __str__(self):
-        from .printer import print_graph
-        return print_graph(self)
 
 
 class Guard(_Frozen):
@@ -168,31 +165,3 @@ class Guard(_Frozen):
         init(self, "value", value)
         init(self, "expected", expected)
         init(self, "loc", loc)
-
-
-class Builder:
-    """Appends nodes to a graph under construction, typing results with the op table's
-    shape rules (or a type the caller already knows)."""
-
-    def __init__(self, name="f"):
-        self.graph = Graph(name, [], [], [])
-
-    def input(self, type, name=None):
-        v = Value(type, None, len(self.graph.inputs), name or f"arg{len(self.graph.inputs)}")
-        self.graph.inputs.append(v)
-        return v
-
-    def add(self, op, inputs, attrs=None, types=None, loc="", view_of=None):
-        from .shape_rules import infer_types
-        attrs = dict(attrs or {})
-        if types is None:
-            types = infer_types(op, [x.type if isinstance(x, Value) else x for x in inputs],
-                                attrs)
-        node = Node(op, list(inputs), attrs, [], loc, view_of)
-        node.outputs = [Value(t, node, i) for i, t in enumerate(types)]
-        self.graph.nodes.append(node)
-        return node.outputs[0] if len(node.outputs) == 1 else tuple(node.outputs)
-
-    def ret(self, *values):
-        self.graph.outputs = list(values)
-        return self.graph

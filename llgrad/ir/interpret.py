@@ -4,8 +4,8 @@ nodes (ops_control.py) run their regions through `evaluate`."""
 import numpy as np
 
 from .graph import StackType, Value
-from .ops_control import CONTROL
-from .optable import OPS
+from .optable import CONTROL, OPS
+from .shape_rules import operand_casts
 
 
 def interpret(graph, *arrays):
@@ -61,7 +61,6 @@ def _plan(graph):
     once per graph (the graph is not changed after verification)."""
     plan = graph.__dict__.get("_interpret_plan")
     if plan is None or len(plan) != len(graph.nodes):
-        from .shape_rules import promoted_dtype
         plan = []
         for node in graph.nodes:
             if node.op == "constant":
@@ -72,24 +71,10 @@ def _plan(graph):
                 plan.append((node, impl if len(node.outputs) != 1 else _only(impl), ()))
                 continue
             op = OPS[node.op]
-            want = promoted_dtype(op, [x.type if isinstance(x, Value) else x
+            casts = operand_casts(op, [x.type if isinstance(x, Value) else x
                                        for x in node.inputs])
-            pos = range(len(node.inputs)) if op.promote == "all" else op.promote or ()
-            casts = tuple((k, want) for k in pos if want is not None and k < len(node.inputs)
-                          and isinstance(node.inputs[k], Value)
-                          and node.inputs[k].type.dtype != want)
             # a split into one piece: the impl's sequence of pieces is the one output's
             impl = _only(op.impl) if op.nout != 1 and len(node.outputs) == 1 else op.impl
             plan.append((node, impl, casts))
         graph.__dict__["_interpret_plan"] = plan
     return plan
-
-
-def _promoted(node, args):
-    """Cast tensor operands of promoting ops to the dtype the node's type rule chose."""
-    op = OPS[node.op]
-    if not op.promote:
-        return args
-    from .shape_rules import _promote
-    types = [x.type if isinstance(x, Value) else x for x in node.inputs]
-    return _promote(op, types, args)

@@ -23,6 +23,8 @@ recursion only as deep as the user's source nests its ifs and loops."""
 import numpy as np
 
 from .graph import Node, StackType, TensorType, Value
+from .interpret import evaluate
+from .optable import CONTROL
 
 
 class ControlOp:
@@ -30,9 +32,6 @@ class ControlOp:
 
     def __init__(self, name, types, impl, regions=()):
         self.name, self.types, self.impl, self.regions = name, types, impl, regions
-
-
-CONTROL = {}
 
 
 def _declare(name, types, impl, regions=()):
@@ -88,7 +87,6 @@ def _first(values):
 
 
 def _cond_impl(pred, *operands, **regions):
-    from .interpret import evaluate
     outs, _ = evaluate(regions["then"] if _first(pred) else regions["else"], operands)
     return tuple(np.array(o) for o in outs)     # fresh buffers, never an operand's
 
@@ -116,7 +114,6 @@ def _while_types(in_types, attrs):
 
 
 def _while_impl(*operands, cond, body, n_carried, save=False):
-    from .interpret import evaluate
     carried, rest = list(operands[:n_carried]), list(operands[n_carried:])
     history = [[] for _ in carried]
     trips = 0

@@ -18,6 +18,7 @@ back to the input's shape by the caller, and cast to the input's dtype.
 """
 
 OPS = {}
+CONTROL = {}        # the control ops (cond, while_loop, stack_get): ops_control.py declares them
 _LISTENERS = []
 
 

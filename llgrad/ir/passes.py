@@ -1,12 +1,9 @@
-"""Graph -> Graph passes: dead-code elimination, common-subexpression elimination,
-constant folding. Each returns a new Graph and leaves its input unchanged. Control-flow
-nodes are kept whole: their regions are closed graphs, shared by the copy, and a pass
-treats the node as one opaque pure op (never merged with another, never folded)."""
-import numpy as np
-
-from .graph import Graph, Guard, Node, TensorType, Value
-from .ops_control import CONTROL
-from .optable import OPS
+"""Graph -> Graph passes: dead-code elimination and common-subexpression elimination. Each
+returns a new Graph and leaves its input unchanged. Control-flow nodes are kept whole:
+their regions are closed graphs, shared by the copy, and a pass treats the node as one
+opaque pure op (never merged with another)."""
+from .graph import Graph, Guard, Node, Value
+from .optable import CONTROL, OPS
 from .printer import literal
 
 RANDOM_OPS = frozenset(n for n, op in OPS.items() if op.kind == "random")
@@ -72,30 +69,3 @@ def cse(graph):
         seen[k] = n
         keep.append(n)
     return _rebuild(graph, keep, subst)
-
-
-def fold_constants(graph):
-    """Evaluate nodes whose tensor operands are all constants into constant nodes."""
-    consts, nodes, subst = {}, [], {}
-    for n in graph.nodes:
-        if n.op == "constant":
-            consts[n.outputs[0]] = np.array(n.attrs["value"], dtype=n.attrs["dtype"])
-            nodes.append(n)
-            continue
-        tensor_ins = [x for x in n.inputs if isinstance(x, Value)]
-        if n.op in RANDOM_OPS or n.op in CONTROL or not tensor_ins \
-                or any(x not in consts for x in tensor_ins) \
-                or len(n.outputs) != 1 or OPS[n.op].kind == "view":
-            nodes.append(n)
-            continue
-        from .interpret import _promoted
-        args = [consts[x] if isinstance(x, Value) else x for x in n.inputs]
-        val = np.asarray(OPS[n.op].impl(*_promoted(n, args), **n.attrs))
-        val = val.astype(n.outputs[0].type.dtype)
-        out = n.outputs[0]
-        m = Node("constant", [], {"value": val.tolist(), "dtype": val.dtype.name}, [], n.loc)
-        m.outputs = [Value(TensorType(val.dtype.name, tuple(val.shape)), m, 0, out.name)]
-        subst[out] = m.outputs[0]
-        consts[out] = val
-        nodes.append(m)
-    return _rebuild(graph, nodes, subst)

@@ -1,5 +1,7 @@
 """The one text form of a Graph (deterministic), and the literal syntax of attributes."""
 
+from .graph import Graph
+
 
 def literal(v):
     """Attribute and constant syntax: Python literals without spaces, `...` for Ellipsis."""
@@ -38,7 +40,6 @@ def print_graph(graph):
 def _graph_lines(graph, head, indent, type_text):
     """The lines of graph (a region is printed under its node, indented two more spaces
     than the node, headed by its attribute name; its values are named in its own scope)."""
-    from .graph import Graph
     names = _names(graph)
 
     def typ(t):                 # graphs repeat a few types many times
@@ -80,3 +81,6 @@ def _graph_lines(graph, head, indent, type_text):
     lines.append(f"{pad}return " + ", ".join("%" + names[v] for v in graph.outputs))
     lines.append(f"{indent}}}")
     return lines
+
+
+Graph.__str__ = print_graph     # (the graph's one text form)

@@ -56,7 +56,7 @@ def _infer(opname, in_types, attrs):
     op = OPS[opname]
     view = op.kind == "view"
     args = [_standin(t, view) for t in in_types]
-    arrays = _promote(op, in_types, args)
+    arrays = promote_operands(op, in_types, args)
     with np.errstate(all="ignore"):   # the stand-ins are zeros: log(0) is no concern here
         out = op.impl(*arrays, **attrs)
     outs = out if op.nout != 1 else (out,)
@@ -83,15 +83,28 @@ def _cat(dtype):
     return 0 if dtype == "bool" else 1 if dtype[0] in "iu" else 2
 
 
-def _promote(op, in_types, arrays):
-    """The dtype promotion of runtime/dispatch, on types (PyTorch's rules)."""
+def operand_casts(op, in_types):
+    """((position, dtype), ...): the tensor operands of op that its dtype promotion casts
+    (PyTorch's rules, on types), each to the dtype promoted_dtype chooses. The one rule the
+    type inference, the interpreter, the Python backend and native code apply."""
     res = promoted_dtype(op, in_types)
     if res is None:
+        return ()
+    pos = range(len(in_types)) if op.promote == "all" else op.promote
+    return tuple((k, res) for k in pos if k < len(in_types)
+                 and isinstance(in_types[k], TensorType) and in_types[k].dtype != res)
+
+
+def promote_operands(op, in_types, arrays):
+    """arrays (operands of types in_types) with op's operand casts applied."""
+    casts = operand_casts(op, in_types)
+    if not casts:
         return arrays
-    pos = range(len(arrays)) if op.promote == "all" else op.promote
-    # (dtype != str, not dtype.name != str: NumPy's name getter costs microseconds)
-    return [a.astype(res) if isinstance(a, np.ndarray) and i in pos and a.dtype != res
-            else a for i, a in enumerate(arrays)]
+    out = list(arrays)
+    for k, dt in casts:
+        if isinstance(out[k], np.ndarray):
+            out[k] = out[k].astype(dt)
+    return out
 
 
 def promoted_dtype(op, in_types):

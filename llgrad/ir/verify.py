@@ -3,7 +3,6 @@ the node and the user's source line."""
 from .graph import StackType, TensorType, Value
 from .ops_control import CONTROL, control_types, regions
 from .optable import OPS
-from .geometry import geometry_span
 from .printer import _names, operand
 from .shape_rules import infer_types
 
@@ -96,5 +95,3 @@ def verify(graph):
     return graph
 
 
-def storage_span(t):
-    return geometry_span(t.shape, t.strides, t.offset)

@@ -1,4 +1,5 @@
 """The eager world: Tensor, storage and views, grad modes, the autograd engine,
 autograd.Function, gradcheck."""
 from . import methods, methods_reduce, methods_views  # noqa: F401  (attach Tensor methods)
+from . import tensor_autograd  # noqa: F401  (grad_fn, .grad, hooks, backward)
 from .tensor import Size, Storage, Tensor  # noqa: F401

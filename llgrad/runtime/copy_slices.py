@@ -1,6 +1,9 @@
 """In-place ops on views: PyTorch's CopySlices on the base, and the AsStridedBackward0 node
 a view gets once its base has been modified in place."""
+import re
+
 from ..ir import OPS
+from ..ir.geometry import geometry_span
 from .node import Node, gradient_edge, node_class
 
 
@@ -9,7 +12,6 @@ def geometry(t):
 
 
 def _span(*geoms):
-    from ..ir.geometry import geometry_span
     return max(geometry_span(*g) for g in geoms)
 
 
@@ -71,7 +73,6 @@ def creation_error(t, rebase=False):
     if fn is None:
         head = "A view was created in "
     else:
-        import re
         name = re.sub(r"Backward\d*$", "", type(fn).__name__)
         head = f"Output {t._output_nr} of {name} is a view of a view which was created in "
     what = "its base or another view of its base has been modified inplace" if rebase else \

@@ -1,8 +1,10 @@
 """Creation functions and the random generator (manual_seed resets it)."""
 import numpy as np
 
+from ..ir import OPS
 from . import dtypes, trace_state
 from .device import check as _check_device
+from .dispatch import call
 from .shapes import unpack_shape
 from .tensor import Tensor
 
@@ -121,8 +123,15 @@ def from_numpy(arr):
     return Tensor._from_array(arr)
 
 
+def full_op(shape, value, dtype):
+    """zeros/ones/full as the `full` op: traced, it is one node and no literal data."""
+    if isinstance(value, Tensor):
+        value = value.item()
+    return call(OPS["full"], (), {"shape": tuple(shape), "value": value,
+                                  "dtype": dtype.name})
+
+
 def _full(shape, value, dtype, requires_grad, default=None):
-    from .methods import full_op      # the `full` op: traced as one node, no literal data
     d = dtypes.to_dtype(dtype) if dtype is not None else (default or dtypes.float32)
     t = full_op(shape, value, d)
     return t.requires_grad_(True) if requires_grad else t

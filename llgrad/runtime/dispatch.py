@@ -3,10 +3,12 @@ which runs the op table's NumPy impl and records the backward node when grad is 
 This is the eager hot path: keep it lean (no imports or allocations that can be avoided)."""
 import numpy as np
 
-from ..ir import OPS
 from . import grad_mode, trace_state
+from ..ir import OPS
+from .copy_slices import CopySlices, creation_error
 from .dtypes import _cat_of_scalar, float32, result_type
 from .node import SavedTensor, gradient_edge, node_class, user_location
+from .shapes import broadcast_shapes
 from .tensor import Tensor
 
 _state = grad_mode.state
@@ -86,7 +88,6 @@ def run_impl(op, inputs, attrs):
         return op.impl(*prepare(op, inputs), **attrs)
     except ValueError as e:
         if "broadcast" in str(e):
-            from .shapes import broadcast_shapes
             broadcast_shapes(*[x._data.shape for x in inputs if _is_tensor(x)])
         raise RuntimeError(f"{op.name}: {e}") from None
 
@@ -253,7 +254,6 @@ def _check_inplace(t, inputs):
             not any(_is_tensor(x) and _req(x) for x in inputs):
         return                          # nothing requires grad: no history to get wrong
     if t._creation is not None:
-        from .copy_slices import creation_error
         raise creation_error(t)
     if t._multi_view:
         raise RuntimeError(
@@ -280,7 +280,6 @@ def _check_broadcast_into(shape, inputs):
         s = x._data.shape
         k = len(s)
         if k > n or any(a == 1 and b != 1 for a, b in zip(shape[n - k:], s)):
-            import numpy as np
             try:
                 full = np.broadcast_shapes(shape, *[y._data.shape for y in inputs
                                                     if _is_tensor(y)])
@@ -336,7 +335,6 @@ def call_inplace(op, t, inputs, attrs):
         _save_result(op, node, t)
         t._grad_fn, t._output_nr, t._requires_grad = node, 0, True
     else:
-        from .copy_slices import CopySlices
         # CopySlices calls node itself; edge 0 only says the view's gradient is wanted
         node.next_functions = ((self_edge or (node, 0)),) + node.next_functions[1:]
         _save_result(op, node, t, on_view=True)

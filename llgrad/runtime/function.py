@@ -2,7 +2,7 @@
 import numpy as np
 
 from . import grad_mode
-from .node import Node, SavedTensor, fix_grads, gradient_edge, user_location
+from .node import FREED, Node, SavedTensor, fix_grads, gradient_edge, user_location
 from .tensor import Tensor
 
 
@@ -46,7 +46,6 @@ class BackwardCFunction(Node, FunctionCtx):
     def saved_tensors(self):
         if self._saved is None:
             if self.to_save is None:
-                from .node import FREED
                 raise RuntimeError(FREED)
             return tuple(self.to_save)
         return tuple(s.unpack(self) if s is not None else None for s in self._saved)
@@ -89,7 +88,6 @@ class BackwardCFunction(Node, FunctionCtx):
 
 class _Freed:
     def unpack(self, node):
-        from .node import FREED
         raise RuntimeError(FREED)
 
 

@@ -1,10 +1,14 @@
 """The llgrad.* function namespace (torch.exp, torch.cat, ...), defined over Tensor methods."""
-import builtins as _builtins   # this module shadows any/all/sum/max/min/abs/round
+import builtins as _builtins  # this module shadows any/all/sum/max/min/abs/round
 
+import numpy as np
+
+from . import trace_state
 from ..ir import OPS
 from ..ir.optable import on_declare
 from .creation import tensor as _tensor
 from .dispatch import call
+from .shapes import norm_dim
 from .tensor import Tensor
 
 __all__ = []
@@ -49,7 +53,6 @@ def _tensors(seq, what):
 
 
 def cat(tensors, dim=0):
-    from .shapes import norm_dim
     seq = _tensors(tensors, "cat")
     # PyTorch's legacy rule: 1-D empty tensors are skipped for the shape check, but still
     # take part in type promotion and get a (zero-size) gradient
@@ -75,7 +78,6 @@ def cat(tensors, dim=0):
 
 
 def stack(tensors, dim=0):
-    from .shapes import norm_dim
     ts = _tensors(tensors, "stack")
     for i, t in enumerate(ts):
         if t._data.shape != ts[0]._data.shape:
@@ -87,8 +89,6 @@ def stack(tensors, dim=0):
 
 def where(condition, input=None, other=None):
     if input is None and other is None:
-        import numpy as np
-        from . import trace_state
         if trace_state.state.tracer is not None:
             trace_state.state.tracer.untraceable("where(condition) (a data-dependent shape)")
         return tuple(Tensor._from_array(a.astype(np.int64)) for a in np.nonzero(condition._data))
@@ -102,17 +102,14 @@ def is_tensor(obj):
 
 
 def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
-    import numpy as np
     return bool(np.allclose(a._data, b._data, rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
 def equal(a, b):
-    import numpy as np
     return a._data.shape == b._data.shape and bool(np.array_equal(a._data, b._data))
 
 
 def broadcast_tensors(*tensors):
-    import numpy as np
     shape = np.broadcast_shapes(*[t._data.shape for t in tensors])
     return tuple(t.expand(shape) for t in tensors)
 

@@ -4,8 +4,9 @@ RandomSampler and random_split). Its stream is NumPy's PCG64, not PyTorch's Mers
 Twister: a seed gives the same numbers on every run, not the numbers PyTorch gives."""
 import numpy as np
 
-from .creation import _Generator, default_generator
+from .creation import _Generator, default_generator, tensor
 from .device import CPU, check
+from .tensor import Tensor
 
 __all__ = ["Generator", "get_rng_state", "set_rng_state", "seed"]
 
@@ -13,7 +14,6 @@ __all__ = ["Generator", "get_rng_state", "set_rng_state", "seed"]
 def _get_state(gen):
     """The generator's state as a uint8 tensor (seed, then PCG64's state, increment and
     buffered 32-bit draw)."""
-    from .creation import tensor
     st = gen.rng.bit_generator.state
     s = st["state"]
     words = (gen._seed & (2**64 - 1), s["state"], s["inc"], st["has_uint32"], st["uinteger"])
@@ -22,7 +22,6 @@ def _get_state(gen):
 
 
 def _set_state(gen, new_state):
-    from .tensor import Tensor
     if not isinstance(new_state, Tensor) or new_state.dtype.name != "uint8":
         raise TypeError("expected a torch.ByteTensor-like state (an llgrad uint8 tensor), "
                         f"but got {type(new_state).__name__}")

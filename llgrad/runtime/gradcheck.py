@@ -1,5 +1,7 @@
 """gradcheck / gradgradcheck: analytical Jacobians (by backward passes) against central
 finite differences, in float64."""
+import warnings
+
 import numpy as np
 
 from .autograd_api import grad as autograd_grad
@@ -70,7 +72,6 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
                          "none of the them have requires_grad=True.")
     for i in diff:
         if inputs[i]._dtype.name != "float64":
-            import warnings
             warnings.warn(f"Input #{i} requires gradient and is not a double precision floating "
                           "point. This check will likely fail if all the inputs are not of double "
                           "precision floating point. ", UserWarning, stacklevel=2)

@@ -5,6 +5,7 @@ import numpy as np
 from ..ir import OPS
 from ..ir.optable import on_declare
 from . import dtypes
+from .creation import full_op, tensor
 from .device import check as check_device
 from .dispatch import call, call_inplace
 from .shapes import unpack_shape
@@ -114,7 +115,6 @@ def _scalar_operand(self, other):
     """A Python scalar on the left of a tensor, as a 0-d tensor of the promoted dtype."""
     if isinstance(other, Tensor):
         return other
-    from .creation import tensor
     return tensor(other, dtype=dtypes.result_type(self, other))
 
 
@@ -276,21 +276,12 @@ _def("zero_", lambda self: call_inplace(OPS["zero"], self, (self,), {}))
 
 def copy_(self, src, non_blocking=False):
     if not isinstance(src, Tensor):
-        from .creation import tensor as _tensor
-        src = _tensor(src)
+        src = tensor(src)
     np.broadcast_shapes(src._data.shape, self._data.shape)
     return call_inplace(OPS["copy"], self, (self, src), {})
 
 
 _def("copy_", copy_)
-
-
-def full_op(shape, value, dtype):
-    """zeros/ones/full as the `full` op: traced, it is one node and no literal data."""
-    if isinstance(value, Tensor):
-        value = value.item()
-    return call(OPS["full"], (), {"shape": tuple(shape), "value": value,
-                                  "dtype": dtype.name})
 
 
 def _new(fill):
@@ -307,4 +298,4 @@ _def("new_empty", _new(0))
 _def("new_full", lambda self, size, fill_value, dtype=None, requires_grad=False:
      full_op(tuple(size), fill_value, dtype or self._dtype).requires_grad_(requires_grad))
 _def("new_tensor", lambda self, data, dtype=None, requires_grad=False:
-     __import__("llgrad").tensor(data, dtype=dtype or self._dtype, requires_grad=requires_grad))
+     tensor(data, dtype=dtype or self._dtype, requires_grad=requires_grad))

@@ -5,6 +5,8 @@ import numpy as np
 
 from ..ir import OPS
 from ..ir.geometry import geometry_span
+from ..ir.ops_shape import sum_to_shape
+from .creation import tensor
 from .dispatch import call, call_inplace
 from .shapes import infer_shape, norm_dim, norm_slice, unpack_shape
 from .tensor import Tensor
@@ -199,7 +201,6 @@ Tensor.T = property(lambda self: self if self._data.ndim < 2 else
 
 
 def sum_to_size(self, *size):
-    from ..ir.ops_shape import sum_to_shape
     return sum_to_shape(self, unpack_shape(size))
 
 
@@ -216,7 +217,6 @@ def _is_advanced(i):
 def _index_tensor(i):
     if isinstance(i, Tensor):
         return i
-    from .creation import tensor
     return tensor(np.asarray(i))
 
 

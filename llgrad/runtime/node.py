@@ -14,6 +14,7 @@ import weakref
 import numpy as np
 
 from . import grad_mode, trace_state
+from .tensor import Tensor
 
 _sequence = itertools.count()
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -70,7 +71,6 @@ class SavedTensor:
         if t is None:
             raise RuntimeError(FREED)
         if self.is_output:
-            from .tensor import Tensor
             t = Tensor._from_array(t[0], t[1])
         if t._storage.version != self.version:
             out = (f", which is output {self.output_nr} of {type(node).__name__},"
@@ -273,7 +273,6 @@ class OpNode(Node):
 
 
 def _zeros(meta):
-    from .tensor import Tensor
     return Tensor._from_array(np.zeros(meta[0], dtype=meta[1].np))
 
 

@@ -5,6 +5,8 @@ import numpy as np
 
 from ..ir.geometry import contiguous_strides
 from . import dtypes, grad_mode, trace_state
+from .device import CPU
+from .formatting import tensor_repr
 
 
 class Storage:
@@ -15,9 +17,6 @@ class Storage:
         self.base = base          # the NumPy array that owns the memory (first element lowest)
         self.version = 0
         self.write_loc = None     # user's line of the latest in-place write (for errors)
-
-    def nbytes_span(self):
-        return self.base.nbytes
 
     def data_ptr(self):
         return self.base.__array_interface__["data"][0]
@@ -122,7 +121,6 @@ class Tensor:
 
     @property
     def device(self):
-        from .device import CPU
         return CPU
 
     @property
@@ -196,92 +194,6 @@ class Tensor:
         self._requires_grad = bool(requires_grad)
         return self
 
-    @property
-    def grad_fn(self):
-        if self._base is not None and self._view_version != self._storage.version:
-            if self._creation is not None:
-                if self._grad_fn is None and not self._base.requires_grad:
-                    return None
-                from .copy_slices import creation_error
-                raise creation_error(self, rebase=True)
-            from .copy_slices import regenerate_view_grad_fn
-            regenerate_view_grad_fn(self)
-        return self._grad_fn
-
-    @property
-    def is_leaf(self):
-        return self.grad_fn is None
-
-    @property
-    def grad(self):
-        tracer = trace_state.state.tracer
-        if tracer is not None:      # the trace depends on .grad: llgrad.compile keys it on them
-            tracer.grad_read = True
-        if self._grad is None and not self.is_leaf and not self._retains_grad:
-            import warnings
-            warnings.warn("The .grad attribute of a Tensor that is not a leaf Tensor is being "
-                          "accessed. Its .grad attribute won't be populated during "
-                          "autograd.backward(). If you indeed want the .grad field to be "
-                          "populated for a non-leaf Tensor, use .retain_grad() on the non-leaf "
-                          "Tensor.", UserWarning, stacklevel=2)
-        return self._grad
-
-    @grad.setter
-    def grad(self, value):
-        if value is not None:
-            if not isinstance(value, Tensor):
-                raise TypeError(f"assigned grad expected to be a Tensor or None but got grad "
-                                f"of type {type(value).__name__}")
-            if value._data.shape != self._data.shape:
-                raise RuntimeError("assigned grad has data of a different size")
-            if value._dtype is not self._dtype:
-                raise RuntimeError("assigned grad has data of a different type")
-        self._grad = value
-
-    @property
-    def retains_grad(self):
-        return self._retains_grad
-
-    def retain_grad(self):
-        if not self.requires_grad:
-            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
-        if self.is_leaf:
-            return
-        if self._retains_grad:
-            return
-        if trace_state.state.tracer is not None:
-            trace_state.state.tracer.graph_break("retain_grad() on a tensor inside the "
-                                                 "compiled function")
-        import weakref
-        fn = self.grad_fn
-        fn._retained = fn._retained or {}
-        fn._retained[self._output_nr] = weakref.ref(self)
-        self._retains_grad = True
-
-    def register_hook(self, hook):
-        if not self.requires_grad:
-            raise RuntimeError("cannot register a hook on a tensor that doesn't require "
-                               "gradient")
-        if self.is_leaf:
-            # (a dict under a fresh key, in registration order: a handle removes its own
-            # registration, not every registration of the same function)
-            from .node import _register
-            if self._hooks is None:
-                self._hooks = {}
-            return _register(self._hooks, hook)
-        return self.grad_fn._add_pre_hook(self._output_nr, hook)
-
-    def register_post_accumulate_grad_hook(self, hook):
-        """hook(leaf) -> None, run after backward has added into this leaf's .grad."""
-        if not self.requires_grad:
-            raise RuntimeError("cannot register a hook on a tensor that doesn't require "
-                               "gradient")
-        if self.grad_fn is not None:
-            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf "
-                               "tensors")
-        from .node import accumulate_node
-        return accumulate_node(self)._add_post_accumulate_hook(hook)
-
     def detach(self):
         t = self._alias()
         return t
@@ -302,10 +214,6 @@ class Tensor:
         self._data = value._data
         self._storage = value._storage
         self._dtype = value._dtype
-
-    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
-        from .autograd_api import backward
-        backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
     # ---- conversion ----------------------------------------------------------------------------
     def numpy(self, force=False):
@@ -389,7 +297,6 @@ class Tensor:
         return (1, 0)       # (kDLCPU, 0)
 
     def __repr__(self):
-        from .formatting import tensor_repr
         return tensor_repr(self)
 
     __str__ = __repr__

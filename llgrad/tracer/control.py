@@ -18,9 +18,10 @@ import numpy as np
 from ..runtime import trace_state
 from ..runtime.tensor import Tensor
 from .control_ops import run_cond, run_while
+from .errors import ControlFlowError
 from .region import Region, snapshot, unify_captures
 from .returned import ReturnedScalar, returned_item  # noqa: F401 (ag__.returned_item)
-from .trace import ControlFlowError, tensor_type
+from .trace import tensor_type
 
 _SCALARS = (bool, int, float)
 

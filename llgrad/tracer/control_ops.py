@@ -14,17 +14,21 @@ node an autograd node whose backward emits the VJP as control flow again:
   iteration's forward), carries the cotangents of the carried values and accumulates those
   of the loop-invariant operands.
 
-A region's VJP is derived as the whole graph's is: the region is replayed (vjp.replay) on
+A region's VJP is derived as the whole graph's is: the region is replayed (replay, below) on
 example values under a standalone region tracer while autograd.grad runs over the replay, so
 it is made of the op table's VJP rules; nested control flow comes through its own autograd
-node. Everything here also runs eagerly (no tracer): create_graph replays compiled graphs."""
+node. Everything here also runs eagerly (no tracer): create_graph replays compiled graphs
+(`replay`: each node through the dispatcher, as the eager op it records)."""
 import numpy as np
 
-from ..ir.graph import Builder, StackType, TensorType
+from ..ir import OPS
+from ..ir.builder import Builder
+from ..ir.graph import StackType, TensorType, Value
 from ..ir.ops_control import CONTROL, control_types, inline
 from ..runtime import grad_mode, trace_state
 from ..runtime.autograd_api import grad as autograd_grad
 from ..runtime.creation import zeros
+from ..runtime.dispatch import call
 from ..runtime.node import Node, SavedTensor, fix_grads, gradient_edge, user_location
 from ..runtime.tensor import Tensor
 from .region import Region
@@ -81,7 +85,7 @@ def run_while(carried, rest, cond_g, body_g, save=False):
 
 
 def apply_node(node, args):
-    """Replay a control-flow node of a graph on tensors (vjp.replay)."""
+    """Replay a control-flow node of a graph on tensors (replay)."""
     a = node.attrs
     if node.op == "cond":
         return run_cond(args[0], args[1:], a["then"], a["else"])
@@ -94,7 +98,6 @@ def apply_node(node, args):
 def region_vjp(graph, examples, name, loc=None):
     """The VJP of a region as a region: inputs are graph's inputs then one cotangent per
     floating-point output; outputs are the gradients of its floating-point inputs."""
-    from .vjp import replay
     xs = [Tensor._from_array(np.array(a)) for a in examples]
     wrt = [i for i, v in enumerate(graph.inputs) if _is_float(v.type)]
     outs_f = [k for k, v in enumerate(graph.outputs) if _is_float(v.type)]
@@ -192,7 +195,7 @@ class WhileBackward(_ControlBackward):
             _no_higher_order(self._where)
         ops = self._operands()
         n, body = self.n, self.body_g
-        carried, rest = ops[:n], ops[n:]
+        rest = ops[n:]
         fc = [k for k in range(n) if _is_float(body.inputs[k].type)]
         fr = [m for m in range(len(rest)) if _is_float(body.inputs[n + m].type)]
         body_v = region_vjp(body, self.examples, "body", self._where)
@@ -254,3 +257,27 @@ def _reverse_loop(body, body_v, fc, fr, n, loc):
     new_acc = [bb.add("add", [a, g], loc=loc) for a, g in zip(acc, grads[len(fc):])]
     bb.ret(bb.add("sub", [j, 1], loc=loc), *new_ct, *new_acc)
     return cb.graph, bb.graph
+
+
+def replay(graph, tensors):
+    """Run graph's nodes through the dispatcher on tensors; returns the value map. Under a
+    tracer, every recorded node keeps the source line of the node it replays. Control-flow
+    nodes run through control_ops (with their own autograd node)."""
+    env = dict(zip(graph.inputs, tensors))
+    tracer = trace_state.state.tracer
+    for node in graph.nodes:
+        if tracer is not None:
+            tracer.loc_override = node.loc or None
+        if node.op == "constant":
+            out = Tensor._from_array(np.array(node.attrs["value"], dtype=node.attrs["dtype"]))
+        elif node.op in CONTROL:
+            out = apply_node(node, [env[x] if isinstance(x, Value) else x for x in node.inputs])
+            out = out if len(node.outputs) > 1 else out[0]
+        else:
+            args = [env[x] if isinstance(x, Value) else x for x in node.inputs]
+            out = call(OPS[node.op], args, node.attrs)
+        for v, o in zip(node.outputs, out if len(node.outputs) > 1 else (out,)):
+            env[v] = o
+    if tracer is not None:
+        tracer.loc_override = None
+    return env

@@ -17,8 +17,10 @@ g[mask]): x[x < 0] = 0 stays valid for every mask and is not specialised."""
 import numpy as np
 
 from ..ir.graph import Guard, Value
+from ..ir.shape_rules import infer_types
 from ..runtime.node import user_location
 from ..runtime.tensor import Tensor
+from .errors import ControlFlowError
 
 
 def mask_attrs(tracer, op, tensors, operands, attrs):
@@ -63,7 +65,6 @@ def _values_need_counts(values, operands, attrs, counts):
     if vt is None or vt.numel == 1:
         return False          # one element broadcasts to any count (an empty one may not)
     # the indexed shape with every count 0, then 1: the dims that differ are the count's
-    from ..ir.shape_rules import infer_types
     ins = [operands[0]] + list(operands[2:])
     types = [x.type if isinstance(x, Value) else x for x in ins]
     if any(isinstance(x, Value) and x.type.dtype == "bool" and x.type.numel == 0
@@ -107,7 +108,6 @@ def _guard_count(tracer, t, v, count):
 
 
 def _region_error(tracer):
-    from .trace import ControlFlowError
     return ControlFlowError(
         f"{user_location()}: indexing with a bool mask computed inside {tracer.what}: the "
         "result's length is the mask's number of Trues, which may differ between branches "

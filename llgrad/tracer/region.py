@@ -19,7 +19,8 @@ from ..ir.passes import dce
 from ..runtime import grad_mode, trace_state
 from ..runtime.node import user_location
 from ..runtime.tensor import Tensor
-from .trace import ControlFlowError, Tracer, tensor_type
+from .errors import ControlFlowError
+from .trace import Tracer, tensor_type
 
 
 class RegionTracer(Tracer):

@@ -11,7 +11,8 @@ import re
 
 import numpy as np
 
-from ..ir.graph import Builder, Guard, TensorType
+from ..ir.builder import Builder
+from ..ir.graph import Guard, TensorType
 from ..ir.ops_random import state_to_array
 from ..ir.ops_shape import strided_view
 from ..ir.geometry import geometry_overlaps, geometry_span
@@ -20,19 +21,9 @@ from ..runtime import trace_state
 from ..runtime.creation import default_generator
 from ..runtime.node import _sequence, user_location
 from ..runtime.tensor import Tensor
+from .errors import ControlFlowError, TraceError  # noqa: F401 (TraceError: re-exported)
 from .masks import mask_attrs, tensors_of
 from .pytree import flatten
-
-
-class TraceError(RuntimeError):
-    """What the tracer cannot record. llgrad.compile puts back what the traced run changed
-    and runs the call eagerly (with a warning), or raises it with fullgraph=True."""
-
-
-class ControlFlowError(TraceError):
-    """What tensor-dependent control flow, converted to cond / while_loop (convert.py),
-    cannot hold (a branch-dependent shape, break, a value escaping a branch): llgrad.compile
-    traces the function again as it is, its tensor conditions as value guards."""
 
 
 def tensor_type(t):

@@ -13,7 +13,8 @@ import pytest
 
 from llgrad.codegen.lowerings import gemm
 from llgrad.codegen.lower import lower
-from llgrad.ir.graph import Builder, TensorType
+from llgrad.ir.builder import Builder
+from llgrad.ir.graph import TensorType
 
 GUARD = 64                      # elements of sentinel before and after each written buffer
 SENTINEL = -12345.0

@@ -2,7 +2,7 @@
 loop nest of an elementwise group.
 
 Operand dtypes follow the reference interpreter exactly: tensor operands of promoting ops
-are cast to the dtype the op's type rule promotes to (`shape_rules._promote`), Python
+are cast to the dtype the op's type rule promotes to (`shape_rules.operand_casts`), Python
 numbers become constants of that dtype (NumPy treats them as weak scalars), and every
 node's result is cast to its IR type's dtype, as `interpret` does with `astype`."""
 import functools
@@ -11,7 +11,7 @@ import numpy as np
 
 from ...ir.graph import TensorType, Value
 from ...ir.optable import OPS
-from ...ir.shape_rules import _promote
+from ...ir.shape_rules import promote_operands
 from .loops import normalize
 from .parallel import cost, parallel_loops
 from .table import LOWERINGS
@@ -26,7 +26,7 @@ def _compute_dtypes(opname, key):
     if not op.promote:
         return tuple(dts), None
     dummies = [np.zeros(1, dtype=t.dtype) if isinstance(t, TensorType) else t for t in types]
-    promoted = _promote(op, types, dummies)
+    promoted = promote_operands(op, types, dummies)
     pos = range(len(types)) if op.promote == "all" else op.promote
     res = None
     for i in pos:

@@ -79,9 +79,6 @@ class ScalarGen:
             v -= 1 << bits
         return Scalar(ir.Constant(t, v), dt)
 
-    def fconst(self, value, t):
-        return ir.Constant(t, float(value))
-
     def load(self, ptr, dt, align=None):
         v = self.b.load(ptr, typ=mem_type(dt), align=align or ITEMSIZE[dt])
         if dt == "bool":

@@ -253,9 +253,6 @@ class Plan:
         self.arena_bytes = _place(scratch)
 
     # ---- accesses ------------------------------------------------------------------------
-    def buffer_of(self, v):
-        return self.buffers[root_of(v)]
-
     def access(self, v, shape):
         """How to read value v broadcast to shape (NumPy's right-aligned broadcasting)."""
         root = root_of(v)

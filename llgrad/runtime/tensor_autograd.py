@@ -1,0 +1,106 @@
+"""Tensor's autograd interface: grad_fn (a view's regenerated after its base was written in
+place), is_leaf, .grad, retain_grad, hooks, backward. Attached to Tensor here, above the
+autograd nodes and engine it reaches (tensor.py is below them)."""
+import warnings
+import weakref
+
+from . import trace_state
+from .autograd_api import backward as autograd_backward
+from .copy_slices import creation_error, regenerate_view_grad_fn
+from .node import _register, accumulate_node
+from .tensor import Tensor
+
+
+def _grad_fn(self):
+    if self._base is not None and self._view_version != self._storage.version:
+        if self._creation is not None:
+            if self._grad_fn is None and not self._base.requires_grad:
+                return None
+            raise creation_error(self, rebase=True)
+        regenerate_view_grad_fn(self)
+    return self._grad_fn
+
+
+def _is_leaf(self):
+    return self.grad_fn is None
+
+
+def _get_grad(self):
+    tracer = trace_state.state.tracer
+    if tracer is not None:      # the trace depends on .grad: llgrad.compile keys it on them
+        tracer.grad_read = True
+    if self._grad is None and not self.is_leaf and not self._retains_grad:
+        warnings.warn("The .grad attribute of a Tensor that is not a leaf Tensor is being "
+                      "accessed. Its .grad attribute won't be populated during "
+                      "autograd.backward(). If you indeed want the .grad field to be "
+                      "populated for a non-leaf Tensor, use .retain_grad() on the non-leaf "
+                      "Tensor.", UserWarning, stacklevel=2)
+    return self._grad
+
+
+def _set_grad(self, value):
+    if value is not None:
+        if not isinstance(value, Tensor):
+            raise TypeError(f"assigned grad expected to be a Tensor or None but got grad "
+                            f"of type {type(value).__name__}")
+        if value._data.shape != self._data.shape:
+            raise RuntimeError("assigned grad has data of a different size")
+        if value._dtype is not self._dtype:
+            raise RuntimeError("assigned grad has data of a different type")
+    self._grad = value
+
+
+def _retains_grad(self):
+    return self._retains_grad
+
+
+def retain_grad(self):
+    if not self.requires_grad:
+        raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+    if self.is_leaf:
+        return
+    if self._retains_grad:
+        return
+    if trace_state.state.tracer is not None:
+        trace_state.state.tracer.graph_break("retain_grad() on a tensor inside the "
+                                             "compiled function")
+    fn = self.grad_fn
+    fn._retained = fn._retained or {}
+    fn._retained[self._output_nr] = weakref.ref(self)
+    self._retains_grad = True
+
+
+def register_hook(self, hook):
+    if not self.requires_grad:
+        raise RuntimeError("cannot register a hook on a tensor that doesn't require "
+                           "gradient")
+    if self.is_leaf:
+        # (a dict under a fresh key, in registration order: a handle removes its own
+        # registration, not every registration of the same function)
+        if self._hooks is None:
+            self._hooks = {}
+        return _register(self._hooks, hook)
+    return self.grad_fn._add_pre_hook(self._output_nr, hook)
+
+
+def register_post_accumulate_grad_hook(self, hook):
+    """hook(leaf) -> None, run after backward has added into this leaf's .grad."""
+    if not self.requires_grad:
+        raise RuntimeError("cannot register a hook on a tensor that doesn't require "
+                           "gradient")
+    if self.grad_fn is not None:
+        raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf "
+                           "tensors")
+    return accumulate_node(self)._add_post_accumulate_hook(hook)
+
+
+def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+    autograd_backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+
+
+Tensor.grad_fn = property(_grad_fn)
+Tensor.is_leaf = property(_is_leaf)
+Tensor.grad = property(_get_grad, _set_grad)
+Tensor.retains_grad = property(_retains_grad)
+for _f in (retain_grad, register_hook, register_post_accumulate_grad_hook, backward):
+    setattr(Tensor, _f.__name__, _f)
