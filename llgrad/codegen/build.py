@@ -24,6 +24,8 @@ from .kernel import TAIL
 from .lowerings import (ops_advindex, ops_elementwise, ops_index, ops_loss,  # noqa: F401
                         ops_matmul, ops_norm, ops_positional, ops_random, ops_reduce,
                         ops_strided)      # (their import fills the lowering table)
+from .lowerings import ops_sort, ops_tensor  # noqa: F401,E402
+from .lowerings import ops_activations  # noqa: F401  (issue 21: the activations)
 from .lowerings.fusion import emit_elementwise
 from .lowerings.loops import FuncGen
 from .lowerings.scalar import DTYPES, I64, PTR, mem_type
@@ -66,9 +68,9 @@ def unsupported(graph):
         for x in node.inputs:
             if isinstance(x, Value) and x.type.dtype not in DTYPES:
                 return node, f"operand dtype {x.type.dtype}"
-        if low.kind == "view":
+        if low.form == "view":
             reason = _check_view(node)
-        elif len(node.outputs) != 1 and low.kind != "kernel":
+        elif len(node.outputs) != 1 and low.form != "kernel":
             reason = "several results"          # (kernels write one buffer per result)
         else:
             reason = low.check(node) if low.check else None
@@ -153,9 +155,9 @@ def _prepared(plan, options):
     plan.options = options
     for grp in plan.groups:
         low = LOWERINGS[grp.root.op]
-        if grp.kind == "rows":
+        if grp.loop == "rows":
             prepare_rows(plan, grp)
-        elif low.prepare and grp.kind != "cluster":
+        elif low.prepare and grp.loop != "cluster":
             low.prepare(plan, grp)
     return plan
 
@@ -191,13 +193,13 @@ def emit_plan(mod, plan, name, prefix="const", split=None):
 
 
 def _emit_group(mod, plan, grp, bufs, name):
-    fg = FuncGen(mod, f"{name}.{grp.kind}.{grp.root.op}", bufs)
+    fg = FuncGen(mod, f"{name}.{grp.loop}.{grp.root.op}", bufs)
     low = LOWERINGS[grp.root.op]
-    if grp.kind == "cluster":
+    if grp.loop == "cluster":
         emit_cluster(plan, grp, fg)
-    elif grp.kind == "rows":
+    elif grp.loop == "rows":
         emit_rows(plan, grp, fg)
-    elif low.kind == "elementwise":
+    elif low.form == "elementwise":
         emit_elementwise(plan, grp, fg)
     else:
         low.emit(plan, grp, fg)
@@ -211,7 +213,7 @@ def _emit_group(mod, plan, grp, bufs, name):
 def _constants(mod, plan, prefix="const"):
     out = {}
     for k, (v, buf) in enumerate((v, b) for v, b in plan.buffers.items()
-                                 if b.kind == "constant"):
+                                 if b.role == "constant"):
         node = v.node
         arr = np.asarray(node.attrs["value"], dtype=node.attrs["dtype"]).ravel()
         et = mem_type(buf.dtype)
@@ -237,7 +239,7 @@ def _entry(mod, name, calls, consts):
     for gfn, gbufs, checks in calls:
         args = []
         for buf in gbufs:
-            if buf.kind == "constant":
+            if buf.role == "constant":
                 args.append(consts[buf])
                 continue
             p = ptrs.get(buf)

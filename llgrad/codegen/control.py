@@ -110,7 +110,7 @@ class _Call:
         self.direct = {}        # sub output Buffer -> the result index it is written to
         for k, v in enumerate(region.outputs):
             b = sub.buffers.get(v)
-            if b is not None and b.kind == "output" and b not in self.direct:
+            if b is not None and b.role == "output" and b not in self.direct:
                 self.direct[b] = k
         self.copies = [k for k, v in enumerate(region.outputs)
                        if self.direct.get(sub.buffers.get(v)) != k]

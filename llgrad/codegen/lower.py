@@ -2,18 +2,24 @@
 the memory and disk caches) into a Kernel.
 
 `supports(graph)` says whether every node has a lowering (and the first that has none);
-`lower(graph)` raises Unsupported naming that node otherwise."""
+`lower(graph)` raises Unsupported naming that node otherwise.
+
+`_build_lock` makes one build per key at a time. A process that forks while another thread
+holds it (mid-compile) would leave it locked for good in the child: the child
+re-initialises it, and the locks of the libraries built under it (os.register_at_fork
+below; jit.py makes sure the child never inherits LLVM mid-call)."""
+import os
 import re
 import threading
 
 from . import control  # noqa: F401  (cond, while_loop: their lowerings join the table)
 from .build import (Unsupported, blas_available, emit_plan, plan_graph,  # noqa: F401
                     simplify, supports, unsupported)
-from .kernel import Kernel
+from .kernel import TAIL, Kernel
 from .lowerings.ops_matmul import small_gemm_bound
-from .lowerings.parallel import _CREATE as THREAD_CALL
+from .native.threadcount import RUN as THREAD_CALL
 from .lowerings.pool import ensure_pool
-from .native import jit
+from .native import jit, keys
 from .schedule.plan import root_of
 
 _build_lock = threading.Lock()
@@ -29,7 +35,7 @@ def lower(graph, *, blas=True, opt=True, clusters=True, release=()):
     saved activations and the big gradients are not all alive at once.
 
     The code is looked up by its key (the graph's IR text and the options, see
-    jit.key_for) in memory and in the disk cache first; a hit skips building the LLVM
+    keys.key_for) in memory and in the disk cache first; a hit skips building the LLVM
     module, optimisation and code generation. The plan is always rebuilt from the graph
     (cheap, and the Kernel needs it), so a hit runs exactly the code that plan describes."""
     traced, graph = graph, simplify(graph)      # (composites expanded: ir/decompose.py)
@@ -39,27 +45,41 @@ def lower(graph, *, blas=True, opt=True, clusters=True, release=()):
     options = {"blas": blas and blas_available(), "small_gemm": small_gemm_bound()}
     plan = plan_graph(graph, options, clusters)
     split = release_split(plan, release)
-    key = jit.key_for(str(graph), f"blas={options['blas']};small_gemm={options['small_gemm']};"
-                                  f"opt={opt};split={split and split[0]};{plan.describe()}")
+    key = keys.key_for(str(graph), f"blas={options['blas']};small_gemm={options['small_gemm']};"
+                                   f"opt={opt};split={split and split[0]};{plan.describe()}")
     name = f"llgrad_{re.sub(r'[^0-9A-Za-z_]', '_', graph.name)[:40]}_{key[:16]}"
+    also = (name + TAIL,) if split else ()
     with _build_lock:               # one build per key, even from several threads
-        compiled = jit.lookup(key, name, before_load=_pool_if_threaded)
+        # (an entry on disk that lacks a symbol is treated as missing: built again)
+        compiled = jit.lookup(key, name, before_load=_pool_if_threaded, also=also)
         if compiled is None:
             mod = jit.new_module(name)
             emit_plan(mod, plan, name, split=split and split[0])
             if THREAD_CALL in mod.globals:
                 ensure_pool()
-            compiled = jit.compile_module(mod, [name], opt=opt, key=key)
+            compiled = jit.compile_module(mod, [name, *also], opt=opt, key=key)
     kernel = Kernel(traced, plan, compiled, name, split)
     kernel.cache_key = key
     return kernel
 
 
-def _pool_if_threaded(ir_text):
-    """A kernel that starts threads gets the pool's (pool.py), if its IR calls for them:
-    built before the kernel's code is linked, and only then (most kernels never thread)."""
-    if THREAD_CALL in ir_text:
+def _pool_if_threaded(code):
+    """A kernel that starts threads gets the pool's (pool.py), if its code (the object
+    file's bytes, where the symbol's name is, or its IR text) calls for them: built before
+    the kernel's code is linked, and only then (most kernels never thread)."""
+    if (THREAD_CALL.encode() if isinstance(code, (bytes, bytearray))
+            else THREAD_CALL) in code:
         ensure_pool()
+
+
+def _reinit_locks_in_child():
+    from .lowerings import gemm
+    for lock in (_build_lock, gemm._lock):
+        lock._at_fork_reinit()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reinit_locks_in_child)
 
 
 SPLIT_MIN_BYTES = 1 << 18

@@ -3,33 +3,13 @@ import math
 
 import numpy as np
 
+from .erf_table import np_erf
 from .optable import defop
 
 _SQRT2 = math.sqrt(2.0)
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
-_erf_scalar = np.frompyfunc(math.erf, 1, 1)
-_erf_vector = None          # SciPy's vectorised erf, imported on first use (not at import:
-                            # scipy.special alone takes ~0.4 s to import)
-
-
-def _erf_impl():
-    global _erf_vector
-    if _erf_vector is None:
-        try:
-            from scipy.special import erf
-            _erf_vector = erf
-        except ImportError:     # pragma: no cover - depends on the environment
-            _erf_vector = _erf_scalar
-    return _erf_vector
-
-
-def np_erf(x):
-    # NumPy has no erf; SciPy's or math.erf (element by element) are exact to double
-    # precision.
-    dt = np.result_type(x, np.float32)
-    return np.asarray(_erf_impl()(x), dtype=dt)
 
 
 def _is_tensor(x):
@@ -65,16 +45,18 @@ _binary("mul", np.multiply,
         functions=("mul", "multiply"))
 _binary("div", np.true_divide,
         lambda c, g: (g / c.other if c.needs(0) else None,
-                      -g * c.self / (c.other * c.other) if c.needs(1) else None),
+                      -g * (c.self / c.other / c.other) if c.needs(1) else None),
         "DivBackward0", save=("self", "other"), float_out=True,
         functions=("div", "divide", "true_divide"))
 
 
 
 def _div_mode(a, b, rounding_mode=None):
-    q = np.true_divide(a, b)
     if rounding_mode == "floor":
-        return np.floor(q)
+        # Python's (and PyTorch's) floor division, (a - fmod(a, b)) / b corrected: not
+        # floor(a / b), which rounds first (5e-324 // -2.0 is -1; inf // 3 is nan)
+        return np.floor_divide(a, b)
+    q = np.true_divide(a, b)
     if rounding_mode == "trunc":
         return np.trunc(q)
     return q
@@ -84,7 +66,7 @@ def _div_mode_vjp(c, g):
     if c.rounding_mode is not None:     # a step function: grad * 0, as PyTorch (nan stays nan)
         return (g * 0 if c.needs(0) else None, g * 0 if c.needs(1) else None)
     return (g / c.other if c.needs(0) else None,
-            -g * c.self / (c.other * c.other) if c.needs(1) else None)
+            -g * (c.self / c.other / c.other) if c.needs(1) else None)
 
 
 # div(other, rounding_mode=...) on floats: PyTorch's div.Tensor_mode, one node (DivBackward2)
@@ -114,7 +96,8 @@ def _pow_vjp(c, g):
         if not _is_tensor(e) and e == 0:
             gx = g.new_zeros(g.shape)
         else:
-            gx = g * e * x ** (e - 1)
+            # (PyTorch's order, grad * (e * x**(e - 1)): e * 0 is 0 where g * e would be inf)
+            gx = g * (e * x ** (e - 1))
             if _is_tensor(e):
                 gx = gx.masked_fill(e == 0, 0)     # x**0 is constant, even at x == 0
     if c.needs(1):
@@ -123,10 +106,14 @@ def _pow_vjp(c, g):
             # 0 where x == 0 and e >= 0; log(1) there keeps -inf (and 0 * -inf = nan) out of
             # the graph, so double backward stays finite
             zero = (x == 0) & (e >= 0)
-            ge = (g * r * x.masked_fill(zero, 1).log()).masked_fill(zero, 0)
+            ge = g * (r * x.masked_fill(zero, 1).log()).masked_fill(zero, 0)
+        elif x != 0:
+            # d(a**e)/de = a**e * log(a), nan below 0
+            ge = g * (r * (math.log(x) if x > 0 else math.nan))
         else:
-            # d(a**e)/de = a**e * log(a); 0 at a == 0 (PyTorch's convention), nan below 0
-            ge = g * r * (math.log(x) if x > 0 else math.nan) if x != 0 else g.new_zeros(g.shape)
+            # 0 ** e: 0 where e >= 0 (PyTorch's convention), else r * log(0) (inf * -inf); the
+            # log as a constant 0 / -inf, so double backward stays finite where it is 0
+            ge = g * (r * g.new_zeros(g.shape).masked_fill((e >= 0).logical_not(), -math.inf))
     return gx, ge
 
 
@@ -168,7 +155,8 @@ _unary("abs", np.abs, lambda c, g: (g * c.self.sign(),), "AbsBackward0", save=("
        float_out=False,
        methods=("abs", "absolute", "__abs__"), inplace=("abs_", "absolute_"),
        functions=("abs", "absolute"))
-_unary("sign", np.sign, lambda c, g: (g.new_zeros(g.shape),), "SignBackward0", float_out=False,
+_unary("sign", lambda x: np.where(x != x, 0, np.sign(x)),     # (PyTorch: sign(NaN) is 0)
+       lambda c, g: (g.new_zeros(g.shape),), "SignBackward0", float_out=False,
        methods=("sign",), inplace=("sign_",), functions=("sign",))
 _unary("sin", np.sin, lambda c, g: (g * c.self.cos(),), "SinBackward0", save=("self",),
        methods=("sin",), inplace=("sin_",), functions=("sin",), cost=4)
@@ -193,7 +181,8 @@ _unary("sigmoid", _sigmoid, lambda c, g: (g * c.result * (1 - c.result),), "Sigm
 
 # ---- activations ----------------------------------------------------------------------
 
-_unary("relu", lambda x: np.maximum(x, 0), lambda c, g: (g * (c.result > 0),),
+_unary("relu", lambda x: np.maximum(0, x),      # (x second: a tie keeps it, relu(-0) = -0)
+       lambda c, g: (g.masked_fill(c.result <= 0, 0),),     # (PyTorch: 1 at NaN)
        "ReluBackward0", save=("result",), float_out=False,
        methods=("relu",), inplace=("relu_",), functions=("relu",))
 _unary("leaky_relu", lambda x, negative_slope=0.01: np.where(x > 0, x, x * negative_slope),
@@ -276,124 +265,6 @@ _unary("softplus", _softplus,
        "SoftplusBackward0", save=("self",), cost=4)
 
 
-def _clamp(x, lo, hi):
-    if lo is not None:
-        x = np.maximum(x, lo)
-    if hi is not None:
-        x = np.minimum(x, hi)
-    return np.array(x, copy=True) if isinstance(x, np.ndarray) else x
-
-
-def _clamp_vjp(c, g):
-    x, lo, hi = c.self, c.min, c.max
-    mask = None
-    if lo is not None:
-        mask = x >= lo
-    if hi is not None:
-        mask = (x <= hi) if mask is None else mask & (x <= hi)
-    gx = g * mask if c.needs(0) and mask is not None else (g if c.needs(0) else None)
-    # result = min(max(x, lo), hi): when lo > hi, hi wins everywhere (PyTorch's order)
-    glo = None
-    if c.needs(1):
-        glo = g * ((x < lo) & (hi >= lo) if hi is not None else x < lo)
-    ghi = g * ((x.maximum(lo) if lo is not None else x) > hi) if c.needs(2) else None
-    return gx, glo, ghi
-
-
-defop("clamp", _clamp, vjp=_clamp_vjp, args=("self", "min", "max"), save=("self", "min", "max"),
-      grad_fn=lambda ins, at: "ClampBackward0" if _is_tensor(ins[1]) or _is_tensor(ins[2])
-      else "ClampBackward1", kind="elementwise", promote=(0, 1, 2), scalar_args=("min", "max"),
-      functions=("clamp", "clip"))
-
-
-def _clamp_min_vjp(c, g):
-    x, lo = c.self, c.min
-    keep = x >= lo
-    return (g * keep if c.needs(0) else None,
-            g * keep.logical_not() if c.needs(1) else None)
-
-
-def _clamp_max_vjp(c, g):
-    x, hi = c.self, c.max
-    keep = x <= hi
-    return (g * keep if c.needs(0) else None,
-            g * keep.logical_not() if c.needs(1) else None)
-
-
-# Tensor.clamp_min / clamp_max are ops of their own in PyTorch (ClampMin/ClampMaxBackward0 for
-# a number bound, ...Backward1 for a tensor one), apart from clamp(min=...) (ClampBackward1)
-defop("clamp_min", lambda x, lo: _clamp(x, lo, None), vjp=_clamp_min_vjp, args=("self", "min"),
-      save=("self", "min"), kind="elementwise", promote=(0, 1),
-      grad_fn=lambda ins, at: "ClampMinBackward1" if _is_tensor(ins[1]) else "ClampMinBackward0",
-      functions=("clamp_min",))
-defop("clamp_max", lambda x, hi: _clamp(x, None, hi), vjp=_clamp_max_vjp, args=("self", "max"),
-      save=("self", "max"), kind="elementwise", promote=(0, 1),
-      grad_fn=lambda ins, at: "ClampMaxBackward1" if _is_tensor(ins[1]) else "ClampMaxBackward0",
-      functions=("clamp_max",))
-
-
-def _max_min_vjp(pick):
-    def vjp(c, g):
-        a, b = c.self, c.other
-        wa = (pick(a, b)) + (a == b) * 0.5
-        return (g * wa if c.needs(0) else None, g * (1 - wa) if c.needs(1) else None)
-    return vjp
-
-
-_binary("maximum", np.maximum, _max_min_vjp(lambda a, b: a > b), "MaximumBackward0",
-        save=("self", "other"), methods=("maximum",), functions=("maximum",))
-_binary("minimum", np.minimum, _max_min_vjp(lambda a, b: a < b), "MinimumBackward0",
-        save=("self", "other"), methods=("minimum",), functions=("minimum",))
-defop("where", lambda c, a, b: np.where(c, a, b),
-      vjp=lambda c, g: (None, g.where(c.condition, 0) if c.needs(1) else None,
-                        g.where(c.condition.logical_not(), 0) if c.needs(2) else None),
-      grad_fn="WhereBackward0", args=("condition", "self", "other"), save=("condition",),
-      kind="elementwise", promote=(1, 2), nondiff=("condition",), number_edges=True)
-
-
-
-def _times(x, value):
-    return x if value == 1 else x * value
-
-
-def _addcmul(a, t1, t2, value=1):
-    return np.add(a, _times(np.multiply(t1, t2), value))
-
-
-def _addcdiv(a, t1, t2, value=1):
-    return np.add(a, _times(np.divide(t1, t2), value))
-
-
-defop("addcmul", _addcmul, args=("self", "tensor1", "tensor2"), save=("tensor1", "tensor2"),
-      vjp=lambda c, g: (g, _times(g * c.tensor2, c.value) if c.needs(1) else None,
-                        _times(g * c.tensor1, c.value) if c.needs(2) else None),
-      grad_fn="AddcmulBackward0", kind="elementwise", promote=(0, 1, 2), functions=("addcmul",))
-defop("addcdiv", _addcdiv, args=("self", "tensor1", "tensor2"), save=("tensor1", "tensor2"),
-      vjp=lambda c, g: (g, _times(g / c.tensor2, c.value) if c.needs(1) else None,
-                        _times(-g * c.tensor1 / (c.tensor2 * c.tensor2), c.value)
-                        if c.needs(2) else None),
-      grad_fn="AddcdivBackward0", kind="elementwise", promote=(0, 1, 2), functions=("addcdiv",))
-
-
-def _lerp(a, b, w):
-    # PyTorch's formula: from the nearer end, so lerp(a, b, 1) is b exactly
-    d = np.subtract(b, a)
-    return np.where(np.abs(w) < 0.5, a + w * d, b - d * (1 - w)).astype(np.result_type(a, b),
-                                                                        copy=False)
-
-
-def _lerp_vjp(c, g):
-    w = c.weight
-    return (g * (1 - w) if c.needs(0) else None, g * w if c.needs(1) else None,
-            g * (c.end - c.self) if c.needs(2) else None)
-
-
-# lerp.Scalar (LerpBackward0) and lerp.Tensor (LerpBackward1): a number weight is a Scalar
-defop("lerp", _lerp, vjp=_lerp_vjp, args=("self", "end", "weight"),
-      save=("self", "end", "weight"), kind="elementwise", promote=(0, 1, 2),
-      grad_fn=lambda ins, at: "LerpBackward1" if _is_tensor(ins[2]) else "LerpBackward0",
-      scalar_args=("weight",), functions=("lerp",))
-
 # ---- comparisons and logic (no gradient) ----------------------------------------------
 
 for _name, _fn, _alias in (("eq", np.equal, ()), ("ne", np.not_equal, ()),
@@ -417,28 +288,3 @@ defop("floor", np.floor, kind="elementwise", vjp=lambda c, g: (g.new_zeros(g.sha
       grad_fn="FloorBackward0", methods=("floor",), inplace=("floor_",), functions=("floor",))
 defop("round", np.round, kind="elementwise", vjp=lambda c, g: (g.new_zeros(g.shape),),
       grad_fn="RoundBackward0", methods=("round",), inplace=("round_",), functions=("round",))
-
-# ---- copies, casts and fills ------------------------------------------------------------
-
-
-def _clone(x, memory_format="preserve"):
-    return np.array(x, copy=True, order="C" if memory_format == "contiguous" else "K")
-
-
-defop("clone", _clone, vjp=lambda c, g: (g,), grad_fn="CloneBackward0", kind="elementwise",
-      functions=("clone",))
-defop("to_dtype", lambda x, dtype: x.astype(dtype), vjp=lambda c, g: (g,),
-      grad_fn="ToCopyBackward0", kind="elementwise")
-defop("fill", lambda x, value: np.full_like(x, value, order="K"),
-      vjp=lambda c, g: (g.new_zeros(g.shape), g.sum() if c.needs(1) else None), args=("self", "value"),
-      # PyTorch: fill_.Scalar -> FillBackward2, fill_.Tensor -> FillBackward3 (the fill op is
-      # only reached in place; the out-of-place fill.Scalar/fill.Tensor are 0 and 1)
-      grad_fn=lambda ins, at: "FillBackward3" if _is_tensor(ins[1]) else "FillBackward2",
-      kind="elementwise")
-defop("full", lambda shape, value, dtype: np.full(shape, value, dtype=dtype), args=(),
-      kind="creation", doc="a tensor of one value (zeros, ones, new_full): no literal data")
-defop("zero", lambda x: np.zeros_like(x, order="K"), vjp=lambda c, g: (g.new_zeros(g.shape),),
-      grad_fn="ZeroBackward0", kind="elementwise")
-defop("copy", lambda x, src: np.array(np.broadcast_to(src, x.shape), dtype=x.dtype, order="K"),
-      vjp=lambda c, g: (g.new_zeros(g.shape), g), args=("self", "src"), grad_fn="CopyBackwards",
-      kind="elementwise")

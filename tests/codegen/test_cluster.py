@@ -4,6 +4,8 @@ import numpy as np
 import pytest
 
 from llgrad.codegen.lower import lower
+from llgrad.codegen.lowerings.parallel import cost
+from llgrad.codegen.schedule.plan import MAX_LOOP_COST
 from llgrad.ir import Builder, TensorType
 from llgrad.ir.interpret import evaluate
 
@@ -39,7 +41,7 @@ def test_loss_and_gradients_share_one_loop():
     dt = _ew(bld, "mul", s, _ew(bld, "rsub", _ew(bld, "mul", t, t), 1.0, alpha=1))
     g = bld.ret(loss, _ew(bld, "mul", dt, w), _ew(bld, "mul", dt, x), dt)
     k = _check(g, _inputs(np.random.default_rng(0), N, N, N))
-    assert len(k.plan.groups) == 1 and k.plan.groups[0].kind == "cluster"
+    assert len(k.plan.groups) == 1 and k.plan.groups[0].loop == "cluster"
     assert k.plan.arena_bytes == 0              # t, s and dt never touch memory
 
 
@@ -67,7 +69,7 @@ def test_a_dependency_through_another_group_seals_the_cluster():
     y = _ew(bld, "add", e, m, alpha=1)
     g = bld.ret(y, _ew(bld, "sum", f, dim=None, keepdim=False))
     k = _check(g, _inputs(np.random.default_rng(2), (6, 6), dt="float64"), rtol=1e-12)
-    order = [grp.kind for grp in k.plan.groups]
+    order = [grp.loop for grp in k.plan.groups]
     assert order.index("kernel") < len(order) - 1      # the add runs after the matmul
 
 
@@ -119,7 +121,8 @@ def test_a_group_that_reads_the_cluster_pins_it_before_later_joiners():
 
 
 def test_a_long_fused_chain_needs_no_recursion():
-    """Planning and emitting a 3,000-op fused chain walks it without recursion."""
+    """Planning and emitting a 3,000-op fused chain walks it without recursion; its loop
+    bodies stop at the cost budget (LLVM's time on one body grows faster than its size)."""
     bld = Builder("chain")
     x = bld.input(TensorType("float32", (4,)))
     v = x
@@ -127,7 +130,24 @@ def test_a_long_fused_chain_needs_no_recursion():
         v = _ew(bld, "neg", v) if k % 2 else _ew(bld, "mul", v, 0.999)
     k = _check(bld.ret(_ew(bld, "sum", v, dim=None, keepdim=False)),
                [np.linspace(-1, 1, 4, dtype=np.float32)])
-    assert len(k.plan.groups) == 1
+    groups = k.plan.groups
+    assert all(cost(g.members) <= MAX_LOOP_COST for g in groups)
+    assert len(groups) == -(-3002 // MAX_LOOP_COST)     # (3,001 ops and the sum)
+
+
+def test_fused_clusters_keep_to_the_budget():
+    """Values stored for later (every tanh of a chain kept for its backward) make one group
+    each; merged into clusters over one shape, a cluster too stops at the budget."""
+    bld = Builder("kept")
+    x = bld.input(TensorType("float32", (64,)))
+    v, kept = x, []
+    for k in range(200):
+        v = _ew(bld, "tanh", _ew(bld, "mul", v, 1.001))
+        kept.append(v)
+    k = _check(bld.ret(_ew(bld, "sum", v, dim=None, keepdim=False), *kept[::50]),
+               [np.linspace(-1, 1, 64, dtype=np.float32)], rtol=1e-5)
+    assert len(k.plan.groups) > 1
+    assert all(cost(g.members) <= MAX_LOOP_COST for g in k.plan.groups)
 
 
 def test_a_lone_big_total_is_a_cluster_so_it_can_use_the_threads():
@@ -138,4 +158,4 @@ def test_a_lone_big_total_is_a_cluster_so_it_can_use_the_threads():
         x = bld.input(TensorType("float32", (n,)))
         g = bld.ret(_ew(bld, "sum", _ew(bld, "tanh", x), dim=None, keepdim=False))
         k = _check(g, _inputs(np.random.default_rng(5), n), rtol=1e-5)
-        assert [grp.kind for grp in k.plan.groups] == [kind]
+        assert [grp.loop for grp in k.plan.groups] == [kind]

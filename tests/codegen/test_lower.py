@@ -15,7 +15,7 @@ from llgrad.codegen.lower import Unsupported, lower, supports
 from llgrad.codegen.lowerings.table import LOWERINGS
 from llgrad.ir import Builder, TensorType
 from llgrad.ir.interpret import evaluate
-from llgrad.ir.ops_elementwise import np_erf
+from llgrad.ir.erf_table import np_erf
 
 R, C = 13, 67          # odd sizes: vector loops and their remainders both run
 FLOATS = ("float32", "float64")
@@ -102,7 +102,9 @@ def check(got, want, rtol=0.0, atol=0.0, what=""):
 # ---- elementwise ops ------------------------------------------------------------------------
 # name: (operands, attrs, domain, tolerance in ulps (0: exact), takes integers); the
 # tolerance of vector math is against NumPy's own (not correctly rounded) functions
-# operands: "x" one tensor, "xy" two tensors, "cxy" (condition, x, y), ...
+# operands: "x" one tensor, "xy" two tensors, "cxy" (condition, x, y), ...; the random
+# fills: "xu" (self, draws), "xpu" (self, probabilities, draws), whose draws are tensors of
+# self's shape (as eager draws them), never Python numbers
 ELEMENTWISE = {
     "add": ("xy", {"alpha": 1}, "any", 0, True),
     "sub": ("xy", {"alpha": 1}, "any", 0, True),
@@ -163,6 +165,22 @@ ELEMENTWISE = {
     "addcmul": ("xyz", {"value": 0.5}, "any", 0, False),
     "addcdiv": ("xyz", {"value": -1.5}, "pos", 0, False),
     "lerp": ("xyz", {}, "any", 0, False),
+    # rounding (ceil and trunc take integers: their own result; frac refuses them)
+    "ceil": ("x", {}, "any", 0, True),
+    "trunc": ("x", {}, "any", 0, True),
+    "frac": ("x", {}, "any", 0, False),
+    # elu's own emitter (selu is elu with a scale; celu's input_scale is 1 / alpha): expm1
+    # from vecmath
+    "elu": ("x", {"alpha": 0.7, "scale": 1.0, "input_scale": 1.0}, "any", 4, False),
+    "elu_": ("x", {"alpha": 1.6732632423543772, "scale": 1.0507009873554805,
+                   "input_scale": 1.0}, "any", 4, False),
+    "celu": ("x", {"alpha": 2.0, "scale": 1.0, "input_scale": 0.5}, "any", 4, False),
+    "celu_": ("x", {"alpha": 0.5, "scale": 1.0, "input_scale": 2.0}, "any", 4, False),
+    # random fills: maps of the draws (and probabilities) they are given
+    "uniform": ("xu", {"low": -2.0, "high": 3.0}, "unit", 0, False),
+    "normal": ("xu", {"mean": 0.5, "std": 2.0}, "any", 0, False),
+    "bernoulli": ("xu", {}, "unit", 0, False),
+    "bernoulli_p": ("xpu", {}, "unit", 0, False),
 }
 
 
@@ -194,6 +212,8 @@ def _elementwise_graph(name, dt, rng):
     y = inp(other)
     yb = inp(rand(rng, (C,), dt, domain))          # NumPy broadcasting inside the op
     cond = inp(rng.random((R, C)) > 0.5)
+    if operands == "xpu":
+        other2 = inp(rand(rng, (R, C), dt, domain))
     for i, x in enumerate(xs_values):
         first = i == 0
         if operands == "x":
@@ -216,6 +236,16 @@ def _elementwise_graph(name, dt, rng):
                 outs += [node([yb, x, y]), node([x, y, 0.75]), node([y, x, 0.25])]
         elif operands == "xm":
             outs.append(node([x, cond]))
+        elif operands == "xu":              # the draws in every layout, self in the first
+            outs.append(node([y, x]))
+            if i < 3:
+                outs.append(node([x, y]))
+        elif operands == "xpu":             # draws, then tensor p, in every layout
+            outs += [node([y, other2, x]), node([y, x, other2])]
+            if i < 3:
+                outs.append(node([x, other2, y]))
+            if first:                       # a number p, a p broadcast to self's shape
+                outs += [node([y, 0.25, x]), node([y, yb, x])]
     if name in ("add", "sub", "rsub") and np.dtype(dt).kind == "f":
         outs.append(bld.add(name, [xs_values[0], y], {"alpha": 0.5}))
     return bld.ret(*outs), arrays
@@ -228,7 +258,7 @@ ELEMENTWISE_CASES = [(n, dt) for n in ELEMENTWISE for dt in FLOATS] + \
 
 
 def test_every_lowering_is_tested():
-    lowered = {n for n, low in LOWERINGS.items() if low.kind == "elementwise"}
+    lowered = {n for n, low in LOWERINGS.items() if low.form == "elementwise"}
     assert lowered == set(ELEMENTWISE), lowered ^ set(ELEMENTWISE)
 
 
@@ -252,7 +282,7 @@ def test_elementwise_special_values():
         v = bld.input(TensorType(dt, x.shape))
         ops = ["exp", "expm1", "log", "tanh", "sigmoid", "sqrt", "rsqrt", "relu", "abs", "sign",
                "isnan", "isfinite", "neg", "floor", "round", "silu", "reciprocal", "log1p",
-               "softplus", "sin", "cos"]
+               "softplus", "sin", "cos", "ceil", "trunc", "frac"]
         g = bld.ret(*[bld.add(op, [v]) for op in ops])
         _, got, want = run_both(g, [x])
         for op, a, b in zip(ops, got, want):
@@ -420,7 +450,7 @@ def test_reductions(op, dt, layout):
     check(got, want, rtol=tol, atol=tol, what=f"{op} {dt} {layout}")
     # the prologue is fused (and full float sums/means over one shape share one loop)
     assert len(k.plan.groups) <= len(g.outputs)
-    assert not [b for b in k.plan.scratch if b.kind == "scratch"]    # (temps: accumulators)
+    assert not [b for b in k.plan.scratch if b.role == "scratch"]    # (temps: accumulators)
     k2, got2, want2 = run_both(g, arrays, clusters=False)   # each reduction on its own
     assert len(k2.plan.groups) == len(g.outputs)
     check(got2, want2, rtol=tol, atol=tol, what=f"{op} {dt} {layout} (unclustered)")

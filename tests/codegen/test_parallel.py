@@ -46,7 +46,7 @@ def _check(g, arrays, rtol=1e-5):
 
 
 def _threaded(k):
-    return "llgrad_pthread_create" in k.dump(optimized=False)
+    return "llgrad_parallel_run" in k.dump(optimized=False)
 
 
 def _chain(shape, dt="float32", xtype=None):
@@ -116,7 +116,7 @@ def test_cluster_with_full_sums(threads, shape, bshape, dt):
     arrays = [rng.standard_normal(shape).astype(dt), rng.standard_normal(bshape).astype(dt)]
     k, got = _check(_cluster(shape, bshape, dt), arrays, rtol=1e-5 if dt == "float32"
                     else 1e-10)
-    assert k.plan.groups[0].kind == "cluster" and len(k.plan.groups) == 1
+    assert k.plan.groups[0].loop == "cluster" and len(k.plan.groups) == 1
     again = k(arrays)
     for a, b in zip(got, again):            # the same thread count: the same bits
         assert np.array_equal(a, b)
@@ -330,8 +330,8 @@ def test_cached_object_code_finds_the_thread_symbols(tmp_path):
         """
     first = _python(code, LLGRAD_CACHE_DIR=str(tmp_path))
     second = _python(code, LLGRAD_CACHE_DIR=str(tmp_path))
-    p = int(first.split()[2])                   # the thread pool's module, where it is built
-    assert first.split()[:2] == [str(1 + p), "0"] and second.split()[:2] == ["0", str(1 + p)]
+    # (the thread pool's module is llgrad's plumbing, outside the stats, like the trampoline)
+    assert first.split()[:2] == ["1", "0"] and second.split()[:2] == ["0", "1"]
 
 
 def _loop(x, w):

@@ -15,7 +15,7 @@ from llgrad.ir.interpret import evaluate
 
 
 def _kinds(k):
-    return [grp.kind for grp in k.plan.groups]
+    return [grp.loop for grp in k.plan.groups]
 
 
 def _ln_graph(shape, dt="float32", affine=True, strides=(None, None, None)):
@@ -53,7 +53,7 @@ def test_layer_norm_forward_and_backward_is_one_row_loop(shape, dt):
     k = _check(g, arrays, rtol=2e-5 if dt == "float32" else 1e-11)
     assert _kinds(k) == ["rows"]
     # x, g and w are read, the returned values written; nothing else goes through memory
-    assert all(b.kind == "temp" for b in k.plan.scratch)
+    assert all(b.role == "temp" for b in k.plan.scratch)
 
 
 def test_strided_and_broadcast_operands():
@@ -83,7 +83,7 @@ def test_values_read_after_the_cluster_are_stored():
     g = bld.ret(s, late)
     k = _check(g, [np.random.default_rng(2).standard_normal((16, 32)).astype("float32")],
                rtol=2e-5)
-    rows = [grp for grp in k.plan.groups if grp.kind == "rows"]
+    rows = [grp for grp in k.plan.groups if grp.loop == "rows"]
     assert len(rows) == 1 and xc in rows[0].results and col in rows[0].results
 
 
@@ -196,7 +196,7 @@ def test_rows_split_over_threads_match_the_interpreter(threads, n):
     arrays = [rng.standard_normal(s).astype("float32") for s in (shape, shape, shape[-1:])]
     k = _check(g, arrays, rtol=5e-5)
     assert _kinds(k) == ["rows"]
-    assert "llgrad_pthread_create" in k.ir_before      # (the fork-join is there)
+    assert "llgrad_parallel_run" in k.ir_before        # (the fork-join is there)
 
 
 @pytest.mark.parametrize("beta,alpha", [(1, 1), (0.5, 2.0), (0, 1)])

@@ -155,7 +155,7 @@ def test_second_process_loads_it_from_the_disk_cache(tmp_path):
     files = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert len(files) == 1
     _, obj, before, after = cache.load(files[0].stem)
-    assert before == after == ""            # (no IR text kept)
+    assert before == after == b""           # (no IR text kept)
 
 
 # ---- kernels through both paths ----------------------------------------------------------

@@ -11,6 +11,7 @@ import numpy as np
 
 from ...ir.graph import TensorType, Value
 from ...ir.optable import OPS
+from ...ir.promotion import on_default_change
 from ...ir.shape_rules import promote_operands
 from .loops import normalize
 from .parallel import cost, parallel_loops
@@ -34,6 +35,9 @@ def _compute_dtypes(opname, key):
             dts[i] = promoted[i].dtype.name
             res = res or dts[i]
     return tuple(dts), res
+
+
+on_default_change(_compute_dtypes.cache_clear)    # (a Python float's dtype is the default's)
 
 
 def compute_dtypes(node):

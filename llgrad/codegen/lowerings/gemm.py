@@ -28,7 +28,7 @@ from contextlib import contextmanager
 
 from llvmlite import ir
 
-from ..native import jit
+from ..native import jit, keys
 from .loops import for_range, loop_hints
 from .scalar import F32, F64, I1, I32, I64, PTR
 
@@ -280,7 +280,7 @@ def ensure_library(dtype, kind="gemm"):
         ft = F32 if dtype == "float32" else F64
         vw = max(j.vector_bits // (32 if ft == F32 else 64), 2)
         mr = 8 if j.vector_bits >= 512 else 6    # 2*MR accumulators + 3 of 16 / 32 registers
-        key = jit.key_for(f"small gemm library {name}", f"vw={vw};mr={mr}")
+        key = keys.key_for(f"small gemm library {name}", f"vw={vw};mr={mr}")
         lib = jit.lookup(key, name)
         if lib is None:
             mod = jit.new_module(name)

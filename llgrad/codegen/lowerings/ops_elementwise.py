@@ -69,12 +69,28 @@ def _div(sg, node, a, b):
     return sg.div(a, b)
 
 
+def _floor_divide(sg, a, b, q):
+    """np.floor_divide (npy_divmod; PyTorch's div_floor_floating, Python's //): the quotient
+    of a - fmod(a, b), which is a multiple of b, snapped to an integer; a / b where b == 0."""
+    bld, c = sg.b, (lambda v: sg.const(v, a.dt))                    # noqa: E731
+    mod = Scalar(bld.frem(a.v, b.v), a.dt)                          # (C's fmod)
+    div = sg.div(sg.sub(a, mod), b)
+    fix = bld.and_(sg.cmp("!=", mod, c(0)).v,
+                   bld.xor(sg.cmp("<", b, c(0)).v, sg.cmp("<", mod, c(0)).v))
+    div = sg.select(fix, sg.sub(div, c(1)), div)
+    fl = Scalar(sg.call("llvm.floor", div.v.type, div.v), a.dt)
+    fl = sg.select(sg.cmp(">", sg.sub(div, fl), c(0.5)).v, sg.add(fl, c(1)), fl)
+    zero = Scalar(sg.call("llvm.copysign", q.v.type, c(0).v, q.v), a.dt)
+    r = sg.select(sg.cmp("!=", div, c(0)).v, fl, zero)             # (NaN: != holds)
+    return sg.select(sg.cmp("==", b, c(0)).v, q, r)
+
+
 @elementwise("div_mode", check=_floats_only)
 def _div_mode(sg, node, a, b):
     q = sg.div(a, b)
     mode = node.attrs.get("rounding_mode")
     if mode == "floor":
-        return Scalar(sg.call("llvm.floor", q.v.type, q.v), q.dt)
+        return _floor_divide(sg, a, b, q)
     if mode == "trunc":
         return Scalar(sg.call("llvm.trunc", q.v.type, q.v), q.dt)
     return q
@@ -104,7 +120,9 @@ def _reciprocal(sg, node, a):
 def _sign(sg, node, a):
     pos = sg.cmp(">", a, sg.const(0, a.dt)).v
     neg = sg.cmp("<", a, sg.const(0, a.dt)).v
-    return sg.select(pos, sg.const(1, a.dt), sg.select(neg, sg.const(-1, a.dt), a))
+    # (0 at NaN, as PyTorch, and at -0: np.sign(-0.0) is +0, as torch.sign)
+    zero = sg.const(0, a.dt)
+    return sg.select(pos, sg.const(1, a.dt), sg.select(neg, sg.const(-1, a.dt), zero))
 
 
 # ---- unary math ---------------------------------------------------------------------------
@@ -168,35 +186,48 @@ def _leaky_relu(sg, node, x):
 
 # ---- activations and selection --------------------------------------------------------------
 
+# np.maximum / np.minimum to the sign of zero (a tie gives the second operand); relu and the
+# clamps put x second, so that x is kept at a tie (relu(-0) = -0, as PyTorch)
+
 @elementwise("relu", check=_no_bool)
 def _relu(sg, node, a):
-    return sg.maximum(a, sg.const(0, a.dt))
+    return sg.np_maximum(sg.const(0, a.dt), a)
 
 
-@elementwise("maximum", "clamp_min", check=_no_bool)      # (clamp_min(x, lo): max(x, lo))
+@elementwise("maximum", check=_no_bool)
 def _maximum(sg, node, a, b):
-    return sg.maximum(a, b)
+    return sg.np_maximum(a, b)
 
 
-@elementwise("minimum", "clamp_max", check=_no_bool)
+@elementwise("minimum", check=_no_bool)
 def _minimum(sg, node, a, b):
-    return sg.minimum(a, b)
+    return sg.np_minimum(a, b)
+
+
+@elementwise("clamp_min", check=_no_bool)
+def _clamp_min(sg, node, x, lo):
+    return sg.np_maximum(lo, x)
+
+
+@elementwise("clamp_max", check=_no_bool)
+def _clamp_max(sg, node, x, hi):
+    return sg.np_minimum(hi, x)
 
 
 @elementwise("clamp", check=_no_bool)
 def _clamp(sg, node, x, lo, hi):
     if lo is not None:
-        x = sg.maximum(x, lo)
+        x = sg.np_maximum(lo, x)
     if hi is not None:
-        x = sg.minimum(x, hi)
+        x = sg.np_minimum(hi, x)
     return x
 
 
 @elementwise("addcmul", "addcdiv")
 def _addc(sg, node, a, t1, t2):
-    x = sg.mul(t1, t2) if node.op == "addcmul" else sg.div(t1, t2)
-    value = node.attrs.get("value", 1)
-    return sg.add(a, x if value == 1 else sg.mul(x, sg.const(value, x.dt)))
+    value = node.attrs.get("value", 1)          # (value * t1 first, as the reference)
+    t1 = t1 if value == 1 else sg.mul(t1, sg.const(value, t1.dt))
+    return sg.add(a, sg.mul(t1, t2) if node.op == "addcmul" else sg.div(t1, t2))
 
 
 @elementwise("lerp")

@@ -19,11 +19,11 @@ n * work_per_iter (elements times a rough per-element cost): a loop that can nev
 two threads is emitted inline in fg as before (nothing extra at run time), and a bigger
 one whose T is 1 at run time calls the body directly (one load and compare). Chunk t is
 iterations [t*u//T*grain, (t+1)*u//T*grain) (u = ceil(n/grain)), capped at n: the same
-chunks for the same T, so results are deterministic per thread count. The calling thread
-runs chunk 0, T-1 other threads run the others: the persistent workers of pool.py (the
-pthread_create/join symbols below name its functions once it is built), or plain pthreads
-where it is not; a chunk whose thread cannot start runs on the calling thread after its
-own chunk (no work is lost).
+chunks for the same T, so results are deterministic per thread count. The chunks' records
+go to `llgrad_parallel_run` (pool.py), which runs them all and returns: the calling thread
+runs chunk 0 and whatever chunks no other thread takes, the persistent workers of the
+pool (or plain pthreads where there is no pool) take the others while CPUs are free, so
+the threads running llgrad code never outnumber the CPUs, however many callers there are.
 
     Partial(dest, k)
 
@@ -49,17 +49,14 @@ many threads a loop may get (1: it is emitted inline).
 The body is emitted exactly once (into fg itself when the loop is never threaded). It must
 not open another parallel loop (no nesting), and should not call back into Python (a
 ctypes callback would take the GIL on every thread and serialise them)."""
-import ctypes
-import operator
-import os
-import warnings
 from contextlib import ExitStack, contextmanager
 
 from llvmlite import ir
 
 from ...ir.optable import OPS
-from ..native import jit
+from ..native.threadcount import COUNT as _COUNT, RUN as _RUN
 from .loops import FuncGen, for_range
+from .pool import ensure_pool
 from .scalar import F64, I1, I8, I32, I64, PTR
 
 MIN_WORK_PER_THREAD = 1 << 15   # elements x cost() per thread: ~8-15 us of work. Handing a
@@ -72,70 +69,10 @@ PARTIAL_STACK_BYTES = 1 << 18   # all threads' partial arrays together
 SPLIT_UNITS = 16                # a loop with this many chunks balances well enough
 INNER_GRAIN = 64                # innermost-loop chunks: whole vectors (and cache lines)
 
-_COUNT, _CREATE, _JOIN = "llgrad_num_threads", "llgrad_pthread_create", "llgrad_pthread_join"
-
-
-# ---- the thread count -------------------------------------------------------------------
-def _validate(n):
-    # ValueError for every bad value, types included: one error to catch, as asked of the API
-    if isinstance(n, bool):
-        raise ValueError(f"set_num_threads: expected an int >= 1, got {n!r}")  # noqa: TRY004
-    try:
-        n = operator.index(n)
-    except TypeError:
-        raise ValueError(f"set_num_threads: expected an int >= 1, got {n!r}") from None
-    if n < 1:
-        raise ValueError(f"set_num_threads: expected an int >= 1, got {n}")
-    return n
-
-
-def _default_threads():
-    env = os.environ.get("LLGRAD_NUM_THREADS")
-    if env:
-        try:
-            return _validate(int(env))
-        except ValueError:
-            warnings.warn(f"llgrad: ignoring LLGRAD_NUM_THREADS={env!r} (not an int >= 1)",
-                          RuntimeWarning, stacklevel=2)
-    try:
-        n = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        n = os.cpu_count() or 1
-    return max(1, n)
-
-
-_count = ctypes.c_int64(_default_threads())     # read by native code: lives forever
-jit.add_symbol(_COUNT, ctypes.addressof(_count))
-
-
-def set_num_threads(n):
-    """The number of threads native loops use (an int >= 1); takes effect at the next call
-    of any compiled function, without recompiling."""
-    _count.value = _validate(n)
-
-
-def get_num_threads():
-    return _count.value
-
-
-# ---- pthreads ---------------------------------------------------------------------------
-def _libc_function(name):
-    for lib in (None, "libpthread.so.0", "libc.so.6"):
-        try:
-            return ctypes.cast(getattr(ctypes.CDLL(lib), name), ctypes.c_void_p).value
-        except (OSError, AttributeError):
-            continue
-    raise ImportError(f"llgrad: cannot find {name} in the C library")
-
-
-# private names: generated code never binds to whatever else defines pthread_* in the JIT
-jit.add_symbol(_CREATE, _libc_function("pthread_create"))
-jit.add_symbol(_JOIN, _libc_function("pthread_join"))
-
-# a thread's record: lo, hi, tid, the buffer-pointer array, its partials, its pthread_t,
-# whether it started (pthread_t is 64 bits on the platforms with an x86-64/arm64 JIT)
-_REC = ir.LiteralStructType([I64, I64, I64, PTR, PTR, I64, I64])
-_LO, _HI, _TID, _BUFS, _PARTS, _HANDLE, _SPAWNED = range(7)
+# a chunk's record: lo, hi, tid, the buffer-pointer array, its partials
+_REC = ir.LiteralStructType([I64, I64, I64, PTR, PTR])
+_LO, _HI, _TID, _BUFS, _PARTS = range(5)
+_REC_BYTES = 40
 
 
 class Partial:
@@ -152,13 +89,14 @@ class _Task:
 
 
 def _declare(mod):
-    """The module's declarations of the thread-count word and the pthread calls."""
+    """The module's declarations of the thread-count word and of llgrad_parallel_run
+    (which is made resolvable now, before the module can be linked: pool.ensure_pool)."""
     g = mod.globals
     if _COUNT not in g:
+        ensure_pool()
         ir.GlobalVariable(mod, I64, name=_COUNT)        # no initializer: external
-        ir.Function(mod, ir.FunctionType(I32, [PTR, PTR, PTR, PTR]), name=_CREATE)
-        ir.Function(mod, ir.FunctionType(I32, [I64, PTR]), name=_JOIN)
-    return g[_COUNT], g[_CREATE], g[_JOIN]
+        ir.Function(mod, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, I64]), name=_RUN)
+    return g[_COUNT], g[_RUN]
 
 
 def _opaque(p):
@@ -201,7 +139,7 @@ def parallel_range(fg, n, body, *, work_per_iter=1, grain=1, partials=()):
                 del fg.ptrs[p]
         return
     mod, b = fg.module, fg.b
-    count, create, join = _declare(mod)
+    count, run = _declare(mod)
     bufs = [k for k in fg.ptrs if not isinstance(k, (Partial, _Task))]
     task = _Task()
     # the body: every pointer a noalias parameter, its chunk read from the task record
@@ -221,7 +159,7 @@ def parallel_range(fg, n, body, *, work_per_iter=1, grain=1, partials=()):
                 b.store(_i64(v), _field(b, one, k))
             b.call(g.fn, [fg.ptrs[k] for k in bufs] + [one] + [p.dest for p in partials])
         with fork:
-            _fork_join(fg, t, n, grain, bufs, partials, worker, create, join)
+            _fork_join(fg, t, n, grain, bufs, partials, worker, run)
 
 
 def _worker(mod, body_fn, nbufs, partials):
@@ -244,10 +182,11 @@ def _worker(mod, body_fn, nbufs, partials):
     return fn
 
 
-def _fork_join(fg, t, n, grain, bufs, partials, worker, create, join):
-    """T records and partial arrays on the stack, T-1 threads, chunk 0 here, join, combine.
-    The T-sized allocas are freed with stackrestore at the end rather than at return (the
-    group's function is inlined into its caller, maybe a control-flow region's loop)."""
+def _fork_join(fg, t, n, grain, bufs, partials, worker, run):
+    """T records and partial arrays on the stack, every chunk run (llgrad_parallel_run),
+    combine. The T-sized allocas are freed with stackrestore at the end rather than at
+    return (the group's function is inlined into its caller, maybe a control-flow region's
+    loop)."""
     b = fg.b
     mod = fg.module
     save = b.call(_intrinsic(mod, "llvm.stacksave.p0", PTR, []), [])
@@ -276,20 +215,7 @@ def _fork_join(fg, t, n, grain, bufs, partials, worker, create, join):
         b.store(arr, _field(b, r, _BUFS))
         b.store(b.gep(parts, [b.mul(i, _i64(per))], inbounds=True, source_etype=F64)
                 if per else parts, _field(b, r, _PARTS))
-    with for_range(b, 1, t, name="spawn") as i:
-        r = b.gep(recs, [i], inbounds=True, source_etype=_REC)
-        rc = b.call(create, [_field(b, r, _HANDLE), ir.Constant(PTR, None), worker, r])
-        b.store(b.zext(b.icmp_signed("==", rc, ir.Constant(I32, 0)), I64),
-                _field(b, r, _SPAWNED))
-    b.call(worker, [recs])              # chunk 0 on the calling thread
-    with for_range(b, 1, t, name="join") as i:
-        r = b.gep(recs, [i], inbounds=True, source_etype=_REC)
-        started = b.load(_field(b, r, _SPAWNED), typ=I64)
-        with b.if_else(b.icmp_signed("!=", started, _i64(0))) as (ok, failed):
-            with ok:
-                b.call(join, [b.load(_field(b, r, _HANDLE), typ=I64), ir.Constant(PTR, None)])
-            with failed:                # no thread: its chunk runs here
-                b.call(worker, [r])
+    b.call(run, [worker, recs, t, _i64(_REC_BYTES)])   # (chunk 0 among them, here)
     off = 0
     for p in partials:                  # dest += p0, += p1, ... (tid order: deterministic)
         with for_range(b, 0, p.k, name="comb") as j:

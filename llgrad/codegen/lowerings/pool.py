@@ -1,28 +1,43 @@
-"""A pool of persistent worker threads behind the fork-join of parallel.py.
+"""The runtime behind parallel loops (parallel.py): `llgrad_parallel_run(fn, recs, t,
+stride)` runs fn(recs + i * stride) for every chunk i in [0, t) and returns once all have
+run. Kernels call it by name, so cached object code finds whichever of the two
+implementations below this process has (`ensure_pool` makes the symbol resolvable before
+a threaded kernel is compiled or loaded).
 
-Kernels start the other chunks of a parallel loop with `llgrad_pthread_create(&handle,
-NULL, worker, rec)` and wait with `llgrad_pthread_join(handle, NULL)`. Creating and joining
-a thread per loop costs ~30-50 us in a VM (clone, a stack, waking an idle vCPU): as much
-as a loop over 300K floats takes. So once the pool is built (`ensure_pool`, before the
-first kernel is compiled or loaded) those two symbols name the functions below instead,
-with the same signatures, and a chunk goes to a worker that is already running:
+The pool (Linux x86-64): persistent worker threads, so a chunk costs a few microseconds to
+hand over rather than a thread's creation (~30-50 us in a VM: clone, a stack, waking an
+idle vCPU; as much as a loop over 300K floats takes).
 
-    slot (64 bytes, one cache line each): state, fn, arg
-    state: EMPTY (no worker) -> CLAIMED (a caller writes fn, arg) -> READY -> DONE (the
-           worker ran fn(arg)) -> IDLE (the caller joined) -> CLAIMED -> ...
+    slot (64 bytes, one cache line each): state, the job it was given
+    state: EMPTY (no worker) -> CLAIMED (a caller posts a job) -> READY -> RUNNING (the
+           worker took it) -> DONE -> IDLE (the caller collected it) -> CLAIMED -> ...;
+           READY -> IDLE when the caller takes the job back before a worker started it
+    job (on the caller's stack): fn, recs, stride, t, and `next`, the next chunk to run
 
-- create claims an IDLE slot (compare-and-swap), else an EMPTY one whose worker it then
-  starts (a real pthread); with every slot busy it starts a plain thread, as before. The
-  handle of a pool chunk is its slot index with bit 62 set (a pthread_t never has it).
-- A worker spins a while (~0.1-0.2 ms, `pause`) on its state after each chunk, then sleeps on
-  it (futex): the next loop of the same call, or of the next call after a little Python,
-  finds it awake. join spins, then sleeps, until DONE, and marks the slot IDLE.
-- Memory order: fn and arg are written before the release store of READY that the worker
-  reads with acquire; the chunk's results before DONE (release), read by join (acquire).
+- A call posts the job to at most t-1 workers, each only while a CPU is free: it reserves
+  one in `llgrad_active_threads` (native/cpus.py: the threads running llgrad code now,
+  callers inside kernels included) by a compare-and-swap that keeps it <= the CPUs. An
+  IDLE slot's worker is woken (futex); an EMPTY slot gets a worker started (a pthread, for
+  good); with no slot or no CPU left, nothing more is posted.
+- The caller runs chunk 0, then takes chunks from `next` (an atomic add) until none is
+  left, as every worker it posted to does: who runs a chunk changes nothing (its range and
+  its partials are its own), so results are deterministic for a given thread count.
+- Then it collects each slot it posted to: one whose worker has not started yet is taken
+  back (READY -> IDLE, and its CPU released), one running is waited for. A worker, when no
+  chunk is left, releases its CPU, marks DONE and wakes the caller.
+- Waiting (a worker for a job, a caller for a worker) spins a while on the state (~0.1-0.2
+  ms of `pause`) only while a CPU is free (active < CPUs for a worker, <= for a caller,
+  whose own CPU is counted), and sleeps on it (futex) at once otherwise: concurrent callers
+  share one pool, never run more llgrad threads than CPUs (beyond that a caller runs its
+  own chunks), and nobody spins while another caller waits for a CPU.
+- Memory order: the job is written before the release store of READY that the worker's
+  acquire CAS reads; a worker's chunks' results before DONE (release), read by the caller
+  (acquire).
 - After os.fork the child has no workers: every slot is reset to EMPTY (register_at_fork).
 
-Linux on x86-64 only (the futex system call's number); elsewhere, or if building fails,
-kernels keep plain pthreads. LLGRAD_POOL=0 keeps them too."""
+Plain threads (elsewhere, with LLGRAD_POOL=0, or if building the pool fails): t-1
+pthreads per call (each while a CPU is free, as above), chunk 0 on the caller, and a chunk
+whose thread did not start run by the caller after its own."""
 import ctypes
 import os
 import platform
@@ -30,26 +45,33 @@ import threading
 
 from llvmlite import ir
 
-from ..native import jit
+from ..native import jit, keys
+from ..native.threadcount import RUN as _RUN
+from ..native.threadcount import libc_function as _libc_function
 from .loops import for_range
-from .parallel import _CREATE, _JOIN, _libc_function
+from .plain_threads import CHUNK as _CHUNK
+from .plain_threads import PLAIN_NAME as _PLAIN_NAME
+from .plain_threads import Callee as _Callee
+from .plain_threads import CpuBudget as _Gen
+from .plain_threads import c as _c
+from .plain_threads import plain_module
+from .plain_threads import run_type as _run_type
 from .scalar import I32, I64, PTR
 
 SLOTS = 64
 SPINS = 4096                    # pause instructions before sleeping (~0.1-0.2 ms)
-EMPTY, CLAIMED, READY, DONE, IDLE = 0, 1, 2, 3, 4
-TAG = 1 << 62
+EMPTY, CLAIMED, READY, DONE, IDLE, RUNNING = 0, 1, 2, 3, 4, 5
 _SYS_FUTEX, _WAIT, _WAKE = 202, 128, 129        # x86-64; FUTEX_*_PRIVATE
-_SLOT = ir.LiteralStructType([I32, I32, PTR, PTR, ir.ArrayType(I64, 5)])     # 64 bytes
-_NAMES = ("llgrad_pool_create", "llgrad_pool_join", "llgrad_pool_worker")
-_REAL_CREATE, _REAL_JOIN = "llgrad_real_pthread_create", "llgrad_real_pthread_join"
+_SLOT = ir.LiteralStructType([I32, I32, PTR, ir.ArrayType(I64, 6)])     # 64 bytes
+_JOB = ir.LiteralStructType([PTR, PTR, I64, I64, I64])      # fn, recs, stride, t, next
+_J_FN, _J_RECS, _J_STRIDE, _J_T, _J_NEXT = range(5)
+_NAMES = ("llgrad_pool_run", "llgrad_pool_worker", "llgrad_pool_slots_address")
+_REAL_CREATE = "llgrad_real_pthread_create"     # (the pool's own: a test may replace it)
 
 _lock = threading.Lock()
-_state = {"lib": None, "slots": 0, "engine": None}   # (never reset: see ensure_pool)
-
-
-def _c(v, t=I64):
-    return ir.Constant(t, v)
+# the pool's and the plain runtime's code (kept for good: workers run the pool's for as
+# long as the process lives), the slots' address, and the JIT given the symbol
+_state = {"lib": None, "plain": None, "slots": 0, "engine": None}
 
 
 def _store_release(b, value, ptr):
@@ -57,38 +79,25 @@ def _store_release(b, value, ptr):
     b._insert(ir.instructions.StoreAtomicInstr(b.block, value, ptr, "release", 4))
 
 
-class _Callee:
-    """A loaded function pointer as llvmlite's call wants a callee (its function type)."""
-
-    def __init__(self, value, fnty):
-        self.value, self.function_type, self.type = value, fnty, value.type
-
-    def get_reference(self):
-        return self.value.get_reference()
-
-
-class _Gen:
+class _PoolGen(_Gen):
     def __init__(self, mod):
-        self.mod = mod
-        self.slots = ir.GlobalVariable(mod, ir.ArrayType(_SLOT, SLOTS), name="llgrad_pool_slots")
-        self.slots.initializer = ir.Constant(ir.ArrayType(_SLOT, SLOTS), None)
+        super().__init__(mod)
+        arr = ir.ArrayType(_SLOT, SLOTS)
+        self.slots = ir.GlobalVariable(mod, arr, name="llgrad_pool_slots")
+        self.slots.initializer = ir.Constant(arr, None)
         self.slots.align = 64
         self.slots.linkage = "internal"
         self.slots.type = PTR           # (opaque, as LLVM has it: see parallel._opaque)
         self.syscall = ir.Function(mod, ir.FunctionType(I64, [I64], var_arg=True), "syscall")
         self.pause = ir.Function(mod, ir.FunctionType(ir.VoidType(), []),
                                  "llvm.x86.sse2.pause")
-        thread_fn = [PTR, PTR, PTR, PTR]
-        self.create = ir.Function(mod, ir.FunctionType(I32, thread_fn), _REAL_CREATE)
-        self.join = ir.Function(mod, ir.FunctionType(I32, [I64, PTR]), _REAL_JOIN)
-
-    def field(self, b, slot, k):
-        p = b.gep(slot, [_c(0, I32), _c(k, I32)], inbounds=True, source_etype=_SLOT)
-        p.type = PTR
-        return p
+        self.create = ir.Function(mod, ir.FunctionType(I32, [PTR, PTR, PTR, PTR]),
+                                  _REAL_CREATE)
+        self.reserve_fn = self.reserve()
 
     def slot(self, b, i):
-        p = b.gep(self.slots, [_c(0), i], inbounds=True, source_etype=ir.ArrayType(_SLOT, SLOTS))
+        p = b.gep(self.slots, [_c(0), i], inbounds=True,
+                  source_etype=ir.ArrayType(_SLOT, SLOTS))
         p.type = PTR
         return p
 
@@ -96,9 +105,10 @@ class _Gen:
         val = val if isinstance(val, ir.Value) else _c(val)
         b.call(self.syscall, [_c(_SYS_FUTEX), addr, _c(op), val, ir.Constant(PTR, None)])
 
-    def wait_for(self, b, state, want, spun):
-        """Spin, then sleep, until *state == want (acquire); spun: an i64 slot (an alloca
-        of the entry block: one in a loop would grow the stack every iteration)."""
+    def wait_for(self, b, state, want, spun, slack):
+        """Until *state == want (acquire): spin while a CPU is free (active < cpus + slack)
+        and for at most SPINS rounds, else sleep; spun: an i64 slot (an alloca of the entry
+        block: one in a loop would grow the stack every iteration)."""
         head = b.append_basic_block("wait.head")
         nap = b.append_basic_block("wait.nap")
         done = b.append_basic_block("wait.done")
@@ -109,7 +119,10 @@ class _Gen:
         b.cbranch(b.icmp_signed("==", s, _c(want, I32)), done, nap)
         b.position_at_end(nap)
         n = b.load(spun, typ=I64)
-        with b.if_else(b.icmp_signed("<", n, _c(SPINS))) as (spin, sleep):
+        a = b.load_atomic(self.active, "monotonic", 8, typ=I64)
+        free = b.icmp_signed("<", a, b.add(b.load_atomic(self.cpus, "monotonic", 8, typ=I64),
+                                           _c(slack)))
+        with b.if_else(b.and_(b.icmp_signed("<", n, _c(SPINS)), free)) as (spin, sleep):
             with spin:
                 b.call(self.pause, [])
                 b.store(b.add(n, _c(1)), spun)
@@ -118,107 +131,192 @@ class _Gen:
         b.branch(head)
         b.position_at_end(done)
 
-    def worker(self):
-        """ptr worker(ptr slot): run each posted chunk, for ever."""
-        fn = ir.Function(self.mod, ir.FunctionType(PTR, [PTR]), _NAMES[2])
+    def run_chunks(self):
+        """void run_chunks(ptr job): chunks from job.next until none is left."""
+        fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), [PTR]), "llgrad_pool_chunks")
+        fn.linkage = "internal"
+        job = fn.args[0]
         b = ir.IRBuilder(fn.append_basic_block("entry"))
-        slot = fn.args[0]
-        state = self.field(b, slot, 0)
-        spun = b.alloca(I64)
-        loop = b.append_basic_block("loop")
+        loop, body, out = (fn.append_basic_block(n) for n in ("loop", "body", "out"))
+        t = b.load(self.gep(b, job, _JOB, _J_T), typ=I64)
+        stride = b.load(self.gep(b, job, _JOB, _J_STRIDE), typ=I64)
+        recs = b.load(self.gep(b, job, _JOB, _J_RECS), typ=PTR)
+        chunk = b.load(self.gep(b, job, _JOB, _J_FN), typ=PTR)
         b.branch(loop)
         b.position_at_end(loop)
-        self.wait_for(b, state, READY, spun)
-        chunk = b.load(self.field(b, slot, 2), typ=PTR)
-        arg = b.load(self.field(b, slot, 3), typ=PTR)
-        b.call(_Callee(chunk, ir.FunctionType(PTR, [PTR])), [arg])
+        i = b.atomic_rmw("add", self.gep(b, job, _JOB, _J_NEXT), _c(1), "monotonic")
+        b.cbranch(b.icmp_signed("<", i, t), body, out)
+        b.position_at_end(body)
+        rec = b.gep(recs, [b.mul(i, stride)], inbounds=True, source_etype=ir.IntType(8))
+        b.call(_Callee(chunk, _CHUNK), [rec])
+        b.branch(loop)
+        b.position_at_end(out)
+        b.ret_void()
+        return fn
+
+    def worker(self, chunks):
+        """ptr worker(ptr slot): take each job posted to the slot and run its chunks."""
+        fn = ir.Function(self.mod, ir.FunctionType(PTR, [PTR]), _NAMES[1])
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        slot = fn.args[0]
+        state = self.gep(b, slot, _SLOT, 0)
+        spun = b.alloca(I64)
+        loop = b.append_basic_block("loop")
+        take = b.append_basic_block("take")
+        b.branch(loop)
+        b.position_at_end(loop)
+        self.wait_for(b, state, READY, spun, 0)
+        r = b.cmpxchg(state, _c(READY, I32), _c(RUNNING, I32), "acquire", "monotonic")
+        b.cbranch(b.extract_value(r, 1), take, loop)    # (else the caller took it back)
+        b.position_at_end(take)
+        b.call(chunks, [b.load(self.gep(b, slot, _SLOT, 2), typ=PTR)])
+        self.release(b)
         _store_release(b, _c(DONE, I32), state)
         self.futex(b, state, _WAKE, 1)
         b.branch(loop)
         return fn
 
-    def pool_create(self, worker):
-        """i32 create(ptr handle, ptr attr, ptr fn, ptr arg): as pthread_create."""
-        fn = ir.Function(self.mod, ir.FunctionType(I32, [PTR, PTR, PTR, PTR]), _NAMES[0])
-        handle, attr, chunk, arg = fn.args
+    def claim(self, worker):
+        """i64 claim(ptr job): post job to an IDLE slot (waking its worker), else to an
+        EMPTY one (starting its worker); the slot's index, or -1."""
+        fn = ir.Function(self.mod, ir.FunctionType(I64, [PTR]), "llgrad_pool_claim")
+        fn.linkage = "internal"
+        job = fn.args[0]
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         tid = b.alloca(I64)
         for want, fresh in ((IDLE, False), (EMPTY, True)):
             with for_range(b, 0, SLOTS, name="claim") as i:
                 slot = self.slot(b, i)
-                state = self.field(b, slot, 0)
-                old = b.cmpxchg(state, _c(want, I32), _c(CLAIMED, I32), "acquire", "monotonic")
-                with b.if_then(b.extract_value(old, 1)):
-                    b.store(chunk, self.field(b, slot, 2))
-                    b.store(arg, self.field(b, slot, 3))
-                    _store_release(b, _c(READY, I32), state)
-                    if fresh:           # its worker: a thread of its own, for good
-                        rc = b.call(self.create, [tid, ir.Constant(PTR, None), worker, slot])
-                        with b.if_then(b.icmp_signed("!=", rc, _c(0, I32))):
-                            _store_release(b, _c(EMPTY, I32), state)
-                            b.ret(rc)   # (the kernel runs this chunk itself)
-                    else:
-                        self.futex(b, state, _WAKE, 1)
-                    b.store(b.or_(i, _c(TAG)), handle)
-                    b.ret(_c(0, I32))
-        b.ret(b.call(self.create, [handle, attr, chunk, arg]))     # every slot busy
+                state = self.gep(b, slot, _SLOT, 0)
+                seen = b.load_atomic(state, "monotonic", 4, typ=I32)
+                with b.if_then(b.icmp_signed("==", seen, _c(want, I32))):
+                    old = b.cmpxchg(state, _c(want, I32), _c(CLAIMED, I32), "acquire",
+                                    "monotonic")
+                    with b.if_then(b.extract_value(old, 1)):
+                        b.store(job, self.gep(b, slot, _SLOT, 2))
+                        _store_release(b, _c(READY, I32), state)
+                        if fresh:       # its worker: a thread of its own, for good
+                            rc = b.call(self.create, [tid, ir.Constant(PTR, None), worker,
+                                                      slot])
+                            with b.if_then(b.icmp_signed("!=", rc, _c(0, I32))):
+                                _store_release(b, _c(EMPTY, I32), state)
+                                b.ret(_c(-1))
+                        else:
+                            self.futex(b, state, _WAKE, 1)
+                        b.ret(i)
+        b.ret(_c(-1))
+        return fn
+
+    def run(self, claim, chunks):
+        """void run(ptr fn, ptr recs, i64 t, i64 stride): every chunk, over the pool."""
+        fn = ir.Function(self.mod, _run_type(), _NAMES[0])
+        chunk, recs, t, stride = fn.args
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        job = b.alloca(_JOB)
+        job.align = 64
+        posted = b.alloca(I64, size=SLOTS)
+        count = b.alloca(I64)
+        spun = b.alloca(I64)
+        for k, v in ((_J_FN, chunk), (_J_RECS, recs), (_J_STRIDE, stride), (_J_T, t),
+                     (_J_NEXT, _c(1))):
+            b.store(v, self.gep(b, job, _JOB, k))
+        b.store(_c(0), count)
+        # post the job to a worker per extra chunk while a CPU and a slot are free
+        head, body, claimed, work = (fn.append_basic_block(n) for n in
+                                     ("post", "post.body", "post.claimed", "work"))
+        limit = b.select(b.icmp_signed("<", t, _c(SLOTS + 1)), t, _c(SLOTS + 1))
+        b.branch(head)
+        b.position_at_end(head)
+        k = b.phi(I64, "k")
+        k.add_incoming(_c(1), b.block.function.entry_basic_block)
+        b.cbranch(b.icmp_signed("<", k, limit), body, work)
+        b.position_at_end(body)
+        got = b.call(self.reserve_fn, [])
+        nxt = b.add(k, _c(1))
+        with b.if_then(b.not_(got)):
+            b.branch(work)              # (no CPU free: the caller runs the rest)
+        s = b.call(claim, [job])
+        with b.if_then(b.icmp_signed("<", s, _c(0))):
+            self.release(b)             # (no worker: try the next chunk)
+            k.add_incoming(nxt, b.block)
+            b.branch(head)
+        b.branch(claimed)
+        b.position_at_end(claimed)
+        n = b.load(count, typ=I64)
+        b.store(s, b.gep(posted, [n], inbounds=True, source_etype=I64))
+        b.store(b.add(n, _c(1)), count)
+        k.add_incoming(nxt, b.block)
+        b.branch(head)
+        b.position_at_end(work)
+        b.call(_Callee(chunk, _CHUNK), [recs])          # chunk 0
+        b.call(chunks, [job])                           # then whatever is left
+        n = b.load(count, typ=I64)
+        with for_range(b, 0, n, name="collect") as j:
+            slot = self.slot(b, b.load(b.gep(posted, [j], inbounds=True, source_etype=I64),
+                                       typ=I64))
+            state = self.gep(b, slot, _SLOT, 0)
+            back = b.cmpxchg(state, _c(READY, I32), _c(IDLE, I32), "monotonic", "monotonic")
+            with b.if_else(b.extract_value(back, 1)) as (taken, running):
+                with taken:             # no worker started it: its CPU was never used
+                    self.release(b)
+                with running:
+                    self.wait_for(b, state, DONE, spun, 1)
+                    _store_release(b, _c(IDLE, I32), state)
+        b.ret_void()
         return fn
 
     def slots_address(self):
         """ptr llgrad_pool_slots_address(): where the slots live (reset after fork)."""
-        fn = ir.Function(self.mod, ir.FunctionType(PTR, []), "llgrad_pool_slots_address")
+        fn = ir.Function(self.mod, ir.FunctionType(PTR, []), _NAMES[2])
         ir.IRBuilder(fn.append_basic_block("entry")).ret(self.slots)
         return fn
 
-    def pool_join(self):
-        """i32 join(i64 handle, ptr result): as pthread_join."""
-        fn = ir.Function(self.mod, ir.FunctionType(I32, [I64, PTR]), _NAMES[1])
-        handle, res = fn.args
-        b = ir.IRBuilder(fn.append_basic_block("entry"))
-        spun = b.alloca(I64)
-        ours = b.icmp_signed("!=", b.and_(handle, _c(TAG)), _c(0))
-        with b.if_then(b.not_(ours)):
-            b.ret(b.call(self.join, [handle, res]))
-        slot = self.slot(b, b.and_(handle, _c(TAG - 1)))
-        state = self.field(b, slot, 0)
-        self.wait_for(b, state, DONE, spun)
-        _store_release(b, _c(IDLE, I32), state)
-        b.ret(_c(0, I32))
-        return fn
+
+def _pool_supported():
+    return platform.machine() in ("x86_64", "AMD64") and platform.system() == "Linux" \
+        and os.environ.get("LLGRAD_POOL", "1") != "0"
 
 
 def ensure_pool():
-    """Point the kernels' thread calls at the pool (call before a kernel is compiled or
-    loaded: code already loaded keeps plain pthreads, which is as correct). The pool is
-    built once per process and kept for good, with the engine holding its code: its
-    workers run that code for as long as the process lives (a new engine, after
-    jit._reset, is only given the symbols again). Does nothing where the pool is not
-    supported or LLGRAD_POOL=0."""
+    """Make `llgrad_parallel_run` resolvable (call before a threaded kernel is compiled or
+    loaded): the pool's where it is supported and LLGRAD_POOL is not 0, else the plain
+    threads'. Each is built once per process (or loaded from the disk cache) and kept for
+    good, its code with it: the pool's workers run that code for as long as the process
+    lives (a new JIT, after jit._reset, is only given the symbol again). Like the trampoline,
+    they are llgrad's plumbing: outside jit.stats."""
     j = jit.jit()
     if _state["engine"] is j:
-        return
-    if platform.machine() not in ("x86_64", "AMD64") or not platform.system() == "Linux" \
-            or os.environ.get("LLGRAD_POOL", "1") == "0":
         return
     with _lock:
         if _state["engine"] is j:
             return
-        lib = _state["lib"]
-        if lib is None:
-            try:
-                lib = _build()
-            except Exception:           # (an unusual platform: plain threads stay)
-                return
-            _state["slots"] = ctypes.CFUNCTYPE(ctypes.c_void_p)(
-                lib.address("llgrad_pool_slots_address"))()
-            _state["lib"] = lib
-        jit.add_symbol(_CREATE, lib.address(_NAMES[0]))
-        jit.add_symbol(_JOIN, lib.address(_NAMES[1]))
+        address = None
+        if _pool_supported():
+            lib = _state["lib"]
+            if lib is None:
+                try:
+                    lib = _build()
+                    _state["slots"] = ctypes.CFUNCTYPE(ctypes.c_void_p)(
+                        lib.address(_NAMES[2]))()
+                    _state["lib"] = lib
+                except Exception:       # (an unusual platform: plain threads instead)
+                    lib = None
+            if lib is not None:
+                address = lib.address(_NAMES[0])
+        if address is None:
+            plain = _state["plain"]
+            if plain is None:
+                key = keys.key_for("llgrad plain threads", "")
+                plain = _state["plain"] = jit.load_private(key, [_PLAIN_NAME]) or \
+                    jit.compile_private(plain_module(), [_PLAIN_NAME], key=key, opt=True)
+            address = plain.address(_PLAIN_NAME)
+        jit.add_symbol(_RUN, address)
         _state["engine"] = j
 
 
 def _reset_after_fork():
-    """In a forked child no worker exists: every slot back to EMPTY."""
+    """In a forked child no worker exists: every slot back to EMPTY; the lock free."""
+    _lock._at_fork_reinit()
     if _state["slots"]:
         ctypes.memset(_state["slots"], 0, SLOTS * 64)
 
@@ -228,14 +326,14 @@ if hasattr(os, "register_at_fork"):
 
 
 def _build():
-    for name, real in ((_REAL_CREATE, "pthread_create"), (_REAL_JOIN, "pthread_join")):
-        if name not in jit.jit().symbols:       # (a test may have put its own there)
-            jit.add_symbol(name, _libc_function(real))
+    if _REAL_CREATE not in jit.jit().symbols:       # (a test may have put its own there)
+        jit.add_symbol(_REAL_CREATE, _libc_function("pthread_create"))
     mod = jit.new_module("llgrad_pool")
-    gen = _Gen(mod)
-    worker = gen.worker()
-    gen.pool_create(worker)
-    gen.pool_join()
+    gen = _PoolGen(mod)
+    chunks = gen.run_chunks()
+    worker = gen.worker(chunks)
+    gen.run(gen.claim(worker), chunks)
     gen.slots_address()
-    key = jit.key_for("llgrad pool", f"slots={SLOTS};spins={SPINS}")
-    return jit.lookup(key, _NAMES[0]) or jit.compile_module(mod, [_NAMES[0]], key=key)
+    key = keys.key_for("llgrad pool", f"slots={SLOTS};spins={SPINS}")
+    return jit.load_private(key, list(_NAMES)) or \
+        jit.compile_private(mod, list(_NAMES), key=key, opt=True)

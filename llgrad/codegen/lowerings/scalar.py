@@ -183,6 +183,16 @@ class ScalarGen:
         name = "llvm.umin" if is_unsigned(x.dt) else "llvm.smin"
         return Scalar(self.call(name, x.v.type, x.v, y.v), x.dt)
 
+    def np_maximum(self, x, y):
+        """np.maximum to the sign of zero: at a tie (+0 vs -0 included) the second operand
+        (llvm.maximum orders -0 below +0; NumPy, and PyTorch's vector loops, keep y)."""
+        m = self.maximum(x, y)
+        return self.select(self.cmp("==", x, y).v, y, m) if is_float(x.dt) else m
+
+    def np_minimum(self, x, y):
+        m = self.minimum(x, y)
+        return self.select(self.cmp("==", x, y).v, y, m) if is_float(x.dt) else m
+
     def abs(self, x):
         if is_float(x.dt):
             return Scalar(self.call("llvm.fabs", x.v.type, x.v), x.dt)

@@ -1,6 +1,6 @@
 """The lowering table: one entry per op name, as the op table has one entry per op.
 
-kind:
+form (how the op becomes code):
   "elementwise"  emit(sg, node, args) -> Scalar: one element of the result from one
                  element of each operand (operands arrive cast to the op's compute dtype;
                  Python-number operands in promoted positions arrive as constants of it,
@@ -18,19 +18,19 @@ LOWERINGS = {}
 
 
 class Lowering:
-    __slots__ = ("op", "kind", "emit", "prepare", "check")
+    __slots__ = ("op", "form", "emit", "prepare", "check")
 
-    def __init__(self, op, kind, emit=None, prepare=None, check=None):
-        self.op, self.kind, self.emit, self.prepare, self.check = op, kind, emit, prepare, check
+    def __init__(self, op, form, emit=None, prepare=None, check=None):
+        self.op, self.form, self.emit, self.prepare, self.check = op, form, emit, prepare, check
 
     def __repr__(self):
-        return f"<lowering {self.op} ({self.kind})>"
+        return f"<lowering {self.op} ({self.form})>"
 
 
-def register(op, kind, emit=None, prepare=None, check=None):
+def register(op, form, emit=None, prepare=None, check=None):
     if op in LOWERINGS:
         raise ValueError(f"lowering for {op!r} registered twice")
-    LOWERINGS[op] = Lowering(op, kind, emit, prepare, check)
+    LOWERINGS[op] = Lowering(op, form, emit, prepare, check)
     return LOWERINGS[op]
 
 
@@ -43,6 +43,6 @@ def elementwise(*names, check=None):
     return deco
 
 
-def kind_of(node):
+def form_of(node):
     low = LOWERINGS.get(node.op)
-    return low.kind if low is not None else None
+    return low.form if low is not None else None

@@ -24,6 +24,7 @@ from fractions import Fraction
 
 from llvmlite import ir
 
+from ...ir.erf_table import ERF_CENTRES, ERF_DEGREE, erf_coefficients
 from .scalar import F32, F64, I32, I64, Scalar
 from .vecmath_trig import cos, sin  # noqa: F401  (re-exported)
 
@@ -162,7 +163,8 @@ class _M:
         s = self.pow2(n)                                   # valid while n <= expm1_big
         small = self.fma(s, p, b.fsub(s, self.c(1.0)))
         big = b.fsub(self.scale(b.fadd(self.c(1.0), p), n), self.c(1.0))
-        return b.select(b.icmp_signed(">", n, self.ci(k.expm1_big)), big, small)
+        r = b.select(b.icmp_signed(">", n, self.ci(k.expm1_big)), big, small)
+        return b.select(b.fcmp_ordered("==", x, self.c(0.0)), x, r)     # expm1(-0) = -0
 
     def log(self, x):
         b, k = self.b, self.k
@@ -204,21 +206,22 @@ class _M:
         n, p = self.reduce(t)
         s = self.pow2(n)
         e = self.fma(s, p, b.fsub(s, self.c(1.0)))
-        # |x| < 0.55: tanh = x + x*u*S(u)/Q(u); one division serves both branches
+        # |x| < 0.55: tanh = x + x*u*S(u)/Q(u); one division serves both branches, computed
+        # for |x| and given x's sign (tanh(-0) = -0)
         u = b.fmul(x, x)
-        num = b.select(small, b.fmul(b.fmul(x, u), self.horner(u, k.tanh_s)), e)
+        num = b.select(small, b.fmul(b.fmul(ax, u), self.horner(u, k.tanh_s)), e)
         den = b.select(small, self.horner(u, k.tanh_q), b.fadd(e, self.c(2.0)))
         q = b.fdiv(num, den)
-        return b.select(small, b.fadd(x, q), self.sg.call("llvm.copysign", k.t, q, x))
+        return self.sg.call("llvm.copysign", k.t, b.select(small, b.fadd(ax, q), q), x)
 
     def log1p(self, x):
-        """Goldberg's trick: with w = fl(1 + x), log1p(x) = log(w) * x / (w - 1) (the factor
+        """Goldberg's trick: with w = fl(1 + x), log1p(x) = log(w) * (x / (w - 1)) (the factor
         corrects the rounding of 1 + x; a few ulps), x itself where w == 1 (tiny x, -0),
         and inf at +inf (where the quotient is inf/inf)."""
         b = self.b
         w = b.fadd(self.c(1.0), x)
         d = b.fsub(w, self.c(1.0))
-        r = b.fdiv(b.fmul(self.log(w), x), d)
+        r = b.fmul(self.log(w), b.fdiv(x, d))      # (log(w) * x would overflow for huge x)
         r = b.select(b.fcmp_ordered("==", d, self.c(0.0)), x, r)
         return b.select(b.fcmp_ordered("==", x, self.c(math.inf)), x, r)
 
@@ -250,57 +253,14 @@ log1p = _unary("log1p")
 
 
 # ---- erf ------------------------------------------------------------------------------------
-# erf(|x|) by a Taylor polynomial around the nearest centre c = j/2 (|t| = ||x| - c| <= 1/4,
-# t exact), coefficients erf^(k)(c)/k! computed once in 50-digit arithmetic:
-# erf'(x) = 2/sqrt(pi) e^{-x^2}, erf^(k)(x) = 2/sqrt(pi) (-1)^(k-1) H_{k-1}(x) e^{-x^2}
-# (physicists' Hermite), erf(c) itself by the positive series
-# 2/sqrt(pi) e^{-c^2} sum 2^n c^(2n+1) / (1*3*...*(2n+1)). The truncation error is below
-# 1.2 (0.354)^n / sqrt(n!) (Cramer's bound on Hermite functions): degree 21 for float64;
-# float32 is evaluated in float64 at degree 12 and rounded once. Beyond the last centre
-# erf rounds to +-1. The coefficients are one constant table, read with a gather.
-_ERF_CENTRES = 13            # c = 0, 0.5, ..., 6
-
-
-def _erf_coeffs(deg):
-    with localcontext() as ctx:
-        ctx.prec = 50
-        two_rsqrt_pi = 2 / Decimal("3.14159265358979323846264338327950288419716939937510").sqrt()
-        rows = []
-        for j in range(_ERF_CENTRES):
-            c = Fraction(j, 2)
-            cd = Decimal(c.numerator) / Decimal(c.denominator)
-            g = two_rsqrt_pi * (-cd * cd).exp()
-            # erf(c)
-            term, total, n = cd, Decimal(0), 0
-            while True:
-                total += term
-                n += 1
-                term = term * 2 * cd * cd / (2 * n + 1)
-                if term < Decimal(10) ** -45 and n > 2:
-                    break
-            row = [float(g * total)]
-            h_prev, h = Fraction(0), Fraction(1)                # H_{-1}, H_0
-            fact = 1
-            for k in range(1, deg + 1):
-                fact *= k
-                hk = h                                          # H_{k-1}
-                sign = 1 if k % 2 == 1 else -1
-                row.append(float(g * sign * Decimal(hk.numerator) / Decimal(hk.denominator)
-                                 / fact))
-                h_prev, h = h, 2 * c * h - 2 * (k - 1) * h_prev   # H_k
-            rows.append(row)
-        return rows
-
-
-_ERF_TABLE = {}
+# The method and its coefficient table: ir/erf_table.py (eager's erf evaluates the same).
 
 
 def _erf_table(module, deg):
     name = f"llgrad.erf_table{deg}"
     gv = module.globals.get(name)
     if gv is None:
-        rows = _ERF_TABLE.get(deg) or _ERF_TABLE.setdefault(deg, _erf_coeffs(deg))
-        flat = [ir.Constant(F64, v) for row in rows for v in reversed(row)]   # highest first
+        flat = [ir.Constant(F64, v) for row in erf_coefficients(deg) for v in reversed(row)]
         at = ir.ArrayType(F64, len(flat))
         gv = ir.GlobalVariable(module, at, name=name)
         gv.initializer = ir.Constant(at, flat)
@@ -313,10 +273,10 @@ def _erf_table(module, deg):
 def erf(sg, x):
     b = sg.b
     single = x.dt == "float32"
-    deg = 12 if single else 21
+    deg = ERF_DEGREE[x.dt]
     v = b.fpext(x.v, F64) if single else x.v
     ax = sg.call("llvm.fabs", F64, v)
-    last = _ERF_CENTRES - 1
+    last = ERF_CENTRES - 1
     # the centre index from a NaN-free, clamped |x| (fptosi of NaN would be poison)
     safe = b.select(b.fcmp_ordered("<", ax, ir.Constant(F64, last / 2)), ax,
                     ir.Constant(F64, last / 2))

@@ -1,38 +1,80 @@
-"""The JIT: one MCJIT engine per process, created on first use, targeting the host CPU.
+"""The JIT: code generation for the host CPU, and the engines that hold the loaded code.
 
-`compile_module(irmod)` takes an llvmlite `ir.Module`, parses its text, verifies it,
-optimises it at O3 with the new pass manager (loop and SLP vectorisation on), generates an
-object file and loads that into the engine. The result keeps the LLVM IR text before and
-after optimisation for dumps, and the engine it lives in (a Compiled keeps its engine
-alive, so `_reset()` never frees code that a kernel still points at).
+`compile_module(irmod, entry_names)` takes an llvmlite `ir.Module`, parses its text (into
+an LLVM context of its own), verifies it, optimises it at O3 with the new pass manager
+(loop and SLP vectorisation on), generates an object file and loads that. The result, a
+Compiled, keeps the LLVM IR before and after optimisation (compressed) for dumps.
 
 Going through an object file is what makes caching cheap: `lookup(key)` finds the code of
-a key in this engine (memory) or in the disk cache (cache.py), where loading it skips
-optimisation and code generation. Object code is never unloaded (MCJIT has no way to), so
-the in-memory table lives as long as its engine; each kernel's code is a few KB."""
-import hashlib
+a key (keys.py) in memory or in the disk cache (cache.py), where loading it skips
+optimisation and code generation.
+
+Where code lives, and when it goes. MCJIT cannot unload one object, but disposing an
+engine frees all of its code, so objects are loaded into engines of at most ENGINE_OBJECTS
+objects (ENGINE_BYTES bytes) each: a Compiled keeps its engine alive, and an engine none
+of whose Compileds is alive is disposed with its code. A Compiled is kept by the Kernels
+made from it and by every address it hands out (`address()` returns an int that holds the
+Compiled: a function pointer made from it keeps the code), and by the in-memory cache
+(memory_lru.py: the most recently used modules, up to LLGRAD_KERNEL_CACHE_MB).
+
+Threads and fork. Every call into LLVM is made under one lock (`_lock`). Before os.fork the
+forking thread takes it (waiting for a code generation in another thread to finish, at
+most FORK_WAIT_SECONDS), so a child never inherits LLVM in the middle of a call, whose own
+mutexes would stay locked in the child; the child re-initialises the lock. Were the wait
+to time out, the child starts a fresh engine instead of touching the inherited one."""
 import os
 import threading
+import weakref
 
 import llvmlite.binding as llvm
 from llvmlite import ir
 
-from ...version import __version__
 from . import cache
+from .memory_lru import _cache_limit, _Memory
 
 _lock = threading.RLock()
 _jit = None
 # what the JIT did in this process (tests count these: a warm disk cache means no codegen)
 stats = {"optimized": 0, "codegen": 0, "loaded": 0, "memory_hits": 0}
 
+ENGINE_OBJECTS = 32             # objects per engine (~1 ms to make one: its target machine)
+ENGINE_BYTES = 16 << 20
+FORK_WAIT_SECONDS = 60.0
+
+_engines = weakref.WeakSet()    # engines alive (tests count them)
+_compiled = weakref.WeakSet()   # Compileds alive
+
+
+class _Engine:
+    """An MCJIT engine (with a target machine and an empty module of its own, in a context
+    of its own) that objects are loaded into; disposed, code and all, once unreferenced."""
+
+    def __init__(self, j):
+        tm = j.target.create_target_machine(cpu=j.cpu, features=j.features, opt=3, jit=True)
+        self._context = llvm.create_context()
+        backing = llvm.parse_assembly("", context=self._context)
+        backing.triple = j.triple
+        self.ee = llvm.create_mcjit_compiler(backing, tm)      # (owns tm and backing)
+        self.objects = 0
+        self.nbytes = 0
+        self.names = set()
+        _engines.add(self)
+
+    def __del__(self):
+        # the engine (and the module it owns) first, then the context that module lives in
+        # (llvmlite's engine lets go of its module's Python object, and with it the
+        # context, before it disposes of the module)
+        self.ee = None
+
 
 class _Jit:
-    """The engine, its target machine and the host's triple/data layout."""
+    """The host's target machine, triple and data layout; the engine objects go into; the
+    in-memory cache."""
 
     def __init__(self):
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
-        target = llvm.Target.from_default_triple()
+        self.target = target = llvm.Target.from_default_triple()
         self.cpu = llvm.get_host_cpu_name()
         feats = llvm.get_host_cpu_features()
         self.features = feats.flatten()
@@ -45,28 +87,37 @@ class _Jit:
                 and os.environ.get("LLGRAD_AVX512", "1") != "0":
             self.features += ",-prefer-256-bit"
             self.vector_bits = 512
+        # (optimisation and code generation; never given to an engine, which owns its own)
         self.tm = target.create_target_machine(cpu=self.cpu, features=self.features, opt=3,
                                                jit=True)
         self.triple = self.tm.triple
         self.data_layout = str(self.tm.target_data)
-        backing = llvm.parse_assembly("")
-        backing.triple = self.triple
-        self.engine = llvm.create_mcjit_compiler(backing, self.tm)
         self.symbols = {}
-        self.memory = {}            # cache key -> Compiled (code loaded in this engine)
-        self._target, self._quick_tm = target, None
+        self.engine = None              # where the next object goes (made on first need)
+        self.memory = _Memory(_cache_limit())
+        self._quick_tm = None
 
     def quick_tm(self):
         """A target machine at -O0, made on first use: code generation of a tiny module
         takes a third of the time -O3's takes (compile_private)."""
         if self._quick_tm is None:
-            self._quick_tm = self._target.create_target_machine(
+            self._quick_tm = self.target.create_target_machine(
                 cpu=self.cpu, features=self.features, opt=0, jit=True)
         return self._quick_tm
 
+    def engine_for(self, nbytes, names):
+        """(under _lock) The engine the next object goes into: a new one when the current
+        is full, or already defines one of its names (a module loaded again while the
+        engine of its first load lives on)."""
+        e = self.engine
+        if e is None or e.objects >= ENGINE_OBJECTS or \
+                (e.objects and e.nbytes + nbytes > ENGINE_BYTES) or not e.names.isdisjoint(names):
+            e = self.engine = _Engine(self)
+        return e
+
 
 def jit():
-    """The process's engine (created on first use)."""
+    """The process's JIT (created on first use)."""
     global _jit
     if _jit is None:
         with _lock:
@@ -76,8 +127,8 @@ def jit():
 
 
 def _reset():
-    """Forget the engine: the next compile creates a new one. Kernels compiled before keep
-    the old engine (and their code) alive for as long as they live."""
+    """Forget the JIT: the next compile makes a new one. Kernels compiled before keep their
+    engines (and their code) alive for as long as they live."""
     global _jit
     with _lock:
         _jit = None
@@ -85,10 +136,46 @@ def _reset():
             stats[k] = 0
 
 
+def live():
+    """How many engines and compiled modules are alive (tests: memory is bounded)."""
+    import gc
+    gc.collect()
+    return {"engines": len(_engines), "compiled": len(_compiled)}
+
+
+# ---- fork -------------------------------------------------------------------------------
+_fork_held = False
+
+
+def _before_fork():
+    global _fork_held
+    _fork_held = _lock.acquire(timeout=FORK_WAIT_SECONDS)
+
+
+def _after_fork_in_parent():
+    if _fork_held:
+        _lock.release()
+
+
+def _after_fork_in_child():
+    global _jit
+    _lock._at_fork_reinit()
+    if not _fork_held:          # LLVM may have been mid-call in a thread that is gone
+        _jit = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                        after_in_child=_after_fork_in_child)
+
+
+# ---- symbols and modules ----------------------------------------------------------------
 def add_symbol(name, address):
     """Make an external symbol (a BLAS routine found with ctypes) resolvable by JIT code."""
-    llvm.add_symbol(name, address)
-    jit().symbols[name] = address
+    j = jit()
+    with _lock:
+        llvm.add_symbol(name, address)
+        j.symbols[name] = address
 
 
 def new_module(name):
@@ -100,27 +187,48 @@ def new_module(name):
     return mod
 
 
-class Compiled:
-    """Code living in the engine: function addresses and the IR text for dumps."""
+class CodeAddress(int):
+    """The address of a function in JIT code; it keeps the code (its `code`, a Compiled)
+    alive for as long as it is kept itself."""
 
-    def __init__(self, jit_, ir_before, ir_after, addresses, obj=None):
-        self._jit = jit_            # keeps the engine (and so the code) alive
-        self.ir_before = ir_before
-        self.ir_after = ir_after
-        self.addresses = addresses
-        self.object = obj           # the object file's bytes (what the disk cache holds)
+
+class MissingSymbol(RuntimeError):
+    pass
+
+
+class Compiled:
+    """Code living in an engine: function addresses, and the IR text for dumps."""
+
+    def __init__(self, jit_, engine, blobs, addresses, nbytes):
+        self._jit = jit_                # the JIT it was loaded under (gemm.py checks)
+        self._engine = engine           # keeps the code alive
+        self._blobs = blobs             # the IR before and after optimisation, compressed
+        self.addresses = addresses      # name -> int
+        self.nbytes = nbytes
+        _compiled.add(self)
+
+    @property
+    def ir_before(self):
+        return cache.decompress(self._blobs[0])
+
+    @property
+    def ir_after(self):
+        return cache.decompress(self._blobs[1])
 
     def address(self, name):
         """The address of an entry, or of another external function of the same object
-        (asked of the engine: a disk-cache record names one entry)."""
+        (asked of the engine: a disk-cache record names one entry). The int returned keeps
+        this code alive."""
         a = self.addresses.get(name)
         if a is None:
             with _lock:
-                a = self._jit.engine.get_function_address(name)
+                a = self._engine.ee.get_function_address(name)
             if not a:
                 raise KeyError(f"JIT: no function {name!r} in this code")
             self.addresses[name] = a
-        return a
+        addr = CodeAddress(a)
+        addr.code = self
+        return addr
 
 
 def optimize(llmod, tm, speed_level=3):
@@ -133,56 +241,35 @@ def optimize(llmod, tm, speed_level=3):
     pb.getModulePassManager().run(llmod, pb)
 
 
-_fingerprint = None
-
-
-def _code_fingerprint():
-    """A hash of the source of the packages that decide machine code (codegen, ir): a
-    changed lowering must not find the kernels an older one cached under the same version
-    number (a development checkout changes without a version bump)."""
-    global _fingerprint
-    if _fingerprint is None:
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        h = hashlib.sha256()
-        for pkg in ("codegen", "ir"):
-            for d, dirs, names in sorted(os.walk(os.path.join(root, pkg))):
-                dirs.sort()
-                for name in sorted(names):
-                    if name.endswith(".py"):
-                        path = os.path.join(d, name)
-                        with open(path, "rb") as f:
-                            h.update(os.path.relpath(path, root).encode() + b"\0" + f.read())
-        _fingerprint = h.hexdigest()
-    return _fingerprint
-
-
-def key_for(text, options=""):
-    """The cache key of a module made from `text` (a graph's canonical IR) with `options`:
-    everything that decides the machine code goes in, so a key never names foreign code."""
-    j = jit()
-    h = hashlib.sha256()
-    for part in (text, options, __version__, _code_fingerprint(),
-                 ".".join(map(str, llvm.llvm_version_info)), j.triple, j.cpu, j.features):
-        h.update(part.encode("utf-8"))
-        h.update(b"\0")
-    return h.hexdigest()
-
-
-def _load(j, obj, ir_before, ir_after, entry_names):
-    """Put an object file into the engine; a Compiled with its entries' addresses."""
+def _load(j, obj, blobs, entry_names, key=None):
+    """Put an object file into an engine; a Compiled with its entries' addresses (and in
+    the in-memory cache under key). MissingSymbol if the object lacks an entry."""
+    names = set(entry_names)
+    if not all(n.encode() in obj for n in names):      # (cannot define it: never loaded)
+        raise MissingSymbol(f"JIT: no address for function {sorted(names)[0]!r}")
+    nbytes = 2 * len(obj) + sum(len(b) for b in blobs)
     with _lock:
-        j.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
-        j.engine.finalize_object()
-        addresses = {n: j.engine.get_function_address(n) for n in entry_names}
-    for n, a in addresses.items():
-        if not a:
-            raise RuntimeError(f"JIT: no address for function {n!r}")
-    return Compiled(j, ir_before, ir_after, addresses, obj)
+        e = j.engine_for(nbytes, names)
+        e.ee.add_object_file(llvm.ObjectFileRef.from_data(obj))
+        e.ee.finalize_object()
+        addresses = {n: e.ee.get_function_address(n) for n in entry_names}
+        e.objects += 1
+        e.nbytes += nbytes
+        e.names |= names
+        j.memory.grew(e, nbytes)
+        missing = [n for n, a in addresses.items() if not a]
+        if missing:
+            raise MissingSymbol(f"JIT: no address for function {missing[0]!r}")
+        compiled = Compiled(j, e, blobs, addresses, nbytes)
+        if key is not None:
+            j.memory.put(key, compiled)
+    return compiled
 
 
-def lookup(key, entry_name, before_load=None):
-    """The Compiled for key from memory, else from a verified disk-cache file, else None.
-    before_load(ir_text) runs before a cached object is loaded (linked), given its IR."""
+def lookup(key, entry_name, before_load=None, also=()):
+    """The Compiled for key from memory, else from a verified disk-cache entry, else None
+    (an entry that lacks entry_name or a name in `also` is treated as missing: rebuilt).
+    before_load(object_bytes) runs before a cached object is loaded (linked)."""
     j = jit()
     with _lock:
         hit = j.memory.get(key)
@@ -194,12 +281,30 @@ def lookup(key, entry_name, before_load=None):
         return None
     _, obj, before, after = rec
     if before_load is not None:
-        before_load(before)
-    compiled = _load(j, obj, before, after, [entry_name])
+        before_load(obj)
+    try:
+        compiled = _load(j, obj, (before, after), [entry_name, *also], key)
+    except MissingSymbol:
+        return None
     stats["loaded"] += 1
-    with _lock:
-        j.memory[key] = compiled
     return compiled
+
+
+def _generate(irmod, tm, opt, keep_ir):
+    """(object bytes, IR text after optimisation or "") of an llvmlite module."""
+    j = jit()
+    text = str(irmod)
+    with _lock:
+        llmod = llvm.parse_assembly(text, context=llvm.create_context())
+        llmod.triple = j.triple
+        llmod.data_layout = j.data_layout
+        llmod.verify()
+        if opt:
+            optimize(llmod, tm)
+        obj = tm.emit_object(llmod)
+        after = str(llmod) if keep_ir else ""
+        del llmod                       # (its context goes with it, here, under the lock)
+    return text, obj, after
 
 
 def compile_module(irmod, entry_names, opt=True, key=None):
@@ -207,40 +312,28 @@ def compile_module(irmod, entry_names, opt=True, key=None):
     Compiled with the addresses of entry_names. With a key, the result is remembered in
     memory and written to the disk cache."""
     j = jit()
-    ir_before = str(irmod)
-    llmod = llvm.parse_assembly(ir_before)
-    llmod.triple = j.triple
-    llmod.data_layout = j.data_layout
-    llmod.verify()
-    with _lock:
-        if opt:
-            optimize(llmod, j.tm)
-            stats["optimized"] += 1
-        obj = j.tm.emit_object(llmod)
-        stats["codegen"] += 1
-    ir_after = str(llmod)
-    compiled = _load(j, obj, ir_before, ir_after, entry_names)
+    before, obj, after = _generate(irmod, j.tm, opt, True)
+    stats["optimized"] += bool(opt)
+    stats["codegen"] += 1
+    blobs = (cache.compress(before), cache.compress(after))
+    compiled = _load(j, obj, blobs, entry_names, key)
     if key is not None:
-        with _lock:
-            j.memory[key] = compiled
-        cache.store(key, entry_names[0], obj, ir_before, ir_after)
+        cache.store(key, entry_names[0], obj, *blobs)
     return compiled
 
 
-def compile_private(irmod, entry_names, key=None):
-    """Compile a small module of llgrad's own plumbing (trampoline.py) at -O0, outside the
-    in-memory table and the stats (which count kernels' code generation only); no IR text
-    is kept. With a key the object also goes to the disk cache (load_private)."""
+def compile_private(irmod, entry_names, key=None, opt=False):
+    """Compile a small module of llgrad's own plumbing (trampoline.py, the thread pool, the
+    BLAS shims) outside the in-memory table and the stats (which count kernels' code
+    generation only), at -O0 unless opt; no IR text is kept. With a key the object also
+    goes to the disk cache (load_private)."""
     j = jit()
-    llmod = llvm.parse_assembly(str(irmod))
-    llmod.triple = j.triple
-    llmod.data_layout = j.data_layout
-    llmod.verify()
     with _lock:
-        obj = j.quick_tm().emit_object(llmod)
-    compiled = _load(j, obj, "", "", entry_names)
+        tm = j.tm if opt else j.quick_tm()
+    _, obj, _ = _generate(irmod, tm, opt, False)
+    compiled = _load(j, obj, (b"", b""), entry_names)
     if key is not None:
-        cache.store(key, entry_names[0], obj, "", "")
+        cache.store(key, entry_names[0], obj, b"", b"")
     return compiled
 
 
@@ -250,10 +343,17 @@ def load_private(key, entry_names):
     rec = cache.load(key)
     if rec is None or rec[0] != entry_names[0]:
         return None
-    return _load(jit(), rec[1], "", "", entry_names)
+    try:
+        return _load(jit(), rec[1], (b"", b""), entry_names)
+    except MissingSymbol:
+        return None
 
 
 def assembly(compiled):
     """The host assembly of a compiled module (for dumps and for checking vectorisation)."""
-    mod = llvm.parse_assembly(compiled.ir_after)
-    return jit().tm.emit_assembly(mod)
+    text = compiled.ir_after
+    with _lock:
+        mod = llvm.parse_assembly(text, context=llvm.create_context())
+        out = jit().tm.emit_assembly(mod)
+        del mod
+    return out

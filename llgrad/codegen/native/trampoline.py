@@ -9,13 +9,18 @@ per process (built on first need) holds
     PyObject *llgrad_trampoline(PyObject *self, PyObject *arg)    -- METH_O
         fn = PyLong_AsVoidPtr(self); ctx = PyLong_AsVoidPtr(arg)
         (either NULL: return NULL with an exception set)
-        save = PyEval_SaveThread(); fn(ctx); PyEval_RestoreThread(save)
+        save = PyEval_SaveThread()
+        llgrad_active_threads += 1; fn(ctx); llgrad_active_threads -= 1    (atomic)
+        PyEval_RestoreThread(save)
         Py_IncRef(Py_None); return Py_None
 
 and `caller(address)` makes a builtin of it (PyCFunction_NewEx) whose `self` is the entry's
 address, so `caller(address)(ctx_address)` does what `CFUNCTYPE(None, c_void_p)(address)`
 did, the GIL released around the native call exactly as ctypes releases it (kernels run for
-milliseconds and start threads of their own).
+milliseconds and start threads of their own). It counts the caller in and out of the
+threads running llgrad code (native/cpus.py), which the thread pool reads to keep them
+within the CPUs; a builtin holds what its address holds (jit.CodeAddress: the code's
+Compiled), so the code it calls stays loaded for as long as the builtin lives.
 
 The module calls the C API through symbols of its own, each given this process's address
 with add_symbol before the code is linked, so its object file holds no address and goes to
@@ -32,7 +37,7 @@ import time
 
 from llvmlite import ir
 
-from . import jit
+from . import cpus, jit, keys
 
 METH_O = 0x0008
 _NAME = "llgrad_trampoline"
@@ -111,7 +116,11 @@ def _module():
     b.cbranch(bad, fail, go)
     b.position_at_end(go)
     save = b.call(api["PyEval_SaveThread"], [])
+    active, _ = cpus.declare(mod)
+    one = ir.Constant(ir.IntType(64), 1)
+    b.atomic_rmw("add", active, one, "monotonic")
     b.call(_callee(target, ir.FunctionType(ir.VoidType(), [ptr])), [ctx])   # the kernel
+    b.atomic_rmw("sub", active, one, "monotonic")
     b.call(api["PyEval_RestoreThread"], [save])
     b.call(api["Py_IncRef"], [none])
     b.ret(none)
@@ -160,6 +169,7 @@ class _Trampoline:
     def caller(self, address):
         me = _Address(address)
         me.owner = self
+        me.code = getattr(address, "code", None)    # (keeps the entry's code loaded)
         return self._new(ctypes.addressof(self.method), me)
 
     def self_test(self):
@@ -184,7 +194,7 @@ def _build():
     jit.add_symbol(_PREFIX + "_Py_NoneStruct", id(None))       # (CPython: id is the address)
     jit.add_symbol(_PREFIX + "PyExc_ValueError",
                    ctypes.addressof(ctypes.c_void_p.in_dll(api, "PyExc_ValueError")))
-    key = jit.key_for("llgrad trampoline", "python %d.%d" % sys.version_info[:2])
+    key = keys.key_for("llgrad trampoline", "python %d.%d" % sys.version_info[:2])
     global origin
     compiled = jit.load_private(key, [_NAME, _PROBE])
     origin = "disk cache"
@@ -230,3 +240,11 @@ def _reset():
     global _state, build_seconds, failure, origin
     with _lock:
         _state = build_seconds = failure = origin = None
+
+
+def _after_fork_in_child():
+    _lock._at_fork_reinit()         # (a thread of the parent may have been building it)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

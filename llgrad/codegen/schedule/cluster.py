@@ -22,7 +22,7 @@ import math
 from ...ir.geometry import contiguous_strides
 from ..lowerings.fusion import Expr
 from ..lowerings.loops import Access, float32_sum_hints, normalize
-from .merge import Fused, fused, merge, place
+from .merge import FusedGroup, fused_in_order, join_groups, place_fused
 from ..lowerings.ops_reduce import reduced_dims
 from ..lowerings.parallel import MIN_WORK_PER_THREAD, Partial, cost, parallel_loops
 from ..lowerings.scalar import F64, Scalar
@@ -30,8 +30,8 @@ from ..lowerings.scalar import F64, Scalar
 _REDUCTIONS = ("sum", "mean")
 
 
-class Cluster(Fused):
-    KIND = "cluster"
+class Cluster(FusedGroup):
+    LOOP = "cluster"
 
     def __init__(self, shape):
         super().__init__(shape)
@@ -39,16 +39,16 @@ class Cluster(Fused):
 
     def add(self, grp):
         super().add(grp)
-        if grp.kind == "reduce":
+        if grp.loop == "reduce":
             self.reductions.append(grp.root)
 
 
 def _loop_shape(grp):
     """The iteration shape of a group that may join a cluster, else None."""
     node = grp.root
-    if grp.kind == "elementwise":
+    if grp.loop == "elementwise":
         return tuple(node.outputs[0].type.shape)
-    if grp.kind == "reduce" and node.op in _REDUCTIONS:
+    if grp.loop == "reduce" and node.op in _REDUCTIONS:
         x = node.inputs[0]
         if reduced_dims(node) == set(range(len(x.type.shape))) and node.attrs.get("dtype") is None and \
                 node.outputs[0].type.dtype in ("float32", "float64"):
@@ -64,30 +64,30 @@ def merge_loops(plan):
     def pick(grp, m):
         shape = _loop_shape(grp)
         c = open_by_shape.get(shape) if shape is not None else None
-        if c is not None and (c.sealed or not _can_join(c, grp, m)):
+        if c is not None and (c.sealed or c.full_for(grp) or not _can_join(c, grp, m)):
             c = None
         if c is None and shape is not None and shape and all(n > 0 for n in shape):
             c = open_by_shape[shape] = Cluster(shape)
         return c
 
-    cluster_of = merge(plan, pick)
-    keep = [c for c in fused(cluster_of) if len(c.parts) >= 2 or _big_total(c)]
+    cluster_of = join_groups(plan, pick)
+    keep = [c for c in fused_in_order(cluster_of) if len(c.parts) >= 2 or _big_total(c)]
     for c in keep:
         _finish(plan, c)
-    return place(plan, cluster_of, keep)
+    return place_fused(plan, cluster_of, keep)
 
 
 def _can_join(c, grp, m):
     reads = m.inside_reads(c, grp)
     # an elementwise member's own value (not a reduction's result, nor a view of a value)
-    return reads is not None and all(p.kind == "elementwise" and leaf is p.root.outputs[0]
+    return reads is not None and all(p.loop == "elementwise" and leaf is p.root.outputs[0]
                                      for leaf, p in reads)
 
 
 def _big_total(c):
     """A lone full sum/mean big enough for threads: as a cluster it runs on all of them
     (ops_reduce's loops are serial)."""
-    return len(c.parts) == 1 and c.parts[0].kind == "reduce" and \
+    return len(c.parts) == 1 and c.parts[0].loop == "reduce" and \
         math.prod(c.shape) * cost(c.parts[0].members) >= 2 * MIN_WORK_PER_THREAD
 
 
@@ -95,10 +95,10 @@ def _finish(plan, c):
     members = [n for grp in c.parts for n in grp.members]
     c.members = members
     inside = set(members)
-    computed = {grp.root.outputs[0] for grp in c.parts if grp.kind == "elementwise"}
+    computed = {grp.root.outputs[0] for grp in c.parts if grp.loop == "elementwise"}
     escaping = set(plan.escaping)
     c.results = [grp.root.outputs[0] for grp in c.parts
-                 if grp.kind == "reduce" or grp.root.outputs[0] in escaping or
+                 if grp.loop == "reduce" or grp.root.outputs[0] in escaping or
                  any(n not in inside for n in plan.consumers[grp.root.outputs[0]])]
     c.leaves = []
     for grp in c.parts:

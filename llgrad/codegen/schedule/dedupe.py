@@ -71,9 +71,9 @@ def group_key(plan, grp, bufs):
         nodes.append((n.op, attrs, ins, view, tuple(str(o.type) for o in n.outputs)))
     results = tuple(ref(v) + (param.get(id(plan.buffers.get(v))),) for v in grp.results)
     leaves = tuple(ref(v) for v in grp.leaves)
-    params = tuple((b.kind, b.dtype, b.numel) for b in bufs)
+    params = tuple((b.role, b.dtype, b.numel) for b in bufs)
     options = tuple(sorted(getattr(plan, "options", {}).items()))
-    return (grp.kind, tuple(nodes), results, leaves, params, options)
+    return (grp.loop, tuple(nodes), results, leaves, params, options)
 
 
 _PARAM = re.compile(r'%"?(b[0-9x]+)"?(?![0-9A-Za-z_.])')

@@ -1,19 +1,20 @@
 """Greedy fusion of groups into one loop nest, shared by cluster.py (elementwise groups and
 full sums over one shape) and rows.py (row fusion across partial reductions).
 
-`merge(plan, pick)` walks the groups in order; `pick(grp, m)` names the open fused group
+`join_groups(plan, pick)` walks the groups in order; `pick(grp, m)` names the open fused group
 grp joins, or None. A group that depends on a fused group without joining it *seals* it:
 the fused group runs where its last member was, so whatever depends on it must come after
 and nothing later may join. Groups in between that do not depend on it run before it, so
-moving the members together keeps every value computed before it is read. `place` then
+moving the members together keeps every value computed before it is read. `place_fused` then
 puts each kept fused group where its last member was."""
-from .plan import Group, root_of
+from ..lowerings.parallel import cost
+from .plan import MAX_LOOP_COST, Group, root_of
 
 
-class Fused(Group):
+class FusedGroup(Group):
     """Member groups (`parts`, in their original order) fused into one loop nest over
     `shape`; `results` are the values stored for readers outside it (set when finished)."""
-    KIND = "fused"
+    LOOP = "fused"
 
     def __init__(self, shape):
         super().__init__(None, None)
@@ -21,21 +22,27 @@ class Fused(Group):
         self.parts = []
         self.sealed = False
         self.results = []
+        self.cost = 0               # its members' OpDef.cost, against MAX_LOOP_COST
 
     @property
-    def kind(self):
-        return self.KIND
+    def loop(self):
+        return self.LOOP
 
     def add(self, grp):
         self.parts.append(grp)
         self.root = grp.root
+        self.cost += cost(grp.members)
+
+    def full_for(self, grp):
+        """Whether grp would take the loop body past its budget (plan._fusion says why)."""
+        return bool(self.parts) and self.cost + cost(grp.members) > MAX_LOOP_COST
 
     def __repr__(self):
-        return f"<{self.kind} {self.index}: {len(self.parts)} groups over {self.shape}>"
+        return f"<{self.loop} {self.index}: {len(self.parts)} groups over {self.shape}>"
 
 
-class Merge:
-    """What pick() consults: which group writes a value, which fused group a group
+class Joining:
+    """The state of join_groups that pick() consults: which group writes a value, which fused group a group
     joined, and which fused groups each group depends on (directly or through others)."""
 
     def __init__(self, plan):
@@ -58,9 +65,9 @@ class Merge:
         return out
 
 
-def merge(plan, pick):
+def join_groups(plan, pick):
     """{group: the fused group it joined} (fused groups have .add, .sealed)."""
-    m = Merge(plan)
+    m = Joining(plan)
     for grp in plan.groups:
         deps = set()
         for leaf in grp.leaves:
@@ -81,12 +88,12 @@ def merge(plan, pick):
     return m.cluster_of
 
 
-def fused(cluster_of):
+def fused_in_order(cluster_of):
     """The fused groups, in the order their first member comes."""
     return list(dict.fromkeys(cluster_of.values()))
 
 
-def place(plan, cluster_of, keep):
+def place_fused(plan, cluster_of, keep):
     """The new group list: each fused group in keep where its last member was (the members
     of the others stay as they were), renumbered."""
     last = {}

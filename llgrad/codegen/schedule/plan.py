@@ -22,18 +22,20 @@ from ...ir.graph import StackType, Value
 from ...ir.optable import OPS
 from ...ir.geometry import contiguous_strides
 from ..lowerings.loops import Access
+from ..lowerings.parallel import cost
 from ..lowerings.scalar import ITEMSIZE
-from ..lowerings.table import kind_of
+from ..lowerings.table import form_of
 
 ALIGN = 64
+MAX_LOOP_COST = 256            # a loop body's budget of OpDef.cost units (see _fusion)
 _END = object()
 
 
 class Buffer:
-    """kind: input | output | scratch | temp | constant | stack (a descriptor: stacks.py)."""
+    """role: input | output | scratch | temp | constant | stack (a descriptor: stacks.py)."""
 
-    def __init__(self, kind, dtype, numel, value=None, index=None):
-        self.kind, self.dtype, self.numel = kind, dtype, numel
+    def __init__(self, role, dtype, numel, value=None, index=None):
+        self.role, self.dtype, self.numel = role, dtype, numel
         self.value = value          # the root Value (None for temps)
         self.index = index          # graph input index (inputs)
         self.slot = None            # index in the entry's pointer array
@@ -45,7 +47,7 @@ class Buffer:
         return self.numel * ITEMSIZE[self.dtype]
 
     def __repr__(self):
-        return f"<{self.kind} buffer {self.dtype}[{self.numel}] slot={self.slot}>"
+        return f"<{self.role} buffer {self.dtype}[{self.numel}] slot={self.slot}>"
 
 
 class Group:
@@ -60,8 +62,10 @@ class Group:
         self.results = list(root.outputs) if root is not None else []
 
     @property
-    def kind(self):
-        return kind_of(self.root)
+    def loop(self):
+        """The loop structure of its code: the form of its root's lowering (elementwise,
+        reduce, kernel); a fused group is "rows" or "cluster" (merge.py)."""
+        return form_of(self.root)
 
     def __repr__(self):
         return f"<group {self.index} {self.root.op} +{len(self.members) - 1} fused>"
@@ -121,27 +125,37 @@ class Plan:
     @staticmethod
     def iter_shape(node):
         """The shape a node's loop runs over (what an inlined producer must have)."""
-        if kind_of(node) == "reduce":
+        if form_of(node) == "reduce":
             return node.inputs[0].type.shape
         return node.outputs[0].type.shape
 
     def _fusion(self):
+        """The elementwise nodes inlined into their one consumer's loop. A loop body stops
+        growing at MAX_LOOP_COST (its nodes' OpDef.cost): LLVM's time on one basic block
+        grows faster than its size, and past a few hundred ops a stored intermediate costs
+        far less than the block's compile time (a chain of 1,000 fused ops compiled in
+        ~20 s; cut at the budget, in linear time)."""
         escaping = set(self.escaping)
         inlined = set()
+        size = defaultdict(int)         # node -> cost of its loop body so far
         for node in self.nodes:
-            if kind_of(node) != "elementwise":
+            own = size[node] + cost((node,))
+            if form_of(node) != "elementwise":
                 continue
             out = node.outputs[0]
             cons = self.consumers[out]
             if out in escaping or len(cons) != 1:
                 continue
             c = cons[0]
-            if kind_of(c) not in ("elementwise", "reduce"):
+            if form_of(c) not in ("elementwise", "reduce"):
                 continue
-            if kind_of(c) == "reduce" and c.inputs[0] is not out:
+            if form_of(c) == "reduce" and c.inputs[0] is not out:
                 continue
             if out.type.shape != self.iter_shape(c):
                 continue
+            if size[c] + own + cost((c,)) > MAX_LOOP_COST:
+                continue
+            size[c] += own
             inlined.add(node)
         return inlined
 
@@ -149,7 +163,7 @@ class Plan:
         groups = []
         order = {n: i for i, n in enumerate(self.nodes)}
         for node in self.nodes:
-            k = kind_of(node)
+            k = form_of(node)
             if k in ("view", "constant") or node in self.inlined:
                 continue
             g = Group(len(groups), node)
@@ -195,7 +209,7 @@ class Plan:
                 continue
             self.buffers[v] = Buffer("input", v.type.dtype, v.type.numel, v, i)
         for node in self.nodes:
-            if kind_of(node) == "constant":
+            if form_of(node) == "constant":
                 v = node.outputs[0]
                 self.buffers[v] = Buffer("constant", v.type.dtype, v.type.numel, v)
         out_roots = {root_of(v) for v in self.escaping}
@@ -218,7 +232,7 @@ class Plan:
                 b = self.buffers[root_of(leaf)]
                 b.last = grp.index if b.last is None else max(b.last, grp.index)
         for b in self.buffers.values():
-            if b.kind == "stack":               # the Kernel reads it after the call
+            if b.role == "stack":               # the Kernel reads it after the call
                 b.last = len(self.groups)
 
     def temp(self, group, dtype, numel):
@@ -239,9 +253,9 @@ class Plan:
     def finalize(self):
         """Assign pointer-array slots and arena offsets (after every prepare)."""
         ins = [self.buffers[v] for v in self.graph.inputs]
-        outs = [b for b in self.buffers.values() if b.kind == "output"]
-        scratch = [b for b in self.buffers.values() if b.kind in ("scratch", "stack")]
-        self.stacks = [b for b in scratch if b.kind == "stack"]
+        outs = [b for b in self.buffers.values() if b.role == "output"]
+        scratch = [b for b in self.buffers.values() if b.role in ("scratch", "stack")]
+        self.stacks = [b for b in scratch if b.role == "stack"]
         scratch += [t for grp in self.groups for t in grp.temps] + list(self.lengths.values())
         for b in scratch:
             if b.last is None:
@@ -323,7 +337,7 @@ def in_place_results(plan):
                 or tuple(t.strides) != tuple(contiguous_strides(t.shape)):
             continue
         k = position[final]
-        if plan.groups[k].kind not in ("elementwise", "cluster"):
+        if plan.groups[k].loop not in ("elementwise", "cluster"):
             continue
         if all(j < k or (j == k and leaf is inp) for j, leaf in readers.get(inp, ())):
             chosen[final] = inp

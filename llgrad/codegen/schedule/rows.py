@@ -35,18 +35,18 @@ from ...ir.graph import Value
 from ...ir.geometry import contiguous_strides
 from ..lowerings.fusion import Expr
 from ..lowerings.loops import Access, for_range
-from .merge import Fused, fused, merge, place
+from .merge import FusedGroup, fused_in_order, join_groups, place_fused
 from ..lowerings.ops_reduce import reduced_dims
 from ..lowerings.parallel import Partial, cost, parallel_range
 from .plan import root_of
 from ..lowerings.scalar import F64, Scalar, mem_type
-from ..lowerings.table import kind_of
+from ..lowerings.table import form_of
 
 ROW_BUFFER_BYTES = 256 * 1024   # per thread; larger rows use the ordinary groups
 
 
-class RowCluster(Fused):
-    KIND = "rows"
+class RowCluster(FusedGroup):
+    LOOP = "rows"
 
 
 def reduction_kind(node, shape):
@@ -72,11 +72,11 @@ def _space(grp):
     """(S, role) a group could join a row cluster over S with; None if it cannot."""
     node = grp.root
     out = node.outputs[0].type.shape
-    if grp.kind == "elementwise":
+    if grp.loop == "elementwise":
         if len(out) >= 2 and all(n > 0 for n in out):
             return tuple(out), ("row" if out[-1] == 1 else "S")
         return None
-    if grp.kind == "reduce" and node.op in ("sum", "mean"):
+    if grp.loop == "reduce" and node.op in ("sum", "mean"):
         shape = tuple(node.inputs[0].type.shape)
         if len(shape) >= 2 and all(n > 0 for n in shape) and reduction_kind(node, shape):
             return shape, "reduce"
@@ -86,16 +86,16 @@ def _space(grp):
 def merge_rows(plan):
     """plan.groups with row clusters in place of their members."""
     open_by_shape = {}
-    cluster_of = merge(plan, lambda grp, m: _cluster_for(grp, open_by_shape, m))
+    cluster_of = join_groups(plan, lambda grp, m: _cluster_for(grp, open_by_shape, m))
     keep = []
-    for c in fused(cluster_of):
-        if len(c.parts) >= 2 and any(p.kind == "reduce" and
+    for c in fused_in_order(cluster_of):
+        if len(c.parts) >= 2 and any(p.loop == "reduce" and
                                      reduction_kind(p.root, c.shape) == "row" for p in c.parts):
             _finish(plan, c)
             c.state["sched"] = sched = _Schedule(c)
             if len(sched.buffered) * c.shape[-1] * 8 <= ROW_BUFFER_BYTES:
                 keep.append(c)
-    return place(plan, cluster_of, keep)
+    return place_fused(plan, cluster_of, keep)
 
 
 def _cluster_for(grp, open_by_shape, m):
@@ -109,12 +109,12 @@ def _cluster_for(grp, open_by_shape, m):
         c = cands[0] if cands else None
     else:
         c = open_by_shape.get(shape)
-        if c is None or c.sealed:
+        if c is None or c.sealed or c.full_for(grp):
             if shape[-1] * 8 > ROW_BUFFER_BYTES:
                 return None
             c = open_by_shape[shape] = RowCluster(shape)
             return c
-    if c is None or c.sealed or not _can_join(c, grp, m):
+    if c is None or c.sealed or c.full_for(grp) or not _can_join(c, grp, m):
         return None
     return c
 
@@ -127,7 +127,7 @@ def _can_join(c, grp, m):
     for leaf, p in reads:
         if leaf not in p.results or root_of(leaf) is not leaf:
             return False                # a view of a value of the cluster
-        if p.kind == "reduce" and reduction_kind(p.root, c.shape) != "row":
+        if p.loop == "reduce" and reduction_kind(p.root, c.shape) != "row":
             return False                # a column or full total: complete after the rows
         if tuple(leaf.type.shape) not in shapes:
             return False
@@ -141,7 +141,7 @@ def _finish(plan, c):
     computed = {n.outputs[0] for n in c.members}
     escaping = set(plan.escaping)
     c.results = [n.outputs[0] for n in c.members
-                 if n.outputs[0] in escaping or kind_of(n) == "reduce"
+                 if n.outputs[0] in escaping or form_of(n) == "reduce"
                  and reduction_kind(n, c.shape) != "row"
                  or any(m not in inside for m in plan.consumers[n.outputs[0]])]
     c.leaves = []
@@ -163,7 +163,7 @@ class _Schedule:
         for n in c.members:
             v = n.outputs[0]
             ins = [x for x in n.inputs if isinstance(x, Value) and x in member_out]
-            if kind_of(n) == "reduce":
+            if form_of(n) == "reduce":
                 self.role[n] = reduction_kind(n, S)
                 self.stage[n] = max([self.stage[x.node] for x in ins], default=0)
                 if self.role[n] == "row":

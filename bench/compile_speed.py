@@ -1,0 +1,139 @@
+"""Trace and compile time, and peak memory, against graph size: a chain of residual
+MLP/LayerNorm blocks (forward and backward), each size in a fresh process, with a cold
+kernel cache and then a warm one; and a stack of identical transformer-like blocks
+against one block.
+
+    python bench/compile_speed.py [--blocks 1,4,16,64,128] [--width 16] [--stack 12]
+
+One thread (LLGRAD_NUM_THREADS=1). "ops" counts the forward and backward IR nodes.
+Peak memory is the process's maximum resident set (trace + compile + run) less the
+resident set after `import llgrad` and building the inputs."""
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+
+
+def _child(blocks, width, kind):
+    sys.path.insert(0, ROOT)
+    import llgrad
+    import llgrad.nn.functional as F
+    from llgrad.codegen.native import jit
+
+    rng = llgrad.Generator().manual_seed(0) if hasattr(llgrad, "Generator") else None
+    del rng
+    llgrad.manual_seed(0)
+    params = []
+    for _ in range(blocks):
+        params += [llgrad.ones(width), llgrad.zeros(width),
+                   llgrad.randn(width, 2 * width) * 0.1, llgrad.zeros(2 * width),
+                   llgrad.randn(2 * width, width) * 0.1, llgrad.zeros(width)]
+    for p in params:
+        p.requires_grad_(True)
+    x = llgrad.randn(8, width)
+
+    def mlp_chain(x, *ps):
+        for i in range(blocks):
+            g, b, w1, b1, w2, b2 = ps[6 * i:6 * i + 6]
+            h = F.layer_norm(x, (width,), g, b)
+            x = x + F.gelu(h @ w1 + b1) @ w2 + b2
+        return (x * x).mean()
+
+    if kind == "stack":             # identical transformer encoder blocks
+        import llgrad.nn as nn
+        model = nn.Sequential(*[nn.TransformerEncoderLayer(width, 4, 2 * width, dropout=0.0,
+                                                           batch_first=True)
+                                for _ in range(blocks)])
+        params = list(model.parameters())
+        x = llgrad.randn(4, 16, width)
+
+        def mlp_chain(x, *ps):         # noqa: F811 (the function compiled)
+            y = model(x)
+            return (y * y).mean()
+    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    f = llgrad.compile(mlp_chain)
+    t0 = time.perf_counter()
+    loss = f(x, *params)
+    loss.backward()
+    first = time.perf_counter() - t0
+    loss = f(x, *params)        # (the second call runs native code: built by now)
+    loss.backward()
+    entry = f.entries[-1]
+    t = entry.timings
+    n_ops = len(entry.forward.nodes) + (len(entry.backward.nodes) if entry.backward else 0)
+    # the compiled result must be eager's
+    for p in params:
+        p.grad = None
+    with llgrad.no_grad():
+        pass
+    eager = mlp_chain(x, *params)
+    assert abs(eager.item() - loss.item()) <= 1e-5 * max(1.0, abs(eager.item())), \
+        (eager.item(), loss.item())
+    rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({
+        "blocks": blocks, "ops": n_ops, "first_call": first,
+        "trace": t.get("trace_total", 0.0), "forward": t.get("forward", 0.0),
+        "backward": t.get("backward", 0.0), "how": t.get("forward_how", ""),
+        "llvm_builds": getattr(jit, "stats", {}).get("compiles", None)
+        if isinstance(getattr(jit, "stats", None), dict) else None,
+        "peak_mib": (rss1 - rss0) / 1024.0}))
+
+
+def _run(blocks, width, cache, kind="mlp"):
+    env = dict(os.environ, LLGRAD_NUM_THREADS="1", LLGRAD_CACHE_DIR=cache,
+               LLGRAD_QUIET="1", PYTHONPATH=ROOT)
+    out = subprocess.run([sys.executable, __file__, "--child", str(blocks), "--width",
+                          str(width), "--kind", kind], env=env, capture_output=True,
+                         text=True, timeout=1800)
+    if out.returncode != 0:
+        raise SystemExit(f"child failed ({blocks} blocks):\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _stack(n, width=64):
+    """One transformer block against a stack of n identical ones, cold cache."""
+    with tempfile.TemporaryDirectory() as cache:
+        one = _run(1, width, cache, "stack")
+    with tempfile.TemporaryDirectory() as cache:
+        many = _run(n, width, cache, "stack")
+    t1, tn = one["forward"] + one["backward"], many["forward"] + many["backward"]
+    print(f"transformer blocks (width {width}): 1 block {one['ops']} ops, trace "
+          f"{one['trace']:.2f} s, compile {t1:.2f} s; {n} blocks {many['ops']} ops, trace "
+          f"{many['trace']:.2f} s, compile {tn:.2f} s ({tn / t1:.2f}x)", flush=True)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--blocks", default="1,4,16,64,128,256")
+    p.add_argument("--width", type=int, default=16)
+    p.add_argument("--child", type=int, default=None)
+    p.add_argument("--kind", default="mlp")
+    p.add_argument("--stack", type=int, default=12)
+    args = p.parse_args(argv)
+    if args.child is not None:
+        return _child(args.child, args.width, args.kind)
+    _stack(args.stack)
+    print(f"{'blocks':>6} {'ops':>6} {'trace s':>8} {'ms/op':>6} {'compile s':>9} "
+          f"{'ms/op':>6} {'warm s':>7} {'peak MiB':>8}")
+    rows = []
+    for n in [int(b) for b in args.blocks.split(",")]:
+        with tempfile.TemporaryDirectory() as cache:
+            cold = _run(n, args.width, cache)
+            warm = _run(n, args.width, cache)
+        comp = cold["forward"] + cold["backward"]
+        rows.append((n, cold, warm))
+        print(f"{n:>6} {cold['ops']:>6} {cold['trace']:>8.3f} "
+              f"{1e3 * cold['trace'] / cold['ops']:>6.3f} {comp:>9.3f} "
+              f"{1e3 * comp / cold['ops']:>6.3f} {warm['forward'] + warm['backward']:>7.3f} "
+              f"{cold['peak_mib']:>8.1f}", flush=True)
+    return rows
+
+
+if __name__ == "__main__":
+    main()
