@@ -1,4 +1,5 @@
-"""Command line: `python -m llgrad demo`, `python -m llgrad dump FILE.py:FUNC --args ...`."""
+"""Command line: `python -m llgrad demo`, `python -m llgrad dump FILE.py:FUNC --args ...`
+(`--llvm --asm --python --dot --svg`), `python -m llgrad --version`."""
 import argparse
 import re
 import sys
@@ -29,8 +30,38 @@ def _example(spec):
                         llgrad.int32 if dt == "i32" else llgrad.bool)
 
 
-def dump(target, arg_specs, python=False):
-    """Print the dumps of FILE.py:FUNC compiled for arguments of the given types."""
+def dump(target, arg_specs, python=False, llvm=False, asm=False, dot=False, svg=None,
+         out=None):
+    """Print the dumps of FILE.py:FUNC compiled for arguments of the given types (with
+    dot: the graphs as Graphviz DOT; with svg: write them as an SVG picture to svg)."""
+    cf, args = _compiled(target, arg_specs)
+    if svg is not None:
+        from llgrad.compile.dot import dot_program, entry_model, render_svg
+        entry = cf._entry_for(args, {})
+        if entry is None:
+            raise SystemExit(f"llgrad dump --svg: {cf.dump(*args).strip()}")
+        if not dot_program():
+            sys.stderr.write("llgrad dump --svg: Graphviz's `dot` program is not installed "
+                             "(apt install graphviz, brew install graphviz, conda install "
+                             "graphviz); drawing with llgrad's own simple layout instead "
+                             "(--dot prints the DOT text for another renderer)\n")
+        text, how = render_svg(entry_model(entry))
+        with open(svg, "w") as f:
+            f.write(text)
+        print(f"wrote {svg} ({how})")
+        return
+    text = cf.dump(*args, format="dot") if dot else \
+        cf.dump(*args, python=python, llvm=llvm, asm=asm)
+    if out:
+        with open(out, "w") as f:
+            f.write(text)
+        print(f"wrote {out}")
+    else:
+        print(text)
+
+
+def _compiled(target, arg_specs):
+    """(the compiled function FILE.py:FUNC names, example arguments of the given types)."""
     import importlib.util
 
     import llgrad
@@ -46,23 +77,64 @@ def dump(target, arg_specs, python=False):
     fn = getattr(module, func, None)
     if fn is None:
         raise SystemExit(f"llgrad dump: {path} has no function {func!r}")
-    cf = fn if isinstance(fn, CompiledFunction) else llgrad.compile(fn)
+    cf = getattr(fn, "_compiled", fn)
+    cf = cf if isinstance(cf, CompiledFunction) else llgrad.compile(fn)
     args = [_example(s) for s in arg_specs.split()] if arg_specs else []
-    print(cf.dump(*args, python=python))
+    return cf, args
+
+
+def version():
+    """llgrad's version and what it runs on."""
+    import platform
+
+    import llvmlite
+    import llvmlite.binding as llvm
+    import numpy
+
+    from .version import __version__
+    return (f"llgrad {__version__} (Python {platform.python_version()}, NumPy "
+            f"{numpy.__version__}, llvmlite {llvmlite.__version__}, LLVM "
+            f"{'.'.join(map(str, llvm.llvm_version_info))})")
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m llgrad")
-    sub = p.add_subparsers(dest="cmd", required=True)
+    p.add_argument("--version", action="store_true", help="print the version and exit")
+    sub = p.add_subparsers(dest="cmd")
     sub.add_parser("demo", help="train a classifier with a compiled training step")
+    c = sub.add_parser("coverage", help="which public names of PyTorch llgrad has")
+    c.add_argument("--counts-only", action="store_true", help="the counts, not missing names")
+    c.add_argument("--markdown", action="store_true", help="the counts as a Markdown table")
     d = sub.add_parser("dump", help="print the IR dumps of a compiled function")
     d.add_argument("target", help="FILE.py:FUNC")
     d.add_argument("--args", default="", help='argument types, e.g. "f32[32,64] f32[64,10]"')
+    d.add_argument("--llvm", action="store_true",
+                   help="add the loop plan and the LLVM IR before and after optimisation")
+    d.add_argument("--asm", action="store_true", help="add the host assembly")
+    d.add_argument("--python", action="store_true", help="add the graphs as Python source")
+    d.add_argument("--dot", action="store_true",
+                   help="print the forward and backward graphs as Graphviz DOT instead")
+    d.add_argument("--svg", nargs="?", const="", default=None, metavar="FILE",
+                   help="write the graphs as an SVG picture (default FUNC.svg), through "
+                        "Graphviz's dot where installed")
+    d.add_argument("-o", "--output", default=None, help="write the dump to this file")
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.version:
+        print(version())
+        return 0
+    if args.cmd is None:
+        p.error("a command is required (demo, dump, coverage) or --version")
     if args.cmd == "demo":
         demo()
+    elif args.cmd == "coverage":
+        from .coverage import main as coverage
+        return coverage(show_missing=not args.counts_only, as_markdown=args.markdown)
     else:
-        dump(args.target, args.args)
+        svg = args.svg
+        if svg == "":
+            svg = args.output or f"{args.target.rpartition(':')[2]}.svg"
+        dump(args.target, args.args, python=args.python, llvm=args.llvm, asm=args.asm,
+             dot=args.dot, svg=svg, out=args.output if svg is None else None)
     return 0
 
 

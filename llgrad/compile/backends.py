@@ -10,6 +10,7 @@ outputs; the entry keeps them (forward_run / backward_run).
 
 The backend is chosen once, when compile() is called (`backend=` or LLGRAD_BACKEND)."""
 import os
+import time
 import warnings
 
 import numpy as np
@@ -17,6 +18,7 @@ import numpy as np
 from ..ir.graph import StackType
 from ..ir.interpret import evaluate
 from ..ir.geometry import contiguous_strides
+from . import log
 
 
 class Interpreter:
@@ -67,6 +69,11 @@ class Native(Interpreter):
         kernel = self.kernel(entry, "backward")
         if kernel is None:
             return Interpreter.backward(self, entry)
+        return self.backward_of(entry, kernel)
+
+    @staticmethod
+    def backward_of(entry, kernel):
+        """The backward run of entry through kernel (its own, or a timed copy of it)."""
         # cotangents may arrive expanded: the kernel reads dense ones, so a feed for a
         # C-contiguous input that is not C-contiguous is copied (byte strides first: the
         # cheap test that passes on every call that needs no copy)
@@ -126,7 +133,7 @@ def forward_run(entry):
     """The entry's forward on its backend, made once and kept."""
     run = entry._forward_run
     if run is None:
-        run = entry._forward_run = entry.backend.forward(entry)
+        run = entry._forward_run = _build(entry, "forward")
     return run
 
 
@@ -134,7 +141,39 @@ def backward_run(entry):
     """The entry's backward on its backend, made once and kept."""
     run = entry._backward_run
     if run is None:
-        run = entry._backward_run = entry.backend.backward(entry)
+        run = entry._backward_run = _build(entry, "backward")
+    return run
+
+
+on_build = None     # instrument.py's hook while a profile or the perf log is on
+
+
+def _build(entry, which):
+    """Make the run of entry's `which` graph, timed for the compile log and the progress
+    line (log.py), and noting where the kernel came from (built, or found in a cache)."""
+    t0 = time.perf_counter()        # (the first build imports codegen: that counts too)
+    native = entry.backend.name == "llvm"
+    if native:
+        from ..codegen.native import jit
+        before = dict(getattr(jit, "stats", {}))
+    run = getattr(entry.backend, which)(entry)
+    seconds = time.perf_counter() - t0
+    kernel = entry.kernels.get(which)
+    if isinstance(kernel, str):
+        how = kernel
+    elif kernel is None or not native:
+        how = f"{entry.backend.name} backend"
+    else:
+        stats = getattr(jit, "stats", {})
+        delta = {k: v - before.get(k, 0) for k, v in stats.items()}
+        groups = len(kernel.plan.groups)
+        how = (f"LLVM (optimised and compiled), {groups} groups" if delta.get("codegen")
+               else f"loaded from the disk cache, {groups} groups" if delta.get("loaded")
+               else f"found in memory (same graph compiled before), {groups} groups")
+    log.built(entry, which, seconds, how)
+    hook = on_build
+    if hook is not None:
+        run = hook(entry, which, run, seconds)
     return run
 
 

@@ -12,7 +12,8 @@ import numpy as np
 from ..runtime import grad_mode
 from .fastpath import fresh_tensors
 from .backends import backward_run
-from ..runtime.node import FREED, Node, SavedTensor, _sequence, fix_grads, gradient_edge, user_location
+from ..runtime.node import Node, _sequence, fix_grads, gradient_edge
+from ..runtime.saved_tensor import FREED, SavedTensor, user_location
 from ..runtime.tensor import Tensor
 from ..tracer.control_ops import replay
 

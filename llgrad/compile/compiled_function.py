@@ -9,16 +9,22 @@ runs the call eagerly, with a warning once per reason naming the user's line
 container, a number in a global) is not kept, since a compiled call could not replay that."""
 import functools
 import threading
+import time
 import warnings
+import weakref
 
 from ..runtime import trace_state
 from ..tracer.trace import ControlFlowError, TraceError
-from .dump import _dump_to_env, format_entry
+from . import log
+from .dot import entry_dot
+from .dump import DumpText, _dump_to_env, format_entry
 from .entry import trace_entry
 from .fastpath import fast_key, plain_function
 from .guard_walker import make_walker
-from .guards import collect, hooked, identity, without_grads
+from .guards import collect, hooked, without_grads
 from .module import CompiledModule, is_module
+from .readable import Names, differences, guard_lines, nearest, why_retrace
+from .side_effects import python_changes, readable_change, tensor_changes
 from .backends import backend as get_backend
 from .backends import backward_run, forward_run
 from .run import _MISS, _RUN_EAGERLY, _first_result, entry_runner
@@ -29,6 +35,8 @@ MAX_WALKERS = 4
 
 
 EAGER = "eager"     # a cache entry: calls with this key run the function eagerly
+
+registry = weakref.WeakSet()    # every CompiledFunction (the profiler times their entries)
 
 
 class CompiledFunction:
@@ -57,6 +65,9 @@ class CompiledFunction:
         self._walkers = []          # guard walks compiled for calls with objects (at most
         #                             MAX_WALKERS structures): guard_walker.py
         self._walker_tries = 0
+        self.graph_breaks = []      # why calls ran eagerly: [reason], in order (explain.py)
+        self._eager_reasons = {}    # guard key -> why its calls run eagerly
+        registry.add(self)
 
     def __get__(self, obj, objtype=None):
         if obj is None:
@@ -72,6 +83,8 @@ class CompiledFunction:
             return self.fn(*args, **kwargs)       # debug mode: the original function
         if trace_state.state.tracer is not None:
             return self._traced_fn()(*args, **kwargs)     # inlined into a trace
+        if trace_state.state.vmap_levels:
+            return self.fn(*args, **kwargs)     # under llgrad.func.vmap: its batched ops
         fast = None if kwargs or not self._plain else fast_key(args)
         if fast is None:
             for walk in self._walkers:
@@ -108,7 +121,7 @@ class CompiledFunction:
             if out is not _MISS:
                 return self.fn(*args, **kwargs) if out is _RUN_EAGERLY else out
             if self.n_traces >= self.recompile_limit:
-                self._warn_limit(guards)
+                self._warn_limit(guards, tensors, args, kwargs)
                 return self.fn(*args, **kwargs)
             return self._trace_call(tensors, guards, entered, key, n_own, args, kwargs)
 
@@ -117,7 +130,10 @@ class CompiledFunction:
         no Python state changed, or put the state back and run eagerly where it cannot be
         traced."""
         snapshot = StateSnapshot([t for _, t in tensors], entered)
+        if (self.entries or self._not_kept) and log.enabled("recompiles"):
+            log.emit("recompiles", "%s", why_retrace(self, key, guards, tensors, args, kwargs))
         self.n_traces += 1
+        t0 = time.perf_counter()
         try:
             entry, result = trace_entry(getattr(self.fn, "__name__", "f"), self._resolved,
                                         self._traced_fn(), tensors, guards, args, kwargs,
@@ -128,29 +144,44 @@ class CompiledFunction:
                 raise
             # trace the function as it is: its tensor conditions become value guards
             self._converted = (self.fn, None)
-            self._warn_once(f"tensor-dependent control flow left as Python (value guards): "
-                            f"{str(e).splitlines()[0]}")
+            reason = f"tensor-dependent control flow left as Python (value guards): " \
+                     f"{str(e).splitlines()[0]}"
+            self._break(reason, eager=False)
+            self._warn_once(reason)
             return self._trace_call(tensors, guards, entered, key, n_own, args, kwargs)
         except TraceError as e:
             snapshot.restore()
             self._add(key, n_own, EAGER)
-            return self._eagerly(str(e).split("\n")[0], args, kwargs)
+            return self._eagerly(str(e).split("\n")[0], args, kwargs, key)
         foreign = snapshot.foreign_random()
         if foreign is not None:     # (the traced run was eager's: its result stands)
             self._add(key, n_own, EAGER)
-            self._warn_once(f"running eagerly: the function draws from {foreign}, which a "
-                            "compiled call cannot replay (use llgrad's generator)")
+            reason = f"the function draws from {foreign}, which a compiled call cannot " \
+                     "replay (use llgrad's generator)"
+            self._break(reason, key=key)
+            self._warn_once(f"running eagerly: {reason}")
             return result
         after_tensors, after, after_own = collect(self.fn, args, kwargs)
-        changed = _python_changes(guards, after) or _tensor_changes(
+        changed = python_changes(guards, after) or tensor_changes(
             tensors[:n_own], after_tensors[:after_own])
         if changed:
             # (the next call, seeing the new state, traces again: an optimiser's first step,
             # which makes its state, is followed by steps that change none)
+            changed = readable_change(self.fn, args, kwargs, guards, after) or changed
             self._not_kept = f"the traced run changed {changed}"
+            if log.enabled("recompiles"):
+                log.emit("recompiles", "%s: the traced run is not kept as compiled code: %s "
+                         "(which a compiled call cannot replay); the next call traces again",
+                         entry.name, self._not_kept)
             return result
         self._not_kept = None
         self.entries.append(entry)
+        log.traced(entry, time.perf_counter() - t0)
+        if log.enabled("guards"):
+            lines = guard_lines(guards, Names(self.fn, args, kwargs), entry.forward.guards,
+                                entry.forward)
+            log.emit("guards", "%s (entry %d): %d guards\n%s", entry.name, len(self.entries),
+                     len(lines), "\n".join("  " + ln for ln in lines))
         _dump_to_env(self, entry)
         self._add(key, n_own, entry)
         return result
@@ -162,14 +193,26 @@ class CompiledFunction:
             self._grad_free[free] = self._grad_free.get(free, []) + [entry]
         self._fast.clear()            # runners made before know only the older entries
 
-    def _eagerly(self, reason, args, kwargs):
+    def _eagerly(self, reason, args, kwargs, key=None):
         """Run the call eagerly: what it does cannot be compiled (once per reason, a
         warning; with fullgraph=True an error)."""
         if self.fullgraph:
             raise TraceError(f"llgrad.compile({getattr(self.fn, '__name__', 'fn')}, "
                              f"fullgraph=True): {reason}")
+        self._break(reason, key=key)
         self._warn_once(f"running eagerly: {reason}")
         return self.fn(*args, **kwargs)
+
+    def _break(self, reason, key=None, eager=True):
+        """Note a graph break (explain.py) and log it (graph_breaks channel)."""
+        self.graph_breaks.append(reason)
+        if key is not None:
+            self._eager_reasons[key] = reason
+        if log.enabled("graph_breaks"):
+            log.emit("graph_breaks", "%s: %s: %s (call at %s)",
+                     getattr(self.fn, "__name__", "fn"),
+                     "running eagerly" if eager else "traced again as plain Python", reason,
+                     log.user_line(3))
 
     def _warn_once(self, text):
         if text not in self._warned:
@@ -228,13 +271,27 @@ class CompiledFunction:
                 run = functools.partial(_own_inputs, run, n_own)
             self._fast[fast[0]] = run
 
-    def _warn_limit(self, guards):
+    def _warn_limit(self, guards, tensors=(), args=(), kwargs=None):
         if "recompile limit" in self._warned:
             return
         self._warned.add("recompile limit")
+        if log.enabled("graph_breaks"):
+            log.emit("graph_breaks", "%s: recompile limit (%d) reached: calls with new guard "
+                     "values run eagerly (call at %s)", getattr(self.fn, "__name__", "fn"),
+                     self.recompile_limit, log.user_line(3))
         last = self.entries[-1].guard_items if self.entries else []
-        changed = [f"{n}: {dict(last).get(n)!r} -> {v!r}" for n, v in guards
-                   if dict(last).get(n) != v]
+        changed = []
+        try:
+            near = nearest(self.entries, guards)
+            if near is not None:
+                changed = [f"{failed} ({summary})" for failed, summary in
+                           differences(near.guard_items, guards,
+                                       Names(self.fn, args, kwargs or {}))]
+        except Exception:       # (a message: never in the way of the call)
+            changed = []
+        if not changed:
+            changed = [f"{n}: {dict(last).get(n)!r} -> {v!r}" for n, v in guards
+                       if dict(last).get(n) != v]
         if self._not_kept:
             changed = [f"none kept: {self._not_kept}, which a compiled call cannot replay"]
         elif not changed:   # a value read while tracing (bool(t), .item(), a mask's count)
@@ -263,35 +320,47 @@ class CompiledFunction:
         return self._converted[0]
 
     # ---- inspection ---------------------------------------------------------------------------
-    def dump(self, *args, llvm=False, asm=False, python=False, **kwargs):
+    def dump(self, *args, llvm=False, asm=False, python=False, format="text", **kwargs):
         """The forward IR, backward IR, saved values (with bytes), guards and mutated inputs
         of the specialisation these arguments select (compiling it if needed); with
         llvm=True the LLVM IR before and after optimisation, with asm=True the assembly,
-        with python=True the graphs as Python source. Changes nothing the caller can see:
-        a trace it needs runs on the state as it is and everything it wrote is put back."""
-        entered = []
-        tensors, guards, n_own = collect(self.fn, args, kwargs, entered)
-        key = tuple(v for _, v in guards)
-        entries = [e for e in self._entries_for(key, n_own) or () if e is not EAGER]
-        if not entries:
-            snapshot = StateSnapshot([t for _, t in tensors], entered)
-            try:
-                self(*args, **kwargs)
-            finally:
-                snapshot.restore()
-            entries = [e for e in self._entries_for(key, n_own) or () if e is not EAGER]
-        if not entries:
-            return (f"llgrad.compile({getattr(self.fn, '__name__', 'fn')}): no compiled "
-                    f"entry for these arguments ({self._not_kept or 'it runs eagerly'})\n")
-        entry = entries[-1]
+        with python=True the graphs as Python source; format="dot" gives the forward and
+        backward graphs in Graphviz DOT instead (dot.py). Changes nothing the caller can
+        see: a trace it needs runs on the state as it is and everything it wrote is put
+        back. Returns a str whose repr is the text itself (a REPL shows it readably)."""
+        if format not in ("text", "dot"):
+            raise ValueError(f"dump: format must be 'text' or 'dot', not {format!r}")
+        entry = self._entry_for(args, kwargs)
+        if entry is None:
+            return DumpText(f"llgrad.compile({getattr(self.fn, '__name__', 'fn')}): no "
+                            f"compiled entry for these arguments "
+                            f"({self._not_kept or 'it runs eagerly'})\n")
+        if format == "dot":
+            return DumpText(entry_dot(entry))
         if llvm or asm:
             forward_run(entry)
             if entry.backward is not None:
                 backward_run(entry)
         text = format_entry(entry, python=python, llvm=llvm, asm=asm) + self._walk_text(python)
         source = self._converted[1] if self._converted else None
-        return text + ("\n== rewritten source (tensor-dependent control flow) ==\n" + source
-                       if source else "")
+        return DumpText(text + ("\n== rewritten source (tensor-dependent control flow) ==\n"
+                                + source if source else ""))
+
+    def _entry_for(self, args, kwargs, trace=True):
+        """The entry these arguments select, traced if needed (and trace is true) with
+        everything the trace wrote put back; None if the call runs eagerly."""
+        entered = []
+        tensors, guards, n_own = collect(self.fn, args, kwargs, entered)
+        key = tuple(v for _, v in guards)
+        entries = [e for e in self._entries_for(key, n_own) or () if e is not EAGER]
+        if not entries and trace:
+            snapshot = StateSnapshot([t for _, t in tensors], entered)
+            try:
+                self(*args, **kwargs)
+            finally:
+                snapshot.restore()
+            entries = [e for e in self._entries_for(key, n_own) or () if e is not EAGER]
+        return entries[-1] if entries else None
 
     def _walk_text(self, python):
         """How a call finds its entry: a flat key, compiled guard walkers (their source with
@@ -315,38 +384,6 @@ def _own_inputs(run, n_own, tensors):
 
 def _eager_runner(tensors):
     return _RUN_EAGERLY
-
-
-def _python_changes(before, after):
-    """The first guard item (other than a tensor's .grad, which an entry sets itself) that
-    a traced run changed, as text; None if it changed none."""
-    if len(before) == len(after) and all(a is b or a == b for a, b in zip(before, after)):
-        return None
-    after_items = dict(after)
-    for name, value in before:
-        if name.endswith(".grad") or name == "grad mode":
-            continue
-        now = after_items.get(name, "(gone)")
-        if not (now is value or now == value):
-            return f"{name} ({_short(value)} -> {_short(now)})"
-    names = {n for n, _ in before}
-    new = [n for n, _ in after if n not in names and not n.endswith(".grad")]
-    return f"{new[0]} (made by the call)" if new else None
-
-
-def _tensor_changes(before, after):
-    """The first place where the traced run put another tensor (`self.last = h`: a
-    compiled call would leave the old one there), as text; None if it put none."""
-    now = {path: identity(t) for path, t in after}
-    for path, t in before:
-        if now.get(path) != identity(t):
-            return f"{path} (another tensor)"
-    return None
-
-
-def _short(v):
-    text = repr(v)
-    return text if len(text) < 60 else text[:57] + "..."
 
 
 def compile(fn=None, *, backend=None, recompile_limit=RECOMPILE_LIMIT, transform=True,

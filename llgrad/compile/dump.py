@@ -7,6 +7,18 @@ import os
 from .backends import backward_run, forward_run
 
 
+class DumpText(str):
+    """A dump: a str whose repr is the text itself, so that a REPL shows `fn.dump(x)`
+    as lines rather than one escaped string (str() gives the same text)."""
+    __slots__ = ()
+
+    def __repr__(self):
+        return str(self)
+
+    def _repr_pretty_(self, p, cycle):      # (IPython)
+        p.text(str(self))
+
+
 def format_entry(entry, python=False, llvm=False, asm=False):
     from ..codegen.pysource import graph_source
     parts = ["== guards ==", *(f"  {n}: {v!r}" for n, v in entry.guard_items),

@@ -10,6 +10,7 @@ What compile cannot reproduce raises TraceError (the caller puts the state back 
 the call eagerly, compiled_function.py)."""
 import contextlib
 import functools
+import time
 
 import numpy as np
 
@@ -44,6 +45,7 @@ class Entry:
         "scalar_outputs",                 # outputs returned as Python numbers (t.item())
         "eager_saved",                    # input / output positions eager saved for backward
         "name", "backend",
+        "timings",                        # seconds of the trace and builds (log.py)
         "kernels", "_forward_run", "_backward_run", "_runners", "_node_layout", "_unflatten")
 
     def __init__(self, name, backend, guard_items):
@@ -53,7 +55,7 @@ class Entry:
         self.plain_alias, self.no_grad_views, self.freed_outputs = [], [], []
         self.scalar_outputs, self.eager_saved = [], ((), ())
         self.grad_free, self.rng_index, self.step = False, None, False
-        self.kernels, self._runners = {}, {}
+        self.kernels, self._runners, self.timings = {}, {}, {}
         self._forward_run = self._backward_run = self._node_layout = self._unflatten = None
 
 
@@ -72,13 +74,17 @@ def trace_entry(name, backend, traced_fn, tensors, guards, args, kwargs, n_own, 
     # which inputs are differentiated is decided before the call (one written in place
     # with a value that requires grad comes out requiring grad: see _check_mutated)
     differentiable = [t.requires_grad and t._dtype.is_floating_point for _, t in tensors]
+    t0 = time.perf_counter()
     graph, state = _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered,
                           differentiable)
     _check_mutated(name, tensors, differentiable, graph.mutated, state["grad"])
+    t1 = time.perf_counter()
     _partition(entry, graph, state, differentiable)
+    t2 = time.perf_counter()
     verify(entry.forward)
     if entry.backward is not None:
         verify(entry.backward)
+    entry.timings.update(trace=t1 - t0, partition=t2 - t1, verify=time.perf_counter() - t2)
     return entry, state["result"]
 
 

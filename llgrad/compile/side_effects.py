@@ -1,0 +1,48 @@
+"""What a traced run changed outside its tensors, found by comparing the guard walker's
+view of the call's Python state before and after it (a compiled call replays only tensor
+effects: a run that changed anything else must not be kept as an entry)."""
+from .guards import identity
+from .readable import Names, differences
+
+
+def python_changes(before, after):
+    """The first guard item (other than a tensor's .grad, which an entry sets itself) that
+    a traced run changed, as text; None if it changed none."""
+    if len(before) == len(after) and all(a is b or a == b for a, b in zip(before, after)):
+        return None
+    after_items = dict(after)
+    for name, value in before:
+        if name.endswith(".grad") or name == "grad mode":
+            continue
+        now = after_items.get(name, "(gone)")
+        if not (now is value or now == value):
+            return f"{name} ({_short(value)} -> {_short(now)})"
+    names = {n for n, _ in before}
+    new = [n for n, _ in after if n not in names and not n.endswith(".grad")]
+    return f"{new[0]} (made by the call)" if new else None
+
+
+def readable_change(fn, args, kwargs, before, after):
+    """python_changes' first change as Python (`len(opt.state) == 0 (now 4)`), or None."""
+    try:
+        keep = [(n, v) for n, v in before if not n.endswith(".grad") and n != "grad mode"]
+        new = [(n, v) for n, v in after if not n.endswith(".grad") and n != "grad mode"]
+        diffs = differences(keep, new, Names(fn, args, kwargs))
+        return diffs[0][0] if diffs else None
+    except Exception:           # (a message: the raw one stands)
+        return None
+
+
+def tensor_changes(before, after):
+    """The first place where the traced run put another tensor (`self.last = h`: a
+    compiled call would leave the old one there), as text; None if it put none."""
+    now = {path: identity(t) for path, t in after}
+    for path, t in before:
+        if now.get(path) != identity(t):
+            return f"{path} (another tensor)"
+    return None
+
+
+def _short(v):
+    text = repr(v)
+    return text if len(text) < 60 else text[:57] + "..."
