@@ -1,5 +1,5 @@
 """The thread count of native code, by PyTorch's names: `llgrad.set_num_threads(n)` and
-`llgrad.get_num_threads()`. The count lives in codegen/lowerings/parallel.py (a word native loops read
+`llgrad.get_num_threads()`. The count lives in codegen/native/threadcount.py (a word native loops read
 at run time); these wrappers import it on first use, so `import llgrad` does not load
 llvmlite."""
 
@@ -7,13 +7,13 @@ llvmlite."""
 def set_num_threads(n):
     """Threads that compiled (native) loops use, like torch.set_num_threads: an int >= 1.
     As torch's sets its BLAS's, this sets NumPy's OpenBLAS thread count too (matmuls)."""
-    from ..codegen.native.blas import set_num_threads as set_blas
-    from ..codegen.lowerings.parallel import set_num_threads as set_loops
+    from .codegen.native.blas import set_num_threads as set_blas
+    from .codegen.native.threadcount import set_num_threads as set_loops
     set_loops(n)
     set_blas(n)
 
 
 def get_num_threads():
     """The thread count native loops use (LLGRAD_NUM_THREADS, else the usable CPUs)."""
-    from ..codegen.lowerings.parallel import get_num_threads as get_loops
+    from .codegen.native.threadcount import get_num_threads as get_loops
     return get_loops()

@@ -31,7 +31,8 @@ class _Emitter:
 
     def __call__(self, op, inputs, **attrs):
         types = infer_types(op, [x.type if isinstance(x, Value) else x for x in inputs], attrs)
-        node = Node(op, list(inputs), attrs, [], self.loc)
+        view_of = inputs[0] if op in OPS and OPS[op].kind == "view" else None
+        node = Node(op, list(inputs), attrs, [], self.loc, view_of)
         node.outputs = [Value(t, node, i) for i, t in enumerate(types)]
         self.nodes.append(node)
         return node.outputs[0]
@@ -63,6 +64,6 @@ def expand_composites(graph):
             continue
         y = OPS[n.op].decompose(n, _Emitter(nodes, n.loc))
         if y.type.strides != n.outputs[0].type.strides:
-            y = _Emitter(nodes, n.loc)("contiguous", [y])
+            y = _Emitter(nodes, n.loc)("clone", [y], memory_format="contiguous")
         subst[n.outputs[0]] = y
     return _rebuild(graph, nodes, subst)

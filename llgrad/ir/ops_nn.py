@@ -147,6 +147,11 @@ def _bn_shape(x, v):
 
 
 def _batch_norm(x, w, b, mean, var, training, eps):
+    dt = x.dtype
+    if dt == np.float32:    # in float64 throughout and rounded once, as native code (PyTorch's
+        # statistics are float64 too): the variance of values near float32's max is finite
+        x, w, b, mean, var = (v if v is None else np.asarray(v, np.float64)
+                              for v in (x, w, b, mean, var))
     dims = (0,) + tuple(range(2, x.ndim))
     if training:
         mean = x.mean(axis=dims, keepdims=True)
@@ -158,7 +163,7 @@ def _batch_norm(x, w, b, mean, var, training, eps):
         y = y * _bn_shape(x, w)
     if b is not None:
         y = y + _bn_shape(x, b)
-    return y.astype(x.dtype, copy=False)
+    return y.astype(dt, copy=False)
 
 
 def _batch_norm_vjp(c, g):

@@ -2,6 +2,8 @@
 
 `dim` attributes arrive normalised: None (all dims) or a tuple of non-negative ints.
 """
+import math
+
 import numpy as np
 
 from .optable import defop
@@ -68,10 +70,14 @@ defop("prod", _prod, kind="reduce", save=("self", "result"),
       grad_fn=_by_dim("ProdBackward0", "ProdBackward1"), vjp=_prod_vjp, functions=("prod",))
 
 
-def _evenly(c, g):
-    """max/min/amax/amin: the gradient is shared evenly among the tied extremes."""
+def _evenly(c, g, nan_ties=False):
+    """amax/amin: the gradient is shared evenly among the tied extremes; max/min
+    (nan_ties): a NaN result shares it among the NaNs (PyTorch's evenly_distribute)."""
     shape = c.shape(0)
-    mask = c.self == unreduce(c.result, shape, c.dim, c.keepdim)
+    r = unreduce(c.result, shape, c.dim, c.keepdim)
+    mask = c.self == r
+    if nan_ties:
+        mask = mask.logical_or(c.self.isnan().logical_and(r.isnan()))
     dims = c.dim if c.dim is not None else tuple(range(len(shape)))
     count = mask.sum(dims, keepdim=True)
     return (unreduce(g, shape, c.dim, c.keepdim) * mask / count,)
@@ -81,7 +87,9 @@ for _n, _f, _gn in (("amax", np.max, "AmaxBackward0"), ("amin", np.min, "AminBac
                     ("max", np.max, "MaxBackward1"), ("min", np.min, "MinBackward1")):
     defop(_n, (lambda f: lambda x, dim=None, keepdim=False:
                np.asarray(f(x, axis=dim, keepdims=keepdim)))(_f),
-          kind="reduce", save=("self", "result"), grad_fn=_gn, vjp=_evenly, functions=(_n,))
+          kind="reduce", save=("self", "result"), grad_fn=_gn, functions=(_n,),
+          vjp=_evenly if _n.startswith("a") else
+          (lambda c, g: _evenly(c, g, nan_ties=True)))
 
 
 def _max_dim(pick, argpick):
@@ -143,28 +151,50 @@ def _arg(fn, x, dim, keepdim):
     return np.asarray(np.expand_dims(r, dim) if keepdim else r, dtype=np.int64)
 
 
+def _var64(x, dim, correction, keepdim):
+    # float32 in float64, as PyTorch (its CPU accumulation type) and native code: the
+    # variance (and std) of values near float32's max is finite there
+    acc = np.float64 if x.dtype == np.float32 else None
+    return np.asarray(np.var(x, axis=dim, ddof=correction, keepdims=keepdim, dtype=acc))
+
+
+def _as32(r, x):
+    return r.astype(np.float32) if x.dtype == np.float32 else r
+
+
 def _var(x, dim=None, correction=1, keepdim=False):
-    return np.asarray(np.var(x, axis=dim, ddof=correction, keepdims=keepdim))
+    return _as32(_var64(x, dim, correction, keepdim), x)
+
+
+def _var_grad(g, x, shape, dim, correction, keepdim):
+    """PyTorch's var_backward: 2 / (n - correction) * g * (x - mean); over all elements with
+    n <= correction, g times inf (nan where x equals the mean: inf * 0)."""
+    if dim is None or not shape:
+        dof = _count(shape, None) - correction
+        if dof <= 0:
+            return g * x.new_full(x.shape, math.inf).masked_fill(x == x.mean(), math.nan)
+        return (2.0 / dof) * g * (x - x.mean())
+    dims = dim if isinstance(dim, tuple) else (dim,)
+    dof = _count(shape, dim) - correction
+    scale = 2.0 / dof if dof else math.inf
+    return scale * unreduce(g, shape, dim, keepdim) * (x - x.mean(dims, keepdim=True))
 
 
 def _var_vjp(c, g):
-    x, shape = c.self, c.shape(0)
-    dims = c.dim if c.dim is not None else tuple(range(len(shape)))
-    n = _count(shape, c.dim) - c.correction
-    return (unreduce(g, shape, c.dim, c.keepdim) * 2 * (x - x.mean(dims, keepdim=True)) / n,)
+    return (_var_grad(g, c.self, c.shape(0), c.dim, c.correction, c.keepdim),)
 
 
 def _std_vjp(c, g):
-    x, shape = c.self, c.shape(0)
-    dims = c.dim if c.dim is not None else tuple(range(len(shape)))
-    n = _count(shape, c.dim) - c.correction
-    r = unreduce(c.result, shape, c.dim, c.keepdim)
-    return (unreduce(g, shape, c.dim, c.keepdim) * (x - x.mean(dims, keepdim=True)) / (r * n),)
+    """PyTorch's std_backward: var's, of g / (2 * std) (0 where std is 0)."""
+    r = c.result
+    return (_var_grad((g / (r * 2)).masked_fill(r == 0, 0), c.self, c.shape(0), c.dim,
+                      c.correction, c.keepdim),)
 
 
 defop("var", _var, kind="reduce", save=("self",), grad_fn="VarBackward0", vjp=_var_vjp,
       functions=("var",))
-defop("std", lambda x, dim=None, correction=1, keepdim=False: np.sqrt(_var(x, dim, correction, keepdim)),
+defop("std", lambda x, dim=None, correction=1, keepdim=False:
+      _as32(np.sqrt(_var64(x, dim, correction, keepdim)), x),
       kind="reduce", save=("self", "result"), grad_fn="StdBackward0", vjp=_std_vjp,
       functions=("std",))
 

@@ -1,5 +1,5 @@
 """Views (results alias their input), and ops that move data: cat, stack, gather,
-scatter_add, index_select, index_add, advanced indexing, masked_fill, and the three
+scatter_add, index_select, index_add, masked_fill, and the three
 strided-buffer ops that view VJPs and in-place-on-view (CopySlices) are built from."""
 import numpy as np
 
@@ -271,84 +271,6 @@ defop("index_add", _index_add, args=("self", "index", "source"), save=("index",)
       vjp=lambda c, g: (g, None, g.index_select(c.dim, c.index) * c.alpha if c.needs(2) else None),
       functions=("index_add",))
 
-
-def np_index(spec, tensors):
-    """Build a NumPy index tuple from a spec whose "T" entries take the next tensor."""
-    it = iter(tensors)
-    out = []
-    for s in spec:
-        if s == "T":
-            out.append(next(it))
-        elif isinstance(s, tuple) and s and s[0] == "slice":
-            out.append(slice(*s[1:]))
-        else:
-            out.append(s)
-    return tuple(out)
-
-
-def _fit_masks(ix, counts):
-    """The index tensors with each bool mask made to select exactly its traced count.
-
-    Eager passes no counts: NumPy's semantics, whatever the mask. A traced index with a
-    bool mask records `counts` (the True count of each mask, in order), which fixes the
-    result's length in its IR type; the trace also guards each data mask's count, so a call
-    whose mask selects another number of elements misses the guard and retraces. Until the
-    guard is checked (after the forward ran), a mask whose count differs is cut to its first
-    `count` Trues or padded with its first Falses: the graph still computes values of the
-    types it declares and never reads or writes out of bounds, and the guard then discards
-    them. A mask whose count matches is used as it is (exactly NumPy's x[mask])."""
-    if counts is None:
-        return ix
-    out, it = [], iter(counts)
-    for t in ix:
-        if isinstance(t, np.ndarray) and t.dtype == np.bool_:
-            want = next(it)
-            have = int(np.count_nonzero(t))
-            if have != want:
-                flat = np.array(t).reshape(-1)
-                if have > want:
-                    flat[np.flatnonzero(flat)[want:]] = False
-                else:
-                    flat[np.flatnonzero(~flat)[:want - have]] = True
-                t = flat.reshape(t.shape)
-        out.append(t)
-    return out
-
-
-def _index(x, *ix, spec, counts=None):
-    return x[np_index(spec, _fit_masks(ix, counts))]
-
-
-def _with_counts(c, **attrs):
-    counts = c.attrs.get("counts")
-    return attrs if counts is None else dict(attrs, counts=counts)
-
-
-defop("index", _index, args=("self", "*indices"),
-      save=("indices",), grad_fn="IndexBackward0", nondiff=("indices",),
-      vjp=lambda c, g: (g.new_zeros(c.shape(0))._op(
-          "index_put", g, *c.indices, **_with_counts(c, spec=c.spec, accumulate=True)),))
-
-
-def _index_put(x, values, *ix, spec, accumulate=False, counts=None):
-    out = np.array(x, copy=True)
-    idx = np_index(spec, _fit_masks(ix, counts))
-    if accumulate:
-        np.add.at(out, idx, values)
-    else:
-        out[idx] = values
-    return out
-
-
-def _index_put_vjp(c, g):
-    gx = g if c.accumulate else g._op("index_put", g.new_zeros(()), *c.indices,
-                                      **_with_counts(c, spec=c.spec, accumulate=False))
-    gv = g._op("index", *c.indices, **_with_counts(c, spec=c.spec)) if c.needs(1) else None
-    return (gx if c.needs(0) else None, gv)
-
-
-defop("index_put", _index_put, args=("self", "values", "*indices"), save=("indices",),
-      grad_fn="IndexPutBackward0", promote=(0, 1), vjp=_index_put_vjp, nondiff=("indices",))
 
 # ---- flat-buffer ops behind view VJPs and CopySlices ------------------------------------
 # A geometry (shape, strides, offset) addresses elements of a 1-D buffer.

@@ -8,9 +8,8 @@ has a shape rule without a second declaration that could drift from its impl.
 A stand-in holds no values, so a length that depends on values must come from attributes:
 index / index_put with a bool mask carry `counts` (each mask's True count, recorded by the
 tracer, llgrad/tracer/masks.py), and their impl makes the all-False stand-in mask select
-that many (ir/ops_shape.py _fit_masks). Without counts (eager never passes them) a mask
+that many (ir/ops_index.py _fit_masks). Without counts (eager never passes them) a mask
 stand-in selects nothing."""
-import functools
 
 import numpy as np
 
@@ -18,6 +17,7 @@ from .graph import TensorType, contiguous
 from .optable import OPS
 from .ops_shape import strided_view
 from .printer import literal
+from .promotion import on_default_change, result_dtype
 
 
 def _standin(t, for_view):
@@ -30,6 +30,7 @@ def _standin(t, for_view):
 
 
 _memo = {}
+on_default_change(_memo.clear)     # (a Python float's dtype is the default's)
 
 
 def _key(x):
@@ -79,10 +80,6 @@ def _infer(opname, in_types, attrs):
     return types
 
 
-def _cat(dtype):
-    return 0 if dtype == "bool" else 1 if dtype[0] in "iu" else 2
-
-
 def operand_casts(op, in_types):
     """((position, dtype), ...): the tensor operands of op that its dtype promotion casts
     (PyTorch's rules, on types), each to the dtype promoted_dtype chooses. The one rule the
@@ -112,30 +109,6 @@ def promoted_dtype(op, in_types):
     if not op.promote:
         return None
     pos = range(len(in_types)) if op.promote == "all" else op.promote
-    dims, zeros, scal = [], [], -1
-    for i in pos:
-        if i >= len(in_types):
-            continue
-        t = in_types[i]
-        if isinstance(t, TensorType):
-            (dims if t.shape else zeros).append(t.dtype)
-        elif t is not None:
-            scal = max(scal, 0 if isinstance(t, bool) else 1 if isinstance(t, int) else 2)
-    res = _result_type(*dims) if dims else None
-    if zeros:
-        z = _result_type(*zeros)
-        if res is None or _cat(z) > _cat(res):
-            res = z
-    if scal >= 0 and (res is None or scal > _cat(res)):
-        res = {0: "bool", 1: "int64", 2: "float32"}[scal]
-    if op.float_out and res is not None and _cat(res) < 2:
-        res = "float32"
-    return res
-
-
-@functools.lru_cache(maxsize=None)
-def _result_type(*dtypes):
-    """PyTorch's promote_types: the highest category (bool < int < float) wins, and
-    NumPy's promotion only within it (float32 with int64 is float32, not float64)."""
-    top = max(_cat(d) for d in dtypes)
-    return np.result_type(*[d for d in dtypes if _cat(d) == top]).name
+    return result_dtype([(t.dtype, bool(t.shape)) if isinstance(t, TensorType) else t
+                         for t in (in_types[i] for i in pos if i < len(in_types))],
+                        op.float_out)

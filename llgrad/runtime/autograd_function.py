@@ -1,8 +1,11 @@
 """autograd.Function: user-defined ops with their own backward (PyTorch's API)."""
+import functools
+
 import numpy as np
 
 from . import grad_mode
-from .node import FREED, Node, SavedTensor, fix_grads, gradient_edge, user_location
+from .node import Node, fix_grads, gradient_edge
+from .saved_tensor import FREED, SavedTensor, user_location
 from .tensor import Tensor
 
 
@@ -178,6 +181,34 @@ class Function(metaclass=FunctionMeta):
         return results[0] if single else tuple(results)
 
 
-class once_differentiable:
-    def __new__(cls, fn):
-        return fn
+class DelayedError(Node):
+    """The grad_fn of what a once_differentiable backward returned while its inputs
+    required grad: differentiating it again raises PyTorch's error."""
+    __slots__ = ()
+    _nout = 1
+
+    def apply(self, grads):
+        raise RuntimeError("trying to differentiate twice a function that was marked with "
+                           "@once_differentiable")
+
+
+def once_differentiable(fn):
+    """Decorates a Function's backward (PyTorch's): it runs without recording autograd
+    history, and where its inputs require grad (create_graph), what it returns carries a
+    node that raises when differentiated."""
+    @functools.wraps(fn)
+    def wrapper(ctx, *args):
+        with grad_mode.no_grad():
+            outputs = fn(ctx, *args)
+        if not grad_mode.state.grad_enabled or \
+                not any(isinstance(a, Tensor) and a.requires_grad for a in args):
+            return outputs
+        single = not isinstance(outputs, tuple)
+        wrapped = []
+        for o in ((outputs,) if single else outputs):
+            if isinstance(o, Tensor) and o._dtype.is_floating_point:
+                o = o._alias()
+                o._grad_fn, o._requires_grad = DelayedError(), True
+            wrapped.append(o)
+        return wrapped[0] if single else tuple(wrapped)
+    return wrapper

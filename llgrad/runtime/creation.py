@@ -63,7 +63,7 @@ def _infer_np(data):
             data = [_infer_np(x) for x in data]
         arr = np.array(data)
         if arr.dtype.kind == "f":
-            arr = arr.astype(np.float32)
+            arr = arr.astype(dtypes.get_default_dtype().np)
         return arr
     if isinstance(data, np.ndarray):
         return np.array(data)
@@ -74,7 +74,7 @@ def _infer_np(data):
     if isinstance(data, int):
         return np.array(data, dtype=np.int64)
     if isinstance(data, float):
-        return np.array(data, dtype=np.float32)
+        return np.array(data, dtype=dtypes.get_default_dtype().np)
     raise TypeError(f"Could not infer dtype of {type(data).__name__}")
 
 
@@ -132,7 +132,7 @@ def full_op(shape, value, dtype):
 
 
 def _full(shape, value, dtype, requires_grad, default=None):
-    d = dtypes.to_dtype(dtype) if dtype is not None else (default or dtypes.float32)
+    d = dtypes.to_dtype(dtype) if dtype is not None else (default or dtypes.get_default_dtype())
     t = full_op(shape, value, d)
     return t.requires_grad_(True) if requires_grad else t
 
@@ -178,30 +178,37 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
     if end is None:
         start, end = 0, start
     vals = (start, end, step)
-    default = dtypes.float32 if any(isinstance(v, float) for v in vals) else dtypes.int64
+    floating = any(isinstance(v, float) for v in vals)
+    default = dtypes.get_default_dtype() if floating else dtypes.int64
     d = dtypes.to_dtype(dtype) if dtype is not None else default
     return _finish(np.arange(start, end, step).astype(d.np), None, requires_grad)
 
 
 def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
     _check_device(device)
-    d = dtypes.to_dtype(dtype) if dtype is not None else dtypes.float32
+    d = dtypes.to_dtype(dtype) if dtype is not None else dtypes.get_default_dtype()
     return _finish(np.linspace(start, end, steps).astype(d.np), None, requires_grad)
 
 
 def eye(n, m=None, dtype=None, device=None, requires_grad=False):
     _check_device(device)
-    d = dtypes.to_dtype(dtype) if dtype is not None else dtypes.float32
+    d = dtypes.to_dtype(dtype) if dtype is not None else dtypes.get_default_dtype()
     return _finish(np.eye(n, m, dtype=d.np), None, requires_grad)
 
 
+# called before every draw while a vmap is active (llgrad.func: randomness="error" raises)
+random_hook = None
+
+
 def _rng(generator):
+    if random_hook is not None:
+        random_hook()
     return (generator or default_generator).rng
 
 
 def randn(*size, dtype=None, generator=None, device=None, requires_grad=False):
     _check_device(device)
-    d = dtypes.to_dtype(dtype) if dtype is not None else dtypes.float32
+    d = dtypes.to_dtype(dtype) if dtype is not None else dtypes.get_default_dtype()
     arr = _rng(generator).standard_normal(unpack_shape(size), dtype=np.float64).astype(d.np)
     t = _finish(arr, None, requires_grad)
     if generator is None and trace_state.state.tracer is not None:
@@ -211,7 +218,7 @@ def randn(*size, dtype=None, generator=None, device=None, requires_grad=False):
 
 def rand(*size, dtype=None, generator=None, device=None, requires_grad=False):
     _check_device(device)
-    d = dtypes.to_dtype(dtype) if dtype is not None else dtypes.float32
+    d = dtypes.to_dtype(dtype) if dtype is not None else dtypes.get_default_dtype()
     arr = _rng(generator).random(unpack_shape(size), dtype=np.float64).astype(d.np)
     t = _finish(arr, None, requires_grad)
     if generator is None and trace_state.state.tracer is not None:

@@ -1,15 +1,24 @@
-"""The one dispatcher: every op, eager or in-place, goes through `call`/`call_inplace`,
-which runs the op table's NumPy impl and records the backward node when grad is on.
+"""The one dispatcher: every op goes through `call` (in-place ops through
+`inplace.call_inplace`, which builds on it): it runs the op table's NumPy impl and
+records the backward node when grad is on.
 This is the eager hot path: keep it lean (no imports or allocations that can be avoided)."""
+import warnings
+
 import numpy as np
 
 from . import grad_mode, trace_state
-from ..ir import OPS
-from .copy_slices import CopySlices, creation_error
-from .dtypes import _cat_of_scalar, float32, result_type
-from .node import SavedTensor, gradient_edge, node_class, user_location
+from ..ir.promotion import result_dtype
+from .dtypes import _cat_of_scalar, from_name
+from .node import gradient_edge, node_class
+from .saved_tensor import SavedTensor, user_location
 from .shapes import broadcast_shapes
 from .tensor import Tensor
+
+# PyTorch computes inf * 0, 1 / 0 and log(-1) without a word; NumPy warns. The op table's
+# implementations (and the dispatcher calling them) give PyTorch's silence: a filter on
+# their own modules, not np.errstate around each call (~5 us per op); where the user made
+# warnings errors, run_impl runs the op again silenced
+warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"llgrad\.(ir|runtime)\.")
 
 _state = grad_mode.state
 _tstate = trace_state.state
@@ -57,6 +66,14 @@ _OPERANDS = (bool, int, float, np.generic, np.ndarray)
 _ARG_NAMES = ("'input' ", "'other' ", "")
 
 
+def op_result_type(op, inputs):
+    """The dtype op's promoting operands are cast to (ir/promotion.py: the IR's rule)."""
+    pos = range(len(inputs)) if op.promote == "all" else op.promote
+    name = result_dtype([(x._dtype.name, bool(x._data.ndim)) if isinstance(x, Tensor) else x
+                         for x in (inputs[i] for i in pos if i < len(inputs))], op.float_out)
+    return None if name is None else from_name(name)
+
+
 def prepare(op, inputs):
     """Input arrays, promoted to one dtype where the op promotes (PyTorch's rules)."""
     promote = op.promote
@@ -68,9 +85,7 @@ def prepare(op, inputs):
 
 
 def _promoted(op, inputs, pos):
-    rt = result_type(*[inputs[i] for i in pos if i < len(inputs)])
-    if op.float_out and rt is not None and not rt.is_floating_point:
-        rt = float32
+    rt = op_result_type(op, inputs)
     arrays = []
     for i, x in enumerate(inputs):
         if isinstance(x, Tensor):
@@ -86,13 +101,25 @@ def _promoted(op, inputs, pos):
 def run_impl(op, inputs, attrs):
     try:
         return op.impl(*prepare(op, inputs), **attrs)
+    except RuntimeWarning:      # NumPy's, raised by a filter set to "error": run it silent
+        with np.errstate(all="ignore"):
+            return op.impl(*prepare(op, inputs), **attrs)
     except ValueError as e:
         if "broadcast" in str(e):
             broadcast_shapes(*[x._data.shape for x in inputs if _is_tensor(x)])
         raise RuntimeError(f"{op.name}: {e}") from None
 
 
+# llgrad.func's batching rules while a vmap is active (llgrad/func/batching.py): ops with a
+# batched operand go there; None (one global read per op) otherwise
+batching = None
+
+
 def call(op, inputs, attrs):
+    if batching is not None:
+        res = batching.call(op, inputs, attrs)
+        if res is not NotImplemented:
+            return res
     out = run_impl(op, inputs, attrs)
     if op.kind == "view":
         base = inputs[0]
@@ -241,142 +268,8 @@ def record(op, inputs, attrs, results, self_override=None):
     return node
 
 
-def _check_inplace(t, inputs):
-    if t._inference and not grad_mode.state.inference:
-        raise RuntimeError("Inplace update to inference tensor outside InferenceMode is not "
-                           "allowed.You can make a clone to get a normal tensor before doing "
-                           "inplace update.See https://github.com/pytorch/rfcs/pull/17 for "
-                           "more details.")
-    if not grad_mode.state.grad_enabled or not (t._multi_view or t._creation is not None or
-                                                t._requires_grad or t._base is not None):
-        return
-    if (t._creation is not None or t._multi_view) and \
-            not any(_is_tensor(x) and _req(x) for x in inputs):
-        return                          # nothing requires grad: no history to get wrong
-    if t._creation is not None:
-        raise creation_error(t)
-    if t._multi_view:
-        raise RuntimeError(
-            f"Output {t._output_nr} of {type(t.grad_fn).__name__} is a view and is being "
-            "modified inplace. This view is the output of a function that returns multiple "
-            "views. Such functions do not allow the output views to be modified inplace. You "
-            "should replace the inplace operation by an out-of-place one.")
-    if t._requires_grad and t._grad_fn is None and t._base is None:
-        raise RuntimeError("a leaf Variable that requires grad is being used in an "
-                           "in-place operation.")
-    b = t._base
-    if b is not None and b._requires_grad and b._grad_fn is None:
-        raise RuntimeError("a view of a leaf Variable that requires grad is being used in "
-                           "an in-place operation.")
-
-
-def _check_broadcast_into(shape, inputs):
-    """An in-place elementwise op's operands may broadcast to t's shape, never beyond it
-    (NumPy's assignment would even let a (1,)-shaped result into a 0-d t)."""
-    n = len(shape)
-    for x in inputs:
-        if not _is_tensor(x):
-            continue
-        s = x._data.shape
-        k = len(s)
-        if k > n or any(a == 1 and b != 1 for a, b in zip(shape[n - k:], s)):
-            try:
-                full = np.broadcast_shapes(shape, *[y._data.shape for y in inputs
-                                                    if _is_tensor(y)])
-            except ValueError:
-                return                   # incompatible shapes: the impl raises
-            raise RuntimeError(f"output with shape {list(shape)} doesn't match the broadcast "
-                               f"shape {list(full)}")
-
-
-def call_inplace(op, t, inputs, attrs):
-    """Run op out of place, write the result into t's memory, bump the version, and
-    rebase t's history (through CopySlices on its base when t is a view)."""
-    _check_inplace(t, inputs)
-    if op.kind == "elementwise":
-        _check_broadcast_into(t._data.shape, inputs)
-    rt = result_type(*[inputs[i] for i in (range(len(inputs)) if op.promote == "all"
-                                           else op.promote or (0,)) if i < len(inputs)])
-    if rt is not None and rt._cat > t._dtype._cat:
-        raise RuntimeError(f"result type {_tname(rt)} can't be cast to the desired output "
-                           f"type {_tname(t._dtype)}")
-    recording = grad_mode.state.grad_enabled and op.vjp is not None and \
-        any(_is_tensor(x) and _req(x) for x in inputs)
-    retained = (t._grad_fn, t._output_nr) if recording and t._retains_grad else None
-    tracer = _tstate.tracer
-    operands = tracer.operands(inputs) if tracer is not None else None   # values before
-    out = run_impl(op, inputs, attrs)
-    old_self = None
-    if recording and t._dtype.is_floating_point and op.args[0] in op.save:
-        # t is about to change: save a clone, recorded so that it keeps t's history (the
-        # VJP reads it, and create_graph differentiates through it)
-        old_self = call(OPS["clone"], (t,), {"memory_format": "preserve"})
-    base = t._base
-    base_edge = gradient_edge(base) if recording and base is not None else None
-    self_edge = gradient_edge(t) if recording else None
-    try:
-        t._data[...] = out
-    except ValueError as e:
-        if "read-only" in str(e):
-            raise RuntimeError("unsupported operation: more than one element of the written-to "
-                               "tensor refers to a single memory location. Please clone() the "
-                               "tensor before performing the operation.") from None
-        raise
-    t._storage.version += 1
-    t._storage.write_loc = user_location()
-    if tracer is not None:
-        tracer.record_inplace(op, t, operands, attrs)
-    if not recording:
-        return t
-    node = record(op, inputs, attrs, [], self_override=old_self)
-    _saved_before_write(node, t)
-    if base is None:
-        node.next_functions = ((self_edge or (None, 0)),) + node.next_functions[1:]
-        _save_result(op, node, t)
-        t._grad_fn, t._output_nr, t._requires_grad = node, 0, True
-    else:
-        # CopySlices calls node itself; edge 0 only says the view's gradient is wanted
-        node.next_functions = ((self_edge or (node, 0)),) + node.next_functions[1:]
-        _save_result(op, node, t, on_view=True)
-        cs = CopySlices(base, t, node, base_edge)
-        base._grad_fn, base._output_nr, base._requires_grad = cs, 0, True
-        t._view_version = -1           # its grad_fn is rebuilt (AsStridedBackward0) on access
-    if retained is not None:
-        _move_retention(t, *retained)
-    return t
-
-
-def _saved_before_write(node, t):
-    """An operand saved by an in-place op that shares t's memory (x.mul_(x)) was saved
-    after the write, so it holds the new values: date it before the write, as PyTorch saves
-    it before the op, so that backward raises the in-place error instead of using them."""
-    for s in node._saved.values():
-        for x in (s if isinstance(s, list) else (s,)):
-            if isinstance(x, SavedTensor) and not x.is_output and \
-                    x.tensor._storage is t._storage:
-                x.version = t._storage.version - 1
-
-
-def _move_retention(t, old_fn, old_nr):
-    """retain_grad() follows the tensor to its new history (PyTorch retains the gradient of
-    the tensor's current value, not of the value before the in-place op)."""
-    ref = old_fn._retained.pop(old_nr, None) if old_fn is not None and old_fn._retained else None
-    if ref is None:
-        return
-    fn = t.grad_fn
-    fn._retained = fn._retained or {}
-    fn._retained[t._output_nr] = ref
-
-
-def _save_result(op, node, t, on_view=False):
-    if "result" in op.save:
-        # In place on a view, the node is not t's grad_fn (CopySlices on the base calls it):
-        # like PyTorch (is_inplace_on_view), the saved result unpacks as t with its current
-        # history, so double backward goes through the base's graph, not back into node.
-        node._saved["result"] = SavedTensor(t, is_output=not on_view)
-
-
-def _tname(d):
+def scalar_type_name(d):
+    """PyTorch's name of a dtype in its messages: Float, Long, ..."""
     return {"float32": "Float", "float64": "Double", "float16": "Half", "int64": "Long",
             "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
             "bool": "Bool"}[d.name]

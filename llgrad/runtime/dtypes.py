@@ -1,5 +1,7 @@
-"""dtypes with PyTorch's names, and PyTorch's type-promotion rules."""
+"""dtypes with PyTorch's names; PyTorch's type promotion on them (ir/promotion.py)."""
 import numpy as np
+
+from ..ir import promotion
 
 
 class dtype:
@@ -69,47 +71,35 @@ def to_dtype(d):
 import builtins as _b  # noqa: E402
 builtins_float, builtins_int, builtins_bool = _b.float, _b.int, _b.bool
 
-_default = {2: float32, 1: int64, 0: bool_}
+
+def get_default_dtype():
+    """The default floating dtype: what creation functions make from Python floats and
+    what a Python float (or an integer operand of exp, div, ...) promotes to."""
+    return _BY_NAME[promotion.default_float()]
+
+
+def set_default_dtype(d):
+    d = to_dtype(d)
+    if not d.is_floating_point:
+        raise TypeError("only floating-point types are supported as the default type")
+    promotion.set_default_float(d.name)
 
 
 def default_for_scalar(value):
-    if isinstance(value, builtins_bool):
-        return bool_
-    if isinstance(value, builtins_int):
-        return int64
-    return float32
+    return _BY_NAME[promotion.result_dtype([value])]
 
 
 def _cat_of_scalar(v):
-    return 0 if isinstance(v, builtins_bool) else 1 if isinstance(v, builtins_int) else 2
+    return promotion.scalar_category(v)
 
 
 def promote_types(a, b):
-    if a is b:
-        return a
-    if a._cat != b._cat:            # PyTorch: float32 + int64 -> float32 (NumPy says float64)
-        return a if a._cat > b._cat else b
-    return from_numpy_dtype(np.promote_types(a.np, b.np))
+    return a if a is b else _BY_NAME[promotion.promote_types(a.name, b.name)]
 
 
 def result_type(*operands):
-    """PyTorch's rule: dimensioned tensors decide, then 0-dim tensors, then Python scalars,
-    each of the later groups only when it is of a higher category (bool < int < float)."""
-    dim_t = zero_t = None
-    scal_cat = -1
-    for o in operands:
-        d = getattr(o, "_dtype", None)
-        if d is None:
-            if o is None:
-                continue
-            scal_cat = max(scal_cat, _cat_of_scalar(o))
-        elif o._data.ndim:
-            dim_t = d if dim_t is None else promote_types(dim_t, d)
-        else:
-            zero_t = d if zero_t is None else promote_types(zero_t, d)
-    res = dim_t
-    if zero_t is not None and (res is None or zero_t._cat > res._cat):
-        res = zero_t
-    if scal_cat >= 0 and (res is None or scal_cat > res._cat):
-        res = _default[scal_cat]
-    return res
+    """PyTorch's rule (ir/promotion.py): dimensioned tensors decide, then 0-dim tensors,
+    then Python scalars, each of the later groups only when it is of a higher category."""
+    name = promotion.result_dtype([(o._dtype.name, bool(o._data.ndim))
+                                   if hasattr(o, "_dtype") else o for o in operands])
+    return None if name is None else _BY_NAME[name]

@@ -11,6 +11,7 @@ from operator import attrgetter
 import numpy as np
 
 from . import grad_mode, trace_state
+from .backward_hooks import always, hooks_allowed, run_acc, run_post_hooks, run_pre_hooks
 from .node import AccumulateGrad, gradient_edge
 from .tensor import Tensor
 
@@ -70,94 +71,6 @@ def _needed(nodes, targets):
                 needed[node] = any(c is not None and (c in targets or needed.get(c, False))
                                    for c, _ in node.next_functions)
     return needed
-
-
-def _hook_result(hook, r, n):
-    """A node hook's non-None result as a list of n gradients, checked as PyTorch checks it."""
-    if not isinstance(r, tuple):
-        raise TypeError(f"expected tuple, but hook returned '{type(r).__name__}'")
-    if len(r) != n:
-        raise RuntimeError(f"hook '{getattr(hook, '__name__', '<unknown>')}' has returned an "
-                           f"incorrect number of values (got {len(r)}, but expected {n})")
-    for v in r:
-        if v is not None and not isinstance(v, Tensor):
-            raise TypeError(f"expected Variable, but hook returned '{type(v).__name__}'")
-    return list(r)
-
-
-def _run_node_pre_hooks(node, grads):
-    """The node's own pre-hooks (register_prehook): fn(grad_outputs) -> tuple or None."""
-    for hook in tuple(node._pre_hooks.get(-1, {}).values()):
-        r = hook(tuple(grads))
-        if r is not None:
-            grads = _hook_result(hook, r, len(grads))
-    return grads
-
-
-def _run_post_hooks(node, outs, grads):
-    """The node's post hooks (register_hook): fn(grad_inputs, grad_outputs) -> tuple or None,
-    a tuple replacing grad_inputs."""
-    for hook in tuple(node._post_hooks.values()):
-        r = hook(tuple(outs), tuple(grads))
-        if r is not None:
-            outs = _hook_result(hook, r, len(outs))
-    return outs
-
-
-def _run_acc(node, g, create_graph):
-    """An AccumulateGrad node that has hooks of its own, after its leaf's tensor hooks, in
-    PyTorch's order: pre-hooks (which may replace the gradient), the accumulation, the leaf's
-    post-accumulate-grad hooks, post hooks (given () and the gradient after the pre-hooks).
-    As in PyTorch they all run also when no gradient (None) reached the node."""
-    grads = [g]
-    if node._pre_hooks:
-        grads = _run_node_pre_hooks(node, grads)
-    if grads[0] is not None:
-        node.accumulate(grads[0], create_graph)
-    hooks = node._post_acc_hooks
-    if hooks:
-        leaf = node.variable
-        if leaf is not None:
-            for hook in tuple(hooks.values()):
-                r = hook(leaf)
-                if r is not None:       # (PyTorch's two errors, word for word)
-                    if not isinstance(r, Tensor):
-                        raise TypeError("expected Variable, but hook returned "
-                                        f"'{type(r).__name__}'")
-                    raise RuntimeError("Tensor post accumulate grad hooks should return None.")
-    if node._post_hooks:
-        _run_post_hooks(node, (), grads)
-
-
-def _run_pre_hooks(node, grads):
-    if isinstance(node, AccumulateGrad):    # the leaf's tensor hooks (the node's own: _run_acc)
-        leaf = node.variable
-        for hook in list(leaf._hooks.values()) if leaf is not None and leaf._hooks else ():
-            if grads[0] is not None:
-                r = hook(grads[0])
-                if r is not None:
-                    grads[0] = r
-        return grads
-    hooks = node._pre_hooks
-    if hooks:
-        for nr, fns in hooks.items():
-            if nr == -1:
-                continue
-            for hook in tuple(fns.values()):
-                if grads[nr] is not None:
-                    r = hook(grads[nr])
-                    if r is not None:
-                        grads[nr] = r
-    retained = node._retained       # (PyTorch: tensor hooks, retain_grad, then node pre-hooks)
-    if retained:
-        for nr, ref in retained.items():
-            t = ref()
-            if t is not None and grads[nr] is not None:
-                g = grads[nr]
-                t._grad = g.detach().clone() if t._grad is None else (t._grad + g).detach()
-    if hooks and -1 in hooks:
-        grads = _run_node_pre_hooks(node, grads)
-    return grads
 
 
 def _run_single(root, g, retain_graph, create_graph, inputs, accumulate, allow_unused):
@@ -242,10 +155,10 @@ def _run_single(root, g, retain_graph, create_graph, inputs, accumulate, allow_u
                     if ga is not None:
                         leaf = acc._variable()
                         if leaf is not None and leaf._hooks:
-                            ga = done[acc] = _run_pre_hooks(acc, [ga])[0]
+                            ga = done[acc] = run_pre_hooks(acc, [ga])[0]
                     if accumulate:
                         if acc._hooked:
-                            _run_acc(acc, ga, create_graph)
+                            run_acc(acc, ga, create_graph)
                         elif ga is not None:
                             # handed over: the engine keeps no other reference, so
                             # AccumulateGrad may keep ga itself as .grad
@@ -259,20 +172,6 @@ def _run_single(root, g, retain_graph, create_graph, inputs, accumulate, allow_u
     if inputs is not None and not accumulate:
         return _captured([done.get(tn) for tn in tnodes], allow_unused)
     return None
-
-
-def _always(what):
-    return True
-
-
-def _hooks_allowed(what):
-    """While tracing: False (skip) in compile's own differentiation; in the user's own
-    backward the trace breaks (tracer.graph_break raises)."""
-    tracer = trace_state.state.tracer
-    if tracer.hooks_off:
-        return False
-    tracer.graph_break(f"{what} runs in a backward inside the compiled function (its "
-                       "Python effects could not be replayed)")
 
 
 def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inputs=None,
@@ -317,7 +216,7 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
     # inputs' hooks when the compiled backward's gradients reach them); a hook that would
     # run in a backward of the user's own cannot be compiled (its Python effects would not
     # be replayed): the trace breaks
-    hooks = _hooks_allowed if trace_state.state.tracer is not None else _always
+    hooks = hooks_allowed if trace_state.state.tracer is not None else always
     if accumulate and trace_state.state.tracer is not None:   # (a step's .backward())
         trace_state.state.tracer.backward_runs += 1
     prev = grad_mode.state.grad_enabled
@@ -333,19 +232,19 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
                     continue
                 leaf = node._variable()
                 if leaf is not None and leaf._hooks and hooks("a tensor hook"):
-                    grads = _run_pre_hooks(node, grads)
+                    grads = run_pre_hooks(node, grads)
                 if targets is not None:
                     for _, i in targets[node]:
                         captured[i] = grads[0]
                 if accumulate:
                     if node._hooked and hooks("an AccumulateGrad hook"):
-                        _run_acc(node, grads[0], create_graph)
+                        run_acc(node, grads[0], create_graph)
                     elif grads[0] is not None:
                         g, grads[0] = grads[0], None    # handed over (as above)
                         node.accumulate(g, create_graph, True)
                 continue
             if (node._pre_hooks or node._retained) and hooks("a hook or retain_grad"):
-                grads = _run_pre_hooks(node, grads)
+                grads = run_pre_hooks(node, grads)
             if targets is not None and node in targets:
                 for nr, i in targets[node]:
                     captured[i] = grads[nr]
@@ -369,7 +268,7 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
                     tracer.loc_override = str(where) if where else None
                 outs = node.apply(grads) if retain_graph else node.apply_last(grads)
                 if node._post_hooks and hooks("a node hook"):
-                    outs = _run_post_hooks(node, outs, grads)
+                    outs = run_post_hooks(node, outs, grads)
             else:
                 outs = [None] * len(node.next_functions)
             if not retain_graph:

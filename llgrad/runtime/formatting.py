@@ -4,8 +4,10 @@ import math
 
 import numpy as np
 
+from ..ir.promotion import default_float
+
 PRECISION, THRESHOLD, EDGEITEMS, LINEWIDTH = 4, 1000, 3, 80
-_DEFAULT_DTYPES = ("float32", "int64", "bool")   # dtypes PyTorch leaves unprinted
+_DEFAULT_DTYPES = ("int64", "bool")   # dtypes PyTorch leaves unprinted (and the default float)
 
 
 class _Formatter:
@@ -99,11 +101,11 @@ def tensor_repr(t):
     if data.size == 0:
         if data.ndim != 1:
             suffixes.append(f"size={tuple(int(d) for d in data.shape)}")
-        if name != "float32":           # nothing to infer an integer dtype from
+        if name != default_float():     # nothing to infer an integer dtype from
             suffixes.append(f"dtype=llgrad.{name}")
         body = "[]"
     else:
-        if name not in _DEFAULT_DTYPES:
+        if name not in _DEFAULT_DTYPES and name != default_float():
             suffixes.append(f"dtype=llgrad.{name}")
         summarize = data.size > THRESHOLD
         fmt = _Formatter(_summarized(data) if summarize else data, t._dtype.is_floating_point)

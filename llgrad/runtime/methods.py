@@ -7,7 +7,8 @@ from ..ir.optable import on_declare
 from . import dtypes
 from .creation import full_op, tensor
 from .device import check as check_device
-from .dispatch import call, call_inplace
+from .dispatch import call
+from .inplace import call_inplace
 from .shapes import unpack_shape
 from .tensor import Tensor
 
@@ -92,6 +93,8 @@ def div(self, other, rounding_mode=_NO_MODE):
         # one op, one node (DivBackward2), as PyTorch's div.Tensor_mode
         return call(OPS["div_mode"], (self, other), {"rounding_mode": rounding_mode})
     # integer floor/trunc division stays integer (PyTorch); float64 is exact below 2**53
+    if bool((other == 0).any()) if isinstance(other, Tensor) else other == 0:
+        raise RuntimeError("ZeroDivisionError")     # (PyTorch's words)
     q = call(_DIV, (self.to(dtypes.float64), other), {})
     q = q.floor() if rounding_mode == "floor" else q.sign() * q.abs().floor()
     return q.to(rt)

@@ -1,11 +1,16 @@
 """Reductions, normalisers, scans, matrix products and gather/scatter methods."""
 import collections
+import math
+import warnings
+
 import numpy as np
 
 from ..ir import OPS
-from .dispatch import call, call_inplace
+from .dispatch import call
+from .inplace import call_inplace
 from .shapes import norm_dim, norm_dims
 from .tensor import Tensor
+
 
 def _return_type(name):
     """(values, indices) named tuple that prints like torch.return_types.<name>."""
@@ -104,32 +109,46 @@ def _correction(unbiased, correction):
     return 1 if unbiased is None or unbiased else 0
 
 
-def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    if isinstance(dim, bool):
-        dim, unbiased = None, dim
-    return self._op("var", dim=_rdims(self, dim),
-                    correction=_correction(unbiased, correction), keepdim=keepdim)
+def _moment(name):
+    def method(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
+        if isinstance(dim, bool):
+            dim, unbiased = None, dim
+        dims, correction = _rdims(self, dim), _correction(unbiased, correction)
+        n = self._data.size if dims is None else math.prod(self._data.shape[d] for d in dims)
+        if n - correction <= 0:
+            warnings.warn(f"{name}(): degrees of freedom is <= 0. Correction should be strictly "
+                          "less than the reduction factor (input numel divided by output "
+                          "numel).", UserWarning, stacklevel=2)
+        return self._op(name, dim=dims, correction=correction, keepdim=keepdim)
+    method.__name__ = name
+    return method
 
 
-def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    if isinstance(dim, bool):
-        dim, unbiased = None, dim
-    return self._op("std", dim=_rdims(self, dim),
-                    correction=_correction(unbiased, correction), keepdim=keepdim)
+var, std = _moment("var"), _moment("std")
 
 
 def logsumexp(self, dim, keepdim=False):
     return self._op("logsumexp", dim=_rdims(self, dim), keepdim=keepdim)
 
 
-def softmax(self, dim, dtype=None):
-    t = self if dtype is None else self.to(dtype)
-    return t._op("softmax", dim=norm_dim(dim, self._data.ndim))
+_TORCH_TYPE = {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char",
+               "uint8": "Byte", "bool": "Bool"}
 
 
-def log_softmax(self, dim, dtype=None):
-    t = self if dtype is None else self.to(dtype)
-    return t._op("log_softmax", dim=norm_dim(dim, self._data.ndim))
+def _normalizer(name):
+    def method(self, dim, dtype=None):
+        t = self if dtype is None else self.to(dtype)
+        d = norm_dim(dim, self._data.ndim)
+        if not t._dtype.is_floating_point:      # (PyTorch's kernels, PyTorch's words)
+            last = d == max(t._data.ndim - 1, 0)
+            raise NotImplementedError(f'"{name}{"_lastdim" if last else ""}_kernel_impl" not '
+                                      f"implemented for '{_TORCH_TYPE[t._dtype.name]}'")
+        return t._op(name, dim=d)
+    method.__name__ = name
+    return method
+
+
+softmax, log_softmax = _normalizer("softmax"), _normalizer("log_softmax")
 
 
 def cumsum(self, dim, dtype=None):

@@ -1,5 +1,6 @@
 """View methods (results share storage with their input) and indexing."""
 import math
+import warnings
 
 import numpy as np
 
@@ -7,7 +8,8 @@ from ..ir import OPS
 from ..ir.geometry import geometry_span
 from ..ir.ops_shape import sum_to_shape
 from .creation import tensor
-from .dispatch import call, call_inplace
+from .dispatch import call
+from .inplace import call_inplace
 from .shapes import infer_shape, norm_dim, norm_slice, unpack_shape
 from .tensor import Tensor
 
@@ -209,6 +211,17 @@ _def("sum_to_size", sum_to_size)
 # ---- indexing -----------------------------------------------------------------------------------
 
 
+def _byte_masks(idx):
+    """idx with uint8 index tensors read as bool masks, as PyTorch still reads them (with its
+    deprecation warning)."""
+    if not any(isinstance(i, Tensor) and i._dtype.name == "uint8" for i in idx):
+        return idx
+    warnings.warn("indexing with dtype torch.uint8 is now deprecated, please use a dtype "
+                  "torch.bool instead.", UserWarning, stacklevel=3)
+    return tuple(i.bool() if isinstance(i, Tensor) and i._dtype.name == "uint8" else i
+                 for i in idx)
+
+
 def _is_advanced(i):
     return isinstance(i, (Tensor, list, np.ndarray)) and not (
         isinstance(i, Tensor) and i._data.ndim == 0 and i._dtype._cat == 1)
@@ -248,7 +261,7 @@ def getitem(self, idx):
     if not isinstance(idx, tuple):
         idx = (idx,)
     if any(_is_advanced(i) for i in idx):
-        return _advanced_index(self, idx)
+        return _advanced_index(self, _byte_masks(idx))
     items = _expand_ellipsis(idx, self._data.ndim)
     t, d, changed = self, 0, False
     for i in items:
@@ -290,7 +303,7 @@ def setitem(self, idx, value):
     if not isinstance(idx, tuple):
         idx = (idx,)
     if any(_is_advanced(i) for i in idx):
-        spec, tensors = _spec(self, idx)
+        spec, tensors = _spec(self, _byte_masks(idx))
         if not isinstance(value, Tensor):
             value = Tensor._from_array(np.asarray(value, dtype=self._data.dtype))
         call_inplace(OPS["index_put"], self, (self, value) + tuple(tensors),

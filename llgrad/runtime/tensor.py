@@ -207,7 +207,12 @@ class Tensor:
 
     @property
     def data(self):
-        return self.detach()
+        """The same memory without autograd history and, unlike detach(), under a version
+        counter of its own (PyTorch's .data): writing through it does not invalidate what
+        backward saved of this tensor."""
+        t = Tensor._from_array(self._data, Storage(self._storage.base))
+        t._inference = self._inference
+        return t
 
     @data.setter
     def data(self, value):

@@ -6,6 +6,7 @@ import threading
 class _State(threading.local):
     def __init__(self):
         self.tracer = None
+        self.vmap_levels = 0        # llgrad.func.vmap calls active on this thread
 
 
 state = _State()
@@ -13,3 +14,4 @@ state = _State()
 
 def _reset():
     state.tracer = None
+    state.vmap_levels = 0

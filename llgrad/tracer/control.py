@@ -54,7 +54,10 @@ def ld(read, name):
 
 
 def _traced(c):
-    return isinstance(c, Tensor) and trace_state.state.tracer is not None
+    # (a batched tensor of llgrad.func.vmap is a Python condition: bool() decides, per
+    # sample, as in eager)
+    return isinstance(c, Tensor) and trace_state.state.tracer is not None and \
+        isinstance(c._data, np.ndarray)
 
 
 def py_cond(value, reason, loc):

@@ -29,7 +29,8 @@ from ..runtime import grad_mode, trace_state
 from ..runtime.autograd_api import grad as autograd_grad
 from ..runtime.creation import zeros
 from ..runtime.dispatch import call
-from ..runtime.node import Node, SavedTensor, fix_grads, gradient_edge, user_location
+from ..runtime.node import Node, fix_grads, gradient_edge
+from ..runtime.saved_tensor import SavedTensor, user_location
 from ..runtime.tensor import Tensor
 from .region import Region
 

@@ -3,7 +3,7 @@ a number the IR's static types must hold.
 
 When the tracer records `index` (or `index_put`) with bool masks it adds the attribute
 `counts` (each mask's True count, read from the example) so the shape rule gives the
-result its true length (ir/ops_shape.py `_fit_masks`). A mask that is a constant of the
+result its true length (ir/ops_index.py `_fit_masks`). A mask that is a constant of the
 graph (made inside the function from literals) needs nothing more. A mask that is data (an
 input, or computed from one) makes its count a value guard of the trace, the way
 `bool(t)` / `.item()` guard what they read: a later call whose mask selects another
@@ -18,7 +18,7 @@ import numpy as np
 
 from ..ir.graph import Guard, Value
 from ..ir.shape_rules import infer_types
-from ..runtime.node import user_location
+from ..runtime.saved_tensor import user_location
 from ..runtime.tensor import Tensor
 from .errors import ControlFlowError
 

@@ -17,7 +17,7 @@ import numpy as np
 from ..ir.graph import StackType, Value
 from ..ir.passes import dce
 from ..runtime import grad_mode, trace_state
-from ..runtime.node import user_location
+from ..runtime.saved_tensor import user_location
 from ..runtime.tensor import Tensor
 from .errors import ControlFlowError
 from .trace import Tracer, tensor_type

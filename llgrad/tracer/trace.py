@@ -19,7 +19,8 @@ from ..ir.geometry import geometry_overlaps, geometry_span
 from ..ir.verify import verify
 from ..runtime import trace_state
 from ..runtime.creation import default_generator
-from ..runtime.node import _sequence, user_location
+from ..runtime.node import _sequence
+from ..runtime.saved_tensor import user_location
 from ..runtime.tensor import Tensor
 from .errors import ControlFlowError, TraceError  # noqa: F401 (TraceError: re-exported)
 from .masks import mask_attrs, tensors_of

@@ -2,6 +2,8 @@
 transposed, offset, stepped, stride-0 broadcast), verified, interpreted and compared with
 eager llgrad; the printer/parser round trip; verifier errors; determinism; the passes;
 100,000-node graphs; and the interpreter's aliasing and write-back."""
+import glob
+import os
 import sys
 import time
 import zlib
@@ -238,6 +240,14 @@ for _n in ("eq", "ne", "lt", "le", "gt", "ge"):      # small ints: ties happen
     SPECS[_n] = S([I(3, 3, 4), I(3, 3, 4)], {}, (lambda n: lambda a, b: getattr(a, n)(b))(_n))
 for _n in ("logical_and", "logical_or", "logical_xor"):
     SPECS[_n] = S([B(3, 4), B(3, 4)], {}, (lambda n: lambda a, b: getattr(a, n)(b))(_n))
+
+# Samples of further op families live beside this file, one file each (specs_*.py): each
+# runs in this module's namespace (S, T, X, ..., SPECS) and adds to SPECS.
+SPEC_FILES = sorted(glob.glob(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                           "specs_*.py")))
+for _path in SPEC_FILES:
+    with open(_path) as _f:
+        exec(compile(_f.read(), _path, "exec"), globals())  # noqa: S102 (the suite's own)
 
 
 # ---- layouts: a graph input of the base, then view nodes ----------------------------------

@@ -8,6 +8,8 @@ compared with PyTorch's for the same program. EXEMPT lists the non-differentiabl
 Adding an op to the table without a sample fails `test_every_op_has_a_sample` at once.
 """
 import collections
+import glob
+import os
 
 import numpy as np
 import pytest
@@ -867,6 +869,14 @@ EXEMPT = {
 # Ops whose VJP is not itself differentiable (gradgradcheck skipped for all their samples),
 # with the reason. Empty: every differentiable op of the table is twice differentiable.
 NOT_TWICE_DIFFERENTIABLE = {}
+
+# Samples of further op families live beside this file, one file each (samples_*.py): each
+# runs in this module's namespace (S, K, R, Exempt, EXEMPT, ...) and adds to the tables.
+SAMPLE_FILES = sorted(glob.glob(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                             "samples_*.py")))
+for _path in SAMPLE_FILES:
+    with open(_path) as _f:
+        exec(compile(_f.read(), _path, "exec"), globals())  # noqa: S102 (the suite's own)
 
 
 # ---- helpers ---------------------------------------------------------------------------------

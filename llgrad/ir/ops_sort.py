@@ -1,0 +1,178 @@
+"""Sorting (sort, topk) and scattering (scatter, scatter_reduce).
+
+sort and topk give (values, indices); ties keep their original order (a stable sort) in
+both directions, and NaN counts as the largest value, as PyTorch's sort. Their gradient
+puts the values' gradient back where each value came from.
+
+scatter writes src (a tensor, or one number) at `index` along `dim` (repeated positions:
+the last write in C order wins); scatter_reduce combines src into self with "sum",
+"prod", "mean", "amax" or "amin" (include_self=False: the positions written start from
+the reduction's identity instead of self's value). Gradients are PyTorch's
+(scatter_reduce_backward in torch/csrc/autograd/FunctionsManual.cpp)."""
+import numpy as np
+
+from .optable import defop
+
+
+def _is_tensor(x):
+    return hasattr(x, "_dtype")
+
+
+def _argsort(x, dim, descending):
+    """Stable argsort along dim; descending keeps ties in their original order too (the
+    reversed input sorted ascending, then read backwards)."""
+    if not descending:
+        return np.argsort(x, axis=dim, kind="stable")
+    n = x.shape[dim]
+    rev = np.flip(x, dim)
+    return (n - 1) - np.flip(np.argsort(rev, axis=dim, kind="stable"), dim)
+
+
+def _sort(x, dim=0, descending=False, stable=None):
+    if x.ndim == 0:
+        return np.array(x), np.zeros((), np.int64)
+    idx = _argsort(x, dim, descending).astype(np.int64)
+    return np.take_along_axis(x, idx, axis=dim), idx
+
+
+def _topk(x, k, dim=0, largest=True, sorted=True):
+    if x.ndim == 0:
+        return np.array(x), np.zeros((), np.int64)
+    idx = _argsort(x, dim, largest).astype(np.int64)
+    idx = np.array(np.take(idx, np.arange(k), axis=dim))
+    return np.take_along_axis(x, idx, axis=dim), idx
+
+
+def _select_back(c, gs):
+    """The values' gradient scattered back to where each value came from."""
+    g, idx = gs[0], c.result1
+    if not c.shape(0):
+        return (g,)
+    return (g.new_zeros(c.shape(0)).scatter_add(c.dim, idx, g),)
+
+
+# (sort.stable, SortBackward1, is the overload a `stable=` argument selects, True or False)
+defop("sort", _sort, nout=2, save=("result1",), vjp=_select_back,
+      grad_fn=lambda ins, at: "SortBackward0" if at.get("stable") is None else "SortBackward1")
+defop("topk", _topk, nout=2, save=("result1",), grad_fn="TopkBackward0", vjp=_select_back)
+
+
+# ---- scatter --------------------------------------------------------------------------------
+
+def _positions(index, dim):
+    idx = list(np.indices(index.shape, sparse=True))
+    idx[dim] = index
+    return tuple(idx)
+
+
+def _part(src, index):
+    """The leading corner of src that index addresses (src may be larger)."""
+    return src[tuple(slice(0, n) for n in index.shape)]
+
+
+def _scatter(x, index, src, dim):
+    out = np.array(x, copy=True)
+    if index.size:
+        vals = _part(src, index) if isinstance(src, np.ndarray) and src.ndim else src
+        out[_positions(index, dim)] = vals
+    return out
+
+
+def _scatter_vjp(c, g):
+    gx = g.scatter(c.dim, c.index, 0) if c.needs(0) else None
+    gs = _embed(g.gather(c.dim, c.index), c.shape(2)) if c.needs(2) else None
+    return gx, None, gs
+
+
+def _embed(g, shape):
+    """g in the leading corner of zeros of shape (index may address only part of src)."""
+    from_shape = tuple(g.shape)
+    if from_shape == tuple(shape):
+        return g
+    strides, s = [], 1
+    for n in reversed(shape):
+        strides.insert(0, s)
+        s *= n
+    return g._op("strided_scatter", geom=(from_shape, tuple(strides), 0), span=s).reshape(shape)
+
+
+defop("scatter", _scatter, args=("self", "index", "src"), save=("index",),
+      nondiff=("index",), vjp=_scatter_vjp,
+      grad_fn=lambda ins, at: "ScatterBackward0" if _is_tensor(ins[2]) else "ScatterBackward1")
+
+
+_IDENTITY = {"sum": 0, "mean": 0, "prod": 1}
+
+
+def _identity(reduce, dtype):
+    if reduce in _IDENTITY:
+        return _IDENTITY[reduce]
+    if dtype.kind == "f":
+        return -np.inf if reduce == "amax" else np.inf
+    if dtype.kind == "b":
+        return reduce == "amin"
+    info = np.iinfo(dtype)
+    return info.min if reduce == "amax" else info.max
+
+
+_UFUNC = {"sum": np.add, "mean": np.add, "prod": np.multiply, "amax": np.maximum,
+          "amin": np.minimum}
+
+
+def _scatter_reduce(x, index, src, dim, reduce, include_self=True):
+    out = np.array(x, copy=True)
+    pos = _positions(index, dim)
+    vals = _part(src, index).astype(x.dtype, copy=False)
+    if not include_self:
+        out[pos] = _identity(reduce, x.dtype)
+    _UFUNC[reduce].at(out, pos, vals)
+    if reduce == "mean":
+        count = np.full(x.shape, 1 if include_self else 0, dtype=np.int64)
+        np.add.at(count, pos, 1)
+        count = np.maximum(count, 1)
+        out = out / count.astype(x.dtype) if x.dtype.kind == "f" else np.floor_divide(out, count)
+    return np.asarray(out, dtype=x.dtype)
+
+
+def _scatter_reduce_vjp(c, g):
+    x, index, dim, r, inc = c.self, c.index, c.dim, c.reduce, c.include_self
+    src = _part_of(c.src, index)        # (the part of src that index addresses)
+    if r == "sum":
+        gx, gs = g, g.gather(dim, index)
+    elif r == "prod":
+        masked = x.masked_fill(x == 0, 1)
+        gx = g * masked.scatter_reduce(dim, index, src, r, include_self=inc) / masked
+        szero = src == 0
+        nzero = x.new_zeros(x.shape).scatter_add(dim, index, szero.to(x.dtype)).gather(dim, index)
+        single = szero & (nzero == 1)
+        # at a position's only zero the gradient is the product of the others
+        msrc = x.scatter_reduce(dim, index, src.masked_fill(single, 1), r, include_self=inc)
+        gs = (g * msrc).gather(dim, index).where(
+            single, (g * c.result).gather(dim, index) / src.masked_fill(szero, 1))
+    elif r == "mean":
+        n = (x.new_ones(x.shape) if inc else x.new_zeros(x.shape)).scatter_add(
+            dim, index, x.new_ones(index.shape))
+        n = n.masked_fill(n == 0, 1)
+        gx = g / n
+        gs = g.gather(dim, index) / n.gather(dim, index)
+    else:                               # amax, amin: shared evenly among the extremes
+        value = c.result.gather(dim, index)
+        self_is, src_is = x == c.result, src == value
+        count = self_is.to(x.dtype).scatter_add(dim, index, src_is.to(x.dtype))
+        share = g / count
+        gx = self_is * share
+        gs = src_is * share.gather(dim, index)
+    if not inc:
+        gx = gx.scatter(dim, index, 0)
+    return (gx if c.needs(0) else None, None, _embed(gs, c.shape(2)) if c.needs(2) else None)
+
+
+def _part_of(src, index):
+    if tuple(src.shape) == tuple(index.shape):
+        return src
+    return src[tuple(slice(0, n) for n in index.shape)]
+
+
+defop("scatter_reduce", _scatter_reduce, args=("self", "index", "src"),
+      save=("self", "index", "src", "result"), nondiff=("index",),
+      grad_fn="ScatterReduceBackward0", vjp=_scatter_reduce_vjp)

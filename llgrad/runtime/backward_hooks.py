@@ -1,0 +1,108 @@
+"""Backward hooks as the engine runs them, in PyTorch's order and with its checks: tensor
+hooks, retained grads and node pre-hooks before a node runs, post hooks after it, and an
+AccumulateGrad's own hooks around the accumulation."""
+from . import trace_state
+from .node import AccumulateGrad
+from .tensor import Tensor
+
+
+def hook_result(hook, r, n):
+    """A node hook's non-None result as a list of n gradients, checked as PyTorch checks it."""
+    if not isinstance(r, tuple):
+        raise TypeError(f"expected tuple, but hook returned '{type(r).__name__}'")
+    if len(r) != n:
+        raise RuntimeError(f"hook '{getattr(hook, '__name__', '<unknown>')}' has returned an "
+                           f"incorrect number of values (got {len(r)}, but expected {n})")
+    for v in r:
+        if v is not None and not isinstance(v, Tensor):
+            raise TypeError(f"expected Variable, but hook returned '{type(v).__name__}'")
+    return list(r)
+
+
+def run_node_pre_hooks(node, grads):
+    """The node's own pre-hooks (register_prehook): fn(grad_outputs) -> tuple or None."""
+    for hook in tuple(node._pre_hooks.get(-1, {}).values()):
+        r = hook(tuple(grads))
+        if r is not None:
+            grads = hook_result(hook, r, len(grads))
+    return grads
+
+
+def run_post_hooks(node, outs, grads):
+    """The node's post hooks (register_hook): fn(grad_inputs, grad_outputs) -> tuple or None,
+    a tuple replacing grad_inputs."""
+    for hook in tuple(node._post_hooks.values()):
+        r = hook(tuple(outs), tuple(grads))
+        if r is not None:
+            outs = hook_result(hook, r, len(outs))
+    return outs
+
+
+def run_acc(node, g, create_graph):
+    """An AccumulateGrad node that has hooks of its own, after its leaf's tensor hooks, in
+    PyTorch's order: pre-hooks (which may replace the gradient), the accumulation, the leaf's
+    post-accumulate-grad hooks, post hooks (given () and the gradient after the pre-hooks).
+    As in PyTorch they all run also when no gradient (None) reached the node."""
+    grads = [g]
+    if node._pre_hooks:
+        grads = run_node_pre_hooks(node, grads)
+    if grads[0] is not None:
+        node.accumulate(grads[0], create_graph)
+    hooks = node._post_acc_hooks
+    if hooks:
+        leaf = node.variable
+        if leaf is not None:
+            for hook in tuple(hooks.values()):
+                r = hook(leaf)
+                if r is not None:       # (PyTorch's two errors, word for word)
+                    if not isinstance(r, Tensor):
+                        raise TypeError("expected Variable, but hook returned "
+                                        f"'{type(r).__name__}'")
+                    raise RuntimeError("Tensor post accumulate grad hooks should return None.")
+    if node._post_hooks:
+        run_post_hooks(node, (), grads)
+
+
+def run_pre_hooks(node, grads):
+    if isinstance(node, AccumulateGrad):    # the leaf's tensor hooks (the node's own: run_acc)
+        leaf = node.variable
+        for hook in list(leaf._hooks.values()) if leaf is not None and leaf._hooks else ():
+            if grads[0] is not None:
+                r = hook(grads[0])
+                if r is not None:
+                    grads[0] = r
+        return grads
+    hooks = node._pre_hooks
+    if hooks:
+        for nr, fns in hooks.items():
+            if nr == -1:
+                continue
+            for hook in tuple(fns.values()):
+                if grads[nr] is not None:
+                    r = hook(grads[nr])
+                    if r is not None:
+                        grads[nr] = r
+    retained = node._retained       # (PyTorch: tensor hooks, retain_grad, then node pre-hooks)
+    if retained:
+        for nr, ref in retained.items():
+            t = ref()
+            if t is not None and grads[nr] is not None:
+                g = grads[nr]
+                t._grad = g.detach().clone() if t._grad is None else (t._grad + g).detach()
+    if hooks and -1 in hooks:
+        grads = run_node_pre_hooks(node, grads)
+    return grads
+
+
+def always(what):
+    return True
+
+
+def hooks_allowed(what):
+    """While tracing: False (skip) in compile's own differentiation; in the user's own
+    backward the trace breaks (tracer.graph_break raises)."""
+    tracer = trace_state.state.tracer
+    if tracer.hooks_off:
+        return False
+    tracer.graph_break(f"{what} runs in a backward inside the compiled function (its "
+                       "Python effects could not be replayed)")

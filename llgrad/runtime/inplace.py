@@ -1,0 +1,159 @@
+"""In-place ops (x.add_(y), x[idx] = v, ...): PyTorch's checks before a write (leaves,
+views of leaves, inference tensors, multi-output views, broadcasting into the target),
+the write and version bump, and the rebased history (CopySlices on the base when the
+target is a view)."""
+import numpy as np
+
+from . import dispatch, grad_mode, trace_state
+from ..ir import OPS
+from ..ir.geometry import geometry_overlaps
+from .copy_slices import CopySlices, creation_error
+from .dispatch import _is_tensor, _req, call, record, run_impl, scalar_type_name
+from .dtypes import result_type
+from .node import gradient_edge
+from .saved_tensor import SavedTensor, user_location
+
+_tstate = trace_state.state
+
+
+def _check_inplace(t, inputs):
+    if t._inference and not grad_mode.state.inference:
+        raise RuntimeError("Inplace update to inference tensor outside InferenceMode is not "
+                           "allowed.You can make a clone to get a normal tensor before doing "
+                           "inplace update.See https://github.com/pytorch/rfcs/pull/17 for "
+                           "more details.")
+    if not grad_mode.state.grad_enabled or not (t._multi_view or t._creation is not None or
+                                                t._requires_grad or t._base is not None):
+        return
+    if (t._creation is not None or t._multi_view) and \
+            not any(_is_tensor(x) and _req(x) for x in inputs):
+        return                          # nothing requires grad: no history to get wrong
+    if t._creation is not None:
+        raise creation_error(t)
+    if t._multi_view:
+        raise RuntimeError(
+            f"Output {t._output_nr} of {type(t.grad_fn).__name__} is a view and is being "
+            "modified inplace. This view is the output of a function that returns multiple "
+            "views. Such functions do not allow the output views to be modified inplace. You "
+            "should replace the inplace operation by an out-of-place one.")
+    if t._requires_grad and t._grad_fn is None and t._base is None:
+        raise RuntimeError("a leaf Variable that requires grad is being used in an "
+                           "in-place operation.")
+    b = t._base
+    if b is not None and b._requires_grad and b._grad_fn is None:
+        raise RuntimeError("a view of a leaf Variable that requires grad is being used in "
+                           "an in-place operation.")
+
+
+def _check_broadcast_into(shape, inputs):
+    """An in-place elementwise op's operands may broadcast to t's shape, never beyond it
+    (NumPy's assignment would even let a (1,)-shaped result into a 0-d t)."""
+    n = len(shape)
+    for x in inputs:
+        if not _is_tensor(x):
+            continue
+        s = x._data.shape
+        k = len(s)
+        if k > n or any(a == 1 and b != 1 for a, b in zip(shape[n - k:], s)):
+            try:
+                full = np.broadcast_shapes(shape, *[y._data.shape for y in inputs
+                                                    if _is_tensor(y)])
+            except ValueError:
+                return                   # incompatible shapes: the impl raises
+            raise RuntimeError(f"output with shape {list(shape)} doesn't match the broadcast "
+                               f"shape {list(full)}")
+
+
+def call_inplace(op, t, inputs, attrs):
+    """Run op out of place, write the result into t's memory, bump the version, and
+    rebase t's history (through CopySlices on its base when t is a view)."""
+    if dispatch.batching is not None:       # a vmap is active (llgrad/func/batching.py)
+        res = dispatch.batching.call_inplace(op, t, inputs, attrs)
+        if res is not NotImplemented:
+            return res
+    _check_inplace(t, inputs)
+    if op.kind == "elementwise":
+        _check_broadcast_into(t._data.shape, inputs)
+    rt = result_type(*[inputs[i] for i in (range(len(inputs)) if op.promote == "all"
+                                           else op.promote or (0,)) if i < len(inputs)])
+    if rt is not None and rt._cat > t._dtype._cat:      # (before float_out: PyTorch's check)
+        raise RuntimeError(f"result type {scalar_type_name(rt)} can't be cast to the desired output "
+                           f"type {scalar_type_name(t._dtype)}")
+    recording = grad_mode.state.grad_enabled and op.vjp is not None and \
+        any(_is_tensor(x) and _req(x) for x in inputs)
+    retained = (t._grad_fn, t._output_nr) if recording and t._retains_grad else None
+    tracer = _tstate.tracer
+    operands = tracer.operands(inputs) if tracer is not None else None   # values before
+    out = run_impl(op, inputs, attrs)
+    old_self = None
+    if recording and t._dtype.is_floating_point and op.args[0] in op.save:
+        # t is about to change: save a clone, recorded so that it keeps t's history (the
+        # VJP reads it, and create_graph differentiates through it)
+        old_self = call(OPS["clone"], (t,), {"memory_format": "preserve"})
+    base = t._base
+    base_edge = gradient_edge(base) if recording and base is not None else None
+    self_edge = gradient_edge(t) if recording else None
+    try:
+        t._data[...] = out
+    except ValueError as e:
+        if "read-only" not in str(e):
+            raise
+        if geometry_overlaps(t._data.shape, t.stride()):   # (an expanded view: PyTorch's)
+            raise RuntimeError("unsupported operation: more than one element of the written-to "
+                               "tensor refers to a single memory location. Please clone() the "
+                               "tensor before performing the operation.") from None
+        raise RuntimeError(f"{op.name}_: the tensor's memory is read-only (a read-only NumPy "
+                           "array or memmap under from_numpy): clone() it, or make the array "
+                           "writeable, before writing into it") from None
+    t._storage.version += 1
+    t._storage.write_loc = user_location()
+    if tracer is not None:
+        tracer.record_inplace(op, t, operands, attrs)
+    if not recording:
+        return t
+    node = record(op, inputs, attrs, [], self_override=old_self)
+    _saved_before_write(node, t)
+    if base is None:
+        node.next_functions = ((self_edge or (None, 0)),) + node.next_functions[1:]
+        _save_result(op, node, t)
+        t._grad_fn, t._output_nr, t._requires_grad = node, 0, True
+    else:
+        # CopySlices calls node itself; edge 0 only says the view's gradient is wanted
+        node.next_functions = ((self_edge or (node, 0)),) + node.next_functions[1:]
+        _save_result(op, node, t, on_view=True)
+        cs = CopySlices(base, t, node, base_edge)
+        base._grad_fn, base._output_nr, base._requires_grad = cs, 0, True
+        t._view_version = -1           # its grad_fn is rebuilt (AsStridedBackward0) on access
+    if retained is not None:
+        _move_retention(t, *retained)
+    return t
+
+
+def _saved_before_write(node, t):
+    """An operand saved by an in-place op that shares t's memory (x.mul_(x)) was saved
+    after the write, so it holds the new values: date it before the write, as PyTorch saves
+    it before the op, so that backward raises the in-place error instead of using them."""
+    for s in node._saved.values():
+        for x in (s if isinstance(s, list) else (s,)):
+            if isinstance(x, SavedTensor) and not x.is_output and \
+                    x.tensor._storage is t._storage:
+                x.version = t._storage.version - 1
+
+
+def _move_retention(t, old_fn, old_nr):
+    """retain_grad() follows the tensor to its new history (PyTorch retains the gradient of
+    the tensor's current value, not of the value before the in-place op)."""
+    ref = old_fn._retained.pop(old_nr, None) if old_fn is not None and old_fn._retained else None
+    if ref is None:
+        return
+    fn = t.grad_fn
+    fn._retained = fn._retained or {}
+    fn._retained[t._output_nr] = ref
+
+
+def _save_result(op, node, t, on_view=False):
+    if "result" in op.save:
+        # In place on a view, the node is not t's grad_fn (CopySlices on the base calls it):
+        # like PyTorch (is_inplace_on_view), the saved result unpacks as t with its current
+        # history, so double backward goes through the base's graph, not back into node.
+        node._saved["result"] = SavedTensor(t, is_output=not on_view)

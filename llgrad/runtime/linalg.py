@@ -1,0 +1,107 @@
+"""Norms: llgrad.linalg.vector_norm / matrix_norm / norm, llgrad.norm and Tensor.norm, as
+PyTorch writes them over its one vector-norm op (linalg_vector_norm, llgrad/ir/ops_linalg.py)
+and amax/amin. The matrix norms that need singular values (ord 2, -2 and 'nuc') are not
+available: llgrad has no SVD."""
+import math
+import numbers
+
+from ..ir import OPS
+from . import dtypes
+from .dispatch import call
+from .dispatch import scalar_type_name as tname
+from .functions import _method_fn
+from .shapes import norm_dim
+from .tensor import Tensor
+
+
+def _dims(x, dim):
+    nd = x._data.ndim
+    if dim is None or (not isinstance(dim, int) and len(dim) == 0) or nd == 0:
+        return None
+    if isinstance(dim, int):
+        return (norm_dim(dim, nd),)
+    dims = tuple(sorted(norm_dim(d, nd) for d in dim))
+    if len(set(dims)) != len(dims):
+        raise RuntimeError("dim appears multiple times in the list of dims")
+    return dims
+
+
+def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
+    if not x._dtype.is_floating_point:
+        raise RuntimeError("linalg.vector_norm: Expected a floating point or complex tensor as "
+                           f"input. Got {tname(x._dtype)}")
+    if dtype is not None:
+        d = dtypes.to_dtype(dtype)
+        if d.itemsize < x._dtype.itemsize or not d.is_floating_point:
+            raise RuntimeError(f"linalg.vector_norm: the dtype of the input ({tname(x._dtype)}) "
+                               f"should be convertible without narrowing to the specified dtype "
+                               f"({tname(d)})")
+        x = x.to(d)
+    dims = _dims(x, dim)
+    ord = float(ord)
+    if math.isinf(ord) and x._data.size == 0 and (
+            dims is None or any(x._data.shape[d] == 0 for d in dims)):
+        raise RuntimeError("linalg.vector_norm cannot compute the inf norm on an empty tensor "
+                           "because the operation does not have an identity")
+    return call(OPS["linalg_vector_norm"], (x,), {"ord": ord, "dim": dims,
+                                                   "keepdim": bool(keepdim)})
+
+
+def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, out=None):
+    nd = A._data.ndim
+    if nd < 2:
+        raise RuntimeError("linalg.matrix_norm: The input tensor A must have at least 2 "
+                           "dimensions.")
+    d0, d1 = (norm_dim(d, nd) for d in dim)
+    if d0 == d1:
+        raise RuntimeError(f"linalg.matrix_norm: dims must be different. Got ({d0}, {d1})")
+    if ord == "fro":
+        return vector_norm(A, 2, (d0, d1), keepdim, dtype=dtype)
+    if ord in ("nuc", 2, -2):
+        raise NotImplementedError(f"linalg.matrix_norm: ord={ord!r} needs singular values, "
+                                  "which llgrad does not compute")
+    if isinstance(ord, str) or not isinstance(ord, numbers.Number) or \
+            abs(ord) not in (1, math.inf):
+        raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
+    if math.isinf(ord):                 # PyTorch: the max (or min) row sum, over dim 0
+        d0, d1 = d1, d0
+    if not keepdim and d0 < d1:
+        d1 -= 1
+    sums = vector_norm(A, 1, (d0,), keepdim, dtype=dtype)
+    return sums.amax(d1, keepdim) if ord > 0 else sums.amin(d1, keepdim)
+
+
+def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None, out=None):
+    """linalg.norm: a vector norm over an int dim (or all of A when ord is None), a matrix
+    norm over a 2-tuple dim or with a string ord."""
+    if isinstance(dim, int):
+        dim = (dim,)
+    if isinstance(ord, str) or (dim is not None and len(dim) == 2):
+        return matrix_norm(A, "fro" if ord is None else ord, dim or (-2, -1), keepdim,
+                           dtype=dtype)
+    if ord is None:
+        return vector_norm(A, 2, dim, keepdim, dtype=dtype)
+    if dim is None:
+        if A._data.ndim == 2:
+            return matrix_norm(A, ord, (-2, -1), keepdim, dtype=dtype)
+        if A._data.ndim != 1:
+            raise RuntimeError(f"linalg.norm: If dim is not specified but ord is, the input "
+                               f"must be 1D or 2D. Got {A._data.ndim}D.")
+    return vector_norm(A, ord, dim, keepdim, dtype=dtype)
+
+
+def tensor_norm(self, p="fro", dim=None, keepdim=False, dtype=None):
+    """torch.norm / Tensor.norm: 'fro' (or None) the 2-norm over dim (all dims by default),
+    'nuc' the nuclear norm, a number the vector p-norm over dim."""
+    if isinstance(dim, int):
+        dim = (dim,)
+    if p == "nuc":
+        return matrix_norm(self, "nuc", dim or (-2, -1), keepdim, dtype=dtype)
+    if isinstance(p, str) and p != "fro":
+        raise RuntimeError(f"norm(): unsupported norm type {p!r}")
+    return vector_norm(self, 2 if p in ("fro", None) else p, dim, keepdim, dtype=dtype)
+
+
+Tensor.norm = tensor_norm
+tensor_norm.__name__ = "norm"
+_method_fn("norm")

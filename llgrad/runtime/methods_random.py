@@ -1,0 +1,117 @@
+"""Random fills and sampling: uniform_, normal_, bernoulli_, llgrad.bernoulli and
+multinomial. Every draw comes from llgrad's generator through rand/randn (a traced draw is
+an rng op of the generator state: a compiled function replays eager's numbers), then an op
+of llgrad/ir/ops_fill.py maps it to the distribution with PyTorch's backward node.
+
+multinomial: with replacement, each sample is the number of cumulative probabilities at or
+below a uniform draw; without replacement, the top num_samples of p / E with E drawn from
+Exp(1) (PyTorch's own method on the CPU): both are ops of the table, so a compiled
+sampling step stays native. Value checks (negative probabilities, ...) read the data
+through Tensor.__bool__, which a trace records as value guards."""
+from ..ir import OPS
+from .creation import rand, randn
+from .dispatch import call
+from .inplace import call_inplace
+from .dispatch import scalar_type_name as tname
+from .functions import _method_fn
+from .tensor import Tensor
+
+
+def _def(name, fn):
+    fn.__name__ = name
+    setattr(Tensor, name, fn)
+
+
+def _float_only(self, kernel):
+    if not self._dtype.is_floating_point:
+        raise NotImplementedError(f'"{kernel}" not implemented for \'{tname(self._dtype)}\'')
+
+
+def _draw_dtype(self):
+    return self._dtype if self._dtype.is_floating_point else None
+
+
+def uniform_(self, a=0, b=1, *, generator=None):
+    _float_only(self, "check_uniform_bounds")
+    if a > b:
+        raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={a} "
+                           f"> to={b}")
+    u = rand(self._data.shape, dtype=self._dtype, generator=generator)
+    return call_inplace(OPS["uniform"], self, (self, u), {"low": float(a), "high": float(b)})
+
+
+def normal_(self, mean=0, std=1, *, generator=None):
+    _float_only(self, "normal_kernel_cpu")
+    if std < 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
+    n = randn(self._data.shape, dtype=self._dtype, generator=generator)
+    return call_inplace(OPS["normal"], self, (self, n), {"mean": float(mean), "std": float(std)})
+
+
+def _check_probabilities(p, what):
+    if bool(((p < 0) | (p > 1)).any()):
+        raise RuntimeError(what)
+
+
+def bernoulli_(self, p=0.5, *, generator=None):
+    if isinstance(p, Tensor):
+        _float_only(p, "bernoulli_tensor_cpu_p_")
+        _check_probabilities(p, "Expected p_in >= 0 && p_in <= 1 to be true, but got false.  "
+                                "(Could this error message be improved?  If so, please report "
+                                "an enhancement request to PyTorch.)")
+        draw = p._dtype
+    else:
+        if not 0 <= p <= 1:
+            raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p}")
+        p = float(p)
+        draw = _draw_dtype(self)
+    u = rand(self._data.shape, dtype=draw, generator=generator)
+    return call_inplace(OPS["bernoulli_p"], self, (self, p, u), {})
+
+
+def bernoulli(self, p=None, *, generator=None):
+    """Draws of self's probabilities (or of one probability p), in self's shape and dtype."""
+    if p is not None:
+        return self.new_empty(self._data.shape).bernoulli_(p, generator=generator)
+    _float_only(self, "bernoulli_tensor_cpu_p_")
+    _check_probabilities(self, "Expected p_in >= 0 && p_in <= 1 to be true, but got false.  "
+                               "(Could this error message be improved?  If so, please report "
+                               "an enhancement request to PyTorch.)")
+    u = rand(self._data.shape, dtype=self._dtype, generator=generator)
+    return call(OPS["bernoulli"], (self, u), {})
+
+
+def multinomial(self, num_samples, replacement=False, *, generator=None):
+    nd = self._data.ndim
+    if nd not in (1, 2):
+        raise RuntimeError("prob_dist must be 1 or 2 dim")
+    if not self._dtype.is_floating_point:
+        raise RuntimeError(f"multinomial only supports floating-point dtypes for input, got: "
+                           f"{tname(self._dtype)}")
+    if num_samples <= 0:
+        raise RuntimeError("cannot sample n_sample <= 0 samples")
+    n = self._data.shape[-1]
+    if not replacement and num_samples > n:
+        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without "
+                           "replacement")
+    p = self.detach()
+    if bool(((p < 0) | p.isfinite().logical_not()).any()):
+        raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+    total = p.sum(-1, keepdim=True)
+    if bool((total <= 0).any()):
+        raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+    batch = self._data.shape[:-1]
+    if replacement:
+        cdf = (p / total).cumsum(-1)
+        u = rand(batch + (num_samples, 1), dtype=self._dtype, generator=generator)
+        picked = (u >= cdf.unsqueeze(-2)).sum(-1)
+        return picked.clamp_max(n - 1)
+    e = -(1 - rand(self._data.shape, dtype=self._dtype, generator=generator)).log()
+    return (p / e).topk(num_samples, -1).indices
+
+
+for _n, _f in (("uniform_", uniform_), ("normal_", normal_), ("bernoulli_", bernoulli_),
+               ("bernoulli", bernoulli), ("multinomial", multinomial)):
+    _def(_n, _f)
+for _n in ("bernoulli", "multinomial"):
+    _method_fn(_n)

@@ -1,0 +1,196 @@
+"""sort, argsort, topk, scatter, scatter_reduce (ops of llgrad/ir/ops_sort.py), and the
+methods whose result's shape depends on the values: masked_select, nonzero, argwhere and
+unique. Those cannot be traced: inside a compiled function they make the call run eagerly
+(with the usual warning), and they run here on the tensors' data. masked_select is still
+differentiable (MaskedSelectBackward0), through an op kept out of the table: the table's
+ops are the ones a trace can hold."""
+import warnings
+
+import numpy as np
+
+from ..ir import OPS
+from ..ir.optable import OpDef
+from . import trace_state
+from .dispatch import call
+from .inplace import call_inplace
+from .functions import _method_fn
+from .methods_reduce import _return_type
+from .shapes import broadcast_shapes, norm_dim
+from .tensor import Tensor
+
+return_sort = _return_type("sort")
+return_topk = _return_type("topk")
+
+
+def _def(name, fn):
+    fn.__name__ = name
+    setattr(Tensor, name, fn)
+
+
+def _untraceable(what):
+    tracer = trace_state.state.tracer
+    if tracer is not None:
+        tracer.untraceable(f"{what} (a data-dependent shape)")
+
+
+# ---- sort, argsort, topk ----------------------------------------------------------------------
+
+def sort(self, dim=-1, descending=False, *, stable=None):
+    d = norm_dim(dim, self._data.ndim)
+    return return_sort(*self._op("sort", dim=d, descending=bool(descending),
+                                 stable=None if stable is None else bool(stable)))
+
+
+def argsort(self, dim=-1, descending=False, *, stable=False):
+    return sort(self, dim, descending, stable=stable).indices
+
+
+def msort(self):
+    return sort(self, 0).values
+
+
+def topk(self, k, dim=-1, largest=True, sorted=True):
+    d = norm_dim(dim, self._data.ndim)
+    n = self._data.shape[d] if self._data.ndim else 1
+    if not 0 <= k <= n:
+        raise RuntimeError("selected index k out of range")
+    return return_topk(*self._op("topk", k=int(k), dim=d, largest=bool(largest),
+                                 sorted=bool(sorted)))
+
+
+# ---- scatter ------------------------------------------------------------------------------------
+
+def _check_index(self, dim, index, src, what):
+    if not isinstance(index, Tensor) or index._dtype._cat != 1:
+        raise RuntimeError(f"{what}(): Expected dtype int64 for index")
+    d = norm_dim(dim, self._data.ndim)
+    if index._data.ndim != self._data.ndim and index._data.size:
+        raise RuntimeError("Index tensor must have the same number of dimensions as self tensor")
+    if isinstance(src, Tensor):
+        if src._dtype is not self._dtype:
+            raise RuntimeError(f"{what}(): Expected self.dtype to be equal to src.dtype")
+        ish, sh, ssh = index._data.shape, self._data.shape, src._data.shape
+        if len(ssh) != len(ish) and index._data.size:
+            raise RuntimeError("Index tensor must have the same number of dimensions as src "
+                               "tensor")
+        if any(i > n for k, (i, n) in enumerate(zip(ish, sh)) if k != d) or \
+                any(i > n for i, n in zip(ish, ssh)):
+            raise RuntimeError(f"Expected index {list(ish)} to be no larger than self "
+                               f"{list(sh)} apart from dimension {d} and to be no larger size "
+                               f"than src {list(ssh)}")
+    return d
+
+
+_LEGACY = {"add": "sum", "multiply": "prod"}
+_REDUCES = ("sum", "prod", "mean", "amax", "amin")
+
+
+def _scatter_args(self, dim, index, src, value, reduce):
+    if src is None:
+        src = value
+    d = _check_index(self, dim, index, src, "scatter")
+    if reduce is None:
+        return OPS["scatter"], (self, index, src), {"dim": d}
+    if reduce not in _LEGACY:
+        raise RuntimeError("reduce argument must be either add or multiply.")
+    if isinstance(src, Tensor):
+        warnings.warn("The reduce argument of torch.scatter with Tensor src is deprecated and "
+                      "will be removed in a future PyTorch release. Use torch.scatter_reduce "
+                      "instead for more reduction options.", UserWarning, stacklevel=3)
+    else:
+        src = self.new_full(index._data.shape, src)
+    return OPS["scatter_reduce"], (self, index, src), {"dim": d, "reduce": _LEGACY[reduce],
+                                                       "include_self": True}
+
+
+def scatter(self, dim, index, src=None, value=None, *, reduce=None):
+    op, inputs, attrs = _scatter_args(self, dim, index, src, value, reduce)
+    return call(op, inputs, attrs)
+
+
+def scatter_(self, dim, index, src=None, value=None, *, reduce=None):
+    op, inputs, attrs = _scatter_args(self, dim, index, src, value, reduce)
+    return call_inplace(op, self, inputs, attrs)
+
+
+def _scatter_reduce_args(self, dim, index, src, reduce, include_self):
+    if reduce not in _REDUCES:
+        raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got "
+                           f"{reduce}")
+    d = _check_index(self, dim, index, src, "scatter_reduce")
+    return (self, index, src), {"dim": d, "reduce": reduce, "include_self": bool(include_self)}
+
+
+def scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
+    inputs, attrs = _scatter_reduce_args(self, dim, index, src, reduce, include_self)
+    return call(OPS["scatter_reduce"], inputs, attrs)
+
+
+def scatter_reduce_(self, dim, index, src, reduce, *, include_self=True):
+    inputs, attrs = _scatter_reduce_args(self, dim, index, src, reduce, include_self)
+    return call_inplace(OPS["scatter_reduce"], self, inputs, attrs)
+
+
+# ---- data-dependent shapes (eager only) ------------------------------------------------------
+
+def _masked_select_vjp(c, g):
+    mask = c.mask.expand(c.out_shape)
+    return (g.new_zeros(c.out_shape)._op("index_put", g, mask, spec=("T",), accumulate=True),
+            None)
+
+
+def _masked_select(x, mask, out_shape):
+    return np.array(np.broadcast_to(x, out_shape)[np.broadcast_to(mask, out_shape)])
+
+
+# (not in the op table: it cannot be traced, and every op of the table can)
+MASKED_SELECT = OpDef("masked_select", _masked_select, vjp=_masked_select_vjp,
+                      grad_fn="MaskedSelectBackward0", args=("self", "mask"), save=("mask",),
+                      nondiff=("mask",))
+
+
+def masked_select(self, mask):
+    if not isinstance(mask, Tensor) or mask._dtype._cat != 0:
+        raise RuntimeError("masked_select: expected BoolTensor for mask")
+    shape = broadcast_shapes(mask._data.shape, self._data.shape)
+    _untraceable("masked_select")
+    return call(MASKED_SELECT, (self, mask), {"out_shape": shape})
+
+
+def nonzero(self, *, as_tuple=False):
+    _untraceable("nonzero")
+    a = self._data
+    if as_tuple:
+        return tuple(Tensor._from_array(i.astype(np.int64))
+                     for i in np.nonzero(a.reshape(1) if a.ndim == 0 else a))
+    return Tensor._from_array(np.argwhere(a).astype(np.int64))
+
+
+def argwhere(self):
+    return nonzero(self)
+
+
+def unique(self, sorted=True, return_inverse=False, return_counts=False, dim=None):
+    """Sorted unique values (PyTorch sorts on the CPU whatever `sorted` says), the inverse
+    indices (int64, input's shape; along dim: one per slice) and the counts."""
+    _untraceable("unique")
+    a = self._data
+    axis = None if dim is None else norm_dim(dim, a.ndim)
+    vals, inv, counts = np.unique(a, return_inverse=True, return_counts=True, axis=axis)
+    out = [Tensor._from_array(np.array(vals, dtype=a.dtype))]
+    if return_inverse:
+        out.append(Tensor._from_array(inv.astype(np.int64).reshape(
+            a.shape if axis is None else (a.shape[axis],))))
+    if return_counts:
+        out.append(Tensor._from_array(counts.astype(np.int64)))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+for _n, _f in (("sort", sort), ("argsort", argsort), ("msort", msort), ("topk", topk),
+               ("scatter", scatter), ("scatter_", scatter_), ("scatter_reduce", scatter_reduce),
+               ("scatter_reduce_", scatter_reduce_), ("masked_select", masked_select),
+               ("nonzero", nonzero), ("argwhere", argwhere), ("unique", unique)):
+    _def(_n, _f)
+for _n in ("sort", "argsort", "msort", "topk", "scatter", "scatter_reduce", "masked_select",
+           "nonzero", "argwhere", "unique"):
+    _method_fn(_n)

@@ -1,0 +1,81 @@
+"""Tensors saved for backward, with the version of their storage at save time (the check
+that raises PyTorch's "modified by an inplace operation" error), and where in the user's
+code an op ran (nodes and errors name it)."""
+import os
+import sys
+
+from .tensor import Tensor
+
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+FREED = ("Trying to backward through the graph a second time (or directly access saved "
+         "tensors after they have already been freed). Saved intermediate values of the graph "
+         "are freed when you call .backward() or autograd.grad(). Specify retain_graph=True if "
+         "you need to backward through the graph a second time or if you need to access saved "
+         "tensors after calling backward.")
+
+
+class Location(tuple):
+    """(filename, line) of user code; formatted only when shown (it is on the hot path)."""
+    __slots__ = ()
+
+    def __str__(self):
+        return f"{os.path.basename(self[0])}:{self[1]}"
+
+
+def user_location():
+    """The innermost frame outside llgrad: the user's code that caused the op."""
+    f = sys._getframe(2)        # our caller is inside llgrad: start above it
+    pkg = _PKG_DIR
+    while f is not None and f.f_code.co_filename.startswith(pkg):
+        f = f.f_back
+    return Location((f.f_code.co_filename, f.f_lineno)) if f is not None else Location(("?", 0))
+
+
+def tensor_type_str(t):
+    return f"[llgrad.{t._dtype._tensor_type} [{', '.join(map(str, t._data.shape))}]]"
+
+
+class SavedTensor:
+    """A tensor saved for backward, with the version of its storage at save time. An op's
+    own output is kept as a detached alias (no reference cycle) and re-attached to the
+    node when unpacked."""
+    __slots__ = ("tensor", "version", "is_output", "output_nr", "grad_fn_name")
+
+    def __init__(self, t, is_output=False, output_nr=0):
+        if t._inference:
+            raise RuntimeError("Inference tensors cannot be saved for backward. To work around "
+                               "you can make a clone to get a normal tensor and use it in "
+                               "autograd.")
+        self.version = t._storage.version
+        self.is_output = is_output
+        self.output_nr = output_nr
+        fn = None if is_output else t._grad_fn
+        self.grad_fn_name = type(fn).__name__ if fn is not None else None
+        # an output is kept as (data, storage): no tensor object, no reference cycle
+        self.tensor = (t._data, t._storage) if is_output else t
+
+    def unpack(self, node):
+        t = self.tensor
+        if t is None:
+            raise RuntimeError(FREED)
+        if self.is_output:
+            t = Tensor._from_array(t[0], t[1])
+        if t._storage.version != self.version:
+            out = (f", which is output {self.output_nr} of {type(node).__name__},"
+                   if self.is_output else
+                   f", which is output 0 of {self.grad_fn_name}," if self.grad_fn_name else "")
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified by an "
+                f"inplace operation: {tensor_type_str(t)}{out} is at version "
+                f"{t._storage.version}; expected version {self.version} instead. Hint: the "
+                f"tensor was saved for backward by {type(node).__name__} at "
+                f"{getattr(node, '_where', '?')}"
+                + (f" and modified in place at {t._storage.write_loc}."
+                   if t._storage.write_loc is not None else
+                   "; an in-place operation changed it after that."))
+        if self.is_output and t._dtype._cat == 2:     # (an integer output has no history:
+            t._grad_fn = node                           # max's indices, as record leaves it)
+            t._output_nr = self.output_nr
+            t._requires_grad = True
+        return t
