@@ -1,8 +1,9 @@
 """Session-wide test settings.
 
-Compiled kernels go to a disk cache private to this test session (unless the developer
-points LLGRAD_CACHE_DIR somewhere on purpose): tests never write to the user's cache, and
-tests that study the cache itself set their own directory."""
+Compiled kernels go to a disk cache private to this test session, signed with a key of the
+session's own (unless the developer points LLGRAD_CACHE_DIR somewhere on purpose): tests
+never write to the user's cache or make the user's key, and tests that study the cache
+itself set their own directory."""
 import atexit
 import os
 import shutil
@@ -17,6 +18,10 @@ os.environ.setdefault("LLGRAD_CHECK_DEDUPE", "1")
 if not os.environ.get("LLGRAD_CACHE_DIR"):
     os.environ["LLGRAD_CACHE_DIR"] = tempfile.mkdtemp(prefix="llgrad-test-cache-")
     atexit.register(shutil.rmtree, os.environ["LLGRAD_CACHE_DIR"], ignore_errors=True)
+    if not os.environ.get("LLGRAD_CACHE_KEY_FILE"):     # (outside the cache directory)
+        _key_dir = tempfile.mkdtemp(prefix="llgrad-test-key-")
+        os.environ["LLGRAD_CACHE_KEY_FILE"] = os.path.join(_key_dir, "cache-key")
+        atexit.register(shutil.rmtree, _key_dir, ignore_errors=True)
 
 # Hypothesis profiles (tests/fuzz): "ci", the default, is the fast reproducible profile every
 # `python -m pytest` runs; "long" is for manual runs: `pytest -m fuzz --hypothesis-profile=long`.

@@ -1,4 +1,16 @@
 """llgrad.nn: Module, Parameter, layers, losses (PyTorch's API), functional and init."""
-from . import functional, init, utils  # noqa: F401
+from . import functional, init, parallel, utils  # noqa: F401
 from .module import Module, Parameter  # noqa: F401
 from .layers import *  # noqa: F401,F403
+from .layers_rnn import GRU, LSTM, RNN, RNNBase  # noqa: F401
+from .layers_rnn_cell import GRUCell, LSTMCell, RNNCell, RNNCellBase  # noqa: F401
+from .layers_attention import MultiheadAttention  # noqa: F401
+from .layers_transformer import (Transformer, TransformerDecoder,  # noqa: F401
+                                 TransformerDecoderLayer, TransformerEncoder,
+                                 TransformerEncoderLayer)
+from .layers_activation import *  # noqa: F401,F403
+from .layers_conv_more import *  # noqa: F401,F403
+from .layers_loss_more import *  # noqa: F401,F403
+from .layers_norm_more import *  # noqa: F401,F403
+from .layers_pad import *  # noqa: F401,F403
+from .layers_pool import *  # noqa: F401,F403

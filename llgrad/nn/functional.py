@@ -8,6 +8,20 @@ from ..runtime import grad_mode
 from ..runtime.creation import rand_like, tensor as _tensor
 from ..runtime.dispatch import call, nondiff_error
 from .functional_conv import conv2d, max_pool2d  # noqa: F401  (F.conv2d, F.max_pool2d)
+from .functional_activation import (celu, elu, glu, hardshrink, hardsigmoid, hardswish,  # noqa: F401
+                                  hardtanh, logsigmoid, mish, prelu, relu6, selu, softmin,
+                                  softshrink, softsign, tanhshrink, threshold)
+from .functional_convt import conv1d, conv_transpose1d, conv_transpose2d  # noqa: F401
+from .functional_distance import cosine_similarity, normalize, pairwise_distance  # noqa: F401
+from .functional_interp import interpolate, upsample, upsample_bilinear, upsample_nearest  # noqa: F401
+from .functional_loss import (binary_cross_entropy, huber_loss, kl_div, l1_loss,  # noqa: F401
+                              one_hot, smooth_l1_loss)
+from .functional_norm import group_norm, instance_norm, rms_norm  # noqa: F401
+from .functional_pad import pad  # noqa: F401
+from .functional_pool import (adaptive_avg_pool1d, adaptive_avg_pool2d,  # noqa: F401
+                              adaptive_max_pool1d, adaptive_max_pool2d, avg_pool1d, avg_pool2d)
+from .functional_attention import (multi_head_attention_forward,  # noqa: F401
+                                   scaled_dot_product_attention)
 
 _REDUCTIONS = ("none", "mean", "sum")
 
@@ -149,7 +163,10 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
                            f"scalar types: Long, Int; but got {input.type()} instead (while "
                            "checking arguments for embedding)")
     n = weight._data.shape[0]
-    if input._data.size and (input._data.max() >= n or input._data.min() < -n):
+    d = input._data
+    if not isinstance(d, np.ndarray):       # batched (llgrad.func.vmap): as tensor ops
+        d = input
+    if input._data.size and (d.max() >= n or d.min() < -n):
         raise IndexError("index out of range in self")
     if padding_idx is not None and padding_idx < 0:
         padding_idx += n
@@ -193,6 +210,8 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
                          f"batch_size ({target._data.shape[0]}).")
     c = input._data.shape[1]
     t = target._data
+    if not isinstance(t, np.ndarray):       # batched (llgrad.func.vmap): as tensor ops
+        t = target
     bad = (t != ignore_index) & ((t < 0) | (t >= c))
     if bad.any():
         raise IndexError(f"Target {int(t[bad].reshape(-1)[0])} is out of bounds.")
@@ -211,7 +230,8 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
 def _nll_loss_1d(input, target, weight, ignore_index, reduction):
     if target._dtype._cat != 1:
         raise RuntimeError(f"expected scalar type Long but found {target._dtype.name}")
-    t = int(target._data)
+    # (a batched target under llgrad.func.vmap has no value here: the op checks its samples)
+    t = int(target._data) if isinstance(target._data, np.ndarray) else ignore_index
     if t != ignore_index and not 0 <= t < input._data.shape[0]:
         raise IndexError(f"Target {t} is out of bounds.")
     return call(OPS["nll_loss"], (input, target, weight),

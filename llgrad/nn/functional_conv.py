@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from ..runtime.creation import full, tensor as _tensor
+from ..runtime.creation import tensor as _tensor
 
 
 def _pair(x):
@@ -21,7 +21,7 @@ def _filled_pad(x, top, bottom, left, right, value):
     if not (top or bottom or left or right):
         return x.contiguous()
     n, c, h, w = x.shape
-    out = full((n, c, h + top + bottom, w + left + right), value, dtype=x.dtype)
+    out = x.new_full((n, c, h + top + bottom, w + left + right), value)   # (batched in vmap)
     out[:, :, top:top + h, left:left + w] = x
     return out
 

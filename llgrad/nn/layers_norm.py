@@ -3,7 +3,7 @@ import numpy as np
 
 from ..runtime import dtypes, grad_mode
 from ..runtime.creation import empty, ones, tensor as _tensor, zeros
-from ..runtime.function import Function
+from ..runtime.autograd_function import Function
 from . import functional as F
 from . import init
 from .factory import factory_kwargs

@@ -15,7 +15,7 @@ from collections import OrderedDict
 
 from ..runtime import grad_mode
 from ..runtime.creation import zeros
-from ..runtime.function import Function
+from ..runtime.autograd_function import Function
 from ..runtime.tensor import Tensor
 from ..utils.hooks import RemovableHandle
 

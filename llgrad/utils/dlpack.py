@@ -4,6 +4,9 @@ work is NumPy's: export hands out the NumPy buffer's capsule, import wraps what
 np.from_dlpack returns (the producer's memory, kept alive by it)."""
 import numpy as np
 
+from ..runtime.creation import from_numpy
+from ..runtime.tensor import Tensor
+
 __all__ = ["from_dlpack", "to_dlpack"]
 
 
@@ -27,8 +30,6 @@ def from_dlpack(ext_tensor):
     """A tensor sharing the memory of `ext_tensor`: an object with __dlpack__ and
     __dlpack_device__ (a NumPy array, a torch tensor on the CPU, another llgrad tensor) or a
     DLPack capsule. Only CPU memory can be imported."""
-    from ..runtime.creation import from_numpy
-    from ..runtime.tensor import Tensor
     if isinstance(ext_tensor, Tensor):
         return ext_tensor
     if not hasattr(ext_tensor, "__dlpack__"):

@@ -45,3 +45,20 @@ def test_char_transformer(mode):
     assert losses[-1] < losses[0] - 1.0, out       # from ~3.7 (uniform) to well below
     sample = out.split("greedy sample:\n", 1)[1]
     assert sample.startswith("The lamp") and len(sample.rstrip("\n")) >= 40, out
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_char_lstm(mode):
+    out = run("char_lstm.py", "--steps", "40", "--seq-len", "16", "--hidden", "64",
+              "--sample-len", "40", mode, timeout=180)
+    losses = [float(x) for x in re.findall(r"^step +\d+ +loss ([0-9.]+)", out, re.M)]
+    assert len(losses) >= 3, out
+    assert losses[-1] < losses[0] - 1.0, out       # from ~3.6 (uniform) to well below
+    sample = out.split("greedy sample:\n", 1)[1]
+    assert sample.startswith("The lamp") and len(sample.rstrip("\n")) >= 40, out
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_vit(mode):
+    out = run("vit.py", "--epochs", "3", mode, timeout=180)
+    assert final_accuracy(out) > 0.7, out          # 3 classes: chance is 0.33

@@ -32,7 +32,9 @@ differentiable everywhere (no kinks, ties, jumps or casts to float32) in float64
 programs gradcheck runs on. KNOWN_BUGS lists the bugs the generator steers around.
 """
 import functools
+import glob
 import math
+import os
 import re
 
 import numpy as np
@@ -1559,6 +1561,13 @@ RECIPES = {
     r_inplace: (6, {"zero", "fill", "copy", "strided_scatter", "strided_gather",
                     "strided_put"}),
 }
+
+# recipes of further op families, one file each beside this one (recipes_*.py): each runs
+# in this module's namespace (Gen, pick, the r_* helpers, ...) and adds to RECIPES
+for _path in sorted(glob.glob(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                           "recipes_*.py"))):
+    with open(_path) as _f:
+        exec(compile(_f.read(), _path, "exec"), globals())  # noqa: S102 (the suite's own)
 _WEIGHTED = [r for r, (w, _) in RECIPES.items() for _ in range(w)]
 
 # ops of the table no recipe draws, with the reason

@@ -141,7 +141,7 @@ def test_mse_loss_of_no_elements(reduction):
 def test_inplace_op_reading_its_own_target_raises_at_backward(op, view):
     """x.mul_(x) saved its operand x after writing it, at the new version: backward used
     x*x for x and gave a wrong gradient with no error. PyTorch saves it before the write, so
-    backward raises the in-place error (llgrad/runtime/dispatch.py call_inplace)."""
+    backward raises the in-place error (llgrad/runtime/inplace.py call_inplace)."""
     x = llgrad.tensor([0.7, -1.3], requires_grad=True)
     v = x.neg()
     v = {"": v, "t": v.t(), "slice": v[:]}[view]

@@ -1,0 +1,121 @@
+"""PyTorch's activation functions beyond relu/gelu/silu: ops of the table where PyTorch has
+a backward node of their own (elu, selu, celu, hardtanh, relu6, logsigmoid, glu, mish,
+hardswish, hardsigmoid, threshold: llgrad/ir/ops_activations.py) and PyTorch's own
+compositions for the rest (softsign, tanhshrink, softmin, hardshrink, softshrink,
+prelu)."""
+import warnings
+
+from ..ir import OPS
+from ..runtime.dispatch import call
+from ..runtime.inplace import call_inplace
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def _apply(name, input, inplace, attrs, inplace_op=None):
+    if inplace:
+        return call_inplace(OPS[inplace_op or name], input, (input,), attrs)
+    return call(OPS[name], (input,), attrs)
+
+
+def elu(input, alpha=1.0, inplace=False):
+    return _apply("elu", input, inplace, {"alpha": alpha, "scale": 1.0, "input_scale": 1.0},
+                  "elu_")
+
+
+def selu(input, inplace=False):
+    return _apply("elu", input, inplace,
+                  {"alpha": _SELU_ALPHA, "scale": _SELU_SCALE, "input_scale": 1.0}, "elu_")
+
+
+def celu(input, alpha=1.0, inplace=False):
+    if alpha == 0:
+        raise RuntimeError("ZeroDivisionError")
+    return _apply("celu", input, inplace,
+                  {"alpha": alpha, "scale": 1.0, "input_scale": 1.0 / alpha}, "celu_")
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    if min_val > max_val:
+        raise ValueError("min_val cannot be greater than max_val")
+    return _apply("hardtanh", input, inplace, {"min_val": min_val, "max_val": max_val})
+
+
+def relu6(input, inplace=False):
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+def logsigmoid(input):
+    return call(OPS["logsigmoid"], (input,), {})
+
+
+def mish(input, inplace=False):
+    return _apply("mish", input, inplace, {})
+
+
+def hardswish(input, inplace=False):
+    return _apply("hardswish", input, inplace, {})
+
+
+def hardsigmoid(input, inplace=False):
+    return _apply("hardsigmoid", input, inplace, {})
+
+
+def threshold(input, threshold, value, inplace=False):
+    return _apply("threshold", input, inplace, {"threshold": threshold, "value": value},
+                  "threshold_")
+
+
+def glu(input, dim=-1):
+    nd = input.dim()
+    if nd == 0:
+        raise RuntimeError("glu does not support scalars because halving size must be even")
+    if not -nd <= dim < nd:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-nd}, {nd - 1}],"
+                         f" but got {dim})")
+    dim %= nd
+    n = input.shape[dim]
+    if n % 2:
+        raise RuntimeError(f"Halving dimension must be even, but dimension {dim} is size {n}")
+    return call(OPS["glu"], (input,), {"dim": dim})
+
+
+def softsign(input):
+    return input / (input.abs() + 1)
+
+
+def tanhshrink(input):
+    return input - input.tanh()
+
+
+def softmin(input, dim=None, _stacklevel=3, dtype=None):
+    if dim is None:
+        warnings.warn("Implicit dimension choice for softmin has been deprecated. Change the "
+                      "call to include dim=X as an argument.", UserWarning, stacklevel=2)
+        dim = 0 if input.dim() in (0, 1, 3) else 1
+    return (-input).softmax(dim, dtype)
+
+
+def hardshrink(input, lambd=0.5):
+    return input.masked_fill((input >= -lambd) & (input <= lambd), 0)
+
+
+def softshrink(input, lambd=0.5):
+    if lambd < 0:
+        raise RuntimeError(f"lambda must be greater or equal to 0, but found to be {lambd}.")
+    return (input - input.sign() * lambd).masked_fill((input >= -lambd) & (input <= lambd), 0)
+
+
+def prelu(input, weight):
+    n = weight.numel()
+    nd = input.dim()
+    if n != 1:
+        c = input.shape[1] if nd >= 2 else (input.shape[0] if nd == 1 else 1)
+        if n != c:
+            raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found "
+                               f"parameter numbers = {n} and channel size = {c}.")
+        w = weight.reshape((c,) + (1,) * (nd - 2)) if nd >= 2 else weight.reshape(c)
+    else:
+        w = weight.reshape(())
+    return input.where(input > 0, w * input)

@@ -1,0 +1,83 @@
+"""Vector norms and what PyTorch builds on them: F.normalize, F.cosine_similarity and
+F.pairwise_distance, compositions of existing ops (as in PyTorch, whose backward nodes these
+share where the last step is the same: DivBackward0 for normalize, SumBackward1 for
+cosine_similarity).
+
+vector_norm differentiates as PyTorch's norm does: a zero norm gets a zero gradient (the
+square root's infinite slope at 0 is masked out, not multiplied by 0)."""
+import math
+
+from ..runtime import grad_mode
+from ..runtime.dtypes import result_type
+from ..runtime.shapes import broadcast_shapes
+
+_NAMES = {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
+          "bool": "Bool"}
+
+
+def _check_dim(dim, nd):
+    lo, hi = -max(nd, 1), max(nd, 1) - 1
+    if not lo <= dim <= hi:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{lo}, {hi}], but "
+                         f"got {dim})")
+    return dim % max(nd, 1)
+
+
+def _root(s, p):
+    """s ** (1/p) (sqrt for p = 2) with a zero gradient where s == 0."""
+    zero = s == 0
+    safe = s.masked_fill(zero, 1)
+    r = safe.sqrt() if p == 2 else safe ** (1.0 / p)
+    return r.masked_fill(zero, 0)
+
+
+def vector_norm(x, p, dim, keepdim=False):
+    """||x||_p over dim (PyTorch's norm for p in 0, 1, 2, inf, -inf and any other p > 0)."""
+    if p == 2:
+        return _root((x * x).sum(dim, keepdim=keepdim), 2)
+    if p == 1:
+        return x.abs().sum(dim, keepdim=keepdim)
+    if p == math.inf:
+        return x.abs().amax(dim, keepdim=keepdim)
+    if p == -math.inf:
+        return x.abs().amin(dim, keepdim=keepdim)
+    if p == 0:
+        return (x != 0).to(x.dtype).sum(dim, keepdim=keepdim)
+    return _root((x.abs() ** p).sum(dim, keepdim=keepdim), p)
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+    dim = _check_dim(dim, input.dim())
+    denom = vector_norm(input, p, dim, keepdim=True).clamp_min(eps).expand_as(input)
+    if out is not None:
+        return out.copy_(input / denom)
+    return input / denom
+
+
+def _floating(x1, x2):
+    dt = result_type(x1, x2)
+    if not dt.is_floating_point:
+        raise RuntimeError("expected common dtype to be floating point, yet common dtype is "
+                           f"{_NAMES.get(dt.name, dt.name)}")
+    return (x1 if x1.dtype == dt else x1.to(dt)), (x2 if x2.dtype == dt else x2.to(dt))
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    """PyTorch's formula: each operand divided by its norm clamped to eps (the clamp
+    applied without autograd, so the gradient flows through the norm itself), then the
+    sum of their product over dim."""
+    x1, x2 = _floating(x1, x2)
+    shape = broadcast_shapes(tuple(x1.shape), tuple(x2.shape))
+    x1, x2 = x1.expand(shape), x2.expand(shape)
+    dim = _check_dim(dim, len(shape))
+    n1 = vector_norm(x1, 2, dim, keepdim=True)
+    n2 = vector_norm(x2, 2, dim, keepdim=True)
+    with grad_mode.no_grad():
+        c1, c2 = n1.clamp_min(eps) - n1, n2.clamp_min(eps) - n2
+    return ((x1 / (n1 + c1)) * (x2 / (n2 + c2))).sum(dim)
+
+
+def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    nd = max(x1.dim(), x2.dim())
+    d = x1 - x2 + eps
+    return vector_norm(d, p, nd - 1, keepdim=keepdim)

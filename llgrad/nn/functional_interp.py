@@ -1,0 +1,155 @@
+"""F.interpolate (and F.upsample, upsample_nearest, upsample_bilinear) for the modes
+nearest, nearest-exact, linear, bilinear, trilinear and area, as compositions of gathers along each
+spatial dim (index_select, whose gradient scatters back) and weighted sums.
+
+The source indices and weights are PyTorch's own (UpSample.h): nearest reads
+floor(dst * scale) in single precision (scale = 1/scale_factor when one is given, else
+in/out; exact copies for out == in and halving for out == 2*in); linear modes read
+src = scale * (dst + 0.5) - 0.5 clamped at 0 (or scale * dst with align_corners), the two
+neighbours floor(src) and the next, with weights 1 - l and l, each dim in turn from the
+last, in the input's precision, so the products and sums are PyTorch's."""
+import math
+import warnings
+
+import numpy as np
+
+from ..runtime.creation import tensor as _tensor
+from .functional_pool import adaptive_avg_pool1d, adaptive_avg_pool2d
+
+_LINEAR = {"linear": 3, "bilinear": 4, "trilinear": 5, "bicubic": 4}
+
+
+def _scale_value(scale, n, o, dt):
+    """compute_scales_value<dt>: 1/scale when a scale is given, else n/o."""
+    if scale is not None and scale > 0:
+        return dt(1.0 / scale)
+    return dt(n) / dt(o)
+
+
+def _nearest_index(n, o, scale, exact):
+    i = np.arange(o)
+    if not exact and o == n:
+        return i
+    if not exact and o == 2 * n:
+        return i >> 1
+    s = _scale_value(scale, n, o, np.float32)
+    src = (i + 0.5) * np.float64(s) if exact else i.astype(np.float32) * s
+    return np.minimum(np.floor(src.astype(np.float32)).astype(np.int64), n - 1)
+
+
+def _linear_weights(n, o, scale, align_corners, dt):
+    i = np.arange(o)
+    if align_corners:
+        s = dt(n - 1) / dt(o - 1) if o > 1 else dt(0)
+        src = s * i.astype(dt)
+    else:
+        s = _scale_value(scale, n, o, dt)
+        src = np.maximum(s * (i.astype(dt) + dt(0.5)) - dt(0.5), dt(0))
+    i0 = np.minimum(np.floor(src.astype(np.float32)).astype(np.int64), n - 1)
+    lam = np.minimum(np.maximum(src - i0.astype(dt), dt(0)), dt(1)).astype(dt)
+    i1 = i0 + (i0 < n - 1)
+    return i0, i1, (dt(1) - lam).astype(dt), lam
+
+
+def _interp_dims(input, out_size, scales, mode, align_corners):
+    x = input
+    nsp = len(out_size)
+    for k in reversed(range(nsp)):          # the last dim first (PyTorch's inner loop)
+        dim = 2 + k
+        n, o = input.shape[dim], out_size[k]
+        if mode in ("nearest", "nearest-exact"):
+            idx = _nearest_index(n, o, scales[k], mode == "nearest-exact")
+            if not (o == n and np.array_equal(idx, np.arange(n))):
+                x = x.index_select(dim, _tensor(idx))
+            continue
+        dt = np.float64 if input.dtype.name == "float64" else np.float32
+        i0, i1, l0, l1 = _linear_weights(n, o, scales[k], align_corners, dt)
+        shape = (o,) + (1,) * (x.dim() - 1 - dim)
+        w0 = _tensor(l0.reshape(shape)).to(input.dtype)
+        w1 = _tensor(l1.reshape(shape)).to(input.dtype)
+        x = x.index_select(dim, _tensor(i0)) * w0 + x.index_select(dim, _tensor(i1)) * w1
+    return x
+
+
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                recompute_scale_factor=None, antialias=False):
+    if mode in ("nearest", "area", "nearest-exact"):
+        if align_corners is not None:
+            raise ValueError("align_corners option can only be set with the interpolating "
+                             "modes: linear | bilinear | bicubic | trilinear")
+    elif align_corners is None:
+        align_corners = False
+    dim = input.dim() - 2
+    if size is not None and scale_factor is not None:
+        raise ValueError("only one of size or scale_factor should be defined")
+    if size is not None:
+        if isinstance(size, (list, tuple)):
+            if len(size) != dim:
+                raise ValueError(
+                    "Input and output must have the same number of spatial dimensions, but got "
+                    f"input with spatial dimensions of {list(input.shape[2:])} and output size "
+                    f"of {size}. Please provide input tensor in (N, C, d1, d2, ...,dK) format "
+                    "and output size in (o1, o2, ...,oK) format.")
+            if not all(isinstance(v, (int, np.integer)) for v in size):
+                raise TypeError("expected size to be one of int or Tuple[int] or Tuple[int, int] "
+                                "or Tuple[int, int, int], but got size with types "
+                                f"{[type(v) for v in size]}")
+            out_size = [int(v) for v in size]
+        else:
+            out_size = [int(size)] * dim
+        scales = [None] * dim
+    elif scale_factor is not None:
+        if isinstance(scale_factor, (list, tuple)):
+            if len(scale_factor) != dim:
+                raise ValueError(
+                    "Input and scale_factor must have the same number of spatial dimensions, but "
+                    f"got input with spatial dimensions of {list(input.shape[2:])} and "
+                    f"scale_factor of shape {scale_factor}. Please provide input tensor in (N, "
+                    "C, d1, d2, ...,dK) format and scale_factor in (s1, s2, ...,sK) format.")
+            scales = [float(v) for v in scale_factor]
+        else:
+            scales = [float(scale_factor)] * dim
+        out_size = [int(math.floor(input.shape[2 + i] * scales[i])) for i in range(dim)]
+        if recompute_scale_factor or mode == "area":
+            scales = [None] * dim
+    else:
+        raise ValueError("either size or scale_factor should be defined")
+    if recompute_scale_factor and size is not None:
+        raise ValueError("recompute_scale_factor is not meaningful with an explicit size.")
+    if antialias:
+        raise NotImplementedError("llgrad: interpolate(antialias=True) is not supported")
+    if mode == "area":
+        if dim == 1:
+            return adaptive_avg_pool1d(input, out_size)
+        if dim == 2:
+            return adaptive_avg_pool2d(input, out_size)
+    if mode in ("nearest", "nearest-exact") and 1 <= dim <= 3:
+        return _interp_dims(input, out_size, scales, mode, None)
+    if mode in ("linear", "bilinear", "trilinear") and input.dim() == _LINEAR[mode]:
+        return _interp_dims(input, out_size, scales, mode, align_corners)
+    if mode == "bicubic" and input.dim() == 4:
+        raise NotImplementedError("llgrad: interpolate(mode='bicubic') is not supported")
+    if mode in _LINEAR and 3 <= input.dim() <= 5:
+        raise NotImplementedError(f"Got {input.dim()}D input, but {mode} mode needs "
+                                  f"{_LINEAR[mode]}D input")
+    raise NotImplementedError(f"Input Error: Only 3D, 4D and 5D input Tensors supported (got "
+                              f"{input.dim()}D) for the modes: nearest | linear | bilinear | "
+                              f"bicubic | trilinear | area | nearest-exact (got {mode})")
+
+
+def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    warnings.warn("nn.functional.upsample is deprecated. Use nn.functional.interpolate "
+                  "instead.", stacklevel=2)
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input, size=None, scale_factor=None):
+    warnings.warn("nn.functional.upsample_nearest is deprecated. Use "
+                  "nn.functional.interpolate instead.", stacklevel=2)
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input, size=None, scale_factor=None):
+    warnings.warn("nn.functional.upsample_bilinear is deprecated. Use "
+                  "nn.functional.interpolate instead.", stacklevel=2)
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)

@@ -1,0 +1,160 @@
+"""PyTorch's losses beyond nll/cross_entropy/mse/bce-with-logits, and one_hot.
+
+smooth_l1_loss, huber_loss and binary_cross_entropy are ops of the table
+(llgrad/ir/ops_losses.py: PyTorch's backward nodes); l1_loss and kl_div are the
+compositions PyTorch runs (their nodes are PyTorch's too: MeanBackward0, SubBackward0, ...)."""
+import warnings
+
+import numpy as np
+
+from ..ir import OPS
+from ..runtime.creation import arange
+from ..runtime.dispatch import call
+from ..runtime.dtypes import int64
+from ..runtime.shapes import broadcast_shapes
+
+_REDUCTIONS = ("none", "mean", "sum")
+_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "int64": "Long",
+          "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}
+
+
+def legacy_reduction(size_average, reduce, emit=True):
+    """PyTorch's _Reduction.legacy_get_string (with its deprecation warning)."""
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    ret = "mean" if size_average and reduce else ("sum" if reduce else "none")
+    if emit:
+        warnings.warn("size_average and reduce args will be deprecated, please use "
+                      f"reduction='{ret}' instead.", stacklevel=3)
+    return ret
+
+
+def _reduction(reduction, size_average=None, reduce=None, allowed=_REDUCTIONS):
+    if size_average is not None or reduce is not None:
+        return legacy_reduction(size_average, reduce)
+    if reduction not in allowed:
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    return reduction
+
+
+def _size_warning(input, target):
+    if tuple(input.shape) != tuple(target.shape):
+        warnings.warn(f"Using a target size ({target.shape}) that is different to the input size "
+                      f"({input.shape}). This will likely lead to incorrect results due to "
+                      "broadcasting. Please ensure they have the same size.", stacklevel=3)
+
+
+def _broadcast(input, target):
+    shape = broadcast_shapes(tuple(input.shape), tuple(target.shape))
+    return input.expand(shape), target.expand(shape)
+
+
+def _weighted(loss, weight, reduction, mean):
+    if weight is not None:
+        if tuple(weight.shape) != tuple(loss.shape):
+            raise ValueError("Weights and input must have the same size.")
+        loss = loss * weight
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return loss.sum()
+    return mean(loss)
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    _size_warning(input, target)
+    reduction = _reduction(reduction, size_average, reduce)
+    x, t = _broadcast(input, target)
+    if weight is not None:
+        return _weighted((x - t).abs(), weight, reduction, lambda l: l.sum() / weight.sum())
+    return _weighted((x - t).abs(), None, reduction, lambda l: l.mean())
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    _size_warning(input, target)
+    reduction = _reduction(reduction, size_average, reduce)
+    if beta < 0:
+        raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+    if beta == 0.0:
+        return l1_loss(input, target, reduction=reduction)
+    x, t = _broadcast(input, target)
+    return call(OPS["smooth_l1_loss"], (x, t), {"reduction": reduction, "beta": beta})
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
+    _size_warning(input, target)
+    reduction = _reduction(reduction)
+    if delta <= 0:
+        raise RuntimeError("huber_loss does not support non-positive values for delta.")
+    x, t = _broadcast(input, target)
+    if weight is None:
+        return call(OPS["huber_loss"], (x, t), {"reduction": reduction, "delta": delta})
+    loss = call(OPS["huber_loss"], (x, t), {"reduction": "none", "delta": delta})
+    return _weighted(loss, weight, reduction, lambda l: l.mean())
+
+
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
+                         reduction="mean"):
+    reduction = _reduction(reduction, size_average, reduce)
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"Using a target size ({target.shape}) that is different to the input "
+                         f"size ({input.shape}) is deprecated. Please ensure they have the same "
+                         "size.")
+    if weight is not None:
+        weight = weight.expand(broadcast_shapes(tuple(target.shape), tuple(weight.shape)))
+    for t in (target, weight):
+        if t is not None and t.dtype != input.dtype:
+            raise RuntimeError(f"Found dtype {_NAMES[t.dtype.name]} but expected "
+                               f"{_NAMES[input.dtype.name]}")
+    # PyTorch's kernel checks every element (the traced example's values here; compiled
+    # calls do not read their data)
+    for name, t in (("input", input), ("target", target)):
+        a = t._data if isinstance(t._data, np.ndarray) else t.detach()    # (batched: vmap)
+        if t.numel() and not ((a >= 0) & (a <= 1)).all():
+            raise RuntimeError(f"all elements of {name} should be between 0 and 1")
+    return call(OPS["binary_cross_entropy"], (input, target, weight), {"reduction": reduction})
+
+
+def _xlogx(t):
+    """xlogy(t, t): t * log(t), 0 where t == 0 (with a finite gradient there)."""
+    return t * t.masked_fill(t == 0, 1).log()
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    if size_average is not None or reduce is not None:
+        reduction = legacy_reduction(size_average, reduce)
+    else:
+        if reduction == "mean":
+            warnings.warn("reduction: 'mean' divides the total loss by both the batch size and "
+                          "the support size.'batchmean' divides only by the batch size, and "
+                          "aligns with the KL div math definition.'mean' will be changed to "
+                          "behave the same as 'batchmean' in the next major release.",
+                          stacklevel=2)
+        _reduction("sum" if reduction == "batchmean" else reduction)
+    if log_target:
+        out = target.exp() * (target - input)
+    else:
+        out = _xlogx(target) - target * input
+    if reduction in ("sum", "batchmean"):
+        out = out.sum()
+    elif reduction == "mean":
+        out = out.mean()
+    if reduction == "batchmean" and input.dim() != 0:
+        out = out / input.shape[0]
+    return out
+
+
+def one_hot(tensor, num_classes=-1):
+    if tensor.dtype != int64:
+        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
+    a = tensor._data
+    if num_classes == -1:
+        if a.size == 0:
+            raise RuntimeError("Can not infer total number of classes from empty tensor.")
+        num_classes = int(tensor.max().item()) + 1        # (a value guard when traced)
+    if a.size:
+        if a.min() < 0:
+            raise RuntimeError("Class values must be non-negative.")
+        if a.max() >= num_classes:
+            raise RuntimeError("Class values must be smaller than num_classes.")
+    return (tensor.unsqueeze(-1) == arange(num_classes)).to(int64)

@@ -1,0 +1,86 @@
+"""F.group_norm (an op of the table: NativeGroupNormBackward0, lowered as layer_norm's
+primitives over the groups), and F.instance_norm and F.rms_norm, the compositions PyTorch
+runs (instance_norm: batch_norm over (1, N*C, ...) viewed back; rms_norm: x times the
+reciprocal root mean square, times the weight)."""
+import numpy as np
+
+from ..ir import OPS
+from ..runtime import grad_mode
+from ..runtime.dispatch import call
+
+
+def _shape(t):
+    return list(t.shape)
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    if input.dim() < 2:
+        raise RuntimeError(f"Expected at least 2 dimensions for input tensor but received "
+                           f"{input.dim()}")
+    n, c = input.shape[:2]
+    size = [n * c // num_groups, num_groups] + list(input.shape[2:])
+    if int(np.prod([size[0]] + size[2:])) == 1:
+        raise ValueError(f"Expected more than 1 value per channel when training, got input size "
+                         f"{size}")
+    if c % num_groups:
+        raise RuntimeError(f"Expected number of channels in input to be divisible by num_groups, "
+                           f"but got input of shape {_shape(input)} and num_groups={num_groups}")
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and (t.dim() != 1 or t.shape[0] != c):
+            raise RuntimeError(f"Expected {name} to be a vector of size equal to the number of "
+                               f"channels in input, but got {name} of shape {_shape(t)} and "
+                               f"input of shape {_shape(input)}")
+    return call(OPS["group_norm"], (input, weight, bias), {"num_groups": num_groups, "eps": eps})
+
+
+def _per_instance(t, b):
+    """t (C,) repeated for each of b instances: (b * C,)."""
+    return None if t is None else t.unsqueeze(0).expand(b, t.shape[0]).reshape(-1)
+
+
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
+                  use_input_stats=True, momentum=0.1, eps=1e-5):
+    if use_input_stats and int(np.prod(input.shape[2:])) == 1:
+        raise ValueError(f"Expected more than 1 spatial element when training, got input size "
+                         f"{input.shape}")
+    if not use_input_stats and (running_mean is None or running_var is None):
+        raise RuntimeError("Expected running_mean and running_var to be defined when "
+                           "use_input_stats is false")
+    b, c = input.shape[:2]
+    x = input.contiguous().view((1, b * c) + tuple(input.shape[2:]))
+    w, bb = _per_instance(weight, b), _per_instance(bias, b)
+    if not use_input_stats:
+        out = call(OPS["batch_norm"], (x, w, bb, _per_instance(running_mean, b),
+                                       _per_instance(running_var, b)),
+                   {"training": False, "eps": eps})
+        return out.view(tuple(input.shape))
+    # batch_norm's update of each instance's statistics, averaged over the batch
+    with grad_mode.no_grad():
+        dims = tuple(range(2, input.dim()))
+        xd = input.detach()
+        for stat, new in ((running_mean, lambda: xd.mean(dims)),
+                          (running_var, lambda: xd.var(dims, correction=1))):
+            if stat is not None:
+                stat.mul_(1 - momentum).add_(new().to(stat.dtype).mean(0), alpha=momentum)
+    out = call(OPS["batch_norm"], (x, w, bb, None, None), {"training": True, "eps": eps})
+    return out.view(tuple(input.shape))
+
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    if isinstance(normalized_shape, int):
+        raise TypeError("rms_norm(): argument 'normalized_shape' (position 2) must be tuple of "
+                        "ints, not int")
+    ns = tuple(normalized_shape)
+    k = len(ns)
+    if tuple(input.shape[input.dim() - k:]) != ns or k > input.dim():
+        raise RuntimeError(f"Given normalized_shape={list(ns)}, expected input with shape "
+                           f"[*{', '.join(map(str, ns))}], but got input of size"
+                           f"{_shape(input)}")
+    if weight is not None and tuple(weight.shape) != ns:
+        raise RuntimeError(f"Expected weight to be of same shape as normalized_shape, but got "
+                           f"weight of shape {_shape(weight)} and normalized_shape = {list(ns)}")
+    if eps is None:
+        eps = float(np.finfo(input.dtype.name).eps) if input.is_floating_point() else 1e-7
+    dims = tuple(range(input.dim() - k, input.dim()))
+    out = input * (input.pow(2).mean(dims, keepdim=True) + eps).rsqrt()
+    return out * weight if weight is not None else out

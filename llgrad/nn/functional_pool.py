@@ -1,0 +1,185 @@
+"""Average and adaptive pooling, as PyTorch runs them.
+
+avg_pool2d is an op of the table (AvgPool2DBackward0: the window sums of the zero-padded
+input divided by PyTorch's counts, llgrad/ir/ops_nn_more.py); avg_pool1d is avg_pool2d over
+a unit height, as in PyTorch. The adaptive pools are compositions: PyTorch's windows
+(start floor(i*n/o), end ceil((i+1)*n/o)) are equal and disjoint when o divides n, where
+the pool is a reshape and a mean (or max); otherwise adaptive_avg_pool2d multiplies by the
+matrices of window averages and adaptive_max_pool2d gathers every window (padded to the
+longest by repeating its last element, which changes no maximum) and takes the max, its
+flat indices read from a table by the max's position."""
+import numpy as np
+
+from ..ir import OPS
+from ..ir.ops_nn_more import pool_out
+from ..runtime.creation import tensor as _tensor
+from ..runtime.dispatch import call
+from ..runtime.dtypes import int64
+
+
+def _tuple(v, n, name, fn):
+    if isinstance(v, (tuple, list)):
+        if len(v) == 1:
+            return tuple(v) * n
+        if len(v) != n:
+            raise RuntimeError(f"{fn}: {name} must either be a single int, or a tuple of "
+                               f"{'two' if n == 2 else n} ints")
+        return tuple(v)
+    return (v,) * n
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None):
+    k = _tuple(kernel_size, 2, "kernel_size", "avg_pool2d")
+    s = k if stride is None or (isinstance(stride, (tuple, list)) and not stride) else \
+        _tuple(stride, 2, "stride", "avg_pool2d")
+    p = _tuple(padding, 2, "padding", "avg_pool2d")
+    if divisor_override is not None and divisor_override == 0:
+        raise RuntimeError("divisor must be not zero")
+    if any(v == 0 for v in s):
+        raise RuntimeError("stride should not be zero")
+    if any(v <= 0 for v in k + s):
+        raise RuntimeError(f"kernel size should be greater than zero, but got kH: {k[0]} "
+                           f"kW: {k[1]}")
+    for pv, kv in zip(p, k):
+        if pv > kv // 2:
+            raise RuntimeError(f"pad should be at most half of effective kernel size, but got "
+                               f"pad={pv}, kernel_size={kv} and dilation=1")
+    nd = input.dim()
+    if nd < 3:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-max(nd, 1)}, "
+                         f"{max(nd, 1) - 1}], but got -3)")
+    shape = tuple(input.shape)
+    if nd > 4 or shape[-3] == 0 or shape[-2] == 0 or shape[-1] == 0 or (nd == 3 and
+                                                                        shape[0] == 0):
+        raise RuntimeError("Expected 3D or 4D (batch mode) tensor with optional 0 dim batch size "
+                           f"for input, but got:{list(shape)}")
+    c, h, w = shape[-3:]
+    oh, ow = (pool_out(n, kv, pv, sv, ceil_mode) for n, kv, pv, sv in zip((h, w), k, p, s))
+    if oh < 1 or ow < 1:
+        raise RuntimeError(f"Given input size: ({c}x{h}x{w}). Calculated output size: "
+                           f"({c}x{oh}x{ow}). Output size is too small")
+    return call(OPS["avg_pool2d"], (input,),
+                {"kernel_size": k, "stride": s, "padding": p, "ceil_mode": bool(ceil_mode),
+                 "count_include_pad": bool(count_include_pad),
+                 "divisor_override": divisor_override})
+
+
+def _check_1d(input, fn):
+    if input.dim() not in (2, 3):
+        raise RuntimeError(f"Expected 2 to 3 dimensions, but got {input.dim()}-dimensional "
+                           f"tensor for argument #1 'self' (while checking arguments for {fn})")
+
+
+def _one(v, name, fn):
+    if isinstance(v, (tuple, list)):
+        if len(v) != 1:
+            raise RuntimeError(f"{fn}() argument '{name}' should contain one int (got {len(v)})")
+        return v[0]
+    return v
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True):
+    _check_1d(input, "avg_pool1d")
+    k = _one(kernel_size, "kernel_size", "avg_pool1d")
+    s = k if stride is None or (isinstance(stride, (tuple, list)) and not stride) else \
+        _one(stride, "stride", "avg_pool1d")
+    p = _one(padding, "padding", "avg_pool1d")
+    return avg_pool2d(input.unsqueeze(-2), (1, k), (1, s), (0, p), ceil_mode,
+                      count_include_pad).squeeze(-2)
+
+
+# ---- adaptive pooling ------------------------------------------------------------------------
+
+def _windows(n, o):
+    i = np.arange(o)
+    return (i * n) // o, -((-(i + 1) * n) // o)          # floor(i*n/o), ceil((i+1)*n/o)
+
+
+def _output_size(output_size, shape, fn):
+    if isinstance(output_size, (tuple, list)):     # PyTorch's _list_with_default
+        if len(shape) <= len(output_size):
+            raise ValueError(f"Input dimension should be at least {len(output_size) + 1}")
+        out = tuple(d if v is None else int(v)
+                    for v, d in zip(output_size, shape[len(shape) - len(output_size):]))
+    else:
+        out = (output_size, output_size)
+    if len(out) != 2:
+        raise RuntimeError(f"{fn}: output_size must be 2")
+    if any(v < 0 for v in out):
+        raise RuntimeError(f"{fn}: elements of output_size must be greater than or equal to 0 "
+                           f"but received {{{out[0]}, {out[1]}}}")
+    return out
+
+
+def _check_2d(input, fn, colon=""):
+    if input.dim() not in (3, 4):
+        raise RuntimeError(f"{fn}(): Expected 3D or 4D tensor, but got{colon} "
+                           f"{list(input.shape)}")
+
+
+def _even(n, o):
+    return o > 0 and n % o == 0
+
+
+def adaptive_avg_pool2d(input, output_size):
+    _check_2d(input, "adaptive_avg_pool2d")
+    oh, ow = _output_size(output_size, input.shape, "adaptive_avg_pool2d")
+    shape = tuple(input.shape)
+    h, w = shape[-2:]
+    if (oh, ow) == (1, 1) and h and w:
+        return input.mean((-2, -1), keepdim=True)
+    if _even(h, oh) and _even(w, ow):
+        x = input.reshape(shape[:-2] + (oh, h // oh, ow, w // ow))
+        return x.mean((-3, -1))
+    out = input
+    for dim, (n, o) in ((-1, (w, ow)), (-2, (h, oh))):
+        if n == o:
+            continue
+        start, end = _windows(n, o)
+        m = np.zeros((o, n))
+        for r, (a, b) in enumerate(zip(start, end)):
+            m[r, a:b] = 1.0 / (b - a)
+        mt = _tensor(m.astype(input.dtype.name))
+        out = out.matmul(mt.t()) if dim == -1 else mt.matmul(out)
+    return out
+
+
+def adaptive_avg_pool1d(input, output_size):
+    _check_1d(input, "adaptive_avg_pool1d")
+    o = _one(output_size, "output_size", "adaptive_avg_pool1d")
+    return adaptive_avg_pool2d(input.unsqueeze(-2), (1, o)).squeeze(-2)
+
+
+def adaptive_max_pool2d(input, output_size, return_indices=False):
+    _check_2d(input, "adaptive_max_pool2d", ":")
+    oh, ow = _output_size(output_size, input.shape, "adaptive_max_pool2d")
+    shape = tuple(input.shape)
+    lead, (h, w) = shape[:-2], shape[-2:]
+    (sh, eh), (sw, ew) = _windows(h, oh), _windows(w, ow)
+    kh = int((eh - sh).max()) if oh else 1
+    kw = int((ew - sw).max()) if ow else 1
+    rows = np.minimum(sh[:, None] + np.arange(kh), eh[:, None] - 1)        # (oh, kh)
+    cols = np.minimum(sw[:, None] + np.arange(kw), ew[:, None] - 1)        # (ow, kw)
+    win = input.index_select(-2, _tensor(rows.reshape(-1))) \
+        .index_select(-1, _tensor(cols.reshape(-1)))
+    nl = len(lead)
+    win = win.reshape(lead + (oh, kh, ow, kw))
+    perm = tuple(range(nl)) + (nl, nl + 2, nl + 1, nl + 3)
+    res = win.permute(perm).reshape(lead + (oh, ow, kh * kw)).max(-1)
+    if not return_indices:
+        return res.values
+    flat = rows[:, None, :, None] * w + cols[None, :, None, :]              # (oh, ow, kh, kw)
+    table = _tensor(flat.reshape(oh, ow, kh * kw).astype(np.int64))
+    idx = table.expand(lead + (oh, ow, kh * kw)).gather(-1, res.indices.unsqueeze(-1))
+    return res.values, idx.squeeze(-1).to(int64)
+
+
+def adaptive_max_pool1d(input, output_size, return_indices=False):
+    _check_1d(input, "adaptive_max_pool1d")
+    o = _one(output_size, "output_size", "adaptive_max_pool1d")
+    r = adaptive_max_pool2d(input.unsqueeze(-2), (1, o), return_indices)
+    if return_indices:
+        return r[0].squeeze(-2), r[1].squeeze(-2)
+    return r.squeeze(-2)
