@@ -13,17 +13,31 @@ from .runtime.creation import (arange, as_tensor, empty, empty_like, eye,  # noq
                                randperm, tensor, zeros, zeros_like)
 from .runtime.functions import *  # noqa: F401,F403
 from .runtime.functions import __getattr__  # noqa: F401,E402 (functions of later ops)
-from . import autograd, ir, nn, optim  # noqa: F401,E402
+from .runtime.einsum import einsum  # noqa: F401,E402
+from .runtime.functions_tensor import meshgrid  # noqa: F401,E402
+from .runtime.dtype_info import finfo, iinfo  # noqa: F401,E402
+from .runtime.dtypes import get_default_dtype, set_default_dtype  # noqa: F401,E402
+from . import autograd, ir, linalg, nn, optim  # noqa: F401,E402
 from .tracer import trace  # noqa: F401,E402
 from .compile.transforms import grad, value_and_grad, vjp  # noqa: F401,E402
 # (last: the name `compile` is the function, not the package llgrad/compile/)
 from .compile.compiled_function import compile  # noqa: F401,E402,A004
-from .runtime.threads import get_num_threads, set_num_threads  # noqa: F401,E402
+from .threads import get_num_threads, set_num_threads  # noqa: F401,E402
 from .runtime.device import device  # noqa: F401,E402
 from .runtime.creation import default_generator  # noqa: F401,E402
 from .runtime.generator import Generator, get_rng_state, seed, set_rng_state  # noqa: F401,E402
 from . import cuda, utils  # noqa: F401,E402
+from . import func  # noqa: F401,E402 (torch.func's transforms: ~2 ms of import)
+from . import distributed  # noqa: F401,E402 (mpi4py: loaded by init_process_group)
 from .utils.dlpack import from_dlpack  # noqa: F401,E402
 from .serialization import load, save  # noqa: F401,E402
 
 from .version import __version__  # noqa: F401,E402
+
+# seeing into compile: LLGRAD_LOG channels, explain, the profiler, debug.compare
+from .compile.log import set_logs  # noqa: F401,E402
+from .compile.explain import explain  # noqa: F401,E402
+from .compile.profile import profile  # noqa: F401,E402
+from . import debug  # noqa: F401,E402
+from .compile import log as _log  # noqa: E402
+_log._configure_from_env()

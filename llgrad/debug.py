@@ -13,6 +13,8 @@ from .compile.compiled_function import CompiledFunction
 
 
 class MismatchError(RuntimeError):
+    """Raised by LLGRAD_CHECK=raise (or set_check('raise')) when a compiled call differs
+    from the reference; .report is the Report."""
     def __init__(self, report):
         super().__init__(str(report))
         self.report = report
@@ -49,7 +51,7 @@ def _checked_call(self, *args, **kwargs):
     return _ORIG_CALL(self, *args, **kwargs)
 
 
-def set_check(mode=True):
+def set_check(mode: bool | str = True) -> None:
     """Turn the check of every compiled call on (True, or "raise") or off (False)."""
     global _ORIG_CALL, _mode
     on = bool(mode) and mode not in ("0", "false", "False")

@@ -4,7 +4,7 @@ at run time); these wrappers import it on first use, so `import llgrad` does not
 llvmlite."""
 
 
-def set_num_threads(n):
+def set_num_threads(n: int) -> None:
     """Threads that compiled (native) loops use, like torch.set_num_threads: an int >= 1.
     As torch's sets its BLAS's, this sets NumPy's OpenBLAS thread count too (matmuls)."""
     from .codegen.native.blas import set_num_threads as set_blas
@@ -13,7 +13,7 @@ def set_num_threads(n):
     set_blas(n)
 
 
-def get_num_threads():
+def get_num_threads() -> int:
     """The thread count native loops use (LLGRAD_NUM_THREADS, else the usable CPUs)."""
     from .codegen.native.threadcount import get_num_threads as get_loops
     return get_loops()

@@ -15,6 +15,10 @@ import pytest
 # every kernel the suite builds checks that groups sharing code (codegen/schedule/dedupe.py) emit
 # the same code
 os.environ.setdefault("LLGRAD_CHECK_DEDUPE", "1")
+# native code is built before the call that needs it (tests inspect kernels and count builds
+# right after a call); tests/compile/test_background.py covers the background builds, and
+# LLGRAD_COMPILE=background runs the whole suite with them
+os.environ.setdefault("LLGRAD_COMPILE", "sync")
 if not os.environ.get("LLGRAD_CACHE_DIR"):
     os.environ["LLGRAD_CACHE_DIR"] = tempfile.mkdtemp(prefix="llgrad-test-cache-")
     atexit.register(shutil.rmtree, os.environ["LLGRAD_CACHE_DIR"], ignore_errors=True)

@@ -18,7 +18,7 @@ import numpy as np
 from ..ir.graph import StackType
 from ..ir.interpret import evaluate
 from ..ir.geometry import contiguous_strides
-from . import log
+from . import background, log
 
 
 class Interpreter:
@@ -129,19 +129,47 @@ def backend(requested):
     return BACKENDS[name]
 
 
-def forward_run(entry):
-    """The entry's forward on its backend, made once and kept."""
+def forward_run(entry, sync=False):
+    """The entry's forward on its backend, made once and kept; while its native code is
+    being built in the background (background.py), the interpreter's (unless sync: then
+    the build is waited for, or made here)."""
     run = entry._forward_run
+    return run if run is not None else _run_for(entry, "forward", sync)
+
+
+def backward_run(entry, sync=False):
+    """The entry's backward, as forward_run."""
+    run = entry._backward_run
+    return run if run is not None else _run_for(entry, "backward", sync)
+
+
+def _run_for(entry, which, sync):
+    if not sync and background.enabled(entry):
+        background.request(entry, build_now)
+        run = getattr(entry, f"_{which}_run")
+        return run if run is not None else interim_run(entry, which)
+    background.wait(entry)
+    run = getattr(entry, f"_{which}_run")
+    return run if run is not None else build_now(entry, which)
+
+
+def interim_run(entry, which):
+    """The interpreter's run of a graph whose native code is not ready yet (made once)."""
+    runs = entry._build_state
+    run = runs.get(which)
     if run is None:
-        run = entry._forward_run = _build(entry, "forward")
+        run = runs[which] = getattr(Interpreter, which)(BACKENDS["interpret"], entry)
     return run
 
 
-def backward_run(entry):
-    """The entry's backward on its backend, made once and kept."""
-    run = entry._backward_run
-    if run is None:
-        run = entry._backward_run = _build(entry, "backward")
+def build_now(entry, which, interpreter=False):
+    """Make and keep the run of entry's `which` graph here (interpreter: the interpreter's,
+    after a failed background build)."""
+    run = interim_run(entry, which) if interpreter else _build(entry, which)
+    setattr(entry, f"_{which}_run", run)
+    if not interpreter and entry.backend.name == "llvm" and \
+            not isinstance(entry.kernels.get(which), str):
+        background.built(entry, which)
     return run
 
 

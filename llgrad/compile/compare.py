@@ -57,6 +57,7 @@ class Mismatch:
                          if hasattr(x, "type")]
 
     def text(self):
+        """The mismatch as readable lines (graph, node, operands, largest difference)."""
         a, b = self.comparison.split(" vs ")
         lines = [f"first difference: {self.graph} graph, {self.comparison}",
                  f"  {self.line}"]
@@ -91,9 +92,11 @@ class Report:
 
     @property
     def ok(self):
+        """Whether no difference was found."""
         return self.mismatch is None
 
     def text(self):
+        """The report as readable lines."""
         head = f"llgrad.debug.compare({self.name}): " + (
             "no difference" if self.ok else "MISMATCH")
         lines = [head]
@@ -233,7 +236,7 @@ def _native_vs_interpreter(report, entry, which, arrays, tol):
     if entry.backend.name != "llvm":
         report.skipped.append(f"{which}: backend {entry.backend.name} (no native kernel)")
         return ref_outs
-    (forward_run if which == "forward" else backward_run)(entry)
+    (forward_run if which == "forward" else backward_run)(entry, sync=True)
     kernel = entry.kernels.get(which)
     kernel = getattr(kernel, "_llgrad_original", kernel)
     if not isinstance(kernel, Kernel):

@@ -15,7 +15,8 @@ import weakref
 
 from ..runtime import trace_state
 from ..tracer.trace import ControlFlowError, TraceError
-from . import log
+from . import background, log
+from .compile_doc import Callable, documented
 from .dot import entry_dot
 from .dump import DumpText, _dump_to_env, format_entry
 from .entry import trace_entry
@@ -26,8 +27,8 @@ from .module import CompiledModule, is_module
 from .readable import Names, differences, guard_lines, nearest, why_retrace
 from .side_effects import python_changes, readable_change, tensor_changes
 from .backends import backend as get_backend
-from .backends import backward_run, forward_run
-from .run import _MISS, _RUN_EAGERLY, _first_result, entry_runner
+from .backends import backward_run, build_now, forward_run
+from .run import _MISS, _RUN_EAGERLY, _first_result, eager_runner, entry_runner, own_inputs
 from .snapshot import StateSnapshot
 
 RECOMPILE_LIMIT = 8
@@ -40,6 +41,7 @@ registry = weakref.WeakSet()    # every CompiledFunction (the profiler times the
 
 
 class CompiledFunction:
+    """What llgrad.compile(fn) returns: call it as fn; see help(llgrad.compile)."""
     def __init__(self, fn, backend=None, recompile_limit=RECOMPILE_LIMIT, transform=True,
                  fullgraph=False):
         functools.update_wrapper(self, fn)
@@ -192,6 +194,8 @@ class CompiledFunction:
             free = without_grads(key, n_own)
             self._grad_free[free] = self._grad_free.get(free, []) + [entry]
         self._fast.clear()            # runners made before know only the older entries
+        if entry is not EAGER and background.enabled(entry):
+            background.request(entry, build_now)  # (LLVM starts now, while the caller goes on)
 
     def _eagerly(self, reason, args, kwargs, key=None):
         """Run the call eagerly: what it does cannot be compiled (once per reason, a
@@ -263,12 +267,13 @@ class CompiledFunction:
     def _remember(self, fast, entries, n_own=None):
         """Let calls with this flat key (fastpath.py) go straight to these entries (given
         the first n_own tensors: grad-free entries)."""
-        runners = [_eager_runner if e is EAGER else entry_runner(e) for e in entries] \
-            if fast else None
+        if not fast or any(e is not EAGER and e._forward_run is None for e in entries):
+            return          # (an entry still being built: its runner is not final yet)
+        runners = [eager_runner if e is EAGER else entry_runner(e) for e in entries]
         if runners:
             run = runners[0] if len(runners) == 1 else functools.partial(_first_result, runners)
             if n_own is not None:
-                run = functools.partial(_own_inputs, run, n_own)
+                run = functools.partial(own_inputs, run, n_own)
             self._fast[fast[0]] = run
 
     def _warn_limit(self, guards, tensors=(), args=(), kwargs=None):
@@ -338,9 +343,9 @@ class CompiledFunction:
         if format == "dot":
             return DumpText(entry_dot(entry))
         if llvm or asm:
-            forward_run(entry)
+            forward_run(entry, sync=True)
             if entry.backward is not None:
-                backward_run(entry)
+                backward_run(entry, sync=True)
         text = format_entry(entry, python=python, llvm=llvm, asm=asm) + self._walk_text(python)
         source = self._converted[1] if self._converted else None
         return DumpText(text + ("\n== rewritten source (tensor-dependent control flow) ==\n"
@@ -378,20 +383,10 @@ class CompiledFunction:
         return text
 
 
-def _own_inputs(run, n_own, tensors):
-    return run(tensors[:n_own])
-
-
-def _eager_runner(tensors):
-    return _RUN_EAGERLY
-
-
-def compile(fn=None, *, backend=None, recompile_limit=RECOMPILE_LIMIT, transform=True,
-            fullgraph=False):
-    """Decorator or call: compile fn (see CompiledFunction); a module gives a module-like
-    object whose calls are compiled (module.py). transform=False traces fn as it is
-    (tensor-dependent if/while become value guards instead of IR control flow);
-    fullgraph=True raises where a call would otherwise run eagerly."""
+@documented         # (the help text: compile_doc.py)
+def compile(fn: "Callable | None" = None, *, backend: "str | None" = None,
+            recompile_limit: int = RECOMPILE_LIMIT, transform: bool = True,
+            fullgraph: bool = False) -> "CompiledFunction | CompiledModule | Callable":
     get_backend(backend)
 
     def make(f):

@@ -64,9 +64,9 @@ def _dump_to_env(cf, entry):
     if not d:
         return
     os.makedirs(d, exist_ok=True)
-    forward_run(entry)                  # (built now: native kernels' IR is dumped)
+    forward_run(entry, sync=True)      # (built now: native kernels' IR is dumped)
     if entry.backward is not None:
-        backward_run(entry)
+        backward_run(entry, sync=True)
     path = os.path.join(d, f"{entry.name}_{cf.n_traces}.txt")
     with open(path, "w") as f:
         f.write(format_entry(entry, python=True, llvm=True) + "\n")

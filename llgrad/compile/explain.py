@@ -7,14 +7,19 @@ Like fn.dump(*args) it changes nothing the caller can see: a trace it needs runs
 state as it is and everything it wrote is put back; warnings the trace gives are reported
 here rather than raised. A plain function is explained through a fresh llgrad.compile of it;
 a compiled function (or module) through its own cache."""
+from __future__ import annotations
 import collections
 import warnings
+from typing import TYPE_CHECKING
 
 from .backends import backward_run, forward_run
 from .compiled_function import CompiledFunction, TraceError
 from .groupkernel import group_label
 from .guards import collect
 from .readable import Names, guard_lines
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 class GraphInfo:
@@ -98,7 +103,7 @@ class Explanation:
     __str__ = __repr__ = text
 
 
-def explain(fn, *args, **kwargs):
+def explain(fn: Callable, *args: object, **kwargs: object) -> Explanation:
     """An Explanation of what llgrad.compile makes of fn(*args, **kwargs) (see module)."""
     cf = getattr(fn, "_compiled", fn)
     if not isinstance(cf, CompiledFunction):
@@ -113,9 +118,9 @@ def explain(fn, *args, **kwargs):
             entry = None
             cf.graph_breaks.append(str(e).split("\n")[0])
         if entry is not None:           # (built: native or interpreted, and why)
-            forward_run(entry)
+            forward_run(entry, sync=True)
             if entry.backward is not None:
-                backward_run(entry)
+                backward_run(entry, sync=True)
     out.graph_breaks = list(dict.fromkeys(cf.graph_breaks[before:]))
     _, guards, n_own = collect(cf.fn, args, kwargs)
     key = tuple(v for _, v in guards)

@@ -24,7 +24,7 @@ import threading
 import time
 
 from ..runtime import dispatch, node
-from . import backends, log
+from . import backends
 from . import compiled_function as _cf
 from .groupkernel import GroupKernel, flag_raised, group_kernel
 

@@ -27,10 +27,15 @@ configured: `import llgrad` does not load it.
 The one line llgrad prints without being asked: a compile (trace and kernel builds of one
 entry) that took over a second says so on stderr when it ends (`progress`), unless
 LLGRAD_QUIET=1 or LLGRAD_LOG is set (then the `compile` channel says it, if chosen)."""
+from __future__ import annotations
 import os
 import sys
 import time
 import warnings
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 CHANNELS = ("recompiles", "graph_breaks", "guards", "compile", "perf")
 PROGRESS_SECONDS = 1.0
@@ -78,7 +83,7 @@ def parse(spec):
     return names
 
 
-def set_logs(spec=None, **channels):
+def set_logs(spec: str | Iterable[str] | None = None, **channels: bool) -> None:
     """Turn channels on: set_logs("recompiles,guards"), set_logs(perf=True), or
     set_logs(None) / set_logs("") for none. Attaches a stderr handler to the "llgrad"
     logger if it has none."""

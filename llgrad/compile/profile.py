@@ -21,6 +21,7 @@ the time spent in compiled calls, backward runs and eager ops inside the block):
 The groups are timed by running each group's own native function in turn (groupkernel.py):
 the first profile of a kernel builds those (one LLVM compile, cached like the kernel), before
 the block's timing starts for kernels built already."""
+from __future__ import annotations
 import os
 import threading
 
@@ -58,7 +59,7 @@ class profile:
     groups=False times each kernel as a whole (no extra build); eager=False leaves eager
     ops untimed."""
 
-    def __init__(self, groups=True, eager=True):
+    def __init__(self, groups: bool = True, eager: bool = True) -> None:
         self.level = "groups" if groups else "calls"
         self.eager = eager
         self.events = []
@@ -69,12 +70,15 @@ class profile:
 
     # ---- the instrument's sink ----------------------------------------------------------------
     def event(self, ev):
+        """Record one event (the instrument calls this)."""
         self.events.append(ev)
 
     def events_extend(self, events):
+        """Record several events (the instrument calls this)."""
         self.events.extend(events)
 
     def top(self, ev, cats):
+        """Count the time of an outermost event (the instrument calls this)."""
         self.top_ns += ev.dur
 
     # ---- the block ----------------------------------------------------------------------------
@@ -89,14 +93,16 @@ class profile:
         instrument.deactivate(self)
         return False
 
-    def start(self):
+    def start(self) -> profile:
+        """Start profiling without a with block (as torch.profiler's start())."""
         return self.__enter__()
 
-    def stop(self):
+    def stop(self) -> None:
+        """Stop profiling started by start()."""
         self.__exit__(None, None, None)
 
     # ---- results ------------------------------------------------------------------------------
-    def key_averages(self):
+    def key_averages(self) -> list[Row]:
         """[Row] by name, the largest total (self) time first."""
         rows = {}
         for ev in self.events:
@@ -114,14 +120,17 @@ class profile:
             row.total_ns += ev.self_ns
         return sorted(rows.values(), key=lambda r: -r.total_ns)
 
-    def total_ns(self):
+    def total_ns(self) -> int:
         """The sum of all self times: the time spent inside profiled events."""
         return sum(ev.self_ns for ev in self.events)
 
-    def kernel_rows(self):
+    def kernel_rows(self) -> list[Row]:
+        """The rows of native kernel groups, the largest total time first."""
         return [r for r in self.key_averages() if r.kind == "kernel"]
 
-    def table(self, row_limit=None, sort_by="total"):
+    def table(self, row_limit: int | None = None, sort_by: str = "total") -> str:
+        """The rows as a text table (as torch.profiler's key_averages().table()):
+        sort_by 'total' (default), 'calls' or 'name'; row_limit rows at most."""
         rows = self.key_averages()
         if sort_by == "calls":
             rows.sort(key=lambda r: -r.calls)
@@ -153,7 +162,7 @@ class profile:
     def __str__(self):
         return self.table()
 
-    def export_chrome_trace(self, path):
+    def export_chrome_trace(self, path: str) -> None:
         """The events as Chrome trace JSON ('X' events; open in ui.perfetto.dev or
         chrome://tracing). Returns path."""
         import json

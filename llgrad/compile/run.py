@@ -13,6 +13,7 @@ from ..runtime import grad_mode
 from .backward_node import CompiledFunctionBackward, FreedBackward
 from ..runtime.creation import default_generator
 from .fastpath import quick_runner
+from . import background
 from .backends import forward_run, warn_once
 from ..runtime.tensor import Tensor
 
@@ -28,13 +29,35 @@ def entry_runner(entry):
     runners = entry._runners
     run = runners.get(grad)
     if run is None:
-        forward_run(entry)                  # (builds the kernel)
+        forward_run(entry)                  # (builds the kernel, or starts its build)
+        if entry._forward_run is None:      # (built in the background: not kept till then)
+            return functools.partial(_while_building, entry)
+        error = background.reported_error(entry)
+        if error is not None:
+            warn_once(f"llgrad.compile({entry.name}): building native code failed, the "
+                      f"graphs run on the interpreter: {error}")
         kernel = entry.kernels.get("forward")
         if getattr(kernel, "direct", False):
             run = quick_runner(entry, kernel.launch_direct,
                                CompiledFunctionBackward.attach if grad else None)
         run = runners[grad] = run or functools.partial(run_entry, entry)
     return run
+
+
+def _while_building(entry, tensors):
+    """A call while the entry's native forward is being built (background.py) runs the
+    function eagerly, exactly as without compile; then the entry's own run."""
+    return _RUN_EAGERLY if entry._forward_run is None else run_entry(entry, tensors)
+
+
+def own_inputs(run, n_own, tensors):
+    """run on the first n_own tensors (a grad-free entry: compiled_function._remember)."""
+    return run(tensors[:n_own])
+
+
+def eager_runner(tensors):
+    """The runner of calls that run eagerly."""
+    return _RUN_EAGERLY
 
 
 def _first_result(runners, tensors):

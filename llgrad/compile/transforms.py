@@ -1,13 +1,18 @@
 """JAX-style functional transforms: grad, value_and_grad and vjp, compiled as one graph
 (forward and backward together). They nest: inside an outer transform the inner gradient
 is taken with create_graph, so the outer one differentiates through it."""
+from __future__ import annotations
 import weakref
+from typing import TYPE_CHECKING
 
 from ..runtime import grad_mode
 from ..runtime.autograd_api import grad as autograd_grad
 from .compiled_function import CompiledFunction
 from ..runtime.tensor import Tensor
 from ..tracer.pytree import flatten, unflatten
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
 
 
 def _argnums(argnums, nargs):
@@ -63,13 +68,19 @@ def _joint(fn, argnums, has_aux, with_value):
     return joint
 
 
-def grad(fn, argnums=0, has_aux=False, backend=None):
-    """The gradient of a scalar function with respect to argument(s) argnums."""
+def grad(fn: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
+         backend: str | None = None) -> CompiledFunction:
+    """The gradient of a scalar function with respect to argument(s) argnums (a tensor, or
+    a tuple for a tuple of argnums), JAX's grad (as torch.func.grad): fn and its backward
+    are compiled as one graph. has_aux: fn returns (value, aux) and the result is (grad,
+    aux). Transforms nest (grad of grad) for higher order."""
     return CompiledFunction(_joint(fn, argnums, has_aux, False), backend)
 
 
-def value_and_grad(fn, argnums=0, has_aux=False, backend=None):
-    """(fn's value, its gradient), computed by one compiled graph."""
+def value_and_grad(fn: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
+                   backend: str | None = None) -> CompiledFunction:
+    """(fn's value, its gradient), computed by one compiled graph, as JAX's value_and_grad
+    (torch.func.grad_and_value gives them the other way round); arguments as grad's."""
     return CompiledFunction(_joint(fn, argnums, has_aux, True), backend)
 
 
@@ -80,8 +91,9 @@ def _reset():
     _compiled.clear()
 
 
-def vjp(fn, *primals):
-    """(fn(*primals), vjp_fn) where vjp_fn(cotangents) returns one gradient per primal."""
+def vjp(fn: Callable, *primals: Tensor) -> tuple[object, Callable]:
+    """(fn(*primals), vjp_fn) where vjp_fn(cotangents) returns one gradient per primal, as
+    torch.func.vjp; fn is compiled (one llgrad.compile per fn, kept while fn lives)."""
     cf = _compiled.get(fn)
     if cf is None:
         cf = _compiled[fn] = CompiledFunction(fn)

@@ -4,6 +4,7 @@ in place (their version counters move, as any in-place write's do); async_op=Tru
 a Work whose wait() finishes the call, else the call waits (with the group's timeout:
 work.py). A contiguous tensor's own memory is handed to MPI (zero-copy); another is copied
 to a contiguous buffer and back."""
+from __future__ import annotations
 import numpy as np
 
 from ..runtime import trace_state
@@ -50,7 +51,8 @@ def _run(requests, finish, what, group, async_op, result):
     return None
 
 
-def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
+def all_reduce(tensor: Tensor, op: ReduceOp = ReduceOp.SUM, group: pg.ProcessGroup | None = None,
+               async_op: bool = False) -> Work | None:
     """Reduce tensor over every rank, in place (ReduceOp.SUM / AVG / PRODUCT / MIN / MAX /
     BAND / BOR / BXOR)."""
     _untraced("all_reduce")
@@ -67,7 +69,8 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     return _run([req], finish, "all_reduce", g, async_op, [tensor])
 
 
-def broadcast(tensor, src, group=None, async_op=False):
+def broadcast(tensor: Tensor, src: int, group: pg.ProcessGroup | None = None,
+              async_op: bool = False) -> Work | None:
     """Copy rank src's tensor into every other rank's tensor, in place."""
     _untraced("broadcast")
     g = pg.default_group(group)
@@ -83,7 +86,8 @@ def broadcast(tensor, src, group=None, async_op=False):
     return _run([req], finish, "broadcast", g, async_op, [tensor])
 
 
-def all_gather(tensor_list, tensor, group=None, async_op=False):
+def all_gather(tensor_list: list[Tensor], tensor: Tensor, group: pg.ProcessGroup | None = None,
+               async_op: bool = False) -> Work | None:
     """tensor_list[r] receives rank r's tensor (every rank's tensor has one shape)."""
     _untraced("all_gather")
     g = pg.default_group(group)
@@ -107,7 +111,9 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
     return _run([req], finish, "all_gather", g, async_op, list(tensor_list))
 
 
-def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False):
+def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor,
+                           group: pg.ProcessGroup | None = None,
+                           async_op: bool = False) -> Work | None:
     """output_tensor (world_size * input's first dim, or world_size stacked inputs) gets
     every rank's input, in rank order."""
     _untraced("all_gather_into_tensor")
@@ -124,7 +130,8 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
                 g, async_op, [output_tensor])
 
 
-def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=False):
+def reduce_scatter(output: Tensor, input_list: list[Tensor], op: ReduceOp = ReduceOp.SUM,
+                   group: pg.ProcessGroup | None = None, async_op: bool = False) -> Work | None:
     """output (on rank r) = the reduction over ranks of their input_list[r]."""
     _untraced("reduce_scatter")
     g = pg.default_group(group)
@@ -142,7 +149,9 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=Fal
     return _reduce_scatter(output, send, op, g, async_op, "reduce_scatter")
 
 
-def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=False):
+def reduce_scatter_tensor(output: Tensor, input: Tensor, op: ReduceOp = ReduceOp.SUM,
+                          group: pg.ProcessGroup | None = None,
+                          async_op: bool = False) -> Work | None:
     """output (on rank r) = the reduction over ranks of the r-th of world_size equal
     chunks of their input."""
     _untraced("reduce_scatter_tensor")
@@ -168,7 +177,8 @@ def _reduce_scatter(output, send, op, g, async_op, what):
     return _run([req], finish, what, g, async_op, [output])
 
 
-def barrier(group=None, async_op=False, device_ids=None):
+def barrier(group: pg.ProcessGroup | None = None, async_op: bool = False,
+            device_ids: object = None) -> Work | None:
     """Wait until every rank reached its barrier."""
     _untraced("barrier")
     g = pg.default_group(group)

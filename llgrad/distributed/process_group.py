@@ -2,6 +2,7 @@
 launcher, `mpiexec -n N`), its queries, destroy_process_group, and the job-wide abort when
 a rank dies of an uncaught exception. mpi4py (and so MPI itself) is imported only here, when
 a process group is first made: `import llgrad` does not load it."""
+from __future__ import annotations
 import datetime
 import importlib.util
 import os
@@ -40,12 +41,15 @@ class ProcessGroup:
         self._rank, self._size = comm.Get_rank(), comm.Get_size()
 
     def rank(self):
+        """This process's rank in the group."""
         return self._rank
 
     def size(self):
+        """The number of processes in the group."""
         return self._size
 
     def name(self):
+        """The backend's name ('MPI')."""
         return self.backend.upper()
 
     def __repr__(self):
@@ -53,16 +57,20 @@ class ProcessGroup:
                f"{self._size}>"
 
 
-def is_available():
+def is_available() -> bool:
     """Whether the MPI backend can be used (mpi4py is installed)."""
     return importlib.util.find_spec("mpi4py") is not None
 
 
-def is_mpi_available():
+def is_mpi_available() -> bool:
+    """Whether the MPI backend can be used (mpi4py is installed), as
+    torch.distributed.is_mpi_available."""
     return is_available()
 
 
-def is_initialized():
+def is_initialized() -> bool:
+    """Whether init_process_group has been called (and not destroyed), as
+    torch.distributed.is_initialized."""
     return _default is not None
 
 
@@ -75,8 +83,10 @@ def _timeout_seconds(timeout):
     return float(timeout)
 
 
-def init_process_group(backend=None, init_method=None, timeout=None, world_size=-1, rank=-1,
-                       store=None, group_name="", pg_options=None, device_id=None):
+def init_process_group(backend: str | None = None, init_method: str | None = None,
+                       timeout: datetime.timedelta | float | None = None, world_size: int = -1,
+                       rank: int = -1, store: object = None, group_name: str = "",
+                       pg_options: object = None, device_id: object = None) -> None:
     """Join the job started by the MPI launcher (`mpiexec -n 2 python train.py`): rank and
     world size come from MPI. backend: "mpi" (or None; "gloo" is taken as "mpi"). timeout:
     how long a collective may wait for the other ranks (a timedelta; default 30 minutes,
@@ -122,19 +132,23 @@ def default_group(group=None):
     return g
 
 
-def get_rank(group=None):
+def get_rank(group: ProcessGroup | None = None) -> int:
+    """This process's rank in group (default: the default group), as
+    torch.distributed.get_rank."""
     return default_group(group).rank()
 
 
-def get_world_size(group=None):
+def get_world_size(group: ProcessGroup | None = None) -> int:
+    """The number of processes in group, as torch.distributed.get_world_size."""
     return default_group(group).size()
 
 
-def get_backend(group=None):
+def get_backend(group: ProcessGroup | None = None) -> str:
+    """The backend of group ('mpi'), as torch.distributed.get_backend."""
     return default_group(group).backend
 
 
-def destroy_process_group(group=None):
+def destroy_process_group(group: ProcessGroup | None = None) -> None:
     """Leave the process group (MPI itself stays initialised until the process exits, so a
     later init_process_group works)."""
     global _default

@@ -66,11 +66,14 @@ class Work:
         return True
 
     def is_completed(self):
+        """Whether the collective has finished (without waiting), as torch's
+        Work.is_completed."""
         if not self._done and pg.mpi().Request.Testall(self._requests):
             self._complete()
         return self._done
 
     def is_success(self):
+        """Whether the collective has finished successfully, as torch's Work.is_success."""
         return self.is_completed()
 
     def result(self):

@@ -11,11 +11,14 @@ class Builder:
         self.graph = Graph(name, [], [], [])
 
     def input(self, type, name=None):
+        """Add a graph input of this TensorType; its Value."""
         v = Value(type, None, len(self.graph.inputs), name or f"arg{len(self.graph.inputs)}")
         self.graph.inputs.append(v)
         return v
 
     def add(self, op, inputs, attrs=None, types=None, loc="", view_of=None):
+        """Append a node of op on inputs (Values or literals), its output types inferred
+        unless given; its Value (a tuple for several outputs)."""
         attrs = dict(attrs or {})
         if types is None:
             types = infer_types(op, [x.type if isinstance(x, Value) else x for x in inputs],
@@ -26,5 +29,6 @@ class Builder:
         return node.outputs[0] if len(node.outputs) == 1 else tuple(node.outputs)
 
     def ret(self, *values):
+        """Set the graph's outputs; the Graph."""
         self.graph.outputs = list(values)
         return self.graph

@@ -42,6 +42,8 @@ class _Frozen:
 
 
 class TensorType(_Frozen):
+    """A value's type: dtype name, shape, strides (in elements) and storage offset; prints
+    as f32[4,3]{3,1}+offset."""
     __slots__ = _fields = ("dtype", "shape", "strides", "offset")
 
     def __init__(self, dtype, shape, strides=None, offset=0):
@@ -56,6 +58,7 @@ class TensorType(_Frozen):
 
     @property
     def numel(self):
+        """The number of elements."""
         n = 1
         for d in self.shape:
             n *= d
@@ -63,11 +66,13 @@ class TensorType(_Frozen):
 
     @property
     def itemsize(self):
+        """Bytes per element."""
         return {"float64": 8, "int64": 8, "float32": 4, "int32": 4, "float16": 2, "int16": 2,
                 "int8": 1, "uint8": 1, "bool": 1}[self.dtype]
 
     @property
     def nbytes(self):
+        """Bytes of the elements (numel * itemsize)."""
         return self.numel * self.itemsize
 
     def __str__(self):
@@ -131,6 +136,7 @@ class Node:
 
     @property
     def output(self):
+        """The node's first (usually only) output Value."""
         return self.outputs[0]
 
 
@@ -149,6 +155,7 @@ class Graph:
         return f"<Graph {self.name}: {len(self.inputs)} inputs, {len(self.nodes)} nodes>"
 
     def values(self):
+        """Every Value: the inputs, then each node's outputs in order."""
         yield from self.inputs
         for n in self.nodes:
             yield from n.outputs

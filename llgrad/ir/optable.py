@@ -23,6 +23,9 @@ _LISTENERS = []
 
 
 class OpDef:
+    """One op of the table: its NumPy implementation, VJP rule, PyTorch's backward node
+    name, argument names, the Tensor methods and llgrad.* functions made from it (see the
+    module)."""
     __slots__ = ("name", "impl", "vjp", "grad_fn", "args", "save", "nout", "kind",
                  "promote", "float_out", "doc", "nondiff", "number_edges", "scalar_args",
                  "methods", "inplace", "functions", "cost", "decompose")
@@ -41,7 +44,7 @@ class OpDef:
         self.kind = kind            # "elementwise" | "reduce" | "view" | "random" | "other"
         self.promote = promote      # input positions promoted to one dtype (PyTorch rules)
         self.float_out = float_out  # integer inputs give float32 (exp, div, ...)
-        self.doc = doc
+        self.doc = doc      # a note on the op; its methods and functions add it to their docs
         self.nondiff = nondiff          # argument names that never get an edge
         self.number_edges = number_edges    # Python numbers get (None, 0) edges
         self.scalar_args = scalar_args  # None there is a Scalar too (no edge)
@@ -57,9 +60,12 @@ class OpDef:
 
     @property
     def differentiable(self):
+        """Whether the op has a VJP rule."""
         return self.vjp is not None
 
     def node_name(self, inputs, attrs):
+        """PyTorch's name for the backward node of this op applied to inputs with attrs
+        (e.g. 'MulBackward0')."""
         g = self.grad_fn
         return g if g is None or isinstance(g, str) else g(inputs, attrs)
 
@@ -68,6 +74,8 @@ class OpDef:
 
 
 def defop(name, impl, **kw):
+    """Declare an op (name must be new); the listeners of on_declare see it (its methods and
+    functions are made then)."""
     if name in OPS:
         raise ValueError(f"op {name!r} declared twice")
     op = OpDef(name, impl, **kw)
@@ -75,6 +83,15 @@ def defop(name, impl, **kw):
     for listener in _LISTENERS:
         listener(op)
     return op
+
+
+def method_doc(name, op=None, function=False):
+    """The docstring of a Tensor method (function=True: an llgrad.* function) that the
+    runtime makes from the table or by a one-line wrapper: PyTorch's name, and op.doc where
+    the op says how it differs."""
+    doc = (f"llgrad.{name}(input, *args, **kwargs) is input.{name}(*args, **kwargs): as "
+           f"torch.{name}." if function else f"As torch.Tensor.{name}.")
+    return f"{doc} {op.doc}" if op is not None and op.doc else doc
 
 
 def on_declare(listener):

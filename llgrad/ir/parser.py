@@ -88,6 +88,7 @@ def _eval_literal(text):
 
 
 def parse_graph(text):
+    """A Graph from its printed text (the inverse of str(graph))."""
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     m = _HEADER.match(lines[0])
     if not m:

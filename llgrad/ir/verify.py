@@ -8,6 +8,7 @@ from .shape_rules import infer_types
 
 
 class VerifyError(ValueError):
+    """Raised by verify() for a malformed graph (a use before definition, a wrong type, ...)."""
     pass
 
 

@@ -33,34 +33,41 @@ def _reduction(r):
 
 
 def relu(input, inplace=False):
+    """As torch.nn.functional.relu."""
     return input.relu_() if inplace else input.relu()
 
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
+    """As torch.nn.functional.leaky_relu."""
     if inplace:
         return input._iop("leaky_relu_", negative_slope=negative_slope)
     return input.leaky_relu(negative_slope)
 
 
 def gelu(input, approximate="none"):
+    """As torch.nn.functional.gelu (approximate='none' or 'tanh')."""
     if approximate not in ("none", "tanh"):
         raise RuntimeError("approximate argument must be either none or tanh.")
     return input.gelu(approximate)
 
 
 def silu(input, inplace=False):
+    """As torch.nn.functional.silu."""
     return input._iop("silu") if inplace else input.silu()
 
 
 def softplus(input, beta=1.0, threshold=20.0):
+    """As torch.nn.functional.softplus."""
     return input.softplus(beta, threshold)
 
 
 def sigmoid(input):
+    """As torch.nn.functional.sigmoid."""
     return input.sigmoid()
 
 
 def tanh(input):
+    """As torch.nn.functional.tanh."""
     return input.tanh()
 
 
@@ -72,14 +79,20 @@ def _softmax_dim(ndim):
 
 
 def softmax(input, dim=None, dtype=None):
+    """As torch.nn.functional.softmax (no dim: PyTorch's implicit choice, with its warning)."""
     return input.softmax(dim if dim is not None else _softmax_dim(input.ndim), dtype)
 
 
 def log_softmax(input, dim=None, dtype=None):
+    """As torch.nn.functional.log_softmax (no dim: PyTorch's implicit choice, with its
+    warning)."""
     return input.log_softmax(dim if dim is not None else _softmax_dim(input.ndim), dtype)
 
 
 def dropout(input, p=0.5, training=True, inplace=False):
+    """As torch.nn.functional.dropout (the mask is drawn with rand_like from llgrad's
+    generator, so a traced dropout is a random op that compiled calls replay, not a baked
+    mask; the numbers are not PyTorch's)."""
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0:
@@ -94,6 +107,8 @@ def dropout(input, p=0.5, training=True, inplace=False):
 
 
 def linear(input, weight, bias=None):
+    """As torch.nn.functional.linear (PyTorch's fused addmm path, so the backward nodes are
+    PyTorch's)."""
     if bias is not None:
         # PyTorch's fused paths: addmm for a matrix; a contiguous input of another rank
         # with a 1-D bias is flattened to a matrix for addmm and viewed back
@@ -112,6 +127,7 @@ def linear(input, weight, bias=None):
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """As torch.nn.functional.layer_norm."""
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
     k = len(normalized_shape)
@@ -124,6 +140,8 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
 
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
                momentum=0.1, eps=1e-5):
+    """As torch.nn.functional.batch_norm (in training, running_mean / running_var are
+    updated in place)."""
     if input._data.ndim < 2:
         raise ValueError(f"expected 2D or 3D input (got {input._data.ndim}D input)")
     if training:
@@ -158,6 +176,8 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
 
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
               scale_grad_by_freq=False, sparse=False):
+    """As torch.nn.functional.embedding (max_norm renormalises the looked-up rows of weight
+    in place first)."""
     if input._dtype._cat != 1:
         raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the following "
                            f"scalar types: Long, Int; but got {input.type()} instead (while "
@@ -193,6 +213,7 @@ def _embedding_renorm_(weight, input, max_norm, norm_type):
 
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
              reduction="mean"):
+    """As torch.nn.functional.nll_loss."""
     _reduction(reduction)
     if input._data.ndim == 1 and target._data.shape in ((), (1,)):
         # one sample: PyTorch's nll_loss takes it as is (NllLossBackward0, a 0-d loss)
@@ -240,6 +261,8 @@ def _nll_loss_1d(input, target, weight, ignore_index, reduction):
 
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
                   reduction="mean", label_smoothing=0.0):
+    """As torch.nn.functional.cross_entropy (class indices or class probabilities; weight,
+    ignore_index, label_smoothing)."""
     _reduction(reduction)
     class_dim = 0 if input._data.ndim == 1 else 1
     logp = input.log_softmax(class_dim)
@@ -277,6 +300,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
 
 
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """As torch.nn.functional.mse_loss."""
     _reduction(reduction)
     if input._data.shape != target._data.shape:
         warnings.warn(f"Using a target size ({target.shape}) that is different to the input size "
@@ -289,6 +313,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
 
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
                                      reduction="mean", pos_weight=None):
+    """As torch.nn.functional.binary_cross_entropy_with_logits."""
     _reduction(reduction)
     if input._data.shape != target._data.shape:
         raise ValueError(f"Target size ({target.shape}) must be the same as input size "

@@ -20,16 +20,19 @@ def _apply(name, input, inplace, attrs, inplace_op=None):
 
 
 def elu(input, alpha=1.0, inplace=False):
+    """As torch.nn.functional.elu."""
     return _apply("elu", input, inplace, {"alpha": alpha, "scale": 1.0, "input_scale": 1.0},
                   "elu_")
 
 
 def selu(input, inplace=False):
+    """As torch.nn.functional.selu."""
     return _apply("elu", input, inplace,
                   {"alpha": _SELU_ALPHA, "scale": _SELU_SCALE, "input_scale": 1.0}, "elu_")
 
 
 def celu(input, alpha=1.0, inplace=False):
+    """As torch.nn.functional.celu."""
     if alpha == 0:
         raise RuntimeError("ZeroDivisionError")
     return _apply("celu", input, inplace,
@@ -37,37 +40,45 @@ def celu(input, alpha=1.0, inplace=False):
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    """As torch.nn.functional.hardtanh."""
     if min_val > max_val:
         raise ValueError("min_val cannot be greater than max_val")
     return _apply("hardtanh", input, inplace, {"min_val": min_val, "max_val": max_val})
 
 
 def relu6(input, inplace=False):
+    """As torch.nn.functional.relu6."""
     return hardtanh(input, 0.0, 6.0, inplace)
 
 
 def logsigmoid(input):
+    """As torch.nn.functional.logsigmoid."""
     return call(OPS["logsigmoid"], (input,), {})
 
 
 def mish(input, inplace=False):
+    """As torch.nn.functional.mish."""
     return _apply("mish", input, inplace, {})
 
 
 def hardswish(input, inplace=False):
+    """As torch.nn.functional.hardswish."""
     return _apply("hardswish", input, inplace, {})
 
 
 def hardsigmoid(input, inplace=False):
+    """As torch.nn.functional.hardsigmoid."""
     return _apply("hardsigmoid", input, inplace, {})
 
 
 def threshold(input, threshold, value, inplace=False):
+    """As torch.nn.functional.threshold."""
     return _apply("threshold", input, inplace, {"threshold": threshold, "value": value},
                   "threshold_")
 
 
 def glu(input, dim=-1):
+    """As torch.nn.functional.glu."""
     nd = input.dim()
     if nd == 0:
         raise RuntimeError("glu does not support scalars because halving size must be even")
@@ -82,14 +93,17 @@ def glu(input, dim=-1):
 
 
 def softsign(input):
+    """As torch.nn.functional.softsign."""
     return input / (input.abs() + 1)
 
 
 def tanhshrink(input):
+    """As torch.nn.functional.tanhshrink."""
     return input - input.tanh()
 
 
 def softmin(input, dim=None, _stacklevel=3, dtype=None):
+    """As torch.nn.functional.softmin."""
     if dim is None:
         warnings.warn("Implicit dimension choice for softmin has been deprecated. Change the "
                       "call to include dim=X as an argument.", UserWarning, stacklevel=2)
@@ -98,16 +112,19 @@ def softmin(input, dim=None, _stacklevel=3, dtype=None):
 
 
 def hardshrink(input, lambd=0.5):
+    """As torch.nn.functional.hardshrink."""
     return input.masked_fill((input >= -lambd) & (input <= lambd), 0)
 
 
 def softshrink(input, lambd=0.5):
+    """As torch.nn.functional.softshrink."""
     if lambd < 0:
         raise RuntimeError(f"lambda must be greater or equal to 0, but found to be {lambd}.")
     return (input - input.sign() * lambd).masked_fill((input >= -lambd) & (input <= lambd), 0)
 
 
 def prelu(input, weight):
+    """As torch.nn.functional.prelu."""
     n = weight.numel()
     nd = input.dim()
     if n != 1:

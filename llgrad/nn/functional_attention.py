@@ -45,6 +45,9 @@ def _bias_from_mask(mask, dtype):
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
                                  is_causal=False, scale=None, enable_gqa=False):
+    """As torch.nn.functional.scaled_dot_product_attention (PyTorch's CPU results: a query
+    row whose keys are all masked gives zeros and zero gradients, not NaN; dropout from
+    llgrad's generator)."""
     if query.dim() < 2 or key.dim() < 2 or value.dim() < 2:
         raise RuntimeError(f"Expected query, key, and value to all be  at least 2 dimensional, "
                            f"but got query.dim: {query.dim()} key.dim: {key.dim()} and "
@@ -185,6 +188,8 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
                                  use_separate_proj_weight=False, q_proj_weight=None,
                                  k_proj_weight=None, v_proj_weight=None, static_k=None,
                                  static_v=None, average_attn_weights=True, is_causal=False):
+    """As torch.nn.functional.multi_head_attention_forward (static_k / static_v are not
+    supported)."""
     if static_k is not None or static_v is not None:
         raise NotImplementedError("llgrad's multi_head_attention_forward does not support "
                                   "static_k / static_v")

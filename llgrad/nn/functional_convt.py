@@ -18,6 +18,7 @@ def _n(v, n):
 
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1,
            padding_mode="zeros"):
+    """As torch.nn.functional.conv1d (conv2d over a unit height)."""
     if input.dim() not in (2, 3):
         raise RuntimeError("Expected 2D (unbatched) or 3D (batched) input to conv1d, but got "
                            f"input of size: {list(input.shape)}")
@@ -71,6 +72,7 @@ def _spread(n, k, s, p, op, d):
 
 def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
                      groups=1, dilation=1):
+    """As torch.nn.functional.conv_transpose2d."""
     if input.dim() not in (3, 4):
         raise RuntimeError("Expected 3D (unbatched) or 4D (batched) input to conv_transpose2d, "
                            f"but got input of size: {list(input.shape)}")
@@ -107,6 +109,7 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
 
 def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
                      groups=1, dilation=1):
+    """As torch.nn.functional.conv_transpose1d."""
     if input.dim() not in (2, 3):
         raise RuntimeError("Expected 2D (unbatched) or 3D (batched) input to conv_transpose1d, "
                            f"but got input of size: {list(input.shape)}")

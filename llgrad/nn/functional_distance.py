@@ -47,6 +47,7 @@ def vector_norm(x, p, dim, keepdim=False):
 
 
 def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+    """As torch.nn.functional.normalize."""
     dim = _check_dim(dim, input.dim())
     denom = vector_norm(input, p, dim, keepdim=True).clamp_min(eps).expand_as(input)
     if out is not None:
@@ -78,6 +79,7 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
 
 
 def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    """As torch.nn.functional.pairwise_distance."""
     nd = max(x1.dim(), x2.dim())
     d = x1 - x2 + eps
     return vector_norm(d, p, nd - 1, keepdim=keepdim)

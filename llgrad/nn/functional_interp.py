@@ -73,6 +73,9 @@ def _interp_dims(input, out_size, scales, mode, align_corners):
 
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
                 recompute_scale_factor=None, antialias=False):
+    """As torch.nn.functional.interpolate (modes nearest, nearest-exact, linear, bilinear,
+    trilinear and area with PyTorch's indices and weights; bicubic and antialias=True raise
+    NotImplementedError)."""
     if mode in ("nearest", "area", "nearest-exact"):
         if align_corners is not None:
             raise ValueError("align_corners option can only be set with the interpolating "
@@ -138,18 +141,21 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
 
 
 def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    """As torch.nn.functional.upsample (interpolate under its old name)."""
     warnings.warn("nn.functional.upsample is deprecated. Use nn.functional.interpolate "
                   "instead.", stacklevel=2)
     return interpolate(input, size, scale_factor, mode, align_corners)
 
 
 def upsample_nearest(input, size=None, scale_factor=None):
+    """As torch.nn.functional.upsample_nearest."""
     warnings.warn("nn.functional.upsample_nearest is deprecated. Use "
                   "nn.functional.interpolate instead.", stacklevel=2)
     return interpolate(input, size, scale_factor, mode="nearest")
 
 
 def upsample_bilinear(input, size=None, scale_factor=None):
+    """As torch.nn.functional.upsample_bilinear."""
     warnings.warn("nn.functional.upsample_bilinear is deprecated. Use "
                   "nn.functional.interpolate instead.", stacklevel=2)
     return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)

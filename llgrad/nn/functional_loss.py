@@ -62,6 +62,7 @@ def _weighted(loss, weight, reduction, mean):
 
 
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    """As torch.nn.functional.l1_loss."""
     _size_warning(input, target)
     reduction = _reduction(reduction, size_average, reduce)
     x, t = _broadcast(input, target)
@@ -71,6 +72,7 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", wei
 
 
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    """As torch.nn.functional.smooth_l1_loss."""
     _size_warning(input, target)
     reduction = _reduction(reduction, size_average, reduce)
     if beta < 0:
@@ -82,6 +84,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
 
 
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
+    """As torch.nn.functional.huber_loss."""
     _size_warning(input, target)
     reduction = _reduction(reduction)
     if delta <= 0:
@@ -95,6 +98,7 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
 
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
                          reduction="mean"):
+    """As torch.nn.functional.binary_cross_entropy."""
     reduction = _reduction(reduction, size_average, reduce)
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(f"Using a target size ({target.shape}) that is different to the input "
@@ -121,6 +125,7 @@ def _xlogx(t):
 
 
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    """As torch.nn.functional.kl_div."""
     if size_average is not None or reduce is not None:
         reduction = legacy_reduction(size_average, reduce)
     else:
@@ -145,6 +150,7 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
 
 
 def one_hot(tensor, num_classes=-1):
+    """As torch.nn.functional.one_hot."""
     if tensor.dtype != int64:
         raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
     a = tensor._data

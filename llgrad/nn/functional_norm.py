@@ -14,6 +14,7 @@ def _shape(t):
 
 
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    """As torch.nn.functional.group_norm."""
     if input.dim() < 2:
         raise RuntimeError(f"Expected at least 2 dimensions for input tensor but received "
                            f"{input.dim()}")
@@ -40,6 +41,7 @@ def _per_instance(t, b):
 
 def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
                   use_input_stats=True, momentum=0.1, eps=1e-5):
+    """As torch.nn.functional.instance_norm."""
     if use_input_stats and int(np.prod(input.shape[2:])) == 1:
         raise ValueError(f"Expected more than 1 spatial element when training, got input size "
                          f"{input.shape}")
@@ -67,6 +69,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
 
 
 def rms_norm(input, normalized_shape, weight=None, eps=None):
+    """As torch.nn.functional.rms_norm."""
     if isinstance(normalized_shape, int):
         raise TypeError("rms_norm(): argument 'normalized_shape' (position 2) must be tuple of "
                         "ints, not int")

@@ -73,6 +73,7 @@ def _circular(input, pad):
 
 
 def pad(input, pad, mode="constant", value=None):
+    """As torch.nn.functional.pad (modes constant, reflect, replicate, circular)."""
     pad = tuple(int(p) for p in pad)
     if mode not in _MODES:
         raise NotImplementedError(f"Unrecognised padding mode {mode}")

@@ -30,6 +30,7 @@ def _tuple(v, n, name, fn):
 
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True, divisor_override=None):
+    """As torch.nn.functional.avg_pool2d."""
     k = _tuple(kernel_size, 2, "kernel_size", "avg_pool2d")
     s = k if stride is None or (isinstance(stride, (tuple, list)) and not stride) else \
         _tuple(stride, 2, "stride", "avg_pool2d")
@@ -81,6 +82,7 @@ def _one(v, name, fn):
 
 def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True):
+    """As torch.nn.functional.avg_pool1d."""
     _check_1d(input, "avg_pool1d")
     k = _one(kernel_size, "kernel_size", "avg_pool1d")
     s = k if stride is None or (isinstance(stride, (tuple, list)) and not stride) else \
@@ -124,6 +126,7 @@ def _even(n, o):
 
 
 def adaptive_avg_pool2d(input, output_size):
+    """As torch.nn.functional.adaptive_avg_pool2d."""
     _check_2d(input, "adaptive_avg_pool2d")
     oh, ow = _output_size(output_size, input.shape, "adaptive_avg_pool2d")
     shape = tuple(input.shape)
@@ -147,12 +150,14 @@ def adaptive_avg_pool2d(input, output_size):
 
 
 def adaptive_avg_pool1d(input, output_size):
+    """As torch.nn.functional.adaptive_avg_pool1d."""
     _check_1d(input, "adaptive_avg_pool1d")
     o = _one(output_size, "output_size", "adaptive_avg_pool1d")
     return adaptive_avg_pool2d(input.unsqueeze(-2), (1, o)).squeeze(-2)
 
 
 def adaptive_max_pool2d(input, output_size, return_indices=False):
+    """As torch.nn.functional.adaptive_max_pool2d."""
     _check_2d(input, "adaptive_max_pool2d", ":")
     oh, ow = _output_size(output_size, input.shape, "adaptive_max_pool2d")
     shape = tuple(input.shape)
@@ -177,6 +182,7 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
 
 
 def adaptive_max_pool1d(input, output_size, return_indices=False):
+    """As torch.nn.functional.adaptive_max_pool1d."""
     _check_1d(input, "adaptive_max_pool1d")
     o = _one(output_size, "output_size", "adaptive_max_pool1d")
     r = adaptive_max_pool2d(input.unsqueeze(-2), (1, o), return_indices)

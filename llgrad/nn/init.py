@@ -18,6 +18,7 @@ __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_"
 
 
 def calculate_gain(nonlinearity, param=None):
+    """The recommended gain for a nonlinearity, as torch.nn.init.calculate_gain."""
     linear_fns = ["linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d",
                   "conv_transpose2d", "conv_transpose3d"]
     if nonlinearity in linear_fns or nonlinearity == "sigmoid":
@@ -54,11 +55,15 @@ def _sample_dtype(t):
 
 
 def uniform_(tensor, a=0.0, b=1.0, generator=None):
+    """Fill tensor with U(a, b) samples in place, as torch.nn.init.uniform_; random values
+    from llgrad's generator (or `generator`), not PyTorch's stream."""
     u = rand(*tensor.shape, dtype=_sample_dtype(tensor), generator=generator)
     return _fill(tensor, u * (b - a) + a)
 
 
 def normal_(tensor, mean=0.0, std=1.0, generator=None):
+    """Fill tensor with N(mean, std^2) samples in place, as torch.nn.init.normal_; random
+    values from llgrad's generator (or `generator`), not PyTorch's stream."""
     z = randn(*tensor.shape, dtype=_sample_dtype(tensor), generator=generator)
     return _fill(tensor, z * std + mean)
 
@@ -105,28 +110,33 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
 
 
 def constant_(tensor, val):
+    """Fill tensor with val in place, as torch.nn.init.constant_."""
     with grad_mode.no_grad():
         tensor.fill_(val)
     return tensor
 
 
 def ones_(tensor):
+    """Fill tensor with 1 in place, as torch.nn.init.ones_."""
     return constant_(tensor, 1.0)
 
 
 def zeros_(tensor):
+    """Fill tensor with 0 in place, as torch.nn.init.zeros_."""
     with grad_mode.no_grad():
         tensor.zero_()
     return tensor
 
 
 def eye_(tensor):
+    """Fill a 2-D tensor with the identity in place, as torch.nn.init.eye_."""
     if tensor.ndim != 2:
         raise ValueError("Only tensors with 2 dimensions are supported")
     return _fill(tensor, np.eye(*tensor.shape))
 
 
 def dirac_(tensor, groups=1):
+    """Fill a 3-, 4- or 5-D tensor with the Dirac delta in place, as torch.nn.init.dirac_."""
     dims = tensor.ndim
     if dims not in (3, 4, 5):
         raise ValueError("Only tensors with 3, 4, or 5 dimensions are supported")
@@ -167,6 +177,8 @@ def _calculate_correct_fan(tensor, mode):
 
 
 def xavier_uniform_(tensor, gain=1.0, generator=None):
+    """Glorot uniform initialisation in place, as torch.nn.init.xavier_uniform_; random
+    values from llgrad's generator (or `generator`), not PyTorch's stream."""
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     std = gain * math.sqrt(2.0 / float(fan_in + fan_out))
     a = math.sqrt(3.0) * std
@@ -174,12 +186,16 @@ def xavier_uniform_(tensor, gain=1.0, generator=None):
 
 
 def xavier_normal_(tensor, gain=1.0, generator=None):
+    """Glorot normal initialisation in place, as torch.nn.init.xavier_normal_; random values
+    from llgrad's generator (or `generator`), not PyTorch's stream."""
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     std = gain * math.sqrt(2.0 / float(fan_in + fan_out))
     return normal_(tensor, 0.0, std, generator)
 
 
 def kaiming_uniform_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
+    """He uniform initialisation in place, as torch.nn.init.kaiming_uniform_; random values
+    from llgrad's generator (or `generator`), not PyTorch's stream."""
     if 0 in tuple(tensor.shape):
         warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=2)
         return tensor
@@ -191,6 +207,8 @@ def kaiming_uniform_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gene
 
 
 def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
+    """He normal initialisation in place, as torch.nn.init.kaiming_normal_; random values
+    from llgrad's generator (or `generator`), not PyTorch's stream."""
     if 0 in tuple(tensor.shape):
         warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=2)
         return tensor
@@ -201,6 +219,9 @@ def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gener
 
 
 def orthogonal_(tensor, gain=1, generator=None):
+    """A (semi-)orthogonal matrix in place (QR of a normal sample), as
+    torch.nn.init.orthogonal_; random values from llgrad's generator (or `generator`), not
+    PyTorch's stream."""
     if tensor.ndim < 2:
         raise ValueError("Only tensors with 2 or more dimensions are supported")
     if tensor.numel() == 0:

@@ -32,6 +32,8 @@ class Identity(Module):
 
 
 class Linear(Module):
+    """y = x @ weight.T + bias, as torch.nn.Linear (PyTorch's initialisation, from llgrad's
+    generator)."""
     def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):
         super().__init__()
         kw = factory_kwargs(device, dtype)
@@ -45,6 +47,8 @@ class Linear(Module):
         self.reset_parameters()
 
     def reset_parameters(self):
+        """Re-initialise the parameters as PyTorch does (random values from llgrad's
+        generator)."""
         init._reset_weight_and_bias(self.weight, self.bias)
 
     def forward(self, input):
@@ -56,6 +60,7 @@ class Linear(Module):
 
 
 class Flatten(Module):
+    """Flatten dims start_dim..end_dim into one, as torch.nn.Flatten."""
     def __init__(self, start_dim=1, end_dim=-1):
         super().__init__()
         self.start_dim = start_dim
@@ -69,6 +74,7 @@ class Flatten(Module):
 
 
 class Unflatten(Module):
+    """Unflatten dim into unflattened_size, as torch.nn.Unflatten."""
     def __init__(self, dim, unflattened_size):
         super().__init__()
         if not isinstance(dim, int):
@@ -92,6 +98,7 @@ class Unflatten(Module):
 
 # ---- activations ---------------------------------------------------------------------------------
 class ReLU(Module):
+    """As torch.nn.ReLU."""
     def __init__(self, inplace=False):
         super().__init__()
         self.inplace = inplace
@@ -104,6 +111,7 @@ class ReLU(Module):
 
 
 class GELU(Module):
+    """As torch.nn.GELU (approximate='none' or 'tanh')."""
     def __init__(self, approximate="none"):
         super().__init__()
         self.approximate = approximate
@@ -116,6 +124,7 @@ class GELU(Module):
 
 
 class SiLU(Module):
+    """As torch.nn.SiLU."""
     def __init__(self, inplace=False):
         super().__init__()
         self.inplace = inplace
@@ -128,11 +137,13 @@ class SiLU(Module):
 
 
 class Tanh(Module):
+    """As torch.nn.Tanh."""
     def forward(self, input):
         return input.tanh()
 
 
 class Sigmoid(Module):
+    """As torch.nn.Sigmoid."""
     def forward(self, input):
         return input.sigmoid()
 
@@ -144,6 +155,7 @@ def _softmax_dim(name, ndim):
 
 
 class Softmax(Module):
+    """As torch.nn.Softmax."""
     def __init__(self, dim=None):
         super().__init__()
         self.dim = dim
@@ -157,6 +169,7 @@ class Softmax(Module):
 
 
 class LogSoftmax(Module):
+    """As torch.nn.LogSoftmax."""
     def __init__(self, dim=None):
         super().__init__()
         self.dim = dim
@@ -170,6 +183,8 @@ class LogSoftmax(Module):
 
 
 class Dropout(Module):
+    """As torch.nn.Dropout (in training mode; its mask is drawn from llgrad's generator, so
+    compiled calls replay eager's masks, not PyTorch's)."""
     def __init__(self, p=0.5, inplace=False):
         super().__init__()
         if p < 0 or p > 1:

@@ -18,6 +18,7 @@ def _inplace(inplace, lead=", "):
 
 
 class ELU(Module):
+    """As torch.nn.ELU."""
     def __init__(self, alpha=1.0, inplace=False):
         super().__init__()
         self.alpha = alpha
@@ -31,6 +32,7 @@ class ELU(Module):
 
 
 class CELU(ELU):
+    """As torch.nn.CELU."""
     def forward(self, input):
         return F.celu(input, self.alpha, self.inplace)
 
@@ -44,6 +46,7 @@ class _InplaceOnly(Module):
 
 
 class SELU(_InplaceOnly):
+    """As torch.nn.SELU."""
     def forward(self, input):
         return F.selu(input, self.inplace)
 
@@ -52,21 +55,25 @@ class SELU(_InplaceOnly):
 
 
 class Mish(SELU):
+    """As torch.nn.Mish."""
     def forward(self, input):
         return F.mish(input, inplace=self.inplace)
 
 
 class Hardswish(_InplaceOnly):
+    """As torch.nn.Hardswish."""
     def forward(self, input):
         return F.hardswish(input, self.inplace)
 
 
 class Hardsigmoid(_InplaceOnly):
+    """As torch.nn.Hardsigmoid."""
     def forward(self, input):
         return F.hardsigmoid(input, self.inplace)
 
 
 class Hardtanh(Module):
+    """As torch.nn.Hardtanh."""
     def __init__(self, min_val=-1.0, max_val=1.0, inplace=False, min_value=None,
                  max_value=None):
         super().__init__()
@@ -93,6 +100,7 @@ class Hardtanh(Module):
 
 
 class ReLU6(Hardtanh):
+    """As torch.nn.ReLU6."""
     def __init__(self, inplace=False):
         super().__init__(0.0, 6.0, inplace)
 
@@ -101,21 +109,25 @@ class ReLU6(Hardtanh):
 
 
 class LogSigmoid(Module):
+    """As torch.nn.LogSigmoid."""
     def forward(self, input):
         return F.logsigmoid(input)
 
 
 class Softsign(Module):
+    """As torch.nn.Softsign."""
     def forward(self, input):
         return F.softsign(input)
 
 
 class Tanhshrink(Module):
+    """As torch.nn.Tanhshrink."""
     def forward(self, input):
         return F.tanhshrink(input)
 
 
 class GLU(Module):
+    """As torch.nn.GLU."""
     def __init__(self, dim=-1):
         super().__init__()
         self.dim = dim
@@ -128,6 +140,7 @@ class GLU(Module):
 
 
 class Threshold(Module):
+    """As torch.nn.Threshold."""
     def __init__(self, threshold, value, inplace=False):
         super().__init__()
         self.threshold = threshold
@@ -142,6 +155,7 @@ class Threshold(Module):
 
 
 class LeakyReLU(Module):
+    """As torch.nn.LeakyReLU."""
     def __init__(self, negative_slope=0.01, inplace=False):
         super().__init__()
         self.negative_slope = negative_slope
@@ -155,6 +169,7 @@ class LeakyReLU(Module):
 
 
 class Softplus(Module):
+    """As torch.nn.Softplus."""
     def __init__(self, beta=1.0, threshold=20.0):
         super().__init__()
         self.beta = beta
@@ -168,6 +183,7 @@ class Softplus(Module):
 
 
 class Softmin(Module):
+    """As torch.nn.Softmin."""
     def __init__(self, dim=None):
         super().__init__()
         self.dim = dim
@@ -180,6 +196,7 @@ class Softmin(Module):
 
 
 class Hardshrink(Module):
+    """As torch.nn.Hardshrink."""
     def __init__(self, lambd=0.5):
         super().__init__()
         self.lambd = lambd
@@ -192,11 +209,13 @@ class Hardshrink(Module):
 
 
 class Softshrink(Hardshrink):
+    """As torch.nn.Softshrink."""
     def forward(self, input):
         return F.softshrink(input, self.lambd)
 
 
 class PReLU(Module):
+    """As torch.nn.PReLU (a learnt slope, one or one per channel)."""
     def __init__(self, num_parameters=1, init=0.25, device=None, dtype=None):
         super().__init__()
         self.num_parameters = num_parameters
@@ -205,6 +224,7 @@ class PReLU(Module):
         self.reset_parameters()
 
     def reset_parameters(self):
+        """Fill the slope with init, as torch.nn.PReLU.reset_parameters."""
         _init.constant_(self.weight, self.init)
 
     def forward(self, input):

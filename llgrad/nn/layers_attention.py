@@ -17,6 +17,8 @@ class NonDynamicallyQuantizableLinear(Linear):
 
 
 class MultiheadAttention(Module):
+    """As torch.nn.MultiheadAttention (PyTorch's parameters, including kdim/vdim,
+    add_bias_kv, add_zero_attn, batch_first)."""
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False,
                  add_zero_attn=False, kdim=None, vdim=None, batch_first=False, device=None,
                  dtype=None):

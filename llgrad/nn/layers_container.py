@@ -23,6 +23,8 @@ def _rekey(module):
 
 
 class Sequential(Module):
+    """Modules called in order, as torch.nn.Sequential (indexing, slicing, append, insert,
+    extend, pop)."""
     def __init__(self, *args):
         super().__init__()
         if len(args) == 1 and isinstance(args[0], OrderedDict):
@@ -110,15 +112,18 @@ class Sequential(Module):
         return self
 
     def pop(self, key):
+        """Remove and return the module at key."""
         v = self[key]
         del self[key]
         return v
 
     def append(self, module):
+        """Add module at the end; returns self."""
         self.add_module(str(len(self)), module)
         return self
 
     def insert(self, index, module):
+        """Insert module before index; returns self."""
         if not isinstance(module, Module):
             raise AssertionError(f"module should be of type: {Module}")
         n = len(self._modules)
@@ -132,6 +137,7 @@ class Sequential(Module):
         return self
 
     def extend(self, sequential):
+        """Append every module of sequential; returns self."""
         for layer in sequential:
             self.append(layer)
         return self
@@ -143,6 +149,7 @@ class Sequential(Module):
 
 
 class ModuleList(Module):
+    """A list of registered modules, as torch.nn.ModuleList."""
     def __init__(self, modules=None):
         super().__init__()
         if modules is not None:
@@ -209,20 +216,24 @@ class ModuleList(Module):
         return type(self).__name__ + "(\n  " + "\n  ".join(lines) + "\n)"
 
     def insert(self, index, module):
+        """Insert module before index."""
         for i in range(len(self._modules), index, -1):
             self._modules[str(i)] = self._modules[str(i - 1)]
         self._modules[str(index)] = module
 
     def append(self, module):
+        """Add module at the end; returns self."""
         self.add_module(str(len(self)), module)
         return self
 
     def pop(self, key):
+        """Remove and return the module at key."""
         v = self[key]
         del self[key]
         return v
 
     def extend(self, modules):
+        """Append every module of modules; returns self."""
         if not isinstance(modules, container_abcs.Iterable):
             raise TypeError("ModuleList.extend should be called with an iterable, but got "
                             + type(modules).__name__)
@@ -233,6 +244,7 @@ class ModuleList(Module):
 
 
 class ModuleDict(Module):
+    """A dict of registered modules, as torch.nn.ModuleDict."""
     def __init__(self, modules=None):
         super().__init__()
         if modules is not None:
@@ -257,23 +269,29 @@ class ModuleDict(Module):
         return key in self._modules
 
     def clear(self):
+        """Remove every module."""
         self._modules.clear()
 
     def pop(self, key):
+        """Remove and return the module under key."""
         v = self[key]
         del self[key]
         return v
 
     def keys(self):
+        """The keys, in insertion order."""
         return self._modules.keys()
 
     def items(self):
+        """The (key, module) pairs, in insertion order."""
         return self._modules.items()
 
     def values(self):
+        """The modules, in insertion order."""
         return self._modules.values()
 
     def update(self, modules):
+        """Add the modules of a mapping or of (key, module) pairs."""
         if not isinstance(modules, container_abcs.Iterable):
             raise TypeError("ModuleDict.update should be called with an iterable of key/value "
                             "pairs, but got " + type(modules).__name__)

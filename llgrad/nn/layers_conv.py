@@ -8,6 +8,8 @@ __all__ = ["Conv2d", "MaxPool2d", "conv2d", "max_pool2d"]
 
 
 class Conv2d(_ConvNd):
+    """As torch.nn.Conv2d (padding_mode, groups, dilation, padding='same'/'valid'; PyTorch's
+    initialisation from llgrad's generator)."""
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
                  groups=1, bias=True, padding_mode="zeros", device=None, dtype=None):
         padding = padding if isinstance(padding, str) else _pair(padding)
@@ -21,6 +23,7 @@ class Conv2d(_ConvNd):
 
 
 class MaxPool2d(Module):
+    """As torch.nn.MaxPool2d."""
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
                  ceil_mode=False):
         super().__init__()

@@ -54,6 +54,8 @@ class _ConvNd(Module):
         self.reset_parameters()
 
     def reset_parameters(self):
+        """Re-initialise the parameters as PyTorch does (random values from llgrad's
+        generator)."""
         init._reset_weight_and_bias(self.weight, self.bias)
 
     def extra_repr(self):

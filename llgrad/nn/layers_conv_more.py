@@ -7,6 +7,7 @@ __all__ = ["Conv1d", "ConvTranspose1d", "ConvTranspose2d"]
 
 
 class Conv1d(_ConvNd):
+    """As torch.nn.Conv1d."""
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
                  groups=1, bias=True, padding_mode="zeros", device=None, dtype=None):
         padding = padding if isinstance(padding, str) else ntuple(padding, 1)
@@ -61,8 +62,10 @@ class _ConvTransposeNd(_ConvNd):
 
 
 class ConvTranspose1d(_ConvTransposeNd):
+    """As torch.nn.ConvTranspose1d (forward takes output_size)."""
     n = 1
 
 
 class ConvTranspose2d(_ConvTransposeNd):
+    """As torch.nn.ConvTranspose2d (forward takes output_size)."""
     n = 2

@@ -31,6 +31,7 @@ class _WeightedLoss(_Loss):
 
 
 class NLLLoss(_WeightedLoss):
+    """As torch.nn.NLLLoss (weight is a buffer)."""
     def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None,
                  reduction="mean"):
         super().__init__(weight, size_average, reduce, reduction)
@@ -42,6 +43,8 @@ class NLLLoss(_WeightedLoss):
 
 
 class CrossEntropyLoss(_WeightedLoss):
+    """As torch.nn.CrossEntropyLoss (class indices or probabilities as target; weight,
+    ignore_index, label_smoothing)."""
     def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None,
                  reduction="mean", label_smoothing=0.0):
         super().__init__(weight, size_average, reduce, reduction)
@@ -54,6 +57,7 @@ class CrossEntropyLoss(_WeightedLoss):
 
 
 class MSELoss(_Loss):
+    """As torch.nn.MSELoss."""
     def __init__(self, size_average=None, reduce=None, reduction="mean"):
         super().__init__(size_average, reduce, reduction)
 
@@ -62,6 +66,7 @@ class MSELoss(_Loss):
 
 
 class BCEWithLogitsLoss(_Loss):
+    """As torch.nn.BCEWithLogitsLoss (weight and pos_weight are buffers)."""
     def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean",
                  pos_weight=None):
         super().__init__(size_average, reduce, reduction)

@@ -10,11 +10,13 @@ __all__ = ["L1Loss", "SmoothL1Loss", "HuberLoss", "BCELoss", "KLDivLoss", "Cosin
 
 
 class L1Loss(_Loss):
+    """As torch.nn.L1Loss."""
     def forward(self, input, target):
         return F.l1_loss(input, target, reduction=self.reduction)
 
 
 class SmoothL1Loss(_Loss):
+    """As torch.nn.SmoothL1Loss."""
     def __init__(self, size_average=None, reduce=None, reduction="mean", beta=1.0):
         super().__init__(size_average, reduce, reduction)
         self.beta = beta
@@ -24,6 +26,7 @@ class SmoothL1Loss(_Loss):
 
 
 class HuberLoss(_Loss):
+    """As torch.nn.HuberLoss."""
     def __init__(self, reduction="mean", delta=1.0):
         if not isinstance(delta, (float, int)):
             raise TypeError(f"delta must be a float or int, got: {type(delta)}")
@@ -35,11 +38,13 @@ class HuberLoss(_Loss):
 
 
 class BCELoss(_WeightedLoss):
+    """As torch.nn.BCELoss."""
     def forward(self, input, target):
         return F.binary_cross_entropy(input, target, weight=self.weight, reduction=self.reduction)
 
 
 class KLDivLoss(_Loss):
+    """As torch.nn.KLDivLoss."""
     def __init__(self, size_average=None, reduce=None, reduction="mean", log_target=False):
         super().__init__(size_average, reduce, reduction)
         self.log_target = log_target
@@ -49,6 +54,7 @@ class KLDivLoss(_Loss):
 
 
 class CosineSimilarity(Module):
+    """As torch.nn.CosineSimilarity."""
     def __init__(self, dim=1, eps=1e-8):
         super().__init__()
         self.dim = dim
@@ -59,6 +65,7 @@ class CosineSimilarity(Module):
 
 
 class PairwiseDistance(Module):
+    """As torch.nn.PairwiseDistance."""
     def __init__(self, p=2.0, eps=1e-6, keepdim=False):
         super().__init__()
         self.norm = p

@@ -40,6 +40,7 @@ class _BatchNorm(Module):
         self.reset_parameters()
 
     def reset_running_stats(self):
+        """Zero running_mean, set running_var to 1 and num_batches_tracked to 0."""
         if self.track_running_stats:
             with grad_mode.no_grad():
                 self.running_mean.zero_()
@@ -47,6 +48,7 @@ class _BatchNorm(Module):
                 self.num_batches_tracked.zero_()
 
     def reset_parameters(self):
+        """Reset the running statistics, weight to 1 and bias to 0."""
         self.reset_running_stats()
         if self.affine:
             init.ones_(self.weight)
@@ -77,18 +79,23 @@ class _BatchNorm(Module):
 
 
 class BatchNorm1d(_BatchNorm):
+    """As torch.nn.BatchNorm1d. Compiled (llgrad.compile), the running statistics are
+    written back as eager writes them."""
     def _check_input_dim(self, input):
         if input.dim() != 2 and input.dim() != 3:
             raise ValueError(f"expected 2D or 3D input (got {input.dim()}D input)")
 
 
 class BatchNorm2d(_BatchNorm):
+    """As torch.nn.BatchNorm2d. Compiled (llgrad.compile), the running statistics are
+    written back as eager writes them."""
     def _check_input_dim(self, input):
         if input.dim() != 4:
             raise ValueError(f"expected 4D input (got {input.dim()}D input)")
 
 
 class LayerNorm(Module):
+    """As torch.nn.LayerNorm."""
     def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True,
                  device=None, dtype=None):
         super().__init__()
@@ -110,6 +117,7 @@ class LayerNorm(Module):
         self.reset_parameters()
 
     def reset_parameters(self):
+        """weight to 1, bias to 0."""
         if self.elementwise_affine:
             init.ones_(self.weight)
             if self.bias is not None:
@@ -137,6 +145,7 @@ class _ScaleGrad(Function):
 
 
 class Embedding(Module):
+    """As torch.nn.Embedding (padding_idx, max_norm; sparse=True is not supported)."""
     def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None,
                  norm_type=2.0, scale_grad_by_freq=False, sparse=False, _weight=None,
                  _freeze=False, device=None, dtype=None):
@@ -171,6 +180,8 @@ class Embedding(Module):
         self.sparse = sparse
 
     def reset_parameters(self):
+        """Re-initialise the parameters as PyTorch does (random values from llgrad's
+        generator)."""
         init.normal_(self.weight)
         self._fill_padding_idx_with_zero()
 
@@ -182,6 +193,8 @@ class Embedding(Module):
     @classmethod
     def from_pretrained(cls, embeddings, freeze=True, padding_idx=None, max_norm=None,
                         norm_type=2.0, scale_grad_by_freq=False, sparse=False):
+        """An Embedding holding embeddings (frozen unless freeze=False), as
+        torch.nn.Embedding.from_pretrained."""
         if embeddings.dim() != 2:
             raise AssertionError("Embeddings parameter is expected to be 2-dimensional")
         rows, cols = embeddings.shape

@@ -16,6 +16,7 @@ __all__ = ["GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "RMSNorm"]
 
 
 class GroupNorm(Module):
+    """As torch.nn.GroupNorm."""
     def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None,
                  dtype=None, *, bias=True):
         super().__init__()
@@ -39,6 +40,7 @@ class GroupNorm(Module):
         self.reset_parameters()
 
     def reset_parameters(self):
+        """weight to 1, bias to 0."""
         if self.affine:
             init.ones_(self.weight)
             if self.bias is not None:
@@ -82,6 +84,7 @@ class _InstanceNorm(_BatchNorm):
 
 
 class InstanceNorm1d(_InstanceNorm):
+    """As torch.nn.InstanceNorm1d."""
     no_batch_dim = 2
 
     def _check_input_dim(self, input):
@@ -90,6 +93,7 @@ class InstanceNorm1d(_InstanceNorm):
 
 
 class InstanceNorm2d(_InstanceNorm):
+    """As torch.nn.InstanceNorm2d."""
     no_batch_dim = 3
 
     def _check_input_dim(self, input):
@@ -98,6 +102,7 @@ class InstanceNorm2d(_InstanceNorm):
 
 
 class RMSNorm(Module):
+    """As torch.nn.RMSNorm."""
     def __init__(self, normalized_shape, eps=None, elementwise_affine=True, device=None,
                  dtype=None):
         super().__init__()
@@ -114,6 +119,7 @@ class RMSNorm(Module):
         self.reset_parameters()
 
     def reset_parameters(self):
+        """weight to 1."""
         if self.elementwise_affine:
             init.ones_(self.weight)
 

@@ -45,8 +45,9 @@ def _constant(n):
     def __init__(self, padding, value):
         _ConstantPadNd.__init__(self, value)
         self.padding = _ntuple(padding, 2 * n)
-    return type(f"ConstantPad{n}d", (_ConstantPadNd,), {"__init__": __init__,
-                                                          "__module__": __name__})
+    name = f"ConstantPad{n}d"
+    return type(name, (_ConstantPadNd,), {"__init__": __init__, "__module__": __name__,
+                                          "__doc__": f"As torch.nn.{name}."})
 
 
 ConstantPad1d, ConstantPad2d, ConstantPad3d = (_constant(n) for n in (1, 2, 3))
@@ -55,8 +56,13 @@ ConstantPad1d, ConstantPad2d, ConstantPad3d = (_constant(n) for n in (1, 2, 3))
 def _zero(base, n):
     def __init__(self, padding):
         base.__init__(self, padding, 0.0)
+
+    def extra_repr(self):
+        """The padding, as PyTorch prints it."""
+        return f"{self.padding}"
     return type(f"ZeroPad{n}d", (base,), {"__init__": __init__, "__module__": __name__,
-                                          "extra_repr": lambda self: f"{self.padding}"})
+                                          "extra_repr": extra_repr,
+                                          "__doc__": f"As torch.nn.ZeroPad{n}d."})
 
 
 ZeroPad1d, ZeroPad2d, ZeroPad3d = (_zero(b, n) for b, n in ((ConstantPad1d, 1),
@@ -66,7 +72,8 @@ ZeroPad1d, ZeroPad2d, ZeroPad3d = (_zero(b, n) for b, n in ((ConstantPad1d, 1),
 
 def _mode(kind, mode, n, dims=()):
     return type(f"{kind}Pad{n}d", (_ModePadNd,), {"mode": mode, "n": n, "dims": dims,
-                                                  "__module__": __name__})
+                                                  "__module__": __name__,
+                                                  "__doc__": f"As torch.nn.{kind}Pad{n}d."})
 
 
 ReflectionPad1d, ReflectionPad2d, ReflectionPad3d = (_mode("Reflection", "reflect", n)

@@ -18,6 +18,7 @@ class _AvgPoolNd(Module):
 
 
 class AvgPool1d(_AvgPoolNd):
+    """As torch.nn.AvgPool1d."""
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
                  count_include_pad=True):
         super().__init__()
@@ -33,6 +34,7 @@ class AvgPool1d(_AvgPoolNd):
 
 
 class AvgPool2d(_AvgPoolNd):
+    """As torch.nn.AvgPool2d."""
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
                  count_include_pad=True, divisor_override=None):
         super().__init__()
@@ -58,11 +60,13 @@ class _AdaptiveAvgPoolNd(Module):
 
 
 class AdaptiveAvgPool1d(_AdaptiveAvgPoolNd):
+    """As torch.nn.AdaptiveAvgPool1d."""
     def forward(self, input):
         return F.adaptive_avg_pool1d(input, self.output_size)
 
 
 class AdaptiveAvgPool2d(_AdaptiveAvgPoolNd):
+    """As torch.nn.AdaptiveAvgPool2d."""
     def forward(self, input):
         return F.adaptive_avg_pool2d(input, self.output_size)
 
@@ -78,16 +82,20 @@ class _AdaptiveMaxPoolNd(Module):
 
 
 class AdaptiveMaxPool1d(_AdaptiveMaxPoolNd):
+    """As torch.nn.AdaptiveMaxPool1d."""
     def forward(self, input):
         return F.adaptive_max_pool1d(input, self.output_size, self.return_indices)
 
 
 class AdaptiveMaxPool2d(_AdaptiveMaxPoolNd):
+    """As torch.nn.AdaptiveMaxPool2d."""
     def forward(self, input):
         return F.adaptive_max_pool2d(input, self.output_size, self.return_indices)
 
 
 class Upsample(Module):
+    """As torch.nn.Upsample (modes nearest, nearest-exact, linear, bilinear, trilinear,
+    area; not bicubic)."""
     def __init__(self, size=None, scale_factor=None, mode="nearest", align_corners=None,
                  recompute_scale_factor=None):
         super().__init__()
@@ -115,10 +123,12 @@ class Upsample(Module):
 
 
 class UpsamplingNearest2d(Upsample):
+    """As torch.nn.UpsamplingNearest2d."""
     def __init__(self, size=None, scale_factor=None):
         super().__init__(size, scale_factor, mode="nearest")
 
 
 class UpsamplingBilinear2d(Upsample):
+    """As torch.nn.UpsamplingBilinear2d."""
     def __init__(self, size=None, scale_factor=None):
         super().__init__(size, scale_factor, mode="bilinear", align_corners=True)

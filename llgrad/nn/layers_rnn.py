@@ -24,6 +24,9 @@ _GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
 
 
 class RNNBase(Module):
+    """What RNN, LSTM and GRU share, as torch.nn.RNNBase: PyTorch's parameter names and
+    order, initialisation and checks. PackedSequence inputs are not supported; compiled, the
+    time loop is unrolled into the trace."""
     def __init__(self, mode, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
                  dropout=0.0, bidirectional=False, proj_size=0, device=None, dtype=None):
         super().__init__()
@@ -90,6 +93,8 @@ class RNNBase(Module):
         self.reset_parameters()
 
     def reset_parameters(self):
+        """Re-initialise the parameters as PyTorch does (random values from llgrad's
+        generator)."""
         reset_uniform(self, self.hidden_size)
 
     def flatten_parameters(self):
@@ -101,6 +106,7 @@ class RNNBase(Module):
 
     @property
     def all_weights(self):
+        """The parameters per layer and direction, as torch.nn.RNNBase.all_weights."""
         return [[getattr(self, w) for w in weights] for weights in self._all_weights]
 
     def extra_repr(self):
@@ -121,6 +127,7 @@ class RNNBase(Module):
 
     # ---- checks (PyTorch's order and messages) ----------------------------------------------
     def check_input(self, input, batch_sizes=None):
+        """Check the input's rank and feature size (PyTorch's messages)."""
         w = self._flat_weights[0]
         if input.dtype != w.dtype:
             raise ValueError(f"RNN input dtype ({input.dtype}) does not match weight dtype "
@@ -133,16 +140,19 @@ class RNNBase(Module):
                                f"{self.input_size}, got {input.size(-1)}")
 
     def get_expected_hidden_size(self, input, batch_sizes=None):
+        """The hidden state's expected shape for input."""
         mini_batch = input.size(0) if self.batch_first else input.size(1)
         num_directions = 2 if self.bidirectional else 1
         size = self.proj_size if self.proj_size > 0 else self.hidden_size
         return (self.num_layers * num_directions, mini_batch, size)
 
     def check_hidden_size(self, hx, expected, msg="Expected hidden size {}, got {}"):
+        """Raise (msg) unless hx has the expected shape."""
         if tuple(hx.size()) != tuple(expected):
             raise RuntimeError(msg.format(tuple(expected), list(hx.size())))
 
     def check_forward_args(self, input, hidden, batch_sizes=None):
+        """Check input and hidden state (PyTorch's messages)."""
         self.check_input(input, batch_sizes)
         self.check_hidden_size(hidden, self.get_expected_hidden_size(input, batch_sizes))
 
@@ -258,6 +268,7 @@ class RNNBase(Module):
 
 
 class RNN(RNNBase):
+    """As torch.nn.RNN (tanh or relu)."""
     def __init__(self, *args, **kwargs):
         if "proj_size" in kwargs:
             raise ValueError("proj_size argument is only supported for LSTM, not RNN or GRU")
@@ -281,6 +292,7 @@ class RNN(RNNBase):
 
 
 class GRU(RNNBase):
+    """As torch.nn.GRU (gate order r, z, n)."""
     def __init__(self, *args, **kwargs):
         if "proj_size" in kwargs:
             raise ValueError("proj_size argument is only supported for LSTM, not RNN or GRU")
@@ -291,15 +303,18 @@ class GRU(RNNBase):
 
 
 class LSTM(RNNBase):
+    """As torch.nn.LSTM (gate order i, f, g, o; proj_size)."""
     def __init__(self, *args, **kwargs):
         super().__init__("LSTM", *args, **kwargs)
 
     def get_expected_cell_size(self, input, batch_sizes=None):
+        """The cell state's expected shape for input."""
         mini_batch = input.size(0) if self.batch_first else input.size(1)
         num_directions = 2 if self.bidirectional else 1
         return (self.num_layers * num_directions, mini_batch, self.hidden_size)
 
     def check_forward_args(self, input, hidden, batch_sizes=None):
+        """Check input and the (h, c) state (PyTorch's messages)."""
         self.check_input(input, batch_sizes)
         self.check_hidden_size(hidden[0], self.get_expected_hidden_size(input, batch_sizes),
                                "Expected hidden[0] size {}, got {}")

@@ -57,6 +57,7 @@ def reset_uniform(module, hidden_size):
 
 # ---- the cells -----------------------------------------------------------------------------------
 class RNNCellBase(Module):
+    """What RNNCell, LSTMCell and GRUCell share, as torch.nn.RNNCellBase."""
     def __init__(self, input_size, hidden_size, bias, num_chunks, device=None, dtype=None):
         super().__init__()
         kw = factory_kwargs(device, dtype)
@@ -82,6 +83,8 @@ class RNNCellBase(Module):
         return s.format(**self.__dict__)
 
     def reset_parameters(self):
+        """Re-initialise the parameters as PyTorch does (random values from llgrad's
+        generator)."""
         reset_uniform(self, self.hidden_size)
 
     def _batched(self, name, input, hx, n_states):
@@ -121,6 +124,7 @@ class RNNCellBase(Module):
 
 
 class RNNCell(RNNCellBase):
+    """As torch.nn.RNNCell."""
     def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh", device=None,
                  dtype=None):
         super().__init__(input_size, hidden_size, bias, num_chunks=1, device=device, dtype=dtype)
@@ -138,6 +142,7 @@ class RNNCell(RNNCellBase):
 
 
 class LSTMCell(RNNCellBase):
+    """As torch.nn.LSTMCell."""
     def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
         super().__init__(input_size, hidden_size, bias, num_chunks=4, device=device, dtype=dtype)
 
@@ -151,6 +156,7 @@ class LSTMCell(RNNCellBase):
 
 
 class GRUCell(RNNCellBase):
+    """As torch.nn.GRUCell."""
     def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
         super().__init__(input_size, hidden_size, bias, num_chunks=3, device=device, dtype=dtype)
 

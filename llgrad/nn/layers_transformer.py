@@ -50,6 +50,7 @@ def _detect_is_causal_mask(mask, is_causal=None):
 
 
 class TransformerEncoderLayer(Module):
+    """As torch.nn.TransformerEncoderLayer (PyTorch's submodule names and initialisation)."""
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation=F.relu,
                  layer_norm_eps=1e-5, batch_first=False, norm_first=False, bias=True,
                  device=None, dtype=None):
@@ -99,6 +100,7 @@ class TransformerEncoderLayer(Module):
 
 
 class TransformerDecoderLayer(Module):
+    """As torch.nn.TransformerDecoderLayer."""
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation=F.relu,
                  layer_norm_eps=1e-5, batch_first=False, norm_first=False, bias=True,
                  device=None, dtype=None):
@@ -177,6 +179,8 @@ def _why_not_nested(layer):
 
 
 class TransformerEncoder(Module):
+    """As torch.nn.TransformerEncoder (in eval mode without autograd, a src_key_padding_mask
+    without mask gives zeros at padded positions, as PyTorch's nested-tensor path)."""
     def __init__(self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True,
                  mask_check=True):
         super().__init__()
@@ -235,6 +239,7 @@ def _left_aligned(pad):
 
 
 class TransformerDecoder(Module):
+    """As torch.nn.TransformerDecoder."""
     def __init__(self, decoder_layer, num_layers, norm=None):
         super().__init__()
         self.layers = _get_clones(decoder_layer, num_layers)
@@ -256,6 +261,7 @@ class TransformerDecoder(Module):
 
 
 class Transformer(Module):
+    """As torch.nn.Transformer."""
     def __init__(self, d_model=512, nhead=8, num_encoder_layers=6, num_decoder_layers=6,
                  dim_feedforward=2048, dropout=0.1, activation=F.relu, custom_encoder=None,
                  custom_decoder=None, layer_norm_eps=1e-5, batch_first=False, norm_first=False,
@@ -300,6 +306,8 @@ class Transformer(Module):
 
     @staticmethod
     def generate_square_subsequent_mask(sz, device=None, dtype=None):
+        """A causal mask (sz x sz: -inf above the diagonal, 0 elsewhere), as
+        torch.nn.Transformer.generate_square_subsequent_mask."""
         return _generate_square_subsequent_mask(sz, dtype=dtype, device=device)
 
     def _reset_parameters(self):

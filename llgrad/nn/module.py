@@ -2,7 +2,9 @@
 attribute assignment; train()/eval() set `training` recursively; state_dict() and
 load_state_dict() name tensors by their dotted paths. Hooks are ModuleHooks' (module_hooks);
 a call of a module without hooks is a plain call of forward."""
+from __future__ import annotations
 from collections import OrderedDict
+from typing import TYPE_CHECKING
 
 from ..runtime import grad_mode
 from ..runtime.device import check as _check_device
@@ -11,13 +13,24 @@ from ..runtime.tensor import Tensor
 from .module_hooks import ModuleHooks
 from .parameter import Parameter
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Mapping
+
 __all__ = ["Module", "Parameter"]
 
 
 class Module(ModuleHooks):
+    """Base class of layers and models, as torch.nn.Module.
+
+    Parameters, buffers and submodules are registered by attribute assignment;
+    train()/eval() set `training` recursively; state_dict() and load_state_dict() use
+    PyTorch's dotted names, so state dicts interchange with PyTorch's (llgrad.save /
+    llgrad.load). A call without hooks is a plain call of forward. The device is always the
+    CPU: to('cuda') and cuda() raise. llgrad.compile(module) returns a module-like object
+    whose calls run compiled."""
     training = True
 
-    def __init__(self):
+    def __init__(self) -> None:
         object.__setattr__(self, "_parameters", OrderedDict())
         object.__setattr__(self, "_buffers", OrderedDict())
         object.__setattr__(self, "_non_persistent", set())
@@ -64,13 +77,15 @@ class Module(ModuleHooks):
                 return
         object.__delattr__(self, name)
 
-    def register_parameter(self, name, param):
+    def register_parameter(self, name: str, param: Parameter | None) -> None:
+        """Register param (a Parameter or None) under name, as
+        torch.nn.Module.register_parameter."""
         if param is not None and not isinstance(param, Parameter):
             raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter "
                             f"'{name}' (llgrad.nn.Parameter or None required)")
         self._parameters[name] = param
 
-    def register_buffer(self, name, tensor, persistent=True):
+    def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
         """A buffer: state that is not a parameter (in state_dict() unless
         persistent=False; moved by .to(), returned by buffers())."""
         if "_buffers" not in self.__dict__:
@@ -92,13 +107,15 @@ class Module(ModuleHooks):
         else:
             self._non_persistent.add(name)
 
-    def add_module(self, name, module):
+    def add_module(self, name: str, module: Module | None) -> None:
+        """Register module as the child name, as torch.nn.Module.add_module."""
         self._modules[name] = module
 
     register_module = add_module
 
     # ---- traversal -----------------------------------------------------------------------------
-    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+    def named_modules(self, memo: set | None = None, prefix: str = "",
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, Module]]:
         """Depth-first, pre-order; each module once unless remove_duplicate=False
         (iterative: deep nesting cannot overflow)."""
         memo = set() if memo is None else memo
@@ -114,18 +131,21 @@ class Module(ModuleHooks):
                         if c is not None]
             stack.extend(reversed(children))
 
-    def modules(self):
+    def modules(self) -> Iterator[Module]:
+        """Every module in the tree, this one first (each once), as torch.nn.Module.modules."""
         for _, m in self.named_modules():
             yield m
 
-    def named_children(self):
+    def named_children(self) -> Iterator[tuple[str, Module]]:
+        """(name, module) of the direct children, as torch.nn.Module.named_children."""
         memo = set()
         for n, m in self._modules.items():
             if m is not None and id(m) not in memo:
                 memo.add(id(m))
                 yield n, m
 
-    def children(self):
+    def children(self) -> Iterator[Module]:
+        """The direct child modules, as torch.nn.Module.children."""
         for _, m in self.named_children():
             yield m
 
@@ -139,37 +159,53 @@ class Module(ModuleHooks):
                 seen.add(id(t))
                 yield (f"{p}.{n}" if p else n), t
 
-    def named_parameters(self, prefix="", recurse=True):
+    def named_parameters(self, prefix: str = "",
+                         recurse: bool = True) -> Iterator[tuple[str, Parameter]]:
+        """(dotted name, parameter) pairs, each parameter once, as
+        torch.nn.Module.named_parameters."""
         return self._named("_parameters", recurse, prefix)
 
-    def parameters(self, recurse=True):
+    def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
+        """The parameters of this module and (recurse=True) its descendants, each once,
+        as torch.nn.Module.parameters."""
         for _, p in self.named_parameters(recurse=recurse):
             yield p
 
-    def named_buffers(self, prefix="", recurse=True):
+    def named_buffers(self, prefix: str = "",
+                      recurse: bool = True) -> Iterator[tuple[str, Tensor]]:
+        """(dotted name, buffer) pairs, as torch.nn.Module.named_buffers."""
         return self._named("_buffers", recurse, prefix)
 
-    def buffers(self, recurse=True):
+    def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
+        """The buffers of this module and (recurse=True) its descendants, as
+        torch.nn.Module.buffers."""
         for _, b in self.named_buffers(recurse=recurse):
             yield b
 
     # ---- modes, state ----------------------------------------------------------------------------
-    def train(self, mode=True):
+    def train(self, mode: bool = True) -> Module:
+        """Set training mode (mode=True) or evaluation mode on every module of the tree;
+        returns self, as torch.nn.Module.train."""
         if not isinstance(mode, bool):
             raise ValueError("training mode is expected to be boolean")
         for m in self.modules():
             object.__setattr__(m, "training", mode)
         return self
 
-    def eval(self):
+    def eval(self) -> Module:
+        """train(False), as torch.nn.Module.eval."""
         return self.train(False)
 
-    def requires_grad_(self, requires_grad=True):
+    def requires_grad_(self, requires_grad: bool = True) -> Module:
+        """Set requires_grad on every parameter; returns self, as
+        torch.nn.Module.requires_grad_."""
         for p in self.parameters():
             p.requires_grad_(requires_grad)
         return self
 
-    def zero_grad(self, set_to_none=True):
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Reset the parameters' .grad (to None by default, else to zeros), as
+        torch.nn.Module.zero_grad."""
         for p in self.parameters():
             if p.grad is None:
                 continue
@@ -179,7 +215,7 @@ class Module(ModuleHooks):
                 p.grad.detach_()
                 p.grad.zero_()
 
-    def apply(self, fn):
+    def apply(self, fn: Callable[[Module], None]) -> Module:
         """fn(module) for every submodule, children before their parent (post-order, as
         PyTorch: a module that is the child of two parents is visited under each)."""
         stack = [(self, False)]
@@ -192,7 +228,10 @@ class Module(ModuleHooks):
             stack.extend((c, False) for c in reversed(list(m.children())))
         return self
 
-    def state_dict(self, destination=None, prefix="", keep_vars=False):
+    def state_dict(self, destination: dict | None = None, prefix: str = "",
+                   keep_vars: bool = False) -> OrderedDict[str, Tensor]:
+        """An OrderedDict of parameters and persistent buffers by dotted name (detached
+        unless keep_vars), as torch.nn.Module.state_dict."""
         out = OrderedDict() if destination is None else destination
         for p, m in self.named_modules(prefix=prefix.rstrip(".")):
             for n, t in m._parameters.items():
@@ -203,7 +242,11 @@ class Module(ModuleHooks):
                     out[f"{p}.{n}" if p else n] = t if keep_vars else t.detach()
         return out
 
-    def load_state_dict(self, state_dict, strict=True):
+    def load_state_dict(self, state_dict: Mapping[str, Tensor],
+                        strict: bool = True) -> _IncompatibleKeys:
+        """Copy tensors from state_dict into the parameters and buffers (in place, under
+        no_grad); returns (missing_keys, unexpected_keys); strict=True raises on either,
+        as torch.nn.Module.load_state_dict."""
         own = self.state_dict(keep_vars=True)
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
@@ -226,7 +269,9 @@ class Module(ModuleHooks):
                     t.copy_(src)
         return _IncompatibleKeys(missing, unexpected)
 
-    def to(self, *args, **kwargs):
+    def to(self, *args: object, **kwargs: object) -> Module:
+        """Cast floating parameters and buffers in place to a dtype, as
+        torch.nn.Module.to; a device other than the CPU raises."""
         _check_device(kwargs.get("device"), "move a module to")
         for a in args:
             if isinstance(a, str) or type(a).__name__ == "device":
@@ -241,30 +286,38 @@ class Module(ModuleHooks):
                                 moved._dtype
         return self
 
-    def cpu(self):
+    def cpu(self) -> Module:
+        """Returns self (everything lives on the CPU), as torch.nn.Module.cpu."""
         return self
 
-    def cuda(self, device=None):
+    def cuda(self, device: object = None) -> Module:
+        """Raises: llgrad runs on the CPU only."""
         raise RuntimeError("llgrad runs on the CPU only; Module.cuda() is not available")
 
 
-    def float(self):
+    def float(self) -> Module:
+        """Cast floating parameters and buffers to float32, as torch.nn.Module.float."""
         return self.to(float32)
 
-    def double(self):
+    def double(self) -> Module:
+        """Cast floating parameters and buffers to float64, as torch.nn.Module.double."""
         return self.to(float64)
 
-    def forward(self, *args, **kwargs):
+    def forward(self, *args: object, **kwargs: object) -> object:
+        """The module's computation, called by module(...) (subclasses define it), as
+        torch.nn.Module.forward."""
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required '
                                   '"forward" function')
 
     # ---- calling and printing -------------------------------------------------------------------
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: object, **kwargs: object) -> object:
         if not self._has_hooks:
             return self.forward(*args, **kwargs)
         return self._call_with_hooks(args, kwargs)
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
+        """The extra text inside this module's repr (its arguments), as
+        torch.nn.Module.extra_repr."""
         return ""
 
     def __repr__(self):

@@ -1,7 +1,8 @@
 """Adadelta with PyTorch's single-tensor update rule (state: step, square_avg, acc_delta)."""
+from __future__ import annotations
 from ..runtime.creation import zeros_like
 from ..runtime.grad_mode import enable_grad, no_grad
-from .optimizer import Optimizer, _check_lr, _for_loop_only, _to_scalar
+from .optimizer import LrT, Optimizer, ParamsT, _check_lr, _for_loop_only, _to_scalar
 from ._state import new_step, tensor_steps
 
 __all__ = ["Adadelta"]
@@ -11,8 +12,9 @@ class Adadelta(Optimizer):
     """Adadelta(params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, ...): PyTorch's rule and
     defaults."""
 
-    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, foreach=None, *,
-                 capturable=False, maximize=False, differentiable=False):
+    def __init__(self, params: ParamsT, lr: LrT = 1.0, rho: float = 0.9, eps: float = 1e-6,
+                 weight_decay: float = 0, foreach: bool | None = None, *, capturable: bool = False,
+                 maximize: bool = False, differentiable: bool = False) -> None:
         _check_lr(lr)
         if not 0.0 <= rho <= 1.0:
             raise ValueError(f"Invalid rho value: {rho}")

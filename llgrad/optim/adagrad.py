@@ -1,7 +1,9 @@
 """Adagrad with PyTorch's single-tensor update rule. As in PyTorch, the state (step, sum)
 of every parameter is made when the optimiser is constructed."""
+from __future__ import annotations
 from ..runtime.creation import full_like
 from ..runtime.grad_mode import enable_grad, no_grad
+from .optimizer import LrT, ParamsT
 from .optimizer import (Optimizer, _addcdiv_, _check_lr, _div, _for_loop_only, _get_value,
                         _to_scalar)
 from ._state import new_step, tensor_steps
@@ -13,9 +15,10 @@ class Adagrad(Optimizer):
     """Adagrad(params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0,
     eps=1e-10, ...): PyTorch's rule and defaults; state made at construction, as PyTorch."""
 
-    def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0,
-                 initial_accumulator_value=0, eps=1e-10, foreach=None, *, maximize=False,
-                 differentiable=False, fused=None):
+    def __init__(self, params: ParamsT, lr: LrT = 1e-2, lr_decay: float = 0,
+                 weight_decay: float = 0, initial_accumulator_value: float = 0, eps: float = 1e-10,
+                 foreach: bool | None = None, *, maximize: bool = False,
+                 differentiable: bool = False, fused: bool | None = None) -> None:
         _check_lr(lr)
         if not 0.0 <= lr_decay:
             raise ValueError(f"Invalid lr_decay value: {lr_decay}")

@@ -2,16 +2,22 @@
 single-tensor update rule: lerp_ and addcmul_ as PyTorch calls them; addcdiv_ composed of
 in-place tensor ops (self + (value * t1) / t2), since a traced step's step size is a
 tensor, not a number."""
+from __future__ import annotations
 from ..runtime.creation import tensor, zeros_like
 from ..runtime.grad_mode import enable_grad, no_grad
 from ..runtime.tensor import Tensor
-from .optimizer import Optimizer, _div, _for_loop_only, _get_value
+from .optimizer import LrT, Optimizer, ParamsT, _div, _for_loop_only, _get_value
 
 
 class Adam(Optimizer):
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
-                 amsgrad=False, *, foreach=None, maximize=False, capturable=False,
-                 differentiable=False, fused=None, decoupled_weight_decay=False):
+    """Adam (amsgrad, weight_decay, decoupled_weight_decay, maximize), as torch.optim.Adam
+    (PyTorch's single-tensor update rule; the step count is a tensor, so a compiled step
+    does not re-trace as it grows)."""
+    def __init__(self, params: ParamsT, lr: LrT = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0, amsgrad: bool = False, *,
+                 foreach: bool | None = None, maximize: bool = False, capturable: bool = False,
+                 differentiable: bool = False, fused: bool | None = None,
+                 decoupled_weight_decay: bool = False) -> None:
         if not 0.0 <= lr:
             raise ValueError(f"Invalid learning rate: {lr}")
         if not 0.0 <= eps:
@@ -91,9 +97,10 @@ class Adam(Optimizer):
 class AdamW(Adam):
     """Adam with decoupled weight decay (p *= 1 - lr * weight_decay before the update)."""
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
-                 amsgrad=False, *, maximize=False, foreach=None, capturable=False,
-                 differentiable=False, fused=None):
+    def __init__(self, params: ParamsT, lr: LrT = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False, *,
+                 maximize: bool = False, foreach: bool | None = None, capturable: bool = False,
+                 differentiable: bool = False, fused: bool | None = None) -> None:
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach,
                          maximize=maximize, capturable=capturable,
                          differentiable=differentiable, fused=fused,

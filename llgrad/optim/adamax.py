@@ -1,7 +1,9 @@
 """Adamax (Adam with the infinity norm) with PyTorch's single-tensor update rule (state:
 step, exp_avg, exp_inf)."""
+from __future__ import annotations
 from ..runtime.creation import zeros_like
 from ..runtime.grad_mode import enable_grad, no_grad
+from .optimizer import LrT, ParamsT
 from .optimizer import (Optimizer, _addcdiv_, _check_lr, _div, _for_loop_only, _get_value,
                         _to_scalar)
 from ._state import new_step, tensor_steps
@@ -13,8 +15,10 @@ class Adamax(Optimizer):
     """Adamax(params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, ...):
     PyTorch's rule and defaults."""
 
-    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
-                 foreach=None, *, maximize=False, differentiable=False, capturable=False):
+    def __init__(self, params: ParamsT, lr: LrT = 2e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0, foreach: bool | None = None, *,
+                 maximize: bool = False, differentiable: bool = False,
+                 capturable: bool = False) -> None:
         _check_lr(lr)
         if not 0.0 <= eps:
             raise ValueError(f"Invalid epsilon value: {eps}")

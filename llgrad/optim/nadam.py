@@ -1,8 +1,9 @@
 """NAdam (Adam with Nesterov momentum; optionally decoupled weight decay) with PyTorch's
 single-tensor update rule (state: step, mu_product, exp_avg, exp_avg_sq)."""
+from __future__ import annotations
 from ..runtime.creation import zeros_like
 from ..runtime.grad_mode import enable_grad, no_grad
-from .optimizer import (Optimizer, _addcdiv_, _check_lr, _for_loop_only, _get_value,
+from .optimizer import (LrT, ParamsT, Optimizer, _addcdiv_, _check_lr, _for_loop_only, _get_value,
                         _to_scalar)
 from ._state import new_step, tensor_steps
 
@@ -13,9 +14,11 @@ class NAdam(Optimizer):
     """NAdam(params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
     momentum_decay=4e-3, decoupled_weight_decay=False, ...): PyTorch's rule and defaults."""
 
-    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
-                 momentum_decay=4e-3, decoupled_weight_decay=False, *, foreach=None,
-                 maximize=False, capturable=False, differentiable=False):
+    def __init__(self, params: ParamsT, lr: LrT = 2e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0, momentum_decay: float = 4e-3,
+                 decoupled_weight_decay: bool = False, *, foreach: bool | None = None,
+                 maximize: bool = False, capturable: bool = False,
+                 differentiable: bool = False) -> None:
         _check_lr(lr)
         if not 0.0 <= eps:
             raise ValueError(f"Invalid epsilon value: {eps}")

@@ -1,14 +1,23 @@
 """Optimizer: PyTorch's base class. `param_groups` is a list of dicts (hyper-parameters
 filled in from `defaults`); `state` maps each parameter to a dict of its state (tensors);
 `state_dict()` replaces parameters by integer indices, in group order."""
+from __future__ import annotations
 import warnings
 from collections import defaultdict
 from copy import deepcopy
 from itertools import chain
+from typing import TYPE_CHECKING, TypeAlias
 
 from ..runtime import trace_state
 from ..runtime.creation import full
 from ..runtime.tensor import Tensor
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+# the annotations of the optimisers' `params` and `lr` (as torch.optim's ParamsT)
+ParamsT: TypeAlias = "Iterable[Tensor] | Iterable[dict[str, object]]"
+LrT: TypeAlias = "float | Tensor"
 
 
 class _RequiredParameter:
@@ -69,7 +78,14 @@ def _for_loop_only(**flags):
 
 
 class Optimizer:
-    def __init__(self, params, defaults):
+    """Base class of the optimisers, as torch.optim.Optimizer: param_groups (dicts of
+    hyper-parameters and 'params'), state (per parameter), state_dict() / load_state_dict()
+    in PyTorch's layout, so optimiser state interchanges with PyTorch's. A step compiles
+    inside an llgrad.compile'd training step, state updated in place; a tensor lr is read at
+    each call (a schedule does not re-trace). Only the single-tensor (for-loop)
+    implementation exists: foreach is accepted, fused / capturable / differentiable=True
+    raise."""
+    def __init__(self, params: ParamsT, defaults: dict[str, object]) -> None:
         self.defaults = defaults
         if isinstance(params, Tensor):
             raise TypeError("params argument given to the optimizer should be an iterable of "
@@ -99,7 +115,9 @@ class Optimizer:
         return s + ")"
 
     # ---- parameter groups ----------------------------------------------------------------------
-    def add_param_group(self, param_group):
+    def add_param_group(self, param_group: dict[str, object]) -> None:
+        """Add a group of parameters (hyper-parameters not given take the defaults), as
+        torch.optim.Optimizer.add_param_group."""
         if not isinstance(param_group, dict):
             raise TypeError(f"param_group must be a dict, but got {type(param_group)}")
         params = param_group["params"]
@@ -143,7 +161,9 @@ class Optimizer:
             raise ValueError("some parameters appear in more than one parameter group")
         self.param_groups.append(param_group)
 
-    def zero_grad(self, set_to_none=True):
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Reset the gradients of every parameter (to None by default, else to zeros),
+        as torch.optim.Optimizer.zero_grad."""
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is None:
@@ -157,11 +177,13 @@ class Optimizer:
                         p.grad.requires_grad_(False)
                     p.grad.zero_()
 
-    def step(self, closure=None):
+    def step(self, closure: Callable[[], float | Tensor] | None = None) -> float | Tensor | None:
+        """Update the parameters from their .grad (closure: re-evaluate the loss first
+        and return it), as torch.optim.Optimizer.step."""
         raise NotImplementedError
 
     # ---- state dict ------------------------------------------------------------------------------
-    def state_dict(self):
+    def state_dict(self) -> dict[str, object]:
         """{'state': {index: {name: tensor}}, 'param_groups': [{..., 'params': [index]}]}.
         As in PyTorch, the state tensors are the optimizer's own (not copies)."""
         index = {}
@@ -175,7 +197,10 @@ class Optimizer:
         state = {index[id(k)] if isinstance(k, Tensor) else k: v for k, v in self.state.items()}
         return {"state": state, "param_groups": groups}
 
-    def load_state_dict(self, state_dict):
+    def load_state_dict(self, state_dict: dict[str, object]) -> None:
+        """Load state from state_dict() (of llgrad's or PyTorch's optimiser), casting
+        state tensors to their parameters' dtype, as
+        torch.optim.Optimizer.load_state_dict."""
         groups = self.param_groups
         saved_groups = deepcopy(state_dict["param_groups"])
         if len(groups) != len(saved_groups):

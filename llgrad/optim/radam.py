@@ -3,10 +3,12 @@ update rule (state: step, exp_avg, exp_avg_sq). The rectification applies from t
 where the approximated SMA length exceeds 5: a Python branch in eager mode; while traced,
 both updates are computed and `where` picks one (PyTorch's capturable form), so a compiled
 step does not re-trace when the branch flips."""
+from __future__ import annotations
 from ..runtime.creation import zeros_like
 from ..runtime.functions import where
 from ..runtime.grad_mode import enable_grad, no_grad
 from .optimizer import Optimizer, _check_lr, _for_loop_only, _get_value, _to_scalar, _tracing
+from .optimizer import LrT, ParamsT
 from ._state import new_step, tensor_steps
 
 __all__ = ["RAdam"]
@@ -16,9 +18,10 @@ class RAdam(Optimizer):
     """RAdam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
     decoupled_weight_decay=False, ...): PyTorch's rule and defaults."""
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
-                 decoupled_weight_decay=False, *, foreach=None, maximize=False,
-                 capturable=False, differentiable=False):
+    def __init__(self, params: ParamsT, lr: LrT = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0, decoupled_weight_decay: bool = False,
+                 *, foreach: bool | None = None, maximize: bool = False, capturable: bool = False,
+                 differentiable: bool = False) -> None:
         _check_lr(lr)
         if not 0.0 <= eps:
             raise ValueError(f"Invalid epsilon value: {eps}")

@@ -1,8 +1,9 @@
 """RMSprop (optionally centred, with momentum, L2 weight decay and maximize), with PyTorch's
 single-tensor update rule and state layout (step, square_avg, momentum_buffer, grad_avg)."""
+from __future__ import annotations
 from ..runtime.creation import zeros_like
 from ..runtime.grad_mode import enable_grad, no_grad
-from .optimizer import Optimizer, _addcdiv_, _check_lr, _for_loop_only, _to_scalar
+from .optimizer import LrT, Optimizer, ParamsT, _addcdiv_, _check_lr, _for_loop_only, _to_scalar
 from ._state import new_step, tensor_steps
 
 __all__ = ["RMSprop"]
@@ -13,9 +14,10 @@ class RMSprop(Optimizer):
     centered=False, ...): PyTorch's rule and defaults; foreach is ignored, capturable and
     differentiable are not supported."""
 
-    def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
-                 centered=False, capturable=False, foreach=None, maximize=False,
-                 differentiable=False):
+    def __init__(self, params: ParamsT, lr: LrT = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
+                 weight_decay: float = 0, momentum: float = 0, centered: bool = False,
+                 capturable: bool = False, foreach: bool | None = None, maximize: bool = False,
+                 differentiable: bool = False) -> None:
         _check_lr(lr)
         if not 0.0 <= eps:
             raise ValueError(f"Invalid epsilon value: {eps}")

@@ -1,13 +1,17 @@
 """SGD with momentum, dampening, weight decay, Nesterov momentum and maximize (PyTorch's
 single-tensor update rule)."""
+from __future__ import annotations
 from ..runtime.grad_mode import enable_grad, no_grad
-from .optimizer import Optimizer, _for_loop_only
+from .optimizer import LrT, Optimizer, ParamsT, _for_loop_only
 
 
 class SGD(Optimizer):
-    def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0,
-                 nesterov=False, *, maximize=False, foreach=None, differentiable=False,
-                 fused=None):
+    """Stochastic gradient descent with momentum, dampening, weight decay, Nesterov and
+    maximize, as torch.optim.SGD (PyTorch's single-tensor update rule)."""
+    def __init__(self, params: ParamsT, lr: LrT = 1e-3, momentum: float = 0, dampening: float = 0,
+                 weight_decay: float = 0, nesterov: bool = False, *, maximize: bool = False,
+                 foreach: bool | None = None, differentiable: bool = False,
+                 fused: bool | None = None) -> None:
         if lr < 0.0:
             raise ValueError(f"Invalid learning rate: {lr}")
         if momentum < 0.0:

@@ -1,6 +1,13 @@
 """backward() and autograd.grad(): argument handling around the engine."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from .engine import make_root_grads, run_backward
 from .tensor import Tensor
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 
 def _seq(x):
@@ -9,8 +16,12 @@ def _seq(x):
     return [x] if isinstance(x, Tensor) else list(x)
 
 
-def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
-             grad_variables=None, inputs=None):
+def backward(tensors: Tensor | Sequence[Tensor],
+             grad_tensors: Tensor | Sequence[Tensor | None] | None = None,
+             retain_graph: bool | None = None, create_graph: bool = False,
+             grad_variables: None = None, inputs: Tensor | Sequence[Tensor] | None = None) -> None:
+    """Accumulate the gradients of tensors into the leaves' .grad (or only into inputs when
+    given), as torch.autograd.backward."""
     tensors = [tensors] if isinstance(tensors, Tensor) else _seq(tensors)
     grads = _seq(grad_tensors) or [None] * len(tensors)
     if len(grads) != len(tensors):
@@ -26,8 +37,13 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
                  inputs, True)
 
 
-def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
-         only_inputs=True, allow_unused=None, is_grads_batched=False, materialize_grads=False):
+def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
+         grad_outputs: Tensor | Sequence[Tensor | None] | None = None,
+         retain_graph: bool | None = None, create_graph: bool = False, only_inputs: bool = True,
+         allow_unused: bool | None = None, is_grads_batched: bool = False,
+         materialize_grads: bool = False) -> tuple[Tensor | None, ...]:
+    """The gradients of outputs with respect to inputs, returned rather than accumulated, as
+    torch.autograd.grad (create_graph=True for higher order)."""
     outputs = [outputs] if isinstance(outputs, Tensor) else _seq(outputs)
     inputs = [inputs] if isinstance(inputs, Tensor) else _seq(inputs)
     grads = _seq(grad_outputs) or [None] * len(outputs)

@@ -14,6 +14,8 @@ class FunctionCtx:
     __slots__ = ()
 
     def save_for_backward(self, *tensors):
+        """Save tensors for backward (read there as ctx.saved_tensors, version-checked),
+        as in PyTorch."""
         for t in tensors:
             if t is not None and not isinstance(t, Tensor):
                 raise TypeError("save_for_backward can only save variables, but argument "
@@ -21,12 +23,16 @@ class FunctionCtx:
         self.to_save = tensors
 
     def mark_dirty(self, *tensors):
+        """Declare the inputs that forward modified in place, as in PyTorch."""
         self.dirty_tensors = tensors
 
     def mark_non_differentiable(self, *tensors):
+        """Declare outputs that get no gradient, as in PyTorch."""
         self.non_differentiable = tensors
 
     def set_materialize_grads(self, value):
+        """Whether backward receives zeros (True, the default) or None for outputs
+        without a gradient, as in PyTorch."""
         self.materialize_grads = bool(value)
 
 
@@ -102,13 +108,20 @@ class FunctionMeta(type):
 
 
 class Function(metaclass=FunctionMeta):
+    """A user-defined op with its own backward, as torch.autograd.Function: subclass it with
+    static forward(ctx, ...) (or forward(...) and setup_context) and backward(ctx, *grads),
+    then call Cls.apply(...)."""
     @staticmethod
     def forward(ctx, *args, **kwargs):
+        """The op's computation (static): forward(ctx, *args) or, with setup_context,
+        forward(*args)."""
         raise NotImplementedError("You must implement the forward function for custom "
                                   "autograd.Function.")
 
     @staticmethod
     def backward(ctx, *grad_outputs):
+        """The gradients of the inputs from those of the outputs (static): backward(ctx,
+        *grad_outputs), one result per forward argument."""
         raise NotImplementedError("You must implement either the backward or vjp method for "
                                   "your custom autograd.Function to use it with backward mode "
                                   "AD.")
@@ -117,10 +130,14 @@ class Function(metaclass=FunctionMeta):
 
     @staticmethod
     def setup_context(ctx, inputs, output):
+        """Save what backward needs when forward takes no ctx (static):
+        setup_context(ctx, inputs, output)."""
         raise NotImplementedError("setup_context is not implemented.")
 
     @classmethod
     def apply(cls, *args, **kwargs):
+        """Run forward and, if an input requires grad, record the backward node, as
+        torch.autograd.Function.apply."""
         ctx = cls._backward_cls()
         tensor_args = [a if isinstance(a, Tensor) else None for a in args]
         ctx.needs_input_grad = tuple(a is not None and a.requires_grad for a in tensor_args)

@@ -1,9 +1,10 @@
 """Creation functions and the random generator (manual_seed resets it)."""
+from __future__ import annotations
 import numpy as np
 
 from ..ir import OPS
 from . import dtypes, trace_state
-from .device import check as _check_device
+from .device import check as _check_device, device as _Device
 from .dispatch import call
 from .shapes import unpack_shape
 from .tensor import Tensor
@@ -38,11 +39,14 @@ class _Generator:
 default_generator = _Generator()
 
 
-def manual_seed(seed):
+def manual_seed(seed: int) -> _Generator:
+    """Seed the default generator (returns it), as torch.manual_seed. llgrad's stream is
+    NumPy's PCG64: a seed gives the same numbers on every run, not PyTorch's numbers."""
     return default_generator.manual_seed(seed)
 
 
-def initial_seed():
+def initial_seed() -> int:
+    """The seed of the default generator, as torch.initial_seed."""
     return default_generator._seed
 
 
@@ -78,7 +82,10 @@ def _infer_np(data):
     raise TypeError(f"Could not infer dtype of {type(data).__name__}")
 
 
-def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False):
+def tensor(data: object, dtype: dtypes.dtype | None = None, device: str | _Device | None = None,
+           requires_grad: bool = False, pin_memory: bool = False) -> Tensor:
+    """A new tensor copying data (a number, nested lists, a NumPy array or a tensor), as
+    torch.tensor; Python floats take the default dtype, ints int64. device must be the CPU."""
     _check_device(device)
     tracer = trace_state.state.tracer
     if tracer is not None and type(data) is np.ndarray and tracer.array_storage(data):
@@ -94,7 +101,10 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
     return _finish(arr, dtype, requires_grad)
 
 
-def as_tensor(data, dtype=None, device=None):
+def as_tensor(data: object, dtype: dtypes.dtype | None = None,
+              device: str | _Device | None = None) -> Tensor:
+    """data as a tensor without a copy where possible (a tensor of the same dtype is
+    returned, a NumPy array shares its memory), as torch.as_tensor."""
     _check_device(device)
     if isinstance(data, Tensor) and (dtype is None or dtypes.to_dtype(dtype) is data._dtype):
         return data
@@ -103,7 +113,10 @@ def as_tensor(data, dtype=None, device=None):
     return tensor(data, dtype=dtype)
 
 
-def from_numpy(arr):
+def from_numpy(arr: np.ndarray) -> Tensor:
+    """A tensor sharing the NumPy array's memory (writes are seen both ways), as
+    torch.from_numpy. Inside llgrad.compile, an array the function reads this way is an
+    input of the graph read at each call."""
     if not isinstance(arr, np.ndarray):
         raise TypeError(f"expected np.ndarray (got {type(arr).__name__})")
     if any(s < 0 for s in arr.strides):
@@ -137,22 +150,32 @@ def _full(shape, value, dtype, requires_grad, default=None):
     return t.requires_grad_(True) if requires_grad else t
 
 
-def zeros(*size, dtype=None, device=None, requires_grad=False):
+def zeros(*size: int | tuple[int, ...], dtype: dtypes.dtype | None = None,
+          device: str | _Device | None = None, requires_grad: bool = False) -> Tensor:
+    """A tensor filled with 0, as torch.zeros."""
     _check_device(device)
     return _full(unpack_shape(size), 0, dtype, requires_grad)
 
 
-def ones(*size, dtype=None, device=None, requires_grad=False):
+def ones(*size: int | tuple[int, ...], dtype: dtypes.dtype | None = None,
+         device: str | _Device | None = None, requires_grad: bool = False) -> Tensor:
+    """A tensor filled with 1, as torch.ones."""
     _check_device(device)
     return _full(unpack_shape(size), 1, dtype, requires_grad)
 
 
-def empty(*size, dtype=None, device=None, requires_grad=False):
+def empty(*size: int | tuple[int, ...], dtype: dtypes.dtype | None = None,
+          device: str | _Device | None = None, requires_grad: bool = False) -> Tensor:
+    """A new tensor, as torch.empty (llgrad fills it with zeros)."""
     _check_device(device)
     return _full(unpack_shape(size), 0, dtype, requires_grad)
 
 
-def full(size, fill_value, dtype=None, device=None, requires_grad=False):
+def full(size: tuple[int, ...] | list[int], fill_value: float | Tensor,
+         dtype: dtypes.dtype | None = None, device: str | _Device | None = None,
+         requires_grad: bool = False) -> Tensor:
+    """A tensor filled with fill_value, as torch.full (the dtype follows fill_value's type
+    when not given)."""
     _check_device(device)
     default = dtypes.default_for_scalar(fill_value) if not isinstance(fill_value, Tensor) else None
     return _full(tuple(size), fill_value, dtype, requires_grad, default)
@@ -162,18 +185,26 @@ def _like(fn):
     def f(t, dtype=None, device=None, requires_grad=False, **kw):
         _check_device(device)
         return fn(*t._data.shape, dtype=dtype or t._dtype, requires_grad=requires_grad)
+    f.__doc__ = f"A tensor of t's shape and dtype (unless given), as torch.{fn.__name__}_like."
     return f
 
 
 zeros_like, ones_like, empty_like = _like(zeros), _like(ones), _like(empty)
 
 
-def full_like(t, fill_value, dtype=None, requires_grad=False, **kw):
+def full_like(t: Tensor, fill_value: float, dtype: dtypes.dtype | None = None,
+              requires_grad: bool = False, **kw) -> Tensor:
+    """A tensor of t's shape (and dtype unless given) filled with fill_value, as
+    torch.full_like."""
     _check_device(kw.get("device"))
     return full(t._data.shape, fill_value, dtype=dtype or t._dtype, requires_grad=requires_grad)
 
 
-def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
+def arange(start: float, end: float | None = None, step: float = 1,
+           dtype: dtypes.dtype | None = None, device: str | _Device | None = None,
+           requires_grad: bool = False) -> Tensor:
+    """Values from start to end (exclusive) by step, as torch.arange (int64 unless a bound
+    is a float)."""
     _check_device(device)
     if end is None:
         start, end = 0, start
@@ -184,13 +215,17 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
     return _finish(np.arange(start, end, step).astype(d.np), None, requires_grad)
 
 
-def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
+def linspace(start: float, end: float, steps: int, dtype: dtypes.dtype | None = None,
+             device: str | _Device | None = None, requires_grad: bool = False) -> Tensor:
+    """steps values evenly spaced from start to end (inclusive), as torch.linspace."""
     _check_device(device)
     d = dtypes.to_dtype(dtype) if dtype is not None else dtypes.get_default_dtype()
     return _finish(np.linspace(start, end, steps).astype(d.np), None, requires_grad)
 
 
-def eye(n, m=None, dtype=None, device=None, requires_grad=False):
+def eye(n: int, m: int | None = None, dtype: dtypes.dtype | None = None,
+        device: str | _Device | None = None, requires_grad: bool = False) -> Tensor:
+    """An n x m identity matrix, as torch.eye."""
     _check_device(device)
     d = dtypes.to_dtype(dtype) if dtype is not None else dtypes.get_default_dtype()
     return _finish(np.eye(n, m, dtype=d.np), None, requires_grad)
@@ -206,7 +241,12 @@ def _rng(generator):
     return (generator or default_generator).rng
 
 
-def randn(*size, dtype=None, generator=None, device=None, requires_grad=False):
+def randn(*size: int | tuple[int, ...], dtype: dtypes.dtype | None = None,
+          generator: _Generator | None = None, device: str | _Device | None = None,
+          requires_grad: bool = False) -> Tensor:
+    """Standard normal samples, as torch.randn (NumPy's PCG64 stream, not PyTorch's
+    numbers). Traced, a draw of the default generator is an op: compiled calls give eager's
+    numbers."""
     _check_device(device)
     d = dtypes.to_dtype(dtype) if dtype is not None else dtypes.get_default_dtype()
     arr = _rng(generator).standard_normal(unpack_shape(size), dtype=np.float64).astype(d.np)
@@ -216,7 +256,12 @@ def randn(*size, dtype=None, generator=None, device=None, requires_grad=False):
     return t
 
 
-def rand(*size, dtype=None, generator=None, device=None, requires_grad=False):
+def rand(*size: int | tuple[int, ...], dtype: dtypes.dtype | None = None,
+         generator: _Generator | None = None, device: str | _Device | None = None,
+         requires_grad: bool = False) -> Tensor:
+    """Uniform samples on [0, 1), as torch.rand (NumPy's PCG64 stream, not PyTorch's
+    numbers). Traced, a draw of the default generator is an op: compiled calls give eager's
+    numbers."""
     _check_device(device)
     d = dtypes.to_dtype(dtype) if dtype is not None else dtypes.get_default_dtype()
     arr = _rng(generator).random(unpack_shape(size), dtype=np.float64).astype(d.np)
@@ -226,8 +271,11 @@ def rand(*size, dtype=None, generator=None, device=None, requires_grad=False):
     return t
 
 
-def randint(low, high=None, size=(), dtype=None, generator=None, device=None,
-            requires_grad=False):
+def randint(low: int, high: int | None = None, size: tuple[int, ...] = (),
+            dtype: dtypes.dtype | None = None, generator: _Generator | None = None,
+            device: str | _Device | None = None, requires_grad: bool = False) -> Tensor:
+    """Random integers in [low, high), as torch.randint (inside llgrad.compile the call runs
+    eagerly)."""
     _check_device(device)
     if trace_state.state.tracer is not None:
         trace_state.state.tracer.untraceable("randint")
@@ -237,18 +285,25 @@ def randint(low, high=None, size=(), dtype=None, generator=None, device=None,
     return _finish(arr, dtype, requires_grad)
 
 
-def randperm(n, dtype=None, generator=None, device=None):
+def randperm(n: int, dtype: dtypes.dtype | None = None, generator: _Generator | None = None,
+             device: str | _Device | None = None) -> Tensor:
+    """A random permutation of 0..n-1, as torch.randperm (inside llgrad.compile the call
+    runs eagerly)."""
     _check_device(device)
     if trace_state.state.tracer is not None:
         trace_state.state.tracer.untraceable("randperm")
     return _finish(_rng(generator).permutation(n).astype(np.int64), dtype, False)
 
 
-def randn_like(t, dtype=None, requires_grad=False, **kw):
+def randn_like(t: Tensor, dtype: dtypes.dtype | None = None, requires_grad: bool = False,
+               **kw) -> Tensor:
+    """Standard normal samples of t's shape and dtype, as torch.randn_like."""
     _check_device(kw.get("device"))
     return randn(*t._data.shape, dtype=dtype or t._dtype, requires_grad=requires_grad)
 
 
-def rand_like(t, dtype=None, requires_grad=False, **kw):
+def rand_like(t: Tensor, dtype: dtypes.dtype | None = None, requires_grad: bool = False,
+              **kw) -> Tensor:
+    """Uniform samples on [0, 1) of t's shape and dtype, as torch.rand_like."""
     _check_device(kw.get("device"))
     return rand(*t._data.shape, dtype=dtype or t._dtype, requires_grad=requires_grad)

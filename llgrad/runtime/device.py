@@ -40,10 +40,12 @@ class device:
 
     @property
     def type(self):
+        """The device type ('cpu', 'cuda', ...), as torch.device.type."""
         return self._type
 
     @property
     def index(self):
+        """The device index, or None, as torch.device.index."""
         return self._index
 
     def __repr__(self):

@@ -116,6 +116,9 @@ batching = None
 
 
 def call(op, inputs, attrs):
+    """Run op of the table on inputs with attrs: eagerly, or recorded when tracing, or
+    batched under vmap; the autograd node is attached when grad mode needs one (the
+    dispatcher every Tensor method goes through)."""
     if batching is not None:
         res = batching.call(op, inputs, attrs)
         if res is not NotImplemented:

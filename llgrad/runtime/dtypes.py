@@ -5,6 +5,8 @@ from ..ir import promotion
 
 
 class dtype:
+    """An element type (llgrad.float32, llgrad.int64, ...), as torch.dtype; .np is the NumPy
+    dtype, .itemsize its bytes."""
     __slots__ = ("name", "np", "is_floating_point", "itemsize", "_cat", "_tensor_type")
 
     def __init__(self, name, npdt, cat, tensor_type):
@@ -72,13 +74,14 @@ import builtins as _b  # noqa: E402
 builtins_float, builtins_int, builtins_bool = _b.float, _b.int, _b.bool
 
 
-def get_default_dtype():
+def get_default_dtype() -> dtype:
     """The default floating dtype: what creation functions make from Python floats and
     what a Python float (or an integer operand of exp, div, ...) promotes to."""
     return _BY_NAME[promotion.default_float()]
 
 
-def set_default_dtype(d):
+def set_default_dtype(d: dtype) -> None:
+    """Set the default floating dtype (float32 or float64), as torch.set_default_dtype."""
     d = to_dtype(d)
     if not d.is_floating_point:
         raise TypeError("only floating-point types are supported as the default type")

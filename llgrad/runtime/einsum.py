@@ -8,6 +8,7 @@ operands are then combined left to right, each pair by bmm over (kept shared sub
 the left's own, the contracted ones) x (kept shared, contracted, the right's own), or by
 a broadcast product when the pair shares nothing to contract; the result is permuted to
 the output's order. Sizes of 1 broadcast, as PyTorch's einsum lets them."""
+from __future__ import annotations
 from .tensor import Tensor
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -127,7 +128,10 @@ def _pair(a, la, b, lb, keep, sizes):
     return a3.bmm(b3).reshape([sizes[lab] for lab in out]), out
 
 
-def einsum(*args):
+def einsum(*args: str | Tensor | list | tuple) -> Tensor:
+    """Einstein summation over operands (an equation string, or PyTorch's sublist form), as
+    torch.einsum; computed as permutes, reshapes and one batched matmul per pair of
+    operands."""
     if args and not isinstance(args[0], str):
         equation, operands = _sublist_equation(args)
     else:

@@ -1,30 +1,36 @@
 """The llgrad.* function namespace (torch.exp, torch.cat, ...), defined over Tensor methods."""
+from __future__ import annotations
 import builtins as _builtins  # this module shadows any/all/sum/max/min/abs/round
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from . import trace_state
 from ..ir import OPS
-from ..ir.optable import on_declare
+from ..ir.optable import method_doc, on_declare
 from .creation import tensor as _tensor
 from .dispatch import call
 from .shapes import norm_dim
 from .tensor import Tensor
 
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
 __all__ = []
 
 
-def _method_fn(name):
+def _method_fn(name, op=None):
     def fn(input, *args, **kwargs):
         return getattr(input, name)(*args, **kwargs)
     fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = method_doc(name, op, function=True)    # ("... as torch.<name>.")
     __all__.append(name)
     globals()[name] = fn
 
 
 def _declared_functions(op):
     for name in op.functions:
-        _method_fn(name)
+        _method_fn(name, op)
 
 
 on_declare(_declared_functions)     # (OpDef.functions: for ops declared now and later)
@@ -52,7 +58,9 @@ def _tensors(seq, what):
     return seq
 
 
-def cat(tensors, dim=0):
+def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    """Concatenate tensors along dim, as torch.cat (1-D empty tensors are skipped in the
+    shape check, PyTorch's legacy rule)."""
     seq = _tensors(tensors, "cat")
     # PyTorch's legacy rule: 1-D empty tensors are skipped for the shape check, but still
     # take part in type promotion and get a (zero-size) gradient
@@ -77,7 +85,8 @@ def cat(tensors, dim=0):
                 {"dim": d})
 
 
-def stack(tensors, dim=0):
+def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    """Stack equal-shaped tensors along a new dimension dim, as torch.stack."""
     ts = _tensors(tensors, "stack")
     for i, t in enumerate(ts):
         if t._data.shape != ts[0]._data.shape:
@@ -87,7 +96,11 @@ def stack(tensors, dim=0):
     return call(OPS["stack"], tuple(ts), {"dim": norm_dim(dim, ts[0]._data.ndim + 1)})
 
 
-def where(condition, input=None, other=None):
+def where(condition: Tensor, input: Tensor | float | None = None,
+          other: Tensor | float | None = None) -> Tensor | tuple[Tensor, ...]:
+    """Elements of input where condition holds, else of other, as torch.where;
+    where(condition) alone gives the indices of its nonzero elements (inside llgrad.compile
+    that call runs eagerly: its shape depends on the values)."""
     if input is None and other is None:
         if trace_state.state.tracer is not None:
             trace_state.state.tracer.untraceable("where(condition) (a data-dependent shape)")
@@ -97,19 +110,25 @@ def where(condition, input=None, other=None):
     return call(OPS["where"], (condition, input, other), {})
 
 
-def is_tensor(obj):
+def is_tensor(obj: object) -> bool:
+    """Whether obj is an llgrad Tensor, as torch.is_tensor."""
     return isinstance(obj, Tensor)
 
 
-def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+def allclose(a: Tensor, b: Tensor, rtol: float = 1e-05, atol: float = 1e-08,
+             equal_nan: bool = False) -> bool:
+    """Whether a and b are elementwise close, as torch.allclose."""
     return bool(np.allclose(a._data, b._data, rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
-def equal(a, b):
+def equal(a: Tensor, b: Tensor) -> bool:
+    """Whether a and b have the same shape and elements, as torch.equal."""
     return a._data.shape == b._data.shape and bool(np.array_equal(a._data, b._data))
 
 
-def broadcast_tensors(*tensors):
+def broadcast_tensors(*tensors: Tensor) -> tuple[Tensor, ...]:
+    """The tensors expanded (as views) to their common broadcast shape, as
+    torch.broadcast_tensors."""
     shape = np.broadcast_shapes(*[t._data.shape for t in tensors])
     return tuple(t.expand(shape) for t in tensors)
 

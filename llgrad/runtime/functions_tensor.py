@@ -1,6 +1,7 @@
 """llgrad.* functions of issue 21 that are compositions of existing ops: meshgrid,
 isclose / allclose, and the in-place clamp functions (llgrad.clamp_, clip_, clamp_min_,
 clamp_max_)."""
+from __future__ import annotations
 import warnings
 
 from . import dtypes, functions
@@ -9,7 +10,7 @@ from .functions import _method_fn
 from .tensor import Tensor
 
 
-def meshgrid(*tensors, indexing=None):
+def meshgrid(*tensors: Tensor, indexing: str | None = None) -> tuple[Tensor, ...]:
     """Grids of 0-d or 1-d tensors: each a view (expand) of its tensor. indexing='xy' swaps
     the first two grids' roles (Cartesian), 'ij' (the default) is matrix indexing."""
     if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
@@ -45,7 +46,8 @@ def meshgrid(*tensors, indexing=None):
     return tuple(grids)
 
 
-def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+def isclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08,
+            equal_nan: bool = False) -> Tensor:
     """|input - other| <= atol + rtol * |other| where finite, or equal (inf == inf), or both
     nan with equal_nan (PyTorch's isclose, elementwise and broadcast)."""
     if input._dtype is not other._dtype:
@@ -67,7 +69,9 @@ def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     return close | (actual.isfinite() & (actual <= allowed))
 
 
-def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+def allclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08,
+             equal_nan: bool = False) -> bool:
+    """Whether input and other are elementwise close (isclose everywhere), as torch.allclose."""
     return bool(isclose(input, other, rtol, atol, equal_nan).all())
 
 

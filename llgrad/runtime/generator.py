@@ -2,6 +2,7 @@
 numbers for the `generator=` arguments of randn, rand, randint, randperm, DataLoader,
 RandomSampler and random_split). Its stream is NumPy's PCG64, not PyTorch's Mersenne
 Twister: a seed gives the same numbers on every run, not the numbers PyTorch gives."""
+from __future__ import annotations
 import numpy as np
 
 from .creation import _Generator, default_generator, tensor
@@ -50,15 +51,20 @@ class Generator(_Generator):
 
     @property
     def device(self):
+        """Always llgrad.device('cpu')."""
         return CPU
 
     def get_state(self):
+        """The generator's state as a uint8 tensor (45 bytes: llgrad's PCG64 state, not
+        PyTorch's), as torch.Generator.get_state."""
         return _get_state(self)
 
     def set_state(self, new_state):
+        """Restore a state from get_state(), as torch.Generator.set_state."""
         return _set_state(self, new_state)
 
     def seed(self):
+        """Seed from a fresh non-deterministic seed and return it, as torch.Generator.seed."""
         s = int(np.random.SeedSequence().entropy) & (2**63 - 1)
         self.manual_seed(s)
         return s
@@ -67,17 +73,17 @@ class Generator(_Generator):
         return f"<llgrad.Generator object at {hex(id(self))}>"
 
 
-def get_rng_state():
+def get_rng_state() -> Tensor:
     """The default generator's state (a uint8 tensor), as torch.get_rng_state."""
     return _get_state(default_generator)
 
 
-def set_rng_state(new_state):
+def set_rng_state(new_state: Tensor) -> None:
     """Restore the default generator's state from get_rng_state()."""
     _set_state(default_generator, new_state)
 
 
-def seed():
+def seed() -> int:
     """Seed the default generator non-deterministically; returns the seed."""
     s = int(np.random.SeedSequence().entropy) & (2**63 - 1)
     default_generator.manual_seed(s)

@@ -21,11 +21,13 @@ def _reset():
     state.inference = False
 
 
-def is_grad_enabled():
+def is_grad_enabled() -> bool:
+    """Whether grad mode is on in this thread, as torch.is_grad_enabled."""
     return state.grad_enabled
 
 
-def is_inference_mode_enabled():
+def is_inference_mode_enabled() -> bool:
+    """Whether inference mode is on in this thread, as torch.is_inference_mode_enabled."""
     return state.inference
 
 
@@ -52,6 +54,7 @@ class _DecoratorContext:
 
 
 class no_grad(_DecoratorContext):
+    """Context manager and decorator that turns off gradient recording, as torch.no_grad."""
     def __enter__(self):
         self.prev = state.grad_enabled
         state.grad_enabled = False
@@ -61,6 +64,7 @@ class no_grad(_DecoratorContext):
 
 
 class enable_grad(_DecoratorContext):
+    """Context manager and decorator that turns gradient recording on, as torch.enable_grad."""
     def __enter__(self):
         self.prev = state.grad_enabled
         state.grad_enabled = True
@@ -92,6 +96,8 @@ class set_grad_enabled(_DecoratorContext):
 
 
 class inference_mode(_DecoratorContext):
+    """Context manager and decorator for inference mode (no recording, inference tensors),
+    as torch.inference_mode."""
     def __init__(self, mode=True):
         self.mode = bool(mode)
 

@@ -9,6 +9,8 @@ from .tensor import Tensor
 
 
 class GradcheckError(RuntimeError):
+    """Raised by gradcheck / gradgradcheck on a Jacobian mismatch, as
+    torch.autograd.GradcheckError."""
     pass
 
 
@@ -65,6 +67,9 @@ def _analytical(fn, inputs, diff):
 
 def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True,
               nondet_tol=0.0, check_undefined_grad=True, fast_mode=False, **kw):
+    """Compare backward's Jacobian of func at inputs with central finite differences (in
+    float64; inputs must be contiguous), as torch.autograd.gradcheck. Returns True, or
+    raises GradcheckError (False with raise_exception=False)."""
     inputs = _as_tuple(inputs)
     diff = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
     if not diff:
@@ -95,6 +100,7 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
 
 def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=1e-3,
                   raise_exception=True, gen_non_contig_grad_outputs=False, **kw):
+    """gradcheck of the first derivatives (second order), as torch.autograd.gradgradcheck."""
     inputs = _as_tuple(inputs)
     diff = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
     outs = _outputs(func, inputs)

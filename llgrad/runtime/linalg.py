@@ -27,6 +27,7 @@ def _dims(x, dim):
 
 
 def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
+    """The ord-norm of x over dim (all elements by default), as torch.linalg.vector_norm."""
     if not x._dtype.is_floating_point:
         raise RuntimeError("linalg.vector_norm: Expected a floating point or complex tensor as "
                            f"input. Got {tname(x._dtype)}")
@@ -48,6 +49,8 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
 
 
 def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, out=None):
+    """'fro', 1, -1, inf or -inf norm of the matrices over dim, as torch.linalg.matrix_norm;
+    ord 2, -2 and 'nuc' raise NotImplementedError (llgrad has no SVD)."""
     nd = A._data.ndim
     if nd < 2:
         raise RuntimeError("linalg.matrix_norm: The input tensor A must have at least 2 "

@@ -3,7 +3,7 @@ dispatcher with an op from the op table."""
 import numpy as np
 
 from ..ir import OPS
-from ..ir.optable import on_declare
+from ..ir.optable import method_doc, on_declare
 from . import dtypes
 from .creation import full_op, tensor
 from .device import check as check_device
@@ -25,8 +25,9 @@ Tensor._op = _op
 Tensor._iop = _iop
 
 
-def _def(name, fn):
+def _def(name, fn, op=None):
     fn.__name__ = name
+    fn.__doc__ = fn.__doc__ or method_doc(name, op)     # ("As torch.Tensor.<name>.")
     setattr(Tensor, name, fn)
 
 
@@ -34,10 +35,10 @@ def _def(name, fn):
 
 def _declared_methods(op):
     for name in op.methods:
-        _def(name, (lambda o: lambda self, *operands: call(o, (self,) + operands, {}))(op))
+        _def(name, (lambda o: lambda self, *operands: call(o, (self,) + operands, {}))(op), op)
     for name in op.inplace:
         _def(name, (lambda o: lambda self, *operands:
-                    call_inplace(o, self, (self,) + operands, {}))(op))
+                    call_inplace(o, self, (self,) + operands, {}))(op), op)
 
 
 on_declare(_declared_methods)
@@ -60,21 +61,33 @@ def _alpha(other, alpha):
 
 
 def add(self, other, alpha=1):
+    """self + alpha * other, as torch.Tensor.add. alpha may be a one-element tensor (a
+    learning rate held in a tensor): it then scales other as a tensor, so a compiled step
+    reads it at each call instead of baking its value in (the values are PyTorch's)."""
     other, alpha = _alpha(other, alpha)
     return call(_ADD, (self, other), {"alpha": alpha})
 
 
 def sub(self, other, alpha=1):
+    """self - alpha * other, as torch.Tensor.sub. alpha may be a one-element tensor (a
+    learning rate held in a tensor): it then scales other as a tensor, so a compiled step
+    reads it at each call instead of baking its value in (the values are PyTorch's)."""
     other, alpha = _alpha(other, alpha)
     return call(_SUB, (self, other), {"alpha": alpha})
 
 
 def add_(self, other, alpha=1):
+    """In-place add, as torch.Tensor.add_. alpha may be a one-element tensor (a learning
+    rate held in a tensor): it then scales other as a tensor, so a compiled step reads it at
+    each call instead of baking its value in (the values are PyTorch's)."""
     other, alpha = _alpha(other, alpha)
     return call_inplace(_ADD, self, (self, other), {"alpha": alpha})
 
 
 def sub_(self, other, alpha=1):
+    """In-place sub, as torch.Tensor.sub_. alpha may be a one-element tensor (a learning
+    rate held in a tensor): it then scales other as a tensor, so a compiled step reads it at
+    each call instead of baking its value in (the values are PyTorch's)."""
     other, alpha = _alpha(other, alpha)
     return call_inplace(_SUB, self, (self, other), {"alpha": alpha})
 
@@ -240,6 +253,8 @@ _def("clamp_max_", lambda self, max: call_inplace(OPS["clamp_max"], self, (self,
 # ---- copies, casts, fills --------------------------------------------------------------------
 
 def to(self, *args, **kwargs):
+    """The tensor cast to a dtype (given, or another tensor's), as torch.Tensor.to; the same
+    tensor if nothing changes (copy=True copies). A device other than the CPU raises."""
     dtype = kwargs.get("dtype")
     check_device(kwargs.get("device"), "move a tensor to")
     for a in args:
@@ -265,6 +280,7 @@ _def("cpu", lambda self: self)
 
 
 def _cuda(self, device=None, non_blocking=False, memory_format=None):
+    """Raises: llgrad runs on the CPU only."""
     raise RuntimeError("llgrad runs on the CPU only; Tensor.cuda() is not available")
 
 

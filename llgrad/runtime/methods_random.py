@@ -9,6 +9,7 @@ Exp(1) (PyTorch's own method on the CPU): both are ops of the table, so a compil
 sampling step stays native. Value checks (negative probabilities, ...) read the data
 through Tensor.__bool__, which a trace records as value guards."""
 from ..ir import OPS
+from ..ir.optable import method_doc
 from .creation import rand, randn
 from .dispatch import call
 from .inplace import call_inplace
@@ -19,6 +20,7 @@ from .tensor import Tensor
 
 def _def(name, fn):
     fn.__name__ = name
+    fn.__doc__ = fn.__doc__ or method_doc(name)     # ("As torch.Tensor.<name>.")
     setattr(Tensor, name, fn)
 
 
@@ -32,6 +34,8 @@ def _draw_dtype(self):
 
 
 def uniform_(self, a=0, b=1, *, generator=None):
+    """Fill with U(a, b) samples in place, as torch.Tensor.uniform_. Drawn from llgrad's
+    generator (NumPy's PCG64, or `generator`), not PyTorch's stream."""
     _float_only(self, "check_uniform_bounds")
     if a > b:
         raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={a} "
@@ -41,6 +45,8 @@ def uniform_(self, a=0, b=1, *, generator=None):
 
 
 def normal_(self, mean=0, std=1, *, generator=None):
+    """Fill with N(mean, std^2) samples in place, as torch.Tensor.normal_. Drawn from
+    llgrad's generator (NumPy's PCG64, or `generator`), not PyTorch's stream."""
     _float_only(self, "normal_kernel_cpu")
     if std < 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
@@ -54,6 +60,8 @@ def _check_probabilities(p, what):
 
 
 def bernoulli_(self, p=0.5, *, generator=None):
+    """Fill with Bernoulli(p) draws in place, as torch.Tensor.bernoulli_. Drawn from
+    llgrad's generator (NumPy's PCG64, or `generator`), not PyTorch's stream."""
     if isinstance(p, Tensor):
         _float_only(p, "bernoulli_tensor_cpu_p_")
         _check_probabilities(p, "Expected p_in >= 0 && p_in <= 1 to be true, but got false.  "
@@ -82,6 +90,9 @@ def bernoulli(self, p=None, *, generator=None):
 
 
 def multinomial(self, num_samples, replacement=False, *, generator=None):
+    """Indices sampled from each row's probabilities, as torch.Tensor.multinomial (without
+    replacement: the top num_samples of p / E, E ~ Exp(1), PyTorch's CPU method). Drawn from
+    llgrad's generator (NumPy's PCG64, or `generator`), not PyTorch's stream."""
     nd = self._data.ndim
     if nd not in (1, 2):
         raise RuntimeError("prob_dist must be 1 or 2 dim")

@@ -6,6 +6,7 @@ import warnings
 import numpy as np
 
 from ..ir import OPS
+from ..ir.optable import method_doc
 from .dispatch import call
 from .inplace import call_inplace
 from .shapes import norm_dim, norm_dims
@@ -27,6 +28,7 @@ return_min = _return_type("min")
 
 def _def(name, fn):
     fn.__name__ = name
+    fn.__doc__ = fn.__doc__ or method_doc(name)     # ("As torch.Tensor.<name>.")
     setattr(Tensor, name, fn)
 
 

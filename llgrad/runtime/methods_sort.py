@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 
 from ..ir import OPS
-from ..ir.optable import OpDef
+from ..ir.optable import OpDef, method_doc
 from . import trace_state
 from .dispatch import call
 from .inplace import call_inplace
@@ -24,6 +24,7 @@ return_topk = _return_type("topk")
 
 def _def(name, fn):
     fn.__name__ = name
+    fn.__doc__ = fn.__doc__ or method_doc(name)     # ("As torch.Tensor.<name>.")
     setattr(Tensor, name, fn)
 
 
@@ -150,6 +151,9 @@ MASKED_SELECT = OpDef("masked_select", _masked_select, vjp=_masked_select_vjp,
 
 
 def masked_select(self, mask):
+    """The elements where mask holds, as a 1-D tensor, as torch.Tensor.masked_select
+    (differentiable). Inside llgrad.compile the call runs eagerly (the result's shape
+    depends on the values)."""
     if not isinstance(mask, Tensor) or mask._dtype._cat != 0:
         raise RuntimeError("masked_select: expected BoolTensor for mask")
     shape = broadcast_shapes(mask._data.shape, self._data.shape)
@@ -158,6 +162,8 @@ def masked_select(self, mask):
 
 
 def nonzero(self, *, as_tuple=False):
+    """The indices of the nonzero elements, as torch.Tensor.nonzero. Inside llgrad.compile
+    the call runs eagerly (the result's shape depends on the values)."""
     _untraceable("nonzero")
     a = self._data
     if as_tuple:
@@ -167,6 +173,8 @@ def nonzero(self, *, as_tuple=False):
 
 
 def argwhere(self):
+    """The indices of the nonzero elements, as torch.Tensor.argwhere. Inside llgrad.compile
+    the call runs eagerly (the result's shape depends on the values)."""
     return nonzero(self)
 
 

@@ -4,6 +4,7 @@ arguments, checks and error messages, then one op of the table (llgrad/ir/ops_te
 import numpy as np
 
 from ..ir import OPS
+from ..ir.optable import method_doc
 from . import trace_state
 from .dispatch import call
 from .inplace import call_inplace
@@ -16,6 +17,7 @@ from .tensor import Tensor
 
 def _def(name, fn):
     fn.__name__ = name
+    fn.__doc__ = fn.__doc__ or method_doc(name)     # ("As torch.Tensor.<name>.")
     setattr(Tensor, name, fn)
 
 

@@ -5,6 +5,7 @@ import warnings
 import numpy as np
 
 from ..ir import OPS
+from ..ir.optable import method_doc
 from ..ir.geometry import geometry_span
 from ..ir.ops_shape import sum_to_shape
 from .creation import tensor
@@ -16,10 +17,13 @@ from .tensor import Tensor
 
 def _def(name, fn):
     fn.__name__ = name
+    fn.__doc__ = fn.__doc__ or method_doc(name)     # ("As torch.Tensor.<name>.")
     setattr(Tensor, name, fn)
 
 
 def view(self, *shape):
+    """A view with another shape (sharing storage), as torch.Tensor.view; view(dtype) is not
+    supported."""
     if len(shape) == 1 and not isinstance(shape[0], int) and hasattr(shape[0], "np"):
         raise RuntimeError("view(dtype) is not supported by llgrad")
     shape = infer_shape(unpack_shape(shape), self._data.size)
@@ -197,9 +201,11 @@ _def("view_as", lambda self, other: view(self, other._data.shape))
 _def("reshape_as", lambda self, other: reshape(self, other._data.shape))
 _def("expand_as", lambda self, other: expand(self, other._data.shape))
 _def("broadcast_to", lambda self, size: expand(self, tuple(size)))
-Tensor.mT = property(lambda self: transpose(self, -2, -1))
+Tensor.mT = property(lambda self: transpose(self, -2, -1),
+                     doc="The last two dimensions swapped (a view), as torch.Tensor.mT.")
 Tensor.T = property(lambda self: self if self._data.ndim < 2 else
-                    permute(self, tuple(reversed(range(self._data.ndim)))))
+                    permute(self, tuple(reversed(range(self._data.ndim)))),
+                    doc="The dimensions reversed (a view), as torch.Tensor.T.")
 
 
 def sum_to_size(self, *size):

@@ -1,11 +1,12 @@
 """Tensor: a strided view (shape, strides, storage offset, dtype) over a Storage, plus
 autograd metadata. The payload `_data` is a NumPy view of the storage's buffer, so every
 view of a storage sees every write. Op methods are attached in `methods.py`."""
+from __future__ import annotations
 import numpy as np
 
 from ..ir.geometry import contiguous_strides
 from . import dtypes, grad_mode, trace_state
-from .device import CPU
+from .device import CPU, device as _Device
 from .formatting import tensor_repr
 
 
@@ -19,14 +20,17 @@ class Storage:
         self.write_loc = None     # user's line of the latest in-place write (for errors)
 
     def data_ptr(self):
+        """The address of the buffer's first element."""
         return self.base.__array_interface__["data"][0]
 
 
 class Size(tuple):
+    """A tensor's shape: a tuple of ints that prints as llgrad.Size([...]), as torch.Size."""
     def __repr__(self):
         return f"llgrad.Size({list(self)})"
 
-    def numel(self):
+    def numel(self) -> int:
+        """The number of elements a tensor of this shape holds, as torch.Size.numel."""
         n = 1
         for d in self:
             n *= d
@@ -34,6 +38,14 @@ class Size(tuple):
 
 
 class Tensor:
+    """A strided view over a NumPy-backed storage, with PyTorch's autograd, as torch.Tensor.
+
+    Views (view, transpose, slicing, expand, ...) share their base's storage and version
+    counter, so writes through one are seen by all and in-place writes invalidate what
+    backward saved exactly as in PyTorch. Op methods and their in-place forms come from the
+    op table (llgrad/ir/optable.py); those that match PyTorch say "As torch.Tensor.<name>."
+    Inside llgrad.compile a tensor method is recorded into the trace; what cannot be
+    (numpy(), tolist(), hooks made inside) makes the call run eagerly with a warning."""
     __slots__ = ("_data", "_storage", "_dtype", "_requires_grad", "_grad", "_grad_fn",
                  "_output_nr", "_base", "_view_version", "_retains_grad", "_hooks",
                  "_inference", "_acc", "_multi_view", "__weakref__", "__dict__")
@@ -93,55 +105,71 @@ class Tensor:
 
     # ---- metadata ----------------------------------------------------------------------------
     @property
-    def shape(self):
+    def shape(self) -> Size:
+        """The size of each dimension, as an llgrad.Size (as torch.Tensor.shape)."""
         return Size(self._data.shape)
 
-    def size(self, dim=None):
+    def size(self, dim: int | None = None) -> Size | int:
+        """The shape (an llgrad.Size), or the size of dimension dim, as torch.Tensor.size."""
         s = self._data.shape
         return Size(s) if dim is None else s[dim]
 
     @property
-    def dtype(self):
+    def dtype(self) -> dtypes.dtype:
+        """The element type (an llgrad.dtype), as torch.Tensor.dtype."""
         return self._dtype
 
     @property
-    def ndim(self):
+    def ndim(self) -> int:
+        """The number of dimensions, as torch.Tensor.ndim."""
         return self._data.ndim
 
-    def dim(self):
+    def dim(self) -> int:
+        """The number of dimensions, as torch.Tensor.dim."""
         return self._data.ndim
 
-    def numel(self):
+    def numel(self) -> int:
+        """The number of elements, as torch.Tensor.numel."""
         return self._data.size
 
     nelement = numel
 
-    def element_size(self):
+    def element_size(self) -> int:
+        """Bytes per element, as torch.Tensor.element_size."""
         return self._data.itemsize
 
     @property
-    def device(self):
+    def device(self) -> _Device:
+        """Always llgrad.device('cpu'): llgrad runs on the CPU only."""
         return CPU
 
     @property
-    def is_cuda(self):
+    def is_cuda(self) -> bool:
+        """Always False (llgrad runs on the CPU only)."""
         return False
 
-    def stride(self, dim=None):
+    def stride(self, dim: int | None = None) -> tuple[int, ...] | int:
+        """Strides in elements (of dimension dim if given), as torch.Tensor.stride; a
+        tensor with a zero-size dimension reports contiguous strides, as PyTorch does."""
         item = self._data.itemsize
         s = tuple(x // item for x in self._data.strides)
         if 0 in self._data.shape:
             s = contiguous_strides(self._data.shape)   # NumPy leaves these arbitrary
         return s if dim is None else s[dim]
 
-    def storage_offset(self):
+    def storage_offset(self) -> int:
+        """The offset of the first element in the storage, in elements, as
+        torch.Tensor.storage_offset."""
         return (self._data.__array_interface__["data"][0] - self._storage.data_ptr()) \
             // self._data.itemsize
 
-    def data_ptr(self):
+    def data_ptr(self) -> int:
+        """The address of the first element, as torch.Tensor.data_ptr."""
         return self._data.__array_interface__["data"][0]
 
-    def is_contiguous(self, memory_format=None):
+    def is_contiguous(self, memory_format: object = None) -> bool:
+        """Whether the strides are row-major (size-1 dimensions ignored), as
+        torch.Tensor.is_contiguous; memory_format is accepted and ignored."""
         shape, strides = self._data.shape, self.stride()
         expected = 1
         for n, s in zip(reversed(shape), reversed(strides)):
@@ -150,13 +178,17 @@ class Tensor:
             expected *= n
         return True
 
-    def is_floating_point(self):
+    def is_floating_point(self) -> bool:
+        """Whether the dtype is a floating type, as torch.Tensor.is_floating_point."""
         return self._dtype.is_floating_point
 
-    def is_inference(self):
+    def is_inference(self) -> bool:
+        """Whether the tensor was made in inference_mode, as torch.Tensor.is_inference."""
         return self._inference
 
-    def type(self, dtype=None):
+    def type(self, dtype: dtypes.dtype | None = None) -> str | Tensor:
+        """With no dtype the type name ('llgrad.FloatTensor', ...); with one, the tensor
+        cast to it (to(dtype)), as torch.Tensor.type."""
         if dtype is None:
             return "llgrad." + self._dtype._tensor_type
         return self.to(dtype)
@@ -165,22 +197,29 @@ class Tensor:
     def _version(self):
         return self._storage.version
 
-    def untyped_storage(self):
+    def untyped_storage(self) -> Storage:
+        """The Storage this tensor views: llgrad's own object (its NumPy buffer is
+        .base, its version counter .version, and data_ptr()), not a
+        torch.UntypedStorage."""
         return self._storage
 
     # ---- autograd metadata ---------------------------------------------------------------------
     @property
-    def requires_grad(self):
+    def requires_grad(self) -> bool:
+        """Whether autograd records operations on this tensor, as
+        torch.Tensor.requires_grad (settable on leaves)."""
         if self._creation is not None:      # never reads grad_fn (which may raise)
             return self._requires_grad or self._grad_fn is not None or \
                 self._base.requires_grad
         return self._requires_grad or (self._base is not None and self.grad_fn is not None)
 
     @requires_grad.setter
-    def requires_grad(self, flag):
+    def requires_grad(self, flag: bool) -> None:
         self.requires_grad_(flag)
 
-    def requires_grad_(self, requires_grad=True):
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        """Set requires_grad in place and return self, as torch.Tensor.requires_grad_
+        (floating dtypes only; leaves only to turn it off)."""
         if self._grad_fn is not None and not requires_grad:
             raise RuntimeError("you can only change requires_grad flags of leaf variables. If "
                                "you want to use a computed variable in a subgraph that doesn't "
@@ -194,11 +233,15 @@ class Tensor:
         self._requires_grad = bool(requires_grad)
         return self
 
-    def detach(self):
+    def detach(self) -> Tensor:
+        """The same memory and version counter without autograd history, as
+        torch.Tensor.detach."""
         t = self._alias()
         return t
 
-    def detach_(self):
+    def detach_(self) -> Tensor:
+        """Drop this tensor's autograd history in place, as torch.Tensor.detach_ (not
+        for views)."""
         if self._base is not None:
             raise RuntimeError("Can't detach views in-place. Use detach() instead.")
         self._grad_fn = None
@@ -206,7 +249,7 @@ class Tensor:
         return self
 
     @property
-    def data(self):
+    def data(self) -> Tensor:
         """The same memory without autograd history and, unlike detach(), under a version
         counter of its own (PyTorch's .data): writing through it does not invalidate what
         backward saved of this tensor."""
@@ -221,7 +264,10 @@ class Tensor:
         self._dtype = value._dtype
 
     # ---- conversion ----------------------------------------------------------------------------
-    def numpy(self, force=False):
+    def numpy(self, force: bool = False) -> np.ndarray:
+        """The tensor's data as a NumPy array that shares its memory (a view, not a
+        copy), as torch.Tensor.numpy; force=True allows a tensor that requires grad.
+        Inside llgrad.compile it reads values out of the graph: the call runs eagerly."""
         if self.requires_grad and not force:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
                                "tensor.detach().numpy() instead.")
@@ -229,7 +275,10 @@ class Tensor:
             trace_state.state.tracer.reads_out(self, "Tensor.numpy()")
         return self._data
 
-    def item(self):
+    def item(self) -> float | int | bool:
+        """The value of a one-element tensor as a Python number, as torch.Tensor.item.
+        Inside llgrad.compile the trace keeps the value as a guard: a call with another
+        value traces again, unless `return t.item()` is an output."""
         if self._data.size != 1:
             raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be converted "
                                "to Scalar")
@@ -239,7 +288,9 @@ class Tensor:
             tracer.guard(self, value)       # the trace is valid only for this value
         return value
 
-    def tolist(self):
+    def tolist(self) -> list | float | int | bool:
+        """The data as nested Python lists, as torch.Tensor.tolist (inside
+        llgrad.compile the call runs eagerly)."""
         if trace_state.state.tracer is not None:
             trace_state.state.tracer.reads_out(self, "Tensor.tolist()")
         return self._data.tolist()

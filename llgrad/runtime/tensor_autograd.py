@@ -1,17 +1,24 @@
 """Tensor's autograd interface: grad_fn (a view's regenerated after its base was written in
 place), is_leaf, .grad, retain_grad, hooks, backward. Attached to Tensor here, above the
 autograd nodes and engine it reaches (tensor.py is below them)."""
+from __future__ import annotations
 import warnings
 import weakref
+from typing import TYPE_CHECKING
 
 from . import trace_state
 from .autograd_api import backward as autograd_backward
 from .copy_slices import creation_error, regenerate_view_grad_fn
-from .node import _register, accumulate_node
+from .node import _Handle, _register, accumulate_node
 from .tensor import Tensor
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
 
 
 def _grad_fn(self):
+    """The autograd node that made this tensor (PyTorch's node names, e.g. MulBackward0), or
+    None for a leaf, as torch.Tensor.grad_fn."""
     if self._base is not None and self._view_version != self._storage.version:
         if self._creation is not None:
             if self._grad_fn is None and not self._base.requires_grad:
@@ -22,10 +29,15 @@ def _grad_fn(self):
 
 
 def _is_leaf(self):
+    """Whether the tensor has no grad_fn (a leaf of the autograd graph), as
+    torch.Tensor.is_leaf."""
     return self.grad_fn is None
 
 
 def _get_grad(self):
+    """The gradient accumulated by backward (None until then), as torch.Tensor.grad. A
+    function compiled by llgrad.compile that reads .grad is keyed on it (its guards include
+    the .grad it saw)."""
     tracer = trace_state.state.tracer
     if tracer is not None:      # the trace depends on .grad: llgrad.compile keys it on them
         tracer.grad_read = True
@@ -51,10 +63,14 @@ def _set_grad(self, value):
 
 
 def _retains_grad(self):
+    """Whether retain_grad() was called on this non-leaf tensor, as
+    torch.Tensor.retains_grad."""
     return self._retains_grad
 
 
-def retain_grad(self):
+def retain_grad(self) -> None:
+    """Populate .grad of this non-leaf tensor during backward, as torch.Tensor.retain_grad
+    (inside llgrad.compile the call runs eagerly)."""
     if not self.requires_grad:
         raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
     if self.is_leaf:
@@ -70,7 +86,10 @@ def retain_grad(self):
     self._retains_grad = True
 
 
-def register_hook(self, hook):
+def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> _Handle:
+    """hook(grad) -> Tensor or None, run when the gradient of this tensor is computed;
+    returns a handle with remove(), as torch.Tensor.register_hook. Hooks on a compiled
+    function's inputs run when its compiled backward reaches them."""
     if not self.requires_grad:
         raise RuntimeError("cannot register a hook on a tensor that doesn't require "
                            "gradient")
@@ -83,7 +102,7 @@ def register_hook(self, hook):
     return self.grad_fn._add_pre_hook(self._output_nr, hook)
 
 
-def register_post_accumulate_grad_hook(self, hook):
+def register_post_accumulate_grad_hook(self, hook: Callable[[Tensor], None]) -> _Handle:
     """hook(leaf) -> None, run after backward has added into this leaf's .grad."""
     if not self.requires_grad:
         raise RuntimeError("cannot register a hook on a tensor that doesn't require "
@@ -94,7 +113,10 @@ def register_post_accumulate_grad_hook(self, hook):
     return accumulate_node(self)._add_post_accumulate_hook(hook)
 
 
-def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+def backward(self, gradient: Tensor | None = None, retain_graph: bool | None = None,
+             create_graph: bool = False, inputs: Tensor | Sequence[Tensor] | None = None) -> None:
+    """Accumulate the gradients of this tensor into the leaves' .grad, as
+    torch.Tensor.backward."""
     autograd_backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
 

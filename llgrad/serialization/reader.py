@@ -2,12 +2,14 @@
 nor TorchScript), data.pkl is unpickled by the restricted or the full unpickler, and each
 storage it names is read from its record once (byte order and bfloat16 converted), mapped
 to a location and shared by every tensor rebuilt over it."""
+from __future__ import annotations
 import io
 import os
 import pickle
 import sys
 import warnings
 import zipfile
+from typing import IO
 
 import numpy as np
 
@@ -185,8 +187,9 @@ def _read_all(fp):
     return io.BytesIO(data)
 
 
-def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None,
-         **pickle_load_args):
+def load(f: str | os.PathLike | IO[bytes], map_location: object = None,
+         pickle_module: object = None, *, weights_only: bool | None = None,
+         mmap: bool | None = None, **pickle_load_args: object) -> object:
     """Load an object saved by llgrad.save or torch.save (PyTorch's zip format), tensors as
     llgrad tensors (Parameters as llgrad.nn.Parameter).
 

@@ -1,6 +1,7 @@
 """llgrad.save: the object pickled with PyTorch's names (tensors as torch._utils rebuild
 calls over persistent storage ids) into a zip archive laid out as torch.save lays it out
 (records stored, each record's data aligned to 64 bytes, sizes in data descriptors)."""
+from __future__ import annotations
 import hashlib
 import io
 import os
@@ -9,6 +10,7 @@ import struct
 import sys
 import zipfile
 from collections import OrderedDict
+from typing import IO
 
 import numpy as np
 
@@ -251,8 +253,9 @@ class _Sequential:
         self._fp.flush()
 
 
-def save(obj, f, pickle_module=pickle, pickle_protocol=DEFAULT_PROTOCOL,
-         _use_new_zipfile_serialization=True, _disable_byteorder_record=False):
+def save(obj: object, f: str | os.PathLike | IO[bytes], pickle_module: object = pickle,
+         pickle_protocol: int = DEFAULT_PROTOCOL, _use_new_zipfile_serialization: bool = True,
+         _disable_byteorder_record: bool = False) -> None:
     """Save obj to f (a path or a writable binary file object) in PyTorch's zip checkpoint
     format: torch.load reads the file (with weights_only=True when obj holds only tensors,
     containers and plain values) and llgrad.load reads it back."""

@@ -6,13 +6,15 @@ out of place, and the new value is written into the value of the tensor's *root*
 input or op result that owns the memory) with strided ops; any alias read later is derived
 again from its root, so it sees the update. Inputs whose memory changed are written back
 (`graph.mutated`)."""
+from __future__ import annotations
 import inspect
 import re
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..ir.builder import Builder
-from ..ir.graph import Guard, TensorType
+from ..ir.graph import Graph, Guard, TensorType
 from ..ir.ops_random import state_to_array
 from ..ir.ops_shape import strided_view
 from ..ir.geometry import geometry_overlaps, geometry_span
@@ -25,6 +27,9 @@ from ..runtime.tensor import Tensor
 from .errors import ControlFlowError, TraceError  # noqa: F401 (TraceError: re-exported)
 from .masks import mask_attrs, tensors_of
 from .pytree import flatten
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 def tensor_type(t):
@@ -284,7 +289,7 @@ def trace_body(name, inputs, body, untaken=None):
     return verify(graph)
 
 
-def trace(fn, *args, **kwargs):
+def trace(fn: Callable, *args: object, **kwargs: object) -> Graph:
     """Run fn once on args, recording every op into a verified Graph (DESIGN.md's IR)."""
     inputs = []
     for argname, a in _arg_names(fn, args, kwargs):

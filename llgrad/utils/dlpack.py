@@ -26,7 +26,7 @@ class _Capsule:
         return (1, 0)
 
 
-def from_dlpack(ext_tensor):
+def from_dlpack(ext_tensor: object) -> Tensor:
     """A tensor sharing the memory of `ext_tensor`: an object with __dlpack__ and
     __dlpack_device__ (a NumPy array, a torch tensor on the CPU, another llgrad tensor) or a
     DLPack capsule. Only CPU memory can be imported."""

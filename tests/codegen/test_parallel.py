@@ -237,9 +237,10 @@ def test_partials_combine_column_sums_in_tid_order(threads, rows, cols):
     out = np.empty(cols)
     call(x.ctypes.data, out.ctypes.data)
     np.testing.assert_allclose(out, 1.0 + x.sum(axis=0), rtol=1e-12)
-    # the exact order: each thread's rows summed from zero, then added to dest in tid
-    # order; one thread (or a loop too small for two) adds into dest itself
-    t = threads if rows > 5 else 1
+    # the exact order: each chunk's rows summed from zero, then added to dest in tid
+    # order; one thread (or a loop too small for two) adds into dest itself; a loop on
+    # more threads is cut into parallel.OVERSPLIT chunks per thread
+    t = parallel.chunk_count(threads, rows, 1, [part]) if rows > 5 and threads > 1 else 1
     bounds = [min(rows, i * rows // t) for i in range(t + 1)]
     want = np.ones(cols)
     for i in range(t):

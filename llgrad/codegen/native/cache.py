@@ -68,7 +68,7 @@ from .cache_key import _reset as _reset_keys
 # cache_key.py: named here so that `cache.` keeps offering them)
 __all__ = ["MAGIC", "TAG_BYTES", "KEY_BYTES", "MAX_ENTRY_BYTES", "STALE_TEMP_SECONDS",
            "cache_dir", "key_file", "load", "store", "sweep", "encode", "compress",
-           "decompress"]
+           "decompress", "seen", "mark_seen"]
 
 MAGIC = b"LLGRADK2"
 TAG_BYTES = 32
@@ -119,6 +119,33 @@ def load(key):
     if data is None:
         return None
     return _decode(data, key, secret)
+
+
+# ---- hints ------------------------------------------------------------------------------
+# An empty file `<name>.seen` says a graph was compiled before (its kernel is likely here):
+# compile then loads it before the call rather than building in the background. A hint
+# only decides when the (verified) load happens: a forged one costs a wait, never trust.
+def seen(name):
+    """Whether the hint `name` is in the cache directory."""
+    with _directory() as d:
+        if d is None:
+            return False
+        try:
+            return stat.S_ISREG(os.stat(name + ".seen", dir_fd=d.fd,
+                                        follow_symlinks=False).st_mode)
+        except OSError:
+            return False
+
+
+def mark_seen(name):
+    """Leave the hint `name` (best effort)."""
+    with _directory() as d:
+        if d is None:
+            return
+        try:
+            os.close(os.open(name + ".seen", _CREATE_FLAGS, 0o600, dir_fd=d.fd))
+        except OSError:
+            pass
 
 
 def _tag(secret, data):

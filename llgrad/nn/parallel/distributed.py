@@ -89,6 +89,9 @@ class DistributedDataParallel(Module):
                               for i, p in enumerate(params)]
 
     def forward(self, *inputs, **kwargs):
+        """Run the module (broadcasting buffers from rank 0 first, when asked) and
+        prepare this step's gradient all-reduce. Inside llgrad.compile it is a graph
+        break: the step runs eagerly (compile the module inside DDP instead)."""
         tracer = trace_state.state.tracer
         if tracer is not None:
             tracer.graph_break("DistributedDataParallel's forward (its gradient all-reduce "
@@ -124,6 +127,7 @@ class DistributedDataParallel(Module):
             self.require_backward_grad_sync = old
 
     def extra_repr(self):
+        """The world size and bucket size."""
         return f"world_size={self.process_group.size()}, bucket_cap_mb={self.bucket_cap_mb}"
 
 

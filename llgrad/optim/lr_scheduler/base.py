@@ -43,6 +43,10 @@ def _update_param_group_val(group, key, val):
 
 
 class LRScheduler:
+    """Base class of the epoch-stepped schedulers, as torch.optim.lr_scheduler.LRScheduler:
+    construction takes the initial step; step() moves one epoch. A tensor lr in a param
+    group is filled in place, so a compiled training step does not re-trace when the
+    schedule moves."""
     _get_lr_called_within_step = False
     _is_initial = False
 
@@ -81,21 +85,31 @@ class LRScheduler:
             self._is_initial = False
 
     def state_dict(self):
+        """The scheduler's state (everything but the optimizer), as
+        torch.optim.lr_scheduler.LRScheduler.state_dict."""
         return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
 
     def load_state_dict(self, state_dict):
+        """Restore state from state_dict(), as
+        torch.optim.lr_scheduler.LRScheduler.load_state_dict."""
         self.__dict__.update(state_dict)
 
     def get_last_lr(self):
+        """The learning rates the last step set, one per group, as
+        torch.optim.lr_scheduler.LRScheduler.get_last_lr."""
         return self._last_lr
 
     def get_lr(self):
+        """The learning rates of the current epoch, one per group (each scheduler's
+        formula), as torch.optim.lr_scheduler.LRScheduler.get_lr."""
         raise NotImplementedError
 
     def _group_lrs(self):
         return _param_groups_val_list(self.optimizer, "lr")
 
     def step(self, epoch=None):
+        """Advance one epoch and set the groups' lr (epoch=: deprecated, PyTorch's
+        closed form), as torch.optim.lr_scheduler.LRScheduler.step."""
         self._step_count += 1
         if epoch is not None:
             warnings.warn(EPOCH_DEPRECATION_WARNING, UserWarning, stacklevel=2)

@@ -44,6 +44,8 @@ class ReduceLROnPlateau(LRScheduler):
         self.num_bad_epochs = 0
 
     def step(self, metrics, epoch=None):
+        """Record metrics (the value watched) and cut the lr if it has not improved for
+        patience epochs, as torch.optim.lr_scheduler.ReduceLROnPlateau.step."""
         current = float(metrics)
         if epoch is None:
             epoch = self.last_epoch + 1
@@ -82,6 +84,7 @@ class ReduceLROnPlateau(LRScheduler):
 
     @property
     def in_cooldown(self):
+        """Whether the scheduler is in its cooldown after a cut."""
         return self.cooldown_counter > 0
 
     def _is_better(self, a, best):

@@ -48,6 +48,7 @@ class SequentialLR(LRScheduler):
         self._last_lr = schedulers[idx].get_last_lr()
 
     def recursive_undo(self, sched=None):
+        """Undo the initial step of the schedulers (and of nested sequences)."""
         scheds = self if sched is None else sched
         if hasattr(scheds, "_schedulers"):
             for s in scheds._schedulers:
@@ -56,6 +57,7 @@ class SequentialLR(LRScheduler):
             scheds.last_epoch -= 1
 
     def step(self):
+        """Advance one epoch with the scheduler in charge (a new one starts at its epoch 0)."""
         self.last_epoch += 1
         idx = bisect_right(self._milestones, self.last_epoch)
         scheduler = self._schedulers[idx]
@@ -66,11 +68,13 @@ class SequentialLR(LRScheduler):
         self._last_lr = scheduler.get_last_lr()
 
     def state_dict(self):
+        """The state, with each scheduler's own state_dict."""
         state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
         state["_schedulers"] = [s.state_dict() for s in self._schedulers]
         return state
 
     def load_state_dict(self, state_dict):
+        """Restore state from state_dict(), each scheduler's too."""
         schedulers = state_dict.pop("_schedulers")
         self.__dict__.update(state_dict)
         state_dict["_schedulers"] = schedulers

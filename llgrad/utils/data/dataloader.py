@@ -2,15 +2,21 @@
 sampler, collated by collate_fn. Loading runs in the calling process: num_workers > 0 is
 accepted (with PyTorch's argument checks) but loads in the main process, with a warning
 once; pin_memory has nothing to pin (the CPU is the only device)."""
+from __future__ import annotations
 import math
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ...runtime.creation import _rng, default_generator
+from ...runtime.generator import Generator
 from ._utils.collate import default_collate, default_convert
-from .dataset import IterableDataset
+from .dataset import Dataset, IterableDataset
 from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
 
 __all__ = ["DataLoader", "get_worker_info", "default_collate", "default_convert"]
 
@@ -47,11 +53,15 @@ class DataLoader:
     the order reproducible)."""
     __initialized = False
 
-    def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
-                 num_workers=0, collate_fn=None, pin_memory=False, drop_last=False, timeout=0,
-                 worker_init_fn=None, multiprocessing_context=None, generator=None, *,
-                 prefetch_factor=None, persistent_workers=False, pin_memory_device="",
-                 in_order=True):
+    def __init__(self, dataset: Dataset, batch_size: int | None = 1, shuffle: bool | None = None,
+                 sampler: Sampler | Iterable | None = None,
+                 batch_sampler: Sampler | Iterable | None = None, num_workers: int = 0,
+                 collate_fn: Callable | None = None, pin_memory: bool = False,
+                 drop_last: bool = False, timeout: float = 0,
+                 worker_init_fn: Callable | None = None, multiprocessing_context: object = None,
+                 generator: Generator | None = None, *, prefetch_factor: int | None = None,
+                 persistent_workers: bool = False, pin_memory_device: str = "",
+                 in_order: bool = True) -> None:
         if num_workers < 0:
             raise ValueError("num_workers option should be non-negative; use num_workers=0 to "
                              "disable multiprocessing.")

@@ -1,12 +1,19 @@
 """Datasets (torch.utils.data.dataset): map-style Dataset (__getitem__, __len__),
 IterableDataset (__iter__), TensorDataset, StackDataset, ConcatDataset, ChainDataset,
 Subset and random_split, with PyTorch's semantics and messages."""
+from __future__ import annotations
 import bisect
 import itertools
 import math
 import warnings
+from typing import TYPE_CHECKING
 
 from ...runtime.creation import default_generator, randperm
+from ...runtime.generator import Generator
+from ...runtime.tensor import Tensor
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
 
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "StackDataset", "ConcatDataset",
            "ChainDataset", "Subset", "random_split"]
@@ -39,7 +46,7 @@ class TensorDataset(Dataset):
     """Samples are tuples (tensor[i] for each tensor); the tensors share their first
     dimension."""
 
-    def __init__(self, *tensors):
+    def __init__(self, *tensors: Tensor) -> None:
         if any(tensors[0].size(0) != t.size(0) for t in tensors):
             raise AssertionError("Size mismatch between tensors")
         self.tensors = tensors
@@ -87,13 +94,14 @@ class ConcatDataset(Dataset):
 
     @staticmethod
     def cumsum(sequence):
+        """The running totals of the datasets' lengths."""
         r, s = [], 0
         for e in sequence:
             s += len(e)
             r.append(s)
         return r
 
-    def __init__(self, datasets):
+    def __init__(self, datasets: Iterable[Dataset]) -> None:
         self.datasets = list(datasets)
         if len(self.datasets) == 0:
             raise AssertionError("datasets should not be an empty iterable")
@@ -139,7 +147,7 @@ class ChainDataset(IterableDataset):
 class Subset(Dataset):
     """The samples of `dataset` at `indices`, in that order."""
 
-    def __init__(self, dataset, indices):
+    def __init__(self, dataset: Dataset, indices: Sequence[int]) -> None:
         self.dataset = dataset
         self.indices = indices
 
@@ -157,7 +165,8 @@ class Subset(Dataset):
         return len(self.indices)
 
 
-def random_split(dataset, lengths, generator=default_generator):
+def random_split(dataset: Dataset, lengths: Sequence[int | float],
+                 generator: Generator = default_generator) -> list[Subset]:
     """Split into non-overlapping Subsets of the given lengths (or fractions summing to 1:
     floor(n * fraction) each, the remainder given one by one round-robin), in an order
     drawn from `generator` (llgrad's default generator unless given)."""

@@ -3,19 +3,24 @@ share of a dataset. With shuffle, the order is a permutation drawn from a genera
 with seed + epoch (call set_epoch at each epoch, on every rank, for a new order); the
 indices are padded by repeating the first ones to a multiple of the number of replicas
 (or, with drop_last, cut to one), then rank r takes every num_replicas-th from r on."""
+from __future__ import annotations
 import math
 
 from ... import distributed as dist
 from ...runtime.creation import randperm
 from ...runtime.generator import Generator
+from .dataset import Dataset
 from .sampler import Sampler
 
 __all__ = ["DistributedSampler"]
 
 
 class DistributedSampler(Sampler):
-    def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0,
-                 drop_last=False):
+    """Each rank's disjoint share of a dataset, as torch.utils.data.DistributedSampler
+    (padding and set_epoch as PyTorch; the shuffled order is drawn from llgrad's generator
+    seeded with seed + epoch, the same on every rank but not PyTorch's order)."""
+    def __init__(self, dataset: Dataset, num_replicas: int | None = None, rank: int | None = None,
+                 shuffle: bool = True, seed: int = 0, drop_last: bool = False) -> None:
         if num_replicas is None:
             if not dist.is_available():
                 raise RuntimeError("Requires distributed package to be available")
@@ -66,6 +71,6 @@ class DistributedSampler(Sampler):
     def __len__(self):
         return self.num_samples
 
-    def set_epoch(self, epoch):
+    def set_epoch(self, epoch: int) -> None:
         """The epoch the next pass shuffles for (the same on every rank)."""
         self.epoch = epoch

@@ -2,12 +2,18 @@
 dataset. Random samplers draw from an llgrad.Generator (llgrad's default generator, via a
 fresh seed per pass, when none is given): the same seed gives the same order on every run
 (not the order PyTorch's generator gives)."""
+from __future__ import annotations
 import itertools
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ...runtime.creation import _rng, default_generator, randint, randperm
 from ...runtime.generator import Generator
+from ...runtime.tensor import Tensor
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence, Sized
 
 __all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler",
            "WeightedRandomSampler", "BatchSampler"]
@@ -35,7 +41,7 @@ class Sampler:
 class SequentialSampler(Sampler):
     """0, 1, ..., len(data_source) - 1."""
 
-    def __init__(self, data_source):
+    def __init__(self, data_source: Sized) -> None:
         self.data_source = data_source
 
     def __iter__(self):
@@ -49,7 +55,8 @@ class RandomSampler(Sampler):
     """A random permutation of the indices (a new one each pass), or num_samples indices
     drawn with replacement."""
 
-    def __init__(self, data_source, replacement=False, num_samples=None, generator=None):
+    def __init__(self, data_source: Sized, replacement: bool = False,
+                 num_samples: int | None = None, generator: Generator | None = None) -> None:
         self.data_source = data_source
         self.replacement = replacement
         self._num_samples = num_samples
@@ -63,6 +70,8 @@ class RandomSampler(Sampler):
 
     @property
     def num_samples(self):
+        """How many indices an epoch yields (the dataset's length unless num_samples was
+        given)."""
         return len(self.data_source) if self._num_samples is None else self._num_samples
 
     def __iter__(self):
@@ -85,7 +94,7 @@ class RandomSampler(Sampler):
 class SubsetRandomSampler(Sampler):
     """The given indices in a random order."""
 
-    def __init__(self, indices, generator=None):
+    def __init__(self, indices: Sequence[int], generator: Generator | None = None) -> None:
         self.indices = indices
         self.generator = generator
 
@@ -100,7 +109,8 @@ class SubsetRandomSampler(Sampler):
 class WeightedRandomSampler(Sampler):
     """num_samples indices drawn with probabilities proportional to weights."""
 
-    def __init__(self, weights, num_samples, replacement=True, generator=None):
+    def __init__(self, weights: Sequence[float] | Tensor, num_samples: int,
+                 replacement: bool = True, generator: Generator | None = None) -> None:
         if not isinstance(num_samples, int) or isinstance(num_samples, bool) or \
                 num_samples <= 0:
             raise ValueError("num_samples should be a positive integer value, but got "
@@ -134,7 +144,7 @@ class WeightedRandomSampler(Sampler):
 class BatchSampler(Sampler):
     """Lists of batch_size indices from `sampler` (the last one shorter unless drop_last)."""
 
-    def __init__(self, sampler, batch_size, drop_last):
+    def __init__(self, sampler: Sampler | Sequence[int], batch_size: int, drop_last: bool) -> None:
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size <= 0:
             raise ValueError("batch_size should be a positive integer value, but got "
                              f"batch_size={batch_size}")

@@ -1,0 +1,145 @@
+"""Native builds off the caller's thread: a call never waits for LLVM.
+
+With the llvm backend, the first call that needs an entry's native code (the call after the
+trace) hands the entry to one worker thread, which lowers and compiles its forward and
+then its backward graph. Until the forward's code is ready, calls run the function eagerly,
+exactly as they would without compile (run.py), so the caller goes on at eager speed while
+LLVM works on the other core; calls switch to the entry at the first call after its
+forward was built. A backward whose code is not ready yet runs on the IR interpreter (the
+reference native code is tested against): a native forward and an interpreted backward
+fit together, both keep the same saved values.
+
+LLGRAD_COMPILE=sync builds on the calling thread instead, before the call runs (benchmarks
+that time steady state; tests that inspect kernels right after a call). `wait(entry)` waits
+for an entry's build (dumps and explain show native code).
+
+A build that fails runs the graph on the interpreter for good, with a warning naming the
+error at the next call. One worker serves all entries, in the order they asked; after
+os.fork the child starts its own when it next needs one (a build the parent had under way
+is queued again)."""
+import os
+import queue
+import threading
+import traceback
+
+_lock = threading.Lock()
+_state = {"queue": None, "worker": None, "generation": 0}
+_local = threading.local()          # .building: this thread is the worker
+
+
+def enabled(entry):
+    """Whether entry's graphs build in the background (else on the caller's thread): not
+    when they were compiled before by a process sharing the disk cache (a hint left
+    there), as loading them takes less than running calls eagerly meanwhile."""
+    return entry.backend.name == "llvm" and \
+        os.environ.get("LLGRAD_COMPILE", "background") != "sync" and \
+        not getattr(_local, "building", False) and not _compiled_before(entry)
+
+
+def _graphs(entry):
+    return ("forward",) if entry.backward is None else ("forward", "backward")
+
+
+def _hint(entry, which):
+    hints = entry._build_state.setdefault("hints", {})
+    name = hints.get(which)
+    if name is None:
+        from ..codegen.native.keys import key_for
+        name = hints[which] = key_for(str(getattr(entry, which)), "compiled before")
+    return name
+
+
+def _compiled_before(entry):
+    known = entry._build_state.get("compiled before")
+    if known is None:
+        from ..codegen.native import cache
+        known = entry._build_state["compiled before"] = all(
+            cache.seen(_hint(entry, which)) for which in _graphs(entry))
+    return known
+
+
+def built(entry, which):
+    """Leave the hint that entry's `which` graph was compiled (native code built)."""
+    from ..codegen.native import cache
+    cache.mark_seen(_hint(entry, which))
+
+
+class Job:
+    """An entry's build: done once both graphs have a run (native, or the interpreter's
+    after a failure); error is the failure's text until it is reported."""
+    __slots__ = ("entry", "done", "error", "generation")
+
+    def __init__(self, entry, generation):
+        self.entry, self.error, self.generation = entry, None, generation
+        self.done = threading.Event()
+
+
+def request(entry, build):
+    """Queue entry's build if it is not built, queued or under way; its Job (or None when
+    every graph already has its run). build(entry, which, interpreter=False) makes and
+    keeps a graph's run (backends.build_now)."""
+    if entry._forward_run is not None and (entry.backward is None or
+                                           entry._backward_run is not None):
+        return None
+    with _lock:
+        job = entry._build_job
+        if job is not None and job.generation == _state["generation"]:
+            return job
+        job = entry._build_job = Job(entry, _state["generation"])
+        q = _state["queue"]
+        if q is None or _state["worker"] is None or not _state["worker"].is_alive():
+            q = _state["queue"] = queue.SimpleQueue()
+            worker = threading.Thread(target=_work, args=(q, build), name="llgrad-compile",
+                                      daemon=True)
+            _state["worker"] = worker
+            worker.start()
+        q.put(job)
+    return job
+
+
+def wait(entry):
+    """Wait for entry's build, if one is queued or under way."""
+    job = entry._build_job
+    if job is not None and job.generation == _state["generation"]:
+        job.done.wait()
+
+
+def reported_error(entry):
+    """The failure of entry's background build, once (then None)."""
+    job = entry._build_job
+    if job is None or job.error is None:
+        return None
+    error, job.error = job.error, None
+    return error
+
+
+def _work(q, build_now):
+    _local.building = True
+    while True:
+        job = q.get()
+        entry = job.entry
+        try:
+            for which in ("forward", "backward"):
+                if which == "backward" and entry.backward is None:
+                    continue
+                if getattr(entry, f"_{which}_run") is None:
+                    build_now(entry, which)
+        except Exception as e:         # noqa: BLE001 (any failure: the interpreter instead)
+            job.error = "".join(traceback.format_exception_only(type(e), e)).strip()
+            for which in ("forward", "backward"):
+                if getattr(entry, f"_{which}_run") is None and \
+                        (which == "forward" or entry.backward is not None):
+                    build_now(entry, which, interpreter=True)
+        finally:
+            job.done.set()
+
+
+def _after_fork_in_child():
+    global _lock
+    _lock = threading.Lock()
+    _state["queue"] = _state["worker"] = None
+    _state["generation"] += 1
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -1,0 +1,184 @@
+"""vmap rules for matrix products, normalisations, embedding, losses, pooling and advanced
+indexing: one call of the op on the physical values where the op takes leading dims (or
+the batch folds into its N dim), a composition of ops where a batched weight needs it
+(layer_norm(x) * w + b), the loop where neither holds (a batched index, batch_norm in
+training mode, a batched embedding table)."""
+import numpy as np
+
+from ..ir import OPS
+from ..ir.ops_index import np_index
+from ..runtime.dispatch import call
+from ..runtime.tensor import Tensor
+from .batched import BatchedTensor, align
+from .batching import loop, rule
+
+
+def _batched(x):
+    return type(x) is BatchedTensor
+
+
+def _pad_or_plain(ctx, x, nd):
+    return ctx.padded(x, nd) if _batched(x) else x
+
+
+@rule("mm", "bmm", "matmul")
+def _matmul(op, inputs, attrs, ctx):
+    a, b = inputs
+    nd = max(a._data.ndim, b._data.ndim)
+    return ctx.wrap(call(OPS["matmul"], (_pad_or_plain(ctx, a, nd), _pad_or_plain(ctx, b, nd)),
+                         {}))
+
+
+@rule("dot")
+def _dot(op, inputs, attrs, ctx):
+    a, b = inputs
+    out = call(OPS["matmul"], (ctx.bcast(a).unsqueeze(-2), ctx.bcast(b).unsqueeze(-1)), {})
+    return ctx.wrap(out.reshape(ctx.sizes))
+
+
+@rule("mv")
+def _mv(op, inputs, attrs, ctx):
+    a, v = inputs
+    out = call(OPS["matmul"], (ctx.bcast(a), ctx.bcast(v).unsqueeze(-1)), {})
+    return ctx.wrap(out.squeeze(-1))
+
+
+@rule("addmm", "baddbmm")
+def _addmm(op, inputs, attrs, ctx):
+    """beta * self + alpha * (mat1 @ mat2), as the op defines it, in batched ops."""
+    s, m1, m2 = inputs
+    beta, alpha = attrs.get("beta", 1), attrs.get("alpha", 1)
+    r = call(OPS["mm" if op.name == "addmm" else "bmm"], (m1, m2), {})
+    if alpha != 1:
+        r = r * alpha
+    if beta != 0:
+        r = r + (s * beta if beta != 1 else s)
+    return r
+
+
+@rule("layer_norm")
+def _layer_norm(op, inputs, attrs, ctx):
+    x, w, b = inputs
+    if not _batched(w) and not _batched(b):
+        return ctx.wrap(call(op, (align(x, ctx.levels), w, b), attrs))
+    y = call(op, (x, None, None), attrs)
+    if w is not None:
+        y = y * w
+    return y + b if b is not None else y
+
+
+@rule("group_norm")
+def _group_norm(op, inputs, attrs, ctx):
+    x, w, b = inputs
+    if _batched(w) or _batched(b):
+        y = call(op, (x, None, None), attrs)
+        shape = (x._data.shape[1],) + (1,) * (x._data.ndim - 2)
+        if w is not None:
+            y = y * w.reshape(shape)
+        return y + b.reshape(shape) if b is not None else y
+    p = align(x, ctx.levels)
+    out = call(op, (p.reshape((-1,) + x._data.shape[1:]), w, b), attrs)
+    return ctx.wrap(out.reshape(ctx.sizes + x._data.shape))
+
+
+@rule("batch_norm")
+def _batch_norm(op, inputs, attrs, ctx):
+    """Evaluation mode (running statistics) is per element: the batch folds into N.
+    Training mode normalises over each sample's N: the loop."""
+    x = inputs[0]
+    if attrs.get("training") or any(_batched(t) for t in inputs[1:]) or x._data.ndim < 2:
+        return loop(op, inputs, attrs, ctx)
+    p = align(x, ctx.levels)
+    out = call(op, (p.reshape((-1,) + x._data.shape[1:]),) + tuple(inputs[1:]), attrs)
+    return ctx.wrap(out.reshape(ctx.sizes + x._data.shape))
+
+
+@rule("embedding")
+def _embedding(op, inputs, attrs, ctx):
+    w, idx = inputs
+    if _batched(w):
+        return loop(op, inputs, attrs, ctx)
+    return ctx.wrap(call(op, (w, align(idx, ctx.levels)), attrs))
+
+
+@rule("avg_pool2d")
+def _avg_pool2d(op, inputs, attrs, ctx):
+    x = inputs[0]
+    p = align(x, ctx.levels).reshape((-1,) + x._data.shape[-3:])
+    out = call(op, (p,), attrs)
+    return ctx.wrap(out.reshape(ctx.sizes + x._data.shape[:-3] + out._data.shape[1:]))
+
+
+def _reduced(loss, reduction):
+    if reduction == "none":
+        return loss
+    return loss.mean() if reduction == "mean" else loss.sum()
+
+
+@rule("mse_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
+      "binary_cross_entropy_with_logits")
+def _pointwise_loss(op, inputs, attrs, ctx):
+    """The loss per element (reduction='none', broadcast as elementwise ops are), then each
+    sample's mean or sum."""
+    tensors = [x for x in inputs if isinstance(x, Tensor)]
+    nd = max(x._data.ndim for x in tensors)
+    args = tuple(_pad_or_plain(ctx, x, nd) for x in inputs)
+    out = call(op, args, dict(attrs, reduction="none"))
+    want = ctx.sizes + tuple(np.broadcast_shapes(*[x._data.shape for x in tensors]))
+    if out._data.shape != want:
+        return loop(op, inputs, attrs, ctx)
+    return _reduced(ctx.wrap(out), attrs.get("reduction", "mean"))
+
+
+@rule("nll_loss")
+def _nll_loss(op, inputs, attrs, ctx):
+    """The batch folds into N (reduction='none'); a sample's mean divides by the sum of its
+    targets' weights, which nll_loss of -1 everywhere gives."""
+    x, t, w = inputs
+    if _batched(w) or x._data.ndim == 0:
+        return loop(op, inputs, attrs, ctx)
+    px, pt = ctx.full(x), ctx.full(t)
+    tail = x._data.shape[-1:] if x._data.ndim == 1 else x._data.shape[1:]
+    fx = px.reshape((-1,) + tail)
+    ft = pt.reshape((-1,) + (t._data.shape[1:] if x._data.ndim > 1 else ()))
+    none = dict(attrs, reduction="none")
+    loss = ctx.wrap(call(op, (fx, ft, w), none).reshape(ctx.sizes + t._data.shape))
+    reduction = attrs.get("reduction", "mean")
+    if reduction != "mean":
+        return _reduced(loss, reduction)
+    den = call(op, (fx.new_full(fx._data.shape, -1.0), ft, w), none)
+    return loss.sum() / ctx.wrap(den.reshape(ctx.sizes + t._data.shape)).sum()
+
+
+def _adjacent(spec):
+    """NumPy keeps advanced index dims in place only when the advanced indices (tensors, and
+    ints beside them) are next to each other; else they go first, before the batch dims."""
+    if "T" not in spec:
+        return True
+    pos = [i for i, s in enumerate(spec) if s == "T" or type(s) is int]
+    return pos[-1] - pos[0] + 1 == len(pos)
+
+
+_FULL_SLICE = ("slice", None, None, None)
+
+
+@rule("index")
+def _index(op, inputs, attrs, ctx):
+    x, ix = inputs[0], inputs[1:]
+    spec = attrs["spec"]
+    if not _batched(x) or any(_batched(i) for i in ix) or not _adjacent(spec):
+        return loop(op, inputs, attrs, ctx)
+    spec = (_FULL_SLICE,) * ctx.k + tuple(spec)
+    return ctx.wrap(call(op, (align(x, ctx.levels),) + tuple(ix), dict(attrs, spec=spec)))
+
+
+@rule("index_put")
+def _index_put(op, inputs, attrs, ctx):
+    x, v, ix = inputs[0], inputs[1], inputs[2:]
+    spec = attrs["spec"]
+    if any(_batched(i) for i in ix) or not _adjacent(spec) or attrs.get("counts"):
+        return loop(op, inputs, attrs, ctx)
+    probe = np.broadcast_to(np.zeros((), dtype=x._data.dtype), x._data.shape)
+    region = probe[np_index(spec, [i._data for i in ix])].shape
+    args = (ctx.full(x), _pad_or_plain(ctx, v, len(region))) + tuple(ix)
+    return ctx.wrap(call(op, args, dict(attrs, spec=(_FULL_SLICE,) * ctx.k + tuple(spec))))
