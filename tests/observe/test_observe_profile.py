@@ -58,17 +58,23 @@ def test_rows_add_up_to_the_measured_call_time():
     with llgrad.no_grad():
         for _ in range(2):
             f(*args)
-    # (no timing thresholds: a loaded machine stretches any interval; what must hold is
-    # that the profile's events lie inside the calls measured around them)
-    with llgrad.profile() as p, llgrad.no_grad():
-        measured = 0.0
-        for _ in range(5):
-            t0 = time.perf_counter_ns()
-            f(*args)
-            measured += time.perf_counter_ns() - t0
-    total = p.total_ns()
-    kernels = sum(r.total_ns for r in p.kernel_rows())
-    assert 0 < kernels <= total <= measured, (kernels, total, measured)
+    best = None
+    for attempt in range(8):        # (a noisy machine: the best of a few tries)
+        with llgrad.profile() as p, llgrad.no_grad():
+            measured = 0.0
+            for _ in range(5):
+                t0 = time.perf_counter_ns()
+                f(*args)
+                measured += time.perf_counter_ns() - t0
+        total = p.total_ns()
+        kernels = sum(r.total_ns for r in p.kernel_rows())
+        # the events lie inside the calls measured around them, whatever the load
+        assert 0 < kernels <= total <= measured, (kernels, total, measured)
+        err = (measured - total) / measured
+        best = err if best is None else min(best, err)
+        if err < 0.10:
+            break
+    assert best < 0.10, (best, total, measured)      # (the acceptance's bound of issue 26)
     assert p.top_ns == total
 
 
