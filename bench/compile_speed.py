@@ -86,7 +86,7 @@ def _child(blocks, width, kind):
 
 
 def _run(blocks, width, cache, kind="mlp"):
-    env = dict(os.environ, LLGRAD_NUM_THREADS="1", LLGRAD_CACHE_DIR=cache,
+    env = dict(os.environ, LLGRAD_NUM_THREADS="1", LLGRAD_CACHE_DIR=cache, LLGRAD_COMPILE="sync",
                LLGRAD_QUIET="1", PYTHONPATH=ROOT)
     out = subprocess.run([sys.executable, __file__, "--child", str(blocks), "--width",
                           str(width), "--kind", kind], env=env, capture_output=True,

@@ -26,6 +26,10 @@ import subprocess
 import sys
 import time
 
+# steady-state figures: native code is built before the call that needs it, not in the
+# background while calls run eagerly (bench/first_steps.py times the background builds)
+os.environ.setdefault("LLGRAD_COMPILE", "sync")
+
 for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
            "LLGRAD_NUM_THREADS"):
     os.environ[_v] = "1"

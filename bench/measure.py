@@ -13,6 +13,9 @@ import traceback
 
 import numpy as np
 
+# steady-state figures: native code is built before the call that needs it, not in the
+# background while calls run eagerly (bench/first_steps.py times the background builds)
+os.environ.setdefault("LLGRAD_COMPILE", "sync")
 BENCH = os.path.dirname(os.path.abspath(__file__))
 WORKLOADS_PY = os.path.join(BENCH, "workloads.py")
 
