@@ -18,7 +18,7 @@ from ..tracer.trace import ControlFlowError, TraceError
 from . import background, log
 from .compile_doc import Callable, documented
 from .dot import entry_dot
-from .dump import DumpText, _dump_to_env, format_entry
+from .dump import DumpText, _dump_to_env, format_entry, walk_text
 from .entry import trace_entry
 from .fastpath import fast_key, plain_function
 from .guard_walker import make_walker
@@ -346,7 +346,7 @@ class CompiledFunction:
             forward_run(entry, sync=True)
             if entry.backward is not None:
                 backward_run(entry, sync=True)
-        text = format_entry(entry, python=python, llvm=llvm, asm=asm) + self._walk_text(python)
+        text = format_entry(entry, python=python, llvm=llvm, asm=asm) + walk_text(self, python)
         source = self._converted[1] if self._converted else None
         return DumpText(text + ("\n== rewritten source (tensor-dependent control flow) ==\n"
                                 + source if source else ""))
@@ -367,20 +367,11 @@ class CompiledFunction:
             entries = [e for e in self._entries_for(key, n_own) or () if e is not EAGER]
         return entries[-1] if entries else None
 
-    def _walk_text(self, python):
-        """How a call finds its entry: a flat key, compiled guard walkers (their source with
-        python=True) or the full walk."""
-        text = "\n== guard walk ==\n"
-        if self._plain:
-            text += "  calls of positional tensors and numbers: a flat key (fastpath.py)\n"
-        if self._walkers:
-            text += (f"  {len(self._walkers)} compiled walker(s), one per call structure "
-                     "(guard_walker.py)" + ("" if python else "; python=True shows them")
-                     + "\n" + ("".join(w.source for w in self._walkers) if python else ""))
-        else:
-            text += ("  other calls: the full walk (guards.collect); a walker is made on a "
-                     "structure's second call\n")
-        return text
+    def wait(self):
+        """Block until the native code of every entry so far is built (builds run in the
+        background: background.py); for timing steady state, as benchmarks do."""
+        for entry in self.entries:
+            background.wait(entry)
 
 
 @documented         # (the help text: compile_doc.py)

@@ -95,3 +95,19 @@ def saved_table_rows(saved):
     total = sum(s.nbytes for s in saved if s.input_index is None)
     rows.append(f"  total saved (excluding inputs): {total:,d} bytes")
     return "\n".join(rows)
+
+
+def walk_text(cf, python):
+    """How a call finds its entry: a flat key, compiled guard walkers (their source with
+    python=True) or the full walk."""
+    text = "\n== guard walk ==\n"
+    if cf._plain:
+        text += "  calls of positional tensors and numbers: a flat key (fastpath.py)\n"
+    if cf._walkers:
+        text += (f"  {len(cf._walkers)} compiled walker(s), one per call structure "
+                 "(guard_walker.py)" + ("" if python else "; python=True shows them")
+                 + "\n" + ("".join(w.source for w in cf._walkers) if python else ""))
+    else:
+        text += ("  other calls: the full walk (guards.collect); a walker is made on a "
+                 "structure's second call\n")
+    return text

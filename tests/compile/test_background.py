@@ -99,7 +99,7 @@ def test_a_call_never_waits_for_llvm(in_background, monkeypatch):
     (entry,) = fn.entries
     assert "forward" not in entry.kernels         # still being built
     release.set()
-    background.wait(entry)
+    fn.wait()                           # (the public way: every entry's build)
     np.testing.assert_allclose(fn(x, w).numpy(), f(x, w).numpy(), rtol=1e-6)
     assert entry.kernels["forward"] is not None
     assert entry._forward_run is not entry._build_state.get("forward")
