@@ -33,9 +33,19 @@ _memo = {}
 on_default_change(_memo.clear)     # (a Python float's dtype is the default's)
 
 
+_PLAIN = (bool, int, float, str, type(None))
+
+
 def _key(x):
-    # constants by their literal: 1, 1.0 and True promote differently but hash alike
-    return x if isinstance(x, TensorType) else literal(x)
+    # constants with their type: 1, 1.0 and True promote differently but compare equal;
+    # what is not a plain value or a tuple/list of them (arrays, dicts) by its literal
+    if isinstance(x, TensorType):
+        return x
+    if isinstance(x, _PLAIN):
+        return (type(x), x)
+    if isinstance(x, (tuple, list)):
+        return (type(x), tuple(_key(v) for v in x))
+    return literal(x)
 
 
 def infer_types(opname, in_types, attrs):
@@ -43,7 +53,8 @@ def infer_types(opname, in_types, attrs):
         return [TensorType(attrs["dtype"], tuple(np.shape(attrs["value"])))]
     # a rule is a pure function of its operand types and attributes: remember the last
     # few thousand (repeated layers and long chains ask the same question many times)
-    key = (opname, tuple(_key(t) for t in in_types), literal(sorted(attrs.items())))
+    key = (opname, tuple(_key(t) for t in in_types),
+           tuple((k, _key(v)) for k, v in sorted(attrs.items())))
     types = _memo.get(key)
     if types is None:
         types = _infer(opname, in_types, attrs)
