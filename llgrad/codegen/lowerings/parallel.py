@@ -1,4 +1,4 @@
-"""Native fork-join over the cores: a loop's outer range split into one chunk per thread.
+"""Native fork-join over the cores: a loop's outer range split into chunks, a few per thread.
 
 The thread count is one process-wide int64 (`llgrad_num_threads`, published to the JIT
 like the BLAS symbols) that native code reads at every parallel loop, so changing it with
@@ -13,12 +13,14 @@ runs outer iterations [0, n) of a loop in `fg` (a group's FuncGen). `body(g, lo,
 emits the loop over [lo, hi) (i64 values) with `g`, a FuncGen whose `g.ptrs[buf]`,
 `g.load/store/address/alloca`, `g.sg` and `g.b` work as in fg (every pointer parameter is
 `noalias`, so the loops vectorise as before). The body is emitted once into an internal
-function that each thread calls with its own chunk; tid is the chunk's index (0..T-1).
-T = min(threads, n // grain chunks, work / MIN_WORK_PER_THREAD, ...), where work =
+function that each thread calls with its own chunk; tid is the chunk's index (0..C-1).
+T = min(threads, n // grain chunks, work / MIN_WORK_PER_THREAD, ...) threads, where work =
 n * work_per_iter (elements times a rough per-element cost): a loop that can never reach
 two threads is emitted inline in fg as before (nothing extra at run time), and a bigger
-one whose T is 1 at run time calls the body directly (one load and compare). Chunk t is
-iterations [t*u//T*grain, (t+1)*u//T*grain) (u = ceil(n/grain)), capped at n: the same
+one whose T is 1 at run time calls the body directly (one load and compare). A loop on
+T > 1 threads is cut into C = min(T * OVERSPLIT, n // grain, ...) chunks (chunk_count),
+which the threads take one at a time. Chunk t is
+iterations [t*u//C*grain, (t+1)*u//C*grain) (u = ceil(n/grain)), capped at n: the same
 chunks for the same T, so results are deterministic per thread count. The chunks' records
 go to `llgrad_parallel_run` (pool.py), which runs them all and returns: the calling thread
 runs chunk 0 and whatever chunks no other thread takes, the persistent workers of the
@@ -67,6 +69,11 @@ MIN_WORK_PER_THREAD = 1 << 15   # elements x cost() per thread: ~8-15 us of work
 MAX_THREADS = 256               # bounds the records and partials in the caller's frame
 PARTIAL_STACK_BYTES = 1 << 18   # all threads' partial arrays together
 SPLIT_UNITS = 16                # a loop with this many chunks balances well enough
+OVERSPLIT = 4                   # chunks per thread: the pool hands them out one at a time
+                                # (pool.py), so a thread the OS deschedules (a shared
+                                # machine) holds back a quarter of its share, not all of
+                                # it; on 2 threads with other processes busy, one chunk
+                                # per thread made 2 threads slower than 1 (issue 20)
 INNER_GRAIN = 64                # innermost-loop chunks: whole vectors (and cache lines)
 
 # a chunk's record: lo, hi, tid, the buffer-pointer array, its partials
@@ -117,12 +124,23 @@ def _i64(x):
 
 def thread_cap(n, work_per_iter=1, grain=1, partials=()):
     """The most threads a loop of n outer iterations may use (1: it runs inline)."""
+    return max(1, min(chunk_cap(n, grain, partials), n * work_per_iter // MIN_WORK_PER_THREAD))
+
+
+def chunk_cap(n, grain=1, partials=()):
+    """The most chunks a loop of n outer iterations may be split into."""
     units = -(-n // grain) if n > 0 else 0
-    cap = min(MAX_THREADS, units, n * work_per_iter // MIN_WORK_PER_THREAD)
+    cap = min(MAX_THREADS, units)
     pbytes = 8 * sum(p.padded for p in partials)
     if pbytes:
         cap = min(cap, PARTIAL_STACK_BYTES // pbytes)
     return max(1, cap)
+
+
+def chunk_count(threads, n, grain=1, partials=()):
+    """Chunks of a loop run on `threads` threads (> 1): OVERSPLIT per thread, as many as
+    the loop has units and the partials' stack allows (deterministic per thread count)."""
+    return max(threads, min(threads * OVERSPLIT, chunk_cap(n, grain, partials)))
 
 
 def parallel_range(fg, n, body, *, work_per_iter=1, grain=1, partials=()):
@@ -158,8 +176,12 @@ def parallel_range(fg, n, body, *, work_per_iter=1, grain=1, partials=()):
             for k, v in ((_LO, 0), (_HI, n), (_TID, 0)):
                 b.store(_i64(v), _field(b, one, k))
             b.call(g.fn, [fg.ptrs[k] for k in bufs] + [one] + [p.dest for p in partials])
-        with fork:
-            _fork_join(fg, t, n, grain, bufs, partials, worker, run)
+        with fork:                      # chunks: min(t * OVERSPLIT, chunk_cap), >= t
+            most = _i64(chunk_cap(n, grain, partials))
+            c = b.mul(t, _i64(OVERSPLIT))
+            c = b.select(b.icmp_signed(">", c, most), most, c)
+            c = b.select(b.icmp_signed("<", c, t), t, c, name="nchunks")
+            _fork_join(fg, c, n, grain, bufs, partials, worker, run)
 
 
 def _worker(mod, body_fn, nbufs, partials):

@@ -1,11 +1,11 @@
 """Code both thread runtimes share (the CPU budget: a CPU is reserved before a thread is
 handed a chunk, so llgrad's running threads never outnumber the CPUs), and the plain one:
-`llgrad_plain_run`, a pthread per extra chunk, used where the pool (pool.py) is not
+`llgrad_plain_run`, a pthread per extra thread, used where the pool (pool.py) is not
 (LLGRAD_POOL=0, a platform other than Linux x86-64, or if building the pool failed)."""
 from llvmlite import ir
 
 from ..native import cpus, jit
-from ..native.threadcount import PTHREAD_CREATE, PTHREAD_JOIN
+from ..native.threadcount import COUNT, PTHREAD_CREATE, PTHREAD_JOIN
 from .loops import for_range
 from .scalar import I1, I32, I64, PTR
 
@@ -71,43 +71,78 @@ class CpuBudget:
         b.atomic_rmw("sub", self.active, c(1), "monotonic")
 
 
+def thread_count(mod, b, t):
+    """min(t, llgrad_num_threads), at least 1: how many threads run t chunks (the rest of
+    the chunks are over-decomposition, parallel.OVERSPLIT, taken one at a time)."""
+    g = mod.globals.get(COUNT)
+    if g is None:
+        g = ir.GlobalVariable(mod, I64, name=COUNT)     # (external)
+        g.type = PTR
+    n = b.load_atomic(g, "monotonic", 8, typ=I64)
+    n = b.select(b.icmp_signed("<", n, t), n, t)
+    return b.select(b.icmp_signed("<", n, c(1)), c(1), n)
+
+
+_JOB = ir.LiteralStructType([PTR, PTR, I64, I64, I64])      # fn, recs, stride, t, next
+
+
 def plain_module():
-    """llgrad_plain_run: a pthread per extra chunk (while a CPU is free), chunk 0 here,
-    then join each, running those whose thread did not start."""
+    """llgrad_plain_run: a pthread per extra thread (while a CPU is free), each, as the
+    caller, taking chunks one at a time (an atomic counter) until none is left; then join
+    each (a chunk no thread took ran on the caller)."""
     mod = jit.new_module("llgrad_plain_run")
     gen = CpuBudget(mod)
     reserve = gen.reserve()
     create = ir.Function(mod, ir.FunctionType(I32, [PTR, PTR, PTR, PTR]), PTHREAD_CREATE)
     join = ir.Function(mod, ir.FunctionType(I32, [I64, PTR]), PTHREAD_JOIN)
+
+    # ptr chunks(ptr job): chunks from job.next until none is left
+    chunks = ir.Function(mod, CHUNK, "llgrad_plain_chunks")
+    chunks.linkage = "internal"
+    b = ir.IRBuilder(chunks.append_basic_block("entry"))
+    job = chunks.args[0]
+    loop, body, out = (chunks.append_basic_block(n) for n in ("loop", "body", "out"))
+    fnp = b.load(gen.gep(b, job, _JOB, 0), typ=PTR)
+    recs = b.load(gen.gep(b, job, _JOB, 1), typ=PTR)
+    stride = b.load(gen.gep(b, job, _JOB, 2), typ=I64)
+    t = b.load(gen.gep(b, job, _JOB, 3), typ=I64)
+    b.branch(loop)
+    b.position_at_end(loop)
+    i = b.atomic_rmw("add", gen.gep(b, job, _JOB, 4), c(1), "monotonic")
+    b.cbranch(b.icmp_signed("<", i, t), body, out)
+    b.position_at_end(body)
+    b.call(Callee(fnp, CHUNK), [b.gep(recs, [b.mul(i, stride)], inbounds=True,
+                                       source_etype=ir.IntType(8))])
+    b.branch(loop)
+    b.position_at_end(out)
+    b.ret(ir.Constant(PTR, None))
+
     fn = ir.Function(mod, run_type(), PLAIN_NAME)
     chunk, recs, t, stride = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    handles = b.alloca(I64, size=t)         # (a handle of 0 with started 0: not started)
-    started = b.alloca(I64, size=t)
-
-    def rec(i):
-        return b.gep(recs, [b.mul(i, stride)], inbounds=True, source_etype=ir.IntType(8))
-
-    with for_range(b, 1, t, name="spawn") as i:
+    job = b.alloca(_JOB)
+    for k, v in enumerate((chunk, recs, stride, t, c(0))):
+        b.store(v, gen.gep(b, job, _JOB, k))
+    nthreads = thread_count(mod, b, t)
+    handles = b.alloca(I64, size=nthreads)  # (a handle of 0 with started 0: not started)
+    started = b.alloca(I64, size=nthreads)
+    with for_range(b, 1, nthreads, name="spawn") as i:
         h = b.gep(handles, [i], inbounds=True, source_etype=I64)
         ok = b.gep(started, [i], inbounds=True, source_etype=I64)
         b.store(c(0), ok)
         with b.if_then(b.call(reserve, [])):
-            rc = b.call(create, [h, ir.Constant(PTR, None), Callee(chunk, CHUNK).value, rec(i)])
+            rc = b.call(create, [h, ir.Constant(PTR, None), chunks, job])
             with b.if_else(b.icmp_signed("==", rc, c(0, I32))) as (yes, no):
                 with yes:
                     b.store(c(1), ok)
                 with no:
                     gen.release(b)
-    b.call(Callee(chunk, CHUNK), [recs])
-    with for_range(b, 1, t, name="join") as i:
+    b.call(chunks, [job])
+    with for_range(b, 1, nthreads, name="join") as i:
         ok = b.load(b.gep(started, [i], inbounds=True, source_etype=I64), typ=I64)
-        with b.if_else(b.icmp_signed("!=", ok, c(0))) as (yes, no):
-            with yes:
-                b.call(join, [b.load(b.gep(handles, [i], inbounds=True, source_etype=I64),
-                                     typ=I64), ir.Constant(PTR, None)])
-                gen.release(b)
-            with no:                    # no thread: its chunk runs here
-                b.call(Callee(chunk, CHUNK), [rec(i)])
+        with b.if_then(b.icmp_signed("!=", ok, c(0))):
+            b.call(join, [b.load(b.gep(handles, [i], inbounds=True, source_etype=I64),
+                                 typ=I64), ir.Constant(PTR, None)])
+            gen.release(b)
     b.ret_void()
     return mod

@@ -14,7 +14,8 @@ idle vCPU; as much as a loop over 300K floats takes).
            READY -> IDLE when the caller takes the job back before a worker started it
     job (on the caller's stack): fn, recs, stride, t, and `next`, the next chunk to run
 
-- A call posts the job to at most t-1 workers, each only while a CPU is free: it reserves
+- A call posts the job to at most min(t, thread count)-1 workers (t chunks may be more
+  than the threads: parallel.OVERSPLIT), each only while a CPU is free: it reserves
   one in `llgrad_active_threads` (native/cpus.py: the threads running llgrad code now,
   callers inside kernels included) by a compare-and-swap that keeps it <= the CPUs. An
   IDLE slot's worker is woken (futex); an EMPTY slot gets a worker started (a pthread, for
@@ -45,6 +46,7 @@ import threading
 
 from llvmlite import ir
 
+from ..native import cpus as _cpus
 from ..native import jit, keys
 from ..native.threadcount import RUN as _RUN
 from ..native.threadcount import libc_function as _libc_function
@@ -56,6 +58,7 @@ from .plain_threads import CpuBudget as _Gen
 from .plain_threads import c as _c
 from .plain_threads import plain_module
 from .plain_threads import run_type as _run_type
+from .plain_threads import thread_count as _thread_count
 from .scalar import I32, I64, PTR
 
 SLOTS = 64
@@ -224,7 +227,11 @@ class _PoolGen(_Gen):
         # post the job to a worker per extra chunk while a CPU and a slot are free
         head, body, claimed, work = (fn.append_basic_block(n) for n in
                                      ("post", "post.body", "post.claimed", "work"))
-        limit = b.select(b.icmp_signed("<", t, _c(SLOTS + 1)), t, _c(SLOTS + 1))
+        # (workers for the thread count's threads, not for every chunk: the chunks beyond
+        # are over-decomposition, parallel.OVERSPLIT, taken from `next` one at a time)
+        nthreads = _thread_count(self.mod, b, t)
+        limit = b.select(b.icmp_signed("<", nthreads, _c(SLOTS + 1)), nthreads,
+                         _c(SLOTS + 1))
         b.branch(head)
         b.position_at_end(head)
         k = b.phi(I64, "k")
@@ -283,7 +290,9 @@ def ensure_pool():
     threads'. Each is built once per process (or loaded from the disk cache) and kept for
     good, its code with it: the pool's workers run that code for as long as the process
     lives (a new JIT, after jit._reset, is only given the symbol again). Like the trampoline,
-    they are llgrad's plumbing: outside jit.stats."""
+    they are llgrad's plumbing: outside jit.stats. It also starts the sampler of the CPUs
+    other processes leave free (native/cpus.py), which the pool reads."""
+    _cpus.watch()
     j = jit.jit()
     if _state["engine"] is j:
         return
@@ -306,7 +315,7 @@ def ensure_pool():
         if address is None:
             plain = _state["plain"]
             if plain is None:
-                key = keys.key_for("llgrad plain threads", "")
+                key = keys.key_for("llgrad plain threads", "dynamic chunks, min(t,threads)")
                 plain = _state["plain"] = jit.load_private(key, [_PLAIN_NAME]) or \
                     jit.compile_private(plain_module(), [_PLAIN_NAME], key=key, opt=True)
             address = plain.address(_PLAIN_NAME)
@@ -334,6 +343,6 @@ def _build():
     worker = gen.worker(chunks)
     gen.run(gen.claim(worker), chunks)
     gen.slots_address()
-    key = keys.key_for("llgrad pool", f"slots={SLOTS};spins={SPINS}")
+    key = keys.key_for("llgrad pool", f"slots={SLOTS};spins={SPINS};posts=min(t,threads)")
     return jit.load_private(key, list(_NAMES)) or \
         jit.compile_private(mod, list(_NAMES), key=key, opt=True)

@@ -6,11 +6,13 @@ Kernels call the gemm routine by its own name (the disk cache holds no address),
 name resolves to a shim with the same signature (built once, kept in the disk cache):
 
 - The product is split into C's rows (or columns, when it has more of them) in chunks of
-  16 rows (64 columns), at most llgrad's thread count of them and one per 65536 * 4
+  16 rows (64 columns), at most OVERSPLIT per llgrad thread and one per 65536 * 4
   multiply-adds (OpenBLAS's own threshold for a second thread), and the chunks run on
   llgrad's thread pool (`llgrad_parallel_run`, lowerings/pool.py), each an OpenBLAS call
-  on one thread. The chunks depend on nothing but the thread count and the shape, so
-  results are deterministic for a given count, as every other loop's.
+  on one thread, the threads taking them one at a time (a thread the OS deschedules on a
+  busy machine holds back one small chunk, not half the product: issue 20). The chunks
+  depend on nothing but the thread count and the shape, so results are deterministic for
+  a given count, as every other loop's.
 - While any kernel is inside the shim, OpenBLAS's own thread count is 1 (it is put back
   when the last one leaves; `set_num_threads` meanwhile only records the count to put
   back), so OpenBLAS never starts threads of its own under a kernel.
@@ -46,6 +48,8 @@ _SETTERS = ("scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_",
 _SHIM = {"float32": "llgrad_blas_sgemm", "float64": "llgrad_blas_dgemm"}
 _REAL = "llgrad_blas_real."                  # + the routine's name: what the shim calls
 CHUNK_WORK = 65536.0 * 4                    # multiply-adds per chunk, at least
+OVERSPLIT = 2                               # chunks per thread, at most (see below: each
+                                            # chunk packs B again: fewer than loops have)
 ROW_GRAIN, COL_GRAIN = 16, 64
 ROW_MAJOR, NO_TRANS = 101, 111
 shim = None                                 # the shims' Compiled, when built
@@ -135,7 +139,8 @@ def _shims(found, real, getter, setter):
         names = [_SHIM[dt] for dt in sorted(found)]
         desc = ";".join(f"{dt}={sym}/{bits}" for dt, (sym, bits) in sorted(found.items()))
         key = keys.key_for("llgrad blas shims",
-                           f"{desc};rows={ROW_GRAIN};cols={COL_GRAIN};work={CHUNK_WORK}")
+                           f"{desc};rows={ROW_GRAIN};cols={COL_GRAIN};work={CHUNK_WORK};"
+                           f"oversplit={OVERSPLIT}")
         global shim
         shim = jit.load_private(key, names) or \
             jit.compile_private(_shim_module(found), names, key=key, opt=True)
@@ -256,7 +261,11 @@ def _shim_module(found):
         units = b.sdiv(b.add(ext, b.sub(grain, c64(1))), grain)
         work = b.fdiv(b.fmul(b.fmul(b.sitofp(m, f64), b.sitofp(n, f64)), b.sitofp(k, f64)),
                       ir.Constant(f64, CHUNK_WORK))
-        t = b.load_atomic(count, "monotonic", 8, typ=i64)
+        # (the chunks depend on the thread count and the shape only, not on how many
+        # CPUs are free now: OpenBLAS may take another path for another chunk height)
+        nt = b.load_atomic(count, "monotonic", 8, typ=i64)
+        t = b.mul(nt, c64(OVERSPLIT))
+        t = b.select(b.icmp_signed("<=", nt, c64(1)), c64(1), t)
         t = b.select(b.icmp_signed("<", units, t), units, t)
         t = b.select(b.fcmp_ordered("<", work, b.sitofp(t, f64)), b.fptosi(work, i64), t)
         t = b.select(b.icmp_signed("==", args[0], c32(ROW_MAJOR)), t, c64(1))

@@ -1,15 +1,35 @@
 """Two words that native code shares about the CPUs, published to the JIT like the BLAS
-symbols: `llgrad_cpus`, the CPUs this process may run on, and `llgrad_active_threads`, how
-many threads are running llgrad's native code at this moment: callers inside a kernel (the
-trampoline counts them in and out, trampoline.py), pool workers running chunks of a loop
-(lowerings/pool.py), and the extra threads of a threaded BLAS call (blas.py).
+symbols: `llgrad_cpus`, the CPUs this process may use now (see below), and
+`llgrad_active_threads`, how many threads are running llgrad's native code at this
+moment: callers inside a kernel (the trampoline counts them in and out, trampoline.py),
+pool workers running chunks of a loop (lowerings/pool.py), and the extra threads of a
+threaded BLAS call (blas.py).
 
 The thread pool hands a chunk to a worker only while active < cpus (else the caller runs
 it), and its threads spin while they wait only when a CPU is free (else they sleep), so
 concurrent callers share the CPUs instead of oversubscribing them. In a forked child the
-count restarts at 0 (the parent's other threads are not there)."""
+count restarts at 0 (the parent's other threads are not there).
+
+The CPUs this process may use now: those it may run on, less those other processes keep
+busy. On a shared machine a worker handed a chunk while another process holds its CPU
+waits for a time slice (milliseconds), and the caller waits for it at the join: on this
+2-core machine with two other test runs busy, 2 threads made a 2048x27x16 product 5x and
+a transformer block's step 1.2x slower than 1 thread (issue 20). So, once a threaded
+kernel has been built (`watch`), a daemon thread samples every SAMPLE_S seconds, while
+the thread count is above 1, the threads of other processes that are runnable
+(/proc/stat's procs_running less this process's threads in state R: its own threads are
+no reason to hold back; CPU time would not do, as it is what the others got, not what
+they wanted); smoothed, that is the others' load, and `llgrad_cpus` = max(1, round(CPUs
+- load)). A loop then posts chunks to workers only while one of those CPUs is free (else
+the caller runs them all: 2 threads cost no more than 1), and workers stop spinning.
+GNU OpenMP's OMP_DYNAMIC decides from the load average likewise. The chunks depend on the
+thread count only, never on the sample: results do not change with the load.
+LLGRAD_CPU_WATCH=0 turns the sampling off (the word is then the CPUs this process may
+run on)."""
 import ctypes
 import os
+import threading
+import time
 
 from . import jit
 
@@ -46,9 +66,68 @@ def declare(mod):
     return tuple(out)
 
 
+SAMPLE_S = 0.1                  # seconds between samples of /proc/stat
+SMOOTH = 0.3                    # weight of the newest sample in the running load
+_watch = {"thread": None, "load": 0.0}
+_watch_lock = threading.Lock()
+
+
+def _running_others():
+    """Threads of other processes runnable now (/proc/stat's procs_running less this
+    process's threads in state R), or None where /proc does not say."""
+    try:
+        with open("/proc/stat", "rb") as f:
+            running = next((int(ln.split()[1]) for ln in f if ln.startswith(b"procs_running")),
+                           None)
+        if running is None:
+            return None
+        ours = 0
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                with open(f"/proc/self/task/{tid}/stat", "rb") as f:
+                    ours += f.read().rsplit(b")", 1)[1].split()[0] == b"R"
+            except OSError:
+                continue
+    except (OSError, ValueError, IndexError):
+        return None
+    return max(0, running - ours)
+
+
+def _effective(n, load):
+    return max(1, min(n, int(n - load + 0.5)))
+
+
+def _sampler():
+    from .threadcount import get_num_threads
+    while True:
+        if get_num_threads() < 2:       # (nothing to decide: no loop forks)
+            time.sleep(SAMPLE_S)
+            continue
+        others = _running_others()
+        if others is None:
+            break
+        load = _watch["load"] = (1 - SMOOTH) * _watch["load"] + SMOOTH * others
+        cpus.value = _effective(cpu_count(), load)
+        time.sleep(SAMPLE_S)
+
+
+def watch():
+    """Start the sampler (once per process; idempotent and cheap after the first call)."""
+    if _watch["thread"] is not None or os.environ.get("LLGRAD_CPU_WATCH", "1") == "0":
+        return
+    with _watch_lock:
+        if _watch["thread"] is not None or cpu_count() < 2 or _running_others() is None:
+            return
+        t = threading.Thread(target=_sampler, name="llgrad-cpu-watch", daemon=True)
+        t.start()
+        _watch["thread"] = t
+
+
 def _after_fork_in_child():
     active.value = 0
     cpus.value = cpu_count()
+    _watch["thread"], _watch["load"] = None, 0.0
+    _watch_lock._at_fork_reinit()
 
 
 if hasattr(os, "register_at_fork"):
