@@ -155,7 +155,7 @@ def _run_for(entry, which, sync):
 
 def interim_run(entry, which):
     """The interpreter's run of a graph whose native code is not ready yet (made once)."""
-    runs = entry._build_state
+    runs = entry._interim_runs
     run = runs.get(which)
     if run is None:
         run = runs[which] = getattr(Interpreter, which)(BACKENDS["interpret"], entry)

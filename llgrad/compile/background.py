@@ -41,21 +41,20 @@ def _graphs(entry):
 
 
 def _hint(entry, which):
-    hints = entry._build_state.setdefault("hints", {})
-    name = hints.get(which)
+    name = entry._cache_hints.get(which)
     if name is None:
         from ..codegen.native.keys import key_for
-        name = hints[which] = key_for(str(getattr(entry, which)), "compiled before")
+        name = entry._cache_hints[which] = key_for(str(getattr(entry, which)),
+                                                   "compiled before")
     return name
 
 
 def _compiled_before(entry):
-    known = entry._build_state.get("compiled before")
-    if known is None:
+    if entry._compiled_before is None:
         from ..codegen.native import cache
-        known = entry._build_state["compiled before"] = all(
-            cache.seen(_hint(entry, which)) for which in _graphs(entry))
-    return known
+        entry._compiled_before = all(cache.seen(_hint(entry, which))
+                                     for which in _graphs(entry))
+    return entry._compiled_before
 
 
 def built(entry, which):

@@ -47,7 +47,8 @@ class Entry:
         "name", "backend",
         "timings",                        # seconds of the trace and builds (log.py)
         "kernels", "_forward_run", "_backward_run", "_runners", "_node_layout", "_unflatten",
-        "_build_job", "_build_state")     # background.py: the job, interim runs, cache hints
+        "_build_job", "_interim_runs",    # background.py: the build, interpreter runs till then
+        "_cache_hints", "_compiled_before")     # and whether a process built it before
 
     def __init__(self, name, backend, guard_items):
         self.name, self.backend, self.guard_items = name, backend, guard_items
@@ -58,7 +59,8 @@ class Entry:
         self.grad_free, self.rng_index, self.step = False, None, False
         self.kernels, self._runners, self.timings = {}, {}, {}
         self._forward_run = self._backward_run = self._node_layout = self._unflatten = None
-        self._build_job, self._build_state = None, {}
+        self._build_job, self._interim_runs, self._cache_hints = None, {}, {}
+        self._compiled_before = None
 
 
 def trace_entry(name, backend, traced_fn, tensors, guards, args, kwargs, n_own, entered=()):

@@ -10,6 +10,22 @@ from .factory import factory_kwargs
 from .module import Module, Parameter
 
 
+def affine_parameters(module, shape, affine, bias, kw):
+    """A norm layer's weight and bias Parameters of `shape`, None where affine (or bias) is
+    off, registered in PyTorch's order (state_dict keys match)."""
+    module.register_parameter("weight", Parameter(empty(shape, **kw)) if affine else None)
+    module.register_parameter("bias", Parameter(empty(shape, **kw)) if affine and bias
+                              else None)
+
+
+def reset_affine(module):
+    """A norm layer's weight to 1 and bias to 0 (those it has)."""
+    if module.weight is not None:
+        init.ones_(module.weight)
+    if module.bias is not None:
+        init.zeros_(module.bias)
+
+
 class _BatchNorm(Module):
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
                  track_running_stats=True, device=None, dtype=None, *, bias=True):
@@ -20,15 +36,7 @@ class _BatchNorm(Module):
         self.momentum = momentum
         self.affine = affine
         self.track_running_stats = track_running_stats
-        if affine:
-            self.weight = Parameter(empty(num_features, **kw))
-            if bias:
-                self.bias = Parameter(empty(num_features, **kw))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        affine_parameters(self, num_features, affine, bias, kw)
         if track_running_stats:
             self.register_buffer("running_mean", zeros(num_features, **kw))
             self.register_buffer("running_var", ones(num_features, **kw))
@@ -50,10 +58,7 @@ class _BatchNorm(Module):
     def reset_parameters(self):
         """Reset the running statistics, weight to 1 and bias to 0."""
         self.reset_running_stats()
-        if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        reset_affine(self)
 
     def _check_input_dim(self, input):
         raise NotImplementedError
@@ -105,23 +110,12 @@ class LayerNorm(Module):
         self.normalized_shape = tuple(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = Parameter(empty(self.normalized_shape, **kw))
-            if bias:
-                self.bias = Parameter(empty(self.normalized_shape, **kw))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        affine_parameters(self, self.normalized_shape, elementwise_affine, bias, kw)
         self.reset_parameters()
 
     def reset_parameters(self):
         """weight to 1, bias to 0."""
-        if self.elementwise_affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        reset_affine(self)
 
     def forward(self, input):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)

@@ -9,7 +9,7 @@ from ..runtime.creation import empty
 from . import functional as F
 from . import init
 from .factory import factory_kwargs
-from .layers_norm import _BatchNorm
+from .layers_norm import _BatchNorm, affine_parameters, reset_affine
 from .module import Module, Parameter
 
 __all__ = ["GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "RMSNorm"]
@@ -28,23 +28,12 @@ class GroupNorm(Module):
         self.num_channels = num_channels
         self.eps = eps
         self.affine = affine
-        if self.affine:
-            self.weight = Parameter(empty(num_channels, **kw))
-            if bias:
-                self.bias = Parameter(empty(num_channels, **kw))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        affine_parameters(self, num_channels, affine, bias, kw)
         self.reset_parameters()
 
     def reset_parameters(self):
         """weight to 1, bias to 0."""
-        if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        reset_affine(self)
 
     def forward(self, input):
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)

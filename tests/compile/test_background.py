@@ -76,7 +76,7 @@ def test_results_equal_eager_before_and_after_the_switch(in_background):
         np.testing.assert_allclose(p, q, rtol=1e-5, atol=1e-6)
     (entry,) = entries
     assert entry.kernels["forward"] is not None and entry.kernels["backward"] is not None
-    assert entry._forward_run is not entry._build_state.get("forward")
+    assert entry._forward_run is not entry._interim_runs.get("forward")
 
 
 def test_a_call_never_waits_for_llvm(in_background, monkeypatch):
@@ -102,7 +102,7 @@ def test_a_call_never_waits_for_llvm(in_background, monkeypatch):
     fn.wait()                           # (the public way: every entry's build)
     np.testing.assert_allclose(fn(x, w).numpy(), f(x, w).numpy(), rtol=1e-6)
     assert entry.kernels["forward"] is not None
-    assert entry._forward_run is not entry._build_state.get("forward")
+    assert entry._forward_run is not entry._interim_runs.get("forward")
 
 
 def test_a_failed_build_runs_on_the_interpreter_with_a_warning(in_background, monkeypatch):
