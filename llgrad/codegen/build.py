@@ -24,7 +24,7 @@ from .kernel import TAIL
 from .lowerings import (ops_advindex, ops_elementwise, ops_index, ops_loss,  # noqa: F401
                         ops_matmul, ops_norm, ops_positional, ops_random, ops_reduce,
                         ops_strided)      # (their import fills the lowering table)
-from .lowerings import ops_sort, ops_tensor  # noqa: F401,E402
+from .lowerings import ops_conv, ops_sort, ops_tensor  # noqa: F401,E402
 from .lowerings import ops_activations  # noqa: F401  (issue 21: the activations)
 from .lowerings.fusion import emit_elementwise
 from .lowerings.loops import FuncGen

@@ -4,7 +4,7 @@ from .optable import OPS, OpDef, defop  # noqa: F401
 from . import ops_elementwise, ops_select, ops_copy, ops_reduce  # noqa: F401,E402
 from . import ops_shape, ops_index, ops_nn, ops_random  # noqa: F401,E402
 from . import ops_activations, ops_losses, ops_nn_more  # noqa: F401,E402
-from . import ops_tensor, ops_linalg, ops_sort, ops_fill  # noqa: F401,E402
+from . import ops_tensor, ops_linalg, ops_sort, ops_fill, ops_conv  # noqa: F401,E402
 from .graph import Graph, Guard, Node, TensorType, Value  # noqa: F401,E402
 from .builder import Builder  # noqa: F401,E402
 from . import printer  # noqa: F401,E402  (Graph.__str__)

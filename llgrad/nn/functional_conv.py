@@ -91,28 +91,35 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1,
     else:
         ph, pw = _pair(padding)
         pads = (ph, ph, pw, pw)
-    if padding_mode == "zeros":
-        xp = _filled_pad(input, *pads, 0)
+    if pads[0] == pads[1] and pads[2] == pads[3] and padding_mode == "zeros":
+        xp, sym = input, (pads[0], pads[2])         # the op pads (symmetric zeros) itself
     else:
-        xp = _index_pad(input, *pads, padding_mode)
-    hp, wp = xp.shape[-2:]
+        xp, sym = _filled_pad(input, *pads, 0) if padding_mode == "zeros" else \
+            _index_pad(input, *pads, padding_mode), (0, 0)
+    hp, wp = xp.shape[-2] + 2 * sym[0], xp.shape[-1] + 2 * sym[1]
     ekh, ekw = dilation[0] * (kh - 1) + 1, dilation[1] * (kw - 1) + 1
     if hp < ekh or wp < ekw:
         raise RuntimeError(f"Calculated padded input size per channel: ({hp} x {wp}). Kernel "
                            f"size: ({ekh} x {ekw}). Kernel size can't be greater than actual "
                            "input size")
-    oh, ow = (hp - ekh) // stride[0] + 1, (wp - ekw) // stride[1] + 1
-    win = _windows(xp, (oh, ow), (kh, kw), stride, dilation)        # N, C, OH, OW, KH, KW
-    m, k = n * oh * ow, cg * kh * kw
-    cols = win.permute(0, 2, 3, 1, 4, 5).reshape(m, groups, k)      # copies the windows
-    if groups == 1:
-        out = cols.view(m, k).matmul(weight.reshape(o, k).t())
-    else:
-        wg = weight.reshape(groups, o // groups, k)
-        out = cols.transpose(0, 1).matmul(wg.transpose(1, 2)).transpose(0, 1).reshape(m, o)
-    if bias is not None:
-        out = out + bias
-    return out.view(n, oh, ow, o).permute(0, 3, 1, 2).contiguous()
+    if weight.dtype != input.dtype:
+        raise RuntimeError(f"expected scalar type {_scalar_name(input.dtype)} but found "
+                           f"{_scalar_name(weight.dtype)}")
+    if bias is not None and bias.dtype != input.dtype:
+        raise RuntimeError(f"Input type ({_short(input.dtype)}) and bias type "
+                           f"({_short(bias.dtype)}) should be the same")
+    return xp._op("convolution", weight, bias, stride=stride, padding=sym, dilation=dilation,
+                  groups=groups)
+
+
+def _short(dtype):
+    return str(dtype).replace("llgrad.", "").replace("torch.", "")
+
+
+def _scalar_name(dtype):
+    names = {"float32": "Float", "float64": "Double", "float16": "Half", "int64": "Long",
+             "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}
+    return names.get(_short(dtype), _short(dtype))
 
 
 def _pool_out(size, k, pad, stride, dilation, ceil_mode):

@@ -169,7 +169,8 @@ def _prepare_product(plan, group, a, b):
                        kind=kind, scratch=scratch, pack_b=pack_b)
 
 
-def _gemm_fn(module, sym, bits, dt):
+def blas_gemm_function(module, sym, bits, dt):
+    """The declaration of BLAS's cblas_?gemm `sym` (int_bits `bits`) in module."""
     fn = module.globals.get(sym)
     if fn is None:
         it = I64 if bits == 64 else I32
@@ -209,7 +210,7 @@ def _emit(plan, group, fg):
         return
     if st["kind"] == "blas":
         sym, bits = st["gemm"]
-        fn = _gemm_fn(fg.module, sym, bits, dt)
+        fn = blas_gemm_function(fg.module, sym, bits, dt)
         it = I64 if bits == 64 else I32
         ft = F32 if dt == "float32" else F64
         zeros = [ir.Constant(I64, 0)] * 2

@@ -1,0 +1,306 @@
+"""Lowerings of convolution and its two backward products (llgrad/ir/ops_conv.py): im2col
+into a scratch buffer, then one GEMM per image and group, as the NumPy implementations.
+
+- convolution: per image, the windows are unfolded into cols (K x M, K = C/G*KH*KW rows,
+  M = OH*OW columns), and out[n, g] (Og x M, already NCHW) = W[g] (Og x K) @ cols[g]; the
+  bias is added after the product, as the reference adds it.
+- convolution_backward_input: per image, dcols[g] = W[g]^T @ grad[n, g], then folded back
+  (col2im: each (channel, kernel offset) row adds into a strided slice of the input plane).
+- convolution_backward_weight: per image, cols as in the forward, dW[g] += grad[n, g] @
+  cols[g]^T (the first image writes, the next ones accumulate).
+
+The unfold visits only the window positions inside the input (the valid output range of
+each kernel offset is computed once per row, no test per element): positions in the padding
+stay zero, because cols is zeroed once per call and the positions are the same for every
+image. Its inner loop runs along an output row, unit stride for stride 1 (vectorised).
+Operands a GEMM cannot read in place (a weight or gradient that is not contiguous) are
+first copied to contiguous scratch. With a BLAS the products are cblas_?gemm calls; without,
+llgrad's own GEMM (gemm.py)."""
+import numpy as np
+from llvmlite import ir
+
+from ...ir.geometry import contiguous_strides
+from ...ir.graph import Value
+from ..native import blas
+from . import gemm as small
+from .loops import Access, for_range, loop_nest
+from .ops_matmul import NO_TRANS, ROW_MAJOR, TRANS, blas_gemm_function
+from .scalar import F32, I32, I64, PTR
+from .table import register
+
+FLOATS = ("float32", "float64")
+
+
+class _Geometry:
+    """The sizes of one convolution (from the forward's input and weight shapes)."""
+
+    def __init__(self, xshape, wshape, attrs):
+        self.n, self.c, self.h, self.w = xshape
+        self.o, self.cg, self.kh, self.kw = wshape
+        self.sh, self.sw = attrs["stride"]
+        self.ph, self.pw = attrs["padding"]
+        self.dh, self.dw = attrs["dilation"]
+        self.g = attrs["groups"]
+        self.oh = (self.h + 2 * self.ph - self.dh * (self.kh - 1) - 1) // self.sh + 1
+        self.ow = (self.w + 2 * self.pw - self.dw * (self.kw - 1) - 1) // self.sw + 1
+        self.og = self.o // self.g
+        self.k = self.cg * self.kh * self.kw           # rows of cols per group
+        self.m = self.oh * self.ow                     # columns of cols
+
+
+def _geometry(node):
+    a, (u, v) = node.attrs, node.inputs[:2]
+    if node.op == "convolution":
+        return _Geometry(u.type.shape, v.type.shape, a)
+    if node.op == "convolution_backward_input":      # (grad, weight) -> input
+        n, _, _, _ = u.type.shape
+        xshape = (n, v.type.shape[1] * a["groups"]) + tuple(a["input_size"])
+        return _Geometry(xshape, v.type.shape, a)
+    return _Geometry(v.type.shape, a["weight_size"], a)   # (grad, input) -> weight
+
+
+def _check(node):
+    tensors = [x for x in node.inputs if x is not None]
+    if not all(isinstance(x, Value) for x in tensors):
+        return "a Python-number operand"
+    dt = node.outputs[0].type.dtype
+    if dt not in FLOATS or any(x.type.dtype != dt for x in tensors):
+        return "integer or mixed dtypes (native convolution is float32/float64)"
+    return None
+
+
+class _Gemm:
+    """One kind of product of the kernel, C (M x N, row stride ldc) = A @ B (+ C where
+    accumulating), A and B given by row and column strides, one of which is 1."""
+
+    def __init__(self, plan, group, dt, M, N, K, a_strides, b_strides, accumulate=False):
+        self.dt, self.M, self.N, self.K = dt, M, N, K
+        self.a_strides, self.b_strides = a_strides, b_strides
+        found = blas.gemm_symbols().get(dt) if plan.options.get("blas", True) else None
+        self.blas = found
+        self.scratch = [None, None]
+        self.acc = None
+        if found is None:
+            small.ensure_library(dt)
+            for k, n in enumerate(small.scratch_sizes(M, N, K, a_strides[0], b_strides[1])):
+                if n:
+                    self.scratch[k] = plan.temp(group, dt, n)
+            if accumulate:
+                self.acc = plan.temp(group, dt, M * N)
+
+    def call(self, fg, pa, pb, pc, ldc, accumulate):
+        """Emit the product of the operands at pa, pb into pc; accumulate: an i1 (or bool)
+        saying whether to add to C rather than overwrite it."""
+        b = fg.b
+        M, N, K = self.M, self.N, self.K
+        if self.blas is not None:
+            sym, bits = self.blas
+            it = I64 if bits == 64 else I32
+            ft = F32 if self.dt == "float32" else ir.DoubleType()
+            c = lambda v, t=it: ir.Constant(t, v)                       # noqa: E731
+            (ta, lda), (tb, ldb) = _trans(self.a_strides, K), _trans(self.b_strides, N)
+            beta = accumulate if isinstance(accumulate, ir.Value) else \
+                ir.Constant(ir.IntType(1), int(accumulate))
+            beta = b.uitofp(beta, ft)
+            b.call(blas_gemm_function(fg.module, sym, bits, self.dt),
+                   [c(ROW_MAJOR, I32), c(ta, I32), c(tb, I32), c(M), c(N), c(K),
+                    ir.Constant(ft, 1.0), pa, c(lda), pb, c(ldb), beta, pc, c(ldc)])
+            return
+        fn = small.gemm_function(fg.module, self.dt)
+        scratch = [fg.ptrs[t] if t is not None else ir.Constant(PTR, None)
+                   for t in self.scratch]
+        c = lambda v: ir.Constant(I64, v)                               # noqa: E731
+        dest, ld = (fg.ptrs[self.acc], N) if self.acc is not None else (pc, ldc)
+        b.call(fn, [c(M), c(N), c(K), pa, c(self.a_strides[0]), c(self.a_strides[1]), pb,
+                    c(self.b_strides[0]), c(self.b_strides[1]), dest, c(ld), *scratch])
+        if self.acc is None:
+            return
+        # C = (accumulate ? C : 0) + acc
+        keep = accumulate if isinstance(accumulate, ir.Value) else \
+            ir.Constant(ir.IntType(1), int(accumulate))
+        sg = fg.sg
+        tmp = Access(self.acc, self.dt, 0, (N, 1))
+        with loop_nest(b, (M, N), name="acc") as (i, j):
+            pcij = b.gep(pc, [b.add(b.mul(i, c(ldc)), j)], inbounds=True,
+                         source_etype=_mem(self.dt))
+            old = sg.load(pcij, self.dt)
+            new = fg.load(tmp, [i, j])
+            sg.store(sg.select(keep, sg.add(old, new), new), pcij)
+
+
+def _mem(dt):
+    return F32 if dt == "float32" else ir.DoubleType()
+
+
+def _trans(strides, cols):
+    rs, cs = strides
+    if cs == 1:
+        return NO_TRANS, max(rs, cols, 1)
+    return TRANS, cs
+
+
+def _contiguous(plan, group, v, shape):
+    """(Access of v as a contiguous array of shape, copy or None): a value whose layout is
+    not C-contiguous (ignoring size-1 dims) is copied to scratch first (see _copy_in)."""
+    acc = plan.access(v, shape)
+    want = contiguous_strides(shape)
+    if all(n == 1 or s == w for n, s, w in zip(shape, acc.strides, want)):
+        return acc.with_strides(want), None
+    tmp = plan.temp(group, v.type.dtype, int(np.prod(shape)))
+    dst = Access(tmp, v.type.dtype, 0, want)
+    return dst, (acc, dst, shape)
+
+
+def _copy_in(fg, copy):
+    if copy is not None:
+        src, dst, shape = copy
+        with loop_nest(fg.b, shape, name="cp") as idx:
+            fg.store(fg.load(src, idx), dst, idx)
+
+
+def _zero(fg, buf, dt, numel):
+    with for_range(fg.b, 0, numel, name="z") as i:
+        fg.store(fg.sg.const(0, dt), Access(buf, dt, 0, (1,)), [i])
+
+
+def _valid(b, k, d, p, s, size, out):
+    """[lo, hi): the output positions whose input index o*s + k*d - p is in [0, size)."""
+    c = lambda v: ir.Constant(I64, v)                                   # noqa: E731
+    kd = b.mul(k, c(d))
+    t = b.sub(c(p), kd)                          # o*s >= t
+    u = b.sub(c(size + p), kd)                   # o*s < u
+    ceil = lambda v: b.sdiv(b.add(v, c(s - 1)), c(s))                   # noqa: E731
+    lo = b.select(b.icmp_signed(">", t, c(0)), ceil(t), c(0))
+    hi = ceil(u)
+    hi = b.select(b.icmp_signed(">", u, c(0)), hi, c(0))
+    hi = b.select(b.icmp_signed("<", hi, c(out)), hi, c(out))
+    return lo, hi
+
+
+def _each_window_row(fg, geo):
+    """Loops over (channel, kernel row, kernel column) and the valid output positions of
+    that kernel offset: yields (c, i, j, oh, ow, ih, iw) in the innermost body."""
+    b = fg.b
+    c = lambda v: ir.Constant(I64, v)                                   # noqa: E731
+    with for_range(b, 0, geo.c, name="ch") as ch:
+        with for_range(b, 0, geo.kh, name="ki") as i:
+            lo_h, hi_h = _valid(b, i, geo.dh, geo.ph, geo.sh, geo.h, geo.oh)
+            with for_range(b, 0, geo.kw, name="kj") as j:
+                lo_w, hi_w = _valid(b, j, geo.dw, geo.pw, geo.sw, geo.w, geo.ow)
+                with for_range(b, lo_h, hi_h, name="oh") as oh:
+                    ih = b.sub(b.add(b.mul(oh, c(geo.sh)), b.mul(i, c(geo.dh))), c(geo.ph))
+                    with for_range(b, lo_w, hi_w, name="ow") as ow:
+                        iw = b.sub(b.add(b.mul(ow, c(geo.sw)), b.mul(j, c(geo.dw))),
+                                   c(geo.pw))
+                        yield ch, i, j, oh, ow, ih, iw
+
+
+def _cols_access(buf, dt, geo):
+    """cols as (channel, kernel row, kernel column, oh, ow), rows of M."""
+    return Access(buf, dt, 0, (geo.kh * geo.kw * geo.m, geo.kw * geo.m, geo.m, geo.ow, 1))
+
+
+def _unfold(fg, geo, x, cols, n):
+    for ch, i, j, oh, ow, ih, iw in _each_window_row(fg, geo):
+        fg.store(fg.load(x, [n, ch, ih, iw]), cols, [ch, i, j, oh, ow])
+
+
+def _fold(fg, geo, dcols, dx, n):
+    sg = fg.sg
+    for ch, i, j, oh, ow, ih, iw in _each_window_row(fg, geo):
+        idx = [n, ch, ih, iw]
+        fg.store(sg.add(fg.load(dx, idx), fg.load(dcols, [ch, i, j, oh, ow])), dx, idx)
+
+
+def _padded(geo):
+    return bool(geo.ph or geo.pw)
+
+
+# ---- the three ops ---------------------------------------------------------------------------
+
+def _prepare(plan, group):
+    node, st = group.root, group.state
+    geo = _geometry(node)
+    dt = node.outputs[0].type.dtype
+    st.update(geo=geo, dt=dt, copies=[])
+    u, v = node.inputs[:2]
+    if node.op == "convolution":
+        st["x"] = plan.access(u, u.type.shape)
+        st["w"], cp = _contiguous(plan, group, v, v.type.shape)
+        st["bias"] = plan.access(node.inputs[2], (geo.o,)) \
+            if isinstance(node.inputs[2], Value) else None
+        st["gemm"] = _Gemm(plan, group, dt, geo.og, geo.m, geo.k, (geo.k, 1), (geo.m, 1))
+    elif node.op == "convolution_backward_input":
+        st["grad"], cp0 = _contiguous(plan, group, u, u.type.shape)
+        st["w"], cp = _contiguous(plan, group, v, v.type.shape)
+        st["copies"].append(cp0)
+        st["gemm"] = _Gemm(plan, group, dt, geo.k, geo.m, geo.og, (1, geo.k), (geo.m, 1))
+    else:
+        st["grad"], cp = _contiguous(plan, group, u, u.type.shape)
+        st["x"] = plan.access(v, v.type.shape)
+        st["gemm"] = _Gemm(plan, group, dt, geo.og, geo.k, geo.m, (geo.m, 1), (1, geo.m),
+                           accumulate=True)
+    st["copies"].append(cp)
+    st["cols"] = plan.temp(group, dt, geo.g * geo.k * geo.m)
+
+
+def _emit(plan, group, fg):
+    node, st = group.root, group.state
+    geo, dt = st["geo"], st["dt"]
+    out = plan.out_access(group)
+    if int(np.prod(node.outputs[0].type.shape)) == 0:
+        return
+    b = fg.b
+    c = lambda v: ir.Constant(I64, v)                                   # noqa: E731
+    for cp in st["copies"]:
+        _copy_in(fg, cp)
+    cols = _cols_access(st["cols"], dt, geo)
+    colmat = Access(st["cols"], dt, 0, (geo.m, 1))
+    gemm = st["gemm"]
+    if node.op == "convolution":
+        wmat = st["w"].with_strides((geo.k, 1))
+        outmat = out.with_strides((geo.o * geo.m, geo.m, 1))
+        if _padded(geo):
+            _zero(fg, st["cols"], dt, geo.g * geo.k * geo.m)
+        with for_range(b, 0, geo.n, name="img") as n:
+            _unfold(fg, geo, st["x"], cols, n)
+            with for_range(b, 0, geo.g, name="grp") as g:
+                go = b.mul(g, c(geo.og))
+                gemm.call(fg, fg.address(wmat, [go, c(0)]),
+                          fg.address(colmat, [b.mul(g, c(geo.k)), c(0)]),
+                          fg.address(outmat, [n, go, c(0)]), geo.m, False)
+            if st["bias"] is not None:
+                with loop_nest(b, (geo.o, geo.m), name="bias") as (o, m):
+                    fg.store(fg.sg.add(fg.load(outmat, [n, o, m]), fg.load(st["bias"], [o])),
+                             outmat, [n, o, m])
+    elif node.op == "convolution_backward_input":
+        wmat = st["w"].with_strides((geo.k, 1))
+        gmat = st["grad"].with_strides((geo.o * geo.m, geo.m, 1))
+        _zero(fg, out.buf, dt, geo.n * geo.c * geo.h * geo.w)
+        with for_range(b, 0, geo.n, name="img") as n:
+            with for_range(b, 0, geo.g, name="grp") as g:
+                go = b.mul(g, c(geo.og))
+                gemm.call(fg, fg.address(wmat, [go, c(0)]),
+                          fg.address(gmat, [n, go, c(0)]),
+                          fg.address(colmat, [b.mul(g, c(geo.k)), c(0)]), geo.m, False)
+            _fold(fg, geo, cols, out, n)
+    else:
+        gmat = st["grad"].with_strides((geo.o * geo.m, geo.m, 1))
+        wmat = out.with_strides((geo.k, 1))
+        if _padded(geo):
+            _zero(fg, st["cols"], dt, geo.g * geo.k * geo.m)
+        if geo.n == 0 or geo.m == 0:
+            _zero(fg, out.buf, dt, geo.o * geo.k)
+            return
+        with for_range(b, 0, geo.n, name="img") as n:
+            _unfold(fg, geo, st["x"], cols, n)
+            later = b.icmp_signed(">", n, c(0))
+            with for_range(b, 0, geo.g, name="grp") as g:
+                go = b.mul(g, c(geo.og))
+                gemm.call(fg, fg.address(gmat, [n, go, c(0)]),
+                          fg.address(colmat, [b.mul(g, c(geo.k)), c(0)]),
+                          fg.address(wmat, [go, c(0)]), geo.k, later)
+
+
+for _op in ("convolution", "convolution_backward_input", "convolution_backward_weight"):
+    register(_op, "kernel", emit=_emit, prepare=_prepare, check=_check)
