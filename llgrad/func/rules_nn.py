@@ -109,6 +109,47 @@ def _avg_pool2d(op, inputs, attrs, ctx):
     return ctx.wrap(out.reshape(ctx.sizes + x._data.shape[:-3] + out._data.shape[1:]))
 
 
+@rule("convolution", "convolution_backward_input", "convolution_backward_weight")
+def _convolution(op, inputs, attrs, ctx):
+    """A batched first operand alone folds into N (one call; not the weight gradient's,
+    which sums over N); otherwise each sample is a
+    group of its own: channels (sample, channel), groups * samples groups (functorch's
+    trick), every operand materialised with the batch dims leading."""
+    first, rest = inputs[0], [x for x in inputs[1:] if x is not None]
+    k = int(np.prod(ctx.sizes))
+    if op.name != "convolution_backward_weight" and not any(_batched(x) for x in rest):
+        p = ctx.full(first).reshape((-1,) + first._data.shape[1:])
+        out = call(op, (p,) + tuple(inputs[1:]), attrs)
+        return ctx.wrap(out.reshape(ctx.sizes + (first._data.shape[0],) + out._data.shape[1:]))
+
+    def channels(x):                    # (*S, N, C, ...) -> (N, S*C, ...)
+        p = ctx.full(x).reshape((k,) + x._data.shape)
+        n, c = x._data.shape[:2]
+        return p.transpose(0, 1).reshape((n, k * c) + x._data.shape[2:])
+
+    def stacked(x):                     # (*S, O, ...) -> (S*O, ...)
+        return ctx.full(x).reshape((k * x._data.shape[0],) + x._data.shape[1:])
+
+    grouped = dict(attrs, groups=attrs["groups"] * k)
+    if op.name == "convolution":
+        x, w, b = inputs
+        out = call(op, (channels(x), stacked(w), None if b is None else stacked(b)), grouped)
+        per = w._data.shape[0]
+    elif op.name == "convolution_backward_input":
+        g, w = inputs
+        out = call(op, (channels(g), stacked(w)), grouped)
+        per = w._data.shape[1] * attrs["groups"]
+    else:
+        g, x = inputs
+        size = attrs["weight_size"]
+        out = call(op, (channels(g), channels(x)), dict(grouped, weight_size=(
+            k * size[0],) + tuple(size[1:])))
+        return ctx.wrap(out.reshape(ctx.sizes + tuple(size)))
+    n = out._data.shape[0]
+    out = out.reshape((n, k, per) + out._data.shape[2:]).transpose(0, 1)
+    return ctx.wrap(out.reshape(ctx.sizes + (n, per) + out._data.shape[3:]))
+
+
 def _reduced(loss, reduction):
     if reduction == "none":
         return loss

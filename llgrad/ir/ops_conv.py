@@ -45,6 +45,23 @@ def columns(x, kernel, stride, padding, dilation):
     return np.ascontiguousarray(win)
 
 
+def _check(name, x_shape, w_shape, g_shape, stride, padding, dilation, groups):
+    """Raise ValueError unless input (N, C, H, W), weight (O, C/groups, KH, KW) and, where
+    given, gradient (N, O, OH, OW) fit together (native code reads by these sizes)."""
+    n, c = x_shape[:2]
+    o, cg = w_shape[:2]
+    ok = len(x_shape) == len(w_shape) == 4 and groups >= 1 and cg * groups == c \
+        and o % groups == 0
+    if ok and g_shape is not None:
+        want = (n, o) + out_size(x_shape[2:], w_shape[2:], stride, padding, dilation)
+        ok = tuple(g_shape) == want
+    if not ok:
+        raise ValueError(f"{name}: input {tuple(x_shape)}, weight {tuple(w_shape)}"
+                         + (f" and gradient {tuple(g_shape)}" if g_shape is not None else "")
+                         + f" do not fit (groups={groups}, stride={stride}, "
+                           f"padding={padding}, dilation={dilation})")
+
+
 def _by_group(g, groups):
     """grad (N, O, OH, OW) as (G, Og, N * OH * OW), the layout of the columns' products."""
     n, o, oh, ow = g.shape
@@ -53,36 +70,42 @@ def _by_group(g, groups):
 
 
 def _convolution(x, w, b, stride, padding, dilation, groups):
+    _check("convolution", x.shape, w.shape, None, stride, padding, dilation, groups)
     n, o = x.shape[0], w.shape[0]
     kernel = w.shape[2:]
     cols = columns(x, kernel, stride, padding, dilation)
     oh, ow = cols.shape[-2:]
     k = w.shape[1] * kernel[0] * kernel[1]
-    out = np.matmul(w.reshape(groups, o // groups, k),
-                    cols.reshape(groups, k, n * oh * ow))          # (G, Og, N*M)
-    out = out.reshape(o, n * oh * ow)
+    # one product per image and group, each written straight into its NCHW place (the
+    # columns of an image are a strided (K, M) view BLAS reads as it is)
+    per_image = cols.reshape(groups, k, n, oh * ow).transpose(2, 0, 1, 3)
+    out = np.matmul(w.reshape(groups, o // groups, k), per_image)   # (N, G, Og, M)
+    out = out.reshape(n, o, oh, ow)
     if b is not None:
-        out += b.reshape(o, 1)          # (a fresh product: added in place, before the copy)
-    out = out.reshape(o, n, oh, ow).transpose(1, 0, 2, 3)
+        out += b.reshape(o, 1, 1)       # (a fresh product: added in place)
     return np.ascontiguousarray(out, dtype=np.result_type(x, w))
 
 
 def _backward_input(g, w, input_size, stride, padding, dilation, groups):
+    _check("convolution_backward_input", g.shape[:1] + (w.shape[1] * groups,)
+           + tuple(input_size), w.shape, g.shape, stride, padding, dilation, groups)
     n, o, oh, ow = g.shape
     _, cg, kh, kw = w.shape
     w2 = w.reshape(groups, o // groups, cg * kh * kw).transpose(0, 2, 1)
-    dcols = np.matmul(w2, _by_group(g, groups))                     # (G, K, N*M)
-    dcols = dcols.reshape(cg * groups, kh, kw, n, oh, ow)
+    dcols = np.matmul(w2, g.reshape(n, groups, o // groups, oh * ow))   # (N, G, K, M)
+    dcols = dcols.reshape(n, cg * groups, kh, kw, oh, ow)
     (h, wd), (ph, pw), (sh, sw), (dh, dw) = input_size, padding, stride, dilation
     dxp = np.zeros((n, cg * groups, h + 2 * ph, wd + 2 * pw), dtype=dcols.dtype)
     for i in range(kh):             # col2im: each kernel offset adds one strided slice
         for j in range(kw):
             dxp[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh,
-                j * dw:j * dw + sw * (ow - 1) + 1:sw] += dcols[:, i, j].transpose(1, 0, 2, 3)
+                j * dw:j * dw + sw * (ow - 1) + 1:sw] += dcols[:, :, i, j]
     return np.ascontiguousarray(dxp[:, :, ph:ph + h, pw:pw + wd], dtype=g.dtype)
 
 
 def _backward_weight(g, x, weight_size, stride, padding, dilation, groups):
+    _check("convolution_backward_weight", x.shape, weight_size, g.shape, stride, padding,
+           dilation, groups)
     o, cg, kh, kw = weight_size
     cols = columns(x, (kh, kw), stride, padding, dilation)
     cols = cols.reshape(groups, cg * kh * kw, -1)

@@ -2,6 +2,7 @@
 forms), maximum, minimum, where, addcmul, addcdiv, lerp."""
 import numpy as np
 
+from . import bitselect
 from .ops_elementwise import _binary, _is_tensor
 from .optable import defop
 
@@ -79,7 +80,7 @@ _binary("maximum", np.maximum, _max_min_vjp(lambda a, b: a < b), "MaximumBackwar
         save=("self", "other"), methods=("maximum",), functions=("maximum",))
 _binary("minimum", np.minimum, _max_min_vjp(lambda a, b: a > b), "MinimumBackward0",
         save=("self", "other"), methods=("minimum",), functions=("minimum",))
-defop("where", lambda c, a, b: np.where(c, a, b),
+defop("where", bitselect.where,
       vjp=lambda c, g: (None, g.where(c.condition, 0) if c.needs(1) else None,
                         g.where(c.condition.logical_not(), 0) if c.needs(2) else None),
       grad_fn="WhereBackward0", args=("condition", "self", "other"), save=("condition",),

@@ -3,6 +3,7 @@ scatter_add, index_select, index_add, masked_fill, and the three
 strided-buffer ops that view VJPs and in-place-on-view (CopySlices) are built from."""
 import numpy as np
 
+from . import bitselect
 from .optable import defop
 from .geometry import contiguous_strides, geometry_overlaps, geometry_span
 
@@ -202,7 +203,7 @@ defop("stack", lambda *xs, dim: np.stack(xs, axis=dim), args=("*tensors",), prom
 
 
 def _masked_fill(x, mask, value):
-    return np.where(mask, np.asarray(value, dtype=x.dtype), x)
+    return bitselect.where(mask, np.asarray(value, dtype=x.dtype), x)
 
 
 defop("masked_fill", _masked_fill, args=("self", "mask", "value"), save=("mask",),

@@ -229,6 +229,14 @@ CASES = {
                        [f(3, 4), i(4, 3, 2), f(3, 2)]),
     "conv2d": (lambda a, w, c: F.conv2d(a, w, c, padding=1), [f(2, 5, 5), f(3, 2, 3, 3), f(3)]),
     "max_pool2d": (lambda a: F.max_pool2d(a, 2), [f(2, 4, 4)]),
+    "conv2d_groups": (lambda a, w: F.conv2d(a, w, None, 2, 1, 1, 2), [f(1, 4, 5, 5),
+                                                                     f(4, 2, 3, 2)]),
+    "convolution_backward_input": (lambda g, w: g._op(
+        "convolution_backward_input", w, input_size=(5, 4), stride=(2, 1), padding=(1, 1),
+        dilation=(1, 1), groups=2), [f(1, 4, 3, 4), f(4, 2, 3, 3)]),
+    "convolution_backward_weight": (lambda g, a: g._op(
+        "convolution_backward_weight", a, weight_size=(4, 2, 3, 3), stride=(2, 1),
+        padding=(1, 1), dilation=(1, 1), groups=2), [f(1, 4, 3, 4), f(1, 4, 5, 4)]),
     "compare": (lambda a, c: (a > c).double() + (a <= 0).double() + a.isfinite().double()
                 + ((a == c) | (a != c) & (a >= c)).double() + a.isnan().logical_not().double()
                 + (a < 0).logical_xor(c < 0).double() + (a < 0).logical_and(c < 0).double(),

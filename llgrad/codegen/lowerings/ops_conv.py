@@ -24,6 +24,7 @@ from ...ir.graph import Value
 from ..native import blas
 from . import gemm as small
 from .loops import Access, for_range, loop_nest
+from .parallel import parallel_range
 from .ops_matmul import NO_TRANS, ROW_MAJOR, TRANS, blas_gemm_function
 from .scalar import F32, I32, I64, PTR
 from .table import register
@@ -196,20 +197,21 @@ def _each_window_row(fg, geo):
 
 
 def _cols_access(buf, dt, geo):
-    """cols as (channel, kernel row, kernel column, oh, ow), rows of M."""
-    return Access(buf, dt, 0, (geo.kh * geo.kw * geo.m, geo.kw * geo.m, geo.m, geo.ow, 1))
+    """A chunk's cols as (chunk, channel, kernel row, kernel column, oh, ow), rows of M."""
+    per = geo.g * geo.k * geo.m
+    return Access(buf, dt, 0, (per, geo.kh * geo.kw * geo.m, geo.kw * geo.m, geo.m, geo.ow, 1))
 
 
-def _unfold(fg, geo, x, cols, n):
+def _unfold(fg, geo, x, cols, n, tid):
     for ch, i, j, oh, ow, ih, iw in _each_window_row(fg, geo):
-        fg.store(fg.load(x, [n, ch, ih, iw]), cols, [ch, i, j, oh, ow])
+        fg.store(fg.load(x, [n, ch, ih, iw]), cols, [tid, ch, i, j, oh, ow])
 
 
-def _fold(fg, geo, dcols, dx, n):
+def _fold(fg, geo, dcols, dx, n, tid):
     sg = fg.sg
     for ch, i, j, oh, ow, ih, iw in _each_window_row(fg, geo):
         idx = [n, ch, ih, iw]
-        fg.store(sg.add(fg.load(dx, idx), fg.load(dcols, [ch, i, j, oh, ow])), dx, idx)
+        fg.store(sg.add(fg.load(dx, idx), fg.load(dcols, [tid, ch, i, j, oh, ow])), dx, idx)
 
 
 def _padded(geo):
@@ -217,6 +219,14 @@ def _padded(geo):
 
 
 # ---- the three ops ---------------------------------------------------------------------------
+# Images are split among the threads in at most MAX_CHUNKS chunks (parallel.parallel_range),
+# each with scratch of its own (its cols; the weight gradient's partial sum, added up in
+# chunk order after the join: deterministic for a thread count). A chunk's products go
+# through the BLAS shim, which runs them on the caller alone while the other CPUs are busy
+# with chunks. Without a BLAS (llgrad's GEMM has scratch of its own) the images run in one
+# chunk.
+MAX_CHUNKS = 8
+
 
 def _prepare(plan, group):
     node, st = group.root, group.state
@@ -241,7 +251,19 @@ def _prepare(plan, group):
         st["gemm"] = _Gemm(plan, group, dt, geo.og, geo.k, geo.m, (geo.m, 1), (1, geo.m),
                            accumulate=True)
     st["copies"].append(cp)
-    st["cols"] = plan.temp(group, dt, geo.g * geo.k * geo.m)
+    chunks = min(MAX_CHUNKS, max(geo.n, 1)) if st["gemm"].blas is not None else 1
+    st["grain"] = -(-max(geo.n, 1) // chunks)
+    st["chunks"] = -(-max(geo.n, 1) // st["grain"])
+    st["cols"] = plan.temp(group, dt, st["chunks"] * geo.g * geo.k * geo.m)
+    if node.op == "convolution_backward_weight":
+        st["partial"] = plan.temp(group, dt, st["chunks"] * geo.o * geo.k)
+
+
+def _over_images(fg, st, body):
+    """body(g, lo, hi, tid) over the images, split among the threads."""
+    geo = st["geo"]
+    flops = 2 * geo.o * geo.k * geo.m           # per image (each op: one such product)
+    parallel_range(fg, geo.n, body, work_per_iter=max(1, flops // 8), grain=st["grain"])
 
 
 def _emit(plan, group, fg):
@@ -250,56 +272,72 @@ def _emit(plan, group, fg):
     out = plan.out_access(group)
     if int(np.prod(node.outputs[0].type.shape)) == 0:
         return
-    b = fg.b
     c = lambda v: ir.Constant(I64, v)                                   # noqa: E731
     for cp in st["copies"]:
         _copy_in(fg, cp)
     cols = _cols_access(st["cols"], dt, geo)
-    colmat = Access(st["cols"], dt, 0, (geo.m, 1))
+    colmat = Access(st["cols"], dt, 0, (geo.g * geo.k * geo.m, geo.m, 1))
     gemm = st["gemm"]
+    if _padded(geo) and node.op != "convolution_backward_input":
+        _zero(fg, st["cols"], dt, st["chunks"] * geo.g * geo.k * geo.m)
     if node.op == "convolution":
         wmat = st["w"].with_strides((geo.k, 1))
         outmat = out.with_strides((geo.o * geo.m, geo.m, 1))
-        if _padded(geo):
-            _zero(fg, st["cols"], dt, geo.g * geo.k * geo.m)
-        with for_range(b, 0, geo.n, name="img") as n:
-            _unfold(fg, geo, st["x"], cols, n)
-            with for_range(b, 0, geo.g, name="grp") as g:
-                go = b.mul(g, c(geo.og))
-                gemm.call(fg, fg.address(wmat, [go, c(0)]),
-                          fg.address(colmat, [b.mul(g, c(geo.k)), c(0)]),
-                          fg.address(outmat, [n, go, c(0)]), geo.m, False)
-            if st["bias"] is not None:
-                with loop_nest(b, (geo.o, geo.m), name="bias") as (o, m):
-                    fg.store(fg.sg.add(fg.load(outmat, [n, o, m]), fg.load(st["bias"], [o])),
-                             outmat, [n, o, m])
+
+        def body(g, lo, hi, tid):
+            b = g.b
+            with for_range(b, lo, hi, name="img") as n:
+                _unfold(g, geo, st["x"], cols, n, tid)
+                with for_range(b, 0, geo.g, name="grp") as gi:
+                    go = b.mul(gi, c(geo.og))
+                    gemm.call(g, g.address(wmat, [go, c(0)]),
+                              g.address(colmat, [tid, b.mul(gi, c(geo.k)), c(0)]),
+                              g.address(outmat, [n, go, c(0)]), geo.m, False)
+                if st["bias"] is not None:
+                    with loop_nest(b, (geo.o, geo.m), name="bias") as (o, m):
+                        g.store(g.sg.add(g.load(outmat, [n, o, m]), g.load(st["bias"], [o])),
+                                outmat, [n, o, m])
     elif node.op == "convolution_backward_input":
         wmat = st["w"].with_strides((geo.k, 1))
         gmat = st["grad"].with_strides((geo.o * geo.m, geo.m, 1))
-        _zero(fg, out.buf, dt, geo.n * geo.c * geo.h * geo.w)
-        with for_range(b, 0, geo.n, name="img") as n:
-            with for_range(b, 0, geo.g, name="grp") as g:
-                go = b.mul(g, c(geo.og))
-                gemm.call(fg, fg.address(wmat, [go, c(0)]),
-                          fg.address(gmat, [n, go, c(0)]),
-                          fg.address(colmat, [b.mul(g, c(geo.k)), c(0)]), geo.m, False)
-            _fold(fg, geo, cols, out, n)
+        plane = geo.c * geo.h * geo.w
+
+        def body(g, lo, hi, tid):
+            b = g.b
+            with for_range(b, lo, hi, name="img") as n:
+                with for_range(b, 0, plane, name="z") as e:
+                    g.store(g.sg.const(0, dt), out.with_strides((plane, 1)), [n, e])
+                with for_range(b, 0, geo.g, name="grp") as gi:
+                    go = b.mul(gi, c(geo.og))
+                    gemm.call(g, g.address(wmat, [go, c(0)]),
+                              g.address(gmat, [n, go, c(0)]),
+                              g.address(colmat, [tid, b.mul(gi, c(geo.k)), c(0)]), geo.m,
+                              False)
+                _fold(g, geo, cols, out, n, tid)
     else:
         gmat = st["grad"].with_strides((geo.o * geo.m, geo.m, 1))
-        wmat = out.with_strides((geo.k, 1))
-        if _padded(geo):
-            _zero(fg, st["cols"], dt, geo.g * geo.k * geo.m)
-        if geo.n == 0 or geo.m == 0:
-            _zero(fg, out.buf, dt, geo.o * geo.k)
-            return
-        with for_range(b, 0, geo.n, name="img") as n:
-            _unfold(fg, geo, st["x"], cols, n)
-            later = b.icmp_signed(">", n, c(0))
-            with for_range(b, 0, geo.g, name="grp") as g:
-                go = b.mul(g, c(geo.og))
-                gemm.call(fg, fg.address(gmat, [n, go, c(0)]),
-                          fg.address(colmat, [b.mul(g, c(geo.k)), c(0)]),
-                          fg.address(wmat, [go, c(0)]), geo.k, later)
+        part = Access(st["partial"], dt, 0, (geo.o * geo.k, geo.k, 1))
+        _zero(fg, st["partial"], dt, st["chunks"] * geo.o * geo.k)
+
+        def body(g, lo, hi, tid):
+            b = g.b
+            with for_range(b, lo, hi, name="img") as n:
+                _unfold(g, geo, st["x"], cols, n, tid)
+                with for_range(b, 0, geo.g, name="grp") as gi:
+                    go = b.mul(gi, c(geo.og))
+                    gemm.call(g, g.address(gmat, [n, go, c(0)]),
+                              g.address(colmat, [tid, b.mul(gi, c(geo.k)), c(0)]),
+                              g.address(part, [tid, go, c(0)]), geo.k, True)
+    _over_images(fg, st, body)
+    if node.op == "convolution_backward_weight":     # the chunks' sums, in chunk order
+        part = Access(st["partial"], dt, 0, (geo.o * geo.k, 1))
+        flat = out.with_strides((1,))
+        b = fg.b
+        with for_range(b, 0, geo.o * geo.k, name="dw") as e:
+            acc = fg.load(part, [c(0), e])
+            for t in range(1, st["chunks"]):
+                acc = fg.sg.add(acc, fg.load(part, [c(t), e]))
+            fg.store(acc, flat, [e])
 
 
 for _op in ("convolution", "convolution_backward_input", "convolution_backward_weight"):
