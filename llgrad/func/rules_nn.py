@@ -109,6 +109,13 @@ def _avg_pool2d(op, inputs, attrs, ctx):
     return ctx.wrap(out.reshape(ctx.sizes + x._data.shape[:-3] + out._data.shape[1:]))
 
 
+@rule("max_pool2d_with_indices", "max_pool2d_with_indices_backward")
+def _max_pool2d(op, inputs, attrs, ctx):
+    """The op pools the last two dims of any number of leading ones (indices are per plane):
+    the batch dims lead every operand (the backward's gradient, input and indices)."""
+    return ctx.wrap_all(call(op, tuple(ctx.full(x) for x in inputs), attrs))
+
+
 @rule("convolution", "convolution_backward_input", "convolution_backward_weight")
 def _convolution(op, inputs, attrs, ctx):
     """A batched first operand alone folds into N (one call; not the weight gradient's,

@@ -1,12 +1,11 @@
-"""F.conv2d and F.max_pool2d, built from differentiable views: the input is padded by
-writing it into a bigger filled tensor, its sliding windows are taken with as_strided, and
-the windows are contracted with a matmul (conv2d) or reduced with max over the flattened
-window (max_pool2d, which routes the gradient to the first maximum of each window, as
-PyTorch does)."""
-import math
-
+"""F.conv2d and F.max_pool2d: PyTorch's argument checks and errors, then one op of the table
+each. conv2d pads what the convolution op does not (other padding modes, uneven 'same'
+padding: a filled tensor or an index_select) and calls `convolution` (llgrad/ir/ops_conv.py);
+max_pool2d calls `max_pool2d_with_indices` (llgrad/ir/ops_pool.py: the first maximum of
+each window, its index and the gradient routed there, as PyTorch)."""
 import numpy as np
 
+from ..ir.ops_pool import out_size
 from ..runtime.creation import tensor as _tensor
 
 
@@ -51,15 +50,6 @@ def _index_pad(x, top, bottom, left, right, mode):
     ih = _tensor(idx(top, bottom, h))
     iw = _tensor(idx(left, right, w))
     return x[:, :, ih.unsqueeze(1), iw.unsqueeze(0)].contiguous()
-
-
-def _windows(xp, out_hw, kernel, stride, dilation):
-    """Sliding windows of a contiguous (N, C, Hp, Wp) tensor as an (N, C, OH, OW, KH, KW) view."""
-    sn, sc, sh, sw = xp.stride()
-    n, c = xp.shape[:2]
-    return xp.as_strided((n, c) + tuple(out_hw) + tuple(kernel),
-                         (sn, sc, sh * stride[0], sw * stride[1], sh * dilation[0],
-                          sw * dilation[1]))
 
 
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1,
@@ -122,14 +112,6 @@ def _scalar_name(dtype):
     return names.get(_short(dtype), _short(dtype))
 
 
-def _pool_out(size, k, pad, stride, dilation, ceil_mode):
-    out = (size + 2 * pad - dilation * (k - 1) - 1 + (stride - 1 if ceil_mode else 0)) \
-        // stride + 1
-    if ceil_mode and (out - 1) * stride >= size + pad:
-        out -= 1
-    return out
-
-
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
     """PyTorch's F.max_pool2d; the gradient goes to the first maximum of each window."""
@@ -151,25 +133,15 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
                            f"padW = {pw}, padH = {ph}, kW = {kw}, kH = {kh}")
     if input.ndim not in (3, 4) or input.numel() == 0:
         raise RuntimeError("non-empty 3D or 4D (batch mode) tensor expected for input")
-    if input.ndim == 3:
-        r = max_pool2d(input.unsqueeze(0), (kh, kw), (sh, sw), (ph, pw), (dh, dw), ceil_mode,
-                       return_indices)
-        return (r[0].squeeze(0), r[1].squeeze(0)) if return_indices else r.squeeze(0)
-    n, c, h, w = input.shape
-    oh, ow = _pool_out(h, kh, ph, sh, dh, ceil_mode), _pool_out(w, kw, pw, sw, dw, ceil_mode)
+    c, h, w = input.shape[-3:]
+    oh, ow = out_size(h, kh, ph, sh, dh, ceil_mode), out_size(w, kw, pw, sw, dw, ceil_mode)
     if oh < 1 or ow < 1:
         raise RuntimeError(f"Given input size: ({c}x{h}x{w}). Calculated output size: "
                            f"({c}x{oh}x{ow}). Output size is too small")
-    # rows/columns the last window reaches (ceil_mode may need more than `padding` on the end)
-    bottom = max((oh - 1) * sh + dh * (kh - 1) + 1 - ph - h, 0)
-    right = max((ow - 1) * sw + dw * (kw - 1) + 1 - pw - w, 0)
-    low = -math.inf if input.is_floating_point() else int(np.iinfo(input._data.dtype).min)
-    xp = _filled_pad(input, ph, bottom, pw, right, low)
-    win = _windows(xp, (oh, ow), (kh, kw), (sh, sw), (dh, dw))
-    res = win.reshape(n, c, oh, ow, kh * kw).max(-1)
-    if not return_indices:
-        return res.values
-    k = res.indices.numpy()
-    rows = np.arange(oh).reshape(-1, 1) * sh - ph + (k // kw) * dh
-    cols = np.arange(ow) * sw - pw + (k % kw) * dw
-    return res.values, _tensor((rows * w + cols).astype(np.int64))
+    if input.dtype.name == "bool":
+        raise NotImplementedError('"max_pool2d" not implemented for \'Bool\'')
+    pairs = [(int(a), int(b)) for a, b in ((kh, kw), (sh, sw), (ph, pw), (dh, dw))]
+    values, indices = input._op("max_pool2d_with_indices", kernel_size=pairs[0],
+                                stride=pairs[1], padding=pairs[2], dilation=pairs[3],
+                                ceil_mode=bool(ceil_mode))
+    return (values, indices) if return_indices else values

@@ -4,10 +4,11 @@ avg_pool2d is an op of the table (AvgPool2DBackward0: the window sums of the zer
 input divided by PyTorch's counts, llgrad/ir/ops_nn_more.py); avg_pool1d is avg_pool2d over
 a unit height, as in PyTorch. The adaptive pools are compositions: PyTorch's windows
 (start floor(i*n/o), end ceil((i+1)*n/o)) are equal and disjoint when o divides n, where
-the pool is a reshape and a mean (or max); otherwise adaptive_avg_pool2d multiplies by the
-matrices of window averages and adaptive_max_pool2d gathers every window (padded to the
-longest by repeating its last element, which changes no maximum) and takes the max, its
-flat indices read from a table by the max's position."""
+the pool is a reshape and a mean, or max_pool2d's op (kernel = stride = n/o: the same
+values, indices, NaN and ties); otherwise adaptive_avg_pool2d multiplies by the matrices of
+window averages and adaptive_max_pool2d gathers every window (padded to the longest by
+repeating its last element, which changes no maximum) and takes the max, its flat indices
+read from a table by the max's position."""
 import numpy as np
 
 from ..ir import OPS
@@ -162,6 +163,11 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
     oh, ow = _output_size(output_size, input.shape, "adaptive_max_pool2d")
     shape = tuple(input.shape)
     lead, (h, w) = shape[:-2], shape[-2:]
+    if h and w and _even(h, oh) and _even(w, ow):   # equal disjoint windows: max_pool2d's
+        k = (h // oh, w // ow)
+        res = input._op("max_pool2d_with_indices", kernel_size=k, stride=k, padding=(0, 0),
+                        dilation=(1, 1), ceil_mode=False)
+        return res if return_indices else res[0]
     (sh, eh), (sw, ew) = _windows(h, oh), _windows(w, ow)
     kh = int((eh - sh).max()) if oh else 1
     kw = int((ew - sw).max()) if ow else 1

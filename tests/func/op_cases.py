@@ -237,6 +237,10 @@ CASES = {
     "convolution_backward_weight": (lambda g, a: g._op(
         "convolution_backward_weight", a, weight_size=(4, 2, 3, 3), stride=(2, 1),
         padding=(1, 1), dilation=(1, 1), groups=2), [f(1, 4, 3, 4), f(1, 4, 5, 4)]),
+    "max_pool2d_with_indices_backward": (lambda g, a: g._op(
+        "max_pool2d_with_indices_backward", a, F.max_pool2d(a, 3, 1, 1, return_indices=True)[1],
+        kernel_size=(3, 3), stride=(1, 1), padding=(1, 1), dilation=(1, 1), ceil_mode=False),
+        [f(2, 3, 4), f(2, 3, 4)]),
     "compare": (lambda a, c: (a > c).double() + (a <= 0).double() + a.isfinite().double()
                 + ((a == c) | (a != c) & (a >= c)).double() + a.isnan().logical_not().double()
                 + (a < 0).logical_xor(c < 0).double() + (a < 0).logical_and(c < 0).double(),
