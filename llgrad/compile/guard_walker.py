@@ -19,8 +19,8 @@ Tensors the function reads from its closure and globals (a model held in a globa
 walked too, after the arguments, as collect() walks them; the walker re-reads each cell
 and global name and checks it finds the same kind of value.
 
-Kept out (make_walker returns None, every call takes the full walk): *args / **kwargs
-parameters, a .grad that is also an input or shared, structures nested deeper than
+Kept out (make_walker returns None, every call takes the full walk): a **kwargs
+parameter (a *args parameter's tuple is walked as collect walks it), a .grad that is also an input or shared, structures nested deeper than
 _MAX_DEPTH, NumPy arrays."""
 import inspect
 import itertools
@@ -193,19 +193,42 @@ def _captured(src, fn):
     return roots
 
 
+def _bound_sources(fn, bound, args, kwargs):
+    """Where each bound argument comes from in a call (args[i], the tuple args[i:] a *args
+    parameter holds, kwargs[name]), or None for a **kwargs parameter or an order the walker
+    does not reproduce."""
+    try:
+        kinds = {n: p.kind for n, p in inspect.signature(fn).parameters.items()}
+    except (TypeError, ValueError):
+        kinds = {}
+    exprs, i = [], 0
+    for name, _ in bound:
+        kind = kinds.get(name)
+        if kind is inspect.Parameter.VAR_KEYWORD:
+            return None
+        if kind is inspect.Parameter.VAR_POSITIONAL:
+            exprs.append(f"args[{i}:]")
+            i = len(args)
+        elif i < len(args):
+            exprs.append(f"args[{i}]")
+            i += 1
+        elif name in kwargs:
+            exprs.append(f"kwargs[{name!r}]")
+        else:
+            return None
+    return exprs if i == len(args) and len(exprs) == len(bound) else None
+
+
 def make_walker(fn, args, kwargs):
     """The walker of calls shaped like fn(*args, **kwargs), or None (see the module)."""
     bound = signature_names(fn, args, kwargs)
-    # (the bound arguments: the positional ones, then the keywords under their names;
-    # else *args / **kwargs parameters took some)
-    names = [name for name, _ in bound]
-    if not set(kwargs) <= set(names) or names[len(args):] != sorted(kwargs, key=names.index):
+    exprs = _bound_sources(fn, bound, args, kwargs)
+    if exprs is None:
         return None
     src = _Source()
     src.check(f"len(args) != {len(args)}")
     src.check(f"tuple(kwargs) != {src.const(tuple(kwargs))}" if kwargs else "kwargs")
-    roots = [(f"args[{i}]" if i < len(args) else f"kwargs[{name!r}]", a, 0, False)
-             for i, (name, a) in enumerate(bound)]
+    roots = [(x, a, 0, False) for x, (name, a) in zip(exprs, bound)]
     owner = getattr(fn, "__self__", None) if inspect.ismethod(fn) else \
         (fn if _is_object(fn) else None)        # as collect() finds it
     if owner is not None:
