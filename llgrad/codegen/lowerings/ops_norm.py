@@ -1,10 +1,12 @@
 """Normalisers over dims: softmax, log_softmax, logsumexp, var, std, batch_norm (layer_norm is
 lowered as its decomposition: ir/decompose.py).
 
-One kernel per node: a loop nest over the kept dims, and for each kept index two or three
-passes over the reduced dims (the operand is read through its own strides, any layout):
+One kernel per node: a loop nest over the kept dims (split among the threads), and for each
+kept index two or three passes over the reduced dims (the operand is read through its own
+strides, any layout):
   softmax / log_softmax / logsumexp: m = max (NaN-propagating, as np.max), s = sum of
-      exp(x - m), then the normalised values (or log(s) + m);
+      exp(x - m) (softmax stores each exp in its result on the way), then the normalised
+      values (or log(s) + m);
   var / std: the mean, then the sum of squared deviations (two passes, no
       cancellation), then the result.
 Sums accumulate in float64 (float32 data then agrees with NumPy's pairwise float32 sums
@@ -14,6 +16,7 @@ from ...ir.graph import Value
 from ...ir.geometry import contiguous_strides
 from . import vecmath
 from .loops import Access, loop_nest
+from .parallel import parallel_loops
 from .scalar import F64, Scalar, is_float
 from .table import register
 
@@ -74,28 +77,34 @@ def _emit(plan, group, fg):
                 ostr.append(ocs[k])
                 k += 1
     dst = Access(plan.buffers[out], dt, 0, tuple(ostr))
-    m_slot = fg.alloca(sg.const(0, dt).v.type, "m")
-    s_slot = fg.alloca(F64, "s")
 
     def full(oidx, ridx):
         it_o, it_r = iter(oidx), iter(ridx)
         return [next(it_r) if d in red else next(it_o) for d in range(nd)]
 
-    def over_red(oidx, body):
-        with loop_nest(b, [shape[d] for d in red], name="r") as ridx:
-            body(full(oidx, ridx))
+    def body(g, loops, tid):            # the rows of [lo, hi) of the split kept dim
+        b, sg = g.b, g.sg
+        m_slot = g.alloca(sg.const(0, dt).v.type, "m")
+        s_slot = g.alloca(F64, "s")
 
-    def add64(slot, v):
-        cur = b.load(slot, typ=F64)
-        b.store(b.fadd(cur, v.v, flags=("reassoc",)), slot)
+        def over_red(oidx, fn):
+            with loop_nest(b, [shape[d] for d in red], name="r") as ridx:
+                fn(full(oidx, ridx))
 
-    with loop_nest(b, [shape[d] for d in kept], name="o") as oidx:
-        if node.op in ("softmax", "log_softmax", "logsumexp"):
-            _emit_exp(node, fg, src, dst, m_slot, s_slot, oidx, over_red, full, add64, dt,
-                      len(red))
-        else:
-            _emit_moments(plan, node, fg, src, dst, s_slot, oidx, over_red, full, add64, dt,
-                          count, shape, len(red))
+        def add64(slot, v):
+            cur = b.load(slot, typ=F64)
+            b.store(b.fadd(cur, v.v, flags=("reassoc",)), slot)
+
+        with loops() as oidx:
+            if node.op in ("softmax", "log_softmax", "logsumexp"):
+                _emit_exp(node, g, src, dst, m_slot, s_slot, oidx, over_red, full, add64, dt,
+                          len(red))
+            else:
+                _emit_moments(plan, node, g, src, dst, s_slot, oidx, over_red, full, add64,
+                              dt, count, shape, len(red))
+
+    # rows over the threads: each costs its passes over `count` elements (exp in two)
+    parallel_loops(fg, [shape[d] for d in kept], body, cost=max(1, 3 * count))
 
 
 def _emit_exp(node, fg, src, dst, m_slot, s_slot, oidx, over_red, full, add64, dt, nred):
@@ -113,12 +122,16 @@ def _emit_exp(node, fg, src, dst, m_slot, s_slot, oidx, over_red, full, add64, d
         fin = b.fcmp_ordered("<", sg.abs(m).v, c(float("inf")).v)
         m = sg.select(fin, m, c(0))
     b.store(c64(0).v, s_slot)
-    over_red(oidx, lambda idx: add64(
-        s_slot, sg.cast(vecmath.exp(sg, sg.sub(fg.load(src, idx), m)), "float64")))
+
+    def exp_sum(idx):       # softmax keeps exp(x - m) in its result for the last pass
+        e = vecmath.exp(sg, sg.sub(fg.load(src, idx), m))
+        if node.op == "softmax":
+            fg.store(e, dst, idx)
+        add64(s_slot, sg.cast(e, "float64"))
+    over_red(oidx, exp_sum)
     s = sg.cast(Scalar(b.load(s_slot, typ=F64), "float64"), dt)
     if node.op == "softmax":
-        over_red(oidx, lambda idx: fg.store(
-            sg.div(vecmath.exp(sg, sg.sub(fg.load(src, idx), m)), s), dst, idx))
+        over_red(oidx, lambda idx: fg.store(sg.div(fg.load(dst, idx), s), dst, idx))
     elif node.op == "log_softmax":
         ls = vecmath.log(sg, s)
         over_red(oidx, lambda idx: fg.store(
