@@ -24,7 +24,7 @@ from fractions import Fraction
 
 from llvmlite import ir
 
-from ...ir.erf_table import ERF_CENTRES, ERF_DEGREE, erf_coefficients
+from ...ir.erf_table import ERF_CENTRES, ERF_DEGREE, erf32_coefficients, erf_coefficients
 from .scalar import F32, F64, I32, I64, Scalar
 from .vecmath_trig import cos, sin  # noqa: F401  (re-exported)
 
@@ -275,9 +275,36 @@ def _erf_table(module, deg):
     return gv
 
 
+def _erf32(sg, x):
+    """float32 erf in float32 arithmetic (ir/erf_table.py: the method, within 1 ulp)."""
+    b = sg.b
+    near_q, tail = erf32_coefficients()
+    m = _M(sg, "float32")
+    c = m.c
+    v = x.v
+    ax = sg.call("llvm.fabs", F32, v)
+    near = m.fma(v, m.horner(b.fmul(v, v), near_q[::-1]), v)            # x + x q(x^2)
+    # the tail from |x| clamped to [1, 4] (NaN: 4); x^2 as its rounded value plus the
+    # rounding error (fma), so that e^(-x^2) is e^(-x2) (1 - err)
+    big = b.select(b.fcmp_ordered(">", ax, c(1.0)), ax, c(1.0))
+    big = b.select(b.fcmp_ordered("<", big, c(4.0)), big, c(4.0))
+    t = b.fmul(b.fsub(big, c(2.5)), c(1 / 1.5))
+    x2 = b.fmul(big, big)
+    err = m.fma(big, big, b.fneg(x2))
+    e = m.exp(b.fneg(x2))
+    e = m.fma(e, b.fneg(err), e)
+    far = m.fma(b.fneg(e), m.horner(t, tail[::-1]), c(1.0))
+    far = b.select(b.fcmp_ordered("<", ax, c(4.0)), far, c(1.0))
+    r = b.select(b.fcmp_ordered("<", ax, c(1.0)), near, sg.call("llvm.copysign", F32, far, v))
+    r = b.select(b.fcmp_unordered("uno", v, v), v, r)
+    return Scalar(r, x.dt)
+
+
 def erf(sg, x):
     b = sg.b
     single = x.dt == "float32"
+    if single:
+        return _erf32(sg, x)
     deg = ERF_DEGREE[x.dt]
     v = b.fpext(x.v, F64) if single else x.v
     ax = sg.call("llvm.fabs", F64, v)
