@@ -47,8 +47,31 @@ def _check(node):
     return None
 
 
+def _coalesce(shape, red, accesses):
+    """(shape, red, accesses) with each run of adjacent dims that are all reduced or all
+    kept, and that every access walks as one, merged into one dim: a reduction over (H, W)
+    of a contiguous image becomes one loop of H*W (the inner loop long enough to vectorise,
+    not W with a remainder per row)."""
+    flags = [d in red for d in range(len(shape))]
+    out_shape, out_flags, out_strides = [], [], [[] for _ in accesses]
+    for d, n in enumerate(shape):
+        if out_shape and out_flags[-1] == flags[d] and all(
+                s[-1] == a.strides[d] * n for s, a in zip(out_strides, accesses)):
+            out_shape[-1] *= n
+            for s, a in zip(out_strides, accesses):
+                s[-1] = a.strides[d]
+            continue
+        out_shape.append(n)
+        out_flags.append(flags[d])
+        for s, a in zip(out_strides, accesses):
+            s.append(a.strides[d])
+    new_red = tuple(d for d, f in enumerate(out_flags) if f)
+    return (tuple(out_shape), new_red,
+            tuple(a.with_strides(tuple(s)) for a, s in zip(accesses, out_strides)))
+
+
 def _emit(plan, group, fg):
-    node, b, sg = group.root, fg.b, fg.sg
+    node = group.root
     x = node.inputs[0]
     shape = x.type.shape
     nd = len(shape)
@@ -77,6 +100,9 @@ def _emit(plan, group, fg):
                 ostr.append(ocs[k])
                 k += 1
     dst = Access(plan.buffers[out], dt, 0, tuple(ostr))
+    shape, red, (src, dst) = _coalesce(shape, red, (src, dst))
+    nd = len(shape)
+    kept = [d for d in range(nd) if d not in red]
 
     def full(oidx, ridx):
         it_o, it_r = iter(oidx), iter(ridx)
@@ -186,7 +212,7 @@ def _emit_batch_norm(plan, group, fg):
     """Per channel c: the batch mean and biased variance over dims (0, 2, ...) in float64
     (two passes), or the running statistics; then y = (x - mean) / sqrt(var + eps) * w + b
     in float64, rounded once to x's dtype."""
-    node, b, sg = group.root, fg.b, fg.sg
+    node = group.root
     x, w, bias, rmean, rvar = node.inputs[:5]
     out = node.outputs[0]
     shape = x.type.shape
@@ -198,46 +224,54 @@ def _emit_batch_norm(plan, group, fg):
     count = out.type.numel // nc
     src = plan.access(x, shape)
     dst = Access(plan.buffers[out], dt, 0, contiguous_strides(shape))
-    c64 = lambda v: sg.const(v, "float64")                          # noqa: E731
-    s_slot = fg.alloca(F64, "s")
+    # (N, C, H, W, ...) walked as (N, C, H*W*...) where the layouts allow
+    shape, red, (src, dst) = _coalesce(shape, red, (src, dst))
 
-    def per_channel(v, c):
-        return sg.cast(fg.load(plan.access(v, (nc,)), [c]), "float64")
+    def channels(g, loops, tid):        # the channels of one thread's share
+        b, sg = g.b, g.sg
+        c64 = lambda v: sg.const(v, "float64")                      # noqa: E731
+        s_slot = g.alloca(F64, "s")
 
-    with loop_nest(b, [nc], name="c") as (c,):
-        def over(body):
-            with loop_nest(b, [shape[d] for d in red], name="r") as ridx:
-                body(ridx[:1] + [c] + ridx[1:])
+        def per_channel(v, c):
+            return sg.cast(g.load(plan.access(v, (nc,)), [c]), "float64")
 
-        def add64(v):
-            b.store(b.fadd(b.load(s_slot, typ=F64), v.v, flags=("reassoc",)), s_slot)
+        with loops() as (c,):
+            def over(body):
+                with loop_nest(b, [shape[d] for d in red], name="r") as ridx:
+                    body(ridx[:1] + [c] + ridx[1:])
 
-        if node.attrs.get("training"):
-            b.store(c64(0).v, s_slot)
-            over(lambda idx: add64(sg.cast(fg.load(src, idx), "float64")))
-            mean = sg.div(Scalar(b.load(s_slot, typ=F64), "float64"), c64(count))
-            b.store(c64(0).v, s_slot)
+            def add64(v):
+                b.store(b.fadd(b.load(s_slot, typ=F64), v.v, flags=("reassoc",)), s_slot)
 
-            def dev2(idx):
-                d = sg.sub(sg.cast(fg.load(src, idx), "float64"), mean)
-                add64(sg.mul(d, d))
-            over(dev2)
-            var = sg.div(Scalar(b.load(s_slot, typ=F64), "float64"), c64(count))
-        else:
-            mean, var = per_channel(rmean, c), per_channel(rvar, c)
-        std = Scalar(sg.call("llvm.sqrt", F64, sg.add(var, c64(node.attrs["eps"])).v),
-                     "float64")
-        scale = per_channel(w, c) if w is not None else None
-        shift = per_channel(bias, c) if bias is not None else None
+            if node.attrs.get("training"):
+                b.store(c64(0).v, s_slot)
+                over(lambda idx: add64(sg.cast(g.load(src, idx), "float64")))
+                mean = sg.div(Scalar(b.load(s_slot, typ=F64), "float64"), c64(count))
+                b.store(c64(0).v, s_slot)
 
-        def write(idx):
-            y = sg.div(sg.sub(sg.cast(fg.load(src, idx), "float64"), mean), std)
-            if scale is not None:
-                y = sg.mul(y, scale)
-            if shift is not None:
-                y = sg.add(y, shift)
-            fg.store(sg.cast(y, dt), dst, idx)
-        over(write)
+                def dev2(idx):
+                    d = sg.sub(sg.cast(g.load(src, idx), "float64"), mean)
+                    add64(sg.mul(d, d))
+                over(dev2)
+                var = sg.div(Scalar(b.load(s_slot, typ=F64), "float64"), c64(count))
+            else:
+                mean, var = per_channel(rmean, c), per_channel(rvar, c)
+            std = Scalar(sg.call("llvm.sqrt", F64, sg.add(var, c64(node.attrs["eps"])).v),
+                         "float64")
+            scale = per_channel(w, c) if w is not None else None
+            shift = per_channel(bias, c) if bias is not None else None
+
+            def write(idx):
+                y = sg.div(sg.sub(sg.cast(g.load(src, idx), "float64"), mean), std)
+                if scale is not None:
+                    y = sg.mul(y, scale)
+                if shift is not None:
+                    y = sg.add(y, shift)
+                g.store(sg.cast(y, dt), dst, idx)
+            over(write)
+
+    # channels over the threads: each reads its values two or three times
+    parallel_loops(fg, [nc], channels, cost=3 * count)
 
 
 register("batch_norm", "kernel", emit=_emit_batch_norm, check=_check_batch_norm)
