@@ -1,5 +1,17 @@
 """Session-wide test settings.
 
+Build mode (llgrad/compile/background.py): the suite runs with LLGRAD_COMPILE=sync (native
+code built before the call that needs it) unless LLGRAD_COMPILE is set, so
+
+    python -m pytest -q                                 # sync builds
+    LLGRAD_COMPILE=background python -m pytest -q       # background builds, the default
+                                                        # of llgrad outside the tests
+
+run it in either mode. Tests that look at the native path right after a call (kernels,
+CompiledFunctionBackward nodes, trace counts, logs, profiles) call fn.wait() after the call
+that traced, which waits for a background build and does nothing in sync mode; no build
+outlives the test that queued it (_builds_end_with_their_test).
+
 Compiled kernels go to a disk cache private to this test session, signed with a key of the
 session's own (unless the developer points LLGRAD_CACHE_DIR somewhere on purpose): tests
 never write to the user's cache or make the user's key, and tests that study the cache
@@ -42,6 +54,16 @@ if settings is not None:
     settings.register_profile("ci", max_examples=200, derandomize=True, **_FUZZ)
     settings.register_profile("long", max_examples=5000, **_FUZZ)
     settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture(autouse=True)
+def _builds_end_with_their_test():
+    """Wait, after each test, for the background builds it queued: one still under way
+    would write into the next test's cache directory, count in its compile statistics or
+    run under its monkeypatches."""
+    yield
+    from llgrad.compile import background     # (llgrad imported after the settings above)
+    background.wait_all()
 
 
 @pytest.fixture

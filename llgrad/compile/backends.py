@@ -166,11 +166,35 @@ def build_now(entry, which, interpreter=False):
     """Make and keep the run of entry's `which` graph here (interpreter: the interpreter's,
     after a failed background build)."""
     run = interim_run(entry, which) if interpreter else _build(entry, which)
+    if which == "backward" and background.pending(entry):
+        # (the forward's runner may be made already, and report nothing more: the
+        # backward's first call gives the build's warnings)
+        run = _reporting(entry, run)
     setattr(entry, f"_{which}_run", run)
     if not interpreter and entry.backend.name == "llvm" and \
             not isinstance(entry.kernels.get(which), str):
         background.built(entry, which)
     return run
+
+
+def report(entry):
+    """Give, on the caller's thread and once, the warnings of entry's background build
+    (a graph not lowered to LLVM; a failed build, whose graphs run on the interpreter)."""
+    notes, error = background.reports(entry)
+    for message in notes:
+        warn_once(message)
+    if error is not None:
+        warn_once(f"llgrad.compile({entry.name}): building native code failed, the "
+                  f"graphs run on the interpreter: {error}")
+
+
+def _reporting(entry, run):
+    """A backward run that gives the build's warnings at its first call, then is run."""
+    def first(feeds):
+        entry._backward_run = run
+        report(entry)
+        return run(feeds)
+    return first
 
 
 on_build = None     # instrument.py's hook while a profile or the perf log is on
@@ -209,6 +233,9 @@ _warned = set()
 
 
 def warn_once(message):
+    """warnings.warn(message) the first time (on the build thread: at the next call)."""
+    if background.defer(message):
+        return
     if message not in _warned:
         _warned.add(message)
         warnings.warn(message, UserWarning, stacklevel=5)

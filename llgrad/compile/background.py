@@ -14,17 +14,18 @@ that time steady state; tests that inspect kernels right after a call). `wait(en
 for an entry's build (dumps and explain show native code).
 
 A build that fails runs the graph on the interpreter for good, with a warning naming the
-error at the next call. One worker serves all entries, in the order they asked; after
-os.fork the child starts its own when it next needs one (a build the parent had under way
-is queued again)."""
+error at the next call; warnings of the build itself (a graph not lowered to LLVM) are given
+then too, on the caller's thread (where its warning filters apply), not the worker's. One
+worker serves all entries, in the order they asked; after os.fork the child starts its own
+when it next needs one (a build the parent had under way is queued again)."""
 import os
 import queue
 import threading
 import traceback
 
 _lock = threading.Lock()
-_state = {"queue": None, "worker": None, "generation": 0}
-_local = threading.local()          # .building: this thread is the worker
+_state = {"queue": None, "worker": None, "generation": 0, "last": None}
+_local = threading.local()          # .building: this thread is the worker; .job: its build
 
 
 def enabled(entry):
@@ -65,11 +66,12 @@ def built(entry, which):
 
 class Job:
     """An entry's build: done once both graphs have a run (native, or the interpreter's
-    after a failure); error is the failure's text until it is reported."""
-    __slots__ = ("entry", "done", "error", "generation")
+    after a failure); error is the failure's text and notes the build's warnings until
+    they are reported."""
+    __slots__ = ("entry", "done", "error", "notes", "generation")
 
     def __init__(self, entry, generation):
-        self.entry, self.error, self.generation = entry, None, generation
+        self.entry, self.error, self.notes, self.generation = entry, None, [], generation
         self.done = threading.Event()
 
 
@@ -93,6 +95,7 @@ def request(entry, build):
             _state["worker"] = worker
             worker.start()
         q.put(job)
+        _state["last"] = job
     return job
 
 
@@ -103,20 +106,47 @@ def wait(entry):
         job.done.wait()
 
 
-def reported_error(entry):
-    """The failure of entry's background build, once (then None)."""
+def wait_all():
+    """Wait for every build queued so far (one worker takes them in order: the last one
+    queued ends after all the others); tests wait so that no build outlives its test."""
+    job = _state["last"]
+    if job is not None and job.generation == _state["generation"]:
+        job.done.wait()
+
+
+def defer(message):
+    """On the worker, keep a warning of the build for the caller's thread (True); else
+    False (the caller warns now)."""
+    job = getattr(_local, "job", None)
+    if job is None:
+        return False
+    with _lock:
+        job.notes.append(message)
+    return True
+
+
+def pending(entry):
+    """Whether entry's build has a failure or warnings not reported yet."""
     job = entry._build_job
-    if job is None or job.error is None:
-        return None
-    error, job.error = job.error, None
-    return error
+    return job is not None and (job.error is not None or bool(job.notes))
+
+
+def reports(entry):
+    """(the warnings, the failure's text or None) of entry's background build, once."""
+    job = entry._build_job
+    if job is None or (job.error is None and not job.notes):
+        return [], None
+    with _lock:
+        notes, error = job.notes, job.error
+        job.notes, job.error = [], None
+    return notes, error
 
 
 def _work(q, build_now):
     _local.building = True
     while True:
         job = q.get()
-        entry = job.entry
+        entry, _local.job = job.entry, job
         try:
             for which in ("forward", "backward"):
                 if which == "backward" and entry.backward is None:
@@ -124,19 +154,23 @@ def _work(q, build_now):
                 if getattr(entry, f"_{which}_run") is None:
                     build_now(entry, which)
         except Exception as e:         # noqa: BLE001 (any failure: the interpreter instead)
-            job.error = "".join(traceback.format_exception_only(type(e), e)).strip()
+            error = "".join(traceback.format_exception_only(type(e), e)).strip()
+            with _lock:
+                job.error = error
             for which in ("forward", "backward"):
                 if getattr(entry, f"_{which}_run") is None and \
                         (which == "forward" or entry.backward is not None):
                     build_now(entry, which, interpreter=True)
         finally:
+            job.entry = _local.job = None   # (the entry no longer reachable from its job)
             job.done.set()
+        del job, entry          # (not kept alive by this thread until the next build)
 
 
 def _after_fork_in_child():
     global _lock
     _lock = threading.Lock()
-    _state["queue"] = _state["worker"] = None
+    _state["queue"] = _state["worker"] = _state["last"] = None
     _state["generation"] += 1
 
 

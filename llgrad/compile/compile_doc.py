@@ -40,7 +40,8 @@ Guards and re-tracing
     sets one), and the type and contents of objects fn is given or reads from globals and
     closures (a model, an optimiser: guarded by what they hold, not by identity, as Dynamo
     treats modules). A value read from a tensor that steers Python code (bool(t), t.item())
-    is a value guard. A cache hit never runs fn's Python again. A changed guard traces
+    is a value guard. A cache hit never runs fn's Python again (once its native code is
+    built: until then calls run fn eagerly, see Background builds). A changed guard traces
     again, up to recompile_limit specialisations; then a warning names the guard that
     changed and calls with new guard values run eagerly. A traced run that changed Python
     state (an attribute, a list, a global number) is not kept, since a compiled call could

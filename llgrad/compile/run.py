@@ -13,8 +13,7 @@ from ..runtime import grad_mode
 from .backward_node import CompiledFunctionBackward, FreedBackward
 from ..runtime.creation import default_generator
 from .fastpath import quick_runner
-from . import background
-from .backends import forward_run, warn_once
+from .backends import forward_run, report, warn_once
 from ..runtime.tensor import Tensor
 
 _STORAGE, _DATA = operator.attrgetter("_storage"), operator.attrgetter("_data")
@@ -32,10 +31,7 @@ def entry_runner(entry):
         forward_run(entry)                  # (builds the kernel, or starts its build)
         if entry._forward_run is None:      # (built in the background: not kept till then)
             return functools.partial(_while_building, entry)
-        error = background.reported_error(entry)
-        if error is not None:
-            warn_once(f"llgrad.compile({entry.name}): building native code failed, the "
-                      f"graphs run on the interpreter: {error}")
+        report(entry)                       # (the background build's warnings)
         kernel = entry.kernels.get("forward")
         if getattr(kernel, "direct", False):
             run = quick_runner(entry, kernel.launch_direct,

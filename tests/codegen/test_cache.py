@@ -173,6 +173,7 @@ _SCRIPT = textwrap.dedent("""
         x.grad = w.grad = v.grad = None
         out = loss(x, w, v)
         out.backward()
+        loss.wait()                          # (LLGRAD_COMPILE=background: built by now)
     print(json.dumps({"stats": jit.stats, "loss": float(out),
                       "grad": [t.grad.numpy().ravel().tolist() for t in (x, w, v)],
                       "kernels": sorted(type(k).__name__

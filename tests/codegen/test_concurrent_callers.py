@@ -27,7 +27,8 @@ def two_threads():
 def _problem():
     """An MLP step, forward and backward: BLAS products and loops big enough to thread.
     Returns new_caller(): a call of the one compiled function on tensors of its own
-    (callers on several threads must not share .grad)."""
+    (callers on several threads must not share .grad); new_caller.wait() waits for the
+    function's native code (built in the background: compiled_function.wait)."""
     @llgrad.compile
     def loss(x, w1, w2, w3, y):
         return F.cross_entropy(((x @ w1).tanh() @ w2).relu() @ w3, y)
@@ -49,6 +50,7 @@ def _problem():
             out.backward()
             return float(out), w1.grad.numpy().copy()
         return call
+    new_caller.wait = loss.wait
     return new_caller
 
 
@@ -89,6 +91,7 @@ def test_concurrent_callers_take_no_longer_than_serial_calls(two_threads):
     call = calls[0]
     for _ in range(5):                  # (traced, compiled, warm)
         want = call()
+        new_caller.wait()
     serial, concurrent = [], []
     for _ in range(ATTEMPTS):           # (each attempt: the two back to back, in one noise)
         serial.append(_serial(call, CALLS))
@@ -108,6 +111,7 @@ def test_callers_on_every_cpu_run_their_chunks_themselves(two_threads, run_on_th
     calls = [new_caller() for _ in range(2 * cpus.cpu_count())]
     for _ in range(3):                  # (the first call is the traced, eager one)
         want = calls[0]()
+        new_caller.wait()
 
     def work(k):
         call = calls[k]

@@ -159,6 +159,7 @@ def test_disk_cache_links_the_library(tmp_path, blas_env):
         x = llgrad.tensor(np.linspace(-1, 1, 6 * 40, dtype=np.float32).reshape(6, 40))
         w = llgrad.tensor(np.linspace(1, -1, 9 * 40, dtype=np.float32).reshape(9, 40))
         cf(x, w)
+        cf.wait()                   # (LLGRAD_COMPILE=background: built by now)
         got = cf(x, w).item()
         want = float(np.tanh(x.numpy().astype(np.float64) @ w.numpy().T).sum())
         assert abs(got - want) < 1e-4 * abs(want), (got, want)

@@ -135,6 +135,7 @@ def _run(fn, arrays, backend):
     f = fn if backend == "eager" else llgrad.compile(fn, backend=backend)
     if backend != "eager":
         f(*[llgrad.tensor(a.copy()) for a in arrays])      # the trace; then the compiled run
+        f.wait()
     out = f(*ts)
     outs = out if isinstance(out, tuple) else (out,)
     return [o.numpy().copy() for o in outs], [t.numpy() for t in ts], \
@@ -175,6 +176,7 @@ def test_an_optimiser_step_updates_parameters_and_state_in_place():
     before = [[p._version for p in n.parameters()] for n in nets]
     for _ in range(4):
         want, got = step(nets[0], opts[0]), cstep(nets[1], opts[1])
+        cstep.wait()
         np.testing.assert_allclose(got.item(), want.item(), rtol=1e-5)
     for p, q, b0, b1 in zip(nets[0].parameters(), nets[1].parameters(), *before):
         np.testing.assert_allclose(q.detach().numpy(), p.detach().numpy(), rtol=1e-5, atol=1e-6)
@@ -197,6 +199,7 @@ def test_inputs_sharing_memory_run_eagerly_where_one_is_written_in_place():
     cf = llgrad.compile(f)
     for _ in range(2):
         cf(llgrad.tensor(_a(6)), llgrad.tensor(_a(2, 3)))
+        cf.wait()       # (while it builds, every call runs eagerly, without the warning)
     data = _a(6)
     p, p_eager = llgrad.tensor(data), llgrad.tensor(data)
     with pytest.warns(UserWarning, match="running eagerly: inputs share memory"):
@@ -207,6 +210,7 @@ def test_inputs_sharing_memory_run_eagerly_where_one_is_written_in_place():
     g = llgrad.compile(lambda p, q: p * 2.0 + q.sum())     # nothing written: compiled
     for _ in range(2):
         g(llgrad.tensor(_a(6)), llgrad.tensor(_a(2, 3)))
+        g.wait()
     np.testing.assert_allclose(g(p, p.view(2, 3)).numpy(), (p * 2.0 + p.sum()).numpy())
 
 

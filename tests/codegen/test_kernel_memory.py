@@ -43,6 +43,7 @@ marks = {}
 for i in range(1, N + 1):
     f = make(float(i % K) + 0.5)
     f(x, w)                     # traced
+    f.wait()                    # (LLGRAD_COMPILE=background: built by now)
     f(x, w).backward()          # native, forward and backward
     del f
     if i in (N // 5, N):

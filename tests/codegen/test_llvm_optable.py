@@ -147,6 +147,7 @@ class Run:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 outs = self.cf(*inputs)
+                self.cf.wait()          # (background builds: the backend runs next call)
         self.state = state_to_array(default_generator.rng.bit_generator)
         self.values = [o.detach().numpy().copy() for o in outs]
         diff = [o for o in outs if o.requires_grad]

@@ -136,6 +136,7 @@ def test_compiled_layer_norm_gelu_matches_eager_and_interpreter(approximate):
     for backend in ("llvm", "interpret"):
         vg = llgrad.value_and_grad(f, argnums=(0, 1, 2), backend=backend)
         vg(*[llgrad.tensor(a) for a in arrays])            # (the first call traces eagerly)
+        vg.wait()
         val, grads = vg(*[llgrad.tensor(a) for a in arrays])
         results[backend] = [val.numpy()] + [g.numpy() for g in grads]
         if backend == "llvm":

@@ -262,6 +262,7 @@ def test_compiled_value_and_grad_matches_on_both_paths(monkeypatch):
         x = llgrad.tensor(xa)
         for _ in range(3):                  # traced, then the quick runner
             v, gx = vg(x)
+            vg.wait()
         kern = vg.entries[0].kernels["forward"]
         assert _is_builtin(kern._fn) == (p == "trampoline")
         got[p] = (v.numpy(), gx.numpy())

@@ -48,12 +48,14 @@ def test_cache_hit_does_not_run_the_python_function_again():
         x = llgrad.tensor(rnd(0, 3, 4), requires_grad=True)
         cf(x).backward()
         np.testing.assert_allclose(x.grad.numpy(), 2 * np.exp(rnd(0, 3, 4)), rtol=RTOL)
+        cf.wait()       # (background builds: calls run fn eagerly until the code is ready)
     assert f.calls == 1 and cf.n_traces == 1
 
 
 def test_first_call_is_eager_later_calls_run_the_compiled_graphs():
     cf = llgrad.compile(_exp_loss)
     first = cf(llgrad.ones(3, requires_grad=True))
+    cf.wait()
     second = cf(llgrad.ones(3, requires_grad=True))
     assert type(first.grad_fn).__name__ == "SumBackward0"
     assert type(second.grad_fn).__name__ == "CompiledFunctionBackward"
@@ -85,6 +87,7 @@ def test_guard_change_retraces_and_stays_correct(what):
     f = counted(_guarded)
     cf = llgrad.compile(f)
     cf(_make_input("base", 1))
+    cf.wait()
     cf(_make_input("base", 1))
     assert cf.n_traces == 1 and f.calls == 1
     if what == "strides":
@@ -100,6 +103,7 @@ def test_guard_change_retraces_and_stays_correct(what):
             out.backward(g)
             want.backward(g)
             np.testing.assert_allclose(x.grad.numpy(), ex.grad.numpy(), rtol=RTOL)
+        cf.wait()
     assert cf.n_traces == 2 and f.calls == 2
     cf(_make_input("base", 1))               # the first key is still cached
     assert cf.n_traces == 2 and f.calls == 2
@@ -131,6 +135,7 @@ def test_data_dependent_branch_is_a_value_guard():
     for v, want, traces in [(1., 2., 1), (1., 2., 1), (-1., -3., 2), (-1., -3., 2), (1., 2., 2)]:
         assert cf(llgrad.tensor([v])).item() == want
         assert cf.n_traces == traces
+        cf.wait()       # (built: the next call checks the value guard)
 
 
 def test_recompile_limit_warns_once_naming_the_guard_then_runs_eagerly():
@@ -138,6 +143,7 @@ def test_recompile_limit_warns_once_naming_the_guard_then_runs_eagerly():
     cf = llgrad.compile(f, recompile_limit=2)
     cf(llgrad.ones(1, requires_grad=True))
     cf(llgrad.ones(2, requires_grad=True))
+    cf.wait()
     assert cf.n_traces == 2 and f.calls == 2
     with pytest.warns(RuntimeWarning, match="recompile limit") as rec:
         out = cf(llgrad.ones(3, requires_grad=True))
@@ -198,6 +204,7 @@ def test_decorator_without_arguments_and_inlining_into_another_compiled_function
         x = llgrad.ones(2, requires_grad=True)
         outer(x).backward()
         np.testing.assert_allclose(x.grad.numpy(), [2 * np.e] * 2, rtol=RTOL)
+        outer.wait()    # (while it builds, outer runs eagerly: calling inner)
     assert outer.n_traces == 1 and inner.n_traces == 0           # inlined into outer's trace
 
 
@@ -206,6 +213,7 @@ def test_decorator_without_arguments_and_inlining_into_another_compiled_function
 def _compiled_twice(cf, *make):
     """Call cf twice (the second runs the compiled graphs); return the 2nd inputs and output."""
     cf(*[m() for m in make])
+    cf.wait()
     args = [m() for m in make]
     out = cf(*args)
     assert type(out.grad_fn).__name__ == "CompiledFunctionBackward"
@@ -246,6 +254,7 @@ def test_hooks_on_compiled_outputs():
     cf = llgrad.compile(f)
     for call in range(3):
         got = run(cf)
+        cf.wait()
         assert len(got[0]) == len(want[0]) == 1
         for g, w in zip([got[0][0], *got[1:4]], [want[0][0], *want[1:4]]):
             np.testing.assert_allclose(g, w, rtol=RTOL, atol=ATOL, err_msg=f"call {call + 1}")
@@ -452,4 +461,5 @@ def test_a_number_read_from_a_tensor_and_returned_is_a_value_guard():
     for v in [1.0, 1.0, 2.0, 2.0, 1.0]:
         out, total = f(llgrad.full((2,), v))
         assert total == 2 * v and out.numpy().tolist() == [2 * v, 2 * v]
+        f.wait()
     assert f.n_traces == 2

@@ -143,6 +143,7 @@ def check_program(prog, backend):
     for call in range(3):
         got = run_once(cf, prog)
         assert_same(got, want, f"{prog['fn'].__name__} [{backend}] call {call + 1}")
+        cf.wait()                   # (the native code, when built in the background)
         if backend != "eager" and call > 0:   # the compiled graphs ran
             for (path, *rest), gf in zip(got["out"], got["grad_fns"]):
                 if rest[0] == "tensor" and rest[3]:

@@ -96,6 +96,7 @@ def test_positional_forward_with_grads_takes_the_grad_free_entry_on_the_fast_pat
     f = llgrad.compile(lambda x, w: (x @ w).tanh().sum())
     x, w = llgrad.randn(4, 3), llgrad.randn(3, 2, requires_grad=True)
     f(x, w).backward()                  # traced with w.grad None
+    f.wait()
     f(x, w).backward()                  # w.grad exists: the same entry, compiled now
     walks = _walks(monkeypatch)
     for _ in range(3):
@@ -130,8 +131,10 @@ def test_grad_free_entry_keeps_value_guards():
     w = llgrad.tensor([1.0, 1.0], requires_grad=True)
     pos, neg = llgrad.tensor([1.0, 2.0]), llgrad.tensor([-1.0, -2.0])
     cf(pos, w).backward()
+    cf.wait()           # (built: the next calls check the value guard)
     cf(neg, w).backward()               # w.grad exists from here on
     for x in (pos, neg, pos):
+        cf.wait()
         before = w.grad.numpy().copy()
         out = cf(x, w)
         out.backward()

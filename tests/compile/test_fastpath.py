@@ -98,6 +98,7 @@ def test_value_and_grad_repeats_take_the_quick_runner(monkeypatch):
     x, w = llgrad.tensor(np.linspace(-1, 1, 6)), llgrad.tensor(np.linspace(0.5, 2, 6))
     want = _eager_grads(x, w)
     vg(x, w)
+    vg.wait()           # (background builds: native from the next call on)
     vg(x, w)
     walks = _walks(monkeypatch)
     for _ in range(3):
@@ -118,6 +119,7 @@ def test_compiled_backward_repeats_take_the_quick_runner(monkeypatch):
     def args():
         return llgrad.tensor(base), llgrad.tensor(base + 2, requires_grad=True)
     cf(*args())
+    cf.wait()
     cf(*args())
     walks = _walks(monkeypatch)
     for _ in range(3):
@@ -193,7 +195,9 @@ def test_entries_told_apart_by_value_guards_share_one_flat_key(monkeypatch):
     cf = llgrad.compile(f, transform=False)
     pos, neg = llgrad.tensor([1.0, 2.0]), llgrad.tensor([-1.0, -2.0])
     for _ in range(2):
-        cf(pos), cf(neg)
+        for x in (pos, neg):
+            cf(x)
+            cf.wait()   # (built: the next call checks the value guard)
     walks = _walks(monkeypatch)
     for _ in range(3):
         np.testing.assert_array_equal(cf(pos).numpy(), [2.0, 4.0])
@@ -237,6 +241,7 @@ def test_reshaped_outputs_are_fresh_buffers_of_a_direct_kernel():
     args = [llgrad.tensor(a) for a in arrays]
     for _ in range(2):
         value, (gw, gb) = vg(*args)
+        vg.wait()
     assert vg.entries[0].kernels["forward"].direct and _quick(vg, False)
     assert gb.shape == (5,) and gb.stride() == (1,) and gb.numpy().base is None
     params = [llgrad.tensor(a, requires_grad=True) for a in arrays[1:]]

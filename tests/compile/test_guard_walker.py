@@ -204,12 +204,14 @@ def test_compiled_training_step_takes_no_full_walk_once_warm(monkeypatch):
     for _ in range(3):
         _step(nets[0], opts[0], loss_fn, x, y)
         step(nets[1], opts[1], loss_fn, x, y)
+        step.wait()     # (calls while a build runs take the full walk: they run eagerly)
     walks = _walks(monkeypatch)
     for k in range(6):
         if k == 3:                  # train -> eval -> train: each mode's own entry
             nets[0].eval(), nets[1].eval()
         want = _step(nets[0], opts[0], loss_fn, x, y)
         got = step(nets[1], opts[1], loss_fn, x, y)
+        step.wait()
         np.testing.assert_allclose(got.item(), want.item(), rtol=1e-5)
         for p, q in zip(nets[0].parameters(), nets[1].parameters()):
             np.testing.assert_allclose(q.detach().numpy(), p.detach().numpy(), rtol=1e-5,
@@ -227,6 +229,7 @@ def test_keyword_calls_get_a_walker(monkeypatch):
     x = llgrad.randn(4, 3)
     for _ in range(2):
         f(x, model=m)
+        f.wait()
     walks = _walks(monkeypatch)
     for _ in range(3):
         np.testing.assert_allclose(f(x, model=m).item(), m(x).sum().item(), rtol=1e-6)
@@ -302,6 +305,7 @@ def test_a_step_reading_its_model_from_globals_takes_no_full_walk(monkeypatch):
         want = _global_step(x, y)
         _MODEL, _OPT = nets[1], opts[1]
         got = step(x, y)
+        step.wait()
         np.testing.assert_allclose(got.item(), want.item(), rtol=1e-5)
     for p, q in zip(nets[0].parameters(), nets[1].parameters()):
         np.testing.assert_allclose(q.detach().numpy(), p.detach().numpy(), rtol=1e-5, atol=1e-6)

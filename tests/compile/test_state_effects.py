@@ -134,4 +134,6 @@ def test_returned_item_is_an_output_and_a_guarded_item_still_guards(backend):
         x = llgrad.tensor([v, 1.0])
         assert cr(x) == pytest.approx(returned(x)) and type(cr(x)) is float
         np.testing.assert_allclose(cs(x).numpy(), steering(x).numpy())
+        cr.wait()
+        cs.wait()       # (built: the next call checks the value guard)
     assert cr.n_traces == 1 and cs.n_traces == 4     # (a guard on each value read)

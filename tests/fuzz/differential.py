@@ -210,6 +210,7 @@ def check_program(prog, backends=BACKENDS):
         cf = llgrad.compile(fn, backend=b)
         for call in ("trace call", "compiled call"):
             got = run(cf, make_inputs)
+            cf.wait()       # (background builds: native from the next call)
             what = f"[{b}] {call}"
             if want.error is not None:
                 assert got.error is not None, \
@@ -226,6 +227,7 @@ def check_program(prog, backends=BACKENDS):
                 want_ng = run(fn, make_inputs)
                 for call in ("no_grad trace call", "no_grad compiled call"):
                     got = run(cf, make_inputs)
+                    cf.wait()       # (background builds: native from the next call)
                     what = f"[{b}] {call}"
                     if want_ng.error is not None:   # (an output viewing an input that
                         # requires grad, made under no_grad: it requires grad, with no edge)
@@ -238,6 +240,7 @@ def check_program(prog, backends=BACKENDS):
         elif want_rl is not None:
             for call in ("relaid trace call", "relaid compiled call"):
                 got = run(cf, third)
+                cf.wait()       # (background builds: native from the next call)
                 what = f"[{b}] {call}"
                 if want_rl.error is not None:
                     assert got.error is not None, \

@@ -198,6 +198,10 @@ def _events(scenario, ns, filename):
                 exec(code, ns)
             except Exception as e:          # noqa: BLE001 - compared with the other world
                 err = e
+            for f in scenario.funcs:        # (background builds: native from the next event)
+                wait = getattr(ns.get(f.name), "wait", None)
+                if wait is not None:
+                    wait()
         yield k, err, snapshot(ns, {f.name for f in scenario.funcs}), \
             [f"{w.category.__name__}: {w.message}" for w in warned]
 

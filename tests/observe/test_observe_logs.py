@@ -104,6 +104,7 @@ def test_a_value_guard_recompile_says_where_the_value_was_read(logs):
         return x * 3
 
     f(llgrad.ones(3))
+    f.wait()            # (built: the next call checks the value guard)
     f(-llgrad.ones(3))
     text = h.text()
     assert "value guard failed" in text and \
@@ -162,6 +163,7 @@ def test_compile_channel_reports_trace_and_kernel_builds(logs):
 
     x, w = llgrad.randn(3, 5), llgrad.randn(5, 2, requires_grad=True)
     f(x, w).backward()
+    f.wait()            # (background: the kernels are built and logged meanwhile)
     f(x, w).backward()
     text = h.text("compile")
     assert "traced f (forward 3 ops, backward" in text and "partition" in text, text
@@ -176,6 +178,7 @@ def test_perf_channel_splits_each_call(logs):
 
     x, w = llgrad.randn(3, 5), llgrad.randn(5, 2, requires_grad=True)
     f(x, w).backward()
+    f.wait()
     h = logs("perf")
     f(x, w).backward()
     f(x, w).backward()
@@ -228,7 +231,9 @@ def test_progress_line_after_a_long_compile(monkeypatch, capsys):
 
     x, w = llgrad.randn(3, 5), llgrad.randn(5, 2, requires_grad=True)
     train_step(x, w).backward()
-    assert "llgrad: compiled" not in capsys.readouterr().err     # (kernels not built yet)
+    if os.environ.get("LLGRAD_COMPILE") == "sync":    # (kernels built at the next call)
+        assert "llgrad: compiled" not in capsys.readouterr().err
+    train_step.wait()   # (background: the line comes when the build ends)
     train_step(x, w).backward()
     err = capsys.readouterr().err
     assert err.count("llgrad: compiled train_step (forward 3 ops, backward") == 1, err

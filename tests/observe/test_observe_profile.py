@@ -32,6 +32,7 @@ def test_every_kernel_group_of_a_known_graph_appears():
     args = _args(32, 64, 64)
     for _ in range(2):
         f(*args).backward()
+        f.wait()        # (background builds: native code from the next call on)
     entry = f.entries[-1]
     with llgrad.profile() as p:
         for _ in range(3):
@@ -58,6 +59,7 @@ def test_rows_add_up_to_the_measured_call_time():
     with llgrad.no_grad():
         for _ in range(2):
             f(*args)
+            f.wait()
     best = None
     for attempt in range(8):        # (a noisy machine: the best of a few tries)
         with llgrad.profile() as p, llgrad.no_grad():
@@ -93,6 +95,7 @@ def test_chrome_trace_parses(tmp_path):
     f = llgrad.compile(_mlp_loss)
     args = _args(16, 32, 32)
     f(*args).backward()
+    f.wait()
     with llgrad.profile() as p:
         f(*args).backward()
         f(*args).backward()
@@ -108,6 +111,7 @@ def test_leaving_the_block_restores_everything_and_results_stay_right():
     f = llgrad.compile(_mlp_loss)
     args = _args(16, 32, 32)
     f(*args).backward()
+    f.wait()
     f(*args).backward()
     entry = f.entries[-1]
     kernels = dict(entry.kernels)
@@ -119,6 +123,7 @@ def test_leaving_the_block_restores_everything_and_results_stay_right():
         xs = llgrad.randn(5, requires_grad=True)
         for _ in range(3):
             g(xs).backward()
+            g.wait()    # (background: built on the worker while the profile is on)
     assert compiled_function.CompiledFunction.__call__ is instrument._ORIG_CALL_FOR_TESTS
     assert not instrument.active()
     for which, k in kernels.items():
@@ -135,6 +140,7 @@ def test_whole_kernel_timing_without_group_wrappers(groups):
     args = _args(16, 32, 32)
     for _ in range(2):
         f(*args).backward()
+        f.wait()
     with llgrad.profile(groups=groups) as p:
         f(*args).backward()
     names = [r.name for r in p.kernel_rows()]

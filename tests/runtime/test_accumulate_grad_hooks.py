@@ -50,6 +50,7 @@ def _warm(fn, *args):
     for _ in range(5):
         if type(fn(*args).grad_fn).__name__ == "CompiledFunctionBackward":
             return
+        fn.wait()       # (built in the background: compiled from the next call on)
     raise AssertionError("not compiled")
 
 

@@ -52,6 +52,7 @@ def test_split_frees_saved_before_late_gradients():
     cf = llgrad.compile(_mlp, backend="llvm")
     for _ in range(2):                  # (the first call runs the trace's own values)
         _grads(cf, arrays)
+        cf.wait()
     kernel = _backward_kernel(cf)
     assert kernel.split is not None
     start, late, released = kernel.split
@@ -91,6 +92,7 @@ def test_no_split_for_small_graphs_or_returned_saved_values():
     cf = llgrad.compile(lambda x, w: (x @ w).tanh().sum(), backend="llvm")
     for _ in range(2):
         llgrad.autograd.grad(cf(x, w), [w])
+        cf.wait()
     assert _backward_kernel(cf).split is None        # too little memory at stake
 
     # the saved activation is also returned (the user holds it): gradients still right
