@@ -1,7 +1,11 @@
 """The thread count of native code, by PyTorch's names: `llgrad.set_num_threads(n)` and
 `llgrad.get_num_threads()`. The count lives in codegen/native/threadcount.py (a word native loops read
 at run time); these wrappers import it on first use, so `import llgrad` does not load
-llvmlite."""
+llvmlite. LLGRAD_NUM_THREADS pins NumPy's OpenBLAS at import, as set_num_threads does
+(codegen/native/openblas.py)."""
+from .codegen.native import openblas
+
+openblas.pin_from_env()
 
 
 def set_num_threads(n: int) -> None:

@@ -27,24 +27,19 @@ no more than its work. NumPy's own matmuls outside kernels keep OpenBLAS's threa
 count `set_num_threads` sets), except while a kernel is in the shim. Where the shim cannot
 be built, kernels call OpenBLAS directly, as before."""
 import ctypes
-import glob
 import os
 
-import numpy
 from llvmlite import ir
 
 # (the pool the shims run chunks on; its import publishes the cpus.py words the pool's
 # code links against, before any shim is linked)
 from ..lowerings.pool import ensure_pool
 from . import jit, keys
+from .openblas import GETTERS, SETTERS, libraries, thread_setter
 from .threadcount import COUNT as _COUNT
 from .threadcount import RUN as _RUN
 
 _found = None
-_GETTERS = ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_",
-            "openblas_get_num_threads")
-_SETTERS = ("scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_",
-            "openblas_set_num_threads")
 _SHIM = {"float32": "llgrad_blas_sgemm", "float64": "llgrad_blas_dgemm"}
 _REAL = "llgrad_blas_real."                  # + the routine's name: what the shim calls
 CHUNK_WORK = 65536.0 * 4                    # multiply-adds per chunk, at least
@@ -73,15 +68,6 @@ _CANDIDATES = {
 }
 
 
-def _libraries():
-    base = os.path.dirname(numpy.__file__)
-    pats = [os.path.join(base, os.pardir, "numpy.libs", "lib*openblas*.so*"),
-            os.path.join(base, ".dylibs", "lib*openblas*.dylib"),
-            os.path.join(base, os.pardir, "numpy.libs", "*openblas*.dll")]
-    for pat in pats:
-        yield from sorted(glob.glob(pat))
-
-
 def gemm_symbols():
     """{dtype: (symbol, int_bits)} for the gemm routines found (empty when none is)."""
     global _found
@@ -93,7 +79,7 @@ def gemm_symbols():
 
 
 def _search():
-    for path in _libraries():
+    for path in libraries():
         try:
             lib = ctypes.CDLL(path)
         except OSError:
@@ -110,8 +96,8 @@ def _search():
                 break
         if found:
             _found_lib.append(lib)         # keep it loaded
-            getter = next((getattr(lib, g) for g in _GETTERS if hasattr(lib, g)), None)
-            setter = next((getattr(lib, s) for s in _SETTERS if hasattr(lib, s)), None)
+            getter = next((getattr(lib, g) for g in GETTERS if hasattr(lib, g)), None)
+            setter = next((getattr(lib, s) for s in SETTERS if hasattr(lib, s)), None)
             shims = _shims(found, real, getter, setter) if getter and setter else None
             for dt, (sym, _) in found.items():
                 jit.add_symbol(sym, shims[dt] if shims else real[sym])
@@ -335,25 +321,18 @@ def set_num_threads(n):
     """Set the thread count of NumPy's OpenBLAS (what NumPy's own matmuls use too); True
     if the library offers the call. Small matrices run faster on one thread. (While a
     kernel is inside the shim, the count is recorded and set when the last one leaves.)"""
-    for path in _libraries():
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
-        for sym in _SETTERS:
-            fn = getattr(lib, sym, None)
-            if fn is not None:
-                fn.argtypes = [ctypes.c_int]
-                _lock_fn(_MUTEX)
-                try:
-                    if _users.value > 0:
-                        _saved.value = int(n)
-                    else:
-                        fn(int(n))
-                finally:
-                    _unlock_fn(_MUTEX)
-                return True
-    return False
+    fn = thread_setter()
+    if fn is None:
+        return False
+    _lock_fn(_MUTEX)
+    try:
+        if _users.value > 0:
+            _saved.value = int(n)
+        else:
+            fn(int(n))
+    finally:
+        _unlock_fn(_MUTEX)
+    return True
 
 
 def _after_fork_in_child():
