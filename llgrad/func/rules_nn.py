@@ -109,7 +109,7 @@ def _avg_pool2d(op, inputs, attrs, ctx):
     return ctx.wrap(out.reshape(ctx.sizes + x._data.shape[:-3] + out._data.shape[1:]))
 
 
-@rule("max_pool2d_with_indices", "max_pool2d_with_indices_backward")
+@rule("max_pool2d_with_indices", "max_pool2d_with_indices_backward", "avg_pool2d_backward")
 def _max_pool2d(op, inputs, attrs, ctx):
     """The op pools the last two dims of any number of leading ones (indices are per plane):
     the batch dims lead every operand (the backward's gradient, input and indices)."""

@@ -2,14 +2,21 @@
 PyTorch's backward node (ConstantPadNdBackward0, ReflectionPad{1,2,3}DBackward0,
 ReplicationPad{1,2,3}DBackward0, AvgPool2DBackward0, NativeGroupNormBackward0).
 
-Native code runs each as its decomposition into primitive ops: a constant pad is a filled
-buffer with the input put into it (strided_put), a reflect/replicate pad one index_select
-per padded dim, avg_pool2d the sum over an as_strided window view of the padded input
-divided by the window counts, group_norm layer_norm's primitives over (N, G, C/G * ...).
-`pad` attributes are in PyTorch's order: (left, right) of the last dim first."""
+Native code runs the pads and group_norm as their decompositions into primitive ops: a
+constant pad is a filled buffer with the input put into it (strided_put), a
+reflect/replicate pad one index_select per padded dim, group_norm layer_norm's primitives
+over (N, G, C/G * ...). `pad` attributes are in PyTorch's order: (left, right) of the last
+dim first.
+
+avg_pool2d (over the last two dims of (..., H, W)) and its backward, avg_pool2d_backward
+(AvgPool2DBackwardBackward0), have native kernels (codegen/lowerings/ops_avgpool.py). The
+backward spreads each gradient / its window's divisor over the window, adding where windows
+overlap; as in PyTorch it takes the input for its shape only (its gradient there is zeros),
+and its VJP is avg_pool2d of the incoming gradient (it is linear)."""
 import numpy as np
 
 from .geometry import contiguous_strides
+from .ops_pool import _windows
 from .optable import defop
 
 
@@ -121,91 +128,95 @@ for _op, _mode, _node in (("reflection_pad", "reflect", "ReflectionPad"),
 # ---- avg_pool2d ------------------------------------------------------------------------------
 
 def pool_out(size, k, pad, stride, ceil_mode):
+    """PyTorch's pooling output length of one dim (no dilation)."""
     out = (size + 2 * pad - (k - 1) - 1 + (stride - 1 if ceil_mode else 0)) // stride + 1
     if ceil_mode and (out - 1) * stride >= size + pad:
         out -= 1
     return out
 
 
+def window_count(o, n, k, stride, pad, count_include_pad):
+    """PyTorch's divisor along one dim of output o (an int or an array of them): the
+    window's length clipped to the padded input [-pad, n + pad), or, without
+    count_include_pad, to the input itself."""
+    start = o * stride - pad
+    end = np.minimum(start + k, n + pad)
+    if count_include_pad:
+        return end - start
+    return np.minimum(end, n) - np.maximum(start, 0)
+
+
 def avg_geometry(h, w, kernel_size, stride, padding, ceil_mode, count_include_pad,
                  divisor_override):
-    """(oh, ow, bottom, right, divisor): the output size, the zeros the windows need below
-    and right of the input (beyond the padding), and PyTorch's divisor of each window."""
-    out, ends, divs = [], [], []
+    """(oh, ow, divisor): the output size and PyTorch's divisor of each window (float64)."""
+    out, divs = [], []
     for n, k, s, p in zip((h, w), kernel_size, stride, padding):
         o = pool_out(n, k, p, s, ceil_mode)
-        start = np.arange(o) * s - p
-        end = np.minimum(start + k, n + p)
-        size = end - start
-        valid = np.minimum(end, n) - np.maximum(start, 0)
         out.append(o)
-        ends.append(max((o - 1) * s + k - p - n, 0))
-        divs.append(size if count_include_pad else valid)
+        divs.append(window_count(np.arange(o), n, k, s, p, count_include_pad))
     if divisor_override:
-        div = np.full((out[0], out[1]), float(divisor_override))
-    else:
-        div = np.outer(divs[0], divs[1]).astype(np.float64)
-    return out[0], out[1], ends[0], ends[1], div
+        return out[0], out[1], np.full((out[0], out[1]), float(divisor_override))
+    return out[0], out[1], np.outer(divs[0], divs[1]).astype(np.float64)
 
 
-def _avg_parts(shape, a):
-    """(padded shape, window geometry over the padded contiguous buffer, divisor)."""
-    lead, (h, w) = tuple(shape[:-2]), shape[-2:]
-    (ph, pw), (sh, sw), (kh, kw) = a["padding"], a["stride"], a["kernel_size"]
-    oh, ow, bottom, right, div = avg_geometry(h, w, a["kernel_size"], a["stride"], a["padding"],
-                                              a["ceil_mode"], a["count_include_pad"],
-                                              a["divisor_override"])
-    padded = lead + (h + ph + bottom, w + pw + right)
-    st = contiguous_strides(padded)
-    geom = (lead + (oh, ow, kh, kw), st[:-2] + (sh * st[-2], sw, st[-2], 1), 0)
-    return padded, geom, div
+def _avg_windows(x, kernel_size, stride, padding, ceil_mode):
+    """max pooling's [(k, output slices, slice of x)] per kernel offset, without dilation:
+    the outputs whose window reads inside x at that offset (the zero padding is never
+    read, so no padded copy is made)."""
+    return _windows(x, kernel_size, stride, padding, (1, 1), ceil_mode)[2]
+
+
+def _divided(acc, div):
+    # floats divide in their dtype (float32 / float32 is float64 division rounded once
+    # more: the same value, and native code's), integers as before in float64, truncated
+    if acc.dtype.kind == "f":
+        return acc / div.astype(acc.dtype)
+    return acc / div
 
 
 def _avg_pool2d(x, kernel_size, stride, padding, ceil_mode, count_include_pad,
                 divisor_override):
-    a = dict(kernel_size=kernel_size, stride=stride, padding=padding, ceil_mode=ceil_mode,
-             count_include_pad=count_include_pad, divisor_override=divisor_override)
-    padded, (wshape, wstrides, _), div = _avg_parts(x.shape, a)
-    (ph, pw), (h, w) = padding, x.shape[-2:]
-    xp = np.zeros(padded, dtype=x.dtype)
-    xp[..., ph:ph + h, pw:pw + w] = x
-    win = np.lib.stride_tricks.as_strided(xp, wshape, [s * xp.itemsize for s in wstrides])
-    return (win.sum(axis=(-2, -1)) / div).astype(x.dtype, copy=False)
+    # one whole-array add per kernel offset, in row-major order from +0 (native code adds
+    # a window's elements in the same order: the same float sums); the padding adds nothing
+    oh, ow, div = avg_geometry(*x.shape[-2:], kernel_size, stride, padding, ceil_mode,
+                               count_include_pad, divisor_override)
+    acc = np.zeros(x.shape[:-2] + (oh, ow), dtype=x.dtype if x.dtype.kind == "f" else np.int64)
+    for _, out, src in _avg_windows(x, kernel_size, stride, padding, ceil_mode):
+        acc[out] += src
+    return _divided(acc, div).astype(x.dtype, copy=False)
+
+
+def _avg_pool2d_backward(grad, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                         divisor_override):
+    h, w = x.shape[-2:]
+    oh, ow, div = avg_geometry(h, w, kernel_size, stride, padding, ceil_mode,
+                               count_include_pad, divisor_override)
+    if tuple(grad.shape) != tuple(x.shape[:-2]) + (oh, ow):
+        raise ValueError(f"avg_pool2d_backward: a gradient of shape {tuple(grad.shape)} for "
+                         f"an input of shape {tuple(x.shape)} (outputs {(oh, ow)})")
+    share = _divided(grad, div).astype(grad.dtype, copy=False)
+    out = np.zeros(x.shape, dtype=share.dtype)
+    # the offsets in reverse: each input position then adds its windows' shares in the
+    # order of the outputs, as PyTorch's kernel and native code do (same float sums)
+    for _, at, dst in reversed(_avg_windows(out, kernel_size, stride, padding, ceil_mode)):
+        dst += share[at]
+    return out
 
 
 def _avg_pool2d_vjp(c, g):
-    shape = c.shape(0)
-    padded, geom, div = _avg_parts(shape, c.attrs)
-    gw = (g / g.new_tensor(div)).unsqueeze(-1).unsqueeze(-1).expand(geom[0])
-    gp = gw._op("strided_scatter", geom=geom, span=_numel(padded)).reshape(padded)
-    (ph, pw), (h, w) = c.padding, shape[-2:]
-    return (gp[..., ph:ph + h, pw:pw + w],)
+    return (g._op("avg_pool2d_backward", c.self, **c.attrs),)
 
 
-def _avg_pool2d_primitives(node, emit):
-    x, a = node.inputs[0], node.attrs
-    shape = x.type.shape
-    padded, geom, div = _avg_parts(shape, a)
-    (ph, pw), (h, w) = a["padding"], shape[-2:]
-    if padded != shape:
-        st = contiguous_strides(padded)
-        buf = emit("full", [], shape=(_numel(padded),), value=0, dtype=x.type.dtype)
-        put = emit("strided_put", [buf, x], geom=(shape, st, ph * st[-2] + pw))
-        x = emit("view", [put], shape=padded)
-        size, stride, off = geom
-    else:       # the windows over the input's own layout
-        xs, off = x.type.strides, x.type.offset
-        (sh, sw), (kh, kw) = a["stride"], a["kernel_size"]
-        size, stride = geom[0], xs[:-2] + (sh * xs[-2], sw * xs[-1], xs[-2], xs[-1])
-    win = emit("as_strided", [x], size=size, stride=stride, storage_offset=off,
-               in_strides=x.type.strides, in_offset=x.type.offset)
-    nd = len(size)
-    s = emit("sum", [win], dim=(nd - 2, nd - 1), keepdim=False)
-    return emit("div", [s, _constant(emit, div.astype(x.type.dtype))])
+def _avg_pool2d_backward_vjp(c, g):
+    """The backward is linear in the gradient: its adjoint is the pool itself; the input,
+    read for its shape only, gets zeros (PyTorch's zeros_like(self))."""
+    return (g._op("avg_pool2d", **c.attrs), g.new_zeros(c.shape(1)) if c.needs(1) else None)
 
 
-defop("avg_pool2d", _avg_pool2d, grad_fn="AvgPool2DBackward0", vjp=_avg_pool2d_vjp,
-      decompose=_avg_pool2d_primitives)
+defop("avg_pool2d", _avg_pool2d, save=("self",), grad_fn="AvgPool2DBackward0",
+      vjp=_avg_pool2d_vjp)
+defop("avg_pool2d_backward", _avg_pool2d_backward, args=("grad", "self"),
+      grad_fn="AvgPool2DBackwardBackward0", vjp=_avg_pool2d_backward_vjp)
 
 
 # ---- group_norm ----------------------------------------------------------------------------

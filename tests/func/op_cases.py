@@ -205,6 +205,9 @@ CASES = {
     "reflection_pad": (lambda a: F.pad(a, (2, 1), mode="reflect"), [f(2, 3, 4)]),
     "replication_pad": (lambda a: F.pad(a, (1, 1, 2, 0), mode="replicate"), [f(1, 3, 4)]),
     "avg_pool2d": (lambda a: F.avg_pool2d(a, 2), [f(2, 4, 4)]),
+    "avg_pool2d_backward": (lambda g, a: g._op(
+        "avg_pool2d_backward", a, kernel_size=(3, 2), stride=(2, 1), padding=(1, 1),
+        ceil_mode=True, count_include_pad=False, divisor_override=None), [f(2, 3, 7), f(2, 5, 6)]),
     "group_norm": (lambda a, w, c: F.group_norm(a, 2, w, c), [f(2, 4, 3), f(4), f(4)]),
     "tril": (lambda a: a.tril(), [f(3, 4)]),
     "triu": (lambda a: a.triu(1), [f(3, 4)]),

@@ -152,5 +152,6 @@ RECIPES.update({
     r_nn_glu: (1, {"glu"}),
     r_nn_loss: (1, {"smooth_l1_loss", "huber_loss", "binary_cross_entropy"}),
     r_nn_pad: (1, {"constant_pad_nd", "reflection_pad", "replication_pad"}),
-    r_nn_pool_norm: (1, {"avg_pool2d", "group_norm"}),
+    # (avg_pool2d_backward runs wherever the program's gradients are compared)
+    r_nn_pool_norm: (1, {"avg_pool2d", "avg_pool2d_backward", "group_norm"}),
 })
