@@ -31,6 +31,8 @@ from . import func  # noqa: F401,E402 (torch.func's transforms: ~2 ms of import)
 from . import distributed  # noqa: F401,E402 (mpi4py: loaded by init_process_group)
 from .utils.dlpack import from_dlpack  # noqa: F401,E402
 from .serialization import load, save  # noqa: F401,E402
+# torch.* names of nn.functional's functions; llgrad.trace for a matrix or a function
+from .functions_nn import *  # noqa: F401,F403,E402
 
 from .version import __version__  # noqa: F401,E402
 

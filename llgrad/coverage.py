@@ -9,6 +9,8 @@ behaves as PyTorch's is for the tests to say. Submodules are not names (they are
 their own or out of scope)."""
 import importlib
 import inspect
+import os
+import sys
 import types
 
 from .version import __version__
@@ -146,4 +148,8 @@ def main(show_missing=True, as_markdown=False):
     except TorchMissing as e:
         print(f"llgrad coverage: {e}")
         return 2
+    except BrokenPipeError:
+        # the reader went away (`... coverage | head`): no traceback, as a Unix tool; stdout
+        # goes to devnull so that the interpreter's own flush at exit does not fail again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0

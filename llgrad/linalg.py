@@ -1,3 +1,5 @@
-"""llgrad.linalg: PyTorch's torch.linalg names llgrad has (the norms; see
-llgrad/runtime/linalg.py)."""
+"""llgrad.linalg: PyTorch's torch.linalg names llgrad has (the norms: llgrad/runtime/linalg.py;
+the products: llgrad/runtime/functions_linalg.py)."""
 from .runtime.linalg import matrix_norm, norm, vector_norm  # noqa: F401
+from .runtime.functions_linalg import linalg_cross as cross  # noqa: F401
+from .runtime.functions_linalg import matrix_power, multi_dot, vecdot  # noqa: F401

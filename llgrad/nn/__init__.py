@@ -14,3 +14,4 @@ from .layers_loss_more import *  # noqa: F401,F403
 from .layers_norm_more import *  # noqa: F401,F403
 from .layers_pad import *  # noqa: F401,F403
 from .layers_pool import *  # noqa: F401,F403
+from .layers_shuffle import *  # noqa: F401,F403

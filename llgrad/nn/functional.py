@@ -18,6 +18,9 @@ from .functional_loss import (binary_cross_entropy, huber_loss, kl_div, l1_loss,
                               one_hot, smooth_l1_loss)
 from .functional_norm import group_norm, instance_norm, rms_norm  # noqa: F401
 from .functional_pad import pad  # noqa: F401
+from .functional_shuffle import (bilinear, celu_, channel_shuffle, elu_,  # noqa: F401
+                                 hardtanh_, leaky_relu_, pixel_shuffle, pixel_unshuffle,
+                                 relu_, selu_, threshold_)
 from .functional_pool import (adaptive_avg_pool1d, adaptive_avg_pool2d,  # noqa: F401
                               adaptive_max_pool1d, adaptive_max_pool2d, avg_pool1d, avg_pool2d)
 from .functional_attention import (multi_head_attention_forward,  # noqa: F401

@@ -59,7 +59,11 @@ def _finish(arr, dtype, requires_grad):
     return t
 
 
-def _infer_np(data):
+def _infer_np(data, want=None):
+    """data as an array; Python floats as the default dtype, or straight as `want` when that
+    is floating (tensor([0.1], dtype=float64) holds the double 0.1, not a float32's)."""
+    floating = (want if want is not None and want.is_floating_point
+                else dtypes.get_default_dtype()).np
     if isinstance(data, Tensor):
         return np.array(data._data)
     if isinstance(data, (list, tuple)):
@@ -67,7 +71,7 @@ def _infer_np(data):
             data = [_infer_np(x) for x in data]
         arr = np.array(data)
         if arr.dtype.kind == "f":
-            arr = arr.astype(dtypes.get_default_dtype().np)
+            arr = arr.astype(floating)
         return arr
     if isinstance(data, np.ndarray):
         return np.array(data)
@@ -78,7 +82,7 @@ def _infer_np(data):
     if isinstance(data, int):
         return np.array(data, dtype=np.int64)
     if isinstance(data, float):
-        return np.array(data, dtype=dtypes.get_default_dtype().np)
+        return np.array(data, dtype=floating)
     raise TypeError(f"Could not infer dtype of {type(data).__name__}")
 
 
@@ -93,7 +97,7 @@ def tensor(data: object, dtype: dtypes.dtype | None = None, device: str | _Devic
         t = from_numpy(data).clone()
         t = t if dtype is None else t.to(dtype)
         return t.requires_grad_(True) if requires_grad else t
-    arr = _infer_np(data)
+    arr = _infer_np(data, None if dtype is None else dtypes.to_dtype(dtype))
     if arr.dtype.kind in "iu" and arr.dtype != np.uint8 and not isinstance(data, np.ndarray):
         arr = arr.astype(np.int64)
     if arr.dtype.kind == "O" or arr.dtype.kind in "US":

@@ -39,6 +39,16 @@ for _n in ("reshape", "flatten", "unflatten", "narrow", "chunk", "broadcast_to",
     _method_fn(_n)
 
 
+def export(fn, *names):
+    """fn as llgrad.<name> for its own name and each alias in names (a function written out,
+    not a wrapper of a Tensor method: llgrad/runtime/functions_*.py)."""
+    for name in (fn.__name__,) + names:
+        globals()[name] = fn
+        if name not in __all__:
+            __all__.append(name)
+    return fn
+
+
 def __getattr__(name):
     """llgrad.<name> for a function of an op declared after import (llgrad/__init__.py)."""
     try:

@@ -1,0 +1,121 @@
+"""F.pixel_shuffle / pixel_unshuffle / channel_shuffle (reshape, permute, reshape: PyTorch's
+own compositions) and F.bilinear (a matrix product and a sum), plus the in-place activation
+functions F.relu_, elu_, leaky_relu_, hardtanh_, selu_, celu_ and threshold_."""
+from . import functional_activation as _act
+
+
+def _at_least_3d(input, name):
+    if input.dim() < 3:
+        raise RuntimeError(f"{name} expects input to have at least 3 dimensions, but got input "
+                           f"with {input.dim()} dimension(s)")
+
+
+def pixel_shuffle(input, upscale_factor):
+    """As torch.nn.functional.pixel_shuffle: (*, C r^2, H, W) -> (*, C, H r, W r)."""
+    _at_least_3d(input, "pixel_shuffle")
+    r = int(upscale_factor)
+    if r <= 0:
+        raise RuntimeError(f"pixel_shuffle expects a positive upscale_factor, but got {r}")
+    *batch, c, h, w = input.shape
+    if c % (r * r):
+        raise RuntimeError("pixel_shuffle expects its input's 'channel' dimension to be "
+                           f"divisible by the square of upscale_factor, but input.size(-3)={c} "
+                           f"is not divisible by {r * r}")
+    b = len(batch)
+    x = input.reshape(tuple(batch) + (c // (r * r), r, r, h, w))
+    x = x.permute(list(range(b)) + [b, b + 3, b + 1, b + 4, b + 2])
+    return x.reshape(tuple(batch) + (c // (r * r), h * r, w * r))
+
+
+def pixel_unshuffle(input, downscale_factor):
+    """As torch.nn.functional.pixel_unshuffle: (*, C, H r, W r) -> (*, C r^2, H, W)."""
+    _at_least_3d(input, "pixel_unshuffle")
+    r = int(downscale_factor)
+    if r <= 0:
+        raise RuntimeError(f"pixel_unshuffle expects a positive downscale_factor, but got {r}")
+    *batch, c, h, w = input.shape
+    for what, n, d in (("height", h, -2), ("width", w, -1)):
+        if n % r:
+            raise RuntimeError(f"pixel_unshuffle expects {what} to be divisible by "
+                               f"downscale_factor, but input.size({d})={n} is not divisible by "
+                               f"{r}")
+    b = len(batch)
+    x = input.reshape(tuple(batch) + (c, h // r, r, w // r, r))
+    x = x.permute(list(range(b)) + [b, b + 2, b + 4, b + 1, b + 3])
+    return x.reshape(tuple(batch) + (c * r * r, h // r, w // r))
+
+
+def channel_shuffle(input, groups):
+    """As torch.nn.functional.channel_shuffle: the channels (dim 1) of g groups
+    interleaved."""
+    shape = tuple(input.shape)
+    if len(shape) <= 2:
+        raise RuntimeError(f"channel_shuffle expects input with > 2 dims, but got input with "
+                           f"sizes {list(shape)}")
+    g = int(groups)
+    if g <= 0:
+        raise RuntimeError(f"Number of groups to divide channels in must be positive. Value of "
+                           f"groups:{g}")
+    c = shape[1]
+    if c % g:
+        raise RuntimeError(f"Number of channels must be divisible by groups. Got {c} channels "
+                           f"and {g} groups.")
+    x = input.reshape((shape[0], g, c // g) + shape[2:]).transpose(1, 2)
+    return x.reshape(shape)
+
+
+def bilinear(input1, input2, weight, bias=None):
+    """As torch.nn.functional.bilinear: y_o = x1^T W_o x2 + b_o over the batch dims."""
+    a, b = input1.dim(), input2.dim()
+    if a != b:
+        raise RuntimeError(f"bilinear(): input dimensions do not match: got {a} and {b}")
+    for i in range(a - 1):
+        if input1.shape[i] != input2.shape[i]:
+            raise RuntimeError(f"bilinear(): input batch dimensions do not match at dim {i}: "
+                               f"got {input1.shape[i]} and {input2.shape[i]}")
+    o, i1, i2 = weight.shape
+    for k, (x, n) in enumerate(((input1, i1), (input2, i2)), 1):
+        if x.shape[-1] != n:
+            raise RuntimeError(f"bilinear(): input{k} size does not match weight size: got "
+                               f"{x.shape[-1]} but expected {n}")
+    if bias is not None and bias.shape[-1] != o:
+        raise RuntimeError(f"bilinear(): bias size does not match weight size: got "
+                           f"{bias.shape[-1]} but expected {o}")
+    t = input1.matmul(weight.permute(1, 0, 2).reshape(i1, o * i2))
+    y = (t.reshape(tuple(input1.shape[:-1]) + (o, i2)) * input2.unsqueeze(-2)).sum(-1)
+    return y if bias is None else y + bias
+
+
+def relu_(input):
+    """As torch.nn.functional.relu_."""
+    return input.relu_()
+
+
+def elu_(input, alpha=1.0):
+    """As torch.nn.functional.elu_."""
+    return _act.elu(input, alpha, inplace=True)
+
+
+def selu_(input):
+    """As torch.nn.functional.selu_."""
+    return _act.selu(input, inplace=True)
+
+
+def celu_(input, alpha=1.0):
+    """As torch.nn.functional.celu_."""
+    return _act.celu(input, alpha, inplace=True)
+
+
+def hardtanh_(input, min_val=-1.0, max_val=1.0):
+    """As torch.nn.functional.hardtanh_."""
+    return _act.hardtanh(input, min_val, max_val, inplace=True)
+
+
+def threshold_(input, threshold, value):
+    """As torch.nn.functional.threshold_."""
+    return _act.threshold(input, threshold, value, inplace=True)
+
+
+def leaky_relu_(input, negative_slope=0.01):
+    """As torch.nn.functional.leaky_relu_."""
+    return input._iop("leaky_relu_", negative_slope=negative_slope)

@@ -1,0 +1,376 @@
+"""Elementwise math that PyTorch has as kernels of its own and llgrad writes as compositions
+of the op table's ops: log2 / log10 / exp2, logaddexp(2), hypot, float_power, fmod /
+remainder / floor_divide, heaviside, logit, rad2deg / deg2rad, nan_to_num, copysign /
+signbit, xlogy, sinc, fmax / fmin, ldexp, rsub, positive; their Tensor methods and in-place
+forms. Being compositions they trace, compile, differentiate and vmap through their ops (no
+op, lowering or batching rule of their own); the values are PyTorch's up to rounding where a
+docstring says the formula differs from PyTorch's kernel.
+
+Where a formula has a branch that is not taken (a where), the branch is fed safe inputs, so
+that its gradient (multiplied by the zero the where sends it) is 0, not 0 * inf = nan."""
+import math
+
+from . import dtypes
+from .creation import tensor as _tensor
+from .dispatch import call
+from .dispatch import scalar_type_name as tname
+from .dtype_info import finfo
+from .functions import _method_fn, export, where
+from .tensor import Tensor
+from ..ir import OPS
+
+_LN2, _LN10 = math.log(2.0), math.log(10.0)
+
+
+# ---- shared helpers (the other functions_* modules use them too) ----------------------------
+
+def floating(x):
+    """x as a floating tensor: integers and bools go to the default dtype (PyTorch's unary
+    float ops: log2(int tensor) is float32)."""
+    return x if x._dtype.is_floating_point else x.to(dtypes.get_default_dtype())
+
+
+def float_type(*operands):
+    """The promoted dtype of the operands, the default float when that is integral."""
+    rt = dtypes.result_type(*operands)
+    return rt if rt.is_floating_point else dtypes.get_default_dtype()
+
+
+def as_type(x, dt):
+    """A tensor or Python number as a tensor of dtype dt."""
+    if isinstance(x, Tensor):
+        return x if x._dtype is dt else x.to(dt)
+    return _tensor(x, dtype=dt)
+
+
+def _in_double(x, fn):
+    """fn computed in float64 for a float32 / float16 x, then rounded back: the result is
+    then (nearly always) the correctly rounded value PyTorch's float kernel gives, where the
+    composition in float32 would be an ulp or two off."""
+    if x._dtype is dtypes.float64:
+        return fn(x)
+    return fn(x.double()).to(x._dtype)
+
+
+def _can_cast(src, dst):
+    # PyTorch's canCast: no floating -> integral, no non-bool -> bool
+    return not (src._cat > dst._cat)
+
+
+def make_inplace(fn, name):
+    """The in-place method of fn: fn's result written into self (copy_), as PyTorch's
+    x.<name>_(): same dtype rules (a float result cannot go into an integer tensor), a
+    result that broadcasts beyond self raises, the write bumps self's version, and autograd
+    sees fn's ops then the copy (fn runs on a clone when self requires grad, so the tensors
+    its ops saved are not the ones the write changes)."""
+    def method(self, *args, **kwargs):
+        src = self.clone() if self.requires_grad else self
+        out = fn(src, *args, **kwargs)
+        if not _can_cast(out._dtype, self._dtype):
+            raise RuntimeError(f"result type {tname(out._dtype)} can't be cast to the desired "
+                               f"output type {tname(self._dtype)}")
+        if tuple(out._data.shape) != tuple(self._data.shape):
+            raise RuntimeError(f"output with shape {list(self._data.shape)} doesn't match the "
+                               f"broadcast shape {list(out._data.shape)}")
+        return self.copy_(out)
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"In-place {name.rstrip('_')}, as torch.Tensor.{name}."
+    return method
+
+
+def attach(fn, *names, function=True, method=True, inplace_name=None):
+    """fn as llgrad.<name> (function), Tensor.<name> (method) for its name and aliases, and
+    an in-place Tensor method (and llgrad function, as PyTorch has them) under inplace_name."""
+    all_names = (fn.__name__,) + names
+    if function:
+        export(fn, *names)
+    if method:
+        for n in all_names:
+            setattr(Tensor, n, fn)
+    if inplace_name:
+        for n in (inplace_name,) if isinstance(inplace_name, str) else inplace_name:
+            setattr(Tensor, n, make_inplace(fn, n))
+    return fn
+
+
+# ---- logarithms and exponentials ------------------------------------------------------------
+
+def _log_base(x, base, ln):
+    x = floating(x)
+
+    def f(d):
+        r = d.log() / ln
+        # exact powers of the base come out exact, as PyTorch's kernels give them (log(1000)
+        # / log(10) is 2.9999999999999996): where base**round(r) == x the value is round(r),
+        # the gradient still r's
+        n = r.round()
+        exact = r.isfinite() & ((base ** n) == d)
+        return where(exact, r + (n - r).detach(), r)
+    return _in_double(x, f)
+
+
+def log2(input):
+    """As torch.log2 (log(x) / log(2), computed in float64)."""
+    return _log_base(input, 2.0, _LN2)
+
+
+def log10(input):
+    """As torch.log10 (log(x) / log(10), computed in float64)."""
+    return _log_base(input, 10.0, _LN10)
+
+
+def exp2(input):
+    """As torch.exp2 (2 ** x)."""
+    return 2.0 ** floating(input)
+
+
+def _logaddexp(name, input, other, exp, scale):
+    rt = dtypes.result_type(input, other)
+    if not rt.is_floating_point:
+        raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{tname(rt)}'")
+    a, b = as_type(input, rt), as_type(other, rt)
+    # PyTorch's formula: max + log1p(exp(-|a - b|)), and a itself where a == b is infinite
+    same_inf = (a.abs() == math.inf) & (a == b)
+    d = (a - b).masked_fill(same_inf, 0)
+    t = exp(-d.abs()).log1p()
+    out = call(OPS["maximum"], (a, b), {}) + (t if scale == 1 else t * scale)
+    return where(same_inf, a, out)
+
+
+def logaddexp(input, other):
+    """As torch.logaddexp: log(exp(input) + exp(other)) without overflow."""
+    return _logaddexp("logaddexp", input, other, lambda t: t.exp(), 1)
+
+
+def logaddexp2(input, other):
+    """As torch.logaddexp2: log2(2**input + 2**other) without overflow."""
+    return _logaddexp("logaddexp2", input, other, lambda t: 2.0 ** t, 1.0 / _LN2)
+
+
+def hypot(input, other):
+    """As torch.hypot: sqrt(input**2 + other**2), without overflow (float32 in float64;
+    float64 scaled by the larger magnitude)."""
+    rt = dtypes.result_type(input, other)
+    if not rt.is_floating_point:
+        raise NotImplementedError(f"\"hypot_cpu\" not implemented for '{tname(rt)}'")
+    a, b = as_type(input, rt), as_type(other, rt)
+    inf = (a.abs() == math.inf) | (b.abs() == math.inf)     # (inf even with a nan, as C's)
+    if rt is not dtypes.float64:
+        a, b = a.double(), b.double()
+        return (a * a + b * b).sqrt().to(rt).masked_fill(inf, math.inf)
+    aa, bb = a.abs(), b.abs()
+    hi, lo = call(OPS["maximum"], (aa, bb), {}), call(OPS["minimum"], (aa, bb), {})
+    r = lo / hi.masked_fill(hi == 0, 1)
+    return (hi * (1 + r * r).sqrt()).masked_fill(inf, math.inf)
+
+
+def float_power(input, exponent):
+    """As torch.float_power: input ** exponent in float64."""
+    if isinstance(input, Tensor):
+        e = exponent.double() if isinstance(exponent, Tensor) else exponent
+        return input.double().pow(e)
+    return call(OPS["pow"], (float(input), exponent.double()), {})
+
+
+def _float_power_(self, exponent):
+    if self._dtype is not dtypes.float64:
+        raise RuntimeError(f"the base given to float_power_ has dtype {tname(self._dtype)} but "
+                           "the operation's result requires dtype Double")
+    return self.pow_(exponent.double() if isinstance(exponent, Tensor) else exponent)
+
+
+_float_power_.__name__ = "float_power_"
+_float_power_.__doc__ = "In-place float_power (self must be float64), as torch.Tensor.float_power_."
+
+
+# ---- division and remainders ----------------------------------------------------------------
+
+def fmod(input, other):
+    """As torch.fmod: the remainder of input / other with input's sign (C's fmod). Floats are
+    input - trunc(input / other) * other, computed in float64 for float32 (exact there; a
+    float64 remainder can be off where the quotient rounds to an integer)."""
+    rt = dtypes.result_type(input, other)
+    if not rt.is_floating_point:
+        a = as_type(input, rt)
+        return a - a.div(other, rounding_mode="trunc") * other
+    a = as_type(input, rt)
+    b = as_type(other, rt) if isinstance(other, Tensor) else other
+
+    def f(x):
+        y = b.to(x._dtype) if isinstance(b, Tensor) else b
+        r = x - (x / y).trunc() * y
+        if isinstance(y, Tensor):
+            return where((y.abs() == math.inf) & x.isfinite(), x, r)
+        return x if math.isinf(y) else r
+    return _in_double(a, f)
+
+
+def remainder(input, other):
+    """As torch.remainder: the remainder of input / other with other's sign (Python's %)."""
+    rt = dtypes.result_type(input, other)
+    a = as_type(input, rt)
+    r = fmod(a, other)
+    b_neg = (other < 0) if isinstance(other, Tensor) else bool(other < 0)
+    fix = (r != 0) & ((r < 0) != b_neg)
+    return where(fix, r + other, r)
+
+
+def floor_divide(input, other):
+    """As torch.floor_divide: input / other rounded down (div with rounding_mode='floor')."""
+    if not isinstance(input, Tensor):
+        input = as_type(input, dtypes.result_type(input, other))
+    return input.div(other, rounding_mode="floor")
+
+
+def _floor_divide_(self, other):
+    return self.div_(other, rounding_mode="floor")
+
+
+_floor_divide_.__name__ = "floor_divide_"
+_floor_divide_.__doc__ = "In-place floor_divide, as torch.Tensor.floor_divide_."
+
+
+def rsub(input, other, alpha=1):
+    """As torch.rsub: other - alpha * input."""
+    return call(OPS["rsub"], (input, other), {"alpha": alpha})
+
+
+# ---- steps, logits, angles, non-finite values -------------------------------------------------
+
+def heaviside(input, values):
+    """As torch.heaviside: 0 where input < 0, values where input == 0, 1 where input > 0.
+    Not differentiable: PyTorch raises on backward; here the result does not require grad."""
+    if input._dtype is not values._dtype:
+        raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes.")
+    x, v = input.detach(), values.detach()
+    return where(x == 0, v, (x > 0).to(x._dtype))
+
+
+def logit(input, eps=None):
+    """As torch.logit: log(p / (1 - p)), p clamped to [eps, 1 - eps] when eps is given."""
+    x = floating(input)
+    if eps is not None:
+        x = x.clamp(eps, 1 - eps)
+    return (x / (1 - x)).log()
+
+
+def rad2deg(input):
+    """As torch.rad2deg."""
+    return input * (180.0 / math.pi)
+
+
+def deg2rad(input):
+    """As torch.deg2rad."""
+    return input * (math.pi / 180.0)
+
+
+def positive(input):
+    """As torch.positive: input itself (a bool tensor raises, as PyTorch)."""
+    if input._dtype is dtypes.bool_:
+        raise RuntimeError("The `+` operator, on a bool tensor is not supported.")
+    return input
+
+
+def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
+    """As torch.nan_to_num: nan, +inf and -inf replaced (by default with 0 and the dtype's
+    largest and lowest values); integer tensors are returned as a copy."""
+    if not input._dtype.is_floating_point:
+        return input.clone()
+    fi = finfo(input._dtype)
+    out = input.masked_fill(input.isnan(), nan)
+    out = out.masked_fill(input == math.inf, fi.max if posinf is None else posinf)
+    return out.masked_fill(input == -math.inf, fi.min if neginf is None else neginf)
+
+
+def signbit(input):
+    """As torch.signbit: whether the sign bit is set (-0.0 included; the sign bit of a nan
+    is not read: a nan counts as positive)."""
+    if input._dtype is dtypes.bool_:
+        return input != input
+    if not input._dtype.is_floating_point:
+        return input < 0
+    return (input < 0) | ((input == 0) & (input.reciprocal() < 0))
+
+
+def copysign(input, other):
+    """As torch.copysign: |input| with the sign of other (-0.0 counts as negative; a nan's
+    sign bit is not read: a nan counts as positive)."""
+    rt = float_type(input, other)
+    mag = as_type(input, rt).abs()
+    if isinstance(other, Tensor):
+        return where(signbit(other), -mag, mag)
+    return -mag if math.copysign(1.0, other) < 0 else mag
+
+
+def xlogy(input, other):
+    """As torch.xlogy: input * log(other), 0 where input == 0 (unless other is nan). The
+    gradients are PyTorch's (log(other) and input / other), except where input == 0 and
+    other is 0 or inf: 0 there (PyTorch's are nan or inf)."""
+    rt = float_type(input, other)
+    x, y = as_type(input, rt), as_type(other, rt)
+    # where x == 0, x * log(y) is already 0 unless log(y) is not finite
+    fix = (x == 0) & ((y <= 0) | (y == math.inf))
+    return (x * y.masked_fill(fix, 1).log()).masked_fill(fix, 0)
+
+
+def sinc(input):
+    """As torch.sinc: sin(pi x) / (pi x), 1 at 0."""
+    x = floating(input)
+    zero = x == 0
+    px = x.masked_fill(zero, 1) * math.pi
+    return (px.sin() / px).masked_fill(zero, 1)
+
+
+def _fmax_fmin(input, other, pick):
+    b = as_type(other, dtypes.result_type(input, other))
+    # PyTorch's gradient goes to input on ties, so a where rather than maximum / minimum
+    take = pick(input, b)
+    if b._dtype.is_floating_point:
+        take = take | b.isnan()
+    return where(take, input, b)
+
+
+def fmax(input, other):
+    """As torch.fmax: the elementwise maximum, a nan ignored when the other is a number."""
+    return _fmax_fmin(input, other, lambda a, b: a >= b)
+
+
+def fmin(input, other):
+    """As torch.fmin: the elementwise minimum, a nan ignored when the other is a number."""
+    return _fmax_fmin(input, other, lambda a, b: a <= b)
+
+
+def ldexp(input, other):
+    """As torch.ldexp: input * 2 ** other."""
+    return input * (2.0 ** floating(other) if isinstance(other, Tensor) else 2.0 ** other)
+
+
+for _f, _aliases, _inp in (
+        (log2, (), "log2_"), (log10, (), "log10_"), (exp2, (), "exp2_"),
+        (logaddexp, (), None), (logaddexp2, (), None), (hypot, (), "hypot_"),
+        (float_power, (), None), (fmod, (), "fmod_"), (remainder, (), "remainder_"),
+        (floor_divide, (), None), (heaviside, (), "heaviside_"), (logit, (), "logit_"),
+        (rad2deg, (), "rad2deg_"), (deg2rad, (), "deg2rad_"), (positive, (), None),
+        (nan_to_num, (), "nan_to_num_"), (signbit, (), None), (copysign, (), "copysign_"),
+        (xlogy, (), "xlogy_"), (sinc, (), "sinc_"), (fmax, (), None), (fmin, (), None),
+        (ldexp, (), "ldexp_")):
+    attach(_f, *_aliases, inplace_name=_inp)
+Tensor.float_power_ = _float_power_
+Tensor.floor_divide_ = _floor_divide_
+export(rsub)
+Tensor.square_ = make_inplace(lambda self: self.square(), "square_")
+
+
+def fill(input, value):
+    """As torch.fill: a new tensor of input's shape and dtype filled with value."""
+    return input.clone().fill_(value)
+
+
+export(fill)
+# PyTorch's torch.<name>_ functions of in-place methods (these and older ones)
+for _n in ("log2_", "log10_", "exp2_", "logit_", "rad2deg_", "deg2rad_", "nan_to_num_",
+           "xlogy_", "sinc_", "ldexp_", "abs_", "ceil_", "cos_", "erf_", "exp_", "expm1_",
+           "fix_", "floor_", "frac_", "log_", "log1p_", "neg_", "negative_", "reciprocal_",
+           "relu_", "round_", "rsqrt_", "sigmoid_", "sin_", "sqrt_", "square_", "tanh_",
+           "trunc_", "zero_", "fill_", "detach_"):
+    _method_fn(_n)

@@ -1,0 +1,247 @@
+"""The rest of PyTorch's small compositions: searchsorted / bucketize (by comparison),
+index_fill / index_copy / put / fill_diagonal_ (index_put with slices), renorm, vander,
+logspace, unravel_index, the dtype queries (result_type, can_cast, promote_types,
+scalar_tensor), and Tensor's aliases and attributes PyTorch has (divide_, logical_and_,
+ndimension, nbytes, byte(), ...)."""
+import math
+
+import numpy as np
+
+from ..ir import OPS
+from . import dtypes
+from .creation import tensor as _tensor
+from .device import check as check_device
+from .dispatch import scalar_type_name as tname
+from .dispatch import call
+from .functions import _method_fn, equal, export, where
+from .functions_math import _can_cast, attach, make_inplace
+from .linalg import vector_norm
+from .shapes import norm_dim
+from .tensor import Tensor
+
+
+def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=None,
+                 sorter=None):
+    """As torch.searchsorted: for each value, the index of the first element of the sorted
+    last dim of sorted_sequence that is >= it (> it with right=True or side='right'); nan
+    goes last. Counts by comparing every pair (len(values) * len(sequence) memory)."""
+    if side is not None:
+        if side not in ("left", "right"):
+            raise RuntimeError(f"torch.searchsorted(): side can only be 'left' or 'right' but "
+                               f"got {side}")
+        if right and side == "left":
+            raise RuntimeError("torch.searchsorted(): side and right can't be set to opposites, "
+                               "got side of left while right was True")
+        right = side == "right"
+    seq = sorted_sequence if sorter is None else sorted_sequence.gather(-1, sorter)
+    values = input if isinstance(input, Tensor) else _tensor(input)
+    sb, vb = tuple(seq._data.shape[:-1]), tuple(values._data.shape[:-1])
+    if seq._data.ndim > 1 and (sb != vb or values._data.ndim == 0):
+        raise RuntimeError("torch.searchsorted(): boundaries tensor should be 1 dimension or "
+                           "the first N-1 dimensions of boundaries tensor and input value "
+                           "tensor must match, but we got boundaries tensor "
+                           f"{list(seq._data.shape)} and input value tensor "
+                           f"{list(values._data.shape)}")
+    s = seq.unsqueeze(-2) if seq._data.ndim > 1 else seq
+    v = values.unsqueeze(-1)
+    below = (s <= v) if right else (s < v)
+    count = below.sum(-1)
+    if values._dtype.is_floating_point:
+        count = where(values.isnan(), seq._data.shape[-1], count)
+    return count.int() if out_int32 else count
+
+
+def bucketize(input, boundaries, *, out_int32=False, right=False):
+    """As torch.bucketize: searchsorted of input's values in the 1-D boundaries."""
+    if boundaries._data.ndim != 1:
+        raise RuntimeError(f"boundaries tensor must be 1 dimension, but got dim("
+                           f"{boundaries._data.ndim})")
+    return searchsorted(boundaries, input, out_int32=out_int32, right=right)
+
+
+def _along(input, dim, index, what):
+    d = norm_dim(dim, input._data.ndim)
+    if index._dtype is not dtypes.int64:        # (PyTorch's types and words, op by op)
+        if what == "index_fill_":
+            raise IndexError("index_fill_(): Expected dtype int64 for index.")
+        raise RuntimeError(f"index_copy_(): Expected a long tensor for index, but got "
+                           f"{tname(index._dtype)}")
+    if index._data.ndim > 1:
+        if what == "index_fill_":
+            raise RuntimeError("Index has to be a vector/scalar")
+        raise IndexError(f"index_copy_(): Index should have dimension 1 or 0 (got "
+                         f"{index._data.ndim})")
+    spec = (("slice", None, None, None),) * d + ("T",)
+    return spec, index.reshape(-1)
+
+
+def index_fill(input, dim, index, value):
+    """As torch.index_fill: input with the slices at index along dim set to value."""
+    spec, idx = _along(input, dim, index, "index_fill_")
+    v = value if isinstance(value, Tensor) else _tensor(value, dtype=input._dtype)
+    return call(OPS["index_put"], (input, v.to(input._dtype), idx),
+                {"spec": spec, "accumulate": False})
+
+
+def index_copy(input, dim, index, source):
+    """As torch.index_copy: input with the slices at index along dim taken from source."""
+    spec, idx = _along(input, dim, index, "index_copy_")
+    return call(OPS["index_put"], (input, source, idx), {"spec": spec, "accumulate": False})
+
+
+def put(input, index, source, accumulate=False):
+    """As torch.put: input with the elements at index of the flattened input set to (or,
+    with accumulate, added) source's."""
+    n = input._data.size
+    idx = index.reshape(-1)
+    idx = idx + (idx < 0).long() * n
+    flat = call(OPS["index_put"], (input.reshape(-1), source.reshape(-1), idx),
+                {"spec": ("T",), "accumulate": bool(accumulate)})
+    return flat.reshape(tuple(input._data.shape))
+
+
+def _fill_diagonal(self, fill_value, wrap=False):
+    nd = self._data.ndim
+    if nd < 2:
+        raise RuntimeError("dimensions must larger than 1")
+    shape = self._data.shape
+    if nd > 2 and len(set(shape)) != 1:
+        raise RuntimeError("all dimensions of input must be of equal length")
+    n = math.prod(shape)
+    step = sum(math.prod(shape[k + 1:]) for k in range(nd))
+    stop = n if (nd == 2 and wrap) else min(shape) * step
+    idx = _tensor(np.arange(0, min(stop, n), step, dtype=np.int64))
+    return put(self, idx, _tensor(fill_value, dtype=self._dtype).expand(idx._data.shape))
+
+
+def renorm(input, p, dim, maxnorm):
+    """As torch.renorm: each slice along dim whose p-norm exceeds maxnorm scaled to it
+    (by maxnorm / (norm + 1e-7))."""
+    nd = input._data.ndim
+    if nd <= 1:
+        raise RuntimeError(f"renorm: input needs at least 2 dimensions, got {nd} dimensions")
+    if p <= 0:
+        raise RuntimeError("renorm: non-positive-norm not supported")
+    if maxnorm < 0:
+        raise RuntimeError(f"renorm: expected maxnorm to be >= 0 but got {maxnorm}")
+    d = norm_dim(dim, nd)
+    norm = vector_norm(input, p, tuple(j for j in range(nd) if j != d), True)
+    return input * where(norm > maxnorm, maxnorm / (norm + 1e-7), 1.0).to(input._dtype)
+
+
+def vander(x, N=None, increasing=False):
+    """As torch.vander: the powers x**0 .. x**(N-1) as columns (highest first unless
+    increasing), by PyTorch's cumulative product."""
+    if x._data.ndim != 1:
+        raise RuntimeError("x must be a one-dimensional tensor.")
+    n = x._data.shape[0] if N is None else int(N)
+    if n < 0:
+        raise RuntimeError("N must be non-negative.")
+    dt = dtypes.promote_types(x._dtype, dtypes.int64)
+    xs = x.to(dt)
+    cols = [xs.new_ones((x._data.shape[0], min(n, 1)))]
+    if n > 1:
+        cols.append(xs.unsqueeze(1).expand((x._data.shape[0], n - 1)).cumprod(1))
+    out = cols[0] if len(cols) == 1 else call(OPS["cat"], tuple(cols), {"dim": 1})
+    return out if increasing else out.flip(1)
+
+
+def logspace(start, end, steps, base=10.0, *, dtype=None, layout=None, device=None,
+             requires_grad=False):
+    """As torch.logspace: base ** (steps values from start to end)."""
+    check_device(device, "create a tensor on")
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
+    d = dtypes.get_default_dtype() if dtype is None else dtypes.to_dtype(dtype)
+    vals = np.power(float(base), np.linspace(float(start), float(end), int(steps)))
+    return _tensor(vals.astype(d.np), requires_grad=requires_grad)
+
+
+def unravel_index(indices, shape):
+    """As torch.unravel_index: the coordinates in shape of flat indices (a tuple of
+    tensors)."""
+    if not isinstance(indices, Tensor):
+        indices = _tensor(indices)
+    if indices._dtype._cat != 1:
+        raise TypeError(f"expected 'indices' to be integer dtype, but got "
+                        f"{indices._dtype}")
+    shape = (int(shape),) if isinstance(shape, int) else tuple(int(s) for s in shape)
+    out, rest = [], indices.long()
+    for s in reversed(shape):
+        out.append(rest.remainder(s))
+        rest = rest.div(s, rounding_mode="floor")
+    return tuple(reversed(out))
+
+
+def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=False,
+                  requires_grad=False):
+    """As torch.scalar_tensor: a 0-d tensor of s (the default float dtype unless given)."""
+    check_device(device, "create a tensor on")
+    d = dtypes.get_default_dtype() if dtype is None else dtypes.to_dtype(dtype)
+    return _tensor(s, dtype=d, requires_grad=requires_grad)
+
+
+def result_type(tensor1, tensor2):
+    """As torch.result_type: the dtype PyTorch's promotion gives the two operands."""
+    return dtypes.result_type(tensor1, tensor2)
+
+
+def can_cast(from_, to):
+    """As torch.can_cast: whether PyTorch's casting rules allow from_ -> to."""
+    return _can_cast(dtypes.to_dtype(from_), dtypes.to_dtype(to))
+
+
+def promote_types(type1, type2):
+    """As torch.promote_types."""
+    return dtypes.promote_types(dtypes.to_dtype(type1), dtypes.to_dtype(type2))
+
+
+for _f, _inp in ((index_fill, "index_fill_"), (index_copy, "index_copy_"), (put, "put_"),
+                 (renorm, "renorm_")):
+    attach(_f, inplace_name=_inp)
+for _f in (searchsorted, bucketize, vander, logspace, unravel_index, scalar_tensor,
+           result_type, can_cast, promote_types):
+    export(_f)
+for _n in ("index_put", "index_put_"):
+    _method_fn(_n)
+Tensor.fill_diagonal_ = make_inplace(_fill_diagonal, "fill_diagonal_")
+Tensor.cumsum_ = make_inplace(lambda self, dim, dtype=None: self.cumsum(dim, dtype), "cumsum_")
+for _n in ("and", "or", "xor"):
+    setattr(Tensor, f"logical_{_n}_", make_inplace(
+        (lambda m: lambda self, other: getattr(self, m)(other))(f"logical_{_n}"),
+        f"logical_{_n}_"))
+Tensor.divide_ = Tensor.true_divide_ = Tensor.div_
+Tensor.multiply_ = Tensor.mul_
+Tensor.subtract_ = Tensor.sub_
+Tensor.equal = equal
+
+
+def _cast(d):
+    def f(self):
+        return self.to(d)
+    f.__doc__ = f"As torch.Tensor.{d._tensor_type[:-6].lower()}(): the tensor as {d.name}."
+    return f
+
+
+Tensor.byte, Tensor.char, Tensor.short = (_cast(d) for d in (dtypes.uint8, dtypes.int8,
+                                                              dtypes.int16))
+
+
+def _ndimension(self):
+    """As torch.Tensor.ndimension (dim())."""
+    return self._data.ndim
+
+
+def _get_device(self):
+    """As torch.Tensor.get_device: -1, the CPU."""
+    return -1
+
+
+Tensor.ndimension = _ndimension
+Tensor.get_device = _get_device
+Tensor.nbytes = property(lambda self: self._data.size * self._dtype.itemsize,
+                         doc="As torch.Tensor.nbytes: numel() * element_size().")
+Tensor.itemsize = property(lambda self: self._dtype.itemsize,
+                           doc="As torch.Tensor.itemsize: element_size().")
+Tensor.is_cpu = property(lambda self: True, doc="As torch.Tensor.is_cpu: True.")
+del _f, _inp, _n

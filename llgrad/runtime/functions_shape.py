@@ -1,0 +1,383 @@
+"""Shape functions PyTorch has and llgrad writes as compositions of views, cat, index_select
+and the positional ops: movedim / moveaxis / swapdims, ravel, atleast_1d/2d/3d, hstack /
+vstack / dstack / column_stack / row_stack, tensor_split / hsplit / vsplit / dsplit /
+split_with_sizes, diff, rot90, kron, block_diag, cartesian_prod, combinations, tril_indices /
+triu_indices, diagflat, take / take_along_dim, tile (llgrad.* and Tensor methods)."""
+import itertools
+
+import numpy as np
+
+from . import dtypes
+from .creation import full_op, tensor as _tensor
+from .device import check as check_device
+from .dispatch import scalar_type_name as tname
+from .functions import cat, export, stack
+from .functions_math import attach
+from .functions_tensor import meshgrid
+from .shapes import norm_dim, norm_slice
+from .tensor import Tensor
+
+
+def _int_list(x):
+    return [int(x)] if isinstance(x, (int, np.integer)) else [int(v) for v in x]
+
+
+def movedim(input, source, destination):
+    """As torch.movedim: dims source moved to positions destination (a view)."""
+    nd = input._data.ndim
+    src, dst = _int_list(source), _int_list(destination)
+    if len(src) != len(dst):
+        raise RuntimeError(f"movedim: Invalid source or destination dims: source ({src} dims) "
+                           f"should contain the same number of dims as destination ({dst} "
+                           "dims)")
+    src = [norm_dim(d, nd) for d in src]
+    dst = [norm_dim(d, nd) for d in dst]
+    for what, ds in (("source", src), ("destination", dst)):
+        if len(set(ds)) != len(ds):
+            raise RuntimeError(f"movedim: repeated dim in `{what}` ({ds})")
+    if nd == 0:
+        return input.permute(())
+    order = [-1] * nd
+    for s, d in zip(src, dst):
+        order[d] = s
+    rest = iter(j for j in range(nd) if j not in src)
+    return input.permute([o if o != -1 else next(rest) for o in order])
+
+
+def swapdims(input, dim0, dim1):
+    """As torch.swapdims (torch.transpose)."""
+    return input.transpose(dim0, dim1)
+
+
+def ravel(input):
+    """As torch.ravel: the elements as a 1-D tensor (a view when the layout allows)."""
+    return input.reshape(-1)
+
+
+# ---- at least n dims, stacking ------------------------------------------------------------------
+
+def _atleast(n, t):
+    nd = t._data.ndim
+    if nd >= n:
+        return t
+    if nd == 0:
+        return t.reshape((1,) * n)
+    if n == 2 or nd == 2:          # (k,) -> (1, k) for 2-d; (m, k) -> (m, k, 1) for 3-d
+        return t.unsqueeze(0) if n == 2 else t.unsqueeze(-1)
+    return t.unsqueeze(0).unsqueeze(-1)     # (k,) -> (1, k, 1)
+
+
+def _atleast_fn(n):
+    def fn(*tensors):
+        if len(tensors) == 1 and isinstance(tensors[0], Tensor):
+            return _atleast(n, tensors[0])
+        seq = tensors[0] if len(tensors) == 1 else tensors
+        return tuple(_atleast(n, t) for t in seq)
+    fn.__name__ = fn.__qualname__ = f"atleast_{n}d"
+    fn.__doc__ = (f"As torch.atleast_{n}d: a tensor with fewer than {n} dims as a view with "
+                  "{n}; several tensors (or one sequence) give a tuple.").replace("{n}", str(n))
+    return fn
+
+
+atleast_1d, atleast_2d, atleast_3d = _atleast_fn(1), _atleast_fn(2), _atleast_fn(3)
+
+
+def _nonempty(tensors, name):
+    seq = list(tensors)
+    if not seq:
+        raise RuntimeError(f"{name} expects a non-empty TensorList")
+    return seq
+
+
+def hstack(tensors):
+    """As torch.hstack: cat along dim 1 (dim 0 for 1-D tensors)."""
+    ts = [_atleast(1, t) for t in _nonempty(tensors, "hstack")]
+    return cat(ts, 0 if ts[0]._data.ndim == 1 else 1)
+
+
+def vstack(tensors):
+    """As torch.vstack: cat along dim 0 of the tensors made at least 2-D."""
+    return cat([_atleast(2, t) for t in _nonempty(tensors, "vstack")], 0)
+
+
+def dstack(tensors):
+    """As torch.dstack: cat along dim 2 of the tensors made at least 3-D."""
+    return cat([_atleast(3, t) for t in _nonempty(tensors, "dstack")], 2)
+
+
+def column_stack(tensors):
+    """As torch.column_stack: 0-D and 1-D tensors as columns, then cat along dim 1."""
+    ts = _nonempty(tensors, "column_stack")
+    return cat([t.reshape(t._data.size, 1) if t._data.ndim <= 1 else t for t in ts], 1)
+
+
+def concatenate(tensors, axis=0, *, dim=None):
+    """As torch.concatenate (torch.cat with NumPy's argument name)."""
+    return cat(tensors, axis if dim is None else dim)
+
+
+# ---- splitting ----------------------------------------------------------------------------------
+
+def tensor_split(input, indices_or_sections, dim=0):
+    """As torch.tensor_split: views of input split into n nearly equal sections (an int) or
+    at the given indices (a sequence, or a tensor of them) along dim."""
+    nd = input._data.ndim
+    if nd == 0:
+        raise RuntimeError("tensor_split expected at least a 1-dimensional tensor, but got a "
+                           "tensor with 0 dims")
+    ios = indices_or_sections
+    if isinstance(ios, Tensor):
+        if ios._dtype is not dtypes.int64:
+            raise RuntimeError("tensor_split expected tensor_indices_or_sections to have dtype "
+                               f"of long, but got {tname(ios._dtype)}")
+        if ios._data.ndim > 1:
+            raise RuntimeError("tensor_split expected tensor_indices_or_sections to be a "
+                               "zero-dimensional or one-dimensional tensor, but got a tensor "
+                               f"with {ios._data.ndim} dims")
+        ios = int(ios.item()) if ios._data.ndim == 0 else [int(v) for v in ios.tolist()]
+    d = norm_dim(dim, nd)
+    n = input._data.shape[d]
+    if isinstance(ios, (int, np.integer)):
+        if ios <= 0:
+            raise RuntimeError(f"number of sections must be larger than 0, got {ios}")
+        q, r = divmod(n, int(ios))
+        bounds = list(itertools.accumulate([q + 1] * r + [q] * (int(ios) - r), initial=0))
+        pairs = list(zip(bounds[:-1], bounds[1:]))
+    else:
+        cuts = [0] + [int(i) for i in ios]
+        pairs = [norm_slice(slice(a, b), n)[:2] for a, b in zip(cuts, cuts[1:] + [n])]
+    return tuple(input.narrow(d, a, b - a) for a, b in pairs)
+
+
+def _split_along(input, ios, name, min_nd, dim):
+    nd = input._data.ndim
+    if nd < min_nd:
+        raise RuntimeError(f"torch.{name} requires a tensor with at least {min_nd} dimension, "
+                           f"but got a tensor with {nd} dimensions!")
+    if isinstance(ios, (int, np.integer)) and ios and input._data.shape[dim] % ios:
+        raise RuntimeError(f"torch.{name} attempted to split along dimension {dim}, but the "
+                           f"size of the dimension {input._data.shape[dim]} is not divisible by "
+                           f"the split_size {ios}!")
+    return tensor_split(input, ios, dim)
+
+
+def hsplit(input, indices_or_sections):
+    """As torch.hsplit: tensor_split along dim 1 (dim 0 of a 1-D tensor); sections must
+    divide the dim."""
+    return _split_along(input, indices_or_sections, "hsplit", 1,
+                        1 if input._data.ndim > 1 else 0)
+
+
+def vsplit(input, indices_or_sections):
+    """As torch.vsplit: tensor_split along dim 0 of a tensor of at least 2 dims."""
+    return _split_along(input, indices_or_sections, "vsplit", 2, 0)
+
+
+def dsplit(input, indices_or_sections):
+    """As torch.dsplit: tensor_split along dim 2 of a tensor of at least 3 dims."""
+    return _split_along(input, indices_or_sections, "dsplit", 3, 2)
+
+
+def split_with_sizes(input, split_sizes, dim=0):
+    """As torch.split_with_sizes: views of the given sizes along dim."""
+    sizes = [int(s) for s in split_sizes]
+    d = norm_dim(dim, input._data.ndim)
+    n = input._data.shape[d] if input._data.ndim else 1
+    if sum(sizes) != n:
+        raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} (input "
+                           f"tensor's size at dimension {d}), but got split_sizes={sizes}")
+    return tuple(input.split(sizes, d))
+
+
+# ---- differences, rotations, products of shapes -------------------------------------------------
+
+def diff(input, n=1, dim=-1, prepend=None, append=None):
+    """As torch.diff: the n-th forward difference along dim (logical_xor for bool), with
+    prepend and append concatenated first."""
+    nd = input._data.ndim
+    if nd == 0:
+        raise RuntimeError("diff expects input to be at least one-dimensional")
+    if n < 0:
+        raise RuntimeError(f"order must be non-negative but got {n}")
+    d = norm_dim(dim, nd)
+    for t in (prepend, append):
+        if t is not None and t._data.ndim != nd:
+            raise RuntimeError("diff expects prepend or append to be the same dimension as input")
+    parts = [t for t in (prepend, input, append) if t is not None]
+    x = cat(parts, d) if len(parts) > 1 else input
+    for _ in range(n):
+        m = x._data.shape[d]
+        if m == 0:
+            break
+        hi, lo = x.narrow(d, 1, m - 1), x.narrow(d, 0, m - 1)
+        x = hi.logical_xor(lo) if x._dtype is dtypes.bool_ else hi - lo
+    return x
+
+
+def rot90(input, k=1, dims=(0, 1)):
+    """As torch.rot90: rotated by 90 degrees k times from dims[0] towards dims[1]."""
+    dims = list(dims)
+    if len(dims) != 2:
+        raise RuntimeError(f"expected total rotation dims == 2, but got dims = {len(dims)}")
+    nd = input._data.ndim
+    if nd < 2:
+        raise RuntimeError(f"expected total dims >= 2, but got total dims = {nd}")
+    d0, d1 = norm_dim(dims[0], nd), norm_dim(dims[1], nd)
+    if d0 == d1:
+        raise RuntimeError(f"expected rotation dims to be different, but got dim0 = {dims[0]} "
+                           f"and dim1 = {dims[1]}")
+    k %= 4
+    if k == 1:
+        return input.flip(d1).transpose(d0, d1)
+    if k == 2:
+        return input.flip(d0, d1)
+    if k == 3:
+        return input.flip(d0).transpose(d0, d1)
+    return input.contiguous().clone()
+
+
+def kron(input, other):
+    """As torch.kron: the Kronecker product (one broadcast product, reshaped)."""
+    nd = max(input._data.ndim, other._data.ndim)
+    a = tuple(input._data.shape)
+    b = tuple(other._data.shape)
+    a, b = (1,) * (nd - len(a)) + a, (1,) * (nd - len(b)) + b
+    x = input.reshape(tuple(v for s in a for v in (s, 1)))
+    y = other.reshape(tuple(v for s in b for v in (1, s)))
+    return (x * y).reshape(tuple(p * q for p, q in zip(a, b)))
+
+
+def block_diag(*tensors):
+    """As torch.block_diag: the tensors (0-D, 1-D as a row, or 2-D) on the diagonal of a
+    zero matrix of their promoted dtype."""
+    if not tensors:
+        return full_op((1, 0), 0, dtypes.get_default_dtype())
+    mats = []
+    for i, t in enumerate(tensors):
+        nd = t._data.ndim
+        if nd > 2:
+            raise RuntimeError("torch.block_diag: Input tensors must have 2 or fewer "
+                               f"dimensions. Input {i} has {nd} dimensions")
+        mats.append(t.reshape(1, 1) if nd == 0 else t.reshape(1, t._data.size) if nd == 1
+                    else t)
+    dt = dtypes.result_type(*tensors)
+    width = sum(m._data.shape[1] for m in mats)
+    rows, left = [], 0
+    for m in mats:
+        r, c = m._data.shape
+        pieces = [m if m._dtype is dt else m.to(dt)]
+        if left:
+            pieces.insert(0, full_op((r, left), 0, dt))
+        if width - left - c:
+            pieces.append(full_op((r, width - left - c), 0, dt))
+        rows.append(cat(pieces, 1))
+        left += c
+    return cat(rows, 0)
+
+
+def cartesian_prod(*tensors):
+    """As torch.cartesian_prod: the rows of all combinations of the 1-D tensors' elements
+    (the tensor itself for one)."""
+    if not tensors:
+        raise RuntimeError("meshgrid expects a non-empty TensorList")
+    for t in tensors:
+        if t._data.ndim != 1:
+            raise RuntimeError(f"Expect a 1D vector, but got shape {list(t._data.shape)}")
+    if len(tensors) == 1:
+        return tensors[0]
+    if any(t._dtype is not tensors[0]._dtype for t in tensors):
+        raise RuntimeError("meshgrid expects all tensors to have the same dtype")
+    return stack([g.reshape(-1) for g in meshgrid(*tensors, indexing="ij")], 1)
+
+
+def combinations(input, r=2, with_replacement=False):
+    """As torch.combinations: the rows of r-element combinations of a 1-D tensor, in
+    itertools' order."""
+    if input._data.ndim != 1:
+        raise RuntimeError(f"Expect a 1D vector, but got shape {list(input._data.shape)}")
+    if r < 0:
+        raise RuntimeError(f"Expect a non-negative number, but got {r}")
+    pick = itertools.combinations_with_replacement if with_replacement else \
+        itertools.combinations
+    rows = list(pick(range(input._data.shape[0]), r)) if r else []
+    idx = _tensor(np.array(rows, dtype=np.int64).reshape(-1))
+    # (an empty result is still on the graph, as PyTorch's)
+    return input.index_select(0, idx).reshape((len(rows), r) if r else (0,))
+
+
+def _tri_indices(which, row, col, offset, dtype, device):
+    check_device(device, "create a tensor on")
+    for name, v in (("row", row), ("col", col)):
+        if v < 0:
+            raise RuntimeError(f"{name} must be non-negative, got{v}")
+    fn = np.tril_indices if which == "tril" else np.triu_indices
+    r, c = fn(row, offset, col)
+    d = dtypes.int64 if dtype is None else dtypes.to_dtype(dtype)
+    return _tensor(np.stack([r, c]).astype(d.np).reshape(2, -1))
+
+
+def tril_indices(row, col, offset=0, *, dtype=None, device=None, layout=None):
+    """As torch.tril_indices: the 2 x N (row, column) indices of the lower triangle."""
+    return _tri_indices("tril", row, col, offset, dtype, device)
+
+
+def triu_indices(row, col, offset=0, *, dtype=None, device=None, layout=None):
+    """As torch.triu_indices: the 2 x N (row, column) indices of the upper triangle."""
+    return _tri_indices("triu", row, col, offset, dtype, device)
+
+
+def diagflat(input, offset=0):
+    """As torch.diagflat: the flattened input on the offset diagonal of a square matrix."""
+    return input.reshape(-1).diag(offset)
+
+
+# ---- gathering by flat index, tiling ------------------------------------------------------------
+
+def take(input, index):
+    """As torch.take: input's elements at index in the flattened input (negative counts
+    from the end), shaped as index."""
+    if index._dtype is not dtypes.int64:
+        raise RuntimeError(f"take(): Expected a long tensor for index, but got "
+                           f"{tname(index._dtype)}")
+    n = input._data.size
+    idx = index.reshape(-1)
+    idx = idx + (idx < 0).long() * n
+    return input.reshape(-1).index_select(0, idx).reshape(tuple(index._data.shape))
+
+
+def take_along_dim(input, indices, dim=None):
+    """As torch.take_along_dim: gather along dim with input and indices broadcast against
+    each other (the flattened input when dim is None)."""
+    if indices._dtype is not dtypes.int64:
+        raise RuntimeError("torch.take_along_dim(): dtype of indices should be Long but got "
+                           f"{tname(indices._dtype)}")
+    if dim is None:
+        return input.reshape(-1).gather(0, indices.reshape(-1))
+    nd = input._data.ndim
+    if indices._data.ndim != nd:
+        raise RuntimeError("torch.take_along_dim(): input and indices should have the same "
+                           f"number of dimensions, but got {nd} dimensions for input, and "
+                           f"{indices._data.ndim} dimensions for indices")
+    d = norm_dim(dim, nd)
+    si, sx = list(indices._data.shape), list(input._data.shape)
+    common = [max(a, b) if j != d else None for j, (a, b) in enumerate(zip(sx, si))]
+    x = input.expand([sx[j] if j == d else c for j, c in enumerate(common)])
+    return x.gather(d, indices.expand([si[j] if j == d else c for j, c in enumerate(common)]))
+
+
+def tile(input, dims):
+    """As torch.tile: repeat, with dims padded by leading ones to input's number of dims."""
+    dims = tuple(_int_list(dims))
+    nd = input._data.ndim
+    return input.repeat((1,) * (nd - len(dims)) + dims)
+
+
+for _f in (swapdims, ravel, tensor_split, hsplit, vsplit, dsplit, split_with_sizes,
+           diff, rot90, kron, diagflat, take, take_along_dim, tile):
+    attach(_f)
+attach(movedim, "moveaxis")
+for _f in (atleast_1d, atleast_2d, atleast_3d, hstack, vstack, dstack, column_stack,
+           concatenate, block_diag, cartesian_prod, combinations, tril_indices, triu_indices):
+    export(_f)
+export(vstack, "row_stack")
+del _f

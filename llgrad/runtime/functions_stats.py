@@ -1,0 +1,169 @@
+"""Statistics, integrals and distances PyTorch has and llgrad writes as compositions: cov /
+corrcoef (PyTorch's Correlation.cpp, op for op), trapezoid / trapz / cumulative_trapezoid
+(its Integration.cpp formulas), cdist and dist (vector norms of differences)."""
+import warnings
+
+from . import dtypes
+from .creation import full_op
+from .dispatch import scalar_type_name as tname
+from .functions import export
+from .functions_math import attach
+from .linalg import vector_norm
+from .shapes import norm_dim
+from .tensor import Tensor
+
+
+def cov(input, *, correction=1, fweights=None, aweights=None):
+    """As torch.cov: the covariance of the rows (variables) over the columns (observations),
+    weighted by fweights (integer counts) and aweights (floating weights)."""
+    nd = input._data.ndim
+    if nd > 2:
+        raise RuntimeError("cov(): expected input to have two or fewer dimensions but got an "
+                           f"input with {nd} dimensions")
+    if input._dtype is dtypes.bool_:
+        raise RuntimeError("cov(): bool dtype is not supported for input")
+    x = input.reshape(1, -1) if nd < 2 else input
+    n = x._data.shape[1]
+    w = None
+    for name, wt, ok, kind in (("fweights", fweights, lambda d: d._cat == 1, "integral"),
+                               ("aweights", aweights, lambda d: d.is_floating_point,
+                                "floating point")):
+        if wt is None:
+            continue
+        if wt._data.ndim > 1:
+            raise RuntimeError(f"cov(): expected {name} to have one or fewer dimensions but got "
+                               f"{name} with {wt._data.ndim} dimensions")
+        if not ok(wt._dtype):
+            raise RuntimeError(f"cov(): expected {name} to have {kind} dtype but got {name} "
+                               f"with {tname(wt._dtype)} dtype")
+        if wt._data.size != n:
+            raise RuntimeError(f"cov(): expected {name} to have the same numel as there are "
+                               f"observations in the input but got {wt._data.size} != {n}")
+        if n and bool((wt.amin() < 0).item()):
+            raise RuntimeError(f"cov(): {name} cannot be negative")
+        w = wt if w is None else w * wt
+    if w is None:
+        w_sum = n
+        avg = x.sum(1) / n
+        norm = n - correction
+    else:
+        w_sum = w.sum()
+        if not bool((w_sum != 0).item()):
+            raise RuntimeError("cov(): weights sum to zero, can't be normalized")
+        avg = (x * w).sum(1) / w_sum
+        norm = w_sum - correction * (w * aweights).sum() / w_sum \
+            if aweights is not None and correction != 0 else w_sum - correction
+    if bool(norm <= 0):
+        warnings.warn("cov(): degrees of freedom is <= 0. Correction should be strictly less "
+                      "than the number of observations.", UserWarning, stacklevel=2)
+        norm = norm * 0
+    xc = x - avg.unsqueeze(1)
+    c = xc.mm((xc if w is None else xc * w).t())
+    return (c / norm).squeeze()
+
+
+def corrcoef(input):
+    """As torch.corrcoef: the Pearson correlation coefficients of the rows, clipped to
+    [-1, 1]."""
+    if input._data.ndim > 2:
+        raise RuntimeError("corrcoef(): expected input to have two or fewer dimensions but got "
+                           f"an input with {input._data.ndim} dimensions")
+    c = cov(input)
+    if c._data.ndim == 0:
+        return c / c
+    std = c.diagonal().sqrt()
+    c = c / std.reshape(-1, 1)
+    c = c / std.reshape(1, -1)
+    return c.clip(-1, 1)
+
+
+def _trapezoid_args(y, x, dim, name):
+    d = norm_dim(dim, y._data.ndim)
+    if y._dtype is dtypes.bool_:
+        raise RuntimeError(f"{name}: received a bool input for `y`, but bool is not supported")
+    if not isinstance(x, Tensor):
+        return d, None
+    if x._dtype is dtypes.bool_:
+        raise RuntimeError(f"{name}: received a bool input for `x`, but bool is not supported")
+    nd = y._data.ndim
+    if x._data.ndim == 1:
+        if x._data.shape[0] != y._data.shape[d]:
+            raise RuntimeError(f"{name}: There must be one `x` value for each sample point")
+        x = x.reshape(tuple(x._data.shape[0] if j == d else 1 for j in range(nd)))
+    elif x._data.ndim < nd:
+        x = x.reshape((1,) * (nd - x._data.ndim) + tuple(x._data.shape))
+    m = x._data.shape[d]
+    return d, x.narrow(d, 1, m - 1) - x.narrow(d, 0, m - 1)
+
+
+def trapezoid(y, x=None, *, dx=None, dim=-1):
+    """As torch.trapezoid: the trapezoidal rule along dim, with sample points x or a
+    constant spacing dx (1 by default)."""
+    d = norm_dim(dim, y._data.ndim)
+    n = y._data.shape[d] if y._data.ndim else 1
+    if n == 0:                          # (NumPy's 0 for no samples)
+        shape = tuple(s for j, s in enumerate(y._data.shape) if j != d)
+        return full_op(shape, 0, y._dtype)
+    d, dxt = _trapezoid_args(y, x, d, "trapezoid")
+    if dxt is not None:
+        return ((y.narrow(d, 0, n - 1) + y.narrow(d, 1, n - 1)) * dxt).sum(d) / 2.0
+    return (y.sum(d) - (y.select(d, 0) + y.select(d, -1)) * 0.5) * (1 if dx is None else dx)
+
+
+def trapz(y, x=None, *, dx=None, dim=-1):
+    """As torch.trapz (torch.trapezoid)."""
+    return trapezoid(y, x, dx=dx, dim=dim)
+
+
+def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
+    """As torch.cumulative_trapezoid: the running trapezoidal rule along dim (one value
+    fewer than the samples)."""
+    d = norm_dim(dim, y._data.ndim)
+    n = y._data.shape[d] if y._data.ndim else 1
+    if n == 0:
+        return y.clone()
+    d, dxt = _trapezoid_args(y, x, d, "cumulative_trapezoid")
+    pair = y.narrow(d, 0, n - 1) + y.narrow(d, 1, n - 1)
+    if dxt is not None:
+        return (pair * dxt).cumsum(d) / 2.0
+    return ((1 if dx is None else dx) / 2.0 * pair).cumsum(d)
+
+
+def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
+    """As torch.cdist: the p-norm distances between the rows of x1 (..., P, M) and x2 (...,
+    R, M), batch dims broadcast. Computed from the differences (PyTorch uses a matrix
+    product for p = 2 beyond 25 rows, which is faster and less accurate); the gradient at a
+    zero distance is 0, as PyTorch's."""
+    for name, t in (("X1", x1), ("X2", x2)):
+        if t._data.ndim < 2:
+            raise RuntimeError(f"cdist only supports at least 2D tensors, {name} got: "
+                               f"{t._data.ndim}D")
+    if x1._data.shape[-1] != x2._data.shape[-1]:
+        raise RuntimeError(f"X1 and X2 must have the same number of columns. X1: "
+                           f"{x1._data.shape[-1]} X2: {x2._data.shape[-1]}")
+    for name, t in (("X1", x1), ("X2", x2)):
+        if not t._dtype.is_floating_point:
+            raise RuntimeError(f"cdist only supports floating-point dtypes, {name} got: "
+                               f"{tname(t._dtype)}")
+    if p < 0:
+        raise RuntimeError("cdist only supports non-negative p values")
+    if compute_mode not in ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist",
+                            "donot_use_mm_for_euclid_dist"):
+        raise ValueError(f"{compute_mode} is not a valid value for compute_mode")
+    return vector_norm(x1.unsqueeze(-2) - x2.unsqueeze(-3), p, -1)
+
+
+def dist(input, other, p=2):
+    """As torch.dist: the p-norm of input - other."""
+    d = input - other
+    if not d._dtype.is_floating_point:
+        raise RuntimeError("norm(): input dtype should be either floating point or complex. "
+                           f"Got {tname(d._dtype)} instead.")
+    return vector_norm(d, p)
+
+
+for _f in (cov, corrcoef, dist):
+    attach(_f)
+for _f in (trapezoid, trapz, cumulative_trapezoid, cdist):
+    export(_f)
+del _f
