@@ -10,7 +10,7 @@ UNARY.update({
     "mish": ("any", True, ()), "hardswish": ("any", False, ()),
     "hardsigmoid": ("any", False, ()),
 })
-UNARY_ELSEWHERE.update({"elu_", "celu_", "threshold", "threshold_"})
+UNARY_ELSEWHERE.update({"elu_", "celu_", "threshold", "threshold_", "leaky_relu_"})
 _unary_table.cache_clear()
 RECIPES[r_unary] = (RECIPES[r_unary][0], set(_unary_table()))
 
@@ -20,9 +20,10 @@ def r_nn_activation(g):
     a writable intermediate value (its aliases then hold the written values)."""
     if g.smooth:
         return False
-    form = g.choice(["threshold", "elu_", "celu_", "threshold_"])
+    form = g.choice(["threshold", "elu_", "celu_", "threshold_", "leaky_relu_"])
     call = {"threshold": "F.threshold({x}, 0.1, 2.0{ip})", "threshold_": "F.threshold({x}, "
-            "-0.2, 0.5{ip})", "elu_": "F.elu({x}, 0.7{ip})", "celu_": "F.celu({x}, 1.5{ip})"}
+            "-0.2, 0.5{ip})", "elu_": "F.elu({x}, 0.7{ip})", "celu_": "F.celu({x}, 1.5{ip})",
+            "leaky_relu_": "F.leaky_relu({x}, 0.2{ip})"}
     if form == "threshold" or g.chance(50):
         x = g.need(lambda v: v.float)
         inplace = form != "threshold"
@@ -148,7 +149,7 @@ def r_nn_pool_norm(g):
 
 
 RECIPES.update({
-    r_nn_activation: (1, {"threshold", "threshold_", "elu_", "celu_"}),
+    r_nn_activation: (1, {"threshold", "threshold_", "elu_", "celu_", "leaky_relu_"}),
     r_nn_glu: (1, {"glu"}),
     r_nn_loss: (1, {"smooth_l1_loss", "huber_loss", "binary_cross_entropy"}),
     r_nn_pad: (1, {"constant_pad_nd", "reflection_pad", "replication_pad"}),
