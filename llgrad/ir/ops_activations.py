@@ -124,10 +124,13 @@ def _threshold_primitives(node, emit):
 _unary("threshold", _threshold,
        lambda c, g: (g.masked_fill(c.self <= c.threshold, 0),), "ThresholdBackward0",
        float_out=False, decompose=_threshold_primitives)
-# in place (F.threshold(x, ..., inplace=True)): PyTorch masks by the result (its formula)
+# in place (F.threshold(x, ..., inplace=True)): PyTorch 2.13 masks by the input as it was
+# before the write (zero where it was at or below the threshold, whatever the value written;
+# the result cannot tell, a written value above the threshold looks like a kept one), so
+# the input is saved (runtime/inplace.py keeps a clone of it)
 _unary("threshold_", _threshold,
-       lambda c, g: (g.masked_fill(c.result <= c.threshold, 0),), "ThresholdBackward1",
-       save=("result",), float_out=False, decompose=_threshold_primitives)
+       lambda c, g: (g.masked_fill(c.self <= c.threshold, 0),), "ThresholdBackward1",
+       save=("self",), float_out=False, decompose=_threshold_primitives)
 
 
 # ---- logsigmoid, mish ----------------------------------------------------------------------

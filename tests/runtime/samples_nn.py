@@ -74,7 +74,10 @@ S("threshold",
        _nnAway(4, 3, kinks=(-0.3,), scale=0.4), node="ThresholdBackward0"))
 S("threshold_",
   Case("inplace", lambda T, x: F(T).threshold(x * 1, 0.1, -2.0, inplace=True),
-       _nnAway(3, 4, kinks=(0.1,), scale=0.4), node="ThresholdBackward1"))
+       _nnAway(3, 4, kinks=(0.1,), scale=0.4), node="ThresholdBackward1"),
+  # a written value above the threshold: the gradient is masked by the input, not the result
+  Case("inplace_value_above", lambda T, x: F(T).threshold(x * 1, 0.1, 2.0, inplace=True),
+       np.array([[-1.3, 0.6, -0.4, 1.1], [0.35, -0.05, 1.7, -0.9]]), node="ThresholdBackward1"))
 S("glu",
   Case("last", lambda T, x: F(T).glu(x), _nnR(3, 4), node="GluBackward0"),
   Case("dim0_noncontig", lambda T, x: F(T).glu(x.t(), 0), _nnR(3, 4), node="GluBackward0"),
