@@ -65,6 +65,21 @@ class _Layout:
         self.saved = tuple(saved)
 
 
+def _copy_with_layout(a):
+    """A copy of array a with a's own strides: the backward graph was traced with them (a
+    broadcast or stepped input view); np.array would make it dense (a stride-0 dim then
+    comes out in Fortran order), which the backward's kernel refuses."""
+    if a.size == 0 or a.flags.c_contiguous:
+        return np.array(a)
+    lo, hi = np.lib.array_utils.byte_bounds(a)
+    it = a.itemsize
+    buf = np.empty((hi - lo) // it, a.dtype)
+    out = np.lib.stride_tricks.as_strided(buf[(a.__array_interface__["data"][0] - lo) // it:],
+                                          a.shape, a.strides)
+    out[...] = a
+    return out
+
+
 class CompiledFunctionBackward(Node):
     __slots__ = ("entry", "_layout", "_saved", "_inputs", "_versions", "_names",
                  "_rng_state", "_where", "_checked")
@@ -107,7 +122,7 @@ class CompiledFunctionBackward(Node):
             if kind == "array" or kind == "output":
                 saved.append(saved_arrays[x] if kind == "array" else None)
             elif kind == "copy":
-                saved.append(np.array(saved_arrays[x]))
+                saved.append(_copy_with_layout(saved_arrays[x]))
             else:                           # an input (by index) or the RNG state
                 saved.append(node._rng_state)
         node._saved = saved

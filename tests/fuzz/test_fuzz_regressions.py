@@ -468,3 +468,21 @@ def test_known_bugs_listed_here():
     pytest.importorskip("hypothesis")
     from programs import KNOWN_BUGS
     assert set(KNOWN_BUGS) == {"grad_into_input"}
+
+
+@pytest.mark.parametrize("layout,extra", [("expanded", ", expand=(0,)"), ("stepped", "")])
+def test_a_saved_input_view_keeps_its_layout_across_calls(layout, extra):
+    """A saved input view (here the broadcast input itself) is kept by the backward as a copy;
+    np.array made that copy dense (a stride-0 dim in Fortran order), and from the second call
+    on the backward kernel refused it: 'expected strides (0, 1), got (1, 2)'
+    (compile/backward_node.py _copy_with_layout)."""
+    check_program(Listing(f'''
+        def f(x0):
+            v0 = x0.tanh().exp()
+            v1 = x0.tanh().exp()
+            v2 = v0.neg()
+            return v2, v1
+
+        def make_inputs():
+            return [make_input((2, 2), 'float32', '{layout}', seed=0, requires_grad=True{extra})]
+    '''), ("interpret", "python", "llvm"))
