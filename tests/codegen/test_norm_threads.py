@@ -41,3 +41,25 @@ def test_threads_agree_with_eager(name):
             np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
     finally:
         llgrad.set_num_threads(old)
+
+
+@pytest.mark.parametrize("shape", [(1, 3, 4, 5), (4, 1, 3, 3), (5, 3, 1, 1), (1, 1, 4, 4),
+                                   (6, 2, 3)])
+def test_size_one_dims_merge_away(shape):
+    """Size-1 dims leave the loop nest (loops.normalize): a batch of one image, a single
+    channel, 1x1 planes; batch_norm (training and eval), var and softmax as eager."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(shape).astype(np.float32)
+    c = shape[1]
+    w, b = (llgrad.tensor(rng.standard_normal(c).astype(np.float32)) for _ in range(2))
+    rm = llgrad.tensor(rng.standard_normal(c).astype(np.float32))
+    rv = llgrad.tensor(rng.uniform(0.5, 2, c).astype(np.float32))
+    programs = [lambda t: F.batch_norm(t, rm, rv, w, b, False), lambda t: t.var(0),
+                lambda t: F.softmax(t, -1)]
+    if x.size // c > 1:
+        programs.append(lambda t: F.batch_norm(t, None, None, w, b, True))
+    for fn in programs:
+        want = fn(llgrad.tensor(x)).numpy()
+        f = llgrad.compile(fn)
+        f(llgrad.tensor(x))
+        np.testing.assert_allclose(f(llgrad.tensor(x)).numpy(), want, rtol=1e-4, atol=1e-5)

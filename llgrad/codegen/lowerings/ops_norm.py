@@ -12,12 +12,14 @@ strides, any layout):
 Sums accumulate in float64 (float32 data then agrees with NumPy's pairwise float32 sums
 to a few float32 ulps); exp and log come from vecmath (inline, no libm calls)."""
 
+from llvmlite import ir
+
 from ...ir.graph import Value
 from ...ir.geometry import contiguous_strides
 from . import vecmath
-from .loops import Access, loop_nest
+from .loops import Access, loop_nest, normalize
 from .parallel import parallel_loops
-from .scalar import F64, Scalar, is_float
+from .scalar import F64, I64, Scalar, is_float
 from .table import register
 
 
@@ -48,26 +50,14 @@ def _check(node):
 
 
 def _coalesce(shape, red, accesses):
-    """(shape, red, accesses) with each run of adjacent dims that are all reduced or all
-    kept, and that every access walks as one, merged into one dim: a reduction over (H, W)
-    of a contiguous image becomes one loop of H*W (the inner loop long enough to vectorise,
-    not W with a remainder per row)."""
-    flags = [d in red for d in range(len(shape))]
-    out_shape, out_flags, out_strides = [], [], [[] for _ in accesses]
-    for d, n in enumerate(shape):
-        if out_shape and out_flags[-1] == flags[d] and all(
-                s[-1] == a.strides[d] * n for s, a in zip(out_strides, accesses)):
-            out_shape[-1] *= n
-            for s, a in zip(out_strides, accesses):
-                s[-1] = a.strides[d]
-            continue
-        out_shape.append(n)
-        out_flags.append(flags[d])
-        for s, a in zip(out_strides, accesses):
-            s.append(a.strides[d])
-    new_red = tuple(d for d, f in enumerate(out_flags) if f)
-    return (tuple(out_shape), new_red,
-            tuple(a.with_strides(tuple(s)) for a, s in zip(accesses, out_strides)))
+    """(shape, red, accesses) merged by loops.normalize (logical order kept): adjacent dims
+    that are all reduced or all kept and that every access walks as one become one dim, and
+    size-1 dims go: a reduction over (H, W) of a contiguous image is one loop of H*W (long
+    enough to vectorise, not W with a remainder per row)."""
+    ext, strides, flags, _ = normalize(shape, [a.strides for a in accesses],
+                                       [d in red for d in range(len(shape))])
+    return (ext, tuple(d for d, f in enumerate(flags) if f),
+            tuple(a.with_strides(st) for a, st in zip(accesses, strides)))
 
 
 def _emit(plan, group, fg):
@@ -224,8 +214,14 @@ def _emit_batch_norm(plan, group, fg):
     count = out.type.numel // nc
     src = plan.access(x, shape)
     dst = Access(plan.buffers[out], dt, 0, contiguous_strides(shape))
-    # (N, C, H, W, ...) walked as (N, C, H*W*...) where the layouts allow
+    # (N, C, H, W, ...) walked as (N, C, H*W*...) where the layouts allow (and without the
+    # size-1 dims: no channel dim at all when C is 1)
     shape, red, (src, dst) = _coalesce(shape, red, (src, dst))
+    kept = [d for d in range(len(shape)) if d not in red]
+
+    def full(cidx, ridx):
+        it_c, it_r = iter(cidx), iter(ridx)
+        return [next(it_r) if d in red else next(it_c) for d in range(len(shape))]
 
     def channels(g, loops, tid):        # the channels of one thread's share
         b, sg = g.b, g.sg
@@ -235,10 +231,12 @@ def _emit_batch_norm(plan, group, fg):
         def per_channel(v, c):
             return sg.cast(g.load(plan.access(v, (nc,)), [c]), "float64")
 
-        with loops() as (c,):
+        with loops() as cidx:
+            c = cidx[0] if cidx else ir.Constant(I64, 0)
+
             def over(body):
                 with loop_nest(b, [shape[d] for d in red], name="r") as ridx:
-                    body(ridx[:1] + [c] + ridx[1:])
+                    body(full(cidx, ridx))
 
             def add64(v):
                 b.store(b.fadd(b.load(s_slot, typ=F64), v.v, flags=("reassoc",)), s_slot)
@@ -271,7 +269,7 @@ def _emit_batch_norm(plan, group, fg):
             over(write)
 
     # channels over the threads: each reads its values two or three times
-    parallel_loops(fg, [nc], channels, cost=3 * count)
+    parallel_loops(fg, [shape[d] for d in kept], channels, cost=3 * count)
 
 
 register("batch_norm", "kernel", emit=_emit_batch_norm, check=_check_batch_norm)
