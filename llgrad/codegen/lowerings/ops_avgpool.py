@@ -26,7 +26,7 @@ import math
 
 from ...ir.graph import Value
 from .loops import Access, for_range
-from .ops_pool2d import UNROLL, _c, _clamp, _interior, _unflatten
+from .ops_pool2d import UNROLL, clamp_index, i64_const, interior_outputs, unflatten_index
 from .parallel import parallel_range
 from .scalar import Scalar, is_float, reg_type
 from .table import register
@@ -53,11 +53,11 @@ def _max(b, x, y):
 
 def _count(b, o, n, k, stride, pad, include):
     """ir/ops_nn_more.window_count of output o (an i64): the divisor's factor along a dim."""
-    start = b.sub(b.mul(o, _c(stride)), _c(pad))
-    end = _min(b, b.add(start, _c(k)), _c(n + pad))
+    start = b.sub(b.mul(o, i64_const(stride)), i64_const(pad))
+    end = _min(b, b.add(start, i64_const(k)), i64_const(n + pad))
     if include:
         return b.sub(end, start)
-    return b.sub(_min(b, end, _c(n)), _max(b, start, _c(0)))
+    return b.sub(_min(b, end, i64_const(n)), _max(b, start, i64_const(0)))
 
 
 class _Geometry:
@@ -84,8 +84,8 @@ class _Geometry:
             return g.sg.const(float(self.override), self.dt)
         if isinstance(rows, int) and isinstance(cols, int):
             return g.sg.const(rows * cols, self.dt)
-        n = g.b.mul(_c(rows) if isinstance(rows, int) else rows,
-                    _c(cols) if isinstance(cols, int) else cols)
+        n = g.b.mul(i64_const(rows) if isinstance(rows, int) else rows,
+                    i64_const(cols) if isinstance(cols, int) else cols)
         return g.sg.cast(Scalar(n, "int64"), self.dt)
 
 
@@ -101,16 +101,16 @@ def _emit_forward(plan, group, fg):
     oh, ow = out.type.shape[-2:]
     geo = _Geometry(node.attrs, h, w, dt)
     k = _Windows(plan.access(x, shape), Access(plan.buffers[out], dt, 0, (ow, 1)), geo, ow)
-    rows = _interior(oh, h, geo.sh, geo.ph, 1, geo.kh)
-    cols = _interior(ow, w, geo.sw, geo.pw, 1, geo.kw)
+    rows = interior_outputs(oh, h, geo.sh, geo.ph, 1, geo.kh)
+    cols = interior_outputs(ow, w, geo.sw, geo.pw, 1, geo.kw)
     fast = geo.kh * geo.kw <= UNROLL
 
     def body(g, lo, hi, tid):
         b = g.b
         with for_range(b, lo, hi, name="row") as q:
-            o = b.urem(q, _c(oh))
-            lidx = _unflatten(b, b.udiv(q, _c(oh)), lead)
-            start = b.sub(b.mul(o, _c(geo.sh)), _c(geo.ph))
+            o = b.urem(q, i64_const(oh))
+            lidx = unflatten_index(b, b.udiv(q, i64_const(oh)), lead)
+            start = b.sub(b.mul(o, i64_const(geo.sh)), i64_const(geo.ph))
             if not fast:
                 k.looped(g, lidx, q, start, geo.row_count(b, o), 0, ow)
             else:
@@ -131,8 +131,8 @@ class _Windows:
         """Output row o unrolled, without checks where its windows are inside the input
         (o in inner_rows, and the columns in cols)."""
         b, geo, ow = g.b, self.geo, self.ow
-        inside = b.and_(b.icmp_signed(">=", o, _c(inner_rows[0])),
-                        b.icmp_signed("<", o, _c(inner_rows[1])))
+        inside = b.and_(b.icmp_signed(">=", o, i64_const(inner_rows[0])),
+                        b.icmp_signed("<", o, i64_const(inner_rows[1])))
         with b.if_else(inside) as (then, other):
             with then:          # checks only at the row's ends
                 self.unrolled(g, lidx, q, start, geo.kh, 0, cols[0], check_rows=False)
@@ -149,20 +149,20 @@ class _Windows:
         zero = sg.const(0, geo.dt)
         rows = []
         for i in range(geo.kh):
-            r = b.add(start, _c(i))
-            ok = b.icmp_unsigned("<", r, _c(geo.h)) if check_rows else None   # (r < 0 too)
-            rows.append((ok, _clamp(b, r, geo.h) if check_rows else r))
+            r = b.add(start, i64_const(i))
+            ok = b.icmp_unsigned("<", r, i64_const(geo.h)) if check_rows else None   # (r < 0 too)
+            rows.append((ok, clamp_index(b, r, geo.h) if check_rows else r))
         with for_range(b, c0, c1, name="ow") as c:
-            col0 = b.sub(b.mul(c, _c(geo.sw)), _c(geo.pw))
+            col0 = b.sub(b.mul(c, i64_const(geo.sw)), i64_const(geo.pw))
             acc = zero          # (from +0, as the reference: an all -0 window sums to +0)
             for rok, r in rows:
                 for j in range(geo.kw):
-                    col = b.add(col0, _c(j))
-                    v = g.load(self.src, lidx + [r, _clamp(b, col, geo.w) if check_cols
+                    col = b.add(col0, i64_const(j))
+                    v = g.load(self.src, lidx + [r, clamp_index(b, col, geo.w) if check_cols
                                                  else col])
                     ok = rok
                     if check_cols:
-                        cok = b.icmp_unsigned("<", col, _c(geo.w))
+                        cok = b.icmp_unsigned("<", col, i64_const(geo.w))
                         ok = cok if ok is None else b.and_(ok, cok)
                     acc = sg.add(acc, v if ok is None else sg.select(ok, v, zero))
             div = geo.divisor(g, rcount, geo.col_count(b, c) if check_cols else geo.kw)
@@ -172,14 +172,14 @@ class _Windows:
         b, sg, geo = g.b, g.sg, self.geo
         slot = g.alloca(reg_type(geo.dt), "acc")
         with for_range(b, c0, c1, name="owc") as c:
-            col0 = b.sub(b.mul(c, _c(geo.sw)), _c(geo.pw))
+            col0 = b.sub(b.mul(c, i64_const(geo.sw)), i64_const(geo.pw))
             b.store(sg.const(0, geo.dt).v, slot)
             with for_range(b, 0, geo.kh, name="ki") as i:
                 r = b.add(start, i)
-                with b.if_then(b.icmp_unsigned("<", r, _c(geo.h))):    # (r < 0: false)
+                with b.if_then(b.icmp_unsigned("<", r, i64_const(geo.h))):    # (r < 0: false)
                     with for_range(b, 0, geo.kw, name="kj") as j:
                         col = b.add(col0, j)
-                        with b.if_then(b.icmp_unsigned("<", col, _c(geo.w))):
+                        with b.if_then(b.icmp_unsigned("<", col, i64_const(geo.w))):
                             acc = Scalar(b.load(slot, typ=slot.allocated_type), geo.dt)
                             v = g.load(self.src, lidx + [r, col])
                             b.store(sg.add(acc, v).v, slot)
@@ -201,23 +201,23 @@ def _emit_backward(plan, group, fg):
     geo = _Geometry(node.attrs, h, w, dt)
     src = plan.access(grad, grad.type.shape)
     dst = Access(plan.buffers[out], dt, 0, (w, 1))          # over (plane-row, column)
-    cols = _interior(ow, w, geo.sw, geo.pw, 1, geo.kw)
+    cols = interior_outputs(ow, w, geo.sw, geo.pw, 1, geo.kw)
     zero = fg.sg.const(0, dt)
 
     def body(g, lo, hi, tid):
         b = g.b
         with for_range(b, lo, hi, name="row") as q:
-            r = b.urem(q, _c(h))
-            lidx = _unflatten(b, b.udiv(q, _c(h)), lead)
+            r = b.urem(q, i64_const(h))
+            lidx = unflatten_index(b, b.udiv(q, i64_const(h)), lead)
             with for_range(b, 0, w, name="z") as c:
                 g.store(zero, dst, [q, c])
             with for_range(b, 0, geo.kh, name="ki") as ii:
                 # kernel row i = kh - 1 - ii: the output rows in increasing order
-                t = b.add(b.add(r, _c(geo.ph - geo.kh + 1)), ii, name="t")   # oo * sh
-                oo = b.udiv(_max(b, t, _c(0)), _c(geo.sh))
-                ok = b.and_(b.icmp_signed(">=", t, _c(0)),
-                            b.and_(b.icmp_signed("==", b.mul(oo, _c(geo.sh)), t),
-                                   b.icmp_signed("<", oo, _c(oh))))
+                t = b.add(b.add(r, i64_const(geo.ph - geo.kh + 1)), ii, name="t")   # oo * sh
+                oo = b.udiv(_max(b, t, i64_const(0)), i64_const(geo.sh))
+                ok = b.and_(b.icmp_signed(">=", t, i64_const(0)),
+                            b.and_(b.icmp_signed("==", b.mul(oo, i64_const(geo.sh)), t),
+                                   b.icmp_signed("<", oo, i64_const(oh))))
                 with b.if_then(ok):
                     rcount = geo.row_count(b, oo)
                     at = lidx + [oo]
@@ -240,21 +240,21 @@ def _spread(g, src, dst, geo, at, q, rcount, c0, c1, check):
     with for_range(b, c0, c1, name="oc") as c:
         div = geo.divisor(g, rcount, geo.col_count(b, c) if check else geo.kw)
         share = sg.div(g.load(src, at + [c]), div)
-        col0 = b.sub(b.mul(c, _c(geo.sw)), _c(geo.pw))
+        col0 = b.sub(b.mul(c, i64_const(geo.sw)), i64_const(geo.pw))
         if geo.kw > UNROLL:         # (a wide kernel: its columns in a loop, not unrolled)
             with for_range(b, 0, geo.kw, name="kj") as j:
                 _add(g, dst, geo, q, b.add(col0, j), share, check)
         else:
             for j in range(geo.kw):
-                _add(g, dst, geo, q, b.add(col0, _c(j)), share, check)
+                _add(g, dst, geo, q, b.add(col0, i64_const(j)), share, check)
 
 
 def _add(g, dst, geo, q, col, v, check):
     """dst[q, col] += v (check: 0 at the nearest column inside where col is outside)."""
     b, sg = g.b, g.sg
     if check:
-        v = sg.select(b.icmp_unsigned("<", col, _c(geo.w)), v, sg.const(0, geo.dt))
-        col = _clamp(b, col, geo.w)
+        v = sg.select(b.icmp_unsigned("<", col, i64_const(geo.w)), v, sg.const(0, geo.dt))
+        col = clamp_index(b, col, geo.w)
     g.store(sg.add(g.load(dst, [q, col]), v), dst, [q, col])
 
 

@@ -30,7 +30,8 @@ from .scalar import I64, Scalar, is_float, is_unsigned, reg_type
 from .table import register
 
 
-def _c(v):
+def i64_const(v):
+    """v as an i64 constant."""
     return ir.Constant(I64, v)
 
 
@@ -63,27 +64,27 @@ def _lowest(dt, sg):
     return Scalar(ir.Constant(t, 0 if is_unsigned(dt) else -(1 << (t.width - 1))), dt)
 
 
-def _unflatten(b, p, lead):
+def unflatten_index(b, p, lead):
     """The indices over the dims `lead` of the flat (C-order) position p."""
     idx = []
     for d in range(len(lead) - 1, 0, -1):
-        idx.insert(0, b.urem(p, _c(lead[d])))
-        p = b.udiv(p, _c(lead[d]))
+        idx.insert(0, b.urem(p, i64_const(lead[d])))
+        p = b.udiv(p, i64_const(lead[d]))
     return [p] + idx if lead else []
 
 
 def _first_inside(b, start, dilation):
     """start moved past the padding in steps of dilation (PyTorch's window start)."""
-    neg = b.sub(_c(0), start)
-    steps = b.udiv(b.add(neg, _c(dilation - 1)), _c(dilation))
-    return b.select(b.icmp_signed("<", start, _c(0)), b.add(start, b.mul(steps, _c(dilation))),
-                    start)
+    neg = b.sub(i64_const(0), start)
+    steps = b.udiv(b.add(neg, i64_const(dilation - 1)), i64_const(dilation))
+    return b.select(b.icmp_signed("<", start, i64_const(0)),
+                    b.add(start, b.mul(steps, i64_const(dilation))), start)
 
 
 UNROLL = 64     # kernels of at most this many offsets: the window's loads unrolled
 
 
-def _interior(o, n, stride, pad, dilation, k):
+def interior_outputs(o, n, stride, pad, dilation, k):
     """[lo, hi): the outputs along a dim whose whole window is inside the input."""
     lo, hi = 0, o
     for i in range(k):
@@ -106,21 +107,21 @@ def _emit_forward(plan, group, fg):
     oh, ow = vals.type.shape[-2:]
     k = _Kernel(plan.access(x, shape), Access(plan.buffers[vals], dt, 0, (ow, 1)),
                 Access(plan.buffers[idxs], "int64", 0, (ow, 1)), geo, h, w, dt)
-    rows = _interior(oh, h, sh, ph, dh, kh)
-    cols = _interior(ow, w, sw, pw, dw, kw)
+    rows = interior_outputs(oh, h, sh, ph, dh, kh)
+    cols = interior_outputs(ow, w, sw, pw, dw, kw)
     fast = kh * kw <= UNROLL
 
     def body(g, lo, hi, tid):
         b = g.b
         with for_range(b, lo, hi, name="row") as q:
-            o = b.urem(q, _c(oh))
-            lidx = _unflatten(b, b.udiv(q, _c(oh)), lead)
-            start = b.sub(b.mul(o, _c(sh)), _c(ph))
+            o = b.urem(q, i64_const(oh))
+            lidx = unflatten_index(b, b.udiv(q, i64_const(oh)), lead)
+            start = b.sub(b.mul(o, i64_const(sh)), i64_const(ph))
             if not fast:
                 k.looped(g, lidx, q, start, 0, ow)
             else:
-                inside = b.and_(b.icmp_signed(">=", o, _c(rows[0])),
-                                b.icmp_signed("<", o, _c(rows[1])))
+                inside = b.and_(b.icmp_signed(">=", o, i64_const(rows[0])),
+                                b.icmp_signed("<", o, i64_const(rows[1])))
                 with b.if_else(inside) as (then, other):
                     with then:          # checks only at the row's ends
                         k.unrolled(g, lidx, q, start, 0, cols[0], check_rows=False)
@@ -156,7 +157,7 @@ class _Kernel:
     def _start(self, b, start, col0):
         """A window's first position inside the input, and the dtype's lowest value."""
         first = _first_inside(b, start, self.dh)
-        return b.add(b.mul(first, _c(self.w)), _first_inside(b, col0, self.dw))
+        return b.add(b.mul(first, i64_const(self.w)), _first_inside(b, col0, self.dw))
 
     def unrolled(self, g, lidx, q, start, c0, c1, check_rows=True, check_cols=True):
         if c0 >= c1:
@@ -164,20 +165,20 @@ class _Kernel:
         b, sg = g.b, g.sg
         rows = []
         for i in range(self.kh):
-            r = b.add(start, _c(i * self.dh))
-            ok = b.icmp_unsigned("<", r, _c(self.h)) if check_rows else None   # (r < 0 too)
-            rows.append((r, ok, _clamp(b, r, self.h) if check_rows else r))
+            r = b.add(start, i64_const(i * self.dh))
+            ok = b.icmp_unsigned("<", r, i64_const(self.h)) if check_rows else None   # (r < 0 too)
+            rows.append((r, ok, clamp_index(b, r, self.h) if check_rows else r))
         with for_range(b, c0, c1, name="ow") as c:
-            col0 = b.sub(b.mul(c, _c(self.sw)), _c(self.pw))
+            col0 = b.sub(b.mul(c, i64_const(self.sw)), i64_const(self.pw))
             best = at = None
             if check_rows or check_cols:
                 best, at = _lowest(self.dt, sg), self._start(b, start, col0)
             for r, rok, rc in rows:
-                rw = b.mul(r, _c(self.w))
+                rw = b.mul(r, i64_const(self.w))
                 for j in range(self.kw):
-                    col = b.add(col0, _c(j * self.dw))
-                    cok = b.icmp_unsigned("<", col, _c(self.w)) if check_cols else None
-                    v = g.load(self.src, lidx + [rc, _clamp(b, col, self.w) if check_cols
+                    col = b.add(col0, i64_const(j * self.dw))
+                    cok = b.icmp_unsigned("<", col, i64_const(self.w)) if check_cols else None
+                    v = g.load(self.src, lidx + [rc, clamp_index(b, col, self.w) if check_cols
                                                  else col])
                     pos = b.add(rw, col)
                     if best is None:
@@ -195,31 +196,31 @@ class _Kernel:
         best_slot = g.alloca(reg_type(self.dt), "best")
         at_slot = g.alloca(I64, "at")
         with for_range(b, c0, c1, name="owc") as c:
-            col0 = b.sub(b.mul(c, _c(self.sw)), _c(self.pw))
+            col0 = b.sub(b.mul(c, i64_const(self.sw)), i64_const(self.pw))
             b.store(_lowest(self.dt, sg).v, best_slot)
             b.store(self._start(b, start, col0), at_slot)
             with for_range(b, 0, self.kh, name="ki") as i:
-                r = b.add(start, b.mul(i, _c(self.dh)))
-                with b.if_then(b.icmp_unsigned("<", r, _c(self.h))):    # (r < 0: false)
+                r = b.add(start, b.mul(i, i64_const(self.dh)))
+                with b.if_then(b.icmp_unsigned("<", r, i64_const(self.h))):    # (r < 0: false)
                     with for_range(b, 0, self.kw, name="kj") as j:
-                        col = b.add(col0, b.mul(j, _c(self.dw)))
-                        with b.if_then(b.icmp_unsigned("<", col, _c(self.w))):
+                        col = b.add(col0, b.mul(j, i64_const(self.dw)))
+                        with b.if_then(b.icmp_unsigned("<", col, i64_const(self.w))):
                             v = g.load(self.src, lidx + [r, col])
                             best = Scalar(b.load(best_slot, typ=best_slot.allocated_type),
                                           self.dt)
                             take = self._take(sg, v, best)
                             b.store(b.select(take, v.v, best.v), best_slot)
-                            pos = b.add(b.mul(r, _c(self.w)), col)
+                            pos = b.add(b.mul(r, i64_const(self.w)), col)
                             b.store(b.select(take, pos, b.load(at_slot, typ=I64)), at_slot)
             g.store(Scalar(b.load(best_slot, typ=best_slot.allocated_type), self.dt),
                     self.dst_v, [q, c])
             g.store(Scalar(b.load(at_slot, typ=I64), "int64"), self.dst_i, [q, c])
 
 
-def _clamp(b, i, n):
+def clamp_index(b, i, n):
     """i moved into [0, n)."""
-    i = b.select(b.icmp_signed("<", i, _c(0)), _c(0), i)
-    return b.select(b.icmp_signed(">", i, _c(n - 1)), _c(n - 1), i)
+    i = b.select(b.icmp_signed("<", i, i64_const(0)), i64_const(0), i)
+    return b.select(b.icmp_signed(">", i, i64_const(n - 1)), i64_const(n - 1), i)
 
 
 def _emit_backward(plan, group, fg):
@@ -242,11 +243,11 @@ def _emit_backward(plan, group, fg):
         with for_range(b, lo, hi, name="plane") as p:
             with for_range(b, 0, h * w, name="z") as k:
                 g.store(zero, dst, [p, k])
-            lidx = _unflatten(b, p, lead)
+            lidx = unflatten_index(b, p, lead)
             with for_range(b, 0, oh, name="oh") as o:
                 with for_range(b, 0, ow, name="ow") as c:
                     k = g.load(at, lidx + [o, c]).v
-                    with b.if_then(b.icmp_unsigned("<", k, _c(h * w))):
+                    with b.if_then(b.icmp_unsigned("<", k, i64_const(h * w))):
                         cur = g.load(dst, [p, k])
                         g.store(sg.add(cur, g.load(src, lidx + [o, c])), dst, [p, k])
 
