@@ -5,8 +5,11 @@ updated in place with fill_, as PyTorch does: a compiled training step reads it 
 at each call and does not re-trace when the schedule changes it.
 
 Modules: base (LRScheduler and the group helpers), formulas (the schedulers whose lr is a
-formula of the epoch), plateau (ReduceLROnPlateau), sequential (SequentialLR), one_cycle
+formula of the epoch), cyclic (multiplying, polynomial, cyclic and restarting schedules, and
+ChainedScheduler), plateau (ReduceLROnPlateau), sequential (SequentialLR), one_cycle
 (OneCycleLR)."""
+from .cyclic import (ChainedScheduler, ConstantLR, CosineAnnealingWarmRestarts,  # noqa: F401
+                     CyclicLR, MultiplicativeLR, PolynomialLR)
 from .base import EPOCH_DEPRECATION_WARNING, LRScheduler, _LRScheduler  # noqa: F401
 from .formulas import (CosineAnnealingLR, ExponentialLR, LambdaLR, LinearLR,  # noqa: F401
                        MultiStepLR, StepLR)
@@ -15,4 +18,6 @@ from .plateau import ReduceLROnPlateau  # noqa: F401
 from .sequential import SequentialLR  # noqa: F401
 
 __all__ = ["LRScheduler", "LambdaLR", "StepLR", "MultiStepLR", "LinearLR", "ExponentialLR",
-           "SequentialLR", "CosineAnnealingLR", "ReduceLROnPlateau", "OneCycleLR"]
+           "SequentialLR", "CosineAnnealingLR", "ReduceLROnPlateau", "OneCycleLR", "MultiplicativeLR",
+           "ConstantLR", "PolynomialLR", "CyclicLR", "CosineAnnealingWarmRestarts",
+           "ChainedScheduler"]
