@@ -55,6 +55,10 @@ class Module(ModuleHooks):
                 raise TypeError(f"cannot assign '{type(value).__name__}' as parameter "
                                 f"'{name}' (llgrad.nn.Parameter or None expected)")
             self._parameters[name] = None
+        elif isinstance(value, Tensor) and getattr(value, "_is_buffer", False):
+            # (an nn.Buffer: registered as a buffer, persistent as it says)
+            self.__dict__.pop(name, None)
+            self.register_buffer(name, value, value.persistent)
         elif name in self._buffers:
             if value is not None and not isinstance(value, Tensor):
                 raise TypeError(f"cannot assign '{type(value).__name__}' as buffer '{name}' "
