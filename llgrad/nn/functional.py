@@ -23,6 +23,14 @@ from .functional_shuffle import (bilinear, celu_, channel_shuffle, elu_,  # noqa
                                  relu_, selu_, threshold_)
 from .functional_pool import (adaptive_avg_pool1d, adaptive_avg_pool2d,  # noqa: F401
                               adaptive_max_pool1d, adaptive_max_pool2d, avg_pool1d, avg_pool2d)
+from .functional_extra import (alpha_dropout, dropout1d, dropout2d, dropout3d,  # noqa: F401
+                               feature_alpha_dropout, fold, max_pool1d, max_pool1d_with_indices,
+                               max_pool2d_with_indices, unfold)
+from .functional_loss_margin import (cosine_embedding_loss, gaussian_nll_loss,  # noqa: F401
+                                     hinge_embedding_loss, margin_ranking_loss, multi_margin_loss,
+                                     multilabel_soft_margin_loss, poisson_nll_loss,
+                                     soft_margin_loss, triplet_margin_loss,
+                                     triplet_margin_with_distance_loss)
 from .functional_attention import (multi_head_attention_forward,  # noqa: F401
                                    scaled_dot_product_attention)
 

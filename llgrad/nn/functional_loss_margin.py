@@ -1,0 +1,204 @@
+"""The margin, embedding and likelihood losses, as the compositions PyTorch's ATen runs
+(Loss.cpp, LossMultiMargin.cpp): margin_ranking_loss, hinge_embedding_loss,
+cosine_embedding_loss, soft_margin_loss, multilabel_soft_margin_loss, multi_margin_loss,
+triplet_margin_loss(_with_distance_loss), poisson_nll_loss, gaussian_nll_loss."""
+import math
+
+from ..runtime.creation import ones_like
+from ..runtime.dispatch import nondiff_error
+from ..runtime.functions import minimum, where
+from ..runtime.grad_mode import no_grad
+from .functional_activation import logsigmoid
+from .functional_distance import pairwise_distance
+from .functional_loss import _reduction
+
+__all__ = ["margin_ranking_loss", "hinge_embedding_loss", "cosine_embedding_loss",
+           "soft_margin_loss", "multilabel_soft_margin_loss", "multi_margin_loss",
+           "triplet_margin_loss", "triplet_margin_with_distance_loss", "poisson_nll_loss",
+           "gaussian_nll_loss"]
+
+
+def _reduce(loss, reduction):
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    return loss
+
+
+def margin_ranking_loss(input1, input2, target, margin=0, size_average=None, reduce=None,
+                        reduction="mean"):
+    """max(0, -target * (input1 - input2) + margin), as torch.nn.functional's."""
+    reduction = _reduction(reduction, size_average, reduce)
+    if input1.dim() != input2.dim() or input1.dim() != target.dim():
+        raise RuntimeError("margin_ranking_loss : All input tensors should have same dimension "
+                           f"but got sizes: input1: {input1.size()}, input2: {input2.size()}, "
+                           f"target: {target.size()} ")
+    return _reduce((-target * (input1 - input2) + margin).clamp_min(0), reduction)
+
+
+def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None,
+                         reduction="mean"):
+    """input where target is 1, max(0, margin - input) where it is -1."""
+    reduction = _reduction(reduction, size_average, reduce)
+    zeros = input.new_zeros(()).expand(input.shape) if input.dim() else input.new_zeros(())
+    margin_clamp = (margin - input).clamp_min(0)
+    output = where(target != 1, margin_clamp, zeros) + where(target != -1, input, zeros)
+    return _reduce(output, reduction)
+
+
+def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, reduce=None,
+                          reduction="mean"):
+    """1 - cos(x1, x2) where target is 1, max(0, cos - margin) where it is -1."""
+    reduction = _reduction(reduction, size_average, reduce)
+    targ_dim = target.dim()
+    if targ_dim not in (0, 1):
+        raise RuntimeError(f"0D or 1D target tensor expected, multi-target not supported")
+    if targ_dim == 1:
+        if input1.dim() != 2 or input2.dim() != 2:
+            raise RuntimeError(f"1D target tensor expects 2D input tensors, but found inputs "
+                               f"with sizes {list(input1.shape)} and {list(input2.shape)}.")
+    elif input1.dim() != 1 or input2.dim() != 1:
+        raise RuntimeError(f"0D target tensor expects 1D input tensors, but found inputs with "
+                           f"sizes {list(input1.shape)} and {list(input2.shape)}.")
+    dim = 1 if targ_dim == 1 else 0
+    eps = 1e-12
+    prod_sum = (input1 * input2).sum(dim)
+    mag_square1 = (input1 * input1).sum(dim) + eps
+    mag_square2 = (input2 * input2).sum(dim) + eps
+    cos = prod_sum / (mag_square1 * mag_square2).sqrt()
+    zeros = cos.new_zeros(()).expand(cos.shape) if cos.dim() else cos.new_zeros(())
+    output = where(target == 1, 1 - cos, zeros) + \
+        where(target == -1, (cos - margin).clamp_min(0), zeros)
+    return _reduce(output, reduction)
+
+
+def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """log(1 + exp(-target * input))."""
+    reduction = _reduction(reduction, size_average, reduce)
+    if target.requires_grad:        # (PyTorch's op has a backward for input only)
+        raise nondiff_error("soft_margin_loss", "target")
+    return _reduce((-input * target).exp().log1p(), reduction)
+
+
+def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None,
+                                reduction="mean"):
+    """The binary logistic loss of each class, averaged over the classes."""
+    if size_average is not None or reduce is not None:
+        reduction = _reduction(reduction, size_average, reduce)
+    loss = -(target * logsigmoid(input) + (1 - target) * logsigmoid(-input))
+    if weight is not None:
+        loss = loss * weight
+    class_dim = input.dim() - 1
+    loss = loss.sum(dim=class_dim) / input.size(class_dim)
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(reduction + " is not valid")
+    return _reduce(loss, reduction)
+
+
+def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None,
+                      reduce=None, reduction="mean"):
+    """sum over j != y of max(0, margin - x[y] + x[j]) ** p (times weight[y]) / C."""
+    reduction = _reduction(reduction, size_average, reduce)
+    if p not in (1, 2):
+        raise ValueError("only p == 1 and p == 2 supported")
+    if weight is not None and weight.dim() != 1:
+        raise ValueError("weight must be one-dimensional")
+    x = input if input.dim() == 2 else input.reshape(1, -1)
+    y = target.reshape(-1)
+    n, c = x.shape
+    if input.dim() > 2 or y.shape[0] != n:
+        raise RuntimeError("inconsistent target size, expected " + str(n) + " but got "
+                           + str(list(target.shape)))
+    if n and (int(y.min()) < 0 or int(y.max()) >= c):
+        raise IndexError("target out of range")
+    x_y = x.gather(1, y.unsqueeze(1))
+    z = (margin - x_y + x).clamp_min(0)
+    h = z if p == 1 else z * z
+    if weight is not None:
+        h = h * weight.gather(0, y).unsqueeze(1)
+    not_target = y.unsqueeze(1) != y.new_tensor(list(range(c))).unsqueeze(0)
+    loss = where(not_target, h, h.new_zeros(())).sum(1) / c
+    if input.dim() < 2 and reduction == "none":
+        loss = loss.reshape(target.shape)
+    return _reduce(loss, reduction)
+
+
+def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False,
+                        size_average=None, reduce=None, reduction="mean"):
+    """max(0, margin + d(anchor, positive) - d(anchor, negative)), d the p-norm distance."""
+    reduction = _reduction(reduction, size_average, reduce)
+    if margin <= 0:
+        raise ValueError(f"margin must be greater than 0, got {margin}")
+    a, pd, nd = anchor.dim(), positive.dim(), negative.dim()
+    if not a == pd == nd:
+        raise RuntimeError("The anchor, positive, and negative tensors are expected to have the "
+                           f"same number of dimensions, but got: anchor {a}D, positive {pd}D, and "
+                           f"negative {nd}D inputs")
+    dist_pos = pairwise_distance(anchor, positive, p, eps)
+    dist_neg = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        dist_neg = minimum(dist_neg, pairwise_distance(positive, negative, p, eps))
+    return _reduce((margin + dist_pos - dist_neg).clamp_min(0), reduction)
+
+
+def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None,
+                                      margin=1.0, swap=False, reduction="mean"):
+    """triplet_margin_loss with any distance_function (pairwise_distance by default)."""
+    if margin <= 0:
+        raise ValueError(f"TripletMarginWithDistanceLoss: expected margin to be greater than 0, "
+                         f"got {margin} instead")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    a, pd, nd = anchor.ndim, positive.ndim, negative.ndim
+    if not (a == pd == nd):
+        raise RuntimeError("The anchor, positive, and negative tensors are expected to have the "
+                           f"same number of dimensions, but got: anchor {a}D, positive {pd}D, and "
+                           f"negative {nd}D inputs")
+    dist = distance_function if distance_function is not None else pairwise_distance
+    dist_pos, dist_neg = dist(anchor, positive), dist(anchor, negative)
+    if swap:
+        dist_neg = minimum(dist_neg, dist(positive, negative))
+    return _reduce((margin + dist_pos - dist_neg).clamp_min(0), reduction)
+
+
+def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8,
+                     reduce=None, reduction="mean"):
+    """exp(input) - target * input (log_input), else input - target * log(input + eps); full
+    adds Stirling's term where target > 1."""
+    if size_average is not None or reduce is not None:
+        reduction = _reduction(reduction, size_average, reduce)
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(reduction + " is not a valid value for reduction")
+    loss = input.exp() - target * input if log_input else input - target * (input + eps).log()
+    if full:
+        stirling = target * target.log() - target + 0.5 * (2 * math.pi * target).log()
+        loss = loss + stirling.masked_fill(target <= 1, 0)
+    return _reduce(loss, reduction)
+
+
+def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
+    """0.5 (log(max(var, eps)) + (input - target)^2 / max(var, eps)) (+ log(2 pi) / 2)."""
+    if isinstance(var, float):
+        if var < 0:
+            raise ValueError("var has negative entry/entries")
+        var = var * ones_like(input)
+    elif bool((var < 0).any()):
+        raise ValueError("var has negative entry/entries")
+    if var.size() != input.size():
+        if input.size()[:-1] == var.size():
+            var = var.unsqueeze(-1)
+        elif input.ndim == var.ndim and sum(y for x, y in zip(input.size(), var.size())
+                                            if x != y) == 1:
+            pass
+        else:
+            raise ValueError("var is of incorrect size")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(reduction + " is not valid")
+    var = var.clone()
+    with no_grad():
+        var.clamp_(min=eps)
+    loss = 0.5 * (var.log() + (input - target) ** 2 / var)
+    if full:
+        loss = loss + 0.5 * math.log(2 * math.pi)
+    return _reduce(loss, reduction)
