@@ -1,6 +1,7 @@
 """llgrad.nn.utils: gradient clipping and parameter/vector conversion (torch.nn.utils)."""
 from .clip_grad import (clip_grad_norm, clip_grad_norm_, clip_grad_value_,  # noqa: F401
                         clip_grads_with_norm_, get_total_norm)
+from . import rnn  # noqa: F401
 from .convert_parameters import parameters_to_vector, vector_to_parameters  # noqa: F401
 
 __all__ = ["clip_grad_norm", "clip_grad_norm_", "clip_grad_value_", "clip_grads_with_norm_",
