@@ -14,7 +14,9 @@ from ..runtime.tensor import Tensor
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_",
            "zeros_", "eye_", "dirac_", "xavier_uniform_", "xavier_normal_", "kaiming_uniform_",
-           "kaiming_normal_", "orthogonal_"]
+           "kaiming_normal_", "orthogonal_", "sparse_", "uniform", "normal", "constant",
+           "xavier_uniform", "xavier_normal", "kaiming_uniform", "kaiming_normal", "orthogonal",
+           "sparse", "eye", "dirac"]
 
 
 def calculate_gain(nonlinearity, param=None):
@@ -246,3 +248,44 @@ def _reset_weight_and_bias(weight, bias):
         fan_in, _ = _calculate_fan_in_and_fan_out(weight)
         bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
         uniform_(bias, -bound, bound)
+
+
+def sparse_(tensor, sparsity, std=0.01, generator=None):
+    """A 2-D tensor drawn from N(0, std) with ceil(sparsity * rows) zeros in each column (at
+    random rows), as torch.nn.init.sparse_; random values from llgrad's generator (or
+    `generator`), not PyTorch's stream."""
+    if tensor.ndim != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    rows, cols = tensor.shape
+    num_zeros = math.ceil(sparsity * rows)
+    values = randn(rows, cols, dtype=dtypes.float64, generator=generator).numpy() * std
+    order = rand(cols, rows, dtype=dtypes.float64, generator=generator).numpy().argsort(axis=1)
+    for col in range(cols):
+        values[order[col, :num_zeros], col] = 0.0
+    return _fill(tensor, values)
+
+
+def _make_deprecate(meth):
+    new_name = meth.__name__
+    old_name = new_name[:-1]
+
+    def deprecated_init(*args, **kwargs):
+        warnings.warn(f"`nn.init.{old_name}` is now deprecated in favor of "
+                      f"`nn.init.{new_name}`.", FutureWarning, stacklevel=2)
+        return meth(*args, **kwargs)
+    deprecated_init.__doc__ = f"Deprecated: {new_name}, with PyTorch's FutureWarning."
+    deprecated_init.__name__ = old_name
+    return deprecated_init
+
+
+uniform = _make_deprecate(uniform_)
+normal = _make_deprecate(normal_)
+constant = _make_deprecate(constant_)
+eye = _make_deprecate(eye_)
+dirac = _make_deprecate(dirac_)
+xavier_uniform = _make_deprecate(xavier_uniform_)
+xavier_normal = _make_deprecate(xavier_normal_)
+kaiming_uniform = _make_deprecate(kaiming_uniform_)
+kaiming_normal = _make_deprecate(kaiming_normal_)
+orthogonal = _make_deprecate(orthogonal_)
+sparse = _make_deprecate(sparse_)
