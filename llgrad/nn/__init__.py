@@ -17,3 +17,4 @@ from .layers_pool import *  # noqa: F401,F403
 from .layers_shuffle import *  # noqa: F401,F403
 from .layers_param_container import Buffer, ParameterDict, ParameterList  # noqa: F401
 from .layers_extra import *  # noqa: F401,F403
+from .layers_lazy import *  # noqa: F401,F403

@@ -264,6 +264,8 @@ class Module(ModuleHooks):
             for k, t in own.items():
                 if k in state_dict:
                     src = state_dict[k]
+                    if hasattr(t, "materialize") and not hasattr(src, "materialize"):
+                        t.materialize(tuple(src.shape))     # (a lazy module's parameter)
                     if tuple(src.shape) != tuple(t.shape):
                         raise RuntimeError(f"Error(s) in loading state_dict for "
                                            f"{type(self).__name__}:\n\tsize mismatch for {k}: "
