@@ -136,3 +136,31 @@ def test_compiled_training_equals_eager():
     np.testing.assert_allclose(compiled[0], eager[0], rtol=1e-5)
     for a, b in zip(compiled[1], eager[1]):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_fuse_conv_bn_eval_equals_the_pair(transposed):
+    llgrad.manual_seed(1)
+    conv = (nn.ConvTranspose2d if transposed else nn.Conv2d)(2, 3, 3).double()
+    bn = nn.BatchNorm2d(3).double()
+    bn(conv(llgrad.tensor(XC)))                 # running statistics away from 0 and 1
+    conv.eval(), bn.eval()
+    fused = nn.utils.fuse_conv_bn_eval(conv, bn, transpose=transposed)
+    np.testing.assert_allclose(fused(llgrad.tensor(XC)).detach().numpy(),
+                               bn(conv(llgrad.tensor(XC))).detach().numpy(), rtol=1e-10,
+                               atol=1e-12)
+    with pytest.raises(AssertionError, match="Fusion only for eval!"):
+        nn.utils.fuse_conv_bn_eval(conv.train(), bn)
+
+
+def test_fuse_linear_bn_eval_and_skip_init():
+    lin, bn = nn.Linear(3, 4).double(), nn.BatchNorm1d(4).double()
+    bn(lin(llgrad.tensor(X)))
+    lin.eval(), bn.eval()
+    fused = nn.utils.fuse_linear_bn_eval(lin, bn)
+    np.testing.assert_allclose(fused(llgrad.tensor(X)).detach().numpy(),
+                               bn(lin(llgrad.tensor(X))).detach().numpy(), rtol=1e-10)
+    m = nn.utils.skip_init(nn.Linear, 5, 2)
+    assert tuple(m.weight.shape) == (2, 5)
+    with pytest.raises(RuntimeError, match="Module must support a 'device' arg"):
+        nn.utils.skip_init(nn.ReLU)
