@@ -164,3 +164,28 @@ def test_fuse_linear_bn_eval_and_skip_init():
     assert tuple(m.weight.shape) == (2, 5)
     with pytest.raises(RuntimeError, match="Module must support a 'device' arg"):
         nn.utils.skip_init(nn.ReLU)
+
+
+@pytest.mark.parametrize("make", [lambda L: L.nn.Linear(3, 4), lambda L: L.nn.Conv2d(2, 3, 3),
+                                  lambda L: L.nn.ConvTranspose2d(2, 3, 3)])
+def test_hook_spectral_norm_matches_torch(make):
+    torch = _torch()
+    t = torch.nn.utils.spectral_norm(make(torch).double())
+    ours = nn.utils.spectral_norm(make(llgrad).double())
+    assert list(ours.state_dict()) == list(t.state_dict())
+    _copy_state(ours, t)
+    x = X if isinstance(t, torch.nn.Linear) else XC
+    for mode in ("train", "train", "eval"):
+        getattr(t, mode)(), getattr(ours, mode)()
+        a, b = t(torch.tensor(x)), ours(llgrad.tensor(x))
+        np.testing.assert_allclose(b.detach().numpy(), a.detach().numpy(), rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(ours.weight_u.numpy(), t.weight_u.numpy(), rtol=1e-9,
+                                   atol=1e-12)
+    a.sum().backward()
+    b.sum().backward()
+    np.testing.assert_allclose(ours.weight_orig.grad.numpy(), t.weight_orig.grad.numpy(),
+                               rtol=1e-9, atol=1e-12)
+    nn.utils.remove_spectral_norm(ours)
+    assert [n for n, _ in ours.named_parameters()] == ["bias", "weight"]
+    with pytest.raises(ValueError, match="spectral_norm of 'weight' not found"):
+        nn.utils.remove_spectral_norm(ours)
