@@ -15,6 +15,7 @@ import numpy as np
 from llvmlite import ir
 
 from ..ir.decompose import expand_composites
+from ..ir.gemm_sums import merge_product_sums
 from ..ir.graph import Value
 from ..ir.ops_control import CONTROL
 from ..ir.optable import OPS
@@ -112,10 +113,11 @@ def supports(graph):
 
 def simplify(graph):
     """The graph the native code computes: composite norms as the primitives their VJPs
-    recompute (ir/decompose.py), then common subexpressions merged (a joint forward and
-    backward recomputes the same statistics) and dead code dropped. Inputs, outputs (by
-    position), mutated inputs and guards keep their places, so the Kernel answers in terms
-    of the traced graph."""
+    recompute (ir/decompose.py), sums of small products as one product of stacked operands
+    (ir/gemm_sums.py: a weight shared by a loop's steps), then common subexpressions merged
+    (a joint forward and backward recomputes the same statistics) and dead code dropped.
+    Inputs, outputs (by position), mutated inputs and guards keep their places, so the
+    Kernel answers in terms of the traced graph."""
     if any(n.op in CONTROL for n in graph.nodes):
         return verify(graph)    # (regions are planned with their own Values: keep them)
     out = graph
@@ -127,7 +129,7 @@ def simplify(graph):
         [n.op for n in out.nodes] == [n.op for n in graph.nodes] else out
 
 
-PASSES = (expand_composites, cse, dce)    # the pipeline simplify runs, in order
+PASSES = (expand_composites, merge_product_sums, cse, dce)   # simplify's pipeline, in order
 
 
 def plan_graph(graph, options, clusters=True):
