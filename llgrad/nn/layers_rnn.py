@@ -6,7 +6,8 @@ with load_state_dict and gives torch's numbers.
 Each layer and direction projects its whole input sequence at once (one matrix product, the
 recurrent bias folded in where the formula allows), then runs its time loop in Python: under
 llgrad.compile the loop is unrolled into the trace, so every step is native code. Dropout
-(training only) falls between layers, as in PyTorch. PackedSequence inputs are not supported."""
+(training only) falls between layers, as in PyTorch. PackedSequence inputs run on their
+padded form with each sequence's steps masked (layers_rnn_packed.py)."""
 import numbers
 import warnings
 
@@ -16,6 +17,8 @@ from ..runtime.tensor import Tensor
 from . import functional as F
 from .factory import factory_kwargs
 from .layers_rnn_cell import gru_step, lstm_step, reset_uniform, rnn_step
+from .layers_rnn_packed import masked, pack_output, step_masks, unpack_input
+from .utils.rnn import PackedSequence
 from .module import Module, Parameter
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU"]
@@ -25,8 +28,8 @@ _GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
 
 class RNNBase(Module):
     """What RNN, LSTM and GRU share, as torch.nn.RNNBase: PyTorch's parameter names and
-    order, initialisation and checks. PackedSequence inputs are not supported; compiled, the
-    time loop is unrolled into the trace."""
+    order, initialisation and checks; PackedSequence inputs; compiled, the time loop is
+    unrolled into the trace."""
     def __init__(self, mode, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
                  dropout=0.0, bidirectional=False, proj_size=0, device=None, dtype=None):
         super().__init__()
@@ -160,8 +163,8 @@ class RNNBase(Module):
         """(input batched, hx batched or None, is_batched, batch_dim) with PyTorch's checks of
         the ranks."""
         if not isinstance(input, Tensor):
-            raise TypeError(f"{type(self).__name__}: PackedSequence inputs are not supported by "
-                            "llgrad; pad the batch and pass a tensor")
+            raise TypeError(f"{type(self).__name__}: expected a Tensor or a PackedSequence as "
+                            f"input, got {type(input).__name__}")
         name = "RNN" if self.mode.startswith("RNN") else self.mode
         if input.dim() not in (2, 3):
             got = f"{input.dim()}D tensor instead" if name == "RNN" else f"{input.dim()}D instead"
@@ -195,15 +198,18 @@ class RNNBase(Module):
         return (get("weight_ih"), get("weight_hh"), get("bias_ih"), get("bias_hh"),
                 get("weight_hr"))
 
-    def _run(self, input, h0, c0):
+    def _run(self, input, h0, c0, lengths=None):
         """(output, [h_n per layer and direction], [c_n ...]) for a batched input; h0 / c0
-        are (layers * directions, B, size) or None (zeros)."""
+        are (layers * directions, B, size) or None (zeros); lengths (a packed input, which
+        comes time-major): each sequence's number of steps."""
         num_directions = 2 if self.bidirectional else 1
-        batch = input.size(0) if self.batch_first else input.size(1)
+        time_major = not self.batch_first or lengths is not None
+        batch = input.size(1) if time_major else input.size(0)
         real_hidden = self.proj_size if self.proj_size > 0 else self.hidden_size
         h_init = h0.unbind(0) if h0 is not None else None
         c_init = c0.unbind(0) if c0 is not None else None
-        x, time_major = input, not self.batch_first
+        x = input
+        masks = None if lengths is None else step_masks(lengths, input.size(0))
         h_n, c_n = [], []
         for layer in range(self.num_layers):
             outs = []
@@ -220,34 +226,57 @@ class RNNBase(Module):
                 if self.mode == "LSTM":
                     c = c_init[idx] if c_init is not None else zeros(batch, self.hidden_size,
                                                                      dtype=input.dtype)
-                ys, h, c = self._scan(steps, h, c, w_hh_t, b_step, w_hr_t, reverse=d == 1)
+                ys, h, c = self._scan(steps, h, c, w_hh_t, b_step, w_hr_t, d == 1, masks)
                 outs.append(stack(ys))
                 h_n.append(h)
                 c_n.append(c)
             x, time_major = (cat(outs, 2) if len(outs) > 1 else outs[0]), True
             if self.dropout and self.training and layer < self.num_layers - 1:
                 x = F.dropout(x, self.dropout, True)
-        if self.batch_first:
+        if self.batch_first and lengths is None:
             x = x.transpose(0, 1)
         return x, h_n, c_n
 
-    def _scan(self, steps, h, c, w_hh_t, b_step, w_hr_t, reverse):
+    def _scan(self, steps, h, c, w_hh_t, b_step, w_hr_t, reverse, masks=None):
         """The time loop of one layer and direction (unrolled when traced): ([h_t in time
-        order], last h, last c)."""
+        order], last h, last c); masks[t] (packed inputs): the sequences that have step t
+        (the others keep h and c)."""
         ys = [None] * len(steps)
         for t in (range(len(steps) - 1, -1, -1) if reverse else range(len(steps))):
+            m = None if masks is None else masks[t]
             if self.mode == "LSTM":
-                h, c = lstm_step(steps[t], h, c, w_hh_t, b_step, w_hr_t)
+                h_new, c_new = lstm_step(steps[t], h, c, w_hh_t, b_step, w_hr_t)
+                h, c = masked(m, h_new, h), masked(m, c_new, c)
             elif self.mode == "GRU":
-                h = gru_step(steps[t], h, w_hh_t, b_step)
+                h = masked(m, gru_step(steps[t], h, w_hh_t, b_step), h)
             else:
-                h = rnn_step(steps[t], h, w_hh_t, b_step,
-                             "tanh" if self.mode == "RNN_TANH" else "relu")
+                h = masked(m, rnn_step(steps[t], h, w_hh_t, b_step,
+                                       "tanh" if self.mode == "RNN_TANH" else "relu"), h)
             ys[t] = h
         return ys, h, c
 
+    def _forward_packed(self, packed, hx, n_states):
+        """(packed output, h_n, c_n or None) of a PackedSequence input, hx as given."""
+        padded, lengths = unpack_input(packed)
+        if padded.dim() != 3:
+            raise RuntimeError(f"input must have 2 dimensions, got {padded.dim() - 1}")
+        self.check_input(padded)
+        saved, self.batch_first = self.batch_first, False      # (the checks' batch dim)
+        try:
+            if hx is not None:
+                self.check_forward_args(padded, hx)
+        finally:
+            self.batch_first = saved
+        h0, c0 = (None, None) if hx is None else ((hx, None) if n_states == 1 else hx)
+        output, h_n, c_n = self._run(padded, h0, c0, lengths)
+        return pack_output(output, packed), stack(h_n), \
+            (stack(c_n) if n_states == 2 else None)
+
     def _forward_h(self, input, hx):
         """RNN's and GRU's forward: (output, h_n)."""
+        if isinstance(input, PackedSequence):
+            output, hidden, _ = self._forward_packed(input, hx, 1)
+            return output, hidden
         input, hx, is_batched, batch_dim = self._batch_input(input, hx, 1)
         if hx is None:
             self.check_input(input)
@@ -322,6 +351,9 @@ class LSTM(RNNBase):
                                "Expected hidden[1] size {}, got {}")
 
     def forward(self, input, hx=None):
+        if isinstance(input, PackedSequence):
+            output, h, c = self._forward_packed(input, hx, 2)
+            return output, (h, c)
         input, hx, is_batched, batch_dim = self._batch_input(input, hx, 2)
         if hx is None:
             self.check_input(input)
