@@ -25,6 +25,12 @@ Arguments
                     cond / while_loop ops (AutoGraph's approach), so one trace serves every
                     branch; False traces fn as written (tensor conditions become value guards)
     fullgraph       raise instead of running eagerly where a call cannot be compiled
+    torch.compile's mode, options, dynamic, name, isolate_recompiles, shapes_spec
+                    checked as PyTorch checks them and otherwise without effect (every
+                    mode compiles to native code; shapes are specialised); disable=True
+                    returns fn itself; backend 'inductor' is llvm, 'eager' and
+                    'aot_eager' are eager (llgrad.compiler and llgrad._dynamo hold
+                    torch.compiler's reset, disable, is_compiling and friends)
 
 Backends (chosen once, when compile() is called: backend= or LLGRAD_BACKEND)
     llvm        each forward and backward graph is one LLVM module: fused strided loops,

@@ -30,6 +30,7 @@ from .backends import backend as get_backend
 from .backends import backward_run, build_now, forward_run
 from .run import _MISS, _RUN_EAGERLY, _first_result, eager_runner, entry_runner, own_inputs
 from .snapshot import StateSnapshot
+from .torch_api import torch_compile_arguments
 
 RECOMPILE_LIMIT = 8
 MAX_WALKERS = 4
@@ -373,14 +374,27 @@ class CompiledFunction:
         for entry in self.entries:
             background.wait(entry)
 
+    def reset(self):
+        """Forget every traced entry (torch.compiler.reset): the next call traces again."""
+        with self._lock:
+            self.cache, self.entries, self._fast, self._grad_free, self._walkers = \
+                {}, [], {}, {}, []
+            self._walker_tries, self.n_traces, self._not_kept, self._warned = 0, 0, None, set()
+            self.graph_breaks, self._eager_reasons = [], {}
+
 
 @documented         # (the help text: compile_doc.py)
 def compile(fn: "Callable | None" = None, *, backend: "str | None" = None,
-            recompile_limit: int = RECOMPILE_LIMIT, transform: bool = True,
-            fullgraph: bool = False) -> "CompiledFunction | CompiledModule | Callable":
+            recompile_limit: "int | None" = RECOMPILE_LIMIT, transform: bool = True,
+            fullgraph: bool = False, **torch_options: object
+            ) -> "CompiledFunction | CompiledModule | Callable":
+    backend, disable = torch_compile_arguments(backend, torch_options)
+    limit = RECOMPILE_LIMIT if recompile_limit is None else recompile_limit
     get_backend(backend)
 
     def make(f):
-        cf = CompiledFunction(f, backend, recompile_limit, transform, fullgraph)
+        if disable:                 # (torch.compile(disable=True) hands the function back)
+            return f
+        cf = CompiledFunction(f, backend, limit, transform, fullgraph)
         return CompiledModule(f, cf) if is_module(f) else cf
     return make if fn is None else make(fn)
