@@ -87,6 +87,7 @@ class LazyModuleMixin:
                                                                with_kwargs=True)
 
     def initialize_parameters(self, *args, **kwargs):
+        """Make the parameters from the first call's arguments (each lazy module's own)."""
         raise NotImplementedError(f"initialize_parameters is not implemented for "
                                   f"{type(self).__name__}")
 
@@ -125,6 +126,7 @@ class LazyLinear(LazyModuleMixin, Linear):
             super().reset_parameters()
 
     def initialize_parameters(self, input, *args, **kwargs):
+        """in_features from input.shape[-1]; the weight and bias made and initialised."""
         if self.has_uninitialized_params():
             self.in_features = input.shape[-1]
             self.weight.materialize((self.out_features, self.in_features))
@@ -152,6 +154,7 @@ class _LazyConvMixin(LazyModuleMixin):
         return input.shape[0] if input.dim() == n + 1 else input.shape[1]
 
     def initialize_parameters(self, input, *args, **kwargs):
+        """in_channels from the input's channel dim; the weight and bias made."""
         if self.has_uninitialized_params():
             self.in_channels = self._get_in_channels(input)
             if self.in_channels % self.groups != 0:
@@ -200,6 +203,7 @@ class _LazyNormMixin(LazyModuleMixin):
             super().reset_parameters()
 
     def initialize_parameters(self, input, *args, **kwargs):
+        """num_features from the input's channel dim; parameters and statistics made."""
         if self.has_uninitialized_params():
             self.num_features = input.shape[1] if input.dim() > 1 else input.shape[0]
             for t in (self.weight, self.bias, self.running_mean, self.running_var):
