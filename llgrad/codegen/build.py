@@ -122,8 +122,10 @@ def simplify(graph):
         return verify(graph)    # (regions are planned with their own Values: keep them)
     out = graph
     for p in PASSES:
-        out = p(out)
-        verify(out)
+        new = p(out)
+        if new is not out:      # (a pass that changed nothing returns its input: verified)
+            verify(new)
+        out = new
     # unchanged: keep the traced graph itself (its Values are the ones tests and dumps see)
     return graph if len(out.nodes) == len(graph.nodes) and \
         [n.op for n in out.nodes] == [n.op for n in graph.nodes] else out
