@@ -116,6 +116,13 @@ def _max_pool2d(op, inputs, attrs, ctx):
     return ctx.wrap_all(call(op, tuple(ctx.full(x) for x in inputs), attrs))
 
 
+@rule("fused_lstm_cell", "fused_lstm_cell_backward", "fused_gru_cell", "fused_gru_cell_backward")
+def _fused_cell(op, inputs, attrs, ctx):
+    """The fused LSTM / GRU cells work on the last dim under any leading ones (the same in
+    every operand): the batch dims lead every operand."""
+    return ctx.wrap_all(call(op, tuple(ctx.full(x) for x in inputs), attrs))
+
+
 @rule("convolution", "convolution_backward_input", "convolution_backward_weight")
 def _convolution(op, inputs, attrs, ctx):
     """A batched first operand alone folds into N (one call; not the weight gradient's,

@@ -6,6 +6,7 @@ from . import ops_shape, ops_index, ops_nn, ops_random  # noqa: F401,E402
 from . import ops_activations, ops_losses, ops_nn_more  # noqa: F401,E402
 from . import ops_tensor, ops_linalg, ops_sort, ops_fill, ops_conv  # noqa: F401,E402
 from . import ops_pool  # noqa: F401,E402  (max_pool2d_with_indices)
+from . import ops_rnn  # noqa: F401,E402  (fused_lstm_cell, fused_gru_cell)
 from .graph import Graph, Guard, Node, TensorType, Value  # noqa: F401,E402
 from .builder import Builder  # noqa: F401,E402
 from . import printer  # noqa: F401,E402  (Graph.__str__)

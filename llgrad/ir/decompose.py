@@ -1,6 +1,7 @@
 """Composite ops written as the primitive ops their VJP rules are written with, before
 native code is made: each op that declares `decompose` in the op table (layer_norm, gelu,
-addmm) is replaced by what its rule emits.
+addmm, the fused LSTM and GRU cells) is replaced by what its rule emits: a Value, or one per
+result for an op of several (fused_lstm_cell's (hy, cy)).
 
 Why: a compiled training step holds `layer_norm` in its forward and, in its backward, the
 rule's own recomputation of the mean and the reciprocal standard deviation
@@ -62,8 +63,9 @@ def expand_composites(graph):
         if not _applies(n):
             nodes.append(n)
             continue
-        y = OPS[n.op].decompose(n, _Emitter(nodes, n.loc))
-        if y.type.strides != n.outputs[0].type.strides:
-            y = _Emitter(nodes, n.loc)("clone", [y], memory_format="contiguous")
-        subst[n.outputs[0]] = y
+        ys = OPS[n.op].decompose(n, _Emitter(nodes, n.loc))
+        for out, y in zip(n.outputs, ys if isinstance(ys, (tuple, list)) else (ys,)):
+            if y.type.strides != out.type.strides:
+                y = _Emitter(nodes, n.loc)("clone", [y], memory_format="contiguous")
+            subst[out] = y
     return _rebuild(graph, nodes, subst)

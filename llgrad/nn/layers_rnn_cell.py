@@ -3,7 +3,8 @@ and the one step of each recurrence, which nn.RNN, nn.LSTM and nn.GRU reuse.
 
 A step takes the input's projection already made (`gx = x @ W_ih^T + b_ih`, for a whole
 sequence at once in the full layers, as PyTorch does on the CPU), so each time step costs one
-matrix product with W_hh and the gates' elementwise work (one fused loop when compiled).
+matrix product with W_hh and the gates' elementwise work: one op of the table (PyTorch's fused
+cells, llgrad/ir/ops_rnn.py), one fused loop when compiled.
 Gate order is PyTorch's: LSTM i, f, g, o; GRU r, z, n with n = tanh(W_in x + b_in +
 r * (W_hn h + b_hn))."""
 import math
@@ -27,25 +28,20 @@ def rnn_step(gx, h, w_hh_t, b_hh, nonlinearity):
 
 
 def lstm_step(gx, h, c, w_hh_t, b_hh, w_hr_t=None):
-    """(h', c') of one LSTM step; w_hr_t (W_hr transposed) projects h' (proj_size)."""
+    """(h', c') of one LSTM step; w_hr_t (W_hr transposed) projects h' (proj_size). The gates'
+    elementwise work is one op, forward and backward (fused_lstm_cell, llgrad/ir/ops_rnn.py)."""
     gates = gx.addmm(h, w_hh_t) if b_hh is None else gx + b_hh.addmm(h, w_hh_t)
-    i, f, g, o = gates.chunk(4, 1)
-    c = f.sigmoid() * c + i.sigmoid() * g.tanh()
-    h = o.sigmoid() * c.tanh()
+    h, c = gates._op("fused_lstm_cell", c)
     if w_hr_t is not None:
         h = h.mm(w_hr_t)
     return h, c
 
 
 def gru_step(gx, h, w_hh_t, b_hh):
-    """h' of one GRU step: PyTorch's (h - n) * z + n."""
+    """h' of one GRU step: PyTorch's (h - n) * z + n, one op forward and backward
+    (fused_gru_cell, llgrad/ir/ops_rnn.py)."""
     gh = h.mm(w_hh_t) if b_hh is None else b_hh.addmm(h, w_hh_t)
-    i_r, i_z, i_n = gx.chunk(3, 1)
-    h_r, h_z, h_n = gh.chunk(3, 1)
-    r = (i_r + h_r).sigmoid()
-    z = (i_z + h_z).sigmoid()
-    n = (i_n + r * h_n).tanh()
-    return (h - n) * z + n
+    return gx._op("fused_gru_cell", gh, h)
 
 
 def reset_uniform(module, hidden_size):

@@ -244,6 +244,14 @@ CASES = {
         "max_pool2d_with_indices_backward", a, F.max_pool2d(a, 3, 1, 1, return_indices=True)[1],
         kernel_size=(3, 3), stride=(1, 1), padding=(1, 1), dilation=(1, 1), ceil_mode=False),
         [f(2, 3, 4), f(2, 3, 4)]),
+    "fused_lstm_cell": (lambda x, c: llgrad.cat(x._op("fused_lstm_cell", c), -1),
+                        [f(3, 8), f(3, 2)]),
+    "fused_lstm_cell_backward": (lambda gh, gc, x, c, cy: llgrad.cat(
+        gh._op("fused_lstm_cell_backward", gc, x, c, cy), -1),
+        [f(3, 2), f(3, 2), f(3, 8), f(3, 2), f(3, 2)]),
+    "fused_gru_cell": (lambda x, y, h: x._op("fused_gru_cell", y, h), [f(3, 6), f(3, 6), f(3, 2)]),
+    "fused_gru_cell_backward": (lambda g, x, y, h: llgrad.cat(
+        g._op("fused_gru_cell_backward", x, y, h), -1), [f(3, 2), f(3, 6), f(3, 6), f(3, 2)]),
     "compare": (lambda a, c: (a > c).double() + (a <= 0).double() + a.isfinite().double()
                 + ((a == c) | (a != c) & (a >= c)).double() + a.isnan().logical_not().double()
                 + (a < 0).logical_xor(c < 0).double() + (a < 0).logical_and(c < 0).double(),

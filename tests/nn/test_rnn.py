@@ -293,3 +293,60 @@ def test_compiled_lstm_with_initial_states_and_dropout_matches_eager():
         llgrad.manual_seed(5)
         b = step(m2, x).item()
         assert abs(a - b) < 1e-5, (a, b)
+
+
+def _node_names(out):
+    seen, stack, names = set(), [out.grad_fn], []
+    while stack:
+        n = stack.pop()
+        if n is None or id(n) in seen:
+            continue
+        seen.add(id(n))
+        names.append(type(n).__name__)
+        stack.extend(fn for fn, _ in n.next_functions)
+    return names
+
+
+@pytest.mark.parametrize("mode,kwargs", [("LSTM", {"num_layers": 2, "bidirectional": True}),
+                                         ("LSTM", {"proj_size": 3}), ("GRU", {"num_layers": 2})])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_each_step_is_one_fused_cell_and_matches_torch(mode, kwargs, dtype):
+    """The gates' elementwise work of a step is one node (PyTorch's fused cell), forward and
+    backward; outputs and every gradient within the dtype's rounding of torch's."""
+    torch = torch_or_skip()
+    torch.manual_seed(2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")     # torch: projections are not supported by oneDNN
+        tm, lm = _pair(torch, mode, 5, 8, **kwargs)
+        tm, lm = tm.to(getattr(torch, dtype)), lm.to(getattr(llgrad, dtype))
+        x = torch.randn(6, 3, 5, dtype=getattr(torch, dtype), requires_grad=True)
+        lx = ll(x, True)
+        to, lo = tm(x)[0], lm(lx)[0]
+    names = _node_names(lo)
+    cell = "ThnnFusedLstmCellBackward0" if mode == "LSTM" else "ThnnFusedGruCellBackward0"
+    dirs = 2 if kwargs.get("bidirectional") else 1
+    assert names.count(cell) == 6 * kwargs.get("num_layers", 1) * dirs
+    assert "SigmoidBackward0" not in names and "TanhBackward0" not in names
+    tol = dict(rtol=1e-5, atol=1e-6) if dtype == "float32" else dict(rtol=1e-10, atol=1e-12)
+    close(lo, to, "output", **tol)
+    w = torch.linspace(-1, 1, to.numel(), dtype=to.dtype).reshape(to.shape)
+    (to * w).sum().backward()
+    (lo * ll(w)).sum().backward()
+    close(lx.grad, x.grad, "input grad", **tol)
+    grads_close(lm, tm, **tol)
+
+
+def test_cells_under_vmap_match_per_sample():
+    """The fused cells batch under llgrad.func.vmap (a rule of their own: rules_nn.py)."""
+    llgrad.manual_seed(3)
+    lstm, gru = nn.LSTMCell(3, 4, dtype=llgrad.float64), nn.GRUCell(3, 4, dtype=llgrad.float64)
+    x = llgrad.randn(5, 2, 3, dtype=llgrad.float64)
+    h, c = llgrad.randn(5, 2, 4, dtype=llgrad.float64), llgrad.randn(2, 4, dtype=llgrad.float64)
+
+    def f(x, h):
+        hy, cy = lstm(x, (h, c))
+        return hy + cy + gru(x, h)
+    got = llgrad.func.vmap(f)(x, h)
+    want = llgrad.stack([f(x[k], h[k]) for k in range(5)])
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-12,
+                               atol=1e-14)

@@ -1,0 +1,14 @@
+# Samples of the fused LSTM and GRU cells and their backward ops (llgrad/ir/ops_rnn.py),
+# exec'd in test_ir_core.py's namespace (S, X, SPECS, ...): two leading dims, so that every
+# layout (transposed, sliced, stepped, broadcast) has a dim of every operand to act on.
+SPECS.update({
+    "fused_lstm_cell": S([X(2, 3, 12), X(2, 3, 3)], {},
+                         lambda g, c: g._op("fused_lstm_cell", c)),
+    "fused_lstm_cell_backward": S(
+        [X(2, 3, 3), X(2, 3, 3), X(2, 3, 12), X(2, 3, 3), X(2, 3, 3)], {},
+        lambda gh, gc, g, c, cy: gh._op("fused_lstm_cell_backward", gc, g, c, cy)),
+    "fused_gru_cell": S([X(2, 3, 9), X(2, 3, 9), X(2, 3, 3)], {},
+                        lambda x, y, h: x._op("fused_gru_cell", y, h)),
+    "fused_gru_cell_backward": S([X(2, 3, 3), X(2, 3, 9), X(2, 3, 9), X(2, 3, 3)], {},
+                                 lambda g, x, y, h: g._op("fused_gru_cell_backward", x, y, h)),
+})
