@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from llgrad.codegen.lowerings import pool
-from llgrad.codegen.native import blas, cache, jit, trampoline
+from llgrad.codegen.native import blas, cache, host, jit, trampoline
 from llgrad.codegen.lower import lower
 from llgrad.ir import Builder, TensorType
 from llgrad.ir.interpret import evaluate
@@ -46,8 +46,9 @@ def _run(kernel, g):
 def _files(d):
     """The kernels' cache files in d (not the trampoline's, which the first kernel call of
     a process may write there: codegen/native/trampoline.py, nor the BLAS shims' and the
-    thread pool's: blas.py, lowerings/pool.py)."""
-    plumbing = {trampoline._NAME, *blas._SHIM.values(), pool._NAMES[0], pool._PLAIN_NAME}
+    thread pool's: blas.py, lowerings/pool.py, nor the host's record: host.py)."""
+    plumbing = {trampoline._NAME, *blas._SHIM.values(), pool._NAMES[0], pool._PLAIN_NAME,
+                host.ENTRY}
     return sorted(p for p in d.iterdir() if p.suffix == ".llk" and
                   (cache._decode(p.read_bytes(), p.stem) or [None])[0] not in plumbing)
 

@@ -7,9 +7,14 @@ Compiled, keeps the LLVM IR before and after optimisation (compressed) for dumps
 
 Going through an object file is what makes caching cheap: `lookup(key)` finds the code of
 a key (keys.py) in memory or in the disk cache (cache.py), where loading it skips
-optimisation and code generation.
+optimisation and code generation. Objects are loaded by llgrad's own loader (elf.py: mapped,
+relocated, made executable) where it handles them, else by MCJIT; LLVM itself is imported
+only when something needs it (code generation, an MCJIT load, assembly for a dump), and the
+host's description is remembered (host.py), so a process whose kernels all come from the
+disk cache never loads LLVM.
 
-Where code lives, and when it goes. MCJIT cannot unload one object, but disposing an
+Where code lives, and when it goes. An object the own loader mapped is unmapped when its
+Compiled is collected. MCJIT cannot unload one object, but disposing an
 engine frees all of its code, so objects are loaded into engines of at most ENGINE_OBJECTS
 objects (ENGINE_BYTES bytes) each: a Compiled keeps its engine alive, and an engine none
 of whose Compileds is alive is disposed with its code. A Compiled is kept by the Kernels
@@ -26,76 +31,72 @@ import os
 import threading
 import weakref
 
-import llvmlite.binding as llvm
 from llvmlite import ir
 
-from . import cache
+from . import cache, elf, host
+from .mcjit import _Engine, _binding, _engines, _llvm, optimize  # noqa: F401
 from .memory_lru import _cache_limit, _Memory
 
 _lock = threading.RLock()
 _jit = None
 # what the JIT did in this process (tests count these: a warm disk cache means no codegen)
 stats = {"optimized": 0, "codegen": 0, "loaded": 0, "memory_hits": 0}
+# how the objects were put into memory: by llgrad's loader (elf.py) or by MCJIT
+loader_stats = {"own": 0, "mcjit": 0}
 
+# objects are loaded by llgrad's own loader (elf.py) where it handles them; LLGRAD_ELF=0 (or
+# another platform) loads every object with MCJIT
+OWN_LOADER = os.environ.get("LLGRAD_ELF", "1") != "0" and elf.supported()
 ENGINE_OBJECTS = 32             # objects per engine (~1 ms to make one: its target machine)
 ENGINE_BYTES = 16 << 20
 FORK_WAIT_SECONDS = 60.0
 
-_engines = weakref.WeakSet()    # engines alive (tests count them)
 _compiled = weakref.WeakSet()   # Compileds alive
-
-
-class _Engine:
-    """An MCJIT engine (with a target machine and an empty module of its own, in a context
-    of its own) that objects are loaded into; disposed, code and all, once unreferenced."""
-
-    def __init__(self, j):
-        tm = j.target.create_target_machine(cpu=j.cpu, features=j.features, opt=3, jit=True)
-        self._context = llvm.create_context()
-        backing = llvm.parse_assembly("", context=self._context)
-        backing.triple = j.triple
-        self.ee = llvm.create_mcjit_compiler(backing, tm)      # (owns tm and backing)
-        self.objects = 0
-        self.nbytes = 0
-        self.names = set()
-        _engines.add(self)
-
-    def __del__(self):
-        # the engine (and the module it owns) first, then the context that module lives in
-        # (llvmlite's engine lets go of its module's Python object, and with it the
-        # context, before it disposes of the module)
-        self.ee = None
+# add_symbol's symbols, for the process (as LLVM's own table, which they are given once
+# LLVM is loaded: _Jit.llvm), so that a JIT made after _reset resolves them too
+_symbols = {}
+_llvm_told = {}
 
 
 class _Jit:
-    """The host's target machine, triple and data layout; the engine objects go into; the
-    in-memory cache."""
+    """The host (host.py: CPU, features, triple, data layout, without LLVM where it is
+    remembered); LLVM's target machines, made on first need; the engine objects go into;
+    the symbols given to add_symbol; the in-memory cache."""
 
     def __init__(self):
-        llvm.initialize_native_target()
-        llvm.initialize_native_asmprinter()
-        self.target = target = llvm.Target.from_default_triple()
-        self.cpu = llvm.get_host_cpu_name()
-        feats = llvm.get_host_cpu_features()
-        self.features = feats.flatten()
-        # LLVM's x86 tuning caps vectors at 256 bits even where AVX-512 exists; the fused
-        # math loops run ~1.5x faster at 512 (LLGRAD_AVX512=0 keeps 256)
-        self.vector_bits = 128
-        if feats.get("avx2"):
-            self.vector_bits = 256
-        if feats.get("avx512f") and feats.get("avx512vl") and feats.get("avx512dq") \
-                and os.environ.get("LLGRAD_AVX512", "1") != "0":
-            self.features += ",-prefer-256-bit"
-            self.vector_bits = 512
-        # (optimisation and code generation; never given to an engine, which owns its own)
-        self.tm = target.create_target_machine(cpu=self.cpu, features=self.features, opt=3,
-                                               jit=True)
-        self.triple = self.tm.triple
-        self.data_layout = str(self.tm.target_data)
-        self.symbols = {}
+        info = host.describe(_llvm)
+        self.cpu, self.features = info["cpu"], info["features"]
+        self.vector_bits, self.llvm_version = info["vector_bits"], info["llvm_version"]
+        self.triple, self.data_layout = info["triple"], info["data_layout"]
+        self.symbols = _symbols
         self.engine = None              # where the next object goes (made on first need)
         self.memory = _Memory(_cache_limit())
-        self._quick_tm = None
+        self._tm = self._quick_tm = self._target = None
+
+    def llvm(self):
+        """llvmlite.binding, with every add_symbol so far made known to it."""
+        llvm = _llvm()
+        with _lock:
+            for name, address in list(_symbols.items()):
+                if _llvm_told.get(name) != address:
+                    llvm.add_symbol(name, address)
+                    _llvm_told[name] = address
+        return llvm
+
+    @property
+    def target(self):
+        if self._target is None:
+            self._target = self.llvm().Target.from_default_triple()
+        return self._target
+
+    @property
+    def tm(self):
+        """The target machine of optimisation and code generation (never given to an
+        engine, which owns its own)."""
+        if self._tm is None:
+            self._tm = self.target.create_target_machine(cpu=self.cpu, features=self.features,
+                                                         opt=3, jit=True)
+        return self._tm
 
     def quick_tm(self):
         """A target machine at -O0, made on first use: code generation of a tiny module
@@ -104,6 +105,12 @@ class _Jit:
             self._quick_tm = self.target.create_target_machine(
                 cpu=self.cpu, features=self.features, opt=0, jit=True)
         return self._quick_tm
+
+    def resolve(self, name):
+        """The address of an external symbol of an object: one given to add_symbol, else
+        the process's own (libc, libm), or None."""
+        a = self.symbols.get(name)
+        return a if a else elf.process_symbol(name)
 
     def engine_for(self, nbytes, names):
         """(under _lock) The engine the next object goes into: a new one when the current
@@ -134,6 +141,8 @@ def _reset():
         _jit = None
         for k in stats:
             stats[k] = 0
+        for k in loader_stats:
+            loader_stats[k] = 0
 
 
 def live():
@@ -172,10 +181,11 @@ if hasattr(os, "register_at_fork"):
 # ---- symbols and modules ----------------------------------------------------------------
 def add_symbol(name, address):
     """Make an external symbol (a BLAS routine found with ctypes) resolvable by JIT code."""
-    j = jit()
     with _lock:
-        llvm.add_symbol(name, address)
-        j.symbols[name] = address
+        _symbols[name] = address
+        if _binding:
+            _binding[0].add_symbol(name, address)
+            _llvm_told[name] = address
 
 
 def new_module(name):
@@ -222,7 +232,8 @@ class Compiled:
         a = self.addresses.get(name)
         if a is None:
             with _lock:
-                a = self._engine.ee.get_function_address(name)
+                a = self._engine.address_of(name) if isinstance(self._engine, elf.Image) \
+                    else self._engine.ee.get_function_address(name)
             if not a:
                 raise KeyError(f"JIT: no function {name!r} in this code")
             self.addresses[name] = a
@@ -231,26 +242,29 @@ class Compiled:
         return addr
 
 
-def optimize(llmod, tm, speed_level=3):
-    pto = llvm.create_pipeline_tuning_options(speed_level=speed_level)
-    pto.loop_vectorization = True
-    pto.slp_vectorization = True
-    pto.loop_interleaving = True
-    pto.loop_unrolling = False
-    pb = llvm.create_pass_builder(tm, pto)
-    pb.getModulePassManager().run(llmod, pb)
-
-
 def _load(j, obj, blobs, entry_names, key=None):
     """Put an object file into an engine; a Compiled with its entries' addresses (and in
     the in-memory cache under key). MissingSymbol if the object lacks an entry."""
     names = set(entry_names)
     if not all(n.encode() in obj for n in names):      # (cannot define it: never loaded)
         raise MissingSymbol(f"JIT: no address for function {sorted(names)[0]!r}")
+    image = elf.load(obj, j.resolve) if OWN_LOADER else None
+    if image is not None:
+        addresses = {n: image.address_of(n) for n in entry_names}
+        missing = [n for n, a in addresses.items() if not a]
+        if missing:
+            raise MissingSymbol(f"JIT: no address for function {missing[0]!r}")
+        compiled = Compiled(j, image, blobs, addresses, image.nbytes)
+        loader_stats["own"] += 1
+        if key is not None:
+            with _lock:
+                j.memory.put(key, compiled)
+        return compiled
     nbytes = 2 * len(obj) + sum(len(b) for b in blobs)
     with _lock:
         e = j.engine_for(nbytes, names)
-        e.ee.add_object_file(llvm.ObjectFileRef.from_data(obj))
+        loader_stats["mcjit"] += 1
+        e.ee.add_object_file(j.llvm().ObjectFileRef.from_data(obj))
         e.ee.finalize_object()
         addresses = {n: e.ee.get_function_address(n) for n in entry_names}
         e.objects += 1
@@ -295,6 +309,7 @@ def _generate(irmod, tm, opt, keep_ir):
     j = jit()
     text = str(irmod)
     with _lock:
+        llvm = j.llvm()
         llmod = llvm.parse_assembly(text, context=llvm.create_context())
         llmod.triple = j.triple
         llmod.data_layout = j.data_layout
@@ -353,6 +368,7 @@ def assembly(compiled):
     """The host assembly of a compiled module (for dumps and for checking vectorisation)."""
     text = compiled.ir_after
     with _lock:
+        llvm = jit().llvm()
         mod = llvm.parse_assembly(text, context=llvm.create_context())
         out = jit().tm.emit_assembly(mod)
         del mod

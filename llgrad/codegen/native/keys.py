@@ -5,8 +5,6 @@ code, in memory (memory_lru.py) or on disk (cache.py)."""
 import hashlib
 import os
 
-import llvmlite.binding as llvm
-
 from ...version import __version__
 from .jit import jit
 
@@ -39,7 +37,7 @@ def key_for(text, options=""):
     j = jit()
     h = hashlib.sha256()
     for part in (text, options, __version__, _code_fingerprint(),
-                 ".".join(map(str, llvm.llvm_version_info)), j.triple, j.cpu, j.features):
+                 j.llvm_version, j.triple, j.cpu, j.features):
         h.update(part.encode("utf-8"))
         h.update(b"\0")
     return h.hexdigest()
