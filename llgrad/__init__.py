@@ -14,6 +14,9 @@ from .runtime.creation import (arange, as_tensor, empty, empty_like, eye,  # noq
 from .runtime.functions import *  # noqa: F401,F403
 from .runtime.functions import __getattr__  # noqa: F401,E402 (functions of later ops)
 from .runtime.einsum import einsum  # noqa: F401,E402
+from .runtime.legacy_types import (BoolTensor, ByteTensor, CharTensor,  # noqa: F401,E402
+                                   DoubleTensor, FloatTensor, HalfTensor, IntTensor,
+                                   LongTensor, ShortTensor)
 from .runtime.functions_tensor import meshgrid  # noqa: F401,E402
 from .runtime.dtype_info import finfo, iinfo  # noqa: F401,E402
 from .runtime.dtypes import get_default_dtype, set_default_dtype  # noqa: F401,E402

@@ -42,7 +42,8 @@ class Entry:
         "plain_alias", "no_grad_views",   # outputs rebuilt as eager makes them
         "step",                           # the function runs a backward of its own
         "freed_outputs",                  # outputs whose graph the function's backward freed
-        "scalar_outputs",                 # outputs returned as Python numbers (t.item())
+        "scalar_outputs",                 # {output: post}: returned as Python numbers (t.item()),
+                                          # post(number) (returned.py) when not None
         "eager_saved",                    # input / output positions eager saved for backward
         "name", "backend",
         "timings",                        # seconds of the trace and builds (log.py)
@@ -55,7 +56,7 @@ class Entry:
         self.backward, self.saved, self.diff_inputs, self.diff_outputs = None, [], [], []
         self.unused, self.grad_assign, self.input_outputs = [], [], []
         self.plain_alias, self.no_grad_views, self.freed_outputs = [], [], []
-        self.scalar_outputs, self.eager_saved = [], ((), ())
+        self.scalar_outputs, self.eager_saved = {}, ((), ())
         self.grad_free, self.rng_index, self.step = False, None, False
         self.kernels, self._runners, self.timings = {}, {}, {}
         self._forward_run = self._backward_run = self._node_layout = self._unflatten = None
@@ -99,10 +100,15 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
 
     def body():
         before = [t._grad for _, t in tensors]
+        storages = [t._storage for _, t in tensors]
         result = traced_fn(*args, **kwargs)
         tracer = trace_state.state.tracer
         if tracer.broken:               # (a graph break the function caught itself)
             raise TraceError(tracer.broken)
+        moved = next((p for (p, t), st in zip(tensors, storages) if t._storage is not st), None)
+        if moved is not None:           # (`x.data = y`: x now has y's memory)
+            raise TraceError(f"{moved} was given other memory (`.data = ...`), which a "
+                             "compiled call cannot replay")
         leaves, tree = flatten(result)
         tree, outs = with_constants(tree, leaves, is_constant)
         bad = next(((p, x) for p, x in leaves if not isinstance(x, (Tensor, ReturnedScalar))
@@ -111,7 +117,8 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
             raise TraceError(f"{name} returned a non-tensor ({type(bad[1]).__name__}) at "
                              f"output {bad[0] or 0}: a compiled function returns tensors, "
                              "None, Python numbers and strings (in tuples, lists, dicts)")
-        entry.scalar_outputs = [k for k, o in enumerate(outs) if isinstance(o, ReturnedScalar)]
+        entry.scalar_outputs = {k: o.post for k, o in enumerate(outs)
+                                if isinstance(o, ReturnedScalar)}
         state["result"] = values_in(result)
         outs = [o.tensor if isinstance(o, ReturnedScalar) else o for o in outs]
         entry.out_tree = tree

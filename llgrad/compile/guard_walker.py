@@ -28,7 +28,8 @@ import itertools
 import numpy as np
 
 from ..runtime import grad_mode
-from .guards import _SCALARS, _is_object, _scalar_set, captured_reads, signature_names
+from .guards import (_SCALARS, _is_object, _scalar_set, captured_reads, class_functions,
+                     followed_reads, signature_names, user_function)
 from ..runtime.tensor import Tensor
 
 _MAX_DEPTH = 40
@@ -114,6 +115,7 @@ def _walk(src, roots):
     (each tensor once) and the names of the distinct objects."""
     tensors, first_tensor = [], {}     # names of distinct tensors; id -> name
     objects, first_object = [], {}
+    followed = set()                   # ids of the user's functions followed
     stack = list(reversed(roots))
     while stack:
         x, v, depth, checked = stack.pop()
@@ -139,6 +141,10 @@ def _walk(src, roots):
                 continue
             first_object[id(v)] = x
             objects.append(x)
+            for f in reversed(class_functions(type(v))):    # (its type is checked above)
+                if id(f) not in followed:
+                    followed.add(id(f))
+                    stack.extend(reversed(_follow(src, f, depth)))
             attrs = sorted(vars(v).items(), key=lambda kv: kv[0])
             d = src.var("d")
             src.lines.append(f"{d} = {x}.__dict__")
@@ -153,7 +159,33 @@ def _walk(src, roots):
             src.check(f"{x} != {src.const(frozenset(v))}")
         else:
             src.key.append(f"id({x})")
+            f = user_function(v)
+            if f is not None and id(f) not in followed:
+                followed.add(id(f))
+                stack.extend(reversed(_follow(src, f, depth)))
     return tensors, objects
+
+
+def _follow(src, f, depth):
+    """Code that reads what the user's function f reads from closure cells and globals
+    (guards.followed_reads: the same function, known by its identity in the key or by its
+    object's type) -> the values to walk, [(name, value, depth, checked)]."""
+    fc, out = src.const(f), []
+    for _, kind, key, v in followed_reads(f):
+        if kind == "empty":
+            src.lines += [f"try: {fc}.__closure__[{key}].cell_contents", "except ValueError: pass",
+                          "else: return None"]
+        elif kind == "absent":
+            src.check(f"{key!r} in {fc}.__globals__")
+        else:
+            x = src.var("fv")
+            if kind == "cell":
+                src.lines += [f"try: {x} = {fc}.__closure__[{key}].cell_contents",
+                              "except ValueError: return None"]
+            else:
+                src.lines.append(f"{x} = {fc}.__globals__.get({key!r}, MISSING)")
+            out.append((x, v, depth + 1, False))
+    return out
 
 
 def _captured(src, fn):

@@ -4,6 +4,8 @@ decide which compiled specialisation applies."""
 import dis
 import functools
 import inspect
+import os
+import sysconfig
 
 import numpy as np
 
@@ -63,6 +65,12 @@ def _walk(roots, tensors, guards, entered=None):
     cannot enter (functions, NumPy arrays) by identity. What the function captures is
     guarded alike (a list it appends to changes its structure: the next call traces).
 
+    The user's functions the walk meets (a module's hooks, a Lambda module's function) and
+    the methods of the user's classes whose objects it enters are followed: what they read
+    from closure cells and globals is walked as their children (followed_reads), as what
+    the compiled function itself reads is: a tensor there is an input, not a constant, and
+    a Python value a guard.
+
     entered: a list that receives every container and object entered (snapshot.py)."""
     seen = set()
     stack = list(reversed(roots))
@@ -85,6 +93,10 @@ def _walk(roots, tensors, guards, entered=None):
             if entered is not None:
                 entered.append(v)
             guards.append((path, ("object", type(v))))
+            for f in reversed(class_functions(type(v))):    # (entered after the attributes)
+                if id(f) not in seen:
+                    seen.add(id(f))
+                    stack.extend(reversed(_children(f, path)))
             items = sorted(vars(v).items(), key=lambda kv: kv[0])
             stack.extend((f"{path}_{k}", x) for k, x in reversed(items))
         elif type(v) is np.ndarray and _wrappable(v):
@@ -99,6 +111,73 @@ def _walk(roots, tensors, guards, entered=None):
             guards.append((path, (type(v).__name__, frozenset(v))))
         else:
             guards.append((path, ("object", type(v).__name__, id(v))))
+            if entered is not None and isinstance(v, (np.random.Generator,
+                                                      np.random.RandomState)):
+                entered.append(v)           # (a draw from it: snapshot.foreign_random)
+            f = user_function(v)
+            if f is not None and id(f) not in seen:
+                seen.add(id(f))
+                stack.extend(reversed(_children(f, path)))
+
+
+def user_function(v):
+    """v's function when v is one of the user's functions (or a method bound to one): the
+    walk follows what it reads; else None."""
+    f = getattr(v, "__func__", v) if inspect.ismethod(v) else v
+    return f if _followed(f) and _users_file(f.__code__.co_filename) else None
+
+
+@functools.lru_cache(maxsize=1024)
+def _users_file(filename):
+    """Whether code from filename is the user's, not the standard library's or an installed
+    package's (whose objects the walk meets too: a logger, a progress bar)."""
+    path = os.path.realpath(filename)
+    return not any(path.startswith(d + os.sep) for d in _library_dirs())
+
+
+@functools.lru_cache(maxsize=1)
+def _library_dirs():
+    paths = sysconfig.get_paths()
+    return tuple({os.path.realpath(paths[k]) for k in ("stdlib", "platstdlib", "purelib",
+                                                         "platlib") if k in paths})
+
+
+@functools.lru_cache(maxsize=256)
+def class_functions(cls):
+    """The user's functions defined by cls and its bases (methods, static and class methods,
+    property accessors), each once, in MRO and definition order; () for library classes."""
+    out = []
+    for c in cls.__mro__:
+        if (getattr(c, "__module__", None) or "builtins").startswith(_LIBRARIES + ("builtins",)):
+            continue
+        for a in vars(c).values():
+            fs = (a.fget, a.fset, a.fdel) if isinstance(a, property) else \
+                (getattr(a, "__func__", a),)
+            out += [f for f in fs if user_function(f) is not None and f not in out]
+    return tuple(out)
+
+
+def followed_reads(f):
+    """What the user's function f reads from closure cells and globals, in order, as
+    (name, kind, key, value): kind "cell" (key: the cell's index), "global" (key: the
+    name), "empty" (a cell not yet filled) or "absent" (a name not in its globals)."""
+    out = []
+    code = f.__code__
+    for i, (name, cell) in enumerate(zip(code.co_freevars, f.__closure__ or ())):
+        try:
+            out.append((name, "cell", i, cell.cell_contents))
+        except ValueError:
+            out.append((name, "empty", i, None))
+    space = f.__globals__
+    for name in _global_names(code):
+        out.append((name, "global", name, space[name]) if name in space else
+                   (name, "absent", name, None))
+    return out
+
+
+def _children(f, path):
+    return [(f"{path}_{name}", v) for name, kind, _, v in followed_reads(f)
+            if kind in ("cell", "global")]
 
 
 @functools.lru_cache(maxsize=1024)

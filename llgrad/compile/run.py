@@ -67,10 +67,10 @@ def _first_result(runners, tensors):
 def run_entry(entry, tensors):
     """Run a compiled entry on the inputs; _MISS if one of its value guards fails."""
     fwd = entry.forward
-    if fwd.mutated and _overlapping(tensors):
+    if fwd.mutated and _overlapping(tensors, fwd.mutated):
         # the kernel writes its inputs and assumes they do not share memory
         warn_once(f"llgrad.compile({entry.name}): running eagerly: inputs share memory "
-                   "and the function writes its inputs in place")
+                   "and the function writes one of them in place")
         return _RUN_EAGERLY
     arrays = [t._data for t in tensors]
     rng_state = None
@@ -125,25 +125,31 @@ def run_entry(entry, tensors):
         r._requires_grad, r._grad_fn = True, FreedBackward()
     if entry.scalar_outputs:        # `return loss.item()`: numbers, as eager returns
         results = list(results)
-        for k in entry.scalar_outputs:
-            results[k] = results[k]._data.item()
+        for k, post in entry.scalar_outputs.items():
+            number = results[k]._data.item()
+            results[k] = number if post is None else post(number)
     build = entry._unflatten
     if build is None:
         build = entry._unflatten = unflattener(entry.out_tree)
     return build(results)
 
 
-def _overlapping(tensors):
-    """Whether two inputs share memory: the same storage, or (two tensors over one NumPy
-    buffer, from_numpy) distinct storages over overlapping bytes."""
+def _overlapping(tensors, written):
+    """Whether an input the call writes (positions in `written`) shares memory with another
+    input: the same storage, or (two tensors over one NumPy buffer, from_numpy) distinct
+    storages over overlapping bytes. (Inputs only read may share: x[:-1] and x[1:].)"""
     storages = list(map(_STORAGE, tensors))
-    bases = {id(st.base) for st in storages}
-    if len(bases) != len(tensors):
-        return True
-    if all(st.base.base is None for st in storages):
+    if len({id(st.base) for st in storages}) == len(tensors) and \
+            all(st.base.base is None for st in storages):
         return False        # distinct buffers that own their memory cannot overlap
-    spans = sorted(_byte_span(st.base) for st in storages if st.base.size)
-    return any(lo < prev_hi for (_, prev_hi), (lo, _) in zip(spans, spans[1:]))
+    spans = [_byte_span(st.base) if st.base.size else None for st in storages]
+    for k in written:
+        if k < len(spans) and spans[k] is not None:
+            lo, hi = spans[k]
+            if any(j != k and s is not None and s[0] < hi and lo < s[1]
+                   for j, s in enumerate(spans)):
+                return True
+    return False
 
 
 def _byte_span(a):

@@ -31,7 +31,12 @@ class StateSnapshot:
                 storages[id(st)] = (st, st.version, np.array(st.base, copy=True))
         self.storages = list(storages.values())
         self.containers = []
+        self.generators = []        # the user's own generators the walk met, and their states
         for c in _with_nested(containers):
+            if isinstance(c, _GENERATORS):
+                self.generators.append((c, _state(c)))
+                if not hasattr(c, "__dict__"):
+                    continue
             if isinstance(c, list):
                 self.containers.append((c, list(c)))
             elif isinstance(c, dict):
@@ -69,6 +74,10 @@ class StateSnapshot:
             return "NumPy's global random generator (np.random)"
         if random.getstate() != self.py_state:
             return "Python's random module"
+        for g, state in self.generators:
+            if not _same_state(_state(g), state):
+                where = "numpy.random" if isinstance(g, _GENERATORS[1:]) else "random"
+                return f"a {where}.{type(g).__name__} object"
         return None
 
     def restore(self):
@@ -94,6 +103,36 @@ class StateSnapshot:
             self.rng.bit_generator.state = self.rng_state
         np.random.set_state(self.np_state)
         random.setstate(self.py_state)
+        for g, state in self.generators:
+            _set_state(g, state)
+
+
+_GENERATORS = (random.Random, np.random.Generator, np.random.RandomState)
+
+
+def _state(g):
+    if isinstance(g, random.Random):
+        return g.getstate()
+    if isinstance(g, np.random.Generator):
+        return g.bit_generator.state
+    return g.get_state(legacy=False)
+
+
+def _set_state(g, state):
+    if isinstance(g, random.Random):
+        g.setstate(state)
+    elif isinstance(g, np.random.Generator):
+        g.bit_generator.state = state
+    else:
+        g.set_state(state)
+
+
+def _same_state(a, b):
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same_state(a[k], b[k]) for k in a)
+    if isinstance(a, np.ndarray):
+        return np.array_equal(a, b)
+    return a == b
 
 
 def _with_nested(containers):

@@ -3,6 +3,7 @@ autograd.Function, gradcheck."""
 from . import methods, methods_reduce, methods_views  # noqa: F401  (attach Tensor methods)
 from . import tensor_autograd  # noqa: F401  (grad_fn, .grad, hooks, backward)
 from . import methods_tensor, methods_sort, methods_random, linalg, functions_tensor  # noqa: F401
+from . import legacy_types, inplace_views  # noqa: F401  (llgrad.Tensor(data), x.unsqueeze_(d))
 from . import (functions_math, functions_predicates, functions_reduce,  # noqa: F401
                functions_shape, functions_linalg, functions_stats,
                functions_misc)  # (compositions of the op table's ops)

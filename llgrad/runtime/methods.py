@@ -262,6 +262,8 @@ def to(self, *args, **kwargs):
             dtype = a._dtype
         elif isinstance(a, dtypes.dtype) or a in (float, int, bool):
             dtype = dtypes.to_dtype(a)
+        elif isinstance(a, type) and isinstance(getattr(a, "dtype", None), dtypes.dtype):
+            dtype = a.dtype         # a typed tensor class: t.type(llgrad.LongTensor)
         elif a is not None:
             check_device(a, "move a tensor to")
     copy = kwargs.get("copy", False)

@@ -229,14 +229,17 @@ def _byte_masks(idx):
 
 
 def _is_advanced(i):
-    return isinstance(i, (Tensor, list, np.ndarray)) and not (
+    return isinstance(i, (Tensor, list, range, np.ndarray)) and not (
         isinstance(i, Tensor) and i._data.ndim == 0 and i._dtype._cat == 1)
 
 
 def _index_tensor(i):
+    """An index tensor of a tensor, list, range or array (an empty list or range: int64,
+    as PyTorch reads it)."""
     if isinstance(i, Tensor):
         return i
-    return tensor(np.asarray(i))
+    arr = np.asarray(i)
+    return tensor(arr.astype(np.int64) if arr.size == 0 and arr.dtype.kind == "f" else arr)
 
 
 def _expand_ellipsis(idx, ndim):

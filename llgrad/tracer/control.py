@@ -20,7 +20,8 @@ from ..runtime.tensor import Tensor
 from .control_ops import run_cond, run_while
 from .errors import ControlFlowError
 from .region import Region, snapshot, unify_captures
-from .returned import ReturnedScalar, returned_item  # noqa: F401 (ag__.returned_item)
+from .returned import (ReturnedScalar, returned_binop, returned_item,  # noqa: F401
+                       returned_unop)  # (ag__.returned_*)
 from .trace import tensor_type
 
 _SCALARS = (bool, int, float)

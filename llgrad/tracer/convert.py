@@ -41,7 +41,7 @@ import astunparse
 from . import control
 from .rebuild import build, filled, function_node
 from .rules import (always_returns, assigned, contains, definitely, exposed, is_super_call,
-                    loads, normalize_returns, unsupported)
+                    loads, normalize_returns, returned_assignments, unsupported)
 
 AG = "ag__"
 _OPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!=",
@@ -125,13 +125,21 @@ def _through_decorator(fn, inner):
 
 
 def _displayed(e):
-    """The expressions standing in a return value: itself, or the items of its tuple,
-    list and dict displays."""
+    """The expressions standing in a return value: itself, the items of its tuple, list
+    and dict displays, the operands of its arithmetic (returned.py)."""
     if isinstance(e, (ast.Tuple, ast.List)):
         return [x for item in e.elts for x in _displayed(item)]
     if isinstance(e, ast.Dict):
         return [x for item in e.values for x in _displayed(item)]
+    if isinstance(e, (ast.BinOp, ast.UnaryOp)) and type(e.op) in _ARITHMETIC:
+        return [x for item in ([e.left, e.right] if isinstance(e, ast.BinOp) else [e.operand])
+                for x in _displayed(item)]
     return [e]
+
+
+# the arithmetic a returned number may go through and stay an output (returned.py)
+_ARITHMETIC = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
+               ast.Mod: "%", ast.Pow: "**", ast.USub: "-", ast.UAdd: "+"}
 
 
 def _call(name, args):
@@ -173,6 +181,7 @@ class _Converter:
         self.returned_names = {id(n) for st in ast.walk(ast.Module(body, []))
                                if isinstance(st, ast.Return) and st.value is not None
                                for n in _displayed(st.value) if isinstance(n, ast.Name)}
+        self.item_assigns = returned_assignments(body, self.returned_names)
         fdef.body = self.block(body, set(params))
         return ast.fix_missing_locations(fdef)
 
@@ -213,6 +222,10 @@ class _Converter:
             s = self.expr(s)
             s.value = self.returned(s.value)
             return [s]
+        if id(s) in self.item_assigns:          # `v = x.item()`, v only returned
+            s = self.expr(s)
+            s.value = self.returned(s.value, assigned=True)
+            return [s]
         if isinstance(s, ast.Try):
             s.body = self.block(s.body, defined)
             for h in s.handlers:
@@ -222,18 +235,25 @@ class _Converter:
             return [s]
         return [self.expr(s)]
 
-    def returned(self, e):
-        """`x.item()` standing in a return value (alone, or in tuple, list and dict
-        displays) -> ag__.returned_item(x): a graph output, not a value guard
+    def returned(self, e, assigned=False):
+        """`x.item()` standing in a return value (alone, in tuple, list and dict displays,
+        in arithmetic) -> ag__.returned_item(x): a graph output, not a value guard
         (tracer/returned.py)."""
         if isinstance(e, (ast.Tuple, ast.List)):
-            e.elts = [self.returned(x) for x in e.elts]
+            e.elts = [self.returned(x, assigned) for x in e.elts]
         elif isinstance(e, ast.Dict):
-            e.values = [self.returned(x) for x in e.values]
+            e.values = [self.returned(x, assigned) for x in e.values]
+        elif isinstance(e, (ast.BinOp, ast.UnaryOp)) and type(e.op) in _ARITHMETIC:
+            self.changed = True     # (ag__.returned_binop / _unop: returned.py)
+            args = [e.left, e.right] if isinstance(e, ast.BinOp) else [e.operand]
+            return ast.copy_location(_call(f"returned_{'bin' if len(args) == 2 else 'un'}op", [
+                ast.Constant(_ARITHMETIC[type(e.op)])] + [self.returned(x, assigned)
+                                                          for x in args]), e)
         elif isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and \
                 e.func.attr == "item" and not e.args and not e.keywords:
             self.changed = True
-            return ast.copy_location(_call("returned_item", [e.func.value]), e)
+            return ast.copy_location(_call("returned_item", [e.func.value] + (
+                [ast.Constant(True)] if assigned else [])), e)
         return e
 
     def if_(self, s, defined):

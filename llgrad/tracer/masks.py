@@ -52,7 +52,7 @@ def tensors_of(tracer, operands):
     want = {id(v) for v in operands if isinstance(v, Value)}
     found = {}
     if any(isinstance(v, Value) and v.type.dtype == "bool" for v in operands):
-        for t, v, _ in tracer.values.values():
+        for t, v, *_ in tracer.values.values():
             if id(v) in want:
                 found[id(v)] = t
     return [found.get(id(v)) if isinstance(v, Value) else None for v in operands]

@@ -49,7 +49,8 @@ class RegionTracer(Tracer):
 
     def value_of(self, t):
         e = self.values.get(id(t))
-        if e is not None and e[0] is t and e[2] == t._storage.version:
+        if e is not None and e[0] is t and e[2] == t._storage.version and \
+                e[3] is t._storage:
             return e[1]
         if id(t._storage) not in self.roots and self.parent is not None \
                 and self.parent.knows(t):
@@ -61,7 +62,7 @@ class RegionTracer(Tracer):
         typ = pv.type if isinstance(pv.type, StackType) else tensor_type(t)
         v = self.builder.input(typ, self._fresh(f"c{len(self.captures)}"))
         self.captures.append((t, pv))
-        self.values[id(t)] = (t, v, t._storage.version)
+        self.values[id(t)] = (t, v, t._storage.version, t._storage)
         return v
 
     def publish(self):

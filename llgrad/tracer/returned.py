@@ -5,25 +5,78 @@ the trace holds only for that value. A number that goes straight into the return
 steers nothing: the source rewrite (convert.py) turns `.item()` calls that stand in a
 `return` statement, alone or inside tuple, list and dict displays, into `returned_item`,
 which while tracing gives a ReturnedScalar: the tensor is an output of the graph, and each
-compiled call returns its value as a Python number (no guard, no trace per value)."""
+compiled call returns its value as a Python number (no guard, no trace per value).
+
+Python arithmetic with numbers on it in the return value (`return loss.item() / n`,
+`-x.item()`: the rewrite makes it returned_binop / returned_unop) stays an output: the
+compiled call computes it in Python on the number it reads (`post`), so the result is
+eager's to the last bit. With anything else (a tensor, another returned number) the number
+is read as `.item()` reads it: a value guard.
+The rewrite also covers `v = x.item()` at the top of the function when v is only returned
+(rules.returned_assignments)."""
+import operator
+
 from ..runtime import trace_state
 from ..runtime.tensor import Tensor
 
 
 class ReturnedScalar:
-    """t.item() as a graph output: `tensor` the traced 0-d value, `value` the number."""
-    __slots__ = ("tensor", "value")
+    """t.item() as a graph output: `tensor` the traced 0-d value, `value` the number
+    (post(t.item())), `post` the Python arithmetic done on the number (None: none)."""
+    __slots__ = ("tensor", "value", "post")
 
-    def __init__(self, tensor):
+    def __init__(self, tensor, post=None):
         self.tensor = tensor
-        self.value = tensor._data.reshape(()).item()
+        self.post = post
+        number = tensor._data.reshape(()).item()
+        self.value = number if post is None else post(number)
+
+    def finish(self, number):
+        """The returned number of a compiled call, from the output's number."""
+        return number if self.post is None else self.post(number)
+
+    def _then(self, f):
+        post = self.post
+        return ReturnedScalar(self.tensor, f if post is None else lambda v: f(post(v)))
+
+    def _guarded(self):
+        """The number, as eager's t.item() reads it (a value guard while tracing)."""
+        return self.finish(self.tensor.item())
+
+    def __repr__(self):
+        return f"ReturnedScalar({self.value!r})"
 
 
-def returned_item(t):
-    """t.item() in a return statement (see the module)."""
+_NUMBERS = (int, float, bool)
+_BINARY = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
+           "//": operator.floordiv, "%": operator.mod, "**": operator.pow}
+_UNARY = {"-": operator.neg, "+": operator.pos}
+
+
+def returned_binop(op, a, b):
+    """`a op b` in a return value (convert.py): a returned number with a Python number stays
+    an output; with anything else it is read as .item() reads it (a value guard)."""
+    f = _BINARY[op]
+    ra, rb = isinstance(a, ReturnedScalar), isinstance(b, ReturnedScalar)
+    if ra and not rb and type(b) in _NUMBERS:
+        return a._then(lambda v: f(v, b))
+    if rb and not ra and type(a) in _NUMBERS:
+        return b._then(lambda v: f(a, v))
+    return f(a._guarded() if ra else a, b._guarded() if rb else b)
+
+
+def returned_unop(op, a):
+    """`-a` / `+a` in a return value (convert.py)."""
+    return a._then(_UNARY[op]) if isinstance(a, ReturnedScalar) else _UNARY[op](a)
+
+
+def returned_item(t, assigned=False):
+    """t.item() in a return statement, or assigned to a variable only returned (then the
+    number is t's value now: a copy, in case t is written before the return)."""
     if not isinstance(t, Tensor) or trace_state.state.tracer is None or t._data.size != 1:
         return t.item()     # (not a tensor, not tracing, or item()'s own error)
-    return ReturnedScalar(t.detach().reshape(()))
+    value = t.detach().reshape(())
+    return ReturnedScalar(value.clone() if assigned else value)
 
 
 def is_constant(leaf):

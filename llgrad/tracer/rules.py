@@ -202,3 +202,30 @@ def normalize_returns(stmts):
             return stmts[:i] + [new, back]
         return stmts[:i] + [new]
     return stmts
+
+
+def returned_assignments(body, returned):
+    """The ids of the statements `v = <expr>` in body (a function's own statements) whose
+    variable is bound nowhere else and read only where the function returns it (Name
+    nodes whose ids are in `returned`): its number goes straight into the result
+    (tracer/returned.py). Not a global or nonlocal name, not one a nested scope reads."""
+    nodes = list(ast.walk(ast.Module(body, [])))
+    declared = {n for x in nodes if isinstance(x, (ast.Global, ast.Nonlocal)) for n in x.names}
+    bound, reads = {}, {}
+    for n in nodes:
+        if isinstance(n, ast.Name):
+            (reads if isinstance(n.ctx, ast.Load) else bound).setdefault(n.id, []).append(n)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                            ast.ExceptHandler)):
+            bound.setdefault(n.name, []).append(n)
+        elif isinstance(n, ast.alias):
+            bound.setdefault((n.asname or n.name).split(".")[0], []).append(n)
+    out = set()
+    for s in body:
+        if isinstance(s, ast.Assign) and len(s.targets) == 1 and \
+                isinstance(s.targets[0], ast.Name):
+            name = s.targets[0].id
+            if name not in declared and len(bound.get(name, ())) == 1 and reads.get(name) \
+                    and all(id(n) in returned for n in reads[name]):
+                out.add(id(s))
+    return out

@@ -43,7 +43,8 @@ def _geometry(t):
 class Tracer:
     def __init__(self, name):
         self.builder = Builder(name)
-        self.values = {}       # id(tensor) -> (tensor, Value, storage version when bound)
+        self.values = {}       # id(tensor) -> (tensor, Value, storage version and storage when
+        #                                      bound: `x.data = y` gives x another storage)
         self.roots = {}        # id(storage) -> (root tensor, its current Value)
         self.inputs = {}       # id(storage) -> graph input index
         self.rng_example = state_to_array(default_generator.rng.bit_generator)
@@ -56,6 +57,9 @@ class Tracer:
         self.backward_runs = 0     # .backward() calls the traced code made itself (a step)
         self.broken = None         # a graph break's message (kept if user code catches it)
         self.arrays = {}           # id(an input's base array) -> its Storage (array_storage)
+        self.bases = {}            # id(a root's base array) -> id(its storage)
+        self.aliased = set()       # ids of root storages whose buffer another storage views
+        self.shared = set()        # ids of input storages whose memory two inputs share
         self.first_node = next(_sequence)   # backward nodes made before the trace have less
         # untaken(what): a context manager around tracing the branch of a tensor `if` that
         # eager does not take (its Python effects put back, control.py); None: no such care
@@ -72,19 +76,37 @@ class Tracer:
     def knows(self, t):
         """True when t is a value of this trace (so a region traced inside it captures t)."""
         e = self.values.get(id(t))
-        return (e is not None and e[0] is t) or id(t._storage) in self.roots
+        return (e is not None and e[0] is t) or self._sid(t) in self.roots
+
+    def _sid(self, t):
+        """The id of the storage whose root holds t's memory: t's own, or the owner's for a
+        tensor over the same buffer under a storage of its own (x.data: its own version
+        counter, the same memory)."""
+        sid = id(t._storage)
+        if sid in self.roots:
+            return sid
+        owner = self.bases.get(id(t._storage.base))
+        if owner is not None and self.roots[owner][0]._storage.base is t._storage.base:
+            self.aliased.add(owner)
+            return owner
+        return sid
 
     def bind(self, t, v):
         """t (a fresh tensor owning its memory) holds the value v."""
         self._bind_root(t, v)
 
     def input(self, t, name):
-        if id(t._storage) in self.roots:
-            raise TraceError(f"trace: input {name!r} shares memory with another input; pass "
-                             "separate tensors (or .clone() one of them)")
-        if _overlaps_input(t, self.arrays):
-            raise TraceError(f"trace: input {name!r} shares memory with another input; pass "
-                             "separate tensors (or .clone() one of them)")
+        sid = id(t._storage)
+        if sid in self.roots or _overlaps_input(t, self.arrays):
+            # inputs that share memory (x[:-1], x[1:]) are read as they are; writing that
+            # memory, or reading another alias of it, cannot be traced (_shared)
+            self.shared.add(sid)
+            self.shared.update(id(st) for st in self.arrays.values()
+                               if np.may_share_memory(st.base, t._storage.base))
+            if sid in self.roots:
+                v = self.builder.input(tensor_type(t), name)
+                self.values[id(t)] = (t, v, t._storage.version, t._storage)
+                return v
         v = self.builder.input(tensor_type(t), name)
         self.inputs[id(t._storage)] = len(self.builder.graph.inputs) - 1
         self.arrays[id(t._storage.base)] = t._storage
@@ -93,13 +115,15 @@ class Tracer:
 
     def _bind_root(self, t, v):
         self.roots[id(t._storage)] = (t, v)
-        self.values[id(t)] = (t, v, t._storage.version)
+        self.bases.setdefault(id(t._storage.base), id(t._storage))
+        self.values[id(t)] = (t, v, t._storage.version, t._storage)
 
     def value_of(self, t):
         e = self.values.get(id(t))
-        if e is not None and e[0] is t and e[2] == t._storage.version:
+        if e is not None and e[0] is t and e[2] == t._storage.version and \
+                e[3] is t._storage:
             return e[1]
-        root = self.roots.get(id(t._storage))
+        root = self.roots.get(self._sid(t))
         if root is None:
             made = self.region_made.get(id(t))
             if made is not None and made[0] is t:
@@ -115,11 +139,12 @@ class Tracer:
         rt, rv = root
         if rt is t or _geometry(rt) == _geometry(t):
             return rv               # the root itself, or an alias of all of it
+        self._shared(t, "reading another view of")
         # an alias read after its memory changed: derive it again from its root's value
         span = max(geometry_span(*_geometry(rt)), geometry_span(*_geometry(t)))
         flat = self._root_memory(rt, rv, span)
         v = self.add("strided_gather", [flat], {"geom": _geometry(t)})
-        self.values[id(t)] = (t, v, t._storage.version)
+        self.values[id(t)] = (t, v, t._storage.version, t._storage)
         return v
 
     def _constant(self, t):
@@ -131,6 +156,11 @@ class Tracer:
             flat = self.add("constant", [], {"value": [], "dtype": t._dtype.name})
             return self.add("view", [flat], {"shape": tuple(data.shape)}, view_of=flat)
         return self.add("constant", [], {"value": data.tolist(), "dtype": t._dtype.name})
+
+    def _shared(self, t, what):
+        if self._sid(t) in self.shared:
+            self.graph_break(f"{what} memory that inputs share (pass separate tensors, or "
+                             ".clone() one of them)")
 
     def _root_memory(self, rt, rv, span):
         """The memory under root rt (value rv) as a flat buffer of span elements. Where rt's
@@ -155,7 +185,7 @@ class Tracer:
         outs = outs if isinstance(outs, tuple) else (outs,)
         for r, v in zip(results, outs):
             if view:
-                self.values[id(r)] = (r, v, r._storage.version)
+                self.values[id(r)] = (r, v, r._storage.version, r._storage)
             else:
                 self._bind_root(r, v)
 
@@ -168,15 +198,21 @@ class Tracer:
             new = self.add("to_dtype", [new], {"dtype": t._dtype.name})
         if new.type.shape != tuple(t._data.shape):
             new = self.add("expand", [new], {"size": tuple(t._data.shape)}, view_of=new)
-        rt, rv = self.roots[id(t._storage)]
+        sid = self._sid(t)
+        self._shared(t, "writing into")
+        rt, rv = self.roots[sid]
         if rt is t:
             self._bind_root(t, new)
-            return
-        span = max(geometry_span(*_geometry(rt)), geometry_span(*_geometry(t)))
-        flat = self._root_memory(rt, rv, span)
-        flat = self.add("strided_put", [flat, new], {"geom": _geometry(t)})
-        self._bind_root(rt, self.add("strided_gather", [flat], {"geom": _geometry(rt)}))
-        self.values[id(t)] = (t, new, t._storage.version)
+        else:
+            span = max(geometry_span(*_geometry(rt)), geometry_span(*_geometry(t)))
+            flat = self._root_memory(rt, rv, span)
+            flat = self.add("strided_put", [flat, new], {"geom": _geometry(t)})
+            self._bind_root(rt, self.add("strided_gather", [flat], {"geom": _geometry(rt)}))
+            self.values[id(t)] = (t, new, t._storage.version, t._storage)
+        if sid in self.aliased:     # (their versions did not move: derive them again)
+            for k, e in list(self.values.items()):
+                if e[0] is not t and e[0] is not rt and self._sid(e[0]) == sid:
+                    del self.values[k]
 
     def random(self, opname, result):
         if self.rng_input is None:
@@ -188,7 +224,7 @@ class Tracer:
         self._bind_root(result, values)
 
     def guard(self, t, value):
-        if id(t._storage) in self.roots or id(t) in self.values:
+        if self._sid(t) in self.roots or id(t) in self.values:
             self.builder.graph.guards.append(Guard(self.value_of(t), value,
                                                    self.current_loc()))
 

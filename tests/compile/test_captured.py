@@ -110,3 +110,82 @@ def test_a_plain_function_keeps_the_flat_key():
         g.wait()
     # (it reads a tensor from its globals: a compiled guard walker keys its calls)
     assert not g._plain and len(g._walkers) == 1 and len(g._fast) == 1
+
+
+# ---- what functions reached through objects read ----------------------------------------------
+w_method = llgrad.ones(3)
+scale_method = 2.0
+
+
+class _Lambda(nn.Module):          # (the "What is torch.nn really?" Lambda module)
+    def __init__(self, func):
+        super().__init__()
+        self.func = func
+
+    def forward(self, x):
+        return self.func(x)
+
+
+class _ReadsGlobals(nn.Module):
+    def forward(self, x):
+        return x * w_method * scale_method
+
+
+def _call_sum(m, x):
+    return m(x).sum()
+
+
+@pytest.mark.parametrize("make", [lambda: _Lambda(lambda x: x * w_method), _ReadsGlobals],
+                         ids=["lambda-module", "method"])
+def test_globals_read_by_functions_reached_through_objects(make):
+    """A global tensor that a Lambda module's function or a method of the user's class
+    reads is an input (not a constant baked in), a global number a guard."""
+    global scale_method
+    cf = llgrad.compile(_call_sum, backend="llvm")
+    m, x = make(), llgrad.tensor([1.0, 2.0, 3.0])
+    with llgrad.no_grad():
+        w_method.fill_(1.0)
+    try:
+        for k in range(5):              # (the third call on: the compiled guard walker)
+            assert cf(m, x).item() == _call_sum(m, x).item(), k
+            with llgrad.no_grad():
+                w_method.add_(1.0)
+            if k == 3:
+                scale_method = 3.0
+    finally:
+        scale_method = 2.0
+
+
+def test_a_hook_writing_python_state_is_not_replayed_silently():
+    """A forward hook that keeps activations in a dict: a compiled call cannot replay the
+    write, so no call leaves the dict stale (each is traced, as eager runs it)."""
+    llgrad.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 2), nn.Tanh())
+    seen = {}
+    model[0].register_forward_hook(lambda m, a, out: seen.__setitem__("fc", out.detach()))
+    cf = llgrad.compile(_call_sum, backend="llvm")
+    for k in range(4):
+        x = llgrad.full((2, 3), float(k))
+        cf(model, x)
+        np.testing.assert_allclose(seen["fc"].numpy(), model[0](x).detach().numpy())
+    assert not cf.entries
+
+
+@pytest.mark.parametrize("kind", ["random.Random", "numpy Generator", "numpy RandomState"])
+def test_draws_from_the_users_own_generator_run_eagerly(kind):
+    import random
+    make = {"random.Random": lambda: random.Random(0),
+            "numpy Generator": lambda: np.random.default_rng(0),
+            "numpy RandomState": lambda: np.random.RandomState(0)}[kind]
+    draw = {"random.Random": lambda g: g.random(), "numpy Generator": lambda g: g.random(),
+            "numpy RandomState": lambda g: g.rand()}[kind]
+    g, ref = make(), make()
+
+    def f(x):
+        return x * draw(g)
+
+    cf = llgrad.compile(f, backend="llvm")
+    with pytest.warns(UserWarning, match="draws from a .*(Random|Generator|RandomState) "
+                                         "object"):
+        for _ in range(3):
+            assert cf(llgrad.ones(1)).item() == pytest.approx(draw(ref), rel=1e-6)
