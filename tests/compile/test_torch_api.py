@@ -69,8 +69,16 @@ def test_compiler_disable_is_a_graph_break():
         llgrad.compile(lambda x: helper(x).sum(), fullgraph=True)(llgrad.ones(3))
 
 
-def test_reset_forgets_entries():
+def _only(monkeypatch, *fns):
+    """reset() is process-wide: keep it to this test's compiled functions (other modules'
+    were warmed at import and expect their entries)."""
+    import weakref
+    monkeypatch.setattr(llgrad.compiler, "registry", weakref.WeakSet(fns))
+
+
+def test_reset_forgets_entries(monkeypatch):
     f = llgrad.compile(_f)
+    _only(monkeypatch, f)
     for _ in range(3):
         f(llgrad.ones(2))
     assert f.n_traces == 1
@@ -91,7 +99,8 @@ def test_is_compiling():
     assert seen == [True] and llgrad.compiler.is_compiling() is False
 
 
-def test_dynamo_names():
+def test_dynamo_names(monkeypatch):
+    _only(monkeypatch)
     t = llgrad.ones(3, 4)
     llgrad._dynamo.mark_dynamic(t, 0)
     llgrad._dynamo.maybe_mark_dynamic(t, 1)
