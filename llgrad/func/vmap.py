@@ -12,7 +12,7 @@ from ..runtime import trace_state
 from ..runtime.generator import get_rng_state, set_rng_state
 from ..runtime.functions import cat, stack
 from ..runtime.tensor import Tensor
-from . import batching, rules_nn, rules_shape  # noqa: F401 (the rules register themselves)
+from . import batching, rules_matrix, rules_nn, rules_shape  # noqa: F401 (rules register)
 from .batched import BatchedTensor, move_dim, pop_level, push_level, state, unwrap, wrap
 from .pytree import broadcast_to_and_flatten, tree_flatten, tree_unflatten
 

@@ -266,6 +266,8 @@ _unary("softplus", _softplus,
 
 
 # ---- comparisons and logic (no gradient) ----------------------------------------------
+# (the operators & | ^ ~ are llgrad/runtime/functions_bitwise.py's: logical on bools, bitwise
+# on integers)
 
 for _name, _fn, _alias in (("eq", np.equal, ()), ("ne", np.not_equal, ()),
                            ("lt", np.less, ("less",)), ("le", np.less_equal, ()),
@@ -273,13 +275,13 @@ for _name, _fn, _alias in (("eq", np.equal, ()), ("ne", np.not_equal, ()),
     defop(_name, _fn, args=("self", "other"), kind="elementwise", promote=(0, 1),
           methods=(_name, f"__{_name}__") + _alias, functions=(_name,) + _alias)
 defop("logical_and", np.logical_and, args=("self", "other"), kind="elementwise",
-      methods=("logical_and", "__and__", "__rand__"), functions=("logical_and",))
+      methods=("logical_and",), functions=("logical_and",))
 defop("logical_or", np.logical_or, args=("self", "other"), kind="elementwise",
-      methods=("logical_or", "__or__", "__ror__"), functions=("logical_or",))
+      methods=("logical_or",), functions=("logical_or",))
 defop("logical_xor", np.logical_xor, args=("self", "other"), kind="elementwise",
-      methods=("logical_xor", "__xor__", "__rxor__"), functions=("logical_xor",))
+      methods=("logical_xor",), functions=("logical_xor",))
 defop("logical_not", np.logical_not, kind="elementwise",
-      methods=("logical_not", "__invert__"), inplace=("logical_not_",), functions=("logical_not",))
+      methods=("logical_not",), inplace=("logical_not_",), functions=("logical_not",))
 defop("isnan", np.isnan, kind="elementwise",
       methods=("isnan",), inplace=("isnan_",), functions=("isnan",))
 defop("isfinite", np.isfinite, kind="elementwise",

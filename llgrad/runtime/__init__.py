@@ -6,5 +6,8 @@ from . import methods_tensor, methods_sort, methods_random, linalg, functions_te
 from . import legacy_types, inplace_views  # noqa: F401  (llgrad.Tensor(data), x.unsqueeze_(d))
 from . import (functions_math, functions_predicates, functions_reduce,  # noqa: F401
                functions_shape, functions_linalg, functions_stats,
-               functions_misc)  # (compositions of the op table's ops)
+               functions_misc, functions_bitwise, functions_special,
+               functions_config, methods_random_more,
+               functions_matrix, functions_counts,
+               functions_windows, tensor_resize)  # (compositions of the table's ops)
 from .tensor import Size, Storage, Tensor  # noqa: F401

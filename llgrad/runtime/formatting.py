@@ -1,5 +1,6 @@
-"""`repr(tensor)` exactly as PyTorch 2.x prints it (torch/_tensor_str.py, default print
-options), computed on the tensor's NumPy payload and spelling dtypes `llgrad.<name>`."""
+"""`repr(tensor)` exactly as PyTorch 2.x prints it (torch/_tensor_str.py, with the print
+options of set_printoptions), computed on the tensor's NumPy payload and spelling dtypes
+`llgrad.<name>`."""
 import math
 
 import numpy as np
@@ -7,11 +8,36 @@ import numpy as np
 from ..ir.promotion import default_float
 
 PRECISION, THRESHOLD, EDGEITEMS, LINEWIDTH = 4, 1000, 3, 80
+SCI_MODE = None     # None: chosen from the values; True / False: forced (set_printoptions)
 _DEFAULT_DTYPES = ("int64", "bool")   # dtypes PyTorch leaves unprinted (and the default float)
+_PROFILES = {"default": (4, 1000, 3, 80), "short": (2, 1000, 2, 80),
+             "full": (4, math.inf, 3, 80)}
+
+
+def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=None,
+                     profile=None, sci_mode=None):
+    """As torch.set_printoptions: the digits after the point (precision), the element count
+    above which a tensor is summarised (threshold) by edgeitems at each end, the characters
+    per line (linewidth), a profile ("default", "short", "full") set first, and sci_mode
+    (True / False force scientific notation on or off; None, the default, lets the values
+    decide; every call sets it)."""
+    global PRECISION, THRESHOLD, EDGEITEMS, LINEWIDTH, SCI_MODE
+    if profile in _PROFILES:
+        PRECISION, THRESHOLD, EDGEITEMS, LINEWIDTH = _PROFILES[profile]
+    if precision is not None:
+        PRECISION = precision
+    if threshold is not None:
+        THRESHOLD = threshold
+    if edgeitems is not None:
+        EDGEITEMS = edgeitems
+    if linewidth is not None:
+        LINEWIDTH = linewidth
+    SCI_MODE = sci_mode
 
 
 class _Formatter:
-    """Chooses one layout (int / fixed / scientific) and one column width for all elements."""
+    """Chooses one layout (int / fixed / scientific) and one column width for all elements
+    (torch/_tensor_str.py's _Formatter, step for step)."""
 
     def __init__(self, arr, floating):
         self.floating, self.int_mode, self.sci_mode, self.max_width = floating, True, False, 1
@@ -20,13 +46,14 @@ class _Formatter:
             self.max_width = max([1] + [len(f"{v}") for v in flat.tolist()])
             return
         vals = flat[np.isfinite(flat) & (flat != 0)]
-        if vals.size == 0:              # only zeros / nan / inf: "0.", "nan", "inf"
-            return
+        if vals.size == 0:              # only zeros / nan / inf: "0.", "nan", "inf" (torch
+            return                      # returns before its sci_mode option applies)
         absv = np.abs(vals).astype(np.float64)
         lo, hi = absv.min(), absv.max()
-        with np.errstate(over="ignore"):
-            self.sci_mode = bool(hi / lo > 1000.0 or hi > 1.0e8 or lo < 1.0e-4)
         self.int_mode = bool(np.all(vals == np.ceil(vals)))
+        with np.errstate(over="ignore"):
+            self.sci_mode = bool(hi / lo > 1000.0 or hi > 1.0e8 or lo < 1.0e-4) \
+                if SCI_MODE is None else bool(SCI_MODE)
         pyvals = vals.tolist()
         if self.sci_mode:
             widths = [len(f"{v:.{PRECISION}e}") for v in pyvals]

@@ -9,7 +9,7 @@ from ..ir import OPS
 from ..ir.geometry import geometry_overlaps
 from .copy_slices import CopySlices, creation_error
 from .dispatch import _is_tensor, _req, call, record, run_impl, scalar_type_name
-from .dtypes import result_type
+from .dtypes import get_default_dtype, result_type
 from .node import gradient_edge
 from .saved_tensor import SavedTensor, user_location
 
@@ -76,7 +76,9 @@ def call_inplace(op, t, inputs, attrs):
         _check_broadcast_into(t._data.shape, inputs)
     rt = result_type(*[inputs[i] for i in (range(len(inputs)) if op.promote == "all"
                                            else op.promote or (0,)) if i < len(inputs)])
-    if rt is not None and rt._cat > t._dtype._cat:      # (before float_out: PyTorch's check)
+    if rt is not None and op.float_out and rt._cat < 2:
+        rt = get_default_dtype()        # (exp_, sqrt_, atan2_ ... of integers: a float result)
+    if rt is not None and rt._cat > t._dtype._cat:      # (PyTorch's check, before the op)
         raise RuntimeError(f"result type {scalar_type_name(rt)} can't be cast to the desired output "
                            f"type {scalar_type_name(t._dtype)}")
     recording = grad_mode.state.grad_enabled and op.vjp is not None and \

@@ -181,6 +181,34 @@ ELEMENTWISE = {
     "normal": ("xu", {"mean": 0.5, "std": 2.0}, "any", 0, False),
     "bernoulli": ("xu", {}, "unit", 0, False),
     "bernoulli_p": ("xpu", {}, "unit", 0, False),
+    "random_": ("xu", {"low": -3, "high": 5}, "unit", 0, True),
+    "exponential": ("xu", {"lambd": 2.0}, "unit", 4, False),
+    "geometric": ("xu", {"p": 0.3}, "unit", 0, True),
+    "log_normal": ("xu", {"mean": 0.5, "std": 0.25}, "any", 4, False),
+    "cauchy": ("xu", {"median": 0.0, "sigma": 2.0}, "unit", 64, False),   # (tan: sin/cos)
+    "normal_tensor": ("xyz", {}, "pos", 0, False),
+    # inverse trigonometric and special functions (vecmath_special: float64 methods, float32
+    # evaluated in float64 and rounded once): against the same methods in NumPy
+    "asin": ("x", {}, "unit", 4, False),
+    "acos": ("x", {}, "unit", 4, False),
+    "atan": ("x", {}, "any", 4, False),
+    "atan2": ("xy", {}, "any", 4, False),
+    "erfc": ("x", {}, "any", 4, False),
+    "erfinv": ("x", {}, "unit", 4, False),
+    "lgamma": ("x", {}, "pos", 8, False),
+    "digamma": ("x", {}, "pos", 8, False),
+    "polygamma": ("x", {"n": 1}, "pos", 8, False),
+    "polygamma_": ("x", {"n": 0}, "pos", 8, False),
+    # bitwise ops: integer (and bool) operands only ("int": no float case); [-50, 50) holds
+    # shift amounts out of range both ways
+    "bitwise_and": ("xy", {}, "int", 0, True),
+    "bitwise_or": ("xy", {}, "int", 0, True),
+    "bitwise_xor": ("xy", {}, "int", 0, True),
+    "bitwise_not": ("x", {}, "int", 0, True),
+    "bitwise_left_shift": ("xy", {}, "int", 0, True),
+    "bitwise_right_shift": ("xy", {}, "int", 0, True),
+    "gcd": ("xy", {}, "int", 0, True),
+    "lcm": ("xy", {}, "int", 0, True),
 }
 
 
@@ -251,10 +279,15 @@ def _elementwise_graph(name, dt, rng):
     return bld.ret(*outs), arrays
 
 
-ELEMENTWISE_CASES = [(n, dt) for n in ELEMENTWISE for dt in FLOATS] + \
+ELEMENTWISE_CASES = [(n, dt) for n, c in ELEMENTWISE.items() if c[2] != "int"
+                     for dt in FLOATS] + \
     [(n, "int64") for n, c in ELEMENTWISE.items() if c[4]] + \
-    [(n, "int32") for n in ("add", "mul", "maximum", "abs", "lt", "where", "to_dtype")] + \
-    [(n, "bool") for n in ("logical_and", "logical_not", "eq", "where", "to_dtype")]
+    [(n, "int32") for n in ("add", "mul", "maximum", "abs", "lt", "where", "to_dtype",
+                            "bitwise_xor", "bitwise_right_shift", "gcd", "lcm")] + \
+    [(n, "int8") for n in ("bitwise_left_shift", "bitwise_right_shift", "gcd", "lcm")] + \
+    [(n, "uint8") for n in ("bitwise_right_shift", "bitwise_not", "gcd")] + \
+    [(n, "bool") for n in ("logical_and", "logical_not", "eq", "where", "to_dtype",
+                           "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not")]
 
 
 def test_every_lowering_is_tested():

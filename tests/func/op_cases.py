@@ -252,6 +252,19 @@ CASES = {
     "fused_gru_cell": (lambda x, y, h: x._op("fused_gru_cell", y, h), [f(3, 6), f(3, 6), f(3, 2)]),
     "fused_gru_cell_backward": (lambda g, x, y, h: llgrad.cat(
         g._op("fused_gru_cell_backward", x, y, h), -1), [f(3, 2), f(3, 6), f(3, 6), f(3, 2)]),
+    "asin": (lambda a: a.asin() + a.arccos(), [u(3, 4)]),
+    "acos": (lambda a: a.acos(), [u(3, 4)]),
+    "atan": (lambda a: a.atan(), [f(3, 4)]),
+    "atan2": (lambda a, c: a.atan2(c), [f(3, 4), f(4)]),
+    "erfc": (lambda a: a.erfc(), [f(3, 4)]),
+    "erfinv": (lambda a: a.erfinv(), [u(3, 4)]),
+    "lgamma": (lambda a: a.lgamma(), [p(3, 4)]),
+    "digamma": (lambda a: a.digamma(), [p(3, 4)]),
+    "polygamma": (lambda a: llgrad.polygamma(1, a) + a.polygamma(2), [p(3, 4)]),
+    "polygamma_": (lambda a: (a * 1).polygamma_(1), [p(3, 4)]),
+    "linalg_inv_ex": (lambda a: (a + 3 * llgrad.eye(3, dtype=a.dtype)).inverse(), [f(3, 3)]),
+    "linalg_det": (lambda a: (a + 3 * llgrad.eye(3, dtype=a.dtype)).det(), [f(2, 3, 3)]),
+    "linalg_slogdet": (lambda a: llgrad.logdet(a + 3 * llgrad.eye(3, dtype=a.dtype)), [f(3, 3)]),
     "compare": (lambda a, c: (a > c).double() + (a <= 0).double() + a.isfinite().double()
                 + ((a == c) | (a != c) & (a >= c)).double() + a.isnan().logical_not().double()
                 + (a < 0).logical_xor(c < 0).double() + (a < 0).logical_and(c < 0).double(),
@@ -267,6 +280,12 @@ RANDOM_CASES = {
     "normal": lambda a: a * 1 + a.clone().normal_(),
     "bernoulli_p": lambda a: a * a.clone().bernoulli_(0.5),
     "bernoulli": lambda a: a * (a.sigmoid().detach()).bernoulli(),
+    "random_": lambda a: a * 1 + a.clone().random_(5),
+    "exponential": lambda a: a * 1 + a.clone().exponential_(),
+    "geometric": lambda a: a * 1 + a.clone().geometric_(0.5),
+    "log_normal": lambda a: a * 1 + a.clone().log_normal_(),
+    "cauchy": lambda a: a * 1 + a.clone().cauchy_(),
+    "normal_tensor": lambda a: a * 1 + llgrad.normal(a.detach() * 0, 1.0),
 }
 
 

@@ -316,11 +316,18 @@ GELU_TOP_FLOAT32 = Tolerance(
     lambda kind, g, w, x, dt: (dt == "float32") & (kind == "out") & (
         (g == np.finfo(np.float32).max) & (w == np.inf) | (g == np.inf) & np.isnan(w)))
 
+TRIGAMMA_POLES = Tolerance(
+    "trigamma (polygamma(1, x), digamma's derivative) has poles at the non-positive integers: "
+    "llgrad gives +inf there; PyTorch's kernel divides by sin(pi * x) of the rounded product "
+    "pi * x, which is not 0, and gives a large finite number (nan where |x| is huge)",
+    lambda kind, g, w, x, dt: np.isposinf(g) & (np.isnan(w) | (np.abs(w) > 1e12)))
 TORCH_TOLERANCES = {"add": FMA, "sub": FMA, "maximum": ZERO_TIES, "minimum": ZERO_TIES,
                     "clamp": ZERO_TIES, "clamp_min": ZERO_TIES, "clamp_max": ZERO_TIES,
                     "elu": NAN_GRADIENT, "elu_": NAN_GRADIENT, "celu": NAN_GRADIENT,
                     "celu_": NAN_GRADIENT, "hardtanh": NAN_GRADIENT,
-                    "hardswish": NAN_GRADIENT, "gelu": GELU_TOP_FLOAT32}
+                    "hardswish": NAN_GRADIENT, "gelu": GELU_TOP_FLOAT32,
+                    "digamma": TRIGAMMA_POLES, "polygamma": TRIGAMMA_POLES,
+                    "polygamma_": TRIGAMMA_POLES}
 
 # eager and PyTorch evaluate exp, tanh, ... with libraries of their own: values an ulp or two
 # apart, subnormal ones to a few units of the smallest subnormal; gradients also where they

@@ -1,0 +1,88 @@
+"""More random fills, as elementwise maps of uniform or normal draws (ops_fill.py's way: the
+draws come from the generator through the rng ops, so compiled code replays eager's
+numbers; these ops give the results PyTorch's backward nodes, whose gradients are zero):
+
+  random_   from + floor(u * (to - from)), u in [0, 1) drawn in float64  (RandomBackward0/1/2)
+  exponential_(lambd)        -log1p(-u) / lambd                            (ExponentialBackward0)
+  geometric_(p)              max(1, ceil(log1p(-u) / log1p(-p)))          (GeometricBackward0)
+  log_normal_(mean, std)     exp(mean + std * n)                           (LogNormalBackward0)
+  cauchy_(median, sigma)     median + sigma * tan(pi * (u - 1/2))          (CauchyBackward0)
+  normal(mean, std)          mean + std * n, mean and std tensors or numbers (NormalBackward1-3)
+
+u is drawn in float64 and the map computed in float64, then rounded to the result's dtype
+(u never reaches 1: no infinite exponential or cauchy draw)."""
+import math
+
+import numpy as np
+
+from .optable import defop
+
+
+def _is_tensor(x):
+    return hasattr(x, "_dtype")
+
+
+def _zeros(c, g):
+    return (g.new_zeros(g.shape),) + (None,) * (c.ninputs - 1)
+
+
+def _f64(u):
+    return np.asarray(u, np.float64)
+
+
+def _random(x, u, low=0, high=None, form=None):
+    # (high: exclusive; the default range, [0, 2^mantissa] or the dtype's, is the runtime's)
+    v = np.floor(_f64(u) * (float(high) - float(low))) + float(low)
+    return np.minimum(v, float(high) - 1).astype(x.dtype)
+
+
+def _random_node(inputs, attrs):
+    # PyTorch: random_() RandomBackward2, random_(to) RandomBackward1, random_(from, to) 0
+    return {"default": "RandomBackward2", "to": "RandomBackward1"}.get(attrs.get("form"),
+                                                                    "RandomBackward0")
+
+
+def _exponential(x, u, lambd=1.0):
+    return (-np.log1p(-_f64(u)) / lambd).astype(x.dtype)
+
+
+def _geometric(x, u, p=0.5):
+    return np.maximum(1.0, np.ceil(np.log1p(-_f64(u)) / math.log1p(-p))).astype(x.dtype)
+
+
+def _log_normal(x, n, mean=1.0, std=2.0):
+    return np.exp(mean + std * _f64(n)).astype(x.dtype)
+
+
+def _cauchy(x, u, median=0.0, sigma=1.0):
+    return (median + sigma * np.tan(math.pi * (_f64(u) - 0.5))).astype(x.dtype)
+
+
+defop("random_", _random, args=("self", "u"), nondiff=("u",), vjp=_zeros, grad_fn=_random_node,
+      kind="elementwise")
+for _name, _impl, _node in (("exponential", _exponential, "ExponentialBackward0"),
+                            ("geometric", _geometric, "GeometricBackward0"),
+                            ("log_normal", _log_normal, "LogNormalBackward0"),
+                            ("cauchy", _cauchy, "CauchyBackward0")):
+    defop(_name, _impl, args=("self", "u"), nondiff=("u",), vjp=_zeros, grad_fn=_node,
+          kind="elementwise", cost=4)
+
+
+def _normal_tensor(mean, std, noise):
+    dt = np.result_type(*[a for a in (mean, std) if isinstance(a, np.ndarray)])
+    return np.asarray(np.add(mean, np.multiply(std, noise)), dtype=dt)
+
+
+def _normal_tensor_node(inputs, attrs):
+    m, s = (_is_tensor(x) for x in inputs[:2])
+    return "NormalBackward3" if m and s else "NormalBackward1" if m else "NormalBackward2"
+
+
+def _normal_tensor_vjp(c, g):
+    return tuple(g.new_zeros(c.shape(i)) if c.needs(i) else None for i in (0, 1)) + (None,)
+
+
+# torch.normal(mean, std) with a tensor mean and/or std (the noise: standard normal draws of
+# the broadcast shape, in its dtype): the gradients are zero, as PyTorch's
+defop("normal_tensor", _normal_tensor, args=("mean", "std", "noise"), nondiff=("noise",),
+      vjp=_normal_tensor_vjp, grad_fn=_normal_tensor_node, kind="elementwise")

@@ -1,0 +1,61 @@
+"""Inverse trigonometric and special functions: asin, acos, atan, atan2, erfc, erfinv, lgamma,
+digamma, polygamma. Each is one elementwise op with PyTorch's backward formula and node.
+
+Eager asin/acos/atan/atan2 are NumPy's (libm's); the others are special_numpy.py's (the
+methods of special_kernels.py, which native code evaluates too: llgrad/codegen/lowerings/
+vecmath_special.py). polygamma of order n >= 2 is Cephes' zeta, as PyTorch's kernel, and
+has no native lowering (a graph with it runs on the interpreter)."""
+import math
+
+import numpy as np
+
+from .optable import defop
+from .special_numpy import np_digamma, np_erfc, np_erfinv, np_lgamma, np_polygamma
+
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+_HALF_SQRT_PI = 0.5 * math.sqrt(math.pi)
+
+
+def _unary(name, impl, vjp, grad_fn, aliases=(), save=("self",), cost=8, **kw):
+    names = (name,) + aliases
+    return defop(name, impl, vjp=vjp, grad_fn=grad_fn, save=save, kind="elementwise",
+                 promote=(0,), float_out=True, methods=names,
+                 inplace=tuple(n + "_" for n in names), functions=names, cost=cost, **kw)
+
+
+# PyTorch's formulas (tools/autograd/derivatives.yaml): asin: grad * (-self * self + 1).rsqrt()
+_unary("asin", np.arcsin, lambda c, g: (g * (1 - c.self * c.self).rsqrt(),),
+       "AsinBackward0", aliases=("arcsin",))
+_unary("acos", np.arccos, lambda c, g: (g * -((1 - c.self * c.self).rsqrt()),),
+       "AcosBackward0", aliases=("arccos",))
+_unary("atan", np.arctan, lambda c, g: (g / (c.self * c.self + 1),),
+       "AtanBackward0", aliases=("arctan",))
+
+
+def _atan2_vjp(c, g):
+    # PyTorch's: 0 where self^2 + other^2 is 0 (at the origin, or underflowed)
+    denom = c.self * c.self + c.other * c.other
+    recip = denom.reciprocal().masked_fill(denom == 0, 0)
+    return (g * c.other * recip if c.needs(0) else None,
+            g * -c.self * recip if c.needs(1) else None)
+
+
+# atan2(input, other): both tensors (PyTorch takes no Python number here: the runtime's
+# methods check); promoted as a binary float op (int operands give float32)
+defop("atan2", np.arctan2, vjp=_atan2_vjp, grad_fn="Atan2Backward0", args=("self", "other"),
+      save=("self", "other"), kind="elementwise", promote=(0, 1), float_out=True, cost=12)
+
+_unary("erfc", np_erfc,
+       lambda c, g: (g * (-_TWO_OVER_SQRT_PI * (-(c.self * c.self)).exp()),), "ErfcBackward0")
+# (PyTorch saves self and computes erfinv again; the result is the same value)
+_unary("erfinv", np_erfinv, lambda c, g: (g * (_HALF_SQRT_PI * (c.result * c.result).exp()),),
+       "ErfinvBackward0", save=("result",))
+_unary("lgamma", np_lgamma, lambda c, g: (g * c.self.digamma(),), "LgammaBackward0", cost=16)
+_unary("digamma", np_digamma, lambda c, g: (g * c.self._op("polygamma", n=1),),
+       "DigammaBackward0", cost=16)
+# polygamma(n, input) with n an attribute (n >= 0); its methods take n first (runtime).
+# In place (x.polygamma_(n)) PyTorch's node is a derivative of its own, PolygammaBackward1
+for _name, _node in (("polygamma", "PolygammaBackward0"), ("polygamma_", "PolygammaBackward1")):
+    defop(_name, np_polygamma, vjp=lambda c, g: (g * c.self._op("polygamma", n=c.n + 1),),
+          grad_fn=_node, save=("self",), kind="elementwise", promote=(0,), float_out=True,
+          cost=16)

@@ -1,0 +1,85 @@
+"""PyTorch's constants and global settings in the llgrad namespace: pi, e, inf, nan, newaxis,
+the dtype alias short; set_printoptions (formatting.py reads them), get_default_device /
+set_default_device (the CPU only), is_inference, and the anomaly-mode flags
+(is_anomaly_enabled, set_anomaly_enabled, is_anomaly_check_nan_enabled)."""
+import math
+import threading
+
+from . import dtypes, formatting
+from . import functions as _functions
+from .device import device
+from .functions import export
+from .tensor import Tensor
+
+
+def _constant(name, value):
+    """value as llgrad.<name> (the functions module's namespace is llgrad's)."""
+    setattr(_functions, name, value)
+    if name not in _functions.__all__:
+        _functions.__all__.append(name)
+
+
+for _name, _value in (("pi", math.pi), ("e", math.e), ("inf", math.inf), ("nan", math.nan),
+                      ("newaxis", None), ("short", dtypes.int16)):
+    _constant(_name, _value)
+
+export(formatting.set_printoptions)
+
+
+# ---- the default device -----------------------------------------------------------------------
+
+def get_default_device():
+    """As torch.get_default_device: where factory functions put tensors (the CPU: llgrad's
+    only device)."""
+    return device("cpu")
+
+
+def set_default_device(device_):
+    """As torch.set_default_device; llgrad runs on the CPU only: None or a CPU device is
+    accepted (nothing changes), any other device raises."""
+    if device_ is None:
+        return
+    d = device_ if isinstance(device_, device) else device(device_)
+    if d.type != "cpu":
+        raise RuntimeError(f"set_default_device({str(device_)!r}): llgrad runs on the CPU only, "
+                           f"so it cannot make '{d}' the default device (use None or 'cpu')")
+
+
+def is_inference(input):
+    """As torch.is_inference: whether input was made in inference mode."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"is_inference(): argument 'input' (position 1) must be Tensor, not "
+                        f"{type(input).__name__}")
+    return input.is_inference()
+
+
+# ---- anomaly mode -----------------------------------------------------------------------------
+
+class _Anomaly:
+    """PyTorch's anomaly-mode flags (global, as AnomalyMode is). llgrad keeps the setting;
+    its backward does not check gradients for NaN yet (that check belongs in the engine)."""
+    enabled = False
+    check_nan = True
+    lock = threading.Lock()
+
+
+def is_anomaly_enabled():
+    """As torch.is_anomaly_enabled: whether anomaly mode is on."""
+    return _Anomaly.enabled
+
+
+def is_anomaly_check_nan_enabled():
+    """As torch.is_anomaly_check_nan_enabled."""
+    return _Anomaly.check_nan
+
+
+def set_anomaly_enabled(enabled, check_nan=True):
+    """As torch.set_anomaly_enabled(enabled, check_nan=True): turn anomaly mode on or off.
+    (llgrad records the setting; its backward does not yet look for NaN gradients.)"""
+    with _Anomaly.lock:
+        _Anomaly.enabled, _Anomaly.check_nan = bool(enabled), bool(check_nan)
+
+
+for _f in (get_default_device, set_default_device, is_inference, is_anomaly_enabled,
+           is_anomaly_check_nan_enabled, set_anomaly_enabled):
+    export(_f)

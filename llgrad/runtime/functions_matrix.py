@@ -1,0 +1,102 @@
+"""Inverse and determinants of (batches of) square matrices, with PyTorch's checks and
+messages: torch.inverse / linalg.inv, det / linalg.det, slogdet / linalg.slogdet (a named
+tuple (sign, logabsdet)), logdet (slogdet's logabsdet, nan where the determinant is
+negative: PyTorch's own composition, a where). Ops of llgrad/ir/ops_matrix.py."""
+import collections
+import math
+
+from ..ir import OPS
+from .dispatch import call
+from .dispatch import scalar_type_name as tname
+from .functions import export, where
+from .tensor import Tensor
+
+
+def _check(name, A):
+    if not isinstance(A, Tensor):
+        raise TypeError(f"{name.split('.')[-1]}(): argument 'input' (position 1) must be "
+                        f"Tensor, not {type(A).__name__}")
+    if A._data.ndim < 2:
+        raise RuntimeError(f"{name}: The input tensor A must have at least 2 dimensions.")
+    n, m = A._data.shape[-2:]
+    if n != m:
+        raise RuntimeError(f"{name}: A must be batches of square matrices, but they are {n} by "
+                           f"{m} matrices")
+    if not A._dtype.is_floating_point:
+        raise RuntimeError(f"{name}: Expected a floating point or complex tensor as input. Got "
+                           f"{tname(A._dtype)}")
+    if A._dtype.name == "float16":
+        raise NotImplementedError("\"lu_cpu\" not implemented for 'Half'")
+
+
+class _LinAlgError(RuntimeError):
+    """A matrix the operation cannot handle (singular), as torch.linalg.LinAlgError (whose
+    class is named _LinAlgError)."""
+
+
+LinAlgError = _LinAlgError
+
+
+def inverse(input, *, out=None):
+    """As torch.inverse (linalg.inv): the inverse of each square matrix; a singular one raises
+    llgrad.linalg.LinAlgError naming its zero pivot, as PyTorch (inside llgrad.compile the
+    check reads the info the op returns: a value guard)."""
+    _check("linalg.inv", input)
+    r, info = call(OPS["linalg_inv_ex"], (input,), {})
+    if info._data.size and bool((info != 0).any()):
+        flat = info.reshape(-1).tolist()
+        b = next(i for i, k in enumerate(flat) if k)
+        where = f"(Batch element {b}): " if input._data.ndim > 2 else ""
+        raise LinAlgError(f"linalg.inv: {where}The diagonal element {flat[b]} is zero, the "
+                          "inversion could not be completed because the input matrix is "
+                          "singular.")
+    return r if out is None else out.copy_(r)
+
+
+def det(input):
+    """As torch.det (linalg.det): the determinant of each square matrix."""
+    _check("linalg.det", input)
+    return call(OPS["linalg_det"], (input,), {})
+
+
+def _named(name, fields):
+    base = collections.namedtuple(name, fields)
+
+    def rep(self):
+        inner = ",\n".join(f"{f}={getattr(self, f)!r}" for f in fields)
+        return f"llgrad.return_types.{name}(\n{inner})"
+    return type(name, (base,), {"__slots__": (), "__repr__": rep,
+                                "__module__": "llgrad.return_types",
+                                "__doc__": f"({', '.join(fields)}), as "
+                                           f"torch.return_types.{name}."})
+
+
+_SLOGDET = _named("slogdet", ["sign", "logabsdet"])
+_LINALG_SLOGDET = _named("linalg_slogdet", ["sign", "logabsdet"])
+
+
+def _slogdet(input, name="linalg.slogdet"):
+    _check(name, input)
+    return call(OPS["linalg_slogdet"], (input,), {})
+
+
+def slogdet(input):
+    """As torch.slogdet: (sign, log|det|) of each square matrix."""
+    return _SLOGDET(*_slogdet(input))
+
+
+def linalg_slogdet(A, *, out=None):
+    """As torch.linalg.slogdet: (sign, log|det|) of each square matrix."""
+    return _LINALG_SLOGDET(*_slogdet(A))
+
+
+def logdet(input):
+    """As torch.logdet: log det of each square matrix (nan where it is negative, -inf where it
+    is 0): PyTorch's where over slogdet."""
+    sign, logabsdet = _slogdet(input, "logdet")
+    return where(sign == -1, math.nan, logabsdet)
+
+
+for _f in (inverse, det, slogdet, logdet):
+    export(_f)
+    setattr(Tensor, _f.__name__, _f)

@@ -1,0 +1,80 @@
+"""The methods and functions of the special ops of ir/ops_special.py whose arguments the op
+table cannot declare: atan2 / arctan2 (both operands tensors, as in PyTorch), polygamma(n,
+input) (n first, a non-negative int), and the torch.<name>_ functions of the in-place
+methods (torch.asin_, ...). asin ... lgamma, digamma are the table's own methods."""
+from ..ir import OPS
+from .dispatch import call
+from .functions import _method_fn, export
+from .inplace import call_inplace
+from .tensor import Tensor
+
+_ATAN2, _POLYGAMMA, _POLYGAMMA_ = OPS["atan2"], OPS["polygamma"], OPS["polygamma_"]
+
+
+def _need_tensor(fn, arg, position, x):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{fn}(): argument '{arg}' (position {position}) must be Tensor, not "
+                        f"{type(x).__name__}")
+
+
+def atan2(input, other, *, out=None):
+    """As torch.atan2: the angle of (other, input), in the quadrant their signs give."""
+    _need_tensor("atan2", "input", 1, input)
+    _need_tensor("atan2", "other", 2, other)
+    r = call(_ATAN2, (input, other), {})
+    return r if out is None else out.copy_(r)
+
+
+def _atan2_method(self, other):
+    _need_tensor("atan2", "other", 1, other)
+    return call(_ATAN2, (self, other), {})
+
+
+def _atan2_(self, other):
+    _need_tensor("atan2_", "other", 1, other)
+    return call_inplace(_ATAN2, self, (self, other), {})
+
+
+def _check_n(fn, n, position):
+    if not isinstance(n, int) or isinstance(n, bool):
+        raise TypeError(f"{fn}(): argument 'n' (position {position}) must be int, not "
+                        f"{type(n).__name__}")
+    if n < 0:
+        raise RuntimeError("polygamma(n, x) does not support negative n.")
+
+
+def polygamma(n, input, *, out=None):
+    """As torch.polygamma: the n-th derivative of digamma (n >= 0)."""
+    _check_n("polygamma", n, 1)
+    _need_tensor("polygamma", "input", 2, input)
+    r = call(_POLYGAMMA, (input,), {"n": n})
+    return r if out is None else out.copy_(r)
+
+
+def _polygamma_method(self, n):
+    _check_n("polygamma", n, 1)
+    return call(_POLYGAMMA, (self,), {"n": n})
+
+
+def _polygamma_(self, n):
+    _check_n("polygamma_", n, 1)
+    return call_inplace(_POLYGAMMA_, self, (self,), {"n": n})
+
+
+export(atan2, "arctan2")
+export(polygamma)
+for _name, _fn, _doc in (("atan2", _atan2_method, "As torch.Tensor.atan2."),
+                         ("arctan2", _atan2_method, "As torch.Tensor.arctan2."),
+                         ("atan2_", _atan2_, "In-place atan2, as torch.Tensor.atan2_."),
+                         ("arctan2_", _atan2_, "In-place atan2, as torch.Tensor.arctan2_."),
+                         ("polygamma", _polygamma_method, "As torch.Tensor.polygamma."),
+                         ("polygamma_", _polygamma_, "In-place polygamma, as "
+                                                     "torch.Tensor.polygamma_.")):
+    def _m(self, *args, _fn=_fn):
+        return _fn(self, *args)
+    _m.__name__, _m.__qualname__, _m.__doc__ = _name, f"Tensor.{_name}", _doc
+    setattr(Tensor, _name, _m)
+
+# PyTorch's torch.<name>_ functions of the in-place methods
+for _n in ("asin_", "arcsin_", "acos_", "arccos_", "atan_", "arctan_", "erfc_"):
+    _method_fn(_n)

@@ -1,0 +1,195 @@
+"""More random fills and samplers, as PyTorch's: Tensor.random_ / exponential_ / geometric_ /
+log_normal_ / cauchy_, torch.normal (every overload) and randint_like. Every draw comes from
+llgrad's generator (or `generator`) through rand/randn, as uniform_ and normal_ draw
+(methods_random.py): traced, a draw is an rng op, so compiled code gives eager's numbers;
+the ops of llgrad/ir/ops_fill_more.py map the draws, with PyTorch's backward nodes."""
+import warnings
+
+import numpy as np
+
+from ..ir import OPS
+from . import dtypes
+from .creation import empty, empty_like, rand, randn
+from .dispatch import call
+from .dispatch import scalar_type_name as tname
+from .functions import export
+from .inplace import call_inplace
+from .methods_random import _def
+from .shapes import broadcast_shapes, unpack_shape
+from .tensor import Tensor
+
+_C_NAMES = {"int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char",
+            "uint8": "unsigned char", "bool": "bool", "float16": "c10::Half"}
+_MANTISSA = {"float16": 11, "float32": 24, "float64": 53}
+_FLOAT_C = {"float16": "c10::Half", "float32": "float", "float64": "double"}
+
+
+def _num(v):
+    """A number as PyTorch's messages print it (-1.0 as -1)."""
+    return f"{v:g}" if isinstance(v, float) else f"{v}"
+
+
+def _draws(self, generator):
+    return rand(self._data.shape, dtype=dtypes.float64, generator=generator)
+
+
+def _continuous(self, what):
+    if not self._dtype.is_floating_point:
+        name = _C_NAMES.get(self._dtype.name) if what == "Cauchy" else tname(self._dtype)
+        raise RuntimeError(f"{what} distribution is a continuous probability distribution. "
+                           f"dtype must be a floating point but you specified {name}")
+
+
+def _default_range(dt):
+    if dt.is_floating_point:
+        return 0, 2 ** _MANTISSA[dt.name] + 1
+    if dt is dtypes.bool_:
+        return 0, 2
+    return 0, int(np.iinfo(dt.np).max) + 1
+
+
+def random_(self, *args, generator=None, **kwargs):
+    """As torch.Tensor.random_(): integers drawn uniformly from [0, 2^mantissa] (floats) or
+    [0, the dtype's maximum]; random_(to): from [0, to); random_(from, to): from [from, to)."""
+    low = kwargs.pop("from", None)
+    high = kwargs.pop("to", None)
+    if kwargs:
+        raise TypeError(f"random_() got an unexpected keyword argument {next(iter(kwargs))!r}")
+    if len(args) == 2:
+        low, high = args
+    elif len(args) == 1:
+        high = args[0]
+    elif args:
+        raise TypeError(f"random_() takes at most 2 positional arguments ({len(args)} given)")
+    if high is None:
+        form = "default" if low is None else "from"
+        lo, hi = _default_range(self._dtype)
+        low = lo if low is None else low
+        high = hi
+    else:
+        form = "to" if low is None else "from_to"
+        low = 0 if low is None else low
+        if low >= high:
+            raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got "
+                               f"from={low} >= to={high}")
+        _check_bounds(self._dtype, low, high)
+    return call_inplace(OPS["random_"], self, (self, _draws(self, generator)),
+                        {"low": int(low), "high": int(high), "form": form})
+
+
+def _check_bounds(dt, low, high):
+    if dt.is_floating_point:
+        m = 2 ** _MANTISSA[dt.name]
+        for value, what in ((low, "from"), (high - 1, "to - 1")):
+            if not -m <= value <= m:
+                warnings.warn(f"{what} is out of bounds [-(2^{_MANTISSA[dt.name]}), "
+                              f"2^{_MANTISSA[dt.name]}]. Due to precision limitations "
+                              f"{_FLOAT_C[dt.name]} can "
+                              "support discrete uniform distribution only within this range. "
+                              "This warning will become an error in version 1.7 release, "
+                              "please fix the code in advance", UserWarning, stacklevel=4)
+        return
+    if dt is dtypes.bool_:
+        lo, hi = 0, 1
+    else:
+        info = np.iinfo(dt.np)
+        lo, hi = int(info.min), int(info.max)
+    if not lo <= low <= hi:
+        raise RuntimeError(f"from is out of bounds for {_C_NAMES[dt.name]}")
+    if not lo <= high - 1 <= hi:
+        raise RuntimeError(f"to - 1 is out of bounds for {_C_NAMES[dt.name]}")
+
+
+def exponential_(self, lambd=1.0, *, generator=None):
+    """Fill with Exp(lambd) draws in place, as torch.Tensor.exponential_."""
+    _continuous(self, "Exponential")
+    if not lambd > 0:
+        raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={_num(lambd)}")
+    return call_inplace(OPS["exponential"], self, (self, _draws(self, generator)),
+                        {"lambd": float(lambd)})
+
+
+def geometric_(self, p, *, generator=None):
+    """Fill with Geometric(p) draws (the trial of the first success, from 1), as
+    torch.Tensor.geometric_."""
+    if not 0 < p < 1:
+        raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={_num(p)}")
+    return call_inplace(OPS["geometric"], self, (self, _draws(self, generator)), {"p": float(p)})
+
+
+def log_normal_(self, mean=1.0, std=2.0, *, generator=None):
+    """Fill with exp(N(mean, std^2)) draws in place, as torch.Tensor.log_normal_."""
+    if not self._dtype.is_floating_point:
+        raise NotImplementedError(f"\"log_normal_cpu\" not implemented for '{tname(self._dtype)}'")
+    if not std > 0:
+        raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={_num(std)}")
+    n = randn(self._data.shape, dtype=dtypes.float64, generator=generator)
+    return call_inplace(OPS["log_normal"], self, (self, n),
+                        {"mean": float(mean), "std": float(std)})
+
+
+def cauchy_(self, median=0.0, sigma=1.0, *, generator=None):
+    """Fill with Cauchy(median, sigma) draws in place, as torch.Tensor.cauchy_."""
+    _continuous(self, "Cauchy")
+    if not sigma > 0:
+        raise RuntimeError(f"cauchy_ expects sigma > 0.0, but found sigma={_num(sigma)}")
+    return call_inplace(OPS["cauchy"], self, (self, _draws(self, generator)),
+                        {"median": float(median), "sigma": float(sigma)})
+
+
+for _n, _f in (("random_", random_), ("exponential_", exponential_),
+               ("geometric_", geometric_), ("log_normal_", log_normal_), ("cauchy_", cauchy_)):
+    _def(_n, _f)
+
+
+# ---- torch.normal, randint_like -------------------------------------------------------------
+
+def _std_check(std):
+    if isinstance(std, Tensor):
+        if bool((std < 0).any()):
+            raise RuntimeError("normal expects all elements of std >= 0.0")
+    elif std < 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {_num(std)}")
+
+
+def normal(mean, std=1.0, size=None, *, generator=None, out=None, dtype=None, layout=None,
+           device=None, pin_memory=False, requires_grad=False):
+    """As torch.normal: draws of N(mean, std^2) for a tensor mean and/or std (their broadcast
+    shape and float dtype; the gradients are zero, as PyTorch's), or for numbers mean and
+    std, of the given size (and dtype)."""
+    tensors = [x for x in (mean, std) if isinstance(x, Tensor)]
+    if not tensors:
+        if size is None:
+            raise TypeError(f"normal() received an invalid combination of arguments - got "
+                            f"({type(mean).__name__}, {type(std).__name__}), but expected one "
+                            "of:")
+        _std_check(std)
+        r = empty(unpack_shape((size,) if isinstance(size, int) else size), dtype=dtype,
+                  device=device)
+        r.normal_(mean, std, generator=generator)
+        r = r.requires_grad_(requires_grad) if requires_grad else r
+        return r if out is None else out.copy_(r)
+    for t in tensors:
+        if not t._dtype.is_floating_point:
+            raise NotImplementedError(f"\"normal_kernel_cpu\" not implemented for "
+                                      f"'{tname(t._dtype)}'")
+    _std_check(std)
+    shape = broadcast_shapes(*[t._data.shape for t in tensors])
+    dt = dtypes.result_type(*tensors)
+    noise = randn(shape, dtype=dt, generator=generator)
+    r = call(OPS["normal_tensor"], (mean, std, noise), {})
+    return r if out is None else out.copy_(r)
+
+
+def randint_like(input, low=0, high=None, *, dtype=None, layout=None, device=None,
+                 requires_grad=False, memory_format=None, generator=None):
+    """As torch.randint_like: integers from [low, high) (randint_like(input, high): from
+    [0, high)) in input's shape and (unless dtype says otherwise) dtype."""
+    if high is None:
+        low, high = 0, low
+    r = empty_like(input, dtype=dtype, device=device).random_(low, high, generator=generator)
+    return r.requires_grad_(True) if requires_grad else r
+
+
+export(normal)
+export(randint_like)

@@ -1,0 +1,129 @@
+"""Tensor.new (PyTorch's legacy constructor of a tensor of self's dtype) and Tensor.resize_ /
+resize_as_.
+
+resize_ gives self a contiguous shape over its own storage from its storage offset on, as
+PyTorch's: shrinking or reshaping within the storage keeps the memory (and what other views
+see of it); growing it needs a bigger buffer, which llgrad can only give a storage no other
+tensor shares (PyTorch reallocates under every view: llgrad cannot move the memory under a
+NumPy view), and a NumPy array given to from_numpy cannot grow (PyTorch's error). New
+elements are zeros (PyTorch leaves them uninitialised). A tensor that requires grad cannot be
+resized; inside llgrad.compile resize_ runs eagerly (a graph break)."""
+import sys
+
+import numpy as np
+
+from . import dtypes, trace_state
+from .creation import empty, tensor
+from .device import check as check_device
+from .functions import export
+from .shapes import unpack_shape
+from .tensor import Size, Tensor
+
+_C_NAMES = {"float64": "double", "float32": "float", "float16": "c10::Half",
+            "int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char",
+            "uint8": "unsigned char", "bool": "bool"}
+
+
+def _options(dt):
+    return (f"TensorOptions(dtype={_C_NAMES[dt.name]}, device=cpu, layout=Strided, "
+            "requires_grad=false (default), pinned_memory=false (default), "
+            "memory_format=(nullopt))")
+
+
+def _type_names(args, kwargs):
+    names = [type(a).__name__ if not isinstance(a, Tensor) else "Tensor" for a in args]
+    names += [f"{k}={'torch.dtype' if isinstance(v, dtypes.dtype) else type(v).__name__}"
+              for k, v in kwargs.items()]
+    return ", ".join(names)
+
+
+def new(self, *args, **kwargs):
+    """As torch.Tensor.new: a tensor of self's dtype from sizes (ints or one Size: zeros here,
+    uninitialised in PyTorch), data (a list or tuple), or a tensor of self's dtype (an alias
+    of it); nothing gives an empty one."""
+    device = kwargs.pop("device", None)
+    if kwargs:
+        raise TypeError(f"new() received an invalid combination of arguments - got "
+                        f"({_type_names(args, kwargs)}), but expected one of:")
+    check_device(device)
+    dt = self._dtype
+    if not args:
+        return empty(0, dtype=dt)
+    if len(args) == 1 and isinstance(args[0], Size) or all(
+            isinstance(a, int) and not isinstance(a, bool) for a in args):
+        return empty(*(args[0] if isinstance(args[0], Size) else args), dtype=dt)
+    if len(args) == 1 and isinstance(args[0], Tensor):
+        t = args[0]
+        if t._dtype is not dt:
+            raise TypeError(f"expected {_options(dt)} (got {_options(t._dtype)})")
+        return t.detach()
+    if len(args) > 1:
+        k = next(i for i, a in enumerate(args) if not isinstance(a, int) or isinstance(a, bool))
+        raise TypeError(f"new(): argument 'size' failed to unpack the object at pos {k + 1} "
+                        f"with error \"type must be tuple of ints,but got "
+                        f"{type(args[k]).__name__}\"")
+    data = args[0]
+    if isinstance(data, str):
+        raise TypeError("new(): invalid data type 'str'")
+    if not isinstance(data, (list, tuple, np.ndarray)):
+        raise TypeError(f"new(): data must be a sequence (got {type(data).__name__})")
+    arr = np.asarray(data)
+    if arr.dtype.kind == "f" and not dt.is_floating_point:
+        arr = np.trunc(arr)             # (LongTensor data 1.7 is 1, as PyTorch's)
+    return tensor(arr, dtype=dt)
+
+
+def _capacity(storage, dt):
+    base = storage.base
+    if base.dtype.itemsize != dt.itemsize or not base.flags.c_contiguous:
+        return None
+    return base.size
+
+
+def resize_(self, *size, memory_format=None):
+    """As torch.Tensor.resize_ (see the module: growing needs an unshared storage)."""
+    if memory_format is not None:
+        raise RuntimeError("resize_: llgrad supports the contiguous memory format only")
+    if self.requires_grad:
+        raise RuntimeError("cannot resize variables that require grad")
+    tracer = trace_state.state.tracer
+    if tracer is not None:
+        tracer.untraceable("resize_ (a change of a tensor's shape and storage)")
+    shape = tuple(unpack_shape(size))
+    if any(n < 0 for n in shape):
+        raise RuntimeError("numel: integer multiplication overflow")
+    numel = int(np.prod(shape, dtype=np.int64))
+    st = self._storage
+    cap = _capacity(st, self._dtype)
+    if cap is None:
+        raise RuntimeError("resize_: the tensor's storage is not a plain buffer of its dtype "
+                           "(a reinterpreted view): clone() it first")
+    offset = self.storage_offset()
+    need = offset + numel
+    flat = st.base.reshape(-1)
+    if need > cap:
+        if not st.base.flags.owndata or st.base.base is not None:
+            raise RuntimeError("Trying to resize storage that is not resizable")
+        # (references: self._storage, st and getrefcount's argument; no other tensor's)
+        if sys.getrefcount(st) > 3:
+            raise RuntimeError("resize_: growing a storage other tensors share (views of it) "
+                               "would move the memory under them, which llgrad cannot do: "
+                               "clone() the tensor first")
+        grown = np.zeros(need, dtype=st.base.dtype)
+        grown[:cap] = flat
+        st.base = flat = grown
+    self._data = flat[offset:need].reshape(shape)
+    st.version += 1
+    if self._base is not None:
+        self._view_version = st.version
+    return self
+
+
+def resize_as_(self, the_template, memory_format=None):
+    """As torch.Tensor.resize_as_: resize_ to the_template's shape."""
+    return resize_(self, *the_template.shape, memory_format=memory_format)
+
+
+for _n, _f in (("new", new), ("resize_", resize_), ("resize_as_", resize_as_)):
+    setattr(Tensor, _n, _f)
+export(resize_as_)                      # (torch.resize_as_(input, the_template))

@@ -1,0 +1,137 @@
+# Fuzz recipes of the special functions and the bitwise ops (llgrad/ir/ops_special.py,
+# ops_bitwise.py), exec'd in programs.py's namespace (Gen, dom, UNARY, RECIPES, ...).
+# The unary functions join r_unary with their domains (the probe would feed asin values up
+# to 2); atan2 joins r_binary by itself. The bitwise ops take integers: r_bitwise makes them
+# from fresh int64 inputs and from exact floats (x > 0), and leaves r_binary (whose operands
+# are floats) without them.
+_unary_table().update({
+    "asin": ("unit", True, ()), "acos": ("unit", True, ()), "erfinv": ("unit", True, ()),
+    "atan": ("any", True, ()), "erfc": ("any", True, ()),
+    "lgamma": ("pos", True, ()), "digamma": ("pos", True, ()),
+})
+_BITWISE = ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift",
+            "bitwise_right_shift", "gcd", "lcm")
+for _n in _BITWISE:
+    _binary_table().pop(_n, None)
+
+
+def r_polygamma(g):
+    """polygamma(n, x) for x > 0: n = 1 (native) or 2 (Cephes' zeta, interpreted)."""
+    x = g.need(lambda v: v.float)
+    n = g.choice((1, 2, 0))
+    xe = dom(g, x, "pos")
+    text = g.choice([f"llgrad.polygamma({n}, {xe})", f"{xe}.polygamma({n})"])
+    v = g.new(x.shape, x.dtype, rg=x.rg)
+    g.emit(f"{v} = {text}", x)
+    g.op("polygamma")
+
+
+def r_polygamma_(g):
+    """x.polygamma_(n) on a fresh clone (x > 0)."""
+    x = g.need(lambda v: v.float)
+    v = g.new(x.shape, x.dtype, rg=x.rg)
+    g.emit(f"{v} = {dom(g, x, 'pos')}.clone()", x)
+    g.emit(f"{v}.polygamma_({g.choice((1, 0))})")
+    g.op("polygamma_")
+
+
+_SYMBOLS = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^",
+            "bitwise_left_shift": "<<", "bitwise_right_shift": ">>"}
+
+
+def r_bitwise(g):
+    """An int64 value from bitwise ops of a fresh int64 input (in [-70, 70): shift amounts
+    out of range both ways) and an int64 made of an exact float (x > 0) or a number."""
+    if g.smooth:
+        return False
+    x = g.need(lambda v: v.float and v.exact)
+    a = g.input(x.shape, "int64", rg=False, low=-70, high=70)
+    name = g.choice(_BITWISE + ("bitwise_not",))
+    k = g.int(0, 9)
+    b = f"(({x} > 0).long() * {k} - 3)"
+    if name == "bitwise_not":
+        text = g.choice([f"~{a}", f"{a}.bitwise_not()", f"llgrad.bitwise_not({b})"])
+    elif name in ("gcd", "lcm"):
+        text = g.choice([f"llgrad.{name}({a}, {b})", f"{b}.{name}({a})"])
+    else:
+        sym = _SYMBOLS[name]
+        text = g.choice([f"{a} {sym} {b}", f"{b} {sym} {a}", f"{a}.{name}({b})",
+                         f"llgrad.{name}({a}, {k})", f"{k} {sym} {a}"])
+    v = g.new(x.shape, "int64", exact=True)
+    g.emit(f"{v} = {text}", x, a)
+    g.op(name)
+
+
+def r_bitwise_bool(g):
+    """bitwise and/or/xor/not of bool masks (the logical ops' values, the bitwise ops)."""
+    if g.smooth:
+        return False
+    x = g.need(lambda v: v.float and v.exact)
+    name = g.choice(("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not"))
+    if name == "bitwise_not":
+        text = f"llgrad.bitwise_not({x} > 0)"
+    else:
+        text = g.choice([f"llgrad.{name}({x} > 0, {x} < 0.5)", f"({x} < 0).{name}_({x} > -1)"])
+    v = g.new(x.shape, "bool", exact=True)
+    g.emit(f"{v} = {text}", x)
+    g.op(name)
+
+
+RECIPES.update({
+    r_polygamma: (1, {"polygamma"}),
+    r_polygamma_: (1, {"polygamma_"}),
+    r_bitwise: (2, set(_BITWISE) | {"bitwise_not"}),
+    r_bitwise_bool: (1, {"bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not"}),
+})
+
+
+def r_fill_more(g):
+    """More random fills of a fresh copy, and normal(mean, std) of tensors (draws from
+    llgrad's generator: the backends replay the same numbers)."""
+    if g.smooth:
+        return False
+    x = g.need(lambda v: v.float)
+    form = g.int(0, 6)
+    if form == 6:
+        v = g.new(x.shape, x.dtype, rg=x.rg)
+        call = g.choice([f"llgrad.normal({x}, 0.5)", f"llgrad.normal(1.0, {x}.abs())",
+                         f"llgrad.normal({x}, {x}.abs())"])
+        g.emit(f"{v} = {call}", x)
+        g.op("normal_tensor")
+        return
+    call, op = [(g.choice([".random_()", ".random_(7)", ".random_(-3, 5)"]), "random_"),
+                (".exponential_(2.0)", "exponential"), (".geometric_(0.3)", "geometric"),
+                (".log_normal_(0.5, 0.25)", "log_normal"), (".cauchy_(1.0, 2.0)", "cauchy"),
+                (".random_(2)", "random_")][form]
+    v = g.new(x.shape, x.dtype, rg=x.rg)
+    g.emit(f"{v} = ({x} * 1){call}", x)
+    g.op(op, "mul")
+
+
+RECIPES[r_fill_more] = (1, {"random_", "exponential", "geometric", "log_normal", "cauchy",
+                            "normal_tensor"})
+
+
+def r_matrix(g):
+    """inverse, det, slogdet / logdet of square matrices made well-conditioned (3 I + x)."""
+    x = g.pick(lambda v: v.float and len(v.shape) >= 2 and v.shape[-1] == v.shape[-2]
+               and v.shape[-1] > 0)
+    if x is None:
+        n = g.int(1, 3)
+        x = g.input(g.variant((2, n, n))[:-2] + (n, n) if g.chance(50) else (n, n))
+    n = x.shape[-1]
+    a = f"({x} + 3 * llgrad.eye({n}, dtype={x}.dtype))"
+    form = g.int(0, 3)
+    if form == 0:
+        v = g.new(x.shape, x.dtype, rg=x.rg)
+        g.emit(f"{v} = {g.choice([f'{a}.inverse()', f'llgrad.linalg.inv({a})'])}", x)
+        g.op("linalg_inv_ex")
+        return
+    v = g.new(x.shape[:-2], x.dtype, rg=x.rg)
+    text, op = [(f"llgrad.det({a})", "linalg_det"), (f"{a}.slogdet().logabsdet", "linalg_slogdet"),
+                (f"llgrad.logdet({a})", "linalg_slogdet")][form - 1]
+    g.emit(f"{v} = {text}", x)
+    g.op(op)
+
+
+RECIPES[r_matrix] = (1, {"linalg_inv_ex", "linalg_det", "linalg_slogdet"})

@@ -1,0 +1,67 @@
+# Samples of the inverse trigonometric and special functions (llgrad/ir/ops_special.py) and the
+# bitwise ops (llgrad/ir/ops_bitwise.py), exec'd in test_ir_core.py's namespace (S, T, X, P, I,
+# SPECS, llgrad, ...): each adds to SPECS.
+def _U(*shape):
+    return T(shape, gen="unit")              # [0, 1): asin, acos, erfinv
+
+
+def _K(*shape, dtype="int64"):
+    return T(shape, dtype, "int", 70)        # [0, 70): shift amounts past the width too
+
+
+for _n in ("asin", "acos", "erfinv"):
+    SPECS[_n] = S([_U(3, 4)], {}, (lambda n: lambda a: getattr(a, n)())(_n))
+for _n in ("atan", "erfc"):
+    SPECS[_n] = S([X(3, 4)], {}, (lambda n: lambda a: getattr(a, n)())(_n))
+for _n in ("lgamma", "digamma"):
+    SPECS[_n] = S([P(3, 4)], {}, (lambda n: lambda a: getattr(a, n)())(_n))
+SPECS.update({
+    "atan2": S([X(3, 4), X(4)], {}, lambda a, b: a.atan2(b)),
+    "polygamma": S([P(3, 4)], {"n": 2}, lambda a: a.polygamma(2)),
+    "polygamma_": S([P(3, 4)], {"n": 1}, lambda a: a.clone().polygamma_(1)),
+    "bitwise_and": S([_K(3, 4), _K(4)], {}, lambda a, b: a & b),
+    "bitwise_or": S([_K(3, 4), _K(3, 4, dtype="int32")], {}, lambda a, b: a | b),
+    "bitwise_xor": S([_K(3, 4), 5], {}, lambda a, b: a ^ b),
+    "bitwise_not": S([_K(3, 4)], {}, lambda a: ~a),
+    "bitwise_left_shift": S([_K(3, 4), _K(3, 4)], {}, lambda a, b: a << b),
+    "bitwise_right_shift": S([_K(3, 4), 3], {}, lambda a, b: a >> b),
+    "gcd": S([_K(3, 4), _K(3, 4)], {}, lambda a, b: a.gcd(b)),
+    "lcm": S([_K(3, 4), _K(4)], {}, lambda a, b: a.lcm(b)),
+})
+
+
+def _Uf(*shape):
+    return T(shape, "float64", "unit")       # float64 draws in [0, 1)
+
+
+SPECS.update({
+    # random fills (ops_fill_more.py): the op maps its draw operand; eager's public fill draws
+    # the same numbers (replayed) and must map them alike
+    "random_": S([X(3, 4), _Uf(3, 4)], {"low": -3, "high": 5, "form": "from_to"},
+                 lambda a, u: _eager_replay(u, lambda: a.clone().random_(-3, 5))),
+    "exponential": S([X(3, 4), _Uf(3, 4)], {"lambd": 2.0},
+                     lambda a, u: _eager_replay(u, lambda: a.clone().exponential_(2.0))),
+    "geometric": S([X(3, 4), _Uf(3, 4)], {"p": 0.3},
+                   lambda a, u: _eager_replay(u, lambda: a.clone().geometric_(0.3))),
+    "log_normal": S([X(3, 4), X(3, 4, dtype="float64")], {"mean": 0.5, "std": 0.25},
+                    lambda a, n: _eager_replay(n, lambda: a.clone().log_normal_(0.5, 0.25))),
+    "cauchy": S([X(3, 4), _Uf(3, 4)], {"median": 1.0, "sigma": 2.0},
+                lambda a, u: _eager_replay(u, lambda: a.clone().cauchy_(1.0, 2.0))),
+    "normal_tensor": S([X(3, 4), P(4), X(3, 4)], {},
+                       lambda m, s, n: _eager_replay(n, lambda: llgrad.normal(m, s))),
+})
+
+
+class _Square(T):
+    """3 I + noise: well-conditioned square matrices."""
+
+    def make(self, shape, rng):
+        return (rng.uniform(-1, 1, shape) + 3 * np.eye(*shape[-2:])).astype(self.dtype)
+
+
+SPECS.update({
+    "linalg_inv_ex": S([_Square((2, 3, 3), "float64")], {},
+                        lambda a: (a.inverse(), llgrad.zeros(2, dtype=llgrad.int32))),
+    "linalg_det": S([_Square((2, 3, 3), "float64")], {}, lambda a: a.det()),
+    "linalg_slogdet": S([_Square((3, 3), "float64")], {}, lambda a: tuple(a.slogdet())),
+})
