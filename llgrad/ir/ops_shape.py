@@ -89,7 +89,37 @@ def sum_to_shape(g, shape):
     return g.reshape(shape) if lead or tuple(g.shape) != tuple(shape) else g
 
 
+def _broadcast_view(x, size):
+    """np.broadcast_to(x, size) for a contiguous x (the gradient of every sum and mean), as
+    np.ndarray over x's memory: the same shape, strides (0 where broadcast, and for every
+    size-1 dim of x), memory and read-only flag, without broadcast_to's nditer (~5 us);
+    writeable when no element repeats, as _expand's as_strided. None: not that case."""
+    lead = len(size) - x.ndim
+    if lead < 0 or not x.size or 0 in size or not x.flags.forc:
+        return None
+    shape, steps = x.shape, x.strides
+    strides, repeats = [], False
+    for i, n in enumerate(size):
+        k = i - lead
+        if k < 0 or shape[k] == 1:
+            if n < 0:
+                return None     # broadcast_to's error
+            strides.append(0)
+            repeats = repeats or n > 1
+        elif n == shape[k]:
+            strides.append(steps[k])
+        else:
+            return None         # not a broadcast: broadcast_to's error
+    out = np.ndarray(tuple(size), x.dtype, x, 0, tuple(strides))
+    if repeats:
+        out.setflags(write=False)
+    return out
+
+
 def _expand(x, size):
+    out = _broadcast_view(x, size)
+    if out is not None:
+        return out
     out = np.broadcast_to(x, size)
     # broadcast_to is read-only, which is what makes an in-place write through an expanded
     # view raise (runtime/dispatch.py); but when no element repeats (only dims of size 1

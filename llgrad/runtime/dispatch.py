@@ -9,8 +9,8 @@ import numpy as np
 from . import grad_mode, trace_state
 from ..ir.promotion import result_dtype
 from .dtypes import _cat_of_scalar, from_name
-from .node import gradient_edge, node_class
-from .saved_tensor import SavedTensor, user_location
+from .node import accumulate_node, define_fields, gradient_edge, node_class
+from .saved_tensor import SavedTensor, user_location, user_position
 from .shapes import broadcast_shapes
 from .tensor import Tensor
 
@@ -78,6 +78,25 @@ def prepare(op, inputs):
     """Input arrays, promoted to one dtype where the op promotes (PyTorch's rules)."""
     promote = op.promote
     if promote:
+        # the common case first: every input a tensor, all of one dtype (then nothing is
+        # promoted whichever positions promote); two operands (the most common) unrolled
+        if len(inputs) == 2:
+            a, b = inputs
+            if isinstance(a, Tensor) and isinstance(b, Tensor):
+                dt = a._dtype
+                if b._dtype is dt and (dt._cat == 2 or not op.float_out):
+                    return [a._data, b._data]
+        else:
+            dt = None
+            arrays = []
+            for x in inputs:
+                if not isinstance(x, Tensor) or (x._dtype is not dt and dt is not None):
+                    break
+                dt = x._dtype
+                arrays.append(x._data)
+            else:
+                if dt is not None and (dt._cat == 2 or not op.float_out):
+                    return arrays
         pos = range(len(inputs)) if promote == "all" else promote
         if not _same_dtype(op, inputs, pos):
             return _promoted(op, inputs, pos)
@@ -100,7 +119,9 @@ def _promoted(op, inputs, pos):
 
 def run_impl(op, inputs, attrs):
     try:
-        return op.impl(*prepare(op, inputs), **attrs)
+        if attrs:
+            return op.impl(*prepare(op, inputs), **attrs)
+        return op.impl(*prepare(op, inputs))   # (no empty **{} to build and to parse)
     except RuntimeWarning:      # NumPy's, raised by a filter set to "error": run it silent
         with np.errstate(all="ignore"):
             return op.impl(*prepare(op, inputs), **attrs)
@@ -115,6 +136,32 @@ def run_impl(op, inputs, attrs):
 batching = None
 
 
+class _OpInfo:
+    """What the dispatcher reads of an op on every call, worked out on its first call (an
+    op's declaration does not change after defop): saves re-deriving it per call."""
+    __slots__ = ("view", "single", "node_cls", "plan")
+
+    def __init__(self, op):
+        self.view = op.kind == "view"
+        self.single = op.nout == 1
+        # the node class, when the op's node name never varies (else made per call)
+        self.node_cls = node_class(op.grad_fn) if isinstance(op.grad_fn, str) else None
+        self.plan = save_plan(op)
+        define_fields(op.save)          # (c.self, grad_fn._saved_self: node.py)
+
+
+_infos = {}         # op -> _OpInfo (keyed by the OpDef itself: a name can be declared again)
+
+
+def _info(op):
+    info = _infos[op] = _OpInfo(op)
+    return info
+
+
+_new = Tensor._from_array
+_new_view = Tensor._view_of
+
+
 def call(op, inputs, attrs):
     """Run op of the table on inputs with attrs: eagerly, or recorded when tracing, or
     batched under vmap; the autograd node is attached when grad mode needs one (the
@@ -123,66 +170,47 @@ def call(op, inputs, attrs):
         res = batching.call(op, inputs, attrs)
         if res is not NotImplemented:
             return res
+    info = _infos.get(op) or _info(op)
     out = run_impl(op, inputs, attrs)
-    if op.kind == "view":
+    if info.view:
         base = inputs[0]
-        results = [Tensor._view_of(o, base) for o in out] if op.nout != 1 else \
-            [Tensor._view_of(out, base)]
-    elif op.nout != 1:
-        results = [Tensor._from_array(o) for o in out]
+        results = [_new_view(out, base)] if info.single else [_new_view(o, base) for o in out]
     else:
-        results = [Tensor._from_array(out)]
-    if _state.grad_enabled and op.vjp is not None:
+        results = [_new(out)] if info.single else [_new(o) for o in out]
+    if op.vjp is not None and _state.grad_enabled:
         for x in inputs:
-            if isinstance(x, Tensor) and _req(x):
-                record(op, inputs, attrs, results)
+            # (_req inlined for the common answers: a tensor that requires grad itself, or
+            # one that is not a view and does not)
+            if isinstance(x, Tensor) and (x._requires_grad or x._base is not None and _req(x)):
+                record(op, inputs, attrs, results, info=info)
                 break
-    if op.kind == "view" and op.nout != 1 and _state.grad_enabled:
+    if info.view and not info.single and _state.grad_enabled:
         for r in results:               # (under no_grad they are no_grad views instead)
             r._multi_view = True
     tracer = _tstate.tracer
     if tracer is not None:
         tracer.record(op, inputs, attrs, results)
-    return results[0] if op.nout == 1 else tuple(results)
-
-
-_plans = {}
+    return results[0] if info.single else tuple(results)
 
 
 def save_plan(op):
     """[(name, position)] for what op saves: position is an input index, ("*", i) for a
-    variadic tail from input i, or ("result", k) for output k. Computed once per op."""
-    plan = _plans.get(op.name)
-    if plan is None:
-        plan = []
-        for name in op.save:
-            if name.startswith("result"):
-                plan.append((name, ("result", int(name[6:] or 0))))
-                continue
-            for i, a in enumerate(op.args):
-                if a == name:
-                    plan.append((name, i))
-                elif a == "*" + name:
-                    plan.append((name, ("*", i)))
-        _plans[op.name] = plan
+    variadic tail from input i, or ("result", k) for output k (kept in the op's _OpInfo)."""
+    plan = []
+    for name in op.save:
+        if name.startswith("result"):
+            plan.append((name, ("result", int(name[6:] or 0))))
+            continue
+        for i, a in enumerate(op.args):
+            if a == name:
+                plan.append((name, i))
+            elif a == "*" + name:
+                plan.append((name, ("*", i)))
     return plan
 
 
 def _save(x):
     return SavedTensor(x) if isinstance(x, Tensor) else x
-
-
-_classes = {}
-
-
-def _node_for(op, inputs, attrs):
-    cls = _classes.get(op.name)
-    if cls is None:
-        name = op.node_name(inputs, attrs)
-        cls = node_class(name)
-        if isinstance(op.grad_fn, str):     # the name never varies: remember the class
-            _classes[op.name] = cls
-    return cls(op, attrs)
 
 
 _nondiff = {}
@@ -226,8 +254,19 @@ def _has_edge(op, inputs, i, x, nondiff):
     return op.number_edges
 
 
-def record(op, inputs, attrs, results, self_override=None):
-    node = _node_for(op, inputs, attrs)
+_NO_EDGE = (None, 0)
+
+
+def record(op, inputs, attrs, results, self_override=None, info=None):
+    """Attach op's backward node to results (in-place ops: [], and the node is returned).
+    This and call are the eager hot path: one pass over the inputs, no helper calls in the
+    common case (a tensor operand, no nondiff arguments)."""
+    if info is None:
+        info = _infos.get(op) or _info(op)
+    cls = info.node_cls
+    if cls is None:
+        cls = node_class(op.node_name(inputs, attrs))
+    node = cls(op, attrs)
     edges, meta, at = [], [], None
     nondiff = _nondiff_positions(op, len(inputs)) if op.nondiff else ()
     for i, x in enumerate(inputs):
@@ -235,8 +274,16 @@ def record(op, inputs, attrs, results, self_override=None):
         if (tensor and not nondiff) or _has_edge(op, inputs, i, x, nondiff):
             if at is not None:
                 at.append(len(edges))
-            e = gradient_edge(x) if tensor and x._dtype._cat == 2 else None
-            edges.append(e or (None, 0))
+            if tensor and x._dtype._cat == 2:
+                if x._base is None:     # (gradient_edge inlined for a tensor not a view)
+                    fn = x._grad_fn
+                    edges.append((fn, x._output_nr) if fn is not None else
+                                 (x._acc or accumulate_node(x), 0) if x._requires_grad else
+                                 _NO_EDGE)
+                else:
+                    edges.append(gradient_edge(x) or _NO_EDGE)
+            else:
+                edges.append(_NO_EDGE)
         else:
             if at is None:
                 at = list(range(i))
@@ -246,11 +293,12 @@ def record(op, inputs, attrs, results, self_override=None):
     node._in_meta = tuple(meta)
     if at is not None:
         node._edge_at = tuple(at)
-    if op.nout != 1:
+    if not info.single:
         node._out_meta = [(r._data.shape, r._dtype) for r in results]
+        node._nout = len(results) or 1
     if op.save:
-        saved = node._saved
-        for name, pos in save_plan(op):
+        saved = node._saved = {}
+        for name, pos in info.plan:
             if type(pos) is int:
                 x = self_override if pos == 0 and self_override is not None else \
                     (inputs[pos] if pos < len(inputs) else None)
@@ -259,10 +307,19 @@ def record(op, inputs, attrs, results, self_override=None):
                 saved[name] = [_save(x) for x in inputs[pos[1]:]]
             elif results:                   # in-place ops save their result themselves
                 saved[name] = SavedTensor(results[pos[1]], is_output=True, output_nr=pos[1])
-        node._where = user_location()
     tracer = _tstate.tracer
     if tracer is not None:          # the backward of a traced op reports the op's line
         node._where = tracer.current_loc()
+    elif op.save:                   # (for the in-place error: saved_tensor.where_str)
+        node._where = user_position()
+    if info.single:
+        if results:
+            r = results[0]
+            if r._dtype._cat == 2:
+                r._grad_fn = node
+                r._output_nr = 0
+                r._requires_grad = True
+        return node
     for i, r in enumerate(results):
         if r._dtype._cat == 2:
             r._grad_fn = node

@@ -13,6 +13,7 @@ import numpy as np
 from . import grad_mode, trace_state
 from .backward_hooks import always, hooks_allowed, run_acc, run_post_hooks, run_pre_hooks
 from .node import AccumulateGrad, gradient_edge
+from .saved_tensor import where_str
 from .tensor import Tensor
 
 _grad_state = grad_mode.state
@@ -68,8 +69,12 @@ def _needed(nodes, targets):
                 break
             else:
                 stack.pop()
-                needed[node] = any(c is not None and (c in targets or needed.get(c, False))
-                                   for c, _ in node.next_functions)
+                reaches = False         # (a loop, not any() over a generator: per node)
+                for c, _ in node.next_functions:
+                    if c is not None and (c in targets or needed.get(c, False)):
+                        reaches = True
+                        break
+                needed[node] = reaches
     return needed
 
 
@@ -216,14 +221,17 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
     # inputs' hooks when the compiled backward's gradients reach them); a hook that would
     # run in a backward of the user's own cannot be compiled (its Python effects would not
     # be replayed): the trace breaks
-    hooks = hooks_allowed if trace_state.state.tracer is not None else always
-    if accumulate and trace_state.state.tracer is not None:   # (a step's .backward())
-        trace_state.state.tracer.backward_runs += 1
-    prev = grad_mode.state.grad_enabled
-    grad_mode.state.grad_enabled = create_graph
+    tracer = _trace_state.tracer        # (read once: a hook that traces puts it back)
+    hooks = hooks_allowed if tracer is not None else always
+    if accumulate and tracer is not None:   # (a step's .backward())
+        tracer.backward_runs += 1
+    state = _grad_state
+    prev = state.grad_enabled
+    state.grad_enabled = create_graph
+    heappop, heappush = heapq.heappop, heapq.heappush
     try:
         while heap:
-            _, node = heapq.heappop(heap)
+            _, node = heappop(heap)
             grads = buffers.pop(node, None) or [None] * node._nout
             if type(node) is AccumulateGrad:
                 # as in PyTorch, with `inputs` the node of a leaf that is not one of them
@@ -255,17 +263,17 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
                         t._grad = g if t._grad is None else (t._grad + g)
             if needed is not None and not needed.get(node, False):
                 continue
-            if any(g is not None for g in grads):
-                tracer = trace_state.state.tracer
-                if tracer is not None and node._seq < tracer.first_node:
-                    # a traced step's own backward reaching the graph that made one of its
-                    # inputs: what it would do there (.grad of other leaves) is outside
-                    # what a compiled call writes
-                    tracer.graph_break("the backward inside the compiled function reaches "
-                                       "the graph that made one of its inputs")
-                if tracer is not None:      # backward nodes carry their forward op's line
+            if grads[0] is not None if len(grads) == 1 else any(g is not None for g in grads):
+                if tracer is not None:
+                    if node._seq < tracer.first_node:
+                        # a traced step's own backward reaching the graph that made one of
+                        # its inputs: what it would do there (.grad of other leaves) is
+                        # outside what a compiled call writes
+                        tracer.graph_break("the backward inside the compiled function "
+                                           "reaches the graph that made one of its inputs")
+                    # backward nodes carry their forward op's line
                     where = getattr(node, "_where", None)
-                    tracer.loc_override = str(where) if where else None
+                    tracer.loc_override = where_str(where) if where else None
                 outs = node.apply(grads) if retain_graph else node.apply_last(grads)
                 if node._post_hooks and hooks("a node hook"):
                     outs = run_post_hooks(node, outs, grads)
@@ -280,16 +288,17 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
                     buf = buffers.get(child)
                     if buf is None:
                         buf = buffers[child] = [None] * child._nout
-                    buf[nr] = _add(buf[nr], g)
+                    old = buf[nr]
+                    buf[nr] = g if old is None else old + g
                 d = deps[child] - 1
                 deps[child] = d
                 if d == 0:
-                    heapq.heappush(heap, (-child._seq, child))
-            outs = g = None         # (the buffers hold the gradients now: see accumulate)
+                    heappush(heap, (-child._seq, child))
+            outs = g = old = None   # (the buffers hold the gradients now: see accumulate)
     finally:
-        grad_mode.state.grad_enabled = prev
-        if trace_state.state.tracer is not None:
-            trace_state.state.tracer.loc_override = None
+        state.grad_enabled = prev
+        if _trace_state.tracer is not None:
+            _trace_state.tracer.loc_override = None
 
     if inputs is not None and not accumulate:
         return _captured(captured, allow_unused)

@@ -11,7 +11,7 @@ from .copy_slices import CopySlices, creation_error
 from .dispatch import _is_tensor, _req, call, record, run_impl, scalar_type_name
 from .dtypes import get_default_dtype, result_type
 from .node import gradient_edge
-from .saved_tensor import SavedTensor, user_location
+from .saved_tensor import SavedTensor, user_position
 
 _tstate = trace_state.state
 
@@ -108,7 +108,7 @@ def call_inplace(op, t, inputs, attrs):
                            "array or memmap under from_numpy): clone() it, or make the array "
                            "writeable, before writing into it") from None
     t._storage.version += 1
-    t._storage.write_loc = user_location()
+    t._storage.write_loc = user_position()     # (shown by saved_tensor.where_str)
     if tracer is not None:
         tracer.record_inplace(op, t, operands, attrs)
     if not recording:

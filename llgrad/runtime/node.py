@@ -8,6 +8,7 @@ maps an op's inputs to their edges).
 """
 import itertools
 import sys
+import types
 import weakref
 
 import numpy as np
@@ -19,6 +20,10 @@ from .tensor import Tensor
 _sequence = itertools.count()
 
 _FREED_SLOT = object()       # what a released saved slot holds
+_MISSING = object()
+# the _saved of a node that saves nothing (most view and arithmetic ops): one shared,
+# read-only mapping instead of a dict per node (record gives a saving node its own)
+_NOTHING_SAVED = types.MappingProxyType({})
 
 
 class Node:
@@ -107,9 +112,14 @@ def _register(hooks, fn):
 
 
 class OpNode(Node):
-    """The node of an op from the op table; also the `ctx` its VJP rule reads."""
+    """The node of an op from the op table; also the `ctx` its VJP rule reads: c.<name> is
+    what the op saved under that name (unpacked), else its attribute <name>; c._saved_<name>
+    the same (PyTorch's grad_fn._saved_self). Those names are defined on the class as they
+    appear (_Field, define_fields), not by a __getattr__: a class with __getattr__ makes
+    every attribute read of every node (next_functions, _seq, apply, ... in the engine) take
+    CPython's slow, unspecialised path."""
     __slots__ = ("_op", "attrs", "_saved", "_in_meta", "_out_meta", "_where", "_freed",
-                 "_edge_at")
+                 "_edge_at", "_nout")
 
     def __init__(self, op, attrs):
         # Node.__init__ inlined: this runs once per recorded op
@@ -118,41 +128,19 @@ class OpNode(Node):
         self._pre_hooks = self._post_hooks = self._retained = None
         self._op = op
         self.attrs = attrs
-        self._saved = {}
+        if attrs and not _fields.issuperset(attrs):
+            define_fields(attrs)
+        self._saved = _NOTHING_SAVED
         self._in_meta = ()
         self._out_meta = None
+        self._nout = 1          # (record sets both for a multi-output op)
         self._where = "?"
         self._freed = False
         # input position -> its edge in next_functions (-1: none; PyTorch gives indices,
         # masks and Scalars none), or None where every input has the edge of its position
         self._edge_at = None
 
-    # --- the ctx interface of VJP rules -------------------------------------------------
-    def __getattr__(self, name):
-        if name.startswith("_saved_"):
-            name = name[7:]
-        elif name.startswith("_"):
-            raise AttributeError(name)
-        saved = self._saved
-        if name in saved:
-            v = saved[name]
-            if v is _FREED_SLOT:
-                raise RuntimeError(FREED)
-            if isinstance(v, SavedTensor):
-                return v.unpack(self)
-            if isinstance(v, list):
-                return [s.unpack(self) if isinstance(s, SavedTensor) else s for s in v]
-            return v
-        try:
-            return self.attrs[name]
-        except KeyError:
-            raise AttributeError(f"'{type(self).__name__}' object has no attribute "
-                                 f"'{name}'") from None
-
-    @property
-    def _nout(self):
-        return len(self._out_meta) if self._out_meta else 1
-
+    # --- the ctx interface of VJP rules (and _Field below) ---------------------------------
     def needs(self, i):
         at = self._edge_at
         if at is not None:
@@ -174,10 +162,11 @@ class OpNode(Node):
     # --- running -------------------------------------------------------------------------
     def release(self):
         self._freed = True
-        for k, v in self._saved.items():
-            if isinstance(v, SavedTensor) or isinstance(v, list):
+        saved = self._saved
+        for k, v in saved.items():
+            if isinstance(v, (SavedTensor, list)):
                 # a marker, not None: None is a legitimate saved value (clamp's min=None)
-                self._saved[k] = _FREED_SLOT
+                saved[k] = _FREED_SLOT
 
     def apply(self, grads):
         op = self._op
@@ -185,7 +174,10 @@ class OpNode(Node):
             g = grads[0]
         else:
             g = [gi if gi is not None else _zeros(meta) for gi, meta in zip(grads, self._out_meta)]
-        return self.edge_grads(op.vjp(self, g))
+        res = op.vjp(self, g)
+        if self._edge_at is None:       # (edge_grads' common case, without its call)
+            return fix_grads(res, self.next_functions, self._in_meta)
+        return self.edge_grads(res)
 
     def edge_grads(self, res):
         """The VJP's gradients (one per input) as the engine takes them: one per edge,
@@ -216,6 +208,48 @@ def fix_grads(res, edges, in_meta):
             r = r.to(dt)
         out.append(r)
     return out
+
+
+class _Field:
+    """OpNode's `name` and `_saved_<name>`: what the node saved under that name (unpacked),
+    else its attribute; AttributeError when it has neither."""
+    __slots__ = ("key",)
+
+    def __init__(self, key):
+        self.key = key
+
+    def __get__(self, node, cls=None):
+        if node is None:
+            return self
+        v = node._saved.get(self.key, _MISSING)
+        if v is _MISSING:
+            try:
+                return node.attrs[self.key]
+            except KeyError:
+                raise AttributeError(f"'{type(node).__name__}' object has no attribute "
+                                     f"'{self.key}'") from None
+        if v is _FREED_SLOT:
+            raise RuntimeError(FREED)
+        if isinstance(v, SavedTensor):
+            return v.unpack(node)
+        if isinstance(v, list):
+            return [s.unpack(node) if isinstance(s, SavedTensor) else s for s in v]
+        return v
+
+
+_fields = set()     # the names define_fields has seen
+
+
+def define_fields(names):
+    """Define each name a node holds (what ops save, attributes' names) on OpNode: by
+    OpNode() for its attributes, by the dispatcher for what an op saves. A method or slot of
+    the name keeps precedence; a name starting with "_" is only _saved_<name> (as before)."""
+    for name in names:
+        if name not in _fields:
+            _fields.add(name)
+            for attr in ("_saved_" + name,) + (() if name.startswith("_") else (name,)):
+                if not hasattr(OpNode, attr):
+                    setattr(OpNode, attr, _Field(name))
 
 
 _node_classes = {}

@@ -23,13 +23,55 @@ class Location(tuple):
         return f"{os.path.basename(self[0])}:{self[1]}"
 
 
+_NOWHERE = Location(("?", 0))
+
+
+class _Internal(dict):
+    """filename -> whether it is one of llgrad's own files: a dict lookup per frame on the
+    walk up the stack, not a str.startswith call (it runs for every recorded node)."""
+    __slots__ = ()
+
+    def __missing__(self, filename):
+        internal = self[filename] = filename.startswith(_PKG_DIR)
+        return internal
+
+
+_internal = _Internal()
+
+
 def user_location():
     """The innermost frame outside llgrad: the user's code that caused the op."""
     f = sys._getframe(2)        # our caller is inside llgrad: start above it
-    pkg = _PKG_DIR
-    while f is not None and f.f_code.co_filename.startswith(pkg):
+    internal = _internal
+    while f is not None and internal[f.f_code.co_filename]:
         f = f.f_back
-    return Location((f.f_code.co_filename, f.f_lineno)) if f is not None else Location(("?", 0))
+    return Location((f.f_code.co_filename, f.f_lineno)) if f is not None else _NOWHERE
+
+
+def user_position():
+    """user_location as (code, instruction offset), made into "file.py:line" by where_str
+    only when shown. The dispatcher takes one for every node that saves tensors (for the
+    in-place error), and only an error shows it: the line number (a scan of the code's line
+    table) and the Location object would cost more than the walk up the stack."""
+    f = sys._getframe(2)
+    internal = _internal
+    while f is not None and internal[f.f_code.co_filename]:
+        f = f.f_back
+    return (f.f_code, f.f_lasti) if f is not None else _NOWHERE
+
+
+def where_str(where):
+    """A node's or a storage's recorded place as text: a user_position pair, a Location, or
+    the text a tracer gave."""
+    if type(where) is tuple:
+        code, lasti = where
+        line = code.co_firstlineno
+        for start, end, ln in code.co_lines():     # (what frame.f_lineno computes)
+            if start <= lasti < end:
+                line = ln
+                break
+        return f"{os.path.basename(code.co_filename)}:{line}"
+    return str(where)
 
 
 def tensor_type_str(t):
@@ -70,8 +112,8 @@ class SavedTensor:
                 f"inplace operation: {tensor_type_str(t)}{out} is at version "
                 f"{t._storage.version}; expected version {self.version} instead. Hint: the "
                 f"tensor was saved for backward by {type(node).__name__} at "
-                f"{getattr(node, '_where', '?')}"
-                + (f" and modified in place at {t._storage.write_loc}."
+                f"{where_str(getattr(node, '_where', '?'))}"
+                + (f" and modified in place at {where_str(t._storage.write_loc)}."
                    if t._storage.write_loc is not None else
                    "; an in-place operation changed it after that."))
         if self.is_output and t._dtype._cat == 2:     # (an integer output has no history:

@@ -9,6 +9,10 @@ from . import dtypes, grad_mode, trace_state
 from .device import CPU, device as _Device
 from .formatting import tensor_repr
 
+_new_object = object.__new__
+_BY_NP = dtypes._BY_NP
+_grad_state = grad_mode.state       # (the thread-local object itself: it is never replaced)
+
 
 class Storage:
     """A buffer and the version counter that every view of it shares."""
@@ -62,17 +66,17 @@ class Tensor:
     def _from_array(cls, arr, storage=None):
         if type(arr) is not np.ndarray:
             arr = np.asarray(arr)
-        t = object.__new__(cls)
+        t = _new_object(cls)
         t._data = arr
-        t._storage = Storage(arr) if storage is None else storage
-        t._dtype = dtypes._BY_NP[arr.dtype]
-        t._requires_grad = False
+        if storage is None:         # = Storage(arr), filled in place: cheaper than its __init__
+            storage = _new_object(Storage)
+            storage.base, storage.version, storage.write_loc = arr, 0, None
+        t._storage = storage
+        t._dtype = _BY_NP[arr.dtype]
+        t._requires_grad = t._retains_grad = t._multi_view = False
         t._grad = t._grad_fn = t._base = t._hooks = t._acc = None
-        t._output_nr = 0
-        t._view_version = 0
-        t._retains_grad = False
-        t._inference = grad_mode.state.inference
-        t._multi_view = False
+        t._output_nr = t._view_version = 0
+        t._inference = _grad_state.inference
         return t
 
     @classmethod
@@ -84,7 +88,7 @@ class Tensor:
         # when made in inference mode
         inference = t._inference = src._inference
         if not inference:
-            st = grad_mode.state
+            st = _grad_state
             prev = src._creation
             if st.inference:
                 t._creation = "inference"
