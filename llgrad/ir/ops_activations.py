@@ -51,9 +51,11 @@ def _elu_result_vjp(c, g):
     return (_times(g, c.scale).where(r > 0, g * ((r + c.alpha * c.scale) * c.input_scale)),)
 
 
-_unary("elu", _elu, _elu_vjp, "EluBackward0", cost=4)
+_unary("elu", _elu, _elu_vjp, "EluBackward0", cost=4,
+       eager_native=True)
 _unary("elu_", _elu, _elu_result_vjp, "EluBackward1", save=("result",), cost=4)
-_unary("celu", _elu, _elu_vjp, "CeluBackward0", cost=4)
+_unary("celu", _elu, _elu_vjp, "CeluBackward0", cost=4,
+       eager_native=True)
 _unary("celu_", _elu, _elu_result_vjp, "CeluBackward1", save=("result",), cost=4)
 
 
@@ -90,7 +92,8 @@ def _relu6_shifted(emit, x):
 _unary("hardsigmoid", _hardsigmoid,
        lambda c, g: ((g * _ONE_SIXTH_F32).where((c.self > -3) & (c.self < 3), 0),),
        "HardsigmoidBackward0",
-       decompose=lambda node, emit: emit("div", [_relu6_shifted(emit, node.inputs[0]), 6]))
+       decompose=lambda node, emit: emit("div", [_relu6_shifted(emit, node.inputs[0]), 6]),
+       eager_native=True)
 
 
 def _hardswish(x):
@@ -109,7 +112,8 @@ def _hardswish_primitives(node, emit):
 
 
 _unary("hardswish", _hardswish, _hardswish_vjp, "HardswishBackward0",
-       decompose=_hardswish_primitives)
+       decompose=_hardswish_primitives,
+       eager_native=True)
 
 
 def _threshold(x, threshold, value):

@@ -140,7 +140,8 @@ _unary("exp", np.exp, lambda c, g: (g * c.result,), "ExpBackward0", save=("resul
 _unary("log", np.log, lambda c, g: (g / c.self,), "LogBackward0", save=("self",),
        methods=("log",), inplace=("log_",), functions=("log",), cost=4)
 _unary("log1p", np.log1p, lambda c, g: (g / (c.self + 1),), "Log1PBackward0", save=("self",),
-       methods=("log1p",), inplace=("log1p_",), functions=("log1p",), cost=4)
+       methods=("log1p",), inplace=("log1p_",), functions=("log1p",), cost=4,
+       eager_native=True)
 _unary("expm1", np.expm1, lambda c, g: (g * (c.result + 1),), "Expm1Backward0",
        save=("result",), methods=("expm1",), inplace=("expm1_",), functions=("expm1",), cost=4)
 _unary("sqrt", np.sqrt, lambda c, g: (g / (2 * c.result),), "SqrtBackward0", save=("result",),
@@ -166,7 +167,8 @@ _unary("tanh", np.tanh, lambda c, g: (g * (1 - c.result * c.result),), "TanhBack
        save=("result",), methods=("tanh",), inplace=("tanh_",), functions=("tanh",), cost=4)
 _unary("erf", np_erf, lambda c, g: (g * _TWO_OVER_SQRT_PI * (-(c.self * c.self)).exp(),),
        "ErfBackward0", save=("self",),
-       methods=("erf",), inplace=("erf_",), functions=("erf",), cost=4)
+       methods=("erf",), inplace=("erf_",), functions=("erf",), cost=4,
+       eager_native=True)
 
 
 def _sigmoid(x):
@@ -177,7 +179,8 @@ def _sigmoid(x):
 
 _unary("sigmoid", _sigmoid, lambda c, g: (g * c.result * (1 - c.result),), "SigmoidBackward0",
        save=("result",),
-       methods=("sigmoid",), inplace=("sigmoid_",), functions=("sigmoid",), cost=4)
+       methods=("sigmoid",), inplace=("sigmoid_",), functions=("sigmoid",), cost=4,
+       eager_native=True)
 
 # ---- activations ----------------------------------------------------------------------
 
@@ -187,7 +190,8 @@ _unary("relu", lambda x: np.maximum(0, x),      # (x second: a tie keeps it, rel
        methods=("relu",), inplace=("relu_",), functions=("relu",))
 _unary("leaky_relu", lambda x, negative_slope=0.01: np.where(x > 0, x, x * negative_slope),
        lambda c, g: (g.where(c.self > 0, g * c.negative_slope),), "LeakyReluBackward0",
-       save=("self",))
+       save=("self",),
+       eager_native=True)
 
 
 def _leaky_relu_inplace_vjp(c, g):
@@ -243,7 +247,8 @@ def _gelu_primitives(node, emit):
 
 
 _unary("gelu", _gelu, _gelu_vjp, "GeluBackward0", save=("self",),
-       cost=4, decompose=_gelu_primitives)
+       cost=4, decompose=_gelu_primitives,
+       eager_native=True)
 
 
 def _silu_vjp(c, g):
@@ -252,7 +257,8 @@ def _silu_vjp(c, g):
 
 
 _unary("silu", lambda x: x * _sigmoid(x), _silu_vjp, "SiluBackward0", save=("self",),
-       methods=("silu",), cost=4)
+       methods=("silu",), cost=4,
+       eager_native=True)
 
 
 def _softplus(x, beta=1, threshold=20):
@@ -262,7 +268,8 @@ def _softplus(x, beta=1, threshold=20):
 
 _unary("softplus", _softplus,
        lambda c, g: (g.where(c.self * c.beta > c.threshold, g * (c.self * c.beta).sigmoid()),),
-       "SoftplusBackward0", save=("self",), cost=4)
+       "SoftplusBackward0", save=("self",), cost=4,
+       eager_native=True)
 
 
 # ---- comparisons and logic (no gradient) ----------------------------------------------

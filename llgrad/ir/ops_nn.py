@@ -38,7 +38,13 @@ def _addmm(bias, a, b, beta=1, alpha=1):
         p = p * alpha
     if beta == 0:                       # the input is ignored (nan and inf in it too)
         return np.array(np.broadcast_to(p, p.shape), dtype=p.dtype)
-    out = p + (bias if beta == 1 else bias * beta)
+    bias = bias if beta == 1 else bias * beta
+    if np.broadcast_shapes(np.shape(bias), p.shape) == p.shape:
+        # p is the product's own fresh array: the bias is added into it (in the promoted
+        # dtype and rounded to p's, as p + bias then the cast)
+        np.add(p, bias, out=p, casting="unsafe")
+        return p
+    out = p + bias
     return np.array(np.broadcast_to(out, p.shape), dtype=p.dtype)
 
 

@@ -46,13 +46,17 @@ defop("atan2", np.arctan2, vjp=_atan2_vjp, grad_fn="Atan2Backward0", args=("self
       save=("self", "other"), kind="elementwise", promote=(0, 1), float_out=True, cost=12)
 
 _unary("erfc", np_erfc,
-       lambda c, g: (g * (-_TWO_OVER_SQRT_PI * (-(c.self * c.self)).exp()),), "ErfcBackward0")
+       lambda c, g: (g * (-_TWO_OVER_SQRT_PI * (-(c.self * c.self)).exp()),), "ErfcBackward0",
+       eager_native=True)
 # (PyTorch saves self and computes erfinv again; the result is the same value)
 _unary("erfinv", np_erfinv, lambda c, g: (g * (_HALF_SQRT_PI * (c.result * c.result).exp()),),
-       "ErfinvBackward0", save=("result",))
-_unary("lgamma", np_lgamma, lambda c, g: (g * c.self.digamma(),), "LgammaBackward0", cost=16)
+       "ErfinvBackward0", save=("result",),
+       eager_native=True)
+_unary("lgamma", np_lgamma, lambda c, g: (g * c.self.digamma(),), "LgammaBackward0", cost=16,
+       eager_native=True)
 _unary("digamma", np_digamma, lambda c, g: (g * c.self._op("polygamma", n=1),),
-       "DigammaBackward0", cost=16)
+       "DigammaBackward0", cost=16,
+       eager_native=True)
 # polygamma(n, input) with n an attribute (n >= 0); its methods take n first (runtime).
 # In place (x.polygamma_(n)) PyTorch's node is a derivative of its own, PolygammaBackward1
 for _name, _node in (("polygamma", "PolygammaBackward0"), ("polygamma_", "PolygammaBackward1")):

@@ -28,12 +28,12 @@ class OpDef:
     module)."""
     __slots__ = ("name", "impl", "vjp", "grad_fn", "args", "save", "nout", "kind",
                  "promote", "float_out", "doc", "nondiff", "number_edges", "scalar_args",
-                 "methods", "inplace", "functions", "cost", "decompose")
+                 "methods", "inplace", "functions", "cost", "decompose", "eager_native")
 
     def __init__(self, name, impl, vjp=None, grad_fn=None, args=("self",), save=(),
                  nout=1, kind="other", promote=(), float_out=False, doc="", nondiff=(),
                  number_edges=False, scalar_args=(), methods=(), inplace=(), functions=(),
-                 cost=1, decompose=None):
+                 cost=1, decompose=None, eager_native=False):
         self.name = name
         self.impl = impl
         self.vjp = vjp
@@ -57,6 +57,10 @@ class OpDef:
         # decompose(node, emit) -> Value: the op as primitive ops (ir/decompose.py), lowered
         # to native code in its place
         self.decompose = decompose
+        # eagerly, a float tensor operand runs on the native kernel of the op's lowering
+        # (codegen/eager_kernels.py) in place of impl: for ops NumPy has no kernel of its own
+        # for (erf, sigmoid, GELU), whose impl takes many passes or an np.where
+        self.eager_native = eager_native
 
     @property
     def differentiable(self):

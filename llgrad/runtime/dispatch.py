@@ -117,8 +117,26 @@ def _promoted(op, inputs, pos):
     return arrays
 
 
+# the native kernels of eager elementwise ops (compile/eager_native.py installs them):
+# native_eager(op, arrays, attrs) -> the result, or None where NumPy's impl must run
+native_eager = None
+
+
+def set_native_eager(fn):
+    """Install fn as the native_eager hook (None: every op on its NumPy impl); the previous."""
+    global native_eager
+    prev, native_eager = native_eager, fn
+    return prev
+
+
 def run_impl(op, inputs, attrs):
     try:
+        if op.eager_native and native_eager is not None:
+            arrays = prepare(op, inputs)
+            out = native_eager(op, arrays, attrs)
+            if out is not None:
+                return out
+            return op.impl(*arrays, **attrs)
         if attrs:
             return op.impl(*prepare(op, inputs), **attrs)
         return op.impl(*prepare(op, inputs))   # (no empty **{} to build and to parse)

@@ -1,0 +1,151 @@
+"""Eager ops on native kernels (compile/eager_native.py, codegen/eager_kernels.py): every op
+the table marks `eager_native`, on inputs big enough to take the native path, against the
+op's NumPy implementation (the reference the interpreter runs) and against torch when it is
+installed; and the calls that must stay on NumPy (small, strided, float16) giving exactly the NumPy implementation's result."""
+import numpy as np
+import pytest
+
+import llgrad
+from llgrad.compile import eager_native
+from llgrad.ir import OPS
+from llgrad.runtime import dispatch
+
+NATIVE_OPS = sorted(name for name, op in OPS.items() if op.eager_native)
+# attributes a call passes (the functional's defaults, and a non-default where the op has one)
+ATTRS = {"gelu": [{"approximate": "none"}, {"approximate": "tanh"}],
+         "leaky_relu": [{"negative_slope": 0.01}, {"negative_slope": 0.2}],
+         "elu": [{"alpha": 1.0, "scale": 1.0, "input_scale": 1.0},
+                 {"alpha": 0.5, "scale": 1.0507, "input_scale": 1.0}],
+         "celu": [{"alpha": 1.0, "scale": 1.0, "input_scale": 1.0}],
+         "softplus": [{"beta": 1.0, "threshold": 20.0}, {"beta": 2.0, "threshold": 5.0}]}
+SPECIAL = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30, -1e-30, 1e30, -1e30, 0.5, -0.5, 1.0,
+           -1.0, 2.0, -2.0, -3.0, 3.0, 20.0, -20.0, 88.0, -88.0, 0.9999, -0.9999, 4.0]
+N = eager_native.MIN_ELEMENTS * 2 + 3         # (and an odd tail for the vector loop)
+
+
+def _input(dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(N) * 3
+    x[:len(SPECIAL)] = SPECIAL
+    x[len(SPECIAL):200] = rng.uniform(-1, 1, 200 - len(SPECIAL))
+    with np.errstate(over="ignore"):            # (1e30 as float16: inf, as meant)
+        return x.astype(dtype)
+
+
+def _attrs_of(name):
+    return ATTRS.get(name, [{}])
+
+
+def _close(got, want, dtype, x):
+    """Within 8 ulps of the larger of the result and the input (the NumPy method and the
+    native one round at different steps, and where a result is far smaller than its input,
+    GELU's 1 + erf(x) near -1 or lgamma at its roots, both carry an error of x's size),
+    with the same NaNs and infinities."""
+    assert got.dtype == want.dtype and got.shape == want.shape
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(got), nan)
+    g, w, x = got[~nan], want[~nan], x[~nan]
+    inf = np.isinf(w)
+    assert np.array_equal(g[inf], w[inf])
+    g, w, x = (a[~inf].astype(np.float64) for a in (g, w, x))
+    eps = np.finfo(dtype).eps
+    bound = 8 * eps * np.maximum(np.maximum(np.abs(w), np.abs(x)), np.finfo(dtype).tiny)
+    bad = np.abs(g - w) > bound
+    assert not bad.any(), (g[bad][:5], w[bad][:5])
+
+
+def test_the_table_marks_the_slow_numpy_ops():
+    assert {"erf", "gelu", "sigmoid", "silu", "softplus", "leaky_relu"} <= set(NATIVE_OPS)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", NATIVE_OPS)
+def test_native_eager_matches_the_numpy_implementation(name, dtype):
+    op = OPS[name]
+    x = _input(dtype)
+    for attrs in _attrs_of(name):
+        before = eager_native.stats["calls"]
+        got = llgrad.tensor(x)._op(name, **attrs).numpy()
+        assert eager_native.stats["calls"] == before + 1, "the native kernel did not run"
+        with np.errstate(all="ignore"):
+            want = np.asarray(op.impl(x, **attrs))
+        _close(got, want, dtype, x)
+
+
+@pytest.mark.parametrize("name", NATIVE_OPS)
+def test_native_eager_matches_torch(name):
+    torch = pytest.importorskip("torch")
+    F, TF = llgrad.nn.functional, torch.nn.functional
+    x = _input(np.float64, seed=1)[len(SPECIAL):]      # (torch's own edge cases differ)
+    if name in ("lgamma", "digamma"):
+        x = np.abs(x) + 0.1                             # (away from the poles)
+    if name == "erfinv":
+        x = np.tanh(x)
+    for attrs in _attrs_of(name):
+        if name in ("elu", "celu") and attrs.get("scale", 1.0) != 1.0:
+            continue                                    # (selu's constants: F.selu)
+        fn = getattr(F, name, None)
+        tfn = getattr(TF, name, None) if fn is not None else None
+        kw = {k: v for k, v in attrs.items() if k not in ("scale", "input_scale")}
+        if name == "softplus":
+            kw = {"beta": attrs["beta"], "threshold": attrs["threshold"]}
+        if tfn is None:
+            fn, tfn = (lambda t, _n=name: getattr(t, _n)()), (lambda t, _n=name: getattr(t, _n)())
+        got = fn(llgrad.tensor(x), **kw).numpy()
+        want = tfn(torch.tensor(x), **kw).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-13)
+
+
+def test_gradients_through_native_ops_match_finite_differences():
+    x = llgrad.tensor(_input(np.float64)[len(SPECIAL):len(SPECIAL) + 9], requires_grad=True)
+    big = llgrad.cat([x, llgrad.zeros(eager_native.MIN_ELEMENTS)])
+    for f in (llgrad.nn.functional.gelu, llgrad.sigmoid, llgrad.nn.functional.silu):
+        assert llgrad.autograd.gradcheck(lambda t: f(llgrad.cat([t, big[9:]]))[:9], (x,))
+
+
+def test_layout_is_kept_and_strided_inputs_stay_on_numpy():
+    x = _input(np.float32)[:N - 3].reshape(-1, 64)
+    f = np.asfortranarray(x)
+    out = llgrad.tensor(f).sigmoid().numpy()
+    assert out.flags.f_contiguous
+    _close(out, np.asarray(OPS["sigmoid"].impl(f)), np.float32, f)
+    before = eager_native.stats["calls"]
+    strided = x[:, ::2]
+    got = llgrad.tensor(x)[:, ::2].sigmoid().numpy()
+    assert eager_native.stats["calls"] == before
+    assert np.array_equal(got, OPS["sigmoid"].impl(strided), equal_nan=True)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: llgrad.tensor(_input(np.float32)[:100]),                  # small
+    lambda: llgrad.tensor(_input(np.float16)),                        # not float32/64
+    lambda: llgrad.tensor(_input(np.float32)[:N - 2]).reshape(-1, 3)[:, 1]])  # strided
+def test_calls_off_the_native_path_run_the_numpy_implementation(make):
+    t = make()
+    before = eager_native.stats["calls"]
+    got = t.erf().numpy()
+    assert eager_native.stats["calls"] == before
+    with np.errstate(all="ignore"):
+        want = OPS["erf"].impl(t.numpy())
+    assert np.array_equal(got, want, equal_nan=True)
+
+
+def test_switching_the_hook_off_gives_numpy_exactly():
+    x = _input(np.float32)
+    prev = dispatch.set_native_eager(None)
+    try:
+        got = llgrad.tensor(x).erf().numpy()
+    finally:
+        dispatch.set_native_eager(prev)
+    with np.errstate(all="ignore"):
+        assert np.array_equal(got, OPS["erf"].impl(x), equal_nan=True)
+
+
+def test_reset_forgets_and_rebuilds_from_the_cache():
+    x = llgrad.tensor(_input(np.float32))
+    a = x.sigmoid().numpy()
+    eager_native.reset()
+    assert eager_native.stats == {"calls": 0, "built": 0}
+    b = x.sigmoid().numpy()
+    assert eager_native.stats == {"calls": 1, "built": 1}
+    assert np.array_equal(a, b, equal_nan=True)
