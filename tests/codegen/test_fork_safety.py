@@ -39,11 +39,16 @@ def check(scale):
 check(1.0)                                  # the pool and the trampoline exist, workers ran
 
 inside, release = threading.Event(), threading.Event()
-if WHERE == "llvm":            # in LLVM's optimiser: under the JIT's lock and the build lock
-    real = jit.optimize
+if WHERE == "llvm":            # in LLVM (in-process): under the JIT's lock and the build lock
+    real = jit.worker_main.generate
     def held(*a, **k):
         inside.set(); release.wait(30); return real(*a, **k)
-    jit.optimize = held
+    jit.worker_main.generate = held
+elif WHERE == "worker":        # waiting for the compile worker's reply: under its lock
+    real = jit.worker_main._read
+    def held(*a, **k):
+        inside.set(); release.wait(30); return real(*a, **k)
+    jit.worker_main._read = held
 else:                          # building the module: the build lock only
     real = lower_mod.emit_plan
     def held(*a, **k):
@@ -57,8 +62,12 @@ threading.Timer(0.5, release.set).start()   # (the fork may wait for the JIT's l
 pid = os.fork()
 if pid == 0:
     try:
-        jit.optimize = real if WHERE == "llvm" else jit.optimize
-        lower_mod.emit_plan = real if WHERE != "llvm" else lower_mod.emit_plan
+        if WHERE == "llvm":
+            jit.worker_main.generate = real
+        elif WHERE == "worker":
+            jit.worker_main._read = real
+        else:
+            lower_mod.emit_plan = real
         check(3.5)                          # a compile of the child's own
         check(1.0)                          # and a kernel the parent compiled
         f = llgrad.compile(lambda a: (a * 2).tanh().sum())
@@ -87,12 +96,16 @@ print(os.waitstatus_to_exitcode(status))
 """
 
 
-@pytest.mark.parametrize("where,wait", [("llvm", 60.0), ("build", 60.0), ("llvm", 0.0)],
-                         ids=["in-llvm", "building-the-module", "in-llvm-no-wait"])
+@pytest.mark.parametrize("where,wait", [("llvm", 60.0), ("build", 60.0), ("llvm", 0.0),
+                                        ("worker", 60.0)],
+                         ids=["in-llvm", "building-the-module", "in-llvm-no-wait",
+                              "waiting-for-the-worker"])
 def test_fork_while_another_thread_compiles(tmp_path, where, wait):
-    """in-llvm-no-wait: the fork does not wait for the JIT's lock (as if the compile took
-    longer than FORK_WAIT_SECONDS): the child starts a JIT of its own."""
-    env = dict(os.environ, LLGRAD_CACHE_DIR=str(tmp_path / "cache"))
+    """in-llvm: LLVM in this process (no compile worker). in-llvm-no-wait: the fork does not
+    wait for the JIT's lock (as if the compile took longer than FORK_WAIT_SECONDS): the child
+    starts a JIT of its own. waiting-for-the-worker: the child starts a worker of its own."""
+    env = dict(os.environ, LLGRAD_CACHE_DIR=str(tmp_path / "cache"),
+               LLGRAD_COMPILE_WORKER="0" if where == "llvm" else "1")
     r = subprocess.run([sys.executable, "-c", textwrap.dedent(_SCRIPT), where, str(wait)],
                        env=env, capture_output=True, text=True, timeout=180)
     assert r.returncode == 0, r.stderr

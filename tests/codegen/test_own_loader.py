@@ -93,8 +93,12 @@ _CHILD = textwrap.dedent("""
 """)
 
 
-def test_a_warm_process_never_loads_llvm(tmp_path):
-    env = dict(os.environ, LLGRAD_CACHE_DIR=str(tmp_path), LLGRAD_NUM_THREADS="1")
+@pytest.mark.parametrize("worker", ["1", "0"])
+def test_a_warm_process_never_loads_llvm(tmp_path, worker):
+    """Warm: every kernel from the disk cache, no LLVM. Cold: LLVM only in the compile
+    worker's process (codegen/native/worker.py), or in this one without the worker."""
+    env = dict(os.environ, LLGRAD_CACHE_DIR=str(tmp_path), LLGRAD_NUM_THREADS="1",
+               LLGRAD_COMPILE_WORKER=worker)
     runs = []
     for _ in range(2):
         out = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True,
@@ -102,6 +106,6 @@ def test_a_warm_process_never_loads_llvm(tmp_path):
         assert out.returncode == 0, out.stderr
         runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
     cold, warm = runs
-    assert cold["llvm"] and cold["codegen"] >= 1
+    assert cold["llvm"] == (worker == "0") and cold["codegen"] >= 1
     assert not warm["llvm"] and warm["codegen"] == 0 and warm["loaded"] >= 1
     np.testing.assert_allclose(warm["losses"], cold["losses"], rtol=1e-6)

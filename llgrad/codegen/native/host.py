@@ -10,7 +10,7 @@ import hashlib
 import json
 import os
 
-from . import cache
+from . import cache, worker, worker_main
 
 ENTRY = "host"       # the record's entry name in the cache (its key: _key)
 _FIELDS = ("vendor_id", "cpu family", "model", "model name", "flags")
@@ -38,26 +38,13 @@ def _key(fingerprint):
 
 def ask_llvm(llvm):
     """The description from LLVM itself (llvm: llvmlite.binding, initialised)."""
-    target = llvm.Target.from_default_triple()
-    cpu = llvm.get_host_cpu_name()
-    feats = llvm.get_host_cpu_features()
-    features = feats.flatten()
-    # LLVM's x86 tuning caps vectors at 256 bits even where AVX-512 exists; the fused math
-    # loops run ~1.5x faster at 512 (LLGRAD_AVX512=0 keeps 256)
-    vector_bits = 256 if feats.get("avx2") else 128
-    if feats.get("avx512f") and feats.get("avx512vl") and feats.get("avx512dq") \
-            and os.environ.get("LLGRAD_AVX512", "1") != "0":
-        features += ",-prefer-256-bit"
-        vector_bits = 512
-    tm = target.create_target_machine(cpu=cpu, features=features, opt=3, jit=True)
-    return {"cpu": cpu, "features": features, "vector_bits": vector_bits,
-            "triple": tm.triple, "data_layout": str(tm.target_data),
-            "llvm_version": ".".join(map(str, llvm.llvm_version_info))}
+    return worker_main.ask_llvm(llvm)
 
 
 def describe(load_llvm):
-    """The host's description: remembered, else asked of LLVM (load_llvm() -> the binding,
-    initialised) and remembered."""
+    """The host's description: remembered, else asked of the compile worker's LLVM or, where
+    there is no worker, of this process's (load_llvm() -> the binding, initialised), and
+    remembered."""
     fingerprint = _cpuinfo_fingerprint()
     key = _key(fingerprint) if fingerprint else None
     if key is not None:
@@ -70,7 +57,7 @@ def describe(load_llvm):
                     return info
             except ValueError:
                 pass
-    info = ask_llvm(load_llvm())
+    info = worker.describe(os.environ.get("LLGRAD_AVX512", "1")) or ask_llvm(load_llvm())
     if key is not None:
         cache.store(key, ENTRY, json.dumps(info, sort_keys=True).encode("utf-8"), b"", b"")
     return info

@@ -33,8 +33,8 @@ import weakref
 
 from llvmlite import ir
 
-from . import cache, elf, host
-from .mcjit import _Engine, _binding, _engines, _llvm, optimize  # noqa: F401
+from . import cache, elf, host, worker, worker_main
+from .mcjit import _Engine, _binding, _engines, _llvm  # noqa: F401
 from .memory_lru import _cache_limit, _Memory
 
 _lock = threading.RLock()
@@ -304,21 +304,22 @@ def lookup(key, entry_name, before_load=None, also=()):
     return compiled
 
 
-def _generate(irmod, tm, opt, keep_ir):
-    """(object bytes, IR text after optimisation or "") of an llvmlite module."""
+def _generate(irmod, mode, keep_ir):
+    """(IR text, object bytes, IR text after optimisation or "") of an llvmlite module; mode
+    "O3" (optimised), "O3-noopt" or "O0" (code generation only). By the compile worker
+    (worker.py) where it serves, else by LLVM in this process: the same functions."""
     j = jit()
     text = str(irmod)
+    host = {"cpu": j.cpu, "features": j.features, "triple": j.triple,
+            "data_layout": j.data_layout}
+    done = worker.generate(text, host, mode, keep_ir)
+    if done is not None:
+        return text, done[0], done[1]
     with _lock:
         llvm = j.llvm()
-        llmod = llvm.parse_assembly(text, context=llvm.create_context())
-        llmod.triple = j.triple
-        llmod.data_layout = j.data_layout
-        llmod.verify()
-        if opt:
-            optimize(llmod, tm)
-        obj = tm.emit_object(llmod)
-        after = str(llmod) if keep_ir else ""
-        del llmod                       # (its context goes with it, here, under the lock)
+        tm = j.quick_tm() if mode == "O0" else j.tm
+        obj, after = worker_main.generate(llvm, tm, text, j.triple, j.data_layout,
+                                          mode == "O3", keep_ir)
     return text, obj, after
 
 
@@ -327,7 +328,7 @@ def compile_module(irmod, entry_names, opt=True, key=None):
     Compiled with the addresses of entry_names. With a key, the result is remembered in
     memory and written to the disk cache."""
     j = jit()
-    before, obj, after = _generate(irmod, j.tm, opt, True)
+    before, obj, after = _generate(irmod, "O3" if opt else "O3-noopt", True)
     stats["optimized"] += bool(opt)
     stats["codegen"] += 1
     blobs = (cache.compress(before), cache.compress(after))
@@ -343,9 +344,7 @@ def compile_private(irmod, entry_names, key=None, opt=False):
     generation only), at -O0 unless opt; no IR text is kept. With a key the object also
     goes to the disk cache (load_private)."""
     j = jit()
-    with _lock:
-        tm = j.tm if opt else j.quick_tm()
-    _, obj, _ = _generate(irmod, tm, opt, False)
+    _, obj, _ = _generate(irmod, "O3" if opt else "O0", False)
     compiled = _load(j, obj, (b"", b""), entry_names)
     if key is not None:
         cache.store(key, entry_names[0], obj, b"", b"")

@@ -3,6 +3,8 @@ engines objects go into when llgrad's own loader (elf.py) does not take them, an
 optimisation pipeline."""
 import weakref
 
+from . import worker_main
+
 _engines = weakref.WeakSet()    # engines alive (tests count them)
 _binding = []                   # llvmlite.binding, once something needs LLVM itself
 
@@ -42,11 +44,5 @@ class _Engine:
 
 
 def optimize(llmod, tm, speed_level=3):
-    llvm = _llvm()
-    pto = llvm.create_pipeline_tuning_options(speed_level=speed_level)
-    pto.loop_vectorization = True
-    pto.slp_vectorization = True
-    pto.loop_interleaving = True
-    pto.loop_unrolling = False
-    pb = llvm.create_pass_builder(tm, pto)
-    pb.getModulePassManager().run(llmod, pb)
+    """LLVM's O3 pipeline on llmod (worker_main.optimize: the worker's, exactly)."""
+    worker_main.optimize(_llvm(), llmod, tm, speed_level)

@@ -1,0 +1,129 @@
+"""The compile worker: LLVM's code generation in a process of its own, so that llgrad's process
+never loads LLVM (~80 MB resident of library and heap that stay once touched), whether its
+kernels come from the disk cache (elf.py loads them) or are built now.
+
+The worker is started on the first code generation (worker_main.py, run by path: it imports
+nothing of llgrad, only llvmlite), kept for the next ones, and exits when its stdin closes (this
+process exits) or after worker_main.IDLE_SECONDS without work; it is started again when
+needed. Requests go one at a time (a lock: background builds wait for each other as they do
+on LLVM's own lock in-process). Anything that goes wrong with the worker (it cannot start,
+dies, or replies with an error) makes the caller run LLVM in-process instead: the same
+functions (worker_main.generate), so the same machine code, and LLVM's own error where the
+module is at fault. LLGRAD_COMPILE_WORKER=0 keeps all code generation in-process."""
+import atexit
+import os
+import subprocess
+import sys
+import threading
+
+from . import worker_main
+
+ENABLED = os.environ.get("LLGRAD_COMPILE_WORKER", "1") != "0"
+_MAIN = os.path.abspath(worker_main.__file__)
+_LAUNCH = "import runpy, sys; runpy.run_path(sys.argv[1], run_name='__main__')"
+
+_lock = threading.Lock()
+_proc = None
+_left_behind = []           # a parent's worker, seen from a forked child: never touched
+stats = {"started": 0, "generated": 0, "failed": 0}
+_broken = []                # the reason the worker cannot be used in this process, if any
+
+
+def _reset():
+    """Stop the worker (the next request starts one) and forget failures and counts."""
+    global _proc
+    with _lock:
+        _stop(_proc)
+        _proc = None
+        _broken.clear()
+        stats.update(started=0, generated=0, failed=0)
+
+
+def _stop(proc):
+    if proc is None:
+        return
+    try:
+        proc.stdin.close()
+        proc.wait(timeout=5)
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        proc.kill()
+    for f in (proc.stdout,):
+        try:
+            f.close()
+        except OSError:
+            pass
+
+
+def _start():
+    proc = subprocess.Popen([sys.executable, "-c", _LAUNCH, _MAIN], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, close_fds=True)
+    stats["started"] += 1
+    return proc
+
+
+def _ask(request):
+    """The worker's reply to request, or None (the caller does it in-process)."""
+    global _proc
+    if not ENABLED or _broken:
+        return None
+    with _lock:
+        for attempt in (0, 1):          # (once more with a fresh worker: it may have idled out)
+            if _proc is None or _proc.poll() is not None:
+                if _proc is not None:
+                    _stop(_proc)
+                try:
+                    _proc = _start()
+                except OSError as e:    # (no way to start a process here)
+                    _broken.append(f"cannot start: {e}")
+                    _proc = None
+                    return None
+            try:
+                worker_main._write(_proc.stdin, request)
+                reply = worker_main._read(_proc.stdout)
+            except (OSError, ValueError, EOFError):
+                reply = None
+            if reply is not None:
+                break
+            _stop(_proc)
+            _proc = None
+        else:
+            stats["failed"] += 1
+            return None
+    if isinstance(reply, tuple) and reply and reply[0] == "error":
+        stats["failed"] += 1
+        return None
+    return reply
+
+
+def describe(avx512):
+    """The host's description, asked of the worker's LLVM; None: ask in-process."""
+    reply = _ask(("describe", avx512))
+    return reply if isinstance(reply, dict) else None
+
+
+def generate(text, host, mode, keep_ir):
+    """(object bytes, IR after optimisation or "") from the worker; None: do it in-process."""
+    reply = _ask(("generate", text, host, mode, keep_ir))
+    if reply is None:
+        return None
+    stats["generated"] += 1
+    return reply
+
+
+def _at_exit():
+    global _proc
+    proc, _proc = _proc, None
+    _stop(proc)
+
+
+def _after_fork_in_child():
+    global _proc, _lock
+    _lock = threading.Lock()            # (a thread of the parent may have held it)
+    if _proc is not None:
+        _left_behind.append(_proc)      # (the parent's: its pipes are the parent's to close)
+    _proc = None
+
+
+atexit.register(_at_exit)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
