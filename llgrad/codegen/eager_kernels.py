@@ -25,8 +25,8 @@ ENTRY = "eager_kernel"
 
 def graph_of(op_name, dtype, scalars, attrs):
     """The IR graph of op on one float tensor x (shape (1,): elementwise code never reads the
-    shape) and Python scalars, decomposed into primitives; None where some node has no
-    elementwise lowering or its lowering declines it, or the result's dtype is not x's."""
+    shape) and Python scalars; None where the shape rule refuses it or the result's dtype is
+    not x's."""
     b = Builder(f"eager_{op_name}")
     x = b.input(TensorType(dtype, (1,)), "x")
     try:
@@ -35,24 +35,40 @@ def graph_of(op_name, dtype, scalars, attrs):
         return None
     if not isinstance(y, Value) or y.type.dtype != dtype:
         return None
-    g = expand_composites(b.ret(y))
+    return b.ret(y)
+
+
+def lowerable(graph, dtype):
+    """graph decomposed into primitives, when it is one elementwise loop: float inputs and
+    one output of dtype and one shape, every node with an elementwise lowering that takes
+    it; else None."""
+    shape = graph.inputs[0].type.shape if graph.inputs else None
+    if len(graph.outputs) != 1 or not isinstance(graph.outputs[0], Value) or \
+            getattr(graph, "guards", None) or getattr(graph, "mutated", None):
+        return None
+    for v in list(graph.inputs) + list(graph.outputs):
+        if v.type.dtype != dtype or tuple(v.type.shape) != tuple(shape):
+            return None
+    g = expand_composites(graph)
     for node in g.nodes:
         low = LOWERINGS.get(node.op)
         if low is None or low.form != "elementwise" or (low.check and low.check(node)):
+            return None
+        if any(tuple(o.type.shape) != tuple(shape) for o in node.outputs):
             return None
     return g
 
 
 class _Loop:
-    """What fusion.Expr reads leaves through: x[i] from the kernel's input pointer."""
+    """What fusion.Expr reads leaves through: input k's element i from its pointer."""
 
-    def __init__(self, sg, x_ptr, dtype):
-        self.sg, self.x_ptr, self.dtype = sg, x_ptr, dtype
+    def __init__(self, sg, dtype):
+        self.sg, self.dtype = sg, dtype
 
-    def load(self, access, idx):
+    def load(self, ptr, idx):
         b = self.sg.b
-        ptr = b.gep(self.x_ptr, [idx], inbounds=True, source_etype=_mem(self.dtype))
-        return self.sg.load(ptr, self.dtype)
+        return self.sg.load(b.gep(ptr, [idx], inbounds=True, source_etype=_mem(self.dtype)),
+                            self.dtype)
 
 
 def _mem(dtype):
@@ -60,12 +76,15 @@ def _mem(dtype):
 
 
 def module_of(graph, dtype):
-    """The llvmlite module of graph's loop: void eager_kernel(ptr out, ptr x, i64 n)."""
+    """The llvmlite module of graph's loop: void eager_kernel(ptr out, ptr in0, ..., i64 n),
+    out[i] = graph(in0[i], ...) for i < n."""
     mod = jit.new_module(graph.name)
-    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64]), ENTRY)
-    out, xp, n = fn.args
-    for p in (out, xp):
-        p.add_attribute("noalias")      # (a fresh output: the vectoriser needs no checks)
+    k = len(graph.inputs)
+    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [PTR] * (k + 1) + [I64]), ENTRY)
+    out, ins, n = fn.args[0], fn.args[1:k + 1], fn.args[k + 1]
+    out.add_attribute("noalias")        # (a fresh output: the vectoriser needs no checks)
+    for p in ins:
+        p.add_attribute("noalias")
     entry, body, done = (fn.append_basic_block(s) for s in ("entry", "body", "done"))
     b = ir.IRBuilder(entry)
     b.cbranch(b.icmp_signed(">", n, ir.Constant(I64, 0)), body, done)
@@ -73,11 +92,11 @@ def module_of(graph, dtype):
     i = b.phi(I64, "i")
     i.add_incoming(ir.Constant(I64, 0), entry)
     sg = ScalarGen(mod, b)
-    loop = _Loop(sg, xp, dtype)
-    x = graph.inputs[0]
-    expr = Expr(loop, graph.nodes, {x: None}, i)
+    loop = _Loop(sg, dtype)
+    accesses = dict(zip(graph.inputs, ins))
     y = graph.outputs[0]
-    r = sg.cast(expr.value(y), dtype) if y is not x else loop.load(None, i)
+    r = loop.load(accesses[y], i) if y in accesses else \
+        sg.cast(Expr(loop, graph.nodes, accesses, i).value(y), dtype)
     sg.store(r, b.gep(out, [i], inbounds=True, source_etype=_mem(dtype)))
     nxt = b.add(i, ir.Constant(I64, 1))
     i.add_incoming(nxt, b.block)
@@ -87,10 +106,10 @@ def module_of(graph, dtype):
     return mod
 
 
-def build(op_name, dtype, scalars=(), attrs=None):
-    """The address of op's eager kernel for dtype (a jit.CodeAddress: it keeps the code
-    loaded), from memory, the disk cache or LLVM; None where the op has no such kernel."""
-    g = graph_of(op_name, dtype, scalars, attrs or {})
+def build_graph(graph, dtype):
+    """The address of graph's loop (a jit.CodeAddress: it keeps the code loaded), from
+    memory, the disk cache or LLVM; None where graph is not one elementwise loop."""
+    g = lowerable(graph, dtype)
     if g is None:
         return None
     key = keys.key_for(print_graph(g), "eager-elementwise-1d")
@@ -98,3 +117,9 @@ def build(op_name, dtype, scalars=(), attrs=None):
     if compiled is None:
         compiled = jit.compile_module(module_of(g, dtype), [ENTRY], key=key)
     return compiled.address(ENTRY)
+
+
+def build(op_name, dtype, scalars=(), attrs=None):
+    """The address of op's eager kernel for dtype (see build_graph), or None."""
+    g = graph_of(op_name, dtype, scalars, attrs or {})
+    return None if g is None else build_graph(g, dtype)

@@ -134,7 +134,8 @@ class CompiledFunctionBackward(Node):
         return node
 
     def release(self):
-        self._saved = self._inputs = self._checked = None
+        if not self.entry.reusable:     # (eager's graph freed nothing: neither does this)
+            self._saved = self._inputs = self._checked = None
 
     def _input(self, k):
         """Input k, checked against the version it had when the forward ran."""
@@ -184,7 +185,7 @@ class CompiledFunctionBackward(Node):
             outs = self._differentiable(grads)
         else:
             feeds = self._feeds()
-            if last:
+            if last and not self.entry.reusable:
                 self._saved = None
             for g, (shape, dt) in zip(grads, layout.out_meta):
                 feeds.append(g._data if g is not None else np.zeros(shape, dt.np))

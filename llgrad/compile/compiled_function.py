@@ -5,8 +5,8 @@ On a cache miss the function runs eagerly under the tracer (entry.py), so a firs
 exactly an eager call. Later calls run the entry (run.py). What the tracer cannot record
 (a graph break: TraceError) puts back everything the traced run changed (snapshot.py) and
 runs the call eagerly, with a warning once per reason naming the user's line
-(`fullgraph=True` raises instead); a traced run that changed Python state (an attribute, a
-container, a number in a global) is not kept, since a compiled call could not replay that."""
+(`fullgraph=True` raises instead); a traced run that changed Python state other than the
+tensors it put into objects (attr_writes.py) is not kept: a compiled call cannot replay it."""
 import functools
 import threading
 import time
@@ -25,7 +25,8 @@ from .guard_walker import make_walker
 from .guards import collect, hooked, without_grads
 from .module import CompiledModule, is_module
 from .readable import Names, differences, guard_lines, nearest, why_retrace
-from .side_effects import python_changes, readable_change, tensor_changes
+from .attr_writes import Pending
+from .side_effects import unreplayed_change
 from .backends import backend as get_backend
 from .backends import backward_run, build_now, forward_run
 from .run import _MISS, _RUN_EAGERLY, _first_result, eager_runner, entry_runner, own_inputs
@@ -101,7 +102,7 @@ class CompiledFunction:
                 if out is _RUN_EAGERLY:
                     return self.fn(*args, **kwargs)
                 if out is not _MISS:
-                    return out
+                    return out.finish(self.fn, args, kwargs) if type(out) is Pending else out
         entered = []
         tensors, guards, n_own = collect(self.fn, args, kwargs, entered)
         key = tuple(v for _, v in guards)
@@ -118,11 +119,12 @@ class CompiledFunction:
         if out is _RUN_EAGERLY:
             return self.fn(*args, **kwargs)
         if out is not _MISS:
-            return out
+            return out.finish(self.fn, args, kwargs) if type(out) is Pending else out
         with self._lock:
             out = self._run_cached(key, n_own, inputs, None)   # another thread traced it
             if out is not _MISS:
-                return self.fn(*args, **kwargs) if out is _RUN_EAGERLY else out
+                return self.fn(*args, **kwargs) if out is _RUN_EAGERLY else \
+                    out.finish(self.fn, args, kwargs) if type(out) is Pending else out
             if self.n_traces >= self.recompile_limit:
                 self._warn_limit(guards, tensors, args, kwargs)
                 return self.fn(*args, **kwargs)
@@ -140,7 +142,7 @@ class CompiledFunction:
         try:
             entry, result = trace_entry(getattr(self.fn, "__name__", "f"), self._resolved,
                                         self._traced_fn(), tensors, guards, args, kwargs,
-                                        n_own, entered)
+                                        n_own, entered, self.fn)
         except ControlFlowError as e:
             snapshot.restore()
             if self.fullgraph or self._converted[1] is None:
@@ -164,13 +166,10 @@ class CompiledFunction:
             self._break(reason, key=key)
             self._warn_once(f"running eagerly: {reason}")
             return result
-        after_tensors, after, after_own = collect(self.fn, args, kwargs)
-        changed = python_changes(guards, after) or tensor_changes(
-            tensors[:n_own], after_tensors[:after_own])
+        # (one the entry does not replay: the next call traces again on the new state; an
+        # optimiser's first step, which makes its state, is followed by steps that make none)
+        changed = unreplayed_change(self.fn, args, kwargs, guards, tensors[:n_own], entry)
         if changed:
-            # (the next call, seeing the new state, traces again: an optimiser's first step,
-            # which makes its state, is followed by steps that change none)
-            changed = readable_change(self.fn, args, kwargs, guards, after) or changed
             self._not_kept = f"the traced run changed {changed}"
             if log.enabled("recompiles"):
                 log.emit("recompiles", "%s: the traced run is not kept as compiled code: %s "

@@ -1,6 +1,6 @@
-"""Eager ops on native kernels: the hook runtime/dispatch.py calls for the ops the table marks
-`eager_native` (erf, GELU, sigmoid, SiLU, softplus, ...), with codegen/eager_kernels.py's
-shape-free loops.
+"""Eager ops on native kernels: the hooks runtime/dispatch.py (an op) and runtime/node.py (its
+backward) call for the ops the table marks `eager_native` (erf, GELU, sigmoid, SiLU, softplus,
+...), with codegen/eager_kernels.py's shape-free loops.
 
 A call qualifies when its one tensor operand is float32 or float64, holds at least
 MIN_ELEMENTS elements (below that NumPy's passes are cheap, and a short script or a test
@@ -11,7 +11,14 @@ numbers, attributes) in the process, from the disk cache when an earlier process
 (no LLVM then). Results are within an ulp or two of the NumPy implementation (the lowering
 compiled code runs; the op-table tests hold the two together), never a different method.
 
-LLGRAD_EAGER_NATIVE=0 turns it off; `reset()` forgets the loaded kernels (they are built or
+The backward of such an op is its VJP rule traced once per (op, dtype, what it saves,
+attributes) on small examples into a graph of elementwise ops, and run as one loop over the
+gradient and the saved tensors (GELU's backward: eight NumPy passes become one), when no
+graph of the backward is being built (create_graph=False), nothing traces or vmaps, and the
+gradient and the saved tensors are float arrays of one dtype and shape, C-contiguous, of
+MIN_ELEMENTS or more. A rule that does not trace to such a graph keeps running as written.
+
+LLGRAD_EAGER_NATIVE=0 turns both off; `reset()` forgets the loaded kernels (they are built or
 loaded again on their next call); `stats` counts calls and builds."""
 import ctypes
 import os
@@ -19,7 +26,9 @@ import warnings
 
 import numpy as np
 
-from ..runtime import dispatch
+from ..runtime import dispatch, grad_mode, node as node_mod, trace_state
+from ..runtime.tensor import Tensor
+from ..tracer.trace import trace_body
 
 MIN_ELEMENTS = 4096
 ENABLED = os.environ.get("LLGRAD_EAGER_NATIVE", "1") != "0"
@@ -27,13 +36,17 @@ _KERNEL = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int6
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 _kernels = {}       # (op name, dtype name, numbers, attrs) -> (ctypes function, address) | None
-stats = {"calls": 0, "built": 0}
+_vjp_kernels = {}   # (op name, dtype name, saved names, attrs) -> (ctypes function, address) | None
+stats = {"calls": 0, "built": 0, "vjp_calls": 0, "vjp_built": 0}
+_grad_state = grad_mode.state
+_tstate = trace_state.state
 
 
 def reset():
     """Forget the loaded kernels and the counts."""
     _kernels.clear()
-    stats.update(calls=0, built=0)
+    _vjp_kernels.clear()
+    stats.update(calls=0, built=0, vjp_calls=0, vjp_built=0)
 
 
 def _key(op, dtype, numbers, attrs):
@@ -86,9 +99,93 @@ def native_eager(op, arrays, attrs):
     return out
 
 
+class _ExampleCtx:
+    """What a VJP rule reads of its node, while it is traced: the saved names as example
+    tensors, the attributes, and one input wanting a gradient."""
+
+    def __init__(self, saved, attrs):
+        self._saved_examples, self._attrs = saved, attrs
+
+    def __getattr__(self, name):
+        if name.startswith("_saved_"):
+            name = name[7:]
+        if name in self._saved_examples:
+            return self._saved_examples[name]
+        try:
+            return self._attrs[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def needs(self, i):
+        return i == 0
+
+
+def _vjp_kernel(key, op, dtype, names, attrs):
+    """Trace op's VJP rule on examples of 8 elements; its loop, or None."""
+    from ..codegen import eager_kernels      # (loads llvmlite: only when a kernel is needed)
+    g = Tensor._from_array(np.linspace(-2, 2, 8).astype(dtype))
+    saved = {n: Tensor._from_array(np.linspace(-1.5, 2.5, 8).astype(dtype)) for n in names}
+    ctx = _ExampleCtx(saved, attrs)
+    addr = None
+    try:
+        prev = _grad_state.grad_enabled
+        _grad_state.grad_enabled = False
+        try:
+            graph = trace_body(f"vjp_{op.name}", [("grad", g)] + list(saved.items()),
+                               lambda: op.vjp(ctx, g)[0])
+        finally:
+            _grad_state.grad_enabled = prev
+        addr = eager_kernels.build_graph(graph, dtype.name)
+    except Exception:               # noqa: BLE001 (a rule that does not trace so: as written)
+        addr = None
+    found = _vjp_kernels[key] = None if addr is None else \
+        (_ctypes_fn(len(names) + 1)(int(addr)), addr)
+    stats["vjp_built"] += addr is not None
+    return found
+
+
+def _ctypes_fn(inputs):
+    return ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * (inputs + 1)), ctypes.c_int64)
+
+
+def native_vjp(node, g):
+    """node's VJP (an eager_native op's) as one native loop, or None (the rule runs)."""
+    if _grad_state.grad_enabled or _tstate.tracer is not None or dispatch.batching is not None \
+            or type(g) is not Tensor or not node.needs(0):
+        return None
+    ga = g._data
+    if ga.size < MIN_ELEMENTS or ga.dtype not in _FLOATS or not ga.flags.c_contiguous:
+        return None
+    op = node._op
+    arrays = [ga]
+    for name in op.save:
+        t = getattr(node, name)         # (unpacked: the saved-version check as the rule's)
+        if type(t) is not Tensor:
+            return None
+        a = t._data
+        if a.shape != ga.shape or a.dtype != ga.dtype or not a.flags.c_contiguous:
+            return None
+        arrays.append(a)
+    key = _key(op, ga.dtype, (), node.attrs)
+    if key is None:
+        return None
+    key = key + (op.save,)
+    found = _vjp_kernels.get(key, False)
+    if found is False:
+        found = _vjp_kernel(key, op, ga.dtype, op.save, node.attrs)
+    if found is None:
+        return None
+    out = np.empty_like(ga)
+    found[0](out.ctypes.data, *[a.ctypes.data for a in arrays], ga.size)
+    stats["vjp_calls"] += 1
+    return (Tensor._from_array(out),) + (None,) * (len(node._in_meta) - 1)
+
+
 def install(enabled=ENABLED):
-    """Make the dispatcher run eager_native ops here (enabled) or on NumPy (not)."""
+    """Make the dispatcher and the nodes run eager_native ops here (enabled) or as the
+    table's NumPy implementations and VJP rules (not)."""
     dispatch.set_native_eager(native_eager if enabled else None)
+    node_mod.set_native_vjp(native_vjp if enabled else None)
 
 
 install()

@@ -18,11 +18,13 @@ from ..ir.partition import partition
 from ..ir.verify import verify
 from ..runtime import grad_mode, trace_state
 from ..runtime.autograd_api import grad as autograd_grad
+from ..runtime.saved_tensor import SavedTensor
 from ..runtime.tensor import Tensor
 from ..tracer.pytree import flatten, with_constants
 from ..tracer.returned import ReturnedScalar, is_constant, values_in
 from ..tracer.trace import ControlFlowError, TraceError, trace_body
 from .dump import _trace_note
+from .attr_writes import Slots
 from .snapshot import StateSnapshot
 
 
@@ -45,6 +47,11 @@ class Entry:
         "scalar_outputs",                 # {output: post}: returned as Python numbers (t.item()),
                                           # post(number) (returned.py) when not None
         "eager_saved",                    # input / output positions eager saved for backward
+        "reusable",                       # eager's graph frees nothing: backward runs again
+        "n_returned",                     # the returned outputs (out_tree's leaves) ...
+        "attr_writes",                    # ... then tensors put into objects: (writes, their
+                                          # output positions) (attr_writes.py), or None
+        "written",                        # the guard paths of those tensors (a check)
         "name", "backend",
         "timings",                        # seconds of the trace and builds (log.py)
         "kernels", "_forward_run", "_backward_run", "_runners", "_node_layout", "_unflatten",
@@ -56,7 +63,8 @@ class Entry:
         self.backward, self.saved, self.diff_inputs, self.diff_outputs = None, [], [], []
         self.unused, self.grad_assign, self.input_outputs = [], [], []
         self.plain_alias, self.no_grad_views, self.freed_outputs = [], [], []
-        self.scalar_outputs, self.eager_saved = {}, ((), ())
+        self.scalar_outputs, self.eager_saved, self.reusable = {}, ((), ()), False
+        self.n_returned, self.attr_writes, self.written = 0, None, ()
         self.grad_free, self.rng_index, self.step = False, None, False
         self.kernels, self._runners, self.timings = {}, {}, {}
         self._forward_run = self._backward_run = self._node_layout = self._unflatten = None
@@ -64,10 +72,13 @@ class Entry:
         self._compiled_before = None
 
 
-def trace_entry(name, backend, traced_fn, tensors, guards, args, kwargs, n_own, entered=()):
+def trace_entry(name, backend, traced_fn, tensors, guards, args, kwargs, n_own, entered=(),
+                fn=None):
     """Trace traced_fn(*args, **kwargs) with `tensors` [(path, Tensor)] as the inputs ->
     (Entry, the traced run's result, which is eager's). entered: the containers and objects
-    the guard walk entered (an untaken branch's effects on them are put back).
+    the guard walk entered (an untaken branch's effects on them are put back). fn: the
+    user's function as the guard walk reads its call (the tensors it puts into the objects
+    it reaches become outputs: attr_writes.py); None: traced_fn.
 
     The pipeline, a step each:
         trace      the function run eagerly under the tracer, its VJP traced after it
@@ -81,7 +92,7 @@ def trace_entry(name, backend, traced_fn, tensors, guards, args, kwargs, n_own, 
     differentiable = [t.requires_grad and t._dtype.is_floating_point for _, t in tensors]
     t0 = time.perf_counter()
     graph, state = _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered,
-                          differentiable)
+                          differentiable, traced_fn if fn is None else fn)
     _check_mutated(name, tensors, differentiable, graph.mutated, state["grad"])
     t1 = time.perf_counter()
     _partition(entry, graph, state, differentiable)
@@ -93,7 +104,7 @@ def trace_entry(name, backend, traced_fn, tensors, guards, args, kwargs, n_own, 
     return entry, state["result"]
 
 
-def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiable):
+def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiable, fn):
     """The traced run -> (its verified joint graph, what the run decided)."""
     name = entry.name
     state = {}
@@ -101,6 +112,7 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
     def body():
         before = [t._grad for _, t in tensors]
         storages = [t._storage for _, t in tensors]
+        slots = Slots(fn, args, kwargs)
         result = traced_fn(*args, **kwargs)
         tracer = trace_state.state.tracer
         if tracer.broken:               # (a graph break the function caught itself)
@@ -122,6 +134,7 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
         state["result"] = values_in(result)
         outs = [o.tensor if isinstance(o, ReturnedScalar) else o for o in outs]
         entry.out_tree = tree
+        _written_outputs(entry, slots, outs)
         _rebuild_notes(entry, outs, tensors)
         # .grad the function set (a training step's backward): outputs to assign back
         changed = [(k, t._grad) for k, (_, t) in enumerate(tensors) if t._grad is not before[k]]
@@ -148,6 +161,7 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
         if not state["grad"]:
             return outs + grad_outs
         entry.eager_saved = _eager_saved(outs, tensors, diff_out)
+        entry.reusable = not _frees(outs, diff_out, tracer.first_node)
         diff_in = [t for (_, t), d in zip(tensors, differentiable) if d]
         cts = []
         for k, i in enumerate(diff_out):
@@ -228,6 +242,23 @@ def _untaken_branch(tensors, entered, what):
         raise ControlFlowError(f"{what}: the branch eager does not take changes {changed}")
 
 
+def _written_outputs(entry, slots, outs):
+    """The tensors the run put into objects it reaches (attr_writes.py) as outputs after the
+    returned ones (one that is also returned, not as a number, is that output)."""
+    entry.n_returned = len(outs)
+    writes, written, paths = slots.writes()
+    if not writes:
+        return
+    at = {id(o): k for k, o in enumerate(outs) if k not in entry.scalar_outputs}
+    positions = []
+    for t in written:
+        if id(t) not in at:
+            at[id(t)] = len(outs)
+            outs.append(t)
+        positions.append(at[id(t)])
+    entry.attr_writes, entry.written = (writes, positions), paths
+
+
 def _rebuild_notes(entry, outs, tensors):
     """What run.py needs to give later calls' results eager's identities and flags."""
     # outputs that are input tensors themselves (`return x`, not x.detach() or a view,
@@ -283,6 +314,32 @@ def _eager_saved(outs, tensors, diff_out):
                 outs_saved.add(storage_out[id(storage)])
         stack.extend(n for n, _ in node.next_functions)
     return tuple(sorted(ins)), tuple(sorted(outs_saved))
+
+
+def _freed(v):
+    """Whether a node's release() frees saved value v (node.py: saved tensors, lists of
+    them, and the numbers PyTorch saves as wrapped tensors, SavedNumber)."""
+    return isinstance(v, (SavedTensor, list)) or type(v).__name__ == "SavedNumber"
+
+
+def _frees(outs, diff_out, first):
+    """Whether eager's graph behind the outputs (the nodes the call made: from sequence
+    number `first`) holds saved values a backward frees, so that a second backward raises
+    (x * x); a graph that holds none (x + 2) can be backpropagated through again."""
+    seen, stack = set(), [outs[k].grad_fn for k in diff_out]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen or getattr(node, "_seq", first) < first:
+            continue
+        seen.add(id(node))
+        saved = getattr(node, "_saved", None)
+        if getattr(getattr(node, "_ctx", None), "_saved", None) or \
+                (isinstance(saved, dict) and any(map(_freed, saved.values()))) or \
+                (isinstance(saved, (list, tuple)) and saved) or \
+                type(node).__name__ == "FreedBackward":
+            return True
+        stack.extend(n for n, _ in node.next_functions)
+    return False
 
 
 def _saved_tensors(node):

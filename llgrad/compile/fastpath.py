@@ -156,11 +156,12 @@ def _expr(tree, index, names):
 def quick_runner(entry, launch, attach=None):
     """For an entry whose forward is a direct native kernel (fresh output buffers) with
     nothing to check or commit after the call (no value guards, write-backs, RNG or .grad
-    updates): tensors -> result, one kernel launch and the output tensors; with `attach`
-    (grad mode on, a backward graph) also the CompiledFunctionBackward node. Else None."""
+    updates, tensors put into objects): tensors -> result, one kernel launch and the output
+    tensors; with `attach` (grad mode on, a backward graph) also the
+    CompiledFunctionBackward node. Else None."""
     fwd = entry.forward
     if fwd.guards or fwd.mutated or entry.rng_index is not None or entry.grad_assign or \
-            entry.freed_outputs or entry.scalar_outputs:
+            entry.freed_outputs or entry.scalar_outputs or entry.attr_writes is not None:
         return None
     # (no .grad updates: the function's outputs are all the primal outputs, n_out of them;
     # the saved values for backward follow them)

@@ -10,6 +10,7 @@ import numpy as np
 from ..ir.ops_random import generator_from_array, state_to_array
 from ..tracer.pytree import unflattener
 from ..runtime import grad_mode
+from .attr_writes import Pending
 from .backward_node import CompiledFunctionBackward, FreedBackward
 from ..runtime.creation import default_generator
 from .fastpath import quick_runner
@@ -131,6 +132,10 @@ def run_entry(entry, tensors):
     build = entry._unflatten
     if build is None:
         build = entry._unflatten = unflattener(entry.out_tree)
+    if entry.attr_writes is not None:       # (the caller puts them: it has the arguments)
+        writes, positions = entry.attr_writes
+        return Pending(build(results[:entry.n_returned]), writes,
+                       [results[k] for k in positions])
     return build(results)
 
 

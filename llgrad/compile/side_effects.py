@@ -1,8 +1,22 @@
 """What a traced run changed outside its tensors, found by comparing the guard walker's
-view of the call's Python state before and after it (a compiled call replays only tensor
-effects: a run that changed anything else must not be kept as an entry)."""
-from .guards import identity
+view of the call's Python state before and after it (a compiled call replays tensor
+effects, and the tensors it puts into objects it reaches (attr_writes.py): a run that
+changed anything else must not be kept as an entry)."""
+from .guards import collect, identity
 from .readable import Names, differences
+
+
+def unreplayed_change(fn, args, kwargs, guards, tensors, entry):
+    """What the traced run of fn(*args, **kwargs) changed that entry does not replay, as
+    text (Python where it can say it), or None. guards: the call's guard items before the
+    run; tensors: its own tensor inputs [(path, tensor)] before the run."""
+    after_tensors, after, after_own = collect(fn, args, kwargs)
+    written, entry.written = entry.written, ()
+    changed = python_changes(guards, after) or tensor_changes(
+        tensors, after_tensors[:after_own], written)
+    if changed:
+        changed = readable_change(fn, args, kwargs, guards, after) or changed
+    return changed
 
 
 def python_changes(before, after):
@@ -33,12 +47,12 @@ def readable_change(fn, args, kwargs, before, after):
         return None
 
 
-def tensor_changes(before, after):
-    """The first place where the traced run put another tensor (`self.last = h`: a
-    compiled call would leave the old one there), as text; None if it put none."""
+def tensor_changes(before, after, written=()):
+    """The first place where the traced run put another tensor, other than the places the
+    entry puts its own there (written: their guard paths), as text; None if it put none."""
     now = {path: identity(t) for path, t in after}
     for path, t in before:
-        if now.get(path) != identity(t):
+        if now.get(path) != identity(t) and path not in written:
             return f"{path} (another tensor)"
     return None
 

@@ -47,8 +47,12 @@ def _joint(fn, argnums, has_aux, with_value):
                 raise TypeError("grad requires a function returning a scalar tensor, got "
                                 f"{type(value).__name__}"
                                 f"{' of shape ' + str(tuple(value.shape)) if isinstance(value, Tensor) else ''}")
+            # a value that does not depend on the arguments (the inner gradient of x * 2,
+            # a constant) has zero gradients, as in torch.func.grad and JAX, where
+            # autograd.grad would raise that it does not require grad
             grads = autograd_grad(value, [args[n] for n in nums], create_graph=nested,
-                                  allow_unused=True)
+                                  allow_unused=True) if value.requires_grad else \
+                (None,) * len(nums)
         grads = tuple(g if g is not None else args[n].new_zeros(args[n].shape)
                       for g, n in zip(grads, nums))
         g = grads[0] if isinstance(argnums, int) else grads

@@ -22,14 +22,20 @@ def _shift_amount(a, b):
     return ok, np.where(ok, b, 0).astype(a.dtype, copy=False)
 
 
+def _shifted(a, b):
+    """a as an array: a number on the left (3 << t) in the other operand's dtype, as
+    PyTorch wraps it (C's cast: 300 in int8 is 44)."""
+    return a if isinstance(a, np.ndarray) else np.asarray(a).astype(np.asarray(b).dtype)
+
+
 def _left_shift(a, b):
-    a = np.asarray(a)
+    a = _shifted(a, b)
     ok, s = _shift_amount(a, b)
     return np.where(ok, np.left_shift(a, s), np.zeros((), a.dtype)).astype(a.dtype, copy=False)
 
 
 def _right_shift(a, b):
-    a = np.asarray(a)
+    a = _shifted(a, b)
     ok, s = _shift_amount(a, b)
     sign = np.where(a < 0, np.asarray(-1).astype(a.dtype), np.zeros((), a.dtype))
     return np.where(ok, np.right_shift(a, s), sign).astype(a.dtype, copy=False)

@@ -11,3 +11,5 @@ from . import (functions_math, functions_predicates, functions_reduce,  # noqa: 
                functions_matrix, functions_counts,
                functions_windows, tensor_resize)  # (compositions of the table's ops)
 from .tensor import Size, Storage, Tensor  # noqa: F401
+from .numpy_scalars import wrap_operators
+wrap_operators()     # (after every operator is defined: it wraps them)

@@ -10,7 +10,7 @@ from . import grad_mode, trace_state
 from ..ir.promotion import result_dtype
 from .dtypes import _cat_of_scalar, from_name
 from .node import accumulate_node, define_fields, gradient_edge, node_class
-from .saved_tensor import SavedTensor, user_location, user_position
+from .saved_tensor import SavedNumber, SavedTensor, user_location, user_position
 from .shapes import broadcast_shapes
 from .tensor import Tensor
 
@@ -273,6 +273,7 @@ def _has_edge(op, inputs, i, x, nondiff):
 
 
 _NO_EDGE = (None, 0)
+_WRAPPED = (bool, int, float, complex)     # the numbers PyTorch wraps (Tensor overloads)
 
 
 def record(op, inputs, attrs, results, self_override=None, info=None):
@@ -320,7 +321,9 @@ def record(op, inputs, attrs, results, self_override=None, info=None):
             if type(pos) is int:
                 x = self_override if pos == 0 and self_override is not None else \
                     (inputs[pos] if pos < len(inputs) else None)
-                saved[name] = SavedTensor(x) if isinstance(x, Tensor) else x
+                # (a number PyTorch wraps into a tensor is freed with the graph: SavedNumber)
+                saved[name] = SavedTensor(x) if isinstance(x, Tensor) else SavedNumber(x) \
+                    if op.number_edges and type(x) in _WRAPPED else x
             elif pos[0] == "*":
                 saved[name] = [_save(x) for x in inputs[pos[1]:]]
             elif results:                   # in-place ops save their result themselves

@@ -5,7 +5,6 @@ reflected and augmented forms), with PyTorch's promotion and its errors for floa
 
 The operators on bool operands whose result is bool run the logical ops (the same values;
 llgrad's masks stay the logical ops they were), anything else the bitwise ops."""
-import numpy as np
 
 from ..ir import OPS
 from . import dtypes
@@ -13,6 +12,7 @@ from .dispatch import call
 from .dispatch import scalar_type_name as tname
 from .functions import export
 from .inplace import call_inplace
+from .numpy_scalars import python_number
 from .tensor import Tensor
 
 _NUMBERS = (bool, int, float)
@@ -27,8 +27,8 @@ _NO_BOOL = ("bitwise_left_shift", "bitwise_right_shift", "gcd", "lcm")
 
 
 def _py(x):
-    """A NumPy scalar as the Python number it holds (PyTorch reads them so)."""
-    return x.item() if isinstance(x, np.generic) else x
+    """A NumPy scalar as the Python number PyTorch reads it as (np.bool_: a float)."""
+    return python_number(x)
 
 
 def _type_name(x):

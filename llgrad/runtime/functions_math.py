@@ -16,6 +16,7 @@ from .dispatch import call
 from .dispatch import scalar_type_name as tname
 from .dtype_info import finfo
 from .functions import _method_fn, export, where
+from .methods import check_sub
 from .tensor import Tensor
 from ..ir import OPS
 
@@ -232,6 +233,7 @@ _floor_divide_.__doc__ = "In-place floor_divide, as torch.Tensor.floor_divide_."
 
 def rsub(input, other, alpha=1):
     """As torch.rsub: other - alpha * input."""
+    check_sub(other, input)
     return call(OPS["rsub"], (input, other), {"alpha": alpha})
 
 

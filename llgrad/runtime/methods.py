@@ -68,10 +68,24 @@ def add(self, other, alpha=1):
     return call(_ADD, (self, other), {"alpha": alpha})
 
 
+def check_sub(a, b):
+    """PyTorch's refusal of - on bool operands (a Python bool is a bool tensor there)."""
+    na = (a._dtype is dtypes.bool_) if isinstance(a, Tensor) else isinstance(a, bool)
+    nb = (b._dtype is dtypes.bool_) if isinstance(b, Tensor) else isinstance(b, bool)
+    if na and nb:
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
+                           "supported. Use the `^` or `logical_xor()` operator instead.")
+    if na or nb:
+        raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not "
+                           "supported. If you are trying to invert a mask, use the `~` or "
+                           "`logical_not()` operator instead.")
+
+
 def sub(self, other, alpha=1):
     """self - alpha * other, as torch.Tensor.sub. alpha may be a one-element tensor (a
     learning rate held in a tensor): it then scales other as a tensor, so a compiled step
     reads it at each call instead of baking its value in (the values are PyTorch's)."""
+    check_sub(self, other)
     other, alpha = _alpha(other, alpha)
     return call(_SUB, (self, other), {"alpha": alpha})
 
@@ -88,6 +102,7 @@ def sub_(self, other, alpha=1):
     """In-place sub, as torch.Tensor.sub_. alpha may be a one-element tensor (a learning
     rate held in a tensor): it then scales other as a tensor, so a compiled step reads it at
     each call instead of baking its value in (the values are PyTorch's)."""
+    check_sub(self, other)
     other, alpha = _alpha(other, alpha)
     return call_inplace(_SUB, self, (self, other), {"alpha": alpha})
 
@@ -121,10 +136,24 @@ for _n, _f in (("add", add), ("__add__", add), ("__radd__", add), ("sub", sub),
                ("__sub__", sub), ("subtract", sub), ("div", div), ("divide", div),
                ("true_divide", div), ("__truediv__", div), ("pow", pow), ("__pow__", pow)):
     _def(_n, _f)
-_def("__rsub__", lambda self, other: call(_RSUB, (self, other), {"alpha": 1}))
+_def("__rsub__", lambda self, other: check_sub(other, self) or
+     call(_RSUB, (self, other), {"alpha": 1}))
 _def("__rtruediv__", lambda self, other: self.reciprocal() * other)
 _def("__floordiv__", lambda self, other: div(self, other, "floor"))
-_def("__mod__", lambda self, other: self - div(self, other, "floor") * other)
+
+
+def _mod_operand(self, other):
+    """self in the dtype x % other computes in: a bool tensor is read as the integer it
+    promotes to (bool % 3 is int64), and two bools raise as PyTorch's remainder does (it
+    has no bool kernel)."""
+    rt = dtypes.result_type(self, other)
+    if rt is dtypes.bool_:
+        raise NotImplementedError("\"remainder_cpu\" not implemented for 'Bool'")
+    return self if self._dtype is rt or rt is None else self.to(rt)
+
+
+_def("__mod__", lambda self, other: (lambda a: a - div(a, other, "floor") * other)(
+    _mod_operand(self, other)))
 
 
 def _scalar_operand(self, other):
@@ -136,7 +165,7 @@ def _scalar_operand(self, other):
 
 _def("__rfloordiv__", lambda self, other: div(_scalar_operand(self, other), self, "floor"))
 _def("__rmod__", lambda self, other: (lambda o: o - div(o, self, "floor") * self)(
-    _scalar_operand(self, other)))
+    _mod_operand(_scalar_operand(self, other), self)))
 _def("square", lambda self: call(_POW, (self, 2), {}))
 _def("add_", add_)
 _def("sub_", sub_)

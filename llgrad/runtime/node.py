@@ -14,7 +14,8 @@ import weakref
 import numpy as np
 
 from . import grad_mode, trace_state
-from .saved_tensor import FREED, SavedTensor
+from .hook_handle import _register
+from .saved_tensor import FREED, SavedNumber, SavedTensor
 from .tensor import Tensor
 
 _sequence = itertools.count()
@@ -78,39 +79,6 @@ class Node:
         return self.apply(grads)
 
 
-class _Handle:
-    """What registering a hook returns: remove() unregisters it (once; again is a no-op);
-    `with handle:` removes it on leaving the block (PyTorch's RemovableHandle)."""
-    __slots__ = ("_remove",)
-
-    def __init__(self, remove):
-        self._remove = remove
-
-    def remove(self):
-        if self._remove is not None:
-            self._remove()
-            self._remove = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.remove()
-
-
-_hook_keys = itertools.count()
-
-
-def _register(hooks, fn):
-    """Register fn in the dict `hooks` under a fresh key; the handle that removes it. (Not
-    while tracing: a hook made inside a compiled function would have to run on every call.)"""
-    if trace_state.state.tracer is not None:
-        trace_state.state.tracer.graph_break("a hook registered inside the compiled function")
-    key = next(_hook_keys)
-    hooks[key] = fn
-    return _Handle(lambda: hooks.pop(key, None))
-
-
 class OpNode(Node):
     """The node of an op from the op table; also the `ctx` its VJP rule reads: c.<name> is
     what the op saved under that name (unpacked), else its attribute <name>; c._saved_<name>
@@ -164,7 +132,7 @@ class OpNode(Node):
         self._freed = True
         saved = self._saved
         for k, v in saved.items():
-            if isinstance(v, (SavedTensor, list)):
+            if isinstance(v, (SavedTensor, list, SavedNumber)):
                 # a marker, not None: None is a legitimate saved value (clamp's min=None)
                 saved[k] = _FREED_SLOT
 
@@ -172,9 +140,14 @@ class OpNode(Node):
         op = self._op
         if op.nout == 1:
             g = grads[0]
+            res = None
+            if op.eager_native and native_vjp is not None:
+                res = native_vjp(self, g)
+            if res is None:
+                res = op.vjp(self, g)
         else:
             g = [gi if gi is not None else _zeros(meta) for gi, meta in zip(grads, self._out_meta)]
-        res = op.vjp(self, g)
+            res = op.vjp(self, g)
         if self._edge_at is None:       # (edge_grads' common case, without its call)
             return fix_grads(res, self.next_functions, self._in_meta)
         return self.edge_grads(res)
@@ -210,13 +183,25 @@ def fix_grads(res, edges, in_meta):
     return out
 
 
-class _Field:
-    """OpNode's `name` and `_saved_<name>`: what the node saved under that name (unpacked),
-    else its attribute; AttributeError when it has neither."""
-    __slots__ = ("key",)
+# the backward of eager_native ops as one native loop (compile/eager_native.py installs it):
+# native_vjp(node, grad) -> what op.vjp(node, grad) returns, or None where the rule must run
+native_vjp = None
 
-    def __init__(self, key):
-        self.key = key
+
+def set_native_vjp(fn):
+    """Install fn as the native_vjp hook (None: every VJP rule runs as written); the previous."""
+    global native_vjp
+    prev, native_vjp = native_vjp, fn
+    return prev
+
+
+class _Field:
+    """OpNode's `name` and `_saved_<name>`: what the node saved under that name (unpacked; a
+    SavedNumber as PyTorch's 0-d tensor in _saved_<name>), else its attribute, else raise."""
+    __slots__ = ("key", "public")
+
+    def __init__(self, key, public=False):
+        self.key, self.public = key, public
 
     def __get__(self, node, cls=None):
         if node is None:
@@ -232,6 +217,8 @@ class _Field:
             raise RuntimeError(FREED)
         if isinstance(v, SavedTensor):
             return v.unpack(node)
+        if isinstance(v, SavedNumber):
+            return v.wrapped() if self.public else v.value
         if isinstance(v, list):
             return [s.unpack(node) if isinstance(s, SavedTensor) else s for s in v]
         return v
@@ -249,7 +236,7 @@ def define_fields(names):
             _fields.add(name)
             for attr in ("_saved_" + name,) + (() if name.startswith("_") else (name,)):
                 if not hasattr(OpNode, attr):
-                    setattr(OpNode, attr, _Field(name))
+                    setattr(OpNode, attr, _Field(name, attr.startswith("_saved_")))
 
 
 _node_classes = {}

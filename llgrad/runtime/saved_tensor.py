@@ -1,8 +1,10 @@
 """Tensors saved for backward, with the version of their storage at save time (the check
-that raises PyTorch's "modified by an inplace operation" error), and where in the user's
-code an op ran (nodes and errors name it)."""
+that raises PyTorch's "modified by an inplace operation" error), the numbers PyTorch saves
+as wrapped tensors, and where in the user's code an op ran (nodes and errors name it)."""
 import os
 import sys
+
+import numpy as np
 
 from .tensor import Tensor
 
@@ -76,6 +78,24 @@ def where_str(where):
 
 def tensor_type_str(t):
     return f"[llgrad.{t._dtype._tensor_type} [{', '.join(map(str, t._data.shape))}]]"
+
+
+class SavedNumber:
+    """A Python number an op saved where PyTorch wraps it into a tensor (x * 2: other is a
+    wrapped number, MulBackward0._saved_other is tensor(2)): freed with the rest of the
+    graph as PyTorch's saved variable is (node.py), so a second backward through the node
+    raises there as in PyTorch instead of computing again. VJP rules read the number."""
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def wrapped(self):
+        """The 0-d tensor PyTorch shows for it (int64, float64, bool or complex128)."""
+        v = self.value
+        dt = np.bool_ if isinstance(v, bool) else np.int64 if isinstance(v, int) else \
+            np.complex128 if isinstance(v, complex) else np.float64
+        return Tensor._from_array(np.array(v, dtype=dt))
 
 
 class SavedTensor:

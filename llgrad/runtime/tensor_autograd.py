@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 from . import trace_state
 from .autograd_api import backward as autograd_backward
 from .copy_slices import creation_error, regenerate_view_grad_fn
-from .node import _Handle, _register, accumulate_node
+from .hook_handle import _Handle, _register
+from .node import accumulate_node
 from .tensor import Tensor
 
 if TYPE_CHECKING:

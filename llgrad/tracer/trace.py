@@ -147,6 +147,42 @@ class Tracer:
         self.values[id(t)] = (t, v, t._storage.version, t._storage)
         return v
 
+    def output(self, t):
+        """The value of t as a graph output, with t's eager strides. The IR lays results of
+        non-view ops out contiguous where eager keeps its input's strides (x.t() * 2), so a
+        returned tensor would otherwise differ in stride(), is_contiguous() and in which
+        .view of it succeeds."""
+        v = self.value_of(t)
+        shape, strides = tuple(t._data.shape), t.stride()
+        if v.type.strides == strides:
+            return v
+        prev = self.loc_override       # (the copy is the line that made the value's)
+        self.loc_override = v.node.loc if v.node is not None and v.node.loc else prev
+        try:
+            return self._relaid(t, v, shape, strides)
+        finally:
+            self.loc_override = prev
+
+    def _relaid(self, t, v, shape, strides):
+        if all(a == b or n <= 1 for a, b, n in zip(v.type.strides, strides, shape)):
+            # only size-1 dims differ: the same memory, re-strided
+            base, offset, in_strides, in_offset = v, v.type.offset, v.type.strides, \
+                v.type.offset
+        elif not geometry_overlaps(shape, strides):
+            # the elements in eager's order (from offset 0: offsets are a buffer's own)
+            geom = (shape, strides, 0)
+            base = self.add("strided_scatter", [v], {"geom": geom,
+                                                     "span": geometry_span(*geom)})
+            offset, in_strides, in_offset = 0, (1,), 0
+        else:       # repeated elements (an expanded result): eager's whole memory
+            rt, rv = self.roots[self._sid(t)]
+            span = max(geometry_span(*_geometry(rt)), geometry_span(*_geometry(t)))
+            base = self._root_memory(rt, rv, span)
+            offset, in_strides, in_offset = t.storage_offset(), (1,), 0
+        return self.add("as_strided", [base], {
+            "size": shape, "stride": strides, "storage_offset": offset,
+            "in_strides": in_strides, "in_offset": in_offset}, view_of=base)
+
     def _constant(self, t):
         """t's value as a constant node. A 0-size dim before others would lose the dims after
         it in a nested list ((2, 0, 3).tolist() is [[], []]): such a constant is made flat
@@ -181,6 +217,13 @@ class Tracer:
         operands = self.operands(inputs)
         attrs = mask_attrs(self, op, inputs, operands, attrs)     # x[mask]: tracer/masks.py
         view = op.kind == "view"
+        if op.name in _RESHAPES and not _viewable(operands[0].type, attrs["shape"]):
+            # eager viewed a layout this value does not have in the IR: results of non-view
+            # ops are contiguous in the IR (ir/shape_rules.py) while eager keeps its input's
+            # strides, as PyTorch does ((x.t() * 2).t() is contiguous eagerly, {1,n} here).
+            # The values are the same, and writes through the view reach the eager root
+            # (record_inplace), so the view may read a contiguous copy.
+            operands[0] = self.add("clone", [operands[0]], {"memory_format": "contiguous"})
         outs = self.add(op.name, operands, attrs, view_of=operands[0] if view else None)
         outs = outs if isinstance(outs, tuple) else (outs,)
         for r, v in zip(results, outs):
@@ -267,6 +310,19 @@ class Tracer:
         return g
 
 
+_RESHAPES = ("view", "_reshape_alias")   # views whose existence depends on the strides
+
+
+def _viewable(ty, shape):
+    """Whether a value of TensorType ty can be reshaped to shape without a copy."""
+    standin = strided_view(np.zeros(1, dtype=ty.dtype), ty.shape, ty.strides)
+    try:
+        np.reshape(standin, shape, copy=False)
+    except ValueError:
+        return False
+    return True
+
+
 def _overlaps_input(t, arrays):
     """Whether t's memory overlaps an input's (arrays: the inputs' storages), though its
     Storage is its own (two from_numpy tensors over one NumPy buffer)."""
@@ -314,7 +370,7 @@ def trace_body(name, inputs, body, untaken=None):
             if not isinstance(leaf, Tensor):
                 raise TraceError(f"trace: {name} returned a non-tensor "
                                  f"({type(leaf).__name__}) at output {path or 0}")
-            outs.append(tracer.value_of(leaf))
+            outs.append(tracer.output(leaf))
         graph = tracer.finish(outs)
     finally:
         trace_state.state.tracer = prev

@@ -1,0 +1,176 @@
+"""Tensors a compiled function puts into the objects it reads, replayed by compiled calls.
+
+A char-RNN's forward keeps its hidden state so (`self.hidden = h.detach()`), and the hook
+forms of weight_norm and spectral_norm set `module.weight = ...` in a forward pre-hook. A
+compiled call runs no Python: a trace that made such a write used not to be kept, so every
+call traced again. Instead, the trace finds each slot (an object's attribute, a dict's or
+a list's item) of the objects and containers the call reaches, as the guard walk reaches
+them from the arguments and from what the function captures, that holds another value
+after the run; where the new value is a tensor, or a tuple, list or dict of tensors and
+constants, its tensors become extra outputs of the graph (after the returned ones), and
+each compiled call puts its own results into the same slot of the objects its call
+reaches (Pending.finish), so the slot holds a tensor with eager's values, requires_grad
+and history (a differentiable output is attached to the call's backward node as a
+returned one is). On the next call the guard walk sees a tensor there as it sees any
+input (dtype, shape, strides, requires_grad), so the entry serves it.
+
+A slot written with anything else (a number, another object) is not replayed: the guard
+items show that change (side_effects.py), and such a trace is not kept."""
+import inspect
+
+from ..runtime.tensor import Tensor
+from ..tracer.pytree import flatten, unflatten, with_constants
+from ..tracer.returned import is_constant
+from .guards import (_is_object, captured_reads, class_functions, followed_reads,
+                     signature_names, user_function)
+
+
+def _owner(fn):
+    """The object collect() walks as `self`: a bound method's, or fn itself (a module)."""
+    return getattr(fn, "__self__", None) if inspect.ismethod(fn) else \
+        (fn if _is_object(fn) else None)
+
+
+def _roots(fn, args, kwargs):
+    """[(root, the guard walk's name for it, value)]: where the guard walk starts (in its
+    order), each with how a later call finds it."""
+    roots = []
+    owner = _owner(fn)
+    if owner is not None:
+        roots.append((("owner",), "self", owner))
+    roots += [(("arg", name), name, v) for name, v in signature_names(fn, args, kwargs)]
+    roots += [(("read", where), f"captured {path}", v)
+              for where, v, kind, path in captured_reads(fn)[1] if kind == "root"]
+    return roots
+
+
+def _named(path, k, position):
+    """The guard walk's name for item or attribute k (at position) under path: pytree's."""
+    return f"{path}_{k if isinstance(k, (str, int)) else position}"
+
+
+def _resolve(root, fn, args, kwargs, bound):
+    if root[0] == "owner":
+        return _owner(fn)
+    if root[0] == "arg":
+        if bound[0] is None:
+            bound[0] = dict(signature_names(fn, args, kwargs))
+        return bound[0][root[1]]
+    where = root[1]
+    return where[1].cell_contents if where[0] == "cell" else where[1][where[2]]
+
+
+def _reads(f, path):
+    """What the user's function f reads from closure cells and globals, as walk items."""
+    out = []
+    for name, kind, key, v in followed_reads(f):
+        if kind == "cell":
+            out.append((("read", ("cell", f.__closure__[key])), (), f"{path}_{name}", v))
+        elif kind == "global":
+            out.append((("read", ("global", f.__globals__, key)), (), f"{path}_{name}", v))
+    return out
+
+
+def _slots(holder):
+    """A mutable holder's slots as a mapping (a dict, an object's attribute dict), or its
+    items (a list). (Containers first, as the guard walk takes them: an OrderedDict, such
+    as a module's _modules, has a __dict__ too.)"""
+    return holder if isinstance(holder, (list, dict)) else vars(holder)
+
+
+def _child(holder, k):
+    return holder[k] if isinstance(holder, (list, tuple, dict)) else vars(holder)[k]
+
+
+class Slots:
+    """The mutable holders a call reaches and what their slots held before the run."""
+
+    def __init__(self, fn, args, kwargs):
+        self.places = []        # (holder, root, steps, its guard path, copy of its slots)
+        seen = set()
+        stack = [(root, (), path, v) for root, path, v in reversed(_roots(fn, args, kwargs))]
+        while stack:
+            root, steps, path, v = stack.pop()
+            if isinstance(v, Tensor) or id(v) in seen:
+                continue
+            if not isinstance(v, (list, tuple, dict)) and not _is_object(v):
+                f = user_function(v)        # (a hook, a Lambda's function: what it reads)
+                if f is not None and id(f) not in seen:
+                    seen.add(id(f))
+                    stack.extend(reversed(_reads(f, path)))
+                continue
+            seen.add(id(v))
+            if _is_object(v) and not isinstance(v, (list, dict)):
+                for f in reversed(class_functions(type(v))):     # (walked after the
+                    if id(f) not in seen:                        # attributes, as guards do)
+                        seen.add(id(f))
+                        stack.extend(reversed(_reads(f, path)))
+            if not isinstance(v, tuple):
+                slots = _slots(v)
+                self.places.append((v, root, steps, path,
+                                    list(slots) if isinstance(slots, list) else dict(slots)))
+            items = v.items() if isinstance(v, dict) else enumerate(v) \
+                if isinstance(v, (list, tuple)) else sorted(vars(v).items())
+            stack.extend((root, steps + (k,), _named(path, k, i), x)
+                         for i, (k, x) in reversed(list(enumerate(items))))
+
+    def writes(self):
+        """([Write], the tensors they put, in order, the guard walk's paths of those
+        tensors): each slot that holds another value now, where that value is a tensor or a
+        structure of tensors and constants."""
+        writes, tensors, paths = [], [], set()
+        for holder, root, steps, path, before in self.places:
+            now = _slots(holder)
+            if isinstance(now, list):
+                if len(now) != len(before):
+                    continue                # (a structure change: the guards see it)
+                changed = [(k, x) for k, x in enumerate(now) if x is not before[k]]
+            else:
+                changed = [(k, x) for k, x in now.items()
+                           if k not in before or before[k] is not x]
+            order = {k: i for i, k in enumerate(now)} if isinstance(now, dict) else None
+            for slot, value in changed:
+                where = _named(path, slot, slot if order is None else order[slot])
+                leaves, tree = flatten(value, where)
+                tree, kept = with_constants(tree, leaves, is_constant)
+                if not kept or not all(isinstance(t, Tensor) for t in kept):
+                    continue
+                writes.append(Write(root, steps, slot, tree, len(tensors), len(kept)))
+                tensors += kept
+                paths.update(p for p, x in leaves if not is_constant(x))
+        return writes, tensors, paths
+
+
+class Write:
+    """Put a structure of a call's results into a slot: the holder found from the call's
+    root through `steps` (attribute names of objects, keys and indices of containers)."""
+    __slots__ = ("root", "steps", "slot", "tree", "first", "n")
+
+    def __init__(self, root, steps, slot, tree, first, n):
+        self.root, self.steps, self.slot, self.tree = root, steps, slot, tree
+        self.first, self.n = first, n
+
+    def where(self):
+        """The slot as text (explain, dumps)."""
+        name = {"owner": "self", "arg": self.root[-1]}.get(self.root[0]) or \
+            (self.root[1][-1] if self.root[1][0] == "global" else "<captured>")
+        return name + "".join(f".{k}" if isinstance(k, str) and k.isidentifier()
+                              else f"[{k!r}]" for k in self.steps + (self.slot,))
+
+
+class Pending:
+    """A compiled call's result whose writes are still to be made: CompiledFunction's call
+    makes them with finish(), which knows the call's arguments."""
+    __slots__ = ("result", "writes", "tensors")
+
+    def __init__(self, result, writes, tensors):
+        self.result, self.writes, self.tensors = result, writes, tensors
+
+    def finish(self, fn, args, kwargs):
+        bound = [None]
+        for w in self.writes:
+            holder = _resolve(w.root, fn, args, kwargs, bound)
+            for k in w.steps:
+                holder = _child(holder, k)
+            _slots(holder)[w.slot] = unflatten(w.tree, self.tensors[w.first:w.first + w.n])
+        return self.result

@@ -1,0 +1,58 @@
+"""NumPy scalars as operands of Tensor operators, as PyTorch takes them.
+
+PyTorch reads np.int64(3) or np.float32(2) next to a tensor as the Python number it holds,
+a weak scalar: int32 tensor & np.int64(3) is int32, float32 tensor * np.float64(2) is
+float32 (and np.bool_, which it does not take for a bool, as a float: np.True_ * t is
+float32, np.True_ & t raises as a float does). Handed to the op table's NumPy impls as
+they are, NumPy's own promotion (NEP 50: its scalars are strong) would widen the result
+to the scalar's dtype; and a NumPy scalar on the *left* would not reach the tensor at all:
+NumPy would convert the tensor through __array__ and return an ndarray. So:
+
+* Tensor.__array_priority__ (torch.Tensor's value) makes NumPy scalars and arrays defer to
+  the tensor's reflected operator (np.int64(3) & t calls t.__rand__); NumPy ufuncs called
+  by name (np.exp(t)) still convert the tensor;
+* every binary operator of Tensor reads a NumPy number operand as PyTorch does first
+  (python_number);
+* a reflected arithmetic or bitwise operator refuses an ndarray on the left, as
+  torch.Tensor's do: `arr * t` and `arr += t` raise TypeError (else `arr += t` would
+  rebind arr to a tensor); comparisons (arr == t) give a tensor, as there."""
+import numpy as np
+
+from .tensor import Tensor
+
+_NUMBERS = (np.number, np.bool_)
+
+OPERATORS = [f"__{p}{name}__" for name in (
+    "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor", "lshift",
+    "rshift") for p in ("", "r", "i")] + ["__eq__", "__ne__", "__lt__", "__le__", "__gt__",
+                                          "__ge__"]
+
+
+def python_number(x):
+    """A NumPy scalar as the Python number PyTorch reads it as (anything else as it is):
+    .item() gives the same value (a float32's exactly, as a double); np.bool_ a float."""
+    if isinstance(x, np.bool_):
+        return float(x)
+    return x.item() if isinstance(x, np.number) else x
+
+
+def _reading_numpy_numbers(fn, reflected):
+    def operator(self, other):
+        if isinstance(other, _NUMBERS):
+            other = python_number(other)
+        elif reflected and isinstance(other, np.ndarray):
+            return NotImplemented
+        return fn(self, other)
+    operator.__name__, operator.__doc__ = fn.__name__, fn.__doc__
+    operator.__wrapped__ = fn
+    return operator
+
+
+def wrap_operators():
+    """Give Tensor's binary operators their NumPy-scalar reading (runtime/__init__.py calls
+    this once every operator is defined)."""
+    Tensor.__array_priority__ = 1000
+    for name in OPERATORS:
+        fn = Tensor.__dict__.get(name)
+        if fn is not None and not hasattr(fn, "__wrapped__"):
+            setattr(Tensor, name, _reading_numpy_numbers(fn, name.startswith("__r")))
