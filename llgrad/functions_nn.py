@@ -6,6 +6,9 @@ one name. They live on top of llgrad.nn, so here rather than in llgrad/runtime."
 from typing import Any
 
 from .nn import functional as F
+from .nn.functional_grid import _affine_grid_generator
+from .nn.functional_loss import _xlogx
+from .nn.functional_noise import rrelu_out_of_place
 from .runtime.functions_linalg import trace as _matrix_trace
 from .runtime.tensor import Tensor
 from .tracer import trace as _trace_fn
@@ -16,7 +19,9 @@ __all__ = ["conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "layer_no
            "pixel_unshuffle", "channel_shuffle", "native_channel_shuffle", "bilinear",
            "hardshrink", "threshold", "threshold_", "celu", "celu_", "selu", "selu_",
            "max_pool2d", "avg_pool1d", "adaptive_avg_pool1d", "adaptive_max_pool1d",
-           "constant_pad_nd", "binary_cross_entropy_with_logits", "trace"]
+           "constant_pad_nd", "binary_cross_entropy_with_logits", "kl_div", "pdist", "rrelu",
+           "rrelu_", "affine_grid_generator", "grid_sampler", "grid_sampler_2d",
+           "grid_sampler_3d", "embedding_renorm_", "trace"]
 
 _REDUCTION = {0: "none", 1: "mean", 2: "sum"}      # (at::Reduction, torch.*'s int argument)
 
@@ -197,6 +202,70 @@ def binary_cross_entropy_with_logits(input, target, weight=None, pos_weight=None
     return F.binary_cross_entropy_with_logits(input, target, weight,
                                               reduction=_REDUCTION[int(reduction)],
                                               pos_weight=pos_weight)
+
+
+def kl_div(input, target, reduction=0, *, log_target=False):
+    """As torch.kl_div: F.kl_div's pointwise loss with ATen's reduction number (1 mean, 2 sum,
+    any other none: as torch 2.13 runs it, whose default is none) and no warning."""
+    if log_target:
+        out = target.exp() * (target - input)
+    else:
+        out = _xlogx(target) - target * input
+    reduction = int(reduction)
+    if reduction == 1:
+        return out.mean()
+    return out.sum() if reduction == 2 else out
+
+
+def pdist(input, p=2):
+    """As torch.pdist (torch.nn.functional.pdist)."""
+    return F.pdist(input, p)
+
+
+def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, generator=None):
+    """As torch.rrelu (torch.nn.functional.rrelu; the slopes drawn from generator when one is
+    given)."""
+    return rrelu_out_of_place(input, lower, upper, training, generator)
+
+
+def rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False, generator=None):
+    """As torch.rrelu_ (torch.nn.functional.rrelu_)."""
+    return F.rrelu_(input, lower, upper, training, generator)
+
+
+def affine_grid_generator(theta, size, align_corners):
+    """As torch.affine_grid_generator: F.affine_grid without its checks and warnings."""
+    return _affine_grid_generator(theta, [int(v) for v in size], bool(align_corners))
+
+
+def grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners):
+    """As torch.grid_sampler: F.grid_sample with ATen's mode numbers (interpolation 0 bilinear,
+    1 nearest, 2 bicubic; padding 0 zeros, 1 border, 2 reflection)."""
+    return F.grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners)
+
+
+def grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners):
+    """As torch.grid_sampler_2d: grid_sampler of a 4-D input."""
+    if input.dim() != 4 or grid.dim() != 4:
+        raise RuntimeError("grid_sampler(): expected 4D input and grid with same number of "
+                           f"dimensions, but got input with sizes {list(input.shape)} and grid "
+                           f"with sizes {list(grid.shape)}")
+    return F.grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners)
+
+
+def grid_sampler_3d(input, grid, interpolation_mode, padding_mode, align_corners):
+    """As torch.grid_sampler_3d: grid_sampler of a 5-D input."""
+    if input.dim() != 5 or grid.dim() != 5:
+        raise RuntimeError("grid_sampler(): expected 5D input and grid with same number of "
+                           f"dimensions, but got input with sizes {list(input.shape)} and grid "
+                           f"with sizes {list(grid.shape)}")
+    return F.grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners)
+
+
+def embedding_renorm_(input, indices, max_norm, norm_type):
+    """As torch.embedding_renorm_: the rows of input (the weight) that indices use, rescaled in
+    place to norm at most max_norm; returns input."""
+    return F.embedding_renorm_(input, indices, max_norm, norm_type)
 
 
 def trace(fn_or_input: Any, *args: Any, **kwargs: Any) -> Any:

@@ -30,12 +30,20 @@ def _unary(name, impl, vjp, grad_fn, save=(), float_out=True, **kw):
 
 # ---- arithmetic -----------------------------------------------------------------------
 
-_binary("add", lambda a, b, alpha=1: np.add(a, b if alpha == 1 else np.multiply(b, alpha)),
+def _times(x, alpha):
+    """alpha * x for add/sub's alpha: a Python number times a Python number stays one (a
+    weak scalar: NumPy's np.multiply(1, 2) is an int64 that would widen float32 to float64)."""
+    if alpha == 1:
+        return x
+    return x * alpha if isinstance(x, (bool, int, float)) else np.multiply(x, alpha)
+
+
+_binary("add", lambda a, b, alpha=1: np.add(a, _times(b, alpha)),
         lambda c, g: (g, g if c.alpha == 1 else g * c.alpha), "AddBackward0", functions=("add",))
-_binary("sub", lambda a, b, alpha=1: np.subtract(a, b if alpha == 1 else np.multiply(b, alpha)),
+_binary("sub", lambda a, b, alpha=1: np.subtract(a, _times(b, alpha)),
         lambda c, g: (g, -g if c.alpha == 1 else g * -c.alpha), "SubBackward0",
         functions=("sub", "subtract"))
-_binary("rsub", lambda a, b, alpha=1: np.subtract(b, a if alpha == 1 else np.multiply(a, alpha)),
+_binary("rsub", lambda a, b, alpha=1: np.subtract(b, _times(a, alpha)),
         lambda c, g: (-g if c.alpha == 1 else g * -c.alpha, g), "RsubBackward1",
         number_edges=False)
 _binary("mul", np.multiply,

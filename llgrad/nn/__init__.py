@@ -18,3 +18,7 @@ from .layers_shuffle import *  # noqa: F401,F403
 from .layers_param_container import Buffer, ParameterDict, ParameterList  # noqa: F401
 from .layers_extra import *  # noqa: F401,F403
 from .layers_lazy import *  # noqa: F401,F403
+from .layers_container import Container  # noqa: F401
+from .layers_embedding_bag import EmbeddingBag  # noqa: F401
+from .layers_pool_more import *  # noqa: F401,F403
+from .parallel import DataParallel  # noqa: F401

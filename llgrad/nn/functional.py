@@ -5,14 +5,15 @@ import numpy as np
 
 from ..ir import OPS
 from ..runtime import grad_mode
-from ..runtime.creation import rand_like, tensor as _tensor
+from ..runtime.creation import rand_like
 from ..runtime.dispatch import call, nondiff_error
 from .functional_conv import conv2d, max_pool2d  # noqa: F401  (F.conv2d, F.max_pool2d)
 from .functional_activation import (celu, elu, glu, hardshrink, hardsigmoid, hardswish,  # noqa: F401
                                   hardtanh, logsigmoid, mish, prelu, relu6, selu, softmin,
                                   softshrink, softsign, tanhshrink, threshold)
 from .functional_convt import conv1d, conv_transpose1d, conv_transpose2d  # noqa: F401
-from .functional_distance import cosine_similarity, normalize, pairwise_distance  # noqa: F401
+from .functional_distance import (cosine_similarity, normalize, pairwise_distance,  # noqa: F401
+                                  pdist)
 from .functional_interp import interpolate, upsample, upsample_bilinear, upsample_nearest  # noqa: F401
 from .functional_loss import (binary_cross_entropy, huber_loss, kl_div, l1_loss,  # noqa: F401
                               one_hot, smooth_l1_loss)
@@ -22,17 +23,24 @@ from .functional_shuffle import (bilinear, celu_, channel_shuffle, elu_,  # noqa
                                  hardtanh_, leaky_relu_, pixel_shuffle, pixel_unshuffle,
                                  relu_, selu_, threshold_)
 from .functional_pool import (adaptive_avg_pool1d, adaptive_avg_pool2d,  # noqa: F401
-                              adaptive_max_pool1d, adaptive_max_pool2d, avg_pool1d, avg_pool2d)
+                              adaptive_max_pool1d, adaptive_max_pool1d_with_indices,
+                              adaptive_max_pool2d, adaptive_max_pool2d_with_indices, avg_pool1d,
+                              avg_pool2d)
 from .functional_extra import (alpha_dropout, dropout1d, dropout2d, dropout3d,  # noqa: F401
                                feature_alpha_dropout, fold, max_pool1d, max_pool1d_with_indices,
                                max_pool2d_with_indices, unfold)
 from .functional_loss_margin import (cosine_embedding_loss, gaussian_nll_loss,  # noqa: F401
                                      hinge_embedding_loss, margin_ranking_loss, multi_margin_loss,
-                                     multilabel_soft_margin_loss, poisson_nll_loss,
-                                     soft_margin_loss, triplet_margin_loss,
+                                     multilabel_margin_loss, multilabel_soft_margin_loss,
+                                     poisson_nll_loss, soft_margin_loss, triplet_margin_loss,
                                      triplet_margin_with_distance_loss)
 from .functional_attention import (multi_head_attention_forward,  # noqa: F401
                                    scaled_dot_product_attention)
+from .functional_embedding_bag import embedding_renorm_, embedding_bag  # noqa: F401
+from .functional_grid import affine_grid, grid_sample, grid_sampler  # noqa: F401
+from .functional_noise import gumbel_softmax, rrelu, rrelu_  # noqa: F401
+from .functional_pool_more import (local_response_norm, lp_pool1d, lp_pool2d,  # noqa: F401
+                                 max_unpool1d, max_unpool2d)
 
 _REDUCTIONS = ("none", "mean", "sum")
 
@@ -202,24 +210,8 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     if padding_idx is not None and padding_idx < 0:
         padding_idx += n
     if max_norm is not None:          # PyTorch renormalises the used rows in place first
-        _embedding_renorm_(weight, input, max_norm, norm_type)
+        embedding_renorm_(weight, input, max_norm, norm_type)
     return call(OPS["embedding"], (weight, input), {"padding_idx": padding_idx})
-
-
-def _embedding_renorm_(weight, input, max_norm, norm_type):
-    """PyTorch's embedding_renorm_: rows of `weight` used by `input` whose norm exceeds max_norm
-    are rescaled in place to norm max_norm (no autograd)."""
-    rows = np.unique(input._data.reshape(-1))
-    if rows.size == 0:
-        return
-    idx = _tensor(rows.astype(np.int64))
-    with grad_mode.no_grad():
-        sel = weight.index_select(0, idx)
-        w = sel._data.astype(np.float64)
-        norms = (np.abs(w) ** norm_type).sum(1) ** (1.0 / norm_type)
-        scale = np.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
-        if (scale != 1.0).any():
-            weight[idx] = sel * _tensor(scale.astype(sel._data.dtype)).unsqueeze(1)
 
 
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,

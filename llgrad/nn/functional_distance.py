@@ -1,14 +1,18 @@
-"""Vector norms and what PyTorch builds on them: F.normalize, F.cosine_similarity and
-F.pairwise_distance, compositions of existing ops (as in PyTorch, whose backward nodes these
-share where the last step is the same: DivBackward0 for normalize, SumBackward1 for
-cosine_similarity).
+"""Vector norms and what PyTorch builds on them: F.normalize, F.cosine_similarity,
+F.pairwise_distance and F.pdist, compositions of existing ops (as in PyTorch, whose backward
+nodes these share where the last step is the same: DivBackward0 for normalize, SumBackward1
+for cosine_similarity).
 
 vector_norm differentiates as PyTorch's norm does: a zero norm gets a zero gradient (the
 square root's infinite slope at 0 is masked out, not multiplied by 0)."""
 import math
 
+import numpy as np
+
 from ..runtime import grad_mode
-from ..runtime.dtypes import result_type
+from ..runtime.creation import tensor as _tensor, zeros
+from ..runtime.dtypes import bool_, result_type
+from ..runtime.functions import where
 from ..runtime.shapes import broadcast_shapes
 
 _NAMES = {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
@@ -83,3 +87,23 @@ def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
     nd = max(x1.dim(), x2.dim())
     d = x1 - x2 + eps
     return vector_norm(d, p, nd - 1, keepdim=keepdim)
+
+
+def pdist(input, p=2):
+    """As torch.nn.functional.pdist (torch.pdist): the p-norm distances between the rows of
+    input (N, M), for every pair i < j in row-major order (N (N - 1) / 2 of them)."""
+    if input.dim() != 2:
+        raise RuntimeError(f"pdist only supports 2D tensors, got: {input.dim()}D")
+    if not input.is_floating_point():
+        raise RuntimeError("pdist only supports floating-point dtypes")
+    if p < 0:
+        raise RuntimeError("pdist only supports non-negative p values")
+    i, j = np.triu_indices(input.shape[0], 1)
+    diff = input.index_select(0, _tensor(i.astype(np.int64))) - \
+        input.index_select(0, _tensor(j.astype(np.int64)))
+    out = vector_norm(diff, p, 1)
+    if p == 0 and diff.requires_grad:
+        # a count of non-zeros: ATen's backward gives the input a zero gradient (not none)
+        never = zeros(out.shape, dtype=bool_)
+        out = out + where(never, diff.sum(1), 0.0)
+    return out

@@ -1,19 +1,24 @@
 """The margin, embedding and likelihood losses, as the compositions PyTorch's ATen runs
 (Loss.cpp, LossMultiMargin.cpp): margin_ranking_loss, hinge_embedding_loss,
 cosine_embedding_loss, soft_margin_loss, multilabel_soft_margin_loss, multi_margin_loss,
-triplet_margin_loss(_with_distance_loss), poisson_nll_loss, gaussian_nll_loss."""
+multilabel_margin_loss, triplet_margin_loss(_with_distance_loss), poisson_nll_loss,
+gaussian_nll_loss."""
 import math
 
-from ..runtime.creation import ones_like
+import numpy as np
+
+from ..runtime.creation import ones_like, zeros_like
+from ..runtime.dtypes import int64
 from ..runtime.dispatch import nondiff_error
 from ..runtime.functions import minimum, where
 from ..runtime.grad_mode import no_grad
 from .functional_activation import logsigmoid
 from .functional_distance import pairwise_distance
-from .functional_loss import _reduction
+from .functional_loss import _NAMES, _reduction
 
 __all__ = ["margin_ranking_loss", "hinge_embedding_loss", "cosine_embedding_loss",
            "soft_margin_loss", "multilabel_soft_margin_loss", "multi_margin_loss",
+           "multilabel_margin_loss",
            "triplet_margin_loss", "triplet_margin_with_distance_loss", "poisson_nll_loss",
            "gaussian_nll_loss"]
 
@@ -121,6 +126,41 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     loss = where(not_target, h, h.new_zeros(())).sum(1) / c
     if input.dim() < 2 and reduction == "none":
         loss = loss.reshape(target.shape)
+    return _reduce(loss, reduction)
+
+
+def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """sum over the targets j and the non-target classes i of max(0, 1 - (x[y_j] - x[i])),
+    divided by C; a row's targets are its entries of target up to the first -1 (ATen's
+    MultiLabelMarginCriterion). Every (target, class) pair is formed at once: (N, C, C)."""
+    reduction = _reduction(reduction, size_average, reduce)
+    nd = input.dim()
+    shape = list(input.shape)
+    if not ((nd == 2 and shape[1] != 0) or (nd == 1 and shape[0] != 0) or nd == 0):
+        raise RuntimeError("Expected non-empty vector or matrix with optional 0-dim batch size, "
+                           f"but got: {shape}")
+    c = 1 if nd == 0 else shape[-1]
+    if (nd <= 1 and not (target.dim() <= 1 and target.numel() == c)) or \
+            (nd == 2 and list(target.shape) != shape):
+        raise RuntimeError(f"inconsistent target size: {list(target.shape)} for input of size: "
+                           f"{shape}")
+    if target.dtype != int64:
+        raise RuntimeError("expected scalar type Long but found "
+                           f"{_NAMES.get(target.dtype.name, target.dtype.name)}")
+    t = target._data
+    if isinstance(t, np.ndarray) and t.size and (t.min() < -1 or t.max() >= c):
+        raise RuntimeError("argument #2 'target' is out of range")
+    x = input.reshape(-1, c)
+    y = target.reshape(-1, c)
+    valid = (y >= 0).to(int64).cumprod(1) > 0          # the targets: up to the first -1
+    y = y.clamp_min(0)
+    is_target = zeros_like(y).scatter_add(1, y, valid.to(int64)) > 0
+    x_y = x.gather(1, y)                                # (N, C): the score of target j
+    z = 1 - x_y.unsqueeze(2) + x.unsqueeze(1)           # (N, j, i)
+    pairs = valid.unsqueeze(2) & is_target.logical_not().unsqueeze(1)
+    loss = where(pairs, z, z.new_zeros(())).relu().sum((1, 2)) / c
+    if nd <= 1:
+        loss = loss.reshape(())
     return _reduce(loss, reduction)
 
 

@@ -195,3 +195,15 @@ def adaptive_max_pool1d(input, output_size, return_indices=False):
     if return_indices:
         return r[0].squeeze(-2), r[1].squeeze(-2)
     return r.squeeze(-2)
+
+
+def adaptive_max_pool1d_with_indices(input, output_size, return_indices=False):
+    """(values, indices) of adaptive_max_pool1d, whatever return_indices says (as
+    PyTorch's)."""
+    return adaptive_max_pool1d(input, output_size, True)
+
+
+def adaptive_max_pool2d_with_indices(input, output_size, return_indices=False):
+    """(values, indices) of adaptive_max_pool2d, whatever return_indices says (as
+    PyTorch's)."""
+    return adaptive_max_pool2d(input, output_size, True)

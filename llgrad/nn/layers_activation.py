@@ -4,13 +4,14 @@ import warnings
 
 from ..runtime.creation import empty
 from . import functional as F
+from . import functional_noise as FN
 from . import init as _init
 from .factory import factory_kwargs
 from .module import Module, Parameter
 
 __all__ = ["ELU", "CELU", "SELU", "Hardtanh", "ReLU6", "LogSigmoid", "GLU", "Mish",
            "Hardswish", "Hardsigmoid", "Softsign", "Tanhshrink", "Threshold", "LeakyReLU",
-           "Softplus", "Softmin", "Hardshrink", "Softshrink", "PReLU"]
+           "Softplus", "Softmin", "Hardshrink", "Softshrink", "PReLU", "RReLU"]
 
 
 def _inplace(inplace, lead=", "):
@@ -232,3 +233,19 @@ class PReLU(Module):
 
     def extra_repr(self):
         return f"num_parameters={self.num_parameters}"
+
+
+class RReLU(Module):
+    """As torch.nn.RReLU: in training each non-positive element is multiplied by a slope drawn
+    uniformly from [lower, upper] (llgrad's generator); in evaluation by (lower + upper) / 2."""
+    def __init__(self, lower=1.0 / 8, upper=1.0 / 3, inplace=False):
+        super().__init__()
+        self.lower = lower
+        self.upper = upper
+        self.inplace = inplace
+
+    def forward(self, input):
+        return FN.rrelu(input, self.lower, self.upper, self.training, self.inplace)
+
+    def extra_repr(self):
+        return f"lower={self.lower}, upper={self.upper}{_inplace(self.inplace)}"

@@ -1,5 +1,7 @@
-"""Containers: Sequential, ModuleList, ModuleDict (PyTorch's behaviour and repr)."""
+"""Containers: Sequential, ModuleList, ModuleDict (PyTorch's behaviour and repr), and the
+deprecated Container."""
 import operator
+import warnings
 from collections import OrderedDict
 from collections import abc as container_abcs
 from itertools import chain, islice
@@ -307,3 +309,14 @@ class ModuleDict(Module):
                     raise ValueError("ModuleDict update sequence element #" + str(j)
                                      + " has length " + str(len(m)) + "; 2 is required")
                 self[m[0]] = m[1]
+
+
+class Container(Module):
+    """As torch.nn.Container (deprecated in PyTorch, with its FutureWarning): a Module whose
+    keyword arguments become its submodules."""
+    def __init__(self, **kwargs):
+        warnings.warn("`nn.Container` is deprecated. All of its functionality is now implemented "
+                      "in `nn.Module`. Subclass that instead.", FutureWarning, stacklevel=2)
+        super().__init__()
+        for key, value in kwargs.items():
+            self.add_module(key, value)

@@ -10,8 +10,9 @@ from .module import Module
 __all__ = ["MaxPool1d", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout",
            "FeatureAlphaDropout", "Unfold", "Fold", "Softmax2d", "MarginRankingLoss",
            "HingeEmbeddingLoss", "CosineEmbeddingLoss", "SoftMarginLoss",
-           "MultiLabelSoftMarginLoss", "MultiMarginLoss", "TripletMarginLoss",
-           "TripletMarginWithDistanceLoss", "PoissonNLLLoss", "GaussianNLLLoss"]
+           "MultiLabelSoftMarginLoss", "MultiLabelMarginLoss", "MultiMarginLoss",
+           "TripletMarginLoss", "TripletMarginWithDistanceLoss", "PoissonNLLLoss",
+           "GaussianNLLLoss"]
 
 
 class MaxPool1d(Module):
@@ -161,6 +162,13 @@ class MultiLabelSoftMarginLoss(_WeightedLoss):
     def forward(self, input, target):
         return FL.multilabel_soft_margin_loss(input, target, weight=self.weight,
                                               reduction=self.reduction)
+
+
+class MultiLabelMarginLoss(_Loss):
+    """As torch.nn.MultiLabelMarginLoss: the hinge loss between each target class (the target
+    row up to its first -1) and each other class."""
+    def forward(self, input, target):
+        return FL.multilabel_margin_loss(input, target, reduction=self.reduction)
 
 
 class MultiMarginLoss(_WeightedLoss):

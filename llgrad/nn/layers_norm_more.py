@@ -1,7 +1,7 @@
-"""GroupNorm, InstanceNorm1d/2d and RMSNorm (PyTorch's parameters, buffers, checks and
-extra_repr) over F.group_norm / F.instance_norm / F.rms_norm. InstanceNorm shares
-BatchNorm's parameters and buffers (PyTorch's _NormBase), so its state_dict keys are
-PyTorch's."""
+"""GroupNorm, InstanceNorm1d/2d, RMSNorm and LocalResponseNorm (PyTorch's parameters,
+buffers, checks and extra_repr) over F.group_norm / F.instance_norm / F.rms_norm /
+F.local_response_norm. InstanceNorm shares BatchNorm's parameters and buffers (PyTorch's
+_NormBase), so its state_dict keys are PyTorch's."""
 import numbers
 import warnings
 
@@ -12,7 +12,7 @@ from .factory import factory_kwargs
 from .layers_norm import _BatchNorm, affine_parameters, reset_affine
 from .module import Module, Parameter
 
-__all__ = ["GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "RMSNorm"]
+__all__ = ["GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "RMSNorm", "LocalResponseNorm"]
 
 
 class GroupNorm(Module):
@@ -118,3 +118,20 @@ class RMSNorm(Module):
     def extra_repr(self):
         return ("{normalized_shape}, eps={eps}, "
                 "elementwise_affine={elementwise_affine}".format(**self.__dict__))
+
+
+class LocalResponseNorm(Module):
+    """As torch.nn.LocalResponseNorm: each element divided by (k + alpha * the mean of the
+    squares over `size` neighbouring channels) ** beta."""
+    def __init__(self, size, alpha=1e-4, beta=0.75, k=1.0):
+        super().__init__()
+        self.size = size
+        self.alpha = alpha
+        self.beta = beta
+        self.k = k
+
+    def forward(self, input):
+        return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self):
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"

@@ -12,6 +12,7 @@ from .dtypes import _cat_of_scalar, from_name
 from .node import accumulate_node, define_fields, gradient_edge, node_class
 from .saved_tensor import SavedNumber, SavedTensor, user_location, user_position
 from .shapes import broadcast_shapes
+from .numpy_scalars import NUMPY_SCALARS, python_number
 from .tensor import Tensor
 
 # PyTorch computes inf * 0, 1 / 0 and log(-1) without a word; NumPy warns. The op table's
@@ -184,6 +185,10 @@ def call(op, inputs, attrs):
     """Run op of the table on inputs with attrs: eagerly, or recorded when tracing, or
     batched under vmap; the autograd node is attached when grad mode needs one (the
     dispatcher every Tensor method goes through)."""
+    for x in inputs:
+        if type(x) in NUMPY_SCALARS:    # (np.float64(2): the Python number, as torch reads it)
+            inputs = [python_number(v) for v in inputs]
+            break
     if batching is not None:
         res = batching.call(op, inputs, attrs)
         if res is not NotImplemented:

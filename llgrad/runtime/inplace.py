@@ -11,6 +11,7 @@ from .copy_slices import CopySlices, creation_error
 from .dispatch import _is_tensor, _req, call, record, run_impl, scalar_type_name
 from .dtypes import get_default_dtype, result_type
 from .node import gradient_edge
+from .numpy_scalars import NUMPY_SCALARS, python_number
 from .saved_tensor import SavedTensor, user_position
 
 _tstate = trace_state.state
@@ -67,6 +68,10 @@ def _check_broadcast_into(shape, inputs):
 def call_inplace(op, t, inputs, attrs):
     """Run op out of place, write the result into t's memory, bump the version, and
     rebase t's history (through CopySlices on its base when t is a view)."""
+    for x in inputs:
+        if type(x) in NUMPY_SCALARS:        # (read as the Python number: dispatch.call)
+            inputs = [python_number(v) for v in inputs]
+            break
     if dispatch.batching is not None:       # a vmap is active (llgrad/func/batching.py)
         res = dispatch.batching.call_inplace(op, t, inputs, attrs)
         if res is not NotImplemented:

@@ -12,7 +12,8 @@ NumPy would convert the tensor through __array__ and return an ndarray. So:
   the tensor's reflected operator (np.int64(3) & t calls t.__rand__); NumPy ufuncs called
   by name (np.exp(t)) still convert the tensor;
 * every binary operator of Tensor reads a NumPy number operand as PyTorch does first
-  (python_number);
+  (python_number), and so does the dispatcher for every op's operands (t.add(np.float64(1))
+  stays float32, as torch's);
 * a reflected arithmetic or bitwise operator refuses an ndarray on the left, as
   torch.Tensor's do: `arr * t` and `arr += t` raise TypeError (else `arr += t` would
   rebind arr to a tensor); comparisons (arr == t) give a tensor, as there."""
@@ -21,6 +22,10 @@ import numpy as np
 from .tensor import Tensor
 
 _NUMBERS = (np.number, np.bool_)
+# the concrete NumPy scalar types (a set lookup per operand: the dispatcher's check)
+NUMPY_SCALARS = frozenset(t for t in set(np.sctypeDict.values())
+                          if isinstance(t, type) and issubclass(t, _NUMBERS)
+                          and not issubclass(t, np.timedelta64))
 
 OPERATORS = [f"__{p}{name}__" for name in (
     "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor", "lshift",

@@ -135,3 +135,24 @@ def test_compiled_reflected_numpy_scalars(backend):
         np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy())
         (g,) = llgrad.autograd.grad(got.sum(), x)
         np.testing.assert_allclose(g.numpy(), np.full(3, float(s)))
+
+
+_METHOD_FORMS = [
+    lambda lib, a: a.add(np.float64(1)), lambda lib, a: a.mul(np.float64(2)),
+    lambda lib, a: a.clone().add_(np.float64(1)), lambda lib, a: lib.add(a, np.float64(1)),
+    lambda lib, a: a.clamp(np.float64(0.5)), lambda lib, a: a.pow(np.float64(2)),
+    lambda lib, a: a.int().add(np.int64(2)), lambda lib, a: a.int().add(np.float64(2.5)),
+    lambda lib, a: a.int().mul_(np.int64(3)), lambda lib, a: a.masked_fill(a > 0, np.float64(3)),
+    lambda lib, a: a.where(a > 0, np.float32(2)), lambda lib, a: a.sub(np.int32(1), alpha=2),
+    lambda lib, a: a.add(1, alpha=2), lambda lib, a: a.sub(2.5, alpha=2),
+    lambda lib, a: a.int().add(3, alpha=2), lambda lib, a: a.clone().sub_(1, alpha=3)]
+
+
+@pytest.mark.parametrize("form", range(len(_METHOD_FORMS)))
+def test_numpy_numbers_in_method_forms_keep_the_tensors_dtype(form):
+    torch = pytest.importorskip("torch")
+    f = _METHOD_FORMS[form]
+    got = f(llgrad, llgrad.tensor([[-1.5, 2.0, 0.5]]))
+    want = f(torch, torch.tensor([[-1.5, 2.0, 0.5]]))
+    assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1]
+    np.testing.assert_array_equal(got.numpy(), want.numpy())

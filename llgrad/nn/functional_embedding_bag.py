@@ -1,0 +1,202 @@
+"""F.embedding_bag (torch.nn.functional's, and ATen's checks and messages) as a composition:
+the looked-up rows (index_select, whose gradient adds into the weight's rows) reduced into
+their bags by index_add (sum, mean) or scatter_reduce 'amax' (max).
+
+Each index's bag comes from tensor ops, as ATen's make_offset2bag builds it: a count of the
+bags starting at each position (index_add of ones at the offsets, so empty bags are
+skipped), summed by cumsum. Nothing is read out of the indices or offsets to shape the
+result, so a compiled call serves any offsets of the same length. Indices equal to
+padding_idx go to one extra row that is cut off at the end: they add to no bag and count in
+no mean, and their rows get no gradient. Empty bags are zeros in every mode.
+scale_grad_by_freq divides each row's gradient by that row's count among the indices (the
+documented rule, F.embedding's; PyTorch's CPU embedding_bag backward divides the i-th
+distinct row's by the count of the i-th entry of the sorted indices, a bug not copied). In
+max mode a maximum that two different rows share splits its gradient between them (amax's
+rule) where PyTorch gives it to the first; a row repeated in a bag gets it whole in both."""
+import warnings
+
+import numpy as np
+
+from ..runtime import grad_mode
+from ..runtime.autograd_function import Function
+from ..runtime.creation import arange, ones, tensor as _tensor, zeros
+from ..runtime.dtypes import int64
+
+__all__ = ["embedding_bag", "embedding_renorm_"]
+
+_MODES = {"sum": 0, "mean": 1, "max": 2}
+
+
+def _values(t):
+    """t's values for a check, or None where it has none (a batched tensor under vmap)."""
+    d = t._data
+    return d if isinstance(d, np.ndarray) else None
+
+
+def _check_dtypes(weight, indices, offsets, per_sample_weights):
+    for t in (indices, offsets):
+        if t._dtype._cat != 1 or t.dtype.name not in ("int64", "int32"):
+            raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the "
+                               "following scalar types: Long, Int; but got "
+                               f"{t.type()} instead (while checking arguments for "
+                               "embedding_bag)")
+    if not weight.is_floating_point():
+        raise RuntimeError("Expected tensor for argument #1 'weight' to have one of the "
+                           "following scalar types: Half, BFloat16, Float, Double; but got "
+                           f"{weight.type()} instead (while checking arguments for "
+                           "embedding_bag)")
+    if per_sample_weights is not None and per_sample_weights.dtype != weight.dtype:
+        raise RuntimeError("Expected tensor for argument #1 'weight' to have the same type as "
+                           "tensor for argument #1 'per_sample_weights'; but type "
+                           f"{weight.type()} does not equal {per_sample_weights.type()} (while "
+                           "checking arguments for embedding_bag)")
+
+
+def _check_values(indices, offsets, num_weights):
+    n = indices.shape[0]
+    offs = _values(offsets)
+    if offs is not None and offs.size:
+        if offs[0] != 0:
+            raise RuntimeError("offsets[0] has to be 0, i.e., the first sequence in the "
+                               "mini-batch has to start from position 0. However, got "
+                               f"{int(offs[0])}")
+        if offs[-1] > n:
+            raise RuntimeError(f"offsets[-1] can not be greater than input's length {n} but "
+                               f"got offsets[-1] of {int(offs[-1])}")
+    idx = _values(indices)
+    if idx is not None and idx.size:
+        bad = idx[(idx < 0) | (idx >= num_weights)]
+        if bad.size:
+            raise RuntimeError("embedding_bag: Expected idx >= 0 && idx < num_embeddings but "
+                               f"found idx to be {int(bad[0])}")
+
+
+def embedding_renorm_(weight, input, max_norm, norm_type):
+    """As torch.embedding_renorm_ (F.embedding's and embedding_bag's max_norm): the rows of
+    `weight` that `input` uses whose norm exceeds max_norm are rescaled in place to norm
+    max_norm (no autograd); returns weight."""
+    rows = np.unique(input._data.reshape(-1))
+    if rows.size == 0:
+        return weight
+    idx = _tensor(rows.astype(np.int64))
+    with grad_mode.no_grad():
+        sel = weight.index_select(0, idx)
+        w = sel._data.astype(np.float64)
+        norms = (np.abs(w) ** norm_type).sum(1) ** (1.0 / norm_type)
+        scale = np.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
+        if (scale != 1.0).any():
+            weight[idx] = sel * _tensor(scale.astype(sel._data.dtype)).unsqueeze(1)
+    return weight
+
+
+class _ScaleGrad(Function):
+    """Identity whose backward multiplies the gradient by a fixed tensor (the
+    scale_grad_by_freq factors: exact, where an identity built of detach would turn an
+    infinite row into NaN)."""
+
+    @staticmethod
+    def forward(ctx, x, scale):
+        ctx.scale = scale
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * ctx.scale, None
+
+
+def _bags(weight, indices, offsets, scale_grad_by_freq, mode, per_sample_weights,
+          include_last_offset, padding_idx):
+    """ATen's _embedding_bag on checked arguments: (B, D) from 1-D indices and offsets."""
+    num_weights, dim = weight.shape
+    if padding_idx is not None:
+        if not -num_weights <= padding_idx < num_weights:
+            raise RuntimeError("padding_idx must be within the number of embeddings, "
+                               f"-{num_weights} through {num_weights - 1}, but got {padding_idx}")
+        padding_idx %= num_weights
+    _check_values(indices, offsets, num_weights)
+    n = indices.shape[0]
+    starts = offsets[:-1] if include_last_offset else offsets
+    b = starts.shape[0]
+    idx = indices.to(int64)
+    # offset2bag: how many bags start at or before each position, less one
+    first = zeros(n + 1, dtype=int64).index_add(0, starts.to(int64), ones(b, dtype=int64))
+    bag = first[:n].cumsum(0) - 1
+    if padding_idx is not None:          # padding goes to the extra row b, cut off below
+        bag = bag.masked_fill(idx == padding_idx, b)
+    rows = weight.index_select(0, idx)
+    if scale_grad_by_freq and grad_mode.is_grad_enabled() and weight.requires_grad:
+        counts = zeros(num_weights, dtype=int64).index_add(0, idx, ones(n, dtype=int64))
+        scale = 1.0 / counts.index_select(0, idx).to(weight.dtype)
+        rows = _ScaleGrad.apply(rows, scale.unsqueeze(1))
+    if mode == 2:
+        out = weight.new_zeros((b + 1, dim)).scatter_reduce(
+            0, bag.unsqueeze(1).expand(n, dim), rows, "amax", include_self=False)
+        return out[:b]
+    if per_sample_weights is not None:
+        rows = rows * per_sample_weights.unsqueeze(1)
+    out = weight.new_zeros((b + 1, dim)).index_add(0, bag, rows)[:b]
+    if mode == 1:
+        count = weight.new_zeros((b + 1,)).index_add(0, bag, weight.new_ones((n,)))[:b]
+        out = out / count.clamp_min(1).unsqueeze(1)
+    return out
+
+
+def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
+                  scale_grad_by_freq=False, mode="mean", sparse=False, per_sample_weights=None,
+                  include_last_offset=False, padding_idx=None):
+    """As torch.nn.functional.embedding_bag: the sums, means or maxima of bags of rows of
+    weight. input is 2-D (B fixed-length bags) or 1-D with offsets (each bag's start; with
+    include_last_offset one more, the end); per_sample_weights scale the rows (mode 'sum'),
+    indices equal to padding_idx are left out. sparse=True (sparse gradients) is not
+    supported."""
+    if weight.dtype == int64 and input.is_floating_point():
+        warnings.warn("Argument order of nn.functional.embedding_bag was changed. Usage "
+                      "`embedding_bag(weight, input, ...)` is deprecated, and should now be "
+                      "`embedding_bag(input, weight, ...)`.", stacklevel=2)
+        weight, input = input, weight
+    if per_sample_weights is not None and input.size() != per_sample_weights.size():
+        raise ValueError(f"embedding_bag: If per_sample_weights ({per_sample_weights.shape}) is "
+                         f"not None, then it must have the same shape as the input "
+                         f"({input.shape})")
+    if weight.dim() != 2:
+        raise ValueError(f"weight has to be a 2D Tensor, but got Tensor of dimension "
+                         f"{weight.dim()}")
+    if input.dim() == 2:
+        if offsets is not None:
+            raise ValueError("if input is 2D, then offsets has to be None, as input is treated is "
+                             "a mini-batch of fixed length sequences. However, found offsets of "
+                             f"type {type(offsets)}")
+        if input.shape[1] == 0:
+            raise RuntimeError("step must be nonzero")
+        offsets = arange(0, input.numel(), input.shape[1], dtype=input.dtype)
+        include_last_offset = False
+        input = input.reshape(-1)
+        if per_sample_weights is not None:
+            per_sample_weights = per_sample_weights.reshape(-1)
+    elif input.dim() == 1:
+        if offsets is None:
+            raise ValueError("offsets has to be a 1D Tensor but got None")
+        if offsets.dim() != 1:
+            raise ValueError("offsets has to be a 1D Tensor")
+    else:
+        raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension "
+                         f"{input.dim()}")
+    if mode not in _MODES:
+        raise ValueError("mode has to be one of sum, mean or max")
+    if mode == "max":
+        if scale_grad_by_freq:
+            raise ValueError("max mode does not support scaling the gradient by the frequency")
+        if sparse:
+            raise ValueError("max mode does not support sparse weights")
+    if sparse:
+        raise NotImplementedError("llgrad has no sparse gradients: embedding_bag(sparse=True) "
+                                  "is not supported")
+    if max_norm is not None:             # PyTorch renormalises the used rows in place first
+        embedding_renorm_(weight, input, max_norm, norm_type)
+    if per_sample_weights is not None and mode != "sum":
+        raise NotImplementedError("embedding_bag: per_sample_weights was not None. "
+                                  "per_sample_weights is only supported for mode='sum' (got "
+                                  f"mode='{mode}'). Please open a feature request on GitHub.")
+    _check_dtypes(weight, input, offsets, per_sample_weights)
+    return _bags(weight, input, offsets, scale_grad_by_freq, _MODES[mode], per_sample_weights,
+                 include_last_offset, padding_idx)
