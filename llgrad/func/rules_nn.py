@@ -93,6 +93,12 @@ def _batch_norm(op, inputs, attrs, ctx):
     return ctx.wrap(out.reshape(ctx.sizes + x._data.shape))
 
 
+@rule("batch_norm_backward")
+def _batch_norm_backward(op, inputs, attrs, ctx):
+    """Training mode's backward: its statistics run over each sample's N, as the forward's."""
+    return loop(op, inputs, attrs, ctx)
+
+
 @rule("embedding")
 def _embedding(op, inputs, attrs, ctx):
     w, idx = inputs

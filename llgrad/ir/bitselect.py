@@ -24,10 +24,16 @@ def where(cond, a, b):
     if int(np.prod(shape, dtype=np.int64)) < MIN_ELEMENTS:
         return np.where(cond, a, b)
     word = np.dtype(f"u{dt.itemsize}")
+    # a 0-d zero on one side (masked_fill(m, 0): ReLU's backward; where(m, x, 0)): the other
+    # side's bits times the mask as 0 or 1 words, one product (half the passes of and/or)
+    for zero, other, pick in ((a, b, np.logical_not), (b, a, None)):
+        if zero.ndim == 0 and zero.view(word) == 0:
+            keep = np.broadcast_to(cond, shape)
+            out = (pick(keep) if pick else keep).view(np.uint8).astype(word)
+            return np.multiply(out, other.view(word), out=out).view(dt)
     take_b = np.broadcast_to(cond, shape).astype(word)
     np.subtract(take_b, word.type(1), out=take_b)         # True -> 0, False -> all ones
     out = np.bitwise_and(b.view(word), take_b)
-    if a.ndim or a.view(word) != 0:                       # (a 0-d zero adds nothing)
-        np.invert(take_b, out=take_b)
-        np.bitwise_or(out, np.bitwise_and(a.view(word), take_b, out=take_b), out=out)
+    np.invert(take_b, out=take_b)
+    np.bitwise_or(out, np.bitwise_and(a.view(word), take_b, out=take_b), out=out)
     return out.view(dt)

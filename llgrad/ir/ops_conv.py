@@ -14,7 +14,8 @@ per output position, zero where a window reaches into the padding),
 three serve eager, tracing and every order of gradient. Padding is symmetric zeros
 (stride, padding, dilation are pairs); F.conv2d pads other modes and uneven 'same' padding
 itself first. Native code does the same im2col + one GEMM per image and group
-(codegen/lowerings/ops_conv.py)."""
+(codegen/lowerings/ops_conv.py); the NumPy implementations below work on a few images at a
+time, and fold stride-1 input gradients on the padded grid (see _backward_input)."""
 import numpy as np
 
 from .optable import defop
@@ -24,25 +25,6 @@ def out_size(hw, kernel, stride, padding, dilation):
     """(OH, OW) of a convolution of an (H, W) plane."""
     return tuple((n + 2 * p - d * (k - 1) - 1) // s + 1
                  for n, k, s, p, d in zip(hw, kernel, stride, padding, dilation))
-
-
-def columns(x, kernel, stride, padding, dilation):
-    """x (N, C, H, W) unfolded channel-major: (C, KH, KW, N, OH, OW), zeros where windows
-    reach the padding. (Images next to each other along the columns make each product below
-    one large GEMM instead of one per image.)"""
-    n, c, h, w = x.shape
-    (ph, pw), (kh, kw) = padding, kernel
-    oh, ow = out_size((h, w), kernel, stride, padding, dilation)
-    if ph or pw:
-        xp = np.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=x.dtype)
-        xp[:, :, ph:ph + h, pw:pw + w] = x
-    else:
-        xp = np.ascontiguousarray(x)
-    sn, sc, sh, sw = xp.strides
-    win = np.lib.stride_tricks.as_strided(
-        xp, (c, kh, kw, n, oh, ow),
-        (sc, sh * dilation[0], sw * dilation[1], sn, sh * stride[0], sw * stride[1]))
-    return np.ascontiguousarray(win)
 
 
 def _check(name, x_shape, w_shape, g_shape, stride, padding, dilation, groups):
@@ -62,33 +44,119 @@ def _check(name, x_shape, w_shape, g_shape, stride, padding, dilation, groups):
                            f"padding={padding}, dilation={dilation})")
 
 
-def _by_group(g, groups):
-    """grad (N, O, OH, OW) as (G, Og, N * OH * OW), the layout of the columns' products."""
-    n, o, oh, ow = g.shape
-    return np.ascontiguousarray(g.transpose(1, 0, 2, 3)).reshape(groups, o // groups,
-                                                                 n * oh * ow)
+# ---- the NumPy implementations: a few images at a time -------------------------------------
+# A batch's columns are 9x its input (18 MB for 32 images of 16x32x32): unfolded a chunk of
+# images at a time into a buffer that stays in the core's cache, each product reads them while
+# they are hot and writes its images' NCHW slices in place (no transposes of the results),
+# where a whole-batch unfold walked every 18 MB array through memory two or three times.
+
+CHUNK = 1 << 17         # elements of a chunk's columns or dcols (512 KB of float32)
+
+
+def _chunk(n, per_image):
+    """Images per chunk: a chunk's columns fill about CHUNK elements (one image at least)."""
+    return max(1, min(n, CHUNK // max(1, per_image)))
+
+
+class _Planes:
+    """Zero-padded copies of a few images' planes at a time (m, C, H', W'): the padding is
+    written once (the buffer's borders stay zero), each chunk copies in its interior."""
+
+    def __init__(self, x, padding, imgs, dtype):
+        (ph, pw), (h, w) = padding, x.shape[2:]
+        self.x, self.inner = x, (slice(ph, ph + h), slice(pw, pw + w))
+        self.buf = np.zeros((imgs, x.shape[1], h + 2 * ph, w + 2 * pw), dtype)
+
+    def __getitem__(self, i0):
+        m = min(len(self.buf), len(self.x) - i0)
+        self.buf[(slice(0, m), slice(None)) + self.inner] = self.x[i0:i0 + m]
+        return self.buf[:m]
+
+
+def _windows(xp, groups, kernel, out, stride, dilation):
+    """Padded images (m, C, H', W') as their windows (m, G, C/G, KH, KW, OH, OW): a view."""
+    sn, sc, sh, sw = xp.strides
+    cg = xp.shape[1] // groups
+    return np.lib.stride_tricks.as_strided(
+        xp, (xp.shape[0], groups, cg) + tuple(kernel) + tuple(out),
+        (sn, sc * cg, sc, sh * dilation[0], sw * dilation[1], sh * stride[0], sw * stride[1]),
+        writeable=False)
 
 
 def _convolution(x, w, b, stride, padding, dilation, groups):
     _check("convolution", x.shape, w.shape, None, stride, padding, dilation, groups)
     n, o = x.shape[0], w.shape[0]
-    kernel = w.shape[2:]
-    cols = columns(x, kernel, stride, padding, dilation)
-    oh, ow = cols.shape[-2:]
-    k = w.shape[1] * kernel[0] * kernel[1]
-    # one product per image and group, each written straight into its NCHW place (the
-    # columns of an image are a strided (K, M) view BLAS reads as it is)
-    per_image = cols.reshape(groups, k, n, oh * ow).transpose(2, 0, 1, 3)
-    out = np.matmul(w.reshape(groups, o // groups, k), per_image)   # (N, G, Og, M)
-    out = out.reshape(n, o, oh, ow)
+    cg, kh, kw = w.shape[1:]
+    oh, ow = out_size(x.shape[2:], (kh, kw), stride, padding, dilation)
+    dt = np.result_type(x, w)
+    k, og = cg * kh * kw, o // groups
+    imgs = _chunk(n, (k + 1) * groups * oh * ow)
+    # the bias as one more row of the columns, all ones: the product adds it (free)
+    w2 = w.reshape(groups, og, k).astype(dt, copy=False)
+    cols = np.empty((imgs, groups, k + (b is not None), oh * ow), dt)
     if b is not None:
-        out += b.reshape(o, 1, 1)       # (a fresh product: added in place)
-    return np.ascontiguousarray(out, dtype=np.result_type(x, w))
+        w2 = np.concatenate([w2, np.reshape(b, (groups, og, 1)).astype(dt)], axis=2)
+        cols[:, :, k] = 1
+    win = cols[:, :, :k].reshape(imgs, groups, cg, kh, kw, oh, ow)
+    out = np.empty((n, o, oh, ow), dt)
+    planes = _Planes(x, padding, imgs, dt)
+    for i0 in range(0, n, imgs):
+        xp = planes[i0]
+        m = len(xp)
+        np.copyto(win[:m], _windows(xp, groups, (kh, kw), (oh, ow), stride, dilation))
+        np.matmul(w2, cols[:m], out=out[i0:i0 + m].reshape(m, groups, og, oh * ow))
+    return out
 
 
 def _backward_input(g, w, input_size, stride, padding, dilation, groups):
     _check("convolution_backward_input", g.shape[:1] + (w.shape[1] * groups,)
            + tuple(input_size), w.shape, g.shape, stride, padding, dilation, groups)
+    # (the padded grid's zeros meet every weight: an inf or NaN there would reach positions
+    # the direct fold never gives it)
+    if tuple(stride) != (1, 1) or groups != 1 or not np.isfinite(w).all():
+        return _backward_input_strided(g, w, input_size, stride, padding, dilation, groups)
+    n, o, oh, ow = g.shape
+    _, c, kh, kw = w.shape
+    (h, wd), (ph, pw), (dh, dw) = input_size, padding, dilation
+    hp, wp = h + 2 * ph, wd + 2 * pw
+    plane, taps = hp * wp, kh * kw
+    dt = np.result_type(g, w)
+    # col2im as a few long contiguous adds: the gradient is laid out on the padded input's
+    # grid (rows of W + 2 * pw, zeros past OW and below OH), so kernel offset (a, b) adds
+    # dcols' rows for (a, b) into the padded planes at one flat offset. Each buffer is flat
+    # with one stride per channel (planes of a few images, then `slack` zeros), so one add
+    # covers every channel; the zeros add nothing, and an image's contributions stay inside
+    # its own plane. (NumPy adds into a strided 2-D view at a fifth of a flat add's speed.)
+    imgs = _chunk(n, c * taps * plane)
+    slack = (kh - 1) * dh * wp + (kw - 1) * dw
+    stride_c = imgs * plane + slack
+    gg = np.zeros((o, stride_c), dt)
+    grid = gg[:, :imgs * plane].reshape(o, imgs, hp, wp)
+    # rows (a, b, channel): kernel offset (a, b)'s rows are one block of c * stride_c
+    w2 = np.ascontiguousarray(w.transpose(2, 3, 1, 0), dtype=dt).reshape(taps * c, o)
+    dcols = np.zeros((taps * c, stride_c), dt)
+    flat = dcols.reshape(taps, c * stride_c)
+    dxp = np.empty(c * stride_c + slack, dt)
+    dx = np.empty((n, c, h, wd), g.dtype)
+    for i0 in range(0, n, imgs):
+        m = min(imgs, n - i0)
+        span = m * plane
+        grid[:, :m, :oh, :ow] = g[i0:i0 + m].transpose(1, 0, 2, 3)
+        np.matmul(w2, gg[:, :span], out=dcols[:, :span])
+        if span < imgs * plane:         # (a last, shorter chunk: its tail must add zeros)
+            dcols[:, span:] = 0
+        dxp.fill(0)
+        for a in range(kh):
+            for b in range(kw):
+                off = a * dh * wp + b * dw
+                dxp[off:off + c * stride_c] += flat[a * kw + b]
+        planes = dxp[:c * stride_c].reshape(c, stride_c)[:, :span].reshape(c, m, hp, wp)
+        dx[i0:i0 + m] = planes[:, :, ph:ph + h, pw:pw + wd].transpose(1, 0, 2, 3)
+    return dx
+
+
+def _backward_input_strided(g, w, input_size, stride, padding, dilation, groups):
+    """Any stride: the whole batch's dcols, folded back by one strided add per kernel offset."""
     n, o, oh, ow = g.shape
     _, cg, kh, kw = w.shape
     w2 = w.reshape(groups, o // groups, cg * kh * kw).transpose(0, 2, 1)
@@ -107,10 +175,24 @@ def _backward_weight(g, x, weight_size, stride, padding, dilation, groups):
     _check("convolution_backward_weight", x.shape, weight_size, g.shape, stride, padding,
            dilation, groups)
     o, cg, kh, kw = weight_size
-    cols = columns(x, (kh, kw), stride, padding, dilation)
-    cols = cols.reshape(groups, cg * kh * kw, -1)
-    dw = np.matmul(_by_group(g, groups), cols.transpose(0, 2, 1))   # (G, Og, K)
-    return np.ascontiguousarray(dw.reshape(weight_size), dtype=g.dtype)
+    n, oh, ow = g.shape[0], g.shape[2], g.shape[3]
+    k, og = cg * kh * kw, o // groups
+    dt = np.result_type(g, x)
+    imgs = _chunk(n, k * groups * oh * ow)
+    cols = np.empty((imgs, groups, k, oh * ow), dt)
+    win = cols.reshape(imgs, groups, cg, kh, kw, oh, ow)
+    g4 = g.reshape(n, groups, og, oh * ow).astype(dt, copy=False)
+    # dW^T (K, Og) per group and image: columns times the image's gradient transposed, the
+    # orientation OpenBLAS runs fastest for these shapes; summed over the images
+    acc, part = np.zeros((groups, k, og), dt), np.empty((imgs, groups, k, og), dt)
+    planes = _Planes(x, padding, imgs, dt)
+    for i0 in range(0, n, imgs):
+        xp = planes[i0]
+        m = len(xp)
+        np.copyto(win[:m], _windows(xp, groups, (kh, kw), (oh, ow), stride, dilation))
+        np.matmul(cols[:m], g4[i0:i0 + m].transpose(0, 1, 3, 2), out=part[:m])
+        acc += part[:m].sum(0) if m > 1 else part[0]
+    return np.ascontiguousarray(acc.transpose(0, 2, 1), dtype=g.dtype).reshape(weight_size)
 
 
 def _params(c):

@@ -1,4 +1,4 @@
-"""Matrix products and the functional layers (layer_norm, batch_norm, embedding, losses).
+"""Matrix products and the functional layers (layer_norm, embedding, losses).
 dropout and cross_entropy are compositions (see llgrad.nn.functional), as in PyTorch."""
 import math
 
@@ -104,7 +104,8 @@ def _layer_norm(x, w, b, normalized_ndim, eps):
 
 
 def _norm_vjp(g, x, w, dims, eps, reduce_dims):
-    """Shared by layer_norm (normalise over dims) and training batch_norm."""
+    """layer_norm's backward (normalise over dims); training batch_norm's backward op
+    runs these operations over (0, 2, ...) (ops_batch_norm.py)."""
     mu = x.mean(dims, keepdim=True)
     xc = x - mu
     rstd = ((xc * xc).mean(dims, keepdim=True) + eps).rsqrt()
@@ -148,50 +149,7 @@ defop("layer_norm", _layer_norm, args=("self", "weight", "bias"), save=("self", 
       grad_fn="NativeLayerNormBackward0", vjp=_layer_norm_vjp, decompose=_layer_norm_primitives)
 
 
-def _bn_shape(x, v):
-    return v.reshape((1, -1) + (1,) * (x.ndim - 2))
-
-
-def _batch_norm(x, w, b, mean, var, training, eps):
-    dt = x.dtype
-    if dt == np.float32:    # in float64 throughout and rounded once, as native code (PyTorch's
-        # statistics are float64 too): the variance of values near float32's max is finite
-        x, w, b, mean, var = (v if v is None else np.asarray(v, np.float64)
-                              for v in (x, w, b, mean, var))
-    dims = (0,) + tuple(range(2, x.ndim))
-    if training:
-        mean = x.mean(axis=dims, keepdims=True)
-        var = ((x - mean) ** 2).mean(axis=dims, keepdims=True)
-    else:
-        mean, var = _bn_shape(x, mean), _bn_shape(x, var)
-    y = (x - mean) / np.sqrt(var + eps)
-    if w is not None:
-        y = y * _bn_shape(x, w)
-    if b is not None:
-        y = y + _bn_shape(x, b)
-    return y.astype(dt, copy=False)
-
-
-def _batch_norm_vjp(c, g):
-    x, w = c.self, c.weight
-    dims = (0,) + tuple(range(2, x.ndim))
-    shape = (1, -1) + (1,) * (x.ndim - 2)
-    wb = w.reshape(shape) if w is not None else None
-    if c.training:
-        gx, gw, gb = _norm_vjp(g, x, wb, dims, c.eps, dims)
-    else:
-        rstd = (c.running_var + c.eps).rsqrt().reshape(shape)
-        xhat = (x - c.running_mean.reshape(shape)) * rstd
-        gx = g * rstd * wb if wb is not None else g * rstd
-        gw, gb = (g * xhat).sum(dims), g.sum(dims)
-    return (gx if c.needs(0) else None, gw if c.needs(1) else None,
-            gb if c.needs(2) else None, None, None)
-
-
-defop("batch_norm", _batch_norm, args=("self", "weight", "bias", "running_mean", "running_var"),
-      save=("self", "weight", "running_mean", "running_var"),
-      grad_fn="NativeBatchNormBackward0", vjp=_batch_norm_vjp,
-      nondiff=("running_mean", "running_var"))
+# (batch_norm and its backward: ops_batch_norm.py)
 
 # ---- embedding and losses -----------------------------------------------------------------
 

