@@ -43,10 +43,11 @@ def python_number(x):
 
 def _reading_numpy_numbers(fn, reflected):
     def operator(self, other):
-        if isinstance(other, _NUMBERS):
-            other = python_number(other)
-        elif reflected and isinstance(other, np.ndarray):
-            return NotImplemented
+        if type(other) is not Tensor:       # (tensor operands first: no isinstance walk)
+            if isinstance(other, _NUMBERS):
+                other = python_number(other)
+            elif reflected and isinstance(other, np.ndarray):
+                return NotImplemented
         return fn(self, other)
     operator.__name__, operator.__doc__ = fn.__name__, fn.__doc__
     operator.__wrapped__ = fn
