@@ -51,7 +51,7 @@ if settings is not None:
                  phases=[p for p in Phase if p is not Phase.explain],   # no patch files
                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                         HealthCheck.filter_too_much])
-    settings.register_profile("ci", max_examples=200, derandomize=True, **_FUZZ)
+    settings.register_profile("ci", max_examples=120, derandomize=True, **_FUZZ)
     settings.register_profile("long", max_examples=5000, **_FUZZ)
     settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 

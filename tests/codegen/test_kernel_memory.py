@@ -54,6 +54,7 @@ print(json.dumps({"marks": marks, "stats": jit.stats}))
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
+@pytest.mark.slow      # (~11 s: a thousand compiles)
 def test_a_thousand_compiled_and_dropped_functions_keep_memory_bounded(tmp_path):
     """With no in-memory cache (LLGRAD_KERNEL_CACHE_MB=0) every function's kernels are
     freed with it, and a later function of the same graph loads them again from the disk
@@ -93,6 +94,7 @@ def fresh(monkeypatch):
     cache._reset()
 
 
+@pytest.mark.slow      # (~3 s)
 def test_the_lru_is_bounded_by_bytes(fresh):
     mem = fresh(0.05)                           # 50 KiB: a few small modules
     for k in range(40):

@@ -74,6 +74,7 @@ def test_a_rank_that_raises_ends_the_job(mpirun):
     assert not any("finished" in ln for r in (0, 1) for ln in proc.reports[r]), text
 
 
+@pytest.mark.slow      # (~4.5 s each: waits out a timeout)
 @pytest.mark.parametrize("mode", ["skip", "ddp"])
 def test_a_missing_rank_times_out_with_a_clear_error(mpirun, mode):
     proc = mpirun("mpi_failure.py", args=(mode,), timeout=40)

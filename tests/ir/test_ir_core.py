@@ -710,6 +710,7 @@ def test_passes_compose():
 
 # ---- deep graphs --------------------------------------------------------------------------
 
+@pytest.mark.slow      # (~7 s)
 def test_100k_node_chain():
     t0 = time.perf_counter()
     b = Builder("deep")

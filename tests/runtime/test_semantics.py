@@ -1121,6 +1121,7 @@ def test_gradgradcheck():
 
 # ---- iterative engine, freeing saved tensors ----------------------------------------------------
 
+@pytest.mark.slow      # (~5 s)
 def test_backward_through_100k_op_chain_is_iterative():
     x = torch.tensor([1.], dtype=torch.float64, requires_grad=True)
     y = x
