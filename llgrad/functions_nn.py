@@ -244,22 +244,22 @@ def grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners):
     return F.grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners)
 
 
+def _grid_sampler_nd(ndim, input, grid, interpolation_mode, padding_mode, align_corners):
+    if input.dim() != ndim or grid.dim() != ndim:
+        raise RuntimeError(f"grid_sampler(): expected {ndim}D input and grid with same number "
+                           f"of dimensions, but got input with sizes {list(input.shape)} and "
+                           f"grid with sizes {list(grid.shape)}")
+    return F.grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners)
+
+
 def grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners):
     """As torch.grid_sampler_2d: grid_sampler of a 4-D input."""
-    if input.dim() != 4 or grid.dim() != 4:
-        raise RuntimeError("grid_sampler(): expected 4D input and grid with same number of "
-                           f"dimensions, but got input with sizes {list(input.shape)} and grid "
-                           f"with sizes {list(grid.shape)}")
-    return F.grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners)
+    return _grid_sampler_nd(4, input, grid, interpolation_mode, padding_mode, align_corners)
 
 
 def grid_sampler_3d(input, grid, interpolation_mode, padding_mode, align_corners):
     """As torch.grid_sampler_3d: grid_sampler of a 5-D input."""
-    if input.dim() != 5 or grid.dim() != 5:
-        raise RuntimeError("grid_sampler(): expected 5D input and grid with same number of "
-                           f"dimensions, but got input with sizes {list(input.shape)} and grid "
-                           f"with sizes {list(grid.shape)}")
-    return F.grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners)
+    return _grid_sampler_nd(5, input, grid, interpolation_mode, padding_mode, align_corners)
 
 
 def embedding_renorm_(input, indices, max_norm, norm_type):

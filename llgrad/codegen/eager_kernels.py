@@ -14,7 +14,7 @@ from ..ir.builder import Builder
 from ..ir.decompose import expand_composites
 from ..ir.graph import TensorType, Value
 from ..ir.printer import print_graph
-from .build import PASSES  # noqa: F401  (registers every lowering)
+from . import build  # noqa: F401  (its imports register every lowering)
 from .lowerings.fusion import Expr
 from .lowerings.scalar import I64, PTR, ScalarGen
 from .lowerings.table import LOWERINGS
@@ -43,8 +43,8 @@ def lowerable(graph, dtype):
     one output of dtype and one shape, every node with an elementwise lowering that takes
     it; else None."""
     shape = graph.inputs[0].type.shape if graph.inputs else None
-    if len(graph.outputs) != 1 or not isinstance(graph.outputs[0], Value) or \
-            getattr(graph, "guards", None) or getattr(graph, "mutated", None):
+    if len(graph.outputs) != 1 or not isinstance(graph.outputs[0], Value) or graph.guards \
+            or graph.mutated:
         return None
     for v in list(graph.inputs) + list(graph.outputs):
         if v.type.dtype != dtype or tuple(v.type.shape) != tuple(shape):

@@ -32,7 +32,6 @@ from ..tracer.trace import trace_body
 
 MIN_ELEMENTS = 4096
 ENABLED = os.environ.get("LLGRAD_EAGER_NATIVE", "1") != "0"
-_KERNEL = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 _kernels = {}       # (op name, dtype name, numbers, attrs) -> (ctypes function, address) | None
@@ -47,6 +46,11 @@ def reset():
     _kernels.clear()
     _vjp_kernels.clear()
     stats.update(calls=0, built=0, vjp_calls=0, vjp_built=0)
+
+
+def _ctypes_fn(inputs):
+    """The ctypes type of a kernel void k(out, in_1, ..., in_inputs, n)."""
+    return ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * (inputs + 1)), ctypes.c_int64)
 
 
 def _key(op, dtype, numbers, attrs):
@@ -68,7 +72,7 @@ def _kernel(key, op, dtype, numbers, attrs):
                       f"kernel failed to build ({type(e).__name__}: {e})", RuntimeWarning,
                       stacklevel=2)
         addr = None
-    found = _kernels[key] = None if addr is None else (_KERNEL(int(addr)), addr)
+    found = _kernels[key] = None if addr is None else (_ctypes_fn(1)(int(addr)), addr)
     stats["built"] += addr is not None
     return found
 
@@ -142,10 +146,6 @@ def _vjp_kernel(key, op, dtype, names, attrs):
         (_ctypes_fn(len(names) + 1)(int(addr)), addr)
     stats["vjp_built"] += addr is not None
     return found
-
-
-def _ctypes_fn(inputs):
-    return ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * (inputs + 1)), ctypes.c_int64)
 
 
 def native_vjp(node, g):

@@ -27,36 +27,35 @@ def _single(x):
 
 # ---- power-average pooling -----------------------------------------------------------------
 
+def _lp_pool(max_pool, avg_pool, window, input, norm_type, kernel_size, stride, ceil_mode):
+    """(sum over each window of x^p)^(1/p) as PyTorch computes it: the average pool of x^p
+    times the window's size; p = +-inf the max pool of |x| (its negative's, for -inf)."""
+    if isinstance(norm_type, (int, float)):
+        if norm_type == math.inf:
+            return max_pool(input.abs(), kernel_size, stride, 0, 1, ceil_mode)
+        if norm_type == -math.inf:
+            return -max_pool(-input.abs(), kernel_size, stride, 0, 1, ceil_mode)
+    if stride is not None:
+        out = avg_pool(input.pow(norm_type), kernel_size, stride, 0, ceil_mode)
+    else:
+        out = avg_pool(input.pow(norm_type), kernel_size, padding=0, ceil_mode=ceil_mode)
+    # sign(out) * relu(|out|): PyTorch's guard against negative sums of odd powers
+    return (out.sign() * out.abs().relu()).mul(window).pow(1.0 / norm_type)
+
+
 def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
     """As torch.nn.functional.lp_pool1d: (sum over each window of x^p)^(1/p); p = inf is the
     maximum of |x|."""
-    if isinstance(norm_type, (int, float)):
-        if norm_type == math.inf:
-            return max_pool1d(input.abs(), kernel_size, stride, 0, 1, ceil_mode)
-        if norm_type == -math.inf:
-            return -max_pool1d(-input.abs(), kernel_size, stride, 0, 1, ceil_mode)
-    if stride is not None:
-        out = avg_pool1d(input.pow(norm_type), kernel_size, stride, 0, ceil_mode)
-    else:
-        out = avg_pool1d(input.pow(norm_type), kernel_size, padding=0, ceil_mode=ceil_mode)
-    # sign(out) * relu(|out|): PyTorch's guard against negative sums of odd powers
-    return (out.sign() * out.abs().relu()).mul(kernel_size).pow(1.0 / norm_type)
+    return _lp_pool(max_pool1d, avg_pool1d, kernel_size, input, norm_type, kernel_size,
+                    stride, ceil_mode)
 
 
 def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
     """As torch.nn.functional.lp_pool2d: (sum over each window of x^p)^(1/p); p = inf is the
     maximum of |x|."""
     kw, kh = _pair(kernel_size)
-    if isinstance(norm_type, (int, float)):
-        if norm_type == math.inf:
-            return max_pool2d(input.abs(), kernel_size, stride, 0, 1, ceil_mode)
-        if norm_type == -math.inf:
-            return -max_pool2d(-input.abs(), kernel_size, stride, 0, 1, ceil_mode)
-    if stride is not None:
-        out = avg_pool2d(input.pow(norm_type), kernel_size, stride, 0, ceil_mode)
-    else:
-        out = avg_pool2d(input.pow(norm_type), kernel_size, padding=0, ceil_mode=ceil_mode)
-    return (out.sign() * out.abs().relu()).mul(kw * kh).pow(1.0 / norm_type)
+    return _lp_pool(max_pool2d, avg_pool2d, kw * kh, input, norm_type, kernel_size, stride,
+                    ceil_mode)
 
 
 # ---- max unpooling -------------------------------------------------------------------------

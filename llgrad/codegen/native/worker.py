@@ -47,11 +47,10 @@ def _stop(proc):
         proc.wait(timeout=5)
     except (OSError, subprocess.TimeoutExpired, ValueError):
         proc.kill()
-    for f in (proc.stdout,):
-        try:
-            f.close()
-        except OSError:
-            pass
+    try:
+        proc.stdout.close()
+    except OSError:
+        pass
 
 
 def _start():
