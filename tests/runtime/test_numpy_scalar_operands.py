@@ -156,3 +156,24 @@ def test_numpy_numbers_in_method_forms_keep_the_tensors_dtype(form):
     want = f(torch, torch.tensor([[-1.5, 2.0, 0.5]]))
     assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1]
     np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_captured_numpy_numbers_changed_between_compiled_calls():
+    """NumPy numbers read by a compiled function (in a dict, on an object, an array it wraps)
+    change between calls: each call gives eager's values and dtype."""
+    w = llgrad.ones(3)
+    cfg = {"lr": np.float64(0.5)}
+
+    class Holder:
+        scale = np.float32(2.0)
+    holder = Holder()
+    arr = np.array([1.0, 2.0, 3.0], dtype=np.float32)
+
+    def step(x):
+        return x.add(cfg["lr"]) * holder.scale + llgrad.from_numpy(arr)
+    f = llgrad.compile(step)
+    for v in (0.5, 0.5, 1.5, 2.5):
+        cfg["lr"], holder.scale, arr[0] = np.float64(v), np.float32(v), v
+        got, want = f(w), step(w)
+        assert got.dtype == want.dtype == llgrad.float32
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
