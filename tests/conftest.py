@@ -62,8 +62,9 @@ def _builds_end_with_their_test():
     would write into the next test's cache directory, count in its compile statistics or
     run under its monkeypatches."""
     yield
-    from llgrad.compile import background     # (llgrad imported after the settings above)
+    from llgrad.compile import background, eager_native   # (imported after the settings)
     background.wait_all()
+    eager_native.wait()
 
 
 @pytest.fixture

@@ -8,7 +8,9 @@ never loads LLVM for them) and is contiguous in memory (C or Fortran order: the 
 the layout, as NumPy's ufuncs do); the other operands are Python numbers. Everything else
 runs the op's NumPy implementation. A kernel is built on the first call of its (op, dtype,
 numbers, attributes) in the process, from the disk cache when an earlier process built it
-(no LLVM then). Results are within an ulp or two of the NumPy implementation (the lowering
+(no LLVM then), on a thread of its own: calls run NumPy's implementation until the kernel is
+ready, so a first call never waits for LLVM (LLGRAD_COMPILE=sync builds on the calling
+thread instead, before the call; `wait()` waits for the builds under way). Results are within an ulp or two of the NumPy implementation (the lowering
 compiled code runs; the op-table tests hold the two together), never a different method.
 
 The backward of such an op is its VJP rule traced once per (op, dtype, what it saves,
@@ -22,6 +24,8 @@ LLGRAD_EAGER_NATIVE=0 turns both off; `reset()` forgets the loaded kernels (they
 loaded again on their next call); `stats` counts calls and builds."""
 import ctypes
 import os
+import queue
+import threading
 import warnings
 
 import numpy as np
@@ -39,13 +43,74 @@ _vjp_kernels = {}   # (op name, dtype name, saved names, attrs) -> (ctypes funct
 stats = {"calls": 0, "built": 0, "vjp_calls": 0, "vjp_built": 0}
 _grad_state = grad_mode.state
 _tstate = trace_state.state
+_PENDING = "pending"    # a kernel's entry while its build is queued or under way
+_builder = {"queue": None, "thread": None}
+_unfinished = [0]       # builds queued and not done (wait())
+_done = threading.Condition()
 
 
 def reset():
-    """Forget the loaded kernels and the counts."""
+    """Forget the loaded kernels and the counts (after the builds under way)."""
+    wait()
     _kernels.clear()
     _vjp_kernels.clear()
     stats.update(calls=0, built=0, vjp_calls=0, vjp_built=0)
+
+
+def wait():
+    """Wait for the kernel builds queued so far."""
+    with _done:
+        _done.wait_for(lambda: _unfinished[0] == 0)
+
+
+def _start(table, key, build):
+    """Fill table[key] with build() (a kernel or None): now under LLGRAD_COMPILE=sync (or
+    on the builder thread itself), else on the builder thread, the entry _PENDING meanwhile.
+    Returns what the caller runs now: the kernel, or None for NumPy's implementation."""
+    if os.environ.get("LLGRAD_COMPILE", "background") == "sync" or \
+            threading.current_thread() is _builder["thread"]:
+        table[key] = build()
+        return table[key]
+    table[key] = _PENDING
+    with _done:
+        _unfinished[0] += 1
+    q = _builder["queue"]
+    if q is None:
+        q = _builder["queue"] = queue.SimpleQueue()
+        t = _builder["thread"] = threading.Thread(target=_build_loop, args=(q,), daemon=True,
+                                                  name="llgrad-eager-kernels")
+        t.start()
+    q.put((table, key, build))
+    return None
+
+
+def _build_loop(q):
+    while True:
+        table, key, build = q.get()
+        try:
+            table[key] = build()
+        except Exception:               # noqa: BLE001 (build() warns itself; NumPy serves)
+            table[key] = None
+        finally:
+            with _done:
+                _unfinished[0] -= 1
+                _done.notify_all()
+        del table, key, build
+
+
+def _after_fork_in_child():
+    """The parent's builder thread is not in the child: its pending builds start again."""
+    global _done
+    _done = threading.Condition()
+    _unfinished[0] = 0
+    _builder["queue"] = _builder["thread"] = None
+    for table in (_kernels, _vjp_kernels):
+        for k in [k for k, v in table.items() if v is _PENDING]:
+            del table[k]
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _ctypes_fn(inputs):
@@ -63,7 +128,7 @@ def _key(op, dtype, numbers, attrs):
     return key
 
 
-def _kernel(key, op, dtype, numbers, attrs):
+def _kernel(op, dtype, numbers, attrs):
     from ..codegen import eager_kernels      # (loads llvmlite: only when a kernel is needed)
     try:
         addr = eager_kernels.build(op.name, dtype.name, numbers, attrs)
@@ -72,9 +137,8 @@ def _kernel(key, op, dtype, numbers, attrs):
                       f"kernel failed to build ({type(e).__name__}: {e})", RuntimeWarning,
                       stacklevel=2)
         addr = None
-    found = _kernels[key] = None if addr is None else (_ctypes_fn(1)(int(addr)), addr)
     stats["built"] += addr is not None
-    return found
+    return None if addr is None else (_ctypes_fn(1)(int(addr)), addr)
 
 
 def native_eager(op, arrays, attrs):
@@ -94,8 +158,9 @@ def native_eager(op, arrays, attrs):
         return None
     found = _kernels.get(key, False)
     if found is False:
-        found = _kernel(key, op, x.dtype, numbers, attrs)
-    if found is None:
+        dtype = x.dtype
+        found = _start(_kernels, key, lambda a=dict(attrs): _kernel(op, dtype, numbers, a))
+    if found is None or found is _PENDING:
         return None
     out = np.empty_like(x)          # (the same memory order as x: one flat loop serves both)
     found[0](out.ctypes.data, x.ctypes.data, x.size)
@@ -125,8 +190,8 @@ class _ExampleCtx:
 
 
 def _vjp_kernel(key, op, dtype, names, attrs):
-    """Trace op's VJP rule on examples of 8 elements; its loop, or None."""
-    from ..codegen import eager_kernels      # (loads llvmlite: only when a kernel is needed)
+    """Trace op's VJP rule on examples of 8 elements (here: tracing uses this thread's grad
+    mode) and start its loop's build; what runs now (see _start)."""
     g = Tensor._from_array(np.linspace(-2, 2, 8).astype(dtype))
     saved = {n: Tensor._from_array(np.linspace(-1.5, 2.5, 8).astype(dtype)) for n in names}
     ctx = _ExampleCtx(saved, attrs)
@@ -139,13 +204,20 @@ def _vjp_kernel(key, op, dtype, names, attrs):
                                lambda: op.vjp(ctx, g)[0])
         finally:
             _grad_state.grad_enabled = prev
-        addr = eager_kernels.build_graph(graph, dtype.name)
     except Exception:               # noqa: BLE001 (a rule that does not trace so: as written)
+        _vjp_kernels[key] = None
+        return None
+    return _start(_vjp_kernels, key, lambda: _vjp_build(graph, dtype, len(names)))
+
+
+def _vjp_build(graph, dtype, saved):
+    from ..codegen import eager_kernels      # (loads llvmlite: only when a kernel is needed)
+    try:
+        addr = eager_kernels.build_graph(graph, dtype.name)
+    except Exception:               # noqa: BLE001 (LLVM refused it: the rule as written)
         addr = None
-    found = _vjp_kernels[key] = None if addr is None else \
-        (_ctypes_fn(len(names) + 1)(int(addr)), addr)
     stats["vjp_built"] += addr is not None
-    return found
+    return None if addr is None else (_ctypes_fn(saved + 1)(int(addr)), addr)
 
 
 def native_vjp(node, g):
@@ -173,7 +245,7 @@ def native_vjp(node, g):
     found = _vjp_kernels.get(key, False)
     if found is False:
         found = _vjp_kernel(key, op, ga.dtype, op.save, node.attrs)
-    if found is None:
+    if found is None or found is _PENDING:
         return None
     out = np.empty_like(ga)
     found[0](out.ctypes.data, *[a.ctypes.data for a in arrays], ga.size)

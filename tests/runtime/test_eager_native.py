@@ -2,6 +2,10 @@
 the table marks `eager_native`, on inputs big enough to take the native path, against the
 op's NumPy implementation (the reference the interpreter runs) and against torch when it is
 installed; and the calls that must stay on NumPy (small, strided, float16) giving exactly the NumPy implementation's result."""
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -21,6 +25,13 @@ ATTRS = {"gelu": [{"approximate": "none"}, {"approximate": "tanh"}],
 SPECIAL = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30, -1e-30, 1e30, -1e30, 0.5, -0.5, 1.0,
            -1.0, 2.0, -2.0, -3.0, 3.0, 20.0, -20.0, 88.0, -88.0, 0.9999, -0.9999, 4.0]
 N = eager_native.MIN_ELEMENTS * 2 + 3         # (and an odd tail for the vector loop)
+
+
+@pytest.fixture(autouse=True)
+def _builds_before_the_call(monkeypatch):
+    """These tests look at the native path on the first call: kernels build on the caller's
+    thread (test_background_builds_never_block checks the default)."""
+    monkeypatch.setenv("LLGRAD_COMPILE", "sync")
 
 
 def _input(dtype, seed=0):
@@ -151,6 +162,28 @@ def test_reset_forgets_and_rebuilds_from_the_cache():
     assert np.array_equal(a, b, equal_nan=True)
 
 
+def test_background_builds_never_block(monkeypatch):
+    """By default a kernel not built yet is built on a thread of its own: the calls until it
+    is ready run NumPy's implementation (the same numbers as the native kernel's within
+    ulps), then the kernel; its backward likewise."""
+    monkeypatch.setenv("LLGRAD_COMPILE", "background")
+    eager_native.reset()
+    x = llgrad.tensor(_input(np.float64), requires_grad=True)
+    y = x.sigmoid()
+    assert eager_native.stats["calls"] == 0, "the first call waited for its kernel"
+    y.backward(llgrad.ones_like(y))
+    assert eager_native.stats["vjp_calls"] == 0
+    eager_native.wait()
+    assert eager_native.stats["built"] == 1 and eager_native.stats["vjp_built"] == 1
+    g_numpy = x.grad.numpy().copy()
+    x.grad = None
+    y2 = x.sigmoid()
+    y2.backward(llgrad.ones_like(y2))
+    assert eager_native.stats["calls"] == 1 and eager_native.stats["vjp_calls"] == 1
+    _close(y2.detach().numpy(), y.detach().numpy(), np.float64, x.detach().numpy())
+    _close(x.grad.numpy(), g_numpy, np.float64, x.detach().numpy())
+
+
 # ---- the backward: the VJP rule as one native loop ---------------------------------------
 
 def _grads(name, x, attrs, g, native):
@@ -226,3 +259,40 @@ def test_a_saved_tensor_changed_in_place_still_raises():
     y.add_(1)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         z.sum().backward()
+
+
+_FORK_SCRIPT = r"""
+import os, sys, threading
+import numpy as np
+import llgrad
+from llgrad.compile import eager_native
+os.environ["LLGRAD_COMPILE"] = "background"
+inside, release = threading.Event(), threading.Event()
+real = eager_native._kernel
+def held(*a, **k):
+    inside.set(); release.wait(30); return real(*a, **k)
+eager_native._kernel = held
+x = llgrad.tensor(np.linspace(-3, 3, 3 * eager_native.MIN_ELEMENTS))
+want = 1 / (1 + np.exp(-x.numpy()))
+assert np.allclose(x.sigmoid().numpy(), want)     # NumPy's: the build is held
+assert inside.wait(30)
+pid = os.fork()
+if pid == 0:                     # the child: its own builder, the held build started again
+    eager_native._kernel = real
+    ok = np.allclose(x.sigmoid().numpy(), want)
+    eager_native.wait()
+    ok = ok and np.allclose(x.sigmoid().numpy(), want) and eager_native.stats["calls"] == 1
+    os._exit(0 if ok else 3)
+release.set()
+_, status = os.waitpid(pid, 0)
+eager_native.wait()
+assert np.allclose(x.sigmoid().numpy(), want) and eager_native.stats["calls"] == 1
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_fork_while_a_kernel_builds_gives_the_child_its_own_build():
+    out = subprocess.run([sys.executable, "-c", _FORK_SCRIPT], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
