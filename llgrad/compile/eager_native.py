@@ -10,8 +10,9 @@ runs the op's NumPy implementation. A kernel is built on the first call of its (
 numbers, attributes) in the process, from the disk cache when an earlier process built it
 (no LLVM then), on a thread of its own: calls run NumPy's implementation until the kernel is
 ready, so a first call never waits for LLVM (LLGRAD_COMPILE=sync builds on the calling
-thread instead, before the call; `wait()` waits for the builds under way). Results are within an ulp or two of the NumPy implementation (the lowering
-compiled code runs; the op-table tests hold the two together), never a different method.
+thread instead, before the call; `wait()` waits for the builds under way). Results are
+within an ulp or two of the NumPy implementation (the lowering compiled code runs; the
+op-table tests hold the two together), never a different method.
 
 The backward of such an op is its VJP rule traced once per (op, dtype, what it saves,
 attributes) on small examples into a graph of elementwise ops, and run as one loop over the
@@ -20,8 +21,16 @@ graph of the backward is being built (create_graph=False), nothing traces or vma
 gradient and the saved tensors are float arrays of one dtype and shape, C-contiguous, of
 MIN_ELEMENTS or more. A rule that does not trace to such a graph keeps running as written.
 
-LLGRAD_EAGER_NATIVE=0 turns both off; `reset()` forgets the loaded kernels (they are built or
-loaded again on their next call); `stats` counts calls and builds."""
+Ops the table marks `eager_rows` (the fused LSTM and GRU cells, forward and backward) take
+float tensors of rows of H-wide blocks ((..., 4H) gates beside (..., H) states): a call of
+one dtype with the same leading dims (the rows), each row contiguous and the rows evenly
+spaced (C-contiguous, or a time step of a batch-first sequence), the largest MIN_ELEMENTS or
+more, runs codegen/eager_row_kernels.py's loop over the rows: one kernel per (op, dtype,
+block widths, attributes) for every H and row count, built as above, counted in `stats`
+with the others; its results (a tuple for an op of several) are fresh C-contiguous arrays.
+
+LLGRAD_EAGER_NATIVE=0 turns all of them off; `reset()` forgets the loaded kernels (they are
+built or loaded again on their next call); `stats` counts calls and builds."""
 import ctypes
 import os
 import queue
@@ -141,8 +150,85 @@ def _kernel(op, dtype, numbers, attrs):
     return None if addr is None else (_ctypes_fn(1)(int(addr)), addr)
 
 
+def _row_kernel(op, dtype, widths, attrs):
+    from ..codegen import eager_row_kernels     # (loads llvmlite: only when one is needed)
+    from ..codegen.launch import data_pointer   # (one read, where ndarray.ctypes is ~1 us)
+    try:
+        built = eager_row_kernels.build(op.name, dtype.name, widths, attrs)
+    except Exception as e:          # noqa: BLE001 (LLVM refused it: NumPy's impl serves)
+        warnings.warn(f"llgrad: eager {op.name} on {dtype.name} runs on NumPy: its native "
+                      f"kernel failed to build ({type(e).__name__}: {e})", RuntimeWarning,
+                      stacklevel=2)
+        built = None
+    if built is None or len(built[1]) != op.nout:
+        return None
+    addr, out_widths = built
+    stats["built"] += 1
+    fn = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * (len(out_widths) + len(widths))),
+                          *([ctypes.c_int64] * (2 + len(widths))))(int(addr))
+    return fn, addr, out_widths, data_pointer
+
+
+def _row_step(a):
+    """The distance in elements between the rows of a (its leading dims flattened) when each
+    row is contiguous and they are evenly spaced (a time step of a batch-first sequence:
+    (B, T, G)[:, t]), else None."""
+    size = a.itemsize
+    if a.strides[-1] != size and a.shape[-1] > 1:
+        return None
+    step = span = None
+    for n, s in zip(reversed(a.shape[:-1]), reversed(a.strides[:-1])):
+        if n == 1:
+            continue
+        if span is not None and s != span:
+            return None
+        step = s if step is None else step
+        span = s * n
+    return a.shape[-1] if step is None else (step // size if step % size == 0 else None)
+
+
+def _native_rows(op, arrays, attrs):
+    """An eager_rows op on its row kernel (the results), or None (NumPy's impl runs)."""
+    x = arrays[0]
+    if type(x) is not np.ndarray or x.dtype not in _FLOATS or not x.ndim:
+        return None
+    dtype, lead = x.dtype, x.shape[:-1]
+    big, lasts, steps = 0, [], []
+    for a in arrays:
+        if type(a) is not np.ndarray or a.dtype != dtype or not a.ndim or a.shape[:-1] != lead:
+            return None
+        n = a.shape[-1]
+        step = n if a.flags.c_contiguous else _row_step(a)
+        if step is None:
+            return None
+        lasts.append(n)
+        steps.append(step)
+        big = max(big, a.size)
+    h = min(lasts)
+    if big < MIN_ELEMENTS or h == 0:
+        return None
+    widths = tuple([n // h for n in lasts])
+    if sum(widths) * h != sum(lasts):           # (some last size not a multiple of H)
+        return None
+    key = (op.name, dtype, widths) if not attrs else _key(op, dtype, widths, attrs)
+    if key is None:
+        return None
+    found = _kernels.get(key, False)
+    if found is False:
+        found = _start(_kernels, key, lambda a=dict(attrs): _row_kernel(op, dtype, widths, a))
+    if found is None or found is _PENDING:
+        return None
+    fn, _, out_widths, ptr = found
+    outs = [np.empty(lead + (w * h,), dtype) for w in out_widths]
+    fn(*[ptr(a) for a in outs], *[ptr(a) for a in arrays], x.size // x.shape[-1], h, *steps)
+    stats["calls"] += 1
+    return outs[0] if op.nout == 1 else tuple(outs)
+
+
 def native_eager(op, arrays, attrs):
     """op on arrays with attrs on its native kernel, or None (NumPy's impl runs instead)."""
+    if op.eager_rows:
+        return _native_rows(op, arrays, attrs)
     x = arrays[0]
     if type(x) is not np.ndarray or x.size < MIN_ELEMENTS or x.dtype not in _FLOATS:
         return None

@@ -178,12 +178,13 @@ def _lstm_backward_primitives(node, emit):
 
 defop("fused_lstm_cell", _lstm_cell, args=("gates", "cx"), nout=2,
       save=("gates", "cx", "result1"), promote=(0, 1), float_out=True, cost=4,
-      grad_fn="ThnnFusedLstmCellBackward0", vjp=_lstm_vjp, decompose=_lstm_primitives)
+      grad_fn="ThnnFusedLstmCellBackward0", vjp=_lstm_vjp, decompose=_lstm_primitives,
+      eager_rows=True)
 defop("fused_lstm_cell_backward", _lstm_cell_backward,
       args=("grad_hy", "grad_cy", "gates", "cx", "cy"), nout=2,
       save=("grad_hy", "grad_cy", "gates", "cx", "cy"), promote="all", float_out=True, cost=6,
       grad_fn="ThnnFusedLstmCellBackwardBackward0", vjp=_lstm_backward_vjp,
-      decompose=_lstm_backward_primitives)
+      decompose=_lstm_backward_primitives, eager_rows=True)
 
 
 # ---- GRU -----------------------------------------------------------------------------------------
@@ -298,8 +299,8 @@ def _gru_backward_primitives(node, emit):
 
 defop("fused_gru_cell", _gru_cell, args=("gx", "gh", "hx"), save=("gx", "gh", "hx"),
       promote=(0, 1, 2), float_out=True, cost=4, grad_fn="ThnnFusedGruCellBackward0",
-      vjp=_gru_vjp, decompose=_gru_primitives)
+      vjp=_gru_vjp, decompose=_gru_primitives, eager_rows=True)
 defop("fused_gru_cell_backward", _gru_cell_backward, args=("grad_hy", "gx", "gh", "hx"), nout=3,
       save=("grad_hy", "gx", "gh", "hx"), promote="all", float_out=True, cost=6,
       grad_fn="ThnnFusedGruCellBackwardBackward0", vjp=_gru_backward_vjp,
-      decompose=_gru_backward_primitives)
+      decompose=_gru_backward_primitives, eager_rows=True)

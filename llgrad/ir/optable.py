@@ -28,12 +28,13 @@ class OpDef:
     module)."""
     __slots__ = ("name", "impl", "vjp", "grad_fn", "args", "save", "nout", "kind",
                  "promote", "float_out", "doc", "nondiff", "number_edges", "scalar_args",
-                 "methods", "inplace", "functions", "cost", "decompose", "eager_native")
+                 "methods", "inplace", "functions", "cost", "decompose", "eager_native",
+                 "eager_rows")
 
     def __init__(self, name, impl, vjp=None, grad_fn=None, args=("self",), save=(),
                  nout=1, kind="other", promote=(), float_out=False, doc="", nondiff=(),
                  number_edges=False, scalar_args=(), methods=(), inplace=(), functions=(),
-                 cost=1, decompose=None, eager_native=False):
+                 cost=1, decompose=None, eager_native=False, eager_rows=False):
         self.name = name
         self.impl = impl
         self.vjp = vjp
@@ -61,6 +62,10 @@ class OpDef:
         # (codegen/eager_kernels.py) in place of impl: for ops NumPy has no kernel of its own
         # for (erf, sigmoid, GELU), whose impl takes many passes or an np.where
         self.eager_native = eager_native
+        # eagerly, float operands of rows of H-wide blocks ((..., 4H) gates beside (..., H)
+        # states) run as one native loop over the rows of the op's decomposition
+        # (codegen/eager_row_kernels.py) in place of impl: the fused LSTM/GRU cells
+        self.eager_rows = eager_rows
 
     @property
     def differentiable(self):

@@ -132,7 +132,7 @@ def set_native_eager(fn):
 
 def run_impl(op, inputs, attrs):
     try:
-        if op.eager_native and native_eager is not None:
+        if (op.eager_native or op.eager_rows) and native_eager is not None:
             arrays = prepare(op, inputs)
             out = native_eager(op, arrays, attrs)
             if out is not None:
