@@ -9,11 +9,17 @@ only when something outside the cluster (or the caller) needs it. A full sum or 
 the cluster accumulates in float64 in the same loop, so `loss = sum(f(x)); grads = g(x)`
 reads its inputs once and writes only what is returned.
 
-Which groups join: greedily, in group order, a group joins the open cluster of its
+Which groups join: greedily, in group order, a group joins an open cluster of its
 iteration shape when (1) it is elementwise, or a full float sum/mean; (2) every value it
 reads from the cluster is an elementwise root of the same shape read directly (no view or
 broadcast: that element is the one in the register); (3) it reads nothing that depends on
-the cluster from outside it. A group that depends on a cluster without joining it seals
+the cluster from outside it; (4) it shares data with the cluster: reads a value the cluster
+computes or a buffer the cluster reads. A group that shares nothing with any open cluster of
+its shape starts one of its own. Without (4) independent work of one shape from all over
+the graph - the same layer's gradients in each of twelve blocks - became one loop whose
+code differs with the depth, so no two blocks' clusters could share a function (dedupe.py)
+and compile time grew with the depth; sharing nothing, such groups gain nothing from one
+loop but fewer calls. A group that depends on a cluster without joining it seals
 that cluster (the cluster runs where its last member was; whatever depends on it must come
 after). Groups in between that do not depend on the cluster run before it, so moving the
 members together keeps every value computed before it is read."""
@@ -23,11 +29,15 @@ from ...ir.geometry import contiguous_strides
 from ..lowerings.fusion import Expr
 from ..lowerings.loops import Access, float32_sum_hints, normalize
 from .merge import FusedGroup, fused_in_order, join_groups, place_fused
+from .plan import root_of
 from ..lowerings.ops_reduce import reduced_dims
 from ..lowerings.parallel import MIN_WORK_PER_THREAD, Partial, cost, parallel_loops
 from ..lowerings.scalar import F64, Scalar
 
 _REDUCTIONS = ("sum", "mean")
+
+
+_OPEN_SEARCHED = 8      # open clusters of a shape a group looks through (the latest ones)
 
 
 class Cluster(FusedGroup):
@@ -36,11 +46,18 @@ class Cluster(FusedGroup):
     def __init__(self, shape):
         super().__init__(shape)
         self.reductions = []        # reduce root nodes (accumulated in the loop)
+        self.touched = set()        # ids of the buffers' roots its members read or compute
 
     def add(self, grp):
         super().add(grp)
         if grp.loop == "reduce":
             self.reductions.append(grp.root)
+        self.touched.update(id(root_of(v)) for v in grp.leaves)
+        self.touched.update(id(v) for n in grp.members for v in n.outputs)
+
+
+def _shares(c, grp):
+    return any(id(root_of(v)) in c.touched for v in grp.leaves)
 
 
 def _loop_shape(grp):
@@ -63,12 +80,15 @@ def merge_loops(plan):
 
     def pick(grp, m):
         shape = _loop_shape(grp)
-        c = open_by_shape.get(shape) if shape is not None else None
-        if c is not None and (c.sealed or c.full_for(grp) or not _can_join(c, grp, m)):
-            c = None
-        if c is None and shape is not None and shape and all(n > 0 for n in shape):
-            c = open_by_shape[shape] = Cluster(shape)
-        return c
+        if shape is None or not shape or not all(n > 0 for n in shape):
+            return None
+        clusters = open_by_shape.setdefault(shape, [])
+        clusters[:] = [c for c in clusters if not c.sealed and not c.full_for(grp)]
+        for c in reversed(clusters[-_OPEN_SEARCHED:]):
+            if _shares(c, grp) and _can_join(c, grp, m):
+                return c
+        clusters.append(Cluster(shape))
+        return clusters[-1]
 
     cluster_of = join_groups(plan, pick)
     keep = [c for c in fused_in_order(cluster_of) if len(c.parts) >= 2 or _big_total(c)]
