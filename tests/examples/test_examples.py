@@ -10,6 +10,9 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = os.path.join(ROOT, "examples")
 MODES = ["--compile", "--eager"]
+# the bigger examples' eager runs are marked slow (the suite's time): their default mode is
+# compiled, and the eager ops they use are tested op by op throughout the suite
+SLOW_EAGER = ["--compile", pytest.param("--eager", marks=pytest.mark.slow)]
 
 
 def run(script, *args, timeout=60):
@@ -37,7 +40,7 @@ def test_cnn_bars(mode):
     assert final_accuracy(out) > 0.9, out
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", SLOW_EAGER)
 def test_char_transformer(mode):
     out = run("char_transformer.py", "--steps", "60", "--sample-len", "40", mode)
     losses = [float(x) for x in re.findall(r"^step +\d+ +loss ([0-9.]+)", out, re.M)]
@@ -47,7 +50,7 @@ def test_char_transformer(mode):
     assert sample.startswith("The lamp") and len(sample.rstrip("\n")) >= 40, out
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", SLOW_EAGER)
 def test_char_lstm(mode):
     out = run("char_lstm.py", "--steps", "40", "--seq-len", "16", "--hidden", "64",
               "--sample-len", "40", mode, timeout=180)
@@ -58,7 +61,7 @@ def test_char_lstm(mode):
     assert sample.startswith("The lamp") and len(sample.rstrip("\n")) >= 40, out
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", SLOW_EAGER)
 def test_vit(mode):
     out = run("vit.py", "--epochs", "3", mode, timeout=180)
     assert final_accuracy(out) > 0.7, out          # 3 classes: chance is 0.33

@@ -228,11 +228,14 @@ class Pass:
 
 
 def _params():
+    """Every batch in both dtypes; float64 marked slow (the suite's time: float32 meets the
+    same lowerings at their narrower edges)."""
     out = []
     for dt in DTYPES:
+        marks = (pytest.mark.slow,) if dt == "float64" else ()
         for k, batch in enumerate(BATCHES):
             ops = sorted({p.op for p in batch})
-            out.append(pytest.param(k, dt, id=f"{dt}-{ops[0]}..{ops[-1]}"))
+            out.append(pytest.param(k, dt, marks=marks, id=f"{dt}-{ops[0]}..{ops[-1]}"))
     return out
 
 
