@@ -137,15 +137,21 @@ def _key(op, dtype, numbers, attrs):
     return key
 
 
-def _kernel(op, dtype, numbers, attrs):
-    from ..codegen import eager_kernels      # (loads llvmlite: only when a kernel is needed)
+def _built(op, dtype, build, *args):
+    """build(op name, dtype name, *args), or None with a warning where LLVM refused it (NumPy's
+    implementation serves)."""
     try:
-        addr = eager_kernels.build(op.name, dtype.name, numbers, attrs)
-    except Exception as e:          # noqa: BLE001 (LLVM refused it: NumPy's impl serves)
+        return build(op.name, dtype.name, *args)
+    except Exception as e:          # noqa: BLE001
         warnings.warn(f"llgrad: eager {op.name} on {dtype.name} runs on NumPy: its native "
                       f"kernel failed to build ({type(e).__name__}: {e})", RuntimeWarning,
-                      stacklevel=2)
-        addr = None
+                      stacklevel=3)
+        return None
+
+
+def _kernel(op, dtype, numbers, attrs):
+    from ..codegen import eager_kernels      # (loads llvmlite: only when a kernel is needed)
+    addr = _built(op, dtype, eager_kernels.build, numbers, attrs)
     stats["built"] += addr is not None
     return None if addr is None else (_ctypes_fn(1)(int(addr)), addr)
 
@@ -153,13 +159,7 @@ def _kernel(op, dtype, numbers, attrs):
 def _row_kernel(op, dtype, widths, attrs):
     from ..codegen import eager_row_kernels     # (loads llvmlite: only when one is needed)
     from ..codegen.launch import data_pointer   # (one read, where ndarray.ctypes is ~1 us)
-    try:
-        built = eager_row_kernels.build(op.name, dtype.name, widths, attrs)
-    except Exception as e:          # noqa: BLE001 (LLVM refused it: NumPy's impl serves)
-        warnings.warn(f"llgrad: eager {op.name} on {dtype.name} runs on NumPy: its native "
-                      f"kernel failed to build ({type(e).__name__}: {e})", RuntimeWarning,
-                      stacklevel=2)
-        built = None
+    built = _built(op, dtype, eager_row_kernels.build, widths, attrs)
     if built is None or len(built[1]) != op.nout:
         return None
     addr, out_widths = built

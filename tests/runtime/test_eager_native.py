@@ -296,3 +296,24 @@ def test_a_fork_while_a_kernel_builds_gives_the_child_its_own_build():
     out = subprocess.run([sys.executable, "-c", _FORK_SCRIPT], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
+
+
+def test_a_kernel_llvm_refuses_warns_once_and_numpy_serves(monkeypatch):
+    from llgrad.codegen import eager_kernels
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("LLVM said no")
+    monkeypatch.setattr(eager_kernels, "build", refuse)
+    eager_native.reset()
+    x = llgrad.tensor(_input(np.float64))
+    with pytest.warns(RuntimeWarning, match="sigmoid on float64 runs on NumPy.*LLVM said no"):
+        y = x.sigmoid()
+    with np.errstate(all="ignore"):
+        want = OPS["sigmoid"].impl(x.numpy())
+    assert np.array_equal(y.numpy(), want, equal_nan=True)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # (the refusal is remembered: no second try)
+        assert np.array_equal(x.sigmoid().numpy(), want, equal_nan=True)
+    assert eager_native.stats["calls"] == 0 and eager_native.stats["built"] == 0
+    eager_native.reset()
