@@ -38,6 +38,7 @@ from .utils.dlpack import from_dlpack  # noqa: F401,E402
 from .serialization import load, save  # noqa: F401,E402
 # torch.* names of nn.functional's functions; llgrad.trace for a matrix or a function
 from .functions_nn import *  # noqa: F401,F403,E402
+from .functions_nn_more import *  # noqa: F401,F403,E402
 
 from .version import __version__  # noqa: F401,E402
 

@@ -21,4 +21,5 @@ from .layers_lazy import *  # noqa: F401,F403
 from .layers_container import Container  # noqa: F401
 from .layers_embedding_bag import EmbeddingBag  # noqa: F401
 from .layers_pool_more import *  # noqa: F401,F403
+from .layers_3d import *  # noqa: F401,F403
 from .parallel import DataParallel  # noqa: F401

@@ -41,6 +41,10 @@ from .functional_grid import affine_grid, grid_sample, grid_sampler  # noqa: F40
 from .functional_noise import gumbel_softmax, rrelu, rrelu_  # noqa: F401
 from .functional_pool_more import (local_response_norm, lp_pool1d, lp_pool2d,  # noqa: F401
                                  max_unpool1d, max_unpool2d)
+from .functional_conv3d import conv3d, conv_transpose3d  # noqa: F401
+from .functional_pool3d import (adaptive_avg_pool3d, adaptive_max_pool3d,  # noqa: F401
+                                adaptive_max_pool3d_with_indices, avg_pool3d, lp_pool3d,
+                                max_pool3d, max_pool3d_with_indices, max_unpool3d)
 
 _REDUCTIONS = ("none", "mean", "sum")
 

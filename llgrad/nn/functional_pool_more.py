@@ -70,7 +70,6 @@ def _unpool_output_size(input, kernel_size, stride, padding, output_size):
     if output_size is None:
         ret = default
     else:
-        output_size = list(output_size)
         if len(output_size) == nd + 2:
             output_size = output_size[2:]
         if len(output_size) != nd:
@@ -81,7 +80,7 @@ def _unpool_output_size(input, kernel_size, stride, padding, output_size):
             if not lo < output_size[d] < hi:
                 raise ValueError(f'invalid output_size "{output_size}" (dim {d} must be between '
                                  f"{lo} and {hi})")
-        ret = output_size
+        ret = list(output_size)
     for d in range(nd):
         if ret[d] < 0:
             raise ValueError("max_unpooling: output_size must contain non-negative spatial "

@@ -296,6 +296,17 @@ class Module(ModuleHooks):
         """Returns self (everything lives on the CPU), as torch.nn.Module.cpu."""
         return self
 
+    def share_memory(self) -> Module:
+        """Move every parameter, gradient and buffer to shared memory (Tensor.share_memory_),
+        as torch.nn.Module.share_memory: processes forked afterwards train the same weights."""
+        for m in self.modules():
+            for t in list(m._parameters.values()) + list(m._buffers.values()):
+                if t is not None:
+                    t.share_memory_()
+                    if t.grad is not None:
+                        t.grad.share_memory_()
+        return self
+
     def cuda(self, device: object = None) -> Module:
         """Raises: llgrad runs on the CPU only."""
         raise RuntimeError("llgrad runs on the CPU only; Module.cuda() is not available")

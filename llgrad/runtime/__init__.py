@@ -10,6 +10,7 @@ from . import (functions_math, functions_predicates, functions_reduce,  # noqa: 
                functions_config, methods_random_more,
                functions_matrix, functions_counts,
                functions_windows, tensor_resize)  # (compositions of the table's ops)
+from . import functions_settings, tensor_memory  # noqa: F401,E402  (global settings; asarray)
 from .tensor import Size, Storage, Tensor  # noqa: F401
 from .numpy_scalars import wrap_operators
 wrap_operators()     # (after every operator is defined: it wraps them)

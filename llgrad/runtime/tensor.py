@@ -175,6 +175,8 @@ class Tensor:
         """Whether the strides are row-major (size-1 dimensions ignored), as
         torch.Tensor.is_contiguous; memory_format is accepted and ignored."""
         shape, strides = self._data.shape, self.stride()
+        if 0 in shape:              # (no elements: contiguous, as PyTorch's)
+            return True
         expected = 1
         for n, s in zip(reversed(shape), reversed(strides)):
             if n != 1 and s != expected:

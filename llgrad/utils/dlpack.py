@@ -4,6 +4,7 @@ work is NumPy's: export hands out the NumPy buffer's capsule, import wraps what
 np.from_dlpack returns (the producer's memory, kept alive by it)."""
 import numpy as np
 
+from ..runtime import tensor_memory
 from ..runtime.creation import from_numpy
 from ..runtime.tensor import Tensor
 
@@ -68,3 +69,6 @@ def to_dlpack(tensor):
     """A DLPack capsule of the tensor's memory (prefer passing the tensor itself to the
     consumer's from_dlpack)."""
     return tensor.__dlpack__()
+
+
+tensor_memory.from_capsule = from_dlpack     # (llgrad.asarray of a capsule)

@@ -236,6 +236,12 @@ CASES = {
     "max_pool2d": (lambda a: F.max_pool2d(a, 2), [f(2, 4, 4)]),
     "conv2d_groups": (lambda a, w: F.conv2d(a, w, None, 2, 1, 1, 2), [f(1, 4, 5, 5),
                                                                      f(4, 2, 3, 2)]),
+    "conv3d": (lambda a, w, c: F.conv3d(a, w, c, (2, 1, 1), 1, (1, 1, 2)),
+               [f(2, 4, 3, 4), f(3, 2, 2, 2, 2), f(3)]),
+    "conv3d_groups": (lambda a, w: F.conv3d(a, w, None, 1, (0, 1, 0), 1, 2),
+                      [f(1, 4, 3, 3, 3), f(4, 2, 2, 2, 2)]),
+    "max_pool3d": (lambda a: F.max_pool3d(a, 2, 1, 1, ceil_mode=True), [f(2, 3, 3, 4)]),
+    "avg_pool3d": (lambda a: F.avg_pool3d(a, (2, 3, 2), 1, 1, True, False), [f(2, 3, 4, 3)]),
     "convolution_backward_input": (lambda g, w: g._op(
         "convolution_backward_input", w, input_size=(5, 4), stride=(2, 1), padding=(1, 1),
         dilation=(1, 1), groups=2), [f(1, 4, 3, 4), f(4, 2, 3, 3)]),
