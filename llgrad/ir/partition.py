@@ -114,26 +114,48 @@ def _reachable(cap, src):
 
 
 def _max_flow(cap, src, sink):
-    """Edmonds-Karp: augment along shortest residual paths until none is left."""
+    """Dinic: a breadth-first pass levels the residual graph, then depth-first walks along
+    rising levels push every path it holds, until the sink is out of reach. The cut read off
+    afterwards (_reachable) is the same for every maximum flow; Edmonds-Karp's one path per
+    pass made a stack of 12 transformer blocks' partition quadratic (0.3 s)."""
     while True:
-        parent = {src: None}
+        level = {src: 0}
         queue = collections.deque([src])
-        while queue and sink not in parent:
+        while queue:
             a = queue.popleft()
             for b, c in cap[a].items():
-                if c > 0 and b not in parent:
-                    parent[b] = a
+                if c > 0 and b not in level:
+                    level[b] = level[a] + 1
                     queue.append(b)
-        if sink not in parent:
+        if sink not in level:
             return
-        path, b = [], sink
-        while parent[b] is not None:
-            path.append((parent[b], b))
-            b = parent[b]
-        push = min(cap[a][b] for a, b in path)
-        for a, b in path:
-            cap[a][b] -= push
-            cap[b][a] += push
+        edges = {a: list(cap[a]) for a in level}    # each node's untried edges, in order
+        while _push_path(cap, level, edges, src, sink):
+            pass
+
+
+def _push_path(cap, level, edges, src, sink):
+    """One path from src to sink along rising levels, its bottleneck pushed; False when the
+    level graph holds none (edges that lead nowhere are dropped as the walk backs off)."""
+    path = [src]
+    while path:
+        a = path[-1]
+        if a == sink:
+            push = min(cap[x][y] for x, y in zip(path, path[1:]))
+            for x, y in zip(path, path[1:]):
+                cap[x][y] -= push
+                cap[y][x] += push
+            return True
+        todo = edges[a]
+        while todo and not (cap[a][todo[-1]] > 0 and level.get(todo[-1]) == level[a] + 1):
+            todo.pop()
+        if todo:
+            path.append(todo[-1])
+        else:
+            path.pop()
+            if path:
+                edges[path[-1]].pop()               # (a leads nowhere now)
+    return False
 
 
 def partition(joint, n_primal, n_out, n_mut, n_guard, guards=(), mutated_inputs=(),
