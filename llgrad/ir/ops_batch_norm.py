@@ -3,40 +3,72 @@ NativeBatchNormBackward0, and NativeBatchNormBackwardBackward0 when differentiat
 
     batch_norm(x (N, C, *), weight, bias, running_mean, running_var; training, eps)
         y = (x - mean) / sqrt(var + eps) * weight + bias, per channel: the batch's statistics
-        over (0, 2, ...) in training, the running ones in evaluation; in float64 and rounded
-        once to x's dtype (PyTorch's statistics are float64 too, and native code does the same)
+        over (0, 2, ...) in training (biased variance), the running ones in evaluation; in
+        float64 and rounded once to x's dtype (PyTorch accumulates its statistics in float64
+        too, and native code computes all of it in float64)
     batch_norm_backward(grad_out, x, weight; eps) -> (grad_input, grad_weight, grad_bias)
         the training-mode VJP: layer_norm's formula (ops_nn._norm_vjp) over (0, 2, ...)
 
-Both implementations walk x one channel at a time, as (N, L) blocks with L = H * W * ...
-(several channels per block where a channel is small): a block's temporaries stay in the
-core's cache, so the dozen elementwise passes of the formulas cost cache bandwidth, not
-memory bandwidth, and NumPy sees one scalar per channel (a per-channel operand broadcast
-along a middle axis runs NumPy's slow strided loop, ~3x a scalar's).
+Both implementations walk x a few channels at a time: a block of channels is copied once
+into a contiguous (k, N, L) buffer (L = H * W * ...) that stays in the core's cache, where
+every further pass is a contiguous one with a per-channel operand NumPy broadcasts cheaply
+(a pass over x's own (N, k, L) rows, strided, costs 2-3x). Sums are BLAS dot products of the
+buffer's rows (NumPy's matmul of (1, L) by (L, 1) rows: a cblas dot per row, which OpenBLAS
+keeps on one thread up to 10000 elements), the rows' sums added in float64; rows shorter
+than _SHORT are summed by NumPy.
 
-The forward is bit for bit the whole-array NumPy formula it replaced (_reference, kept for
-the layouts and dtypes the blocks do not reproduce): the same per-(image, channel) pairwise
-sums, added in image order. The backward runs _norm_vjp's elementwise operations in its order
-and dtype, so special values (NaN, inf, signed zeros) come out as in native code, which runs
-the decomposition below; its sums add each row by BLAS and the rows in float64 (native code
-sums in float64; NumPy's float32 mean had summed in float32)."""
+Forward: the statistics in two passes (mean, then the sum of squared deviations: no
+cancellation) over a float64 copy of the block, then y = (x - mean) * (weight / sqrt(var +
+eps)) + bias in two passes, the last one writing y rounded to x's dtype. For float32 data
+every float64 step is exact to ~1e-16 and no float64 intermediate can over- or underflow,
+so the result is the formula's rounded once (special values as native code); float64 data
+divides by sqrt(var + eps) and multiplies by the weight, in native code's order.
+_reference is the formula on whole arrays (other dtypes, and float64 data with float32
+operands, which it reads in float32). In training the forward leaves the batch's
+statistics for F.batch_norm to update the running ones with (take_stats): no second pass.
+
+Backward: per channel, with xc = x - mean (mean rounded to the data's dtype, as native code),
+r = rsqrt(var + eps) and the sums S_g = sum(g), S_gx = sum(g * xc),
+    grad_input = r w (g - S_g / m - xc r^2 S_gx / m),  grad_weight = r S_gx,  grad_bias = S_g
+(_norm_vjp's mean(g w) = w S_g / m, mean(g w xhat) = w r S_gx / m): x's and g's blocks are
+copied in once, four sums, five passes over the buffers (xc, then grad_input). Where a
+weight or a block's sums are not all finite (NaN, inf, or an overflow) the block runs
+_norm_vjp's operations in its order and dtype (_exact_block) instead, so that
+special values come out as in native code, which runs the decomposition below."""
+import threading
+import weakref
+
 import numpy as np
 
 from .graph import Value
 from .optable import defop
 
-BLOCK = 1 << 15         # elements per block: the forward's two float64 temporaries, 512 KB
+BLOCK = 1 << 17         # elements per block (the forward's float64 buffer: 1 MB)
+_SHORT = 64             # rows shorter than this are summed by NumPy (a BLAS call per row costs)
 
 
-def _blocks(c, rows):
-    """[(c0, c1)]: channels in blocks of about BLOCK elements (a channel is `rows` elements)."""
-    k = max(1, min(c, BLOCK // max(1, rows)))
+def _blocks(c, per_channel):
+    """[(c0, c1)]: channels in blocks of about BLOCK elements."""
+    k = max(1, min(c, BLOCK // max(1, per_channel)))
     return [(c0, min(c, c0 + k)) for c0 in range(0, c, k)]
 
 
-def _channel(v, dtype, c0, c1):
-    """Per-channel values v[c0:c1] as (1, k, 1) of dtype, to broadcast over a block."""
-    return np.asarray(v[c0:c1], dtype).reshape(1, -1, 1)
+def _sums(a, b=None, ones=None, out=None):
+    """Per-channel sum(a * b) (or sum(a)) of (k, N, L) blocks, in float64: a BLAS dot per row
+    (the products not rounded first: fused multiply-adds), the rows' sums added in float64.
+    ones: np.ones((L, 1), a.dtype), if at hand."""
+    if a.shape[-1] < _SHORT:
+        return np.add.reduce(a if b is None else a * b, axis=(1, 2), dtype=np.float64, out=out)
+    if b is None:
+        b = np.ones((a.shape[-1], 1), a.dtype) if ones is None else ones
+    else:
+        b = b[..., :, None]
+    return np.add.reduce(np.matmul(a[..., None, :], b), axis=(1, 2, 3), dtype=np.float64,
+                         out=out)
+
+
+def _channel(v, c0, c1, dtype=np.float64):
+    return np.asarray(v[c0:c1], dtype).reshape(-1, 1, 1)
 
 
 # ---- forward --------------------------------------------------------------------------------
@@ -47,8 +79,7 @@ def _bn_shape(x, v):
 
 def _reference(x, w, b, mean, var, training, eps):
     dt = x.dtype
-    if dt == np.float32:    # in float64 throughout and rounded once, as native code (PyTorch's
-        # statistics are float64 too): the variance of values near float32's max is finite
+    if dt == np.float32:    # in float64 throughout and rounded once, as native code
         x, w, b, mean, var = (v if v is None else np.asarray(v, np.float64)
                               for v in (x, w, b, mean, var))
     dims = (0,) + tuple(range(2, x.ndim))
@@ -65,47 +96,83 @@ def _reference(x, w, b, mean, var, training, eps):
     return y.astype(dt, copy=False)
 
 
-def _block_mean(a, count):
-    """NumPy's mean over (0, 2) of a (N, k, L) block of a C-contiguous array, bit for bit: its
-    reduction sums each row pairwise, then adds the row sums in image order to a zero."""
-    s = np.add.reduce(a, axis=2)
-    return ((np.add.accumulate(s, axis=0)[-1] + 0.0) / count).reshape(1, -1, 1)
+def _centre(d, ones=None):
+    """Subtract each channel's mean from a float64 (k, N, L) block in place: (mean, sum of
+    squared deviations), each (k,)."""
+    mean = _sums(d, ones=ones) / (d.shape[1] * d.shape[2])
+    np.subtract(d, mean.reshape(-1, 1, 1), out=d)
+    return mean, _sums(d, d)
+
+
+_stash = threading.local()      # the last training forward's statistics on this thread
+
+
+def _blocked(x):
+    """x as (N, C, L), its blocks, a float64 buffer for one and _sums' ones."""
+    n, c = x.shape[:2]
+    x3 = x.reshape(n, c, -1)
+    blocks = _blocks(c, n * x3.shape[2])
+    return x3, blocks, np.empty((blocks[0][1], n, x3.shape[2])), np.ones((x3.shape[2], 1))
+
+
+def batch_stats(x):
+    """(mean, sum of squared deviations, count) per channel of x (N, C, *) over (0, 2, ...)
+    in float64, as the training forward computes them; None for what it does not block."""
+    if x.ndim < 2 or x.size == 0 or x.dtype not in (np.float32, np.float64):
+        return None
+    x3, blocks, d, ones = _blocked(x)
+    mean, ss = np.empty(x3.shape[1]), np.empty(x3.shape[1])
+    for c0, c1 in blocks:
+        dk = d[:c1 - c0]
+        np.copyto(dk, x3[:, c0:c1].transpose(1, 0, 2))
+        mean[c0:c1], ss[c0:c1] = _centre(dk, ones)
+    return mean, ss, x.size // x3.shape[1]
+
+
+def take_stats(x):
+    """batch_stats(x): those the training forward of this very array left on this thread,
+    else computed."""
+    ref = getattr(_stash, "entry", None)
+    _stash.entry = None
+    if ref is not None and ref[0]() is x:
+        return ref[1]
+    return batch_stats(x)
 
 
 def _batch_norm(x, w, b, mean, var, training, eps):
-    # the blocks reproduce _reference for a C-contiguous x whose operands _reference reads in
-    # float64 (a float64 x with float32 statistics takes sqrt(var + eps) in float32 there)
-    if x.size == 0 or not x.flags.c_contiguous or x.dtype not in (np.float32, np.float64) \
+    if x.size == 0 or x.dtype not in (np.float32, np.float64) \
             or (x.dtype == np.float64
                 and any(v is not None and v.dtype != np.float64 for v in (w, b, mean, var))):
         return _reference(x, w, b, mean, var, training, eps)
-    n, c = x.shape[:2]
-    count = x.size // c
-    # one channel: NumPy's reduction runs over the whole array at once (its axes coalesce)
-    x3 = x.reshape(n, c, -1) if c > 1 else x.reshape(1, 1, -1)
-    rows, length = x3.shape[0], x3.shape[2]
+    fused = x.dtype == np.float32       # (see the module's docstring)
+    x3, blocks, d, ones = _blocked(x)
     y = np.empty(x3.shape, x.dtype)
-    blocks = _blocks(c, rows * length)
-    k = blocks[0][1]
-    d, sq = np.empty((rows, k, length)), np.empty((rows, k, length) if training else 0)
+    c = x3.shape[1]
+    stats = (np.empty(c), np.empty(c)) if training else None
     for c0, c1 in blocks:
-        dk = d[:, :c1 - c0]
-        np.copyto(dk, x3[:, c0:c1])
+        dk = d[:c1 - c0]
+        np.copyto(dk, x3[:, c0:c1].transpose(1, 0, 2))
         if training:
-            mu = _block_mean(dk, count)
-            np.subtract(dk, mu, out=dk)
-            sk = sq[:, :c1 - c0]
-            np.multiply(dk, dk, out=sk)             # (x - mean) ** 2 is NumPy's square
-            v = _block_mean(sk, count)
+            mu, ss = _centre(dk, ones)
+            stats[0][c0:c1], stats[1][c0:c1] = mu, ss
+            v = ss.reshape(-1, 1, 1) / (dk.shape[1] * dk.shape[2])
         else:
-            np.subtract(dk, _channel(mean, np.float64, c0, c1), out=dk)
-            v = _channel(var, np.float64, c0, c1)
-        np.divide(dk, np.sqrt(v + eps), out=dk)
-        if w is not None:
-            np.multiply(dk, _channel(w, np.float64, c0, c1), out=dk)
+            np.subtract(dk, _channel(mean, c0, c1), out=dk)
+            v = _channel(var, c0, c1)
+        if fused:
+            s = np.sqrt(v + eps)
+            np.multiply(dk, _channel(w, c0, c1) / s if w is not None else 1.0 / s, out=dk)
+        else:
+            np.divide(dk, np.sqrt(v + eps), out=dk)
+            if w is not None:
+                np.multiply(dk, _channel(w, c0, c1), out=dk)
+        out = y[:, c0:c1].transpose(1, 0, 2)
         if b is not None:
-            np.add(dk, _channel(b, np.float64, c0, c1), out=dk)
-        np.copyto(y[:, c0:c1], dk, casting="unsafe")
+            np.add(dk, _channel(b, c0, c1), out=out, casting="unsafe")
+        else:
+            np.copyto(out, dk, casting="unsafe")
+    if training:
+        _stash.entry = (weakref.ref(x), stats + (x.size // c,))
     return y.reshape(x.shape)
 
 
@@ -132,19 +199,31 @@ defop("batch_norm", _batch_norm, args=("self", "weight", "bias", "running_mean",
 
 # ---- backward (training) --------------------------------------------------------------------
 
-def _block_sum(a, ones):
-    """Per-channel sums (1, k, 1) of a (N, k, L) block: each row by BLAS (a product with
-    ones: NumPy's pairwise sum of float32 runs at a third of its speed), the rows in float64.
-    """
-    return np.add.reduce(np.matmul(a, ones), axis=0, dtype=np.float64).reshape(1, -1, 1)
+def _exact_block(gt, xt, wk, mean, eps, dt, out):
+    """_norm_vjp's operations in its order and dtype on a block: gt, xt (k, N, L) views of
+    g and x, wk (k, 1, 1) or None; gx into out; (grad_weight, grad_bias) of the block."""
+    m = xt.shape[1] * xt.shape[2]
+    xh = np.subtract(xt, mean, dtype=dt)                         # xc
+    var = (_sums(xh, xh) / m).astype(dt).reshape(-1, 1, 1)
+    rstd = 1.0 / np.sqrt(var + dt.type(eps))                    # (rsqrt's impl)
+    np.multiply(xh, rstd, out=xh)                               # xhat
+    gxh = np.multiply(gt, wk, dtype=dt) if wk is not None else np.array(gt, dt)
+    m1 = (_sums(gxh) / m).astype(dt).reshape(-1, 1, 1)
+    t = gxh * xh
+    s2 = _sums(t)
+    m2 = (s2 / m).astype(dt).reshape(-1, 1, 1)
+    if wk is not None:                                          # (else g * xhat is t)
+        np.multiply(gt, xh, out=t)
+        s2 = _sums(t)
+    gb = _sums(gt)
+    np.subtract(gxh, m1, out=gxh)
+    np.multiply(xh, m2, out=t)
+    np.subtract(gxh, t, out=gxh)
+    np.multiply(rstd, gxh, out=out)
+    return s2, gb
 
 
 def _batch_norm_backward(g, x, w, eps):
-    """_norm_vjp's operations, block by block: mean, xc = x - mean, rstd, xhat = xc * rstd,
-    gxhat = g * w, gx = rstd * (gxhat - mean(gxhat) - xhat * mean(gxhat * xhat)),
-    gw = sum(g * xhat), gb = sum(g); each mean a float64 sum rounded to x's dtype. The
-    temporaries are contiguous blocks (an op over x's or g's strided rows costs twice one
-    over a contiguous block), gx's block is written once."""
     n, c = x.shape[:2]
     dt = np.result_type(g, x)
     length = int(np.prod(x.shape[2:], dtype=np.int64))
@@ -155,36 +234,39 @@ def _batch_norm_backward(g, x, w, eps):
     if gx.size == 0:    # (no elements per channel: the sums are zero, gx is empty)
         return gx.reshape(x.shape), gw, gb
     blocks = _blocks(c, m)
-    k = blocks[0][1]
-    xh, gxh, t = (np.empty((n, k, x3.shape[2]), dt) for _ in range(3))
-    ones = np.ones(x3.shape[2], dt)
+    xc, gc = (np.empty((blocks[0][1], n, length), dt) for _ in range(2))
+    fast = dt in (np.float32, np.float64) and (w is None or np.isfinite(w).all())
+    w64 = np.asarray(w, np.float64) if w is not None else None
+    ones, eps_dt = np.ones((length, 1), dt), dt.type(eps)
     with np.errstate(all="ignore"):     # special values: inf - inf, 0 * inf, as eager's ops
         for c0, c1 in blocks:
-            sl = slice(0, c1 - c0)
-            xb, gb_, xhb, gxhb, tb = x3[:, c0:c1], g3[:, c0:c1], xh[:, sl], gxh[:, sl], t[:, sl]
-            mean = (_block_sum(xb, ones) / m).astype(dt)
-            np.subtract(xb, mean, out=xhb)                          # xc
-            np.multiply(xhb, xhb, out=tb)
-            var = (_block_sum(tb, ones) / m).astype(dt)
-            rstd = 1.0 / np.sqrt(var + dt.type(eps))                # (rsqrt's impl)
-            np.multiply(xhb, rstd, out=xhb)                         # xhat
-            if w is not None:
-                np.multiply(gb_, _channel(w, dt, c0, c1), out=gxhb)
-            else:
-                np.copyto(gxhb, gb_)
-            m1 = (_block_sum(gxhb, ones) / m).astype(dt)
-            np.multiply(gxhb, xhb, out=tb)
-            s2 = _block_sum(tb, ones)
-            m2 = (s2 / m).astype(dt)
-            if w is not None:                                       # (else g * xhat is tb)
-                np.multiply(gb_, xhb, out=tb)
-                s2 = _block_sum(tb, ones)
-            gw[c0:c1] = s2.reshape(-1)
-            gb[c0:c1] = _block_sum(gb_, ones).reshape(-1)
-            np.subtract(gxhb, m1, out=gxhb)
-            np.multiply(xhb, m2, out=tb)
-            np.subtract(gxhb, tb, out=gxhb)
-            np.multiply(rstd, gxhb, out=gx[:, c0:c1])
+            xt, gt = x3[:, c0:c1].transpose(1, 0, 2), g3[:, c0:c1].transpose(1, 0, 2)
+            out = gx[:, c0:c1].transpose(1, 0, 2)
+            xk, gk = xc[:c1 - c0], gc[:c1 - c0]
+            np.copyto(xk, xt)       # (x's and g's rows are strided: read once, into the cache)
+            mean = (_sums(xk, ones=ones) / m).astype(dt).reshape(-1, 1, 1)
+            if fast:
+                np.subtract(xk, mean, out=xk)
+                np.copyto(gk, gt)
+                sums = np.empty((3, c1 - c0))       # sum(xc^2), sum(g), sum(g * xc)
+                _sums(xk, xk, out=sums[0])
+                _sums(gk, ones=ones, out=sums[1])
+                _sums(gk, xk, out=sums[2])
+            if not fast or not np.isfinite(sums).all():
+                wk = _channel(w, c0, c1, dt) if w is not None else None
+                gw[c0:c1], gb[c0:c1] = _exact_block(gt, xt, wk, mean, eps, dt, out)
+                continue
+            r = 1.0 / np.sqrt((sums[0] / m).astype(dt) + eps_dt)   # rsqrt(var + eps), in dt
+            gw[c0:c1], gb[c0:c1] = r * sums[2], sums[1]
+            r = r.astype(np.float64)
+            sums[0] = -(r * r) * (sums[2] / m)      # gx = a (g - sum(g) / m + xc * that)
+            sums[1] /= m
+            sums[2] = r * w64[c0:c1] if w is not None else r
+            coef = sums.astype(dt)[..., None, None]
+            np.multiply(xk, coef[0], out=xk)
+            np.subtract(xk, coef[1], out=xk)
+            np.add(xk, gk, out=xk)
+            np.multiply(xk, coef[2], out=out)
     return gx.reshape(x.shape), gw, gb
 
 

@@ -4,9 +4,10 @@ import warnings
 import numpy as np
 
 from ..ir import OPS
-from ..runtime import grad_mode
+from ..runtime import grad_mode, trace_state
 from ..runtime.creation import rand_like
 from ..runtime.dispatch import call, nondiff_error
+from .functional_batch_norm import update_running_stats as _update_running_stats
 from .functional_conv import conv2d, max_pool2d  # noqa: F401  (F.conv2d, F.max_pool2d)
 from .functional_activation import (celu, elu, glu, hardshrink, hardsigmoid, hardswish,  # noqa: F401
                                   hardtanh, logsigmoid, mish, prelu, relu6, selu, softmin,
@@ -179,6 +180,15 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         if n <= 1:
             raise ValueError(f"Expected more than 1 value per channel when training, got input "
                              f"size {list(input._data.shape)}")
+        out = None
+        if (running_mean is not None or running_var is not None) \
+                and trace_state.state.tracer is None and not trace_state.state.vmap_levels \
+                and type(input._data) is np.ndarray:
+            # eagerly: the statistics the op has just computed (no second pass over input)
+            out = call(OPS["batch_norm"], (input, weight, bias, None, None),
+                       {"training": True, "eps": eps})
+            if _update_running_stats(input, running_mean, running_var, momentum):
+                return out
         if running_mean is not None or running_var is not None:
             # tensor ops (not NumPy) so that tracing records the update of the buffers
             with grad_mode.no_grad():
@@ -189,8 +199,10 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
                 if running_var is not None:
                     running_var.mul_(1 - momentum).add_(
                         x.var(dims, correction=1).to(running_var.dtype), alpha=momentum)
-        return call(OPS["batch_norm"], (input, weight, bias, None, None),
-                    {"training": True, "eps": eps})
+        if out is None:
+            out = call(OPS["batch_norm"], (input, weight, bias, None, None),
+                       {"training": True, "eps": eps})
+        return out
     if running_mean is None or running_var is None:
         raise RuntimeError("running_mean and running_var must be defined in evaluation mode")
     return call(OPS["batch_norm"], (input, weight, bias, running_mean, running_var),

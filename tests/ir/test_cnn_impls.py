@@ -1,5 +1,5 @@
 """The NumPy implementations behind eager CNNs (issue 20's cnn and cnn_bn workloads):
-batch_norm's blocked forward against the whole-array formula it replaced, bit for bit;
+batch_norm's blocked forward against the whole-array formula (float32 to 1 ulp);
 batch_norm_backward against PyTorch and against _norm_vjp's Tensor ops; the convolutions'
 chunked products (chunks that do not divide the batch, strides, groups, dilation, a
 non-finite weight) against a direct float64 reference and PyTorch; where / masked_fill
@@ -13,7 +13,7 @@ from llgrad.ir import bitselect, ops_conv, ops_nn_more
 from llgrad.ir.ops_batch_norm import _batch_norm, _batch_norm_backward, _reference
 from llgrad.ir.ops_nn import _norm_vjp
 
-# ---- batch_norm forward: the blocks are the whole-array formula, bit for bit ----------------
+# ---- batch_norm forward: the blocks are the whole-array formula (float32: to 1 ulp) --------
 
 SHAPES = [(32, 16, 32, 32), (4, 3, 5), (2, 3), (9, 1), (5, 1, 4, 4), (1, 3, 7), (37, 6, 3),
           (7, 5, 3, 9), (3, 2, 100, 100), (2, 3, 3 * 8192 + 5), (300, 200), (2, 700, 1, 1)]
@@ -37,7 +37,12 @@ def test_batch_norm_forward_is_the_whole_array_formula(shape, dtype):
                 want = _reference(x, ww, bb, mean, var, training, eps)
                 got = _batch_norm(x, ww, bb, mean, var, training, eps)
                 assert got.dtype == want.dtype and got.shape == want.shape
-                assert np.array_equal(_bits(got), _bits(want)), (training, ww is None, bb is None)
+                # (the blocks sum in another order: float64's last bits; float32 is rounded
+                # once from float64 values that differ by ~1e-16: at most a double rounding)
+                if dtype == "float64":
+                    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13)
+                else:
+                    np.testing.assert_array_max_ulp(got, want, maxulp=1)
 
 
 def test_batch_norm_forward_other_layouts_and_operands():
