@@ -175,6 +175,12 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
             grads = autograd_grad([outs[i] for i in diff_out], diff_in, cts,
                                   retain_graph=True, allow_unused=True)
         except RuntimeError as e:
+            if "backward through the graph a second time" in str(e):
+                # a result whose graph a backward / autograd.grad inside the function freed
+                # (autograd.grad(g.sum(), x) after g = grad(..., create_graph=True)): eager
+                # raises only if the caller backpropagates through it
+                raise TraceError("a result that requires grad has a graph that a backward in "
+                                 "the function freed") from None
             if "modified by an inplace operation" not in str(e):
                 raise
             # eager raises this when the caller runs backward, not now: the call runs

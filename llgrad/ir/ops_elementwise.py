@@ -131,13 +131,28 @@ def _pow(x, e):
     if type(e) is float and e == 0.5 and getattr(x, "dtype", None) is not None \
             and x.dtype.kind == "f":
         return np.sqrt(x)
+    if isinstance(e, np.ndarray) and e.dtype.kind == "i" and np.asarray(x).dtype.kind in "iu" \
+            and (e < 0).any():
+        # an integer tensor exponent below 0 does not raise in PyTorch: 1 and -1 to it are
+        # 1 and +-1, anything else 0 (truncated 1 / x**-e); only a Python-number one raises
+        r = np.power(x, np.maximum(e, 0))
+        odd = np.where(e % 2 == 1, -1, 1)
+        return np.where(e < 0, np.where(x == 1, 1, np.where(x == -1, odd, 0)), r).astype(r.dtype)
     return np.power(x, e)
 
 
 defop("pow", _pow, vjp=_pow_vjp, grad_fn=_pow_name, args=("self", "exponent"),
       save=("self", "exponent", "result"), kind="elementwise", promote=(0, 1),
       functions=("pow", "square"), cost=4)
-_unary("neg", np.negative, lambda c, g: (-g,), "NegBackward0", float_out=False,
+def _neg(x):
+    if x.dtype == np.bool_:
+        raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. If "
+                           "you are trying to invert a mask, use the `~` or `logical_not()` "
+                           "operator instead.")
+    return np.negative(x)
+
+
+_unary("neg", _neg, lambda c, g: (-g,), "NegBackward0", float_out=False,
        methods=("neg", "negative", "__neg__"), inplace=("neg_", "negative_"),
        functions=("neg", "negative"))
 

@@ -37,7 +37,14 @@ def _sum(x, dim=None, keepdim=False, dtype=None):
 
 defop("sum", _sum, kind="reduce", grad_fn=_by_dim("SumBackward0", "SumBackward1"),
       vjp=lambda c, g: (unreduce(g, c.shape(0), c.dim, c.keepdim),), functions=("sum",))
-defop("mean", lambda x, dim=None, keepdim=False: np.asarray(np.mean(x, axis=dim, keepdims=keepdim)),
+def _mean(x, dim=None, keepdim=False):
+    if x.size == 0:                 # nan, silently as PyTorch (NumPy warns: empty slice)
+        s = np.sum(x, axis=dim, keepdims=keepdim)
+        return np.full(np.shape(s), np.nan, s.dtype if s.dtype.kind == "f" else np.float64)
+    return np.asarray(np.mean(x, axis=dim, keepdims=keepdim))
+
+
+defop("mean", _mean,
       kind="reduce", grad_fn=_by_dim("MeanBackward0", "MeanBackward1"),
       vjp=lambda c, g: (unreduce(g, c.shape(0), c.dim, c.keepdim) / _count(c.shape(0), c.dim),),
       functions=("mean",))

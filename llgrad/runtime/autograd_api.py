@@ -51,6 +51,8 @@ def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
         retain_graph = create_graph
     if allow_unused is None:
         allow_unused = materialize_grads
+    if not inputs:
+        raise RuntimeError("`inputs` argument to `grad()` cannot be empty.")
     for t in inputs:
         if not isinstance(t, Tensor):
             raise TypeError("grad(): inputs must be Tensors")

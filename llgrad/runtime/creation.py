@@ -5,7 +5,7 @@ import numpy as np
 from ..ir import OPS
 from . import dtypes, trace_state
 from .device import check as _check_device, device as _Device
-from .dispatch import call
+from .dispatch import call, scalar_type_name
 from .shapes import unpack_shape
 from .tensor import Tensor
 
@@ -252,12 +252,20 @@ def randn(*size: int | tuple[int, ...], dtype: dtypes.dtype | None = None,
     numbers). Traced, a draw of the default generator is an op: compiled calls give eager's
     numbers."""
     _check_device(device)
-    d = dtypes.to_dtype(dtype) if dtype is not None else dtypes.get_default_dtype()
+    d = _float_draw(dtype, "normal_kernel_cpu")
     arr = _rng(generator).standard_normal(unpack_shape(size), dtype=np.float64).astype(d.np)
     t = _finish(arr, None, requires_grad)
     if generator is None and trace_state.state.tracer is not None:
         trace_state.state.tracer.random("rng_normal", t)
     return t
+
+
+def _float_draw(dtype, kernel):
+    """The dtype of rand / randn samples; an integer or bool one raises as PyTorch's."""
+    d = dtypes.to_dtype(dtype) if dtype is not None else dtypes.get_default_dtype()
+    if not d.is_floating_point:
+        raise NotImplementedError(f'"{kernel}" not implemented for \'{scalar_type_name(d)}\'')
+    return d
 
 
 def rand(*size: int | tuple[int, ...], dtype: dtypes.dtype | None = None,
@@ -267,7 +275,7 @@ def rand(*size: int | tuple[int, ...], dtype: dtypes.dtype | None = None,
     numbers). Traced, a draw of the default generator is an op: compiled calls give eager's
     numbers."""
     _check_device(device)
-    d = dtypes.to_dtype(dtype) if dtype is not None else dtypes.get_default_dtype()
+    d = _float_draw(dtype, "check_uniform_bounds")
     arr = _rng(generator).random(unpack_shape(size), dtype=np.float64).astype(d.np)
     t = _finish(arr, None, requires_grad)
     if generator is None and trace_state.state.tracer is not None:
@@ -275,7 +283,7 @@ def rand(*size: int | tuple[int, ...], dtype: dtypes.dtype | None = None,
     return t
 
 
-def randint(low: int, high: int | None = None, size: tuple[int, ...] = (),
+def randint(low: int = 0, high: int | None = None, size: tuple[int, ...] = (),
             dtype: dtypes.dtype | None = None, generator: _Generator | None = None,
             device: str | _Device | None = None, requires_grad: bool = False) -> Tensor:
     """Random integers in [low, high), as torch.randint (inside llgrad.compile the call runs
@@ -285,6 +293,8 @@ def randint(low: int, high: int | None = None, size: tuple[int, ...] = (),
         trace_state.state.tracer.untraceable("randint")
     if high is None:
         low, high = 0, low
+    elif not isinstance(high, (int, np.integer)) and size == ():   # randint(high, size)
+        low, high, size = 0, low, high
     arr = _rng(generator).integers(low, high, size=tuple(size), dtype=np.int64)
     return _finish(arr, dtype, requires_grad)
 

@@ -130,6 +130,16 @@ def set_native_eager(fn):
     return prev
 
 
+def wrapped_ints(op, inputs):
+    """inputs with each Python int wrapped into op's integer result dtype (int8 tensor + 300
+    adds 44, as PyTorch; NumPy raises OverflowError): called once that error is raised, so
+    that the tracer records the wrapped number too. Re-raises where that does not apply."""
+    rt = op_result_type(op, inputs) if op.promote else None
+    if rt is None or rt._cat != 1 or not any(type(x) is int for x in inputs):
+        raise
+    return [int(np.int64(x).astype(rt.np)) if type(x) is int else x for x in inputs]
+
+
 def run_impl(op, inputs, attrs):
     try:
         if (op.eager_native or op.eager_rows) and native_eager is not None:
@@ -194,7 +204,11 @@ def call(op, inputs, attrs):
         if res is not NotImplemented:
             return res
     info = _infos.get(op) or _info(op)
-    out = run_impl(op, inputs, attrs)
+    try:
+        out = run_impl(op, inputs, attrs)
+    except OverflowError:
+        inputs = wrapped_ints(op, inputs)
+        out = run_impl(op, inputs, attrs)
     if info.view:
         base = inputs[0]
         results = [_new_view(out, base)] if info.single else [_new_view(o, base) for o in out]

@@ -8,7 +8,7 @@ from . import dispatch, grad_mode, trace_state
 from ..ir import OPS
 from ..ir.geometry import geometry_overlaps
 from .copy_slices import CopySlices, creation_error
-from .dispatch import _is_tensor, _req, call, record, run_impl, scalar_type_name
+from .dispatch import _is_tensor, _req, call, record, run_impl, scalar_type_name, wrapped_ints
 from .dtypes import get_default_dtype, result_type
 from .node import gradient_edge
 from .numpy_scalars import NUMPY_SCALARS, python_number
@@ -91,7 +91,12 @@ def call_inplace(op, t, inputs, attrs):
     retained = (t._grad_fn, t._output_nr) if recording and t._retains_grad else None
     tracer = _tstate.tracer
     operands = tracer.operands(inputs) if tracer is not None else None   # values before
-    out = run_impl(op, inputs, attrs)
+    try:
+        out = run_impl(op, inputs, attrs)
+    except OverflowError:
+        inputs = wrapped_ints(op, inputs)
+        operands = tracer.operands(inputs) if tracer is not None else None
+        out = run_impl(op, inputs, attrs)
     old_self = None
     if recording and t._dtype.is_floating_point and op.args[0] in op.save:
         # t is about to change: save a clone, recorded so that it keeps t's history (the

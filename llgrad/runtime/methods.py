@@ -48,10 +48,14 @@ _def("__rpow__", (lambda o: lambda self, other: call(o, (other, self), {}))(OPS[
 _ADD, _SUB, _RSUB, _DIV, _POW, _MUL = (OPS[n] for n in ("add", "sub", "rsub", "div", "pow", "mul"))
 
 
-def _alpha(other, alpha):
+def _alpha(self, other, alpha):
     """(other, alpha) for add/sub: a tensor alpha (a learning rate held as a tensor) scales
     other as a tensor, so a compiled step reads it at each call rather than baking in its
-    value (PyTorch reads it as a number: the same values)."""
+    value (PyTorch reads it as a number: the same values). A float alpha for an integer
+    result raises, as PyTorch."""
+    if type(alpha) is float and not dtypes.result_type(self, other).is_floating_point:
+        raise RuntimeError("For integral input tensors, argument alpha must not be a floating "
+                           "point number.")
     if isinstance(alpha, Tensor):
         if alpha._data.size != 1:
             raise RuntimeError(f"a Tensor with {alpha._data.size} elements cannot be "
@@ -64,7 +68,7 @@ def add(self, other, alpha=1):
     """self + alpha * other, as torch.Tensor.add. alpha may be a one-element tensor (a
     learning rate held in a tensor): it then scales other as a tensor, so a compiled step
     reads it at each call instead of baking its value in (the values are PyTorch's)."""
-    other, alpha = _alpha(other, alpha)
+    other, alpha = _alpha(self, other, alpha)
     return call(_ADD, (self, other), {"alpha": alpha})
 
 
@@ -86,7 +90,7 @@ def sub(self, other, alpha=1):
     learning rate held in a tensor): it then scales other as a tensor, so a compiled step
     reads it at each call instead of baking its value in (the values are PyTorch's)."""
     check_sub(self, other)
-    other, alpha = _alpha(other, alpha)
+    other, alpha = _alpha(self, other, alpha)
     return call(_SUB, (self, other), {"alpha": alpha})
 
 
@@ -94,7 +98,7 @@ def add_(self, other, alpha=1):
     """In-place add, as torch.Tensor.add_. alpha may be a one-element tensor (a learning
     rate held in a tensor): it then scales other as a tensor, so a compiled step reads it at
     each call instead of baking its value in (the values are PyTorch's)."""
-    other, alpha = _alpha(other, alpha)
+    other, alpha = _alpha(self, other, alpha)
     return call_inplace(_ADD, self, (self, other), {"alpha": alpha})
 
 
@@ -103,7 +107,7 @@ def sub_(self, other, alpha=1):
     rate held in a tensor): it then scales other as a tensor, so a compiled step reads it at
     each call instead of baking its value in (the values are PyTorch's)."""
     check_sub(self, other)
-    other, alpha = _alpha(other, alpha)
+    other, alpha = _alpha(self, other, alpha)
     return call_inplace(_SUB, self, (self, other), {"alpha": alpha})
 
 

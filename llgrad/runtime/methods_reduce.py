@@ -7,9 +7,10 @@ import numpy as np
 
 from ..ir import OPS
 from ..ir.optable import method_doc
+from . import dtypes
 from .dispatch import call
 from .inplace import call_inplace
-from .shapes import norm_dim, norm_dims
+from .shapes import check_index_bounds, norm_dim, norm_dims
 from .tensor import Tensor
 
 
@@ -49,9 +50,15 @@ def _rdims(self, dim):
     return dims
 
 
+def _as(r, dtype):
+    """A reduction's result in the dtype asked for (an integer one too: sum of int8 with
+    dtype=int8 is int8, without it int64)."""
+    return r if dtype is None or r._dtype is dtypes.to_dtype(dtype) else r.to(dtype)
+
+
 def sum(self, dim=None, keepdim=False, dtype=None):
     t = self if dtype is None else self.to(dtype)
-    return t._op("sum", dim=_rdims(self, dim), keepdim=keepdim)
+    return _as(t._op("sum", dim=_rdims(self, dim), keepdim=keepdim), dtype)
 
 
 def mean(self, dim=None, keepdim=False, dtype=None):
@@ -62,13 +69,19 @@ def mean(self, dim=None, keepdim=False, dtype=None):
 
 def prod(self, dim=None, keepdim=False, dtype=None):
     t = self if dtype is None else self.to(dtype)
-    return t._op("prod", dim=_rdims(self, dim), keepdim=keepdim)
+    return _as(t._op("prod", dim=_rdims(self, dim), keepdim=keepdim), dtype)
 
 
-def _check_nonempty(self, name, dims):
-    if self._data.size == 0 and (dims is None or any(self._data.shape[d] == 0 for d in dims)):
-        raise IndexError(f"{name}(): Expected reduction dim to be specified for input.numel() "
-                         "== 0. Specify the reduction dim with the 'dim' argument.")
+def _check_nonempty(self, name, dims, tail=" Specify the reduction dim with the 'dim' argument."):
+    """PyTorch's errors for a max/min-like reduction of nothing: a RuntimeError (amax/amin)
+    or IndexError (argmax/argmin) over all of an empty tensor, an IndexError naming the dim
+    over an empty dim."""
+    if self._data.size == 0 and not dims:
+        raise (IndexError if name.startswith("arg") else RuntimeError)(
+            f"{name}(): Expected reduction dim to be specified for input.numel() == 0.{tail}")
+    for d in dims or ():
+        if self._data.shape[d] == 0:
+            raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
 
 
 def amax(self, dim=(), keepdim=False):
@@ -94,14 +107,17 @@ def _max_min(name, tup):
                                    "argument.")
             return self._op(name, dim=None, keepdim=False)
         d = norm_dim(dim, self._data.ndim)
+        if self._data.ndim:
+            _check_nonempty(self, name, (d,))
         return tup(*self._op(name + "_dim", dim=d, keepdim=keepdim))
     return f
 
 
 def _arg(name):
     def f(self, dim=None, keepdim=False):
-        return self._op(name, dim=None if dim is None else norm_dim(dim, self._data.ndim),
-                        keepdim=keepdim)
+        d = None if dim is None else norm_dim(dim, self._data.ndim)
+        _check_nonempty(self, name, None if d is None or not self._data.ndim else (d,), "")
+        return self._op(name, dim=d, keepdim=keepdim)
     return f
 
 
@@ -115,6 +131,8 @@ def _moment(name):
     def method(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
         if isinstance(dim, bool):
             dim, unbiased = None, dim
+        if not (self._dtype.is_floating_point or getattr(self._dtype, "is_complex", False)):
+            raise RuntimeError("std and var only support floating point and complex dtypes")
         dims, correction = _rdims(self, dim), _correction(unbiased, correction)
         n = self._data.size if dims is None else math.prod(self._data.shape[d] for d in dims)
         if n - correction <= 0:
@@ -155,7 +173,7 @@ softmax, log_softmax = _normalizer("softmax"), _normalizer("log_softmax")
 
 def cumsum(self, dim, dtype=None):
     t = self if dtype is None else self.to(dtype)
-    return t._op("cumsum", dim=norm_dim(dim, self._data.ndim))
+    return _as(t._op("cumsum", dim=norm_dim(dim, self._data.ndim)), dtype)
 
 
 def _all_any(name):
@@ -310,16 +328,19 @@ def gather(self, dim, index):
     _long_index(index, "gather")
     if index._data.ndim != self._data.ndim:
         raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
+    check_index_bounds(index, self._data.shape[d] if self._data.ndim else 1, d)
     return call(OPS["gather"], (self, index), {"dim": d})
 
 
 def scatter_add(self, dim, index, src):
     d = norm_dim(dim, self._data.ndim)
+    check_index_bounds(index, self._data.shape[d] if self._data.ndim else 1, d)
     return call(OPS["scatter_add"], (self, _long_index(index, "scatter_add"), src), {"dim": d})
 
 
 def scatter_add_(self, dim, index, src):
     d = norm_dim(dim, self._data.ndim)
+    check_index_bounds(index, self._data.shape[d] if self._data.ndim else 1, d)
     return call_inplace(OPS["scatter_add"], self, (self, index, src), {"dim": d})
 
 
@@ -328,6 +349,9 @@ def index_select(self, dim, index):
     if index._data.ndim > 1:
         raise IndexError("index_select(): Index is supposed to be a vector")
     _long_index(index, "index_select")
+    n = self._data.shape[d] if self._data.ndim else 1
+    check_index_bounds(index, n, d, lambda bad: RuntimeError(
+        f"INDICES element is out of DATA bounds, id={bad} axis_dim={n}"))
     return call(OPS["index_select"], (self, index), {"dim": d})
 
 

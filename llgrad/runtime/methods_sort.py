@@ -15,7 +15,7 @@ from .dispatch import call
 from .inplace import call_inplace
 from .functions import _method_fn
 from .methods_reduce import _return_type
-from .shapes import broadcast_shapes, norm_dim
+from .shapes import broadcast_shapes, check_index_bounds, norm_dim
 from .tensor import Tensor
 
 return_sort = _return_type("sort")
@@ -67,6 +67,7 @@ def _check_index(self, dim, index, src, what):
     d = norm_dim(dim, self._data.ndim)
     if index._data.ndim != self._data.ndim and index._data.size:
         raise RuntimeError("Index tensor must have the same number of dimensions as self tensor")
+    check_index_bounds(index, self._data.shape[d] if self._data.ndim else 1, d)
     if isinstance(src, Tensor):
         if src._dtype is not self._dtype:
             raise RuntimeError(f"{what}(): Expected self.dtype to be equal to src.dtype")

@@ -1,6 +1,8 @@
 """Tensor methods of the positional ops (tril, triu, flip, roll, repeat, repeat_interleave,
 diag, diag_embed, unfold), cumprod, outer, baddbmm and the rounding family: PyTorch's
 arguments, checks and error messages, then one op of the table (llgrad/ir/ops_tensor.py)."""
+import numbers
+
 import numpy as np
 
 from ..ir import OPS
@@ -141,7 +143,8 @@ def _repeat_indices(repeats):
 
 def cumprod(self, dim, dtype=None):
     t = self if dtype is None else self.to(dtype)
-    return t._op("cumprod", dim=norm_dim(dim, self._data.ndim))
+    r = t._op("cumprod", dim=norm_dim(dim, self._data.ndim))
+    return r if dtype is None or r._dtype is t._dtype else r.to(t._dtype)
 
 
 def cumprod_(self, dim, dtype=None):
@@ -250,7 +253,17 @@ def round_(self, decimals=None):
     return call_inplace(OPS["round_decimals"], self, (self,), {"decimals": int(decimals)})
 
 
-for _n, _f in (("tril", tril), ("triu", triu), ("tril_", tril_), ("triu_", triu_),
+def __contains__(self, element):
+    """`element in t`: whether any element of t equals it, as PyTorch's (a tensor element is
+    compared broadcast: [1, 2] in [[1, 2], [3, 4]] is True)."""
+    if isinstance(element, (Tensor, numbers.Number)):
+        return bool((element == self).any().item())
+    raise RuntimeError("Tensor.__contains__ only supports Tensor or scalar, but you passed in a "
+                       f"{type(element)}.")
+
+
+for _n, _f in (("__contains__", __contains__), ("tril", tril), ("triu", triu), ("tril_", tril_),
+               ("triu_", triu_),
                ("flip", flip), ("fliplr", fliplr), ("flipud", flipud), ("roll", roll),
                ("repeat", repeat), ("repeat_interleave", repeat_interleave),
                ("cumprod", cumprod), ("cumprod_", cumprod_), ("diag", diag),

@@ -63,7 +63,9 @@ def t(self):
 
 def permute(self, *dims):
     nd = self._data.ndim
-    dims = tuple(norm_dim(d, nd) for d in unpack_shape(dims))
+    dims = unpack_shape(dims)
+    if len(dims) == nd:         # (the length is checked first: PyTorch's order of errors)
+        dims = tuple(norm_dim(d, nd) for d in dims)
     if sorted(dims) != list(range(nd)):
         raise RuntimeError("permute(sparse_coo): number of dimensions in the tensor input does "
                            "not match the length of the desired ordering of dimensions i.e. "
@@ -101,6 +103,8 @@ def squeeze(self, dim=None):
     if dim is not None:
         dim = norm_dim(dim, nd) if isinstance(dim, int) else \
             tuple(norm_dim(d, nd) for d in dim)
+        if nd == 0:                 # (a 0-d tensor's dim 0 / -1: nothing to squeeze)
+            dim = None
     return self._op("squeeze", dim=dim)
 
 
@@ -229,7 +233,7 @@ def _byte_masks(idx):
 
 
 def _is_advanced(i):
-    return isinstance(i, (Tensor, list, range, np.ndarray)) and not (
+    return isinstance(i, (Tensor, list, tuple, range, np.ndarray)) and not (
         isinstance(i, Tensor) and i._data.ndim == 0 and i._dtype._cat == 1)
 
 
@@ -245,7 +249,7 @@ def _index_tensor(i):
 def _expand_ellipsis(idx, ndim):
     # a bool mask consumes as many dims as it has
     used = sum((i._data.ndim if isinstance(i, Tensor) and i._dtype._cat == 0 else 1)
-               for i in idx if i is not None and i is not Ellipsis)
+               for i in idx if i is not None and i is not Ellipsis and not _is_bool(i))
     if sum(1 for i in idx if i is Ellipsis) > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
     out = []
@@ -259,6 +263,55 @@ def _expand_ellipsis(idx, ndim):
     return out
 
 
+def _is_bool(i):
+    return isinstance(i, (bool, np.bool_))
+
+
+def _basic_first(self, idx):
+    """PyTorch's order for an index with index tensors: integers select and None / bools
+    unsqueeze first (views), the tensors then index what is left, so x[0, :, [1, 3]] is
+    (3, 2) (NumPy: (2, 3)); a bool is an index tensor, [0] (True) or [] (False), on a new
+    dim of 1. Returns that view and the index left: slices and index tensors."""
+    t, d, rest = self, 0, []
+    for i in _expand_ellipsis(idx, self._data.ndim):
+        if i is None or _is_bool(i):
+            t = t.unsqueeze(d)
+            rest.append(slice(None) if i is None else tensor(np.zeros(int(i), np.int64)))
+            d += 1
+        elif isinstance(i, slice) or _is_advanced(i):
+            rest.append(i)
+            d += i._data.ndim if isinstance(i, Tensor) and i._dtype._cat == 0 else 1
+        else:
+            t = select(t, d, _int(i))
+    return t, tuple(rest)
+
+
+def _int(i):
+    """An integer index; a float raises IndexError, as PyTorch."""
+    if isinstance(i, (float, np.floating)):
+        name = type(i).__name__ if type(i) is float else f"numpy.{type(i).__name__}"
+        raise IndexError("only integers, slices (`:`), ellipsis (`...`), None and long or byte "
+                         f"Variables are valid indices (got {name})")
+    return int(i)
+
+
+def _as_tuple(idx):
+    """idx as a tuple of indices: a list that holds a sequence, tensor, slice, None or ... is
+    one (NumPy's old rule, PyTorch's still, with its deprecation warning)."""
+    if type(idx) is tuple:
+        return idx
+    if type(idx) is list and len(idx) < 32 and any(
+            isinstance(i, (Tensor, list, tuple, range, np.ndarray, slice)) or i is None or
+            i is Ellipsis for i in idx):
+        warnings.warn("Using a non-tuple sequence for multidimensional indexing is deprecated "
+                      "and will be changed in pytorch 2.9; use x[tuple(seq)] instead of x[seq]. "
+                      "In pytorch 2.9 this will be interpreted as tensor index, "
+                      "x[torch.tensor(seq)], which will result either in an error or a "
+                      "different result", UserWarning, stacklevel=3)
+        return tuple(idx)
+    return (idx,)
+
+
 def getitem(self, idx):
     if type(idx) is slice and self._data.ndim:          # fast path: x[a:b:c]
         # a lone slice is always sliced, even x[:] (PyTorch's get_item disables the
@@ -267,10 +320,9 @@ def getitem(self, idx):
         return self._op("slice", dim=0, start=start, end=stop, step=step)
     if type(idx) is int and self._data.ndim:            # fast path: x[i]
         return select(self, 0, idx)
-    if not isinstance(idx, tuple):
-        idx = (idx,)
-    if any(_is_advanced(i) for i in idx):
-        return _advanced_index(self, _byte_masks(idx))
+    idx = _as_tuple(idx)
+    if any(_is_advanced(i) or _is_bool(i) for i in idx):
+        return _advanced_index(*_basic_first(self, _byte_masks(idx)))
     items = _expand_ellipsis(idx, self._data.ndim)
     t, d, changed = self, 0, False
     for i in items:
@@ -283,7 +335,7 @@ def getitem(self, idx):
                 t, changed = t._op("slice", dim=d, start=start, end=stop, step=step), True
             d += 1
         else:
-            t, changed = select(t, d, int(i)), True
+            t, changed = select(t, d, _int(i)), True
     return t if changed else self._op("alias")
 
 
@@ -309,13 +361,13 @@ def _advanced_index(self, idx):
 
 
 def setitem(self, idx, value):
-    if not isinstance(idx, tuple):
-        idx = (idx,)
-    if any(_is_advanced(i) for i in idx):
-        spec, tensors = _spec(self, _byte_masks(idx))
+    idx = _as_tuple(idx)
+    if any(_is_advanced(i) or _is_bool(i) for i in idx):
+        t, rest = _basic_first(self, _byte_masks(idx))
+        spec, tensors = _spec(t, rest)
         if not isinstance(value, Tensor):
             value = Tensor._from_array(np.asarray(value, dtype=self._data.dtype))
-        call_inplace(OPS["index_put"], self, (self, value) + tuple(tensors),
+        call_inplace(OPS["index_put"], t, (t, value) + tuple(tensors),
                      {"spec": spec, "accumulate": False})
         return
     target = getitem(self, idx)

@@ -1,5 +1,6 @@
 """Argument normalisation shared by tensor methods: dims, shapes, slices (PyTorch's rules
 and error messages)."""
+import numpy as np
 
 
 def norm_dim(dim, ndim):
@@ -75,3 +76,17 @@ def norm_slice(s, n):
     start = min(max(start, 0), n)
     stop = min(max(stop, start), n)
     return start, stop, step
+
+
+def check_index_bounds(index, n, dim, error=None):
+    """Raise as PyTorch's gather / scatter / index_select do for an index value outside
+    [0, n) of dim (NumPy would wrap a negative one silently): a RuntimeError naming the
+    first bad value, or error(bad) when given."""
+    a = getattr(index, "_data", index)
+    if type(a) is not np.ndarray or not a.size:     # (batched under vmap: no check here)
+        return
+    if a.min() < 0 or a.max() >= n:
+        flat = a.reshape(-1)
+        bad = int(flat[(flat < 0) | (flat >= n)][0])
+        raise (error(bad) if error else
+               RuntimeError(f"index {bad} is out of bounds for dimension {dim} with size {n}"))
