@@ -209,6 +209,11 @@ class RNNBase(Module):
         h_init = h0.unbind(0) if h0 is not None else None
         c_init = c0.unbind(0) if c0 is not None else None
         x = input
+        if not time_major:
+            # time-major, as PyTorch's CPU path: the projection's rows come out grouped by
+            # step, so each step's slice is contiguous and the steps' gradients, stacked,
+            # reach the projection's backward without a transposing copy
+            x, time_major = input.transpose(0, 1).contiguous(), True
         masks = None if lengths is None else step_masks(lengths, input.size(0))
         h_n, c_n = [], []
         for layer in range(self.num_layers):
@@ -219,7 +224,7 @@ class RNNBase(Module):
                 gx, b_step = self._project(x, w_ih, b_ih, b_hh)
                 w_hh_t = w_hh.t().contiguous()
                 w_hr_t = w_hr.t().contiguous() if w_hr is not None else None
-                steps = (gx if time_major else gx.transpose(0, 1)).unbind(0)
+                steps = gx.unbind(0)
                 h = h_init[idx] if h_init is not None else zeros(batch, real_hidden,
                                                                  dtype=input.dtype)
                 c = None

@@ -10,7 +10,8 @@ from operator import attrgetter
 
 import numpy as np
 
-from . import grad_mode, trace_state
+from . import dispatch, dtypes, grad_mode, trace_state
+from . import fast_vjp  # noqa: F401  (the matrix products' NumPy VJPs: node.fast_vjps)
 from .backward_hooks import always, hooks_allowed, run_acc, run_post_hooks, run_pre_hooks
 from .node import AccumulateGrad, gradient_edge
 from .saved_tensor import where_str
@@ -19,6 +20,8 @@ from .tensor import Tensor
 _grad_state = grad_mode.state
 _trace_state = trace_state.state
 _by_seq = attrgetter("_seq")
+_new = Tensor._from_array
+_SUMMED = (dtypes.float32, dtypes.float64)     # (the run loop's NumPy sums)
 _GENERAL = object()         # _run_single's answer when the graph is not its kind
 
 UNUSED = ("The differentiated Tensor at index {} appears to not have been used in the graph. "
@@ -229,6 +232,10 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
     prev = state.grad_enabled
     state.grad_enabled = create_graph
     heappop, heappush = heapq.heappop, heapq.heappush
+    # gradients of one slot summed without the dispatcher (NumPy): only where the sum is no
+    # graph op, traced op or batched op; `sums`: the slots holding a sum made here
+    plain = not create_graph and tracer is None and dispatch.batching is None
+    sums = set()
     try:
         while heap:
             _, node = heappop(heap)
@@ -289,7 +296,22 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
                     if buf is None:
                         buf = buffers[child] = [None] * child._nout
                     old = buf[nr]
-                    buf[nr] = g if old is None else old + g
+                    if old is None:
+                        buf[nr] = g
+                    elif plain and type(old) is Tensor and type(g) is Tensor and \
+                            old._dtype is g._dtype and old._dtype in _SUMMED and \
+                            old._data.shape == g._data.shape:
+                        # the add op's NumPy sum (the same values), without its dispatch; a
+                        # sum this loop made is its own (no one else sees it before the
+                        # node runs) and takes the next gradient in place
+                        key = (child, nr)
+                        if key in sums:
+                            np.add(old._data, g._data, out=old._data)
+                        else:
+                            buf[nr] = _new(np.add(old._data, g._data))
+                            sums.add(key)
+                    else:
+                        buf[nr] = old + g
                 d = deps[child] - 1
                 deps[child] = d
                 if d == 0:

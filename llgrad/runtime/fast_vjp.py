@@ -1,0 +1,58 @@
+"""NumPy VJPs of the 2-D matrix products (mm, addmm) for the common eager backward: no
+create_graph, no tracer, no vmap, plain float Tensors of one dtype. They make exactly the
+NumPy calls the op table's rules make through the dispatcher (np.matmul of the gradient and
+a transposed operand), without the dispatch of the transposes and products, so the values
+are identical; anything else returns None and the rule runs (OpNode.apply)."""
+import numpy as np
+
+from ..ir import ops_nn  # noqa: F401  (mm and addmm declared)
+from ..ir.optable import OPS
+from . import dispatch, grad_mode, trace_state
+from .node import fast_vjps
+from .tensor import Tensor
+
+_grad = grad_mode.state
+_tstate = trace_state.state
+_new = Tensor._from_array
+_matmul = np.matmul
+
+
+def _plain(g):
+    return not _grad.grad_enabled and _tstate.tracer is None and dispatch.batching is None \
+        and type(g) is Tensor
+
+
+def _mm(node, g, a, b, ia):
+    """(grad of a, grad of b) of a @ b (inputs ia and ia + 1), or None where the rule must
+    run."""
+    dt = g._dtype
+    if type(a) is not Tensor or type(b) is not Tensor or a._dtype is not dt or \
+            b._dtype is not dt or dt._cat != 2 or g._data.ndim != 2:
+        return None
+    ga = _new(_matmul(g._data, b._data.T)) if node.needs(ia) else None
+    gb = _new(_matmul(a._data.T, g._data)) if node.needs(ia + 1) else None
+    return ga, gb
+
+
+def mm_vjp(node, g):
+    """ops_nn._mm_vjp: (g @ mat2^T, self^T @ g)."""
+    if not _plain(g):
+        return None
+    return _mm(node, g, node.self, node.mat2, 0)     # (both unpacked, as the rule: version checks)
+
+
+def addmm_vjp(node, g):
+    """ops_nn._addmm_vjp with alpha = beta = 1: (g, g @ mat2^T, mat1^T @ g)."""
+    if not _plain(g):
+        return None
+    attrs = node.attrs
+    if attrs and (attrs.get("alpha", 1) != 1 or attrs.get("beta", 1) != 1):
+        return None
+    res = _mm(node, g, node.mat1, node.mat2, 1)
+    if res is None:
+        return None
+    return (g if node.needs(0) else None,) + res
+
+
+fast_vjps[OPS["mm"]] = mm_vjp
+fast_vjps[OPS["addmm"]] = addmm_vjp
