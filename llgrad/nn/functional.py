@@ -16,8 +16,8 @@ from .functional_convt import conv1d, conv_transpose1d, conv_transpose2d  # noqa
 from .functional_distance import (cosine_similarity, normalize, pairwise_distance,  # noqa: F401
                                   pdist)
 from .functional_interp import interpolate, upsample, upsample_bilinear, upsample_nearest  # noqa: F401
-from .functional_loss import (binary_cross_entropy, huber_loss, kl_div, l1_loss,  # noqa: F401
-                              one_hot, smooth_l1_loss)
+from .functional_loss import (_NAMES, binary_cross_entropy, huber_loss, kl_div,  # noqa: F401
+                              l1_loss, one_hot, smooth_l1_loss)
 from .functional_norm import group_norm, instance_norm, rms_norm  # noqa: F401
 from .functional_pad import pad  # noqa: F401
 from .functional_shuffle import (bilinear, celu_, channel_shuffle, elu_,  # noqa: F401
@@ -221,7 +221,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     d = input._data
     if not isinstance(d, np.ndarray):       # batched (llgrad.func.vmap): as tensor ops
         d = input
-    if input._data.size and (d.max() >= n or d.min() < -n):
+    if input._data.size and (d.max() >= n or d.min() < 0):    # no negative indices
         raise IndexError("index out of range in self")
     if padding_idx is not None and padding_idx < 0:
         padding_idx += n
@@ -243,11 +243,10 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
                         None, reduction).squeeze(0) if reduction == "none" else \
             nll_loss(input.unsqueeze(0), target.unsqueeze(0), weight, None, ignore_index, None,
                      reduction)
-    if target._dtype._cat != 1:
-        raise RuntimeError(f"expected scalar type Long but found {target._dtype.name}")
     if input._data.shape[0] != target._data.shape[0]:
         raise ValueError(f"Expected input batch_size ({input._data.shape[0]}) to match target "
                          f"batch_size ({target._data.shape[0]}).")
+    _check_target(target, input, weight)
     c = input._data.shape[1]
     t = target._data
     if not isinstance(t, np.ndarray):       # batched (llgrad.func.vmap): as tensor ops
@@ -267,9 +266,19 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
                 {"ignore_index": ignore_index, "reduction": reduction})
 
 
+def _check_target(target, input=None, weight=None):
+    """PyTorch's nll_loss takes Long or Byte class indices only, and a weight of input's
+    dtype."""
+    if target._dtype.name not in ("int64", "uint8"):
+        raise RuntimeError("expected target dtype to be Long or Byte, but got "
+                           + _NAMES.get(target._dtype.name, target._dtype.name))
+    if weight is not None and weight._dtype is not input._dtype:
+        raise RuntimeError(f"expected scalar type {_NAMES.get(input._dtype.name)} but found "
+                           f"{_NAMES.get(weight._dtype.name)}")
+
+
 def _nll_loss_1d(input, target, weight, ignore_index, reduction):
-    if target._dtype._cat != 1:
-        raise RuntimeError(f"expected scalar type Long but found {target._dtype.name}")
+    _check_target(target, input, weight)
     # (a batched target under llgrad.func.vmap has no value here: the op checks its samples)
     t = int(target._data) if isinstance(target._data, np.ndarray) else ignore_index
     if t != ignore_index and not 0 <= t < input._data.shape[0]:
@@ -284,10 +293,18 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     ignore_index, label_smoothing)."""
     _reduction(reduction)
     class_dim = 0 if input._data.ndim == 1 else 1
+    probs = input._data.shape == target._data.shape     # PyTorch: same shape, probabilities
+    if probs and not target._dtype.is_floating_point:
+        raise RuntimeError("Expected floating point type for target with class probabilities, "
+                           "got " + _NAMES.get(target._dtype.name, target._dtype.name))
+    if probs and ignore_index >= 0:
+        raise RuntimeError("ignore_index is not supported for floating point target")
+    if label_smoothing > 1.0:
+        raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
     logp = input.log_softmax(class_dim)
-    if target._dtype.is_floating_point:          # class probabilities (PyTorch's formula)
+    if probs:                                    # class probabilities (PyTorch's formula)
         c = input._data.shape[class_dim]
-        if label_smoothing:
+        if label_smoothing > 0.0:
             target = target * (1 - label_smoothing) + label_smoothing / c
         prod = logp * target
         if weight is not None:
@@ -300,7 +317,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         # PyTorch divides by the batch size as an int (div.Scalar: DivBackward1)
         return call(OPS["div_scalar"], (-prod.sum(), input._data.size // c), {})
     loss = nll_loss(logp, target, weight, ignore_index=ignore_index, reduction=reduction)
-    if not label_smoothing:
+    if not label_smoothing > 0.0:                # (PyTorch ignores a negative one)
         return loss
     c = input._data.shape[class_dim]
     w = logp if weight is None else logp * weight.reshape((-1,) + (1,) * (logp.ndim - 2 if logp.ndim > 1 else 0))
@@ -337,5 +354,24 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     if input._data.shape != target._data.shape:
         raise ValueError(f"Target size ({target.shape}) must be the same as input size "
                          f"({input.shape})")
+    # PyTorch's composition: log_sigmoid(input), then (1 - target).mul_(input) (so the loss
+    # has target's dtype) and the in-place products with pos_weight and weight
+    if not input._dtype.is_floating_point:
+        raise NotImplementedError('"log_sigmoid_cpu" not implemented for '
+                                  f"'{_NAMES.get(input._dtype.name, input._dtype.name)}'")
+    if target._dtype._cat == 0:
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
+                           "supported. Use the `^` or `logical_xor()` operator instead.")
+    if not target._dtype.is_floating_point:
+        raise RuntimeError(f"result type {_NAMES.get(input._dtype.name)} can't be cast to the "
+                           f"desired output type {_NAMES.get(target._dtype.name)}")
+    for w in (pos_weight, weight):
+        if w is not None and np.broadcast_shapes(w._data.shape, input._data.shape) \
+                != input._data.shape:
+            raise RuntimeError(f"output with shape {list(input._data.shape)} doesn't match the "
+                               "broadcast shape "
+                               f"{list(np.broadcast_shapes(w._data.shape, input._data.shape))}")
+    if target._dtype is not input._dtype:
+        input = input.to(target._dtype)
     return call(OPS["binary_cross_entropy_with_logits"], (input, target, weight, pos_weight),
                 {"reduction": reduction})

@@ -1,5 +1,5 @@
 """F.interpolate (and F.upsample, upsample_nearest, upsample_bilinear) for the modes
-nearest, nearest-exact, linear, bilinear, trilinear and area, as compositions of gathers along each
+nearest, nearest-exact, linear, bilinear, trilinear, bicubic and area, as compositions of gathers along each
 spatial dim (index_select, whose gradient scatters back) and weighted sums.
 
 The source indices and weights are PyTorch's own (UpSample.h): nearest reads
@@ -51,6 +51,28 @@ def _linear_weights(n, o, scale, align_corners, dt):
     return i0, i1, (dt(1) - lam).astype(dt), lam
 
 
+def _cubic_weights(n, o, scale, align_corners, dt):
+    """HelperInterpCubic: src = scale * (dst + 0.5) - 0.5 unclamped (or scale * dst), the
+    four neighbours floor(src) - 1 ... + 2 clamped to the input, weights of the cubic
+    convolution with A = -0.75 at t = src - floor(src)."""
+    i = np.arange(o).astype(dt)
+    if align_corners:
+        src = (dt(n - 1) / dt(o - 1) if o > 1 else dt(0)) * i
+    else:
+        src = _scale_value(scale, n, o, dt) * (i + dt(0.5)) - dt(0.5)
+    i0 = np.minimum(np.floor(src).astype(np.int64), n - 1)
+    t = np.minimum(np.maximum(src - i0.astype(dt), dt(0)), dt(1)).astype(dt)
+    a = dt(-0.75)
+
+    def conv1(x):
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+
+    def conv2(x):
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+    ws = [conv2(t + 1), conv1(t), conv1(1 - t), conv2(2 - t)]
+    return [np.clip(i0 - 1 + j, 0, n - 1) for j in range(4)], [w.astype(dt) for w in ws]
+
+
 def _interp_dims(input, out_size, scales, mode, align_corners):
     x = input
     nsp = len(out_size)
@@ -63,8 +85,14 @@ def _interp_dims(input, out_size, scales, mode, align_corners):
                 x = x.index_select(dim, _tensor(idx))
             continue
         dt = np.float64 if input.dtype.name == "float64" else np.float32
-        i0, i1, l0, l1 = _linear_weights(n, o, scales[k], align_corners, dt)
         shape = (o,) + (1,) * (x.dim() - 1 - dim)
+        if mode == "bicubic":
+            idx, ws = _cubic_weights(n, o, scales[k], align_corners, dt)
+            terms = [x.index_select(dim, _tensor(i)) * _tensor(w.reshape(shape)).to(input.dtype)
+                     for i, w in zip(idx, ws)]
+            x = terms[0] + terms[1] + terms[2] + terms[3]
+            continue
+        i0, i1, l0, l1 = _linear_weights(n, o, scales[k], align_corners, dt)
         w0 = _tensor(l0.reshape(shape)).to(input.dtype)
         w1 = _tensor(l1.reshape(shape)).to(input.dtype)
         x = x.index_select(dim, _tensor(i0)) * w0 + x.index_select(dim, _tensor(i1)) * w1
@@ -74,7 +102,7 @@ def _interp_dims(input, out_size, scales, mode, align_corners):
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
                 recompute_scale_factor=None, antialias=False):
     """As torch.nn.functional.interpolate (modes nearest, nearest-exact, linear, bilinear,
-    trilinear and area with PyTorch's indices and weights; bicubic and antialias=True raise
+    trilinear, bicubic and area with PyTorch's indices and weights; antialias=True raises
     NotImplementedError)."""
     if mode in ("nearest", "area", "nearest-exact"):
         if align_corners is not None:
@@ -128,10 +156,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
             return adaptive_avg_pool2d(input, out_size)
     if mode in ("nearest", "nearest-exact") and 1 <= dim <= 3:
         return _interp_dims(input, out_size, scales, mode, None)
-    if mode in ("linear", "bilinear", "trilinear") and input.dim() == _LINEAR[mode]:
+    if mode in _LINEAR and input.dim() == _LINEAR[mode]:
         return _interp_dims(input, out_size, scales, mode, align_corners)
-    if mode == "bicubic" and input.dim() == 4:
-        raise NotImplementedError("llgrad: interpolate(mode='bicubic') is not supported")
     if mode in _LINEAR and 3 <= input.dim() <= 5:
         raise NotImplementedError(f"Got {input.dim()}D input, but {mode} mode needs "
                                   f"{_LINEAR[mode]}D input")

@@ -8,6 +8,7 @@ import warnings
 import numpy as np
 
 from ..ir import OPS
+from ..runtime import grad_mode
 from ..runtime.creation import arange
 from ..runtime.dispatch import call
 from ..runtime.dtypes import int64
@@ -89,6 +90,13 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     reduction = _reduction(reduction)
     if delta <= 0:
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
+    if target.dtype != input.dtype:
+        # PyTorch's forward writes input's dtype; its backward refuses the mismatch (raised
+        # here, when a gradient will be asked for)
+        if grad_mode.state.grad_enabled and (input.requires_grad or target.requires_grad):
+            raise RuntimeError(f"Found dtype {_NAMES.get(target.dtype.name, target.dtype.name)} "
+                               f"but expected {_NAMES.get(input.dtype.name, input.dtype.name)}")
+        target = target.to(input.dtype)
     x, t = _broadcast(input, target)
     if weight is None:
         return call(OPS["huber_loss"], (x, t), {"reduction": reduction, "delta": delta})

@@ -83,7 +83,9 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
     reduction = _reduction(reduction, size_average, reduce)
     if target.requires_grad:        # (PyTorch's op has a backward for input only)
         raise nondiff_error("soft_margin_loss", "target")
-    return _reduce((-input * target).exp().log1p(), reduction)
+    loss = (-input * target).exp().log1p()
+    # PyTorch's kernel writes into an output of input's dtype
+    return _reduce(loss if loss.dtype == input.dtype else loss.to(input.dtype), reduction)
 
 
 def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None,

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING
 
 from ..runtime import grad_mode
 from ..runtime.device import check as _check_device
-from ..runtime.dtypes import float32, float64
+from ..runtime.dtypes import float16, float32, float64
 from ..runtime.tensor import Tensor
+from .module_access import ModuleAccess, _IncompatibleKeys  # noqa: F401
 from .module_hooks import ModuleHooks
 from .parameter import Parameter
 
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 __all__ = ["Module", "Parameter"]
 
 
-class Module(ModuleHooks):
+class Module(ModuleAccess, ModuleHooks):
     """Base class of layers and models, as torch.nn.Module.
 
     Parameters, buffers and submodules are registered by attribute assignment;
@@ -153,21 +154,22 @@ class Module(ModuleHooks):
         for _, m in self.named_children():
             yield m
 
-    def _named(self, store, recurse=True, prefix=""):
+    def _named(self, store, recurse=True, prefix="", remove_duplicate=True):
         seen = set()
-        mods = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
+        mods = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) \
+            if recurse else [(prefix, self)]
         for p, m in mods:
             for n, t in getattr(m, store).items():
-                if t is None or id(t) in seen:
+                if t is None or (remove_duplicate and id(t) in seen):
                     continue
                 seen.add(id(t))
                 yield (f"{p}.{n}" if p else n), t
 
-    def named_parameters(self, prefix: str = "",
-                         recurse: bool = True) -> Iterator[tuple[str, Parameter]]:
-        """(dotted name, parameter) pairs, each parameter once, as
-        torch.nn.Module.named_parameters."""
-        return self._named("_parameters", recurse, prefix)
+    def named_parameters(self, prefix: str = "", recurse: bool = True,
+                         remove_duplicate: bool = True) -> Iterator[tuple[str, Parameter]]:
+        """(dotted name, parameter) pairs, each parameter once unless remove_duplicate=False,
+        as torch.nn.Module.named_parameters."""
+        return self._named("_parameters", recurse, prefix, remove_duplicate)
 
     def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
         """The parameters of this module and (recurse=True) its descendants, each once,
@@ -175,10 +177,10 @@ class Module(ModuleHooks):
         for _, p in self.named_parameters(recurse=recurse):
             yield p
 
-    def named_buffers(self, prefix: str = "",
-                      recurse: bool = True) -> Iterator[tuple[str, Tensor]]:
+    def named_buffers(self, prefix: str = "", recurse: bool = True,
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, Tensor]]:
         """(dotted name, buffer) pairs, as torch.nn.Module.named_buffers."""
-        return self._named("_buffers", recurse, prefix)
+        return self._named("_buffers", recurse, prefix, remove_duplicate)
 
     def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
         """The buffers of this module and (recurse=True) its descendants, as
@@ -237,7 +239,8 @@ class Module(ModuleHooks):
         """An OrderedDict of parameters and persistent buffers by dotted name (detached
         unless keep_vars), as torch.nn.Module.state_dict."""
         out = OrderedDict() if destination is None else destination
-        for p, m in self.named_modules(prefix=prefix.rstrip(".")):
+        # every path, as PyTorch: a shared submodule's tensors appear under each name
+        for p, m in self.named_modules(prefix=prefix.rstrip("."), remove_duplicate=False):
             for n, t in m._parameters.items():
                 if t is not None:
                     out[f"{p}.{n}" if p else n] = t if keep_vars else t.detach()
@@ -245,35 +248,6 @@ class Module(ModuleHooks):
                 if t is not None and n not in m._non_persistent:
                     out[f"{p}.{n}" if p else n] = t if keep_vars else t.detach()
         return out
-
-    def load_state_dict(self, state_dict: Mapping[str, Tensor],
-                        strict: bool = True) -> _IncompatibleKeys:
-        """Copy tensors from state_dict into the parameters and buffers (in place, under
-        no_grad); returns (missing_keys, unexpected_keys); strict=True raises on either,
-        as torch.nn.Module.load_state_dict."""
-        own = self.state_dict(keep_vars=True)
-        missing = [k for k in own if k not in state_dict]
-        unexpected = [k for k in state_dict if k not in own]
-        if strict and (missing or unexpected):
-            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
-                               + (f"Missing key(s) in state_dict: {', '.join(map(repr, missing))}. "
-                                  if missing else "")
-                               + (f"Unexpected key(s) in state_dict: "
-                                  f"{', '.join(map(repr, unexpected))}. " if unexpected else ""))
-        with grad_mode.no_grad():
-            for k, t in own.items():
-                if k in state_dict:
-                    src = state_dict[k]
-                    if hasattr(t, "materialize") and not hasattr(src, "materialize"):
-                        t.materialize(tuple(src.shape))     # (a lazy module's parameter)
-                    if tuple(src.shape) != tuple(t.shape):
-                        raise RuntimeError(f"Error(s) in loading state_dict for "
-                                           f"{type(self).__name__}:\n\tsize mismatch for {k}: "
-                                           f"copying a param with shape {src.shape} from "
-                                           f"checkpoint, the shape in current model is "
-                                           f"{t.shape}.")
-                    t.copy_(src)
-        return _IncompatibleKeys(missing, unexpected)
 
     def to(self, *args: object, **kwargs: object) -> Module:
         """Cast floating parameters and buffers in place to a dtype, as
@@ -320,6 +294,10 @@ class Module(ModuleHooks):
         """Cast floating parameters and buffers to float64, as torch.nn.Module.double."""
         return self.to(float64)
 
+    def half(self) -> Module:
+        """Cast floating parameters and buffers to float16, as torch.nn.Module.half."""
+        return self.to(float16)
+
     def forward(self, *args: object, **kwargs: object) -> object:
         """The module's computation, called by module(...) (subclasses define it), as
         torch.nn.Module.forward."""
@@ -351,16 +329,3 @@ class Module(ModuleHooks):
     def __dir__(self):
         return sorted(set(object.__dir__(self)) | set(self._parameters) | set(self._buffers)
                       | set(self._modules))
-
-
-class _IncompatibleKeys(tuple):
-    def __new__(cls, missing, unexpected):
-        t = super().__new__(cls, (missing, unexpected))
-        t.missing_keys, t.unexpected_keys = missing, unexpected
-        return t
-
-    def __repr__(self):
-        if not self.missing_keys and not self.unexpected_keys:
-            return "<All keys matched successfully>"
-        return (f"_IncompatibleKeys(missing_keys={self.missing_keys}, "
-                f"unexpected_keys={self.unexpected_keys})")

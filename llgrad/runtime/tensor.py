@@ -9,6 +9,8 @@ from . import dtypes, grad_mode, trace_state
 from .device import CPU, device as _Device
 from .formatting import tensor_repr
 
+_FLOAT_WARNED = False
+
 _new_object = object.__new__
 _BY_NP = dtypes._BY_NP
 _grad_state = grad_mode.state       # (the thread-local object itself: it is never replaced)
@@ -302,6 +304,13 @@ class Tensor:
         return self._data.tolist()
 
     def __float__(self):
+        global _FLOAT_WARNED
+        if self.requires_grad and not _FLOAT_WARNED:       # PyTorch's TORCH_WARN_ONCE
+            _FLOAT_WARNED = True
+            import warnings
+            warnings.warn("Converting a tensor with requires_grad=True to a scalar may lead to "
+                          "unexpected behavior.\nConsider using tensor.detach() first.",
+                          UserWarning, stacklevel=2)
         return float(self.item())
 
     def __int__(self):
