@@ -18,9 +18,8 @@ from . import build  # noqa: F401  (its imports register every lowering)
 from .lowerings.fusion import Expr
 from .lowerings.scalar import I64, PTR, ScalarGen
 from .lowerings.table import LOWERINGS
+from .eager_cache import ENTRY, cached, op_key
 from .native import jit, keys
-
-ENTRY = "eager_kernel"
 
 
 def graph_of(op_name, dtype, scalars, attrs):
@@ -106,13 +105,14 @@ def module_of(graph, dtype):
     return mod
 
 
-def build_graph(graph, dtype):
+def build_graph(graph, dtype, key=None):
     """The address of graph's loop (a jit.CodeAddress: it keeps the code loaded), from
-    memory, the disk cache or LLVM; None where graph is not one elementwise loop."""
+    memory, the disk cache (under key, else the key of its IR text) or LLVM; None where
+    graph is not one elementwise loop."""
     g = lowerable(graph, dtype)
     if g is None:
         return None
-    key = keys.key_for(print_graph(g), "eager-elementwise-1d")
+    key = key or keys.key_for(print_graph(g), "eager-elementwise-1d")
     compiled = jit.lookup(key, ENTRY)
     if compiled is None:
         compiled = jit.compile_module(module_of(g, dtype), [ENTRY], key=key)
@@ -120,6 +120,11 @@ def build_graph(graph, dtype):
 
 
 def build(op_name, dtype, scalars=(), attrs=None):
-    """The address of op's eager kernel for dtype (see build_graph), or None."""
+    """The address of op's eager kernel for dtype (see build_graph), or None; stored under
+    eager_cache.op_key, where a warm process finds it without this module."""
+    key = op_key(op_name, dtype, scalars, attrs)
+    found = cached(key)
+    if found is not None:
+        return found
     g = graph_of(op_name, dtype, scalars, attrs or {})
-    return None if g is None else build_graph(g, dtype)
+    return None if g is None else build_graph(g, dtype, key)

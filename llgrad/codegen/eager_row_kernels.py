@@ -21,29 +21,17 @@ j of input k is `in_k + row * step_k + j * H`), elementwise nodes with a lowerin
 the result is part j). Anything else is refused (None: NumPy's implementation runs)."""
 from llvmlite import ir
 
-from ..ir.builder import Builder
 from ..ir.decompose import expand_composites
-from ..ir.graph import TensorType, Value
-from ..ir.printer import print_graph
-from .eager_kernels import ENTRY, _Loop, _mem   # (it imports codegen.build: the lowerings)
+from ..ir.graph import Value
+from .eager_cache import ENTRY, H as _H, ROWS as _ROWS, cached, rows_graph, rows_key, \
+    rows_out_widths
+from .eager_kernels import _Loop, _mem   # (it imports codegen.build: the lowerings)
 from .lowerings.fusion import Expr
 from .lowerings.scalar import I64, PTR, ScalarGen
 from .lowerings.table import LOWERINGS
-from .native import jit, keys
+from .native import jit
 
-_ROWS, _H = 3, 5        # the probe sizes (neither 1: no broadcast passes for a block)
-
-
-def graph_of(op_name, dtype, widths, attrs):
-    """The IR graph of op on inputs (_ROWS, w * _H) for w in widths, or None where the
-    shape rule refuses them."""
-    b = Builder(f"eager_rows_{op_name}")
-    xs = [b.input(TensorType(dtype, (_ROWS, w * _H)), f"x{k}") for k, w in enumerate(widths)]
-    try:
-        y = b.add(op_name, xs, attrs)
-    except Exception:       # (the shape rule refuses these widths: NumPy's impl raises)
-        return None
-    return b.ret(*(y if isinstance(y, tuple) else (y,)))
+graph_of = rows_graph      # (the probe sizes, _ROWS x _H blocks: eager_cache.py)
 
 
 class Plan:
@@ -169,14 +157,18 @@ def module_of(plan, dtype):
 
 def build(op_name, dtype, widths, attrs=None):
     """(address, result widths) of op's row kernel for dtype and input block widths (the
-    address a jit.CodeAddress: it keeps the code loaded), from memory, the disk cache or
-    LLVM; None where the op is not one loop over rows."""
+    address a jit.CodeAddress: it keeps the code loaded), from memory, the disk cache
+    (eager_cache.rows_key: a warm process finds it without this module) or LLVM; None where
+    the op is not one loop over rows."""
     graph = graph_of(op_name, dtype, widths, attrs or {})
-    plan = None if graph is None else plan_of(graph, dtype)
+    if graph is None:
+        return None
+    key = rows_key(op_name, dtype, widths, attrs)
+    found = cached(key)
+    if found is not None:
+        return found, rows_out_widths(graph)
+    plan = plan_of(graph, dtype)
     if plan is None:
         return None
-    key = keys.key_for(print_graph(plan.graph), "eager-rows-2d")
-    compiled = jit.lookup(key, ENTRY)
-    if compiled is None:
-        compiled = jit.compile_module(module_of(plan, dtype), [ENTRY], key=key)
+    compiled = jit.compile_module(module_of(plan, dtype), [ENTRY], key=key)
     return compiled.address(ENTRY), plan.out_widths

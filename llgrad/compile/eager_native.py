@@ -150,16 +150,26 @@ def _built(op, dtype, build, *args):
 
 
 def _kernel(op, dtype, numbers, attrs):
-    from ..codegen import eager_kernels      # (loads llvmlite: only when a kernel is needed)
-    addr = _built(op, dtype, eager_kernels.build, numbers, attrs)
+    from ..codegen import eager_cache    # (a warm process: the disk cache, no lowerings)
+    addr = eager_cache.cached(eager_cache.op_key(op.name, dtype.name, numbers, attrs))
+    if addr is None:
+        from ..codegen import eager_kernels      # (the code generator: a kernel to build)
+        addr = _built(op, dtype, eager_kernels.build, numbers, attrs)
     stats["built"] += addr is not None
     return None if addr is None else (_ctypes_fn(1)(int(addr)), addr)
 
 
 def _row_kernel(op, dtype, widths, attrs):
-    from ..codegen import eager_row_kernels     # (loads llvmlite: only when one is needed)
+    from ..codegen import eager_cache
     from ..codegen.launch import data_pointer   # (one read, where ndarray.ctypes is ~1 us)
-    built = _built(op, dtype, eager_row_kernels.build, widths, attrs)
+    graph = eager_cache.rows_graph(op.name, dtype.name, widths, attrs)
+    addr = None if graph is None else \
+        eager_cache.cached(eager_cache.rows_key(op.name, dtype.name, widths, attrs))
+    if addr is not None:
+        built = addr, eager_cache.rows_out_widths(graph)
+    else:
+        from ..codegen import eager_row_kernels     # (the code generator: one to build)
+        built = _built(op, dtype, eager_row_kernels.build, widths, attrs)
     if built is None or len(built[1]) != op.nout:
         return None
     addr, out_widths = built

@@ -299,10 +299,11 @@ def test_a_fork_while_a_kernel_builds_gives_the_child_its_own_build():
 
 
 def test_a_kernel_llvm_refuses_warns_once_and_numpy_serves(monkeypatch):
-    from llgrad.codegen import eager_kernels
+    from llgrad.codegen import eager_cache, eager_kernels
 
     def refuse(*args, **kwargs):
         raise RuntimeError("LLVM said no")
+    monkeypatch.setattr(eager_cache, "cached", lambda key: None)   # (not on disk either)
     monkeypatch.setattr(eager_kernels, "build", refuse)
     eager_native.reset()
     x = llgrad.tensor(_input(np.float64))
@@ -317,3 +318,34 @@ def test_a_kernel_llvm_refuses_warns_once_and_numpy_serves(monkeypatch):
         assert np.array_equal(x.sigmoid().numpy(), want, equal_nan=True)
     assert eager_native.stats["calls"] == 0 and eager_native.stats["built"] == 0
     eager_native.reset()
+
+
+_WARM_SCRIPT = r"""
+import sys
+import numpy as np
+import llgrad
+import llgrad.nn as nn
+from llgrad.compile import eager_native
+x = llgrad.tensor(np.linspace(-3, 3, 3 * eager_native.MIN_ELEMENTS).astype(np.float32))
+y = x.sigmoid()
+lstm = nn.LSTM(8, 64)
+out, _ = lstm(llgrad.randn(5, 80, 8))
+eager_native.wait()
+print(eager_native.stats["calls"], eager_native.stats["built"],
+      "llgrad.codegen.build" in sys.modules, "llgrad.codegen.eager_kernels" in sys.modules)
+"""
+
+
+def test_a_warm_process_runs_eager_kernels_without_the_code_generator(tmp_path):
+    """The second process finds the kernels in the disk cache by what it asks for: no
+    lowering is imported (Python compiling them from source took 0.25 s of a first GELU),
+    and the kernels run from the first call."""
+    env = dict(os.environ, LLGRAD_CACHE_DIR=str(tmp_path), LLGRAD_COMPILE="sync")
+    runs = [subprocess.run([sys.executable, "-c", _WARM_SCRIPT], capture_output=True,
+                           text=True, timeout=300, env=env) for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr[-3000:]
+    cold, warm = (r.stdout.split() for r in runs)
+    assert cold[2] == "True"                    # (the first process built them)
+    assert warm[2:] == ["False", "False"], warm
+    assert int(warm[0]) == int(cold[0]) >= 6 and int(warm[1]) == int(cold[1]) == 2
