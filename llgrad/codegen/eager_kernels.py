@@ -14,7 +14,9 @@ from ..ir.builder import Builder
 from ..ir.decompose import expand_composites
 from ..ir.graph import TensorType, Value
 from ..ir.printer import print_graph
-from . import build  # noqa: F401  (its imports register every lowering)
+# (their imports register the elementwise lowerings, all an eager kernel is made of: not
+# codegen.build's every lowering, a third of the import time)
+from .lowerings import ops_activations, ops_elementwise, ops_special, ops_tensor  # noqa: F401
 from .lowerings.fusion import Expr
 from .lowerings.scalar import I64, PTR, ScalarGen
 from .lowerings.table import LOWERINGS

@@ -349,3 +349,36 @@ def test_a_warm_process_runs_eager_kernels_without_the_code_generator(tmp_path):
     assert cold[2] == "True"                    # (the first process built them)
     assert warm[2:] == ["False", "False"], warm
     assert int(warm[0]) == int(cold[0]) >= 6 and int(warm[1]) == int(cold[1]) == 2
+
+
+_LOWERABLE_SCRIPT = r"""
+import sys
+import llgrad
+from llgrad.ir import OPS
+from llgrad.codegen import eager_kernels, eager_row_kernels
+ATTRS = %r
+WIDTHS = {"fused_lstm_cell": (4, 1), "fused_lstm_cell_backward": (1, 1, 4, 1, 1),
+          "fused_gru_cell": (3, 3, 1), "fused_gru_cell_backward": (1, 3, 3, 1)}
+bad = []
+for name, op in sorted(OPS.items()):
+    for dt in ("float32", "float64"):
+        for a in (ATTRS.get(name, [{}]) if op.eager_native else []):
+            g = eager_kernels.graph_of(name, dt, (), a)
+            if g is None or eager_kernels.lowerable(g, dt) is None:
+                bad.append((name, dt, a))
+        if op.eager_rows:
+            g = eager_row_kernels.graph_of(name, dt, WIDTHS[name], {})
+            if g is None or eager_row_kernels.plan_of(g, dt) is None:
+                bad.append((name, dt))
+print(bad, "llgrad.codegen.build" in sys.modules)
+"""
+
+
+def test_eager_kernels_need_only_the_elementwise_lowerings():
+    """eager_kernels imports the elementwise lowerings alone (a third of codegen.build's
+    import time, which a cold eager process pays on its builder thread, beside the user's
+    work): in a fresh process every eager_native and eager_rows op still lowers."""
+    out = subprocess.run([sys.executable, "-c", _LOWERABLE_SCRIPT % (ATTRS,)],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split("\n")[0] == "[] False", out.stdout
