@@ -346,7 +346,7 @@ def test_a_warm_process_runs_eager_kernels_without_the_code_generator(tmp_path):
     for r in runs:
         assert r.returncode == 0, r.stderr[-3000:]
     cold, warm = (r.stdout.split() for r in runs)
-    assert cold[2] == "True"                    # (the first process built them)
+    assert cold[3] == "True"                    # (the first process built them)
     assert warm[2:] == ["False", "False"], warm
     assert int(warm[0]) == int(cold[0]) >= 6 and int(warm[1]) == int(cold[1]) == 2
 
