@@ -100,6 +100,15 @@ def _windows(n, o):
     return (i * n) // o, -((-(i + 1) * n) // o)          # floor(i*n/o), ceil((i+1)*n/o)
 
 
+def _window_means(n, o, dtype):
+    """The (o, n) matrix of adaptive average pooling along one dim: row r averages window r."""
+    start, end = _windows(n, o)
+    m = np.zeros((o, n))
+    for r, (a, b) in enumerate(zip(start, end)):
+        m[r, a:b] = 1.0 / (b - a)
+    return _tensor(m.astype(dtype.name))
+
+
 def _output_size(output_size, shape, fn):
     if isinstance(output_size, (tuple, list)):     # PyTorch's _list_with_default
         if len(shape) <= len(output_size):
@@ -141,11 +150,7 @@ def adaptive_avg_pool2d(input, output_size):
     for dim, (n, o) in ((-1, (w, ow)), (-2, (h, oh))):
         if n == o:
             continue
-        start, end = _windows(n, o)
-        m = np.zeros((o, n))
-        for r, (a, b) in enumerate(zip(start, end)):
-            m[r, a:b] = 1.0 / (b - a)
-        mt = _tensor(m.astype(input.dtype.name))
+        mt = _window_means(n, o, input.dtype)
         out = out.matmul(mt.t()) if dim == -1 else mt.matmul(out)
     return out
 

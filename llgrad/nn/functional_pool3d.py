@@ -13,7 +13,7 @@ from ..ir.ops_pool import out_size
 from ..runtime.creation import tensor as _tensor
 from ..runtime.dtypes import int64
 from .functional_loss import _NAMES
-from .functional_pool import _windows
+from .functional_pool import _window_means, _windows
 from .functional_pool_more import _lp_pool, _unpool_output_size
 
 
@@ -179,11 +179,7 @@ def adaptive_avg_pool3d(input, output_size):
     for axis, (n, o) in zip((-3, -2, -1), zip(dims, out)):
         if n == o:
             continue
-        start, end = _windows(n, o)
-        m = np.zeros((o, n))
-        for r, (a, b) in enumerate(zip(start, end)):
-            m[r, a:b] = 1.0 / (b - a)
-        mt = _tensor(m.astype(input.dtype.name))
+        mt = _window_means(n, o, input.dtype)
         res = res.transpose(axis, -1).matmul(mt.t()).transpose(axis, -1)
     return res
 

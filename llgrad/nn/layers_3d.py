@@ -11,7 +11,7 @@ from .layers_conv_more import _ConvTransposeNd
 from .layers_lazy import _lazy_conv, _lazy_norm
 from .layers_norm import _BatchNorm
 from .layers_norm_more import InstanceNorm1d, InstanceNorm2d, _InstanceNorm
-from .layers_pool import _AdaptiveAvgPoolNd, _AdaptiveMaxPoolNd, _AvgPoolNd
+from .layers_pool import _AdaptiveAvgPoolNd, _AdaptiveMaxPoolNd, _AvgPoolDivisorNd
 from .layers_pool_more import _LPPoolNd, _MaxUnpoolNd
 from .layers_conv import MaxPool2d
 
@@ -79,21 +79,9 @@ class MaxPool3d(MaxPool2d):
                             ceil_mode=self.ceil_mode, return_indices=self.return_indices)
 
 
-class AvgPool3d(_AvgPoolNd):
+class AvgPool3d(_AvgPoolDivisorNd):
     """As torch.nn.AvgPool3d."""
-    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
-                 count_include_pad=True, divisor_override=None):
-        super().__init__()
-        self.kernel_size = kernel_size
-        self.stride = stride if (stride is not None) else kernel_size
-        self.padding = padding
-        self.ceil_mode = ceil_mode
-        self.count_include_pad = count_include_pad
-        self.divisor_override = divisor_override
-
-    def forward(self, input):
-        return F.avg_pool3d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                            self.count_include_pad, self.divisor_override)
+    _pool = staticmethod(F.avg_pool3d)
 
 
 class AdaptiveAvgPool3d(_AdaptiveAvgPoolNd):

@@ -33,8 +33,11 @@ class AvgPool1d(_AvgPoolNd):
                             self.count_include_pad)
 
 
-class AvgPool2d(_AvgPoolNd):
-    """As torch.nn.AvgPool2d."""
+class _AvgPoolDivisorNd(_AvgPoolNd):
+    """AvgPool2d and AvgPool3d: their arguments, and `_pool`, F's function of their
+    dimension."""
+    _pool = None
+
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
                  count_include_pad=True, divisor_override=None):
         super().__init__()
@@ -46,8 +49,13 @@ class AvgPool2d(_AvgPoolNd):
         self.divisor_override = divisor_override
 
     def forward(self, input):
-        return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                            self.count_include_pad, self.divisor_override)
+        return self._pool(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                          self.count_include_pad, self.divisor_override)
+
+
+class AvgPool2d(_AvgPoolDivisorNd):
+    """As torch.nn.AvgPool2d."""
+    _pool = staticmethod(F.avg_pool2d)
 
 
 class _AdaptiveAvgPoolNd(Module):
