@@ -25,6 +25,8 @@ from ..tracer.returned import ReturnedScalar, is_constant, values_in
 from ..tracer.trace import ControlFlowError, TraceError, trace_body
 from .dump import _trace_note
 from .attr_writes import Slots
+from .output_notes import rebuild_notes as _rebuild_notes
+from .log import short_loc, user_line
 from .snapshot import StateSnapshot
 
 
@@ -52,6 +54,8 @@ class Entry:
         "attr_writes",                    # ... then tensors put into objects: (writes, their
                                           # output positions) (attr_writes.py), or None
         "written",                        # the guard paths of those tensors (a check)
+        "input_views",                    # outputs that are views of inputs (_rebuild_notes)
+        "same_outputs",                   # (k, j): output k is output j (`return y, y`)
         "name", "backend",
         "timings",                        # seconds of the trace and builds (log.py)
         "kernels", "_forward_run", "_backward_run", "_runners", "_node_layout", "_unflatten",
@@ -63,6 +67,7 @@ class Entry:
         self.backward, self.saved, self.diff_inputs, self.diff_outputs = None, [], [], []
         self.unused, self.grad_assign, self.input_outputs = [], [], []
         self.plain_alias, self.no_grad_views, self.freed_outputs = [], [], []
+        self.input_views, self.same_outputs = [], []
         self.scalar_outputs, self.eager_saved, self.reusable = {}, ((), ()), False
         self.n_returned, self.attr_writes, self.written = 0, None, ()
         self.grad_free, self.rng_index, self.step = False, None, False
@@ -156,6 +161,11 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
                                      "requires grad whose graph that backward kept "
                                      "(retain_graph): compile does not support that")
             entry.freed_outputs = diff_out
+        if diff_out and not step and not grad_mode.state.grad_enabled:
+            # (enable_grad inside a function called under no_grad: compiled code attaches
+            # a backward only where the call's own grad mode is on)
+            raise TraceError(f"a result requires grad (enable_grad() inside the function) "
+                             f"while the call runs under no_grad, at {short_loc(user_line())}")
         state["grad"] = grad_mode.state.grad_enabled and any(differentiable) and \
             not step and bool(diff_out)
         if not state["grad"]:
@@ -263,25 +273,6 @@ def _written_outputs(entry, slots, outs):
             outs.append(t)
         positions.append(at[id(t)])
     entry.attr_writes, entry.written = (writes, positions), paths
-
-
-def _rebuild_notes(entry, outs, tensors):
-    """What run.py needs to give later calls' results eager's identities and flags."""
-    # outputs that are input tensors themselves (`return x`, not x.detach() or a view,
-    # which the graph cannot tell apart): later calls return the input too
-    where = {id(t): i for i, (_, t) in enumerate(tensors)}
-    entry.input_outputs = [(k, where[id(o)]) for k, o in enumerate(outs)
-                           if id(o) in where and tensors[where[id(o)]][1] is o]
-    # outputs that do not require grad: an untracked alias of an input (x.detach()) is the
-    # same array as a view made under no_grad (which requires grad), so later calls are
-    # told apart here
-    entry.plain_alias = [k for k, o in enumerate(outs) if not o.requires_grad]
-    # and views made under no_grad of an input (which require grad, with no edge), found
-    # again where the array cannot show it (an empty view aliases nothing)
-    storage = {id(t._storage): i for i, (_, t) in enumerate(tensors)}
-    entry.no_grad_views = [(k, storage[id(o._storage)]) for k, o in enumerate(outs)
-                           if o._creation is not None and o.requires_grad
-                           and id(o._storage) in storage]
 
 
 def _released(node):

@@ -73,6 +73,11 @@ def run_entry(entry, tensors):
         warn_once(f"llgrad.compile({entry.name}): running eagerly: inputs share memory "
                    "and the function writes one of them in place")
         return _RUN_EAGERLY
+    if entry.input_views and not all(
+            tensors[i]._storage.base.flags.c_contiguous for _, i, _, _ in entry.input_views):
+        warn_once(f"llgrad.compile({entry.name}): running eagerly: the function returns a "
+                  "view of an input whose memory is not contiguous")
+        return _RUN_EAGERLY
     arrays = [t._data for t in tensors]
     rng_state = None
     if entry.rng_index is not None:         # the RNG state input follows the tensors
@@ -109,6 +114,13 @@ def run_entry(entry, tensors):
             g = np.array(g)
         taken.add(id(g))
         tensors[k]._grad = Tensor._from_array(g)
+    for k, i, off, strides in entry.input_views:  # eager returns a view of input i
+        t, arr = tensors[i], results[k]._data
+        if not np.shares_memory(arr, t._data):
+            base = t._storage.base
+            off += t._data.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+            results[k] = Tensor._view_of(np.ndarray(arr.shape, arr.dtype, buffer=base,
+                                                    offset=off, strides=strides), t)
     for k in entry.plain_alias:     # (a view made here under no_grad would require grad)
         if results[k]._creation is not None:
             results[k]._creation = None
@@ -121,6 +133,8 @@ def run_entry(entry, tensors):
             results[k] = tensors[i]
     if attach:
         CompiledFunctionBackward.attach(entry, tensors, results, outs[entry.n_out:], rng_state)
+    for k, j in entry.same_outputs:     # `return y, y`: one tensor, as eager returns
+        results[k] = results[j]
     for k in entry.freed_outputs:   # a step's backward went through them (as in eager)
         r = results[k]
         r._requires_grad, r._grad_fn = True, FreedBackward()

@@ -51,8 +51,8 @@ class StateSnapshot:
     def changed(self):
         """What the run changed since the snapshot (an input's data or autograd fields, a
         container's items, an object's attributes), as text; None if nothing."""
-        for st, version, _ in self.storages:
-            if st.version != version:
+        for st, version, data in self.storages:
+            if st.version != version or _written(st.base, data):
                 return "a tensor's data"
         for t, fields, _ in self.tensors:
             if any(getattr(t, f) is not v for f, v in zip(_TENSOR_FIELDS, fields)):
@@ -82,7 +82,9 @@ class StateSnapshot:
 
     def restore(self):
         for st, version, data in self.storages:
-            if st.version != version:       # (every write bumps it; a read-only base too)
+            # (every write bumps the version, a read-only base's too, except one through
+            # `.data`, which has a counter of its own: its bytes tell)
+            if st.version != version or _written(st.base, data):
                 st.base[...] = data
                 st.version = version
         for t, fields, attrs in self.tensors:
@@ -105,6 +107,11 @@ class StateSnapshot:
         random.setstate(self.py_state)
         for g, state in self.generators:
             _set_state(g, state)
+
+
+def _written(base, saved):
+    """Whether base's bytes differ from the copy saved of them."""
+    return base.tobytes() != saved.tobytes()
 
 
 _GENERATORS = (random.Random, np.random.Generator, np.random.RandomState)

@@ -17,6 +17,7 @@ class _Generator:
         self.manual_seed(DEFAULT_SEED)
 
     def manual_seed(self, seed):
+        _reseed_in_trace(self, "manual_seed()")
         self._seed = int(seed)
         self._rng = None
         return self
@@ -30,10 +31,21 @@ class _Generator:
 
     @rng.setter
     def rng(self, value):
+        _reseed_in_trace(self, "set_rng_state()")
         self._rng = value
 
     def initial_seed(self):
         return self._seed
+
+
+def _reseed_in_trace(gen, what):
+    """A trace reads the default generator's state once, at its start (an input of the
+    graph): reseeding it or reading its state inside the traced function cannot be
+    replayed, so the call runs eagerly (graph break)."""
+    tracer = trace_state.state.tracer
+    if tracer is not None and gen is globals().get("default_generator"):
+        tracer.graph_break(f"{what} of the default random generator inside the compiled "
+                           "function")
 
 
 default_generator = _Generator()

@@ -5,7 +5,7 @@ Twister: a seed gives the same numbers on every run, not the numbers PyTorch giv
 from __future__ import annotations
 import numpy as np
 
-from .creation import _Generator, default_generator, tensor
+from .creation import _Generator, _reseed_in_trace, default_generator, tensor
 from .device import CPU, check
 from .tensor import Tensor
 
@@ -15,6 +15,7 @@ __all__ = ["Generator", "get_rng_state", "set_rng_state", "seed"]
 def _get_state(gen):
     """The generator's state as a uint8 tensor (seed, then PCG64's state, increment and
     buffered 32-bit draw)."""
+    _reseed_in_trace(gen, "get_rng_state()")
     st = gen.rng.bit_generator.state
     s = st["state"]
     words = (gen._seed & (2**64 - 1), s["state"], s["inc"], st["has_uint32"], st["uinteger"])
