@@ -18,7 +18,7 @@ from ..ir.partition import partition
 from ..ir.verify import verify
 from ..runtime import grad_mode, trace_state
 from ..runtime.autograd_api import grad as autograd_grad
-from ..runtime.saved_tensor import SavedTensor
+from ..runtime.saved_tensor import SavedTensor, where_str
 from ..runtime.tensor import Tensor
 from ..tracer.pytree import flatten, with_constants
 from ..tracer.returned import ReturnedScalar, is_constant, values_in
@@ -362,13 +362,17 @@ def _check_mutated(name, tensors, differentiable, mutated, grad):
         if i >= len(tensors):           # (the generator state's input)
             continue
         label, t = tensors[i]
+        loc = t._storage.write_loc
+        at = f" (written at {where_str(loc)})" if loc is not None else ""
+        # (no `llgrad.compile(name):` here: the eager fallback's warning and fullgraph's
+        # error put it in front)
         if differentiable[i] and grad:
-            raise TraceError(f"llgrad.compile({name}): input {label!r} requires grad and is "
-                             "modified in place while the function's results require grad")
+            raise TraceError(f"input {label!r} requires grad and is modified in place while "
+                             f"the function's results require grad{at}")
         if not differentiable[i] and t.requires_grad:
-            raise TraceError(f"llgrad.compile({name}): input {label!r} does not require grad "
-                             "but is written in place with a value that does, which gives "
-                             "it autograd history")
+            raise TraceError(f"input {label!r} does not require grad but is written in "
+                             f"place with a value that does, which gives it autograd "
+                             f"history{at}")
 
 
 def _add_note(e, note):

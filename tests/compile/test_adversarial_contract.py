@@ -113,3 +113,20 @@ def test_enable_grad_inside_a_call_made_under_no_grad():
             out += [r.requires_grad, r.grad_fn is not None]
         return out
     _both(scenario)
+
+
+def test_an_in_place_write_that_autograd_needs_warns_once_with_its_line():
+    """The eager fallback's warning names compile once (it had said `llgrad.compile(h):
+    running eagerly: llgrad.compile(h): ...`) and the line of the write."""
+    def h(x, w):
+        w.copy_(x * 2)
+        return w
+    x = llgrad.randn(3, requires_grad=True)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        out = llgrad.compile(h)(x, llgrad.zeros(3))
+    texts = [str(r.message) for r in rec if "running eagerly" in str(r.message)]
+    assert len(texts) == 1 and texts[0].count("llgrad.compile(") == 1, texts
+    assert "written at test_adversarial_contract.py:" in texts[0], texts
+    np.testing.assert_allclose(out.detach().numpy(), 2 * x.detach().numpy())
+    assert out.grad_fn is not None            # (eager's history: the copy of x * 2)
