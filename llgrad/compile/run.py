@@ -7,6 +7,7 @@ import operator
 
 import numpy as np
 
+from ..ir.ops_shape import strided_view
 from ..ir.ops_random import generator_from_array, state_to_array
 from ..tracer.pytree import unflattener
 from ..runtime import grad_mode
@@ -73,11 +74,6 @@ def run_entry(entry, tensors):
         warn_once(f"llgrad.compile({entry.name}): running eagerly: inputs share memory "
                    "and the function writes one of them in place")
         return _RUN_EAGERLY
-    if entry.input_views and not all(
-            tensors[i]._storage.base.flags.c_contiguous for _, i, _, _ in entry.input_views):
-        warn_once(f"llgrad.compile({entry.name}): running eagerly: the function returns a "
-                  "view of an input whose memory is not contiguous")
-        return _RUN_EAGERLY
     arrays = [t._data for t in tensors]
     rng_state = None
     if entry.rng_index is not None:         # the RNG state input follows the tensors
@@ -117,10 +113,9 @@ def run_entry(entry, tensors):
     for k, i, off, strides in entry.input_views:  # eager returns a view of input i
         t, arr = tensors[i], results[k]._data
         if not np.shares_memory(arr, t._data):
-            base = t._storage.base
-            off += t._data.__array_interface__["data"][0] - base.__array_interface__["data"][0]
-            results[k] = Tensor._view_of(np.ndarray(arr.shape, arr.dtype, buffer=base,
-                                                    offset=off, strides=strides), t)
+            size = arr.dtype.itemsize    # (off and strides in bytes from t's first element)
+            results[k] = Tensor._view_of(strided_view(t._data, arr.shape, [
+                st // size for st in strides], off // size), t)
     for k in entry.plain_alias:     # (a view made here under no_grad would require grad)
         if results[k]._creation is not None:
             results[k]._creation = None
