@@ -20,7 +20,7 @@ from .lowerings import ops_activations, ops_elementwise, ops_special, ops_tensor
 from .lowerings.fusion import Expr
 from .lowerings.scalar import I64, PTR, ScalarGen
 from .lowerings.table import LOWERINGS
-from .eager_cache import ENTRY, cached, op_key
+from .eager_cache import ENTRY, op_key
 from .native import jit, keys
 
 
@@ -123,10 +123,7 @@ def build_graph(graph, dtype, key=None):
 
 def build(op_name, dtype, scalars=(), attrs=None):
     """The address of op's eager kernel for dtype (see build_graph), or None; stored under
-    eager_cache.op_key, where a warm process finds it without this module."""
-    key = op_key(op_name, dtype, scalars, attrs)
-    found = cached(key)
-    if found is not None:
-        return found
+    eager_cache.op_key, where a warm process finds it without this module
+    (eager_cache.op_kernel)."""
     g = graph_of(op_name, dtype, scalars, attrs or {})
-    return None if g is None else build_graph(g, dtype, key)
+    return None if g is None else build_graph(g, dtype, op_key(op_name, dtype, scalars, attrs))

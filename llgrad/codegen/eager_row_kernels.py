@@ -23,8 +23,7 @@ from llvmlite import ir
 
 from ..ir.decompose import expand_composites
 from ..ir.graph import Value
-from .eager_cache import ENTRY, H as _H, ROWS as _ROWS, cached, rows_graph, rows_key, \
-    rows_out_widths
+from .eager_cache import ENTRY, H as _H, ROWS as _ROWS, rows_graph, rows_key
 from .eager_kernels import _Loop, _mem   # (it imports codegen.build: the lowerings)
 from .lowerings.fusion import Expr
 from .lowerings.scalar import I64, PTR, ScalarGen
@@ -155,20 +154,17 @@ def module_of(plan, dtype):
     return mod
 
 
-def build(op_name, dtype, widths, attrs=None):
-    """(address, result widths) of op's row kernel for dtype and input block widths (the
-    address a jit.CodeAddress: it keeps the code loaded), from memory, the disk cache
-    (eager_cache.rows_key: a warm process finds it without this module) or LLVM; None where
-    the op is not one loop over rows."""
-    graph = graph_of(op_name, dtype, widths, attrs or {})
-    if graph is None:
-        return None
-    key = rows_key(op_name, dtype, widths, attrs)
-    found = cached(key)
-    if found is not None:
-        return found, rows_out_widths(graph)
+def build(op_name, graph, dtype, widths, attrs=None):
+    """(address, result widths) of the row kernel of graph (eager_cache.rows_graph of op for
+    dtype and input block widths; the address a jit.CodeAddress: it keeps the code loaded),
+    from memory, the disk cache (under eager_cache.rows_key, where a warm process finds it
+    without this module: eager_cache.rows_kernel) or LLVM; None where the op is not one loop
+    over rows."""
     plan = plan_of(graph, dtype)
     if plan is None:
         return None
-    compiled = jit.compile_module(module_of(plan, dtype), [ENTRY], key=key)
+    key = rows_key(op_name, dtype, widths, attrs)
+    compiled = jit.lookup(key, ENTRY)
+    if compiled is None:
+        compiled = jit.compile_module(module_of(plan, dtype), [ENTRY], key=key)
     return compiled.address(ENTRY), plan.out_widths

@@ -150,26 +150,38 @@ def _built(op, dtype, build, *args):
 
 
 def _kernel(op, dtype, numbers, attrs):
-    from ..codegen import eager_cache    # (a warm process: the disk cache, no lowerings)
-    addr = eager_cache.cached(eager_cache.op_key(op.name, dtype.name, numbers, attrs))
-    if addr is None:
-        from ..codegen import eager_kernels      # (the code generator: a kernel to build)
-        addr = _built(op, dtype, eager_kernels.build, numbers, attrs)
+    addr = _built(op, dtype, _op_kernel, numbers, attrs)
     stats["built"] += addr is not None
     return None if addr is None else (_ctypes_fn(1)(int(addr)), addr)
 
 
-def _row_kernel(op, dtype, widths, attrs):
+def _op_kernel(op_name, dtype, numbers, attrs):
+    """From the disk cache (a warm process imports no lowering), else built."""
     from ..codegen import eager_cache
+    found = eager_cache.cached(eager_cache.op_key(op_name, dtype, numbers, attrs))
+    if found is not None:
+        return found
+    from ..codegen import eager_kernels      # (the code generator: a kernel to build)
+    return eager_kernels.build(op_name, dtype, numbers, attrs)
+
+
+def _rows_kernel(op_name, dtype, widths, attrs):
+    """(address, result widths): from the disk cache, else built; None where op is not
+    one loop over rows."""
+    from ..codegen import eager_cache
+    graph = eager_cache.rows_graph(op_name, dtype, widths, attrs)
+    if graph is None:
+        return None
+    found = eager_cache.cached(eager_cache.rows_key(op_name, dtype, widths, attrs))
+    if found is not None:
+        return found, eager_cache.rows_out_widths(graph)
+    from ..codegen import eager_row_kernels     # (the code generator: one to build)
+    return eager_row_kernels.build(op_name, graph, dtype, widths, attrs)
+
+
+def _row_kernel(op, dtype, widths, attrs):
     from ..codegen.launch import data_pointer   # (one read, where ndarray.ctypes is ~1 us)
-    graph = eager_cache.rows_graph(op.name, dtype.name, widths, attrs)
-    addr = None if graph is None else \
-        eager_cache.cached(eager_cache.rows_key(op.name, dtype.name, widths, attrs))
-    if addr is not None:
-        built = addr, eager_cache.rows_out_widths(graph)
-    else:
-        from ..codegen import eager_row_kernels     # (the code generator: one to build)
-        built = _built(op, dtype, eager_row_kernels.build, widths, attrs)
+    built = _built(op, dtype, _rows_kernel, widths, attrs)
     if built is None or len(built[1]) != op.nout:
         return None
     addr, out_widths = built
@@ -291,7 +303,6 @@ def _vjp_kernel(key, op, dtype, names, attrs):
     g = Tensor._from_array(np.linspace(-2, 2, 8).astype(dtype))
     saved = {n: Tensor._from_array(np.linspace(-1.5, 2.5, 8).astype(dtype)) for n in names}
     ctx = _ExampleCtx(saved, attrs)
-    addr = None
     try:
         prev = _grad_state.grad_enabled
         _grad_state.grad_enabled = False
