@@ -81,6 +81,29 @@ def test_returned_view_written_in_place_aliases_the_input():
     _both(scenario)
 
 
+def test_returned_view_of_a_non_contiguous_input_aliases_it_natively():
+    """The input's memory need not be contiguous: the view is rebuilt over its layout (it
+    ran eagerly, and the op table's view programs lost their native code)."""
+    def scenario(wrap):
+        def f(x):
+            v = x[:, 1]
+            v.add_(1)
+            return v
+        g = wrap(f)
+        memory = np.arange(24.).reshape(4, 6)
+        x = llgrad.from_numpy(memory[:, ::2])       # (4, 3) over every other column
+        out = []
+        for k in range(3):
+            r = g(x)
+            r.mul_(k + 2)               # eager: writes through to x's memory
+            out += [memory.copy(), r._base is x]
+        return out
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (no eager fallback: before _both, which ignores them)
+        scenario(llgrad.compile)
+    _both(scenario)
+
+
 def test_same_tensor_returned_twice_is_one_tensor():
     def scenario(wrap):
         def f(x, w):
