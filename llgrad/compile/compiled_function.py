@@ -13,7 +13,7 @@ import time
 import warnings
 import weakref
 
-from ..runtime import trace_state
+from ..runtime import saved_hooks, trace_state
 from ..tracer.trace import ControlFlowError, TraceError
 from . import background, log
 from .compile_doc import Callable, documented
@@ -62,9 +62,8 @@ class CompiledFunction:
         self._lock = threading.RLock()     # one trace at a time; the cache changes under it
         self._plain = plain_function(fn)    # guards from arguments alone (fastpath.py)
         self._fast = {}             # flat key of a simple call -> runner of its entries
-        # key without .grad items -> entries whose trace neither read nor set a .grad (and
-        # saw none): a call that differs only in .grad (a training step's second call,
-        # after the first backward made them) runs them rather than tracing again
+        # key without .grad items -> entries whose trace neither read nor set a .grad (nor
+        # saw one): a call that differs only in .grad (a training step's second) runs them
         self._grad_free = {}
         self._walkers = []          # guard walks compiled for calls with objects (at most
         #                             MAX_WALKERS structures): guard_walker.py
@@ -87,6 +86,8 @@ class CompiledFunction:
             return self.fn(*args, **kwargs)       # debug mode: the original function
         if trace_state.state.tracer is not None:
             return self._traced_fn()(*args, **kwargs)     # inlined into a trace
+        if saved_hooks.state.stack:     # (compiled code saves arrays no pack hook sees)
+            return self._eagerly("saved_tensors_hooks are active", args, kwargs)
         if trace_state.state.vmap_levels:
             return self.fn(*args, **kwargs)     # under llgrad.func.vmap: its batched ops
         fast = None if kwargs or not self._plain else fast_key(args)

@@ -6,7 +6,7 @@ import warnings
 
 import numpy as np
 
-from . import grad_mode, trace_state
+from . import grad_mode, saved_hooks, trace_state
 from ..ir.promotion import result_dtype
 from .dtypes import _cat_of_scalar, from_name
 from .node import accumulate_node, define_fields, gradient_edge, node_class
@@ -23,6 +23,7 @@ warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"llgrad\.(ir|
 
 _state = grad_mode.state
 _tstate = trace_state.state
+_hooks = saved_hooks.state
 
 
 def _is_tensor(x):
@@ -346,7 +347,10 @@ def record(op, inputs, attrs, results, self_override=None, info=None):
             elif pos[0] == "*":
                 saved[name] = [_save(x) for x in inputs[pos[1]:]]
             elif results:                   # in-place ops save their result themselves
-                saved[name] = SavedTensor(results[pos[1]], is_output=True, output_nr=pos[1])
+                r = results[pos[1]]
+                if _hooks.stack and r._dtype._cat == 2:    # (a pack hook sees the output
+                    r._grad_fn, r._output_nr, r._requires_grad = node, pos[1], True  # wired)
+                saved[name] = SavedTensor(r, is_output=True, output_nr=pos[1])
     tracer = _tstate.tracer
     if tracer is not None:          # the backward of a traced op reports the op's line
         node._where = tracer.current_loc()

@@ -148,7 +148,7 @@ def _saved_before_write(node, t):
     for s in node._saved.values():
         for x in (s if isinstance(s, list) else (s,)):
             if isinstance(x, SavedTensor) and not x.is_output and \
-                    x.tensor._storage is t._storage:
+                    getattr(x.tensor, "_storage", None) is t._storage:  # (not hook-packed)
                 x.version = t._storage.version - 1
 
 

@@ -6,6 +6,7 @@ import sys
 
 import numpy as np
 
+from . import grad_mode, saved_hooks
 from .tensor import Tensor
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -109,18 +110,72 @@ class SavedTensor:
             raise RuntimeError("Inference tensors cannot be saved for backward. To work around "
                                "you can make a clone to get a normal tensor and use it in "
                                "autograd.")
-        self.version = t._storage.version
         self.is_output = is_output
         self.output_nr = output_nr
+        if saved_hooks.state.stack:
+            self._pack(t)
+            return
+        self.version = t._storage.version
         fn = None if is_output else t._grad_fn
         self.grad_fn_name = type(fn).__name__ if fn is not None else None
         # an output is kept as (data, storage): no tensor object, no reference cycle
         self.tensor = (t._data, t._storage) if is_output else t
 
+    def _pack(self, t):
+        """Keep pack_hook(t) (saved_tensors_hooks) and where t's gradient goes, in place of t.
+        The hook runs with grad mode off and must not write t; the unpacked value has no
+        version to check (PyTorch's saved variable with hooks neither)."""
+        pack, unpack = saved_hooks.state.stack[-1]
+        version, grads = t._storage.version, grad_mode.state
+        prev, grads.grad_enabled = grads.grad_enabled, False
+        try:
+            packed = pack(t)
+        finally:
+            grads.grad_enabled = prev
+        if t._storage.version != version:
+            raise RuntimeError(
+                "A saved tensor pack hook is modifying its input in place. Tensors provided as "
+                "input to pack hook cannot be modified by in-place operations as this can lead "
+                "to unexpected side-effects. Please open an issue if you need to perform "
+                "in-place operations on the input to a pack hook.")
+        if self.is_output or not t._requires_grad:
+            edge = None
+        elif t._base is None and t._grad_fn is None:
+            edge = (None, t)        # a leaf: its AccumulateGrad, when unpacked
+        else:                       # (a view's grad_fn may be regenerated: node.gradient_edge)
+            edge = (t._grad_fn if t._base is None else t.grad_fn, t._output_nr)
+        self.version, self.grad_fn_name = None, None
+        self.tensor = _Packed(packed, unpack, edge)
+
+    def _unpack_hooked(self, packed, node):
+        t = packed.unpack_hook(packed.value)
+        if not isinstance(t, Tensor):
+            raise TypeError("Output of saved tensor unpack_hook expected to be a Tensor but got "
+                            f"result of type {type(t).__name__}")
+        edge = packed.edge
+        if not self.is_output and edge is None:
+            return t
+        # the unpacked value stands where the saved tensor stood in the graph: a double
+        # backward through it reaches what the saved tensor's gradient reached
+        out = Tensor._from_array(t._data, t._storage)
+        if self.is_output:
+            if out._dtype._cat == 2:
+                out._grad_fn, out._output_nr, out._requires_grad = node, self.output_nr, True
+        elif edge[0] is None:
+            acc = edge[1]._acc      # (made when the op's node took its edge to the leaf)
+            if acc is None:
+                return t
+            out._acc, out._requires_grad = acc, True
+        else:
+            out._grad_fn, out._output_nr, out._requires_grad = edge[0], edge[1], True
+        return out
+
     def unpack(self, node):
         t = self.tensor
         if t is None:
             raise RuntimeError(FREED)
+        if type(t) is _Packed:
+            return self._unpack_hooked(t, node)
         if self.is_output:
             t = Tensor._from_array(t[0], t[1])
         if t._storage.version != self.version:
@@ -141,3 +196,12 @@ class SavedTensor:
             t._output_nr = self.output_nr
             t._requires_grad = True
         return t
+
+
+class _Packed:
+    """What a pack hook returned, the unpack hook to apply to it, and the saved tensor's
+    gradient edge (node, output_nr), or None."""
+    __slots__ = ("value", "unpack_hook", "edge")
+
+    def __init__(self, value, unpack_hook, edge):
+        self.value, self.unpack_hook, self.edge = value, unpack_hook, edge

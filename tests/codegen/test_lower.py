@@ -295,7 +295,10 @@ def test_every_lowering_is_tested():
     assert lowered == set(ELEMENTWISE), lowered ^ set(ELEMENTWISE)
 
 
-@pytest.mark.parametrize("name,dt", ELEMENTWISE_CASES)
+# (float64 beside float32 in the default run would double its time: the slow run has it)
+@pytest.mark.parametrize("name,dt", [pytest.param(n, dt, marks=pytest.mark.slow)
+                                     if dt == "float64" else (n, dt)
+                                     for n, dt in ELEMENTWISE_CASES])
 def test_elementwise(name, dt):
     rng = np.random.default_rng(abs(hash((name, dt))) % 2**32)
     g, arrays = _elementwise_graph(name, dt, rng)

@@ -92,7 +92,7 @@ CASES = {
 
 
 @pytest.mark.parametrize("how", sorted(RUN))
-@pytest.mark.parametrize("dt", FLOATS)
+@pytest.mark.parametrize("dt", ["float32", pytest.param("float64", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_special_ulps(name, dt, how):
     """float64 within a few ulps of a higher-precision reference; float32 (evaluated in

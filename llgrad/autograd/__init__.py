@@ -1,0 +1,29 @@
+"""llgrad.autograd: PyTorch's autograd namespace (re-exports), with the submodules function,
+functional and graph importable by their dotted names."""
+from ..runtime.autograd_api import backward, grad  # noqa: F401
+from . import function  # noqa: F401
+from ..runtime import anomaly as anomaly_mode, grad_mode  # noqa: F401
+from ..runtime.autograd_function import Function, FunctionCtx, once_differentiable  # noqa: F401
+from ..runtime.gradcheck import GradcheckError, gradcheck, gradgradcheck  # noqa: F401
+from ..runtime.grad_mode import (enable_grad, inference_mode, no_grad,  # noqa: F401
+                                 set_grad_enabled)
+from ..runtime.anomaly import (detect_anomaly, is_anomaly_check_nan_enabled,  # noqa: F401
+                               is_anomaly_enabled, set_detect_anomaly)
+from ..runtime.tensor import Tensor
+from . import functional, graph  # noqa: F401,E402
+
+
+class _VariableMeta(type):
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, Tensor)
+
+
+class Variable(metaclass=_VariableMeta):
+    """The deprecated torch.autograd.Variable: Variable(t) is a new leaf over t's data (t
+    detached), requiring grad as asked; every tensor is an instance of it, as in PyTorch.
+    `volatile` is ignored, as in PyTorch since 0.4."""
+
+    def __new__(cls, data, requires_grad=False, volatile=False):
+        if not isinstance(data, Tensor):
+            raise TypeError(f"Variable data has to be a tensor, but got {type(data).__name__}")
+        return data.detach().requires_grad_(bool(requires_grad))

@@ -1,0 +1,150 @@
+"""llgrad.autograd.functional: torch.autograd.functional's jacobian and hessian over
+llgrad.func's jacrev / hessian (inputs a tensor or a tuple of tensors, results shaped
+output.shape + input.shape, nested as PyTorch nests them)."""
+from ..func.jacobians import hessian as _hessian, jacrev as _jacrev
+from ..runtime.autograd_api import grad
+from ..runtime.creation import ones_like, zeros_like
+from ..runtime.grad_mode import enable_grad
+from ..runtime.tensor import Tensor
+
+
+def _detach(r, keep):
+    if isinstance(r, tuple):
+        return tuple(_detach(x, keep) for x in r)
+    return r if keep or not isinstance(r, Tensor) else r.detach()
+
+
+def _call(transform, func, inputs, create_graph):
+    if isinstance(inputs, Tensor):
+        return _detach(transform(func, 0)(inputs), create_graph)
+    inputs = tuple(inputs)
+    return _detach(transform(func, tuple(range(len(inputs))))(*inputs), create_graph)
+
+
+def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
+             strategy="reverse-mode"):
+    """As torch.autograd.functional.jacobian (by reverse mode; strict and vectorize are
+    accepted and change nothing)."""
+    if strategy not in ("reverse-mode", "forward-mode"):
+        raise ValueError('Expected strategy to be either "forward-mode" or "reverse-mode". '
+                         "Hint: If your function has more outputs than inputs, "
+                         '"forward-mode" tends to be more performant. Otherwise, prefer to '
+                         'use "reverse-mode".')
+    return _call(_jacrev, func, inputs, create_graph)
+
+
+def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,
+            outer_jacobian_strategy="reverse-mode"):
+    """As torch.autograd.functional.hessian (func returns a one-element tensor)."""
+    return _call(_hessian, func, inputs, create_graph)
+
+
+# vjp / jvp / vhp / hvp: as torch.autograd.functional computes them, by the autograd engine
+# on inputs detached from the caller's graph (kept in it with create_graph=True)
+
+def _as_tuple(x, what, fn_name):
+    single = isinstance(x, Tensor)
+    xs = (x,) if single else tuple(x) if isinstance(x, (tuple, list)) else None
+    if xs is None or not all(isinstance(t, Tensor) for t in xs):
+        raise TypeError(f"The {what} given to {fn_name} must be either a Tensor or a tuple of "
+                        f"Tensors but the value at index 0 has type {type(x).__name__}.")
+    return single, xs
+
+
+def _prepare(inputs, create_graph):
+    return tuple(t.view_as(t) if create_graph and t.requires_grad
+                 else t.detach().requires_grad_(True) for t in inputs)
+
+
+def _outputs(func, inputs, fn_name):
+    with enable_grad():
+        out = func(*inputs)
+    single, outs = _as_tuple(out, "outputs of the user-provided function", fn_name)
+    return single, outs
+
+
+def _grads(outputs, inputs, grad_outputs, create_graph):
+    gs = grad(outputs, inputs, grad_outputs, create_graph=create_graph, allow_unused=True)
+    return tuple(zeros_like(x) if g is None else g for g, x in zip(gs, inputs))
+
+
+def _v(v, like, fn_name, what):
+    if v is None:
+        if any(t.numel() != 1 for t in like):
+            raise RuntimeError(f"The vector v can only be None if the {what} to the "
+                               "user-provided function is a single Tensor with a single "
+                               "element.")
+        return tuple(ones_like(t) for t in like)
+    _, vs = _as_tuple(v, "v", fn_name)
+    if len(vs) != len(like):
+        raise RuntimeError(f"v is a tuple of invalid length: should be {len(like)} but got "
+                           f"{len(vs)}.")
+    for i, (a, b) in enumerate(zip(vs, like)):
+        if tuple(a.shape) != tuple(b.shape):
+            raise RuntimeError(f"Entry {i} in v has invalid size: should be "
+                               f"{tuple(b.shape)} but got {tuple(a.shape)}.")
+    return vs
+
+
+def _result(single, xs, create_graph):
+    xs = _detach(xs, create_graph)
+    return xs[0] if single else xs
+
+
+def vjp(func, inputs, v=None, create_graph=False, strict=False):
+    """As torch.autograd.functional.vjp: (func(inputs), v^T J)."""
+    single_in, inputs = _as_tuple(inputs, "inputs", "vjp")
+    inputs = _prepare(inputs, create_graph)
+    single_out, outs = _outputs(func, inputs, "vjp")
+    vs = _v(v, outs, "vjp", "output")
+    with enable_grad():
+        g = _grads(outs, inputs, vs, create_graph)
+    return _result(single_out, outs, create_graph), _result(single_in, g, create_graph)
+
+
+def jvp(func, inputs, v=None, create_graph=False, strict=False):
+    """As torch.autograd.functional.jvp: (func(inputs), J v), by the double-vjp trick."""
+    single_in, inputs = _as_tuple(inputs, "inputs", "jvp")
+    inputs = _prepare(inputs, create_graph)
+    vs = _v(v, inputs, "jvp", "input")
+    single_out, outs = _outputs(func, inputs, "jvp")
+    with enable_grad():
+        us = tuple(zeros_like(o).requires_grad_(True) for o in outs)
+        g = grad(outs, inputs, us, create_graph=True, allow_unused=True)
+        used = [(gi, vi) for gi, vi in zip(g, vs) if gi is not None]
+        if used:
+            jv = grad([gi for gi, _ in used], us, [vi for _, vi in used],
+                      create_graph=create_graph, allow_unused=True)
+        else:
+            jv = (None,) * len(us)
+        jv = tuple(zeros_like(o) if j is None else j for j, o in zip(jv, outs))
+    return _result(single_out, outs, create_graph), _result(single_out, jv, create_graph)
+
+
+def _second_order(func, inputs, v, create_graph, fn_name):
+    single_in, inputs = _as_tuple(inputs, "inputs", fn_name)
+    inputs = _prepare(inputs, create_graph)
+    single_out, outs = _outputs(func, inputs, fn_name)
+    if not single_out or outs[0].numel() != 1:
+        raise RuntimeError(f"The function given to {fn_name} should return a single element "
+                           "Tensor or a tuple containing a single element Tensor.")
+    vs = _v(v, inputs, fn_name, "input")
+    with enable_grad():
+        jac = _grads(outs, inputs, None, True)
+        used = [(j, w) for j, w in zip(jac, vs) if j.requires_grad]
+        hv = grad([j for j, _ in used], inputs, [w for _, w in used],
+                  create_graph=create_graph, allow_unused=True) if used else \
+            (None,) * len(inputs)
+        hv = tuple(zeros_like(x) if h is None else h for h, x in zip(hv, inputs))
+    return _result(True, outs, create_graph), _result(single_in, hv, create_graph)
+
+
+def vhp(func, inputs, v=None, create_graph=False, strict=False):
+    """As torch.autograd.functional.vhp: (func(inputs), v^T H)."""
+    return _second_order(func, inputs, v, create_graph, "vhp")
+
+
+def hvp(func, inputs, v=None, create_graph=False, strict=False):
+    """As torch.autograd.functional.hvp: (func(inputs), H v); H is symmetric for the
+    twice-differentiable functions autograd sees, so H v is v^T H transposed (the same)."""
+    return _second_order(func, inputs, v, create_graph, "hvp")

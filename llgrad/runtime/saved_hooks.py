@@ -1,0 +1,76 @@
+"""Saved-tensor hooks (torch.autograd.graph.saved_tensors_hooks): while a pair is active in
+a thread, every tensor an op saves for backward goes through pack_hook(tensor) when it is
+saved, and what backward reads is unpack_hook(packed), each time it reads it. The innermost
+pair wins; disable_saved_tensors_hooks(message) makes entering a pair raise. The state is
+thread-local, as PyTorch's; `_reset()` clears the calling thread's."""
+import threading
+
+from . import trace_state
+
+
+class _State(threading.local):
+    def __init__(self):
+        self.stack = []         # [(pack_hook, unpack_hook)], innermost last
+        self.disabled = None    # the message of the innermost disable_saved_tensors_hooks
+
+
+state = _State()
+
+
+def _reset():
+    state.stack = []
+    state.disabled = None
+
+
+def current():
+    """The innermost active (pack_hook, unpack_hook), or None."""
+    stack = state.stack
+    return stack[-1] if stack else None
+
+
+class saved_tensors_hooks:
+    """Context manager: tensors saved for backward inside it are packed by pack_hook and
+    unpacked by unpack_hook, as torch.autograd.graph.saved_tensors_hooks."""
+
+    def __init__(self, pack_hook, unpack_hook):
+        self.pack_hook, self.unpack_hook = pack_hook, unpack_hook
+
+    def __enter__(self):
+        if state.disabled is not None:
+            raise RuntimeError(state.disabled)
+        tracer = trace_state.state.tracer
+        if tracer is not None:      # (a compiled call's saved values never reach the hooks)
+            tracer.graph_break("saved_tensors_hooks inside the compiled function")
+        state.stack.append((self.pack_hook, self.unpack_hook))
+        return self
+
+    def __exit__(self, *exc):
+        state.stack.pop()
+        return False
+
+
+class save_on_cpu(saved_tensors_hooks):
+    """As torch.autograd.graph.save_on_cpu: saved tensors are kept on the CPU, where
+    llgrad's tensors already are (PyTorch's pack returns a CPU tensor as it is)."""
+
+    def __init__(self, pin_memory=False, device_type="cuda"):
+        super().__init__(lambda t: (t.device, t), lambda packed: packed[1])
+
+
+class disable_saved_tensors_hooks:
+    """Context manager: entering saved_tensors_hooks inside it raises
+    RuntimeError(error_message), as torch.autograd.graph.disable_saved_tensors_hooks."""
+
+    def __init__(self, error_message):
+        self.error_message = error_message
+
+    def __enter__(self):
+        if state.stack:
+            raise RuntimeError(self.error_message)
+        self.prev = state.disabled
+        state.disabled = self.error_message
+        return self
+
+    def __exit__(self, *exc):
+        state.disabled = self.prev
+        return False
