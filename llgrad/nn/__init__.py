@@ -23,3 +23,4 @@ from .layers_embedding_bag import EmbeddingBag  # noqa: F401
 from .layers_pool_more import *  # noqa: F401,F403
 from .layers_3d import *  # noqa: F401,F403
 from .parallel import DataParallel  # noqa: F401
+from . import modules  # noqa: F401,E402  (torch.nn.modules' layout: modules/)

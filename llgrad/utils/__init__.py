@@ -1,9 +1,10 @@
-"""llgrad.utils: torch.utils counterparts -- `data` (datasets, samplers, DataLoader),
-`dlpack` (from_dlpack, to_dlpack), `hooks` (RemovableHandle). The submodules are imported
+"""llgrad.utils: torch.utils counterparts -- `checkpoint` (activation checkpointing), `data`
+(datasets, samplers, DataLoader), `dlpack` (from_dlpack, to_dlpack), `hooks`
+(RemovableHandle). The submodules are imported
 when first used (`llgrad.utils.data.DataLoader` works after `import llgrad`)."""
 import importlib
 
-_SUBMODULES = ("data", "dlpack", "hooks")
+_SUBMODULES = ("checkpoint", "data", "dlpack", "hooks")
 
 
 def __getattr__(name):

@@ -1,0 +1,2 @@
+"""torch.nn.modules.channelshuffle's classes, where PyTorch programs import them from."""
+from ..layers_shuffle import ChannelShuffle  # noqa: F401

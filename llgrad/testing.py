@@ -1,0 +1,210 @@
+"""llgrad.testing: torch.testing's assert_close and make_tensor, with PyTorch's default
+tolerances per dtype, its rules (shape, dtype, stride, NaN) and its messages."""
+import collections.abc
+import math
+
+import numpy as np
+
+from .runtime.dtypes import from_name
+from .runtime.tensor import Tensor
+
+__all__ = ["assert_close", "assert_allclose", "make_tensor"]
+
+# (rtol, atol) by dtype name, as torch.testing._comparison.default_tolerances
+_TOLERANCES = {"float16": (1e-3, 1e-5), "bfloat16": (1.6e-2, 1e-5), "float32": (1.3e-6, 1e-5),
+               "float64": (1e-7, 1e-7), "complex64": (1.3e-6, 1e-5), "complex128": (1e-7, 1e-7)}
+
+
+def _tolerances(names, rtol, atol):
+    if (rtol is None) != (atol is None):
+        raise ValueError(f"Both 'rtol' and 'atol' must be either specified or omitted, but got "
+                         f"no {'rtol' if rtol is None else 'atol'}.")
+    if rtol is not None:
+        return rtol, atol
+    tols = [_TOLERANCES.get(n, (0.0, 0.0)) for n in names]
+    return max(t[0] for t in tols), max(t[1] for t in tols)
+
+
+class _Failure(AssertionError):
+    pass
+
+
+def _fail(text, msg):
+    raise _Failure(text if msg is None else msg(text) if callable(msg) else msg)
+
+
+def _compare_numbers(actual, expected, rtol, atol, equal_nan, msg):
+    if isinstance(actual, bool) or isinstance(expected, bool):
+        if actual != expected:
+            _fail(f"Booleans mismatch: {actual} is not {expected}", msg)
+        return
+    floats = isinstance(actual, float) or isinstance(expected, float)
+    rtol, atol = _tolerances(["float64"] if floats else ["int64"], rtol, atol)
+    if actual == expected or (equal_nan and actual != actual and expected != expected):
+        return
+    diff = abs(actual - expected)
+    if diff <= atol + rtol * abs(expected) and not math.isnan(diff):
+        return
+    rel = diff / abs(expected) if expected != 0 else math.inf
+    equal = rtol == 0 and atol == 0
+    _fail(f"Scalars are not {'equal' if equal else 'close'}!\n\nExpected {expected} but got "
+          f"{actual}.\nAbsolute difference: {diff}" + ("" if equal else f" (up to {atol} allowed)")
+          + f"\nRelative difference: {rel}" + ("" if equal else f" (up to {rtol} allowed)"), msg)
+
+
+def _as_array(x):
+    return x.detach().numpy() if isinstance(x, Tensor) else np.asarray(x)
+
+
+def _compare_tensors(actual, expected, rtol, atol, equal_nan, check_dtype, check_stride, msg):
+    a, e = _as_array(actual), _as_array(expected)
+    if a.shape != e.shape:
+        shape = "torch.Size([{}])".format
+        _fail(f"The values for attribute 'shape' do not match: "
+              f"{shape(', '.join(map(str, a.shape)))} != {shape(', '.join(map(str, e.shape)))}.",
+              msg)
+    if check_dtype and a.dtype != e.dtype:
+        _fail(f"The values for attribute 'dtype' do not match: {actual.dtype} != "
+              f"{expected.dtype}.", msg)
+    if check_stride and isinstance(actual, Tensor) and actual.stride() != expected.stride():
+        _fail(f"The values for attribute 'stride()' do not match: {actual.stride()} != "
+              f"{expected.stride()}.", msg)
+    rtol, atol = _tolerances([str(a.dtype), str(e.dtype)], rtol, atol)
+    dt = np.result_type(a.dtype, e.dtype)
+    if dt.kind == "b":
+        bad = a != e
+        a, e = a.astype(np.int64), e.astype(np.int64)
+    else:
+        a, e = a.astype(dt), e.astype(dt)
+        if dt.kind in "fc":
+            with np.errstate(invalid="ignore", over="ignore"):
+                close = (a == e) | (np.abs(a - e) <= atol + rtol * np.abs(e))
+            if equal_nan:
+                close |= np.isnan(a) & np.isnan(e)
+            bad = ~close
+        else:
+            bad = np.abs(a.astype(np.float64) - e) > atol + rtol * np.abs(e)
+    n_bad = int(bad.sum())
+    if n_bad == 0:
+        return
+    equal = rtol == 0 and atol == 0
+    what = "equal" if equal else "close"
+    if a.ndim == 0:
+        _fail(f"Scalars are not {what}!\n\nExpected {e.item()} but got {a.item()}.\n"
+              f"Absolute difference: {abs(a - e).item()}"
+              + ("" if equal else f" (up to {atol} allowed)") + "\nRelative difference: "
+              + f"{_rel(a, e).item()}" + ("" if equal else f" (up to {rtol} allowed)"), msg)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        absdiff = np.abs(a - e) if dt.kind in "fc" else np.abs(a.astype(np.int64) - e)
+        rel = _rel(a, e)
+    at_abs = np.unravel_index(int(np.nanargmax(absdiff)) if not np.isnan(absdiff).all()
+                              else 0, a.shape)
+    at_rel = np.unravel_index(int(np.nanargmax(rel)) if not np.isnan(rel).all() else 0, a.shape)
+    allowed_abs = "" if equal else f" (up to {atol} allowed)"
+    allowed_rel = "" if equal else f" (up to {rtol} allowed)"
+    _fail(f"Tensor-likes are not {what}!\n\nMismatched elements: {n_bad} / {a.size} "
+          f"({100 * n_bad / a.size:.1f}%)\n"
+          f"Greatest absolute difference: {absdiff[at_abs].item()} at index "
+          f"{tuple(int(i) for i in at_abs)}{allowed_abs}\n"
+          f"Greatest relative difference: {rel[at_rel].item()} at index "
+          f"{tuple(int(i) for i in at_rel)}{allowed_rel}", msg)
+
+
+def _rel(a, e):
+    """|a - e| / |e|, in the tensors' float dtype (float32 for integers, as PyTorch)."""
+    ft = a.dtype if a.dtype.kind in "fc" else np.float32
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        return (np.abs(a.astype(ft) - e.astype(ft)) / np.abs(e.astype(ft))).astype(ft)
+
+
+def _is_tensor_like(x):
+    return isinstance(x, (Tensor, np.ndarray))
+
+
+def _compare(actual, expected, path, kw):
+    try:
+        if _is_tensor_like(actual) and _is_tensor_like(expected) and \
+                isinstance(actual, Tensor) == isinstance(expected, Tensor):
+            _compare_tensors(actual, expected, kw["rtol"], kw["atol"], kw["equal_nan"],
+                             kw["check_dtype"], kw["check_stride"], kw["msg"])
+        elif isinstance(actual, (bool, int, float)) and isinstance(expected, (bool, int, float)):
+            _compare_numbers(actual, expected, kw["rtol"], kw["atol"], kw["equal_nan"], kw["msg"])
+        elif isinstance(actual, collections.abc.Mapping) and \
+                isinstance(expected, collections.abc.Mapping):
+            if set(actual) != set(expected):
+                raise AssertionError(f"The keys of the mappings do not match:\n"
+                                     f"Missing keys in the actual mapping: "
+                                     f"{sorted(set(expected) - set(actual), key=str)}\n"
+                                     f"Additional keys in the actual mapping: "
+                                     f"{sorted(set(actual) - set(expected), key=str)}")
+            for k in expected:
+                _compare(actual[k], expected[k], path + [repr(k)], kw)
+        elif isinstance(actual, collections.abc.Sequence) and not isinstance(actual, str) and \
+                isinstance(expected, collections.abc.Sequence) and not isinstance(expected, str):
+            if len(actual) != len(expected):
+                raise AssertionError(f"The length of the sequences mismatch: {len(actual)} != "
+                                     f"{len(expected)}")
+            for i, (a, e) in enumerate(zip(actual, expected)):
+                _compare(a, e, path + [str(i)], kw)
+        else:
+            raise TypeError(f"No comparison pair was able to handle inputs of type "
+                            f"{type(actual)} and {type(expected)}.")
+    except _Failure as f:
+        if path and kw["msg"] is None and not getattr(f, "located", False):
+            where = "".join(f"[{p}]" for p in path)
+            f = _Failure(f"{f}\n\nThe failure occurred for item {where}")
+            f.located = True
+        raise f from None
+
+
+def assert_close(actual, expected, *, allow_subclasses=True, rtol=None, atol=None,
+                 equal_nan=False, check_device=True, check_dtype=True, check_layout=True,
+                 check_stride=False, msg=None):
+    """Raise AssertionError unless actual and expected are close, as torch.testing.assert_close:
+    |actual - expected| <= atol + rtol * |expected| elementwise, tensors of one shape and
+    (check_dtype) dtype, sequences and mappings item by item."""
+    kw = dict(rtol=rtol, atol=atol, equal_nan=equal_nan, check_dtype=check_dtype,
+              check_stride=check_stride, msg=msg)
+    try:
+        _compare(actual, expected, [], kw)
+    except _Failure as f:
+        raise AssertionError(str(f)) from None
+
+
+def assert_allclose(actual, expected, rtol=None, atol=None, equal_nan=True, msg=""):
+    """The deprecated torch.testing.assert_allclose: assert_close without the dtype check."""
+    if not isinstance(actual, Tensor):
+        actual = Tensor._from_array(np.asarray(actual))
+    if not isinstance(expected, Tensor):
+        expected = Tensor._from_array(np.asarray(expected, dtype=_as_array(actual).dtype))
+    assert_close(actual, expected, rtol=rtol, atol=atol, equal_nan=equal_nan,
+                 check_dtype=False, msg=msg or None)
+
+
+def make_tensor(*shape, dtype, device=None, low=None, high=None, requires_grad=False,
+                noncontiguous=False, exclude_zero=False, memory_format=None):
+    """A tensor of shape filled with uniform values in [low, high) (integers: [low, high)),
+    as torch.testing.make_tensor (from NumPy's global random state)."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    np_dt = dtype.np if hasattr(dtype, "np") else from_name(str(dtype)).np
+    if np_dt.kind == "b":
+        arr = np.random.randint(0, 2, shape).astype(bool)
+    elif np_dt.kind in "iu":
+        lo = -9 if low is None else math.ceil(low)
+        hi = 10 if high is None else math.ceil(high)
+        lo = max(lo, np.iinfo(np_dt).min) if np_dt.kind == "i" else max(lo, 0)
+        arr = np.random.randint(lo, hi, shape).astype(np_dt)
+    else:
+        lo = -9.0 if low is None else low
+        hi = 9.0 if high is None else high
+        arr = np.random.uniform(lo, hi, shape).astype(np_dt)
+    if exclude_zero:
+        arr[arr == 0] = 1 if np_dt.kind in "iub" else np.finfo(np_dt).tiny
+    t = Tensor._from_array(np.ascontiguousarray(arr))
+    if noncontiguous and t.numel() > 1:
+        wide = Tensor._from_array(np.repeat(arr, 2, axis=-1)) if arr.ndim else t
+        t = wide[..., ::2] if arr.ndim else t
+    if requires_grad:
+        t.requires_grad_(True)
+    return t

@@ -1,0 +1,182 @@
+"""llgrad.utils.checkpoint: activation checkpointing as torch.utils.checkpoint -- the forward of
+a segment keeps none of its intermediate values; backward runs the segment again (with the
+random state it first ran with, so dropout draws the same masks) to get them.
+
+use_reentrant=True (PyTorch's default when it is not given, with its warning): the segment is
+one CheckpointFunction node that runs it under no_grad and, in backward, again with grad and
+backpropagates through that run; only inputs that require grad bring gradients.
+use_reentrant=False: the segment records its graph as usual, but each tensor it saves is
+replaced by its position (saved_tensors_hooks); the first read of one in backward runs the
+segment again and takes the values from that run, checked against the first run's shapes.
+
+Inside a compiled function's trace a segment is simply called: the compiled code decides what
+it keeps, and its results, gradients and random draws are the same."""
+import contextlib
+import warnings
+
+from ..runtime import trace_state
+from ..runtime.autograd_api import backward as _backward
+from ..runtime.autograd_function import Function
+from ..runtime.generator import get_rng_state, set_rng_state
+from ..runtime.grad_mode import enable_grad, is_grad_enabled, no_grad
+from ..runtime.saved_hooks import saved_tensors_hooks
+from ..runtime.tensor import Tensor
+
+__all__ = ["checkpoint", "checkpoint_sequential", "CheckpointError", "noop_context_fn"]
+
+
+class CheckpointError(RuntimeError):
+    """A recomputation did not reproduce the first run's saved tensors."""
+
+
+def noop_context_fn():
+    return contextlib.nullcontext(), contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def _rng_as(state):
+    """Run the block with the default generator at state (None: as it is), then put the
+    generator back where it was."""
+    if state is None:
+        yield
+        return
+    now = get_rng_state()
+    set_rng_state(state)
+    try:
+        yield
+    finally:
+        set_rng_state(now)
+
+
+class CheckpointFunction(Function):
+    @staticmethod
+    def forward(ctx, run_function, preserve_rng_state, *args):
+        ctx.run_function = run_function
+        ctx.rng = get_rng_state() if preserve_rng_state else None
+        ctx.tensor_at = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
+        ctx.others = [None if isinstance(a, Tensor) else a for a in args]
+        ctx.save_for_backward(*(args[i] for i in ctx.tensor_at))
+        with no_grad():
+            return run_function(*args)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        args = list(ctx.others)
+        for i, t in zip(ctx.tensor_at, ctx.saved_tensors):
+            args[i] = t.detach().requires_grad_(t.requires_grad)
+        with _rng_as(ctx.rng), enable_grad():
+            outputs = ctx.run_function(*args)
+        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+        pairs = [(o, g) for o, g in zip(outputs, grads)
+                 if isinstance(o, Tensor) and o.requires_grad and g is not None]
+        if not pairs:
+            raise RuntimeError("none of output has requires_grad=True, this checkpoint() is "
+                               "not necessary")
+        _backward([o for o, _ in pairs], [g for _, g in pairs])
+        return (None, None) + tuple(a.grad if isinstance(a, Tensor) else None for a in args)
+
+
+class _Recompute:
+    """The saved tensors of one non-reentrant segment: positions while forward runs, the
+    values of the segment's second run once backward needs one."""
+
+    def __init__(self, fn, args, kwargs, rng, context):
+        self.fn, self.args, self.kwargs, self.rng = fn, args, kwargs, rng
+        self.context = context  # (context_fn's second manager: around the second run)
+        self.meta = []          # (shape, dtype) of each tensor the first run saved
+        self.values = None
+
+    def pack(self, t):
+        self.meta.append((tuple(t.shape), t.dtype))
+        return len(self.meta) - 1
+
+    def unpack(self, k):
+        if self.values is None:
+            self.values = self._run_again()
+        return self.values[k]
+
+    def _run_again(self):
+        got = []
+        with self.context, _rng_as(self.rng), enable_grad(), \
+                saved_tensors_hooks(lambda t: got.append(t), _never_unpacked):
+            self.fn(*self.args, **self.kwargs)
+        meta = [(tuple(t.shape), t.dtype) for t in got]
+        if meta[:len(self.meta)] != self.meta:
+            diff = [f"tensor at position {i}:\nsaved metadata: {a}\nrecomputed metadata: {b}"
+                    for i, (a, b) in enumerate(zip(self.meta, meta)) if a != b]
+            raise CheckpointError(
+                "torch.utils.checkpoint: Recomputed values for the following tensors have "
+                "different metadata than during the forward pass.\n" + "\n".join(diff) if diff
+                else f"torch.utils.checkpoint: A different number of tensors was saved during "
+                     f"the original forward and recomputation.\nNumber of tensors saved during "
+                     f"forward: {len(self.meta)}\nNumber of tensors saved during "
+                     f"recomputation: {len(meta)}")
+        return got
+
+
+def _never_unpacked(_):
+    raise RuntimeError("a recomputation's own saved tensors are never read")
+
+
+def checkpoint(function, *args, use_reentrant=None, context_fn=noop_context_fn,
+               determinism_check="default", debug=False, preserve_rng_state=True,
+               early_stop=True, **kwargs):
+    """function(*args, **kwargs), keeping none of its intermediate values for backward (see
+    the module's docstring), as torch.utils.checkpoint.checkpoint."""
+    if use_reentrant is None:
+        warnings.warn(
+            "torch.utils.checkpoint: the use_reentrant parameter should be passed explicitly. "
+            "Starting in PyTorch 2.9, calling checkpoint without use_reentrant will raise an "
+            "exception. use_reentrant=False is recommended, but if you need to preserve the "
+            "current default behavior, you can pass use_reentrant=True. Refer to docs for more "
+            "details on the differences between the two variants.", stacklevel=2)
+        use_reentrant = True
+    if trace_state.state.tracer is not None:
+        return function(*args, **kwargs)
+    if use_reentrant:
+        if kwargs:
+            raise ValueError("Unexpected keyword arguments: " + ",".join(kwargs))
+        if context_fn is not noop_context_fn:
+            raise ValueError("Passing `context_fn` or `debug` is only supported when "
+                             "use_reentrant=False.")
+        if is_grad_enabled() and not any(isinstance(a, Tensor) and a.requires_grad
+                                         for a in args):
+            warnings.warn("None of the inputs have requires_grad=True. Gradients will be None",
+                          stacklevel=2)
+        return CheckpointFunction.apply(function, preserve_rng_state, *args)
+    if not is_grad_enabled():
+        return function(*args, **kwargs)
+    first, again = context_fn()
+    frame = _Recompute(function, args, kwargs,
+                       get_rng_state() if preserve_rng_state else None, again)
+    with first, saved_tensors_hooks(frame.pack, frame.unpack):
+        return function(*args, **kwargs)
+
+
+def checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwargs):
+    """Run a Sequential (or a list of modules) in `segments` chunks, each but the last
+    checkpointed, as torch.utils.checkpoint.checkpoint_sequential."""
+    if use_reentrant is None:
+        warnings.warn(
+            "torch.utils.checkpoint.checkpoint_sequential: the use_reentrant parameter should "
+            "be passed explicitly. In version 2.9 we will raise an exception if use_reentrant "
+            "is not passed. use_reentrant=False is recommended, but if you need to preserve "
+            "the current default behavior, you can pass use_reentrant=True. Refer to docs for "
+            "more details on the differences between the two variants.", stacklevel=2)
+        use_reentrant = True
+    if hasattr(functions, "children") and not isinstance(functions, (list, tuple)):
+        functions = list(functions.children())
+    size = len(functions) // segments
+    end = -1
+
+    def run(start, stop):
+        def segment(x):
+            for j in range(start, stop + 1):
+                x = functions[j](x)
+            return x
+        return segment
+
+    for start in range(0, size * (segments - 1), size):
+        end = start + size - 1
+        input = checkpoint(run(start, end), input, use_reentrant=use_reentrant, **kwargs)
+    return run(end + 1, len(functions) - 1)(input)
