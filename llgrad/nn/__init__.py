@@ -15,7 +15,8 @@ from .layers_norm_more import *  # noqa: F401,F403
 from .layers_pad import *  # noqa: F401,F403
 from .layers_pool import *  # noqa: F401,F403
 from .layers_shuffle import *  # noqa: F401,F403
-from .layers_param_container import Buffer, ParameterDict, ParameterList  # noqa: F401
+from .layers_param_container import ParameterDict, ParameterList  # noqa: F401
+from .parameter import Buffer  # noqa: F401
 from .layers_extra import *  # noqa: F401,F403
 from .layers_lazy import *  # noqa: F401,F403
 from .layers_container import Container  # noqa: F401
@@ -23,4 +24,4 @@ from .layers_embedding_bag import EmbeddingBag  # noqa: F401
 from .layers_pool_more import *  # noqa: F401,F403
 from .layers_3d import *  # noqa: F401,F403
 from .parallel import DataParallel  # noqa: F401
-from . import modules  # noqa: F401,E402  (torch.nn.modules' layout: modules/)
+from . import attention, modules  # noqa: F401,E402  (torch.nn.attention; torch.nn.modules: modules/)

@@ -1,79 +1,21 @@
 """Lazy modules (torch.nn.modules.lazy): parameters whose shape the first input decides.
-UninitializedParameter / UninitializedBuffer hold no data until `materialize(shape)` fills
-the same tensor object in place (so an optimiser made before the first call holds the real
-parameters); LazyModuleMixin's forward pre-hook runs initialize_parameters on the first call
-and then turns the module into its cls_to_become (LazyLinear becomes a Linear), as PyTorch
-does. load_state_dict materialises from the checkpoint's shapes (module.py)."""
-import numpy as np
-
+UninitializedParameter / UninitializedBuffer (parameter.py) hold no data until
+`materialize(shape)` fills the same tensor object in place (so an optimiser made before the
+first call holds the real parameters); LazyModuleMixin's forward pre-hook runs
+initialize_parameters on the first call and then turns the module into its cls_to_become
+(LazyLinear becomes a Linear), as PyTorch does. load_state_dict materialises from the checkpoint's shapes (module.py)."""
 from ..runtime import trace_state
-from ..runtime.creation import empty
 from ..runtime.tensor import Tensor
 from .layers import Linear
 from .layers_conv import Conv2d
 from .layers_conv_more import Conv1d, ConvTranspose1d, ConvTranspose2d
 from .layers_norm import BatchNorm1d, BatchNorm2d
-from .parameter import Parameter
+from .parameter import (Parameter, UninitializedBuffer,  # noqa: F401
+                        UninitializedParameter, UninitializedTensorMixin, is_lazy)
 
 __all__ = ["UninitializedParameter", "UninitializedBuffer", "LazyModuleMixin", "LazyLinear",
            "LazyConv1d", "LazyConv2d", "LazyConvTranspose1d", "LazyConvTranspose2d",
            "LazyBatchNorm1d", "LazyBatchNorm2d"]
-
-
-class UninitializedTensorMixin:
-    """materialize(shape, dtype=None): give the tensor its shape (uninitialised values) in
-    place and make it a plain Parameter (or Tensor)."""
-    cls_to_become = Parameter
-
-    def materialize(self, shape, device=None, dtype=None):
-        dt = (self._data.dtype if dtype is None else np.dtype(dtype.name))
-        fresh = Tensor._from_array(np.empty(tuple(shape), dtype=dt))
-        self._data, self._storage, self._dtype = fresh._data, fresh._storage, fresh._dtype
-        self.__class__ = self.cls_to_become
-
-    @property
-    def shape(self):
-        raise RuntimeError("Can't access the shape of an uninitialized parameter or buffer. This "
-                           "error usually happens in `load_state_dict` when trying to load an "
-                           "uninitialized parameter into an initialized one. Call `forward` to "
-                           "initialize the parameters before accessing their attributes.")
-
-    def numel(self):
-        raise RuntimeError("Can't access the shape of an uninitialized parameter or buffer. Call "
-                           "`forward` to initialize the parameters before accessing their "
-                           "attributes.")
-
-    def __repr__(self):
-        return f"<{type(self).__name__}>"
-
-
-class UninitializedParameter(UninitializedTensorMixin, Parameter):
-    """A parameter without data yet (see UninitializedTensorMixin)."""
-    cls_to_become = Parameter
-
-    def __new__(cls, requires_grad=True, device=None, dtype=None):
-        return Parameter.__new__(cls, empty(0, dtype=dtype), requires_grad)
-
-    def __init__(self, requires_grad=True, device=None, dtype=None):
-        pass
-
-
-class UninitializedBuffer(UninitializedTensorMixin, Tensor):
-    """A buffer without data yet (see UninitializedTensorMixin)."""
-    cls_to_become = Tensor
-
-    def __new__(cls, requires_grad=False, device=None, dtype=None):
-        t = cls._from_array(empty(0, dtype=dtype)._data)
-        if requires_grad:
-            t.requires_grad_(True)
-        return t
-
-    def __init__(self, requires_grad=False, device=None, dtype=None):
-        pass
-
-
-def is_lazy(t):
-    return isinstance(t, UninitializedTensorMixin)
 
 
 class LazyModuleMixin:

@@ -1,17 +1,15 @@
-"""ParameterList and ParameterDict (containers whose tensors are registered as parameters),
-and Buffer (a tensor that registers itself as a buffer when assigned to a Module), as
+"""ParameterList and ParameterDict (containers whose tensors are registered as parameters), as
 torch.nn's: names "0", "1", ... and the dict's keys, Parameter-wrapping of plain tensors,
 reprs and errors."""
 import operator
 from collections import OrderedDict
 from collections import abc as container_abcs
 
-from ..runtime.creation import empty
 from ..runtime.tensor import Tensor
 from .module import Module
 from .parameter import Parameter
 
-__all__ = ["ParameterList", "ParameterDict", "Buffer"]
+__all__ = ["ParameterList", "ParameterDict"]
 
 _TYPENAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
               "bfloat16": "BFloat16Tensor", "int64": "LongTensor", "int32": "IntTensor",
@@ -228,17 +226,3 @@ class ParameterDict(Module):
     def __ior__(self, other):
         self.update(other)
         return self
-
-
-class Buffer(Tensor):
-    """Buffer(data, persistent=True): assigned as a Module attribute, the tensor is
-    registered as a buffer (in state_dict() unless persistent=False), as torch.nn.Buffer.
-    What it makes is the tensor itself, detached, marked for that registration."""
-
-    def __new__(cls, data=None, *, persistent=True):
-        if data is None:
-            data = empty(0)
-        t = data.detach().requires_grad_(data.requires_grad)
-        t.persistent = persistent
-        t._is_buffer = True
-        return t

@@ -1,6 +1,13 @@
-"""Parameter: a tensor that a Module registers as a parameter (torch.nn.parameter)."""
+"""torch.nn.parameter: Parameter (a tensor a Module registers as a parameter), Buffer, and the
+uninitialised parameters and buffers of lazy modules (layers_lazy.py), which hold no data until
+`materialize(shape)` fills the same tensor object in place."""
+import numpy as np
+
 from ..runtime.creation import empty
 from ..runtime.tensor import Tensor
+
+__all__ = ["Parameter", "Buffer", "UninitializedParameter", "UninitializedBuffer",
+           "UninitializedTensorMixin", "is_lazy"]
 
 
 class Parameter(Tensor):
@@ -25,3 +32,75 @@ class Parameter(Tensor):
 
     def __reduce_ex__(self, proto):
         return (Parameter, (Tensor._from_array(self._data.copy()), self.requires_grad))
+
+
+class Buffer(Tensor):
+    """Buffer(data, persistent=True): assigned as a Module attribute, the tensor is
+    registered as a buffer (in state_dict() unless persistent=False), as torch.nn.Buffer.
+    What it makes is the tensor itself, detached, marked for that registration."""
+
+    def __new__(cls, data=None, *, persistent=True):
+        if data is None:
+            data = empty(0)
+        t = data.detach().requires_grad_(data.requires_grad)
+        t.persistent = persistent
+        t._is_buffer = True
+        return t
+
+
+class UninitializedTensorMixin:
+    """materialize(shape, dtype=None): give the tensor its shape (uninitialised values) in
+    place and make it a plain Parameter (or Tensor)."""
+    cls_to_become = Parameter
+
+    def materialize(self, shape, device=None, dtype=None):
+        dt = (self._data.dtype if dtype is None else np.dtype(dtype.name))
+        fresh = Tensor._from_array(np.empty(tuple(shape), dtype=dt))
+        self._data, self._storage, self._dtype = fresh._data, fresh._storage, fresh._dtype
+        self.__class__ = self.cls_to_become
+
+    @property
+    def shape(self):
+        raise RuntimeError("Can't access the shape of an uninitialized parameter or buffer. This "
+                           "error usually happens in `load_state_dict` when trying to load an "
+                           "uninitialized parameter into an initialized one. Call `forward` to "
+                           "initialize the parameters before accessing their attributes.")
+
+    def numel(self):
+        raise RuntimeError("Can't access the shape of an uninitialized parameter or buffer. Call "
+                           "`forward` to initialize the parameters before accessing their "
+                           "attributes.")
+
+    def __repr__(self):
+        return f"<{type(self).__name__}>"
+
+    __str__ = __repr__
+
+
+class UninitializedParameter(UninitializedTensorMixin, Parameter):
+    """A parameter without data yet (see UninitializedTensorMixin)."""
+    cls_to_become = Parameter
+
+    def __new__(cls, requires_grad=True, device=None, dtype=None):
+        return Parameter.__new__(cls, empty(0, dtype=dtype), requires_grad)
+
+    def __init__(self, requires_grad=True, device=None, dtype=None):
+        pass
+
+
+class UninitializedBuffer(UninitializedTensorMixin, Tensor):
+    """A buffer without data yet (see UninitializedTensorMixin)."""
+    cls_to_become = Tensor
+
+    def __new__(cls, requires_grad=False, device=None, dtype=None):
+        t = cls._from_array(empty(0, dtype=dtype)._data)
+        if requires_grad:
+            t.requires_grad_(True)
+        return t
+
+    def __init__(self, requires_grad=False, device=None, dtype=None):
+        pass
+
+
+def is_lazy(t):
+    return isinstance(t, UninitializedTensorMixin)
