@@ -1,7 +1,7 @@
 """Norms: llgrad.linalg.vector_norm / matrix_norm / norm, llgrad.norm and Tensor.norm, as
 PyTorch writes them over its one vector-norm op (linalg_vector_norm, llgrad/ir/ops_linalg.py)
-and amax/amin. The matrix norms that need singular values (ord 2, -2 and 'nuc') are not
-available: llgrad has no SVD."""
+and amax/amin; the matrix norms of ord 2, -2 and 'nuc' over the singular values of the SVD op
+(llgrad/ir/ops_linalg_spectral.py)."""
 import math
 import numbers
 
@@ -49,8 +49,8 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
 
 
 def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, out=None):
-    """'fro', 1, -1, inf or -inf norm of the matrices over dim, as torch.linalg.matrix_norm;
-    ord 2, -2 and 'nuc' raise NotImplementedError (llgrad has no SVD)."""
+    """'fro', 'nuc', 1, -1, 2, -2, inf or -inf norm of the matrices over dim, as
+    torch.linalg.matrix_norm (2, -2, 'nuc': from the singular values)."""
     nd = A._data.ndim
     if nd < 2:
         raise RuntimeError("linalg.matrix_norm: The input tensor A must have at least 2 "
@@ -60,9 +60,16 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, out=No
         raise RuntimeError(f"linalg.matrix_norm: dims must be different. Got ({d0}, {d1})")
     if ord == "fro":
         return vector_norm(A, 2, (d0, d1), keepdim, dtype=dtype)
-    if ord in ("nuc", 2, -2):
-        raise NotImplementedError(f"linalg.matrix_norm: ord={ord!r} needs singular values, "
-                                  "which llgrad does not compute")
+    if ord in ("nuc", 2, -2):          # PyTorch's: over svdvals of the dims moved last
+        if dtype is not None:
+            A = A.to(dtype)
+        s = call(OPS["linalg_svd"], (A.movedim((d0, d1), (-2, -1)),),
+                 {"full_matrices": False, "compute_uv": False})[1]
+        r = s.sum(-1) if ord == "nuc" else s.amax(-1) if ord == 2 else s.amin(-1)
+        if keepdim:
+            for d in sorted((d0, d1)):
+                r = r.unsqueeze(d)
+        return r
     if isinstance(ord, str) or not isinstance(ord, numbers.Number) or \
             abs(ord) not in (1, math.inf):
         raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")

@@ -64,8 +64,12 @@ INTERPRETED = {}    # (index_put-setitem_mask was here: g[mask] is lowered with 
 # may name, as the backward of det and slogdet is made of linalg_inv_ex)
 _LAPACK = "LAPACK through NumPy (LU with partial pivoting): no native kernel"
 NOT_LOWERED = {"linalg_inv_ex": _LAPACK, "linalg_det": _LAPACK, "linalg_slogdet": _LAPACK}
-INTERPRETED.update({f"{p.op}-{p.id}": (("linalg_inv_ex", "linalg_det", "linalg_slogdet"),
-                                       NOT_LOWERED[p.op])
+# (llgrad/ir/ops_linalg_solve.py, ops_linalg_spectral.py: LAPACK through NumPy, or NumPy loops)
+NOT_LOWERED.update(dict.fromkeys(
+    ("linalg_solve_ex", "linalg_solve_triangular", "linalg_cholesky_ex", "linalg_lu_factor_ex",
+     "lu_pivots_to_permutation", "linalg_matrix_exp", "linalg_qr", "linalg_svd", "linalg_eigh"),
+    "LAPACK through NumPy (or NumPy loops over the rows): no native kernel"))
+INTERPRETED.update({f"{p.op}-{p.id}": (tuple(NOT_LOWERED), NOT_LOWERED[p.op])
                     for p in tracing.PROGRAMS if p.op in NOT_LOWERED})
 
 

@@ -273,6 +273,18 @@ CASES = {
     "linalg_inv_ex": (lambda a: (a + 3 * llgrad.eye(3, dtype=a.dtype)).inverse(), [f(3, 3)]),
     "linalg_det": (lambda a: (a + 3 * llgrad.eye(3, dtype=a.dtype)).det(), [f(2, 3, 3)]),
     "linalg_slogdet": (lambda a: llgrad.logdet(a + 3 * llgrad.eye(3, dtype=a.dtype)), [f(3, 3)]),
+    "linalg_solve_ex": (lambda a, b: llgrad.linalg.solve(a + 3 * llgrad.eye(3, dtype=a.dtype), b),
+                        [f(3, 3), f(3, 2)]),
+    "linalg_solve_triangular": (lambda a, b: llgrad.linalg.solve_triangular(
+        a + 3 * llgrad.eye(3, dtype=a.dtype), b, upper=False), [f(3, 3), f(3, 2)]),
+    "linalg_cholesky_ex": (lambda a: llgrad.linalg.cholesky(
+        a @ a.mT + llgrad.eye(3, dtype=a.dtype)), [f(3, 3)]),
+    "linalg_lu_factor_ex": (lambda a: llgrad.linalg.lu_factor(a + 3 * llgrad.eye(3, dtype=a.dtype)).LU,
+                            [f(3, 3)]),
+    "linalg_matrix_exp": (lambda a: llgrad.linalg.matrix_exp(a), [f(3, 3)]),
+    "linalg_qr": (lambda a: llgrad.linalg.qr(a).R, [f(4, 3)]),
+    "linalg_svd": (lambda a: llgrad.linalg.svdvals(a), [f(3, 4)]),
+    "linalg_eigh": (lambda a: llgrad.linalg.eigvalsh(a + a.mT), [f(3, 3)]),
     "compare": (lambda a, c: (a > c).double() + (a <= 0).double() + a.isfinite().double()
                 + ((a == c) | (a != c) & (a >= c)).double() + a.isnan().logical_not().double()
                 + (a < 0).logical_xor(c < 0).double() + (a < 0).logical_and(c < 0).double(),

@@ -92,11 +92,19 @@ FLOAT32_SUMS = {"batch_norm", "batch_norm_backward", "group_norm", "layer_norm"}
 
 # Ops that refuse values outside a domain (eager raises, as PyTorch does; compiled code checks
 # the traced example only): {op: (input positions, values)}.
-DOMAINS = {"binary_cross_entropy": ((0, 1), unit)}    # input and target in [0, 1]
+def finite(dtype):
+    """Finite values of both signs, zeros among them (LAPACK's SVD and eigh refuse non-finite
+    matrices, as PyTorch's do: an error, not values)."""
+    return np.array([0.375, -1.5, 0.0, 1.25, -0.75, 0.5, -0.0, 3.0, -2.0], dtype=dtype)
+
+
+DOMAINS = {"binary_cross_entropy": ((0, 1), unit),    # input and target in [0, 1]
+           "linalg_svd": ((0,), finite), "linalg_eigh": ((0,), finite)}
 
 # Ops of the table that read no float input: nothing to feed.
 NO_FLOAT_INPUT = {"full": "creation from a value", "rng_normal": "a random draw",
-                  "rng_uniform": "a random draw"}
+                  "rng_uniform": "a random draw",
+                  "lu_pivots_to_permutation": "LU's integer pivots"}
 
 
 def _values(prog, k, dtype):

@@ -59,9 +59,37 @@ class _Square(T):
         return (rng.uniform(-1, 1, shape) + 3 * np.eye(*shape[-2:])).astype(self.dtype)
 
 
+class _Pivots(T):
+    """LAPACK's 1-based pivots of 3 x 3 LU factorisations: row j swapped with one at or below."""
+
+    def make(self, shape, rng):
+        return rng.integers(np.arange(1, 4), 4).astype(self.dtype)
+
+
 SPECS.update({
     "linalg_inv_ex": S([_Square((2, 3, 3), "float64")], {},
                         lambda a: (a.inverse(), llgrad.zeros(2, dtype=llgrad.int32))),
     "linalg_det": S([_Square((2, 3, 3), "float64")], {}, lambda a: a.det()),
     "linalg_slogdet": S([_Square((3, 3), "float64")], {}, lambda a: tuple(a.slogdet())),
+    # (ops_linalg_solve.py, ops_linalg_spectral.py)
+    "linalg_solve_ex": S([_Square((2, 3, 3), "float64"), X(2, 3, 2, dtype="float64")],
+                         {"left": True, "vector": False},
+                         lambda a, b: tuple(llgrad.linalg.solve_ex(a, b))),
+    "linalg_solve_triangular": S([_Square((3, 3), "float64"), X(3, 2, dtype="float64")],
+                                 {"upper": True, "left": True, "unitriangular": False},
+                                 lambda a, b: llgrad.linalg.solve_triangular(a, b, upper=True)),
+    "linalg_cholesky_ex": S([_Square((3, 3), "float64")], {"upper": False},
+                            lambda a: tuple(llgrad.linalg.cholesky_ex(a))),
+    "linalg_lu_factor_ex": S([_Square((2, 3, 3), "float64")], {"pivot": True},
+                             lambda a: tuple(llgrad.linalg.lu_factor_ex(a))),
+    "lu_pivots_to_permutation": S([_Pivots((3,), "int32")], {"m": 3},
+                                  lambda p: p._op("lu_pivots_to_permutation", m=3),
+                                  layouts=("contiguous",)),
+    "linalg_matrix_exp": S([X(2, 3, 3, dtype="float64")], {}, lambda a: a.matrix_exp()),
+    "linalg_qr": S([X(4, 3, dtype="float64")], {"mode": "reduced"},
+                   lambda a: tuple(llgrad.linalg.qr(a))),
+    "linalg_svd": S([X(3, 4, dtype="float64")], {"full_matrices": True, "compute_uv": True},
+                    lambda a: tuple(llgrad.linalg.svd(a))),
+    "linalg_eigh": S([_Square((3, 3), "float64")], {"UPLO": "L", "compute_v": True},
+                     lambda a: tuple(llgrad.linalg.eigh(a))),
 })

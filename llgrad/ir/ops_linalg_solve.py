@@ -1,0 +1,297 @@
+"""Linear solves and factorisations of (batches of) matrices, by LAPACK through NumPy where
+NumPy has the routine and by short NumPy loops over the rows where it has not (triangular
+solves, LU with partial pivoting), batched over leading dims:
+
+  linalg_solve_ex         (A, B; left, vector) -> (X, info)  torch.linalg.solve(_ex)
+  linalg_solve_triangular (A, B; upper, left, unitriangular) -> X
+  linalg_cholesky_ex      (A; upper) -> (L, info)
+  linalg_lu_factor_ex     (A; pivot) -> (LU, pivots (int32, 1-based), info)
+  lu_pivots_to_permutation (pivots) -> perm (int64): the row of LU each row of A is
+                          (A = P L U with P[i, perm[i]] = 1); no gradient
+  linalg_matrix_exp       (A) -> exp(A) (scaling and squaring with Pade 13, as PyTorch)
+
+No native lowering: a graph with one runs on the interpreter. The VJP rules are PyTorch's
+(tools/autograd/derivatives.yaml, FunctionsManual.cpp), written with the Tensor API and the
+ops themselves, so they differentiate again."""
+import numpy as np
+
+from .optable import defop
+
+
+def _mT(t):
+    return t.transpose(-2, -1)
+
+
+def _info_shape(a):
+    return np.zeros(a.shape[:-2], dtype=np.int32)
+
+
+# ---- triangular solves ----------------------------------------------------------------------
+
+def _trisolve_left(a, b, upper, unit):
+    """Solve a x = b for triangular a (batched, broadcast): back/forward substitution over the
+    rows (a zero pivot gives inf/nan, as LAPACK's trtrs)."""
+    shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    a = np.broadcast_to(a, shape + a.shape[-2:])
+    x = np.array(np.broadcast_to(b, shape + b.shape[-2:]), dtype=np.result_type(a, b))
+    n = a.shape[-1]
+    rows = range(n - 1, -1, -1) if upper else range(n)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for i in rows:
+            if upper:
+                s = x[..., i, :] - np.einsum("...k,...kj->...j", a[..., i, i + 1:],
+                                            x[..., i + 1:, :])
+            else:
+                s = x[..., i, :] - np.einsum("...k,...kj->...j", a[..., i, :i], x[..., :i, :])
+            x[..., i, :] = s if unit else s / a[..., i, i][..., None]
+    return x
+
+
+def _solve_triangular(a, b, upper, left=True, unitriangular=False):
+    if left:
+        return _trisolve_left(a, b, upper, unitriangular)
+    xt = _trisolve_left(np.swapaxes(a, -1, -2), np.swapaxes(b, -1, -2), not upper,
+                        unitriangular)
+    return np.ascontiguousarray(np.swapaxes(xt, -1, -2))
+
+
+def _tri_mask(t, upper, unit):
+    if upper:
+        return t.triu(1 if unit else 0)
+    return t.tril(-1 if unit else 0)
+
+
+def _solve_triangular_vjp(c, g):
+    a, x = c.self, c.result
+    up, left, unit = c.upper, c.left, c.unitriangular
+    gb = _mT(a)._op("linalg_solve_triangular", g, upper=not up, left=left, unitriangular=unit)
+    ga = None
+    if c.needs(0):
+        ga = _tri_mask(-(gb.matmul(_mT(x)) if left else _mT(x).matmul(gb)), up, unit)
+    return ga, gb if c.needs(1) else None
+
+
+defop("linalg_solve_triangular", _solve_triangular, vjp=_solve_triangular_vjp,
+      grad_fn="LinalgSolveTriangularBackward0", args=("self", "B"), save=("self", "result"),
+      kind="other")
+
+
+# ---- general solves ---------------------------------------------------------------------------
+
+def _solve_ex(a, b, left=True, vector=False):
+    """(X, info): info per matrix as getrf's (the first zero pivot); a singular matrix's X is
+    what its LU gives (inf/nan)."""
+    if vector:
+        b = b[..., None] if left else b[..., None, :]
+    if not left:
+        a, b = np.swapaxes(a, -1, -2), np.swapaxes(b, -1, -2)
+    shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    a = np.broadcast_to(a, shape + a.shape[-2:])
+    b = np.broadcast_to(b, shape + b.shape[-2:])
+    try:
+        x, info = np.linalg.solve(a, b), _info_shape(a)
+    except np.linalg.LinAlgError:
+        lu, piv, info = _lu_factor(a)
+        perm = _pivots_to_perm(piv)
+        pb = np.take_along_axis(b, _inverse(perm)[..., None], axis=-2)
+        y = _trisolve_left(lu, pb, False, True)
+        x = _trisolve_left(lu, y, True, False)
+    if not left:
+        x = np.ascontiguousarray(np.swapaxes(x, -1, -2))
+    if vector:
+        x = x[..., 0] if left else x[..., 0, :]
+    return x, info
+
+
+def _solve_vjp(c, gs):
+    a, x, g = c.self, c.result0, gs[0]
+    d = -1 if c.left else -2
+    if c.vector:
+        x, g = x.unsqueeze(d), g.unsqueeze(d)
+    gb = _mT(a)._op("linalg_solve_ex", g, left=c.left, vector=False)[0]
+    ga = None
+    if c.needs(0):
+        ga = -(gb.matmul(_mT(x)) if c.left else _mT(x).matmul(gb))
+    if c.vector:
+        gb = gb.squeeze(d)
+    return ga, gb if c.needs(1) else None
+
+
+defop("linalg_solve_ex", _solve_ex, vjp=_solve_vjp, grad_fn="LinalgSolveExBackward0",
+      args=("self", "B"), save=("self", "result0"), nout=2, kind="other")
+
+
+# ---- Cholesky ---------------------------------------------------------------------------------
+
+def _cholesky_info(m):
+    """potrf's info: the order of the first leading minor that is not positive-definite."""
+    n = m.shape[-1]
+    for k in range(1, n + 1):
+        try:
+            np.linalg.cholesky(m[:k, :k])
+        except np.linalg.LinAlgError:
+            return k
+    return 0
+
+
+def _cholesky_ex(a, upper=False):
+    low = np.tril(a) + np.swapaxes(np.tril(a, -1), -1, -2)     # LAPACK reads one triangle
+    info = _info_shape(a)
+    try:
+        r = np.linalg.cholesky(low)
+    except np.linalg.LinAlgError:
+        flat, finfo = low.reshape((-1,) + a.shape[-2:]), info.reshape(-1)
+        r = np.zeros_like(flat)
+        for i, m in enumerate(flat):
+            finfo[i] = _cholesky_info(m)
+            if not finfo[i]:
+                r[i] = np.linalg.cholesky(m)
+        r = r.reshape(a.shape)
+    if upper:
+        r = np.ascontiguousarray(np.swapaxes(r, -1, -2))
+    return r, info
+
+
+def _cholesky_vjp(c, gs):
+    """PyTorch's cholesky_backward: L^-H Phi L^-1 with Phi = 0.5 (tril(L^H gL) + its strict
+    lower part transposed)."""
+    low, gl = c.result0, gs[0]
+    if c.upper:
+        low, gl = _mT(low), _mT(gl)
+    ga = _mT(low).matmul(gl).tril()
+    ga = 0.5 * (ga + _mT(ga.tril(-1)))
+    ga = _mT(low)._op("linalg_solve_triangular", ga, upper=True, left=True,
+                      unitriangular=False)
+    return (low._op("linalg_solve_triangular", ga, upper=False, left=False,
+                    unitriangular=False),)
+
+
+defop("linalg_cholesky_ex", _cholesky_ex, vjp=_cholesky_vjp,
+      grad_fn="LinalgCholeskyExBackward0", save=("result0",), nout=2, kind="other")
+
+
+# ---- LU -----------------------------------------------------------------------------------------
+
+def _lu_factor(a, pivot=True):
+    """getrf, batched: (LU, 1-based int32 pivots, info)."""
+    lu = np.array(a, dtype=a.dtype, order="C")      # (reshaped as a view below)
+    m, n = lu.shape[-2:]
+    k = min(m, n)
+    batch = lu.reshape((-1, m, n))
+    piv = np.empty((batch.shape[0], k), dtype=np.int32)
+    info = np.zeros(batch.shape[0], dtype=np.int32)
+    idx = np.arange(batch.shape[0])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for j in range(k):
+            p = j + (np.argmax(np.abs(batch[:, j:, j]), axis=1) if pivot else 0)
+            piv[:, j] = p + 1
+            rows = batch[idx, p].copy()
+            batch[idx, p] = batch[:, j]
+            batch[:, j] = rows
+            d = batch[:, j, j]
+            info = np.where((d == 0) & (info == 0), j + 1, info).astype(np.int32)
+            batch[:, j + 1:, j] /= d[:, None]
+            batch[:, j + 1:, j + 1:] -= batch[:, j + 1:, j, None] * batch[:, j, None, j + 1:]
+    return (lu, piv.reshape(a.shape[:-2] + (k,)), info.reshape(a.shape[:-2]))
+
+
+def _pivots_to_perm(piv, m=None):
+    """perm with A = P L U, P[i, perm[i]] = 1 (LAPACK's row swaps applied in order)."""
+    m = piv.shape[-1] if m is None else m
+    flat = piv.reshape(-1, piv.shape[-1])
+    perm = np.tile(np.arange(m, dtype=np.int64), (flat.shape[0], 1))
+    rows = np.arange(flat.shape[0])
+    for j in range(flat.shape[-1]):
+        p = flat[:, j].astype(np.int64) - 1
+        pj = perm[:, j].copy()
+        perm[:, j] = perm[rows, p]
+        perm[rows, p] = pj
+    return _inverse(perm).reshape(piv.shape[:-1] + (m,))
+
+
+def _inverse(perm):
+    inv = np.empty_like(perm)
+    np.put_along_axis(inv, perm, np.broadcast_to(np.arange(perm.shape[-1]), perm.shape), -1)
+    return inv
+
+
+defop("lu_pivots_to_permutation", lambda piv, m: _pivots_to_perm(piv, m), args=("pivots",),
+      nondiff=("pivots",), kind="other")
+
+
+def _lu_factor_vjp(c, gs):
+    """PyTorch's linalg_lu_backward for square A: P L^-H (tril(L^H gL, -1) + triu(gU U^H))
+    U^-H, with gL = tril(g, -1), gU = triu(g)."""
+    lu, g = c.result0, gs[0]
+    m, n = lu.shape[-2:]
+    if m != n:
+        raise NotImplementedError("llgrad: the derivative of linalg.lu_factor is implemented "
+                                  "for square matrices only")
+    low = lu.tril(-1) + _eye_like(lu)
+    up = lu.triu()
+    ga = _mT(low).matmul(g.tril(-1)).tril(-1) + g.triu().matmul(_mT(up)).triu()
+    ga = _mT(up)._op("linalg_solve_triangular", ga, upper=False, left=False,
+                     unitriangular=False)
+    ga = _mT(low)._op("linalg_solve_triangular", ga, upper=True, left=True, unitriangular=True)
+    if c.pivot:
+        perm = c.result1._op("lu_pivots_to_permutation", m=m)
+        ga = ga.gather(-2, perm.unsqueeze(-1).expand(ga.shape))
+    return (ga,)
+
+
+def _eye_like(t):
+    n = t.shape[-1]
+    return t.new_zeros((n,)).add(1).diag_embed() if n else t.new_zeros((0, 0))
+
+
+defop("linalg_lu_factor_ex", _lu_factor, vjp=_lu_factor_vjp, grad_fn="LinalgLuFactorExBackward0",
+      save=("result0", "result1"), nout=3, kind="other")
+
+
+# ---- matrix exponential -----------------------------------------------------------------------
+
+_PADE13 = (64764752532480000., 32382376266240000., 7771770303897600., 1187353796428800.,
+           129060195264000., 10559470521600., 670442572800., 33522128640., 1323241920.,
+           40840800., 960960., 16380., 182., 1.)
+
+
+def _expm_one(a):
+    n = a.shape[-1]
+    norm = np.max(np.sum(np.abs(a), axis=0)) if n else 0.0
+    if not np.isfinite(norm):
+        return np.full_like(a, np.nan)
+    s = max(0, int(np.ceil(np.log2(norm / 5.371920351148152)))) if norm > 0 else 0
+    a = a / 2.0 ** s
+    b, eye = _PADE13, np.eye(n, dtype=a.dtype)
+    a2 = a @ a
+    a4 = a2 @ a2
+    a6 = a4 @ a2
+    u = a @ (a6 @ (b[13] * a6 + b[11] * a4 + b[9] * a2) + b[7] * a6 + b[5] * a4 + b[3] * a2
+             + b[1] * eye)
+    v = a6 @ (b[12] * a6 + b[10] * a4 + b[8] * a2) + b[6] * a6 + b[4] * a4 + b[2] * a2 \
+        + b[0] * eye
+    r = np.linalg.solve(v - u, v + u)
+    for _ in range(s):
+        r = r @ r
+    return r
+
+
+def _matrix_exp(a):
+    work = a.astype(np.float64).reshape((-1,) + a.shape[-2:])
+    out = np.stack([_expm_one(m) for m in work]) if work.shape[0] else work
+    return out.reshape(a.shape).astype(a.dtype)
+
+
+def _matrix_exp_vjp(c, g):
+    """PyTorch's backward_analytic_function_of_a_matrix: the upper right block of
+    exp([[A^T, g], [0, A^T]])."""
+    at = _mT(c.self)
+    n, d = at.shape[-1], len(at.shape)
+    top = at._op("cat", g, dim=d - 1)
+    bottom = at.new_zeros(at.shape)._op("cat", at, dim=d - 1)
+    big = top._op("cat", bottom, dim=d - 2)
+    return (big._op("linalg_matrix_exp")[..., :n, n:],)
+
+
+defop("linalg_matrix_exp", _matrix_exp, vjp=_matrix_exp_vjp, grad_fn="LinalgMatrixExpBackward0",
+      save=("self",), kind="other")

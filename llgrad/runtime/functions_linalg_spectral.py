@@ -1,0 +1,214 @@
+"""torch.linalg's decompositions and what PyTorch composes from them, with PyTorch's signatures,
+checks, messages and named-tuple results: linalg.qr, svd, svdvals, eigh, eigvalsh, lstsq, pinv,
+matrix_rank, cond; and the top-level torch.qr, svd, pinverse. Ops of
+llgrad/ir/ops_linalg_spectral.py; pinv, lstsq, matrix_rank and cond are PyTorch's own
+compositions (differentiable through the SVD / eigh)."""
+import numpy as np
+
+from ..ir import OPS
+from .dispatch import call
+from .functions import export, where
+from .functions_linalg_solve import _out, check_matrix, inv_ex, same_dtype
+from .functions_matrix import LinAlgError, _named
+from .linalg import matrix_norm
+from .tensor import Tensor
+
+_QR = _named("linalg_qr", ["Q", "R"])
+_QR_LEGACY = _named("qr", ["Q", "R"])
+_SVD = _named("linalg_svd", ["U", "S", "Vh"])
+_SVD_LEGACY = _named("svd", ["U", "S", "V"])
+_EIGH = _named("linalg_eigh", ["eigenvalues", "eigenvectors"])
+_LSTSQ = _named("linalg_lstsq", ["solution", "residuals", "rank", "singular_values"])
+
+
+def qr(A, mode="reduced", *, out=None):
+    """As torch.linalg.qr: (Q, R) with A = QR; mode 'reduced', 'complete' or 'r' (Q empty)."""
+    check_matrix("linalg.qr", A, square=False)
+    if mode not in ("reduced", "complete", "r"):
+        raise RuntimeError(f"qr received unrecognized mode '{mode}' but expected one of "
+                           "'reduced' (default), 'r', or 'complete'")
+    return _out(_QR(*call(OPS["linalg_qr"], (A,), {"mode": mode})), out)
+
+
+def legacy_qr(input, some=True, *, out=None):
+    """As torch.qr (deprecated in PyTorch): linalg.qr, mode 'reduced' (some) or 'complete'."""
+    return _out(_QR_LEGACY(*qr(input, "reduced" if some else "complete")), out)
+
+
+def _svd(A, full_matrices, compute_uv, name):
+    check_matrix(name, A, square=False)
+    try:
+        return call(OPS["linalg_svd"], (A,), {"full_matrices": bool(full_matrices),
+                                               "compute_uv": bool(compute_uv)})
+    except (np.linalg.LinAlgError, RuntimeError) as e:     # (LAPACK's, as the dispatcher
+        if "converge" not in str(e):                        # passes it on)
+            raise
+        raise LinAlgError(f"{name}: The algorithm failed to converge because the input matrix "
+                          "contained non-finite values.") from None
+
+
+def svd(A, full_matrices=True, *, driver=None, out=None):
+    """As torch.linalg.svd: (U, S, Vh), S descending, A = U diag(S) Vh."""
+    return _out(_SVD(*_svd(A, full_matrices, True, "linalg.svd")), out)
+
+
+def svdvals(A, *, driver=None, out=None):
+    """As torch.linalg.svdvals: the singular values, descending (its gradient U diag(g) Vh)."""
+    return _out(_svd(A, False, False, "linalg.svdvals")[1], out)
+
+
+def legacy_svd(input, some=True, compute_uv=True, *, out=None):
+    """As torch.svd (deprecated in PyTorch): (U, S, V) with V = Vh^T; compute_uv=False gives
+    zero U (m x m) and V (n x n)."""
+    if not compute_uv:
+        s = svdvals(input)
+        m, n = input.shape[-2:]
+        lead = tuple(input.shape[:-2])
+        return _out(_SVD_LEGACY(input.new_zeros(lead + (m, m)), s,
+                                input.new_zeros(lead + (n, n))), out)
+    u, s, vh = _svd(input, not some, True, "linalg.svd")
+    return _out(_SVD_LEGACY(u, s, vh.mT), out)
+
+
+def _uplo(UPLO):
+    if not isinstance(UPLO, str) or len(UPLO) != 1 or UPLO.upper() not in ("L", "U"):
+        raise RuntimeError(f"Expected UPLO argument to be 'L' or 'U', but got {UPLO}")
+    return UPLO.upper()
+
+
+def _eigh(A, UPLO, compute_v, name):
+    check_matrix(name, A)
+    try:
+        return call(OPS["linalg_eigh"], (A,), {"UPLO": _uplo(UPLO), "compute_v": compute_v})
+    except (np.linalg.LinAlgError, RuntimeError) as e:
+        if "converge" not in str(e):
+            raise
+        raise LinAlgError(f"{name}: The algorithm failed to converge because the input matrix "
+                          "is ill-conditioned or has too many repeated eigenvalues") from None
+
+
+def eigh(A, UPLO="L", *, out=None):
+    """As torch.linalg.eigh: (eigenvalues ascending, eigenvectors) of a symmetric matrix (only
+    the UPLO triangle is read)."""
+    return _out(_EIGH(*_eigh(A, UPLO, True, "linalg.eigh")), out)
+
+
+def eigvalsh(A, UPLO="L", *, out=None):
+    """As torch.linalg.eigvalsh: the eigenvalues of a symmetric matrix, ascending."""
+    return _out(_eigh(A, UPLO, False, "linalg.eigvalsh")[0], out)
+
+
+# ---- PyTorch's compositions ------------------------------------------------------------------------
+
+def _tolerances(A, atol, rtol, s_max, name):
+    """max(atol, rtol * s_max) as PyTorch's pinv / matrix_rank choose them."""
+    m, n = A.shape[-2:]
+    eps = float(np.finfo(np.float32 if A.dtype.name == "float32" else np.float64).eps)
+    if rtol is None:
+        rtol = eps * max(m, n) if atol is None or (not isinstance(atol, Tensor) and atol <= 0) \
+            else 0.0
+    atol = 0.0 if atol is None else atol
+    tol = s_max * rtol
+    if isinstance(atol, Tensor):
+        return where(atol > tol, atol, tol)
+    return tol.clamp(min=float(atol)) if atol else tol
+
+
+def pinv(A, rcond=None, hermitian=False, *, atol=None, rtol=None, out=None):
+    """As torch.linalg.pinv: the pseudo-inverse, from the SVD (hermitian: from eigh), the
+    singular values at most max(atol, rtol * largest) dropped (rcond: rtol, as PyTorch's old
+    signature)."""
+    check_matrix("linalg.pinv", A, square=hermitian)
+    if rcond is not None:
+        rtol = rcond
+    if hermitian:
+        lam, q = _eigh(A, "L", True, "linalg.pinv")
+        s_abs = lam.abs()
+        tol = _tolerances(A, atol, rtol, s_abs.amax(-1, keepdim=True), "linalg.pinv")
+        inv = where(s_abs > tol, lam.reciprocal(), 0.0)
+        return _out((q * inv.unsqueeze(-2)).matmul(q.mT), out)
+    u, s, vh = _svd(A, False, True, "linalg.pinv")
+    s_max = s[..., :1] if s.shape[-1] else s.new_zeros(tuple(s.shape[:-1]) + (1,))
+    tol = _tolerances(A, atol, rtol, s_max, "linalg.pinv")
+    inv = where(s > tol, s.reciprocal(), 0.0)
+    return _out((vh.mT * inv.unsqueeze(-2)).matmul(u.mT), out)
+
+
+def pinverse(input, rcond=1e-15):
+    """As torch.pinverse: linalg.pinv(input, rtol=rcond)."""
+    return pinv(input, rtol=rcond)
+
+
+def matrix_rank(A, tol=None, hermitian=False, *, atol=None, rtol=None, out=None):
+    """As torch.linalg.matrix_rank: how many singular values exceed max(atol, rtol * largest)
+    (int64; tol: atol, as PyTorch's old signature)."""
+    check_matrix("linalg.matrix_rank", A, square=hermitian)
+    if tol is not None:
+        atol, rtol = tol, 0.0 if rtol is None else rtol
+    with_grad = A.detach()
+    s = (_eigh(with_grad, "L", False, "linalg.matrix_rank")[0].abs() if hermitian
+         else _svd(with_grad, False, False, "linalg.matrix_rank")[1])
+    s_max = s.amax(-1, keepdim=True) if s.shape[-1] else s.new_zeros(tuple(s.shape[:-1]) + (1,))
+    tol_ = _tolerances(A, atol, rtol, s_max, "linalg.matrix_rank")
+    return _out((s > tol_).sum(-1), out)
+
+
+def cond(A, p=None, *, out=None):
+    """As torch.linalg.cond: p None / 2 / -2 from the singular values; 'fro', 'nuc', inf, -inf,
+    1, -1 as norm(A, p) * norm(A^-1, p) (inf for a singular matrix, as PyTorch)."""
+    name = "linalg.cond"
+    if p in (None, 2, -2):
+        check_matrix(name, A, square=False)
+        s = svdvals(A)
+        r = s[..., 0] / s[..., -1] if p != -2 else s[..., -1] / s[..., 0]
+        return _out(r, out)
+    if p not in ("fro", "nuc", float("inf"), float("-inf"), 1, -1):
+        raise RuntimeError(f"linalg.cond got an invalid norm type: {p}")
+    check_matrix(name, A)
+    inv, info = inv_ex(A)
+    r = matrix_norm(A, p) * matrix_norm(inv, p)
+    return _out(where(info > 0, float("inf"), r), out)
+
+
+_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
+
+
+def lstsq(A, B, rcond=None, *, driver=None):
+    """As torch.linalg.lstsq: the least-squares (minimum norm) solution of AX = B with
+    PyTorch's CPU outputs per driver: residuals (the squared residual norms, when m > n, A has
+    full rank and the driver is not gelsy), rank (not gels), singular_values (gelsd, gelss).
+    The solution is pinv(A) B (rcond: the relative tolerance, default eps * max(m, n))."""
+    name = "torch.linalg.lstsq"
+    check_matrix(name, A, square=False)
+    if not isinstance(B, Tensor):
+        raise TypeError(f"lstsq(): argument 'B' (position 2) must be Tensor, not "
+                        f"{type(B).__name__}")
+    same_dtype(name, A, B)
+    driver = "gelsy" if driver is None else driver
+    if driver not in _DRIVERS:
+        raise RuntimeError(f"{name}: parameter `driver` should be one of (gels, gelsy, gelsd, "
+                           "gelss)")
+    vector = B.dim() == A.dim() - 1
+    b = B.unsqueeze(-1) if vector else B
+    m, n = A.shape[-2:]
+    if b.dim() < 2 or b.shape[-2] != m:
+        raise RuntimeError(f"{name}: input.size(-2) should match other.size(-2)")
+    x = pinv(A, rtol=rcond).matmul(b)
+    empty = x.reshape(-1)[:0]           # (PyTorch's empty outputs are in the graph too)
+    u, s, vh = _svd(A.detach(), False, False, name)
+    s_max = s[..., :1] if s.shape[-1] else s.new_zeros(tuple(s.shape[:-1]) + (1,))
+    eps = float(np.finfo(np.float32 if A.dtype.name == "float32" else np.float64).eps)
+    rank = (s > s_max * (eps * max(m, n) if rcond is None else rcond)).sum(-1)
+    residuals = empty
+    if driver != "gelsy" and m > n and bool((rank == n).all()):
+        residuals = (A.matmul(x) - b).pow(2).sum(-2)
+    return _LSTSQ(x.squeeze(-1) if vector else x, residuals,
+                  rank if driver != "gels" else rank.new_zeros((0,)),
+                  s if driver in ("gelsd", "gelss") else empty)
+
+
+legacy_qr.__name__ = legacy_qr.__qualname__ = "qr"
+legacy_svd.__name__ = legacy_svd.__qualname__ = "svd"
+for _f in (legacy_qr, legacy_svd, pinverse):
+    export(_f)
+    setattr(Tensor, _f.__name__, _f)

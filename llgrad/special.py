@@ -1,0 +1,182 @@
+"""llgrad.special: PyTorch's torch.special names over llgrad's ops (the aliases: expit is
+sigmoid, gammaln lgamma, psi digamma, ...) and PyTorch's compositions of them (ndtr, log_ndtr,
+ndtri, erfcx, xlog1py, entr, multigammaln), differentiable through their ops.
+
+Not here (no op computes them yet): zeta, i0 / i0e / i1 / i1e, the Bessel, Airy and
+orthogonal-polynomial families, gammainc / gammaincc. Where PyTorch has a kernel of its own
+and llgrad a composition, the composition loses precision at the far tails: erfcx overflows
+for x above ~26 (float64) where PyTorch's stays finite, log_ndtr is -inf below ~-38, ndtri's
+absolute error near 0 and 1 is that of erfinv(2p - 1)."""
+import math
+
+from .runtime.functions import where
+from .runtime.tensor import Tensor
+
+__all__ = ["digamma", "entr", "erf", "erfc", "erfcx", "erfinv", "exp2", "expit", "expm1",
+           "gammaln", "log1p", "log_ndtr", "log_softmax", "logit", "logsumexp", "multigammaln",
+           "ndtr", "ndtri", "polygamma", "psi", "round", "sinc", "softmax", "xlog1py", "xlogy"]
+
+_SQRT1_2 = math.sqrt(0.5)
+
+
+def _t(x, name):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"special_{name}(): argument 'input' (position 1) must be Tensor, not "
+                        f"{type(x).__name__}")
+    return x
+
+
+def _out(r, out):
+    return r if out is None else out.copy_(r)
+
+
+def expit(input, *, out=None):
+    """As torch.special.expit: sigmoid."""
+    return _out(_t(input, "expit").sigmoid(), out)
+
+
+def logit(input, eps=None, *, out=None):
+    """As torch.special.logit: log(p / (1 - p)), p clamped to [eps, 1 - eps] when eps is given."""
+    return _out(_t(input, "logit").logit(eps), out)
+
+
+def erf(input, *, out=None):
+    return _out(_t(input, "erf").erf(), out)
+
+
+def erfc(input, *, out=None):
+    return _out(_t(input, "erfc").erfc(), out)
+
+
+def erfinv(input, *, out=None):
+    return _out(_t(input, "erfinv").erfinv(), out)
+
+
+def erfcx(input, *, out=None):
+    """As torch.special.erfcx: exp(x^2) erfc(x) (see the module on its range)."""
+    x = _t(input, "erfcx")
+    if not x.dtype.is_floating_point:
+        x = x.float()
+    big = 26.0 if x.dtype.name == "float64" else 9.0     # exp(x^2) erfc(x) under/overflows
+    safe = where(x > big, x, 1.0)
+    w = (safe * safe).reciprocal()          # the asymptotic series 1 / (x sqrt(pi)) (1 - ...)
+    series = (1 - w / 2 * (1 - w * 1.5 * (1 - w * 2.5 * (1 - w * 3.5)))) / (safe * math.sqrt(
+        math.pi))
+    small = where(x > big, 0.0, x)
+    return _out(where(x > big, series, (small * small).exp() * small.erfc()), out)
+
+
+def ndtr(input, *, out=None):
+    """As torch.special.ndtr: the standard normal CDF, erfc(-x / sqrt 2) / 2."""
+    x = _t(input, "ndtr")
+    return _out((x * -_SQRT1_2).erfc() * 0.5, out)
+
+
+def log_ndtr(input, *, out=None):
+    """As torch.special.log_ndtr: log of the standard normal CDF (log1p of -erfc(x / sqrt 2) /
+    2 above -1, so that the upper tail keeps its precision)."""
+    x = _t(input, "log_ndtr")
+    upper = (-(x * _SQRT1_2).erfc() * 0.5).log1p()
+    lower = ((x * -_SQRT1_2).erfc() * 0.5).log()
+    return _out(where(x < -1, lower, upper), out)
+
+
+def ndtri(input, *, out=None):
+    """As torch.special.ndtri: the inverse of ndtr, sqrt 2 erfinv(2p - 1)."""
+    p = _t(input, "ndtri")
+    return _out((p * 2 - 1).erfinv() * math.sqrt(2.0), out)
+
+
+def gammaln(input, *, out=None):
+    return _out(_t(input, "gammaln").lgamma(), out)
+
+
+def digamma(input, *, out=None):
+    return _out(_t(input, "digamma").digamma(), out)
+
+
+psi = digamma
+
+
+def polygamma(n, input, *, out=None):
+    return _out(_t(input, "polygamma").polygamma(n), out)
+
+
+def multigammaln(input, p, *, out=None):
+    """As torch.special.multigammaln (torch.mvlgamma): the multivariate log-gamma of dimension
+    p, p (p - 1) / 4 log(pi) + sum_j lgamma(x - j / 2); every element must exceed (p - 1) / 2."""
+    x = _t(input, "multigammaln")
+    if p < 1:
+        raise RuntimeError("p has to be greater than or equal to 1")
+    if x.numel() and not bool((x > (p - 1) / 2).all()):
+        raise RuntimeError(f"All elements must be greater than (p-1)/2 = {(p - 1) / 2}")
+    r = sum(((x - j / 2).lgamma() for j in range(p)), x.new_zeros(()))
+    if not x.dtype.is_floating_point:
+        r = r.float()
+    return _out(r + p * (p - 1) / 4 * math.log(math.pi), out)
+
+
+def xlogy(input, other, *, out=None):
+    """As torch.special.xlogy: x log(y), 0 where x is 0 (unless y is nan)."""
+    return _out(input.xlogy(other) if isinstance(input, Tensor) else
+                _xlogy_number(input, other), out)
+
+
+def _xlogy_number(x, other):
+    from_other = other.new_zeros(()) + x
+    return from_other.xlogy(other)
+
+
+def xlog1py(input, other, *, out=None):
+    """As torch.special.xlog1py: x log1p(y), 0 where x is 0 (unless y is nan)."""
+    x = input if isinstance(input, Tensor) else other.new_zeros(()) + input
+    y = other if isinstance(other, Tensor) else x.new_zeros(()) + other
+    r = x * y.log1p()
+    return _out(where((x == 0) & ~y.isnan(), 0.0, r), out)
+
+
+def entr(input, *, out=None):
+    """As torch.special.entr: -x log x for x > 0, 0 at 0, -inf below (nan stays nan); its
+    gradient is PyTorch's for x > 0 (at 0 and below PyTorch gives -inf and nan, llgrad 0)."""
+    x = _t(input, "entr")
+    safe = where(x > 0, x, 1.0)
+    r = where(x > 0, -x * safe.log(), where(x == 0, 0.0, -math.inf))
+    return _out(where(x.isnan(), x, r), out)
+
+
+def sinc(input, *, out=None):
+    return _out(_t(input, "sinc").sinc(), out)
+
+
+def expm1(input, *, out=None):
+    return _out(_t(input, "expm1").expm1(), out)
+
+
+def exp2(input, *, out=None):
+    return _out(_t(input, "exp2").exp2(), out)
+
+
+def log1p(input, *, out=None):
+    return _out(_t(input, "log1p").log1p(), out)
+
+
+def round(input, *, decimals=0, out=None):  # noqa: A001 (PyTorch's name)
+    return _out(_t(input, "round").round(decimals=decimals), out)
+
+
+def logsumexp(input, dim, keepdim=False, *, out=None):
+    return _out(_t(input, "logsumexp").logsumexp(dim, keepdim), out)
+
+
+def softmax(input, dim, *, dtype=None):
+    return _t(input, "softmax").softmax(dim, dtype=dtype)
+
+
+def log_softmax(input, dim, *, dtype=None):
+    return _t(input, "log_softmax").log_softmax(dim, dtype=dtype)
+
+
+for _f in (erf, erfc, erfinv, gammaln, digamma, polygamma, sinc, expm1, exp2, log1p, round,
+           logsumexp, softmax, log_softmax):
+    if not _f.__doc__:
+        _f.__doc__ = f"As torch.special.{_f.__name__}."
