@@ -35,6 +35,7 @@ from . import cuda, random, testing, types, utils  # noqa: F401,E402
 from . import func  # noqa: F401,E402 (torch.func's transforms: ~2 ms of import)
 from . import distributed  # noqa: F401,E402 (mpi4py: loaded by init_process_group)
 from . import special  # noqa: F401,E402 (torch.special)
+from . import distributions  # noqa: F401,E402 (torch.distributions)
 from .utils.dlpack import from_dlpack  # noqa: F401,E402
 from .serialization import load, save  # noqa: F401,E402
 # torch.* names of nn.functional's functions; llgrad.trace for a matrix or a function

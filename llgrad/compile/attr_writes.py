@@ -14,8 +14,11 @@ and history (a differentiable output is attached to the call's backward node as 
 returned one is). On the next call the guard walk sees a tensor there as it sees any
 input (dtype, shape, strides, requires_grad), so the entry serves it.
 
-A slot written with anything else (a number, another object) is not replayed: the guard
-items show that change (side_effects.py), and such a trace is not kept."""
+A slot written with a bool, a string or None (module.train() inside a training step sets
+each module's `training`) is replayed as that constant: the entry's guards determine it. A
+slot written with anything else (a number, such as a counter the call increments, another
+object) is not replayed: the guard items show that change (side_effects.py), and such a
+trace is not kept."""
 import inspect
 
 from ..runtime.tensor import Tensor
@@ -23,6 +26,9 @@ from ..tracer.pytree import flatten, unflatten, with_constants
 from ..tracer.returned import is_constant
 from .guards import (_is_object, captured_reads, class_functions, followed_reads,
                      signature_names, user_function)
+
+
+_FLAGS = (bool, str, type(None))    # Python values put into slots that calls replay
 
 
 def _owner(fn):
@@ -133,6 +139,12 @@ class Slots:
                 where = _named(path, slot, slot if order is None else order[slot])
                 leaves, tree = flatten(value, where)
                 tree, kept = with_constants(tree, leaves, is_constant)
+                if not kept and isinstance(value, _FLAGS):
+                    # (a flag the call sets, as module.train() in a training step: the
+                    # constant the trace wrote, which the entry's guards determine)
+                    writes.append(Write(root, steps, slot, tree, len(tensors), 0))
+                    paths.add(where)
+                    continue
                 if not kept or not all(isinstance(t, Tensor) for t in kept):
                     continue
                 writes.append(Write(root, steps, slot, tree, len(tensors), len(kept)))

@@ -191,6 +191,13 @@ class CompiledFunctionBackward(Node):
                 feeds.append(g._data if g is not None else np.zeros(shape, dt.np))
             run = self.entry._backward_run or backward_run(self.entry)
             outs = fresh_tensors(run(feeds))
+        reach = self.entry.reach
+        if reach is not None and any(g is None for g in grads):   # (eager's graph of
+            m = 0                       # the outputs given no gradient is not run: inputs
+            for g, r in zip(grads, reach):      # only it reaches get none, not zeros)
+                if g is not None:
+                    m |= r
+            outs = [o if m >> j & 1 else None for j, o in enumerate(outs)]
         return fix_grads(outs, self.next_functions, layout.in_meta)
 
     def _differentiable(self, grads):

@@ -20,9 +20,9 @@ from .compile_doc import Callable, documented
 from .dot import entry_dot
 from .dump import DumpText, _dump_to_env, format_entry, walk_text
 from .entry import trace_entry
-from .fastpath import fast_key, plain_function
+from .fastpath import plain_function, plain_key, plain_reads
 from .guard_walker import make_walker
-from .guards import collect, hooked, without_grads
+from .guards import collect, default_filler, hooked, without_grads
 from .module import CompiledModule, is_module
 from .readable import Names, differences, guard_lines, nearest, why_retrace
 from .attr_writes import Pending
@@ -60,22 +60,19 @@ class CompiledFunction:
         self._warned = set()        # the reasons already warned about (once each)
         self._not_kept = None       # why the last traced run was not kept (side effects)
         self._lock = threading.RLock()     # one trace at a time; the cache changes under it
-        self._plain = plain_function(fn)    # guards from arguments alone (fastpath.py)
+        self._plain, self._reads = plain_function(fn), plain_reads(fn)     # (fastpath.py)
         self._fast = {}             # flat key of a simple call -> runner of its entries
         # key without .grad items -> entries whose trace neither read nor set a .grad (nor
         # saw one): a call that differs only in .grad (a training step's second) runs them
         self._grad_free = {}
-        self._walkers = []          # guard walks compiled for calls with objects (at most
-        #                             MAX_WALKERS structures): guard_walker.py
-        self._walker_tries = 0
+        self._walkers = []          # guard walks compiled per call structure: guard_walker.py
+        self._walker_tries, self._defaults = 0, default_filler(fn)   # (defaults: guards.py)
         self.graph_breaks = []      # why calls ran eagerly: [reason], in order (explain.py)
         self._eager_reasons = {}    # guard key -> why its calls run eagerly
         registry.add(self)
 
     def __get__(self, obj, objtype=None):
-        if obj is None:
-            return self
-        return functools.partial(self.__call__, obj)
+        return self if obj is None else functools.partial(self.__call__, obj)
 
     def __repr__(self):
         return f"<llgrad.compile of {getattr(self.fn, '__qualname__', self.fn)}>"
@@ -90,7 +87,8 @@ class CompiledFunction:
             return self._eagerly("saved_tensors_hooks are active", args, kwargs)
         if trace_state.state.vmap_levels:
             return self.fn(*args, **kwargs)     # under llgrad.func.vmap: its batched ops
-        fast = None if kwargs or not self._plain else fast_key(args)
+        args, kwargs = self._defaults(args, kwargs) if self._defaults else (args, kwargs)
+        fast = None if kwargs or not self._plain else plain_key(self, args)
         if fast is None:
             for walk in self._walkers:
                 fast = walk(args, kwargs)
@@ -163,7 +161,7 @@ class CompiledFunction:
         if foreign is not None:     # (the traced run was eager's: its result stands)
             self._add(key, n_own, EAGER)
             reason = f"the function draws from {foreign}, which a compiled call cannot " \
-                     "replay (use llgrad's generator)"
+                     "replay (use llgrad's default generator)"
             self._break(reason, key=key)
             self._warn_once(f"running eagerly: {reason}")
             return result
@@ -177,7 +175,7 @@ class CompiledFunction:
                          "(which a compiled call cannot replay); the next call traces again",
                          entry.name, self._not_kept)
             return result
-        self._not_kept = None
+        self._not_kept, entry.bumps = None, snapshot.bumps([t for _, t in tensors], entry)
         self.entries.append(entry)
         log.traced(entry, time.perf_counter() - t0)
         if log.enabled("guards"):
@@ -355,6 +353,7 @@ class CompiledFunction:
     def _entry_for(self, args, kwargs, trace=True):
         """The entry these arguments select, traced if needed (and trace is true) with
         everything the trace wrote put back; None if the call runs eagerly."""
+        args, kwargs = self._defaults(args, kwargs) if self._defaults else (args, kwargs)
         entered = []
         tensors, guards, n_own = collect(self.fn, args, kwargs, entered)
         key = tuple(v for _, v in guards)

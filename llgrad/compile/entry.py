@@ -18,6 +18,7 @@ from ..ir.partition import partition
 from ..ir.verify import verify
 from ..runtime import grad_mode, trace_state
 from ..runtime.autograd_api import grad as autograd_grad
+from ..runtime.node import AccumulateGrad
 from ..runtime.saved_tensor import SavedTensor, where_str
 from ..runtime.tensor import Tensor
 from ..tracer.pytree import flatten, with_constants
@@ -25,7 +26,7 @@ from ..tracer.returned import ReturnedScalar, is_constant, values_in
 from ..tracer.trace import ControlFlowError, TraceError, trace_body
 from .dump import _trace_note
 from .attr_writes import Slots
-from .output_notes import rebuild_notes as _rebuild_notes
+from .output_notes import reach_masks, rebuild_notes as _rebuild_notes
 from .log import short_loc, user_line
 from .snapshot import StateSnapshot
 
@@ -54,9 +55,9 @@ class Entry:
         "attr_writes",                    # ... then tensors put into objects: (writes, their
                                           # output positions) (attr_writes.py), or None
         "written",                        # the guard paths of those tensors (a check)
-        "input_views",                    # outputs that are views of inputs (_rebuild_notes)
-        "same_outputs",                   # (k, j): output k is output j (`return y, y`)
-        "name", "backend",
+        "input_views", "same_outputs", "detached",  # output_notes.py: outputs made as eager's
+        "reach", "bumps", "out_versions",  # (output_notes.py, snapshot.bumps)
+        "name", "backend", "grad_on",     # grad_on: inputs given requires_grad (side_effects)
         "timings",                        # seconds of the trace and builds (log.py)
         "kernels", "_forward_run", "_backward_run", "_runners", "_node_layout", "_unflatten",
         "_build_job", "_interim_runs",    # background.py: the build, interpreter runs till then
@@ -65,12 +66,12 @@ class Entry:
     def __init__(self, name, backend, guard_items):
         self.name, self.backend, self.guard_items = name, backend, guard_items
         self.backward, self.saved, self.diff_inputs, self.diff_outputs = None, [], [], []
-        self.unused, self.grad_assign, self.input_outputs = [], [], []
-        self.plain_alias, self.no_grad_views, self.freed_outputs = [], [], []
-        self.input_views, self.same_outputs = [], []
+        self.unused, self.grad_assign, self.input_outputs, self.out_versions = [], [], [], []
+        self.plain_alias, self.no_grad_views, self.freed_outputs, self.bumps = [], [], [], {}
+        self.input_views, self.same_outputs, self.detached, self.reach = [], [], [], None
         self.scalar_outputs, self.eager_saved, self.reusable = {}, ((), ()), False
         self.n_returned, self.attr_writes, self.written = 0, None, ()
-        self.grad_free, self.rng_index, self.step = False, None, False
+        self.grad_free, self.rng_index, self.step, self.grad_on = False, None, False, []
         self.kernels, self._runners, self.timings = {}, {}, {}
         self._forward_run = self._backward_run = self._node_layout = self._unflatten = None
         self._build_job, self._interim_runs, self._cache_hints = None, {}, {}
@@ -154,9 +155,9 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
                     and i not in entry.scalar_outputs]
         if step:
             # the function ran its own backward: its results that require grad were
-            # backpropagated through (a second backward raises, as in eager)
+            # backpropagated through, or made of results that were (a backward raises)
             for i in diff_out:
-                if not _released(outs[i].grad_fn):
+                if not _dead(outs[i].grad_fn):
                     raise TraceError(f"{name} runs a backward and returns a result that "
                                      "requires grad whose graph that backward kept "
                                      "(retain_graph): compile does not support that")
@@ -180,6 +181,7 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
             cts.append(ct)
         state["n_primal"] = len(tracer.builder.graph.inputs) - len(cts)
         entry.diff_outputs = diff_out
+        entry.reach = reach_masks([outs[i] for i in diff_out], diff_in)
         tracer.hooks_off = True     # the inputs' hooks run when the gradients reach them
         try:
             grads = autograd_grad([outs[i] for i in diff_out], diff_in, cts,
@@ -275,12 +277,22 @@ def _written_outputs(entry, slots, outs):
     entry.attr_writes, entry.written = (writes, positions), paths
 
 
-def _released(node):
-    """Whether a backward node's saved state was let go of (a backward ran through it)."""
-    freed = getattr(node, "_freed", None)
-    if freed is not None:
-        return freed
-    return getattr(node, "_saved", True) is None
+def _dead(node):
+    """Whether a backward from node raises before reaching any leaf, as eager's does: every
+    path passes a released node with saved values (`return a + b` of backpropagated losses)."""
+    todo, seen = [node], set()
+    while todo:
+        n = todo.pop()
+        released = getattr(n, "_freed", None)     # (a backward ran through it)
+        if released is None:
+            released = getattr(n, "_saved", True) is None    # (an autograd.Function's)
+        if n is not None and id(n) not in seen and not (released and (
+                n is node or getattr(n, "_saved", None) != {})):
+            if isinstance(n, AccumulateGrad):
+                return False
+            seen.add(id(n))
+            todo.extend(f for f, _ in n.next_functions)
+    return True
 
 
 def _eager_saved(outs, tensors, diff_out):

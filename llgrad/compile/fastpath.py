@@ -66,6 +66,43 @@ def fast_key(args):
     return tuple(parts), tensors
 
 
+def plain_key(cf, args):
+    """fast_key(args) for the calls of CompiledFunction cf of a plain function, while what
+    it read from its closure and globals is still there (the library functions and modules
+    it found: `act = F.gelu` rebinds a global); else None, with the reads, plainness and the
+    flat keys' runners made again (the full walk guards those reads)."""
+    for where, v in cf._reads:
+        if where[0] == "cell":
+            try:
+                now = where[1].cell_contents
+            except ValueError:
+                now = _EMPTY
+        else:
+            now = where[1].get(where[2], _EMPTY)
+        if now is not v:
+            cf._plain, cf._reads = plain_function(cf.fn), plain_reads(cf.fn)
+            cf._fast.clear()
+            return None
+    return fast_key(args)
+
+
+def plain_reads(fn):
+    """[(where, value)] of what the plain function fn read from closure cells and
+    globals (guards.captured_reads; value _EMPTY: an empty cell or an absent name)."""
+    if isinstance(getattr(fn, "_plain", None), bool):       # a CompiledFunction
+        return fn._reads
+    inner = getattr(fn, "_llgrad_inner", None)
+    if inner is not None:
+        return plain_reads(inner)
+    if not inspect.isfunction(fn):
+        return ()
+    return tuple((where, _EMPTY if kind in ("empty", "absent") else v)
+                 for where, v, kind, _ in captured_reads(fn)[1])
+
+
+_EMPTY = object()
+
+
 def plain_function(fn):
     """Whether fn's guards come from its arguments alone: a plain function (not a bound
     method, a module or another object with state, whose attributes collect() walks) that
@@ -153,29 +190,40 @@ def _expr(tree, index, names):
 
 
 # ---- the runner of a simple entry ------------------------------------------------------------
-def quick_runner(entry, launch, attach=None):
+def quick_runner(entry, launch, attach=None, eagerly=None):
     """For an entry whose forward is a direct native kernel (fresh output buffers) with
     nothing to check or commit after the call (no value guards, write-backs, RNG or .grad
     updates, tensors put into objects): tensors -> result, one kernel launch and the output
     tensors; with `attach` (grad mode on, a backward graph) also the
-    CompiledFunctionBackward node. Else None."""
+    CompiledFunctionBackward node. Else None. A launch that raises (an index check: the
+    kernel wrote nothing) gives `eagerly`: eager's run raises eager's error."""
     fwd = entry.forward
     if fwd.guards or fwd.mutated or entry.rng_index is not None or entry.grad_assign or \
-            entry.freed_outputs or entry.scalar_outputs or entry.attr_writes is not None:
+            entry.freed_outputs or entry.scalar_outputs or entry.attr_writes is not None or \
+            entry.grad_on or entry.out_versions:
         return None
     # (no .grad updates: the function's outputs are all the primal outputs, n_out of them;
     # the saved values for backward follow them)
     n, build = entry.n_out, tree_builder(entry.out_tree)
     if attach is None and n == len(fwd.outputs):       # (every output: no slice to copy)
         def quick(tensors):
-            return build(fresh_tensors(launch([t._data for t in tensors])))
+            try:
+                return build(fresh_tensors(launch([t._data for t in tensors])))
+            except Exception:       # noqa: BLE001 - eager raises its own
+                return eagerly
     elif attach is None:
         def quick(tensors):
-            outs = launch([t._data for t in tensors])
+            try:
+                outs = launch([t._data for t in tensors])
+            except Exception:       # noqa: BLE001
+                return eagerly
             return build(fresh_tensors(outs[:n]))
     else:
         def quick(tensors):
-            outs = launch([t._data for t in tensors])
+            try:
+                outs = launch([t._data for t in tensors])
+            except Exception:       # noqa: BLE001
+                return eagerly
             results = fresh_tensors(outs[:n])
             attach(entry, tensors, results, outs[n:])
             return build(results)

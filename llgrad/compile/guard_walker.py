@@ -29,8 +29,9 @@ import numpy as np
 
 from ..runtime import grad_mode
 from .guards import (_SCALARS, _is_object, _scalar_set, captured_reads, class_functions,
-                     followed_reads, signature_names, user_function)
+                     followed_reads, signature_names, tensor_keys, user_function)
 from ..runtime.tensor import Tensor
+from .class_state import user_classes
 
 _MAX_DEPTH = 40
 _MISSING = object()
@@ -135,12 +136,22 @@ def _walk(src, roots):
         elif isinstance(v, (list, tuple, dict)):
             leaves = _container(src, x, v, depth)
             stack.extend((n, item, depth + 1, True) for n, item in reversed(leaves))
+            if isinstance(v, dict):     # (guards.tensor_keys; the keys' identities checked)
+                stack.extend((src.const(k), k, depth + 1, True)
+                             for _, k in reversed(tensor_keys(v, x)))
         elif _is_object(v):
             if id(v) in first_object:
                 src.check(f"{x} is not {first_object[id(v)]}")
                 continue
             first_object[id(v)] = x
             objects.append(x)
+            for c in user_classes(type(v)):     # what its classes hold (class_state.py), by
+                if id(c) not in followed:       # identity (the values kept alive)
+                    followed.add(id(c))
+                    held = tuple(vars(c).values())
+                    src.const(held)
+                    src.check(f"tuple(map(id, {src.const(c)}.__dict__.values())) != "
+                              f"{src.const(tuple(map(id, held)))}")
             for f in reversed(class_functions(type(v))):    # (its type is checked above)
                 if id(f) not in followed:
                     followed.add(id(f))

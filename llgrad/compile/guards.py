@@ -13,6 +13,7 @@ from ..tracer.pytree import flatten
 from ..runtime import grad_mode
 from ..runtime.dtypes import _BY_NP
 from ..runtime.tensor import Tensor
+from .class_state import LIBRARIES as _LIBRARIES, class_ids, class_state, user_classes
 
 _SCALARS = (int, float, str, bool, type(None))
 _SMALL_ARRAY = 256
@@ -34,6 +35,33 @@ def signature_names(fn, args, kwargs):
         return list(inspect.signature(fn).bind(*args, **kwargs).arguments.items())
     except (TypeError, ValueError):
         return [(f"arg{i}", a) for i, a in enumerate(args)] + list(kwargs.items())
+
+
+def default_filler(fn):
+    """None for a callable that is not a Python function (or a method of one), else
+    fill(args, kwargs) -> (args, kwargs) with every default value the call leaves out
+    passed explicitly, read from fn at the call: the guards walk them as arguments (a list
+    default changed in place, a tensor default written, `fn.__defaults__ = ...`), and the
+    traced function, a rewritten copy of fn (tracer/convert.py), never reads its own."""
+    f = getattr(fn, "__func__", fn) if inspect.ismethod(fn) else fn
+    if not inspect.isfunction(f):
+        return None
+    argc = f.__code__.co_argcount - (f is not fn)
+
+    def fill(args, kwargs):
+        d, kd = f.__defaults__, f.__kwdefaults__
+        if not kwargs and kd is None:
+            n = argc - len(args)            # (the common call: positional arguments)
+            if d is None or n <= 0 or n > len(d):
+                return args, kwargs         # (n > len(d): eager's TypeError)
+            return args + d[len(d) - n:], kwargs
+        try:
+            bound = inspect.signature(fn).bind(*args, **kwargs)
+        except (TypeError, ValueError):
+            return args, kwargs
+        bound.apply_defaults()
+        return bound.args, bound.kwargs
+    return fill
 
 
 def _scalar_set(v):
@@ -86,6 +114,8 @@ def _walk(roots, tensors, guards, entered=None):
             leaves, tree = flatten(v, path)
             guards.append((f"structure of {path}", outline(tree)))
             stack.extend(reversed(leaves))
+            if isinstance(v, dict):     # tensors keying it (an optimiser's state), first:
+                stack.extend(reversed(tensor_keys(v, path)))    # which tensor each is counts
         elif _is_object(v):
             if id(v) in seen:
                 continue
@@ -93,6 +123,8 @@ def _walk(roots, tensors, guards, entered=None):
             if entered is not None:
                 entered.append(v)
             guards.append((path, ("object", type(v))))
+            if user_classes(type(v)):   # (what its class holds: class_state.py)
+                guards.append((f"class of {path}", class_state(type(v))))
             for f in reversed(class_functions(type(v))):    # (entered after the attributes)
                 if id(f) not in seen:
                     seen.add(id(f))
@@ -120,6 +152,13 @@ def _walk(roots, tensors, guards, entered=None):
                 stack.extend(reversed(_children(f, path)))
 
 
+def tensor_keys(d, path):
+    """[(path, key)] of the tensors keying dict d, walked as tensors (before d's values)
+    so that the guards hold which input each is: a parameter replaced in its group (the
+    state of the old one then no longer belongs to it) changes them."""
+    return [(f"{path} key {i}", k) for i, k in enumerate(d) if isinstance(k, Tensor)]
+
+
 def user_function(v):
     """v's function when v is one of the user's functions (or a method bound to one): the
     walk follows what it reads; else None."""
@@ -142,14 +181,17 @@ def _library_dirs():
                                                          "platlib") if k in paths})
 
 
-@functools.lru_cache(maxsize=256)
 def class_functions(cls):
     """The user's functions defined by cls and its bases (methods, static and class methods,
-    property accessors), each once, in MRO and definition order; () for library classes."""
+    property accessors), each once, in MRO and definition order; () for library classes
+    (as the classes define them now: a method replaced is followed)."""
+    return _class_functions(cls, class_ids(cls))
+
+
+@functools.lru_cache(maxsize=256)
+def _class_functions(cls, ids):
     out = []
-    for c in cls.__mro__:
-        if (getattr(c, "__module__", None) or "builtins").startswith(_LIBRARIES + ("builtins",)):
-            continue
+    for c in user_classes(cls):
         for a in vars(c).values():
             fs = (a.fget, a.fset, a.fdel) if isinstance(a, property) else \
                 (getattr(a, "__func__", a),)
@@ -194,7 +236,6 @@ def _global_names(code):
     return tuple(names)
 
 
-_LIBRARIES = ("llgrad", "numpy", "torch", "jax")
 
 
 def _followed(v):

@@ -1,5 +1,8 @@
 """What run.py needs to give a compiled call's results eager's identities: outputs that
-are inputs, views of inputs, or the same tensor twice (noted at trace time)."""
+are inputs, views of inputs, or the same tensor twice (noted at trace time); and which
+inputs each output's eager graph reaches (backward_node.py: a backward through some of
+the outputs leaves the .grad of inputs only the others reach None, as eager does)."""
+from ..runtime.node import gradient_edge
 
 
 def rebuild_notes(entry, outs, tensors):
@@ -27,6 +30,17 @@ def rebuild_notes(entry, outs, tensors):
         for k, o in enumerate(outs) if id(o._storage) in storage
         and o is not tensors[storage[id(o._storage)]][1]]
 
+    # outputs over an input's memory whose eager base is not that input (`x.detach()`, a
+    # view of it): an alias without history, not a view of the input (whose in-place rules
+    # differ when the input requires grad); (output, input, whether it is itself a view)
+    entry.detached = [(k, storage[id(o._storage)], o._base is not None)
+                      for k, o in enumerate(outs) if id(o._storage) in storage
+                      and _eager_base(o, tensors[storage[id(o._storage)]][1]) is None]
+
+    # fresh outputs written in place (`return y.relu_()`): their version counter as eager's
+    entry.out_versions = [(k, o._storage.version) for k, o in enumerate(outs)
+                          if o._storage.version and id(o._storage) not in storage]
+
     first = {}
     entry.same_outputs = [(k, first.setdefault(id(o), k)) for k, o in enumerate(outs)
                           if first.setdefault(id(o), k) != k]
@@ -34,3 +48,51 @@ def rebuild_notes(entry, outs, tensors):
 
 def _ptr(a):
     return a.__array_interface__["data"][0]
+
+
+def _eager_base(o, t):
+    """t where output o (over input t's storage) is t or a view of it as eager makes one,
+    None where eager's o is a detached alias or a view of one."""
+    if o is t or o._base is t or (o._base is not None and o._base is t._base):
+        return t
+    return None
+
+
+def reach_masks(outs, inputs):
+    """Per output (traced, requiring grad), a bit mask of the inputs its eager graph
+    reaches (bit j: inputs[j]), found over grad_fn.next_functions; None for one output
+    (a backward through it reaches all that any does)."""
+    if len(outs) < 2:
+        return None
+    where = {}
+    for j, t in enumerate(inputs):
+        e = gradient_edge(t)
+        if e is not None:
+            where[id(e[0])] = where.get(id(e[0]), 0) | (1 << j)
+    memo = {}
+
+    def mask(node):         # (iterative: graphs deeper than Python's recursion limit)
+        stack = [(node, False)]
+        while stack:
+            n, done = stack.pop()
+            if id(n) in memo:
+                continue
+            if id(n) in where:
+                memo[id(n)] = where[id(n)]
+                continue
+            children = [c for c, _ in getattr(n, "next_functions", ()) if c is not None]
+            if done:
+                m = 0
+                for c in children:
+                    m |= memo.get(id(c), 0)
+                memo[id(n)] = m
+            else:
+                stack.append((n, True))
+                stack.extend((c, False) for c in children if id(c) not in memo)
+        return memo[id(node)]
+
+    out = []
+    for o in outs:
+        e = gradient_edge(o)
+        out.append(0 if e is None else mask(e[0]))
+    return out

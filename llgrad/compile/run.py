@@ -37,7 +37,7 @@ def entry_runner(entry):
         kernel = entry.kernels.get("forward")
         if getattr(kernel, "direct", False):
             run = quick_runner(entry, kernel.launch_direct,
-                               CompiledFunctionBackward.attach if grad else None)
+                               CompiledFunctionBackward.attach if grad else None, _RUN_EAGERLY)
         run = runners[grad] = run or functools.partial(run_entry, entry)
     return run
 
@@ -97,7 +97,7 @@ def run_entry(entry, tensors):
         t = tensors[i]
         if env[v] is not t._data:       # (else the kernel wrote it in place)
             t._data[...] = env[v]
-        t._storage.version += 1
+        t._storage.version += entry.bumps.get(i, 1)
     results = _wrap_outputs(outs[:entry.n_fn_out], tensors)
     taken = set(map(id, arrays))
     taken.update(map(id, outs[:entry.n_fn_out]))
@@ -110,6 +110,8 @@ def run_entry(entry, tensors):
             g = np.array(g)
         taken.add(id(g))
         tensors[k]._grad = Tensor._from_array(g)
+    for k in entry.grad_on:         # `x.requires_grad = True` the run set on a leaf input
+        tensors[k]._requires_grad = True
     for k, i, off, strides in entry.input_views:  # eager returns a view of input i
         t, arr = tensors[i], results[k]._data
         if not np.shares_memory(arr, t._data):
@@ -122,12 +124,16 @@ def run_entry(entry, tensors):
     for k, i in entry.no_grad_views:
         if results[k]._creation is None:
             results[k] = Tensor._view_of(results[k]._data, tensors[i])
-    attach = entry.backward is not None and grad_mode.state.grad_enabled
-    for k, i in entry.input_outputs:    # `return x`: x itself, as eager returns it, unless
-        if not (attach and k in entry.diff_outputs):    # attach gives it history below
-            results[k] = tensors[i]
-    if attach:
+    for k, i, is_view in entry.detached:    # x.detach() (or a view of it): no base, no history
+        arr, t = results[k]._data, tensors[i]
+        results[k] = Tensor._view_of(arr, t._alias()) if is_view else \
+            Tensor._from_array(arr, t._storage)
+    for k, version in entry.out_versions:  # (before attach records the saved versions)
+        results[k]._storage.version = version
+    if entry.backward is not None and grad_mode.state.grad_enabled:
         CompiledFunctionBackward.attach(entry, tensors, results, outs[entry.n_out:], rng_state)
+    for k, i in entry.input_outputs:    # `return x`: x itself, as eager returns it (a
+        results[k] = tensors[i]         # gradient reaching it goes to x, not to the node)
     for k, j in entry.same_outputs:     # `return y, y`: one tensor, as eager returns
         results[k] = results[j]
     for k in entry.freed_outputs:   # a step's backward went through them (as in eager)

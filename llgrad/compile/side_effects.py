@@ -11,29 +11,48 @@ def unreplayed_change(fn, args, kwargs, guards, tensors, entry):
     text (Python where it can say it), or None. guards: the call's guard items before the
     run; tensors: its own tensor inputs [(path, tensor)] before the run."""
     after_tensors, after, after_own = collect(fn, args, kwargs)
+    after = _grad_switched_on(entry, guards, after, tensors)
     written, entry.written = entry.written, ()
-    changed = python_changes(guards, after) or tensor_changes(
+    changed = python_changes(guards, after, written) or tensor_changes(
         tensors, after_tensors[:after_own], written)
     if changed:
         changed = readable_change(fn, args, kwargs, guards, after) or changed
     return changed
 
 
-def python_changes(before, after):
-    """The first guard item (other than a tensor's .grad, which an entry sets itself) that
-    a traced run changed, as text; None if it changed none."""
+def python_changes(before, after, written=()):
+    """The first guard item (other than a tensor's .grad, which an entry sets itself, and
+    the slots it writes: written) that a traced run changed, as text; None if it changed
+    none."""
     if len(before) == len(after) and all(a is b or a == b for a, b in zip(before, after)):
         return None
     after_items = dict(after)
     for name, value in before:
-        if name.endswith(".grad") or name == "grad mode":
+        if name.endswith(".grad") or name == "grad mode" or name in written:
             continue
         now = after_items.get(name, "(gone)")
         if not (now is value or now == value):
             return f"{name} ({_short(value)} -> {_short(now)})"
     names = {n for n, _ in before}
-    new = [n for n, _ in after if n not in names and not n.endswith(".grad")]
+    new = [n for n, _ in after if n not in names and not n.endswith(".grad")
+           and n not in written]
     return f"{new[0]} (made by the call)" if new else None
+
+
+def _grad_switched_on(entry, before, after, tensors):
+    """The guard items after the run with `x.requires_grad = True` on a leaf input x (the
+    FGSM tutorial's `data.requires_grad = True`) taken back, as the entry replays it: the
+    positions of those inputs go to entry.grad_on."""
+    was, at = dict(before), {path: k for k, (path, _) in enumerate(tensors)}
+    out, entry.grad_on = [], []
+    for name, v in after:
+        b = was.get(name)
+        if name in at and type(b) is tuple and type(v) is tuple and len(v) == 6 and \
+                b[3] is False and v[3] is True and b[:3] + b[4:] == v[:3] + v[4:]:
+            entry.grad_on.append(at[name])
+            v = b
+        out.append((name, v))
+    return out
 
 
 def readable_change(fn, args, kwargs, before, after):

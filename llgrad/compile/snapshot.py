@@ -13,7 +13,7 @@ import random
 
 import numpy as np
 
-from ..runtime.creation import default_generator
+from ..runtime.creation import _Generator, default_generator
 
 _TENSOR_FIELDS = ("_data", "_storage", "_dtype", "_requires_grad", "_grad", "_grad_fn",
                   "_output_nr", "_base", "_view_version", "_retains_grad", "_hooks", "_acc")
@@ -32,6 +32,7 @@ class StateSnapshot:
         self.storages = list(storages.values())
         self.containers = []
         self.generators = []        # the user's own generators the walk met, and their states
+        self.owners = {id(c.rng): c for c in containers if isinstance(c, _Generator)}
         for c in _with_nested(containers):
             if isinstance(c, _GENERATORS):
                 self.generators.append((c, _state(c)))
@@ -76,9 +77,25 @@ class StateSnapshot:
             return "Python's random module"
         for g, state in self.generators:
             if not _same_state(_state(g), state):
+                if id(g) in self.owners:    # (the NumPy generator inside an llgrad.Generator)
+                    return "an llgrad.Generator object (generator=...)"
                 where = "numpy.random" if isinstance(g, _GENERATORS[1:]) else "random"
                 return f"a {where}.{type(g).__name__} object"
         return None
+
+    def bumps(self, tensors, entry):
+        """{input position: how many times the traced run bumped its version} for the
+        inputs entry writes back (eager's count: x.add_(1); x.mul_(2) makes two), where
+        that is not one."""
+        before = {id(st): version for st, version, _ in self.storages}
+        out = {}
+        for i in entry.forward.mutated:
+            if i < len(tensors) and i != entry.rng_index:
+                st = tensors[i]._storage
+                n = st.version - before.get(id(st), st.version)
+                if n > 1:
+                    out[i] = n
+        return out
 
     def restore(self):
         for st, version, data in self.storages:

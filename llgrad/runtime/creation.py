@@ -1,5 +1,7 @@
 """Creation functions and the random generator (manual_seed resets it)."""
 from __future__ import annotations
+from collections.abc import Sequence
+
 import numpy as np
 
 from ..ir import OPS
@@ -78,6 +80,8 @@ def _infer_np(data, want=None):
                 else dtypes.get_default_dtype()).np
     if isinstance(data, Tensor):
         return np.array(data._data)
+    if isinstance(data, Sequence) and not isinstance(data, (list, tuple, str, bytes)):
+        data = list(data)       # (a deque, a range: any Python sequence, as torch's)
     if isinstance(data, (list, tuple)):
         if any(isinstance(x, Tensor) for x in data):
             data = [_infer_np(x) for x in data]

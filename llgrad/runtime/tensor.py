@@ -8,6 +8,7 @@ from ..ir.geometry import contiguous_strides
 from . import dtypes, grad_mode, trace_state
 from .device import CPU, device as _Device
 from .formatting import tensor_repr
+from .size import Size  # noqa: F401 (llgrad.Size lives with the Tensor it shapes)
 
 _FLOAT_WARNED = False
 
@@ -28,19 +29,6 @@ class Storage:
     def data_ptr(self):
         """The address of the buffer's first element."""
         return self.base.__array_interface__["data"][0]
-
-
-class Size(tuple):
-    """A tensor's shape: a tuple of ints that prints as llgrad.Size([...]), as torch.Size."""
-    def __repr__(self):
-        return f"llgrad.Size({list(self)})"
-
-    def numel(self) -> int:
-        """The number of elements a tensor of this shape holds, as torch.Size.numel."""
-        n = 1
-        for d in self:
-            n *= d
-        return n
 
 
 class Tensor:
@@ -297,10 +285,10 @@ class Tensor:
         return value
 
     def tolist(self) -> list | float | int | bool:
-        """The data as nested Python lists, as torch.Tensor.tolist (inside
-        llgrad.compile the call runs eagerly)."""
+        """The data as nested Python lists, as torch.Tensor.tolist (inside llgrad.compile
+        a small tensor's values become value guards, as item()'s; a large one runs eagerly)."""
         if trace_state.state.tracer is not None:
-            trace_state.state.tracer.reads_out(self, "Tensor.tolist()")
+            trace_state.state.tracer.reads_out(self, "Tensor.tolist()", guard=True)
         return self._data.tolist()
 
     def __float__(self):

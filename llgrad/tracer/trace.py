@@ -290,11 +290,16 @@ class Tracer:
             st = self.arrays.get(id(arr.base))
         return st if st is not None and (st.base is arr or st.base is arr.base) else None
 
-    def reads_out(self, t, what):
+    def reads_out(self, t, what, guard=False):
         """t's values leave the graph as Python or NumPy data (t.numpy(), t.tolist(),
         np.asarray(t)): the trace cannot follow what is computed from them, unless t is
-        a constant of the trace."""
-        if self.knows(t):
+        a constant of the trace. guard (t.tolist(), pack_padded_sequence's lengths): a
+        small t's values become value guards, each as t[i].item()'s."""
+        if self.knows(t) and guard and t._data.size <= _GUARDED_READS:
+            flat = t.detach().reshape(-1)
+            for i, v in enumerate(t._data.reshape(-1).tolist()):
+                self.guard(flat[i], v)
+        elif self.knows(t):
             self.graph_break(f"{what} reads a traced tensor's values out of the graph")
 
     # ---- finishing ---------------------------------------------------------------------------
@@ -310,6 +315,7 @@ class Tracer:
         return g
 
 
+_GUARDED_READS = 64    # (t.tolist() of more elements than this stops the trace)
 _RESHAPES = ("view", "_reshape_alias")   # views whose existence depends on the strides
 
 

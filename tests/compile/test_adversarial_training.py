@@ -140,3 +140,156 @@ def test_loss_target_checks_compiled(case):
         with pytest.raises(RuntimeError) as got:
             c(llgrad.tensor(x), llgrad.tensor(t))
         assert str(got.value) == str(want.value)
+
+
+def test_step_returning_a_sum_of_backpropagated_losses_compiles():
+    """Neural style's LBFGS closure: `loss.backward(); return style + content` (a new node
+    over graphs the backward freed) compiles; as in torch the result requires grad and a
+    second backward raises."""
+    rng = np.random.default_rng(3)
+    x0, tgt = rng.random((4, 4)).astype(np.float32), rng.random((4, 4)).astype(np.float32)
+
+    def run(L, compiled):
+        img = L.tensor(x0.copy()).requires_grad_()
+        target = L.tensor(tgt)
+        opt = L.optim.SGD([img], lr=0.1)
+
+        def closure():
+            opt.zero_grad()
+            style = L.nn.functional.mse_loss(img.mm(img.t()), target) * 10
+            content = L.nn.functional.mse_loss(img, target)
+            loss = style + content
+            loss.backward()
+            return style + content
+        f = llgrad.compile(closure) if compiled else closure
+        outs = []
+        for _ in range(3):
+            out = f()
+            opt.step()
+            outs.append(float(out.detach()))
+        assert out.requires_grad and out.grad_fn is not None
+        with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+            out.backward()
+        return outs, _np(img), (f.entries if compiled else None)
+    want = run(torch, False)
+    for compiled in (False, True):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            got = run(llgrad, compiled)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
+        np.testing.assert_allclose(got[1], want[1], rtol=1e-5, atol=1e-6)
+        assert not compiled or got[2], "no compiled code"
+
+
+def test_step_setting_requires_grad_on_its_input_compiles():
+    """FGSM: `data.requires_grad = True` on the input, backward, data.grad.sign(): each
+    compiled call leaves the input requiring grad with its .grad, as eager (and torch) do."""
+    rng = np.random.default_rng(4)
+    w0 = rng.standard_normal((5, 3)).astype(np.float32)
+    xs = [rng.random((2, 5)).astype(np.float32) for _ in range(3)]
+
+    def run(L, compiled):
+        lin = L.nn.Linear(5, 3, bias=False)
+        with L.no_grad():
+            lin.weight.copy_(L.tensor(w0.T.copy()))
+
+        def attack(data, target, epsilon):
+            data.requires_grad = True
+            loss = L.nn.functional.cross_entropy(lin(data), target)
+            lin.zero_grad()
+            loss.backward()
+            perturbed = L.clamp(data + epsilon * data.grad.data.sign(), 0, 1)
+            return loss.item(), perturbed.detach()
+        f = llgrad.compile(attack) if compiled else attack
+        out = []
+        for x in xs:
+            data = L.tensor(x)
+            loss, pert = f(data, L.tensor([0, 2]), 0.1)
+            out += [loss, _np(pert), data.requires_grad, data.is_leaf, _np(data.grad)]
+        return out + [_np(lin.weight.grad)], (f.entries if compiled else None)
+    want, _ = run(torch, False)
+    for compiled in (False, True):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            got, entries = run(llgrad, compiled)
+        assert not compiled or entries, "no compiled code"
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_step_calling_model_train_after_eval_compiles():
+    """model.train() inside the step, model.eval() for validation between calls: each call
+    sets the modules' `training` flags, which compiled calls replay (not kept, every call
+    used to trace again and run eagerly, silently)."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((6, 4)).astype(np.float32)
+    y = np.array([0, 1, 2, 0, 1, 2])
+
+    def run(L, compiled):
+        L.manual_seed(0)
+        model = L.nn.Sequential(L.nn.Linear(4, 5), L.nn.BatchNorm1d(5), L.nn.Linear(5, 3))
+        if L is llgrad:
+            _copy(ref, model)
+        else:
+            ref.load_state_dict(model.state_dict())
+        opt = L.optim.SGD(model.parameters(), lr=0.1)
+
+        def step(x, y):
+            model.train()
+            opt.zero_grad()
+            loss = L.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        f = llgrad.compile(step) if compiled else step
+        out = []
+        for _ in range(3):
+            out.append(_np(f(L.tensor(x), L.tensor(y))))
+            out.append([m.training for m in model.modules()])
+            model.eval()
+            with L.no_grad():
+                out.append(_np(model(L.tensor(x))))
+        return out + [_np(p) for p in model.state_dict().values()], \
+            (f.entries if compiled else None)
+    ref = torch.nn.Sequential(torch.nn.Linear(4, 5), torch.nn.BatchNorm1d(5),
+                              torch.nn.Linear(5, 3))      # (the initial weights)
+    want, _ = run(torch, False)
+    for compiled in (False, True):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            got, entries = run(llgrad, compiled)
+        assert not compiled or entries, "no compiled code"
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_packed_sequence_lengths_tensor_in_a_compiled_step():
+    """pack_padded_sequence(x, lengths) with lengths a tensor input reads its values
+    (lengths.tolist()): value guards, as item()'s, not a fallback; new lengths trace again."""
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((3, 5, 4)).astype(np.float32)
+
+    def run(L, compiled):
+        lstm = L.nn.LSTM(4, 3, batch_first=True)
+        if L is llgrad:
+            _copy(ref, lstm)
+        rnn = L.nn.utils.rnn
+
+        def step(x, lengths):
+            packed = rnn.pack_padded_sequence(x, lengths, batch_first=True,
+                                              enforce_sorted=False)
+            out, _ = rnn.pad_packed_sequence(lstm(packed)[0], batch_first=True)
+            out.sum().backward()
+            return out
+        f = llgrad.compile(step) if compiled else step
+        outs = [_np(f(L.tensor(x), L.tensor(n))) for n in ([4, 5, 2], [4, 5, 2], [3, 1, 3])]
+        return outs + [_np(p.grad) for p in lstm.parameters()], lstm, \
+            (f if compiled else None)
+    want, ref, _ = run(torch, False)
+    for compiled in (False, True):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            got, _, f = run(llgrad, compiled)
+        assert not compiled or f.entries and not f.graph_breaks, "no compiled code"
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

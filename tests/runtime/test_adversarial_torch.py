@@ -4,6 +4,7 @@ pow with negative tensor exponents, bool negation, std/var of integers, empty re
 scatter bounds, rand of integer dtypes, randint(high, size), reductions with an integer
 dtype=, float alpha on integers, `in`, out-of-range Python ints, and silent empty means."""
 import warnings
+from collections import deque
 
 import numpy as np
 import pytest
@@ -232,3 +233,13 @@ def test_anomaly_mode_switches():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")         # (PyTorch warns that anomaly mode is slow)
         same(fn)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda L: L.tensor(deque([1.0, 2.5])),                         # REINFORCE's returns
+    lambda L: L.tensor(range(3)),
+    lambda L: L.tensor(deque([L.tensor(1.0), L.tensor(2.0)])),
+    lambda L: L.tensor([deque([1, 2]), deque([3, 4])]),
+])
+def test_tensor_of_any_python_sequence(fn):
+    same(fn)

@@ -1,0 +1,50 @@
+"""What the user's classes hold, as guards: an object's methods read its class's attributes
+(`self.SCALE`, a class-level `ACT = staticmethod(F.relu)`, a property), which live on the
+class, not in the object's __dict__ that the guard walk enters. Each of the user's classes
+in an object's MRO is guarded by the identity of every value in its __dict__, so
+`Model.SCALE = 5.0` or a method replaced between calls traces again (guards.py, and
+guard_walker.py's check of the same). Library classes (nn.Linear, Module) are taken as
+fixed: monkeypatching them between calls is not seen."""
+import functools
+
+LIBRARIES = ("llgrad", "numpy", "torch", "jax")
+
+
+class Same:
+    """A value compared and hashed by identity (a class attribute in a guard key: a tensor
+    or an object of the user's with its own __eq__ is never compared by value)."""
+    __slots__ = ("v",)
+
+    def __init__(self, v):
+        self.v = v
+
+    def __eq__(self, other):
+        return type(other) is Same and other.v is self.v
+
+    def __hash__(self):
+        return id(self.v)
+
+    def __repr__(self):
+        v = self.v
+        return repr(v) if isinstance(v, (int, float, str, bool, type(None))) else \
+            f"<{type(v).__name__} {getattr(v, '__qualname__', hex(id(v)))}>"
+
+
+@functools.lru_cache(maxsize=1024)
+def user_classes(cls):
+    """The user's classes in cls's MRO (not a library's, not builtins)."""
+    return tuple(c for c in cls.__mro__ if not (getattr(c, "__module__", None) or "builtins")
+                 .startswith(LIBRARIES + ("builtins",)))
+
+
+def class_state(cls):
+    """A guard value of what cls's user classes hold (None when it has none)."""
+    classes = user_classes(cls)
+    if not classes:
+        return None
+    return tuple((c, tuple((k, Same(v)) for k, v in vars(c).items())) for c in classes)
+
+
+def class_ids(cls):
+    """The identities of what cls's user classes hold (a cache key of what they define)."""
+    return tuple(id(v) for c in user_classes(cls) for v in vars(c).values())

@@ -1,0 +1,31 @@
+"""More vision/training tutorials (CIFAR classifier, transfer learning, FGSM, conv+bn
+fusion, neural style, knowledge distillation, training utilities), run with PyTorch, with
+llgrad eagerly and with llgrad compiling their steps; see tutorial_harness.py."""
+import pytest
+
+pytest.importorskip("torch")
+
+import tutorials_vision_more as vision  # noqa: E402
+import tutorials_vision_train as train  # noqa: E402
+from tutorial_harness import run_tutorial  # noqa: E402
+
+pytestmark = pytest.mark.torch
+
+PROGRAMS = {
+    "cifar_classifier": vision.cifar_classifier,
+    "transfer_fixed_feature": vision.transfer_fixed_feature,
+    "transfer_finetune": vision.transfer_finetune,
+    "fgsm": vision.fgsm,
+    "fuse_conv_bn": vision.fuse_conv_bn,
+    "neural_style": train.neural_style,
+    "distillation": train.distillation,
+    "distillation_kl": lambda torch, env: train.distillation(torch, env, kl=True),
+    "distillation_dropout": lambda torch, env: train.distillation(torch, env, dropout=0.3),
+    "training_utilities": train.training_utilities,
+    "training_utilities_dropout": lambda torch, env: train.training_utilities(torch, env, 0.5),
+}
+
+
+@pytest.mark.parametrize("name", list(PROGRAMS))
+def test_tutorial(name):
+    run_tutorial(PROGRAMS[name])
