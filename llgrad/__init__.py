@@ -21,6 +21,7 @@ from .runtime.functions_tensor import meshgrid  # noqa: F401,E402
 from .runtime.dtype_info import finfo, iinfo  # noqa: F401,E402
 from .runtime.dtypes import get_default_dtype, set_default_dtype  # noqa: F401,E402
 from . import autograd, ir, linalg, nn, optim  # noqa: F401,E402
+from . import special  # noqa: F401,E402 (torch.special)
 from .tracer import trace  # noqa: F401,E402
 from .compile.transforms import grad, value_and_grad, vjp  # noqa: F401,E402
 # (last: the name `compile` is the function, not the package llgrad/compile/)
@@ -34,8 +35,8 @@ from .runtime.generator import Generator, get_rng_state, seed, set_rng_state  # 
 from . import cuda, random, testing, types, utils  # noqa: F401,E402
 from . import func  # noqa: F401,E402 (torch.func's transforms: ~2 ms of import)
 from . import distributed  # noqa: F401,E402 (mpi4py: loaded by init_process_group)
-from . import special  # noqa: F401,E402 (torch.special)
 from . import distributions  # noqa: F401,E402 (torch.distributions)
+from . import accelerator, backends, jit, profiler  # noqa: F401,E402 (torch.*'s namesakes)
 from .utils.dlpack import from_dlpack  # noqa: F401,E402
 from .serialization import load, save  # noqa: F401,E402
 # torch.* names of nn.functional's functions; llgrad.trace for a matrix or a function

@@ -1,5 +1,5 @@
 """llgrad.autograd: PyTorch's autograd namespace (re-exports), with the submodules function,
-functional and graph importable by their dotted names."""
+functional, graph and profiler importable by their dotted names."""
 from ..runtime.autograd_api import backward, grad  # noqa: F401
 from . import function  # noqa: F401
 from ..runtime import anomaly as anomaly_mode, grad_mode  # noqa: F401
@@ -10,7 +10,7 @@ from ..runtime.grad_mode import (enable_grad, inference_mode, no_grad,  # noqa: 
 from ..runtime.anomaly import (detect_anomaly, is_anomaly_check_nan_enabled,  # noqa: F401
                                is_anomaly_enabled, set_detect_anomaly)
 from ..runtime.tensor import Tensor
-from . import functional, graph  # noqa: F401,E402
+from . import functional, graph, profiler  # noqa: F401,E402
 
 
 class _VariableMeta(type):

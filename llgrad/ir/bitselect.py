@@ -31,6 +31,17 @@ def where(cond, a, b):
             keep = np.broadcast_to(cond, shape)
             out = (pick(keep) if pick else keep).view(np.uint8).astype(word)
             return np.multiply(out, other.view(word), out=out).view(dt)
+    if cond.shape != shape:
+        # a mask that broadcasts (attention's (T, T) causal mask over (B, heads, T, T)):
+        # its words made once at its own size (NumPy's cast of a broadcast array is ~5x a
+        # pass), the passes over the result broadcasting them
+        take_b = cond.astype(word)
+        np.subtract(take_b, word.type(1), out=take_b)     # True -> 0, False -> all ones
+        out = np.empty(shape, word)
+        np.bitwise_and(b.view(word), take_b, out=out)
+        np.invert(take_b, out=take_b)
+        np.bitwise_or(out, np.bitwise_and(a.view(word), take_b), out=out)
+        return out.view(dt)
     take_b = np.broadcast_to(cond, shape).astype(word)
     np.subtract(take_b, word.type(1), out=take_b)         # True -> 0, False -> all ones
     out = np.bitwise_and(b.view(word), take_b)

@@ -123,6 +123,11 @@ defop("addcdiv", _addcdiv, args=("self", "tensor1", "tensor2"), save=("tensor1",
 def _lerp(a, b, w):
     # PyTorch's formula: from the nearer end, so lerp(a, b, 1) is b exactly
     d = np.subtract(b, a)
+    if type(w) is float or type(w) is int:
+        # a number weight picks one formula for every element: only that one is computed
+        # (the values np.where would pick; an optimiser's exp_avg.lerp_(grad, 1 - beta1))
+        r = a + w * d if abs(w) < 0.5 else b - d * (1 - w)
+        return np.asarray(r).astype(np.result_type(a, b), copy=False)
     return np.where(np.abs(w) < 0.5, a + w * d, b - d * (1 - w)).astype(np.result_type(a, b),
                                                                         copy=False)
 

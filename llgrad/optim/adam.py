@@ -6,6 +6,7 @@ from __future__ import annotations
 from ..runtime.creation import tensor, zeros_like
 from ..runtime.grad_mode import enable_grad, no_grad
 from ..runtime.tensor import Tensor
+from . import _eager_adam
 from .optimizer import LrT, Optimizer, ParamsT, _div, _for_loop_only, _get_value
 
 
@@ -56,6 +57,9 @@ class Adam(Optimizer):
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
             lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"]
+            # the eager update without the dispatcher's bookkeeping where it applies
+            # (_eager_adam.py: the same ops, the same values and versions)
+            loc = _eager_adam.where() if _eager_adam.usable(group) else None
             for p in group["params"]:
                 if p.grad is None:
                     continue
@@ -67,6 +71,8 @@ class Adam(Optimizer):
                     state["exp_avg_sq"] = zeros_like(p)
                     if group["amsgrad"]:
                         state["max_exp_avg_sq"] = zeros_like(p)
+                if loc is not None and _eager_adam.update(p, grad, state, group, loc):
+                    continue
                 exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
 
                 state["step"].add_(1)

@@ -165,6 +165,12 @@ def run_impl(op, inputs, attrs):
 # batched operand go there; None (one global read per op) otherwise
 batching = None
 
+# torch.profiler's hook while a profile records (llgrad/profiler/_record.py): .op(op, inputs,
+# attrs) times the op and runs it through call(..., _timed=True); .node(node, grads, retain)
+# an autograd node (engine.py); .op_inplace(op, t, inputs, attrs) (inplace.py). None (one
+# global read per op) otherwise
+profiler = None
+
 
 class _OpInfo:
     """What the dispatcher reads of an op on every call, worked out on its first call (an
@@ -192,10 +198,12 @@ _new = Tensor._from_array
 _new_view = Tensor._view_of
 
 
-def call(op, inputs, attrs):
+def call(op, inputs, attrs, _timed=False):
     """Run op of the table on inputs with attrs: eagerly, or recorded when tracing, or
     batched under vmap; the autograd node is attached when grad mode needs one (the
     dispatcher every Tensor method goes through)."""
+    if profiler is not None and not _timed:
+        return profiler.op(op, inputs, attrs)
     for x in inputs:
         if type(x) in NUMPY_SCALARS:    # (np.float64(2): the Python number, as torch reads it)
             inputs = [python_number(v) for v in inputs]

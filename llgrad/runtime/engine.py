@@ -129,7 +129,10 @@ def _run_single(root, g, retain_graph, create_graph, inputs, accumulate, allow_u
         prev = state.grad_enabled
         state.grad_enabled = create_graph
         try:
-            outs = node.apply(grads) if retain_graph else node.apply_last(grads)
+            if dispatch.profiler is None:
+                outs = node.apply(grads) if retain_graph else node.apply_last(grads)
+            else:                       # (torch.profiler's event: dispatch.py)
+                outs = dispatch.profiler.node(node, grads, retain_graph)
             if not retain_graph:
                 node.release()
             if len(edges) == 1 and outs:
@@ -281,7 +284,10 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
                     # backward nodes carry their forward op's line
                     where = getattr(node, "_where", None)
                     tracer.loc_override = where_str(where) if where else None
-                outs = node.apply(grads) if retain_graph else node.apply_last(grads)
+                if dispatch.profiler is None:
+                    outs = node.apply(grads) if retain_graph else node.apply_last(grads)
+                else:                   # (torch.profiler's event: dispatch.py)
+                    outs = dispatch.profiler.node(node, grads, retain_graph)
                 if node._post_hooks and hooks("a node hook"):
                     outs = run_post_hooks(node, outs, grads)
             else:

@@ -65,9 +65,11 @@ def _check_broadcast_into(shape, inputs):
                                f"shape {list(full)}")
 
 
-def call_inplace(op, t, inputs, attrs):
+def call_inplace(op, t, inputs, attrs, _timed=False):
     """Run op out of place, write the result into t's memory, bump the version, and
     rebase t's history (through CopySlices on its base when t is a view)."""
+    if dispatch.profiler is not None and not _timed:     # (torch.profiler: dispatch.py)
+        return dispatch.profiler.op_inplace(op, t, inputs, attrs)
     for x in inputs:
         if type(x) in NUMPY_SCALARS:        # (read as the Python number: dispatch.call)
             inputs = [python_number(v) for v in inputs]

@@ -350,8 +350,10 @@ def index_select(self, dim, index):
         raise IndexError("index_select(): Index is supposed to be a vector")
     _long_index(index, "index_select")
     n = self._data.shape[d] if self._data.ndim else 1
+    # (PyTorch's CPU kernel: its dim-1 loop raises this RuntimeError, the others IndexError)
     check_index_bounds(index, n, d, lambda bad: RuntimeError(
-        f"INDICES element is out of DATA bounds, id={bad} axis_dim={n}"))
+        f"INDICES element is out of DATA bounds, id={bad} axis_dim={n}")
+        if d == 1 and self._data.ndim >= 2 else IndexError("index out of range in self"))
     return call(OPS["index_select"], (self, index), {"dim": d})
 
 

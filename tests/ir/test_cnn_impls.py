@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import llgrad
-from llgrad.ir import bitselect, ops_conv, ops_nn_more
+from llgrad.ir import bitselect, ops_conv, ops_nn_more, ops_select
 from llgrad.ir.ops_batch_norm import _batch_norm, _batch_norm_backward, _reference
 from llgrad.ir.ops_nn import _norm_vjp
 
@@ -204,6 +204,43 @@ def test_where_with_a_zero_side_is_np_where_bit_for_bit(dtype):
             assert got.dtype == want.dtype and got.shape == want.shape
             assert np.array_equal(np.ascontiguousarray(got).view(np.uint8),
                                   np.ascontiguousarray(want).view(np.uint8))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int32", "uint8"])
+def test_where_with_a_mask_that_broadcasts_is_np_where_bit_for_bit(dtype):
+    """A mask smaller than the result (attention's causal (T, T) mask over (B, H, T, T)):
+    its words are made at its own size, the passes broadcast them."""
+    rng = np.random.default_rng(9)
+    x = (rng.standard_normal((4, 3, 32, 32)) * 5).astype(dtype)
+    if x.dtype.kind == "f":
+        x.flat[::13], x.flat[1::17] = np.nan, -0.0
+    fill = np.asarray(-np.inf if x.dtype.kind == "f" else 7, dtype)
+    for cond in (np.triu(np.ones((32, 32), bool), 1), rng.random((3, 1, 32)) < 0.5,
+                 rng.random((4, 1, 1, 32)) < 0.5):
+        for a, b in ((fill, x), (x, fill), (x, x[::-1, :, :, ::-1]), (x[:, :, ::-1], x[0])):
+            got, want = bitselect.where(cond, a, b), np.where(cond, a, b)
+            assert got.dtype == want.dtype and got.shape == want.shape
+            assert np.array_equal(np.ascontiguousarray(got).view(np.uint8),
+                                  np.ascontiguousarray(want).view(np.uint8))
+
+
+# ---- lerp with a number weight (an optimiser's exp_avg.lerp_(grad, 1 - beta1)) ---------------
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_lerp_with_a_number_weight_is_the_where_of_both_formulas(dtype):
+    """Only the formula the weight picks is computed: the values np.where gave."""
+    rng = np.random.default_rng(5)
+    a = (rng.standard_normal((6, 7)) * 3).astype(dtype)
+    b = (rng.standard_normal(7) * 3).astype(dtype)
+    a.flat[::5], b[2] = np.nan, np.inf
+    for w in (0.1, 0.4999, 0.5, 0.9, 1, 0, -2, 3.5, float("nan"), float("inf")):
+        for x, y in ((a, b), (b, a), (a[:, ::2], b[::2]), (np.asarray(a[0, 1]), b)):
+            d = np.subtract(y, x)
+            want = np.where(np.abs(w) < 0.5, x + w * d, y - d * (1 - w)).astype(
+                np.result_type(x, y), copy=False)
+            got = ops_select._lerp(x, y, w)
+            assert type(got) is np.ndarray and got.dtype == want.dtype
+            assert got.shape == want.shape and got.tobytes() == want.tobytes()
 
 
 # ---- avg_pool2d's backward where the windows tile the plane ----------------------------------

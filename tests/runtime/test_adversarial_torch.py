@@ -161,6 +161,8 @@ def test_mixed_index_grad():
     lambda L: L.zeros(3, 4).scatter_reduce(1, L.tensor([[4]]), L.ones(1, 1), "sum"),
     lambda L: L.zeros(3, 4).index_select(1, L.tensor([-1])),
     lambda L: L.zeros(3, 4).index_select(1, L.tensor([4])),
+    lambda L: L.zeros(4, 3).index_select(0, L.tensor([4])),
+    lambda L: L.zeros(2, 3, 4).index_select(2, L.tensor([-5])),
     lambda L: L.arange(12.).view(3, 4).gather(1, L.tensor([[3, 0]])),
 ])
 def test_index_bounds(fn):

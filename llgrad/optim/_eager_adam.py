@@ -1,0 +1,97 @@
+"""Adam's and AdamW's eager update of one parameter without the dispatcher's per-op
+bookkeeping: the same ops of the table as Adam.step's tensor calls (dispatch.run_impl on the
+same operands and attributes, so the values are those of the tensor calls, bit for bit, native
+kernels included), each in-place result written into its tensor with the version bump and
+write location call_inplace gives it. It serves only the common case (no tracer, no vmap,
+Python-number hyper-parameters, plain writable float tensors of one dtype and shape, no
+amsgrad or maximize); anything else returns False before writing and Adam.step's tensor
+calls run (their checks and messages included)."""
+from ..ir import OPS
+from ..runtime import dispatch, trace_state
+from ..runtime.dtypes import float32, float64
+from ..runtime.saved_tensor import user_position
+from ..runtime.tensor import Tensor
+
+_ADD, _MUL, _DIV, _SQRT, _LERP, _ADDCMUL = (OPS[n] for n in ("add", "mul", "div", "sqrt", "lerp",
+                                                              "addcmul"))
+_FLOATS = (float32, float64)
+_NUMBERS = (int, float)
+_tstate = trace_state.state
+_new = Tensor._from_array
+ENABLED = True          # (tests turn it off to compare with the tensor calls)
+
+
+def usable(group):
+    """Whether the group's hyper-parameters allow the update here (then the caller takes
+    one write location for the step with where())."""
+    if not ENABLED or _tstate.tracer is not None or dispatch.batching is not None or \
+            group["amsgrad"] or group["maximize"]:
+        return False
+    beta1, beta2 = group["betas"]
+    return all(type(v) in _NUMBERS for v in (group["lr"], group["eps"], group["weight_decay"],
+                                             beta1, beta2))
+
+
+def where():
+    return user_position()
+
+
+def _plain(t, dt, shape):
+    return type(t) is Tensor and t._dtype is dt and t._data.shape == shape and \
+        not t._inference
+
+
+def _write(t, out, loc):
+    t._data[...] = out
+    st = t._storage
+    st.version += 1
+    st.write_loc = loc
+
+
+def _same(tmp, out):
+    """An in-place result written into a temporary of the update: out itself where the write
+    would not change it (same dtype and shape)."""
+    if out.dtype == tmp.dtype and out.shape == tmp.shape:
+        return out
+    tmp[...] = out
+    return tmp
+
+
+def update(p, grad, state, group, loc):
+    """Adam.step's update of p (its gradient grad, its state), or False (nothing written)."""
+    dt = p._dtype
+    if dt not in _FLOATS:
+        return False
+    shape = p._data.shape
+    step_t, exp_avg, exp_avg_sq = state["step"], state["exp_avg"], state["exp_avg_sq"]
+    if not (_plain(p, dt, shape) and _plain(grad, dt, shape) and _plain(exp_avg, dt, shape)
+            and _plain(exp_avg_sq, dt, shape) and type(step_t) is Tensor
+            and step_t._data.size == 1 and step_t._dtype._cat == 2 and not step_t._inference):
+        return False
+    for t in (p, exp_avg, exp_avg_sq, step_t):
+        if not t._data.flags.writeable:
+            return False
+    run = dispatch.run_impl
+    beta1, beta2 = group["betas"]
+    lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"]
+    # (the calls of Adam.step, in order: each comment is the tensor call it stands for)
+    _write(step_t, run(_ADD, (step_t, 1), {"alpha": 1}), loc)          # step.add_(1)
+    if weight_decay != 0:
+        if group["decoupled_weight_decay"]:
+            _write(p, run(_MUL, (p, 1 - lr * weight_decay), {}), loc)  # p.mul_(1 - lr * wd)
+        else:                                                          # grad.add(p, alpha=wd)
+            grad = _new(run(_ADD, (grad, p), {"alpha": weight_decay}))
+    _write(exp_avg, run(_LERP, (exp_avg, grad, 1 - beta1), {}), loc)
+    _write(exp_avg_sq, run(_MUL, (exp_avg_sq, beta2), {}), loc)
+    _write(exp_avg_sq, run(_ADDCMUL, (exp_avg_sq, grad, grad), {"value": 1 - beta2}), loc)
+    step = step_t.item()
+    bias_correction1 = 1 - beta1 ** step
+    bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
+    step_size = lr / bias_correction1
+    denom = _new(run(_SQRT, (exp_avg_sq,), {}))                        # exp_avg_sq.sqrt()
+    denom = _new(run(_DIV, (denom, bias_correction2_sqrt), {}))        # / bias_correction2
+    denom = _new(_same(denom._data, run(_ADD, (denom, eps), {"alpha": 1})))     # .add_(eps)
+    upd = _new(run(_MUL, (exp_avg, -step_size), {}))                   # exp_avg.mul(-size)
+    upd = _new(_same(upd._data, run(_DIV, (upd, denom), {})))          # .div_(denom)
+    _write(p, run(_ADD, (p, upd), {"alpha": 1}), loc)                  # p.add_(...)
+    return True

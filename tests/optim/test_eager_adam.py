@@ -1,0 +1,120 @@
+"""Adam's and AdamW's eager update without the dispatcher (llgrad/optim/_eager_adam.py): bit
+for bit the tensor calls' parameters, moments, step counts and version counters, over
+contiguous and strided parameters and gradients, float32 and float64, with every weight-decay
+form; the cases it does not serve (amsgrad, maximize, a tensor lr) still take the tensor calls;
+and a few steps agree with torch.optim."""
+import numpy as np
+import pytest
+
+import llgrad
+import llgrad.optim as optim
+from llgrad.optim import _eager_adam
+
+RNG = np.random.default_rng(7)
+
+
+def _params(dtype):
+    rng = np.random.default_rng(7)      # (the same parameters for every run)
+    a = rng.standard_normal((6, 5))
+    b = rng.standard_normal((5, 6))
+    c = rng.standard_normal((7,))
+    d = rng.standard_normal((4, 3)) * 1e-3
+    ps = [llgrad.tensor(a, dtype=dtype), llgrad.tensor(b, dtype=dtype).t(),    # (strided)
+          llgrad.tensor(c, dtype=dtype), llgrad.tensor(d, dtype=dtype)[:, ::2]]
+    return [p.detach().requires_grad_() for p in ps]
+
+
+def _grads(ps, k):
+    rng = np.random.default_rng(100 + k)
+    gs = []
+    for i, p in enumerate(ps):
+        g = llgrad.tensor(rng.standard_normal(tuple(p.shape)[::-1]), dtype=p.dtype).t() \
+            if i == 0 and p.dim() == 2 else llgrad.tensor(rng.standard_normal(tuple(p.shape)),
+                                                          dtype=p.dtype)
+        gs.append(g if i != 3 else g * 0)      # (an all-zero gradient: 0 / eps)
+    return gs
+
+
+def _run(make, dtype, fast, steps=4):
+    ps = _params(dtype)
+    opt = make(ps)
+    saved, _eager_adam.ENABLED = _eager_adam.ENABLED, fast
+    try:
+        for k in range(steps):
+            for p, g in zip(ps, _grads(ps, k)):
+                p.grad = g
+            opt.step()
+    finally:
+        _eager_adam.ENABLED = saved
+    st = [opt.state[p] for p in ps]
+    return ([p.detach().numpy().copy() for p in ps], [p._version for p in ps],
+            [(s["exp_avg"].numpy().copy(), s["exp_avg_sq"].numpy().copy(), s["step"].item(),
+              s["exp_avg"]._version, s["exp_avg_sq"]._version, s["step"]._version)
+             for s in st])
+
+
+MAKERS = {
+    "adam": lambda ps: optim.Adam(ps, lr=1e-2),
+    "adam_l2": lambda ps: optim.Adam(ps, lr=1e-2, weight_decay=0.1),
+    "adamw": lambda ps: optim.AdamW(ps, lr=3e-3, betas=(0.8, 0.99), eps=1e-6),
+    "adamw_int_lr": lambda ps: optim.AdamW(ps, lr=1, weight_decay=0.5),
+    "groups": lambda ps: optim.AdamW([{"params": ps[:2]}, {"params": ps[2:], "lr": 0.1,
+                                                           "weight_decay": 0}], lr=1e-3),
+}
+
+
+@pytest.mark.parametrize("dtype", [llgrad.float32, llgrad.float64])
+@pytest.mark.parametrize("kind", sorted(MAKERS))
+def test_matches_the_tensor_calls_bit_for_bit(kind, dtype):
+    fast = _run(MAKERS[kind], dtype, True)
+    slow = _run(MAKERS[kind], dtype, False)
+    for a, b in zip(fast[0], slow[0]):
+        np.testing.assert_array_equal(a, b)
+    assert fast[1] == slow[1]
+    for (m1, v1, *rest1), (m2, v2, *rest2) in zip(fast[2], slow[2]):
+        np.testing.assert_array_equal(m1, m2)
+        np.testing.assert_array_equal(v1, v2)
+        assert rest1 == rest2
+
+
+@pytest.mark.parametrize("kw", [{"amsgrad": True}, {"maximize": True}])
+def test_unserved_options_take_the_tensor_calls(kw, monkeypatch):
+    calls = []
+    monkeypatch.setattr(_eager_adam, "update", lambda *a: calls.append(a) or False)
+    ps = _params(llgrad.float32)
+    opt = optim.Adam(ps, lr=1e-2, **kw)
+    for p, g in zip(ps, _grads(ps, 0)):
+        p.grad = g
+    opt.step()
+    assert calls == []
+    assert all(opt.state[p]["step"].item() == 1 for p in ps)
+
+
+def test_served_case_takes_the_fast_update(monkeypatch):
+    calls = []
+    real = _eager_adam.update
+    monkeypatch.setattr(_eager_adam, "update", lambda *a: calls.append(1) or real(*a))
+    ps = _params(llgrad.float32)
+    opt = optim.AdamW(ps)
+    for p, g in zip(ps, _grads(ps, 0)):
+        p.grad = g
+    opt.step()
+    assert len(calls) == len(ps)
+
+
+def test_a_few_steps_match_torch():
+    torch = pytest.importorskip("torch")
+    init = [RNG.standard_normal((5, 4)).astype(np.float32), RNG.standard_normal(4).astype(
+        np.float32)]
+    lp = [llgrad.tensor(a.copy(), requires_grad=True) for a in init]
+    tp = [torch.tensor(a.copy(), requires_grad=True) for a in init]
+    lo, to = optim.AdamW(lp, lr=1e-2), torch.optim.AdamW(tp, lr=1e-2)
+    for k in range(5):
+        gs = [np.random.default_rng(k).standard_normal(a.shape).astype(np.float32)
+              for a in init]
+        for p, q, g in zip(lp, tp, gs):
+            p.grad, q.grad = llgrad.tensor(g), torch.tensor(g)
+        lo.step()
+        to.step()
+    for p, q in zip(lp, tp):
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-6, atol=1e-7)
