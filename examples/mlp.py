@@ -72,10 +72,9 @@ def main():
 
     h = args.hidden
     model = make_model(h)
-    # the learning rate lives in a tensor: the scheduler updates it in place, and the
-    # compiled step reads it at each call instead of re-tracing for each new value (as
-    # with torch.compile)
-    opt = llgrad.optim.Adam(model.parameters(), lr=llgrad.tensor(args.lr))
+    # the scheduler changes the learning rate at every step: the compiled step reads it at
+    # each call (an input of its graph) instead of tracing again for each new value
+    opt = llgrad.optim.Adam(model.parameters(), lr=args.lr)
     sched = llgrad.optim.lr_scheduler.OneCycleLR(opt, max_lr=args.lr, epochs=args.epochs,
                                                  steps_per_epoch=len(loader),
                                                  cycle_momentum=False)
@@ -93,7 +92,7 @@ def main():
             sched.step()
         if epoch == 1 or epoch % 5 == 0 or epoch == args.epochs:
             print(f"epoch {epoch:3d}  loss {np.mean(losses):.4f}  "
-                  f"lr {sched.get_last_lr()[0].item():.5f}  "
+                  f"lr {sched.get_last_lr()[0]:.5f}  "
                   f"train acc {accuracy(model, xtr, ytr):.3f}  "
                   f"test acc {accuracy(model, xte, yte):.3f}")
     traced = f" (step traced {step.n_traces}x)" if args.compile else ""

@@ -88,7 +88,7 @@ def main():
     model = ViT(args.image, args.patch, args.d_model, args.heads, args.layers, 3, args.dropout)
     n_params = sum(p.numel() for p in model.parameters())
     n_batches = len(ytr) // args.batch       # full batches only: one shape, one trace
-    opt = llgrad.optim.AdamW(model.parameters(), lr=llgrad.tensor(args.lr), weight_decay=0.05)
+    opt = llgrad.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.05)
     sched = llgrad.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=args.epochs * n_batches)
     loss_fn = nn.CrossEntropyLoss()
     step = llgrad.compile(train_step) if args.compile else train_step

@@ -22,7 +22,7 @@ from .dump import DumpText, _dump_to_env, format_entry, walk_text
 from .entry import trace_entry
 from .fastpath import plain_function, plain_key, plain_reads
 from .guard_walker import make_walker
-from .guards import collect, default_filler, hooked, without_grads
+from .guards import collect, default_filler, hooked, identity, without_grads
 from .module import CompiledModule, is_module
 from .readable import Names, differences, guard_lines, nearest, why_retrace
 from .attr_writes import Pending
@@ -255,7 +255,7 @@ class CompiledFunction:
         walk = make_walker(self.fn, args, kwargs)
         fast = walk and walk(args, kwargs)
         if fast is None or len(fast[1]) != len(inputs) or \
-                any(a is not b for a, b in zip(fast[1], inputs)):
+                any(a is not b and identity(a) != identity(b) for a, b in zip(fast[1], inputs)):
             return None     # (not expected: the walker reads what collect() reads)
         self._walkers.append(walk)
         return fast

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..ir.partition import partition
 from ..ir.verify import verify
-from ..runtime import grad_mode, trace_state
+from ..runtime import grad_mode, hypers, trace_state
 from ..runtime.autograd_api import grad as autograd_grad
 from ..runtime.node import AccumulateGrad
 from ..runtime.saved_tensor import SavedTensor, where_str
@@ -118,6 +118,7 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
     def body():
         before = [t._grad for _, t in tensors]
         storages = [t._storage for _, t in tensors]
+        hypers.trace_inputs(tensors)    # (the optimiser's lr: these inputs, hypers.py)
         slots = Slots(fn, args, kwargs)
         result = traced_fn(*args, **kwargs)
         tracer = trace_state.state.tracer

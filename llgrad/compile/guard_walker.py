@@ -27,7 +27,7 @@ import itertools
 
 import numpy as np
 
-from ..runtime import grad_mode
+from ..runtime import grad_mode, hypers
 from .guards import (_SCALARS, _is_object, _scalar_set, captured_reads, class_functions,
                      followed_reads, signature_names, tensor_keys, user_function)
 from ..runtime.tensor import Tensor
@@ -93,18 +93,30 @@ def _container(src, x, v, depth):
         else:       # (tensors keying optimiser state, numbers: by identity, kept alive)
             src.const(keys)
             src.check(f"{same} or tuple(map(id, {x})) != {src.const(tuple(map(id, keys)))}")
-        names, items = _unpack(src, f"{x}.values()", len(v)), list(v.values())
+        values = f"{x}.values()" if type(v) is dict else f"dict.values({x})"
+        names, items = _unpack(src, values, len(v)), list(dict.values(v))
     else:
         src.check(same)
         names, items = _unpack(src, x, len(v)), list(v)
     _types_are(src, names, items)
+    slots = {(s.key, s.index): s for s in hypers.slots_of(v)}
     leaves = []
-    for name, item in zip(names, items):
+    for k, name, item in zip(list(v) if isinstance(v, dict) else range(len(v)), names, items):
         if isinstance(item, (list, tuple, dict)):
-            leaves += _container(src, name, item, depth + 1)
+            sub = _container(src, name, item, depth + 1)
+            if (k, 0) in slots:         # (Adam's betas: each float an input)
+                sub = [(n, _Slot(x, k, i)) for i, (n, _) in enumerate(sub)]
+            leaves += sub
         else:
-            leaves.append((name, item))
+            leaves.append((name, _Slot(x, k, None) if (k, None) in slots else item))
     return leaves
+
+
+class _Slot:
+    """A dynamic hyper-parameter of the ParamGroup in `group` (guards' HyperSlot)."""
+
+    def __init__(self, group, key, index):
+        self.group, self.key, self.index = group, key, index
 
 
 class _Unsupported(Exception):
@@ -122,7 +134,12 @@ def _walk(src, roots):
         x, v, depth, checked = stack.pop()
         if not checked and not isinstance(v, (list, tuple, dict)):
             src.type_is(x, v)
-        if isinstance(v, Tensor):
+        if type(v) is _Slot:            # (its type checked with its container's)
+            h = src.var("h")
+            src.key.append(f"{x} == 0")
+            src.lines.append(f"{h} = HYPER({v.group}, {v.key!r}, {v.index!r}, {x})")
+            tensors.append(h)
+        elif isinstance(v, Tensor):
             if id(v) in first_tensor:
                 src.check(f"{x} is not {first_tensor[id(v)]}")
             else:
@@ -312,7 +329,7 @@ def make_walker(fn, args, kwargs):
                   "st = grad_mode.state"]
     key = src.key + parts + ["st.grad_enabled", "st.inference"]
     src.lines.append("return (walker_id, " + "".join(k + ", " for k in key) + "), tensors")
-    src.env.update(grad_mode=grad_mode, MISSING=_MISSING,
+    src.env.update(grad_mode=grad_mode, MISSING=_MISSING, HYPER=hypers.walker_input,
                    walker_id=object())     # (keys of two walkers never compare equal)
     code = "def walk(args, kwargs):\n" + "".join(f"    {ln}\n" for ln in src.lines)
     try:

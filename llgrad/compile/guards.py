@@ -10,7 +10,7 @@ import sysconfig
 import numpy as np
 
 from ..tracer.pytree import flatten
-from ..runtime import grad_mode
+from ..runtime import grad_mode, hypers
 from ..runtime.dtypes import _BY_NP
 from ..runtime.tensor import Tensor
 from .class_state import LIBRARIES as _LIBRARIES, class_ids, class_state, user_classes
@@ -108,10 +108,16 @@ def _walk(roots, tensors, guards, entered=None):
             tensors.append((path, v))
         elif isinstance(v, _SCALARS):
             guards.append((path, (type(v).__name__, v)))
+        elif type(v) is hypers.HyperSlot:     # (an optimiser's lr: an input, hypers.py)
+            guards.append((f"zero or not: {path}", ("hyper", v.value == 0)))  # (readable.py)
+            tensors.append((path, hypers.hyper_input(v.group, v.key, v.index, v.value)))
         elif isinstance(v, (list, tuple, dict)):
             if entered is not None:
                 entered.append(v)
             leaves, tree = flatten(v, path)
+            at = _hyper_slots(v, path)
+            if at:
+                leaves = [(p, at.get(p, x)) for p, x in leaves]
             guards.append((f"structure of {path}", outline(tree)))
             stack.extend(reversed(leaves))
             if isinstance(v, dict):     # tensors keying it (an optimiser's state), first:
@@ -150,6 +156,25 @@ def _walk(roots, tensors, guards, entered=None):
             if f is not None and id(f) not in seen:
                 seen.add(id(f))
                 stack.extend(reversed(_children(f, path)))
+
+
+def _hyper_slots(v, path):
+    """{leaf path: HyperSlot} of the optimiser groups (ParamGroup) within the container v
+    (an optimiser's param_groups list), named as pytree.flatten names their leaves."""
+    out, stack = {}, [(v, path)]
+    while stack:
+        c, p = stack.pop()
+        for s in hypers.slots_of(c):
+            out[s.path(p)] = s
+        if isinstance(c, dict):
+            items = [(k if isinstance(k, (str, int)) else i, x)
+                     for i, (k, x) in enumerate(dict.items(c))]
+        elif isinstance(c, list) or (isinstance(c, tuple) and not hasattr(c, "_fields")):
+            items = list(enumerate(c))
+        else:
+            continue
+        stack.extend((x, f"{p}_{n}") for n, x in items if isinstance(x, (list, tuple, dict)))
+    return out
 
 
 def tensor_keys(d, path):
@@ -315,6 +340,7 @@ def collect(fn, args, kwargs, entered=None):
     with one .grad item per own tensor, then the grad mode (without_grads relies on it).
     entered: a list that receives the containers and objects walked (snapshot.py)."""
     tensors, guards = [], []
+    hypers.new_call()
     roots = list(signature_names(fn, args, kwargs))
     owner = getattr(fn, "__self__", None) if inspect.ismethod(fn) else \
         (fn if _is_object(fn) else None)        # a bound method's object, or a module
@@ -375,9 +401,11 @@ def hooked(t):
 
 
 def identity(t):
-    """What a tensor input is, for telling whether a call replaced it: the tensor, or the
-    NumPy array a walk wrapped."""
-    return id(t.__dict__.get("_llgrad_array", t))
+    """What a tensor input is, for telling whether a call replaced it: the tensor, the NumPy
+    array a walk wrapped, or the optimiser's slot a hyper-parameter input stands for (each
+    walk makes a new one: hypers.py)."""
+    d = t.__dict__
+    return d.get("_llgrad_hyper") or id(d.get("_llgrad_array", t))
 
 
 def without_grads(key, n_own):

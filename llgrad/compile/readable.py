@@ -121,7 +121,8 @@ def _is_tensor_item(value):
 
 def _split(raw):
     """(kind, path) of a guard item's name."""
-    for prefix, kind in (("structure of ", "structure"), ("contents of ", "contents")):
+    for prefix, kind in (("structure of ", "structure"), ("contents of ", "contents"),
+                         ("zero or not: ", "hyper")):
         if raw.startswith(prefix):
             return kind, raw[len(prefix):]
     if raw == "grad mode":
@@ -143,6 +144,8 @@ def expression(raw, value, names):
         return _structure(n, value)
     if kind == "contents":
         return f"{n}: the contents of a NumPy array of {len(value)} bytes are unchanged"
+    if kind == "hyper":
+        return f"{n} {'==' if value[1] else '!='} 0  (its value an input, read at each call)"
     if kind == "grad":
         if value is None:
             return f"{n}.grad is None"
@@ -190,7 +193,9 @@ def _structure(n, outline):
 
 def guard_lines(items, names, value_guards=(), graph=None):
     """The readable guard list of an entry: its guard items, then its value guards."""
-    lines = [expression(raw, v, names) for raw, v in items]
+    hypers = {_split(raw)[1] for raw, _ in items if _split(raw)[0] == "hyper"}
+    lines = [expression(raw, v, names) for raw, v in items   # (a hyper-parameter's input:
+             if _split(raw)[0] == "hyper" or _split(raw)[1] not in hypers]  # its own line)
     lines += value_guard_lines(value_guards, graph)
     return lines
 

@@ -5,6 +5,7 @@ tensor, not a number."""
 from __future__ import annotations
 from ..runtime.creation import tensor, zeros_like
 from ..runtime.grad_mode import enable_grad, no_grad
+from ..runtime.hypers import hyper, raw
 from ..runtime.tensor import Tensor
 from . import _eager_adam
 from .optimizer import LrT, Optimizer, ParamsT, _div, _for_loop_only, _get_value
@@ -13,7 +14,10 @@ from .optimizer import LrT, Optimizer, ParamsT, _div, _for_loop_only, _get_value
 class Adam(Optimizer):
     """Adam (amsgrad, weight_decay, decoupled_weight_decay, maximize), as torch.optim.Adam
     (PyTorch's single-tensor update rule; the step count is a tensor, so a compiled step
-    does not re-trace as it grows)."""
+    does not re-trace as it grows; lr and betas are read at each call, so a schedule
+    does not either)."""
+    dynamic_hypers = ("lr", "betas")
+
     def __init__(self, params: ParamsT, lr: LrT = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0, amsgrad: bool = False, *,
                  foreach: bool | None = None, maximize: bool = False, capturable: bool = False,
@@ -55,8 +59,10 @@ class Adam(Optimizer):
             with enable_grad():
                 loss = closure()
         for group in self.param_groups:
-            beta1, beta2 = group["betas"]
-            lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"]
+            # (while tracing, lr and the betas may be graph inputs: 0-d tensors)
+            beta1, beta2 = hyper(group, "betas")
+            lr, eps, weight_decay = hyper(group, "lr"), group["eps"], group["weight_decay"]
+            b2_input = beta2 is not raw(group, "betas")[1]
             # the eager update without the dispatcher's bookkeeping where it applies
             # (_eager_adam.py: the same ops, the same values and versions)
             loc = _eager_adam.where() if _eager_adam.usable(group) else None
@@ -83,7 +89,10 @@ class Adam(Optimizer):
                         grad = grad.add(p, alpha=weight_decay)
 
                 exp_avg.lerp_(grad, 1 - beta1)
-                exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+                if b2_input:        # (addcmul's order: value * t1 first)
+                    exp_avg_sq.mul_(beta2).add_(grad.mul(1 - beta2).mul(grad))
+                else:
+                    exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
 
                 step = _get_value(state["step"])
                 bias_correction1 = 1 - beta1 ** step

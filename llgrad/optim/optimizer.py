@@ -9,6 +9,7 @@ from itertools import chain
 from typing import TYPE_CHECKING, TypeAlias
 
 from ..runtime import trace_state
+from ..runtime.hypers import ParamGroup
 from ..runtime.creation import full
 from ..runtime.tensor import Tensor
 
@@ -84,7 +85,13 @@ class Optimizer:
     inside an llgrad.compile'd training step, state updated in place; a tensor lr is read at
     each call (a schedule does not re-trace). Only the single-tensor (for-loop)
     implementation exists: foreach is accepted, fused / capturable / differentiable=True
-    raise."""
+    raise.
+
+    dynamic_hypers: the hyper-parameters a schedule may change between compiled steps (a
+    subclass's step reads them with runtime.hypers.hyper): graph inputs, not guards, so a
+    schedule does not re-trace the step (the groups are ParamGroup dicts for that)."""
+    dynamic_hypers: tuple[str, ...] = ()
+
     def __init__(self, params: ParamsT, defaults: dict[str, object]) -> None:
         self.defaults = defaults
         if isinstance(params, Tensor):
@@ -106,6 +113,13 @@ class Optimizer:
 
     def __setstate__(self, state):
         self.__dict__.update(state)
+        self.param_groups = [self._group(g) for g in self.param_groups]
+
+    def _group(self, group):
+        """group as a ParamGroup that knows this optimiser's dynamic hyper-parameters."""
+        if not self.dynamic_hypers or type(group) is ParamGroup:
+            return group
+        return ParamGroup(dict.items(group), dynamic=self.dynamic_hypers)
 
     def __repr__(self):
         s = self.__class__.__name__ + " ("
@@ -159,7 +173,7 @@ class Optimizer:
                                  f"{'with' if names else 'without'} names to the optimizer")
         if not seen.isdisjoint(params):
             raise ValueError("some parameters appear in more than one parameter group")
-        self.param_groups.append(param_group)
+        self.param_groups.append(self._group(param_group))
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset the gradients of every parameter (to None by default, else to zeros),

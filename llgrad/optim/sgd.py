@@ -2,12 +2,16 @@
 single-tensor update rule)."""
 from __future__ import annotations
 from ..runtime.grad_mode import enable_grad, no_grad
+from ..runtime.hypers import hyper, raw
 from .optimizer import LrT, Optimizer, ParamsT, _for_loop_only
 
 
 class SGD(Optimizer):
     """Stochastic gradient descent with momentum, dampening, weight decay, Nesterov and
-    maximize, as torch.optim.SGD (PyTorch's single-tensor update rule)."""
+    maximize, as torch.optim.SGD (PyTorch's single-tensor update rule). A compiled step
+    reads lr and momentum at each call (a schedule does not re-trace it)."""
+    dynamic_hypers = ("lr", "momentum")
+
     def __init__(self, params: ParamsT, lr: LrT = 1e-3, momentum: float = 0, dampening: float = 0,
                  weight_decay: float = 0, nesterov: bool = False, *, maximize: bool = False,
                  foreach: bool | None = None, differentiable: bool = False,
@@ -40,7 +44,12 @@ class SGD(Optimizer):
             with enable_grad():
                 loss = closure()
         for group in self.param_groups:
-            lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
+            # (while tracing, lr and momentum may be graph inputs: 0-d tensors, multiplied
+            # in as the numbers' alpha= would be, in the same order)
+            lr, momentum, dampening = hyper(group, "lr"), hyper(group, "momentum"), \
+                group["dampening"]
+            lr_input = lr is not raw(group, "lr")
+            m_input = momentum is not raw(group, "momentum")
             weight_decay = group["weight_decay"]
             for p in group["params"]:
                 if p.grad is None:
@@ -48,13 +57,20 @@ class SGD(Optimizer):
                 grad = -p.grad if group["maximize"] else p.grad
                 if weight_decay != 0:
                     grad = grad.add(p, alpha=weight_decay)
-                if momentum != 0:
+                if raw(group, "momentum") != 0:     # (zero or not: in the guard key)
                     state = self.state[p]
                     buf = state.get("momentum_buffer")
                     if buf is None:
                         buf = state["momentum_buffer"] = grad.detach().clone()
                     else:
                         buf.mul_(momentum).add_(grad, alpha=1 - dampening)
-                    grad = grad.add(buf, alpha=momentum) if group["nesterov"] else buf
-                p.add_(grad, alpha=-lr)
+                    if group["nesterov"]:
+                        grad = grad.add(buf.mul(momentum)) if m_input else \
+                            grad.add(buf, alpha=momentum)
+                    else:
+                        grad = buf
+                if lr_input:
+                    p.add_(grad.mul(-lr))
+                else:
+                    p.add_(grad, alpha=-lr)
         return loss

@@ -1,0 +1,253 @@
+"""Optimiser hyper-parameters that a compiled step reads at each call instead of baking in.
+
+A learning-rate schedule changes `param_groups[i]['lr']` between training steps (and
+OneCycleLR the momentum or Adam's betas): as a guarded Python number each new value would
+trace the step again. An optimiser names the keys a schedule may change (its
+`dynamic_hypers`) and keeps its groups as ParamGroup dicts; the guards (compile/guards.py)
+see a float there as an input of the graph, a 0-d float64 tensor made from the value at each
+call (`hyper_input`), keeping only whether it is zero in the guard key, and the optimiser's
+step reads it with `hyper(group, key)`: the number eagerly, that input while tracing.
+
+Whatever else reads such a value while a trace records (the user's code logging the lr,
+comparing it, a dict copy) reads it through ParamGroup's accessors, which make the value a
+guard of the trace (the compiled code then serves that value only); a write to it inside a
+traced function stops the trace (the call runs eagerly, with a warning), as compiled code
+does not replay it."""
+import os
+import sys
+import threading
+
+import numpy as np
+
+from . import trace_state
+from .tensor import Tensor
+
+
+class _Inputs(threading.local):
+    def __init__(self):
+        self.by_slot = {}           # (id(group), key, index or None) -> the call's tensor
+
+
+_inputs = _Inputs()
+
+
+def _reset():
+    _inputs.by_slot = {}
+
+
+def new_call():
+    """Forget the previous call's inputs (the guard walk of a call starts; a walk made while a
+    trace records, of the traced run's state, keeps the trace's own)."""
+    if trace_state.state.tracer is None:
+        _inputs.by_slot = {}
+
+
+def dynamic_slots(group):
+    """[(key, index or None, value)] of group's dynamic hyper-parameters that are Python
+    floats (a tuple's floats one by one, index their position), in the group's key order."""
+    out = []
+    dyn = group.dynamic
+    for key in dict.__iter__(group):
+        if key not in dyn:
+            continue
+        v = dict.__getitem__(group, key)
+        if type(v) is float:
+            out.append((key, None, v))
+        elif type(v) is tuple and v and all(type(e) is float for e in v):
+            out.extend((key, i, e) for i, e in enumerate(v))
+    return out
+
+
+def hyper_input(group, key, index, value, register=True):
+    """The graph input standing for group[key] (or its index-th element) in this call; the
+    full guard walk registers it for hyper() to find while the call is traced (a compiled
+    walker's, register=False, serves a call that runs compiled code)."""
+    t = Tensor._from_array(np.array(value, dtype=np.float64))
+    slot = (id(group), key, index)
+    t.__dict__["_llgrad_hyper"] = slot      # (the same input in every walk: guards.identity)
+    if register and trace_state.state.tracer is None:
+        _inputs.by_slot[slot] = t
+    return t
+
+
+def trace_inputs(tensors):
+    """The trace of a call starts with `tensors` [(path, Tensor)] as its inputs: hyper()
+    finds the hyper-parameter inputs among them (whatever walk made them)."""
+    _inputs.by_slot = {t.__dict__["_llgrad_hyper"]: t for _, t in tensors
+                       if "_llgrad_hyper" in t.__dict__}
+
+
+def walker_input(group, key, index, value):
+    return hyper_input(group, key, index, value, register=False)
+
+
+class HyperSlot:
+    """A dynamic slot of a ParamGroup met by a guard walk: group[key] (its index-th
+    element), whose value is a graph input, not a guard."""
+    __slots__ = ("group", "key", "index", "value")
+
+    def __init__(self, group, key, index, value):
+        self.group, self.key, self.index, self.value = group, key, index, value
+
+    def path(self, group_path):
+        """The leaf path pytree.flatten gives the slot under group_path."""
+        tail = "" if self.index is None else f"_{self.index}"
+        return f"{group_path}_{self.key}{tail}"
+
+
+def slots_of(group):
+    """group's dynamic slots as HyperSlots, or () for a plain dict."""
+    if type(group) is not ParamGroup or not group.dynamic:
+        return ()
+    return [HyperSlot(group, k, i, v) for k, i, v in dynamic_slots(group)]
+
+
+def _traced(group, key, index):
+    tracer = trace_state.state.tracer
+    if tracer is None or type(group) is not ParamGroup:
+        return None
+    t = _inputs.by_slot.get((id(group), key, index))
+    if t is not None and not tracer.knows(t):      # (never a constant in its place)
+        tracer.graph_break(f"the optimiser's {key!r} was not an input of this trace")
+    return t
+
+
+def hyper(group, key):
+    """group[key] for an optimiser's own arithmetic: while a trace records, the graph input
+    that stands for it (a tuple of them for a tuple such as betas), else the value."""
+    v = dict.__getitem__(group, key)
+    if trace_state.state.tracer is None or type(group) is not ParamGroup:
+        return v
+    if type(v) is tuple:
+        ts = tuple(_traced(group, key, i) for i in range(len(v)))
+        return v if any(t is None for t in ts) else ts
+    t = _traced(group, key, None)
+    return v if t is None else t
+
+
+def raw(group, key):
+    """group[key] as the Python value, for a decision the guard key already holds (whether
+    it is zero), without making it a value guard."""
+    return dict.__getitem__(group, key)
+
+
+_HERE = __file__
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _by_llgrad():
+    """Whether the read in progress comes from llgrad's own code (a guard walk, a snapshot of
+    the traced run's state), not the traced function's: the nearest frame outside this
+    file."""
+    f = sys._getframe(2)
+    while f is not None and f.f_code.co_filename == _HERE:
+        f = f.f_back
+    return f is not None and f.f_code.co_filename.startswith(_PACKAGE)
+
+
+def _read(group, key, value):
+    """A read of group[key] that is not hyper(): while tracing, its value becomes a guard
+    (unless llgrad itself reads it)."""
+    tracer = trace_state.state.tracer
+    if tracer is None or key not in group.dynamic or _by_llgrad():
+        return value
+    if type(value) is tuple:
+        for i, e in enumerate(value):
+            t = _traced(group, key, i)
+            if t is not None:
+                tracer.guard(t, e)
+    else:
+        t = _traced(group, key, None)
+        if t is not None:
+            tracer.guard(t, value)
+    return value
+
+
+def _write(group, key):
+    tracer = trace_state.state.tracer
+    if tracer is not None and key in group.dynamic and \
+            any(k == key for k, _, _ in dynamic_slots(group)):
+        tracer.graph_break(f"a write of an optimiser's param group {key!r} inside the "
+                           "compiled function (compiled calls read it, they do not replay "
+                           "writes to it)")
+
+
+class ParamGroup(dict):
+    """An optimiser's parameter group: a dict (as PyTorch's), which knows the keys a
+    schedule may change between compiled calls (`dynamic`), and reports reads and writes of
+    them made while a trace records (see the module's docstring)."""
+    __slots__ = ("dynamic",)
+
+    def __init__(self, *args, dynamic=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.dynamic = frozenset(dynamic)
+
+    def __reduce_ex__(self, protocol):
+        return (_rebuild, (dict(dict.items(self)), tuple(self.dynamic)))
+
+    # reads (while tracing, the dynamic ones become value guards)
+    def __getitem__(self, key):
+        return _read(self, key, dict.__getitem__(self, key))
+
+    def get(self, key, default=None):
+        return _read(self, key, dict.get(self, key, default))
+
+    def __iter__(self):         # (a Python __iter__: dict(group), {**group} read items here)
+        return dict.__iter__(self)
+
+    def items(self):
+        return [(k, self[k]) for k in dict.__iter__(self)]
+
+    def values(self):
+        return [self[k] for k in dict.__iter__(self)]
+
+    def copy(self):
+        return dict(self.items())
+
+    def __repr__(self):
+        return repr(dict(self.items()))
+
+    def __eq__(self, other):
+        return dict(self.items()) == other
+
+    def __ne__(self, other):
+        return not self == other
+
+    __hash__ = None
+
+    # writes (while tracing, a write to a dynamic one stops the trace)
+    def __setitem__(self, key, value):
+        _write(self, key)
+        dict.__setitem__(self, key, value)
+
+    def __delitem__(self, key):
+        _write(self, key)
+        dict.__delitem__(self, key)
+
+    def update(self, *args, **kwargs):
+        for k, v in dict(*args, **kwargs).items():
+            self[k] = v
+
+    def setdefault(self, key, default=None):
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def pop(self, key, *default):
+        if key in self:
+            _write(self, key)
+        return dict.pop(self, key, *default)
+
+    def popitem(self):
+        if dict.__len__(self):
+            _write(self, next(reversed(dict.keys(self))))
+        return dict.popitem(self)
+
+    def clear(self):
+        for k in list(dict.__iter__(self)):
+            _write(self, k)
+        dict.clear(self)
+
+
+def _rebuild(items, dynamic):
+    return ParamGroup(items, dynamic=dynamic)

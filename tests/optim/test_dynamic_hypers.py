@@ -1,0 +1,185 @@
+"""A compiled training step under a learning-rate schedule: lr (and the momentum or betas
+OneCycleLR cycles) are inputs of the compiled graph, read at each call, so the schedule does
+not trace the step again; the results equal eager's (and PyTorch's); a read of the lr by the
+user's code inside the step makes it a guard again; a write to it inside the step runs the
+call eagerly; the groups stay dicts to the user (state_dict, copies, pickling, equality)."""
+import copy
+import json
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+
+import llgrad
+from llgrad.runtime.hypers import ParamGroup
+
+OPTIMISERS = {
+    "sgd": lambda L, ps: L.optim.SGD(ps, lr=0.1, momentum=0.9),
+    "nesterov": lambda L, ps: L.optim.SGD(ps, lr=0.1, momentum=0.9, nesterov=True,
+                                          weight_decay=1e-3),
+    "adam": lambda L, ps: L.optim.Adam(ps, lr=1e-2, weight_decay=1e-2),
+    "adamw": lambda L, ps: L.optim.AdamW(ps, lr=1e-2),
+}
+SCHEDULES = {
+    "cosine": lambda L, o: L.optim.lr_scheduler.CosineAnnealingLR(o, T_max=20),
+    "onecycle": lambda L, o: L.optim.lr_scheduler.OneCycleLR(o, max_lr=0.05, total_steps=30),
+}
+
+
+def _data():
+    rng = np.random.default_rng(1)
+    return (rng.standard_normal((16, 4)).astype(np.float32),
+            rng.standard_normal((16, 2)).astype(np.float32))
+
+
+def _train(lib, opt_name, sched_name, compiled, steps=12):
+    lib.manual_seed(0)
+    model = lib.nn.Sequential(lib.nn.Linear(4, 8), lib.nn.Tanh(), lib.nn.Linear(8, 2))
+    if lib is not llgrad:
+        model.load_state_dict({k: lib.tensor(v) for k, v in _WEIGHTS.items()})
+    else:
+        model.load_state_dict({k: llgrad.tensor(v) for k, v in _WEIGHTS.items()})
+    opt = OPTIMISERS[opt_name](lib, model.parameters())
+    sched = SCHEDULES[sched_name](lib, opt)
+    x, y = (lib.tensor(a) for a in _data())
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+    f = llgrad.compile(step) if compiled else step
+    losses = []
+    for _ in range(steps):
+        losses.append(f(x, y).item())
+        sched.step()
+    params = [p.detach().numpy().copy() for p in model.parameters()]
+    return np.array(losses), params, (f.n_traces if compiled else None), opt
+
+
+_WEIGHTS = {k: v.detach().numpy().copy() for k, v in
+            llgrad.nn.Sequential(llgrad.nn.Linear(4, 8), llgrad.nn.Tanh(),
+                                 llgrad.nn.Linear(8, 2)).state_dict().items()}
+
+
+@pytest.mark.parametrize("sched_name", sorted(SCHEDULES))
+@pytest.mark.parametrize("opt_name", sorted(OPTIMISERS))
+def test_a_schedule_does_not_trace_the_step_again(opt_name, sched_name):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # (no recompile limit, no fallback)
+        got = _train(llgrad, opt_name, sched_name, compiled=True)
+    want = _train(llgrad, opt_name, sched_name, compiled=False)
+    assert got[2] <= 2          # (the first step makes .grad and the state: one more trace)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-7)
+    for a, b in zip(got[1], want[1]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("opt_name", ["nesterov", "adamw"])
+def test_a_compiled_step_under_onecycle_matches_torch(opt_name):
+    torch = pytest.importorskip("torch")
+    got = _train(llgrad, opt_name, "onecycle", compiled=True)
+    want = _train(torch, opt_name, "onecycle", compiled=False)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-6)
+    for a, b in zip(got[1], want[1]):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def _setup():
+    llgrad.manual_seed(0)
+    w = llgrad.nn.Parameter(llgrad.tensor([[0.5, -1.0]]))
+    opt = llgrad.optim.SGD([w], lr=0.1)
+    x = llgrad.tensor([[1.0, 2.0], [3.0, -1.0]])
+    return w, opt, x
+
+
+def test_the_lr_read_by_the_step_itself_is_a_guard():
+    for compiled in (False, True):
+        w, opt, x = _setup()
+
+        def step(x):
+            opt.zero_grad()
+            loss = (x @ w.t()).pow(2).mean()
+            loss.backward()
+            opt.step()
+            return loss * opt.param_groups[0]["lr"]     # (the user's own read)
+        f = llgrad.compile(step) if compiled else step
+        out = []
+        for k in range(5):
+            out.append(f(x).item())
+            opt.param_groups[0]["lr"] = 0.1 / (k + 2)
+        if compiled:
+            assert f.n_traces >= 4          # (each new lr: a new trace, as a guard)
+            np.testing.assert_allclose(out, want, rtol=1e-6)
+            np.testing.assert_allclose(w.detach().numpy(), w_want, rtol=1e-6)
+        else:
+            want, w_want = out, w.detach().numpy().copy()
+
+
+def test_a_write_to_the_lr_inside_the_step_runs_it_eagerly():
+    results = []
+    for compiled in (False, True):
+        w, opt, x = _setup()
+        sched = llgrad.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+
+        def step(x):
+            opt.zero_grad()
+            loss = (x @ w.t()).pow(2).mean()
+            loss.backward()
+            opt.step()
+            sched.step()                    # (writes param_groups[0]['lr'])
+            return loss
+        f = llgrad.compile(step) if compiled else step
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            losses = [f(x).item() for _ in range(4)]
+        results.append((losses, opt.param_groups[0]["lr"], w.detach().numpy().copy()))
+        if compiled:
+            assert any("param group 'lr'" in str(c.message) for c in caught)
+    assert results[0][0] == results[1][0] and results[0][1] == results[1][1]
+    np.testing.assert_array_equal(results[0][2], results[1][2])
+
+
+def test_momentum_turned_on_traces_again():
+    out = []
+    for compiled in (False, True):
+        w, opt, x = _setup()
+
+        def step(x):
+            opt.zero_grad()
+            loss = (x @ w.t()).pow(2).mean()
+            loss.backward()
+            opt.step()
+            return loss
+        f = llgrad.compile(step) if compiled else step
+        losses = []
+        for k in range(6):
+            opt.param_groups[0]["momentum"] = 0.0 if k < 3 else 0.5 + 0.1 * k
+            losses.append(f(x).item())
+        out.append((losses, w.detach().numpy().copy()))
+    np.testing.assert_allclose(out[1][0], out[0][0], rtol=1e-6)
+    np.testing.assert_allclose(out[1][1], out[0][1], rtol=1e-6)
+
+
+def test_groups_stay_dicts():
+    w, opt, _ = _setup()
+    g = opt.param_groups[0]
+    assert isinstance(g, dict) and type(g) is ParamGroup and g.dynamic == {"lr", "momentum"}
+    assert g == dict(g) and {**g}["lr"] == 0.1 and g.get("lr") == 0.1
+    assert repr(g) == repr(dict(g))
+    json.dumps({k: v for k, v in g.items() if k != "params"})
+    sd = opt.state_dict()
+    assert type(sd["param_groups"][0]) is dict
+    opt2 = llgrad.optim.SGD([w], lr=0.5)
+    opt2.load_state_dict(sd)
+    assert type(opt2.param_groups[0]) is ParamGroup and opt2.param_groups[0]["lr"] == 0.1
+    for other in (copy.deepcopy(opt), pickle.loads(pickle.dumps(opt))):
+        assert type(other.param_groups[0]) is ParamGroup
+        assert other.param_groups[0].dynamic == g.dynamic and other.param_groups[0]["lr"] == 0.1
+    g.update(lr=0.3)
+    assert g["lr"] == 0.3 and g.setdefault("lr", 1.0) == 0.3
+    opt.add_param_group({"params": [llgrad.nn.Parameter(llgrad.ones(2))], "lr": 0.01})
+    assert type(opt.param_groups[1]) is ParamGroup
