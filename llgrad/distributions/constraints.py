@@ -1,12 +1,16 @@
 """torch.distributions.constraints: what values a distribution's parameters and samples may
 take. Each constraint's check(value) is a bool tensor (False where value breaks it), with
 PyTorch's checks, reprs and event_dim; only the constraints of llgrad's distributions."""
-from ..runtime.functions import all as _all
+from ..runtime.creation import full
+from ..runtime.dtypes import bool_
+from ..runtime.functions import all as _all, isclose
+from ..runtime.functions_linalg_solve import cholesky_ex
 
-__all__ = ["Constraint", "boolean", "dependent", "dependent_property", "greater_than",
-           "greater_than_eq", "independent", "integer_interval", "interval", "is_dependent",
-           "nonnegative", "nonnegative_integer", "positive", "real", "real_vector",
-           "simplex", "unit_interval"]
+__all__ = ["Constraint", "MixtureSameFamilyConstraint", "boolean", "dependent",
+           "dependent_property", "greater_than", "greater_than_eq", "independent",
+           "integer_interval", "interval", "is_dependent", "less_than", "lower_cholesky",
+           "nonnegative", "nonnegative_integer", "positive", "positive_definite", "real",
+           "real_vector", "simplex", "square", "symmetric", "unit_interval"]
 
 
 class Constraint:
@@ -156,6 +160,18 @@ class _GreaterThanEq(_GreaterThan):
         return self.lower_bound <= value
 
 
+class _LessThan(Constraint):
+    def __init__(self, upper_bound):
+        self.upper_bound = upper_bound
+        super().__init__()
+
+    def check(self, value):
+        return value < self.upper_bound
+
+    def __repr__(self):
+        return f"{self.__class__.__name__[1:]}(upper_bound={self.upper_bound})"
+
+
 class _Interval(Constraint):
     def __init__(self, lower_bound, upper_bound):
         self.lower_bound, self.upper_bound = lower_bound, upper_bound
@@ -177,6 +193,68 @@ class _Simplex(Constraint):
         return _all(value >= 0, dim=-1) & ((value.sum(-1) - 1).abs() < 1e-6)
 
 
+class _LowerCholesky(Constraint):
+    """Lower-triangular square matrices with positive diagonals."""
+    event_dim = 2
+
+    def check(self, value):
+        flat = (value.tril() == value).view(tuple(value.shape[:-2]) + (-1,))
+        lower_triangular = flat.min(-1)[0]
+        positive_diagonal = (value.diagonal(dim1=-2, dim2=-1) > 0).min(-1)[0]
+        return lower_triangular & positive_diagonal
+
+
+class _Square(Constraint):
+    event_dim = 2
+
+    def check(self, value):
+        return full(tuple(value.shape[:-2]), value.shape[-2] == value.shape[-1],
+                    dtype=bool_)
+
+
+class _Symmetric(_Square):
+    def check(self, value):
+        square_check = super().check(value)
+        if not square_check.all():
+            return square_check
+        return isclose(value, value.mT, atol=1e-6).all(-2).all(-1)
+
+
+class _PositiveDefinite(_Symmetric):
+    def check(self, value):
+        sym_check = super().check(value)
+        if not sym_check.all():
+            return sym_check
+        return cholesky_ex(value).info.eq(0)
+
+
+class MixtureSameFamilyConstraint(Constraint):
+    """A component distribution's constraint, checked with the mixture dim put back."""
+
+    def __init__(self, base_constraint):
+        if not isinstance(base_constraint, Constraint):
+            raise AssertionError(f"base_constraint must be a Constraint, got "
+                                 f"{type(base_constraint).__name__}")
+        self.base_constraint = base_constraint
+        super().__init__()
+
+    @property
+    def is_discrete(self):
+        return self.base_constraint.is_discrete
+
+    @property
+    def event_dim(self):
+        return self.base_constraint.event_dim
+
+    def check(self, value):
+        result = self.base_constraint.check(value.unsqueeze(-1 - self.event_dim))
+        if value.dim() < self.event_dim:
+            raise ValueError(f"Expected value.dim() >= {self.event_dim} but got {value.dim()}")
+        num_dim_to_keep = value.dim() - self.event_dim
+        result = result.reshape(tuple(result.shape[:num_dim_to_keep]) + (-1,))
+        return result.all(-1)
+
+
 dependent = _Dependent()
 dependent_property = _DependentProperty
 independent = _IndependentConstraint
@@ -189,6 +267,11 @@ positive = _GreaterThan(0.0)
 nonnegative = _GreaterThanEq(0.0)
 greater_than = _GreaterThan
 greater_than_eq = _GreaterThanEq
+less_than = _LessThan
 unit_interval = _Interval(0.0, 1.0)
 interval = _Interval
 simplex = _Simplex()
+lower_cholesky = _LowerCholesky()
+square = _Square()
+symmetric = _Symmetric()
+positive_definite = _PositiveDefinite()

@@ -1,12 +1,19 @@
 """torch.distributions.kl: kl_divergence(p, q) and register_kl, with PyTorch's formulas for
 the pairs of llgrad's distributions; the most specific registered pair of types wins."""
+import math
 from math import inf
 
 from ..nn.functional import softplus
+from ..runtime.functions import broadcast_shapes
+from ..runtime.functions_linalg_solve import solve_triangular
 from .bernoulli import Bernoulli
 from .categorical import Categorical
 from .distribution import ExponentialFamily
+from .independent import Independent
+from .multivariate_normal import MultivariateNormal, _batch_mahalanobis, _batch_trace_XXT
 from .normal import Normal
+from .uniform import Uniform
+from .utils import _sum_rightmost
 
 __all__ = ["kl_divergence", "register_kl"]
 
@@ -63,6 +70,47 @@ def _kl_normal_normal(p, q):
     var_ratio = (p.scale / q.scale).pow(2)
     t1 = ((p.loc - q.loc) / q.scale).pow(2)
     return 0.5 * (var_ratio + t1 - 1 - var_ratio.log())
+
+
+@register_kl(Uniform, Uniform)
+def _kl_uniform_uniform(p, q):
+    result = ((q.high - q.low) / (p.high - p.low)).log()
+    result[(q.low > p.low) | (q.high < p.high)] = inf
+    return result
+
+
+@register_kl(Uniform, Normal)
+def _kl_uniform_normal(p, q):
+    common_term = p.high - p.low
+    t1 = (math.sqrt(math.pi * 2) * q.scale / common_term).log()
+    t2 = common_term.pow(2) / 12
+    t3 = ((p.high + p.low - 2 * q.loc) / 2).pow(2)
+    return t1 + 0.5 * (t2 + t3) / q.scale.pow(2)
+
+
+@register_kl(MultivariateNormal, MultivariateNormal)
+def _kl_multivariatenormal_multivariatenormal(p, q):
+    if p.event_shape != q.event_shape:
+        raise ValueError("KL-divergence between two Multivariate Normals with different "
+                         "event shapes cannot be computed")
+    p_tril, q_tril = p._unbroadcasted_scale_tril, q._unbroadcasted_scale_tril
+    half_term1 = (q_tril.diagonal(dim1=-2, dim2=-1).log().sum(-1)
+                  - p_tril.diagonal(dim1=-2, dim2=-1).log().sum(-1))
+    combined_batch_shape = broadcast_shapes(q_tril.shape[:-2], p_tril.shape[:-2])
+    n = p.event_shape[0]
+    q_scale_tril = q_tril.expand(combined_batch_shape + (n, n))
+    p_scale_tril = p_tril.expand(combined_batch_shape + (n, n))
+    term2 = _batch_trace_XXT(solve_triangular(q_scale_tril, p_scale_tril, upper=False))
+    term3 = _batch_mahalanobis(q_tril, (q.loc - p.loc))
+    return half_term1 + 0.5 * (term2 + term3 - n)
+
+
+@register_kl(Independent, Independent)
+def _kl_independent_independent(p, q):
+    if p.reinterpreted_batch_ndims != q.reinterpreted_batch_ndims:
+        raise NotImplementedError
+    result = kl_divergence(p.base_dist, q.base_dist)
+    return _sum_rightmost(result, p.reinterpreted_batch_ndims)
 
 
 @register_kl(ExponentialFamily, ExponentialFamily)

@@ -19,8 +19,8 @@ import numpy as np
 
 from ..runtime import grad_mode
 from ..runtime.autograd_function import Function
-from ..runtime.creation import arange, ones, tensor as _tensor, zeros
-from ..runtime.dtypes import int64
+from ..runtime.creation import arange, ones, zeros
+from ..runtime.dtypes import bool_, int64
 
 __all__ = ["embedding_bag", "embedding_renorm_"]
 
@@ -74,18 +74,17 @@ def _check_values(indices, offsets, num_weights):
 def embedding_renorm_(weight, input, max_norm, norm_type):
     """As torch.embedding_renorm_ (F.embedding's and embedding_bag's max_norm): the rows of
     `weight` that `input` uses whose norm exceeds max_norm are rescaled in place to norm
-    max_norm (no autograd); returns weight."""
-    rows = np.unique(input._data.reshape(-1))
-    if rows.size == 0:
+    max_norm (no autograd); returns weight. Tensor ops only (the norms in float64, a mask of
+    the rows used, the scale 1 elsewhere), so that a compiled call renormalises the rows its
+    own call uses, by its own weights' norms."""
+    if input.numel() == 0:
         return weight
-    idx = _tensor(rows.astype(np.int64))
     with grad_mode.no_grad():
-        sel = weight.index_select(0, idx)
-        w = sel._data.astype(np.float64)
-        norms = (np.abs(w) ** norm_type).sum(1) ** (1.0 / norm_type)
-        scale = np.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
-        if (scale != 1.0).any():
-            weight[idx] = sel * _tensor(scale.astype(sel._data.dtype)).unsqueeze(1)
+        norms = weight.double().abs().pow(norm_type).sum(1).pow(1.0 / norm_type)
+        used = zeros(weight.shape[0], dtype=bool_)
+        used[input.reshape(-1)] = True
+        scale = (max_norm / (norms + 1e-7)).where(used & (norms > max_norm), 1.0)
+        weight.mul_(scale.to(weight.dtype).unsqueeze(1))
     return weight
 
 

@@ -11,7 +11,7 @@ from ..ir.optable import method_doc, on_declare
 from .creation import tensor as _tensor
 from .dispatch import call
 from .shapes import norm_dim
-from .tensor import Tensor
+from .tensor import Size, Tensor
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -143,6 +143,23 @@ def broadcast_tensors(*tensors: Tensor) -> tuple[Tensor, ...]:
     return tuple(t.expand(shape) for t in tensors)
 
 
+def broadcast_shapes(*shapes) -> Size:
+    """The shape tensors of the given shapes (or ints, as 1-d shapes) broadcast to, as
+    torch.broadcast_shapes."""
+    shapes = [(s,) if isinstance(s, int) else tuple(s) for s in shapes]
+    out = [1] * _builtins.max((len(s) for s in shapes), default=0)
+    for k, s in enumerate(shapes):
+        for i in _builtins.range(-1, -len(s) - 1, -1):
+            if s[i] < 0 or (s[i] != 1 and out[i] not in (1, s[i])):
+                raise RuntimeError(
+                    f"Attempting to broadcast a dimension of length {s[i]} at {i}! Mismatching"
+                    f" argument at index {k} had {s}; but expected shape should be "
+                    f"broadcastable to {out}")
+            if out[i] == 1:
+                out[i] = s[i]
+    return Size(out)
+
+
 __all__ += ["cat", "concat", "stack", "where", "is_tensor", "allclose", "equal",
-            "broadcast_tensors"]
+            "broadcast_tensors", "broadcast_shapes"]
 concat = cat

@@ -293,3 +293,37 @@ def test_packed_sequence_lengths_tensor_in_a_compiled_step():
         assert not compiled or f.entries and not f.graph_breaks, "no compiled code"
         for a, b in zip(got, want):
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_embedding_max_norm_renormalises_by_each_calls_weights():
+    """nn.Embedding(max_norm=...) rescales the looked-up rows whose norm exceeds max_norm
+    in place before the lookup: a compiled step decides which rows and by how much from
+    its own call's weights and indices (the renorm once read them out of the first
+    trace's example values, so later compiled calls rescaled by stale norms)."""
+    rng = np.random.default_rng(7)
+    w = rng.standard_normal((12, 6)).astype(np.float32) * 2
+    idx = [rng.integers(0, 12, (4, 3)) for _ in range(4)]
+
+    def run(L, compiled):
+        emb = L.nn.Embedding(12, 6, padding_idx=0, max_norm=1.0)
+        with L.no_grad():
+            emb.weight.copy_(L.tensor(w))
+        opt = L.optim.SGD(emb.parameters(), lr=2.0)
+
+        def step(i):
+            opt.zero_grad()
+            loss = (emb(i) * L.arange(6.0)).sum()
+            loss.backward()
+            opt.step()
+            return loss.detach()
+        f = llgrad.compile(step) if compiled else step
+        out = [_np(f(L.tensor(i))) for i in idx]
+        return out + [_np(emb.weight)], f
+    want, _ = run(torch, False)
+    for compiled in (False, True):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            got, f = run(llgrad, compiled)
+        assert not compiled or f.entries and not f.graph_breaks, "no compiled code"
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)

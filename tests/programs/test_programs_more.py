@@ -1,0 +1,47 @@
+"""More programs of common kinds (U-Net, autoencoders, ResNet blocks, a 2-D GAN, RealNVP, a
+VAE on torch.distributions, a mixture density network, word2vec, an LSTM forecaster, a graph
+network, padded/max-norm embeddings, label smoothing, a physics-informed net, MAML,
+SimCLR, gradient clipping, weight/spectral norm), run with PyTorch, with llgrad eagerly and
+with llgrad compiling their steps; see tutorial_harness.py."""
+import pytest
+
+pytest.importorskip("torch")
+
+import programs_more_generative as generative  # noqa: E402
+import programs_more_meta as meta  # noqa: E402
+import programs_more_seq as seq  # noqa: E402
+import programs_more_vision as vision  # noqa: E402
+from tutorial_harness import run_tutorial  # noqa: E402
+
+pytestmark = pytest.mark.torch
+
+PROGRAMS = {
+    # vision: segmentation, autoencoders, residual networks
+    "vision.unet": vision.unet,
+    "vision.conv_autoencoder": vision.conv_autoencoder,
+    "vision.denoising_autoencoder": vision.denoising_autoencoder,
+    "vision.resnet_blocks": vision.resnet_blocks,
+    # generative models and torch.distributions
+    "generative.gan_2d": generative.gan_2d,
+    "generative.realnvp": generative.realnvp,
+    "generative.realnvp_mvn_prior": lambda torch, env: generative.realnvp(torch, env, True),
+    "generative.vae_distributions": generative.vae_distributions,
+    "generative.mixture_density": generative.mixture_density,
+    # embeddings, sequences, graphs, losses
+    "seq.word2vec": seq.word2vec,
+    "seq.lstm_forecaster": seq.lstm_forecaster,
+    "seq.gnn": seq.gnn,
+    "seq.embedding_padding_max_norm": seq.embedding_padding_max_norm,
+    "seq.label_smoothing_ce": seq.label_smoothing_ce,
+    # gradients of gradients, contrastive learning, clipping, parametrizations
+    "meta.pinn": meta.pinn,
+    "meta.maml": meta.maml,
+    "meta.simclr": meta.simclr,
+    "meta.grad_clipping": meta.grad_clipping,
+    "meta.weight_and_spectral_norm": meta.weight_and_spectral_norm,
+}
+
+
+@pytest.mark.parametrize("name", list(PROGRAMS))
+def test_program(name):
+    run_tutorial(PROGRAMS[name])
