@@ -145,6 +145,10 @@ def _run_llgrad(program, mode, states, seed):
     assert not ours, f"{mode} run warned: {ours}"
     for cf in env.steps:
         assert cf.entries, f"{cf.fn.__name__}: no compiled code (breaks: {cf.graph_breaks})"
+        cf.wait()       # (a background build's fallback warns at the next call: none comes)
+        on_interpreter = [k for e in cf.entries for k in e.kernels.values()
+                          if isinstance(k, str) and k.startswith("interpreted")]
+        assert not on_interpreter, f"{cf.fn.__name__}: {on_interpreter}"
     return env
 
 
