@@ -45,6 +45,10 @@ import torch.testing
 from torch.types import Number
 from torch.random import fork_rng, manual_seed
 import torch.random
+from torch.amp import autocast, GradScaler
+from torch.cuda.amp import autocast, GradScaler
+from torch import autocast
+import torch.cuda.amp
 """
 
 
@@ -66,7 +70,7 @@ def test_statement_imports_with_torch(statement):
 def test_submodules_are_attributes_of_their_parents():
     for dotted in ("autograd.functional", "autograd.graph", "autograd.function", "testing",
                    "types", "random", "nn.modules", "nn.modules.loss", "nn.attention",
-                   "nn.parameter"):
+                   "nn.parameter", "amp", "cuda.amp"):
         obj = llgrad
         for part in dotted.split("."):
             obj = getattr(obj, part)

@@ -1,6 +1,6 @@
-"""llgrad.cuda: what PyTorch scripts ask before choosing a device. llgrad runs on the CPU
-only: no CUDA device is ever available, so `device = "cuda" if
-llgrad.cuda.is_available() else "cpu"` picks the CPU."""
+"""llgrad.cuda: what PyTorch scripts ask before choosing a device (and amp, the deprecated
+torch.cuda.amp). llgrad runs on the CPU only: no CUDA device is ever available, so
+`device = "cuda" if llgrad.cuda.is_available() else "cpu"` picks the CPU."""
 
 __all__ = ["is_available", "device_count", "manual_seed", "manual_seed_all"]
 
@@ -21,3 +21,6 @@ def manual_seed(seed):
 
 def manual_seed_all(seed):
     """Does nothing (there is no CUDA generator), as in PyTorch without CUDA."""
+
+
+from . import amp  # noqa: F401,E402  (torch.cuda.amp)
