@@ -16,7 +16,8 @@ from .runtime.functions import __getattr__  # noqa: F401,E402 (functions of late
 from .runtime.einsum import einsum  # noqa: F401,E402
 from .runtime.legacy_types import (BoolTensor, ByteTensor, CharTensor,  # noqa: F401,E402
                                    DoubleTensor, FloatTensor, HalfTensor, IntTensor,
-                                   LongTensor, ShortTensor)
+                                   LongTensor, ShortTensor, get_device,
+                                   set_default_tensor_type)
 from .runtime.functions_tensor import meshgrid  # noqa: F401,E402
 from .runtime.dtype_info import finfo, iinfo  # noqa: F401,E402
 from .runtime.dtypes import get_default_dtype, set_default_dtype  # noqa: F401,E402
@@ -35,6 +36,7 @@ from .runtime.generator import Generator, get_rng_state, seed, set_rng_state  # 
 from . import amp, cuda, random, testing, types, utils  # noqa: F401,E402
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: F401,E402
 from . import func  # noqa: F401,E402 (torch.func's transforms: ~2 ms of import)
+from .func import vmap  # noqa: F401,E402 (torch.vmap)
 from . import distributed  # noqa: F401,E402 (mpi4py: loaded by init_process_group)
 from . import distributions  # noqa: F401,E402 (torch.distributions)
 from . import accelerator, backends, jit, profiler  # noqa: F401,E402 (torch.*'s namesakes)

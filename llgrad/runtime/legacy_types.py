@@ -2,6 +2,8 @@
 the default dtype) and the typed tensor classes `llgrad.FloatTensor`, `LongTensor`, ... (as
 torch.LongTensor: called, they make a tensor of their dtype; isinstance checks the dtype;
 `t.type(llgrad.LongTensor)` casts)."""
+import warnings
+
 import numpy as np
 
 from . import dtypes
@@ -82,3 +84,36 @@ FloatTensor, DoubleTensor, HalfTensor, LongTensor, IntTensor, ShortTensor, CharT
     ByteTensor, BoolTensor = (_typed(d) for d in (
         dtypes.float32, dtypes.float64, dtypes.float16, dtypes.int64, dtypes.int32,
         dtypes.int16, dtypes.int8, dtypes.uint8, dtypes.bool_))
+
+
+_warned = []      # (the deprecation warning given: PyTorch's TORCH_WARN_ONCE)
+
+
+def set_default_tensor_type(t):
+    """The deprecated torch.set_default_tensor_type: a typed tensor class (FloatTensor,
+    DoubleTensor, HalfTensor) or its name ('torch.DoubleTensor') sets the default dtype,
+    with PyTorch's deprecation warning (once per process, as PyTorch gives it)."""
+    if not _warned:
+        _warned.append(True)
+        warnings.warn("torch.set_default_tensor_type() is deprecated as of PyTorch 2.1, please "
+                      "use torch.set_default_dtype() and torch.set_default_device() as "
+                      "alternatives.", UserWarning, stacklevel=2)
+    if isinstance(t, str):
+        name = t.rsplit(".", 1)[-1]
+        t = next((c for c in _ALL if c.__name__ == name), None)
+        if t is None:
+            raise TypeError(f"invalid type: '{name}'")
+    if not isinstance(t, _TensorType):
+        raise TypeError(f"invalid type: '{t}'")
+    dtypes.set_default_dtype(t.dtype)
+
+
+def get_device(t):
+    """-1: the device index of a CPU tensor, as torch.get_device."""
+    if not isinstance(t, Tensor):
+        raise TypeError(f"get_device(): argument 'input' must be Tensor, not {type(t).__name__}")
+    return -1
+
+
+_ALL = (FloatTensor, DoubleTensor, HalfTensor, LongTensor, IntTensor, ShortTensor, CharTensor,
+        ByteTensor, BoolTensor)
