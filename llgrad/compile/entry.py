@@ -208,7 +208,7 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
 
     try:
         graph = trace_body(name, tensors, body, functools.partial(
-            _untaken_branch, [t for _, t in tensors], entered))
+            _untaken_branch, [t for _, t in tensors], entered), examples=False)
     except TraceError:
         raise
     except Exception as e:      # the user's own error, raised as eager raises it

@@ -37,10 +37,7 @@ def _in_place(view, name_shift):
         if self._base is not None:
             self._view_version = self._storage.version
         if value is not None:
-            tracer.values[id(self)] = (self, value, self._storage.version, self._storage)
-            root = tracer.roots.get(id(self._storage))
-            if root is not None and root[0] is self:
-                tracer.roots[id(self._storage)] = (self, value)
+            tracer.inplace_view(self, value)
         if retained is not None and self._grad_fn is not retained[0]:
             _move_retention(self, *retained)
         return self

@@ -52,7 +52,7 @@ def tensors_of(tracer, operands):
     want = {id(v) for v in operands if isinstance(v, Value)}
     found = {}
     if any(isinstance(v, Value) and v.type.dtype == "bool" for v in operands):
-        for t, v, *_ in tracer.values.values():
+        for t, v in tracer.live_values():
             if id(v) in want:
                 found[id(v)] = t
     return [found.get(id(v)) if isinstance(v, Value) else None for v in operands]
@@ -100,7 +100,7 @@ def _static(v, seen=None):
 def _guard_count(tracer, t, v, count):
     parent = getattr(tracer, "parent", False)
     if parent is not False:                 # a region of tensor-dependent control flow
-        if id(t._storage) in tracer.roots or parent is None:
+        if tracer._owns(t) or parent is None:
             raise _region_error(tracer)
         return _guard_count(parent, t, parent.value_of(t), count)
     n = tracer.add("sum", [v], {})           # (a bool sum counts in int64)

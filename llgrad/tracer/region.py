@@ -48,11 +48,10 @@ class RegionTracer(Tracer):
         return super().knows(t) or (self.parent is not None and self.parent.knows(t))
 
     def value_of(self, t):
-        e = self.values.get(id(t))
-        if e is not None and e[0] is t and e[2] == t._storage.version and \
-                e[3] is t._storage:
-            return e[1]
-        if id(t._storage) not in self.roots and self.parent is not None \
+        v = self.value_entry(t)
+        if v is not None:
+            return v
+        if not self._owns(t) and self.parent is not None \
                 and self.parent.knows(t):
             return self._capture(t)
         return super().value_of(t)
@@ -62,15 +61,13 @@ class RegionTracer(Tracer):
         typ = pv.type if isinstance(pv.type, StackType) else tensor_type(t)
         v = self.builder.input(typ, self._fresh(f"c{len(self.captures)}"))
         self.captures.append((t, pv))
-        self.values[id(t)] = (t, v, t._storage.version, t._storage)
+        self._set_value(t, v)
         return v
 
     def publish(self):
         """Tell the enclosing traces which tensors were made here: if one reaches them
         (through a side effect), using it is an error rather than a silent constant."""
-        made = {id(t): (t, self.what) for t, _ in self.roots.values()}
-        made.update((id(e[0]), (e[0], self.what)) for e in self.values.values()
-                    if id(e[0]._storage) in self.roots)
+        made = {id(t): (t, self.what) for t, _ in self.live_values() if self._owns(t)}
         p = self.parent
         while p is not None:
             p.region_made.update(made)
@@ -82,7 +79,7 @@ class RegionTracer(Tracer):
 
     # ---- what a region refuses -------------------------------------------------------------
     def guard(self, t, value):
-        if id(t._storage) in self.roots:
+        if self._owns(t):
             raise ControlFlowError(
                 f"{user_location()}: a Python decision (bool(), .item(), int(), float()) on a "
                 f"tensor computed inside {self.what} cannot be traced: its outcome may differ "
@@ -96,7 +93,7 @@ class RegionTracer(Tracer):
                          "supported yet (draw them before the if/while and pass them in)")
 
     def record_inplace(self, op, t, operands, attrs):
-        if id(t._storage) not in self.roots:
+        if not self._owns(t):
             raise ControlFlowError(
                 f"{user_location()}: in-place {op.name} on a tensor from outside {self.what}: "
                 "inside tensor-dependent control flow both branches are traced and a loop "

@@ -24,6 +24,7 @@ from ..runtime.creation import default_generator
 from ..runtime.node import _sequence
 from ..runtime.saved_tensor import user_location
 from ..runtime.tensor import Tensor
+from .bindings import Bindings, geometry as _geometry
 from .errors import ControlFlowError, TraceError  # noqa: F401 (TraceError: re-exported)
 from .masks import mask_attrs, tensors_of
 from .pytree import flatten
@@ -36,16 +37,10 @@ def tensor_type(t):
     return TensorType(t._dtype.name, tuple(t._data.shape), t.stride(), t.storage_offset())
 
 
-def _geometry(t):
-    return (tuple(t._data.shape), t.stride(), t.storage_offset())
-
-
-class Tracer:
+class Tracer(Bindings):
     def __init__(self, name):
+        super().__init__()     # values, roots, bases, aliased: what it knows of tensors
         self.builder = Builder(name)
-        self.values = {}       # id(tensor) -> (tensor, Value, storage version and storage when
-        #                                      bound: `x.data = y` gives x another storage)
-        self.roots = {}        # id(storage) -> (root tensor, its current Value)
         self.inputs = {}       # id(storage) -> graph input index
         self.rng_example = state_to_array(default_generator.rng.bit_generator)
         self.rng_input = None
@@ -57,8 +52,6 @@ class Tracer:
         self.backward_runs = 0     # .backward() calls the traced code made itself (a step)
         self.broken = None         # a graph break's message (kept if user code catches it)
         self.arrays = {}           # id(an input's base array) -> its Storage (array_storage)
-        self.bases = {}            # id(a root's base array) -> id(its storage)
-        self.aliased = set()       # ids of root storages whose buffer another storage views
         self.shared = set()        # ids of input storages whose memory two inputs share
         self.first_node = next(_sequence)   # backward nodes made before the trace have less
         # untaken(what): a context manager around tracing the branch of a tensor `if` that
@@ -76,20 +69,7 @@ class Tracer:
     def knows(self, t):
         """True when t is a value of this trace (so a region traced inside it captures t)."""
         e = self.values.get(id(t))
-        return (e is not None and e[0] is t) or self._sid(t) in self.roots
-
-    def _sid(self, t):
-        """The id of the storage whose root holds t's memory: t's own, or the owner's for a
-        tensor over the same buffer under a storage of its own (x.data: its own version
-        counter, the same memory)."""
-        sid = id(t._storage)
-        if sid in self.roots:
-            return sid
-        owner = self.bases.get(id(t._storage.base))
-        if owner is not None and self.roots[owner][0]._storage.base is t._storage.base:
-            self.aliased.add(owner)
-            return owner
-        return sid
+        return (e is not None and e[0]() is t) or self._sid(t) in self.roots
 
     def bind(self, t, v):
         """t (a fresh tensor owning its memory) holds the value v."""
@@ -97,7 +77,7 @@ class Tracer:
 
     def input(self, t, name):
         sid = id(t._storage)
-        if sid in self.roots or _overlaps_input(t, self.arrays):
+        if self._owns(t) or _overlaps_input(t, self.arrays):
             # inputs that share memory (x[:-1], x[1:]) are read as they are; writing that
             # memory, or reading another alias of it, cannot be traced (_shared)
             self.shared.add(sid)
@@ -105,7 +85,7 @@ class Tracer:
                                if np.may_share_memory(st.base, t._storage.base))
             if sid in self.roots:
                 v = self.builder.input(tensor_type(t), name)
-                self.values[id(t)] = (t, v, t._storage.version, t._storage)
+                self._set_value(t, v)
                 return v
         v = self.builder.input(tensor_type(t), name)
         self.inputs[id(t._storage)] = len(self.builder.graph.inputs) - 1
@@ -113,17 +93,12 @@ class Tracer:
         self._bind_root(t, v)
         return v
 
-    def _bind_root(self, t, v):
-        self.roots[id(t._storage)] = (t, v)
-        self.bases.setdefault(id(t._storage.base), id(t._storage))
-        self.values[id(t)] = (t, v, t._storage.version, t._storage)
-
     def value_of(self, t):
-        e = self.values.get(id(t))
-        if e is not None and e[0] is t and e[2] == t._storage.version and \
-                e[3] is t._storage:
-            return e[1]
-        root = self.roots.get(self._sid(t))
+        v = self.value_entry(t)
+        if v is not None:
+            return v
+        sid = self._sid(t)
+        root = self.roots.get(sid)
         if root is None:
             made = self.region_made.get(id(t))
             if made is not None and made[0] is t:
@@ -136,15 +111,15 @@ class Tracer:
             v = self._constant(t)
             self._bind_root(t, v)
             return v
-        rt, rv = root
-        if rt is t or _geometry(rt) == _geometry(t):
+        rt, rv, geom = self._root(sid)
+        if rt is t or geom == _geometry(t):
             return rv               # the root itself, or an alias of all of it
         self._shared(t, "reading another view of")
         # an alias read after its memory changed: derive it again from its root's value
-        span = max(geometry_span(*_geometry(rt)), geometry_span(*_geometry(t)))
-        flat = self._root_memory(rt, rv, span)
+        span = max(geometry_span(*geom), geometry_span(*_geometry(t)))
+        flat = self._root_memory(geom, rv, span)
         v = self.add("strided_gather", [flat], {"geom": _geometry(t)})
-        self.values[id(t)] = (t, v, t._storage.version, t._storage)
+        self._set_value(t, v)
         return v
 
     def output(self, t):
@@ -175,9 +150,9 @@ class Tracer:
                                                      "span": geometry_span(*geom)})
             offset, in_strides, in_offset = 0, (1,), 0
         else:       # repeated elements (an expanded result): eager's whole memory
-            rt, rv = self.roots[self._sid(t)]
-            span = max(geometry_span(*_geometry(rt)), geometry_span(*_geometry(t)))
-            base = self._root_memory(rt, rv, span)
+            _, rv, geom = self._root(self._sid(t))
+            span = max(geometry_span(*geom), geometry_span(*_geometry(t)))
+            base = self._root_memory(geom, rv, span)
             offset, in_strides, in_offset = t.storage_offset(), (1,), 0
         return self.add("as_strided", [base], {
             "size": shape, "stride": strides, "storage_offset": offset,
@@ -198,12 +173,11 @@ class Tracer:
             self.graph_break(f"{what} memory that inputs share (pass separate tensors, or "
                              ".clone() one of them)")
 
-    def _root_memory(self, rt, rv, span):
-        """The memory under root rt (value rv) as a flat buffer of span elements. Where rt's
-        elements share memory (stride-0 dims of an expanded input), they hold one value,
-        which is put there once: strided_scatter would sum them (it is the adjoint of
-        strided_gather)."""
-        geom = _geometry(rt)
+    def _root_memory(self, geom, rv, span):
+        """The memory under a root of geometry geom (value rv) as a flat buffer of span
+        elements. Where the root's elements share memory (stride-0 dims of an expanded
+        input), they hold one value, which is put there once: strided_scatter would sum them
+        (it is the adjoint of strided_gather)."""
         if not geometry_overlaps(geom[0], geom[1]):
             return self.add("strided_scatter", [rv], {"geom": geom, "span": span})
         zeros = self.add("full", [], {"shape": (span,), "value": 0, "dtype": rv.type.dtype})
@@ -228,7 +202,7 @@ class Tracer:
         outs = outs if isinstance(outs, tuple) else (outs,)
         for r, v in zip(results, outs):
             if view:
-                self.values[id(r)] = (r, v, r._storage.version, r._storage)
+                self._set_value(r, v)
             else:
                 self._bind_root(r, v)
 
@@ -243,19 +217,20 @@ class Tracer:
             new = self.add("expand", [new], {"size": tuple(t._data.shape)}, view_of=new)
         sid = self._sid(t)
         self._shared(t, "writing into")
-        rt, rv = self.roots[sid]
+        rt, rv, geom = self._root(sid)
         if rt is t:
             self._bind_root(t, new)
         else:
-            span = max(geometry_span(*_geometry(rt)), geometry_span(*_geometry(t)))
-            flat = self._root_memory(rt, rv, span)
+            span = max(geometry_span(*geom), geometry_span(*_geometry(t)))
+            flat = self._root_memory(geom, rv, span)
             flat = self.add("strided_put", [flat, new], {"geom": _geometry(t)})
-            self._bind_root(rt, self.add("strided_gather", [flat], {"geom": _geometry(rt)}))
-            self.values[id(t)] = (t, new, t._storage.version, t._storage)
+            self._rebind(sid, self.add("strided_gather", [flat], {"geom": geom}))
+            self._set_value(t, new)
         if sid in self.aliased:     # (their versions did not move: derive them again)
             for k, e in list(self.values.items()):
-                if e[0] is not t and e[0] is not rt and self._sid(e[0]) == sid:
-                    del self.values[k]
+                x = e[0]()
+                if x is not None and x is not t and x is not rt and self._sid(x) == sid:
+                    self.values.pop(k, None)
 
     def random(self, opname, result):
         if self.rng_input is None:
@@ -356,16 +331,18 @@ def _snapshot(t):
     return strided_view(flat, t._data.shape, t.stride(), t.storage_offset())
 
 
-def trace_body(name, inputs, body, untaken=None):
+def trace_body(name, inputs, body, untaken=None, examples=True):
     """Trace body() with `inputs` [(name, Tensor)] as the graph inputs. Returns the verified
     graph; its outputs are the tensor leaves of body's result (graph.out_tree rebuilds it).
-    untaken: see Tracer.untaken."""
+    untaken: see Tracer.untaken. examples: keep copies of the inputs as they were, and the
+    RNG state, as graph.example_inputs (compile does not: a copy of every parameter)."""
     name = re.sub(r"\W", "", name)
     tracer = Tracer(name if name.isidentifier() else "f")
     tracer.untaken = untaken
     prev = trace_state.state.tracer
     trace_state.state.tracer = tracer
-    examples = [_snapshot(t) for _, t in inputs]    # before body() can mutate them
+    # (before body() can mutate them)
+    copies = [_snapshot(t) for _, t in inputs] if examples else None
     try:
         for argname, t in inputs:
             tracer.input(t, argname)
@@ -381,9 +358,10 @@ def trace_body(name, inputs, body, untaken=None):
     finally:
         trace_state.state.tracer = prev
     graph.out_tree = tree
-    graph.example_inputs = examples
-    if tracer.rng_input is not None:
-        graph.example_inputs.append(np.array(tracer.rng_example))
+    if copies is not None:
+        graph.example_inputs = copies
+        if tracer.rng_input is not None:
+            graph.example_inputs.append(np.array(tracer.rng_example))
     return verify(graph)
 
 

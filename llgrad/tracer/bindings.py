@@ -1,0 +1,174 @@
+"""What a trace knows of the tensors it has seen, held weakly so that a traced run frees
+its intermediates when eager would (a training step's activations, gradients and the
+optimiser's temporaries would otherwise all live until the trace ends).
+
+    values  id(tensor) -> (weak ref to the tensor, its Value, the storage's version when
+            bound, the storage): dropped when the tensor dies (so an id is never stale)
+    roots   key -> (weak ref to the root tensor, the memory's current Value, the root's
+            layout as bound, weak ref to the memory's base array): the Value of a buffer,
+            one per storage (key: id(storage)). It lives as long as the memory does, not
+            as the root tensor: another tensor may still reach that memory (x.detach(),
+            x.data, a saved tensor unpacked) after the root is gone, and then the layout
+            kept here stands for the root's.
+    bases   id(base array) -> the key of the first storage bound over it (tensors over the
+            same memory under a storage of their own, as x.data, find its root)
+    aliased keys of roots whose memory another storage views
+
+A storage that died while its memory lives on (held by x.data's storage) may have its
+address taken by a new storage: its root is then moved to a key no storage has."""
+import weakref
+
+from ..ir.geometry import contiguous_strides
+
+
+class _Ref(weakref.ref):
+    __slots__ = ("key",)
+
+    def __new__(cls, obj, callback, key):
+        ref = weakref.ref.__new__(cls, obj, callback)
+        ref.key = key
+        return ref
+
+    def __init__(self, obj, callback, key):
+        super().__init__(obj, callback)
+
+
+def geometry(t):
+    """(shape, strides, storage offset) of t, in elements."""
+    return (tuple(t._data.shape), t.stride(), t.storage_offset())
+
+
+def _layout(t):
+    """What geometry(t) is computed from, cheaply (a root's layout is read only once the
+    root is dead, which is rare)."""
+    d = t._data
+    return (d.shape, d.strides, d.itemsize, 0 if d is t._storage.base else t.storage_offset())
+
+
+def _from_layout(layout):
+    shape, strides, item, offset = layout
+    strides = contiguous_strides(shape) if 0 in shape else tuple(s // item for s in strides)
+    return (tuple(shape), strides, offset)
+
+
+class Bindings:
+    def __init__(self):
+        self.values, self.roots, self.bases, self.aliased = {}, {}, {}, set()
+        # (the callbacks hold the tables weakly: no reference cycle keeps them, and the
+        # Values they hold, once the trace is over)
+        me = weakref.ref(self)
+
+        def drop_value(ref):
+            b = me()
+            e = None if b is None else b.values.get(ref.key)
+            if e is not None and e[0] is ref:
+                del b.values[ref.key]
+
+        def drop_root(ref):
+            b = me()
+            if b is None:
+                return
+            key, bid = ref.key
+            rec = b.roots.get(key)
+            if rec is not None and rec[3] is ref:
+                del b.roots[key]
+                b.aliased.discard(key)
+            if b.bases.get(bid) == key:
+                del b.bases[bid]
+
+        self._drop_value, self._drop_root = drop_value, drop_root
+
+    def _set_value(self, t, v):
+        """t holds v (until its storage's version moves)."""
+        key = id(t)
+        e = self.values.get(key)
+        ref = e[0] if e is not None and e[0]() is t else _Ref(t, self._drop_value, key)
+        self.values[key] = (ref, v, t._storage.version, t._storage)
+
+    def _bind_root(self, t, v):
+        """t's memory (all of its storage) holds v; t is its root."""
+        self._set_value(t, v)
+        st = t._storage
+        sid, base = id(st), st.base
+        rec = self.roots.get(sid)
+        bref = rec[3] if rec is not None and rec[3]() is base else \
+            _Ref(base, self._drop_root, (sid, id(base)))
+        self.roots[sid] = (self.values[id(t)][0], v, _layout(t), bref)
+        self.bases.setdefault(id(base), sid)
+
+    def _rebind(self, key, v):
+        """The memory of root `key` holds v."""
+        rt, _, layout, bref = self.roots[key]
+        rt = rt()
+        if rt is not None:
+            self._bind_root(rt, v)
+        else:
+            self.roots[key] = (self.roots[key][0], v, layout, bref)
+
+    def _root(self, key):
+        """(the root tensor or None once dead, the memory's Value, the root's geometry)."""
+        ref, v, layout, _ = self.roots[key]
+        rt = ref()
+        return rt, v, geometry(rt) if rt is not None else _from_layout(layout)
+
+    def _owns(self, t):
+        """Whether t's own storage has a root here."""
+        st = t._storage
+        sid = id(st)
+        rec = self.roots.get(sid)
+        if rec is None:
+            return False
+        if rec[3]() is st.base:
+            return True
+        # a dead storage's root (its memory lives on) at the address of t's storage
+        bref = rec[3]
+        bid = bref.key[1]
+        new = ("memory", bid)
+        del self.roots[sid]
+        self.roots[new] = rec
+        bref.key = (new, bid)
+        if self.bases.get(bid) == sid:
+            self.bases[bid] = new
+        if sid in self.aliased:
+            self.aliased.discard(sid)
+            self.aliased.add(new)
+        return False
+
+    def _sid(self, t):
+        """The key of the root that holds t's memory: t's own storage's, or the owner's for
+        a tensor over the same buffer under a storage of its own (x.data: its own version
+        counter, the same memory); else id(t's storage), which has no root."""
+        st = t._storage
+        if self._owns(t):
+            return id(st)
+        owner = self.bases.get(id(st.base))
+        if owner is not None:
+            rec = self.roots.get(owner)
+            if rec is not None and rec[3]() is st.base:
+                self.aliased.add(owner)
+                return owner
+        return id(st)
+
+    def value_entry(self, t):
+        """t's Value if t is bound and its memory has not changed since, else None."""
+        e = self.values.get(id(t))
+        if e is not None and e[0]() is t and e[2] == t._storage.version and \
+                e[3] is t._storage:
+            return e[1]
+        return None
+
+    def inplace_view(self, t, v):
+        """t itself became a view of its memory (t.t_(), x.unsqueeze_(0)) with value v."""
+        self._set_value(t, v)
+        rec = self.roots.get(id(t._storage))
+        if rec is not None and rec[0]() is t:
+            self.roots[id(t._storage)] = (rec[0], v, _layout(t), rec[3])
+
+    def live_values(self):
+        """[(tensor, Value)] of the tensors bound now."""
+        out = []
+        for e in list(self.values.values()):
+            t = e[0]()
+            if t is not None:
+                out.append((t, e[1]))
+        return out
