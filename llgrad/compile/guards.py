@@ -115,7 +115,7 @@ def _walk(roots, tensors, guards, entered=None):
             if entered is not None:
                 entered.append(v)
             leaves, tree = flatten(v, path)
-            at = _hyper_slots(v, path)
+            at = hypers.slots_within(v, path)
             if at:
                 leaves = [(p, at.get(p, x)) for p, x in leaves]
             guards.append((f"structure of {path}", outline(tree)))
@@ -156,25 +156,6 @@ def _walk(roots, tensors, guards, entered=None):
             if f is not None and id(f) not in seen:
                 seen.add(id(f))
                 stack.extend(reversed(_children(f, path)))
-
-
-def _hyper_slots(v, path):
-    """{leaf path: HyperSlot} of the optimiser groups (ParamGroup) within the container v
-    (an optimiser's param_groups list), named as pytree.flatten names their leaves."""
-    out, stack = {}, [(v, path)]
-    while stack:
-        c, p = stack.pop()
-        for s in hypers.slots_of(c):
-            out[s.path(p)] = s
-        if isinstance(c, dict):
-            items = [(k if isinstance(k, (str, int)) else i, x)
-                     for i, (k, x) in enumerate(dict.items(c))]
-        elif isinstance(c, list) or (isinstance(c, tuple) and not hasattr(c, "_fields")):
-            items = list(enumerate(c))
-        else:
-            continue
-        stack.extend((x, f"{p}_{n}") for n, x in items if isinstance(x, (list, tuple, dict)))
-    return out
 
 
 def tensor_keys(d, path):

@@ -102,6 +102,25 @@ def slots_of(group):
     return [HyperSlot(group, k, i, v) for k, i, v in dynamic_slots(group)]
 
 
+def slots_within(v, path):
+    """{leaf path: HyperSlot} of the optimiser groups (ParamGroup) within the container v
+    (an optimiser's param_groups list), named as pytree.flatten names their leaves."""
+    out, stack = {}, [(v, path)]
+    while stack:
+        c, p = stack.pop()
+        for s in slots_of(c):
+            out[s.path(p)] = s
+        if isinstance(c, dict):
+            items = [(k if isinstance(k, (str, int)) else i, x)
+                     for i, (k, x) in enumerate(dict.items(c))]
+        elif isinstance(c, list) or (isinstance(c, tuple) and not hasattr(c, "_fields")):
+            items = list(enumerate(c))
+        else:
+            continue
+        stack.extend((x, f"{p}_{n}") for n, x in items if isinstance(x, (list, tuple, dict)))
+    return out
+
+
 def _traced(group, key, index):
     tracer = trace_state.state.tracer
     if tracer is None or type(group) is not ParamGroup:
