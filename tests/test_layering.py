@@ -133,3 +133,10 @@ def test_no_circles_between_files():
         if v not in index:
             visit(v)
     assert not cycles, f"import circles: {cycles}"
+
+
+def test_files_stay_short():
+    """Each of the package's files does one job in at most 400 lines (DESIGN.md)."""
+    long = {str(p.relative_to(ROOT)): n for p in ROOT.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > 400}
+    assert not long, f"files over 400 lines: {long}"
