@@ -27,7 +27,8 @@ one dtype with the same leading dims (the rows), each row contiguous and the row
 spaced (C-contiguous, or a time step of a batch-first sequence), the largest MIN_ELEMENTS or
 more, runs codegen/eager_row_kernels.py's loop over the rows: one kernel per (op, dtype,
 block widths, attributes) for every H and row count, built as above, counted in `stats`
-with the others; its results (a tuple for an op of several) are fresh C-contiguous arrays.
+with the others; its results (a tuple for an op of several) are fresh C-contiguous arrays
+(or the impl's own, for each step of an `eager_steps` op: a whole LSTM layer).
 
 LLGRAD_EAGER_NATIVE=0 turns all of them off; `reset()` forgets the loaded kernels (they are
 built or loaded again on their next call); `stats` counts calls and builds."""
@@ -39,6 +40,7 @@ import warnings
 
 import numpy as np
 
+from ..ir import OPS
 from ..runtime import dispatch, grad_mode, node as node_mod, trace_state
 from ..runtime.tensor import Tensor
 from ..tracer.trace import trace_body
@@ -62,6 +64,7 @@ def reset():
     """Forget the loaded kernels and the counts (after the builds under way)."""
     wait()
     _kernels.clear()
+    _plans.clear()
     _vjp_kernels.clear()
     stats.update(calls=0, built=0, vjp_calls=0, vjp_built=0)
 
@@ -209,8 +212,8 @@ def _row_step(a):
     return a.shape[-1] if step is None else (step // size if step % size == 0 else None)
 
 
-def _native_rows(op, arrays, attrs):
-    """An eager_rows op on its row kernel (the results), or None (NumPy's impl runs)."""
+def _rows_plan(op, arrays, attrs):
+    """(kernel, pointer reader, result widths, leading dims, rows, H, row steps, dtype)."""
     x = arrays[0]
     if type(x) is not np.ndarray or x.dtype not in _FLOATS or not x.ndim:
         return None
@@ -241,8 +244,31 @@ def _native_rows(op, arrays, attrs):
     if found is None or found is _PENDING:
         return None
     fn, _, out_widths, ptr = found
-    outs = [np.empty(lead + (w * h,), dtype) for w in out_widths]
-    fn(*[ptr(a) for a in outs], *[ptr(a) for a in arrays], x.size // x.shape[-1], h, *steps)
+    return fn, ptr, out_widths, lead, x.size // x.shape[-1], h, steps, dtype
+
+
+_plans = {}     # (op, each array's layout) -> its built kernel's plan (a time loop's steps)
+
+
+def _native_rows(op, arrays, attrs, outs=None):
+    """An eager_rows op on its row kernel (the results), or None (NumPy's impl runs); outs:
+    C-contiguous arrays of the results' shapes to write (else fresh ones)."""
+    every = arrays if outs is None else (*arrays, *outs)
+    sig = None if attrs else (op, *[(a.shape, a.strides, a.dtype) if isinstance(a, np.ndarray)
+                                    else (a,) for a in every])
+    plan = _plans.get(sig) if sig is not None else None
+    if plan is None:
+        plan = _rows_plan(op, arrays, attrs)
+        if plan is None or outs is not None and any(
+                o.shape != plan[3] + (w * plan[5],) or o.dtype != plan[7] or
+                not o.flags.c_contiguous for o, w in zip(outs, plan[2])):
+            return None
+        if sig is not None and len(_plans) < 1024:
+            _plans[sig] = plan
+    fn, ptr, out_widths, lead, rows, h, steps, dtype = plan
+    if outs is None:
+        outs = [np.empty(lead + (w * h,), dtype) for w in out_widths]
+    fn(*[ptr(a) for a in outs], *[ptr(a) for a in arrays], rows, h, *steps)
     stats["calls"] += 1
     return outs[0] if op.nout == 1 else tuple(outs)
 
@@ -251,6 +277,9 @@ def native_eager(op, arrays, attrs):
     """op on arrays with attrs on its native kernel, or None (NumPy's impl runs instead)."""
     if op.eager_rows:
         return _native_rows(op, arrays, attrs)
+    if op.eager_steps:      # (its impl runs each step's eager_rows op through rows=)
+        return op.impl(*arrays, rows=lambda name, a, outs: _native_rows(OPS[name], a, {}, outs),
+                       **attrs)
     x = arrays[0]
     if type(x) is not np.ndarray or x.size < MIN_ELEMENTS or x.dtype not in _FLOATS:
         return None

@@ -129,6 +129,33 @@ def _fused_cell(op, inputs, attrs, ctx):
     return ctx.wrap_all(call(op, tuple(ctx.full(x) for x in inputs), attrs))
 
 
+@rule("lstm_layer")
+def _lstm_layer(op, inputs, attrs, ctx):
+    """With only the input and the states batched, the batch dims fold into the layer's batch
+    B (one call; each result's batch dims taken back out of its B dim); with a batched
+    weight, the loop. (nn.LSTM runs its per-step ops under vmap: this is a direct call.)"""
+    x, hx, cx = inputs[0], inputs[5], inputs[6]
+    if any(_batched(w) for w in inputs[1:5]):
+        return loop(op, inputs, attrs, ctx)
+    k, s = ctx.k, ctx.sizes
+    n, b, _ = x._data.shape
+    xs = ctx.full(x).permute(k, *range(k), k + 1, k + 2).reshape(n, -1, x._data.shape[2])
+    states = [ctx.full(v).reshape(-1, v._data.shape[-1]) for v in (hx, cx)]
+    y, hy, cy, gates, cells = call(op, (xs,) + tuple(inputs[1:5]) + tuple(states), attrs)
+
+    def seq(t):         # (T, S*B, G) -> (*S, T, B, G)
+        return t.reshape((n,) + s + (b, t._data.shape[-1])).permute(
+            *range(1, k + 1), 0, k + 1, k + 2)
+    return (ctx.wrap(seq(y)), ctx.wrap(hy.reshape(s + (b, -1))),
+            ctx.wrap(cy.reshape(s + (b, -1))), ctx.wrap(seq(gates)), ctx.wrap(seq(cells)))
+
+
+@rule("lstm_layer_backward")
+def _lstm_layer_backward(op, inputs, attrs, ctx):
+    """Once per sample (the weights' gradients are sums over the layer's batch)."""
+    return loop(op, inputs, attrs, ctx)
+
+
 @rule("convolution", "convolution_backward_input", "convolution_backward_weight")
 def _convolution(op, inputs, attrs, ctx):
     """A batched first operand alone folds into N (one call; not the weight gradient's,

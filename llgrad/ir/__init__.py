@@ -8,6 +8,7 @@ from . import ops_activations, ops_losses, ops_nn_more  # noqa: F401,E402
 from . import ops_tensor, ops_linalg, ops_sort, ops_fill, ops_conv  # noqa: F401,E402
 from . import ops_pool  # noqa: F401,E402  (max_pool2d_with_indices)
 from . import ops_rnn  # noqa: F401,E402  (fused_lstm_cell, fused_gru_cell)
+from . import ops_rnn_layer  # noqa: F401,E402  (lstm_layer: a whole LSTM layer)
 from . import ops_special, ops_bitwise  # noqa: F401,E402  (asin..polygamma; bitwise, gcd)
 from . import ops_fill_more  # noqa: F401,E402  (random_, exponential_, ..., normal(tensors))
 from . import ops_matrix  # noqa: F401,E402  (linalg_inv_ex, linalg_det, linalg_slogdet)

@@ -29,12 +29,13 @@ class OpDef:
     __slots__ = ("name", "impl", "vjp", "grad_fn", "args", "save", "nout", "kind",
                  "promote", "float_out", "doc", "nondiff", "number_edges", "scalar_args",
                  "methods", "inplace", "functions", "cost", "decompose", "eager_native",
-                 "eager_rows")
+                 "eager_rows", "eager_steps")
 
     def __init__(self, name, impl, vjp=None, grad_fn=None, args=("self",), save=(),
                  nout=1, kind="other", promote=(), float_out=False, doc="", nondiff=(),
                  number_edges=False, scalar_args=(), methods=(), inplace=(), functions=(),
-                 cost=1, decompose=None, eager_native=False, eager_rows=False):
+                 cost=1, decompose=None, eager_native=False, eager_rows=False,
+                 eager_steps=()):
         self.name = name
         self.impl = impl
         self.vjp = vjp
@@ -66,6 +67,10 @@ class OpDef:
         # states) run as one native loop over the rows of the op's decomposition
         # (codegen/eager_row_kernels.py) in place of impl: the fused LSTM/GRU cells
         self.eager_rows = eager_rows
+        # the eager_rows ops impl runs once per time step (a whole LSTM layer): eagerly, impl
+        # is called with rows=fn(op name, arrays, outs) -> outs written by the op's row
+        # kernel, or None (impl then runs the op's NumPy implementation itself)
+        self.eager_steps = eager_steps
 
     @property
     def differentiable(self):

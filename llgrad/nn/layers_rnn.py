@@ -5,12 +5,15 @@ with load_state_dict and gives torch's numbers.
 
 Each layer and direction projects its whole input sequence at once (one matrix product, the
 recurrent bias folded in where the formula allows), then runs its time loop in Python: under
-llgrad.compile the loop is unrolled into the trace, so every step is native code. Dropout
+llgrad.compile the loop is unrolled into the trace, so every step is native code. Eagerly, an
+LSTM layer and direction without projections is one op instead (lstm_layer, PyTorch's
+MkldnnRnnLayerBackward0 node: ir/ops_rnn_layer.py), the loop in its implementation. Dropout
 (training only) falls between layers, as in PyTorch. PackedSequence inputs run on their
 padded form with each sequence's steps masked (layers_rnn_packed.py)."""
 import numbers
 import warnings
 
+from ..runtime import dispatch, trace_state
 from ..runtime.creation import empty, zeros
 from ..runtime.functions import cat, stack
 from ..runtime.tensor import Tensor
@@ -215,12 +218,22 @@ class RNNBase(Module):
             # reach the projection's backward without a transposing copy
             x, time_major = input.transpose(0, 1).contiguous(), True
         masks = None if lengths is None else step_masks(lengths, input.size(0))
+        whole = self._whole_layers(x, lengths)
         h_n, c_n = [], []
         for layer in range(self.num_layers):
             outs = []
             for d in range(num_directions):
                 idx = layer * num_directions + d
                 w_ih, w_hh, b_ih, b_hh, w_hr = self._weights(layer, d)
+                if whole:           # one op for the layer and direction (ops_rnn_layer.py)
+                    h0_, c0_ = ((s[idx] if s is not None else zeros(
+                        batch, self.hidden_size, dtype=input.dtype)) for s in (h_init, c_init))
+                    y, h, c, _, _ = x._op("lstm_layer", w_ih, w_hh, b_ih, b_hh, h0_, c0_,
+                                          reverse=d == 1)
+                    outs.append(y)
+                    h_n.append(h)
+                    c_n.append(c)
+                    continue
                 gx, b_step = self._project(x, w_ih, b_ih, b_hh)
                 w_hh_t = w_hh.t().contiguous()
                 w_hr_t = w_hr.t().contiguous() if w_hr is not None else None
@@ -241,6 +254,14 @@ class RNNBase(Module):
         if self.batch_first and lengths is None:
             x = x.transpose(0, 1)
         return x, h_n, c_n
+
+    def _whole_layers(self, x, lengths):
+        """Whether each layer and direction runs as one op (lstm_layer, PyTorch's
+        mkldnn_rnn_layer): an LSTM without projections (torch runs those step by step too)
+        on a plain time-major input, eagerly. Traced (compile unrolls the per-step ops into
+        its graph) or vmapped, packed, or of no steps, the loop below runs instead."""
+        return self.mode == "LSTM" and not self.proj_size and lengths is None and \
+            x.size(0) > 0 and trace_state.state.tracer is None and dispatch.batching is None
 
     def _scan(self, steps, h, c, w_hh_t, b_step, w_hr_t, reverse, masks=None):
         """The time loop of one layer and direction (unrolled when traced): ([h_t in time

@@ -31,7 +31,7 @@ ATEN_NAMES = {"max_dim": "max", "min_dim": "min", "div_mode": "div", "div_scalar
               "layer_norm": "native_layer_norm", "batch_norm": "native_batch_norm",
               "convolution3d": "convolution", "fused_lstm_cell": "_thnn_fused_lstm_cell",
               "fused_gru_cell": "_thnn_fused_gru_cell", "copy": "copy_", "zero": "zero_",
-              "fill": "fill_"}
+              "fill": "fill_", "lstm_layer": "mkldnn_rnn_layer"}
 _names = {}             # (op name, in place) -> the event's name
 
 

@@ -257,6 +257,13 @@ CASES = {
     "fused_lstm_cell_backward": (lambda gh, gc, x, c, cy: llgrad.cat(
         gh._op("fused_lstm_cell_backward", gc, x, c, cy), -1),
         [f(3, 2), f(3, 2), f(3, 8), f(3, 2), f(3, 2)]),
+    "lstm_layer": (lambda x, wi, wh, bi, bh, h, c: llgrad.cat([o.reshape(-1) for o in x._op(
+        "lstm_layer", wi, wh, bi, bh, h, c, reverse=True)]),
+        [f(2, 2, 3), f(8, 3), f(8, 2), f(8), f(8), f(2, 2), f(2, 2)]),
+    "lstm_layer_backward": (lambda *a: llgrad.cat([o.reshape(-1) for o in a[0]._op(
+        "lstm_layer_backward", *a[1:], reverse=False)]),
+        [f(2, 2, 2), f(2, 2), f(2, 2), f(2, 2, 8), f(2, 2, 2), f(2, 2, 3), f(8, 3), f(8, 2),
+         f(2, 2), f(2, 2), f(2, 2, 2), f(2, 2, 8), f(2, 2, 2)]),
     "fused_gru_cell": (lambda x, y, h: x._op("fused_gru_cell", y, h), [f(3, 6), f(3, 6), f(3, 2)]),
     "fused_gru_cell_backward": (lambda g, x, y, h: llgrad.cat(
         g._op("fused_gru_cell_backward", x, y, h), -1), [f(3, 2), f(3, 6), f(3, 6), f(3, 2)]),

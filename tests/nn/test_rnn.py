@@ -11,6 +11,7 @@ import pytest
 
 import llgrad
 import llgrad.nn as nn
+from llgrad.compile import eager_native
 from seq_oracle import (close, compiled_matches_eager, grads_close, ll, load_torch, same_error,
                         torch_or_skip)
 
@@ -310,9 +311,12 @@ def _node_names(out):
 @pytest.mark.parametrize("mode,kwargs", [("LSTM", {"num_layers": 2, "bidirectional": True}),
                                          ("LSTM", {"proj_size": 3}), ("GRU", {"num_layers": 2})])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_each_step_is_one_fused_cell_and_matches_torch(mode, kwargs, dtype):
-    """The gates' elementwise work of a step is one node (PyTorch's fused cell), forward and
-    backward; outputs and every gradient within the dtype's rounding of torch's."""
+def test_fused_nodes_and_values_match_torch(mode, kwargs, dtype):
+    """An LSTM layer and direction is one node, as torch's oneDNN layer
+    (MkldnnRnnLayerBackward0, the same count in both graphs in float32); with projections
+    (which torch runs step by step too) and in the GRU, the gates' elementwise work of a step
+    is one node (PyTorch's fused cell), forward and backward; outputs and every gradient
+    within the dtype's rounding of torch's."""
     torch = torch_or_skip()
     torch.manual_seed(2)
     with warnings.catch_warnings():
@@ -324,8 +328,15 @@ def test_each_step_is_one_fused_cell_and_matches_torch(mode, kwargs, dtype):
         to, lo = tm(x)[0], lm(lx)[0]
     names = _node_names(lo)
     cell = "ThnnFusedLstmCellBackward0" if mode == "LSTM" else "ThnnFusedGruCellBackward0"
-    dirs = 2 if kwargs.get("bidirectional") else 1
-    assert names.count(cell) == 6 * kwargs.get("num_layers", 1) * dirs
+    layers = kwargs.get("num_layers", 1) * (2 if kwargs.get("bidirectional") else 1)
+    whole = mode == "LSTM" and not kwargs.get("proj_size")
+    layer = "MkldnnRnnLayerBackward0"
+    assert names.count(layer) == (layers if whole else 0)
+    assert names.count(cell) == (0 if whole else 6 * layers)
+    if whole:
+        if dtype == "float32":      # (torch runs float64 step by step)
+            assert _node_names(to).count(layer) == layers
+        assert names[:2] == ["CatBackward0", layer] and "MmBackward0" not in names
     assert "SigmoidBackward0" not in names and "TanhBackward0" not in names
     tol = dict(rtol=1e-5, atol=1e-6) if dtype == "float32" else dict(rtol=1e-10, atol=1e-12)
     close(lo, to, "output", **tol)
@@ -350,3 +361,34 @@ def test_cells_under_vmap_match_per_sample():
     want = llgrad.stack([f(x[k], h[k]) for k in range(5)])
     np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-12,
                                atol=1e-14)
+
+
+def test_lstm_layer_op_equals_the_per_step_path(monkeypatch):
+    """nn.LSTM's one op per layer and direction (eagerly) against its per-step ops (what
+    compile traces), at a size where the cells run on their native row kernels: the same
+    outputs and states bit for bit, the gradients within float32 rounding."""
+    monkeypatch.setenv("LLGRAD_COMPILE", "sync")       # (the kernels ready at the first call)
+    llgrad.manual_seed(1)
+    m = nn.LSTM(24, 96, num_layers=2, bidirectional=True, batch_first=True)
+    x0 = np.random.default_rng(4).standard_normal((48, 5, 24)).astype(np.float32)
+    h0 = [llgrad.randn(4, 48, 96) for _ in range(2)]
+    runs = []
+    for whole in (True, False):
+        if not whole:
+            monkeypatch.setattr(nn.LSTM, "_whole_layers", lambda self, x, lengths: False)
+        x = llgrad.tensor(x0, requires_grad=True)
+        hs = [h.clone().requires_grad_() for h in h0]
+        calls = eager_native.stats["calls"]
+        out, (h, c) = m(x, tuple(hs))
+        assert ("MkldnnRnnLayerBackward0" in _node_names(out)) == whole
+        (out * out).sum().add(h.sum() + c.sum()).backward()
+        if whole:       # (every step of each layer and direction, forward and backward)
+            assert eager_native.stats["calls"] - calls == 40 * eager_native.ENABLED
+        runs.append(([out, h, c], [x.grad] + [s.grad for s in hs] +
+                     [p.grad for p in m.parameters()]))
+        m.zero_grad()
+    for a, b in zip(runs[0][0], runs[1][0]):
+        np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
+    for a, b in zip(runs[0][1], runs[1][1]):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4,
+                                   atol=1e-5 * max(1.0, np.abs(b.numpy()).max()))

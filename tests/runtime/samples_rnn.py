@@ -1,4 +1,5 @@
-# Samples of the fused LSTM and GRU cells (llgrad/ir/ops_rnn.py), exec'd in test_optable.py's
+# Samples of the fused LSTM and GRU cells (llgrad/ir/ops_rnn.py) and of the whole LSTM layer
+# (ops_rnn_layer.py, PyTorch: its per-step composition), exec'd in test_optable.py's
 # namespace (S, Case, K, ...), from a generator of their own. The programs take the gates
 # themselves (no matrix product: special values reach the cells as they are). PyTorch runs its
 # CPU cells' composition (what torch.nn.LSTMCell / GRUCell compute on the CPU: its fused cells
@@ -66,3 +67,44 @@ S("fused_gru_cell_backward",
        _rnnR(3, 6), _rnnR(3, 6), _rnnR(3, 2), _rnnR(3, 2), node=_GCB, torch_name=False),
   Case("vjp_gates_only", lambda T, x, y, h, g: _vjp(T, _gru(T, x, y, h.to(x.dtype)), (x, y), g),
        _rnnR(2, 9), _rnnR(2, 9), K(_rnnR(2, 3)), _rnnR(2, 3), node=_GCB, torch_name=False))
+
+
+def _layer(T, x, wi, wh, bi, bh, h, c, reverse=False):
+    """A whole LSTM layer (output, hy, cy, gates, cells); PyTorch: its per-step composition."""
+    if T is llgrad:
+        return x._op("lstm_layer", wi, wh, bi, bh, h, c, reverse=reverse)
+    n = x.shape[0]
+    gx = x.matmul(wi.t()) + (bi + bh if bi is not None else 0)
+    ys, gs, cs = [None] * n, [None] * n, [None] * n
+    for t in (range(n - 1, -1, -1) if reverse else range(n)):
+        gs[t] = gx[t] + h.mm(wh.t())
+        h, c = _lstm(T, gs[t], c)
+        ys[t], cs[t] = h, c
+    return T.stack(ys), h, c, T.stack(gs), T.stack(cs)
+
+
+def _layer_inputs(n, b, i, h, bias=True):
+    w = [_rnnR(4 * h, i) * 0.5, _rnnR(4 * h, h) * 0.5]
+    w += [_rnnR(4 * h) * 0.5, _rnnR(4 * h) * 0.5] if bias else []
+    return [_rnnR(n, b, i)] + w + [_rnnR(b, h), _rnnR(b, h)]
+
+
+_LL, _LLB = "MkldnnRnnLayerBackward0", "MkldnnRnnLayerBackwardBackward0"
+S("lstm_layer",
+  Case("plain", lambda T, x, wi, wh, bi, bh, h, c: _layer(T, x, wi, wh, bi, bh, h, c),
+       *_layer_inputs(3, 2, 3, 2), node=_LL, torch_name=False),
+  Case("reverse_no_bias", lambda T, x, wi, wh, h, c: _layer(T, x, wi, wh, None, None, h, c,
+                                                            True)[:3],
+       *_layer_inputs(4, 1, 2, 3, bias=False), node=_LL, torch_name=False),
+  Case("noncontig_const_state", lambda T, x, wi, wh, bi, bh, h, c: _layer(
+      T, x.transpose(0, 1), wi, wh, bi, bh, h.to(x.dtype), c[:, ::2].to(x.dtype), True)[0],
+      *(lambda a: [_rnnR(2, 3, 3)] + a[1:5] + [K(a[5]), K(_rnnR(2, 4))])(
+          _layer_inputs(3, 2, 3, 2)), node=_LL, torch_name=False))
+S("lstm_layer_backward",
+  Case("vjp", lambda T, x, wi, wh, bi, bh, h, c, gy, ghy, gcy, gg, gcs: _vjp(
+      T, _layer(T, x, wi, wh, bi, bh, h, c), (x, wi, wh, bi, bh, h, c), (gy, ghy, gcy, gg, gcs)),
+      *_layer_inputs(3, 2, 2, 2), _rnnR(3, 2, 2), _rnnR(2, 2), _rnnR(2, 2), _rnnR(3, 2, 8),
+      _rnnR(3, 2, 2), node=_LLB, torch_name=False),
+  Case("vjp_reverse_output_only", lambda T, x, wi, wh, h, c, gy: _vjp(
+      T, _layer(T, x, wi, wh, None, None, h, c, True)[0], (x, wi, wh, h, c), gy),
+      *_layer_inputs(2, 2, 2, 2, bias=False), _rnnR(2, 2, 2), node=_LLB, torch_name=False))
