@@ -9,7 +9,7 @@ from ..runtime.functions_linalg_solve import cholesky_ex
 __all__ = ["Constraint", "MixtureSameFamilyConstraint", "boolean", "dependent",
            "dependent_property", "greater_than", "greater_than_eq", "independent",
            "integer_interval", "interval", "is_dependent", "less_than", "lower_cholesky",
-           "nonnegative", "nonnegative_integer", "positive", "positive_definite", "real",
+           "nonnegative", "nonnegative_integer", "one_hot", "positive", "positive_definite", "real",
            "real_vector", "simplex", "square", "symmetric", "unit_interval"]
 
 
@@ -185,6 +185,17 @@ class _Interval(Constraint):
                 f"upper_bound={self.upper_bound})")
 
 
+class _OneHot(Constraint):
+    """One-hot vectors along the last dim."""
+    is_discrete = True
+    event_dim = 1
+
+    def check(self, value):
+        is_boolean = (value == 0) | (value == 1)
+        is_normalized = value.sum(-1).eq(1)
+        return is_boolean.all(-1) & is_normalized
+
+
 class _Simplex(Constraint):
     """Nonnegative values along the last dim that sum to 1."""
     event_dim = 1
@@ -271,6 +282,7 @@ less_than = _LessThan
 unit_interval = _Interval(0.0, 1.0)
 interval = _Interval
 simplex = _Simplex()
+one_hot = _OneHot()
 lower_cholesky = _LowerCholesky()
 square = _Square()
 symmetric = _Symmetric()
