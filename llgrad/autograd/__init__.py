@@ -10,7 +10,7 @@ from ..runtime.grad_mode import (enable_grad, inference_mode, no_grad,  # noqa: 
 from ..runtime.anomaly import (detect_anomaly, is_anomaly_check_nan_enabled,  # noqa: F401
                                is_anomaly_enabled, set_detect_anomaly)
 from ..runtime.tensor import Tensor
-from . import functional, graph, profiler  # noqa: F401,E402
+from . import forward_ad, functional, graph, profiler  # noqa: F401,E402
 
 
 class _VariableMeta(type):

@@ -13,7 +13,7 @@ import time
 import warnings
 import weakref
 
-from ..runtime import saved_hooks, trace_state
+from ..runtime import dispatch, saved_hooks, trace_state
 from ..tracer.trace import ControlFlowError, TraceError
 from . import background, log
 from .compile_doc import Callable, documented
@@ -83,8 +83,9 @@ class CompiledFunction:
             return self.fn(*args, **kwargs)       # debug mode: the original function
         if trace_state.state.tracer is not None:
             return self._traced_fn()(*args, **kwargs)     # inlined into a trace
-        if saved_hooks.state.stack:     # (compiled code saves arrays no pack hook sees)
-            return self._eagerly("saved_tensors_hooks are active", args, kwargs)
+        if saved_hooks.state.stack or dispatch.forward_ad is not None:  # (not in native code)
+            return self._eagerly("saved_tensors_hooks are active" if saved_hooks.state.stack
+                                 else "a forward AD dual level is active", args, kwargs)
         if trace_state.state.vmap_levels:
             return self.fn(*args, **kwargs)     # under llgrad.func.vmap: its batched ops
         args, kwargs = self._defaults(args, kwargs) if self._defaults else (args, kwargs)

@@ -359,7 +359,7 @@ def _vjp_build(graph, dtype, saved):
 def native_vjp(node, g):
     """node's VJP (an eager_native op's) as one native loop, or None (the rule runs)."""
     if _grad_state.grad_enabled or _tstate.tracer is not None or dispatch.batching is not None \
-            or type(g) is not Tensor or not node.needs(0):
+            or type(g) is not Tensor or not node.needs(0) or dispatch.forward_ad is not None:
         return None
     ga = g._data
     if ga.size < MIN_ELEMENTS or ga.dtype not in _FLOATS or not ga.flags.c_contiguous:

@@ -3,7 +3,7 @@ import functools
 
 import numpy as np
 
-from . import grad_mode
+from . import dispatch, grad_mode
 from .node import Node, fix_grads, gradient_edge
 from .saved_tensor import FREED, SavedTensor, user_location
 from .tensor import Tensor
@@ -129,6 +129,13 @@ class Function(metaclass=FunctionMeta):
     vjp = backward
 
     @staticmethod
+    def jvp(ctx, *grad_inputs):
+        """The outputs' tangents from the inputs' (static), for forward-mode AD
+        (llgrad.autograd.forward_ad): jvp(ctx, *tangents), one result per output."""
+        raise NotImplementedError("You must implement the jvp function for custom "
+                                  "autograd.Function to use it with forward mode AD.")
+
+    @staticmethod
     def setup_context(ctx, inputs, output):
         """Save what backward needs when forward takes no ctx (static):
         setup_context(ctx, inputs, output)."""
@@ -144,7 +151,7 @@ class Function(metaclass=FunctionMeta):
         uses_setup = cls.setup_context.__func__ is not Function.setup_context.__func__ \
             if hasattr(cls.setup_context, "__func__") else \
             cls.setup_context is not Function.setup_context
-        with grad_mode.no_grad():
+        with grad_mode.no_grad(), _PrimalsOnly():
             if uses_setup:
                 out = cls.forward(*args, **kwargs)
                 cls.setup_context(ctx, args, out)
@@ -195,7 +202,20 @@ class Function(metaclass=FunctionMeta):
                     saved.append(SavedTensor(t))
             ctx._saved = saved
             ctx.to_save = None
+        if dispatch.forward_ad is not None:     # a dual level: the outputs' tangents by jvp
+            dispatch.forward_ad.function(cls, ctx, args, results)
         return results[0] if single else tuple(results)
+
+
+class _PrimalsOnly:
+    """A custom forward computes on primals, as in PyTorch: the dual level (if any) is set
+    aside while it runs (the outputs' tangents come from the Function's jvp)."""
+
+    def __enter__(self):
+        self.level, dispatch.forward_ad = dispatch.forward_ad, None
+
+    def __exit__(self, *exc):
+        dispatch.forward_ad = self.level
 
 
 class DelayedError(Node):

@@ -171,6 +171,12 @@ batching = None
 # global read per op) otherwise
 profiler = None
 
+# torch.autograd.forward_ad's hook while a dual level is active (llgrad/autograd/forward_ad.py):
+# .call(op, inputs, attrs) computes the tangents of ops on dual tensors and runs the op
+# through call(..., _dual=True); .call_inplace(op, t, inputs, attrs) (inplace.py). None (one
+# global read per op) otherwise
+forward_ad = None
+
 
 class _OpInfo:
     """What the dispatcher reads of an op on every call, worked out on its first call (an
@@ -198,12 +204,14 @@ _new = Tensor._from_array
 _new_view = Tensor._view_of
 
 
-def call(op, inputs, attrs, _timed=False):
+def call(op, inputs, attrs, _timed=False, _dual=False):
     """Run op of the table on inputs with attrs: eagerly, or recorded when tracing, or
     batched under vmap; the autograd node is attached when grad mode needs one (the
     dispatcher every Tensor method goes through)."""
     if profiler is not None and not _timed:
         return profiler.op(op, inputs, attrs)
+    if forward_ad is not None and not _dual:
+        return forward_ad.call(op, inputs, attrs)
     for x in inputs:
         if type(x) in NUMPY_SCALARS:    # (np.float64(2): the Python number, as torch reads it)
             inputs = [python_number(v) for v in inputs]

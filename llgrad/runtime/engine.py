@@ -237,7 +237,8 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
     heappop, heappush = heapq.heappop, heapq.heappush
     # gradients of one slot summed without the dispatcher (NumPy): only where the sum is no
     # graph op, traced op or batched op; `sums`: the slots holding a sum made here
-    plain = not create_graph and tracer is None and dispatch.batching is None
+    plain = not create_graph and tracer is None and dispatch.batching is None and \
+        dispatch.forward_ad is None         # (a dual gradient sums through the add op)
     sums = set()
     try:
         while heap:

@@ -19,7 +19,7 @@ _matmul = np.matmul
 
 def _plain(g):
     return not _grad.grad_enabled and _tstate.tracer is None and dispatch.batching is None \
-        and type(g) is Tensor
+        and type(g) is Tensor and dispatch.forward_ad is None
 
 
 def _mm(node, g, a, b, ia):

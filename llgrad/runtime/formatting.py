@@ -10,6 +10,8 @@ from ..ir.promotion import default_float
 PRECISION, THRESHOLD, EDGEITEMS, LINEWIDTH = 4, 1000, 3, 80
 SCI_MODE = None     # None: chosen from the values; True / False: forced (set_printoptions)
 _DEFAULT_DTYPES = ("int64", "bool")   # dtypes PyTorch leaves unprinted (and the default float)
+# a dual tensor's tangent, or None (llgrad/autograd/forward_ad.py installs it)
+tangent_of = None
 _PROFILES = {"default": (4, 1000, 3, 80), "short": (2, 1000, 2, 80),
              "full": (4, math.inf, 3, 80)}
 
@@ -146,4 +148,7 @@ def tensor_repr(t):
         suffixes.append(f"grad_fn=<{grad_fn_name}>")
     elif t.requires_grad:
         suffixes.append("requires_grad=True")
+    tangent = tangent_of(t) if tangent_of is not None else None
+    if tangent is not None:
+        suffixes.append(f"tangent={tensor_repr(tangent)}")
     return _add_suffixes(prefix + body, suffixes, indent)

@@ -44,6 +44,11 @@ def _numerical(fn, inputs, i, eps):
     return cols
 
 
+# the Jacobian's columns by forward mode (llgrad/autograd/forward_ad.py installs it):
+# forward_columns(fn, inputs, i) -> per element of inputs[i], the flattened outputs' tangents
+forward_columns = None
+
+
 def _analytical(fn, inputs, diff):
     outs = _outputs(fn, inputs)
     rows = []   # rows[k][e] -> list over diff inputs of flattened gradient
@@ -66,10 +71,12 @@ def _analytical(fn, inputs, diff):
 
 
 def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True,
-              nondet_tol=0.0, check_undefined_grad=True, fast_mode=False, **kw):
-    """Compare backward's Jacobian of func at inputs with central finite differences (in
-    float64; inputs must be contiguous), as torch.autograd.gradcheck. Returns True, or
-    raises GradcheckError (False with raise_exception=False)."""
+              nondet_tol=0.0, check_undefined_grad=True, fast_mode=False,
+              check_forward_ad=False, check_backward_ad=True, **kw):
+    """Compare backward's Jacobian of func at inputs (and forward mode's, with
+    check_forward_ad) with central finite differences (in float64; inputs must be
+    contiguous), as torch.autograd.gradcheck. Returns True, or raises GradcheckError (False
+    with raise_exception=False)."""
     inputs = _as_tuple(inputs)
     diff = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
     if not diff:
@@ -80,17 +87,26 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
             warnings.warn(f"Input #{i} requires gradient and is not a double precision floating "
                           "point. This check will likely fail if all the inputs are not of double "
                           "precision floating point. ", UserWarning, stacklevel=2)
-    outs, rows = _analytical(func, inputs, diff)
+    outs, rows = _analytical(func, inputs, diff) if check_backward_ad else \
+        (_outputs(func, inputs), None)
     for k, i in enumerate(diff):
         if inputs[i]._data.size == 0:
             continue                       # an empty input has an empty Jacobian
         cols = _numerical(func, inputs, i, eps)
+        fwd = forward_columns(func, inputs, i) if check_forward_ad else None
         for oi, o in enumerate(outs):
             num = np.array([c[oi] for c in cols]).reshape(len(cols), -1)     # in x out
-            ana = np.array([r[k] for r in rows[oi]]).reshape(-1, len(cols)).T if rows[oi] \
-                else np.zeros_like(num)
-            if not np.allclose(ana, num, rtol=rtol, atol=atol, equal_nan=True):
-                msg = (f"Jacobian mismatch for output {oi} with respect to input {i},\n"
+            checks = []
+            if rows is not None:
+                checks.append(("", np.array([r[k] for r in rows[oi]]).reshape(-1, len(cols)).T
+                               if rows[oi] else np.zeros_like(num)))
+            if fwd is not None:
+                checks.append((" computed with forward mode",
+                               np.array([c[oi] for c in fwd]).reshape(len(cols), -1)))
+            for how, ana in checks:
+                if np.allclose(ana, num, rtol=rtol, atol=atol, equal_nan=True):
+                    continue
+                msg = (f"Jacobian{how} mismatch for output {oi} with respect to input {i},\n"
                        f"numerical:{num}\nanalytical:{ana}\n")
                 if raise_exception:
                     raise GradcheckError(msg)

@@ -65,11 +65,13 @@ def _check_broadcast_into(shape, inputs):
                                f"shape {list(full)}")
 
 
-def call_inplace(op, t, inputs, attrs, _timed=False):
+def call_inplace(op, t, inputs, attrs, _timed=False, _dual=False):
     """Run op out of place, write the result into t's memory, bump the version, and
     rebase t's history (through CopySlices on its base when t is a view)."""
     if dispatch.profiler is not None and not _timed:     # (torch.profiler: dispatch.py)
         return dispatch.profiler.op_inplace(op, t, inputs, attrs)
+    if dispatch.forward_ad is not None and not _dual:    # (a dual level: dispatch.py)
+        return dispatch.forward_ad.call_inplace(op, t, inputs, attrs)
     for x in inputs:
         if type(x) in NUMPY_SCALARS:        # (read as the Python number: dispatch.call)
             inputs = [python_number(v) for v in inputs]
@@ -103,7 +105,7 @@ def call_inplace(op, t, inputs, attrs, _timed=False):
     if recording and t._dtype.is_floating_point and op.args[0] in op.save:
         # t is about to change: save a clone, recorded so that it keeps t's history (the
         # VJP reads it, and create_graph differentiates through it)
-        old_self = call(OPS["clone"], (t,), {"memory_format": "preserve"})
+        old_self = call(OPS["clone"], (t,), {"memory_format": "preserve"}, _dual=True)
     base = t._base
     base_edge = gradient_edge(base) if recording and base is not None else None
     self_edge = gradient_edge(t) if recording else None

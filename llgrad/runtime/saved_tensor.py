@@ -99,6 +99,11 @@ class SavedNumber:
         return Tensor._from_array(np.array(v, dtype=dt))
 
 
+# forward AD (llgrad/autograd/forward_ad.py installs it): an op's output saved with its
+# tangent, as (data, storage, tangent, level), unpacks through it as a dual tensor
+unpack_dual_output = None
+
+
 class SavedTensor:
     """A tensor saved for backward, with the version of its storage at save time. An op's
     own output is kept as a detached alias (no reference cycle) and re-attached to the
@@ -177,7 +182,7 @@ class SavedTensor:
         if type(t) is _Packed:
             return self._unpack_hooked(t, node)
         if self.is_output:
-            t = Tensor._from_array(t[0], t[1])
+            t = Tensor._from_array(t[0], t[1]) if len(t) == 2 else unpack_dual_output(t)
         if t._storage.version != self.version:
             out = (f", which is output {self.output_nr} of {type(node).__name__},"
                    if self.is_output else

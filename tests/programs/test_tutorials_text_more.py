@@ -40,8 +40,8 @@ def test_tutorial(name):
     run_tutorial(PROGRAMS[name])
 
 
-def test_forward_ad_dual_numbers_are_missing():
-    """torch.autograd.forward_ad (make_dual / unpack_dual) has no llgrad counterpart yet:
-    the program stays here for when it has (torch.func.jvp covers forward mode meanwhile)."""
-    pytest.xfail("llgrad has no torch.autograd.forward_ad")
+def test_forward_ad_dual_numbers():
+    """The dual-number half of the forward-mode AD tutorial (llgrad.autograd.forward_ad:
+    make_dual / unpack_dual, dual parameters, a custom Function's jvp, gradcheck's
+    check_forward_ad)."""
     run_tutorial(func_more.forward_ad)

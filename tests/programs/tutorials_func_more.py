@@ -159,7 +159,7 @@ def ensembling(torch, env):
 
 
 def forward_ad(torch, env):
-    """The dual-number half of the tutorial (torch.autograd.forward_ad); llgrad has none."""
+    """The dual-number half of the tutorial (torch.autograd.forward_ad)."""
     nn = torch.nn
     fwAD = torch.autograd.forward_ad
 
