@@ -240,8 +240,9 @@ def _params():
     same lowerings at their narrower edges)."""
     out = []
     for dt in DTYPES:
-        marks = (pytest.mark.slow,) if dt == "float64" else ()
         for k, batch in enumerate(BATCHES):
+            # (float64, and every second float32 batch: slow, for the suite's time)
+            marks = (pytest.mark.slow,) if dt == "float64" or k % 2 else ()
             ops = sorted({p.op for p in batch})
             out.append(pytest.param(k, dt, marks=marks, id=f"{dt}-{ops[0]}..{ops[-1]}"))
     return out

@@ -59,7 +59,9 @@ def _environment():
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
-@pytest.mark.parametrize("seed", _scenarios(), ids=lambda s: f"{backend_for(s)}-{s}")
+# (the default run: the first 200 scenarios; the slow run all of them, for the suite's time)
+@pytest.mark.parametrize("seed", [s if s < 200 else pytest.param(s, marks=pytest.mark.slow)
+                                  for s in _scenarios()], ids=lambda s: f"{backend_for(s)}-{s}")
 def test_compiled_world_matches_eager(seed):
     check_scenario(seed, backend_for(seed),
                    shrink_it=bool(os.environ.get("LLGRAD_STATE_FUZZ_SHRINK")))

@@ -42,6 +42,11 @@ PROGRAMS = {
 }
 
 
-@pytest.mark.parametrize("name", list(PROGRAMS))
+# (over ~1 s each, their builds of larger graphs: in the slow run, for the suite's time)
+SLOW = {"vision.unet", "seq.lstm_forecaster", "vision.denoising_autoencoder", "generative.realnvp"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n
+                                  for n in PROGRAMS])
 def test_program(name):
     run_tutorial(PROGRAMS[name])

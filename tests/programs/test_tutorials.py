@@ -52,7 +52,8 @@ PROGRAMS = {
     "vae_random": models.vae_random,
     "dqn": models.dqn,
 }
-SLOW = {"dcgan", "transformer_lm_dropout"}     # (~5-10 s: their builds of large graphs)
+SLOW = {"dcgan", "transformer_lm_dropout",     # (~5-10 s: their builds of large graphs)
+        "nn_really.sequential_lambda", "vae", "nlp.seq2seq_attention"}    # (~1 s)
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n

@@ -26,6 +26,11 @@ PROGRAMS = {
 }
 
 
-@pytest.mark.parametrize("name", list(PROGRAMS))
+# (over ~1 s each, their builds of larger graphs: in the slow run, for the suite's time)
+SLOW = {"fgsm", "transfer_fixed_feature"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n
+                                  for n in PROGRAMS])
 def test_tutorial(name):
     run_tutorial(PROGRAMS[name])

@@ -887,12 +887,16 @@ def _flat(out):
     return [out]
 
 
-def _params(kind, cases):
+def _params(kind, cases, slow_every=None):
+    """Params of cases; with slow_every=2, every second case is marked slow (the suite's
+    time: the slow run has them all)."""
     out = []
-    for op, case in cases:
+    for i, (op, case) in enumerate(cases):
         marks = ()
         if kind in case.xfail:
             marks = (pytest.mark.xfail(strict=True, reason=case.xfail[kind]),)
+        elif slow_every and i % slow_every:
+            marks = (pytest.mark.slow,)
         out.append(pytest.param(op, case, id=f"{op}-{case.id}", marks=marks))
     return out
 
@@ -962,7 +966,7 @@ def test_gradcheck(op, case):
 
 
 @pytest.mark.filterwarnings("ignore:Input #1 requires gradient and is not a double")
-@pytest.mark.parametrize("op,case", _params("gradgradcheck", GRADGRAD_CASES))
+@pytest.mark.parametrize("op,case", _params("gradgradcheck", GRADGRAD_CASES, slow_every=2))
 def test_gradgradcheck(op, case):
     inputs = build(llgrad, case.inputs)
     assert llgrad.autograd.gradgradcheck(_llgrad_fn(case), inputs, eps=case.eps,
