@@ -151,24 +151,30 @@ def raw(group, key):
 
 
 _HERE = __file__
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_PYTREE = os.path.join("tracer", "pytree.py")
+# the guard machinery, which reads a group's values to see what a call depends on (the
+# walk, the snapshot, the slots written): any other reader while tracing, llgrad's own
+# code included (an optimiser's state_dict()), gets a value guard
+_GUARD_FILES = tuple(os.path.join("compile", f) for f in (
+    "guards.py", "guard_walker.py", "attr_writes.py", "snapshot.py", "side_effects.py",
+    "readable.py"))
 
 
-def _by_llgrad():
-    """Whether the read in progress comes from llgrad's own code (a guard walk, a snapshot of
-    the traced run's state), not the traced function's: the nearest frame outside this
-    file."""
+def _by_guards():
+    """Whether the read in progress is the guard machinery's: the nearest frame outside
+    this file and pytree's flatten."""
     f = sys._getframe(2)
-    while f is not None and f.f_code.co_filename == _HERE:
+    while f is not None and (f.f_code.co_filename == _HERE or
+                             f.f_code.co_filename.endswith(_PYTREE)):
         f = f.f_back
-    return f is not None and f.f_code.co_filename.startswith(_PACKAGE)
+    return f is not None and f.f_code.co_filename.endswith(_GUARD_FILES)
 
 
 def _read(group, key, value):
     """A read of group[key] that is not hyper(): while tracing, its value becomes a guard
-    (unless llgrad itself reads it)."""
+    (unless the guard machinery reads it)."""
     tracer = trace_state.state.tracer
-    if tracer is None or key not in group.dynamic or _by_llgrad():
+    if tracer is None or key not in group.dynamic or _by_guards():
         return value
     if type(value) is tuple:
         for i, e in enumerate(value):

@@ -183,3 +183,27 @@ def test_groups_stay_dicts():
     assert g["lr"] == 0.3 and g.setdefault("lr", 1.0) == 0.3
     opt.add_param_group({"params": [llgrad.nn.Parameter(llgrad.ones(2))], "lr": 0.01})
     assert type(opt.param_groups[1]) is ParamGroup
+
+
+def test_llgrads_own_read_of_the_lr_inside_the_step_is_a_guard_too():
+    """optimizer.state_dict() inside the step reads the lr through the group (llgrad's
+    code, not the guard machinery): a guard, so a new lr is not served a stale value."""
+    results = []
+    for compiled in (False, True):
+        w = llgrad.nn.Parameter(llgrad.tensor([[0.5, -1.0]]))
+        opt = llgrad.optim.SGD([w], lr=0.02)
+        x = llgrad.tensor([[1.0, 2.0]])
+
+        def step(x):
+            opt.zero_grad()
+            loss = ((x @ w.t()) - 3).pow(2).mean()
+            loss.backward()
+            opt.step()
+            return loss * opt.state_dict()["param_groups"][0]["lr"]
+        f = llgrad.compile(step) if compiled else step
+        out = []
+        for k in range(5):
+            out.append(f(x).item())
+            opt.param_groups[0]["lr"] = 0.02 / (k + 2)
+        results.append(out)
+    np.testing.assert_allclose(results[1], results[0], rtol=1e-6)
