@@ -4,7 +4,6 @@ from numbers import Number
 
 from ..runtime.creation import tensor
 from ..runtime.functions import lgamma, stack
-from ..runtime.tensor import Size
 from . import constraints
 from .dirichlet import Dirichlet
 from .distribution import ExponentialFamily
@@ -30,12 +29,7 @@ class Beta(ExponentialFamily):
         super().__init__(self._dirichlet._batch_shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(Beta, _instance)
-        batch_shape = Size(batch_shape)
-        new._dirichlet = self._dirichlet.expand(batch_shape)
-        super(Beta, new).__init__(batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expanded(Beta, batch_shape, _instance, "_dirichlet")
 
     @property
     def mean(self):

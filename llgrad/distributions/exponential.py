@@ -41,12 +41,7 @@ class Exponential(ExponentialFamily):
         super().__init__(batch_shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(Exponential, _instance)
-        batch_shape = Size(batch_shape)
-        new.rate = self.rate.expand(batch_shape)
-        super(Exponential, new).__init__(batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expanded(Exponential, batch_shape, _instance, "rate")
 
     def rsample(self, sample_shape=Size()):
         shape = self._extended_shape(sample_shape)

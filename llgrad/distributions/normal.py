@@ -45,13 +45,7 @@ class Normal(ExponentialFamily):
         super().__init__(batch_shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(Normal, _instance)
-        batch_shape = Size(batch_shape)
-        new.loc = self.loc.expand(batch_shape)
-        new.scale = self.scale.expand(batch_shape)
-        super(Normal, new).__init__(batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expanded(Normal, batch_shape, _instance, "loc", "scale")
 
     def sample(self, sample_shape=Size()):
         shape = self._extended_shape(sample_shape)

@@ -47,13 +47,7 @@ class Uniform(Distribution):
         super().__init__(batch_shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(Uniform, _instance)
-        batch_shape = Size(batch_shape)
-        new.low = self.low.expand(batch_shape)
-        new.high = self.high.expand(batch_shape)
-        super(Uniform, new).__init__(batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expanded(Uniform, batch_shape, _instance, "low", "high")
 
     @constraints.dependent_property(is_discrete=False, event_dim=0)
     def support(self):
