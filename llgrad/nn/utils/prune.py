@@ -43,6 +43,19 @@ class Identity(BasePruningMethod):
         return super().apply(module, name)
 
 
+def _unstructured_mask(amount, t, default_mask, scores, largest):
+    """default_mask with `amount` of t's entries zeroed: those topk picks from scores()
+    (largest or smallest), as PyTorch's unstructured methods pick them."""
+    tensor_size = t.nelement()
+    nparams_toprune = _compute_nparams_toprune(amount, tensor_size)
+    _validate_pruning_amount(nparams_toprune, tensor_size)
+    mask = default_mask.clone(memory_format=contiguous_format)
+    if nparams_toprune != 0:
+        picked = topk(scores().view(-1), k=nparams_toprune, largest=largest)
+        mask.view(-1)[picked.indices] = 0
+    return mask
+
+
 class RandomUnstructured(BasePruningMethod):
     """Prunes `amount` (a fraction, or a number) of the entries at random."""
     PRUNING_TYPE = "unstructured"
@@ -52,15 +65,7 @@ class RandomUnstructured(BasePruningMethod):
         self.amount = amount
 
     def compute_mask(self, t, default_mask):
-        tensor_size = t.nelement()
-        nparams_toprune = _compute_nparams_toprune(self.amount, tensor_size)
-        _validate_pruning_amount(nparams_toprune, tensor_size)
-        mask = default_mask.clone(memory_format=contiguous_format)
-        if nparams_toprune != 0:
-            prob = rand_like(t)
-            picked = topk(prob.view(-1), k=nparams_toprune)
-            mask.view(-1)[picked.indices] = 0
-        return mask
+        return _unstructured_mask(self.amount, t, default_mask, lambda: rand_like(t), True)
 
     @classmethod
     def apply(cls, module, name, amount):
@@ -76,14 +81,7 @@ class L1Unstructured(BasePruningMethod):
         self.amount = amount
 
     def compute_mask(self, t, default_mask):
-        tensor_size = t.nelement()
-        nparams_toprune = _compute_nparams_toprune(self.amount, tensor_size)
-        _validate_pruning_amount(nparams_toprune, tensor_size)
-        mask = default_mask.clone(memory_format=contiguous_format)
-        if nparams_toprune != 0:
-            picked = topk(_abs(t).view(-1), k=nparams_toprune, largest=False)
-            mask.view(-1)[picked.indices] = 0
-        return mask
+        return _unstructured_mask(self.amount, t, default_mask, lambda: _abs(t), False)
 
     @classmethod
     def apply(cls, module, name, amount, importance_scores=None):
