@@ -52,14 +52,15 @@ def lower(graph, *, blas=True, opt=True, clusters=True, release=()):
     with _build_lock:               # one build per key, even from several threads
         # (an entry on disk that lacks a symbol is treated as missing: built again)
         compiled = jit.lookup(key, name, before_load=_pool_if_threaded, also=also)
-        if compiled is None:
+        built = compiled is None
+        if built:
             mod = jit.new_module(name)
             emit_plan(mod, plan, name, split=split and split[0])
             if THREAD_CALL in mod.globals:
                 ensure_pool()
             compiled = jit.compile_module(mod, [name, *also], opt=opt, key=key)
     kernel = Kernel(traced, plan, compiled, name, split)
-    kernel.cache_key = key
+    kernel.cache_key, kernel.built_llvm = key, built
     return kernel
 
 

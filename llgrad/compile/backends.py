@@ -102,6 +102,7 @@ class Native(Interpreter):
             if which == "backward" else ()
         try:
             kernel = entry.kernels[which] = lower(getattr(entry, which), release=release)
+            entry.llvm_builds += kernel.built_llvm
         except Unsupported as e:
             what = f"{e.node.op} ({e.node.loc})" if e.node is not None else "graph"
             entry.kernels[which] = f"interpreted: {what} is not lowered to LLVM yet: {e.reason}"

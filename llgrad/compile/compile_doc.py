@@ -113,8 +113,8 @@ Checking (LLGRAD_CHECK)
     group, warning at the first node that differs (slow; LLGRAD_CHECK=raise raises
     llgrad.debug.MismatchError). llgrad.debug.compare(fn, *args) does it once.
 
-Returns a CompiledFunction (call it as fn; .dump(), .n_traces, .graph_breaks), a
-CompiledModule for a module, or, with fn None, a decorator. See also llgrad.grad,
+Returns a CompiledFunction (call it as fn; .dump(), .n_traces, .n_llvm_compiles (the LLVM
+modules built, cache hits not counted), .graph_breaks), a CompiledModule for a module, or, with fn None, a decorator. See also llgrad.grad,
 llgrad.value_and_grad and llgrad.vjp (forward and backward compiled as one graph),
 llgrad.trace (the forward graph of one call) and llgrad.explain."""
 

@@ -24,7 +24,7 @@ from .fastpath import plain_function, plain_key, plain_reads
 from .guard_walker import make_walker
 from .guards import collect, default_filler, hooked, identity, without_grads
 from .module import CompiledModule, is_module
-from .readable import Names, differences, guard_lines, nearest, why_retrace
+from .readable import Names, guard_lines, limit_change, why_retrace
 from .attr_writes import Pending
 from .side_effects import unreplayed_change
 from .backends import backend as get_backend
@@ -56,7 +56,7 @@ class CompiledFunction:
         self.recompile_limit = recompile_limit
         self.cache = {}             # guard key -> [Entry] (entries differ in value guards)
         self.n_traces = 0           # how many times fn was traced (tests count this)
-        self.entries = []
+        self.entries = []           # (n_llvm_compiles: the LLVM modules their kernels built)
         self._warned = set()        # the reasons already warned about (once each)
         self._not_kept = None       # why the last traced run was not kept (side effects)
         self._lock = threading.RLock()     # one trace at a time; the cache changes under it
@@ -284,30 +284,17 @@ class CompiledFunction:
             log.emit("graph_breaks", "%s: recompile limit (%d) reached: calls with new guard "
                      "values run eagerly (call at %s)", getattr(self.fn, "__name__", "fn"),
                      self.recompile_limit, log.user_line(3))
-        last = self.entries[-1].guard_items if self.entries else []
-        changed = []
-        try:
-            near = nearest(self.entries, guards)
-            if near is not None:
-                changed = [f"{failed} ({summary})" for failed, summary in
-                           differences(near.guard_items, guards,
-                                       Names(self.fn, args, kwargs or {}))]
-        except Exception:       # (a message: never in the way of the call)
-            changed = []
-        if not changed:
-            changed = [f"{n}: {dict(last).get(n)!r} -> {v!r}" for n, v in guards
-                       if dict(last).get(n) != v]
-        if self._not_kept:
-            changed = [f"none kept: {self._not_kept}, which a compiled call cannot replay"]
-        elif not changed:   # a value read while tracing (bool(t), .item(), a mask's count)
-            reads = [f"{g.expected!r} at {g.loc}" for g in
-                     (self.entries[-1].forward.guards if self.entries else ())]
-            changed = ["a value guard (the traced values: " + "; ".join(reads) + ")"
-                       if reads else "a value guard"]
+        changed = limit_change(self, guards, args, kwargs)
         warnings.warn(f"llgrad.compile({getattr(self.fn, '__name__', 'fn')}): recompile limit "
                       f"({self.recompile_limit}) reached; the guard that changed: "
                       f"{changed[0]}. From now on, running eagerly for new guard values.",
                       RuntimeWarning, stacklevel=3)
+
+    @property
+    def n_llvm_compiles(self):
+        """How many LLVM modules this function's entries built (kernels found in the memory
+        or disk cache cost none): with n_traces, what new shapes and values cost."""
+        return sum(e.llvm_builds for e in self.entries)
 
     def _traced_fn(self):
         """fn with its tensor-dependent control flow rewritten (converted once), or fn."""

@@ -61,7 +61,8 @@ class Entry:
         "timings",                        # seconds of the trace and builds (log.py)
         "kernels", "_forward_run", "_backward_run", "_runners", "_node_layout", "_unflatten",
         "_build_job", "_interim_runs",    # background.py: the build, interpreter runs till then
-        "_cache_hints", "_compiled_before")     # and whether a process built it before
+        "_cache_hints", "_compiled_before",     # and whether a process built it before
+        "llvm_builds")                    # how many LLVM modules its kernels built
 
     def __init__(self, name, backend, guard_items):
         self.name, self.backend, self.guard_items = name, backend, guard_items
@@ -75,7 +76,7 @@ class Entry:
         self.kernels, self._runners, self.timings = {}, {}, {}
         self._forward_run = self._backward_run = self._node_layout = self._unflatten = None
         self._build_job, self._interim_runs, self._cache_hints = None, {}, {}
-        self._compiled_before = None
+        self._compiled_before, self.llvm_builds = None, 0
 
 
 def trace_entry(name, backend, traced_fn, tensors, guards, args, kwargs, n_own, entered=(),

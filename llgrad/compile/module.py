@@ -5,7 +5,7 @@ a Sequential) is the module's own, so the object stands wherever the module did.
 _OWN = frozenset({"_orig_mod", "_compiled"})
 # what a compiled module answers as the compiled function (counters, inspection)
 _COMPILED_ATTRS = frozenset({"n_traces", "entries", "cache", "dump", "backend", "fullgraph",
-                             "recompile_limit", "wait", "graph_breaks"})
+                             "recompile_limit", "wait", "graph_breaks", "n_llvm_compiles"})
 
 
 def is_module(obj):

@@ -347,3 +347,28 @@ def why_retrace(cf, key, guards, tensors, args, kwargs):
         more = f"; {len(diffs) - 1} more changed: " + "; ".join(rest) + \
             ("; ..." if len(diffs) > 4 else "")
     return head + f"guard failed: {failed}  [{summary}]{more}"
+
+
+def limit_change(cf, guards, args, kwargs):
+    """[what changed] for the recompile-limit warning: the guards this call fails on the
+    nearest entry, else the raw items that differ from the last entry's, else why no entry
+    was kept or the value guards the traces read."""
+    last = dict(cf.entries[-1].guard_items) if cf.entries else {}
+    changed = []
+    try:
+        near = nearest(cf.entries, guards)
+        if near is not None:
+            changed = [f"{failed} ({summary})" for failed, summary in
+                       differences(near.guard_items, guards, Names(cf.fn, args, kwargs or {}))]
+    except Exception:       # (a message: never in the way of the call)
+        changed = []
+    if not changed:
+        changed = [f"{n}: {last.get(n)!r} -> {v!r}" for n, v in guards if last.get(n) != v]
+    if cf._not_kept:
+        return [f"none kept: {cf._not_kept}, which a compiled call cannot replay"]
+    if not changed:     # a value read while tracing (bool(t), .item(), a mask's count)
+        reads = [f"{g.expected!r} at {g.loc}" for g in
+                 (cf.entries[-1].forward.guards if cf.entries else ())]
+        changed = ["a value guard (the traced values: " + "; ".join(reads) + ")"
+                   if reads else "a value guard"]
+    return changed

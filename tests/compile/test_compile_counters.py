@@ -1,0 +1,102 @@
+"""The counters a compiled function exposes (n_traces, n_llvm_compiles): what a new shape
+costs, against eager's results. A training loop with a ragged last batch and a sweep of
+batch sizes: each new size traces once and builds its module once (a training step, which
+runs its own backward, is one graph); sizes seen before, and a second function over the
+same graphs, build nothing. (Builds are made on the caller's thread here, LLGRAD_COMPILE=sync:
+in the background mode a traced entry is built even if no call runs it again.)"""
+import numpy as np
+import pytest
+
+import llgrad
+import llgrad.nn as nn
+import llgrad.nn.functional as F
+
+
+@pytest.fixture(autouse=True)
+def _sync(monkeypatch):
+    monkeypatch.setenv("LLGRAD_COMPILE", "sync")
+
+
+def _model(width):
+    llgrad.manual_seed(0)
+    return nn.Sequential(nn.Linear(width, 2 * width), nn.Tanh(), nn.Linear(2 * width, 3))
+
+
+def _step_fn(model, opt):
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+def _batches(n, batch, width, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, width)).astype(np.float32)
+    y = rng.integers(0, 3, n)
+    return [(llgrad.tensor(x[i:i + batch]), llgrad.tensor(y[i:i + batch]))
+            for i in range(0, n, batch)]
+
+
+def _train(step, batches, epochs):
+    return [step(x, y).item() for _ in range(epochs) for x, y in batches]
+
+
+def test_ragged_last_batch_costs_one_trace_and_one_build_per_size():
+    width = 13                      # (a size no other test builds: the caches are cold)
+    batches = _batches(70, 16, width)            # 16, 16, 16, 16, 6
+    eager_model = _model(width)
+    eager = _train(_step_fn(eager_model, llgrad.optim.SGD(eager_model.parameters(), 0.1)),
+                   batches, 3)
+    model = _model(width)
+    step = llgrad.compile(_step_fn(model, llgrad.optim.SGD(model.parameters(), 0.1)))
+    got = _train(step, batches, 3)
+    np.testing.assert_allclose(got, eager, rtol=1e-5, atol=1e-6)
+    # traces: the first step (every .grad None), the steps of 16 (.grad set), the step of
+    # 6; builds: the two entries calls ran again (the first step's never runs again)
+    assert step.n_traces == 3
+    assert step.n_llvm_compiles == 2
+    for (a, b), (c, d) in zip(model.state_dict().items(), eager_model.state_dict().items()):
+        np.testing.assert_allclose(b.numpy(), d.numpy(), rtol=1e-5, atol=1e-6)
+
+    # the same graphs again, from another function: found in the cache, nothing built
+    again = llgrad.compile(_step_fn(model, llgrad.optim.SGD(model.parameters(), 0.1)))
+    _train(again, batches, 1)
+    assert again.n_traces == 2 and again.n_llvm_compiles == 0     # (.grad set from the start)
+
+
+def test_sweep_of_batch_sizes_counts_and_results():
+    width = 11
+    sizes = [5, 9, 17, 33, 6, 10, 18, 34]
+    eager_model, model = _model(width), _model(width)
+    run_eager = _step_fn(eager_model, llgrad.optim.SGD(eager_model.parameters(), 0.05))
+    step = llgrad.compile(_step_fn(model, llgrad.optim.SGD(model.parameters(), 0.05)),
+                          recompile_limit=16)
+    for b in sizes + sizes:
+        x, y = _batches(b, b, width, seed=b)[0]
+        np.testing.assert_allclose(step(x, y).item(), run_eager(x, y).item(),
+                                   rtol=1e-5, atol=1e-6)
+    # the first call's .grad is None: the first size traces again with .grad set (in the
+    # second pass); the others' entries are built when the second pass runs them, the two
+    # of the first size never (each ran once: the traced run is eager's)
+    assert step.n_traces == len(sizes) + 1
+    assert step.n_llvm_compiles == len(sizes) - 1
+
+
+def test_counters_start_at_zero_and_reset():
+    f = llgrad.compile(lambda x: (x * 3.0).sum())
+    assert (f.n_traces, f.n_llvm_compiles) == (0, 0)
+    f(llgrad.ones(7, 3))
+    assert f.n_traces == 1 and f.n_llvm_compiles <= 1
+    f.reset()
+    assert (f.n_traces, f.n_llvm_compiles) == (0, 0)
+
+
+def test_compiled_module_answers_the_counters():
+    model = _model(7)
+    cm = llgrad.compile(model)
+    cm(llgrad.ones(4, 7))
+    cm(llgrad.ones(4, 7))
+    assert cm.n_traces == 1 and cm.n_llvm_compiles >= 1
