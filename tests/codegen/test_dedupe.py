@@ -57,6 +57,7 @@ def _stack_backward_functions(depth):
     f = llgrad.compile(loss)
     for _ in range(2):
         f(x, *params).backward()
+    f.wait()                # (LLGRAD_COMPILE=background: the kernels are built by now)
     want = loss(x, *params)
     got = f(x, *params)
     np.testing.assert_allclose(got.item(), want.item(), rtol=1e-5)

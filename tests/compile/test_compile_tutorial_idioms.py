@@ -85,7 +85,10 @@ def _item_then_written(x):
     return total, x.sum().item() * x     # (with a tensor: a value guard)
 
 
-def test_a_returned_variable_keeps_its_value_and_a_tensor_product_guards():
+def test_a_returned_variable_keeps_its_value_and_a_tensor_product_guards(monkeypatch):
+    # (builds on the caller's thread: in the background mode the calls made while the
+    # first entry builds run eagerly, not traced, and the count below is the traces')
+    monkeypatch.setenv("LLGRAD_COMPILE", "sync")
     cf = llgrad.compile(_item_then_written, backend="llvm")
     for k in range(3):
         x = llgrad.arange(3.0) + k
