@@ -14,7 +14,7 @@ these too; lower.py builds a Kernel from them."""
 import numpy as np
 from llvmlite import ir
 
-from ..ir.decompose import expand_composites
+from ..ir.decompose import expand_composites, expand_composites_in_regions
 from ..ir.gemm_sums import merge_product_sums
 from ..ir.graph import Value
 from ..ir.ops_control import CONTROL
@@ -122,7 +122,9 @@ def simplify(graph):
     Inputs, outputs (by position), mutated inputs and guards keep their places, so the
     Kernel answers in terms of the traced graph."""
     if any(n.op in CONTROL for n in graph.nodes):
-        return verify(graph)    # (regions are planned with their own Values: keep them)
+        # (regions are planned with their own Values: only the composites, which have no
+        # lowering of their own, are expanded, in the graph and in its regions)
+        return verify(expand_composites_in_regions(graph))
     out = graph
     for p in PASSES:
         new = p(out)

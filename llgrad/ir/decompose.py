@@ -17,7 +17,7 @@ The rewrite keeps the graph's inputs, outputs (by position), mutated inputs and 
 the graph as traced (the ops' NumPy implementations), so the two stay independent checks of
 each other."""
 from .graph import Node, Value
-from .optable import OPS
+from .optable import CONTROL, OPS
 from .passes import _rebuild
 from .shape_rules import infer_types
 
@@ -69,3 +69,25 @@ def expand_composites(graph):
                 y = _Emitter(nodes, n.loc)("clone", [y], memory_format="contiguous")
             subst[out] = y
     return _rebuild(graph, nodes, subst)
+
+
+def expand_composites_in_regions(graph):
+    """expand_composites over graph and, at every depth, over the regions of its control
+    nodes (cond, while_loop), which native code plans as graphs of their own: a region
+    keeps its inputs and outputs by position, so its control node takes the expansion as
+    it is. (New graphs and node copies: the traced graph and its regions are unchanged.)"""
+    out = expand_composites(graph)
+    new_regions = {}
+    for i, n in enumerate(out.nodes):
+        op = CONTROL.get(n.op)
+        for key in (op.regions if op is not None else ()):
+            region = expand_composites_in_regions(n.attrs[key])
+            if region is not n.attrs[key]:
+                new_regions[i, key] = region
+    if not new_regions:
+        return out
+    if out is graph:
+        out = _rebuild(graph, graph.nodes)      # (copies, one per node, in order)
+    for (i, key), region in new_regions.items():
+        out.nodes[i].attrs[key] = region
+    return out

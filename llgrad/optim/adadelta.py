@@ -2,7 +2,7 @@
 from __future__ import annotations
 from ..runtime.creation import zeros_like
 from ..runtime.grad_mode import enable_grad, no_grad
-from .optimizer import LrT, Optimizer, ParamsT, _check_lr, _for_loop_only, _to_scalar
+from .optimizer import LrT, Optimizer, ParamsT, _check_lr, _for_loop_only, _add_scaled_, _lr
 from ._state import new_step, tensor_steps
 
 __all__ = ["Adadelta"]
@@ -11,6 +11,7 @@ __all__ = ["Adadelta"]
 class Adadelta(Optimizer):
     """Adadelta(params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, ...): PyTorch's rule and
     defaults."""
+    dynamic_hypers = ("lr",)
 
     def __init__(self, params: ParamsT, lr: LrT = 1.0, rho: float = 0.9, eps: float = 1e-6,
                  weight_decay: float = 0, foreach: bool | None = None, *, capturable: bool = False,
@@ -43,7 +44,7 @@ class Adadelta(Optimizer):
             with enable_grad():
                 loss = closure()
         for group in self.param_groups:
-            lr = _to_scalar(group["lr"])
+            lr = _lr(group)      # (while tracing, a graph input)
             rho, eps, weight_decay = group["rho"], group["eps"], group["weight_decay"]
             for p in group["params"]:
                 if p.grad is None:
@@ -63,5 +64,5 @@ class Adadelta(Optimizer):
                 delta = acc_delta.add(eps).sqrt_()
                 delta.div_(std).mul_(grad)
                 acc_delta.mul_(rho).addcmul_(delta, delta, value=1 - rho)
-                p.add_(delta, alpha=-lr)
+                _add_scaled_(p, delta, -lr)
         return loss

@@ -5,7 +5,7 @@ from ..runtime.creation import full_like
 from ..runtime.grad_mode import enable_grad, no_grad
 from .optimizer import LrT, ParamsT
 from .optimizer import (Optimizer, _addcdiv_, _check_lr, _div, _for_loop_only, _get_value,
-                        _to_scalar)
+                        _lr)
 from ._state import new_step, tensor_steps
 
 __all__ = ["Adagrad"]
@@ -14,6 +14,7 @@ __all__ = ["Adagrad"]
 class Adagrad(Optimizer):
     """Adagrad(params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0,
     eps=1e-10, ...): PyTorch's rule and defaults; state made at construction, as PyTorch."""
+    dynamic_hypers = ("lr",)
 
     def __init__(self, params: ParamsT, lr: LrT = 1e-2, lr_decay: float = 0,
                  weight_decay: float = 0, initial_accumulator_value: float = 0, eps: float = 1e-10,
@@ -59,7 +60,7 @@ class Adagrad(Optimizer):
             with enable_grad():
                 loss = closure()
         for group in self.param_groups:
-            lr = _to_scalar(group["lr"])
+            lr = _lr(group)      # (while tracing, a graph input)
             weight_decay, lr_decay, eps = group["weight_decay"], group["lr_decay"], group["eps"]
             for p in group["params"]:
                 if p.grad is None:

@@ -5,7 +5,7 @@ from ..runtime.creation import zeros_like
 from ..runtime.grad_mode import enable_grad, no_grad
 from .optimizer import LrT, ParamsT
 from .optimizer import (Optimizer, _addcdiv_, _check_lr, _div, _for_loop_only, _get_value,
-                        _to_scalar)
+                        _lr)
 from ._state import new_step, tensor_steps
 
 __all__ = ["Adamax"]
@@ -14,6 +14,7 @@ __all__ = ["Adamax"]
 class Adamax(Optimizer):
     """Adamax(params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, ...):
     PyTorch's rule and defaults."""
+    dynamic_hypers = ("lr",)
 
     def __init__(self, params: ParamsT, lr: LrT = 2e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0, foreach: bool | None = None, *,
@@ -50,7 +51,7 @@ class Adamax(Optimizer):
                 loss = closure()
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
-            lr = _to_scalar(group["lr"])
+            lr = _lr(group)      # (while tracing, a graph input)
             eps, weight_decay = group["eps"], group["weight_decay"]
             for p in group["params"]:
                 if p.grad is None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from ..runtime.creation import zeros_like
 from ..runtime.grad_mode import enable_grad, no_grad
 from .optimizer import (LrT, ParamsT, Optimizer, _addcdiv_, _check_lr, _for_loop_only, _get_value,
-                        _to_scalar)
+                        _lr)
 from ._state import new_step, tensor_steps
 
 __all__ = ["NAdam"]
@@ -13,6 +13,7 @@ __all__ = ["NAdam"]
 class NAdam(Optimizer):
     """NAdam(params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
     momentum_decay=4e-3, decoupled_weight_decay=False, ...): PyTorch's rule and defaults."""
+    dynamic_hypers = ("lr",)
 
     def __init__(self, params: ParamsT, lr: LrT = 2e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0, momentum_decay: float = 4e-3,
@@ -54,7 +55,7 @@ class NAdam(Optimizer):
                 loss = closure()
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
-            lr = _to_scalar(group["lr"])
+            lr = _lr(group)      # (while tracing, a graph input)
             eps, weight_decay = group["eps"], group["weight_decay"]
             momentum_decay = group["momentum_decay"]
             for p in group["params"]:

@@ -9,7 +9,7 @@ from itertools import chain
 from typing import TYPE_CHECKING, TypeAlias
 
 from ..runtime import trace_state
-from ..runtime.hypers import ParamGroup
+from ..runtime.hypers import ParamGroup, hyper
 from ..runtime.creation import full
 from ..runtime.tensor import Tensor
 
@@ -58,6 +58,20 @@ def _to_scalar(x):
     if isinstance(x, Tensor) and x.dim() != 0:
         return x.squeeze()
     return x
+
+
+def _lr(group):
+    """group's learning rate for the update: _to_scalar of hyper(group, "lr") (while a trace
+    records, the graph input that stands for a float lr, so a schedule does not re-trace)."""
+    return _to_scalar(hyper(group, "lr"))
+
+
+def _add_scaled_(param, t, scale):
+    """param.add_(t, alpha=scale); for a tensor scale (a traced lr), t * scale added, as
+    SGD adds it."""
+    if isinstance(scale, Tensor):
+        return param.add_(t.mul(scale))
+    return param.add_(t, alpha=scale)
 
 
 def _check_lr(lr):

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..runtime.creation import zeros_like
 from ..runtime.functions import where
 from ..runtime.grad_mode import enable_grad, no_grad
-from .optimizer import Optimizer, _check_lr, _for_loop_only, _get_value, _to_scalar, _tracing
+from .optimizer import Optimizer, _check_lr, _for_loop_only, _get_value, _lr, _tracing
 from .optimizer import LrT, ParamsT
 from ._state import new_step, tensor_steps
 
@@ -17,6 +17,7 @@ __all__ = ["RAdam"]
 class RAdam(Optimizer):
     """RAdam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
     decoupled_weight_decay=False, ...): PyTorch's rule and defaults."""
+    dynamic_hypers = ("lr",)
 
     def __init__(self, params: ParamsT, lr: LrT = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0, decoupled_weight_decay: bool = False,
@@ -56,7 +57,7 @@ class RAdam(Optimizer):
         traced = _tracing()
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
-            lr = _to_scalar(group["lr"])
+            lr = _lr(group)      # (while tracing, a graph input)
             eps, weight_decay = group["eps"], group["weight_decay"]
             for p in group["params"]:
                 if p.grad is None:

@@ -3,7 +3,8 @@ single-tensor update rule and state layout (step, square_avg, momentum_buffer, g
 from __future__ import annotations
 from ..runtime.creation import zeros_like
 from ..runtime.grad_mode import enable_grad, no_grad
-from .optimizer import LrT, Optimizer, ParamsT, _addcdiv_, _check_lr, _for_loop_only, _to_scalar
+from .optimizer import (LrT, Optimizer, ParamsT, _add_scaled_, _addcdiv_, _check_lr,
+                        _for_loop_only, _lr)
 from ._state import new_step, tensor_steps
 
 __all__ = ["RMSprop"]
@@ -13,6 +14,7 @@ class RMSprop(Optimizer):
     """RMSprop(params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
     centered=False, ...): PyTorch's rule and defaults; foreach is ignored, capturable and
     differentiable are not supported."""
+    dynamic_hypers = ("lr",)
 
     def __init__(self, params: ParamsT, lr: LrT = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
                  weight_decay: float = 0, momentum: float = 0, centered: bool = False,
@@ -49,7 +51,7 @@ class RMSprop(Optimizer):
             with enable_grad():
                 loss = closure()
         for group in self.param_groups:
-            lr = _to_scalar(group["lr"])
+            lr = _lr(group)      # (while tracing, a graph input)
             alpha, eps, momentum = group["alpha"], group["eps"], group["momentum"]
             weight_decay, centered = group["weight_decay"], group["centered"]
             for p in group["params"]:
@@ -80,7 +82,7 @@ class RMSprop(Optimizer):
                 if momentum > 0:
                     buf = state["momentum_buffer"]
                     buf.mul_(momentum).addcdiv_(grad, avg)
-                    p.add_(buf, alpha=-lr)
+                    _add_scaled_(p, buf, -lr)
                 else:
                     _addcdiv_(p, grad, avg, -lr)
         return loss

@@ -160,14 +160,19 @@ _GUARD_FILES = tuple(os.path.join("compile", f) for f in (
     "readable.py"))
 
 
-def _by_guards():
-    """Whether the read in progress is the guard machinery's: the nearest frame outside
-    this file and pytree's flatten."""
+# the snapshot of a traced run's Python state, whose restore (after tracing the branch of a
+# tensor `if` that eager does not take) puts back the values the trace started from
+_RESTORE_FILES = (os.path.join("compile", "snapshot.py"),)
+
+
+def _by_guards(files=_GUARD_FILES):
+    """Whether the read (or write) in progress is the guard machinery's: the nearest frame
+    outside this file and pytree's flatten is in one of `files`."""
     f = sys._getframe(2)
     while f is not None and (f.f_code.co_filename == _HERE or
                              f.f_code.co_filename.endswith(_PYTREE)):
         f = f.f_back
-    return f is not None and f.f_code.co_filename.endswith(_GUARD_FILES)
+    return f is not None and f.f_code.co_filename.endswith(files)
 
 
 def _read(group, key, value):
@@ -189,9 +194,12 @@ def _read(group, key, value):
 
 
 def _write(group, key):
+    """A write of group[key]: while tracing, a dynamic one stops the trace, unless it is the
+    snapshot putting back the value the trace started from."""
     tracer = trace_state.state.tracer
     if tracer is not None and key in group.dynamic and \
-            any(k == key for k, _, _ in dynamic_slots(group)):
+            any(k == key for k, _, _ in dynamic_slots(group)) and \
+            not _by_guards(_RESTORE_FILES):
         tracer.graph_break(f"a write of an optimiser's param group {key!r} inside the "
                            "compiled function (compiled calls read it, they do not replay "
                            "writes to it)")

@@ -111,6 +111,23 @@ def test_cond_runs_only_the_taken_branch():
     assert cf.entries[0].kernels["forward"].ir_before.count("br i1") >= 1
 
 
+def composites_and_cond(x, w, b):
+    # layer_norm and gelu have no lowering of their own: expanded into primitives
+    # (ir/decompose.py) in the graph holding the cond and in its regions
+    h = llgrad.nn.functional.layer_norm(x, (4,), w, b)
+    if h.sum() > 0:
+        y = llgrad.nn.functional.gelu(llgrad.nn.functional.layer_norm(h * 2, (4,)))
+    else:
+        y = h.tanh()
+    return (y * w).sum(), y
+
+
+def test_composites_around_and_inside_a_cond_are_native():
+    x, w, b = rnd(6, 3, 4), rnd(7, 4), rnd(8, 4)
+    cf = check(composites_and_cond, [[x, w, b + 5], [x, w, b - 5], [x, w, b + 5]])
+    assert {"layer_norm", "gelu", "cond"} <= set(ops(cf.entries[0].forward))
+
+
 def nested_cond(x):
     if x.sum() > 0:
         if x.max() > 1.5:

@@ -88,6 +88,39 @@ def test_a_compiled_step_under_onecycle_matches_torch(opt_name):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
 
 
+# the other optimisers read their lr at each call too (their betas/momentum stay guards)
+LR_ONLY = {
+    "nadam": lambda L, ps: L.optim.NAdam(ps, lr=1e-2, weight_decay=1e-3),
+    "nadamw": lambda L, ps: L.optim.NAdam(ps, lr=1e-2, weight_decay=1e-2,
+                                          decoupled_weight_decay=True),
+    "radam": lambda L, ps: L.optim.RAdam(ps, lr=1e-2, weight_decay=1e-3),
+    "rmsprop": lambda L, ps: L.optim.RMSprop(ps, lr=1e-2),
+    "rmsprop_momentum": lambda L, ps: L.optim.RMSprop(ps, lr=1e-2, momentum=0.9,
+                                                      centered=True),
+    "adagrad": lambda L, ps: L.optim.Adagrad(ps, lr=0.1, lr_decay=0.01),
+    "adamax": lambda L, ps: L.optim.Adamax(ps, lr=1e-2),
+    "adadelta": lambda L, ps: L.optim.Adadelta(ps, lr=0.5),
+}
+
+
+@pytest.mark.parametrize("opt_name", sorted(LR_ONLY))
+def test_a_schedule_does_not_trace_the_other_optimisers_again(opt_name, monkeypatch):
+    monkeypatch.setitem(OPTIMISERS, opt_name, LR_ONLY[opt_name])
+    test_a_schedule_does_not_trace_the_step_again(opt_name, "cosine")
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("opt_name", ["nadam", "radam", "rmsprop_momentum", "adagrad"])
+def test_the_other_optimisers_under_a_schedule_match_torch(opt_name, monkeypatch):
+    torch = pytest.importorskip("torch")
+    monkeypatch.setitem(OPTIMISERS, opt_name, LR_ONLY[opt_name])
+    got = _train(llgrad, opt_name, "cosine", compiled=True)
+    want = _train(torch, opt_name, "cosine", compiled=False)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-6)
+    for a, b in zip(got[1], want[1]):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
 def _setup():
     llgrad.manual_seed(0)
     w = llgrad.nn.Parameter(llgrad.tensor([[0.5, -1.0]]))
@@ -207,3 +240,35 @@ def test_llgrads_own_read_of_the_lr_inside_the_step_is_a_guard_too():
             opt.param_groups[0]["lr"] = 0.02 / (k + 2)
         results.append(out)
     np.testing.assert_allclose(results[1], results[0], rtol=1e-6)
+
+
+def test_a_tensor_if_in_the_step_leaves_the_groups_untouched():
+    """The branch eager does not take is traced with its Python effects put back (the
+    snapshot restores every container, the optimiser's groups among them): that restore is
+    not a write of the lr inside the step (it ran the step eagerly, with a warning)."""
+    results = []
+    for compiled in (False, True):
+        w, opt, x = _setup()
+        sched = llgrad.optim.lr_scheduler.ExponentialLR(opt, gamma=0.7)
+
+        def step(x):
+            opt.zero_grad()
+            loss = (x @ w.t()).pow(2).mean()
+            if loss > 1.0:                  # (a tensor condition: both branches traced)
+                loss = loss * 0.5
+            loss.backward()
+            opt.step()
+            return loss
+        f = llgrad.compile(step) if compiled else step
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            losses = []
+            for _ in range(6):
+                losses.append(f(x).item())
+                sched.step()
+        results.append((losses, w.detach().numpy().copy()))
+        if compiled:
+            assert f.n_traces <= 2 and f.entries
+    assert min(results[0][0]) < 1.0 < max(results[0][0])    # (both branches ran)
+    np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-6)
+    np.testing.assert_allclose(results[1][1], results[0][1], rtol=1e-6)
