@@ -75,13 +75,35 @@ def expand_composites_in_regions(graph):
     """expand_composites over graph and, at every depth, over the regions of its control
     nodes (cond, while_loop), which native code plans as graphs of their own: a region
     keeps its inputs and outputs by position, so its control node takes the expansion as
-    it is. (New graphs and node copies: the traced graph and its regions are unchanged.)"""
+    it is. (New graphs and node copies: the traced graph and its regions are unchanged.)
+    Regions are expanded before the graphs that hold them (a stack, not recursion)."""
+    done, stack = {}, [(graph, False)]     # id(graph) -> its expansion (graphs kept alive)
+    while stack:
+        g, regions_done = stack.pop()
+        if regions_done:
+            done[id(g)] = (g, _expand_with_regions(g, done))
+            continue
+        stack.append((g, True))
+        stack.extend((region, False) for region in _regions(g) if id(region) not in done)
+    return done[id(graph)][1]
+
+
+def _regions(graph):
+    for n in graph.nodes:
+        op = CONTROL.get(n.op)
+        for key in (op.regions if op is not None else ()):
+            yield n.attrs[key]
+
+
+def _expand_with_regions(graph, done):
+    """expand_composites(graph) with its control nodes' regions swapped for their
+    expansions in `done`."""
     out = expand_composites(graph)
     new_regions = {}
     for i, n in enumerate(out.nodes):
         op = CONTROL.get(n.op)
         for key in (op.regions if op is not None else ()):
-            region = expand_composites_in_regions(n.attrs[key])
+            region = done[id(n.attrs[key])][1]
             if region is not n.attrs[key]:
                 new_regions[i, key] = region
     if not new_regions:
