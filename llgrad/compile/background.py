@@ -17,9 +17,16 @@ A build that fails runs the graph on the interpreter for good, with a warning na
 error at the next call; warnings of the build itself (a graph not lowered to LLVM) are given
 then too, on the caller's thread (where its warning filters apply), not the worker's. One
 worker serves all entries, in the order they asked; after os.fork the child starts its own
-when it next needs one (a build the parent had under way is queued again)."""
+when it next needs one (a build the parent had under way is queued again).
+
+While a build runs, the interpreter's switch interval is SWITCH_SECONDS (0.5 ms, not 5 ms):
+the caller's thread gives the GIL up at every NumPy call on a large array, the worker takes
+it, and the caller waited up to the whole interval to get it back (measured: the first
+steps of a training loop ~25% slower while the worker lowered its graph; half of that is
+gone at 0.5 ms). The interval the process had is put back when no build runs."""
 import os
 import queue
+import sys
 import threading
 import traceback
 
@@ -142,11 +149,35 @@ def reports(entry):
     return notes, error
 
 
+SWITCH_SECONDS = 0.0005
+_switch = {"builds": 0, "saved": None}
+
+
+def quick_switches(on):
+    """A build starts (on) or ends: the switch interval is SWITCH_SECONDS while any runs
+    (this worker's or eager_native's), and what it was before once none does (unless
+    someone set another meanwhile)."""
+    with _lock:
+        if on:
+            _switch["builds"] += 1
+            if _switch["builds"] == 1 and sys.getswitchinterval() > SWITCH_SECONDS:
+                _switch["saved"] = sys.getswitchinterval()
+                sys.setswitchinterval(SWITCH_SECONDS)
+            return
+        _switch["builds"] -= 1
+        saved = _switch["saved"]
+        if _switch["builds"] == 0 and saved is not None:
+            _switch["saved"] = None
+            if abs(sys.getswitchinterval() - SWITCH_SECONDS) < 1e-6:
+                sys.setswitchinterval(saved)
+
+
 def _work(q, build_now):
     _local.building = True
     while True:
         job = q.get()
         entry, _local.job = job.entry, job
+        quick_switches(True)
         try:
             for which in ("forward", "backward"):
                 if which == "backward" and entry.backward is None:
@@ -162,6 +193,7 @@ def _work(q, build_now):
                         (which == "forward" or entry.backward is not None):
                     build_now(entry, which, interpreter=True)
         finally:
+            quick_switches(False)
             job.entry = _local.job = None   # (the entry no longer reachable from its job)
             job.done.set()
         del job, entry          # (not kept alive by this thread until the next build)
@@ -170,6 +202,9 @@ def _work(q, build_now):
 def _after_fork_in_child():
     global _lock
     _lock = threading.Lock()
+    if _switch["saved"] is not None and _switch["builds"]:     # (no build runs here)
+        sys.setswitchinterval(_switch["saved"])
+    _switch.update(builds=0, saved=None)
     _state["queue"] = _state["worker"] = _state["last"] = None
     _state["generation"] += 1
 

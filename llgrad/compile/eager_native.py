@@ -44,6 +44,7 @@ from ..ir import OPS
 from ..runtime import dispatch, grad_mode, node as node_mod, trace_state
 from ..runtime.tensor import Tensor
 from ..tracer.trace import trace_body
+from . import background
 
 MIN_ELEMENTS = 4096
 ENABLED = os.environ.get("LLGRAD_EAGER_NATIVE", "1") != "0"
@@ -63,9 +64,8 @@ _done = threading.Condition()
 def reset():
     """Forget the loaded kernels and the counts (after the builds under way)."""
     wait()
-    _kernels.clear()
-    _plans.clear()
-    _vjp_kernels.clear()
+    for table in (_kernels, _plans, _vjp_kernels):
+        table.clear()
     stats.update(calls=0, built=0, vjp_calls=0, vjp_built=0)
 
 
@@ -99,11 +99,13 @@ def _start(table, key, build):
 def _build_loop(q):
     while True:
         table, key, build = q.get()
+        background.quick_switches(True)     # (the caller gets the GIL back sooner)
         try:
             table[key] = build()
         except Exception:               # noqa: BLE001 (build() warns itself; NumPy serves)
             table[key] = None
         finally:
+            background.quick_switches(False)
             with _done:
                 _unfinished[0] -= 1
                 _done.notify_all()
@@ -113,8 +115,7 @@ def _build_loop(q):
 def _after_fork_in_child():
     """The parent's builder thread is not in the child: its pending builds start again."""
     global _done
-    _done = threading.Condition()
-    _unfinished[0] = 0
+    _done, _unfinished[0] = threading.Condition(), 0
     _builder["queue"] = _builder["thread"] = None
     for table in (_kernels, _vjp_kernels):
         for k in [k for k, v in table.items() if v is _PENDING]:

@@ -22,8 +22,11 @@ and global name and checks it finds the same kind of value.
 Kept out (make_walker returns None, every call takes the full walk): a **kwargs
 parameter (a *args parameter's tuple is walked as collect walks it), a .grad that is also an input or shared, structures nested deeper than
 _MAX_DEPTH, NumPy arrays."""
+import hashlib
 import inspect
 import itertools
+import marshal
+import sys
 
 import numpy as np
 
@@ -333,10 +336,28 @@ def make_walker(fn, args, kwargs):
                    walker_id=object())     # (keys of two walkers never compare equal)
     code = "def walk(args, kwargs):\n" + "".join(f"    {ln}\n" for ln in src.lines)
     try:
-        exec(compile(code, f"<guard walker of {getattr(fn, '__name__', 'fn')}>", "exec"),
+        exec(_compiled(code, f"<guard walker of {getattr(fn, '__name__', 'fn')}>"),
              src.env)       # noqa: S102 (our own text)
     except (SyntaxError, RecursionError, MemoryError):     # too large for the parser
         return None
     walk = src.env["walk"]
     walk.source = code
     return walk
+
+
+def _compiled(code, filename):
+    """compile(code): a training step's walker is ~1,000 lines, ~20 ms to compile, on the
+    call after the trace; a process that compiled the same text before left its bytecode
+    in the disk cache (signed as kernels are: codegen/native/cache.py), loaded in < 1 ms."""
+    from ..codegen.native import cache      # (no LLVM: the cache's files only)
+    key = hashlib.sha256("\0".join((code, filename, sys.version, str(marshal.version),
+                                     "guard walker")).encode()).hexdigest()
+    found = cache.load(key)
+    if found is not None and found[0] == "walker":
+        try:
+            return marshal.loads(found[1])
+        except (EOFError, ValueError, TypeError):   # (not expected: the entry is signed)
+            pass
+    compiled = compile(code, filename, "exec")
+    cache.store(key, "walker", marshal.dumps(compiled), b"", b"")
+    return compiled
