@@ -26,7 +26,7 @@ from .guards import collect, default_filler, hooked, identity, without_grads
 from .module import CompiledModule, is_module
 from .readable import Names, guard_lines, limit_change, why_retrace
 from .attr_writes import Pending
-from .side_effects import unreplayed_change
+from .side_effects import fresh_optimizer, unreplayed_change
 from .backends import backend as get_backend
 from .backends import backward_run, build_now, forward_run
 from .run import _MISS, _RUN_EAGERLY, _first_result, eager_runner, entry_runner, own_inputs
@@ -59,6 +59,7 @@ class CompiledFunction:
         self.entries = []           # (n_llvm_compiles: the LLVM modules their kernels built)
         self._warned = set()        # the reasons already warned about (once each)
         self._not_kept = None       # why the last traced run was not kept (side effects)
+        self._first_untraced = False    # the first call ran untraced (side_effects.fresh_optimizer)
         self._lock = threading.RLock()     # one trace at a time; the cache changes under it
         self._plain, self._reads = plain_function(fn), plain_reads(fn)     # (fastpath.py)
         self._fast = {}             # flat key of a simple call -> runner of its entries
@@ -134,6 +135,11 @@ class CompiledFunction:
         """A call with no entry: trace it (an eager run), keep the entry if the run left
         no Python state changed, or put the state back and run eagerly where it cannot be
         traced."""
+        if not self.n_traces and not self._first_untraced and fresh_optimizer(entered):
+            # an optimiser's first step makes its state: such a traced run is never kept
+            # (side_effects.py), so the first call runs eagerly and the next one traces
+            self._first_untraced = True
+            return self.fn(*args, **kwargs)
         snapshot = StateSnapshot([t for _, t in tensors], entered)
         if (self.entries or self._not_kept) and log.enabled("recompiles"):
             log.emit("recompiles", "%s", why_retrace(self, key, guards, tensors, args, kwargs))
@@ -367,6 +373,7 @@ class CompiledFunction:
             self.cache, self.entries, self._fast, self._grad_free, self._walkers = \
                 {}, [], {}, {}, []
             self._walker_tries, self.n_traces, self._not_kept, self._warned = 0, 0, None, set()
+            self._first_untraced = False
             self.graph_breaks, self._eager_reasons = [], {}
 
 

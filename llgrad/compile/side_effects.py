@@ -79,3 +79,12 @@ def tensor_changes(before, after, written=()):
 def _short(v):
     text = repr(v)
     return text if len(text) < 60 else text[:57] + "..."
+
+
+def fresh_optimizer(entered):
+    """Whether a call reaches an optimiser (an object with param_groups and a state dict)
+    whose state is empty: its first step will make the state, a change a traced run of the
+    call could not be kept with (unreplayed_change)."""
+    return any(isinstance(getattr(o, "param_groups", None), list) and
+               isinstance(getattr(o, "state", None), dict) and not o.state and o.param_groups
+               for o in entered if not isinstance(o, (list, tuple, dict)))

@@ -54,9 +54,10 @@ def test_ragged_last_batch_costs_one_trace_and_one_build_per_size():
     step = llgrad.compile(_step_fn(model, llgrad.optim.SGD(model.parameters(), 0.1)))
     got = _train(step, batches, 3)
     np.testing.assert_allclose(got, eager, rtol=1e-5, atol=1e-6)
-    # traces: the first step (every .grad None), the steps of 16 (.grad set), the step of
-    # 6; builds: the two entries calls ran again (the first step's never runs again)
-    assert step.n_traces == 3
+    # the first step reaches an optimiser with no state yet: it runs untraced (a trace of
+    # it would not be kept); traces: the steps of 16 (.grad set), the step of 6; builds:
+    # both entries, each when a call ran it again
+    assert step.n_traces == 2
     assert step.n_llvm_compiles == 2
     for (a, b), (c, d) in zip(model.state_dict().items(), eager_model.state_dict().items()):
         np.testing.assert_allclose(b.numpy(), d.numpy(), rtol=1e-5, atol=1e-6)
@@ -78,10 +79,10 @@ def test_sweep_of_batch_sizes_counts_and_results():
         x, y = _batches(b, b, width, seed=b)[0]
         np.testing.assert_allclose(step(x, y).item(), run_eager(x, y).item(),
                                    rtol=1e-5, atol=1e-6)
-    # the first call's .grad is None: the first size traces again with .grad set (in the
-    # second pass); the others' entries are built when the second pass runs them, the two
-    # of the first size never (each ran once: the traced run is eager's)
-    assert step.n_traces == len(sizes) + 1
+    # the first call runs untraced (a fresh optimiser); the first size is traced in the
+    # second pass (.grad set), the others in the first; entries are built when a call runs
+    # them again: all but the first size's
+    assert step.n_traces == len(sizes)
     assert step.n_llvm_compiles == len(sizes) - 1
 
 
@@ -100,3 +101,25 @@ def test_compiled_module_answers_the_counters():
     cm(llgrad.ones(4, 7))
     cm(llgrad.ones(4, 7))
     assert cm.n_traces == 1 and cm.n_llvm_compiles >= 1
+
+
+@pytest.mark.parametrize("make_opt", [lambda ps: llgrad.optim.Adam(ps, 1e-2),
+                                      lambda ps: llgrad.optim.SGD(ps, 0.1),
+                                      lambda ps: llgrad.optim.SGD(ps, 0.1, momentum=0.9)])
+def test_an_optimisers_first_step_runs_untraced(make_opt):
+    """The first step makes the optimiser's state (Adam, SGD with momentum), so its trace
+    would not be kept: it runs eagerly, untraced, and the second step traces. Plain SGD
+    makes no state: its second step's entry serves every later step."""
+    eager_model, model = _model(5), _model(5)
+    run_eager = _step_fn(eager_model, make_opt(eager_model.parameters()))
+    opt = make_opt(model.parameters())
+    step = llgrad.compile(_step_fn(model, opt))
+    x, y = _batches(8, 8, 5)[0]
+    for k in range(4):
+        np.testing.assert_allclose(step(x, y).item(), run_eager(x, y).item(), rtol=1e-5)
+        assert step.n_traces == (0 if k == 0 else 1)
+    for a, b in zip(model.parameters(), eager_model.parameters()):
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-5, atol=1e-7)
+    step.reset()                        # (a state made: the first call after it traces)
+    np.testing.assert_allclose(step(x, y).item(), run_eager(x, y).item(), rtol=1e-5)
+    assert step.n_traces == (1 if opt.state else 0)
