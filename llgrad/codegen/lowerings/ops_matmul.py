@@ -8,6 +8,8 @@ at least the other extent) is passed as is (a transposed view becomes CblasTrans
 cblas_?gemm call per batch index (a small transposed B, as in x @ W.T, is first copied to
 row-major by gemm.py's transpose: OpenBLAS is up to 2x slower on it as it is); for integer
 dtypes, generated i-k-j loops (the inner loop runs along rows of B and C, and vectorises).
+A batch of small products (attention's) runs over the threads, each product one unsplit
+BLAS call (_batch_split); a single product is split by the BLAS shim (native/blas.py).
 
 Without a BLAS, float products call llgrad's own register-blocked GEMM (gemm.py) instead of
 generated loops. LLGRAD_SMALL_GEMM=n sends products of at most n multiply-adds per batch
@@ -24,6 +26,7 @@ from ...ir.geometry import contiguous_strides
 from ..native import blas
 from . import gemm as small
 from .loops import Access, for_range, loop_nest
+from .parallel import OVERSPLIT, parallel_range
 from .scalar import F32, F64, I32, I64, PTR
 from .table import register
 
@@ -169,16 +172,37 @@ def _prepare_product(plan, group, a, b):
                        kind=kind, scratch=scratch, pack_b=pack_b)
 
 
-def blas_gemm_function(module, sym, bits, dt):
-    """The declaration of BLAS's cblas_?gemm `sym` (int_bits `bits`) in module."""
-    fn = module.globals.get(sym)
+def blas_gemm_function(module, sym, bits, dt, serial=False):
+    """The declaration of BLAS's cblas_?gemm `sym` (int_bits `bits`) in module; serial: its
+    entry that never splits the product (for a call inside a chunk of a parallel loop)."""
+    name = blas.SERIAL + sym if serial else sym
+    fn = module.globals.get(name)
     if fn is None:
         it = I64 if bits == 64 else I32
         ft = F32 if dt == "float32" else F64
         fnty = ir.FunctionType(ir.VoidType(), [I32, I32, I32, it, it, it, ft, PTR, it, PTR, it,
                                                ft, PTR, it])
-        fn = ir.Function(module, fnty, name=sym)
+        fn = ir.Function(module, fnty, name=name)
     return fn
+
+
+def _batch_split(M, N, K, batch):
+    """Whether a batched BLAS product runs its batch over the threads, each product one
+    unsplit call: when the shim would not split the products anyway (attention's 64 x 64
+    products), or the batch has chunks enough for two threads; each product's arithmetic is
+    then the same for every thread count."""
+    nb = int(np.prod(batch))
+    return nb > 1 and (M * N * K < 2 * blas.CHUNK_WORK or nb >= 2 * OVERSPLIT)
+
+
+def _unflatten(b, f, extents):
+    """The index over extents (outermost first) of the flat (row-major) index f."""
+    idx, inner = [], 1
+    for n in reversed(extents):
+        q = b.udiv(f, ir.Constant(I64, inner)) if inner > 1 else f
+        idx.append(b.urem(q, ir.Constant(I64, n)) if n > 1 else ir.Constant(I64, 0))
+        inner *= n
+    return idx[::-1]
 
 
 def _emit(plan, group, fg):
@@ -215,6 +239,19 @@ def _emit(plan, group, fg):
         ft = F32 if dt == "float32" else F64
         zeros = [ir.Constant(I64, 0)] * 2
         c = lambda v, t=it: ir.Constant(t, v)                           # noqa: E731
+        if _batch_split(M, N, K, batch):        # the batch over the threads
+            serial = blas_gemm_function(fg.module, sym, bits, dt, serial=True)
+
+            def body(g, lo, hi, tid):
+                with for_range(g.b, lo, hi, name="bt") as f:
+                    bidx = _unflatten(g.b, f, batch)
+                    ptrs = [g.address(m.acc, bidx + zeros) for m in (A, B, C)]
+                    g.b.call(serial, [c(ROW_MAJOR, I32), c(A.trans, I32), c(B.trans, I32),
+                                      c(M), c(N), c(K), ir.Constant(ft, 1.0), ptrs[0],
+                                      c(A.ld), ptrs[1], c(B.ld), ir.Constant(ft, 0.0),
+                                      ptrs[2], c(N)])
+            parallel_range(fg, int(np.prod(batch)), body, work_per_iter=max(1, M * N * K // 8))
+            return
         with loop_nest(b, batch, name="bt") as bidx:
             ptrs = [fg.address(m.acc, list(bidx) + zeros) for m in (A, B, C)]
             btrans, ldb = B.trans, B.ld

@@ -16,6 +16,11 @@ name resolves to a shim with the same signature (built once, kept in the disk ca
 - While any kernel is inside the shim, OpenBLAS's own thread count is 1 (it is put back
   when the last one leaves; `set_num_threads` meanwhile only records the count to put
   back), so OpenBLAS never starts threads of its own under a kernel.
+- `llgrad_serial.` + the routine's name is the same call never split (OpenBLAS on one
+  thread, as above): for a batch of small products whose batch is what the threads divide
+  (ops_matmul.py). (Convolution's per-image products keep the splitting entry: a chunk's
+  product split again lets an idle thread take part of it, and measured the 2-thread CPU
+  split of a conv forward + weight gradient 50/50 with it, 58/42 without.)
 
 Why: OpenBLAS's threads are a second pool whose jobs wait for each other, spinning. On
 this 2-core machine a 256^3 product took 41 ms on OpenBLAS's 2 threads against 1.4 ms on
@@ -41,6 +46,7 @@ from .threadcount import RUN as _RUN
 
 _found = None
 _SHIM = {"float32": "llgrad_blas_sgemm", "float64": "llgrad_blas_dgemm"}
+SERIAL = "llgrad_serial."                   # + the routine's name: one unsplit call (below)
 _REAL = "llgrad_blas_real."                  # + the routine's name: what the shim calls
 CHUNK_WORK = 65536.0 * 4                    # multiply-adds per chunk, at least
 OVERSPLIT = 2                               # chunks per thread, at most (see below: each
@@ -100,7 +106,8 @@ def _search():
             setter = next((getattr(lib, s) for s in SETTERS if hasattr(lib, s)), None)
             shims = _shims(found, real, getter, setter) if getter and setter else None
             for dt, (sym, _) in found.items():
-                jit.add_symbol(sym, shims[dt] if shims else real[sym])
+                jit.add_symbol(sym, shims[dt][0] if shims else real[sym])
+                jit.add_symbol(SERIAL + sym, shims[dt][1] if shims else real[sym])
             return found
     return {}
 
@@ -110,8 +117,8 @@ def _address(fn):
 
 
 def _shims(found, real, getter, setter):
-    """{dtype: address of the shim} (see the module docstring), or None if they cannot be
-    built."""
+    """{dtype: (address of the shim, of its serial entry)} (see the module docstring), or
+    None if they cannot be built."""
     try:
         ensure_pool()                       # (llgrad_parallel_run, llgrad_num_threads)
         for sym, address in real.items():
@@ -122,15 +129,16 @@ def _shims(found, real, getter, setter):
         jit.add_symbol("llgrad_blas_state", _MUTEX + 64)
         for name in ("pthread_mutex_lock", "pthread_mutex_unlock"):
             jit.add_symbol("llgrad_blas_" + name, _address(getattr(_libc, name)))
-        names = [_SHIM[dt] for dt in sorted(found)]
+        names = [n for dt in sorted(found) for n in (_SHIM[dt], _SHIM[dt] + ".serial")]
         desc = ";".join(f"{dt}={sym}/{bits}" for dt, (sym, bits) in sorted(found.items()))
         key = keys.key_for("llgrad blas shims",
                            f"{desc};rows={ROW_GRAIN};cols={COL_GRAIN};work={CHUNK_WORK};"
-                           f"oversplit={OVERSPLIT}")
+                           f"oversplit={OVERSPLIT};serial")
         global shim
         shim = jit.load_private(key, names) or \
             jit.compile_private(_shim_module(found), names, key=key, opt=True)
-        return {dt: shim.address(_SHIM[dt]) for dt in found}
+        return {dt: (shim.address(_SHIM[dt]), shim.address(_SHIM[dt] + ".serial"))
+                for dt in found}
     except Exception:       # noqa: BLE001 (an unusual platform: call OpenBLAS directly)
         return None
 
@@ -277,6 +285,13 @@ def _shim_module(found):
                     b.store(bound(b.add(j, c64(1))), field(b, r, rec_ty, 1))
                     b.store(call, field(b, r, rec_ty, 2))
                 b.call(run, [chunk, recs, t, c64(32)])
+        b.call(leave, [])
+        b.ret_void()
+
+        serial = ir.Function(mod, fnty, _SHIM[dt] + ".serial")    # one call, never split
+        b = ir.IRBuilder(serial.append_basic_block("entry"))
+        b.call(enter, [])
+        b.call(real, list(serial.args))
         b.call(leave, [])
         b.ret_void()
     return mod
