@@ -10,6 +10,8 @@ absolute error near 0 and 1 is that of erfinv(2p - 1)."""
 import math
 
 from .runtime.functions import where
+from .runtime.functions_special import mvlgamma
+from .runtime.node_names import torch_node
 from .runtime.tensor import Tensor
 
 __all__ = ["digamma", "entr", "erf", "erfc", "erfcx", "erfinv", "exp2", "expit", "expm1",
@@ -52,6 +54,7 @@ def erfinv(input, *, out=None):
     return _out(_t(input, "erfinv").erfinv(), out)
 
 
+@torch_node("SpecialErfcxBackward0")
 def erfcx(input, *, out=None):
     """As torch.special.erfcx: exp(x^2) erfc(x) (see the module on its range)."""
     x = _t(input, "erfcx")
@@ -66,12 +69,14 @@ def erfcx(input, *, out=None):
     return _out(where(x > big, series, (small * small).exp() * small.erfc()), out)
 
 
+@torch_node("MulBackward1")
 def ndtr(input, *, out=None):
     """As torch.special.ndtr: the standard normal CDF, erfc(-x / sqrt 2) / 2."""
     x = _t(input, "ndtr")
     return _out((x * -_SQRT1_2).erfc() * 0.5, out)
 
 
+@torch_node("SpecialLogNdtrBackward0")
 def log_ndtr(input, *, out=None):
     """As torch.special.log_ndtr: log of the standard normal CDF (log1p of -erfc(x / sqrt 2) /
     2 above -1, so that the upper tail keeps its precision)."""
@@ -81,6 +86,7 @@ def log_ndtr(input, *, out=None):
     return _out(where(x < -1, lower, upper), out)
 
 
+@torch_node("SpecialNdtriBackward0")
 def ndtri(input, *, out=None):
     """As torch.special.ndtri: the inverse of ndtr, sqrt 2 erfinv(2p - 1)."""
     p = _t(input, "ndtri")
@@ -104,16 +110,9 @@ def polygamma(n, input, *, out=None):
 
 def multigammaln(input, p, *, out=None):
     """As torch.special.multigammaln (torch.mvlgamma): the multivariate log-gamma of dimension
-    p, p (p - 1) / 4 log(pi) + sum_j lgamma(x - j / 2); every element must exceed (p - 1) / 2."""
-    x = _t(input, "multigammaln")
-    if p < 1:
-        raise RuntimeError("p has to be greater than or equal to 1")
-    if x.numel() and not bool((x > (p - 1) / 2).all()):
-        raise RuntimeError(f"All elements must be greater than (p-1)/2 = {(p - 1) / 2}")
-    r = sum(((x - j / 2).lgamma() for j in range(p)), x.new_zeros(()))
-    if not x.dtype.is_floating_point:
-        r = r.float()
-    return _out(r + p * (p - 1) / 4 * math.log(math.pi), out)
+    p, p (p - 1) / 4 log(pi) + sum_j lgamma(x - j / 2) (inf outside (p - 1) / 2, as PyTorch
+    no longer checks the domain)."""
+    return _out(mvlgamma(_t(input, "multigammaln"), p), out)
 
 
 def xlogy(input, other, *, out=None):
@@ -127,6 +126,7 @@ def _xlogy_number(x, other):
     return from_other.xlogy(other)
 
 
+@torch_node(lambda input, other, **k: "SpecialXlog1PyBackward" + ("1" if not isinstance(input, Tensor) else "2" if not isinstance(other, Tensor) else "0"))
 def xlog1py(input, other, *, out=None):
     """As torch.special.xlog1py: x log1p(y), 0 where x is 0 (unless y is nan)."""
     x = input if isinstance(input, Tensor) else other.new_zeros(()) + input
@@ -135,6 +135,7 @@ def xlog1py(input, other, *, out=None):
     return _out(where((x == 0) & ~y.isnan(), 0.0, r), out)
 
 
+@torch_node("SpecialEntrBackward0")
 def entr(input, *, out=None):
     """As torch.special.entr: -x log x for x > 0, 0 at 0, -inf below (nan stays nan); its
     gradient is PyTorch's for x > 0 (at 0 and below PyTorch gives -inf and nan, llgrad 0)."""

@@ -21,15 +21,35 @@ def _call(transform, func, inputs, create_graph):
     return _detach(transform(func, tuple(range(len(inputs))))(*inputs), create_graph)
 
 
+def _check_strict(func, inputs):
+    """PyTorch's strict-mode errors: an output that does not require grad, or does not
+    depend on an input."""
+    xs = tuple(t.detach().requires_grad_(True) for t in
+               ((inputs,) if isinstance(inputs, Tensor) else tuple(inputs)))
+    with enable_grad():
+        out = func(*xs)
+    for i, o in enumerate((out,) if isinstance(out, Tensor) else tuple(out)):
+        if not o.requires_grad:
+            raise RuntimeError(f"Output {i} of the user-provided function does not require "
+                               "gradients. The outputs must be computed in a differentiable "
+                               "manner from the input when running in strict mode.")
+        for j, g in enumerate(grad(o.sum(), xs, allow_unused=True, retain_graph=True)):
+            if g is None:
+                raise RuntimeError(f"Output {i} of the user-provided function is independent "
+                                   f"of input {j}. This is not allowed in strict mode.")
+
+
 def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
              strategy="reverse-mode"):
-    """As torch.autograd.functional.jacobian (by reverse mode; strict and vectorize are
-    accepted and change nothing)."""
+    """As torch.autograd.functional.jacobian (by reverse mode; vectorize is accepted and
+    changes nothing; strict raises PyTorch's errors)."""
     if strategy not in ("reverse-mode", "forward-mode"):
         raise ValueError('Expected strategy to be either "forward-mode" or "reverse-mode". '
                          "Hint: If your function has more outputs than inputs, "
                          '"forward-mode" tends to be more performant. Otherwise, prefer to '
                          'use "reverse-mode".')
+    if strict:
+        _check_strict(func, inputs)
     return _call(_jacrev, func, inputs, create_graph)
 
 

@@ -175,11 +175,23 @@ _unary("rsqrt", lambda x: 1.0 / np.sqrt(x), lambda c, g: (g * -0.5 * c.result **
 _unary("reciprocal", np.reciprocal, lambda c, g: (-g * c.result * c.result,),
        "ReciprocalBackward0", save=("result",),
        methods=("reciprocal",), inplace=("reciprocal_",), functions=("reciprocal",))
-_unary("abs", np.abs, lambda c, g: (g * c.self.sign(),), "AbsBackward0", save=("self",),
+def _abs(x):
+    if x.dtype == np.bool_:
+        raise NotImplementedError('"abs_cpu" not implemented for \'Bool\'')
+    return np.abs(x)
+
+
+def _sign(x):
+    if x.dtype == np.bool_:         # (PyTorch: a bool tensor is its own sign)
+        return np.array(x, copy=True)
+    return np.where(x != x, 0, np.sign(x))      # (PyTorch: sign(NaN) is 0)
+
+
+_unary("abs", _abs, lambda c, g: (g * c.self.sign(),), "AbsBackward0", save=("self",),
        float_out=False,
        methods=("abs", "absolute", "__abs__"), inplace=("abs_", "absolute_"),
        functions=("abs", "absolute"))
-_unary("sign", lambda x: np.where(x != x, 0, np.sign(x)),     # (PyTorch: sign(NaN) is 0)
+_unary("sign", _sign,
        lambda c, g: (g.new_zeros(g.shape),), "SignBackward0", float_out=False,
        methods=("sign",), inplace=("sign_",), functions=("sign",))
 _unary("sin", np.sin, lambda c, g: (g * c.self.cos(),), "SinBackward0", save=("self",),
@@ -299,10 +311,24 @@ _unary("softplus", _softplus,
 # (the operators & | ^ ~ are llgrad/runtime/functions_bitwise.py's: logical on bools, bitwise
 # on integers)
 
+def _compare(fn):
+    """fn, raising OverflowError (as NumPy's arithmetic does) for a Python int outside an
+    integer operand's dtype: the dispatcher then wraps the number into that dtype, as
+    PyTorch does (uint8 tensor > -1 compares with 255)."""
+    def impl(a, b):
+        for x, n in ((a, b), (b, a)):
+            if type(n) is int and getattr(x, "dtype", None) is not None and x.dtype.kind in "iu":
+                info = np.iinfo(x.dtype)
+                if not info.min <= n <= info.max:
+                    raise OverflowError(f"Python integer {n} out of bounds for {x.dtype}")
+        return fn(a, b)
+    return impl
+
+
 for _name, _fn, _alias in (("eq", np.equal, ()), ("ne", np.not_equal, ()),
                            ("lt", np.less, ("less",)), ("le", np.less_equal, ()),
                            ("gt", np.greater, ("greater",)), ("ge", np.greater_equal, ())):
-    defop(_name, _fn, args=("self", "other"), kind="elementwise", promote=(0, 1),
+    defop(_name, _compare(_fn), args=("self", "other"), kind="elementwise", promote=(0, 1),
           methods=(_name, f"__{_name}__") + _alias, functions=(_name,) + _alias)
 defop("logical_and", np.logical_and, args=("self", "other"), kind="elementwise",
       methods=("logical_and",), functions=("logical_and",))

@@ -49,7 +49,34 @@ def _fit_masks(ix, counts):
     return out
 
 
+def _check_bounds(x, spec, ix):
+    """PyTorch's IndexError for an index tensor's value outside its dim (which it numbers
+    among the index tensors, NumPy by the array's axes)."""
+    axis = k = 0
+    it = iter(ix)
+    for s in spec:
+        if s is None:
+            continue
+        if s == "T":
+            t = next(it)
+            if t.dtype == np.bool_:         # (PyTorch reads a mask as ndim index tensors)
+                axis += t.ndim
+                k += t.ndim - 1
+            else:
+                n = x.shape[axis] if axis < x.ndim else 1
+                if t.size and (t.min() < -n or t.max() >= n):
+                    flat = t.reshape(-1)
+                    bad = int(flat[(flat < -n) | (flat >= n)][0])
+                    raise IndexError(f"index {bad} is out of bounds for dimension {k} with "
+                                     f"size {n}")
+                axis += 1
+            k += 1
+        else:
+            axis += 1
+
+
 def _index(x, *ix, spec, counts=None):
+    _check_bounds(x, spec, ix)
     return x[np_index(spec, _fit_masks(ix, counts))]
 
 
@@ -66,6 +93,7 @@ defop("index", _index, args=("self", "*indices"),
 
 def _index_put(x, values, *ix, spec, accumulate=False, counts=None):
     out = np.array(x, copy=True)
+    _check_bounds(x, spec, ix)
     idx = np_index(spec, _fit_masks(ix, counts))
     if accumulate:
         np.add.at(out, idx, values)

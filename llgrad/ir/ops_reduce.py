@@ -62,7 +62,7 @@ def _prod_vjp(c, g):
     # is the other zero times p, written (sum of the slice's zeros - x) * p so that it is
     # 0 in value but has the right derivative (double backward); with more zeros it is 0.
     nzero = zero.sum(dims, keepdim=True)
-    p = x.where(nonzero, 1).prod(dims, keepdim=True)
+    p = x.where(nonzero, 1)._op("prod", dim=dims, keepdim=True)   # (several dims: the op)
     other_zero = x.where(zero, 0).sum(dims, keepdim=True) - x
     at_zero = p.where(nzero == 1, 0) + (other_zero * p).where(nzero == 2, 0)
     return (gk * (r / x.where(nonzero, 1)).where(nonzero, at_zero),)
@@ -221,12 +221,16 @@ defop("logsumexp", _logsumexp, kind="reduce", save=("self", "result"),
 
 
 def _softmax(x, dim):
+    if x.dtype == np.float16:       # (PyTorch: float16 accumulates in float32, rounds once)
+        return _softmax(x.astype(np.float32), dim).astype(np.float16)
     # initial=-inf: an empty input gives an empty result (np.max of nothing raises)
     e = np.exp(x - np.max(x, axis=dim, keepdims=True, initial=-np.inf))
     return e / np.sum(e, axis=dim, keepdims=True)
 
 
 def _log_softmax(x, dim):
+    if x.dtype == np.float16:
+        return _log_softmax(x.astype(np.float32), dim).astype(np.float16)
     s = x - np.max(x, axis=dim, keepdims=True, initial=-np.inf)
     return s - np.log(np.sum(np.exp(s), axis=dim, keepdims=True))
 

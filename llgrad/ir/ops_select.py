@@ -24,14 +24,16 @@ def _clamp_vjp(c, g):
         mask = x >= lo
     if hi is not None:
         mask = (x <= hi) if mask is None else mask & (x <= hi)
-    gx = g * mask if c.needs(0) and mask is not None else (g if c.needs(0) else None)
+    # (PyTorch selects, where(mask, g, 0): an inf or nan gradient where the bound wins,
+    # sqrt_ after clamp_(min=0), gives 0, not inf * 0)
+    gx = g.where(mask, 0) if c.needs(0) and mask is not None else (g if c.needs(0) else None)
     # PyTorch's clamp_backward_min_max: result = min(max(x, lo), hi), so when lo > hi, hi
     # wins everywhere (and at lo == hi, hi has the gradient); a NaN compares false
     glo = ghi = None
     if c.needs(1):
-        glo = g * ((x < lo) & (lo < hi) if hi is not None else x < lo)
+        glo = g.where((x < lo) & (lo < hi) if hi is not None else x < lo, 0)
     if c.needs(2):
-        ghi = g * ((x > hi) | (hi < lo) if lo is not None else x > hi)
+        ghi = g.where((x > hi) | (hi < lo) if lo is not None else x > hi, 0)
     return gx, glo, ghi
 
 
@@ -43,14 +45,14 @@ defop("clamp", _clamp, vjp=_clamp_vjp, args=("self", "min", "max"), save=("self"
 
 def _clamp_min_vjp(c, g):
     x, lo = c.self, c.min
-    return (g * (x >= lo) if c.needs(0) else None,
-            g * (x < lo) if c.needs(1) else None)     # (a NaN gives neither a gradient)
+    return (g.where(x >= lo, 0) if c.needs(0) else None,
+            g.where(x < lo, 0) if c.needs(1) else None)     # (a NaN gives neither a gradient)
 
 
 def _clamp_max_vjp(c, g):
     x, hi = c.self, c.max
-    return (g * (x <= hi) if c.needs(0) else None,
-            g * (x > hi) if c.needs(1) else None)
+    return (g.where(x <= hi, 0) if c.needs(0) else None,
+            g.where(x > hi, 0) if c.needs(1) else None)
 
 
 # Tensor.clamp_min / clamp_max are ops of their own in PyTorch (ClampMin/ClampMaxBackward0 for

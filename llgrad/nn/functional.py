@@ -7,6 +7,7 @@ from ..ir import OPS
 from ..runtime import grad_mode, trace_state
 from ..runtime.creation import rand_like
 from ..runtime.dispatch import call, nondiff_error
+from ..runtime.shapes import broadcast_shapes as _broadcast_shapes
 from .functional_batch_norm import update_running_stats as _update_running_stats
 from .functional_conv import conv2d, max_pool2d  # noqa: F401  (F.conv2d, F.max_pool2d)
 from .functional_activation import (celu, elu, glu, hardshrink, hardsigmoid, hardswish,  # noqa: F401
@@ -218,6 +219,8 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
                            f"scalar types: Long, Int; but got {input.type()} instead (while "
                            "checking arguments for embedding)")
     n = weight._data.shape[0]
+    if padding_idx is not None and not -n <= padding_idx < max(n, 1):
+        raise AssertionError("Padding_idx must be within num_embeddings")
     d = input._data
     if not isinstance(d, np.ndarray):       # batched (llgrad.func.vmap): as tensor ops
         d = input
@@ -366,11 +369,11 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
         raise RuntimeError(f"result type {_NAMES.get(input._dtype.name)} can't be cast to the "
                            f"desired output type {_NAMES.get(target._dtype.name)}")
     for w in (pos_weight, weight):
-        if w is not None and np.broadcast_shapes(w._data.shape, input._data.shape) \
+        if w is not None and _broadcast_shapes(w._data.shape, input._data.shape) \
                 != input._data.shape:
             raise RuntimeError(f"output with shape {list(input._data.shape)} doesn't match the "
                                "broadcast shape "
-                               f"{list(np.broadcast_shapes(w._data.shape, input._data.shape))}")
+                               f"{list(_broadcast_shapes(w._data.shape, input._data.shape))}")
     if target._dtype is not input._dtype:
         input = input.to(target._dtype)
     return call(OPS["binary_cross_entropy_with_logits"], (input, target, weight, pos_weight),

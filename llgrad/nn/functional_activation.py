@@ -8,6 +8,7 @@ import warnings
 from ..ir import OPS
 from ..runtime.dispatch import call
 from ..runtime.inplace import call_inplace
+from ..runtime.node_names import torch_node
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
@@ -111,11 +112,13 @@ def softmin(input, dim=None, _stacklevel=3, dtype=None):
     return (-input).softmax(dim, dtype)
 
 
+@torch_node("HardshrinkBackward0")
 def hardshrink(input, lambd=0.5):
     """As torch.nn.functional.hardshrink."""
     return input.masked_fill((input >= -lambd) & (input <= lambd), 0)
 
 
+@torch_node("SoftshrinkBackward0")
 def softshrink(input, lambd=0.5):
     """As torch.nn.functional.softshrink."""
     if lambd < 0:
@@ -123,6 +126,7 @@ def softshrink(input, lambd=0.5):
     return (input - input.sign() * lambd).masked_fill((input >= -lambd) & (input <= lambd), 0)
 
 
+@torch_node("PreluKernelBackward0")
 def prelu(input, weight):
     """As torch.nn.functional.prelu."""
     n = weight.numel()

@@ -9,6 +9,7 @@ spread input is one zero buffer the input is written into (a strided slice)."""
 import numpy as np
 
 from ..runtime.creation import tensor as _tensor
+from ..runtime.node_names import rename
 from .functional_conv import _pair, conv2d
 
 
@@ -39,7 +40,7 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1,
                            "be greater than actual input size")
     out = conv2d(input.unsqueeze(2), weight.unsqueeze(2), bias, (1, s), p, (1, d), groups,
                  padding_mode)
-    return out.squeeze(2)
+    return rename(out.squeeze(2), "ConvolutionBackward0")
 
 
 def _check_groups(input, weight, groups, transposed):
@@ -116,4 +117,5 @@ def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_paddi
     (s,), (p,), (op,), (d,) = (_n(v, 1) for v in (stride, padding, output_padding, dilation))
     out = conv_transpose2d(input.unsqueeze(-2), weight.unsqueeze(-2), bias, (1, s), (0, p),
                            (0, op), groups, (1, d))
-    return out.squeeze(-2)
+    return rename(out.squeeze(-2), "ConvolutionBackward0") if input.dim() == 3 \
+        else out.squeeze(-2)

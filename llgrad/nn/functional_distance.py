@@ -14,6 +14,7 @@ from ..runtime.creation import tensor as _tensor, zeros
 from ..runtime.dtypes import bool_, result_type
 from ..runtime.functions import where
 from ..runtime.shapes import broadcast_shapes
+from ..runtime.node_names import torch_node
 
 _NAMES = {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
           "bool": "Bool"}
@@ -52,7 +53,8 @@ def vector_norm(x, p, dim, keepdim=False):
 
 def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
     """As torch.nn.functional.normalize."""
-    dim = _check_dim(dim, input.dim())
+    dim = tuple(_check_dim(d, input.dim()) for d in dim) if isinstance(dim, (tuple, list)) \
+        else _check_dim(dim, input.dim())
     denom = vector_norm(input, p, dim, keepdim=True).clamp_min(eps).expand_as(input)
     if out is not None:
         return out.copy_(input / denom)
@@ -82,6 +84,7 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     return ((x1 / (n1 + c1)) * (x2 / (n2 + c2))).sum(dim)
 
 
+@torch_node("NormBackward1")
 def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
     """As torch.nn.functional.pairwise_distance."""
     nd = max(x1.dim(), x2.dim())
@@ -89,6 +92,7 @@ def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
     return vector_norm(d, p, nd - 1, keepdim=keepdim)
 
 
+@torch_node("PdistBackward0")
 def pdist(input, p=2):
     """As torch.nn.functional.pdist (torch.pdist): the p-norm distances between the rows of
     input (N, M), for every pair i < j in row-major order (N (N - 1) / 2 of them)."""

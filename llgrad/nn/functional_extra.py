@@ -7,6 +7,7 @@ import warnings
 
 from ..runtime.creation import rand, zeros
 from ..runtime.functions import stack
+from ..runtime.node_names import rename
 from .functional_conv import _pair, max_pool2d
 from .functional_pad import pad
 
@@ -196,7 +197,7 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     cols = [xp[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh, j * dw:j * dw + sw * (ow - 1) + 1:sw]
             for i in range(kh) for j in range(kw)]
     out = stack(cols, 2).reshape(n, c * kh * kw, oh * ow)
-    return out if batched else out.squeeze(0)
+    return rename(out if batched else out.squeeze(0), "Im2ColBackward0")
 
 
 def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
@@ -227,5 +228,5 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
         for j in range(kw):
             out[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh,
                 j * dw:j * dw + sw * (ow - 1) + 1:sw] += blocks[:, :, i * kw + j]
-    out = out[:, :, ph:ph + h, pw:pw + w]
-    return out if batched else out.squeeze(0)
+    out = out[:, :, ph:ph + h, pw:pw + w].clone()     # (a tensor of its own, not a view)
+    return rename(out if batched else out.squeeze(0), "Col2ImBackward0")

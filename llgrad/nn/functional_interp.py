@@ -14,6 +14,7 @@ import warnings
 import numpy as np
 
 from ..runtime.creation import tensor as _tensor
+from ..runtime.node_names import rename
 from .functional_pool import adaptive_avg_pool1d, adaptive_avg_pool2d
 
 _LINEAR = {"linear": 3, "bilinear": 4, "trilinear": 5, "bicubic": 4}
@@ -155,9 +156,12 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         if dim == 2:
             return adaptive_avg_pool2d(input, out_size)
     if mode in ("nearest", "nearest-exact") and 1 <= dim <= 3:
-        return _interp_dims(input, out_size, scales, mode, None)
+        return rename(_interp_dims(input, out_size, scales, mode, None),
+                      f"Upsample{'NearestExact' if mode == 'nearest-exact' else 'Nearest'}"
+                      f"{dim}DBackward0", (input,))
     if mode in _LINEAR and input.dim() == _LINEAR[mode]:
-        return _interp_dims(input, out_size, scales, mode, align_corners)
+        return rename(_interp_dims(input, out_size, scales, mode, align_corners),
+                      f"Upsample{mode.capitalize()}{dim}DBackward0", (input,))
     if mode in _LINEAR and 3 <= input.dim() <= 5:
         raise NotImplementedError(f"Got {input.dim()}D input, but {mode} mode needs "
                                   f"{_LINEAR[mode]}D input")

@@ -15,6 +15,7 @@ from ..runtime.grad_mode import no_grad
 from .functional_activation import logsigmoid
 from .functional_distance import pairwise_distance
 from .functional_loss import _NAMES, _reduction
+from ..runtime.node_names import torch_node
 
 __all__ = ["margin_ranking_loss", "hinge_embedding_loss", "cosine_embedding_loss",
            "soft_margin_loss", "multilabel_soft_margin_loss", "multi_margin_loss",
@@ -78,6 +79,7 @@ def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, r
     return _reduce(output, reduction)
 
 
+@torch_node("SoftMarginLossBackward0")
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """log(1 + exp(-target * input))."""
     reduction = _reduction(reduction, size_average, reduce)
@@ -103,6 +105,7 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, r
     return _reduce(loss, reduction)
 
 
+@torch_node("MultiMarginLossBackward0")
 def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None,
                       reduce=None, reduction="mean"):
     """sum over j != y of max(0, margin - x[y] + x[j]) ** p (times weight[y]) / C."""
@@ -120,7 +123,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     if n and (int(y.min()) < 0 or int(y.max()) >= c):
         raise IndexError("target out of range")
     x_y = x.gather(1, y.unsqueeze(1))
-    z = (margin - x_y + x).clamp_min(0)
+    z = (margin - x_y + x).relu()       # (PyTorch's kernel: no gradient at z == 0)
     h = z if p == 1 else z * z
     if weight is not None:
         h = h * weight.gather(0, y).unsqueeze(1)
@@ -131,6 +134,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     return _reduce(loss, reduction)
 
 
+@torch_node("MultilabelMarginLossBackward0")
 def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """sum over the targets j and the non-target classes i of max(0, 1 - (x[y_j] - x[i])),
     divided by C; a row's targets are its entries of target up to the first -1 (ATen's

@@ -16,6 +16,7 @@ from ..ir.ops_nn_more import pool_out
 from ..runtime.creation import tensor as _tensor
 from ..runtime.dispatch import call
 from ..runtime.dtypes import int64
+from ..runtime.node_names import rename
 
 
 def _tuple(v, n, name, fn):
@@ -143,16 +144,17 @@ def adaptive_avg_pool2d(input, output_size):
     h, w = shape[-2:]
     if (oh, ow) == (1, 1) and h and w:
         return input.mean((-2, -1), keepdim=True)
-    if _even(h, oh) and _even(w, ow):
-        x = input.reshape(shape[:-2] + (oh, h // oh, ow, w // ow))
-        return x.mean((-3, -1))
-    out = input
-    for dim, (n, o) in ((-1, (w, ow)), (-2, (h, oh))):
-        if n == o:
-            continue
-        mt = _window_means(n, o, input.dtype)
-        out = out.matmul(mt.t()) if dim == -1 else mt.matmul(out)
-    return out
+    if (oh, ow) == (h, w):
+        out = input.clone()         # (a new tensor, as PyTorch's, not the input itself)
+    elif _even(h, oh) and _even(w, ow):
+        out = input.reshape(shape[:-2] + (oh, h // oh, ow, w // ow)).mean((-3, -1))
+    else:
+        out = input
+        for dim, (n, o) in ((-1, (w, ow)), (-2, (h, oh))):
+            if n != o:
+                mt = _window_means(n, o, input.dtype)
+                out = out.matmul(mt.t()) if dim == -1 else mt.matmul(out)
+    return rename(out, "AdaptiveAvgPool2DBackward0")
 
 
 def adaptive_avg_pool1d(input, output_size):
@@ -172,6 +174,7 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
         k = (h // oh, w // ow)
         res = input._op("max_pool2d_with_indices", kernel_size=k, stride=k, padding=(0, 0),
                         dilation=(1, 1), ceil_mode=False)
+        rename(res[0], "AdaptiveMaxPool2DBackward0")
         return res if return_indices else res[0]
     (sh, eh), (sw, ew) = _windows(h, oh), _windows(w, ow)
     kh = int((eh - sh).max()) if oh else 1
@@ -184,6 +187,7 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
     win = win.reshape(lead + (oh, kh, ow, kw))
     perm = tuple(range(nl)) + (nl, nl + 2, nl + 1, nl + 3)
     res = win.permute(perm).reshape(lead + (oh, ow, kh * kw)).max(-1)
+    rename(res.values, "AdaptiveMaxPool2DBackward0")
     if not return_indices:
         return res.values
     flat = rows[:, None, :, None] * w + cols[None, :, None, :]              # (oh, ow, kh, kw)

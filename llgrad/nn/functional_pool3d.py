@@ -12,6 +12,7 @@ from ..ir.ops_nn_more import pool_out
 from ..ir.ops_pool import out_size
 from ..runtime.creation import tensor as _tensor
 from ..runtime.dtypes import int64
+from ..runtime.node_names import rename
 from .functional_loss import _NAMES
 from .functional_pool import _window_means, _windows
 from .functional_pool_more import _lp_pool, _unpool_output_size
@@ -172,16 +173,18 @@ def adaptive_avg_pool3d(input, output_size):
     lead, dims = shape[:-3], shape[-3:]
     if out == (1, 1, 1):
         return input.mean((-3, -2, -1), keepdim=True)
-    if all(_even(n, o) for n, o in zip(dims, out)):
+    if out == dims:
+        res = input.clone()         # (a new tensor, as PyTorch's, not the input itself)
+    elif all(_even(n, o) for n, o in zip(dims, out)):
         x = input.reshape(lead + sum(((o, n // o) for n, o in zip(dims, out)), ()))
-        return x.mean((-5, -3, -1))
-    res = input
-    for axis, (n, o) in zip((-3, -2, -1), zip(dims, out)):
-        if n == o:
-            continue
-        mt = _window_means(n, o, input.dtype)
-        res = res.transpose(axis, -1).matmul(mt.t()).transpose(axis, -1)
-    return res
+        res = x.mean((-5, -3, -1))
+    else:
+        res = input
+        for axis, (n, o) in zip((-3, -2, -1), zip(dims, out)):
+            if n != o:
+                mt = _window_means(n, o, input.dtype)
+                res = res.transpose(axis, -1).matmul(mt.t()).transpose(axis, -1)
+    return rename(res, "AdaptiveAvgPool3DBackward0")
 
 
 def adaptive_max_pool3d(input, output_size, return_indices=False):
@@ -201,6 +204,7 @@ def adaptive_max_pool3d(input, output_size, return_indices=False):
         k = tuple(n // o for n, o in zip(dims, out))
         res = input._op("max_pool3d_with_indices", kernel_size=k, stride=k, padding=(0, 0, 0),
                         dilation=(1, 1, 1), ceil_mode=False)
+        rename(res[0], "AdaptiveMaxPool3DBackward0")
         return res if return_indices else res[0]
     tables, win = [], input
     for axis, (n, o) in zip((-3, -2, -1), zip(dims, out)):
@@ -214,6 +218,7 @@ def adaptive_max_pool3d(input, output_size, return_indices=False):
     win = win.reshape(lead + (od, kd, oh, kh, ow, kw))
     perm = tuple(range(nl)) + tuple(nl + i for i in (0, 2, 4, 1, 3, 5))
     res = win.permute(perm).reshape(lead + (od, oh, ow, kd * kh * kw)).max(-1)
+    rename(res.values, "AdaptiveMaxPool3DBackward0")
     if not return_indices:
         return res.values
     h, w = dims[1:]

@@ -1,6 +1,7 @@
 """F.pixel_shuffle / pixel_unshuffle / channel_shuffle (reshape, permute, reshape: PyTorch's
 own compositions) and F.bilinear (a matrix product and a sum), plus the in-place activation
 functions F.relu_, elu_, leaky_relu_, hardtanh_, selu_, celu_ and threshold_."""
+from ..runtime.node_names import rename
 from . import functional_activation as _act
 
 
@@ -24,7 +25,8 @@ def pixel_shuffle(input, upscale_factor):
     b = len(batch)
     x = input.reshape(tuple(batch) + (c // (r * r), r, r, h, w))
     x = x.permute(list(range(b)) + [b, b + 3, b + 1, b + 4, b + 2])
-    return x.reshape(tuple(batch) + (c // (r * r), h * r, w * r))
+    return rename(x.reshape(tuple(batch) + (c // (r * r), h * r, w * r)),
+                  "PixelShuffleBackward0")
 
 
 def pixel_unshuffle(input, downscale_factor):
@@ -42,7 +44,8 @@ def pixel_unshuffle(input, downscale_factor):
     b = len(batch)
     x = input.reshape(tuple(batch) + (c, h // r, r, w // r, r))
     x = x.permute(list(range(b)) + [b, b + 2, b + 4, b + 1, b + 3])
-    return x.reshape(tuple(batch) + (c * r * r, h // r, w // r))
+    return rename(x.reshape(tuple(batch) + (c * r * r, h // r, w // r)),
+                  "PixelUnshuffleBackward0")
 
 
 def channel_shuffle(input, groups):

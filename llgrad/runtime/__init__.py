@@ -1,6 +1,6 @@
 """The eager world: Tensor, storage and views, grad modes, the autograd engine,
 autograd.Function, gradcheck."""
-from . import methods, methods_reduce, methods_views  # noqa: F401  (attach Tensor methods)
+from . import methods, methods_reduce, methods_views, methods_setitem, methods_index  # noqa: F401
 from . import tensor_autograd  # noqa: F401  (grad_fn, .grad, hooks, backward)
 from . import methods_tensor, methods_sort, methods_random, linalg, functions_tensor  # noqa: F401
 from . import legacy_types, inplace_views  # noqa: F401  (llgrad.Tensor(data), x.unsqueeze_(d))
@@ -13,4 +13,6 @@ from . import (functions_math, functions_predicates, functions_reduce,  # noqa: 
 from . import functions_settings, tensor_memory  # noqa: F401,E402  (global settings; asarray)
 from .tensor import Size, Storage, Tensor  # noqa: F401
 from .numpy_scalars import wrap_operators
+from .tensor_args import wrap_tensor_args
 wrap_operators()     # (after every operator is defined: it wraps them)
+wrap_tensor_args()   # (likewise: the functions and methods that take only tensors)

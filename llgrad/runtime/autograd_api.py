@@ -32,7 +32,7 @@ def backward(tensors: Tensor | Sequence[Tensor],
     if inputs is not None:
         inputs = _seq(inputs)
         if len(inputs) == 0:
-            raise RuntimeError("'inputs' argument to backward() cannot be empty.")
+            raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
     run_backward(tensors, make_root_grads(tensors, grads), retain_graph, create_graph,
                  inputs, True)
 

@@ -63,6 +63,19 @@ def run_acc(node, g, create_graph):
         run_post_hooks(node, (), grads)
 
 
+def _checked(hook, g, r):
+    """A tensor hook's result, checked as PyTorch does: a tensor of g's dtype and size."""
+    name = getattr(hook, "__name__", type(hook).__name__)
+    if not hasattr(r, "_dtype"):
+        raise TypeError(f"expected Variable, but hook returned '{type(r).__name__}'")
+    if r._dtype is not g._dtype:
+        raise RuntimeError(f"hook '{name}' has changed the type of value (was "
+                           f"llgrad.{g._dtype._tensor_type} got llgrad.{r._dtype._tensor_type})")
+    if r._data.shape != g._data.shape:
+        raise RuntimeError(f"hook '{name}' has changed the size of value")
+    return r
+
+
 def run_pre_hooks(node, grads):
     if isinstance(node, AccumulateGrad):    # the leaf's tensor hooks (the node's own: run_acc)
         leaf = node.variable
@@ -70,7 +83,7 @@ def run_pre_hooks(node, grads):
             if grads[0] is not None:
                 r = hook(grads[0])
                 if r is not None:
-                    grads[0] = r
+                    grads[0] = _checked(hook, grads[0], r)
         return grads
     hooks = node._pre_hooks
     if hooks:
@@ -81,7 +94,7 @@ def run_pre_hooks(node, grads):
                 if grads[nr] is not None:
                     r = hook(grads[nr])
                     if r is not None:
-                        grads[nr] = r
+                        grads[nr] = _checked(hook, grads[nr], r)
     retained = node._retained       # (PyTorch: tensor hooks, retain_grad, then node pre-hooks)
     if retained:
         for nr, ref in retained.items():

@@ -8,6 +8,8 @@ from ..ir import OPS
 from . import dtypes, trace_state
 from .device import check as _check_device, device as _Device
 from .dispatch import call, scalar_type_name
+from .creation_checks import check_fits as _check_fits, fill_value_fits
+from .creation_checks import float_leaves as _float_leaves
 from .shapes import unpack_shape
 from .tensor import Tensor
 
@@ -64,13 +66,18 @@ def initial_seed() -> int:
     return default_generator._seed
 
 
+def _requiring_grad(t):
+    if not t._dtype.is_floating_point:      # (PyTorch's words for a creation function)
+        raise RuntimeError("Only Tensors of floating point and complex dtype can require "
+                           "gradients")
+    return t.requires_grad_(True)
+
+
 def _finish(arr, dtype, requires_grad):
     if dtype is not None:
         arr = arr.astype(dtypes.to_dtype(dtype).np, copy=False)
     t = Tensor._from_array(arr)
-    if requires_grad:
-        t.requires_grad_(True)
-    return t
+    return _requiring_grad(t) if requires_grad else t
 
 
 def _infer_np(data, want=None):
@@ -87,7 +94,8 @@ def _infer_np(data, want=None):
             data = [_infer_np(x) for x in data]
         arr = np.array(data)
         if arr.dtype.kind == "f":
-            arr = arr.astype(floating)
+            leaf = _float_leaves(data) if want is None else None
+            arr = arr.astype(floating if leaf is None else np.promote_types(floating, leaf))
         return arr
     if isinstance(data, np.ndarray):
         return np.array(data)
@@ -112,10 +120,12 @@ def tensor(data: object, dtype: dtypes.dtype | None = None, device: str | _Devic
         # a copy of an array the compiled function reads: a copy of that input
         t = from_numpy(data).clone()
         t = t if dtype is None else t.to(dtype)
-        return t.requires_grad_(True) if requires_grad else t
+        return _requiring_grad(t) if requires_grad else t
     arr = _infer_np(data, None if dtype is None else dtypes.to_dtype(dtype))
     if arr.dtype.kind in "iu" and arr.dtype != np.uint8 and not isinstance(data, np.ndarray):
         arr = arr.astype(np.int64)
+    if dtype is not None and not isinstance(data, (np.ndarray, Tensor)):
+        _check_fits(arr, dtypes.to_dtype(dtype))
     if arr.dtype.kind == "O" or arr.dtype.kind in "US":
         raise TypeError(f"Could not infer dtype of {type(data).__name__}")
     return _finish(arr, dtype, requires_grad)
@@ -167,7 +177,7 @@ def full_op(shape, value, dtype):
 def _full(shape, value, dtype, requires_grad, default=None):
     d = dtypes.to_dtype(dtype) if dtype is not None else (default or dtypes.get_default_dtype())
     t = full_op(shape, value, d)
-    return t.requires_grad_(True) if requires_grad else t
+    return _requiring_grad(t) if requires_grad else t
 
 
 def zeros(*size: int | tuple[int, ...], dtype: dtypes.dtype | None = None,
@@ -198,6 +208,9 @@ def full(size: tuple[int, ...] | list[int], fill_value: float | Tensor,
     when not given)."""
     _check_device(device)
     default = dtypes.default_for_scalar(fill_value) if not isinstance(fill_value, Tensor) else None
+    d = dtypes.to_dtype(dtype) if dtype is not None else default
+    if d is not None:
+        fill_value = fill_value_fits(fill_value, d)
     return _full(tuple(size), fill_value, dtype, requires_grad, default)
 
 
@@ -228,10 +241,19 @@ def arange(start: float, end: float | None = None, step: float = 1,
     _check_device(device)
     if end is None:
         start, end = 0, start
-    vals = (start, end, step)
+    vals = tuple(v.item() if isinstance(v, Tensor) else v for v in (start, end, step))
+    start, end, step = vals
     floating = any(isinstance(v, float) for v in vals)
     default = dtypes.get_default_dtype() if floating else dtypes.int64
     d = dtypes.to_dtype(dtype) if dtype is not None else default
+    if d is dtypes.bool_:
+        raise NotImplementedError('"arange_cpu" not implemented for \'Bool\'')
+    if not (np.isfinite(start) and np.isfinite(end)):
+        raise RuntimeError(f"unsupported range: {start} -> {end}")
+    if step == 0:
+        raise RuntimeError("step must be nonzero")
+    if (step > 0 and end < start) or (step < 0 and end > start):
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
     return _finish(np.arange(start, end, step).astype(d.np), None, requires_grad)
 
 
@@ -240,6 +262,8 @@ def linspace(start: float, end: float, steps: int, dtype: dtypes.dtype | None = 
     """steps values evenly spaced from start to end (inclusive), as torch.linspace."""
     _check_device(device)
     d = dtypes.to_dtype(dtype) if dtype is not None else dtypes.get_default_dtype()
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
     return _finish(np.linspace(start, end, steps).astype(d.np), None, requires_grad)
 
 
@@ -248,6 +272,9 @@ def eye(n: int, m: int | None = None, dtype: dtypes.dtype | None = None,
     """An n x m identity matrix, as torch.eye."""
     _check_device(device)
     d = dtypes.to_dtype(dtype) if dtype is not None else dtypes.get_default_dtype()
+    for name, v in (("n", n), ("m", m)):
+        if v is not None and v < 0:
+            raise RuntimeError(f"{name} must be greater or equal to 0, got {v}")
     return _finish(np.eye(n, m, dtype=d.np), None, requires_grad)
 
 

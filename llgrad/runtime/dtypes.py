@@ -106,3 +106,10 @@ def result_type(*operands):
     name = promotion.result_dtype([(o._dtype.name, bool(o._data.ndim))
                                    if hasattr(o, "_dtype") else o for o in operands])
     return None if name is None else _BY_NAME[name]
+
+
+# the C++ names PyTorch's messages give dtypes ("expected dtype float for `end` but got dtype
+# long int")
+C_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half",
+           "int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char",
+           "uint8": "unsigned char", "bool": "bool"}

@@ -354,6 +354,9 @@ def make_root_grads(tensors, grad_tensors):
             d = t._data
             one = _ONES.get((d.shape, d.dtype))
             if one is None:         # (only a real scalar's ones are ever cached)
+                if not t.requires_grad:     # (PyTorch: the engine's "does not require grad")
+                    out.append(Tensor._from_array(np.ones(d.shape, dtype=d.dtype)))
+                    continue
                 if d.size != 1:
                     raise RuntimeError("grad can be implicitly created only for scalar "
                                        "outputs")

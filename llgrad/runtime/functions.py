@@ -10,7 +10,7 @@ from ..ir import OPS
 from ..ir.optable import method_doc, on_declare
 from .creation import tensor as _tensor
 from .dispatch import call
-from .shapes import norm_dim
+from .shapes import check_condition as _check_condition, norm_dim
 from .tensor import Size, Tensor
 
 if TYPE_CHECKING:
@@ -59,8 +59,10 @@ def __getattr__(name):
 
 def _tensors(seq, what):
     seq = list(seq)
-    if not seq:
-        raise RuntimeError(f"{what}(): expected a non-empty list of Tensors")
+    if not seq:         # (PyTorch's types and words)
+        if what == "cat":
+            raise ValueError("torch.cat(): expected a non-empty list of Tensors")
+        raise RuntimeError(f"{what} expects a non-empty TensorList")
     for t in seq:
         if not isinstance(t, Tensor):
             raise TypeError(f"expected Tensor as element {seq.index(t)} in argument 0, but got "
@@ -84,11 +86,17 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
         s = t._data.shape
         if legacy[i]:
             continue
-        if len(s) != len(ref) or _builtins.any(a != b for j, (a, b) in enumerate(zip(s, ref))
+        if not s:
+            raise RuntimeError(f"zero-dimensional tensor (at position {i}) cannot be "
+                               "concatenated")
+        if len(s) != len(ref):
+            raise RuntimeError(f"Tensors must have same number of dimensions: got {len(ref)} "
+                               f"and {len(s)}")
+        if _builtins.any(a != b for j, (a, b) in enumerate(zip(s, ref))
                                                if j != d):
+            j = next(j for j, (a, b) in enumerate(zip(s, ref)) if j != d and a != b)
             raise RuntimeError(f"Sizes of tensors must match except in dimension {d}. Expected "
-                               f"size {ref[1 - d] if len(ref) > 1 else ref[0]} but got size "
-                               f"{s[1 - d] if len(s) > 1 else s[0]} for tensor number {i} in "
+                               f"size {ref[j]} but got size {s[j]} for tensor number {i} in "
                                "the list.")
     empty = ref[:d] + (0,) + ref[d + 1:]
     return call(OPS["cat"], tuple(t.reshape(empty) if e else t for t, e in zip(seq, legacy)),
@@ -115,6 +123,7 @@ def where(condition: Tensor, input: Tensor | float | None = None,
         if trace_state.state.tracer is not None:
             trace_state.state.tracer.untraceable("where(condition) (a data-dependent shape)")
         return tuple(Tensor._from_array(a.astype(np.int64)) for a in np.nonzero(condition._data))
+    _check_condition(condition)
     if not isinstance(input, Tensor) and not isinstance(other, Tensor):
         input = _tensor(input)
     return call(OPS["where"], (condition, input, other), {})

@@ -12,8 +12,10 @@ from .functions import export
 from .functions_math import attach, make_inplace
 from .shapes import broadcast_shapes, norm_dim
 from .tensor import Tensor
+from .node_names import torch_node
 
 
+@torch_node("LinalgCrossBackward0")
 def linalg_cross(input, other, *, dim=-1):
     """As torch.linalg.cross: the cross product of 3-vectors along dim (broadcast)."""
     if input._data.ndim != other._data.ndim:
@@ -32,6 +34,7 @@ def linalg_cross(input, other, *, dim=-1):
     return x.roll(-1, d) * y.roll(-2, d) - x.roll(-2, d) * y.roll(-1, d)
 
 
+@torch_node("LinalgCrossBackward0")
 def cross(input, other, dim=None):
     """As torch.cross: linalg.cross along dim; without dim (deprecated, with PyTorch's
     warning) along the first dim of size 3."""
@@ -96,6 +99,7 @@ def vdot(input, other):
     return input.dot(other)
 
 
+@torch_node("TraceBackward0")
 def trace(input):
     """As torch.trace: the sum of a matrix's diagonal."""
     if input._data.ndim != 2:
@@ -245,7 +249,7 @@ def addr(input, vec1, vec2, *, beta=1, alpha=1):
     dt = dtypes.result_type(input, vec1, vec2)
     if dt is dtypes.bool_:
         prod = vec1.unsqueeze(1).logical_and(vec2.unsqueeze(0))
-        prod = prod if alpha else prod.logical_and(False)
+        prod = prod if alpha else prod & False
         return prod.logical_or(input) if beta else prod
     _scales_check(dt, beta, alpha)
     return _add_scaled(input, vec1.outer(vec2), beta, alpha)

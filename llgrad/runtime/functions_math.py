@@ -19,6 +19,7 @@ from .functions import _method_fn, export, where
 from .methods import check_sub
 from .tensor import Tensor
 from ..ir import OPS
+from .node_names import torch_node
 
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
 
@@ -110,16 +111,19 @@ def _log_base(x, base, ln):
     return _in_double(x, f)
 
 
+@torch_node("Log2Backward0")
 def log2(input):
     """As torch.log2 (log(x) / log(2), computed in float64)."""
     return _log_base(input, 2.0, _LN2)
 
 
+@torch_node("Log10Backward0")
 def log10(input):
     """As torch.log10 (log(x) / log(10), computed in float64)."""
     return _log_base(input, 10.0, _LN10)
 
 
+@torch_node("Exp2Backward0")
 def exp2(input):
     """As torch.exp2 (2 ** x)."""
     return 2.0 ** floating(input)
@@ -138,16 +142,19 @@ def _logaddexp(name, input, other, exp, scale):
     return where(same_inf, a, out)
 
 
+@torch_node("LogaddexpBackward0")
 def logaddexp(input, other):
     """As torch.logaddexp: log(exp(input) + exp(other)) without overflow."""
     return _logaddexp("logaddexp", input, other, lambda t: t.exp(), 1)
 
 
+@torch_node("Logaddexp2Backward0")
 def logaddexp2(input, other):
     """As torch.logaddexp2: log2(2**input + 2**other) without overflow."""
     return _logaddexp("logaddexp2", input, other, lambda t: 2.0 ** t, 1.0 / _LN2)
 
 
+@torch_node("HypotBackward0")
 def hypot(input, other):
     """As torch.hypot: sqrt(input**2 + other**2), without overflow (float32 in float64;
     float64 scaled by the larger magnitude)."""
@@ -186,6 +193,7 @@ _float_power_.__doc__ = "In-place float_power (self must be float64), as torch.T
 
 # ---- division and remainders ----------------------------------------------------------------
 
+@torch_node(lambda input, other, *a, **k: "FmodBackward1" if isinstance(other, Tensor) else "FmodBackward0")
 def fmod(input, other):
     """As torch.fmod: the remainder of input / other with input's sign (C's fmod). Floats are
     input - trunc(input / other) * other, computed in float64 for float32 (exact there; a
@@ -206,6 +214,7 @@ def fmod(input, other):
     return _in_double(a, f)
 
 
+@torch_node(lambda input, other, *a, **k: "RemainderBackward1" if isinstance(other, Tensor) else "RemainderBackward0")
 def remainder(input, other):
     """As torch.remainder: the remainder of input / other with other's sign (Python's %)."""
     rt = dtypes.result_type(input, other)
@@ -248,6 +257,7 @@ def heaviside(input, values):
     return where(x == 0, v, (x > 0).to(x._dtype))
 
 
+@torch_node("LogitBackward0")
 def logit(input, eps=None):
     """As torch.logit: log(p / (1 - p)), p clamped to [eps, 1 - eps] when eps is given."""
     x = floating(input)
@@ -256,11 +266,13 @@ def logit(input, eps=None):
     return (x / (1 - x)).log()
 
 
+@torch_node("Rad2DegBackward0")
 def rad2deg(input):
     """As torch.rad2deg."""
     return input * (180.0 / math.pi)
 
 
+@torch_node("Deg2RadBackward0")
 def deg2rad(input):
     """As torch.deg2rad."""
     return input * (math.pi / 180.0)
@@ -273,6 +285,7 @@ def positive(input):
     return input
 
 
+@torch_node("NanToNumBackward0")
 def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
     """As torch.nan_to_num: nan, +inf and -inf replaced (by default with 0 and the dtype's
     largest and lowest values); integer tensors are returned as a copy."""
@@ -294,6 +307,7 @@ def signbit(input):
     return (input < 0) | ((input == 0) & (input.reciprocal() < 0))
 
 
+@torch_node(lambda input, other, *a, **k: "CopysignBackward0" if isinstance(other, Tensor) else "CopysignBackward1")
 def copysign(input, other):
     """As torch.copysign: |input| with the sign of other (-0.0 counts as negative; a nan's
     sign bit is not read: a nan counts as positive)."""
@@ -304,6 +318,7 @@ def copysign(input, other):
     return -mag if math.copysign(1.0, other) < 0 else mag
 
 
+@torch_node(lambda input, other: ("XlogyBackward0" if isinstance(other, Tensor) else "XlogyBackward2") if isinstance(input, Tensor) else "XlogyBackward1")
 def xlogy(input, other):
     """As torch.xlogy: input * log(other), 0 where input == 0 (unless other is nan). The
     gradients are PyTorch's (log(other) and input / other), except where input == 0 and
@@ -315,6 +330,7 @@ def xlogy(input, other):
     return (x * y.masked_fill(fix, 1).log()).masked_fill(fix, 0)
 
 
+@torch_node("SincBackward0")
 def sinc(input):
     """As torch.sinc: sin(pi x) / (pi x), 1 at 0."""
     x = floating(input)
@@ -332,16 +348,19 @@ def _fmax_fmin(input, other, pick):
     return where(take, input, b)
 
 
+@torch_node("FmaxBackward0")
 def fmax(input, other):
     """As torch.fmax: the elementwise maximum, a nan ignored when the other is a number."""
     return _fmax_fmin(input, other, lambda a, b: a >= b)
 
 
+@torch_node("FminBackward0")
 def fmin(input, other):
     """As torch.fmin: the elementwise minimum, a nan ignored when the other is a number."""
     return _fmax_fmin(input, other, lambda a, b: a <= b)
 
 
+@torch_node("LdexpBackward0")
 def ldexp(input, other):
     """As torch.ldexp: input * 2 ** other."""
     return input * (2.0 ** floating(other) if isinstance(other, Tensor) else 2.0 ** other)

@@ -18,6 +18,7 @@ from .functions_math import _can_cast, attach, make_inplace
 from .linalg import vector_norm
 from .shapes import norm_dim
 from .tensor import Tensor
+from .node_names import torch_node
 
 
 def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=None,
@@ -75,6 +76,7 @@ def _along(input, dim, index, what):
     return spec, index.reshape(-1)
 
 
+@torch_node(lambda input, dim, index, value: "IndexFillBackward1" if isinstance(value, Tensor) else "IndexFillBackward0")
 def index_fill(input, dim, index, value):
     """As torch.index_fill: input with the slices at index along dim set to value."""
     spec, idx = _along(input, dim, index, "index_fill_")
@@ -83,12 +85,14 @@ def index_fill(input, dim, index, value):
                 {"spec": spec, "accumulate": False})
 
 
+@torch_node("IndexCopyBackward0")
 def index_copy(input, dim, index, source):
     """As torch.index_copy: input with the slices at index along dim taken from source."""
     spec, idx = _along(input, dim, index, "index_copy_")
     return call(OPS["index_put"], (input, source, idx), {"spec": spec, "accumulate": False})
 
 
+@torch_node("PutBackward0")
 def put(input, index, source, accumulate=False):
     """As torch.put: input with the elements at index of the flattened input set to (or,
     with accumulate, added) source's."""
@@ -114,6 +118,7 @@ def _fill_diagonal(self, fill_value, wrap=False):
     return put(self, idx, _tensor(fill_value, dtype=self._dtype).expand(idx._data.shape))
 
 
+@torch_node("RenormBackward0")
 def renorm(input, p, dim, maxnorm):
     """As torch.renorm: each slice along dim whose p-norm exceeds maxnorm scaled to it
     (by maxnorm / (norm + 1e-7))."""
@@ -245,3 +250,18 @@ Tensor.itemsize = property(lambda self: self._dtype.itemsize,
                            doc="As torch.Tensor.itemsize: element_size().")
 Tensor.is_cpu = property(lambda self: True, doc="As torch.Tensor.is_cpu: True.")
 del _f, _inp, _n
+
+
+def pow(input, exponent):
+    """As torch.pow: input ** exponent; input may be a Python number (then exponent is a
+    tensor)."""
+    if isinstance(input, Tensor):
+        return input.pow(exponent)
+    if not isinstance(exponent, Tensor):
+        raise TypeError(f"pow() received an invalid combination of arguments - got "
+                        f"({type(input).__name__}, {type(exponent).__name__}), but expected "
+                        "one of:")
+    return exponent.__rpow__(input)
+
+
+export(pow)

@@ -11,6 +11,7 @@ from .creation import tensor as _tensor
 from .functions import _method_fn, export, where
 from .functions_math import attach, floating, make_inplace
 from .tensor import Tensor
+from .node_names import torch_node
 
 # ---- non-finite values, membership ------------------------------------------------------------
 
@@ -157,6 +158,7 @@ def angle(input):
     return where(x.isnan(), x, out) if x._dtype.is_floating_point else out
 
 
+@torch_node("SgnBackward0")
 def sgn(input):
     """As torch.sgn: sign for a real tensor."""
     return input.sign()
@@ -228,6 +230,7 @@ def _odd(x, f):
 _BIG = 2.0 ** 28        # beyond it 1 + a**2 == a**2 in float64 (and a**2 may overflow)
 
 
+@torch_node("TanBackward0")
 def tan(input):
     """As torch.tan: sin / cos, computed in float64."""
     return _in_double(input, lambda x: x.sin() / x.cos())
@@ -238,11 +241,13 @@ def _sinh_abs(a):
     return (a.expm1() - (-a).expm1()) * 0.5
 
 
+@torch_node("SinhBackward0")
 def sinh(input):
     """As torch.sinh, from expm1 in float64."""
     return _in_double(input, lambda x: _odd(x, _sinh_abs))
 
 
+@torch_node("CoshBackward0")
 def cosh(input):
     """As torch.cosh, from exp in float64."""
     def f(x):
@@ -258,24 +263,29 @@ def _asinh_abs(a):
     return where(big, a.masked_fill(~big, 1).log() + math.log(2.0), small)
 
 
+@torch_node("AsinhBackward0")
 def asinh(input):
     """As torch.asinh: log1p(a + a**2 / (1 + sqrt(1 + a**2))) with x's sign, in float64."""
     return _in_double(input, lambda x: _odd(x, _asinh_abs))
 
 
+@torch_node("AcoshBackward0")
 def acosh(input):
-    """As torch.acosh: log1p(t + sqrt(2t + t**2)) for t = x - 1, in float64 (nan below 1)."""
+    """As torch.acosh: log1p(t + sqrt(t) sqrt(t + 2)) for t = x - 1, in float64 (nan below
+    1; the gradient at 1 inf, as PyTorch's, where sqrt(t (t + 2)) would give inf * 0)."""
     def f(x):
         big = x > _BIG
         t = x.masked_fill(big, 1) - 1
-        small = (t + (t * (t + 2)).sqrt()).log1p()
+        small = (t + t.sqrt() * (t + 2).sqrt()).log1p()
         return where(big, x.masked_fill(~big, 1).log() + math.log(2.0), small)
     return _in_double(input, f)
 
 
+@torch_node("AtanhBackward0")
 def atanh(input):
-    """As torch.atanh: log1p(2x / (1 - x)) / 2, in float64."""
-    return _in_double(input, lambda x: (2 * x / (1 - x)).log1p() * 0.5)
+    """As torch.atanh: (log1p(x) - log1p(-x)) / 2, in float64 (the gradient at +-1 inf, as
+    PyTorch's)."""
+    return _in_double(input, lambda x: (x.log1p() - (-x).log1p()) * 0.5)
 
 
 for _f, _alias in ((tan, None), (sinh, None), (cosh, None), (asinh, "arcsinh"),

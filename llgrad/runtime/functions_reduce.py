@@ -21,6 +21,7 @@ from .functions_math import attach, logaddexp
 from .methods_reduce import _return_type
 from .shapes import norm_dim
 from .tensor import Tensor
+from .node_names import torch_node
 
 return_cummax, return_cummin = _return_type("cummax"), _return_type("cummin")
 return_median, return_nanmedian = _return_type("median"), _return_type("nanmedian")
@@ -50,6 +51,7 @@ def _dims(dim, nd):
 
 # ---- sums and means that skip nan, counts, extremes ---------------------------------------------
 
+@torch_node("NansumBackward0")
 def nansum(input, dim=None, keepdim=False, *, dtype=None):
     """As torch.nansum: the sum, nan counted as 0."""
     x = input.masked_fill(input.isnan(), 0) if input._dtype.is_floating_point else input
@@ -70,6 +72,7 @@ def count_nonzero(input, dim=None):
     return (input != 0).sum(_dims(dim, input._data.ndim))
 
 
+@torch_node("AminmaxBackward0")
 def aminmax(input, *, dim=None, keepdim=False):
     """As torch.aminmax: (min, max), over dim or all elements."""
     nd = input._data.ndim
@@ -87,6 +90,7 @@ def aminmax(input, *, dim=None, keepdim=False):
     return return_aminmax(input.amin(d, keepdim), input.amax(d, keepdim))
 
 
+@torch_node("VarMeanBackward0")
 def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """As torch.var_mean: (var, mean) over dim."""
     if isinstance(dim, bool):
@@ -95,6 +99,7 @@ def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
             input.mean(_dims(dim, input._data.ndim), keepdim))
 
 
+@torch_node("StdMeanBackward0")
 def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """As torch.std_mean: (std, mean) over dim."""
     if isinstance(dim, bool):
@@ -113,6 +118,7 @@ def _earlier(x, d, s, fill):
     return x.roll(s, d).masked_fill(first, fill)
 
 
+@torch_node("LogcumsumexpBackward0")
 def logcumsumexp(input, dim):
     """As torch.logcumsumexp: log(cumsum(exp(input))) along dim, without overflow."""
     if not input._dtype.is_floating_point:
@@ -158,12 +164,14 @@ def _cum_extreme(input, dim, largest, tup):
     return tup(v, i)
 
 
+@torch_node("CummaxBackward0")
 def cummax(input, dim):
     """As torch.cummax: (values, indices) of the running maximum along dim (the latest index
     on ties; a nan, once seen, stays)."""
     return _cum_extreme(input, dim, True, return_cummax)
 
 
+@torch_node("CumminBackward0")
 def cummin(input, dim):
     """As torch.cummin: (values, indices) of the running minimum along dim (the latest index
     on ties; a nan, once seen, stays)."""
@@ -229,6 +237,7 @@ def _median_dim(x, dim, keepdim, ignore_nan, name, tup):
     return tup(values, indices)
 
 
+@torch_node(lambda input, dim=None, keepdim=False: "MedianBackward0" if dim is None else "MedianBackward1")
 def median(input, dim=None, keepdim=False):
     """As torch.median: the lower median of all elements (nan if there is one), or
     (values, indices) along dim (the index of a stable sort's pick among equal values)."""
@@ -237,6 +246,7 @@ def median(input, dim=None, keepdim=False):
     return _median_dim(input, dim, keepdim, False, "median", return_median)
 
 
+@torch_node(lambda input, dim=None, keepdim=False: "NanmedianBackward0" if dim is None else "NanmedianBackward1")
 def nanmedian(input, dim=None, keepdim=False):
     """As torch.nanmedian: median ignoring nan (nan only where all are)."""
     if dim is None:
@@ -244,6 +254,7 @@ def nanmedian(input, dim=None, keepdim=False):
     return _median_dim(input, dim, keepdim, True, "nanmedian", return_nanmedian)
 
 
+@torch_node("KthvalueBackward0")
 def kthvalue(input, k, dim=-1, keepdim=False):
     """As torch.kthvalue: (values, indices) of the k-th smallest element along dim (nan
     sorts last)."""
@@ -263,6 +274,7 @@ def kthvalue(input, k, dim=-1, keepdim=False):
     return return_kthvalue(values, indices)
 
 
+@torch_node("ModeBackward0")
 def mode(input, dim=-1, keepdim=False):
     """As torch.mode: (values, indices) of the most frequent value along dim, the smallest
     on ties, with the index of its last occurrence. Counts by comparing every pair along

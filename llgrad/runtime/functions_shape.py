@@ -16,6 +16,7 @@ from .functions_math import attach
 from .functions_tensor import meshgrid
 from .shapes import norm_dim, norm_slice
 from .tensor import Tensor
+from .node_names import torch_node
 
 
 def _int_list(x):
@@ -214,6 +215,7 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):
     return x
 
 
+@torch_node("Rot90Backward0")
 def rot90(input, k=1, dims=(0, 1)):
     """As torch.rot90: rotated by 90 degrees k times from dims[0] towards dims[1]."""
     dims = list(dims)
@@ -247,6 +249,7 @@ def kron(input, other):
     return (x * y).reshape(tuple(p * q for p, q in zip(a, b)))
 
 
+@torch_node("BlockDiagBackward0")
 def block_diag(*tensors):
     """As torch.block_diag: the tensors (0-D, 1-D as a row, or 2-D) on the diagonal of a
     zero matrix of their promoted dtype."""
@@ -333,6 +336,7 @@ def diagflat(input, offset=0):
 
 # ---- gathering by flat index, tiling ------------------------------------------------------------
 
+@torch_node("TakeBackward0")
 def take(input, index):
     """As torch.take: input's elements at index in the flattened input (negative counts
     from the end), shaped as index."""

@@ -2,10 +2,13 @@
 table cannot declare: atan2 / arctan2 (both operands tensors, as in PyTorch), polygamma(n,
 input) (n first, a non-negative int), and the torch.<name>_ functions of the in-place
 methods (torch.asin_, ...). asin ... lgamma, digamma are the table's own methods."""
+import math
+
 from ..ir import OPS
 from .dispatch import call
 from .functions import _method_fn, export
 from .inplace import call_inplace
+from .node_names import torch_node
 from .tensor import Tensor
 
 _ATAN2, _POLYGAMMA, _POLYGAMMA_ = OPS["atan2"], OPS["polygamma"], OPS["polygamma_"]
@@ -61,8 +64,23 @@ def _polygamma_(self, n):
     return call_inplace(_POLYGAMMA_, self, (self,), {"n": n})
 
 
+@torch_node("MvlgammaBackward0")
+def mvlgamma(input, p):
+    """As torch.mvlgamma: the multivariate log-gamma of dimension p, p (p - 1) / 4 log(pi) +
+    sum_j lgamma(x - j / 2) (inf outside its domain, as PyTorch no longer checks it)."""
+    if p < 1:
+        raise RuntimeError("p has to be greater than or equal to 1")
+    x = input if input._dtype.is_floating_point else input.float()
+    r = x.lgamma()
+    for j in range(1, p):
+        r = r + (x - j / 2).lgamma()
+    return r + p * (p - 1) / 4 * math.log(math.pi)
+
+
 export(atan2, "arctan2")
 export(polygamma)
+export(mvlgamma)
+Tensor.mvlgamma = mvlgamma
 for _name, _fn, _doc in (("atan2", _atan2_method, "As torch.Tensor.atan2."),
                          ("arctan2", _atan2_method, "As torch.Tensor.arctan2."),
                          ("atan2_", _atan2_, "In-place atan2, as torch.Tensor.atan2_."),

@@ -11,6 +11,7 @@ from .functions_math import attach
 from .linalg import vector_norm
 from .shapes import norm_dim
 from .tensor import Tensor
+from .node_names import torch_node
 
 
 def cov(input, *, correction=1, fweights=None, aweights=None):
@@ -129,6 +130,7 @@ def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
     return ((1 if dx is None else dx) / 2.0 * pair).cumsum(d)
 
 
+@torch_node("CdistBackward0")
 def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     """As torch.cdist: the p-norm distances between the rows of x1 (..., P, M) and x2 (...,
     R, M), batch dims broadcast. Computed from the differences (PyTorch uses a matrix
@@ -153,6 +155,7 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     return vector_norm(x1.unsqueeze(-2) - x2.unsqueeze(-3), p, -1)
 
 
+@torch_node("DistBackward0")
 def dist(input, other, p=2):
     """As torch.dist: the p-norm of input - other."""
     d = input - other

@@ -33,7 +33,8 @@ def _check_inplace(t, inputs):
         raise creation_error(t)
     if t._multi_view:
         raise RuntimeError(
-            f"Output {t._output_nr} of {type(t.grad_fn).__name__} is a view and is being "
+            f"Output {t._output_nr} of {type(t.grad_fn).__name__.rsplit('Backward', 1)[0]} is "
+            "a view and is being "
             "modified inplace. This view is the output of a function that returns multiple "
             "views. Such functions do not allow the output views to be modified inplace. You "
             "should replace the inplace operation by an out-of-place one.")

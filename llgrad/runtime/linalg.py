@@ -22,7 +22,8 @@ def _dims(x, dim):
         return (norm_dim(dim, nd),)
     dims = tuple(sorted(norm_dim(d, nd) for d in dim))
     if len(set(dims)) != len(dims):
-        raise RuntimeError("dim appears multiple times in the list of dims")
+        d = next(d for i, d in enumerate(dims) if d in dims[:i])
+        raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
     return dims
 
 

@@ -7,9 +7,10 @@ from ..ir.optable import method_doc, on_declare
 from . import dtypes
 from .creation import full_op, tensor
 from .device import check as check_device
-from .dispatch import call
+from .dispatch import call, scalar_type_name
 from .inplace import call_inplace
-from .shapes import unpack_shape
+from .node_names import rename
+from .shapes import broadcast_shapes, check_condition, unpack_shape
 from .tensor import Tensor
 
 
@@ -156,8 +157,9 @@ def _mod_operand(self, other):
     return self if self._dtype is rt or rt is None else self.to(rt)
 
 
-_def("__mod__", lambda self, other: (lambda a: a - div(a, other, "floor") * other)(
-    _mod_operand(self, other)))
+_def("__mod__", lambda self, other: rename((lambda a: a - div(a, other, "floor") * other)(
+    _mod_operand(self, other)), "RemainderBackward1" if isinstance(other, Tensor)
+    else "RemainderBackward0", (self,)))
 
 
 def _scalar_operand(self, other):
@@ -218,6 +220,7 @@ def clamp_(self, min=None, max=None):
 
 
 def where(self, condition, other):
+    check_condition(condition)
     return call(OPS["where"], (condition, self, other), {})
 
 
@@ -249,10 +252,16 @@ def _addc(op):
 
 
 def _lerp_check(self, end, weight):
-    for x in (self, end, weight):
-        if isinstance(x, Tensor) and not x._dtype.is_floating_point:
-            raise RuntimeError(f"\"lerp_kernel_scalar\" not implemented for "
-                               f"'{x._dtype.name.capitalize()}'")
+    """PyTorch's: self's dtype picks the kernel (none for integers), end must be of it."""
+    kernel = "tensor" if isinstance(weight, Tensor) else "scalar"
+    if not self._dtype.is_floating_point:
+        raise NotImplementedError(f"\"lerp_kernel_{kernel}\" not implemented for "
+                                  f"'{scalar_type_name(self._dtype)}'")
+    for name, x in (("end", end), ("weight", weight)):
+        if isinstance(x, Tensor) and x._dtype is not self._dtype and (
+                name == "end" or x._data.ndim or not x._dtype.is_floating_point):
+            raise RuntimeError(f"expected dtype {dtypes.C_NAMES[self._dtype.name]} for `{name}` but "
+                               f"got dtype {dtypes.C_NAMES[x._dtype.name]}")
 
 
 def lerp(self, end, weight):
@@ -324,14 +333,24 @@ _def("clone", lambda self, memory_format=None: self._op(
     "clone", memory_format="contiguous" if memory_format == "contiguous_format" else "preserve"))
 _def("contiguous", lambda self, memory_format=None: self if self.is_contiguous() else
      self._op("clone", memory_format="contiguous"))
-_def("fill_", lambda self, value: call_inplace(OPS["fill"], self, (self, value), {}))
+def fill_(self, value):
+    if isinstance(value, Tensor) and value._data.ndim:
+        raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
+                           f"{value._data.ndim} dimensions.")
+    return call_inplace(OPS["fill"], self, (self, value), {})
+
+
+_def("fill_", fill_)
 _def("zero_", lambda self: call_inplace(OPS["zero"], self, (self,), {}))
 
 
 def copy_(self, src, non_blocking=False):
     if not isinstance(src, Tensor):
         src = tensor(src)
-    np.broadcast_shapes(src._data.shape, self._data.shape)
+    shape = broadcast_shapes(self._data.shape, src._data.shape)
+    if shape != self._data.shape:
+        raise RuntimeError(f"output with shape {list(self._data.shape)} doesn't match the "
+                           f"broadcast shape {list(shape)}")
     return call_inplace(OPS["copy"], self, (self, src), {})
 
 

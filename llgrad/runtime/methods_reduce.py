@@ -9,8 +9,7 @@ from ..ir import OPS
 from ..ir.optable import method_doc
 from . import dtypes
 from .dispatch import call
-from .inplace import call_inplace
-from .shapes import check_index_bounds, norm_dim, norm_dims
+from .shapes import norm_dim, norm_dims
 from .tensor import Tensor
 
 
@@ -68,6 +67,9 @@ def mean(self, dim=None, keepdim=False, dtype=None):
 
 
 def prod(self, dim=None, keepdim=False, dtype=None):
+    if isinstance(dim, (tuple, list)):      # (PyTorch's prod takes one dim)
+        raise TypeError("prod() received an invalid combination of arguments - got (tuple), "
+                        "but expected one of:")
     t = self if dtype is None else self.to(dtype)
     return _as(t._op("prod", dim=_rdims(self, dim), keepdim=keepdim), dtype)
 
@@ -116,6 +118,8 @@ def _max_min(name, tup):
 def _arg(name):
     def f(self, dim=None, keepdim=False):
         d = None if dim is None else norm_dim(dim, self._data.ndim)
+        if self._dtype is dtypes.bool_:
+            raise RuntimeError(f"{name}(): does not support bool input")
         _check_nonempty(self, name, None if d is None or not self._data.ndim else (d,), "")
         return self._op(name, dim=d, keepdim=keepdim)
     return f
@@ -148,7 +152,8 @@ var, std = _moment("var"), _moment("std")
 
 
 def logsumexp(self, dim, keepdim=False):
-    return self._op("logsumexp", dim=_rdims(self, dim), keepdim=keepdim)
+    t = self if self._dtype.is_floating_point else self.to(dtypes.get_default_dtype())
+    return t._op("logsumexp", dim=_rdims(self, dim), keepdim=keepdim)
 
 
 _TORCH_TYPE = {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char",
@@ -178,7 +183,8 @@ def cumsum(self, dim, dtype=None):
 
 def _all_any(name):
     def f(self, dim=None, keepdim=False):
-        return self._op(name, dim=_rdims(self, dim), keepdim=keepdim)
+        r = self._op(name, dim=_rdims(self, dim), keepdim=keepdim)
+        return r.to(dtypes.uint8) if self._dtype is dtypes.uint8 else r   # (PyTorch's rule)
     return f
 
 
@@ -313,76 +319,3 @@ for _n, _f in (("mm", mm), ("addmm", addmm), ("bmm", bmm), ("dot", dot), ("mv", 
                ("__matmul__", matmul)):
     _def(_n, _f)
 _def("__rmatmul__", lambda self, other: matmul(other, self))
-
-# ---- gather / scatter / select by index ------------------------------------------------------
-
-
-def _long_index(index, what):
-    if index._dtype._cat != 1:
-        raise RuntimeError(f"{what}(): Expected dtype int64 for index")
-    return index
-
-
-def gather(self, dim, index):
-    d = norm_dim(dim, self._data.ndim)
-    _long_index(index, "gather")
-    if index._data.ndim != self._data.ndim:
-        raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
-    check_index_bounds(index, self._data.shape[d] if self._data.ndim else 1, d)
-    return call(OPS["gather"], (self, index), {"dim": d})
-
-
-def scatter_add(self, dim, index, src):
-    d = norm_dim(dim, self._data.ndim)
-    check_index_bounds(index, self._data.shape[d] if self._data.ndim else 1, d)
-    return call(OPS["scatter_add"], (self, _long_index(index, "scatter_add"), src), {"dim": d})
-
-
-def scatter_add_(self, dim, index, src):
-    d = norm_dim(dim, self._data.ndim)
-    check_index_bounds(index, self._data.shape[d] if self._data.ndim else 1, d)
-    return call_inplace(OPS["scatter_add"], self, (self, index, src), {"dim": d})
-
-
-def index_select(self, dim, index):
-    d = norm_dim(dim, self._data.ndim)
-    if index._data.ndim > 1:
-        raise IndexError("index_select(): Index is supposed to be a vector")
-    _long_index(index, "index_select")
-    n = self._data.shape[d] if self._data.ndim else 1
-    # (PyTorch's CPU kernel: its dim-1 loop raises this RuntimeError, the others IndexError)
-    check_index_bounds(index, n, d, lambda bad: RuntimeError(
-        f"INDICES element is out of DATA bounds, id={bad} axis_dim={n}")
-        if d == 1 and self._data.ndim >= 2 else IndexError("index out of range in self"))
-    return call(OPS["index_select"], (self, index), {"dim": d})
-
-
-def index_add(self, dim, index, source, alpha=1):
-    d = norm_dim(dim, self._data.ndim)
-    return call(OPS["index_add"], (self, index, source), {"dim": d, "alpha": alpha})
-
-
-def index_add_(self, dim, index, source, alpha=1):
-    d = norm_dim(dim, self._data.ndim)
-    return call_inplace(OPS["index_add"], self, (self, index, source), {"dim": d, "alpha": alpha})
-
-
-def masked_fill(self, mask, value):
-    if mask._dtype._cat != 0:
-        raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
-                           f"{mask._dtype.name}")
-    return call(OPS["masked_fill"], (self, mask, value), {})
-
-
-def masked_fill_(self, mask, value):
-    if mask._dtype._cat != 0:
-        raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
-                           f"{mask._dtype.name}")
-    return call_inplace(OPS["masked_fill"], self, (self, mask, value), {})
-
-
-for _n, _f in (("gather", gather), ("scatter_add", scatter_add), ("scatter_add_", scatter_add_),
-               ("index_select", index_select), ("index_add", index_add),
-               ("index_add_", index_add_), ("masked_fill", masked_fill),
-               ("masked_fill_", masked_fill_)):
-    _def(_n, _f)

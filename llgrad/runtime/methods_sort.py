@@ -11,7 +11,7 @@ import numpy as np
 from ..ir import OPS
 from ..ir.optable import OpDef, method_doc
 from . import trace_state
-from .dispatch import call
+from .dispatch import call, scalar_type_name
 from .inplace import call_inplace
 from .functions import _method_fn
 from .methods_reduce import _return_type
@@ -162,6 +162,62 @@ def masked_select(self, mask):
     return call(MASKED_SELECT, (self, mask), {"out_shape": shape})
 
 
+def _masked_scatter(x, mask, source, out_shape):
+    m = np.broadcast_to(mask, out_shape)
+    out = np.array(np.broadcast_to(x, out_shape))
+    out[m] = source.reshape(-1)[:int(m.sum())]
+    return out
+
+
+def _masked_scatter_vjp(c, g):
+    mask = c.mask.expand(c.out_shape)
+    gs = None
+    if c.needs(2):
+        taken = g.masked_select(mask)
+        n, shape = taken.shape[0], c.shape(2)
+        rest = g.new_zeros(max(0, int(np.prod(shape)) - n))
+        gs = taken._op("cat", rest, dim=0).reshape(shape)
+    return (g.masked_fill(mask, 0) if c.needs(0) else None, None, gs)
+
+
+# (not in the table either: which source elements land where depends on the mask's values)
+MASKED_SCATTER = OpDef("masked_scatter", _masked_scatter, vjp=_masked_scatter_vjp,
+                       grad_fn="MaskedScatterBackward0", args=("self", "mask", "source"),
+                       save=("mask",), nondiff=("mask",))
+
+
+def _masked_scatter_args(self, mask, source, inplace):
+    if not isinstance(source, Tensor):
+        raise TypeError(f"masked_scatter(): argument 'source' (position 2) must be Tensor, not "
+                        f"{type(source).__name__}")
+    if mask._dtype._cat != 0:
+        raise RuntimeError(f"masked_scatter_ only supports boolean masks, but got mask with "
+                           f"dtype {scalar_type_name(mask._dtype)}")
+    if source._dtype is not self._dtype:
+        raise RuntimeError(f"masked_scatter: expected self and source to have same dtypes but "
+                           f"got{scalar_type_name(self._dtype)} and "
+                           f"{scalar_type_name(source._dtype)}")
+    shape = tuple(self._data.shape) if inplace else \
+        broadcast_shapes(mask._data.shape, self._data.shape)
+    mask.expand(shape)          # (PyTorch's error when the mask does not broadcast)
+    if int(np.broadcast_to(mask._data, shape).sum()) > source._data.size:
+        raise RuntimeError("Number of elements of source < number of ones in mask")
+    _untraceable("masked_scatter")
+    return (self, mask, source), {"out_shape": shape}
+
+
+def masked_scatter(self, mask, source):
+    """self with the elements where mask holds taken from source in order, as
+    torch.Tensor.masked_scatter (differentiable). Inside llgrad.compile the call runs
+    eagerly."""
+    return call(MASKED_SCATTER, *_masked_scatter_args(self, mask, source, False))
+
+
+def masked_scatter_(self, mask, source):
+    """In-place masked_scatter."""
+    return call_inplace(MASKED_SCATTER, self, *_masked_scatter_args(self, mask, source, True))
+
+
 def nonzero(self, *, as_tuple=False):
     """The indices of the nonzero elements, as torch.Tensor.nonzero. Inside llgrad.compile
     the call runs eagerly (the result's shape depends on the values)."""
@@ -198,8 +254,10 @@ def unique(self, sorted=True, return_inverse=False, return_counts=False, dim=Non
 for _n, _f in (("sort", sort), ("argsort", argsort), ("msort", msort), ("topk", topk),
                ("scatter", scatter), ("scatter_", scatter_), ("scatter_reduce", scatter_reduce),
                ("scatter_reduce_", scatter_reduce_), ("masked_select", masked_select),
+               ("masked_scatter", masked_scatter), ("masked_scatter_", masked_scatter_),
                ("nonzero", nonzero), ("argwhere", argwhere), ("unique", unique)):
     _def(_n, _f)
 for _n in ("sort", "argsort", "msort", "topk", "scatter", "scatter_reduce", "masked_select",
+           "masked_scatter",
            "nonzero", "argwhere", "unique"):
     _method_fn(_n)

@@ -117,6 +117,8 @@ def flatten(self, start_dim=0, end_dim=-1):
     if nd == 0:
         return self.reshape(1)
     s, e = norm_dim(start_dim, nd), norm_dim(end_dim, nd)
+    if s > e:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
     if s == e:
         return self
     shape = self._data.shape
@@ -160,6 +162,10 @@ def split(self, split_size_or_sections, dim=0):
     n = self._data.shape[d]
     if isinstance(split_size_or_sections, int):
         size = split_size_or_sections
+        if size < 0 or (size == 0 and n):
+            raise RuntimeError("split_size can only be 0 if dimension size is 0, but got "
+                               f"dimension size of {n}" if size == 0 else
+                               f"split expects split_size be non-negative, but got split_size={size}")
         sizes = [min(size, n - i) for i in range(0, n, size)] if size > 0 else [n]
         return self._op("split", sizes=tuple(sizes or [0]), dim=d, with_sizes=False)
     sizes = tuple(int(s) for s in split_size_or_sections)
@@ -170,6 +176,8 @@ def split(self, split_size_or_sections, dim=0):
 
 
 def chunk(self, chunks, dim=0):
+    if chunks <= 0:
+        raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     n = self._data.shape[norm_dim(dim, self._data.ndim)]
     return split(self, max(math.ceil(n / chunks), 1), dim)
 
@@ -205,8 +213,17 @@ _def("view_as", lambda self, other: view(self, other._data.shape))
 _def("reshape_as", lambda self, other: reshape(self, other._data.shape))
 _def("expand_as", lambda self, other: expand(self, other._data.shape))
 _def("broadcast_to", lambda self, size: expand(self, tuple(size)))
-Tensor.mT = property(lambda self: transpose(self, -2, -1),
-                     doc="The last two dimensions swapped (a view), as torch.Tensor.mT.")
+def _mT(self):
+    """The last two dimensions swapped (a view), as torch.Tensor.mT."""
+    if self._data.ndim == 0:
+        return self._op("alias")        # (PyTorch: the identity, deprecated)
+    if self._data.ndim < 2:
+        raise RuntimeError("tensor.mT is only supported on matrices or batches of matrices. "
+                           f"Got {self._data.ndim}-D tensor.")
+    return transpose(self, -2, -1)
+
+
+Tensor.mT = property(_mT)
 Tensor.T = property(lambda self: self if self._data.ndim < 2 else
                     permute(self, tuple(reversed(range(self._data.ndim)))),
                     doc="The dimensions reversed (a view), as torch.Tensor.T.")
@@ -360,36 +377,4 @@ def _advanced_index(self, idx):
     return call(OPS["index"], (self,) + tuple(tensors), {"spec": spec})
 
 
-def setitem(self, idx, value):
-    idx = _as_tuple(idx)
-    if any(_is_advanced(i) or _is_bool(i) for i in idx):
-        t, rest = _basic_first(self, _byte_masks(idx))
-        spec, tensors = _spec(t, rest)
-        if not isinstance(value, Tensor):
-            value = Tensor._from_array(np.asarray(value, dtype=self._data.dtype))
-        call_inplace(OPS["index_put"], t, (t, value) + tuple(tensors),
-                     {"spec": spec, "accumulate": False})
-        return
-    target = getitem(self, idx)
-    if isinstance(value, Tensor):
-        target.copy_(value)
-    else:
-        target.fill_(value)
-
-
-def index_put_(self, indices, values, accumulate=False):
-    spec = tuple("T" for _ in indices)
-    return call_inplace(OPS["index_put"], self, (self, values) + tuple(indices),
-                        {"spec": spec, "accumulate": accumulate})
-
-
-def index_put(self, indices, values, accumulate=False):
-    spec = tuple("T" for _ in indices)
-    return call(OPS["index_put"], (self, values) + tuple(indices),
-                {"spec": spec, "accumulate": accumulate})
-
-
 Tensor.__getitem__ = getitem
-Tensor.__setitem__ = setitem
-_def("index_put_", index_put_)
-_def("index_put", index_put)

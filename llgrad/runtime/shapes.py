@@ -19,13 +19,14 @@ def norm_dims(dim, ndim):
         return (norm_dim(dim, ndim),)
     dims = tuple(sorted(norm_dim(d, ndim) for d in dim))
     if len(set(dims)) != len(dims):
-        raise RuntimeError("dim appears multiple times in the list of dims")
+        d = next(d for i, d in enumerate(dims) if d in dims[:i])
+        raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
     return dims if dims else None
 
 
 def unpack_shape(args):
-    if len(args) == 1 and not isinstance(args[0], int):
-        return tuple(int(a) for a in args[0])
+    if len(args) == 1 and not isinstance(args[0], int) and getattr(args[0], "ndim", 1):
+        return tuple(int(a) for a in args[0])      # (a 0-d tensor is one size, as an int)
     return tuple(int(a) for a in args)
 
 
@@ -58,15 +59,16 @@ def broadcast_shapes(*shapes):
                 out[j] = n
             elif n != 1 and n != out[j]:
                 raise RuntimeError(f"The size of tensor a ({out[j]}) must match the size of "
-                                   f"tensor b ({n}) at non-singleton dimension {i}")
+                                   f"tensor b ({n}) at non-singleton dimension {j}")
     return tuple(out)
 
 
 def norm_slice(s, n):
     """slice -> (start, stop, step) with 0 <= start <= stop <= n, as PyTorch clamps."""
     step = 1 if s.step is None else int(s.step)
-    if step <= 0:
-        raise ValueError("step must be greater than zero")
+    if step <= 0:       # (PyTorch: a negative step is a ValueError too)
+        raise ValueError("slice step cannot be zero" if step == 0 else
+                         "step must be greater than zero")
     start = 0 if s.start is None else int(s.start)
     stop = n if s.stop is None else int(s.stop)
     if start < 0:
@@ -90,3 +92,15 @@ def check_index_bounds(index, n, dim, error=None):
         bad = int(flat[(flat < 0) | (flat >= n)][0])
         raise (error(bad) if error else
                RuntimeError(f"index {bad} is out of bounds for dimension {dim} with size {n}"))
+
+
+_TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "int64": "Long",
+               "int32": "Int", "int16": "Short", "int8": "Char"}
+
+
+def check_condition(condition):
+    """where's condition: a bool (or, deprecated, uint8) tensor, as PyTorch asks."""
+    name = getattr(getattr(condition, "_dtype", None), "name", "bool")
+    if name in _TYPE_NAMES:
+        raise RuntimeError("where expected condition to be a boolean tensor, but got a tensor "
+                           f"with dtype {_TYPE_NAMES[name]}")

@@ -86,6 +86,8 @@ class Tensor:
                 t._creation = prev if prev == "inference" else "no_grad"
             elif prev is not None:
                 t._creation = prev           # a view of such a view inherits its mode
+            elif src._multi_view:
+                t._multi_view = True         # (and of an output of split, unbind, ...)
         return t
 
     def _alias(self):
@@ -106,7 +108,14 @@ class Tensor:
     def size(self, dim: int | None = None) -> Size | int:
         """The shape (an llgrad.Size), or the size of dimension dim, as torch.Tensor.size."""
         s = self._data.shape
-        return Size(s) if dim is None else s[dim]
+        if dim is None:
+            return Size(s)
+        if not s:
+            raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
+        if not -len(s) <= dim < len(s):
+            raise IndexError(f"Dimension out of range (expected to be in range of "
+                             f"[{-len(s)}, {len(s) - 1}], but got {dim})")
+        return s[dim]
 
     @property
     def dtype(self) -> dtypes.dtype:
@@ -187,6 +196,12 @@ class Tensor:
         cast to it (to(dtype)), as torch.Tensor.type."""
         if dtype is None:
             return "llgrad." + self._dtype._tensor_type
+        if isinstance(dtype, str):      # 'llgrad.LongTensor' (or PyTorch's 'torch.LongTensor')
+            name = dtype.split(".")[-1]
+            found = [d for d in dtypes.ALL if d._tensor_type == name]
+            if dtype.split(".")[0] not in ("llgrad", "torch") or not found:
+                raise ValueError(f"invalid type: '{dtype}'")
+            dtype = found[0]
         return self.to(dtype)
 
     @property
@@ -211,6 +226,9 @@ class Tensor:
 
     @requires_grad.setter
     def requires_grad(self, flag: bool) -> None:
+        if flag and not self._dtype.is_floating_point:     # (as the creation functions say)
+            raise RuntimeError("Only Tensors of floating point and complex dtype can require "
+                               "gradients")
         self.requires_grad_(flag)
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
@@ -221,8 +239,7 @@ class Tensor:
                                "you want to use a computed variable in a subgraph that doesn't "
                                "require differentiation use var_no_grad = var.detach().")
         if requires_grad and not self._dtype.is_floating_point:
-            raise RuntimeError("only Tensors of floating point and complex dtype can require "
-                               "gradients")
+            raise RuntimeError("only Tensors of floating point dtype can require gradients")
         if requires_grad and self._inference and not grad_mode.state.inference:
             raise RuntimeError("Setting requires_grad=True on inference tensor outside "
                                "InferenceMode is not allowed.")
@@ -299,9 +316,13 @@ class Tensor:
             warnings.warn("Converting a tensor with requires_grad=True to a scalar may lead to "
                           "unexpected behavior.\nConsider using tensor.detach() first.",
                           UserWarning, stacklevel=2)
+        if self._data.size != 1:
+            raise ValueError("only one element tensors can be converted to Python scalars")
         return float(self.item())
 
     def __int__(self):
+        if self._data.size != 1:
+            raise ValueError("only one element tensors can be converted to Python scalars")
         return int(self.item())
 
     def __index__(self):
@@ -312,7 +333,9 @@ class Tensor:
 
     def __bool__(self):
         if self._data.size != 1:
-            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+            raise RuntimeError(f"Boolean value of Tensor with "
+                               f"{'no values' if not self._data.size else 'more than one value'}"
+                               " is ambiguous")
         return bool(self.item())           # item() records the guard when tracing
 
     def __len__(self):

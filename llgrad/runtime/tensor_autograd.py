@@ -6,9 +6,10 @@ import warnings
 import weakref
 from typing import TYPE_CHECKING
 
-from . import trace_state
+from . import dtypes, trace_state
 from .autograd_api import backward as autograd_backward
 from .copy_slices import creation_error, regenerate_view_grad_fn
+from .dispatch import scalar_type_name
 from .hook_handle import _Handle, _register
 from .node import accumulate_node
 from .tensor import Tensor
@@ -56,10 +57,19 @@ def _set_grad(self, value):
         if not isinstance(value, Tensor):
             raise TypeError(f"assigned grad expected to be a Tensor or None but got grad "
                             f"of type {type(value).__name__}")
+        if value._dtype is not self._dtype:         # (PyTorch's words)
+            raise RuntimeError(
+                f"attempting to assign a gradient with dtype '{dtypes.C_NAMES[value._dtype.name]}' to "
+                f"a tensor with grad_dtype '{scalar_type_name(self._dtype)}'. The gradient "
+                "must match the tensor's grad_dtype (defaults to the tensor's dtype). You can "
+                "set the tensor's grad_dtype attribute with a specific dtype, or None to allow "
+                "any dtype. Set grad_dtype with caution. Diverging the dtypes of a tensor and "
+                "its gradient may break downstream systems that assume they match.")
         if value._data.shape != self._data.shape:
-            raise RuntimeError("assigned grad has data of a different size")
-        if value._dtype is not self._dtype:
-            raise RuntimeError("assigned grad has data of a different type")
+            raise RuntimeError(f"attempting to assign a gradient of size "
+                               f"'{list(value._data.shape)}' to a tensor of size "
+                               f"'{list(self._data.shape)}'. Please ensure that the gradient "
+                               "and the tensor are the same size")
     self._grad = value
 
 

@@ -31,9 +31,9 @@ S("max_pool3d_with_indices",
   Case("overlap_noncontig", lambda T, x: F(T).max_pool3d(x.transpose(2, 4), 3, 1, 1),
        _c3R(1, 2, 3, 4, 4), node=_MP3),
   Case("unbatched_module", lambda T, x: T.nn.MaxPool3d(2, 1)(x), _c3R(2, 3, 4, 3), node=_MP3),
-  # (PyTorch's node is AdaptiveMaxPool3DBackward0; its even windows are max_pool3d's here)
+  # (its even windows are max_pool3d's here, under PyTorch's name)
   Case("adaptive_even", lambda T, x: F(T).adaptive_max_pool3d(x, (2, 2, 3), return_indices=True),
-       _c3R(1, 2, 4, 4, 3), node=_MP3, torch_name=False),
+       _c3R(1, 2, 4, 4, 3), node="AdaptiveMaxPool3DBackward0"),
   Case("lp_inf", lambda T, x: F(T).lp_pool3d(x, float("inf"), 2), _c3R(1, 2, 4, 4, 4),
        node=_MP3))
 

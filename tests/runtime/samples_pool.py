@@ -22,9 +22,9 @@ S("max_pool2d_with_indices",
        lambda T, x: F(T).max_pool2d(x.transpose(2, 3), (2, 3), (1, 2), (1, 1), dilation=(2, 1)),
        _poolR(1, 2, 6, 5), node=_MP),
   Case("unbatched_module", lambda T, x: T.nn.MaxPool2d(2, 1)(x), _poolR(3, 4, 5), node=_MP),
-  # (PyTorch's node is AdaptiveMaxPool2DBackward0; its even windows are max_pool2d's here)
+  # (its even windows are max_pool2d's here, under PyTorch's name)
   Case("adaptive_even", lambda T, x: F(T).adaptive_max_pool2d(x, (2, 3), return_indices=True),
-       _poolR(2, 2, 4, 6), node=_MP, torch_name=False))
+       _poolR(2, 2, 4, 6), node="AdaptiveMaxPool2DBackward0"))
 S("max_pool2d_with_indices_backward",
   Case("grad", lambda T, x, g: _grad(T, F(T).max_pool2d(x, 2), x, g), _poolR(2, 3, 4, 4),
        _poolR(2, 3, 2, 2), node=_MPB),

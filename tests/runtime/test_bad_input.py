@@ -55,7 +55,7 @@ def test_non_tensor_operands_are_type_errors(bad):
 
 
 def test_integer_tensors_cannot_ask_for_gradients():
-    with pytest.raises(RuntimeError, match="only Tensors of floating point and complex dtype "
+    with pytest.raises(RuntimeError, match="Only Tensors of floating point and complex dtype "
                                            "can require gradients"):
         llgrad.tensor([1, 2], requires_grad=True)
     with pytest.raises(RuntimeError, match="only Tensors of floating point"):

@@ -138,10 +138,11 @@ def test_saved_tensors_are_exposed():
 
 
 def test_requires_grad_on_int_tensor_raises():
-    msg = "only Tensors of floating point and complex dtype can require gradients"
+    msg = "Only Tensors of floating point and complex dtype can require gradients"
     with pytest.raises(RuntimeError, match=msg):
         torch.tensor([1, 2], requires_grad=True)
-    with pytest.raises(RuntimeError, match=msg):
+    with pytest.raises(RuntimeError, match="only Tensors of floating point dtype can require "
+                                           "gradients"):      # (PyTorch's words differ here)
         torch.tensor([1, 2]).requires_grad_()
     with pytest.raises(RuntimeError, match=msg):
         torch.tensor([1, 2]).requires_grad = True
@@ -199,7 +200,7 @@ def test_grad_accumulates_over_two_backwards():
 
 def test_grad_setter_checks():
     x = torch.zeros(2, requires_grad=True)
-    with pytest.raises(RuntimeError, match="assigned grad has data of a different size"):
+    with pytest.raises(RuntimeError, match="attempting to assign a gradient of size"):
         x.grad = torch.zeros(3)
     x.grad = torch.ones(2)
     (x * 2).sum().backward()
@@ -278,7 +279,7 @@ def test_backward_inputs_argument():
     (x * w).backward(inputs=w)
     close(w.grad, 2.)
     close(x.grad, 3.)
-    with pytest.raises(RuntimeError, match="'inputs' argument to backward\\(\\) cannot be "
+    with pytest.raises(RuntimeError, match="`inputs` argument to `backward\\(\\)` cannot be "
                                            "empty."):
         (x * w).backward(inputs=[])
 

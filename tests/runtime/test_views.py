@@ -443,7 +443,7 @@ def test_views_share_the_version_counter():
 def test_unbind_output_inplace_raises_with_grad():
     a = torch.ones(2, 2, requires_grad=True)
     u = (a * 1).unbind(0)
-    with pytest.raises(RuntimeError, match="Output 0 of UnbindBackward0 is a view and is being "
+    with pytest.raises(RuntimeError, match="Output 0 of Unbind is a view and is being "
                                            "modified inplace. This view is the output of a "
                                            "function that returns multiple views."):
         u[0].mul_(2.)

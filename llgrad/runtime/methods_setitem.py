@@ -1,0 +1,71 @@
+"""Writes by index: x[idx] = value (PyTorch's rules: leading size-1 dims of the value
+dropped, basic indices as a view written by copy_/fill_, advanced ones as index_put_) and
+index_put / index_put_."""
+import numpy as np
+
+from ..ir import OPS
+from .creation_checks import fill_value_fits
+from .dispatch import call, scalar_type_name
+from .inplace import call_inplace
+from .methods_views import (_as_tuple, _basic_first, _byte_masks, _def, _is_advanced,
+                            _is_bool, _spec, getitem)
+from .tensor import Tensor
+
+
+def _strip_ones(value):
+    """The value of x[idx] = value without its leading size-1 dims (PyTorch's
+    slicePrefix1sSize: x[0] = t of shape (1, n) writes a row)."""
+    shape = value._data.shape
+    k = 0
+    while k < len(shape) and shape[k] == 1:
+        k += 1
+    return value.view(shape[k:]) if k else value
+
+
+def setitem(self, idx, value):
+    idx = _as_tuple(idx)
+    if isinstance(value, Tensor):
+        value = _strip_ones(value)
+    elif isinstance(value, (int, float)):
+        value = fill_value_fits(value, self._dtype)     # (PyTorch's overflow error)
+    if any(_is_advanced(i) or _is_bool(i) for i in idx):
+        t, rest = _basic_first(self, _byte_masks(idx))
+        spec, tensors = _spec(t, rest)
+        if not isinstance(value, Tensor):
+            value = Tensor._from_array(np.asarray(value, dtype=self._data.dtype))
+        call_inplace(OPS["index_put"], t, (t, value) + tuple(tensors),
+                     {"spec": spec, "accumulate": False})
+        return
+    target = getitem(self, idx)
+    if isinstance(value, Tensor):
+        if value._data.shape != target._data.shape:
+            value.expand(target._data.shape)        # (PyTorch's error when it cannot)
+        target.copy_(value)
+    else:
+        target.fill_(value)
+
+
+def _same_dtype(self, values):
+    if isinstance(values, Tensor) and values._dtype is not self._dtype:
+        raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
+                           f"{scalar_type_name(self._dtype)} for the destination and "
+                           f"{scalar_type_name(values._dtype)} for the source.")
+
+
+def index_put_(self, indices, values, accumulate=False):
+    _same_dtype(self, values)
+    spec = tuple("T" for _ in indices)
+    return call_inplace(OPS["index_put"], self, (self, values) + tuple(indices),
+                        {"spec": spec, "accumulate": accumulate})
+
+
+def index_put(self, indices, values, accumulate=False):
+    _same_dtype(self, values)
+    spec = tuple("T" for _ in indices)
+    return call(OPS["index_put"], (self, values) + tuple(indices),
+                {"spec": spec, "accumulate": accumulate})
+
+
+Tensor.__setitem__ = setitem
+_def("index_put_", index_put_)
+_def("index_put", index_put)
