@@ -295,12 +295,22 @@ def test_every_lowering_is_tested():
     assert lowered == set(ELEMENTWISE), lowered ^ set(ELEMENTWISE)
 
 
-# (float64, and every second float32 op: in the slow run only, for the suite's time; the op
-# table's native loop, test_llvm_optable.py, lowers every op in the default run)
-@pytest.mark.parametrize("name,dt", [pytest.param(n, dt, marks=pytest.mark.slow)
-                                     if dt == "float64" or (dt == "float32" and i % 2)
-                                     else (n, dt)
-                                     for i, (n, dt) in enumerate(ELEMENTWISE_CASES)])
+def _elementwise_params():
+    """ELEMENTWISE_CASES, the slow run's share marked: float64, every second float32 op, and
+    the int64 case of an op whose float32 case runs by default (for the suite's time). So the
+    default run lowers each op here once (in float32 or int64; the integer-only ops in int64),
+    the narrower integer dtypes and bool in full, and the op table's native loop,
+    test_llvm_optable.py, lowers every op besides."""
+    f32 = [n for n, dt in ELEMENTWISE_CASES if dt == "float32"]
+    f32_default = set(f32[::2])
+    return [pytest.param(n, dt, marks=pytest.mark.slow)
+            if dt == "float64" or (dt in ("float32", "int64") and
+                                   (n in f32_default) == (dt == "int64"))
+            else (n, dt)
+            for n, dt in ELEMENTWISE_CASES]
+
+
+@pytest.mark.parametrize("name,dt", _elementwise_params())
 def test_elementwise(name, dt):
     rng = np.random.default_rng(abs(hash((name, dt))) % 2**32)
     g, arrays = _elementwise_graph(name, dt, rng)
@@ -474,10 +484,25 @@ def _reduce_graph(op, dt, layout, rng, prologue):
     return bld.ret(*outs), arrays
 
 
-@pytest.mark.parametrize("layout", ["contiguous", "transposed", "stepped", "broadcast"])
-@pytest.mark.parametrize("dt", ["float32", pytest.param("float64", marks=pytest.mark.slow),
-                                "int64"])
-@pytest.mark.parametrize("op", ["sum", "mean", "amax", "amin"])
+REDUCE_LAYOUTS = ["contiguous", "transposed", "stepped", "broadcast"]
+REDUCE_OPS = ["sum", "mean", "amax", "amin"]
+
+
+def _reduction_params():
+    """Every op, dtype and layout; the slow run's share (for the suite's time): float64, and
+    int64 in every second layout, by turns (each op meets two layouts in int64 by default,
+    and every layout meets two ops; float32 runs every op in every layout)."""
+    out = []
+    for i, op in enumerate(REDUCE_OPS):
+        for dt in ("float32", "float64", "int64"):
+            for j, layout in enumerate(REDUCE_LAYOUTS):
+                slow = dt == "float64" or (dt == "int64" and (i + j) % 2)
+                out.append(pytest.param(op, dt, layout, id=f"{op}-{dt}-{layout}",
+                                        marks=(pytest.mark.slow,) if slow else ()))
+    return out
+
+
+@pytest.mark.parametrize("op,dt,layout", _reduction_params())
 def test_reductions(op, dt, layout):
     rng = np.random.default_rng(3)
     g, arrays = _reduce_graph(op, dt, layout, rng, prologue=(layout == "stepped"))
@@ -905,9 +930,14 @@ def _norm_operand(rng, dt, layout, shape=(4, 5, 67)):
             "broadcast": np.broadcast_to(rand(rng, (4, 1, 67), dt), shape)}[layout]
 
 
+# (in the slow run, for the suite's time: float64, and float32's contiguous and sliced
+# layouts: the op table's native loop, test_llvm_optable.py, runs the normalizers on
+# contiguous float32 by default, and stepped views have an offset too)
 @pytest.mark.filterwarnings("ignore:Degrees of freedom")
-@pytest.mark.parametrize("layout", NORM_LAYOUTS)
-@pytest.mark.parametrize("dt", ["float32", pytest.param("float64", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("dt,layout", [
+    pytest.param(dt, la, marks=(pytest.mark.slow,)
+                 if dt == "float64" or la in ("contiguous", "sliced") else ())
+    for dt in FLOATS for la in NORM_LAYOUTS])
 def test_normalizers(dt, layout):
     rng = np.random.default_rng(41)
     a = _norm_operand(rng, dt, layout)
@@ -962,7 +992,9 @@ def test_normalizers_special_values():
 
 # ---- data movement: cat, index_select, scatter_add ---------------------------------------------
 
-@pytest.mark.parametrize("dt", FLOATS + ("int64",))
+# (float64: in the slow run, for the suite's time; float32 and int64 by default)
+@pytest.mark.parametrize("dt", ["float32", pytest.param("float64", marks=pytest.mark.slow),
+                                "int64"])
 def test_cat_index_select_scatter_add(dt):
     rng = np.random.default_rng(51)
     bld = Builder("index")

@@ -16,6 +16,10 @@ from llgrad.ir.interpret import evaluate
 from test_lower import FLOATS, check, eps, layouts, rand, run_both, tensor_type
 
 DTYPES = FLOATS + ("int64", "bool")
+# (float64 beside float32 in the lowering tests below: in the slow run, for the suite's time)
+F64_SLOW = pytest.param("float64", marks=pytest.mark.slow)
+FLOATS_F64_SLOW = ["float32", F64_SLOW]
+DTYPES_F64_SLOW = ["float32", F64_SLOW, "int64", "bool"]
 SOME = ("contiguous", "transposed", "stepped", "broadcast_rows")
 
 
@@ -72,7 +76,7 @@ def test_sin_cos_are_inline_and_vectorise():
 
 # ---- prod / all / any ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("dt", DTYPES_F64_SLOW)
 def test_prod_all_any(dt):
     rng = np.random.default_rng(1)
     bld = Builder("pa")
@@ -103,7 +107,7 @@ def test_prod_all_any(dt):
 
 # ---- argmax / argmin / max_dim / min_dim --------------------------------------------------------
 
-@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("dt", DTYPES_F64_SLOW)
 def test_arg_reductions(dt):
     rng = np.random.default_rng(2)
     bld = Builder("arg")
@@ -188,7 +192,7 @@ def test_dot_mv(blas):
 
 # ---- batch_norm and the losses ------------------------------------------------------------------
 
-@pytest.mark.parametrize("dt", FLOATS)
+@pytest.mark.parametrize("dt", FLOATS_F64_SLOW)
 def test_batch_norm(dt):
     rng = np.random.default_rng(9)
     bld = Builder("bn")
@@ -212,7 +216,7 @@ def test_batch_norm(dt):
           atol=2e-3 if dt == "float32" else 1e-9)
 
 
-@pytest.mark.parametrize("dt", FLOATS)
+@pytest.mark.parametrize("dt", FLOATS_F64_SLOW)
 def test_losses(dt):
     rng = np.random.default_rng(10)
     bld = Builder("loss")

@@ -10,7 +10,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = os.path.join(ROOT, "examples")
 MODES = ["--compile", "--eager"]
-# the bigger examples' eager runs are marked slow (the suite's time): their default mode is
+# the eager runs of all but mlp.py are marked slow (the suite's time): their default mode is
 # compiled, and the eager ops they use are tested op by op throughout the suite
 SLOW_EAGER = ["--compile", pytest.param("--eager", marks=pytest.mark.slow)]
 
@@ -34,7 +34,7 @@ def test_mlp_spirals(mode):
     assert final_accuracy(out) > 0.9, out
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", SLOW_EAGER)
 def test_cnn_bars(mode):
     out = run("cnn.py", "--epochs", "3", mode)
     assert final_accuracy(out) > 0.9, out

@@ -43,7 +43,10 @@ PROGRAMS = {
 
 
 # (over ~1 s each, their builds of larger graphs: in the slow run, for the suite's time)
-SLOW = {"vision.unet", "seq.lstm_forecaster", "vision.denoising_autoencoder", "generative.realnvp"}
+SLOW = {"vision.unet", "seq.lstm_forecaster", "vision.denoising_autoencoder", "generative.realnvp",
+        # (~0.6-1 s each: residual blocks (test_tutorials_vision_more.py's transfer
+        # programs build ResNets), a VAE (test_tutorials.py's vae_random), SimCLR)
+        "vision.resnet_blocks", "generative.vae_distributions", "meta.simclr"}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n

@@ -53,7 +53,10 @@ PROGRAMS = {
     "dqn": models.dqn,
 }
 SLOW = {"dcgan", "transformer_lm_dropout",     # (~5-10 s: their builds of large graphs)
-        "nn_really.sequential_lambda", "vae", "nlp.seq2seq_attention"}    # (~1 s)
+        "nn_really.sequential_lambda", "vae", "nlp.seq2seq_attention",    # (~1 s)
+        # (~1-1.5 s; a dropout variant whose plain program runs by default, and the DQN,
+        # whose kind of step the tutorials_rl programs of test_tutorials_text_more.py run)
+        "nlp.names_generation_dropout", "dqn"}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n

@@ -36,7 +36,11 @@ PROGRAMS = {
 
 
 # (over ~1 s each, their builds of larger graphs: in the slow run, for the suite's time)
-SLOW = {"training.lr_schedulers", "func.per_sample_grads", "text.translation"}
+SLOW = {"training.lr_schedulers", "func.per_sample_grads", "text.translation",
+        # (~0.7-1.3 s each: the LSTM tagger (compiled nn.LSTM steps: tests/nn/test_rnn.py,
+        # the char_lstm example), gradient accumulation (test_soundness.py's "accumulate"
+        # step orders))
+        "text.lstm_tagger", "training.gradient_accumulation"}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n

@@ -27,7 +27,10 @@ PROGRAMS = {
 
 
 # (over ~1 s each, their builds of larger graphs: in the slow run, for the suite's time)
-SLOW = {"fgsm", "transfer_fixed_feature"}
+SLOW = {"fgsm", "transfer_fixed_feature",
+        # (~1 s each: variants of programs that run by default, distillation and
+        # training_utilities, and the plain CIFAR classifier, a CNN as transfer_finetune's)
+        "distillation_kl", "training_utilities_dropout", "cifar_classifier"}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n
