@@ -354,6 +354,7 @@ class CompiledFunction:
         entries = [e for e in self._entries_for(key, n_own) or () if e is not EAGER]
         if not entries and trace:
             snapshot = StateSnapshot([t for _, t in tensors], entered)
+            self._first_untraced = True     # (dump and explain want this call traced)
             try:
                 self(*args, **kwargs)
             finally:
