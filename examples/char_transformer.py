@@ -136,7 +136,7 @@ def main():
         running.append(step(model, opt, xb, yb).item())
         if it == 1 or it % report == 0 or it == args.steps:
             print(f"step {it:4d}  loss {np.mean(running):.4f}  "
-                  f"({time.perf_counter() - t0:.1f} s)")
+                  f"({time.perf_counter() - t0:.2f} s)")
             running = []
     traced = f" (step traced {step.n_traces}x)" if args.compile else ""
     print(f"trained in {time.perf_counter() - t0:.1f} s{traced}")
