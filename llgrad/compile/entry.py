@@ -104,9 +104,9 @@ def trace_entry(name, backend, traced_fn, tensors, guards, args, kwargs, n_own, 
     t1 = time.perf_counter()
     _partition(entry, graph, state, differentiable)
     t2 = time.perf_counter()
-    verify(entry.forward)
-    if entry.backward is not None:
-        verify(entry.backward)
+    for g in (entry.forward, entry.backward):   # (the graph as traced: trace_body verified it)
+        if g is not None and g is not graph:
+            verify(g)
     entry.timings.update(trace=t1 - t0, partition=t2 - t1, verify=time.perf_counter() - t2)
     return entry, state["result"]
 

@@ -34,17 +34,26 @@ on_default_change(_memo.clear)     # (a Python float's dtype is the default's)
 
 
 _PLAIN = (bool, int, float, str, type(None))
+_PLAIN_EXACT = frozenset(_PLAIN)
 
 
 def _key(x):
     # constants with their type: 1, 1.0 and True promote differently but compare equal;
-    # what is not a plain value or a tuple/list of them (arrays, dicts) by its literal
+    # what is not a plain value or a tuple/list of them (arrays, dicts) by its literal.
+    # (Exact types first: a trace builds a key per recorded op and per verified node.)
+    t = type(x)
+    if t is TensorType:
+        return x
+    if t in _PLAIN_EXACT:
+        return (t, x)
+    if t is tuple or t is list:
+        return (t, tuple(map(_key, x)))
     if isinstance(x, TensorType):
         return x
     if isinstance(x, _PLAIN):
-        return (type(x), x)
+        return (t, x)
     if isinstance(x, (tuple, list)):
-        return (type(x), tuple(_key(v) for v in x))
+        return (t, tuple(map(_key, x)))
     return literal(x)
 
 
@@ -53,8 +62,8 @@ def infer_types(opname, in_types, attrs):
         return [TensorType(attrs["dtype"], tuple(np.shape(attrs["value"])))]
     # a rule is a pure function of its operand types and attributes: remember the last
     # few thousand (repeated layers and long chains ask the same question many times)
-    key = (opname, tuple(_key(t) for t in in_types),
-           tuple((k, _key(v)) for k, v in sorted(attrs.items())))
+    key = (opname, tuple(map(_key, in_types)),
+           tuple([(k, _key(attrs[k])) for k in sorted(attrs)]) if attrs else ())
     types = _memo.get(key)
     if types is None:
         types = _infer(opname, in_types, attrs)
