@@ -21,6 +21,7 @@ from ..runtime.autograd_api import grad as autograd_grad
 from ..runtime.node import AccumulateGrad
 from ..runtime.saved_tensor import SavedTensor, where_str
 from ..runtime.tensor import Tensor
+from ..tracer.errors import later_error
 from ..tracer.pytree import flatten, with_constants
 from ..tracer.returned import ReturnedScalar, is_constant, values_in
 from ..tracer.trace import ControlFlowError, TraceError, trace_body
@@ -189,18 +190,11 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
             grads = autograd_grad([outs[i] for i in diff_out], diff_in, cts,
                                   retain_graph=True, allow_unused=True)
         except RuntimeError as e:
-            if "backward through the graph a second time" in str(e):
-                # a result whose graph a backward / autograd.grad inside the function freed
-                # (autograd.grad(g.sum(), x) after g = grad(..., create_graph=True)): eager
-                # raises only if the caller backpropagates through it
-                raise TraceError("a result that requires grad has a graph that a backward in "
-                                 "the function freed") from None
-            if "modified by an inplace operation" not in str(e):
+            # (errors eager raises only when the caller runs backward: the call runs eagerly)
+            later = later_error(e)
+            if later is None:
                 raise
-            # eager raises this when the caller runs backward, not now: the call runs
-            # eagerly, so that its results carry that graph
-            raise TraceError("a tensor the backward needs is modified in place later in the "
-                             f"function ({str(e).split('Hint: ')[-1].rstrip('.')})") from None
+            raise later from None
         finally:
             tracer.hooks_off = False
         entry.unused = [k for k, g in enumerate(grads) if g is None]

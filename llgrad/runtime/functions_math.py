@@ -19,7 +19,7 @@ from .functions import _method_fn, export, where
 from .methods import check_sub
 from .tensor import Tensor
 from ..ir import OPS
-from .node_names import torch_node
+from .node_names import no_derivative, torch_node
 
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
 
@@ -229,11 +229,11 @@ def floor_divide(input, other):
     """As torch.floor_divide: input / other rounded down (div with rounding_mode='floor')."""
     if not isinstance(input, Tensor):
         input = as_type(input, dtypes.result_type(input, other))
-    return input.div(other, rounding_mode="floor")
+    return no_derivative(input.div(other, rounding_mode="floor"), "floor_divide")
 
 
 def _floor_divide_(self, other):
-    return self.div_(other, rounding_mode="floor")
+    return no_derivative(self.div_(other, rounding_mode="floor"), "floor_divide_")
 
 
 _floor_divide_.__name__ = "floor_divide_"

@@ -9,7 +9,7 @@ from .creation import full_op, tensor
 from .device import check as check_device
 from .dispatch import call, scalar_type_name
 from .inplace import call_inplace
-from .node_names import rename
+from .node_names import no_derivative, rename
 from .shapes import broadcast_shapes, check_condition, unpack_shape
 from .tensor import Tensor
 
@@ -144,7 +144,8 @@ for _n, _f in (("add", add), ("__add__", add), ("__radd__", add), ("sub", sub),
 _def("__rsub__", lambda self, other: check_sub(other, self) or
      call(_RSUB, (self, other), {"alpha": 1}))
 _def("__rtruediv__", lambda self, other: self.reciprocal() * other)
-_def("__floordiv__", lambda self, other: div(self, other, "floor"))
+_def("__floordiv__", lambda self, other: no_derivative(div(self, other, "floor"),
+                                                      "floor_divide"))
 
 
 def _mod_operand(self, other):
@@ -169,7 +170,8 @@ def _scalar_operand(self, other):
     return tensor(other, dtype=dtypes.result_type(self, other))
 
 
-_def("__rfloordiv__", lambda self, other: div(_scalar_operand(self, other), self, "floor"))
+_def("__rfloordiv__", lambda self, other: no_derivative(
+    div(_scalar_operand(self, other), self, "floor"), "floor_divide"))
 _def("__rmod__", lambda self, other: (lambda o: o - div(o, self, "floor") * self)(
     _mod_operand(_scalar_operand(self, other), self)))
 _def("square", lambda self: call(_POW, (self, 2), {}))

@@ -29,3 +29,27 @@ def torch_node(name):
             return rename(fn(*args, **kwargs), n, args + tuple(kwargs.values()))
         return f
     return wrap
+
+
+def _no_derivative(self, grads):
+    raise RuntimeError(f"derivative for aten::{self._aten} is not implemented")
+
+
+_no_derivative_classes = {}
+
+
+def no_derivative(out, aten):
+    """out with its fresh node made PyTorch's NotImplemented node, as torch gives an op
+    with no derivative (floor_divide): the forward runs, a backward through it raises
+    "derivative for aten::<aten> is not implemented" (compile runs such a call eagerly:
+    tracer/errors.py later_error)."""
+    cls = _no_derivative_classes.get(aten)
+    if cls is None:
+        cls = _no_derivative_classes[aten] = type(
+            "NotImplemented", (OpNode,), {"__slots__": (), "_aten": aten,
+                                          "apply": _no_derivative,
+                                          "name": lambda self: "llgrad::autograd::NotImplemented"})
+    fn = getattr(out, "_grad_fn", None)
+    if isinstance(fn, OpNode):
+        fn.__class__ = cls
+    return out

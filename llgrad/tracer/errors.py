@@ -10,3 +10,21 @@ class ControlFlowError(TraceError):
     """What tensor-dependent control flow, converted to cond / while_loop (convert.py),
     cannot hold (a branch-dependent shape, break, a value escaping a branch): llgrad.compile
     traces the function again as it is, its tensor conditions as value guards."""
+
+
+def later_error(e):
+    """The TraceError for a RuntimeError that tracing a function's backward raised but
+    eager raises only when the caller runs backward (so the call runs eagerly, and its
+    results carry that graph), or None for an error eager raises in the call too."""
+    text = str(e)
+    if "backward through the graph a second time" in text:
+        # a result whose graph a backward / autograd.grad inside the function freed
+        # (autograd.grad(g.sum(), x) after g = grad(..., create_graph=True))
+        return TraceError("a result that requires grad has a graph that a backward in the "
+                          "function freed")
+    if "modified by an inplace operation" in text:
+        return TraceError("a tensor the backward needs is modified in place later in the "
+                          f"function ({text.split('Hint: ')[-1].rstrip('.')})")
+    if text.startswith("derivative for aten::") and text.endswith("is not implemented"):
+        return TraceError(f"a result's backward goes through an op with no derivative ({text})")
+    return None
