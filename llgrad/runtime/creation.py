@@ -1,5 +1,6 @@
 """Creation functions and the random generator (manual_seed resets it)."""
 from __future__ import annotations
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -10,6 +11,7 @@ from .device import check as _check_device, device as _Device
 from .dispatch import call, scalar_type_name
 from .creation_checks import check_fits as _check_fits, fill_value_fits
 from .creation_checks import float_leaves as _float_leaves
+from .creation_checks import tensor_scalars
 from .shapes import unpack_shape
 from .tensor import Tensor
 
@@ -80,6 +82,10 @@ def _finish(arr, dtype, requires_grad):
     return _requiring_grad(t) if requires_grad else t
 
 
+def _is_tensor(x):
+    return isinstance(x, Tensor)
+
+
 def _infer_np(data, want=None):
     """data as an array; Python floats as the default dtype, or straight as `want` when that
     is floating (tensor([0.1], dtype=float64) holds the double 0.1, not a float32's)."""
@@ -90,8 +96,7 @@ def _infer_np(data, want=None):
     if isinstance(data, Sequence) and not isinstance(data, (list, tuple, str, bytes)):
         data = list(data)       # (a deque, a range: any Python sequence, as torch's)
     if isinstance(data, (list, tuple)):
-        if any(isinstance(x, Tensor) for x in data):
-            data = [_infer_np(x) for x in data]
+        data = tensor_scalars(data, _is_tensor)      # (one-element tensors as numbers)
         arr = np.array(data)
         if arr.dtype.kind == "f":
             leaf = _float_leaves(data) if want is None else None
@@ -120,6 +125,16 @@ def tensor(data: object, dtype: dtypes.dtype | None = None, device: str | _Devic
         # a copy of an array the compiled function reads: a copy of that input
         t = from_numpy(data).clone()
         t = t if dtype is None else t.to(dtype)
+        return _requiring_grad(t) if requires_grad else t
+    if isinstance(data, Tensor):
+        warnings.warn("To copy construct from a tensor, it is recommended to use "
+                      "sourceTensor.detach().clone() or sourceTensor.detach().clone()."
+                      "requires_grad_(True), rather than torch.tensor(sourceTensor).",
+                      UserWarning, stacklevel=2)
+        # a copy made of ops, not of the array: inside a compiled function the tensor's
+        # values are the call's, not the traced call's
+        t = data.detach().clone().contiguous()
+        t = t if dtype is None else t.to(dtypes.to_dtype(dtype))
         return _requiring_grad(t) if requires_grad else t
     arr = _infer_np(data, None if dtype is None else dtypes.to_dtype(dtype))
     if arr.dtype.kind in "iu" and arr.dtype != np.uint8 and not isinstance(data, np.ndarray):

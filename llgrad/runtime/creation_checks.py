@@ -62,3 +62,24 @@ def fill_value_fits(value, d):
         raise RuntimeError(f"value cannot be converted to type {_C_NAMES[d.name]} without "
                            "overflow")
     return value
+
+
+def tensor_scalars(data, is_tensor):
+    """data (nested lists) with each tensor in it (is_tensor) as its one element, a NumPy
+    scalar of its dtype: torch.tensor([t1, t2]) takes one-element tensors as numbers and
+    refuses others; data itself when it holds no tensor."""
+    if set(map(type, data)) <= _PLAIN:      # (the common case, at C speed)
+        return data
+    out, changed = [], False
+    for x in data:
+        if is_tensor(x):
+            if x._data.size != 1:
+                raise ValueError("only one element tensors can be converted to Python scalars")
+            # (item(): inside a compiled function, a read of the value the trace guards)
+            x, changed = x._data.dtype.type(x.item()), True
+        elif isinstance(x, (list, tuple)):
+            y = tensor_scalars(x, is_tensor)
+            changed = changed or y is not x
+            x = y
+        out.append(x)
+    return out if changed else data
