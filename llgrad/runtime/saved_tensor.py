@@ -1,6 +1,8 @@
 """Tensors saved for backward, with the version of their storage at save time (the check
 that raises PyTorch's "modified by an inplace operation" error), the numbers PyTorch saves
 as wrapped tensors, and where in the user's code an op ran (nodes and errors name it)."""
+import copy
+import copyreg
 import os
 import sys
 
@@ -35,8 +37,12 @@ class _Internal(dict):
     __slots__ = ()
 
     def __missing__(self, filename):
-        internal = self[filename] = filename.startswith(_PKG_DIR)
+        internal = self[filename] = filename.startswith(_PKG_DIR) or filename in _PLUMBING
         return internal
+
+
+# the standard library's copying, between the user's copy.deepcopy(t) and the tensor
+_PLUMBING = frozenset(m.__file__ for m in (copy, copyreg))
 
 
 _internal = _Internal()

@@ -96,7 +96,10 @@ class Tensor:
         t._inference = self._inference
         return t
 
-    def __reduce_ex__(self, proto):
+    def __reduce_ex__(self, proto):     # (pickle and copy.deepcopy: a copy of the values now)
+        if trace_state.state.tracer is not None:
+            trace_state.state.tracer.graph_break("a copy of a tensor's values by pickle or "
+                                                 "copy.deepcopy")
         return (_rebuild, (np.array(self._data), self.requires_grad))
 
     # ---- metadata ----------------------------------------------------------------------------
