@@ -127,15 +127,8 @@ def tensor(data: object, dtype: dtypes.dtype | None = None, device: str | _Devic
         t = t if dtype is None else t.to(dtype)
         return _requiring_grad(t) if requires_grad else t
     if isinstance(data, Tensor):
-        warnings.warn("To copy construct from a tensor, it is recommended to use "
-                      "sourceTensor.detach().clone() or sourceTensor.detach().clone()."
-                      "requires_grad_(True), rather than torch.tensor(sourceTensor).",
-                      UserWarning, stacklevel=2)
-        # a copy made of ops, not of the array: inside a compiled function the tensor's
-        # values are the call's, not the traced call's
-        t = data.detach().clone().contiguous()
-        t = t if dtype is None else t.to(dtypes.to_dtype(dtype))
-        return _requiring_grad(t) if requires_grad else t
+        copy_construct_warning("torch.tensor(sourceTensor)")
+        return copy_of(data, dtype, requires_grad)
     arr = _infer_np(data, None if dtype is None else dtypes.to_dtype(dtype))
     if arr.dtype.kind in "iu" and arr.dtype != np.uint8 and not isinstance(data, np.ndarray):
         arr = arr.astype(np.int64)
@@ -144,6 +137,21 @@ def tensor(data: object, dtype: dtypes.dtype | None = None, device: str | _Devic
     if arr.dtype.kind == "O" or arr.dtype.kind in "US":
         raise TypeError(f"Could not infer dtype of {type(data).__name__}")
     return _finish(arr, dtype, requires_grad)
+
+
+def copy_construct_warning(what):
+    """PyTorch's warning for torch.tensor(t) / t.new_tensor(t) of a tensor (what: which)."""
+    warnings.warn("To copy construct from a tensor, it is recommended to use "
+                  "sourceTensor.detach().clone() or sourceTensor.detach().clone()."
+                  f"requires_grad_(True), rather than {what}.", UserWarning, stacklevel=3)
+
+
+def copy_of(data, dtype=None, requires_grad=False):
+    """A new contiguous tensor of data's values (a tensor), made of ops, not of its array:
+    inside a compiled function the values are the call's, not the traced call's."""
+    t = data.detach().clone().contiguous()
+    t = t if dtype is None else t.to(dtypes.to_dtype(dtype))
+    return _requiring_grad(t) if requires_grad else t
 
 
 def as_tensor(data: object, dtype: dtypes.dtype | None = None,
@@ -155,6 +163,8 @@ def as_tensor(data: object, dtype: dtypes.dtype | None = None,
         return data
     if isinstance(data, np.ndarray) and dtype is None:
         return from_numpy(data)
+    if isinstance(data, Tensor):            # (another dtype: a copy, without a warning)
+        return copy_of(data, dtype)
     return tensor(data, dtype=dtype)
 
 

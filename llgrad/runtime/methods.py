@@ -5,7 +5,7 @@ import numpy as np
 from ..ir import OPS
 from ..ir.optable import method_doc, on_declare
 from . import dtypes
-from .creation import full_op, tensor
+from .creation import copy_construct_warning, copy_of, full_op, tensor
 from .device import check as check_device
 from .dispatch import call, scalar_type_name
 from .inplace import call_inplace
@@ -372,5 +372,11 @@ _def("new_ones", _new(1))
 _def("new_empty", _new(0))
 _def("new_full", lambda self, size, fill_value, dtype=None, requires_grad=False:
      full_op(tuple(size), fill_value, dtype or self._dtype).requires_grad_(requires_grad))
-_def("new_tensor", lambda self, data, dtype=None, requires_grad=False:
-     tensor(data, dtype=dtype or self._dtype, requires_grad=requires_grad))
+def _new_tensor(self, data, dtype=None, requires_grad=False):
+    if isinstance(data, Tensor):
+        copy_construct_warning("tensor.new_tensor(sourceTensor)")
+        return copy_of(data, dtype or self._dtype, requires_grad)
+    return tensor(data, dtype=dtype or self._dtype, requires_grad=requires_grad)
+
+
+_def("new_tensor", _new_tensor)

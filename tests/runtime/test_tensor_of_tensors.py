@@ -73,3 +73,24 @@ def test_tensor_of_a_tensor_warns_and_copies_as_torch():
     assert y.is_leaf and not y.requires_grad and y.is_contiguous() and y.shape == (3, 2)
     y.add_(1)
     assert x.tolist() == [[1.0] * 3] * 2
+
+
+def test_as_tensor_to_another_dtype_copies_without_a_warning_and_new_tensor_warns():
+    x = llgrad.ones(2, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        y = llgrad.as_tensor(x, dtype=llgrad.float64)
+    assert y.dtype == llgrad.float64 and y.tolist() == x.tolist()
+    with pytest.warns(UserWarning, match=r"rather than tensor\.new_tensor\(sourceTensor\)"):
+        z = x.new_tensor(x.t())
+    assert z.is_contiguous() and z.shape == (3, 2) and not z.requires_grad
+
+
+def test_compiled_new_tensor_copies_the_calls_values():
+    f = llgrad.compile(lambda x: x.new_tensor(x) * 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for k in range(3):
+            x = llgrad.arange(3.0) + k
+            np.testing.assert_array_equal(f(x).numpy(), (x * 2).numpy())
+    assert f.n_traces == 1
