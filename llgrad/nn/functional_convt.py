@@ -4,8 +4,10 @@ conv1d is conv2d over a unit height. A transposed convolution is the convolution
 gradient with respect to its input a convolution is: the input spread out by the stride
 (zeros between its elements), bordered by dilation * (kernel - 1) - padding zeros on each
 side (cropped where that is negative) and output_padding more at the end, convolved at
-stride 1 with the kernel flipped and its in/out channels swapped within each group. The
-spread input is one zero buffer the input is written into (a strided slice)."""
+stride 1 with the kernel flipped and its in/out channels swapped within each group.
+conv_transpose2d is the op convolution_backward_input itself (it never multiplies the
+spread's zeros); only where output_padding is not below the stride is it the convolution
+of the spread input (one zero buffer the input is written into through a strided slice)."""
 import numpy as np
 
 from ..runtime.creation import tensor as _tensor
@@ -93,6 +95,17 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
                            f"bias to be 1-dimensional with {coutg * groups} elements, but got "
                            f"bias of size {list(bias.shape)} instead")
     n, _, h, w = input.shape
+    out_hw = tuple((size - 1) * sv - 2 * pv + dv * (k - 1) + o + 1 for size, k, sv, pv, o, dv
+                   in zip((h, w), (kh, kw), s, p, op, d))
+    if min(out_hw) >= 1 and all(o < sv for o, sv in zip(op, s)):
+        # the input gradient of the convolution of an out_hw image by `weight` (whose layout,
+        # (in, out / groups, kh, kw), is that convolution's): no zeros are multiplied
+        out = input._op("convolution_backward_input", weight, input_size=out_hw, stride=s,
+                        padding=p, dilation=d, groups=groups)
+        if bias is not None:
+            out = out + bias.reshape(1, -1, 1, 1)
+        return rename(out, "ConvolutionBackward0")
+    # (an output_padding of a stride or more, past a dilation: the spread-out input below)
     (lh, ih, bh), (lw, iw, bw) = (_spread(size, k, sv, pv, o, dv) for size, k, sv, pv, o, dv in
                                   zip((h, w), (kh, kw), s, p, op, d))
     if lh - d[0] * (kh - 1) < 1 or lw - d[1] * (kw - 1) < 1:
