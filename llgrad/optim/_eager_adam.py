@@ -7,6 +7,7 @@ Python-number hyper-parameters, plain writable float tensors of one dtype and sh
 amsgrad or maximize); anything else returns False before writing and Adam.step's tensor
 calls run (their checks and messages included)."""
 from ..ir import OPS
+from ..nn.parameter import Parameter
 from ..runtime import dispatch, trace_state
 from ..runtime.dtypes import float32, float64
 from ..runtime.saved_tensor import user_position
@@ -18,6 +19,7 @@ _FLOATS = (float32, float64)
 _NUMBERS = (int, float)
 _tstate = trace_state.state
 _new = Tensor._from_array
+_PLAIN = (Tensor, Parameter)     # (a subclass of its own may override the tensor calls)
 ENABLED = True          # (tests turn it off to compare with the tensor calls)
 
 
@@ -37,7 +39,7 @@ def where():
 
 
 def _plain(t, dt, shape):
-    return type(t) is Tensor and t._dtype is dt and t._data.shape == shape and \
+    return type(t) in _PLAIN and t._dtype is dt and t._data.shape == shape and \
         not t._inference
 
 

@@ -322,11 +322,11 @@ class AccumulateGrad(Node):
             return
         if old is None:
             if owned and sys.getrefcount(g) <= _HANDED_OVER_REFS and _sole_owner(g, leaf):
-                leaf._grad = type(leaf)._from_array(g._data, g._storage)
+                leaf._grad = Tensor._from_array(g._data, g._storage)
                 return
             buf = np.empty_like(leaf._data)
             buf[...] = g._data
-            leaf._grad = type(leaf)._from_array(buf)
+            leaf._grad = Tensor._from_array(buf)     # (a Parameter's too, as torch)
         elif old._requires_grad:
             leaf._grad = (old + g).detach()
         else:

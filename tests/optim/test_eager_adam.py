@@ -118,3 +118,30 @@ def test_a_few_steps_match_torch():
         to.step()
     for p, q in zip(lp, tp):
         np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-6, atol=1e-7)
+
+
+def test_a_modules_parameters_take_the_update(monkeypatch):
+    """nn.Parameter (a Tensor subclass that overrides no tensor call) and its gradient,
+    a plain Tensor as torch's, are served: the path counts every parameter."""
+    served = []
+    update = _eager_adam.update
+    monkeypatch.setattr(_eager_adam, "update",
+                        lambda *a: served.append(update(*a)) or served[-1])
+    model = llgrad.nn.Sequential(llgrad.nn.Linear(4, 3), llgrad.nn.Linear(3, 2))
+    opt = optim.Adam(model.parameters(), lr=1e-2)
+    for _ in range(2):
+        opt.zero_grad()
+        model(llgrad.ones(5, 4)).sum().backward()
+        opt.step()
+    assert served == [True] * 8
+    assert all(type(p.grad) is llgrad.Tensor for p in model.parameters())
+
+
+def test_a_parameters_gradient_is_a_plain_tensor():
+    torch = pytest.importorskip("torch")
+    for lib in (torch, llgrad):
+        p = lib.nn.Parameter(lib.ones(3))
+        (p * 2).sum().backward()
+        assert type(p.grad) is lib.Tensor, lib.__name__
+        (p * 2).sum().backward()           # (accumulated in place: still the same tensor)
+        assert type(p.grad) is lib.Tensor and "Parameter" not in repr(p.grad)
