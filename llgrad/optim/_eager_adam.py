@@ -5,7 +5,12 @@ kernels included), each in-place result written into its tensor with the version
 write location call_inplace gives it. It serves only the common case (no tracer, no vmap,
 Python-number hyper-parameters, plain writable float tensors of one dtype and shape, no
 amsgrad or maximize); anything else returns False before writing and Adam.step's tensor
-calls run (their checks and messages included)."""
+calls run (their checks and messages included). A C-contiguous parameter of _NATIVE_MIN
+elements or more takes one native loop for all of it (compile/eager_optim.py), the same
+operations in the same order: the same bits again."""
+import numpy as np
+
+from ..compile import eager_optim
 from ..ir import OPS
 from ..nn.parameter import Parameter
 from ..runtime import dispatch, trace_state
@@ -19,6 +24,7 @@ _FLOATS = (float32, float64)
 _NUMBERS = (int, float)
 _tstate = trace_state.state
 _new = Tensor._from_array
+_NATIVE_MIN = 4096      # (elements: below it the NumPy passes cost less than LLVM's load)
 _PLAIN = (Tensor, Parameter)     # (a subclass of its own may override the tensor calls)
 ENABLED = True          # (tests turn it off to compare with the tensor calls)
 
@@ -78,6 +84,8 @@ def update(p, grad, state, group, loc):
     lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"]
     # (the calls of Adam.step, in order: each comment is the tensor call it stands for)
     _write(step_t, run(_ADD, (step_t, 1), {"alpha": 1}), loc)          # step.add_(1)
+    if _native(p, grad, exp_avg, exp_avg_sq, group, step_t, loc):
+        return True
     if weight_decay != 0:
         if group["decoupled_weight_decay"]:
             _write(p, run(_MUL, (p, 1 - lr * weight_decay), {}), loc)  # p.mul_(1 - lr * wd)
@@ -96,4 +104,43 @@ def update(p, grad, state, group, loc):
     upd = _new(run(_MUL, (exp_avg, -step_size), {}))                   # exp_avg.mul(-size)
     upd = _new(_same(upd._data, run(_DIV, (upd, denom), {})))          # .div_(denom)
     _write(p, run(_ADD, (p, upd), {"alpha": 1}), loc)                  # p.add_(...)
+    return True
+
+
+def _native(p, grad, exp_avg, exp_avg_sq, group, step_t, loc):
+    """The rest of the update (after the step count's) as one native loop
+    (compile/eager_optim.py), when the four arrays are C-contiguous, the constants finite in
+    the dtype and the kernel ready; False otherwise (nothing written)."""
+    arrays = (p._data, grad._data, exp_avg._data, exp_avg_sq._data)
+    if arrays[0].size < _NATIVE_MIN or not all(a.flags.c_contiguous for a in arrays):
+        return False
+    for i, a in enumerate(arrays):      # (the loop's pointers are noalias)
+        for b in arrays[i + 1:]:
+            if np.may_share_memory(a, b):
+                return False
+    beta1, beta2 = group["betas"]
+    lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"]
+    decay = "none" if weight_decay == 0 else \
+        "decoupled" if group["decoupled_weight_decay"] else "l2"
+    near = abs(1 - beta1) < 0.5         # (lerp's formula for this weight: _lerp's choice)
+    fn = eager_optim.adam_kernel(arrays[0].dtype.name, near, decay)
+    if fn is None:
+        return False
+    step = step_t.item()
+    bias_correction1 = 1 - beta1 ** step
+    bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
+    # each constant as the tensor calls' NumPy ops take a Python number: the dtype's value
+    ty = arrays[0].dtype.type
+    with np.errstate(over="ignore"):
+        consts = [ty(v) for v in (
+            (1 - lr * weight_decay) if decay == "decoupled" else weight_decay,
+            (1 - beta1) if near else 1 - (1 - beta1), beta2, 1 - beta2,
+            bias_correction2_sqrt, eps, -(lr / bias_correction1))]
+    if not np.isfinite(consts).all() or consts[4] == 0:
+        return False
+    fn(*(a.ctypes.data for a in arrays), arrays[0].size, *consts)
+    for t, writes in ((p, 2 if decay == "decoupled" else 1), (exp_avg, 1), (exp_avg_sq, 2)):
+        st = t._storage
+        st.version += writes
+        st.write_loc = loc
     return True

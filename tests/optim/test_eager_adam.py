@@ -8,6 +8,7 @@ import pytest
 
 import llgrad
 import llgrad.optim as optim
+from llgrad.compile import eager_native, eager_optim
 from llgrad.optim import _eager_adam
 
 RNG = np.random.default_rng(7)
@@ -145,3 +146,78 @@ def test_a_parameters_gradient_is_a_plain_tensor():
         assert type(p.grad) is lib.Tensor, lib.__name__
         (p * 2).sum().backward()           # (accumulated in place: still the same tensor)
         assert type(p.grad) is lib.Tensor and "Parameter" not in repr(p.grad)
+
+
+NATIVE_MAKERS = {
+    "adam": lambda ps: optim.Adam(ps, lr=1e-2),
+    "adam_l2_far_lerp": lambda ps: optim.Adam(ps, lr=3e-2, betas=(0.3, 0.5), weight_decay=0.1),
+    "adamw": lambda ps: optim.AdamW(ps, lr=3e-3, betas=(0.8, 0.99), eps=1e-6),
+    "adamw_int": lambda ps: optim.AdamW(ps, lr=1, weight_decay=1),
+}
+
+
+def _big_run(make, dtype, fast, native, steps=3):
+    rng = np.random.default_rng(3)
+    ps = [llgrad.tensor(rng.standard_normal((80, 60)), dtype=dtype).requires_grad_(),
+          llgrad.tensor(rng.standard_normal(4200) * 1e-30, dtype=dtype).requires_grad_()]
+    opt = make(ps)
+    saved = _eager_adam.ENABLED, eager_native.ENABLED
+    _eager_adam.ENABLED, eager_native.ENABLED = fast, native
+    try:
+        for k in range(steps):
+            g = np.random.default_rng(k)
+            grads = [g.standard_normal((80, 60)), g.standard_normal(4200) * 1e-35]
+            grads[0][0, :5] = [0, 1e30, -1e-30, 5e-39, 0]       # (and a subnormal, in float32)
+            for p, a in zip(ps, grads):
+                p.grad = llgrad.tensor(a, dtype=dtype)
+            opt.step()
+    finally:
+        _eager_adam.ENABLED, eager_native.ENABLED = saved
+    return [(p.detach().numpy().copy(), p._version, opt.state[p]["exp_avg"].numpy().copy(),
+             opt.state[p]["exp_avg_sq"].numpy().copy(), opt.state[p]["exp_avg"]._version,
+             opt.state[p]["exp_avg_sq"]._version) for p in ps]
+
+
+@pytest.mark.parametrize("dtype", [llgrad.float32, llgrad.float64])
+@pytest.mark.parametrize("kind", sorted(NATIVE_MAKERS))
+def test_the_native_loop_matches_the_tensor_calls_bit_for_bit(kind, dtype, monkeypatch):
+    """A parameter of 4096 elements or more runs one native loop (codegen/eager_adam.py):
+    the same bits, moments and version counts as the tensor calls and the NumPy passes."""
+    ran = []
+    real = _eager_adam._native
+    monkeypatch.setattr(_eager_adam, "_native", lambda *a: ran.append(real(*a)) or ran[-1])
+    native = _big_run(NATIVE_MAKERS[kind], dtype, True, True)
+    assert ran and all(ran)
+    ran.clear()
+    passes = _big_run(NATIVE_MAKERS[kind], dtype, True, False)
+    assert ran and not any(ran)
+    calls = _big_run(NATIVE_MAKERS[kind], dtype, False, False)
+    for a, b, c in zip(native, passes, calls):
+        for x, y, z in zip(a, b, c):
+            np.testing.assert_array_equal(x, y)
+            np.testing.assert_array_equal(x, z)
+
+
+def test_in_the_background_mode_the_passes_serve_until_the_loop_is_built(monkeypatch):
+    monkeypatch.setenv("LLGRAD_COMPILE", "background")
+    eager_optim.reset()
+    ran = []
+    real = _eager_adam._native
+    monkeypatch.setattr(_eager_adam, "_native", lambda *a: ran.append(real(*a)) or ran[-1])
+    p = llgrad.ones(100, 50, requires_grad=True)
+    opt = optim.Adam([p], lr=0.1)
+    p.grad = llgrad.ones(100, 50)
+    opt.step()                  # (the build is queued: NumPy's passes run this step)
+    eager_native.wait()
+    opt.step()
+    assert ran == [False, True]
+    want = llgrad.ones(100, 50, requires_grad=True)
+    slow = optim.Adam([want], lr=0.1)
+    want.grad = llgrad.ones(100, 50)
+    _eager_adam.ENABLED = False
+    try:
+        slow.step()
+        slow.step()
+    finally:
+        _eager_adam.ENABLED = True
+    np.testing.assert_array_equal(p.detach().numpy(), want.detach().numpy())
