@@ -30,12 +30,14 @@ block widths, attributes) for every H and row count, built as above, counted in 
 with the others; its results (a tuple for an op of several) are fresh C-contiguous arrays
 (or the impl's own, for each step of an `eager_steps` op: a whole LSTM layer).
 
+Ops the table marks `eager_last_dim` (softmax, log_softmax) over the last dim of a
+C-contiguous float operand of MIN_ELEMENTS or more run codegen/eager_softmax.py's loop over
+its rows: one kernel per (op, dtype) for every shape, built as above.
+
 LLGRAD_EAGER_NATIVE=0 turns all of them off; `reset()` forgets the loaded kernels (they are
 built or loaded again on their next call); `stats` counts calls and builds."""
 import ctypes
 import os
-import queue
-import threading
 import warnings
 
 import numpy as np
@@ -44,7 +46,7 @@ from ..ir import OPS
 from ..runtime import dispatch, grad_mode, node as node_mod, trace_state
 from ..runtime.tensor import Tensor
 from ..tracer.trace import trace_body
-from . import background
+from .eager_builds import PENDING as _PENDING, start as _start, wait  # noqa: F401 (wait: the API)
 
 MIN_ELEMENTS = 4096
 ENABLED = os.environ.get("LLGRAD_EAGER_NATIVE", "1") != "0"
@@ -55,10 +57,6 @@ _vjp_kernels = {}   # (op name, dtype name, saved names, attrs) -> (ctypes funct
 stats = {"calls": 0, "built": 0, "vjp_calls": 0, "vjp_built": 0}
 _grad_state = grad_mode.state
 _tstate = trace_state.state
-_PENDING = "pending"    # a kernel's entry while its build is queued or under way
-_builder = {"queue": None, "thread": None}
-_unfinished = [0]       # builds queued and not done (wait())
-_done = threading.Condition()
 
 
 def reset():
@@ -67,63 +65,6 @@ def reset():
     for table in (_kernels, _plans, _vjp_kernels):
         table.clear()
     stats.update(calls=0, built=0, vjp_calls=0, vjp_built=0)
-
-
-def wait():
-    """Wait for the kernel builds queued so far."""
-    with _done:
-        _done.wait_for(lambda: _unfinished[0] == 0)
-
-
-def _start(table, key, build):
-    """Fill table[key] with build() (a kernel or None): now under LLGRAD_COMPILE=sync (or
-    on the builder thread itself), else on the builder thread, the entry _PENDING meanwhile.
-    Returns what the caller runs now: the kernel, or None for NumPy's implementation."""
-    if os.environ.get("LLGRAD_COMPILE", "background") == "sync" or \
-            threading.current_thread() is _builder["thread"]:
-        table[key] = build()
-        return table[key]
-    table[key] = _PENDING
-    with _done:
-        _unfinished[0] += 1
-    q = _builder["queue"]
-    if q is None:
-        q = _builder["queue"] = queue.SimpleQueue()
-        t = _builder["thread"] = threading.Thread(target=_build_loop, args=(q,), daemon=True,
-                                                  name="llgrad-eager-kernels")
-        t.start()
-    q.put((table, key, build))
-    return None
-
-
-def _build_loop(q):
-    while True:
-        table, key, build = q.get()
-        background.quick_switches(True)     # (the caller gets the GIL back sooner)
-        try:
-            table[key] = build()
-        except Exception:               # noqa: BLE001 (build() warns itself; NumPy serves)
-            table[key] = None
-        finally:
-            background.quick_switches(False)
-            with _done:
-                _unfinished[0] -= 1
-                _done.notify_all()
-        del table, key, build
-
-
-def _after_fork_in_child():
-    """The parent's builder thread is not in the child: its pending builds start again."""
-    global _done
-    _done, _unfinished[0] = threading.Condition(), 0
-    _builder["queue"] = _builder["thread"] = None
-    for table in (_kernels, _vjp_kernels):
-        for k in [k for k, v in table.items() if v is _PENDING]:
-            del table[k]
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _ctypes_fn(inputs):
@@ -248,6 +189,39 @@ def _rows_plan(op, arrays, attrs):
     return fn, ptr, out_widths, lead, x.size // x.shape[-1], h, steps, dtype
 
 
+
+def _native_last_dim(op, x, attrs):
+    """An eager_last_dim op (softmax, log_softmax) of x over its last dim on the kernel
+    of codegen/eager_softmax.py, or None (NumPy's impl runs)."""
+    if type(x) is not np.ndarray or x.size < MIN_ELEMENTS or x.dtype not in _FLOATS \
+            or not x.flags.c_contiguous or attrs.get("dim") not in (x.ndim - 1, -1) \
+            or len(attrs) != 1:
+        return None
+    key = ("last_dim", op.name, x.dtype.name)
+    found = _kernels.get(key, False)
+    if found is False:
+        found = _start(_kernels, key, lambda: _last_dim_kernel(op, key[2]))
+    if found is None or found is _PENDING:
+        return None
+    out = np.empty_like(x)
+    found[0](out.ctypes.data, x.ctypes.data, x.size // x.shape[-1], x.shape[-1])
+    stats["calls"] += 1
+    return out
+
+
+def _last_dim_kernel(op, dtype):
+    from ..codegen import eager_softmax      # (loads llvmlite: only when a kernel is needed)
+    try:
+        addr = eager_softmax.build(op.name, dtype)
+    except Exception as e:          # noqa: BLE001
+        warnings.warn(f"llgrad: eager {op.name} on {dtype} runs on NumPy: its native kernel "
+                      f"failed to build ({type(e).__name__}: {e})", RuntimeWarning, stacklevel=2)
+        return None
+    stats["built"] += 1
+    fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                          ctypes.c_int64)(int(addr))
+    return fn, addr
+
 _plans = {}     # (op, each array's layout) -> its built kernel's plan (a time loop's steps)
 
 
@@ -276,6 +250,8 @@ def _native_rows(op, arrays, attrs, outs=None):
 
 def native_eager(op, arrays, attrs):
     """op on arrays with attrs on its native kernel, or None (NumPy's impl runs instead)."""
+    if op.eager_last_dim:
+        return _native_last_dim(op, arrays[0], attrs)
     if op.eager_rows:
         return _native_rows(op, arrays, attrs)
     if op.eager_steps:      # (its impl runs each step's eager_rows op through rows=)

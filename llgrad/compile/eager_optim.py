@@ -7,14 +7,14 @@ LLGRAD_EAGER_NATIVE=0 turns them off. `reset()` forgets the loaded kernels."""
 import ctypes
 import warnings
 
-from . import eager_native
+from . import eager_builds, eager_native
 
 _kernels = {}       # (dtype name, lerp near, decay form) -> (ctypes function, address) | None
 _CTYPES = {"float32": ctypes.c_float, "float64": ctypes.c_double}
 
 
 def reset():
-    eager_native.wait()
+    eager_builds.wait()
     _kernels.clear()
 
 
@@ -26,8 +26,8 @@ def adam_kernel(dtype, near, decay):
     key = (dtype, near, decay)
     found = _kernels.get(key, False)
     if found is False:
-        found = eager_native._start(_kernels, key, lambda: _build(*key))
-    if found is None or found is eager_native._PENDING:
+        found = eager_builds.start(_kernels, key, lambda: _build(*key))
+    if found is None or found is eager_builds.PENDING:
         return None
     return found[0]
 

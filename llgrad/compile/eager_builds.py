@@ -1,0 +1,74 @@
+"""The builder thread of the eager kernels (eager_native.py's ops and their backwards,
+eager_softmax.py's rows, eager_optim.py's updates): a kernel is built on the first call that
+wants it, on this thread, while that call and the next ones run NumPy's implementation;
+LLGRAD_COMPILE=sync builds on the calling thread instead, before the call. `wait()` waits
+for the builds queued so far."""
+import os
+import queue
+import threading
+
+from . import background
+
+PENDING = "pending"     # a kernel's entry while its build is queued or under way
+_builder = {"queue": None, "thread": None}
+_unfinished = [0]       # builds queued and not done (wait())
+_done = threading.Condition()
+_tables = {}            # id -> every table a build was started for (their PENDING entries)
+
+
+def wait():
+    """Wait for the kernel builds queued so far."""
+    with _done:
+        _done.wait_for(lambda: _unfinished[0] == 0)
+
+
+def start(table, key, build):
+    """Fill table[key] with build() (a kernel or None): now under LLGRAD_COMPILE=sync (or
+    on the builder thread itself), else on the builder thread, the entry PENDING meanwhile.
+    Returns what the caller runs now: the kernel, or None for NumPy's implementation."""
+    if os.environ.get("LLGRAD_COMPILE", "background") == "sync" or \
+            threading.current_thread() is _builder["thread"]:
+        table[key] = build()
+        return table[key]
+    _tables[id(table)] = table
+    table[key] = PENDING
+    with _done:
+        _unfinished[0] += 1
+    q = _builder["queue"]
+    if q is None:
+        q = _builder["queue"] = queue.SimpleQueue()
+        t = _builder["thread"] = threading.Thread(target=_build_loop, args=(q,), daemon=True,
+                                                  name="llgrad-eager-kernels")
+        t.start()
+    q.put((table, key, build))
+    return None
+
+
+def _build_loop(q):
+    while True:
+        table, key, build = q.get()
+        background.quick_switches(True)     # (the caller gets the GIL back sooner)
+        try:
+            table[key] = build()
+        except Exception:               # noqa: BLE001 (build() warns itself; NumPy serves)
+            table[key] = None
+        finally:
+            background.quick_switches(False)
+            with _done:
+                _unfinished[0] -= 1
+                _done.notify_all()
+        del table, key, build
+
+
+def _after_fork_in_child():
+    """The parent's builder thread is not in the child: its pending builds start again."""
+    global _done
+    _done, _unfinished[0] = threading.Condition(), 0
+    _builder["queue"] = _builder["thread"] = None
+    for table in _tables.values():
+        for k in [k for k, v in table.items() if v is PENDING]:
+            del table[k]
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
