@@ -28,7 +28,17 @@ defop("mm", np.matmul, args=("self", "mat2"), save=("self", "mat2"), grad_fn="Mm
       vjp=_mm_vjp, functions=("mm",))
 defop("bmm", np.matmul, args=("self", "mat2"), save=("self", "mat2"), grad_fn="BmmBackward0",
       vjp=_bmm_vjp, functions=("bmm",))
-defop("matmul", np.matmul, args=("self", "other"), save=("self", "other"),
+def _matmul(a, b):
+    # a C-contiguous stack of matrices times one matrix is one product of the stack's rows
+    # (NumPy's matmul makes a BLAS call per matrix of the stack, and copies a transposed
+    # operand for each: a linear layer's (batch, tokens, features) input took 2x torch's)
+    if a.ndim > 2 and b.ndim == 2 and a.size and a.shape[-1] == b.shape[0] \
+            and a.flags.c_contiguous:
+        return np.matmul(a.reshape(-1, a.shape[-1]), b).reshape(a.shape[:-1] + b.shape[1:])
+    return np.matmul(a, b)
+
+
+defop("matmul", _matmul, args=("self", "other"), save=("self", "other"),
       grad_fn="UnsafeViewBackward0", vjp=_matmul_vjp, functions=("matmul",))
 
 
