@@ -21,7 +21,15 @@ def _bmm_vjp(c, g):
 def _matmul_vjp(c, g):
     # both operands have >= 2 dims here; broadcast batch dims are summed by the caller
     a, b = c.self, c.other
-    return (g.matmul(b.mT) if c.needs(0) else None, a.mT.matmul(g) if c.needs(1) else None)
+    gb = None
+    if c.needs(1):
+        if len(c.shape(0)) > 2 and len(c.shape(1)) == 2:
+            # a stack times one matrix: the matrix's gradient is one product over the stack's
+            # rows (PyTorch folds the stack into a matrix), not a product per matrix summed
+            gb = a.reshape(-1, c.shape(0)[-1]).mT.matmul(g.reshape(-1, c.shape(1)[-1]))
+        else:
+            gb = a.mT.matmul(g)
+    return (g.matmul(b.mT) if c.needs(0) else None, gb)
 
 
 defop("mm", np.matmul, args=("self", "mat2"), save=("self", "mat2"), grad_fn="MmBackward0",
