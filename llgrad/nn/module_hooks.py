@@ -13,6 +13,7 @@ import types
 import warnings
 from collections import OrderedDict
 
+from ..compile.compiled_function import compile as _compile
 from ..runtime import grad_mode
 from ..runtime.creation import zeros
 from ..runtime.autograd_function import Function
@@ -156,6 +157,22 @@ class BackwardHook:
         return res if is_tuple else res[0]
 
 
+class CompiledForward:
+    """A module's forward after module.compile(): llgrad.compile of its class's forward. A
+    copy or a pickle of the module compiles its own forward again (a compiled function's
+    traces and kernels belong to the module they were made for)."""
+
+    def __init__(self, module, args, kwargs):
+        self.module, self.args, self.kwargs = module, args, kwargs
+        self.fn = _compile(type(module).forward.__get__(module), *args, **kwargs)
+
+    def __call__(self, *args, **kwargs):
+        return self.fn(*args, **kwargs)
+
+    def __reduce__(self):
+        return CompiledForward, (self.module, self.args, self.kwargs)
+
+
 class ModuleHooks:
     """The hook half of Module: registration, and the call that runs the hooks (Module's
     __call__ takes it only once a hook is registered)."""
@@ -167,6 +184,11 @@ class ModuleHooks:
     _forward_hooks_always_called = _NO_HOOKS
     _backward_pre_hooks = _NO_HOOKS
     _backward_hooks = _NO_HOOKS
+
+    def compile(self, *args, **kwargs):
+        """Compile the module's forward in place, as torch.nn.Module.compile: later calls
+        of the module run llgrad.compile(forward, *args, **kwargs) (its hooks around it)."""
+        object.__setattr__(self, "forward", CompiledForward(self, args, kwargs))
 
     def _hook_dict(self, name):
         d = self.__dict__.get(name)
