@@ -2,6 +2,7 @@
 
 Only re-exports live here; see llgrad/runtime (eager), llgrad/ir (op table, IR),
 llgrad/compile (compiled functions)."""
+import importlib as _importlib
 from .runtime import Size, Tensor  # noqa: F401
 from .runtime.dtypes import (bool_ as bool, double, dtype, float, float16, float32,  # noqa: F401,A004
                              float64, half, int, int8, int16, int32, int64, long, uint8)
@@ -12,7 +13,7 @@ from .runtime.creation import (arange, as_tensor, empty, empty_like, eye,  # noq
                                ones, ones_like, rand, rand_like, randint, randn, randn_like,
                                randperm, tensor, zeros, zeros_like)
 from .runtime.functions import *  # noqa: F401,F403
-from .runtime.functions import __getattr__  # noqa: F401,E402 (functions of later ops)
+from .runtime.functions import __getattr__ as _functions_getattr  # noqa: E402
 from .runtime.einsum import einsum  # noqa: F401,E402
 from .runtime.legacy_types import (BoolTensor, ByteTensor, CharTensor,  # noqa: F401,E402
                                    DoubleTensor, FloatTensor, HalfTensor, IntTensor,
@@ -55,3 +56,15 @@ from .compile.profile import profile  # noqa: F401,E402
 from . import debug  # noqa: F401,E402
 from .compile import log as _log  # noqa: E402
 _log._configure_from_env()
+
+
+# submodules loaded on first use (llgrad.multiprocessing: Python's multiprocessing, ~20 ms)
+_LAZY_SUBMODULES = ("multiprocessing",)
+
+
+def __getattr__(name):
+    """llgrad.<name> for a lazily loaded submodule, or a function of an op declared after
+    import (runtime/functions.py)."""
+    if name in _LAZY_SUBMODULES:
+        return _importlib.import_module(f"{__name__}.{name}")
+    return _functions_getattr(name)

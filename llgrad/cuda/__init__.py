@@ -2,7 +2,13 @@
 torch.cuda.amp). llgrad runs on the CPU only: no CUDA device is ever available, so
 `device = "cuda" if llgrad.cuda.is_available() else "cpu"` picks the CPU."""
 
-__all__ = ["is_available", "device_count", "manual_seed", "manual_seed_all"]
+__all__ = ["is_available", "device_count", "manual_seed", "manual_seed_all", "empty_cache",
+           "is_initialized", "is_bf16_supported", "seed", "seed_all", "memory_allocated",
+           "max_memory_allocated", "memory_reserved", "max_memory_reserved", "synchronize",
+           "current_device", "get_device_name", "get_device_properties", "set_device",
+           "mem_get_info", "ipc_collect", "get_rng_state", "initial_seed"]
+
+_NO_CUDA = "Torch not compiled with CUDA enabled"
 
 
 def is_available():
@@ -21,6 +27,44 @@ def manual_seed(seed):
 
 def manual_seed_all(seed):
     """Does nothing (there is no CUDA generator), as in PyTorch without CUDA."""
+
+
+def empty_cache():
+    """Does nothing (no CUDA memory is ever cached), as in PyTorch without CUDA."""
+
+
+def is_initialized():
+    """False: CUDA is never initialised."""
+    return False
+
+
+def is_bf16_supported(including_emulation=True):
+    """False, as in PyTorch without CUDA."""
+    return False
+
+
+def seed():
+    """Does nothing (there is no CUDA generator), as in PyTorch without CUDA."""
+
+
+seed_all = seed
+
+
+# what PyTorch without CUDA answers for the caching allocator's statistics: no memory
+def memory_allocated(device=None):
+    return 0
+
+
+max_memory_allocated = memory_reserved = max_memory_reserved = memory_allocated
+
+
+def _unavailable(*args, **kwargs):
+    """Raises PyTorch's AssertionError: there is no CUDA device to ask or to use."""
+    raise AssertionError(_NO_CUDA)
+
+
+synchronize = current_device = get_device_name = get_device_properties = set_device = \
+    mem_get_info = get_rng_state = initial_seed = ipc_collect = _unavailable
 
 
 from . import amp  # noqa: F401,E402  (torch.cuda.amp)
