@@ -50,8 +50,8 @@ def seed():
 seed_all = seed
 
 
-# what PyTorch without CUDA answers for the caching allocator's statistics: no memory
 def memory_allocated(device=None):
+    """0, as PyTorch without CUDA answers for the caching allocator's statistics."""
     return 0
 
 
