@@ -14,6 +14,7 @@ from llgrad.utils.data import (BatchSampler, ChainDataset, ConcatDataset, DataLo
                                Subset, SubsetRandomSampler, TensorDataset,
                                WeightedRandomSampler, default_collate, default_convert,
                                random_split)
+from llgrad.utils.data import dataloader as dataloader_module
 
 
 def _torch():
@@ -286,11 +287,23 @@ def test_loader_with_a_generator_draws_from_it():
     assert first != second and sorted(first[0]) == sorted(second[0]) == ds
 
 
-def test_num_workers_loads_in_process():
+def test_num_workers_loads_in_process(monkeypatch):
+    """A map-style dataset's batches are the workers' own: loaded here without a word; an
+    iterable dataset (each worker would run a copy) or a worker_init_fn is warned of."""
     ds = TensorDataset(llgrad.tensor(X))
-    with pytest.warns(UserWarning, match="loads in the main process"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
         batches = list(DataLoader(ds, batch_size=5, num_workers=2, persistent_workers=True))
     assert len(batches) == 2
+
+    class Stream(IterableDataset):
+        def __iter__(self):
+            return iter(range(4))
+    for kind in ({"dataset": Stream()},
+                 {"dataset": ds, "worker_init_fn": lambda worker_id: None}):
+        monkeypatch.setattr(dataloader_module, "_warned_workers", False)
+        with pytest.warns(UserWarning, match="loads in the main process"):
+            list(DataLoader(batch_size=2, num_workers=2, **kind))
 
 
 def test_dataset_base_classes():

@@ -1,7 +1,9 @@
 """DataLoader (torch.utils.data.DataLoader): batches of a dataset, in the order of a
 sampler, collated by collate_fn. Loading runs in the calling process: num_workers > 0 is
-accepted (with PyTorch's argument checks) but loads in the main process, with a warning
-once; pin_memory has nothing to pin (the CPU is the only device)."""
+accepted (with PyTorch's argument checks) but loads in the main process (the same batches,
+in the same order, for a map-style dataset; a warning, once, for an iterable dataset or a
+worker_init_fn, which workers would treat otherwise); pin_memory has nothing to pin (the
+CPU is the only device)."""
 from __future__ import annotations
 import math
 import warnings
@@ -158,11 +160,16 @@ class DataLoader:
 
     def __iter__(self):
         global _warned_workers
-        if self.num_workers > 0 and not _warned_workers:
+        # a map-style dataset's batches are the same loaded here as by workers (the order is
+        # the sampler's either way): only where workers would see something else - an
+        # iterable dataset (each worker runs its own copy), a worker_init_fn - is it said
+        if self.num_workers > 0 and not _warned_workers and \
+                (self._dataset_kind == _DatasetKind.Iterable or self.worker_init_fn is not None):
             _warned_workers = True
             warnings.warn(f"llgrad's DataLoader loads in the main process: num_workers="
                           f"{self.num_workers} is accepted but no worker processes are "
-                          "started", stacklevel=2)
+                          "started (an iterable dataset is read once, worker_init_fn is not "
+                          "called)", stacklevel=2)
         return _SingleProcessDataLoaderIter(self)
 
     def __len__(self):
