@@ -30,7 +30,7 @@ block widths, attributes) for every H and row count, built as above, counted in 
 with the others; its results (a tuple for an op of several) are fresh C-contiguous arrays
 (or the impl's own, for each step of an `eager_steps` op: a whole LSTM layer).
 
-Ops the table marks `eager_last_dim` (softmax, log_softmax) over the last dim of a
+Ops the table marks `eager_kernel="last_dim"` (softmax, log_softmax) over the last dim of a
 C-contiguous float operand of MIN_ELEMENTS or more run codegen/eager_softmax.py's loop over
 its rows: one kernel per (op, dtype) for every shape, built as above.
 
@@ -46,6 +46,7 @@ from ..ir import OPS
 from ..runtime import dispatch, grad_mode, node as node_mod, trace_state
 from ..runtime.tensor import Tensor
 from ..tracer.trace import trace_body
+from . import eager_shaped
 from .eager_builds import PENDING as _PENDING, start as _start, wait  # noqa: F401 (wait: the API)
 
 MIN_ELEMENTS = 4096
@@ -191,8 +192,8 @@ def _rows_plan(op, arrays, attrs):
 
 
 def _native_last_dim(op, x, attrs):
-    """An eager_last_dim op (softmax, log_softmax) of x over its last dim on the kernel
-    of codegen/eager_softmax.py, or None (NumPy's impl runs)."""
+    """An eager_kernel="last_dim" op (softmax, log_softmax) of x over its last dim on the
+    kernel of codegen/eager_softmax.py, or None (NumPy's impl runs)."""
     if type(x) is not np.ndarray or x.size < MIN_ELEMENTS or x.dtype not in _FLOATS \
             or not x.flags.c_contiguous or attrs.get("dim") not in (x.ndim - 1, -1) \
             or len(attrs) != 1:
@@ -250,8 +251,10 @@ def _native_rows(op, arrays, attrs, outs=None):
 
 def native_eager(op, arrays, attrs):
     """op on arrays with attrs on its native kernel, or None (NumPy's impl runs instead)."""
-    if op.eager_last_dim:
+    if op.eager_kernel == "last_dim":
         return _native_last_dim(op, arrays[0], attrs)
+    if op.eager_kernel == "shaped":
+        return eager_shaped.run(op, arrays, attrs)
     if op.eager_rows:
         return _native_rows(op, arrays, attrs)
     if op.eager_steps:      # (its impl runs each step's eager_rows op through rows=)

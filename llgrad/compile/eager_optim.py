@@ -14,6 +14,7 @@ _CTYPES = {"float32": ctypes.c_float, "float64": ctypes.c_double}
 
 
 def reset():
+    """Forget the loaded kernels (after the builds under way)."""
     eager_builds.wait()
     _kernels.clear()
 

@@ -29,13 +29,13 @@ class OpDef:
     __slots__ = ("name", "impl", "vjp", "grad_fn", "args", "save", "nout", "kind",
                  "promote", "float_out", "doc", "nondiff", "number_edges", "scalar_args",
                  "methods", "inplace", "functions", "cost", "decompose", "eager_native",
-                 "eager_rows", "eager_steps", "eager_last_dim")
+                 "eager_rows", "eager_steps", "eager_kernel")
 
     def __init__(self, name, impl, vjp=None, grad_fn=None, args=("self",), save=(),
                  nout=1, kind="other", promote=(), float_out=False, doc="", nondiff=(),
                  number_edges=False, scalar_args=(), methods=(), inplace=(), functions=(),
                  cost=1, decompose=None, eager_native=False, eager_rows=False,
-                 eager_steps=(), eager_last_dim=False):
+                 eager_steps=(), eager_kernel=None):
         self.name = name
         self.impl = impl
         self.vjp = vjp
@@ -71,9 +71,12 @@ class OpDef:
         # is called with rows=fn(op name, arrays, outs) -> outs written by the op's row
         # kernel, or None (impl then runs the op's NumPy implementation itself)
         self.eager_steps = eager_steps
-        # eagerly, a float operand's rows (the op over its last dim, C-contiguous) run as one
-        # native loop per row (codegen/eager_softmax.py) in place of impl: softmax's passes
-        self.eager_last_dim = eager_last_dim
+        # eagerly, float operands run a native kernel in place of impl (compile/eager_native.py):
+        # "last_dim": the op over the last dim of a C-contiguous operand, one loop per row
+        # (codegen/eager_softmax.py: softmax's passes); "shaped": C-contiguous operands run
+        # the compiled lowering of the op alone, built for their shapes (eager_shaped.py:
+        # convolutions, where NumPy's im2col and products are a third of torch's speed)
+        self.eager_kernel = eager_kernel
 
     @property
     def differentiable(self):

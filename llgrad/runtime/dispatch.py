@@ -143,7 +143,7 @@ def wrapped_ints(op, inputs):
 
 def run_impl(op, inputs, attrs):
     try:
-        if (op.eager_native or op.eager_rows or op.eager_steps or op.eager_last_dim) \
+        if (op.eager_native or op.eager_rows or op.eager_steps or op.eager_kernel) \
                 and native_eager is not None:
             arrays = prepare(op, inputs)
             out = native_eager(op, arrays, attrs)

@@ -1,0 +1,95 @@
+"""Eager ops on native kernels built for their operands' shapes: the ops the table marks
+`eager_kernel="shaped"` (the convolution and its two backward products), whose NumPy
+implementations (im2col by strided copies, then products per chunk of images) run at a
+third of torch's speed and on one thread.
+
+A call whose tensor operands are float arrays of one dtype, MIN_ELEMENTS or more in the
+largest, runs the kernel codegen.lower builds for a graph of the op alone on
+those shapes (the compiled path's lowering: im2col into scratch, BLAS, the thread pool),
+built once per (op, shapes, dtype, attributes) as eager_native.py builds its kernels (the
+builder thread, NumPy's implementation until the kernel is ready; LLGRAD_COMPILE=sync
+builds before the call) and kept in the disk cache; an operand that is not C-contiguous is
+copied first. At most MAX_KERNELS shapes are kept in a
+process (a program of ever-new shapes runs NumPy's implementation past them). Results are
+the compiled path's, which the op-table tests hold to the NumPy implementation's within
+rounding. `reset()` forgets the kernels; LLGRAD_EAGER_NATIVE=0 turns this off with the rest."""
+import warnings
+
+import numpy as np
+
+from ..ir.builder import Builder
+from ..ir.graph import TensorType
+from . import eager_builds
+
+MIN_ELEMENTS = 4096
+MAX_KERNELS = 256
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_kernels = {}       # (op name, operands' shapes or values, dtype, attributes) -> Kernel | None
+stats = {"calls": 0, "built": 0}
+
+
+def reset():
+    """Forget the kernels and the counts (after the builds under way)."""
+    eager_builds.wait()
+    _kernels.clear()
+    stats.update(calls=0, built=0)
+
+
+def run(op, arrays, attrs):
+    """op on arrays (NumPy arrays and Python values) with attrs on its shaped kernel: its
+    result (a tuple for several), or None (NumPy's implementation runs)."""
+    dtype, big, sig, tensors = None, 0, [], []
+    for a in arrays:
+        if isinstance(a, np.ndarray):
+            if a.dtype not in _FLOATS or (dtype is not None and a.dtype != dtype):
+                return None
+            dtype, big = a.dtype, max(big, a.size)
+            sig.append(a.shape)
+            # (a strided operand - sum's expanded gradient - is copied: the op's work is
+            # many times a copy's)
+            tensors.append(a if a.flags.c_contiguous else np.ascontiguousarray(a))
+        elif a is None or type(a) in (int, float, bool):
+            sig.append(("value", a))
+        else:
+            return None
+    if dtype is None or big < MIN_ELEMENTS:
+        return None
+    try:
+        key = (op.name, tuple(sig), dtype.name, tuple(sorted(attrs.items())))
+        found = _kernels.get(key, False)
+    except TypeError:               # (an unhashable attribute)
+        return None
+    if found is False:
+        if len(_kernels) >= MAX_KERNELS:
+            return None
+        found = eager_builds.start(_kernels, key, lambda: _build(op, sig, dtype, attrs))
+    if found is None or found is eager_builds.PENDING:
+        return None
+    outs = found(tensors)
+    stats["calls"] += 1
+    return outs[0] if op.nout == 1 else tuple(outs)
+
+
+def _build(op, sig, dtype, attrs):
+    """The Kernel of a graph of op alone on the operands sig describes (shapes, or
+    ("value", v)), or None: where the shape rule refuses them (NumPy's implementation
+    raises the error), or LLVM the graph (with a warning)."""
+    from ..codegen import lower       # (loads llvmlite: only when a kernel is needed)
+    b = Builder(f"eager_{op.name}")
+    operands = [x[1] if x and x[0] == "value" else b.input(TensorType(dtype.name, x))
+                for x in sig]
+    try:
+        y = b.add(op.name, operands, dict(attrs))
+        graph = b.ret(*(y if isinstance(y, tuple) else (y,)))
+    except Exception:               # noqa: BLE001 (NumPy's implementation decides)
+        return None
+    try:
+        kernel = lower.lower(graph)
+    except lower.Unsupported:
+        return None
+    except Exception as e:          # noqa: BLE001 (NumPy's implementation serves)
+        warnings.warn(f"llgrad: eager {op.name} runs on NumPy: its native kernel failed to "
+                      f"build ({type(e).__name__}: {e})", RuntimeWarning, stacklevel=2)
+        return None
+    stats["built"] += 1
+    return kernel

@@ -1,0 +1,67 @@
+"""Eager convolutions on kernels built for their shapes (compile/eager_shaped.py: the
+compiled path's lowering of the op alone): the values and gradients of the NumPy
+implementations within rounding, and torch's, over strides, paddings, dilations, groups
+(depthwise), a strided gradient (sum's), float64; small calls keep NumPy's."""
+import numpy as np
+import pytest
+
+import llgrad
+from llgrad.compile import eager_shaped
+from llgrad.runtime import dispatch
+
+CASES = [  # input shape, weight shape, stride, padding, dilation, groups
+    ((4, 3, 24, 24), (8, 3, 3, 3), 1, 1, 1, 1),
+    ((2, 16, 12, 12), (32, 16, 3, 3), 2, 1, 1, 1),
+    ((2, 16, 12, 12), (16, 1, 3, 3), 1, 1, 1, 16),        # depthwise
+    ((4, 12, 21, 23), (6, 4, 5, 3), (2, 1), (2, 0), (1, 2), 3),
+    ((3, 8, 16, 16), (8, 8, 1, 1), 1, 0, 1, 1),
+]
+
+
+def _run(case, native, dtype=np.float32, strided_grad=False):
+    xs, ws, s, p, d, g = case
+    rng = np.random.default_rng(0)
+    x = llgrad.tensor(rng.standard_normal(xs).astype(dtype), requires_grad=True)
+    w = llgrad.tensor(rng.standard_normal(ws).astype(dtype), requires_grad=True)
+    prev = dispatch.set_native_eager(dispatch.native_eager if native else None)
+    try:
+        y = llgrad.nn.functional.conv2d(x, w, None, s, p, d, g)
+        if strided_grad:
+            y.sum().backward()
+        else:
+            y.backward(llgrad.tensor(rng.standard_normal(tuple(y.shape)).astype(dtype)))
+    finally:
+        dispatch.set_native_eager(prev)
+    return y.detach().numpy(), x.grad.numpy(), w.grad.numpy()
+
+
+@pytest.mark.parametrize("strided_grad", [False, True])
+@pytest.mark.parametrize("case", CASES, ids=[str(c[1]) for c in CASES])
+def test_matches_numpy(case, strided_grad):
+    before = eager_shaped.stats["calls"]
+    got = _run(case, True, strided_grad=strided_grad)
+    assert eager_shaped.stats["calls"] == before + 3, "the shaped kernels did not run"
+    want = _run(case, False, strided_grad=strided_grad)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * np.abs(b).max())
+
+
+def test_float64_and_torch():
+    torch = pytest.importorskip("torch")
+    case = CASES[3]
+    got = _run(case, True, np.float64)
+    xs, ws, s, p, d, g = case
+    rng = np.random.default_rng(0)
+    x = torch.tensor(rng.standard_normal(xs), requires_grad=True)
+    w = torch.tensor(rng.standard_normal(ws), requires_grad=True)
+    y = torch.nn.functional.conv2d(x, w, None, s, p, d, g)
+    y.backward(torch.tensor(rng.standard_normal(tuple(y.shape))))
+    for a, b in zip(got, (y.detach().numpy(), x.grad.numpy(), w.grad.numpy())):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10)
+
+
+def test_small_calls_keep_numpy():
+    before = eager_shaped.stats["calls"]
+    x = llgrad.ones(1, 2, 5, 5)
+    llgrad.nn.functional.conv2d(x, llgrad.ones(3, 2, 3, 3))
+    assert eager_shaped.stats["calls"] == before
