@@ -3,14 +3,19 @@ take. Each constraint's check(value) is a bool tensor (False where value breaks 
 PyTorch's checks, reprs and event_dim; only the constraints of llgrad's distributions."""
 from ..runtime.creation import full
 from ..runtime.dtypes import bool_
-from ..runtime.functions import all as _all, isclose
+from ..runtime.dtype_info import finfo
+from ..runtime.functions import all as _all, cat as _cat, isclose, stack as _stack
 from ..runtime.functions_linalg_solve import cholesky_ex
+from ..runtime.functions_linalg_spectral import eigvalsh
+from ..runtime.linalg import norm
 
-__all__ = ["Constraint", "MixtureSameFamilyConstraint", "boolean", "dependent",
-           "dependent_property", "greater_than", "greater_than_eq", "independent",
-           "integer_interval", "interval", "is_dependent", "less_than", "lower_cholesky",
-           "nonnegative", "nonnegative_integer", "one_hot", "positive", "positive_definite", "real",
-           "real_vector", "simplex", "square", "symmetric", "unit_interval"]
+__all__ = ["Constraint", "MixtureSameFamilyConstraint", "boolean", "cat", "corr_cholesky",
+           "dependent", "dependent_property", "greater_than", "greater_than_eq",
+           "half_open_interval", "independent", "integer_interval", "interval", "is_dependent",
+           "less_than", "lower_cholesky", "lower_triangular", "multinomial", "nonnegative",
+           "nonnegative_integer", "one_hot", "positive", "positive_definite",
+           "positive_integer", "positive_semidefinite", "real", "real_vector", "simplex",
+           "square", "stack", "symmetric", "unit_interval"]
 
 
 class Constraint:
@@ -185,6 +190,24 @@ class _Interval(Constraint):
                 f"upper_bound={self.upper_bound})")
 
 
+class _HalfOpenInterval(_Interval):
+    def check(self, value):
+        return (self.lower_bound <= value) & (value < self.upper_bound)
+
+
+class _Multinomial(Constraint):
+    """Nonnegative counts along the last dim summing to at most upper_bound (PyTorch's
+    weaker check)."""
+    is_discrete = True
+    event_dim = 1
+
+    def __init__(self, upper_bound):
+        self.upper_bound = upper_bound
+
+    def check(self, x):
+        return (x >= 0).all(dim=-1) & (x.sum(dim=-1) <= self.upper_bound)
+
+
 class _OneHot(Constraint):
     """One-hot vectors along the last dim."""
     is_discrete = True
@@ -215,6 +238,24 @@ class _LowerCholesky(Constraint):
         return lower_triangular & positive_diagonal
 
 
+class _LowerTriangular(Constraint):
+    event_dim = 2
+
+    def check(self, value):
+        flat = (value.tril() == value).view(tuple(value.shape[:-2]) + (-1,))
+        return flat.min(-1)[0]
+
+
+class _CorrCholesky(Constraint):
+    """Lower Cholesky factors whose rows have unit length (of correlation matrices)."""
+    event_dim = 2
+
+    def check(self, value):
+        tol = finfo(value.dtype).eps * value.size(-1) * 10
+        row_norm = norm(value.detach(), dim=-1)
+        return lower_cholesky.check(value) & (row_norm - 1.0).abs().le(tol).all(dim=-1)
+
+
 class _Square(Constraint):
     event_dim = 2
 
@@ -231,12 +272,74 @@ class _Symmetric(_Square):
         return isclose(value, value.mT, atol=1e-6).all(-2).all(-1)
 
 
+class _PositiveSemidefinite(_Symmetric):
+    def check(self, value):
+        sym_check = super().check(value)
+        if not sym_check.all():
+            return sym_check
+        return eigvalsh(value).ge(0).all(-1)
+
+
 class _PositiveDefinite(_Symmetric):
     def check(self, value):
         sym_check = super().check(value)
         if not sym_check.all():
             return sym_check
         return cholesky_ex(value).info.eq(0)
+
+
+class _Cat(Constraint):
+    """The constraints cseq on the consecutive slices (of lengths) along dim, as torch.cat."""
+
+    def __init__(self, cseq, dim=0, lengths=None):
+        if not all(isinstance(c, Constraint) for c in cseq):
+            raise AssertionError("All elements of cseq must be Constraint instances")
+        self.cseq = list(cseq)
+        self.lengths = list([1] * len(self.cseq) if lengths is None else lengths)
+        if len(self.lengths) != len(self.cseq):
+            raise AssertionError(f"lengths ({len(self.lengths)}) must match cseq "
+                                 f"({len(self.cseq)})")
+        self.dim = dim
+        super().__init__()
+
+    @property
+    def is_discrete(self):
+        return any(c.is_discrete for c in self.cseq)
+
+    @property
+    def event_dim(self):
+        return max(c.event_dim for c in self.cseq)
+
+    def check(self, value):
+        checks, start = [], 0
+        for constr, length in zip(self.cseq, self.lengths):
+            checks.append(constr.check(value.narrow(self.dim, start, length)))
+            start = start + length
+        return _cat(checks, self.dim)
+
+
+class _Stack(Constraint):
+    """The constraints cseq on the slices along dim, as torch.stack."""
+
+    def __init__(self, cseq, dim=0):
+        if not all(isinstance(c, Constraint) for c in cseq):
+            raise AssertionError("All elements of cseq must be Constraint instances")
+        self.cseq = list(cseq)
+        self.dim = dim
+        super().__init__()
+
+    @property
+    def is_discrete(self):
+        return any(c.is_discrete for c in self.cseq)
+
+    @property
+    def event_dim(self):
+        dim = max(c.event_dim for c in self.cseq)
+        return dim + 1 if self.dim + dim < 0 else dim
+
+    def check(self, value):
+        vs = [value.select(self.dim, i) for i in range(value.size(self.dim))]
+        return _stack([c.check(v) for v, c in zip(vs, self.cseq)], self.dim)
 
 
 class MixtureSameFamilyConstraint(Constraint):
@@ -271,6 +374,7 @@ dependent_property = _DependentProperty
 independent = _IndependentConstraint
 boolean = _Boolean()
 nonnegative_integer = _IntegerGreaterThan(0)
+positive_integer = _IntegerGreaterThan(1)
 integer_interval = _IntegerInterval
 real = _Real()
 real_vector = independent(real, 1)
@@ -281,9 +385,16 @@ greater_than_eq = _GreaterThanEq
 less_than = _LessThan
 unit_interval = _Interval(0.0, 1.0)
 interval = _Interval
+half_open_interval = _HalfOpenInterval
+multinomial = _Multinomial
 simplex = _Simplex()
 one_hot = _OneHot()
 lower_cholesky = _LowerCholesky()
+lower_triangular = _LowerTriangular()
+corr_cholesky = _CorrCholesky()
 square = _Square()
 symmetric = _Symmetric()
 positive_definite = _PositiveDefinite()
+positive_semidefinite = _PositiveSemidefinite()
+cat = _Cat
+stack = _Stack

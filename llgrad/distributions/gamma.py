@@ -9,6 +9,7 @@ from ..runtime.creation import tensor
 from ..runtime.tensor import Size, Tensor
 from . import constraints
 from ._samplers import gamma_rsample
+from ._special import gammainc
 from .distribution import ExponentialFamily
 from .utils import broadcast_all
 
@@ -69,8 +70,10 @@ class Gamma(ExponentialFamily):
     def _log_normalizer(self, x, y):
         return lgamma(x + 1) + (x + 1) * log(-y.reciprocal())
 
-    # (cdf: PyTorch's is special.gammainc, which llgrad does not have; the base raises
-    # NotImplementedError)
+    def cdf(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        return gammainc(self.concentration, self.rate * value)
 
 
 class Chi2(Gamma):

@@ -1,7 +1,7 @@
 """torch.distributions.transforms: invertible maps between constrained spaces, with their
 log |det Jacobian|, caching (cache_size 0 or 1), inverses (t.inv), composition and PyTorch's
 shapes: Transform, ComposeTransform (transform_base.py), ExpTransform, AffineTransform,
-SigmoidTransform, TanhTransform (the transforms TransformedDistribution and LogNormal use)."""
+SigmoidTransform, TanhTransform, and those of transforms_more.py and transforms_struct.py."""
 import math
 from numbers import Number
 
@@ -11,9 +11,19 @@ from ..runtime.dtype_info import finfo
 from ..runtime.functions import atanh, broadcast_shapes, clamp, sigmoid
 from . import constraints
 from .transform_base import ComposeTransform, Transform, identity_transform
+from .transforms_more import (AbsTransform, LowerCholeskyTransform,  # noqa: F401
+                              PowerTransform, SoftmaxTransform, SoftplusTransform,
+                              StickBreakingTransform)
+from .transforms_struct import (CatTransform, CorrCholeskyTransform,  # noqa: F401
+                                CumulativeDistributionTransform, IndependentTransform,
+                                PositiveDefiniteTransform, ReshapeTransform, StackTransform)
 
-__all__ = ["AffineTransform", "ComposeTransform", "ExpTransform", "SigmoidTransform",
-           "TanhTransform", "Transform", "identity_transform"]
+__all__ = ["AbsTransform", "AffineTransform", "CatTransform", "ComposeTransform",
+           "CorrCholeskyTransform", "CumulativeDistributionTransform", "ExpTransform",
+           "IndependentTransform", "LowerCholeskyTransform", "PositiveDefiniteTransform",
+           "PowerTransform", "ReshapeTransform", "SigmoidTransform", "SoftmaxTransform",
+           "SoftplusTransform", "StackTransform", "StickBreakingTransform", "TanhTransform",
+           "Transform", "identity_transform"]
 
 
 class ExpTransform(Transform):

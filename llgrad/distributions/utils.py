@@ -4,7 +4,7 @@ from functools import update_wrapper
 from numbers import Number
 
 from ..nn import functional as F
-from ..runtime.creation import empty, tensor
+from ..runtime.creation import arange, empty, tensor
 from ..runtime.dtype_info import finfo
 from ..runtime.dtypes import get_default_dtype
 from ..runtime.functions import broadcast_tensors, log, log1p, sigmoid
@@ -12,7 +12,7 @@ from ..runtime.grad_mode import enable_grad
 from ..runtime.tensor import Tensor
 
 __all__ = ["broadcast_all", "logits_to_probs", "clamp_probs", "probs_to_logits",
-           "lazy_property"]
+           "lazy_property", "tril_matrix_to_vec", "vec_to_tril_matrix"]
 
 euler_constant = 0.57721566490153286060     # the Euler-Mascheroni constant
 
@@ -75,3 +75,29 @@ class lazy_property:
             value = self.wrapped(instance)
         setattr(instance, self.wrapped.__name__, value)
         return value
+
+
+def _tril_mask(n, diag):
+    rows = arange(n)
+    return rows < rows.view(-1, 1) + (diag + 1)
+
+
+def tril_matrix_to_vec(mat, diag=0):
+    """The entries of mat's (batched) lower triangle from diagonal diag, row by row."""
+    n = mat.shape[-1]
+    if diag < -n or diag >= n:
+        raise ValueError(f"diag ({diag}) provided is outside [{-n}, {n - 1}].")
+    return mat[..., _tril_mask(n, diag)]
+
+
+def vec_to_tril_matrix(vec, diag=0):
+    """The inverse of tril_matrix_to_vec: a (batched) square matrix, zero elsewhere."""
+    n = (-(1 + 2 * diag) + ((1 + 2 * diag) ** 2 + 8 * vec.shape[-1]
+                            + 4 * abs(diag) * (diag + 1)) ** 0.5) / 2
+    if round(n) - n > finfo(vec.dtype).eps:
+        raise ValueError(f"The size of last dimension is {vec.shape[-1]} which cannot be "
+                         "expressed as the lower triangular part of a square D x D matrix.")
+    n = round(n)
+    mat = vec.new_zeros(tuple(vec.shape[:-1]) + (n, n))
+    mat[..., _tril_mask(n, diag)] = vec
+    return mat
