@@ -15,7 +15,7 @@ import weakref
 
 from ..runtime import dispatch, saved_hooks, trace_state
 from ..tracer.trace import ControlFlowError, TraceError
-from . import background, log
+from . import background, eager_builds, log
 from .compile_doc import Callable, documented
 from .dot import entry_dot
 from .dump import DumpText, _dump_to_env, format_entry, walk_text
@@ -139,7 +139,8 @@ class CompiledFunction:
             # an optimiser's first step makes its state: such a traced run is never kept
             # (side_effects.py), so the first call runs eagerly and the next one traces
             self._first_untraced = True
-            return self.fn(*args, **kwargs)
+            with eager_builds.paused():     # (kernels for eager calls this one step needs not)
+                return self.fn(*args, **kwargs)
         snapshot = StateSnapshot([t for _, t in tensors], entered)
         if (self.entries or self._not_kept) and log.enabled("recompiles"):
             log.emit("recompiles", "%s", why_retrace(self, key, guards, tensors, args, kwargs))

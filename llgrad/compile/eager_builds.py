@@ -2,11 +2,17 @@
 eager_softmax.py's rows, eager_optim.py's updates): a kernel is built on the first call that
 wants it, on this thread, while that call and the next ones run NumPy's implementation;
 LLGRAD_COMPILE=sync builds on the calling thread instead, before the call. `wait()` waits
-for the builds queued so far."""
+for the builds queued so far.
+
+No build starts while a trace runs ops (their shapes are the traced call's, which the
+compiled code runs from then on) or while `paused()` (a compiled function's first step,
+run eagerly once): those calls run NumPy's implementation, kernels ready are used."""
 import os
 import queue
 import threading
+from contextlib import contextmanager
 
+from ..runtime import trace_state
 from . import background
 
 PENDING = "pending"     # a kernel's entry while its build is queued or under way
@@ -14,6 +20,18 @@ _builder = {"queue": None, "thread": None}
 _unfinished = [0]       # builds queued and not done (wait())
 _done = threading.Condition()
 _tables = {}            # id -> every table a build was started for (their PENDING entries)
+_paused = threading.local()
+
+
+@contextmanager
+def paused():
+    """No build starts on this thread inside the block."""
+    before = getattr(_paused, "on", False)
+    _paused.on = True
+    try:
+        yield
+    finally:
+        _paused.on = before
 
 
 def wait():
@@ -26,6 +44,8 @@ def start(table, key, build):
     """Fill table[key] with build() (a kernel or None): now under LLGRAD_COMPILE=sync (or
     on the builder thread itself), else on the builder thread, the entry PENDING meanwhile.
     Returns what the caller runs now: the kernel, or None for NumPy's implementation."""
+    if trace_state.state.tracer is not None or getattr(_paused, "on", False):
+        return None             # (table[key] stays unset: a later call starts the build)
     if os.environ.get("LLGRAD_COMPILE", "background") == "sync" or \
             threading.current_thread() is _builder["thread"]:
         table[key] = build()

@@ -65,3 +65,27 @@ def test_small_calls_keep_numpy():
     x = llgrad.ones(1, 2, 5, 5)
     llgrad.nn.functional.conv2d(x, llgrad.ones(3, 2, 3, 3))
     assert eager_shaped.stats["calls"] == before
+
+
+def test_a_trace_and_a_compiled_first_step_build_no_eager_kernel():
+    """A trace's ops run the traced call's shapes, which compiled code runs from then on;
+    a compiled training step's first call (run eagerly once: a fresh optimiser) likewise:
+    neither starts an eager kernel's build. A later eager call of those shapes does."""
+    conv = llgrad.nn.Conv2d(3, 8, 3)
+    x = llgrad.randn(5, 3, 21, 21)
+    opt = llgrad.optim.Adam(conv.parameters())
+
+    def step(x):
+        opt.zero_grad()
+        loss = conv(x).relu().softmax(-1).sum()
+        loss.backward()
+        opt.step()
+        return loss
+    before = dict(eager_shaped.stats)
+    compiled = llgrad.compile(step)
+    for _ in range(3):
+        compiled(x)
+    assert compiled.n_traces == 1
+    assert eager_shaped.stats == before
+    conv(x)
+    assert eager_shaped.stats["calls"] == before["calls"] + 1
