@@ -14,10 +14,25 @@ def _detach(r, keep):
     return r if keep or not isinstance(r, Tensor) else r.detach()
 
 
+def _leaf(t, create_graph):
+    # (with create_graph, PyTorch differentiates w.r.t. inputs made to require grad: the
+    # result is in a graph even when the caller's inputs were not)
+    return t.detach().requires_grad_(True) if create_graph and not t.requires_grad else t
+
+
+def _checked(func, fn_name):
+    """func with PyTorch's check of what it returns: a tensor or a tuple of tensors."""
+    def f(*args):
+        out = func(*args)
+        _as_tuple(out, "outputs of the user-provided function", fn_name)
+        return out
+    return f
+
+
 def _call(transform, func, inputs, create_graph):
     if isinstance(inputs, Tensor):
-        return _detach(transform(func, 0)(inputs), create_graph)
-    inputs = tuple(inputs)
+        return _detach(transform(func, 0)(_leaf(inputs, create_graph)), create_graph)
+    inputs = tuple(_leaf(t, create_graph) for t in inputs)
     return _detach(transform(func, tuple(range(len(inputs))))(*inputs), create_graph)
 
 
@@ -48,15 +63,35 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
                          "Hint: If your function has more outputs than inputs, "
                          '"forward-mode" tends to be more performant. Otherwise, prefer to '
                          'use "reverse-mode".')
+    if strategy == "forward-mode" and not vectorize:
+        raise NotImplementedError("Computing Jacobian using forward-AD or forward-over-reverse "
+                                  "Hessian isonly implemented for `vectorize=True`.")
     if strict:
         _check_strict(func, inputs)
-    return _call(_jacrev, func, inputs, create_graph)
+    return _call(_jacrev, _checked(func, "jacobian"), inputs, create_graph)
 
 
 def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,
             outer_jacobian_strategy="reverse-mode"):
     """As torch.autograd.functional.hessian (func returns a one-element tensor)."""
-    return _call(_hessian, func, inputs, create_graph)
+    if outer_jacobian_strategy == "forward-mode" and not vectorize:
+        raise NotImplementedError("Computing Jacobian using forward-AD or forward-over-reverse "
+                                  "Hessian isonly implemented for `vectorize=True`.")
+
+    def single(*args):
+        out = func(*args)
+        _single_element(out, "hessian")
+        return out.squeeze()
+    return _call(_hessian, single, inputs, create_graph)
+
+
+def _single_element(out, fn_name):
+    single, outs = _as_tuple(out, "outputs of the user-provided function", fn_name)
+    if not single:
+        raise RuntimeError(f"The function given to {fn_name} should return a single Tensor")
+    if outs[0].numel() != 1:
+        raise RuntimeError(f"The Tensor returned by the function given to {fn_name} should "
+                           "contain a single element")
 
 
 # vjp / jvp / vhp / hvp: as torch.autograd.functional computes them, by the autograd engine
@@ -64,10 +99,14 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,
 
 def _as_tuple(x, what, fn_name):
     single = isinstance(x, Tensor)
-    xs = (x,) if single else tuple(x) if isinstance(x, (tuple, list)) else None
-    if xs is None or not all(isinstance(t, Tensor) for t in xs):
+    if not single and not isinstance(x, (tuple, list)):
         raise TypeError(f"The {what} given to {fn_name} must be either a Tensor or a tuple of "
-                        f"Tensors but the value at index 0 has type {type(x).__name__}.")
+                        f"Tensors but the given {what} has type {type(x)}.")
+    xs = (x,) if single else tuple(x)
+    for i, t in enumerate(xs):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"The {what} given to {fn_name} must be either a Tensor or a tuple "
+                            f"of Tensors but the value at index {i} has type {type(t)}.")
     return single, xs
 
 
@@ -88,10 +127,13 @@ def _grads(outputs, inputs, grad_outputs, create_graph):
     return tuple(zeros_like(x) if g is None else g for g, x in zip(gs, inputs))
 
 
-def _v(v, like, fn_name, what):
+def _v(v, like, fn_name, what, single_like):
     if v is None:
-        if any(t.numel() != 1 for t in like):
-            raise RuntimeError(f"The vector v can only be None if the {what} to the "
+        if len(like) != 1 or like[0].numel() != 1:
+            raise RuntimeError("The vector v can only be None if the user-provided function "
+                               "returns a single Tensor with a single element."
+                               if what == "output" else
+                               "The vector v can only be None if the input to the "
                                "user-provided function is a single Tensor with a single "
                                "element.")
         return tuple(ones_like(t) for t in like)
@@ -101,8 +143,9 @@ def _v(v, like, fn_name, what):
                            f"{len(vs)}.")
     for i, (a, b) in enumerate(zip(vs, like)):
         if tuple(a.shape) != tuple(b.shape):
-            raise RuntimeError(f"Entry {i} in v has invalid size: should be "
-                               f"{tuple(b.shape)} but got {tuple(a.shape)}.")
+            prefix = "" if single_like else f"Entry {i} in "
+            raise RuntimeError(f"{prefix}v has invalid size: should be {b.shape} but got "
+                               f"{a.shape}.")
     return vs
 
 
@@ -116,7 +159,7 @@ def vjp(func, inputs, v=None, create_graph=False, strict=False):
     single_in, inputs = _as_tuple(inputs, "inputs", "vjp")
     inputs = _prepare(inputs, create_graph)
     single_out, outs = _outputs(func, inputs, "vjp")
-    vs = _v(v, outs, "vjp", "output")
+    vs = _v(v, outs, "vjp", "output", single_out)
     with enable_grad():
         g = _grads(outs, inputs, vs, create_graph)
     return _result(single_out, outs, create_graph), _result(single_in, g, create_graph)
@@ -126,7 +169,7 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
     """As torch.autograd.functional.jvp: (func(inputs), J v), by the double-vjp trick."""
     single_in, inputs = _as_tuple(inputs, "inputs", "jvp")
     inputs = _prepare(inputs, create_graph)
-    vs = _v(v, inputs, "jvp", "input")
+    vs = _v(v, inputs, "jvp", "input", single_in)
     single_out, outs = _outputs(func, inputs, "jvp")
     with enable_grad():
         us = tuple(zeros_like(o).requires_grad_(True) for o in outs)
@@ -145,10 +188,8 @@ def _second_order(func, inputs, v, create_graph, fn_name):
     single_in, inputs = _as_tuple(inputs, "inputs", fn_name)
     inputs = _prepare(inputs, create_graph)
     single_out, outs = _outputs(func, inputs, fn_name)
-    if not single_out or outs[0].numel() != 1:
-        raise RuntimeError(f"The function given to {fn_name} should return a single element "
-                           "Tensor or a tuple containing a single element Tensor.")
-    vs = _v(v, inputs, fn_name, "input")
+    _single_element(outs[0] if single_out else outs, fn_name)
+    vs = _v(v, inputs, fn_name, "input", single_in)
     with enable_grad():
         jac = _grads(outs, inputs, None, True)
         used = [(j, w) for j, w in zip(jac, vs) if j.requires_grad]

@@ -4,6 +4,7 @@ from . import methods, methods_reduce, methods_views, methods_setitem, methods_i
 from . import tensor_autograd  # noqa: F401  (grad_fn, .grad, hooks, backward)
 from . import methods_tensor, methods_sort, methods_random, linalg, functions_tensor  # noqa: F401
 from . import legacy_types, inplace_views  # noqa: F401  (llgrad.Tensor(data), x.unsqueeze_(d))
+from . import methods_layout  # noqa: F401  (storage_offset(), data_ptr(), _version)
 from . import (functions_math, functions_predicates, functions_reduce,  # noqa: F401
                functions_shape, functions_linalg, functions_stats,
                functions_misc, functions_bitwise, functions_special,
@@ -14,5 +15,9 @@ from . import functions_settings, tensor_memory  # noqa: F401,E402  (global sett
 from .tensor import Size, Storage, Tensor  # noqa: F401
 from .numpy_scalars import wrap_operators
 from .tensor_args import wrap_tensor_args
+from .numpy_names import wrap_numpy_names
+from .out_args import wrap_out_args
 wrap_operators()     # (after every operator is defined: it wraps them)
 wrap_tensor_args()   # (likewise: the functions and methods that take only tensors)
+wrap_numpy_names()   # (and those with dim / keepdim: axis= / keepdims= as well)
+wrap_out_args()      # (and every function: out=, last, so that it sees the others' names)

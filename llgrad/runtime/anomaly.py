@@ -1,8 +1,27 @@
 """torch.autograd's anomaly-mode switches: set_detect_anomaly / detect_anomaly (a context
-manager, and set_detect_anomaly also a plain call) and is_anomaly_enabled. llgrad keeps the
-flag so that programs that turn it on run; its backward does not add PyTorch's extra checks
-(a nan in a backward result is not raised)."""
+manager, and set_detect_anomaly also a plain call) and is_anomaly_enabled; while it is on
+(with check_nan), the engine raises PyTorch's error at the first backward node whose result
+holds a nan (check_nan)."""
+import warnings
+
+import numpy as np
+
+from .saved_tensor import where_str
+
 _state = {"enabled": False, "check_nan": True}
+
+
+def check_nan(node, outs):
+    """PyTorch's anomaly check of a node's results (outs): the error, after a warning that
+    names the node and the line of its forward op."""
+    for i, g in enumerate(outs):
+        if g is not None and g._dtype.is_floating_point and np.isnan(g._data).any():
+            name = type(node).__name__
+            where = getattr(node, "_where", None)
+            warnings.warn(f"Error detected in {name}. Traceback of forward call that caused "
+                          "the error:\n" + (f"  {where_str(where)}" if where else ""),
+                          UserWarning, stacklevel=2)
+            raise RuntimeError(f"Function '{name}' returned nan values in its {i}th output.")
 
 
 def is_anomaly_enabled():
@@ -37,6 +56,8 @@ class detect_anomaly(set_detect_anomaly):
     def __init__(self, check_nan=True):
         self.check_nan = check_nan
         self.prev = None
+        warnings.warn("Anomaly Detection has been enabled. This mode will increase the runtime "
+                      "and should only be enabled for debugging.", UserWarning, stacklevel=2)
 
     def __enter__(self):
         self.prev = dict(_state)

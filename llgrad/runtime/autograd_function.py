@@ -1,5 +1,6 @@
 """autograd.Function: user-defined ops with their own backward (PyTorch's API)."""
 import functools
+import warnings
 
 import numpy as np
 
@@ -16,10 +17,10 @@ class FunctionCtx:
     def save_for_backward(self, *tensors):
         """Save tensors for backward (read there as ctx.saved_tensors, version-checked),
         as in PyTorch."""
-        for t in tensors:
+        for i, t in enumerate(tensors):
             if t is not None and not isinstance(t, Tensor):
                 raise TypeError("save_for_backward can only save variables, but argument "
-                                f"{tensors.index(t)} is of type {type(t).__name__}")
+                                f"{i} is of type {type(t).__name__}")
         self.to_save = tensors
 
     def mark_dirty(self, *tensors):
@@ -111,6 +112,18 @@ class Function(metaclass=FunctionMeta):
     """A user-defined op with its own backward, as torch.autograd.Function: subclass it with
     static forward(ctx, ...) (or forward(...) and setup_context) and backward(ctx, *grads),
     then call Cls.apply(...)."""
+    def __init__(self, *args, **kwargs):
+        warnings.warn(f"{self.__class__} should not be instantiated. Methods on autograd "
+                      "functions are all static, so you should invoke them on the class itself. "
+                      "Instantiating an autograd function will raise an error in a future "
+                      "version of PyTorch.", DeprecationWarning, stacklevel=2)
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError("Legacy autograd function with non-static forward method is "
+                           "deprecated. Please use new-style autograd function with static "
+                           "forward method. (Example: https://pytorch.org/docs/stable/"
+                           "autograd.html#torch.autograd.Function)")
+
     @staticmethod
     def forward(ctx, *args, **kwargs):
         """The op's computation (static): forward(ctx, *args) or, with setup_context,

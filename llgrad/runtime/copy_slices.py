@@ -8,7 +8,7 @@ from .node import Node, gradient_edge, node_class
 
 
 def geometry(t):
-    return (tuple(t._data.shape), t.stride(), t.storage_offset())
+    return (tuple(t._data.shape), t.stride(), t._storage_offset())
 
 
 def _span(*geoms):

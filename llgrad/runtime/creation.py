@@ -10,9 +10,9 @@ from . import dtypes, trace_state
 from .device import check as _check_device, device as _Device
 from .dispatch import call, scalar_type_name
 from .creation_checks import check_fits as _check_fits, fill_value_fits
-from .creation_checks import float_leaves as _float_leaves
-from .creation_checks import tensor_scalars
-from .shapes import unpack_shape
+from .creation_checks import leaf_dtype, number_error, sequence_error
+from .creation_checks import int_arange, tensor_scalars
+from .shapes import creation_size
 from .tensor import Tensor
 
 DEFAULT_SEED = 67280421310721      # PyTorch's default seed
@@ -41,6 +41,7 @@ class _Generator:
         self._rng = value
 
     def initial_seed(self):
+        _reseed_in_trace(self, "initial_seed()")
         return self._seed
 
 
@@ -65,7 +66,7 @@ def manual_seed(seed: int) -> _Generator:
 
 def initial_seed() -> int:
     """The seed of the default generator, as torch.initial_seed."""
-    return default_generator._seed
+    return default_generator.initial_seed()
 
 
 def _requiring_grad(t):
@@ -97,14 +98,18 @@ def _infer_np(data, want=None):
         data = list(data)       # (a deque, a range: any Python sequence, as torch's)
     if isinstance(data, (list, tuple)):
         data = tensor_scalars(data, _is_tensor)      # (one-element tensors as numbers)
-        arr = np.array(data)
-        if arr.dtype.kind == "f":
-            leaf = _float_leaves(data) if want is None else None
-            arr = arr.astype(floating if leaf is None else np.promote_types(floating, leaf))
-        return arr
-    if isinstance(data, np.ndarray):
-        return np.array(data)
-    if isinstance(data, np.generic):
+        try:
+            arr = np.array(data)
+        except ValueError:
+            raise (sequence_error(data) or ValueError("not a rectangle")) from None
+        leaf = leaf_dtype(data, floating.name)
+        if leaf is not None:    # (NumPy values: their dtypes, promoted by PyTorch's rule)
+            return arr.astype(leaf) if want is None else arr
+        if arr.dtype.kind in "uO" and not (want is not None and want.is_floating_point):
+            raise number_error(data)    # (ints beyond int64, or not a number)
+        return arr.astype(floating if arr.dtype.kind in "fuO" else np.int64 if
+                          arr.dtype.kind == "i" else arr.dtype)
+    if isinstance(data, (np.ndarray, np.generic)):
         return np.array(data)
     if isinstance(data, bool):
         return np.array(data)
@@ -112,7 +117,7 @@ def _infer_np(data, want=None):
         return np.array(data, dtype=np.int64)
     if isinstance(data, float):
         return np.array(data, dtype=floating)
-    raise TypeError(f"Could not infer dtype of {type(data).__name__}")
+    raise number_error([data])
 
 
 def tensor(data: object, dtype: dtypes.dtype | None = None, device: str | _Device | None = None,
@@ -130,12 +135,10 @@ def tensor(data: object, dtype: dtypes.dtype | None = None, device: str | _Devic
         copy_construct_warning("torch.tensor(sourceTensor)")
         return copy_of(data, dtype, requires_grad)
     arr = _infer_np(data, None if dtype is None else dtypes.to_dtype(dtype))
-    if arr.dtype.kind in "iu" and arr.dtype != np.uint8 and not isinstance(data, np.ndarray):
-        arr = arr.astype(np.int64)
     if dtype is not None and not isinstance(data, (np.ndarray, Tensor)):
         _check_fits(arr, dtypes.to_dtype(dtype))
     if arr.dtype.kind == "O" or arr.dtype.kind in "US":
-        raise TypeError(f"Could not infer dtype of {type(data).__name__}")
+        raise number_error(data)
     return _finish(arr, dtype, requires_grad)
 
 
@@ -205,25 +208,25 @@ def _full(shape, value, dtype, requires_grad, default=None):
     return _requiring_grad(t) if requires_grad else t
 
 
-def zeros(*size: int | tuple[int, ...], dtype: dtypes.dtype | None = None,
+def zeros(*dims: int | tuple[int, ...], size=None, dtype: dtypes.dtype | None = None,
           device: str | _Device | None = None, requires_grad: bool = False) -> Tensor:
     """A tensor filled with 0, as torch.zeros."""
     _check_device(device)
-    return _full(unpack_shape(size), 0, dtype, requires_grad)
+    return _full(creation_size("zeros", dims, size), 0, dtype, requires_grad)
 
 
-def ones(*size: int | tuple[int, ...], dtype: dtypes.dtype | None = None,
+def ones(*dims: int | tuple[int, ...], size=None, dtype: dtypes.dtype | None = None,
          device: str | _Device | None = None, requires_grad: bool = False) -> Tensor:
     """A tensor filled with 1, as torch.ones."""
     _check_device(device)
-    return _full(unpack_shape(size), 1, dtype, requires_grad)
+    return _full(creation_size("ones", dims, size), 1, dtype, requires_grad)
 
 
-def empty(*size: int | tuple[int, ...], dtype: dtypes.dtype | None = None,
+def empty(*dims: int | tuple[int, ...], size=None, dtype: dtypes.dtype | None = None,
           device: str | _Device | None = None, requires_grad: bool = False) -> Tensor:
     """A new tensor, as torch.empty (llgrad fills it with zeros)."""
     _check_device(device)
-    return _full(unpack_shape(size), 0, dtype, requires_grad)
+    return _full(creation_size("empty", dims, size), 0, dtype, requires_grad)
 
 
 def full(size: tuple[int, ...] | list[int], fill_value: float | Tensor,
@@ -236,13 +239,14 @@ def full(size: tuple[int, ...] | list[int], fill_value: float | Tensor,
     d = dtypes.to_dtype(dtype) if dtype is not None else default
     if d is not None:
         fill_value = fill_value_fits(fill_value, d)
-    return _full(tuple(size), fill_value, dtype, requires_grad, default)
+    shape = creation_size("full", (tuple(size),))
+    return _full(shape, fill_value, dtype, requires_grad, default)
 
 
 def _like(fn):
     def f(t, dtype=None, device=None, requires_grad=False, **kw):
         _check_device(device)
-        return fn(*t._data.shape, dtype=dtype or t._dtype, requires_grad=requires_grad)
+        return fn(t._data.shape, dtype=dtype or t._dtype, requires_grad=requires_grad)
     f.__doc__ = f"A tensor of t's shape and dtype (unless given), as torch.{fn.__name__}_like."
     return f
 
@@ -279,6 +283,8 @@ def arange(start: float, end: float | None = None, step: float = 1,
         raise RuntimeError("step must be nonzero")
     if (step > 0 and end < start) or (step < 0 and end > start):
         raise RuntimeError("upper bound and lower bound inconsistent with step sign")
+    if not d.is_floating_point and floating:
+        return _finish(int_arange(start, end, step, d), None, requires_grad)
     return _finish(np.arange(start, end, step).astype(d.np), None, requires_grad)
 
 
@@ -289,6 +295,8 @@ def linspace(start: float, end: float, steps: int, dtype: dtypes.dtype | None = 
     d = dtypes.to_dtype(dtype) if dtype is not None else dtypes.get_default_dtype()
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
+    if not d.is_floating_point:     # (PyTorch truncates the bounds to integers first)
+        start, end = int(float(start)), int(float(end))
     return _finish(np.linspace(start, end, steps).astype(d.np), None, requires_grad)
 
 
@@ -313,7 +321,7 @@ def _rng(generator):
     return (generator or default_generator).rng
 
 
-def randn(*size: int | tuple[int, ...], dtype: dtypes.dtype | None = None,
+def randn(*dims: int | tuple[int, ...], size=None, dtype: dtypes.dtype | None = None,
           generator: _Generator | None = None, device: str | _Device | None = None,
           requires_grad: bool = False) -> Tensor:
     """Standard normal samples, as torch.randn (NumPy's PCG64 stream, not PyTorch's
@@ -321,7 +329,8 @@ def randn(*size: int | tuple[int, ...], dtype: dtypes.dtype | None = None,
     numbers."""
     _check_device(device)
     d = _float_draw(dtype, "normal_kernel_cpu")
-    arr = _rng(generator).standard_normal(unpack_shape(size), dtype=np.float64).astype(d.np)
+    shape = creation_size("randn", dims, size)
+    arr = _rng(generator).standard_normal(shape, dtype=np.float64).astype(d.np)
     t = _finish(arr, None, requires_grad)
     if generator is None and trace_state.state.tracer is not None:
         trace_state.state.tracer.random("rng_normal", t)
@@ -336,7 +345,7 @@ def _float_draw(dtype, kernel):
     return d
 
 
-def rand(*size: int | tuple[int, ...], dtype: dtypes.dtype | None = None,
+def rand(*dims: int | tuple[int, ...], size=None, dtype: dtypes.dtype | None = None,
          generator: _Generator | None = None, device: str | _Device | None = None,
          requires_grad: bool = False) -> Tensor:
     """Uniform samples on [0, 1), as torch.rand (NumPy's PCG64 stream, not PyTorch's
@@ -344,7 +353,7 @@ def rand(*size: int | tuple[int, ...], dtype: dtypes.dtype | None = None,
     numbers."""
     _check_device(device)
     d = _float_draw(dtype, "check_uniform_bounds")
-    arr = _rng(generator).random(unpack_shape(size), dtype=np.float64).astype(d.np)
+    arr = _rng(generator).random(creation_size("rand", dims, size), dtype=np.float64).astype(d.np)
     t = _finish(arr, None, requires_grad)
     if generator is None and trace_state.state.tracer is not None:
         trace_state.state.tracer.random("rng_uniform", t)
@@ -381,11 +390,11 @@ def randn_like(t: Tensor, dtype: dtypes.dtype | None = None, requires_grad: bool
                **kw) -> Tensor:
     """Standard normal samples of t's shape and dtype, as torch.randn_like."""
     _check_device(kw.get("device"))
-    return randn(*t._data.shape, dtype=dtype or t._dtype, requires_grad=requires_grad)
+    return randn(t._data.shape, dtype=dtype or t._dtype, requires_grad=requires_grad)
 
 
 def rand_like(t: Tensor, dtype: dtypes.dtype | None = None, requires_grad: bool = False,
               **kw) -> Tensor:
     """Uniform samples on [0, 1) of t's shape and dtype, as torch.rand_like."""
     _check_device(kw.get("device"))
-    return rand(*t._data.shape, dtype=dtype or t._dtype, requires_grad=requires_grad)
+    return rand(t._data.shape, dtype=dtype or t._dtype, requires_grad=requires_grad)

@@ -1,8 +1,11 @@
 """PyTorch's checks and inference rules for the Python numbers creation functions store:
-the overflow errors of tensor(..., dtype=) and full(), and the dtype NumPy float scalars
-give torch.tensor."""
+the overflow errors of tensor(..., dtype=) and full(), the dtype NumPy float scalars
+give torch.tensor, and arange's integer results of float bounds."""
+import math
+
 import numpy as np
 
+from ..ir import promotion
 from . import dtypes
 
 
@@ -21,23 +24,67 @@ def check_fits(arr, d):
 _PLAIN = {float, int, bool}
 
 
-def float_leaves(data):
-    """The NumPy float dtype of the NumPy float scalars in nested lists (torch.tensor
-    infers float64 from a np.float64), None if there are none."""
-    types = set(map(type, data))
-    if types <= _PLAIN:             # (the common case, at C speed)
+def _leaf_name(x, floating):
+    if isinstance(x, (np.ndarray, np.generic)):
+        return x.dtype.name
+    if isinstance(x, bool):
+        return "bool"
+    return "int64" if isinstance(x, int) else floating if isinstance(x, float) else None
+
+
+def leaf_dtype(data, floating):
+    """The dtype torch.tensor infers for nested lists that hold NumPy scalars or arrays
+    (each its own dtype, promoted by PyTorch's rule with the Python numbers: int64, bool,
+    the default float `floating`), as a NumPy dtype; None when they hold none."""
+    if set(map(type, data)) <= _PLAIN:      # (the common case, at C speed)
         return None
-    found = None
-    for x in data:
+    found, numpy, stack = None, False, [data]
+    while stack:
+        x = stack.pop()
         if isinstance(x, (list, tuple)):
-            x = float_leaves(x)
-        elif isinstance(x, np.floating):
-            x = x.dtype
-        else:
+            stack.extend(x)
             continue
-        if x is not None:
-            found = x if found is None else np.promote_types(found, x)
-    return found
+        numpy = numpy or isinstance(x, (np.ndarray, np.generic))
+        name = _leaf_name(x, floating)
+        if name is not None:
+            found = name if found is None else promotion.promote_types(found, name)
+    return np.dtype(found) if numpy and found is not None else None
+
+
+def sequence_error(data):
+    """PyTorch's error for nested lists that are not a rectangle: the first sequence (in
+    order) whose length differs from the first one's at its depth."""
+    shape, x = [], data
+    while isinstance(x, (list, tuple)):
+        shape.append(len(x))
+        x = x[0] if len(x) else None
+    stack = [(data, 0)]
+    while stack:
+        x, d = stack.pop()
+        if d == len(shape):
+            continue
+        if not isinstance(x, (list, tuple)):
+            return TypeError("not a sequence")
+        if len(x) != shape[d]:
+            return ValueError(f"expected sequence of length {shape[d]} at dim {d} (got "
+                              f"{len(x)})")
+        stack.extend((y, d + 1) for y in reversed(x))
+    return None
+
+
+def number_error(data):
+    """PyTorch's error for nested lists NumPy cannot read as int64 or float: the first
+    leaf that is not a number, else an int beyond int64."""
+    stack = [data]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, (list, tuple)):
+            stack.extend(reversed(x))
+        elif isinstance(x, (str, bytes)):
+            return TypeError(f"new(): invalid data type '{type(x).__name__}'")
+        elif not isinstance(x, (int, float, np.generic)):
+            return RuntimeError(f"Could not infer dtype of {type(x).__name__}")
+    return ValueError("Overflow when unpacking long long")
 
 
 _C_NAMES = {"int64": "int64_t", "int32": "int", "int16": "int16_t", "int8": "int8_t",
@@ -83,3 +130,27 @@ def tensor_scalars(data, is_tensor):
             x = y
         out.append(x)
     return out if changed else data
+
+
+def int_arange(start, end, step, d):
+    """PyTorch's integer arange of float bounds: int64 truncates all three first; narrower
+    types count the values in float64 and step from the truncated start by the truncated
+    step (which may be 0)."""
+    if d is dtypes.int64:
+        start, end, istep = int(start), int(end), int(step)
+        if istep == 0:
+            raise ValueError("step must be nonzero")
+        return np.arange(start, end, istep, dtype=np.int64)
+    n = max(math.ceil((end - start) / step), 0)
+    return (int(start) + int(step) * np.arange(n, dtype=np.int64)).astype(d.np)
+
+
+def int_bounds_fit(t, *bounds):
+    """PyTorch's overflow check of Python int bounds (clamp's min / max) for the tensor t
+    (checked only: the bounds stay as given); the first bound."""
+    d = t._dtype
+    if d._cat == 1:
+        for b in bounds:
+            if type(b) is int:
+                fill_value_fits(b, d)
+    return bounds[0]

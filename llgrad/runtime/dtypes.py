@@ -7,12 +7,15 @@ from ..ir import promotion
 class dtype:
     """An element type (llgrad.float32, llgrad.int64, ...), as torch.dtype; .np is the NumPy
     dtype, .itemsize its bytes."""
-    __slots__ = ("name", "np", "is_floating_point", "itemsize", "_cat", "_tensor_type")
+    __slots__ = ("name", "np", "is_floating_point", "is_signed", "is_complex", "itemsize",
+                 "_cat", "_tensor_type")
 
     def __init__(self, name, npdt, cat, tensor_type):
         self.name = name
         self.np = np.dtype(npdt)
         self.is_floating_point = cat == 2
+        self.is_signed = self.np.kind in "if"       # (PyTorch's: bool and uint8 are not)
+        self.is_complex = False
         self.itemsize = self.np.itemsize
         self._cat = cat                     # 0 bool, 1 integer, 2 floating
         self._tensor_type = tensor_type

@@ -186,6 +186,9 @@ def einsum(*args: str | Tensor | list | tuple) -> Tensor:
         t, labels = _pair(t, labels, *summed[k], keep, sizes)
         t, labels = _sum_out(t, labels, keep)
     t, labels = _sum_out(t, labels, set(out))
-    t = _permuted(t, labels, out)
+    if len(ops) == 1 and t is ops[0][0]:    # nothing summed: PyTorch's result is a permute
+        t = t.permute([labels.index(lab) for lab in out])
+    else:
+        t = _permuted(t, labels, out)
     want = [sizes[lab] for lab in out]
     return t if list(t.shape) == want else t.expand(want)

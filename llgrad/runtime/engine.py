@@ -12,6 +12,7 @@ import numpy as np
 
 from . import dispatch, dtypes, grad_mode, trace_state
 from . import fast_vjp  # noqa: F401  (the matrix products' NumPy VJPs: node.fast_vjps)
+from .anomaly import _state as _anomaly, check_nan
 from .backward_hooks import always, hooks_allowed, run_acc, run_post_hooks, run_pre_hooks
 from .node import AccumulateGrad, gradient_edge
 from .saved_tensor import where_str
@@ -133,6 +134,8 @@ def _run_single(root, g, retain_graph, create_graph, inputs, accumulate, allow_u
                 outs = node.apply(grads) if retain_graph else node.apply_last(grads)
             else:                       # (torch.profiler's event: dispatch.py)
                 outs = dispatch.profiler.node(node, grads, retain_graph)
+            if _anomaly["enabled"] and _anomaly["check_nan"]:
+                check_nan(node, outs)
             if not retain_graph:
                 node.release()
             if len(edges) == 1 and outs:
@@ -289,6 +292,8 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
                     outs = node.apply(grads) if retain_graph else node.apply_last(grads)
                 else:                   # (torch.profiler's event: dispatch.py)
                     outs = dispatch.profiler.node(node, grads, retain_graph)
+                if _anomaly["enabled"] and _anomaly["check_nan"]:
+                    check_nan(node, outs)
                 if node._post_hooks and hooks("a node hook"):
                     outs = run_post_hooks(node, outs, grads)
             else:

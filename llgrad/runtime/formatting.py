@@ -6,6 +6,7 @@ import math
 import numpy as np
 
 from ..ir.promotion import default_float
+from . import trace_state
 
 PRECISION, THRESHOLD, EDGEITEMS, LINEWIDTH = 4, 1000, 3, 80
 SCI_MODE = None     # None: chosen from the values; True / False: forced (set_printoptions)
@@ -122,6 +123,9 @@ def _add_suffixes(text, suffixes, indent):
 
 
 def tensor_repr(t):
+    tracer = trace_state.state.tracer
+    if tracer is not None:      # (the text shows this call's values: compiled calls' differ)
+        tracer.reads_out(t, "printing a tensor (its repr)")
     data = np.asarray(t._data)
     name = t._dtype.name
     prefix = "tensor("

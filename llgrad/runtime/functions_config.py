@@ -1,5 +1,5 @@
 """PyTorch's constants and global settings in the llgrad namespace: pi, e, inf, nan, newaxis,
-the dtype alias short; set_printoptions (formatting.py reads them), get_default_device /
+the dtype alias short, the memory formats; set_printoptions (formatting.py reads them), get_default_device /
 set_default_device (the CPU only), is_inference, and the anomaly-mode flags
 (is_anomaly_enabled, set_anomaly_enabled, is_anomaly_check_nan_enabled)."""
 import math
@@ -19,9 +19,23 @@ def _constant(name, value):
         _functions.__all__.append(name)
 
 
+class memory_format(str):
+    """As torch.memory_format (llgrad.contiguous_format, preserve_format, channels_last,
+    channels_last_3d): clone / contiguous / to / the *_like functions take them; llgrad
+    keeps tensors row-major (a channels_last layout is not made). A str, as llgrad's own
+    code names the formats."""
+    def __repr__(self):
+        return "llgrad." + str.__str__(self)
+
+    __str__ = __repr__
+
+
 for _name, _value in (("pi", math.pi), ("e", math.e), ("inf", math.inf), ("nan", math.nan),
-                      ("newaxis", None), ("short", dtypes.int16)):
+                      ("newaxis", None), ("short", dtypes.int16),
+                      ("memory_format", memory_format)):
     _constant(_name, _value)
+for _name in ("contiguous_format", "preserve_format", "channels_last", "channels_last_3d"):
+    _constant(_name, memory_format(_name))
 
 export(formatting.set_printoptions)
 

@@ -1,18 +1,20 @@
 """Counting and listing functions whose result's shape depends on the data (bincount,
 unique_consecutive) or whose range does (histc), computed on the tensors' NumPy values
-(inside llgrad.compile a call runs eagerly: a graph break naming the line), and the
-deprecated torch.range (end included, with PyTorch's warning); PyTorch's checks and
-messages. Their results have no gradient (PyTorch defines none)."""
+(inside llgrad.compile a call runs eagerly: a graph break naming the line; bincount is
+traced, its length a value guard), and the deprecated torch.range (end included, with
+PyTorch's warning); PyTorch's checks and messages. Their results have no gradient (PyTorch defines none)."""
 import math
 import warnings
 
 import numpy as np
 
 from . import dtypes, trace_state
-from .creation import _finish
+from .creation import _finish, ones_like, zeros
 from .device import check as check_device
 from .dispatch import scalar_type_name as tname
 from .functions import export
+from .node import grad_enabled
+from .node_names import failing_node
 from .shapes import norm_dim
 from .tensor import Tensor
 
@@ -31,13 +33,15 @@ def bincount(input, weights=None, minlength=0):
     """As torch.bincount: how often each value 0..max occurs in a 1-d non-negative integer
     tensor (at least minlength bins), or the sums of weights per value (float32 weights give
     float32, any other dtype float64)."""
-    _untraceable("bincount (its length depends on the values)")
     dt = input._dtype
     if dt.is_floating_point or dt is dtypes.bool_:
         raise NotImplementedError(f"\"bincount_cpu\" not implemented for '{tname(dt)}'")
     if minlength < 0:
         raise RuntimeError("minlength should be >= 0")
     x = input._data
+    if trace_state.state.tracer is not None and x.ndim == 1 and (
+            weights is None or weights._data.shape == x.shape):
+        return _traced_bincount(input, weights, minlength)
     if x.ndim != 1 or (x.size and x.min() < 0):
         raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
     if weights is None:
@@ -47,6 +51,24 @@ def bincount(input, weights=None, minlength=0):
     out = dtypes.float32 if weights._dtype is dtypes.float32 else dtypes.float64
     w = weights._data.astype(np.float64)
     return _new(np.bincount(x, weights=w, minlength=minlength), out)
+
+
+def _traced_bincount(input, weights, minlength):
+    """bincount inside llgrad.compile: index_add_ into bins whose number is a value guard,
+    minlength when every value is below it (the usual case, a class count: the trace holds
+    for any such values), else the largest value + 1; the values' sign is a guard too (the
+    error at a negative one). Summed as eager sums (weights in float64)."""
+    if input.numel() and not (input.min() >= 0).item():
+        raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
+    length = minlength
+    if input.numel() and not (input.max() < minlength).item():
+        length = input.max().item() + 1
+    if weights is None:
+        return zeros(length, dtype=dtypes.int64).index_add_(
+            0, input, ones_like(input, dtype=dtypes.int64))
+    out = dtypes.float32 if weights._dtype is dtypes.float32 else dtypes.float64
+    sums = zeros(length, dtype=dtypes.float64).index_add_(0, input, weights.to(dtypes.float64))
+    return sums.to(out)
 
 
 def _fmt(v):
@@ -99,6 +121,12 @@ def unique_consecutive(input, return_inverse=False, return_counts=False, dim=Non
         out = np.compress(new, x, axis=d)
         inverse_shape = (x.shape[d],)
     result = [_new(out, input._dtype)]
+    if input.requires_grad and grad_enabled():  # a node whose backward raises, as PyTorch's
+        idx = Tensor._from_array(np.flatnonzero(new))
+        result[0] = failing_node(
+            input.reshape(-1)[idx] if dim is None else input.index_select(d, idx),
+            "UniqueConsecutiveBackward0",
+            "the derivative for 'unique_consecutive' is not implemented.")
     if return_inverse:
         result.append(_new((np.cumsum(new) - 1).reshape(inverse_shape), dtypes.int64))
     if return_counts:

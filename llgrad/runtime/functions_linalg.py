@@ -1,8 +1,8 @@
 """Products PyTorch has and llgrad writes as compositions of mm / mv / bmm, elementwise ops
 and views: cross (linalg.cross), inner, tensordot, vdot, trace, chain_matmul /
 linalg.multi_dot (PyTorch's multiplication order), addmv / addr / addbmm and the in-place
-addmm_ / addmv_ / addr_ / addbmm_, matrix_power (linalg.matrix_power, n >= 0: llgrad has no
-inverse), linalg.vecdot."""
+addmm_ / addmv_ / addr_ / addbmm_, matrix_power (linalg.matrix_power; a negative power: of
+the inverse), linalg.vecdot."""
 import math
 import warnings
 
@@ -217,11 +217,13 @@ def _add_scaled(input, prod, beta, alpha):
                            f"{len(shape) - 1}.  Target sizes: {list(shape)}.  Tensor sizes: "
                            f"{list(input._data.shape)}")
     p = prod if alpha == 1 else prod * alpha
-    if beta == 0:
-        return p
+    if beta == 0:   # input unread, yet its gradient is zeros (PyTorch's): where picks 0
+        return p + input.where(input.new_zeros((), dtype=dtypes.bool_), 0) \
+            if input.requires_grad else p
     return (input if beta == 1 else input * beta) + p
 
 
+@torch_node("AddmvBackward0")
 def addmv(input, mat, vec, *, beta=1, alpha=1):
     """As torch.addmv: beta * input + alpha * (mat @ vec)."""
     if mat._data.ndim != 2 or vec._data.ndim != 1:
@@ -241,6 +243,7 @@ def addmv(input, mat, vec, *, beta=1, alpha=1):
     return _add_scaled(input, mat.mv(vec), beta, alpha)
 
 
+@torch_node("AddrBackward0")
 def addr(input, vec1, vec2, *, beta=1, alpha=1):
     """As torch.addr: beta * input + alpha * outer(vec1, vec2) (and / or for bool)."""
     for name, v in (("vec1", vec1), ("vec2", vec2)):
@@ -255,6 +258,7 @@ def addr(input, vec1, vec2, *, beta=1, alpha=1):
     return _add_scaled(input, vec1.outer(vec2), beta, alpha)
 
 
+@torch_node("AddbmmBackward0")
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
     """As torch.addbmm: beta * input + alpha * the sum over the batch of batch1 @ batch2."""
     for name, b in (("batch1", batch1), ("batch2", batch2)):
@@ -268,8 +272,8 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
 
 
 def matrix_power(input, n):
-    """As torch.linalg.matrix_power for n >= 0 (PyTorch's repeated squaring, its order of
-    products); negative n needs an inverse, which llgrad does not compute."""
+    """As torch.linalg.matrix_power (PyTorch's repeated squaring, its order of products;
+    a negative n: of the inverse)."""
     nd = input._data.ndim
     if nd < 2:
         raise RuntimeError("linalg.matrix_power: The input tensor A must have at least 2 "
@@ -279,8 +283,9 @@ def matrix_power(input, n):
         raise RuntimeError("linalg.matrix_power: A must be batches of square matrices, but "
                            f"they are {r} by {c} matrices")
     if n < 0:
-        raise NotImplementedError("linalg.matrix_power: a negative power needs the matrix "
-                                  "inverse, which llgrad does not compute")
+        input, n = input.inverse(), -n
+        if n == 1:
+            return input
     if n == 0:
         eye = (input.new_ones((r,)).diag()).expand(tuple(input._data.shape))
         return input.clone().copy_(eye)     # (PyTorch's result: a copy, zero gradient)

@@ -19,7 +19,7 @@ from .functions import _method_fn, export, where
 from .methods import check_sub
 from .tensor import Tensor
 from ..ir import OPS
-from .node_names import no_derivative, torch_node
+from .node_names import no_derivative, rename_copy, torch_node
 
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
 
@@ -74,7 +74,7 @@ def make_inplace(fn, name):
         if tuple(out._data.shape) != tuple(self._data.shape):
             raise RuntimeError(f"output with shape {list(self._data.shape)} doesn't match the "
                                f"broadcast shape {list(out._data.shape)}")
-        return self.copy_(out)
+        return rename_copy(self.copy_(out), out)
     method.__name__ = method.__qualname__ = name
     method.__doc__ = f"In-place {name.rstrip('_')}, as torch.Tensor.{name}."
     return method
@@ -377,7 +377,8 @@ for _f, _aliases, _inp in (
         (ldexp, (), "ldexp_")):
     attach(_f, *_aliases, inplace_name=_inp)
 Tensor.float_power_ = _float_power_
-Tensor.floor_divide_ = _floor_divide_
+Tensor.floor_divide_ = Tensor.__ifloordiv__ = _floor_divide_
+Tensor.__imod__ = Tensor.remainder_
 export(rsub)
 Tensor.square_ = make_inplace(lambda self: self.square(), "square_")
 

@@ -18,7 +18,7 @@ from .dtype_info import iinfo
 from .dispatch import scalar_type_name as tname
 from .functions import export, where
 from .functions_math import attach, logaddexp
-from .methods_reduce import _return_type
+from .methods_reduce import _return_type, moment
 from .shapes import norm_dim
 from .tensor import Tensor
 from .node_names import torch_node
@@ -95,7 +95,7 @@ def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """As torch.var_mean: (var, mean) over dim."""
     if isinstance(dim, bool):
         dim, unbiased = None, dim
-    return (input.var(dim, unbiased, keepdim, correction=correction),
+    return (moment(input, "var", dim, unbiased, keepdim, correction, "var_mean"),
             input.mean(_dims(dim, input._data.ndim), keepdim))
 
 
@@ -104,7 +104,7 @@ def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """As torch.std_mean: (std, mean) over dim."""
     if isinstance(dim, bool):
         dim, unbiased = None, dim
-    return (input.std(dim, unbiased, keepdim, correction=correction),
+    return (moment(input, "std", dim, unbiased, keepdim, correction, "std_mean"),
             input.mean(_dims(dim, input._data.ndim), keepdim))
 
 

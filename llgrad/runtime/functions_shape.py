@@ -246,7 +246,8 @@ def kron(input, other):
     a, b = (1,) * (nd - len(a)) + a, (1,) * (nd - len(b)) + b
     x = input.reshape(tuple(v for s in a for v in (s, 1)))
     y = other.reshape(tuple(v for s in b for v in (1, s)))
-    return (x * y).reshape(tuple(p * q for p, q in zip(a, b)))
+    # (PyTorch's _unsafe_view of the product: UnsafeViewBackward0, not a view)
+    return (x * y)._op("_unsafe_view", shape=tuple(p * q for p, q in zip(a, b)))
 
 
 @torch_node("BlockDiagBackward0")
@@ -344,6 +345,12 @@ def take(input, index):
         raise RuntimeError(f"take(): Expected a long tensor for index, but got "
                            f"{tname(index._dtype)}")
     n = input._data.size
+    if n == 0 and index._data.size:
+        raise IndexError("take(): tried to take from an empty tensor")
+    bad = index._data[(index._data >= n) | (index._data < -n)]
+    if bad.size:
+        raise IndexError(f"out of range: tried to access index {int(bad.flat[0])} on a tensor "
+                         f"of {n} elements.")
     idx = index.reshape(-1)
     idx = idx + (idx < 0).long() * n
     return input.reshape(-1).index_select(0, idx).reshape(tuple(index._data.shape))

@@ -4,6 +4,8 @@ Each is a context manager and a decorator, as in PyTorch. The state lives in one
 threading.local; `_reset()` restores the defaults of the calling thread.
 """
 import functools
+import inspect
+import sys
 import threading
 
 
@@ -42,6 +44,8 @@ class _DecoratorContext:
 
     def __call__(self, fn):
         clone = self._clone
+        if inspect.isgeneratorfunction(fn):
+            return _wrap_generator(clone, fn)
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
@@ -51,6 +55,33 @@ class _DecoratorContext:
 
     def _clone(self):
         return type(self)()
+
+
+def _wrap_generator(clone, fn):
+    """A generator function whose every step (each resumption of fn's generator) runs in
+    the mode, as PyTorch's decorators wrap them; the caller's mode holds between steps."""
+    @functools.wraps(fn)
+    def generator(*args, **kwargs):
+        gen = fn(*args, **kwargs)
+        try:
+            with clone():
+                response = gen.send(None)
+            while True:
+                try:
+                    request = yield response
+                except GeneratorExit:
+                    with clone():
+                        gen.close()
+                    raise
+                except BaseException:   # (thrown in: passed on to fn's generator)
+                    with clone():
+                        response = gen.throw(*sys.exc_info()[1:2])
+                else:
+                    with clone():
+                        response = gen.send(request)
+        except StopIteration as e:
+            return e.value
+    return generator
 
 
 class no_grad(_DecoratorContext):

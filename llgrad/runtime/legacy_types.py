@@ -30,7 +30,7 @@ def new(dtype, args, kwargs, typed):
     if not args:
         return empty(0, dtype=dtype)
     if _is_size(args):
-        return empty(*(args[0] if isinstance(args[0], Size) else args), dtype=dtype)
+        return empty(args[0] if isinstance(args[0], Size) else args, dtype=dtype)
     if len(args) == 1 and isinstance(args[0], Tensor):
         t = args[0]
         if typed and t._dtype is not dtype:

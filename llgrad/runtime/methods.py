@@ -6,6 +6,7 @@ from ..ir import OPS
 from ..ir.optable import method_doc, on_declare
 from . import dtypes
 from .creation import copy_construct_warning, copy_of, full_op, tensor
+from .creation_checks import int_bounds_fit as _fit
 from .device import check as check_device
 from .dispatch import call, scalar_type_name
 from .inplace import call_inplace
@@ -133,8 +134,21 @@ def div(self, other, rounding_mode=_NO_MODE):
     return q.to(rt)
 
 
+def _check_int_pow(self, exponent):
+    # NumPy wraps the exponent into uint8 (or words the error its own way)
+    if type(exponent) is int and exponent < 0 and not self._dtype.is_floating_point \
+            and not getattr(self._dtype, "is_complex", False):
+        raise RuntimeError("Integers to negative integer powers are not allowed.")
+
+
 def pow(self, exponent):
+    _check_int_pow(self, exponent)
     return call(_POW, (self, exponent), {})
+
+
+def pow_(self, exponent):
+    _check_int_pow(self, exponent)
+    return call_inplace(_POW, self, (self, exponent), {})
 
 
 for _n, _f in (("add", add), ("__add__", add), ("__radd__", add), ("sub", sub),
@@ -189,7 +203,7 @@ def div_(self, other, rounding_mode=_NO_MODE):
 
 
 _def("div_", div_)
-_def("pow_", lambda self, e: call_inplace(_POW, self, (self, e), {}))
+_def("pow_", pow_)
 Tensor.__iadd__ = Tensor.add_
 Tensor.__isub__ = Tensor.sub_
 Tensor.__itruediv__ = Tensor.div_
@@ -212,12 +226,14 @@ def softplus(self, beta=1, threshold=20):
 def clamp(self, min=None, max=None):
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    _fit(self, min, max)
     return call(OPS["clamp"], (self, min, max), {})
 
 
 def clamp_(self, min=None, max=None):
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    _fit(self, min, max)
     return call_inplace(OPS["clamp"], self, (self, min, max), {})
 
 
@@ -232,7 +248,7 @@ def _addc(op):
         integral = all(not x._dtype.is_floating_point for x in ts)
         if integral and op == "addcdiv":
             raise RuntimeError("Integer division with addcdiv is no longer supported, and in a "
-                               "future release addcdiv will perform a true division of tensor1 "
+                               "future  release addcdiv will perform a true division of tensor1 "
                                "and tensor2. The historic addcdiv behavior can be implemented "
                                "as (input + value * torch.trunc(tensor1 / tensor2)).to(input."
                                "dtype) for integer inputs and as (input + value * tensor1 / "
@@ -288,10 +304,11 @@ for _n, _f in (("leaky_relu", leaky_relu), ("gelu", gelu), ("softplus", softplus
                ("where", where)):
     _def(_n, _f)
 _def("silu", lambda self: self._op("silu"))
-_def("clamp_min", lambda self, min: call(OPS["clamp_min"], (self, min), {}))
-_def("clamp_max", lambda self, max: call(OPS["clamp_max"], (self, max), {}))
-_def("clamp_min_", lambda self, min: call_inplace(OPS["clamp_min"], self, (self, min), {}))
-_def("clamp_max_", lambda self, max: call_inplace(OPS["clamp_max"], self, (self, max), {}))
+_CMIN, _CMAX = OPS["clamp_min"], OPS["clamp_max"]
+_def("clamp_min", lambda self, min: call(_CMIN, (self, _fit(self, min)), {}))
+_def("clamp_max", lambda self, max: call(_CMAX, (self, _fit(self, max)), {}))
+_def("clamp_min_", lambda self, min: call_inplace(_CMIN, self, (self, _fit(self, min)), {}))
+_def("clamp_max_", lambda self, max: call_inplace(_CMAX, self, (self, _fit(self, max)), {}))
 
 
 # ---- copies, casts, fills --------------------------------------------------------------------

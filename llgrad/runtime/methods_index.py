@@ -11,8 +11,10 @@ from .tensor import Tensor
 
 
 def _long_index(index, what):
-    if index._dtype._cat != 1:
-        raise RuntimeError(f"{what}(): Expected dtype int64 for index")
+    if index._dtype.name not in ("int64", "int32"):    # (PyTorch's words differ by op)
+        raise RuntimeError(f"{what}(): Expected dtype int32 or int64 for index"
+                           if what == "index_select" else
+                           f"{what}(): Expected dtype int32/int64 for index")
     return index
 
 

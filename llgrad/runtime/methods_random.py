@@ -49,7 +49,7 @@ def normal_(self, mean=0, std=1, *, generator=None):
     llgrad's generator (NumPy's PCG64, or `generator`), not PyTorch's stream."""
     _float_only(self, "normal_kernel_cpu")
     if std < 0:
-        raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
     n = randn(self._data.shape, dtype=self._dtype, generator=generator)
     return call_inplace(OPS["normal"], self, (self, n), {"mean": float(mean), "std": float(std)})
 

@@ -8,7 +8,7 @@ import numpy as np
 from ..ir import OPS
 from ..ir.optable import method_doc
 from . import dtypes
-from .dispatch import call
+from .dispatch import call, scalar_type_name as tname
 from .shapes import norm_dim, norm_dims
 from .tensor import Tensor
 
@@ -32,11 +32,11 @@ def _def(name, fn):
     setattr(Tensor, name, fn)
 
 
-def _float_only(self, what):
-    if not self._dtype.is_floating_point:
-        raise RuntimeError(f"{what}(): could not infer output dtype. Input dtype must be either "
-                           f"a floating point or complex dtype. Got: "
-                           f"{self._dtype.name.capitalize().replace('Int64', 'Long')}")
+def _float_only(self, what, given=False):
+    if not self._dtype.is_floating_point:     # (given: the dtype came as an argument)
+        raise RuntimeError(f"{what}(): could not infer output dtype. "
+                           f"{'Optional' if given else 'Input'} dtype must be either a floating "
+                           f"point or complex dtype. Got: {tname(self._dtype)}")
 
 
 def _rdims(self, dim):
@@ -62,7 +62,7 @@ def sum(self, dim=None, keepdim=False, dtype=None):
 
 def mean(self, dim=None, keepdim=False, dtype=None):
     t = self if dtype is None else self.to(dtype)
-    _float_only(t, "mean")
+    _float_only(t, "mean", dtype is not None)
     return t._op("mean", dim=_rdims(self, dim), keepdim=keepdim)
 
 
@@ -131,19 +131,24 @@ def _correction(unbiased, correction):
     return 1 if unbiased is None or unbiased else 0
 
 
+def moment(self, name, dim, unbiased, keepdim, correction, caller=None):
+    """var or std (name); caller names the function in the warning (var_mean, std_mean)."""
+    if isinstance(dim, bool):
+        dim, unbiased = None, dim
+    if not (self._dtype.is_floating_point or getattr(self._dtype, "is_complex", False)):
+        raise RuntimeError("std and var only support floating point and complex dtypes")
+    dims, correction = _rdims(self, dim), _correction(unbiased, correction)
+    n = self._data.size if dims is None else math.prod(self._data.shape[d] for d in dims)
+    if n - correction <= 0:
+        warnings.warn(f"{caller or name}(): degrees of freedom is <= 0. Correction should be "
+                      "strictly less than the reduction factor (input numel divided by output "
+                      "numel).", UserWarning, stacklevel=3)
+    return self._op(name, dim=dims, correction=correction, keepdim=keepdim)
+
+
 def _moment(name):
     def method(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
-        if isinstance(dim, bool):
-            dim, unbiased = None, dim
-        if not (self._dtype.is_floating_point or getattr(self._dtype, "is_complex", False)):
-            raise RuntimeError("std and var only support floating point and complex dtypes")
-        dims, correction = _rdims(self, dim), _correction(unbiased, correction)
-        n = self._data.size if dims is None else math.prod(self._data.shape[d] for d in dims)
-        if n - correction <= 0:
-            warnings.warn(f"{name}(): degrees of freedom is <= 0. Correction should be strictly "
-                          "less than the reduction factor (input numel divided by output "
-                          "numel).", UserWarning, stacklevel=2)
-        return self._op(name, dim=dims, correction=correction, keepdim=keepdim)
+        return moment(self, name, dim, unbiased, keepdim, correction)
     method.__name__ = name
     return method
 
@@ -199,11 +204,33 @@ for _n, _f in (("sum", sum), ("mean", mean), ("prod", prod), ("amax", amax), ("a
 # ---- matrix products ---------------------------------------------------------------------------
 
 
+_C_TYPES = {"int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char",
+            "uint8": "unsigned char", "float16": "c10::Half", "float32": "float",
+            "float64": "double", "bfloat16": "c10::BFloat16"}
+
+
+def c_type(d):
+    """The C type PyTorch's kernels name a dtype by."""
+    return _C_TYPES.get(d.name, d.name)
+
+
 def _same_dtype(a, b, what):
-    if a._dtype is not b._dtype:
-        raise RuntimeError(f"expected {what} to have the same dtype, but got: "
-                           f"{a._dtype.name.replace('float32', 'float').replace('float64', 'double')}"
-                           f" != {b._dtype.name.replace('float32', 'float').replace('float64', 'double')}")
+    """PyTorch's dtype check of a product, in the words of the kernel it runs (what): mm's,
+    mv's (addmv), bmm's, or a named pair's."""
+    if a._dtype is b._dtype:
+        return
+    if what == "mm":
+        msg = (f"expected m1 and m2 to have the same dtype, but got: {c_type(a._dtype)} != "
+               f"{c_type(b._dtype)}")
+    elif what == "mv":
+        msg = (f"addmv input tensors must have the same dtype, but got {tname(b._dtype)}, "
+               f"{tname(a._dtype)}, and {tname(b._dtype)}")
+    elif what == "bmm":
+        msg = f"expected scalar type {tname(a._dtype)} but found {tname(b._dtype)}"
+    else:
+        msg = (f"{what} must have the same dtype, but got {tname(a._dtype)} and "
+               f"{tname(b._dtype)}")
+    raise RuntimeError(msg)
 
 
 def mm(self, mat2):
@@ -214,7 +241,7 @@ def mm(self, mat2):
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({self._data.shape[0]}x"
                            f"{self._data.shape[1]} and {mat2._data.shape[0]}x"
                            f"{mat2._data.shape[1]})")
-    _same_dtype(self, mat2, "m1 and m2")
+    _same_dtype(self, mat2, "mm")
     return call(OPS["mm"], (self, mat2), {})
 
 
@@ -227,8 +254,8 @@ def addmm(self, mat1, mat2, *, beta=1, alpha=1):
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({mat1._data.shape[0]}x"
                            f"{mat1._data.shape[1]} and {mat2._data.shape[0]}x"
                            f"{mat2._data.shape[1]})")
+    _same_dtype(self, mat2, "self and mat2")
     _same_dtype(mat1, mat2, "mat1 and mat2")
-    _same_dtype(self, mat1, "self and mat2")
     shape = (mat1._data.shape[0], mat2._data.shape[1])
     try:
         if np.broadcast_shapes(self._data.shape, shape) != shape:
@@ -249,7 +276,7 @@ def bmm(self, mat2):
     if a[0] != b[0] or a[2] != b[1]:
         raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
                            f"[{a[0]}, {a[2]}] but got: [{b[0]}, {b[1]}].")
-    _same_dtype(self, mat2, "m1 and m2")
+    _same_dtype(self, mat2, "bmm")
     return call(OPS["bmm"], (self, mat2), {})
 
 
@@ -262,7 +289,9 @@ def dot(self, other):
                            "the same number of elements, but got %d and %d elements respectively"
                            % (self._data.shape[0], other._data.shape[0], self._data.shape[0],
                               other._data.shape[0]))
-    _same_dtype(self, other, "self and other")
+    if self._dtype is not other._dtype:
+        raise RuntimeError(f"dot : expected both vectors to have same dtype, but found "
+                           f"{tname(self._dtype)} and {tname(other._dtype)}")
     return call(OPS["dot"], (self, other), {})
 
 
@@ -271,7 +300,7 @@ def mv(self, vec):
         raise RuntimeError(f"size mismatch, got input ({self._data.shape[0] if self._data.ndim else 0}), "
                            f"mat ({'x'.join(map(str, self._data.shape))}), vec "
                            f"({'x'.join(map(str, vec._data.shape))})")
-    _same_dtype(self, vec, "self and vec")
+    _same_dtype(self, vec, "mv")
     return call(OPS["mv"], (self, vec), {})
 
 
@@ -294,6 +323,8 @@ def matmul(self, other):
         r._base = None            # squeezed in place: the product itself, not a view
         r._creation = None
         return r
+    if a <= 2 and b >= 3:
+        _same_dtype(self, other, "bmm")
     if a == 2 and b >= 3:
         # PyTorch folds: (other^T @ self^T)^T, made contiguous (CloneBackward0)
         if self._data.shape[-1] != other._data.shape[-2]:
@@ -307,7 +338,7 @@ def matmul(self, other):
     if x._data.shape[-1] != y._data.shape[-2]:
         raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
                            f"[{y._data.shape[-2]}] but got: [{x._data.shape[-1]}].")
-    _same_dtype(self, other, "self and other")
+    _same_dtype(self, other, "mm" if b <= 2 and a >= 3 and b != 1 else "mv" if b == 1 else "bmm")
     r = call(OPS["matmul"], (x, y), {})
     if a == 1 or b == 1:
         shape = r._data.shape[:-2] + ((r._data.shape[-1],) if a == 1 else (r._data.shape[-2],))

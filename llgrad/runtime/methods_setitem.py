@@ -9,6 +9,7 @@ from .dispatch import call, scalar_type_name
 from .inplace import call_inplace
 from .methods_views import (_as_tuple, _basic_first, _byte_masks, _def, _is_advanced,
                             _is_bool, _spec, getitem)
+from .shapes import check_index_tensor, check_zero_dim_index
 from .tensor import Tensor
 
 
@@ -23,6 +24,7 @@ def _strip_ones(value):
 
 
 def setitem(self, idx, value):
+    check_zero_dim_index(self._data.ndim, idx)
     idx = _as_tuple(idx)
     if isinstance(value, Tensor):
         value = _strip_ones(value)
@@ -33,8 +35,18 @@ def setitem(self, idx, value):
         spec, tensors = _spec(t, rest)
         if not isinstance(value, Tensor):
             value = Tensor._from_array(np.asarray(value, dtype=self._data.dtype))
-        call_inplace(OPS["index_put"], t, (t, value) + tuple(tensors),
-                     {"spec": spec, "accumulate": False})
+        try:
+            call_inplace(OPS["index_put"], t, (t, value) + tuple(tensors),
+                         {"spec": spec, "accumulate": False})
+        except RuntimeError:            # (PyTorch's words for a value that does not fit)
+            shape = getitem(self.detach(), idx)._data.shape
+            try:
+                np.broadcast_shapes(value._data.shape, shape)
+            except ValueError:
+                raise RuntimeError(f"shape mismatch: value tensor of shape "
+                                   f"{list(value._data.shape)} cannot be broadcast to indexing "
+                                   f"result of shape {list(shape)}") from None
+            raise
         return
     target = getitem(self, idx)
     if isinstance(value, Tensor):
@@ -45,7 +57,12 @@ def setitem(self, idx, value):
         target.fill_(value)
 
 
-def _same_dtype(self, values):
+def _same_dtype(self, values, indices):
+    d = 0
+    for t in indices:
+        if isinstance(t, Tensor):
+            check_index_tensor(self._data.shape, t, d)
+            d += t._data.ndim if t._dtype._cat == 0 else 1
     if isinstance(values, Tensor) and values._dtype is not self._dtype:
         raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
                            f"{scalar_type_name(self._dtype)} for the destination and "
@@ -53,14 +70,14 @@ def _same_dtype(self, values):
 
 
 def index_put_(self, indices, values, accumulate=False):
-    _same_dtype(self, values)
+    _same_dtype(self, values, indices)
     spec = tuple("T" for _ in indices)
     return call_inplace(OPS["index_put"], self, (self, values) + tuple(indices),
                         {"spec": spec, "accumulate": accumulate})
 
 
 def index_put(self, indices, values, accumulate=False):
-    _same_dtype(self, values)
+    _same_dtype(self, values, indices)
     spec = tuple("T" for _ in indices)
     return call(OPS["index_put"], (self, values) + tuple(indices),
                 {"spec": spec, "accumulate": accumulate})

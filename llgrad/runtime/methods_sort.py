@@ -15,6 +15,8 @@ from .dispatch import call, scalar_type_name
 from .inplace import call_inplace
 from .functions import _method_fn
 from .methods_reduce import _return_type
+from .node import grad_enabled
+from .node_names import failing_node
 from .shapes import broadcast_shapes, check_index_bounds, norm_dim
 from .tensor import Tensor
 
@@ -62,8 +64,8 @@ def topk(self, k, dim=-1, largest=True, sorted=True):
 # ---- scatter ------------------------------------------------------------------------------------
 
 def _check_index(self, dim, index, src, what):
-    if not isinstance(index, Tensor) or index._dtype._cat != 1:
-        raise RuntimeError(f"{what}(): Expected dtype int64 for index")
+    if not isinstance(index, Tensor) or index._dtype.name not in ("int64", "int32"):
+        raise RuntimeError("scatter(): Expected dtype int32/int64 for index")  # (all three)
     d = norm_dim(dim, self._data.ndim)
     if index._data.ndim != self._data.ndim and index._data.size:
         raise RuntimeError("Index tensor must have the same number of dimensions as self tensor")
@@ -241,8 +243,17 @@ def unique(self, sorted=True, return_inverse=False, return_counts=False, dim=Non
     _untraceable("unique")
     a = self._data
     axis = None if dim is None else norm_dim(dim, a.ndim)
-    vals, inv, counts = np.unique(a, return_inverse=True, return_counts=True, axis=axis)
-    out = [Tensor._from_array(np.array(vals, dtype=a.dtype))]
+    # NaNs stay apart, as in PyTorch (each its own value, sorted last)
+    vals, first, inv, counts = np.unique(a, return_index=True, return_inverse=True,
+                                         return_counts=True, axis=axis, equal_nan=False)
+    if self.requires_grad and grad_enabled():   # a node whose backward raises, as PyTorch's
+        idx = Tensor._from_array(first.astype(np.int64))
+        name, aten = ("Unique2Backward0", "_unique2") if axis is None else \
+            ("UniqueDimBackward0", "unique_dim")
+        out = [failing_node(self.reshape(-1)[idx] if axis is None else self.index_select(
+            axis, idx), name, f"the derivative for '{aten}' is not implemented.")]
+    else:
+        out = [Tensor._from_array(np.array(vals, dtype=a.dtype))]
     if return_inverse:
         out.append(Tensor._from_array(inv.astype(np.int64).reshape(
             a.shape if axis is None else (a.shape[axis],))))

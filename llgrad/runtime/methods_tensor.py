@@ -2,6 +2,7 @@
 diag, diag_embed, unfold), cumprod, outer, baddbmm and the rounding family: PyTorch's
 arguments, checks and error messages, then one op of the table (llgrad/ir/ops_tensor.py)."""
 import numbers
+import warnings
 
 import numpy as np
 
@@ -12,7 +13,7 @@ from .dispatch import call
 from .inplace import call_inplace
 from .dispatch import scalar_type_name as tname
 from .functions import _method_fn
-from .methods_reduce import _same_dtype
+from .methods_reduce import _same_dtype, c_type
 from .shapes import norm_dim, unpack_shape
 from .tensor import Tensor
 
@@ -187,8 +188,10 @@ def _baddbmm_check(self, b1, b2):
     if a[0] != b[0] or a[2] != b[1]:
         raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
                            f"[{a[0]}, {a[2]}] but got: [{b[0]}, {b[1]}].")
-    _same_dtype(b1, b2, "batch1 and batch2")
-    _same_dtype(self, b1, "self and batch2")
+    if self._dtype is not b1._dtype:
+        raise RuntimeError(f"Input dtypes must be the same, got: input {c_type(self._dtype)}, "
+                           f"batch1: {c_type(b1._dtype)}, batch2: {c_type(b2._dtype)}")
+    _same_dtype(b1, b2, "bmm")
     shape = (a[0], a[1], b[2])
     try:
         if np.broadcast_shapes(self._data.shape, shape) != shape:
@@ -274,3 +277,22 @@ for _n, _f in (("__contains__", __contains__), ("tril", tril), ("triu", triu), (
 for _n in ("flip", "fliplr", "flipud", "roll", "repeat_interleave", "cumprod", "diag",
            "outer", "ger", "baddbmm", "frac"):
     _method_fn(_n)
+
+
+def _T(self):
+    """The dimensions reversed (a view), as torch.Tensor.T (with PyTorch's deprecation
+    warning when there are not two)."""
+    nd = self._data.ndim
+    if nd == 0:
+        warnings.warn("Tensor.T is deprecated on 0-D tensors. This function is the identity "
+                      "in these cases.", UserWarning, stacklevel=2)
+    elif nd != 2:
+        warnings.warn("The use of `x.T` on tensors of dimension other than 2 to reverse their "
+                      "shape is deprecated and it will throw an error in a future release. "
+                      "Consider `x.mT` to transpose batches of matrices or `x.permute(*torch."
+                      "arange(x.ndim - 1, -1, -1))` to reverse the dimensions of a tensor.",
+                      UserWarning, stacklevel=2)
+    return self if nd < 2 else self.permute(tuple(reversed(range(nd))))
+
+
+Tensor.T = property(_T)

@@ -9,9 +9,11 @@ from ..ir.optable import method_doc
 from ..ir.geometry import geometry_span
 from ..ir.ops_shape import sum_to_shape
 from .creation import tensor
+from . import trace_state
 from .dispatch import call
 from .inplace import call_inplace
-from .shapes import infer_shape, norm_dim, norm_slice, unpack_shape
+from .shapes import (check_index_tensor, check_zero_dim_index, infer_shape, norm_dim,
+                     norm_slice, unflatten_shape, unpack_shape)
 from .tensor import Tensor
 
 
@@ -131,7 +133,7 @@ def flatten(self, start_dim=0, end_dim=-1):
 def unflatten(self, dim, sizes):
     d = norm_dim(dim, self._data.ndim)
     shape = self._data.shape
-    inner = infer_shape(tuple(sizes), shape[d])
+    inner = unflatten_shape(tuple(sizes), shape[d], d)
     return self.view(shape[:d] + inner + shape[d + 1:])
 
 
@@ -189,7 +191,9 @@ def diagonal(self, offset=0, dim1=0, dim2=1):
 
 def as_strided(self, size, stride, storage_offset=None):
     size, stride = tuple(int(s) for s in size), tuple(int(s) for s in stride)
-    offset = self.storage_offset() if storage_offset is None else int(storage_offset)
+    offset = self._storage_offset() if storage_offset is None else int(storage_offset)
+    if storage_offset is not None and trace_state.state.tracer is not None:
+        trace_state.state.tracer.reads_layout(self, "as_strided(..., storage_offset)")
     base = self._storage.base
     storage_numel = geometry_span(base.shape, tuple(s // base.itemsize for s in base.strides), 0)
     need = geometry_span(size, stride, offset)
@@ -199,7 +203,7 @@ def as_strided(self, size, stride, storage_offset=None):
                            f"storage size of {need * self._data.itemsize} are out of bounds for "
                            f"storage of size {storage_numel * self._data.itemsize}")
     return self._op("as_strided", size=size, stride=stride, storage_offset=offset,
-                    in_strides=self.stride(), in_offset=self.storage_offset())
+                    in_strides=self.stride(), in_offset=self._storage_offset())
 
 
 for _n, _f in (("view", view), ("reshape", reshape), ("transpose", transpose),
@@ -224,9 +228,6 @@ def _mT(self):
 
 
 Tensor.mT = property(_mT)
-Tensor.T = property(lambda self: self if self._data.ndim < 2 else
-                    permute(self, tuple(reversed(range(self._data.ndim)))),
-                    doc="The dimensions reversed (a view), as torch.Tensor.T.")
 
 
 def sum_to_size(self, *size):
@@ -337,6 +338,7 @@ def getitem(self, idx):
         return self._op("slice", dim=0, start=start, end=stop, step=step)
     if type(idx) is int and self._data.ndim:            # fast path: x[i]
         return select(self, 0, idx)
+    check_zero_dim_index(self._data.ndim, idx)
     idx = _as_tuple(idx)
     if any(_is_advanced(i) or _is_bool(i) for i in idx):
         return _advanced_index(*_basic_first(self, _byte_masks(idx)))
@@ -357,23 +359,25 @@ def getitem(self, idx):
 
 
 def _spec(self, idx):
-    spec, tensors = [], []
+    spec, tensors, d = [], [], 0
     for i in _expand_ellipsis(idx, self._data.ndim):
         if _is_advanced(i):
+            t = _index_tensor(i)
+            check_index_tensor(self._data.shape, t, d)
             spec.append("T")
-            tensors.append(_index_tensor(i))
+            tensors.append(t)
+            d += t._data.ndim if t._dtype._cat == 0 else 1
         elif isinstance(i, slice):
             spec.append(("slice", i.start, i.stop, i.step))
+            d += 1
         else:
             spec.append(i if i is None else int(i))
+            d += i is not None
     return tuple(spec), tensors
 
 
 def _advanced_index(self, idx):
     spec, tensors = _spec(self, idx)
-    for t, s in zip(tensors, spec):
-        if t._dtype._cat == 2:
-            raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
     return call(OPS["index"], (self,) + tuple(tensors), {"spec": spec})
 
 

@@ -53,3 +53,34 @@ def no_derivative(out, aten):
     if isinstance(fn, OpNode):
         fn.__class__ = cls
     return out
+
+
+def _raise_message(self, grads):
+    raise NotImplementedError(self._message)
+
+
+_failing_classes = {}
+
+
+def failing_node(out, name, message):
+    """out with its fresh node renamed `name` and made to raise NotImplementedError(message)
+    when a backward reaches it: PyTorch's nodes for ops with no derivative that keep their
+    own names (torch.unique's Unique2Backward0)."""
+    cls = _failing_classes.get(name)
+    if cls is None:
+        cls = _failing_classes[name] = type(name, (OpNode,), {
+            "__slots__": (), "_message": message, "apply": _raise_message})
+    fn = getattr(out, "_grad_fn", None)
+    if isinstance(fn, OpNode):
+        fn.__class__ = cls
+    return out
+
+
+def rename_copy(self, out):
+    """self after self.copy_(out), the write of an in-place method computed out of place
+    (out): its copy node takes out's node's name, as PyTorch's x.renorm_() has
+    RenormBackward0 (a write into a view keeps CopySlices, as PyTorch's)."""
+    fn, src = self._grad_fn, getattr(out, "_grad_fn", None)
+    if src is not None and isinstance(fn, OpNode) and type(fn).__name__ == "CopyBackwards":
+        fn.__class__ = node_class(type(src).__name__)
+    return self

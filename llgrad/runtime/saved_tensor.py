@@ -83,6 +83,18 @@ def where_str(where):
     return str(where)
 
 
+def _short_name(node):
+    """A node's name as PyTorch's version-counter error gives it: Exp for ExpBackward0,
+    Sum1 for SumBackward1, torch::autograd::CopySlices."""
+    name = type(node).__name__
+    if name == "CopySlices":
+        return "torch::autograd::CopySlices"
+    head, sep, tail = name.rpartition("Backward")
+    if not sep or not (tail == "" or tail.isdigit()):
+        return name
+    return head + ("" if tail in ("", "0") else tail)
+
+
 def tensor_type_str(t):
     return f"[llgrad.{t._dtype._tensor_type} [{', '.join(map(str, t._data.shape))}]]"
 
@@ -114,21 +126,21 @@ class SavedTensor:
     """A tensor saved for backward, with the version of its storage at save time. An op's
     own output is kept as a detached alias (no reference cycle) and re-attached to the
     node when unpacked."""
-    __slots__ = ("tensor", "version", "is_output", "output_nr", "grad_fn_name")
+    __slots__ = ("tensor", "version", "is_output", "output_nr")
 
     def __init__(self, t, is_output=False, output_nr=0):
         if t._inference:
-            raise RuntimeError("Inference tensors cannot be saved for backward. To work around "
-                               "you can make a clone to get a normal tensor and use it in "
-                               "autograd.")
+            raise RuntimeError("Inference tensors cannot be saved for backward. Please do not "
+                               "use Tensors created in inference mode in computation tracked "
+                               "by autograd. To work around this, you can make a clone to get "
+                               "a normal tensor and use it in autograd, or use "
+                               "`torch.no_grad()` instead of `torch.inference_mode()`.")
         self.is_output = is_output
         self.output_nr = output_nr
         if saved_hooks.state.stack:
             self._pack(t)
             return
         self.version = t._storage.version
-        fn = None if is_output else t._grad_fn
-        self.grad_fn_name = type(fn).__name__ if fn is not None else None
         # an output is kept as (data, storage): no tensor object, no reference cycle
         self.tensor = (t._data, t._storage) if is_output else t
 
@@ -155,7 +167,7 @@ class SavedTensor:
             edge = (None, t)        # a leaf: its AccumulateGrad, when unpacked
         else:                       # (a view's grad_fn may be regenerated: node.gradient_edge)
             edge = (t._grad_fn if t._base is None else t.grad_fn, t._output_nr)
-        self.version, self.grad_fn_name = None, None
+        self.version = None
         self.tensor = _Packed(packed, unpack, edge)
 
     def _unpack_hooked(self, packed, node):
@@ -190,9 +202,11 @@ class SavedTensor:
         if self.is_output:
             t = Tensor._from_array(t[0], t[1]) if len(t) == 2 else unpack_dual_output(t)
         if t._storage.version != self.version:
-            out = (f", which is output {self.output_nr} of {type(node).__name__},"
-                   if self.is_output else
-                   f", which is output 0 of {self.grad_fn_name}," if self.grad_fn_name else "")
+            # (PyTorch names the node that made the saved output, or the saved input's
+            # grad_fn now, in its own short form: Exp for ExpBackward0)
+            fn = node if self.is_output else t.grad_fn
+            out = (f", which is output {self.output_nr if self.is_output else t._output_nr} of "
+                   f"{_short_name(fn)}," if fn is not None else "")
             raise RuntimeError(
                 "one of the variables needed for gradient computation has been modified by an "
                 f"inplace operation: {tensor_type_str(t)}{out} is at version "

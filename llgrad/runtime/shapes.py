@@ -49,6 +49,19 @@ def infer_shape(shape, numel):
     return tuple(shape)
 
 
+def unflatten_shape(sizes, n, dim):
+    """infer_shape for Tensor.unflatten(dim, sizes) of a dim of size n, with its messages."""
+    if not sizes:
+        raise RuntimeError("unflatten: sizes must be non-empty")
+    try:
+        return infer_shape(sizes, n)
+    except RuntimeError as e:
+        if sizes.count(-1) > 1:
+            raise RuntimeError(f"unflatten got an unexpected error:\n{e}") from None
+        raise RuntimeError(f"unflatten: Provided sizes {list(sizes)} don't multiply up to the "
+                           f"size of dim {dim} ({n}) in the input tensor") from None
+
+
 def broadcast_shapes(*shapes):
     nd = max((len(s) for s in shapes), default=0)
     out = [1] * nd
@@ -104,3 +117,63 @@ def check_condition(condition):
     if name in _TYPE_NAMES:
         raise RuntimeError("where expected condition to be a boolean tensor, but got a tensor "
                            f"with dtype {_TYPE_NAMES[name]}")
+
+
+def check_index_tensor(shape, t, d):
+    """PyTorch's checks of an index tensor t at dim d of a tensor of this shape: its dtype,
+    and a mask's shape against the dims it covers."""
+    if t._dtype.name not in ("int64", "int32", "uint8", "bool"):
+        raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+    if t._dtype.name == "bool":
+        shape = list(shape)
+        for j, n in enumerate(t._data.shape):
+            if d + j < len(shape) and n != shape[d + j]:
+                raise IndexError(f"The shape of the mask {list(t._data.shape)} at index {j} "
+                                 f"does not match the shape of the indexed tensor {shape} at "
+                                 f"index {d + j}")
+
+
+def _not_a_size(a):
+    return isinstance(a, (float, str, bytes)) or a is None
+
+
+def creation_size(name, args, size=None):
+    """The size of zeros / ones / empty / rand / randn (args: their positional arguments:
+    ints, or one sequence of them; or size, the keyword), with PyTorch's argument errors."""
+    if size is not None:
+        if args:
+            raise TypeError(f"{name}() received an invalid combination of arguments: the size "
+                            "given both by position and as size=")
+        args = (size,)
+    if not args:
+        raise TypeError(f'{name}() missing 1 required positional arguments: "size"')
+    if len(args) == 1 and _not_a_size(args[0]):
+        raise TypeError(f"{name}(): argument 'size' (position 1) must be tuple of ints, not "
+                        f"{type(args[0]).__name__}")
+    if len(args) == 1 and not isinstance(args[0], int) and getattr(args[0], "ndim", 1):
+        for i, a in enumerate(args[0]):
+            if _not_a_size(a):
+                raise TypeError(f"{name}(): argument 'size' (position 1) must be tuple of ints, "
+                                f"but found element of type {type(a).__name__} at pos {i}")
+    else:
+        for i, a in enumerate(args):
+            if _not_a_size(a):
+                raise TypeError(f"{name}(): argument 'size' failed to unpack the object at pos "
+                                f"{i + 1} with error \"type must be tuple of ints,but got "
+                                f"{type(a).__name__}\"")
+    shape = unpack_shape(args)
+    if any(n < 0 for n in shape):
+        if name == "zeros":
+            raise RuntimeError("zeros: Dimension size must be non-negative.")
+        raise RuntimeError(f"Trying to create tensor with negative dimension "
+                           f"{min(shape)}: {list(shape)}")
+    return shape
+
+
+def check_zero_dim_index(ndim, idx):
+    """PyTorch's errors for x[i] and x[a:b] (a lone int or slice) of a 0-d tensor."""
+    if ndim == 0 and type(idx) is int:
+        raise IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
+                         "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number")
+    if ndim == 0 and type(idx) is slice:
+        raise IndexError("slice() cannot be applied to a 0-dim tensor.")

@@ -17,6 +17,12 @@ _BY_NP = dtypes._BY_NP
 _grad_state = grad_mode.state       # (the thread-local object itself: it is never replaced)
 
 
+def _same_layout(a, b):
+    """Whether NumPy arrays a and b are the same elements of one buffer."""
+    return a.shape == b.shape and a.strides == b.strides and a.dtype == b.dtype and \
+        a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+
+
 class Storage:
     """A buffer and the version counter that every view of it shares."""
     __slots__ = ("base", "version", "write_loc")
@@ -163,15 +169,10 @@ class Tensor:
             s = contiguous_strides(self._data.shape)   # NumPy leaves these arbitrary
         return s if dim is None else s[dim]
 
-    def storage_offset(self) -> int:
-        """The offset of the first element in the storage, in elements, as
-        torch.Tensor.storage_offset."""
+    def _storage_offset(self) -> int:
+        """storage_offset() as llgrad reads it (methods_layout.py: the user's reads)."""
         return (self._data.__array_interface__["data"][0] - self._storage.data_ptr()) \
             // self._data.itemsize
-
-    def data_ptr(self) -> int:
-        """The address of the first element, as torch.Tensor.data_ptr."""
-        return self._data.__array_interface__["data"][0]
 
     def is_contiguous(self, memory_format: object = None) -> bool:
         """Whether the strides are row-major (size-1 dimensions ignored), as
@@ -207,10 +208,6 @@ class Tensor:
             dtype = found[0]
         return self.to(dtype)
 
-    @property
-    def _version(self):
-        return self._storage.version
-
     def untyped_storage(self) -> Storage:
         """The Storage this tensor views: llgrad's own object (its NumPy buffer is
         .base, its version counter .version, and data_ptr()), not a
@@ -229,8 +226,8 @@ class Tensor:
 
     @requires_grad.setter
     def requires_grad(self, flag: bool) -> None:
-        if flag and not self._dtype.is_floating_point:     # (as the creation functions say)
-            raise RuntimeError("Only Tensors of floating point and complex dtype can require "
+        if flag and not self._dtype.is_floating_point:     # (PyTorch's words, lower case)
+            raise RuntimeError("only Tensors of floating point and complex dtype can require "
                                "gradients")
         self.requires_grad_(flag)
 
@@ -255,15 +252,6 @@ class Tensor:
         t = self._alias()
         return t
 
-    def detach_(self) -> Tensor:
-        """Drop this tensor's autograd history in place, as torch.Tensor.detach_ (not
-        for views)."""
-        if self._base is not None:
-            raise RuntimeError("Can't detach views in-place. Use detach() instead.")
-        self._grad_fn = None
-        self._requires_grad = False
-        return self
-
     @property
     def data(self) -> Tensor:
         """The same memory without autograd history and, unlike detach(), under a version
@@ -275,6 +263,8 @@ class Tensor:
 
     @data.setter
     def data(self, value):
+        if value._storage.base is self._storage.base and _same_layout(value._data, self._data):
+            return      # (`w.data *= mask` sets w's own memory back: w keeps its version)
         self._data = value._data
         self._storage = value._storage
         self._dtype = value._dtype
@@ -313,7 +303,9 @@ class Tensor:
 
     def __float__(self):
         global _FLOAT_WARNED
-        if self.requires_grad and not _FLOAT_WARNED:       # PyTorch's TORCH_WARN_ONCE
+        # (PyTorch's TORCH_WARN_ONCE, in grad mode only: LBFGS's float(loss) under no_grad
+        # is silent)
+        if self.requires_grad and _grad_state.grad_enabled and not _FLOAT_WARNED:
             _FLOAT_WARNED = True
             import warnings
             warnings.warn("Converting a tensor with requires_grad=True to a scalar may lead to "
@@ -386,10 +378,10 @@ class Tensor:
 
     __str__ = __repr__
 
-    def __format__(self, spec):
-        if self._data.ndim == 0 and spec:
+    def __format__(self, spec):     # PyTorch's: f"{loss}" of a 0-d tensor is its number
+        if self._data.ndim == 0 and type(self) is Tensor:
             return format(self.item(), spec)
-        return repr(self)
+        return object.__format__(self, spec)
 
 
 def _rebuild(arr, requires_grad):

@@ -48,7 +48,9 @@ def _get_grad(self):
                       "accessed. Its .grad attribute won't be populated during "
                       "autograd.backward(). If you indeed want the .grad field to be "
                       "populated for a non-leaf Tensor, use .retain_grad() on the non-leaf "
-                      "Tensor.", UserWarning, stacklevel=2)
+                      "Tensor. If you access the non-leaf Tensor by mistake, make sure you "
+                      "access the leaf Tensor instead. See github.com/pytorch/pytorch/pull/30531 "
+                      "for more information.", UserWarning, stacklevel=2)
     return self._grad
 
 
@@ -131,9 +133,24 @@ def backward(self, gradient: Tensor | None = None, retain_graph: bool | None = N
     autograd_backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
 
+def detach_(self) -> Tensor:
+    """Drop this tensor's autograd history in place, as torch.Tensor.detach_ (not for
+    views)."""
+    if self._base is not None:
+        raise RuntimeError(
+            "Can't detach views in-place. Use detach() instead. If you are using "
+            "DistributedDataParallel (DDP) for training, and gradient_as_bucket_view is set "
+            "as True, gradients are views of DDP buckets, and hence detach_() cannot be called "
+            "on these gradients. To fix this error, please refer to the Optimizer.zero_grad() "
+            "function in torch/optim/optimizer.py as the solution.")
+    self._grad_fn = None
+    self._requires_grad = False
+    return self
+
+
 Tensor.grad_fn = property(_grad_fn)
 Tensor.is_leaf = property(_is_leaf)
 Tensor.grad = property(_get_grad, _set_grad)
 Tensor.retains_grad = property(_retains_grad)
-for _f in (retain_grad, register_hook, register_post_accumulate_grad_hook, backward):
+for _f in (retain_grad, register_hook, register_post_accumulate_grad_hook, backward, detach_):
     setattr(Tensor, _f.__name__, _f)

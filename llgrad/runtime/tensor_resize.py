@@ -51,7 +51,7 @@ def new(self, *args, **kwargs):
         return empty(0, dtype=dt)
     if len(args) == 1 and isinstance(args[0], Size) or all(
             isinstance(a, int) and not isinstance(a, bool) for a in args):
-        return empty(*(args[0] if isinstance(args[0], Size) else args), dtype=dt)
+        return empty(args[0] if isinstance(args[0], Size) else args, dtype=dt)
     if len(args) == 1 and isinstance(args[0], Tensor):
         t = args[0]
         if t._dtype is not dt:
@@ -98,7 +98,7 @@ def resize_(self, *size, memory_format=None):
     if cap is None:
         raise RuntimeError("resize_: the tensor's storage is not a plain buffer of its dtype "
                            "(a reinterpreted view): clone() it first")
-    offset = self.storage_offset()
+    offset = self._storage_offset()
     need = offset + numel
     flat = st.base.reshape(-1)
     if need > cap:

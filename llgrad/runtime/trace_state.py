@@ -15,3 +15,10 @@ state = _State()
 def _reset():
     state.tracer = None
     state.vmap_levels = 0
+
+
+def reused():
+    """Whether a trace is being made that later calls with other values reuse (compile's):
+    library code checks its arguments' values with tensor ops there, value guards of the
+    trace, not on the traced call's values alone."""
+    return getattr(state.tracer, "reused", False)

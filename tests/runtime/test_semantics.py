@@ -144,7 +144,7 @@ def test_requires_grad_on_int_tensor_raises():
     with pytest.raises(RuntimeError, match="only Tensors of floating point dtype can require "
                                            "gradients"):      # (PyTorch's words differ here)
         torch.tensor([1, 2]).requires_grad_()
-    with pytest.raises(RuntimeError, match=msg):
+    with pytest.raises(RuntimeError, match="only" + msg[4:]):
         torch.tensor([1, 2]).requires_grad = True
 
 
@@ -823,7 +823,7 @@ def test_version_counter_error_on_saved_output_names_the_line():
     y = x.exp(); line = here()  # noqa: E702
     y.add_(1)
     with pytest.raises(RuntimeError, match=re.escape("[llgrad.FloatTensor [3]], which is "
-                                                     "output 0 of ExpBackward0, is at version "
+                                                     "output 0 of Exp, is at version "
                                                      "1; expected version 0 instead")) as e:
         y.sum().backward()
     assert line in str(e.value)

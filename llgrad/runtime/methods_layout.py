@@ -1,0 +1,38 @@
+"""The user's reads of where a tensor lies in memory: storage_offset(), data_ptr() and
+_version. llgrad's own code reads them through Tensor._storage_offset() and the storage;
+these report to the tracer, since an input's are Python numbers that change from call to
+call while the guards still let the calls share a trace (a slice of a dataset at each
+batch, a parameter written by every step)."""
+from . import trace_state
+from .tensor import Tensor
+
+
+def storage_offset(self) -> int:
+    """The offset of the first element in the storage, in elements, as
+    torch.Tensor.storage_offset."""
+    tracer = trace_state.state.tracer
+    if tracer is not None:
+        tracer.reads_layout(self, "Tensor.storage_offset()")
+    return self._storage_offset()
+
+
+def data_ptr(self) -> int:
+    """The address of the first element, as torch.Tensor.data_ptr."""
+    tracer = trace_state.state.tracer
+    if tracer is not None:
+        tracer.reads_layout(self, "Tensor.data_ptr()")
+    return self._data.__array_interface__["data"][0]
+
+
+def _version(self) -> int:
+    """The version counter of the storage (every in-place write bumps it), as
+    torch.Tensor._version."""
+    tracer = trace_state.state.tracer
+    if tracer is not None:
+        tracer.reads_layout(self, "Tensor._version")
+    return self._storage.version
+
+
+Tensor.storage_offset = storage_offset
+Tensor.data_ptr = data_ptr
+Tensor._version = property(_version)
