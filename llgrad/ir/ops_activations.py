@@ -102,7 +102,8 @@ def _hardswish(x):
 
 def _hardswish_vjp(c, g):
     x = c.self
-    d = (x / 3 + 0.5).masked_fill(x < -3, 0).masked_fill(x > 3, 1)
+    # PyTorch's kinks: 0 at x = -3, 1 at x = 3
+    d = (x / 3 + 0.5).masked_fill(x <= -3, 0).masked_fill(x >= 3, 1)
     return (g * d,)
 
 

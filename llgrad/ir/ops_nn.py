@@ -176,11 +176,17 @@ def _embedding_vjp(c, g):
     idx = c.indices
     if c.padding_idx is not None:
         g = g.masked_fill((idx == c.padding_idx).unsqueeze(-1), 0)
+    if c.attrs.get("scale_grad_by_freq"):
+        # each row's gradient over the number of times its index occurs in `indices`
+        counts = g.new_zeros(c.shape(0)[:1])._op("index_put", g.new_ones(idx.shape), idx,
+                                                 spec=("T",), accumulate=True)
+        g = g * (1.0 / counts.index_select(0, idx.reshape(-1)).reshape(idx.shape)).unsqueeze(-1)
     return (g.new_zeros(c.shape(0))._op("index_put", g, idx, spec=("T",), accumulate=True),
             None)
 
 
-defop("embedding", lambda w, idx, padding_idx=None: w[idx], args=("weight", "indices"),
+defop("embedding", lambda w, idx, padding_idx=None, scale_grad_by_freq=False: w[idx],
+      args=("weight", "indices"),
       save=("indices",), grad_fn="EmbeddingBackward0", vjp=_embedding_vjp, nondiff=("indices",))
 
 
@@ -195,6 +201,8 @@ def _reduce(loss, reduction, denom=None):
 def _nll_parts(x, t, w, ignore_index):
     keep = t != ignore_index
     safe = np.where(keep, t, 0)
+    if (safe < 0).any():            # (not an index from the end: PyTorch's check)
+        raise IndexError(f"Target {int(safe[safe < 0].flat[0])} is out of bounds.")
     picked = np.take_along_axis(x, np.expand_dims(safe, 1), axis=1).squeeze(1)
     wt = (w[safe] if w is not None else np.ones_like(picked)) * keep
     return picked, wt.astype(x.dtype)

@@ -16,12 +16,15 @@ def state_to_array(bit_generator):
     return np.array(words, dtype=np.uint64).view(np.int64)
 
 
-def generator_from_array(arr):
+def generator_from_array(arr, buffered=(0, 0)):
+    """A generator at the state arr holds. buffered: PCG64's (has_uint32, uinteger), the
+    half of a 64-bit draw a 32-bit draw (randint, randperm) left for the next one: the
+    graphs draw 64 bits at a time and leave it where it was."""
     w = [int(x) for x in np.asarray(arr, dtype=np.int64).view(np.uint64)]
     bg = np.random.PCG64()
     bg.state = {"bit_generator": "PCG64", "state": {"state": (w[0] << 64) | w[1],
                                                      "inc": (w[2] << 64) | w[3]},
-                "has_uint32": 0, "uinteger": 0}
+                "has_uint32": buffered[0], "uinteger": buffered[1]}
     return np.random.Generator(bg)
 
 

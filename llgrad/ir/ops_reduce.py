@@ -3,6 +3,7 @@
 `dim` attributes arrive normalised: None (all dims) or a tuple of non-negative ints.
 """
 import math
+import warnings
 
 import numpy as np
 
@@ -162,7 +163,13 @@ def _var64(x, dim, correction, keepdim):
     # float32 in float64, as PyTorch (its CPU accumulation type) and native code: the
     # variance (and std) of values near float32's max is finite there
     acc = np.float64 if x.dtype == np.float32 else None
-    return np.asarray(np.var(x, axis=dim, ddof=correction, keepdims=keepdim, dtype=acc))
+    n = x.size if dim is None else \
+        math.prod(x.shape[d] for d in ((dim,) if isinstance(dim, int) else dim))
+    if n - correction > 0:
+        return np.asarray(np.var(x, axis=dim, ddof=correction, keepdims=keepdim, dtype=acc))
+    with warnings.catch_warnings():     # the caller gave PyTorch's one warning already
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.asarray(np.var(x, axis=dim, ddof=correction, keepdims=keepdim, dtype=acc))
 
 
 def _as32(r, x):

@@ -12,14 +12,15 @@ from .functional_batch_norm import update_running_stats as _update_running_stats
 from .functional_conv import conv2d, max_pool2d  # noqa: F401  (F.conv2d, F.max_pool2d)
 from .functional_activation import (celu, elu, glu, hardshrink, hardsigmoid, hardswish,  # noqa: F401
                                   hardtanh, logsigmoid, mish, prelu, relu6, selu, softmin,
-                                  softshrink, softsign, tanhshrink, threshold)
+                                  floating_only, softshrink, softsign, tanhshrink, threshold)
 from .functional_convt import conv1d, conv_transpose1d, conv_transpose2d  # noqa: F401
 from .functional_distance import (cosine_similarity, normalize, pairwise_distance,  # noqa: F401
                                   pdist)
 from .functional_interp import interpolate, upsample, upsample_bilinear, upsample_nearest  # noqa: F401
 from .functional_loss import (_NAMES, binary_cross_entropy, huber_loss, kl_div,  # noqa: F401
-                              l1_loss, one_hot, smooth_l1_loss)
-from .functional_norm import group_norm, instance_norm, rms_norm  # noqa: F401
+                              check_target_shape, l1_loss, one_hot, smooth_l1_loss)
+from .functional_norm import (check_mixed_dtype, empty_batch_norm, group_norm,  # noqa: F401
+                              instance_norm, rms_norm)
 from .functional_pad import pad  # noqa: F401
 from .functional_shuffle import (bilinear, celu_, channel_shuffle, elu_,  # noqa: F401
                                  hardtanh_, leaky_relu_, pixel_shuffle, pixel_unshuffle,
@@ -40,6 +41,7 @@ from .functional_attention import (multi_head_attention_forward,  # noqa: F401
                                    scaled_dot_product_attention)
 from .functional_embedding_bag import embedding_renorm_, embedding_bag  # noqa: F401
 from .functional_grid import affine_grid, grid_sample, grid_sampler  # noqa: F401
+from .functional_ctc import ctc_loss  # noqa: F401
 from .functional_noise import gumbel_softmax, rrelu, rrelu_  # noqa: F401
 from .functional_pool_more import (local_response_norm, lp_pool1d, lp_pool2d,  # noqa: F401
                                  max_unpool1d, max_unpool2d)
@@ -64,6 +66,7 @@ def relu(input, inplace=False):
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
     """As torch.nn.functional.leaky_relu."""
+    floating_only(input, "leaky_relu_cpu")
     if inplace:
         return input._iop("leaky_relu_", negative_slope=negative_slope)
     return input.leaky_relu(negative_slope)
@@ -73,16 +76,19 @@ def gelu(input, approximate="none"):
     """As torch.nn.functional.gelu (approximate='none' or 'tanh')."""
     if approximate not in ("none", "tanh"):
         raise RuntimeError("approximate argument must be either none or tanh.")
+    floating_only(input, "GeluKernelImpl")
     return input.gelu(approximate)
 
 
 def silu(input, inplace=False):
     """As torch.nn.functional.silu."""
+    floating_only(input, "silu_cpu")
     return input._iop("silu") if inplace else input.silu()
 
 
 def softplus(input, beta=1.0, threshold=20.0):
     """As torch.nn.functional.softplus."""
+    floating_only(input, "softplus_cpu")
     return input.softplus(beta, threshold)
 
 
@@ -96,9 +102,9 @@ def tanh(input):
     return input.tanh()
 
 
-def _softmax_dim(ndim):
+def _softmax_dim(ndim, name="softmax"):
     """PyTorch's implicit dim (with its deprecation warning): 0 for 0-, 1- and 3-d inputs."""
-    warnings.warn("Implicit dimension choice for softmax has been deprecated. Change the call "
+    warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call "
                   "to include dim=X as an argument.", UserWarning, stacklevel=3)
     return 0 if ndim in (0, 1, 3) else 1
 
@@ -111,7 +117,8 @@ def softmax(input, dim=None, dtype=None):
 def log_softmax(input, dim=None, dtype=None):
     """As torch.nn.functional.log_softmax (no dim: PyTorch's implicit choice, with its
     warning)."""
-    return input.log_softmax(dim if dim is not None else _softmax_dim(input.ndim), dtype)
+    return input.log_softmax(dim if dim is not None else _softmax_dim(input.ndim, "log_softmax"),
+                             dtype)
 
 
 def dropout(input, p=0.5, training=True, inplace=False):
@@ -156,6 +163,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
     k = len(normalized_shape)
+    check_mixed_dtype(input, weight, bias)
     if tuple(input._data.shape[input._data.ndim - k:]) != tuple(normalized_shape):
         raise RuntimeError(f"Given normalized_shape={list(normalized_shape)}, expected input with "
                            f"shape [*, {', '.join(map(str, normalized_shape))}], but got input "
@@ -169,6 +177,9 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     updated in place)."""
     if input._data.ndim < 2:
         raise ValueError(f"expected 2D or 3D input (got {input._data.ndim}D input)")
+    check_mixed_dtype(input, weight, bias, running_mean, running_var)
+    if input._data.size == 0:
+        return empty_batch_norm(input, weight, bias)
     if training:
         # the op gets no statistics in training (they are updated here, under no_grad), so
         # its record cannot refuse ones that require grad: refuse them here (eval: record)
@@ -178,9 +189,9 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
                     raise nondiff_error("batch_norm", name)
         dims = (0,) + tuple(range(2, input._data.ndim))
         n = input._data.size // input._data.shape[1]
-        if n <= 1:
+        if n == 1:
             raise ValueError(f"Expected more than 1 value per channel when training, got input "
-                             f"size {list(input._data.shape)}")
+                             f"size {input.size()}")
         out = None
         if (running_mean is not None or running_var is not None) \
                 and trace_state.state.tracer is None and not trace_state.state.vmap_levels \
@@ -204,8 +215,9 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
             out = call(OPS["batch_norm"], (input, weight, bias, None, None),
                        {"training": True, "eps": eps})
         return out
-    if running_mean is None or running_var is None:
-        raise RuntimeError("running_mean and running_var must be defined in evaluation mode")
+    for name, stat in (("running_mean", running_mean), ("running_var", running_var)):
+        if stat is None:
+            raise RuntimeError(f"{name} must be defined in evaluation mode")
     return call(OPS["batch_norm"], (input, weight, bias, running_mean, running_var),
                 {"training": False, "eps": eps})
 
@@ -214,7 +226,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
               scale_grad_by_freq=False, sparse=False):
     """As torch.nn.functional.embedding (max_norm renormalises the looked-up rows of weight
     in place first)."""
-    if input._dtype._cat != 1:
+    if input.dtype.name not in ("int64", "int32"):
         raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the following "
                            f"scalar types: Long, Int; but got {input.type()} instead (while "
                            "checking arguments for embedding)")
@@ -230,7 +242,10 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
         padding_idx += n
     if max_norm is not None:          # PyTorch renormalises the used rows in place first
         embedding_renorm_(weight, input, max_norm, norm_type)
-    return call(OPS["embedding"], (weight, input), {"padding_idx": padding_idx})
+    attrs = {"padding_idx": padding_idx}
+    if scale_grad_by_freq:
+        attrs["scale_grad_by_freq"] = True
+    return call(OPS["embedding"], (weight, input), attrs)
 
 
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
@@ -246,14 +261,14 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
                         None, reduction).squeeze(0) if reduction == "none" else \
             nll_loss(input.unsqueeze(0), target.unsqueeze(0), weight, None, ignore_index, None,
                      reduction)
-    if input._data.shape[0] != target._data.shape[0]:
-        raise ValueError(f"Expected input batch_size ({input._data.shape[0]}) to match target "
-                         f"batch_size ({target._data.shape[0]}).")
+    check_target_shape(input, target)
     _check_target(target, input, weight)
     c = input._data.shape[1]
     t = target._data
-    if not isinstance(t, np.ndarray):       # batched (llgrad.func.vmap): as tensor ops
-        t = target
+    if not isinstance(t, np.ndarray):
+        t = target      # (batched under llgrad.func.vmap: tensor ops)
+    # (traced, the op checks every call's targets itself: a compiled call's kernel raises
+    # its flag at a target outside [0, C), and the call runs again eagerly, raising here)
     bad = (t != ignore_index) & ((t < 0) | (t >= c))
     if bad.any():
         raise IndexError(f"Target {int(t[bad].reshape(-1)[0])} is out of bounds.")
@@ -282,7 +297,8 @@ def _check_target(target, input=None, weight=None):
 
 def _nll_loss_1d(input, target, weight, ignore_index, reduction):
     _check_target(target, input, weight)
-    # (a batched target under llgrad.func.vmap has no value here: the op checks its samples)
+    # (a batched target under llgrad.func.vmap has no value here, and a traced one's is the
+    # traced call's: the op checks every call's target itself)
     t = int(target._data) if isinstance(target._data, np.ndarray) else ignore_index
     if t != ignore_index and not 0 <= t < input._data.shape[0]:
         raise IndexError(f"Target {t} is out of bounds.")

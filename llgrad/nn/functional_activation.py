@@ -9,12 +9,23 @@ from ..ir import OPS
 from ..runtime.dispatch import call
 from ..runtime.inplace import call_inplace
 from ..runtime.node_names import torch_node
+from .functional_loss import _NAMES
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
 
 
+def floating_only(input, kernel):
+    """PyTorch's activation kernels refuse integer and bool inputs (no promotion)."""
+    if not input.is_floating_point() and not input.is_complex():
+        name = input.dtype.name
+        raise NotImplementedError(f'"{kernel}" not implemented for '
+                                  f"'{_NAMES.get(name, name)}'")
+
+
 def _apply(name, input, inplace, attrs, inplace_op=None):
+    if name not in ("hardtanh", "threshold"):       # (these two take integers)
+        floating_only(input, "elu_cpu" if name == "celu" else name + "_cpu")
     if inplace:
         return call_inplace(OPS[inplace_op or name], input, (input,), attrs)
     return call(OPS[name], (input,), attrs)
@@ -54,6 +65,7 @@ def relu6(input, inplace=False):
 
 def logsigmoid(input):
     """As torch.nn.functional.logsigmoid."""
+    floating_only(input, "log_sigmoid_cpu")
     return call(OPS["logsigmoid"], (input,), {})
 
 
@@ -87,6 +99,7 @@ def glu(input, dim=-1):
         raise IndexError(f"Dimension out of range (expected to be in range of [{-nd}, {nd - 1}],"
                          f" but got {dim})")
     dim %= nd
+    floating_only(input, "glu_cpu")
     n = input.shape[dim]
     if n % 2:
         raise RuntimeError(f"Halving dimension must be even, but dimension {dim} is size {n}")
@@ -115,12 +128,14 @@ def softmin(input, dim=None, _stacklevel=3, dtype=None):
 @torch_node("HardshrinkBackward0")
 def hardshrink(input, lambd=0.5):
     """As torch.nn.functional.hardshrink."""
+    floating_only(input, "hardshrink_cpu")
     return input.masked_fill((input >= -lambd) & (input <= lambd), 0)
 
 
 @torch_node("SoftshrinkBackward0")
 def softshrink(input, lambd=0.5):
     """As torch.nn.functional.softshrink."""
+    floating_only(input, "softshrink_check")
     if lambd < 0:
         raise RuntimeError(f"lambda must be greater or equal to 0, but found to be {lambd}.")
     return (input - input.sign() * lambd).masked_fill((input >= -lambd) & (input <= lambd), 0)
@@ -132,7 +147,7 @@ def prelu(input, weight):
     n = weight.numel()
     nd = input.dim()
     if n != 1:
-        c = input.shape[1] if nd >= 2 else (input.shape[0] if nd == 1 else 1)
+        c = input.shape[1] if nd >= 2 else 1
         if n != c:
             raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found "
                                f"parameter numbers = {n} and channel size = {c}.")

@@ -92,14 +92,25 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1,
         raise RuntimeError(f"Calculated padded input size per channel: ({hp} x {wp}). Kernel "
                            f"size: ({ekh} x {ekw}). Kernel size can't be greater than actual "
                            "input size")
+    check_conv_dtypes(input, weight, bias)
+    return xp._op("convolution", weight, bias, stride=stride, padding=sym, dilation=dilation,
+                  groups=groups)
+
+
+def check_conv_dtypes(input, weight, bias):
+    """ATen's convolution: the bias's dtype is checked first, then the weight's."""
+    if bias is not None and bias.dtype != input.dtype:
+        raise RuntimeError(f"Input type ({_c_name(input.dtype)}) and bias type "
+                           f"({_c_name(bias.dtype)}) should be the same")
     if weight.dtype != input.dtype:
         raise RuntimeError(f"expected scalar type {_scalar_name(input.dtype)} but found "
                            f"{_scalar_name(weight.dtype)}")
-    if bias is not None and bias.dtype != input.dtype:
-        raise RuntimeError(f"Input type ({_short(input.dtype)}) and bias type "
-                           f"({_short(bias.dtype)}) should be the same")
-    return xp._op("convolution", weight, bias, stride=stride, padding=sym, dilation=dilation,
-                  groups=groups)
+
+
+def _c_name(dtype):
+    return {"Float": "float", "Double": "double", "Half": "c10::Half", "Long": "long int",
+            "Int": "int", "Short": "short int", "Char": "signed char", "Byte": "unsigned char",
+            "Bool": "bool"}.get(_scalar_name(dtype), _scalar_name(dtype))
 
 
 def _short(dtype):
@@ -128,6 +139,10 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     if dh <= 0 or dw <= 0:
         raise RuntimeError(f"max_pool2d: dilation must be greater than zero, but got dilationH: "
                            f"{dh} dilationW: {dw}")
+    for pv, kv, dv in ((ph, kh, dh), (pw, kw, dw)):
+        if pv > ((kv - 1) * dv + 1) // 2:
+            raise RuntimeError(f"pad should be at most half of effective kernel size, but got "
+                               f"pad={pv}, kernel_size={kv} and dilation={dv}")
     if kw // 2 < pw or kh // 2 < ph:
         raise RuntimeError(f"pad should be smaller than or equal to half of kernel size, but got "
                            f"padW = {pw}, padH = {ph}, kW = {kw}, kH = {kh}")

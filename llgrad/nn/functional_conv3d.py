@@ -10,7 +10,7 @@ dilation * (kernel - 1) - padding, convolved at stride 1 with the kernel flipped
 channels swapped within each group."""
 import warnings
 
-from .functional_conv import _scalar_name
+from .functional_conv import _c_name, _scalar_name
 from .functional_convt import _spread
 from .functional_pad import pad as _pad
 
@@ -99,12 +99,6 @@ def _check_types(input, weight, bias):
 
 def _tensor_type(t):
     return t.type()
-
-
-def _c_name(dtype):
-    return {"Float": "float", "Double": "double", "Half": "c10::Half", "Long": "long int",
-            "Int": "int", "Short": "short int", "Char": "signed char", "Byte": "unsigned char",
-            "Bool": "bool"}.get(_scalar_name(dtype), _scalar_name(dtype))
 
 
 def _same_padding(input, weight, dilation):

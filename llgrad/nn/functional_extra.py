@@ -181,10 +181,17 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     """im2col: (N, C, H, W) -> (N, C * kh * kw, L), L the sliding blocks in row-major order."""
     (kh, kw), (dh, dw), (ph, pw), (sh, sw) = _fold_args("unfold", kernel_size, dilation, padding,
                                                         stride)
-    if input.dim() not in (3, 4):
-        raise RuntimeError("Expected 3D (unbatched) or 4D (batched) input to im2col, but got "
-                           f"input of size: {list(input.shape)}")
-    batched = input.dim() == 4
+    nd = input.dim()
+    if nd == 0:
+        raise IndexError("Dimension specified as 1 but tensor has no dimensions")
+    if nd < 3:      # (PyTorch reads a spatial size past the last dim)
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-nd}, {nd - 1}], "
+                         f"but got {nd})")
+    if nd > 4 or 0 in tuple(input.shape)[-3:]:
+        raise RuntimeError("Expected 3D or 4D (batch mode) tensor with possibly 0 batch size and "
+                           "other non-zero dimensions for input, but got: "
+                           f"{list(input.shape)}")
+    batched = nd == 4
     x = input if batched else input.unsqueeze(0)
     n, c, h, w = x.shape
     oh, ow = _blocks(h, kh, dh, ph, sh), _blocks(w, kw, dw, pw, sw)
@@ -206,8 +213,9 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
                                                         stride)
     h, w = _pair(output_size)
     if input.dim() not in (2, 3):
-        raise RuntimeError("Expected 2D (unbatched) or 3D (batched) input to col2im, but got "
-                           f"input of size: {list(input.shape)}")
+        raise RuntimeError("Expected 2D or 3D (batch mode) tensor for input with possibly 0 "
+                           "batch size and non-zero dimensions for input, but got: "
+                           f"{list(input.shape)}")
     batched = input.dim() == 3
     x = input if batched else input.unsqueeze(0)
     n, ckk, length = x.shape

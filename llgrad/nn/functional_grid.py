@@ -18,6 +18,7 @@ import numpy as np
 from ..runtime.creation import tensor as _tensor, zeros
 from ..runtime.dtypes import bool_, int64
 from ..runtime.functions import minimum, where
+from ..runtime.node_names import rename
 from .functional_loss import _NAMES
 
 __all__ = ["affine_grid", "grid_sample", "grid_sampler"]
@@ -271,7 +272,7 @@ def grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners):
                 out = out + where(never, g[..., 0], 0.0).unsqueeze(1)
         else:
             out = _linear(reader, src)
-    return out.reshape((n, c) + out_spatial)
+    return rename(out.reshape((n, c) + out_spatial), f"GridSampler{nd}DBackward0", (input, grid))
 
 
 def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):

@@ -16,6 +16,7 @@ import numpy as np
 from ..runtime.creation import tensor as _tensor
 from ..runtime.node_names import rename
 from .functional_pool import adaptive_avg_pool1d, adaptive_avg_pool2d
+from .functional_pool3d import adaptive_avg_pool3d
 
 _LINEAR = {"linear": 3, "bilinear": 4, "trilinear": 5, "bicubic": 4}
 
@@ -155,8 +156,11 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
             return adaptive_avg_pool1d(input, out_size)
         if dim == 2:
             return adaptive_avg_pool2d(input, out_size)
+        if dim == 3:
+            return adaptive_avg_pool3d(input, out_size)
     if mode in ("nearest", "nearest-exact") and 1 <= dim <= 3:
-        return rename(_interp_dims(input, out_size, scales, mode, None),
+        out = _interp_dims(input, out_size, scales, mode, None)
+        return rename(input.clone() if out is input else out,
                       f"Upsample{'NearestExact' if mode == 'nearest-exact' else 'Nearest'}"
                       f"{dim}DBackward0", (input,))
     if mode in _LINEAR and input.dim() == _LINEAR[mode]:

@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 
 from ..ir import OPS
-from ..runtime import grad_mode
+from ..runtime import grad_mode, trace_state
 from ..runtime.creation import arange
 from ..runtime.dispatch import call
 from ..runtime.dtypes import int64
@@ -118,10 +118,11 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
         if t is not None and t.dtype != input.dtype:
             raise RuntimeError(f"Found dtype {_NAMES[t.dtype.name]} but expected "
                                f"{_NAMES[input.dtype.name]}")
-    # PyTorch's kernel checks every element (the traced example's values here; compiled
-    # calls do not read their data)
+    # PyTorch's kernel checks every element (as tensor ops when batched by vmap, or traced:
+    # then the check is a value guard, which a compiled call's data must pass)
     for name, t in (("input", input), ("target", target)):
-        a = t._data if isinstance(t._data, np.ndarray) else t.detach()    # (batched: vmap)
+        a = t._data if isinstance(t._data, np.ndarray) and not trace_state.reused() \
+            else t.detach()
         if t.numel() and not ((a >= 0) & (a <= 1)).all():
             raise RuntimeError(f"all elements of {name} should be between 0 and 1")
     return call(OPS["binary_cross_entropy"], (input, target, weight), {"reduction": reduction})
@@ -157,6 +158,28 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     return out
 
 
+def check_target_shape(input, target):
+    """nll_loss's checks of a class-index target against input (N, C, d1, ...), as ATen's:
+    the batch sizes, then the target's shape, before its dtype."""
+    ishape, tshape = tuple(input.shape), tuple(target.shape)
+    if ishape[0] != tshape[0]:
+        raise ValueError(f"Expected input batch_size ({ishape[0]}) to match target "
+                         f"batch_size ({tshape[0]}).")
+    if len(ishape) == 2:
+        if len(tshape) > 1:
+            raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
+    elif len(ishape) == 4:
+        if len(tshape) != 3:
+            raise RuntimeError("only batches of spatial targets supported (3D tensors) but got "
+                               f"targets of dimension: {len(tshape)}")
+        if tshape != ishape[:1] + ishape[2:]:
+            raise RuntimeError(f"size mismatch (got input: {list(ishape)} , target: "
+                               f"{list(tshape)}")
+    elif tshape[1:] != ishape[2:]:
+        raise RuntimeError(f"Expected target size {list(ishape[:1] + ishape[2:])}, got "
+                           f"{list(tshape)}")
+
+
 def one_hot(tensor, num_classes=-1):
     """As torch.nn.functional.one_hot."""
     if tensor.dtype != int64:
@@ -167,6 +190,8 @@ def one_hot(tensor, num_classes=-1):
             raise RuntimeError("Can not infer total number of classes from empty tensor.")
         num_classes = int(tensor.max().item()) + 1        # (a value guard when traced)
     if a.size:
+        if trace_state.reused():
+            a = tensor          # (the checks as tensor ops: value guards of the trace)
         if a.min() < 0:
             raise RuntimeError("Class values must be non-negative.")
         if a.max() >= num_classes:

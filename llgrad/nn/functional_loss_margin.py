@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from ..runtime import trace_state
 from ..runtime.creation import ones_like, zeros_like
 from ..runtime.dtypes import int64
 from ..runtime.dispatch import nondiff_error
@@ -154,7 +155,10 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
         raise RuntimeError("expected scalar type Long but found "
                            f"{_NAMES.get(target.dtype.name, target.dtype.name)}")
     t = target._data
-    if isinstance(t, np.ndarray) and t.size and (t.min() < -1 or t.max() >= c):
+    if trace_state.reused() and isinstance(t, np.ndarray) and t.size:
+        t = target          # (the check as tensor ops: a value guard of the trace)
+    if t.size and (t.min() < -1 or t.max() >= c) if isinstance(t, np.ndarray) else \
+            t is target and bool(((t < -1) | (t >= c)).any()):
         raise RuntimeError("argument #2 'target' is out of range")
     x = input.reshape(-1, c)
     y = target.reshape(-1, c)

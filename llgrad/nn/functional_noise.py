@@ -12,6 +12,7 @@ import warnings
 
 from ..runtime.creation import empty_like, rand, rand_like, zeros_like
 from ..runtime.functions import where
+from ..runtime.node_names import rename
 from .functional_loss import _NAMES
 
 __all__ = ["gumbel_softmax", "rrelu", "rrelu_", "rrelu_out_of_place"]
@@ -63,8 +64,8 @@ def rrelu_out_of_place(input, lower=1.0 / 8, upper=1.0 / 3, training=False, gene
     """rrelu, the slopes drawn from generator when one is given (torch.rrelu)."""
     slope = _slope(input, lower, upper, training, generator)
     if slope is None:
-        return input.leaky_relu((lower + upper) / 2)
-    return input * slope
+        return rename(input.leaky_relu((lower + upper) / 2), "RreluWithNoiseBackward0", (input,))
+    return rename(input * slope, "RreluWithNoiseBackward0", (input,))
 
 
 def rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False, generator=None):
@@ -72,5 +73,6 @@ def rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False, generator=None):
     generator when one is given)."""
     slope = _slope(input, lower, upper, training, generator)
     if slope is None:
-        return input._iop("leaky_relu_", negative_slope=(lower + upper) / 2)
-    return input.mul_(slope)
+        return rename(input._iop("leaky_relu_", negative_slope=(lower + upper) / 2),
+                      "RreluWithNoiseBackward1")
+    return rename(input.mul_(slope), "RreluWithNoiseBackward1")

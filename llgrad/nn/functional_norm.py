@@ -31,7 +31,38 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
             raise RuntimeError(f"Expected {name} to be a vector of size equal to the number of "
                                f"channels in input, but got {name} of shape {_shape(t)} and "
                                f"input of shape {_shape(input)}")
+    check_mixed_dtype(input, weight, bias)
     return call(OPS["group_norm"], (input, weight, bias), {"num_groups": num_groups, "eps": eps})
+
+
+def empty_batch_norm(input, weight, bias):
+    """ATen's batch norm of an empty input: its result still depends on weight and bias
+    (their first channel), and the running statistics stay as they are."""
+    out = input.clone()
+    out = out * weight[0] if weight is not None else out
+    return out + bias[0] if bias is not None else out
+
+
+_TYPE = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16"}
+
+
+def check_mixed_dtype(input, *params):
+    """ATen's CPU norms: the parameters share one dtype, the input's (or float32 for a
+    float16 / bfloat16 input); no promotion."""
+    ps = [p for p in params if p is not None]
+    if not ps:
+        return
+    first = ps[0].dtype
+    for p in ps[1:]:
+        if p.dtype != first:
+            raise RuntimeError(f"expected scalar type {_TYPE.get(first.name, first.name)} but "
+                               f"found {_TYPE.get(p.dtype.name, p.dtype.name)}")
+    if first == input.dtype:
+        return
+    if first.name != "float32":
+        raise RuntimeError("mixed dtype (CPU): expect parameter to have scalar type of Float")
+    if input.dtype.name not in ("float16", "bfloat16"):
+        raise RuntimeError("mixed dtype (CPU): all inputs must share same datatype.")
 
 
 def _per_instance(t, b):

@@ -17,6 +17,7 @@ from ..runtime.creation import tensor as _tensor
 from ..runtime.dispatch import call
 from ..runtime.dtypes import int64
 from ..runtime.node_names import rename
+from .functional_activation import floating_only
 
 
 def _tuple(v, n, name, fn):
@@ -140,6 +141,7 @@ def adaptive_avg_pool2d(input, output_size):
     """As torch.nn.functional.adaptive_avg_pool2d."""
     _check_2d(input, "adaptive_avg_pool2d")
     oh, ow = _output_size(output_size, input.shape, "adaptive_avg_pool2d")
+    floating_only(input, "adaptive_avg_pool2d")
     shape = tuple(input.shape)
     h, w = shape[-2:]
     if (oh, ow) == (1, 1) and h and w:
@@ -168,6 +170,7 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
     """As torch.nn.functional.adaptive_max_pool2d."""
     _check_2d(input, "adaptive_max_pool2d", ":")
     oh, ow = _output_size(output_size, input.shape, "adaptive_max_pool2d")
+    floating_only(input, "adaptive_max_pool2d")
     shape = tuple(input.shape)
     lead, (h, w) = shape[:-2], shape[-2:]
     if h and w and _even(h, oh) and _even(w, ow):   # equal disjoint windows: max_pool2d's

@@ -281,5 +281,5 @@ def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_siz
     lead = tuple(input.shape[:-3])
     src = input.reshape(lead + (-1,))
     res = input.new_zeros(lead + (od * oh * ow,)).scatter(-1, indices.reshape(lead + (-1,)), src)
-    return res.view(lead + (od, oh, ow))
+    return rename(res.view(lead + (od, oh, ow)), "MaxUnpool3DBackward0")
 

@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from ..runtime.dtypes import int64
+from ..runtime.node_names import rename
 from .functional_conv import _pair, max_pool2d
 from .functional_extra import max_pool1d
 from .functional_loss import _NAMES
@@ -113,7 +114,7 @@ def _max_unpool2d(input, indices, output_size):
     lead = tuple(input.shape[:-2])
     src = input.reshape(lead + (-1,))
     out = input.new_zeros(lead + (oh * ow,)).scatter(-1, indices.reshape(lead + (-1,)), src)
-    return out.view(lead + (oh, ow))
+    return rename(out.view(lead + (oh, ow)), "MaxUnpool2DBackward0")
 
 
 def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):

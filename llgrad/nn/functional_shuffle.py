@@ -64,7 +64,7 @@ def channel_shuffle(input, groups):
         raise RuntimeError(f"Number of channels must be divisible by groups. Got {c} channels "
                            f"and {g} groups.")
     x = input.reshape((shape[0], g, c // g) + shape[2:]).transpose(1, 2)
-    return x.reshape(shape)
+    return rename(x.reshape(shape), "ChannelShuffleBackward0", (input,))
 
 
 def bilinear(input1, input2, weight, bias=None):

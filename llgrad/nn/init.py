@@ -59,14 +59,14 @@ def _sample_dtype(t):
 def uniform_(tensor, a=0.0, b=1.0, generator=None):
     """Fill tensor with U(a, b) samples in place, as torch.nn.init.uniform_; random values
     from llgrad's generator (or `generator`), not PyTorch's stream."""
-    u = rand(*tensor.shape, dtype=_sample_dtype(tensor), generator=generator)
+    u = rand(tensor.shape, dtype=_sample_dtype(tensor), generator=generator)
     return _fill(tensor, u * (b - a) + a)
 
 
 def normal_(tensor, mean=0.0, std=1.0, generator=None):
     """Fill tensor with N(mean, std^2) samples in place, as torch.nn.init.normal_; random
     values from llgrad's generator (or `generator`), not PyTorch's stream."""
-    z = randn(*tensor.shape, dtype=_sample_dtype(tensor), generator=generator)
+    z = randn(tensor.shape, dtype=_sample_dtype(tensor), generator=generator)
     return _fill(tensor, z * std + mean)
 
 
@@ -105,7 +105,7 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
         warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. "
                       "The distribution of values may be incorrect.", stacklevel=2)
     lo, hi = norm_cdf((a - mean) / std), norm_cdf((b - mean) / std)
-    u = rand(*tensor.shape, dtype=dtypes.float64, generator=generator).numpy()
+    u = rand(tensor.shape, dtype=dtypes.float64, generator=generator).numpy()
     u = u * (2 * hi - 2 * lo) + (2 * lo - 1)
     x = _erfinv(u) * (std * math.sqrt(2.0)) + mean
     return _fill(tensor, np.clip(x, a, b))

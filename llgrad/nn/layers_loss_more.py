@@ -1,12 +1,12 @@
-"""Loss and distance modules: L1Loss, SmoothL1Loss, HuberLoss, BCELoss, KLDivLoss,
+"""Loss and distance modules: L1Loss, SmoothL1Loss, HuberLoss, BCELoss, KLDivLoss, CTCLoss,
 CosineSimilarity, PairwiseDistance (PyTorch's signatures; BCELoss's weight is a buffer, as
 in PyTorch)."""
 from . import functional as F
 from .layers_loss import _Loss, _WeightedLoss
 from .module import Module
 
-__all__ = ["L1Loss", "SmoothL1Loss", "HuberLoss", "BCELoss", "KLDivLoss", "CosineSimilarity",
-           "PairwiseDistance"]
+__all__ = ["L1Loss", "SmoothL1Loss", "HuberLoss", "BCELoss", "KLDivLoss", "CTCLoss",
+           "CosineSimilarity", "PairwiseDistance"]
 
 
 class L1Loss(_Loss):
@@ -51,6 +51,18 @@ class KLDivLoss(_Loss):
 
     def forward(self, input, target):
         return F.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
+
+
+class CTCLoss(_Loss):
+    """As torch.nn.CTCLoss."""
+    def __init__(self, blank=0, reduction="mean", zero_infinity=False):
+        super().__init__(reduction=reduction)
+        self.blank = blank
+        self.zero_infinity = zero_infinity
+
+    def forward(self, log_probs, targets, input_lengths, target_lengths):
+        return F.ctc_loss(log_probs, targets, input_lengths, target_lengths, self.blank,
+                          self.reduction, self.zero_infinity)
 
 
 class CosineSimilarity(Module):

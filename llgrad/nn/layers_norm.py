@@ -3,7 +3,6 @@ import numpy as np
 
 from ..runtime import dtypes, grad_mode
 from ..runtime.creation import empty, ones, tensor as _tensor, zeros
-from ..runtime.autograd_function import Function
 from . import functional as F
 from . import init
 from .factory import factory_kwargs
@@ -46,6 +45,21 @@ class _BatchNorm(Module):
             self.register_buffer("running_var", None)
             self.register_buffer("num_batches_tracked", None)
         self.reset_parameters()
+
+    _version = 2
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                              unexpected_keys, error_msgs):
+        # a state dict without version 2's num_batches_tracked (an old checkpoint, or a
+        # plain dict without _metadata) keeps the module's count, as PyTorch
+        version = local_metadata.get("version", None)
+        key = prefix + "num_batches_tracked"
+        if (version is None or version < 2) and self.track_running_stats \
+                and key not in state_dict:
+            state_dict[key] = self.num_batches_tracked if self.num_batches_tracked is not None \
+                else _tensor(0, dtype=dtypes.int64)
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict,
+                                      missing_keys, unexpected_keys, error_msgs)
 
     def reset_running_stats(self):
         """Zero running_mean, set running_var to 1 and num_batches_tracked to 0."""
@@ -125,19 +139,6 @@ class LayerNorm(Module):
                 "bias={use_bias}".format(**self.__dict__, use_bias=self.bias is not None))
 
 
-class _ScaleGrad(Function):
-    """Identity whose backward multiplies the gradient by a fixed tensor (scale_grad_by_freq)."""
-
-    @staticmethod
-    def forward(ctx, x, scale):
-        ctx.scale = scale
-        return x.clone()
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad * ctx.scale, None
-
-
 class Embedding(Module):
     """As torch.nn.Embedding (padding_idx, max_norm; sparse=True is not supported)."""
     def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None,
@@ -197,13 +198,8 @@ class Embedding(Module):
                    scale_grad_by_freq=scale_grad_by_freq, sparse=sparse)
 
     def forward(self, input):
-        out = F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type)
-        if self.scale_grad_by_freq and self.weight.requires_grad and grad_mode.is_grad_enabled():
-            ix = input._data.reshape(-1)
-            _, inverse, counts = np.unique(ix, return_inverse=True, return_counts=True)
-            scale = (1.0 / counts[inverse]).reshape(input._data.shape + (1,))
-            out = _ScaleGrad.apply(out, _tensor(scale.astype(out._data.dtype)))
-        return out
+        return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
+                           self.scale_grad_by_freq, self.sparse)
 
     def extra_repr(self):
         s = "{num_embeddings}, {embedding_dim}"

@@ -3,6 +3,7 @@ buffers, checks and extra_repr) over F.group_norm / F.instance_norm / F.rms_norm
 F.local_response_norm. InstanceNorm shares BatchNorm's parameters and buffers (PyTorch's
 _NormBase), so its state_dict keys are PyTorch's."""
 import numbers
+import sys
 import warnings
 
 from ..runtime.creation import empty
@@ -12,7 +13,8 @@ from .factory import factory_kwargs
 from .layers_norm import _BatchNorm, affine_parameters, reset_affine
 from .module import Module, Parameter
 
-__all__ = ["GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "RMSNorm", "LocalResponseNorm"]
+__all__ = ["GroupNorm", "InstanceNorm1d", "InstanceNorm2d", "RMSNorm", "LocalResponseNorm",
+           "SyncBatchNorm"]
 
 
 class GroupNorm(Module):
@@ -135,3 +137,58 @@ class LocalResponseNorm(Module):
 
     def extra_repr(self):
         return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
+class SyncBatchNorm(_BatchNorm):
+    """As torch.nn.SyncBatchNorm in one process (PyTorch's CPU path without a process group
+    of several ranks): BatchNorm over inputs of 2 or more dims. Training across several
+    processes raises, as llgrad does not synchronise the statistics."""
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
+                 track_running_stats=True, process_group=None, device=None, dtype=None, *,
+                 bias=True):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device,
+                         dtype, bias=bias)
+        self.process_group = process_group
+
+    def _check_input_dim(self, input):
+        if input.dim() < 2:
+            raise ValueError(f"expected at least 2D input (got {input.dim()}D input)")
+
+    def forward(self, input):
+        dist = sys.modules.get("llgrad.distributed")    # (loaded if a program uses it)
+        if self.training and dist is not None and dist.is_initialized() and \
+                dist.get_world_size(self.process_group) > 1:
+            raise NotImplementedError("llgrad: SyncBatchNorm does not synchronise the batch "
+                                      "statistics across processes")
+        return super().forward(input)
+
+    @classmethod
+    def convert_sync_batchnorm(cls, module, process_group=None):
+        """module with each BatchNorm (not InstanceNorm) replaced by a SyncBatchNorm sharing
+        its parameters and buffers, as torch.nn.SyncBatchNorm.convert_sync_batchnorm."""
+        root = cls._convert_one(module, process_group)
+        stack = [root]
+        while stack:
+            m = stack.pop()
+            seen = set()
+            for name, child in list(m._modules.items()):
+                if child is None or id(child) in seen:
+                    continue
+                seen.add(id(child))
+                new = cls._convert_one(child, process_group)
+                m.add_module(name, new)
+                stack.append(new)
+        return root
+
+    @classmethod
+    def _convert_one(cls, module, process_group):
+        if not isinstance(module, _BatchNorm) or isinstance(module, _InstanceNorm):
+            return module
+        out = cls(module.num_features, module.eps, module.momentum, module.affine,
+                  module.track_running_stats, process_group, bias=module.bias is not None)
+        if module.affine:
+            out.weight, out.bias = module.weight, module.bias
+        out.running_mean, out.running_var = module.running_mean, module.running_var
+        out.num_batches_tracked = module.num_batches_tracked
+        out.training = module.training
+        return out

@@ -252,7 +252,9 @@ class RNNBase(Module):
             if self.dropout and self.training and layer < self.num_layers - 1:
                 x = F.dropout(x, self.dropout, True)
         if self.batch_first and lengths is None:
-            x = x.transpose(0, 1)
+            # PyTorch's RNN and GRU transpose their fresh output in place (TransposeBackward1,
+            # not a view); its LSTM returns a transposed view
+            x = x.transpose(0, 1) if self.mode == "LSTM" else x.transpose_(0, 1)
         return x, h_n, c_n
 
     def _whole_layers(self, x, lengths):

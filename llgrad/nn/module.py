@@ -20,6 +20,23 @@ if TYPE_CHECKING:
 __all__ = ["Module", "Parameter"]
 
 
+def _typename(v):
+    """torch.typename's spelling: a tensor's type() (llgrad.FloatTensor), else the class."""
+    return v.type() if isinstance(v, Tensor) else type(v).__name__
+
+
+def _check_name(module, name, kind, store):
+    """register_parameter's checks of name, with PyTorch's errors."""
+    if not isinstance(name, str):
+        raise TypeError(f"{kind} name should be a string. Got {_typename(name)}")
+    if "." in name:
+        raise KeyError(f'{kind} name can\'t contain "."')
+    if name == "":
+        raise KeyError(f'{kind} name can\'t be empty string ""')
+    if hasattr(module, name) and name not in store:
+        raise KeyError(f"attribute '{name}' already exists")
+
+
 class Module(ModuleAccess, ModuleHooks):
     """Base class of layers and models, as torch.nn.Module.
 
@@ -53,7 +70,7 @@ class Module(ModuleAccess, ModuleHooks):
             self._modules[name] = value
         elif name in self._parameters:
             if value is not None:
-                raise TypeError(f"cannot assign '{type(value).__name__}' as parameter "
+                raise TypeError(f"cannot assign '{_typename(value)}' as parameter "
                                 f"'{name}' (llgrad.nn.Parameter or None expected)")
             self._parameters[name] = None
         elif isinstance(value, Tensor) and getattr(value, "_is_buffer", False):
@@ -85,8 +102,11 @@ class Module(ModuleAccess, ModuleHooks):
     def register_parameter(self, name: str, param: Parameter | None) -> None:
         """Register param (a Parameter or None) under name, as
         torch.nn.Module.register_parameter."""
+        if "_parameters" not in self.__dict__:
+            raise AttributeError("cannot assign parameter before Module.__init__() call")
+        _check_name(self, name, "parameter", self._parameters)
         if param is not None and not isinstance(param, Parameter):
-            raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter "
+            raise TypeError(f"cannot assign '{_typename(param)}' object to parameter "
                             f"'{name}' (llgrad.nn.Parameter or None required)")
         self._parameters[name] = param
 
@@ -104,8 +124,8 @@ class Module(ModuleAccess, ModuleHooks):
         if hasattr(self, name) and name not in self._buffers:
             raise KeyError(f"attribute '{name}' already exists")
         if tensor is not None and not isinstance(tensor, Tensor):
-            raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer "
-                            f"'{name}' (llgrad.Tensor or None required)")
+            raise TypeError(f"cannot assign '{_typename(tensor)}' object to buffer "
+                            f"'{name}' (llgrad Tensor or None required)")
         self._buffers[name] = tensor
         if persistent:
             self._non_persistent.discard(name)
@@ -114,6 +134,16 @@ class Module(ModuleAccess, ModuleHooks):
 
     def add_module(self, name: str, module: Module | None) -> None:
         """Register module as the child name, as torch.nn.Module.add_module."""
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"{_typename(module)} is not a Module subclass")
+        if not isinstance(name, str):
+            raise TypeError(f"module name should be a string. Got {_typename(name)}")
+        if hasattr(self, name) and name not in self._modules:
+            raise KeyError(f"attribute '{name}' already exists")
+        if "." in name:
+            raise KeyError(f'module name can\'t contain ".", got: {name}')
+        if name == "":
+            raise KeyError('module name can\'t be empty string ""')
         self._modules[name] = module
 
     register_module = add_module
@@ -234,21 +264,6 @@ class Module(ModuleAccess, ModuleHooks):
             stack.extend((c, False) for c in reversed(list(m.children())))
         return self
 
-    def state_dict(self, destination: dict | None = None, prefix: str = "",
-                   keep_vars: bool = False) -> OrderedDict[str, Tensor]:
-        """An OrderedDict of parameters and persistent buffers by dotted name (detached
-        unless keep_vars), as torch.nn.Module.state_dict."""
-        out = OrderedDict() if destination is None else destination
-        # every path, as PyTorch: a shared submodule's tensors appear under each name
-        for p, m in self.named_modules(prefix=prefix.rstrip("."), remove_duplicate=False):
-            for n, t in m._parameters.items():
-                if t is not None:
-                    out[f"{p}.{n}" if p else n] = t if keep_vars else t.detach()
-            for n, t in m._buffers.items():
-                if t is not None and n not in m._non_persistent:
-                    out[f"{p}.{n}" if p else n] = t if keep_vars else t.detach()
-        return out
-
     def to(self, *args: object, **kwargs: object) -> Module:
         """Cast floating parameters and buffers in place to a dtype, as
         torch.nn.Module.to; a device other than the CPU raises."""
@@ -264,6 +279,13 @@ class Module(ModuleAccess, ModuleHooks):
                         if moved is not t:
                             t._data, t._storage, t._dtype = moved._data, moved._storage, \
                                 moved._dtype
+                        # (PyTorch converts a parameter's gradient with it)
+                        g = t.grad if store is m._parameters else None
+                        if g is not None and g.is_floating_point():
+                            moved = g.to(*args, **kwargs)
+                            if moved is not g:
+                                g._data, g._storage, g._dtype = moved._data, moved._storage, \
+                                    moved._dtype
         return self
 
     def cpu(self) -> Module:

@@ -64,7 +64,7 @@ class BackwardHook:
             # PyTorch's hook sees the identity's gradients for every tensor input (zeros
             # materialised for one that does not require grad); llgrad's engine hands None
             # to node hooks for inputs without an edge: materialise them here
-            grad_input = tuple(g if g is not None else zeros(*shape, dtype=dtype)
+            grad_input = tuple(g if g is not None else zeros(shape, dtype=dtype)
                                for g, (shape, dtype) in zip(grad_input, self._input_meta))
             res = self._pack_with_none(self.input_tensors_index, grad_input, self.n_inputs)
             for user_hook in self.user_hooks:
@@ -184,6 +184,7 @@ class ModuleHooks:
     _forward_hooks_always_called = _NO_HOOKS
     _backward_pre_hooks = _NO_HOOKS
     _backward_hooks = _NO_HOOKS
+    _non_full_backward_hooks = _NO_HOOKS
 
     def compile(self, *args, **kwargs):
         """Compile the module's forward in place, as torch.nn.Module.compile: later calls
@@ -241,12 +242,23 @@ class ModuleHooks:
         """hook(module, grad_input, grad_output) -> None or new grad_input, run when the
         gradients with respect to the module's (positional tensor) inputs are computed;
         grad_input holds None for inputs that are not tensors requiring grad."""
+        self._backward_hook_kind(True)
         hooks = self._hook_dict("_backward_hooks")
         return self._add_hook(hooks, RemovableHandle(hooks), hook, prepend)
 
     def register_backward_hook(self, hook):
-        raise NotImplementedError("register_backward_hook (the deprecated non-full backward "
-                                  "hook) is not supported; use register_full_backward_hook")
+        """The deprecated non-full hook, as PyTorch's: hook(module, grad_input, grad_output)
+        -> None or new grad_input, a hook of the node that made the module's (first) output
+        tensor, so grad_input are that node's input gradients."""
+        self._backward_hook_kind(False)
+        hooks = self._hook_dict("_non_full_backward_hooks")
+        return self._add_hook(hooks, RemovableHandle(hooks), hook, False)
+
+    def _backward_hook_kind(self, full):
+        if self.__dict__.get("_is_full_backward_hook", full) is not full:
+            raise RuntimeError("Cannot use both regular backward hooks and full backward hooks "
+                               "on a single Module. Please use only one of them.")
+        object.__setattr__(self, "_is_full_backward_hook", full)
 
     def _call_with_hooks(self, args, kwargs):
         """A call of a module that has hooks: pre-hooks, the backward hook's identity on the
@@ -289,6 +301,8 @@ class ModuleHooks:
                                   "Tensor or a tuple of Tensors but received "
                                   f"{type(result)}", stacklevel=3)
                 result = bw_hook.setup_output_hook(result)
+            if self._non_full_backward_hooks:
+                _hook_output_node(self, args, result)
             return result
         except Exception:
             for hook_id, hook in tuple(self._forward_hooks.items()):
@@ -305,3 +319,41 @@ class ModuleHooks:
                                       "exception that was silenced as another error was raised "
                                       f"in forward: {e}", stacklevel=3)
             raise
+
+
+def _hook_output_node(module, args, result):
+    """Register the module's non-full backward hooks on the node of its first output tensor,
+    with PyTorch's warnings where they miss gradients."""
+    var = result
+    while not isinstance(var, Tensor):
+        var = next(v for v in var.values() if isinstance(v, Tensor)) if isinstance(var, dict) \
+            else var[0]
+    grad_fn = var.grad_fn
+    if grad_fn is None:
+        return
+    for hook in tuple(module._non_full_backward_hooks.values()):
+        grad_fn.register_hook(lambda gi, go, hook=hook: hook(module, gi, go))
+    outs = (result,) if isinstance(result, Tensor) else result
+    end = ("is deprecated and will be removed in future versions. This hook will be missing "
+           "some {} Please use register_full_backward_hook to get the documented behavior.")
+    if not (isinstance(outs, tuple) and all(isinstance(r, Tensor) for r in outs)):
+        msg = ("Using non-full backward hooks on a Module that does not return a single Tensor "
+               "or a tuple of Tensors " + end.format("of the grad_output."))
+    elif not all(isinstance(i, Tensor) for i in args):
+        msg = ("Using non-full backward hooks on a Module that does not take as input a single "
+               "Tensor or a tuple of Tensors " + end.format("of the grad_input."))
+    else:
+        fns = {r.grad_fn for r in outs if r.grad_fn is not None}
+        if not fns or (len(fns) == 1 and grad_fn not in fns):
+            msg = ("Using a non-full backward hook when outputs are nested in python data "
+                   "structure " + end.format("grad_output.").split(" Please")[0])
+        elif len(fns) > 1:
+            msg = ("Using a non-full backward hook when outputs are generated by different "
+                   "autograd Nodes " + end.format("grad_output."))
+        elif {i.grad_fn for i in args if i.grad_fn is not None} != \
+                {n[0] for n in grad_fn.next_functions}:
+            msg = ("Using a non-full backward hook when the forward contains multiple autograd "
+                   "Nodes " + end.format("grad_input."))
+        else:
+            return
+    warnings.warn(msg, FutureWarning, stacklevel=4)

@@ -2,6 +2,9 @@
 recursion over the last history_size curvature pairs, an optional strong-Wolfe line search
 (cubic interpolation, as in minFunc), one parameter group, `step(closure)`."""
 from __future__ import annotations
+from collections.abc import MutableMapping
+
+from ..runtime import trace_state
 from ..runtime.creation import zeros
 from ..runtime.functions import cat
 from ..runtime.grad_mode import enable_grad, no_grad
@@ -102,6 +105,36 @@ def _strong_wolfe(obj_func, x, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_chang
     return bracket_f[low_pos], bracket_g[low_pos], bracket[low_pos], ls_func_evals
 
 
+class _State(MutableMapping):
+    """The state of LBFGS's parameter: a mapping (optimizer.state[p]['n_iter'], as in
+    PyTorch) that is not a dict and has no __dict__, so the guards of a compiled closure
+    that reaches the optimiser (its zero_grad()) hold it by identity, not by the counters and
+    history lists every evaluation changes, which such a closure does not read (step itself
+    is never traced)."""
+    __slots__ = ("_d",)
+
+    def __init__(self, d):
+        self._d = d         # (the dict itself: state_dict() hands it out, as PyTorch's)
+
+    def __getitem__(self, k):
+        return self._d[k]
+
+    def __setitem__(self, k, v):
+        self._d[k] = v
+
+    def __delitem__(self, k):
+        del self._d[k]
+
+    def __iter__(self):
+        return iter(self._d)
+
+    def __len__(self):
+        return len(self._d)
+
+    def __repr__(self):
+        return repr(self._d)
+
+
 class LBFGS(Optimizer):
     """LBFGS(params, lr=1, max_iter=20, max_eval=None, tolerance_grad=1e-7,
     tolerance_change=1e-9, history_size=100, line_search_fn=None or "strong_wolfe"), as
@@ -121,6 +154,13 @@ class LBFGS(Optimizer):
             raise ValueError("LBFGS doesn't support per-parameter options (parameter groups)")
         self._params = self.param_groups[0]["params"]
         self._numel_cache = None
+
+    def state_dict(self) -> dict[str, object]:
+        """As Optimizer.state_dict, the state as the plain dicts it keeps."""
+        out = super().state_dict()
+        out["state"] = {k: v._d if isinstance(v, _State) else v
+                        for k, v in out["state"].items()}
+        return out
 
     def _numel(self):
         if self._numel_cache is None:
@@ -158,6 +198,10 @@ class LBFGS(Optimizer):
         if closure is None:
             raise RuntimeError("LBFGS requires a closure that re-evaluates the model and "
                                "returns the loss")
+        tracer = trace_state.state.tracer
+        if tracer is not None:
+            tracer.graph_break("LBFGS.step (a line search steered by the closure's losses) "
+                               "runs eagerly")
         closure = enable_grad()(closure)
         group = self.param_groups[0]
         lr = _to_scalar(group["lr"])
@@ -165,6 +209,8 @@ class LBFGS(Optimizer):
         tolerance_grad, tolerance_change = group["tolerance_grad"], group["tolerance_change"]
         line_search_fn, history_size = group["line_search_fn"], group["history_size"]
         state = self.state[self._params[0]]
+        if not isinstance(state, _State):
+            state = self.state[self._params[0]] = _State(dict(state))
         state.setdefault("func_evals", 0)
         state.setdefault("n_iter", 0)
         orig_loss = closure()

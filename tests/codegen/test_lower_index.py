@@ -91,7 +91,8 @@ def _oob_cases():
             ("index", index((("slice", 1, None, 2), "T")), np.array([[0, -5]])),
             ("index_put", index_put, np.array([0, 5])),
             ("nll_loss", nll(-100, "mean"), np.array([0, 1, 4, 2, 3])),
-            ("nll_loss", nll(9, "none"), np.array([0, 1, -5, 2, 9]))]
+            ("nll_loss", nll(9, "none"), np.array([0, 1, -5, 2, 9])),
+            ("nll_loss", nll(-100, "sum"), np.array([0, -1, 2, 1, 3]))]   # (no wrapping)
 
 
 def test_index_ops_out_of_range():

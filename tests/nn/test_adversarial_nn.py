@@ -236,3 +236,18 @@ def test_float_of_tensor_requiring_grad_warns_once():
         x.item()
     msgs = [str(m.message) for m in w]
     assert len(msgs) == 1 and msgs[0].startswith("Converting a tensor with requires_grad=True")
+
+
+def test_float_of_tensor_requiring_grad_is_silent_under_no_grad():
+    """As PyTorch (LBFGS's float(loss) in its no_grad step): no warning, and the one warning
+    is still to come."""
+    import llgrad.runtime.tensor as tensor_mod
+    tensor_mod._FLOAT_WARNED = False
+    x = llgrad.ones(1, requires_grad=True) * 2
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        with llgrad.no_grad():
+            assert float(x) == 2.0
+        assert not w
+        float(x)
+    assert len(w) == 1

@@ -152,7 +152,7 @@ def test_max_pool1d_matches_torch(args):
     (lambda: F.max_pool1d(llgrad.zeros(2, 3, 10), 3, stride=0), "stride must be greater"),
     (lambda: F.max_pool1d(llgrad.zeros(2, 3, 10), 3, padding=2), "at most half of kernel"),
     (lambda: F.max_pool1d(llgrad.zeros(2, 3, 1), 3), "Invalid computed output size: 0"),
-    (lambda: F.unfold(llgrad.zeros(2, 3), 2), "Expected 3D .unbatched. or 4D"),
+    (lambda: F.unfold(llgrad.zeros(1, 2, 3, 4, 5), 2), "Expected 3D or 4D .batch mode."),
     (lambda: F.fold(llgrad.zeros(2, 7, 12), (5, 6), (2, 3), padding=1, stride=2),
      "divisible by the product of kernel_size"),
     (lambda: F.fold(llgrad.zeros(2, 18, 11), (5, 6), (2, 3), padding=1, stride=2),

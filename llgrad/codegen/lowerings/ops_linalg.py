@@ -1,11 +1,17 @@
-"""Lowering of linalg_solve_triangular (llgrad/ir/ops_linalg_solve.py): forward or back
-substitution, as the reference's row loop. For each (broadcast) batch matrix the result
-first holds B; then row by row in solve order (downwards for a lower, upwards for an upper
-triangle), for each column, the dot product of the row's off-diagonal part with the rows
+"""Lowerings of linalg_solve_triangular and linalg_cholesky_ex (llgrad/ir/ops_linalg_solve.py).
+
+linalg_solve_triangular: forward or back substitution, as the reference's row loop. For
+each (broadcast) batch matrix the result first holds B; then row by row in solve order
+(downwards for a lower, upwards for an upper triangle), for each column, the dot product of the row's off-diagonal part with the rows
 solved already is summed in the result's dtype and subtracted from B's element, and the
 difference divided by the diagonal (not for unitriangular). left=False (X A = B) is the
 transposed problem A^T X^T = B^T: the same loops with the row and column indices of A, B
-and X swapped and the triangle flipped. A zero pivot gives inf/nan, as the reference."""
+and X swapped and the triangle flipped. A zero pivot gives inf/nan, as the reference.
+
+linalg_cholesky_ex: the Cholesky-Banachiewicz row loop over A's lower triangle (what the
+reference hands LAPACK), each dot product summed in the result's dtype. A pivot that is not
+positive (or NaN) makes info the order of that leading minor and the matrix's factor all
+zeros, as the reference's; upper=True stores the factor transposed."""
 from llvmlite import ir
 
 from ...ir.graph import Value
@@ -71,3 +77,61 @@ def _emit(plan, group, fg):
 
 
 register("linalg_solve_triangular", "kernel", emit=_emit, check=_check)
+
+
+def _check_cholesky(node):
+    if not isinstance(node.inputs[0], Value):
+        return "a Python-number operand"
+    if not is_float(node.outputs[0].type.dtype):
+        return "a non-float result"
+    return None
+
+
+def _emit_cholesky(plan, group, fg):
+    node, b, sg = group.root, fg.b, fg.sg
+    a, (out, info) = node.inputs[0], node.outputs[:2]
+    oshape = out.type.shape
+    batch, n = list(oshape[:-2]), oshape[-1]
+    dt = out.type.dtype
+    src = plan.access(a, oshape)
+    dst = Access(plan.buffers[out], dt, 0, contiguous_strides(oshape))
+    if node.attrs.get("upper", False):      # (L[i, j] lands at (j, i))
+        dst = dst.with_strides(dst.strides[:-2] + dst.strides[-2:][::-1])
+    dinfo = Access(plan.buffers[info], info.type.dtype, 0, contiguous_strides(tuple(batch)))
+    zero = Scalar(ir.Constant(reg_type(dt), 0.0), dt)
+    acc_slot = fg.alloca(reg_type(dt), "dot")
+    failed = fg.alloca(I64, "info")
+    with loop_nest(b, batch, name="batch") as bidx:
+        b.store(ir.Constant(I64, 0), failed)
+        with loop_nest(b, [n, n], name="zero") as zidx:
+            fg.store(zero, dst, list(bidx) + zidx)
+        with for_range(b, 0, n, name="row") as i:
+            with for_range(b, 0, b.add(i, ir.Constant(I64, 1)), name="col") as j:
+                b.store(zero.v, acc_slot)
+                with for_range(b, 0, j, name="k") as k:
+                    prod = sg.mul(fg.load(dst, list(bidx) + [i, k]),
+                                  fg.load(dst, list(bidx) + [j, k]))
+                    s = Scalar(b.load(acc_slot, typ=acc_slot.allocated_type), dt)
+                    b.store(sg.add(s, prod).v, acc_slot)
+                dot = Scalar(b.load(acc_slot, typ=acc_slot.allocated_type), dt)
+                x = sg.sub(sg.cast(fg.load(src, list(bidx) + [i, j]), dt), dot)
+                diagonal = b.icmp_signed("==", i, j)
+                with b.if_else(diagonal) as (on_diagonal, below):
+                    with on_diagonal:
+                        bad = b.not_(sg.cmp(">", x, zero).v)      # (NaN too)
+                        first = b.icmp_signed("==", b.load(failed, typ=I64), ir.Constant(I64, 0))
+                        with b.if_then(b.and_(bad, first)):
+                            b.store(b.add(i, ir.Constant(I64, 1)), failed)
+                        fg.store(Scalar(sg.call("llvm.sqrt", x.v.type, x.v), dt), dst,
+                                 list(bidx) + [i, i])
+                    with below:
+                        fg.store(sg.div(x, fg.load(dst, list(bidx) + [j, j])), dst,
+                                 list(bidx) + [i, j])
+        order = b.load(failed, typ=I64)
+        with b.if_then(b.icmp_signed("!=", order, ir.Constant(I64, 0))):
+            with loop_nest(b, [n, n], name="clear") as zidx:
+                fg.store(zero, dst, list(bidx) + zidx)
+        fg.store(sg.cast(Scalar(order, "int64"), info.type.dtype), dinfo, list(bidx))
+
+
+register("linalg_cholesky_ex", "kernel", emit=_emit_cholesky, check=_check_cholesky)

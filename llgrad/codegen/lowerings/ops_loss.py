@@ -8,17 +8,18 @@ result's dtype once. The reference sums in the result's dtype, pairwise; float64
 accumulation agrees with it to the reference's own rounding.
 
 nll_loss reads x[n, target[n, ...], ...]: a target equal to ignore_index counts as class 0
-with weight 0 (as the reference's `where(keep, t, 0)`), and any other target is wrapped as
-NumPy indexing does (-C <= t < 0 counts from the end); one still outside [0, C) raises the
+with weight 0 (as the reference's `where(keep, t, 0)`), and any other target outside
+[0, C) (a negative one too: PyTorch's check, not NumPy's indexing from the end) raises the
 group's flag (ops_index: the kernel raises IndexError, as the reference does)."""
 import numpy as np
+from llvmlite import ir
 
 from ...ir.graph import Value
 from ...ir.geometry import contiguous_strides
 from . import vecmath
 from .loops import Access, loop_nest
-from .ops_index import INDEX_DTYPES, prepare_flag, wrap_index, zero_flag
-from .scalar import F64, Scalar, is_float
+from .ops_index import INDEX_DTYPES, prepare_flag, zero_flag
+from .scalar import F64, I64, Scalar, is_float
 from .table import register
 
 
@@ -147,6 +148,17 @@ def _check_nll(node):
     return _check_reduction(node)
 
 
+def checked_index(fg, flag, i, n):
+    """i (an integer Scalar) if in [0, n), else 0 with the flag raised (no wrapping)."""
+    b = fg.b
+    v = fg.sg.cast(i, "int64").v
+    bad = b.or_(b.icmp_signed("<", v, ir.Constant(I64, 0)),
+                b.icmp_signed(">=", v, ir.Constant(I64, n)))
+    p = fg.ptrs[flag]
+    b.store(b.or_(b.load(p, typ=I64), b.zext(bad, I64)), p)
+    return b.select(bad, ir.Constant(I64, 0), v)
+
+
 def _emit_nll(plan, group, fg):
     node, sg = group.root, fg.sg
     x, t, w = node.inputs[:3]
@@ -168,10 +180,10 @@ def _emit_nll(plan, group, fg):
             tv = sg.cast(fg.load(ta, idx), "int64")
             keep = sg.cmp("!=", tv, ignore).v
             safe = sg.select(keep, tv, sg.const(0, "int64"))
-            j = wrap_index(fg, flag, safe, ncls)
+            j = checked_index(fg, flag, safe, ncls)
             picked = fg.load(xa, idx[:cdim] + [j] + idx[cdim:])
             if wa is not None:
-                wj = wrap_index(fg, flag, safe, w.type.shape[0])
+                wj = checked_index(fg, flag, safe, w.type.shape[0])
                 wt = sg.cast(fg.load(wa, [wj]), dt)
             else:
                 wt = sg.const(1, dt)

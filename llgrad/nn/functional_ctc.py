@@ -1,0 +1,120 @@
+"""ctc_loss (Graves et al.'s connectionist temporal classification) as PyTorch's: the
+log-space forward recursion over the blank-extended targets, written with differentiable
+ops so that autograd (and a compiled step's trace) derives the backward pass.
+
+Impossible alignments are carried as a large finite negative number rather than -inf: a
+log-sum-exp over -inf terms has NaN gradients, which would reach the other samples of the
+batch through the shared ops. A sample whose likelihood stays at that floor has an
+infinite loss, as in PyTorch (zero with zero_infinity=True, and then no gradient).
+
+PyTorch's backward (LossCTC.cpp) returns exp(log_probs) - posterior for the steps t <
+input_length, the gradient through log_softmax's logits, not the derivative with respect
+to log_probs itself (-posterior): the extra exp(log_probs) term is added with a zero-valued
+term of that gradient, so log_probs.grad equals PyTorch's whatever produced log_probs."""
+from ..runtime import trace_state
+from ..runtime.creation import arange, tensor
+from ..runtime.dtypes import int64
+from ..runtime.functions import cat, where
+from .functional_loss import _reduction
+
+__all__ = ["ctc_loss"]
+
+_FLOOR = -1e30          # log 0 of an unreachable state (finite: see the module's doc)
+
+
+def _lengths(lengths, n):
+    if isinstance(lengths, (list, tuple)):
+        lengths = tensor(list(lengths), dtype=int64)
+    elif not hasattr(lengths, "dim"):
+        raise TypeError("ctc_loss(): input_lengths and target_lengths must be tensors or "
+                        f"tuples of ints, not {type(lengths).__name__}")
+    lengths = lengths.to(int64).reshape(-1)
+    if lengths.numel() != n:
+        raise RuntimeError(f"ctc_loss: expected {n} lengths, got {lengths.numel()}")
+    return lengths
+
+
+def _padded_targets(targets, target_lengths, given, n):
+    """(N, S) targets from padded (N, S) or concatenated (sum(target_lengths),) ones."""
+    if targets.dim() == 2:
+        return targets
+    if isinstance(given, (list, tuple)):
+        s_max = max(given, default=0)
+    elif trace_state.state.tracer is None:
+        s_max = int(target_lengths.max()) if n else 0
+    else:       # (a trace reads no lengths: an upper bound; the padding changes nothing)
+        s_max = targets.numel()
+    s_max = max(s_max, 1)
+    offsets = target_lengths.cumsum(0) - target_lengths
+    index = offsets.unsqueeze(1) + arange(s_max).unsqueeze(0)                 # (N, S)
+    inside = arange(s_max).unsqueeze(0) < target_lengths.unsqueeze(1)
+    flat = targets.reshape(-1)
+    if flat.numel() == 0:
+        return index.new_zeros((n, s_max))
+    return flat[index.clamp(0, flat.numel() - 1)].masked_fill(~inside, 0)
+
+
+def _logsumexp(*terms):
+    m = terms[0]
+    for t in terms[1:]:
+        m = m.maximum(t)
+    m = m.detach()
+    total = (terms[0] - m).exp()
+    for t in terms[1:]:
+        total = total + (t - m).exp()
+    return m + total.log()
+
+
+def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean",
+             zero_infinity=False):
+    """As torch.nn.functional.ctc_loss: log_probs (T, N, C) (or (T, C)), targets (N, S)
+    padded or concatenated, lengths as tensors or sequences of ints."""
+    reduction = _reduction(reduction)
+    unbatched = log_probs.dim() == 2
+    if unbatched:
+        log_probs = log_probs.unsqueeze(1)
+        targets = targets.unsqueeze(0) if targets.dim() == 1 else targets
+    T, N, C = log_probs.shape
+    given_targets = target_lengths
+    input_lengths = _lengths(input_lengths, N)
+    target_lengths = _lengths(target_lengths, N)
+    targets = _padded_targets(targets.to(int64), target_lengths, given_targets, N)
+    S = targets.shape[1]
+    L = 2 * S + 1
+    pos = arange(L)
+    label_at = ((pos - 1) // 2).clamp(0, max(S - 1, 0))
+    is_label = (pos % 2 == 1).unsqueeze(0)
+    ext = where(is_label, targets[:, label_at], blank) if S else \
+        targets.new_zeros((N, L)) + blank                                       # (N, L)
+    ext = ext.clamp(0, C - 1)
+    # a label may follow the label two positions back unless the two are equal
+    ext_back2 = cat([ext.new_full((N, 2), -1), ext[:, :-2]], 1)
+    skip = is_label & (pos >= 2).unsqueeze(0) & (ext != ext_back2)
+    floor1 = log_probs.new_full((N, 1), _FLOOR)
+    floor2 = log_probs.new_full((N, 2), _FLOOR)
+
+    start = pos.unsqueeze(0) < (target_lengths.unsqueeze(1) > 0).to(int64) + 1     # s in {0,1}
+    alpha = where(start, log_probs[0].gather(1, ext), _FLOOR)
+    for t in range(1, T):
+        prev1 = cat([floor1, alpha[:, :-1]], 1)
+        prev2 = where(skip, cat([floor2, alpha[:, :-2]], 1), _FLOOR)
+        new = _logsumexp(alpha, prev1, prev2) + log_probs[t].gather(1, ext)
+        alpha = where((t < input_lengths).unsqueeze(1), new, alpha)
+    last = (2 * target_lengths).unsqueeze(1)
+    end_blank = alpha.gather(1, last).squeeze(1)
+    end_label = where(target_lengths > 0, alpha.gather(1, (last - 1).clamp_min(0)).squeeze(1),
+                      _FLOOR)
+    log_likelihood = _logsumexp(end_blank, end_label)
+    impossible = log_likelihood < _FLOOR / 2
+    # (zero-valued: adds exp(log_probs) to the gradient of the steps t < input_length)
+    valid = (arange(T).unsqueeze(1) < input_lengths.unsqueeze(0)).unsqueeze(2)    # (T, N, 1)
+    probs = log_probs.exp()
+    softmax_term = ((probs - probs.detach()) * valid).sum((0, 2))
+    nll = where(impossible, float("inf"), -log_likelihood + softmax_term)
+    if zero_infinity:
+        nll = where(impossible, 0.0, nll)
+    if reduction == "mean":
+        return (nll / target_lengths.clamp_min(1).to(nll.dtype)).mean()
+    if reduction == "sum":
+        return nll.sum()
+    return nll.squeeze(0) if unbatched else nll
