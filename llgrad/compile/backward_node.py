@@ -81,8 +81,8 @@ def _copy_with_layout(a):
 
 
 class CompiledFunctionBackward(Node):
-    __slots__ = ("entry", "_layout", "_saved", "_inputs", "_versions", "_names",
-                 "_rng_state", "_where", "_checked")
+    __slots__ = ("entry", "_layout", "_saved", "_inputs", "_versions", "_rng_state",
+                 "_where", "_checked")
 
     def __init__(self, entry, layout):
         # Node.__init__ inlined (as OpNode does): this runs on every call
@@ -106,16 +106,12 @@ class CompiledFunctionBackward(Node):
                                      (gradient_edge(tensors[i]) or _NO_EDGE)
                                      for i in layout.edges])
         # every input is kept (with its version) for create_graph, which replays the forward
-        versions, names = [], None
-        for k, t in enumerate(tensors):
+        versions = []
+        for t in tensors:
             if t._inference:
                 SavedTensor(t)          # raises eager's error: inference tensors cannot be saved
             versions.append(t._storage.version)
-            if t._grad_fn is not None:
-                if names is None:
-                    names = [None] * len(tensors)
-                names[k] = type(t._grad_fn).__name__
-        node._inputs, node._versions, node._names = tensors, versions, names
+        node._inputs, node._versions = tensors, versions
         node._rng_state = None if rng_state is None else np.array(rng_state)
         saved = []
         for kind, x in layout.saved:
@@ -143,7 +139,6 @@ class CompiledFunctionBackward(Node):
         if t._storage.version != self._versions[k]:
             s = SavedTensor.__new__(SavedTensor)     # what eager would have saved, to raise
             s.tensor, s.version, s.is_output, s.output_nr = t, self._versions[k], False, 0
-            s.grad_fn_name = self._names[k] if self._names is not None else None
             s.unpack(self)
         return t
 

@@ -48,3 +48,28 @@ def class_state(cls):
 def class_ids(cls):
     """The identities of what cls's user classes hold (a cache key of what they define)."""
     return tuple(id(v) for c in user_classes(cls) for v in vars(c).values())
+
+
+def class_containers(cls, path):
+    """[(path, value)] of the lists and dicts cls's user classes hold (`Config.sizes = [..]`):
+    walked when the class itself is a value the function reads, since appending to one
+    leaves what class_state guards (the identities) as it was."""
+    return [(f"{path}.{k}", v) for c in user_classes(cls) for k, v in vars(c).items()
+            if type(v) in (list, dict)]
+
+
+def slotted(v):
+    """Whether v is an object of the user's whose attributes are __slots__."""
+    return not hasattr(v, "__dict__") and bool(user_classes(type(v))) and \
+        any("__slots__" in vars(c) for c in user_classes(type(v)))
+
+
+def held(v, path):
+    """[(path, value)] of what a functools.partial or a slotted object v holds."""
+    if type(v) is functools.partial:
+        return [(f"{path}_func", v.func), (f"{path}_args", v.args),
+                (f"{path}_keywords", v.keywords)]
+    names = [n for c in user_classes(type(v)) for n in (
+        (vars(c)["__slots__"],) if isinstance(vars(c).get("__slots__"), str)
+        else vars(c).get("__slots__", ()))]
+    return [(f"{path}_{n}", getattr(v, n)) for n in names if hasattr(v, n)]

@@ -22,7 +22,8 @@ from .dump import DumpText, _dump_to_env, format_entry, walk_text
 from .entry import trace_entry
 from .fastpath import plain_function, plain_key, plain_reads
 from .guard_walker import make_walker
-from .guards import collect, default_filler, hooked, identity, without_grads
+from .defaults import default_filler
+from .guards import collect, hooked, identity, without_grads
 from .module import CompiledModule, is_module
 from .readable import Names, guard_lines, limit_change, why_retrace
 from .attr_writes import Pending

@@ -29,6 +29,8 @@ from .dump import _trace_note
 from .attr_writes import Slots
 from .output_notes import reach_masks, rebuild_notes as _rebuild_notes
 from .log import short_loc, user_line
+from .replayed_output import recording, written
+from .side_effects import none_in_differentiation
 from .snapshot import StateSnapshot
 
 
@@ -63,7 +65,8 @@ class Entry:
         "kernels", "_forward_run", "_backward_run", "_runners", "_node_layout", "_unflatten",
         "_build_job", "_interim_runs",    # background.py: the build, interpreter runs till then
         "_cache_hints", "_compiled_before",     # and whether a process built it before
-        "llvm_builds")                    # how many LLVM modules its kernels built
+        "llvm_builds",                    # how many LLVM modules its kernels built
+        "given")                          # its warnings and prints (replayed_output.py)
 
     def __init__(self, name, backend, guard_items):
         self.name, self.backend, self.guard_items = name, backend, guard_items
@@ -77,7 +80,7 @@ class Entry:
         self.kernels, self._runners, self.timings = {}, {}, {}
         self._forward_run = self._backward_run = self._node_layout = self._unflatten = None
         self._build_job, self._interim_runs, self._cache_hints = None, {}, {}
-        self._compiled_before, self.llvm_builds = None, 0
+        self._compiled_before, self.llvm_builds, self.given = None, 0, []
 
 
 def trace_entry(name, backend, traced_fn, tensors, guards, args, kwargs, n_own, entered=(),
@@ -109,6 +112,7 @@ def trace_entry(name, backend, traced_fn, tensors, guards, args, kwargs, n_own, 
         if g is not None and g is not graph:
             verify(g)
     entry.timings.update(trace=t1 - t0, partition=t2 - t1, verify=time.perf_counter() - t2)
+    written(entry.given)
     return entry, state["result"]
 
 
@@ -121,8 +125,10 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
         before = [t._grad for _, t in tensors]
         storages = [t._storage for _, t in tensors]
         hypers.trace_inputs(tensors)    # (the optimiser's lr: these inputs, hypers.py)
+        trace_state.state.tracer.reused = True
         slots = Slots(fn, args, kwargs)
-        result = traced_fn(*args, **kwargs)
+        with recording(entry.given):
+            result = traced_fn(*args, **kwargs)
         tracer = trace_state.state.tracer
         if tracer.broken:               # (a graph break the function caught itself)
             raise TraceError(tracer.broken)
@@ -177,18 +183,18 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
         entry.eager_saved = _eager_saved(outs, tensors, diff_out)
         entry.reusable = not _frees(outs, diff_out, tracer.first_node)
         diff_in = [t for (_, t), d in zip(tensors, differentiable) if d]
-        cts = []
-        for k, i in enumerate(diff_out):
-            ct = Tensor._from_array(np.ones(outs[i]._data.shape, outs[i]._data.dtype))
+        cts = [Tensor._from_array(np.ones(outs[i]._data.shape, outs[i]._data.dtype))
+               for i in diff_out]
+        for k, ct in enumerate(cts):
             tracer.input(ct, f"ct{k}")
-            cts.append(ct)
         state["n_primal"] = len(tracer.builder.graph.inputs) - len(cts)
         entry.diff_outputs = diff_out
         entry.reach = reach_masks([outs[i] for i in diff_out], diff_in)
         tracer.hooks_off = True     # the inputs' hooks run when the gradients reach them
         try:
-            grads = autograd_grad([outs[i] for i in diff_out], diff_in, cts,
-                                  retain_graph=True, allow_unused=True)
+            with none_in_differentiation(entered):
+                grads = autograd_grad([outs[i] for i in diff_out], diff_in, cts,
+                                      retain_graph=True, allow_unused=True)
         except RuntimeError as e:
             # (errors eager raises only when the caller runs backward: the call runs eagerly)
             later = later_error(e)

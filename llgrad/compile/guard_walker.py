@@ -22,6 +22,7 @@ and global name and checks it finds the same kind of value.
 Kept out (make_walker returns None, every call takes the full walk): a **kwargs
 parameter (a *args parameter's tuple is walked as collect walks it), a .grad that is also an input or shared, structures nested deeper than
 _MAX_DEPTH, NumPy arrays."""
+import functools
 import hashlib
 import inspect
 import itertools
@@ -34,7 +35,7 @@ from ..runtime import grad_mode, hypers
 from .guards import (_SCALARS, _is_object, _scalar_set, captured_reads, class_functions,
                      followed_reads, signature_names, tensor_keys, user_function)
 from ..runtime.tensor import Tensor
-from .class_state import user_classes
+from .class_state import class_containers, slotted, user_classes
 
 _MAX_DEPTH = 40
 _MISSING = object()
@@ -132,6 +133,7 @@ def _walk(src, roots):
     tensors, first_tensor = [], {}     # names of distinct tensors; id -> name
     objects, first_object = [], {}
     followed = set()                   # ids of the user's functions followed
+    classes = set()                    # ids of the user's classes read as values, walked
     stack = list(reversed(roots))
     while stack:
         x, v, depth, checked = stack.pop()
@@ -146,6 +148,9 @@ def _walk(src, roots):
             if id(v) in first_tensor:
                 src.check(f"{x} is not {first_tensor[id(v)]}")
             else:
+                if v.__dict__:      # (attributes set on it: the full walk enters them)
+                    raise _Unsupported("a tensor with attributes")
+                src.check(f"{x}.__dict__")
                 first_tensor[id(v)] = x
                 tensors.append(x)
         elif isinstance(v, _SCALARS):
@@ -159,19 +164,18 @@ def _walk(src, roots):
             if isinstance(v, dict):     # (guards.tensor_keys; the keys' identities checked)
                 stack.extend((src.const(k), k, depth + 1, True)
                              for _, k in reversed(tensor_keys(v, x)))
+        elif type(v) is functools.partial or slotted(v):
+            raise _Unsupported("what is held outside a __dict__")     # (class_state.held)
         elif _is_object(v):
             if id(v) in first_object:
                 src.check(f"{x} is not {first_object[id(v)]}")
                 continue
             first_object[id(v)] = x
             objects.append(x)
-            for c in user_classes(type(v)):     # what its classes hold (class_state.py), by
-                if id(c) not in followed:       # identity (the values kept alive)
+            for c in user_classes(type(v)):     # what its classes hold (class_state.py)
+                if id(c) not in followed:
                     followed.add(id(c))
-                    held = tuple(vars(c).values())
-                    src.const(held)
-                    src.check(f"tuple(map(id, {src.const(c)}.__dict__.values())) != "
-                              f"{src.const(tuple(map(id, held)))}")
+                    _holds(src, c)
             for f in reversed(class_functions(type(v))):    # (its type is checked above)
                 if id(f) not in followed:
                     followed.add(id(f))
@@ -190,11 +194,31 @@ def _walk(src, roots):
             src.check(f"{x} != {src.const(frozenset(v))}")
         else:
             src.key.append(f"id({x})")
+            if inspect.isclass(v) and user_classes(v) and id(v) not in classes:
+                classes.add(id(v))              # (a class read as a value: guards._walk)
+                for c in user_classes(v):
+                    if id(c) not in followed:
+                        followed.add(id(c))
+                        _holds(src, c)
+                for f in reversed(class_functions(v)):
+                    if id(f) not in followed:
+                        followed.add(id(f))
+                        stack.extend(reversed(_follow(src, f, depth)))
+                stack.extend((src.const(c), c, depth + 1, True)
+                             for _, c in reversed(class_containers(v, x)))
             f = user_function(v)
             if f is not None and id(f) not in followed:
                 followed.add(id(f))
                 stack.extend(reversed(_follow(src, f, depth)))
     return tensors, objects
+
+
+def _holds(src, c):
+    """A check that class c holds what it holds now, by identity (the values kept alive)."""
+    held = tuple(vars(c).values())
+    src.const(held)
+    src.check(f"tuple(map(id, {src.const(c)}.__dict__.values())) != "
+              f"{src.const(tuple(map(id, held)))}")
 
 
 def _follow(src, f, depth):
@@ -210,7 +234,9 @@ def _follow(src, f, depth):
             src.check(f"{key!r} in {fc}.__globals__")
         else:
             x = src.var("fv")
-            if kind == "cell":
+            if kind == "module":
+                src.lines.append(f"{x} = {src.const(key[0])}.get({key[1]!r}, MISSING)")
+            elif kind == "cell":
                 src.lines += [f"try: {x} = {fc}.__closure__[{key}].cell_contents",
                               "except ValueError: return None"]
             else:

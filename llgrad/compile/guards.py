@@ -1,28 +1,23 @@
 """What a compiled function's call depends on: its tensor inputs (arguments, tensors held
 by objects such as modules and optimisers, and the inputs' .grad) and the guard items that
 decide which compiled specialisation applies."""
-import dis
 import functools
 import inspect
-import os
-import sysconfig
 
 import numpy as np
 
 from ..tracer.pytree import flatten
 from ..runtime import grad_mode, hypers
-from ..runtime.dtypes import _BY_NP
 from ..runtime.tensor import Tensor
-from .class_state import LIBRARIES as _LIBRARIES, class_ids, class_state, user_classes
+from .arrays import arrays_as_tensors, wrappable
+from .code_reads import global_names, module_attributes, users_file
+from .class_state import (LIBRARIES as _LIBRARIES, Same, class_containers, class_ids,
+                          class_state, held, slotted, user_classes)
 
-_SCALARS = (int, float, str, bool, type(None))
+# (guarded by value; NumPy's numbers and ranges too: a new one each call may take the id
+# of the last one, freed)
+_SCALARS = (int, float, str, bool, type(None), np.number, np.bool_, range)
 _SMALL_ARRAY = 256
-
-
-def _wrappable(arr):
-    """Whether from_numpy takes arr."""
-    return arr.dtype in _BY_NP and arr.dtype.isnative and \
-        all(s >= 0 and s % arr.itemsize == 0 for s in arr.strides)
 
 
 def _is_object(v):
@@ -35,33 +30,6 @@ def signature_names(fn, args, kwargs):
         return list(inspect.signature(fn).bind(*args, **kwargs).arguments.items())
     except (TypeError, ValueError):
         return [(f"arg{i}", a) for i, a in enumerate(args)] + list(kwargs.items())
-
-
-def default_filler(fn):
-    """None for a callable that is not a Python function (or a method of one), else
-    fill(args, kwargs) -> (args, kwargs) with every default value the call leaves out
-    passed explicitly, read from fn at the call: the guards walk them as arguments (a list
-    default changed in place, a tensor default written, `fn.__defaults__ = ...`), and the
-    traced function, a rewritten copy of fn (tracer/convert.py), never reads its own."""
-    f = getattr(fn, "__func__", fn) if inspect.ismethod(fn) else fn
-    if not inspect.isfunction(f):
-        return None
-    argc = f.__code__.co_argcount - (f is not fn)
-
-    def fill(args, kwargs):
-        d, kd = f.__defaults__, f.__kwdefaults__
-        if not kwargs and kd is None:
-            n = argc - len(args)            # (the common call: positional arguments)
-            if d is None or n <= 0 or n > len(d):
-                return args, kwargs         # (n > len(d): eager's TypeError)
-            return args + d[len(d) - n:], kwargs
-        try:
-            bound = inspect.signature(fn).bind(*args, **kwargs)
-        except (TypeError, ValueError):
-            return args, kwargs
-        bound.apply_defaults()
-        return bound.args, bound.kwargs
-    return fill
 
 
 def _scalar_set(v):
@@ -106,6 +74,11 @@ def _walk(roots, tensors, guards, entered=None):
         path, v = stack.pop()
         if isinstance(v, Tensor):
             tensors.append((path, v))
+            if v.__dict__ and id(v) not in seen:    # (what the user set on it: x.scale = 2.)
+                seen.add(id(v))
+                items = sorted(vars(v).items(), key=lambda kv: kv[0])
+                guards.append((f"attributes of {path}", tuple(k for k, _ in items)))
+                stack.extend((f"{path}_{k}", x) for k, x in reversed(items))
         elif isinstance(v, _SCALARS):
             guards.append((path, (type(v).__name__, v)))
         elif type(v) is hypers.HyperSlot:     # (an optimiser's lr: an input, hypers.py)
@@ -122,6 +95,15 @@ def _walk(roots, tensors, guards, entered=None):
             stack.extend(reversed(leaves))
             if isinstance(v, dict):     # tensors keying it (an optimiser's state), first:
                 stack.extend(reversed(tensor_keys(v, path)))    # which tensor each is counts
+        elif type(v) is functools.partial or slotted(v):
+            # what a partial calls, and with, and a slotted object's attributes, are not in
+            # a __dict__ (guard_walker.py leaves such calls to this walk)
+            guards.append((path, ("object", type(v))))
+            if id(v) not in seen:
+                seen.add(id(v))
+                items = held(v, path)
+                guards.append((f"attributes of {path}", tuple(p for p, _ in items)))
+                stack.extend(reversed(items))
         elif _is_object(v):
             if id(v) in seen:
                 continue
@@ -137,18 +119,33 @@ def _walk(roots, tensors, guards, entered=None):
                     stack.extend(reversed(_children(f, path)))
             items = sorted(vars(v).items(), key=lambda kv: kv[0])
             stack.extend((f"{path}_{k}", x) for k, x in reversed(items))
-        elif type(v) is np.ndarray and _wrappable(v):
+        elif type(v) is np.ndarray and wrappable(v):
             # a NumPy array is an input, as a tensor over its memory (the tracer links
             # from_numpy / as_tensor / tensor of it to that input, trace.py): its contents
             # are read at each call; a small one is guarded by its contents too, in case
             # the function computes on it with NumPy
-            tensors.append((path, v))      # (made a tensor by _arrays_as_tensors)
+            tensors.append((path, v))      # (made a tensor by arrays_as_tensors)
             if v.size <= _SMALL_ARRAY:
                 guards.append((f"contents of {path}", v.tobytes()))
         elif _scalar_set(v):                # (a module's names of non-persistent buffers)
             guards.append((path, (type(v).__name__, frozenset(v))))
         else:
-            guards.append((path, ("object", type(v).__name__, id(v))))
+            # (by identity: Same holds v, so that no other object takes its id while the
+            # entry lives)
+            guards.append((path, ("object", type(v).__name__, Same(v))))
+            if inspect.isclass(v) and user_classes(v) and id(v) not in seen:
+                # a class of the user's read as a value (a config class, an
+                # autograd.Function): what it holds guarded as an object's class is, its
+                # methods followed, its lists and dicts walked (guard_walker.py alike)
+                seen.add(id(v))
+                if entered is not None:
+                    entered.append(v)
+                guards.append((f"class {path}", class_state(v)))
+                for f in reversed(class_functions(v)):
+                    if id(f) not in seen:
+                        seen.add(id(f))
+                        stack.extend(reversed(_children(f, path)))
+                stack.extend(reversed(class_containers(v, path)))
             if entered is not None and isinstance(v, (np.random.Generator,
                                                       np.random.RandomState)):
                 entered.append(v)           # (a draw from it: snapshot.foreign_random)
@@ -169,22 +166,7 @@ def user_function(v):
     """v's function when v is one of the user's functions (or a method bound to one): the
     walk follows what it reads; else None."""
     f = getattr(v, "__func__", v) if inspect.ismethod(v) else v
-    return f if _followed(f) and _users_file(f.__code__.co_filename) else None
-
-
-@functools.lru_cache(maxsize=1024)
-def _users_file(filename):
-    """Whether code from filename is the user's, not the standard library's or an installed
-    package's (whose objects the walk meets too: a logger, a progress bar)."""
-    path = os.path.realpath(filename)
-    return not any(path.startswith(d + os.sep) for d in _library_dirs())
-
-
-@functools.lru_cache(maxsize=1)
-def _library_dirs():
-    paths = sysconfig.get_paths()
-    return tuple({os.path.realpath(paths[k]) for k in ("stdlib", "platstdlib", "purelib",
-                                                         "platlib") if k in paths})
+    return f if _followed(f) and users_file(f.__code__.co_filename) else None
 
 
 def class_functions(cls):
@@ -208,7 +190,8 @@ def _class_functions(cls, ids):
 def followed_reads(f):
     """What the user's function f reads from closure cells and globals, in order, as
     (name, kind, key, value): kind "cell" (key: the cell's index), "global" (key: the
-    name), "empty" (a cell not yet filled) or "absent" (a name not in its globals)."""
+    name), "empty" (a cell not yet filled), "absent" (a name not in its globals) or
+    "module" (an attribute of one of the user's modules: key (its globals, the name))."""
     out = []
     code = f.__code__
     for i, (name, cell) in enumerate(zip(code.co_freevars, f.__closure__ or ())):
@@ -217,31 +200,17 @@ def followed_reads(f):
         except ValueError:
             out.append((name, "empty", i, None))
     space = f.__globals__
-    for name in _global_names(code):
+    for name in global_names(code):
         out.append((name, "global", name, space[name]) if name in space else
                    (name, "absent", name, None))
+    for name, attr, mspace in module_attributes(code, space):   # (key: (globals, name))
+        out.append((f"{name}.{attr}", "module", (mspace, attr), mspace[attr]))
     return out
 
 
 def _children(f, path):
     return [(f"{path}_{name}", v) for name, kind, _, v in followed_reads(f)
-            if kind in ("cell", "global")]
-
-
-@functools.lru_cache(maxsize=1024)
-def _global_names(code):
-    """The global names code reads (LOAD_GLOBAL), its nested functions' and
-    comprehensions' included, in first-use order."""
-    names, stack = {}, [code]
-    while stack:
-        c = stack.pop()
-        for ins in dis.get_instructions(c):
-            if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
-                names.setdefault(ins.argval, None)
-        stack.extend(k for k in c.co_consts if inspect.iscode(k))
-    return tuple(names)
-
-
+            if kind in ("cell", "global", "module")]
 
 
 def _followed(v):
@@ -271,7 +240,7 @@ def captured_guards(reads, guards):
         if kind == "skip" and isinstance(v, _SCALARS):
             guards.append((f"captured {path}", (type(v).__name__, v)))
         elif kind in ("skip", "follow") and not inspect.ismodule(v):
-            guards.append((f"captured {path}", ("object", type(v).__name__, id(v))))
+            guards.append((f"captured {path}", ("object", type(v).__name__, Same(v))))
 
 
 def captured_reads(fn):
@@ -296,17 +265,20 @@ def captured_reads(fn):
             except ValueError:                      # (a cell not yet filled)
                 reads.append((("cell", cell), None, "empty", path))
         space = getattr(f, "__globals__", {})
-        for name in _global_names(code):
+        for name in global_names(code):
             if name in space:
                 values.append((name, space[name], ("global", space, name)))
             else:
                 reads.append((("global", space, name), None, "absent", name))
+        values += [(f"{name}.{attr}", mspace[attr], ("global", mspace, attr))
+                   for name, attr, mspace in module_attributes(code, space)]
         for path, v, where in values:
             if _followed(v):
                 todo.append(v)
                 kind = "follow"
-            elif not (inspect.ismodule(v) or inspect.isroutine(v) or inspect.isclass(v)
-                      or isinstance(v, _SCALARS) or hasattr(v, "_traced_fn")):
+            elif not (inspect.ismodule(v) or inspect.isroutine(v) or isinstance(v, _SCALARS)
+                      or (inspect.isclass(v) and not user_classes(v))
+                      or hasattr(v, "_traced_fn")):
                 roots.append((f"captured {path}", v))
                 kind = "root"
             else:
@@ -331,7 +303,7 @@ def collect(fn, args, kwargs, entered=None):
     captured, reads = captured_reads(fn)
     _walk(captured, tensors, guards, entered=entered)
     captured_guards(reads, guards)
-    tensors = _arrays_as_tensors(tensors)
+    tensors = arrays_as_tensors(tensors)
     firsts = {}
     for path, t in tensors:     # one tensor reached twice is one graph input
         firsts.setdefault(id(t), path)
@@ -347,29 +319,6 @@ def collect(fn, args, kwargs, entered=None):
             grads.append((f"{path}_grad", g))
     guards.append(("grad mode", (grad_mode.state.grad_enabled, grad_mode.state.inference)))
     return tensors + grads, guards, len(tensors)
-
-
-def _arrays_as_tensors(items):
-    """The walk's [(path, Tensor or ndarray)] with each array a tensor over it, except an
-    array that shares memory with a tensor or an array before it (a global array that an
-    argument wraps with from_numpy): the tracer finds that tensor's memory instead."""
-    if not any(type(x) is np.ndarray for _, x in items):
-        return items
-    bases = [x._storage.base for _, x in items if isinstance(x, Tensor)]
-    made, out = {}, []
-    for path, x in items:
-        if type(x) is np.ndarray:
-            if id(x) in made:
-                x = made[id(x)]
-            elif any(np.may_share_memory(x, b) for b in bases):
-                continue
-            else:
-                bases.append(x)
-                t = made[id(x)] = Tensor._from_array(x)
-                t.__dict__["_llgrad_array"] = x     # (the wrapper of x: identity)
-                x = t
-        out.append((path, x))
-    return out
 
 
 def hooked(t):

@@ -3,6 +3,7 @@ are inputs, views of inputs, or the same tensor twice (noted at trace time); and
 inputs each output's eager graph reaches (backward_node.py: a backward through some of
 the outputs leaves the .grad of inputs only the others reach None, as eager does)."""
 from ..runtime.node import gradient_edge
+from ..tracer.errors import TraceError
 
 
 def rebuild_notes(entry, outs, tensors):
@@ -10,6 +11,14 @@ def rebuild_notes(entry, outs, tensors):
     # outputs that are input tensors themselves (`return x`, not x.detach() or a view,
     # which the graph cannot tell apart): later calls return the input too
     where = {id(t): i for i, (_, t) in enumerate(tensors)}
+    # a new leaf that requires grad (made with requires_grad=True, by requires_grad_(), as
+    # an nn.Parameter): eager's has no backward node and gets a .grad, a compiled call's
+    # result would come from the graph
+    for k, o in enumerate(outs):
+        if o.requires_grad and o._grad_fn is None and o._base is None and id(o) not in where:
+            raise TraceError(f"result {k} of the function is a new leaf that requires grad "
+                             "(requires_grad=True, requires_grad_() or an nn.Parameter made "
+                             "inside it), which a compiled call cannot make")
     entry.input_outputs = [(k, where[id(o)]) for k, o in enumerate(outs)
                            if id(o) in where and tensors[where[id(o)]][1] is o]
     # outputs that do not require grad: an untracked alias of an input (x.detach()) is the

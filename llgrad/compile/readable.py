@@ -164,7 +164,7 @@ def expression(raw, value, names):
     if isinstance(value, tuple) and value and value[0] == "object":
         if len(value) == 2:
             return f"type({n}) is {_type_name(value[1])}"
-        return f"{n} is the same {value[1]} object (id {value[2]:#x})"
+        return f"{n} is the same {value[1]} object (id {id(getattr(value[2], 'v', None)):#x})"
     if isinstance(value, tuple) and len(value) == 2 and value[0] in ("set", "frozenset"):
         return f"{n} == {set(value[1]) or 'set()'}"
     if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str):

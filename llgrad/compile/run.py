@@ -15,6 +15,7 @@ from .attr_writes import Pending
 from .backward_node import CompiledFunctionBackward, FreedBackward
 from ..runtime.creation import default_generator
 from .fastpath import quick_runner
+from .replayed_output import replay
 from .backends import forward_run, report, warn_once
 from ..runtime.tensor import Tensor
 
@@ -32,14 +33,26 @@ def entry_runner(entry):
     if run is None:
         forward_run(entry)                  # (builds the kernel, or starts its build)
         if entry._forward_run is None:      # (built in the background: not kept till then)
-            return functools.partial(_while_building, entry)
+            run = functools.partial(_while_building, entry)
+            return functools.partial(_replaying, run, entry.given) if entry.given else run
         report(entry)                       # (the background build's warnings)
         kernel = entry.kernels.get("forward")
         if getattr(kernel, "direct", False):
             run = quick_runner(entry, kernel.launch_direct,
                                CompiledFunctionBackward.attach if grad else None, _RUN_EAGERLY)
-        run = runners[grad] = run or functools.partial(run_entry, entry)
+        run = run or functools.partial(run_entry, entry)
+        run = runners[grad] = functools.partial(_replaying, run, entry.given) \
+            if entry.given else run
     return run
+
+
+def _replaying(run, given, tensors):
+    """run(tensors), then the warnings and prints eager gives (replayed_output.py) if it
+    ran."""
+    out = run(tensors)
+    if out is not _MISS and out is not _RUN_EAGERLY:
+        replay(given)
+    return out
 
 
 def _while_building(entry, tensors):
@@ -92,7 +105,9 @@ def run_entry(entry, tensors):
             for o in outs[entry.n_out:]]
     for i, v in fwd.mutated.items():                # commit: write back, bump versions
         if entry.rng_index is not None and i == entry.rng_index:
-            default_generator.rng = generator_from_array(env[v])
+            was = default_generator.rng.bit_generator.state
+            default_generator.rng = generator_from_array(env[v], (was["has_uint32"],
+                                                                  was["uinteger"]))
             continue
         t = tensors[i]
         if env[v] is not t._data:       # (else the kernel wrote it in place)

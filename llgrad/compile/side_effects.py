@@ -2,8 +2,13 @@
 view of the call's Python state before and after it (a compiled call replays tensor
 effects, and the tensors it puts into objects it reaches (attr_writes.py): a run that
 changed anything else must not be kept as an entry)."""
+import contextlib
+
+from ..tracer.errors import TraceError
 from .guards import collect, identity
 from .readable import Names, differences
+from .replayed_output import recording
+from .snapshot import StateSnapshot
 
 
 def unreplayed_change(fn, args, kwargs, guards, tensors, entry):
@@ -88,3 +93,21 @@ def fresh_optimizer(entered):
     return any(isinstance(getattr(o, "param_groups", None), list) and
                isinstance(getattr(o, "state", None), dict) and not o.state and o.param_groups
                for o in entered if not isinstance(o, (list, tuple, dict)))
+
+
+@contextlib.contextmanager
+def none_in_differentiation(entered):
+    """Around the traced differentiation of a function's results, which runs what eager
+    runs only at the caller's backward (a custom autograd.Function's backward): Python
+    effects of it (a count of calls in a list, a global or its class, a print, a warning)
+    would be given once by the trace, at the call, and never by compiled calls, so they
+    are put back and the call runs eagerly. entered: what the guard walk entered."""
+    snapshot, given = StateSnapshot([], entered), []
+    with recording(given):
+        yield
+    changed = snapshot.changed() or ("what it prints or warns" if given else None)
+    if changed:
+        snapshot.restore()
+        raise TraceError(f"the backward of the function's results (a custom "
+                         f"autograd.Function's backward) changes {changed}, which compiled "
+                         "calls cannot give")

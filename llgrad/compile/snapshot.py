@@ -15,6 +15,7 @@ import numpy as np
 
 from ..runtime.creation import _Generator, default_generator
 
+_GONE = object()
 _TENSOR_FIELDS = ("_data", "_storage", "_dtype", "_requires_grad", "_grad", "_grad_fn",
                   "_output_nr", "_base", "_view_version", "_retains_grad", "_hooks", "_acc")
 
@@ -113,6 +114,12 @@ class StateSnapshot:
         for c, items in self.containers:
             if isinstance(c, list):
                 c[:] = items
+            elif isinstance(c, type):       # (a class of the user's: no clear() on its dict)
+                for k in [k for k in vars(c) if k not in items]:
+                    delattr(c, k)
+                for k, v in items.items():
+                    if vars(c).get(k, _GONE) is not v:
+                        setattr(c, k, v)
             else:
                 d = c if isinstance(c, dict) else vars(c)
                 d.clear()

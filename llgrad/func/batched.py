@@ -190,6 +190,8 @@ class BatchedTensor(Tensor):
     def storage_offset(self):
         return self._phys.storage_offset()
 
+    _storage_offset = storage_offset
+
     def data_ptr(self):
         return self._phys.data_ptr()
 

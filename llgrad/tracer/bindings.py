@@ -35,14 +35,14 @@ class _Ref(weakref.ref):
 
 def geometry(t):
     """(shape, strides, storage offset) of t, in elements."""
-    return (tuple(t._data.shape), t.stride(), t.storage_offset())
+    return (tuple(t._data.shape), t.stride(), t._storage_offset())
 
 
 def _layout(t):
     """What geometry(t) is computed from, cheaply (a root's layout is read only once the
     root is dead, which is rare)."""
     d = t._data
-    return (d.shape, d.strides, d.itemsize, 0 if d is t._storage.base else t.storage_offset())
+    return (d.shape, d.strides, d.itemsize, 0 if d is t._storage.base else t._storage_offset())
 
 
 def _from_layout(layout):

@@ -203,7 +203,7 @@ class WhileBackward(_ControlBackward):
         cond_g, body_g = _reverse_loop(body, body_v, fc, fr, n, self._where)
         trips = self._trips.unpack(self)
         cts = self._cotangents(grads, fc)
-        accs = [zeros(*rest[m]._data.shape, dtype=rest[m]._dtype) for m in fr]
+        accs = [zeros(rest[m]._data.shape, dtype=rest[m]._dtype) for m in fr]
         stacks = [s.unpack(self) for s in self._stacks]
         out = run_while([trips - 1] + cts + accs, stacks + rest, cond_g, body_g)
         res = [None] * len(ops)

@@ -27,6 +27,7 @@ class RegionTracer(Tracer):
     def __init__(self, name, parent, what):
         super().__init__(name)
         self.parent = parent          # the enclosing tracer (None: a standalone region)
+        self.reused = getattr(parent, "reused", False)
         self.what = what              # "the tensor-dependent `if` at f.py:3", for errors
         self.captures = []            # [(tensor, the enclosing trace's Value)]
         self._names = set()

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 
 def tensor_type(t):
-    return TensorType(t._dtype.name, tuple(t._data.shape), t.stride(), t.storage_offset())
+    return TensorType(t._dtype.name, tuple(t._data.shape), t.stride(), t._storage_offset())
 
 
 class Tracer(Bindings):
@@ -57,6 +57,10 @@ class Tracer(Bindings):
         # untaken(what): a context manager around tracing the branch of a tensor `if` that
         # eager does not take (its Python effects put back, control.py); None: no such care
         self.untaken = None
+        # whether later calls with other values reuse the trace (compile's): reading an
+        # input's layout (which the guards leave out) cannot be traced, and library checks
+        # of argument values are made of ops, value guards (trace_state.reused)
+        self.reused = False
 
     def current_loc(self):
         return self.loc_override or str(user_location())
@@ -153,7 +157,7 @@ class Tracer(Bindings):
             _, rv, geom = self._root(self._sid(t))
             span = max(geometry_span(*geom), geometry_span(*_geometry(t)))
             base = self._root_memory(geom, rv, span)
-            offset, in_strides, in_offset = t.storage_offset(), (1,), 0
+            offset, in_strides, in_offset = t._storage_offset(), (1,), 0
         return self.add("as_strided", [base], {
             "size": shape, "stride": strides, "storage_offset": offset,
             "in_strides": in_strides, "in_offset": in_offset}, view_of=base)
@@ -265,6 +269,18 @@ class Tracer(Bindings):
             st = self.arrays.get(id(arr.base))
         return st if st is not None and (st.base is arr or st.base is arr.base) else None
 
+    def reads_layout(self, t, what):
+        """The user reads where t lies in memory (storage_offset(), data_ptr(), _version, an
+        as_strided given its own storage offset): an input's differs between calls that the
+        guards let share this trace, so the number cannot be baked in. A tensor made inside
+        the function has the same layout at every call."""
+        top = self
+        while getattr(top, "parent", None) is not None:     # (a region's: its trace's inputs)
+            top = top.parent
+        if top.reused and (top._sid(t) in top.inputs or id(t._storage) in top.shared):
+            self.graph_break(f"{what} of an input (its value differs from call to call) "
+                             "cannot be traced")
+
     def reads_out(self, t, what, guard=False):
         """t's values leave the graph as Python or NumPy data (t.numpy(), t.tolist(),
         np.asarray(t)): the trace cannot follow what is computed from them, unless t is
@@ -328,7 +344,7 @@ def _snapshot(t):
     base = t._storage.base
     span = geometry_span(base.shape, tuple(s // base.itemsize for s in base.strides), 0)
     flat = np.array(strided_view(base, (span,), (1,)))
-    return strided_view(flat, t._data.shape, t.stride(), t.storage_offset())
+    return strided_view(flat, t._data.shape, t.stride(), t._storage_offset())
 
 
 def trace_body(name, inputs, body, untaken=None, examples=True):

@@ -1,0 +1,69 @@
+"""What code reads, found in its bytecode: the global names, and the attributes of the
+user's modules it reads as `module.attribute`; and whether a file is the user's (not the
+standard library's or an installed package's)."""
+import dis
+import functools
+import inspect
+import os
+import sysconfig
+
+from .class_state import LIBRARIES
+
+
+@functools.lru_cache(maxsize=1024)
+def users_file(filename):
+    """Whether code from filename is the user's, not the standard library's or an installed
+    package's (whose objects the walk meets too: a logger, a progress bar)."""
+    path = os.path.realpath(filename)
+    return not any(path.startswith(d + os.sep) for d in library_dirs())
+
+
+@functools.lru_cache(maxsize=1)
+def library_dirs():
+    paths = sysconfig.get_paths()
+    return tuple({os.path.realpath(paths[k]) for k in ("stdlib", "platstdlib", "purelib",
+                                                         "platlib") if k in paths})
+
+
+@functools.lru_cache(maxsize=1024)
+def global_names(code):
+    """The global names code reads (LOAD_GLOBAL), its nested functions' and
+    comprehensions' included, in first-use order."""
+    names, stack = {}, [code]
+    while stack:
+        c = stack.pop()
+        for ins in dis.get_instructions(c):
+            if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
+                names.setdefault(ins.argval, None)
+        stack.extend(k for k in c.co_consts if inspect.iscode(k))
+    return tuple(names)
+
+
+@functools.lru_cache(maxsize=1024)
+def _attribute_reads(code):
+    """The (global name, attribute) pairs code reads as `name.attribute` (LOAD_GLOBAL then
+    LOAD_ATTR or LOAD_METHOD), its nested code's included, in first-use order."""
+    pairs, stack = {}, [code]
+    while stack:
+        c = stack.pop()
+        ins = list(dis.get_instructions(c))
+        for a, b in zip(ins, ins[1:]):
+            if a.opname in ("LOAD_GLOBAL", "LOAD_NAME") and \
+                    b.opname in ("LOAD_ATTR", "LOAD_METHOD"):
+                pairs.setdefault((a.argval, b.argval), None)
+        stack.extend(k for k in c.co_consts if inspect.iscode(k))
+    return tuple(pairs)
+
+
+def module_attributes(code, space):
+    """[(global name, attribute, the module's globals)] of what code reads as
+    `module.attribute` of one of the user's modules (a config module's settings, a helper
+    in another file reading that file's tensors): reads of that module's globals, walked
+    as the function's own (a library's modules are taken as fixed)."""
+    out = []
+    for name, attr in _attribute_reads(code):
+        m = space.get(name)
+        if inspect.ismodule(m) and attr in vars(m) and getattr(m, "__file__", None) and \
+                users_file(m.__file__) and not m.__name__.startswith(LIBRARIES):
+            out.append((name, attr, vars(m)))
+    return out

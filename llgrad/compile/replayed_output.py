@@ -1,0 +1,134 @@
+"""What a traced run gave the user besides its results, given again by every compiled call
+of its entry: warnings and text written to sys.stdout / sys.stderr (print). A compiled
+call runs none of the function's Python, yet eager warns and prints at each call.
+
+The traced run records, on the tracing thread only, each warning shown
+(warnings._showwarnmsg) with its origin and each write to the standard streams; a compiled
+call gives them again in order: each warning through warnings.warn_explicit with its
+origin's module and registry, so the user's filters and the once-per-line memory decide as
+they decide for eager's (once per line by default, every time under "always", an
+exception under "error"), each text written to the stream the call finds. What is printed
+is made of values the trace guards (a number read from a tensor is a value guard), so it is
+the text eager would print. A warning or a print inside tensor-dependent control flow
+(whether eager gives it depends on the data) makes the function traced as plain Python, its
+conditions value guards. compile's own warnings ("llgrad.compile(...)") are not recorded:
+they are given where compile decides them."""
+import contextlib
+import sys
+import threading
+import warnings
+
+from ..runtime import trace_state
+from ..tracer.errors import ControlFlowError, TraceError
+
+
+def _in_region(what):
+    if getattr(trace_state.state.tracer, "parent", None) is not None:
+        raise ControlFlowError(f"{what} given inside tensor-dependent control flow")
+
+
+class _Recorder:
+    """The standard streams and the warnings display while a traced run goes on: what the
+    tracing thread writes is held and recorded (a trace that is given up prints nothing:
+    the call runs again eagerly)."""
+
+    def __init__(self, out):
+        self.out, self.me, self.showing, self.closed = out, threading.get_ident(), False, False
+        self.streams = {name: getattr(sys, name) for name in ("stdout", "stderr")}
+        self.shown = warnings._showwarnmsg
+
+    def mine(self):
+        # (closed: another thread's trace put its own streams back over this one's, which
+        # then stays in place, passing everything on)
+        return threading.get_ident() == self.me and not (self.showing or self.closed)
+
+    def write(self, name, text):
+        if not self.mine():
+            return self.streams[name].write(text)
+        _in_region(f"output written to sys.{name} ({text[:40]!r})")
+        self.out.append(("write", name, text))
+        return len(text)
+
+    def warning(self, msg):
+        if self.mine() and not str(msg.message).startswith("llgrad.compile("):
+            _in_region(f"a warning ({msg.category.__name__}: {msg.message}) at "
+                       f"{msg.filename}:{msg.lineno}")
+            self.out.append(("warn",) + _origin(msg))
+        self.showing = True         # (its text goes to stderr: not a write of the function's)
+        try:
+            self.shown(msg)
+        finally:
+            self.showing = False
+
+
+class _Tee:
+    def __init__(self, recorder, name):
+        self._recorder, self._name = recorder, name
+
+    def write(self, text):
+        return self._recorder.write(self._name, text)
+
+    def __getattr__(self, name):
+        return getattr(self._recorder.streams[self._name], name)
+
+
+@contextlib.contextmanager
+def recording(out):
+    """Append to `out` what replay() needs of each warning shown and each text written to
+    sys.stdout or sys.stderr while the block runs; the texts are held for written(), or
+    written when the block raises an error of the function's own (not TraceError)."""
+    rec = _Recorder(out)
+    warnings._showwarnmsg = rec.warning
+    tees = {name: _Tee(rec, name) for name, s in rec.streams.items() if s is not None}
+    for name, tee in tees.items():
+        setattr(sys, name, tee)
+    try:
+        yield
+    except TraceError:
+        raise
+    except BaseException:
+        _restore(rec, tees)
+        written(out)            # (the function's own error: eager wrote all that first)
+        raise
+    finally:
+        _restore(rec, tees)
+
+
+def _restore(rec, tees):
+    rec.closed = True
+    if warnings._showwarnmsg == rec.warning:
+        warnings._showwarnmsg = rec.shown
+    for name, tee in tees.items():
+        if getattr(sys, name) is tee:       # (else the function put its own there)
+            setattr(sys, name, rec.streams[name])
+
+
+def written(given):
+    """Write what a traced run wrote (recording's list) once its trace is kept."""
+    for item in given:
+        if item[0] == "write" and getattr(sys, item[1]) is not None:
+            getattr(sys, item[1]).write(item[2])
+
+
+def _origin(msg):
+    """(message, category, filename, lineno, module name, registry) of a warning shown: the
+    module and registry are those of the frame it names (as warnings.warn found them)."""
+    frame = sys._getframe(2)
+    while frame is not None and not (frame.f_code.co_filename == msg.filename
+                                     and frame.f_lineno == msg.lineno):
+        frame = frame.f_back
+    space = frame.f_globals if frame is not None else {}
+    registry = space.setdefault("__warningregistry__", {}) if frame is not None else None
+    return (msg.message, msg.category, msg.filename, msg.lineno,
+            space.get("__name__", "<string>"), registry)
+
+
+def replay(given):
+    """Give again what a traced run gave (recording's list)."""
+    for item in given:
+        if item[0] == "write":
+            stream = getattr(sys, item[1])
+            if stream is not None:
+                stream.write(item[2])
+        else:
+            warnings.warn_explicit(*item[1:])
