@@ -145,9 +145,7 @@ def neural_style(torch, env):
             return style_score + content_score
 
         # (`run[0] += 1` stays out of the compiled function: a compiled call does not
-        # replay a Python number it writes, so each traced run with it would not be kept.
-        # Few evaluations: evaluate reaches the optimizer, whose LBFGS state (counters,
-        # history lists) the guards cover, so each evaluation is a new trace)
+        # replay a Python number it writes, so each traced run with it would not be kept)
         evaluate = env.step(evaluate)
 
         def closure():
