@@ -37,6 +37,28 @@ for _name, _value in (("pi", math.pi), ("e", math.e), ("inf", math.inf), ("nan",
 for _name in ("contiguous_format", "preserve_format", "channels_last", "channels_last_3d"):
     _constant(_name, memory_format(_name))
 
+
+class layout(str):
+    """As torch.layout: llgrad.strided, every llgrad tensor's (Tensor.layout); the sparse
+    layouts' names exist for the comparisons scripts make (no llgrad tensor has them)."""
+    def __repr__(self):
+        return "llgrad." + str.__str__(self)
+
+    __str__ = __repr__
+
+
+_constant("layout", layout)
+for _name in ("strided", "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc",
+              "jagged"):
+    _constant(_name, layout(_name))
+Tensor.layout = property(lambda self: _functions.strided,
+                         doc="As torch.Tensor.layout: llgrad.strided.")
+# (what library code asks of a tensor before treating it as a dense CPU one)
+for _name in ("is_sparse", "is_sparse_csr", "is_quantized", "is_mkldnn", "is_mps", "is_xpu",
+              "is_ipu", "is_vulkan", "is_nested", "is_xla", "is_maia", "is_mtia"):
+    setattr(Tensor, _name, property(lambda self: False,
+                                    doc=f"As torch.Tensor.{_name}: False (a dense CPU tensor)."))
+
 export(formatting.set_printoptions)
 
 

@@ -9,7 +9,7 @@ from ..ir import OPS
 from ..ir.optable import method_doc
 from . import dtypes
 from .dispatch import call, scalar_type_name as tname
-from .shapes import norm_dim, norm_dims
+from .shapes import broadcast_shapes, norm_dim, norm_dims
 from .tensor import Tensor
 
 
@@ -304,6 +304,21 @@ def mv(self, vec):
     return call(OPS["mv"], (self, vec), {})
 
 
+def _mismatch(xs, ys, a, b):
+    """PyTorch's error for x @ y whose inner sizes differ (xs, ys: the shapes once a 1-D
+    operand is a matrix; a, b: the operands' ranks): the folded mm's or mv's, else, once
+    the batch dims broadcast (their error first), bmm's over their product."""
+    k, k2 = xs[-1], ys[-2]
+    if a >= 3 and b <= 2:
+        rows = math.prod(xs[:-1])
+        if b == 2:
+            return f"mat1 and mat2 shapes cannot be multiplied ({rows}x{k} and {k2}x{ys[-1]})"
+        return f"size mismatch, got input ({rows}), mat ({rows}x{k}), vec ({k2})"
+    batch = math.prod(broadcast_shapes(xs[:-2], ys[:-2]))
+    return (f"Expected size for first two dimensions of batch2 tensor to be: [{batch}, {k}] "
+            f"but got: [{batch}, {k2}].")
+
+
 def matmul(self, other):
     if not isinstance(other, Tensor):
         raise TypeError(f"matmul(): argument 'other' must be Tensor, not {type(other).__name__}")
@@ -328,16 +343,14 @@ def matmul(self, other):
     if a == 2 and b >= 3:
         # PyTorch folds: (other^T @ self^T)^T, made contiguous (CloneBackward0)
         if self._data.shape[-1] != other._data.shape[-2]:
-            raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
-                               f"[{other._data.shape[-2]}] but got: [{self._data.shape[-1]}].")
+            raise RuntimeError(_mismatch(self._data.shape, other._data.shape, a, b))
         return matmul(other.mT, self.t()).mT.contiguous()
     # an operand with >= 3 dims: PyTorch folds or broadcasts to bmm and ends with
     # _unsafe_view, so the result's grad_fn is UnsafeViewBackward0 (also for 1-D operands)
     x = self.unsqueeze(0) if a == 1 else self
     y = other.unsqueeze(-1) if b == 1 else other
     if x._data.shape[-1] != y._data.shape[-2]:
-        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
-                           f"[{y._data.shape[-2]}] but got: [{x._data.shape[-1]}].")
+        raise RuntimeError(_mismatch(x._data.shape, y._data.shape, a, b))
     _same_dtype(self, other, "mm" if b <= 2 and a >= 3 and b != 1 else "mv" if b == 1 else "bmm")
     r = call(OPS["matmul"], (x, y), {})
     if a == 1 or b == 1:
