@@ -21,7 +21,7 @@ from ..ir.builder import Builder
 from ..ir.graph import TensorType
 from . import eager_builds
 
-MIN_ELEMENTS = 4096
+MIN_ELEMENTS = 32768   # (a smaller convolution's NumPy run costs less than its LLVM build)
 MAX_KERNELS = 256
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _kernels = {}       # (op name, operands' shapes or values, dtype, attributes) -> Kernel | None

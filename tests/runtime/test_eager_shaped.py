@@ -10,11 +10,11 @@ from llgrad.compile import eager_shaped
 from llgrad.runtime import dispatch
 
 CASES = [  # input shape, weight shape, stride, padding, dilation, groups
-    ((4, 3, 24, 24), (8, 3, 3, 3), 1, 1, 1, 1),
-    ((2, 16, 12, 12), (32, 16, 3, 3), 2, 1, 1, 1),
-    ((2, 16, 12, 12), (16, 1, 3, 3), 1, 1, 1, 16),        # depthwise
-    ((4, 12, 21, 23), (6, 4, 5, 3), (2, 1), (2, 0), (1, 2), 3),
-    ((3, 8, 16, 16), (8, 8, 1, 1), 1, 0, 1, 1),
+    ((8, 3, 64, 64), (8, 3, 3, 3), 1, 1, 1, 1),
+    ((8, 16, 24, 24), (32, 16, 3, 3), 2, 1, 1, 1),
+    ((4, 16, 24, 24), (16, 1, 3, 3), 1, 1, 1, 16),        # depthwise
+    ((8, 12, 41, 45), (6, 4, 5, 3), (2, 1), (2, 0), (1, 2), 3),
+    ((8, 8, 32, 32), (8, 8, 1, 1), 1, 0, 1, 1),
 ]
 
 
@@ -72,7 +72,7 @@ def test_a_trace_and_a_compiled_first_step_build_no_eager_kernel():
     a compiled training step's first call (run eagerly once: a fresh optimiser) likewise:
     neither starts an eager kernel's build. A later eager call of those shapes does."""
     conv = llgrad.nn.Conv2d(3, 8, 3)
-    x = llgrad.randn(5, 3, 21, 21)
+    x = llgrad.randn(8, 3, 40, 40)
     opt = llgrad.optim.Adam(conv.parameters())
 
     def step(x):
