@@ -59,9 +59,11 @@ def _hint(entry, which):
 
 def _compiled_before(entry):
     if entry._compiled_before is None:
-        from ..codegen.native import cache
-        entry._compiled_before = all(cache.seen(_hint(entry, which))
-                                     for which in _graphs(entry))
+        from ..codegen.native import cache, host, jit
+        # (a host not described in the cache yet: nothing was built into it on this
+        # machine, and the key would wait for LLVM's description)
+        entry._compiled_before = (jit.made() or host.known()) and \
+            all(cache.seen(_hint(entry, which)) for which in _graphs(entry))
     return entry._compiled_before
 
 
@@ -103,6 +105,8 @@ def request(entry, build):
             worker.start()
         q.put(job)
         _state["last"] = job
+    from ..codegen.native import worker
+    worker.prestart()
     return job
 
 

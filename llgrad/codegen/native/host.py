@@ -41,6 +41,18 @@ def ask_llvm(llvm):
     return worker_main.ask_llvm(llvm)
 
 
+def known():
+    """Whether the host's description is remembered in the disk cache (describe() then
+    answers without LLVM). Every kernel built into this cache stored it first, so where it
+    is not, no kernel of this host is on disk: callers asking whether one is skip the
+    LLVM round trip (the compile worker's start) the key would cost."""
+    fingerprint = _cpuinfo_fingerprint()
+    if fingerprint is None:
+        return False
+    rec = cache.load(_key(fingerprint))
+    return rec is not None and rec[0] == ENTRY
+
+
 def describe(load_llvm):
     """The host's description: remembered, else asked of the compile worker's LLVM or, where
     there is no worker, of this process's (load_llvm() -> the binding, initialised), and

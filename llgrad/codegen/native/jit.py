@@ -123,6 +123,11 @@ class _Jit:
         return e
 
 
+def made():
+    """Whether the process's JIT exists (the host is described: a key costs no LLVM)."""
+    return _jit is not None
+
+
 def jit():
     """The process's JIT (created on first use)."""
     global _jit

@@ -94,6 +94,25 @@ def _ask(request):
     return reply
 
 
+def prestart():
+    """Start the worker now, without waiting for it (a build is coming: its Python and LLVM
+    load while the build's plan is made), unless one runs or the lock is busy."""
+    global _proc
+    if not ENABLED or _broken or (_proc is not None and _proc.poll() is None):
+        return
+    if _lock.acquire(blocking=False):
+        try:
+            if _proc is None or _proc.poll() is not None:
+                if _proc is not None:
+                    _stop(_proc)
+                _proc = _start()
+        except OSError as e:
+            _broken.append(f"cannot start: {e}")
+            _proc = None
+        finally:
+            _lock.release()
+
+
 def describe(avx512):
     """The host's description, asked of the worker's LLVM; None: ask in-process."""
     reply = _ask(("describe", avx512))
