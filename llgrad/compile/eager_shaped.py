@@ -1,15 +1,16 @@
 """Eager ops on native kernels built for their operands' shapes: the ops the table marks
-`eager_kernel="shaped"` (the convolution and its two backward products), whose NumPy
-implementations (im2col by strided copies, then products per chunk of images) run at a
-third of torch's speed and on one thread.
+`eager_kernel="shaped"` (the convolution and its two backward products, batch norm and its
+backward, group norm, index_add), whose NumPy implementations (im2col by strided copies,
+per-channel passes, np.add.at) run at a third of torch's speed or less, on one thread.
 
-A call whose tensor operands are float arrays of one dtype, MIN_ELEMENTS or more in the
-largest, runs the kernel codegen.lower builds for a graph of the op alone on
-those shapes (the compiled path's lowering: im2col into scratch, BLAS, the thread pool),
-built once per (op, shapes, dtype, attributes) as eager_native.py builds its kernels (the
-builder thread, NumPy's implementation until the kernel is ready; LLGRAD_COMPILE=sync
-builds before the call) and kept in the disk cache; an operand that is not C-contiguous is
-copied first. At most MAX_KERNELS shapes are kept in a
+A call whose tensor operands are float arrays of one dtype (beside int32/int64 index
+operands), MIN_ELEMENTS or more in the largest, runs the kernel codegen.lower builds for a
+graph of the op alone on those shapes (the compiled path's lowering: im2col into scratch,
+BLAS, the thread pool), built once per (op, shapes, dtypes, attributes) as eager_native.py
+builds its kernels (the builder thread, NumPy's implementation until the kernel is ready;
+LLGRAD_COMPILE=sync builds before the call) and kept in the disk cache; an operand that is
+not C-contiguous is copied first. An index out of range (the kernel's flag) runs NumPy's
+implementation, which raises eager's error. At most MAX_KERNELS shapes are kept in a
 process (a program of ever-new shapes runs NumPy's implementation past them). Results are
 the compiled path's, which the op-table tests hold to the NumPy implementation's within
 rounding. `reset()` forgets the kernels; LLGRAD_EAGER_NATIVE=0 turns this off with the rest."""
@@ -24,6 +25,7 @@ from . import eager_builds
 MIN_ELEMENTS = 32768   # (a smaller convolution's NumPy run costs less than its LLVM build)
 MAX_KERNELS = 256
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_INDICES = (np.dtype(np.int64), np.dtype(np.int32))
 _kernels = {}       # (op name, operands' shapes or values, dtype, attributes) -> Kernel | None
 stats = {"calls": 0, "built": 0}
 
@@ -41,10 +43,13 @@ def run(op, arrays, attrs):
     dtype, big, sig, tensors = None, 0, [], []
     for a in arrays:
         if isinstance(a, np.ndarray):
-            if a.dtype not in _FLOATS or (dtype is not None and a.dtype != dtype):
+            if a.dtype in _INDICES:     # (an index operand: gather's, index_add's)
+                sig.append(("index", a.shape, a.dtype.name))
+            elif a.dtype not in _FLOATS or (dtype is not None and a.dtype != dtype):
                 return None
-            dtype, big = a.dtype, max(big, a.size)
-            sig.append(a.shape)
+            else:
+                dtype, big = a.dtype, max(big, a.size)
+                sig.append(a.shape)
             # (a strided operand - sum's expanded gradient - is copied: the op's work is
             # many times a copy's)
             tensors.append(a if a.flags.c_contiguous else np.ascontiguousarray(a))
@@ -65,7 +70,10 @@ def run(op, arrays, attrs):
         found = eager_builds.start(_kernels, key, lambda: _build(op, sig, dtype, attrs))
     if found is None or found is eager_builds.PENDING:
         return None
-    outs = found(tensors)
+    try:
+        outs = found(tensors)
+    except IndexError:              # (an index out of range: NumPy's implementation raises
+        return None                 # eager's own error)
     stats["calls"] += 1
     return outs[0] if op.nout == 1 else tuple(outs)
 
@@ -76,8 +84,9 @@ def _build(op, sig, dtype, attrs):
     raises the error), or LLVM the graph (with a warning)."""
     from ..codegen import lower       # (loads llvmlite: only when a kernel is needed)
     b = Builder(f"eager_{op.name}")
-    operands = [x[1] if x and x[0] == "value" else b.input(TensorType(dtype.name, x))
-                for x in sig]
+    operands = [x[1] if x and x[0] == "value" else
+                b.input(TensorType(x[2], x[1])) if x and x[0] == "index" else
+                b.input(TensorType(dtype.name, x)) for x in sig]
     try:
         y = b.add(op.name, operands, dict(attrs))
         graph = b.ret(*(y if isinstance(y, tuple) else (y,)))

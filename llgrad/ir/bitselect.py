@@ -13,7 +13,9 @@ MIN_ELEMENTS = 4096         # below this, np.where's own overhead is the smaller
 def where(cond, a, b):
     """np.where(cond, a, b) for NumPy arrays (0-d too) a and b of one numeric dtype and a
     bool cond; any other operands go to np.where itself."""
-    # (a Python number is a weak scalar to np.where: it keeps the array's dtype)
+    # (a NumPy scalar is a 0-d operand of its own dtype, as np.where takes it; a Python
+    # number is a weak scalar to np.where: it takes the array's float dtype)
+    a, b = _operand(a, b), _operand(b, a)
     if not all(isinstance(v, np.ndarray) for v in (cond, a, b)):
         return np.where(cond, a, b)
     dt = a.dtype
@@ -48,3 +50,12 @@ def where(cond, a, b):
     np.invert(take_b, out=take_b)
     np.bitwise_or(out, np.bitwise_and(a.view(word), take_b, out=take_b), out=out)
     return out.view(dt)
+
+
+def _operand(v, other):
+    if isinstance(v, np.generic):
+        return np.asarray(v)
+    if type(v) in (float, int) and isinstance(other, np.ndarray) and other.dtype.kind == "f":
+        with np.errstate(over="ignore"):
+            return np.asarray(v, other.dtype)
+    return v

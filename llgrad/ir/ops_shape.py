@@ -300,7 +300,7 @@ def _index_add(x, index, src, dim, alpha=1):
 defop("index_add", _index_add, args=("self", "index", "source"), save=("index",),
       grad_fn="IndexAddBackward0", promote=(0, 2), nondiff=("index",),
       vjp=lambda c, g: (g, None, g.index_select(c.dim, c.index) * c.alpha if c.needs(2) else None),
-      functions=("index_add",))
+      functions=("index_add",), eager_kernel="shaped")
 
 
 # ---- flat-buffer ops behind view VJPs and CopySlices ------------------------------------
