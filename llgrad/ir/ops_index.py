@@ -110,4 +110,5 @@ def _index_put_vjp(c, g):
 
 
 defop("index_put", _index_put, args=("self", "values", "*indices"), save=("indices",),
-      grad_fn="IndexPutBackward0", promote=(0, 1), vjp=_index_put_vjp, nondiff=("indices",))
+      grad_fn="IndexPutBackward0", promote=(0, 1), vjp=_index_put_vjp, nondiff=("indices",),
+      eager_kernel="shaped")

@@ -164,7 +164,8 @@ def _layer_norm_primitives(node, emit):
 
 
 defop("layer_norm", _layer_norm, args=("self", "weight", "bias"), save=("self", "weight"),
-      grad_fn="NativeLayerNormBackward0", vjp=_layer_norm_vjp, decompose=_layer_norm_primitives)
+      grad_fn="NativeLayerNormBackward0", vjp=_layer_norm_vjp, decompose=_layer_norm_primitives,
+      eager_kernel="shaped")
 
 
 # (batch_norm and its backward: ops_batch_norm.py)

@@ -1,7 +1,8 @@
-"""Eager batch norm (training and eval, with and without affine), its backward, group norm
-and index_add on kernels built for their shapes (compile/eager_shaped.py): the shaped
-kernels run, and give the NumPy implementations' values and gradients within rounding, and
-torch's; index_add's out-of-range index raises eager's own error."""
+"""Eager batch norm (training and eval, with and without affine), its backward, group norm,
+layer norm, index_add and index_put on kernels built for their shapes
+(compile/eager_shaped.py): the shaped kernels run, and give the NumPy implementations'
+values and gradients within rounding, and torch's; an index out of range raises eager's own
+error."""
 import numpy as np
 import pytest
 
@@ -121,5 +122,63 @@ def test_index_add_out_of_range_raises_eagers_error():
         _with(True, lambda: _index_add(index))
     with pytest.raises(Exception) as plain:
         _with(False, lambda: _index_add(index))
+    assert type(native.value) is type(plain.value)
+    assert str(native.value) == str(plain.value)
+
+
+def _layer_norm(affine, dtype=np.float32):
+    rng = np.random.default_rng(3)
+    x = llgrad.tensor(rng.standard_normal((16, 65, 64)).astype(dtype) * 2 + 1,
+                      requires_grad=True)
+    w = llgrad.tensor(rng.standard_normal(64).astype(dtype), requires_grad=True) \
+        if affine else None
+    b = llgrad.tensor(rng.standard_normal(64).astype(dtype), requires_grad=True) \
+        if affine else None
+    y = F.layer_norm(x, (64,), w, b, 1e-5)
+    y.backward(llgrad.tensor(rng.standard_normal((16, 65, 64)).astype(dtype)))
+    return [y.detach().numpy(), x.grad.numpy()] + \
+        ([w.grad.numpy(), b.grad.numpy()] if affine else [])
+
+
+@pytest.mark.parametrize("affine", [True, False])
+def test_layer_norm_matches_numpy(affine):
+    before = eager_shaped.stats["calls"]
+    got = _with(True, lambda: _layer_norm(affine))
+    assert eager_shaped.stats["calls"] > before, "the shaped kernel did not run"
+    want = _with(False, lambda: _layer_norm(affine))
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * np.abs(b).max())
+
+
+def _index_put(index, accumulate):
+    rng = np.random.default_rng(4)
+    x = llgrad.tensor(rng.standard_normal((1000, 64)).astype(np.float32))
+    v = llgrad.tensor(rng.standard_normal((len(index), 64)).astype(np.float32))
+    return x.index_put((llgrad.tensor(np.array(index, np.int64)),), v,
+                       accumulate=accumulate).numpy()
+
+
+@pytest.mark.parametrize("accumulate", [True, False])
+def test_index_put_matches_numpy_and_torch(accumulate):
+    index = list(range(-500, 500, 4)) if not accumulate else [5, -1, 5, 999, 0, 5] * 40
+    before = eager_shaped.stats["calls"]
+    got = _with(True, lambda: _index_put(index, accumulate))
+    assert eager_shaped.stats["calls"] > before, "the shaped kernel did not run"
+    np.testing.assert_allclose(got, _with(False, lambda: _index_put(index, accumulate)),
+                               rtol=1e-5, atol=1e-5)
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(4)
+    x = torch.tensor(rng.standard_normal((1000, 64)).astype(np.float32))
+    v = torch.tensor(rng.standard_normal((len(index), 64)).astype(np.float32))
+    want = x.index_put((torch.tensor(index),), v, accumulate=accumulate)
+    np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_index_put_out_of_range_raises_eagers_error():
+    index = [3, 0, 1000] * 100
+    with pytest.raises(Exception) as native:
+        _with(True, lambda: _index_put(index, True))
+    with pytest.raises(Exception) as plain:
+        _with(False, lambda: _index_put(index, True))
     assert type(native.value) is type(plain.value)
     assert str(native.value) == str(plain.value)
