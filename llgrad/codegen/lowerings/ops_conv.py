@@ -22,43 +22,14 @@ from llvmlite import ir
 
 from ...ir.geometry import contiguous_strides
 from ...ir.graph import Value
-from ..native import blas
-from . import gemm as small
+from . import ops_conv_shifted as shifted
+from .conv_common import MAX_CHUNKS, Gemm, geometry, zero
 from .loops import Access, for_range, loop_nest
 from .parallel import parallel_range
-from .ops_matmul import NO_TRANS, ROW_MAJOR, TRANS, blas_gemm_function
-from .scalar import F32, I32, I64, PTR
+from .scalar import I64
 from .table import register
 
 FLOATS = ("float32", "float64")
-
-
-class _Geometry:
-    """The sizes of one convolution (from the forward's input and weight shapes)."""
-
-    def __init__(self, xshape, wshape, attrs):
-        self.n, self.c, self.h, self.w = xshape
-        self.o, self.cg, self.kh, self.kw = wshape
-        self.sh, self.sw = attrs["stride"]
-        self.ph, self.pw = attrs["padding"]
-        self.dh, self.dw = attrs["dilation"]
-        self.g = attrs["groups"]
-        self.oh = (self.h + 2 * self.ph - self.dh * (self.kh - 1) - 1) // self.sh + 1
-        self.ow = (self.w + 2 * self.pw - self.dw * (self.kw - 1) - 1) // self.sw + 1
-        self.og = self.o // self.g
-        self.k = self.cg * self.kh * self.kw           # rows of cols per group
-        self.m = self.oh * self.ow                     # columns of cols
-
-
-def _geometry(node):
-    a, (u, v) = node.attrs, node.inputs[:2]
-    if node.op == "convolution":
-        return _Geometry(u.type.shape, v.type.shape, a)
-    if node.op == "convolution_backward_input":      # (grad, weight) -> input
-        n, _, _, _ = u.type.shape
-        xshape = (n, v.type.shape[1] * a["groups"]) + tuple(a["input_size"])
-        return _Geometry(xshape, v.type.shape, a)
-    return _Geometry(v.type.shape, a["weight_size"], a)   # (grad, input) -> weight
 
 
 def _check(node):
@@ -69,76 +40,6 @@ def _check(node):
     if dt not in FLOATS or any(x.type.dtype != dt for x in tensors):
         return "integer or mixed dtypes (native convolution is float32/float64)"
     return None
-
-
-class _Gemm:
-    """One kind of product of the kernel, C (M x N, row stride ldc) = A @ B (+ C where
-    accumulating), A and B given by row and column strides, one of which is 1."""
-
-    def __init__(self, plan, group, dt, M, N, K, a_strides, b_strides, accumulate=False):
-        self.dt, self.M, self.N, self.K = dt, M, N, K
-        self.a_strides, self.b_strides = a_strides, b_strides
-        found = blas.gemm_symbols().get(dt) if plan.options.get("blas", True) else None
-        self.blas = found
-        self.scratch = [None, None]
-        self.acc = None
-        if found is None:
-            small.ensure_library(dt)
-            for k, n in enumerate(small.scratch_sizes(M, N, K, a_strides[0], b_strides[1])):
-                if n:
-                    self.scratch[k] = plan.temp(group, dt, n)
-            if accumulate:
-                self.acc = plan.temp(group, dt, M * N)
-
-    def call(self, fg, pa, pb, pc, ldc, accumulate):
-        """Emit the product of the operands at pa, pb into pc; accumulate: an i1 (or bool)
-        saying whether to add to C rather than overwrite it."""
-        b = fg.b
-        M, N, K = self.M, self.N, self.K
-        if self.blas is not None:
-            sym, bits = self.blas
-            it = I64 if bits == 64 else I32
-            ft = F32 if self.dt == "float32" else ir.DoubleType()
-            c = lambda v, t=it: ir.Constant(t, v)                       # noqa: E731
-            (ta, lda), (tb, ldb) = _trans(self.a_strides, K), _trans(self.b_strides, N)
-            beta = accumulate if isinstance(accumulate, ir.Value) else \
-                ir.Constant(ir.IntType(1), int(accumulate))
-            beta = b.uitofp(beta, ft)
-            b.call(blas_gemm_function(fg.module, sym, bits, self.dt),
-                   [c(ROW_MAJOR, I32), c(ta, I32), c(tb, I32), c(M), c(N), c(K),
-                    ir.Constant(ft, 1.0), pa, c(lda), pb, c(ldb), beta, pc, c(ldc)])
-            return
-        fn = small.gemm_function(fg.module, self.dt)
-        scratch = [fg.ptrs[t] if t is not None else ir.Constant(PTR, None)
-                   for t in self.scratch]
-        c = lambda v: ir.Constant(I64, v)                               # noqa: E731
-        dest, ld = (fg.ptrs[self.acc], N) if self.acc is not None else (pc, ldc)
-        b.call(fn, [c(M), c(N), c(K), pa, c(self.a_strides[0]), c(self.a_strides[1]), pb,
-                    c(self.b_strides[0]), c(self.b_strides[1]), dest, c(ld), *scratch])
-        if self.acc is None:
-            return
-        # C = (accumulate ? C : 0) + acc
-        keep = accumulate if isinstance(accumulate, ir.Value) else \
-            ir.Constant(ir.IntType(1), int(accumulate))
-        sg = fg.sg
-        tmp = Access(self.acc, self.dt, 0, (N, 1))
-        with loop_nest(b, (M, N), name="acc") as (i, j):
-            pcij = b.gep(pc, [b.add(b.mul(i, c(ldc)), j)], inbounds=True,
-                         source_etype=_mem(self.dt))
-            old = sg.load(pcij, self.dt)
-            new = fg.load(tmp, [i, j])
-            sg.store(sg.select(keep, sg.add(old, new), new), pcij)
-
-
-def _mem(dt):
-    return F32 if dt == "float32" else ir.DoubleType()
-
-
-def _trans(strides, cols):
-    rs, cs = strides
-    if cs == 1:
-        return NO_TRANS, max(rs, cols, 1)
-    return TRANS, cs
 
 
 def _contiguous(plan, group, v, shape):
@@ -158,11 +59,6 @@ def _copy_in(fg, copy):
         src, dst, shape = copy
         with loop_nest(fg.b, shape, name="cp") as idx:
             fg.store(fg.load(src, idx), dst, idx)
-
-
-def _zero(fg, buf, dt, numel):
-    with for_range(fg.b, 0, numel, name="z") as i:
-        fg.store(fg.sg.const(0, dt), Access(buf, dt, 0, (1,)), [i])
 
 
 def _valid(b, k, d, p, s, size, out):
@@ -225,31 +121,34 @@ def _padded(geo):
 # chunk order after the join: deterministic for a thread count). A chunk's products go
 # through the BLAS shim, which runs them on the caller alone while the other CPUs are busy
 # with chunks. Without a BLAS (llgrad's GEMM has scratch of its own) the images run in one
-# chunk.
-MAX_CHUNKS = 8
+# chunk. Stride-1 convolutions with enough channels skip the unfold: ops_conv_shifted.py.
 
 
 def _prepare(plan, group):
     node, st = group.root, group.state
-    geo = _geometry(node)
+    geo = geometry(node)
     dt = node.outputs[0].type.dtype
     st.update(geo=geo, dt=dt, copies=[])
+    if shifted.applies(geo):
+        st["shifted"] = True
+        shifted.prepare(plan, group, st)
+        return
     u, v = node.inputs[:2]
     if node.op == "convolution":
         st["x"] = plan.access(u, u.type.shape)
         st["w"], cp = _contiguous(plan, group, v, v.type.shape)
         st["bias"] = plan.access(node.inputs[2], (geo.o,)) \
             if isinstance(node.inputs[2], Value) else None
-        st["gemm"] = _Gemm(plan, group, dt, geo.og, geo.m, geo.k, (geo.k, 1), (geo.m, 1))
+        st["gemm"] = Gemm(plan, group, dt, geo.og, geo.m, geo.k, (geo.k, 1), (geo.m, 1))
     elif node.op == "convolution_backward_input":
         st["grad"], cp0 = _contiguous(plan, group, u, u.type.shape)
         st["w"], cp = _contiguous(plan, group, v, v.type.shape)
         st["copies"].append(cp0)
-        st["gemm"] = _Gemm(plan, group, dt, geo.k, geo.m, geo.og, (1, geo.k), (geo.m, 1))
+        st["gemm"] = Gemm(plan, group, dt, geo.k, geo.m, geo.og, (1, geo.k), (geo.m, 1))
     else:
         st["grad"], cp = _contiguous(plan, group, u, u.type.shape)
         st["x"] = plan.access(v, v.type.shape)
-        st["gemm"] = _Gemm(plan, group, dt, geo.og, geo.k, geo.m, (geo.m, 1), (1, geo.m),
+        st["gemm"] = Gemm(plan, group, dt, geo.og, geo.k, geo.m, (geo.m, 1), (1, geo.m),
                            accumulate=True)
     st["copies"].append(cp)
     chunks = min(MAX_CHUNKS, max(geo.n, 1)) if st["gemm"].blas is not None else 1
@@ -273,6 +172,9 @@ def _emit(plan, group, fg):
     out = plan.out_access(group)
     if int(np.prod(node.outputs[0].type.shape)) == 0:
         return
+    if st.get("shifted"):
+        shifted.emit(plan, group, fg)
+        return
     c = lambda v: ir.Constant(I64, v)                                   # noqa: E731
     for cp in st["copies"]:
         _copy_in(fg, cp)
@@ -280,7 +182,7 @@ def _emit(plan, group, fg):
     colmat = Access(st["cols"], dt, 0, (geo.g * geo.k * geo.m, geo.m, 1))
     gemm = st["gemm"]
     if _padded(geo) and node.op != "convolution_backward_input":
-        _zero(fg, st["cols"], dt, st["chunks"] * geo.g * geo.k * geo.m)
+        zero(fg, st["cols"], dt, st["chunks"] * geo.g * geo.k * geo.m)
     if node.op == "convolution":
         wmat = st["w"].with_strides((geo.k, 1))
         outmat = out.with_strides((geo.o * geo.m, geo.m, 1))
@@ -318,7 +220,7 @@ def _emit(plan, group, fg):
     else:
         gmat = st["grad"].with_strides((geo.o * geo.m, geo.m, 1))
         part = Access(st["partial"], dt, 0, (geo.o * geo.k, geo.k, 1))
-        _zero(fg, st["partial"], dt, st["chunks"] * geo.o * geo.k)
+        zero(fg, st["partial"], dt, st["chunks"] * geo.o * geo.k)
 
         def body(g, lo, hi, tid):
             b = g.b

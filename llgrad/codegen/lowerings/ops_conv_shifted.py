@@ -1,0 +1,252 @@
+"""Stride-1 convolutions as shifted products, without an unfold (ops_conv.py's im2col
+writes KH*KW copies of the input; this reads one padded copy KH*KW times).
+
+Each image's input is copied once into a zero-padded plane per channel, rows Wp = W + 2*pw
+apart, with (KW-1)*dw zeros of slack after the last row (P elements a channel). On that
+grid, the kernel offset (i, j) is a constant shift off = i*dh*Wp + j*dw: the input columns
+the offset reads for the OH output rows are the contiguous run xpad[c, off : off + OH*Wp],
+a matrix (C x OH*Wp, row stride P) that BLAS reads in place. So the output is a sum of
+KH*KW products over a "wide" grid of OH rows of Wp columns, of which the first OW of each
+row are the output (the others read past a row's end: computed, never kept):
+
+- convolution: wide (O x OH*Wp) = sum over (i, j) of W[:, :, i, j] (O x C) @ xpad shifted;
+  then out[n, o, r, q] = wide[o, r*Wp + q] (+ bias) for q < OW.
+- convolution_backward_input: gwide (O x OH*Wp) holds grad[n] with zeros in the columns
+  past OW; dxpad[:, off : off + OH*Wp] += W[:, :, i, j]^T @ gwide for every (i, j); dx is
+  dxpad's interior.
+- convolution_backward_weight: dW[:, :, i, j] += gwide @ (xpad shifted)^T over the images.
+
+The weights are repacked once per call, offset-major (KH*KW, O, C/G), so that each
+offset's matrix has a unit stride. Groups run one after another, as in ops_conv.py.
+
+The columns past OW multiply real input values (the start of the next row) by gwide's zeros
+in the weight gradient, and weights by zeros in the input gradient: an infinite or NaN
+value there would make 0 * inf = NaN where the unfold path adds no such term. So the weight
+gradient checks each image's input and the input gradient checks the weights, and where a
+value is not finite runs the products row by row over the OW valid columns only (exactly the
+unfold path's terms)."""
+from llvmlite import ir
+
+from ...ir.graph import Value
+from .conv_common import MAX_CHUNKS, Gemm, zero
+from .loops import Access, for_range, loop_nest
+from .parallel import parallel_range
+from .scalar import I64
+
+BOOL = ir.IntType(1)
+MIN_CHANNELS = 8    # input channels per group: fewer make each shifted product too thin
+
+
+def applies(geo):
+    """Whether the convolution of geometry geo runs as shifted products."""
+    return geo.sh == 1 and geo.sw == 1 and geo.kh * geo.kw > 1 and \
+        geo.cg >= MIN_CHANNELS and geo.oh > 0 and geo.ow > 0
+
+
+def prepare(plan, group, st):
+    """The scratch and the products of group's op (st: ops_conv's state, with geo and dt)."""
+    node, geo, dt = group.root, st["geo"], st["dt"]
+    wp = geo.w + 2 * geo.pw
+    hp = geo.h + 2 * geo.ph
+    p = hp * wp + (geo.kw - 1) * geo.dw
+    nw = geo.oh * wp
+    kk = geo.kh * geo.kw
+    st.update(wp=wp, p=p, nw=nw, kk=kk)
+    u, v = node.inputs[:2]
+    if node.op == "convolution":
+        st["gemm"] = Gemm(plan, group, dt, geo.og, nw, geo.cg, (geo.cg, 1), (p, 1),
+                          accumulate=True)
+        st["x"], st["w"] = plan.access(u, u.type.shape), plan.access(v, v.type.shape)
+        st["bias"] = plan.access(node.inputs[2], (geo.o,)) \
+            if isinstance(node.inputs[2], Value) else None
+    elif node.op == "convolution_backward_input":
+        st["gemm"] = Gemm(plan, group, dt, geo.cg, nw, geo.og, (geo.og, 1), (nw, 1),
+                          accumulate=True)
+        st["rows"] = Gemm(plan, group, dt, geo.cg, geo.ow, geo.og, (geo.og, 1), (nw, 1),
+                          accumulate=True)
+        st["grad"], st["w"] = plan.access(u, u.type.shape), plan.access(v, v.type.shape)
+        st["finite"] = plan.temp(group, dt, 1)
+    else:
+        st["gemm"] = Gemm(plan, group, dt, geo.og, geo.cg, nw, (nw, 1), (1, p),
+                          accumulate=True)
+        st["rows"] = Gemm(plan, group, dt, geo.og, geo.cg, geo.ow, (nw, 1), (1, p),
+                          accumulate=True)
+        st["grad"], st["x"] = plan.access(u, u.type.shape), plan.access(v, v.type.shape)
+    chunks = min(MAX_CHUNKS, max(geo.n, 1)) if st["gemm"].blas is not None else 1
+    st["grain"] = -(-max(geo.n, 1) // chunks)
+    st["chunks"] = chunks = -(-max(geo.n, 1) // st["grain"])
+    st["xpad"] = plan.temp(group, dt, chunks * geo.c * p)      # (dxpad in backward_input)
+    if node.op != "convolution_backward_weight":
+        st["packed"] = plan.temp(group, dt, kk * geo.o * geo.cg)
+    st["wide"] = plan.temp(group, dt, chunks * geo.o * nw)      # (gwide in the backward)
+    if node.op == "convolution_backward_weight":
+        st["partial"] = plan.temp(group, dt, chunks * kk * geo.o * geo.cg)
+
+
+def _not_finite(fg, value):
+    """An i1: value is infinite or NaN (value - value is NaN exactly then)."""
+    d = fg.b.fsub(value.v, value.v)
+    return fg.b.fcmp_unordered("!=", d, ir.Constant(d.type, 0.0))
+
+
+def _flag_loop(fg, flag, value):
+    fg.b.store(fg.b.or_(fg.b.load(flag, typ=BOOL), _not_finite(fg, value)), flag)
+
+
+def _pack_weights(fg, st, transposed):
+    """The weights offset-major into `packed`: (KK, O, C/G) for the forward, (KK, C, O/G)
+    for the input gradient (each group's W^T); with transposed, whether all are finite goes
+    into `finite` (1 or 0)."""
+    geo, dt = st["geo"], st["dt"]
+    w, b = st["w"], fg.b
+    sw = w.strides
+    src = Access(w.buf, dt, w.offset, (geo.og * sw[0], sw[0], sw[1], sw[2], sw[3]))
+    if transposed:
+        dst = Access(st["packed"], dt, 0, (geo.cg * geo.og, 1, geo.og,
+                                           geo.kw * geo.c * geo.og, geo.c * geo.og))
+        flag = fg.alloca(BOOL)
+        b.store(ir.Constant(BOOL, 0), flag)
+    else:
+        dst = Access(st["packed"], dt, 0, (geo.og * geo.cg, geo.cg, 1,
+                                           geo.kw * geo.o * geo.cg, geo.o * geo.cg))
+    with loop_nest(b, (geo.g, geo.og, geo.cg, geo.kh, geo.kw), name="wp") as idx:
+        value = fg.load(src, idx)
+        fg.store(value, dst, idx)
+        if transposed:
+            _flag_loop(fg, flag, value)
+    if transposed:
+        ok = b.select(b.load(flag, typ=BOOL), fg.sg.const(0, dt).v, fg.sg.const(1, dt).v)
+        b.store(ok, fg.address(Access(st["finite"], dt, 0, (1,)), [ir.Constant(I64, 0)]))
+
+
+def emit(plan, group, fg):
+    """The op of group (prepare made its state) into fg."""
+    node, st = group.root, group.state
+    geo, dt = st["geo"], st["dt"]
+    wp, p, nw, kk = st["wp"], st["p"], st["nw"], st["kk"]
+    c = lambda v: ir.Constant(I64, v)                                   # noqa: E731
+    op = node.op
+    out = plan.out_access(group)
+    if op != "convolution_backward_input":
+        zero(fg, st["xpad"], dt, st["chunks"] * geo.c * p)
+    if op != "convolution":
+        zero(fg, st["wide"], dt, st["chunks"] * geo.o * nw)
+    if op == "convolution_backward_weight":
+        zero(fg, st["partial"], dt, st["chunks"] * kk * geo.o * geo.cg)
+    else:
+        _pack_weights(fg, st, op == "convolution_backward_input")
+    plane = Access(st["xpad"], dt, 0, (geo.c * p, p, 1))                 # [tid, c, position]
+    interior = Access(st["xpad"], dt, geo.ph * wp + geo.pw, (geo.c * p, p, wp, 1))
+    wide = Access(st["wide"], dt, 0, (geo.o * nw, nw, 1))                # [tid, o, column]
+    wide_rows = Access(st["wide"], dt, 0, (geo.o * nw, nw, wp, 1))       # [tid, o, r, q]
+    packed = Access(st.get("packed"), dt, 0, (geo.o * geo.cg, geo.cg, 1) if op == "convolution"
+                    else (geo.c * geo.og, geo.og, 1))                    # [k, row, col]
+    gemm = st["gemm"]
+
+    def shifts(g, body):
+        """body(gi, k, off) for every group and kernel offset."""
+        b = g.b
+        with for_range(b, 0, geo.g, name="grp") as gi:
+            with for_range(b, 0, geo.kh, name="ki") as i:
+                with for_range(b, 0, geo.kw, name="kj") as j:
+                    k = b.add(b.mul(i, c(geo.kw)), j)
+                    off = b.add(b.mul(i, c(geo.dh * wp)), b.mul(j, c(geo.dw)))
+                    body(gi, k, off)
+
+    def copy_image(g, src, n, tid, flag=None):
+        with loop_nest(g.b, (geo.c, geo.h, geo.w), name="in") as (ch, h, w):
+            value = g.load(src, [n, ch, h, w])
+            g.store(value, interior, [tid, ch, h, w])
+            if flag is not None:
+                _flag_loop(g, flag, value)
+
+    def copy_grad(g, n, tid):
+        with loop_nest(g.b, (geo.o, geo.oh, geo.ow), name="gw") as (o, r, q):
+            g.store(g.load(st["grad"], [n, o, r, q]), wide_rows, [tid, o, r, q])
+
+    if op == "convolution":
+        def body(g, lo, hi, tid):
+            b = g.b
+            with for_range(b, lo, hi, name="img") as n:
+                copy_image(g, st["x"], n, tid)
+
+                def product(gi, k, off):
+                    go, gc = b.mul(gi, c(geo.og)), b.mul(gi, c(geo.cg))
+                    gemm.call(g, g.address(packed, [k, go, c(0)]),
+                              g.address(plane, [tid, gc, off]),
+                              g.address(wide, [tid, go, c(0)]), nw,
+                              b.icmp_signed("!=", k, c(0)))
+                shifts(g, product)
+                with loop_nest(b, (geo.o, geo.oh, geo.ow), name="keep") as (o, r, q):
+                    value = g.load(wide_rows, [tid, o, r, q])
+                    if st["bias"] is not None:
+                        value = g.sg.add(value, g.load(st["bias"], [o]))
+                    g.store(value, out, [n, o, r, q])
+    elif op == "convolution_backward_input":
+        finite = Access(st["finite"], dt, 0, (1,))
+
+        def body(g, lo, hi, tid):
+            b = g.b
+            ok = g.sg.cmp("!=", g.load(finite, [c(0)]), g.sg.const(0, dt)).v
+            with for_range(b, lo, hi, name="img") as n:
+                copy_grad(g, n, tid)
+                with for_range(b, 0, geo.c * p, name="z") as e:
+                    g.store(g.sg.const(0, dt), plane, [tid, c(0), e])
+                with b.if_else(ok) as (whole, by_rows):
+                    with whole:
+                        def product(gi, k, off):
+                            go, gc = b.mul(gi, c(geo.og)), b.mul(gi, c(geo.cg))
+                            gemm.call(g, g.address(packed, [k, gc, c(0)]),
+                                      g.address(wide, [tid, go, c(0)]),
+                                      g.address(plane, [tid, gc, off]), p, True)
+                        shifts(g, product)
+                    with by_rows:
+                        def row_products(gi, k, off):
+                            go, gc = b.mul(gi, c(geo.og)), b.mul(gi, c(geo.cg))
+                            with for_range(b, 0, geo.oh, name="row") as r:
+                                at = b.mul(r, c(wp))
+                                st["rows"].call(g, g.address(packed, [k, gc, c(0)]),
+                                                g.address(wide, [tid, go, at]),
+                                                g.address(plane, [tid, gc, b.add(off, at)]),
+                                                p, True)
+                        shifts(g, row_products)
+                with loop_nest(b, (geo.c, geo.h, geo.w), name="dx") as (ch, h, w):
+                    g.store(g.load(interior, [tid, ch, h, w]), out, [n, ch, h, w])
+    else:
+        part = Access(st["partial"], dt, 0, (kk * geo.o * geo.cg, geo.o * geo.cg, geo.cg, 1))
+
+        def body(g, lo, hi, tid):
+            b = g.b
+            flag = g.alloca(BOOL)
+            with for_range(b, lo, hi, name="img") as n:
+                b.store(ir.Constant(BOOL, 0), flag)
+                copy_image(g, st["x"], n, tid, flag)
+                copy_grad(g, n, tid)
+                with b.if_else(b.load(flag, typ=BOOL)) as (by_rows, whole):
+                    with whole:
+                        def product(gi, k, off):
+                            go, gc = b.mul(gi, c(geo.og)), b.mul(gi, c(geo.cg))
+                            gemm.call(g, g.address(wide, [tid, go, c(0)]),
+                                      g.address(plane, [tid, gc, off]),
+                                      g.address(part, [tid, k, go, c(0)]), geo.cg, True)
+                        shifts(g, product)
+                    with by_rows:
+                        def row_products(gi, k, off):
+                            go, gc = b.mul(gi, c(geo.og)), b.mul(gi, c(geo.cg))
+                            with for_range(b, 0, geo.oh, name="row") as r:
+                                at = b.mul(r, c(wp))
+                                st["rows"].call(g, g.address(wide, [tid, go, at]),
+                                                g.address(plane, [tid, gc, b.add(off, at)]),
+                                                g.address(part, [tid, k, go, c(0)]),
+                                                geo.cg, True)
+                        shifts(g, row_products)
+    flops = 2 * geo.o * geo.cg * kk * nw
+    parallel_range(fg, geo.n, body, work_per_iter=max(1, flops // 8), grain=st["grain"])
+    if op == "convolution_backward_weight":     # the chunks' sums, in chunk order
+        b = fg.b
+        with loop_nest(b, (geo.o, geo.cg, geo.kh, geo.kw), name="dw") as (o, ch, i, j):
+            k = b.add(b.mul(i, c(geo.kw)), j)
+            acc = fg.load(part, [c(0), k, o, ch])
+            for t in range(1, st["chunks"]):
+                acc = fg.sg.add(acc, fg.load(part, [c(t), k, o, ch]))
+            fg.store(acc, out, [o, ch, i, j])
