@@ -4,16 +4,18 @@ backward, group norm, index_add), whose NumPy implementations (im2col by strided
 per-channel passes, np.add.at) run at a third of torch's speed or less, on one thread.
 
 A call whose tensor operands are float arrays of one dtype (beside int32/int64 index
-operands), MIN_ELEMENTS or more in the largest, runs the kernel codegen.lower builds for a
-graph of the op alone on those shapes (the compiled path's lowering: im2col into scratch,
-BLAS, the thread pool), built once per (op, shapes, dtypes, attributes) as eager_native.py
-builds its kernels (the builder thread, NumPy's implementation until the kernel is ready;
-LLGRAD_COMPILE=sync builds before the call) and kept in the disk cache; an operand that is
-not C-contiguous is copied first. An index out of range (the kernel's flag) runs NumPy's
-implementation, which raises eager's error. At most MAX_KERNELS shapes are kept in a
-process (a program of ever-new shapes runs NumPy's implementation past them). Results are
-the compiled path's, which the op-table tests hold to the NumPy implementation's within
-rounding. `reset()` forgets the kernels; LLGRAD_EAGER_NATIVE=0 turns this off with the rest."""
+operands), MIN_ELEMENTS or more in the largest (the op's eager_min_elements where the table
+gives one: the normalisations, whose NumPy passes cost ~10x one native loop), runs the kernel
+codegen.lower builds for a graph of the op alone on those shapes (the compiled path's
+lowering: im2col into scratch, BLAS, the thread pool), built once per (op, shapes, dtypes,
+attributes) as eager_native.py builds its kernels (the builder thread, NumPy's
+implementation until the kernel is ready; LLGRAD_COMPILE=sync builds before the call) and
+kept in the disk cache; an operand that is not C-contiguous is copied first. An index out of
+range (the kernel's flag) runs NumPy's implementation, which raises eager's error. At most
+MAX_KERNELS shapes are kept in a process (a program of ever-new shapes runs NumPy's
+implementation past them). Results are the compiled path's, which the op-table tests hold to
+the NumPy implementation's within rounding. `reset()` forgets the kernels;
+LLGRAD_EAGER_NATIVE=0 turns this off with the rest."""
 import warnings
 
 import numpy as np
@@ -57,7 +59,7 @@ def run(op, arrays, attrs):
             sig.append(("value", a))
         else:
             return None
-    if dtype is None or big < MIN_ELEMENTS:
+    if dtype is None or big < (op.eager_min_elements or MIN_ELEMENTS):
         return None
     try:
         key = (op.name, tuple(sig), dtype.name, tuple(sorted(attrs.items())))

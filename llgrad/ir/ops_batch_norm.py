@@ -194,7 +194,8 @@ def _batch_norm_vjp(c, g):
 defop("batch_norm", _batch_norm, args=("self", "weight", "bias", "running_mean", "running_var"),
       save=("self", "weight", "running_mean", "running_var"),
       grad_fn="NativeBatchNormBackward0", vjp=_batch_norm_vjp,
-      nondiff=("running_mean", "running_var"), eager_kernel="shaped")
+      nondiff=("running_mean", "running_var"), eager_kernel="shaped",
+      eager_min_elements=4096)
 
 
 # ---- backward (training) --------------------------------------------------------------------
@@ -328,4 +329,5 @@ def _batch_norm_backward_primitives(node, emit):
 defop("batch_norm_backward", _batch_norm_backward, args=("grad_out", "self", "weight"), nout=3,
       save=("grad_out", "self", "weight"), promote=(0, 1),
       grad_fn="NativeBatchNormBackwardBackward0", vjp=_batch_norm_backward_vjp,
-      decompose=_batch_norm_backward_primitives, eager_kernel="shaped")
+      decompose=_batch_norm_backward_primitives, eager_kernel="shaped",
+      eager_min_elements=4096)

@@ -29,13 +29,13 @@ class OpDef:
     __slots__ = ("name", "impl", "vjp", "grad_fn", "args", "save", "nout", "kind",
                  "promote", "float_out", "doc", "nondiff", "number_edges", "scalar_args",
                  "methods", "inplace", "functions", "cost", "decompose", "eager_native",
-                 "eager_rows", "eager_steps", "eager_kernel")
+                 "eager_rows", "eager_steps", "eager_kernel", "eager_min_elements")
 
     def __init__(self, name, impl, vjp=None, grad_fn=None, args=("self",), save=(),
                  nout=1, kind="other", promote=(), float_out=False, doc="", nondiff=(),
                  number_edges=False, scalar_args=(), methods=(), inplace=(), functions=(),
                  cost=1, decompose=None, eager_native=False, eager_rows=False,
-                 eager_steps=(), eager_kernel=None):
+                 eager_steps=(), eager_kernel=None, eager_min_elements=None):
         self.name = name
         self.impl = impl
         self.vjp = vjp
@@ -77,6 +77,10 @@ class OpDef:
         # the compiled lowering of the op alone, built for their shapes (eager_shaped.py:
         # convolutions, where NumPy's im2col and products are a third of torch's speed)
         self.eager_kernel = eager_kernel
+        # the largest operand's size from which eager_kernel runs (None: the kernel kind's
+        # own; smaller calls run impl): low where impl's passes cost many times one native
+        # pass (normalisations: 8-10 NumPy passes where one loop does)
+        self.eager_min_elements = eager_min_elements
 
     @property
     def differentiable(self):

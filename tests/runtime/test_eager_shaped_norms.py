@@ -182,3 +182,14 @@ def test_index_put_out_of_range_raises_eagers_error():
         _with(False, lambda: _index_put(index, True))
     assert type(native.value) is type(plain.value)
     assert str(native.value) == str(plain.value)
+
+
+def test_small_batch_norm_1d_runs_its_kernel_from_the_tables_size():
+    """BatchNorm1d's (64, 256) (16k elements, under the convolutions' 32k) runs the shaped
+    kernels: the op's eager_min_elements."""
+    before = eager_shaped.stats["calls"]
+    got = _with(True, lambda: _batch_norm(True, True, shape=(64, 256)))
+    assert eager_shaped.stats["calls"] == before + 2, "the shaped kernels did not run"
+    want = _with(False, lambda: _batch_norm(True, True, shape=(64, 256)))
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * max(1.0, np.abs(b).max()))
