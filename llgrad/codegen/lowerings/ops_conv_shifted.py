@@ -35,23 +35,28 @@ from .scalar import I64
 
 BOOL = ir.IntType(1)
 MIN_CHANNELS = 8    # input channels per group: fewer make each shifted product too thin
+MIN_COLUMNS = 200   # columns of each product (measured: 16x16 maps gain, 8x8 ones lose)
 
 
 def applies(geo):
-    """Whether the convolution of geometry geo runs as shifted products."""
-    return geo.sh == 1 and geo.sw == 1 and geo.kh * geo.kw > 1 and \
-        geo.cg >= MIN_CHANNELS and geo.oh > 0 and geo.ow > 0
+    """Whether the convolution of geometry geo runs as shifted products: where each of
+    them is a wide enough product (small maps with many channels are one large product
+    of the unfold's, which a BLAS runs faster than KH*KW thin ones)."""
+    columns = geo.oh * -(-(geo.w + 2 * geo.pw) // geo.sw)
+    return geo.kh * geo.kw > 1 and geo.cg >= MIN_CHANNELS and geo.oh > 0 and \
+        geo.ow > 0 and columns >= MIN_COLUMNS
 
 
 def prepare(plan, group, st):
     """The scratch and the products of group's op (st: ops_conv's state, with geo and dt)."""
     node, geo, dt = group.root, st["geo"], st["dt"]
-    wp = geo.w + 2 * geo.pw
-    hp = geo.h + 2 * geo.ph
-    p = hp * wp + (geo.kw - 1) * geo.dw
-    nw = geo.oh * wp
+    hs = -(-(geo.h + 2 * geo.ph) // geo.sh)        # a phase plane's rows and columns
+    ws = -(-(geo.w + 2 * geo.pw) // geo.sw)
+    ps = hs * ws + (geo.kw - 1) * geo.dw // geo.sw  # (slack: the last row's shift reads on)
+    p = geo.sh * geo.sw * ps
+    nw = geo.oh * ws
     kk = geo.kh * geo.kw
-    st.update(wp=wp, p=p, nw=nw, kk=kk)
+    st.update(ws=ws, ps=ps, p=p, nw=nw, kk=kk)
     u, v = node.inputs[:2]
     if node.op == "convolution":
         st["gemm"] = Gemm(plan, group, dt, geo.og, nw, geo.cg, (geo.cg, 1), (p, 1),
@@ -119,11 +124,36 @@ def _pack_weights(fg, st, transposed):
         b.store(ok, fg.address(Access(st["finite"], dt, 0, (1,)), [ir.Constant(I64, 0)]))
 
 
+def _phases(geo, st, image):
+    """[(image's elements, their places in the padded planes, (C, rows, columns))] for each
+    phase (row % stride, column % stride) of the padded grid: with stride 1 the one phase
+    is the padded plane's interior; with stride s, phase (a, b) holds the positions s*u + a,
+    s*v + b, so that each kernel offset reads one phase at a constant shift."""
+    dt, p, ps, ws = st["dt"], st["p"], st["ps"], st["ws"]
+    sn, sc, sh, sw = image.strides
+    out = []
+    for a in range(geo.sh):
+        u0 = -(-(geo.ph - a) // geo.sh) if geo.ph > a else 0     # first row inside x
+        u1 = (geo.h + geo.ph - a - 1) // geo.sh + 1 if geo.h + geo.ph > a else 0
+        for b in range(geo.sw):
+            v0 = -(-(geo.pw - b) // geo.sw) if geo.pw > b else 0
+            v1 = (geo.w + geo.pw - b - 1) // geo.sw + 1 if geo.w + geo.pw > b else 0
+            if u1 <= u0 or v1 <= v0:
+                continue
+            h0, w0 = u0 * geo.sh + a - geo.ph, v0 * geo.sw + b - geo.pw
+            src = Access(image.buf, dt, image.offset + h0 * sh + w0 * sw,
+                         (sn, sc, geo.sh * sh, geo.sw * sw))
+            dst = Access(st["xpad"], dt, (a * geo.sw + b) * ps + u0 * ws + v0,
+                         (geo.c * p, p, ws, 1))
+            out.append((src, dst, (geo.c, u1 - u0, v1 - v0)))
+    return out
+
+
 def emit(plan, group, fg):
     """The op of group (prepare made its state) into fg."""
     node, st = group.root, group.state
     geo, dt = st["geo"], st["dt"]
-    wp, p, nw, kk = st["wp"], st["p"], st["nw"], st["kk"]
+    ws, ps, p, nw, kk = st["ws"], st["ps"], st["p"], st["nw"], st["kk"]
     c = lambda v: ir.Constant(I64, v)                                   # noqa: E731
     op = node.op
     out = plan.out_access(group)
@@ -136,9 +166,8 @@ def emit(plan, group, fg):
     else:
         _pack_weights(fg, st, op == "convolution_backward_input")
     plane = Access(st["xpad"], dt, 0, (geo.c * p, p, 1))                 # [tid, c, position]
-    interior = Access(st["xpad"], dt, geo.ph * wp + geo.pw, (geo.c * p, p, wp, 1))
     wide = Access(st["wide"], dt, 0, (geo.o * nw, nw, 1))                # [tid, o, column]
-    wide_rows = Access(st["wide"], dt, 0, (geo.o * nw, nw, wp, 1))       # [tid, o, r, q]
+    wide_rows = Access(st["wide"], dt, 0, (geo.o * nw, nw, ws, 1))       # [tid, o, r, q]
     packed = Access(st.get("packed"), dt, 0, (geo.o * geo.cg, geo.cg, 1) if op == "convolution"
                     else (geo.c * geo.og, geo.og, 1))                    # [k, row, col]
     gemm = st["gemm"]
@@ -150,15 +179,21 @@ def emit(plan, group, fg):
             with for_range(b, 0, geo.kh, name="ki") as i:
                 with for_range(b, 0, geo.kw, name="kj") as j:
                     k = b.add(b.mul(i, c(geo.kw)), j)
-                    off = b.add(b.mul(i, c(geo.dh * wp)), b.mul(j, c(geo.dw)))
+                    di, dj = b.mul(i, c(geo.dh)), b.mul(j, c(geo.dw))
+                    phase = b.add(b.mul(b.urem(di, c(geo.sh)), c(geo.sw)),
+                                  b.urem(dj, c(geo.sw)))
+                    off = b.add(b.add(b.mul(phase, c(ps)),
+                                      b.mul(b.udiv(di, c(geo.sh)), c(ws))),
+                                b.udiv(dj, c(geo.sw)))
                     body(gi, k, off)
 
     def copy_image(g, src, n, tid, flag=None):
-        with loop_nest(g.b, (geo.c, geo.h, geo.w), name="in") as (ch, h, w):
-            value = g.load(src, [n, ch, h, w])
-            g.store(value, interior, [tid, ch, h, w])
-            if flag is not None:
-                _flag_loop(g, flag, value)
+        for image, padded, extents in _phases(geo, st, src):
+            with loop_nest(g.b, extents, name="in") as (ch, u, v):
+                value = g.load(image, [n, ch, u, v])
+                g.store(value, padded, [tid, ch, u, v])
+                if flag is not None:
+                    _flag_loop(g, flag, value)
 
     def copy_grad(g, n, tid):
         with loop_nest(g.b, (geo.o, geo.oh, geo.ow), name="gw") as (o, r, q):
@@ -204,14 +239,15 @@ def emit(plan, group, fg):
                         def row_products(gi, k, off):
                             go, gc = b.mul(gi, c(geo.og)), b.mul(gi, c(geo.cg))
                             with for_range(b, 0, geo.oh, name="row") as r:
-                                at = b.mul(r, c(wp))
+                                at = b.mul(r, c(ws))
                                 st["rows"].call(g, g.address(packed, [k, gc, c(0)]),
                                                 g.address(wide, [tid, go, at]),
                                                 g.address(plane, [tid, gc, b.add(off, at)]),
                                                 p, True)
                         shifts(g, row_products)
-                with loop_nest(b, (geo.c, geo.h, geo.w), name="dx") as (ch, h, w):
-                    g.store(g.load(interior, [tid, ch, h, w]), out, [n, ch, h, w])
+                for image, padded, extents in _phases(geo, st, out):
+                    with loop_nest(b, extents, name="dx") as (ch, u, v):
+                        g.store(g.load(padded, [tid, ch, u, v]), image, [n, ch, u, v])
     else:
         part = Access(st["partial"], dt, 0, (kk * geo.o * geo.cg, geo.o * geo.cg, geo.cg, 1))
 
@@ -234,7 +270,7 @@ def emit(plan, group, fg):
                         def row_products(gi, k, off):
                             go, gc = b.mul(gi, c(geo.og)), b.mul(gi, c(geo.cg))
                             with for_range(b, 0, geo.oh, name="row") as r:
-                                at = b.mul(r, c(wp))
+                                at = b.mul(r, c(ws))
                                 st["rows"].call(g, g.address(wide, [tid, go, at]),
                                                 g.address(plane, [tid, gc, b.add(off, at)]),
                                                 g.address(part, [tid, k, go, c(0)]),
