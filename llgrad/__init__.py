@@ -5,7 +5,8 @@ llgrad/compile (compiled functions)."""
 import importlib as _importlib
 from .runtime import Size, Tensor  # noqa: F401
 from .runtime.dtypes import (bool_ as bool, double, dtype, float, float16, float32,  # noqa: F401,A004
-                             float64, half, int, int8, int16, int32, int64, long, uint8)
+                             float64, half, int, int8, int16, int32, int64, long, uint8,
+                             uint16, uint32, uint64)
 from .runtime.grad_mode import (enable_grad, inference_mode, is_grad_enabled,  # noqa: F401
                                 is_inference_mode_enabled, no_grad, set_grad_enabled)
 from .runtime.creation import (arange, as_tensor, empty, empty_like, eye,  # noqa: F401
@@ -46,6 +47,10 @@ from .serialization import load, save  # noqa: F401,E402
 # torch.* names of nn.functional's functions; llgrad.trace for a matrix or a function
 from .functions_nn import *  # noqa: F401,F403,E402
 from .functions_nn_more import *  # noqa: F401,F403,E402
+from .functions_quant import *  # noqa: F401,F403,E402 (QAT's fake quantisation)
+from .functions_native import *  # noqa: F401,F403,E402 (native_*, the cells, ATen's dropouts)
+from .functions_sym import *  # noqa: F401,F403,E402 (sym_*, Sym*, build flags, empty_permuted)
+from .amp.autocast_state import *  # noqa: F401,F403,E402 (set_autocast_enabled, ...)
 
 from .version import __version__  # noqa: F401,E402
 

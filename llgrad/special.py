@@ -2,21 +2,24 @@
 sigmoid, gammaln lgamma, psi digamma, ...) and PyTorch's compositions of them (ndtr, log_ndtr,
 ndtri, erfcx, xlog1py, entr, multigammaln), differentiable through their ops.
 
-Not here (no op computes them yet): zeta, i0 / i0e / i1 / i1e, the Bessel, Airy and
-orthogonal-polynomial families, gammainc / gammaincc. Where PyTorch has a kernel of its own
-and llgrad a composition, the composition loses precision at the far tails: erfcx overflows
+i0, gammainc and gammaincc are torch.i0 / igamma / igammac (NumPy-evaluated,
+runtime/functions_numeric_more.py). Not here (no op computes them yet): zeta, i0e / i1 /
+i1e, the Bessel, Airy and orthogonal-polynomial families. Where PyTorch has a kernel of its
+own and llgrad a composition, the composition loses precision at the far tails: erfcx overflows
 for x above ~26 (float64) where PyTorch's stays finite, log_ndtr is -inf below ~-38, ndtri's
 absolute error near 0 and 1 is that of erfinv(2p - 1)."""
 import math
 
 from .runtime.functions import where
+from .runtime.functions_numeric_more import i0 as _i0, igamma as _igamma, igammac as _igammac
 from .runtime.functions_special import mvlgamma
 from .runtime.node_names import torch_node
 from .runtime.tensor import Tensor
 
 __all__ = ["digamma", "entr", "erf", "erfc", "erfcx", "erfinv", "exp2", "expit", "expm1",
-           "gammaln", "log1p", "log_ndtr", "log_softmax", "logit", "logsumexp", "multigammaln",
-           "ndtr", "ndtri", "polygamma", "psi", "round", "sinc", "softmax", "xlog1py", "xlogy"]
+           "gammainc", "gammaincc", "gammaln", "i0", "log1p", "log_ndtr", "log_softmax", "logit",
+           "logsumexp", "multigammaln", "ndtr", "ndtri", "polygamma", "psi", "round", "sinc",
+           "softmax", "xlog1py", "xlogy"]
 
 _SQRT1_2 = math.sqrt(0.5)
 
@@ -181,3 +184,18 @@ for _f in (erf, erfc, erfinv, gammaln, digamma, polygamma, sinc, expm1, exp2, lo
            logsumexp, softmax, log_softmax):
     if not _f.__doc__:
         _f.__doc__ = f"As torch.special.{_f.__name__}."
+
+
+def i0(input, *, out=None):
+    """As torch.special.i0: the modified Bessel function of the first kind, order 0."""
+    return _out(_i0(_t(input, "i0")), out)
+
+
+def gammainc(input, other, *, out=None):
+    """As torch.special.gammainc (torch.igamma): the regularised lower incomplete gamma."""
+    return _out(_igamma(_t(input, "gammainc"), other), out)
+
+
+def gammaincc(input, other, *, out=None):
+    """As torch.special.gammaincc (torch.igammac): the regularised upper incomplete gamma."""
+    return _out(_igammac(_t(input, "gammaincc"), other), out)

@@ -18,7 +18,8 @@ _DEVICES = ("cpu", "cuda", "xpu", "mps", "hpu", "xla", "ipu", "mtia", "maia")
 
 class _State(threading.local):
     def __init__(self):
-        self.enabled = {}           # device type -> whether autocast is on (always False)
+        self.enabled = {}           # device type -> whether autocast is on (never for the CPU)
+        self.dtypes = {}            # device type -> its dtype set by set_autocast_dtype
 
 
 _state = _State()
@@ -31,14 +32,16 @@ def is_autocast_available(device_type):
 
 
 def is_autocast_enabled(device_type=None):
-    """False: llgrad never runs under an enabled autocast."""
+    """Whether autocast is on for device_type (CUDA by default): never for the CPU, whose
+    autocast llgrad does not emulate; another device's flag as set_autocast_enabled left it."""
     return bool(_state.enabled.get(device_type or "cuda", False))
 
 
 def get_autocast_dtype(device_type):
     """The dtype autocast would use for device_type, as PyTorch's defaults say (llgrad has
     no bfloat16, so the CPU's default is named by its string)."""
-    return float16 if device_type != "cpu" else "bfloat16"
+    default = "bfloat16" if device_type in ("cpu", "hpu", "xla", "maia") else float16
+    return _state.dtypes.get(device_type, default)
 
 
 class autocast:

@@ -32,6 +32,9 @@ def _fresh():
 
 
 class GradScaler:
+    """GradScaler(device, init_scale, growth_factor, backoff_factor, growth_interval,
+    enabled): as torch.amp.GradScaler (see the module's docstring)."""
+
     def __init__(self, device="cuda", init_scale=2.0 ** 16, growth_factor=2.0,
                  backoff_factor=0.5, growth_interval=2000, enabled=True):
         self._device = device
@@ -56,6 +59,7 @@ class GradScaler:
         self._growth_tracker = full((), getattr(self, "_init_growth_tracker", 0), dtype=int32)
 
     def is_enabled(self):
+        """Whether the scaler scales (enabled, as constructed)."""
         return self._enabled
 
     def scale(self, outputs):
@@ -152,26 +156,33 @@ class GradScaler:
         self._per_optimizer_states = defaultdict(_fresh)
 
     def get_scale(self):
+        """The current scale as a Python float (1.0 when disabled)."""
         if not self._enabled:
             return 1.0
         return self._init_scale if self._scale is None else self._scale.item()
 
     def get_growth_factor(self):
+        """The factor the scale grows by after growth_interval clean steps."""
         return self._growth_factor
 
     def set_growth_factor(self, new_factor):
+        """Set the growth factor."""
         self._growth_factor = new_factor
 
     def get_backoff_factor(self):
+        """The factor the scale shrinks by after a step with an inf / NaN gradient."""
         return self._backoff_factor
 
     def set_backoff_factor(self, new_factor):
+        """Set the backoff factor."""
         self._backoff_factor = new_factor
 
     def get_growth_interval(self):
+        """How many clean steps grow the scale."""
         return self._growth_interval
 
     def set_growth_interval(self, new_interval):
+        """Set the growth interval."""
         self._growth_interval = new_interval
 
     def _get_growth_tracker(self):
@@ -180,6 +191,7 @@ class GradScaler:
         return 0 if self._growth_tracker is None else self._growth_tracker.item()
 
     def state_dict(self):
+        """The scaler's state (scale, factors, interval, growth tracker), as PyTorch's."""
         if not self._enabled:
             return {}
         return {"scale": self.get_scale(), "growth_factor": self._growth_factor,
@@ -188,6 +200,7 @@ class GradScaler:
                 "_growth_tracker": self._get_growth_tracker()}
 
     def load_state_dict(self, state_dict):
+        """Restore the state state_dict() gave."""
         if not self._enabled:
             return
         if len(state_dict) == 0:

@@ -54,6 +54,7 @@ class Kernel:
         index = {b: k for k, b in enumerate(plan.outputs)}
         self._recipes = [self._recipe(v, index) for v in plan.escaping]
         self._nout = len(graph.outputs)
+        self._copies = self._unshared(graph)
         # run()'s extras are keyed by `graph`'s Values: the traced graph, which the plan's
         # (simplified, lower.simplify) graph matches position by position
         self._extra_keys = escaping_values(graph)[self._nout:]
@@ -162,11 +163,28 @@ class Kernel:
         nothing); then `launch_direct(arrays)` returns them as a list, one launch."""
         return self._direct_outs is not None
 
+    def _unshared(self, graph):
+        """The outputs that simplify() (lower.py) made share a buffer with an input or an
+        earlier output that the traced graph computes apart (common subexpressions merged:
+        x.new_zeros(2) and zeros_like(x)): run() returns copies of them, so writing one
+        leaves the other as in eager."""
+        copies, seen = [], {}
+        for j, ((kind, k, _), v) in enumerate(zip(self._recipes, graph.outputs)):
+            if kind not in ("out", "outview", "input"):
+                continue
+            root, where = root_of(v), ("input" if kind == "input" else "out", k)
+            if (kind == "input" and root is not graph.inputs[k]) or \
+                    seen.setdefault(where, root) is not root:
+                copies.append(j)
+        return tuple(copies)
+
     def run(self, arrays):
         """(outputs, extras): extras maps each mutated input's final value and each guard's
         value (Values of the graph) to its array; nothing is written back."""
         arrays, outs = self._launch(arrays)
         results = [self._build(r, arrays, outs) for r in self._recipes]
+        for j in self._copies:
+            results[j] = np.array(results[j], order="K")
         n = self._nout
         return tuple(results[:n]), dict(zip(self._extra_keys, results[n:]))
 

@@ -20,7 +20,7 @@ import astunparse
 import numpy as np
 
 from ..ir.graph import Value
-from ..ir.optable import OPS
+from ..ir.optable import OPS, c_order, contiguous_result
 from ..ir.shape_rules import operand_casts
 
 _counter = itertools.count()
@@ -31,11 +31,13 @@ class _Ops:
 
     def __getattr__(self, name):
         impl = OPS[name].impl
+        # (eager's layout of results: runtime/dispatch.py)
+        c = c_order if contiguous_result(OPS[name]) else (lambda a: a)
 
         def call(*args, **kwargs):
             out = impl(*args, **kwargs)
-            return tuple(np.asarray(o) for o in out) if OPS[name].nout != 1 \
-                else np.asarray(out)
+            return tuple(c(np.asarray(o)) for o in out) if OPS[name].nout != 1 \
+                else c(np.asarray(out))
         call.__name__ = name
         setattr(self, name, call)
         return call

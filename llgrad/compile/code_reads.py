@@ -1,6 +1,7 @@
 """What code reads, found in its bytecode: the global names, and the attributes of the
 user's modules it reads as `module.attribute`; and whether a file is the user's (not the
 standard library's or an installed package's)."""
+import collections.abc
 import dis
 import functools
 import inspect
@@ -40,15 +41,16 @@ def global_names(code):
 
 
 @functools.lru_cache(maxsize=1024)
-def _attribute_reads(code):
+def _attribute_reads(code, loads=("LOAD_GLOBAL", "LOAD_NAME")):
     """The (global name, attribute) pairs code reads as `name.attribute` (LOAD_GLOBAL then
-    LOAD_ATTR or LOAD_METHOD), its nested code's included, in first-use order."""
+    LOAD_ATTR or LOAD_METHOD; with loads LOAD_DEREF: closure names), its nested code's
+    included, in first-use order."""
     pairs, stack = {}, [code]
     while stack:
         c = stack.pop()
         ins = list(dis.get_instructions(c))
         for a, b in zip(ins, ins[1:]):
-            if a.opname in ("LOAD_GLOBAL", "LOAD_NAME") and \
+            if a.opname in loads and \
                     b.opname in ("LOAD_ATTR", "LOAD_METHOD"):
                 pairs.setdefault((a.argval, b.argval), None)
         stack.extend(k for k in c.co_consts if inspect.iscode(k))
@@ -66,4 +68,28 @@ def module_attributes(code, space):
         if inspect.ismodule(m) and attr in vars(m) and getattr(m, "__file__", None) and \
                 users_file(m.__file__) and not m.__name__.startswith(LIBRARIES):
             out.append((name, attr, vars(m)))
+    return out
+
+
+_DYNAMIC = ("globals", "eval", "exec")      # builtins reading globals no bytecode names
+
+
+def unguarded_reads(code, space, cells):
+    """[(what, why)] of code's reads that no guard can follow: globals() / eval / exec (the
+    names they read are not in the bytecode), and the mutable containers of a library's
+    modules read as `module.attribute` (os.environ, sys.argv: what they hold is not
+    walked). cells: {name: value} of code's closure. A call of a function that makes them
+    runs eagerly."""
+    out = [(f"{name}()", f"{name}() reads globals by names compile cannot see")
+           for name in global_names(code) if name in _DYNAMIC and name not in space]
+    named = [(n, a, space.get(n)) for n, a in _attribute_reads(code)] + \
+        [(n, a, cells.get(n)) for n, a in _attribute_reads(code, ("LOAD_DEREF",))]
+    for name, attr, m in named:
+        v = getattr(m, attr, None) if inspect.ismodule(m) and not (
+            m.__name__.startswith(LIBRARIES) or (getattr(m, "__file__", None) and
+                                                 users_file(m.__file__))) else None
+        if isinstance(v, (collections.abc.MutableMapping, collections.abc.MutableSequence,
+                          collections.abc.MutableSet)):
+            out.append((f"{name}.{attr}", f"it reads {name}.{attr}, whose contents compile "
+                        "does not guard"))
     return out

@@ -42,12 +42,13 @@ Backends (chosen once, when compile() is called: backend= or LLGRAD_BACKEND)
 
 Guards and re-tracing
     A call's guard key holds its tensors' dtypes, shapes, strides and requires_grad, grad
-    mode, Python-number arguments, the .grad of inputs (only for a function that reads or
-    sets one), and the type and contents of objects fn is given or reads from globals and
-    closures (a model, an optimiser: guarded by what they hold, not by identity, as Dynamo
-    treats modules). A value read from a tensor that steers Python code (bool(t), t.item())
-    is a value guard. A cache hit never runs fn's Python again (once its native code is
-    built: until then calls run fn eagerly, see Background builds). A changed guard traces
+    mode, the default dtype, Python-number arguments (a float's zero with its sign), the
+    .grad of inputs (only for a function that reads or sets one), and the type and
+    contents of objects fn is given or reads from globals and closures (a model, an
+    optimiser: guarded by what they hold, not by identity, as Dynamo treats modules). A
+    value read from a tensor that steers Python code (bool(t), t.item()) is a value guard.
+    A cache hit never runs fn's Python again (once its native code is built: until then
+    calls run fn eagerly, see Background builds). A changed guard traces
     again, up to recompile_limit specialisations; then a warning names the guard that
     changed and calls with new guard values run eagerly. A traced run that changed Python
     state (an attribute, a list, a global number) is not kept, since a compiled call could
@@ -58,7 +59,9 @@ Graph breaks and fullgraph
     Where compile cannot keep the contract (numpy() or tolist() of a traced tensor, a hook
     or retain_grad() made inside fn, aliasing inputs that fn writes, a draw from NumPy's or
     Python's random generator, data-dependent shapes such as nonzero or masked_select, a
-    DistributedDataParallel forward), everything the traced run changed is put back and
+    DistributedDataParallel forward, an iterator the call reaches, globals() or os.environ
+    read, a global setting fn leaves changed: set_grad_enabled, set_default_dtype,
+    set_printoptions, set_num_threads), everything the traced run changed is put back and
     the call runs eagerly, with a warning once per reason naming the user's line;
     fullgraph=True raises instead. Tensor-dependent control flow the rewrite cannot hold
     (branches of different shapes, break) is traced again as plain Python, its conditions

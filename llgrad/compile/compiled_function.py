@@ -27,7 +27,7 @@ from .guards import collect, hooked, identity, without_grads
 from .module import CompiledModule, is_module
 from .readable import Names, guard_lines, limit_change, why_retrace
 from .attr_writes import Pending
-from .side_effects import fresh_optimizer, unreplayed_change
+from .side_effects import fresh_optimizer, unguardable, unreplayed_change
 from .backends import backend as get_backend
 from .backends import backward_run, build_now, forward_run
 from .run import _MISS, _RUN_EAGERLY, _first_result, eager_runner, entry_runner, own_inputs
@@ -133,9 +133,10 @@ class CompiledFunction:
             return self._trace_call(tensors, guards, entered, key, n_own, args, kwargs)
 
     def _trace_call(self, tensors, guards, entered, key, n_own, args, kwargs):
-        """A call with no entry: trace it (an eager run), keep the entry if the run left
-        no Python state changed, or put the state back and run eagerly where it cannot be
-        traced."""
+        """A call with no entry: trace it (an eager run), keep the entry if the run left no
+        Python state changed, or put the state back and run eagerly where it cannot be."""
+        if unguardable(guards):     # (not cached: each new iterator would be a new key)
+            return self._eagerly(unguardable(guards), args, kwargs)
         if not self.n_traces and not self._first_untraced and fresh_optimizer(entered):
             # an optimiser's first step makes its state: such a traced run is never kept
             # (side_effects.py), so the first call runs eagerly and the next one traces
@@ -151,26 +152,27 @@ class CompiledFunction:
             entry, result = trace_entry(getattr(self.fn, "__name__", "f"), self._resolved,
                                         self._traced_fn(), tensors, guards, args, kwargs,
                                         n_own, entered, self.fn)
-        except ControlFlowError as e:
+        except TraceError as e:
             snapshot.restore()
-            if self.fullgraph or self._converted[1] is None:
+            plain = isinstance(e, ControlFlowError)
+            if plain and (self.fullgraph or self._converted[1] is None):
                 raise
+            entry, result = (plain, str(e).split("\n")[0]), None
+        if type(entry) is tuple:    # (a break, handled outside the handler: its frames and the
+            # snapshot would hold the inputs' storages, which an eager resize_ finds unshared)
+            snapshot, (plain, reason) = None, entry
+            if not plain:
+                self._add(key, n_own, EAGER)
+                return self._eagerly(reason, args, kwargs, key)
             # trace the function as it is: its tensor conditions become value guards
             self._converted = (self.fn, None)
-            reason = f"tensor-dependent control flow left as Python (value guards): " \
-                     f"{str(e).splitlines()[0]}"
+            reason = f"tensor-dependent control flow left as Python (value guards): {reason}"
             self._break(reason, eager=False)
             self._warn_once(reason)
             return self._trace_call(tensors, guards, entered, key, n_own, args, kwargs)
-        except TraceError as e:
-            snapshot.restore()
+        reason = snapshot.unreplayed_effect()
+        if reason is not None:      # (the traced run was eager's: its result stands)
             self._add(key, n_own, EAGER)
-            return self._eagerly(str(e).split("\n")[0], args, kwargs, key)
-        foreign = snapshot.foreign_random()
-        if foreign is not None:     # (the traced run was eager's: its result stands)
-            self._add(key, n_own, EAGER)
-            reason = f"the function draws from {foreign}, which a compiled call cannot " \
-                     "replay (use llgrad's default generator)"
             self._break(reason, key=key)
             self._warn_once(f"running eagerly: {reason}")
             return result
@@ -211,7 +213,8 @@ class CompiledFunction:
         if self.fullgraph:
             raise TraceError(f"llgrad.compile({getattr(self.fn, '__name__', 'fn')}, "
                              f"fullgraph=True): {reason}")
-        self._break(reason, key=key)
+        if key is not None or reason not in self.graph_breaks:  # (uncached calls: noted once)
+            self._break(reason, key=key)
         self._warn_once(f"running eagerly: {reason}")
         return self.fn(*args, **kwargs)
 

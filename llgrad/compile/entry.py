@@ -8,7 +8,6 @@ returns values, not a graph to differentiate: its one graph is the whole step.
 
 What compile cannot reproduce raises TraceError (the caller puts the state back and runs
 the call eagerly, compiled_function.py)."""
-import contextlib
 import functools
 import time
 
@@ -24,14 +23,14 @@ from ..runtime.tensor import Tensor
 from ..tracer.errors import later_error
 from ..tracer.pytree import flatten, with_constants
 from ..tracer.returned import ReturnedScalar, is_constant, values_in
-from ..tracer.trace import ControlFlowError, TraceError, trace_body
+from ..tracer.trace import TraceError, trace_body
 from .dump import _trace_note
 from .attr_writes import Slots
 from .output_notes import reach_masks, rebuild_notes as _rebuild_notes
 from .log import short_loc, user_line
 from .replayed_output import recording, written
 from .side_effects import none_in_differentiation
-from .snapshot import StateSnapshot
+from .snapshot import untaken_branch
 
 
 class Entry:
@@ -59,6 +58,7 @@ class Entry:
                                           # output positions) (attr_writes.py), or None
         "written",                        # the guard paths of those tensors (a check)
         "input_views", "same_outputs", "detached",  # output_notes.py: outputs made as eager's
+        "multi_views",                    # (and outputs of unbind, split, ...: output_notes)
         "reach", "bumps", "out_versions",  # (output_notes.py, snapshot.bumps)
         "name", "backend", "grad_on",     # grad_on: inputs given requires_grad (side_effects)
         "timings",                        # seconds of the trace and builds (log.py)
@@ -74,6 +74,7 @@ class Entry:
         self.unused, self.grad_assign, self.input_outputs, self.out_versions = [], [], [], []
         self.plain_alias, self.no_grad_views, self.freed_outputs, self.bumps = [], [], [], {}
         self.input_views, self.same_outputs, self.detached, self.reach = [], [], [], None
+        self.multi_views = []
         self.scalar_outputs, self.eager_saved, self.reusable = {}, ((), ()), False
         self.n_returned, self.attr_writes, self.written = 0, None, ()
         self.grad_free, self.rng_index, self.step, self.grad_on = False, None, False, []
@@ -176,6 +177,9 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
             # a backward only where the call's own grad mode is on)
             raise TraceError(f"a result requires grad (enable_grad() inside the function) "
                              f"while the call runs under no_grad, at {short_loc(user_line())}")
+        for k, (_, t) in enumerate(tensors):   # `x.requires_grad_(flag)` inside on a leaf:
+            if t._grad_fn is None and t._base is None:  # compiled calls replay it (grad_on)
+                differentiable[k] = t._requires_grad and t._dtype.is_floating_point
         state["grad"] = grad_mode.state.grad_enabled and any(differentiable) and \
             not step and bool(diff_out)
         if not state["grad"]:
@@ -209,7 +213,7 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
 
     try:
         graph = trace_body(name, tensors, body, functools.partial(
-            _untaken_branch, [t for _, t in tensors], entered), examples=False)
+            untaken_branch, [t for _, t in tensors], entered), examples=False)
     except TraceError:
         raise
     except Exception as e:      # the user's own error, raised as eager raises it
@@ -239,27 +243,6 @@ def _partition(entry, graph, state, differentiable):
     entry.forward, entry.backward, entry.saved = partition(
         graph, state["n_primal"], n_out, len(mutated), len(guards_list), guards_list,
         mutated, sorted(kept))
-
-
-@contextlib.contextmanager
-def _untaken_branch(tensors, entered, what):
-    """Tracing the branch of a tensor `if` that eager does not take: what it does in Python
-    is put back; a branch that raises or changes Python state (which a compiled call taking
-    it later would not do) makes the function traced as plain Python instead."""
-    snapshot = StateSnapshot(tensors, entered)
-    try:
-        yield
-    except TraceError:
-        snapshot.restore()
-        raise
-    except Exception as e:
-        snapshot.restore()
-        raise ControlFlowError(f"{what}: the branch eager does not take raises "
-                               f"{type(e).__name__}: {e}") from e
-    changed = snapshot.changed()
-    snapshot.restore()
-    if changed is not None:
-        raise ControlFlowError(f"{what}: the branch eager does not take changes {changed}")
 
 
 def _written_outputs(entry, slots, outs):

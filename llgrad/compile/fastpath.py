@@ -19,6 +19,7 @@ import itertools
 
 import numpy as np
 
+from ..ir.promotion import _DEFAULT
 from ..runtime import grad_mode
 from ..runtime.dtypes import _BY_NP
 from ..runtime.tensor import Storage, Tensor
@@ -49,8 +50,8 @@ def fast_key(args):
                               gd.shape, gd.strides))
                 grads = [g] if grads is None else grads + [g]
             tensors.append(a)
-        elif type(a) in _NUMBERS:
-            parts.append((type(a), a))
+        elif type(a) in _NUMBERS:   # (a float's zero with its sign: guards.scalar_guard)
+            parts.append((type(a), (a or repr(a)) if type(a) is float else a))
         else:
             return None
     if len(tensors) > 1 and len(set(map(id, tensors))) != len(tensors):
@@ -63,6 +64,7 @@ def fast_key(args):
     st = grad_mode.state
     parts.append(st.grad_enabled)
     parts.append(st.inference)
+    parts.append(_DEFAULT[2])       # (the default float dtype: guards.collect)
     return tuple(parts), tensors
 
 
@@ -200,7 +202,7 @@ def quick_runner(entry, launch, attach=None, eagerly=None):
     fwd = entry.forward
     if fwd.guards or fwd.mutated or entry.rng_index is not None or entry.grad_assign or \
             entry.freed_outputs or entry.scalar_outputs or entry.attr_writes is not None or \
-            entry.grad_on or entry.out_versions:
+            entry.grad_on or entry.out_versions or entry.multi_views:
         return None
     # (no .grad updates: the function's outputs are all the primal outputs, n_out of them;
     # the saved values for backward follow them)

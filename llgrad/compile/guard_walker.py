@@ -31,6 +31,7 @@ import sys
 
 import numpy as np
 
+from ..ir import promotion
 from ..runtime import grad_mode, hypers
 from .guards import (_SCALARS, _is_object, _scalar_set, captured_reads, class_functions,
                      followed_reads, signature_names, tensor_keys, user_function)
@@ -64,6 +65,12 @@ class _Source:
             self.check(f"{x} is not None")
         else:
             self.check(f"type({x}) is not {self.const(type(v))}")
+
+
+def _number(x, v):
+    """The key expression of scalar x (of v's type): a float's zero with its sign, as
+    guards.scalar_guard keys it."""
+    return f"({x} or repr({x}))" if isinstance(v, (float, np.floating)) else x
 
 
 def _unpack(src, x, n):
@@ -155,7 +162,7 @@ def _walk(src, roots):
                 tensors.append(x)
         elif isinstance(v, _SCALARS):
             if v is not None:
-                src.key.append(x)
+                src.key.append(_number(x, v))
         elif type(v) is np.ndarray:     # (an input whose memory other inputs may share:
             raise _Unsupported("a NumPy array")     # the full walk decides, guards.py)
         elif isinstance(v, (list, tuple, dict)):
@@ -274,7 +281,7 @@ def _captured(src, fn):
         elif isinstance(v, _SCALARS):           # (guarded by value: guards.captured_guards)
             src.type_is(x, v)
             if v is not None:
-                src.key.append(x)
+                src.key.append(_number(x, v))
         elif inspect.ismodule(v):
             src.type_is(x, v)
         else:                                   # a function, class, compiled function
@@ -356,9 +363,10 @@ def make_walker(fn, args, kwargs):
                   "    if len(set(map(id, everything))) != len(everything): return None",
                   "    tensors = everything",
                   "st = grad_mode.state"]
-    key = src.key + parts + ["st.grad_enabled", "st.inference"]
+    key = src.key + parts + ["st.grad_enabled", "st.inference", "DEFAULT[2]"]
     src.lines.append("return (walker_id, " + "".join(k + ", " for k in key) + "), tensors")
     src.env.update(grad_mode=grad_mode, MISSING=_MISSING, HYPER=hypers.walker_input,
+                   DEFAULT=promotion._DEFAULT,     # (the default float dtype: guards.collect)
                    walker_id=object())     # (keys of two walkers never compare equal)
     code = "def walk(args, kwargs):\n" + "".join(f"    {ln}\n" for ln in src.lines)
     try:

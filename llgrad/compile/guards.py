@@ -6,11 +6,12 @@ import inspect
 
 import numpy as np
 
+from ..ir.promotion import default_float
 from ..tracer.pytree import flatten
 from ..runtime import grad_mode, hypers
 from ..runtime.tensor import Tensor
 from .arrays import arrays_as_tensors, wrappable
-from .code_reads import global_names, module_attributes, users_file
+from .code_reads import global_names, module_attributes, unguarded_reads, users_file
 from .class_state import (LIBRARIES as _LIBRARIES, Same, class_containers, class_ids,
                           class_state, held, slotted, user_classes)
 
@@ -18,6 +19,14 @@ from .class_state import (LIBRARIES as _LIBRARIES, Same, class_containers, class
 # of the last one, freed)
 _SCALARS = (int, float, str, bool, type(None), np.number, np.bool_, range)
 _SMALL_ARRAY = 256
+
+
+def scalar_guard(v):
+    """A Python scalar's guard value: its type and value, a float's zero with its sign
+    (0.0 == -0.0, yet 1 / x tells them apart)."""
+    if isinstance(v, (float, np.floating)) and v == 0:
+        return type(v).__name__, repr(v)
+    return type(v).__name__, v
 
 
 def _is_object(v):
@@ -80,7 +89,7 @@ def _walk(roots, tensors, guards, entered=None):
                 guards.append((f"attributes of {path}", tuple(k for k, _ in items)))
                 stack.extend((f"{path}_{k}", x) for k, x in reversed(items))
         elif isinstance(v, _SCALARS):
-            guards.append((path, (type(v).__name__, v)))
+            guards.append((path, scalar_guard(v)))
         elif type(v) is hypers.HyperSlot:     # (an optimiser's lr: an input, hypers.py)
             guards.append((f"zero or not: {path}", ("hyper", v.value == 0)))  # (readable.py)
             tensors.append((path, hypers.hyper_input(v.group, v.key, v.index, v.value)))
@@ -238,7 +247,9 @@ def captured_guards(reads, guards):
     values inside captured objects are guarded by the walk of the captured roots)."""
     for where, v, kind, path in reads:
         if kind == "skip" and isinstance(v, _SCALARS):
-            guards.append((f"captured {path}", (type(v).__name__, v)))
+            guards.append((f"captured {path}", scalar_guard(v)))
+        elif kind == "unguarded":           # (side_effects.unguardable)
+            guards.append((f"captured {path}", ("unguarded", v)))
         elif kind in ("skip", "follow") and not inspect.ismodule(v):
             guards.append((f"captured {path}", ("object", type(v).__name__, Same(v))))
 
@@ -248,8 +259,9 @@ def captured_reads(fn):
     cell and global name that fn and the user functions it calls read, in order, as
     (where, value, kind, path): where ("cell", cell) or ("global", globals, name); kind
     "root" (walked), "follow" (a user function, read in turn), "skip" (a module, function,
-    class, Python number, compiled function), "empty" (a cell not yet filled) or "absent"
-    (a name not in the globals: a builtin). guard_walker.py checks the reads."""
+    class, Python number, compiled function), "empty" (a cell not yet filled), "absent"
+    (a name not in the globals: a builtin) or "unguarded" (value: why no guard can follow
+    what the code reads, code_reads.unguarded_reads). guard_walker.py checks the reads."""
     roots, reads, seen, todo = [], [], set(), [getattr(fn, "__func__", fn)]
     while todo:
         f = todo.pop()
@@ -272,9 +284,13 @@ def captured_reads(fn):
                 reads.append((("global", space, name), None, "absent", name))
         values += [(f"{name}.{attr}", mspace[attr], ("global", mspace, attr))
                    for name, attr, mspace in module_attributes(code, space)]
+        cells = {p.rpartition(".")[2]: x for p, x, w in values if w[0] == "cell"}
+        reads += [(("global", {}, what), why, "unguarded", what)     # (a call runs eagerly)
+                  for what, why in unguarded_reads(code, space, cells)]
         for path, v, where in values:
-            if _followed(v):
-                todo.append(v)
+            inner = getattr(v, "fn", None) if hasattr(v, "_traced_fn") else None
+            if _followed(v) or _followed(inner):   # (a compiled function: what its function
+                todo.append(inner or v)             # reads is the caller's, inlined)
                 kind = "follow"
             elif not (inspect.ismodule(v) or inspect.isroutine(v) or isinstance(v, _SCALARS)
                       or (inspect.isclass(v) and not user_classes(v))
@@ -317,7 +333,9 @@ def collect(fn, args, kwargs, entered=None):
                        (g._dtype.name, g._data.shape, g.stride())))
         if g is not None and id(g) not in firsts:
             grads.append((f"{path}_grad", g))
-    guards.append(("grad mode", (grad_mode.state.grad_enabled, grad_mode.state.inference)))
+    # (with the default float dtype: what llgrad.zeros(3) and a Python float make)
+    guards.append(("grad mode", (grad_mode.state.grad_enabled, grad_mode.state.inference,
+                                 default_float())))
     return tensors + grads, guards, len(tensors)
 
 

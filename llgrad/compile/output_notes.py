@@ -42,13 +42,24 @@ def rebuild_notes(entry, outs, tensors):
     # outputs over an input's memory whose eager base is not that input (`x.detach()`, a
     # view of it): an alias without history, not a view of the input (whose in-place rules
     # differ when the input requires grad); (output, input, whether it is itself a view)
-    entry.detached = [(k, storage[id(o._storage)], o._base is not None)
+    entry.detached = [(k, storage[id(o._storage)], o._base is not None, False)
                       for k, o in enumerate(outs) if id(o._storage) in storage
                       and _eager_base(o, tensors[storage[id(o._storage)]][1]) is None]
+    # and `x.data` (or a view of it): such an alias, under a version counter of its own
+    memory = {id(t._storage.base): i for i, (_, t) in enumerate(tensors)}
+    entry.detached += [(k, memory[id(o._storage.base)], o._base is not None, True)
+                       for k, o in enumerate(outs) if id(o._storage) not in storage
+                       and id(o._storage.base) in memory]
 
     # fresh outputs written in place (`return y.relu_()`): their version counter as eager's
     entry.out_versions = [(k, o._storage.version) for k, o in enumerate(outs)
                           if o._storage.version and id(o._storage) not in storage]
+
+    # outputs of a function returning several views (unbind, split, chunk) that require
+    # grad: eager refuses to write them in place, so a compiled call's refuse it too, with
+    # eager's words (the op and output named: runtime/inplace.py)
+    entry.multi_views = [(k, (type(o.grad_fn).__name__.rsplit("Backward", 1)[0], o._output_nr))
+                         for k, o in enumerate(outs) if o._multi_view and o.requires_grad]
 
     first = {}
     entry.same_outputs = [(k, first.setdefault(id(o), k)) for k, o in enumerate(outs)

@@ -137,9 +137,11 @@ def expression(raw, value, names):
     kind, path = _split(raw)
     n = names(path) if path else ""
     if kind == "grad mode":
-        grad, inference = value
+        grad, inference, default = value
         return f"llgrad.is_grad_enabled() == {grad}" + (
-            " and llgrad.is_inference_mode_enabled()" if inference else "")
+            " and llgrad.is_inference_mode_enabled()" if inference else "") + (
+            f" and llgrad.get_default_dtype() == llgrad.{default}"
+            if default != "float32" else "")
     if kind == "structure":
         return _structure(n, value)
     if kind == "contents":
@@ -168,8 +170,15 @@ def expression(raw, value, names):
     if isinstance(value, tuple) and len(value) == 2 and value[0] in ("set", "frozenset"):
         return f"{n} == {set(value[1]) or 'set()'}"
     if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str):
-        return f"{n} == {value[1]!r}"
+        return f"{n} == {_number(value)}"
     return f"{n} == {value!r}"
+
+
+def _number(value):
+    """A scalar guard's value as Python writes it (a float's zero is kept as its repr, so
+    that its sign counts: guards.scalar_guard)."""
+    kind, v = value
+    return v if isinstance(v, str) and kind != "str" else repr(v)
 
 
 def _structure(n, outline):
@@ -264,6 +273,9 @@ def _changed(raw, was, now, names):
             return "None" if v is None else f"a {v[0]} tensor of shape {v[1]}"
         return f"{n}.grad is {g(was)} (now {g(now)})", f"{n}.grad: {g(was)} -> {g(now)}"
     if kind == "grad mode":
+        if was[2] != now[2]:
+            return expression(raw, was, names) + f" (now the default dtype is {now[2]})", \
+                "default dtype changed"
         return expression(raw, was, names) + f" (now {now[0]}" + \
             (", inference mode" if now[1] else "") + ")", "grad mode changed"
     if kind == "structure":
@@ -273,7 +285,8 @@ def _changed(raw, was, now, names):
         if was[0] == "object" or now[0] == "object":
             return expression(raw, was, names) + f" (now {expression(raw, now, names)})", \
                 f"{n}: another object"
-        return f"{n} == {was[1]!r} (now {now[1]!r})", f"{n}: {was[1]!r} -> {now[1]!r}"
+        was, now = _number(was), _number(now)
+        return f"{n} == {was} (now {now})", f"{n}: {was} -> {now}"
     return expression(raw, was, names) + " (changed)", f"{n} changed"
 
 

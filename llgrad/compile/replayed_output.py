@@ -3,7 +3,8 @@ of its entry: warnings and text written to sys.stdout / sys.stderr (print). A co
 call runs none of the function's Python, yet eager warns and prints at each call.
 
 The traced run records, on the tracing thread only, each warning shown
-(warnings._showwarnmsg) with its origin and each write to the standard streams; a compiled
+(warnings._showwarnmsg) with its origin and each write to the standard streams, and holds
+them until its trace is kept (one given up gives nothing: the call runs again); a compiled
 call gives them again in order: each warning through warnings.warn_explicit with its
 origin's module and registry, so the user's filters and the once-per-line memory decide as
 they decide for eager's (once per line by default, every time under "always", an
@@ -53,7 +54,10 @@ class _Recorder:
         if self.mine() and not str(msg.message).startswith("llgrad.compile("):
             _in_region(f"a warning ({msg.category.__name__}: {msg.message}) at "
                        f"{msg.filename}:{msg.lineno}")
-            self.out.append(("warn",) + _origin(msg))
+            origin = _origin(msg)
+            self.out.append(("warn",) + origin)
+            _unmark(origin)         # (held as the texts are: written() gives it)
+            return
         self.showing = True         # (its text goes to stderr: not a write of the function's)
         try:
             self.shown(msg)
@@ -75,8 +79,8 @@ class _Tee:
 @contextlib.contextmanager
 def recording(out):
     """Append to `out` what replay() needs of each warning shown and each text written to
-    sys.stdout or sys.stderr while the block runs; the texts are held for written(), or
-    written when the block raises an error of the function's own (not TraceError)."""
+    sys.stdout or sys.stderr while the block runs; both are held for written(), or given
+    when the block raises an error of the function's own (not TraceError)."""
     rec = _Recorder(out)
     warnings._showwarnmsg = rec.warning
     tees = {name: _Tee(rec, name) for name, s in rec.streams.items() if s is not None}
@@ -104,10 +108,21 @@ def _restore(rec, tees):
 
 
 def written(given):
-    """Write what a traced run wrote (recording's list) once its trace is kept."""
-    for item in given:
-        if item[0] == "write" and getattr(sys, item[1]) is not None:
-            getattr(sys, item[1]).write(item[2])
+    """Give what a traced run gave (recording's list) once its trace is kept: a trace that
+    is given up gives nothing, since the call then runs again eagerly."""
+    replay(given)
+
+
+def _unmark(origin):
+    """Take back what warnings.warn_explicit noted of a warning it just showed (the
+    once-per-line and once-per-text memory): given again by written() it is decided by the
+    filters and that memory afresh, and a trace given up leaves no note of it."""
+    message, category, _, lineno, _, registry = origin
+    text = str(message)
+    for memory, key in ((registry, (text, category, lineno)), (registry, (text, category, 0)),
+                        (registry, (text, category)), (warnings.onceregistry, (text, category))):
+        if memory is not None and memory.get(key):
+            del memory[key]
 
 
 def _origin(msg):

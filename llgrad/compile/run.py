@@ -97,7 +97,8 @@ def run_entry(entry, tensors):
     except Exception:   # (an index check): nothing was written; eager gives its own error,
         return _RUN_EAGERLY     # after whatever the function does before it
     for g in fwd.guards:
-        if env[g.value].reshape(()).item() != g.expected:
+        now = env[g.value].reshape(()).item()
+        if now != g.expected or (now == 0 and repr(now) != repr(g.expected)):  # (-0.0)
             return _MISS
     if fwd.mutated:     # values kept for backward must not change with the write-back
         outs = list(outs[:entry.n_out]) + [
@@ -125,8 +126,8 @@ def run_entry(entry, tensors):
             g = np.array(g)
         taken.add(id(g))
         tensors[k]._grad = Tensor._from_array(g)
-    for k in entry.grad_on:         # `x.requires_grad = True` the run set on a leaf input
-        tensors[k]._requires_grad = True
+    for k, flag in entry.grad_on:   # `x.requires_grad = True` the run set on a leaf input
+        tensors[k]._requires_grad = flag
     for k, i, off, strides in entry.input_views:  # eager returns a view of input i
         t, arr = tensors[i], results[k]._data
         if not np.shares_memory(arr, t._data):
@@ -139,10 +140,11 @@ def run_entry(entry, tensors):
     for k, i in entry.no_grad_views:
         if results[k]._creation is None:
             results[k] = Tensor._view_of(results[k]._data, tensors[i])
-    for k, i, is_view in entry.detached:    # x.detach() (or a view of it): no base, no history
-        arr, t = results[k]._data, tensors[i]
-        results[k] = Tensor._view_of(arr, t._alias()) if is_view else \
-            Tensor._from_array(arr, t._storage)
+    for k, i, is_view, own in entry.detached:   # x.detach() or x.data (or a view of it): no
+        arr, t = results[k]._data, tensors[i]   # base, no history (.data: its own counter)
+        alias = t.data if own else t._alias()
+        results[k] = Tensor._view_of(arr, alias) if is_view else \
+            Tensor._from_array(arr, alias._storage)
     for k, version in entry.out_versions:  # (before attach records the saved versions)
         results[k]._storage.version = version
     if entry.backward is not None and grad_mode.state.grad_enabled:
@@ -151,6 +153,8 @@ def run_entry(entry, tensors):
         results[k] = tensors[i]         # gradient reaching it goes to x, not to the node)
     for k, j in entry.same_outputs:     # `return y, y`: one tensor, as eager returns
         results[k] = results[j]
+    for k, made in entry.multi_views:  # (outputs of unbind, split, ...: written in place,
+        results[k]._multi_view = made   # raise as eager's do)
     for k in entry.freed_outputs:   # a step's backward went through them (as in eager)
         r = results[k]
         r._requires_grad, r._grad_fn = True, FreedBackward()
@@ -170,14 +174,16 @@ def run_entry(entry, tensors):
 
 
 def _overlapping(tensors, written):
-    """Whether an input the call writes (positions in `written`) shares memory with another
-    input: the same storage, or (two tensors over one NumPy buffer, from_numpy) distinct
-    storages over overlapping bytes. (Inputs only read may share: x[:-1] and x[1:].)"""
+    """Whether an input the call writes (positions in `written`) overlaps another input's
+    bytes: views of one storage, or (from_numpy) distinct storages over one NumPy buffer.
+    Disjoint views of one storage do not (parameters that vector_to_parameters made slices
+    of one vector): the kernel reads and writes each input's own elements. (Inputs only
+    read may share: x[:-1] and x[1:].)"""
     storages = list(map(_STORAGE, tensors))
     if len({id(st.base) for st in storages}) == len(tensors) and \
             all(st.base.base is None for st in storages):
         return False        # distinct buffers that own their memory cannot overlap
-    spans = [_byte_span(st.base) if st.base.size else None for st in storages]
+    spans = [_byte_span(t._data) if t._data.size else None for t in tensors]
     for k in written:
         if k < len(spans) and spans[k] is not None:
             lo, hi = spans[k]

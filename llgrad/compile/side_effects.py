@@ -5,6 +5,7 @@ changed anything else must not be kept as an entry)."""
 import contextlib
 
 from ..tracer.errors import TraceError
+from .class_state import Same
 from .guards import collect, identity
 from .readable import Names, differences
 from .replayed_output import recording
@@ -45,16 +46,16 @@ def python_changes(before, after, written=()):
 
 
 def _grad_switched_on(entry, before, after, tensors):
-    """The guard items after the run with `x.requires_grad = True` on a leaf input x (the
-    FGSM tutorial's `data.requires_grad = True`) taken back, as the entry replays it: the
-    positions of those inputs go to entry.grad_on."""
+    """The guard items after the run with `x.requires_grad = True` (or False) on a leaf
+    input x (the FGSM tutorial's `data.requires_grad = True`) taken back, as the entry
+    replays it: (position, flag) of those inputs go to entry.grad_on."""
     was, at = dict(before), {path: k for k, (path, _) in enumerate(tensors)}
     out, entry.grad_on = [], []
     for name, v in after:
         b = was.get(name)
         if name in at and type(b) is tuple and type(v) is tuple and len(v) == 6 and \
-                b[3] is False and v[3] is True and b[:3] + b[4:] == v[:3] + v[4:]:
-            entry.grad_on.append(at[name])
+                b[3] is (not v[3]) and b[:3] + b[4:] == v[:3] + v[4:]:
+            entry.grad_on.append((at[name], v[3]))
             v = b
         out.append((name, v))
     return out
@@ -93,6 +94,20 @@ def fresh_optimizer(entered):
     return any(isinstance(getattr(o, "param_groups", None), list) and
                isinstance(getattr(o, "state", None), dict) and not o.state and o.param_groups
                for o in entered if not isinstance(o, (list, tuple, dict)))
+
+
+def unguardable(guards):
+    """Why a call runs eagerly before any trace, or None: it reaches an iterator (a
+    generator, iter(list), a file), whose consumption by next() or a loop no guard sees
+    and no snapshot puts back, or fn reads what no guard follows (code_reads.py)."""
+    for path, v in guards:
+        if type(v) is tuple and len(v) == 3 and v[0] == "object" and type(v[2]) is Same \
+                and hasattr(type(v[2].v), "__next__"):
+            return f"the call reaches an iterator, {path} ({v[1]}), whose consumption a " \
+                "compiled call cannot replay"
+        if type(v) is tuple and len(v) == 2 and v[0] == "unguarded":
+            return v[1]
+    return None
 
 
 @contextlib.contextmanager

@@ -9,11 +9,14 @@ eagerly gives exactly eager's behaviour (the call runs once, as far as anyone ca
 Saved: every tensor the guard walk reached (the bytes of its storage, its version, its
 autograd fields), every object's attributes and every list's and dict's items the walk
 entered, and the random generators (llgrad's, NumPy's global one, Python's)."""
+import contextlib
 import random
 
 import numpy as np
 
 from ..runtime.creation import _Generator, default_generator
+from ..tracer.errors import ControlFlowError, TraceError
+from .settings import changed_setting, settings
 
 _GONE = object()
 _TENSOR_FIELDS = ("_data", "_storage", "_dtype", "_requires_grad", "_grad", "_grad_fn",
@@ -49,6 +52,7 @@ class StateSnapshot:
         self.rng_state = None if self.rng is None else self.rng.bit_generator.state
         self.np_state = np.random.get_state()
         self.py_state = random.getstate()
+        self.settings = settings()
 
     def changed(self):
         """What the run changed since the snapshot (an input's data or autograd fields, a
@@ -84,17 +88,31 @@ class StateSnapshot:
                 return f"a {where}.{type(g).__name__} object"
         return None
 
+    def unreplayed_effect(self):
+        """Why the run (traced, so eager's) must stay the only kind a call gets, or None: it
+        drew from a generator other than llgrad's (a trace makes its draws constants), or it
+        changed one of llgrad's global settings (a compiled call would not)."""
+        foreign = self.foreign_random()
+        if foreign is not None:
+            return f"the function draws from {foreign}, which a compiled call cannot " \
+                "replay (use llgrad's default generator)"
+        setting = changed_setting(self.settings)
+        if setting is not None:
+            return f"the function changes llgrad's {setting} (a global setting), which a " \
+                "compiled call would not change"
+        return None
+
     def bumps(self, tensors, entry):
         """{input position: how many times the traced run bumped its version} for the
-        inputs entry writes back (eager's count: x.add_(1); x.mul_(2) makes two), where
-        that is not one."""
+        inputs entry writes back (eager's count: x.add_(1); x.mul_(2) makes two; a write
+        through x.data, none: .data has a counter of its own), where that is not one."""
         before = {id(st): version for st, version, _ in self.storages}
         out = {}
         for i in entry.forward.mutated:
             if i < len(tensors) and i != entry.rng_index:
                 st = tensors[i]._storage
                 n = st.version - before.get(id(st), st.version)
-                if n > 1:
+                if n != 1:
                     out[i] = n
         return out
 
@@ -179,3 +197,25 @@ def _with_nested(containers):
         items = c if isinstance(c, (list, tuple)) else c.values() if isinstance(c, dict) else ()
         stack.extend(x for x in items if isinstance(x, (list, tuple, dict)))
     return [c for c in out if not isinstance(c, tuple)]
+
+
+@contextlib.contextmanager
+def untaken_branch(tensors, entered, what, part="the branch eager does not take"):
+    """Tracing code whose Python effects are not eager's (part: the branch of a tensor `if`
+    that eager does not take, a loop body traced once that eager runs once per iteration):
+    what it does in Python is put back; code that raises or changes Python state (which a
+    compiled call would not do, or do as often) makes the function traced as plain Python
+    instead."""
+    snapshot = StateSnapshot(tensors, entered)
+    try:
+        yield
+    except TraceError:
+        snapshot.restore()
+        raise
+    except Exception as e:
+        snapshot.restore()
+        raise ControlFlowError(f"{what}: {part} raises {type(e).__name__}: {e}") from e
+    changed = snapshot.changed()
+    snapshot.restore()
+    if changed is not None:
+        raise ControlFlowError(f"{what}: {part} changes {changed}")

@@ -6,9 +6,14 @@ __all__ = ["is_available", "device_count", "manual_seed", "manual_seed_all", "em
            "is_initialized", "is_bf16_supported", "seed", "seed_all", "memory_allocated",
            "max_memory_allocated", "memory_reserved", "max_memory_reserved", "synchronize",
            "current_device", "get_device_name", "get_device_properties", "set_device",
-           "mem_get_info", "ipc_collect", "get_rng_state", "initial_seed"]
+           "mem_get_info", "ipc_collect", "get_rng_state", "initial_seed", "OutOfMemoryError"]
 
 _NO_CUDA = "Torch not compiled with CUDA enabled"
+
+
+class OutOfMemoryError(RuntimeError):
+    """As torch.cuda.OutOfMemoryError (also torch.OutOfMemoryError): a RuntimeError raised
+    when an allocation fails."""
 
 
 def is_available():

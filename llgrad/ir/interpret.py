@@ -4,7 +4,7 @@ nodes (ops_control.py) run their regions through `evaluate`."""
 import numpy as np
 
 from .graph import StackType, Value
-from .optable import CONTROL, OPS
+from .optable import CONTROL, OPS, c_order, contiguous_result
 from .shape_rules import operand_casts
 
 
@@ -52,6 +52,12 @@ def _only(impl):
     return lambda *args, **attrs: impl(*args, **attrs)[0]
 
 
+def _c_ordered(impl, several):
+    if several:
+        return lambda *args, **attrs: tuple(c_order(o) for o in impl(*args, **attrs))
+    return lambda *args, **attrs: c_order(impl(*args, **attrs))
+
+
 def _constant(value, dtype):
     return np.array(value, dtype=dtype)
 
@@ -75,6 +81,8 @@ def _plan(graph):
                                        for x in node.inputs])
             # a split into one piece: the impl's sequence of pieces is the one output's
             impl = _only(op.impl) if op.nout != 1 and len(node.outputs) == 1 else op.impl
+            if contiguous_result(op):       # (eager's layout: runtime/dispatch.py)
+                impl = _c_ordered(impl, len(node.outputs) > 1)
             plan.append((node, impl, casts))
         graph.__dict__["_interpret_plan"] = plan
     return plan

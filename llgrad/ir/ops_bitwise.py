@@ -1,11 +1,13 @@
-"""Bitwise ops on integer and bool tensors: and, or, xor, not, the shifts, gcd and lcm. Not
-differentiable (PyTorch defines them on integers and bools only: the runtime's methods
-refuse floats with PyTorch's messages, llgrad/runtime/functions_bitwise.py).
+"""Bitwise ops on integer and bool tensors: and, or, xor, not, the shifts, gcd and lcm, and
+integer floor / trunc division. Not differentiable (PyTorch defines them on integers and
+bools only: the runtime's methods refuse floats with PyTorch's messages,
+llgrad/runtime/functions_bitwise.py).
 
 gcd and lcm are PyTorch's kernels' arithmetic (Euclid with C's remainder, the lcm in C's
 integer promotion). The shifts are PyTorch's: a shift by a negative amount or by the width
 of the dtype or more gives 0 (left) or the sign (right: -1 for a negative value, else 0);
-in range they wrap as C's do on the promoted dtype."""
+in range they wrap as C's do on the promoted dtype. Integer division is exact (not through
+float64, which rounds above 2**53) and wraps as C's (int8 -128 // -1 is -128)."""
 import numpy as np
 
 from .optable import defop
@@ -83,3 +85,17 @@ def _lcm(a, b):
 
 _binary("gcd", _gcd)
 _binary("lcm", _lcm)
+
+
+def _div_int(a, b, rounding_mode="floor"):
+    """a // b (floor) or C's a / b (trunc) on integers; b == 0 gives 0 (the runtime raises
+    PyTorch's ZeroDivisionError before)."""
+    a, b = _arrays(a, b)
+    b = np.where(b == 0, np.ones((), b.dtype), b)
+    q = np.floor_divide(a, b)
+    if rounding_mode == "trunc":
+        q = q + ((np.fmod(a, b) != 0) & ((a < 0) != (b < 0))).astype(q.dtype)
+    return q.astype(np.result_type(a, b), copy=False)
+
+
+defop("div_int", _div_int, args=("self", "other"), kind="elementwise", promote=(0, 1))

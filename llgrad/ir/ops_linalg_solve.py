@@ -11,7 +11,8 @@ solves, LU with partial pivoting), batched over leading dims:
   linalg_matrix_exp       (A) -> exp(A) (scaling and squaring with Pade 13, as PyTorch)
 
 No native lowering but linalg_solve_triangular's and linalg_cholesky_ex's
-(codegen/lowerings/ops_linalg.py): a graph with one of the others runs on the interpreter. The VJP rules are PyTorch's
+(codegen/lowerings/ops_linalg.py) and linalg_solve_ex's (codegen/lowerings/
+ops_linalg_solve.py): a graph with one of the others runs on the interpreter. The VJP rules are PyTorch's
 (tools/autograd/derivatives.yaml, FunctionsManual.cpp), written with the Tensor API and the
 ops themselves, so they differentiate again."""
 import numpy as np

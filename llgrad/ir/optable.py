@@ -16,6 +16,7 @@ them is a tensor). `ctx.<name>` reads a saved input or output (version-checked) 
 input metadata. Gradients whose shape differs from their input's (broadcasting) are summed
 back to the input's shape by the caller, and cast to the input's dtype.
 """
+import numpy as np
 
 OPS = {}
 CONTROL = {}        # the control ops (cond, while_loop, stack_get): ops_control.py declares them
@@ -107,6 +108,23 @@ def defop(name, impl, **kw):
     for listener in _LISTENERS:
         listener(op)
     return op
+
+
+# PyTorch's reductions, cat, scans, indexing ... give C-contiguous results whatever their
+# input's layout (NumPy's impls may keep a transposed one: a later .view() would fail, and a
+# sum over it would add in another order); these keep their input's layout in both
+_KEEP_LAYOUT = ("sort", "flip", "index_put")
+
+
+def contiguous_result(op):
+    """Whether op's results are made C-contiguous (eager, the interpreter and the Python
+    backend alike; the IR types say so for every op that is not a view)."""
+    return op.kind in ("reduce", "other") and op.name not in _KEEP_LAYOUT
+
+
+def c_order(a):
+    """a, or a C-contiguous copy of an array that is not."""
+    return a.copy() if type(a) is np.ndarray and not a.flags.c_contiguous else a
 
 
 def method_doc(name, op=None, function=False):

@@ -19,8 +19,8 @@ from .functional_distance import (cosine_similarity, normalize, pairwise_distanc
 from .functional_interp import interpolate, upsample, upsample_bilinear, upsample_nearest  # noqa: F401
 from .functional_loss import (_NAMES, binary_cross_entropy, huber_loss, kl_div,  # noqa: F401
                               check_target_shape, l1_loss, one_hot, smooth_l1_loss)
-from .functional_norm import (check_mixed_dtype, empty_batch_norm, group_norm,  # noqa: F401
-                              instance_norm, rms_norm)
+from .functional_norm import (check_batch_norm_args, check_mixed_dtype,  # noqa: F401
+                              empty_batch_norm, group_norm, instance_norm, rms_norm)
 from .functional_pad import pad  # noqa: F401
 from .functional_shuffle import (bilinear, celu_, channel_shuffle, elu_,  # noqa: F401
                                  hardtanh_, leaky_relu_, pixel_shuffle, pixel_unshuffle,
@@ -141,6 +141,9 @@ def dropout(input, p=0.5, training=True, inplace=False):
 def linear(input, weight, bias=None):
     """As torch.nn.functional.linear (PyTorch's fused addmm path, so the backward nodes are
     PyTorch's)."""
+    if not input._data.ndim or not weight._data.ndim:
+        raise RuntimeError("both arguments to linear need to be at least 1D, but they are "
+                           f"{input._data.ndim}D and {weight._data.ndim}D")
     if bias is not None:
         # PyTorch's fused paths: addmm for a matrix; a contiguous input of another rank
         # with a 1-D bias is flattened to a matrix for addmm and viewed back
@@ -177,7 +180,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     updated in place)."""
     if input._data.ndim < 2:
         raise ValueError(f"expected 2D or 3D input (got {input._data.ndim}D input)")
-    check_mixed_dtype(input, weight, bias, running_mean, running_var)
+    check_batch_norm_args(input, weight, bias, running_mean, running_var)
     if input._data.size == 0:
         return empty_batch_norm(input, weight, bias)
     if training:

@@ -7,6 +7,7 @@ import numpy as np
 
 from ..ir.ops_pool import out_size
 from ..runtime.creation import tensor as _tensor
+from ..runtime.functions_settings import warn_once
 
 
 def _pair(x):
@@ -52,6 +53,11 @@ def _index_pad(x, top, bottom, left, right, mode):
     return x[:, :, ih.unsqueeze(1), iw.unsqueeze(0)].contiguous()
 
 
+# (PyTorch's TORCH_WARN_ONCE in ATen's convolution, one for conv1d, conv2d and conv3d)
+SAME_ODD_WARNING = ("Using padding='same' with even kernel lengths and odd dilation may require "
+                    "a zero-padded copy of the input be created")
+
+
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1,
            padding_mode="zeros"):
     """PyTorch's F.conv2d (plus padding_mode, which PyTorch applies in the module)."""
@@ -76,6 +82,8 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1,
                 raise RuntimeError("padding='same' is not supported for strided convolutions")
             th, tw = dilation[0] * (kh - 1), dilation[1] * (kw - 1)
             pads = (th // 2, th - th // 2, tw // 2, tw - tw // 2)
+            if (th % 2 or tw % 2) and padding_mode == "zeros":
+                warn_once("conv_same_odd", SAME_ODD_WARNING)
         else:
             raise RuntimeError(f"Invalid padding string: '{padding}'")
     else:

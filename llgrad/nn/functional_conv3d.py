@@ -8,9 +8,9 @@ convolution is the convolution whose input gradient it is, as conv_transpose2d
 (functional_convt.py): the input spread out by the stride in a zero buffer, bordered by
 dilation * (kernel - 1) - padding, convolved at stride 1 with the kernel flipped and its
 channels swapped within each group."""
-import warnings
 
-from .functional_conv import _c_name, _scalar_name
+from ..runtime.functions_settings import warn_once
+from .functional_conv import SAME_ODD_WARNING, _c_name, _scalar_name
 from .functional_convt import _spread
 from .functional_pad import pad as _pad
 
@@ -107,8 +107,7 @@ def _same_padding(input, weight, dilation):
     left = [t // 2 for t in totals]
     extra = [t - 2 * lo for t, lo in zip(totals, left)]
     if any(extra):
-        warnings.warn("Using padding='same' with even kernel lengths and odd dilation may "
-                      "require a zero-padded copy of the input be created", stacklevel=3)
+        warn_once("conv_same_odd", SAME_ODD_WARNING, stacklevel=4)
         pads = []
         for e in reversed(extra):
             pads += [0, e]

@@ -21,6 +21,7 @@ from ..runtime import grad_mode
 from ..runtime.autograd_function import Function
 from ..runtime.creation import arange, ones, zeros
 from ..runtime.dtypes import bool_, int64
+from ..runtime.node_names import rename
 
 __all__ = ["embedding_bag", "embedding_renorm_"]
 
@@ -122,6 +123,8 @@ def _bags(weight, indices, offsets, scale_grad_by_freq, mode, per_sample_weights
     bag = first[:n].cumsum(0) - 1
     if padding_idx is not None:          # padding goes to the extra row b, cut off below
         bag = bag.masked_fill(idx == padding_idx, b)
+    if include_last_offset and b + 1 == offsets.shape[0]:   # (past the last offset: no bag)
+        bag = bag.masked_fill(arange(n, dtype=int64) >= offsets[-1].to(int64), b)
     rows = weight.index_select(0, idx)
     if scale_grad_by_freq and grad_mode.is_grad_enabled() and weight.requires_grad:
         counts = zeros(num_weights, dtype=int64).index_add(0, idx, ones(n, dtype=int64))
@@ -197,5 +200,6 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
                                   "per_sample_weights is only supported for mode='sum' (got "
                                   f"mode='{mode}'). Please open a feature request on GitHub.")
     _check_dtypes(weight, input, offsets, per_sample_weights)
-    return _bags(weight, input, offsets, scale_grad_by_freq, _MODES[mode], per_sample_weights,
-                 include_last_offset, padding_idx)
+    return rename(_bags(weight, input, offsets, scale_grad_by_freq, _MODES[mode],
+                        per_sample_weights, include_last_offset, padding_idx),
+                  "EmbeddingBagBackward0")

@@ -65,6 +65,17 @@ def check_mixed_dtype(input, *params):
         raise RuntimeError("mixed dtype (CPU): all inputs must share same datatype.")
 
 
+def check_batch_norm_args(input, weight, bias, running_mean, running_var):
+    """ATen's batch_norm: each given parameter and statistic has one value per channel,
+    then check_mixed_dtype."""
+    c = input.shape[1]
+    for name, t in (("running_mean", running_mean), ("running_var", running_var),
+                    ("weight", weight), ("bias", bias)):
+        if t is not None and t.numel() != c:
+            raise RuntimeError(f"{name} should contain {c} elements not {t.numel()}")
+    check_mixed_dtype(input, weight, bias, running_mean, running_var)
+
+
 def _per_instance(t, b):
     """t (C,) repeated for each of b instances: (b * C,)."""
     return None if t is None else t.unsqueeze(0).expand(b, t.shape[0]).reshape(-1)

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..runtime import dtypes, grad_mode
 from ..runtime.creation import rand, randn, tensor as _tensor
+from ..runtime.dispatch import scalar_type_name
 from ..runtime.tensor import Tensor
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_",
@@ -56,9 +57,16 @@ def _sample_dtype(t):
     return dtypes.float64 if t.dtype == dtypes.float64 else dtypes.float32
 
 
+def _float_only(t, kernel):
+    # (PyTorch's Tensor.uniform_ / normal_, which its init functions call, refuse the rest)
+    if not t.dtype.is_floating_point:
+        raise NotImplementedError(f'"{kernel}" not implemented for \'{scalar_type_name(t.dtype)}\'')
+
+
 def uniform_(tensor, a=0.0, b=1.0, generator=None):
     """Fill tensor with U(a, b) samples in place, as torch.nn.init.uniform_; random values
     from llgrad's generator (or `generator`), not PyTorch's stream."""
+    _float_only(tensor, "check_uniform_bounds")
     u = rand(tensor.shape, dtype=_sample_dtype(tensor), generator=generator)
     return _fill(tensor, u * (b - a) + a)
 
@@ -66,6 +74,7 @@ def uniform_(tensor, a=0.0, b=1.0, generator=None):
 def normal_(tensor, mean=0.0, std=1.0, generator=None):
     """Fill tensor with N(mean, std^2) samples in place, as torch.nn.init.normal_; random
     values from llgrad's generator (or `generator`), not PyTorch's stream."""
+    _float_only(tensor, "normal_kernel_cpu")
     z = randn(tensor.shape, dtype=_sample_dtype(tensor), generator=generator)
     return _fill(tensor, z * std + mean)
 
@@ -104,6 +113,7 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     if (mean < a - 2 * std) or (mean > b + 2 * std):
         warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. "
                       "The distribution of values may be incorrect.", stacklevel=2)
+    _float_only(tensor, "normal_kernel_cpu")
     lo, hi = norm_cdf((a - mean) / std), norm_cdf((b - mean) / std)
     u = rand(tensor.shape, dtype=dtypes.float64, generator=generator).numpy()
     u = u * (2 * hi - 2 * lo) + (2 * lo - 1)

@@ -39,8 +39,7 @@ class _ConvTransposeNd(_ConvNd):
             return self.output_padding
         n = self.n
         lead = 2 if input.dim() == n + 2 else 1
-        output_size = list(output_size)
-        if len(output_size) == lead + n:
+        if len(output_size) == lead + n:        # (kept as given: the message shows it so)
             output_size = output_size[lead:]
         if len(output_size) != n:
             raise ValueError(f"ConvTranspose{n}D: for {input.dim()}D input, output_size must "

@@ -16,6 +16,7 @@ import warnings
 from ..runtime import dispatch, trace_state
 from ..runtime.creation import empty, zeros
 from ..runtime.functions import cat, stack
+from ..runtime.node_names import rename
 from ..runtime.tensor import Tensor
 from . import functional as F
 from .factory import factory_kwargs
@@ -297,8 +298,10 @@ class RNNBase(Module):
             self.batch_first = saved
         h0, c0 = (None, None) if hx is None else ((hx, None) if n_states == 1 else hx)
         output, h_n, c_n = self._run(padded, h0, c0, lengths)
-        return pack_output(output, packed), stack(h_n), \
-            (stack(c_n) if n_states == 2 else None)
+        h_n, c_n = stack(h_n), (stack(c_n) if n_states == 2 else None)
+        if packed.unsorted_indices is not None:     # (PyTorch's index_select back to order)
+            rename((h_n, c_n) if c_n is not None else h_n, "IndexSelectBackward0")
+        return pack_output(output, packed), h_n, c_n
 
     def _forward_h(self, input, hx):
         """RNN's and GRU's forward: (output, h_n)."""

@@ -10,6 +10,7 @@ r * (W_hn h + b_hn))."""
 import math
 
 from ..runtime.creation import empty, zeros
+from ..runtime.node_names import rename
 from . import functional as F
 from . import init
 from .factory import factory_kwargs
@@ -160,5 +161,7 @@ class GRUCell(RNNCellBase):
         input, hx, is_batched = self._batched("GRUCell", input, hx, 1)
         if hx is None:
             hx = self._zeros(input)
-        ret = gru_step(self._gx(input), hx, self.weight_hh.t(), self.bias_hh)
+        # (PyTorch's CPU gru_cell is a composition whose last op is an add)
+        ret = rename(gru_step(self._gx(input), hx, self.weight_hh.t(), self.bias_hh),
+                     "AddBackward0")
         return ret if is_batched else ret.squeeze(0)

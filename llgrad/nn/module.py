@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from ..runtime import grad_mode
 from ..runtime.device import check as _check_device
-from ..runtime.dtypes import float16, float32, float64
+from ..runtime.dtypes import dtype as _dtype, float16, float32, float64
 from ..runtime.tensor import Tensor
 from .module_access import ModuleAccess, _IncompatibleKeys  # noqa: F401
 from .module_hooks import ModuleHooks
@@ -271,6 +271,13 @@ class Module(ModuleAccess, ModuleHooks):
         for a in args:
             if isinstance(a, str) or type(a).__name__ == "device":
                 _check_device(a, "move a module to")
+        target = kwargs.get("dtype")
+        for a in args:
+            if isinstance(a, _dtype):
+                target = a
+        if target is not None and not target.is_floating_point:
+            raise TypeError("nn.Module.to only accepts floating point or complex dtypes, but "
+                            f"got desired dtype={target}")
         for m in self.modules():
             for store in (m._parameters, m._buffers):
                 for k, t in store.items():
@@ -349,5 +356,7 @@ class Module(ModuleAccess, ModuleHooks):
         return f"{type(self).__name__}(\n  " + "\n  ".join(body) + "\n)"
 
     def __dir__(self):
-        return sorted(set(object.__dir__(self)) | set(self._parameters) | set(self._buffers)
-                      | set(self._modules))
+        # (as PyTorch, names that are not identifiers, a Sequential's '0', are left out)
+        keys = set(object.__dir__(self)) | set(self._parameters) | set(self._buffers) \
+            | set(self._modules)
+        return sorted(k for k in keys if not k[0].isdigit())

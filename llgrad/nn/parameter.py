@@ -19,6 +19,10 @@ class Parameter(Tensor):
         p = cls._from_array(data.detach()._data, data._storage)
         p._requires_grad = False
         if requires_grad:
+            if not p.dtype.is_floating_point:
+                # (PyTorch's message on this path, capitalised unlike requires_grad_'s)
+                raise RuntimeError("Only Tensors of floating point and complex dtype can "
+                                   "require gradients")
             p.requires_grad_(True)
         return p
 
@@ -65,6 +69,15 @@ class UninitializedTensorMixin:
                            "error usually happens in `load_state_dict` when trying to load an "
                            "uninitialized parameter into an initialized one. Call `forward` to "
                            "initialize the parameters before accessing their attributes.")
+
+    def __reduce_ex__(self, proto):
+        # (a copy or a pickle stays uninitialized, as PyTorch's)
+        return (type(self), (self.requires_grad, None, self.dtype))
+
+    def detach(self):
+        # (PyTorch's detach keeps the subclass: a lazy module's state_dict holds
+        # uninitialized entries, which refuse to load into an initialized module)
+        return type(self)(requires_grad=False, dtype=self.dtype)
 
     def numel(self):
         raise RuntimeError("Can't access the shape of an uninitialized parameter or buffer. Call "

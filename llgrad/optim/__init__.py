@@ -1,6 +1,7 @@
 """llgrad.optim: PyTorch's optimizers (single-tensor "for-loop" update rules) and schedulers."""
 from . import lr_scheduler  # noqa: F401
 from .adadelta import Adadelta  # noqa: F401
+from .adafactor import Adafactor  # noqa: F401
 from .adagrad import Adagrad  # noqa: F401
 from .adam import Adam, AdamW  # noqa: F401
 from .adamax import Adamax  # noqa: F401

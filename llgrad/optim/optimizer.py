@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, TypeAlias
 from ..runtime import trace_state
 from ..runtime.hypers import ParamGroup, hyper
 from ..runtime.creation import full
+from ..runtime.functions_settings import typename
 from ..runtime.tensor import Tensor
 
 if TYPE_CHECKING:
@@ -110,7 +111,7 @@ class Optimizer:
         self.defaults = defaults
         if isinstance(params, Tensor):
             raise TypeError("params argument given to the optimizer should be an iterable of "
-                            "Tensors or dicts, but got " + type(params).__name__)
+                            "Tensors or dicts, but got " + typename(params))
         self.state = defaultdict(dict)
         self.param_groups = []
         groups = list(params)

@@ -11,7 +11,13 @@ from . import (functions_math, functions_predicates, functions_reduce,  # noqa: 
                functions_config, methods_random_more,
                functions_matrix, functions_counts,
                functions_windows, tensor_resize)  # (compositions of the table's ops)
+from . import functions_scatter_views  # noqa: F401,E402  (*_scatter, *_copy, index_reduce)
+from . import functions_numeric_more  # noqa: F401,E402  (frexp, nextafter, i0, igamma)
+from . import functions_histogram  # noqa: F401,E402  (histogram, gradient, poisson, ...)
 from . import functions_settings, tensor_memory  # noqa: F401,E402  (global settings; asarray)
+from . import tensor_storage_api  # noqa: F401,E402  (storage(), set_, apply_, FloatStorage)
+from . import tensor_small_names  # noqa: F401,E402  (as_strided_, dim_order, cond, ...)
+from . import tensor_legacy_names  # noqa: F401,E402  (removed and sparse-only methods)
 from .tensor import Size, Storage, Tensor  # noqa: F401
 from .numpy_scalars import wrap_operators
 from .tensor_args import wrap_tensor_args

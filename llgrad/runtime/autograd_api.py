@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .engine import make_root_grads, run_backward
+from .functions_settings import warn_once
 from .tensor import Tensor
 
 if TYPE_CHECKING:
@@ -33,6 +34,13 @@ def backward(tensors: Tensor | Sequence[Tensor],
         inputs = _seq(inputs)
         if len(inputs) == 0:
             raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
+    if create_graph:
+        warn_once("backward_create_graph", "Using backward() with create_graph=True will "
+                  "create a reference cycle between the parameter and its gradient which can "
+                  "cause a memory leak. We recommend using autograd.grad when creating the "
+                  "graph to avoid this. If you have to use this function, make sure to reset "
+                  "the .grad fields of your parameters to None after use to break the cycle "
+                  "and avoid the leak.")
     run_backward(tensors, make_root_grads(tensors, grads), retain_graph, create_graph,
                  inputs, True)
 
@@ -56,8 +64,25 @@ def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
     for t in inputs:
         if not isinstance(t, Tensor):
             raise TypeError("grad(): inputs must be Tensors")
+    if is_grads_batched:
+        return _batched_grad(outputs, inputs, grads, retain_graph, create_graph, allow_unused,
+                             materialize_grads)
     res = run_backward(outputs, make_root_grads(outputs, grads), retain_graph, create_graph,
                        inputs, False, allow_unused)
     if materialize_grads:
         res = [g if g is not None else t.new_zeros(t.shape) for g, t in zip(res, inputs)]
     return tuple(res)
+
+
+def _batched_grad(outputs, inputs, grads, retain_graph, create_graph, allow_unused,
+                  materialize_grads):
+    """grad with is_grads_batched: one backward per slice of the grad_outputs' first dim
+    (PyTorch vmaps it), the input gradients stacked along a new first dim."""
+    given = [g for g in grads if g is not None]
+    n = given[0]._data.shape[0] if given else 1
+    per = [grad(outputs, inputs, [g if g is None else g[i] for g in grads],
+                retain_graph or i < n - 1, create_graph, True, allow_unused,
+                False, materialize_grads) for i in range(n)]
+    return tuple(None if per[0][k] is None else
+                 per[0][k]._op("stack", *[p[k] for p in per[1:]], dim=0)
+                 for k in range(len(inputs)))

@@ -10,7 +10,7 @@ from . import dtypes, trace_state
 from .device import check as _check_device, device as _Device
 from .dispatch import call, scalar_type_name
 from .creation_checks import check_fits as _check_fits, fill_value_fits
-from .creation_checks import leaf_dtype, number_error, sequence_error
+from .creation_checks import beyond_int64, int_array, leaf_dtype, number_error, sequence_error
 from .creation_checks import int_arange, tensor_scalars
 from .shapes import creation_size
 from .tensor import Tensor
@@ -105,7 +105,7 @@ def _infer_np(data, want=None):
         leaf = leaf_dtype(data, floating.name)
         if leaf is not None:    # (NumPy values: their dtypes, promoted by PyTorch's rule)
             return arr.astype(leaf) if want is None else arr
-        if arr.dtype.kind in "uO" and not (want is not None and want.is_floating_point):
+        if not (want is not None and want.is_floating_point) and beyond_int64(arr, data):
             raise number_error(data)    # (ints beyond int64, or not a number)
         return arr.astype(floating if arr.dtype.kind in "fuO" else np.int64 if
                           arr.dtype.kind == "i" else arr.dtype)
@@ -114,7 +114,7 @@ def _infer_np(data, want=None):
     if isinstance(data, bool):
         return np.array(data)
     if isinstance(data, int):
-        return np.array(data, dtype=np.int64)
+        return int_array(data, want is not None and want.is_floating_point, floating)
     if isinstance(data, float):
         return np.array(data, dtype=floating)
     raise number_error([data])

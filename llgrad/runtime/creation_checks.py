@@ -87,6 +87,34 @@ def number_error(data):
     return ValueError("Overflow when unpacking long long")
 
 
+def beyond_int64(arr, data):
+    """Whether NumPy's array arr of nested lists data holds ints beyond int64 (or what is
+    not a number): PyTorch reads an int as int64 and overflows, where NumPy makes [1, 2**63]
+    floats."""
+    if arr.dtype.kind in "uO":
+        return True
+    if arr.dtype.kind != "f" or not bool((np.abs(arr) >= 2.0 ** 63).any()):
+        return False
+    stack = [data]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, (list, tuple)):
+            stack.extend(x)
+        elif isinstance(x, (float, np.floating)):
+            return False
+    return True
+
+
+def int_array(value, floating, float_dtype):
+    """A Python int as a 0-d int64 array (as a float_dtype one where floating is wanted),
+    with PyTorch's error beyond int64."""
+    if -2 ** 63 <= value < 2 ** 63:
+        return np.array(value, dtype=np.int64)
+    if floating:
+        return np.array(float(value), dtype=float_dtype)
+    raise ValueError("Overflow when unpacking long long")
+
+
 _C_NAMES = {"int64": "int64_t", "int32": "int", "int16": "int16_t", "int8": "int8_t",
             "uint8": "uint8_t", "float32": "float"}
 

@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 
 from . import grad_mode, saved_hooks, trace_state
+from ..ir.optable import c_order, contiguous_result
 from ..ir.promotion import result_dtype
 from .dtypes import _cat_of_scalar, from_name
 from .node import accumulate_node, define_fields, gradient_edge, node_class
@@ -31,10 +32,8 @@ def _is_tensor(x):
 
 
 def _req(t):
-    if t._requires_grad:
-        return True
-    if t._base is None:
-        return False
+    if t._requires_grad or t._base is None:
+        return t._requires_grad
     if t._creation is not None:         # a view made under no_grad / inference_mode
         return t.requires_grad
     return t.grad_fn is not None
@@ -182,10 +181,11 @@ forward_ad = None
 class _OpInfo:
     """What the dispatcher reads of an op on every call, worked out on its first call (an
     op's declaration does not change after defop): saves re-deriving it per call."""
-    __slots__ = ("view", "single", "node_cls", "plan")
+    __slots__ = ("view", "single", "node_cls", "plan", "contig")
 
     def __init__(self, op):
         self.view = op.kind == "view"
+        self.contig = contiguous_result(op)     # (PyTorch's reductions, cat, scans ...)
         self.single = op.nout == 1
         # the node class, when the op's node name never varies (else made per call)
         self.node_cls = node_class(op.grad_fn) if isinstance(op.grad_fn, str) else None
@@ -230,6 +230,8 @@ def call(op, inputs, attrs, _timed=False, _dual=False):
     if info.view:
         base = inputs[0]
         results = [_new_view(out, base)] if info.single else [_new_view(o, base) for o in out]
+    elif info.contig:
+        results = [_new(c_order(out))] if info.single else [_new(c_order(o)) for o in out]
     else:
         results = [_new(out)] if info.single else [_new(o) for o in out]
     if op.vjp is not None and _state.grad_enabled:

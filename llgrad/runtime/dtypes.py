@@ -46,9 +46,27 @@ ALL = (float32, float64, float16, int64, int32, int16, int8, uint8, bool_)
 _BY_NP = {d.np: d for d in ALL}
 _BY_NAME = {d.name: d for d in ALL}
 
+# The wide unsigned dtypes exist as names (dtype tables, iinfo, comparisons) but no llgrad
+# tensor has them: PyTorch runs only some ops on them (mul, eq, sort, cumsum, but not add or
+# gt) and promotes them with nothing, rules llgrad does not reproduce; making one raises.
+uint16 = dtype("uint16", np.uint16, 1, "UInt16Tensor")
+uint32 = dtype("uint32", np.uint32, 1, "UInt32Tensor")
+uint64 = dtype("uint64", np.uint64, 1, "UInt64Tensor")
+NAMES_ONLY = {d.name: d for d in (uint16, uint32, uint64)}
+
 
 def from_name(name):
-    return _BY_NAME[name]
+    return _BY_NAME[name] if name in _BY_NAME else NAMES_ONLY[name]
+
+
+def unsupported(npdt):
+    """The error for a tensor of a NumPy dtype llgrad has no tensors of."""
+    if npdt.name in NAMES_ONLY:
+        return NotImplementedError(
+            f"llgrad has no {npdt.name} tensors: PyTorch runs only some ops on uint16 / uint32 / "
+            f"uint64 (not add or comparisons such as gt) and promotes them with no other dtype, "
+            f"which llgrad does not reproduce; use int32 or int64")
+    return TypeError(f"llgrad has no tensors of NumPy dtype {npdt}")
 
 
 def from_numpy_dtype(npdt):
@@ -109,6 +127,12 @@ def result_type(*operands):
     name = promotion.result_dtype([(o._dtype.name, bool(o._data.ndim))
                                    if hasattr(o, "_dtype") else o for o in operands])
     return None if name is None else _BY_NAME[name]
+
+
+def no_bool_kernel(operands, kernel):
+    """PyTorch's error where operands promote to bool and its kernel has no bool version."""
+    if result_type(*operands) is bool_:
+        raise NotImplementedError(f"\"{kernel}\" not implemented for 'Bool'")
 
 
 # the C++ names PyTorch's messages give dtypes ("expected dtype float for `end` but got dtype

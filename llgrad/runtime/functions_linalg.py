@@ -94,6 +94,7 @@ def inner(input, other):
     return tensordot(input, other, ([-1], [-1]))
 
 
+@torch_node("VdotBackward0")
 def vdot(input, other):
     """As torch.vdot: the dot product of two 1-D tensors (real: torch.dot)."""
     return input.dot(other)

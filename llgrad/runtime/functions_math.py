@@ -198,6 +198,7 @@ def fmod(input, other):
     """As torch.fmod: the remainder of input / other with input's sign (C's fmod). Floats are
     input - trunc(input / other) * other, computed in float64 for float32 (exact there; a
     float64 remainder can be off where the quotient rounds to an integer)."""
+    dtypes.no_bool_kernel((input, other), "fmod_cpu")
     rt = dtypes.result_type(input, other)
     if not rt.is_floating_point:
         a = as_type(input, rt)
@@ -217,6 +218,7 @@ def fmod(input, other):
 @torch_node(lambda input, other, *a, **k: "RemainderBackward1" if isinstance(other, Tensor) else "RemainderBackward0")
 def remainder(input, other):
     """As torch.remainder: the remainder of input / other with other's sign (Python's %)."""
+    dtypes.no_bool_kernel((input, other), "remainder_cpu")
     rt = dtypes.result_type(input, other)
     a = as_type(input, rt)
     r = fmod(a, other)

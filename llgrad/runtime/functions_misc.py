@@ -16,7 +16,7 @@ from .dispatch import call
 from .functions import _method_fn, equal, export, where
 from .functions_math import _can_cast, attach, make_inplace
 from .linalg import vector_norm
-from .shapes import norm_dim
+from .shapes import check_index_bounds, norm_dim
 from .tensor import Tensor
 from .node_names import torch_node
 
@@ -72,6 +72,13 @@ def _along(input, dim, index, what):
             raise RuntimeError("Index has to be a vector/scalar")
         raise IndexError(f"index_copy_(): Index should have dimension 1 or 0 (got "
                          f"{index._data.ndim})")
+    n = input._data.shape[d] if input._data.ndim else 1
+    if what == "index_fill_":           # (index_fill reads a negative index from the end)
+        check_index_bounds(index, n, d, lambda bad: IndexError(
+            f"index {bad} is out of bounds for dimension {d} with size {n}"), low=-n)
+    else:
+        check_index_bounds(index, n, d, lambda bad: IndexError(
+            f"index_copy_(): index {bad} is out of bounds for dimension {d} with size {n}"))
     spec = (("slice", None, None, None),) * d + ("T",)
     return spec, index.reshape(-1)
 
@@ -80,6 +87,9 @@ def _along(input, dim, index, what):
 def index_fill(input, dim, index, value):
     """As torch.index_fill: input with the slices at index along dim set to value."""
     spec, idx = _along(input, dim, index, "index_fill_")
+    if isinstance(value, Tensor) and value._data.ndim:
+        raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but got "
+                           f"tensor with {value._data.ndim} dimension(s).")
     v = value if isinstance(value, Tensor) else _tensor(value, dtype=input._dtype)
     return call(OPS["index_put"], (input, v.to(input._dtype), idx),
                 {"spec": spec, "accumulate": False})
@@ -222,7 +232,7 @@ Tensor.equal = equal
 
 
 def _cast(d):
-    def f(self):
+    def f(self, memory_format=None):
         return self.to(d)
     f.__doc__ = f"As torch.Tensor.{d._tensor_type[:-6].lower()}(): the tensor as {d.name}."
     return f

@@ -230,8 +230,9 @@ def _median_dim(x, dim, keepdim, ignore_nan, name, tup):
         else:
             pos = where(nans > 0, n - nans, (n - 1) // 2)
         values, indices = s.gather(d, pos), i.gather(d, pos)
-    else:
-        values, indices = s.narrow(d, (n - 1) // 2, 1), i.narrow(d, (n - 1) // 2, 1)
+    else:           # (contiguous, as PyTorch's: not views of the sorted copy)
+        values = s.narrow(d, (n - 1) // 2, 1).contiguous()
+        indices = i.narrow(d, (n - 1) // 2, 1).contiguous()
     if not keepdim:
         values, indices = values.squeeze(d), indices.squeeze(d)
     return tup(values, indices)
@@ -268,7 +269,7 @@ def kthvalue(input, k, dim=-1, keepdim=False):
     if nd == 0:
         return return_kthvalue(input.clone(), _long_zero(input))
     s, i = input.sort(d, stable=True)
-    values, indices = s.narrow(d, k - 1, 1), i.narrow(d, k - 1, 1)
+    values, indices = s.narrow(d, k - 1, 1).contiguous(), i.narrow(d, k - 1, 1).contiguous()
     if not keepdim:
         values, indices = values.squeeze(d), indices.squeeze(d)
     return return_kthvalue(values, indices)
@@ -359,12 +360,14 @@ def _quantile(x, q, dim, keepdim, interpolation, ignore_nan, name):
     return out.permute([k - 1] + list(range(k - 1))).reshape((qv._data.shape[0],) + out_shape)
 
 
+@torch_node("SqueezeBackward4")     # (PyTorch's quantile_impl ends in a squeeze)
 def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
     """As torch.quantile: the q-quantiles (q a number or a 1-D tensor) of all elements or
     along dim; with a nan the result is nan."""
     return _quantile(input, q, dim, keepdim, interpolation, False, "quantile")
 
 
+@torch_node("SqueezeBackward4")
 def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
     """As torch.nanquantile: quantile ignoring nan (nan only where all are)."""
     return _quantile(input, q, dim, keepdim, interpolation, True, "quantile")

@@ -23,14 +23,13 @@ def meshgrid(*tensors: Tensor, indexing: str | None = None) -> tuple[Tensor, ...
         raise RuntimeError(f'torch.meshgrid: indexing must be one of "xy" or "ij", but '
                            f'received: {indexing}')
     if not tensors:
-        raise RuntimeError("torch.meshgrid: Expected at least one tensor")
+        raise RuntimeError("meshgrid expects a non-empty TensorList")
     for t in tensors:
         if t.ndim > 1:
             raise RuntimeError(f"torch.meshgrid: Expected 0D or 1D tensor in the tensor list but "
                                f"got: {t}")
         if t.dtype != tensors[0].dtype:
-            raise RuntimeError("torch.meshgrid: Expected all tensors in the tensor list to have "
-                               "the same dtype")
+            raise RuntimeError("meshgrid expects all tensors to have the same dtype")
     ts = list(tensors)
     swap = indexing == "xy" and len(ts) >= 2
     if swap:

@@ -11,8 +11,11 @@ import threading
 
 class _State(threading.local):
     def __init__(self):
-        self.grad_enabled = True
+        self.grad_enabled = True        # whether ops record (never in inference mode)
         self.inference = False
+        # grad mode as enable_grad / set_grad_enabled set it inside inference mode, where
+        # PyTorch reports it (is_grad_enabled) but records nothing
+        self.inference_grad = False
 
 
 state = _State()
@@ -20,12 +23,25 @@ state = _State()
 
 def _reset():
     state.grad_enabled = True
-    state.inference = False
+    state.inference = state.inference_grad = False
+
+
+def _save():
+    return state.grad_enabled, state.inference_grad
+
+
+def _restore(prev):
+    state.grad_enabled, state.inference_grad = prev
+
+
+def _set(mode):
+    state.grad_enabled = mode and not state.inference
+    state.inference_grad = mode
 
 
 def is_grad_enabled() -> bool:
     """Whether grad mode is on in this thread, as torch.is_grad_enabled."""
-    return state.grad_enabled
+    return state.grad_enabled or state.inference and state.inference_grad
 
 
 def is_inference_mode_enabled() -> bool:
@@ -87,43 +103,43 @@ def _wrap_generator(clone, fn):
 class no_grad(_DecoratorContext):
     """Context manager and decorator that turns off gradient recording, as torch.no_grad."""
     def __enter__(self):
-        self.prev = state.grad_enabled
-        state.grad_enabled = False
+        self.prev = _save()
+        _set(False)
 
     def __exit__(self, *exc):
-        state.grad_enabled = self.prev
+        _restore(self.prev)
 
 
 class enable_grad(_DecoratorContext):
     """Context manager and decorator that turns gradient recording on, as torch.enable_grad."""
     def __enter__(self):
-        self.prev = state.grad_enabled
-        state.grad_enabled = True
+        self.prev = _save()
+        _set(True)
 
     def __exit__(self, *exc):
-        state.grad_enabled = self.prev
+        _restore(self.prev)
 
 
 class set_grad_enabled(_DecoratorContext):
     """Takes effect when called (PyTorch: `set_grad_enabled(False)` as a statement works)."""
 
     def __init__(self, mode):
-        self.prev = state.grad_enabled
+        self.prev = _save()
         self.mode = bool(mode)
-        state.grad_enabled = self.mode
+        _set(self.mode)
 
     def _clone(self):
         return set_grad_enabled(self.mode)
 
     def __call__(self, fn):
-        state.grad_enabled = self.prev   # used as decorator: undo the eager switch
+        _restore(self.prev)             # used as decorator: undo the eager switch
         return super().__call__(fn)
 
     def __enter__(self):
-        state.grad_enabled = self.mode
+        _set(self.mode)
 
     def __exit__(self, *exc):
-        state.grad_enabled = self.prev
+        _restore(self.prev)
 
 
 class inference_mode(_DecoratorContext):
@@ -136,12 +152,11 @@ class inference_mode(_DecoratorContext):
         return inference_mode(self.mode)
 
     def __enter__(self):
-        self.prev = (state.grad_enabled, state.inference)
-        if self.mode:
-            state.grad_enabled = False
-            state.inference = True
-        else:
-            state.inference = False
+        # (PyTorch's InferenceMode(enabled) sets grad mode to `not enabled`)
+        self.prev = (state.grad_enabled, state.inference, state.inference_grad)
+        state.grad_enabled = not self.mode
+        state.inference = self.mode
+        state.inference_grad = False
 
     def __exit__(self, *exc):
-        state.grad_enabled, state.inference = self.prev
+        state.grad_enabled, state.inference, state.inference_grad = self.prev

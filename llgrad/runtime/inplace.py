@@ -31,10 +31,11 @@ def _check_inplace(t, inputs):
         return                          # nothing requires grad: no history to get wrong
     if t._creation is not None:
         raise creation_error(t)
-    if t._multi_view:
+    if t._multi_view:       # (a compiled call's result: (op, output) of eager's, run.py)
+        op, nr = t._multi_view if type(t._multi_view) is tuple else (
+            type(t.grad_fn).__name__.rsplit('Backward', 1)[0], t._output_nr)
         raise RuntimeError(
-            f"Output {t._output_nr} of {type(t.grad_fn).__name__.rsplit('Backward', 1)[0]} is "
-            "a view and is being "
+            f"Output {nr} of {op} is a view and is being "
             "modified inplace. This view is the output of a function that returns multiple "
             "views. Such functions do not allow the output views to be modified inplace. You "
             "should replace the inplace operation by an out-of-place one.")
@@ -92,7 +93,7 @@ def call_inplace(op, t, inputs, attrs, _timed=False, _dual=False):
         raise RuntimeError(f"result type {scalar_type_name(rt)} can't be cast to the desired output "
                            f"type {scalar_type_name(t._dtype)}")
     recording = grad_mode.state.grad_enabled and op.vjp is not None and \
-        any(_is_tensor(x) and _req(x) for x in inputs)
+        t._dtype._cat == 2 and any(_is_tensor(x) and _req(x) for x in inputs)  # (ints: none)
     retained = (t._grad_fn, t._output_nr) if recording and t._retains_grad else None
     tracer = _tstate.tracer
     operands = tracer.operands(inputs) if tracer is not None else None   # values before

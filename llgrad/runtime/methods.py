@@ -6,10 +6,11 @@ from ..ir import OPS
 from ..ir.optable import method_doc, on_declare
 from . import dtypes
 from .creation import copy_construct_warning, copy_of, full_op, tensor
-from .creation_checks import int_bounds_fit as _fit
 from .device import check as check_device
 from .dispatch import call, scalar_type_name
 from .inplace import call_inplace
+from .methods_clamp import clamp, clamp_, clamp_max, clamp_max_, clamp_min, clamp_min_
+from .methods_div import div, div_
 from .node_names import no_derivative, rename
 from .shapes import broadcast_shapes, check_condition, unpack_shape
 from .tensor import Tensor
@@ -45,9 +46,28 @@ def _declared_methods(op):
 
 on_declare(_declared_methods)
 Tensor.__pos__ = lambda self: self
-_def("__rpow__", (lambda o: lambda self, other: call(o, (other, self), {}))(OPS["pow"]))
+_COMPARABLE = (Tensor, bool, int, float, complex, np.generic, np.ndarray)
 
-_ADD, _SUB, _RSUB, _DIV, _POW, _MUL = (OPS[n] for n in ("add", "sub", "rsub", "div", "pow", "mul"))
+
+def _comparison(op):
+    """x == None is False, x != 'a' True, as PyTorch's (its TypeError becomes NotImplemented,
+    so `None in [x]` works): only tensors and numbers compare elementwise."""
+    def f(self, other):
+        return call(op, (self, other), {}) if isinstance(other, _COMPARABLE) else NotImplemented
+    return f
+
+
+for _n in ("eq", "ne", "lt", "le", "gt", "ge"):
+    _def(f"__{_n}__", _comparison(OPS[_n]))
+_def("__rpow__", (lambda o: lambda self, other: _no_bool_pow(self, other) or
+                  call(o, (other, self), {}))(OPS["pow"]))
+
+
+def _no_bool_pow(self, base):
+    dtypes.no_bool_kernel((self, base), "pow")
+
+
+_ADD, _SUB, _RSUB, _POW, _MUL = (OPS[n] for n in ("add", "sub", "rsub", "pow", "mul"))
 
 
 def _alpha(self, other, alpha):
@@ -113,27 +133,6 @@ def sub_(self, other, alpha=1):
     return call_inplace(_SUB, self, (self, other), {"alpha": alpha})
 
 
-_NO_MODE = object()      # div(x, y) (div.Tensor) apart from div(x, y, rounding_mode=None)
-
-
-def div(self, other, rounding_mode=_NO_MODE):
-    if rounding_mode is _NO_MODE:
-        return call(_DIV, (self, other), {})
-    if rounding_mode not in (None, "floor", "trunc"):
-        raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' "
-                           f"but found '{rounding_mode}'")
-    rt = dtypes.result_type(self, other)
-    if rt.is_floating_point or rounding_mode is None:
-        # one op, one node (DivBackward2), as PyTorch's div.Tensor_mode
-        return call(OPS["div_mode"], (self, other), {"rounding_mode": rounding_mode})
-    # integer floor/trunc division stays integer (PyTorch); float64 is exact below 2**53
-    if bool((other == 0).any()) if isinstance(other, Tensor) else other == 0:
-        raise RuntimeError("ZeroDivisionError")     # (PyTorch's words)
-    q = call(_DIV, (self.to(dtypes.float64), other), {})
-    q = q.floor() if rounding_mode == "floor" else q.sign() * q.abs().floor()
-    return q.to(rt)
-
-
 def _check_int_pow(self, exponent):
     # NumPy wraps the exponent into uint8 (or words the error its own way)
     if type(exponent) is int and exponent < 0 and not self._dtype.is_floating_point \
@@ -141,9 +140,20 @@ def _check_int_pow(self, exponent):
         raise RuntimeError("Integers to negative integer powers are not allowed.")
 
 
+def _bool_pow(self, exponent):
+    """PyTorch's pow of bools: no kernel, except for an exponent of True (self) or False
+    (ones), which it never computes."""
+    if self._dtype is not dtypes.bool_ or dtypes.result_type(self, exponent) is not dtypes.bool_:
+        return None
+    if type(exponent) is bool:
+        return self.clone() if exponent else full_op(tuple(self._data.shape), True, dtypes.bool_)
+    raise NotImplementedError("\"pow\" not implemented for 'Bool'")
+
+
 def pow(self, exponent):
     _check_int_pow(self, exponent)
-    return call(_POW, (self, exponent), {})
+    r = _bool_pow(self, exponent)
+    return call(_POW, (self, exponent), {}) if r is None else r
 
 
 def pow_(self, exponent):
@@ -191,17 +201,6 @@ _def("__rmod__", lambda self, other: (lambda o: o - div(o, self, "floor") * self
 _def("square", lambda self: call(_POW, (self, 2), {}))
 _def("add_", add_)
 _def("sub_", sub_)
-def div_(self, other, rounding_mode=_NO_MODE):
-    if rounding_mode is _NO_MODE:
-        return call_inplace(_DIV, self, (self, other), {})
-    if rounding_mode not in (None, "floor", "trunc"):
-        raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' "
-                           f"but found '{rounding_mode}'")
-    if not self._dtype.is_floating_point and rounding_mode is not None:
-        return self.copy_(div(self, other, rounding_mode))
-    return call_inplace(OPS["div_mode"], self, (self, other), {"rounding_mode": rounding_mode})
-
-
 _def("div_", div_)
 _def("pow_", pow_)
 Tensor.__iadd__ = Tensor.add_
@@ -221,20 +220,6 @@ def gelu(self, approximate="none"):
 
 def softplus(self, beta=1, threshold=20):
     return self._op("softplus", beta=beta, threshold=threshold)
-
-
-def clamp(self, min=None, max=None):
-    if min is None and max is None:
-        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
-    _fit(self, min, max)
-    return call(OPS["clamp"], (self, min, max), {})
-
-
-def clamp_(self, min=None, max=None):
-    if min is None and max is None:
-        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
-    _fit(self, min, max)
-    return call_inplace(OPS["clamp"], self, (self, min, max), {})
 
 
 def where(self, condition, other):
@@ -272,14 +257,14 @@ def _addc(op):
 def _lerp_check(self, end, weight):
     """PyTorch's: self's dtype picks the kernel (none for integers), end must be of it."""
     kernel = "tensor" if isinstance(weight, Tensor) else "scalar"
-    if not self._dtype.is_floating_point:
-        raise NotImplementedError(f"\"lerp_kernel_{kernel}\" not implemented for "
-                                  f"'{scalar_type_name(self._dtype)}'")
     for name, x in (("end", end), ("weight", weight)):
         if isinstance(x, Tensor) and x._dtype is not self._dtype and (
                 name == "end" or x._data.ndim or not x._dtype.is_floating_point):
             raise RuntimeError(f"expected dtype {dtypes.C_NAMES[self._dtype.name]} for `{name}` but "
                                f"got dtype {dtypes.C_NAMES[x._dtype.name]}")
+    if not self._dtype.is_floating_point:       # (after the dtypes' checks, as PyTorch)
+        raise NotImplementedError(f"\"lerp_kernel_{kernel}\" not implemented for "
+                                  f"'{scalar_type_name(self._dtype)}'")
 
 
 def lerp(self, end, weight):
@@ -304,11 +289,9 @@ for _n, _f in (("leaky_relu", leaky_relu), ("gelu", gelu), ("softplus", softplus
                ("where", where)):
     _def(_n, _f)
 _def("silu", lambda self: self._op("silu"))
-_CMIN, _CMAX = OPS["clamp_min"], OPS["clamp_max"]
-_def("clamp_min", lambda self, min: call(_CMIN, (self, _fit(self, min)), {}))
-_def("clamp_max", lambda self, max: call(_CMAX, (self, _fit(self, max)), {}))
-_def("clamp_min_", lambda self, min: call_inplace(_CMIN, self, (self, _fit(self, min)), {}))
-_def("clamp_max_", lambda self, max: call_inplace(_CMAX, self, (self, _fit(self, max)), {}))
+for _n, _f in (("clamp_min", clamp_min), ("clamp_max", clamp_max), ("clamp_min_", clamp_min_),
+               ("clamp_max_", clamp_max_)):
+    _def(_n, _f)
 
 
 # ---- copies, casts, fills --------------------------------------------------------------------
@@ -337,7 +320,7 @@ def to(self, *args, **kwargs):
 _def("to", to)
 for _n, _d in (("float", dtypes.float32), ("double", dtypes.float64), ("half", dtypes.float16),
                ("long", dtypes.int64), ("int", dtypes.int32), ("bool", dtypes.bool_)):
-    _def(_n, (lambda d: lambda self: to(self, d))(_d))
+    _def(_n, (lambda d: lambda self, memory_format=None: to(self, d))(_d))
 _def("type_as", lambda self, other: to(self, other._dtype))
 _def("cpu", lambda self: self)
 

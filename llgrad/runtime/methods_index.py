@@ -80,7 +80,8 @@ def _index_add_args(self, dim, index, source, alpha):
         raise RuntimeError(f"source tensor shape must match self tensor shape, excluding the "
                            f"specified dimension. Got self.shape = {list(xs)} source.shape = "
                            f"{list(ss)}")
-    check_index_bounds(index, xs[d] if xs else 1, d)
+    check_index_bounds(index, xs[d] if xs else 1, d, (lambda bad: IndexError(
+        "index out of range in self")) if len(xs) <= 1 else None)      # (PyTorch's 1-D kernel)
     if not self._dtype.is_floating_point and self._dtype is not dtypes.bool_:
         alpha = int(alpha)
     return d, alpha

@@ -46,6 +46,8 @@ def _rdims(self, dim):
     dims = norm_dims(dim, self._data.ndim)
     if self._data.ndim == 0:
         return None if dim is None else ()
+    if dims is None and dim is not None:        # (dim=(): every dim, named as over dims)
+        return tuple(range(self._data.ndim))
     return dims
 
 
@@ -188,7 +190,10 @@ def cumsum(self, dim, dtype=None):
 
 def _all_any(name):
     def f(self, dim=None, keepdim=False):
-        r = self._op(name, dim=_rdims(self, dim), keepdim=keepdim)
+        if isinstance(dim, (tuple, list)) and not dim:
+            r = self != 0           # (PyTorch's all / any over no dims: each element's truth)
+        else:
+            r = self._op(name, dim=_rdims(self, dim), keepdim=keepdim)
         return r.to(dtypes.uint8) if self._dtype is dtypes.uint8 else r   # (PyTorch's rule)
     return f
 

@@ -72,7 +72,7 @@ def _check_index(self, dim, index, src, what):
     check_index_bounds(index, self._data.shape[d] if self._data.ndim else 1, d)
     if isinstance(src, Tensor):
         if src._dtype is not self._dtype:
-            raise RuntimeError(f"{what}(): Expected self.dtype to be equal to src.dtype")
+            raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
         ish, sh, ssh = index._data.shape, self._data.shape, src._data.shape
         if len(ssh) != len(ish) and index._data.size:
             raise RuntimeError("Index tensor must have the same number of dimensions as src "

@@ -9,12 +9,13 @@ from ..ir.optable import method_doc
 from ..ir.geometry import geometry_span
 from ..ir.ops_shape import sum_to_shape
 from .creation import tensor
-from . import trace_state
+from . import dtypes, trace_state
 from .dispatch import call
 from .inplace import call_inplace
 from .shapes import (check_index_tensor, check_zero_dim_index, infer_shape, norm_dim,
                      norm_slice, unflatten_shape, unpack_shape)
 from .tensor import Tensor
+from .view_dtype import view_dtype
 
 
 def _def(name, fn):
@@ -23,11 +24,11 @@ def _def(name, fn):
     setattr(Tensor, name, fn)
 
 
-def view(self, *shape):
-    """A view with another shape (sharing storage), as torch.Tensor.view; view(dtype) is not
-    supported."""
-    if len(shape) == 1 and not isinstance(shape[0], int) and hasattr(shape[0], "np"):
-        raise RuntimeError("view(dtype) is not supported by llgrad")
+def view(self, *shape, dtype=None):
+    """A view with another shape (sharing storage), or of its memory as another dtype, as
+    torch.Tensor.view."""
+    if dtype is not None or len(shape) == 1 and isinstance(shape[0], dtypes.dtype):
+        return view_dtype(self, dtype or shape[0])
     shape = infer_shape(unpack_shape(shape), self._data.size)
     try:
         np.reshape(self._data, shape, copy=False)
@@ -85,18 +86,18 @@ def expand(self, *sizes):
                            f"greater or equal to the number of dimensions in the tensor "
                            f"({len(shape)})")
     lead = len(sizes) - len(shape)
-    for i in range(lead):
-        if sizes[i] < 0:
-            raise RuntimeError(f"The expanded size of the tensor ({sizes[i]}) isn't allowed in a "
-                               f"leading, non-existing dimension {i}")
-    for i, n in enumerate(shape):
-        s = sizes[lead + i]
+    target = list(sizes)
+    for i in reversed(range(len(sizes))):     # (PyTorch's order: the last dim first)
+        s, n = sizes[i], (shape[i - lead] if i >= lead else 1)
         if s == -1:
-            sizes[lead + i] = n
+            if i < lead:
+                raise RuntimeError(f"The expanded size of the tensor (-1) isn't allowed in a "
+                                   f"leading, non-existing dimension {i}")
+            sizes[i] = n
         elif n != 1 and s != n:
             raise RuntimeError(f"The expanded size of the tensor ({s}) must match the existing "
-                               f"size ({n}) at non-singleton dimension {lead + i}.  Target sizes: "
-                               f"{sizes}.  Tensor sizes: {list(shape)}")
+                               f"size ({n}) at non-singleton dimension {i}.  Target sizes: "
+                               f"{target}.  Tensor sizes: {list(shape)}")
     return self._op("expand", size=tuple(sizes))
 
 
@@ -116,9 +117,9 @@ def unsqueeze(self, dim):
 
 def flatten(self, start_dim=0, end_dim=-1):
     nd = self._data.ndim
+    s, e = norm_dim(start_dim, nd), norm_dim(end_dim, nd)     # (0-d: as if 1-d, PyTorch's)
     if nd == 0:
         return self.reshape(1)
-    s, e = norm_dim(start_dim, nd), norm_dim(end_dim, nd)
     if s > e:
         raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
     if s == e:
@@ -343,8 +344,11 @@ def getitem(self, idx):
     if any(_is_advanced(i) or _is_bool(i) for i in idx):
         return _advanced_index(*_basic_first(self, _byte_masks(idx)))
     items = _expand_ellipsis(idx, self._data.ndim)
+    # (PyTorch names an integer out of range by its position in the index: ... counts one)
+    pos = [p for p, i in enumerate(idx) for _ in range(len(items) - len(idx) + 1
+                                                        if i is Ellipsis else 1)]
     t, d, changed = self, 0, False
-    for i in items:
+    for p, i in zip(pos, items):
         if i is None:
             t, d, changed = t.unsqueeze(d), d + 1, True
         elif isinstance(i, slice):
@@ -354,7 +358,10 @@ def getitem(self, idx):
                 t, changed = t._op("slice", dim=d, start=start, end=stop, step=step), True
             d += 1
         else:
-            t, changed = select(t, d, _int(i)), True
+            k, n = _int(i), t._data.shape[d]
+            if not -n <= k < n:
+                raise IndexError(f"index {k} is out of bounds for dimension {p} with size {n}")
+            t, changed = select(t, d, k), True
     return t if changed else self._op("alias")
 
 

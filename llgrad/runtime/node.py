@@ -305,7 +305,9 @@ class AccumulateGrad(Node):
         that nothing else refers to and that has the leaf's layout becomes .grad itself,
         not a copy."""
         leaf = self.variable
-        if leaf is None:            # the leaf is gone: nobody can read its gradient
+        # the leaf is gone (nobody can read its gradient), or it stopped requiring grad
+        # after the graph was made: PyTorch's AccumulateGrad then accumulates nothing
+        if leaf is None or not leaf._requires_grad:
             return
         old = leaf._grad
         if create_graph:

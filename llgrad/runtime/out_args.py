@@ -7,12 +7,14 @@ llgrad.<name> function without an out parameter of its own is wrapped once, afte
 module has defined them."""
 import functools
 import inspect
+import sys
 import warnings
 
 from . import creation, functions, grad_mode
 from .dispatch import scalar_type_name as tname
 from .functions_math import _can_cast
 from .numpy_names import param_names
+from .saved_tensor import _internal
 from .tensor import Tensor
 
 # the creation functions PyTorch gives out= (their values take out's dtype)
@@ -26,6 +28,15 @@ def _requires_grad(args, kwargs):
             if isinstance(t, Tensor) and t.requires_grad:
                 return True
     return False
+
+
+def _users_level():
+    """The stacklevel, for a warnings.warn in _write, of the user's line that called the
+    function (PyTorch's warnings name it; once-per-line filters count by it)."""
+    f, level = sys._getframe(2), 2
+    while f is not None and _internal[f.f_code.co_filename]:
+        f, level = f.f_back, level + 1
+    return level
 
 
 def _write(out, r, factory):
@@ -45,7 +56,7 @@ def _write(out, r, factory):
                           "PyTorch release outputs will not be resized unless they have zero "
                           "elements. You can explicitly reuse an out tensor t by resizing it, "
                           "inplace, to zero elements with t.resize_(0).", UserWarning,
-                          stacklevel=4)
+                          stacklevel=_users_level())
         out.resize_(shape)
     with grad_mode.no_grad():
         out.copy_(r)

@@ -1,6 +1,7 @@
 """Tensors saved for backward, with the version of their storage at save time (the check
 that raises PyTorch's "modified by an inplace operation" error), the numbers PyTorch saves
 as wrapped tensors, and where in the user's code an op ran (nodes and errors name it)."""
+import contextlib
 import copy
 import copyreg
 import os
@@ -41,8 +42,9 @@ class _Internal(dict):
         return internal
 
 
-# the standard library's copying, between the user's copy.deepcopy(t) and the tensor
-_PLUMBING = frozenset(m.__file__ for m in (copy, copyreg))
+# the standard library's copying, between the user's copy.deepcopy(t) and the tensor, and
+# its context managers, between the user's `with` and what its __enter__ / __exit__ run
+_PLUMBING = frozenset(m.__file__ for m in (copy, copyreg, contextlib))
 
 
 _internal = _Internal()

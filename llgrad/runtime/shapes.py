@@ -71,9 +71,27 @@ def broadcast_shapes(*shapes):
             if out[j] == 1:
                 out[j] = n
             elif n != 1 and n != out[j]:
-                raise RuntimeError(f"The size of tensor a ({out[j]}) must match the size of "
-                                   f"tensor b ({n}) at non-singleton dimension {j}")
+                _broadcast_error(shapes)
     return tuple(out)
+
+
+def _broadcast_error(shapes):
+    """Raise PyTorch's error for shapes that do not broadcast: its infer_size folds them
+    pairwise, each pair compared from the last dimension, so the mismatch named is the
+    rightmost of the first pair that fails, numbered within that pair's result."""
+    out = ()
+    for s in shapes:
+        nd = max(len(out), len(s))
+        res = [1] * nd
+        for i in range(nd - 1, -1, -1):
+            k = nd - 1 - i
+            a = out[len(out) - 1 - k] if k < len(out) else 1
+            b = s[len(s) - 1 - k] if k < len(s) else 1
+            if a != b and a != 1 and b != 1:
+                raise RuntimeError(f"The size of tensor a ({a}) must match the size of "
+                                   f"tensor b ({b}) at non-singleton dimension {i}")
+            res[i] = b if a == 1 else a
+        out = tuple(res)
 
 
 def norm_slice(s, n):
@@ -93,16 +111,16 @@ def norm_slice(s, n):
     return start, stop, step
 
 
-def check_index_bounds(index, n, dim, error=None):
+def check_index_bounds(index, n, dim, error=None, low=0):
     """Raise as PyTorch's gather / scatter / index_select do for an index value outside
-    [0, n) of dim (NumPy would wrap a negative one silently): a RuntimeError naming the
+    [low, n) of dim (NumPy would wrap a negative one silently): a RuntimeError naming the
     first bad value, or error(bad) when given."""
     a = getattr(index, "_data", index)
     if type(a) is not np.ndarray or not a.size:     # (batched under vmap: no check here)
         return
-    if a.min() < 0 or a.max() >= n:
+    if a.min() < low or a.max() >= n:
         flat = a.reshape(-1)
-        bad = int(flat[(flat < 0) | (flat >= n)][0])
+        bad = int(flat[(flat < low) | (flat >= n)][0])
         raise (error(bad) if error else
                RuntimeError(f"index {bad} is out of bounds for dimension {dim} with size {n}"))
 

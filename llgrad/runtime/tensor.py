@@ -68,7 +68,10 @@ class Tensor:
             storage = _new_object(Storage)
             storage.base, storage.version, storage.write_loc = arr, 0, None
         t._storage = storage
-        t._dtype = _BY_NP[arr.dtype]
+        try:
+            t._dtype = _BY_NP[arr.dtype]
+        except KeyError:
+            raise dtypes.unsupported(arr.dtype) from None
         t._requires_grad = t._retains_grad = t._multi_view = False
         t._grad = t._grad_fn = t._base = t._hooks = t._acc = None
         t._output_nr = t._view_version = 0

@@ -11,6 +11,7 @@ these helpers, which decide at run time (AutoGraph's approach):
 Branches and loop bodies arrive as functions of the variables they assign that are read
 later (`names`), returning their new values; a variable with no value yet arrives as an
 `Undefined`. Errors name the user's line (`loc`, "file.py:12")."""
+import contextlib
 import operator
 
 import numpy as np
@@ -161,6 +162,9 @@ def _stage_if(cond, then_fn, else_fn, values, names, loc, kind):
         if taken is not None and branch != taken:
             with tracer.untaken(what):
                 results.append(list(r.run(fn, *values)))
+        elif taken is None:     # (inside another region: neither is known to be eager's)
+            with _effects_free(what, "a branch inside tensor-dependent control flow"):
+                results.append(list(r.run(fn, *values)))
         else:
             results.append(list(r.run(fn, *values)))
     merged, items = [], ([], [])        # merged: per name, ("python", v) or ("output", k)
@@ -178,6 +182,17 @@ def _stage_if(cond, then_fn, else_fn, values, names, loc, kind):
     union = unify_captures(graphs, [r.captures for r in regions], 0)
     outs = run_cond(pred, [t for t, _ in union], *graphs)
     return tuple(v if how == "python" else outs[v] for how, v in merged)
+
+
+def _effects_free(what, part):
+    """Around tracing code whose Python effects would not be eager's (part): the outermost
+    tracer's `untaken` (compile's: those effects put back, and a change of Python state
+    traces the function as plain Python instead), or nothing to do."""
+    root = trace_state.state.tracer
+    while getattr(root, "parent", None) is not None:
+        root = root.parent
+    untaken = getattr(root, "untaken", None)
+    return contextlib.nullcontext() if untaken is None else untaken(what, part)
 
 
 def _describe(v):
@@ -301,8 +316,10 @@ def _stage_while(test, body, values, names, loc, dtypes=None, returned=(), read_
                                  "keep its dtype and shape")
         return items
 
-    rc, cond_g = region("cond", test, cond_result)
-    rb, body_g = region("body", body, body_result)
+    with _effects_free(what, "its condition or body (traced once, run by eager at each "
+                             "iteration)"):
+        rc, cond_g = region("cond", test, cond_result)
+        rb, body_g = region("body", body, body_result)
     if retype:
         return _stage_while(test, body, values, names, loc, {**numbers, **retype}, returned,
                             read_after)

@@ -30,6 +30,18 @@ class RemovableHandle:
             if extra is not None and self.id in extra:
                 del extra[self.id]
 
+    def __getstate__(self):
+        # (weak references do not pickle: the dicts themselves do, as PyTorch's handle)
+        return (self.hooks_dict_ref(), self.id, tuple(r() for r in self.extra_dict_ref))
+
+    def __setstate__(self, state):
+        # (a dict that is gone: a dead reference, as PyTorch's)
+        self.hooks_dict_ref = weakref.ref(OrderedDict() if state[0] is None else state[0])
+        self.id = state[1]
+        RemovableHandle.next_id = max(RemovableHandle.next_id, self.id + 1)
+        self.extra_dict_ref = tuple(weakref.ref(d) for d in state[2] if d is not None) \
+            if len(state) > 2 else ()
+
     def __enter__(self):
         return self
 

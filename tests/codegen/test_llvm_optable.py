@@ -66,7 +66,7 @@ _LAPACK = "LAPACK through NumPy (LU with partial pivoting): no native kernel"
 NOT_LOWERED = {"linalg_inv_ex": _LAPACK, "linalg_det": _LAPACK, "linalg_slogdet": _LAPACK}
 # (llgrad/ir/ops_linalg_solve.py, ops_linalg_spectral.py: LAPACK through NumPy, or NumPy loops)
 NOT_LOWERED.update(dict.fromkeys(
-    ("linalg_solve_ex", "linalg_lu_factor_ex", "lu_pivots_to_permutation",
+    ("linalg_lu_factor_ex", "lu_pivots_to_permutation",
      "linalg_matrix_exp", "linalg_qr", "linalg_svd", "linalg_eigh"),
     "LAPACK through NumPy (or NumPy loops over the rows): no native kernel"))
 INTERPRETED.update({f"{p.op}-{p.id}": (tuple(NOT_LOWERED), NOT_LOWERED[p.op])

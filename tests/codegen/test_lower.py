@@ -209,6 +209,7 @@ ELEMENTWISE = {
     "bitwise_right_shift": ("xy", {}, "int", 0, True),
     "gcd": ("xy", {}, "int", 0, True),
     "lcm": ("xy", {}, "int", 0, True),
+    "div_int": ("xy", {"rounding_mode": "floor"}, "int", 0, True),   # (a 0 divisor reads as 1)
 }
 
 
@@ -284,8 +285,9 @@ ELEMENTWISE_CASES = [(n, dt) for n, c in ELEMENTWISE.items() if c[2] != "int"
     [(n, "int64") for n, c in ELEMENTWISE.items() if c[4]] + \
     [(n, "int32") for n in ("add", "mul", "maximum", "abs", "lt", "where", "to_dtype",
                             "bitwise_xor", "bitwise_right_shift", "gcd", "lcm")] + \
-    [(n, "int8") for n in ("bitwise_left_shift", "bitwise_right_shift", "gcd", "lcm")] + \
-    [(n, "uint8") for n in ("bitwise_right_shift", "bitwise_not", "gcd")] + \
+    [(n, "int8") for n in ("bitwise_left_shift", "bitwise_right_shift", "gcd", "lcm",
+                           "div_int")] + \
+    [(n, "uint8") for n in ("bitwise_right_shift", "bitwise_not", "gcd", "div_int")] + \
     [(n, "bool") for n in ("logical_and", "logical_not", "eq", "where", "to_dtype",
                            "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not")]
 

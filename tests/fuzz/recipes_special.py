@@ -46,10 +46,14 @@ def r_bitwise(g):
         return False
     x = g.need(lambda v: v.float and v.exact)
     a = g.input(x.shape, "int64", rg=False, low=-70, high=70)
-    name = g.choice(_BITWISE + ("bitwise_not",))
+    name = g.choice(_BITWISE + ("bitwise_not", "div_int"))
     k = g.int(0, 9)
     b = f"(({x} > 0).long() * {k} - 3)"
-    if name == "bitwise_not":
+    if name == "div_int":           # (an odd divisor: never 0)
+        d = f"({b} | 1)"
+        text = g.choice([f"{a} // {d}", f"{a}.div({d}, rounding_mode='trunc')",
+                         f"llgrad.floor_divide({a}, {d})", f"{a} % {d}", f"{a}.fmod({d})"])
+    elif name == "bitwise_not":
         text = g.choice([f"~{a}", f"{a}.bitwise_not()", f"llgrad.bitwise_not({b})"])
     elif name in ("gcd", "lcm"):
         text = g.choice([f"llgrad.{name}({a}, {b})", f"{b}.{name}({a})"])
@@ -80,7 +84,7 @@ def r_bitwise_bool(g):
 RECIPES.update({
     r_polygamma: (1, {"polygamma"}),
     r_polygamma_: (1, {"polygamma_"}),
-    r_bitwise: (2, set(_BITWISE) | {"bitwise_not"}),
+    r_bitwise: (2, set(_BITWISE) | {"bitwise_not", "div_int"}),
     r_bitwise_bool: (1, {"bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not"}),
 })
 

@@ -27,6 +27,8 @@ SPECS.update({
     "bitwise_right_shift": S([_K(3, 4), 3], {}, lambda a, b: a >> b),
     "gcd": S([_K(3, 4), _K(3, 4)], {}, lambda a, b: a.gcd(b)),
     "lcm": S([_K(3, 4), _K(4)], {}, lambda a, b: a.lcm(b)),
+    "div_int": S([_K(3, 4), 7], {"rounding_mode": "trunc"},
+                 lambda a, b: a.div(b, rounding_mode="trunc")),
 })
 
 

@@ -106,6 +106,10 @@ EXEMPT.update({
     "gcd": Exempt(_BITS, lambda T, x, i: T.gcd((x > 0).long() * 12 - 6, i), (_spR(6), _SHIFTS)),
     "lcm": Exempt(_BITS, lambda T, x, i: (x < 0).long().mul(4).add(-2).lcm(i),
                   (_spR(6), _SHIFTS)),
+    "div_int": Exempt("integer result (integer division: PyTorch defines no gradient)",
+                      lambda T, x, i: (i * 7 + 2).div((x > 0).long() * 2 - 3,
+                                                      rounding_mode="trunc") + i // -3,
+                      (_spR(6), _SHIFTS)),
 })
 
 # -- more random fills (llgrad/ir/ops_fill_more.py): draws from llgrad's generator --

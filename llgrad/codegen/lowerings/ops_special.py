@@ -2,7 +2,7 @@
 IR; polygamma of order 2 and more as Cephes' zeta's loop) and of
 ir/ops_bitwise.py (bitwise and/or/xor/not and the shifts as single instructions with
 PyTorch's out-of-range rule; gcd and lcm as Euclid's loop, in C's arithmetic as PyTorch's
-kernels and the reference)."""
+kernels and the reference; integer floor / trunc division as C's, without its traps)."""
 from llvmlite import ir
 
 from . import vecmath_special as vs
@@ -136,3 +136,28 @@ def _lcm(sg, node, a, b):
     ap = bld.select(bld.icmp_signed("<", p, zero), bld.neg(p), p)
     r = bld.select(is0, zero, ap)
     return Scalar(bld.trunc(r, t) if wt.width > t.width else r, a.dt)
+
+
+def _ints_no_bool(node):
+    return _ints_only(node) or ("bool operands" if "bool" in compute_dtypes(node) else None)
+
+
+@elementwise("div_int", check=_ints_no_bool)
+def _div_int(sg, node, a, b):
+    """C's a / b, rounded down for "floor" where the remainder's sign is not b's; a divisor
+    of 0 reads as 1 (the runtime raises first) and of -1 negates (no trap at the minimum)."""
+    bld, t = sg.b, a.v.type
+    zero, one = ir.Constant(t, 0), ir.Constant(t, 1)
+    safe = bld.select(bld.icmp_signed("==", b.v, zero), one, b.v)
+    if is_unsigned(a.dt):
+        q = bld.udiv(a.v, safe)
+        return Scalar(q, a.dt)
+    minus1 = bld.icmp_signed("==", safe, ir.Constant(t, -1))
+    safe = bld.select(minus1, one, safe)
+    q = bld.select(minus1, bld.neg(a.v), bld.sdiv(a.v, safe))
+    if node.attrs.get("rounding_mode", "floor") == "floor":
+        r = bld.select(minus1, zero, bld.srem(a.v, safe))
+        fix = bld.and_(bld.icmp_signed("!=", r, zero),
+                       bld.xor(bld.icmp_signed("<", r, zero), bld.icmp_signed("<", b.v, zero)))
+        q = bld.select(fix, bld.sub(q, one), q)
+    return Scalar(q, a.dt)

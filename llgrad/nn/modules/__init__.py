@@ -2,10 +2,11 @@
 re-exporting llgrad's classes, for programs that import from there (`from torch.nn.modules.loss
 import _Loss`)."""
 from . import (  # noqa: F401
-    activation, batchnorm, channelshuffle, container, conv, distance, dropout, flatten, fold,
-    instancenorm, lazy, linear, loss, module, normalization, padding, pixelshuffle, pooling,
-    rnn, sparse, transformer, upsampling, utils)
+    activation, adaptive, batchnorm, channelshuffle, container, conv, distance, dropout,
+    flatten, fold, instancenorm, lazy, linear, loss, module, normalization, padding,
+    pixelshuffle, pooling, rnn, sparse, transformer, upsampling, utils)
 from .activation import *  # noqa: F401,F403
+from .adaptive import *  # noqa: F401,F403
 from .batchnorm import *  # noqa: F401,F403
 from .channelshuffle import *  # noqa: F401,F403
 from .container import *  # noqa: F401,F403

@@ -7,8 +7,9 @@ from .. import functional as F
 from ..layers_conv_more import ConvTranspose1d, ConvTranspose2d
 from ..module import Module
 from . import parametrize
+from .orthogonal import orthogonal  # noqa: F401
 
-__all__ = ["weight_norm", "spectral_norm"]
+__all__ = ["orthogonal", "weight_norm", "spectral_norm"]
 
 
 def norm_except_dim(v, pow=2, dim=0):

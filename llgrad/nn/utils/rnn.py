@@ -9,6 +9,7 @@ from typing import NamedTuple
 from ...runtime.creation import arange, full, tensor
 from ...runtime.dtypes import float64, int64
 from ...runtime.functions import cat, stack
+from ...runtime.node_names import rename
 from ...runtime.tensor import Tensor
 
 __all__ = ["PackedSequence", "invert_permutation", "pack_padded_sequence",
@@ -107,7 +108,8 @@ def pack_padded_sequence(input, lengths, batch_first=False, enforce_sorted=True)
                            f"{lens[0]}")
     steps = lens[0] if lens else 0
     batch_sizes = [sum(1 for n in lens if n > t) for t in range(steps)]
-    data = cat([input[t, :b] for t, b in enumerate(batch_sizes)], 0)
+    data = rename(cat([input[t, :b] for t, b in enumerate(batch_sizes)], 0),
+                  "PackPaddedSequenceBackward0")
     return PackedSequence(data, tensor(batch_sizes, dtype=int64), sorted_indices, None)
 
 
@@ -166,14 +168,18 @@ def pad_sequence(sequences, batch_first=False, padding_value=0.0, padding_side="
             continue
         fill = full((max_len - n,) + trailing, padding_value, dtype=s.dtype)
         out.append(cat([s, fill] if padding_side == "right" else [fill, s], 0))
-    return stack(out, 0 if batch_first else 1)
+    # (PyTorch copies each sequence into a filled result: its node is CopySlices)
+    return rename(stack(out, 0 if batch_first else 1), "CopySlices")
 
 
 def unpad_sequence(padded_sequences, lengths, batch_first=False):
-    """The list of sequences pad_sequence padded (each cut to its length)."""
+    """The list of sequences pad_sequence padded (each cut to its length). As PyTorch's,
+    without batch_first it transposes padded_sequences in place (the caller's tensor)."""
     if not batch_first:
-        padded_sequences = padded_sequences.transpose(0, 1)
-    return [seq[:n] for seq, n in zip(padded_sequences, _lengths_list(lengths))]
+        padded_sequences.transpose_(0, 1)
+    # (PyTorch selects each sequence's steps with a boolean mask: IndexBackward0)
+    return [rename(seq[:n], "IndexBackward0")
+            for seq, n in zip(padded_sequences, _lengths_list(lengths))]
 
 
 def pack_sequence(sequences, enforce_sorted=True):

@@ -2,6 +2,8 @@
 state_dict, get_last_lr), and the helpers that read and write a per-group value (a tensor
 value is copied when read and filled in place when written)."""
 import warnings
+from functools import wraps
+from weakref import ref
 
 from ...runtime.tensor import Tensor
 from ..optimizer import Optimizer, _to_scalar
@@ -42,6 +44,40 @@ def _update_param_group_val(group, key, val):
         group[key] = val
 
 
+def _track_step_called(opt):
+    """Wrap opt.step (once) to note in opt._opt_called that it ran, as PyTorch does, for
+    the warning when the schedule's first step precedes the optimiser's."""
+    if hasattr(opt.step, "_wrapped_by_lr_sched"):
+        return
+    opt_ref, func = ref(opt), opt.step.__func__
+
+    @wraps(func)
+    def wrapper(*args, **kwargs):
+        o = opt_ref()
+        o._opt_called = True
+        return func.__get__(o, o.__class__)(*args, **kwargs)
+
+    wrapper._wrapped_by_lr_sched = True
+    opt.step = wrapper
+
+
+def _warn_step_order(opt):
+    if not hasattr(opt.step, "_wrapped_by_lr_sched"):
+        warnings.warn("Seems like `optimizer.step()` has been overridden after learning rate "
+                      "scheduler initialization. Please, make sure to call `optimizer.step()` "
+                      "before `lr_scheduler.step()`. See more details at "
+                      "https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate",
+                      UserWarning, stacklevel=3)
+    elif not getattr(opt, "_opt_called", False):
+        warnings.warn("Detected call of `lr_scheduler.step()` before `optimizer.step()`. In "
+                      "PyTorch 1.1.0 and later, you should call them in the opposite order: "
+                      "`optimizer.step()` before `lr_scheduler.step()`.  Failure to do this "
+                      "will result in PyTorch skipping the first value of the learning rate "
+                      "schedule. See more details at "
+                      "https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate",
+                      UserWarning, stacklevel=3)
+
+
 class LRScheduler:
     """Base class of the epoch-stepped schedulers, as torch.optim.lr_scheduler.LRScheduler:
     construction takes the initial step; step() moves one epoch. A tensor lr in a param
@@ -73,6 +109,7 @@ class LRScheduler:
                         "recommended)")
         self.base_lrs = _param_groups_val_list(optimizer, "initial_lr")
         self.last_epoch = last_epoch
+        _track_step_called(optimizer)
         self._initial_step()
 
     def _initial_step(self):
@@ -110,6 +147,8 @@ class LRScheduler:
     def step(self, epoch=None):
         """Advance one epoch and set the groups' lr (epoch=: deprecated, PyTorch's
         closed form), as torch.optim.lr_scheduler.LRScheduler.step."""
+        if self._step_count == 1:
+            _warn_step_order(self.optimizer)
         self._step_count += 1
         if epoch is not None:
             warnings.warn(EPOCH_DEPRECATION_WARNING, UserWarning, stacklevel=2)

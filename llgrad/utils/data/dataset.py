@@ -6,6 +6,7 @@ import bisect
 import itertools
 import math
 import warnings
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ...runtime.creation import default_generator, randperm
@@ -13,7 +14,7 @@ from ...runtime.generator import Generator
 from ...runtime.tensor import Tensor
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Sequence
 
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "StackDataset", "ConcatDataset",
            "ChainDataset", "Subset", "random_split"]
@@ -32,11 +33,9 @@ class Dataset:
         return cls
 
 
-class IterableDataset(Dataset):
-    """An iterable-style dataset: subclasses define __iter__."""
-
-    def __iter__(self):
-        raise NotImplementedError("Subclasses of IterableDataset should implement __iter__.")
+class IterableDataset(Dataset, Iterable):
+    """An iterable-style dataset: subclasses define __iter__ (abstract, as PyTorch's: a
+    subclass without it cannot be instantiated)."""
 
     def __add__(self, other):
         return ChainDataset([self, other])

@@ -1,0 +1,295 @@
+"""torch.histogram / histogramdd (NumPy-counted: inside llgrad.compile a call runs
+eagerly), torch.gradient (central differences as slices of the input: differentiable and
+traced), torch.binomial / torch.poisson (drawn from llgrad's generator, which is not
+PyTorch's stream), and the deprecated frobenius_norm / nuclear_norm."""
+import collections
+import numbers
+import warnings
+
+import numpy as np
+
+from . import trace_state
+from .creation import _rng, linspace
+from .dispatch import scalar_type_name as tname
+from .functions import cat, export
+from .linalg import matrix_norm, vector_norm
+from .node_names import no_derivative, rename
+from .shapes import norm_dim, norm_dims
+from .tensor import Tensor
+from .user_frames import user_stacklevel
+
+
+def _untraceable(what):
+    tracer = trace_state.state.tracer
+    if tracer is not None:
+        tracer.untraceable(what)
+
+
+def _named(name, fields):
+    base = collections.namedtuple(name, fields)
+
+    def rep(self):
+        inner = ",\n".join(f"{f}={getattr(self, f)!r}" for f in fields)
+        return f"llgrad.return_types.{name}(\n{inner})"
+    return type(name, (base,), {"__slots__": (), "__repr__": rep,
+                                "__module__": "llgrad.return_types"})
+
+
+_HISTOGRAM = _named("histogram", ["hist", "bin_edges"])
+_HISTOGRAMDD = _named("histogramdd", ["hist", "bin_edges"])
+
+
+_C = collections.defaultdict(lambda: "?", float16="c10::Half", float32="float",
+                            float64="double", int64="long int", int32="int")
+
+
+def _fmt(v):
+    return f"{v:g}"
+
+
+def _edges(x, d, bins, rng, dt):
+    """Dimension d's bin edges (a tensor of dtype dt) from an int count or a tensor."""
+    if isinstance(bins, Tensor):
+        if bins._dtype is not dt:
+            raise RuntimeError(f"torch.histogramdd: input tensor and bins tensors should have "
+                               f"the same dtype, but got input with dtype {_C[dt.name]} and "
+                               f"bins for dimension {d} with dtype {_C[bins._dtype.name]}")
+        return bins
+    if bins <= 0:
+        raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {bins} for "
+                           f"dimension {d}")
+    col = x[:, d]
+    if rng is not None:
+        lo, hi = float(rng[0]), float(rng[1])
+    elif col.size:
+        lo, hi = float(col.min()), float(col.max())
+    else:
+        lo, hi = 0.0, 1.0
+    if lo > hi:
+        raise RuntimeError(f"torch.histogramdd: min should not exceed max, but got min "
+                           f"{_fmt(lo)} max {_fmt(hi)} for dimension {d}")
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        raise RuntimeError(f"torch.histogramdd: dimension {d}'s range [{_fmt(lo)}, {_fmt(hi)}] "
+                           f"is not finite")
+    if lo == hi:
+        lo, hi = lo - 0.5, hi + 0.5
+    return linspace(lo, hi, bins + 1, dtype=dt)
+
+
+def _histogramdd(input, bins, range_, weight, density, what):
+    dt = input._dtype
+    if not dt.is_floating_point:
+        raise NotImplementedError(f"\"histogramdd\" not implemented for '{tname(dt)}'")
+    _untraceable(what)
+    x = np.asarray(input._data, np.float64)
+    n = x.shape[-1] if x.ndim else 1
+    x = x.reshape(-1, n)
+    if weight is not None and tuple(weight._data.shape) != tuple(input._data.shape[:-1]):
+        raise RuntimeError(f"torch.histogramdd: if weight tensor is provided it should have "
+                           f"the same shape as the input tensor excluding its innermost "
+                           f"dimension, but got input with shape {list(input._data.shape)} and "
+                           f"weight with shape {list(weight._data.shape)}")
+    per_dim = list(bins) if isinstance(bins, (list, tuple)) else [bins] * n
+    ranges = [None] * n if range_ is None else \
+        [tuple(range_[2 * d:2 * d + 2]) for d in range(n)]
+    edges = [_edges(x, d, b, r, dt) for d, (b, r) in enumerate(zip(per_dim, ranges))]
+    np_edges = [np.asarray(e._data, np.float64) for e in edges]
+    w = None if weight is None else np.asarray(weight._data, np.float64).reshape(-1)
+    keep = np.ones(x.shape[0], bool)
+    for d, e in enumerate(np_edges):
+        if e.size < 2 or e[-1] < e[0]:
+            keep &= False
+        else:
+            keep &= (x[:, d] >= e[0]) & (x[:, d] <= e[-1])
+    if all(e.size >= 2 and e[-1] >= e[0] for e in np_edges):
+        hist, _ = np.histogramdd(x[keep], bins=np_edges,
+                                 weights=None if w is None else w[keep])
+    else:
+        hist = np.zeros([max(e.size - 1, 0) for e in np_edges])
+    if density:
+        total = hist.sum()
+        widths = np.ones_like(hist)
+        for d, e in enumerate(np_edges):
+            shape = [1] * n
+            shape[d] = -1
+            widths = widths * np.diff(e).reshape(shape)
+        hist = hist / (total * widths)
+    return Tensor._from_array(np.ascontiguousarray(hist, dtype=dt.np)), edges
+
+
+def histogram(input, bins, *, range=None, weight=None, density=False):  # noqa: A002
+    """As torch.histogram: (hist, bin_edges) of input's elements in bins equal bins over
+    range (the data's own by default) or between the edges of a bins tensor; weight and
+    density as NumPy's."""
+    if not isinstance(bins, (numbers.Integral, Tensor)) or isinstance(bins, bool):
+        raise TypeError(f"histogram() received an invalid combination of arguments - got "
+                        f"(Tensor, {type(bins).__name__}), but expected one of:")
+    hist, edges = _histogramdd(input.reshape(-1, 1), [bins], range,
+                               None if weight is None else weight.reshape(-1), density,
+                               "histogram")
+    if weight is not None and tuple(weight._data.shape) != tuple(input._data.shape):
+        raise RuntimeError("torch.histogram: weight should have the same shape as input")
+    return _HISTOGRAM(hist, edges[0])
+
+
+def histogramdd(input, bins, *, range=None, weight=None, density=False):  # noqa: A002
+    """As torch.histogramdd: (hist, bin_edges) of the points of input's last dimension, with
+    bins an int, an int per dimension or a tensor of edges per dimension."""
+    hist, edges = _histogramdd(input, bins, range, weight, density, "histogramdd")
+    return _HISTOGRAMDD(hist, tuple(edges))
+
+
+def _sl(x, d, start, stop=None):
+    key = [slice(None)] * x._data.ndim
+    key[d] = slice(start, stop)
+    return x[tuple(key)]
+
+
+def _gradient_along(x, d, h, edge_order):
+    n = x._data.shape[d]
+    if isinstance(h, Tensor):
+        dx = h[1:] - h[:-1]
+        shape = [1] * x._data.ndim
+        shape[d] = -1
+        dx1, dx2 = dx[:-1], dx[1:]
+        a = (-dx2 / (dx1 * (dx1 + dx2))).reshape(shape)
+        b = ((dx2 - dx1) / (dx1 * dx2)).reshape(shape)
+        c = (dx1 / (dx2 * (dx1 + dx2))).reshape(shape)
+        center = a * _sl(x, d, 0, n - 2) + b * _sl(x, d, 1, n - 1) + c * _sl(x, d, 2)
+        if edge_order == 1:
+            first = (_sl(x, d, 1, 2) - _sl(x, d, 0, 1)) / dx[0]
+            last = (_sl(x, d, n - 1) - _sl(x, d, n - 2, n - 1)) / dx[-1]
+        else:
+            d0, d1, e1, e2 = dx[0], dx[1], dx[-1], dx[-2]
+            first = (-(2.0 * d0 + d1) / (d0 * (d0 + d1)) * _sl(x, d, 0, 1)
+                     + (d0 + d1) / (d0 * d1) * _sl(x, d, 1, 2)
+                     + (-d0) / (d1 * (d0 + d1)) * _sl(x, d, 2, 3))
+            last = (e1 / (e2 * (e1 + e2)) * _sl(x, d, n - 3, n - 2)
+                    - (e1 + e2) / (e1 * e2) * _sl(x, d, n - 2, n - 1)
+                    + (2 * e1 + e2) / (e1 * (e1 + e2)) * _sl(x, d, n - 1))
+        return cat([first, center, last], d)
+    center = (_sl(x, d, 2) - _sl(x, d, 0, n - 2)) / h / 2
+    if edge_order == 1:
+        first = (_sl(x, d, 1, 2) - _sl(x, d, 0, 1)) / h
+        last = (_sl(x, d, n - 1) - _sl(x, d, n - 2, n - 1)) / h
+    else:
+        first = (_sl(x, d, 0, 1) * -1.5 + _sl(x, d, 1, 2) * 2 + _sl(x, d, 2, 3) * -0.5) / h
+        last = (_sl(x, d, n - 3, n - 2) * 0.5 + _sl(x, d, n - 2, n - 1) * -2
+                + _sl(x, d, n - 1) * 1.5) / h
+    return cat([first, center, last], d)
+
+
+def gradient(input, *, spacing=1, dim=None, edge_order=1):
+    """As torch.gradient: the derivative of input estimated by central differences along each
+    dim (second-order accurate inside; first- or second-order at the edges, edge_order),
+    with unit, scalar, per-dim or coordinate (tensor) spacing; a tuple, one tensor per dim."""
+    nd = input._data.ndim
+    dims = list(range(nd)) if dim is None else \
+        ([norm_dim(dim, nd)] if isinstance(dim, int) else list(dim))
+    if dim is not None and not isinstance(dim, int):
+        norm_dims(dims, nd)
+        dims = [norm_dim(d, nd) for d in dims]
+    if isinstance(spacing, (list, tuple)):
+        if len(spacing) != len(dims):
+            if dim is None:
+                raise RuntimeError(f"torch.gradient expected spacing to be unspecified, a "
+                                   f"scalar, or a list of length equal to 'self.dim() = {nd}', "
+                                   f"since dim argument was not given, but got a list of "
+                                   f"length {len(spacing)}")
+            raise RuntimeError(f"torch.gradient expected spacing to be unspecified, a scalar or "
+                               f"it's spacing and dim arguments to have the same length, but "
+                               f"got a spacing argument of length {len(spacing)} and a dim "
+                               f"argument of length {len(dims)}.")
+        kinds = {isinstance(s, Tensor) for s in spacing}
+        if len(kinds) > 1:
+            first = isinstance(spacing[0], Tensor)
+            k = next(i for i, s in enumerate(spacing) if isinstance(s, Tensor) != first)
+            raise TypeError(f"expected Tensor as element {k} in argument 1, but got "
+                            f"{type(spacing[k]).__name__}")
+        hs = list(spacing)
+    else:
+        hs = [spacing.item() if isinstance(spacing, Tensor) else spacing] * len(dims)
+    if edge_order not in (1, 2):
+        raise RuntimeError("torch.gradient only supports edge_order=1 and edge_order=2.")
+    for d in dims:
+        if input._data.shape[d] < edge_order + 1:
+            raise RuntimeError("torch.gradient expected each dimension size to be at least "
+                               "edge_order+1")
+    for d, h in zip(dims, hs):
+        if isinstance(h, Tensor) and h._data.shape[0] != input._data.shape[d]:
+            raise RuntimeError(f"The size of tensor a ({h._data.shape[0] - 2}) must match the "
+                               f"size of tensor b ({input._data.shape[d] - 2}) at non-singleton "
+                               f"dimension {d}")
+    return tuple(_gradient_along(input, d, h, edge_order) for d, h in zip(dims, hs))
+
+
+def poisson(input, generator=None):
+    """As torch.poisson: a draw from Poisson(rate) per element (from llgrad's generator, not
+    PyTorch's stream); its gradient is zero."""
+    if not input._dtype.is_floating_point:
+        raise NotImplementedError(f"\"poisson_cpu\" not implemented for '{tname(input._dtype)}'")
+    rates = np.asarray(input._data, np.float64)
+    if (rates < 0).any():
+        raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
+    _untraceable("poisson (a draw compiled code would not replay)")
+    draw = _rng(generator).poisson(np.where(np.isfinite(rates), rates, 0)).astype(np.float64)
+    draw = np.where(np.isfinite(rates), draw, np.iinfo(np.int64).min)
+    out = Tensor._from_array(draw.astype(input._dtype.np))
+    if input.requires_grad:
+        out = rename(out + input * 0, "PoissonBackward0")
+    return out
+
+
+def binomial(count, prob, generator=None):
+    """As torch.binomial: a draw from Binomial(count, prob) per element (llgrad's generator);
+    a backward through it raises, as PyTorch defines no derivative."""
+    if not isinstance(count, Tensor):
+        raise TypeError(f"binomial(): argument 'count' (position 1) must be Tensor, not "
+                        f"{type(count).__name__}")
+    if not count._dtype.is_floating_point:
+        raise ValueError(f"binomial only supports floating-point dtypes for count, got: "
+                         f"{tname(count._dtype).capitalize()}")
+    if prob._dtype is not count._dtype:
+        raise RuntimeError(f"Found dtype {tname(prob._dtype).capitalize()} but expected "
+                           f"{tname(count._dtype).capitalize()}")
+    _untraceable("binomial (a draw compiled code would not replay)")
+    n, p = np.broadcast_arrays(np.asarray(count._data, np.float64),
+                               np.asarray(prob._data, np.float64))
+    draw = _rng(generator).binomial(np.maximum(n, 0).astype(np.int64), np.clip(p, 0, 1))
+    out = Tensor._from_array(draw.astype(count._dtype.np))
+    if count.requires_grad or prob.requires_grad:
+        out = no_derivative(out + (count * 0 + prob * 0), "binomial")
+    return out
+
+
+def frobenius_norm(input, dim, keepdim=False):
+    """As torch.frobenius_norm (deprecated): vector_norm(input, 2, dim, keepdim) over at most
+    two dims."""
+    warnings.warn("at::frobenius_norm is deprecated and it is just left for JIT compatibility. "
+                  "It will be removed in a future PyTorch release. Please use "
+                  "`linalg.vector_norm(A, 2., dim, keepdim)` instead", UserWarning,
+                  stacklevel=user_stacklevel())
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    if len(dims) > 2:
+        raise RuntimeError(f"Expected at most 2 dimensions, but got {len(dims)} dimensions "
+                           f"instead.")
+    return rename(vector_norm(input, 2, dims, keepdim), "NormBackward1")
+
+
+def nuclear_norm(input, dim=None, keepdim=False):
+    """As torch.nuclear_norm (deprecated): matrix_norm(input, 'nuc', dim, keepdim), dim the
+    last two by default (nuclear_norm(input, keepdim) as well)."""
+    warnings.warn("at::nuclear_norm is deprecated and it is just left for JIT compatibility. "
+                  "It will be removed in a future PyTorch release. Please use "
+                  "`linalg.matrix_norm(A, 'nuc', dim, keepdim)` instead", UserWarning,
+                  stacklevel=user_stacklevel())
+    if isinstance(dim, bool):
+        dim, keepdim = None, dim
+    out = matrix_norm(input, "nuc", (-2, -1) if dim is None else tuple(dim), keepdim)
+    # (PyTorch unsqueezes the kept dims, then permutes them back)
+    return rename(out, "PermuteBackward0") if keepdim else out
+
+
+for _fn in (histogram, histogramdd, gradient, poisson, binomial, frobenius_norm, nuclear_norm):
+    export(_fn)
+Tensor.histogram = histogram

@@ -1,0 +1,211 @@
+"""Elementwise functions no op of the table computes, evaluated with NumPy: frexp,
+nextafter, i0 (Bessel I0) and igamma / igammac (the regularised incomplete gamma functions,
+torch.special.gammainc / gammaincc). Inside llgrad.compile a call runs eagerly (a graph break
+naming the line). Their first derivatives are PyTorch's (I0's is I1; igamma's in x is
+x^(a-1) e^-x / Gamma(a), in a PyTorch defines none), attached as value + d * (x - x.detach())
+so that autograd sees ordinary ops; a second derivative through them is zero."""
+import collections
+import math
+
+import numpy as np
+
+from . import dtypes, trace_state
+from .dispatch import scalar_type_name as tname
+from .functions import export, where
+from .functions_math import float_type, make_inplace
+from .node_names import failing_node, rename
+from .tensor import Tensor
+from .creation import tensor as _tensor
+
+
+def _untraceable(what):
+    tracer = trace_state.state.tracer
+    if tracer is not None:
+        tracer.untraceable(what)
+
+
+def _arg(x, fn, name, pos):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{fn}(): argument '{name}' (position {pos}) must be Tensor, not "
+                        f"{type(x).__name__}")
+    return x
+
+
+def _with_grad(value, dtype, terms, node):
+    """The tensor of value (a NumPy array) as dtype, differentiable through terms [(x, d)]:
+    d (a NumPy array) is d value / d x."""
+    out = Tensor._from_array(np.ascontiguousarray(value, dtype=dtype.np))
+    for x, d in terms:
+        if x.requires_grad:
+            d = np.asarray(d, dtype=dtype.np)
+            xd = x.detach()
+            keep = Tensor._from_array(np.isfinite(np.asarray(xd._data)) & np.isfinite(d))
+            step = where(keep, (x.to(dtype) - xd.to(dtype)) * Tensor._from_array(d), 0.0)
+            out = out + step
+    return rename(out, node) if out.requires_grad else out
+
+
+def frexp(input):
+    """As torch.frexp: (mantissa, exponent) with input = mantissa * 2^exponent, |mantissa| in
+    [0.5, 1) (int32 exponents)."""
+    _arg(input, "frexp", "input", 1)
+    if not input._dtype.is_floating_point:
+        raise RuntimeError("torch.frexp() only supports floating-point dtypes")
+    _untraceable("frexp")
+    x = np.asarray(input._data)
+    m, e = np.frexp(x)
+    with np.errstate(over="ignore"):
+        d = np.ldexp(np.ones_like(x), -e)
+    mant = _with_grad(m, input._dtype, [(input, d)], "FrexpBackward0")
+    return _FREXP(mant, Tensor._from_array(e.astype(np.int32)))
+
+
+def nextafter(input, other):
+    """As torch.nextafter: the next floating-point value after input towards other (the
+    gradient goes to input unchanged)."""
+    _arg(input, "nextafter", "input", 1)
+    other = other if isinstance(other, Tensor) else _tensor(other)
+    dt = dtypes.result_type(input, other)
+    if not dt.is_floating_point:
+        raise NotImplementedError(f"\"nextafter_cpu\" not implemented for '{tname(dt)}'")
+    _untraceable("nextafter")
+    a = np.asarray(input._data, dtype=dt.np)
+    b = np.asarray(other._data, dtype=dt.np)
+    value = np.nextafter(a, b)
+    # (PyTorch's derivative: the incoming gradient where input != other, 0 where they meet)
+    moved = np.broadcast_to(a != b, value.shape).astype(np.float64)
+    return _with_grad(value, dt, [(input, moved), (other, np.zeros_like(value))],
+                      "NextafterBackward0")
+
+
+def _i1(x):
+    """The modified Bessel function I1 by its power series (all terms positive, so no
+    cancellation; about |x| + 30 terms reach double precision)."""
+    x = np.asarray(x, np.float64)
+    h2 = (x / 2) ** 2
+    term = x / 2
+    total = term.copy()
+    n = int(np.nanmax(np.abs(x[np.isfinite(x)]), initial=0.0)) + 40
+    with np.errstate(over="ignore", invalid="ignore"):
+        for k in range(n):
+            term = term * h2 / ((k + 1) * (k + 2))
+            total = total + term
+    return np.where(np.isinf(x), np.sign(x) * np.inf, total)
+
+
+def i0(input):
+    """As torch.i0 (torch.special.i0): the modified Bessel function of the first kind, order
+    0 (integer inputs give the default float dtype)."""
+    _arg(input, "i0", "input", 1)
+    _untraceable("i0")
+    dt = input._dtype if input._dtype.is_floating_point else dtypes.get_default_dtype()
+    x = np.asarray(input._data, np.float64)
+    return _with_grad(np.i0(x), dt, [(input, _i1(x))], "I0Backward0")
+
+
+def _lgamma(a):
+    return np.vectorize(math.lgamma, otypes=[np.float64])(np.where(a > 0, a, 1.0))
+
+
+def _igamma(a, x):
+    """P(a, x), the regularised lower incomplete gamma function, in float64 (the series below
+    a + 1, Lentz's continued fraction above: Numerical Recipes' gammp)."""
+    a, x = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(x, np.float64))
+    out = np.full(a.shape, np.nan)
+    ok = (a >= 0) & (x >= 0) & ~np.isnan(a) & ~np.isnan(x) & ~((a == 0) & (x == 0))
+    out[ok & (a == 0)] = 1.0
+    out[ok & (x == 0) & (a > 0)] = 0.0
+    out[ok & np.isinf(x) & np.isfinite(a)] = 1.0
+    out[ok & np.isinf(a) & np.isfinite(x)] = 0.0
+    rest = ok & (a > 0) & (x > 0) & np.isfinite(a) & np.isfinite(x)
+    A, X = a[rest], x[rest]
+    with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
+        front = np.exp(-X + A * np.log(X) - _lgamma(A))
+        ser = X < A + 1
+        p = np.empty(A.shape)
+        sa, sx = A[ser], X[ser]
+        term = 1.0 / sa
+        total = term.copy()
+        for n in range(1, 100000):
+            term = term * sx / (sa + n)
+            total = total + term
+            if not np.any(np.abs(term) > np.abs(total) * 1e-17):
+                break
+        p[ser] = total * front[ser]
+        ca, cx = A[~ser], X[~ser]
+        tiny = 1e-300
+        b = cx + 1 - ca
+        c = np.full(ca.shape, 1 / tiny)
+        d = 1 / b
+        h = d.copy()
+        for i in range(1, 100000):
+            an = -i * (i - ca)
+            b = b + 2
+            d = an * d + b
+            d = np.where(np.abs(d) < tiny, tiny, d)
+            c = b + an / c
+            c = np.where(np.abs(c) < tiny, tiny, c)
+            d = 1 / d
+            delta = d * c
+            h = h * delta
+            if not np.any(np.abs(delta - 1) > 1e-16):
+                break
+        p[~ser] = 1 - front[~ser] * h
+    out[rest] = p
+    return out
+
+
+def _igamma_fn(input, other, upper):
+    fn = "igammac" if upper else "igamma"
+    _arg(input, fn, "input", 1)
+    other = other if isinstance(other, Tensor) else _tensor(other)
+    rt = dtypes.result_type(input, other)
+    if not rt.is_floating_point:
+        raise NotImplementedError(f"\"{fn}_cpu\" not implemented for '{tname(rt)}'")
+    _untraceable(fn)
+    dt = float_type(input, other)
+    a = np.asarray(input._data, np.float64)
+    x = np.asarray(other._data, np.float64)
+    p = _igamma(a, x)
+    with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
+        dx = np.exp(-x + (a - 1) * np.log(x) - _lgamma(a))
+    node = "IgammacBackward0" if upper else "IgammaBackward0"
+    out = _with_grad(1 - p if upper else p, dt, [(other, -dx if upper else dx)], node)
+    if input.requires_grad:     # (a backward reaching input raises, as PyTorch's)
+        never = Tensor._from_array(np.zeros(out._data.shape, bool))
+        out = failing_node(out + where(never, input.to(dt), 0.0), node,
+                           f"the derivative for '{fn}: input' is not implemented.")
+    return out
+
+
+def igamma(input, other):
+    """As torch.igamma (torch.special.gammainc): the regularised lower incomplete gamma
+    function P(input, other)."""
+    return _igamma_fn(input, other, False)
+
+
+def igammac(input, other):
+    """As torch.igammac (torch.special.gammaincc): the regularised upper incomplete gamma
+    function Q(input, other) = 1 - P(input, other)."""
+    return _igamma_fn(input, other, True)
+
+
+def _named(name, fields):
+    from_fields = collections.namedtuple(name, fields)
+
+    def rep(self):
+        inner = ",\n".join(f"{f}={getattr(self, f)!r}" for f in fields)
+        return f"llgrad.return_types.{name}(\n{inner})"
+    return type(name, (from_fields,), {"__slots__": (), "__repr__": rep,
+                                       "__module__": "llgrad.return_types"})
+
+
+_FREXP = _named("frexp", ["mantissa", "exponent"])
+
+for _fn in (frexp, nextafter, i0, igamma, igammac):
+    export(_fn)
+    setattr(Tensor, _fn.__name__, _fn)
+for _fn, _name in ((nextafter, "nextafter_"), (i0, "i0_"), (igamma, "igamma_"),
+                   (igammac, "igammac_")):
+    setattr(Tensor, _name, make_inplace(_fn, _name))
+export(make_inplace(i0, "i0_"))

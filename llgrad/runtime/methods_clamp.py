@@ -1,0 +1,60 @@
+"""Tensor.clamp / clamp_ / clamp_min / clamp_max with PyTorch's checks: a bound must fit an
+integer tensor, bools have no kernel (but for one tensor bound), and clamp_ with number
+bounds names self's C type in its cast error."""
+from ..ir import OPS
+from . import dtypes
+from .creation_checks import int_bounds_fit as _fit
+from .dispatch import call, scalar_type_name
+from .inplace import call_inplace
+from .tensor import Tensor
+
+_CLAMP, _CMIN, _CMAX = OPS["clamp"], OPS["clamp_min"], OPS["clamp_max"]
+
+
+def _clamp_args(self, min, max):
+    if min is None and max is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    _fit(self, min, max)
+    bounds = [b for b in (min, max) if b is not None]
+    tensors = sum(isinstance(b, Tensor) for b in bounds)
+    if tensors != 1:        # (PyTorch's bool kernels: none but clamp with one tensor bound)
+        dtypes.no_bool_kernel([self] + bounds, "clamp_cpu" if tensors else "clamp_scalar_cpu"
+                              if len(bounds) == 2 else "clamp_min_scalar_cpu" if max is None
+                              else "clamp_max_scalar_cpu")
+
+
+def clamp(self, min=None, max=None):
+    _clamp_args(self, min, max)
+    return call(_CLAMP, (self, min, max), {})
+
+
+def _scalar_clamp_cast(self, *bounds):
+    """PyTorch's cast check of clamp_ with number bounds, which names self's C type."""
+    rt = dtypes.result_type(self, *[b for b in bounds if b is not None])
+    if not any(isinstance(b, Tensor) for b in bounds) and rt._cat > self._dtype._cat:
+        raise RuntimeError(f"result type {scalar_type_name(rt)} can't be cast to the desired "
+                           f"output type {dtypes.C_NAMES[self._dtype.name]}")
+
+
+def clamp_(self, min=None, max=None):
+    _clamp_args(self, min, max)
+    _scalar_clamp_cast(self, min, max)
+    return call_inplace(_CLAMP, self, (self, min, max), {})
+
+
+def clamp_min(self, min):
+    return call(_CMIN, (self, _fit(self, min)), {})
+
+
+def clamp_max(self, max):
+    return call(_CMAX, (self, _fit(self, max)), {})
+
+
+def clamp_min_(self, min):
+    _scalar_clamp_cast(self, min)
+    return call_inplace(_CMIN, self, (self, _fit(self, min)), {})
+
+
+def clamp_max_(self, max):
+    _scalar_clamp_cast(self, max)
+    return call_inplace(_CMAX, self, (self, _fit(self, max)), {})
