@@ -5,7 +5,7 @@ per-channel passes, np.add.at) run at a third of torch's speed or less, on one t
 
 A call whose tensor operands are float arrays of one dtype (beside int32/int64 index
 operands), MIN_ELEMENTS or more in the largest (the op's eager_min_elements where the table
-gives one: the normalisations, whose NumPy passes cost ~10x one native loop), runs the kernel
+gives one: batch and group norm, whose NumPy passes cost ~10x one native loop), runs the kernel
 codegen.lower builds for a graph of the op alone on those shapes (the compiled path's
 lowering: im2col into scratch, BLAS, the thread pool), built once per (op, shapes, dtypes,
 attributes) as eager_native.py builds its kernels (the builder thread, NumPy's

@@ -165,7 +165,7 @@ def _layer_norm_primitives(node, emit):
 
 defop("layer_norm", _layer_norm, args=("self", "weight", "bias"), save=("self", "weight"),
       grad_fn="NativeLayerNormBackward0", vjp=_layer_norm_vjp, decompose=_layer_norm_primitives,
-      eager_kernel="shaped", eager_min_elements=4096)
+      eager_kernel="shaped")
 
 
 # (batch_norm and its backward: ops_batch_norm.py)
