@@ -66,8 +66,12 @@ def declare(mod):
     return tuple(out)
 
 
-SAMPLE_S = 0.1                  # seconds between samples of /proc/stat
-SMOOTH = 0.3                    # weight of the newest sample in the running load
+SAMPLE_S = 0.05                 # seconds between samples of /proc/stat
+RISE, FALL = 0.3, 0.7           # weight of the newest sample when the load rises / falls:
+                                # a CPU others free is taken back within two samples (with
+                                # one weight for both, a process that alternates with another,
+                                # a benchmark's peer or a data loader, stayed on 1 thread
+                                # through 0.3 s blocks after the other's had ended)
 _watch = {"thread": None, "load": 0.0}
 _watch_lock = threading.Lock()
 
@@ -106,7 +110,8 @@ def _sampler():
         others = _running_others()
         if others is None:
             break
-        load = _watch["load"] = (1 - SMOOTH) * _watch["load"] + SMOOTH * others
+        w = RISE if others > _watch["load"] else FALL
+        load = _watch["load"] = (1 - w) * _watch["load"] + w * others
         cpus.value = _effective(cpu_count(), load)
         time.sleep(SAMPLE_S)
 
