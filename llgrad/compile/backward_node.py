@@ -9,7 +9,9 @@ wrapped in SavedTensor objects: their versions (and grad_fn names, for the messa
 recorded, and a SavedTensor is made only to raise eager's error when a version differs."""
 import numpy as np
 
-from ..runtime import grad_mode
+from ..ir.graph import Value
+from ..runtime import grad_mode, trace_state
+from ..runtime.autograd_api import grad as autograd_grad
 from .fastpath import fresh_tensors
 from .backends import backward_run
 from ..runtime.node import Node, _sequence, fix_grads, gradient_edge
@@ -37,9 +39,12 @@ class _Layout:
         self.out_nrs = tuple((i, k) for k, i in enumerate(entry.diff_outputs))
         # the inputs and outputs eager's graph saved: their versions are checked before the
         # backward runs, whether or not the compiled backward reads them (as eager raises)
-        self.check_inputs, eager_outputs = entry.eager_saved
+        # (each with the mask of the outputs whose eager graph reads it: a backward from
+        # the others does not check it)
+        eager_inputs, eager_outputs = entry.eager_saved
+        self.check_inputs = tuple(eager_inputs.items())
         self.check_outputs = tuple((k, entry.diff_outputs.index(k) if k in entry.diff_outputs
-                                    else 0) for k in eager_outputs)
+                                    else 0, mask) for k, mask in eager_outputs.items())
         # where each saved value comes from: ("input", index), ("rng", None),
         # ("output", (position, output_nr)) or ("array", index in the saved arrays)
         fwd, n_out = entry.forward, entry.n_out
@@ -82,7 +87,7 @@ def _copy_with_layout(a):
 
 class CompiledFunctionBackward(Node):
     __slots__ = ("entry", "_layout", "_saved", "_inputs", "_versions", "_rng_state",
-                 "_where", "_checked")
+                 "_where", "_checked", "_before", "_given", "_freed")
 
     def __init__(self, entry, layout):
         # Node.__init__ inlined (as OpNode does): this runs on every call
@@ -90,13 +95,17 @@ class CompiledFunctionBackward(Node):
         self._seq = next(_sequence)
         self._pre_hooks = self._post_hooks = self._retained = None
         self.entry, self._layout = entry, layout
+        # masks of outputs: given a gradient by the last backward, and backpropagated
+        # through by backwards that freed eager's graph behind them (entry.frees)
+        self._given = self._freed = 0
 
     @property
     def _nout(self):
         return len(self._layout.out_meta)
 
     @classmethod
-    def attach(cls, entry, tensors, results, saved_arrays, rng_state=None):
+    def attach(cls, entry, tensors, results, saved_arrays, rng_state=None, before=None):
+        """before: {input: its array before the call} of the inputs in replay_kept."""
         layout = entry._node_layout
         if layout is None:
             layout = entry._node_layout = _Layout(entry, tensors, results)
@@ -113,6 +122,7 @@ class CompiledFunctionBackward(Node):
             versions.append(t._storage.version)
         node._inputs, node._versions = tensors, versions
         node._rng_state = None if rng_state is None else np.array(rng_state)
+        node._before = before
         saved = []
         for kind, x in layout.saved:
             if kind == "array" or kind == "output":
@@ -123,15 +133,24 @@ class CompiledFunctionBackward(Node):
                 saved.append(node._rng_state)
         node._saved = saved
         node._checked = [SavedTensor(results[k], is_output=True, output_nr=nr)
-                         for k, nr in layout.check_outputs]
+                         for k, nr, _ in layout.check_outputs]
         for i, k in layout.out_nrs:
             r = results[i]
             r._grad_fn, r._output_nr, r._requires_grad = node, k, True
         return node
 
     def release(self):
-        if not self.entry.reusable:     # (eager's graph freed nothing: neither does this)
-            self._saved = self._inputs = self._checked = None
+        if self.entry.reusable:         # (eager's graph freed nothing: neither does this)
+            return
+        self._freed |= self._given
+        if self._frees_all(self._freed):    # (else a backward from the others runs still)
+            self._saved = self._inputs = self._checked = self._before = None
+
+    def _frees_all(self, given):
+        """Whether after backwards from the outputs in mask `given` no other backward can
+        run: every output's graph holds saved values, and each was backpropagated through
+        (the compiled backward needs all its saved values for any output's gradient)."""
+        return all(given >> j & 1 and f for j, f in enumerate(self.entry.frees))
 
     def _input(self, k):
         """Input k, checked against the version it had when the forward ran."""
@@ -142,17 +161,23 @@ class CompiledFunctionBackward(Node):
             s.unpack(self)
         return t
 
-    def _feeds(self):
-        """The saved values' arrays, each version-checked as eager unpacks saved tensors."""
+    def _feeds(self, given):
+        """The saved values' arrays, each version-checked as eager unpacks saved tensors
+        (those the graph behind an output given a gradient, in mask `given`, reads)."""
         if self._saved is None:
             raise RuntimeError(FREED)
+        if self._freed:
+            for j, f in enumerate(self.entry.frees):
+                if given >> j & 1 and f & self._freed:     # (eager's graph behind output
+                    raise RuntimeError(FREED)               # j was freed)
         layout = self._layout
-        for k in layout.check_inputs:
-            self._input(k)
+        for k, mask in layout.check_inputs:
+            if mask & given:
+                self._input(k)
         outputs = {}
-        for s, (k, _) in zip(self._checked, layout.check_outputs):
+        for s, (k, _, mask) in zip(self._checked, layout.check_outputs):
             data, storage = s.tensor        # (a saved output is kept as (data, storage))
-            if storage.version != s.version:
+            if mask & given and storage.version != s.version:
                 s.unpack(self)              # raises
             outputs[k] = data
         feeds = []
@@ -176,16 +201,32 @@ class CompiledFunctionBackward(Node):
 
     def _apply(self, grads, last):
         layout = self._layout
+        given = 0
+        for j, g in enumerate(grads):
+            if g is not None:
+                given |= 1 << j
+        self._given = given
+        partial = len(grads) > 1 and any(g is None for g in grads)
         if grad_mode.state.grad_enabled:
-            outs = self._differentiable(grads)
+            if partial:
+                self._feeds(given)          # (the saved values' version checks)
+                outs = self._exact(grads)
+            else:
+                outs = self._differentiable(grads)
         else:
-            feeds = self._feeds()
-            if last and not self.entry.reusable:
+            feeds = self._feeds(given)
+            if last and not self.entry.reusable and not partial and \
+                    self._frees_all(given | self._freed):
                 self._saved = None
             for g, (shape, dt) in zip(grads, layout.out_meta):
                 feeds.append(g._data if g is not None else np.zeros(shape, dt.np))
             run = self.entry._backward_run or backward_run(self.entry)
             outs = fresh_tensors(run(feeds))
+            if partial and (trace_state.state.tracer is not None or not _finite(outs)):
+                # the zeros given for outputs without a gradient times an infinite local
+                # derivative (sqrt at 0) made NaN where eager, which runs none of their
+                # graph, gives a number
+                outs = self._exact(grads)
         reach = self.entry.reach
         if reach is not None and any(g is None for g in grads):   # (eager's graph of
             m = 0                       # the outputs given no gradient is not run: inputs
@@ -195,14 +236,43 @@ class CompiledFunctionBackward(Node):
             outs = [o if m >> j & 1 else None for j, o in enumerate(outs)]
         return fix_grads(outs, self.next_functions, layout.in_meta)
 
+    def _replayed_inputs(self):
+        """The forward's inputs as the call read them: those it wrote in place (never
+        differentiated: entry._check_mutated) from their copies made before the call."""
+        before = self._before or {}
+        return [Tensor._from_array(before[k]) if k in before else self._input(k)
+                for k in range(len(self._inputs))]
+
+    def _exact(self, grads):
+        """The gradients of the outputs given one alone, as eager computes them: the forward
+        replayed through the dispatcher and differentiated by the engine, from detached
+        inputs, or (create_graph) from views of them that carry the gradients' history on
+        (the engine stops at them: the inputs' own hooks run once, when it reaches them)."""
+        entry = self.entry
+        create = grad_mode.state.grad_enabled
+        inputs = self._replayed_inputs()
+        leaves = []
+        with grad_mode.enable_grad():
+            for i in entry.diff_inputs:
+                t = inputs[i]
+                inputs[i] = t.view_as(t) if create else t.detach().requires_grad_()
+                leaves.append(inputs[i])
+            if self._rng_state is not None:
+                inputs.append(Tensor._from_array(self._rng_state))
+            env = replay(entry.forward, inputs)
+        given = [(env[entry.forward.outputs[i]], g)
+                 for i, g in zip(entry.diff_outputs, grads) if g is not None]
+        return list(autograd_grad([o for o, _ in given], leaves, [g for _, g in given],
+                                  create_graph=create, allow_unused=True))
+
     def _differentiable(self, grads):
         """create_graph: replay forward and backward graphs through the dispatcher, so the
         gradients carry history back to the inputs."""
         entry = self.entry
-        self._feeds()                       # the saved values' version checks
+        self._feeds(self._given)            # the saved values' version checks
         grads = [g if g is not None else Tensor._from_array(np.zeros(shape, dt.np))
                  for g, (shape, dt) in zip(grads, self._layout.out_meta)]
-        inputs = [self._input(k) for k in range(len(self._inputs))]
+        inputs = self._replayed_inputs()
         if self._rng_state is not None:
             inputs.append(Tensor._from_array(self._rng_state))
         env = replay(entry.forward, inputs)
@@ -215,6 +285,37 @@ class CompiledFunctionBackward(Node):
                 j += 1
         env = replay(entry.backward, feeds + list(grads))
         return [env[v] for v in entry.backward.outputs]
+
+
+def replay_kept(entry):
+    """The inputs the forward writes in place whose values before the call its
+    differentiable outputs are computed from: a replay of the forward (create_graph,
+    _exact) needs those values, which the write-back replaced."""
+    kept = entry.replay_kept
+    if kept is None:
+        fwd = entry.forward
+        written = {id(fwd.inputs[i]): i for i in fwd.mutated if i != entry.rng_index}
+        found, seen = set(), set()
+        stack = [fwd.outputs[i] for i in entry.diff_outputs]
+        while stack:
+            v = stack.pop()
+            if id(v) in seen:
+                continue
+            seen.add(id(v))
+            if v.node is None:
+                if id(v) in written:
+                    found.add(written[id(v)])
+            else:
+                stack.extend(x for x in v.node.inputs if isinstance(x, Value))
+        kept = entry.replay_kept = tuple(sorted(found))
+    return kept
+
+
+def _finite(tensors):
+    for t in tensors:
+        if t is not None and t._dtype.is_floating_point and not np.isfinite(t._data).all():
+            return False
+    return True
 
 
 def _input_view(v):

@@ -80,8 +80,8 @@ def unguarded_reads(code, space, cells):
     modules read as `module.attribute` (os.environ, sys.argv: what they hold is not
     walked). cells: {name: value} of code's closure. A call of a function that makes them
     runs eagerly."""
-    out = [(f"{name}()", f"{name}() reads globals by names compile cannot see")
-           for name in global_names(code) if name in _DYNAMIC and name not in space]
+    out = [(f"{name}()", f"{name}(){_line_of(code, name)} reads globals by names compile "
+            "cannot see") for name in global_names(code) if name in _DYNAMIC and name not in space]
     named = [(n, a, space.get(n)) for n, a in _attribute_reads(code)] + \
         [(n, a, cells.get(n)) for n, a in _attribute_reads(code, ("LOAD_DEREF",))]
     for name, attr, m in named:
@@ -90,6 +90,25 @@ def unguarded_reads(code, space, cells):
                                                  users_file(m.__file__))) else None
         if isinstance(v, (collections.abc.MutableMapping, collections.abc.MutableSequence,
                           collections.abc.MutableSet)):
-            out.append((f"{name}.{attr}", f"it reads {name}.{attr}, whose contents compile "
-                        "does not guard"))
+            out.append((f"{name}.{attr}", f"it reads {name}.{attr}{_line_of(code, name)}, "
+                        "whose contents compile does not guard"))
     return out
+
+
+def _line_of(code, name):
+    """' at file.py:line' of code's first read of the name (its nested code's included)."""
+    stack = [code]
+    while stack:
+        c = stack.pop()
+        line = None
+        for ins in dis.get_instructions(c):
+            pos = getattr(ins, "positions", None)       # (3.11+; 3.10: starts_line)
+            if pos is not None and pos.lineno is not None:
+                line = pos.lineno
+            elif type(ins.starts_line) is int:
+                line = ins.starts_line
+            if ins.argval == name and line is not None and \
+                    ins.opname in ("LOAD_GLOBAL", "LOAD_NAME", "LOAD_DEREF"):
+                return f" at {os.path.basename(c.co_filename)}:{line}"
+        stack.extend(k for k in c.co_consts if inspect.iscode(k))
+    return ""

@@ -21,7 +21,6 @@ import numpy as np
 
 from ..ir.graph import Graph
 from ..ir.interpret import evaluate
-from ..ir.ops_random import state_to_array
 from ..ir.printer import _names
 from ..runtime import grad_mode
 from ..runtime.creation import default_generator
@@ -175,7 +174,7 @@ def compare(fn, *args, rtol=None, atol=None, trace=True, eager=True, **kwargs):
     tensors, _, _ = collect(cf.fn, args, kwargs)
     arrays = [np.array(t._data) for _, t in tensors]
     if entry.rng_index is not None:
-        arrays.append(state_to_array(default_generator.rng.bit_generator))
+        arrays.append(default_generator.state.copy())
     tol = dict(rtol=rtol, atol=atol)
     fwd = entry.forward
     if eager:

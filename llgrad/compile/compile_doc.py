@@ -58,7 +58,7 @@ Guards and re-tracing
 Graph breaks and fullgraph
     Where compile cannot keep the contract (numpy() or tolist() of a traced tensor, a hook
     or retain_grad() made inside fn, aliasing inputs that fn writes, a draw from NumPy's or
-    Python's random generator, data-dependent shapes such as nonzero or masked_select, a
+    Python's random generator, data-dependent shapes such as unique or masked_scatter, a
     DistributedDataParallel forward, an iterator the call reaches, globals() or os.environ
     read, a global setting fn leaves changed: set_grad_enabled, set_default_dtype,
     set_printoptions, set_num_threads), everything the traced run changed is put back and

@@ -15,16 +15,17 @@ import numpy as np
 
 from ..ir.partition import partition
 from ..ir.verify import verify
-from ..runtime import grad_mode, hypers, trace_state
+from ..runtime import grad_mode, hypers, saved_tensor, trace_state
 from ..runtime.autograd_api import grad as autograd_grad
 from ..runtime.node import AccumulateGrad
-from ..runtime.saved_tensor import SavedTensor, where_str
+from ..runtime.saved_tensor import where_str
 from ..runtime.tensor import Tensor
 from ..tracer.errors import later_error
 from ..tracer.pytree import flatten, with_constants
 from ..tracer.returned import ReturnedScalar, is_constant, values_in
 from ..tracer.trace import TraceError, trace_body
 from .dump import _trace_note
+from .eager_graph import eager_saved as _eager_saved, frees as _frees
 from .attr_writes import Slots
 from .output_notes import reach_masks, rebuild_notes as _rebuild_notes
 from .log import short_loc, user_line
@@ -52,7 +53,9 @@ class Entry:
         "scalar_outputs",                 # {output: post}: returned as Python numbers (t.item()),
                                           # post(number) (returned.py) when not None
         "eager_saved",                    # input / output positions eager saved for backward
+                                          # ({position: mask of the outputs reading it})
         "reusable",                       # eager's graph frees nothing: backward runs again
+        "frees",                          # per output: the outputs a backward from it frees
         "n_returned",                     # the returned outputs (out_tree's leaves) ...
         "attr_writes",                    # ... then tensors put into objects: (writes, their
                                           # output positions) (attr_writes.py), or None
@@ -60,6 +63,7 @@ class Entry:
         "input_views", "same_outputs", "detached",  # output_notes.py: outputs made as eager's
         "multi_views",                    # (and outputs of unbind, split, ...: output_notes)
         "reach", "bumps", "out_versions",  # (output_notes.py, snapshot.bumps)
+        "replay_kept",                    # (backward_node.replay_kept)
         "name", "backend", "grad_on",     # grad_on: inputs given requires_grad (side_effects)
         "timings",                        # seconds of the trace and builds (log.py)
         "kernels", "_forward_run", "_backward_run", "_runners", "_node_layout", "_unflatten",
@@ -74,8 +78,8 @@ class Entry:
         self.unused, self.grad_assign, self.input_outputs, self.out_versions = [], [], [], []
         self.plain_alias, self.no_grad_views, self.freed_outputs, self.bumps = [], [], [], {}
         self.input_views, self.same_outputs, self.detached, self.reach = [], [], [], None
-        self.multi_views = []
-        self.scalar_outputs, self.eager_saved, self.reusable = {}, ((), ()), False
+        self.multi_views, self.replay_kept, self.frees = [], None, ()
+        self.scalar_outputs, self.eager_saved, self.reusable = {}, ({}, {}), False
         self.n_returned, self.attr_writes, self.written = 0, None, ()
         self.grad_free, self.rng_index, self.step, self.grad_on = False, None, False, []
         self.kernels, self._runners, self.timings = {}, {}, {}
@@ -168,8 +172,10 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
             # backpropagated through, or made of results that were (a backward raises)
             for i in diff_out:
                 if not _dead(outs[i].grad_fn):
+                    made = getattr(outs[i].grad_fn, "_where", None)
+                    at = f" (made at {where_str(made)})" if made not in (None, "?") else ""
                     raise TraceError(f"{name} runs a backward and returns a result that "
-                                     "requires grad whose graph that backward kept "
+                                     f"requires grad{at} whose graph that backward kept "
                                      "(retain_graph): compile does not support that")
             entry.freed_outputs = diff_out
         if diff_out and not step and not grad_mode.state.grad_enabled:
@@ -184,8 +190,8 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
             not step and bool(diff_out)
         if not state["grad"]:
             return outs + grad_outs
-        entry.eager_saved = _eager_saved(outs, tensors, diff_out)
-        entry.reusable = not _frees(outs, diff_out, tracer.first_node)
+        entry.frees = _frees(outs, diff_out, tracer.first_node)
+        entry.reusable = not any(entry.frees)
         diff_in = [t for (_, t), d in zip(tensors, differentiable) if d]
         cts = [Tensor._from_array(np.ones(outs[i]._data.shape, outs[i]._data.dtype))
                for i in diff_out]
@@ -195,6 +201,7 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
         entry.diff_outputs = diff_out
         entry.reach = reach_masks([outs[i] for i in diff_out], diff_in)
         tracer.hooks_off = True     # the inputs' hooks run when the gradients reach them
+        outer, saved_tensor.unpacked = saved_tensor.unpacked, set()
         try:
             with none_in_differentiation(entered):
                 grads = autograd_grad([outs[i] for i in diff_out], diff_in, cts,
@@ -207,6 +214,10 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
             raise later from None
         finally:
             tracer.hooks_off = False
+            unpacked, saved_tensor.unpacked = saved_tensor.unpacked, outer
+            if outer is not None:
+                outer |= unpacked
+        entry.eager_saved = _eager_saved(outs, tensors, diff_out, unpacked)
         entry.unused = [k for k, g in enumerate(grads) if g is None]
         return outs + grad_outs + [g if g is not None else t.new_zeros(t.shape)
                                    for g, t in zip(grads, diff_in)]
@@ -280,76 +291,6 @@ def _dead(node):
     return True
 
 
-def _eager_saved(outs, tensors, diff_out):
-    """(input positions, output positions) whose tensors eager's graph behind the outputs
-    saved for backward: a compiled backward checks exactly their versions, so an in-place
-    change after the call raises where eager raises, and only there."""
-    storage_in = {}
-    for i, (_, t) in enumerate(tensors):
-        storage_in.setdefault(id(t._storage), i)
-    storage_out = {}
-    for k in diff_out:
-        storage_out.setdefault(id(outs[k]._storage), k)
-    ins, outs_saved = set(), set()
-    seen, stack = set(), [outs[k].grad_fn for k in diff_out]
-    while stack:
-        node = stack.pop()
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        for s in _saved_tensors(node):
-            data = s.tensor
-            storage = data[1] if isinstance(data, tuple) else getattr(data, "_storage", None)
-            if storage is None:
-                continue
-            if id(storage) in storage_in:
-                ins.add(storage_in[id(storage)])
-            elif id(storage) in storage_out:
-                outs_saved.add(storage_out[id(storage)])
-        stack.extend(n for n, _ in node.next_functions)
-    return tuple(sorted(ins)), tuple(sorted(outs_saved))
-
-
-def _freed(v):
-    """Whether a node's release() frees saved value v (node.py: saved tensors, lists of
-    them, and the numbers PyTorch saves as wrapped tensors, SavedNumber)."""
-    return isinstance(v, (SavedTensor, list)) or type(v).__name__ == "SavedNumber"
-
-
-def _frees(outs, diff_out, first):
-    """Whether eager's graph behind the outputs (the nodes the call made: from sequence
-    number `first`) holds saved values a backward frees, so that a second backward raises
-    (x * x); a graph that holds none (x + 2) can be backpropagated through again."""
-    seen, stack = set(), [outs[k].grad_fn for k in diff_out]
-    while stack:
-        node = stack.pop()
-        if node is None or id(node) in seen or getattr(node, "_seq", first) < first:
-            continue
-        seen.add(id(node))
-        saved = getattr(node, "_saved", None)
-        if getattr(getattr(node, "_ctx", None), "_saved", None) or \
-                (isinstance(saved, dict) and any(map(_freed, saved.values()))) or \
-                (isinstance(saved, (list, tuple)) and saved) or \
-                type(node).__name__ == "FreedBackward":
-            return True
-        stack.extend(n for n, _ in node.next_functions)
-    return False
-
-
-def _saved_tensors(node):
-    saved = getattr(node, "_saved", None)
-    if isinstance(saved, dict):
-        values = saved.values()
-    elif isinstance(saved, (list, tuple)):
-        values = saved
-    else:
-        values = getattr(getattr(node, "_ctx", None), "_saved", None) or ()
-    for v in values:
-        for s in (v if isinstance(v, list) else (v,)):
-            if hasattr(s, "version") and hasattr(s, "tensor") and s.tensor is not None:
-                yield s
-
-
 def _check_mutated(name, tensors, differentiable, mutated, grad):
     """Inputs written in place must not take part in the graph's autograd: compiled code
     writes their new values back, but gives them no history (eager would make such an
@@ -360,6 +301,9 @@ def _check_mutated(name, tensors, differentiable, mutated, grad):
             continue
         label, t = tensors[i]
         loc = t._storage.write_loc
+        if loc is None:         # (written through an alias of its own storage: `p.data`)
+            node = mutated[i].node
+            loc = node.loc if node is not None and node.loc else None
         at = f" (written at {where_str(loc)})" if loc is not None else ""
         # (no `llgrad.compile(name):` here: the eager fallback's warning and fullgraph's
         # error put it in front)

@@ -13,7 +13,6 @@ import re
 import numpy as np
 
 from ..ir.interpret import evaluate
-from ..ir.ops_random import state_to_array
 from ..ir.printer import _names
 from ..runtime.creation import default_generator
 from ..runtime.tensor import Tensor
@@ -229,13 +228,14 @@ def differences(old, new, names):
     """[(failed guard, how it changed)] between two calls' guard items [(raw, value)]:
     `x.shape[0] == 4 (now 8)`, with a summary such as `x: shape (4, 3) -> (8, 3)`."""
     old_d, new_d = dict(old), dict(new)
+    same_walk = [r for r, _ in old] == [r for r, _ in new]     # (side_effects.python_changes)
     out = []
-    for raw, was in old:
+    for k, (raw, was) in enumerate(old):
         if raw not in new_d:
             kind, path = _split(raw)
             out.append((expression(raw, was, names), f"{names(path) or raw} is gone"))
             continue
-        now = new_d[raw]
+        now = new[k][1] if same_walk else new_d[raw]
         if now is was or now == was:
             continue
         out.append(_changed(raw, was, now, names))
@@ -314,7 +314,7 @@ def value_guard_failures(entry, tensors):
         return []
     arrays = [np.array(t._data) for _, t in tensors]
     if entry.rng_index is not None:
-        arrays.append(state_to_array(default_generator.rng.bit_generator))
+        arrays.append(default_generator.state.copy())
     try:
         _, env = evaluate(fwd, arrays)
     except Exception:

@@ -8,11 +8,10 @@ import operator
 import numpy as np
 
 from ..ir.ops_shape import strided_view
-from ..ir.ops_random import generator_from_array, state_to_array
 from ..tracer.pytree import unflattener
 from ..runtime import grad_mode
 from .attr_writes import Pending
-from .backward_node import CompiledFunctionBackward, FreedBackward
+from .backward_node import CompiledFunctionBackward, FreedBackward, replay_kept
 from ..runtime.creation import default_generator
 from .fastpath import quick_runner
 from .replayed_output import replay
@@ -88,9 +87,12 @@ def run_entry(entry, tensors):
                    "and the function writes one of them in place")
         return _RUN_EAGERLY
     arrays = [t._data for t in tensors]
+    before = None           # (values a replay of the forward reads: see replay_kept)
+    if fwd.mutated and entry.backward is not None and grad_mode.state.grad_enabled:
+        before = {i: np.array(arrays[i]) for i in replay_kept(entry)} or None
     rng_state = None
     if entry.rng_index is not None:         # the RNG state input follows the tensors
-        rng_state = state_to_array(default_generator.rng.bit_generator)
+        rng_state = default_generator.state.copy()
         arrays.append(rng_state)
     try:
         outs, env = forward_run(entry)(arrays)
@@ -106,9 +108,7 @@ def run_entry(entry, tensors):
             for o in outs[entry.n_out:]]
     for i, v in fwd.mutated.items():                # commit: write back, bump versions
         if entry.rng_index is not None and i == entry.rng_index:
-            was = default_generator.rng.bit_generator.state
-            default_generator.rng = generator_from_array(env[v], (was["has_uint32"],
-                                                                  was["uinteger"]))
+            default_generator.state[...] = env[v]
             continue
         t = tensors[i]
         if env[v] is not t._data:       # (else the kernel wrote it in place)
@@ -127,6 +127,8 @@ def run_entry(entry, tensors):
         taken.add(id(g))
         tensors[k]._grad = Tensor._from_array(g)
     for k, flag in entry.grad_on:   # `x.requires_grad = True` the run set on a leaf input
+        if flag is None:            # (or `x.detach_()` on one with a history)
+            tensors[k]._grad_fn, flag = None, False
         tensors[k]._requires_grad = flag
     for k, i, off, strides in entry.input_views:  # eager returns a view of input i
         t, arr = tensors[i], results[k]._data
@@ -148,7 +150,8 @@ def run_entry(entry, tensors):
     for k, version in entry.out_versions:  # (before attach records the saved versions)
         results[k]._storage.version = version
     if entry.backward is not None and grad_mode.state.grad_enabled:
-        CompiledFunctionBackward.attach(entry, tensors, results, outs[entry.n_out:], rng_state)
+        CompiledFunctionBackward.attach(entry, tensors, results, outs[entry.n_out:], rng_state,
+                                        before)
     for k, i in entry.input_outputs:    # `return x`: x itself, as eager returns it (a
         results[k] = tensors[i]         # gradient reaching it goes to x, not to the node)
     for k, j in entry.same_outputs:     # `return y, y`: one tensor, as eager returns
@@ -183,13 +186,19 @@ def _overlapping(tensors, written):
     if len({id(st.base) for st in storages}) == len(tensors) and \
             all(st.base.base is None for st in storages):
         return False        # distinct buffers that own their memory cannot overlap
-    spans = [_byte_span(t._data) if t._data.size else None for t in tensors]
-    for k in written:
-        if k < len(spans) and spans[k] is not None:
-            lo, hi = spans[k]
-            if any(j != k and s is not None and s[0] < hi and lo < s[1]
-                   for j, s in enumerate(spans)):
-                return True
+    # a sweep over the spans by start (n log n: a many-parameter step's optimizer state
+    # makes hundreds of inputs): a span overlaps an earlier one iff it starts before the
+    # largest end so far, of any span if it is written, of a written one if not
+    written = set(written)
+    spans = sorted((*_byte_span(t._data), k in written) for k, t in enumerate(tensors)
+                   if t._data.size)
+    end_any = end_written = -1
+    for lo, hi, w in spans:
+        if lo < (end_any if w else end_written):
+            return True
+        end_any = max(end_any, hi)
+        if w:
+            end_written = max(end_written, hi)
     return False
 
 

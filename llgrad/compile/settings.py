@@ -25,10 +25,19 @@ def _threads():
     """The native thread count, or None while nothing has loaded it (loading it would load
     LLVM, which llgrad does only to build code; set_num_threads loads it)."""
     count = sys.modules.get("llgrad.codegen.native.threadcount")
-    return None if count is None else count.get_num_threads()
+    read = getattr(count, "get_num_threads", None)  # (None: a background build imports it)
+    return None if read is None else read()
 
 
 def changed_setting(before):
-    """The name of the first setting that differs from `before` (settings()), or None."""
+    """The name of the first setting that differs from `before` (settings()), or None. (The
+    thread count going from not loaded to its default is no change: a build, perhaps one in
+    the background, loaded it.)"""
     now = settings()
-    return next((n for n, a, b in zip(_NAMES, before, now) if a != b), None)
+    return next((n for n, a, b in zip(_NAMES, before, now) if a != b and not (
+        n == "thread count" and a is None and b == _default_threads())), None)
+
+
+def _default_threads():
+    count = sys.modules.get("llgrad.codegen.native.threadcount")
+    return getattr(count, "DEFAULT", None)

@@ -32,11 +32,14 @@ def python_changes(before, after, written=()):
     none."""
     if len(before) == len(after) and all(a is b or a == b for a, b in zip(before, after)):
         return None
+    # (paired by position while the walk met the same names in the same order: one name
+    # can stand for two items, an object's attribute and a global its methods read)
+    same_walk = [n for n, _ in before] == [n for n, _ in after]
     after_items = dict(after)
-    for name, value in before:
+    for k, (name, value) in enumerate(before):
         if name.endswith(".grad") or name == "grad mode" or name in written:
             continue
-        now = after_items.get(name, "(gone)")
+        now = after[k][1] if same_walk else after_items.get(name, "(gone)")
         if not (now is value or now == value):
             return f"{name} ({_short(value)} -> {_short(now)})"
     names = {n for n, _ in before}
@@ -47,16 +50,21 @@ def python_changes(before, after, written=()):
 
 def _grad_switched_on(entry, before, after, tensors):
     """The guard items after the run with `x.requires_grad = True` (or False) on a leaf
-    input x (the FGSM tutorial's `data.requires_grad = True`) taken back, as the entry
-    replays it: (position, flag) of those inputs go to entry.grad_on."""
+    input x (the FGSM tutorial's `data.requires_grad = True`) or `x.detach_()` on an input
+    with a history (d2l's `state.detach_()` between minibatches) taken back, as the entry
+    replays it: (position, flag) of those inputs go to entry.grad_on (flag None: detach_)."""
     was, at = dict(before), {path: k for k, (path, _) in enumerate(tensors)}
     out, entry.grad_on = [], []
     for name, v in after:
         b = was.get(name)
         if name in at and type(b) is tuple and type(v) is tuple and len(v) == 6 and \
-                b[3] is (not v[3]) and b[:3] + b[4:] == v[:3] + v[4:]:
-            entry.grad_on.append((at[name], v[3]))
-            v = b
+                b[3] is (not v[3]) and b[:3] == v[:3] and b[4] == v[4]:
+            if b[5] == v[5]:
+                entry.grad_on.append((at[name], v[3]))
+                v = b
+            elif b[3] and not b[5]:     # `x.detach_()` on an input with a history (None)
+                entry.grad_on.append((at[name], None))
+                v = b
         out.append((name, v))
     return out
 

@@ -36,11 +36,11 @@ class StateSnapshot:
         self.storages = list(storages.values())
         self.containers = []
         self.generators = []        # the user's own generators the walk met, and their states
-        self.owners = {id(c.rng): c for c in containers if isinstance(c, _Generator)}
         for c in _with_nested(containers):
             if isinstance(c, _GENERATORS):
-                self.generators.append((c, _state(c)))
-                if not hasattr(c, "__dict__"):
+                if c is not default_generator:      # (saved below; its traced draws are ops)
+                    self.generators.append((c, _state(c)))
+                if not hasattr(c, "__dict__") or isinstance(c, _Generator):
                     continue
             if isinstance(c, list):
                 self.containers.append((c, list(c)))
@@ -48,8 +48,7 @@ class StateSnapshot:
                 self.containers.append((c, dict(c)))
             else:
                 self.containers.append((c, dict(vars(c))))
-        self.rng = default_generator._rng
-        self.rng_state = None if self.rng is None else self.rng.bit_generator.state
+        self.rng = _state(default_generator)
         self.np_state = np.random.get_state()
         self.py_state = random.getstate()
         self.settings = settings()
@@ -82,7 +81,7 @@ class StateSnapshot:
             return "Python's random module"
         for g, state in self.generators:
             if not _same_state(_state(g), state):
-                if id(g) in self.owners:    # (the NumPy generator inside an llgrad.Generator)
+                if isinstance(g, _Generator):
                     return "an llgrad.Generator object (generator=...)"
                 where = "numpy.random" if isinstance(g, _GENERATORS[1:]) else "random"
                 return f"a {where}.{type(g).__name__} object"
@@ -142,9 +141,7 @@ class StateSnapshot:
                 d = c if isinstance(c, dict) else vars(c)
                 d.clear()
                 d.update(items)
-        default_generator._rng = self.rng
-        if self.rng is not None:
-            self.rng.bit_generator.state = self.rng_state
+        _set_state(default_generator, self.rng)
         np.random.set_state(self.np_state)
         random.setstate(self.py_state)
         for g, state in self.generators:
@@ -156,10 +153,12 @@ def _written(base, saved):
     return base.tobytes() != saved.tobytes()
 
 
-_GENERATORS = (random.Random, np.random.Generator, np.random.RandomState)
+_GENERATORS = (random.Random, np.random.Generator, np.random.RandomState, _Generator)
 
 
 def _state(g):
+    if isinstance(g, _Generator):       # (its attributes: setting them is no reseed)
+        return g._seed, None if g._state is None else g._state.copy()
     if isinstance(g, random.Random):
         return g.getstate()
     if isinstance(g, np.random.Generator):
@@ -168,7 +167,9 @@ def _state(g):
 
 
 def _set_state(g, state):
-    if isinstance(g, random.Random):
+    if isinstance(g, _Generator):
+        g._seed, g._state = state[0], None if state[1] is None else state[1].copy()
+    elif isinstance(g, random.Random):
         g.setstate(state)
     elif isinstance(g, np.random.Generator):
         g.bit_generator.state = state
@@ -179,8 +180,10 @@ def _set_state(g, state):
 def _same_state(a, b):
     if isinstance(a, dict):
         return a.keys() == b.keys() and all(_same_state(a[k], b[k]) for k in a)
-    if isinstance(a, np.ndarray):
-        return np.array_equal(a, b)
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and np.array_equal(a, b)
+    if isinstance(a, tuple):
+        return len(a) == len(b) and all(_same_state(x, y) for x, y in zip(a, b))
     return a == b
 
 

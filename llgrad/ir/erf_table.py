@@ -90,6 +90,8 @@ def _columns(deg):
 def np_erf(x):
     """erf of a float array, NaN kept, +-0 kept, erf(+-inf) = +-1 (float32: _np_erf32)."""
     x = np.asarray(x)
+    if x.dtype == np.float16:       # (PyTorch: in float32, rounded once to float16)
+        return _np_erf32(x.astype(np.float32)).astype(np.float16)
     dt = np.result_type(x, np.float32)
     if dt == np.float32:
         return _np_erf32(x)

@@ -38,20 +38,54 @@ def _times(x, alpha):
     return x * alpha if isinstance(x, (bool, int, float)) else np.multiply(x, alpha)
 
 
-_binary("add", lambda a, b, alpha=1: np.add(a, _times(b, alpha)),
+def _half_in_float(fn):
+    """fn computed in float32 for a float16 x and rounded once, as PyTorch's CPU kernels
+    compute float16 (a composition in float16 rounds at each step)."""
+    def impl(x, *args, **kwargs):
+        if getattr(x, "dtype", None) == np.float16:
+            return fn(x.astype(np.float32), *args, **kwargs).astype(np.float16)
+        return fn(x, *args, **kwargs)
+    return impl
+
+
+def _half_scalars(fn):
+    """mul / div of a float16 array by a Python number: PyTorch keeps the number in float32
+    (its opmath type) and rounds once, where NumPy rounds the number to float16 first."""
+    def impl(a, b):
+        if (type(a) in _NUMBER or type(b) in _NUMBER) and np.result_type(a, b) == np.float16:
+            return fn(*(x.astype(np.float32) if isinstance(x, np.ndarray) else x
+                        for x in (a, b))).astype(np.float16)
+        return fn(a, b)
+    return impl
+
+
+def _half_alpha(fn):
+    """add / sub of float16 with an alpha: PyTorch rounds alpha (and a number operand) to
+    float16, then computes in float32 and rounds once (NumPy rounds b * alpha first)."""
+    def impl(a, b, alpha=1):
+        if alpha != 1 and np.result_type(a, b) == np.float16:
+            a, b = (x.astype(np.float32) if isinstance(x, np.ndarray) else float(np.float16(x))
+                    for x in (a, b))
+            return fn(a, b, alpha=float(np.float16(alpha))).astype(np.float16)
+        return fn(a, b, alpha=alpha)
+    return impl
+
+
+_NUMBER = (int, float)
+_binary("add", _half_alpha(lambda a, b, alpha=1: np.add(a, _times(b, alpha))),
         lambda c, g: (g, g if c.alpha == 1 else g * c.alpha), "AddBackward0", functions=("add",))
-_binary("sub", lambda a, b, alpha=1: np.subtract(a, _times(b, alpha)),
+_binary("sub", _half_alpha(lambda a, b, alpha=1: np.subtract(a, _times(b, alpha))),
         lambda c, g: (g, -g if c.alpha == 1 else g * -c.alpha), "SubBackward0",
         functions=("sub", "subtract"))
-_binary("rsub", lambda a, b, alpha=1: np.subtract(b, _times(a, alpha)),
+_binary("rsub", _half_alpha(lambda a, b, alpha=1: np.subtract(b, _times(a, alpha))),
         lambda c, g: (-g if c.alpha == 1 else g * -c.alpha, g), "RsubBackward1",
         number_edges=False)
-_binary("mul", np.multiply,
+_binary("mul", _half_scalars(np.multiply),
         lambda c, g: (g * c.other if c.needs(0) else None, g * c.self if c.needs(1) else None),
         "MulBackward0", save=("self", "other"),
         methods=("mul", "multiply", "__mul__", "__rmul__"), inplace=("mul_", "__imul__"),
         functions=("mul", "multiply"))
-_binary("div", np.true_divide,
+_binary("div", _half_scalars(np.true_divide),
         lambda c, g: (g / c.other if c.needs(0) else None,
                       -g * (c.self / c.other / c.other) if c.needs(1) else None),
         "DivBackward0", save=("self", "other"), float_out=True,
@@ -131,7 +165,7 @@ def _pow(x, e):
     if type(e) is float and e == 0.5 and getattr(x, "dtype", None) is not None \
             and x.dtype.kind == "f":
         return np.sqrt(x)
-    if isinstance(e, np.ndarray) and e.dtype.kind == "i" and np.asarray(x).dtype.kind in "iu" \
+    if isinstance(e, np.ndarray) and e.dtype.kind == "i" and np.asarray(x).dtype.kind in "iub" \
             and (e < 0).any():
         # an integer tensor exponent below 0 does not raise in PyTorch: 1 and -1 to it are
         # 1 and +-1, anything else 0 (truncated 1 / x**-e); only a Python-number one raises
@@ -206,6 +240,7 @@ _unary("erf", np_erf, lambda c, g: (g * _TWO_OVER_SQRT_PI * (-(c.self * c.self))
        eager_native=True)
 
 
+@_half_in_float
 def _sigmoid(x):
     # exp(-|x|) never overflows; both branches are exact.
     z = np.exp(-np.abs(x))
@@ -248,6 +283,7 @@ _unary("leaky_relu_", lambda x, negative_slope=0.01: np.where(x > 0, x, x * nega
        _leaky_relu_inplace_vjp, "LeakyReluBackward1", save=("result",))
 
 
+@_half_in_float
 def _gelu(x, approximate="none"):
     if approximate == "tanh":
         inner = _SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
@@ -291,7 +327,7 @@ def _silu_vjp(c, g):
     return (g * s * (1 + c.self * (1 - s)),)
 
 
-_unary("silu", lambda x: x * _sigmoid(x), _silu_vjp, "SiluBackward0", save=("self",),
+_unary("silu", _half_in_float(lambda x: x * _sigmoid(x)), _silu_vjp, "SiluBackward0", save=("self",),
        methods=("silu",), cost=4,
        eager_native=True)
 

@@ -30,10 +30,10 @@ def _f64(u):
     return np.asarray(u, np.float64)
 
 
-def _random(x, u, low=0, high=None, form=None):
-    # (high: exclusive; the default range, [0, 2^mantissa] or the dtype's, is the runtime's)
-    v = np.floor(_f64(u) * (float(high) - float(low))) + float(low)
-    return np.minimum(v, float(high) - 1).astype(x.dtype)
+def _random(x, k, low=0, high=None, form=None):
+    # k: the integers drawn (PyTorch's: raw draws mod the range, torch_random.randint);
+    # low/high/form name the call for its backward node
+    return np.asarray(k).astype(x.dtype)
 
 
 def _random_node(inputs, attrs):
@@ -47,7 +47,9 @@ def _exponential(x, u, lambd=1.0):
 
 
 def _geometric(x, u, p=0.5):
-    return np.maximum(1.0, np.ceil(np.log1p(-_f64(u)) / math.log1p(-p))).astype(x.dtype)
+    # ATen: ceil(log(u) / log(1 - p)) of a double uniform u (u = 0, once in 2^53: inf)
+    with np.errstate(divide="ignore"):
+        return np.ceil(np.log(_f64(u)) / math.log1p(-p)).astype(x.dtype)
 
 
 def _log_normal(x, n, mean=1.0, std=2.0):
@@ -58,7 +60,7 @@ def _cauchy(x, u, median=0.0, sigma=1.0):
     return (median + sigma * np.tan(math.pi * (_f64(u) - 0.5))).astype(x.dtype)
 
 
-defop("random_", _random, args=("self", "u"), nondiff=("u",), vjp=_zeros, grad_fn=_random_node,
+defop("random_", _random, args=("self", "k"), nondiff=("k",), vjp=_zeros, grad_fn=_random_node,
       kind="elementwise")
 for _name, _impl, _node in (("exponential", _exponential, "ExponentialBackward0"),
                             ("geometric", _geometric, "GeometricBackward0"),

@@ -1,41 +1,36 @@
 """Random ops as pure functions of an explicit generator state.
 
-The state is PCG64's 128-bit state and increment as int64[4] (bits reinterpreted), so a
-traced `randn` is `%values, %state1 = rng_normal %state0`: given the eager generator's state
-at the start, the interpreter draws exactly the numbers eager mode drew."""
+The state is PyTorch's CPU generator as the int64 array of torch_random.py, so a traced
+`randn` is `%values, %state1 = rng_normal %state0`: given the eager generator's state at the
+start, the interpreter draws exactly the numbers eager mode drew (PyTorch's numbers)."""
 import numpy as np
 
+from . import torch_random
 from .optable import defop
 
-_MASK = (1 << 64) - 1
+STATE_SHAPE = (torch_random.WORDS,)
 
 
-def state_to_array(bit_generator):
-    st = bit_generator.state["state"]
-    words = [st["state"] >> 64, st["state"] & _MASK, st["inc"] >> 64, st["inc"] & _MASK]
-    return np.array(words, dtype=np.uint64).view(np.int64)
+def _uniform(state, shape, dtype):
+    new = np.array(state, dtype=np.int64, copy=True)
+    return torch_random.uniform(new, int(np.prod(shape, dtype=np.int64)), dtype).reshape(shape), new
 
 
-def generator_from_array(arr, buffered=(0, 0)):
-    """A generator at the state arr holds. buffered: PCG64's (has_uint32, uinteger), the
-    half of a 64-bit draw a 32-bit draw (randint, randperm) left for the next one: the
-    graphs draw 64 bits at a time and leave it where it was."""
-    w = [int(x) for x in np.asarray(arr, dtype=np.int64).view(np.uint64)]
-    bg = np.random.PCG64()
-    bg.state = {"bit_generator": "PCG64", "state": {"state": (w[0] << 64) | w[1],
-                                                     "inc": (w[2] << 64) | w[3]},
-                "has_uint32": buffered[0], "uinteger": buffered[1]}
-    return np.random.Generator(bg)
+def _normal(state, shape, dtype, fill=True):
+    """fill=False: ATen's per-element Box-Muller (log_normal_, a non-contiguous normal_)."""
+    new = np.array(state, dtype=np.int64, copy=True)
+    n = int(np.prod(shape, dtype=np.int64))
+    return torch_random.normal(new, n, dtype, contiguous=fill).reshape(shape), new
 
 
-def _draw(method):
-    def impl(state, shape, dtype):
-        g = generator_from_array(state)
-        values = getattr(g, method)(tuple(shape), dtype=np.float64).astype(dtype)
-        return values, state_to_array(g.bit_generator)
-    return impl
+def _integers(state, shape, dtype="int64", of="int64", low=0, high=1, full=False):
+    """Tensor.random_'s integers (int64) for a tensor of dtype `of` (torch_random.integers)."""
+    new = np.array(state, dtype=np.int64, copy=True)
+    n = int(np.prod(shape, dtype=np.int64))
+    return torch_random.integers(new, n, of, low, high, full).reshape(shape), new
 
 
-# The eager creation functions draw the same way (float64, then cast), so both agree.
-defop("rng_normal", _draw("standard_normal"), args=("state",), nout=2, kind="random")
-defop("rng_uniform", _draw("random"), args=("state",), nout=2, kind="random")
+# The eager creation functions (rand, randn) draw with the same functions, so both agree.
+defop("rng_normal", _normal, args=("state",), nout=2, kind="random")
+defop("rng_uniform", _uniform, args=("state",), nout=2, kind="random")
+defop("rng_integers", _integers, args=("state",), nout=2, kind="random")

@@ -162,7 +162,7 @@ def _arg(fn, x, dim, keepdim):
 def _var64(x, dim, correction, keepdim):
     # float32 in float64, as PyTorch (its CPU accumulation type) and native code: the
     # variance (and std) of values near float32's max is finite there
-    acc = np.float64 if x.dtype == np.float32 else None
+    acc = {np.float32: np.float64, np.float16: np.float32}.get(x.dtype.type)   # (float16's)
     n = x.size if dim is None else \
         math.prod(x.shape[d] for d in ((dim,) if isinstance(dim, int) else dim))
     if n - correction > 0:
@@ -173,7 +173,7 @@ def _var64(x, dim, correction, keepdim):
 
 
 def _as32(r, x):
-    return r.astype(np.float32) if x.dtype == np.float32 else r
+    return r.astype(x.dtype) if x.dtype in (np.float32, np.float16) else r
 
 
 def _var(x, dim=None, correction=1, keepdim=False):
@@ -251,9 +251,10 @@ defop("log_softmax", _log_softmax, save=("result",), grad_fn="LogSoftmaxBackward
 
 
 def _cumsum(x, dim):
-    # np.cumsum of a 0-d array is 1-d: keep x's shape
-    return np.cumsum(x, axis=dim, dtype=np.int64 if x.dtype.kind in "biu" else None).reshape(
-        x.shape)
+    # np.cumsum of a 0-d array is 1-d: keep x's shape (float16 summed in float32, as PyTorch)
+    acc = np.int64 if x.dtype.kind in "biu" else np.float32 if x.dtype == np.float16 else None
+    return np.cumsum(x, axis=dim, dtype=acc).reshape(x.shape).astype(
+        np.float16 if x.dtype == np.float16 else acc or x.dtype, copy=False)
 
 
 # reverse cumulative sum without a flip: total - cumsum + g

@@ -98,10 +98,21 @@ def _times(x, value):
 # self + value * t1 / t2; gradients grad * (t2 * value), grad * (value / t2) and
 # -grad * (value * t1 / (t2 * t2)) (an intermediate overflows or underflows where theirs does)
 
+def _half_in_float(fn):
+    """fn in float32 for float16 operands, rounded once (PyTorch's CPU kernels)."""
+    def impl(a, t1, t2, value=1):
+        if np.result_type(a, t1, t2) == np.float16:
+            return fn(*(np.asarray(x, np.float32) for x in (a, t1, t2)), value).astype(np.float16)
+        return fn(a, t1, t2, value)
+    return impl
+
+
+@_half_in_float
 def _addcmul(a, t1, t2, value=1):
     return np.add(a, np.multiply(_times(t1, value), t2))
 
 
+@_half_in_float
 def _addcdiv(a, t1, t2, value=1):
     return np.add(a, np.divide(_times(t1, value), t2))
 
@@ -123,7 +134,11 @@ defop("addcdiv", _addcdiv, args=("self", "tensor1", "tensor2"), save=("tensor1",
 
 
 def _lerp(a, b, w):
-    # PyTorch's formula: from the nearer end, so lerp(a, b, 1) is b exactly
+    # PyTorch's formula: from the nearer end, so lerp(a, b, 1) is b exactly (float16 in
+    # float32, rounded once)
+    if np.result_type(a, b) == np.float16:
+        w = w.astype(np.float32) if isinstance(w, np.ndarray) else w
+        return _lerp(np.asarray(a, np.float32), np.asarray(b, np.float32), w).astype(np.float16)
     d = np.subtract(b, a)
     if type(w) is float or type(w) is int:
         # a number weight picks one formula for every element: only that one is computed

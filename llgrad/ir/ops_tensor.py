@@ -98,8 +98,10 @@ defop("unfold", _unfold, kind="view", grad_fn="UnfoldBackward0", vjp=view_vjp(_u
 
 
 def _cumprod(x, dim):
-    return np.cumprod(x, axis=dim, dtype=np.int64 if x.dtype.kind in "biu" else None).reshape(
-        x.shape)
+    # (float16 multiplied in float32, rounded once each, as PyTorch)
+    acc = np.int64 if x.dtype.kind in "biu" else np.float32 if x.dtype == np.float16 else None
+    return np.cumprod(x, axis=dim, dtype=acc).reshape(x.shape).astype(
+        np.float16 if x.dtype == np.float16 else acc or x.dtype, copy=False)
 
 
 def _reversed_cumsum(t, d):
@@ -199,7 +201,10 @@ defop("frac", lambda x: x - np.trunc(x), kind="elementwise", vjp=lambda c, g: (g
 
 def _round_decimals(x, decimals):
     """PyTorch's round(decimals=d): nearbyint(x * 10^d) / 10^d, or for d < 0
-    nearbyint(x / 10^-d) * 10^-d, in x's dtype (NumPy's round is half to even too)."""
+    nearbyint(x / 10^-d) * 10^-d, in x's dtype (NumPy's round is half to even too; float16
+    in float32, rounded once, as PyTorch's)."""
+    if x.dtype == np.float16:
+        return _round_decimals(x.astype(np.float32), decimals).astype(np.float16)
     p = x.dtype.type(10.0 ** abs(decimals))
     if decimals < 0:
         return np.round(x / p) * p

@@ -37,7 +37,8 @@ def category(dtype):
 
 
 def scalar_category(v):
-    return 0 if isinstance(v, bool) else 1 if isinstance(v, int) else 2
+    # (a NumPy integer reads as the Python int it holds, as PyTorch does; np.bool_ as a float)
+    return 0 if isinstance(v, bool) else 1 if isinstance(v, (int, np.integer)) else 2
 
 
 @functools.lru_cache(maxsize=None)

@@ -24,5 +24,6 @@ from .layers_embedding_bag import EmbeddingBag  # noqa: F401
 from .layers_pool_more import *  # noqa: F401,F403
 from .layers_3d import *  # noqa: F401,F403
 from .layers_adaptive import AdaptiveLogSoftmaxWithLoss  # noqa: F401
+from .layers_lrn import CrossMapLRN2d  # noqa: F401
 from .parallel import DataParallel  # noqa: F401
 from . import attention, modules  # noqa: F401,E402  (torch.nn.attention; torch.nn.modules: modules/)

@@ -5,7 +5,8 @@ import numpy as np
 
 from ..ir import OPS
 from ..runtime import grad_mode, trace_state
-from ..runtime.creation import rand_like
+from ..runtime import dtypes
+from ..runtime.creation import rand
 from ..runtime.dispatch import call, nondiff_error
 from ..runtime.shapes import broadcast_shapes as _broadcast_shapes
 from .functional_batch_norm import update_running_stats as _update_running_stats
@@ -17,8 +18,9 @@ from .functional_convt import conv1d, conv_transpose1d, conv_transpose2d  # noqa
 from .functional_distance import (cosine_similarity, normalize, pairwise_distance,  # noqa: F401
                                   pdist)
 from .functional_interp import interpolate, upsample, upsample_bilinear, upsample_nearest  # noqa: F401
-from .functional_loss import (_NAMES, binary_cross_entropy, huber_loss, kl_div,  # noqa: F401
-                              check_target_shape, l1_loss, one_hot, smooth_l1_loss)
+from .functional_loss import (_NAMES, _broadcast as _loss_broadcast, _size_warning,  # noqa: F401
+                              binary_cross_entropy, check_class_weight, check_target_shape,
+                              huber_loss, kl_div, l1_loss, one_hot, smooth_l1_loss)
 from .functional_norm import (check_batch_norm_args, check_mixed_dtype,  # noqa: F401
                               empty_batch_norm, group_norm, instance_norm, rms_norm)
 from .functional_pad import pad  # noqa: F401
@@ -122,17 +124,17 @@ def log_softmax(input, dim=None, dtype=None):
 
 
 def dropout(input, p=0.5, training=True, inplace=False):
-    """As torch.nn.functional.dropout (the mask is drawn with rand_like from llgrad's
-    generator, so a traced dropout is a random op that compiled calls replay, not a baked
-    mask; the numbers are not PyTorch's)."""
+    """As torch.nn.functional.dropout, with PyTorch's masks (ATen's bernoulli_(1 - p): a
+    double uniform per element). Traced, the draw is a random op that compiled calls
+    replay, not a baked mask."""
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0:
         return input
     if p == 1.0:
         return input * 0.0
-    # drawn with rand_like so that a traced dropout is an RNG node, not a baked mask
-    mask = (rand_like(input) >= p).to(input.dtype) * (1.0 / (1.0 - p))
+    keep = rand(tuple(input.shape), dtype=dtypes.float64) < 1.0 - p
+    mask = keep.to(input.dtype) / (1.0 - p)
     if inplace:
         return input.mul_(mask)
     return input * mask
@@ -255,6 +257,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
              reduction="mean"):
     """As torch.nn.functional.nll_loss."""
     _reduction(reduction)
+    check_target_shape(input, target, weight)
     if input._data.ndim == 1 and target._data.shape in ((), (1,)):
         # one sample: PyTorch's nll_loss takes it as is (NllLossBackward0, a 0-d loss)
         return _nll_loss_1d(input, target.reshape(()) if target._data.ndim else target,
@@ -264,7 +267,6 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
                         None, reduction).squeeze(0) if reduction == "none" else \
             nll_loss(input.unsqueeze(0), target.unsqueeze(0), weight, None, ignore_index, None,
                      reduction)
-    check_target_shape(input, target)
     _check_target(target, input, weight)
     c = input._data.shape[1]
     t = target._data
@@ -326,6 +328,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     logp = input.log_softmax(class_dim)
     if probs:                                    # class probabilities (PyTorch's formula)
         c = input._data.shape[class_dim]
+        check_class_weight(weight, c, "cross_entropy: ")
         if label_smoothing > 0.0:
             target = target * (1 - label_smoothing) + label_smoothing / c
         prod = logp * target
@@ -361,11 +364,8 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """As torch.nn.functional.mse_loss."""
     _reduction(reduction)
     if input._data.shape != target._data.shape:
-        warnings.warn(f"Using a target size ({target.shape}) that is different to the input size "
-                      f"({input.shape}). This will likely lead to incorrect results due to "
-                      "broadcasting. Please ensure they have the same size.", stacklevel=2)
-        input, target = input.expand(np.broadcast_shapes(input._data.shape, target._data.shape)), \
-            target.expand(np.broadcast_shapes(input._data.shape, target._data.shape))
+        _size_warning(input, target)
+        input, target = _loss_broadcast(input, target)
     return call(OPS["mse_loss"], (input, target), {"reduction": reduction})
 
 

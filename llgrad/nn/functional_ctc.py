@@ -15,6 +15,7 @@ from ..runtime import trace_state
 from ..runtime.creation import arange, tensor
 from ..runtime.dtypes import int64
 from ..runtime.functions import cat, where
+from ..runtime.node_names import rename
 from .functional_loss import _reduction
 
 __all__ = ["ctc_loss"]
@@ -22,7 +23,7 @@ __all__ = ["ctc_loss"]
 _FLOOR = -1e30          # log 0 of an unreachable state (finite: see the module's doc)
 
 
-def _lengths(lengths, n):
+def _lengths(lengths, n, name):
     if isinstance(lengths, (list, tuple)):
         lengths = tensor(list(lengths), dtype=int64)
     elif not hasattr(lengths, "dim"):
@@ -30,7 +31,7 @@ def _lengths(lengths, n):
                         f"tuples of ints, not {type(lengths).__name__}")
     lengths = lengths.to(int64).reshape(-1)
     if lengths.numel() != n:
-        raise RuntimeError(f"ctc_loss: expected {n} lengths, got {lengths.numel()}")
+        raise RuntimeError(f"{name} must be of size batch_size")
     return lengths
 
 
@@ -70,14 +71,18 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     """As torch.nn.functional.ctc_loss: log_probs (T, N, C) (or (T, C)), targets (N, S)
     padded or concatenated, lengths as tensors or sequences of ints."""
     reduction = _reduction(reduction)
-    unbatched = log_probs.dim() == 2
+    unbatched = log_probs.dim() != 3
+    if log_probs.dim() != 2 and unbatched:      # (ATen unsqueezes any but a 3-d one first)
+        raise RuntimeError(f"Expected 3-dimensional tensor, but got {log_probs.dim() + 1}-"
+                           "dimensional tensor for argument #1 'log_probs' (while checking "
+                           "arguments for ctc_loss_allocate_outputs)")
     if unbatched:
         log_probs = log_probs.unsqueeze(1)
         targets = targets.unsqueeze(0) if targets.dim() == 1 else targets
     T, N, C = log_probs.shape
     given_targets = target_lengths
-    input_lengths = _lengths(input_lengths, N)
-    target_lengths = _lengths(target_lengths, N)
+    input_lengths = _lengths(input_lengths, N, "input_lengths")
+    target_lengths = _lengths(target_lengths, N, "target_lengths")
     targets = _padded_targets(targets.to(int64), target_lengths, given_targets, N)
     S = targets.shape[1]
     L = 2 * S + 1
@@ -110,7 +115,8 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     valid = (arange(T).unsqueeze(1) < input_lengths.unsqueeze(0)).unsqueeze(2)    # (T, N, 1)
     probs = log_probs.exp()
     softmax_term = ((probs - probs.detach()) * valid).sum((0, 2))
-    nll = where(impossible, float("inf"), -log_likelihood + softmax_term)
+    nll = rename(where(impossible, float("inf"), -log_likelihood + softmax_term),
+                 "CtcLossBackward0")
     if zero_infinity:
         nll = where(impossible, 0.0, nll)
     if reduction == "mean":

@@ -6,6 +6,7 @@ import math
 import warnings
 
 from ..runtime.creation import rand, zeros
+from ..runtime.dtypes import float64 as llgrad_float64
 from ..runtime.functions import stack
 from ..runtime.node_names import rename
 from .functional_conv import _pair, max_pool2d
@@ -25,6 +26,10 @@ def _one(v, name):
 def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
     """As torch.nn.functional.max_pool1d: indices are positions along the length."""
+    if input.dim() not in (2, 3) and return_indices:    # (ATen's max_pool1d_with_indices)
+        raise RuntimeError(f"Expected 2 to 3 dimensions, but got {input.dim()}-dimensional "
+                           "tensor for argument #1 'self' (while checking arguments for "
+                           "max_pool1d)")
     if input.dim() not in (2, 3):
         raise RuntimeError("max_pool1d: Expected 2D or 3D (batch mode) tensor with optional 0 "
                            f"dim batch size for input, but got:{list(input.shape)}")
@@ -75,7 +80,7 @@ def _check_p(p):
 def _feature_noise(input):
     """A rand() of the feature-dropout noise shape: (N, C, 1, ..., 1)."""
     shape = tuple(input.shape[:2]) + (1,) * (input.dim() - 2)
-    return rand(shape, dtype=input.dtype)
+    return rand(shape, dtype=llgrad_float64)
 
 
 def _dropout(input, p, training, inplace, feature, alpha):
@@ -85,15 +90,16 @@ def _dropout(input, p, training, inplace, feature, alpha):
     if p == 1:
         zero = input.new_zeros(())
         return input.mul_(zero) if inplace else input * zero
-    u = _feature_noise(input) if feature else rand(tuple(input.shape), dtype=input.dtype)
-    keep = (u >= p).to(input.dtype)
+    # ATen: noise.bernoulli_(1 - p), a double uniform per element (PyTorch's masks)
+    u = _feature_noise(input) if feature else rand(tuple(input.shape), dtype=llgrad_float64)
+    keep = (u < 1 - p).to(input.dtype)
     if alpha:
         alpha_ = 1.7580993408473766
         a = 1.0 / math.sqrt((alpha_ * alpha_ * p + 1) * (1 - p))
         b = (keep - 1) * (alpha_ * a) + alpha_ * a * p
         noise = keep * a
         return input.mul_(noise).add_(b) if inplace else input * noise + b
-    noise = keep * (1.0 / (1 - p))
+    noise = keep / (1 - p)
     return input.mul_(noise) if inplace else input * noise
 
 

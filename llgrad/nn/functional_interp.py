@@ -166,12 +166,12 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if mode in _LINEAR and input.dim() == _LINEAR[mode]:
         return rename(_interp_dims(input, out_size, scales, mode, align_corners),
                       f"Upsample{mode.capitalize()}{dim}DBackward0", (input,))
-    if mode in _LINEAR and 3 <= input.dim() <= 5:
+    if mode in _LINEAR and 3 <= input.dim() <= 5 and mode != "bicubic":
         raise NotImplementedError(f"Got {input.dim()}D input, but {mode} mode needs "
                                   f"{_LINEAR[mode]}D input")
     raise NotImplementedError(f"Input Error: Only 3D, 4D and 5D input Tensors supported (got "
                               f"{input.dim()}D) for the modes: nearest | linear | bilinear | "
-                              f"bicubic | trilinear | area | nearest-exact (got {mode})")
+                              f"bicubic | trilinear | lanczos | area | nearest-exact (got {mode})")
 
 
 def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):

@@ -158,13 +158,22 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     return out
 
 
-def check_target_shape(input, target):
-    """nll_loss's checks of a class-index target against input (N, C, d1, ...), as ATen's:
-    the batch sizes, then the target's shape, before its dtype."""
+def check_target_shape(input, target, weight=None):
+    """nll_loss's checks of a class-index target against input (C) or (N, C, d1, ...), as
+    ATen's: the batch sizes, then the target's shape and the weight's, before their dtypes."""
     ishape, tshape = tuple(input.shape), tuple(target.shape)
-    if ishape[0] != tshape[0]:
+    if len(ishape) == 1:
+        if len(tshape) > 1:
+            raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
+        _check_target_dtype(target)
+        if len(tshape) == 1 and tshape[0] != 1:
+            raise ValueError(f"For 1D input, 1D target must have size 1, but got target size: "
+                             f"{tshape[0]}")
+        check_class_weight(weight, ishape[0])
+        return
+    if ishape[0] != (tshape[0] if tshape else 0):
         raise ValueError(f"Expected input batch_size ({ishape[0]}) to match target "
-                         f"batch_size ({tshape[0]}).")
+                         f"batch_size ({tshape[0] if tshape else 0}).")
     if len(ishape) == 2:
         if len(tshape) > 1:
             raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
@@ -178,6 +187,24 @@ def check_target_shape(input, target):
     elif tshape[1:] != ishape[2:]:
         raise RuntimeError(f"Expected target size {list(ishape[:1] + ishape[2:])}, got "
                            f"{list(tshape)}")
+    _check_target_dtype(target)
+    check_class_weight(weight, ishape[1], "" if len(ishape) == 2 else None)
+
+
+def _check_target_dtype(target):
+    if target.dtype.name not in ("int64", "uint8"):
+        raise RuntimeError("expected target dtype to be Long or Byte, but got "
+                           + _NAMES.get(target.dtype.name, target.dtype.name))
+
+
+def check_class_weight(weight, c, prefix=""):
+    """ATen's check of a per-class weight of C classes (prefix None: nll_loss2d's words)."""
+    if weight is None or (weight.dim() == 1 and weight.numel() == c):
+        return
+    if prefix is None:
+        raise RuntimeError("weight tensor should be defined either for all or no classes")
+    raise RuntimeError(f"{prefix}weight tensor should be defined either for all {c} classes or "
+                       f"no classes but got weight tensor of shape: {list(weight.shape)}")
 
 
 def one_hot(tensor, num_classes=-1):

@@ -13,6 +13,7 @@ from ..runtime.dtypes import int64
 from ..runtime.dispatch import nondiff_error
 from ..runtime.functions import minimum, where
 from ..runtime.grad_mode import no_grad
+from ..runtime.shapes import broadcast_shapes
 from .functional_activation import logsigmoid
 from .functional_distance import pairwise_distance
 from .functional_loss import _NAMES, _reduction
@@ -86,6 +87,10 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
     reduction = _reduction(reduction, size_average, reduce)
     if target.requires_grad:        # (PyTorch's op has a backward for input only)
         raise nondiff_error("soft_margin_loss", "target")
+    shape = broadcast_shapes(tuple(input.shape), tuple(target.shape))
+    if shape != tuple(input.shape):     # (ATen's kernel writes into an output of input's shape)
+        raise RuntimeError(f"output with shape {list(input.shape)} doesn't match the broadcast "
+                           f"shape {list(shape)}")
     loss = (-input * target).exp().log1p()
     # PyTorch's kernel writes into an output of input's dtype
     return _reduce(loss if loss.dtype == input.dtype else loss.to(input.dtype), reduction)
@@ -115,14 +120,21 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
         raise ValueError("only p == 1 and p == 2 supported")
     if weight is not None and weight.dim() != 1:
         raise ValueError("weight must be one-dimensional")
+    nd, shape = input.dim(), list(input.shape)
+    if not ((nd == 2 and shape[1] != 0) or (nd == 1 and shape[0] != 0) or nd == 0):
+        raise RuntimeError("Expected non-empty vector or matrix with optional 0-dim batch size, "
+                           f"but got: {shape}")
     x = input if input.dim() == 2 else input.reshape(1, -1)
     y = target.reshape(-1)
     n, c = x.shape
-    if input.dim() > 2 or y.shape[0] != n:
-        raise RuntimeError("inconsistent target size, expected " + str(n) + " but got "
-                           + str(list(target.shape)))
+    if target.dim() > 1 or y.shape[0] != n:
+        raise RuntimeError("multi_margin_loss: target tensor should be 1-D with size equal to the "
+                           f"number of input samples (batch size). Expected target size [{n}], "
+                           f"but got {list(target.shape)}. Input has shape {shape}.")
+    if weight is not None and weight.numel() != c:
+        raise RuntimeError(f"inconsistent weight size, expected {c} but got {list(weight.shape)}")
     if n and (int(y.min()) < 0 or int(y.max()) >= c):
-        raise IndexError("target out of range")
+        raise RuntimeError("target out of range")
     x_y = x.gather(1, y.unsqueeze(1))
     z = (margin - x_y + x).relu()       # (PyTorch's kernel: no gradient at z == 0)
     h = z if p == 1 else z * z

@@ -111,10 +111,15 @@ def _window_means(n, o, dtype):
     return _tensor(m.astype(dtype.name))
 
 
+def _check_list_with_default(output_size, shape):
+    """PyTorch's _list_with_default, run before ATen's checks of the input."""
+    if isinstance(output_size, (tuple, list)) and len(shape) <= len(output_size):
+        raise ValueError(f"Input dimension should be at least {len(output_size) + 1}")
+
+
 def _output_size(output_size, shape, fn):
     if isinstance(output_size, (tuple, list)):     # PyTorch's _list_with_default
-        if len(shape) <= len(output_size):
-            raise ValueError(f"Input dimension should be at least {len(output_size) + 1}")
+        _check_list_with_default(output_size, shape)
         out = tuple(d if v is None else int(v)
                     for v, d in zip(output_size, shape[len(shape) - len(output_size):]))
     else:
@@ -139,6 +144,7 @@ def _even(n, o):
 
 def adaptive_avg_pool2d(input, output_size):
     """As torch.nn.functional.adaptive_avg_pool2d."""
+    _check_list_with_default(output_size, input.shape)
     _check_2d(input, "adaptive_avg_pool2d")
     oh, ow = _output_size(output_size, input.shape, "adaptive_avg_pool2d")
     floating_only(input, "adaptive_avg_pool2d")
@@ -168,6 +174,7 @@ def adaptive_avg_pool1d(input, output_size):
 
 def adaptive_max_pool2d(input, output_size, return_indices=False):
     """As torch.nn.functional.adaptive_max_pool2d."""
+    _check_list_with_default(output_size, input.shape)
     _check_2d(input, "adaptive_max_pool2d", ":")
     oh, ow = _output_size(output_size, input.shape, "adaptive_max_pool2d")
     floating_only(input, "adaptive_max_pool2d")

@@ -95,13 +95,13 @@ def _max_unpool2d(input, indices, output_size):
     if indices.dtype != int64:
         raise RuntimeError("elements in indices should be type int64 but got: "
                            f"{_NAMES.get(indices.dtype.name, indices.dtype.name)}")
+    if input.dim() not in (3, 4):
+        raise RuntimeError("Input to max_unpooling2d should be a 3d or 4d Tensor, but got a "
+                           f"tensor with {input.dim()} dimensions.")
     if tuple(input.shape) != tuple(indices.shape):
         raise RuntimeError("Expected shape of indices to be same as that of the input tensor ("
                            f"{list(input.shape)}) but got indices tensor with shape: "
                            f"{list(indices.shape)}")
-    if input.dim() not in (3, 4):
-        raise RuntimeError("Input to max_unpooling2d should be a 3d or 4d Tensor, but got a "
-                           f"tensor with {input.dim()} dimensions.")
     if not input.is_floating_point():
         raise NotImplementedError(f'"max_unpool2d" not implemented for '
                                   f"'{_NAMES.get(input.dtype.name, input.dtype.name)}'")

@@ -85,7 +85,9 @@ def bilinear(input1, input2, weight, bias=None):
         raise RuntimeError(f"bilinear(): bias size does not match weight size: got "
                            f"{bias.shape[-1]} but expected {o}")
     t = input1.matmul(weight.permute(1, 0, 2).reshape(i1, o * i2))
-    y = (t.reshape(tuple(input1.shape[:-1]) + (o, i2)) * input2.unsqueeze(-2)).sum(-1)
+    lead = tuple(input1.shape[:-1])
+    # (PyTorch's result is a view of its _trilinear's: ViewBackward0)
+    y = (t.reshape(lead + (o, i2)) * input2.unsqueeze(-2)).sum(-1).view(lead + (o,))
     return y if bias is None else y + bias
 
 

@@ -8,9 +8,10 @@ import warnings
 
 import numpy as np
 
-from ..runtime import dtypes, grad_mode
-from ..runtime.creation import rand, randn, tensor as _tensor
+from ..runtime import grad_mode
+from ..runtime.creation import randperm, tensor as _tensor
 from ..runtime.dispatch import scalar_type_name
+from ..runtime.functions import where
 from ..runtime.tensor import Tensor
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_",
@@ -52,11 +53,6 @@ def _fill(t, values):
     return t
 
 
-def _sample_dtype(t):
-    # sample in the tensor's precision (float64 for float64 tensors, float32 otherwise)
-    return dtypes.float64 if t.dtype == dtypes.float64 else dtypes.float32
-
-
 def _float_only(t, kernel):
     # (PyTorch's Tensor.uniform_ / normal_, which its init functions call, refuse the rest)
     if not t.dtype.is_floating_point:
@@ -64,49 +60,25 @@ def _float_only(t, kernel):
 
 
 def uniform_(tensor, a=0.0, b=1.0, generator=None):
-    """Fill tensor with U(a, b) samples in place, as torch.nn.init.uniform_; random values
-    from llgrad's generator (or `generator`), not PyTorch's stream."""
+    """Fill tensor with U(a, b) samples in place, as torch.nn.init.uniform_ (PyTorch's
+    numbers for a seed: Tensor.uniform_ under no_grad)."""
     _float_only(tensor, "check_uniform_bounds")
-    u = rand(tensor.shape, dtype=_sample_dtype(tensor), generator=generator)
-    return _fill(tensor, u * (b - a) + a)
+    with grad_mode.no_grad():
+        return tensor.uniform_(a, b, generator=generator)
 
 
 def normal_(tensor, mean=0.0, std=1.0, generator=None):
-    """Fill tensor with N(mean, std^2) samples in place, as torch.nn.init.normal_; random
-    values from llgrad's generator (or `generator`), not PyTorch's stream."""
+    """Fill tensor with N(mean, std^2) samples in place, as torch.nn.init.normal_ (PyTorch's
+    numbers for a seed: Tensor.normal_ under no_grad)."""
     _float_only(tensor, "normal_kernel_cpu")
-    z = randn(tensor.shape, dtype=_sample_dtype(tensor), generator=generator)
-    return _fill(tensor, z * std + mean)
-
-
-def _erfinv(y):
-    """Inverse error function on a float64 NumPy array: Giles' approximation refined by two
-    Newton steps on llgrad's erf."""
-    y = np.clip(y, -1.0, 1.0)
-    w = -np.log(np.maximum((1.0 - y) * (1.0 + y), 1e-300))
-    small = w < 5.0
-    ws = w - 2.5
-    p1 = 2.81022636e-08
-    for c in (3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503,
-              -0.00417768164, 0.246640727, 1.50140941):
-        p1 = c + p1 * ws
-    wl = np.sqrt(w) - 3.0
-    p2 = -0.000200214257
-    for c in (0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613,
-              0.00943887047, 1.00167406, 2.83297682):
-        p2 = c + p2 * wl
-    x = np.where(small, p1, p2) * y
-    finite = np.abs(y) < 1.0
-    for _ in range(2):
-        err = _tensor(x).erf().numpy() - y
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            step = err / (2.0 / math.sqrt(math.pi) * np.exp(-x * x))
-        x = np.where(finite & np.isfinite(step), x - step, x)
-    return np.where(finite, x, np.copysign(np.inf, y))
+    with grad_mode.no_grad():
+        return tensor.normal_(mean, std, generator=generator)
 
 
 def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
-    """Normal(mean, std) truncated to [a, b], by the inverse CDF (PyTorch's method)."""
+    """Normal(mean, std) truncated to [a, b], by PyTorch's rejection sampling (its draws in
+    its order: normal draws redrawn where outside [a, b] when the interval holds more than
+    0.3 of the mass, else uniform proposals on [a, b] accepted against the density)."""
     def norm_cdf(x):
         return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
 
@@ -114,11 +86,35 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
         warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. "
                       "The distribution of values may be incorrect.", stacklevel=2)
     _float_only(tensor, "normal_kernel_cpu")
-    lo, hi = norm_cdf((a - mean) / std), norm_cdf((b - mean) / std)
-    u = rand(tensor.shape, dtype=dtypes.float64, generator=generator).numpy()
-    u = u * (2 * hi - 2 * lo) + (2 * lo - 1)
-    x = _erfinv(u) * (std * math.sqrt(2.0)) + mean
-    return _fill(tensor, np.clip(x, a, b))
+    with grad_mode.no_grad():
+        if norm_cdf((b - mean) / std) - norm_cdf((a - mean) / std) > 0.3:
+            lo, hi = tensor.new_tensor(a).item(), tensor.new_tensor(b).item()
+            result = tensor.normal_(mean, std, generator=generator)
+            while True:
+                mask = (result < lo) | (result > hi)
+                if not mask.any():
+                    break
+                fresh = tensor.new_empty(tuple(tensor.shape)).normal_(mean, std,
+                                                                        generator=generator)
+                result = where(mask, fresh, result)
+            return tensor if result is tensor else tensor.copy_(result)
+        log_peak = -0.5 * ((max(a, min(mean, b)) - mean) / std) ** 2
+        tensor.uniform_(a, b, generator=generator)
+        accept = tensor.new_empty(tuple(tensor.shape))
+        pending = accept.uniform_(generator=generator).log_().gt(_log_density(tensor, mean, std,
+                                                                             log_peak))
+        result = tensor
+        while pending.any():
+            candidates = tensor.new_empty(tuple(tensor.shape)).uniform_(a, b, generator=generator)
+            result = where(pending, candidates, result)
+            pending = where(pending, accept.uniform_(generator=generator).log_().gt(
+                _log_density(candidates, mean, std, log_peak)), pending)
+        return tensor if result is tensor else tensor.copy_(result)
+
+
+def _log_density(x, mean, std, log_peak):
+    """-0.5 ((x - mean) / std)^2 - log_peak, with PyTorch's in-place steps (its roundings)."""
+    return x.clone().sub_(mean).div_(std).pow_(2).mul_(-0.5).sub_(log_peak)
 
 
 def constant_(tensor, val):
@@ -189,8 +185,8 @@ def _calculate_correct_fan(tensor, mode):
 
 
 def xavier_uniform_(tensor, gain=1.0, generator=None):
-    """Glorot uniform initialisation in place, as torch.nn.init.xavier_uniform_; random
-    values from llgrad's generator (or `generator`), not PyTorch's stream."""
+    """Glorot uniform initialisation in place, as torch.nn.init.xavier_uniform_;
+    PyTorch's numbers for a seed."""
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     std = gain * math.sqrt(2.0 / float(fan_in + fan_out))
     a = math.sqrt(3.0) * std
@@ -198,16 +194,16 @@ def xavier_uniform_(tensor, gain=1.0, generator=None):
 
 
 def xavier_normal_(tensor, gain=1.0, generator=None):
-    """Glorot normal initialisation in place, as torch.nn.init.xavier_normal_; random values
-    from llgrad's generator (or `generator`), not PyTorch's stream."""
+    """Glorot normal initialisation in place, as torch.nn.init.xavier_normal_;
+    PyTorch's numbers for a seed."""
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     std = gain * math.sqrt(2.0 / float(fan_in + fan_out))
     return normal_(tensor, 0.0, std, generator)
 
 
 def kaiming_uniform_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
-    """He uniform initialisation in place, as torch.nn.init.kaiming_uniform_; random values
-    from llgrad's generator (or `generator`), not PyTorch's stream."""
+    """He uniform initialisation in place, as torch.nn.init.kaiming_uniform_;
+    PyTorch's numbers for a seed."""
     if 0 in tuple(tensor.shape):
         warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=2)
         return tensor
@@ -219,8 +215,8 @@ def kaiming_uniform_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gene
 
 
 def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
-    """He normal initialisation in place, as torch.nn.init.kaiming_normal_; random values
-    from llgrad's generator (or `generator`), not PyTorch's stream."""
+    """He normal initialisation in place, as torch.nn.init.kaiming_normal_;
+    PyTorch's numbers for a seed."""
     if 0 in tuple(tensor.shape):
         warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=2)
         return tensor
@@ -231,16 +227,16 @@ def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gener
 
 
 def orthogonal_(tensor, gain=1, generator=None):
-    """A (semi-)orthogonal matrix in place (QR of a normal sample), as
-    torch.nn.init.orthogonal_; random values from llgrad's generator (or `generator`), not
-    PyTorch's stream."""
+    """A (semi-)orthogonal matrix in place (QR of a normal sample in the tensor's dtype), as
+    torch.nn.init.orthogonal_."""
     if tensor.ndim < 2:
         raise ValueError("Only tensors with 2 or more dimensions are supported")
     if tensor.numel() == 0:
         return tensor
     rows = tensor.size(0)
     cols = tensor.numel() // rows
-    flat = randn(rows, cols, dtype=dtypes.float64, generator=generator).numpy()
+    flat = tensor.new_empty((rows, cols)).normal_(0, 1, generator=generator).numpy()
+    flat = flat.astype(np.float64)
     if rows < cols:
         flat = flat.T
     q, r = np.linalg.qr(flat)
@@ -262,16 +258,16 @@ def _reset_weight_and_bias(weight, bias):
 
 def sparse_(tensor, sparsity, std=0.01, generator=None):
     """A 2-D tensor drawn from N(0, std) with ceil(sparsity * rows) zeros in each column (at
-    random rows), as torch.nn.init.sparse_; random values from llgrad's generator (or
-    `generator`), not PyTorch's stream."""
+    rows of a randperm of the default generator, as PyTorch's), as torch.nn.init.sparse_."""
     if tensor.ndim != 2:
         raise ValueError("Only tensors with 2 dimensions are supported")
     rows, cols = tensor.shape
     num_zeros = math.ceil(sparsity * rows)
-    values = randn(rows, cols, dtype=dtypes.float64, generator=generator).numpy() * std
-    order = rand(cols, rows, dtype=dtypes.float64, generator=generator).numpy().argsort(axis=1)
+    with grad_mode.no_grad():
+        tensor.normal_(0, std, generator=generator)
+        values = tensor.numpy().copy()
     for col in range(cols):
-        values[order[col, :num_zeros], col] = 0.0
+        values[randperm(rows).numpy()[:num_zeros], col] = 0
     return _fill(tensor, values)
 
 

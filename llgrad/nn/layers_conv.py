@@ -18,6 +18,7 @@ class Conv2d(_ConvNd):
                          dtype)
 
     def forward(self, input):
+        self._check_padding_rank(input)
         return conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation,
                       self.groups, self.padding_mode)
 

@@ -3,6 +3,7 @@ weight and bias, their initialisation and extra_repr), for Conv1d/Conv2d and the
 transposed convolutions."""
 from ..runtime.creation import empty
 from . import init
+from .functional_pad import pad
 from .factory import factory_kwargs
 from .module import Module, Parameter
 
@@ -57,6 +58,13 @@ class _ConvNd(Module):
         """Re-initialise the parameters as PyTorch does (random values from llgrad's
         generator)."""
         init._reset_weight_and_bias(self.weight, self.bias)
+
+    def _check_padding_rank(self, input):
+        """PyTorch's module pads for a non-zero padding_mode before the convolution sees the
+        input: F.pad's error for an input of a rank the convolution takes not."""
+        n = len(self.kernel_size)
+        if self.padding_mode != "zeros" and input.dim() not in (n + 1, n + 2):
+            pad(input, [0] * (2 * n), mode=self.padding_mode)
 
     def extra_repr(self):
         s = "{in_channels}, {out_channels}, kernel_size={kernel_size}, stride={stride}"

@@ -16,6 +16,7 @@ class Conv1d(_ConvNd):
                          device, dtype)
 
     def forward(self, input):
+        self._check_padding_rank(input)
         return F.conv1d(input, self.weight, self.bias, self.stride, self.padding, self.dilation,
                         self.groups, self.padding_mode)
 
@@ -51,7 +52,7 @@ class _ConvTransposeNd(_ConvNd):
             if size < lo or size > hi:
                 raise ValueError(f"requested an output size of {output_size}, but valid sizes "
                                  f"range from {mins} to {maxs} (for an input of "
-                                 f"{input.shape[lead:]})")
+                                 f"{input.shape[2:]})")      # (PyTorch's words, batch or not)
         return tuple(o - m for o, m in zip(output_size, mins))
 
     def forward(self, input, output_size=None):

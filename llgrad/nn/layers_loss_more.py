@@ -1,12 +1,24 @@
 """Loss and distance modules: L1Loss, SmoothL1Loss, HuberLoss, BCELoss, KLDivLoss, CTCLoss,
 CosineSimilarity, PairwiseDistance (PyTorch's signatures; BCELoss's weight is a buffer, as
-in PyTorch)."""
+in PyTorch), and the deprecated NLLLoss2d."""
+import warnings
+
 from . import functional as F
-from .layers_loss import _Loss, _WeightedLoss
+from .layers_loss import NLLLoss, _Loss, _WeightedLoss
 from .module import Module
 
 __all__ = ["L1Loss", "SmoothL1Loss", "HuberLoss", "BCELoss", "KLDivLoss", "CTCLoss",
-           "CosineSimilarity", "PairwiseDistance"]
+           "CosineSimilarity", "PairwiseDistance", "NLLLoss2d"]
+
+
+class NLLLoss2d(NLLLoss):
+    """As torch.nn.NLLLoss2d: NLLLoss under its old name, which warns when made."""
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                 reduction="mean"):
+        warnings.warn("`NLLLoss2d` has been deprecated. Please use `NLLLoss` instead as a drop-in "
+                      "replacement and see https://pytorch.org/docs/main/nn.html#torch.nn.NLLLoss "
+                      "for more details.", FutureWarning, stacklevel=2)
+        super().__init__(weight, size_average, ignore_index, reduce, reduction)
 
 
 class L1Loss(_Loss):

@@ -110,7 +110,8 @@ class RNNCellBase(Module):
                                        f"hidden{k} batch size {h.size(0)}")
                 if h.dim() != 2 or h.size(1) != self.hidden_size:
                     raise RuntimeError(f"hidden{k} has inconsistent hidden_size: got "
-                                       f"{h.size(-1)}, expected {self.hidden_size}")
+                                       f"{h.size(min(1, h.dim() - 1))}, expected "
+                                       f"{self.hidden_size}")
         return input, hx, is_batched
 
     def _zeros(self, input):

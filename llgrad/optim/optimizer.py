@@ -13,6 +13,8 @@ from ..runtime.hypers import ParamGroup, hyper
 from ..runtime.creation import full
 from ..runtime.functions_settings import typename
 from ..runtime.tensor import Tensor
+from ._hooks import (OptimizerHooks, hooked_step, register_optimizer_step_post_hook,  # noqa: F401
+                     register_optimizer_step_pre_hook, run_hooks)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -93,7 +95,7 @@ def _for_loop_only(**flags):
                                       "single-tensor for-loop implementation exists)")
 
 
-class Optimizer:
+class Optimizer(OptimizerHooks):
     """Base class of the optimisers, as torch.optim.Optimizer: param_groups (dicts of
     hyper-parameters and 'params'), state (per parameter), state_dict() / load_state_dict()
     in PyTorch's layout, so optimiser state interchanges with PyTorch's. A step compiles
@@ -106,6 +108,12 @@ class Optimizer:
     subclass's step reads them with runtime.hypers.hyper): graph inputs, not guards, so a
     schedule does not re-trace the step (the groups are ParamGroup dicts for that)."""
     dynamic_hypers: tuple[str, ...] = ()
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        step = cls.__dict__.get("step")
+        if step is not None and not getattr(step, "_hooked", False):
+            cls.step = hooked_step(step)        # (the step hooks, as PyTorch's wrapper)
 
     def __init__(self, params: ParamsT, defaults: dict[str, object]) -> None:
         self.defaults = defaults
@@ -215,6 +223,7 @@ class Optimizer:
     def state_dict(self) -> dict[str, object]:
         """{'state': {index: {name: tensor}}, 'param_groups': [{..., 'params': [index]}]}.
         As in PyTorch, the state tensors are the optimizer's own (not copies)."""
+        run_hooks(self, "_optimizer_state_dict_pre_hooks")
         index = {}
         groups = []
         for group in self.param_groups:
@@ -224,12 +233,14 @@ class Optimizer:
             packed["params"] = [index[id(p)] for p in group["params"]]
             groups.append(packed)
         state = {index[id(k)] if isinstance(k, Tensor) else k: v for k, v in self.state.items()}
-        return {"state": state, "param_groups": groups}
+        return run_hooks(self, "_optimizer_state_dict_post_hooks",
+                         {"state": state, "param_groups": groups})
 
     def load_state_dict(self, state_dict: dict[str, object]) -> None:
         """Load state from state_dict() (of llgrad's or PyTorch's optimiser), casting
         state tensors to their parameters' dtype, as
         torch.optim.Optimizer.load_state_dict."""
+        state_dict = run_hooks(self, "_optimizer_load_state_dict_pre_hooks", state_dict.copy())
         groups = self.param_groups
         saved_groups = deepcopy(state_dict["param_groups"])
         if len(groups) != len(saved_groups):
@@ -264,3 +275,4 @@ class Optimizer:
             if "param_names" in group and "param_names" not in new:
                 new["param_names"] = group["param_names"]
         self.__setstate__({"state": state, "param_groups": saved_groups})
+        run_hooks(self, "_optimizer_load_state_dict_post_hooks")

@@ -18,6 +18,7 @@ from . import functions_settings, tensor_memory  # noqa: F401,E402  (global sett
 from . import tensor_storage_api  # noqa: F401,E402  (storage(), set_, apply_, FloatStorage)
 from . import tensor_small_names  # noqa: F401,E402  (as_strided_, dim_order, cond, ...)
 from . import tensor_legacy_names  # noqa: F401,E402  (removed and sparse-only methods)
+from . import bool_kernels  # noqa: F401,E402  (PyTorch's errors where it has no bool kernel)
 from .tensor import Size, Storage, Tensor  # noqa: F401
 from .numpy_scalars import wrap_operators
 from .tensor_args import wrap_tensor_args

@@ -1,11 +1,12 @@
 """Creation functions and the random generator (manual_seed resets it)."""
 from __future__ import annotations
+import math
 import warnings
 from collections.abc import Sequence
 
 import numpy as np
 
-from ..ir import OPS
+from ..ir import OPS, torch_random
 from . import dtypes, trace_state
 from .device import check as _check_device, device as _Device
 from .dispatch import call, scalar_type_name
@@ -15,58 +16,8 @@ from .creation_checks import int_arange, tensor_scalars
 from .shapes import creation_size
 from .tensor import Tensor
 
-DEFAULT_SEED = 67280421310721      # PyTorch's default seed
-
-
-class _Generator:
-    def __init__(self):
-        self.manual_seed(DEFAULT_SEED)
-
-    def manual_seed(self, seed):
-        _reseed_in_trace(self, "manual_seed()")
-        self._seed = int(seed)
-        self._rng = None
-        return self
-
-    # made on first use: importing numpy.random costs ~10 ms of `import llgrad`
-    @property
-    def rng(self):
-        if self._rng is None:
-            self._rng = np.random.Generator(np.random.PCG64(self._seed))
-        return self._rng
-
-    @rng.setter
-    def rng(self, value):
-        _reseed_in_trace(self, "set_rng_state()")
-        self._rng = value
-
-    def initial_seed(self):
-        _reseed_in_trace(self, "initial_seed()")
-        return self._seed
-
-
-def _reseed_in_trace(gen, what):
-    """A trace reads the default generator's state once, at its start (an input of the
-    graph): reseeding it or reading its state inside the traced function cannot be
-    replayed, so the call runs eagerly (graph break)."""
-    tracer = trace_state.state.tracer
-    if tracer is not None and gen is globals().get("default_generator"):
-        tracer.graph_break(f"{what} of the default random generator inside the compiled "
-                           "function")
-
-
-default_generator = _Generator()
-
-
-def manual_seed(seed: int) -> _Generator:
-    """Seed the default generator (returns it), as torch.manual_seed. llgrad's stream is
-    NumPy's PCG64: a seed gives the same numbers on every run, not PyTorch's numbers."""
-    return default_generator.manual_seed(seed)
-
-
-def initial_seed() -> int:
-    """The seed of the default generator, as torch.initial_seed."""
-    return default_generator.initial_seed()
+from .random_state import DEFAULT_SEED, _Generator, _reseed_in_trace  # noqa: F401
+from .random_state import default_generator, initial_seed, manual_seed  # noqa: F401
 
 
 def _requiring_grad(t):
@@ -89,9 +40,10 @@ def _is_tensor(x):
 
 def _infer_np(data, want=None):
     """data as an array; Python floats as the default dtype, or straight as `want` when that
-    is floating (tensor([0.1], dtype=float64) holds the double 0.1, not a float32's)."""
-    floating = (want if want is not None and want.is_floating_point
-                else dtypes.get_default_dtype()).np
+    is floating (tensor([0.1], dtype=float64) holds the double 0.1, not a float32's), as
+    doubles when it is not (tensor([1e16], dtype=int64) is 10**16, 1e-300 as a bool True)."""
+    floating = (want if want is not None and want.is_floating_point else dtypes.float64
+                if want is not None else dtypes.get_default_dtype()).np
     if isinstance(data, Tensor):
         return np.array(data._data)
     if isinstance(data, Sequence) and not isinstance(data, (list, tuple, str, bytes)):
@@ -315,25 +267,42 @@ def eye(n: int, m: int | None = None, dtype: dtypes.dtype | None = None,
 random_hook = None
 
 
-def _rng(generator):
+def _state(generator):
+    """The state array a draw advances (the default generator's, or `generator`'s)."""
     if random_hook is not None:
         random_hook()
-    return (generator or default_generator).rng
+    return (generator or default_generator).state
+
+
+def numpy_rng(generator=None):
+    """A NumPy generator for the draws with no PyTorch counterpart here (poisson, binomial),
+    seeded by one 64-bit draw of llgrad's generator: reproducible from manual_seed."""
+    s = torch_random.Stream(_state(generator))
+    seed = int(s.u64(1)[0])
+    s.close()
+    return np.random.default_rng(seed)
+
+
+def random_int64(generator=None):
+    """One `torch.empty((), dtype=torch.int64).random_()` draw: how PyTorch's samplers and
+    loaders seed what they make."""
+    return int(torch_random.random_full(_state(generator), 1, "int64")[0])
 
 
 def randn(*dims: int | tuple[int, ...], size=None, dtype: dtypes.dtype | None = None,
           generator: _Generator | None = None, device: str | _Device | None = None,
-          requires_grad: bool = False) -> Tensor:
-    """Standard normal samples, as torch.randn (NumPy's PCG64 stream, not PyTorch's
-    numbers). Traced, a draw of the default generator is an op: compiled calls give eager's
-    numbers."""
+          requires_grad: bool = False, _fill=True) -> Tensor:
+    """Standard normal samples, as torch.randn (PyTorch's numbers for a seed). Traced, a draw
+    of the default generator is an op: compiled calls give eager's numbers."""
     _check_device(device)
     d = _float_draw(dtype, "normal_kernel_cpu")
     shape = creation_size("randn", dims, size)
-    arr = _rng(generator).standard_normal(shape, dtype=np.float64).astype(d.np)
+    # _fill=False: ATen's per-element draws (its fill takes 16+ contiguous values)
+    arr = torch_random.normal(_state(generator), math.prod(shape), d.name, contiguous=_fill)
+    arr.shape = shape                   # (in place: the array keeps owning its memory)
     t = _finish(arr, None, requires_grad)
     if generator is None and trace_state.state.tracer is not None:
-        trace_state.state.tracer.random("rng_normal", t)
+        trace_state.state.tracer.random("rng_normal", t, **({} if _fill else {"fill": False}))
     return t
 
 
@@ -345,15 +314,28 @@ def _float_draw(dtype, kernel):
     return d
 
 
+def random_integers(shape, of, low=0, high=1, full=False, generator=None):
+    """Tensor.random_'s int64 draws for a tensor of dtype name `of` (torch_random.integers).
+    Traced, a draw of the default generator is an rng_integers op."""
+    arr = torch_random.integers(_state(generator), math.prod(shape), of, low, high, full)
+    arr.shape = tuple(shape)
+    t = _finish(arr, None, False)
+    if generator is None and trace_state.state.tracer is not None:
+        trace_state.state.tracer.random("rng_integers", t, of=of, low=int(low),
+                                        high=int(high), full=bool(full))
+    return t
+
+
 def rand(*dims: int | tuple[int, ...], size=None, dtype: dtypes.dtype | None = None,
          generator: _Generator | None = None, device: str | _Device | None = None,
          requires_grad: bool = False) -> Tensor:
-    """Uniform samples on [0, 1), as torch.rand (NumPy's PCG64 stream, not PyTorch's
-    numbers). Traced, a draw of the default generator is an op: compiled calls give eager's
-    numbers."""
+    """Uniform samples on [0, 1), as torch.rand (PyTorch's numbers for a seed). Traced, a
+    draw of the default generator is an op: compiled calls give eager's numbers."""
     _check_device(device)
     d = _float_draw(dtype, "check_uniform_bounds")
-    arr = _rng(generator).random(creation_size("rand", dims, size), dtype=np.float64).astype(d.np)
+    shape = creation_size("rand", dims, size)
+    arr = torch_random.uniform(_state(generator), math.prod(shape), d.name)
+    arr.shape = shape
     t = _finish(arr, None, requires_grad)
     if generator is None and trace_state.state.tracer is not None:
         trace_state.state.tracer.random("rng_uniform", t)
@@ -363,8 +345,8 @@ def rand(*dims: int | tuple[int, ...], size=None, dtype: dtypes.dtype | None = N
 def randint(low: int = 0, high: int | None = None, size: tuple[int, ...] = (),
             dtype: dtypes.dtype | None = None, generator: _Generator | None = None,
             device: str | _Device | None = None, requires_grad: bool = False) -> Tensor:
-    """Random integers in [low, high), as torch.randint (inside llgrad.compile the call runs
-    eagerly)."""
+    """Random integers in [low, high), as torch.randint (PyTorch's numbers for a seed;
+    inside llgrad.compile the call runs eagerly)."""
     _check_device(device)
     if trace_state.state.tracer is not None:
         trace_state.state.tracer.untraceable("randint")
@@ -372,18 +354,26 @@ def randint(low: int = 0, high: int | None = None, size: tuple[int, ...] = (),
         low, high = 0, low
     elif not isinstance(high, (int, np.integer)) and size == ():   # randint(high, size)
         low, high, size = 0, low, high
-    arr = _rng(generator).integers(low, high, size=tuple(size), dtype=np.int64)
-    return _finish(arr, dtype, requires_grad)
+    if int(low) >= int(high):
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} "
+                           f">= to={high}")
+    shape = tuple(size)
+    d = dtypes.to_dtype(dtype) if dtype is not None else dtypes.int64
+    arr = torch_random.randint(_state(generator), int(np.prod(shape)), low, high, d.name)
+    arr.shape = shape
+    return _finish(arr, d, requires_grad)
 
 
 def randperm(n: int, dtype: dtypes.dtype | None = None, generator: _Generator | None = None,
              device: str | _Device | None = None) -> Tensor:
-    """A random permutation of 0..n-1, as torch.randperm (inside llgrad.compile the call
-    runs eagerly)."""
+    """A random permutation of 0..n-1, as torch.randperm (PyTorch's numbers for a seed;
+    inside llgrad.compile the call runs eagerly)."""
     _check_device(device)
     if trace_state.state.tracer is not None:
         trace_state.state.tracer.untraceable("randperm")
-    return _finish(_rng(generator).permutation(n).astype(np.int64), dtype, False)
+    if n < 0:
+        raise RuntimeError(f"n must be non-negative, got{n}")
+    return _finish(torch_random.randperm(_state(generator), int(n)), dtype, False)
 
 
 def randn_like(t: Tensor, dtype: dtypes.dtype | None = None, requires_grad: bool = False,

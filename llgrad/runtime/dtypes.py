@@ -1,4 +1,6 @@
 """dtypes with PyTorch's names; PyTorch's type promotion on them (ir/promotion.py)."""
+import builtins
+
 import numpy as np
 
 from ..ir import promotion
@@ -140,3 +142,11 @@ def no_bool_kernel(operands, kernel):
 C_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half",
            "int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char",
            "uint8": "unsigned char", "bool": "bool"}
+
+
+def wrap_int(v, d):
+    """A Python int operand as PyTorch reads it next to a tensor of integer dtype d: cast
+    into d first, wrapping (uint8 tensor % -3 is % 253; int8 tensor // 300 is // 44)."""
+    if type(v) is not builtins.int and not isinstance(v, np.integer) or d._cat != 1:
+        return v
+    return builtins.int(np.array(builtins.int(v) & 0xFFFFFFFFFFFFFFFF, np.uint64).astype(d.np))

@@ -6,7 +6,7 @@ The common graph of a compiled function (one root node whose edges all end at le
 takes a short path (_run_single) that gives exactly what the general one would, without
 its reachability search, dependency counts and heap."""
 import heapq
-from operator import attrgetter
+import itertools
 
 import numpy as np
 
@@ -20,7 +20,10 @@ from .tensor import Tensor
 
 _grad_state = grad_mode.state
 _trace_state = trace_state.state
-_by_seq = attrgetter("_seq")
+# PyTorch's AccumulateGrad has the highest sequence number: a leaf's node runs (and its
+# tensor hooks) as soon as it is ready, before any other node, however old the leaf; of
+# leaves ready together, the first ready runs first
+_LEAF_FIRST = 1 << 62
 _new = Tensor._from_array
 _SUMMED = (dtypes.float32, dtypes.float64)     # (the run loop's NumPy sums)
 _GENERAL = object()         # _run_single's answer when the graph is not its kind
@@ -87,10 +90,10 @@ def _run_single(root, g, retain_graph, create_graph, inputs, accumulate, allow_u
     edges all end at leaves (AccumulateGrad) or nowhere, with every input a leaf; _GENERAL
     for any other graph (nothing has been done then). It does what the general loop does for
     such a graph, in the same order: the node runs (if some input is behind it) and is
-    released, then the leaves' nodes run newest first (the heap's order), each once with the
-    sum of its edges' gradients; with `inputs`, only the inputs' leaf nodes run, as in the
-    general loop. (Only to capture gradients, with no leaf hooks, that order cannot be seen,
-    and is not kept.)"""
+    released, then the leaves' nodes run in the order they become ready (the heap's), each
+    once with the sum of its edges' gradients; with `inputs`, only the inputs' leaf nodes
+    run, as in the general loop. (Only to capture gradients, with no leaf hooks, that order
+    cannot be seen, and is not kept.)"""
     e = gradient_edge(root)
     if e is None or g is None:
         return _GENERAL
@@ -161,7 +164,11 @@ def _run_single(root, g, retain_graph, create_graph, inputs, accumulate, allow_u
                         run = True
                         break
             if run:                     # in the general loop's order
-                order = sorted(done, key=_by_seq, reverse=True) if len(done) > 1 else done
+                if len(done) > 1:       # (each ready at its last edge)
+                    last = {child: i for i, (child, _) in enumerate(edges)}
+                    order = sorted(done, key=last.__getitem__)
+                else:
+                    order = done
                 for acc in order:
                     if tnodes is not None and acc not in tnodes:
                         continue        # not an input: its node does not run (no hooks)
@@ -223,7 +230,9 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
         buf = buffers.setdefault(node, [None] * node._nout)
         buf[nr] = _add(buf[nr], g)
     captured = [None] * (len(inputs) if inputs is not None else 0)
-    heap = [(-n._seq, n) for n in root_nodes if deps.get(n, 0) == 0]
+    ready = itertools.count(-_LEAF_FIRST)      # (the order leaves become ready in)
+    heap = [(next(ready) if type(n) is AccumulateGrad else -n._seq, n)
+            for n in root_nodes if deps.get(n, 0) == 0]
     heapq.heapify(heap)
 
     # while tracing: compile's own differentiation runs no hooks (the engine runs the
@@ -327,7 +336,8 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
                 d = deps[child] - 1
                 deps[child] = d
                 if d == 0:
-                    heappush(heap, (-child._seq, child))
+                    heappush(heap, (next(ready) if type(child) is AccumulateGrad
+                                    else -child._seq, child))
             outs = g = old = None   # (the buffers hold the gradients now: see accumulate)
     finally:
         state.grad_enabled = prev

@@ -5,11 +5,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import trace_state
+from . import dtypes, trace_state
 from ..ir import OPS
 from ..ir.optable import method_doc, on_declare
 from .creation import tensor as _tensor
+from .creation_checks import fill_value_fits
 from .dispatch import call
+from .numpy_scalars import python_number
 from .shapes import check_condition as _check_condition, norm_dim
 from .tensor import Size, Tensor
 
@@ -19,8 +21,30 @@ if TYPE_CHECKING:
 __all__ = []
 
 
+# the functions whose input PyTorch also takes as a Python number (torch.sub(1, x): its
+# argument parser's numbers-as-tensors list), read as a 0-dim tensor of the two's dtype
+_NUMBER_INPUT = frozenset(("add", "sub", "subtract", "mul", "multiply", "div", "divide",
+                           "true_divide", "floor_divide"))
+
+
+def _number_input(name, input, args, kwargs):
+    other = args[0] if args else kwargs.get("other")
+    if isinstance(input, Tensor):
+        return input
+    if name not in _NUMBER_INPUT or not isinstance(input, (bool, int, float, np.number,
+                                                           np.bool_)):
+        kind = type(input)      # (its C type's name: numpy.ndarray, list)
+        raise TypeError(f"{name}(): argument 'input' (position 1) must be Tensor, not "
+                        f"{'numpy.' * (kind.__module__ == 'numpy')}{kind.__name__}")
+    if not isinstance(other, Tensor):
+        return _tensor(input)
+    return _tensor(input, dtype=dtypes.result_type(input, other))
+
+
 def _method_fn(name, op=None):
     def fn(input, *args, **kwargs):
+        if type(input) is not Tensor:
+            input = _number_input(name, input, args, kwargs)
         return getattr(input, name)(*args, **kwargs)
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = method_doc(name, op, function=True)    # ("... as torch.<name>.")
@@ -118,14 +142,17 @@ def where(condition: Tensor, input: Tensor | float | None = None,
           other: Tensor | float | None = None) -> Tensor | tuple[Tensor, ...]:
     """Elements of input where condition holds, else of other, as torch.where;
     where(condition) alone gives the indices of its nonzero elements (inside llgrad.compile
-    that call runs eagerly: its shape depends on the values)."""
+    their count is a guard of the trace)."""
     if input is None and other is None:
-        if trace_state.state.tracer is not None:
-            trace_state.state.tracer.untraceable("where(condition) (a data-dependent shape)")
+        if trace_state.state.tracer is not None:    # (nonzero's count a guard of the trace)
+            return condition.nonzero(as_tuple=True)
         return tuple(Tensor._from_array(a.astype(np.int64)) for a in np.nonzero(condition._data))
     _check_condition(condition)
+    for v in (input, other):    # (a Python int checked against an integer result's range)
+        if type(v) is int:
+            fill_value_fits(v, dtypes.result_type(input, other))
     if not isinstance(input, Tensor) and not isinstance(other, Tensor):
-        input = _tensor(input)
+        input = _tensor(python_number(input))   # (a weak scalar, np.float64 too: float32)
     return call(OPS["where"], (condition, input, other), {})
 
 

@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 
 from . import trace_state
-from .creation import _rng, linspace
+from .creation import linspace, numpy_rng
 from .dispatch import scalar_type_name as tname
 from .functions import cat, export
 from .linalg import matrix_norm, vector_norm
@@ -224,15 +224,15 @@ def gradient(input, *, spacing=1, dim=None, edge_order=1):
 
 
 def poisson(input, generator=None):
-    """As torch.poisson: a draw from Poisson(rate) per element (from llgrad's generator, not
-    PyTorch's stream); its gradient is zero."""
+    """As torch.poisson: a draw from Poisson(rate) per element (NumPy's sampler, seeded from
+    llgrad's generator: not PyTorch's numbers); its gradient is zero."""
     if not input._dtype.is_floating_point:
         raise NotImplementedError(f"\"poisson_cpu\" not implemented for '{tname(input._dtype)}'")
     rates = np.asarray(input._data, np.float64)
     if (rates < 0).any():
         raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
     _untraceable("poisson (a draw compiled code would not replay)")
-    draw = _rng(generator).poisson(np.where(np.isfinite(rates), rates, 0)).astype(np.float64)
+    draw = numpy_rng(generator).poisson(np.where(np.isfinite(rates), rates, 0)).astype(np.float64)
     draw = np.where(np.isfinite(rates), draw, np.iinfo(np.int64).min)
     out = Tensor._from_array(draw.astype(input._dtype.np))
     if input.requires_grad:
@@ -255,7 +255,7 @@ def binomial(count, prob, generator=None):
     _untraceable("binomial (a draw compiled code would not replay)")
     n, p = np.broadcast_arrays(np.asarray(count._data, np.float64),
                                np.asarray(prob._data, np.float64))
-    draw = _rng(generator).binomial(np.maximum(n, 0).astype(np.int64), np.clip(p, 0, 1))
+    draw = numpy_rng(generator).binomial(np.maximum(n, 0).astype(np.int64), np.clip(p, 0, 1))
     out = Tensor._from_array(draw.astype(count._dtype.np))
     if count.requires_grad or prob.requires_grad:
         out = no_derivative(out + (count * 0 + prob * 0), "binomial")

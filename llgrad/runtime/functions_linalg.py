@@ -106,6 +106,7 @@ def trace(input):
     if input._data.ndim != 2:
         raise RuntimeError(f"trace: expected a matrix, but got tensor with dim "
                            f"{input._data.ndim}")
+    dtypes.no_bool_kernel((input,), "trace")
     return input.diagonal().sum()
 
 

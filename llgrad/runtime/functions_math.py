@@ -39,10 +39,11 @@ def float_type(*operands):
 
 
 def as_type(x, dt):
-    """A tensor or Python number as a tensor of dtype dt."""
+    """A tensor or Python number as a tensor of dtype dt (an int wrapped into it, as PyTorch
+    reads a Python int next to an integer tensor: uint8 // 300 is // 44)."""
     if isinstance(x, Tensor):
         return x if x._dtype is dt else x.to(dt)
-    return _tensor(x, dtype=dt)
+    return _tensor(dtypes.wrap_int(x, dt), dtype=dt)
 
 
 def _in_double(x, fn):
@@ -200,6 +201,7 @@ def fmod(input, other):
     float64 remainder can be off where the quotient rounds to an integer)."""
     dtypes.no_bool_kernel((input, other), "fmod_cpu")
     rt = dtypes.result_type(input, other)
+    other = dtypes.wrap_int(other, rt)      # (as as_type does input)
     if not rt.is_floating_point:
         a = as_type(input, rt)
         return a - a.div(other, rounding_mode="trunc") * other
@@ -220,7 +222,7 @@ def remainder(input, other):
     """As torch.remainder: the remainder of input / other with other's sign (Python's %)."""
     dtypes.no_bool_kernel((input, other), "remainder_cpu")
     rt = dtypes.result_type(input, other)
-    a = as_type(input, rt)
+    a, other = as_type(input, rt), dtypes.wrap_int(other, rt)
     r = fmod(a, other)
     b_neg = (other < 0) if isinstance(other, Tensor) else bool(other < 0)
     fix = (r != 0) & ((r < 0) != b_neg)
@@ -234,12 +236,9 @@ def floor_divide(input, other):
     return no_derivative(input.div(other, rounding_mode="floor"), "floor_divide")
 
 
-def _floor_divide_(self, other):
+def floor_divide_(self, other):
+    """In-place floor_divide, as torch.Tensor.floor_divide_."""
     return no_derivative(self.div_(other, rounding_mode="floor"), "floor_divide_")
-
-
-_floor_divide_.__name__ = "floor_divide_"
-_floor_divide_.__doc__ = "In-place floor_divide, as torch.Tensor.floor_divide_."
 
 
 def rsub(input, other, alpha=1):
@@ -315,8 +314,9 @@ def copysign(input, other):
     sign bit is not read: a nan counts as positive)."""
     rt = float_type(input, other)
     mag = as_type(input, rt).abs()
-    if isinstance(other, Tensor):
-        return where(signbit(other), -mag, mag)
+    if isinstance(other, Tensor):   # (other's gradient is zeros, as PyTorch's, not None)
+        r = where(signbit(other), -mag, mag)
+        return r - other.masked_fill(other.isnan() | True, 0) if other.requires_grad else r
     return -mag if math.copysign(1.0, other) < 0 else mag
 
 
@@ -334,8 +334,10 @@ def xlogy(input, other):
 
 @torch_node("SincBackward0")
 def sinc(input):
-    """As torch.sinc: sin(pi x) / (pi x), 1 at 0."""
+    """As torch.sinc: sin(pi x) / (pi x), 1 at 0 (float16 in float32, as PyTorch)."""
     x = floating(input)
+    if x._dtype is dtypes.float16:
+        return sinc(x.float()).half()
     zero = x == 0
     px = x.masked_fill(zero, 1) * math.pi
     return (px.sin() / px).masked_fill(zero, 1)
@@ -364,8 +366,10 @@ def fmin(input, other):
 
 @torch_node("LdexpBackward0")
 def ldexp(input, other):
-    """As torch.ldexp: input * 2 ** other."""
-    return input * (2.0 ** floating(other) if isinstance(other, Tensor) else 2.0 ** other)
+    """As torch.ldexp: input * 2 ** other, in the two's promoted (floating) dtype."""
+    dtypes.no_bool_kernel((other,), "ldexp_cpu_exp")
+    rt = float_type(input, other)
+    return as_type(input, rt) * 2.0 ** as_type(other, rt)
 
 
 for _f, _aliases, _inp in (
@@ -379,18 +383,12 @@ for _f, _aliases, _inp in (
         (ldexp, (), "ldexp_")):
     attach(_f, *_aliases, inplace_name=_inp)
 Tensor.float_power_ = _float_power_
-Tensor.floor_divide_ = Tensor.__ifloordiv__ = _floor_divide_
-Tensor.__imod__ = Tensor.remainder_
+Tensor.floor_divide_ = Tensor.__ifloordiv__ = floor_divide_
+Tensor.__mod__, Tensor.__imod__ = remainder, Tensor.remainder_
 export(rsub)
 Tensor.square_ = make_inplace(lambda self: self.square(), "square_")
 
 
-def fill(input, value):
-    """As torch.fill: a new tensor of input's shape and dtype filled with value."""
-    return input.clone().fill_(value)
-
-
-export(fill)
 # PyTorch's torch.<name>_ functions of in-place methods (these and older ones)
 for _n in ("log2_", "log10_", "exp2_", "logit_", "rad2deg_", "deg2rad_", "nan_to_num_",
            "xlogy_", "sinc_", "ldexp_", "abs_", "ceil_", "cos_", "erf_", "exp_", "expm1_",

@@ -26,6 +26,7 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
     """As torch.searchsorted: for each value, the index of the first element of the sorted
     last dim of sorted_sequence that is >= it (> it with right=True or side='right'); nan
     goes last. Counts by comparing every pair (len(values) * len(sequence) memory)."""
+    dtypes.no_bool_kernel((sorted_sequence,), "searchsorted_out_cpu")
     if side is not None:
         if side not in ("left", "right"):
             raise RuntimeError(f"torch.searchsorted(): side can only be 'left' or 'right' but "
@@ -276,3 +277,11 @@ def pow(input, exponent):
 
 
 export(pow)
+
+
+def fill(input, value):
+    """As torch.fill: a new tensor of input's shape and dtype filled with value."""
+    return input.clone().fill_(value)
+
+
+export(fill)

@@ -290,10 +290,13 @@ def mode(input, dim=-1, keepdim=False):
     xt = input.transpose(d, -1)
     key = xt.to(dtypes.uint8) if input._dtype is dtypes.bool_ else xt
     counts = (key.unsqueeze(-1) == key.unsqueeze(-2)).sum(-1)
-    best = counts == counts.amax(-1, keepdim=True)
+    most = counts.amax(-1, keepdim=True)
+    best = counts == most
     big = math.inf if key._dtype.is_floating_point else iinfo(key._dtype).max
     v = key.masked_fill(~best, big).amin(-1, keepdim=True)
     pos = where(key == v, arange(n), -1).amax(-1, keepdim=True)
+    # (PyTorch's sort leaves a leading nan first: with no value repeated, it is the mode)
+    pos = where((key.narrow(-1, 0, 1) != key.narrow(-1, 0, 1)) & (most <= 1), 0, pos)
     values, indices = xt.gather(-1, pos).transpose(d, -1), pos.transpose(d, -1)
     if not keepdim:
         values, indices = values.squeeze(d), indices.squeeze(d)

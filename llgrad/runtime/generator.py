@@ -1,44 +1,38 @@
 """llgrad.Generator: PyTorch's torch.Generator for the CPU (a seeded source of random
 numbers for the `generator=` arguments of randn, rand, randint, randperm, DataLoader,
-RandomSampler and random_split). Its stream is NumPy's PCG64, not PyTorch's Mersenne
-Twister: a seed gives the same numbers on every run, not the numbers PyTorch gives."""
+RandomSampler and random_split). Its stream is PyTorch's Mersenne Twister
+(ir/torch_random.py): a seed gives PyTorch's numbers."""
 from __future__ import annotations
 import numpy as np
 
+from ..ir import torch_random
 from .creation import _Generator, _reseed_in_trace, default_generator, tensor
 from .device import CPU, check
 from .tensor import Tensor
 
 __all__ = ["Generator", "get_rng_state", "set_rng_state", "seed"]
 
+_STATE_BYTES = torch_random.WORDS * 8
+
 
 def _get_state(gen):
-    """The generator's state as a uint8 tensor (seed, then PCG64's state, increment and
-    buffered 32-bit draw)."""
+    """The generator's state as a uint8 tensor (the twister's words, its position, the
+    cached normal value and the seed)."""
     _reseed_in_trace(gen, "get_rng_state()")
-    st = gen.rng.bit_generator.state
-    s = st["state"]
-    words = (gen._seed & (2**64 - 1), s["state"], s["inc"], st["has_uint32"], st["uinteger"])
-    raw = b"".join(int(w).to_bytes(n, "little") for w, n in zip(words, (8, 16, 16, 1, 4)))
-    return tensor(np.frombuffer(raw, dtype=np.uint8).copy())
+    return tensor(gen.state.view(np.uint8).copy())
 
 
 def _set_state(gen, new_state):
     if not isinstance(new_state, Tensor) or new_state.dtype.name != "uint8":
         raise TypeError("expected a torch.ByteTensor-like state (an llgrad uint8 tensor), "
                         f"but got {type(new_state).__name__}")
-    raw = bytes(new_state.detach().numpy().tobytes())
-    if len(raw) != 45:
-        raise RuntimeError(f"Expected a state of 45 bytes (llgrad's PCG64 generator), got "
-                           f"{len(raw)}")
-    seed = int.from_bytes(raw[0:8], "little")
-    bitgen = np.random.PCG64()
-    bitgen.state = {"bit_generator": "PCG64",
-                    "state": {"state": int.from_bytes(raw[8:24], "little"),
-                              "inc": int.from_bytes(raw[24:40], "little")},
-                    "has_uint32": raw[40], "uinteger": int.from_bytes(raw[41:45], "little")}
-    gen._seed = seed
-    gen.rng = np.random.Generator(bitgen)
+    raw = np.ascontiguousarray(new_state.detach().numpy()).reshape(-1)
+    if raw.size != _STATE_BYTES:
+        raise RuntimeError(f"Expected a state of {_STATE_BYTES} bytes (llgrad's generator), "
+                           f"got {raw.size}")
+    state = raw.view(np.int64).copy()
+    gen.state = state
+    gen._seed = int(state[torch_random.SEED]) % 2 ** 64
     return gen
 
 
@@ -56,8 +50,8 @@ class Generator(_Generator):
         return CPU
 
     def get_state(self):
-        """The generator's state as a uint8 tensor (45 bytes: llgrad's PCG64 state, not
-        PyTorch's), as torch.Generator.get_state."""
+        """The generator's state as a uint8 tensor, as torch.Generator.get_state (llgrad's
+        layout: PyTorch's twister words, not its byte format)."""
         return _get_state(self)
 
     def set_state(self, new_state):

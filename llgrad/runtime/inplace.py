@@ -116,13 +116,7 @@ def call_inplace(op, t, inputs, attrs, _timed=False, _dual=False):
     except ValueError as e:
         if "read-only" not in str(e):
             raise
-        if geometry_overlaps(t._data.shape, t.stride()):   # (an expanded view: PyTorch's)
-            raise RuntimeError("unsupported operation: more than one element of the written-to "
-                               "tensor refers to a single memory location. Please clone() the "
-                               "tensor before performing the operation.") from None
-        raise RuntimeError(f"{op.name}_: the tensor's memory is read-only (a read-only NumPy "
-                           "array or memmap under from_numpy): clone() it, or make the array "
-                           "writeable, before writing into it") from None
+        _write_read_only_view(op, t, inputs, out, recording)
     t._storage.version += 1
     t._storage.write_loc = user_position()     # (shown by saved_tensor.where_str)
     if tracer is not None:
@@ -145,6 +139,28 @@ def call_inplace(op, t, inputs, attrs, _timed=False, _dual=False):
     if retained is not None:
         _move_retention(t, *retained)
     return t
+
+
+def _write_read_only_view(op, t, inputs, out, recording):
+    """Write out into t, a view NumPy holds read-only: one of an expanded tensor (its own
+    memory: written through a writeable view of it, as PyTorch writes where no two elements
+    share memory, or all get one value: fill_, zero_), or of a read-only array (an error)."""
+    base = t._storage.base
+    overlaps = geometry_overlaps(t._data.shape, t.stride())
+    # (PyTorch's zero_ writes through copy_ when autograd records it: then an error)
+    one_value = op.name == "zero" and not recording or op.name == "fill" and \
+        not _is_tensor(inputs[1])
+    if base.flags.writeable and (not overlaps or one_value):
+        offset = t._data.__array_interface__["data"][0] - t._storage.data_ptr()
+        np.ndarray(t._data.shape, t._data.dtype, base, offset, t._data.strides)[...] = out
+        return
+    if overlaps:
+        raise RuntimeError("unsupported operation: more than one element of the written-to "
+                           "tensor refers to a single memory location. Please clone() the "
+                           "tensor before performing the operation.") from None
+    raise RuntimeError(f"{op.name}_: the tensor's memory is read-only (a read-only NumPy "
+                       "array or memmap under from_numpy): clone() it, or make the array "
+                       "writeable, before writing into it") from None
 
 
 def _saved_before_write(node, t):

@@ -41,10 +41,16 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
         x = x.to(d)
     dims = _dims(x, dim)
     ord = float(ord)
-    if math.isinf(ord) and x._data.size == 0 and (
-            dims is None or any(x._data.shape[d] == 0 for d in dims)):
-        raise RuntimeError("linalg.vector_norm cannot compute the inf norm on an empty tensor "
-                           "because the operation does not have an identity")
+    if math.isinf(ord) and x._data.size == 0:
+        name = "inf" if ord > 0 else "-inf"
+        if dims is None:
+            raise RuntimeError(f"linalg.vector_norm cannot compute the {name} norm on an empty "
+                               "tensor because the operation does not have an identity")
+        for d in [dim] if isinstance(dim, int) else dim:    # (as given; PyTorch's words)
+            if x._data.shape[d] == 0:
+                raise RuntimeError(f"linalg.vector_norm cannot compute the {name} norm on the "
+                                   f"dimension {d}because this dimension is empty and the "
+                                   "operation does not have an identity")
     return call(OPS["linalg_vector_norm"], (x,), {"ord": ord, "dim": dims,
                                                    "keepdim": bool(keepdim)})
 

@@ -6,12 +6,14 @@ from ..ir import OPS
 from ..ir.optable import method_doc, on_declare
 from . import dtypes
 from .creation import copy_construct_warning, copy_of, full_op, tensor
+from .creation_checks import fill_value_fits
 from .device import check as check_device
 from .dispatch import call, scalar_type_name
 from .inplace import call_inplace
 from .methods_clamp import clamp, clamp_, clamp_max, clamp_max_, clamp_min, clamp_min_
 from .methods_div import div, div_
-from .node_names import no_derivative, rename
+from .node_names import no_derivative
+from .numpy_scalars import python_number
 from .shapes import broadcast_shapes, check_condition, unpack_shape
 from .tensor import Tensor
 
@@ -83,6 +85,11 @@ def _alpha(self, other, alpha):
             raise RuntimeError(f"a Tensor with {alpha._data.size} elements cannot be "
                                "converted to Scalar")
         return call(_MUL, (other, alpha.detach().reshape(())), {}), 1
+    if type(alpha) is int:      # (PyTorch: alpha checked, a number other wrapped, into ints)
+        rt = dtypes.result_type(self, other)
+        alpha = dtypes.wrap_int(fill_value_fits(alpha, rt), rt)
+        if type(other) is int:
+            return dtypes.wrap_int(other * alpha, rt), 1
     return other, alpha
 
 
@@ -138,6 +145,8 @@ def _check_int_pow(self, exponent):
     if type(exponent) is int and exponent < 0 and not self._dtype.is_floating_point \
             and not getattr(self._dtype, "is_complex", False):
         raise RuntimeError("Integers to negative integer powers are not allowed.")
+    if type(exponent) is int and self._dtype._cat == 1:
+        fill_value_fits(exponent, self._dtype)      # (uint8 ** 300: PyTorch's overflow error)
 
 
 def _bool_pow(self, exponent):
@@ -182,16 +191,12 @@ def _mod_operand(self, other):
     return self if self._dtype is rt or rt is None else self.to(rt)
 
 
-_def("__mod__", lambda self, other: rename((lambda a: a - div(a, other, "floor") * other)(
-    _mod_operand(self, other)), "RemainderBackward1" if isinstance(other, Tensor)
-    else "RemainderBackward0", (self,)))
-
-
 def _scalar_operand(self, other):
     """A Python scalar on the left of a tensor, as a 0-d tensor of the promoted dtype."""
     if isinstance(other, Tensor):
         return other
-    return tensor(other, dtype=dtypes.result_type(self, other))
+    rt = dtypes.result_type(self, other)
+    return tensor(dtypes.wrap_int(other, rt), dtype=rt)     # (300 // uint8: 44 // it)
 
 
 _def("__rfloordiv__", lambda self, other: no_derivative(
@@ -240,16 +245,21 @@ def _addc(op):
                                "tensor2) for float inputs. The future addcdiv behavior is just "
                                "the latter implementation: (input + value * tensor1 / tensor2), "
                                "for all dtypes.")
-        if integral and isinstance(value, float):
-            raise RuntimeError("For integral input tensors, argument value must not be a "
-                               "floating point number.")
+        if dtypes.result_type(*ts) is dtypes.bool_:
+            raise NotImplementedError(f"\"{op}_cpu_out\" not implemented for 'Bool'")
+        # (PyTorch reads value in the result's dtype: a float one truncated for integers)
+        value = python_number(value)
+        if integral:
+            rt = dtypes.result_type(*ts)
+            value = dtypes.wrap_int(int(fill_value_fits(value, rt)), rt)
+        return value
 
     def method(self, tensor1, tensor2, *, value=1):
-        check(self, tensor1, tensor2, value)
+        value = check(self, tensor1, tensor2, value)
         return call(OPS[op], (self, tensor1, tensor2), {"value": value})
 
     def inplace(self, tensor1, tensor2, *, value=1):
-        check(self, tensor1, tensor2, value)
+        value = check(self, tensor1, tensor2, value)
         return call_inplace(OPS[op], self, (self, tensor1, tensor2), {"value": value})
     return method, inplace
 
@@ -339,6 +349,7 @@ def fill_(self, value):
     if isinstance(value, Tensor) and value._data.ndim:
         raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
                            f"{value._data.ndim} dimensions.")
+    value = fill_value_fits(python_number(value), self._dtype)      # (-1 into uint8: 255)
     return call_inplace(OPS["fill"], self, (self, value), {})
 
 
@@ -371,7 +382,8 @@ _def("new_zeros", _new(0))
 _def("new_ones", _new(1))
 _def("new_empty", _new(0))
 _def("new_full", lambda self, size, fill_value, dtype=None, requires_grad=False:
-     full_op(tuple(size), fill_value, dtype or self._dtype).requires_grad_(requires_grad))
+     full_op(tuple(size), fill_value_fits(python_number(fill_value), dtype or self._dtype),
+             dtype or self._dtype).requires_grad_(requires_grad))
 def _new_tensor(self, data, dtype=None, requires_grad=False):
     if isinstance(data, Tensor):
         copy_construct_warning("tensor.new_tensor(sourceTensor)")

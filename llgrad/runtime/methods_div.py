@@ -1,6 +1,8 @@
 """Tensor.div / div_ with PyTorch's rounding modes: one div_mode node on floats, exact
 integer division (ir/ops_bitwise.py div_int) on integers, PyTorch's errors for a zero
 integer divisor, bools, and an in-place result its tensor cannot hold."""
+import numpy as np
+
 from ..ir import OPS
 from . import dtypes
 from .dispatch import call
@@ -24,9 +26,17 @@ def _integer_operands(self, other, rounding_mode):
         return False
     if rt is dtypes.bool_:
         raise NotImplementedError(f"\"div_{rounding_mode}_cpu\" not implemented for 'Bool'")
-    if bool((other == 0).any()) if isinstance(other, Tensor) else other == 0:
+    # (raised by PyTorch's kernel on a zero it divides by: none in an empty result; a
+    # Python int is wrapped into the dtype first, so uint8 // 256 divides by zero)
+    zero = (other == 0).any() if isinstance(other, Tensor) else dtypes.wrap_int(other, rt) == 0
+    if zero and _numel(self, other):
         raise RuntimeError("ZeroDivisionError")     # (PyTorch's words)
     return True
+
+
+def _numel(self, other):
+    shapes = [x._data.shape for x in (self, other) if isinstance(x, Tensor)]
+    return int(np.prod(np.broadcast_shapes(*shapes)))
 
 
 def div(self, other, rounding_mode=NO_MODE):

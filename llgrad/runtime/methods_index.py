@@ -6,6 +6,8 @@ from .dispatch import call, scalar_type_name
 from .inplace import call_inplace
 from .methods_reduce import _def
 from .methods_sort import _check_index
+from .creation_checks import fill_value_fits
+from .numpy_scalars import python_number
 from .shapes import check_index_bounds, norm_dim
 from .tensor import Tensor
 
@@ -97,22 +99,23 @@ def index_add_(self, dim, index, source, alpha=1):
     return call_inplace(OPS["index_add"], self, (self, index, source), {"dim": d, "alpha": alpha})
 
 
-def _masked_fill_args(mask, value):
+def _masked_fill_args(self, mask, value):
     if mask._dtype._cat != 0:
         raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
                            f"{dtypes.C_NAMES[mask._dtype.name]}")
     if isinstance(value, Tensor) and value._data.ndim:
         raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got "
                            f"tensor with {value._data.ndim} dimension(s).")
+    return fill_value_fits(python_number(value), self._dtype)      # (-1 into uint8: 255)
 
 
 def masked_fill(self, mask, value):
-    _masked_fill_args(mask, value)
+    value = _masked_fill_args(self, mask, value)
     return call(OPS["masked_fill"], (self, mask, value), {})
 
 
 def masked_fill_(self, mask, value):
-    _masked_fill_args(mask, value)
+    value = _masked_fill_args(self, mask, value)
     return call_inplace(OPS["masked_fill"], self, (self, mask, value), {})
 
 

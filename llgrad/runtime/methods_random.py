@@ -10,7 +10,8 @@ sampling step stays native. Value checks (negative probabilities, ...) read the 
 through Tensor.__bool__, which a trace records as value guards."""
 from ..ir import OPS
 from ..ir.optable import method_doc
-from .creation import rand, randn
+from . import dtypes
+from .creation import rand, randn, tensor
 from .dispatch import call
 from .inplace import call_inplace
 from .dispatch import scalar_type_name as tname
@@ -29,28 +30,36 @@ def _float_only(self, kernel):
         raise NotImplementedError(f'"{kernel}" not implemented for \'{tname(self._dtype)}\'')
 
 
-def _draw_dtype(self):
-    return self._dtype if self._dtype.is_floating_point else None
+def _in_memory_order(self, draw):
+    """draw(shape) -> the draws for self's elements: ATen's serial kernels fill a tensor in
+    its memory order (TensorIterator's, strides descending), not its logical one."""
+    if self.is_contiguous():
+        return draw(self._data.shape)
+    order = sorted(range(self._data.ndim), key=lambda d: -abs(self._data.strides[d]))
+    drawn = draw(tuple(self._data.shape[d] for d in order))
+    return drawn.permute(*[order.index(d) for d in range(len(order))])
 
 
 def uniform_(self, a=0, b=1, *, generator=None):
-    """Fill with U(a, b) samples in place, as torch.Tensor.uniform_. Drawn from llgrad's
-    generator (NumPy's PCG64, or `generator`), not PyTorch's stream."""
+    """Fill with U(a, b) samples in place, as torch.Tensor.uniform_.
+    PyTorch's numbers for a seed."""
     _float_only(self, "check_uniform_bounds")
     if a > b:
         raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={a} "
                            f"> to={b}")
-    u = rand(self._data.shape, dtype=self._dtype, generator=generator)
+    u = _in_memory_order(self, lambda s: rand(s, dtype=self._dtype, generator=generator))
     return call_inplace(OPS["uniform"], self, (self, u), {"low": float(a), "high": float(b)})
 
 
 def normal_(self, mean=0, std=1, *, generator=None):
-    """Fill with N(mean, std^2) samples in place, as torch.Tensor.normal_. Drawn from
-    llgrad's generator (NumPy's PCG64, or `generator`), not PyTorch's stream."""
+    """Fill with N(mean, std^2) samples in place, as torch.Tensor.normal_.
+    PyTorch's numbers for a seed."""
     _float_only(self, "normal_kernel_cpu")
     if std < 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
-    n = randn(self._data.shape, dtype=self._dtype, generator=generator)
+    n = randn(self._data.shape, dtype=self._dtype, generator=generator) \
+        if self.is_contiguous() else _in_memory_order(      # (ATen's per-element draws)
+            self, lambda s: randn(s, dtype=self._dtype, generator=generator, _fill=False))
     return call_inplace(OPS["normal"], self, (self, n), {"mean": float(mean), "std": float(std)})
 
 
@@ -60,8 +69,8 @@ def _check_probabilities(p, what):
 
 
 def bernoulli_(self, p=0.5, *, generator=None):
-    """Fill with Bernoulli(p) draws in place, as torch.Tensor.bernoulli_. Drawn from
-    llgrad's generator (NumPy's PCG64, or `generator`), not PyTorch's stream."""
+    """Fill with Bernoulli(p) draws in place, as torch.Tensor.bernoulli_.
+    PyTorch's numbers for a seed."""
     if isinstance(p, Tensor):
         _float_only(p, "bernoulli_tensor_cpu_p_")
         _check_probabilities(p, "Expected p_in >= 0 && p_in <= 1 to be true, but got false.  "
@@ -72,8 +81,8 @@ def bernoulli_(self, p=0.5, *, generator=None):
         if not 0 <= p <= 1:
             raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p}")
         p = float(p)
-        draw = _draw_dtype(self)
-    u = rand(self._data.shape, dtype=draw, generator=generator)
+        draw = dtypes.float64           # (ATen draws a double per element for a number p)
+    u = _in_memory_order(self, lambda s: rand(s, dtype=draw, generator=generator))
     return call_inplace(OPS["bernoulli_p"], self, (self, p, u), {})
 
 
@@ -91,8 +100,8 @@ def bernoulli(self, p=None, *, generator=None):
 
 def multinomial(self, num_samples, replacement=False, *, generator=None):
     """Indices sampled from each row's probabilities, as torch.Tensor.multinomial (without
-    replacement: the top num_samples of p / E, E ~ Exp(1), PyTorch's CPU method). Drawn from
-    llgrad's generator (NumPy's PCG64, or `generator`), not PyTorch's stream."""
+    replacement: the top num_samples of p / E, E ~ Exp(1), PyTorch's CPU method).
+    PyTorch's numbers for a seed."""
     nd = self._data.ndim
     if nd not in (1, 2):
         raise RuntimeError("prob_dist must be 1 or 2 dim")
@@ -112,13 +121,20 @@ def multinomial(self, num_samples, replacement=False, *, generator=None):
     if bool((total <= 0).any()):
         raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
     batch = self._data.shape[:-1]
-    if replacement:
-        cdf = (p / total).cumsum(-1)
-        u = rand(batch + (num_samples, 1), dtype=self._dtype, generator=generator)
-        picked = (u >= cdf.unsqueeze(-2)).sum(-1)
-        return picked.clamp_max(n - 1)
-    e = -(1 - rand(self._data.shape, dtype=self._dtype, generator=generator)).log()
-    return (p / e).topk(num_samples, -1).indices
+    if replacement and num_samples > 1:
+        # ATen's loop: a double uniform per sample, row by row, counted against the running
+        # sums divided by the total, the last set to 1
+        cdf = p.cumsum(-1)
+        cdf = (cdf / cdf[..., -1:]).index_fill(-1, _last(n), 1.0)
+        u = rand(batch + (num_samples, 1), dtype=dtypes.float64, generator=generator)
+        return (cdf.unsqueeze(-2) < u).sum(-1)
+    # ATen's fast path (without replacement, or one sample): the top of p / q, q ~ Exp(1)
+    q = self.new_empty(self._data.shape).exponential_(1, generator=generator)
+    return (p / q).topk(num_samples, -1).indices
+
+
+def _last(n):
+    return tensor([n - 1])
 
 
 for _n, _f in (("uniform_", uniform_), ("normal_", normal_), ("bernoulli_", bernoulli_),

@@ -1,20 +1,21 @@
 """More random fills and samplers, as PyTorch's: Tensor.random_ / exponential_ / geometric_ /
-log_normal_ / cauchy_, torch.normal (every overload) and randint_like. Every draw comes from
-llgrad's generator (or `generator`) through rand/randn, as uniform_ and normal_ draw
-(methods_random.py): traced, a draw is an rng op, so compiled code gives eager's numbers;
-the ops of llgrad/ir/ops_fill_more.py map the draws, with PyTorch's backward nodes."""
+log_normal_ / cauchy_, torch.normal (every overload) and randint_like. The continuous ones
+draw through rand/randn, as uniform_ and normal_ draw (methods_random.py): traced, a draw is
+an rng op, so compiled code gives eager's numbers; the ops of llgrad/ir/ops_fill_more.py
+map the draws, with PyTorch's backward nodes; random_ maps PyTorch's integers (raw draws
+mod the range: the rng_integers op)."""
 import warnings
 
 import numpy as np
 
 from ..ir import OPS
 from . import dtypes
-from .creation import empty, empty_like, rand, randn
+from .creation import empty, empty_like, rand, randn, random_integers
 from .dispatch import call
 from .dispatch import scalar_type_name as tname
 from .functions import export
 from .inplace import call_inplace
-from .methods_random import _def
+from .methods_random import _def, _in_memory_order
 from .shapes import broadcast_shapes, unpack_shape
 from .tensor import Tensor
 
@@ -63,6 +64,8 @@ def random_(self, *args, generator=None, **kwargs):
         raise TypeError(f"random_() takes at most 2 positional arguments ({len(args)} given)")
     if high is None:
         form = "default" if low is None else "from"
+        if low is not None:
+            _check_bounds(self._dtype, low, low + 1)
         lo, hi = _default_range(self._dtype)
         low = lo if low is None else low
         high = hi
@@ -73,7 +76,9 @@ def random_(self, *args, generator=None, **kwargs):
             raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got "
                                f"from={low} >= to={high}")
         _check_bounds(self._dtype, low, high)
-    return call_inplace(OPS["random_"], self, (self, _draws(self, generator)),
+    drawn = _in_memory_order(self, lambda s: random_integers(
+        s, self._dtype.name, low, high, form == "default", generator))
+    return call_inplace(OPS["random_"], self, (self, drawn),
                         {"low": int(low), "high": int(high), "form": form})
 
 
@@ -123,7 +128,7 @@ def log_normal_(self, mean=1.0, std=2.0, *, generator=None):
         raise NotImplementedError(f"\"log_normal_cpu\" not implemented for '{tname(self._dtype)}'")
     if not std > 0:
         raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={_num(std)}")
-    n = randn(self._data.shape, dtype=dtypes.float64, generator=generator)
+    n = randn(self._data.shape, dtype=dtypes.float64, generator=generator, _fill=False)
     return call_inplace(OPS["log_normal"], self, (self, n),
                         {"mean": float(mean), "std": float(std)})
 

@@ -76,7 +76,8 @@ def prod(self, dim=None, keepdim=False, dtype=None):
     return _as(t._op("prod", dim=_rdims(self, dim), keepdim=keepdim), dtype)
 
 
-def _check_nonempty(self, name, dims, tail=" Specify the reduction dim with the 'dim' argument."):
+def _check_nonempty(self, name, dims, tail=" Specify the reduction dim with the 'dim' argument.",
+                    given=None):
     """PyTorch's errors for a max/min-like reduction of nothing: a RuntimeError (amax/amin)
     or IndexError (argmax/argmin) over all of an empty tensor, an IndexError naming the dim
     over an empty dim."""
@@ -85,18 +86,20 @@ def _check_nonempty(self, name, dims, tail=" Specify the reduction dim with the 
             f"{name}(): Expected reduction dim to be specified for input.numel() == 0.{tail}")
     for d in dims or ():
         if self._data.shape[d] == 0:
+            # (amax / amin name the dim as given: -1)
+            d = next((g for g in given or () if g % self._data.ndim == d), d)
             raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
 
 
 def amax(self, dim=(), keepdim=False):
     dims = _rdims(self, dim) if dim != () else None
-    _check_nonempty(self, "amax", dims)
+    _check_nonempty(self, "amax", dims, given=[dim] if isinstance(dim, int) else list(dim))
     return self._op("amax", dim=dims, keepdim=keepdim)
 
 
 def amin(self, dim=(), keepdim=False):
     dims = _rdims(self, dim) if dim != () else None
-    _check_nonempty(self, "amin", dims)
+    _check_nonempty(self, "amin", dims, given=[dim] if isinstance(dim, int) else list(dim))
     return self._op("amin", dim=dims, keepdim=keepdim)
 
 

@@ -4,6 +4,7 @@ index_put / index_put_."""
 import numpy as np
 
 from ..ir import OPS
+from ..ir.geometry import geometry_overlaps
 from .creation_checks import fill_value_fits
 from .dispatch import call, scalar_type_name
 from .inplace import call_inplace
@@ -35,6 +36,8 @@ def setitem(self, idx, value):
         spec, tensors = _spec(t, rest)
         if not isinstance(value, Tensor):
             value = Tensor._from_array(np.asarray(value, dtype=self._data.dtype))
+        elif not (len(tensors) == 1 and tensors[0]._dtype._cat == 0 and value._data.size == 1):
+            _same_dtype(t, value, ())   # (PyTorch's masked_fill path alone converts the value)
         try:
             call_inplace(OPS["index_put"], t, (t, value) + tuple(tensors),
                          {"spec": spec, "accumulate": False})
@@ -53,7 +56,11 @@ def setitem(self, idx, value):
         if value._data.shape != target._data.shape:
             value.expand(target._data.shape)        # (PyTorch's error when it cannot)
         target.copy_(value)
-    else:
+    else:   # (PyTorch copies the number in: an error where elements share memory)
+        if geometry_overlaps(target._data.shape, target.stride()):
+            raise RuntimeError("unsupported operation: more than one element of the written-to "
+                               "tensor refers to a single memory location. Please clone() the "
+                               "tensor before performing the operation.")
         target.fill_(value)
 
 

@@ -1,9 +1,10 @@
 """sort, argsort, topk, scatter, scatter_reduce (ops of llgrad/ir/ops_sort.py), and the
 methods whose result's shape depends on the values: masked_select, nonzero, argwhere and
-unique. Those cannot be traced: inside a compiled function they make the call run eagerly
-(with the usual warning), and they run here on the tensors' data. masked_select is still
-differentiable (MaskedSelectBackward0), through an op kept out of the table: the table's
-ops are the ones a trace can hold."""
+unique. Eagerly they run here on the tensors' data (masked_select is differentiable,
+MaskedSelectBackward0, through an op kept out of the table: the table's ops are the ones a
+trace can hold). While tracing, masked_select and nonzero are bool-mask indexing, whose
+count the trace guards; unique and masked_scatter make the call run eagerly (with the
+usual warning)."""
 import warnings
 
 import numpy as np
@@ -13,7 +14,8 @@ from ..ir.optable import OpDef, method_doc
 from . import trace_state
 from .dispatch import call, scalar_type_name
 from .inplace import call_inplace
-from .functions import _method_fn
+from .creation import arange
+from .functions import _method_fn, stack
 from .methods_reduce import _return_type
 from .node import grad_enabled
 from .node_names import failing_node
@@ -155,12 +157,13 @@ MASKED_SELECT = OpDef("masked_select", _masked_select, vjp=_masked_select_vjp,
 
 def masked_select(self, mask):
     """The elements where mask holds, as a 1-D tensor, as torch.Tensor.masked_select
-    (differentiable). Inside llgrad.compile the call runs eagerly (the result's shape
-    depends on the values)."""
+    (differentiable). Inside llgrad.compile it is x[mask] (the mask's count a guard of the
+    trace)."""
     if not isinstance(mask, Tensor) or mask._dtype._cat != 0:
         raise RuntimeError("masked_select: expected BoolTensor for mask")
     shape = broadcast_shapes(mask._data.shape, self._data.shape)
-    _untraceable("masked_select")
+    if trace_state.state.tracer is not None:    # (bool-mask indexing: its count guarded)
+        return self.expand(shape)[mask.expand(shape)]
     return call(MASKED_SELECT, (self, mask), {"out_shape": shape})
 
 
@@ -220,9 +223,25 @@ def masked_scatter_(self, mask, source):
     return call_inplace(MASKED_SCATTER, self, *_masked_scatter_args(self, mask, source, True))
 
 
+def _nonzero_traced(x):
+    """nonzero while tracing: the flat positions of the nonzero elements, by bool-mask
+    indexing (whose True count the trace guards, tracer/masks.py: a call with another count
+    traces again), unravelled into (n, ndim) coordinates."""
+    flat = x.reshape(-1)
+    pos = arange(flat._data.size)[flat != 0]
+    cols, stride = [], 1
+    for size in reversed(x._data.shape):
+        cols.append(pos.div(stride, rounding_mode="floor").remainder(size))
+        stride *= size
+    return stack(cols[::-1], dim=1)
+
+
 def nonzero(self, *, as_tuple=False):
     """The indices of the nonzero elements, as torch.Tensor.nonzero. Inside llgrad.compile
-    the call runs eagerly (the result's shape depends on the values)."""
+    their count is a guard of the trace, as a bool mask's is."""
+    if trace_state.state.tracer is not None and self._data.ndim > 0:
+        out = _nonzero_traced(self)
+        return tuple(out.unbind(1)) if as_tuple else out
     _untraceable("nonzero")
     a = self._data
     if as_tuple:

@@ -12,6 +12,7 @@ import warnings
 
 from . import creation, functions, grad_mode
 from .dispatch import scalar_type_name as tname
+from .dtypes import C_NAMES
 from .functions_math import _can_cast
 from .numpy_names import param_names
 from .saved_tensor import _internal
@@ -39,11 +40,28 @@ def _users_level():
     return level
 
 
-def _write(out, r, factory):
+# reductions PyTorch computes in out's dtype when no dtype= is given (sum(x, 0, out=int32))
+_IN_OUT_DTYPE = ("sum", "prod", "cumsum", "cumprod")
+# functions whose out must have the result's dtype itself, and PyTorch's words when not
+_EXACT = {n: "Expected out tensor to have dtype {r}, but got {o} instead" for n in (
+    "argmax", "argmin", "max", "min", "norm", "sum", "prod", "cumsum", "cumprod")}
+_EXACT.update({n: "Expected the dtype for input and out to match, but got {R} for input's "
+                  "dtype and {O} for out's dtype." for n in ("amax", "amin")})
+
+
+def _check_exact(name, r, out):
+    if name in _EXACT and r._dtype is not out._dtype:
+        raise RuntimeError(_EXACT[name].format(
+            r=C_NAMES[r._dtype.name], o=C_NAMES[out._dtype.name], R=tname(r._dtype),
+            O=tname(out._dtype)))
+
+
+def _write(out, r, factory, name=None):
     if isinstance(out, (tuple, list)):
         for o, x in zip(out, r):
-            _write(o, x, factory)
+            _write(o, x, factory, name)
         return out
+    _check_exact(name, r, out)
     if not factory and not _can_cast(r._dtype, out._dtype):
         raise RuntimeError(f"result type {tname(r._dtype)} can't be cast to the desired output "
                            f"type {tname(out._dtype)}")
@@ -74,9 +92,10 @@ def _wrap(fn, name, factory):
             raise RuntimeError(f"{name}(): functions with out=... arguments don't support "
                                "automatic differentiation, but one of the arguments requires "
                                "grad.")
-        if factory and "dtype" not in kwargs and isinstance(out, Tensor):
+        if (factory or name in _IN_OUT_DTYPE) and kwargs.get("dtype") is None and \
+                isinstance(out, Tensor):
             kwargs["dtype"] = out.dtype
-        return _write(out, fn(*args, **kwargs), factory)
+        return _write(out, fn(*args, **kwargs), factory, name)
     return f
 
 

@@ -123,6 +123,10 @@ class SavedNumber:
 # tangent, as (data, storage, tangent, level), unpacks through it as a dual tensor
 unpack_dual_output = None
 
+# while llgrad.compile traces a backward: the ids of the saved tensors it unpacked (eager's
+# rules unpack only what they read: x * 2 saves x but never reads it), else None
+unpacked = None
+
 
 class SavedTensor:
     """A tensor saved for backward, with the version of its storage at save time. An op's
@@ -197,6 +201,8 @@ class SavedTensor:
 
     def unpack(self, node):
         t = self.tensor
+        if unpacked is not None:
+            unpacked.add(id(self))
         if t is None:
             raise RuntimeError(FREED)
         if type(t) is _Packed:

@@ -17,6 +17,8 @@ The rewrite also covers `v = x.item()` at the top of the function when v is only
 import operator
 
 from ..runtime import trace_state
+from ..runtime.device import device
+from ..runtime.dtypes import dtype
 from ..runtime.tensor import Tensor
 
 
@@ -80,8 +82,9 @@ def returned_item(t, assigned=False):
 
 
 def is_constant(leaf):
-    """Leaves of a compiled function's result that are values, not outputs."""
-    return leaf is None or type(leaf) in (int, float, bool, str)
+    """Leaves of a compiled function's result that are values, not outputs (a dtype or a
+    device: `return out.dtype`, fixed by the guarded inputs as the trace is)."""
+    return leaf is None or type(leaf) in (int, float, bool, str, dtype, device)
 
 
 def values_in(result):

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..ir.builder import Builder
 from ..ir.graph import Graph, Guard, TensorType
-from ..ir.ops_random import state_to_array
+from ..ir.ops_random import STATE_SHAPE
 from ..ir.ops_shape import strided_view
 from ..ir.geometry import geometry_overlaps, geometry_span
 from ..ir.verify import verify
@@ -42,7 +42,7 @@ class Tracer(Bindings):
         super().__init__()     # values, roots, bases, aliased: what it knows of tensors
         self.builder = Builder(name)
         self.inputs = {}       # id(storage) -> graph input index
-        self.rng_example = state_to_array(default_generator.rng.bit_generator)
+        self.rng_example = default_generator.state.copy()
         self.rng_input = None
         self.rng_value = None
         self.loc_override = None   # set while replaying a graph or running a VJP rule
@@ -236,13 +236,13 @@ class Tracer(Bindings):
                 if x is not None and x is not t and x is not rt and self._sid(x) == sid:
                     self.values.pop(k, None)
 
-    def random(self, opname, result):
+    def random(self, opname, result, **attrs):
         if self.rng_input is None:
-            self.rng_input = self.builder.input(TensorType("int64", (4,)), "rng")
+            self.rng_input = self.builder.input(TensorType("int64", STATE_SHAPE), "rng")
             self.rng_value = self.rng_input
         values, self.rng_value = self.add(opname, [self.rng_value],
                                           {"shape": tuple(result._data.shape),
-                                           "dtype": result._dtype.name})
+                                           "dtype": result._dtype.name, **attrs})
         self._bind_root(result, values)
 
     def guard(self, t, value):

@@ -38,7 +38,6 @@ from llgrad.codegen import lower as _lower  # noqa: F401  (fills the lowering ta
 from llgrad.codegen.kernel import Kernel
 from llgrad.codegen.lowerings.table import LOWERINGS
 from llgrad.ir import OPS
-from llgrad.ir.ops_random import state_to_array
 from llgrad.runtime.creation import default_generator
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -161,7 +160,7 @@ class Run:
                 warnings.simplefilter("ignore")
                 outs = self.cf(*inputs)
                 self.cf.wait()          # (background builds: the backend runs next call)
-        self.state = state_to_array(default_generator.rng.bit_generator)
+        self.state = default_generator.state.copy()
         self.values = [o.detach().numpy().copy() for o in outs]
         diff = [o for o in outs if o.requires_grad]
         if diff:

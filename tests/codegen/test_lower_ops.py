@@ -260,22 +260,26 @@ def test_losses(dt):
 # ---- random -------------------------------------------------------------------------------------
 
 def test_random_is_bit_exact():
-    """rng_uniform (native PCG64) and rng_normal (NumPy's ziggurat through the callback):
-    the draws and the new state equal the interpreter's exactly, chained, from a strided
-    state, of every size including none."""
-    from llgrad.ir.ops_random import state_to_array
-    state = state_to_array(np.random.PCG64(2024))
-    held = np.zeros(9, np.int64)
+    """rng_uniform and rng_normal (PyTorch's generator, through the callback): the draws
+    and the new state equal the interpreter's exactly, chained, from a strided state, of
+    every size including none, with a Box-Muller value cached between draws."""
+    from llgrad.ir import torch_random
+    state = torch_random.seeded(2024)
+    held = np.zeros(2 * state.size + 1, np.int64)
     held[1::2] = state                                   # a stepped state input
     bld = Builder("rng")
-    s0 = bld.input(TensorType("int64", (4,)))
+    s0 = bld.input(TensorType("int64", state.shape))
     s1 = bld.input(tensor_type(held[1::2]))
     outs = []
     cur = s0
     for op, shape, dt in (("rng_uniform", (3, 1000), "float64"), ("rng_normal", (7,), "float32"),
                           ("rng_uniform", (), "float32"), ("rng_normal", (0,), "float64"),
-                          ("rng_normal", (257, 3), "float64"), ("rng_uniform", (5,), "float32")):
-        vals, cur = bld.add(op, [cur], {"shape": shape, "dtype": dt})
+                          ("rng_normal", (257, 3), "float64"), ("rng_uniform", (5,), "float32"),
+                          ("rng_integers", (9,), "int64"), ("rng_normal", (3,), "float64")):
+        attrs = {"shape": shape, "dtype": dt}
+        if op == "rng_integers":
+            attrs.update(of="int64", low=-2 ** 63, high=2 ** 63)
+        vals, cur = bld.add(op, [cur], attrs)
         outs.append(vals)
     outs.append(cur)
     outs += list(bld.add("rng_normal", [s1], {"shape": (4,), "dtype": "float64"}))
@@ -289,9 +293,10 @@ def test_random_is_bit_exact():
 def test_call_writes_back_mutatedinputs():
     """Kernel.__call__ writes a mutated input back and returns only the graph's outputs,
     also when every escaping value has a buffer of its own (a random op's new state)."""
-    state = np.array([1, 2, 3, 4], np.int64)
+    from llgrad.ir import torch_random
+    state = torch_random.seeded(7)
     bld = Builder("wb")
-    s = bld.input(TensorType("int64", (4,)))
+    s = bld.input(TensorType("int64", state.shape))
     vals, new = bld.add("rng_uniform", [s], {"shape": (3,), "dtype": "float64"})
     g = bld.ret(vals)
     g.mutated = {0: new}

@@ -208,9 +208,8 @@ def test_prints_inside_are_written_by_every_compiled_call(capsys):
 
 # ---- the random generator between calls ---------------------------------------------------------
 def test_a_compiled_draw_keeps_the_half_draw_randint_left():
-    """Before: a compiled call that draws wrote back the generator without PCG64's buffered
-    32-bit half (which randint and randperm leave), so every randint after it differed from
-    eager's."""
+    """randint and randperm between compiled calls that draw give eager's numbers: the
+    compiled call writes back the whole generator state."""
     def scenario(wrap, seen):
         f = wrap(lambda x: F.dropout(x, 0.5))
         for i in range(5):

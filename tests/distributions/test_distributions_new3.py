@@ -100,7 +100,8 @@ def test_lowrank_sample_statistics():
     np.testing.assert_allclose(s.mean(0).numpy(), loc.numpy(), atol=0.05)
     c = s[:, 0] - s[:, 0].mean(0)
     cov = (c.unsqueeze(-1) * c.unsqueeze(-2)).mean(0)
-    np.testing.assert_allclose(cov.numpy(), d.covariance_matrix[0].numpy(), atol=0.1)
+    # (a variance of 6.3 from 20,000 draws has a standard deviation of 0.09)
+    np.testing.assert_allclose(cov.numpy(), d.covariance_matrix[0].numpy(), atol=0.1, rtol=0.05)
 
 
 @pytest.mark.parametrize("bad", [

@@ -109,10 +109,10 @@ def r_fill_more(g):
                 (".random_(2)", "random_")][form]
     v = g.new(x.shape, x.dtype, rg=x.rg)
     g.emit(f"{v} = ({x} * 1){call}", x)
-    g.op(op, "mul")
+    g.op(op, "mul", *(("rng_integers",) if op == "random_" else ()))
 
 
-RECIPES[r_fill_more] = (1, {"random_", "exponential", "geometric", "log_normal", "cauchy",
+RECIPES[r_fill_more] = (1, {"random_", "rng_integers", "exponential", "geometric", "log_normal", "cauchy",
                             "normal_tensor"})
 
 

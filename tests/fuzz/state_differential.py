@@ -44,7 +44,7 @@ def _rng_state():
     move, two draws, which advance both worlds alike), NumPy's and Python's."""
     try:
         from llgrad.runtime.creation import default_generator
-        ours = repr(default_generator.rng.bit_generator.state["state"])
+        ours = repr(default_generator.state.tolist())
     except (ImportError, AttributeError, KeyError):
         ours = repr(llgrad.rand(2).tolist())
     return ("rng", (ours, hash(np.random.get_state()[1].tobytes()), hash(random.getstate())))

@@ -1,6 +1,7 @@
 # Samples of the ops of llgrad/ir/ops_tensor.py, ops_linalg.py, ops_sort.py, ops_fill.py,
 # ops_activations.py, ops_losses.py and ops_nn_more.py, exec'd in test_ir_core.py's namespace
 # (S, T, X, P, B, I, SPECS, llgrad, F, np, ...): each adds to SPECS.
+from llgrad.ir import torch_random
 from llgrad.nn.functional_activation import _SELU_ALPHA, _SELU_SCALE
 
 
@@ -22,32 +23,36 @@ def U(*shape):
 
 
 class _Replay:
-    """Stands in for a generator's NumPy Generator: its one draw is `draws` (the op's draw
-    operand, in its logical order), so eager's public fill (uniform_, normal_, bernoulli)
-    maps the very numbers the op's operand holds."""
+    """Stands in for the generator's draw functions (torch_random.uniform / normal): its one
+    draw is `draws` (the op's draw operand, in its logical order), so eager's public fill
+    (uniform_, normal_, bernoulli) maps the very numbers the op's operand holds."""
 
     def __init__(self, draws):
         self.draws = np.array(draws.numpy(), dtype=np.float64)
         self.used = False
 
-    def _draw(self, shape, dtype=np.float64):
-        assert not self.used and tuple(shape) == self.draws.shape, (shape, self.draws.shape)
+    def draw(self, state, n, dtype, *args, **kwargs):
+        assert not self.used and n == self.draws.size, (n, self.draws.shape)
         self.used = True
-        return self.draws.astype(dtype)
+        return self.draws.reshape(-1).astype(dtype)
 
-    random = standard_normal = _draw
+
+def _dense(a):
+    """A contiguous copy: a fill draws in memory order (ATen's serial kernels), the op's
+    draw operand is in logical order."""
+    return a.clone(memory_format=llgrad.contiguous_format)
 
 
 def _eager_replay(draws, fill):
     """fill() run with the default generator's next draw replaced by `draws` (as
     _eager_draw runs randn/rand from an explicit state)."""
-    gen = llgrad.runtime.creation.default_generator
-    saved, replay = gen.rng, _Replay(draws)
-    gen.rng = replay
+    replay = _Replay(draws)
+    saved = torch_random.uniform, torch_random.normal
+    torch_random.uniform = torch_random.normal = replay.draw
     try:
         out = fill()
     finally:
-        gen.rng = saved
+        torch_random.uniform, torch_random.normal = saved
     assert replay.used
     return out
 
@@ -87,11 +92,11 @@ SPECS.update({
     # random fills (ops_fill.py): the op maps its draw operand; eager's public fill draws
     # the same numbers (replayed) and must map them alike
     "uniform": S([X(3, 4), U(3, 4)], {"low": -2.0, "high": 3.0},
-                 lambda a, u: _eager_replay(u, lambda: a.clone().uniform_(-2.0, 3.0))),
+                 lambda a, u: _eager_replay(u, lambda: _dense(a).uniform_(-2.0, 3.0))),
     "normal": S([X(3, 4), X(3, 4)], {"mean": 0.5, "std": 2.0},
-                lambda a, n: _eager_replay(n, lambda: a.clone().normal_(0.5, 2.0))),
+                lambda a, n: _eager_replay(n, lambda: _dense(a).normal_(0.5, 2.0))),
     "bernoulli_p": S([X(3, 4), U(4), U(3, 4)], {},
-                     lambda a, p, u: _eager_replay(u, lambda: a.clone().bernoulli_(p))),
+                     lambda a, p, u: _eager_replay(u, lambda: _dense(a).bernoulli_(p))),
     "bernoulli": S([U(3, 4), U(3, 4)], {},
                    lambda p, u: _eager_replay(u, lambda: llgrad.bernoulli(p))),
     # activations (ops_activations.py); the in-place ones on a clone, as leaky_relu_

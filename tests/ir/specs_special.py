@@ -36,11 +36,22 @@ def _Uf(*shape):
     return T(shape, "float64", "unit")       # float64 draws in [0, 1)
 
 
+def _eager_ints(ints, fill):
+    """fill() with the generator's integer draw (torch_random.randint) replaced by `ints`,
+    as _eager_replay replaces the uniform and normal draws."""
+    saved = torch_random.randint
+    torch_random.randint = lambda state, n, low, high, dtype: ints.numpy().reshape(-1)
+    try:
+        return fill()
+    finally:
+        torch_random.randint = saved
+
+
 SPECS.update({
     # random fills (ops_fill_more.py): the op maps its draw operand; eager's public fill draws
     # the same numbers (replayed) and must map them alike
-    "random_": S([X(3, 4), _Uf(3, 4)], {"low": -3, "high": 5, "form": "from_to"},
-                 lambda a, u: _eager_replay(u, lambda: a.clone().random_(-3, 5))),
+    "random_": S([X(3, 4), _K(3, 4)], {"low": -3, "high": 5, "form": "from_to"},
+                 lambda a, k: _eager_ints(k, lambda: _dense(a).random_(-3, 5))),
     "exponential": S([X(3, 4), _Uf(3, 4)], {"lambd": 2.0},
                      lambda a, u: _eager_replay(u, lambda: a.clone().exponential_(2.0))),
     "geometric": S([X(3, 4), _Uf(3, 4)], {"p": 0.3},

@@ -45,6 +45,10 @@ class T:
             a.flat[2::5] = -np.inf
         elif self.gen == "bool":
             a = rng.integers(0, 2, shape).astype(bool)
+        elif self.gen == "rng":           # a generator state, some draws along
+            from llgrad.ir import torch_random
+            a = torch_random.seeded(int(rng.integers(0, 2 ** 32)))
+            torch_random.uniform(a, int(rng.integers(0, 700)), "float32")
         elif self.gen == "int":           # index tensors and small integers: [0, high)
             a = rng.integers(0, self.high, shape)
         else:
@@ -80,15 +84,14 @@ def I(high, *shape):
 
 def _eager_draw(state, draw, shape):
     """Eager randn/rand from the generator state `state`: (values, the state after)."""
-    from llgrad.ir.ops_random import generator_from_array, state_to_array
     gen = llgrad.runtime.creation.default_generator
-    saved = gen.rng
-    gen.rng = generator_from_array(state.numpy())
+    saved = gen._state
+    gen._state = state.numpy().copy()
     try:
         values = draw(*shape)
-        return values, llgrad.tensor(state_to_array(gen.rng.bit_generator))
+        return values, llgrad.tensor(gen.state.copy())
     finally:
-        gen.rng = saved
+        gen._state = saved
 
 
 GEOM = ((2, 2), (1, 3), 1)      # shape, strides, offset into a flat buffer
@@ -204,9 +207,13 @@ SPECS = {
     "full": S([], {"shape": (2, 3), "value": 1.5, "dtype": "float64"},
               lambda: llgrad.full((2, 3), 1.5, dtype=llgrad.float64), layouts=()),
     # random draws from an explicit generator state, as eager randn/rand draw them
-    "rng_normal": S([I(1 << 62, 4)], {"shape": (3, 2), "dtype": "float32"},
+    "rng_normal": S([T((628,), "int64", "rng")], {"shape": (3, 2), "dtype": "float32"},
                     lambda s: _eager_draw(s, llgrad.randn, (3, 2)), layouts=()),
-    "rng_uniform": S([I(1 << 62, 4)], {"shape": (5,), "dtype": "float32"},
+    "rng_integers": S([T((628,), "int64", "rng")],
+                      {"shape": (2, 3), "dtype": "int64", "of": "int32", "low": -3, "high": 9},
+                      lambda s: _eager_draw(s, lambda *sh: llgrad.empty(
+                          *sh, dtype=llgrad.int32).random_(-3, 9).long(), (2, 3)), layouts=()),
+    "rng_uniform": S([T((628,), "int64", "rng")], {"shape": (5,), "dtype": "float32"},
                      lambda s: _eager_draw(s, llgrad.rand, (5,)), layouts=()),
     # matrix products and layers
     "mm": S([X(3, 4), X(4, 5)], {}, lambda a, b: a.mm(b)),

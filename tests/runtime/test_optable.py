@@ -868,6 +868,8 @@ EXEMPT = {
     "any": Exempt("boolean reduction", lambda T, x: (x > 0).any(1), (R(2, 3),)),
     "rng_normal": Exempt("random draws (no gradient)", lambda T, x: T.randn(3), (R(3),)),
     "rng_uniform": Exempt("random draws (no gradient)", lambda T, x: T.rand(3), (R(3),)),
+    "rng_integers": Exempt("random draws (no gradient)",
+                           lambda T, x: T.empty(3).random_(5), (R(3),)),
     "full": Exempt("creation (no inputs)", lambda T, x: T.zeros(3), (R(3),)),
 }
 

@@ -25,7 +25,6 @@ import pytest
 
 import llgrad
 from llgrad.ir import OPS, interpret, parse_graph, verify
-from llgrad.ir.ops_random import generator_from_array, state_to_array
 from llgrad.runtime.creation import default_generator
 
 _OPTABLE_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -183,7 +182,7 @@ def _params(check, layouts=LAYOUTS):
 def traced(prog, layout):
     """(graph, the rng state before tracing): traced once per program and layout."""
     inputs = build(prog, layout)
-    state = state_to_array(default_generator.rng.bit_generator)
+    state = default_generator.state.copy()
     g = llgrad.trace(lambda *xs: prog.fn(llgrad, *xs), *inputs)
     return g, state
 
@@ -219,13 +218,13 @@ def test_interpret_matches_eager(prog, layout):
 
     # eager, on fresh inputs, from the generator state the trace started from
     inputs = build(prog, layout)
-    saved = default_generator.rng
-    default_generator.rng = generator_from_array(state)
+    saved = default_generator._state
+    default_generator._state = state.copy()
     try:
         eager = _flat(prog.fn(llgrad, *inputs))
-        eager_state = state_to_array(default_generator.rng.bit_generator)
+        eager_state = default_generator.state.copy()
     finally:
-        default_generator.rng = saved
+        default_generator._state = saved
 
     tensors = [t for t in inputs if isinstance(t, llgrad.Tensor)]
     has_rng = len(g.inputs) == len(tensors) + 1

@@ -20,12 +20,8 @@ def _draw(sg, u):
 
 
 @elementwise("random_")
-def _random(sg, node, x, u):
-    low, high = node.attrs.get("low", 0), node.attrs["high"]
-    v = sg.add(Scalar(sg.call("llvm.floor", F64, sg.mul(_draw(sg, u), _f64(sg, float(high) -
-                                                                            float(low))).v),
-                      "float64"), _f64(sg, float(low)))
-    return sg.minimum(v, _f64(sg, float(high) - 1))
+def _random(sg, node, x, k):
+    return k                         # (the integers drawn: cast to the result's dtype)
 
 
 def _floats(node):
@@ -42,10 +38,8 @@ def _exponential(sg, node, x, u):
 
 @elementwise("geometric")
 def _geometric(sg, node, x, u):
-    q = sg.div(vecmath.log1p(sg, sg.neg(_draw(sg, u))),
-               _f64(sg, math.log1p(-node.attrs.get("p", 0.5))))
-    c = Scalar(sg.call("llvm.ceil", F64, q.v), "float64")
-    return sg.maximum(_f64(sg, 1.0), c)
+    q = sg.div(vecmath.log(sg, _draw(sg, u)), _f64(sg, math.log1p(-node.attrs.get("p", 0.5))))
+    return Scalar(sg.call("llvm.ceil", F64, q.v), "float64")
 
 
 @elementwise("log_normal", check=_floats)

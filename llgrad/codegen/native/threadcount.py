@@ -45,6 +45,7 @@ def _default_threads():
 
 
 _count = ctypes.c_int64(_default_threads())     # read by native code: lives forever
+DEFAULT = _count.value      # (the count before any set_num_threads: compile/settings.py)
 jit.add_symbol(COUNT, ctypes.addressof(_count))
 
 

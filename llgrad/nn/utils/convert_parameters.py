@@ -8,7 +8,11 @@ __all__ = ["parameters_to_vector", "vector_to_parameters"]
 def parameters_to_vector(parameters):
     """The parameters flattened and concatenated into one 1-D tensor (a copy, differentiable
     with respect to them)."""
-    return cat([p.view(-1) for p in parameters])
+    vec = []
+    for p in parameters:
+        _ = p.device        # (PyTorch reads each one's device first: its error for a non-tensor)
+        vec.append(p.view(-1))
+    return cat(vec)
 
 
 def vector_to_parameters(vec, parameters):

@@ -29,8 +29,10 @@ class StepLR(LRScheduler):
 
 
 class CosineAnnealingLR(LRScheduler):
-    """eta_min + (base_lr - eta_min) * (1 + cos(pi * last_epoch / T_max)) / 2: the closed
-    form of PyTorch's recursive schedule (equal to it up to rounding, restarts included)."""
+    """eta_min + (base_lr - eta_min) * (1 + cos(pi * last_epoch / T_max)) / 2, reached as
+    PyTorch reaches it: each step scales the group's current lr (so it composes with other
+    schedulers of the same optimizer, and with an lr set by hand); the closed form for
+    step(epoch)."""
 
     def __init__(self, optimizer, T_max, eta_min=0.0, last_epoch=-1):
         self.T_max = T_max
@@ -41,7 +43,15 @@ class CosineAnnealingLR(LRScheduler):
         self._warn_outside_step()
         if self._is_initial:
             return self._group_lrs()
-        return self._get_closed_form_lr()
+        if self._step_count == 1 and self.last_epoch > 0:
+            return self._get_closed_form_lr()
+        e, t, lo = self.last_epoch, self.T_max, self.eta_min
+        groups = self.optimizer.param_groups
+        if (e - 1 - t) % (2 * t) == 0:
+            return [g["lr"] + (base_lr - lo) * (1 - math.cos(math.pi / t)) / 2
+                    for base_lr, g in zip(self.base_lrs, groups)]
+        return [(1 + math.cos(math.pi * e / t)) / (1 + math.cos(math.pi * (e - 1) / t))
+                * (g["lr"] - lo) + lo for g in groups]
 
     def _get_closed_form_lr(self):
         return [self.eta_min + (base_lr - self.eta_min)

@@ -9,9 +9,8 @@ import math
 import warnings
 from typing import TYPE_CHECKING
 
-import numpy as np
 
-from ...runtime.creation import _rng, default_generator
+from ...runtime.creation import random_int64
 from ...runtime.generator import Generator
 from ._utils.collate import default_collate, default_convert
 from .dataset import Dataset, IterableDataset
@@ -195,8 +194,7 @@ class _SingleProcessDataLoaderIter:
         self._sampler_iter = iter(self._index_sampler)
         # PyTorch draws a base seed (for workers' seeds) from the loader's generator when an
         # iterator starts: the same draw here keeps the generator's sequence of uses alike
-        self._base_seed = int(_rng(loader.generator or default_generator)
-                              .integers(0, 2 ** 63 - 1, dtype=np.int64))
+        self._base_seed = random_int64(loader.generator)
         self._num_yielded = 0
         if self._dataset_kind == _DatasetKind.Iterable:
             self._dataset_iter = iter(self._dataset)

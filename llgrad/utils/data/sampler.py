@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ...runtime.creation import _rng, default_generator, randint, randperm
+from ...runtime.creation import random_int64, randint, randperm
 from ...runtime.generator import Generator
 from ...runtime.tensor import Tensor
 
@@ -21,8 +21,7 @@ __all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler
 
 def _fresh_generator():
     """PyTorch's RandomSampler without a generator: seed a new one from the default one."""
-    seed = int(_rng(default_generator).integers(0, 2 ** 63 - 1, dtype=np.int64))
-    return Generator().manual_seed(seed)
+    return Generator().manual_seed(random_int64())
 
 
 class Sampler:
@@ -132,10 +131,9 @@ class WeightedRandomSampler(Sampler):
         self.generator = generator
 
     def __iter__(self):
-        p = self.weights / self.weights.sum()
-        idx = _rng(self.generator).choice(self.weights.size, size=self.num_samples,
-                                          replace=self.replacement, p=p)
-        yield from idx.tolist()
+        w = Tensor._from_array(np.asarray(self.weights, dtype=np.float64))
+        yield from w.multinomial(self.num_samples, self.replacement,
+                                 generator=self.generator).tolist()
 
     def __len__(self):
         return self.num_samples
