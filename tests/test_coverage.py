@@ -8,6 +8,7 @@ import pytest
 from llgrad import coverage
 
 
+@pytest.mark.slow
 def test_coverage_report_lists_counts_and_missing_names():
     pytest.importorskip("torch")
     proc = subprocess.run([sys.executable, "-m", "llgrad", "coverage"], capture_output=True,

@@ -29,6 +29,7 @@ def _run(**env):
     return int(count), llvm == "True"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(openblas.thread_setter() is None, reason="NumPy without OpenBLAS")
 def test_llgrad_num_threads_pins_openblas():
     assert _run(LLGRAD_NUM_THREADS="1") == (1, False)

@@ -201,6 +201,7 @@ def test_second_process_skips_optimisation_and_codegen(tmp_path):
     assert second["loss"] == first["loss"] and second["grad"] == first["grad"]
 
 
+@pytest.mark.slow
 def test_concurrent_writers_leave_only_whole_files(tmp_path):
     d = tmp_path / "c"
     env = dict(os.environ, LLGRAD_CACHE_DIR=str(d))

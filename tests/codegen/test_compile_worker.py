@@ -115,6 +115,7 @@ _IDLE_CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_an_idle_worker_exits_and_a_forked_child_gets_its_own(tmp_path):
     env = dict(os.environ, LLGRAD_COMPILE_WORKER="1", LLGRAD_COMPILE_WORKER_IDLE="0.5",
                LLGRAD_CACHE_DIR=str(tmp_path),

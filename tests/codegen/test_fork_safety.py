@@ -100,6 +100,7 @@ print(os.waitstatus_to_exitcode(status))
                                         ("worker", 60.0)],
                          ids=["in-llvm", "building-the-module", "in-llvm-no-wait",
                               "waiting-for-the-worker"])
+@pytest.mark.slow
 def test_fork_while_another_thread_compiles(tmp_path, where, wait):
     """in-llvm: LLVM in this process (no compile worker). in-llvm-no-wait: the fork does not
     wait for the JIT's lock (as if the compile took longer than FORK_WAIT_SECONDS): the child

@@ -115,6 +115,7 @@ _FORK = """
 """
 
 
+@pytest.mark.slow
 def test_a_forked_child_starts_its_own_workers():
     assert _python(_FORK, LLGRAD_CACHE_DIR="0").split() == ["ok"]
 

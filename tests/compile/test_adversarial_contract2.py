@@ -62,6 +62,7 @@ def _identity_outputs(x, w):
     return x, x * w, w.detach(), w.detach().view(-1), w.view(-1)
 
 
+@pytest.mark.slow
 def test_an_input_returned_is_the_input_and_a_detached_alias_has_no_base():
     """Before: with grad on, `return x` gave a view of x with CompiledFunctionBackward (not
     x, not a leaf), and x.detach() a view of x (so an in-place write through it raised "a

@@ -72,6 +72,7 @@ def loss(x, w):
 """
 
 
+@pytest.mark.slow
 def test_command_line_dump(tmp_path):
     f = tmp_path / "model.py"
     f.write_text(MODEL)

@@ -34,6 +34,7 @@ def test_mlp_spirals(mode):
     assert final_accuracy(out) > 0.9, out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", SLOW_EAGER)
 def test_cnn_bars(mode):
     out = run("cnn.py", "--epochs", "3", mode)
@@ -50,6 +51,7 @@ def test_char_transformer(mode):
     assert sample.startswith("The lamp") and len(sample.rstrip("\n")) >= 40, out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", SLOW_EAGER)
 def test_char_lstm(mode):
     out = run("char_lstm.py", "--steps", "40", "--seq-len", "16", "--hidden", "64",
@@ -61,6 +63,7 @@ def test_char_lstm(mode):
     assert sample.startswith("The lamp") and len(sample.rstrip("\n")) >= 40, out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", SLOW_EAGER)
 def test_vit(mode):
     out = run("vit.py", "--epochs", "3", mode, timeout=180)

@@ -61,6 +61,7 @@ def test_backends_agree(prog, backends):
     check_program(prog, backends)
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 @pytest.mark.filterwarnings("ignore:Input #")
 @given(prog=programs(smooth=True))

@@ -193,6 +193,7 @@ def test_torch_convolution_dispatches_by_rank():
           [R(1, 2, 7), R(3, 2, 2)], node=False)
 
 
+@pytest.mark.slow
 def test_gradcheck_and_gradgradcheck():
     def leaf(*shape):
         return llgrad.tensor(R(*shape), requires_grad=True)

@@ -91,6 +91,7 @@ def _cli(*args, cwd):
                           text=True, cwd=cwd, env=env, timeout=300)
 
 
+@pytest.mark.slow
 def test_cli_version_and_dump_flags(tmp_path):
     (tmp_path / "model.py").write_text(textwrap.dedent("""\
         def loss(x, w):

@@ -75,6 +75,7 @@ def test_ten_thousand_steps_keep_memory_flat(mode):
         assert r["traces"] <= 2
 
 
+@pytest.mark.slow
 def test_a_leak_would_be_seen():
     """The measurement can fail: keeping every step's loss (and so its graph) alive grows
     resident memory well past the bound above."""
