@@ -145,6 +145,7 @@ def test_blas_with_transposed_b(dt):
                                    rtol=1e-4 if dt == "float32" else 1e-12, atol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("blas_env", ["0", "1"])
 def test_disk_cache_links_the_library(tmp_path, blas_env):
     """A kernel loaded from the disk cache in a fresh process calls the library's GEMM (no

@@ -93,6 +93,7 @@ _CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("worker", ["1", "0"])
 def test_a_warm_process_never_loads_llvm(tmp_path, worker):
     """Warm: every kernel from the disk cache, no LLVM. Cold: LLVM only in the compile

@@ -259,6 +259,7 @@ def _python(code, **env):
     return r.stdout
 
 
+@pytest.mark.slow
 def test_default_from_the_environment():
     out = _python("import llgrad; print(llgrad.get_num_threads())", LLGRAD_NUM_THREADS="3")
     assert out.split() == ["3"]
@@ -308,6 +309,7 @@ def test_a_thread_that_cannot_start_runs_on_the_caller(pool):
         """.replace("SYMBOL", repr(symbol)), LLGRAD_CACHE_DIR="0", LLGRAD_POOL=pool)
 
 
+@pytest.mark.slow
 def test_cached_object_code_finds_the_thread_symbols(tmp_path):
     """A second process loads the threaded kernel from the disk cache (no codegen) and its
     references to the thread count and pthreads resolve there too."""

@@ -140,6 +140,7 @@ _CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_second_process_loads_it_from_the_disk_cache(tmp_path, monkeypatch):
     # its object file names the C API by symbols resolved when it is linked, so a
     # process with other addresses (ASLR) runs the cached code
