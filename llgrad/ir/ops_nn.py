@@ -5,6 +5,7 @@ import math
 import numpy as np
 
 from .graph import Value
+from .index_bounds import check_index_range
 from .optable import defop
 
 
@@ -186,7 +187,12 @@ def _embedding_vjp(c, g):
             None)
 
 
-defop("embedding", lambda w, idx, padding_idx=None, scale_grad_by_freq=False: w[idx],
+def _embedding(w, idx, padding_idx=None, scale_grad_by_freq=False):
+    check_index_range(idx, w.shape[0])
+    return w[idx]
+
+
+defop("embedding", _embedding,
       args=("weight", "indices"),
       save=("indices",), grad_fn="EmbeddingBackward0", vjp=_embedding_vjp, nondiff=("indices",))
 

@@ -6,6 +6,7 @@ import numpy as np
 from . import bitselect
 from .optable import defop
 from .geometry import contiguous_strides, geometry_overlaps, geometry_span
+from .index_bounds import check_index_range
 
 
 class _Interface:
@@ -246,6 +247,7 @@ defop("masked_fill", _masked_fill, args=("self", "mask", "value"), save=("mask",
 
 
 def _gather(x, index, dim):
+    check_index_range(index, x.shape[dim] if x.ndim else 1)
     return np.take_along_axis(x, index, axis=dim) if index.shape == x.shape else \
         np.take_along_axis(x[tuple(slice(0, n) for n in index.shape[:dim]) + (slice(None),)
                              + tuple(slice(0, n) for n in index.shape[dim + 1:])],
@@ -259,6 +261,7 @@ defop("gather", _gather, args=("self", "index"), save=("index",), grad_fn="Gathe
 
 
 def _scatter_add(x, index, src, dim):
+    check_index_range(index, x.shape[dim] if x.ndim else 1)
     out = np.array(x, copy=True)
     idx = list(np.indices(index.shape, sparse=True))
     idx[dim] = index
@@ -283,13 +286,19 @@ def _pad_to(g, shape):
     return g._op("strided_scatter", geom=geom, span=n).reshape(shape)
 
 
-defop("index_select", lambda x, index, dim: np.take(x, index, axis=dim),
+def _index_select(x, index, dim):
+    check_index_range(index, x.shape[dim] if x.ndim else 1)
+    return np.take(x, index, axis=dim)
+
+
+defop("index_select", _index_select,
       args=("self", "index"), save=("index",), grad_fn="IndexSelectBackward0", nondiff=("index",),
       vjp=lambda c, g: (g.new_zeros(c.shape(0)).index_add(c.dim, c.index, g), None),
       functions=("index_select",))
 
 
 def _index_add(x, index, src, dim, alpha=1):
+    check_index_range(index, x.shape[dim] if x.ndim else 1)
     out = np.array(x, copy=True)
     idx = [slice(None)] * x.ndim
     idx[dim] = index

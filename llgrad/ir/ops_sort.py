@@ -11,6 +11,7 @@ the reduction's identity instead of self's value). Gradients are PyTorch's
 (scatter_reduce_backward in torch/csrc/autograd/FunctionsManual.cpp)."""
 import numpy as np
 
+from .index_bounds import check_index_range
 from .optable import defop
 
 
@@ -59,7 +60,8 @@ defop("topk", _topk, nout=2, save=("result1",), grad_fn="TopkBackward0", vjp=_se
 
 # ---- scatter --------------------------------------------------------------------------------
 
-def _positions(index, dim):
+def _positions(index, dim, n):
+    check_index_range(index, n)
     idx = list(np.indices(index.shape, sparse=True))
     idx[dim] = index
     return tuple(idx)
@@ -74,7 +76,7 @@ def _scatter(x, index, src, dim):
     out = np.array(x, copy=True)
     if index.size:
         vals = _part(src, index) if isinstance(src, np.ndarray) and src.ndim else src
-        out[_positions(index, dim)] = vals
+        out[_positions(index, dim, x.shape[dim] if x.ndim else 1)] = vals
     return out
 
 
@@ -121,7 +123,7 @@ _UFUNC = {"sum": np.add, "mean": np.add, "prod": np.multiply, "amax": np.maximum
 
 def _scatter_reduce(x, index, src, dim, reduce, include_self=True):
     out = np.array(x, copy=True)
-    pos = _positions(index, dim)
+    pos = _positions(index, dim, x.shape[dim] if x.ndim else 1)
     vals = _part(src, index).astype(x.dtype, copy=False)
     if not include_self:
         out[pos] = _identity(reduce, x.dtype)

@@ -1007,9 +1007,9 @@ def test_cat_index_select_scatter_add(dt):
         return bld.input(tensor_type(a))
 
     xs = [inp(a) for a in layouts(rng, dt).values()] + graph_views(bld, rng, dt, arrays)
-    idx0 = inp(rng.integers(-R, R, 9))                       # negative indices wrap
-    idx1 = inp(rng.integers(-C, C, 40).astype(np.int32)[::2])  # a stepped int32 index
-    sidx = inp(rng.integers(1 - R, R, (R + 5, C - 3)))         # repeats: accumulates
+    idx0 = inp(rng.integers(0, R, 9))
+    idx1 = inp(rng.integers(0, C, 40).astype(np.int32)[::2])  # a stepped int32 index
+    sidx = inp(rng.integers(0, R, (R + 5, C - 3)))         # repeats: accumulates
     computed = bld.add("to_dtype", [bld.add("abs", [sidx])], {"dtype": "int64"})
     outs = []
     for k, x in enumerate(xs):
@@ -1017,9 +1017,9 @@ def test_cat_index_select_scatter_add(dt):
         outs += [bld.add("index_select", [x, idx0], {"dim": 0}),
                  bld.add("index_select", [x, idx1], {"dim": 1}),
                  bld.add("cat", [x, src, x], {"dim": k % 2}),
-                 bld.add("scatter_add", [x, inp(rng.integers(-R, R, (R - 2, C))), src],
+                 bld.add("scatter_add", [x, inp(rng.integers(0, R, (R - 2, C))), src],
                          {"dim": 0}),
-                 bld.add("scatter_add", [x, inp(rng.integers(-C, C, (R, C - 7))), src],
+                 bld.add("scatter_add", [x, inp(rng.integers(0, C, (R, C - 7))), src],
                          {"dim": 1})]
     big = inp(rand(rng, (R + 5, C - 3), dt))
     base = inp(rand(rng, (R, C - 3), dt))
@@ -1045,9 +1045,10 @@ def test_index_out_of_range_raises():
                 bld.add("scatter_add", [x, bld.add("add", [j, 0], {"alpha": 1}), s], {"dim": 0}))
     k = lower(g)
     xa, sa = np.ones((5, 4)), np.ones((2, 4))
-    good_i, good_j = np.array([0, -5, 4]), np.zeros((2, 4), np.int64)
-    for bad_i, bad_j in ((np.array([0, 5, 1]), good_j), (np.array([-6, 0, 1]), good_j),
-                         (good_i, np.full((2, 4), 1 << 40)), (good_i, np.full((2, 4), -6))):
+    good_i, good_j = np.array([0, 3, 4]), np.zeros((2, 4), np.int64)
+    # (PyTorch's index_select and scatter_add take 0 <= i < n: -1 is out of range too)
+    for bad_i, bad_j in ((np.array([0, 5, 1]), good_j), (np.array([-1, 0, 1]), good_j),
+                         (good_i, np.full((2, 4), 1 << 40)), (good_i, np.full((2, 4), -1))):
         with pytest.raises(IndexError):
             k([xa, bad_i, bad_j, sa])
         with pytest.raises(IndexError):

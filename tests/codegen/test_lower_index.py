@@ -25,9 +25,9 @@ def test_stack_gather_index_add_embedding(dt):
     arrays, outs = [], []
     xs = inputs(bld, arrays, *layouts(rng, dt).values())
     R, C = arrays[0].shape
-    i32 = rng.integers(-C, C, (R, 9)).astype(np.int32)
-    gi0, gi1, ii, emb = inputs(bld, arrays, rng.integers(-R, R, (4, C)), i32,
-                                rng.integers(-C, C, 20), rng.integers(-R, R, (2, 3, 4)))
+    i32 = rng.integers(0, C, (R, 9)).astype(np.int32)
+    gi0, gi1, ii, emb = inputs(bld, arrays, rng.integers(0, R, (4, C)), i32,
+                                rng.integers(0, C, 20), rng.integers(0, R, (2, 3, 4)))
     for k, x in enumerate(xs):
         other = xs[(k + 1) % len(xs)]
         src = inputs(bld, arrays, rand(rng, (20, R), dt))[0]
@@ -41,10 +41,10 @@ def test_stack_gather_index_add_embedding(dt):
     f32 = inputs(bld, arrays, rand(rng, (R, C), "float32"))[0]
     outs.append(bld.add("stack", [xs[0], f32], {"dim": 2}))
     row = inputs(bld, arrays, rand(rng, (C,), dt))[0]
-    outs.append(bld.add("index_add", [xs[1], inputs(bld, arrays, np.array([2, 2, -1]))[0],
+    outs.append(bld.add("index_add", [xs[1], inputs(bld, arrays, np.array([2, 2, R - 1]))[0],
                                       bld.add("expand", [row], {"size": (3, C)}, view_of=row)],
                         {"dim": 0, "alpha": 1}))
-    outs.append(bld.add("embedding", [xs[0], inputs(bld, arrays, np.array(-2))[0]],
+    outs.append(bld.add("embedding", [xs[0], inputs(bld, arrays, np.array(R - 2))[0]],
                         {"padding_idx": 1}))
     g = bld.ret(*outs)
     assert supports(g) == (True, None)

@@ -409,10 +409,6 @@ _INDEXED = {
 }
 
 
-@pytest.mark.xfail(reason="open: a negative index after the trace wraps in compiled calls. "
-                   "A value guard fixed it but staged every classifier step's writes (no "
-                   "in-place optimiser updates, no fast path); the fix is a lower-bound "
-                   "check inside the kernels, as the upper bound has", strict=False)
 @pytest.mark.parametrize("backend", ["interpret", pytest.param("llvm", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("name", sorted(_INDEXED))
 def test_a_negative_index_raises_in_compiled_calls_as_eager(name, backend):

@@ -2,8 +2,8 @@
 index_add and embedding.
 
 Out-of-range indices. Indices are run-time data (often computed inside the graph), so they
-cannot be validated before the call; these kernels clamp-and-flag: every index is wrapped
-as NumPy does (-n <= i < 0 counts from the end), and one that is still outside [0, n) is
+cannot be validated before the call; these kernels clamp-and-flag: an index outside [0, n)
+(PyTorch's range for these ops; advanced indexing also counts -n <= i < 0 from the end) is
 replaced by 0 (so no load or store ever leaves its buffer) and raises the group's flag, a
 one-element scratch word that the group zeroes before its loop and that no other buffer
 shares. After the native call Kernel reads the flags and raises IndexError (as the
@@ -85,12 +85,15 @@ def prepare_flag(plan, group):
     group.state["flag"] = plan.flag(group, f"{group.root.op}: index out of range")
 
 
-def wrap_index(fg, flag, i, n):
-    """i (an integer Scalar) wrapped into [0, n), or 0 with the flag raised."""
+def wrap_index(fg, flag, i, n, negative=True):
+    """i (an integer Scalar) wrapped into [0, n), or 0 with the flag raised. With
+    negative=False (PyTorch's gather, scatter*, index_select, index_add, embedding) a value
+    below 0 is out of range too, not counted from the end."""
     b = fg.b
     v = fg.sg.cast(i, "int64").v
     nn = ir.Constant(I64, n)
-    v = b.select(b.icmp_signed("<", v, ir.Constant(I64, 0)), b.add(v, nn), v)
+    if negative:
+        v = b.select(b.icmp_signed("<", v, ir.Constant(I64, 0)), b.add(v, nn), v)
     bad = b.or_(b.icmp_signed("<", v, ir.Constant(I64, 0)), b.icmp_signed(">=", v, nn))
     p = fg.ptrs[flag]
     b.store(b.or_(b.load(p, typ=I64), b.zext(bad, I64)), p)
@@ -136,7 +139,7 @@ def _emit_take(plan, group, fg, x, index, dim):
     dst = Access(plan.buffers[out], out.type.dtype, 0, contiguous_strides(out.type.shape))
     with loop_nest(b, out.type.shape) as idx:
         i = fg.load(iacc, idx[dim:dim + ni])
-        j = wrap_index(fg, flag, i, x.type.shape[dim])
+        j = wrap_index(fg, flag, i, x.type.shape[dim], negative=False)
         xi = idx[:dim] + [j] + idx[dim + ni:]
         fg.store(sg.cast(fg.load(src, xi), out.type.dtype), dst, idx)
 
@@ -185,7 +188,7 @@ def _emit_scatter_add(plan, group, fg):
     ia = plan.access(index, ishape)
     sa = plan.access(src, src.type.shape)
     with loop_nest(b, ishape) as idx:                 # C order: np.add.at's order
-        j = wrap_index(fg, flag, fg.load(ia, idx), shape[dim])
+        j = wrap_index(fg, flag, fg.load(ia, idx), shape[dim], negative=False)
         oi = idx[:dim] + [j] + idx[dim + 1:]
         v = sg.cast(fg.load(sa, idx), dt)
         fg.store(sg.add(fg.load(dst, oi), v), dst, oi)
@@ -230,7 +233,7 @@ def _emit_gather(plan, group, fg):
     ia = plan.access(index, index.type.shape)
     dst = Access(plan.buffers[out], out.type.dtype, 0, contiguous_strides(out.type.shape))
     with loop_nest(b, index.type.shape) as idx:
-        j = wrap_index(fg, flag, fg.load(ia, idx), x.type.shape[dim])
+        j = wrap_index(fg, flag, fg.load(ia, idx), x.type.shape[dim], negative=False)
         xi = idx[:dim] + [j] + idx[dim + 1:]
         fg.store(sg.cast(fg.load(src, xi), out.type.dtype), dst, idx)
 
@@ -279,7 +282,7 @@ def _emit_index_add(plan, group, fg):
     sa = plan.access(src, tuple(ishape))
     cdt = compute_dtypes(node)[2] or dt
     with loop_nest(b, ishape) as idx:
-        j = wrap_index(fg, flag, fg.load(ia, [idx[dim]]), shape[dim])
+        j = wrap_index(fg, flag, fg.load(ia, [idx[dim]]), shape[dim], negative=False)
         oi = idx[:dim] + [j] + idx[dim + 1:]
         v = sg.cast(sg.cast(fg.load(sa, idx), cdt), dt)
         if alpha != 1:

@@ -193,10 +193,10 @@ def _emit_scatter(plan, group, fg):
         if reduce is not None and not node.attrs.get("include_self", True):
             ident = sg.const(_identity(reduce, dt), dt)
             with loop_nest(b, ishape) as idx:
-                j = wrap_index(fg, flag, fg.load(ia, idx), shape[dim])
+                j = wrap_index(fg, flag, fg.load(ia, idx), shape[dim], negative=False)
                 fg.store(ident, dst, idx[:dim] + [j] + idx[dim + 1:])
         with loop_nest(b, ishape) as idx:                        # C order, as the reference
-            j = wrap_index(fg, flag, fg.load(ia, idx), shape[dim])
+            j = wrap_index(fg, flag, fg.load(ia, idx), shape[dim], negative=False)
             oi = idx[:dim] + [j] + idx[dim + 1:]
             if sa is None:
                 v = sg.const(src, dt)
