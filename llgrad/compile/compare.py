@@ -171,7 +171,7 @@ def compare(fn, *args, rtol=None, atol=None, trace=True, eager=True, **kwargs):
         report.skipped.append("no compiled entry for these arguments (the call runs eagerly "
                               "or has not been traced)")
         return report
-    tensors, _, _ = collect(cf.fn, args, kwargs)
+    tensors, _, _ = collect(cf.fn, args, kwargs, dynamic=cf._dynamic)
     arrays = [np.array(t._data) for _, t in tensors]
     if entry.rng_index is not None:
         arrays.append(default_generator.state.copy())

@@ -15,28 +15,26 @@ import weakref
 
 from ..runtime import dispatch, saved_hooks, trace_state
 from ..tracer.trace import ControlFlowError, TraceError
-from . import background, eager_builds, log
+from . import background, eager_builds, log, symbolic_args
 from .compile_doc import Callable, documented
 from .dot import entry_dot
 from .dump import DumpText, _dump_to_env, format_entry, walk_text
 from .entry import trace_entry
+from .attr_writes import Pending
 from .fastpath import plain_function, plain_key, plain_reads
 from .guard_walker import make_walker
 from .defaults import default_filler
 from .guards import collect, hooked, identity, without_grads
 from .module import CompiledModule, is_module
-from .readable import Names, guard_lines, limit_change, why_retrace
-from .attr_writes import Pending
+from .readable import Names, guard_lines, why_retrace
+from .recompile_limit import warn_limit
 from .side_effects import fresh_optimizer, unguardable, unreplayed_change
-from .backends import backend as get_backend
-from .backends import backward_run, build_now, forward_run
+from .backends import backend as get_backend, backward_run, build_now, forward_run
 from .run import _MISS, _RUN_EAGERLY, _first_result, eager_runner, entry_runner, own_inputs
 from .snapshot import StateSnapshot
 from .torch_api import torch_compile_arguments
 
-RECOMPILE_LIMIT = 8
-MAX_WALKERS = 4
-
+RECOMPILE_LIMIT, MAX_WALKERS = 8, 4
 
 EAGER = "eager"     # a cache entry: calls with this key run the function eagerly
 
@@ -71,6 +69,8 @@ class CompiledFunction:
         self._walker_tries, self._defaults = 0, default_filler(fn)   # (defaults: guards.py)
         self.graph_breaks = []      # why calls ran eagerly: [reason], in order (explain.py)
         self._eager_reasons = {}    # guard key -> why its calls run eagerly
+        self._dynamic, self._static, self._numbers_seen, self._tracing_symbolic = \
+            frozenset(), frozenset(), {}, set()     # (numbers as inputs: symbolic_args)
         registry.add(self)
 
     def __get__(self, obj, objtype=None):
@@ -91,7 +91,7 @@ class CompiledFunction:
         if trace_state.state.vmap_levels:
             return self.fn(*args, **kwargs)     # under llgrad.func.vmap: its batched ops
         args, kwargs = self._defaults(args, kwargs) if self._defaults else (args, kwargs)
-        fast = None if kwargs or not self._plain else plain_key(self, args)
+        fast = None if kwargs or not self._plain or self._dynamic else plain_key(self, args)
         if fast is None:
             for walk in self._walkers:
                 fast = walk(args, kwargs)
@@ -106,7 +106,7 @@ class CompiledFunction:
                 if out is not _MISS:
                     return out.finish(self.fn, args, kwargs) if type(out) is Pending else out
         entered = []
-        tensors, guards, n_own = collect(self.fn, args, kwargs, entered)
+        tensors, guards, n_own = collect(self.fn, args, kwargs, entered, self._dynamic)
         key = tuple(v for _, v in guards)
         inputs = [t for _, t in tensors]
         if fast is not None and len(fast[1]) != len(inputs):
@@ -128,7 +128,7 @@ class CompiledFunction:
                 return self.fn(*args, **kwargs) if out is _RUN_EAGERLY else \
                     out.finish(self.fn, args, kwargs) if type(out) is Pending else out
             if self.n_traces >= self.recompile_limit:
-                self._warn_limit(guards, tensors, args, kwargs)
+                warn_limit(self, guards, args, kwargs)
                 return self.fn(*args, **kwargs)
             return self._trace_call(tensors, guards, entered, key, n_own, args, kwargs)
 
@@ -137,6 +137,8 @@ class CompiledFunction:
         Python state changed, or put the state back and run eagerly where it cannot be."""
         if unguardable(guards):     # (not cached: each new iterator would be a new key)
             return self._eagerly(unguardable(guards), args, kwargs)
+        if symbolic_args.newly_dynamic(self, args, kwargs, entered):
+            return self(*args, **kwargs)    # (collected again: the number is an input)
         if not self.n_traces and not self._first_untraced and fresh_optimizer(entered):
             # an optimiser's first step makes its state: such a traced run is never kept
             # (side_effects.py), so the first call runs eagerly and the next one traces
@@ -149,10 +151,15 @@ class CompiledFunction:
         self.n_traces += 1
         t0 = time.perf_counter()
         try:
-            entry, result = trace_entry(getattr(self.fn, "__name__", "f"), self._resolved,
-                                        self._traced_fn(), tensors, guards, args, kwargs,
-                                        n_own, entered, self.fn)
-        except TraceError as e:
+            with symbolic_args.standing_in(self, tensors, args, kwargs) as call:
+                entry, result = trace_entry(getattr(self.fn, "__name__", "f"), self._resolved,
+                                            self._traced_fn(), tensors, guards, *call, n_own,
+                                            entered, self.fn)
+        except BaseException as e:
+            if symbolic_args.retry(self, e, snapshot):
+                return self(*args, **kwargs)
+            if not isinstance(e, TraceError):
+                raise
             snapshot.restore()
             plain = isinstance(e, ControlFlowError)
             if plain and (self.fullgraph or self._converted[1] is None):
@@ -171,14 +178,18 @@ class CompiledFunction:
             self._warn_once(reason)
             return self._trace_call(tensors, guards, entered, key, n_own, args, kwargs)
         reason = snapshot.unreplayed_effect()
+        # (one the entry does not replay: the next call traces again on the new state; an
+        # optimiser's first step, which makes its state, is followed by steps that make none)
+        changed = reason is None and \
+            unreplayed_change(self.fn, args, kwargs, guards, tensors[:n_own], entry, self._dynamic)
+        if (reason is not None or changed or symbolic_args.holds_symbolic(result)) and \
+                symbolic_args.retry(self, None, snapshot):     # (kept only if nothing leaked)
+            return self(*args, **kwargs)
         if reason is not None:      # (the traced run was eager's: its result stands)
             self._add(key, n_own, EAGER)
             self._break(reason, key=key)
             self._warn_once(f"running eagerly: {reason}")
             return result
-        # (one the entry does not replay: the next call traces again on the new state; an
-        # optimiser's first step, which makes its state, is followed by steps that make none)
-        changed = unreplayed_change(self.fn, args, kwargs, guards, tensors[:n_own], entry)
         if changed:
             self._not_kept = f"the traced run changed {changed}"
             if log.enabled("recompiles"):
@@ -264,7 +275,7 @@ class CompiledFunction:
         """A walker of calls shaped like this one (guard_walker.py), made on the second full
         walk of a structure (the first traced it); -> its (flat key, tensors) or None."""
         self._walker_tries += 1     # (a call shape no walker covers: not retried forever)
-        walk = make_walker(self.fn, args, kwargs)
+        walk = make_walker(self.fn, args, kwargs, self._dynamic)
         fast = walk and walk(args, kwargs)
         if fast is None or len(fast[1]) != len(inputs) or \
                 any(a is not b and identity(a) != identity(b) for a, b in zip(fast[1], inputs)):
@@ -286,20 +297,6 @@ class CompiledFunction:
             if n_own is not None:
                 run = functools.partial(own_inputs, run, n_own)
             self._fast[fast[0]] = run
-
-    def _warn_limit(self, guards, tensors=(), args=(), kwargs=None):
-        if "recompile limit" in self._warned:
-            return
-        self._warned.add("recompile limit")
-        if log.enabled("graph_breaks"):
-            log.emit("graph_breaks", "%s: recompile limit (%d) reached: calls with new guard "
-                     "values run eagerly (call at %s)", getattr(self.fn, "__name__", "fn"),
-                     self.recompile_limit, log.user_line(3))
-        changed = limit_change(self, guards, args, kwargs)
-        warnings.warn(f"llgrad.compile({getattr(self.fn, '__name__', 'fn')}): recompile limit "
-                      f"({self.recompile_limit}) reached; the guard that changed: "
-                      f"{changed[0]}. From now on, running eagerly for new guard values.",
-                      RuntimeWarning, stacklevel=3)
 
     @property
     def n_llvm_compiles(self):
@@ -354,7 +351,7 @@ class CompiledFunction:
         everything the trace wrote put back; None if the call runs eagerly."""
         args, kwargs = self._defaults(args, kwargs) if self._defaults else (args, kwargs)
         entered = []
-        tensors, guards, n_own = collect(self.fn, args, kwargs, entered)
+        tensors, guards, n_own = collect(self.fn, args, kwargs, entered, self._dynamic)
         key = tuple(v for _, v in guards)
         entries = [e for e in self._entries_for(key, n_own) or () if e is not EAGER]
         if not entries and trace:
@@ -379,7 +376,8 @@ class CompiledFunction:
             self.cache, self.entries, self._fast, self._grad_free, self._walkers = \
                 {}, [], {}, {}, []
             self._walker_tries, self.n_traces, self._not_kept, self._warned = 0, 0, None, set()
-            self._first_untraced = False
+            self._first_untraced, self._dynamic, self._static, self._numbers_seen = \
+                False, frozenset(), frozenset(), {}
             self.graph_breaks, self._eager_reasons = [], {}
 
 

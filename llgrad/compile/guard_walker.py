@@ -23,20 +23,19 @@ Kept out (make_walker returns None, every call takes the full walk): a **kwargs
 parameter (a *args parameter's tuple is walked as collect walks it), a .grad that is also an input or shared, structures nested deeper than
 _MAX_DEPTH, NumPy arrays."""
 import functools
-import hashlib
 import inspect
 import itertools
-import marshal
-import sys
 
 import numpy as np
 
 from ..ir import promotion
 from ..runtime import grad_mode, hypers
 from .guards import (_SCALARS, _is_object, _scalar_set, captured_reads, class_functions,
-                     followed_reads, signature_names, tensor_keys, user_function)
+                     dynamic_input, followed_reads, signature_names, signature_of,
+                     tensor_keys, user_function)
 from ..runtime.tensor import Tensor
 from .class_state import class_containers, slotted, user_classes
+from .walker_bytecode import compiled_walker
 
 _MAX_DEPTH = 40
 _MISSING = object()
@@ -294,7 +293,7 @@ def _bound_sources(fn, bound, args, kwargs):
     parameter holds, kwargs[name]), or None for a **kwargs parameter or an order the walker
     does not reproduce."""
     try:
-        kinds = {n: p.kind for n, p in inspect.signature(fn).parameters.items()}
+        kinds = {n: p.kind for n, p in signature_of(fn).parameters.items()}
     except (TypeError, ValueError):
         kinds = {}
     exprs, i = [], 0
@@ -315,8 +314,9 @@ def _bound_sources(fn, bound, args, kwargs):
     return exprs if i == len(args) and len(exprs) == len(bound) else None
 
 
-def make_walker(fn, args, kwargs):
-    """The walker of calls shaped like fn(*args, **kwargs), or None (see the module)."""
+def make_walker(fn, args, kwargs, dynamic=frozenset()):
+    """The walker of calls shaped like fn(*args, **kwargs), or None (see the module);
+    dynamic: the arguments whose numbers are inputs (guards.collect's)."""
     bound = signature_names(fn, args, kwargs)
     exprs = _bound_sources(fn, bound, args, kwargs)
     if exprs is None:
@@ -324,7 +324,14 @@ def make_walker(fn, args, kwargs):
     src = _Source()
     src.check(f"len(args) != {len(args)}")
     src.check(f"tuple(kwargs) != {src.const(tuple(kwargs))}" if kwargs else "kwargs")
-    roots = [(x, a, 0, False) for x, (name, a) in zip(exprs, bound)]
+    roots, numbers = [], []
+    for x, (name, a) in zip(exprs, bound):
+        if name in dynamic and type(a) in (int, float):     # (first, as collect has them)
+            src.type_is(x, a)
+            numbers.append(src.var("n"))
+            src.lines.append(f"{numbers[-1]} = DYNAMIC({x}, {name!r})")
+        else:
+            roots.append((x, a, 0, False))
     owner = getattr(fn, "__self__", None) if inspect.ismethod(fn) else \
         (fn if _is_object(fn) else None)        # as collect() finds it
     if owner is not None:
@@ -334,6 +341,7 @@ def make_walker(fn, args, kwargs):
         tensors, objects = _walk(src, roots)
     except _Unsupported:
         return None
+    tensors = numbers + tensors
     if len(objects) > 1:            # objects told apart when made must stay apart
         src.check(f"len({{{', '.join(f'id({o})' for o in objects)}}}) != {len(objects)}")
     if len(tensors) > 1:
@@ -366,32 +374,15 @@ def make_walker(fn, args, kwargs):
     key = src.key + parts + ["st.grad_enabled", "st.inference", "DEFAULT[2]"]
     src.lines.append("return (walker_id, " + "".join(k + ", " for k in key) + "), tensors")
     src.env.update(grad_mode=grad_mode, MISSING=_MISSING, HYPER=hypers.walker_input,
+                   DYNAMIC=dynamic_input,
                    DEFAULT=promotion._DEFAULT,     # (the default float dtype: guards.collect)
                    walker_id=object())     # (keys of two walkers never compare equal)
     code = "def walk(args, kwargs):\n" + "".join(f"    {ln}\n" for ln in src.lines)
     try:
-        exec(_compiled(code, f"<guard walker of {getattr(fn, '__name__', 'fn')}>"),
+        exec(compiled_walker(code, f"<guard walker of {getattr(fn, '__name__', 'fn')}>"),
              src.env)       # noqa: S102 (our own text)
     except (SyntaxError, RecursionError, MemoryError):     # too large for the parser
         return None
     walk = src.env["walk"]
     walk.source = code
     return walk
-
-
-def _compiled(code, filename):
-    """compile(code): a training step's walker is ~1,000 lines, ~20 ms to compile, on the
-    call after the trace; a process that compiled the same text before left its bytecode
-    in the disk cache (signed as kernels are: codegen/native/cache.py), loaded in < 1 ms."""
-    from ..codegen.native import cache      # (no LLVM: the cache's files only)
-    key = hashlib.sha256("\0".join((code, filename, sys.version, str(marshal.version),
-                                     "guard walker")).encode()).hexdigest()
-    found = cache.load(key)
-    if found is not None and found[0] == "walker":
-        try:
-            return marshal.loads(found[1])
-        except (EOFError, ValueError, TypeError):   # (not expected: the entry is signed)
-            pass
-    compiled = compile(code, filename, "exec")
-    cache.store(key, "walker", marshal.dumps(compiled), b"", b"")
-    return compiled

@@ -9,6 +9,7 @@ import numpy as np
 from ..ir.promotion import default_float
 from ..tracer.pytree import flatten
 from ..runtime import grad_mode, hypers
+from ..runtime.symbolic_scalar import scalar_input
 from ..runtime.tensor import Tensor
 from .arrays import arrays_as_tensors, wrappable
 from .code_reads import global_names, module_attributes, unguarded_reads, users_file
@@ -36,9 +37,17 @@ def _is_object(v):
 
 def signature_names(fn, args, kwargs):
     try:
-        return list(inspect.signature(fn).bind(*args, **kwargs).arguments.items())
+        return list(signature_of(fn).bind(*args, **kwargs).arguments.items())
     except (TypeError, ValueError):
         return [(f"arg{i}", a) for i, a in enumerate(args)] + list(kwargs.items())
+
+
+def signature_of(fn):
+    """fn's signature; a module's is its forward's (its __call__ takes *args, **kwargs)."""
+    forward = getattr(fn, "forward", None)
+    if not inspect.isroutine(fn) and inspect.ismethod(forward):
+        return inspect.signature(forward)
+    return inspect.signature(fn)
 
 
 def _scalar_set(v):
@@ -303,14 +312,17 @@ def captured_reads(fn):
     return roots, reads
 
 
-def collect(fn, args, kwargs, entered=None):
+def collect(fn, args, kwargs, entered=None, dynamic=frozenset()):
     """-> (tensor inputs [(name, tensor)], guard items [(name, value)], n_own): the first
     n_own inputs are fn's own tensors, the rest their existing .grad; the guard items end
     with one .grad item per own tensor, then the grad mode (without_grads relies on it).
-    entered: a list that receives the containers and objects walked (snapshot.py)."""
+    entered: a list that receives the containers and objects walked (snapshot.py).
+    dynamic: the arguments whose Python numbers are inputs, not guards (symbolic_args.py)."""
     tensors, guards = [], []
     hypers.new_call()
     roots = list(signature_names(fn, args, kwargs))
+    if dynamic:
+        roots = _dynamic_numbers(roots, dynamic, tensors, guards)
     owner = getattr(fn, "__self__", None) if inspect.ismethod(fn) else \
         (fn if _is_object(fn) else None)        # a bound method's object, or a module
     if owner is not None:
@@ -339,6 +351,27 @@ def collect(fn, args, kwargs, entered=None):
     return tensors + grads, guards, len(tensors)
 
 
+def _dynamic_numbers(roots, dynamic, tensors, guards):
+    """roots without the dynamic arguments' numbers, which become inputs (a 0-d tensor of
+    the number, symbolic_scalar.scalar_input) guarded by their type alone."""
+    rest = []
+    for path, v in roots:
+        if path in dynamic and type(v) in (int, float):
+            tensors.append((path, dynamic_input(v, path)))
+            guards.append((path, ("dynamic number", type(v).__name__)))
+        else:
+            rest.append((path, v))
+    return rest
+
+
+def dynamic_input(value, path):
+    """The input standing for dynamic argument `path` in a call: a 0-d tensor of its number,
+    known by the path (identity())."""
+    t = scalar_input(value)
+    t.__dict__["_llgrad_dynamic"] = path
+    return t
+
+
 def hooked(t):
     """Whether leaf t has hooks of its own or on its AccumulateGrad node. A step that runs
     its own backward would run them (its entries do not take such calls: they run eagerly);
@@ -353,7 +386,7 @@ def identity(t):
     array a walk wrapped, or the optimiser's slot a hyper-parameter input stands for (each
     walk makes a new one: hypers.py)."""
     d = t.__dict__
-    return d.get("_llgrad_hyper") or id(d.get("_llgrad_array", t))
+    return d.get("_llgrad_hyper") or d.get("_llgrad_dynamic") or id(d.get("_llgrad_array", t))
 
 
 def without_grads(key, n_own):

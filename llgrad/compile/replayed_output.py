@@ -20,6 +20,7 @@ import threading
 import warnings
 
 from ..runtime import trace_state
+from ..runtime.symbolic_scalar import stand_ins
 from ..tracer.errors import ControlFlowError, TraceError
 
 
@@ -92,7 +93,8 @@ def recording(out):
         raise
     except BaseException:
         _restore(rec, tees)
-        written(out)            # (the function's own error: eager wrote all that first)
+        if not stand_ins.active:    # (else the call is traced again: symbolic_args.py)
+            written(out)        # (the function's own error: eager wrote all that first)
         raise
     finally:
         _restore(rec, tees)

@@ -12,11 +12,12 @@ from .replayed_output import recording
 from .snapshot import StateSnapshot
 
 
-def unreplayed_change(fn, args, kwargs, guards, tensors, entry):
+def unreplayed_change(fn, args, kwargs, guards, tensors, entry, dynamic=frozenset()):
     """What the traced run of fn(*args, **kwargs) changed that entry does not replay, as
     text (Python where it can say it), or None. guards: the call's guard items before the
-    run; tensors: its own tensor inputs [(path, tensor)] before the run."""
-    after_tensors, after, after_own = collect(fn, args, kwargs)
+    run; tensors: its own tensor inputs [(path, tensor)] before the run; dynamic: as
+    collect's."""
+    after_tensors, after, after_own = collect(fn, args, kwargs, dynamic=dynamic)
     after = _grad_switched_on(entry, guards, after, tensors)
     written, entry.written = entry.written, ()
     changed = python_changes(guards, after, written) or tensor_changes(

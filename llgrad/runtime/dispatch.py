@@ -13,7 +13,7 @@ from .dtypes import _cat_of_scalar, from_name
 from .node import accumulate_node, define_fields, gradient_edge, node_class
 from .saved_tensor import SavedNumber, SavedTensor, user_location, user_position
 from .shapes import broadcast_shapes
-from .numpy_scalars import NUMPY_SCALARS, python_number
+from .symbolic_scalar import SPECIAL_OPERANDS, escape_in_attrs, special_operands
 from .tensor import Tensor
 
 # PyTorch computes inf * 0, 1 / 0 and log(-1) without a word; NumPy warns. The op table's
@@ -214,9 +214,11 @@ def call(op, inputs, attrs, _timed=False, _dual=False):
     if forward_ad is not None and not _dual:
         return forward_ad.call(op, inputs, attrs)
     for x in inputs:
-        if type(x) in NUMPY_SCALARS:    # (np.float64(2): the Python number, as torch reads it)
-            inputs = [python_number(v) for v in inputs]
+        if type(x) in SPECIAL_OPERANDS:
+            inputs = special_operands(op, inputs, attrs)
             break
+    if attrs and _tstate.tracer is not None:
+        escape_in_attrs(op, attrs)
     if batching is not None:
         res = batching.call(op, inputs, attrs)
         if res is not NotImplemented:

@@ -11,8 +11,8 @@ from .copy_slices import CopySlices, creation_error
 from .dispatch import _is_tensor, _req, call, record, run_impl, scalar_type_name, wrapped_ints
 from .dtypes import get_default_dtype, result_type
 from .node import gradient_edge
-from .numpy_scalars import NUMPY_SCALARS, python_number
 from .saved_tensor import SavedTensor, user_position
+from .symbolic_scalar import SPECIAL_OPERANDS, escape_in_attrs, special_operands
 
 _tstate = trace_state.state
 
@@ -75,9 +75,11 @@ def call_inplace(op, t, inputs, attrs, _timed=False, _dual=False):
     if dispatch.forward_ad is not None and not _dual:    # (a dual level: dispatch.py)
         return dispatch.forward_ad.call_inplace(op, t, inputs, attrs)
     for x in inputs:
-        if type(x) in NUMPY_SCALARS:        # (read as the Python number: dispatch.call)
-            inputs = [python_number(v) for v in inputs]
+        if type(x) in SPECIAL_OPERANDS:     # (NumPy's and dynamic numbers: dispatch.call)
+            inputs = special_operands(op, inputs, attrs)
             break
+    if attrs and _tstate.tracer is not None:
+        escape_in_attrs(op, attrs)
     if dispatch.batching is not None:       # a vmap is active (llgrad/func/batching.py)
         res = dispatch.batching.call_inplace(op, t, inputs, attrs)
         if res is not NotImplemented:

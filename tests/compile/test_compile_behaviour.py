@@ -110,6 +110,9 @@ def test_guard_change_retraces_and_stays_correct(what):
 
 
 def test_python_scalars_are_guarded_by_value():
+    """A number argument is guarded by value until it changes; then one used only in
+    arithmetic (alpha) becomes an input (one more trace), while one whose value steers the
+    trace (n, a loop count) is tried as an input once, then guarded by value for good."""
     def f(x, alpha, n):
         for _ in range(n):
             x = x * alpha
@@ -119,8 +122,11 @@ def test_python_scalars_are_guarded_by_value():
     assert cf(x, 2.0, 2).item() == 12.0
     assert cf(x, 2.0, 2).item() == 12.0 and cf.n_traces == 1
     assert cf(x, 3.0, 2).item() == 27.0 and cf.n_traces == 2
-    assert cf(x, 2.0, 3).item() == 24.0 and cf.n_traces == 3
-    assert cf(x, 2.0, 2).item() == 12.0 and cf.n_traces == 3
+    assert cf(x, 5.0, 2).item() == 75.0 and cf.n_traces == 2
+    assert cf(x, 2.0, 3).item() == 24.0 and cf.n_traces == 4
+    assert cf(x, 2.0, 2).item() == 12.0 and cf.n_traces == 4
+    assert cf(x, 3.0, 3).item() == 81.0 and cf.n_traces == 4
+    assert cf(x, 2.0, 4).item() == 48.0 and cf.n_traces == 5
 
 
 def test_data_dependent_branch_is_a_value_guard():

@@ -1,6 +1,6 @@
 """What keeps a compiled function's first calls close to eager's: the switch interval while
 a background build runs (background.quick_switches), and the guard walker's bytecode from
-the disk cache (guard_walker._compiled)."""
+the disk cache (walker_bytecode.compiled_walker)."""
 import sys
 
 import numpy as np
@@ -8,7 +8,7 @@ import pytest
 
 import llgrad
 from llgrad.compile import background
-from llgrad.compile import guard_walker
+from llgrad.compile import walker_bytecode
 
 
 @pytest.fixture
@@ -51,12 +51,12 @@ def test_a_background_build_leaves_the_interval_as_it_was(interval):
 
 def test_walker_bytecode_comes_from_the_disk_cache(monkeypatch):
     code = "def walk(args, kwargs):\n    return ('w', len(args)), []\n"
-    first = guard_walker._compiled(code, "<guard walker of test_cache>")
+    first = walker_bytecode.compiled_walker(code, "<guard walker of test_cache>")
 
     def refuse(*a, **k):
         raise AssertionError("compiled again")
-    monkeypatch.setattr(guard_walker, "compile", refuse, raising=False)
-    again = guard_walker._compiled(code, "<guard walker of test_cache>")
+    monkeypatch.setattr(walker_bytecode, "compile", refuse, raising=False)
+    again = walker_bytecode.compiled_walker(code, "<guard walker of test_cache>")
     env = {}
     exec(again, env)        # noqa: S102
     assert env["walk"]((1, 2), {}) == (("w", 2), [])
@@ -67,5 +67,5 @@ def test_walker_without_a_disk_cache_compiles(monkeypatch):
     monkeypatch.setenv("LLGRAD_CACHE_DIR", "0")
     code = "def walk(args, kwargs):\n    return None\n"
     env = {}
-    exec(guard_walker._compiled(code, "<guard walker of no_cache>"), env)   # noqa: S102
+    exec(walker_bytecode.compiled_walker(code, "<guard walker of no_cache>"), env)   # noqa: S102
     assert env["walk"]((), {}) is None

@@ -1,0 +1,142 @@
+"""Python numbers passed to a compiled function that change between calls: after an argument
+has been a second number (torch.compile's automatic dynamic), it is an input of the graph
+instead of a guard, and the function is traced with a SymbolicScalar in its place
+(runtime/symbolic_scalar.py), so a KL weight annealed every step, a temperature or a step
+count costs one more trace, not one per value (and, past the recompile limit, eager calls).
+
+A stand-in cannot pass `type(beta) is float` (isinstance holds), so a function whose code,
+or the code of the user's functions and classes it reaches, names `type` (or NumPy's
+`isscalar`) keeps its numbers guarded by value.
+
+The trace is kept only if it never read the number's value: a read (ScalarEscape), any
+exception, a graph break, a SymbolicScalar in the result, or Python state the run changed
+(where one could have been stored) puts back what the traced run did (snapshot.py) and the
+argument is guarded by value for good, as before; the call is traced again, so its result
+and effects are eager's."""
+import contextlib
+
+from ..runtime.symbolic_scalar import ScalarEscape, SymbolicScalar, stand_ins as _active
+from .guards import (captured_reads, class_functions, signature_names, signature_of,
+                     user_function)
+
+_NUMBER_TYPES = (int, float)
+
+
+_TYPE_READS = frozenset(("type", "isscalar"))
+
+
+def newly_dynamic(cf, args, kwargs, entered):
+    """Note the numbers of cf's arguments in a call about to be traced; True if one of them
+    is now dynamic (a second distinct number: the caller collects the call again).
+    entered: the objects the guard walk entered (their classes' code is the user's too)."""
+    marked = set()
+    for path, v in signature_names(cf.fn, args, kwargs):
+        if type(v) not in _NUMBER_TYPES or path in cf._dynamic or path in cf._static:
+            continue
+        seen = cf._numbers_seen.setdefault(path, v)
+        if (type(seen), repr(seen)) != (type(v), repr(v)):
+            marked.add(path)
+    if marked and _reads_types(cf.fn, entered):
+        cf._static = cf._static | marked
+        return False
+    if marked:
+        cf._dynamic = cf._dynamic | marked
+        _forget_fast_paths(cf)
+    return bool(marked)
+
+
+def _reads_types(fn, entered):
+    """Whether the code of fn, of the user's functions it reads and of the classes of the
+    user's objects the walk entered names `type` or `isscalar` (a stand-in would answer
+    them otherwise than the number)."""
+    fns = [getattr(fn, "__func__", fn), getattr(type(fn), "forward", None)]
+    fns += [v for _, v, kind, _ in captured_reads(fn)[1] if kind == "follow"]
+    for o in entered:
+        if not isinstance(o, (list, tuple, dict)):
+            fns += class_functions(type(o))
+    codes = [f.__code__ for f in fns if user_function(f) is not None]
+    while codes:
+        code = codes.pop()
+        if _TYPE_READS & set(code.co_names):
+            return True
+        codes += [c for c in code.co_consts if hasattr(c, "co_names")]
+    return False
+
+
+@contextlib.contextmanager
+def standing_in(cf, tensors, args, kwargs):
+    """The traced run's (args, kwargs) (stand_ins); while it runs, what it prints is not
+    given if it raises (replayed_output.py: the call is traced again, which prints it)."""
+    call = stand_ins(cf, tensors, args, kwargs)
+    _active.active = bool(cf._tracing_symbolic)
+    try:
+        yield call
+    finally:
+        _active.active = False
+
+
+def stand_ins(cf, tensors, args, kwargs):
+    """(args, kwargs) to trace with: each dynamic argument's number replaced by a
+    SymbolicScalar of its input (collect made it); notes which were replaced."""
+    cf._tracing_symbolic = set()
+    if not cf._dynamic:
+        return args, kwargs
+    inputs = {p: t for p, t in tensors if p in cf._dynamic}
+    try:
+        bound = signature_of(cf.fn).bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        bound = None
+    if bound is None:           # (collect's names: arg0, arg1 ... and the keywords)
+        args = [SymbolicScalar(inputs[f"arg{i}"], a, f"arg{i}") if f"arg{i}" in inputs
+                else a for i, a in enumerate(args)]
+        kwargs = {k: SymbolicScalar(inputs[k], v, k) if k in inputs else v
+                  for k, v in kwargs.items()}
+        cf._tracing_symbolic = {p for p in inputs}
+        return tuple(args), kwargs
+    for name, v in list(bound.arguments.items()):
+        if name in inputs and type(v) in _NUMBER_TYPES:
+            bound.arguments[name] = SymbolicScalar(inputs[name], v, name)
+            cf._tracing_symbolic.add(name)
+    return bound.args, bound.kwargs
+
+
+def retry(cf, exc, snapshot):
+    """After a traced run with stand-ins that cannot be kept (exc: what it raised, or None):
+    put back what it did, guard its numbers by value from now on, and return True (the
+    caller calls again); False where the trace had no stand-ins (or exc is an interrupt)."""
+    paths = cf._tracing_symbolic
+    if not paths or (exc is not None and not isinstance(exc, (Exception, ScalarEscape))):
+        return False
+    if isinstance(exc, ScalarEscape) and exc.path in paths:
+        paths = {exc.path}
+    cf._tracing_symbolic = set()
+    snapshot.restore()
+    cf._dynamic = cf._dynamic - paths
+    cf._static = cf._static | paths
+    _forget_fast_paths(cf)
+    return True
+
+
+def holds_symbolic(result):
+    """Whether a SymbolicScalar is in result (its containers walked, without recursion)."""
+    stack = [result]
+    while stack:
+        v = stack.pop()
+        if type(v) is SymbolicScalar:
+            return True
+        if isinstance(v, (list, tuple, set, frozenset)):
+            stack.extend(v)
+        elif isinstance(v, dict):
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif hasattr(v, "__dict__") and not isinstance(v, type) and \
+                any(type(x) is SymbolicScalar for x in vars(v).values()):
+            return True
+    return False
+
+
+def _forget_fast_paths(cf):
+    """The flat keys and the walkers guard numbers by value: a function with dynamic
+    arguments takes the full walk (guards.collect)."""
+    cf._fast.clear()
+    cf._walkers = []

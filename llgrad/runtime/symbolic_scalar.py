@@ -1,0 +1,311 @@
+"""Python numbers given to a compiled function that change between calls (an annealing
+weight, a temperature, a step count), as inputs of the graph rather than baked-in values.
+
+After an argument has been a second number (as torch.compile's automatic dynamic does),
+compile (compile/symbolic_args.py) makes it a 0-d float64 or int64 input, made from the
+number at each call, and traces the function with a SymbolicScalar standing for it. The
+trace holds for every value only if the number's value never steered it, which is sound by
+construction here:
+
+* the arithmetic a SymbolicScalar supports is recorded as ops and gives Python's result to
+  the bit: + - * / with Python numbers and other SymbolicScalars (float64 arithmetic, or
+  int64 while the result is in range; / only by a nonzero number), unary - and abs; and a
+  SymbolicScalar as the number operand of a tensor's add, sub, mul, div or comparison is
+  the number PyTorch would take (cast to the op's computation dtype: `as_operands`);
+* every other way of reading the number (float(), int(), an index, bool(), a comparison
+  with a number, hash, format, repr, its float/int methods, pickling) raises ScalarEscape,
+  a BaseException (a user's `except Exception` cannot swallow it), which ends the trace:
+  the argument is then guarded by value, as before, and the call traced again.
+
+Outside a trace (one leaked into Python state: compile retraces when it sees that) it acts
+as the number it stood for."""
+import threading
+
+import numpy as np
+
+from . import trace_state
+from .dtypes import float64, result_type
+from .numpy_scalars import NUMPY_SCALARS, python_number
+from .tensor import Tensor
+
+_FLOAT_EXACT = 2 ** 53          # ints a float64 holds exactly
+_INT64 = 2 ** 63
+_SUPPORTED_OPS = frozenset(("add", "sub", "rsub", "mul", "div", "eq", "ne", "lt", "le", "gt",
+                            "ge"))
+_NUMBER_ATTRIBUTES = frozenset(n for t in (int, float) for n in dir(t)
+                               if not n.startswith("_"))
+
+
+class _StandIns(threading.local):
+    active = False      # a trace with SymbolicScalars is running (compile/symbolic_args.py)
+
+
+stand_ins = _StandIns()
+
+
+class ScalarEscape(BaseException):
+    """A traced function read a SymbolicScalar's value: the trace is not valid for other
+    values (compile specialises the argument and traces again)."""
+    def __init__(self, path, how):
+        super().__init__(f"{path}: {how}")
+        self.path = path
+
+
+class SymbolicScalar:
+    """Stands for the Python number of argument `path` while a compiled function is traced:
+    `tensor` the graph value (0-d float64 or int64), `value` the number of this call."""
+    __slots__ = ("tensor", "value", "path")
+
+    def __init__(self, tensor, value, path):
+        self.tensor, self.value, self.path = tensor, value, path
+
+    @property
+    def __class__(self):
+        # (isinstance(beta, float) holds as it does eagerly: a branch on the number's type
+        # must not differ; type(beta) is still SymbolicScalar, which llgrad's code checks)
+        return type(self.value)
+
+    def _escape(self, how):
+        """The number for a read that steers Python (an escape while tracing)."""
+        if trace_state.state.tracer is not None:
+            raise ScalarEscape(self.path, how)
+        return self.value
+
+    def __float__(self):
+        return float(self._escape("float()"))
+
+    def __int__(self):
+        return int(self._escape("int()"))
+
+    def __index__(self):
+        return self._escape("used as an index or a size").__index__()
+
+    def __bool__(self):
+        return bool(self._escape("bool()"))
+
+    def __complex__(self):
+        return complex(self._escape("complex()"))
+
+    def __hash__(self):
+        return hash(self._escape("hash()"))
+
+    def __round__(self, n=None):
+        return round(self._escape("round()"), n)
+
+    def __trunc__(self):
+        return int(self._escape("math.trunc()"))
+
+    def __floor__(self):
+        return self._escape("math.floor()").__floor__()
+
+    def __ceil__(self):
+        return self._escape("math.ceil()").__ceil__()
+
+    def __format__(self, spec):
+        return format(self._escape("formatted"), spec)
+
+    def __repr__(self):
+        return repr(self._escape("repr()"))
+
+    def __str__(self):
+        return str(self._escape("str()"))
+
+    def __reduce_ex__(self, protocol):
+        return (type(self._escape("pickled or copied")), (self.value,))
+
+    def __getattr__(self, name):
+        if name in _NUMBER_ATTRIBUTES:      # (.real, .is_integer(), ...: the number's own)
+            return getattr(self._escape(f".{name}"), name)
+        raise AttributeError(name)
+
+    # ---- comparisons: with a tensor, the tensor's op; with anything else, an escape -------
+    def _compare(self, other, name, op):
+        if isinstance(other, Tensor):
+            return other._op(_REFLECTED_COMPARISON[name], self)
+        other = other.value if type(other) is SymbolicScalar else other
+        return op(self._escape(f"compared ({name})"), other)
+
+    def __eq__(self, other):
+        return self._compare(other, "eq", lambda a, b: a == b)
+
+    def __ne__(self, other):
+        return self._compare(other, "ne", lambda a, b: a != b)
+
+    def __lt__(self, other):
+        return self._compare(other, "lt", lambda a, b: a < b)
+
+    def __le__(self, other):
+        return self._compare(other, "le", lambda a, b: a <= b)
+
+    def __gt__(self, other):
+        return self._compare(other, "gt", lambda a, b: a > b)
+
+    def __ge__(self, other):
+        return self._compare(other, "ge", lambda a, b: a >= b)
+
+    # ---- arithmetic ------------------------------------------------------------------------
+    def __add__(self, other):
+        return _arith(self, other, "+", False)
+
+    def __radd__(self, other):
+        return _arith(self, other, "+", True)
+
+    def __sub__(self, other):
+        return _arith(self, other, "-", False)
+
+    def __rsub__(self, other):
+        return _arith(self, other, "-", True)
+
+    def __mul__(self, other):
+        return _arith(self, other, "*", False)
+
+    def __rmul__(self, other):
+        return _arith(self, other, "*", True)
+
+    def __truediv__(self, other):
+        return _arith(self, other, "/", False)
+
+    def __rtruediv__(self, other):
+        return _arith(self, other, "/", True)
+
+    def __neg__(self):
+        return _checked(self, -self.tensor, -self.value)
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return _checked(self, self.tensor.abs(), abs(self.value))
+
+    def _unsupported(self, other, name):
+        if isinstance(other, Tensor):
+            return NotImplemented           # (the tensor's reflected operator decides)
+        return self._escape(name)
+
+    def __floordiv__(self, other):
+        return self._unsupported(other, "//") // other
+
+    def __rfloordiv__(self, other):
+        return other // self._unsupported(other, "//")
+
+    def __mod__(self, other):
+        return self._unsupported(other, "%") % other
+
+    def __rmod__(self, other):
+        return other % self._unsupported(other, "%")
+
+    def __pow__(self, other):
+        return self._unsupported(other, "**") ** other
+
+    def __rpow__(self, other):
+        return other ** self._unsupported(other, "**")
+
+    def __divmod__(self, other):
+        return divmod(self._escape("divmod()"), other)
+
+
+_REFLECTED_COMPARISON = {"eq": "eq", "ne": "ne", "lt": "gt", "le": "ge", "gt": "lt",
+                         "ge": "le"}
+_PYTHON = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+           "/": lambda a, b: a / b}
+
+
+def _arith(s, other, sign, reflected):
+    """s <sign> other (other <sign> s when reflected) as a SymbolicScalar, where the recorded
+    ops give Python's number to the bit; else an escape (the number read)."""
+    if isinstance(other, Tensor):
+        return NotImplemented               # (Tensor's reflected operator: as_operands)
+    if type(other) is SymbolicScalar:
+        o_t, o_v = other.tensor, other.value
+    elif type(other) in (int, float):
+        o_t, o_v = None, other
+    else:
+        return _PYTHON[sign](*((other, s._escape(sign)) if reflected else
+                               (s._escape(sign), other)))
+    a, b = (o_v, s.value) if reflected else (s.value, o_v)
+    as_float = type(a) is float or type(b) is float or sign == "/"
+    if (sign == "/" and b == 0) or (as_float and any(
+            type(v) is int and abs(v) >= _FLOAT_EXACT for v in (a, b))):
+        s._escape(f"{sign} with {o_v!r}")
+    value = _PYTHON[sign](a, b)
+    if not as_float and abs(value) >= _INT64:
+        s._escape(f"{sign}: an int past int64")
+    st = s.tensor.to(float64) if as_float else s.tensor
+    if o_t is not None:
+        ot = o_t.to(float64) if as_float else o_t
+    else:
+        ot = float(o_v) if as_float else o_v
+    x, y = (ot, st) if reflected else (st, ot)
+    if sign == "+":
+        t = x + y
+    elif sign == "-":
+        t = x - y
+    elif sign == "*":
+        t = x * y
+    else:
+        t = x / y
+    return _checked(s, t, value)
+
+
+def _checked(s, t, value):
+    """The SymbolicScalar of t (whose value this call must be `value`, bit for bit: else an
+    escape, never a number that differs from Python's)."""
+    got = t._data.reshape(()).item()
+    if type(got) is not type(value) or repr(got) != repr(value):
+        s._escape(f"arithmetic gave {got!r} where Python gives {value!r}")
+    return SymbolicScalar(t, value, s.path)
+
+
+def as_operands(op, inputs, attrs):
+    """The inputs of op with each SymbolicScalar made the 0-d tensor PyTorch would take its
+    number as (cast to the op's computation dtype, from the other operand and the number);
+    an escape where that is not exactly the number's meaning."""
+    syms = [x for x in inputs if type(x) is SymbolicScalar]
+    others = [x for x in inputs if type(x) is not SymbolicScalar]
+    s = syms[0]
+    if op.name not in _SUPPORTED_OPS or len(inputs) != 2 or len(syms) != 1 or \
+            not isinstance(others[0], Tensor) or attrs.get("rounding_mode") is not None or \
+            attrs.get("alpha", 1) != 1:
+        return [x._escape(f"an operand of {op.name}") if type(x) is SymbolicScalar else x
+                for x in inputs]
+    dt = result_type(others[0], s.value)
+    v = s.value
+    if dt is None or dt.name in ("complex64", "complex128") or (
+            type(v) is int and dt._cat < 2 and not _fits(v, dt)) or (
+            type(v) is int and dt._cat == 2 and abs(v) >= 2 ** 24):
+        s._escape(f"an operand of {op.name} ({dt})")
+    t = s.tensor if s.tensor._dtype is dt else s.tensor.to(dt)
+    return [t if type(x) is SymbolicScalar else x for x in inputs]
+
+
+def _fits(v, dt):
+    info = np.iinfo(dt.name) if dt.name != "bool" else None
+    return info is not None and info.min <= v <= info.max
+
+
+def escape_in_attrs(op, attrs):
+    """An escape if a SymbolicScalar is among op's attributes (one level deep): an attribute
+    is a constant of the graph."""
+    for v in attrs.values():
+        for x in (v if type(v) in (tuple, list) else (v,)):
+            if type(x) is SymbolicScalar:
+                x._escape(f"an argument of {op.name}")
+
+
+# operands read before an op runs: NumPy scalars, and a compiled function's dynamic numbers
+SPECIAL_OPERANDS = NUMPY_SCALARS | {SymbolicScalar}
+
+
+def special_operands(op, inputs, attrs):
+    """inputs with NumPy scalars read as the Python numbers torch reads them as (np.float64(2)
+    is 2.0) and each SymbolicScalar as its graph value (as_operands)."""
+    inputs = [python_number(v) for v in inputs]
+    if any(type(v) is SymbolicScalar for v in inputs):
+        inputs = as_operands(op, inputs, attrs)
+    return inputs
+
+
+def scalar_input(value):
+    """The graph input of a dynamic number: a 0-d float64 (float) or int64 (int) tensor."""
+    return Tensor._from_array(np.array(value, dtype=np.float64 if type(value) is float
+                                       else np.int64))
