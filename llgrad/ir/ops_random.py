@@ -30,7 +30,14 @@ def _integers(state, shape, dtype="int64", of="int64", low=0, high=1, full=False
     return torch_random.integers(new, n, of, low, high, full).reshape(shape), new
 
 
+def _randperm(state, shape, dtype="int64"):
+    """torch.randperm(shape[0]) (torch_random.randperm)."""
+    new = np.array(state, dtype=np.int64, copy=True)
+    return torch_random.randperm(new, int(shape[0])), new
+
+
 # The eager creation functions (rand, randn) draw with the same functions, so both agree.
 defop("rng_normal", _normal, args=("state",), nout=2, kind="random")
 defop("rng_uniform", _uniform, args=("state",), nout=2, kind="random")
 defop("rng_integers", _integers, args=("state",), nout=2, kind="random")
+defop("rng_randperm", _randperm, args=("state",), nout=2, kind="random")

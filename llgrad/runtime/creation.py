@@ -366,14 +366,20 @@ def randint(low: int = 0, high: int | None = None, size: tuple[int, ...] = (),
 
 def randperm(n: int, dtype: dtypes.dtype | None = None, generator: _Generator | None = None,
              device: str | _Device | None = None) -> Tensor:
-    """A random permutation of 0..n-1, as torch.randperm (PyTorch's numbers for a seed;
-    inside llgrad.compile the call runs eagerly)."""
+    """A random permutation of 0..n-1, as torch.randperm (PyTorch's numbers for a seed).
+    Traced, a draw of the default generator is an rng_randperm op (mixup's shuffle inside a
+    compiled step); one of another generator runs the call eagerly."""
     _check_device(device)
-    if trace_state.state.tracer is not None:
-        trace_state.state.tracer.untraceable("randperm")
+    tracer = trace_state.state.tracer
+    if tracer is not None and generator is not None:
+        tracer.untraceable("randperm with a generator")
     if n < 0:
         raise RuntimeError(f"n must be non-negative, got{n}")
-    return _finish(torch_random.randperm(_state(generator), int(n)), dtype, False)
+    t = _finish(torch_random.randperm(_state(generator), int(n)), None, False)
+    if tracer is None:
+        return t if dtype is None else _finish(t._data, dtype, False)
+    tracer.random("rng_randperm", t)
+    return t if dtype is None else t.to(dtypes.to_dtype(dtype))
 
 
 def randn_like(t: Tensor, dtype: dtypes.dtype | None = None, requires_grad: bool = False,

@@ -275,7 +275,8 @@ def test_random_is_bit_exact():
     for op, shape, dt in (("rng_uniform", (3, 1000), "float64"), ("rng_normal", (7,), "float32"),
                           ("rng_uniform", (), "float32"), ("rng_normal", (0,), "float64"),
                           ("rng_normal", (257, 3), "float64"), ("rng_uniform", (5,), "float32"),
-                          ("rng_integers", (9,), "int64"), ("rng_normal", (3,), "float64")):
+                          ("rng_integers", (9,), "int64"), ("rng_randperm", (6,), "int64"),
+                          ("rng_randperm", (1,), "int64"), ("rng_normal", (3,), "float64")):
         attrs = {"shape": shape, "dtype": dt}
         if op == "rng_integers":
             attrs.update(of="int64", low=-2 ** 63, high=2 ** 63)

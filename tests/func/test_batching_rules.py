@@ -76,6 +76,6 @@ def test_every_op_has_a_batching_path():
             assert paths[name] == "reduce", name
     # only ops without tensor inputs (which a vmap never batches) are left to the loop
     assert {n for n, p in paths.items() if p == "loop"} <= {"full", "rng_normal", "rng_uniform",
-                                                                 "rng_integers"}
+                                                                 "rng_integers", "rng_randperm"}
     for name in ("matmul", "view", "as_strided", "nll_loss", "layer_norm", "strided_scatter"):
         assert paths[name] == "rule"

@@ -104,6 +104,7 @@ DOMAINS = {"binary_cross_entropy": ((0, 1), unit),    # input and target in [0, 
 # Ops of the table that read no float input: nothing to feed.
 NO_FLOAT_INPUT = {"full": "creation from a value", "rng_normal": "a random draw",
                   "rng_uniform": "a random draw", "rng_integers": "a random draw",
+                  "rng_randperm": "a random draw",
                   "lu_pivots_to_permutation": "LU's integer pivots",
                   "div_int": "integer division: integer operands only"}
 

@@ -215,6 +215,9 @@ SPECS = {
                           *sh, dtype=llgrad.int32).random_(-3, 9).long(), (2, 3)), layouts=()),
     "rng_uniform": S([T((628,), "int64", "rng")], {"shape": (5,), "dtype": "float32"},
                      lambda s: _eager_draw(s, llgrad.rand, (5,)), layouts=()),
+    "rng_randperm": S([T((628,), "int64", "rng")], {"shape": (7,), "dtype": "int64"},
+                      lambda s: _eager_draw(s, lambda n: llgrad.randperm(n), (7,)),
+                      layouts=()),
     # matrix products and layers
     "mm": S([X(3, 4), X(4, 5)], {}, lambda a, b: a.mm(b)),
     "addmm": S([X(5), X(3, 4), X(4, 5)], {"beta": 0.5, "alpha": 2.0},

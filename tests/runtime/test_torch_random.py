@@ -2,6 +2,8 @@
 distributions built on them, module initialisation, dropout masks, data loader orders, and
 compiled calls, each against torch itself. Float32 normal fills of 16+ values go through
 log/sin/cos, which PyTorch approximates (avx_mathfun): those agree to a few ulp."""
+import warnings
+
 import numpy as np
 import pytest
 
@@ -144,3 +146,35 @@ def test_a_compiled_training_step_with_dropout_draws_pytorchs_masks():
     want = run(torch, False)
     np.testing.assert_allclose(run(llgrad, False), want, rtol=2e-6)
     np.testing.assert_allclose(run(llgrad, True), want, rtol=2e-6)
+
+
+@pytest.mark.parametrize("backend", ["interpret", "llvm"])
+def test_a_compiled_mixup_step_draws_pytorchs_permutations(backend):
+    """randperm inside a compiled step (mixup's shuffle) is a traced draw, not a graph
+    break: every call gives torch's permutation and leaves the generator where torch does."""
+    def run(T, compiled):
+        T.manual_seed(0)
+        model = T.nn.Linear(4, 3)
+        opt = T.optim.SGD(model.parameters(), lr=0.1)
+        x, y = T.randn(8, 4), T.randint(0, 3, (8,))
+
+        def step():
+            opt.zero_grad()
+            idx = T.randperm(x.shape[0])
+            out = model(0.6 * x + 0.4 * x[idx])
+            loss = 0.6 * T.nn.functional.cross_entropy(out, y) + \
+                0.4 * T.nn.functional.cross_entropy(out, y[idx])
+            loss.backward()
+            opt.step()
+            return loss, idx, T.randperm(5, dtype=T.float32)
+        f = llgrad.compile(step, backend=backend) if compiled else step
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")          # (no graph break)
+            res = [[_np(v.detach()) for v in f()] for _ in range(4)]
+        return res + [[_np(T.rand(3))]]
+    want = run(torch, False)
+    for got in (run(llgrad, False), run(llgrad, True)):
+        for a, b in zip(want, got):
+            np.testing.assert_allclose(b[0], a[0], rtol=2e-6)
+            for u, v in zip(a[1:], b[1:]):
+                np.testing.assert_array_equal(v, u)

@@ -31,15 +31,16 @@ _DRAWS = (lambda state, n, dt, low, high: torch_random.uniform(state, n, dt),
           lambda state, n, dt, low, high: torch_random.normal(state, n, dt),
           lambda state, n, dt, low, high: torch_random.normal(state, n, dt, contiguous=False),
           lambda state, n, dt, low, last: torch_random.integers(state, n, dt, low, last + 1),
-          lambda state, n, dt, low, high: torch_random.integers(state, n, dt, full=True))
+          lambda state, n, dt, low, high: torch_random.integers(state, n, dt, full=True),
+          lambda state, n, dt, low, high: torch_random.randperm(state, n))
 
 
 def _check(node):
     st = node.inputs[0]
     if not isinstance(st, Value) or st.type.dtype != "int64" or st.type.shape != STATE_SHAPE:
         return f"a generator state that is not int64{list(STATE_SHAPE)}"
-    if node.attrs.get("dtype") not in (("int64",) if node.op == "rng_integers" else
-                                       ("float32", "float64")):
+    if node.attrs.get("dtype") not in (("int64",) if node.op in ("rng_integers", "rng_randperm")
+                                       else ("float32", "float64")):
         return f"dtype {node.attrs.get('dtype')!r}"
     if node.attrs.get("of", "int64") not in _DTYPES:
         return f"draws for dtype {node.attrs.get('of')!r}"
@@ -88,7 +89,9 @@ def _emit(plan, group, fg):
                                                                     I64, I64, PTR]),
                          name=_SYMBOL)
     a = node.attrs
-    if node.op == "rng_integers":
+    if node.op == "rng_randperm":
+        kind, dt = 5, "int64"
+    elif node.op == "rng_integers":
         kind, dt = (4 if a.get("full") else 3), a.get("of", "int64")
     else:
         kind, dt = (0 if node.op == "rng_uniform" else 1 if a.get("fill", True) else 2), \
@@ -99,5 +102,5 @@ def _emit(plan, group, fg):
                 ir.Constant(I64, int(a.get("high", 1)) - 1), flag])     # (2**63 - 1 fits)
 
 
-for _op in ("rng_uniform", "rng_normal", "rng_integers"):
+for _op in ("rng_uniform", "rng_normal", "rng_integers", "rng_randperm"):
     register(_op, "kernel", emit=_emit, prepare=_prepare, check=_check)
