@@ -9,6 +9,7 @@ import numpy as np
 from ..ir import OPS, torch_random
 from . import dtypes, trace_state
 from .device import check as _check_device, device as _Device
+from .memory_layout import in_layout_of
 from .dispatch import call, scalar_type_name
 from .creation_checks import check_fits as _check_fits, fill_value_fits
 from .creation_checks import beyond_int64, int_array, leaf_dtype, number_error, sequence_error
@@ -384,13 +385,16 @@ def randperm(n: int, dtype: dtypes.dtype | None = None, generator: _Generator | 
 
 def randn_like(t: Tensor, dtype: dtypes.dtype | None = None, requires_grad: bool = False,
                **kw) -> Tensor:
-    """Standard normal samples of t's shape and dtype, as torch.randn_like."""
+    """N(0, 1) samples of t's shape and dtype in t's layout, as torch.randn_like."""
     _check_device(kw.get("device"))
-    return randn(t._data.shape, dtype=dtype or t._dtype, requires_grad=requires_grad)
+    fill = t.is_contiguous()
+    r = in_layout_of(t, lambda s: randn(s, dtype=dtype or t._dtype, _fill=fill))
+    return r.requires_grad_(True) if requires_grad else r
 
 
 def rand_like(t: Tensor, dtype: dtypes.dtype | None = None, requires_grad: bool = False,
               **kw) -> Tensor:
-    """Uniform samples on [0, 1) of t's shape and dtype, as torch.rand_like."""
+    """U[0, 1) samples of t's shape and dtype in t's layout, as torch.rand_like."""
     _check_device(kw.get("device"))
-    return rand(t._data.shape, dtype=dtype or t._dtype, requires_grad=requires_grad)
+    r = in_layout_of(t, lambda s: rand(s, dtype=dtype or t._dtype))
+    return r.requires_grad_(True) if requires_grad else r

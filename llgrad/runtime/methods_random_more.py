@@ -10,11 +10,13 @@ import numpy as np
 
 from ..ir import OPS
 from . import dtypes
-from .creation import empty, empty_like, rand, randn, random_integers
+from .creation import empty, rand, randn, random_integers
+from .device import check as _check_device
 from .dispatch import call
 from .dispatch import scalar_type_name as tname
 from .functions import export
 from .inplace import call_inplace
+from .memory_layout import in_layout_of
 from .methods_random import _def, _in_memory_order
 from .shapes import broadcast_shapes, unpack_shape
 from .tensor import Tensor
@@ -31,7 +33,8 @@ def _num(v):
 
 
 def _draws(self, generator):
-    return rand(self._data.shape, dtype=dtypes.float64, generator=generator)
+    """Double uniforms for self's elements, in its memory order (ATen's serial fill)."""
+    return _in_memory_order(self, lambda s: rand(s, dtype=dtypes.float64, generator=generator))
 
 
 def _continuous(self, what):
@@ -128,7 +131,8 @@ def log_normal_(self, mean=1.0, std=2.0, *, generator=None):
         raise NotImplementedError(f"\"log_normal_cpu\" not implemented for '{tname(self._dtype)}'")
     if not std > 0:
         raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={_num(std)}")
-    n = randn(self._data.shape, dtype=dtypes.float64, generator=generator, _fill=False)
+    n = _in_memory_order(self, lambda s: randn(s, dtype=dtypes.float64, generator=generator,
+                                               _fill=False))
     return call_inplace(OPS["log_normal"], self, (self, n),
                         {"mean": float(mean), "std": float(std)})
 
@@ -192,7 +196,9 @@ def randint_like(input, low=0, high=None, *, dtype=None, layout=None, device=Non
     [0, high)) in input's shape and (unless dtype says otherwise) dtype."""
     if high is None:
         low, high = 0, low
-    r = empty_like(input, dtype=dtype, device=device).random_(low, high, generator=generator)
+    _check_device(device)       # (empty_like's layout: filled in its memory order)
+    r = in_layout_of(input, lambda s: empty(s, dtype=dtype or input.dtype)).random_(
+        low, high, generator=generator)
     return r.requires_grad_(True) if requires_grad else r
 
 

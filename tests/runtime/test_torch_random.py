@@ -178,3 +178,28 @@ def test_a_compiled_mixup_step_draws_pytorchs_permutations(backend):
             np.testing.assert_allclose(b[0], a[0], rtol=2e-6)
             for u, v in zip(a[1:], b[1:]):
                 np.testing.assert_array_equal(v, u)
+
+
+@pytest.mark.parametrize("what", ["rand_like", "randn_like", "randint_like", "exponential_",
+                                  "geometric_", "cauchy_", "log_normal_", "dropout"])
+def test_draws_like_a_permuted_tensor_follow_its_memory_order(what):
+    """rand_like & co. of a transposed or permuted tensor come in its layout (empty_like's)
+    and are drawn in memory order, as PyTorch draws them; in-place fills likewise."""
+    def draws(T):
+        T.manual_seed(0)
+        out = []
+        for x in (T.zeros(4, 6).t(), T.zeros(2, 3, 4).permute(2, 0, 1), T.zeros(40, 3).t()):
+            if what == "randint_like":
+                r = T.randint_like(x, 3, 9)
+            elif what == "dropout":
+                r = T.nn.functional.dropout(x + 1, 0.5)
+            elif what.endswith("_like"):
+                r = getattr(T, what)(x)
+            else:
+                r = getattr(x.clone(memory_format=T.preserve_format), what)(
+                    *((0.3,) if what == "geometric_" else ()))
+            out.append((_np(r), r.stride()))
+        return out + [(_np(T.rand(3)), None)]
+    for (a, sa), (b, sb) in zip(draws(torch), draws(llgrad)):
+        np.testing.assert_allclose(b, a, rtol=1e-6)
+        assert sa == sb
