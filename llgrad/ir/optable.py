@@ -114,12 +114,16 @@ def defop(name, impl, **kw):
 # input's layout (NumPy's impls may keep a transposed one: a later .view() would fail, and a
 # sum over it would add in another order); these keep their input's layout in both
 _KEEP_LAYOUT = ("sort", "flip", "index_put")
+# (and masked_fill, elementwise but a contiguous clone filled in place in PyTorch: a masked
+# transposed tensor's .view() works there; logsigmoid's kernel writes a contiguous output)
+_CONTIGUOUS_ELEMENTWISE = ("masked_fill", "logsigmoid")
 
 
 def contiguous_result(op):
     """Whether op's results are made C-contiguous (eager, the interpreter and the Python
     backend alike; the IR types say so for every op that is not a view)."""
-    return op.kind in ("reduce", "other") and op.name not in _KEEP_LAYOUT
+    return (op.kind in ("reduce", "other") and op.name not in _KEEP_LAYOUT
+            or op.name in _CONTIGUOUS_ELEMENTWISE)
 
 
 def c_order(a):

@@ -5,10 +5,9 @@ import numpy as np
 
 from ..ir import OPS
 from ..runtime import grad_mode, trace_state
-from ..runtime import dtypes
-from ..runtime.creation import rand
 from ..runtime.dispatch import call, nondiff_error
 from ..runtime.shapes import broadcast_shapes as _broadcast_shapes
+from .dropout_noise import uniform_noise_like
 from .functional_batch_norm import update_running_stats as _update_running_stats
 from .functional_conv import conv2d, max_pool2d  # noqa: F401  (F.conv2d, F.max_pool2d)
 from .functional_activation import (celu, elu, glu, hardshrink, hardsigmoid, hardswish,  # noqa: F401
@@ -125,15 +124,15 @@ def log_softmax(input, dim=None, dtype=None):
 
 def dropout(input, p=0.5, training=True, inplace=False):
     """As torch.nn.functional.dropout, with PyTorch's masks (ATen's bernoulli_(1 - p): a
-    double uniform per element). Traced, the draw is a random op that compiled calls
-    replay, not a baked mask."""
+    double uniform per element, in the input's memory order). Traced, the draw is a random
+    op that compiled calls replay, not a baked mask."""
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0:
         return input
     if p == 1.0:
         return input * 0.0
-    keep = rand(tuple(input.shape), dtype=dtypes.float64) < 1.0 - p
+    keep = uniform_noise_like(input) < 1.0 - p
     mask = keep.to(input.dtype) / (1.0 - p)
     if inplace:
         return input.mul_(mask)

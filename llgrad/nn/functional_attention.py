@@ -11,8 +11,9 @@ it: the two lines of linear and dropout it needs are written here."""
 import math
 import warnings
 
-from ..runtime.creation import arange, rand_like, zeros
+from ..runtime.creation import arange, zeros
 from ..runtime.functions import cat
+from .dropout_noise import uniform_noise_like
 
 __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
 
@@ -25,15 +26,16 @@ def _linear(x, w, b=None):
 
 
 def _dropout(x, p):
-    """F.dropout(x, p, training=True) (llgrad's generator: rand_like, so a traced dropout is
-    an RNG node)."""
+    """F.dropout(x, p, training=True): PyTorch's mask (a double uniform per element, kept
+    below 1 - p), so attention dropout draws what PyTorch's does; traced, an RNG node."""
     if not 0.0 <= p <= 1.0:
         raise RuntimeError(f"dropout probability has to be between 0 and 1, but got {p}")
     if p == 0.0:
         return x
     if p == 1.0:
         return x * 0.0
-    return x * ((rand_like(x) >= p).to(x.dtype) * (1.0 / (1.0 - p)))
+    keep = uniform_noise_like(x) < 1.0 - p
+    return x * (keep.to(x.dtype) / (1.0 - p))
 
 
 def _bias_from_mask(mask, dtype):

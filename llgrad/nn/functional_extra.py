@@ -11,6 +11,7 @@ from ..runtime.functions import stack
 from ..runtime.node_names import rename
 from .functional_conv import _pair, max_pool2d
 from .functional_pad import pad
+from .dropout_noise import uniform_noise_like
 
 __all__ = ["max_pool1d", "max_pool1d_with_indices", "max_pool2d_with_indices", "dropout1d",
            "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout", "unfold", "fold"]
@@ -91,7 +92,7 @@ def _dropout(input, p, training, inplace, feature, alpha):
         zero = input.new_zeros(())
         return input.mul_(zero) if inplace else input * zero
     # ATen: noise.bernoulli_(1 - p), a double uniform per element (PyTorch's masks)
-    u = _feature_noise(input) if feature else rand(tuple(input.shape), dtype=llgrad_float64)
+    u = _feature_noise(input) if feature else uniform_noise_like(input)
     keep = (u < 1 - p).to(input.dtype)
     if alpha:
         alpha_ = 1.7580993408473766
