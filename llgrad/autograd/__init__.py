@@ -1,6 +1,6 @@
 """llgrad.autograd: PyTorch's autograd namespace (re-exports), with the submodules function,
 functional, graph and profiler importable by their dotted names."""
-from ..runtime.autograd_api import backward, grad  # noqa: F401
+from ..runtime.autograd_api import _is_checkpoint_valid, backward, grad  # noqa: F401
 from . import function  # noqa: F401
 from ..runtime import anomaly as anomaly_mode, grad_mode  # noqa: F401
 from ..runtime.autograd_function import Function, FunctionCtx, once_differentiable  # noqa: F401

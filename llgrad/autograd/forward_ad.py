@@ -277,7 +277,13 @@ class _Level:
         _no_trace()
         grads = [t if t is not None else _zeros_like(a) if isinstance(a, Tensor) else None
                  for a, t in zip(args, tans)]
-        for o, t in zip(results, _seq(cls.jvp(ctx, *grads))):
+        level, dispatch.forward_ad = dispatch.forward_ad, None    # (jvp computes on primals)
+        try:
+            tangents = _seq(cls.jvp(ctx, *grads))
+        finally:
+            dispatch.forward_ad = level
+            ctx.saved_for_forward = None    # (PyTorch frees them after jvp)
+        for o, t in zip(results, tangents):
             if isinstance(o, Tensor) and isinstance(t, Tensor) and o._dtype.is_floating_point:
                 self.set(o, _laid_out(o, t))
 

@@ -66,6 +66,7 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
     if strategy == "forward-mode" and not vectorize:
         raise NotImplementedError("Computing Jacobian using forward-AD or forward-over-reverse "
                                   "Hessian isonly implemented for `vectorize=True`.")
+    _as_tuple(inputs, "inputs", "jacobian")
     if strict:
         _check_strict(func, inputs)
     return _call(_jacrev, _checked(func, "jacobian"), inputs, create_graph)
@@ -77,6 +78,8 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,
     if outer_jacobian_strategy == "forward-mode" and not vectorize:
         raise NotImplementedError("Computing Jacobian using forward-AD or forward-over-reverse "
                                   "Hessian isonly implemented for `vectorize=True`.")
+
+    _as_tuple(inputs, "inputs", "hessian")
 
     def single(*args):
         out = func(*args)
@@ -98,16 +101,25 @@ def _single_element(out, fn_name):
 # on inputs detached from the caller's graph (kept in it with create_graph=True)
 
 def _as_tuple(x, what, fn_name):
-    single = isinstance(x, Tensor)
-    if not single and not isinstance(x, (tuple, list)):
-        raise TypeError(f"The {what} given to {fn_name} must be either a Tensor or a tuple of "
-                        f"Tensors but the given {what} has type {type(x)}.")
-    xs = (x,) if single else tuple(x)
+    """(whether x is one tensor, x as a tuple), PyTorch's TypeError for anything but a
+    tensor or a tuple of them (a list included)."""
+    single = not isinstance(x, tuple)
+    xs = (x,) if single else x
     for i, t in enumerate(xs):
         if not isinstance(t, Tensor):
             raise TypeError(f"The {what} given to {fn_name} must be either a Tensor or a tuple "
-                            f"of Tensors but the value at index {i} has type {type(t)}.")
+                            "of Tensors but the " + (f"given {what} has type {type(t)}." if single
+                                                     else f"value at index {i} has type "
+                                                     f"{type(t)}."))
     return single, xs
+
+
+def _strict_outputs(outs):
+    for i, o in enumerate(outs):
+        if not o.requires_grad:
+            raise RuntimeError(f"Output {i} of the user-provided function does not require "
+                               "gradients. The outputs must be computed in a differentiable "
+                               "manner from the input when running in strict mode.")
 
 
 def _prepare(inputs, create_graph):
@@ -159,8 +171,17 @@ def vjp(func, inputs, v=None, create_graph=False, strict=False):
     single_in, inputs = _as_tuple(inputs, "inputs", "vjp")
     inputs = _prepare(inputs, create_graph)
     single_out, outs = _outputs(func, inputs, "vjp")
+    if strict:
+        _strict_outputs(outs)
     vs = _v(v, outs, "vjp", "output", single_out)
     with enable_grad():
+        if strict:
+            for i, gi in enumerate(grad(outs, inputs, vs, retain_graph=True,
+                                        allow_unused=True)):
+                if gi is None:
+                    raise RuntimeError(f"The output of the user-provided function is "
+                                       f"independent of input {i}. This is not allowed in "
+                                       "strict mode.")
         g = _grads(outs, inputs, vs, create_graph)
     return _result(single_out, outs, create_graph), _result(single_in, g, create_graph)
 
@@ -171,6 +192,8 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
     inputs = _prepare(inputs, create_graph)
     vs = _v(v, inputs, "jvp", "input", single_in)
     single_out, outs = _outputs(func, inputs, "jvp")
+    if strict:
+        _strict_outputs(outs)
     with enable_grad():
         us = tuple(zeros_like(o).requires_grad_(True) for o in outs)
         g = grad(outs, inputs, us, create_graph=True, allow_unused=True)
@@ -184,11 +207,13 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
     return _result(single_out, outs, create_graph), _result(single_out, jv, create_graph)
 
 
-def _second_order(func, inputs, v, create_graph, fn_name):
+def _second_order(func, inputs, v, create_graph, fn_name, strict):
     single_in, inputs = _as_tuple(inputs, "inputs", fn_name)
     inputs = _prepare(inputs, create_graph)
     single_out, outs = _outputs(func, inputs, fn_name)
     _single_element(outs[0] if single_out else outs, fn_name)
+    if strict:
+        _strict_outputs(outs)
     vs = _v(v, inputs, fn_name, "input", single_in)
     with enable_grad():
         jac = _grads(outs, inputs, None, True)
@@ -202,10 +227,10 @@ def _second_order(func, inputs, v, create_graph, fn_name):
 
 def vhp(func, inputs, v=None, create_graph=False, strict=False):
     """As torch.autograd.functional.vhp: (func(inputs), v^T H)."""
-    return _second_order(func, inputs, v, create_graph, "vhp")
+    return _second_order(func, inputs, v, create_graph, "vhp", strict)
 
 
 def hvp(func, inputs, v=None, create_graph=False, strict=False):
     """As torch.autograd.functional.hvp: (func(inputs), H v); H is symmetric for the
     twice-differentiable functions autograd sees, so H v is v^T H transposed (the same)."""
-    return _second_order(func, inputs, v, create_graph, "hvp")
+    return _second_order(func, inputs, v, create_graph, "hvp", strict)

@@ -2,12 +2,14 @@
 backward nodes and gradient edges."""
 from collections import namedtuple
 
+from ..runtime.autograd_api import current_graph_task_id, queue_callback
 from ..runtime.node import Node, gradient_edge
 from ..runtime.saved_hooks import (disable_saved_tensors_hooks, save_on_cpu,  # noqa: F401
                                    saved_tensors_hooks)
 
 __all__ = ["Node", "GradientEdge", "get_gradient_edge", "increment_version",
-           "saved_tensors_hooks", "save_on_cpu", "disable_saved_tensors_hooks"]
+           "saved_tensors_hooks", "save_on_cpu", "disable_saved_tensors_hooks",
+           "register_multi_grad_hook"]
 
 GradientEdge = namedtuple("GradientEdge", ["node", "output_nr"])
 GradientEdge.__doc__ = "Where a tensor's gradient goes: (backward node, its input number)."
@@ -28,3 +30,54 @@ def increment_version(tensor):
     torch.autograd.graph.increment_version; a list or tuple of tensors bumps each."""
     for t in (tensor if isinstance(tensor, (list, tuple)) else (tensor,)):
         t._storage.version += 1
+
+
+class _MultiHandle:
+    """The handle of a multi-grad hook: remove() removes its hook on every tensor."""
+
+    def __init__(self, handles):
+        self.handles = handles
+
+    def remove(self):
+        for h in self.handles:
+            h.remove()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+def register_multi_grad_hook(tensors, fn, *, mode="all"):
+    """As torch.autograd.graph.register_multi_grad_hook: mode "all" calls fn(grads) once per
+    backward that computes a gradient of any of tensors (None for those it did not compute;
+    llgrad calls it when that backward has run its nodes, PyTorch as soon as the last of
+    them is computed); mode "any" calls fn(grad) with the first one computed."""
+    supported_modes = ("all", "any")
+    if mode not in supported_modes:
+        raise ValueError(f"Expects mode to be one of {supported_modes} but got {mode}")
+    n = len(tensors)
+    if mode == "all":
+        buffers = {}
+
+        def inner_hook(i):
+            def hook(grad):
+                task = current_graph_task_id()
+                if task not in buffers:
+                    buffers[task] = [None] * n
+                    queue_callback(lambda: fn(buffers.pop(task)))
+                buffers[task][i] = grad
+            return hook
+        return _MultiHandle(tuple(t.register_hook(inner_hook(i))
+                                  for i, t in enumerate(tensors)))
+    ran = set()
+
+    def wrapped(grad):
+        task = current_graph_task_id()
+        if task in ran:
+            return
+        ran.add(task)
+        queue_callback(lambda: ran.discard(task))
+        fn(grad)
+    return _MultiHandle(tuple(t.register_hook(wrapped) for t in tensors if t.requires_grad))

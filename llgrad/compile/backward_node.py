@@ -116,8 +116,8 @@ class CompiledFunctionBackward(Node):
                                      for i in layout.edges])
         # every input is kept (with its version) for create_graph, which replays the forward
         versions = []
-        for t in tensors:
-            if t._inference:
+        for i, t in enumerate(tensors):
+            if t._inference and i in entry.eager_saved[0]:
                 SavedTensor(t)          # raises eager's error: inference tensors cannot be saved
             versions.append(t._storage.version)
         node._inputs, node._versions = tensors, versions

@@ -46,6 +46,8 @@ class Entry:
         "grad_free",                      # serves calls whatever their .grad (none read)
         "unused",                         # positions in diff_inputs with no gradient
         "grad_assign",                    # [(input, output position or None)]: .grad set
+        "grad_outputs",                   # [(output, input)]: `return w.grad`, a .grad set
+        "grad_inputs",                    # [(input, input j)]: `w.grad = x`, x an input
         "input_outputs",                  # [(output, input)]: `return x` gives x itself
         "plain_alias", "no_grad_views",   # outputs rebuilt as eager makes them
         "step",                           # the function runs a backward of its own
@@ -61,6 +63,7 @@ class Entry:
                                           # output positions) (attr_writes.py), or None
         "written",                        # the guard paths of those tensors (a check)
         "input_views", "same_outputs", "detached",  # output_notes.py: outputs made as eager's
+        "output_views",                   # (and views of another output: output_notes)
         "multi_views",                    # (and outputs of unbind, split, ...: output_notes)
         "reach", "bumps", "out_versions",  # (output_notes.py, snapshot.bumps)
         "replay_kept",                    # (backward_node.replay_kept)
@@ -78,6 +81,7 @@ class Entry:
         self.unused, self.grad_assign, self.input_outputs, self.out_versions = [], [], [], []
         self.plain_alias, self.no_grad_views, self.freed_outputs, self.bumps = [], [], [], {}
         self.input_views, self.same_outputs, self.detached, self.reach = [], [], [], None
+        self.output_views, self.grad_outputs, self.grad_inputs = [], [], []
         self.multi_views, self.replay_kept, self.frees = [], None, ()
         self.scalar_outputs, self.eager_saved, self.reusable = {}, ({}, {}), False
         self.n_returned, self.attr_writes, self.written = 0, None, ()
@@ -161,12 +165,17 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
         grad_outs = [g for _, g in changed if g is not None]
         entry.grad_assign = [(k, None if g is None else sum(
             1 for _, h in changed[:n] if h is not None)) for n, (k, g) in enumerate(changed)]
+        entry.grad_outputs = [(k, i) for k, o in enumerate(outs) for i, g in changed if g is o]
+        entry.grad_inputs = [(i, j) for i, g in changed for j, (_, t) in enumerate(tensors)
+                             if g is t]
         entry.n_fn_out, entry.n_out = len(outs), len(outs) + len(grad_outs)
         # traced with no .grad, none read or set: the entry serves any .grad state
         entry.grad_free = n_own == len(tensors) and not tracer.grad_read and not changed
         step = entry.step = tracer.backward_runs > 0 or bool(changed)
+        # (not a view made under no_grad, which requires grad with no edge to differentiate)
         diff_out = [i for i, o in enumerate(outs) if o.requires_grad
-                    and i not in entry.scalar_outputs]
+                    and i not in entry.scalar_outputs
+                    and not (o._creation is not None and o._grad_fn is None)]
         if step:
             # the function ran its own backward: its results that require grad were
             # backpropagated through, or made of results that were (a backward raises)

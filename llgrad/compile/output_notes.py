@@ -2,8 +2,13 @@
 are inputs, views of inputs, or the same tensor twice (noted at trace time); and which
 inputs each output's eager graph reaches (backward_node.py: a backward through some of
 the outputs leaves the .grad of inputs only the others reach None, as eager does)."""
+import itertools
+
+import numpy as np
+
 from ..runtime.node import gradient_edge
 from ..tracer.errors import TraceError
+from .log import short_loc, user_line
 
 
 def rebuild_notes(entry, outs, tensors):
@@ -28,7 +33,7 @@ def rebuild_notes(entry, outs, tensors):
     # and views made under no_grad of an input (which require grad, with no edge), found
     # again where the array cannot show it (an empty view aliases nothing)
     storage = {id(t._storage): i for i, (_, t) in enumerate(tensors)}
-    entry.no_grad_views = [(k, storage[id(o._storage)]) for k, o in enumerate(outs)
+    entry.no_grad_views = [(k, storage[id(o._storage)], o._creation) for k, o in enumerate(outs)
                            if o._creation is not None and o.requires_grad
                            and id(o._storage) in storage]
     # and views of an input the graph computes as values of their own (a view written in
@@ -50,6 +55,35 @@ def rebuild_notes(entry, outs, tensors):
     entry.detached += [(k, memory[id(o._storage.base)], o._base is not None, True)
                        for k, o in enumerate(outs) if id(o._storage) not in storage
                        and id(o._storage.base) in memory]
+
+    # outputs over the memory of another output the function made (`z = y.view(-1)` then
+    # written in place: the graph computes z and y as values of their own): later calls make
+    # them views of it again (offset in bytes from its first element, strides; whether eager's
+    # is a view, not an alias without history such as y.detach())
+    owner = {}
+    for k, o in enumerate(outs):
+        if o._base is None and id(o._storage) not in storage:
+            owner.setdefault(id(o._storage), k)
+    entry.output_views = [
+        (k, owner[id(o._storage)], _ptr(o._data) - _ptr(outs[owner[id(o._storage)]]._data),
+         o._data.strides, o._base is not None, outs[owner[id(o._storage)]]._data.strides)
+        for k, o in enumerate(outs) if owner.get(id(o._storage), k) != k
+        and o is not outs[owner[id(o._storage)]]]
+
+    # overlapping views of one tensor the function wrote in place and does not return: the
+    # graph computes each as a value of its own, so a write through one after a compiled call
+    # would not show through the other
+    views = {}
+    for o in outs:
+        if o._base is not None and id(o._storage) not in storage and id(o._storage) not in owner:
+            views.setdefault(id(o._storage), []).append(o)
+    for group in views.values():
+        if group[0]._storage.version and any(a is not b and np.shares_memory(a._data, b._data)
+                                             for a, b in itertools.combinations(group, 2)):
+            raise TraceError("results of the function are overlapping views of a tensor it "
+                             "writes in place and does not return, which a compiled call "
+                             "cannot make share memory (return that tensor too, or clone "
+                             f"the views), called at {short_loc(user_line())}")
 
     # fresh outputs written in place (`return y.relu_()`): their version counter as eager's
     entry.out_versions = [(k, o._storage.version) for k, o in enumerate(outs)

@@ -86,6 +86,10 @@ def run_entry(entry, tensors):
         warn_once(f"llgrad.compile({entry.name}): running eagerly: inputs share memory "
                    "and the function writes one of them in place")
         return _RUN_EAGERLY
+    if fwd.mutated and not grad_mode.state.inference and any(
+            i < len(tensors) and tensors[i]._inference for i in fwd.mutated):
+        return _RUN_EAGERLY     # (where eager raises: an inference tensor written outside
+                                # inference_mode)
     arrays = [t._data for t in tensors]
     before = None           # (values a replay of the forward reads: see replay_kept)
     if fwd.mutated and entry.backward is not None and grad_mode.state.grad_enabled:
@@ -126,6 +130,10 @@ def run_entry(entry, tensors):
             g = np.array(g)
         taken.add(id(g))
         tensors[k]._grad = Tensor._from_array(g)
+    for k, j in entry.grad_inputs:      # `w.grad = x`: the input itself, as in eager
+        tensors[k]._grad = tensors[j]
+    for k, i in entry.grad_outputs:     # `return w.grad`: the .grad the call set, as eager's
+        results[k] = tensors[i]._grad
     for k, flag in entry.grad_on:   # `x.requires_grad = True` the run set on a leaf input
         if flag is None:            # (or `x.detach_()` on one with a history)
             tensors[k]._grad_fn, flag = None, False
@@ -136,12 +144,21 @@ def run_entry(entry, tensors):
             size = arr.dtype.itemsize    # (off and strides in bytes from t's first element)
             results[k] = Tensor._view_of(strided_view(t._data, arr.shape, [
                 st // size for st in strides], off // size), t)
+    for k, j, off, strides, is_view, layout in entry.output_views:   # views of output j
+        base, arr = results[j], results[k]._data
+        if base._data.strides == layout and not np.shares_memory(arr, base._data):
+            size = arr.dtype.itemsize
+            arr = strided_view(base._data, arr.shape, [st // size for st in strides],
+                               off // size)
+            results[k] = Tensor._view_of(arr, base) if is_view else \
+                Tensor._from_array(arr, base._storage)
     for k in entry.plain_alias:     # (a view made here under no_grad would require grad)
         if results[k]._creation is not None:
             results[k]._creation = None
-    for k, i in entry.no_grad_views:
+    for k, i, made in entry.no_grad_views:
         if results[k]._creation is None:
             results[k] = Tensor._view_of(results[k]._data, tensors[i])
+            results[k]._creation = made     # (made under no_grad inside, called with grad on)
     for k, i, is_view, own in entry.detached:   # x.detach() or x.data (or a view of it): no
         arr, t = results[k]._data, tensors[i]   # base, no history (.data: its own counter)
         alias = t.data if own else t._alias()

@@ -20,6 +20,7 @@ from .functional_call import functional_call
 from .grad import grad, grad_and_value, vjp
 from .jacobians import hessian, jacrev
 from .vmap import vmap
+from . import custom_function  # noqa: F401,E402 (autograd.Function under vmap)
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "vmap",
            "functional_call", "stack_module_state", "replace_all_batch_norm_modules_",

@@ -15,7 +15,7 @@ the computation reached a tensor that requires grad outside the transform (an en
 transform's input, a parameter the function closes over), in which case the gradient is
 computed with create_graph and stays differentiable, as torch.func's does."""
 from ..ir import OPS
-from ..runtime import grad_mode
+from ..runtime import grad_mode, trace_state
 from ..runtime.autograd_api import grad as autograd_grad
 from ..runtime.dispatch import call
 from ..runtime.node import AccumulateGrad, Node
@@ -154,7 +154,7 @@ def _sizes(o, levels, c):
     return s
 
 
-def run(func, args, diff_pos, has_aux, api, lift=True):
+def run(func, args, diff_pos, has_aux, api, lift=True, forward=False):
     """func(*args) with the args at diff_pos (pytrees) replaced by differentiable copies.
     -> (output, aux, flat graph-level outputs [(tensor, levels)], output spec, Pullback,
     the diff args' spec)."""
@@ -162,7 +162,7 @@ def run(func, args, diff_pos, has_aux, api, lift=True):
     seq0 = seq_now()
     args = list(args)
     leaves, specs = [], []
-    with grad_mode.enable_grad():
+    with grad_mode.enable_grad(), _Transform(forward):
         bases = []
         for i in diff_pos:
             flat, spec = tree_flatten(args[i])
@@ -183,6 +183,24 @@ def run(func, args, diff_pos, has_aux, api, lift=True):
     outside = reaches_outside([o for o, _ in outs] + tree_flatten(aux)[0], bases, seq0)
     pull = Pullback(leaves, outs, outside, grad_enabled)
     return out, aux, flat_out, out_spec, pull, specs
+
+
+class _Transform:
+    """While a transform runs its function (an autograd.Function there needs
+    setup_context, and under jvp a jvp staticmethod, as in torch.func)."""
+
+    def __init__(self, forward):
+        self.forward = forward
+
+    def __enter__(self):
+        st = trace_state.state
+        st.func_transforms += 1
+        st.func_jvps += self.forward
+
+    def __exit__(self, *exc):
+        st = trace_state.state
+        st.func_transforms -= 1
+        st.func_jvps -= self.forward
 
 
 def detached(tree, keep):

@@ -14,7 +14,7 @@ from ..runtime.creation import zeros
 from ..runtime.tensor import Tensor
 from .autodiff import detached, from_graph, run, to_graph
 from .batched import sizes_of
-from .grad import _check_argnums
+from .grad import _check_argnums, _only_tensors
 from .pytree import tree_flatten, tree_unflatten
 from .vmap import vmap
 
@@ -59,7 +59,8 @@ def jvp_with_argnums(func, primals, tangents, argnums, strict=False, has_aux=Fal
                                f"Tensor is of size {list(p.shape)} while the given forward "
                                f"gradient is of size {list(t.shape)}.")
     grad_enabled = grad_mode.is_grad_enabled()
-    out, aux, flat_out, out_spec, pull, _ = run(func, primals, nums, has_aux, api, lift=False)
+    out, aux, flat_out, out_spec, pull, _ = run(func, primals, nums, has_aux, api, lift=False,
+                                                forward=True)
     for o in flat_out:
         if not isinstance(o, Tensor):
             raise RuntimeError(f"{api}: expected f(*primals) to return only tensors, got "
@@ -68,7 +69,7 @@ def jvp_with_argnums(func, primals, tangents, argnums, strict=False, has_aux=Fal
     res = tree_unflatten(tangent_out, out_spec)
     value = detached(out, pull.outside)
     if has_aux:
-        return value, res, detached(aux, pull.outside)
+        return value, res, detached(_only_tensors(aux), pull.outside)
     return value, res
 
 

@@ -39,6 +39,14 @@ def _regroup(flat_grads, specs, argnums):
     return out[0] if isinstance(argnums, int) else tuple(out)
 
 
+def _only_tensors(aux):
+    """torch.func's check of an aux output: tensors (in tuples, lists, dicts) only."""
+    for x in tree_flatten(aux)[0]:
+        if not isinstance(x, Tensor):
+            raise RuntimeError(f"Expected tensors, got unsupported type {type(x)}")
+    return aux
+
+
 def _grad_and_value(func, argnums, has_aux, args, kwargs):
     nums = _check_argnums(argnums, len(args))
     f = functools.partial(func, **kwargs) if kwargs else func
@@ -54,7 +62,7 @@ def _grad_and_value(func, argnums, has_aux, args, kwargs):
     g = _regroup(grads, specs, argnums)
     value = detached(out, pull.outside)
     if has_aux:
-        return g, (value, detached(aux, pull.outside))
+        return g, (value, detached(_only_tensors(aux), pull.outside))
     return g, value
 
 
@@ -120,5 +128,5 @@ def vjp_with_argnums(func, primals, argnums, has_aux, api="vjp(f, *primals)"):
 
     value = detached(out, pull.outside)
     if has_aux:
-        return value, vjp_fn, detached(aux, pull.outside)
+        return value, vjp_fn, detached(_only_tensors(aux), pull.outside)
     return value, vjp_fn

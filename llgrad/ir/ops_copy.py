@@ -8,13 +8,46 @@ def _is_tensor(x):
     return hasattr(x, "_dtype")
 
 
+def _dense_order(shape, strides):
+    """The dims of a copy outermost first, by PyTorch's infer_dense_strides: an insertion
+    sort on the strides in which a stride-0 (expanded) dim is ambiguous and keeps its
+    place (NumPy's order K puts it innermost: x.expand(4, 3).clone() would be
+    column-major, and its .view(-1) fail)."""
+    perm = list(range(len(shape)))[::-1]        # (innermost first)
+    for i in range(1, len(perm)):
+        d1 = i
+        for d0 in range(i - 1, -1, -1):
+            a, b = perm[d0], perm[d1]
+            s0, s1 = strides[a], strides[b]
+            if s0 == 0 or s1 == 0:
+                continue
+            if s0 < s1:
+                break
+            if s0 > s1 or shape[a] > shape[b]:
+                perm[d0], perm[d1] = b, a
+                d1 = d0
+    return perm[::-1]
+
+
+def _copy(x, dtype=None):
+    """A copy of x (cast to dtype) laid out as PyTorch's preserve_format lays it out."""
+    if not any(s == 0 and n > 1 for s, n in zip(x.strides, x.shape)):
+        return np.array(x, dtype=dtype, copy=True, order="K")
+    order = _dense_order(x.shape, x.strides)
+    out = np.empty([x.shape[d] for d in order], dtype or x.dtype).transpose(np.argsort(order))
+    np.copyto(out, x, casting="unsafe")
+    return out
+
+
 def _clone(x, memory_format="preserve"):
-    return np.array(x, copy=True, order="C" if memory_format == "contiguous" else "K")
+    if memory_format == "contiguous":
+        return np.array(x, copy=True, order="C")
+    return _copy(x)
 
 
 defop("clone", _clone, vjp=lambda c, g: (g,), grad_fn="CloneBackward0", kind="elementwise",
       functions=("clone",))
-defop("to_dtype", lambda x, dtype: x.astype(dtype), vjp=lambda c, g: (g,),
+defop("to_dtype", lambda x, dtype: _copy(x, dtype), vjp=lambda c, g: (g,),
       grad_fn="ToCopyBackward0", kind="elementwise")
 defop("fill", lambda x, value: np.full_like(x, value, order="K"),
       vjp=lambda c, g: (g.new_zeros(g.shape), g.sum() if c.needs(1) else None),

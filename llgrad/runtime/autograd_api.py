@@ -1,14 +1,62 @@
 """backward() and autograd.grad(): argument handling around the engine."""
 from __future__ import annotations
 
+import itertools
+import threading
+import warnings
 from typing import TYPE_CHECKING
 
+from . import trace_state
 from .engine import make_root_grads, run_backward
 from .functions_settings import warn_once
 from .tensor import Tensor
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+
+class _Tasks(threading.local):
+    def __init__(self):
+        # per backward running on this thread (PyTorch's graph tasks): [id, whether it is
+        # partial, callbacks to run when it ends]
+        self.running = []
+
+
+_tasks = _Tasks()
+_task_ids = itertools.count()
+
+
+def _is_checkpoint_valid():
+    """Whether the backward running now reaches every leaf (not autograd.grad, not
+    backward(inputs=...)): what a reentrant checkpoint needs, as
+    torch.autograd._is_checkpoint_valid."""
+    return not _tasks.running or not _tasks.running[-1][1]
+
+
+def current_graph_task_id():
+    """The id of the backward running now on this thread, -1 outside one (PyTorch's
+    torch._C._current_graph_task_id)."""
+    return _tasks.running[-1][0] if _tasks.running else -1
+
+
+def queue_callback(fn):
+    """Run fn() when the backward running now has finished its nodes (PyTorch's
+    Variable._execution_engine.queue_callback)."""
+    if not _tasks.running:
+        raise RuntimeError("Final callbacks can only be installed during backward pass.")
+    _tasks.running[-1][2].append(fn)
+
+
+def _run(partial, *args):
+    task = [next(_task_ids), partial, []]
+    _tasks.running.append(task)
+    try:
+        res = run_backward(*args)
+        while task[2]:              # (a callback may queue another)
+            task[2].pop(0)()
+        return res
+    finally:
+        _tasks.running.pop()
 
 
 def _seq(x):
@@ -23,6 +71,10 @@ def backward(tensors: Tensor | Sequence[Tensor],
              grad_variables: None = None, inputs: Tensor | Sequence[Tensor] | None = None) -> None:
     """Accumulate the gradients of tensors into the leaves' .grad (or only into inputs when
     given), as torch.autograd.backward."""
+    if trace_state.state.func_transforms:
+        raise RuntimeError("backward() called inside a functorch transform. This is not "
+                           "supported, please use functorch.grad or functorch.vjp instead or "
+                           "call backward() outside of functorch transforms.")
     tensors = [tensors] if isinstance(tensors, Tensor) else _seq(tensors)
     grads = _seq(grad_tensors) or [None] * len(tensors)
     if len(grads) != len(tensors):
@@ -41,8 +93,8 @@ def backward(tensors: Tensor | Sequence[Tensor],
                   "graph to avoid this. If you have to use this function, make sure to reset "
                   "the .grad fields of your parameters to None after use to break the cycle "
                   "and avoid the leak.")
-    run_backward(tensors, make_root_grads(tensors, grads), retain_graph, create_graph,
-                 inputs, True)
+    _run(inputs is not None, tensors, make_root_grads(tensors, grads), retain_graph,
+         create_graph, inputs, True)
 
 
 def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
@@ -57,6 +109,13 @@ def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
     grads = _seq(grad_outputs) or [None] * len(outputs)
     if retain_graph is None:
         retain_graph = create_graph
+    if not only_inputs:
+        warnings.warn("only_inputs argument is deprecated and is ignored now (defaults to "
+                      "True). To accumulate gradient for other parts of the graph, please use "
+                      "torch.autograd.backward.", FutureWarning, stacklevel=2)
+    if materialize_grads and allow_unused is False:
+        raise ValueError("Expected allow_unused to be True or not passed when "
+                         "materialize_grads=True, but got: allow_unused=False.")
     if allow_unused is None:
         allow_unused = materialize_grads
     if not inputs:
@@ -67,8 +126,8 @@ def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
     if is_grads_batched:
         return _batched_grad(outputs, inputs, grads, retain_graph, create_graph, allow_unused,
                              materialize_grads)
-    res = run_backward(outputs, make_root_grads(outputs, grads), retain_graph, create_graph,
-                       inputs, False, allow_unused)
+    res = _run(True, outputs, make_root_grads(outputs, grads), retain_graph, create_graph,
+               inputs, False, allow_unused)
     if materialize_grads:
         res = [g if g is not None else t.new_zeros(t.shape) for g, t in zip(res, inputs)]
     return tuple(res)
@@ -78,6 +137,15 @@ def _batched_grad(outputs, inputs, grads, retain_graph, create_graph, allow_unus
                   materialize_grads):
     """grad with is_grads_batched: one backward per slice of the grad_outputs' first dim
     (PyTorch vmaps it), the input gradients stacked along a new first dim."""
+    for i, (g, o) in enumerate(zip(grads, outputs)):
+        if g is not None and tuple(g.shape[1:]) != tuple(o.shape):
+            raise RuntimeError(
+                "If `is_grads_batched=True`, we interpret the first dimension of each "
+                "grad_output as the batch dimension. The sizes of the remaining dimensions are "
+                "expected to match the shape of corresponding output, but a mismatch was "
+                f"detected: grad_output[{i}] has a shape of llgrad.Size({list(g.shape[1:])}) "
+                f"and output[{i}] has a shape of llgrad.Size({list(o.shape)}). If you only want "
+                "some tensors in `grad_output` to be considered batched, consider using vmap.")
     given = [g for g in grads if g is not None]
     n = given[0]._data.shape[0] if given else 1
     per = [grad(outputs, inputs, [g if g is None else g[i] for g in grads],

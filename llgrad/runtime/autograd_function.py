@@ -1,13 +1,22 @@
 """autograd.Function: user-defined ops with their own backward (PyTorch's API)."""
 import functools
+import inspect
 import warnings
 
 import numpy as np
 
-from . import dispatch, grad_mode
+from . import dispatch, grad_mode, trace_state
+from .copy_slices import CopySlices
 from .node import Node, fix_grads, gradient_edge
 from .saved_tensor import FREED, SavedTensor, user_location
 from .tensor import Tensor
+
+
+_tstate = trace_state.state
+
+# a Function's call with vmap active (llgrad/func/custom_function.py installs it):
+# batched_apply(cls, args, kwargs) -> the outputs, or NotImplemented to run it as usual
+batched_apply = None
 
 
 class FunctionCtx:
@@ -22,6 +31,14 @@ class FunctionCtx:
                 raise TypeError("save_for_backward can only save variables, but argument "
                                 f"{i} is of type {type(t).__name__}")
         self.to_save = tensors
+
+    def save_for_forward(self, *tensors):
+        """Save tensors for jvp (read there as ctx.saved_tensors), as in PyTorch."""
+        for t in tensors:
+            if not (isinstance(t, Tensor) or t is None):
+                raise AssertionError("save_for_forward expects all arguments to be tensors; "
+                                     "you should save non-tensors as attributes on ctx.")
+        self.saved_for_forward = tensors
 
     def mark_dirty(self, *tensors):
         """Declare the inputs that forward modified in place, as in PyTorch."""
@@ -47,6 +64,7 @@ class BackwardCFunction(Node, FunctionCtx):
         self.non_differentiable = ()
         self.materialize_grads = True
         self.needs_input_grad = ()
+        self.saved_for_forward = None       # (what jvp reads as saved_tensors, while it runs)
         self._saved = None
         self._in_meta = ()
         self._out_meta = ()
@@ -54,6 +72,8 @@ class BackwardCFunction(Node, FunctionCtx):
 
     @property
     def saved_tensors(self):
+        if self.saved_for_forward is not None:
+            return tuple(self.saved_for_forward)
         if self._saved is None:
             if self.to_save is None:
                 raise RuntimeError(FREED)
@@ -68,8 +88,9 @@ class BackwardCFunction(Node, FunctionCtx):
         self._saved = [None if s is None else _Freed() for s in self._saved or ()]
 
     def apply(self, grads):
-        if self.materialize_grads:
-            grads = [g if g is not None else Tensor._from_array(np.zeros(m[0], m[1].np))
+        if self.materialize_grads:      # (a non-tensor output's gradient stays None)
+            grads = [g if g is not None or m[1] is None else
+                     Tensor._from_array(np.zeros(m[0], m[1].np))
                      for g, m in zip(grads, self._out_meta)]
         res = self._forward_cls.backward(self, *grads)
         if not isinstance(res, tuple):
@@ -82,18 +103,32 @@ class BackwardCFunction(Node, FunctionCtx):
                 raise RuntimeError(f"function {type(self).__name__} returned an incorrect number "
                                    f"of gradients (expected {n}, got {len(res)})")
         for i, (r, m) in enumerate(zip(res, self._in_meta)):
-            if r is not None and m is not None and r._data.shape != m[0]:
-                try:
-                    np.broadcast_shapes(r._data.shape, m[0])
-                except ValueError:
-                    raise RuntimeError(f"Function {type(self).__name__} returned an invalid "
-                                       f"gradient at index {i} - got {list(r._data.shape)} but "
-                                       f"expected shape compatible with {list(m[0])}") from None
+            if r is None:
+                continue
+            if m is None:
+                raise RuntimeError(f"function {type(self).__name__} returned a gradient "
+                                   f"different than None at position {i + 1}, but the "
+                                   "corresponding forward input was not a Variable")
+            if not isinstance(r, Tensor):
+                raise RuntimeError(f"expected Variable or None (got {type(r).__name__})")
+            if r._data.shape != m[0] and not _expandable(m[0], r._data.shape):
+                raise RuntimeError(f"Function {type(self).__name__} returned an invalid "
+                                   f"gradient at index {i} - got {list(r._data.shape)} but "
+                                   f"expected shape compatible with {list(m[0])}")
         # the edges: one per tensor argument (PyTorch's); None gradients for the others
         edges = iter(self.next_functions)
         per_arg = [next(edges) if m is not None else (None, 0) for m in self._in_meta]
         return [g for g, m in zip(fix_grads(res, per_arg, self._in_meta), self._in_meta)
                 if m is not None]
+
+
+def _expandable(shape, to):
+    """Whether an input of `shape` broadcasts to a gradient of shape `to` (which is then
+    summed back to it), PyTorch's test of a custom gradient's shape."""
+    try:
+        return np.broadcast_shapes(shape, to) == tuple(to)
+    except ValueError:
+        return False
 
 
 class _Freed:
@@ -158,12 +193,32 @@ class Function(metaclass=FunctionMeta):
     def apply(cls, *args, **kwargs):
         """Run forward and, if an input requires grad, record the backward node, as
         torch.autograd.Function.apply."""
-        ctx = cls._backward_cls()
-        tensor_args = [a if isinstance(a, Tensor) else None for a in args]
-        ctx.needs_input_grad = tuple(a is not None and a.requires_grad for a in tensor_args)
         uses_setup = cls.setup_context.__func__ is not Function.setup_context.__func__ \
             if hasattr(cls.setup_context, "__func__") else \
             cls.setup_context is not Function.setup_context
+        if uses_setup and (kwargs or _signature(cls)[1]):
+            # PyTorch binds keyword and default arguments into the inputs (setup_context
+            # sees them; a tensor among them gets a gradient)
+            bound = _signature(cls)[0].bind(*args, **kwargs)
+            bound.apply_defaults()
+            args, kwargs = bound.args, {}
+        if _tstate.vmap_levels or _tstate.func_transforms:
+            if not uses_setup:
+                raise RuntimeError(
+                    "In order to use an autograd.Function with functorch transforms (vmap, "
+                    "grad, jvp, jacrev, ...), it must override the setup_context staticmethod. "
+                    "For more details, please see "
+                    "https://pytorch.org/docs/main/notes/extending.func.html")
+            if _tstate.func_jvps and cls.jvp is Function.jvp:
+                raise NotImplementedError("You must implement the jvp function for custom "
+                                          "autograd.Function to use it with forward mode AD.")
+            if _tstate.vmap_levels and batched_apply is not None:
+                res = batched_apply(cls, args, kwargs)
+                if res is not NotImplemented:
+                    return res
+        ctx = cls._backward_cls()
+        tensor_args = [a if isinstance(a, Tensor) else None for a in args]
+        ctx.needs_input_grad = tuple(a is not None and a.requires_grad for a in tensor_args)
         with grad_mode.no_grad(), _PrimalsOnly():
             if uses_setup:
                 out = cls.forward(*args, **kwargs)
@@ -181,17 +236,13 @@ class Function(metaclass=FunctionMeta):
                     grad_mode.state.grad_enabled:
                 raise RuntimeError("a leaf Variable that requires grad has been used in an "
                                    "in-place operation.")
+        if dirty - {id(o) for o in outs}:
+            raise RuntimeError("Some elements marked as dirty during the forward method were "
+                               "not returned as output. The inputs that are modified inplace "
+                               "must all be outputs of the Function.")
         nondiff = {id(t) for t in ctx.non_differentiable}
-        results = []
-        for i, o in enumerate(outs):
-            if not isinstance(o, Tensor):
-                results.append(o)
-                continue
-            if id(o) in dirty:
-                pass                         # modified in place: it keeps its identity
-            elif any(o is a for a in tensor_args) or o._grad_fn is not None or o._requires_grad:
-                o = o._alias()               # an input returned as is: a new tensor object
-            results.append(o)
+        results = [o if not isinstance(o, Tensor) or id(o) in dirty else
+                   _output(o, tensor_args, record and id(o) not in nondiff) for o in outs]
         if record:
             ctx.next_functions = tuple(gradient_edge(a) or (None, 0)
                                        for a in tensor_args if a is not None)
@@ -204,6 +255,8 @@ class Function(metaclass=FunctionMeta):
                 if isinstance(o, Tensor) and id(outs[i]) not in nondiff and \
                         o._dtype.is_floating_point:
                     o._grad_fn, o._output_nr, o._requires_grad = ctx, i, True
+                    if id(o) in dirty and o._base is not None:
+                        _rebase_view(o, ctx, sum(isinstance(r, Tensor) for r in results))
             saved = []
             for t in ctx.to_save:
                 if t is None:
@@ -217,7 +270,53 @@ class Function(metaclass=FunctionMeta):
             ctx.to_save = None
         if dispatch.forward_ad is not None:     # a dual level: the outputs' tangents by jvp
             dispatch.forward_ad.function(cls, ctx, args, results)
+        ctx.saved_for_forward = None            # (for jvp only; backward sees its own)
         return results[0] if single else tuple(results)
+
+
+def _signature(cls):
+    """(the signature of cls.forward, whether it has default values), cached on cls."""
+    got = cls.__dict__.get("_llgrad_signature")
+    if got is None:
+        sig = inspect.signature(cls.forward)
+        got = sig, any(p.default is not p.empty for p in sig.parameters.values())
+        setattr(cls, "_llgrad_signature", got)
+    return got
+
+
+def _output(o, tensor_args, differentiable):
+    """A tensor forward returned, as the Function's output (PyTorch's rules): an input
+    returned as is becomes a view of it (a detached alias when it requires grad and gets no
+    history: not recorded, or non-differentiable); a view (of an input, or made in forward)
+    is marked so that writing it in place raises (that would bypass the custom backward)."""
+    if any(o is a for a in tensor_args):
+        if not differentiable and o.requires_grad:
+            return o.detach()
+        with grad_mode.no_grad():           # (an op: a batched tensor's view is batched)
+            o = o.view_as(o)
+    elif o._grad_fn is not None or o._requires_grad:
+        return o.detach()                   # (made outside forward, with history)
+    if o._base is not None and not o._inference:
+        o._creation = "custom_function"
+    return o
+
+
+def _rebase_view(view, ctx, n_tensors):
+    """A view forward modified in place (mark_dirty): its base's history goes through the
+    custom backward (PyTorch's CopySlices; the view's grad_fn is regenerated from it)."""
+    if n_tensors > 1:
+        raise RuntimeError(
+            "If your Function modifies inplace an input that is a view of another Tensor, your "
+            "Function cannot return more than one Tensor. This is not supported by the current "
+            "autograd engine. You should either make sure the input is not a view (using "
+            ".clone() for example) or make your Function only return one Tensor (potentially "
+            "splitting it into two Functions: one doing the inplace that returns a single "
+            "Tensor and a second one that does the other operations). You can ask on the forum "
+            "https://discuss.pytorch.org/ if you need help to do this change.")
+    base = view._base
+    cs = CopySlices(base, view, ctx, gradient_edge(base))
+    base._grad_fn, base._output_nr, base._requires_grad = cs, 0, True
+    view._view_version = -1
 
 
 class _PrimalsOnly:
@@ -254,11 +353,16 @@ def once_differentiable(fn):
                 not any(isinstance(a, Tensor) and a.requires_grad for a in args):
             return outputs
         single = not isinstance(outputs, tuple)
+        # one node, with edges to what the gradients came from (as PyTorch's): a
+        # differentiation through it reaches it and raises, never finds nothing to do
+        node = DelayedError()
+        node.next_functions = tuple(gradient_edge(a) or (None, 0) for a in args
+                                    if isinstance(a, Tensor) and a.requires_grad)
         wrapped = []
         for o in ((outputs,) if single else outputs):
             if isinstance(o, Tensor) and o._dtype.is_floating_point:
                 o = o._alias()
-                o._grad_fn, o._requires_grad = DelayedError(), True
+                o._grad_fn, o._requires_grad = node, True
             wrapped.append(o)
         return wrapped[0] if single else tuple(wrapped)
     return wrapper

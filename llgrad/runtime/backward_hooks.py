@@ -1,22 +1,48 @@
 """Backward hooks as the engine runs them, in PyTorch's order and with its checks: tensor
 hooks, retained grads and node pre-hooks before a node runs, post hooks after it, and an
 AccumulateGrad's own hooks around the accumulation."""
+import weakref
+
 from . import trace_state
-from .node import AccumulateGrad
+from .node import AccumulateGrad, Node
 from .tensor import Tensor
 
 
-def hook_result(hook, r, n):
-    """A node hook's non-None result as a list of n gradients, checked as PyTorch checks it."""
+def hook_result(hook, r, before, fill_none=False):
+    """A node hook's non-None result as a list replacing the gradients `before`, checked as
+    PyTorch checks it (fill_none: a gradient may replace None, where llgrad hands None for
+    a value PyTorch computed: a custom Function's gradient for an input without an edge)."""
     if not isinstance(r, tuple):
         raise TypeError(f"expected tuple, but hook returned '{type(r).__name__}'")
-    if len(r) != n:
+    if len(r) != len(before):
         raise RuntimeError(f"hook '{getattr(hook, '__name__', '<unknown>')}' has returned an "
-                           f"incorrect number of values (got {len(r)}, but expected {n})")
-    for v in r:
+                           f"incorrect number of values (got {len(r)}, but expected "
+                           f"{len(before)})")
+    for v, old in zip(r, before):
         if v is not None and not isinstance(v, Tensor):
             raise TypeError(f"expected Variable, but hook returned '{type(v).__name__}'")
+        if v is not None and old is None and not fill_none:
+            raise RuntimeError("can't replace a None gradient with a non-None value")
     return list(r)
+
+
+def _node_call(node, *grads):
+    """node(*grad_outputs): the gradients for its next functions, as calling a PyTorch
+    Node does."""
+    return tuple(node.apply(list(grads)))
+
+
+def _metadata(node):
+    """A dict of the user's own kept with the node, as torch's Node.metadata."""
+    d = _metadata_of.get(node)
+    if d is None:
+        d = _metadata_of[node] = {}
+    return d
+
+
+_metadata_of = weakref.WeakKeyDictionary()
+Node.__call__ = _node_call
+Node.metadata = property(_metadata)
 
 
 def run_node_pre_hooks(node, grads):
@@ -24,7 +50,7 @@ def run_node_pre_hooks(node, grads):
     for hook in tuple(node._pre_hooks.get(-1, {}).values()):
         r = hook(tuple(grads))
         if r is not None:
-            grads = hook_result(hook, r, len(grads))
+            grads = hook_result(hook, r, grads)
     return grads
 
 
@@ -34,7 +60,7 @@ def run_post_hooks(node, outs, grads):
     for hook in tuple(node._post_hooks.values()):
         r = hook(tuple(outs), tuple(grads))
         if r is not None:
-            outs = hook_result(hook, r, len(outs))
+            outs = hook_result(hook, r, outs, getattr(node, "_op", None) is None)
     return outs
 
 

@@ -33,7 +33,11 @@ class CopySlices(Node):
         flat = g._op("strided_scatter", geom=self.base_geom, span=self.span)
         g_view = flat._op("strided_gather", geom=self.view_geom)
         fn = self.fn
-        res = fn.edge_grads(fn._op.vjp(fn, g_view))
+        op = getattr(fn, "_op", None)
+        if op is not None:
+            res = fn.edge_grads(op.vjp(fn, g_view))
+        else:       # a custom Function's node (mark_dirty on a view): its own backward
+            res = fn.apply([g_view] + [None] * (fn._nout - 1))
         r0 = res[0] if res[0] is not None else g_view.new_zeros(g_view.shape)
         flat = flat._op("strided_put", r0, geom=self.view_geom)
         return [flat._op("strided_gather", geom=self.base_geom)] + list(res[1:])
@@ -68,15 +72,24 @@ _CREATION_TEXT = {
 def creation_error(t, rebase=False):
     """PyTorch's error for a view made under no_grad / inference_mode (t._creation) that is
     modified in place with grad mode on (or whose base was: rebase)."""
-    made, now, block = _CREATION_TEXT[t._creation]
     fn = t._grad_fn
+    name = re.sub(r"Backward\d*$", "", type(fn).__name__) if fn is not None else None
+    what = "its base or another view of its base has been modified inplace" if rebase else \
+        "is being modified inplace"
+    if t._creation == "custom_function":
+        head = (f"Output {t._output_nr} of {name} is a view and {what}." if fn is not None else
+                f"A view was created in no_grad mode and {what} with grad mode enabled.")
+        return RuntimeError(
+            f"{head} This view was created inside a custom Function (or because an input was "
+            "returned as-is) and the autograd logic to handle view+inplace would override the "
+            "custom backward associated with the custom Function, leading to incorrect "
+            "gradients. This behavior is forbidden. You can fix this by cloning the output of "
+            "the custom Function.")
+    made, now, block = _CREATION_TEXT[t._creation]
     if fn is None:
         head = "A view was created in "
     else:
-        name = re.sub(r"Backward\d*$", "", type(fn).__name__)
         head = f"Output {t._output_nr} of {name} is a view of a view which was created in "
-    what = "its base or another view of its base has been modified inplace" if rebase else \
-        "is being modified inplace"
     return RuntimeError(
         f"{head}{made} and {what} {now}. Given that this use case is ambiguous and "
         "error-prone, it is forbidden. You can clarify your code by moving both the view and "

@@ -148,8 +148,12 @@ def tensor_scalars(data, is_tensor):
     out, changed = [], False
     for x in data:
         if is_tensor(x):
-            if x._data.size != 1:
-                raise ValueError("only one element tensors can be converted to Python scalars")
+            if x._data.size != 1:       # (PyTorch reads an integer one through __index__)
+                if x._dtype.is_floating_point:
+                    raise ValueError("only one element tensors can be converted to Python "
+                                     "scalars")
+                raise TypeError("only integer tensors of a single element can be converted to "
+                                "an index")
             # (item(): inside a compiled function, a read of the value the trace guards)
             x, changed = x._data.dtype.type(x.item()), True
         elif isinstance(x, (list, tuple)):

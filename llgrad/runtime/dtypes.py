@@ -81,11 +81,12 @@ def from_numpy_dtype(npdt):
 
 
 def to_dtype(d):
-    """Accept an llgrad dtype, a NumPy dtype or a Python type."""
+    """Accept an llgrad dtype, a NumPy dtype or a Python type (float is float64, whatever
+    the default dtype, as PyTorch's argument parser reads it)."""
     if isinstance(d, dtype):
         return d
     if d is builtins_float:
-        return float32
+        return float64
     if d is builtins_int:
         return int64
     if d is builtins_bool:
@@ -105,7 +106,9 @@ def get_default_dtype() -> dtype:
 
 def set_default_dtype(d: dtype) -> None:
     """Set the default floating dtype (float32 or float64), as torch.set_default_dtype."""
-    d = to_dtype(d)
+    if not isinstance(d, dtype):        # (a Python or NumPy type: PyTorch refuses it)
+        raise TypeError("invalid dtype object: only floating-point types are supported as the "
+                        "default type")
     if not d.is_floating_point:
         raise TypeError("only floating-point types are supported as the default type")
     promotion.set_default_float(d.name)

@@ -79,7 +79,7 @@ def _sizes(operands):
                 name = "..." if isinstance(lab, tuple) else lab
                 raise RuntimeError(f"einsum(): subscript {name} has size {n} for operand {k} "
                                    f"which does not broadcast with previously seen size {m}")
-            sizes[lab] = max(n, m) if n != 1 else m
+            sizes[lab] = n if n != 1 else m        # (a size 0 too: not max(0, 1))
     return sizes
 
 

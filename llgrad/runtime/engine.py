@@ -279,7 +279,8 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
             if targets is not None and node in targets:
                 for nr, i in targets[node]:
                     captured[i] = grads[nr]
-                    if accumulate and grads[nr] is not None:
+                    if accumulate and grads[nr] is not None and \
+                            not inputs[i]._retains_grad:    # (retain_grad wrote it above)
                         # backward(inputs=[non_leaf]) accumulates into non_leaf.grad
                         t, g = inputs[i], grads[nr]
                         g = g if create_graph else g.detach().clone()

@@ -169,7 +169,11 @@ def allclose(a: Tensor, b: Tensor, rtol: float = 1e-05, atol: float = 1e-08,
 
 def equal(a: Tensor, b: Tensor) -> bool:
     """Whether a and b have the same shape and elements, as torch.equal."""
-    return a._data.shape == b._data.shape and bool(np.array_equal(a._data, b._data))
+    if a._data.shape != b._data.shape:
+        return False
+    if trace_state.state.tracer is not None:    # (the answer is a read of values: a guard)
+        return bool((a.detach() == b.detach()).all())
+    return bool(np.array_equal(a._data, b._data))
 
 
 def broadcast_tensors(*tensors: Tensor) -> tuple[Tensor, ...]:

@@ -3,9 +3,10 @@ the dtype alias short, the memory formats; set_printoptions (formatting.py reads
 set_default_device (the CPU only), is_inference, and the anomaly-mode flags
 (is_anomaly_enabled, set_anomaly_enabled, is_anomaly_check_nan_enabled)."""
 import math
-import threading
 
 from . import dtypes, formatting
+from .anomaly import _state as _anomaly_state, is_anomaly_check_nan_enabled, \
+    is_anomaly_enabled
 from . import functions as _functions
 from .device import device
 from .functions import export
@@ -91,29 +92,10 @@ def is_inference(input):
 
 # ---- anomaly mode -----------------------------------------------------------------------------
 
-class _Anomaly:
-    """PyTorch's anomaly-mode flags (global, as AnomalyMode is). llgrad keeps the setting;
-    its backward does not check gradients for NaN yet (that check belongs in the engine)."""
-    enabled = False
-    check_nan = True
-    lock = threading.Lock()
-
-
-def is_anomaly_enabled():
-    """As torch.is_anomaly_enabled: whether anomaly mode is on."""
-    return _Anomaly.enabled
-
-
-def is_anomaly_check_nan_enabled():
-    """As torch.is_anomaly_check_nan_enabled."""
-    return _Anomaly.check_nan
-
-
 def set_anomaly_enabled(enabled, check_nan=True):
-    """As torch.set_anomaly_enabled(enabled, check_nan=True): turn anomaly mode on or off.
-    (llgrad records the setting; its backward does not yet look for NaN gradients.)"""
-    with _Anomaly.lock:
-        _Anomaly.enabled, _Anomaly.check_nan = bool(enabled), bool(check_nan)
+    """As torch.set_anomaly_enabled(enabled, check_nan=True): turn anomaly mode on or off
+    (the switch torch.autograd.set_detect_anomaly / detect_anomaly also set)."""
+    _anomaly_state.update(enabled=bool(enabled), check_nan=bool(check_nan))
 
 
 for _f in (get_default_device, set_default_device, is_inference, is_anomaly_enabled,

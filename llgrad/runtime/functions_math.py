@@ -293,9 +293,10 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
     if not input._dtype.is_floating_point:
         return input.clone()
     fi = finfo(input._dtype)
-    out = input.masked_fill(input.isnan(), nan)
-    out = out.masked_fill(input == math.inf, fi.max if posinf is None else posinf)
-    return out.masked_fill(input == -math.inf, fi.min if neginf is None else neginf)
+    # (by where, which keeps input's layout as PyTorch's kernel does; masked_fill does not)
+    out = where(input.isnan(), nan, input)
+    out = where(input == math.inf, fi.max if posinf is None else posinf, out)
+    return where(input == -math.inf, fi.min if neginf is None else neginf, out)
 
 
 def signbit(input):

@@ -100,7 +100,9 @@ def index_fill(input, dim, index, value):
 def index_copy(input, dim, index, source):
     """As torch.index_copy: input with the slices at index along dim taken from source."""
     spec, idx = _along(input, dim, index, "index_copy_")
-    return call(OPS["index_put"], (input, source, idx), {"spec": spec, "accumulate": False})
+    # (PyTorch's result is contiguous whatever input's layout; index_put keeps input's)
+    return call(OPS["index_put"], (input.contiguous(), source, idx),
+                {"spec": spec, "accumulate": False})
 
 
 @torch_node("PutBackward0")
@@ -142,7 +144,9 @@ def renorm(input, p, dim, maxnorm):
         raise RuntimeError(f"renorm: expected maxnorm to be >= 0 but got {maxnorm}")
     d = norm_dim(dim, nd)
     norm = vector_norm(input, p, tuple(j for j in range(nd) if j != d), True)
-    return input * where(norm > maxnorm, maxnorm / (norm + 1e-7), 1.0).to(input._dtype)
+    # (contiguous, as PyTorch's result, whatever input's layout)
+    return input.contiguous() * where(norm > maxnorm, maxnorm / (norm + 1e-7),
+                                      1.0).to(input._dtype)
 
 
 def vander(x, N=None, increasing=False):

@@ -219,7 +219,8 @@ def _median_dim(x, dim, keepdim, ignore_nan, name, tup):
         return tup(x.clone(), _long_zero(x))
     n = x._data.shape[d]
     if n == 0:
-        raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
+        # (PyTorch's nanmedian says median() too)
+        raise IndexError(f"median(): Expected reduction dim {d} to have non-zero size.")
     s, i = x.sort(d, stable=True)
     if x._dtype.is_floating_point:
         # sorting puts nan last: median takes the first nan, nanmedian the lower median of

@@ -81,12 +81,13 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     diff = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
     if not diff:
         raise ValueError("gradcheck expects at least one input tensor to require gradient, but "
-                         "none of the them have requires_grad=True.")
+                         "none of them have requires_grad=True.")
     for i in diff:
         if inputs[i]._dtype.name != "float64":
             warnings.warn(f"Input #{i} requires gradient and is not a double precision floating "
-                          "point. This check will likely fail if all the inputs are not of double "
-                          "precision floating point. ", UserWarning, stacklevel=2)
+                          "point or complex. This check will likely fail if all the inputs are not "
+                          "of double precision floating point or complex. ", UserWarning,
+                          stacklevel=2)
     outs, rows = _analytical(func, inputs, diff) if check_backward_ad else \
         (_outputs(func, inputs), None)
     for k, i in enumerate(diff):
@@ -107,7 +108,8 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
                 if np.allclose(ana, num, rtol=rtol, atol=atol, equal_nan=True):
                     continue
                 msg = (f"Jacobian{how} mismatch for output {oi} with respect to input {i},\n"
-                       f"numerical:{num}\nanalytical:{ana}\n")
+                       f"numerical:{Tensor._from_array(num)!r}\n"
+                       f"analytical:{Tensor._from_array(ana)!r}\n")
                 if raise_exception:
                     raise GradcheckError(msg)
                 return False

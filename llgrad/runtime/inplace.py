@@ -67,6 +67,45 @@ def _check_broadcast_into(shape, inputs):
                                f"shape {list(full)}")
 
 
+# PyTorch's assert_no_overlap: these may not read any memory they write, even all of it
+# (x.index_copy_(0, i, x)); the others may read exactly the memory they write (x.add_(x));
+# a fill value is read as a number first (x.masked_fill_(m, x[0]))
+_NO_OVERLAP = ("index_put", "index_add", "scatter", "scatter_add", "scatter_reduce")
+_VALUE_READ = ("fill", "masked_fill")
+
+
+def _dense(a):
+    """Whether a's strides are a permutation of contiguous ones (size-1 dims ignored)."""
+    expected = a.itemsize
+    for st, n in sorted((st, n) for st, n in zip(a.strides, a.shape) if n != 1):
+        if st != expected:
+            return False
+        expected *= n
+    return True
+
+
+def _check_overlap(op, t, inputs):
+    """PyTorch's error for an operand that shares part of the memory an in-place op writes
+    (x[1:].add_(x[:-1]), x.copy_(x.t())): by its get_overlap_status, which only judges
+    dense layouts (x[::2].add_(x[1::2]) is let through)."""
+    if op.name in _VALUE_READ:
+        return
+    a = t._data
+    for x in inputs[1:]:
+        if not _is_tensor(x) or x._storage is not t._storage or not a.size or \
+                not x._data.size or not _dense(a) or not _dense(x._data):
+            continue
+        b = x._data
+        a0, b0 = a.__array_interface__["data"][0], b.__array_interface__["data"][0]
+        a1, b1 = a0 + a.nbytes, b0 + b.nbytes
+        full = a0 == b0 and a1 == b1 and a.ndim == b.ndim and all(
+            sa == sb for sa, sb, n in zip(a.strides, b.strides, a.shape) if n != 1)
+        if (a0 < b1 and b0 < a1) and (not full or op.name in _NO_OVERLAP):
+            raise RuntimeError("unsupported operation: some elements of the input tensor and "
+                               "the written-to tensor refer to a single memory location. "
+                               "Please clone() the tensor before performing the operation.")
+
+
 def call_inplace(op, t, inputs, attrs, _timed=False, _dual=False):
     """Run op out of place, write the result into t's memory, bump the version, and
     rebase t's history (through CopySlices on its base when t is a view)."""
@@ -85,6 +124,7 @@ def call_inplace(op, t, inputs, attrs, _timed=False, _dual=False):
         if res is not NotImplemented:
             return res
     _check_inplace(t, inputs)
+    _check_overlap(op, t, inputs)
     if op.kind == "elementwise":
         _check_broadcast_into(t._data.shape, inputs)
     rt = result_type(*[inputs[i] for i in (range(len(inputs)) if op.promote == "all"

@@ -41,8 +41,8 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
         x = x.to(d)
     dims = _dims(x, dim)
     ord = float(ord)
-    if math.isinf(ord) and x._data.size == 0:
-        name = "inf" if ord > 0 else "-inf"
+    if (math.isinf(ord) or ord < 0) and x._data.size == 0:     # (max, min: no identity)
+        name = f"{ord:g}"
         if dims is None:
             raise RuntimeError(f"linalg.vector_norm cannot compute the {name} norm on an empty "
                                "tensor because the operation does not have an identity")

@@ -5,7 +5,7 @@ import numpy as np
 from ..ir import OPS
 from ..ir.optable import method_doc, on_declare
 from . import dtypes
-from .creation import copy_construct_warning, copy_of, full_op, tensor
+from .creation import full_op, tensor
 from .creation_checks import fill_value_fits
 from .device import check as check_device
 from .dispatch import call, scalar_type_name
@@ -14,7 +14,7 @@ from .methods_clamp import clamp, clamp_, clamp_max, clamp_max_, clamp_min, clam
 from .methods_div import div, div_
 from .node_names import no_derivative
 from .numpy_scalars import python_number
-from .shapes import broadcast_shapes, check_condition, unpack_shape
+from .shapes import broadcast_shapes, check_condition
 from .tensor import Tensor
 
 
@@ -39,11 +39,21 @@ def _def(name, fn, op=None):
 # ---- the methods an op declares (OpDef.methods / inplace), for ops declared now and later --
 
 def _declared_methods(op):
+    most = len(op.args) - 1     # (an extra operand would reach NumPy's impl as its out=)
     for name in op.methods:
-        _def(name, (lambda o: lambda self, *operands: call(o, (self,) + operands, {}))(op), op)
+        _def(name, (lambda o, n: lambda self, *operands: _arity(n, operands, most) or
+                    call(o, (self,) + operands, {}))(op, name), op)
     for name in op.inplace:
-        _def(name, (lambda o: lambda self, *operands:
-                    call_inplace(o, self, (self,) + operands, {}))(op), op)
+        _def(name, (lambda o, n: lambda self, *operands: _arity(n, operands, most) or
+                    call_inplace(o, self, (self,) + operands, {}))(op, name), op)
+
+
+def _arity(name, operands, most):
+    """PyTorch's TypeError for a method given more operands than it takes."""
+    if len(operands) > most:
+        raise TypeError(f"{name}() takes no arguments ({len(operands)} given)" if not most else
+                        f"{name}() takes {most} positional argument{'s' * (most > 1)} but "
+                        f"{len(operands)} were given")
 
 
 on_declare(_declared_methods)
@@ -310,6 +320,7 @@ def to(self, *args, **kwargs):
     """The tensor cast to a dtype (given, or another tensor's), as torch.Tensor.to; the same
     tensor if nothing changes (copy=True copies). A device other than the CPU raises."""
     dtype = kwargs.get("dtype")
+    dtype = None if dtype is None else dtypes.to_dtype(dtype)     # (dtype=float: float64)
     check_device(kwargs.get("device"), "move a tensor to")
     for a in args:
         if isinstance(a, Tensor):
@@ -370,25 +381,3 @@ def copy_(self, src, non_blocking=False):
 _def("copy_", copy_)
 
 
-def _new(fill):
-    def f(self, *size, dtype=None, requires_grad=False):
-        shape = unpack_shape(size) if size else ()
-        t = full_op(shape, fill, dtype or self._dtype)
-        return t.requires_grad_(requires_grad) if requires_grad else t
-    return f
-
-
-_def("new_zeros", _new(0))
-_def("new_ones", _new(1))
-_def("new_empty", _new(0))
-_def("new_full", lambda self, size, fill_value, dtype=None, requires_grad=False:
-     full_op(tuple(size), fill_value_fits(python_number(fill_value), dtype or self._dtype),
-             dtype or self._dtype).requires_grad_(requires_grad))
-def _new_tensor(self, data, dtype=None, requires_grad=False):
-    if isinstance(data, Tensor):
-        copy_construct_warning("tensor.new_tensor(sourceTensor)")
-        return copy_of(data, dtype or self._dtype, requires_grad)
-    return tensor(data, dtype=dtype or self._dtype, requires_grad=requires_grad)
-
-
-_def("new_tensor", _new_tensor)

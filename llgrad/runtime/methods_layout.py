@@ -1,5 +1,5 @@
 """The user's reads of where a tensor lies in memory: storage_offset(), data_ptr() and
-_version. llgrad's own code reads them through Tensor._storage_offset() and the storage;
+_version (and is_inference(), another flag the guards do not hold). llgrad's own code reads them through Tensor._storage_offset() and the storage;
 these report to the tracer, since an input's are Python numbers that change from call to
 call while the guards still let the calls share a trace (a slice of a dataset at each
 batch, a parameter written by every step)."""
@@ -33,6 +33,15 @@ def _version(self) -> int:
     return self._storage.version
 
 
+def is_inference(self) -> bool:
+    """Whether the tensor was made in inference_mode, as torch.Tensor.is_inference."""
+    tracer = trace_state.state.tracer
+    if tracer is not None:      # (an input's flag is not in the guards)
+        tracer.reads_layout(self, "Tensor.is_inference()")
+    return self._inference
+
+
+Tensor.is_inference = is_inference
 Tensor.storage_offset = storage_offset
 Tensor.data_ptr = data_ptr
 Tensor._version = property(_version)

@@ -41,11 +41,14 @@ def setitem(self, idx, value):
         try:
             call_inplace(OPS["index_put"], t, (t, value) + tuple(tensors),
                          {"spec": spec, "accumulate": False})
-        except RuntimeError:            # (PyTorch's words for a value that does not fit)
+        except (RuntimeError, TypeError, ValueError):   # (PyTorch's words for a value that
+            # does not fit; NumPy's mask assignment raises TypeError / ValueError)
             shape = getitem(self.detach(), idx)._data.shape
-            try:
-                np.broadcast_shapes(value._data.shape, shape)
+            try:        # (the value broadcasts to the result's shape, not the other way)
+                fits = np.broadcast_shapes(value._data.shape, shape) == shape
             except ValueError:
+                fits = False
+            if not fits:
                 raise RuntimeError(f"shape mismatch: value tensor of shape "
                                    f"{list(value._data.shape)} cannot be broadcast to indexing "
                                    f"result of shape {list(shape)}") from None
@@ -54,7 +57,9 @@ def setitem(self, idx, value):
     target = getitem(self, idx)
     if isinstance(value, Tensor):
         if value._data.shape != target._data.shape:
-            value.expand(target._data.shape)        # (PyTorch's error when it cannot)
+            wide = value.expand(target._data.shape)     # (PyTorch's error when it cannot)
+            if value._storage is target._storage:   # (x[i] += v: the same memory, as there)
+                value = wide
         target.copy_(value)
     else:   # (PyTorch copies the number in: an error where elements share memory)
         if geometry_overlaps(target._data.shape, target.stride()):

@@ -148,10 +148,13 @@ def narrow(self, dim, start, length):
     return self._op("slice", dim=d, start=start, end=start + length, step=1)
 
 
-def select(self, dim, index):
+def select(self, dim, index, method=False):
     d = norm_dim(dim, self._data.ndim)
     n = self._data.shape[d]
     if not -n <= index < n:
+        if method:      # (Tensor.select's own words; x[i]'s below)
+            raise IndexError(f"select(): index {index} out of range for tensor of size "
+                             f"{list(self._data.shape)} at dimension {d}")
         raise IndexError(f"index {index} is out of bounds for dimension {d} with size {n}")
     return self._op("select", dim=d, index=index % n)
 
@@ -182,7 +185,9 @@ def chunk(self, chunks, dim=0):
     if chunks <= 0:
         raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     n = self._data.shape[norm_dim(dim, self._data.ndim)]
-    return split(self, max(math.ceil(n / chunks), 1), dim)
+    if n == 0:          # (PyTorch: `chunks` empty pieces, by split_with_sizes)
+        return split(self, [0] * chunks, dim)
+    return split(self, math.ceil(n / chunks), dim)
 
 
 def diagonal(self, offset=0, dim1=0, dim2=1):
@@ -210,10 +215,10 @@ def as_strided(self, size, stride, storage_offset=None):
 for _n, _f in (("view", view), ("reshape", reshape), ("transpose", transpose),
                ("swapaxes", transpose), ("t", t), ("permute", permute), ("expand", expand),
                ("squeeze", squeeze), ("unsqueeze", unsqueeze), ("flatten", flatten),
-               ("unflatten", unflatten), ("narrow", narrow), ("select", select),
-               ("unbind", unbind), ("split", split), ("chunk", chunk), ("diagonal", diagonal),
+               ("unflatten", unflatten), ("narrow", narrow), ("unbind", unbind), ("split", split), ("chunk", chunk), ("diagonal", diagonal),
                ("as_strided", as_strided)):
     _def(_n, _f)
+_def("select", lambda self, dim, index: select(self, dim, index, True))
 _def("view_as", lambda self, other: view(self, other._data.shape))
 _def("reshape_as", lambda self, other: reshape(self, other._data.shape))
 _def("expand_as", lambda self, other: expand(self, other._data.shape))

@@ -14,6 +14,7 @@ import weakref
 import numpy as np
 
 from . import grad_mode, trace_state
+from .grad_layout import laid_out_as
 from .hook_handle import _register
 from .saved_tensor import FREED, SavedNumber, SavedTensor
 from .tensor import Tensor
@@ -317,8 +318,7 @@ class AccumulateGrad(Node):
             # traced (a compiled training step): tensor ops, so the tracer records them
             with grad_mode.no_grad():
                 if old is None:     # as eager: a new .grad has its leaf's layout
-                    c = g.contiguous() if leaf.is_contiguous() else g
-                    leaf._grad = c.clone() if c is g else c
+                    leaf._grad = laid_out_as(g, leaf)
                 else:
                     leaf._grad = old.add_(g)
             return
@@ -329,9 +329,7 @@ class AccumulateGrad(Node):
             buf = np.empty_like(leaf._data)
             buf[...] = g._data
             leaf._grad = Tensor._from_array(buf)     # (a Parameter's too, as torch)
-        elif old._requires_grad:
-            leaf._grad = (old + g).detach()
-        else:
+        else:       # (in place, as PyTorch, also into a .grad that requires grad)
             old._data += g._data
             old._storage.version += 1
 

@@ -10,7 +10,8 @@ NumPy would convert the tensor through __array__ and return an ndarray. So:
 
 * Tensor.__array_priority__ (torch.Tensor's value) makes NumPy scalars and arrays defer to
   the tensor's reflected operator (np.int64(3) & t calls t.__rand__); NumPy ufuncs called
-  by name (np.exp(t)) still convert the tensor;
+  by name (np.exp(t)) convert the tensor and their result is wrapped back into one
+  (Tensor.__array_wrap__, tensor_memory.py);
 * every binary operator of Tensor reads a NumPy number operand as PyTorch does first
   (python_number), and so does the dispatcher for every op's operands (t.add(np.float64(1))
   stays float32, as torch's);

@@ -232,6 +232,8 @@ class Tensor:
         if flag and not self._dtype.is_floating_point:     # (PyTorch's words, lower case)
             raise RuntimeError("only Tensors of floating point and complex dtype can require "
                                "gradients")
+        if flag and self._grad_fn is not None:     # (requires_grad_(True) lets it pass)
+            raise RuntimeError("you can only change requires_grad flags of leaf variables.")
         self.requires_grad_(flag)
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
@@ -350,6 +352,8 @@ class Tensor:
         return id(self)
 
     def __array__(self, dtype=None, copy=None):
+        if self.requires_grad:      # (np.asarray(t) is t.numpy(), as PyTorch's)
+            self.numpy()
         if trace_state.state.tracer is not None:
             trace_state.state.tracer.reads_out(self, "NumPy's conversion of a tensor")
         return self._data if dtype is None else self._data.astype(dtype)

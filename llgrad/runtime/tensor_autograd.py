@@ -2,6 +2,7 @@
 place), is_leaf, .grad, retain_grad, hooks, backward. Attached to Tensor here, above the
 autograd nodes and engine it reaches (tensor.py is below them)."""
 from __future__ import annotations
+import sys
 import warnings
 import weakref
 from typing import TYPE_CHECKING
@@ -12,6 +13,7 @@ from .copy_slices import creation_error, regenerate_view_grad_fn
 from .dispatch import scalar_type_name
 from .hook_handle import _Handle, _register
 from .node import accumulate_node
+from .saved_tensor import _internal
 from .tensor import Tensor
 
 if TYPE_CHECKING:
@@ -27,7 +29,11 @@ def _grad_fn(self):
                 return None
             raise creation_error(self, rebase=True)
         regenerate_view_grad_fn(self)
-    return self._grad_fn
+    fn = self._grad_fn
+    tracer = trace_state.state.tracer
+    if tracer is not None and fn is not None and not _internal[sys._getframe(1).f_code.co_filename]:
+        tracer.reads_layout(self, "Tensor.grad_fn")   # (an input's node: not in the guards)
+    return fn
 
 
 def _is_leaf(self):
@@ -78,6 +84,8 @@ def _set_grad(self, value):
 def _retains_grad(self):
     """Whether retain_grad() was called on this non-leaf tensor, as
     torch.Tensor.retains_grad."""
+    if trace_state.state.tracer is not None and self._grad_fn is not None:
+        trace_state.state.tracer.reads_layout(self, "Tensor.retains_grad")    # (not guarded)
     return self._retains_grad
 
 

@@ -1,5 +1,6 @@
 """Where a tensor's memory comes from and lives, by PyTorch's names: llgrad.asarray,
-llgrad.frombuffer, llgrad.empty_strided and Tensor.new_empty_strided; Tensor.share_memory_ /
+llgrad.frombuffer, llgrad.empty_strided, Tensor.new_empty_strided and the other Tensor.new_*
+factories, and __array_wrap__ (np.exp(t) is a tensor); Tensor.share_memory_ /
 is_shared, pin_memory / is_pinned, output_nr, and the deprecated out-of-place resize /
 resize_as.
 
@@ -19,11 +20,13 @@ import numpy as np
 
 from . import dtypes, trace_state
 from .autograd_function import Function
-from .creation import from_numpy, full_op, tensor
+from .creation import copy_construct_warning, copy_of, from_numpy, full_op, tensor
+from .creation_checks import fill_value_fits
 from .device import check as check_device
 from .dispatch import scalar_type_name
 from .functions import export
 from .functions_settings import warn_once
+from .numpy_scalars import python_number
 from .shapes import unpack_shape
 from .tensor import Storage, Tensor
 
@@ -139,6 +142,47 @@ def new_empty_strided(self, size, stride, *, dtype=None, layout=None, device=Non
                          pin_memory=pin_memory)
 
 
+def _new_dtype(self, dtype, device):
+    """The dtype of a Tensor.new_* result (self's unless given; float is float64), after
+    torch's device check (x.new_zeros(n, device=x.device) is the common spelling)."""
+    check_device(device)
+    return self._dtype if dtype is None else dtypes.to_dtype(dtype)
+
+
+def _new(fill):
+    def f(self, *size, dtype=None, device=None, requires_grad=False, layout=None,
+          pin_memory=False):
+        shape = unpack_shape(size) if size else ()
+        t = full_op(shape, fill, _new_dtype(self, dtype, device))
+        return t.requires_grad_(requires_grad) if requires_grad else t
+    return f
+
+
+def _new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False,
+              layout=None, pin_memory=False):
+    d = _new_dtype(self, dtype, device)
+    return full_op(tuple(size), fill_value_fits(python_number(fill_value), d),
+                   d).requires_grad_(requires_grad)
+
+
+
+
+def _new_tensor(self, data, dtype=None, device=None, requires_grad=False, layout=None,
+                pin_memory=False):
+    d = _new_dtype(self, dtype, device)
+    if isinstance(data, Tensor):
+        copy_construct_warning("tensor.new_tensor(sourceTensor)")
+        return copy_of(data, d, requires_grad)
+    return tensor(data, dtype=d, requires_grad=requires_grad)
+
+
+def _array_wrap(self, array, context=None, return_scalar=False):
+    """A NumPy ufunc's result on a tensor (np.exp(t)) as a tensor sharing its memory, as
+    torch.Tensor.__array_wrap__ makes it (a bool result as uint8: np.greater(t, 1))."""
+    array = np.asarray(array)
+    return from_numpy(array.astype(np.uint8) if array.dtype == np.bool_ else array)
+
+
 class Resize(Function):
     """torch.autograd._functions.Resize: a reshape that keeps the element count (grad_fn
     ResizeBackward), behind the deprecated Tensor.resize / resize_as."""
@@ -178,7 +222,11 @@ def resize_as(self, tensor):
 Tensor.output_nr = property(_output_nr)
 for _n, _f in (("pin_memory", pin_memory), ("is_pinned", is_pinned), ("is_shared", is_shared),
                ("share_memory_", share_memory_), ("new_empty_strided", new_empty_strided),
-               ("resize", resize), ("resize_as", resize_as)):
+               ("resize", resize), ("resize_as", resize_as), ("new_zeros", _new(0)),
+               ("new_ones", _new(1)), ("new_empty", _new(0)), ("new_full", _new_full),
+               ("new_tensor", _new_tensor), ("__array_wrap__", _array_wrap)):
+    _f.__name__ = _n
+    _f.__doc__ = _f.__doc__ or f"As torch.Tensor.{_n}."
     setattr(Tensor, _n, _f)
 
 

@@ -7,6 +7,8 @@ class _State(threading.local):
     def __init__(self):
         self.tracer = None
         self.vmap_levels = 0        # llgrad.func.vmap calls active on this thread
+        self.func_transforms = 0    # llgrad.func grad / vjp / jvp calls running their function
+        self.func_jvps = 0          # of them, jvp's
 
 
 state = _State()
@@ -15,6 +17,8 @@ state = _State()
 def _reset():
     state.tracer = None
     state.vmap_levels = 0
+    state.func_transforms = 0
+    state.func_jvps = 0
 
 
 def reused():

@@ -15,11 +15,12 @@ import contextlib
 import warnings
 
 from ..runtime import trace_state
-from ..runtime.autograd_api import backward as _backward
+from ..runtime.autograd_api import _is_checkpoint_valid, backward as _backward
 from ..runtime.autograd_function import Function
 from ..runtime.generator import get_rng_state, set_rng_state
 from ..runtime.grad_mode import enable_grad, is_grad_enabled, no_grad
 from ..runtime.saved_hooks import saved_tensors_hooks
+from ..runtime.saved_tensor import SavedTensor, user_location
 from ..runtime.tensor import Tensor
 
 __all__ = ["checkpoint", "checkpoint_sequential", "CheckpointError", "noop_context_fn"]
@@ -61,6 +62,12 @@ class CheckpointFunction(Function):
 
     @staticmethod
     def backward(ctx, *grads):
+        if not _is_checkpoint_valid():
+            raise RuntimeError(
+                "When use_reentrant=True, torch.utils.checkpoint is incompatible with .grad() or "
+                "passing an `inputs` parameter to .backward(). To resolve this error, you can "
+                "either set use_reentrant=False, or call .backward() without passing the "
+                "`inputs` argument.")
         args = list(ctx.others)
         for i, t in zip(ctx.tensor_at, ctx.saved_tensors):
             args[i] = t.detach().requires_grad_(t.requires_grad)
@@ -82,7 +89,12 @@ class _Recompute:
 
     def __init__(self, fn, args, kwargs, rng, context):
         self.fn, self.args, self.kwargs, self.rng = fn, args, kwargs, rng
+        # the positional inputs' versions now: one written in place before the
+        # recomputation raises the saved-tensor error, as PyTorch's saved inputs do (it
+        # saves no keyword argument)
+        self.inputs = [_SavedInput(a) for a in args if isinstance(a, Tensor)]
         self.context = context  # (context_fn's second manager: around the second run)
+        self.where = user_location()
         self.meta = []          # (shape, dtype) of each tensor the first run saved
         self.values = None
 
@@ -96,6 +108,8 @@ class _Recompute:
         return self.values[k]
 
     def _run_again(self):
+        for s in self.inputs:
+            s.unpack(Checkpoint(self.where))
         got = []
         with self.context, _rng_as(self.rng), enable_grad(), \
                 saved_tensors_hooks(lambda t: got.append(t), _never_unpacked):
@@ -112,6 +126,24 @@ class _Recompute:
                      f"forward: {len(self.meta)}\nNumber of tensors saved during "
                      f"recomputation: {len(meta)}")
         return got
+
+
+class Checkpoint:
+    """What the saved-tensor error names as having saved a segment's inputs."""
+    __slots__ = ("_where",)
+
+    def __init__(self, where):
+        self._where = where
+
+
+class _SavedInput(SavedTensor):
+    """A segment's input, version-checked when the segment runs again (no pack hook: the
+    segment's own hooks are not active yet, and an outer one must not see it)."""
+    __slots__ = ()
+
+    def __init__(self, t):
+        self.is_output, self.output_nr = False, 0
+        self.tensor, self.version = t, t._storage.version
 
 
 def _never_unpacked(_):

@@ -183,7 +183,7 @@ def test_error_words_raise_on_both_paths(path):
     for bad in (np.array([0, 5, 1]), np.array([-6, 0, 1])):
         with pytest.raises(IndexError):
             k([xa, bad])
-    (out,) = k([xa, np.array([4, -5, 2])])             # later calls are unaffected
+    (out,) = k([xa, np.array([4, 0, 2])])              # later calls are unaffected
     np.testing.assert_array_equal(out, xa[[4, 0, 2]])
 
 

@@ -372,7 +372,10 @@ def test_views_of_one_base(backend):
     def views(a, b):        # base[a:a+3], base[b:b+3] of a fresh base of 6
         def run(w):
             base = llgrad.arange(6, dtype=llgrad.float32)
-            return w.f(base[a:a + 3], base[b:b + 3]), base
+            try:
+                return w.f(base[a:a + 3], base[b:b + 3]), base
+            except RuntimeError as e:   # (partly overlapping: PyTorch's error, in both)
+                return str(e).split("\n")[0], base
         return run
     run_both(make, [views(a, b) for a, b in ((0, 3), (0, 3), (0, 2), (0, 2), (2, 0), (1, 1),
                                              (0, 3))], backend)

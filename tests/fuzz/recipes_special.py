@@ -116,6 +116,20 @@ RECIPES[r_fill_more] = (1, {"random_", "rng_integers", "exponential", "geometric
                             "normal_tensor"})
 
 
+def r_randperm(g):
+    """A row shuffle by a permutation drawn from llgrad's generator (mixup's randperm: the
+    backends replay the same draw)."""
+    if g.smooth:
+        return False
+    x = g.need(lambda v: len(v.shape) >= 1 and v.shape[0] > 0)
+    v = g.new(x.shape, x.dtype, rg=x.rg, exact=x.exact)
+    g.emit(f"{v} = {x}[llgrad.randperm({x.shape[0]})]", x)
+    g.op("rng_randperm", "index")
+
+
+RECIPES[r_randperm] = (1, {"rng_randperm", "index"})
+
+
 def r_matrix(g):
     """inverse, det, slogdet / logdet of square matrices made well-conditioned (3 I + x)."""
     x = g.pick(lambda v: v.float and len(v.shape) >= 2 and v.shape[-1] == v.shape[-2]

@@ -187,8 +187,11 @@ def test_narrow_and_select_errors():
     with pytest.raises(RuntimeError, match=r"start \(3\) \+ length \(2\) exceeds dimension "
                                            r"size \(4\)"):
         grid().narrow(1, 3, 2)
-    with pytest.raises(IndexError, match="index 3 is out of bounds for dimension 0 with size 3"):
+    with pytest.raises(IndexError, match=r"select\(\): index 3 out of range for tensor of size "
+                                         r"\[3, 4\] at dimension 0"):    # (PyTorch's words)
         grid().select(0, 3)
+    with pytest.raises(IndexError, match="index 3 is out of bounds for dimension 0 with size 3"):
+        grid()[3]
 
 
 def test_unbind_gives_views():
