@@ -25,3 +25,28 @@ def geometry_span(shape, strides, offset):
     if any(n == 0 for n in shape):
         return offset
     return offset + 1 + sum((n - 1) * s for n, s in zip(shape, strides))
+
+
+def fast_to_slow(shape, strides):
+    """Dimensions from fastest to slowest varying, as infer_dense_strides orders them (an
+    insertion sort; a stride-0 dimension is ambiguous and keeps its place; equal strides
+    put the smaller size first)."""
+    def should_swap(d0, d1):
+        s0, s1 = strides[d0], strides[d1]
+        if s0 == 0 or s1 == 0:
+            return 0
+        if s0 != s1:
+            return -1 if s0 < s1 else 1
+        return 1 if shape[d0] > shape[d1] else 0
+
+    perm = list(range(len(shape)))[::-1]
+    for i in range(1, len(perm)):
+        d1 = i
+        for d0 in range(i - 1, -1, -1):
+            cmp = should_swap(perm[d0], perm[d1])
+            if cmp > 0:
+                perm[d0], perm[d1] = perm[d1], perm[d0]
+                d1 = d0
+            elif cmp < 0:
+                break
+    return perm

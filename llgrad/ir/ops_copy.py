@@ -1,6 +1,7 @@
 """Copies, casts and fills: clone, to_dtype, fill, full, zero, copy."""
 import numpy as np
 
+from .geometry import fast_to_slow
 from .optable import defop
 
 
@@ -8,32 +9,11 @@ def _is_tensor(x):
     return hasattr(x, "_dtype")
 
 
-def _dense_order(shape, strides):
-    """The dims of a copy outermost first, by PyTorch's infer_dense_strides: an insertion
-    sort on the strides in which a stride-0 (expanded) dim is ambiguous and keeps its
-    place (NumPy's order K puts it innermost: x.expand(4, 3).clone() would be
-    column-major, and its .view(-1) fail)."""
-    perm = list(range(len(shape)))[::-1]        # (innermost first)
-    for i in range(1, len(perm)):
-        d1 = i
-        for d0 in range(i - 1, -1, -1):
-            a, b = perm[d0], perm[d1]
-            s0, s1 = strides[a], strides[b]
-            if s0 == 0 or s1 == 0:
-                continue
-            if s0 < s1:
-                break
-            if s0 > s1 or shape[a] > shape[b]:
-                perm[d0], perm[d1] = b, a
-                d1 = d0
-    return perm[::-1]
-
-
 def _copy(x, dtype=None):
     """A copy of x (cast to dtype) laid out as PyTorch's preserve_format lays it out."""
     if not any(s == 0 and n > 1 for s, n in zip(x.strides, x.shape)):
         return np.array(x, dtype=dtype, copy=True, order="K")
-    order = _dense_order(x.shape, x.strides)
+    order = fast_to_slow(x.shape, x.strides)[::-1]     # (outermost first)
     out = np.empty([x.shape[d] for d in order], dtype or x.dtype).transpose(np.argsort(order))
     np.copyto(out, x, casting="unsafe")
     return out
