@@ -39,7 +39,8 @@ class Adam(Optimizer):
             raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
         if not 0.0 <= weight_decay:
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
-        _for_loop_only(capturable=capturable, differentiable=differentiable, fused=fused)
+        _for_loop_only(capturable=capturable, differentiable=differentiable, fused=fused,
+                       foreach=foreach)
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
                         amsgrad=amsgrad, maximize=maximize, foreach=foreach,
                         capturable=capturable, differentiable=differentiable, fused=fused,

@@ -88,11 +88,20 @@ def _tracing():
     return trace_state.state.tracer is not None
 
 
-def _for_loop_only(**flags):
-    for name, on in flags.items():
-        if on:
-            raise NotImplementedError(f"llgrad.optim: {name}=True is not supported (only the "
-                                      "single-tensor for-loop implementation exists)")
+def _for_loop_only(capturable=False, differentiable=False, fused=False, foreach=None):
+    """The implementation flags as PyTorch's CPU optimisers take them. fused=True runs the
+    single-tensor loop: PyTorch's fused CPU kernel does its arithmetic in one pass, equal
+    to within an ulp (a compiled step fuses the loop itself); capturable=True needs a
+    CUDA-like device in PyTorch too; differentiable=True (a step autograd records) is not
+    built."""
+    if fused and foreach:
+        raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
+    if capturable:
+        raise AssertionError("If capturable=True, params and state_steps must be on supported "
+                             "devices: ['cuda', 'xpu', 'hpu', 'privateuseone', 'xla'].")
+    if differentiable:
+        raise NotImplementedError("llgrad.optim: differentiable=True (a step that autograd "
+                                  "records) is not supported")
 
 
 class Optimizer(OptimizerHooks):
@@ -101,8 +110,8 @@ class Optimizer(OptimizerHooks):
     in PyTorch's layout, so optimiser state interchanges with PyTorch's. A step compiles
     inside an llgrad.compile'd training step, state updated in place; a tensor lr is read at
     each call (a schedule does not re-trace). Only the single-tensor (for-loop)
-    implementation exists: foreach is accepted, fused / capturable / differentiable=True
-    raise.
+    implementation exists: foreach and fused run it (_for_loop_only); differentiable=True
+    raises.
 
     dynamic_hypers: the hyper-parameters a schedule may change between compiled steps (a
     subclass's step reads them with runtime.hypers.hyper): graph inputs, not guards, so a
