@@ -13,7 +13,7 @@ from .dtypes import _cat_of_scalar, from_name
 from .node import accumulate_node, define_fields, gradient_edge, node_class
 from .saved_tensor import SavedNumber, SavedTensor, user_location, user_position
 from .shapes import broadcast_shapes
-from .symbolic_scalar import SPECIAL_OPERANDS, escape_in_attrs, special_operands
+from .symbolic_scalar import SPECIAL_OPERANDS, escape_in_attrs, special_operands, stand_ins
 from .tensor import Tensor
 
 # PyTorch computes inf * 0, 1 / 0 and log(-1) without a word; NumPy warns. The op table's
@@ -217,7 +217,7 @@ def call(op, inputs, attrs, _timed=False, _dual=False):
         if type(x) in SPECIAL_OPERANDS:
             inputs = special_operands(op, inputs, attrs)
             break
-    if attrs and _tstate.tracer is not None:
+    if attrs and stand_ins.active:          # (a traced function's dynamic number)
         escape_in_attrs(op, attrs)
     if batching is not None:
         res = batching.call(op, inputs, attrs)

@@ -12,7 +12,7 @@ from .dispatch import _is_tensor, _req, call, record, run_impl, scalar_type_name
 from .dtypes import get_default_dtype, result_type
 from .node import gradient_edge
 from .saved_tensor import SavedTensor, user_position
-from .symbolic_scalar import SPECIAL_OPERANDS, escape_in_attrs, special_operands
+from .symbolic_scalar import SPECIAL_OPERANDS, escape_in_attrs, special_operands, stand_ins
 
 _tstate = trace_state.state
 
@@ -117,7 +117,7 @@ def call_inplace(op, t, inputs, attrs, _timed=False, _dual=False):
         if type(x) in SPECIAL_OPERANDS:     # (NumPy's and dynamic numbers: dispatch.call)
             inputs = special_operands(op, inputs, attrs)
             break
-    if attrs and _tstate.tracer is not None:
+    if attrs and stand_ins.active:          # (a traced function's dynamic number)
         escape_in_attrs(op, attrs)
     if dispatch.batching is not None:       # a vmap is active (llgrad/func/batching.py)
         res = dispatch.batching.call_inplace(op, t, inputs, attrs)

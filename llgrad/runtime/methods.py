@@ -39,21 +39,25 @@ def _def(name, fn, op=None):
 # ---- the methods an op declares (OpDef.methods / inplace), for ops declared now and later --
 
 def _declared_methods(op):
-    most = len(op.args) - 1     # (an extra operand would reach NumPy's impl as its out=)
     for name in op.methods:
-        _def(name, (lambda o, n: lambda self, *operands: _arity(n, operands, most) or
-                    call(o, (self,) + operands, {}))(op, name), op)
+        _def(name, _method(op, name, call), op)
     for name in op.inplace:
-        _def(name, (lambda o, n: lambda self, *operands: _arity(n, operands, most) or
-                    call_inplace(o, self, (self,) + operands, {}))(op, name), op)
+        _def(name, _method(op, name, lambda o, inputs, attrs:
+                           call_inplace(o, inputs[0], inputs, attrs)), op)
 
 
-def _arity(name, operands, most):
-    """PyTorch's TypeError for a method given more operands than it takes."""
-    if len(operands) > most:
-        raise TypeError(f"{name}() takes no arguments ({len(operands)} given)" if not most else
-                        f"{name}() takes {most} positional argument{'s' * (most > 1)} but "
-                        f"{len(operands)} were given")
+def _method(op, name, run):
+    """The Tensor method of op: its operands after self, at most as many as it takes (an
+    extra one would reach NumPy's impl as its out=: x.exp(y) would write into y)."""
+    most = len(op.args) - 1
+
+    def method(self, *operands):
+        if len(operands) > most:
+            raise TypeError(f"{name}() takes no arguments ({len(operands)} given)" if not most
+                            else f"{name}() takes {most} positional argument"
+                            f"{'s' * (most > 1)} but {len(operands)} were given")
+        return run(op, (self,) + operands, {})
+    return method
 
 
 on_declare(_declared_methods)

@@ -179,3 +179,56 @@ def test_an_exception_in_a_traced_call_with_a_stand_in_is_eagers():
             raise ValueError(f"bad {n}")
         return x * n
     _check(f, [1.0, 2.0, 3.0])
+
+
+def test_a_dynamic_number_with_state_changed_between_calls():
+    """A compiled module whose forward takes a temperature that changes every call, while
+    between calls the program switches train/eval, sets an attribute, adds a forward hook,
+    writes a parameter and a captured NumPy array in place, and changes the optimiser's lr:
+    every call's result, the parameters and the hook's record are eager's."""
+    table = np.linspace(0.5, 1.5, 4).astype(np.float32)
+
+    class Net(llgrad.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin, self.drop, self.scale = llgrad.nn.Linear(4, 4), llgrad.nn.Dropout(0.3), 1.0
+
+        def forward(self, x, temp):
+            w = llgrad.from_numpy(table)
+            return (self.drop(self.lin(x * w)) * self.scale / temp).softmax(-1)
+
+    def run(compiled):
+        llgrad.manual_seed(0)
+        net = Net()
+        opt = llgrad.optim.SGD(net.parameters(), lr=0.1)
+        seen = []
+        f = llgrad.compile(net) if compiled else net
+        x = llgrad.randn(3, 4)
+        outs = []
+        for k in range(10):
+            if k == 3:
+                net.eval()
+            if k == 5:
+                net.scale = 2.0
+                net.register_forward_hook(lambda m, a, out: seen.append(out.sum().item()))
+            if k == 6:
+                with llgrad.no_grad():
+                    net.lin.weight.mul_(0.5)
+                table[1] += 0.25
+            if k == 7:
+                net.train()
+                opt.param_groups[0]["lr"] = 0.05
+            out = f(x, 0.5 + k / 7)
+            loss = out[:, 0].sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            outs.append(out.detach().clone())
+        return outs + [p.detach().clone() for p in net.parameters()], seen
+    saved = table.copy()
+    want, want_seen = run(False)
+    table[...] = saved
+    got, got_seen = run(True)
+    for a, b in zip(want, got):
+        np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(got_seen, want_seen, rtol=1e-6)
