@@ -5,8 +5,9 @@ seeded by init_genrand with the seed's low 32 bits) plus the one Box-Muller valu
 per-element normal draws keep for the next call, and each distribution is the
 transformation ATen's CPU kernels apply (ATen/core/TransformationHelper.h,
 DistributionsHelper.h, native/cpu/DistributionTemplates.h), in their order of draws.
-The twister runs here in NumPy (a block of 624 words at a time) for small draws and in
-NumPy's MT19937 bit generator, whose state is the same 624 words, for large ones.
+The twister runs here in NumPy (a block of 624 words at a time) for small draws, in native
+loops that draw and transform in one pass (codegen/twister.py) for large ones once they are
+built, and until then in NumPy's MT19937 bit generator, whose state is the same 624 words.
 
 The state lives in an int64[WORDS] array (the twister's key, its position, the cached
 normal value and its flag, the seed), so a traced draw is a pure op of the graph
@@ -44,6 +45,31 @@ _numpy_bits = []
 _numpy_lock = threading.Lock()
 
 
+# the twister as native loops (codegen/twister.py; compile/eager_twister.py installs them):
+# native(name, key, pos, out) draws len(out) values of the loop `name` ("mt_u32",
+# "mt_unit64", "mt_unit32") into out and returns the new position, or None where NumPy must
+# draw (the loops not built yet); same numbers either way. Draws of fewer than NATIVE_MIN
+# values stay in NumPy (a short script never loads the loops)
+_native = [None]
+NATIVE_MIN = 4096
+
+
+def set_native(fn):
+    """Install fn as the native draw hook (None: NumPy draws everything); the previous."""
+    prev, _native[0] = _native[0], fn
+    return prev
+
+
+def _native_draws(stream, name, n, dtype):
+    """n values of the native loop `name` into a new array of dtype, or None."""
+    out = np.empty(n, dtype=dtype)
+    pos = _native[0](name, stream.mt, stream.pos, out)
+    if pos is None:
+        return None
+    stream.pos, stream.block = pos, None
+    return out
+
+
 _tempered = {}              # id(state array) -> (its 624 words, their tempered outputs):
                             # tempering once per block, not per draw (a cache: checked
                             # against the words, so any array with them may use it)
@@ -60,6 +86,10 @@ class Stream:
 
     def u32(self, n):
         """n raw 32-bit draws (CPUGeneratorImpl::random), as uint64."""
+        if n >= NATIVE_MIN and _native[0] is not None:
+            out = _native_draws(self, "mt_u32", n, np.uint64)
+            if out is not None:
+                return out
         if n >= _BIG:
             return self._numpy_draws(n)
         parts = []
@@ -133,6 +163,11 @@ def _temper(words):
 def _unit(stream, n, dtype):
     """uniform_real_distribution<dtype>(0, 1): the dtype's mantissa bits of one draw (exact
     in the dtype: an integer below 2**digits times a power of two)."""
+    if n >= NATIVE_MIN and _native[0] is not None and dtype in ("float64", "float32"):
+        out = _native_draws(stream, "mt_unit64" if dtype == "float64" else "mt_unit32", n,
+                            dtype)
+        if out is not None:
+            return out
     digits = _FLOAT_DIGITS[dtype]
     raw = stream.u64(n) if dtype == "float64" else stream.u32(n)
     ft = np.float64 if dtype == "float64" else np.float32
