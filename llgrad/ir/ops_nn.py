@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 
+from .geometry import broadcasts_to
 from .graph import Value
 from .index_bounds import check_index_range
 from .optable import defop
@@ -58,7 +59,7 @@ def _addmm(bias, a, b, beta=1, alpha=1):
     if beta == 0:                       # the input is ignored (nan and inf in it too)
         return np.array(np.broadcast_to(p, p.shape), dtype=p.dtype)
     bias = bias if beta == 1 else bias * beta
-    if np.broadcast_shapes(np.shape(bias), p.shape) == p.shape:
+    if broadcasts_to(np.shape(bias), p.shape):
         # p is the product's own fresh array: the bias is added into it (in the promoted
         # dtype and rounded to p's, as p + bias then the cast)
         np.add(p, bias, out=p, casting="unsafe")

@@ -56,7 +56,7 @@ def view_vjp(impl):
 # ---- views ------------------------------------------------------------------------------
 
 def _reshape_view(x, shape):
-    return np.reshape(x, shape, copy=False)
+    return x.reshape(shape, copy=False)     # (the method: np.reshape's wrapper costs ~2 us)
 
 
 defop("view", _reshape_view, kind="view", grad_fn="ViewBackward0",

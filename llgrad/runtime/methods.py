@@ -91,6 +91,8 @@ def _alpha(self, other, alpha):
     other as a tensor, so a compiled step reads it at each call rather than baking in its
     value (PyTorch reads it as a number: the same values). A float alpha for an integer
     result raises, as PyTorch."""
+    if alpha.__class__ is int and alpha == 1 and other.__class__ is not int:
+        return other, 1         # (the common call: nothing to check or wrap)
     if type(alpha) is float and not dtypes.result_type(self, other).is_floating_point:
         raise RuntimeError("For integral input tensors, argument alpha must not be a floating "
                            "point number.")

@@ -6,6 +6,7 @@ import warnings
 import numpy as np
 
 from ..ir import OPS
+from ..ir.geometry import broadcasts_to
 from ..ir.optable import method_doc
 from . import dtypes
 from .dispatch import call, scalar_type_name as tname
@@ -265,14 +266,18 @@ def addmm(self, mat1, mat2, *, beta=1, alpha=1):
     _same_dtype(self, mat2, "self and mat2")
     _same_dtype(mat1, mat2, "mat1 and mat2")
     shape = (mat1._data.shape[0], mat2._data.shape[1])
-    try:
-        if np.broadcast_shapes(self._data.shape, shape) != shape:
-            raise ValueError
-    except ValueError:
-        raise RuntimeError(f"The expanded size of the tensor ({shape[1]}) must match the "
-                           f"existing size ({self._data.shape[-1]}) at non-singleton dimension "
-                           f"1.  Target sizes: {list(shape)}.  Tensor sizes: "
-                           f"{list(self._data.shape)}") from None
+    if self._data.ndim > 2:
+        raise RuntimeError(f"expand(torch.{self.type().split('.')[-1]}{{{list(self._data.shape)}}}, "
+                           f"size={list(shape)}): the number of sizes provided (2) must be "
+                           f"greater or equal to the number of dimensions in the tensor "
+                           f"({self._data.ndim})")
+    if not broadcasts_to(self._data.shape, shape):
+        have = (1,) * (2 - self._data.ndim) + self._data.shape
+        d = 1 if have[1] not in (1, shape[1]) else 0        # (expand checks from the last)
+        raise RuntimeError(f"The expanded size of the tensor ({shape[d]}) must match the "
+                           f"existing size ({have[d]}) at non-singleton dimension "
+                           f"{d}.  Target sizes: {list(shape)}.  Tensor sizes: "
+                           f"{list(self._data.shape)}")
     return call(OPS["addmm"], (self, mat1, mat2), {"beta": beta, "alpha": alpha})
 
 

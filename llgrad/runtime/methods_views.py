@@ -31,7 +31,8 @@ def view(self, *shape, dtype=None):
         return view_dtype(self, dtype or shape[0])
     shape = infer_shape(unpack_shape(shape), self._data.size)
     try:
-        np.reshape(self._data, shape, copy=False)
+        if not self._data.flags.c_contiguous:   # (any shape views a C-contiguous array)
+            np.reshape(self._data, shape, copy=False)
     except ValueError:
         raise RuntimeError("view size is not compatible with input tensor's size and stride (at "
                            "least one dimension spans across two contiguous subspaces). Use "
