@@ -9,23 +9,16 @@ import numpy as np
 from ..ir import OPS, torch_random
 from . import dtypes, trace_state
 from .device import check as _check_device, device as _Device
-from .memory_layout import in_layout_of
+from .memory_layout import in_layout_of, like_layout
 from .dispatch import call, scalar_type_name
 from .creation_checks import check_fits as _check_fits, fill_value_fits
 from .creation_checks import beyond_int64, int_array, leaf_dtype, number_error, sequence_error
-from .creation_checks import int_arange, tensor_scalars
+from .creation_checks import int_arange, requiring_grad as _requiring_grad, tensor_scalars
 from .shapes import creation_size
 from .tensor import Tensor
 
 from .random_state import DEFAULT_SEED, _Generator, _reseed_in_trace  # noqa: F401
 from .random_state import default_generator, initial_seed, manual_seed  # noqa: F401
-
-
-def _requiring_grad(t):
-    if not t._dtype.is_floating_point:      # (PyTorch's words for a creation function)
-        raise RuntimeError("Only Tensors of floating point and complex dtype can require "
-                           "gradients")
-    return t.requires_grad_(True)
 
 
 def _finish(arr, dtype, requires_grad):
@@ -197,10 +190,11 @@ def full(size: tuple[int, ...] | list[int], fill_value: float | Tensor,
 
 
 def _like(fn):
-    def f(t, dtype=None, device=None, requires_grad=False, **kw):
+    def f(t, dtype=None, device=None, requires_grad=False, memory_format=None, **kw):
         _check_device(device)
-        return fn(t._data.shape, dtype=dtype or t._dtype, requires_grad=requires_grad)
-    f.__doc__ = f"A tensor of t's shape and dtype (unless given), as torch.{fn.__name__}_like."
+        r = like_layout(t, lambda s: fn(s, dtype=dtype or t._dtype), memory_format)
+        return _requiring_grad(r) if requires_grad else r
+    f.__doc__ = f"A tensor of t's shape, dtype (unless given), layout, as torch.{fn.__name__}_like."
     return f
 
 
@@ -212,7 +206,8 @@ def full_like(t: Tensor, fill_value: float, dtype: dtypes.dtype | None = None,
     """A tensor of t's shape (and dtype unless given) filled with fill_value, as
     torch.full_like."""
     _check_device(kw.get("device"))
-    return full(t._data.shape, fill_value, dtype=dtype or t._dtype, requires_grad=requires_grad)
+    r = like_layout(t, lambda s: full(s, fill_value, dtype=dtype or t._dtype), kw.get("memory_format"))
+    return _requiring_grad(r) if requires_grad else r
 
 
 def arange(start: float, end: float | None = None, step: float = 1,

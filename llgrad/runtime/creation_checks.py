@@ -186,3 +186,12 @@ def int_bounds_fit(t, *bounds):
             if type(b) is int:
                 fill_value_fits(b, d)
     return bounds[0]
+
+
+def requiring_grad(t):
+    """t made to require grad, as a creation function's requires_grad=True (PyTorch's error
+    for a dtype that cannot)."""
+    if not t._dtype.is_floating_point:
+        raise RuntimeError("Only Tensors of floating point and complex dtype can require "
+                           "gradients")
+    return t.requires_grad_(True)

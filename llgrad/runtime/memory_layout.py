@@ -18,3 +18,15 @@ def in_layout_of(x, make):
     for i, d in enumerate(order):
         inverse[d] = i
     return drawn.permute(inverse)
+
+
+def like_layout(x, make, memory_format=None):
+    """make(shape) laid out as x's `*_like` result with memory_format (preserve_format, the
+    default: x's layout; contiguous_format: row-major). Not a view of make's tensor: a fresh
+    tensor as PyTorch's, a leaf (its base is internal)."""
+    if memory_format == "contiguous_format" or x.is_contiguous():
+        return make(tuple(x.shape))
+    out = in_layout_of(x, make)
+    out._base = None            # (the permuted buffer is the result's own, as in reshape's
+    out._creation = None        # copy: no view of it escapes)
+    return out
