@@ -13,11 +13,12 @@ import time
 import warnings
 import weakref
 
-from ..runtime import dispatch, saved_hooks, trace_state
+from ..runtime import trace_state
 from ..tracer.trace import ControlFlowError, TraceError
 from . import background, eager_builds, log, symbolic_args
 from .compile_doc import Callable, documented
 from .dot import entry_dot
+from .eager_only import eager_only_reason
 from .dump import DumpText, _dump_to_env, format_entry, walk_text
 from .entry import trace_entry
 from .attr_writes import Pending
@@ -85,9 +86,9 @@ class CompiledFunction:
             return self.fn(*args, **kwargs)       # debug mode: the original function
         if trace_state.state.tracer is not None:
             return self._traced_fn()(*args, **kwargs)     # inlined into a trace
-        if saved_hooks.state.stack or dispatch.forward_ad is not None:  # (not in native code)
-            return self._eagerly("saved_tensors_hooks are active" if saved_hooks.state.stack
-                                 else "a forward AD dual level is active", args, kwargs)
+        reason = eager_only_reason()
+        if reason is not None:          # (hooks or modes native code cannot honour)
+            return self._eagerly(reason, args, kwargs)
         if trace_state.state.vmap_levels:
             return self.fn(*args, **kwargs)     # under llgrad.func.vmap: its batched ops
         args, kwargs = self._defaults(args, kwargs) if self._defaults else (args, kwargs)

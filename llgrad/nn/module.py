@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import TYPE_CHECKING
 
-from ..runtime import grad_mode
+from ..runtime import global_module_hooks as _global, grad_mode
 from ..runtime.device import check as _check_device
 from ..runtime.dtypes import dtype as _dtype, float16, float32, float64
 from ..runtime.tensor import Tensor
@@ -37,6 +37,11 @@ def _check_name(module, name, kind, store):
         raise KeyError(f"attribute '{name}' already exists")
 
 
+
+def _registered(hooks, module, name, value):
+    """value after the global registration hooks (register_module_*_registration_hook)."""
+    return _global.registered(hooks, module, name, value) if hooks else value
+
 class Module(ModuleAccess, ModuleHooks):
     """Base class of layers and models, as torch.nn.Module.
 
@@ -63,11 +68,11 @@ class Module(ModuleAccess, ModuleHooks):
             self.__dict__.pop(name, None)
             self._modules.pop(name, None)
             self._buffers.pop(name, None)
-            self._parameters[name] = value
+            self._parameters[name] = _registered(_global.parameter_registration, self, name, value)
         elif isinstance(value, Module):
             self.__dict__.pop(name, None)
             self._parameters.pop(name, None)
-            self._modules[name] = value
+            self._modules[name] = _registered(_global.module_registration, self, name, value)
         elif name in self._parameters:
             if value is not None:
                 raise TypeError(f"cannot assign '{_typename(value)}' as parameter "
@@ -81,7 +86,7 @@ class Module(ModuleAccess, ModuleHooks):
             if value is not None and not isinstance(value, Tensor):
                 raise TypeError(f"cannot assign '{type(value).__name__}' as buffer '{name}' "
                                 "(llgrad.Tensor or None expected)")
-            self._buffers[name] = value
+            self._buffers[name] = _registered(_global.buffer_registration, self, name, value)
         else:
             object.__setattr__(self, name, value)
 
@@ -108,7 +113,7 @@ class Module(ModuleAccess, ModuleHooks):
         if param is not None and not isinstance(param, Parameter):
             raise TypeError(f"cannot assign '{_typename(param)}' object to parameter "
                             f"'{name}' (llgrad.nn.Parameter or None required)")
-        self._parameters[name] = param
+        self._parameters[name] = _registered(_global.parameter_registration, self, name, param)
 
     def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
         """A buffer: state that is not a parameter (in state_dict() unless
@@ -126,7 +131,7 @@ class Module(ModuleAccess, ModuleHooks):
         if tensor is not None and not isinstance(tensor, Tensor):
             raise TypeError(f"cannot assign '{_typename(tensor)}' object to buffer "
                             f"'{name}' (llgrad Tensor or None required)")
-        self._buffers[name] = tensor
+        self._buffers[name] = _registered(_global.buffer_registration, self, name, tensor)
         if persistent:
             self._non_persistent.discard(name)
         else:
@@ -144,7 +149,7 @@ class Module(ModuleAccess, ModuleHooks):
             raise KeyError(f'module name can\'t contain ".", got: {name}')
         if name == "":
             raise KeyError('module name can\'t be empty string ""')
-        self._modules[name] = module
+        self._modules[name] = _registered(_global.module_registration, self, name, module)
 
     register_module = add_module
 
@@ -308,6 +313,28 @@ class Module(ModuleAccess, ModuleHooks):
                     t.share_memory_()
                     if t.grad is not None:
                         t.grad.share_memory_()
+        return self
+
+    def type(self, dst_type: object) -> Module:
+        """Cast every parameter and buffer (integer ones too) to dst_type, as
+        torch.nn.Module.type."""
+        return self._swap_data(lambda t: t.type(dst_type), True)
+
+    def to_empty(self, *, device: object, recurse: bool = True) -> Module:
+        """Give every parameter and buffer new storage of its shape and dtype (not
+        initialised: llgrad fills it with zeros), as torch.nn.Module.to_empty."""
+        _check_device(device, "move a module to")
+        return self._swap_data(lambda t: t.new_empty(t.shape), recurse)
+
+    def _swap_data(self, fn, recurse):
+        """Each parameter's and buffer's data replaced by fn(it), the objects kept (as
+        PyTorch's _apply: a Parameter stays the one optimisers hold)."""
+        for m in (self.modules() if recurse else [self]):
+            for store in (m._parameters, m._buffers):
+                for t in store.values():
+                    if t is not None:
+                        new = fn(t.detach())
+                        t._data, t._storage, t._dtype = new._data, new._storage, new._dtype
         return self
 
     def cuda(self, device: object = None) -> Module:

@@ -47,6 +47,21 @@ class ModuleAccess:
                 raise AttributeError("`" + item + "` is not an nn.Module")
         return mod
 
+    def set_submodule(self, target: str, module, strict: bool = False) -> None:
+        """Put module at the dotted path target (its parent must exist; with strict, the
+        name too), as torch.nn.Module.set_submodule."""
+        if target == "":
+            raise ValueError("Cannot set the submodule without a target name!")
+        path, _, name = target.rpartition(".")
+        if not isinstance(module, ModuleAccess):
+            raise ValueError(f"`module` is not an nn.Module, found {type(module)}")
+        parent = self.get_submodule(path)
+        if strict and not hasattr(parent, name):
+            raise AttributeError(parent._get_name() + " has no attribute `" + name + "`")
+        if hasattr(parent, name) and not isinstance(getattr(parent, name), ModuleAccess):
+            raise AttributeError("`" + name + "` is not an nn.Module")
+        setattr(parent, name, module)
+
     def _get_name(self):
         return type(self).__name__
 

@@ -14,7 +14,7 @@ import warnings
 from collections import OrderedDict
 
 from ..compile.compiled_function import compile as _compile
-from ..runtime import grad_mode
+from ..runtime import global_module_hooks as _global, grad_mode
 from ..runtime.creation import zeros
 from ..runtime.autograd_function import Function
 from ..runtime.tensor import Tensor
@@ -266,8 +266,10 @@ class ModuleHooks:
         always_call run even when forward raises."""
         result = None
         called_always = set()
+        if not _global.call_hooks():    # (the last global hook removed: the plain call path)
+            ModuleHooks._has_hooks = False
         try:
-            for hook_id, hook in tuple(self._forward_pre_hooks.items()):
+            for hook_id, hook in (*_global.forward_pre.items(), *self._forward_pre_hooks.items()):
                 if hook_id in self._forward_pre_hooks_with_kwargs:
                     r = hook(self, args, kwargs)
                     if r is not None:
@@ -281,15 +283,19 @@ class ModuleHooks:
                     if r is not None:
                         args = r if isinstance(r, tuple) else (r,)
             bw_hook = None
-            if self._backward_hooks or self._backward_pre_hooks:
-                bw_hook = BackwardHook(self, list(self._backward_hooks.values()),
-                                       list(self._backward_pre_hooks.values()))
+            full = [*(_global.backward.values() if _global.backward_kind["full"] else ()),
+                    *self._backward_hooks.values()]
+            pre = [*_global.backward_pre.values(), *self._backward_pre_hooks.values()]
+            if full or pre:
+                bw_hook = BackwardHook(self, full, pre)
                 args = bw_hook.setup_input_hook(args)
             result = self.forward(*args, **kwargs)
-            for hook_id, hook in tuple(self._forward_hooks.items()):
-                if hook_id in self._forward_hooks_always_called:
+            for hook_id, hook in (*_global.forward.items(), *self._forward_hooks.items()):
+                if hook_id in self._forward_hooks_always_called or \
+                        hook_id in _global.forward_always_called:
                     called_always.add(hook_id)
-                if hook_id in self._forward_hooks_with_kwargs:
+                if hook_id in self._forward_hooks_with_kwargs or \
+                        hook_id in _global.forward_with_kwargs:
                     r = hook(self, args, kwargs, result)
                 else:
                     r = hook(self, args, result)
@@ -301,14 +307,17 @@ class ModuleHooks:
                                   "Tensor or a tuple of Tensors but received "
                                   f"{type(result)}", stacklevel=3)
                 result = bw_hook.setup_output_hook(result)
-            if self._non_full_backward_hooks:
+            if self._non_full_backward_hooks or \
+                    (_global.backward and _global.backward_kind["full"] is False):
                 _hook_output_node(self, args, result)
             return result
         except Exception:
-            for hook_id, hook in tuple(self._forward_hooks.items()):
-                if hook_id in self._forward_hooks_always_called and hook_id not in called_always:
+            for hook_id, hook in (*_global.forward.items(), *self._forward_hooks.items()):
+                if (hook_id in self._forward_hooks_always_called or hook_id in
+                        _global.forward_always_called) and hook_id not in called_always:
                     try:
-                        if hook_id in self._forward_hooks_with_kwargs:
+                        if hook_id in self._forward_hooks_with_kwargs or \
+                                hook_id in _global.forward_with_kwargs:
                             r = hook(self, args, kwargs, result)
                         else:
                             r = hook(self, args, result)
@@ -331,7 +340,9 @@ def _hook_output_node(module, args, result):
     grad_fn = var.grad_fn
     if grad_fn is None:
         return
-    for hook in tuple(module._non_full_backward_hooks.values()):
+    hooks = (*(_global.backward.values() if _global.backward_kind["full"] is False else ()),
+             *module._non_full_backward_hooks.values())
+    for hook in hooks:
         grad_fn.register_hook(lambda gi, go, hook=hook: hook(module, gi, go))
     outs = (result,) if isinstance(result, Tensor) else result
     end = ("is deprecated and will be removed in future versions. This hook will be missing "

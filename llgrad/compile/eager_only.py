@@ -1,0 +1,15 @@
+"""What makes every compiled call run eagerly while it lasts: state outside the call that
+native code cannot honour at each call."""
+from ..runtime import dispatch, global_module_hooks, saved_hooks
+
+
+def eager_only_reason():
+    """Why calls must run eagerly now (the warning's words), or None."""
+    if saved_hooks.state.stack:             # (pack/unpack hooks see each saved tensor)
+        return "saved_tensors_hooks are active"
+    if dispatch.forward_ad is not None:
+        return "a forward AD dual level is active"
+    if global_module_hooks.call_hooks():    # (a trace would run them once, not per call)
+        return ("global module hooks are registered (torch.nn.modules.module."
+                "register_module_*_hook)")
+    return None
