@@ -112,6 +112,9 @@ defop("mv", np.matmul, args=("self", "vec"), save=("self", "vec"), grad_fn="MvBa
 
 def _layer_norm(x, w, b, normalized_ndim, eps):
     dims = tuple(range(x.ndim - normalized_ndim, x.ndim))
+    dt = x.dtype
+    if dt == np.float16:    # (computed in float32 and rounded once, as PyTorch's kernel)
+        x, w, b = (None if a is None else a.astype(np.float32) for a in (x, w, b))
     mu = x.mean(axis=dims, keepdims=True)
     xc = x - mu
     var = (xc * xc).mean(axis=dims, keepdims=True)
@@ -120,7 +123,7 @@ def _layer_norm(x, w, b, normalized_ndim, eps):
         y = y * w
     if b is not None:
         y = y + b
-    return y.astype(x.dtype, copy=False)
+    return y.astype(dt, copy=False)
 
 
 def _norm_vjp(g, x, w, dims, eps, reduce_dims):
@@ -167,7 +170,7 @@ def _layer_norm_primitives(node, emit):
 
 defop("layer_norm", _layer_norm, args=("self", "weight", "bias"), save=("self", "weight"),
       grad_fn="NativeLayerNormBackward0", vjp=_layer_norm_vjp, decompose=_layer_norm_primitives,
-      eager_kernel="shaped")
+      eager_kernel="shaped", eager_vjp="shaped")
 
 
 # (batch_norm and its backward: ops_batch_norm.py)

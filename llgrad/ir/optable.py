@@ -30,13 +30,13 @@ class OpDef:
     __slots__ = ("name", "impl", "vjp", "grad_fn", "args", "save", "nout", "kind",
                  "promote", "float_out", "doc", "nondiff", "number_edges", "scalar_args",
                  "methods", "inplace", "functions", "cost", "decompose", "eager_native",
-                 "eager_rows", "eager_steps", "eager_kernel", "eager_min_elements")
+                 "eager_rows", "eager_steps", "eager_kernel", "eager_min_elements", "eager_vjp")
 
     def __init__(self, name, impl, vjp=None, grad_fn=None, args=("self",), save=(),
                  nout=1, kind="other", promote=(), float_out=False, doc="", nondiff=(),
                  number_edges=False, scalar_args=(), methods=(), inplace=(), functions=(),
                  cost=1, decompose=None, eager_native=False, eager_rows=False,
-                 eager_steps=(), eager_kernel=None, eager_min_elements=None):
+                 eager_steps=(), eager_kernel=None, eager_min_elements=None, eager_vjp=None):
         self.name = name
         self.impl = impl
         self.vjp = vjp
@@ -82,6 +82,10 @@ class OpDef:
         # own; smaller calls run impl): low where impl's passes cost many times one native
         # pass (normalisations: 8-10 NumPy passes where one loop does)
         self.eager_min_elements = eager_min_elements
+        # "shaped": eagerly, a backward that builds no graph runs the VJP rule traced for its
+        # operands' shapes and lowered as a compiled backward is (compile/eager_shaped_vjp.py:
+        # layer_norm's rule, ~14 NumPy passes, becomes one walk over each row)
+        self.eager_vjp = eager_vjp
 
     @property
     def differentiable(self):

@@ -1,0 +1,156 @@
+"""Eager backward of the ops the table marks `eager_vjp="shaped"` (layer_norm) on a native
+kernel: their VJP rule is a dozen tensor ops over rows (mean, centre, variance, rsqrt, two
+more means, the weight's and bias's sums), each a NumPy pass and a dispatch, 6x PyTorch's
+fused backward on a (64, 128, 256) input.
+
+A backward that builds no graph (create_graph=False: grad mode off while it runs), with no
+tracer, vmap or forward AD, whose gradient and saved tensors are float arrays of one dtype,
+the gradient of MIN_ELEMENTS or more, runs the rule traced once per (op, shapes, dtype,
+attributes, inputs wanting a gradient) on example tensors of those shapes and lowered as a
+compiled backward is (codegen.lower: the rows schedule makes it one walk over each row, the
+compiled path's own numbers, which the op-table tests hold to the rule's within rounding).
+The kernel is built as eager_shaped.py builds its kernels (the builder thread, the rule as
+written meanwhile; LLGRAD_COMPILE=sync before the call); at most MAX_KERNELS shapes are kept.
+`reset()` forgets them; LLGRAD_EAGER_NATIVE=0 turns this off with the other eager kernels."""
+import warnings
+
+import numpy as np
+
+from ..ir import OPS
+from ..runtime import dispatch, grad_mode, node as node_mod, trace_state
+from ..runtime.tensor import Tensor
+from ..tracer.trace import trace_body
+from . import eager_builds
+from .eager_native import ENABLED
+
+MIN_ELEMENTS = 1024        # (the rule costs ~100 us at that size, a kernel call ~10)
+MAX_KERNELS = 128
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_kernels = {}       # (op name, shapes, dtype, attributes, needs) -> (Kernel, positions) | None
+stats = {"calls": 0, "built": 0}
+_grad_state = grad_mode.state
+_tstate = trace_state.state
+
+
+def reset():
+    """Forget the kernels and the counts (after the builds under way)."""
+    eager_builds.wait()
+    _kernels.clear()
+    stats.update(calls=0, built=0)
+
+
+class _ExampleNode:
+    """What a VJP rule reads of its node while it is traced: the saved tensors (examples of
+    their shapes), the attributes, and which inputs want a gradient."""
+
+    def __init__(self, saved, attrs, needs):
+        self._saved_examples, self._attrs, self._needs = saved, attrs, needs
+
+    def __getattr__(self, name):
+        if name.startswith("_saved_"):
+            name = name[7:]
+        if name in self._saved_examples:
+            return self._saved_examples[name]
+        try:
+            return self._attrs[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def needs(self, i):
+        return self._needs[i]
+
+
+def _traced(op, g, saved, attrs, needs):
+    """(graph of op's rule on the examples, the input positions of its outputs), or None."""
+    node = _ExampleNode(saved, attrs, needs)
+    positions = []
+
+    def body():
+        res = op.vjp(node, g)
+        positions.extend(i for i, r in enumerate(res) if r is not None)
+        return [r for r in res if r is not None]
+    inputs = [("grad", g)] + [(n, t) for n, t in saved.items() if t is not None]
+    try:
+        return trace_body(f"vjp_{op.name}", inputs, body, examples=False), tuple(positions)
+    except Exception:               # noqa: BLE001 (a rule that does not trace: as written)
+        return None
+
+
+def _build(op_name, graph, positions):
+    from ..codegen import lower       # (loads llvmlite: only when a kernel is needed)
+    try:
+        kernel = lower.lower(graph)
+    except lower.Unsupported:
+        return None
+    except Exception as e:          # noqa: BLE001 (the rule as written serves)
+        warnings.warn(f"llgrad: the eager backward of {op_name} runs its rule: its native "
+                      f"kernel failed to build ({type(e).__name__}: {e})", RuntimeWarning,
+                      stacklevel=2)
+        return None
+    stats["built"] += 1
+    return kernel, positions
+
+
+def _example(shape, dtype, k):
+    return Tensor._from_array(np.linspace(-1.5 + k, 2.5 + k, int(np.prod(shape)),
+                                          dtype=dtype).reshape(shape))
+
+
+def shaped_vjp(node, g):
+    """node's VJP on its shaped kernel (node_mod.fast_vjps' hook), or None (the rule runs)."""
+    if _grad_state.grad_enabled or _tstate.tracer is not None or dispatch.batching is not None \
+            or dispatch.forward_ad is not None or type(g) is not Tensor:
+        return None
+    ga = g._data
+    if ga.dtype not in _FLOATS or ga.size < MIN_ELEMENTS:
+        return None
+    op = node._op
+    arrays, sig = [ga], [ga.shape]
+    for name in op.save:
+        t = getattr(node, name)         # (unpacked: the saved-version check as the rule's)
+        if t is None:
+            sig.append(None)
+            continue
+        if not isinstance(t, Tensor) or t._data.dtype != ga.dtype:    # (a Parameter too)
+            return None
+        arrays.append(t._data)
+        sig.append(t._data.shape)
+    needs = tuple(node.needs(i) for i in range(node.ninputs))
+    attrs = node.attrs
+    try:
+        key = (op.name, tuple(sig), ga.dtype.name, tuple(sorted(attrs.items())), needs)
+        found = _kernels.get(key, False)
+    except TypeError:               # (an unhashable attribute)
+        return None
+    if found is False:
+        if len(_kernels) >= MAX_KERNELS:
+            return None
+        examples = {n: None if s is None else _example(s, ga.dtype, k)
+                    for k, (n, s) in enumerate(zip(op.save, sig[1:]))}
+        traced = _traced(op, _example(ga.shape, ga.dtype, -1), examples, dict(attrs), needs)
+        if traced is None:
+            _kernels[key] = None
+            return None
+        found = eager_builds.start(_kernels, key, lambda: _build(op.name, *traced))
+    if found is None or found is eager_builds.PENDING:
+        return None
+    kernel, positions = found
+    outs = kernel([a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in arrays])
+    res = [None] * len(needs)
+    for i, out in zip(positions, outs):
+        res[i] = Tensor._from_array(out)
+    stats["calls"] += 1
+    return tuple(res)
+
+
+def install(enabled=ENABLED):
+    """Run the eager_vjp="shaped" ops' backward here (enabled) or as their rules (not)."""
+    for op in OPS.values():
+        if op.eager_vjp == "shaped":
+            if enabled:
+                node_mod.fast_vjps[op] = shaped_vjp
+            else:
+                node_mod.fast_vjps.pop(op, None)
+
+
+install()
