@@ -293,4 +293,5 @@ def _group_norm_primitives(node, emit):
 
 defop("group_norm", _group_norm, args=("self", "weight", "bias"), save=("self", "weight"),
       grad_fn="NativeGroupNormBackward0", vjp=_group_norm_vjp,
-      decompose=_group_norm_primitives, eager_kernel="shaped", eager_min_elements=4096)
+      decompose=_group_norm_primitives, eager_kernel="shaped", eager_min_elements=4096,
+      eager_vjp="shaped")

@@ -244,10 +244,10 @@ def _log_softmax(x, dim):
 
 defop("softmax", _softmax, save=("result",), grad_fn="SoftmaxBackward0",
       vjp=lambda c, g: (c.result * (g - (g * c.result).sum(c.dim, keepdim=True)),),
-      functions=("softmax",), eager_kernel="last_dim")
+      functions=("softmax",), eager_kernel="last_dim", eager_vjp="shaped")
 defop("log_softmax", _log_softmax, save=("result",), grad_fn="LogSoftmaxBackward0",
       vjp=lambda c, g: (g - c.result.exp() * g.sum(c.dim, keepdim=True),),
-      functions=("log_softmax",), eager_kernel="last_dim")
+      functions=("log_softmax",), eager_kernel="last_dim", eager_vjp="shaped")
 
 
 def _cumsum(x, dim):
