@@ -26,7 +26,7 @@ def HINTS(mod, dt):
 
 
 def key(op_name, dtype):
-    return keys.key_for(repr(("last-dim", op_name, dtype)), "eager-softmax-1")
+    return keys.key_for(repr(("last-dim", op_name, dtype)), "eager-softmax-2")
 
 
 def build(op_name, dtype):
@@ -55,10 +55,7 @@ def _module(op_name, dt):
 
     with for_range(b, 0, rows, name="r") as r:
         first = b.mul(r, n)
-        b.store(sg.const(float("-inf"), dt).v, m_slot)
-        with for_range(b, 0, n, name="jm") as j:
-            cur = Scalar(b.load(m_slot, typ=m_slot.allocated_type), dt)
-            b.store(sg.maximum(cur, sg.load(at(x, first, j), dt)).v, m_slot)
+        _row_max(b, sg, mod, dt, x, first, n, m_slot)
         m = Scalar(b.load(m_slot, typ=m_slot.allocated_type), dt)
         b.store(sg.const(0, "float64").v, s_slot)
         with for_range(b, 0, n, name="je", hints=HINTS(mod, dt)) as j:
@@ -78,3 +75,33 @@ def _module(op_name, dt):
                 sg.store(v, at(out, first, j))
     b.ret_void()
     return mod
+
+
+def _row_max(b, sg, mod, dt, x, first, n, m_slot):
+    """The row's NaN-propagating max into m_slot, a vector of lanes at a time: llvm.maximum
+    is exactly associative and commutative (NaN wins, -0 < +0), so lanes then a reduction
+    give the one-after-the-other max's value; a chain of scalar maxima (the vectoriser does
+    not take this reduction) cost 4x PyTorch on rows of 100."""
+    et = mem_type(dt)
+    lanes = jit.jit().vector_bits // (32 if dt == "float32" else 64)
+    vt = ir.VectorType(et, lanes)
+    suffix = f"v{lanes}{'f32' if dt == 'float32' else 'f64'}"
+    vmax = _declare(mod, f"llvm.maximum.{suffix}", vt, [vt, vt])
+    reduce = _declare(mod, f"llvm.vector.reduce.fmaximum.{suffix}", et, [vt])
+    acc = b.alloca(vt, name="acc")
+    b.store(ir.Constant(vt, [float("-inf")] * lanes), acc)
+    whole = b.mul(b.sdiv(n, ir.Constant(I64, lanes)), ir.Constant(I64, lanes))
+    with for_range(b, 0, whole, step=lanes, name="jv") as j:
+        v = b.load(b.gep(x, [b.add(first, j)], inbounds=True, source_etype=et), typ=vt)
+        v.align = et.width // 8 if hasattr(et, "width") else (4 if dt == "float32" else 8)
+        b.store(b.call(vmax, [b.load(acc, typ=vt), v]), acc)
+    b.store(b.call(reduce, [b.load(acc, typ=vt)]), m_slot)
+    with for_range(b, whole, n, name="jm") as j:
+        cur = Scalar(b.load(m_slot, typ=m_slot.allocated_type), dt)
+        v = sg.load(b.gep(x, [b.add(first, j)], inbounds=True, source_etype=et), dt)
+        b.store(sg.maximum(cur, v).v, m_slot)
+
+
+def _declare(mod, name, ret, args):
+    fn = mod.globals.get(name)
+    return fn if fn is not None else ir.Function(mod, ir.FunctionType(ret, args), name=name)
