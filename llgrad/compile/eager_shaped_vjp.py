@@ -4,8 +4,8 @@ more means, the weight's and bias's sums), each a NumPy pass and a dispatch, 6x 
 fused backward on a (64, 128, 256) input.
 
 A backward that builds no graph (create_graph=False: grad mode off while it runs), with no
-tracer, vmap or forward AD, whose gradient and saved tensors are float arrays of one dtype,
-the gradient of MIN_ELEMENTS or more, runs the rule traced once per (op, shapes, dtype,
+tracer, vmap or forward AD, whose gradient and saved tensors are float arrays of one dtype
+(int32/int64 targets beside them), the largest of MIN_ELEMENTS or more, runs the rule traced once per (op, shapes, dtype,
 attributes, inputs wanting a gradient) on example tensors of those shapes and lowered as a
 compiled backward is (codegen.lower: the rows schedule makes it one walk over each row, the
 compiled path's own numbers, which the op-table tests hold to the rule's within rounding).
@@ -26,6 +26,7 @@ from .eager_native import ENABLED
 MIN_ELEMENTS = 1024        # (the rule costs ~100 us at that size, a kernel call ~10)
 MAX_KERNELS = 128
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_INDICES = (np.dtype(np.int64), np.dtype(np.int32))     # (a loss's targets)
 _kernels = {}       # (op name, shapes, dtype, attributes, needs) -> (Kernel, positions) | None
 stats = {"calls": 0, "built": 0}
 _grad_state = grad_mode.state
@@ -71,9 +72,12 @@ def _traced(op, g, saved, attrs, needs):
         return [r for r in res if r is not None]
     inputs = [("grad", g)] + [(n, t) for n, t in saved.items() if t is not None]
     try:
-        return trace_body(f"vjp_{op.name}", inputs, body, examples=False), tuple(positions)
+        graph = trace_body(f"vjp_{op.name}", inputs, body, examples=False)
     except Exception:               # noqa: BLE001 (a rule that does not trace: as written)
         return None
+    if graph.guards or graph.mutated:   # (the rule read a value: the examples' would stick)
+        return None
+    return graph, tuple(positions)
 
 
 def _build(op_name, graph, positions):
@@ -92,8 +96,12 @@ def _build(op_name, graph, positions):
 
 
 def _example(shape, dtype, k):
-    return Tensor._from_array(np.linspace(-1.5 + k, 2.5 + k, int(np.prod(shape)),
-                                          dtype=dtype).reshape(shape))
+    """A tensor of shape and dtype to trace with (its values never reach the kernel: a rule
+    that reads one leaves a guard, and runs as written)."""
+    n = int(np.prod(shape))
+    values = np.linspace(-1.5 + k, 2.5 + k, n) if dtype in ("float32", "float64") else \
+        np.zeros(n)             # (an index: 0 is in range of any non-empty dim)
+    return Tensor._from_array(values.astype(dtype).reshape(shape))
 
 
 def shaped_vjp(node, g):
@@ -102,32 +110,38 @@ def shaped_vjp(node, g):
             or dispatch.forward_ad is not None or type(g) is not Tensor:
         return None
     ga = g._data
-    if ga.dtype not in _FLOATS or ga.size < MIN_ELEMENTS:
+    if ga.dtype not in _FLOATS:
         return None
     op = node._op
-    arrays, sig = [ga], [ga.shape]
+    arrays, sig, big = [ga], [(ga.shape, ga.dtype.name)], ga.size
     for name in op.save:
         t = getattr(node, name)         # (unpacked: the saved-version check as the rule's)
         if t is None:
             sig.append(None)
             continue
-        if not isinstance(t, Tensor) or t._data.dtype != ga.dtype:    # (a Parameter too)
+        if not isinstance(t, Tensor):   # (a Parameter too; a number: the rule runs)
             return None
-        arrays.append(t._data)
-        sig.append(t._data.shape)
+        a = t._data
+        if a.dtype != ga.dtype and a.dtype not in _INDICES:
+            return None
+        arrays.append(a)
+        sig.append((a.shape, a.dtype.name))
+        big = max(big, a.size)
+    if big < MIN_ELEMENTS:
+        return None
     needs = tuple(node.needs(i) for i in range(node.ninputs))
     attrs = node.attrs
     try:
-        key = (op.name, tuple(sig), ga.dtype.name, tuple(sorted(attrs.items())), needs)
+        key = (op.name, tuple(sig), tuple(sorted(attrs.items())), needs)
         found = _kernels.get(key, False)
     except TypeError:               # (an unhashable attribute)
         return None
     if found is False:
         if len(_kernels) >= MAX_KERNELS:
             return None
-        examples = {n: None if s is None else _example(s, ga.dtype, k)
+        examples = {n: None if s is None else _example(*s, k)
                     for k, (n, s) in enumerate(zip(op.save, sig[1:]))}
-        traced = _traced(op, _example(ga.shape, ga.dtype, -1), examples, dict(attrs), needs)
+        traced = _traced(op, _example(*sig[0], -1), examples, dict(attrs), needs)
         if traced is None:
             _kernels[key] = None
             return None
@@ -135,7 +149,10 @@ def shaped_vjp(node, g):
     if found is None or found is eager_builds.PENDING:
         return None
     kernel, positions = found
-    outs = kernel([a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in arrays])
+    try:
+        outs = kernel([a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in arrays])
+    except IndexError:              # (an index out of range: the rule raises eager's error)
+        return None
     res = [None] * len(needs)
     for i, out in zip(positions, outs):
         res[i] = Tensor._from_array(out)

@@ -252,6 +252,7 @@ def _nll_vjp(c, g):
 
 defop("nll_loss", _nll_loss, args=("self", "target", "weight"),
       save=("self", "target", "weight"), vjp=_nll_vjp, nondiff=("target", "weight"),
+      eager_vjp="shaped",
       # PyTorch runs (N, C, d1, ...) inputs through nll_loss2d
       grad_fn=lambda ins, at: "NllLoss2DBackward0" if ins[0].ndim >= 3 else "NllLossBackward0")
 

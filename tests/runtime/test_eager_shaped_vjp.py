@@ -136,3 +136,32 @@ def test_other_ops_kernel_equals_rule_and_torch(name, dtype, monkeypatch):
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.abs(want).max())
     torch = pytest.importorskip("torch")
     np.testing.assert_allclose(got, grads(torch), rtol=tol * 5, atol=tol * 5 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("ignore_index", [-100, 3])
+def test_nll_loss_kernel_equals_rule_and_torch(reduction, weighted, ignore_index, monkeypatch):
+    """cross_entropy's nll_loss backward (int64 targets beside the float operands)."""
+    monkeypatch.setenv("LLGRAD_COMPILE", "sync")
+
+    def grads(lib):
+        lib.manual_seed(4)
+        x = lib.randn(256, 20, requires_grad=True)
+        y = lib.arange(256) % 7
+        w = lib.rand(20) if weighted else None
+        out = lib.nn.functional.cross_entropy(x, y, weight=w, ignore_index=ignore_index,
+                                              reduction=reduction)
+        out.backward(lib.ones_like(out) if out.dim() else None)
+        return x.grad.numpy()
+    before = eager_shaped_vjp.stats["calls"]
+    got = grads(llgrad)
+    assert eager_shaped_vjp.stats["calls"] == before + 2    # (nll_loss's, log_softmax's)
+    fast = node_mod.fast_vjps.pop(OPS["nll_loss"])
+    try:
+        want = grads(llgrad)
+    finally:
+        node_mod.fast_vjps[OPS["nll_loss"]] = fast
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9)
+    torch = pytest.importorskip("torch")
+    np.testing.assert_allclose(got, grads(torch), rtol=1e-5, atol=1e-8)
