@@ -31,8 +31,9 @@ def view(self, *shape, dtype=None):
         return view_dtype(self, dtype or shape[0])
     shape = infer_shape(unpack_shape(shape), self._data.size)
     try:
-        if not self._data.flags.c_contiguous:   # (any shape views a C-contiguous array)
-            np.reshape(self._data, shape, copy=False)
+        data = self._data                       # (any shape views a C-contiguous array;
+        if type(data) is not np.ndarray or not data.flags.c_contiguous:  # vmap's: tried)
+            np.reshape(data, shape, copy=False)
     except ValueError:
         raise RuntimeError("view size is not compatible with input tensor's size and stride (at "
                            "least one dimension spans across two contiguous subspaces). Use "
