@@ -63,6 +63,8 @@ def _resolve(root, fn, args, kwargs, bound):
             bound[0] = dict(signature_names(fn, args, kwargs))
         return bound[0][root[1]]
     where = root[1]
+    if where[0] == "attr":          # (a followed function's defaults: guards.captured_reads)
+        return getattr(where[1], where[2])
     return where[1].cell_contents if where[0] == "cell" else where[1][where[2]]
 
 

@@ -11,7 +11,6 @@ outputs; the entry keeps them (forward_run / backward_run).
 The backend is chosen once, when compile() is called (`backend=` or LLGRAD_BACKEND)."""
 import os
 import time
-import warnings
 
 import numpy as np
 
@@ -239,7 +238,7 @@ def warn_once(message):
         return
     if message not in _warned:
         _warned.add(message)
-        warnings.warn(message, UserWarning, stacklevel=5)
+        log.warn_user(message)
 
 
 def _reset():

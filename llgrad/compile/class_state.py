@@ -6,6 +6,11 @@ in an object's MRO is guarded by the identity of every value in its __dict__, so
 guard_walker.py's check of the same). Library classes (nn.Linear, Module) are taken as
 fixed: monkeypatching them between calls is not seen."""
 import functools
+import inspect
+
+import numpy as np
+
+from ..runtime.tensor import Tensor
 
 LIBRARIES = ("llgrad", "numpy", "torch", "jax")
 
@@ -37,6 +42,12 @@ def user_classes(cls):
                  .startswith(LIBRARIES + ("builtins",)))
 
 
+def routine(v):
+    """Whether v is a function or method: an object of the user's class that is a
+    descriptor (a __get__ makes inspect call it a routine) is an object the walk enters."""
+    return inspect.isroutine(v) and not user_classes(type(v))
+
+
 def class_state(cls):
     """A guard value of what cls's user classes hold (None when it has none)."""
     classes = user_classes(cls)
@@ -50,12 +61,20 @@ def class_ids(cls):
     return tuple(id(v) for c in user_classes(cls) for v in vars(c).values())
 
 
-def class_containers(cls, path):
-    """[(path, value)] of the lists and dicts cls's user classes hold (`Config.sizes = [..]`):
-    walked when the class itself is a value the function reads, since appending to one
-    leaves what class_state guards (the identities) as it was."""
+def class_containers(cls, path, done):
+    """[(path, value)] of the tensors, NumPy arrays, lists, dicts, tuples and objects of
+    the user's classes that cls's user classes hold (`Config.sizes = [..]`, `Model.BIAS =
+    torch.ones(3)`, `Model.CFG = Config()`), the first time `done` (a set) meets cls, else
+    []: walked when the class is a value the function reads or the class of an object it
+    reaches (`self.SCALES[0]`), since writing into one leaves what class_state guards (the
+    identities) as it was."""
+    if cls in done:
+        return []
+    done.add(cls)
     return [(f"{path}.{k}", v) for c in user_classes(cls) for k, v in vars(c).items()
-            if type(v) in (list, dict)]
+            if (type(v) in (list, dict, tuple, np.ndarray) or isinstance(v, Tensor) or
+                (hasattr(v, "__dict__") and user_classes(type(v)) and not isinstance(v, type)))
+            and not k.startswith("__")]
 
 
 def slotted(v):

@@ -26,6 +26,15 @@ def library_dirs():
                                                          "platlib") if k in paths})
 
 
+def function_parts(f):
+    """[(name, value)] of what a call of the user's function f reads from f itself besides
+    its cells and globals: its defaults (a list default appended to, a tensor default
+    written, `f.__defaults__ = ...`), its code (`f.__code__ = ...`) and its attributes
+    (`f.calls += 1`)."""
+    return [(n, getattr(f, n, None))
+            for n in ("__defaults__", "__kwdefaults__", "__code__", "__dict__")]
+
+
 @functools.lru_cache(maxsize=1024)
 def global_names(code):
     """The global names code reads (LOAD_GLOBAL), its nested functions' and

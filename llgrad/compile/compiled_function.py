@@ -10,7 +10,6 @@ tensors it put into objects (attr_writes.py) is not kept: a compiled call cannot
 import functools
 import threading
 import time
-import warnings
 import weakref
 
 from ..runtime import trace_state
@@ -244,8 +243,7 @@ class CompiledFunction:
     def _warn_once(self, text):
         if text not in self._warned:
             self._warned.add(text)
-            warnings.warn(f"llgrad.compile({getattr(self.fn, '__name__', 'fn')}): {text}",
-                          UserWarning, stacklevel=5)
+            log.warn_user(f"llgrad.compile({getattr(self.fn, '__name__', 'fn')}): {text}")
 
     def _run_cached(self, key, n_own, inputs, fast):
         """Run the first entry for key whose value guards hold, else the first grad-free

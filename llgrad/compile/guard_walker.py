@@ -17,11 +17,10 @@ flat keys of one walker mean equal guard keys; the tensors come in collect's ord
 
 Tensors the function reads from its closure and globals (a model held in a global) are
 walked too, after the arguments, as collect() walks them; the walker re-reads each cell
-and global name and checks it finds the same kind of value.
-
-Kept out (make_walker returns None, every call takes the full walk): a **kwargs
-parameter (a *args parameter's tuple is walked as collect walks it), a .grad that is also an input or shared, structures nested deeper than
-_MAX_DEPTH, NumPy arrays."""
+and global name and checks it finds the same kind of value. Kept out (make_walker returns
+None, every call takes the full walk): a **kwargs parameter (a *args parameter's tuple is
+walked as collect walks it), a .grad that is also an input or shared, structures nested
+deeper than _MAX_DEPTH, NumPy arrays."""
 import functools
 import inspect
 import itertools
@@ -182,6 +181,8 @@ def _walk(src, roots):
                 if id(c) not in followed:
                     followed.add(id(c))
                     _holds(src, c)
+            stack.extend((src.const(c), c, depth + 1, False)    # (as guards._walk does)
+                         for _, c in reversed(class_containers(type(v), x, classes)))
             for f in reversed(class_functions(type(v))):    # (its type is checked above)
                 if id(f) not in followed:
                     followed.add(id(f))
@@ -210,8 +211,8 @@ def _walk(src, roots):
                     if id(f) not in followed:
                         followed.add(id(f))
                         stack.extend(reversed(_follow(src, f, depth)))
-                stack.extend((src.const(c), c, depth + 1, True)
-                             for _, c in reversed(class_containers(v, x)))
+                stack.extend((src.const(c), c, depth + 1, False)
+                             for _, c in reversed(class_containers(v, x, classes)))
             f = user_function(v)
             if f is not None and id(f) not in followed:
                 followed.add(id(f))
@@ -231,9 +232,13 @@ def _follow(src, f, depth):
     """Code that reads what the user's function f reads from closure cells and globals
     (guards.followed_reads: the same function, known by its identity in the key or by its
     object's type) -> the values to walk, [(name, value, depth, checked)]."""
-    fc, out = src.const(f), []
+    fc, out, same = src.const(f), [], []
     for _, kind, key, v in followed_reads(f):
-        if kind == "empty":
+        if kind == "attr" and (v is None or inspect.iscode(v) or (key == "__dict__" and not v)
+                               or (type(v) is tuple and all(isinstance(d, _SCALARS) for d in v))):
+            # (its defaults, code, attributes: the same, or none; stricter than collect)
+            same.append(f"{fc}.{key}" if key == "__dict__" else f"{fc}.{key} is not {src.const(v)}")
+        elif kind == "empty":
             src.lines += [f"try: {fc}.__closure__[{key}].cell_contents", "except ValueError: pass",
                           "else: return None"]
         elif kind == "absent":
@@ -242,12 +247,16 @@ def _follow(src, f, depth):
             x = src.var("fv")
             if kind == "module":
                 src.lines.append(f"{x} = {src.const(key[0])}.get({key[1]!r}, MISSING)")
+            elif kind == "attr":                # (guards.followed_reads: defaults, code)
+                src.lines.append(f"{x} = {fc}.{key}")
             elif kind == "cell":
                 src.lines += [f"try: {x} = {fc}.__closure__[{key}].cell_contents",
                               "except ValueError: return None"]
             else:
                 src.lines.append(f"{x} = {fc}.__globals__.get({key!r}, MISSING)")
             out.append((x, v, depth + 1, False))
+    if same:
+        src.check(" or ".join(same))
     return out
 
 
@@ -267,6 +276,9 @@ def _captured(src, fn):
                 continue
             x = src.var("cv")
             src.lines += [f"try: {x} = {cell}.cell_contents", "except ValueError: return None"]
+        elif where[0] == "attr":                # (a followed function's defaults, code)
+            x = src.var("av")
+            src.lines.append(f"{x} = {src.const(where[1])}.{where[2]}")
         else:
             space, name = src.const(where[1]), where[2]
             if kind == "absent":

@@ -12,9 +12,10 @@ from ..runtime import grad_mode, hypers
 from ..runtime.symbolic_scalar import scalar_input
 from ..runtime.tensor import Tensor
 from .arrays import arrays_as_tensors, wrappable
-from .code_reads import global_names, module_attributes, unguarded_reads, users_file
+from .code_reads import (function_parts, global_names, module_attributes, unguarded_reads,
+                         users_file)
 from .class_state import (LIBRARIES as _LIBRARIES, Same, class_containers, class_ids,
-                          class_state, held, slotted, user_classes)
+                          class_state, held, routine, slotted, user_classes)
 
 # (guarded by value; NumPy's numbers and ranges too: a new one each call may take the id
 # of the last one, freed)
@@ -23,15 +24,14 @@ _SMALL_ARRAY = 256
 
 
 def scalar_guard(v):
-    """A Python scalar's guard value: its type and value, a float's zero with its sign
-    (0.0 == -0.0, yet 1 / x tells them apart)."""
+    """A Python scalar's guard value: its type and value (a float's zero with its sign)."""
     if isinstance(v, (float, np.floating)) and v == 0:
         return type(v).__name__, repr(v)
     return type(v).__name__, v
 
 
 def _is_object(v):
-    return hasattr(v, "__dict__") and not (inspect.isroutine(v) or inspect.isclass(v)
+    return hasattr(v, "__dict__") and not (routine(v) or inspect.isclass(v)
                                            or inspect.ismodule(v) or isinstance(v, Tensor))
 
 
@@ -131,6 +131,7 @@ def _walk(roots, tensors, guards, entered=None):
             guards.append((path, ("object", type(v))))
             if user_classes(type(v)):   # (what its class holds: class_state.py)
                 guards.append((f"class of {path}", class_state(type(v))))
+                stack.extend(reversed(class_containers(type(v), f"type({path})", seen)))
             for f in reversed(class_functions(type(v))):    # (entered after the attributes)
                 if id(f) not in seen:
                     seen.add(id(f))
@@ -163,7 +164,7 @@ def _walk(roots, tensors, guards, entered=None):
                     if id(f) not in seen:
                         seen.add(id(f))
                         stack.extend(reversed(_children(f, path)))
-                stack.extend(reversed(class_containers(v, path)))
+                stack.extend(reversed(class_containers(v, path, seen)))
             if entered is not None and isinstance(v, (np.random.Generator,
                                                       np.random.RandomState)):
                 entered.append(v)           # (a draw from it: snapshot.foreign_random)
@@ -223,12 +224,12 @@ def followed_reads(f):
                    (name, "absent", name, None))
     for name, attr, mspace in module_attributes(code, space):   # (key: (globals, name))
         out.append((f"{name}.{attr}", "module", (mspace, attr), mspace[attr]))
-    return out
+    return out + [(name, "attr", name, v) for name, v in function_parts(f)]
 
 
 def _children(f, path):
     return [(f"{path}_{name}", v) for name, kind, _, v in followed_reads(f)
-            if kind in ("cell", "global", "module")]
+            if kind in ("cell", "global", "module", "attr")]
 
 
 def _followed(v):
@@ -265,13 +266,14 @@ def captured_guards(reads, guards):
 
 def captured_reads(fn):
     """(roots [(path, value)] the captured tensors are found under, reads): every closure
-    cell and global name that fn and the user functions it calls read, in order, as
-    (where, value, kind, path): where ("cell", cell) or ("global", globals, name); kind
-    "root" (walked), "follow" (a user function, read in turn), "skip" (a module, function,
-    class, Python number, compiled function), "empty" (a cell not yet filled), "absent"
-    (a name not in the globals: a builtin) or "unguarded" (value: why no guard can follow
-    what the code reads, code_reads.unguarded_reads). guard_walker.py checks the reads."""
+    cell and global name (and default, code, attribute) that fn and the user functions it
+    calls read, in order, as (where, value, kind, path): where ("cell", cell), ("global",
+    globals, name) or ("attr", function, name); kind "root" (walked), "follow" (a user
+    function, read in turn), "skip" (a module, function, class, Python number, compiled
+    function), "empty" (a cell not yet filled), "absent" (a name not in the globals) or
+    "unguarded" (value: why no guard can follow what the code reads, code_reads.py)."""
     roots, reads, seen, todo = [], [], set(), [getattr(fn, "__func__", fn)]
+    top = todo[0]       # (whose defaults are passed as arguments: defaults.py)
     while todo:
         f = todo.pop()
         code = getattr(f, "__code__", None)
@@ -293,17 +295,20 @@ def captured_reads(fn):
                 reads.append((("global", space, name), None, "absent", name))
         values += [(f"{name}.{attr}", mspace[attr], ("global", mspace, attr))
                    for name, attr, mspace in module_attributes(code, space)]
+        own = function_parts(f) if f is not top else [("__dict__", f.__dict__)] \
+            if any(x is f for _, x, _ in values) else ()    # (fn reading its attributes)
+        values += [(f"{f.__name__}.{n}", v, ("attr", f, n)) for n, v in own]
         cells = {p.rpartition(".")[2]: x for p, x, w in values if w[0] == "cell"}
         reads += [(("global", {}, what), why, "unguarded", what)     # (a call runs eagerly)
                   for what, why in unguarded_reads(code, space, cells)]
         for path, v, where in values:
-            inner = getattr(v, "fn", None) if hasattr(v, "_traced_fn") else None
+            inner = getattr(v, "fn", None) if hasattr(type(v), "_traced_fn") else None
             if _followed(v) or _followed(inner):   # (a compiled function: what its function
                 todo.append(inner or v)             # reads is the caller's, inlined)
                 kind = "follow"
-            elif not (inspect.ismodule(v) or inspect.isroutine(v) or isinstance(v, _SCALARS)
+            elif not (inspect.ismodule(v) or routine(v) or isinstance(v, _SCALARS)
                       or (inspect.isclass(v) and not user_classes(v))
-                      or hasattr(v, "_traced_fn")):
+                      or hasattr(type(v), "_traced_fn")):
                 roots.append((f"captured {path}", v))
                 kind = "root"
             else:

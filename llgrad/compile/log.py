@@ -29,6 +29,7 @@ entry) that took over a second says so on stderr when it ends (`progress`), unle
 LLGRAD_QUIET=1 or LLGRAD_LOG is set (then the `compile` channel says it, if chosen)."""
 from __future__ import annotations
 import os
+import re
 import sys
 import time
 import warnings
@@ -155,6 +156,22 @@ def user_line(depth=1):
     while f is not None and os.path.abspath(f.f_code.co_filename).startswith(_PKG):
         f = f.f_back
     return f"{f.f_code.co_filename}:{f.f_lineno}" if f is not None else "?"
+
+
+def warn_user(message, category=UserWarning):
+    """warnings.warn(message) attributed to the innermost frame outside llgrad (the user's
+    call of the compiled function), the message naming that line if it names none of its
+    own (a fallback decided after the run: a draw from another generator, inputs that
+    share memory)."""
+    f, level = sys._getframe(0), 1
+    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(_PKG):
+        f, level = f.f_back, level + 1
+    if f is not None and not _HAS_LINE.search(message):
+        message += f" (the call at {short_loc(f.f_code.co_filename)}:{f.f_lineno})"
+    warnings.warn(message, category, stacklevel=level if f is not None else 1)
+
+
+_HAS_LINE = re.compile(r"\.py:\d+")
 
 
 def short_loc(loc):

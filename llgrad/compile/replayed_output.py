@@ -12,7 +12,9 @@ exception under "error"), each text written to the stream the call finds. What i
 is made of values the trace guards (a number read from a tensor is a value guard), so it is
 the text eager would print. A warning or a print inside tensor-dependent control flow
 (whether eager gives it depends on the data) makes the function traced as plain Python, its
-conditions value guards. compile's own warnings ("llgrad.compile(...)") are not recorded:
+conditions value guards. A call under filters that make one of the warnings an error runs
+eagerly (the error is raised where the function warns, before its later writes: raises()).
+compile's own warnings ("llgrad.compile(...)") are not recorded:
 they are given where compile decides them."""
 import contextlib
 import sys
@@ -138,6 +140,25 @@ def _origin(msg):
     registry = space.setdefault("__warningregistry__", {}) if frame is not None else None
     return (msg.message, msg.category, msg.filename, msg.lineno,
             space.get("__name__", "<string>"), registry)
+
+
+def raises(given):
+    """Whether the warnings filters now make a warning of `given` an exception (action
+    "error"): eager raises it where the function warns, before what the function does next;
+    a compiled call would raise it only after its kernels wrote (such a call runs eagerly)."""
+    return any(item[0] == "warn" and _action(*item[1:6]) == "error" for item in given)
+
+
+def _action(message, category, filename, lineno, module):
+    """The action warnings.warn_explicit takes for this warning under the filters now."""
+    text = str(message)
+    if isinstance(message, Warning):
+        category = type(message)
+    for action, msg, cat, mod, ln in warnings.filters:
+        if (msg is None or msg.match(text)) and issubclass(category, cat) and \
+                (mod is None or mod.match(module)) and (ln == 0 or lineno == ln):
+            return action
+    return warnings.defaultaction
 
 
 def replay(given):

@@ -14,8 +14,9 @@ from .attr_writes import Pending
 from .backward_node import CompiledFunctionBackward, FreedBackward, replay_kept
 from ..runtime.creation import default_generator
 from .fastpath import quick_runner
-from .replayed_output import replay
+from .replayed_output import raises, replay
 from .backends import forward_run, report, warn_once
+from .log import short_loc
 from ..runtime.tensor import Tensor
 
 _STORAGE, _DATA = operator.attrgetter("_storage"), operator.attrgetter("_data")
@@ -47,7 +48,10 @@ def entry_runner(entry):
 
 def _replaying(run, given, tensors):
     """run(tensors), then the warnings and prints eager gives (replayed_output.py) if it
-    ran."""
+    ran; eagerly if a warning would be an error (raised before the function's later
+    writes)."""
+    if raises(given):
+        return _RUN_EAGERLY
     out = run(tensors)
     if out is not _MISS and out is not _RUN_EAGERLY:
         replay(given)
@@ -84,7 +88,7 @@ def run_entry(entry, tensors):
     if fwd.mutated and _overlapping(tensors, fwd.mutated):
         # the kernel writes its inputs and assumes they do not share memory
         warn_once(f"llgrad.compile({entry.name}): running eagerly: inputs share memory "
-                   "and the function writes one of them in place")
+                  f"and the function writes one of them in place{_written_at(fwd)}")
         return _RUN_EAGERLY
     if fwd.mutated and not grad_mode.state.inference and any(
             i < len(tensors) and tensors[i]._inference for i in fwd.mutated):
@@ -191,6 +195,12 @@ def run_entry(entry, tensors):
         return Pending(build(results[:entry.n_returned]), writes,
                        [results[k] for k in positions])
     return build(results)
+
+
+def _written_at(fwd):
+    """' (written at file.py:12)': the user's line of a write of an input, or ''."""
+    locs = [v.node.loc for v in fwd.mutated.values() if v.node is not None and v.node.loc]
+    return f" (written at {short_loc(locs[0])})" if locs else ""
 
 
 def _overlapping(tensors, written):

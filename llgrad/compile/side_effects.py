@@ -2,6 +2,7 @@
 view of the call's Python state before and after it (a compiled call replays tensor
 effects, and the tensors it puts into objects it reaches (attr_writes.py): a run that
 changed anything else must not be kept as an entry)."""
+import collections
 import contextlib
 
 from ..tracer.errors import TraceError
@@ -100,9 +101,24 @@ def fresh_optimizer(entered):
     """Whether a call reaches an optimiser (an object with param_groups and a state dict)
     whose state is empty: its first step will make the state, a change a traced run of the
     call could not be kept with (unreplayed_change)."""
-    return any(isinstance(getattr(o, "param_groups", None), list) and
-               isinstance(getattr(o, "state", None), dict) and not o.state and o.param_groups
-               for o in entered if not isinstance(o, (list, tuple, dict)))
+    return any(isinstance(d.get("param_groups"), list) and isinstance(d.get("state"), dict)
+               and not d["state"] and d["param_groups"]
+               for d in map(_own_attributes, entered))
+
+
+def _own_attributes(o):
+    """o's __dict__ (a user's __getattr__ that raises KeyError is never called), or {}."""
+    if isinstance(o, (list, tuple, dict)):
+        return {}
+    try:
+        return vars(o)
+    except Exception:   # noqa: BLE001 (no __dict__, or a __getattr__ that raises)
+        return {}
+
+
+# containers the guard walk does not enter (guarded by identity): what they hold (a tensor, a
+# count appended to a deque inside) could change unseen
+_UNWALKED = (collections.deque, set, frozenset)
 
 
 def unguardable(guards):
@@ -114,6 +130,10 @@ def unguardable(guards):
                 and hasattr(type(v[2].v), "__next__"):
             return f"the call reaches an iterator, {path} ({v[1]}), whose consumption a " \
                 "compiled call cannot replay"
+        if type(v) is tuple and len(v) == 3 and v[0] == "object" and type(v[2]) is Same \
+                and isinstance(v[2].v, _UNWALKED):
+            return f"the call reaches a {v[1]}, {path}, whose contents a compiled call " \
+                "neither guards nor replays writes to (use a list)"
         if type(v) is tuple and len(v) == 2 and v[0] == "unguarded":
             return v[1]
     return None

@@ -169,12 +169,14 @@ class SymbolicScalar:
         return _arith(self, other, "/", True)
 
     def __neg__(self):
+        _int64_holds(self, self.tensor)
         return _checked(self, -self.tensor, -self.value)
 
     def __pos__(self):
         return self
 
     def __abs__(self):
+        _int64_holds(self, self.tensor)
         return _checked(self, self.tensor.abs(), abs(self.value))
 
     def _unsupported(self, other, name):
@@ -236,6 +238,14 @@ def _arith(s, other, sign, reflected):
     else:
         ot = float(o_v) if as_float else o_v
     x, y = (ot, st) if reflected else (st, ot)
+    if sign == "/" and isinstance(y, Tensor):
+        _require(y != 0)                    # (Python's ZeroDivisionError in a later call)
+    for v, vt in ((s.value, s.tensor), (o_v, o_t)):
+        if as_float and type(v) is int and vt is not None:
+            _require(vt.abs() < _FLOAT_EXACT)
+    if not as_float:
+        _int64_holds(s, _PYTHON[sign](*(v.to(float64) if isinstance(v, Tensor) else float(v)
+                                        for v in (x, y))))
     if sign == "+":
         t = x + y
     elif sign == "-":
@@ -245,6 +255,22 @@ def _arith(s, other, sign, reflected):
     else:
         t = x / y
     return _checked(s, t, value)
+
+
+def _require(flag):
+    """A value guard of the trace (tracer.guard): the traced 0-d bool flag holds in every
+    call its entry serves. The checks of this file hold for the number of the traced call
+    only; a later call where they fail traces again (and raises as Python and PyTorch do)."""
+    tracer = trace_state.state.tracer
+    if tracer is not None:
+        tracer.guard(flag, True)
+
+
+def _int64_holds(s, t):
+    """For an int SymbolicScalar s: a guard that t, the float64 (or int64) value of an int
+    result, is well inside int64 (a Python int past it is not the graph's wrapped one)."""
+    if type(s.value) is int:
+        _require(t.to(float64).abs() < 2.0 ** 62)
 
 
 def _checked(s, t, value):
@@ -274,6 +300,11 @@ def as_operands(op, inputs, attrs):
             type(v) is int and dt._cat < 2 and not _fits(v, dt)) or (
             type(v) is int and dt._cat == 2 and abs(v) >= 2 ** 24):
         s._escape(f"an operand of {op.name} ({dt})")
+    if type(v) is int and dt._cat == 1:     # (the checks above, for the numbers of later calls)
+        info = np.iinfo(dt.name)
+        _require((s.tensor >= int(info.min)) & (s.tensor <= int(info.max)))
+    elif type(v) is int and dt._cat == 2:   # (one rounding to the float type, not two)
+        _require(s.tensor.abs() < _FLOAT_EXACT)
     t = s.tensor if s.tensor._dtype is dt else s.tensor.to(dt)
     return [t if type(x) is SymbolicScalar else x for x in inputs]
 
