@@ -16,12 +16,15 @@ from .functional_activation import (celu, elu, glu, hardshrink, hardsigmoid, har
 from .functional_convt import conv1d, conv_transpose1d, conv_transpose2d  # noqa: F401
 from .functional_distance import (cosine_similarity, normalize, pairwise_distance,  # noqa: F401
                                   pdist)
+from .functional_linear import linear  # noqa: F401
 from .functional_interp import interpolate, upsample, upsample_bilinear, upsample_nearest  # noqa: F401
-from .functional_loss import (_NAMES, _broadcast as _loss_broadcast, _size_warning,  # noqa: F401
-                              binary_cross_entropy, check_class_weight, check_target_shape,
-                              huber_loss, kl_div, l1_loss, one_hot, smooth_l1_loss)
+from .functional_loss import (_NAMES, _broadcast as _loss_broadcast, _reduction,  # noqa: F401
+                              _size_warning, binary_cross_entropy, check_class_weight,
+                              check_target_shape, huber_loss, kl_div, l1_loss, one_hot,
+                              smooth_l1_loss)
 from .functional_norm import (check_batch_norm_args, check_mixed_dtype,  # noqa: F401
-                              empty_batch_norm, group_norm, instance_norm, rms_norm)
+                              check_floating, empty_batch_norm, group_norm, instance_norm,
+                              rms_norm)
 from .functional_pad import pad  # noqa: F401
 from .functional_shuffle import (bilinear, celu_, channel_shuffle, elu_,  # noqa: F401
                                  hardtanh_, leaky_relu_, pixel_shuffle, pixel_unshuffle,
@@ -50,14 +53,6 @@ from .functional_conv3d import conv3d, conv_transpose3d  # noqa: F401
 from .functional_pool3d import (adaptive_avg_pool3d, adaptive_max_pool3d,  # noqa: F401
                                 adaptive_max_pool3d_with_indices, avg_pool3d, lp_pool3d,
                                 max_pool3d, max_pool3d_with_indices, max_unpool3d)
-
-_REDUCTIONS = ("none", "mean", "sum")
-
-
-def _reduction(r):
-    if r not in _REDUCTIONS:
-        raise ValueError(f"{r} is not a valid value for reduction")
-    return r
 
 
 def relu(input, inplace=False):
@@ -139,29 +134,6 @@ def dropout(input, p=0.5, training=True, inplace=False):
     return input * mask
 
 
-def linear(input, weight, bias=None):
-    """As torch.nn.functional.linear (PyTorch's fused addmm path, so the backward nodes are
-    PyTorch's)."""
-    if not input._data.ndim or not weight._data.ndim:
-        raise RuntimeError("both arguments to linear need to be at least 1D, but they are "
-                           f"{input._data.ndim}D and {weight._data.ndim}D")
-    if bias is not None:
-        # PyTorch's fused paths: addmm for a matrix; a contiguous input of another rank
-        # with a 1-D bias is flattened to a matrix for addmm and viewed back
-        nd = input._data.ndim
-        if nd == 2:
-            return bias.addmm(input, weight.t())
-        if nd and bias._data.ndim == 1 and input.is_contiguous():
-            shape = input._data.shape
-            n = 1
-            for k in shape[:-1]:
-                n *= k
-            out = bias.addmm(input.reshape(n, shape[-1]), weight.t())
-            return out.view(shape[:-1] + (out._data.shape[1],))
-    out = input.matmul(weight.t())
-    return out + bias if bias is not None else out
-
-
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """As torch.nn.functional.layer_norm."""
     if isinstance(normalized_shape, int):
@@ -172,6 +144,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
         raise RuntimeError(f"Given normalized_shape={list(normalized_shape)}, expected input with "
                            f"shape [*, {', '.join(map(str, normalized_shape))}], but got input "
                            f"of size{list(input._data.shape)}")
+    check_floating(input, "LayerNormKernelImpl")
     return call(OPS["layer_norm"], (input, weight, bias), {"normalized_ndim": k, "eps": eps})
 
 
@@ -255,7 +228,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
              reduction="mean"):
     """As torch.nn.functional.nll_loss."""
-    _reduction(reduction)
+    reduction = _reduction(reduction, size_average, reduce)
     check_target_shape(input, target, weight)
     if input._data.ndim == 1 and target._data.shape in ((), (1,)):
         # one sample: PyTorch's nll_loss takes it as is (NllLossBackward0, a 0-d loss)
@@ -314,7 +287,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
                   reduction="mean", label_smoothing=0.0):
     """As torch.nn.functional.cross_entropy (class indices or class probabilities; weight,
     ignore_index, label_smoothing)."""
-    _reduction(reduction)
+    reduction = _reduction(reduction, size_average, reduce)
     class_dim = 0 if input._data.ndim == 1 else 1
     probs = input._data.shape == target._data.shape     # PyTorch: same shape, probabilities
     if probs and not target._dtype.is_floating_point:
@@ -361,7 +334,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
 
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """As torch.nn.functional.mse_loss."""
-    _reduction(reduction)
+    reduction = _reduction(reduction, size_average, reduce)
     if input._data.shape != target._data.shape:
         _size_warning(input, target)
         input, target = _loss_broadcast(input, target)
@@ -371,7 +344,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
                                      reduction="mean", pos_weight=None):
     """As torch.nn.functional.binary_cross_entropy_with_logits."""
-    _reduction(reduction)
+    reduction = _reduction(reduction, size_average, reduce)
     if input._data.shape != target._data.shape:
         raise ValueError(f"Target size ({target.shape}) must be the same as input size "
                          f"({input.shape})")

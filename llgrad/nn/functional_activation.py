@@ -6,7 +6,7 @@ prelu)."""
 import warnings
 
 from ..ir import OPS
-from ..runtime.dispatch import call
+from ..runtime.dispatch import call, scalar_type_name
 from ..runtime.inplace import call_inplace
 from ..runtime.node_names import torch_node
 from .functional_loss import _NAMES
@@ -144,6 +144,12 @@ def softshrink(input, lambd=0.5):
 @torch_node("PreluKernelBackward0")
 def prelu(input, weight):
     """As torch.nn.functional.prelu."""
+    if input.dtype != weight.dtype:
+        raise RuntimeError(f"prelu: Type promoting not supported. Got "
+                           f"{scalar_type_name(input.dtype)} and {scalar_type_name(weight.dtype)}")
+    if not input.is_floating_point():
+        raise NotImplementedError(f"\"prelu_cpu\" not implemented for "
+                                  f"'{scalar_type_name(input.dtype)}'")
     n = weight.numel()
     nd = input.dim()
     if n != 1:

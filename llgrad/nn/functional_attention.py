@@ -7,22 +7,16 @@ with need_weights it computes the weights explicitly (a fully masked row gives N
 PyTorch), otherwise it calls scaled_dot_product_attention.
 
 This module sits below nn.functional (which re-exports its public names), so it does not import
-it: the two lines of linear and dropout it needs are written here."""
+it: the few lines of dropout it needs are written here."""
 import math
 import warnings
 
 from ..runtime.creation import arange, zeros
 from ..runtime.functions import cat
 from .dropout_noise import uniform_noise_like
+from .functional_linear import linear as _linear
 
 __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
-
-
-def _linear(x, w, b=None):
-    if b is not None and x.dim() == 2:
-        return b.addmm(x, w.t())
-    out = x.matmul(w.t())
-    return out if b is None else out + b
 
 
 def _dropout(x, p):

@@ -5,7 +5,8 @@ ops so that autograd (and a compiled step's trace) derives the backward pass.
 Impossible alignments are carried as a large finite negative number rather than -inf: a
 log-sum-exp over -inf terms has NaN gradients, which would reach the other samples of the
 batch through the shared ops. A sample whose likelihood stays at that floor has an
-infinite loss, as in PyTorch (zero with zero_infinity=True, and then no gradient).
+infinite loss and NaN gradients, as in PyTorch (zero with zero_infinity=True, and then no
+gradient).
 
 PyTorch's backward (LossCTC.cpp) returns exp(log_probs) - posterior for the steps t <
 input_length, the gradient through log_softmax's logits, not the derivative with respect
@@ -33,6 +34,29 @@ def _lengths(lengths, n, name):
     if lengths.numel() != n:
         raise RuntimeError(f"{name} must be of size batch_size")
     return lengths
+
+
+def _check_lengths(log_probs, targets, input_lengths, target_lengths):
+    """ctc_loss_allocate_outputs' checks of the lengths against the inputs (eagerly: a trace
+    reads no lengths)."""
+    where = " (while checking arguments for ctc_loss_allocate_outputs)"
+    tl, il = target_lengths.tolist(), input_lengths.tolist()
+    for n in tl:
+        if n < 0:
+            raise RuntimeError(f"Expected target_lengths to have value at least 0, but got "
+                               f"value {n}{where}")
+    want, dim = (sum(tl), 0) if targets.dim() == 1 else (len(tl), 0)
+    if targets.shape[dim] != want:
+        raise RuntimeError(f"Expected tensor to have size {want} at dimension {dim}, but got "
+                           f"size {targets.shape[dim]} for argument #2 'targets'{where}")
+    if targets.dim() == 2 and targets.shape[1] < max(tl, default=0):
+        raise RuntimeError(f"Expected tensor to have size at least {max(tl)} at dimension 1, "
+                           f"but got size {targets.shape[1]} for argument #2 'targets'{where}")
+    for n in il:
+        if not 0 <= n <= log_probs.shape[0]:
+            bound = "least 0" if n < 0 else f"most {log_probs.shape[0]}"
+            raise RuntimeError(f"Expected input_lengths to have value at {bound}, but got "
+                               f"value {n}{where}")
 
 
 def _padded_targets(targets, target_lengths, given, n):
@@ -66,6 +90,15 @@ def _logsumexp(*terms):
     return m + total.log()
 
 
+def _nan_grad_inf(log_probs, valid, impossible):
+    """inf for each impossible sample, with PyTorch's NaN gradient at its steps t <
+    input_length (whatever the incoming gradient, zero included): -log(0 * z) of a
+    zero-valued z, where 0 * (-g / 0) is NaN; the other samples see -log(1) and no gradient."""
+    lp = log_probs.detach()
+    z = (where(valid, log_probs, lp) - lp).sum((0, 2)) * 0.0
+    return -where(impossible, z, 1.0).log()
+
+
 def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean",
              zero_infinity=False):
     """As torch.nn.functional.ctc_loss: log_probs (T, N, C) (or (T, C)), targets (N, S)
@@ -80,9 +113,13 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
         log_probs = log_probs.unsqueeze(1)
         targets = targets.unsqueeze(0) if targets.dim() == 1 else targets
     T, N, C = log_probs.shape
+    if not 0 <= blank < C:
+        raise RuntimeError("blank must be in label range")
     given_targets = target_lengths
     input_lengths = _lengths(input_lengths, N, "input_lengths")
     target_lengths = _lengths(target_lengths, N, "target_lengths")
+    if trace_state.state.tracer is None:
+        _check_lengths(log_probs, targets, input_lengths, target_lengths)
     targets = _padded_targets(targets.to(int64), target_lengths, given_targets, N)
     S = targets.shape[1]
     L = 2 * S + 1
@@ -115,8 +152,8 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     valid = (arange(T).unsqueeze(1) < input_lengths.unsqueeze(0)).unsqueeze(2)    # (T, N, 1)
     probs = log_probs.exp()
     softmax_term = ((probs - probs.detach()) * valid).sum((0, 2))
-    nll = rename(where(impossible, float("inf"), -log_likelihood + softmax_term),
-                 "CtcLossBackward0")
+    inf = float("inf") if zero_infinity else _nan_grad_inf(log_probs, valid, impossible)
+    nll = rename(where(impossible, inf, -log_likelihood + softmax_term), "CtcLossBackward0")
     if zero_infinity:
         nll = where(impossible, 0.0, nll)
     if reduction == "mean":

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..runtime.creation import tensor as _tensor
 from ..runtime.node_names import rename
+from .functional_interp_aa import interpolate_aa
 from .functional_pool import adaptive_avg_pool1d, adaptive_avg_pool2d
 from .functional_pool3d import adaptive_avg_pool3d
 
@@ -101,11 +102,23 @@ def _interp_dims(input, out_size, scales, mode, align_corners):
     return x
 
 
+def _check_sizes(input, out_size):
+    """upsample_*d_common_check: every spatial size of the input and the output above 0."""
+    n = list(input.shape[2:])
+    if min(n + list(out_size)) > 0:
+        return
+    names = "DHW"[3 - len(n):]
+    got = ", ".join(f"{a}: {v}" for a, v in zip(names, n))
+    want = ", ".join(f"{a}: {v}" for a, v in zip(names, out_size))
+    raise RuntimeError("Input and output sizes should be greater than 0, but got input "
+                       f"({got}){' and' if len(n) == 1 else ''} output ({want})")
+
+
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
                 recompute_scale_factor=None, antialias=False):
     """As torch.nn.functional.interpolate (modes nearest, nearest-exact, linear, bilinear,
-    trilinear, bicubic and area with PyTorch's indices and weights; antialias=True raises
-    NotImplementedError)."""
+    trilinear, bicubic and area with PyTorch's indices and weights; antialias=True for
+    bilinear, bicubic and lanczos in functional_interp_aa)."""
     if mode in ("nearest", "area", "nearest-exact"):
         if align_corners is not None:
             raise ValueError("align_corners option can only be set with the interpolating "
@@ -149,8 +162,9 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         raise ValueError("either size or scale_factor should be defined")
     if recompute_scale_factor and size is not None:
         raise ValueError("recompute_scale_factor is not meaningful with an explicit size.")
-    if antialias:
-        raise NotImplementedError("llgrad: interpolate(antialias=True) is not supported")
+    if antialias and not (mode in ("bilinear", "bicubic", "lanczos") and input.dim() == 4):
+        raise ValueError("Anti-alias option is restricted to bilinear, bicubic, and lanczos "
+                         "modes and requires a 4-D tensor as input")
     if mode == "area":
         if dim == 1:
             return adaptive_avg_pool1d(input, out_size)
@@ -159,13 +173,24 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         if dim == 3:
             return adaptive_avg_pool3d(input, out_size)
     if mode in ("nearest", "nearest-exact") and 1 <= dim <= 3:
+        _check_sizes(input, out_size)
         out = _interp_dims(input, out_size, scales, mode, None)
         return rename(input.clone() if out is input else out,
                       f"Upsample{'NearestExact' if mode == 'nearest-exact' else 'Nearest'}"
                       f"{dim}DBackward0", (input,))
     if mode in _LINEAR and input.dim() == _LINEAR[mode]:
+        _check_sizes(input, out_size)
+        if antialias:
+            return interpolate_aa(input, out_size, scales, mode, align_corners)
         return rename(_interp_dims(input, out_size, scales, mode, align_corners),
                       f"Upsample{mode.capitalize()}{dim}DBackward0", (input,))
+    if mode == "lanczos" and input.dim() == 4:
+        if align_corners:
+            raise ValueError("Lanczos mode does not support align_corners=True")
+        if not antialias:
+            raise ValueError("Lanczos mode requires antialias=True")
+        _check_sizes(input, out_size)
+        return interpolate_aa(input, out_size, scales, mode, False)
     if mode in _LINEAR and 3 <= input.dim() <= 5 and mode != "bicubic":
         raise NotImplementedError(f"Got {input.dim()}D input, but {mode} mode needs "
                                   f"{_LINEAR[mode]}D input")

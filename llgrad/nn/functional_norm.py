@@ -2,11 +2,14 @@
 primitives over the groups), and F.instance_norm and F.rms_norm, the compositions PyTorch
 runs (instance_norm: batch_norm over (1, N*C, ...) viewed back; rms_norm: x times the
 reciprocal root mean square, times the weight)."""
+import warnings
+
 import numpy as np
 
 from ..ir import OPS
 from ..runtime import grad_mode
-from ..runtime.dispatch import call
+from ..runtime.dispatch import call, scalar_type_name
+from ..runtime.dtypes import C_NAMES, float16
 
 
 def _shape(t):
@@ -32,7 +35,15 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
                                f"channels in input, but got {name} of shape {_shape(t)} and "
                                f"input of shape {_shape(input)}")
     check_mixed_dtype(input, weight, bias)
+    check_floating(input, "GroupNormKernelImpl")
     return call(OPS["group_norm"], (input, weight, bias), {"num_groups": num_groups, "eps": eps})
+
+
+def check_floating(input, kernel):
+    """The CPU kernels' dtype dispatch: floating inputs only."""
+    if not input.is_floating_point():
+        raise NotImplementedError(f'"{kernel}" not implemented for '
+                                  f"'{scalar_type_name(input.dtype)}'")
 
 
 def empty_batch_norm(input, weight, bias):
@@ -73,6 +84,7 @@ def check_batch_norm_args(input, weight, bias, running_mean, running_var):
                     ("weight", weight), ("bias", bias)):
         if t is not None and t.numel() != c:
             raise RuntimeError(f"{name} should contain {c} elements not {t.numel()}")
+    check_floating(input, "batch_norm")
     check_mixed_dtype(input, weight, bias, running_mean, running_var)
 
 
@@ -90,6 +102,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     if not use_input_stats and (running_mean is None or running_var is None):
         raise RuntimeError("Expected running_mean and running_var to be defined when "
                            "use_input_stats is false")
+    check_floating(input, "batch_norm")
     b, c = input.shape[:2]
     x = input.contiguous().view((1, b * c) + tuple(input.shape[2:]))
     w, bb = _per_instance(weight, b), _per_instance(bias, b)
@@ -124,8 +137,28 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     if weight is not None and tuple(weight.shape) != ns:
         raise RuntimeError(f"Expected weight to be of same shape as normalized_shape, but got "
                            f"weight of shape {_shape(weight)} and normalized_shape = {list(ns)}")
+    check_floating(input, "rms_norm")
+    if weight is not None and weight.dtype != input.dtype:
+        _warn_once_mismatch(input, weight)
+    # PyTorch's composite: half upcast to float, the weight's product in the promoted type,
+    # the result cast back to the input's type (ToCopyBackward0)
+    x = input.float() if input.dtype == float16 else input
     if eps is None:
-        eps = float(np.finfo(input.dtype.name).eps) if input.is_floating_point() else 1e-7
+        eps = float(np.finfo(x.dtype.name).eps)
     dims = tuple(range(input.dim() - k, input.dim()))
-    out = input * (input.pow(2).mean(dims, keepdim=True) + eps).rsqrt()
-    return out * weight if weight is not None else out
+    out = x * (x.pow(2).mean(dims, keepdim=True) + eps).rsqrt()
+    if weight is not None:
+        out = out * weight
+    return out if out.dtype == input.dtype else out.to(input.dtype)
+
+
+_MISMATCH_WARNED = []
+
+
+def _warn_once_mismatch(input, weight):
+    """PyTorch's TORCH_WARN_ONCE of rms_norm's input and weight of two dtypes."""
+    if not _MISMATCH_WARNED:
+        _MISMATCH_WARNED.append(True)
+        warnings.warn(f"Mismatch dtype between input and weight: input dtype = "
+                      f"{C_NAMES[input.dtype.name]}, weight dtype = {C_NAMES[weight.dtype.name]}, "
+                      "Cannot dispatch to fused implementation.", stacklevel=3)

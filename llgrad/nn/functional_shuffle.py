@@ -1,6 +1,7 @@
 """F.pixel_shuffle / pixel_unshuffle / channel_shuffle (reshape, permute, reshape: PyTorch's
 own compositions) and F.bilinear (a matrix product and a sum), plus the in-place activation
 functions F.relu_, elu_, leaky_relu_, hardtanh_, selu_, celu_ and threshold_."""
+from ..runtime.dtypes import C_NAMES
 from ..runtime.node_names import rename
 from . import functional_activation as _act
 
@@ -69,6 +70,11 @@ def channel_shuffle(input, groups):
 
 def bilinear(input1, input2, weight, bias=None):
     """As torch.nn.functional.bilinear: y_o = x1^T W_o x2 + b_o over the batch dims."""
+    named = [("input1", input1), ("input2", input2), ("weight", weight)] + (
+        [("bias", bias)] if bias is not None else [])
+    if len({t.dtype for _, t in named}) > 1:
+        raise RuntimeError("All tensors must have the same dtype, got " + ", ".join(
+            f"{n}: {C_NAMES[t.dtype.name]}" for n, t in named))
     a, b = input1.dim(), input2.dim()
     if a != b:
         raise RuntimeError(f"bilinear(): input dimensions do not match: got {a} and {b}")

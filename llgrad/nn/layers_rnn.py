@@ -21,7 +21,7 @@ from ..runtime.tensor import Tensor
 from . import functional as F
 from .factory import factory_kwargs
 from .layers_rnn_cell import gru_step, lstm_step, reset_uniform, rnn_step
-from .layers_rnn_packed import masked, pack_output, step_masks, unpack_input
+from .layers_rnn_packed import masked, pack_output, packed_dropout, step_masks, unpack_input
 from .utils.rnn import PackedSequence
 from .module import Module, Parameter
 
@@ -202,10 +202,10 @@ class RNNBase(Module):
         return (get("weight_ih"), get("weight_hh"), get("bias_ih"), get("bias_hh"),
                 get("weight_hr"))
 
-    def _run(self, input, h0, c0, lengths=None):
+    def _run(self, input, h0, c0, lengths=None, packed=None):
         """(output, [h_n per layer and direction], [c_n ...]) for a batched input; h0 / c0
         are (layers * directions, B, size) or None (zeros); lengths (a packed input, which
-        comes time-major): each sequence's number of steps."""
+        comes time-major): each sequence's number of steps; packed: that input."""
         num_directions = 2 if self.bidirectional else 1
         time_major = not self.batch_first or lengths is not None
         batch = input.size(1) if time_major else input.size(0)
@@ -251,7 +251,8 @@ class RNNBase(Module):
                 c_n.append(c)
             x, time_major = (cat(outs, 2) if len(outs) > 1 else outs[0]), True
             if self.dropout and self.training and layer < self.num_layers - 1:
-                x = F.dropout(x, self.dropout, True)
+                x = F.dropout(x, self.dropout, True) if packed is None else \
+                    packed_dropout(x, packed, self.dropout)
         if self.batch_first and lengths is None:
             # PyTorch's RNN and GRU transpose their fresh output in place (TransposeBackward1,
             # not a view); its LSTM returns a transposed view
@@ -297,7 +298,7 @@ class RNNBase(Module):
         finally:
             self.batch_first = saved
         h0, c0 = (None, None) if hx is None else ((hx, None) if n_states == 1 else hx)
-        output, h_n, c_n = self._run(padded, h0, c0, lengths)
+        output, h_n, c_n = self._run(padded, h0, c0, lengths, packed)
         h_n, c_n = stack(h_n), (stack(c_n) if n_states == 2 else None)
         if packed.unsorted_indices is not None:     # (PyTorch's index_select back to order)
             rename((h_n, c_n) if c_n is not None else h_n, "IndexSelectBackward0")

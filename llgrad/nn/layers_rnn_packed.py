@@ -7,9 +7,10 @@ permutation. hx and the returned h_n / c_n are in the original batch order, as P
 from ..runtime.creation import arange
 from ..runtime.dtypes import int64
 from ..runtime.functions import cat, where
+from .functional import dropout
 from .utils.rnn import PackedSequence, pad_packed_sequence
 
-__all__ = ["unpack_input", "step_masks", "masked", "pack_output"]
+__all__ = ["unpack_input", "step_masks", "masked", "pack_output", "packed_dropout"]
 
 
 def unpack_input(packed):
@@ -39,3 +40,11 @@ def pack_output(padded, packed):
         rows.append(step[:b])
     return PackedSequence(cat(rows, 0), packed.batch_sizes, packed.sorted_indices,
                           packed.unsorted_indices)
+
+
+def packed_dropout(padded, packed, p):
+    """The dropout between layers, drawn as PyTorch draws it: over the packed rows (the
+    steps' batches one after another), then padded again."""
+    data = dropout(pack_output(padded, packed).data, p, True)
+    return pad_packed_sequence(PackedSequence(data, packed.batch_sizes, packed.sorted_indices,
+                                              packed.unsorted_indices))[0]

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from ..runtime import global_module_hooks as _global, grad_mode
 from ..runtime.device import check as _check_device
 from ..runtime.dtypes import dtype as _dtype, float16, float32, float64
+from ..runtime.functions_settings import typename
 from ..runtime.tensor import Tensor
 from .module_access import ModuleAccess, _IncompatibleKeys  # noqa: F401
 from .module_hooks import ModuleHooks
@@ -21,8 +22,9 @@ __all__ = ["Module", "Parameter"]
 
 
 def _typename(v):
-    """torch.typename's spelling: a tensor's type() (llgrad.FloatTensor), else the class."""
-    return v.type() if isinstance(v, Tensor) else type(v).__name__
+    """torch.typename's spelling: a tensor's type() (llgrad.FloatTensor), else the class
+    with its module (numpy.ndarray; builtins' bare: int)."""
+    return typename(v)
 
 
 def _check_name(module, name, kind, store):
@@ -65,27 +67,33 @@ class Module(ModuleAccess, ModuleHooks):
         if "_parameters" not in self.__dict__:
             raise AttributeError("cannot assign attributes before Module.__init__() call")
         if isinstance(value, Parameter):
-            self.__dict__.pop(name, None)
-            self._modules.pop(name, None)
-            self._buffers.pop(name, None)
+            for store in (self.__dict__, self._modules, self._buffers):
+                store.pop(name, None)
+            self._non_persistent.discard(name)
             self._parameters[name] = _registered(_global.parameter_registration, self, name, value)
-        elif isinstance(value, Module):
-            self.__dict__.pop(name, None)
-            self._parameters.pop(name, None)
-            self._modules[name] = _registered(_global.module_registration, self, name, value)
-        elif name in self._parameters:
+        elif name in self._parameters:      # (a module too: PyTorch's order of checks)
             if value is not None:
                 raise TypeError(f"cannot assign '{_typename(value)}' as parameter "
                                 f"'{name}' (llgrad.nn.Parameter or None expected)")
             self._parameters[name] = None
+        elif isinstance(value, Module):
+            for store in (self.__dict__, self._buffers):
+                store.pop(name, None)
+            self._non_persistent.discard(name)
+            self._modules[name] = _registered(_global.module_registration, self, name, value)
+        elif name in self._modules:
+            if value is not None:
+                raise TypeError(f"cannot assign '{_typename(value)}' as child module "
+                                f"'{name}' (llgrad.nn.Module or None expected)")
+            self._modules[name] = None
         elif isinstance(value, Tensor) and getattr(value, "_is_buffer", False):
             # (an nn.Buffer: registered as a buffer, persistent as it says)
             self.__dict__.pop(name, None)
             self.register_buffer(name, value, value.persistent)
         elif name in self._buffers:
             if value is not None and not isinstance(value, Tensor):
-                raise TypeError(f"cannot assign '{type(value).__name__}' as buffer '{name}' "
-                                "(llgrad.Tensor or None expected)")
+                raise TypeError(f"cannot assign '{_typename(value)}' as buffer '{name}' "
+                                "(llgrad.nn.Buffer, llgrad.Tensor or None expected)")
             self._buffers[name] = _registered(_global.buffer_registration, self, name, value)
         else:
             object.__setattr__(self, name, value)

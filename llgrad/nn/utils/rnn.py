@@ -10,6 +10,7 @@ from ...runtime.creation import arange, full, tensor
 from ...runtime.dtypes import float64, int64
 from ...runtime.functions import cat, stack
 from ...runtime.node_names import rename
+from ...runtime.shapes import broadcast_shapes
 from ...runtime.tensor import Tensor
 
 __all__ = ["PackedSequence", "invert_permutation", "pack_padded_sequence",
@@ -134,7 +135,8 @@ def pad_packed_sequence(sequence, batch_first=False, padding_value=0.0, total_le
         rows.append(step)
         start += b
     rows += [full((batch,) + feat, padding_value, dtype=data.dtype)] * (max_len - len(rows))
-    padded = stack(rows, 0) if rows else data.new_zeros((0, batch) + feat)
+    # (PyTorch copies each step into a fresh padded tensor: CopySlices)
+    padded = rename(stack(rows, 0), "CopySlices") if rows else data.new_zeros((0, batch) + feat)
     lengths = tensor([sum(1 for b in batch_sizes if b > i) for i in range(batch)], dtype=int64)
     if batch_first:
         padded = padded.transpose(0, 1)
@@ -163,6 +165,12 @@ def pad_sequence(sequences, batch_first=False, padding_value=0.0, padding_side="
     out = []
     for s in sequences:
         n = s.shape[0]
+        if tuple(s.shape[1:]) != trailing:      # (PyTorch copies it into the first's shape)
+            target = (n,) + trailing
+            if broadcast_shapes(target, tuple(s.shape)) != target:
+                raise RuntimeError(f"output with shape {list(target)} doesn't match the "
+                                   f"broadcast shape {list(broadcast_shapes(target, s.shape))}")
+            s = s.expand(target)
         if n == max_len:
             out.append(s)
             continue

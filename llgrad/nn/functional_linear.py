@@ -1,0 +1,24 @@
+"""F.linear, below nn.functional so that the attention functions use it too."""
+
+
+def linear(input, weight, bias=None):
+    """As torch.nn.functional.linear (PyTorch's fused addmm path, so the backward nodes are
+    PyTorch's)."""
+    if not input._data.ndim or not weight._data.ndim:
+        raise RuntimeError("both arguments to linear need to be at least 1D, but they are "
+                           f"{input._data.ndim}D and {weight._data.ndim}D")
+    if bias is not None:
+        # PyTorch's fused paths: addmm for a matrix; a contiguous input of another rank
+        # with a 1-D bias is flattened to a matrix for addmm and viewed back
+        nd = input._data.ndim
+        if nd == 2:
+            return bias.addmm(input, weight.t())
+        if nd and bias._data.ndim == 1 and input.is_contiguous():
+            shape = input._data.shape
+            n = 1
+            for k in shape[:-1]:
+                n *= k
+            out = bias.addmm(input.reshape(n, shape[-1]), weight.t())
+            return out.view(shape[:-1] + (out._data.shape[1],))
+    out = input.matmul(weight.t())
+    return out + bias if bias is not None else out
