@@ -74,9 +74,10 @@ def erfcx(input, *, out=None):
 
 @torch_node("MulBackward1")
 def ndtr(input, *, out=None):
-    """As torch.special.ndtr: the standard normal CDF, erfc(-x / sqrt 2) / 2."""
+    """As torch.special.ndtr: the standard normal CDF, (1 + erf(x / sqrt 2)) / 2 (PyTorch's
+    composition, whose lower tail rounds to 0 below about -5.5 in float32)."""
     x = _t(input, "ndtr")
-    return _out((x * -_SQRT1_2).erfc() * 0.5, out)
+    return _out(((x * _SQRT1_2).erf() + 1) * 0.5, out)
 
 
 @torch_node("SpecialLogNdtrBackward0")

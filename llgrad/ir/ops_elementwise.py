@@ -30,11 +30,20 @@ def _unary(name, impl, vjp, grad_fn, save=(), float_out=True, **kw):
 
 # ---- arithmetic -----------------------------------------------------------------------
 
-def _times(x, alpha):
+def _is_bool(v):
+    return isinstance(v, (bool, np.bool_)) or getattr(v, "dtype", None) == np.bool_
+
+
+def _times(x, alpha, other=None):
     """alpha * x for add/sub's alpha: a Python number times a Python number stays one (a
-    weak scalar: NumPy's np.multiply(1, 2) is an int64 that would widen float32 to float64)."""
+    weak scalar: NumPy's np.multiply(1, 2) is an int64 that would widen float32 to float64);
+    bools add with alpha cast to bool, as PyTorch's (add(b, b, alpha=2) is b | b)."""
     if alpha == 1:
         return x
+    if _is_bool(x) and _is_bool(other):
+        alpha = bool(alpha)
+        if isinstance(x, (bool, np.bool_)):
+            return bool(x) and alpha
     return x * alpha if isinstance(x, (bool, int, float)) else np.multiply(x, alpha)
 
 
@@ -72,7 +81,7 @@ def _half_alpha(fn):
 
 
 _NUMBER = (int, float)
-_binary("add", _half_alpha(lambda a, b, alpha=1: np.add(a, _times(b, alpha))),
+_binary("add", _half_alpha(lambda a, b, alpha=1: np.add(a, _times(b, alpha, a))),
         lambda c, g: (g, g if c.alpha == 1 else g * c.alpha), "AddBackward0", functions=("add",))
 _binary("sub", _half_alpha(lambda a, b, alpha=1: np.subtract(a, _times(b, alpha))),
         lambda c, g: (g, -g if c.alpha == 1 else g * -c.alpha), "SubBackward0",

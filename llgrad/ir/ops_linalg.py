@@ -11,6 +11,9 @@ from .optable import defop
 
 def _vector_norm(x, ord=2, dim=None, keepdim=False):
     kw = {"axis": dim, "keepdims": keepdim}
+    dt = x.dtype
+    if dt == np.float16:    # (accumulated in float32, as PyTorch: |x|**3 overflows float16)
+        x = x.astype(np.float32)
     a = np.abs(x)
     if ord == 2:
         r = np.sqrt(np.sum(x * x, **kw))
@@ -24,7 +27,7 @@ def _vector_norm(x, ord=2, dim=None, keepdim=False):
         r = np.sum(x != 0, dtype=x.dtype, **kw)
     else:
         r = np.sum(a ** ord, **kw) ** (1.0 / ord)
-    return np.asarray(r, dtype=x.dtype)
+    return np.asarray(r, dtype=dt)
 
 
 def _unreduced(t, ndim, dim, keepdim):

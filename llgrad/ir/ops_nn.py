@@ -142,10 +142,16 @@ def _norm_vjp(g, x, w, dims, eps, reduce_dims):
 
 
 def _layer_norm_vjp(c, g):
-    x = c.self
+    x, w = c.self, c.weight
     k = c.normalized_ndim
     dims = tuple(range(x.ndim - k, x.ndim))
-    gx, gw, gb = _norm_vjp(g, x, c.weight, dims, c.eps, tuple(range(x.ndim - k)))
+    half = x.element_size() == 2    # (float16: computed in float32, as the forward)
+    if half:
+        x, w, g = x.float(), None if w is None else w.float(), g.float()
+    gx, gw, gb = _norm_vjp(g, x, w, dims, c.eps, tuple(range(x.ndim - k)))
+    if half:
+        wt = c.self if c.weight is None else c.weight
+        gx, gw, gb = gx.to(c.self.dtype), gw.to(wt.dtype), gb.to(wt.dtype)
     return (gx if c.needs(0) else None, gw if c.needs(1) else None, gb if c.needs(2) else None)
 
 

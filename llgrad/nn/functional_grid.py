@@ -19,6 +19,7 @@ from ..runtime.creation import tensor as _tensor, zeros
 from ..runtime.dtypes import bool_, int64
 from ..runtime.functions import minimum, where
 from ..runtime.node_names import rename
+from ..runtime.ranges import linspace_values
 from .functional_loss import _NAMES
 
 __all__ = ["affine_grid", "grid_sample", "grid_sampler"]
@@ -38,10 +39,7 @@ def _linspace_from_neg_one(n, align_corners, dt):
     align_corners; one step is 0."""
     if n <= 1:
         return np.zeros(1, dt)
-    step = dt(2.0) / dt(n - 1)
-    i = np.arange(n)
-    r = np.where(i < n // 2, dt(-1) + step * i.astype(dt),
-                 dt(1) - step * (n - 1 - i).astype(dt)).astype(dt)
+    r = linspace_values(-1, 1, n, dt)
     if not align_corners:
         r = (r * dt(n - 1) / dt(n)).astype(dt)
     return r

@@ -72,9 +72,15 @@ def sequence_error(data):
     return None
 
 
-def number_error(data):
+def number_error(data, scalar=False):
     """PyTorch's error for nested lists NumPy cannot read as int64 or float: the first
-    leaf that is not a number, else an int beyond int64."""
+    leaf that is not a number, else an int beyond int64. A string first in its list is
+    read as one more dimension (PyTorch sizes the data by its first elements)."""
+    x, depth = data, 0
+    while isinstance(x, (list, tuple)) and len(x):
+        x, depth = x[0], depth + 1
+    if depth > scalar and isinstance(x, str):
+        return ValueError(f"too many dimensions '{type(x).__name__}'")
     stack = [data]
     while stack:
         x = stack.pop()
@@ -129,6 +135,8 @@ def fill_value_fits(value, d):
         bad = np.isfinite(value) and abs(value) > info.max
     elif value != value or value in (np.inf, -np.inf):
         bad = True
+    elif isinstance(value, (float, np.floating)):   # (no wrapping: -0.5 overflows uint8)
+        bad = not (info.min <= value <= info.max)
     else:
         v = int(value)
         bad = not (-(info.max if info.min == 0 else -info.min) <= v <= info.max)

@@ -25,6 +25,7 @@ __all__ = []
 # argument parser's numbers-as-tensors list), read as a 0-dim tensor of the two's dtype
 _NUMBER_INPUT = frozenset(("add", "sub", "subtract", "mul", "multiply", "div", "divide",
                            "true_divide", "floor_divide"))
+_TRUE_DIV = frozenset(("div", "divide", "true_divide"))
 
 
 def _number_input(name, input, args, kwargs):
@@ -38,7 +39,10 @@ def _number_input(name, input, args, kwargs):
                         f"{'numpy.' * (kind.__module__ == 'numpy')}{kind.__name__}")
     if not isinstance(other, Tensor):
         return _tensor(input)
-    return _tensor(input, dtype=dtypes.result_type(input, other))
+    rt = dtypes.result_type(input, other)
+    if name in _TRUE_DIV and kwargs.get("rounding_mode") is None and not rt.is_floating_point:
+        rt = dtypes.get_default_dtype()     # (-2 / uint8 is -0.67: the number is not wrapped)
+    return _tensor(input, dtype=rt)
 
 
 def _method_fn(name, op=None):
@@ -146,7 +150,7 @@ def where(condition: Tensor, input: Tensor | float | None = None,
     if input is None and other is None:
         if trace_state.state.tracer is not None:    # (nonzero's count a guard of the trace)
             return condition.nonzero(as_tuple=True)
-        return tuple(Tensor._from_array(a.astype(np.int64)) for a in np.nonzero(condition._data))
+        return condition.nonzero(as_tuple=True)     # (a 0-dim condition read as 1-dim)
     _check_condition(condition)
     for v in (input, other):    # (a Python int checked against an integer result's range)
         if type(v) is int:

@@ -14,6 +14,7 @@ from .functions import export
 from .inplace import call_inplace
 from .numpy_scalars import python_number
 from .tensor import Tensor
+from .out_write import into
 
 _NUMBERS = (bool, int, float)
 # op name -> the name of PyTorch's CPU kernel in its "not implemented" message
@@ -69,7 +70,7 @@ def _binary(name):
         input, other = _py(input), _py(other)
         _operands(name, input, other, (input, other))
         r = call(op, (input, other), {})
-        return r if out is None else out.copy_(r)
+        return into(out, r)
 
     def method(self, other):
         other = _py(other)
@@ -110,7 +111,7 @@ def bitwise_not(input, *, out=None):
         raise _bad_arguments("bitwise_not", (input,))
     _check_dtype("bitwise_not", input._dtype)
     r = call(OPS["bitwise_not"], (input,), {})
-    return r if out is None else out.copy_(r)
+    return into(out, r)
 
 
 def _bitwise_not_(self):

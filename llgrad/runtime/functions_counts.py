@@ -17,6 +17,7 @@ from .node import grad_enabled
 from .node_names import failing_node
 from .shapes import norm_dim
 from .tensor import Tensor
+from .out_write import into
 
 
 def _untraceable(what):
@@ -152,7 +153,7 @@ def range(start, end, step=1, *, out=None, dtype=None, layout=None, device=None,
     d = dtypes.to_dtype(dtype) if dtype is not None else dtypes.get_default_dtype()
     r = _finish((start + step * np.arange(n, dtype=np.float64)).astype(d.np), None,
                 requires_grad)
-    return r if out is None else out.copy_(r)
+    return into(out, r)
 
 
 for _f in (bincount, histc, unique_consecutive):

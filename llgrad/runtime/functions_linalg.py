@@ -13,6 +13,7 @@ from .functions_math import attach, make_inplace
 from .shapes import broadcast_shapes, norm_dim
 from .tensor import Tensor
 from .node_names import torch_node
+from .out_write import into
 
 
 @torch_node("LinalgCrossBackward0")
@@ -77,7 +78,7 @@ def tensordot(a, b, dims=2, out=None):
     pa = a.permute(fa + da).reshape(math.prod(sa[d] for d in fa), k)
     pb = b.permute(db + fb).reshape(k, math.prod(sb[d] for d in fb))
     r = pa.mm(pb).reshape(tuple(sa[d] for d in fa) + tuple(sb[d] for d in fb))
-    return r if out is None else out.copy_(r)
+    return into(out, r)
 
 
 def inner(input, other):
@@ -196,7 +197,7 @@ def chain_matmul(*matrices, out=None):
         if t._data.ndim != 2:
             raise RuntimeError(f"Tensor dimension is {t._data.ndim}, expected 2 instead.")
     r = matrices[0].clone() if len(matrices) == 1 else multi_dot(matrices)
-    return r if out is None else out.copy_(r)
+    return into(out, r)
 
 
 # ---- beta * input + alpha * product -------------------------------------------------------------

@@ -11,6 +11,7 @@ from .functions import export
 from .functions_matrix import LinAlgError, _named
 from .shapes import broadcast_shapes
 from .tensor import Tensor
+from .out_write import into
 
 
 def check_matrix(name, A, square=True, arg="A"):
@@ -50,13 +51,7 @@ def raise_for_info(info, batched, message, cls=LinAlgError):
 
 
 def _out(r, out):
-    if out is None:
-        return r
-    if isinstance(r, tuple):
-        for o, v in zip(out, r):
-            o.copy_(v)
-        return out
-    return out.copy_(r)
+    return into(out, r)
 
 
 # ---- solve ---------------------------------------------------------------------------------------

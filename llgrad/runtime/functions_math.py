@@ -10,16 +10,19 @@ Where a formula has a branch that is not taken (a where), the branch is fed safe
 that its gradient (multiplied by the zero the where sends it) is 0, not 0 * inf = nan."""
 import math
 
+import numpy as np
+
 from . import dtypes
 from .creation import tensor as _tensor
 from .dispatch import call
 from .dispatch import scalar_type_name as tname
 from .dtype_info import finfo
+from .compose import _can_cast, attach, make_inplace  # noqa: F401 (used from here)
 from .functions import _method_fn, export, where
 from .methods import check_sub
 from .tensor import Tensor
 from ..ir import OPS
-from .node_names import no_derivative, rename_copy, torch_node
+from .node_names import no_derivative, torch_node
 
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
 
@@ -46,6 +49,21 @@ def as_type(x, dt):
     return _tensor(dtypes.wrap_int(x, dt), dtype=dt)
 
 
+def in_dtype(v, dt):
+    """A Python float operand as PyTorch's kernel of floating dtype dt reads it: rounded
+    to dt (float32 % 0.7 divides by 0.699999988)."""
+    return float(np.asarray(v, dt.np)) if type(v) is float and dt.is_floating_point else v
+
+
+def tensor_input(name, input, other):
+    """PyTorch's error for a function with no number-input form given a number input."""
+    if not isinstance(input, Tensor):
+        shown = ", ".join("Tensor" if isinstance(x, Tensor) else type(x).__name__
+                          for x in (input, other))
+        raise TypeError(f"{name}() received an invalid combination of arguments - got "
+                        f"({shown}), but expected one of:")
+
+
 def _in_double(x, fn):
     """fn computed in float64 for a float32 / float16 x, then rounded back: the result is
     then (nearly always) the correctly rounded value PyTorch's float kernel gives, where the
@@ -53,47 +71,6 @@ def _in_double(x, fn):
     if x._dtype is dtypes.float64:
         return fn(x)
     return fn(x.double()).to(x._dtype)
-
-
-def _can_cast(src, dst):
-    # PyTorch's canCast: no floating -> integral, no non-bool -> bool
-    return not (src._cat > dst._cat)
-
-
-def make_inplace(fn, name):
-    """The in-place method of fn: fn's result written into self (copy_), as PyTorch's
-    x.<name>_(): same dtype rules (a float result cannot go into an integer tensor), a
-    result that broadcasts beyond self raises, the write bumps self's version, and autograd
-    sees fn's ops then the copy (fn runs on a clone when self requires grad, so the tensors
-    its ops saved are not the ones the write changes)."""
-    def method(self, *args, **kwargs):
-        src = self.clone() if self.requires_grad else self
-        out = fn(src, *args, **kwargs)
-        if not _can_cast(out._dtype, self._dtype):
-            raise RuntimeError(f"result type {tname(out._dtype)} can't be cast to the desired "
-                               f"output type {tname(self._dtype)}")
-        if tuple(out._data.shape) != tuple(self._data.shape):
-            raise RuntimeError(f"output with shape {list(self._data.shape)} doesn't match the "
-                               f"broadcast shape {list(out._data.shape)}")
-        return rename_copy(self.copy_(out), out)
-    method.__name__ = method.__qualname__ = name
-    method.__doc__ = f"In-place {name.rstrip('_')}, as torch.Tensor.{name}."
-    return method
-
-
-def attach(fn, *names, function=True, method=True, inplace_name=None):
-    """fn as llgrad.<name> (function), Tensor.<name> (method) for its name and aliases, and
-    an in-place Tensor method (and llgrad function, as PyTorch has them) under inplace_name."""
-    all_names = (fn.__name__,) + names
-    if function:
-        export(fn, *names)
-    if method:
-        for n in all_names:
-            setattr(Tensor, n, fn)
-    if inplace_name:
-        for n in (inplace_name,) if isinstance(inplace_name, str) else inplace_name:
-            setattr(Tensor, n, make_inplace(fn, n))
-    return fn
 
 
 # ---- logarithms and exponentials ------------------------------------------------------------
@@ -134,13 +111,15 @@ def _logaddexp(name, input, other, exp, scale):
     rt = dtypes.result_type(input, other)
     if not rt.is_floating_point:
         raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{tname(rt)}'")
-    a, b = as_type(input, rt), as_type(other, rt)
+    # (float16 computed in float32 and rounded once, as PyTorch's kernel)
+    ct = dtypes.float32 if rt is dtypes.float16 else rt
+    a, b = as_type(input, ct), as_type(other, ct)
     # PyTorch's formula: max + log1p(exp(-|a - b|)), and a itself where a == b is infinite
     same_inf = (a.abs() == math.inf) & (a == b)
     d = (a - b).masked_fill(same_inf, 0)
     t = exp(-d.abs()).log1p()
     out = call(OPS["maximum"], (a, b), {}) + (t if scale == 1 else t * scale)
-    return where(same_inf, a, out)
+    return as_type(where(same_inf, a, out), rt)
 
 
 @torch_node("LogaddexpBackward0")
@@ -199,6 +178,7 @@ def fmod(input, other):
     """As torch.fmod: the remainder of input / other with input's sign (C's fmod). Floats are
     input - trunc(input / other) * other, computed in float64 for float32 (exact there; a
     float64 remainder can be off where the quotient rounds to an integer)."""
+    tensor_input("fmod", input, other)
     dtypes.no_bool_kernel((input, other), "fmod_cpu")
     rt = dtypes.result_type(input, other)
     other = dtypes.wrap_int(other, rt)      # (as as_type does input)
@@ -206,7 +186,7 @@ def fmod(input, other):
         a = as_type(input, rt)
         return a - a.div(other, rounding_mode="trunc") * other
     a = as_type(input, rt)
-    b = as_type(other, rt) if isinstance(other, Tensor) else other
+    b = as_type(other, rt) if isinstance(other, Tensor) else in_dtype(other, rt)
 
     def f(x):
         y = b.to(x._dtype) if isinstance(b, Tensor) else b
@@ -223,6 +203,8 @@ def remainder(input, other):
     dtypes.no_bool_kernel((input, other), "remainder_cpu")
     rt = dtypes.result_type(input, other)
     a, other = as_type(input, rt), dtypes.wrap_int(other, rt)
+    # (uint8 % an int8 0-dim -2 is % 254; float32 % 0.7 is % float32(0.7))
+    other = as_type(other, rt) if isinstance(other, Tensor) else in_dtype(other, rt)
     r = fmod(a, other)
     b_neg = (other < 0) if isinstance(other, Tensor) else bool(other < 0)
     fix = (r != 0) & ((r < 0) != b_neg)
@@ -313,6 +295,7 @@ def signbit(input):
 def copysign(input, other):
     """As torch.copysign: |input| with the sign of other (-0.0 counts as negative; a nan's
     sign bit is not read: a nan counts as positive)."""
+    tensor_input("copysign", input, other)
     rt = float_type(input, other)
     mag = as_type(input, rt).abs()
     if isinstance(other, Tensor):   # (other's gradient is zeros, as PyTorch's, not None)
@@ -367,10 +350,13 @@ def fmin(input, other):
 
 @torch_node("LdexpBackward0")
 def ldexp(input, other):
-    """As torch.ldexp: input * 2 ** other, in the two's promoted (floating) dtype."""
-    dtypes.no_bool_kernel((other,), "ldexp_cpu_exp")
+    """As torch.ldexp: input * 2 ** other, the power in a floating other's own dtype, as
+    PyTorch's (float32 * 2 ** float16 rounds the power to float16 first)."""
+    if input._dtype.is_floating_point and other._dtype is dtypes.bool_:     # (its kernel's)
+        raise NotImplementedError("\"ldexp_cpu_exp\" not implemented for 'Bool'")
     rt = float_type(input, other)
-    return as_type(input, rt) * 2.0 ** as_type(other, rt)
+    e = other if other._dtype.is_floating_point else as_type(other, rt)
+    return as_type(input, rt) * (2.0 ** e).to(rt)
 
 
 for _f, _aliases, _inp in (

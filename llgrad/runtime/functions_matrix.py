@@ -10,6 +10,7 @@ from .dispatch import call
 from .dispatch import scalar_type_name as tname
 from .functions import export, where
 from .tensor import Tensor
+from .out_write import into
 
 
 def _check(name, A):
@@ -50,7 +51,7 @@ def inverse(input, *, out=None):
         raise LinAlgError(f"linalg.inv: {where}The diagonal element {flat[b]} is zero, the "
                           "inversion could not be completed because the input matrix is "
                           "singular.")
-    return r if out is None else out.copy_(r)
+    return into(out, r)
 
 
 def det(input):

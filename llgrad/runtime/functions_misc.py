@@ -19,6 +19,7 @@ from .linalg import vector_norm
 from .shapes import check_index_bounds, norm_dim
 from .tensor import Tensor
 from .node_names import torch_node
+from .ranges import logspace_values
 
 
 def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=None,
@@ -100,6 +101,10 @@ def index_fill(input, dim, index, value):
 def index_copy(input, dim, index, source):
     """As torch.index_copy: input with the slices at index along dim taken from source."""
     spec, idx = _along(input, dim, index, "index_copy_")
+    if source._dtype is not input._dtype:       # (not promoted: PyTorch's error)
+        raise RuntimeError(f"index_copy_(): self and source expected to have the same dtype, "
+                           f"but got (self) {tname(input._dtype)} and (source) "
+                           f"{tname(source._dtype)}")
     # (PyTorch's result is contiguous whatever input's layout; index_put keeps input's)
     return call(OPS["index_put"], (input.contiguous(), source, idx),
                 {"spec": spec, "accumulate": False})
@@ -109,6 +114,10 @@ def index_copy(input, dim, index, source):
 def put(input, index, source, accumulate=False):
     """As torch.put: input with the elements at index of the flattened input set to (or,
     with accumulate, added) source's."""
+    if isinstance(source, Tensor) and source._dtype is not input._dtype:
+        raise RuntimeError(f"put_(): self and source expected to have the same dtype, but got "
+                           f"self.dtype = {tname(input._dtype)} and source.dtype = "
+                           f"{tname(source._dtype)}")
     n = input._data.size
     idx = index.reshape(-1)
     idx = idx + (idx < 0).long() * n
@@ -173,8 +182,8 @@ def logspace(start, end, steps, base=10.0, *, dtype=None, layout=None, device=No
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
     d = dtypes.get_default_dtype() if dtype is None else dtypes.to_dtype(dtype)
-    vals = np.power(float(base), np.linspace(float(start), float(end), int(steps)))
-    return _tensor(vals.astype(d.np), requires_grad=requires_grad)
+    vals = logspace_values(float(start), float(end), int(steps), float(base), d.np)
+    return _tensor(vals, requires_grad=requires_grad)
 
 
 def unravel_index(indices, shape):

@@ -128,6 +128,8 @@ def logcumsumexp(input, dim):
     n = input._data.shape[d] if input._data.ndim else 1
     if n <= 1:
         return input.clone()
+    if input._dtype is dtypes.float16:      # (PyTorch's scan accumulates in float32)
+        return logcumsumexp(input.float(), d).to(dtypes.float16)
     out, s = input, 1
     while s < n:
         out = logaddexp(out, _earlier(out, d, s, -math.inf))
@@ -298,9 +300,11 @@ def mode(input, dim=-1, keepdim=False):
     pos = where(key == v, arange(n), -1).amax(-1, keepdim=True)
     # (PyTorch's sort leaves a leading nan first: with no value repeated, it is the mode)
     pos = where((key.narrow(-1, 0, 1) != key.narrow(-1, 0, 1)) & (most <= 1), 0, pos)
-    values, indices = xt.gather(-1, pos).transpose(d, -1), pos.transpose(d, -1)
-    if not keepdim:
-        values, indices = values.squeeze(d), indices.squeeze(d)
+    # (contiguous, as PyTorch's: the transposes leave mode(x, 0) column-major)
+    values = xt.gather(-1, pos).transpose(d, -1).squeeze(d).contiguous()
+    indices = pos.transpose(d, -1).squeeze(d).contiguous()
+    if keepdim:
+        values, indices = values.unsqueeze(d), indices.unsqueeze(d)
     return return_mode(values, indices)
 
 

@@ -183,6 +183,7 @@ def pow(self, exponent):
 
 def pow_(self, exponent):
     _check_int_pow(self, exponent)
+    _bool_pow(self, exponent)       # (PyTorch's error for bools)
     return call_inplace(_POW, self, (self, exponent), {})
 
 

@@ -5,7 +5,7 @@ import numpy as np
 
 from ..ir import OPS
 from . import dtypes
-from .dispatch import call
+from .dispatch import call, scalar_type_name
 from .inplace import call_inplace
 from .tensor import Tensor
 
@@ -53,6 +53,10 @@ def div_(self, other, rounding_mode=NO_MODE):
     if rounding_mode is NO_MODE:
         return call_inplace(_DIV, self, (self, other), {})
     _check_mode(rounding_mode)
+    rt = dtypes.result_type(self, other)
+    if rt._cat > self._dtype._cat:      # (before the kernel's ZeroDivisionError, as PyTorch)
+        raise RuntimeError(f"result type {scalar_type_name(rt)} can't be cast to the desired "
+                           f"output type {scalar_type_name(self._dtype)}")
     if rounding_mode is not None and _integer_operands(self, other, rounding_mode):
         return call_inplace(_DIV_INT, self, (self, other), {"rounding_mode": rounding_mode})
     # (a float result into an integer self: call_inplace raises PyTorch's cast error)

@@ -106,6 +106,8 @@ def _masked_fill_args(self, mask, value):
     if isinstance(value, Tensor) and value._data.ndim:
         raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got "
                            f"tensor with {value._data.ndim} dimension(s).")
+    if isinstance(value, Tensor) and value._dtype is not self._dtype and self._dtype._cat == 1:
+        fill_value_fits(value.item(), self._dtype)      # (PyTorch reads it as a number)
     return fill_value_fits(python_number(value), self._dtype)      # (-1 into uint8: 255)
 
 

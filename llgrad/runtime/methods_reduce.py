@@ -92,16 +92,16 @@ def _check_nonempty(self, name, dims, tail=" Specify the reduction dim with the 
             raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
 
 
-def amax(self, dim=(), keepdim=False):
-    dims = _rdims(self, dim) if dim != () else None
-    _check_nonempty(self, "amax", dims, given=[dim] if isinstance(dim, int) else list(dim))
-    return self._op("amax", dim=dims, keepdim=keepdim)
+def _amax_amin(name):
+    def f(self, dim=(), keepdim=False):
+        dim = () if dim is None else dim        # (PyTorch takes None for every dim)
+        dims = _rdims(self, dim) if dim != () else None
+        _check_nonempty(self, name, dims, given=[dim] if isinstance(dim, int) else list(dim))
+        return self._op(name, dim=dims, keepdim=keepdim)
+    return f
 
 
-def amin(self, dim=(), keepdim=False):
-    dims = _rdims(self, dim) if dim != () else None
-    _check_nonempty(self, "amin", dims, given=[dim] if isinstance(dim, int) else list(dim))
-    return self._op("amin", dim=dims, keepdim=keepdim)
+amax, amin = _amax_amin("amax"), _amax_amin("amin")
 
 
 def _max_min(name, tup):
@@ -142,7 +142,8 @@ def moment(self, name, dim, unbiased, keepdim, correction, caller=None):
     if isinstance(dim, bool):
         dim, unbiased = None, dim
     if not (self._dtype.is_floating_point or getattr(self._dtype, "is_complex", False)):
-        raise RuntimeError("std and var only support floating point and complex dtypes")
+        raise RuntimeError(f"{caller or 'std and var'} only support floating point and "
+                           "complex dtypes")
     dims, correction = _rdims(self, dim), _correction(unbiased, correction)
     n = self._data.size if dims is None else math.prod(self._data.shape[d] for d in dims)
     if n - correction <= 0:
@@ -187,7 +188,14 @@ def _normalizer(name):
 softmax, log_softmax = _normalizer("softmax"), _normalizer("log_softmax")
 
 
+def no_bool_scan(name, dtype, x):
+    """PyTorch's error for a scan to bools (no such kernel; none runs for an empty x)."""
+    if dtype is not None and x._data.size and dtypes.to_dtype(dtype) is dtypes.bool_:
+        raise NotImplementedError(f"\"{name}_out_cpu\" not implemented for 'Bool'")
+
+
 def cumsum(self, dim, dtype=None):
+    no_bool_scan("cumsum", dtype, self)
     t = self if dtype is None else self.to(dtype)
     return _as(t._op("cumsum", dim=norm_dim(dim, self._data.ndim)), dtype)
 
@@ -223,10 +231,16 @@ def c_type(d):
     return _C_TYPES.get(d.name, d.name)
 
 
+_BOOL_KERNELS = {"mm": "addmm_impl_cpu_", "self and mat2": "addmm_impl_cpu_",
+                 "mv": "addmv_impl_cpu", "bmm": "bmm", "dot": "dot"}
+
+
 def _same_dtype(a, b, what):
     """PyTorch's dtype check of a product, in the words of the kernel it runs (what): mm's,
-    mv's (addmv), bmm's, or a named pair's."""
+    mv's (addmv), bmm's, or a named pair's; bools have no kernel."""
     if a._dtype is b._dtype:
+        if a._dtype is dtypes.bool_ and what in _BOOL_KERNELS:
+            raise NotImplementedError(f"\"{_BOOL_KERNELS[what]}\" not implemented for 'Bool'")
         return
     if what == "mm":
         msg = (f"expected m1 and m2 to have the same dtype, but got: {c_type(a._dtype)} != "
@@ -305,6 +319,7 @@ def dot(self, other):
     if self._dtype is not other._dtype:
         raise RuntimeError(f"dot : expected both vectors to have same dtype, but found "
                            f"{tname(self._dtype)} and {tname(other._dtype)}")
+    _same_dtype(self, other, "dot")
     return call(OPS["dot"], (self, other), {})
 
 
@@ -317,12 +332,12 @@ def mv(self, vec):
     return call(OPS["mv"], (self, vec), {})
 
 
-def _mismatch(xs, ys, a, b):
+def _mismatch(xs, ys, a, b, folds=True):
     """PyTorch's error for x @ y whose inner sizes differ (xs, ys: the shapes once a 1-D
     operand is a matrix; a, b: the operands' ranks): the folded mm's or mv's, else, once
     the batch dims broadcast (their error first), bmm's over their product."""
     k, k2 = xs[-1], ys[-2]
-    if a >= 3 and b <= 2:
+    if a >= 3 and b <= 2 and folds:
         rows = math.prod(xs[:-1])
         if b == 2:
             return f"mat1 and mat2 shapes cannot be multiplied ({rows}x{k} and {k2}x{ys[-1]})"
@@ -353,17 +368,24 @@ def matmul(self, other):
         return r
     if a <= 2 and b >= 3:
         _same_dtype(self, other, "bmm")
-    if a == 2 and b >= 3:
-        # PyTorch folds: (other^T @ self^T)^T, made contiguous (CloneBackward0)
-        if self._data.shape[-1] != other._data.shape[-2]:
-            raise RuntimeError(_mismatch(self._data.shape, other._data.shape, a, b))
+    if a == 2 and b >= 3 and self.requires_grad:
+        # PyTorch folds when the matrix requires grad (else it broadcasts it to bmm):
+        # (other^T @ self^T)^T, made contiguous (CloneBackward0)
         return matmul(other.mT, self.t()).mT.contiguous()
     # an operand with >= 3 dims: PyTorch folds or broadcasts to bmm and ends with
     # _unsafe_view, so the result's grad_fn is UnsafeViewBackward0 (also for 1-D operands)
     x = self.unsqueeze(0) if a == 1 else self
     y = other.unsqueeze(-1) if b == 1 else other
+    if a >= 3 and b >= 3:       # (PyTorch broadcasts the batch dims before bmm checks k)
+        broadcast_shapes(self._data.shape[:-2], other._data.shape[:-2])
     if x._data.shape[-1] != y._data.shape[-2]:
-        raise RuntimeError(_mismatch(x._data.shape, y._data.shape, a, b))
+        if a == 1 and self.requires_grad:       # (folded as above, to an mv)
+            raise RuntimeError(_mismatch(other.mT.shape, (self.shape[0], 1), 3, 1))
+        # (PyTorch folds only a tensor whose leading dims view as one without a copy)
+        st, sh = self.stride(), self._data.shape
+        folds = other.requires_grad or self._data.size == 0 or a < 3 or all(
+            st[i] == st[i + 1] * sh[i + 1] for i in range(a - 2))
+        raise RuntimeError(_mismatch(x._data.shape, y._data.shape, a, b, folds))
     _same_dtype(self, other, "mm" if b <= 2 and a >= 3 and b != 1 else "mv" if b == 1 else "bmm")
     r = call(OPS["matmul"], (x, y), {})
     if a == 1 or b == 1:

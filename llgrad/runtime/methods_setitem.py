@@ -38,6 +38,9 @@ def setitem(self, idx, value):
             value = Tensor._from_array(np.asarray(value, dtype=self._data.dtype))
         elif not (len(tensors) == 1 and tensors[0]._dtype._cat == 0 and value._data.size == 1):
             _same_dtype(t, value, ())   # (PyTorch's masked_fill path alone converts the value)
+        elif value._dtype is not t._dtype:      # (that path reads the value as a number)
+            fill_value_fits(value.item(), t._dtype)
+            value = value.to(t._dtype)
         try:
             call_inplace(OPS["index_put"], t, (t, value) + tuple(tensors),
                          {"spec": spec, "accumulate": False})

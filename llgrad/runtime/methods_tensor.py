@@ -13,7 +13,7 @@ from .dispatch import call
 from .inplace import call_inplace
 from .dispatch import scalar_type_name as tname
 from .functions import _method_fn
-from .methods_reduce import _same_dtype, c_type
+from .methods_reduce import _same_dtype, c_type, no_bool_scan
 from .shapes import norm_dim, unpack_shape
 from .tensor import Tensor
 
@@ -59,7 +59,8 @@ def triu_(self, diagonal=0):
 
 
 def flip(self, *dims):
-    return self._op("flip", dims=_dims(self, unpack_shape(dims)))
+    dims = _dims(self, unpack_shape(dims))
+    return self._op("flip", dims=dims if self._data.ndim else ())   # (0-dim: dim 0 / -1 ok)
 
 
 def fliplr(self):
@@ -143,6 +144,7 @@ def _repeat_indices(repeats):
 
 
 def cumprod(self, dim, dtype=None):
+    no_bool_scan("cumprod", dtype, self)
     t = self if dtype is None else self.to(dtype)
     r = t._op("cumprod", dim=norm_dim(dim, self._data.ndim))
     return r if dtype is None or r._dtype is t._dtype else r.to(t._dtype)

@@ -43,25 +43,46 @@ def _users_level():
 # reductions PyTorch computes in out's dtype when no dtype= is given (sum(x, 0, out=int32))
 _IN_OUT_DTYPE = ("sum", "prod", "cumsum", "cumprod")
 # functions whose out must have the result's dtype itself, and PyTorch's words when not
+# (a tuple: the words for each of the outputs)
 _EXACT = {n: "Expected out tensor to have dtype {r}, but got {o} instead" for n in (
-    "argmax", "argmin", "max", "min", "norm", "sum", "prod", "cumsum", "cumprod")}
+    "argmax", "argmin", "max", "min", "norm", "sum", "prod", "cumsum", "cumprod", "matmul",
+    "mm", "bmm", "addmm", "baddbmm", "mv", "sort", "msort", "topk", "softmax", "log_softmax",
+    "cross", "gather", "diag", "tril", "triu", "renorm")}
 _EXACT.update({n: "Expected the dtype for input and out to match, but got {R} for input's "
                   "dtype and {O} for out's dtype." for n in ("amax", "amin")})
+_EXACT.update({n: "Found dtype {O} but expected {R}" for n in (
+    "abs", "absolute", "neg", "negative", "clamp", "clip", "clamp_min", "clamp_max", "floor",
+    "ceil", "round", "trunc", "fix", "frac", "sign", "sgn", "bitwise_not")})
+_EXACT.update({n: "expected scalar_type {R} but found {O}" for n in (
+    "cummax", "cummin", "logcumsumexp")})
+_EXACT.update({n: n + "(): self and result must have the same scalar type" for n in (
+    "index_select", "masked_select")})
+_EXACT.update({"where": "Expected out type to be {R} but got {O}",
+               "nan_to_num": "nan_to_num: dtype of out: {O} should be same as input: {R}",
+               "dot": "result dtype {O} does not match input dtype {R}",
+               "take": "take(): self and out expected to have the same dtype, but got "
+                       "self.dtype = {R} and out.dtype = {O}",
+               "kthvalue": ("output values must be of same type as input",
+                            "output indices must be of scalar type Long")})
+_EXACT.update({n: "tensordot: Expected the output tensor to have dtype {R}, but got an output "
+                  "tensor with dtype {O}" for n in ("tensordot", "inner")})
 
 
-def _check_exact(name, r, out):
+def _check_exact(name, r, out, k):
     if name in _EXACT and r._dtype is not out._dtype:
-        raise RuntimeError(_EXACT[name].format(
+        words = _EXACT[name]
+        raise RuntimeError((words if isinstance(words, str) else words[k]).format(
             r=C_NAMES[r._dtype.name], o=C_NAMES[out._dtype.name], R=tname(r._dtype),
             O=tname(out._dtype)))
 
 
-def _write(out, r, factory, name=None):
+def _write(out, r, factory, name=None, k=0):
     if isinstance(out, (tuple, list)):
-        for o, x in zip(out, r):
-            _write(o, x, factory, name)
-        return out
-    _check_exact(name, r, out)
+        for k, (o, x) in enumerate(zip(out, r)):
+            _write(o, x, factory, name, k)
+        # (PyTorch returns its named tuple of the outs: torch.sort(x, out=(v, i)).values)
+        return type(r)(*out) if hasattr(r, "_fields") else out
+    _check_exact(name, r, out, k)
     if not factory and not _can_cast(r._dtype, out._dtype):
         raise RuntimeError(f"result type {tname(r._dtype)} can't be cast to the desired output "
                            f"type {tname(out._dtype)}")
@@ -99,15 +120,23 @@ def _wrap(fn, name, factory):
     return f
 
 
-def _takes_out(fn):
-    return "out" in param_names(fn)
+# functions with an out parameter of their own that copies without PyTorch's resize and
+# checks: wrapped all the same (the wrapper takes out= before they see it)
+_OWN_OUT = frozenset(("tensordot", "chain_matmul", "bitwise_and", "bitwise_or", "bitwise_xor",
+                      "bitwise_left_shift", "bitwise_right_shift", "gcd", "lcm", "bitwise_not",
+                      "atan2", "arctan2", "polygamma", "inverse", "cholesky_solve",
+                      "cholesky_inverse", "lu_solve", "cholesky"))
+
+
+def _takes_out(fn, name=None):
+    return "out" in param_names(fn) and name not in _OWN_OUT
 
 
 def wrap_out_args():
     done = {}           # (an aliased function gets one wrapper under all its names)
     for name in list(functions.__all__):
         fn = getattr(functions, name, None)
-        if not inspect.isfunction(fn) or _takes_out(fn):
+        if not inspect.isfunction(fn) or _takes_out(fn, name):
             continue
         if id(fn) not in done:
             done[id(fn)] = _wrap(fn, name, False)

@@ -1,0 +1,107 @@
+"""The values of PyTorch's CPU linspace and logspace kernels, element for element: below
+the halfway index start + step * i, from it end - step * (steps - 1 - i), each one fused
+multiply-add (the kernels are compiled with FMA contraction) in the dtype's own arithmetic
+(float16 rounds after each operation; integers go through float64 and truncate). NumPy's
+linspace rounds differently, an ulp apart in about half the elements."""
+import math
+
+import numpy as np
+
+_SPLIT = 134217729.0    # 2**27 + 1 (Veltkamp's splitting constant for float64)
+
+
+def _split(a):
+    h = a * _SPLIT
+    h = h - (h - a)
+    return h, a - h
+
+
+def fma64(a, b, c):
+    """a * b + c in float64 with one rounding (up to a double rounding once in ~2**50): the
+    product's error (Dekker) and the sum's (Knuth) added back before the last rounding."""
+    p = a * b
+    ah, al = _split(a)
+    bh, bl = _split(b)
+    pe = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+    s = p + c
+    bb = s - p
+    se = (p - (s - bb)) + (c - bb)
+    return s + (se + pe)
+
+
+def _fma(a, b, c, npdt):
+    if npdt == np.float64 or npdt.kind != "f":
+        return fma64(a, b, c)
+    # (float32: the product of two float32 values is exact in float64)
+    return (a.astype(np.float64) * b + c).astype(npdt)
+
+
+def _halves(steps):
+    i = np.arange(steps)
+    lo = i < steps // 2
+    return lo, np.where(lo, i, steps - 1 - i)
+
+
+def linspace_values(start, end, steps, npdt):
+    """torch.linspace(start, end, steps) in NumPy dtype npdt, as PyTorch's kernel."""
+    npdt = np.dtype(npdt)
+    if steps <= 1:
+        return np.full(steps, start).astype(npdt)
+    lo, k = _halves(steps)
+    if npdt.kind != "f":        # (int bounds, a float64 step; the result truncated)
+        # (Scalar.to<scalar_t>: truncated, wrapped into the dtype: uint8 from -9 is 247)
+        s, e = (float(np.array(int(v), np.int64).astype(npdt)) for v in (start, end))
+        step = (e - s) / (steps - 1)
+        base = np.where(lo, s, e)
+        v = fma64(np.where(lo, step, -step), k.astype(np.float64), base)
+        return np.trunc(v).astype(np.int64).astype(npdt)
+    T = npdt.type
+    s, e = T(start), T(end)
+    step = T(T(e - s) / T(steps - 1))
+    if npdt == np.float16:      # (c10::Half: each operation computed in float, then rounded)
+        prod = (np.float16(step) * k.astype(np.float16)).astype(np.float16)
+        return np.where(lo, s + prod, e - prod).astype(np.float16)
+    base = np.where(lo, s, e).astype(npdt)
+    return _fma(np.where(lo, step, -step).astype(npdt), k.astype(npdt), base, npdt)
+
+
+def logspace_values(start, end, steps, base, npdt):
+    """torch.logspace in NumPy dtype npdt, as PyTorch's kernel: base to the float64 powers
+    start + step * i / end - step * (steps - 1 - i) (start and end in the dtype, not fused
+    here) by C's pow (NumPy's float64 power is an ulp off it at times)."""
+    npdt = np.dtype(npdt)
+    if steps <= 1:
+        return np.full(steps, math.pow(float(base), float(start))).astype(npdt)
+    T = npdt.type if npdt.kind == "f" else np.int64
+    s, e = T(start), T(end)
+    step = float(T(e - s)) / (steps - 1)
+    lo, k = _halves(steps)
+    x = np.where(lo, float(s) + step * k, float(e) - step * k)
+    return np.array([math.pow(float(base), v) for v in x.tolist()]).astype(npdt)
+
+
+def arange_values(start, end, step, npdt):
+    """torch.arange(start, end, step) in NumPy dtype npdt, as PyTorch's CPU kernel. Floats:
+    in the accumulate type (float64; float32 for float16), each run of 2 * V elements (V =
+    32 bytes of the dtype) from a base start + step * i (fused) rounded to the dtype, then
+    base + k * step (fused); the remainder start + step * i. (Above 32768 elements PyTorch
+    splits the range between threads, which moves the runs: not modelled.)"""
+    npdt = np.dtype(npdt)
+    if npdt.kind != "f":        # (integer bounds and step: exact)
+        return np.arange(start, end, step).astype(npdt)
+    n = max(math.ceil((float(end) - float(start)) / float(step)), 0)
+    acc = np.float32 if npdt == np.float16 else np.float64
+    s, st = float(acc(start)), float(acc(step))
+    i = np.arange(n)
+
+    def fused(a, b, c):
+        if acc is np.float64:
+            return fma64(a, b, c)
+        return (a * b + c).astype(np.float32)     # (float32 operands: exact in float64)
+    width = 32 // npdt.itemsize
+    nvec = (n // (2 * width)) * 2 * width
+    chunk = (i // width) * width
+    base = fused(st, chunk.astype(np.float64), s).astype(npdt).astype(np.float64)
+    vec = fused((i - chunk).astype(np.float64), st, base)
+    tail = fused(st, i.astype(np.float64), s)
+    return np.where(i < nvec, vec, tail).astype(npdt)
