@@ -1,12 +1,13 @@
 """Square-matrix ops: linalg_inv_ex (torch.inverse, linalg.inv: the inverses and LAPACK's
 info, which the runtime checks), linalg_det (torch.det) and linalg_slogdet (torch.slogdet;
 torch.logdet is its composition, as in PyTorch), batched over leading dims, by LAPACK through
-NumPy. They have no native lowering: a graph with one runs on the interpreter.
+NumPy. Only linalg_slogdet has a native lowering (codegen/lowerings/ops_linalg_slogdet.py):
+a graph with one of the others runs on the interpreter.
 
 Backward (PyTorch's formulas for invertible matrices): inv: -A^-T g A^-T (A^-1 the result);
-det: g det(A) A^-T; slogdet: g_logabsdet A^-T (the sign has no gradient). For a singular
-matrix linalg_inv_ex gives the pseudo-inverse (finite), so det's gradient is 0 there
-(g * det), as PyTorch's is."""
+det: g det(A) A^-T; slogdet: g_logabsdet A^-T, by a solve (the sign has no gradient). For
+a singular matrix linalg_inv_ex gives the pseudo-inverse (finite), so det's gradient is 0
+there (g * det), as PyTorch's is."""
 import numpy as np
 
 from .optable import defop
@@ -87,8 +88,10 @@ def _slogdet(a):
 
 
 def _slogdet_vjp(c, gs):
-    a = c.self
-    return (gs[1].unsqueeze(-1).unsqueeze(-1) * _inv_t(a),)
+    """g A^-T as PyTorch's: a solve of A^T X = diag(g) (inf/nan for a singular A)."""
+    a, g = c.self, gs[1]
+    eye_g = g.unsqueeze(-1).expand(*g.shape, a.shape[-1]).diag_embed()
+    return (_mT(a)._op("linalg_solve_ex", eye_g, left=True, vector=False)[0],)
 
 
 defop("linalg_slogdet", _slogdet, vjp=_slogdet_vjp, grad_fn="LinalgSlogdetBackward0",

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..ir import OPS, torch_random
-from . import dtypes, trace_state
+from . import dtypes, ranges, trace_state
 from .device import check as _check_device, device as _Device
 from .memory_layout import in_layout_of, like_layout
 from .dispatch import call, scalar_type_name
@@ -63,7 +63,7 @@ def _infer_np(data, want=None):
         return int_array(data, want is not None and want.is_floating_point, floating)
     if isinstance(data, float):
         return np.array(data, dtype=floating)
-    raise number_error([data])
+    raise number_error([data], scalar=True)
 
 
 def tensor(data: object, dtype: dtypes.dtype | None = None, device: str | _Device | None = None,
@@ -233,7 +233,7 @@ def arange(start: float, end: float | None = None, step: float = 1,
         raise RuntimeError("upper bound and lower bound inconsistent with step sign")
     if not d.is_floating_point and floating:
         return _finish(int_arange(start, end, step, d), None, requires_grad)
-    return _finish(np.arange(start, end, step).astype(d.np), None, requires_grad)
+    return _finish(ranges.arange_values(start, end, step, d.np), None, requires_grad)
 
 
 def linspace(start: float, end: float, steps: int, dtype: dtypes.dtype | None = None,
@@ -244,8 +244,8 @@ def linspace(start: float, end: float, steps: int, dtype: dtypes.dtype | None = 
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
     if not d.is_floating_point:     # (PyTorch truncates the bounds to integers first)
-        start, end = int(float(start)), int(float(end))
-    return _finish(np.linspace(start, end, steps).astype(d.np), None, requires_grad)
+        start, end = (int(float(fill_value_fits(v, d))) for v in (start, end))
+    return _finish(ranges.linspace_values(start, end, steps, d.np), None, requires_grad)
 
 
 def eye(n: int, m: int | None = None, dtype: dtypes.dtype | None = None,
@@ -341,11 +341,13 @@ def rand(*dims: int | tuple[int, ...], size=None, dtype: dtypes.dtype | None = N
 def randint(low: int = 0, high: int | None = None, size: tuple[int, ...] = (),
             dtype: dtypes.dtype | None = None, generator: _Generator | None = None,
             device: str | _Device | None = None, requires_grad: bool = False) -> Tensor:
-    """Random integers in [low, high), as torch.randint (PyTorch's numbers for a seed;
-    inside llgrad.compile the call runs eagerly)."""
+    """Random integers in [low, high), as torch.randint (PyTorch's numbers for a seed).
+    Traced, a draw of the default generator is an rng_integers op (negative sampling inside
+    a compiled step)."""
     _check_device(device)
-    if trace_state.state.tracer is not None:
-        trace_state.state.tracer.untraceable("randint")
+    tracer = trace_state.state.tracer
+    if tracer is not None and (generator is not None or requires_grad):
+        tracer.untraceable("randint with a generator or requires_grad")
     if high is None:
         low, high = 0, low
     elif not isinstance(high, (int, np.integer)) and size == ():   # randint(high, size)
@@ -355,6 +357,9 @@ def randint(low: int = 0, high: int | None = None, size: tuple[int, ...] = (),
                            f">= to={high}")
     shape = tuple(size)
     d = dtypes.to_dtype(dtype) if dtype is not None else dtypes.int64
+    if tracer is not None:      # (the same draws as below, as int64 then cast)
+        t = random_integers(shape, d.name, int(low), int(high))
+        return t if d == dtypes.int64 else t.to(d)
     arr = torch_random.randint(_state(generator), int(np.prod(shape)), low, high, d.name)
     arr.shape = shape
     return _finish(arr, d, requires_grad)

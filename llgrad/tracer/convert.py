@@ -60,7 +60,7 @@ def convert(fn):
     inner = getattr(fn, "__wrapped__", None)
     if inner is not None:
         return _through_decorator(fn, inner)
-    if not _branches(fn.__code__) and "item" not in fn.__code__.co_names:
+    if not _branches(fn.__code__, "item"):
         return fn, None             # nothing to rewrite: skip reading and parsing its source
     try:
         source = inspect.getsource(fn)
@@ -87,14 +87,15 @@ _CONDITIONAL_JUMPS = frozenset(op for name, op in dis.opmap.items()
                                if "JUMP" in name and "IF" in name)
 
 
-def _branches(code):
-    """Whether code, or code nested in it (inner functions, lambdas), has a conditional
-    jump. (Without one, the source is not read: inspect.getsource tokenizes the file, and
-    its first call in a process compiles tokenize's patterns, ~5 ms.)"""
+def _branches(code, name):
+    """Whether code, or code nested in it (inner functions, lambdas, comprehensions), has a
+    conditional jump, or code or its comprehensions read attribute name. (Without either,
+    the source is not read: inspect.getsource tokenizes the file, ~5 ms the first time.)"""
     stack = [code]
     while stack:
         c = stack.pop()
-        if any(op in _CONDITIONAL_JUMPS for op in c.co_code[::2]):
+        if any(op in _CONDITIONAL_JUMPS for op in c.co_code[::2]) or name in c.co_names and (
+                c is code or c.co_name in ("<listcomp>", "<dictcomp>")):
             return True
         stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
     return False
@@ -241,6 +242,10 @@ class _Converter:
         (tracer/returned.py)."""
         if isinstance(e, (ast.Tuple, ast.List)):
             e.elts = [self.returned(x, assigned) for x in e.elts]
+        elif isinstance(e, ast.ListComp):       # (its items go to the list alone)
+            e.elt = self.returned(e.elt, assigned)
+        elif isinstance(e, ast.DictComp):
+            e.value = self.returned(e.value, assigned)
         elif isinstance(e, ast.Dict):
             e.values = [self.returned(x, assigned) for x in e.values]
         elif isinstance(e, (ast.BinOp, ast.UnaryOp)) and type(e.op) in _ARITHMETIC:

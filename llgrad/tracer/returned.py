@@ -3,7 +3,8 @@
 `t.item()` while tracing is a value guard: the number could steer Python control flow, so
 the trace holds only for that value. A number that goes straight into the return value
 steers nothing: the source rewrite (convert.py) turns `.item()` calls that stand in a
-`return` statement, alone or inside tuple, list and dict displays, into `returned_item`,
+`return` statement, alone, inside tuple, list and dict displays or as a list or dict
+comprehension's item (`return [l.item() for l in losses]`), into `returned_item`,
 which while tracing gives a ReturnedScalar: the tensor is an output of the graph, and each
 compiled call returns its value as a Python number (no guard, no trace per value).
 

@@ -60,9 +60,10 @@ INTERPRETED = {}    # (index_put-setitem_mask was here: g[mask] is lowered with 
 
 # Ops with no native lowering, with the reason: every program of theirs runs in a batch of
 # its own and falls back to the interpreter exactly there (INTERPRETED: the ops its notes
-# may name, as the backward of det and slogdet is made of linalg_inv_ex)
+# may name, as the backward of det is made of linalg_inv_ex; slogdet's, of a solve, and
+# slogdet itself are lowered: ops_linalg_slogdet.py)
 _LAPACK = "LAPACK through NumPy (LU with partial pivoting): no native kernel"
-NOT_LOWERED = {"linalg_inv_ex": _LAPACK, "linalg_det": _LAPACK, "linalg_slogdet": _LAPACK}
+NOT_LOWERED = {"linalg_inv_ex": _LAPACK, "linalg_det": _LAPACK}
 # (llgrad/ir/ops_linalg_solve.py, ops_linalg_spectral.py: LAPACK through NumPy, or NumPy loops)
 NOT_LOWERED.update(dict.fromkeys(
     ("linalg_lu_factor_ex", "lu_pivots_to_permutation",
