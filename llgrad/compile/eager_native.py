@@ -285,7 +285,7 @@ def native_eager(op, arrays, attrs):
     return out
 
 
-class _ExampleCtx:
+class ExampleCtx:
     """What a VJP rule reads of its node, while it is traced: the saved names as example
     tensors, the attributes, and one input wanting a gradient."""
 
@@ -311,7 +311,7 @@ def _vjp_kernel(key, op, dtype, names, attrs):
     mode) and start its loop's build; what runs now (see _start)."""
     g = Tensor._from_array(np.linspace(-2, 2, 8).astype(dtype))
     saved = {n: Tensor._from_array(np.linspace(-1.5, 2.5, 8).astype(dtype)) for n in names}
-    ctx = _ExampleCtx(saved, attrs)
+    ctx = ExampleCtx(saved, attrs)
     try:
         prev = _grad_state.grad_enabled
         _grad_state.grad_enabled = False

@@ -21,7 +21,7 @@ from ..runtime import dispatch, grad_mode, node as node_mod, trace_state
 from ..runtime.tensor import Tensor
 from ..tracer.trace import trace_body
 from . import eager_builds
-from .eager_native import ENABLED
+from .eager_native import ENABLED, ExampleCtx
 
 MIN_ELEMENTS = 1024        # (the rule costs ~100 us at that size, a kernel call ~10)
 MAX_KERNELS = 128
@@ -40,22 +40,13 @@ def reset():
     stats.update(calls=0, built=0)
 
 
-class _ExampleNode:
-    """What a VJP rule reads of its node while it is traced: the saved tensors (examples of
-    their shapes), the attributes, and which inputs want a gradient."""
+class _ExampleNode(ExampleCtx):
+    """ExampleCtx (the saved tensors as examples of their shapes, the attributes) that wants
+    the gradients of the inputs the traced node wants."""
 
     def __init__(self, saved, attrs, needs):
-        self._saved_examples, self._attrs, self._needs = saved, attrs, needs
-
-    def __getattr__(self, name):
-        if name.startswith("_saved_"):
-            name = name[7:]
-        if name in self._saved_examples:
-            return self._saved_examples[name]
-        try:
-            return self._attrs[name]
-        except KeyError:
-            raise AttributeError(name) from None
+        super().__init__(saved, attrs)
+        self._needs = needs
 
     def needs(self, i):
         return self._needs[i]
