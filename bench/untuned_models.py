@@ -14,6 +14,7 @@ import warnings
 
 import llgrad
 import torch
+from llgrad.compile.eager_builds import wait as wait_eager_builds
 
 
 def build(lib, name):
@@ -156,6 +157,7 @@ def main(names):
                 fns[k] = step = wrap(step) if wrap else step
                 losses[k] = [float(step()) for _ in range(6)]
             fns["llgrad compiled"].wait()
+            wait_eager_builds()     # (an eager kernel still building would be timed too)
         notes = sorted({str(x.message)[:150] for x in w if "llgrad" in str(x.message)})
         times = {k: [] for k in fns}
         for _ in range(7):
