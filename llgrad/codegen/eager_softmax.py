@@ -93,7 +93,7 @@ def _row_max(b, sg, mod, dt, x, first, n, m_slot):
     whole = b.mul(b.sdiv(n, ir.Constant(I64, lanes)), ir.Constant(I64, lanes))
     with for_range(b, 0, whole, step=lanes, name="jv") as j:
         v = b.load(b.gep(x, [b.add(first, j)], inbounds=True, source_etype=et), typ=vt)
-        v.align = et.width // 8 if hasattr(et, "width") else (4 if dt == "float32" else 8)
+        v.align = 4 if dt == "float32" else 8       # (an element's alignment, not a vector's)
         b.store(b.call(vmax, [b.load(acc, typ=vt), v]), acc)
     b.store(b.call(reduce, [b.load(acc, typ=vt)]), m_slot)
     with for_range(b, whole, n, name="jm") as j:

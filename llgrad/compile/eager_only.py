@@ -9,7 +9,7 @@ def eager_only_reason():
         return "saved_tensors_hooks are active"
     if dispatch.forward_ad is not None:
         return "a forward AD dual level is active"
-    if global_module_hooks.call_hooks():    # (a trace would run them once, not per call)
+    if global_module_hooks.any_hooks():     # (a trace would run them once, not per call)
         return ("global module hooks are registered (torch.nn.modules.module."
                 "register_module_*_hook)")
     return None

@@ -84,7 +84,6 @@ def _build(op, sig, dtype, attrs):
     """The Kernel of a graph of op alone on the operands sig describes (shapes, or
     ("value", v)), or None: where the shape rule refuses them (NumPy's implementation
     raises the error), or LLVM the graph (with a warning)."""
-    from ..codegen import lower       # (loads llvmlite: only when a kernel is needed)
     b = Builder(f"eager_{op.name}")
     operands = [x[1] if x and x[0] == "value" else
                 b.input(TensorType(x[2], x[1])) if x and x[0] == "index" else
@@ -94,13 +93,20 @@ def _build(op, sig, dtype, attrs):
         graph = b.ret(*(y if isinstance(y, tuple) else (y,)))
     except Exception:               # noqa: BLE001 (NumPy's implementation decides)
         return None
+    kernel = lowered(graph, f"eager {op.name} runs on NumPy")
+    stats["built"] += kernel is not None
+    return kernel
+
+
+def lowered(graph, fallback):
+    """The Kernel codegen.lower builds for graph, or None: where it has no lowering, or LLVM
+    fails (a warning: `fallback` says what runs instead)."""
+    from ..codegen import lower       # (loads llvmlite: only when a kernel is needed)
     try:
-        kernel = lower.lower(graph)
+        return lower.lower(graph)
     except lower.Unsupported:
         return None
-    except Exception as e:          # noqa: BLE001 (NumPy's implementation serves)
-        warnings.warn(f"llgrad: eager {op.name} runs on NumPy: its native kernel failed to "
-                      f"build ({type(e).__name__}: {e})", RuntimeWarning, stacklevel=2)
+    except Exception as e:          # noqa: BLE001 (the eager implementation serves)
+        warnings.warn(f"llgrad: {fallback}: its native kernel failed to build "
+                      f"({type(e).__name__}: {e})", RuntimeWarning, stacklevel=3)
         return None
-    stats["built"] += 1
-    return kernel

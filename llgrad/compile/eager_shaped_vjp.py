@@ -12,8 +12,6 @@ compiled path's own numbers, which the op-table tests hold to the rule's within 
 The kernel is built as eager_shaped.py builds its kernels (the builder thread, the rule as
 written meanwhile; LLGRAD_COMPILE=sync before the call); at most MAX_KERNELS shapes are kept.
 `reset()` forgets them; LLGRAD_EAGER_NATIVE=0 turns this off with the other eager kernels."""
-import warnings
-
 import numpy as np
 
 from ..ir import OPS
@@ -22,11 +20,10 @@ from ..runtime.tensor import Tensor
 from ..tracer.trace import trace_body
 from . import eager_builds
 from .eager_native import ENABLED, ExampleCtx
+from .eager_shaped import _FLOATS, _INDICES, lowered
 
 MIN_ELEMENTS = 1024        # (the rule costs ~100 us at that size, a kernel call ~10)
 MAX_KERNELS = 128
-_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
-_INDICES = (np.dtype(np.int64), np.dtype(np.int32))     # (a loss's targets)
 _kernels = {}       # (op name, shapes, dtype, attributes, needs) -> (Kernel, positions) | None
 stats = {"calls": 0, "built": 0}
 _grad_state = grad_mode.state
@@ -72,18 +69,9 @@ def _traced(op, g, saved, attrs, needs):
 
 
 def _build(op_name, graph, positions):
-    from ..codegen import lower       # (loads llvmlite: only when a kernel is needed)
-    try:
-        kernel = lower.lower(graph)
-    except lower.Unsupported:
-        return None
-    except Exception as e:          # noqa: BLE001 (the rule as written serves)
-        warnings.warn(f"llgrad: the eager backward of {op_name} runs its rule: its native "
-                      f"kernel failed to build ({type(e).__name__}: {e})", RuntimeWarning,
-                      stacklevel=2)
-        return None
-    stats["built"] += 1
-    return kernel, positions
+    kernel = lowered(graph, f"the eager backward of {op_name} runs its rule")
+    stats["built"] += kernel is not None
+    return None if kernel is None else (kernel, positions)
 
 
 def _example(shape, dtype, k):

@@ -1,7 +1,7 @@
 """torch.nn.modules.module.register_module_*_hook: hooks every module runs (its own after
 them), kept in runtime/global_module_hooks.py. A registration makes every module's call take
-the hook path (ModuleHooks._has_hooks); a compiled function runs eagerly while a forward or
-backward one is registered (compiled_function.py), so each call runs them as eager does."""
+the hook path (ModuleHooks._has_hooks); a compiled function runs eagerly while one is
+registered (compile/eager_only.py), so each call runs them as eager does."""
 from ..runtime import global_module_hooks as _global
 from ..utils.hooks import RemovableHandle
 from .module_hooks import ModuleHooks
@@ -13,11 +13,10 @@ __all__ = ["register_module_forward_pre_hook", "register_module_forward_hook",
            "register_module_parameter_registration_hook"]
 
 
-def _added(hooks, hook, extra=()):
+def _added(hooks, hook, extra=(), around_calls=True):
     handle = RemovableHandle(hooks, extra_dict=list(extra) or None)
     hooks[handle.id] = hook
-    if hooks is not _global.buffer_registration and hooks is not \
-            _global.module_registration and hooks is not _global.parameter_registration:
+    if around_calls:
         ModuleHooks._has_hooks = True   # (every module call runs the hooks from now on)
     return handle
 
@@ -72,16 +71,16 @@ def register_module_full_backward_hook(hook):
 def register_module_buffer_registration_hook(hook):
     """hook(module, name, buffer) -> None or a new buffer, when any module registers a
     buffer, as torch.nn.modules.module.register_module_buffer_registration_hook."""
-    return _added(_global.buffer_registration, hook)
+    return _added(_global.buffer_registration, hook, around_calls=False)
 
 
 def register_module_module_registration_hook(hook):
     """hook(module, name, submodule) -> None or a new submodule, when any module registers a
     submodule, as torch.nn.modules.module.register_module_module_registration_hook."""
-    return _added(_global.module_registration, hook)
+    return _added(_global.module_registration, hook, around_calls=False)
 
 
 def register_module_parameter_registration_hook(hook):
     """hook(module, name, param) -> None or a new parameter, when any module registers a
     parameter, as torch.nn.modules.module.register_module_parameter_registration_hook."""
-    return _added(_global.parameter_registration, hook)
+    return _added(_global.parameter_registration, hook, around_calls=False)

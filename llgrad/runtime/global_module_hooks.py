@@ -1,8 +1,8 @@
 """torch.nn.modules.module's global hooks (register_module_forward_hook and its kin): the
 hooks every module call runs before its own, kept here, below nn and compile. nn registers
-and runs them (nn/module_hooks.py); a compiled function runs eagerly while a call hook is
-registered, since its traced module calls would run them once, at trace time, not at each
-call. `clear()` removes them all."""
+and runs them (nn/module_hooks.py); a compiled function runs eagerly while any is registered
+(a trace would run them once, at trace time, not at each call: a module call's hooks, or a
+registration hook of a module made inside). `clear()` removes them all."""
 from collections import OrderedDict
 
 forward_pre = OrderedDict()
@@ -22,6 +22,11 @@ _ALL = (forward_pre, forward, forward_with_kwargs, forward_always_called, backwa
 def call_hooks():
     """Whether a hook that runs around module calls is registered."""
     return bool(forward_pre or forward or backward_pre or backward)
+
+
+def any_hooks():
+    """Whether any global module hook is registered."""
+    return any(_ALL)
 
 
 def clear():

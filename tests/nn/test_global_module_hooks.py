@@ -108,3 +108,19 @@ def _module_methods(lib):
 def test_type_to_empty_set_submodule_as_torch():
     torch = pytest.importorskip("torch")
     assert _module_methods(llgrad) == _module_methods(torch)
+
+
+def test_registration_hook_makes_compiled_calls_eager():
+    """A module made inside a compiled function runs the registration hook at every call, as
+    eager does (a trace would run it once)."""
+    G = llgrad.nn.modules.module
+    names = []
+    h = G.register_module_parameter_registration_hook(lambda mod, n, p: names.append(n))
+    step = llgrad.compile(lambda x: llgrad.nn.Linear(3, 2)(x).sum())
+    x = llgrad.randn(4, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(3):
+            step(x)
+    h.remove()
+    assert names == ["weight", "bias"] * 3
