@@ -72,11 +72,12 @@ def _hardtanh_vjp(c, g):
 
 
 def _hardtanh_primitives(node, emit):
-    return emit("clamp", [node.inputs[0], node.attrs["min_val"], node.attrs["max_val"]])
+    return emit("clamp", [node.inputs[0], node.attrs.get("min_val", -1.0),
+                          node.attrs.get("max_val", 1.0)])
 
 
 _unary("hardtanh", _hardtanh, _hardtanh_vjp, "HardtanhBackward0", float_out=False,
-       decompose=_hardtanh_primitives)
+       decompose=_hardtanh_primitives, eager_native=True)
 
 
 def _hardsigmoid(x):

@@ -21,7 +21,8 @@ ATTRS = {"gelu": [{"approximate": "none"}, {"approximate": "tanh"}],
          "elu": [{"alpha": 1.0, "scale": 1.0, "input_scale": 1.0},
                  {"alpha": 0.5, "scale": 1.0507, "input_scale": 1.0}],
          "celu": [{"alpha": 1.0, "scale": 1.0, "input_scale": 1.0}],
-         "softplus": [{"beta": 1.0, "threshold": 20.0}, {"beta": 2.0, "threshold": 5.0}]}
+         "softplus": [{"beta": 1.0, "threshold": 20.0}, {"beta": 2.0, "threshold": 5.0}],
+         "hardtanh": [{"min_val": 0.0, "max_val": 6.0}, {"min_val": -1.0, "max_val": 1.0}, {"min_val": -0.5, "max_val": 2.0}]}
 SPECIAL = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30, -1e-30, 1e30, -1e30, 0.5, -0.5, 1.0,
            -1.0, 2.0, -2.0, -3.0, 3.0, 20.0, -20.0, 88.0, -88.0, 0.9999, -0.9999, 4.0]
 N = eager_native.MIN_ELEMENTS * 2 + 3         # (and an odd tail for the vector loop)
@@ -218,7 +219,7 @@ def test_native_backward_matches_the_rule(name, dtype):
 
 def test_the_common_activations_backward_natively():
     x = _input(np.float32)
-    for name in ("gelu", "silu", "sigmoid", "softplus", "erf", "elu"):
+    for name in ("gelu", "silu", "sigmoid", "softplus", "erf", "elu", "hardtanh"):
         before = eager_native.stats["vjp_calls"]
         _grads(name, x, _attrs_of(name)[0], np.ones(N, np.float32), True)
         assert eager_native.stats["vjp_calls"] == before + 1, name
