@@ -28,6 +28,7 @@ from .lowerings import (ops_advindex, ops_elementwise, ops_index, ops_loss,  # n
 from .lowerings import ops_conv, ops_sort, ops_tensor  # noqa: F401,E402
 from .lowerings import ops_activations  # noqa: F401  (issue 21: the activations)
 from .lowerings import ops_avgpool, ops_pool2d  # noqa: F401  (max and average pooling)
+from .lowerings import ops_batch_norm_backward  # noqa: F401
 from .lowerings import ops_special  # noqa: F401  (asin ... polygamma; bitwise, gcd)
 from .lowerings import ops_fill_more  # noqa: F401  (random_, exponential_, ..., normal)
 from .lowerings import ops_linalg  # noqa: F401  (linalg_solve_triangular, cholesky)

@@ -33,14 +33,14 @@ r = rsqrt(var + eps) and the sums S_g = sum(g), S_gx = sum(g * xc),
 (_norm_vjp's mean(g w) = w S_g / m, mean(g w xhat) = w r S_gx / m): x's and g's blocks are
 copied in once, four sums, five passes over the buffers (xc, then grad_input). Where a
 weight or a block's sums are not all finite (NaN, inf, or an overflow) the block runs
-_norm_vjp's operations in its order and dtype (_exact_block) instead, so that
-special values come out as in native code, which runs the decomposition below."""
+_norm_vjp's operations in its order and dtype (_exact_block) instead. Native code
+(codegen/lowerings/ops_batch_norm_backward.py) runs these formulas and this choice per
+channel, so special values come out the same."""
 import threading
 import weakref
 
 import numpy as np
 
-from .graph import Value
 from .optable import defop
 
 BLOCK = 1 << 17         # elements per block (the forward's float64 buffer: 1 MB)
@@ -115,11 +115,25 @@ def _blocked(x):
     return x3, blocks, np.empty((blocks[0][1], n, x3.shape[2])), np.ones((x3.shape[2], 1))
 
 
+_native_stats = [None]      # compile/eager_bn_stats.py's native loop, when installed
+
+
+def set_native_stats(fn):
+    """Compute batch_stats of C-contiguous arrays with fn(x) -> (mean, ss, count) or None
+    (not ready: NumPy computes them); fn None: always NumPy. Returns the previous fn."""
+    prev, _native_stats[0] = _native_stats[0], fn
+    return prev
+
+
 def batch_stats(x):
     """(mean, sum of squared deviations, count) per channel of x (N, C, *) over (0, 2, ...)
     in float64, as the training forward computes them; None for what it does not block."""
     if x.ndim < 2 or x.size == 0 or x.dtype not in (np.float32, np.float64):
         return None
+    if _native_stats[0] is not None and x.flags.c_contiguous:
+        got = _native_stats[0](x)
+        if got is not None:
+            return got
     x3, blocks, d, ones = _blocked(x)
     mean, ss = np.empty(x3.shape[1]), np.empty(x3.shape[1])
     for c0, c1 in blocks:
@@ -304,30 +318,8 @@ def _batch_norm_backward_vjp(c, gs):
     return tuple(out)
 
 
-def _batch_norm_backward_primitives(node, emit):
-    """_norm_vjp's primitives, in its order and with its attributes, as _batch_norm_vjp ran
-    them before this op existed: native code is what it was (and the forward's statistics
-    kernel stays separate: batch_norm has a lowering of its own)."""
-    g, x, w = node.inputs
-    nd = len(x.type.shape)
-    dims = (0,) + tuple(range(2, nd))
-    wb = emit("view", [w], shape=(1, x.type.shape[1]) + (1,) * (nd - 2)) \
-        if isinstance(w, Value) else None
-    mu = emit("mean", [x], dim=dims, keepdim=True)
-    xc = emit("sub", [x, mu], alpha=1)
-    var = emit("mean", [emit("mul", [xc, xc])], dim=dims, keepdim=True)
-    rstd = emit("rsqrt", [emit("add", [var, node.attrs["eps"]], alpha=1)])
-    xhat = emit("mul", [xc, rstd])
-    gxhat = emit("mul", [g, wb]) if wb is not None else g
-    centred = emit("sub", [gxhat, emit("mean", [gxhat], dim=dims, keepdim=True)], alpha=1)
-    m2 = emit("mean", [emit("mul", [gxhat, xhat])], dim=dims, keepdim=True)
-    gx = emit("mul", [rstd, emit("sub", [centred, emit("mul", [xhat, m2])], alpha=1)])
-    gw = emit("sum", [emit("mul", [g, xhat])], dim=dims, keepdim=False)
-    return gx, gw, emit("sum", [g], dim=dims, keepdim=False)
-
-
 defop("batch_norm_backward", _batch_norm_backward, args=("grad_out", "self", "weight"), nout=3,
       save=("grad_out", "self", "weight"), promote=(0, 1),
       grad_fn="NativeBatchNormBackwardBackward0", vjp=_batch_norm_backward_vjp,
-      decompose=_batch_norm_backward_primitives, eager_kernel="shaped",
+      eager_kernel="shaped",
       eager_min_elements=4096)
