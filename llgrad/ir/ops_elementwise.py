@@ -266,7 +266,7 @@ _unary("sigmoid", _sigmoid, lambda c, g: (g * c.result * (1 - c.result),), "Sigm
 _unary("relu", lambda x: np.maximum(0, x),      # (x second: a tie keeps it, relu(-0) = -0)
        lambda c, g: (g.masked_fill(c.result <= 0, 0),),     # (PyTorch: 1 at NaN)
        "ReluBackward0", save=("result",), float_out=False,
-       methods=("relu",), inplace=("relu_",), functions=("relu",))
+       methods=("relu",), inplace=("relu_",), functions=("relu",), eager_native=True)
 _unary("leaky_relu", lambda x, negative_slope=0.01: np.where(x > 0, x, x * negative_slope),
        lambda c, g: (g.where(c.self > 0, g * c.negative_slope),), "LeakyReluBackward0",
        save=("self",),

@@ -219,7 +219,7 @@ def test_native_backward_matches_the_rule(name, dtype):
 
 def test_the_common_activations_backward_natively():
     x = _input(np.float32)
-    for name in ("gelu", "silu", "sigmoid", "softplus", "erf", "elu", "hardtanh"):
+    for name in ("gelu", "silu", "sigmoid", "softplus", "erf", "elu", "hardtanh", "relu"):
         before = eager_native.stats["vjp_calls"]
         _grads(name, x, _attrs_of(name)[0], np.ones(N, np.float32), True)
         assert eager_native.stats["vjp_calls"] == before + 1, name
