@@ -22,6 +22,7 @@ from llvmlite import ir
 
 from ...ir.geometry import contiguous_strides
 from ...ir.graph import Value
+from . import ops_conv_depthwise as depthwise
 from . import ops_conv_shifted as shifted
 from .conv_common import MAX_CHUNKS, Gemm, geometry, zero
 from .loops import Access, for_range, loop_nest
@@ -121,7 +122,8 @@ def _padded(geo):
 # chunk order after the join: deterministic for a thread count). A chunk's products go
 # through the BLAS shim, which runs them on the caller alone while the other CPUs are busy
 # with chunks. Without a BLAS (llgrad's GEMM has scratch of its own) the images run in one
-# chunk. Stride-1 convolutions with enough channels skip the unfold: ops_conv_shifted.py.
+# chunk. Stride-1 convolutions with enough channels skip the unfold: ops_conv_shifted.py;
+# depthwise ones are direct loops: ops_conv_depthwise.py.
 
 
 def _prepare(plan, group):
@@ -129,6 +131,10 @@ def _prepare(plan, group):
     geo = geometry(node)
     dt = node.outputs[0].type.dtype
     st.update(geo=geo, dt=dt, copies=[])
+    if depthwise.applies(node, geo):
+        st["depthwise"] = True
+        depthwise.prepare(plan, group, st)
+        return
     if shifted.applies(geo):
         st["shifted"] = True
         shifted.prepare(plan, group, st)
@@ -171,6 +177,9 @@ def _emit(plan, group, fg):
     geo, dt = st["geo"], st["dt"]
     out = plan.out_access(group)
     if int(np.prod(node.outputs[0].type.shape)) == 0:
+        return
+    if st.get("depthwise"):
+        depthwise.emit(plan, group, fg)
         return
     if st.get("shifted"):
         shifted.emit(plan, group, fg)

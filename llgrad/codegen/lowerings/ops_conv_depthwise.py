@@ -1,0 +1,210 @@
+"""Depthwise convolutions (one input channel per group: MobileNet's, ConvNeXt's 7x7): the
+forward of stride 1 and the input gradient, as direct loops without an unfold or a GEMM.
+ops_conv.py's im2col path makes them KH*KW copies of the input and a (Og x KH*KW) @
+(KH*KW x OH*OW) product per image and channel: a BLAS call per plane for a few thousand
+multiply-adds, 2-5x PyTorch's direct kernels. (The weight gradient, whose products are long
+reductions BLAS runs well, and strided forwards, measured no faster here, stay on it.)
+
+Each plane (image and channel) is one iteration of a loop split among the threads:
+- stride 1 ("wide" rows): the plane is copied once into zero-padded scratch (rows of
+  Wp = W + 2*pw, (KW-1)*dw zeros of slack); on that grid kernel offset (i, j) is one shift,
+  off = i*dh*Wp + j*dw, so the forward is KH*KW passes wide[m] += w[o, 0, i, j] *
+  xpad[m + off] over m < OH*Wp, each one contiguous run the vectoriser takes whole; the
+  first OW columns of each row of wide are the output (the others are never kept). The
+  padding's zeros meet the weights as in the NumPy implementation (the reference), so an
+  infinite or NaN weight gives NaN where it does. The input gradient likewise adds
+  w * gwide (the gradient on the same grid, zeros past OW) into dxpad shifted, whose
+  interior is dx; where a weight is not finite those zeros would meet it (inf * 0 = NaN
+  where the reference adds no such term), so that offset runs the direct loop instead.
+- the input gradient of other strides (direct): each offset adds w * grad into the input
+  positions its valid outputs read, the range computed once per offset (no test per
+  element)."""
+from llvmlite import ir
+
+from .conv_common import MAX_CHUNKS
+from .loops import Access, for_range
+from .parallel import parallel_range
+from .scalar import I64
+
+_c = lambda v: ir.Constant(I64, v)                                      # noqa: E731
+
+
+def applies(node, geo):
+    """Whether the convolution is depthwise (one input channel per group, several groups)
+    and the op one this module runs: the forward of stride 1, the input gradient."""
+    if geo.cg != 1 or geo.g == 1:
+        return False
+    return node.op == "convolution_backward_input" or node.op == "convolution" and _wide(geo)
+
+
+def _wide(geo):
+    return geo.sh == 1 and geo.sw == 1
+
+
+def prepare(plan, group, st):
+    node, geo, dt = group.root, st["geo"], st["dt"]
+    u, v = node.inputs[:2]
+    st["w"] = plan.access(v, v.type.shape)
+    planes = geo.n * (geo.o if node.op == "convolution" else geo.c)
+    st["grain"] = -(-max(planes, 1) // MAX_CHUNKS)
+    chunks = -(-max(planes, 1) // st["grain"])
+    if node.op == "convolution":
+        st["x"] = plan.access(u, u.type.shape)
+        bias = node.inputs[2]
+        st["bias"] = plan.access(bias, (geo.o,)) if bias is not None else None
+    else:
+        st["grad"] = plan.access(u, u.type.shape)
+    if _wide(geo):
+        wp = geo.w + 2 * geo.pw
+        st["npad"] = (geo.h + 2 * geo.ph) * wp + (geo.kw - 1) * geo.dw  # (with the slack)
+        st["nwide"] = geo.oh * wp
+        st["pad"] = plan.temp(group, dt, chunks * st["npad"])
+        st["wide"] = plan.temp(group, dt, chunks * st["nwide"])
+
+
+def _valid(b, k, d, p, s, size, out):
+    """[lo, hi) (lo <= hi, both in [0, out]): the output positions whose input index
+    o*s + k*d - p is in [0, size)."""
+    kd = b.mul(k, _c(d))
+    t, u = b.sub(_c(p), kd), b.sub(_c(size + p), kd)       # o*s >= t, o*s < u
+    ceil = lambda v: b.sdiv(b.add(v, _c(s - 1)), _c(s))                 # noqa: E731
+    clip = lambda v: b.select(b.icmp_signed("<", v, _c(0)), _c(0),     # noqa: E731
+                              b.select(b.icmp_signed(">", v, _c(out)), _c(out), v))
+    lo = clip(b.select(b.icmp_signed(">", t, _c(0)), ceil(t), _c(0)))
+    hi = clip(b.select(b.icmp_signed(">", u, _c(0)), ceil(u), _c(0)))
+    return lo, b.select(b.icmp_signed("<", hi, lo), lo, hi)
+
+
+def _offsets(g, geo, body):
+    """body(i, j, rows, cols): for every kernel offset, its valid output rows and columns."""
+    b = g.b
+    with for_range(b, 0, geo.kh, name="ki") as i:
+        rows = _valid(b, i, geo.dh, geo.ph, geo.sh, geo.h, geo.oh)
+        with for_range(b, 0, geo.kw, name="kj") as j:
+            body(i, j, rows, _valid(b, j, geo.dw, geo.pw, geo.sw, geo.w, geo.ow))
+
+
+def _inside(g, geo, i, j, rows, cols, body):
+    """body(oh, ow, ih, iw) over the valid positions of offset (i, j)."""
+    b = g.b
+    with for_range(b, rows[0], rows[1], name="oh") as oh:
+        ih = b.sub(b.add(b.mul(oh, _c(geo.sh)), b.mul(i, _c(geo.dh))), _c(geo.ph))
+        with for_range(b, cols[0], cols[1], name="ow") as ow:
+            body(oh, ow, ih, b.sub(b.add(b.mul(ow, _c(geo.sw)), b.mul(j, _c(geo.dw))),
+                                   _c(geo.pw)))
+
+
+def _flat(buf, dt):
+    return Access(buf, dt, 0, (1,))
+
+
+def _fill(g, acc, start, n, value):
+    with for_range(g.b, 0, n, name="f") as k:
+        g.store(value, acc, [g.b.add(start, k)])
+
+
+def _forward(g, st, geo, dt, out, n, o, tid):
+    """out[n, o] of the forward (stride 1): see the module's docstring."""
+    b, sg = g.b, g.sg
+    ch = b.sdiv(o, _c(geo.og))
+    x, w, bias = st["x"], st["w"], st["bias"]
+    start = g.load(bias, [o]) if bias is not None else sg.const(0, dt)
+    wp = geo.w + 2 * geo.pw
+    pad, wide = _flat(st["pad"], dt), _flat(st["wide"], dt)
+    p0, w0 = b.mul(tid, _c(st["npad"])), b.mul(tid, _c(st["nwide"]))
+    with for_range(b, 0, geo.h, name="ih") as ih:         # (the borders stay zero)
+        row = b.add(p0, b.add(b.mul(b.add(ih, _c(geo.ph)), _c(wp)), _c(geo.pw)))
+        with for_range(b, 0, geo.w, name="iw") as iw:
+            g.store(g.load(x, [n, ch, ih, iw]), pad, [b.add(row, iw)])
+    _fill(g, wide, w0, st["nwide"], start)
+    with for_range(b, 0, geo.kh, name="ki") as i:
+        with for_range(b, 0, geo.kw, name="kj") as j:
+            wv = g.load(w, [o, _c(0), i, j])
+            off = b.add(p0, b.add(b.mul(i, _c(geo.dh * wp)), b.mul(j, _c(geo.dw))))
+            with for_range(b, 0, st["nwide"], name="m") as m:
+                at = b.add(w0, m)
+                g.store(sg.add(g.load(wide, [at]), sg.mul(wv, g.load(pad, [b.add(off, m)]))),
+                        wide, [at])
+    with for_range(b, 0, geo.oh, name="oh") as oh:
+        with for_range(b, 0, geo.ow, name="ow") as ow:
+            g.store(g.load(wide, [b.add(w0, b.add(b.mul(oh, _c(wp)), ow))]), out,
+                    [n, o, oh, ow])
+
+
+def _backward_input(g, st, geo, dt, out, n, ch, tid):
+    """out[n, ch] of the input gradient: see the module's docstring."""
+    b, sg = g.b, g.sg
+    grad, w = st["grad"], st["w"]
+    if not _wide(geo):
+        with for_range(b, 0, geo.h, name="zh") as ih:
+            with for_range(b, 0, geo.w, name="zw") as iw:
+                g.store(sg.const(0, dt), out, [n, ch, ih, iw])
+        with for_range(b, 0, geo.og, name="oo") as oo:
+            o = b.add(b.mul(ch, _c(geo.og)), oo)
+
+            def offset(i, j, rows, cols):
+                wv = g.load(w, [o, _c(0), i, j])
+
+                def add(oh, ow, ih, iw):
+                    idx = [n, ch, ih, iw]
+                    g.store(sg.add(g.load(out, idx), sg.mul(wv, g.load(grad, [n, o, oh, ow]))),
+                            out, idx)
+                _inside(g, geo, i, j, rows, cols, add)
+            _offsets(g, geo, offset)
+        return
+    wp = geo.w + 2 * geo.pw
+    pad, wide = _flat(st["pad"], dt), _flat(st["wide"], dt)
+    p0, w0 = b.mul(tid, _c(st["npad"])), b.mul(tid, _c(st["nwide"]))
+    _fill(g, pad, p0, st["npad"], sg.const(0, dt))
+    with for_range(b, 0, geo.og, name="oo") as oo:
+        o = b.add(b.mul(ch, _c(geo.og)), oo)
+        with for_range(b, 0, geo.oh, name="gh") as oh:    # (the columns past OW stay zero)
+            with for_range(b, 0, geo.ow, name="gw") as ow:
+                g.store(g.load(grad, [n, o, oh, ow]), wide,
+                        [b.add(w0, b.add(b.mul(oh, _c(wp)), ow))])
+
+        def offset(i, j, rows, cols):
+            wv = g.load(w, [o, _c(0), i, j])
+            finite = b.fcmp_ordered("==", b.fsub(wv.v, wv.v), ir.Constant(wv.v.type, 0.0))
+            with b.if_else(finite) as (shifted, direct):
+                with shifted:
+                    off = b.add(p0, b.add(b.mul(i, _c(geo.dh * wp)), b.mul(j, _c(geo.dw))))
+                    with for_range(b, 0, st["nwide"], name="m") as m:
+                        at = b.add(off, m)
+                        g.store(sg.add(g.load(pad, [at]),
+                                       sg.mul(wv, g.load(wide, [b.add(w0, m)]))), pad, [at])
+                with direct:            # (the zeros past OW must not meet an inf or NaN)
+                    def add(oh, ow, ih, iw):
+                        at = b.add(p0, b.add(b.mul(b.add(ih, _c(geo.ph)), _c(wp)),
+                                             b.add(iw, _c(geo.pw))))
+                        g.store(sg.add(g.load(pad, [at]),
+                                       sg.mul(wv, g.load(grad, [n, o, oh, ow]))), pad, [at])
+                    _inside(g, geo, i, j, rows, cols, add)
+        _offsets(g, geo, offset)
+    with for_range(b, 0, geo.h, name="ih") as ih:
+        row = b.add(p0, b.add(b.mul(b.add(ih, _c(geo.ph)), _c(wp)), _c(geo.pw)))
+        with for_range(b, 0, geo.w, name="iw") as iw:
+            g.store(g.load(pad, [b.add(row, iw)]), out, [n, ch, ih, iw])
+
+
+def emit(plan, group, fg):
+    node, st = group.root, group.state
+    geo, dt = st["geo"], st["dt"]
+    out = plan.out_access(group)
+    forward = node.op == "convolution"
+    count = geo.o if forward else geo.c
+
+    def body(g, lo, hi, tid):
+        b = g.b
+        if _wide(geo):          # (this chunk's scratch: the borders and slack stay zero)
+            if forward:
+                _fill(g, _flat(st["pad"], dt), b.mul(tid, _c(st["npad"])), st["npad"],
+                      g.sg.const(0, dt))
+            else:
+                _fill(g, _flat(st["wide"], dt), b.mul(tid, _c(st["nwide"])), st["nwide"],
+                      g.sg.const(0, dt))
+        with for_range(b, lo, hi, name="plane") as p:
+            n, k = b.sdiv(p, _c(count)), b.srem(p, _c(count))
+            (_forward if forward else _backward_input)(g, st, geo, dt, out, n, k, tid)
+    per_plane = 2 * geo.kh * geo.kw * geo.m * (1 if forward else geo.og)
+    parallel_range(fg, geo.n * count, body, work_per_iter=per_plane, grain=st["grain"])
