@@ -59,6 +59,9 @@ def test_direct_loops_match_numpy(dt, geo, special):
     at = dict(attrs, input_size=hw)
     _same(_run("convolution_backward_input", [gy, w], at, dt),
           OPS["convolution_backward_input"].impl(gy, w, **at), dt)
+    at = dict(attrs, weight_size=w.shape)
+    _same(_run("convolution_backward_weight", [gy, x], at, dt),
+          OPS["convolution_backward_weight"].impl(gy, x, **at), dt)
 
 
 def test_mobilenet_block_compiled_matches_eager_and_torch():

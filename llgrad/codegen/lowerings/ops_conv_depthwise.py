@@ -1,12 +1,13 @@
-"""Depthwise convolutions (one input channel per group: MobileNet's, ConvNeXt's 7x7): the
-forward of stride 1 and the input gradient, as direct loops without an unfold or a GEMM.
-ops_conv.py's im2col path makes them KH*KW copies of the input and a (Og x KH*KW) @
-(KH*KW x OH*OW) product per image and channel: a BLAS call per plane for a few thousand
-multiply-adds, 2-5x PyTorch's direct kernels. (The weight gradient, whose products are long
-reductions BLAS runs well, and strided forwards, measured no faster here, stay on it.)
+"""Depthwise convolutions (one input channel per group: MobileNet's, ConvNeXt's 7x7) as direct
+loops, without an unfold or a GEMM: the forward and the weight gradient of stride 1, the
+input gradient of any stride. ops_conv.py's im2col path (which runs strided forwards and
+weight gradients, measured no faster here) makes them KH*KW copies of the input and a
+(Og x KH*KW) @ (KH*KW x OH*OW) product per image and channel: a BLAS call per plane for a few
+thousand multiply-adds, 2-5x PyTorch's direct kernels.
 
-Each plane (image and channel) is one iteration of a loop split among the threads:
-- stride 1 ("wide" rows): the plane is copied once into zero-padded scratch (rows of
+The loops run over planes (image and channel; a channel over every image for the weight
+gradient), split among the threads:
+- stride 1 ("wide" rows): the input plane is copied once into zero-padded scratch (rows of
   Wp = W + 2*pw, (KW-1)*dw zeros of slack); on that grid kernel offset (i, j) is one shift,
   off = i*dh*Wp + j*dw, so the forward is KH*KW passes wide[m] += w[o, 0, i, j] *
   xpad[m + off] over m < OH*Wp, each one contiguous run the vectoriser takes whole; the
@@ -16,6 +17,7 @@ Each plane (image and channel) is one iteration of a loop split among the thread
   w * gwide (the gradient on the same grid, zeros past OW) into dxpad shifted, whose
   interior is dx; where a weight is not finite those zeros would meet it (inf * 0 = NaN
   where the reference adds no such term), so that offset runs the direct loop instead.
+  The weight gradient sums gwide * xpad shifted in float64 (see _weight_grad).
 - the input gradient of other strides (direct): each offset adds w * grad into the input
   positions its valid outputs read, the range computed once per offset (no test per
   element)."""
@@ -24,17 +26,17 @@ from llvmlite import ir
 from .conv_common import MAX_CHUNKS
 from .loops import Access, for_range
 from .parallel import parallel_range
-from .scalar import I64
+from .scalar import I64, Scalar
 
 _c = lambda v: ir.Constant(I64, v)                                      # noqa: E731
 
 
 def applies(node, geo):
     """Whether the convolution is depthwise (one input channel per group, several groups)
-    and the op one this module runs: the forward of stride 1, the input gradient."""
+    and the op one this module runs: the input gradient, the others of stride 1."""
     if geo.cg != 1 or geo.g == 1:
         return False
-    return node.op == "convolution_backward_input" or node.op == "convolution" and _wide(geo)
+    return node.op == "convolution_backward_input" or _wide(geo)
 
 
 def _wide(geo):
@@ -44,16 +46,20 @@ def _wide(geo):
 def prepare(plan, group, st):
     node, geo, dt = group.root, st["geo"], st["dt"]
     u, v = node.inputs[:2]
-    st["w"] = plan.access(v, v.type.shape)
-    planes = geo.n * (geo.o if node.op == "convolution" else geo.c)
-    st["grain"] = -(-max(planes, 1) // MAX_CHUNKS)
-    chunks = -(-max(planes, 1) // st["grain"])
+    if node.op == "convolution_backward_weight":
+        planes = geo.o          # (a thread sums its channels over every image)
+        st["grad"], st["x"] = plan.access(u, u.type.shape), plan.access(v, v.type.shape)
+    else:
+        planes = geo.n * (geo.o if node.op == "convolution" else geo.c)
+        st["w"] = plan.access(v, v.type.shape)
+        st["x" if node.op == "convolution" else "grad"] = plan.access(u, u.type.shape)
     if node.op == "convolution":
-        st["x"] = plan.access(u, u.type.shape)
         bias = node.inputs[2]
         st["bias"] = plan.access(bias, (geo.o,)) if bias is not None else None
-    else:
-        st["grad"] = plan.access(u, u.type.shape)
+    st["grain"] = -(-max(planes, 1) // MAX_CHUNKS)
+    chunks = -(-max(planes, 1) // st["grain"])
+    if node.op == "convolution_backward_weight":
+        st["sums"] = plan.temp(group, "float64", chunks * geo.kh * geo.kw)
     if _wide(geo):
         wp = geo.w + 2 * geo.pw
         st["npad"] = (geo.h + 2 * geo.ph) * wp + (geo.kw - 1) * geo.dw  # (with the slack)
@@ -187,10 +193,82 @@ def _backward_input(g, st, geo, dt, out, n, ch, tid):
             g.store(g.load(pad, [b.add(row, iw)]), out, [n, ch, ih, iw])
 
 
+def _weight_grad(g, st, geo, dt, out, o, tid):
+    """out[o] of the weight gradient (stride 1): per kernel offset the sum over the images
+    of grad * the padded input shifted, in float64. With the gradient on the wide grid
+    (zeros past OW) each sum is one contiguous run; those zeros would meet the input's
+    values past each row, so an image whose input plane is not all finite sums row by row
+    over the OW columns instead. Either way the padding's zeros meet the gradient, as in
+    the reference's unfold."""
+    b, sg = g.b, g.sg
+    f64 = ir.DoubleType()
+    x, grad = st["x"], st["grad"]
+    wp, kk = geo.w + 2 * geo.pw, geo.kh * geo.kw
+    ch = b.sdiv(o, _c(geo.og))
+    pad, wide, sums = _flat(st["pad"], dt), _flat(st["wide"], dt), _flat(st["sums"], "float64")
+    p0, w0, s0 = (b.mul(tid, _c(n)) for n in (st["npad"], st["nwide"], kk))
+    slot = g.alloca(f64, "acc")
+
+    def add(v):                 # (reassociated: the sums vectorise)
+        b.store(b.fadd(b.load(slot, typ=f64), sg.cast(v, "float64").v, flags=("reassoc",)),
+                slot)
+
+    def offset_sum(k, body):    # sums[k] += the sum body adds up
+        b.store(ir.Constant(f64, 0.0), slot)
+        body(b.add(p0, b.add(b.mul(b.sdiv(k, _c(geo.kw)), _c(geo.dh * wp)),
+                             b.mul(b.srem(k, _c(geo.kw)), _c(geo.dw)))))
+        at = b.add(s0, k)
+        g.store(sg.add(g.load(sums, [at]), Scalar(b.load(slot, typ=f64), "float64")), sums,
+                [at])
+    _fill(g, sums, s0, kk, sg.const(0, "float64"))
+    with for_range(b, 0, geo.n, name="img") as n:
+        b.store(ir.Constant(f64, 0.0), slot)    # (sum of v - v: 0 when all are finite)
+        with for_range(b, 0, geo.h, name="ih") as ih:     # (the borders stay zero)
+            row = b.add(p0, b.add(b.mul(b.add(ih, _c(geo.ph)), _c(wp)), _c(geo.pw)))
+            with for_range(b, 0, geo.w, name="iw") as iw:
+                v = g.load(x, [n, ch, ih, iw])
+                g.store(v, pad, [b.add(row, iw)])
+                add(sg.sub(v, v))
+        finite = b.fcmp_ordered("==", b.load(slot, typ=f64), ir.Constant(f64, 0.0))
+        with for_range(b, 0, geo.oh, name="gh") as oh:    # (the columns past OW stay zero)
+            with for_range(b, 0, geo.ow, name="gw") as ow:
+                g.store(g.load(grad, [n, o, oh, ow]), wide,
+                        [b.add(w0, b.add(b.mul(oh, _c(wp)), ow))])
+        with b.if_else(finite) as (shifted, rows):
+            with shifted, for_range(b, 0, kk, name="k") as k:
+                offset_sum(k, lambda off: _run(b, st["nwide"], lambda m: add(sg.mul(
+                    g.load(wide, [b.add(w0, m)]), g.load(pad, [b.add(off, m)])))))
+            with rows, for_range(b, 0, kk, name="k") as k:
+                def by_rows(off):
+                    with for_range(b, 0, geo.oh, name="oh") as oh:
+                        row = b.add(off, b.mul(oh, _c(wp)))
+                        with for_range(b, 0, geo.ow, name="ow") as ow:
+                            add(sg.mul(g.load(grad, [n, o, oh, ow]),
+                                       g.load(pad, [b.add(row, ow)])))
+                offset_sum(k, by_rows)
+    with for_range(b, 0, kk, name="k") as k:
+        g.store(sg.cast(g.load(sums, [b.add(s0, k)]), dt), out,
+                [o, _c(0), b.sdiv(k, _c(geo.kw)), b.srem(k, _c(geo.kw))])
+
+
+def _run(b, n, body):
+    with for_range(b, 0, n, name="m") as m:
+        body(m)
+
+
 def emit(plan, group, fg):
     node, st = group.root, group.state
     geo, dt = st["geo"], st["dt"]
     out = plan.out_access(group)
+    if node.op == "convolution_backward_weight":
+        def weights(g, lo, hi, tid):
+            for buf, n in ((st["pad"], st["npad"]), (st["wide"], st["nwide"])):
+                _fill(g, _flat(buf, dt), g.b.mul(tid, _c(n)), n, g.sg.const(0, dt))
+            with for_range(g.b, lo, hi, name="oc") as o:
+                _weight_grad(g, st, geo, dt, out, o, tid)
+        parallel_range(fg, geo.o, weights, work_per_iter=2 * geo.n * geo.kh * geo.kw * geo.m,
+                       grain=st["grain"])
+        return
     forward = node.op == "convolution"
     count = geo.o if forward else geo.c
 
