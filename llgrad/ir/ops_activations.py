@@ -53,10 +53,12 @@ def _elu_result_vjp(c, g):
 
 _unary("elu", _elu, _elu_vjp, "EluBackward0", cost=4,
        eager_native=True)
-_unary("elu_", _elu, _elu_result_vjp, "EluBackward1", save=("result",), cost=4)
+_unary("elu_", _elu, _elu_result_vjp, "EluBackward1", save=("result",), cost=4,
+       eager_native=True)
 _unary("celu", _elu, _elu_vjp, "CeluBackward0", cost=4,
        eager_native=True)
-_unary("celu_", _elu, _elu_result_vjp, "CeluBackward1", save=("result",), cost=4)
+_unary("celu_", _elu, _elu_result_vjp, "CeluBackward1", save=("result",), cost=4,
+       eager_native=True)
 
 
 # ---- hardtanh, hardsigmoid, hardswish, threshold --------------------------------------------

@@ -289,7 +289,7 @@ def _leaky_relu_inplace_vjp(c, g):
 # in place (F.leaky_relu(x, inplace=True)): PyTorch's leaky_relu_ has a derivative of its
 # own, on the result (LeakyReluBackward1)
 _unary("leaky_relu_", lambda x, negative_slope=0.01: np.where(x > 0, x, x * negative_slope),
-       _leaky_relu_inplace_vjp, "LeakyReluBackward1", save=("result",))
+       _leaky_relu_inplace_vjp, "LeakyReluBackward1", save=("result",), eager_native=True)
 
 
 @_half_in_float

@@ -22,6 +22,10 @@ ATTRS = {"gelu": [{"approximate": "none"}, {"approximate": "tanh"}],
                  {"alpha": 0.5, "scale": 1.0507, "input_scale": 1.0}],
          "celu": [{"alpha": 1.0, "scale": 1.0, "input_scale": 1.0}],
          "softplus": [{"beta": 1.0, "threshold": 20.0}, {"beta": 2.0, "threshold": 5.0}],
+         "leaky_relu_": [{"negative_slope": 0.01}, {"negative_slope": 0.2}],
+         "elu_": [{"alpha": 1.0, "scale": 1.0, "input_scale": 1.0},
+                  {"alpha": 0.5, "scale": 1.0507, "input_scale": 1.0}],
+         "celu_": [{"alpha": 1.0, "scale": 1.0, "input_scale": 1.0}],
          "hardtanh": [{"min_val": 0.0, "max_val": 6.0}, {"min_val": -1.0, "max_val": 1.0}, {"min_val": -0.5, "max_val": 2.0}]}
 SPECIAL = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30, -1e-30, 1e30, -1e30, 0.5, -0.5, 1.0,
            -1.0, 2.0, -2.0, -3.0, 3.0, 20.0, -20.0, 88.0, -88.0, 0.9999, -0.9999, 4.0]
