@@ -108,3 +108,21 @@ def test_native_batch_stats_match_numpy(dtype, shape, monkeypatch):
     assert count == want[2]
     np.testing.assert_allclose(mean, want[0], rtol=1e-13)
     np.testing.assert_allclose(ss, want[1], rtol=1e-9)
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_backward_threads_give_the_one_thread_bits(threads):
+    """The channels are split among the threads: the one-thread run's results, bit for bit."""
+    rng = np.random.default_rng(12)
+    g, x = (rng.standard_normal((32, 24, 16, 16)).astype(np.float32) for _ in range(2))
+    w = rng.standard_normal(24).astype(np.float32)
+    old = llgrad.get_num_threads()
+    try:
+        results = []
+        for t in (1, threads):
+            llgrad.set_num_threads(t)
+            results.append(_kernel(x.shape, "float32", True)([g, x, w]))
+    finally:
+        llgrad.set_num_threads(old)
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(a, b)

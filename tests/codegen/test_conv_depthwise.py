@@ -89,3 +89,27 @@ def test_mobilenet_block_compiled_matches_eager_and_torch():
     for name in ("eager", "compiled"):
         for a, b in zip(outs[name], outs["torch"]):
             np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_threads_give_the_one_thread_bits(threads):
+    """Planes (channels, for the weight gradient) are split among the threads, each chunk
+    with scratch of its own: the results are the one-thread run's, bit for bit."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((16, 32, 16, 16)).astype(np.float32)
+    w = rng.standard_normal((32, 1, 3, 3)).astype(np.float32)
+    gy = rng.standard_normal((16, 32, 16, 16)).astype(np.float32)
+    attrs = dict(stride=(1, 1), padding=(1, 1), dilation=(1, 1), groups=32)
+    cases = [("convolution", [x, w, None], attrs),
+             ("convolution_backward_input", [gy, w], dict(attrs, input_size=(16, 16))),
+             ("convolution_backward_weight", [gy, x], dict(attrs, weight_size=w.shape))]
+    old = llgrad.get_num_threads()
+    try:
+        results = []
+        for t in (1, threads):
+            llgrad.set_num_threads(t)
+            results.append([_run(op, arrays, at, "float32") for op, arrays, at in cases])
+    finally:
+        llgrad.set_num_threads(old)
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(a, b)
