@@ -40,6 +40,20 @@ def geometry(node):
     return Geometry(v.type.shape, a["weight_size"], a)   # (grad, input) -> weight
 
 
+def valid_range(b, k, d, p, s, size, out):
+    """[lo, hi) as i64s (lo <= hi, both in [0, out]): the output positions o whose input
+    index o*s + k*d - p (kernel offset k, an i64) is in [0, size)."""
+    c = lambda v: ir.Constant(I64, v)                                   # noqa: E731
+    kd = b.mul(k, c(d))
+    t, u = b.sub(c(p), kd), b.sub(c(size + p), kd)         # o*s >= t, o*s < u
+    ceil = lambda v: b.sdiv(b.add(v, c(s - 1)), c(s))                   # noqa: E731
+    clip = lambda v: b.select(b.icmp_signed("<", v, c(0)), c(0),       # noqa: E731
+                              b.select(b.icmp_signed(">", v, c(out)), c(out), v))
+    lo = clip(b.select(b.icmp_signed(">", t, c(0)), ceil(t), c(0)))
+    hi = clip(b.select(b.icmp_signed(">", u, c(0)), ceil(u), c(0)))
+    return lo, b.select(b.icmp_signed("<", hi, lo), lo, hi)
+
+
 class Gemm:
     """One kind of product of the kernel, C (M x N, row stride ldc) = A @ B (+ C where
     accumulating), A and B given by row and column strides, one of which is 1."""

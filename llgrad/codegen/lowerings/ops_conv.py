@@ -24,7 +24,7 @@ from ...ir.geometry import contiguous_strides
 from ...ir.graph import Value
 from . import ops_conv_depthwise as depthwise
 from . import ops_conv_shifted as shifted
-from .conv_common import MAX_CHUNKS, Gemm, geometry, zero
+from .conv_common import MAX_CHUNKS, Gemm, geometry, valid_range, zero
 from .loops import Access, for_range, loop_nest
 from .parallel import parallel_range
 from .scalar import I64
@@ -62,20 +62,6 @@ def _copy_in(fg, copy):
             fg.store(fg.load(src, idx), dst, idx)
 
 
-def _valid(b, k, d, p, s, size, out):
-    """[lo, hi): the output positions whose input index o*s + k*d - p is in [0, size)."""
-    c = lambda v: ir.Constant(I64, v)                                   # noqa: E731
-    kd = b.mul(k, c(d))
-    t = b.sub(c(p), kd)                          # o*s >= t
-    u = b.sub(c(size + p), kd)                   # o*s < u
-    ceil = lambda v: b.sdiv(b.add(v, c(s - 1)), c(s))                   # noqa: E731
-    lo = b.select(b.icmp_signed(">", t, c(0)), ceil(t), c(0))
-    hi = ceil(u)
-    hi = b.select(b.icmp_signed(">", u, c(0)), hi, c(0))
-    hi = b.select(b.icmp_signed("<", hi, c(out)), hi, c(out))
-    return lo, hi
-
-
 def _each_window_row(fg, geo):
     """Loops over (channel, kernel row, kernel column) and the valid output positions of
     that kernel offset: yields (c, i, j, oh, ow, ih, iw) in the innermost body."""
@@ -83,9 +69,9 @@ def _each_window_row(fg, geo):
     c = lambda v: ir.Constant(I64, v)                                   # noqa: E731
     with for_range(b, 0, geo.c, name="ch") as ch:
         with for_range(b, 0, geo.kh, name="ki") as i:
-            lo_h, hi_h = _valid(b, i, geo.dh, geo.ph, geo.sh, geo.h, geo.oh)
+            lo_h, hi_h = valid_range(b, i, geo.dh, geo.ph, geo.sh, geo.h, geo.oh)
             with for_range(b, 0, geo.kw, name="kj") as j:
-                lo_w, hi_w = _valid(b, j, geo.dw, geo.pw, geo.sw, geo.w, geo.ow)
+                lo_w, hi_w = valid_range(b, j, geo.dw, geo.pw, geo.sw, geo.w, geo.ow)
                 with for_range(b, lo_h, hi_h, name="oh") as oh:
                     ih = b.sub(b.add(b.mul(oh, c(geo.sh)), b.mul(i, c(geo.dh))), c(geo.ph))
                     with for_range(b, lo_w, hi_w, name="ow") as ow:

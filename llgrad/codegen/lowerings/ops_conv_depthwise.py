@@ -23,7 +23,7 @@ gradient), split among the threads:
   element)."""
 from llvmlite import ir
 
-from .conv_common import MAX_CHUNKS
+from .conv_common import MAX_CHUNKS, valid_range
 from .loops import Access, for_range
 from .parallel import parallel_range
 from .scalar import I64, Scalar
@@ -68,26 +68,13 @@ def prepare(plan, group, st):
         st["wide"] = plan.temp(group, dt, chunks * st["nwide"])
 
 
-def _valid(b, k, d, p, s, size, out):
-    """[lo, hi) (lo <= hi, both in [0, out]): the output positions whose input index
-    o*s + k*d - p is in [0, size)."""
-    kd = b.mul(k, _c(d))
-    t, u = b.sub(_c(p), kd), b.sub(_c(size + p), kd)       # o*s >= t, o*s < u
-    ceil = lambda v: b.sdiv(b.add(v, _c(s - 1)), _c(s))                 # noqa: E731
-    clip = lambda v: b.select(b.icmp_signed("<", v, _c(0)), _c(0),     # noqa: E731
-                              b.select(b.icmp_signed(">", v, _c(out)), _c(out), v))
-    lo = clip(b.select(b.icmp_signed(">", t, _c(0)), ceil(t), _c(0)))
-    hi = clip(b.select(b.icmp_signed(">", u, _c(0)), ceil(u), _c(0)))
-    return lo, b.select(b.icmp_signed("<", hi, lo), lo, hi)
-
-
 def _offsets(g, geo, body):
     """body(i, j, rows, cols): for every kernel offset, its valid output rows and columns."""
     b = g.b
     with for_range(b, 0, geo.kh, name="ki") as i:
-        rows = _valid(b, i, geo.dh, geo.ph, geo.sh, geo.h, geo.oh)
+        rows = valid_range(b, i, geo.dh, geo.ph, geo.sh, geo.h, geo.oh)
         with for_range(b, 0, geo.kw, name="kj") as j:
-            body(i, j, rows, _valid(b, j, geo.dw, geo.pw, geo.sw, geo.w, geo.ow))
+            body(i, j, rows, valid_range(b, j, geo.dw, geo.pw, geo.sw, geo.w, geo.ow))
 
 
 def _inside(g, geo, i, j, rows, cols, body):
@@ -104,6 +91,16 @@ def _flat(buf, dt):
     return Access(buf, dt, 0, (1,))
 
 
+def _interior(g, geo, p0, body):
+    """body(ih, iw, at) over the input plane, at: the position's index in the padded plane
+    whose scratch starts at p0 (its borders and slack are never written: they stay zero)."""
+    b, wp = g.b, geo.w + 2 * geo.pw
+    with for_range(b, 0, geo.h, name="ih") as ih:
+        row = b.add(p0, b.add(b.mul(b.add(ih, _c(geo.ph)), _c(wp)), _c(geo.pw)))
+        with for_range(b, 0, geo.w, name="iw") as iw:
+            body(ih, iw, b.add(row, iw))
+
+
 def _fill(g, acc, start, n, value):
     with for_range(g.b, 0, n, name="f") as k:
         g.store(value, acc, [g.b.add(start, k)])
@@ -118,10 +115,7 @@ def _forward(g, st, geo, dt, out, n, o, tid):
     wp = geo.w + 2 * geo.pw
     pad, wide = _flat(st["pad"], dt), _flat(st["wide"], dt)
     p0, w0 = b.mul(tid, _c(st["npad"])), b.mul(tid, _c(st["nwide"]))
-    with for_range(b, 0, geo.h, name="ih") as ih:         # (the borders stay zero)
-        row = b.add(p0, b.add(b.mul(b.add(ih, _c(geo.ph)), _c(wp)), _c(geo.pw)))
-        with for_range(b, 0, geo.w, name="iw") as iw:
-            g.store(g.load(x, [n, ch, ih, iw]), pad, [b.add(row, iw)])
+    _interior(g, geo, p0, lambda ih, iw, at: g.store(g.load(x, [n, ch, ih, iw]), pad, [at]))
     _fill(g, wide, w0, st["nwide"], start)
     with for_range(b, 0, geo.kh, name="ki") as i:
         with for_range(b, 0, geo.kw, name="kj") as j:
@@ -187,10 +181,7 @@ def _backward_input(g, st, geo, dt, out, n, ch, tid):
                                        sg.mul(wv, g.load(grad, [n, o, oh, ow]))), pad, [at])
                     _inside(g, geo, i, j, rows, cols, add)
         _offsets(g, geo, offset)
-    with for_range(b, 0, geo.h, name="ih") as ih:
-        row = b.add(p0, b.add(b.mul(b.add(ih, _c(geo.ph)), _c(wp)), _c(geo.pw)))
-        with for_range(b, 0, geo.w, name="iw") as iw:
-            g.store(g.load(pad, [b.add(row, iw)]), out, [n, ch, ih, iw])
+    _interior(g, geo, p0, lambda ih, iw, at: g.store(g.load(pad, [at]), out, [n, ch, ih, iw]))
 
 
 def _weight_grad(g, st, geo, dt, out, o, tid):
@@ -223,12 +214,11 @@ def _weight_grad(g, st, geo, dt, out, o, tid):
     _fill(g, sums, s0, kk, sg.const(0, "float64"))
     with for_range(b, 0, geo.n, name="img") as n:
         b.store(ir.Constant(f64, 0.0), slot)    # (sum of v - v: 0 when all are finite)
-        with for_range(b, 0, geo.h, name="ih") as ih:     # (the borders stay zero)
-            row = b.add(p0, b.add(b.mul(b.add(ih, _c(geo.ph)), _c(wp)), _c(geo.pw)))
-            with for_range(b, 0, geo.w, name="iw") as iw:
-                v = g.load(x, [n, ch, ih, iw])
-                g.store(v, pad, [b.add(row, iw)])
-                add(sg.sub(v, v))
+        def copy(ih, iw, at):
+            v = g.load(x, [n, ch, ih, iw])
+            g.store(v, pad, [at])
+            add(sg.sub(v, v))
+        _interior(g, geo, p0, copy)
         finite = b.fcmp_ordered("==", b.load(slot, typ=f64), ir.Constant(f64, 0.0))
         with for_range(b, 0, geo.oh, name="gh") as oh:    # (the columns past OW stay zero)
             with for_range(b, 0, geo.ow, name="gw") as ow:
