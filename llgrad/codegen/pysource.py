@@ -20,22 +20,29 @@ import astunparse
 import numpy as np
 
 from ..ir.graph import Value
-from ..ir.optable import OPS, c_order, contiguous_result
+from ..ir.ops_copy import preserve_copy, relaid_by_arrays
+from ..ir.optable import OPS, c_order, contiguous_result, iterator_layout_op
 from ..ir.shape_rules import operand_casts
 
 _counter = itertools.count()
 
 
 class _Ops:
-    """The namespace the generated code calls: `ops.mul(a, b)` is the op's NumPy impl."""
+    """The namespace the generated code calls: `ops.mul(a, b)` is the op's NumPy impl;
+    `ops.cast(a, dtype)` an operand's promotion."""
+    cast = staticmethod(preserve_copy)      # (eager's cast: runtime/dispatch.py)
 
     def __getattr__(self, name):
         impl = OPS[name].impl
         # (eager's layout of results: runtime/dispatch.py)
         c = c_order if contiguous_result(OPS[name]) else (lambda a: a)
+        iterated = iterator_layout_op(OPS[name])
 
         def call(*args, **kwargs):
             out = impl(*args, **kwargs)
+            if iterated:
+                out = relaid_by_arrays(out, args, name == "pow" and
+                                       type(args[0]) is not np.ndarray)
             return tuple(c(np.asarray(o)) for o in out) if OPS[name].nout != 1 \
                 else c(np.asarray(out))
         call.__name__ = name
@@ -89,7 +96,8 @@ def _literal(x):
 def _operand(x, names, cast):
     e = ast.Name(names[x], ast.Load()) if isinstance(x, Value) else _literal(x)
     if cast is not None:
-        e = ast.Call(ast.Attribute(e, "astype", ast.Load()), [ast.Constant(cast)], [])
+        e = ast.Call(ast.Attribute(ast.Name("ops", ast.Load()), "cast", ast.Load()),
+                     [e, ast.Constant(cast)], [])
     return e
 
 

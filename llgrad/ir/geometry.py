@@ -64,3 +64,56 @@ def broadcasts_to(small, shape):
         if a != b and a != 1:
             return False
     return True
+
+
+def iterator_strides(shape, operands):
+    """The strides PyTorch's TensorIterator gives the result of an elementwise op over
+    operands [(shape, strides)] broadcast to shape, or None for row-major: row-major when
+    every operand is contiguous, else dense in the order of the first operand that tells
+    two dimensions apart (a broadcast dimension, stride 0, tells nothing; equal strides put
+    the smaller size first). Sizes 1 excepted, where PyTorch's choice varies by op."""
+    nd = len(shape)
+    if all(tuple(sh) == tuple(shape) and _row_major(sh, st) for sh, st in operands):
+        return None
+    ops = []
+    for sh, st in operands:
+        k = nd - len(sh)
+        ops.append([0] * k + [0 if n == 1 and shape[k + i] != 1 else s
+                              for i, (n, s) in enumerate(zip(sh, st))])
+
+    def should_swap(d0, d1):
+        for st in ops:
+            s0, s1 = st[d0], st[d1]
+            if s0 == 0 or s1 == 0:
+                continue
+            if s0 != s1:
+                return -1 if s0 < s1 else 1
+            if shape[d0] > shape[d1]:
+                return 1
+        return 0
+
+    perm = list(range(nd))[::-1]
+    for i in range(1, nd):
+        d1 = i
+        for d0 in range(i - 1, -1, -1):
+            cmp = should_swap(perm[d0], perm[d1])
+            if cmp > 0:
+                perm[d0], perm[d1] = perm[d1], perm[d0]
+                d1 = d0
+            elif cmp < 0:
+                break
+    out, acc = [0] * nd, 1
+    for d in perm:
+        out[d] = acc
+        acc *= shape[d]
+    return tuple(out)
+
+
+def _row_major(shape, strides):
+    acc = 1
+    for n, s in zip(reversed(shape), reversed(strides)):
+        if n != 1:
+            if s != acc:
+                return False
+            acc *= n
+    return True

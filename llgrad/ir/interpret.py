@@ -4,7 +4,8 @@ nodes (ops_control.py) run their regions through `evaluate`."""
 import numpy as np
 
 from .graph import StackType, Value
-from .optable import CONTROL, OPS, c_order, contiguous_result
+from .ops_copy import preserve_copy, relaid_by_arrays
+from .optable import CONTROL, OPS, c_order, contiguous_result, iterator_layout_op
 from .shape_rules import operand_casts
 
 
@@ -37,7 +38,7 @@ def evaluate(graph, arrays):
         if casts:
             for k, dt in casts:
                 if args[k].dtype != dt:
-                    args[k] = args[k].astype(dt)
+                    args[k] = preserve_copy(args[k], dt)    # (eager's cast: dispatch.py)
         out = impl(*args, **node.attrs)
         outs = out if len(node.outputs) > 1 else (out,)
         for v, o in zip(node.outputs, outs):
@@ -56,6 +57,10 @@ def _c_ordered(impl, several):
     if several:
         return lambda *args, **attrs: tuple(c_order(o) for o in impl(*args, **attrs))
     return lambda *args, **attrs: c_order(impl(*args, **attrs))
+
+
+def _iterated(impl, row_major):
+    return lambda *args, **attrs: relaid_by_arrays(impl(*args, **attrs), args, row_major)
 
 
 def _constant(value, dtype):
@@ -83,6 +88,8 @@ def _plan(graph):
             impl = _only(op.impl) if op.nout != 1 and len(node.outputs) == 1 else op.impl
             if contiguous_result(op):       # (eager's layout: runtime/dispatch.py)
                 impl = _c_ordered(impl, len(node.outputs) > 1)
+            elif iterator_layout_op(op):
+                impl = _iterated(impl, op.name == "pow" and not isinstance(node.inputs[0], Value))
             plan.append((node, impl, casts))
         graph.__dict__["_interpret_plan"] = plan
     return plan

@@ -1,7 +1,7 @@
 """Copies, casts and fills: clone, to_dtype, fill, full, zero, copy."""
 import numpy as np
 
-from .geometry import fast_to_slow
+from .geometry import contiguous_strides, fast_to_slow, iterator_strides
 from .optable import defop
 
 
@@ -9,7 +9,7 @@ def _is_tensor(x):
     return hasattr(x, "_dtype")
 
 
-def _copy(x, dtype=None):
+def preserve_copy(x, dtype=None):
     """A copy of x (cast to dtype) laid out as PyTorch's preserve_format lays it out."""
     if not any(s == 0 and n > 1 for s, n in zip(x.strides, x.shape)):
         return np.array(x, dtype=dtype, copy=True, order="K")
@@ -19,15 +19,55 @@ def _copy(x, dtype=None):
     return out
 
 
+def preserve_empty(x, dtype=None):
+    """An uninitialised array of x's shape (and dtype) laid out as preserve_copy lays x out
+    (PyTorch's empty_like)."""
+    if not any(s == 0 and n > 1 for s, n in zip(x.strides, x.shape)):
+        return np.empty_like(x, dtype=dtype, order="K")
+    order = fast_to_slow(x.shape, x.strides)[::-1]     # (outermost first)
+    return np.empty([x.shape[d] for d in order], dtype or x.dtype).transpose(np.argsort(order))
+
+
+def iterator_relaid(out, operands, row_major=False):
+    """out (an elementwise op's result array) laid out as PyTorch's TensorIterator lays out
+    the result of operands [(shape, strides in elements)], the op's tensor operands after
+    promotion (row_major: row-major whatever they are, as pow(number, tensor)); out itself
+    when it already is (its size-1 dims aside)."""
+    if type(out) is not np.ndarray or out.size <= 1:
+        return out
+    shape = out.shape
+    want = (None if row_major else iterator_strides(shape, operands)) \
+        or contiguous_strides(shape)
+    got = [s // out.itemsize for s in out.strides]
+    if all(w == g or n == 1 for w, g, n in zip(want, got, shape)):
+        return out
+    order = sorted(range(len(shape)), key=lambda d: -want[d])        # (slowest first)
+    relaid = np.empty([shape[d] for d in order], out.dtype).transpose(np.argsort(order))
+    relaid[...] = out
+    return relaid
+
+
+def relaid_by_arrays(out, args, row_major=False):
+    """iterator_relaid with the NumPy arrays among an op's (cast) arguments as operands;
+    out unchanged when every one is row-major (the common case, checked first: the result
+    is row-major too) or one has a negative stride."""
+    arrays = [a for a in args if type(a) is np.ndarray]
+    if all(a.flags.c_contiguous for a in arrays) or \
+            any(s < 0 for a in arrays for s in a.strides):
+        return out
+    return iterator_relaid(out, [(a.shape, [s // a.itemsize for s in a.strides])
+                                 for a in arrays], row_major)
+
+
 def _clone(x, memory_format="preserve"):
     if memory_format == "contiguous":
         return np.array(x, copy=True, order="C")
-    return _copy(x)
+    return preserve_copy(x)
 
 
 defop("clone", _clone, vjp=lambda c, g: (g,), grad_fn="CloneBackward0", kind="elementwise",
       functions=("clone",))
-defop("to_dtype", lambda x, dtype: _copy(x, dtype), vjp=lambda c, g: (g,),
+defop("to_dtype", lambda x, dtype: preserve_copy(x, dtype), vjp=lambda c, g: (g,),
       grad_fn="ToCopyBackward0", kind="elementwise")
 defop("fill", lambda x, value: np.full_like(x, value, order="K"),
       vjp=lambda c, g: (g.new_zeros(g.shape), g.sum() if c.needs(1) else None),

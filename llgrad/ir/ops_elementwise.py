@@ -87,7 +87,8 @@ _binary("sub", _half_alpha(lambda a, b, alpha=1: np.subtract(a, _times(b, alpha)
         lambda c, g: (g, -g if c.alpha == 1 else g * -c.alpha), "SubBackward0",
         functions=("sub", "subtract"))
 _binary("rsub", _half_alpha(lambda a, b, alpha=1: np.subtract(b, _times(a, alpha))),
-        lambda c, g: (-g if c.alpha == 1 else g * -c.alpha, g), "RsubBackward1",
+        lambda c, g: (-g if c.alpha == 1 else g * -c.alpha, g),
+        lambda ins, at: "RsubBackward0" if hasattr(ins[1], "_dtype") else "RsubBackward1",
         number_edges=False)
 _binary("mul", _half_scalars(np.multiply),
         lambda c, g: (g * c.other if c.needs(0) else None, g * c.self if c.needs(1) else None),
@@ -263,7 +264,12 @@ _unary("sigmoid", _sigmoid, lambda c, g: (g * c.result * (1 - c.result),), "Sigm
 
 # ---- activations ----------------------------------------------------------------------
 
-_unary("relu", lambda x: np.maximum(0, x),      # (x second: a tie keeps it, relu(-0) = -0)
+def _relu(x):
+    # (x second: a tie keeps it, relu(-0) = -0; NumPy's float16 maximum keeps the first)
+    return np.maximum(0, x) if x.dtype != np.float16 else np.where(x < 0, x.dtype.type(0), x)
+
+
+_unary("relu", _relu,
        lambda c, g: (g.masked_fill(c.result <= 0, 0),),     # (PyTorch: 1 at NaN)
        "ReluBackward0", save=("result",), float_out=False,
        methods=("relu",), inplace=("relu_",), functions=("relu",), eager_native=True)

@@ -3,7 +3,8 @@ tensors, slices, ints and None as NumPy reads them, and bool masks whose traced 
 fixed (see _fit_masks)."""
 import numpy as np
 
-from .optable import defop
+from .ops_copy import iterator_relaid, preserve_copy
+from .optable import c_order, defop
 
 
 def np_index(spec, tensors):
@@ -92,7 +93,61 @@ def _check_bounds(x, spec, ix):
 
 def _index(x, *ix, spec, counts=None):
     _check_bounds(x, spec, ix)
-    return x[np_index(spec, _fit_masks(ix, counts))]
+    ix = _fit_masks(ix, counts)
+    out = x[np_index(spec, ix)]
+    if x.flags.c_contiguous and all(t.flags.c_contiguous for t in ix):
+        return c_order(out)         # (PyTorch's result is row-major too, below)
+    return _index_layout(out, x, spec, ix)
+
+
+def _index_layout(out, x, spec, ix):
+    """out (x[spec], from NumPy) laid out as PyTorch's index kernel lays it out: its
+    TensorIterator over x's view by the spec's ints, slices and Nones (unsqueeze's strides)
+    with its indexed dims restrided to 0 (moved to the front when they are not adjacent) and
+    the index tensors (a mask: its nonzero()), in that order (ops_copy.iterator_relaid)."""
+    if any(st < 0 for st in x.strides):
+        return c_order(out)
+    consumed = sum(t.ndim if isinstance(t, np.ndarray) and t.dtype == np.bool_ else 1
+                   for t in np_index(spec, ix) if t is not None and t is not Ellipsis)
+    shape, ys = list(x.shape), [st // x.itemsize for st in x.strides]
+    at, arrays, it, d = [], [], iter(ix), 0
+    for s in spec:
+        if s == "T":
+            t = next(it)
+            for a in (np.nonzero(t) if t.dtype == np.bool_ else (t,)):
+                at.append(d)
+                arrays.append(a)
+                d += 1
+        elif s is Ellipsis:
+            d += x.ndim - consumed
+        elif s is None:
+            ys.insert(d, shape[d] * ys[d] if d < len(shape) else 1)     # (unsqueeze's)
+            shape.insert(d, 1)
+            d += 1
+        elif isinstance(s, tuple) and s and s[0] == "slice":
+            start, _, step = slice(*s[1:]).indices(shape[d])
+            shape[d] = len(range(*slice(*s[1:]).indices(shape[d])))
+            ys[d] *= step
+            d += 1
+        else:                       # an int: select
+            del shape[d], ys[d]
+    if any(st < 0 for a in arrays for st in a.strides):
+        return c_order(out)
+    bshape = np.broadcast_shapes(*[a.shape for a in arrays])
+    nb = len(bshape)
+    if at == list(range(at[0], at[0] + len(at))):       # adjacent: in place of their dims
+        before, after = list(range(at[0])), list(range(at[-1] + 1, len(shape)))
+    else:                                               # else first (PyTorch's transpose)
+        before, after = [], [k for k in range(len(shape)) if k not in at]
+    rshape = tuple(shape[k] for k in before) + bshape + tuple(shape[k] for k in after)
+    if rshape != out.shape:
+        return c_order(out)
+    operands = [(rshape, [ys[k] for k in before] + [0] * nb + [ys[k] for k in after])]
+    for a in arrays:
+        st = [0] * (nb - a.ndim) + [0 if n == 1 else s // a.itemsize
+                                    for n, s in zip(a.shape, a.strides)]
+        operands.append((rshape, [0] * len(before) + st + [0] * len(after)))
+    return iterator_relaid(out, operands)
 
 
 def _with_counts(c, **attrs):
@@ -107,7 +162,7 @@ defop("index", _index, args=("self", "*indices"),
 
 
 def _index_put(x, values, *ix, spec, accumulate=False, counts=None):
-    out = np.array(x, copy=True)
+    out = preserve_copy(x)          # (an expanded x's copy is row-major, as PyTorch's clone)
     _check_bounds(x, spec, ix)
     idx = np_index(spec, _fit_masks(ix, counts))
     if accumulate:

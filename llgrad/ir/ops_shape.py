@@ -68,7 +68,8 @@ defop("_unsafe_view", lambda x, shape: np.reshape(x, shape), kind="view",
       grad_fn="UnsafeViewBackward0", vjp=lambda c, g: (g.reshape(c.shape(0)),))
 defop("alias", lambda x: x.view(), kind="view", grad_fn="AliasBackward0",
       vjp=lambda c, g: (g,))
-defop("transpose", lambda x, dim0, dim1: np.swapaxes(x, dim0, dim1), kind="view",
+defop("transpose", lambda x, dim0, dim1: np.swapaxes(x, dim0, dim1) if x.ndim else x.view(),
+      kind="view",        # (a 0-dim tensor takes dims 0 and -1, as PyTorch's)
       grad_fn="TransposeBackward0", vjp=lambda c, g: (g.transpose(c.dim0, c.dim1),),
       functions=("transpose", "swapaxes"))
 defop("t", lambda x: x.T, kind="view", grad_fn="TBackward0", vjp=lambda c, g: (g.t(),),
@@ -246,6 +247,19 @@ defop("masked_fill", _masked_fill, args=("self", "mask", "value"), save=("mask",
       functions=("masked_fill",))
 
 
+def zero_dim_as_one(fn):
+    """fn(x, index, *rest, dim=) for a 0-dim x too, as PyTorch reads it: a 1-element dim 0
+    (0-dim index and src likewise); the result in index's shape (gather) or x's."""
+    def impl(x, index, *rest, dim, **kw):
+        if x.ndim:
+            return fn(x, index, *rest, dim=dim, **kw)
+        rest = [r.reshape(1) if isinstance(r, np.ndarray) and not r.ndim else r for r in rest]
+        out = fn(x.reshape(1), index.reshape(-1) if not index.ndim else index, *rest, dim=0,
+                 **kw)
+        return out.reshape(index.shape if fn is _gather else ())
+    return impl
+
+
 def _gather(x, index, dim):
     check_index_range(index, x.shape[dim] if x.ndim else 1)
     return np.take_along_axis(x, index, axis=dim) if index.shape == x.shape else \
@@ -254,7 +268,7 @@ def _gather(x, index, dim):
                            index, axis=dim)
 
 
-defop("gather", _gather, args=("self", "index"), save=("index",), grad_fn="GatherBackward0",
+defop("gather", zero_dim_as_one(_gather), args=("self", "index"), save=("index",), grad_fn="GatherBackward0",
       nondiff=("index",),
       vjp=lambda c, g: (g.new_zeros(c.shape(0)).scatter_add(c.dim, c.index, g), None),
       functions=("gather",))
@@ -269,7 +283,7 @@ def _scatter_add(x, index, src, dim):
     return out
 
 
-defop("scatter_add", _scatter_add, args=("self", "index", "src"), save=("index",),
+defop("scatter_add", zero_dim_as_one(_scatter_add), args=("self", "index", "src"), save=("index",),
       grad_fn="ScatterAddBackward0", promote=(0, 2), nondiff=("index",),
       vjp=lambda c, g: (g, None, _pad_to(g.gather(c.dim, c.index), c.shape(2))
                         if c.needs(2) else None), functions=("scatter_add",))

@@ -12,6 +12,8 @@ the reduction's identity instead of self's value). Gradients are PyTorch's
 import numpy as np
 
 from .index_bounds import check_index_range
+from .ops_copy import preserve_empty
+from .ops_shape import zero_dim_as_one
 from .optable import defop
 
 
@@ -33,7 +35,12 @@ def _sort(x, dim=0, descending=False, stable=None):
     if x.ndim == 0:
         return np.array(x), np.zeros((), np.int64)
     idx = _argsort(x, dim, descending).astype(np.int64)
-    return np.take_along_axis(x, idx, axis=dim), idx
+    values = np.take_along_axis(x, idx, axis=dim)
+    if x.flags.c_contiguous:
+        return values, idx
+    laid = preserve_empty(x), preserve_empty(x, np.int64)    # (PyTorch's: x's empty_like)
+    laid[0][...], laid[1][...] = values, idx
+    return laid
 
 
 def _topk(x, k, dim=0, largest=True, sorted=True):
@@ -98,7 +105,7 @@ def _embed(g, shape):
     return g._op("strided_scatter", geom=(from_shape, tuple(strides), 0), span=s).reshape(shape)
 
 
-defop("scatter", _scatter, args=("self", "index", "src"), save=("index",),
+defop("scatter", zero_dim_as_one(_scatter), args=("self", "index", "src"), save=("index",),
       nondiff=("index",), vjp=_scatter_vjp,
       grad_fn=lambda ins, at: "ScatterBackward0" if _is_tensor(ins[2]) else "ScatterBackward1")
 
@@ -175,6 +182,6 @@ def _part_of(src, index):
     return src[tuple(slice(0, n) for n in index.shape)]
 
 
-defop("scatter_reduce", _scatter_reduce, args=("self", "index", "src"),
+defop("scatter_reduce", zero_dim_as_one(_scatter_reduce), args=("self", "index", "src"),
       save=("self", "index", "src", "result"), nondiff=("index",),
       grad_fn="ScatterReduceBackward0", vjp=_scatter_reduce_vjp)

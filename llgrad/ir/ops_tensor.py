@@ -6,6 +6,7 @@ Attributes arrive normalised by the Tensor methods (llgrad/runtime/methods_tenso
 dims are non-negative ints, shifts and repeats tuples of ints."""
 import numpy as np
 
+from .ops_copy import preserve_copy
 from .optable import defop
 from .ops_shape import _diagonal, view_vjp
 
@@ -26,7 +27,15 @@ defop("triu", _tri(np.triu), vjp=lambda c, g: (g.triu(c.diagonal),), grad_fn="Tr
 
 # ---- flips, rolls, repeats ---------------------------------------------------------------
 
-defop("flip", lambda x, dims: np.array(np.flip(x, dims), copy=True),
+def _flip(x, dims):
+    if not any(s == 0 and n > 1 for s, n in zip(x.strides, x.shape)):
+        return np.array(np.flip(x, dims), copy=True)
+    out = preserve_copy(x)          # (PyTorch's: x's empty_like, not the flipped view's)
+    out[...] = np.flip(x, dims)
+    return out
+
+
+defop("flip", _flip,
       vjp=lambda c, g: (g.flip(c.dims),), grad_fn="FlipBackward0")
 
 

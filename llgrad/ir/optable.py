@@ -117,7 +117,7 @@ def defop(name, impl, **kw):
 # PyTorch's reductions, cat, scans, indexing ... give C-contiguous results whatever their
 # input's layout (NumPy's impls may keep a transposed one: a later .view() would fail, and a
 # sum over it would add in another order); these keep their input's layout in both
-_KEEP_LAYOUT = ("sort", "flip", "index_put")
+_KEEP_LAYOUT = ("sort", "flip", "index_put", "index")
 # (and masked_fill, elementwise but a contiguous clone filled in place in PyTorch: a masked
 # transposed tensor's .view() works there; logsigmoid's kernel writes a contiguous output)
 _CONTIGUOUS_ELEMENTWISE = ("masked_fill", "logsigmoid")
@@ -128,6 +128,22 @@ def contiguous_result(op):
     backend alike; the IR types say so for every op that is not a view)."""
     return (op.kind in ("reduce", "other") and op.name not in _KEEP_LAYOUT
             or op.name in _CONTIGUOUS_ELEMENTWISE)
+
+
+# elementwise ops whose result layout is not the TensorIterator's (iterator_layout_op): copies
+# and fills (their own memory_format rules), draws (filled in memory order), the
+# contiguous ones above
+_OWN_LAYOUT = frozenset(("clone", "copy", "fill", "zero", "to_dtype", "bernoulli",
+                         "bernoulli_p", "cauchy", "exponential", "geometric", "log_normal",
+                         "normal", "normal_tensor", "random_", "uniform")
+                        + _CONTIGUOUS_ELEMENTWISE)
+
+
+def iterator_layout_op(op):
+    """Whether op's result is laid out as PyTorch's TensorIterator lays out an elementwise
+    result (ops_copy.iterator_relaid: eager, the interpreter and the Python backend alike),
+    not as NumPy's order="K" does (which differs where operands disagree, x.t() + y)."""
+    return op.kind == "elementwise" and op.name not in _OWN_LAYOUT
 
 
 def c_order(a):

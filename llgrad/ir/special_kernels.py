@@ -223,6 +223,7 @@ def _lgamma_pos(m, y):
     one = m.c(1.0)
     mid = m.mul(m.mul(m.sub(y, one), m.sub(y, m.c(2.0))),
                 _mid(m, "lgamma_mid", T.LGAMMA_MID, T.LGAMMA_MID_CENTRES, y))
+    mid = m.add(mid, m.c(0.0))          # (lgamma(1) is +0, not (1 - 1) * -1 * ... = -0)
     yb = _clamp_up(m, y, 16.0)
     z = m.div(one, m.mul(yb, yb))
     corr = m.add(m.c(_HALF_LOG_2PI_M_HALF), m.div(m.horner(z, _STIRLING), yb))

@@ -7,9 +7,11 @@ import warnings
 import numpy as np
 
 from . import grad_mode, saved_hooks, trace_state
-from ..ir.optable import c_order, contiguous_result
+from ..ir.ops_copy import preserve_copy
+from ..ir.optable import c_order, contiguous_result, iterator_layout_op
 from ..ir.promotion import result_dtype
 from .dtypes import _cat_of_scalar, from_name
+from .memory_layout import iterator_layout
 from .node import accumulate_node, define_fields, gradient_edge, node_class
 from .saved_tensor import SavedNumber, SavedTensor, user_location, user_position
 from .shapes import broadcast_shapes
@@ -108,13 +110,9 @@ def _promoted(op, inputs, pos):
     rt = op_result_type(op, inputs)
     arrays = []
     for i, x in enumerate(inputs):
-        if isinstance(x, Tensor):
-            a = x._data
-            if x._dtype is not rt and i in pos:
-                a = a.astype(rt.np)
-            arrays.append(a)
-        else:
-            arrays.append(x)
+        if isinstance(x, Tensor) and x._dtype is not rt and i in pos:
+            x = preserve_copy(x._data, rt.np)   # (astype lays an expanded x out otherwise)
+        arrays.append(x._data if isinstance(x, Tensor) else x)
     return arrays
 
 
@@ -181,11 +179,12 @@ forward_ad = None
 class _OpInfo:
     """What the dispatcher reads of an op on every call, worked out on its first call (an
     op's declaration does not change after defop): saves re-deriving it per call."""
-    __slots__ = ("view", "single", "node_cls", "plan", "contig")
+    __slots__ = ("view", "single", "node_cls", "plan", "contig", "layout")
 
     def __init__(self, op):
         self.view = op.kind == "view"
         self.contig = contiguous_result(op)     # (PyTorch's reductions, cat, scans ...)
+        self.layout = iterator_layout_op(op)
         self.single = op.nout == 1
         # the node class, when the op's node name never varies (else made per call)
         self.node_cls = node_class(op.grad_fn) if isinstance(op.grad_fn, str) else None
@@ -235,6 +234,7 @@ def call(op, inputs, attrs, _timed=False, _dual=False):
     elif info.contig:
         results = [_new(c_order(out))] if info.single else [_new(c_order(o)) for o in out]
     else:
+        out = iterator_layout(out, inputs, op) if info.layout else out
         results = [_new(out)] if info.single else [_new(o) for o in out]
     if op.vjp is not None and _state.grad_enabled:
         for x in inputs:

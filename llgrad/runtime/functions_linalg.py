@@ -59,19 +59,21 @@ def tensordot(a, b, dims=2, out=None):
     if isinstance(dims, int):
         if dims < 0:
             raise RuntimeError(f"tensordot expects dims >= 0, but got dims={dims}")
-        da = list(range(a._data.ndim - dims, a._data.ndim))
-        db = list(range(dims))
+        da, db = list(range(-dims, 0)), list(range(dims))
     else:
         da, db = ([d] if isinstance(d, int) else list(d) for d in dims)
     if len(da) != len(db):
         raise RuntimeError("both dimension lists should have same length")
+    if a._dtype is not b._dtype:
+        raise RuntimeError("both inputs should have same dtype")
+    given = list(zip(da, db))       # (PyTorch's messages name the dims as given)
     da = [norm_dim(d, a._data.ndim) for d in da]
     db = [norm_dim(d, b._data.ndim) for d in db]
     sa, sb = a._data.shape, b._data.shape
-    for x, y in zip(da, db):
+    for x, y, (gx, gy) in zip(da, db, given):
         if sa[x] != sb[y]:
             raise RuntimeError(f"contracted dimensions need to match, but first has size "
-                               f"{sa[x]} in dim {x} and second has size {sb[y]} in dim {y}")
+                               f"{sa[x]} in dim {gx} and second has size {sb[y]} in dim {gy}")
     fa = [d for d in range(a._data.ndim) if d not in da]
     fb = [d for d in range(b._data.ndim) if d not in db]
     k = math.prod(sa[d] for d in da)
@@ -158,9 +160,13 @@ def multi_dot(tensors):
         raise RuntimeError(f"multi_dot(): the first tensor must be 1D or 2D but got {first}D")
     if last not in (1, 2):
         raise RuntimeError(f"multi_dot(): the last tensor must be 1D or 2D but got {last}D")
-    for i, t in enumerate(ts[1:-1], 1):
-        if t._data.ndim != 2:
+    for i, t in enumerate(ts[1:], 1):
+        if t._data.ndim != 2 and i < n - 1:
             raise RuntimeError(f"multi_dot(): tensor {i} must be 2D but got {t._data.ndim}D")
+        if t._dtype is not ts[0]._dtype:
+            raise RuntimeError(f"multi_dot(): all tensors must have be the same dtype but tensor "
+                               f"0 is {dtypes.C_NAMES[ts[0]._dtype.name]} and tensor {i} "
+                               f"{dtypes.C_NAMES[t._dtype.name]}")
     ms = [ts[0].unsqueeze(0) if first == 1 else ts[0]] + ts[1:-1] + \
          [ts[-1].unsqueeze(1) if last == 1 else ts[-1]]
     for i in range(n - 1):

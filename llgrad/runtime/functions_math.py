@@ -103,8 +103,9 @@ def log10(input):
 
 @torch_node("Exp2Backward0")
 def exp2(input):
-    """As torch.exp2 (2 ** x)."""
-    return 2.0 ** floating(input)
+    """As torch.exp2 (2 ** x, with x's layout: pow(number, x) is row-major)."""
+    x = floating(input)
+    return call(OPS["pow"], (_tensor(2.0, dtype=x._dtype), x), {})
 
 
 def _logaddexp(name, input, other, exp, scale):
@@ -145,11 +146,11 @@ def hypot(input, other):
     inf = (a.abs() == math.inf) | (b.abs() == math.inf)     # (inf even with a nan, as C's)
     if rt is not dtypes.float64:
         a, b = a.double(), b.double()
-        return (a * a + b * b).sqrt().to(rt).masked_fill(inf, math.inf)
+        return where(inf, math.inf, (a * a + b * b).sqrt().to(rt))
     aa, bb = a.abs(), b.abs()
     hi, lo = call(OPS["maximum"], (aa, bb), {}), call(OPS["minimum"], (aa, bb), {})
     r = lo / hi.masked_fill(hi == 0, 1)
-    return (hi * (1 + r * r).sqrt()).masked_fill(inf, math.inf)
+    return where(inf, math.inf, hi * (1 + r * r).sqrt())    # (where keeps a's layout)
 
 
 def float_power(input, exponent):
@@ -190,7 +191,9 @@ def fmod(input, other):
 
     def f(x):
         y = b.to(x._dtype) if isinstance(b, Tensor) else b
-        r = x - (x / y).trunc() * y
+        qy = (x / y).trunc() * y
+        # (a zero remainder has x's sign, as C's fmod: -(qy - x) is -0 where x - qy is +0)
+        r = where(x.signbit(), -(qy - x), x - qy)
         if isinstance(y, Tensor):
             return where((y.abs() == math.inf) & x.isfinite(), x, r)
         return x if math.isinf(y) else r
@@ -313,7 +316,7 @@ def xlogy(input, other):
     x, y = as_type(input, rt), as_type(other, rt)
     # where x == 0, x * log(y) is already 0 unless log(y) is not finite
     fix = (x == 0) & ((y <= 0) | (y == math.inf))
-    return (x * y.masked_fill(fix, 1).log()).masked_fill(fix, 0)
+    return where(fix, 0.0, x * y.masked_fill(fix, 1).log())     # (where keeps the layout)
 
 
 @torch_node("SincBackward0")
@@ -324,7 +327,7 @@ def sinc(input):
         return sinc(x.float()).half()
     zero = x == 0
     px = x.masked_fill(zero, 1) * math.pi
-    return (px.sin() / px).masked_fill(zero, 1)
+    return where(zero, 1.0, px.sin() / px)     # (masked_fill's result is row-major)
 
 
 def _fmax_fmin(input, other, pick):

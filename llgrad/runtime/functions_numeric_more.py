@@ -13,6 +13,8 @@ from . import dtypes, trace_state
 from .dispatch import scalar_type_name as tname
 from .functions import export, where
 from .functions_math import float_type, make_inplace
+from .memory_layout import iterator_layout
+from .shapes import broadcast_shapes
 from .node_names import failing_node, rename
 from .tensor import Tensor
 from .creation import tensor as _tensor
@@ -31,10 +33,13 @@ def _arg(x, fn, name, pos):
     return x
 
 
-def _with_grad(value, dtype, terms, node):
+def _with_grad(value, dtype, terms, node, inputs=None):
     """The tensor of value (a NumPy array) as dtype, differentiable through terms [(x, d)]:
-    d (a NumPy array) is d value / d x."""
-    out = Tensor._from_array(np.ascontiguousarray(value, dtype=dtype.np))
+    d (a NumPy array) is d value / d x; laid out as PyTorch lays out an elementwise result
+    of inputs (default: the terms' tensors)."""
+    value = np.array(value, dtype=dtype.np, order="C")     # (ascontiguousarray: >= 1 dim)
+    inputs = [x for x, _ in terms] if inputs is None else inputs
+    out = Tensor._from_array(iterator_layout(value, inputs, None))
     for x, d in terms:
         if x.requires_grad:
             d = np.asarray(d, dtype=dtype.np)
@@ -65,6 +70,7 @@ def nextafter(input, other):
     gradient goes to input unchanged)."""
     _arg(input, "nextafter", "input", 1)
     other = other if isinstance(other, Tensor) else _tensor(other)
+    broadcast_shapes(input._data.shape, other._data.shape)     # (PyTorch's error)
     dt = dtypes.result_type(input, other)
     if not dt.is_floating_point:
         raise NotImplementedError(f"\"nextafter_cpu\" not implemented for '{tname(dt)}'")
@@ -159,6 +165,7 @@ def _igamma_fn(input, other, upper):
     fn = "igammac" if upper else "igamma"
     _arg(input, fn, "input", 1)
     other = other if isinstance(other, Tensor) else _tensor(other)
+    broadcast_shapes(input._data.shape, other._data.shape)     # (PyTorch's error)
     rt = dtypes.result_type(input, other)
     if not rt.is_floating_point:
         raise NotImplementedError(f"\"{fn}_cpu\" not implemented for '{tname(rt)}'")
@@ -170,7 +177,8 @@ def _igamma_fn(input, other, upper):
     with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
         dx = np.exp(-x + (a - 1) * np.log(x) - _lgamma(a))
     node = "IgammacBackward0" if upper else "IgammaBackward0"
-    out = _with_grad(1 - p if upper else p, dt, [(other, -dx if upper else dx)], node)
+    out = _with_grad(1 - p if upper else p, dt, [(other, -dx if upper else dx)], node,
+                     [input, other])
     if input.requires_grad:     # (a backward reaching input raises, as PyTorch's)
         never = Tensor._from_array(np.zeros(out._data.shape, bool))
         out = failing_node(out + where(never, input.to(dt), 0.0), node,

@@ -222,7 +222,7 @@ def _in_double(x, fn):
 
 def _odd(x, f):
     """f(|x|) with x's sign, written so that the gradient at 0 is f'(0) (abs would give 0)."""
-    pos = x >= 0
+    pos = ~x.signbit()          # (-0 takes the odd branch: f(-0) = -0, as PyTorch's)
     out = f(where(pos, x, -x))
     return where(pos, out, -out)
 

@@ -130,7 +130,7 @@ def logcumsumexp(input, dim):
         return input.clone()
     if input._dtype is dtypes.float16:      # (PyTorch's scan accumulates in float32)
         return logcumsumexp(input.float(), d).to(dtypes.float16)
-    out, s = input, 1
+    out, s = input.contiguous(), 1         # (PyTorch's scan result is row-major)
     while s < n:
         out = logaddexp(out, _earlier(out, d, s, -math.inf))
         s *= 2
@@ -154,7 +154,7 @@ def _cum_extreme(input, dim, largest, tup):
         fill = not largest
     else:
         fill = iinfo(dt).min if largest else iinfo(dt).max
-    v, i, s = input, idx, 1
+    v, i, s = input.contiguous(), idx, 1     # (PyTorch's scan result is row-major)
     while s < n:
         va, ia = _earlier(v, d, s, fill), i.roll(s, d)
         # the later partner wins ties (PyTorch's >= / <=); a nan wins and then stays

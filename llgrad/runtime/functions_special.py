@@ -20,22 +20,30 @@ def _need_tensor(fn, arg, position, x):
                         f"{type(x).__name__}")
 
 
-def atan2(input, other, *, out=None):
-    """As torch.atan2: the angle of (other, input), in the quadrant their signs give."""
-    _need_tensor("atan2", "input", 1, input)
-    _need_tensor("atan2", "other", 2, other)
-    r = call(_ATAN2, (input, other), {})
-    return r if out is None else out.copy_(r)
+def _atan2_forms(name):
+    """The function, method and in-place method atan2 under name (atan2 or arctan2, the
+    name errors give)."""
+    def function(input, other, *, out=None):
+        _need_tensor(name, "input", 1, input)
+        _need_tensor(name, "other", 2, other)
+        r = call(_ATAN2, (input, other), {})
+        return r if out is None else out.copy_(r)
+
+    def method(self, other):
+        _need_tensor(name, "other", 1, other)
+        return call(_ATAN2, (self, other), {})
+
+    def inplace(self, other):
+        _need_tensor(name + "_", "other", 1, other)
+        return call_inplace(_ATAN2, self, (self, other), {})
+    function.__name__ = function.__qualname__ = name
+    function.__doc__ = (f"As torch.{name}: the angle of (other, input), in the quadrant "
+                        "their signs give.")
+    return function, method, inplace
 
 
-def _atan2_method(self, other):
-    _need_tensor("atan2", "other", 1, other)
-    return call(_ATAN2, (self, other), {})
-
-
-def _atan2_(self, other):
-    _need_tensor("atan2_", "other", 1, other)
-    return call_inplace(_ATAN2, self, (self, other), {})
+atan2, _atan2_method, _atan2_ = _atan2_forms("atan2")
+arctan2, _arctan2_method, _arctan2_ = _atan2_forms("arctan2")
 
 
 def _check_n(fn, n, position):
@@ -74,17 +82,19 @@ def mvlgamma(input, p):
     r = x.lgamma()
     for j in range(1, p):
         r = r + (x - j / 2).lgamma()
-    return r + p * (p - 1) / 4 * math.log(math.pi)
+    # (PyTorch's sums the terms along a new dim: a row-major result whatever x's layout)
+    return (r + p * (p - 1) / 4 * math.log(math.pi)).contiguous()
 
 
-export(atan2, "arctan2")
+export(atan2)
+export(arctan2)
 export(polygamma)
 export(mvlgamma)
 Tensor.mvlgamma = mvlgamma
 for _name, _fn, _doc in (("atan2", _atan2_method, "As torch.Tensor.atan2."),
-                         ("arctan2", _atan2_method, "As torch.Tensor.arctan2."),
+                         ("arctan2", _arctan2_method, "As torch.Tensor.arctan2."),
                          ("atan2_", _atan2_, "In-place atan2, as torch.Tensor.atan2_."),
-                         ("arctan2_", _atan2_, "In-place atan2, as torch.Tensor.arctan2_."),
+                         ("arctan2_", _arctan2_, "In-place atan2, as torch.Tensor.arctan2_."),
                          ("polygamma", _polygamma_method, "As torch.Tensor.polygamma."),
                          ("polygamma_", _polygamma_, "In-place polygamma, as "
                                                      "torch.Tensor.polygamma_.")):

@@ -21,3 +21,18 @@ def laid_out_as(g, leaf):
         inverse = sorted(range(len(order)), key=order.__getitem__)
         c = g.permute(order).contiguous().permute(inverse)
     return g.clone() if c is g else c
+
+
+def new_grad_order(a):
+    """The order= of np.empty_like(a) that gives a new .grad of a leaf whose data is a the
+    layout above: "K" (a's own) where a's memory is dense, else "C" (an expanded leaf's
+    np.empty_like would take an order of its stride-0 dims)."""
+    if a.flags.c_contiguous:
+        return "K"
+    dims = sorted((abs(s) // a.itemsize, n) for n, s in zip(a.shape, a.strides) if n != 1)
+    expect = 1
+    for s, n in dims:
+        if s != expect:
+            return "C"
+        expect *= n
+    return "K"

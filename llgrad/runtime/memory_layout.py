@@ -2,8 +2,14 @@
 own strides when x is dense, else dense strides in x's dimension order (ATen's
 infer_dense_strides). Random `*_like` draws and dropout masks fill such a buffer in memory
 order, so drawing them row-major would give other numbers than PyTorch's for a transposed
-x (nn.MultiheadAttention's batch_first output, a permuted feature map)."""
-from ..ir.geometry import fast_to_slow
+x (nn.MultiheadAttention's batch_first output, a permuted feature map). And the layout of
+an elementwise op's result, PyTorch's TensorIterator's."""
+import numpy as np
+
+from ..ir.geometry import fast_to_slow, geometry_overlaps, geometry_span
+from ..ir.ops_copy import iterator_relaid
+from ..ir.promotion import result_dtype
+from .tensor import Tensor as _Tensor
 
 
 def in_layout_of(x, make):
@@ -29,4 +35,54 @@ def like_layout(x, make, memory_format=None):
     out = in_layout_of(x, make)
     out._base = None            # (the permuted buffer is the result's own, as in reshape's
     out._creation = None        # copy: no view of it escapes)
+    return out
+
+
+def iterator_layout(out, inputs, op):
+    """out (op's array result) laid out as PyTorch lays it out from the tensors among
+    inputs (ops_copy.iterator_relaid); out itself when it already is (every input
+    row-major, the common case, is checked first). An input cast to the promoted dtype
+    counts with its copy's layout (PyTorch casts before laying the result out); op None:
+    no input is cast."""
+    for x in inputs:
+        if not isinstance(x, _Tensor) or x._data.flags.c_contiguous:
+            continue
+        break
+    else:
+        return out
+    tensors = [(i, x) for i, x in enumerate(inputs) if isinstance(x, _Tensor)]
+    if any(s < 0 for _, x in tensors for s in x._data.strides):
+        return out
+    common = _promoted_to(op, inputs)
+    operands = []
+    for i, x in tensors:
+        a = x._data
+        strides = [s // a.itemsize for s in a.strides]
+        if common is not None and x._dtype.name != common and \
+                (op.promote == "all" or i in op.promote):
+            strides = _preserved(a.shape, strides)
+        operands.append((a.shape, strides))
+    # (pow(Scalar, Tensor) makes a row-major result)
+    row_major = op is not None and op.name == "pow" and not isinstance(inputs[0], _Tensor)
+    return iterator_relaid(out, operands, row_major)
+
+
+def _promoted_to(op, inputs):
+    if op is None or not op.promote:
+        return None
+    pos = range(len(inputs)) if op.promote == "all" else op.promote
+    return result_dtype([(x._dtype.name, bool(x._data.ndim)) if isinstance(x, _Tensor) else x
+                         for x in (inputs[i] for i in pos if i < len(inputs))], op.float_out)
+
+
+def _preserved(shape, strides):
+    """The strides of a preserve_format copy of a tensor with these (a dense tensor's own;
+    else dense in its dimension order)."""
+    if not geometry_overlaps(shape, strides) and \
+            geometry_span(shape, strides, 0) == int(np.prod(shape)):
+        return strides
+    out, acc = [0] * len(shape), 1
+    for d in fast_to_slow(shape, strides):
+        out[d] = acc
+        acc *= shape[d]
     return out

@@ -203,7 +203,7 @@ def cumsum(self, dim, dtype=None):
 def _all_any(name):
     def f(self, dim=None, keepdim=False):
         if isinstance(dim, (tuple, list)) and not dim:
-            r = self != 0           # (PyTorch's all / any over no dims: each element's truth)
+            r = (self != 0).contiguous()    # (PyTorch's over no dims: each element's truth)
         else:
             r = self._op(name, dim=_rdims(self, dim), keepdim=keepdim)
         return r.to(dtypes.uint8) if self._dtype is dtypes.uint8 else r   # (PyTorch's rule)

@@ -14,7 +14,7 @@ import weakref
 import numpy as np
 
 from . import grad_mode, trace_state
-from .grad_layout import laid_out_as
+from .grad_layout import laid_out_as, new_grad_order
 from .hook_handle import _register
 from .saved_tensor import FREED, SavedNumber, SavedTensor
 from .tensor import Tensor
@@ -326,7 +326,7 @@ class AccumulateGrad(Node):
             if owned and sys.getrefcount(g) <= _HANDED_OVER_REFS and _sole_owner(g, leaf):
                 leaf._grad = Tensor._from_array(g._data, g._storage)
                 return
-            buf = np.empty_like(leaf._data)
+            buf = np.empty_like(leaf._data, order=new_grad_order(leaf._data))
             buf[...] = g._data
             leaf._grad = Tensor._from_array(buf)     # (a Parameter's too, as torch)
         else:       # (in place, as PyTorch, also into a .grad that requires grad)

@@ -42,16 +42,34 @@ def python_number(x):
     return x.item() if isinstance(x, np.number) else x
 
 
-def _reading_numpy_numbers(fn, reflected):
+# what an operator takes besides a tensor; for anything else it returns NotImplemented, as
+# torch.Tensor's, so that Python raises its "unsupported operand type(s)" or asks the other
+# operand (a traced function's SymbolicScalar passes as the number it stands for)
+_OPERANDS = (Tensor, int, float, complex, np.generic, np.ndarray)
+
+
+def _reading_numpy_numbers(fn, reflected, equality):
     def operator(self, other):
         if type(other) is not Tensor:       # (tensor operands first: no isinstance walk)
             if isinstance(other, _NUMBERS):
                 other = python_number(other)
-            elif reflected and isinstance(other, np.ndarray):
+            elif reflected and isinstance(other, np.ndarray) or \
+                    not equality and not isinstance(other, _OPERANDS):
                 return NotImplemented
         return fn(self, other)
     operator.__name__, operator.__doc__ = fn.__name__, fn.__doc__
-    operator.__wrapped__ = fn
+    operator.__wrapped__, operator._reads_numbers = fn, True
+    return operator
+
+
+def _matmul_operator(fn, reflected):
+    def operator(self, other):      # (torch.Tensor's @ takes tensors, and arrays on the right)
+        if type(other) is not Tensor and not isinstance(other, Tensor) and \
+                (reflected or not isinstance(other, np.ndarray)):
+            return NotImplemented
+        return fn(self, other)
+    operator.__name__, operator.__doc__ = fn.__name__, fn.__doc__
+    operator.__wrapped__, operator._reads_numbers = fn, True
     return operator
 
 
@@ -59,7 +77,12 @@ def wrap_operators():
     """Give Tensor's binary operators their NumPy-scalar reading (runtime/__init__.py calls
     this once every operator is defined)."""
     Tensor.__array_priority__ = 1000
+    for name in ("__matmul__", "__rmatmul__"):
+        fn = Tensor.__dict__.get(name)
+        if fn is not None and not hasattr(fn, "_reads_numbers"):
+            setattr(Tensor, name, _matmul_operator(fn, name == "__rmatmul__"))
     for name in OPERATORS:
         fn = Tensor.__dict__.get(name)
-        if fn is not None and not hasattr(fn, "__wrapped__"):
-            setattr(Tensor, name, _reading_numpy_numbers(fn, name.startswith("__r")))
+        if fn is not None and not hasattr(fn, "_reads_numbers"):
+            setattr(Tensor, name, _reading_numpy_numbers(fn, name.startswith("__r"),
+                                                         name in ("__eq__", "__ne__")))

@@ -116,8 +116,30 @@ def _wrap(fn, name, factory):
         if (factory or name in _IN_OUT_DTYPE) and kwargs.get("dtype") is None and \
                 isinstance(out, Tensor):
             kwargs["dtype"] = out.dtype
-        return _write(out, fn(*args, **kwargs), factory, name)
+        r = fn(*args, **kwargs)
+        if name in _RANGES and isinstance(out, Tensor):
+            r = _range_into(out, r, name)
+        return _write(out, r, factory, name)
     return f
+
+
+_RANGES = ("arange", "range", "linspace", "logspace")
+
+
+def _range_into(out, r, name):
+    """r as PyTorch's range factories write it into out: in out's shape when the counts
+    agree, else out is resized to r's (arange with its own warning, the others silently)."""
+    n = r._data.size
+    if out._data.size == n:
+        return r.reshape(out.shape)
+    if name in ("arange", "range") and out._data.size:
+        warnings.warn(f"The number of elements in the out tensor of shape "
+                      f"{list(out._data.shape)} is {out._data.size} which does not match the "
+                      f"computed number of elements {n}. Note that this may occur as a result "
+                      f"of rounding error. The out tensor will be resized to a tensor of shape "
+                      f"({n},).", UserWarning, stacklevel=_users_level())
+    out.resize_((n,))
+    return r
 
 
 # functions with an out parameter of their own that copies without PyTorch's resize and

@@ -52,4 +52,10 @@ SLOW = {"vision.unet", "seq.lstm_forecaster", "vision.denoising_autoencoder", "g
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n
                                   for n in PROGRAMS])
 def test_program(name):
-    run_tutorial(PROGRAMS[name])
+    run_tutorial(PROGRAMS[name], **TOLERANCES.get(name, {}))
+
+
+# Adam's m / sqrt(v) turns float32 summation-order noise in a gradient that is almost 0 into
+# ~3e-6 of a weight (spectral norm's sigma gradient sums a transposed grad, as torch's does,
+# in another order than torch's kernel)
+TOLERANCES = {"meta.weight_and_spectral_norm": {"atol": 2e-6}}

@@ -124,4 +124,4 @@ def test_promotion_around_the_same_dtype_fast_path(a, b, want):
     assert x.div(y).dtype == (want if want.is_floating_point else llgrad.float32)
     assert llgrad.cat([x, y]).dtype == want
     with pytest.raises(TypeError, match="must be a Tensor or a number, not str"):
-        x * "a"
+        x.mul("a")              # (x * "a": the operator's NotImplemented, Python's error)
