@@ -7,12 +7,15 @@ every call of one compiled entry (which inputs get edges, where each saved value
 from, the gradient shapes) is worked out once per entry (_Layout). The inputs are not
 wrapped in SavedTensor objects: their versions (and grad_fn names, for the message) are
 recorded, and a SavedTensor is made only to raise eager's error when a version differs."""
+import weakref
+
 import numpy as np
 
 from ..ir.graph import Value
 from ..runtime import grad_mode, trace_state
 from ..runtime.autograd_api import grad as autograd_grad
 from .fastpath import fresh_tensors
+from . import output_hooks
 from .backends import backward_run
 from ..runtime.node import Node, _sequence, fix_grads, gradient_edge
 from ..runtime.saved_tensor import FREED, SavedTensor, user_location
@@ -25,9 +28,10 @@ _NO_EDGE = (None, 0)
 class _Layout:
     """What attach() needs of an entry that does not change between its calls."""
     __slots__ = ("edges", "saved", "in_meta", "out_meta", "out_nrs", "check_inputs",
-                 "check_outputs")
+                 "check_outputs", "deps")
 
     def __init__(self, entry, tensors, results):
+        self.deps = None        # (output_hooks.py)
         # the input behind each gradient edge; None where the gradient is unused
         self.edges = tuple(None if k in entry.unused else i
                            for k, i in enumerate(entry.diff_inputs))
@@ -44,7 +48,8 @@ class _Layout:
         eager_inputs, eager_outputs = entry.eager_saved
         self.check_inputs = tuple(eager_inputs.items())
         self.check_outputs = tuple((k, entry.diff_outputs.index(k) if k in entry.diff_outputs
-                                    else 0, mask) for k, mask in eager_outputs.items())
+                                    else 0, mask, made)
+                                   for k, (mask, made) in eager_outputs.items())
         # where each saved value comes from: ("input", index), ("rng", None),
         # ("output", (position, output_nr)) or ("array", index in the saved arrays)
         fwd, n_out = entry.forward, entry.n_out
@@ -86,6 +91,7 @@ def _copy_with_layout(a):
 
 
 class CompiledFunctionBackward(Node):
+    own_hooks = True        # (its results' hooks: output_hooks.py)
     __slots__ = ("entry", "_layout", "_saved", "_inputs", "_versions", "_rng_state",
                  "_where", "_checked", "_before", "_given", "_freed")
 
@@ -132,12 +138,16 @@ class CompiledFunctionBackward(Node):
             else:                           # an input (by index) or the RNG state
                 saved.append(node._rng_state)
         node._saved = saved
-        node._checked = [SavedTensor(results[k], is_output=True, output_nr=nr)
-                         for k, nr, _ in layout.check_outputs]
+        node._checked = [(SavedTensor(results[k], is_output=True, output_nr=nr),
+                          None if made[2] else weakref.ref(results[k]))
+                         for k, nr, _, made in layout.check_outputs]
         for i, k in layout.out_nrs:
             r = results[i]
             r._grad_fn, r._output_nr, r._requires_grad = node, k, True
         return node
+
+    def captures(self, grads, pairs):
+        return output_hooks.captures(self, grads, pairs)
 
     def release(self):
         if self.entry.reusable:         # (eager's graph freed nothing: neither does this)
@@ -175,10 +185,10 @@ class CompiledFunctionBackward(Node):
             if mask & given:
                 self._input(k)
         outputs = {}
-        for s, (k, _, mask) in zip(self._checked, layout.check_outputs):
+        for (s, ref), (k, _, mask, made) in zip(self._checked, layout.check_outputs):
             data, storage = s.tensor        # (a saved output is kept as (data, storage))
             if mask & given and storage.version != s.version:
-                s.unpack(self)              # raises
+                _raise_modified(self, s, ref, made)
             outputs[k] = data
         feeds = []
         for (kind, x), v in zip(layout.saved, self._saved):
@@ -201,18 +211,33 @@ class CompiledFunctionBackward(Node):
 
     def _apply(self, grads, last):
         layout = self._layout
+        hooked = None
+        if self._pre_hooks or self._retained:   # (the engine leaves them to this node)
+            ran = output_hooks.run_hooks(self, grads, layout)
+            if ran is None:
+                hooked = output_hooks.hooked(self)
+            else:
+                grads = ran
         given = 0
         for j, g in enumerate(grads):
             if g is not None:
                 given |= 1 << j
         self._given = given
         partial = len(grads) > 1 and any(g is None for g in grads)
-        if grad_mode.state.grad_enabled:
+        if hooked:                          # (a hooked output others are computed from)
+            self._feeds(given)
+            outs = self._exact(grads, hooked)
+        elif grad_mode.state.grad_enabled:
             if partial:
                 self._feeds(given)          # (the saved values' version checks)
                 outs = self._exact(grads)
             else:
                 outs = self._differentiable(grads)
+        elif any(g is not None and type(g._data) is not np.ndarray for g in grads):
+            # gradients batched by vmap (jacobian, jacrev): their data is no array a
+            # kernel can read; the forward replayed through the dispatcher batches them
+            self._feeds(given)
+            outs = self._exact(grads)
         else:
             feeds = self._feeds(given)
             if last and not self.entry.reusable and not partial and \
@@ -243,7 +268,7 @@ class CompiledFunctionBackward(Node):
         return [Tensor._from_array(before[k]) if k in before else self._input(k)
                 for k in range(len(self._inputs))]
 
-    def _exact(self, grads):
+    def _exact(self, grads, hooked=()):
         """The gradients of the outputs given one alone, as eager computes them: the forward
         replayed through the dispatcher and differentiated by the engine, from detached
         inputs, or (create_graph) from views of them that carry the gradients' history on
@@ -260,6 +285,10 @@ class CompiledFunctionBackward(Node):
             if self._rng_state is not None:
                 inputs.append(Tensor._from_array(self._rng_state))
             env = replay(entry.forward, inputs)
+            for nr in hooked:               # (the hooks of results others are made from)
+                t = env[entry.forward.outputs[entry.diff_outputs[nr]]]
+                if t.requires_grad:
+                    t.register_hook(output_hooks.replayed_hook(self, nr))
         given = [(env[entry.forward.outputs[i]], g)
                  for i, g in zip(entry.diff_outputs, grads) if g is not None]
         return list(autograd_grad([o for o, _ in given], leaves, [g for _, g in given],
@@ -309,6 +338,23 @@ def replay_kept(entry):
                 stack.extend(x for x in v.node.inputs if isinstance(x, Value))
         kept = entry.replay_kept = tuple(sorted(found))
     return kept
+
+
+def _raise_modified(node, s, ref, made):
+    """Eager's error for saved output s written in place after the call: it names the node
+    of eager's graph that made the output (Exp, not this node), or, where eager saved the
+    output as the input of a later op, the output's grad_fn now (Add after y.add_(1))."""
+    name, nr, _, shape = made
+    t = None if ref is None else ref()
+    if t is not None and t.grad_fn is not None and t.grad_fn is not node:
+        saved = SavedTensor.__new__(SavedTensor)
+        saved.tensor, saved.version, saved.is_output, saved.output_nr = t, s.version, False, 0
+        saved.unpack(node)
+    data, storage = s.tensor
+    if data.shape != shape:         # (the output is a view of what eager saved: the message
+        s.tensor = (np.broadcast_to(np.zeros((), data.dtype), shape), storage)  # gives its shape)
+    s.output_nr = nr
+    s.unpack(type(name, (), {"_where": node._where})())
 
 
 def _finite(tensors):

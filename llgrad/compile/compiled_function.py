@@ -171,8 +171,8 @@ class CompiledFunction:
             if not plain:
                 self._add(key, n_own, EAGER)
                 return self._eagerly(reason, args, kwargs, key)
-            # trace the function as it is: its tensor conditions become value guards
-            self._converted = (self.fn, None)
+            # its control flow left as Python: its tensor conditions become value guards
+            self._traced_fn(control_flow=False)
             reason = f"tensor-dependent control flow left as Python (value guards): {reason}"
             self._break(reason, eager=False)
             self._warn_once(reason)
@@ -303,19 +303,22 @@ class CompiledFunction:
         or disk cache cost none): with n_traces, what new shapes and values cost."""
         return sum(e.llvm_builds for e in self.entries)
 
-    def _traced_fn(self):
-        """fn with its tensor-dependent control flow rewritten (converted once), or fn."""
-        if self._converted is None:
+    def _traced_fn(self, control_flow=True):
+        """fn with its tensor-dependent control flow rewritten (converted once), or fn;
+        control_flow=False: only its returned .item() calls (outputs, not value guards)."""
+        if self._converted is None or not control_flow:
             from ..tracer.convert import convert
             inner = getattr(self.fn, "_llgrad_inner", None)
             if not self.transform:
                 self._converted = (self.fn, None)
             elif inner is not None:         # a transform (grad, ...): convert what it wraps
-                conv, source = convert(inner)
+                conv, source = convert(inner, control_flow)
                 self._converted = (self.fn if conv is inner else self.fn._llgrad_rewrap(conv),
                                    source)
             else:
-                self._converted = convert(self.fn)
+                self._converted = convert(self.fn, control_flow)
+            if not control_flow:            # (None: nothing left to fall back to)
+                self._converted = (self._converted[0], None)
         return self._converted[0]
 
     # ---- inspection ---------------------------------------------------------------------------

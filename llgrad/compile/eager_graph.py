@@ -5,11 +5,13 @@ from ..runtime.saved_tensor import SavedTensor
 
 
 def eager_saved(outs, tensors, diff_out, unpacked):
-    """({input position: mask}, {output position: mask}) of the tensors eager's graph behind
-    the outputs saved for backward and its backward unpacks (the ids in unpacked); bit j of
-    a mask: the graph behind differentiable output j (diff_out[j]) unpacks it. A compiled
-    backward checks exactly their versions, for the outputs given a gradient, so an in-place
-    change after the call raises where eager raises, and only there."""
+    """({input position: mask}, {output position: (mask, made)}) of the tensors eager's
+    graph behind the outputs saved for backward and its backward unpacks (the ids in
+    unpacked); bit j of a mask: the graph behind differentiable output j (diff_out[j])
+    unpacks it. A compiled backward checks exactly their versions, for the outputs given a
+    gradient, so an in-place change after the call raises where eager raises, and only
+    there. made: (node class name, output_nr, whether that node saved it as its own output,
+    the shape saved) of the eager node that made the output, which eager's error names."""
     storage_in = {}
     for i, (_, t) in enumerate(tensors):
         storage_in.setdefault(id(t._storage), i)
@@ -36,7 +38,12 @@ def eager_saved(outs, tensors, diff_out, unpacked):
                     ins[i] = ins.get(i, 0) | 1 << j
                 elif id(storage) in storage_out:
                     o = storage_out[id(storage)]
-                    outs_saved[o] = outs_saved.get(o, 0) | 1 << j
+                    mask, made = outs_saved.get(o, (0, None))
+                    if made is None:    # (the nearest to the output: its backward runs first)
+                        made = (type(node).__name__, s.output_nr, True,
+                                data[0].shape) if s.is_output else \
+                            (type(data.grad_fn).__name__, data._output_nr, False, data.shape)
+                    outs_saved[o] = (mask | 1 << j, made)
             stack.extend(n for n, _ in node.next_functions)
     return dict(sorted(ins.items())), dict(sorted(outs_saved.items()))
 

@@ -55,7 +55,8 @@ class Entry:
         "scalar_outputs",                 # {output: post}: returned as Python numbers (t.item()),
                                           # post(number) (returned.py) when not None
         "eager_saved",                    # input / output positions eager saved for backward
-                                          # ({position: mask of the outputs reading it})
+                                          # ({position: mask of the outputs reading it},
+                                          # outputs' (mask, what made it): eager_graph.py)
         "reusable",                       # eager's graph frees nothing: backward runs again
         "frees",                          # per output: the outputs a backward from it frees
         "n_returned",                     # the returned outputs (out_tree's leaves) ...
@@ -183,6 +184,9 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
                 if not _dead(outs[i].grad_fn):
                     made = getattr(outs[i].grad_fn, "_where", None)
                     at = f" (made at {where_str(made)})" if made not in (None, "?") else ""
+                    if not tracer.backward_runs:    # (a .grad set, no backward run)
+                        raise TraceError(f"{name} sets a .grad and returns a result that "
+                                         f"requires grad{at}: compile does not support that")
                     raise TraceError(f"{name} runs a backward and returns a result that "
                                      f"requires grad{at} whose graph that backward kept "
                                      "(retain_graph): compile does not support that")

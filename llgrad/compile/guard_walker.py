@@ -373,7 +373,7 @@ def make_walker(fn, args, kwargs, dynamic=frozenset()):
         # for a view)
         parts += [f"{t}._dtype", f"{d}.shape", f"{d}.strides",
                   f"{t}._requires_grad or ({t}._base is not None and {t}.requires_grad)",
-                  f"{t}._grad_fn is None",
+                  f"{t}._grad_fn is None", f"type({t})",
                   f"None if {g} is None else ({g}._dtype, {g}._data.shape, "
                   f"{g}._data.strides)"]
     ts = "[" + ", ".join(tensors) + "]"

@@ -338,10 +338,10 @@ def collect(fn, args, kwargs, entered=None, dynamic=frozenset()):
     captured_guards(reads, guards)
     tensors = arrays_as_tensors(tensors)
     firsts = {}
-    for path, t in tensors:     # one tensor reached twice is one graph input
-        firsts.setdefault(id(t), path)
+    for path, t in tensors:     # one tensor reached twice is one graph input; its class is
+        firsts.setdefault(id(t), path)      # guarded (`isinstance(x, nn.Parameter)` inside)
         guards.append((path, (t._dtype.name, t._data.shape, t.stride(), t.requires_grad,
-                              firsts[id(t)], t._grad_fn is None)))
+                              firsts[id(t)], t._grad_fn is None, type(t))))
     tensors = [(p, t) for p, t in tensors if firsts[id(t)] == p]
     grads = []
     for path, t in tensors:     # an existing .grad is state the function may accumulate into

@@ -24,6 +24,27 @@ class CompiledModule:
     def forward(self, *args, **kwargs):
         return self._compiled(*args, **kwargs)
 
+    @property
+    def __class__(self):
+        # (isinstance(cm, nn.Module) holds, as for torch's OptimizedModule: a parent module
+        # registers it as a child, a Sequential takes it; its parameters are the module's)
+        return type(self._orig_mod)
+
+    @property
+    def training(self):
+        return self._orig_mod.training
+
+    @training.setter
+    def training(self, mode):           # (a parent's train() sets it on every module it
+        self._orig_mod.training = mode  # walks, this one among them: the module's own)
+
+    def __reduce_ex__(self, protocol):
+        # copy.deepcopy (an EMA copy of the model), pickle and llgrad.save: the module's
+        # copy, compiled afresh with the same options
+        cf = self._compiled
+        return _rebuild, (self._orig_mod, type(cf), cf.backend, cf.recompile_limit,
+                          cf.transform, cf.fullgraph)
+
     def __getattr__(self, name):        # (only for names not found on this object)
         if name in _OWN:
             raise AttributeError(name)
@@ -59,3 +80,7 @@ class CompiledModule:
     def __repr__(self):
         inner = repr(self._orig_mod).replace("\n", "\n  ")
         return f"OptimizedModule(\n  (_orig_mod): {inner}\n)"
+
+
+def _rebuild(module, compiled_class, *options):
+    return CompiledModule(module, compiled_class(module, *options))

@@ -114,7 +114,7 @@ def _type_name(t):
 
 
 def _is_tensor_item(value):
-    return isinstance(value, tuple) and len(value) == 6 and isinstance(value[1], tuple) \
+    return isinstance(value, tuple) and len(value) == 7 and isinstance(value[1], tuple) \
         and isinstance(value[0], str)
 
 
@@ -154,9 +154,11 @@ def expression(raw, value, names):
         return f"{n}.grad.dtype == {dt} and {n}.grad.shape == {shape} and " \
                f"{n}.grad.stride() == {stride}"
     if _is_tensor_item(value):
-        dt, shape, stride, rg, first, leaf = value
+        dt, shape, stride, rg, first, leaf, cls = value
         text = f"{n}.dtype == {dt} and {n}.shape == {shape} and {n}.stride() == {stride} " \
                f"and {n}.requires_grad == {rg}"
+        if cls.__name__ != "Tensor":
+            text += f" and type({n}) is {_type_name(cls)}"
         if not leaf:
             text += f" and {n}.grad_fn is not None"
         if first != path:
@@ -251,7 +253,7 @@ def _changed(raw, was, now, names):
     kind, path = _split(raw)
     n = names(path) if path else raw
     if kind == "value" and _is_tensor_item(was) and _is_tensor_item(now):
-        fields = ("dtype", "shape", "stride()", "requires_grad", "is", "grad_fn")
+        fields = ("dtype", "shape", "stride()", "requires_grad", "is", "grad_fn", "type")
         for k, (a, b) in enumerate(zip(was, now)):
             if a == b:
                 continue
@@ -264,6 +266,9 @@ def _changed(raw, was, now, names):
             if fields[k] == "is":
                 return f"{n} is {names(a)} (now it is {names(b) if b != path else 'distinct'})", \
                     f"{n}: aliasing changed"
+            if fields[k] == "type":
+                return f"type({n}) is {_type_name(a)} (now {_type_name(b)})", \
+                    f"{n}: class {_type_name(a)} -> {_type_name(b)}"
             if fields[k] == "grad_fn":
                 return f"{n}.grad_fn is {'None' if a else 'not None'} (now " \
                        f"{'None' if b else 'not None'})", f"{n}: is_leaf {a} -> {b}"

@@ -55,11 +55,12 @@ class _Recorder:
 
     def warning(self, msg):
         if self.mine() and not str(msg.message).startswith("llgrad.compile("):
+            origin = _origin(msg)
+            _unmark(origin)         # (held as the texts are: written() gives it; a trace
+            # given up, a branch eager may not take among them, leaves no note of it)
             _in_region(f"a warning ({msg.category.__name__}: {msg.message}) at "
                        f"{msg.filename}:{msg.lineno}")
-            origin = _origin(msg)
             self.out.append(("warn",) + origin)
-            _unmark(origin)         # (held as the texts are: written() gives it)
             return
         self.showing = True         # (its text goes to stderr: not a write of the function's)
         try:

@@ -59,8 +59,8 @@ def _grad_switched_on(entry, before, after, tensors):
     out, entry.grad_on = [], []
     for name, v in after:
         b = was.get(name)
-        if name in at and type(b) is tuple and type(v) is tuple and len(v) == 6 and \
-                b[3] is (not v[3]) and b[:3] == v[:3] and b[4] == v[4]:
+        if name in at and type(b) is tuple and type(v) is tuple and len(v) == 7 and \
+                b[3] is (not v[3]) and b[:3] == v[:3] and b[4] == v[4] and b[6] is v[6]:
             if b[5] == v[5]:
                 entry.grad_on.append((at[name], v[3]))
                 v = b

@@ -26,8 +26,12 @@ _TENSOR_FIELDS = ("_data", "_storage", "_dtype", "_requires_grad", "_grad", "_gr
 class StateSnapshot:
     def __init__(self, tensors, containers):
         """tensors: [Tensor]; containers: objects, lists and dicts the guard walk entered."""
+        # (with the bases of views: a write through a view gives its base a new grad_fn)
+        seen = {id(t) for t in tensors}
+        bases = [t._base for t in tensors if t._base is not None and id(t._base) not in seen
+                 and not seen.add(id(t._base))]
         self.tensors = [(t, tuple(getattr(t, f) for f in _TENSOR_FIELDS),
-                         dict(t.__dict__) if t.__dict__ else None) for t in tensors]
+                         dict(t.__dict__) if t.__dict__ else None) for t in [*tensors, *bases]]
         storages = {}
         for t in tensors:
             st = t._storage

@@ -274,15 +274,18 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
                         g, grads[0] = grads[0], None    # handed over (as above)
                         node.accumulate(g, create_graph, True)
                 continue
-            if (node._pre_hooks or node._retained) and hooks("a hook or retain_grad"):
+            if (node._pre_hooks or node._retained) and not getattr(node, "own_hooks", False) \
+                    and hooks("a hook or retain_grad"):     # (compile/output_hooks.py)
                 grads = run_pre_hooks(node, grads)
             if targets is not None and node in targets:
+                seen = node.captures(grads, targets[node]) if getattr(node, "own_hooks", False) \
+                    else grads      # (a compiled call's results: compile/output_hooks.py)
                 for nr, i in targets[node]:
-                    captured[i] = grads[nr]
-                    if accumulate and grads[nr] is not None and \
+                    captured[i] = seen[nr]
+                    if accumulate and seen[nr] is not None and \
                             not inputs[i]._retains_grad:    # (retain_grad wrote it above)
                         # backward(inputs=[non_leaf]) accumulates into non_leaf.grad
-                        t, g = inputs[i], grads[nr]
+                        t, g = inputs[i], seen[nr]
                         g = g if create_graph else g.detach().clone()
                         t._grad = g if t._grad is None else (t._grad + g)
             if needed is not None and not needed.get(node, False):
@@ -293,8 +296,10 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
                         # a traced step's own backward reaching the graph that made one of
                         # its inputs: what it would do there (.grad of other leaves) is
                         # outside what a compiled call writes
-                        tracer.graph_break("the backward inside the compiled function "
-                                           "reaches the graph that made one of its inputs")
+                        tracer.graph_break(("the results' gradients (an input kept with an "
+                                            "earlier graph, not detached)" if tracer.hooks_off
+                                            else "the backward inside the compiled function")
+                                           + " reach the graph that made one of its inputs")
                     # backward nodes carry their forward op's line
                     where = getattr(node, "_where", None)
                     tracer.loc_override = where_str(where) if where else None

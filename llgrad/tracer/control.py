@@ -21,8 +21,9 @@ from ..runtime.tensor import Tensor
 from .control_ops import run_cond, run_while
 from .errors import ControlFlowError
 from .region import Region, snapshot, unify_captures
-from .returned import (ReturnedScalar, returned_binop, returned_item,  # noqa: F401
-                       returned_unop)  # (ag__.returned_*)
+from .rules import RETVAL
+from .returned import (ReturnedScalar, returned_binop, returned_call,  # noqa: F401
+                       returned_item, returned_unop)  # (ag__.returned_*)
 from .trace import tensor_type
 
 _SCALARS = (bool, int, float)
@@ -143,7 +144,8 @@ def if_exp(cond, then_fn, else_fn, loc):
 
 def _predicate(c, what):
     if c._data.size != 1:
-        raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous "
+        # (eager's first line as it is, where the condition is on the next)
+        raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous\n"
                            f"(the condition of {what})")
     return c if c._dtype.name == "bool" else c != 0
 
@@ -223,6 +225,12 @@ def _merge(name, a, b, loc, kind):
                              "is a tensor; both branches must give the same dtype and shape")
         return ("output", a, b)
     sa, sb = isinstance(a, _SCALARS), isinstance(b, _SCALARS)
+    if name == RETVAL and (sa or sb) and not (type(a) is type(b) and a == b):
+        # (a graph output would return a tensor where eager returns the Python number: the
+        # if is left as Python, its condition a value guard)
+        raise ControlFlowError(f"{loc}: the function returns a Python number from a branch "
+                               f"of a {kind} whose condition is a tensor ({_describe(a)} and "
+                               f"{_describe(b)}), which a traced branch cannot give")
     if (ta and sb) or (sa and tb):
         t = a if ta else b
         spec = lambda v: (v, t._dtype.name, tuple(t._data.shape))  # noqa: E731

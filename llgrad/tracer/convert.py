@@ -30,7 +30,6 @@ warning, and the function is traced as it is. Functions the converted function c
 converted (AutoGraph's converted_call is not done): a tensor condition in one of them stays
 a value guard, as without the transformation."""
 import ast
-import dis
 import inspect
 import os
 import types
@@ -40,18 +39,21 @@ import astunparse
 
 from . import control
 from .rebuild import build, filled, function_node
-from .rules import (always_returns, assigned, contains, definitely, exposed, is_super_call,
-                    loads, normalize_returns, returned_assignments, unsupported)
+from .rules import (always_returns, assigned, branches, contains, definitely, exposed,
+                    is_super_call, loads, normalize_returns, returned_assignments,
+                    unsupported)
 
 AG = "ag__"
 _OPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!=",
         ast.Is: "is", ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in"}
 
 
-def convert(fn):
-    """-> (the function to trace, its rewritten source or None when nothing changed)."""
+def convert(fn, control_flow=True):
+    """-> (the function to trace, its rewritten source or None when nothing changed).
+    control_flow=False rewrites the returned `.item()` calls alone (if/while stay Python:
+    the tracing of the converted control flow failed, its conditions become value guards)."""
     if isinstance(fn, types.MethodType):
-        f, src = convert(fn.__func__)
+        f, src = convert(fn.__func__, control_flow)
         return (fn if f is fn.__func__ else types.MethodType(f, fn.__self__)), src
     if isinstance(fn, (types.BuiltinFunctionType, types.BuiltinMethodType)):
         return _fallback(fn, "it is a builtin")
@@ -59,8 +61,8 @@ def convert(fn):
         return fn, None             # a module, a partial, ...: traced as it is
     inner = getattr(fn, "__wrapped__", None)
     if inner is not None:
-        return _through_decorator(fn, inner)
-    if not _branches(fn.__code__, "item"):
+        return _through_decorator(fn, inner, control_flow)
+    if not branches(fn.__code__, "item"):
         return fn, None             # nothing to rewrite: skip reading and parsing its source
     try:
         source = inspect.getsource(fn)
@@ -74,31 +76,12 @@ def convert(fn):
         return _fallback(fn, "its definition could not be located in its source")
     if isinstance(fdef, ast.AsyncFunctionDef) or contains(fdef.body, (ast.Yield, ast.YieldFrom)):
         return fn, None             # generators and coroutines run as they are
-    conv = _Converter(fdef, fn.__code__.co_filename, "__class__" in fn.__code__.co_freevars)
+    conv = _Converter(fdef, fn.__code__.co_filename, "__class__" in fn.__code__.co_freevars,
+                      control_flow)
     fdef = conv.function(fdef)
     if not conv.changed:
         return fn, None
     return build(fn, fdef, AG, control), astunparse.unparse(fdef).strip() + "\n"
-
-
-# every construct the converter rewrites (if, while, a if b else c, and/or, chained
-# comparisons) compiles to a conditional jump
-_CONDITIONAL_JUMPS = frozenset(op for name, op in dis.opmap.items()
-                               if "JUMP" in name and "IF" in name)
-
-
-def _branches(code, name):
-    """Whether code, or code nested in it (inner functions, lambdas, comprehensions), has a
-    conditional jump, or code or its comprehensions read attribute name. (Without either,
-    the source is not read: inspect.getsource tokenizes the file, ~5 ms the first time.)"""
-    stack = [code]
-    while stack:
-        c = stack.pop()
-        if any(op in _CONDITIONAL_JUMPS for op in c.co_code[::2]) or name in c.co_names and (
-                c is code or c.co_name in ("<listcomp>", "<dictcomp>")):
-            return True
-        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
-    return False
 
 
 def _fallback(fn, why):
@@ -109,8 +92,8 @@ def _fallback(fn, why):
     return fn, None
 
 
-def _through_decorator(fn, inner):
-    conv, src = convert(inner)
+def _through_decorator(fn, inner, control_flow):
+    conv, src = convert(inner, control_flow)
     if conv is inner:
         return fn, None
     cells = fn.__closure__ or ()
@@ -141,6 +124,7 @@ def _displayed(e):
 # the arithmetic a returned number may go through and stay an output (returned.py)
 _ARITHMETIC = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
                ast.Mod: "%", ast.Pow: "**", ast.USub: "-", ast.UAdd: "+"}
+_CASTS = ("float", "int", "round", "abs")      # (returned_call: returned.py)
 
 
 def _call(name, args):
@@ -157,8 +141,9 @@ def _names_tuple(names, ctx):
 
 
 class _Converter:
-    def __init__(self, fdef, filename, has_class_cell):
+    def __init__(self, fdef, filename, has_class_cell, control_flow=True):
         self.file = os.path.basename(filename)
+        self.control_flow = control_flow
         self.has_class_cell = has_class_cell
         self.counter = 0
         self.changed = False
@@ -199,12 +184,15 @@ class _Converter:
         return out
 
     def stmt(self, s, defined):
+        if isinstance(s, (ast.If, ast.While)) and not self.control_flow:
+            s.body, s.orelse = self.block(s.body, defined), self.block(s.orelse, defined)
+            return [s]
         if isinstance(s, ast.If):
             return self.if_(s, defined)
         if isinstance(s, ast.While):
             return self.while_(s, defined)
         if isinstance(s, ast.FunctionDef) and not contains(s.body, (ast.Yield, ast.YieldFrom)):
-            sub = _Converter(None, self.file, False)      # a nested function: its own scope
+            sub = _Converter(None, self.file, False, self.control_flow)   # its own scope
             sub.counter = self.counter
             s = sub.function(s, nested=True)
             self.counter, self.changed = sub.counter, self.changed or sub.changed
@@ -254,6 +242,12 @@ class _Converter:
             return ast.copy_location(_call(f"returned_{'bin' if len(args) == 2 else 'un'}op", [
                 ast.Constant(_ARITHMETIC[type(e.op)])] + [self.returned(x, assigned)
                                                           for x in args]), e)
+        elif isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id in _CASTS \
+                and 1 <= len(e.args) <= 2 and not e.keywords:       # float(x.item()), round
+            number = self.returned(e.args[0], assigned)
+            if number is not e.args[0]:     # (float(loss) stays: its warning is eager's)
+                return ast.copy_location(_call("returned_call", [e.func, number] +
+                                               e.args[1:]), e)
         elif isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and \
                 e.func.attr == "item" and not e.args and not e.keywords:
             self.changed = True
@@ -381,6 +375,8 @@ class _Expressions(ast.NodeTransformer):
 
     def visit_IfExp(self, node):
         self.generic_visit(node)
+        if not self.conv.control_flow:
+            return node
         self.conv.changed = True
         call = _call("if_exp", [self.conv.test(node.test), _lambda(node.body),
                                 _lambda(node.orelse), ast.Constant(self.conv.loc(node))])

@@ -89,6 +89,12 @@ class RegionTracer(Tracer):
         if self.parent is not None:       # an outer value: a guard of the enclosing trace
             self.parent.guard(t, value)
 
+    def graph_break(self, reason):
+        """What cannot be compiled inside a branch (a backward reaching the enclosing trace's
+        graph, say) may still be compiled with the branch left as Python, its condition a
+        value guard: the control-flow error that makes compile trace it that way."""
+        raise ControlFlowError(f"{user_location()}: {reason} inside {self.what}")
+
     def random(self, opname, result):
         raise ControlFlowError(f"{user_location()}: random numbers inside {self.what} are not "
                          "supported yet (draw them before the if/while and pass them in)")

@@ -9,7 +9,8 @@ which while tracing gives a ReturnedScalar: the tensor is an output of the graph
 compiled call returns its value as a Python number (no guard, no trace per value).
 
 Python arithmetic with numbers on it in the return value (`return loss.item() / n`,
-`-x.item()`: the rewrite makes it returned_binop / returned_unop) stays an output: the
+`-x.item()`, `round(x.item(), 4)`: the rewrite makes it returned_binop / returned_unop /
+returned_call) stays an output: the
 compiled call computes it in Python on the number it reads (`post`), so the result is
 eager's to the last bit. With anything else (a tensor, another returned number) the number
 is read as `.item()` reads it: a value guard.
@@ -71,6 +72,19 @@ def returned_binop(op, a, b):
 def returned_unop(op, a):
     """`-a` / `+a` in a return value (convert.py)."""
     return a._then(_UNARY[op]) if isinstance(a, ReturnedScalar) else _UNARY[op](a)
+
+
+_CASTS = (float, int, round, abs)
+
+
+def returned_call(f, a, *rest):
+    """`float(a)`, `int(a)`, `round(a, n)`, `abs(a)` of a returned number in a return value
+    (`float(loss.item())`, convert.py): it stays an output."""
+    if isinstance(a, ReturnedScalar):
+        if f in _CASTS and all(type(r) in _NUMBERS for r in rest):
+            return a._then(lambda v: f(v, *rest))
+        a = a._guarded()
+    return f(a, *rest)
 
 
 def returned_item(t, assigned=False):

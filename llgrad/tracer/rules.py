@@ -1,10 +1,13 @@
 """Static analyses of a function's AST for the control-flow conversion (convert.py): which
 names a block assigns, which it reads, which it may read before assigning them, where it
-returns, what in it cannot be converted; and the one restructuring done before converting
+returns, what in it cannot be converted (and, from its bytecode, whether it has anything to
+convert); and the one restructuring done before converting
 (returns gathered after an if). Scopes: a nested def, lambda, class or comprehension has
 its own variables, so the analyses do not look inside one (except to see which names it
 reads from outside)."""
 import ast
+import dis
+import types
 
 RETVAL = "retval__"        # the variable a normalised function returns
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.ListComp,
@@ -229,3 +232,23 @@ def returned_assignments(body, returned):
                     and all(id(n) in returned for n in reads[name]):
                 out.add(id(s))
     return out
+
+
+# every construct the converter rewrites (if, while, a if b else c, and/or, chained
+# comparisons) compiles to a conditional jump
+_CONDITIONAL_JUMPS = frozenset(op for name, op in dis.opmap.items()
+                               if "JUMP" in name and "IF" in name)
+
+
+def branches(code, name):
+    """Whether code, or code nested in it (inner functions, lambdas, comprehensions), has a
+    conditional jump, or code or its comprehensions read attribute name. (Without either,
+    the source is not read: inspect.getsource tokenizes the file, ~5 ms the first time.)"""
+    stack = [code]
+    while stack:
+        c = stack.pop()
+        if any(op in _CONDITIONAL_JUMPS for op in c.co_code[::2]) or name in c.co_names and (
+                c is code or c.co_name in ("<listcomp>", "<dictcomp>")):
+            return True
+        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    return False
