@@ -1,8 +1,12 @@
 """llgrad.nn.attention: torch.nn.attention's SDPBackend and sdpa_kernel. llgrad has one
 implementation of scaled_dot_product_attention (the math one, compiled into fused loops under
-llgrad.compile), so choosing backends changes nothing but is checked as PyTorch checks it."""
+llgrad.compile); choosing backends sets torch.backends.cuda's flags as PyTorch does, which
+decide whether a result wears PyTorch's CPU flash kernel's node and layout (or that no
+backend is left, an error)."""
 import contextlib
 from enum import IntEnum
+
+from ..backends import cuda as _cuda
 
 __all__ = ["SDPBackend", "sdpa_kernel", "WARN_FOR_UNFUSED_KERNELS"]
 
@@ -19,6 +23,10 @@ class SDPBackend(IntEnum):
     OVERRIDEABLE = 4
 
 
+_FLAGS = {"flash": SDPBackend.FLASH_ATTENTION, "mem_efficient": SDPBackend.EFFICIENT_ATTENTION,
+          "math": SDPBackend.MATH, "cudnn": SDPBackend.CUDNN_ATTENTION}
+
+
 @contextlib.contextmanager
 def sdpa_kernel(backends, set_priority=False):
     """Context manager choosing scaled_dot_product_attention's backends (a SDPBackend or a
@@ -27,4 +35,11 @@ def sdpa_kernel(backends, set_priority=False):
     if not all(isinstance(b, SDPBackend) for b in chosen):
         raise AssertionError("Backend must be an instance of SDPBackend or a list of "
                              "SDPBackend instances")
-    yield
+    # (the flags PyTorch's CPU dispatch reads: flash or math)
+    saved = dict(_cuda._sdp)
+    for key, backend in _FLAGS.items():
+        _cuda._sdp[key] = backend in chosen
+    try:
+        yield
+    finally:
+        _cuda._sdp.update(saved)

@@ -11,8 +11,10 @@ it: the few lines of dropout it needs are written here."""
 import math
 import warnings
 
+from ..backends import cuda as _backends
 from ..runtime.creation import arange, zeros
 from ..runtime.functions import cat
+from ..runtime.node_names import rename
 from .dropout_noise import uniform_noise_like
 from .functional_linear import linear as _linear
 
@@ -60,7 +62,19 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if is_causal and attn_mask is not None:
         raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set "
                            "when is_causal=True")
-    if enable_gqa and query.dim() >= 3 and key.size(-3) != query.size(-3):
+    flash = _backends.flash_sdp_enabled() and _flash_usable(query, key, value, attn_mask,
+                                                             dropout_p, enable_gqa)
+    if not flash and not _backends.math_sdp_enabled():
+        if _backends.flash_sdp_enabled():
+            raise RuntimeError("No available kernel.  Aborting execution.")
+        raise RuntimeError("No viable backend for scaled_dot_product_attention was found. This "
+                           "is likely due to turning off both the math kernel and the fused "
+                           "kernels.")
+    q = query
+    if enable_gqa and query.dim() < 3:      # (PyTorch's query.size(-3))
+        raise IndexError(f"Dimension out of range (expected to be in range of [-{query.dim()}, "
+                         f"{query.dim() - 1}], but got -3)")
+    if enable_gqa and key.size(-3) != query.size(-3):
         groups = query.size(-3) // key.size(-3)
         key = _repeat_heads(key, groups)
         value = _repeat_heads(value, groups)
@@ -82,7 +96,58 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         attn = attn.masked_fill(valid.logical_not(), 0.0)
     if dropout_p > 0.0:
         attn = _dropout(attn, dropout_p)
-    return attn.matmul(value)
+    out = attn.matmul(value)
+    if not flash:
+        return out
+    # PyTorch's CPU flash kernel: its own node, its output laid out as the query is
+    order = _dense_order(q)
+    if order is not None:
+        back = [order.index(d) for d in range(4)]
+        out = out.permute(order).contiguous().permute(back)
+    return rename(out, "ScaledDotProductFlashAttentionForCpuBackward0", (q, key, value))
+
+
+def _flash_usable(q, k, v, mask, dropout_p, enable_gqa):
+    """Whether PyTorch's CPU dispatch picks its flash kernel (sdp_utils_cpp's checks)."""
+    if dropout_p > 0.0 or not (q.dim() == k.dim() == v.dim() == 4):
+        return False
+    if q.dtype.name not in ("float32", "float64", "float16", "bfloat16"):
+        return False
+    if not q.size(0) == k.size(0) == v.size(0):
+        return False
+    if enable_gqa:
+        if q.size(1) % k.size(1) or k.size(1) != v.size(1):
+            return False
+    elif not q.size(1) == k.size(1) == v.size(1):
+        return False
+    if mask is not None:
+        if mask.requires_grad or mask.size(-2) not in (q.size(2), 1) \
+                or mask.size(-1) not in (k.size(2), 1):
+            return False
+        if mask.dim() == 4:
+            if mask.size(0) not in (1, q.size(0)) or mask.size(1) not in (1, q.size(1)):
+                return False
+        elif mask.dim() != 2:
+            return False
+    if not q.size(3) == k.size(3) == v.size(3):
+        return False
+    if not (q.size(2) and k.size(2)):
+        return False
+    return q.stride(3) == k.stride(3) == v.stride(3) == 1
+
+
+def _dense_order(t):
+    """The order of t's dims from outermost to innermost in memory when t is dense and not
+    contiguous (empty_like keeps such a layout), else None."""
+    if t.is_contiguous():
+        return None
+    order = sorted(range(t.dim()), key=lambda d: (-t.stride(d), d))
+    expected = 1
+    for d in reversed(order):
+        if t.size(d) != 1 and t.stride(d) != expected:
+            return None
+        expected *= t.size(d)
+    return order
 
 
 def _repeat_heads(x, groups):

@@ -1,9 +1,21 @@
 """F.linear, below nn.functional so that the attention functions use it too."""
+from ..runtime.tensor import Tensor
+
+
+def _check(arg, position, v):
+    # PyTorch's argument parser rejects a non-tensor (a None weight, a list) before the op
+    if not isinstance(v, Tensor):
+        raise TypeError(f"linear(): argument '{arg}' (position {position}) must be Tensor, not "
+                        f"{type(v).__name__}")
 
 
 def linear(input, weight, bias=None):
     """As torch.nn.functional.linear (PyTorch's fused addmm path, so the backward nodes are
     PyTorch's)."""
+    _check("input", 1, input)
+    _check("weight", 2, weight)
+    if bias is not None:
+        _check("bias", 3, bias)
     if not input._data.ndim or not weight._data.ndim:
         raise RuntimeError("both arguments to linear need to be at least 1D, but they are "
                            f"{input._data.ndim}D and {weight._data.ndim}D")

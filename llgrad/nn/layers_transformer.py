@@ -201,11 +201,13 @@ class TransformerEncoder(Module):
                                                _none_or_dtype(mask), "mask", src.dtype)
         mask = _canonical_mask(mask, "mask", None, "", src.dtype, check_other=False)
         is_causal = _detect_is_causal_mask(mask, is_causal)
+        self.layers[0]      # (PyTorch reads the first layer first: no layers is an IndexError)
         output = src
         for mod in self.layers:
             output = mod(output, src_mask=mask, is_causal=is_causal,
                          src_key_padding_mask=src_key_padding_mask)
         if self._nested(src, mask, src_key_padding_mask):
+            _warn_nested_once()
             # PyTorch's nested-tensor path leaves padded positions at zero
             output = output.masked_fill((src_key_padding_mask != 0).unsqueeze(-1), 0.0)
         if self.norm is not None:
@@ -231,6 +233,20 @@ class TransformerEncoder(Module):
         return True
 
 
+_nested_warned = []
+
+
+def _warn_nested_once():
+    # PyTorch's first nested tensor of the process says this (a C++ warn-once)
+    if not _nested_warned:
+        _nested_warned.append(True)
+        warnings.warn("The PyTorch API of nested tensors is in prototype stage and will change "
+                      "in the near future. We recommend specifying layout=torch.jagged when "
+                      "constructing a nested tensor, as this layout receives active "
+                      "development, has better operator coverage, and works with "
+                      "torch.compile.", UserWarning, stacklevel=3)
+
+
 def _left_aligned(pad):
     """Whether every row of a (B, S) padding mask pads only at its end (a value read: a
     guard under compile; this runs only without autograd, in eval mode)."""
@@ -249,6 +265,7 @@ class TransformerDecoder(Module):
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
                 memory_key_padding_mask=None, tgt_is_causal=None, memory_is_causal=False):
         output = tgt
+        self.layers[0]      # (PyTorch reads the first layer first: no layers is an IndexError)
         tgt_is_causal = _detect_is_causal_mask(tgt_mask, tgt_is_causal)
         for mod in self.layers:
             output = mod(output, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,

@@ -7,11 +7,10 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 from ..runtime import global_module_hooks as _global, grad_mode
-from ..runtime.device import check as _check_device
-from ..runtime.dtypes import dtype as _dtype, float16, float32, float64
 from ..runtime.functions_settings import typename
 from ..runtime.tensor import Tensor
 from .module_access import ModuleAccess, _IncompatibleKeys  # noqa: F401
+from .module_convert import ModuleConvert
 from .module_hooks import ModuleHooks
 from .parameter import Parameter
 
@@ -44,7 +43,7 @@ def _registered(hooks, module, name, value):
     """value after the global registration hooks (register_module_*_registration_hook)."""
     return _global.registered(hooks, module, name, value) if hooks else value
 
-class Module(ModuleAccess, ModuleHooks):
+class Module(ModuleConvert, ModuleAccess, ModuleHooks):
     """Base class of layers and models, as torch.nn.Module.
 
     Parameters, buffers and submodules are registered by attribute assignment;
@@ -276,91 +275,6 @@ class Module(ModuleAccess, ModuleHooks):
             stack.append((m, True))
             stack.extend((c, False) for c in reversed(list(m.children())))
         return self
-
-    def to(self, *args: object, **kwargs: object) -> Module:
-        """Cast floating parameters and buffers in place to a dtype, as
-        torch.nn.Module.to; a device other than the CPU raises."""
-        _check_device(kwargs.get("device"), "move a module to")
-        for a in args:
-            if isinstance(a, str) or type(a).__name__ == "device":
-                _check_device(a, "move a module to")
-        target = kwargs.get("dtype")
-        for a in args:
-            if isinstance(a, _dtype):
-                target = a
-        if target is not None and not target.is_floating_point:
-            raise TypeError("nn.Module.to only accepts floating point or complex dtypes, but "
-                            f"got desired dtype={target}")
-        for m in self.modules():
-            for store in (m._parameters, m._buffers):
-                for k, t in store.items():
-                    if t is not None and t.is_floating_point():
-                        moved = t.to(*args, **kwargs)
-                        if moved is not t:
-                            t._data, t._storage, t._dtype = moved._data, moved._storage, \
-                                moved._dtype
-                        # (PyTorch converts a parameter's gradient with it)
-                        g = t.grad if store is m._parameters else None
-                        if g is not None and g.is_floating_point():
-                            moved = g.to(*args, **kwargs)
-                            if moved is not g:
-                                g._data, g._storage, g._dtype = moved._data, moved._storage, \
-                                    moved._dtype
-        return self
-
-    def cpu(self) -> Module:
-        """Returns self (everything lives on the CPU), as torch.nn.Module.cpu."""
-        return self
-
-    def share_memory(self) -> Module:
-        """Move every parameter, gradient and buffer to shared memory (Tensor.share_memory_),
-        as torch.nn.Module.share_memory: processes forked afterwards train the same weights."""
-        for m in self.modules():
-            for t in list(m._parameters.values()) + list(m._buffers.values()):
-                if t is not None:
-                    t.share_memory_()
-                    if t.grad is not None:
-                        t.grad.share_memory_()
-        return self
-
-    def type(self, dst_type: object) -> Module:
-        """Cast every parameter and buffer (integer ones too) to dst_type, as
-        torch.nn.Module.type."""
-        return self._swap_data(lambda t: t.type(dst_type), True)
-
-    def to_empty(self, *, device: object, recurse: bool = True) -> Module:
-        """Give every parameter and buffer new storage of its shape and dtype (not
-        initialised: llgrad fills it with zeros), as torch.nn.Module.to_empty."""
-        _check_device(device, "move a module to")
-        return self._swap_data(lambda t: t.new_empty(t.shape), recurse)
-
-    def _swap_data(self, fn, recurse):
-        """Each parameter's and buffer's data replaced by fn(it), the objects kept (as
-        PyTorch's _apply: a Parameter stays the one optimisers hold)."""
-        for m in (self.modules() if recurse else [self]):
-            for store in (m._parameters, m._buffers):
-                for t in store.values():
-                    if t is not None:
-                        new = fn(t.detach())
-                        t._data, t._storage, t._dtype = new._data, new._storage, new._dtype
-        return self
-
-    def cuda(self, device: object = None) -> Module:
-        """Raises: llgrad runs on the CPU only."""
-        raise RuntimeError("llgrad runs on the CPU only; Module.cuda() is not available")
-
-
-    def float(self) -> Module:
-        """Cast floating parameters and buffers to float32, as torch.nn.Module.float."""
-        return self.to(float32)
-
-    def double(self) -> Module:
-        """Cast floating parameters and buffers to float64, as torch.nn.Module.double."""
-        return self.to(float64)
-
-    def half(self) -> Module:
-        """Cast floating parameters and buffers to float16, as torch.nn.Module.half."""
-        return self.to(float16)
 
     def forward(self, *args: object, **kwargs: object) -> object:
         """The module's computation, called by module(...) (subclasses define it), as

@@ -6,6 +6,7 @@ from .adagrad import Adagrad  # noqa: F401
 from .adam import Adam, AdamW  # noqa: F401
 from .adamax import Adamax  # noqa: F401
 from .lbfgs import LBFGS  # noqa: F401
+from .muon import Muon  # noqa: F401
 from .nadam import NAdam  # noqa: F401
 from .optimizer import Optimizer  # noqa: F401
 from .radam import RAdam  # noqa: F401

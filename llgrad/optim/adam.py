@@ -39,9 +39,21 @@ class Adam(Optimizer):
             raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
         if not 0.0 <= weight_decay:
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if not (isinstance(betas[0], float) and isinstance(betas[1], float)
+                or isinstance(betas[0], Tensor) and isinstance(betas[1], Tensor)):
+            raise ValueError("betas must be either both floats or both Tensors")
+        for i, b in enumerate(betas[:2]):
+            if isinstance(b, Tensor):
+                if not capturable and foreach:
+                    raise ValueError(f"betas[{i}] as a Tensor is not supported for "
+                                     "capturable=False and foreach=True")
+                if b.numel() != 1:
+                    raise ValueError(f"Tensor betas[{i}] must be 1-element")
         _for_loop_only(capturable=capturable, differentiable=differentiable, fused=fused,
                        foreach=foreach)
-        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+        # PyTorch keeps a 1-element tensor beta as a 0-d one
+        betas = tuple(b.squeeze() if isinstance(b, Tensor) and b.dim() else b for b in betas)
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                         amsgrad=amsgrad, maximize=maximize, foreach=foreach,
                         capturable=capturable, differentiable=differentiable, fused=fused,
                         decoupled_weight_decay=decoupled_weight_decay)
@@ -69,7 +81,7 @@ class Adam(Optimizer):
             # (while tracing, lr and the betas may be graph inputs: 0-d tensors)
             beta1, beta2 = hyper(group, "betas")
             lr, eps, weight_decay = hyper(group, "lr"), group["eps"], group["weight_decay"]
-            b2_input = beta2 is not raw(group, "betas")[1]
+            b2_input = beta2 is not raw(group, "betas")[1] or isinstance(beta2, Tensor)
             # the eager update without the dispatcher's bookkeeping where it applies
             # (_eager_adam.py: the same ops, the same values and versions)
             loc = _eager_adam.where() if _eager_adam.usable(group) else None

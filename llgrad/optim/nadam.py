@@ -31,7 +31,8 @@ class NAdam(Optimizer):
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
         if not 0.0 <= momentum_decay:
             raise ValueError(f"Invalid momentum_decay value: {momentum_decay}")
-        _for_loop_only(capturable=capturable, differentiable=differentiable)
+        _for_loop_only(capturable=capturable, differentiable=differentiable,
+                       state_names="params, mu_products and state_steps")
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                         momentum_decay=momentum_decay,
                         decoupled_weight_decay=decoupled_weight_decay, maximize=maximize,

@@ -88,7 +88,11 @@ def _tracing():
     return trace_state.state.tracer is not None
 
 
-def _for_loop_only(capturable=False, differentiable=False, fused=False, foreach=None):
+_DEVICES = "['cuda', 'xpu', 'hpu', 'privateuseone', 'xla']"
+
+
+def _for_loop_only(capturable=False, differentiable=False, fused=False, foreach=None,
+                   state_names="params and state_steps", devices=_DEVICES):
     """The implementation flags as PyTorch's CPU optimisers take them. fused=True runs the
     single-tensor loop: PyTorch's fused CPU kernel does its arithmetic in one pass, equal
     to within an ulp (a compiled step fuses the loop itself); capturable=True needs a
@@ -97,8 +101,8 @@ def _for_loop_only(capturable=False, differentiable=False, fused=False, foreach=
     if fused and foreach:
         raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
     if capturable:
-        raise AssertionError("If capturable=True, params and state_steps must be on supported "
-                             "devices: ['cuda', 'xpu', 'hpu', 'privateuseone', 'xla'].")
+        raise AssertionError(f"If capturable=True, {state_names} must be on supported "
+                             f"devices: {devices}.")
     if differentiable:
         raise NotImplementedError("llgrad.optim: differentiable=True (a step that autograd "
                                   "records) is not supported")

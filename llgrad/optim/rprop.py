@@ -87,7 +87,8 @@ class ASGD(Optimizer):
         _check_lr(lr)
         if not 0.0 <= weight_decay:
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
-        _for_loop_only(capturable=capturable, differentiable=differentiable)
+        _for_loop_only(capturable=capturable, differentiable=differentiable,
+                       state_names="params, mus, etas, and state_steps")
         defaults = dict(lr=lr, lambd=lambd, alpha=alpha, t0=t0, weight_decay=weight_decay,
                         foreach=foreach, maximize=maximize, differentiable=differentiable,
                         capturable=capturable)

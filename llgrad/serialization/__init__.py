@@ -32,8 +32,8 @@ Modules: torch_names (PyTorch's names and dtype tables), writer (save), reader (
 torch_globals (what those names load as), unpickler (the restricted and the full
 unpickler), allowlist (the user's safe globals)."""
 from .allowlist import add_safe_globals, clear_safe_globals, get_safe_globals, safe_globals
-from .reader import load
+from .reader import get_unsafe_globals_in_checkpoint, load
 from .writer import DEFAULT_PROTOCOL, save
 
 __all__ = ["save", "load", "add_safe_globals", "safe_globals", "get_safe_globals",
-           "clear_safe_globals", "DEFAULT_PROTOCOL"]
+           "clear_safe_globals", "get_unsafe_globals_in_checkpoint", "DEFAULT_PROTOCOL"]

@@ -3,9 +3,11 @@ nor TorchScript), data.pkl is unpickled by the restricted or the full unpickler,
 storage it names is read from its record once (byte order and bfloat16 converted), mapped
 to a location and shared by every tensor rebuilt over it."""
 from __future__ import annotations
+import _compat_pickle
 import io
 import os
 import pickle
+import pickletools
 import sys
 import warnings
 import zipfile
@@ -16,6 +18,7 @@ import numpy as np
 from ..runtime import dtypes
 from ..runtime.device import as_device, device
 from ..runtime.tensor import Storage, Tensor
+from .allowlist import user_globals
 from .torch_globals import _torch_globals
 from .torch_names import _StorageType
 from .unpickler import _FullUnpickler, _SafeUnpickler, _WeightsOnlyError, _weights_only_message
@@ -206,9 +209,10 @@ def load(f: str | os.PathLike | IO[bytes], map_location: object = None,
                            "specified")
     if pickle_module is not None and pickle_module is not pickle:
         raise NotImplementedError("llgrad.load unpickles with the standard pickle module")
-    if mmap:
-        raise NotImplementedError("llgrad.load: mmap=True is not supported (storages are read "
-                                  "into memory)")
+    # mmap: PyTorch maps the file copy-on-write (writes to the loaded tensors stay in memory);
+    # storages read into memory behave the same
+    if mmap and not isinstance(f, (str, os.PathLike)):
+        raise ValueError("f must be a file path in order to use the mmap argument")
     if map_location is not None and not callable(map_location) and \
             not isinstance(map_location, (str, dict, device)) and \
             not hasattr(map_location, "type"):
@@ -222,6 +226,10 @@ def load(f: str | os.PathLike | IO[bytes], map_location: object = None,
     if not zipfile.is_zipfile(fp):
         fp.seek(start)
         head = fp.read(64)
+        if head[:1] == b"\x80" and mmap:
+            raise RuntimeError("mmap can only be used with files saved with `torch.save("
+                               f"{f}, _use_new_zipfile_serialization=True), please torch.save "
+                               "your checkpoint with this option in order to use mmap.")
         if head[:1] == b"\x80":
             raise RuntimeError("llgrad.load reads PyTorch's zip checkpoint format (what "
                                "torch.save writes since PyTorch 1.6); this file is in the "
@@ -259,3 +267,26 @@ def load(f: str | os.PathLike | IO[bytes], map_location: object = None,
         warnings.warn("llgrad.load: llgrad has no bfloat16; bfloat16 storages were loaded as "
                       "float32 (exactly)", stacklevel=2)
     return result
+
+
+def get_unsafe_globals_in_checkpoint(f: str | os.PathLike | IO[bytes]) -> list[str]:
+    """The globals ("module.name") a checkpoint's pickle names that a weights_only load would
+    refuse (neither allowed by default nor by add_safe_globals), as
+    torch.serialization.get_unsafe_globals_in_checkpoint (read from the GLOBAL opcodes, not
+    unpickled)."""
+    fp = _open_archive(f)
+    if not zipfile.is_zipfile(fp):
+        raise ValueError("Expected input to be a checkpoint returned by torch.save")
+    with zipfile.ZipFile(fp) as zf:
+        names = zf.namelist()
+        if any(n.endswith("/constants.pkl") for n in names):
+            raise ValueError("Expected input to be a checkpoint returned by torch.save but got a "
+                             "torchscript checkpoint")
+        pkl = [n for n in names if n.endswith("/data.pkl") and n.count("/") == 1]
+        data = zf.read(pkl[0]) if pkl else b""
+    found = set()
+    for op, arg, _ in pickletools.genops(data):
+        if op.name == "GLOBAL":
+            module, name = arg.split(" ", 1)
+            found.add(f"{_compat_pickle.IMPORT_MAPPING.get(module, module)}.{name}")
+    return list(found - set(_torch_globals(None)) - set(user_globals()))

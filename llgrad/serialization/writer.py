@@ -8,6 +8,7 @@ import os
 import pickle
 import struct
 import sys
+import types
 import zipfile
 from collections import OrderedDict
 from typing import IO
@@ -168,6 +169,21 @@ class _Pickler(pickle._Pickler):
             return (_TORCH_DEVICE, obj.__reduce__()[1])
         return NotImplemented
 
+    def save_global(self, obj, name=None):
+        # PyTorch pickles with the C pickler: its errors for an object that cannot be named
+        # (a local class or function, a lambda) differ in type and text from the pure one's
+        qual = name or getattr(obj, "__qualname__", None) or obj.__name__
+        if "<locals>" in qual.split("."):
+            raise AttributeError(f"Can't pickle local object {qual!r}")
+        try:
+            super().save_global(obj, name)
+        except pickle.PicklingError as e:
+            if "it's not found as" not in str(e):
+                raise
+            module = pickle.whichmodule(obj, qual)
+            raise pickle.PicklingError(f"Can't pickle {obj!r}: attribute lookup {qual} on "
+                                       f"{module} failed") from None
+
     def _write_global(self, module, name, obj):
         self.write(pickle.GLOBAL + module.encode("utf-8") + b"\n" + name.encode("utf-8")
                    + b"\n")
@@ -185,6 +201,7 @@ class _Pickler(pickle._Pickler):
     def _save_storage_type(self, obj):
         self._write_global("torch", obj.name, obj)
 
+    dispatch[types.FunctionType] = save_global
     dispatch[_TorchName] = _save_torch_name
     dispatch[dtypes.dtype] = _save_dtype
     # a loaded checkpoint saved again (weights_only=False can hold these) names them as PyTorch

@@ -7,4 +7,5 @@ from ..layers_pool import (  # noqa: F401
     AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d,
     AvgPool2d, _AdaptiveAvgPoolNd, _AdaptiveMaxPoolNd, _AvgPoolNd)
 from ..layers_pool_more import (  # noqa: F401
-    LPPool1d, LPPool2d, MaxUnpool1d, MaxUnpool2d, _LPPoolNd, _MaxUnpoolNd)
+    FractionalMaxPool2d, FractionalMaxPool3d, LPPool1d, LPPool2d, MaxUnpool1d, MaxUnpool2d,
+    _LPPoolNd, _MaxUnpoolNd)

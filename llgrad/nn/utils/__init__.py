@@ -1,7 +1,7 @@
 """llgrad.nn.utils: gradient clipping and parameter/vector conversion (torch.nn.utils)."""
 from .clip_grad import (clip_grad_norm, clip_grad_norm_, clip_grad_value_,  # noqa: F401
                         clip_grads_with_norm_, get_total_norm)
-from . import parametrizations, parametrize, prune, rnn  # noqa: F401
+from . import parametrizations, parametrize, prune, rnn, stateless  # noqa: F401
 from .fusion import (convert_conv2d_weight_memory_format,  # noqa: F401
                      convert_conv3d_weight_memory_format, fuse_conv_bn_eval, fuse_conv_bn_weights,
                      fuse_linear_bn_eval, fuse_linear_bn_weights, skip_init)

@@ -3,6 +3,7 @@ dim but `dim`) and spectral_norm (weight / sigma, sigma by power iteration on bu
 that training calls update), as parametrizations (parametrize.py) with PyTorch's state_dict
 keys (parametrizations.weight.original0 / original1, or .original)."""
 from ...runtime.grad_mode import no_grad
+from ...runtime.node_names import rename
 from .. import functional as F
 from ..layers_conv_more import ConvTranspose1d, ConvTranspose2d
 from ..module import Module
@@ -16,12 +17,20 @@ def norm_except_dim(v, pow=2, dim=0):
     """The pow-norm of v over every dim but `dim` (kept as size 1); dim=-1: over all."""
     if dim == -1:
         return v.norm(pow)
-    dims = [d for d in range(v.dim()) if d != dim]
+    nd = v.dim()
+    if not -nd <= dim < nd:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-nd}, {nd - 1}], "
+                         f"but got {dim})")
+    dims = [d for d in range(nd) if d != dim % nd]
     return v.abs().pow(pow).sum(dims, keepdim=True).pow(1.0 / pow)
 
 
 def _weight_norm(v, g, dim):
-    return v * (g / norm_except_dim(v, 2, dim))
+    out = v * (g / norm_except_dim(v, 2, dim))
+    # PyTorch's fused kernel (its own node) serves the first and the last dim only
+    if dim == 0 or dim == v.dim() - 1:
+        return rename(out, "WeightNormInterfaceBackward0")
+    return out
 
 
 class _WeightNorm(Module):

@@ -58,6 +58,29 @@ class PackedSequence(_PackedSequenceBase):
     def long(self):
         return self.to(dtype=int64)
 
+    # (the other casts of PyTorch's PackedSequence, through the data's own)
+    def half(self):
+        return self.to(dtype=self.data.half().dtype)
+
+    def int(self):
+        return self.to(dtype=self.data.int().dtype)
+
+    def short(self):
+        return self.to(dtype=self.data.short().dtype)
+
+    def char(self):
+        return self.to(dtype=self.data.char().dtype)
+
+    def byte(self):
+        return self.to(dtype=self.data.byte().dtype)
+
+    def cuda(self, *args, **kwargs):
+        return self.to("cuda")
+
+    def pin_memory(self):
+        return type(self)(self.data.pin_memory(), self.batch_sizes, self.sorted_indices,
+                          self.unsorted_indices)
+
     @property
     def is_cuda(self):
         return False

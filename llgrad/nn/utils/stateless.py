@@ -11,8 +11,9 @@ def functional_call(module, parameters_and_buffers, args=None, kwargs=None, *,
                     tie_weights=True, strict=False):
     """module called with parameters_and_buffers in place of its own, as
     torch.func.functional_call (this spelling is deprecated in PyTorch, with a warning)."""
-    warnings.warn("This API is deprecated as of PyTorch 2.0 and will be removed in a future "
-                  "version of PyTorch. Please use torch.func.functional_call instead which is a "
-                  "drop-in replacement.", FutureWarning, stacklevel=2)
+    warnings.warn("`torch.nn.utils.stateless.functional_call` is deprecated as of PyTorch 2.0 "
+                  "and will be removed in a future version of PyTorch. Please use "
+                  "`torch.func.functional_call` instead which is a drop-in replacement.",
+                  FutureWarning, stacklevel=2)
     return _functional_call(module, parameters_and_buffers, args, kwargs,
                             tie_weights=tie_weights, strict=strict)

@@ -191,6 +191,14 @@ class _SingleProcessDataLoaderIter:
         self._index_sampler = loader._index_sampler
         self._num_workers = loader.num_workers
         self._collate_fn = loader.collate_fn
+        # PyTorch's warnings as an iterator starts (no accelerator here: nothing is pinned)
+        if loader.pin_memory and loader.pin_memory_device:
+            warnings.warn("pin_memory_device is deprecated, the current accelerator will be used "
+                          f"as the device,ignore pin_memory_device='{loader.pin_memory_device}'.",
+                          stacklevel=2)
+        if loader.pin_memory:
+            warnings.warn("'pin_memory' argument is set as true but no accelerator is found, then "
+                          "device pinned memory won't be used.", stacklevel=2)
         self._sampler_iter = iter(self._index_sampler)
         # PyTorch draws a base seed (for workers' seeds) from the loader's generator when an
         # iterator starts: the same draw here keeps the generator's sequence of uses alike
