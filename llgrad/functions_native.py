@@ -56,7 +56,8 @@ def native_batch_norm(input, weight, bias, running_mean, running_var, training, 
         mean, invstd = mean.reshape(-1), invstd.reshape(-1)
     else:
         mean = invstd = input.new_empty((0,))
-    out = F.batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
+    out = F.aten_batch_norm(input, running_mean, running_var, weight, bias, training,
+                            momentum, eps)
     return rename(out, "NativeBatchNormBackward0"), mean, invstd
 
 

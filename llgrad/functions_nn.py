@@ -62,9 +62,10 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-05, cudnn_enabl
 
 def batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps,
                cudnn_enabled):
-    """As torch.batch_norm: F.batch_norm with the ATen argument order (weight and bias
-    before the running statistics)."""
-    return F.batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
+    """As torch.batch_norm: F.batch_norm less its checks of eps, with the ATen argument
+    order (weight and bias before the running statistics)."""
+    return F.aten_batch_norm(input, running_mean, running_var, weight, bias, training,
+                             momentum, eps)
 
 
 def instance_norm(input, weight, bias, running_mean, running_var, use_input_stats, momentum,

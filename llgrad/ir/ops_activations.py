@@ -33,13 +33,25 @@ def _elu(x, alpha=1.0, scale=1.0, input_scale=1.0):
     return np.where(x > 0, pos, neg).astype(np.result_type(x), copy=False)
 
 
-def _elu_vjp(c, g):
-    x = c.self
-    neg = _times((_times(x, c.input_scale)).exp(), c.input_scale * c.alpha * c.scale)
+def _negative_part(x):
+    # x where x < 0, else 0: PyTorch's double backward masks x < 0, so at x == 0 (where the
+    # first derivative is the negative branch's) the second derivative is 0
+    return x.where(x < 0, 0.0)
+
+
+def _celu_scale(c):
+    # PyTorch's CELU backward takes input_scale = 1.0 / alpha.toFloat() (derivatives.yaml:
+    # alpha rounded to float32), its forward 1 / alpha in double
+    return 1.0 / float(np.float32(c.alpha))
+
+
+def _elu_vjp(c, g, input_scale=None):
+    x, s = c.self, c.input_scale if input_scale is None else input_scale
+    neg = _times((_times(_negative_part(x), s)).exp(), s * c.alpha * c.scale)
     return (_times(g, c.scale).where(x > 0, g * neg),)
 
 
-def _elu_result_vjp(c, g):
+def _elu_result_vjp(c, g, input_scale=None):
     # in place (elu_, celu_): the input is gone; PyTorch differentiates from the result,
     # which says x > 0 only for a non-negative alpha
     if c.alpha < 0:
@@ -47,17 +59,26 @@ def _elu_result_vjp(c, g):
                            "slope which is not supported. This is caused by calling in-place "
                            "forward function with a negative slope, please call out-of-place "
                            "version instead.")
-    r = c.result
-    return (_times(g, c.scale).where(r > 0, g * ((r + c.alpha * c.scale) * c.input_scale)),)
+    r, s = c.result, c.input_scale if input_scale is None else input_scale
+    neg = g * ((_negative_part(r) + c.alpha * c.scale) * s)
+    return (_times(g, c.scale).where(r > 0, neg),)
+
+
+def _celu_vjp(c, g):
+    return _elu_vjp(c, g, _celu_scale(c))
+
+
+def _celu_result_vjp(c, g):
+    return _elu_result_vjp(c, g, _celu_scale(c))
 
 
 _unary("elu", _elu, _elu_vjp, "EluBackward0", cost=4,
        eager_native=True)
 _unary("elu_", _elu, _elu_result_vjp, "EluBackward1", save=("result",), cost=4,
        eager_native=True)
-_unary("celu", _elu, _elu_vjp, "CeluBackward0", cost=4,
+_unary("celu", _elu, _celu_vjp, "CeluBackward0", cost=4,
        eager_native=True)
-_unary("celu_", _elu, _elu_result_vjp, "CeluBackward1", save=("result",), cost=4,
+_unary("celu_", _elu, _celu_result_vjp, "CeluBackward1", save=("result",), cost=4,
        eager_native=True)
 
 

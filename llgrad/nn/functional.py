@@ -27,8 +27,8 @@ from .functional_norm import (check_batch_norm_args, check_mixed_dtype,  # noqa:
                               rms_norm)
 from .functional_pad import pad  # noqa: F401
 from .functional_shuffle import (bilinear, celu_, channel_shuffle, elu_,  # noqa: F401
-                                 hardtanh_, leaky_relu_, pixel_shuffle, pixel_unshuffle,
-                                 relu_, selu_, threshold_)
+                                 hardtanh_, leaky_relu_, native_channel_shuffle,
+                                 pixel_shuffle, pixel_unshuffle, relu_, selu_, threshold_)
 from .functional_pool import (adaptive_avg_pool1d, adaptive_avg_pool2d,  # noqa: F401
                               adaptive_max_pool1d, adaptive_max_pool1d_with_indices,
                               adaptive_max_pool2d, adaptive_max_pool2d_with_indices, avg_pool1d,
@@ -50,6 +50,9 @@ from .functional_noise import gumbel_softmax, rrelu, rrelu_  # noqa: F401
 from .functional_pool_more import (local_response_norm, lp_pool1d, lp_pool2d,  # noqa: F401
                                  max_unpool1d, max_unpool2d)
 from .functional_conv3d import conv3d, conv_transpose3d  # noqa: F401
+from .functional_fractional import (fractional_max_pool2d,  # noqa: F401
+                                    fractional_max_pool2d_with_indices, fractional_max_pool3d,
+                                    fractional_max_pool3d_with_indices)
 from .functional_pool3d import (adaptive_avg_pool3d, adaptive_max_pool3d,  # noqa: F401
                                 adaptive_max_pool3d_with_indices, avg_pool3d, lp_pool3d,
                                 max_pool3d, max_pool3d_with_indices, max_unpool3d)
@@ -151,10 +154,27 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
                momentum=0.1, eps=1e-5):
     """As torch.nn.functional.batch_norm (in training, running_mean / running_var are
-    updated in place)."""
+    updated in place): its own checks of eps, then aten_batch_norm."""
+    shape = input._data.shape
+    if len(shape) >= 2 and training and eps <= 0.0 and shape[0] * int(np.prod(shape[2:])) != 1:
+        # (torch checks the batch size first: one value per channel raises that error later)
+        raise ValueError(f"batch_norm eps must be positive during training, but got {eps}")
+    if len(shape) >= 2 and not training and eps < 0.0:
+        raise ValueError(f"batch_norm eps must be non-negative, but got {eps}")
+    return aten_batch_norm(input, running_mean, running_var, weight, bias, training, momentum,
+                           eps)
+
+
+def aten_batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
+                    momentum=0.1, eps=1e-5):
+    """F.batch_norm without its checks of eps, as torch.batch_norm and
+    torch.native_batch_norm (which take any eps)."""
     if input._data.ndim < 2:
         raise ValueError(f"expected 2D or 3D input (got {input._data.ndim}D input)")
     check_batch_norm_args(input, weight, bias, running_mean, running_var)
+    if training and (running_mean is None) != (running_var is None):
+        raise ValueError("running_mean and running_var must either both be None or neither be "
+                         "None")
     if input._data.size == 0:
         return empty_batch_norm(input, weight, bias)
     if training:

@@ -26,6 +26,11 @@ def floating_only(input, kernel):
 def _apply(name, input, inplace, attrs, inplace_op=None):
     if name not in ("hardtanh", "threshold"):       # (these two take integers)
         floating_only(input, "elu_cpu" if name == "celu" else name + "_cpu")
+    if name == "hardtanh":      # (PyTorch's hardtanh_out: not bool, uint8's limits not < 0)
+        if input.dtype.name == "bool":
+            raise RuntimeError("Bool inputs not supported for hardtanh")
+        if input.dtype.name == "uint8" and min(int(attrs["min_val"]), int(attrs["max_val"])) < 0:
+            raise RuntimeError("cannot do hardtanh on an unsigned type with negative limits")
     if inplace:
         return call_inplace(OPS[inplace_op or name], input, (input,), attrs)
     return call(OPS[name], (input,), attrs)
@@ -46,7 +51,7 @@ def selu(input, inplace=False):
 def celu(input, alpha=1.0, inplace=False):
     """As torch.nn.functional.celu."""
     if alpha == 0:
-        raise RuntimeError("ZeroDivisionError")
+        raise RuntimeError("ZeroDivisionError: alpha cannot be 0 for CELU")
     return _apply("celu", input, inplace,
                   {"alpha": alpha, "scale": 1.0, "input_scale": 1.0 / alpha}, "celu_")
 

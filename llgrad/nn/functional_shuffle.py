@@ -2,7 +2,7 @@
 own compositions) and F.bilinear (a matrix product and a sum), plus the in-place activation
 functions F.relu_, elu_, leaky_relu_, hardtanh_, selu_, celu_ and threshold_."""
 from ..runtime.dtypes import C_NAMES
-from ..runtime.node_names import rename
+from ..runtime.node_names import no_derivative, rename
 from . import functional_activation as _act
 
 
@@ -68,6 +68,12 @@ def channel_shuffle(input, groups):
     return rename(x.reshape(shape), "ChannelShuffleBackward0", (input,))
 
 
+def native_channel_shuffle(input, groups):
+    """As torch.nn.functional.native_channel_shuffle: channel_shuffle's values, with no
+    derivative (PyTorch's NotImplemented node: a backward through it raises)."""
+    return no_derivative(channel_shuffle(input, groups), "native_channel_shuffle")
+
+
 def bilinear(input1, input2, weight, bias=None):
     """As torch.nn.functional.bilinear: y_o = x1^T W_o x2 + b_o over the batch dims."""
     named = [("input1", input1), ("input2", input2), ("weight", weight)] + (
@@ -118,8 +124,9 @@ def celu_(input, alpha=1.0):
 
 
 def hardtanh_(input, min_val=-1.0, max_val=1.0):
-    """As torch.nn.functional.hardtanh_."""
-    return _act.hardtanh(input, min_val, max_val, inplace=True)
+    """As torch.nn.functional.hardtanh_ (which, unlike F.hardtanh, takes min_val > max_val:
+    every element becomes max_val)."""
+    return _act._apply("hardtanh", input, True, {"min_val": min_val, "max_val": max_val})
 
 
 def threshold_(input, threshold, value):
@@ -129,4 +136,5 @@ def threshold_(input, threshold, value):
 
 def leaky_relu_(input, negative_slope=0.01):
     """As torch.nn.functional.leaky_relu_."""
+    _act.floating_only(input, "leaky_relu_cpu")
     return input._iop("leaky_relu_", negative_slope=negative_slope)
