@@ -201,20 +201,20 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
 
 def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
     """As torch.nn.functional.upsample (interpolate under its old name)."""
-    warnings.warn("nn.functional.upsample is deprecated. Use nn.functional.interpolate "
+    warnings.warn("`nn.functional.upsample` is deprecated. Use `nn.functional.interpolate` "
                   "instead.", stacklevel=2)
     return interpolate(input, size, scale_factor, mode, align_corners)
 
 
 def upsample_nearest(input, size=None, scale_factor=None):
     """As torch.nn.functional.upsample_nearest."""
-    warnings.warn("nn.functional.upsample_nearest is deprecated. Use "
-                  "nn.functional.interpolate instead.", stacklevel=2)
+    warnings.warn("`nn.functional.upsample_nearest` is deprecated. Use "
+                  "`nn.functional.interpolate` instead.", stacklevel=2)
     return interpolate(input, size, scale_factor, mode="nearest")
 
 
 def upsample_bilinear(input, size=None, scale_factor=None):
     """As torch.nn.functional.upsample_bilinear."""
-    warnings.warn("nn.functional.upsample_bilinear is deprecated. Use "
-                  "nn.functional.interpolate instead.", stacklevel=2)
+    warnings.warn("`nn.functional.upsample_bilinear` is deprecated. Use "
+                  "`nn.functional.interpolate` instead.", stacklevel=2)
     return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)

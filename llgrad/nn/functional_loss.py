@@ -33,6 +33,10 @@ def legacy_reduction(size_average, reduce, emit=True):
 def _reduction(reduction, size_average=None, reduce=None, allowed=_REDUCTIONS):
     if size_average is not None or reduce is not None:
         return legacy_reduction(size_average, reduce)
+    if reduction == "elementwise_mean" and "mean" in allowed:     # (PyTorch 0.4's name)
+        warnings.warn("reduction='elementwise_mean' is deprecated. Please use "
+                      "reduction='mean' instead.", stacklevel=3)
+        return "mean"
     if reduction not in allowed:
         raise ValueError(f"{reduction} is not a valid value for reduction")
     return reduction
@@ -144,7 +148,7 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
                           "aligns with the KL div math definition.'mean' will be changed to "
                           "behave the same as 'batchmean' in the next major release.",
                           stacklevel=2)
-        _reduction("sum" if reduction == "batchmean" else reduction)
+        reduction = reduction if reduction == "batchmean" else _reduction(reduction)
     if log_target:
         out = target.exp() * (target - input)
     else:

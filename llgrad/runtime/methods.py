@@ -7,6 +7,7 @@ from ..ir.optable import method_doc, on_declare
 from . import dtypes
 from .creation import full_op, tensor
 from .creation_checks import fill_value_fits
+from .deprecated_overloads import alpha_first, value_first
 from .device import check as check_device
 from .dispatch import call, scalar_type_name
 from .inplace import call_inplace
@@ -113,7 +114,7 @@ def add(self, other, alpha=1):
     """self + alpha * other, as torch.Tensor.add. alpha may be a one-element tensor (a
     learning rate held in a tensor): it then scales other as a tensor, so a compiled step
     reads it at each call instead of baking its value in (the values are PyTorch's)."""
-    other, alpha = _alpha(self, other, alpha)
+    other, alpha = _alpha(self, *alpha_first("add", other, alpha))
     return call(_ADD, (self, other), {"alpha": alpha})
 
 
@@ -134,6 +135,7 @@ def sub(self, other, alpha=1):
     """self - alpha * other, as torch.Tensor.sub. alpha may be a one-element tensor (a
     learning rate held in a tensor): it then scales other as a tensor, so a compiled step
     reads it at each call instead of baking its value in (the values are PyTorch's)."""
+    other, alpha = alpha_first("sub", other, alpha)
     check_sub(self, other)
     other, alpha = _alpha(self, other, alpha)
     return call(_SUB, (self, other), {"alpha": alpha})
@@ -143,7 +145,7 @@ def add_(self, other, alpha=1):
     """In-place add, as torch.Tensor.add_. alpha may be a one-element tensor (a learning
     rate held in a tensor): it then scales other as a tensor, so a compiled step reads it at
     each call instead of baking its value in (the values are PyTorch's)."""
-    other, alpha = _alpha(self, other, alpha)
+    other, alpha = _alpha(self, *alpha_first("add_", other, alpha))
     return call_inplace(_ADD, self, (self, other), {"alpha": alpha})
 
 
@@ -151,6 +153,7 @@ def sub_(self, other, alpha=1):
     """In-place sub, as torch.Tensor.sub_. alpha may be a one-element tensor (a learning
     rate held in a tensor): it then scales other as a tensor, so a compiled step reads it at
     each call instead of baking its value in (the values are PyTorch's)."""
+    other, alpha = alpha_first("sub_", other, alpha)
     check_sub(self, other)
     other, alpha = _alpha(self, other, alpha)
     return call_inplace(_SUB, self, (self, other), {"alpha": alpha})
@@ -250,10 +253,11 @@ def where(self, condition, other):
 
 
 def _addc(op):
-    def check(self, tensor1, tensor2, value):
+    def check(self, tensor1, tensor2, value, name=op):
         ts = [x for x in (self, tensor1, tensor2) if isinstance(x, Tensor)]
         integral = all(not x._dtype.is_floating_point for x in ts)
-        if integral and op == "addcdiv":
+        if op == "addcdiv" and all(     # (tensor1's and tensor2's dtypes alone, as PyTorch)
+                isinstance(x, Tensor) and not x._dtype.is_floating_point for x in (tensor1, tensor2)):
             raise RuntimeError("Integer division with addcdiv is no longer supported, and in a "
                                "future  release addcdiv will perform a true division of tensor1 "
                                "and tensor2. The historic addcdiv behavior can be implemented "
@@ -265,28 +269,33 @@ def _addc(op):
         if dtypes.result_type(*ts) is dtypes.bool_:
             raise NotImplementedError(f"\"{op}_cpu_out\" not implemented for 'Bool'")
         # (PyTorch reads value in the result's dtype: a float one truncated for integers)
-        value = python_number(value)
+        if isinstance(value, Tensor) and value._data.ndim:    # (a 0-dim one: its number)
+            raise TypeError(f"{name}(): argument 'value' must be Number, not Tensor")
+        value = python_number(value.item() if isinstance(value, Tensor) else value)
         if integral:
             rt = dtypes.result_type(*ts)
             value = dtypes.wrap_int(int(fill_value_fits(value, rt)), rt)
         return value
 
-    def method(self, tensor1, tensor2, *, value=1):
+    def method(self, tensor1, tensor2, *rest, value=1):
+        tensor1, tensor2, value = value_first(op, tensor1, tensor2, rest, value)
         value = check(self, tensor1, tensor2, value)
         return call(OPS[op], (self, tensor1, tensor2), {"value": value})
 
-    def inplace(self, tensor1, tensor2, *, value=1):
-        value = check(self, tensor1, tensor2, value)
+    def inplace(self, tensor1, tensor2, *rest, value=1):
+        tensor1, tensor2, value = value_first(op + "_", tensor1, tensor2, rest, value)
+        value = check(self, tensor1, tensor2, value, op + "_")
         return call_inplace(OPS[op], self, (self, tensor1, tensor2), {"value": value})
     return method, inplace
 
 
 def _lerp_check(self, end, weight):
-    """PyTorch's: self's dtype picks the kernel (none for integers), end must be of it."""
+    """PyTorch's: self's dtype picks the kernel (none for integers), end must be of it, and
+    weight too unless it is 0-dim (then of any dtype, read as a number)."""
     kernel = "tensor" if isinstance(weight, Tensor) else "scalar"
     for name, x in (("end", end), ("weight", weight)):
         if isinstance(x, Tensor) and x._dtype is not self._dtype and (
-                name == "end" or x._data.ndim or not x._dtype.is_floating_point):
+                name == "end" or x._data.ndim):
             raise RuntimeError(f"expected dtype {dtypes.C_NAMES[self._dtype.name]} for `{name}` but "
                                f"got dtype {dtypes.C_NAMES[x._dtype.name]}")
     if not self._dtype.is_floating_point:       # (after the dtypes' checks, as PyTorch)
