@@ -39,8 +39,14 @@ def fast_to_slow(shape, strides):
             return -1 if s0 < s1 else 1
         return 1 if shape[d0] > shape[d1] else 0
 
-    perm = list(range(len(shape)))[::-1]
-    for i in range(1, len(perm)):
+    return _sorted_dims(len(shape), should_swap)
+
+
+def _sorted_dims(nd, should_swap):
+    """Dims nd-1 .. 0 insertion-sorted by should_swap(d0, d1) (> 0: swap, < 0: stop, 0: keep
+    looking), as PyTorch's TensorIterator and infer_dense_strides sort them."""
+    perm = list(range(nd))[::-1]
+    for i in range(1, nd):
         d1 = i
         for d0 in range(i - 1, -1, -1):
             cmp = should_swap(perm[d0], perm[d1])
@@ -92,18 +98,8 @@ def iterator_strides(shape, operands):
                 return 1
         return 0
 
-    perm = list(range(nd))[::-1]
-    for i in range(1, nd):
-        d1 = i
-        for d0 in range(i - 1, -1, -1):
-            cmp = should_swap(perm[d0], perm[d1])
-            if cmp > 0:
-                perm[d0], perm[d1] = perm[d1], perm[d0]
-                d1 = d0
-            elif cmp < 0:
-                break
     out, acc = [0] * nd, 1
-    for d in perm:
+    for d in _sorted_dims(nd, should_swap):
         out[d] = acc
         acc *= shape[d]
     return tuple(out)
