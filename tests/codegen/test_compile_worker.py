@@ -151,3 +151,24 @@ def test_compiled_training_matches_with_and_without_the_worker(fresh_worker, mon
     assert worker.stats["generated"] >= 1
     for a, b in zip(*results):
         np.testing.assert_array_equal(a, b)
+
+
+_EXIT_DURING_A_BUILD = r"""
+import llgrad
+x = llgrad.randn(64, 64, requires_grad=True)
+f = llgrad.compile(lambda x: (x.sin() * 2).sum())
+for _ in range(3):
+    f(x).backward()
+"""
+
+
+def test_exiting_during_a_background_build_leaves_no_worker_running(tmp_path):
+    """A process that exits while its builder thread (a daemon) still generates code: the
+    build that asks after the exit handler ran gets LLVM in-process, not a new worker that
+    nothing would stop (it showed as `ResourceWarning: subprocess N is still running`)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LLGRAD_")}
+    env.update(LLGRAD_CACHE_DIR=str(tmp_path))      # (a cold cache: the builds take long)
+    r = subprocess.run([sys.executable, "-W", "always", "-c", _EXIT_DURING_A_BUILD],
+                       capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "ResourceWarning" not in r.stderr, r.stderr[-2000:]

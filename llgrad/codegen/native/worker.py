@@ -27,6 +27,7 @@ _proc = None
 _left_behind = []           # a parent's worker, seen from a forked child: never touched
 stats = {"started": 0, "generated": 0, "failed": 0}
 _broken = []                # the reason the worker cannot be used in this process, if any
+_closed = []                # set at exit: a background build asking then runs LLVM here
 
 
 def _reset():
@@ -63,7 +64,7 @@ def _start():
 def _ask(request):
     """The worker's reply to request, or None (the caller does it in-process)."""
     global _proc
-    if not ENABLED or _broken:
+    if not ENABLED or _broken or _closed:
         return None
     with _lock:
         for attempt in (0, 1):          # (once more with a fresh worker: it may have idled out)
@@ -74,6 +75,10 @@ def _ask(request):
                     _proc = _start()
                 except OSError as e:    # (no way to start a process here)
                     _broken.append(f"cannot start: {e}")
+                    _proc = None
+                    return None
+                if _closed:             # (started as _at_exit ran: nothing would stop it)
+                    _stop(_proc)
                     _proc = None
                     return None
             try:
@@ -129,7 +134,11 @@ def generate(text, host, mode, keep_ir):
 
 
 def _at_exit():
+    # (the eager and compiled builders are daemon threads: one may still ask for code
+    # generation while this process exits; _closed sends it to LLVM in-process instead of
+    # to a new worker that nothing would stop)
     global _proc
+    _closed.append(True)
     proc, _proc = _proc, None
     _stop(proc)
 
