@@ -3,6 +3,8 @@
 Only re-exports live here; see llgrad/runtime (eager), llgrad/ir (op table, IR),
 llgrad/compile (compiled functions)."""
 import importlib as _importlib
+from .runtime import heap as _heap
+_heap.keep_freed_memory(_heap.keep_mb_setting())   # (before the first tensor: see heap.py)
 from .runtime import Size, Tensor  # noqa: F401
 from .runtime.dtypes import (bool_ as bool, double, dtype, float, float16, float32,  # noqa: F401,A004
                              float64, half, int, int8, int16, int32, int64, long, uint8,
