@@ -4,16 +4,21 @@ vecmath.erf), with no SciPy (whose import alone costs ~0.5 s).
 float64: a Taylor polynomial around the nearest of 13 centres, accurate to a couple of ulps
 of float64 (native float64 erf evaluates the same table).
 
-float32 has a method of its own (erf32_coefficients; the table's gathers made eager GELU half
-of a transformer block's time, and its float64 polynomial a fifth of the compiled one's):
-|x| < 1: erf(x) = x + x q(x^2), q the first 10 terms of erf(x)/x - 1's Taylor series;
-1 <= |x| < 4: erf(x) = 1 - e^(-x^2) G(t), t = (|x| - 2.5) / 1.5, G of degree 11 the truncated
-Chebyshev interpolant (64 nodes, values in 60-digit arithmetic) of e^(x^2) erfc(x);
-|x| >= 4: +-1. Native code evaluates it in float32 arithmetic. Eager evaluates in float64,
-rounded once, with G and, for |x| < 1, a degree-7 polynomial in x^2 of its own (fewer passes
-over the array than q's 10 terms, and 3.7e-11 from erf(x)/x where q is 1.5e-8). Both are
-within 1 ulp of the correctly rounded value (1-3% of inputs are one ulp off), as PyTorch's own
-float32 erf (SLEEF's 1-ulp erf) and as native exp and tanh stand to NumPy's."""
+float32 has methods of its own (the table's gathers made eager GELU half of a transformer
+block's time, and its float64 polynomial a fifth of the compiled one's).
+Eager (_np_erf32) evaluates in float64, rounded once: |x| < 1: x P(x^2), P of degree 7
+(_erf_near64); 1 <= |x| < 4: 1 - e^(-x^2) G(t), t = (|x| - 2.5) / 1.5, G of degree 11 the
+truncated Chebyshev interpolant (64 nodes, values in 60-digit arithmetic) of e^(x^2) erfc(x)
+(erf32_tail); |x| >= 4: +-1.
+Native code evaluates in float32 arithmetic with fused multiply-adds, in the fewest
+operations found that stay within an ulp (vecmath._erf32, ~50 per element where the method
+eager uses would take ~65): |x| < 0.875: x + x q(x^2), q of degree 6; 0.875 <= |x| < 3.9375:
+1 - e^p(|x|), p of degree 8 fitted to log(erfc(|x|)) (p's rounding needs no compensation: its
+error is scaled by erfc, small where |p| is large); beyond, +-1. q and p are Chebyshev least
+squares fits (400 nodes, math.erf / math.erfc values) rounded to float32: ERF32_NATIVE_NEAR,
+ERF32_NATIVE_FAR.
+Both are within 1 ulp of the correctly rounded value (1-4% of inputs are one ulp off), as
+PyTorch's own float32 erf (SLEEF's 1-ulp erf) and as native exp and tanh stand to NumPy's."""
 import math
 from decimal import Decimal, localcontext
 from fractions import Fraction
@@ -118,8 +123,15 @@ def np_erf(x):
     return out.reshape(x.shape).astype(dt, copy=False)
 
 
-ERF32_NEAR_TERMS = 10           # q's terms (|x| < 1)
 ERF32_TAIL_DEGREE = 11          # G's degree (1 <= |x| < 4)
+# native float32 erf (see the module): q and p, highest degree first, and where each applies
+ERF32_NATIVE_SPLIT, ERF32_NATIVE_ONE = 0.875, 3.9375
+ERF32_NATIVE_NEAR = tuple(float.fromhex(h) for h in (
+    "0x1.6cae48p-14", "-0x1.aebb6p-11", "0x1.554138p-8", "-0x1.b81a4ep-6", "0x1.ce2e8cp-4",
+    "-0x1.812744p-2", "0x1.06eba8p-3"))
+ERF32_NATIVE_FAR = tuple(float.fromhex(h) for h in (
+    "0x1.b301eep-20", "-0x1.7f5344p-15", "0x1.372578p-11", "-0x1.36cf12p-8", "0x1.b006acp-6",
+    "-0x1.c27b44p-4", "-0x1.438d86p-1", "-0x1.215258p+0", "0x1.3c4082p-12"))
 _ERF32 = []
 _PI = "3.14159265358979323846264338327950288419716939937510582097494459"
 
@@ -137,13 +149,9 @@ def _erf_decimal(x, prec=60):
                 return 2 / Decimal(_PI).sqrt() * total
 
 
-def erf32_coefficients():
-    """(q, G): native float32 erf's polynomials, lowest degree first (see the module)."""
+def erf32_tail():
+    """G, eager float32 erf's tail polynomial, lowest degree first (see the module)."""
     if not _ERF32:
-        two_rsqrt_pi = 2 / math.sqrt(math.pi)
-        near = [two_rsqrt_pi * (-1) ** n / (math.factorial(n) * (2 * n + 1))
-                for n in range(ERF32_NEAR_TERMS)]
-        near[0] -= 1.0
         nodes = 64
         theta = (np.arange(nodes) + 0.5) * np.pi / nodes
         values = []
@@ -157,8 +165,8 @@ def erf32_coefficients():
                          for k in range(ERF32_TAIL_DEGREE + 1)])
         cheb[0] /= 2
         tail = np.polynomial.chebyshev.cheb2poly(cheb)
-        _ERF32.extend([near, [float(v) for v in tail]])
-    return _ERF32[0], _ERF32[1]
+        _ERF32.extend(float(v) for v in tail)
+    return list(_ERF32)
 
 
 _ERF32_CHUNK = 16384        # elements per pass: the Horner steps' float64 arrays stay in L2
@@ -184,7 +192,7 @@ def _erf_near64():
 def _np_erf32(x):
     """float32 erf in float64, rounded once (the module's float32 method, with _erf_near64
     below 1). The tail is computed only for the elements that need it (|x| >= 1)."""
-    near_p, tail = _erf_near64(), erf32_coefficients()[1][::-1]
+    near_p, tail = _erf_near64(), erf32_tail()[::-1]
     flat = np.ascontiguousarray(x, dtype=np.float32).reshape(-1)
     out = np.empty(flat.shape, np.float32)
     for start in range(0, flat.size, _ERF32_CHUNK):

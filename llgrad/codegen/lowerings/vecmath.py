@@ -24,7 +24,8 @@ from fractions import Fraction
 
 from llvmlite import ir
 
-from ...ir.erf_table import ERF_CENTRES, ERF_DEGREE, erf32_coefficients, erf_coefficients
+from ...ir.erf_table import (ERF32_NATIVE_FAR, ERF32_NATIVE_NEAR, ERF32_NATIVE_ONE,
+                              ERF32_NATIVE_SPLIT, ERF_CENTRES, ERF_DEGREE, erf_coefficients)
 from .scalar import F32, F64, I32, I64, Scalar
 from .vecmath_trig import cos, sin  # noqa: F401  (re-exported)
 
@@ -278,24 +279,20 @@ def _erf_table(module, deg):
 def _erf32(sg, x):
     """float32 erf in float32 arithmetic (ir/erf_table.py: the method, within 1 ulp)."""
     b = sg.b
-    near_q, tail = erf32_coefficients()
     m = _M(sg, "float32")
     c = m.c
     v = x.v
     ax = sg.call("llvm.fabs", F32, v)
-    near = m.fma(v, m.horner(b.fmul(v, v), near_q[::-1]), v)            # x + x q(x^2)
-    # the tail from |x| clamped to [1, 4] (NaN: 4); x^2 as its rounded value plus the
-    # rounding error (fma), so that e^(-x^2) is e^(-x2) (1 - err)
-    big = b.select(b.fcmp_ordered(">", ax, c(1.0)), ax, c(1.0))
-    big = b.select(b.fcmp_ordered("<", big, c(4.0)), big, c(4.0))
-    t = b.fmul(b.fsub(big, c(2.5)), c(1 / 1.5))
-    x2 = b.fmul(big, big)
-    err = m.fma(big, big, b.fneg(x2))
-    e = m.exp(b.fneg(x2))
-    e = m.fma(e, b.fneg(err), e)
-    far = m.fma(b.fneg(e), m.horner(t, tail[::-1]), c(1.0))
-    far = b.select(b.fcmp_ordered("<", ax, c(4.0)), far, c(1.0))
-    r = b.select(b.fcmp_ordered("<", ax, c(1.0)), near, sg.call("llvm.copysign", F32, far, v))
+    near = m.fma(v, m.horner(b.fmul(v, v), ERF32_NATIVE_NEAR), v)           # x + x q(x^2)
+    # 1 - e^p(a), a = |x| clamped to the far range (NaN: the top, replaced below); e^p is
+    # exp's reduction alone: p(a) is in [-18, -1.7], no overflow, underflow or subnormal
+    a = b.select(b.fcmp_ordered(">", ax, c(ERF32_NATIVE_SPLIT)), ax, c(ERF32_NATIVE_SPLIT))
+    a = b.select(b.fcmp_ordered("<", a, c(ERF32_NATIVE_ONE)), a, c(ERF32_NATIVE_ONE))
+    n, em1 = m.reduce(m.horner(a, ERF32_NATIVE_FAR))
+    far = b.fsub(c(1.0), b.fmul(b.fadd(c(1.0), em1), m.pow2(n)))
+    far = b.select(b.fcmp_ordered("<", ax, c(ERF32_NATIVE_ONE)), far, c(1.0))
+    r = b.select(b.fcmp_ordered("<", ax, c(ERF32_NATIVE_SPLIT)), near,
+                 sg.call("llvm.copysign", F32, far, v))
     r = b.select(b.fcmp_unordered("uno", v, v), v, r)
     return Scalar(r, x.dt)
 
