@@ -1,18 +1,12 @@
 """llgrad._dynamo: the torch._dynamo names PyTorch programs call (reset, explain, the
 dynamic-shape marks, config) over llgrad.compile. Shapes are specialised: mark_dynamic and
 its kin record nothing (a new size traces again)."""
-from types import SimpleNamespace
-
+from .compile.dynamo_config import config  # noqa: F401
 from .compile.explain import explain  # noqa: F401
 from .compiler import disable, is_compiling, reset  # noqa: F401
 
 __all__ = ["reset", "explain", "disable", "is_compiling", "mark_dynamic", "maybe_mark_dynamic",
            "mark_static", "mark_static_address", "config"]
-
-# settings PyTorch programs assign (suppress_errors, cache_size_limit, ...): held, not read
-config = SimpleNamespace(suppress_errors=False, cache_size_limit=8, recompile_limit=8,
-                         accumulated_cache_size_limit=256, verbose=False,
-                         capture_scalar_outputs=False, automatic_dynamic_shapes=True)
 
 
 def mark_dynamic(t, index, min=None, max=None):

@@ -60,11 +60,13 @@ if settings is not None:
 def _builds_end_with_their_test():
     """Wait, after each test, for the background builds it queued: one still under way
     would write into the next test's cache directory, count in its compile statistics or
-    run under its monkeypatches."""
+    run under its monkeypatches. torch._dynamo.config goes back to its defaults (a program
+    that raised the recompile limit raises it for its own compiled functions only)."""
     yield
-    from llgrad.compile import background, eager_native   # (imported after the settings)
+    from llgrad.compile import background, dynamo_config, eager_native   # (after the settings)
     background.wait_all()
     eager_native.wait()
+    dynamo_config.config.reset()
 
 
 @pytest.fixture

@@ -20,7 +20,8 @@ module keeps train/eval as a guard and writes BatchNorm statistics back; its .tr
 Arguments
     fn              a function, a method or an nn.Module (None: return a decorator)
     backend         "llvm" (default), "interpret", "python" or "eager" (else LLGRAD_BACKEND)
-    recompile_limit traces per function before new guard values run eagerly (default 8)
+    recompile_limit traces per function before new guard values run eagerly (default:
+                    torch._dynamo.config.recompile_limit when it is reached, 8 unless set)
     transform       rewrite tensor-dependent if/elif/else, `a if c else b` and while into
                     cond / while_loop ops (AutoGraph's approach), so one trace serves every
                     branch; False traces fn as written (tensor conditions become value guards)

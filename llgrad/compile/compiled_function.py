@@ -14,11 +14,10 @@ import weakref
 
 from ..runtime import trace_state
 from ..tracer.trace import ControlFlowError, TraceError
-from . import background, eager_builds, log, symbolic_args
+from . import background, dynamo_config, eager_builds, log, symbolic_args
 from .compile_doc import Callable, documented
-from .dot import entry_dot
 from .eager_only import eager_only_reason
-from .dump import DumpText, _dump_to_env, format_entry, walk_text
+from .dump import _dump_to_env, dump_text
 from .entry import trace_entry
 from .attr_writes import Pending
 from .fastpath import plain_function, plain_key, plain_reads
@@ -29,12 +28,12 @@ from .module import CompiledModule, is_module
 from .readable import Names, guard_lines, why_retrace
 from .recompile_limit import warn_limit
 from .side_effects import fresh_optimizer, unguardable, unreplayed_change
-from .backends import backend as get_backend, backward_run, build_now, forward_run
+from .backends import backend as get_backend, build_now
 from .run import _MISS, _RUN_EAGERLY, _first_result, eager_runner, entry_runner, own_inputs
 from .snapshot import StateSnapshot
 from .torch_api import torch_compile_arguments
 
-RECOMPILE_LIMIT, MAX_WALKERS = 8, 4
+MAX_WALKERS = 4
 
 EAGER = "eager"     # a cache entry: calls with this key run the function eagerly
 
@@ -43,7 +42,7 @@ registry = weakref.WeakSet()    # every CompiledFunction (the profiler times the
 
 class CompiledFunction:
     """What llgrad.compile(fn) returns: call it as fn; see help(llgrad.compile)."""
-    def __init__(self, fn, backend=None, recompile_limit=RECOMPILE_LIMIT, transform=True,
+    def __init__(self, fn, backend=None, recompile_limit=None, transform=True,
                  fullgraph=False):
         functools.update_wrapper(self, fn)
         self.fn = fn
@@ -52,7 +51,7 @@ class CompiledFunction:
         self._converted = None      # (the function traced, its rewritten source or None)
         self.backend = backend
         self._resolved = get_backend(backend)    # (LLGRAD_BACKEND read when compiled)
-        self.recompile_limit = recompile_limit
+        self.own_limit = recompile_limit    # (None: torch._dynamo.config's, at each trace)
         self.cache = {}             # guard key -> [Entry] (entries differ in value guards)
         self.n_traces = 0           # how many times fn was traced (tests count this)
         self.entries = []           # (n_llvm_compiles: the LLVM modules their kernels built)
@@ -298,6 +297,12 @@ class CompiledFunction:
             self._fast[fast[0]] = run
 
     @property
+    def recompile_limit(self):
+        """How many traces before calls with new guard values run eagerly: compile's
+        recompile_limit, else torch._dynamo.config.recompile_limit as it is now."""
+        return dynamo_config.recompile_limit(self.own_limit)
+
+    @property
     def n_llvm_compiles(self):
         """How many LLVM modules this function's entries built (kernels found in the memory
         or disk cache cost none): with n_traces, what new shapes and values cost."""
@@ -332,21 +337,7 @@ class CompiledFunction:
         back. Returns a str whose repr is the text itself (a REPL shows it readably)."""
         if format not in ("text", "dot"):
             raise ValueError(f"dump: format must be 'text' or 'dot', not {format!r}")
-        entry = self._entry_for(args, kwargs)
-        if entry is None:
-            return DumpText(f"llgrad.compile({getattr(self.fn, '__name__', 'fn')}): no "
-                            f"compiled entry for these arguments "
-                            f"({self._not_kept or 'it runs eagerly'})\n")
-        if format == "dot":
-            return DumpText(entry_dot(entry))
-        if llvm or asm:
-            forward_run(entry, sync=True)
-            if entry.backward is not None:
-                backward_run(entry, sync=True)
-        text = format_entry(entry, python=python, llvm=llvm, asm=asm) + walk_text(self, python)
-        source = self._converted[1] if self._converted else None
-        return DumpText(text + ("\n== rewritten source (tensor-dependent control flow) ==\n"
-                                + source if source else ""))
+        return dump_text(self, self._entry_for(args, kwargs), llvm, asm, python, format)
 
     def _entry_for(self, args, kwargs, trace=True):
         """The entry these arguments select, traced if needed (and trace is true) with
@@ -385,11 +376,11 @@ class CompiledFunction:
 
 @documented         # (the help text: compile_doc.py)
 def compile(fn: "Callable | None" = None, *, backend: "str | None" = None,
-            recompile_limit: "int | None" = RECOMPILE_LIMIT, transform: bool = True,
+            recompile_limit: "int | None" = None, transform: bool = True,
             fullgraph: bool = False, **torch_options: object
             ) -> "CompiledFunction | CompiledModule | Callable":
     backend, disable = torch_compile_arguments(backend, torch_options)
-    limit = RECOMPILE_LIMIT if recompile_limit is None else recompile_limit
+    limit = recompile_limit
     get_backend(backend)
 
     def make(f):

@@ -5,6 +5,7 @@ note a failed trace adds to the user's exception."""
 import os
 
 from .backends import backward_run, forward_run
+from .dot import entry_dot
 
 
 class DumpText(str):
@@ -17,6 +18,23 @@ class DumpText(str):
 
     def _repr_pretty_(self, p, cycle):      # (IPython)
         p.text(str(self))
+
+
+def dump_text(cf, entry, llvm, asm, python, format):
+    """Compiled function cf's dump of the entry its arguments select (see its dump)."""
+    if entry is None:
+        return DumpText(f"llgrad.compile({getattr(cf.fn, '__name__', 'fn')}): no compiled "
+                        f"entry for these arguments ({cf._not_kept or 'it runs eagerly'})\n")
+    if format == "dot":
+        return DumpText(entry_dot(entry))
+    if llvm or asm:
+        forward_run(entry, sync=True)
+        if entry.backward is not None:
+            backward_run(entry, sync=True)
+    text = format_entry(entry, python=python, llvm=llvm, asm=asm) + walk_text(cf, python)
+    source = cf._converted[1] if cf._converted else None
+    return DumpText(text + ("\n== rewritten source (tensor-dependent control flow) ==\n"
+                            + source if source else ""))
 
 
 def format_entry(entry, python=False, llvm=False, asm=False):

@@ -42,7 +42,7 @@ class CompiledModule:
         # copy.deepcopy (an EMA copy of the model), pickle and llgrad.save: the module's
         # copy, compiled afresh with the same options
         cf = self._compiled
-        return _rebuild, (self._orig_mod, type(cf), cf.backend, cf.recompile_limit,
+        return _rebuild, (self._orig_mod, type(cf), cf.backend, cf.own_limit,
                           cf.transform, cf.fullgraph)
 
     def __getattr__(self, name):        # (only for names not found on this object)

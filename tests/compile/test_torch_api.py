@@ -105,10 +105,10 @@ def test_dynamo_names(monkeypatch):
     llgrad._dynamo.mark_dynamic(t, 0)
     llgrad._dynamo.maybe_mark_dynamic(t, 1)
     llgrad._dynamo.mark_static(t)
-    llgrad._dynamo.config.cache_size_limit = 16
-    llgrad._dynamo.reset()
-    f = llgrad.compile(_f)
-    assert f(t).item() == 36.0
+    with llgrad._dynamo.config.patch(cache_size_limit=16):
+        llgrad._dynamo.reset()
+        f = llgrad.compile(_f)
+        assert f(t).item() == 36.0 and f.recompile_limit == 16
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         report = llgrad._dynamo.explain(_f, t)
