@@ -9,8 +9,9 @@ __all__ = ["reset", "explain", "disable", "is_compiling", "mark_dynamic", "maybe
            "mark_static", "mark_static_address", "config"]
 
 
-def mark_dynamic(t, index, min=None, max=None):
-    """Accepted (llgrad specialises shapes: a new size traces again)."""
+def mark_dynamic(t, index, *, hint_override=None, min=None, max=None, specialize_on=None):
+    """Accepted, with torch's signature (llgrad specialises shapes: a new size traces
+    again)."""
 
 
 def maybe_mark_dynamic(t, index):
@@ -21,5 +22,5 @@ def mark_static(t, index=None):
     """Accepted (shapes are static already)."""
 
 
-def mark_static_address(t, guard=True):
+def mark_static_address(t, guard=False):
     """Accepted (nothing to do on the CPU)."""

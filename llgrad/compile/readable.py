@@ -371,6 +371,9 @@ def limit_change(cf, guards, args, kwargs):
     """[what changed] for the recompile-limit warning: the guards this call fails on the
     nearest entry, else the raw items that differ from the last entry's, else why no entry
     was kept or the value guards the traces read."""
+    if not cf.entries and not cf._not_kept:     # (nothing to compare this call with)
+        return ["none: no call traced yet" if not cf.n_traces else
+                "none: every call traced so far runs eagerly"]
     last = dict(cf.entries[-1].guard_items) if cf.entries else {}
     changed = []
     try:
