@@ -297,9 +297,10 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
                         # its inputs: what it would do there (.grad of other leaves) is
                         # outside what a compiled call writes
                         tracer.graph_break(("the results' gradients (an input kept with an "
-                                            "earlier graph, not detached)" if tracer.hooks_off
-                                            else "the backward inside the compiled function")
-                                           + " reach the graph that made one of its inputs")
+                                            "earlier graph, not detached) reach"
+                                            if tracer.hooks_off else "the backward inside "
+                                            "the compiled function reaches")
+                                           + " the graph that made one of its inputs")
                     # backward nodes carry their forward op's line
                     where = getattr(node, "_where", None)
                     tracer.loc_override = where_str(where) if where else None
