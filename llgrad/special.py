@@ -10,6 +10,7 @@ for x above ~26 (float64) where PyTorch's stays finite, log_ndtr is -inf below ~
 absolute error near 0 and 1 is that of erfinv(2p - 1)."""
 import math
 
+from .runtime.dtypes import get_default_dtype
 from .runtime.functions import where
 from .runtime.functions_numeric_more import i0 as _i0, igamma as _igamma, igammac as _igammac
 from .runtime.functions_special import mvlgamma
@@ -144,8 +145,10 @@ def entr(input, *, out=None):
     """As torch.special.entr: -x log x for x > 0, 0 at 0, -inf below (nan stays nan); its
     gradient is PyTorch's for x > 0 (at 0 and below PyTorch gives -inf and nan, llgrad 0)."""
     x = _t(input, "entr")
+    if not x.is_floating_point():       # (integers and bools: in the default dtype)
+        x = x.to(get_default_dtype())
     safe = where(x > 0, x, 1.0)
-    r = where(x > 0, -x * safe.log(), where(x == 0, 0.0, -math.inf))
+    r = where(x > 0, -x * safe.log(), where(x == 0, 0.0, -math.inf).to(x.dtype))
     return _out(where(x.isnan(), x, r), out)
 
 

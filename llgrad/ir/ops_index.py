@@ -50,7 +50,7 @@ def _fit_masks(ix, counts):
     return out
 
 
-def _check_broadcast(ix):
+def check_broadcast(ix):
     """PyTorch's IndexError for index tensors of shapes that do not broadcast (a mask is as
     many index tensors as it has dims, each of its True count)."""
     if len(ix) < 2 and not (ix and ix[0].dtype == np.bool_ and ix[0].ndim > 1):
@@ -67,7 +67,7 @@ def _check_broadcast(ix):
 def _check_bounds(x, spec, ix):
     """PyTorch's IndexError for an index tensor's value outside its dim (which it numbers
     among the index tensors, NumPy by the array's axes), after the shapes' check."""
-    _check_broadcast(ix)
+    check_broadcast(ix)
     axis = k = 0
     it = iter(ix)
     for s in spec:

@@ -11,9 +11,9 @@ from . import dtypes, ranges, trace_state
 from .device import check as _check_device, device as _Device
 from .memory_layout import in_layout_of, like_layout
 from .dispatch import call, scalar_type_name
-from .creation_checks import check_fits as _check_fits, fill_value_fits
-from .creation_checks import beyond_int64, int_array, leaf_dtype, number_error, sequence_error
-from .creation_checks import int_arange, requiring_grad as _requiring_grad, tensor_scalars
+from .creation_checks import (beyond_int64, check_fits as _check_fits, fill_value_fits,
+                              int_arange, int_array, leaf_dtype, leaf_type_error, number_error,
+                              requiring_grad as _requiring_grad, sequence_error, tensor_scalars)
 from .shapes import creation_size
 from .tensor import Tensor
 
@@ -33,9 +33,8 @@ def _is_tensor(x):
 
 
 def _infer_np(data, want=None):
-    """data as an array; Python floats as the default dtype, or straight as `want` when that
-    is floating (tensor([0.1], dtype=float64) holds the double 0.1, not a float32's), as
-    doubles when it is not (tensor([1e16], dtype=int64) is 10**16, 1e-300 as a bool True)."""
+    """data as an array; Python floats as the default dtype, or as `want` when floating
+    (tensor([0.1], dtype=float64) holds the double 0.1), else doubles (1e-300: bool True)."""
     floating = (want if want is not None and want.is_floating_point else dtypes.float64
                 if want is not None else dtypes.get_default_dtype()).np
     if isinstance(data, Tensor):
@@ -48,6 +47,8 @@ def _infer_np(data, want=None):
             arr = np.array(data)
         except ValueError:
             raise (sequence_error(data) or ValueError("not a rectangle")) from None
+        if want is not None and arr.dtype.kind == "O" and leaf_type_error(data, want):
+            raise leaf_type_error(data, want)       # (NumPy reads None as nan)
         leaf = leaf_dtype(data, floating.name)
         if leaf is not None:    # (NumPy values: their dtypes, promoted by PyTorch's rule)
             return arr.astype(leaf) if want is None else arr
@@ -178,8 +179,7 @@ def empty(*dims: int | tuple[int, ...], size=None, dtype: dtypes.dtype | None = 
 def full(size: tuple[int, ...] | list[int], fill_value: float | Tensor,
          dtype: dtypes.dtype | None = None, device: str | _Device | None = None,
          requires_grad: bool = False) -> Tensor:
-    """A tensor filled with fill_value, as torch.full (the dtype follows fill_value's type
-    when not given)."""
+    """A tensor filled with fill_value, as torch.full (its dtype fill_value's by default)."""
     _check_device(device)
     default = dtypes.default_for_scalar(fill_value) if not isinstance(fill_value, Tensor) else None
     d = dtypes.to_dtype(dtype) if dtype is not None else default

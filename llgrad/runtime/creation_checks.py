@@ -93,6 +93,21 @@ def number_error(data, scalar=False):
     return ValueError("Overflow when unpacking long long")
 
 
+def leaf_type_error(data, want):
+    """PyTorch's TypeError for a leaf of data that is no number, read into the dtype want
+    (tensor([None], dtype=float32)); None when every leaf is a number."""
+    stack = [data]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, (list, tuple)):
+            stack.extend(reversed(x))
+        elif not isinstance(x, (int, float, np.generic)):
+            n = type(x).__name__
+            return TypeError(f"must be real number, not {n}" if want.is_floating_point else
+                             f"'{n}' object cannot be interpreted as an integer")
+    return None
+
+
 def beyond_int64(arr, data):
     """Whether NumPy's array arr of nested lists data holds ints beyond int64 (or what is
     not a number): PyTorch reads an int as int64 and overflows, where NumPy makes [1, 2**63]
@@ -122,17 +137,19 @@ def int_array(value, floating, float_dtype):
 
 
 _C_NAMES = {"int64": "int64_t", "int32": "int", "int16": "int16_t", "int8": "int8_t",
-            "uint8": "uint8_t", "float32": "float"}
+            "uint8": "uint8_t", "float32": "float", "float16": "c10::Half"}
 
 
 def fill_value_fits(value, d):
     """PyTorch's overflow check of a Python number stored into a tensor of dtype d (an
     unsigned type takes a negative number down to -max, wrapping it); the value to store."""
+    if hasattr(value, "_dtype") and value._data.size == 1 and d.name in _C_NAMES:
+        fill_value_fits(value.item(), d)        # (a one-element tensor: read as its number)
     if d.name not in _C_NAMES or isinstance(value, (bool, complex)) or hasattr(value, "_dtype"):
         return value
     info = np.finfo(d.np) if d.is_floating_point else np.iinfo(d.np)
     if d.is_floating_point:
-        bad = np.isfinite(value) and abs(value) > info.max
+        bad = np.isfinite(value) and abs(value) > float(info.max)  # (65505 > float16's)
     elif value != value or value in (np.inf, -np.inf):
         bad = True
     elif isinstance(value, (float, np.floating)):   # (no wrapping: -0.5 overflows uint8)
@@ -186,12 +203,12 @@ def int_arange(start, end, step, d):
 
 
 def int_bounds_fit(t, *bounds):
-    """PyTorch's overflow check of Python int bounds (clamp's min / max) for the tensor t
+    """PyTorch's overflow check of Python number bounds (clamp's min / max) for the tensor t
     (checked only: the bounds stay as given); the first bound."""
     d = t._dtype
-    if d._cat == 1:
+    if d._cat == 1 or d.name in ("float16", "float32"):     # (float16's clamp(min=-1e9))
         for b in bounds:
-            if type(b) is int:
+            if type(b) is int or type(b) is float and d._cat == 2:
                 fill_value_fits(b, d)
     return bounds[0]
 

@@ -153,7 +153,7 @@ def where(condition: Tensor, input: Tensor | float | None = None,
         return condition.nonzero(as_tuple=True)     # (a 0-dim condition read as 1-dim)
     _check_condition(condition)
     for v in (input, other):    # (a Python int checked against an integer result's range)
-        if type(v) is int:
+        if type(v) is int and dtypes.result_type(input, other)._cat == 1:
             fill_value_fits(v, dtypes.result_type(input, other))
     if not isinstance(input, Tensor) and not isinstance(other, Tensor):
         input = _tensor(python_number(input))   # (a weak scalar, np.float64 too: float32)

@@ -11,7 +11,7 @@ from . import dtypes
 from .dispatch import call
 from .dispatch import scalar_type_name as tname
 from .functions import export
-from .inplace import call_inplace
+from .inplace import call_inplace, check_shape_into
 from .numpy_scalars import python_number
 from .tensor import Tensor
 from .out_write import into
@@ -63,28 +63,35 @@ def _operands(name, a, b, shown):
     return rt
 
 
+def _wrapped(name, other, rt):
+    """A Python int shift count as PyTorch reads it: wrapped into the result dtype first
+    (an int8 tensor << 2 ** 40 shifts by 0)."""
+    return dtypes.wrap_int(other, rt) if name in _NO_BOOL[:2] and rt is not None else other
+
+
 def _binary(name):
     op = OPS[name]
 
     def function(input, other, *, out=None):
         input, other = _py(input), _py(other)
-        _operands(name, input, other, (input, other))
-        r = call(op, (input, other), {})
+        rt = _operands(name, input, other, (input, other))
+        r = call(op, (input, _wrapped(name, other, rt)), {})
         return into(out, r)
 
     def method(self, other):
         other = _py(other)
-        _operands(name, self, other, (other,))
-        return call(op, (self, other), {})
+        rt = _operands(name, self, other, (other,))
+        return call(op, (self, _wrapped(name, other, rt)), {})
 
     def inplace(self, other):
         other = _py(other)
         if not isinstance(other, (Tensor,) + _NUMBERS):
             raise _bad_arguments(name + "_", (other,))
+        check_shape_into(self, other)
         rt = dtypes.result_type(self, other)
         if rt is not None and rt._cat <= self._dtype._cat:
             _operands(name, self, other, (other,))
-        return call_inplace(op, self, (self, other), {})
+        return call_inplace(op, self, (self, _wrapped(name, other, rt)), {})
     function.__name__ = method.__name__ = name
     inplace.__name__ = name + "_"
     for f, what in ((function, f"torch.{name}"), (method, f"torch.Tensor.{name}"),
@@ -142,7 +149,7 @@ def _operator(name, reflected=False, augmented=False):
         rt = _operands(name, a, b, (b,))
         if logical is not None and rt is dtypes.bool_:
             return call(logical, (a, b), {})
-        return call(op, (a, b), {})
+        return call(op, (_wrapped(name, a, rt), _wrapped(name, b, rt)), {})
     return fn
 
 

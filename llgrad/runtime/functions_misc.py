@@ -10,6 +10,7 @@ import numpy as np
 from ..ir import OPS
 from . import dtypes
 from .creation import tensor as _tensor
+from .creation_checks import fill_value_fits
 from .device import check as check_device
 from .dispatch import scalar_type_name as tname
 from .dispatch import call
@@ -92,6 +93,7 @@ def index_fill(input, dim, index, value):
     if isinstance(value, Tensor) and value._data.ndim:
         raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but got "
                            f"tensor with {value._data.ndim} dimension(s).")
+    fill_value_fits(value.item() if isinstance(value, Tensor) else value, input._dtype)
     v = value if isinstance(value, Tensor) else _tensor(value, dtype=input._dtype)
     return call(OPS["index_put"], (input, v.to(input._dtype), idx),
                 {"spec": spec, "accumulate": False})

@@ -5,8 +5,6 @@ op's result as a fresh contiguous tensor), the unsafe_* splits and nonzero_stati
 The scatters are one index_put into the flattened input at the positions the view reads
 (found by taking that view of an arange), so they are differentiable in both inputs and
 trace as ordinary ops; their grad_fn takes PyTorch's name."""
-import warnings
-
 import numpy as np
 
 from ..ir import OPS
@@ -94,14 +92,14 @@ for _fn in (slice_scatter, select_scatter, diagonal_scatter, as_strided_scatter)
 _warned = []
 
 
-def _index_reduce_args(self, dim, index, source, reduce, fn):
+def _index_reduce_args(self, dim, index, source, reduce, fn, include_self):
     if reduce not in ("prod", "mean", "amax", "amin"):
         raise RuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax or "
                            f"amin but got {reduce}.")
     if not _warned:
         _warned.append(True)
-        warnings.warn("index_reduce() is in beta and the API may change at any time.",
-                      UserWarning, stacklevel=user_stacklevel())
+        trace_state.warn_first("index_reduce() is in beta and the API may change at any "
+                               "time.", UserWarning, stacklevel=user_stacklevel())
     nd = self._data.ndim
     d = norm_dim(dim, nd)
     if index._dtype not in (dtypes.int32, dtypes.int64):
@@ -125,6 +123,10 @@ def _index_reduce_args(self, dim, index, source, reduce, fn):
     idx = index._data.reshape(-1)
     size = self._data.shape[d] if nd else 1
     if idx.size and (idx.max() >= size or idx.min() < 0):
+        bad = idx[(idx >= size) | (idx < -size)]
+        if not include_self and bad.size:   # (raised by the index_fill_ PyTorch runs first)
+            raise IndexError(f"index {bad[0]} is out of bounds for dimension {d} with size "
+                             f"{size}")
         raise IndexError("index out of range in self")
     shape = [1] * max(source._data.ndim, 1)
     shape[d] = -1
@@ -135,7 +137,8 @@ def _index_reduce_args(self, dim, index, source, reduce, fn):
 def index_reduce(self, dim, index, source, reduce, *, include_self=True):
     """As torch.index_reduce: self with the slices of source along dim reduced (prod, mean,
     amax, amin) into the slices at index, self's own values taking part when include_self."""
-    d, idx = _index_reduce_args(self, dim, index, source, reduce, "index_reduce_")
+    d, idx = _index_reduce_args(self, dim, index, source, reduce, "index_reduce_",
+                                include_self)
     out = self.scatter_reduce(d, idx, source.reshape(tuple(idx._data.shape)), reduce,
                               include_self=include_self)
     return rename(out, "IndexReduceBackward0")
@@ -143,7 +146,8 @@ def index_reduce(self, dim, index, source, reduce, *, include_self=True):
 
 def index_reduce_(self, dim, index, source, reduce, *, include_self=True):
     """In-place index_reduce, as torch.Tensor.index_reduce_."""
-    d, idx = _index_reduce_args(self, dim, index, source, reduce, "index_reduce_")
+    d, idx = _index_reduce_args(self, dim, index, source, reduce, "index_reduce_",
+                                include_self)
     return rename(self.scatter_reduce_(d, idx, source.reshape(tuple(idx._data.shape)), reduce,
                                        include_self=include_self), "IndexReduceBackward0")
 

@@ -51,8 +51,8 @@ def swapdims(input, dim0, dim1):
 
 
 def ravel(input):
-    """As torch.ravel: the elements as a 1-D tensor (a view when the layout allows)."""
-    return input.reshape(-1)
+    """As torch.ravel: contiguous().view(-1), as PyTorch's (a view of a copy if need be)."""
+    return input.contiguous().view(-1)
 
 
 # ---- at least n dims, stacking ------------------------------------------------------------------
@@ -371,6 +371,12 @@ def take_along_dim(input, indices, dim=None):
                            f"{indices._data.ndim} dimensions for indices")
     d = norm_dim(dim, nd)
     si, sx = list(indices._data.shape), list(input._data.shape)
+    for j, (a, b) in enumerate(zip(sx, si)):
+        if j != d and a != b and 1 not in (a, b):
+            raise RuntimeError(f"The size of tensor a ({a}) must match the size of tensor b "
+                               f"({b}) at non-singleton dimension {j}")
+    if sx[d]:       # (PyTorch's wraps an index along dim: -1 is the last, 5 of 4 is 1)
+        indices = indices.remainder(sx[d])
     common = [max(a, b) if j != d else None for j, (a, b) in enumerate(zip(sx, si))]
     x = input.expand([sx[j] if j == d else c for j, c in enumerate(common)])
     return x.gather(d, indices.expand([si[j] if j == d else c for j, c in enumerate(common)]))

@@ -67,6 +67,13 @@ def _check_broadcast_into(shape, inputs):
                                f"shape {list(full)}")
 
 
+def check_shape_into(t, other):
+    """PyTorch's first check of a binary in-place op (before its dtype and kernel errors):
+    other broadcasts into t's shape."""
+    if _is_tensor(other):
+        _check_broadcast_into(t._data.shape, (t, other))
+
+
 # PyTorch's assert_no_overlap: these may not read any memory they write, even all of it
 # (x.index_copy_(0, i, x)); the others may read exactly the memory they write (x.add_(x));
 # a fill value is read as a number first (x.masked_fill_(m, x[0]))

@@ -42,7 +42,7 @@ def new(dtype, args, kwargs, typed):
         raise TypeError(f"new(): argument 'size' must be a tuple of ints, but found element "
                         f"of type {type(bad).__name__}")
     data = args[0]
-    if not isinstance(data, (list, tuple, np.ndarray)):
+    if not isinstance(data, (list, tuple, range, np.ndarray)):     # (a range is one)
         raise TypeError(f"new(): data must be a sequence (got {type(data).__name__})")
     arr = np.asarray(data)
     if arr.dtype.kind == "f" and dtype._cat != 2:

@@ -10,7 +10,7 @@ from .creation_checks import fill_value_fits
 from .deprecated_overloads import alpha_first, value_first
 from .device import check as check_device
 from .dispatch import call, scalar_type_name
-from .inplace import call_inplace
+from .inplace import call_inplace, check_shape_into
 from .methods_clamp import clamp, clamp_, clamp_max, clamp_max_, clamp_min, clamp_min_
 from .methods_div import div, div_
 from .node_names import no_derivative
@@ -90,13 +90,14 @@ _ADD, _SUB, _RSUB, _POW, _MUL = (OPS[n] for n in ("add", "sub", "rsub", "pow", "
 def _alpha(self, other, alpha):
     """(other, alpha) for add/sub: a tensor alpha (a learning rate held as a tensor) scales
     other as a tensor, so a compiled step reads it at each call rather than baking in its
-    value (PyTorch reads it as a number: the same values). A float alpha for an integer
-    result raises, as PyTorch."""
+    value (PyTorch reads it as a number: the same values); PyTorch's checks of alpha."""
     if alpha.__class__ is int and alpha == 1 and other.__class__ is not int:
         return other, 1         # (the common call: nothing to check or wrap)
-    if type(alpha) is float and not dtypes.result_type(self, other).is_floating_point:
-        raise RuntimeError("For integral input tensors, argument alpha must not be a floating "
-                           "point number.")
+    if type(alpha) is float:    # (checked against a float32 / float16 result too)
+        if not dtypes.result_type(self, other).is_floating_point:
+            raise RuntimeError("For integral input tensors, argument alpha must not be a "
+                               "floating point number.")
+        fill_value_fits(alpha, dtypes.result_type(self, other))
     if isinstance(alpha, Tensor):
         if alpha._data.size != 1:
             raise RuntimeError(f"a Tensor with {alpha._data.size} elements cannot be "
@@ -142,17 +143,13 @@ def sub(self, other, alpha=1):
 
 
 def add_(self, other, alpha=1):
-    """In-place add, as torch.Tensor.add_. alpha may be a one-element tensor (a learning
-    rate held in a tensor): it then scales other as a tensor, so a compiled step reads it at
-    each call instead of baking its value in (the values are PyTorch's)."""
+    """In-place add, as torch.Tensor.add_; alpha as add's (a number or a one-element tensor)."""
     other, alpha = _alpha(self, *alpha_first("add_", other, alpha))
     return call_inplace(_ADD, self, (self, other), {"alpha": alpha})
 
 
 def sub_(self, other, alpha=1):
-    """In-place sub, as torch.Tensor.sub_. alpha may be a one-element tensor (a learning
-    rate held in a tensor): it then scales other as a tensor, so a compiled step reads it at
-    each call instead of baking its value in (the values are PyTorch's)."""
+    """In-place sub, as torch.Tensor.sub_; alpha as add's (a number or a one-element tensor)."""
     other, alpha = alpha_first("sub_", other, alpha)
     check_sub(self, other)
     other, alpha = _alpha(self, other, alpha)
@@ -164,8 +161,9 @@ def _check_int_pow(self, exponent):
     if type(exponent) is int and exponent < 0 and not self._dtype.is_floating_point \
             and not getattr(self._dtype, "is_complex", False):
         raise RuntimeError("Integers to negative integer powers are not allowed.")
-    if type(exponent) is int and self._dtype._cat == 1:
-        fill_value_fits(exponent, self._dtype)      # (uint8 ** 300: PyTorch's overflow error)
+    if type(exponent) is int and self._dtype._cat == 1 or type(exponent) in (int, float) \
+            and self._dtype.name == "float16":      # (uint8 ** 300, float16 ** 7e4)
+        fill_value_fits(exponent, self._dtype)
 
 
 def _bool_pow(self, exponent):
@@ -185,6 +183,7 @@ def pow(self, exponent):
 
 
 def pow_(self, exponent):
+    check_shape_into(self, exponent)
     _check_int_pow(self, exponent)
     _bool_pow(self, exponent)       # (PyTorch's error for bools)
     return call_inplace(_POW, self, (self, exponent), {})
@@ -376,7 +375,8 @@ def fill_(self, value):
     if isinstance(value, Tensor) and value._data.ndim:
         raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
                            f"{value._data.ndim} dimensions.")
-    value = fill_value_fits(python_number(value), self._dtype)      # (-1 into uint8: 255)
+    if not isinstance(value, Tensor):   # (a tensor's value is copied, unchecked)
+        value = fill_value_fits(python_number(value), self._dtype)  # (-1 into uint8: 255)
     return call_inplace(OPS["fill"], self, (self, value), {})
 
 

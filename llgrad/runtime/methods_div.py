@@ -6,7 +6,7 @@ import numpy as np
 from ..ir import OPS
 from . import dtypes
 from .dispatch import call, scalar_type_name
-from .inplace import call_inplace
+from .inplace import call_inplace, check_shape_into
 from .tensor import Tensor
 
 NO_MODE = object()      # div(x, y) (div.Tensor) apart from div(x, y, rounding_mode=None)
@@ -53,6 +53,7 @@ def div_(self, other, rounding_mode=NO_MODE):
     if rounding_mode is NO_MODE:
         return call_inplace(_DIV, self, (self, other), {})
     _check_mode(rounding_mode)
+    check_shape_into(self, other)
     rt = dtypes.result_type(self, other)
     if rt._cat > self._dtype._cat:      # (before the kernel's ZeroDivisionError, as PyTorch)
         raise RuntimeError(f"result type {scalar_type_name(rt)} can't be cast to the desired "

@@ -82,8 +82,11 @@ def _index_add_args(self, dim, index, source, alpha):
         raise RuntimeError(f"source tensor shape must match self tensor shape, excluding the "
                            f"specified dimension. Got self.shape = {list(xs)} source.shape = "
                            f"{list(ss)}")
-    check_index_bounds(index, xs[d] if xs else 1, d, (lambda bad: IndexError(
-        "index out of range in self")) if len(xs) <= 1 else None)      # (PyTorch's 1-D kernel)
+    # (PyTorch's kernel scatters for alpha 1 along the first or last of 2+ dims, else it
+    # adds slice by slice, with this IndexError)
+    scatters = len(xs) > 1 and d in (0, len(xs) - 1) and alpha == 1
+    check_index_bounds(index, xs[d] if xs else 1, d, None if scatters else (
+        lambda bad: IndexError("index out of range in self")))
     if not self._dtype.is_floating_point and self._dtype is not dtypes.bool_:
         alpha = int(alpha)
     return d, alpha
@@ -106,7 +109,7 @@ def _masked_fill_args(self, mask, value):
     if isinstance(value, Tensor) and value._data.ndim:
         raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got "
                            f"tensor with {value._data.ndim} dimension(s).")
-    if isinstance(value, Tensor) and value._dtype is not self._dtype and self._dtype._cat == 1:
+    if isinstance(value, Tensor) and value._dtype is not self._dtype:
         fill_value_fits(value.item(), self._dtype)      # (PyTorch reads it as a number)
     return fill_value_fits(python_number(value), self._dtype)      # (-1 into uint8: 255)
 

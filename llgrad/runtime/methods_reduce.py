@@ -95,7 +95,7 @@ def _check_nonempty(self, name, dims, tail=" Specify the reduction dim with the 
 def _amax_amin(name):
     def f(self, dim=(), keepdim=False):
         dim = () if dim is None else dim        # (PyTorch takes None for every dim)
-        dims = _rdims(self, dim) if dim != () else None
+        dims = _rdims(self, dim) if dim != () and dim != [] else None
         _check_nonempty(self, name, dims, given=[dim] if isinstance(dim, int) else list(dim))
         return self._op(name, dim=dims, keepdim=keepdim)
     return f
@@ -123,9 +123,9 @@ def _max_min(name, tup):
 
 def _arg(name):
     def f(self, dim=None, keepdim=False):
-        d = None if dim is None else norm_dim(dim, self._data.ndim)
-        if self._dtype is dtypes.bool_:
+        if self._dtype is dtypes.bool_:     # (before the dim's check, as PyTorch)
             raise RuntimeError(f"{name}(): does not support bool input")
+        d = None if dim is None else norm_dim(dim, self._data.ndim)
         _check_nonempty(self, name, None if d is None or not self._data.ndim else (d,), "")
         return self._op(name, dim=d, keepdim=keepdim)
     return f

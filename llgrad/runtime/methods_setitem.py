@@ -5,6 +5,7 @@ import numpy as np
 
 from ..ir import OPS
 from ..ir.geometry import geometry_overlaps
+from ..ir.ops_index import check_broadcast
 from .creation_checks import fill_value_fits
 from .dispatch import call, scalar_type_name
 from .inplace import call_inplace
@@ -26,17 +27,22 @@ def _strip_ones(value):
 
 def setitem(self, idx, value):
     check_zero_dim_index(self._data.ndim, idx)
-    idx = _as_tuple(idx)
+    if idx is False:        # (PyTorch's: a lone False writes nothing and checks nothing; a
+        return              # lone True writes by copy_, as x[None] = value)
+    idx = _as_tuple(None if idx is True else idx)
     if isinstance(value, Tensor):
         value = _strip_ones(value)
-    elif isinstance(value, (int, float)):
-        value = fill_value_fits(value, self._dtype)     # (PyTorch's overflow error)
+    elif isinstance(value, (int, float)):   # (PyTorch's overflow error; float16 takes
+        # any number, as its copy_ rounds it: x[0] = 1e9 is inf)
+        value = float(np.float16(value)) if self._dtype.name == "float16" else \
+            fill_value_fits(value, self._dtype)
     if any(_is_advanced(i) or _is_bool(i) for i in idx):
         t, rest = _basic_first(self, _byte_masks(idx))
         spec, tensors = _spec(t, rest)
         if not isinstance(value, Tensor):
             value = Tensor._from_array(np.asarray(value, dtype=self._data.dtype))
         elif not (len(tensors) == 1 and tensors[0]._dtype._cat == 0 and value._data.size == 1):
+            check_broadcast([i._data for i in tensors])     # (PyTorch's first check)
             _same_dtype(t, value, ())   # (PyTorch's masked_fill path alone converts the value)
         elif value._dtype is not t._dtype:      # (that path reads the value as a number)
             fill_value_fits(value.item(), t._dtype)
@@ -46,15 +52,7 @@ def setitem(self, idx, value):
                          {"spec": spec, "accumulate": False})
         except (RuntimeError, TypeError, ValueError):   # (PyTorch's words for a value that
             # does not fit; NumPy's mask assignment raises TypeError / ValueError)
-            shape = getitem(self.detach(), idx)._data.shape
-            try:        # (the value broadcasts to the result's shape, not the other way)
-                fits = np.broadcast_shapes(value._data.shape, shape) == shape
-            except ValueError:
-                fits = False
-            if not fits:
-                raise RuntimeError(f"shape mismatch: value tensor of shape "
-                                   f"{list(value._data.shape)} cannot be broadcast to indexing "
-                                   f"result of shape {list(shape)}") from None
+            _value_fits(self, idx, value)
             raise
         return
     target = getitem(self, idx)
@@ -72,6 +70,20 @@ def setitem(self, idx, value):
         target.fill_(value)
 
 
+def _value_fits(self, idx, value):
+    """PyTorch's error for a value that does not broadcast to the shape of self[idx] (the
+    value to the result's shape, not the other way)."""
+    shape = getitem(self.detach(), idx)._data.shape
+    try:
+        fits = np.broadcast_shapes(value._data.shape, shape) == shape
+    except ValueError:
+        fits = False
+    if not fits:
+        raise RuntimeError(f"shape mismatch: value tensor of shape {list(value._data.shape)} "
+                           f"cannot be broadcast to indexing result of shape {list(shape)}"
+                           ) from None
+
+
 def _same_dtype(self, values, indices):
     d = 0
     for t in indices:
@@ -84,18 +96,43 @@ def _same_dtype(self, values, indices):
                            f"{scalar_type_name(values._dtype)} for the source.")
 
 
-def index_put_(self, indices, values, accumulate=False):
+def _index_put_values(self, indices, values, accumulate):
+    """values checked as PyTorch's index_put_ checks them: one bool mask and a one-element
+    value is its masked_fill_ (the value read as a number, of any dtype); else the dtypes
+    must match and the value broadcast to the indexing result."""
+    if not accumulate and isinstance(values, Tensor) and values._data.size == 1 and \
+            len(indices) == 1 and isinstance(indices[0], Tensor) and \
+            indices[0]._dtype.name == "bool":
+        if values._dtype is not self._dtype:
+            fill_value_fits(values.item(), self._dtype)
+            values = values.to(self._dtype)
+        return values
+    if isinstance(values, Tensor) and values._dtype is not self._dtype:
+        _value_fits(self, tuple(indices), values)       # (checked before the dtypes)
     _same_dtype(self, values, indices)
-    spec = tuple("T" for _ in indices)
-    return call_inplace(OPS["index_put"], self, (self, values) + tuple(indices),
-                        {"spec": spec, "accumulate": accumulate})
+    return values
+
+
+def _index_put(run, self, indices, values, accumulate):
+    values = _index_put_values(self, indices, values, accumulate)
+    try:
+        return run(self, values, tuple(indices), {"spec": tuple("T" for _ in indices),
+                                                  "accumulate": accumulate})
+    except (RuntimeError, TypeError, ValueError):       # (PyTorch's words for a value of a
+        if isinstance(values, Tensor):                  # shape that does not fit)
+            _value_fits(self, tuple(indices), values)
+        raise
+
+
+def index_put_(self, indices, values, accumulate=False):
+    return _index_put(lambda s, v, ix, attrs: call_inplace(OPS["index_put"], s, (s, v) + ix,
+                                                           attrs),
+                      self, indices, values, accumulate)
 
 
 def index_put(self, indices, values, accumulate=False):
-    _same_dtype(self, values, indices)
-    spec = tuple("T" for _ in indices)
-    return call(OPS["index_put"], (self, values) + tuple(indices),
-                {"spec": spec, "accumulate": accumulate})
+    return _index_put(lambda s, v, ix, attrs: call(OPS["index_put"], (s, v) + ix, attrs),
+                      self, indices, values, accumulate)
 
 
 Tensor.__setitem__ = setitem

@@ -15,6 +15,7 @@ from . import trace_state
 from .dispatch import call, scalar_type_name
 from .inplace import call_inplace
 from .creation import arange
+from .creation_checks import fill_value_fits
 from .functions import _method_fn, stack
 from .methods_reduce import _return_type
 from .node import grad_enabled
@@ -95,6 +96,8 @@ def _scatter_args(self, dim, index, src, value, reduce):
     if src is None:
         src = value
     d = _check_index(self, dim, index, src, "scatter")
+    if not isinstance(src, Tensor):
+        src = fill_value_fits(src, self._dtype)     # (PyTorch's overflow error)
     if reduce is None:
         return OPS["scatter"], (self, index, src), {"dim": d}
     if reduce not in _LEGACY:
@@ -247,7 +250,8 @@ def nonzero(self, *, as_tuple=False):
     if as_tuple:
         return tuple(Tensor._from_array(i.astype(np.int64))
                      for i in np.nonzero(a.reshape(1) if a.ndim == 0 else a))
-    return Tensor._from_array(np.argwhere(a).astype(np.int64))
+    # (PyTorch's (n, ndim) result is the transpose of an (ndim, n) one: strides (1, n))
+    return Tensor._from_array(np.ascontiguousarray(np.argwhere(a).T, np.int64).T)
 
 
 def argwhere(self):

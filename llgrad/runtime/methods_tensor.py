@@ -294,7 +294,7 @@ def _T(self):
                       "Consider `x.mT` to transpose batches of matrices or `x.permute(*torch."
                       "arange(x.ndim - 1, -1, -1))` to reverse the dimensions of a tensor.",
                       UserWarning, stacklevel=2)
-    return self if nd < 2 else self.permute(tuple(reversed(range(nd))))
+    return self.permute(tuple(reversed(range(nd))))     # (a new view even of 0 or 1 dims)
 
 
 Tensor.T = property(_T)

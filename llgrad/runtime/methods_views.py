@@ -13,7 +13,7 @@ from . import dtypes, trace_state
 from .dispatch import call
 from .inplace import call_inplace
 from .shapes import (check_index_tensor, check_zero_dim_index, infer_shape, norm_dim,
-                     norm_slice, unflatten_shape, unpack_shape)
+                     norm_slice, sliced_shape, unflatten_shape, unpack_shape)
 from .tensor import Tensor
 from .view_dtype import view_dtype
 
@@ -296,10 +296,11 @@ def _is_bool(i):
 def _basic_first(self, idx):
     """PyTorch's order for an index with index tensors: integers select and None / bools
     unsqueeze first (views), the tensors then index what is left, so x[0, :, [1, 3]] is
-    (3, 2) (NumPy: (2, 3)); a bool is an index tensor, [0] (True) or [] (False), on a new
-    dim of 1. Returns that view and the index left: slices and index tensors."""
+    (3, 2) (NumPy: (2, 3)); a bool (or 0-dim bool tensor) is an index tensor, [0] (True) or
+    [] (False), on a new dim of 1. Returns that view and the index left."""
     t, d, rest = self, 0, []
     for i in _expand_ellipsis(idx, self._data.ndim):
+        i = bool(i) if isinstance(i, Tensor) and not i._data.ndim and not i._dtype._cat else i
         if i is None or _is_bool(i):
             t = t.unsqueeze(d)
             rest.append(slice(None) if i is None else tensor(np.zeros(int(i), np.int64)))
@@ -322,8 +323,8 @@ def _int(i):
 
 
 def _as_tuple(idx):
-    """idx as a tuple of indices: a list that holds a sequence, tensor, slice, None or ... is
-    one (NumPy's old rule, PyTorch's still, with its deprecation warning)."""
+    """idx as a tuple of indices (so is a list holding a sequence, tensor, slice, None or
+    ...: NumPy's old rule, PyTorch's still, with its deprecation warning)."""
     if type(idx) is tuple:
         return idx
     if type(idx) is list and len(idx) < 32 and any(
@@ -373,14 +374,15 @@ def getitem(self, idx):
 
 
 def _spec(self, idx):
-    spec, tensors, d = [], [], 0
-    for i in _expand_ellipsis(idx, self._data.ndim):
-        if _is_advanced(i):
-            t = _index_tensor(i)
-            check_index_tensor(self._data.shape, t, d)
+    spec, tensors, d, n = [], [], 0, self._data.ndim
+    items = [_index_tensor(i) if _is_advanced(i) else i for i in _expand_ellipsis(idx, n)]
+    shape = sliced_shape(self._data.shape, items)   # (a mask's error names the sliced shape)
+    for i in items:
+        if isinstance(i, Tensor):
+            check_index_tensor(shape, i, d)
             spec.append("T")
-            tensors.append(t)
-            d += t._data.ndim if t._dtype._cat == 0 else 1
+            tensors.append(i)
+            d += i._data.ndim if i._dtype._cat == 0 else 1
         elif isinstance(i, slice):
             spec.append(("slice", i.start, i.stop, i.step))
             d += 1

@@ -68,6 +68,13 @@ _EXACT.update({n: "tensordot: Expected the output tensor to have dtype {R}, but 
                   "tensor with dtype {O}" for n in ("tensordot", "inner")})
 
 
+# PyTorch's own words (and error type) for a result out cannot hold
+_CAST_WORDS = {"ldexp": (RuntimeError, "ldexp can't be cast to the desired output type {O}"),
+               "cat": (TypeError, "torch.cat(): input types can't be cast to the desired "
+                                  "output type {O}")}
+_CAST_WORDS["concat"] = _CAST_WORDS["concatenate"] = _CAST_WORDS["cat"]
+
+
 def _check_exact(name, r, out, k):
     if name in _EXACT and r._dtype is not out._dtype:
         words = _EXACT[name]
@@ -84,8 +91,9 @@ def _write(out, r, factory, name=None, k=0):
         return type(r)(*out) if hasattr(r, "_fields") else out
     _check_exact(name, r, out, k)
     if not factory and not _can_cast(r._dtype, out._dtype):
-        raise RuntimeError(f"result type {tname(r._dtype)} can't be cast to the desired output "
-                           f"type {tname(out._dtype)}")
+        error, words = _CAST_WORDS.get(name, (RuntimeError, "result type {R} can't be cast to "
+                                                             "the desired output type {O}"))
+        raise error(words.format(R=tname(r._dtype), O=tname(out._dtype)))
     shape = tuple(r._data.shape)
     if tuple(out._data.shape) != shape:
         if out._data.size:

@@ -141,6 +141,20 @@ def check_condition(condition):
                            f"with dtype {_TYPE_NAMES[name]}")
 
 
+def sliced_shape(shape, items):
+    """shape after the slices among items (slices and index tensors) are applied, as PyTorch
+    applies them before it indexes with the tensors."""
+    shape, d = list(shape), 0
+    for i in items:
+        if isinstance(i, slice):
+            if d < len(shape):
+                shape[d] = len(range(*i.indices(shape[d])))
+            d += 1
+        elif i is not None:
+            d += i._data.ndim if hasattr(i, "_dtype") and i._dtype._cat == 0 else 1
+    return shape
+
+
 def check_index_tensor(shape, t, d):
     """PyTorch's checks of an index tensor t at dim d of a tensor of this shape: its dtype,
     and a mask's shape against the dims it covers."""

@@ -19,7 +19,7 @@ _TENSOR_ARGS = {
     "heaviside": ("input", "values"), "outer": ("input", "vec2"), "dot": ("input", "tensor"),
     "kron": ("input", "other"), "cross": ("input", "other"), "cdist": ("x1", "x2"),
     "nextafter": ("input", "other"), "igamma": ("input", "other"),
-    "igammac": ("input", "other"),
+    "igammac": ("input", "other"), "gcd": ("input", "other"), "lcm": ("input", "other"),
 }
 
 
@@ -57,6 +57,7 @@ def wrap_tensor_args():
         fn = getattr(functions, name, None)
         if fn is not None:
             functions.export(_function(fn, name, names), name)
-        meth = Tensor.__dict__.get(name)
-        if meth is not None:
-            setattr(Tensor, name, _method(meth, name, names[1]))
+        for n in (name, name + "_"):       # (x.hypot_(2): "hypot_(): argument ...")
+            meth = Tensor.__dict__.get(n)
+            if meth is not None:
+                setattr(Tensor, n, _method(meth, n, names[1]))

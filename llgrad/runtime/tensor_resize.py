@@ -65,7 +65,7 @@ def new(self, *args, **kwargs):
     data = args[0]
     if isinstance(data, str):
         raise TypeError("new(): invalid data type 'str'")
-    if not isinstance(data, (list, tuple, np.ndarray)):
+    if not isinstance(data, (list, tuple, range, np.ndarray)):     # (a range is one)
         raise TypeError(f"new(): data must be a sequence (got {type(data).__name__})")
     arr = np.asarray(data)
     if arr.dtype.kind == "f" and not dt.is_floating_point:
