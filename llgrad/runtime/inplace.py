@@ -33,7 +33,7 @@ def _check_inplace(t, inputs):
         raise creation_error(t)
     if t._multi_view:       # (a compiled call's result: (op, output) of eager's, run.py)
         op, nr = t._multi_view if type(t._multi_view) is tuple else (
-            type(t.grad_fn).__name__.rsplit('Backward', 1)[0], t._output_nr)
+            view_fn_name(type(t.grad_fn).__name__), t._output_nr)
         raise RuntimeError(
             f"Output {nr} of {op} is a view and is being "
             "modified inplace. This view is the output of a function that returns multiple "
@@ -65,6 +65,13 @@ def _check_broadcast_into(shape, inputs):
                 return                   # incompatible shapes: the impl raises
             raise RuntimeError(f"output with shape {list(shape)} doesn't match the broadcast "
                                f"shape {list(full)}")
+
+
+def view_fn_name(grad_fn_name):
+    """The name PyTorch's view errors give a grad_fn: without "Backward", and without the
+    overload number 0 (SplitBackward0: Split; SqueezeBackward1: Squeeze1)."""
+    head, found, tail = grad_fn_name.rpartition("Backward")
+    return head + ("" if tail == "0" else tail) if found else grad_fn_name
 
 
 def check_shape_into(t, other):
