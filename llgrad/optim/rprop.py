@@ -1,6 +1,7 @@
 """Rprop (resilient backpropagation) and ASGD (averaged SGD), with PyTorch's single-tensor
 update rules, defaults, checks and state layout."""
 from __future__ import annotations
+from ..runtime import trace_state
 from ..runtime.creation import full_like, ones, tensor, zeros_like
 from ..runtime.functions import where
 from ..runtime.grad_mode import enable_grad, no_grad
@@ -128,7 +129,11 @@ class ASGD(Optimizer):
                 p.mul_(1 - lambd * eta_value)
                 p.add_(grad.mul(-eta_value) if isinstance(eta_value, Tensor) else grad,
                        **({} if isinstance(eta_value, Tensor) else {"alpha": -eta_value}))
-                if mu.item() != 1:
+                if trace_state.state.tracer is not None:
+                    # (both branches as one select: mu's value, which changes every step
+                    # after t0, is no guard of a compiled step)
+                    ax.copy_(where(mu.ne(1), ax.add(p.sub(ax).mul_(mu)), p))
+                elif mu.item() != 1:
                     ax.add_(p.sub(ax).mul_(mu))
                 else:
                     ax.copy_(p)
