@@ -250,6 +250,9 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     """As torch.nn.functional.nll_loss."""
     reduction = _reduction(reduction, size_average, reduce)
     check_target_shape(input, target, weight)
+    if weight is not None and weight.requires_grad and grad_mode.is_grad_enabled():
+        raise nondiff_error("nll_loss2d_forward" if input.dim() > 2 else "nll_loss_forward",
+                            "weight")
     if input._data.ndim == 1 and target._data.shape in ((), (1,)):
         # one sample: PyTorch's nll_loss takes it as is (NllLossBackward0, a 0-d loss)
         return _nll_loss_1d(input, target.reshape(()) if target._data.ndim else target,

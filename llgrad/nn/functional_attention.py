@@ -59,11 +59,11 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         raise RuntimeError(f"Expected attn_mask dtype to be bool or float or to match query "
                            f"dtype, but got attn_mask.dtype: {_cname(attn_mask.dtype)} and  "
                            f"query.dtype: {_cname(query.dtype)} instead.")
-    if is_causal and attn_mask is not None:
-        raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set "
-                           "when is_causal=True")
     flash = _backends.flash_sdp_enabled() and _flash_usable(query, key, value, attn_mask,
                                                              dropout_p, enable_gqa)
+    if is_causal and attn_mask is not None and not flash:   # (the flash kernel takes both)
+        raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set "
+                           "when is_causal=True")
     if not flash and not _backends.math_sdp_enabled():
         if _backends.flash_sdp_enabled():
             raise RuntimeError("No available kernel.  Aborting execution.")
@@ -75,6 +75,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         raise IndexError(f"Dimension out of range (expected to be in range of [-{query.dim()}, "
                          f"{query.dim() - 1}], but got -3)")
     if enable_gqa and key.size(-3) != query.size(-3):
+        if query.size(-3) % key.size(-3):       # (PyTorch's message ends there)
+            raise RuntimeError("Number of heads in key and value must divide the number of "
+                               "heads in ")
         groups = query.size(-3) // key.size(-3)
         key = _repeat_heads(key, groups)
         value = _repeat_heads(value, groups)
@@ -82,11 +85,13 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     scale_factor = 1.0 / math.sqrt(query.size(-1)) if scale is None else scale
     scores = (query * scale_factor).matmul(key.transpose(-2, -1))
     valid = None
-    if is_causal:
+    if is_causal and attn_mask is None:
         causal = arange(L).unsqueeze(1) >= arange(S)
         scores = scores + _bias_from_mask(causal, query.dtype)
     elif attn_mask is not None:
         bias = _bias_from_mask(attn_mask, query.dtype)
+        if is_causal:       # (the flash kernel masks the keys after the query on top)
+            bias = bias.masked_fill(arange(L).unsqueeze(1) < arange(S), float("-inf"))
         # rows where every key is masked: a finite row (no NaN, in values or gradients)
         # whose weights are then zeroed, as PyTorch's CPU kernels give
         valid = (bias != float("-inf")).any(-1, keepdim=True)

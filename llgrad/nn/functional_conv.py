@@ -105,14 +105,25 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1,
                   groups=groups)
 
 
-def check_conv_dtypes(input, weight, bias):
-    """ATen's convolution: the bias's dtype is checked first, then the weight's."""
-    if bias is not None and bias.dtype != input.dtype:
+def check_conv_dtypes(input, weight, bias, transposed=False):
+    """ATen's convolution: the bias's dtype is checked first (not by the transposed ones,
+    which promote it), then the weight's, in the words of the kernel the input's dtype
+    selects (a half input: the oneDNN check)."""
+    if not transposed and bias is not None and bias.dtype != input.dtype:
         raise RuntimeError(f"Input type ({_c_name(input.dtype)}) and bias type "
                            f"({_c_name(bias.dtype)}) should be the same")
     if weight.dtype != input.dtype:
+        if input.dtype.name == "float16":
+            raise RuntimeError(f"Input type ({input.type()}) and weight type ({weight.type()}) "
+                               "should be the same or input should be a MKLDNN tensor and "
+                               "weight is a dense tensor")
         raise RuntimeError(f"expected scalar type {_scalar_name(input.dtype)} but found "
                            f"{_scalar_name(weight.dtype)}")
+    if transposed and input.dtype.name == "float16" and bias is not None and \
+            bias.dtype != input.dtype:
+        raise RuntimeError(f"Input type ({input.type()}) and bias type ({bias.type()}) should "
+                           "be the same or input should be a MKLDNN tensor and bias is a dense "
+                           "tensor")
 
 
 def _c_name(dtype):

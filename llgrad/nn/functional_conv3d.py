@@ -10,7 +10,7 @@ dilation * (kernel - 1) - padding, convolved at stride 1 with the kernel flipped
 channels swapped within each group."""
 
 from ..runtime.functions_settings import warn_once
-from .functional_conv import SAME_ODD_WARNING, _c_name, _scalar_name
+from .functional_conv import SAME_ODD_WARNING, _c_name, _scalar_name, check_conv_dtypes
 from .functional_convt import _spread
 from .functional_pad import pad as _pad
 
@@ -89,18 +89,6 @@ def _check_bias_type(input, bias):
                            f"({_c_name(bias.dtype)}) should be the same")
 
 
-def _check_types(input, weight, bias):
-    _check_bias_type(input, bias)
-    if weight.dtype != input.dtype:
-        raise RuntimeError(f"Input type ({_tensor_type(input)}) and weight type "
-                           f"({_tensor_type(weight)}) should be the same or input should be a "
-                           "MKLDNN tensor and weight is a dense tensor")
-
-
-def _tensor_type(t):
-    return t.type()
-
-
 def _same_padding(input, weight, dilation):
     """(input padded at the end where a dim's total is odd, symmetric padding)."""
     totals = [d * (k - 1) for d, k in zip(dilation, weight.shape[2:])]
@@ -152,7 +140,7 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
                            + " x ".join(map(str, kernel)) + "). Kernel size can't be greater "
                            "than actual input size")
     _check_zero_dilation(input, dilation)
-    _check_types(input, weight, bias)
+    check_conv_dtypes(input, weight, bias)
     return input._op("convolution3d", weight, bias, stride=stride, padding=padding,
                      dilation=dilation, groups=int(groups))
 
@@ -184,7 +172,10 @@ def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_paddi
                            f"{s[1]} stride_width: {s[2]} dilation_depth: {d[0]} "
                            f"dilation_height: {d[1]} dilation_width: {d[2]}")
     _check_zero_dilation(input, d)
-    _check_types(input, weight, bias)
+    check_conv_dtypes(input, weight, bias, transposed=True)
+    if bias is not None and bias.dtype != input.dtype:
+        raise RuntimeError(f"expected scalar type {_scalar_name(input.dtype)} but found "
+                           f"{_scalar_name(bias.dtype)}")
     cin, coutg = w[0], w[1]
     k = w[2:]
     spread = [_spread(n, kv, sv, pv, o, dv) for n, kv, sv, pv, o, dv in

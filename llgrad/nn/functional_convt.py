@@ -12,7 +12,7 @@ import numpy as np
 
 from ..runtime.creation import tensor as _tensor
 from ..runtime.node_names import rename
-from .functional_conv import _pair, _scalar_name, conv2d
+from .functional_conv import _pair, check_conv_dtypes, conv2d
 
 
 def _n(v, n):
@@ -89,9 +89,9 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
                            f"stride_height: {s[0]} stride_width: {s[1]} dilation_height: "
                            f"{d[0]} dilation_width: {d[1]}")
     _check_groups(input, weight, groups, True)
-    if weight.dtype != input.dtype:     # (a bias of another dtype is promoted, as ATen)
-        raise RuntimeError(f"expected scalar type {_scalar_name(input.dtype)} but found "
-                           f"{_scalar_name(weight.dtype)}")
+    check_conv_dtypes(input, weight, bias, transposed=True)
+    if bias is not None and bias.dtype != input.dtype:    # (ATen adds it in the input's dtype)
+        bias = bias.to(input.dtype)
     cin, coutg, kh, kw = weight.shape
     if bias is not None and (bias.dim() != 1 or bias.shape[0] != coutg * groups):
         raise RuntimeError(f"Given transposed=1, weight of size {list(weight.shape)}, expected "

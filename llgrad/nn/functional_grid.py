@@ -98,7 +98,7 @@ def _affine_grid_generator(theta, size, align_corners):
     base = _tensor(_base_grid(spatial, align_corners, np.dtype(theta.dtype.name).type))
     points = int(np.prod(spatial))
     grid = base.reshape(1, points, nd + 1).expand(n, points, nd + 1).bmm(theta.transpose(1, 2))
-    return grid.view((n,) + spatial + (nd,))
+    return rename(grid.view((n,) + spatial + (nd,)), "AffineGridGeneratorBackward0", (theta,))
 
 
 # ---- grid_sample: coordinates ----------------------------------------------------------------

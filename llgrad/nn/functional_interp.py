@@ -16,6 +16,7 @@ import numpy as np
 from ..runtime.creation import tensor as _tensor
 from ..runtime.node_names import rename
 from .functional_interp_aa import interpolate_aa
+from .functional_interp_uint8 import check_integer_input, interpolate_uint8
 from .functional_pool import adaptive_avg_pool1d, adaptive_avg_pool2d
 from .functional_pool3d import adaptive_avg_pool3d
 
@@ -72,12 +73,21 @@ def _cubic_weights(n, o, scale, align_corners, dt):
 
     def conv2(x):
         return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
-    ws = [conv2(t + 1), conv1(t), conv1(1 - t), conv2(2 - t)]
+    ws = [conv2(t + 1), conv1(t), conv1(1 - t), conv2((1 - t) + 1)]     # (PyTorch's roundings)
     return [np.clip(i0 - 1 + j, 0, n - 1) for j in range(4)], [w.astype(dt) for w in ws]
 
 
 def _interp_dims(input, out_size, scales, mode, align_corners):
-    x = input
+    # a half input is resampled in single precision and rounded once, as PyTorch's kernels
+    # do; its weights are rounded to half first, but in the channels-last kernel PyTorch
+    # runs for a 2-d bilinear output of at most 128 rows and columns together
+    half = input.dtype.name == "float16" and mode not in ("nearest", "nearest-exact")
+    x = input.float() if half else input
+    wdt = input.dtype if not (half and mode == "bilinear" and sum(out_size) <= 128) else None
+
+    def weight(w, shape):
+        t = _tensor(w.reshape(shape))
+        return (t.to(wdt) if wdt is not None else t).to(x.dtype)
     nsp = len(out_size)
     for k in reversed(range(nsp)):          # the last dim first (PyTorch's inner loop)
         dim = 2 + k
@@ -91,15 +101,16 @@ def _interp_dims(input, out_size, scales, mode, align_corners):
         shape = (o,) + (1,) * (x.dim() - 1 - dim)
         if mode == "bicubic":
             idx, ws = _cubic_weights(n, o, scales[k], align_corners, dt)
-            terms = [x.index_select(dim, _tensor(i)) * _tensor(w.reshape(shape)).to(input.dtype)
-                     for i, w in zip(idx, ws)]
+            terms = [x.index_select(dim, _tensor(i)) * weight(w, shape) for i, w in zip(idx, ws)]
             x = terms[0] + terms[1] + terms[2] + terms[3]
             continue
         i0, i1, l0, l1 = _linear_weights(n, o, scales[k], align_corners, dt)
-        w0 = _tensor(l0.reshape(shape)).to(input.dtype)
-        w1 = _tensor(l1.reshape(shape)).to(input.dtype)
-        x = x.index_select(dim, _tensor(i0)) * w0 + x.index_select(dim, _tensor(i1)) * w1
-    return x
+        if half and wdt is not None:    # (PyTorch's half lambdas: l0 = 1 - half(l1))
+            l1 = l1.astype(np.float16)
+            l0 = (np.float32(1) - l1.astype(np.float32)).astype(np.float16)
+        x = x.index_select(dim, _tensor(i0)) * weight(l0, shape) + \
+            x.index_select(dim, _tensor(i1)) * weight(l1, shape)
+    return x.to(input.dtype) if half else x
 
 
 def _check_sizes(input, out_size):
@@ -174,12 +185,15 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
             return adaptive_avg_pool3d(input, out_size)
     if mode in ("nearest", "nearest-exact") and 1 <= dim <= 3:
         _check_sizes(input, out_size)
+        check_integer_input(input, mode, out_size, False)
         out = _interp_dims(input, out_size, scales, mode, None)
         return rename(input.clone() if out is input else out,
                       f"Upsample{'NearestExact' if mode == 'nearest-exact' else 'Nearest'}"
                       f"{dim}DBackward0", (input,))
     if mode in _LINEAR and input.dim() == _LINEAR[mode]:
         _check_sizes(input, out_size)
+        if check_integer_input(input, mode, out_size, antialias):
+            return interpolate_uint8(input, out_size, scales, mode, align_corners, antialias)
         if antialias:
             return interpolate_aa(input, out_size, scales, mode, align_corners)
         return rename(_interp_dims(input, out_size, scales, mode, align_corners),
@@ -190,6 +204,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         if not antialias:
             raise ValueError("Lanczos mode requires antialias=True")
         _check_sizes(input, out_size)
+        if check_integer_input(input, mode, out_size, True):
+            return interpolate_uint8(input, out_size, scales, mode, False, True)
         return interpolate_aa(input, out_size, scales, mode, False)
     if mode in _LINEAR and 3 <= input.dim() <= 5 and mode != "bicubic":
         raise NotImplementedError(f"Got {input.dim()}D input, but {mode} mode needs "

@@ -12,7 +12,7 @@ from ..runtime.creation import ones_like, zeros_like
 from ..runtime.dtypes import int64
 from ..runtime.dispatch import nondiff_error
 from ..runtime.functions import minimum, where
-from ..runtime.grad_mode import no_grad
+from ..runtime.grad_mode import is_grad_enabled, no_grad
 from ..runtime.shapes import broadcast_shapes
 from .functional_activation import logsigmoid
 from .functional_distance import pairwise_distance
@@ -120,6 +120,8 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
         raise ValueError("only p == 1 and p == 2 supported")
     if weight is not None and weight.dim() != 1:
         raise ValueError("weight must be one-dimensional")
+    if weight is not None and weight.requires_grad and is_grad_enabled():
+        raise nondiff_error("multi_margin_loss", "weight")
     nd, shape = input.dim(), list(input.shape)
     if not ((nd == 2 and shape[1] != 0) or (nd == 1 and shape[0] != 0) or nd == 0):
         raise RuntimeError("Expected non-empty vector or matrix with optional 0-dim batch size, "

@@ -275,8 +275,8 @@ def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_siz
     data = indices._data
     if isinstance(data, np.ndarray) and data.size:  # (a batched tensor under vmap has no values)
         bad = data[(data < 0) | (data >= od * oh * ow)]
-        if bad.size:
-            raise RuntimeError(f"Found an invalid max index: {int(bad.reshape(-1)[0])} (output "
+        if bad.size:    # (PyTorch's loop keeps the last invalid index it meets)
+            raise RuntimeError(f"Found an invalid max index: {int(bad.reshape(-1)[-1])} (output "
                                f"volumes are of size {od}x{oh}x{ow})")
     lead = tuple(input.shape[:-3])
     src = input.reshape(lead + (-1,))

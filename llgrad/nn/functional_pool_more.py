@@ -108,8 +108,8 @@ def _max_unpool2d(input, indices, output_size):
     d = indices._data
     if isinstance(d, np.ndarray) and d.size:    # (a batched tensor under vmap has no values)
         bad = d[(d < 0) | (d >= oh * ow)]
-        if bad.size:
-            raise RuntimeError(f"Found an invalid max index: {int(bad.reshape(-1)[0])} (output "
+        if bad.size:    # (PyTorch's loop keeps the last invalid index it meets)
+            raise RuntimeError(f"Found an invalid max index: {int(bad.reshape(-1)[-1])} (output "
                                f"volumes are of size {oh}x{ow})")
     lead = tuple(input.shape[:-2])
     src = input.reshape(lead + (-1,))

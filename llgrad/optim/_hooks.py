@@ -8,6 +8,7 @@ from functools import wraps
 from itertools import chain
 
 from ..utils.hooks import RemovableHandle
+from ._flags import check_step_flags
 
 _global_pre_hooks = OrderedDict()
 _global_post_hooks = OrderedDict()
@@ -37,6 +38,7 @@ def hooked_step(func):
         pre = self.__dict__.get("_optimizer_step_pre_hooks")
         post = self.__dict__.get("_optimizer_step_post_hooks")
         if not (pre or post or _global_pre_hooks or _global_post_hooks):
+            check_step_flags(self)
             return func(self, *args, **kwargs)
         args = (self,) + args
         for hook in chain(_global_pre_hooks.values(), (pre or {}).values()):
@@ -46,6 +48,7 @@ def hooked_step(func):
                     raise RuntimeError(f"{func} must return None or a tuple of (new_args, "
                                        f"new_kwargs), but got {result}.")
                 args, kwargs = result
+        check_step_flags(self)
         out = func(*args, **kwargs)
         for hook in chain((post or {}).values(), _global_post_hooks.values()):
             hook(self, args, kwargs)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 from ..runtime.creation import zeros_like
 from ..runtime.grad_mode import enable_grad, no_grad
-from .optimizer import LrT, Optimizer, ParamsT, _check_lr, _for_loop_only, _add_scaled_, _lr
+from .optimizer import LrT, Optimizer, ParamsT, _check_lr, _add_scaled_, _lr
 from ._state import new_step, tensor_steps
 
 __all__ = ["Adadelta"]
@@ -23,8 +23,6 @@ class Adadelta(Optimizer):
             raise ValueError(f"Invalid epsilon value: {eps}")
         if not 0.0 <= weight_decay:
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
-        _for_loop_only(capturable=capturable, differentiable=differentiable,
-                       devices="['cuda', 'xpu', 'hpu', 'privateuseone']")
         defaults = dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize,
                         capturable=capturable, foreach=foreach, differentiable=differentiable)
         super().__init__(params, defaults)

@@ -30,7 +30,7 @@ class Adagrad(Optimizer):
                              f"{initial_accumulator_value}")
         if not 0.0 <= eps:
             raise ValueError(f"Invalid epsilon value: {eps}")
-        _for_loop_only(differentiable=differentiable, fused=fused, foreach=foreach)
+        _for_loop_only(fused=fused, foreach=foreach)
         defaults = dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
                         initial_accumulator_value=initial_accumulator_value, foreach=foreach,
                         maximize=maximize, differentiable=differentiable, fused=fused)

@@ -49,8 +49,7 @@ class Adam(Optimizer):
                                      "capturable=False and foreach=True")
                 if b.numel() != 1:
                     raise ValueError(f"Tensor betas[{i}] must be 1-element")
-        _for_loop_only(capturable=capturable, differentiable=differentiable, fused=fused,
-                       foreach=foreach)
+        _for_loop_only(fused=fused, foreach=foreach)
         # PyTorch keeps a 1-element tensor beta as a 0-d one
         betas = tuple(b.squeeze() if isinstance(b, Tensor) and b.dim() else b for b in betas)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
@@ -84,7 +83,8 @@ class Adam(Optimizer):
             b2_input = beta2 is not raw(group, "betas")[1] or isinstance(beta2, Tensor)
             # the eager update without the dispatcher's bookkeeping where it applies
             # (_eager_adam.py: the same ops, the same values and versions)
-            loc = _eager_adam.where() if _eager_adam.usable(group) else None
+            plain = not group["differentiable"]
+            loc = _eager_adam.where() if plain and _eager_adam.usable(group) else None
             for p in group["params"]:
                 if p.grad is None:
                     continue
@@ -113,6 +113,9 @@ class Adam(Optimizer):
                 else:
                     exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
 
+                if not plain:       # (PyTorch's tensor arithmetic of the differentiable step)
+                    _differentiable_update(p, state, group, lr, beta1, beta2, eps)
+                    continue
                 step = _get_value(state["step"])
                 bias_correction1 = 1 - beta1 ** step
                 bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
@@ -126,6 +129,20 @@ class Adam(Optimizer):
                 # (addcdiv_ composed: while tracing step_size is a tensor, not a number)
                 p.add_(exp_avg.mul(-step_size).div_(denom))
         return loss
+
+
+def _differentiable_update(p, state, group, lr, beta1, beta2, eps):
+    """PyTorch's update of a differentiable (or capturable) step: the bias corrections
+    from the step tensor, step_size folded into the denominator. (Parameters that require
+    grad are refused before, optim._flags.)"""
+    step = state["step"]
+    step_size_neg = (lr / (1 - beta1 ** step)).neg()
+    sq = state["exp_avg_sq"]
+    if group["amsgrad"]:
+        state["max_exp_avg_sq"].copy_(state["max_exp_avg_sq"].maximum(sq))
+        sq = state["max_exp_avg_sq"]
+    denom = (sq.sqrt() / ((1 - beta2 ** step).sqrt() * step_size_neg)).add_(eps / step_size_neg)
+    p.addcdiv_(state["exp_avg"], denom)
 
 
 class AdamW(Adam):

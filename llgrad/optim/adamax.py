@@ -4,7 +4,7 @@ from __future__ import annotations
 from ..runtime.creation import zeros_like
 from ..runtime.grad_mode import enable_grad, no_grad
 from .optimizer import LrT, ParamsT
-from .optimizer import (Optimizer, _addcdiv_, _check_lr, _div, _for_loop_only, _get_value,
+from .optimizer import (Optimizer, _addcdiv_, _check_lr, _div, _get_value,
                         _lr)
 from ._state import new_step, tensor_steps
 
@@ -29,7 +29,6 @@ class Adamax(Optimizer):
             raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
         if not 0.0 <= weight_decay:
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
-        _for_loop_only(capturable=capturable, differentiable=differentiable)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, foreach=foreach,
                         maximize=maximize, differentiable=differentiable, capturable=capturable)
         super().__init__(params, defaults)

@@ -3,7 +3,7 @@ single-tensor update rule (state: step, mu_product, exp_avg, exp_avg_sq)."""
 from __future__ import annotations
 from ..runtime.creation import zeros_like
 from ..runtime.grad_mode import enable_grad, no_grad
-from .optimizer import (LrT, ParamsT, Optimizer, _addcdiv_, _check_lr, _for_loop_only, _get_value,
+from .optimizer import (LrT, ParamsT, Optimizer, _addcdiv_, _check_lr, _get_value,
                         _lr)
 from ._state import new_step, tensor_steps
 
@@ -31,8 +31,6 @@ class NAdam(Optimizer):
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
         if not 0.0 <= momentum_decay:
             raise ValueError(f"Invalid momentum_decay value: {momentum_decay}")
-        _for_loop_only(capturable=capturable, differentiable=differentiable,
-                       state_names="params, mu_products and state_steps")
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                         momentum_decay=momentum_decay,
                         decoupled_weight_decay=decoupled_weight_decay, maximize=maximize,

@@ -88,24 +88,13 @@ def _tracing():
     return trace_state.state.tracer is not None
 
 
-_DEVICES = "['cuda', 'xpu', 'hpu', 'privateuseone', 'xla']"
-
-
-def _for_loop_only(capturable=False, differentiable=False, fused=False, foreach=None,
-                   state_names="params and state_steps", devices=_DEVICES):
-    """The implementation flags as PyTorch's CPU optimisers take them. fused=True runs the
-    single-tensor loop: PyTorch's fused CPU kernel does its arithmetic in one pass, equal
-    to within an ulp (a compiled step fuses the loop itself); capturable=True needs a
-    CUDA-like device in PyTorch too; differentiable=True (a step autograd records) is not
-    built."""
+def _for_loop_only(fused=False, foreach=None):
+    """The implementation flags as PyTorch's CPU optimisers take them: fused=True runs the
+    single-tensor loop (PyTorch's fused CPU kernel does its arithmetic in one pass, equal to
+    within an ulp; a compiled step fuses the loop itself). capturable and differentiable
+    are refused at the step, as PyTorch's (_flags.check_step_flags)."""
     if fused and foreach:
         raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
-    if capturable:
-        raise AssertionError(f"If capturable=True, {state_names} must be on supported "
-                             f"devices: {devices}.")
-    if differentiable:
-        raise NotImplementedError("llgrad.optim: differentiable=True (a step that autograd "
-                                  "records) is not supported")
 
 
 class Optimizer(OptimizerHooks):
@@ -114,8 +103,8 @@ class Optimizer(OptimizerHooks):
     in PyTorch's layout, so optimiser state interchanges with PyTorch's. A step compiles
     inside an llgrad.compile'd training step, state updated in place; a tensor lr is read at
     each call (a schedule does not re-trace). Only the single-tensor (for-loop)
-    implementation exists: foreach and fused run it (_for_loop_only); differentiable=True
-    raises.
+    implementation exists: foreach and fused run it (_for_loop_only); capturable and
+    differentiable steps raise PyTorch's CPU errors (_flags).
 
     dynamic_hypers: the hyper-parameters a schedule may change between compiled steps (a
     subclass's step reads them with runtime.hypers.hyper): graph inputs, not guards, so a
@@ -188,7 +177,7 @@ class Optimizer(OptimizerHooks):
             if not isinstance(p, Tensor):
                 raise TypeError("optimizer can only optimize Tensors, but one of the params "
                                 "is " + type(p).__name__)
-            if not (p.is_leaf or p.retains_grad):
+            if not (self.defaults.get("differentiable") or p.is_leaf or p.retains_grad):
                 raise ValueError("can't optimize a non-leaf Tensor")
         for name, default in self.defaults.items():
             if default is required and name not in param_group:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..runtime.creation import zeros_like
 from ..runtime.functions import where
 from ..runtime.grad_mode import enable_grad, no_grad
-from .optimizer import Optimizer, _check_lr, _for_loop_only, _get_value, _lr, _tracing
+from .optimizer import Optimizer, _check_lr, _get_value, _lr, _tracing
 from .optimizer import LrT, ParamsT
 from ._state import new_step, tensor_steps
 
@@ -32,7 +32,6 @@ class RAdam(Optimizer):
             raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
         if not 0.0 <= weight_decay:
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
-        _for_loop_only(capturable=capturable, differentiable=differentiable)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                         maximize=maximize, foreach=foreach, capturable=capturable,
                         decoupled_weight_decay=decoupled_weight_decay,

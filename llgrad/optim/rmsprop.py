@@ -4,7 +4,7 @@ from __future__ import annotations
 from ..runtime.creation import zeros_like
 from ..runtime.grad_mode import enable_grad, no_grad
 from .optimizer import (LrT, Optimizer, ParamsT, _add_scaled_, _addcdiv_, _check_lr,
-                        _for_loop_only, _lr)
+                        _lr)
 from ._state import new_step, tensor_steps
 
 __all__ = ["RMSprop"]
@@ -29,7 +29,6 @@ class RMSprop(Optimizer):
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
         if not 0.0 <= alpha:
             raise ValueError(f"Invalid alpha value: {alpha}")
-        _for_loop_only(capturable=capturable, differentiable=differentiable)
         defaults = dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps, centered=centered,
                         weight_decay=weight_decay, capturable=capturable, foreach=foreach,
                         maximize=maximize, differentiable=differentiable)

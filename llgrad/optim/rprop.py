@@ -6,7 +6,7 @@ from ..runtime.creation import full_like, ones, tensor, zeros_like
 from ..runtime.functions import where
 from ..runtime.grad_mode import enable_grad, no_grad
 from ..runtime.tensor import Tensor
-from .optimizer import (LrT, Optimizer, ParamsT, _check_lr, _for_loop_only, _get_value,
+from .optimizer import (LrT, Optimizer, ParamsT, _check_lr, _get_value,
                         _to_scalar)
 from ._state import new_step, tensor_steps
 
@@ -32,7 +32,6 @@ class Rprop(Optimizer):
         _check_lr(lr)
         if not 0.0 < etas[0] < 1.0 < etas[1]:
             raise ValueError(f"Invalid eta values: {etas[0]}, {etas[1]}")
-        _for_loop_only(capturable=capturable, differentiable=differentiable)
         defaults = dict(lr=lr, etas=etas, step_sizes=step_sizes, foreach=foreach,
                         maximize=maximize, differentiable=differentiable, capturable=capturable)
         super().__init__(params, defaults)
@@ -88,8 +87,6 @@ class ASGD(Optimizer):
         _check_lr(lr)
         if not 0.0 <= weight_decay:
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
-        _for_loop_only(capturable=capturable, differentiable=differentiable,
-                       state_names="params, mus, etas, and state_steps")
         defaults = dict(lr=lr, lambd=lambd, alpha=alpha, t0=t0, weight_decay=weight_decay,
                         foreach=foreach, maximize=maximize, differentiable=differentiable,
                         capturable=capturable)

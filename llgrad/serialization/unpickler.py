@@ -171,7 +171,8 @@ class _FullUnpickler(pickle.Unpickler):
 def _weights_only_message(message):
     if "Unsupported global" in message:
         return ("Weights only load failed. This file can still be loaded, to do so you have "
-                "two options, do those steps only if you trust the source of the checkpoint. "
+                "two options, \033[1mdo those steps only if you trust the source of the "
+                "checkpoint\033[0m. "
                 f"\n\t(1) {_UNSAFE_MESSAGE}\n\t(2) Alternatively, to load with "
                 "`weights_only=True` please check the recommended steps in the following error "
                 f"message.\n\tWeightsUnpickler error: {message}{_DOCS}")

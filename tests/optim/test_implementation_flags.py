@@ -1,7 +1,7 @@
 """The implementation flags PyTorch's CPU optimisers take: fused=True (Adam, AdamW, SGD,
 Adagrad) runs, giving PyTorch's fused results to within an ulp (PyTorch's fused CPU kernel
-and its for-loop differ by that much too); fused with foreach, and capturable on a CPU,
-raise PyTorch's errors."""
+and its for-loop differ by that much too); fused with foreach, and a capturable step on a
+CPU, raise PyTorch's errors."""
 import numpy as np
 import pytest
 
@@ -31,6 +31,9 @@ def test_the_flags_pytorch_refuses_raise_its_errors():
         p = T.nn.Parameter(T.ones(3))
         with pytest.raises(RuntimeError, match="`fused` and `foreach` cannot be `True`"):
             T.optim.Adam([p], fused=True, foreach=True)
-    p = llgrad.nn.Parameter(llgrad.ones(3))
-    with pytest.raises(AssertionError, match="capturable=True, params and state_steps"):
-        llgrad.optim.Adam([p], capturable=True)
+    for T in (torch, llgrad):       # (accepted by the constructor, refused by the step)
+        p = T.nn.Parameter(T.ones(3))
+        opt = T.optim.Adam([p], capturable=True)
+        p.grad = T.ones(3)
+        with pytest.raises(AssertionError, match="capturable=True, params and state_steps"):
+            opt.step()

@@ -6,6 +6,7 @@ worker_init_fn, which workers would treat otherwise); pin_memory has nothing to 
 CPU is the only device)."""
 from __future__ import annotations
 import math
+import os
 import warnings
 from typing import TYPE_CHECKING
 
@@ -141,6 +142,7 @@ class DataLoader:
         self.persistent_workers = persistent_workers
         self.__initialized = True
         self._IterableDataset_len_called = None
+        self.check_worker_number_rationality()
 
     def __setattr__(self, attr, val):
         if self.__initialized and attr in ("batch_size", "batch_sampler", "sampler",
@@ -169,7 +171,27 @@ class DataLoader:
                           f"{self.num_workers} is accepted but no worker processes are "
                           "started (an iterable dataset is read once, worker_init_fn is not "
                           "called)", stacklevel=2)
+        if self.num_workers > 0:
+            self.check_worker_number_rationality()
         return _SingleProcessDataLoaderIter(self)
+
+    def check_worker_number_rationality(self):
+        """PyTorch's warning for more workers than the process may run on."""
+        if not self.num_workers:
+            return
+        checked = hasattr(os, "sched_getaffinity")
+        suggest = len(os.sched_getaffinity(0)) if checked else os.cpu_count()
+        if suggest is None or self.num_workers > suggest:
+            advice = ("DataLoader is not able to compute a suggested max number of worker in "
+                      "current system." if suggest is None else
+                      f"Our suggested max number of worker in current system is {suggest}"
+                      f"{'' if checked else ' (`cpuset` is not taken into account)'}, which is "
+                      "smaller than what this DataLoader is going to create.")
+            warnings.warn(f"This DataLoader will create {self.num_workers} worker processes in "
+                          f"total. {advice} Please be aware that excessive worker creation "
+                          "might get DataLoader running slow or even freeze, lower the worker "
+                          "number to avoid potential slowness/freeze if necessary.",
+                          stacklevel=2)
 
     def __len__(self):
         if self._dataset_kind == _DatasetKind.Iterable:

@@ -84,6 +84,24 @@ class StackDataset(Dataset):
             return {k: d[index] for k, d in self.datasets.items()}
         return tuple(d[index] for d in self.datasets)
 
+    def __getitems__(self, indices):
+        """A batch of samples, each dataset read with its own __getitems__ where it has one
+        (as the DataLoader fetches a batch)."""
+        named = isinstance(self.datasets, dict)
+        columns = []
+        for d in (self.datasets.values() if named else self.datasets):
+            if callable(getattr(d, "__getitems__", None)):
+                items = d.__getitems__(indices)
+                if len(items) != len(indices):
+                    raise ValueError("Nested dataset's output size mismatch. Expected "
+                                     f"{len(indices)}, got {len(items)}")
+                columns.append(list(items))
+            else:
+                columns.append([d[i] for i in indices])
+        if named:
+            return [dict(zip(self.datasets, row)) for row in zip(*columns)] if columns else []
+        return [tuple(row) for row in zip(*columns)]
+
     def __len__(self):
         return self._length
 
