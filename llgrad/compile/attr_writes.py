@@ -14,6 +14,10 @@ and history (a differentiable output is attached to the call's backward node as 
 returned one is). On the next call the guard walk sees a tensor there as it sees any
 input (dtype, shape, strides, requires_grad), so the entry serves it.
 
+A global name or a closure cell the function, or a method or hook of the user's it reaches,
+binds (`global h; h = ...`, `nonlocal h`) is such a slot too; a global only bound, never
+read, with a value calls cannot replay makes the call run eagerly (no guard would see it).
+
 A slot written with a bool, a string or None (module.train() inside a training step sets
 each module's `training`) is replayed as that constant: the entry's guards determine it. A
 slot written with anything else (a number, such as a counter the call increments, another
@@ -23,7 +27,9 @@ import inspect
 
 from ..runtime.tensor import Tensor
 from ..tracer.pytree import flatten, unflatten, with_constants
+from ..tracer.errors import TraceError
 from ..tracer.returned import is_constant
+from .code_reads import global_names, global_stores
 from .guards import (_is_object, captured_reads, class_functions, followed_reads,
                      signature_names, user_function)
 
@@ -95,6 +101,12 @@ class Slots:
 
     def __init__(self, fn, args, kwargs):
         self.places = []        # (holder, root, steps, its guard path, copy of its slots)
+        # the closure cells and global names the function and the user's functions the
+        # walk meets read or bind (`nonlocal h`, `global h; h = ...`), with their values
+        reads = captured_reads(fn)[1]
+        self.names = [(where, f"captured {path}", _value(where), True) for where, _, kind, path
+                      in reads if where[0] == "cell" and kind != "absent"]
+        funcs = [getattr(fn, "__func__", fn)] + [v for _, v, kind, _ in reads if kind == "follow"]
         seen = set()
         stack = [(root, (), path, v) for root, path, v in reversed(_roots(fn, args, kwargs))]
         while stack:
@@ -105,6 +117,7 @@ class Slots:
                 f = user_function(v)        # (a hook, a Lambda's function: what it reads)
                 if f is not None and id(f) not in seen:
                     seen.add(id(f))
+                    funcs.append(f)
                     stack.extend(reversed(_reads(f, path)))
                 continue
             seen.add(id(v))
@@ -112,6 +125,7 @@ class Slots:
                 for f in reversed(class_functions(type(v))):     # (walked after the
                     if id(f) not in seen:                        # attributes, as guards do)
                         seen.add(id(f))
+                        funcs.append(f)
                         stack.extend(reversed(_reads(f, path)))
             if not isinstance(v, tuple):
                 slots = _slots(v)
@@ -121,12 +135,30 @@ class Slots:
                 if isinstance(v, (list, tuple)) else sorted(vars(v).items())
             stack.extend((root, steps + (k,), _named(path, k, i), x)
                          for i, (k, x) in reversed(list(enumerate(items))))
+        known = set()
+        for f in funcs:
+            space, code = getattr(f, "__globals__", None), getattr(f, "__code__", None)
+            if space is None or code is None:
+                continue
+            read = global_names(code)       # (guarded: a change the guard items show)
+            for name in read + global_stores(code):
+                if (id(space), name) not in known:
+                    known.add((id(space), name))
+                    where = ("global", space, name)
+                    self.names.append((where, f"captured {name}", _value(where), name in read))
 
     def writes(self):
         """([Write], the tensors they put, in order, the guard walk's paths of those
         tensors): each slot that holds another value now, where that value is a tensor or a
         structure of tensors and constants."""
         writes, tensors, paths = [], [], set()
+        for where, path, before, read in self.names:
+            value = _value(where)
+            if value is not before and not self._write(
+                    writes, tensors, paths, ("name", where), (), None, path, value) and not read:
+                raise TraceError(f"the function binds the global {where[-1]!r} to a value "
+                                 f"of type {type(value).__name__}, which compiled calls "
+                                 "cannot replay")
         for holder, root, steps, path, before in self.places:
             now = _slots(holder)
             if isinstance(now, list):
@@ -139,20 +171,39 @@ class Slots:
             order = {k: i for i, k in enumerate(now)} if isinstance(now, dict) else None
             for slot, value in changed:
                 where = _named(path, slot, slot if order is None else order[slot])
-                leaves, tree = flatten(value, where)
-                tree, kept = with_constants(tree, leaves, is_constant)
-                if not kept and isinstance(value, _FLAGS):
-                    # (a flag the call sets, as module.train() in a training step: the
-                    # constant the trace wrote, which the entry's guards determine)
-                    writes.append(Write(root, steps, slot, tree, len(tensors), 0))
-                    paths.add(where)
-                    continue
-                if not kept or not all(isinstance(t, Tensor) for t in kept):
-                    continue
-                writes.append(Write(root, steps, slot, tree, len(tensors), len(kept)))
-                tensors += kept
-                paths.update(p for p, x in leaves if not is_constant(x))
+                self._write(writes, tensors, paths, root, steps, slot, where, value)
         return writes, tensors, paths
+
+    @staticmethod
+    def _write(writes, tensors, paths, root, steps, slot, where, value):
+        """Note the write of value into a slot, if calls can replay it (else False)."""
+        leaves, tree = flatten(value, where)
+        tree, kept = with_constants(tree, leaves, is_constant)
+        if not kept and isinstance(value, _FLAGS):
+            # (a flag the call sets, as module.train() in a training step: the constant
+            # the trace wrote, which the entry's guards determine)
+            writes.append(Write(root, steps, slot, tree, len(tensors), 0))
+            paths.add(where)
+            return True
+        if not kept or not all(isinstance(t, Tensor) for t in kept):
+            return False
+        writes.append(Write(root, steps, slot, tree, len(tensors), len(kept)))
+        tensors += kept
+        paths.update(p for p, x in leaves if not is_constant(x))
+        return True
+
+
+def _value(where):
+    """What a global name or a closure cell (captured_reads' `where`) holds now."""
+    if where[0] == "cell":
+        try:
+            return where[1].cell_contents
+        except ValueError:
+            return _EMPTY
+    return where[1].get(where[2], _EMPTY)
+
+
+_EMPTY = object()
 
 
 class Write:
@@ -166,6 +217,8 @@ class Write:
 
     def where(self):
         """The slot as text (explain, dumps)."""
+        if self.root[0] == "name":
+            return self.root[1][-1] if self.root[1][0] == "global" else "<captured>"
         name = {"owner": "self", "arg": self.root[-1]}.get(self.root[0]) or \
             (self.root[1][-1] if self.root[1][0] == "global" else "<captured>")
         return name + "".join(f".{k}" if isinstance(k, str) and k.isidentifier()
@@ -183,6 +236,14 @@ class Pending:
     def finish(self, fn, args, kwargs):
         bound = [None]
         for w in self.writes:
+            if w.root[0] == "name":         # (a global name or a closure cell rebound)
+                value = unflatten(w.tree, self.tensors[w.first:w.first + w.n])
+                where = w.root[1]
+                if where[0] == "cell":
+                    where[1].cell_contents = value
+                else:
+                    where[1][where[2]] = value
+                continue
             holder = _resolve(w.root, fn, args, kwargs, bound)
             for k in w.steps:
                 holder = _child(holder, k)

@@ -12,7 +12,7 @@ import weakref
 import numpy as np
 
 from ..ir.graph import Value
-from ..runtime import grad_mode, trace_state
+from ..runtime import anomaly, grad_mode, trace_state
 from ..runtime.autograd_api import grad as autograd_grad
 from .fastpath import fresh_tensors
 from . import output_hooks
@@ -28,7 +28,7 @@ _NO_EDGE = (None, 0)
 class _Layout:
     """What attach() needs of an entry that does not change between its calls."""
     __slots__ = ("edges", "saved", "in_meta", "out_meta", "out_nrs", "check_inputs",
-                 "check_outputs", "deps")
+                 "check_outputs", "deps", "order")
 
     def __init__(self, entry, tensors, results):
         self.deps = None        # (output_hooks.py)
@@ -38,6 +38,12 @@ class _Layout:
         # shapes and dtypes are part of the entry's guard key: the same on every call
         self.in_meta = tuple((tensors[i]._data.shape, tensors[i]._dtype)
                              for i in entry.diff_inputs)
+        # the edges in the order eager's engine readies the leaves' nodes (their hooks and
+        # .grad; output_notes.leaf_order): the gradients are put in that order too
+        self.order = entry.leaf_order
+        if self.order is not None:
+            self.edges = tuple(self.edges[j] for j in self.order)
+            self.in_meta = tuple(self.in_meta[j] for j in self.order)
         self.out_meta = tuple((results[i]._data.shape, results[i]._dtype)
                               for i in entry.diff_outputs)
         self.out_nrs = tuple((i, k) for k, i in enumerate(entry.diff_outputs))
@@ -233,6 +239,9 @@ class CompiledFunctionBackward(Node):
                 outs = self._exact(grads)
             else:
                 outs = self._differentiable(grads)
+        elif anomaly._state["enabled"] and anomaly._state["check_nan"]:
+            self._feeds(given)              # (eager's nan check names the node of its graph
+            outs = self._exact(grads)       # that made the nan: the replayed forward's)
         elif any(g is not None and type(g._data) is not np.ndarray for g in grads):
             # gradients batched by vmap (jacobian, jacrev): their data is no array a
             # kernel can read; the forward replayed through the dispatcher batches them
@@ -259,6 +268,8 @@ class CompiledFunctionBackward(Node):
                 if g is not None:
                     m |= r
             outs = [o if m >> j & 1 else None for j, o in enumerate(outs)]
+        if layout.order is not None:
+            outs = [outs[j] for j in layout.order]
         return fix_grads(outs, self.next_functions, layout.in_meta)
 
     def _replayed_inputs(self):

@@ -50,6 +50,20 @@ def global_names(code):
 
 
 @functools.lru_cache(maxsize=1024)
+def global_stores(code):
+    """The global names code binds (STORE_GLOBAL: `global h; h = ...`), its nested
+    functions' included."""
+    names, stack = {}, [code]
+    while stack:
+        c = stack.pop()
+        for ins in dis.get_instructions(c):
+            if ins.opname == "STORE_GLOBAL":
+                names.setdefault(ins.argval, None)
+        stack.extend(k for k in c.co_consts if inspect.iscode(k))
+    return tuple(names)
+
+
+@functools.lru_cache(maxsize=1024)
 def _attribute_reads(code, loads=("LOAD_GLOBAL", "LOAD_NAME")):
     """The (global name, attribute) pairs code reads as `name.attribute` (LOAD_GLOBAL then
     LOAD_ATTR or LOAD_METHOD; with loads LOAD_DEREF: closure names), its nested code's
@@ -81,16 +95,19 @@ def module_attributes(code, space):
 
 
 _DYNAMIC = ("globals", "eval", "exec")      # builtins reading globals no bytecode names
+_IDENTITY = ("id",)         # builtins giving an object's identity (a key no guard follows)
 
 
 def unguarded_reads(code, space, cells):
     """[(what, why)] of code's reads that no guard can follow: globals() / eval / exec (the
-    names they read are not in the bytecode), and the mutable containers of a library's
-    modules read as `module.attribute` (os.environ, sys.argv: what they hold is not
-    walked). cells: {name: value} of code's closure. A call of a function that makes them
-    runs eagerly."""
+    names they read are not in the bytecode), id() in the user's code (an identity, a dict
+    key say), and the mutable containers of a library's modules read as `module.attribute`
+    (os.environ, sys.argv: what they hold is not walked). cells: {name: value} of code's
+    closure. A call of a function that makes them runs eagerly."""
     out = [(f"{name}()", f"{name}(){_line_of(code, name)} reads globals by names compile "
             "cannot see") for name in global_names(code) if name in _DYNAMIC and name not in space]
+    why = identity_read(code, space) if users_file(code.co_filename) else None
+    out += [("id()", why)] if why else []
     named = [(n, a, space.get(n)) for n, a in _attribute_reads(code)] + \
         [(n, a, cells.get(n)) for n, a in _attribute_reads(code, ("LOAD_DEREF",))]
     for name, attr, m in named:
@@ -102,6 +119,14 @@ def unguarded_reads(code, space, cells):
             out.append((f"{name}.{attr}", f"it reads {name}.{attr}{_line_of(code, name)}, "
                         "whose contents compile does not guard"))
     return out
+
+
+def identity_read(code, space):
+    """Why no guard follows what code (with globals space) computes: it calls the builtin
+    id(); or None."""
+    return next((f"{name}(){_line_of(code, name)} gives an object's identity, which compile "
+                 "does not guard" for name in global_names(code)
+                 if name in _IDENTITY and name not in space), None)
 
 
 def _line_of(code, name):

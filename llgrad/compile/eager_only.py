@@ -1,12 +1,14 @@
 """What makes every compiled call run eagerly while it lasts: state outside the call that
 native code cannot honour at each call."""
-from ..runtime import dispatch, global_module_hooks, saved_hooks
+from ..runtime import anomaly, dispatch, global_module_hooks, saved_hooks
 
 
 def eager_only_reason():
     """Why calls must run eagerly now (the warning's words), or None."""
     if saved_hooks.state.stack:             # (pack/unpack hooks see each saved tensor)
         return "saved_tensors_hooks are active"
+    if anomaly._state["enabled"]:          # (its errors name each node of eager's graph)
+        return "anomaly detection is on (torch.autograd.detect_anomaly)"
     if dispatch.forward_ad is not None:
         return "a forward AD dual level is active"
     if global_module_hooks.any_hooks():     # (a trace would run them once, not per call)

@@ -27,9 +27,9 @@ from ..tracer.trace import TraceError, trace_body
 from .dump import _trace_note
 from .eager_graph import eager_saved as _eager_saved, frees as _frees
 from .attr_writes import Slots
-from .output_notes import reach_masks, rebuild_notes as _rebuild_notes
+from .output_notes import leaf_order, reach_masks, rebuild_notes as _rebuild_notes
 from .log import short_loc, user_line
-from .replayed_output import recording, written
+from .replayed_output import given_up, recording, written
 from .side_effects import none_in_differentiation
 from .snapshot import untaken_branch
 
@@ -66,6 +66,8 @@ class Entry:
         "input_views", "same_outputs", "detached",  # output_notes.py: outputs made as eager's
         "output_views",                   # (and views of another output: output_notes)
         "multi_views",                    # (and outputs of unbind, split, ...: output_notes)
+        "inference_outs",                 # (and outputs made under inference_mode inside)
+        "leaf_order",                     # (output_notes.leaf_order: the gradient edges' order)
         "reach", "bumps", "out_versions",  # (output_notes.py, snapshot.bumps)
         "replay_kept",                    # (backward_node.replay_kept)
         "name", "backend", "grad_on",     # grad_on: inputs given requires_grad (side_effects)
@@ -84,6 +86,7 @@ class Entry:
         self.input_views, self.same_outputs, self.detached, self.reach = [], [], [], None
         self.output_views, self.grad_outputs, self.grad_inputs = [], [], []
         self.multi_views, self.replay_kept, self.frees = [], None, ()
+        self.inference_outs, self.leaf_order = [], None
         self.scalar_outputs, self.eager_saved, self.reusable = {}, ({}, {}), False
         self.n_returned, self.attr_writes, self.written = 0, None, ()
         self.grad_free, self.rng_index, self.step, self.grad_on = False, None, False, []
@@ -112,11 +115,15 @@ def trace_entry(name, backend, traced_fn, tensors, guards, args, kwargs, n_own, 
     # with a value that requires grad comes out requiring grad: see _check_mutated)
     differentiable = [t.requires_grad and t._dtype.is_floating_point for _, t in tensors]
     t0 = time.perf_counter()
-    graph, state = _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered,
-                          differentiable, traced_fn if fn is None else fn)
-    _check_mutated(name, tensors, differentiable, graph.mutated, state["grad"])
-    t1 = time.perf_counter()
-    _partition(entry, graph, state, differentiable)
+    try:
+        graph, state = _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered,
+                              differentiable, traced_fn if fn is None else fn)
+        _check_mutated(name, tensors, differentiable, graph.mutated, state["grad"])
+        t1 = time.perf_counter()
+        _partition(entry, graph, state, differentiable)
+    except TraceError:
+        given_up(entry.given)
+        raise
     t2 = time.perf_counter()
     for g in (entry.forward, entry.backward):   # (the graph as traced: trace_body verified it)
         if g is not None and g is not graph:
@@ -188,8 +195,9 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
                         raise TraceError(f"{name} sets a .grad and returns a result that "
                                          f"requires grad{at}: compile does not support that")
                     raise TraceError(f"{name} runs a backward and returns a result that "
-                                     f"requires grad{at} whose graph that backward kept "
-                                     "(retain_graph): compile does not support that")
+                                     f"requires grad{at} whose graph a later backward can "
+                                     "still run (made after that backward, or kept with "
+                                     "retain_graph): compile does not support that")
             entry.freed_outputs = diff_out
         if diff_out and not step and not grad_mode.state.grad_enabled:
             # (enable_grad inside a function called under no_grad: compiled code attaches
@@ -213,6 +221,7 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
         state["n_primal"] = len(tracer.builder.graph.inputs) - len(cts)
         entry.diff_outputs = diff_out
         entry.reach = reach_masks([outs[i] for i in diff_out], diff_in)
+        entry.leaf_order = leaf_order([outs[i] for i in diff_out], diff_in)
         tracer.hooks_off = True     # the inputs' hooks run when the gradients reach them
         outer, saved_tensor.unpacked = saved_tensor.unpacked, set()
         try:

@@ -204,7 +204,8 @@ def quick_runner(entry, launch, attach=None, eagerly=None):
     fwd = entry.forward
     if fwd.guards or fwd.mutated or entry.rng_index is not None or entry.grad_assign or \
             entry.freed_outputs or entry.scalar_outputs or entry.attr_writes is not None or \
-            entry.grad_on or entry.out_versions or entry.multi_views:
+            entry.grad_on or entry.out_versions or entry.multi_views or \
+            entry.inference_outs:
         return None
     # (no .grad updates: the function's outputs are all the primal outputs, n_out of them;
     # the saved values for backward follow them)

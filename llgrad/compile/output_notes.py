@@ -2,11 +2,13 @@
 are inputs, views of inputs, or the same tensor twice (noted at trace time); and which
 inputs each output's eager graph reaches (backward_node.py: a backward through some of
 the outputs leaves the .grad of inputs only the others reach None, as eager does)."""
+import heapq
 import itertools
 
 import numpy as np
 
-from ..runtime.node import gradient_edge
+from ..runtime import grad_mode
+from ..runtime.node import AccumulateGrad, gradient_edge
 from ..tracer.errors import TraceError
 from .log import short_loc, user_line
 
@@ -85,9 +87,27 @@ def rebuild_notes(entry, outs, tensors):
                              "cannot make share memory (return that tensor too, or clone "
                              f"the views), called at {short_loc(user_line())}")
 
+    # views of one tensor the function does not return that overlap, neither within the
+    # other (`return y[1:], y[:, 1]`): a compiled call would make the one a view of the
+    # other, starting before it
+    for group in views.values():
+        for a, b in itertools.combinations(group, 2):
+            if a._data.size and b._data.size and np.shares_memory(a._data, b._data) and \
+                    not (_within(a._data, b._data) or _within(b._data, a._data)):
+                raise TraceError("results of the function are overlapping views of a tensor "
+                                 "it does not return, neither within the other, which a "
+                                 "compiled call cannot make share memory (return that tensor "
+                                 f"too, or clone the views), called at {short_loc(user_line())}")
+
     # fresh outputs written in place (`return y.relu_()`): their version counter as eager's
     entry.out_versions = [(k, o._storage.version) for k, o in enumerate(outs)
                           if o._storage.version and id(o._storage) not in storage]
+
+    # fresh outputs made under inference_mode inside (or under inference_mode(False) in a
+    # call made under it): eager's flag, where a compiled call's take the call's mode
+    entry.inference_outs = [(k, o._inference) for k, o in enumerate(outs)
+                            if o._inference != grad_mode.state.inference
+                            and id(o._storage.base) not in memory]
 
     # outputs of a function returning several views (unbind, split, chunk) that require
     # grad: eager refuses to write them in place, so a compiled call's refuse it too, with
@@ -102,6 +122,13 @@ def rebuild_notes(entry, outs, tensors):
 
 def _ptr(a):
     return a.__array_interface__["data"][0]
+
+
+def _within(a, b):
+    """Whether array a's bytes lie within b's span (strides are never negative here)."""
+    lo, hi = np.lib.array_utils.byte_bounds(b)
+    a_lo, a_hi = np.lib.array_utils.byte_bounds(a)
+    return lo <= a_lo and a_hi <= hi
 
 
 def _eager_base(o, t):
@@ -150,3 +177,39 @@ def reach_masks(outs, inputs):
         e = gradient_edge(o)
         out.append(0 if e is None else mask(e[0]))
     return out
+
+
+def leaf_order(outs, inputs):
+    """The positions of `inputs` in the order eager's engine makes their gradient edges'
+    nodes ready in a backward from all of outs: a leaf's AccumulateGrad (its hooks, its
+    .grad) runs as soon as it is ready, so a hook that raises, or reads another leaf's .grad,
+    sees the leaves before it done and those after not. None where that is their order."""
+    edges = [gradient_edge(t) for t in inputs]
+    roots = list(dict.fromkeys(e[0] for e in map(gradient_edge, outs) if e is not None))
+    deps, seen, stack = {}, set(roots), list(roots)
+    while stack:
+        for child, _ in stack.pop().next_functions:
+            if child is not None:
+                deps[child] = deps.get(child, 0) + 1
+                if child not in seen:
+                    seen.add(child)
+                    stack.append(child)
+    ready = itertools.count(-(1 << 62))     # (the engine's: leaves first, in turn)
+    def key(n):
+        return next(ready) if type(n) is AccumulateGrad else -n._seq
+    heap = [(key(n), k, n) for k, n in enumerate(roots) if not deps.get(n)]
+    heapq.heapify(heap)
+    tie = itertools.count(len(roots))
+    done = []
+    while heap:
+        _, _, node = heapq.heappop(heap)
+        done.append(node)
+        for child, _ in node.next_functions:
+            if child is not None:
+                deps[child] -= 1
+                if not deps[child]:
+                    heapq.heappush(heap, (key(child), next(tie), child))
+    at = {n: k for k, n in enumerate(done)}
+    order = sorted(range(len(inputs)), key=lambda j: (
+        at.get(edges[j][0], len(done)) if edges[j] is not None else len(done), j))
+    return None if order == sorted(order) else tuple(order)

@@ -60,7 +60,8 @@ class _Recorder:
             # given up, a branch eager may not take among them, leaves no note of it)
             _in_region(f"a warning ({msg.category.__name__}: {msg.message}) at "
                        f"{msg.filename}:{msg.lineno}")
-            self.out.append(("warn",) + origin)
+            # (one given once per process: eager's later calls do not give it again)
+            self.out.append(("once" if trace_state.state.once else "warn",) + origin)
             return
         self.showing = True         # (its text goes to stderr: not a write of the function's)
         try:
@@ -98,6 +99,8 @@ def recording(out):
         _restore(rec, tees)
         if not stand_ins.active:    # (else the call is traced again: symbolic_args.py)
             written(out)        # (the function's own error: eager wrote all that first)
+        else:
+            given_up(out)
         raise
     finally:
         _restore(rec, tees)
@@ -115,7 +118,7 @@ def _restore(rec, tees):
 def written(given):
     """Give what a traced run gave (recording's list) once its trace is kept: a trace that
     is given up gives nothing, since the call then runs again eagerly."""
-    replay(given)
+    replay(given, first=True)
 
 
 def _unmark(origin):
@@ -162,12 +165,19 @@ def _action(message, category, filename, lineno, module):
     return warnings.defaultaction
 
 
-def replay(given):
-    """Give again what a traced run gave (recording's list)."""
+def replay(given, first=False):
+    """Give again what a traced run gave (recording's list); first: give it the first
+    time, warnings given once per process included."""
     for item in given:
         if item[0] == "write":
             stream = getattr(sys, item[1])
             if stream is not None:
                 stream.write(item[2])
-        else:
+        elif item[0] == "warn" or first:
             warnings.warn_explicit(*item[1:])
+
+
+def given_up(given):
+    """A trace given up gives nothing (the call runs again, eagerly), but the warnings of it
+    given once per process: eager's run, whose library has noted them given, would not."""
+    replay([item for item in given if item[0] == "once"], first=True)

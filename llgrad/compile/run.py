@@ -179,6 +179,8 @@ def run_entry(entry, tensors):
         results[k] = results[j]
     for k, made in entry.multi_views:  # (outputs of unbind, split, ...: written in place,
         results[k]._multi_view = made   # raise as eager's do)
+    for k, flag in entry.inference_outs:   # (made under inference_mode inside)
+        results[k]._inference = flag
     for k in entry.freed_outputs:   # a step's backward went through them (as in eager)
         r = results[k]
         r._requires_grad, r._grad_fn = True, FreedBackward()

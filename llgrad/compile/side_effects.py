@@ -4,9 +4,11 @@ effects, and the tensors it puts into objects it reaches (attr_writes.py): a run
 changed anything else must not be kept as an entry)."""
 import collections
 import contextlib
+import inspect
 
 from ..tracer.errors import TraceError
-from .class_state import Same
+from .class_state import LIBRARIES, Same
+from .code_reads import identity_read, users_file
 from .guards import collect, identity
 from .readable import Names, differences
 from .replayed_output import recording
@@ -136,6 +138,31 @@ def unguardable(guards):
                 "neither guards nor replays writes to (use a list)"
         if type(v) is tuple and len(v) == 2 and v[0] == "unguarded":
             return v[1]
+        why = _identity_read(v)
+        if why is not None:
+            return why
+    return None
+
+
+def _identity_read(v):
+    """Why no guard follows what a function the walk met computes (it calls id()): one of
+    the user's functions guarded by identity, or a method of a user's class (guard items
+    of class_state), else None."""
+    fs = ()
+    if type(v) is tuple and len(v) == 3 and v[0] == "object" and type(v[2]) is Same:
+        fs = (v[2].v,)
+    elif type(v) is tuple and v and all(type(c) is tuple and len(c) == 2 and
+                                        isinstance(c[0], type) for c in v):
+        fs = [x.v for _, items in v for _, x in items if type(x) is Same]
+    for f in fs:
+        f = getattr(f, "__func__", f)       # (static and class methods, bound methods)
+        if isinstance(f, property):
+            f = f.fget
+        if inspect.isfunction(f) and users_file(f.__code__.co_filename) and \
+                not (f.__module__ or "").startswith(LIBRARIES):     # (the user's own code)
+            why = identity_read(f.__code__, f.__globals__)
+            if why is not None:
+                return why
     return None
 
 

@@ -6,7 +6,7 @@ the inverse), linalg.vecdot."""
 import math
 import warnings
 
-from . import dtypes
+from . import dtypes, trace_state
 from .dispatch import scalar_type_name as tname
 from .functions import export
 from .functions_math import attach, make_inplace
@@ -191,10 +191,10 @@ def chain_matmul(*matrices, out=None):
     global _warned_chain_matmul
     if not _warned_chain_matmul:
         _warned_chain_matmul = True
-        warnings.warn("torch.chain_matmul is deprecated and will be removed in a future "
-                      "PyTorch release. Use torch.linalg.multi_dot instead, which accepts a "
-                      "list of two or more tensors rather than multiple parameters.",
-                      UserWarning, stacklevel=2)
+        trace_state.warn_first(
+            "torch.chain_matmul is deprecated and will be removed in a future PyTorch "
+            "release. Use torch.linalg.multi_dot instead, which accepts a list of two or more "
+            "tensors rather than multiple parameters.", UserWarning, stacklevel=2)
     if len(matrices) == 1 and isinstance(matrices[0], (list, tuple)):
         matrices = tuple(matrices[0])
     if not matrices:

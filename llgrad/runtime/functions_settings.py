@@ -15,6 +15,7 @@ import os
 import threading
 import warnings
 
+from . import trace_state
 from .functions import export
 from .tensor import Storage, Tensor
 
@@ -46,8 +47,10 @@ def warn_once(key, message, category=UserWarning, stacklevel=3):
     with _Settings.lock:
         first = key not in _Settings.warned_once
         _Settings.warned_once.add(key)
-    if first or _Settings.warn_always:
+    if _Settings.warn_always:
         warnings.warn(message, category, stacklevel=stacklevel)
+    elif first:
+        trace_state.warn_first(message, category, stacklevel=stacklevel)
 
 
 def _is_bool(x):

@@ -312,10 +312,9 @@ class Tensor:
         # is silent)
         if self.requires_grad and _grad_state.grad_enabled and not _FLOAT_WARNED:
             _FLOAT_WARNED = True
-            import warnings
-            warnings.warn("Converting a tensor with requires_grad=True to a scalar may lead to "
-                          "unexpected behavior.\nConsider using tensor.detach() first.",
-                          UserWarning, stacklevel=2)
+            trace_state.warn_first("Converting a tensor with requires_grad=True to a scalar "
+                                   "may lead to unexpected behavior.\nConsider using "
+                                   "tensor.detach() first.", UserWarning, stacklevel=2)
         if self._data.size != 1:
             raise ValueError("only one element tensors can be converted to Python scalars")
         return float(self.item())

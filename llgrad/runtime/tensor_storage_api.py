@@ -3,8 +3,6 @@ tensor's Storage, with PyTorch's deprecation warning), storage_type(), the legac
 storage classes (FloatStorage, LongStorage, ...), set_ (rebind self to another tensor's or a
 storage's memory), is_set_to, and the element-wise Python callbacks apply_ / map_ / map2_.
 All of them work on memory directly, so inside llgrad.compile a call runs eagerly."""
-import warnings
-
 import numpy as np
 
 from . import dtypes, trace_state
@@ -105,11 +103,12 @@ def storage(self):
     (with PyTorch's deprecation warning, once)."""
     if not _warned:
         _warned.append(True)
-        warnings.warn("TypedStorage is deprecated. It will be removed in the future and "
-                      "UntypedStorage will be the only storage class. This should only matter "
-                      "to you if you are using storages directly.  To access UntypedStorage "
-                      "directly, use tensor.untyped_storage() instead of tensor.storage()",
-                      UserWarning, stacklevel=user_stacklevel())
+        trace_state.warn_first(
+            "TypedStorage is deprecated. It will be removed in the future and UntypedStorage "
+            "will be the only storage class. This should only matter to you if you are using "
+            "storages directly.  To access UntypedStorage directly, use "
+            "tensor.untyped_storage() instead of tensor.storage()", UserWarning,
+            stacklevel=user_stacklevel())
     return STORAGE_TYPES[self._dtype.name](_storage=self._storage)
 
 

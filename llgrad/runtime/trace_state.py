@@ -1,6 +1,7 @@
 """The tracer active on this thread, if any. The dispatcher, creation functions and
 Python conversions (bool(t), t.item()) report to it; `_reset()` clears it."""
 import threading
+import warnings
 
 
 class _State(threading.local):
@@ -9,6 +10,7 @@ class _State(threading.local):
         self.vmap_levels = 0        # llgrad.func.vmap calls active on this thread
         self.func_transforms = 0    # llgrad.func grad / vjp / jvp calls running their function
         self.func_jvps = 0          # of them, jvp's
+        self.once = False           # a warning given once per process is being shown
 
 
 state = _State()
@@ -19,6 +21,7 @@ def _reset():
     state.vmap_levels = 0
     state.func_transforms = 0
     state.func_jvps = 0
+    state.once = False
 
 
 def reused():
@@ -26,3 +29,14 @@ def reused():
     library code checks its arguments' values with tensor ops there, value guards of the
     trace, not on the traced call's values alone."""
     return getattr(state.tracer, "reused", False)
+
+
+def warn_first(message, category=UserWarning, stacklevel=1):
+    """warnings.warn for a warning PyTorch gives once per process (TORCH_WARN_ONCE), its
+    caller keeping the once flag: a compiled call, which gives again the warnings its traced
+    run gave, does not give this one again (eager's later calls do not)."""
+    state.once = True
+    try:
+        warnings.warn(message, category, stacklevel=stacklevel + 1)
+    finally:
+        state.once = False

@@ -39,8 +39,8 @@ import astunparse
 
 from . import control
 from .rebuild import build, filled, function_node
-from .rules import (always_returns, assigned, branches, contains, definitely, exposed,
-                    is_super_call, loads, normalize_returns, returned_assignments,
+from .rules import (always_returns, assigned, branches, contains, declared, definitely,
+                    exposed, is_super_call, loads, normalize_returns, returned_assignments,
                     unsupported)
 
 AG = "ag__"
@@ -163,6 +163,7 @@ class _Converter:
         body = normalize_returns(body)
         fdef.body = body
         self.loads = loads(fdef.body)       # [(Name node, name)] after normalisation
+        self.outer = declared(fdef.body)    # (its global and nonlocal names)
         self.top = {id(st) for st in body}
         self.returned_names = {id(n) for st in ast.walk(ast.Module(body, []))
                                if isinstance(st, ast.Return) and st.value is not None
@@ -259,7 +260,7 @@ class _Converter:
         if contains(s.body + s.orelse, (ast.Raise,)):
             s.body, s.orelse = self.block(s.body, defined), self.block(s.orelse, defined)
             return [s]              # a check that raises: a value guard, as before
-        reason = unsupported(s.body + s.orelse, loop=False)
+        reason = unsupported(s.body + s.orelse, loop=False, outer=self.outer)
         if reason:
             return [self.left_in_python(s, defined, reason, "an if")]
         read = self.read_outside(s) | exposed(s.body) | exposed(s.orelse)
@@ -275,7 +276,7 @@ class _Converter:
         return fns + [self.bind(names, call, s)]
 
     def while_(self, s, defined):
-        reason = unsupported(s.body, loop=True) or \
+        reason = unsupported(s.body, loop=True, outer=self.outer) or \
             ("a while loop with an `else` clause" if s.orelse else None)
         if reason:
             return [self.left_in_python(s, defined, reason, "a while loop")]

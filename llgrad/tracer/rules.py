@@ -143,9 +143,19 @@ def definitely(s):
     return set(assigned([s]))
 
 
-def unsupported(stmts, loop):
+def declared(stmts):
+    """The names stmts declare `global` or `nonlocal` in their scope."""
+    return {name for n in _scope_nodes(stmts) if isinstance(n, (ast.Global, ast.Nonlocal))
+            for name in n.names}
+
+
+def unsupported(stmts, loop, outer=()):
     """What in stmts (a branch, or a loop body when loop) cannot be converted, with its
-    line: None when everything can."""
+    line: None when everything can. outer: the function's global and nonlocal names (an
+    assignment to one in a branch made a function of its own would bind a local there)."""
+    bound = next((n for n in assigned(stmts) if n in outer), None)
+    if bound is not None:
+        return f"assigning the global or nonlocal name {bound!r}"
     what = [(ast.Return, "`return`"), (ast.Delete, "`del`"), (ast.Global, "`global`"),
             (ast.Nonlocal, "`nonlocal`")]
     for node in _walk_scope(stmts, stop_loops=False):
