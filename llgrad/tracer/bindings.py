@@ -18,7 +18,7 @@ A storage that died while its memory lives on (held by x.data's storage) may hav
 address taken by a new storage: its root is then moved to a key no storage has."""
 import weakref
 
-from ..ir.geometry import contiguous_strides
+from ..ir.geometry import contiguous_strides, geometry_span
 
 
 class _Ref(weakref.ref):
@@ -110,6 +110,21 @@ class Bindings:
         ref, v, layout, _ = self.roots[key]
         rt = ref()
         return rt, v, geometry(rt) if rt is not None else _from_layout(layout)
+
+    def _in_storage_order(self, t, operands, attrs):
+        """as_strided's operands and attributes where it reads t's storage: where the IR lays
+        t's root out otherwise than eager's memory (a result of a non-view op is contiguous
+        in the IR where eager kept its input's strides, x.t() * 2), a flat copy of the root's
+        memory in eager's order, read at eager's storage offsets."""
+        sid = self._sid(t)
+        if sid not in self.roots:
+            return operands, attrs
+        _, rv, geom = self._root(sid)
+        if all(a == b or n <= 1 for a, b, n in zip(rv.type.strides, geom[1], geom[0])):
+            return operands, attrs
+        span = max(geometry_span(*geom), geometry_span(*geometry(t)))
+        flat = self._root_memory(geom, rv, span)
+        return [flat] + operands[1:], {**attrs, "in_strides": (1,), "in_offset": 0}
 
     def _owns(self, t):
         """Whether t's own storage has a root here."""

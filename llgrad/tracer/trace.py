@@ -181,7 +181,12 @@ class Tracer(Bindings):
         """The memory under a root of geometry geom (value rv) as a flat buffer of span
         elements. Where the root's elements share memory (stride-0 dims of an expanded
         input), they hold one value, which is put there once: strided_scatter would sum them
-        (it is the adjoint of strided_gather)."""
+        (it is the adjoint of strided_gather); an expanded root's stride-0 dims are read at
+        index 0 alone, so that its memory is a scatter native code runs too."""
+        for d in [d for d, (n, s) in enumerate(zip(*geom[:2])) if s == 0 and n > 1]:
+            rv = self.add("slice", [rv], {"dim": d, "start": 0, "end": 1, "step": 1},
+                          view_of=rv)
+            geom = (tuple(geom[0][:d]) + (1,) + tuple(geom[0][d + 1:]), geom[1], geom[2])
         if not geometry_overlaps(geom[0], geom[1]):
             return self.add("strided_scatter", [rv], {"geom": geom, "span": span})
         zeros = self.add("full", [], {"shape": (span,), "value": 0, "dtype": rv.type.dtype})
@@ -202,6 +207,8 @@ class Tracer(Bindings):
             # The values are the same, and writes through the view reach the eager root
             # (record_inplace), so the view may read a contiguous copy.
             operands[0] = self.add("clone", [operands[0]], {"memory_format": "contiguous"})
+        if op.name == "as_strided":         # (it reads eager's storage order)
+            operands, attrs = self._in_storage_order(inputs[0], operands, attrs)
         outs = self.add(op.name, operands, attrs, view_of=operands[0] if view else None)
         outs = outs if isinstance(outs, tuple) else (outs,)
         for r, v in zip(results, outs):
