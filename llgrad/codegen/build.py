@@ -34,6 +34,7 @@ from .lowerings import ops_fill_more  # noqa: F401  (random_, exponential_, ...,
 from .lowerings import ops_linalg  # noqa: F401  (linalg_solve_triangular, cholesky)
 from .lowerings import ops_linalg_solve  # noqa: F401  (linalg_solve_ex)
 from .lowerings import ops_linalg_slogdet  # noqa: F401  (linalg_slogdet)
+from .lowerings import host_call  # noqa: F401  (the LAPACK ops: a call back into NumPy)
 from .lowerings.fusion import emit_elementwise
 from .lowerings.loops import FuncGen
 from .lowerings.scalar import DTYPES, I64, PTR, mem_type

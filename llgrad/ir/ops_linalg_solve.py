@@ -10,9 +10,10 @@ solves, LU with partial pivoting), batched over leading dims:
                           (A = P L U with P[i, perm[i]] = 1); no gradient
   linalg_matrix_exp       (A) -> exp(A) (scaling and squaring with Pade 13, as PyTorch)
 
-No native lowering but linalg_solve_triangular's and linalg_cholesky_ex's
-(codegen/lowerings/ops_linalg.py) and linalg_solve_ex's (codegen/lowerings/
-ops_linalg_solve.py): a graph with one of the others runs on the interpreter. The VJP rules are PyTorch's
+Native loops for linalg_solve_triangular and linalg_cholesky_ex (codegen/lowerings/
+ops_linalg.py) and linalg_solve_ex (codegen/lowerings/ops_linalg_solve.py); compiled code
+calls the others' implementations back (native_host, codegen/lowerings/host_call.py). The
+VJP rules are PyTorch's
 (tools/autograd/derivatives.yaml, FunctionsManual.cpp), written with the Tensor API and the
 ops themselves, so they differentiate again."""
 import numpy as np
@@ -218,7 +219,7 @@ def _inverse(perm):
 
 
 defop("lu_pivots_to_permutation", lambda piv, m: _pivots_to_perm(piv, m), args=("pivots",),
-      nondiff=("pivots",), kind="other")
+      nondiff=("pivots",), kind="other", native_host=True)
 
 
 def _lu_factor_vjp(c, gs):
@@ -247,7 +248,7 @@ def _eye_like(t):
 
 
 defop("linalg_lu_factor_ex", _lu_factor, vjp=_lu_factor_vjp, grad_fn="LinalgLuFactorExBackward0",
-      save=("result0", "result1"), nout=3, kind="other")
+      save=("result0", "result1"), nout=3, kind="other", native_host=True)
 
 
 # ---- matrix exponential -----------------------------------------------------------------------
@@ -296,4 +297,4 @@ def _matrix_exp_vjp(c, g):
 
 
 defop("linalg_matrix_exp", _matrix_exp, vjp=_matrix_exp_vjp, grad_fn="LinalgMatrixExpBackward0",
-      save=("self",), kind="other")
+      save=("self",), kind="other", native_host=True)

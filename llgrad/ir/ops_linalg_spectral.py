@@ -8,7 +8,8 @@ the same), batched over leading dims:
               when the input requires grad)
   linalg_eigh (A; UPLO, compute_v) -> (eigenvalues ascending, eigenvectors)
 
-No native lowering: a graph with one runs on the interpreter. The VJP rules are PyTorch's
+No native loops: compiled code calls these implementations back (native_host,
+codegen/lowerings/host_call.py). The VJP rules are PyTorch's
 (linalg_qr_backward, svd_backward, linalg_eig_backward for Hermitian input), written with the
 Tensor API (real matrices: the adjoint is the transpose)."""
 import numpy as np
@@ -64,7 +65,7 @@ def _qr_vjp(c, gs):
 
 
 defop("linalg_qr", _qr, vjp=_qr_vjp, grad_fn="LinalgQrBackward0", save=("result0", "result1"),
-      nout=2, kind="other")
+      nout=2, kind="other", native_host=True)
 
 
 # ---- SVD ------------------------------------------------------------------------------------------
@@ -111,7 +112,7 @@ def _svd_vjp(c, gs):
 
 
 defop("linalg_svd", _svd, vjp=_svd_vjp, grad_fn="LinalgSvdBackward0",
-      save=("result0", "result1", "result2"), nout=3, kind="other")
+      save=("result0", "result1", "result2"), nout=3, kind="other", native_host=True)
 
 
 # ---- symmetric eigenvalue decomposition ----------------------------------------------------------
@@ -134,4 +135,4 @@ def _eigh_vjp(c, gs):
 
 
 defop("linalg_eigh", _eigh, vjp=_eigh_vjp, grad_fn="LinalgEighBackward0",
-      save=("result0", "result1"), nout=2, kind="other")
+      save=("result0", "result1"), nout=2, kind="other", native_host=True)

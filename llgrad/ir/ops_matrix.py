@@ -1,8 +1,8 @@
 """Square-matrix ops: linalg_inv_ex (torch.inverse, linalg.inv: the inverses and LAPACK's
 info, which the runtime checks), linalg_det (torch.det) and linalg_slogdet (torch.slogdet;
 torch.logdet is its composition, as in PyTorch), batched over leading dims, by LAPACK through
-NumPy. Only linalg_slogdet has a native lowering (codegen/lowerings/ops_linalg_slogdet.py):
-a graph with one of the others runs on the interpreter.
+NumPy. linalg_slogdet has a native lowering (codegen/lowerings/ops_linalg_slogdet.py); compiled
+code calls the others' implementations back (native_host, codegen/lowerings/host_call.py).
 
 Backward (PyTorch's formulas for invertible matrices): inv: -A^-T g A^-T (A^-1 the result);
 det: g det(A) A^-T; slogdet: g_logabsdet A^-T, by a solve (the sign has no gradient). For
@@ -59,7 +59,7 @@ def _inv_vjp(c, gs):
 
 # linalg_inv_ex (PyTorch's name): the runtime reads info and raises for a singular matrix
 defop("linalg_inv_ex", _inv_ex, vjp=_inv_vjp, grad_fn="LinalgInvExBackward0",
-      save=("result0",), nout=2, kind="other")
+      save=("result0",), nout=2, kind="other", native_host=True)
 
 
 def _inv_t(a):
@@ -79,7 +79,7 @@ def _det_vjp(c, g):
 
 
 defop("linalg_det", _det, vjp=_det_vjp, grad_fn="LinalgDetBackward0", save=("self", "result"),
-      kind="other")
+      kind="other", native_host=True)
 
 
 def _slogdet(a):

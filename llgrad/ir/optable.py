@@ -30,13 +30,15 @@ class OpDef:
     __slots__ = ("name", "impl", "vjp", "grad_fn", "args", "save", "nout", "kind",
                  "promote", "float_out", "doc", "nondiff", "number_edges", "scalar_args",
                  "methods", "inplace", "functions", "cost", "decompose", "eager_native",
-                 "eager_rows", "eager_steps", "eager_kernel", "eager_min_elements", "eager_vjp")
+                 "eager_rows", "eager_steps", "eager_kernel", "eager_min_elements", "eager_vjp",
+                 "native_host")
 
     def __init__(self, name, impl, vjp=None, grad_fn=None, args=("self",), save=(),
                  nout=1, kind="other", promote=(), float_out=False, doc="", nondiff=(),
                  number_edges=False, scalar_args=(), methods=(), inplace=(), functions=(),
                  cost=1, decompose=None, eager_native=False, eager_rows=False,
-                 eager_steps=(), eager_kernel=None, eager_min_elements=None, eager_vjp=None):
+                 eager_steps=(), eager_kernel=None, eager_min_elements=None, eager_vjp=None,
+                 native_host=False):
         self.name = name
         self.impl = impl
         self.vjp = vjp
@@ -86,6 +88,10 @@ class OpDef:
         # operands' shapes and lowered as a compiled backward is (compile/eager_shaped_vjp.py:
         # layer_norm's rule, ~14 NumPy passes, becomes one walk over each row)
         self.eager_vjp = eager_vjp
+        # compiled code calls impl back through Python for this op (a LAPACK factorisation
+        # with no loop of its own: codegen/lowerings/host_call.py), so a graph holding it
+        # stays native code around it instead of running whole on the interpreter
+        self.native_host = native_host
 
     @property
     def differentiable(self):

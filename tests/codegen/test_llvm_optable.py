@@ -60,15 +60,9 @@ INTERPRETED = {}    # (index_put-setitem_mask was here: g[mask] is lowered with 
 
 # Ops with no native lowering, with the reason: every program of theirs runs in a batch of
 # its own and falls back to the interpreter exactly there (INTERPRETED: the ops its notes
-# may name, as the backward of det is made of linalg_inv_ex; slogdet's, of a solve, and
-# slogdet itself are lowered: ops_linalg_slogdet.py)
-_LAPACK = "LAPACK through NumPy (LU with partial pivoting): no native kernel"
-NOT_LOWERED = {"linalg_inv_ex": _LAPACK, "linalg_det": _LAPACK}
-# (llgrad/ir/ops_linalg_solve.py, ops_linalg_spectral.py: LAPACK through NumPy, or NumPy loops)
-NOT_LOWERED.update(dict.fromkeys(
-    ("linalg_lu_factor_ex", "lu_pivots_to_permutation",
-     "linalg_matrix_exp", "linalg_qr", "linalg_svd", "linalg_eigh"),
-    "LAPACK through NumPy (or NumPy loops over the rows): no native kernel"))
+# may name). None today: the LAPACK ops call their NumPy implementation from native code
+# (codegen/lowerings/host_call.py), and those run in batches as every other op.
+NOT_LOWERED = {}
 INTERPRETED.update({f"{p.op}-{p.id}": (tuple(NOT_LOWERED), NOT_LOWERED[p.op])
                     for p in tracing.PROGRAMS if p.op in NOT_LOWERED})
 

@@ -77,9 +77,7 @@ XFAIL = {
                               "value, then eager at the recompile limit (warns)",
     "appended_item_losses": "`losses.append(loss.item())` then `return losses` keeps each "
                             "item() a value guard: a trace per value, then eager at the "
-                            "recompile limit (warns)",
-    "gaussian_w2_sqrtm": "linalg_eigh has no LLVM lowering: the compiled step runs its "
-                         "forward graph on the interpreter and warns"}
+                            "recompile limit (warns)"}
 # (LBFGS after eigh-based whitening: MKL's and NumPy's LAPACK round eigh differently)
 RTOL = {"pca_whitening_eigh": 1e-4}
 

@@ -34,8 +34,6 @@ SLOW = {"deepar_gaussian", "graphsage_scatter_reduce", "ppo_beta_policy", "pix2p
         "gin_graph_classification", "m5_raw_audio", "sliced_score_matching", "fitnets_hints",
         "adain_style"}
 XFAIL = {
-    "exprnn_matrix_exp": "linalg_matrix_exp has no LLVM lowering: the compiled step runs its "
-                         "forward graph on the interpreter and warns",
     "ema_python_counter": "ModelEMA.updates, a Python int every call increments, is not "
                           "replayable: no traced run is kept (compile warns at its recompile "
                           "limit)"}
