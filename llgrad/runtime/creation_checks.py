@@ -143,8 +143,11 @@ _C_NAMES = {"int64": "int64_t", "int32": "int", "int16": "int16_t", "int8": "int
 def fill_value_fits(value, d):
     """PyTorch's overflow check of a Python number stored into a tensor of dtype d (an
     unsigned type takes a negative number down to -max, wrapping it); the value to store."""
-    if hasattr(value, "_dtype") and value._data.size == 1 and d.name in _C_NAMES:
-        fill_value_fits(value.item(), d)        # (a one-element tensor: read as its number)
+    if hasattr(value, "_dtype") and value._data.size == 1 and d.name in _C_NAMES and \
+            not np.can_cast(value._data.dtype, d.np, "safe"):
+        # (a one-element tensor read as its number, where it may not fit: a value of d's
+        # dtype or a narrower one always does, and is not read, so a trace keeps it data)
+        fill_value_fits(value.item(), d)
     if d.name not in _C_NAMES or isinstance(value, (bool, complex)) or hasattr(value, "_dtype"):
         return value
     info = np.finfo(d.np) if d.is_floating_point else np.iinfo(d.np)

@@ -98,8 +98,13 @@ def finite(dtype):
     return np.array([0.375, -1.5, 0.0, 1.25, -0.75, 0.5, -0.0, 3.0, -2.0], dtype=dtype)
 
 
+# (linalg_cholesky_ex and linalg_solve_ex: what a factorisation makes of a NaN, an inf or a
+# matrix singular to working precision is the algorithm's: MKL's blocked LAPACK, NumPy's and
+# the native loop each give another (cholesky's info: a compiled call whose info differs from
+# the trace's runs again eagerly, with eager's); their native loops meet finite matrices here)
 DOMAINS = {"binary_cross_entropy": ((0, 1), unit),    # input and target in [0, 1]
-           "linalg_svd": ((0,), finite), "linalg_eigh": ((0,), finite)}
+           "linalg_svd": ((0,), finite), "linalg_eigh": ((0,), finite),
+           "linalg_cholesky_ex": ((0,), finite), "linalg_solve_ex": ((0, 1), finite)}
 
 # Ops of the table that read no float input: nothing to feed.
 NO_FLOAT_INPUT = {"full": "creation from a value", "rng_normal": "a random draw",
