@@ -111,10 +111,15 @@ class ScalarGen:
                 w = b.sitofp(v, dst_t)
             return Scalar(w, dt)
         if is_float(src):
-            if dst_t.width < 64:
-                # NumPy converts through a C cast to the target: go via i64 and wrap
-                return Scalar(b.trunc(b.fptosi(v, I64), dst_t), dt)
-            return Scalar(b.fptosi(v, dst_t), dt)
+            # NumPy's C cast as x86 compiles it: to int64, or to int32 and then wrapped to a
+            # narrower type; NaN and values out of that range give its smallest value (the
+            # "integer indefinite"), where LLVM's fptosi would give poison
+            wide = I64 if dst_t.width == 64 else ir.IntType(32)
+            lim = float(2 ** (wide.width - 1))
+            ok = b.and_(b.fcmp_ordered(">=", v, ir.Constant(v.type, -lim)),
+                        b.fcmp_ordered("<", v, ir.Constant(v.type, lim)))
+            r = b.select(ok, b.fptosi(v, wide), ir.Constant(wide, -(2 ** (wide.width - 1))))
+            return Scalar(r if wide.width == dst_t.width else b.trunc(r, dst_t), dt)
         sw = v.type.width
         if sw == dst_t.width:
             return Scalar(v, dt)
