@@ -82,10 +82,6 @@ def mixup_randperm(torch, env):
 
 PROGRAMS = {f.__name__: f for f in [conv_positional_dropout, rrelu_training, mixup_randperm]}
 XFAIL = {
-    "conv_positional_dropout": "an elementwise op keeps NumPy's result layout, not "
-                               "TensorIterator's (`x.transpose(1, 2) + pos` is row-major in "
-                               "llgrad, transposed in PyTorch): the dropout mask, drawn in "
-                               "memory order, differs",
     "rrelu_training": "rrelu draws a float uniform per element (rand_like); ATen draws a "
                       "double (random64) per non-positive element only",
 }

