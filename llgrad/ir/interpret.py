@@ -34,11 +34,7 @@ def evaluate(graph, arrays):
             raise ValueError(f"input %{v.name}: expected shape {v.type.shape}, got {a.shape}")
         env[v] = a
     for node, impl, casts in _plan(graph):
-        args = [env[x] if isinstance(x, Value) else x for x in node.inputs]
-        if casts:
-            for k, dt in casts:
-                if args[k].dtype != dt:
-                    args[k] = preserve_copy(args[k], dt)    # (eager's cast: dispatch.py)
+        args = apply_casts([env[x] if isinstance(x, Value) else x for x in node.inputs], casts)
         out = impl(*args, **node.attrs)
         outs = out if len(node.outputs) > 1 else (out,)
         for v, o in zip(node.outputs, outs):
@@ -81,15 +77,29 @@ def _plan(graph):
                 impl = CONTROL[node.op].impl
                 plan.append((node, impl if len(node.outputs) != 1 else _only(impl), ()))
                 continue
-            op = OPS[node.op]
-            casts = operand_casts(op, [x.type if isinstance(x, Value) else x
-                                       for x in node.inputs])
-            # a split into one piece: the impl's sequence of pieces is the one output's
-            impl = _only(op.impl) if op.nout != 1 and len(node.outputs) == 1 else op.impl
-            if contiguous_result(op):       # (eager's layout: runtime/dispatch.py)
-                impl = _c_ordered(impl, len(node.outputs) > 1)
-            elif iterator_layout_op(op):
-                impl = _iterated(impl, op.name == "pow" and not isinstance(node.inputs[0], Value))
-            plan.append((node, impl, casts))
+            plan.append((node, *node_impl(node)))
         graph.__dict__["_interpret_plan"] = plan
     return plan
+
+
+def node_impl(node):
+    """(impl, operand casts) of a node of the op table: its NumPy implementation as the
+    interpreter calls it (eager's result layouts) and the casts its dtype promotion needs
+    (apply_casts)."""
+    op = OPS[node.op]
+    casts = operand_casts(op, [x.type if isinstance(x, Value) else x for x in node.inputs])
+    # a split into one piece: the impl's sequence of pieces is the one output's
+    impl = _only(op.impl) if op.nout != 1 and len(node.outputs) == 1 else op.impl
+    if contiguous_result(op):       # (eager's layout: runtime/dispatch.py)
+        impl = _c_ordered(impl, len(node.outputs) > 1)
+    elif iterator_layout_op(op):
+        impl = _iterated(impl, op.name == "pow" and not isinstance(node.inputs[0], Value))
+    return impl, casts
+
+
+def apply_casts(args, casts):
+    """args with node_impl's operand casts applied (eager's copies: dispatch.py)."""
+    for k, dt in casts or ():
+        if args[k].dtype != dt:
+            args[k] = preserve_copy(args[k], dt)
+    return args

@@ -22,9 +22,8 @@ from llvmlite import ir
 
 from ...ir.graph import Value
 from ...ir.geometry import contiguous_strides
-from ...ir.ops_copy import preserve_copy
+from ...ir.interpret import apply_casts, node_impl
 from ...ir.optable import OPS
-from ...ir.shape_rules import operand_casts
 from ..native import jit
 from .scalar import I64, PTR, mem_type
 from .table import register
@@ -63,11 +62,7 @@ def _key(node):
 
 def _prepare(plan, group):
     node = group.root
-    op = OPS[node.op]
-    impl = op.impl
-    if op.nout != 1 and len(node.outputs) == 1:    # (as the interpreter takes a 1-piece split)
-        impl = (lambda f: lambda *a, **k: f(*a, **k)[0])(op.impl)
-    casts = operand_casts(op, [x.type if isinstance(x, Value) else x for x in node.inputs])
+    impl, casts = node_impl(node)           # (the interpreter's, for the same values)
     key = _key(node)
     _CALLS[key] = (impl, dict(node.attrs), tuple(casts or ()), _operands(node),
                    tuple((v.type.dtype, tuple(v.type.shape)) for v in node.outputs))
@@ -101,10 +96,7 @@ def _call(key, addresses, flag):
                 k += 1
             else:
                 args.append(spec[1])
-        for j, dt in casts:
-            if args[j].dtype != dt:
-                args[j] = preserve_copy(args[j], dt)        # (eager's cast, the interpreter's)
-        out = impl(*args, **attrs)
+        out = impl(*apply_casts(args, casts), **attrs)
         for m, ((dt, shape), o) in enumerate(zip(results, out if len(results) > 1 else (out,))):
             o = np.asarray(o)
             if o.shape != shape:
