@@ -19,6 +19,7 @@ time, and fold stride-1 input gradients on the padded grid (see _backward_input)
 import numpy as np
 
 from .optable import defop
+from .np_matmul import matmul
 
 
 def out_size(hw, kernel, stride, padding, dilation):
@@ -104,7 +105,7 @@ def _convolution(x, w, b, stride, padding, dilation, groups):
         xp = planes[i0]
         m = len(xp)
         np.copyto(win[:m], _windows(xp, groups, (kh, kw), (oh, ow), stride, dilation))
-        np.matmul(w2, cols[:m], out=out[i0:i0 + m].reshape(m, groups, og, oh * ow))
+        matmul(w2, cols[:m], out=out[i0:i0 + m].reshape(m, groups, og, oh * ow))
     return out
 
 
@@ -142,7 +143,7 @@ def _backward_input(g, w, input_size, stride, padding, dilation, groups):
         m = min(imgs, n - i0)
         span = m * plane
         grid[:, :m, :oh, :ow] = g[i0:i0 + m].transpose(1, 0, 2, 3)
-        np.matmul(w2, gg[:, :span], out=dcols[:, :span])
+        matmul(w2, gg[:, :span], out=dcols[:, :span])
         if span < imgs * plane:         # (a last, shorter chunk: its tail must add zeros)
             dcols[:, span:] = 0
         dxp.fill(0)
@@ -160,7 +161,7 @@ def _backward_input_strided(g, w, input_size, stride, padding, dilation, groups)
     n, o, oh, ow = g.shape
     _, cg, kh, kw = w.shape
     w2 = w.reshape(groups, o // groups, cg * kh * kw).transpose(0, 2, 1)
-    dcols = np.matmul(w2, g.reshape(n, groups, o // groups, oh * ow))   # (N, G, K, M)
+    dcols = matmul(w2, g.reshape(n, groups, o // groups, oh * ow))   # (N, G, K, M)
     dcols = dcols.reshape(n, cg * groups, kh, kw, oh, ow)
     (h, wd), (ph, pw), (sh, sw), (dh, dw) = input_size, padding, stride, dilation
     dxp = np.zeros((n, cg * groups, h + 2 * ph, wd + 2 * pw), dtype=dcols.dtype)
@@ -190,7 +191,7 @@ def _backward_weight(g, x, weight_size, stride, padding, dilation, groups):
         xp = planes[i0]
         m = len(xp)
         np.copyto(win[:m], _windows(xp, groups, (kh, kw), (oh, ow), stride, dilation))
-        np.matmul(cols[:m], g4[i0:i0 + m].transpose(0, 1, 3, 2), out=part[:m])
+        matmul(cols[:m], g4[i0:i0 + m].transpose(0, 1, 3, 2), out=part[:m])
         acc += part[:m].sum(0) if m > 1 else part[0]
     return np.ascontiguousarray(acc.transpose(0, 2, 1), dtype=g.dtype).reshape(weight_size)
 

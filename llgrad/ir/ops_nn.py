@@ -7,6 +7,7 @@ import numpy as np
 from .geometry import broadcasts_to
 from .graph import Value
 from .index_bounds import check_index_range
+from .np_matmul import matmul
 from .optable import defop
 
 
@@ -34,9 +35,9 @@ def _matmul_vjp(c, g):
     return (g.matmul(b.mT) if c.needs(0) else None, gb)
 
 
-defop("mm", np.matmul, args=("self", "mat2"), save=("self", "mat2"), grad_fn="MmBackward0",
+defop("mm", matmul, args=("self", "mat2"), save=("self", "mat2"), grad_fn="MmBackward0",
       vjp=_mm_vjp, functions=("mm",))
-defop("bmm", np.matmul, args=("self", "mat2"), save=("self", "mat2"), grad_fn="BmmBackward0",
+defop("bmm", matmul, args=("self", "mat2"), save=("self", "mat2"), grad_fn="BmmBackward0",
       vjp=_bmm_vjp, functions=("bmm",))
 def _matmul(a, b):
     # a C-contiguous stack of matrices times one matrix is one product of the stack's rows
@@ -44,8 +45,8 @@ def _matmul(a, b):
     # operand for each: a linear layer's (batch, tokens, features) input took 2x torch's)
     if a.ndim > 2 and b.ndim == 2 and a.size and a.shape[-1] == b.shape[0] \
             and a.flags.c_contiguous:
-        return np.matmul(a.reshape(-1, a.shape[-1]), b).reshape(a.shape[:-1] + b.shape[1:])
-    return np.matmul(a, b)
+        return matmul(a.reshape(-1, a.shape[-1]), b).reshape(a.shape[:-1] + b.shape[1:])
+    return matmul(a, b)
 
 
 defop("matmul", _matmul, args=("self", "other"), save=("self", "other"),
@@ -53,7 +54,7 @@ defop("matmul", _matmul, args=("self", "other"), save=("self", "other"),
 
 
 def _addmm(bias, a, b, beta=1, alpha=1):
-    p = np.matmul(a, b)
+    p = matmul(a, b)
     if alpha != 1:
         p = p * alpha
     if beta == 0:                       # the input is ignored (nan and inf in it too)

@@ -27,6 +27,7 @@ import numpy as np
 from .ops_rnn import _lstm_backward_primitives, _lstm_backward_vjp, _lstm_cell, \
     _lstm_cell_backward, _lstm_primitives
 from .optable import defop
+from .np_matmul import matmul
 
 
 def _order(n, reverse):
@@ -56,7 +57,7 @@ def _check(x, w_ih, w_hh, hx, cx):
 def _layer(x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse=False, rows=None):
     n, b, i = x.shape
     h = _check(x, w_ih, w_hh, hx, cx)
-    gates = np.matmul(x.reshape(n * b, i), w_ih.T)      # F.linear's addmm: one product
+    gates = matmul(x.reshape(n * b, i), w_ih.T)      # F.linear's addmm: one product
     bias = b_ih + b_hh if b_ih is not None and b_hh is not None else \
         b_ih if b_ih is not None else b_hh
     if bias is not None:
@@ -69,7 +70,7 @@ def _layer(x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse=False, rows=None):
     hy, cy = hx, cx
     for t in _order(n, reverse):
         g = gates[t]
-        np.matmul(hy, w_hh_t, out=tmp)                  # addmm: the product, then its bias
+        matmul(hy, w_hh_t, out=tmp)                  # addmm: the product, then its bias
         np.add(tmp, g, out=g)
         hy, cy = _cell(rows, "fused_lstm_cell", _lstm_cell, (y[t], cells[t]), g, cy)
     return y, hy.copy(), cy.copy(), gates, cells
@@ -91,14 +92,14 @@ def _layer_backward(gy, ghy, gcy, ggates, gcells, x, w_ih, w_hh, hx, cx, y, gate
         _, dc = _cell(rows, "fused_lstm_cell_backward", _lstm_cell_backward, (d[t], dc_next),
                       a, e, gates[t], cprev, cells[t])
         d[t] += ggates[t]
-        dh = np.matmul(d[t], w_hh, out=dh_next)
+        dh = matmul(d[t], w_hh, out=dh_next)
     hprev = np.empty((n, b, h), d.dtype)
     for k, t in enumerate(order):
         hprev[t] = y[order[k - 1]] if k else hx
     d2 = d.reshape(n * b, 4 * h)
-    dx = np.matmul(d2, w_ih).reshape(n, b, i)
-    dw_ih = np.matmul(d2.T, x.reshape(n * b, i))
-    dw_hh = np.matmul(d2.T, hprev.reshape(n * b, h))
+    dx = matmul(d2, w_ih).reshape(n, b, i)
+    dw_ih = matmul(d2.T, x.reshape(n * b, i))
+    dw_hh = matmul(d2.T, hprev.reshape(n * b, h))
     db = np.add.reduce(d2, axis=0)
     return dx, dw_ih, dw_hh, db, dh, dc
 

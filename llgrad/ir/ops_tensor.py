@@ -7,6 +7,7 @@ dims are non-negative ints, shifts and repeats tuples of ints."""
 import numpy as np
 
 from .ops_copy import preserve_copy
+from .np_matmul import matmul
 from .optable import defop
 from .ops_shape import _diagonal, view_vjp
 
@@ -157,7 +158,7 @@ defop("cumprod", _cumprod, save=("self", "result"), grad_fn="CumprodBackward0",
 
 
 def _baddbmm(x, b1, b2, beta=1, alpha=1):
-    p = np.matmul(b1, b2)
+    p = matmul(b1, b2)
     if alpha != 1:
         p = p * alpha
     if beta == 0:                       # the input is ignored (nan and inf in it too)

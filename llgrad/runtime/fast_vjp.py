@@ -3,9 +3,9 @@ create_graph, no tracer, no vmap, plain float Tensors of one dtype. They make ex
 NumPy calls the op table's rules make through the dispatcher (np.matmul of the gradient and
 a transposed operand), without the dispatch of the transposes and products, so the values
 are identical; anything else returns None and the rule runs (OpNode.apply)."""
-import numpy as np
 
 from ..ir import ops_nn  # noqa: F401  (mm and addmm declared)
+from ..ir.np_matmul import matmul
 from ..ir.optable import OPS
 from . import dispatch, grad_mode, trace_state
 from .node import fast_vjps
@@ -14,7 +14,7 @@ from .tensor import Tensor
 _grad = grad_mode.state
 _tstate = trace_state.state
 _new = Tensor._from_array
-_matmul = np.matmul
+_matmul = matmul
 
 
 def _plain(g):
