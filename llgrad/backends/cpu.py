@@ -1,12 +1,13 @@
 """llgrad.backends.cpu: the CPU's vector capability as PyTorch names it ('AVX512', 'AVX2',
 'DEFAULT'), read from the CPU's flags (/proc/cpuinfo) where the system gives them."""
 
-_capability = None
+_flags = None       # (the CPU's flags do not change while a process runs: read once)
 
 
-def get_cpu_capability():
-    global _capability
-    if _capability is None:
+def cpu_flags():
+    """The CPU's feature flags (/proc/cpuinfo's names; empty where the system gives none)."""
+    global _flags
+    if _flags is None:
         flags = set()
         try:
             with open("/proc/cpuinfo") as f:
@@ -16,6 +17,18 @@ def get_cpu_capability():
                         break
         except OSError:
             pass
-        _capability = "AVX512" if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags \
-            else "AVX2" if "avx2" in flags else "DEFAULT"
-    return _capability
+        _flags = frozenset(flags)
+    return _flags
+
+
+def get_cpu_capability():
+    flags = cpu_flags()
+    return "AVX512" if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags \
+        else "AVX2" if "avx2" in flags else "DEFAULT"
+
+
+def onednn_half():
+    """Whether PyTorch's CPU kernels take float16 through oneDNN here (ATen's
+    mkldnn_fp16_device_check: 'the cpu support avx_ne_convert or avx512_fp16'), which
+    decides, e.g., the words of a half convolution's dtype error."""
+    return bool({"avx512_fp16", "avx_ne_convert"} & cpu_flags())

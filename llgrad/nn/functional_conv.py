@@ -5,9 +5,11 @@ max_pool2d calls `max_pool2d_with_indices` (llgrad/ir/ops_pool.py: the first max
 each window, its index and the gradient routed there, as PyTorch)."""
 import numpy as np
 
+from ..backends.cpu import onednn_half
 from ..ir.ops_pool import out_size
 from ..runtime.creation import tensor as _tensor
 from ..runtime.functions_settings import warn_once
+from ..runtime.tensor import Tensor
 
 
 def _pair(x):
@@ -58,9 +60,35 @@ SAME_ODD_WARNING = ("Using padding='same' with even kernel lengths and odd dilat
                     "a zero-padded copy of the input be created")
 
 
+def check_conv_args(name, input, weight, bias, nd=None):
+    """PyTorch's TypeError for an operand that is not a tensor (a NumPy array has .ndim and
+    would fail deep inside), and its errors for a weight of another rank than an nd-d
+    convolution's (nd given) and a bias that is not one number per output channel."""
+    if not all(isinstance(x, Tensor) for x in (input, weight) + (() if bias is None else (bias,))):
+        got = ", ".join(_type_name(x) for x in (input, weight, bias) if x is not None)
+        raise TypeError(f"{name}() received an invalid combination of arguments - got ({got}), "
+                        "but expected (Tensor input, Tensor weight, Tensor bias = None, ...)")
+    if nd is not None and weight.ndim != nd + 2:    # (ATen expands stride to its rank first)
+        raise RuntimeError(f"expected stride to be a single integer value or a list of "
+                           f"{weight.ndim - 2} values to match the convolution dimensions, but "
+                           f"got stride={[1] * nd} (weight of size {list(weight.shape)} for "
+                           f"{name})")
+    if bias is not None and (bias.ndim != 1 or bias.shape[0] != weight.shape[0]):
+        raise RuntimeError(f"Given weight of size {list(weight.shape)}, expected bias to be "
+                           f"1-dimensional with {weight.shape[0]} elements, but got bias of "
+                           f"size {list(bias.shape)} instead")
+
+
+def _type_name(x):
+    t = type(x)
+    return t.__name__ if isinstance(x, Tensor) or t.__module__ == "builtins" else \
+        f"{t.__module__.split('.')[0]}.{t.__name__}"
+
+
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1,
            padding_mode="zeros"):
     """PyTorch's F.conv2d (plus padding_mode, which PyTorch applies in the module)."""
+    check_conv_args("conv2d", input, weight, bias, 2)
     if input.ndim not in (3, 4):
         raise RuntimeError("Expected 3D (unbatched) or 4D (batched) input to conv2d, but got "
                            f"input of size: {list(input.shape)}")
@@ -108,19 +136,19 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1,
 def check_conv_dtypes(input, weight, bias, transposed=False):
     """ATen's convolution: the bias's dtype is checked first (not by the transposed ones,
     which promote it), then the weight's, in the words of the kernel the input's dtype
-    selects (a half input: the oneDNN check)."""
+    selects (a half input: the oneDNN check, where PyTorch runs float16 on oneDNN)."""
     if not transposed and bias is not None and bias.dtype != input.dtype:
         raise RuntimeError(f"Input type ({_c_name(input.dtype)}) and bias type "
                            f"({_c_name(bias.dtype)}) should be the same")
     if weight.dtype != input.dtype:
-        if input.dtype.name == "float16":
+        if input.dtype.name == "float16" and onednn_half():
             raise RuntimeError(f"Input type ({input.type()}) and weight type ({weight.type()}) "
                                "should be the same or input should be a MKLDNN tensor and "
                                "weight is a dense tensor")
         raise RuntimeError(f"expected scalar type {_scalar_name(input.dtype)} but found "
                            f"{_scalar_name(weight.dtype)}")
     if transposed and input.dtype.name == "float16" and bias is not None and \
-            bias.dtype != input.dtype:
+            bias.dtype != input.dtype and onednn_half():
         raise RuntimeError(f"Input type ({input.type()}) and bias type ({bias.type()}) should "
                            "be the same or input should be a MKLDNN tensor and bias is a dense "
                            "tensor")

@@ -54,4 +54,6 @@ def test_transposed_bias_of_another_dtype(n, xdt, bdt):
         assert got == want
     else:
         assert got[0] == want[0]
-        np.testing.assert_allclose(got[1], want[1], rtol=1e-5, atol=1e-6)
+        # (where PyTorch runs float16 off oneDNN it gives a result: half's rounding)
+        tol = dict(rtol=1e-2, atol=1e-3) if xdt == "float16" else dict(rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got[1], want[1], **tol)
