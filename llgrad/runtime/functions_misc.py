@@ -1,4 +1,5 @@
-"""The rest of PyTorch's small compositions: searchsorted / bucketize (by comparison),
+"""The rest of PyTorch's small compositions: searchsorted / bucketize (a binary search
+eagerly, by comparison while traced),
 index_fill / index_copy / put / fill_diagonal_ (index_put with slices), renorm, vander,
 logspace, unravel_index, the dtype queries (result_type, can_cast, promote_types,
 scalar_tensor), and Tensor's aliases and attributes PyTorch has (divide_, logical_and_,
@@ -8,7 +9,7 @@ import math
 import numpy as np
 
 from ..ir import OPS
-from . import dtypes
+from . import dispatch, dtypes, trace_state
 from .creation import tensor as _tensor
 from .creation_checks import fill_value_fits
 from .device import check as check_device
@@ -27,7 +28,7 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
                  sorter=None):
     """As torch.searchsorted: for each value, the index of the first element of the sorted
     last dim of sorted_sequence that is >= it (> it with right=True or side='right'); nan
-    goes last. Counts by comparing every pair (len(values) * len(sequence) memory)."""
+    goes last (a binary search eagerly; traced, a count of comparisons)."""
     dtypes.no_bool_kernel((sorted_sequence,), "searchsorted_out_cpu")
     if side is not None:
         if side not in ("left", "right"):
@@ -46,6 +47,9 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
                            "tensor must match, but we got boundaries tensor "
                            f"{list(seq._data.shape)} and input value tensor "
                            f"{list(values._data.shape)}")
+    found = _binary_search(seq, values, right)
+    if found is not None:
+        return found.int() if out_int32 else found
     s = seq.unsqueeze(-2) if seq._data.ndim > 1 else seq
     v = values.unsqueeze(-1)
     below = (s <= v) if right else (s < v)
@@ -53,6 +57,34 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
     if values._dtype.is_floating_point:
         count = where(values.isnan(), seq._data.shape[-1], count)
     return count.int() if out_int32 else count
+
+
+def _binary_search(seq, values, right):
+    """searchsorted as PyTorch's CPU kernel searches (its comparisons, so NaN and unsorted
+    boundaries land where PyTorch's do), all values at once: log2(m) vectorised halvings,
+    not n x m comparisons (65,536 boundaries and 4,096 values took 180 ms and 1 GiB that
+    way). Eagerly; None while traced or batched (the comparisons are recorded then)."""
+    if trace_state.state.tracer is not None or dispatch.batching is not None:
+        return None
+    a, v = seq._data, values._data
+    m = a.shape[-1]
+    rows = a.reshape(-1, m) if a.ndim > 1 else a.reshape(1, m)
+    vals = v.reshape(len(rows), -1) if a.ndim > 1 else v.reshape(1, -1)
+    row = np.arange(len(rows))[:, None]
+    lo = np.zeros(vals.shape, np.int64)
+    hi = np.full(vals.shape, m, np.int64)
+    with np.errstate(invalid="ignore"):
+        while True:
+            live = lo < hi
+            if not live.any():
+                break
+            mid = lo + ((hi - lo) >> 1)
+            at = rows[row, np.minimum(mid, m - 1)]
+            # (lower bound: go right while !(mid >= v); upper bound: while !(mid > v))
+            go = ~(at > vals) if right else ~(at >= vals)
+            lo = np.where(live & go, mid + 1, lo)
+            hi = np.where(live & ~go, mid, hi)
+    return _tensor(lo.reshape(v.shape))
 
 
 def bucketize(input, boundaries, *, out_int32=False, right=False):

@@ -322,9 +322,10 @@ def _pow_check(node):
 
 @elementwise("pow", check=_pow_check)
 def _pow(sg, node, x, e):
-    """np.power. A Python-number exponent in {0, 1, 2, 3, 0.5, -1, -2} is inlined as
-    multiplies / sqrt / a division (vectorisable; within an ulp of libm's pow, 2 and -1
-    exactly); anything else calls libm's pow/powf through llvm.pow (NumPy's own loop)."""
+    """PyTorch's pow: a Python-number exponent in {0, 1, 2, 3, 0.5, -0.5, -1, -2} is inlined
+    as multiplies / sqrt / a division (vectorisable; the eager implementation's values,
+    which are PyTorch's); anything else calls libm's pow/powf through llvm.pow (NumPy's own
+    loop)."""
     ev = node.inputs[1]
     c = lambda v: sg.const(v, x.dt)                                 # noqa: E731
     if isinstance(ev, (int, float)) and not isinstance(ev, bool):
@@ -343,6 +344,8 @@ def _pow(sg, node, x, e):
         if ev == 0.5:
             # NumPy's power has the same fast path (sqrt(-0) = -0, sqrt(-inf) = nan)
             return Scalar(sg.call("llvm.sqrt", x.v.type, x.v), x.dt)
+        if ev == -0.5 and x.dt != "float16":       # (PyTorch's rsqrt; float16's is pow's)
+            return sg.div(c(1), Scalar(sg.call("llvm.sqrt", x.v.type, x.v), x.dt))
     if not isinstance(e, Scalar):
         e = sg.const(ev, x.dt)
     return Scalar(sg.call("llvm.pow", x.v.type, x.v, e.v), x.dt)
