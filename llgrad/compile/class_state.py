@@ -7,6 +7,7 @@ guard_walker.py's check of the same). Library classes (nn.Linear, Module) are ta
 fixed: monkeypatching them between calls is not seen."""
 import functools
 import inspect
+import weakref
 
 import numpy as np
 
@@ -62,17 +63,18 @@ def class_ids(cls):
 
 
 def class_containers(cls, path, done):
-    """[(path, value)] of the tensors, NumPy arrays, lists, dicts, tuples and objects of
-    the user's classes that cls's user classes hold (`Config.sizes = [..]`, `Model.BIAS =
-    torch.ones(3)`, `Model.CFG = Config()`), the first time `done` (a set) meets cls, else
-    []: walked when the class is a value the function reads or the class of an object it
-    reaches (`self.SCALES[0]`), since writing into one leaves what class_state guards (the
-    identities) as it was."""
+    """[(path, value)] of the tensors, NumPy arrays, lists, dicts, tuples, objects of the
+    user's classes, partials, bound methods and weak references that cls's user classes
+    hold (`Config.sizes = [..]`, `Model.BIAS = torch.ones(3)`, `Model.CFG = Config()`), the
+    first time `done` (a set) meets cls, else []: walked when the class is a value the
+    function reads or the class of an object it reaches (`self.SCALES[0]`), since writing
+    into one leaves what class_state guards (the identities) as it was."""
     if cls in done:
         return []
     done.add(cls)
     return [(f"{path}.{k}", v) for c in user_classes(cls) for k, v in vars(c).items()
-            if (type(v) in (list, dict, tuple, np.ndarray) or isinstance(v, Tensor) or
+            if (type(v) in (list, dict, tuple, np.ndarray, functools.partial)
+                or isinstance(v, Tensor) or bound(v) or
                 (hasattr(v, "__dict__") and user_classes(type(v)) and not isinstance(v, type)))
             and not k.startswith("__")]
 
@@ -83,11 +85,30 @@ def slotted(v):
         any("__slots__" in vars(c) for c in user_classes(type(v)))
 
 
+def bound(v):
+    """Whether v is a method bound to what the walk enters (m.forward in a closure, a
+    partial of m.run, a callback list's d.get) or a weak reference: what it is bound to, or
+    refers to, holds state a call reads (a module's flags and tensors), not in a __dict__."""
+    if isinstance(v, weakref.ref):
+        return True
+    s = getattr(v, "__self__", None) if inspect.isroutine(v) else None
+    if s is None or inspect.ismodule(s) or hasattr(type(s), "_traced_fn"):
+        return False        # (a function, a module's builtin, a compiled function's call)
+    return inspect.ismethod(v) or isinstance(s, (list, tuple, dict, np.ndarray, Tensor)) or (
+        hasattr(s, "__dict__") and not inspect.isclass(s))
+
+
 def held(v, path):
-    """[(path, value)] of what a functools.partial or a slotted object v holds."""
+    """[(path, value)] of what a functools.partial, a slotted object, a bound method or a
+    weak reference v holds (a method's function is guarded by its identity)."""
     if type(v) is functools.partial:
         return [(f"{path}_func", v.func), (f"{path}_args", v.args),
                 (f"{path}_keywords", v.keywords)]
+    if isinstance(v, weakref.ref):
+        return [(f"{path}_referent", v())]
+    if bound(v):
+        return [(f"{path}_func", getattr(v, "__func__", getattr(v, "__name__", None))),
+                (f"{path}_self", v.__self__)]
     names = [n for c in user_classes(type(v)) for n in (
         (vars(c)["__slots__"],) if isinstance(vars(c).get("__slots__"), str)
         else vars(c).get("__slots__", ()))]

@@ -27,7 +27,8 @@ from ..tracer.trace import TraceError, trace_body
 from .dump import _trace_note
 from .eager_graph import eager_saved as _eager_saved, frees as _frees
 from .attr_writes import Slots
-from .output_notes import leaf_order, reach_masks, rebuild_notes as _rebuild_notes
+from .output_notes import (leaf_made_inside, leaf_order, reach_masks,
+                           rebuild_notes as _rebuild_notes)
 from .log import short_loc, user_line
 from .replayed_output import given_up, recording, written
 from .side_effects import none_in_differentiation
@@ -207,6 +208,11 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
         for k, (_, t) in enumerate(tensors):   # `x.requires_grad_(flag)` inside on a leaf:
             if t._grad_fn is None and t._base is None:  # compiled calls replay it (grad_on)
                 differentiable[k] = t._requires_grad and t._dtype.is_floating_point
+        if diff_out and not step and leaf_made_inside([outs[i] for i in diff_out],
+                                                      [t for _, t in tensors], tracer.first_node):
+            raise TraceError("a result is computed from a leaf that requires grad made inside "
+                             "the function (requires_grad=True, an nn.Parameter), which a "
+                             f"compiled call cannot make (the call at {short_loc(user_line())})")
         state["grad"] = grad_mode.state.grad_enabled and any(differentiable) and \
             not step and bool(diff_out)
         if not state["grad"]:

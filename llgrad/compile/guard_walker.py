@@ -33,7 +33,7 @@ from .guards import (_SCALARS, _is_object, _scalar_set, captured_reads, class_fu
                      dynamic_input, followed_reads, signature_names, signature_of,
                      tensor_keys, user_function)
 from ..runtime.tensor import Tensor
-from .class_state import class_containers, slotted, user_classes
+from .class_state import bound, class_containers, slotted, user_classes
 from .walker_bytecode import compiled_walker
 
 _MAX_DEPTH = 40
@@ -169,7 +169,7 @@ def _walk(src, roots):
             if isinstance(v, dict):     # (guards.tensor_keys; the keys' identities checked)
                 stack.extend((src.const(k), k, depth + 1, True)
                              for _, k in reversed(tensor_keys(v, x)))
-        elif type(v) is functools.partial or slotted(v):
+        elif type(v) is functools.partial or slotted(v) or bound(v):
             raise _Unsupported("what is held outside a __dict__")     # (class_state.held)
         elif _is_object(v):
             if id(v) in first_object:

@@ -14,7 +14,7 @@ from ..runtime.tensor import Tensor
 from .arrays import arrays_as_tensors, wrappable
 from .code_reads import (function_parts, global_names, module_attributes, unguarded_reads,
                          users_file)
-from .class_state import (LIBRARIES as _LIBRARIES, Same, class_containers, class_ids,
+from .class_state import (LIBRARIES as _LIBRARIES, Same, bound, class_containers, class_ids,
                           class_state, held, routine, slotted, user_classes)
 
 # (guarded by value; NumPy's numbers and ranges too: a new one each call may take the id
@@ -113,9 +113,9 @@ def _walk(roots, tensors, guards, entered=None):
             stack.extend(reversed(leaves))
             if isinstance(v, dict):     # tensors keying it (an optimiser's state), first:
                 stack.extend(reversed(tensor_keys(v, path)))    # which tensor each is counts
-        elif type(v) is functools.partial or slotted(v):
-            # what a partial calls, and with, and a slotted object's attributes, are not in
-            # a __dict__ (guard_walker.py leaves such calls to this walk)
+        elif type(v) is functools.partial or slotted(v) or bound(v):
+            # what a partial calls, and with, a slotted object's attributes, what a method
+            # is bound to, are not in a __dict__ (guard_walker.py leaves these to this walk)
             guards.append((path, ("object", type(v))))
             if id(v) not in seen:
                 seen.add(id(v))
@@ -306,9 +306,9 @@ def captured_reads(fn):
             if _followed(v) or _followed(inner):   # (a compiled function: what its function
                 todo.append(inner or v)             # reads is the caller's, inlined)
                 kind = "follow"
-            elif not (inspect.ismodule(v) or routine(v) or isinstance(v, _SCALARS)
-                      or (inspect.isclass(v) and not user_classes(v))
-                      or hasattr(type(v), "_traced_fn")):
+            elif bound(v) or not (inspect.ismodule(v) or routine(v) or isinstance(v, _SCALARS)
+                                  or (inspect.isclass(v) and not user_classes(v))
+                                  or hasattr(type(v), "_traced_fn")):
                 roots.append((f"captured {path}", v))
                 kind = "root"
             else:

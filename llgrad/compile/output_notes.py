@@ -213,3 +213,29 @@ def leaf_order(outs, inputs):
     order = sorted(range(len(inputs)), key=lambda j: (
         at.get(edges[j][0], len(done)) if edges[j] is not None else len(done), j))
     return None if order == sorted(order) else tuple(order)
+
+
+def leaf_made_inside(outs, inputs, first_node):
+    """Whether the eager graph of some result reaches a leaf that requires grad made inside
+    the traced function (requires_grad=True, an nn.Parameter) and no input that requires
+    grad: the compiled graph differentiates by its inputs only, so such a result would not
+    require grad (eager's does). (One that reaches an input too requires grad and gets the
+    inputs' gradients right: the inside leaf's own is seen by no one.)"""
+    stop = {id(e[0]) for e in map(gradient_edge, inputs) if e is not None}
+    given = {id(t) for t in inputs}
+    for e in map(gradient_edge, outs):
+        stack, seen, inside = [e[0]] if e is not None else [], set(), False
+        while stack:
+            n = stack.pop()
+            if id(n) in stop:
+                break
+            if id(n) in seen or getattr(n, "_seq", first_node) < first_node:
+                continue
+            seen.add(id(n))
+            # (an input made not to require grad inside is not one)
+            inside |= type(n) is AccumulateGrad and id(n.variable) not in given
+            stack.extend(c for c, _ in getattr(n, "next_functions", ()) if c is not None)
+        else:
+            if inside:
+                return True
+    return False

@@ -2,6 +2,7 @@
 view of the call's Python state before and after it (a compiled call replays tensor
 effects, and the tensors it puts into objects it reaches (attr_writes.py): a run that
 changed anything else must not be kept as an entry)."""
+import array
 import collections
 import contextlib
 import inspect
@@ -119,8 +120,9 @@ def _own_attributes(o):
 
 
 # containers the guard walk does not enter (guarded by identity): what they hold (a tensor, a
-# count appended to a deque inside) could change unseen
-_UNWALKED = (collections.deque, set, frozenset)
+# count appended to a deque inside, a number in an array.array or a bytearray that
+# frombuffer reads) could change unseen
+_UNWALKED = (collections.deque, set, frozenset, array.array, bytearray, memoryview)
 
 
 def unguardable(guards):

@@ -55,7 +55,7 @@ def normal_(self, mean=0, std=1, *, generator=None):
     """Fill with N(mean, std^2) samples in place, as torch.Tensor.normal_.
     PyTorch's numbers for a seed."""
     _float_only(self, "normal_kernel_cpu")
-    if std < 0:
+    if not std >= 0:        # (a NaN too, as in ATen)
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
     n = randn(self._data.shape, dtype=self._dtype, generator=generator) \
         if self.is_contiguous() else _in_memory_order(      # (ATen's per-element draws)
@@ -64,7 +64,7 @@ def normal_(self, mean=0, std=1, *, generator=None):
 
 
 def _check_probabilities(p, what):
-    if bool(((p < 0) | (p > 1)).any()):
+    if not bool(((p >= 0) & (p <= 1)).all()):     # (a NaN fails it too, as in ATen)
         raise RuntimeError(what)
 
 
