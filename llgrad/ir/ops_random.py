@@ -36,8 +36,18 @@ def _randperm(state, shape, dtype="int64"):
     return torch_random.randperm(new, int(shape[0])), new
 
 
+def _rrelu_noise(state, x, lower=1.0 / 8, upper=1.0 / 3, shape=None, dtype=None):
+    """Training-mode rrelu's slopes for x (torch_random.rrelu_noise): the draws' count
+    depends on x's values, so the op reads x (shape and dtype: the tracer's, x's own)."""
+    new = np.array(state, dtype=np.int64, copy=True)
+    return torch_random.rrelu_noise(new, np.asarray(x), lower, upper), new
+
+
 # The eager creation functions (rand, randn) draw with the same functions, so both agree.
 defop("rng_normal", _normal, args=("state",), nout=2, kind="random")
 defop("rng_uniform", _uniform, args=("state",), nout=2, kind="random")
 defop("rng_integers", _integers, args=("state",), nout=2, kind="random")
 defop("rng_randperm", _randperm, args=("state",), nout=2, kind="random")
+# (no loop of its own: compiled code calls the implementation back, codegen host_call.py)
+defop("rng_rrelu_noise", _rrelu_noise, args=("state", "self"), nout=2, kind="random",
+      native_host=True)

@@ -350,3 +350,19 @@ def uniform64(state, n):
     u = _unit(s, n, "float64")
     s.close()
     return u
+
+
+def rrelu_noise(state, x, lower, upper):
+    """Training-mode rrelu's slopes for the array x (ATen's _rrelu_with_noise_train): one
+    double uniform on [lower, upper) per element <= 0, in C order, so the number of draws
+    depends on the values; 1 at the others (NaN too, which `<= 0` does not take). The bounds
+    are rounded to x's compute type first (float for float32), each slope back to x's dtype."""
+    mask = np.asarray(x) <= 0
+    s = Stream(state)
+    u = _unit(s, int(np.count_nonzero(mask)), "float64")
+    s.close()
+    ft = np.float64 if x.dtype == np.float64 else np.float32
+    lo, hi = float(ft(lower)), float(ft(upper))
+    noise = np.ones(x.shape, x.dtype)
+    noise[mask] = (u * (hi - lo) + lo).astype(ft)
+    return noise

@@ -1,17 +1,17 @@
 """The functions that draw from the global generator as they compute: gumbel_softmax and the
 randomised leaky ReLU (rrelu, rrelu_), as torch.nn.functional's.
 
-Both draw with llgrad's random ops (exponential_, rand_like), so a traced call records a
-random op that compiled calls replay from the generator's state, as eager does; the numbers
-are llgrad's stream, not PyTorch's. gumbel_softmax is PyTorch's own composition (its
-straight-through estimator for hard=True included). rrelu in training multiplies each
-non-positive element by a slope drawn uniformly from [lower, upper] (ATen's
-_rrelu_with_noise_train: the gradient is that slope, 1 elsewhere); in evaluation it is
-leaky_relu with the mean slope (lower + upper) / 2."""
+Both draw with llgrad's random ops (exponential_; rrelu_noise, whose number of draws
+depends on the values), so a traced call records a random op that compiled calls replay
+from the generator's state, as eager does; a seed gives PyTorch's numbers. gumbel_softmax
+is PyTorch's own composition (its straight-through estimator for hard=True included).
+rrelu in training multiplies each non-positive element by a slope drawn uniformly from
+[lower, upper] (ATen's _rrelu_with_noise_train: the gradient is that slope, 1 elsewhere);
+in evaluation it is leaky_relu with the mean slope (lower + upper) / 2."""
 import warnings
 
-from ..runtime.creation import empty_like, rand, rand_like, zeros_like
-from ..runtime.functions import where
+from ..runtime.creation import empty_like, zeros_like
+from ..runtime.methods_random_more import rrelu_noise
 from ..runtime.node_names import rename
 from .functional_loss import _NAMES
 
@@ -38,18 +38,14 @@ def _slope(input, lower, upper, training, generator=None):
     """The per-element multiplier of training-mode rrelu, or None in evaluation (checked)."""
     if lower > upper:
         raise RuntimeError("Lower bound should be less than or equal to the upper bound")
-    if not input.is_floating_point():
+    # (ATen's CPU draw loop has no Half kernel; its leaky_relu has)
+    if not input.is_floating_point() or training and input.dtype.name == "float16":
         kernel = "rrelu_with_noise_out_cpu" if training else "leaky_relu_cpu"
         raise NotImplementedError(f'"{kernel}" not implemented for '
                                   f"'{_NAMES.get(input.dtype.name, input.dtype.name)}'")
     if not training:
         return None
-    # uniform on [lower, upper) where input <= 0 (NaN included, as ATen's `input <= 0` test
-    # fails for NaN and keeps it: NaN times the slope is NaN), 1 where input > 0
-    u = rand_like(input) if generator is None else \
-        rand(tuple(input.shape), dtype=input.dtype, generator=generator)
-    noise = u * (upper - lower) + lower
-    return where(input > 0, input.new_ones(()), noise)
+    return rrelu_noise(input.detach(), lower, upper, generator)
 
 
 def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):

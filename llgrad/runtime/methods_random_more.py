@@ -8,9 +8,9 @@ import warnings
 
 import numpy as np
 
-from ..ir import OPS
-from . import dtypes
-from .creation import empty, rand, randn, random_integers
+from ..ir import OPS, torch_random
+from . import dtypes, trace_state
+from .creation import _state, empty, rand, randn, random_integers
 from .device import check as _check_device
 from .dispatch import call
 from .dispatch import scalar_type_name as tname
@@ -155,9 +155,9 @@ for _n, _f in (("random_", random_), ("exponential_", exponential_),
 
 def _std_check(std):
     if isinstance(std, Tensor):
-        if bool((std < 0).any()):
+        if not bool((std >= 0).all()):     # (a NaN fails it too, as in ATen)
             raise RuntimeError("normal expects all elements of std >= 0.0")
-    elif std < 0:
+    elif not std >= 0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {_num(std)}")
 
 
@@ -200,6 +200,19 @@ def randint_like(input, low=0, high=None, *, dtype=None, layout=None, device=Non
     r = in_layout_of(input, lambda s: empty(s, dtype=dtype or input.dtype)).random_(
         low, high, generator=generator)
     return r.requires_grad_(True) if requires_grad else r
+
+
+def rrelu_noise(input, lower, upper, generator=None):
+    """Training-mode rrelu's slopes for input, drawn as ATen's CPU kernel draws them (PyTorch's
+    numbers for a seed): a double uniform on [lower, upper) for each element <= 0, in C
+    order, 1 at the others. How many draws depends on the values, so a trace records the
+    rng_rrelu_noise op of the generator state and input (compiled calls replay eager's)."""
+    arr = torch_random.rrelu_noise(_state(generator), input._data, lower, upper)
+    t = Tensor._from_array(arr)
+    tracer = trace_state.state.tracer
+    if generator is None and tracer is not None:
+        tracer.random("rng_rrelu_noise", t, input, lower=float(lower), upper=float(upper))
+    return t
 
 
 export(normal)

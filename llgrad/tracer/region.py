@@ -95,7 +95,7 @@ class RegionTracer(Tracer):
         value guard: the control-flow error that makes compile trace it that way."""
         raise ControlFlowError(f"{user_location()}: {reason} inside {self.what}")
 
-    def random(self, opname, result):
+    def random(self, opname, result, *operands, **attrs):
         raise ControlFlowError(f"{user_location()}: random numbers inside {self.what} are not "
                          "supported yet (draw them before the if/while and pass them in)")
 

@@ -1340,7 +1340,8 @@ def r_loss(g):
 def r_create(g):
     x = g.need(lambda v: v.float)
     s, dt = x.shape, x.dtype
-    form = g.int(0, 4 if g.smooth else 5)     # (form 5 reads x through detach: not smooth)
+    # (form 5 reads x through detach, form 6 draws slopes by x's signs: not smooth)
+    form = g.int(0, 4 if g.smooth else 6)
     d = f"llgrad.{dt}"
     text, op = [
         (f"llgrad.zeros({s!r}, dtype={d})", "full"),
@@ -1349,6 +1350,7 @@ def r_create(g):
         (f"llgrad.randn({s!r}, dtype={d})", "rng_normal"),
         (f"llgrad.rand_like({x})", "rng_uniform"),
         (f"llgrad.ones({s!r}, dtype={d}) * {x}.detach()", "full"),
+        (f"llgrad.nn.functional.rrelu({x}, training=True)", "rng_rrelu_noise"),
     ][form]
     v = g.new(s, dt, exact=op == "full" and x.exact)
     g.emit(f"{v} = {text}", x)
@@ -1557,7 +1559,7 @@ RECIPES = {
     r_norm: (1, {"layer_norm", "batch_norm", "batch_norm_backward"}),
     r_embedding: (1, {"embedding"}),
     r_loss: (1, {"mse_loss", "binary_cross_entropy_with_logits", "nll_loss"}),
-    r_create: (1, {"full", "rng_normal", "rng_uniform"}),
+    r_create: (1, {"full", "rng_normal", "rng_uniform", "rng_rrelu_noise"}),
     r_inplace: (6, {"zero", "fill", "copy", "strided_scatter", "strided_gather",
                     "strided_put"}),
 }

@@ -104,7 +104,9 @@ def finite(dtype):
 # the trace's runs again eagerly, with eager's); their native loops meet finite matrices here)
 DOMAINS = {"binary_cross_entropy": ((0, 1), unit),    # input and target in [0, 1]
            "linalg_svd": ((0,), finite), "linalg_eigh": ((0,), finite),
-           "linalg_cholesky_ex": ((0,), finite), "linalg_solve_ex": ((0, 1), finite)}
+           "linalg_cholesky_ex": ((0,), finite), "linalg_solve_ex": ((0, 1), finite),
+           # (a NaN std raises, as PyTorch's: its samples take std's abs of these)
+           "normal_tensor": ((0, 1), finite)}
 
 # Ops of the table that read no float input: nothing to feed.
 NO_FLOAT_INPUT = {"full": "creation from a value", "rng_normal": "a random draw",

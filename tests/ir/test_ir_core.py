@@ -218,6 +218,12 @@ SPECS = {
     "rng_randperm": S([T((628,), "int64", "rng")], {"shape": (7,), "dtype": "int64"},
                       lambda s: _eager_draw(s, lambda n: llgrad.randperm(n), (7,)),
                       layouts=()),
+    # training rrelu's slopes: a draw for each element <= 0 (their count read from x)
+    "rng_rrelu_noise": S([T((628,), "int64", "rng"), X(2, 5)],
+                         {"shape": (2, 5), "dtype": "float32", "lower": 0.125, "upper": 0.25},
+                         lambda s, x: _eager_draw(s, lambda: llgrad.runtime.methods_random_more
+                                                  .rrelu_noise(x, 0.125, 0.25), ()),
+                         layouts=()),
     # matrix products and layers
     "mm": S([X(3, 4), X(4, 5)], {}, lambda a, b: a.mm(b)),
     "addmm": S([X(5), X(3, 4), X(4, 5)], {"beta": 0.5, "alpha": 2.0},

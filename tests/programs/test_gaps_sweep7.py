@@ -81,10 +81,8 @@ def mixup_randperm(torch, env):
 
 
 PROGRAMS = {f.__name__: f for f in [conv_positional_dropout, rrelu_training, mixup_randperm]}
-XFAIL = {
-    "rrelu_training": "rrelu draws a float uniform per element (rand_like); ATen draws a "
-                      "double (random64) per non-positive element only",
-}
+# (rrelu_training was one: rrelu now draws as ATen, a double per non-positive element)
+XFAIL = {}
 
 
 # (over ~1.5 s with its builds: in the slow run)

@@ -1,8 +1,9 @@
 """DataLoader (torch.utils.data.DataLoader): batches of a dataset, in the order of a
-sampler, collated by collate_fn. Loading runs in the calling process: num_workers > 0 is
-accepted (with PyTorch's argument checks) but loads in the main process (the same batches,
-in the same order, for a map-style dataset; a warning, once, for an iterable dataset or a
-worker_init_fn, which workers would treat otherwise); pin_memory has nothing to pin (the
+sampler, collated by collate_fn. Loading runs in the calling process: num_workers > 0 loads
+batch k in worker k % num_workers as PyTorch does, each worker kept in this process
+(_utils/worker.py: its copy of the dataset, get_worker_info(), worker_init_fn, its own
+seeded generators; an iterable dataset runs once per worker, their batches taken in turn),
+so the batches and the generators' states are PyTorch's; pin_memory has nothing to pin (the
 CPU is the only device)."""
 from __future__ import annotations
 import math
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING
 from ...runtime.creation import random_int64
 from ...runtime.generator import Generator
 from ._utils.collate import default_collate, default_convert
+from ._utils.worker import Worker, get_worker_info, reraise
 from .dataset import Dataset, IterableDataset
 from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
 
@@ -21,11 +23,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
 __all__ = ["DataLoader", "get_worker_info", "default_collate", "default_convert"]
-
-
-def get_worker_info():
-    """None: llgrad loads in the main process (as PyTorch's get_worker_info there)."""
-    return None
 
 
 class _InfiniteConstantSampler(Sampler):
@@ -39,9 +36,6 @@ class _InfiniteConstantSampler(Sampler):
 class _DatasetKind:
     Map = 0
     Iterable = 1
-
-
-_warned_workers = False
 
 
 class DataLoader:
@@ -140,6 +134,7 @@ class DataLoader:
             collate_fn = default_collate if self._auto_collation else default_convert
         self.collate_fn = collate_fn
         self.persistent_workers = persistent_workers
+        self._iterator = None           # (persistent workers: the one iterator, reset)
         self.__initialized = True
         self._IterableDataset_len_called = None
         self.check_worker_number_rationality()
@@ -160,19 +155,14 @@ class DataLoader:
         return self.batch_sampler if self._auto_collation else self.sampler
 
     def __iter__(self):
-        global _warned_workers
-        # a map-style dataset's batches are the same loaded here as by workers (the order is
-        # the sampler's either way): only where workers would see something else - an
-        # iterable dataset (each worker runs its own copy), a worker_init_fn - is it said
-        if self.num_workers > 0 and not _warned_workers and \
-                (self._dataset_kind == _DatasetKind.Iterable or self.worker_init_fn is not None):
-            _warned_workers = True
-            warnings.warn(f"llgrad's DataLoader loads in the main process: num_workers="
-                          f"{self.num_workers} is accepted but no worker processes are "
-                          "started (an iterable dataset is read once, worker_init_fn is not "
-                          "called)", stacklevel=2)
         if self.num_workers > 0:
             self.check_worker_number_rationality()
+            if self.persistent_workers:     # (no new base seed: the workers live on)
+                if self._iterator is None:
+                    self._iterator = _SingleProcessDataLoaderIter(self)
+                else:
+                    self._iterator._reset(self)
+                return self._iterator
         return _SingleProcessDataLoaderIter(self)
 
     def check_worker_number_rationality(self):
@@ -221,14 +211,33 @@ class _SingleProcessDataLoaderIter:
         if loader.pin_memory:
             warnings.warn("'pin_memory' argument is set as true but no accelerator is found, then "
                           "device pinned memory won't be used.", stacklevel=2)
-        self._sampler_iter = iter(self._index_sampler)
         # PyTorch draws a base seed (for workers' seeds) from the loader's generator when an
         # iterator starts: the same draw here keeps the generator's sequence of uses alike
         self._base_seed = random_int64(loader.generator)
         self._num_yielded = 0
-        if self._dataset_kind == _DatasetKind.Iterable:
-            self._dataset_iter = iter(self._dataset)
-            self._ended = False
+        # the workers start (worker_init_fn, an iterable dataset's iterator) in turn
+        self._workers = [Worker(k, loader.num_workers, self._base_seed, self._dataset)
+                         for k in range(loader.num_workers)]
+        self._init_fn = loader.worker_init_fn
+        for w in self._workers:
+            with w:
+                if self._init_fn is not None:
+                    self._init_fn(w.info.id)
+        self._reset(loader)
+
+    def _reset(self, loader):
+        """A new epoch: the sampler's iterator, and each worker's dataset iterator afresh."""
+        self._sampler_iter = iter(self._index_sampler)
+        self._num_yielded = 0
+        self._IterableDataset_len_called = loader._IterableDataset_len_called
+        self._turn = 0
+        if self._dataset_kind == _DatasetKind.Iterable and not self._workers:
+            self._dataset_iter, self._ended = iter(self._dataset), False
+        for w in self._workers:
+            w.ended = False
+            if self._dataset_kind == _DatasetKind.Iterable:
+                with w:
+                    w.it = iter(w.dataset)
 
     def __iter__(self):
         return self
@@ -236,36 +245,69 @@ class _SingleProcessDataLoaderIter:
     def __len__(self):
         return len(self._index_sampler)
 
-    def _fetch(self, index):
+    def _fetch(self, index, src):
+        """The batch of index from src (this iterator, or a worker: .dataset, .it, .ended)."""
         if self._dataset_kind == _DatasetKind.Iterable:
-            if self._ended:
+            if src.ended:
                 raise StopIteration
             if self._auto_collation:
                 data = []
                 for _ in index:
                     try:
-                        data.append(next(self._dataset_iter))
+                        data.append(next(src.it))
                     except StopIteration:
-                        self._ended = True
+                        src.ended = True
                         break
                 if len(data) == 0 or (self._drop_last and len(data) < len(index)):
                     raise StopIteration
             else:
-                data = next(self._dataset_iter)
+                data = next(src.it)
             return self._collate_fn(data)
         if self._auto_collation:
-            getitems = getattr(self._dataset, "__getitems__", None)
+            getitems = getattr(src.dataset, "__getitems__", None)
             if getitems:
                 data = getitems(index)
             else:
-                data = [self._dataset[i] for i in index]
+                data = [src.dataset[i] for i in index]
         else:
-            data = self._dataset[index]
+            data = src.dataset[index]
         return self._collate_fn(data)
 
+    # (the single-process source's fields, as _fetch reads a worker's)
+    dataset = property(lambda self: self._dataset)
+    it = property(lambda self: self._dataset_iter)
+    ended = property(lambda self: self._ended,
+                     lambda self, v: setattr(self, "_ended", v))
+
+    def _from_workers(self):
+        """The next batch as PyTorch's workers give it: worker k % n loads the k-th; of an
+        iterable dataset, the workers not yet run out, in turn."""
+        n = len(self._workers)
+        while True:
+            for _ in range(n):      # the next worker in the cycle that has not run out
+                w = self._workers[self._turn % n]
+                self._turn += 1
+                if not w.ended:
+                    break
+            else:
+                raise StopIteration
+            index = next(self._sampler_iter)         # may raise StopIteration
+            with w:
+                try:
+                    return self._fetch(index, w)
+                except StopIteration:
+                    if self._dataset_kind != _DatasetKind.Iterable:
+                        raise
+                    w.ended = True                   # (the next live worker takes the turn)
+                except Exception as e:              # noqa: BLE001  (as PyTorch re-raises)
+                    reraise(e, w.info.id)
+
     def __next__(self):
-        index = next(self._sampler_iter)         # may raise StopIteration
-        data = self._fetch(index)
+        if self._workers:
+            data = self._from_workers()
+        else:
+            index = next(self._sampler_iter)         # may raise StopIteration
+            data = self._fetch(index, self)
         self._num_yielded += 1
         if self._dataset_kind == _DatasetKind.Iterable and \
                 self._IterableDataset_len_called is not None and \
