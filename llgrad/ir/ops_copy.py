@@ -59,16 +59,25 @@ def relaid_by_arrays(out, args, row_major=False):
                                  for a in arrays], row_major)
 
 
-def _clone(x, memory_format="preserve"):
+# the dimensions of a channels_last (4-d) or channels_last_3d (5-d) tensor, slowest first
+CHANNELS_LAST = {"channels_last": (0, 2, 3, 1), "channels_last_3d": (0, 2, 3, 4, 1)}
+
+
+def _clone(x, memory_format="preserve", dtype=None):
     if memory_format == "contiguous":
-        return np.array(x, copy=True, order="C")
-    return preserve_copy(x)
+        return np.array(x, dtype=dtype, copy=True, order="C")
+    if memory_format in CHANNELS_LAST:
+        order = CHANNELS_LAST[memory_format]
+        out = np.empty([x.shape[d] for d in order], dtype or x.dtype).transpose(np.argsort(order))
+        np.copyto(out, x, casting="unsafe")
+        return out
+    return preserve_copy(x, dtype)
 
 
 defop("clone", _clone, vjp=lambda c, g: (g,), grad_fn="CloneBackward0", kind="elementwise",
       functions=("clone",))
-defop("to_dtype", lambda x, dtype: preserve_copy(x, dtype), vjp=lambda c, g: (g,),
-      grad_fn="ToCopyBackward0", kind="elementwise")
+defop("to_dtype", lambda x, dtype, memory_format="preserve": _clone(x, memory_format, dtype),
+      vjp=lambda c, g: (g,), grad_fn="ToCopyBackward0", kind="elementwise")
 defop("fill", lambda x, value: np.full_like(x, value, order="K"),
       vjp=lambda c, g: (g.new_zeros(g.shape), g.sum() if c.needs(1) else None),
       args=("self", "value"),

@@ -92,8 +92,8 @@ def _check_bounds(x, spec, ix):
 
 
 def _index(x, *ix, spec, counts=None):
-    _check_bounds(x, spec, ix)
-    ix = _fit_masks(ix, counts)
+    ix = _fit_masks(ix, counts)     # (first: a mask beside an index tensor is checked at its
+    _check_bounds(x, spec, ix)      # traced count, not at a shape rule's all-False stand-in's)
     out = x[np_index(spec, ix)]
     if x.flags.c_contiguous and all(t.flags.c_contiguous for t in ix):
         return c_order(out)         # (PyTorch's result is row-major too, below)
@@ -163,8 +163,9 @@ defop("index", _index, args=("self", "*indices"),
 
 def _index_put(x, values, *ix, spec, accumulate=False, counts=None):
     out = preserve_copy(x)          # (an expanded x's copy is row-major, as PyTorch's clone)
+    ix = _fit_masks(ix, counts)
     _check_bounds(x, spec, ix)
-    idx = np_index(spec, _fit_masks(ix, counts))
+    idx = np_index(spec, ix)
     if accumulate:
         np.add.at(out, idx, values)
     else:

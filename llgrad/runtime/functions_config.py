@@ -22,9 +22,8 @@ def _constant(name, value):
 
 class memory_format(str):
     """As torch.memory_format (llgrad.contiguous_format, preserve_format, channels_last,
-    channels_last_3d): clone / contiguous / to / the *_like functions take them; llgrad
-    keeps tensors row-major (a channels_last layout is not made). A str, as llgrad's own
-    code names the formats."""
+    channels_last_3d): clone / contiguous / to / the *_like functions and is_contiguous
+    take them (runtime/memory_formats.py). A str, as llgrad's own code names the formats."""
     def __repr__(self):
         return "llgrad." + str.__str__(self)
 

@@ -174,12 +174,9 @@ def multi_dot(tensors):
             raise RuntimeError(f"multi_dot(): tensors {i} and {i + 1} with shapes "
                                f"{list(ts[i]._data.shape)} and {list(ts[i + 1]._data.shape)} "
                                "cannot be multiplied")
-    r = _chain(ms)
-    if first == 1 and last == 1:
-        return r.reshape(())
-    if first == 1:
-        return r.squeeze(0)
-    return r.squeeze(1) if last == 1 else r
+    r = _chain(ms)      # (then a view, as PyTorch's: ViewBackward0 whatever the shapes)
+    rows, cols = r._data.shape
+    return r.view((rows,) * (first - 1) + (cols,) * (last - 1))
 
 
 _warned_chain_matmul = False

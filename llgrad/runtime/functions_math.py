@@ -196,7 +196,7 @@ def fmod(input, other):
         r = where(x.signbit(), -(qy - x), x - qy)
         if isinstance(y, Tensor):
             return where((y.abs() == math.inf) & x.isfinite(), x, r)
-        return x if math.isinf(y) else r
+        return where(x.isfinite(), x, r) if math.isinf(y) else r     # (fmod(inf, inf) is nan)
     return _in_double(a, f)
 
 

@@ -42,8 +42,9 @@ def _check_inplace(t, inputs):
     if t._requires_grad and t._grad_fn is None and t._base is None:
         raise RuntimeError("a leaf Variable that requires grad is being used in an "
                            "in-place operation.")
-    b = t._base
-    if b is not None and b._requires_grad and b._grad_fn is None:
+    b = t._base     # (a view that requires grad of a leaf base, PyTorch's check_inplace: also
+    # a view made a leaf by requires_grad_(), arange(6.).view(2, 3).requires_grad_())
+    if b is not None and b._grad_fn is None and (b._requires_grad or t.requires_grad):
         raise RuntimeError("a view of a leaf Variable that requires grad is being used in "
                            "an in-place operation.")
 

@@ -7,8 +7,9 @@ an elementwise op's result, PyTorch's TensorIterator's."""
 import numpy as np
 
 from ..ir.geometry import fast_to_slow, geometry_overlaps, geometry_span
-from ..ir.ops_copy import iterator_relaid
+from ..ir.ops_copy import CHANNELS_LAST, iterator_relaid
 from ..ir.promotion import result_dtype
+from .memory_formats import op_format
 from .tensor import Tensor as _Tensor
 
 
@@ -18,7 +19,11 @@ def in_layout_of(x, make):
     shape = tuple(x.shape)
     if x.is_contiguous():
         return make(shape)
-    order = fast_to_slow(shape, x.stride())[::-1]            # (slowest first)
+    return _in_order(shape, fast_to_slow(shape, x.stride())[::-1], make)
+
+
+def _in_order(shape, order, make):
+    # make's row-major tensor of the dimensions in order (slowest first), permuted back
     drawn = make(tuple(shape[d] for d in order))
     inverse = [0] * len(order)
     for i, d in enumerate(order):
@@ -28,11 +33,15 @@ def in_layout_of(x, make):
 
 def like_layout(x, make, memory_format=None):
     """make(shape) laid out as x's `*_like` result with memory_format (preserve_format, the
-    default: x's layout; contiguous_format: row-major). Not a view of make's tensor: a fresh
+    default: x's layout; contiguous_format: row-major; channels_last(_3d): NHWC). Not a view of make's tensor: a fresh
     tensor as PyTorch's, a leaf (its base is internal)."""
-    if memory_format == "contiguous_format" or x.is_contiguous():
+    fmt = op_format(memory_format, x.dim())
+    if fmt in CHANNELS_LAST:
+        out = _in_order(tuple(x.shape), CHANNELS_LAST[fmt], make)
+    elif fmt == "contiguous" or x.is_contiguous():
         return make(tuple(x.shape))
-    out = in_layout_of(x, make)
+    else:
+        out = in_layout_of(x, make)
     out._base = None            # (the permuted buffer is the result's own, as in reshape's
     out._creation = None        # copy: no view of it escapes)
     return out

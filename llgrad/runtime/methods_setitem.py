@@ -37,7 +37,7 @@ def setitem(self, idx, value):
         value = float(np.float16(value)) if self._dtype.name == "float16" else \
             fill_value_fits(value, self._dtype)
     if any(_is_advanced(i) or _is_bool(i) for i in idx):
-        t, rest = _basic_first(self, _byte_masks(idx))
+        t, rest = _slices_first(*_basic_first(self, _byte_masks(idx)))
         spec, tensors = _spec(t, rest)
         if not isinstance(value, Tensor):
             value = Tensor._from_array(np.asarray(value, dtype=self._data.dtype))
@@ -68,6 +68,19 @@ def setitem(self, idx, value):
                                "tensor refers to a single memory location. Please clone() the "
                                "tensor before performing the operation.")
         target.fill_(value)
+
+
+def _slices_first(t, rest):
+    """PyTorch's applySlicing for a write: a slice that is not the whole dim makes a view of
+    t first, which the index tensors then index (x[i, 1:3] = v: x's grad_fn is CopySlices,
+    as PyTorch's)."""
+    d, out = 0, []
+    for i in rest:
+        if isinstance(i, slice) and i.indices(t._data.shape[d]) != (0, t._data.shape[d], 1):
+            t, i = t[(slice(None),) * d + (i,)], slice(None)
+        out.append(i)
+        d += i._data.ndim if isinstance(i, Tensor) and i._dtype._cat == 0 else 1
+    return t, tuple(out)
 
 
 def _value_fits(self, idx, value):
@@ -113,7 +126,27 @@ def _index_put_values(self, indices, values, accumulate):
     return values
 
 
+def _check_indices(self, indices):
+    """PyTorch's index_put_ checks of its indices (before the values'): tensors, no more of
+    them than self has dims, masks that fit."""
+    ndim = self._data.ndim
+    for k, t in enumerate(indices):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"expected Tensor as element {k} in argument 0, but got "
+                            f"{type(t).__name__}")
+    if len(indices) > ndim:
+        raise IndexError(f"too many indices for tensor of dimension {ndim} (got {len(indices)})")
+    d = 0
+    for t in indices:
+        check_index_tensor(self._data.shape, t, d)
+        d += t._data.ndim if t._dtype._cat == 0 else 1
+        if d > ndim:
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-ndim}, "
+                             f"{ndim - 1}], but got {ndim})")
+
+
 def _index_put(run, self, indices, values, accumulate):
+    _check_indices(self, indices)
     values = _index_put_values(self, indices, values, accumulate)
     try:
         return run(self, values, tuple(indices), {"spec": tuple("T" for _ in indices),

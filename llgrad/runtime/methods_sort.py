@@ -275,6 +275,9 @@ def unique(self, sorted=True, return_inverse=False, return_counts=False, dim=Non
             ("UniqueDimBackward0", "unique_dim")
         out = [failing_node(self.reshape(-1)[idx] if axis is None else self.index_select(
             axis, idx), name, f"the derivative for '{aten}' is not implemented.")]
+    elif axis:      # (PyTorch's unique_dim: rows of the input moved to the front, moved back)
+        out = [Tensor._from_array(np.moveaxis(np.array(np.moveaxis(vals, axis, 0), a.dtype), 0,
+                                              axis))]
     else:
         out = [Tensor._from_array(np.array(vals, dtype=a.dtype))]
     if return_inverse:
