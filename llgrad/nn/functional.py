@@ -23,8 +23,8 @@ from .functional_loss import (_NAMES, _broadcast as _loss_broadcast, _reduction,
                               check_target_shape, huber_loss, kl_div, l1_loss, one_hot,
                               smooth_l1_loss)
 from .functional_norm import (check_batch_norm_args, check_mixed_dtype,  # noqa: F401
-                              check_floating, empty_batch_norm, group_norm, instance_norm,
-                              rms_norm)
+                              check_floating, check_norm_shapes, empty_batch_norm, group_norm,
+                              instance_norm, rms_norm)
 from .functional_pad import pad  # noqa: F401
 from .functional_shuffle import (bilinear, celu_, channel_shuffle, elu_,  # noqa: F401
                                  hardtanh_, leaky_relu_, native_channel_shuffle,
@@ -142,6 +142,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
     k = len(normalized_shape)
+    check_norm_shapes(normalized_shape, weight, bias)
     check_mixed_dtype(input, weight, bias)
     if tuple(input._data.shape[input._data.ndim - k:]) != tuple(normalized_shape):
         raise RuntimeError(f"Given normalized_shape={list(normalized_shape)}, expected input with "
@@ -227,6 +228,8 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
         raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the following "
                            f"scalar types: Long, Int; but got {input.type()} instead (while "
                            "checking arguments for embedding)")
+    if weight.dim() != 2:       # (a 1-D weight would give numbers, not rows)
+        raise RuntimeError("'weight' must be 2-D")
     n = weight._data.shape[0]
     if padding_idx is not None and not -n <= padding_idx < max(n, 1):
         raise AssertionError("Padding_idx must be within num_embeddings")

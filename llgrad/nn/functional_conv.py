@@ -71,8 +71,8 @@ def check_conv_args(name, input, weight, bias, nd=None):
     if nd is not None and weight.ndim != nd + 2:    # (ATen expands stride to its rank first)
         raise RuntimeError(f"expected stride to be a single integer value or a list of "
                            f"{weight.ndim - 2} values to match the convolution dimensions, but "
-                           f"got stride={[1] * nd} (weight of size {list(weight.shape)} for "
-                           f"{name})")
+                           f"got stride={[1] * nd}\n(a weight of size {list(weight.shape)} "
+                           f"for {name})")
     if bias is not None and (bias.ndim != 1 or bias.shape[0] != weight.shape[0]):
         raise RuntimeError(f"Given weight of size {list(weight.shape)}, expected bias to be "
                            f"1-dimensional with {weight.shape[0]} elements, but got bias of "

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..runtime.creation import tensor as _tensor
 from ..runtime.node_names import rename
-from .functional_conv import _pair, check_conv_dtypes, conv2d
+from .functional_conv import _pair, check_conv_args, check_conv_dtypes, conv2d
 
 
 def _n(v, n):
@@ -22,6 +22,7 @@ def _n(v, n):
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1,
            padding_mode="zeros"):
     """As torch.nn.functional.conv1d (conv2d over a unit height)."""
+    check_conv_args("conv1d", input, weight, bias)
     if input.dim() not in (2, 3):
         raise RuntimeError("Expected 2D (unbatched) or 3D (batched) input to conv1d, but got "
                            f"input of size: {list(input.shape)}")
@@ -76,6 +77,7 @@ def _spread(n, k, s, p, op, d):
 def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
                      groups=1, dilation=1):
     """As torch.nn.functional.conv_transpose2d."""
+    check_conv_args("conv_transpose2d", input, weight, None, 2)     # (its bias: below)
     if input.dim() not in (3, 4):
         raise RuntimeError("Expected 3D (unbatched) or 4D (batched) input to conv_transpose2d, "
                            f"but got input of size: {list(input.shape)}")

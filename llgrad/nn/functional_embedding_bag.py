@@ -53,7 +53,7 @@ def _check_dtypes(weight, indices, offsets, per_sample_weights):
                            "checking arguments for embedding_bag)")
 
 
-def _check_values(indices, offsets, num_weights):
+def _check_values(indices, offsets, num_weights, fbgemm):
     n = indices.shape[0]
     offs = _values(offsets)
     if offs is not None and offs.size:
@@ -66,10 +66,16 @@ def _check_values(indices, offsets, num_weights):
                                f"got offsets[-1] of {int(offs[-1])}")
     idx = _values(indices)
     if idx is not None and idx.size:
-        bad = idx[(idx < 0) | (idx >= num_weights)]
-        if bad.size:
+        bad = np.flatnonzero((idx < 0) | (idx >= num_weights))
+        if bad.size and not fbgemm:     # (PyTorch's words: its plain kernel's, fbgemm's)
             raise RuntimeError("embedding_bag: Expected idx >= 0 && idx < num_embeddings but "
-                               f"found idx to be {int(bad[0])}")
+                               f"found idx to be {int(idx[bad[0]])}")
+        if bad.size:        # (the index counted from the start of its bag, as PyTorch's)
+            p = int(bad[0])
+            start = int(offs[np.searchsorted(offs, p, "right") - 1]) if offs is not None and \
+                offs.size else 0
+            raise RuntimeError(f"Index {p - start} of input takes value {int(idx[p])} "
+                               f"which is not in the valid range [0, {num_weights})")
 
 
 def embedding_renorm_(weight, input, max_norm, norm_type):
@@ -113,7 +119,8 @@ def _bags(weight, indices, offsets, scale_grad_by_freq, mode, per_sample_weights
             raise RuntimeError("padding_idx must be within the number of embeddings, "
                                f"-{num_weights} through {num_weights - 1}, but got {padding_idx}")
         padding_idx %= num_weights
-    _check_values(indices, offsets, num_weights)
+    # (sum and mean over a weight of float32 or narrower run on fbgemm, in words of its own)
+    _check_values(indices, offsets, num_weights, mode != 2 and weight.dtype.name != "float64")
     n = indices.shape[0]
     starts = offsets[:-1] if include_last_offset else offsets
     b = starts.shape[0]

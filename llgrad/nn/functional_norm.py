@@ -57,6 +57,16 @@ def empty_batch_norm(input, weight, bias):
 _TYPE = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16"}
 
 
+def check_norm_shapes(normalized_shape, weight, bias):
+    """layer_norm's weight and bias have normalized_shape exactly (not broadcast), as
+    PyTorch checks before the input's shape."""
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and tuple(t.shape) != tuple(normalized_shape):
+            raise RuntimeError(f"Expected {name} to be of same shape as normalized_shape, but got "
+                               f"{name} of shape {list(t.shape)} and normalized_shape = "
+                               f"{list(normalized_shape)}")
+
+
 def check_mixed_dtype(input, *params):
     """ATen's CPU norms: the parameters share one dtype, the input's (or float32 for a
     float16 / bfloat16 input); no promotion."""

@@ -20,7 +20,7 @@ from ..runtime.node_names import rename
 from ..runtime.tensor import Tensor
 from . import functional as F
 from .factory import factory_kwargs
-from .layers_rnn_cell import gru_step, lstm_step, reset_uniform, rnn_step
+from .layers_rnn_cell import gru_step, lstm_step, reset_uniform, rnn_step, step_slots
 from .layers_rnn_packed import masked, pack_output, packed_dropout, step_masks, unpack_input
 from .utils.rnn import PackedSequence
 from .module import Module, Parameter
@@ -271,7 +271,7 @@ class RNNBase(Module):
         """The time loop of one layer and direction (unrolled when traced): ([h_t in time
         order], last h, last c); masks[t] (packed inputs): the sequences that have step t
         (the others keep h and c)."""
-        ys = [None] * len(steps)
+        ys = step_slots(steps)
         for t in (range(len(steps) - 1, -1, -1) if reverse else range(len(steps))):
             m = None if masks is None else masks[t]
             if self.mode == "LSTM":

@@ -45,6 +45,14 @@ def gru_step(gx, h, w_hh_t, b_hh):
     return gx._op("fused_gru_cell", gh, h)
 
 
+def step_slots(steps):
+    """A list to hold each step's h, after PyTorch's error for an input of no steps (which
+    the full layers' stack of the outputs would otherwise meet in words of its own)."""
+    if not steps:
+        raise RuntimeError("Expected sequence length to be larger than 0 in RNN")
+    return [None] * len(steps)
+
+
 def reset_uniform(module, hidden_size):
     """PyTorch's recurrent initialisation: every parameter ~ U(-1/sqrt(hidden), 1/sqrt(hidden))."""
     stdv = 1.0 / math.sqrt(hidden_size) if hidden_size > 0 else 0

@@ -63,8 +63,12 @@ class Module(ModuleConvert, ModuleAccess, ModuleHooks):
 
     # ---- registration ------------------------------------------------------------------------
     def __setattr__(self, name, value):
-        if "_parameters" not in self.__dict__:
-            raise AttributeError("cannot assign attributes before Module.__init__() call")
+        if "_parameters" not in self.__dict__:     # (plain values may come first: PyTorch's)
+            if isinstance(value, (Parameter, Module)):
+                what = "parameters" if isinstance(value, Parameter) else "module"
+                raise AttributeError(f"cannot assign {what} before Module.__init__() call")
+            object.__setattr__(self, name, value)
+            return
         if isinstance(value, Parameter):
             for store in (self.__dict__, self._modules, self._buffers):
                 store.pop(name, None)

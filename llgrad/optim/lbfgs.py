@@ -195,9 +195,9 @@ class LBFGS(Optimizer):
     @no_grad()
     def step(self, closure):
         """Up to max_iter L-BFGS iterations; returns the loss the first closure() gave."""
-        if closure is None:
-            raise RuntimeError("LBFGS requires a closure that re-evaluates the model and "
-                               "returns the loss")
+        if closure is None:     # (PyTorch's TypeError: it calls None)
+            raise TypeError("'NoneType' object is not callable\n(LBFGS requires a closure that "
+                            "re-evaluates the model and returns the loss)")
         tracer = trace_state.state.tracer
         if tracer is not None:
             tracer.graph_break("LBFGS.step (a line search steered by the closure's losses) "

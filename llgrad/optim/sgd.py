@@ -3,7 +3,7 @@ single-tensor update rule)."""
 from __future__ import annotations
 from ..runtime.grad_mode import enable_grad, no_grad
 from ..runtime.hypers import hyper, raw
-from .optimizer import LrT, Optimizer, ParamsT, _for_loop_only
+from .optimizer import LrT, Optimizer, ParamsT, _check_lr, _for_loop_only
 
 
 class SGD(Optimizer):
@@ -16,8 +16,7 @@ class SGD(Optimizer):
                  weight_decay: float = 0, nesterov: bool = False, *, maximize: bool = False,
                  foreach: bool | None = None, differentiable: bool = False,
                  fused: bool | None = None) -> None:
-        if lr < 0.0:
-            raise ValueError(f"Invalid learning rate: {lr}")
+        _check_lr(lr)
         if momentum < 0.0:
             raise ValueError(f"Invalid momentum value: {momentum}")
         if weight_decay < 0.0:

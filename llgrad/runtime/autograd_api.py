@@ -76,7 +76,9 @@ def backward(tensors: Tensor | Sequence[Tensor],
                            "supported, please use functorch.grad or functorch.vjp instead or "
                            "call backward() outside of functorch transforms.")
     tensors = [tensors] if isinstance(tensors, Tensor) else _seq(tensors)
-    grads = _seq(grad_tensors) or [None] * len(tensors)
+    grads = [None] * len(tensors) if grad_tensors is None else _seq(grad_tensors)
+    if len(grads) < len(tensors):       # (PyTorch's words)
+        raise RuntimeError(f"got {len(tensors)} tensors and {len(grads)} gradients")
     if len(grads) != len(tensors):
         raise RuntimeError(f"grad_tensors has {len(grads)} entries but tensors has "
                            f"{len(tensors)}")
@@ -106,7 +108,9 @@ def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
     torch.autograd.grad (create_graph=True for higher order)."""
     outputs = [outputs] if isinstance(outputs, Tensor) else _seq(outputs)
     inputs = [inputs] if isinstance(inputs, Tensor) else _seq(inputs)
-    grads = _seq(grad_outputs) or [None] * len(outputs)
+    grads = [None] * len(outputs) if grad_outputs is None else _seq(grad_outputs)
+    if len(grads) < len(outputs):       # (PyTorch's check, after it drops extra ones)
+        raise RuntimeError(f"got {len(outputs)} tensors and {len(grads)} gradients")
     if retain_graph is None:
         retain_graph = create_graph
     if not only_inputs:

@@ -11,8 +11,8 @@ from . import dtypes, ranges, trace_state
 from .device import check as _check_device, device as _Device
 from .memory_layout import in_layout_of, like_layout
 from .dispatch import call, scalar_type_name
-from .creation_checks import (beyond_int64, check_fits as _check_fits, fill_value_fits,
-                              int_arange, int_array, leaf_dtype, leaf_type_error, number_error,
+from .creation_checks import (beyond_int64, check_fits as _check_fits, fill_value_fits, int_arange,
+                              int_array, leaf_dtype, leaf_type_error, number_error, scalar_default,
                               requiring_grad as _requiring_grad, sequence_error, tensor_scalars)
 from .shapes import creation_size
 from .tensor import Tensor
@@ -181,7 +181,7 @@ def full(size: tuple[int, ...] | list[int], fill_value: float | Tensor,
          requires_grad: bool = False) -> Tensor:
     """A tensor filled with fill_value, as torch.full (its dtype fill_value's by default)."""
     _check_device(device)
-    default = dtypes.default_for_scalar(fill_value) if not isinstance(fill_value, Tensor) else None
+    default = scalar_default("full", fill_value) if not isinstance(fill_value, Tensor) else None
     d = dtypes.to_dtype(dtype) if dtype is not None else default
     if d is not None:
         fill_value = fill_value_fits(fill_value, d)
@@ -241,8 +241,7 @@ def linspace(start: float, end: float, steps: int, dtype: dtypes.dtype | None = 
     """steps values evenly spaced from start to end (inclusive), as torch.linspace."""
     _check_device(device)
     d = dtypes.to_dtype(dtype) if dtype is not None else dtypes.get_default_dtype()
-    if steps < 0:
-        raise RuntimeError("number of steps must be non-negative")
+    steps = ranges.checked_steps("linspace", steps)
     if not d.is_floating_point:     # (PyTorch truncates the bounds to integers first)
         start, end = (int(float(fill_value_fits(v, d))) for v in (start, end))
     return _finish(ranges.linspace_values(start, end, steps, d.np), None, requires_grad)
@@ -338,7 +337,7 @@ def rand(*dims: int | tuple[int, ...], size=None, dtype: dtypes.dtype | None = N
     return t
 
 
-def randint(low: int = 0, high: int | None = None, size: tuple[int, ...] = (),
+def randint(low: int = 0, high: int | None = None, size: tuple[int, ...] | None = None,
             dtype: dtypes.dtype | None = None, generator: _Generator | None = None,
             device: str | _Device | None = None, requires_grad: bool = False) -> Tensor:
     """Random integers in [low, high), as torch.randint (PyTorch's numbers for a seed).
@@ -348,10 +347,10 @@ def randint(low: int = 0, high: int | None = None, size: tuple[int, ...] = (),
     tracer = trace_state.state.tracer
     if tracer is not None and (generator is not None or requires_grad):
         tracer.untraceable("randint with a generator or requires_grad")
-    if high is None:
-        low, high = 0, low
-    elif not isinstance(high, (int, np.integer)) and size == ():   # randint(high, size)
-        low, high, size = 0, low, high
+    if high is None or not isinstance(high, (int, np.integer)) and size is None:
+        low, high, size = 0, low, (size if high is None else high)     # randint(high, size)
+    if size is None:        # (randint(5), randint(2, 5): PyTorch's TypeError, not a 0-d draw)
+        raise TypeError("randint() received an invalid combination of arguments - got no size")
     if int(low) >= int(high):
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} "
                            f">= to={high}")

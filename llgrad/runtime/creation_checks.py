@@ -140,15 +140,35 @@ _C_NAMES = {"int64": "int64_t", "int32": "int", "int16": "int16_t", "int8": "int
             "uint8": "uint8_t", "float32": "float", "float16": "c10::Half"}
 
 
+def scalar_default(what, value):
+    """The dtype a number fill value gives what (full, ...) by default, after PyTorch's
+    TypeError for a fill value that is not a number (None, a string, a list)."""
+    if value is None or isinstance(value, _NOT_NUMBERS):
+        raise TypeError(f"{what}(): argument 'fill_value' (position 2) must be Number, not "
+                        f"{type(value).__name__}")
+    return dtypes.default_for_scalar(value)
+
+
+# what a fill value never is (NumPy would fail deep inside with words of its own)
+_NOT_NUMBERS = (str, bytes, list, tuple, dict, set)
+
+
 def fill_value_fits(value, d):
     """PyTorch's overflow check of a Python number stored into a tensor of dtype d (an
     unsigned type takes a negative number down to -max, wrapping it); the value to store."""
+    if value is None or isinstance(value, _NOT_NUMBERS):
+        raise TypeError(f"expected a Number, not {type(value).__name__}")
     if hasattr(value, "_dtype") and value._data.size == 1 and d.name in _C_NAMES and \
             not np.can_cast(value._data.dtype, d.np, "safe"):
         # (a one-element tensor read as its number, where it may not fit: a value of d's
         # dtype or a narrower one always does, and is not read, so a trace keeps it data)
         fill_value_fits(value.item(), d)
-    if d.name not in _C_NAMES or isinstance(value, (bool, complex)) or hasattr(value, "_dtype"):
+    if isinstance(value, complex) and d.name in _C_NAMES:     # (llgrad has no complex dtype)
+        if value.imag:      # (PyTorch's words; its real part otherwise)
+            raise RuntimeError(f"value cannot be converted to type {_C_NAMES[d.name]} without "
+                               "overflow")
+        value = value.real
+    if d.name not in _C_NAMES or isinstance(value, bool) or hasattr(value, "_dtype"):
         return value
     info = np.finfo(d.np) if d.is_floating_point else np.iinfo(d.np)
     if d.is_floating_point:

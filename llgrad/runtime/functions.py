@@ -86,6 +86,9 @@ def __getattr__(name):
 
 
 def _tensors(seq, what):
+    if not isinstance(seq, (list, tuple)):  # (PyTorch's: a tensor would be unbound into rows)
+        raise TypeError(f"{what}(): argument 'tensors' (position 1) must be tuple of Tensors, "
+                        f"not {type(seq).__name__}")
     seq = list(seq)
     if not seq:         # (PyTorch's types and words)
         if what == "cat":

@@ -21,7 +21,7 @@ from .linalg import vector_norm
 from .shapes import check_index_bounds, norm_dim
 from .tensor import Tensor
 from .node_names import torch_node
-from .ranges import logspace_values
+from .ranges import checked_steps, logspace_values
 
 
 def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=None,
@@ -213,8 +213,7 @@ def logspace(start, end, steps, base=10.0, *, dtype=None, layout=None, device=No
              requires_grad=False):
     """As torch.logspace: base ** (steps values from start to end)."""
     check_device(device, "create a tensor on")
-    if steps < 0:
-        raise RuntimeError("number of steps must be non-negative")
+    steps = checked_steps("logspace", steps)
     d = dtypes.get_default_dtype() if dtype is None else dtypes.to_dtype(dtype)
     vals = logspace_values(float(start), float(end), int(steps), float(base), d.np)
     return _tensor(vals, requires_grad=requires_grad)
@@ -281,7 +280,7 @@ Tensor.equal = equal
 
 def _cast(d):
     def f(self, memory_format=None):
-        return self.to(d)
+        return self.to(d, memory_format=memory_format)
     f.__doc__ = f"As torch.Tensor.{d._tensor_type[:-6].lower()}(): the tensor as {d.name}."
     return f
 

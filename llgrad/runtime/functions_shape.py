@@ -11,7 +11,7 @@ from . import dtypes
 from .creation import full_op, tensor as _tensor
 from .device import check as check_device
 from .dispatch import scalar_type_name as tname
-from .functions import cat, export, stack
+from .functions import _tensors, cat, export, stack
 from .functions_math import attach
 from .functions_tensor import meshgrid
 from .shapes import norm_dim, norm_slice
@@ -84,7 +84,7 @@ atleast_1d, atleast_2d, atleast_3d = _atleast_fn(1), _atleast_fn(2), _atleast_fn
 
 
 def _nonempty(tensors, name):
-    seq = list(tensors)
+    seq = list(tensors) if isinstance(tensors, (list, tuple)) else _tensors(tensors, name)
     if not seq:
         raise RuntimeError(f"{name} expects a non-empty TensorList")
     return seq

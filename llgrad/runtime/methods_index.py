@@ -8,7 +8,7 @@ from .methods_reduce import _def
 from .methods_sort import _check_index
 from .creation_checks import fill_value_fits
 from .numpy_scalars import python_number
-from .shapes import check_index_bounds, norm_dim
+from .shapes import broadcast_shapes, check_index_bounds, norm_dim
 from .tensor import Tensor
 
 
@@ -116,6 +116,7 @@ def _masked_fill_args(self, mask, value):
 
 def masked_fill(self, mask, value):
     value = _masked_fill_args(self, mask, value)
+    broadcast_shapes(mask._data.shape, self._data.shape)    # (PyTorch's error: mask is a)
     return call(OPS["masked_fill"], (self, mask, value), {})
 
 

@@ -6,14 +6,13 @@ import numpy as np
 
 from ..ir import OPS
 from ..ir.optable import method_doc
-from ..ir.geometry import geometry_span
 from ..ir.ops_shape import sum_to_shape
 from .creation import tensor
 from . import dtypes, trace_state
 from .dispatch import call
 from .inplace import call_inplace
-from .shapes import (check_index_tensor, check_zero_dim_index, infer_shape, norm_dim,
-                     norm_slice, sliced_shape, unflatten_shape, unpack_shape)
+from .shapes import (check_as_strided, check_index_tensor, check_zero_dim_index, index_int,
+                     infer_shape, norm_dim, norm_slice, sliced_shape, unflatten_shape, unpack_shape)
 from .tensor import Tensor
 from .view_dtype import view_dtype
 
@@ -143,9 +142,13 @@ def unflatten(self, dim, sizes):
 def narrow(self, dim, start, length):
     d = norm_dim(dim, self._data.ndim)
     n = self._data.shape[d]
-    if start < 0:
-        start += n
-    if not (0 <= start <= n and 0 <= length <= n - start):
+    if not -n <= start <= n:
+        raise IndexError(f"start out of range (expected to be in range of [{-n}, {n}], but got "
+                         f"{start})")
+    if length < 0:
+        raise RuntimeError("narrow(): length must be non-negative.")
+    start = start + n if start < 0 else start
+    if length > n - start:
         raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({n}).")
     return self._op("slice", dim=d, start=start, end=start + length, step=1)
 
@@ -203,13 +206,7 @@ def as_strided(self, size, stride, storage_offset=None):
     if storage_offset is not None and trace_state.state.tracer is not None:
         trace_state.state.tracer.reads_layout(self, "as_strided(..., storage_offset)")
     base = self._storage.base
-    storage_numel = geometry_span(base.shape, tuple(s // base.itemsize for s in base.strides), 0)
-    need = geometry_span(size, stride, offset)
-    if len(size) != len(stride) or any(s < 0 for s in stride) or need > storage_numel:
-        raise RuntimeError(f"setStorage: sizes {list(size)}, strides {list(stride)}, storage "
-                           f"offset {offset}, and itemsize {self._data.itemsize} requiring a "
-                           f"storage size of {need * self._data.itemsize} are out of bounds for "
-                           f"storage of size {storage_numel * self._data.itemsize}")
+    check_as_strided(size, stride, offset, base, self._data.itemsize)
     return self._op("as_strided", size=size, stride=stride, storage_offset=offset,
                     in_strides=self.stride(), in_offset=self._storage_offset())
 
@@ -309,17 +306,8 @@ def _basic_first(self, idx):
             rest.append(i)
             d += i._data.ndim if isinstance(i, Tensor) and i._dtype._cat == 0 else 1
         else:
-            t = select(t, d, _int(i))
+            t = select(t, d, index_int(i))
     return t, tuple(rest)
-
-
-def _int(i):
-    """An integer index; a float raises IndexError, as PyTorch."""
-    if isinstance(i, (float, np.floating)):
-        name = type(i).__name__ if type(i) is float else f"numpy.{type(i).__name__}"
-        raise IndexError("only integers, slices (`:`), ellipsis (`...`), None and long or byte "
-                         f"Variables are valid indices (got {name})")
-    return int(i)
 
 
 def _as_tuple(idx):
@@ -366,7 +354,7 @@ def getitem(self, idx):
                 t, changed = t._op("slice", dim=d, start=start, end=stop, step=step), True
             d += 1
         else:
-            k, n = _int(i), t._data.shape[d]
+            k, n = index_int(i), t._data.shape[d]
             if not -n <= k < n:
                 raise IndexError(f"index {k} is out of bounds for dimension {p} with size {n}")
             t, changed = select(t, d, k), True

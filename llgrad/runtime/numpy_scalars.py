@@ -17,7 +17,11 @@ NumPy would convert the tensor through __array__ and return an ndarray. So:
   stays float32, as torch's);
 * a reflected arithmetic or bitwise operator refuses an ndarray on the left, as
   torch.Tensor's do: `arr * t` and `arr += t` raise TypeError (else `arr += t` would
-  rebind arr to a tensor); comparisons (arr == t) give a tensor, as there."""
+  rebind arr to a tensor); comparisons (arr == t) give a tensor, as there;
+* an operator other than == and != returns NotImplemented for an ndarray on the right, as
+  torch.Tensor's: NumPy computes `t * arr` from t.__array__() (NumPy's dtypes: int32 * a
+  float32 array is float64; a tensor that requires grad raises, as t.numpy() does; a traced
+  one stops the trace) and __array_wrap__ makes the result a tensor; `t += arr` rebinds t."""
 import numpy as np
 
 from .tensor import Tensor
@@ -53,7 +57,7 @@ def _reading_numpy_numbers(fn, reflected, equality):
         if type(other) is not Tensor:       # (tensor operands first: no isinstance walk)
             if isinstance(other, _NUMBERS):
                 other = python_number(other)
-            elif reflected and isinstance(other, np.ndarray) or \
+            elif (reflected or not equality) and isinstance(other, np.ndarray) or \
                     not equality and not isinstance(other, _OPERANDS):
                 return NotImplemented
         return fn(self, other)
@@ -63,9 +67,8 @@ def _reading_numpy_numbers(fn, reflected, equality):
 
 
 def _matmul_operator(fn, reflected):
-    def operator(self, other):      # (torch.Tensor's @ takes tensors, and arrays on the right)
-        if type(other) is not Tensor and not isinstance(other, Tensor) and \
-                (reflected or not isinstance(other, np.ndarray)):
+    def operator(self, other):      # (torch.Tensor's @ takes tensors; NumPy does t @ arr)
+        if type(other) is not Tensor and not isinstance(other, Tensor):
             return NotImplemented
         return fn(self, other)
     operator.__name__, operator.__doc__ = fn.__name__, fn.__doc__

@@ -42,6 +42,17 @@ def _halves(steps):
     return lo, np.where(lo, i, steps - 1 - i)
 
 
+def checked_steps(name, steps):
+    """steps as an int, after PyTorch's errors: a float or a bool is a TypeError (2.5 steps
+    would space the values past end), a negative count a RuntimeError."""
+    if isinstance(steps, (bool, np.bool_)) or not hasattr(steps, "__index__"):
+        raise TypeError(f"{name}() received an invalid combination of arguments - got "
+                        f"steps of type {type(steps).__name__}, but expected int steps")
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
+    return int(steps)
+
+
 def linspace_values(start, end, steps, npdt):
     """torch.linspace(start, end, steps) in NumPy dtype npdt, as PyTorch's kernel."""
     npdt = np.dtype(npdt)

@@ -2,6 +2,8 @@
 and error messages)."""
 import numpy as np
 
+from ..ir.geometry import geometry_span
+
 
 def norm_dim(dim, ndim):
     n = max(ndim, 1)
@@ -213,3 +215,34 @@ def check_zero_dim_index(ndim, idx):
                          "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number")
     if ndim == 0 and type(idx) is slice:
         raise IndexError("slice() cannot be applied to a 0-dim tensor.")
+
+
+def index_int(i):
+    """An integer index (x[i]); a float raises IndexError, a string TypeError (int("1")
+    would read it as 1), as PyTorch."""
+    if isinstance(i, (str, bytes)):
+        raise TypeError(f"new(): invalid data type '{type(i).__name__}'")
+    if isinstance(i, (float, np.floating)):
+        name = type(i).__name__ if type(i) is float else f"numpy.{type(i).__name__}"
+        raise IndexError("only integers, slices (`:`), ellipsis (`...`), None and long or byte "
+                         f"Variables are valid indices (got {name})")
+    return int(i)
+
+
+def check_as_strided(size, stride, offset, base, itemsize):
+    """PyTorch's checks of as_strided(size, stride, offset) on a storage whose buffer is the
+    NumPy array base, in its order (a view outside the buffer raises, never reads)."""
+    storage_numel = geometry_span(base.shape, tuple(s // base.itemsize for s in base.strides), 0)
+    if len(size) != len(stride):
+        raise RuntimeError("mismatch in length of strides and shape")
+    if any(s < 0 for s in stride):
+        raise RuntimeError("as_strided: Negative strides are not supported at the moment, got "
+                           f"strides: {list(stride)}")
+    need = geometry_span(size, stride, offset)
+    if need > storage_numel:
+        raise RuntimeError(f"setStorage: sizes {list(size)}, strides {list(stride)}, storage "
+                           f"offset {offset}, and itemsize {itemsize} requiring a "
+                           f"storage size of {need * itemsize} are out of bounds for "
+                           f"storage of size {storage_numel * itemsize}")
+    if offset < 0:      # (PyTorch checks it after the bounds: a view before the buffer)
+        raise RuntimeError(f"Tensor: invalid storage offset {offset}")

@@ -8,6 +8,7 @@ from ..ir.geometry import contiguous_strides
 from . import dtypes, grad_mode, trace_state
 from .device import CPU, device as _Device
 from .formatting import tensor_repr
+from .memory_formats import channels_contiguous
 from .size import Size  # noqa: F401 (llgrad.Size lives with the Tensor it shapes)
 
 _FLOAT_WARNED = False
@@ -178,9 +179,11 @@ class Tensor:
             // self._data.itemsize
 
     def is_contiguous(self, memory_format: object = None) -> bool:
-        """Whether the strides are row-major (size-1 dimensions ignored), as
-        torch.Tensor.is_contiguous; memory_format is accepted and ignored."""
+        """Whether the strides are row-major (size-1 dimensions ignored), or dense in the
+        channels_last(_3d) order memory_format names, as torch.Tensor.is_contiguous."""
         shape, strides = self._data.shape, self.stride()
+        if memory_format in ("channels_last", "channels_last_3d"):
+            return channels_contiguous(shape, strides, memory_format)
         if 0 in shape:              # (no elements: contiguous, as PyTorch's)
             return True
         expected = 1
@@ -229,6 +232,8 @@ class Tensor:
 
     @requires_grad.setter
     def requires_grad(self, flag: bool) -> None:
+        if type(flag) is not bool:      # (PyTorch's: 1, "yes", np.True_ and tensor(True) too)
+            raise RuntimeError("requires_grad must be a bool")
         if flag and not self._dtype.is_floating_point:     # (PyTorch's words, lower case)
             raise RuntimeError("only Tensors of floating point and complex dtype can require "
                                "gradients")
@@ -254,8 +259,7 @@ class Tensor:
     def detach(self) -> Tensor:
         """The same memory and version counter without autograd history, as
         torch.Tensor.detach."""
-        t = self._alias()
-        return t
+        return self._alias()
 
     @property
     def data(self) -> Tensor:

@@ -18,7 +18,10 @@ A storage that died while its memory lives on (held by x.data's storage) may hav
 address taken by a new storage: its root is then moved to a key no storage has."""
 import weakref
 
+import numpy as np
+
 from ..ir.geometry import contiguous_strides, geometry_span
+from ..runtime.tensor import Tensor
 
 
 class _Ref(weakref.ref):
@@ -171,6 +174,14 @@ class Bindings:
                 e[3] is t._storage:
             return e[1]
         return None
+
+    def operands(self, inputs):
+        """The Values of a recorded op's inputs (value_of: the Tracer's), its other operands
+        as they are. A NumPy array operand (t == arr, t.add(arr)) stops the trace: eager
+        computes with it, a graph cannot hold it as a constant (an argument's changes)."""
+        if any(type(x) is np.ndarray for x in inputs):
+            self.untraceable("a NumPy array as an operand of a tensor op")
+        return [self.value_of(x) if isinstance(x, Tensor) else x for x in inputs]
 
     def inplace_view(self, t, v):
         """t itself became a view of its memory (t.t_(), x.unsqueeze_(0)) with value v."""

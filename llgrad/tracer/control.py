@@ -145,8 +145,9 @@ def if_exp(cond, then_fn, else_fn, loc):
 def _predicate(c, what):
     if c._data.size != 1:
         # (eager's first line as it is, where the condition is on the next)
-        raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous\n"
-                           f"(the condition of {what})")
+        raise RuntimeError(f"Boolean value of Tensor with "
+                           f"{'no values' if not c._data.size else 'more than one value'} "
+                           f"is ambiguous\n(the condition of {what})")
     return c if c._dtype.name == "bool" else c != 0
 
 

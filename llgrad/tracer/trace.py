@@ -19,7 +19,7 @@ from ..ir.ops_random import STATE_SHAPE
 from ..ir.ops_shape import strided_view
 from ..ir.geometry import geometry_overlaps, geometry_span
 from ..ir.verify import verify
-from ..runtime import trace_state
+from ..runtime import grad_mode, trace_state
 from ..runtime.creation import default_generator
 from ..runtime.node import _sequence
 from ..runtime.saved_tensor import user_location
@@ -111,6 +111,9 @@ class Tracer(Bindings):
                     "outside it: it escaped through a side effect (a list, a dict, an "
                     "attribute, a global). Only variables assigned in the branches or the "
                     "loop carry values out of tensor-dependent control flow.")
+            if t.requires_grad and grad_mode.state.grad_enabled:   # (as a constant: no grad)
+                self.graph_break("a tensor that requires grad that would be a constant of the "
+                                 "trace (made untraced inside, or reached past the guards)")
             # a tensor made inside fn or captured from outside: a constant of the graph
             v = self._constant(t)
             self._bind_root(t, v)
@@ -192,9 +195,6 @@ class Tracer(Bindings):
         zeros = self.add("full", [], {"shape": (span,), "value": 0, "dtype": rv.type.dtype})
         return self.add("strided_put", [zeros, rv], {"geom": geom})
 
-    def operands(self, inputs):
-        return [self.value_of(x) if isinstance(x, Tensor) else x for x in inputs]
-
     # ---- hooks called by the dispatcher ----------------------------------------------------
     def record(self, op, inputs, attrs, results):
         operands = self.operands(inputs)
@@ -243,11 +243,11 @@ class Tracer(Bindings):
                 if x is not None and x is not t and x is not rt and self._sid(x) == sid:
                     self.values.pop(k, None)
 
-    def random(self, opname, result, **attrs):
+    def random(self, opname, result, *operands, **attrs):
         if self.rng_input is None:
             self.rng_input = self.builder.input(TensorType("int64", STATE_SHAPE), "rng")
             self.rng_value = self.rng_input
-        values, self.rng_value = self.add(opname, [self.rng_value],
+        values, self.rng_value = self.add(opname, [self.rng_value, *map(self.value_of, operands)],
                                           {"shape": tuple(result._data.shape),
                                            "dtype": result._dtype.name, **attrs})
         self._bind_root(result, values)
