@@ -155,7 +155,11 @@ class CompiledFunction:
                                             self._traced_fn(), tensors, guards, *call, n_own,
                                             entered, self.fn)
         except BaseException as e:
-            if symbolic_args.retry(self, e, snapshot):
+            # (a tensor `if` the conversion cannot keep is traced again below as plain
+            # Python, its numbers still inputs: their stand-ins did not cause it)
+            plain = isinstance(e, ControlFlowError) and not self.fullgraph and \
+                self._converted[1] is not None
+            if not plain and symbolic_args.retry(self, e, snapshot):
                 return self(*args, **kwargs)
             if not isinstance(e, TraceError):
                 raise
@@ -181,9 +185,10 @@ class CompiledFunction:
         # optimiser's first step, which makes its state, is followed by steps that make none)
         changed = reason is None and \
             unreplayed_change(self.fn, args, kwargs, guards, tensors[:n_own], entry, self._dynamic)
-        if (reason is not None or changed or symbolic_args.holds_symbolic(result)) and \
-                symbolic_args.retry(self, None, snapshot):     # (kept only if nothing leaked)
-            return self(*args, **kwargs)
+        leaked = symbolic_args.holds_symbolic(result)   # (given: its prints, not to repeat)
+        if (reason is not None or changed or leaked) and (again := symbolic_args.retry(
+                self, None, snapshot, changed and not (leaked or entry.given))):
+            return self(*args, **kwargs) if again is True else self.fn(*args, **kwargs)
         if reason is not None:      # (the traced run was eager's: its result stands)
             self._add(key, n_own, EAGER)
             self._break(reason, key=key)

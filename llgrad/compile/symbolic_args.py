@@ -100,13 +100,20 @@ def stand_ins(cf, tensors, args, kwargs):
     return bound.args, bound.kwargs
 
 
-def retry(cf, exc, snapshot):
+def retry(cf, exc, snapshot, state_only=False):
     """After a traced run with stand-ins that cannot be kept (exc: what it raised, or None):
     put back what it did, guard its numbers by value from now on, and return True (the
-    caller calls again); False where the trace had no stand-ins (or exc is an interrupt)."""
+    caller calls again); False where the trace had no stand-ins (or exc is an interrupt).
+    state_only (the run changed Python state, an optimiser's first step making its state,
+    and nothing else went wrong): put back what it did and return "eager": the caller runs
+    this call eagerly, the numbers staying inputs (the next call traces again)."""
     paths = cf._tracing_symbolic
     if not paths or (exc is not None and not isinstance(exc, (Exception, ScalarEscape))):
         return False
+    if state_only and exc is None:
+        cf._tracing_symbolic = set()
+        snapshot.restore()
+        return "eager"
     if isinstance(exc, ScalarEscape) and exc.path in paths:
         paths = {exc.path}
     cf._tracing_symbolic = set()

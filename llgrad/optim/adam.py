@@ -14,9 +14,9 @@ from .optimizer import LrT, Optimizer, ParamsT, _div, _for_loop_only, _get_value
 class Adam(Optimizer):
     """Adam (amsgrad, weight_decay, decoupled_weight_decay, maximize), as torch.optim.Adam
     (PyTorch's single-tensor update rule; the step count is a tensor, so a compiled step
-    does not re-trace as it grows; lr and betas are read at each call, so a schedule
-    does not either)."""
-    dynamic_hypers = ("lr", "betas")
+    does not re-trace as it grows; lr, betas and weight_decay are read at each call, so a
+    schedule (DINO's of the weight decay) does not either)."""
+    dynamic_hypers = ("lr", "betas", "weight_decay")
 
     def __init__(self, params: ParamsT, lr: LrT = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0, amsgrad: bool = False, *,
@@ -79,7 +79,8 @@ class Adam(Optimizer):
         for group in self.param_groups:
             # (while tracing, lr and the betas may be graph inputs: 0-d tensors)
             beta1, beta2 = hyper(group, "betas")
-            lr, eps, weight_decay = hyper(group, "lr"), group["eps"], group["weight_decay"]
+            lr, eps = hyper(group, "lr"), group["eps"]
+            weight_decay = hyper(group, "weight_decay")
             b2_input = beta2 is not raw(group, "betas")[1] or isinstance(beta2, Tensor)
             # the eager update without the dispatcher's bookkeeping where it applies
             # (_eager_adam.py: the same ops, the same values and versions)
@@ -101,7 +102,7 @@ class Adam(Optimizer):
                 exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
 
                 state["step"].add_(1)
-                if weight_decay != 0:
+                if raw(group, "weight_decay") != 0:     # (the guard key holds whether)
                     if group["decoupled_weight_decay"]:
                         p.mul_(1 - lr * weight_decay)
                     else:

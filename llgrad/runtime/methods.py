@@ -11,6 +11,7 @@ from .deprecated_overloads import alpha_first, value_first
 from .device import check as check_device
 from .dispatch import call, scalar_type_name
 from .inplace import call_inplace, check_shape_into
+from .memory_formats import clone, contiguous, format_to
 from .methods_clamp import clamp, clamp_, clamp_max, clamp_max_, clamp_min, clamp_min_
 from .methods_div import div, div_
 from .node_names import no_derivative
@@ -133,9 +134,7 @@ def check_sub(a, b):
 
 
 def sub(self, other, alpha=1):
-    """self - alpha * other, as torch.Tensor.sub. alpha may be a one-element tensor (a
-    learning rate held in a tensor): it then scales other as a tensor, so a compiled step
-    reads it at each call instead of baking its value in (the values are PyTorch's)."""
+    """self - alpha * other, as torch.Tensor.sub; alpha as add's."""
     other, alpha = alpha_first("sub", other, alpha)
     check_sub(self, other)
     other, alpha = _alpha(self, other, alpha)
@@ -347,6 +346,8 @@ def to(self, *args, **kwargs):
         elif a is not None:
             check_device(a, "move a tensor to")
     copy = kwargs.get("copy", False)
+    if kwargs.get("memory_format") is not None:
+        return format_to(self, dtype or self._dtype, kwargs["memory_format"], copy)
     if dtype is None or dtype is self._dtype:
         # PyTorch: to(copy=True) is a _to_copy (ToCopyBackward0), not a clone
         return self._op("to_dtype", dtype=self._dtype.name) if copy else self
@@ -356,7 +357,8 @@ def to(self, *args, **kwargs):
 _def("to", to)
 for _n, _d in (("float", dtypes.float32), ("double", dtypes.float64), ("half", dtypes.float16),
                ("long", dtypes.int64), ("int", dtypes.int32), ("bool", dtypes.bool_)):
-    _def(_n, (lambda d: lambda self, memory_format=None: to(self, d))(_d))
+    _def(_n, (lambda d: lambda self, memory_format=None:
+              to(self, d, memory_format=memory_format))(_d))
 _def("type_as", lambda self, other: to(self, other._dtype))
 _def("cpu", lambda self: self)
 
@@ -367,10 +369,8 @@ def _cuda(self, device=None, non_blocking=False, memory_format=None):
 
 
 _def("cuda", _cuda)
-_def("clone", lambda self, memory_format=None: self._op(
-    "clone", memory_format="contiguous" if memory_format == "contiguous_format" else "preserve"))
-_def("contiguous", lambda self, memory_format=None: self if self.is_contiguous() else
-     self._op("clone", memory_format="contiguous"))
+_def("clone", clone)
+_def("contiguous", contiguous)
 def fill_(self, value):
     if isinstance(value, Tensor) and value._data.ndim:
         raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "

@@ -9,11 +9,14 @@ construction here:
 
 * the arithmetic a SymbolicScalar supports is recorded as ops and gives Python's result to
   the bit: + - * / with Python numbers and other SymbolicScalars (float64 arithmetic, or
-  int64 while the result is in range; / only by a nonzero number), unary - and abs; and a
-  SymbolicScalar as the number operand of a tensor's add, sub, mul, div or comparison is
-  the number PyTorch would take (cast to the op's computation dtype: `as_operands`);
-* every other way of reading the number (float(), int(), an index, bool(), a comparison
-  with a number, hash, format, repr, its float/int methods, pickling) raises ScalarEscape,
+  int64 while the result is in range; / only by a nonzero number), // and % of ints, unary
+  - and abs; and a SymbolicScalar as the number operand of a tensor's add, sub, mul, div,
+  lerp, clamp or comparison (or as add's alpha) is the number PyTorch would take (cast to
+  the op's computation dtype: `as_operands`);
+* a comparison with a Python number gives this call's outcome and guards it (a traced
+  flag: later calls with another outcome trace again);
+* every other way of reading the number (float(), int(), an index, bool(), hash, format,
+  repr, its float/int methods, pickling) raises ScalarEscape,
   a BaseException (a user's `except Exception` cannot swallow it), which ends the trace:
   the argument is then guarded by value, as before, and the call traced again.
 
@@ -30,6 +33,8 @@ from .tensor import Tensor
 
 _FLOAT_EXACT = 2 ** 53          # ints a float64 holds exactly
 _INT64 = 2 ** 63
+# ops whose number operands (at these places) PyTorch reads in self's dtype
+_IN_SELF_DTYPE = {"lerp": (2,), "clamp": (1, 2), "clamp_min": (1,), "clamp_max": (1,)}
 _SUPPORTED_OPS = frozenset(("add", "sub", "rsub", "mul", "div", "eq", "ne", "lt", "le", "gt",
                             "ge"))
 _NUMBER_ATTRIBUTES = frozenset(n for t in (int, float) for n in dir(t)
@@ -118,10 +123,15 @@ class SymbolicScalar:
             return getattr(self._escape(f".{name}"), name)
         raise AttributeError(name)
 
-    # ---- comparisons: with a tensor, the tensor's op; with anything else, an escape -------
+    # ---- comparisons: with a tensor, the tensor's op; with a number, its outcome guarded;
+    # with anything else, an escape
     def _compare(self, other, name, op):
         if isinstance(other, Tensor):
             return other._op(_REFLECTED_COMPARISON[name], self)
+        tracer = trace_state.state.tracer
+        if type(other) in (int, float) and tracer is not None and \
+                not hasattr(tracer, "parent"):      # (a region's guard would be its own)
+            return _outcome(self, other, name, op)
         other = other.value if type(other) is SymbolicScalar else other
         return op(self._escape(f"compared ({name})"), other)
 
@@ -185,16 +195,16 @@ class SymbolicScalar:
         return self._escape(name)
 
     def __floordiv__(self, other):
-        return self._unsupported(other, "//") // other
+        return _arith(self, other, "//", False)
 
     def __rfloordiv__(self, other):
-        return other // self._unsupported(other, "//")
+        return _arith(self, other, "//", True)
 
     def __mod__(self, other):
-        return self._unsupported(other, "%") % other
+        return _arith(self, other, "%", False)
 
     def __rmod__(self, other):
-        return other % self._unsupported(other, "%")
+        return _arith(self, other, "%", True)
 
     def __pow__(self, other):
         return self._unsupported(other, "**") ** other
@@ -209,7 +219,7 @@ class SymbolicScalar:
 _REFLECTED_COMPARISON = {"eq": "eq", "ne": "ne", "lt": "gt", "le": "ge", "gt": "lt",
                          "ge": "le"}
 _PYTHON = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
-           "/": lambda a, b: a / b}
+           "/": lambda a, b: a / b, "//": lambda a, b: a // b, "%": lambda a, b: a % b}
 
 
 def _arith(s, other, sign, reflected):
@@ -226,8 +236,9 @@ def _arith(s, other, sign, reflected):
                                (s._escape(sign), other)))
     a, b = (o_v, s.value) if reflected else (s.value, o_v)
     as_float = type(a) is float or type(b) is float or sign == "/"
-    if (sign == "/" and b == 0) or (as_float and any(
-            type(v) is int and abs(v) >= _FLOAT_EXACT for v in (a, b))):
+    if (sign in ("/", "//", "%") and b == 0) or (as_float and any(
+            type(v) is int and abs(v) >= _FLOAT_EXACT for v in (a, b))) or (
+            as_float and sign in ("//", "%")):      # (ints only: Python's floor semantics)
         s._escape(f"{sign} with {o_v!r}")
     value = _PYTHON[sign](a, b)
     if not as_float and abs(value) >= _INT64:
@@ -238,7 +249,7 @@ def _arith(s, other, sign, reflected):
     else:
         ot = float(o_v) if as_float else o_v
     x, y = (ot, st) if reflected else (st, ot)
-    if sign == "/" and isinstance(y, Tensor):
+    if sign in ("/", "//", "%") and isinstance(y, Tensor):
         _require(y != 0)                    # (Python's ZeroDivisionError in a later call)
     for v, vt in ((s.value, s.tensor), (o_v, o_t)):
         if as_float and type(v) is int and vt is not None:
@@ -252,9 +263,30 @@ def _arith(s, other, sign, reflected):
         t = x - y
     elif sign == "*":
         t = x * y
+    elif sign == "//":                      # (int64 floor division and remainder round as
+        t = x // y                          # Python's: toward minus infinity)
+    elif sign == "%":
+        t = x % y
     else:
         t = x / y
     return _checked(s, t, value)
+
+
+def _outcome(s, other, name, op):
+    """s compared with the Python number other while tracing: this call's outcome, with a
+    guard that every call the entry serves has the same one (a step counter's
+    `step < warmup` or `(i + 1) % k == 0` costs a trace per outcome, not one per value)."""
+    as_float = type(s.value) is float or type(other) is float
+    if type(other) is int and abs(other) >= (_FLOAT_EXACT if as_float else _INT64):
+        return op(s._escape(f"compared ({name})"), other)
+    out = op(s.value, other)
+    t = s.tensor
+    if as_float and type(s.value) is int:
+        _require(t.abs() < _FLOAT_EXACT)    # (exact in float64, as Python compares it)
+    flag = getattr(t.to(float64) if as_float else t, name)(float(other) if as_float
+                                                          else other)
+    _require(flag if out else flag.logical_not())
+    return out
 
 
 def _require(flag):
@@ -262,6 +294,10 @@ def _require(flag):
     call its entry serves. The checks of this file hold for the number of the traced call
     only; a later call where they fail traces again (and raises as Python and PyTorch do)."""
     tracer = trace_state.state.tracer
+    if tracer is not None and hasattr(tracer, "parent"):
+        # (inside a tensor if / while: a region's guard on its own value is refused; the
+        # numbers are guarded by value instead, the region kept)
+        raise ScalarEscape("", "a check inside tensor-dependent control flow")
     if tracer is not None:
         tracer.guard(flag, True)
 
@@ -289,6 +325,14 @@ def as_operands(op, inputs, attrs):
     syms = [x for x in inputs if type(x) is SymbolicScalar]
     others = [x for x in inputs if type(x) is not SymbolicScalar]
     s = syms[0]
+    places = _IN_SELF_DTYPE.get(op.name, ())
+    if all(type(x.value) is float for x in syms) and isinstance(inputs[0], Tensor) and \
+            inputs[0]._dtype.name in ("float32", "float64") and \
+            all(k in places for k, x in enumerate(inputs) if type(x) is SymbolicScalar):
+        # (an EMA's p.lerp_(q, 1 - decay), PPO's ratio.clamp(1 - clip, 1 + clip) with the
+        # clip range annealed: PyTorch reads such a number in self's dtype)
+        return [x.tensor.to(inputs[0]._dtype) if type(x) is SymbolicScalar else x
+                for x in inputs]
     if op.name not in _SUPPORTED_OPS or len(inputs) != 2 or len(syms) != 1 or \
             not isinstance(others[0], Tensor) or attrs.get("rounding_mode") is not None or \
             attrs.get("alpha", 1) != 1:
