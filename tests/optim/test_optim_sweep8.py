@@ -241,5 +241,7 @@ def test_lbfgs_against_torch_and_silent(line_search_fn, monkeypatch):
         runs.append(out)
     for a, b in zip(runs[1], runs[0]):
         assert a[1:3] == b[1:3]
-        np.testing.assert_allclose(a[0], b[0], rtol=1e-5)
-        np.testing.assert_allclose(a[3], b[3], rtol=1e-5, atol=1e-6)
+        # (L-BFGS's curvature pairs amplify the sums' rounding: ~1e-5 between NumPy's and
+        # PyTorch's AVX-512 reductions on some hosts)
+        np.testing.assert_allclose(a[0], b[0], rtol=1e-4)
+        np.testing.assert_allclose(a[3], b[3], rtol=1e-4, atol=2e-5)

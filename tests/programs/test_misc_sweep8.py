@@ -513,10 +513,13 @@ SLOW = {"coteaching_noisy_labels", "deep_embedded_clustering", "mixture_paramete
         "neumf_negative_sampling", "running_normalizer_buffers", "temperature_scaling",
         "unfold_vit_random_split"}
 XFAIL = {}
+# (sparsemax's support is a threshold on a cumsum: PyTorch's AVX-512 cumsum rounds a value
+# near it otherwise than NumPy's on some hosts, and the weights then differ by ~2e-4)
+RTOL = {"sparsemax_attention": 1e-3}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=([pytest.mark.xfail(
     strict=True, reason=XFAIL[n])] if n in XFAIL else []) + ([pytest.mark.slow] if n in SLOW
                                                             else [])) for n in PROGRAMS])
 def test_program(name):
-    run_tutorial(PROGRAMS[name])
+    run_tutorial(PROGRAMS[name], rtol=RTOL.get(name, 1e-5))

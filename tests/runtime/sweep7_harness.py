@@ -43,8 +43,11 @@ def _same_tensor(a, b, strides):
     assert b.requires_grad == a.requires_grad
     assert type(b.grad_fn).__name__ == type(a.grad_fn).__name__, (b.grad_fn, a.grad_fn)
     if a.dtype.is_floating_point:
+        # (float32 values near 0 from products: PyTorch's AVX-512 kernels round them an
+        # ulp of the operands apart from NumPy's on some hosts)
+        atol = 1e-7 if a.dtype == a.new_zeros(()).float().dtype else 0
         np.testing.assert_allclose(b.detach().numpy(), a.detach().numpy(), rtol=1e-6,
-                                   equal_nan=True)
+                                   atol=atol, equal_nan=True)
     else:
         np.testing.assert_array_equal(b.detach().numpy(), a.detach().numpy())
 
