@@ -118,3 +118,26 @@ def test_searchsorted_compiled_equals_eager():
     for _ in range(3):
         v = llgrad.tensor(_RNG.standard_normal(20))
         np.testing.assert_array_equal(c(s, v).numpy(), (llgrad.bucketize(v, s) * 2).numpy())
+
+
+@pytest.mark.parametrize("shape,dim", [((64, 128, 16), 1), ((16, 1024, 4), 1), ((4096, 32), 0),
+                                       ((5, 7, 9, 2), 1), ((6, 40, 1), 1), ((3, 4, 80), 1)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_sum_and_mean_over_a_middle_axis_are_numpys_bits(shape, dim, dtype, keepdim):
+    """A reduction over one axis with a few elements after it takes einsum (NumPy's reduce
+    loops over those few per element): the same additions in the same order as
+    np.add.reduce / np.mean, so the same bits; against torch within rounding."""
+    x0 = (np.random.default_rng(2).standard_normal(shape) * 3).astype(dtype)
+    x0.flat[7] = -0.0
+    s = llgrad.tensor(x0).sum(dim, keepdim=keepdim).numpy()
+    m = llgrad.tensor(x0).mean(dim, keepdim=keepdim).numpy()
+    assert _same(s, np.asarray(np.add.reduce(x0, axis=dim, keepdims=keepdim)))
+    assert _same(m, np.asarray(np.mean(x0, axis=dim, keepdims=keepdim)))
+    # (a sum's rounding scales with the sum of magnitudes: PyTorch adds in another order)
+    eps = np.finfo(dtype).eps * 4 * np.abs(x0).sum(dim, keepdims=keepdim)
+    np.testing.assert_array_less(
+        np.abs(s - torch.tensor(x0).sum(dim, keepdim=keepdim).numpy()), eps + 1e-30)
+    np.testing.assert_array_less(
+        np.abs(m - torch.tensor(x0).mean(dim, keepdim=keepdim).numpy()),
+        eps / shape[dim] + 1e-30)
