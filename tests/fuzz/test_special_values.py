@@ -105,8 +105,9 @@ def finite(dtype):
 DOMAINS = {"binary_cross_entropy": ((0, 1), unit),    # input and target in [0, 1]
            "linalg_svd": ((0,), finite), "linalg_eigh": ((0,), finite),
            "linalg_cholesky_ex": ((0,), finite), "linalg_solve_ex": ((0, 1), finite),
-           # (a NaN std raises, as PyTorch's: its samples take std's abs of these)
-           "normal_tensor": ((0, 1), finite)}
+           # (a NaN std or probability raises, as PyTorch's: the samples take std's abs
+           # and p's sigmoid of these)
+           "normal_tensor": ((0, 1), finite), "bernoulli": ((0,), finite)}
 
 # Ops of the table that read no float input: nothing to feed.
 NO_FLOAT_INPUT = {"full": "creation from a value", "rng_normal": "a random draw",

@@ -58,4 +58,6 @@ def test_program(name):
 # Adam's m / sqrt(v) turns float32 summation-order noise in a gradient that is almost 0 into
 # ~3e-6 of a weight (spectral norm's sigma gradient sums a transposed grad, as torch's does,
 # in another order than torch's kernel)
-TOLERANCES = {"meta.weight_and_spectral_norm": {"atol": 2e-6}}
+# (vision.unet likewise: one weight of 1,152 ~2.7e-6 off after the Adam steps on an AVX-512
+# host, whose PyTorch convolutions sum in another order)
+TOLERANCES = {"meta.weight_and_spectral_norm": {"atol": 2e-6}, "vision.unet": {"atol": 2e-6}}

@@ -100,11 +100,14 @@ def _marks(name):
 # changes and the guards leave out (optim/lbfgs.py); the first trace is for .grad None.
 # k-means' bincount(minlength=k): its length is a value guard that every iteration meets)
 TRACES = {"f.gp_regression": [2], "h.kmeans": [1]}
+# (Adam turns float32 summation-order noise in a near-zero gradient into ~5e-6 of a weight:
+# one of image captioning's on an AVX-512 host, whose PyTorch kernels sum in another order)
+TOLERANCES = {"e.image_captioning": {"atol": 4e-6}}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=_marks(n)) for n in PROGRAMS])
 def test_program(name):
-    _, _, compiled = run_tutorial(PROGRAMS[name])
+    _, _, compiled = run_tutorial(PROGRAMS[name], **TOLERANCES.get(name, {}))
     if name in TRACES:
         assert [cf.n_traces for cf in compiled.steps] == TRACES[name]
 
