@@ -261,14 +261,20 @@ def _softmax(x, dim):
         return _softmax(x.astype(np.float32), dim).astype(np.float16)
     # initial=-inf: an empty input gives an empty result (np.max of nothing raises)
     e = np.exp(x - np.max(x, axis=dim, keepdims=True, initial=-np.inf))
-    return e / np.sum(e, axis=dim, keepdims=True)
+    return e / _kept_sum(e, dim)
 
 
 def _log_softmax(x, dim):
     if x.dtype == np.float16:
         return _log_softmax(x.astype(np.float32), dim).astype(np.float16)
     s = x - np.max(x, axis=dim, keepdims=True, initial=-np.inf)
-    return s - np.log(np.sum(np.exp(s), axis=dim, keepdims=True))
+    return s - np.log(_kept_sum(np.exp(s), dim))
+
+
+def _kept_sum(e, dim):
+    """np.sum(e, axis=dim, keepdims=True), by einsum over a middle axis (_middle_sum)."""
+    r = _middle_sum(e, (dim,), True)
+    return np.sum(e, axis=dim, keepdims=True) if r is None else r
 
 
 defop("softmax", _softmax, save=("result",), grad_fn="SoftmaxBackward0",
