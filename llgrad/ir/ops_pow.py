@@ -53,11 +53,10 @@ def _pow(x, e):
     # before 2.3 called C's pow there (+0, +inf).
     if type(e) in (int, float) and getattr(x, "dtype", None) is not None and \
             x.dtype.kind == "f" and e in _POW_FAST:
-        if x.dtype == np.float16 and e != 0.5:
-            if e != -0.5:
-                return _POW_FAST[e](x.astype(np.float32)).astype(np.float16)
-        else:
+        if x.dtype != np.float16 or e == 0.5:
             return _POW_FAST[e](x)
+        if e != -0.5:
+            return _POW_FAST[e](x.astype(np.float32)).astype(np.float16)
     if isinstance(e, np.ndarray) and e.dtype.kind == "i" and np.asarray(x).dtype.kind in "iub" \
             and (e < 0).any():
         # an integer tensor exponent below 0 does not raise in PyTorch: 1 and -1 to it are

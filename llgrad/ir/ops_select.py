@@ -15,15 +15,13 @@ def _clamp(x, lo, hi):
         # (NumPy's clip: PyTorch's values for two number bounds, NaN, -0 at a tie and
         # lo > hi included, at a third of maximum-then-minimum's time)
         return np.clip(x, lo, hi)
-    fresh = False
+    if lo is None and hi is None:
+        return np.array(x, copy=True) if isinstance(x, np.ndarray) else x
     if lo is not None:
-        x, fresh = np.maximum(lo, x), True
+        x = np.maximum(lo, x)
     if hi is not None:
-        if fresh and isinstance(x, np.ndarray) and (type(hi) in (int, float) or getattr(
-                hi, "dtype", None) == x.dtype) and np.shape(hi) in ((), x.shape[-np.ndim(hi):]):
-            return np.minimum(hi, x, out=x)       # (into the fresh maximum: one pass less)
-        x, fresh = np.minimum(hi, x), True
-    return x if fresh or not isinstance(x, np.ndarray) else np.array(x, copy=True)
+        x = np.minimum(hi, x)
+    return x
 
 
 def _clamp_vjp(c, g):
