@@ -43,6 +43,7 @@ import warnings
 import numpy as np
 
 from ..ir import OPS
+from ..ir.np_address import data_pointer
 from ..runtime import dispatch, grad_mode, node as node_mod, trace_state
 from ..runtime.tensor import Tensor
 from ..tracer.trace import trace_body
@@ -126,7 +127,6 @@ def _rows_kernel(op_name, dtype, widths, attrs):
 
 
 def _row_kernel(op, dtype, widths, attrs):
-    from ..codegen.launch import data_pointer   # (one read, where ndarray.ctypes is ~1 us)
     built = _built(op, dtype, _rows_kernel, widths, attrs)
     if built is None or len(built[1]) != op.nout:
         return None
@@ -205,7 +205,7 @@ def _native_last_dim(op, x, attrs):
     if found is None or found is _PENDING:
         return None
     out = np.empty_like(x)
-    found[0](out.ctypes.data, x.ctypes.data, x.size // x.shape[-1], x.shape[-1])
+    found[0](data_pointer(out), data_pointer(x), x.size // x.shape[-1], x.shape[-1])
     stats["calls"] += 1
     return out
 
@@ -280,7 +280,7 @@ def native_eager(op, arrays, attrs):
     if found is None or found is _PENDING:
         return None
     out = np.empty_like(x)          # (the same memory order as x: one flat loop serves both)
-    found[0](out.ctypes.data, x.ctypes.data, x.size)
+    found[0](data_pointer(out), data_pointer(x), x.size)
     stats["calls"] += 1
     return out
 
@@ -364,7 +364,7 @@ def native_vjp(node, g):
     if found is None or found is _PENDING:
         return None
     out = np.empty_like(ga)
-    found[0](out.ctypes.data, *[a.ctypes.data for a in arrays], ga.size)
+    found[0](data_pointer(out), *[data_pointer(a) for a in arrays], ga.size)
     stats["vjp_calls"] += 1
     return (Tensor._from_array(out),) + (None,) * (len(node._in_meta) - 1)
 

@@ -3,6 +3,7 @@ single-tensor update rule)."""
 from __future__ import annotations
 from ..runtime.grad_mode import enable_grad, no_grad
 from ..runtime.hypers import hyper, raw
+from . import _eager_sgd
 from .optimizer import LrT, Optimizer, ParamsT, _check_lr, _for_loop_only
 
 
@@ -50,8 +51,14 @@ class SGD(Optimizer):
             lr_input = lr is not raw(group, "lr")
             m_input = momentum is not raw(group, "momentum")
             weight_decay = group["weight_decay"]
+            # the eager update without the dispatcher's bookkeeping where it applies
+            # (_eager_sgd.py: the same ops, the same values and versions)
+            fast = _eager_sgd.settings(group)
+            loc = _eager_sgd.where() if fast is not None else None
             for p in group["params"]:
                 if p.grad is None:
+                    continue
+                if loc is not None and _eager_sgd.update(p, self.state, fast, loc):
                     continue
                 grad = -p.grad if group["maximize"] else p.grad
                 if weight_decay != 0:
