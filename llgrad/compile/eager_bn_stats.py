@@ -11,6 +11,7 @@ import ctypes
 import numpy as np
 
 from ..ir import ops_batch_norm
+from ..ir.np_address import data_pointer
 from .eager_builds import PENDING, start
 from .eager_native import ENABLED
 
@@ -45,7 +46,7 @@ def native_stats(x):
         return None
     n, c = x.shape[:2]
     mean, ss = np.empty(c), np.empty(c)
-    loops[x.dtype.name][0](mean.ctypes.data, ss.ctypes.data, x.ctypes.data, n, c,
+    loops[x.dtype.name][0](data_pointer(mean), data_pointer(ss), data_pointer(x), n, c,
                            x.size // (n * c))
     stats["native_stats"] += 1
     return mean, ss, x.size // c

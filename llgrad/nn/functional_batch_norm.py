@@ -5,7 +5,7 @@ it). Traced, F.batch_norm updates them by tensor ops instead (recorded in the gr
 import numpy as np
 
 from ..ir.ops_batch_norm import take_stats
-from ..runtime import grad_mode
+from ..runtime import buffer_update, grad_mode
 from ..runtime.tensor import Tensor
 
 
@@ -21,9 +21,13 @@ def update_running_stats(input, running_mean, running_var, momentum):
     dt = input._data.dtype
     with grad_mode.no_grad():
         if running_mean is not None:
-            m = Tensor._from_array(mean.astype(dt))
-            running_mean.mul_(1 - momentum).add_(m.to(running_mean.dtype), alpha=momentum)
+            m = mean.astype(dt)
+            if not buffer_update.blend(running_mean, m, momentum):
+                running_mean.mul_(1 - momentum).add_(
+                    Tensor._from_array(m).to(running_mean.dtype), alpha=momentum)
         if running_var is not None:
-            v = Tensor._from_array(np.asarray(ss / (count - 1)).astype(dt))
-            running_var.mul_(1 - momentum).add_(v.to(running_var.dtype), alpha=momentum)
+            v = np.asarray(ss / (count - 1)).astype(dt)
+            if not buffer_update.blend(running_var, v, momentum):
+                running_var.mul_(1 - momentum).add_(
+                    Tensor._from_array(v).to(running_var.dtype), alpha=momentum)
     return True

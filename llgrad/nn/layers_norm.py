@@ -1,7 +1,7 @@
 """BatchNorm1d/2d, LayerNorm and Embedding (PyTorch's parameters, buffers and behaviour)."""
 import numpy as np
 
-from ..runtime import dtypes, grad_mode
+from ..runtime import buffer_update, dtypes, grad_mode
 from ..runtime.creation import empty, ones, tensor as _tensor, zeros
 from . import functional as F
 from . import init
@@ -81,8 +81,9 @@ class _BatchNorm(Module):
         self._check_input_dim(input)
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
-            with grad_mode.no_grad():
-                self.num_batches_tracked.add_(1)
+            if not buffer_update.increment(self.num_batches_tracked):
+                with grad_mode.no_grad():
+                    self.num_batches_tracked.add_(1)
             if self.momentum is None:        # cumulative moving average
                 factor = 1.0 / float(self.num_batches_tracked)
         bn_training = self.training or (self.running_mean is None and self.running_var is None)

@@ -18,6 +18,7 @@ from ...ir.graph import Value
 from ...ir.geometry import contiguous_strides
 from . import vecmath
 from .loops import Access, loop_nest, normalize
+from .ops_batch_norm_rows import MAX_CHANNELS, emit_rows
 from .parallel import parallel_loops
 from .scalar import F64, I64, Scalar, is_float
 from .table import register
@@ -217,6 +218,8 @@ def _emit_batch_norm(plan, group, fg):
     # (N, C, H, W, ...) walked as (N, C, H*W*...) where the layouts allow (and without the
     # size-1 dims: no channel dim at all when C is 1)
     shape, red, (src, dst) = _coalesce(shape, red, (src, dst))
+    if red == (0,) and len(shape) == 2 and shape[1] <= MAX_CHANNELS:
+        return emit_rows(plan, node, fg, shape, src, dst)     # ((N, C): along the rows)
     kept = [d for d in range(len(shape)) if d not in red]
 
     def full(cidx, ridx):
