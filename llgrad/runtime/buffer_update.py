@@ -1,17 +1,19 @@
 """In-place updates of a module's buffers (a batch norm's running statistics and its batch
 count) without call_inplace's bookkeeping where it has none to do: eagerly, with no tracer,
 vmap, profiler or forward AD, into a plain tensor that does not require grad. The values are
-run_impl's on the same operands (so the tensor calls' bits) and the version bump and write
-location are call_inplace's; anything else returns False before writing and the caller makes
-the tensor calls (their checks and messages included). A batch norm's training forward made
-five in-place calls for its buffers: half its time on a (256, 128) batch."""
-from ..ir import OPS
+the table's NumPy ufuncs on the same operands, written in place (mul and add round each
+element once: the native eager kernels run_impl may pick give the same bits); the version
+bumps and write location are call_inplace's. Anything else returns False before writing and
+the caller makes the tensor calls (their checks and messages included). A batch norm's
+training forward made five in-place calls for its buffers: half its time on a (256, 128)
+batch."""
+import numpy as np
+
 from . import dispatch, trace_state
 from .dtypes import float32, float64, int64
 from .saved_tensor import user_position
 from .tensor import Tensor
 
-_ADD, _MUL = OPS["add"], OPS["mul"]
 # (a Python number of magnitude under these is finite in the dtype: add_'s alpha check passes)
 _FLOAT_LARGEST = {float32: 3.4028234663852886e38, float64: float("inf")}
 _tstate = trace_state.state
@@ -24,8 +26,7 @@ def _plain(t):
         dispatch.batching is None and dispatch.profiler is None and dispatch.forward_ad is None
 
 
-def _write(t, out, loc):
-    t._data[...] = out
+def _bump(t, loc):
     st = t._storage
     st.version += 1
     st.write_loc = loc
@@ -35,7 +36,9 @@ def increment(t):
     """t.add_(1) for an int64 batch count; False (nothing written) where it does not apply."""
     if not _plain(t) or t._dtype is not int64:
         return False
-    _write(t, dispatch.run_impl(_ADD, (t, 1), {"alpha": 1}), user_position())
+    a = t._data
+    np.add(a, 1, out=a)                                 # (int64 wraps, as PyTorch's)
+    _bump(t, user_position())
     return True
 
 
@@ -48,7 +51,8 @@ def blend(buf, stat, momentum):
             stat.shape != a.shape or not abs(momentum) < _FLOAT_LARGEST.get(buf._dtype, 0):
         return False
     loc = user_position()
-    _write(buf, dispatch.run_impl(_MUL, (buf, 1 - momentum), {}), loc)
-    _write(buf, dispatch.run_impl(_ADD, (buf, Tensor._from_array(stat)), {"alpha": momentum}),
-           loc)
+    np.multiply(a, 1 - momentum, out=a)                 # buf.mul_(1 - momentum)
+    _bump(buf, loc)
+    np.add(a, np.multiply(stat, momentum), out=a)       # .add_(stat, alpha=momentum)
+    _bump(buf, loc)
     return True

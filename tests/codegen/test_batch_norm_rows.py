@@ -101,3 +101,35 @@ def test_batchnorm1d_training_steps_match_torch():
     assert lm.num_batches_tracked.item() == 6
     # (mul_ and add_ per step, as the tensor calls count them, after reset's zero_)
     assert lm.running_mean._version == 13 and lm.num_batches_tracked._version == 7
+
+
+@pytest.mark.parametrize("dtype", [llgrad.float32, llgrad.float64])
+@pytest.mark.parametrize("momentum", [0.1, 1, 0.0, 1e-30, 0.7])
+def test_buffer_updates_give_the_tensor_calls_bits(dtype, momentum):
+    from llgrad.runtime import buffer_update
+    rng = np.random.default_rng(4)
+    start = rng.standard_normal(257) * 1e3
+    start[:3] = [np.nan, np.inf, -0.0]
+    stat = rng.standard_normal(257).astype(dtype.name)
+    fast, slow = (llgrad.tensor(start, dtype=dtype) for _ in range(2))
+    assert buffer_update.blend(fast, stat, momentum)
+    with llgrad.no_grad():
+        slow.mul_(1 - momentum).add_(llgrad.tensor(stat, dtype=dtype), alpha=momentum)
+    np.testing.assert_array_equal(fast.numpy(), slow.numpy())
+    assert fast._version == slow._version
+    count = llgrad.tensor(2**63 - 1)            # (wraps, as the tensor call does)
+    twin = llgrad.tensor(2**63 - 1)
+    assert buffer_update.increment(count)
+    twin.add_(1)
+    assert count.item() == twin.item() and count._version == twin._version
+
+
+def test_buffer_updates_leave_other_cases_to_the_tensor_calls():
+    from llgrad.runtime import buffer_update
+    p = llgrad.zeros(3, requires_grad=True)
+    assert not buffer_update.blend(p, np.zeros(3, np.float32), 0.1)
+    b = llgrad.zeros(3)
+    assert not buffer_update.blend(b, np.zeros(3, np.float64), 0.1)    # (another dtype)
+    assert not buffer_update.blend(b, np.zeros(3, np.float32), 1e39)   # (add_'s error)
+    assert not buffer_update.increment(llgrad.zeros((), dtype=llgrad.int32))
+    assert b._version == 0
