@@ -322,4 +322,6 @@ defop("batch_norm_backward", _batch_norm_backward, args=("grad_out", "self", "we
       save=("grad_out", "self", "weight"), promote=(0, 1),
       grad_fn="NativeBatchNormBackwardBackward0", vjp=_batch_norm_backward_vjp,
       eager_kernel="shaped",
-      eager_min_elements=4096)
+      # (from 512 elements the kernel's one call beats the NumPy passes' ~15 dispatches:
+      # BatchNorm1d(16) on a batch of 64, 355 -> 252 us forward + backward)
+      eager_min_elements=512)

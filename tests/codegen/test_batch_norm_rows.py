@@ -133,3 +133,57 @@ def test_buffer_updates_leave_other_cases_to_the_tensor_calls():
     assert not buffer_update.blend(b, np.zeros(3, np.float32), 1e39)   # (add_'s error)
     assert not buffer_update.increment(llgrad.zeros((), dtype=llgrad.int32))
     assert b._version == 0
+
+
+def _backward_kernel(shape, dtype, weight):
+    b = Builder("bnb")
+    g, x = (b.input(TensorType(dtype, shape), n) for n in ("g", "x"))
+    w = b.input(TensorType(dtype, (shape[1],)), "w") if weight else None
+    return lower.lower(b.ret(*b.add("batch_norm_backward", [g, x, w], {"eps": 1e-5})))
+
+
+@pytest.mark.parametrize("dtype", ["float32", pytest.param("float64", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("weight", [True, False])
+@pytest.mark.parametrize("special", [None, "nan_x", "inf_g", "huge", "nan_w"])
+def test_backward_matches_numpy(dtype, weight, special):
+    """The rows' backward (ops_batch_norm_backward._rows) against the NumPy implementation:
+    a channel with a special value takes the exact path, its neighbours the fast one."""
+    shape = (70, 40)
+    rng = np.random.default_rng(abs(hash((dtype, weight, special))) % 2**32)
+    x = (rng.standard_normal(shape) * 3 + 1).astype(dtype)
+    g = rng.standard_normal(shape).astype(dtype)
+    w = rng.standard_normal(40).astype(dtype) if weight else None
+    if special == "nan_x":
+        x[5, 7] = np.nan
+    elif special == "inf_g":
+        g[0, 3] = np.inf
+    elif special == "huge":
+        x[:, 9] *= np.finfo(dtype).max / 8
+    elif special == "nan_w" and weight:
+        w[2] = np.nan
+    got = _backward_kernel(shape, dtype, weight)([g, x] + ([w] if weight else []))
+    with np.errstate(all="ignore"):
+        want = OB._batch_norm_backward(g, x, w, 1e-5)
+    for a, b in zip(got, want):
+        assert np.array_equal(np.isnan(a), np.isnan(b)) and \
+            np.array_equal(np.isinf(a), np.isinf(b))
+        f = np.isfinite(b)
+        scale = np.abs(b[f]).max() if f.any() else 1.0
+        rtol = 1e-4 if dtype == "float32" else 1e-10
+        np.testing.assert_allclose(a[f], b[f], rtol=rtol, atol=rtol * scale)
+
+
+def test_backward_threads_give_the_one_thread_bits():
+    rng = np.random.default_rng(12)
+    g, x = (rng.standard_normal((256, 300)).astype(np.float32) for _ in range(2))
+    w = rng.standard_normal(300).astype(np.float32)
+    old = llgrad.get_num_threads()
+    try:
+        results = []
+        for t in (1, 3):
+            llgrad.set_num_threads(t)
+            results.append(_backward_kernel(x.shape, "float32", True)([g, x, w]))
+    finally:
+        llgrad.set_num_threads(old)
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(a, b)

@@ -14,14 +14,20 @@ Per channel, m elements over dims (0, 2, ...):
           grad_input = r * ((gxh - m1) - xhat * m2), grad_weight = sum(g * xhat).
 
 Why not the decomposition (mean, sub, mul, mean, rsqrt, ... as the rule reads): the scheduler
-makes it eleven loops and three full-size scratch arrays, 3x PyTorch's fused backward."""
+makes it eleven loops and three full-size scratch arrays, 3x PyTorch's fused backward.
+
+An (N, C) batch (BatchNorm1d's) goes along the rows instead (_rows): each channel is a column
+there, a stride of C apart, and channel by channel nothing vectorised. The threads split the
+channels; each pass walks the rows with the channels as the inner, contiguous loop, keeping
+every channel's sums and constants in stack arrays; a channel whose sums are not finite then
+takes the exact path on its own column."""
 from llvmlite import ir
 
 from ...ir.geometry import contiguous_strides
 from ...ir.graph import Value
 from .loops import Access, for_range, loop_nest
 from .ops_norm import _coalesce
-from .parallel import parallel_loops
+from .parallel import parallel_loops, parallel_range
 from .scalar import F64, I64, Scalar, is_float, reg_type
 from .table import register
 
@@ -67,6 +73,8 @@ def _emit(plan, group, fg):
     kept = [d for d in range(len(shape)) if d not in red]
     x_acc, g_acc, gx_acc = src
     w_acc = plan.access(w, (nc,)) if w is not None else None
+    if red == (0,) and len(shape) == 2 and shape[1] <= MAX_ROW_CHANNELS:
+        return _rows(node, fg, shape, src, w_acc, (gw_acc, gb_acc))
 
     def channels(fgt, loops, tid):
         b, sg = fgt.b, fgt.sg
@@ -171,6 +179,101 @@ def _exact(fgt, over, accs, mean, r, wc, m, slots, outs, s1):
         xhat, _, gxh = parts(idx)
         fgt.store(sg.mul(r, sg.sub(sg.sub(gxh, m1), sg.mul(xhat, m2))), gx_acc, idx)
     over(write)
+
+
+MAX_ROW_CHANNELS = 2048  # (seven float64 arrays of them on a worker's stack: 112 KiB)
+
+
+def _rows(node, fg, shape, accs, w_acc, outs):
+    """The kernel over a coalesced (rows, channels) walk: the three passes along the rows
+    (the formulas of _emit's, the sums in row order), then _exact for each channel whose
+    sums or weight are not finite."""
+    x_acc, g_acc, gx_acc = accs
+    gw_acc, gb_acc = outs
+    dt = node.inputs[1].type.dtype
+    rows, nc = shape
+    eps = node.attrs["eps"]
+
+    def body(g, lo, hi, tid):
+        b, sg = g.b, g.sg
+        c64 = lambda v: sg.const(v, "float64")                      # noqa: E731
+        to64 = lambda s: sg.cast(s, "float64")                      # noqa: E731
+        cdt = lambda v: sg.const(v, dt)                             # noqa: E731
+        names = ("mean", "s0", "s1", "s2", "c0", "c1", "a")
+        arr = {k: g.alloca(F64, f"bn_{k}", count=nc) for k in names}
+        slots = [g.alloca(F64, f"s{k}") for k in range(3)]
+
+        def at(k, c):
+            return b.gep(arr[k], [c], inbounds=True, source_etype=F64)
+
+        def get(k, c, as_dt=False):
+            v = Scalar(b.load(at(k, c), typ=F64), "float64")
+            return sg.cast(v, dt) if as_dt else v
+
+        def put(k, c, v):
+            b.store(to64(v).v, at(k, c))
+
+        def channels():
+            return for_range(b, lo, hi, name="c")
+
+        def each_row():
+            return for_range(b, 0, rows, name="r")
+
+        def finite(v):              # (v - v is 0 for a finite v, NaN otherwise)
+            return b.fcmp_ordered("==", b.fsub(v.v, v.v), ir.Constant(v.v.type, 0.0))
+
+        with channels() as c:
+            for k in ("mean", "s0", "s1", "s2"):
+                put(k, c, c64(0))
+        with each_row() as r:
+            with channels() as c:
+                put("mean", c, sg.add(get("mean", c), to64(g.load(x_acc, [r, c]))))
+        with channels() as c:       # (the mean rounded to the dtype, held as float64)
+            put("mean", c, sg.cast(sg.div(get("mean", c), c64(rows)), dt))
+        with each_row() as r:
+            with channels() as c:
+                xc = to64(sg.sub(g.load(x_acc, [r, c]), get("mean", c, True)))
+                gval = to64(g.load(g_acc, [r, c]))
+                put("s0", c, sg.add(get("s0", c), sg.mul(xc, xc)))
+                put("s1", c, sg.add(get("s1", c), gval))
+                put("s2", c, sg.add(get("s2", c), sg.mul(gval, xc)))
+
+        def rstd(c):
+            var = sg.cast(sg.div(get("s0", c), c64(rows)), dt)
+            return sg.div(cdt(1.0), Scalar(sg.call("llvm.sqrt", reg_type(dt),
+                                                   sg.add(var, cdt(eps)).v), dt))
+
+        def weight(c):
+            return g.load(w_acc, [c]) if w_acc is not None else None
+
+        with channels() as c:
+            s1, s2, r64 = get("s1", c), get("s2", c), to64(rstd(c))
+            g.store(sg.cast(sg.mul(r64, s2), dt), gw_acc, [c])
+            g.store(sg.cast(s1, dt), gb_acc, [c])
+            put("c0", c, sg.cast(sg.mul(sg.neg(sg.mul(r64, r64)), sg.div(s2, c64(rows))), dt))
+            put("c1", c, sg.cast(sg.div(s1, c64(rows)), dt))
+            wc = weight(c)
+            put("a", c, sg.cast(sg.mul(r64, to64(wc)), dt) if wc is not None else rstd(c))
+        with each_row() as r:
+            with channels() as c:
+                xc = sg.sub(g.load(x_acc, [r, c]), get("mean", c, True))
+                v = sg.add(sg.sub(sg.mul(xc, get("c0", c, True)), get("c1", c, True)),
+                           g.load(g_acc, [r, c]))
+                g.store(sg.mul(v, get("a", c, True)), gx_acc, [r, c])
+        with channels() as c:       # (a channel of NaN, inf or an overflow: exactly)
+            ok = b.and_(b.and_(finite(get("s0", c)), finite(get("s1", c))),
+                        finite(get("s2", c)))
+            wc = weight(c)
+            if wc is not None:
+                ok = b.and_(ok, finite(wc))
+            with b.if_then(b.not_(ok)):
+                def over(fn, c=c):
+                    with each_row() as r:
+                        fn([r, c])
+                _exact(g, over, accs, get("mean", c, True), rstd(c), wc, rows, slots,
+                       (gw_acc, gb_acc, c), get("s1", c))
+
+    parallel_range(fg, nc, body, work_per_iter=3 * rows)
 
 
 register("batch_norm_backward", "kernel", emit=_emit, check=_check)
