@@ -2,21 +2,22 @@
 tensor ops over llgrad's generator (so a traced sampling step replays eager's numbers), and
 PyTorch's implicit reparameterisation gradients of the Gamma and Dirichlet samples.
 
-Rejection samplers (Marsaglia-Tsang for Gamma, PyTorch's PTRS for Poisson and BTRS for
-Binomial) draw _ROUNDS proposals per element at once and keep the first accepted; the
-rare elements with none accepted draw again (a Python loop on `bool(...)`, a value guard
-when traced). The gradient formulas (standard_gamma_grad_one and dirichlet_grad_one of
+Gamma and Dirichlet draw as ATen's CPU kernels do, element by element (ir/torch_gamma.py:
+PyTorch's samples for a seed; traced, their random ops). The rejection samplers of Poisson
+and Binomial (PyTorch's PTRS and BTRS) draw _ROUNDS proposals per element at once and keep
+the first accepted; the rare elements with none accepted draw again (a Python loop on
+`bool(...)`, a value guard when traced). The gradient formulas (standard_gamma_grad_one and dirichlet_grad_one of
 ATen's Distributions.h: Taylor series, Rice saddle-point expansions and rational
 approximations by region) are computed in float64 for every element and the region's value
 selected. rsample puts them on the sample through a zero-valued surrogate: the value is
 the sample, the gradient with respect to the concentration is PyTorch's."""
 import numpy as np
 
-from ..runtime.creation import ones_like, rand, randn, zeros
-from ..runtime.dtype_info import finfo
+from ..runtime.creation import ones_like, rand, zeros
 from ..runtime.dtypes import float64, int8
 from ..runtime.functions import digamma, exp, lgamma, log, sqrt, where
 from ..runtime.grad_mode import no_grad
+from ..runtime.methods_random_more import _sample_dirichlet, _standard_gamma
 
 __all__ = ["standard_gamma", "standard_gamma_grad", "dirichlet_grad", "sample_dirichlet",
            "poisson", "binomial", "gamma_rsample", "dirichlet_rsample"]
@@ -45,26 +46,10 @@ def _first_accepted(shape, propose):
 
 
 def standard_gamma(alpha):
-    """Gamma(alpha, 1) draws in alpha's shape and dtype (Marsaglia-Tsang; alpha < 1
-    boosted by U^(1/alpha), as PyTorch's sampler)."""
-    with no_grad(), np.errstate(all="ignore"):
-        a = alpha.detach().to(float64)
-        boost = a < 1
-        a1 = where(boost, a + 1, a)
-        d = a1 - 1.0 / 3
-        c = 1.0 / sqrt(9 * d)
-
-        def propose(shape):
-            z = randn(shape, dtype=float64)
-            u = rand(shape, dtype=float64)
-            v = (1 + c * z) ** 3
-            ok = (v > 0) & (log(u) < 0.5 * z * z + d - d * v + d * log(v.clamp(min=1e-300)))
-            return d * v, ok
-        x = _first_accepted(a.shape, propose)
-        u = rand(a.shape, dtype=float64)
-        x = where(boost, x * u.pow(1 / a), x)
-        x = where(a == 0, 0.0, x)
-        return x.to(alpha.dtype).clamp(min=finfo(alpha.dtype).tiny)
+    """Gamma(alpha, 1) draws in alpha's shape and dtype, drawn as PyTorch's CPU kernel draws
+    them (runtime/methods_random_more._standard_gamma)."""
+    with no_grad():
+        return _standard_gamma(alpha.detach())
 
 
 _GAMMA_UV = ((0.16009398, -0.094634809, 0.025146376, -0.0030648343,
@@ -217,11 +202,10 @@ def dirichlet_grad(x, alpha, total):
 
 
 def sample_dirichlet(concentration):
-    """Dirichlet draws: Gamma(concentration, 1) draws normalised over the last dim."""
+    """Dirichlet draws over the last dim, drawn as PyTorch's CPU kernel draws them
+    (runtime/methods_random_more._sample_dirichlet)."""
     with no_grad():
-        g = standard_gamma(concentration)
-        s = g.sum(-1, keepdim=True)
-        return (g / s).clamp(min=finfo(g.dtype).tiny)
+        return _sample_dirichlet(concentration.detach())
 
 
 def gamma_rsample(concentration):

@@ -5,7 +5,7 @@ The state is PyTorch's CPU generator as the int64 array of torch_random.py, so a
 start, the interpreter draws exactly the numbers eager mode drew (PyTorch's numbers)."""
 import numpy as np
 
-from . import torch_random
+from . import torch_gamma, torch_random
 from .optable import defop
 
 STATE_SHAPE = (torch_random.WORDS,)
@@ -43,6 +43,19 @@ def _rrelu_noise(state, x, lower=1.0 / 8, upper=1.0 / 3, shape=None, dtype=None)
     return torch_random.rrelu_noise(new, np.asarray(x), lower, upper), new
 
 
+def _standard_gamma(state, alpha, shape=None, dtype=None):
+    """torch._standard_gamma(alpha) (torch_gamma.py): rejection sampling, so the draws'
+    count depends on alpha's values, which the op reads."""
+    new = np.array(state, dtype=np.int64, copy=True)
+    return torch_gamma.standard_gamma(new, np.asarray(alpha)), new
+
+
+def _dirichlet(state, alpha, shape=None, dtype=None):
+    """torch._sample_dirichlet(alpha) (torch_gamma.py)."""
+    new = np.array(state, dtype=np.int64, copy=True)
+    return torch_gamma.dirichlet(new, np.asarray(alpha)), new
+
+
 # The eager creation functions (rand, randn) draw with the same functions, so both agree.
 defop("rng_normal", _normal, args=("state",), nout=2, kind="random")
 defop("rng_uniform", _uniform, args=("state",), nout=2, kind="random")
@@ -50,4 +63,8 @@ defop("rng_integers", _integers, args=("state",), nout=2, kind="random")
 defop("rng_randperm", _randperm, args=("state",), nout=2, kind="random")
 # (no loop of its own: compiled code calls the implementation back, codegen host_call.py)
 defop("rng_rrelu_noise", _rrelu_noise, args=("state", "self"), nout=2, kind="random",
+      native_host=True)
+defop("rng_standard_gamma", _standard_gamma, args=("state", "self"), nout=2, kind="random",
+      native_host=True)
+defop("rng_dirichlet", _dirichlet, args=("state", "self"), nout=2, kind="random",
       native_host=True)

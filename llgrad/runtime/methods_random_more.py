@@ -8,7 +8,7 @@ import warnings
 
 import numpy as np
 
-from ..ir import OPS, torch_random
+from ..ir import OPS, torch_gamma, torch_random
 from . import dtypes, trace_state
 from .creation import _state, empty, rand, randn, random_integers
 from .device import check as _check_device
@@ -215,5 +215,34 @@ def rrelu_noise(input, lower, upper, generator=None):
     return t
 
 
+def _gamma_like(name, draw, alpha, generator):
+    if alpha._dtype not in (dtypes.float32, dtypes.float64):
+        raise NotImplementedError(f'"{name}" not implemented for \'{tname(alpha._dtype)}\'')
+    t = Tensor._from_array(draw(_state(generator), np.ascontiguousarray(alpha._data)))
+    tracer = trace_state.state.tracer
+    if generator is None and tracer is not None:
+        tracer.random("rng_" + ("dirichlet" if name == "dirichlet" else "standard_gamma"), t,
+                      alpha)
+    return t
+
+
+def _standard_gamma(alpha, generator=None):
+    """torch._standard_gamma: Gamma(alpha, 1) draws in alpha's shape, drawn as ATen's CPU
+    kernel draws them (PyTorch's samples for a seed; torch_gamma.py). The draws' count
+    depends on alpha's values, so a trace records the rng_standard_gamma op of the generator
+    state and alpha (compiled calls replay eager's)."""
+    return _gamma_like("gamma_cpu", torch_gamma.standard_gamma, alpha, generator)
+
+
+def _sample_dirichlet(alpha, generator=None):
+    """torch._sample_dirichlet: Dirichlet(alpha) draws over alpha's last dim, as ATen's CPU
+    kernel draws them (torch_gamma.py; traced: the rng_dirichlet op)."""
+    if not alpha._data.ndim:
+        raise RuntimeError("dirichlet: alpha must have at least one dimension")
+    return _gamma_like("dirichlet", torch_gamma.dirichlet, alpha, generator)
+
+
 export(normal)
+export(_standard_gamma)
+export(_sample_dirichlet)
 export(randint_like)

@@ -78,6 +78,8 @@ def test_every_op_has_a_batching_path():
     # rrelu's draw, which eager makes outside the dispatcher (a vmap never batches it either)
     assert {n for n, p in paths.items() if p == "loop"} <= {"full", "rng_normal", "rng_uniform",
                                                                  "rng_integers", "rng_randperm",
-                                                                 "rng_rrelu_noise"}
+                                                                 "rng_rrelu_noise",
+                                                                 "rng_standard_gamma",
+                                                                 "rng_dirichlet"}
     for name in ("matmul", "view", "as_strided", "nll_loss", "layer_norm", "strided_scatter"):
         assert paths[name] == "rule"

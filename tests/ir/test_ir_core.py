@@ -218,6 +218,17 @@ SPECS = {
     "rng_randperm": S([T((628,), "int64", "rng")], {"shape": (7,), "dtype": "int64"},
                       lambda s: _eager_draw(s, lambda n: llgrad.randperm(n), (7,)),
                       layouts=()),
+    # Gamma and Dirichlet draws: rejection sampling (the draws' count read from alpha)
+    "rng_standard_gamma": S([T((628,), "int64", "rng"), P(2, 5)],
+                            {"shape": (2, 5), "dtype": "float32"},
+                            lambda s, a: _eager_draw(s, lambda: llgrad.runtime.methods_random_more
+                                                     ._standard_gamma(a), ()),
+                            layouts=()),
+    "rng_dirichlet": S([T((628,), "int64", "rng"), P(4, 3)],
+                       {"shape": (4, 3), "dtype": "float32"},
+                       lambda s, a: _eager_draw(s, lambda: llgrad.runtime.methods_random_more
+                                                ._sample_dirichlet(a), ()),
+                       layouts=()),
     # training rrelu's slopes: a draw for each element <= 0 (their count read from x)
     "rng_rrelu_noise": S([T((628,), "int64", "rng"), X(2, 5)],
                          {"shape": (2, 5), "dtype": "float32", "lower": 0.125, "upper": 0.25},

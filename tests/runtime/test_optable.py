@@ -874,6 +874,12 @@ EXEMPT = {
     "rng_rrelu_noise": Exempt("random draws (no gradient)",
                               lambda T, x: T.nn.functional.rrelu(x.detach(), training=True),
                               (R(3),)),
+    "rng_standard_gamma": Exempt("random draws (gradient: distributions' rsample)",
+                                 lambda T, x: T._standard_gamma(x.detach().abs() + 0.5),
+                                 (R(3),)),
+    "rng_dirichlet": Exempt("random draws (gradient: distributions' rsample)",
+                            lambda T, x: T._sample_dirichlet(x.detach().abs() + 0.5),
+                            (R(3),)),
     "full": Exempt("creation (no inputs)", lambda T, x: T.zeros(3), (R(3),)),
 }
 

@@ -1,0 +1,132 @@
+"""PyTorch's CPU Gamma and Dirichlet draws (ATen's _s_gamma_cpu and _s_dirichlet_cpu), as
+pure functions of a generator state array (torch_random.py), so torch.manual_seed gives
+PyTorch's samples for Gamma, Beta, Dirichlet, Chi2, StudentT and FisherSnedecor.
+
+ATen walks the elements in order with Marsaglia and Tsang's rejection sampler
+(native/Distributions.h: sample_gamma), each element drawing from the one generator as many
+double uniforms (53 bits of a 64-bit draw) and double normals (Box-Muller, one value of each
+pair kept in the generator for the next draw) as its rejections need: the number of draws
+depends on the values, so the loop is serial, here in Python floats (C doubles: math's
+log, pow, sqrt, sin, cos are C's). The sampler's arithmetic is copied with its types: the
+literals are C floats (1.0f / 3.0f is float32's third), and for float32 tensors alpha itself
+is a float (1 / alpha and alpha + 1 rounded to float32); Dirichlet samples in double."""
+import math
+
+import numpy as np
+
+from .torch_random import HAS_NORMAL, NORMAL, Stream
+
+_THIRD = float(np.float32(1.0) / np.float32(3.0))      # 1.0f / 3.0f
+_SQUEEZE = float(np.float32(0.0331))                   # 0.0331f
+_UNIT = 2.0 ** -53
+_MASK53 = (1 << 53) - 1
+_TWO_PI = 2.0 * math.pi
+_F32 = np.float32
+
+
+class _Draws:
+    """Doubles drawn one at a time from a state array (prefetched in blocks; `close()`
+    leaves the state advanced by exactly the draws used)."""
+
+    def __init__(self, state):
+        self.state = state
+        self.words, self.next, self.used = [], 0, 0
+
+    def uniform(self):
+        """at::uniform_real_distribution<double>(0, 1)."""
+        if self.next == len(self.words):           # (the twister's words stay the start's
+            s = Stream(np.array(self.state, copy=True))     # until close: skip those used)
+            s.u32(2 * self.used)
+            self.words = s.u64(max(64, self.used)).tolist()
+            self.next = 0
+        w = self.words[self.next]
+        self.next += 1
+        self.used += 1
+        return (w & _MASK53) * _UNIT
+
+    def normal(self):
+        """at::normal_distribution<double>(0, 1): the generator's kept value, else a
+        Box-Muller pair whose second value it keeps."""
+        st = self.state
+        if st[HAS_NORMAL]:
+            st[HAS_NORMAL] = 0
+            return float(st[NORMAL:NORMAL + 1].view(np.float64)[0])
+        u1, u2 = self.uniform(), self.uniform()
+        r = math.sqrt(-2.0 * math.log1p(-u2))
+        theta = _TWO_PI * u1
+        st[NORMAL:NORMAL + 1] = np.array([r * math.sin(theta)]).view(np.int64)
+        st[HAS_NORMAL] = 1
+        return r * math.cos(theta)
+
+    def close(self):
+        """Advance the state's twister by the draws used (its normal cache is current)."""
+        s = Stream(self.state)
+        s.u32(2 * self.used)
+        s.close()
+
+
+def _sample(alpha, draws, single):
+    """sample_gamma<scalar_t, double> of one alpha (single: scalar_t is float)."""
+    scale = 1.0
+    if alpha < 1.0:
+        if alpha == 0.0:
+            return 0.0
+        inv = float(_F32(1.0) / _F32(alpha)) if single else 1.0 / alpha
+        scale *= math.pow(1 - draws.uniform(), inv)
+        alpha = float(_F32(alpha) + _F32(1.0)) if single else alpha + 1.0
+    d = float(_F32(alpha) - _F32(_THIRD)) if single else alpha - _THIRD
+    c = 1.0 / math.sqrt(9.0 * d)
+    while True:
+        while True:
+            x = draws.normal()
+            y = 1.0 + c * x
+            if not y <= 0:
+                break
+        v = y * y * y
+        u = 1 - draws.uniform()
+        xx = x * x
+        if u < 1.0 - _SQUEEZE * xx * xx:
+            return scale * d * v
+        if math.log(u) < 0.5 * xx + d * (1.0 - v + math.log(v)):
+            return scale * d * v
+
+
+def standard_gamma(state, alpha):
+    """torch._standard_gamma(alpha) for a float32 or float64 array alpha: its draws in C
+    order, each at least the dtype's smallest normal value, as ATen clamps them."""
+    single = alpha.dtype == np.float32
+    tiny = float(np.finfo(alpha.dtype).tiny)
+    draws = _Draws(state)
+    out = np.empty(alpha.shape, alpha.dtype)
+    flat = out.reshape(-1)
+    with np.errstate(all="ignore"):
+        for i, a in enumerate(np.ascontiguousarray(alpha).reshape(-1).tolist()):
+            g = _sample(a, draws, single)
+            g = float(_F32(g)) if single else g
+            flat[i] = tiny if not tiny < g else g       # (std::max(min, g): NaN gives min)
+    draws.close()
+    return out
+
+
+def dirichlet(state, alpha):
+    """torch._sample_dirichlet(alpha) for a float32 or float64 array alpha: double Gamma
+    draws in C order, each divided by its row's sum over the last dim and clamped to
+    [the dtype's smallest normal value, the largest below 1]."""
+    draws = _Draws(state)
+    flat = np.ascontiguousarray(alpha).reshape(-1).tolist()
+    dmin = float(np.finfo(np.float64).tiny)
+    g = np.empty(len(flat), np.float64)
+    for i, a in enumerate(flat):
+        s = _sample(a, draws, False)
+        g[i] = s if dmin < s else dmin
+    draws.close()
+    g = g.reshape(alpha.shape)
+    total = np.zeros(alpha.shape[:-1] + (1,), np.float64)
+    for k in range(alpha.shape[-1]):            # (in order: ATen's sum of a short row)
+        total[..., 0] += g[..., k]
+    with np.errstate(all="ignore"):
+        ratio = (g / total).astype(alpha.dtype)
+    hi = np.nextafter(alpha.dtype.type(1), alpha.dtype.type(0))
+    lo = np.finfo(alpha.dtype).tiny
+    ratio = np.where(lo < ratio, ratio, lo)                 # std::max(min, r)
+    return np.where(ratio < hi, ratio, hi).astype(alpha.dtype)     # std::min(max, ...)
