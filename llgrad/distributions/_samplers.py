@@ -2,12 +2,12 @@
 tensor ops over llgrad's generator (so a traced sampling step replays eager's numbers), and
 PyTorch's implicit reparameterisation gradients of the Gamma and Dirichlet samples.
 
-Gamma and Dirichlet draw as ATen's CPU kernels do, element by element (ir/torch_gamma.py:
-PyTorch's samples for a seed; traced, their random ops). The rejection samplers of Poisson
-and Binomial (PyTorch's PTRS and BTRS) draw _ROUNDS proposals per element at once and keep
+Gamma, Dirichlet and Poisson draw as ATen's CPU kernels do, element by element
+(ir/torch_gamma.py: PyTorch's samples for a seed; traced, their random ops). Binomial's
+rejection sampler (PyTorch's BTRS) draws _ROUNDS proposals per element at once and keeps
 the first accepted; the rare elements with none accepted draw again (a Python loop on
-`bool(...)`, a value guard when traced). The gradient formulas (standard_gamma_grad_one and dirichlet_grad_one of
-ATen's Distributions.h: Taylor series, Rice saddle-point expansions and rational
+`bool(...)`, a value guard when traced). The gradient formulas (standard_gamma_grad_one and
+dirichlet_grad_one of ATen's Distributions.h: Taylor series, Rice saddle-point expansions and rational
 approximations by region) are computed in float64 for every element and the region's value
 selected. rsample puts them on the sample through a zero-valued surrogate: the value is
 the sample, the gradient with respect to the concentration is PyTorch's."""
@@ -17,6 +17,7 @@ from ..runtime.creation import ones_like, rand, zeros
 from ..runtime.dtypes import float64, int8
 from ..runtime.functions import digamma, exp, lgamma, log, sqrt, where
 from ..runtime.grad_mode import no_grad
+from ..runtime.functions_histogram import poisson as _poisson
 from ..runtime.methods_random_more import _sample_dirichlet, _standard_gamma
 
 __all__ = ["standard_gamma", "standard_gamma_grad", "dirichlet_grad", "sample_dirichlet",
@@ -230,45 +231,9 @@ def dirichlet_rsample(concentration):
 
 
 def poisson(rate):
-    """Poisson(rate) draws in rate's shape and dtype (inversion below rate 10, PyTorch's
-    PTRS rejection from 10)."""
+    """Poisson(rate) draws in rate's shape and dtype, drawn as torch.poisson draws them."""
     with no_grad():
-        lam = rate.detach().to(float64)
-        small = _poisson_inversion(where(lam < 10, lam, 0.0))
-        big_lam = where(lam >= 10, lam, 10.0)
-        slam, loglam = sqrt(big_lam), log(big_lam)
-        b = 0.931 + 2.53 * slam
-        a = -0.059 + 0.02483 * b
-        invalpha = 1.1239 + 1.1328 / (b - 3.4)
-        vr = 0.9277 - 3.6224 / (b - 2)
-
-        def propose(shape):
-            U = rand(shape, dtype=float64) - 0.5
-            V = rand(shape, dtype=float64)
-            us = 0.5 - U.abs()
-            k = ((2 * a / us + b) * U + big_lam + 0.43).floor()
-            quick = (us >= 0.07) & (V <= vr)
-            rej = (k < 0) | ((us < 0.013) & (V > us))
-            kk = k.clamp(min=0)
-            slow = (log(V) + log(invalpha) - log(a / (us * us) + b)
-                    <= -big_lam + kk * loglam - lgamma(kk + 1))
-            return k, quick | (rej.logical_not() & slow)
-        big = _first_accepted(lam.shape, propose)
-        return where(lam >= 10, big, small).to(rate.dtype)
-
-
-def _poisson_inversion(lam):
-    u = rand(lam.shape, dtype=float64)
-    p = exp(-lam)
-    F, k = p, zeros(lam.shape, dtype=float64)
-    for i in range(1, 1000):
-        more = u > F
-        if not bool(more.any()):
-            break
-        k = k + more
-        p = p * lam / i
-        F = F + p
-    return k
+        return _poisson(rate.detach())
 
 
 def binomial(count, prob):

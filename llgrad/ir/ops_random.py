@@ -56,6 +56,12 @@ def _dirichlet(state, alpha, shape=None, dtype=None):
     return torch_gamma.dirichlet(new, np.asarray(alpha)), new
 
 
+def _poisson(state, rates, shape=None, dtype=None):
+    """torch.poisson(rates) (torch_gamma.py)."""
+    new = np.array(state, dtype=np.int64, copy=True)
+    return torch_gamma.poisson(new, np.asarray(rates)), new
+
+
 # The eager creation functions (rand, randn) draw with the same functions, so both agree.
 defop("rng_normal", _normal, args=("state",), nout=2, kind="random")
 defop("rng_uniform", _uniform, args=("state",), nout=2, kind="random")
@@ -67,4 +73,6 @@ defop("rng_rrelu_noise", _rrelu_noise, args=("state", "self"), nout=2, kind="ran
 defop("rng_standard_gamma", _standard_gamma, args=("state", "self"), nout=2, kind="random",
       native_host=True)
 defop("rng_dirichlet", _dirichlet, args=("state", "self"), nout=2, kind="random",
+      native_host=True)
+defop("rng_poisson", _poisson, args=("state", "self"), nout=2, kind="random",
       native_host=True)

@@ -1,6 +1,7 @@
-"""PyTorch's CPU Gamma and Dirichlet draws (ATen's _s_gamma_cpu and _s_dirichlet_cpu), as
-pure functions of a generator state array (torch_random.py), so torch.manual_seed gives
-PyTorch's samples for Gamma, Beta, Dirichlet, Chi2, StudentT and FisherSnedecor.
+"""PyTorch's CPU Gamma, Dirichlet and Poisson draws (ATen's _s_gamma_cpu, _s_dirichlet_cpu and
+_s_poisson_cpu), as pure functions of a generator state array (torch_random.py), so
+torch.manual_seed gives PyTorch's samples for Gamma, Beta, Dirichlet, Chi2, StudentT,
+FisherSnedecor, Poisson and NegativeBinomial, and torch.poisson's.
 
 ATen walks the elements in order with Marsaglia and Tsang's rejection sampler
 (native/Distributions.h: sample_gamma), each element drawing from the one generator as many
@@ -10,6 +11,8 @@ depends on the values, so the loop is serial, here in Python floats (C doubles: 
 log, pow, sqrt, sin, cos are C's). The sampler's arithmetic is copied with its types: the
 literals are C floats (1.0f / 3.0f is float32's third), and for float32 tensors alpha itself
 is a float (1 / alpha and alpha + 1 rounded to float32); Dirichlet samples in double."""
+import ctypes
+import ctypes.util
 import math
 
 import numpy as np
@@ -22,6 +25,20 @@ _UNIT = 2.0 ** -53
 _MASK53 = (1 << 53) - 1
 _TWO_PI = 2.0 * math.pi
 _F32 = np.float32
+_INT64_MIN = -(1 << 63)     # (x86's conversion of a double out of int64's range, NaN too)
+
+
+def _libm_lgamma():
+    """C's lgamma (ATen's std::lgamma; Python's math.lgamma is CPython's own)."""
+    try:
+        fn = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6").lgamma
+    except (OSError, AttributeError):
+        return math.lgamma
+    fn.restype, fn.argtypes = ctypes.c_double, (ctypes.c_double,)
+    return fn
+
+
+_lgamma = _libm_lgamma()
 
 
 class _Draws:
@@ -130,3 +147,50 @@ def dirichlet(state, alpha):
     lo = np.finfo(alpha.dtype).tiny
     ratio = np.where(lo < ratio, ratio, lo)                 # std::max(min, r)
     return np.where(ratio < hi, ratio, hi).astype(alpha.dtype)     # std::min(max, ...)
+
+
+def _poisson_one(lam, draws):
+    """ATen's sample_poisson of one rate (native/Distributions.cpp): Hoermann's transformed
+    rejection from rate 10, the product of uniforms below it."""
+    if lam >= 10:
+        slam, loglam = math.sqrt(lam), math.log(lam)
+        b = 0.931 + 2.53 * slam
+        a = -0.059 + 0.02483 * b
+        invalpha = 1.1239 + 1.1328 / (b - 3.4)
+        vr = 0.9277 - 3.6224 / (b - 2)
+        while True:
+            U = draws.uniform() - 0.5
+            V = draws.uniform()
+            us = 0.5 - abs(U)
+            x = math.floor((2 * a / us + b) * U + lam + 0.43) if math.isfinite(
+                (2 * a / us + b) * U + lam + 0.43) else math.nan
+            k = int(x) if x == x and -2.0 ** 63 <= x < 2.0 ** 63 else _INT64_MIN
+            if us >= 0.07 and V <= vr:
+                return k
+            if k < 0 or (us < 0.013 and V > us):
+                continue
+            if math.log(V) + math.log(invalpha) - math.log(a / (us * us) + b) <= \
+                    -lam + k * loglam - _lgamma(k + 1.0):
+                return k
+    if lam == 0:
+        return 0
+    enlam = math.exp(-lam)
+    x, prod = 0, 1.0
+    while True:
+        prod *= draws.uniform()
+        if prod > enlam:
+            x += 1
+        else:
+            return x
+
+
+def poisson(state, rates):
+    """torch.poisson(rates) for a float32 or float64 array: its draws in C order, in the
+    rates' dtype. A negative or NaN rate raises PyTorch's error before any draw."""
+    flat = np.ascontiguousarray(rates).reshape(-1)
+    if not (flat >= 0).all():
+        raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
+    draws = _Draws(state)
+    out = [_poisson_one(lam, draws) for lam in flat.astype(np.float64).tolist()]
+    draws.close()
+    return np.array(out, np.float64).astype(rates.dtype).reshape(rates.shape)

@@ -8,8 +8,10 @@ import warnings
 
 import numpy as np
 
+from ..ir import torch_gamma
 from . import trace_state
-from .creation import linspace, numpy_rng
+from .creation import _state, linspace, numpy_rng
+from .dtypes import float32, float64
 from .dispatch import scalar_type_name as tname
 from .functions import cat, export
 from .linalg import matrix_norm, vector_norm
@@ -224,17 +226,17 @@ def gradient(input, *, spacing=1, dim=None, edge_order=1):
 
 
 def poisson(input, generator=None):
-    """As torch.poisson: a draw from Poisson(rate) per element (NumPy's sampler, seeded from
-    llgrad's generator: not PyTorch's numbers); its gradient is zero."""
-    if not input._dtype.is_floating_point:
+    """As torch.poisson: a draw from Poisson(rate) per element, drawn as ATen's CPU kernel
+    draws them (PyTorch's numbers for a seed; ir/torch_gamma.py); its gradient is zero.
+    Traced, the rng_poisson op of the generator state and the rates (the draws' count
+    depends on them): compiled calls replay eager's draws."""
+    if not input._dtype.is_floating_point or input._dtype not in (float32, float64):
         raise NotImplementedError(f"\"poisson_cpu\" not implemented for '{tname(input._dtype)}'")
-    rates = np.asarray(input._data, np.float64)
-    if (rates < 0).any():
-        raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
-    _untraceable("poisson (a draw compiled code would not replay)")
-    draw = numpy_rng(generator).poisson(np.where(np.isfinite(rates), rates, 0)).astype(np.float64)
-    draw = np.where(np.isfinite(rates), draw, np.iinfo(np.int64).min)
-    out = Tensor._from_array(draw.astype(input._dtype.np))
+    draw = torch_gamma.poisson(_state(generator), np.ascontiguousarray(input._data))
+    out = Tensor._from_array(draw)
+    tracer = trace_state.state.tracer
+    if generator is None and tracer is not None:
+        tracer.random("rng_poisson", out, input.detach())
     if input.requires_grad:
         out = rename(out + input * 0, "PoissonBackward0")
     return out

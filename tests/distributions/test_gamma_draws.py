@@ -1,6 +1,7 @@
-"""Gamma and Dirichlet draws as PyTorch's CPU kernels make them (llgrad/ir/torch_gamma.py):
-for a seed, the samples of Gamma, Beta, Dirichlet, Chi2, StudentT and FisherSnedecor equal
-torch's bit for bit, alpha below 1 (the boost) and a kept Box-Muller value included, and
+"""Gamma, Dirichlet and Poisson draws as PyTorch's CPU kernels make them
+(llgrad/ir/torch_gamma.py): for a seed, the samples of Gamma, Beta, Dirichlet, Chi2,
+StudentT, FisherSnedecor, Poisson and NegativeBinomial and torch.poisson's equal torch's
+bit for bit, alpha below 1 (the boost) and a kept Box-Muller value included, and
 the generator is left where torch leaves it; rsample's gradients are torch's; a compiled
 function drawing them (mixup's Beta) equals eager across calls; float16 is refused."""
 import numpy as np
@@ -47,7 +48,7 @@ def _samples(lib):
     lib.manual_seed(11)
     for d in (D.Gamma(c, lib.tensor([1.0, 0.5, 2.0])), D.Beta(c, c.flip(0)),
               D.Dirichlet(lib.stack([c, c + 1])), D.Chi2(c), D.StudentT(c),
-              D.FisherSnedecor(c, c + 1)):
+              D.FisherSnedecor(c, c + 1), D.Poisson(c * 7), D.NegativeBinomial(c, probs=0.4)):
         out.append(d.sample((4,)).numpy())
     return out
 
@@ -107,3 +108,30 @@ def test_float16_is_refused_as_torch_refuses_it():
     for lib in (torch, llgrad):
         with pytest.raises((RuntimeError, NotImplementedError), match="gamma_cpu"):
             lib._standard_gamma(lib.tensor([1.0], dtype=lib.float16))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_poisson_is_torchs(dtype):
+    """Both of ATen's branches (below rate 10 and from it), a zero and an infinite rate."""
+    rates = np.asarray([0.3, 2.0, 0.0, 7.5, 10.0, 15.5, 100.0, 1e4, np.inf, 1e-3] * 10, dtype)
+    torch.manual_seed(4)
+    want = torch.poisson(torch.tensor(rates)).numpy()
+    after = torch.rand(2).numpy()
+    llgrad.manual_seed(4)
+    got = llgrad.poisson(llgrad.tensor(rates)).numpy()
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(llgrad.rand(2).numpy(), after)
+    for lib in (torch, llgrad):
+        with pytest.raises(RuntimeError, match="non-negative"):
+            lib.poisson(lib.tensor([1.0, float("nan")]))
+
+
+def test_a_compiled_poisson_replays_eagers_draws():
+    f = llgrad.compile(lambda r: llgrad.poisson(r) * 2)
+    for k in range(3):
+        llgrad.manual_seed(k)
+        got = f(llgrad.tensor([3.0, 20.0, 0.5]))
+        llgrad.manual_seed(k)
+        want = llgrad.poisson(llgrad.tensor([3.0, 20.0, 0.5])) * 2
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    assert f.n_traces == 1

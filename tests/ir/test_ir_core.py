@@ -229,6 +229,10 @@ SPECS = {
                        lambda s, a: _eager_draw(s, lambda: llgrad.runtime.methods_random_more
                                                 ._sample_dirichlet(a), ()),
                        layouts=()),
+    "rng_poisson": S([T((628,), "int64", "rng"), P(2, 5)],
+                     {"shape": (2, 5), "dtype": "float32"},
+                     lambda s, r: _eager_draw(s, lambda: llgrad.poisson(r), ()),
+                     layouts=()),
     # training rrelu's slopes: a draw for each element <= 0 (their count read from x)
     "rng_rrelu_noise": S([T((628,), "int64", "rng"), X(2, 5)],
                          {"shape": (2, 5), "dtype": "float32", "lower": 0.125, "upper": 0.25},
