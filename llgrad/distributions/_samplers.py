@@ -2,48 +2,27 @@
 tensor ops over llgrad's generator (so a traced sampling step replays eager's numbers), and
 PyTorch's implicit reparameterisation gradients of the Gamma and Dirichlet samples.
 
-Gamma, Dirichlet and Poisson draw as ATen's CPU kernels do, element by element
-(ir/torch_gamma.py: PyTorch's samples for a seed; traced, their random ops). Binomial's
-rejection sampler (PyTorch's BTRS) draws _ROUNDS proposals per element at once and keeps
-the first accepted; the rare elements with none accepted draw again (a Python loop on
-`bool(...)`, a value guard when traced). The gradient formulas (standard_gamma_grad_one and
+Gamma, Dirichlet, Poisson and Binomial draw as ATen's CPU kernels do, element by element
+(ir/torch_gamma.py: PyTorch's samples for a seed; traced, their random ops). The gradient
+formulas (standard_gamma_grad_one and
 dirichlet_grad_one of ATen's Distributions.h: Taylor series, Rice saddle-point expansions and rational
 approximations by region) are computed in float64 for every element and the region's value
 selected. rsample puts them on the sample through a zero-valued surrogate: the value is
 the sample, the gradient with respect to the concentration is PyTorch's."""
 import numpy as np
 
-from ..runtime.creation import ones_like, rand, zeros
-from ..runtime.dtypes import float64, int8
-from ..runtime.functions import digamma, exp, lgamma, log, sqrt, where
+from ..runtime.creation import ones_like
+from ..runtime.dtypes import float64
+from ..runtime.functions import digamma, exp, log, sqrt, where
+from ..runtime.functions_histogram import binomial as _binomial, poisson as _poisson
 from ..runtime.grad_mode import no_grad
-from ..runtime.functions_histogram import poisson as _poisson
 from ..runtime.methods_random_more import _sample_dirichlet, _standard_gamma
 
 __all__ = ["standard_gamma", "standard_gamma_grad", "dirichlet_grad", "sample_dirichlet",
            "poisson", "binomial", "gamma_rsample", "dirichlet_rsample"]
 
-_ROUNDS = 6
-
-
 def _f32(v):
     return float(np.float32(v))
-
-
-def _first_accepted(shape, propose):
-    """Per element, the first candidate propose(n) (each (n,) + shape: values, accepted)
-    accepts."""
-    out = zeros(shape, dtype=float64)
-    done = zeros(shape, dtype=float64) > 0
-    while True:
-        cand, ok = propose((_ROUNDS,) + tuple(shape))
-        idx = ok.to(int8).argmax(0, keepdim=True)
-        picked = cand.gather(0, idx).squeeze(0)
-        got = ok.any(0)
-        out = where(done.logical_not() & got, picked, out)
-        done = done | got
-        if bool(done.all()):
-            return out
 
 
 def standard_gamma(alpha):
@@ -237,57 +216,6 @@ def poisson(rate):
 
 
 def binomial(count, prob):
-    """Binomial(count, prob) draws (inversion when count * min(p, 1 - p) < 10, else
-    PyTorch's BTRS rejection with the exact log-pmf in its acceptance test)."""
+    """Binomial(count, prob) draws, drawn as torch.binomial draws them."""
     with no_grad():
-        n, p = count.detach().to(float64), prob.detach().to(float64)
-        flip = p > 0.5
-        q = where(flip, 1 - p, p)
-        use_btrs = n * q >= 10
-        k_inv = _binomial_inversion(where(use_btrs, 0.0, n), q)
-        nb, qb = where(use_btrs, n, 100.0), where(use_btrs, q, 0.5)
-        stddev = sqrt(nb * qb * (1 - qb))
-        b = 1.15 + 2.53 * stddev
-        a = -0.0873 + 0.0248 * b + 0.01 * qb
-        c = nb * qb + 0.5
-        v_r = 0.92 - 4.2 / b
-        alpha = (2.83 + 5.1 / b) * stddev
-        m = ((nb + 1) * qb).floor()
-        log_f_m = _log_binom(m, nb, qb)
-
-        def propose(shape):
-            U = rand(shape, dtype=float64) - 0.5
-            V = rand(shape, dtype=float64)
-            us = 0.5 - U.abs()
-            k = ((2 * a / us + b) * U + c).floor()
-            inside = (k >= 0) & (k <= nb)
-            quick = (us >= 0.07) & (V <= v_r)
-            kk = k.clamp(min=0) - (k - nb).clamp(min=0)
-            lv = log(V * alpha / (a / (us * us) + b))
-            slow = lv <= _log_binom(kk, nb, qb) - log_f_m
-            return k, inside & (quick | slow)
-        k_btrs = _first_accepted(n.shape, propose)
-        k = where(use_btrs, k_btrs, k_inv)
-        k = where(flip, n - k, k)
-        return k.to(prob.dtype)
-
-
-def _log_binom(k, n, p):
-    return (lgamma(n + 1) - lgamma(k + 1) - lgamma(n - k + 1) + k * log(p)
-            + (n - k) * log(1 - p))
-
-
-def _binomial_inversion(n, p):
-    u = rand(n.shape, dtype=float64)
-    ratio = p / (1 - p)
-    f = exp(n * log(1 - p))
-    F, k = f, zeros(n.shape, dtype=float64)
-    for i in range(1, 100000):
-        more = (u > F) & (k < n)
-        if not bool(more.any()):
-            break
-        k = k + more
-        f = f * ratio * (n - i + 1) / i
-        F = F + where(n - i + 1 > 0, f, 1.0)
-    return k
-
+        return _binomial(count.detach(), prob.detach())

@@ -62,6 +62,13 @@ def _poisson(state, rates, shape=None, dtype=None):
     return torch_gamma.poisson(new, np.asarray(rates)), new
 
 
+def _binomial(state, count, prob, shape=None, dtype=None):
+    """torch.binomial(count, prob) (torch_gamma.py)."""
+    new = np.array(state, dtype=np.int64, copy=True)
+    n, p = np.broadcast_arrays(np.asarray(count), np.asarray(prob))
+    return torch_gamma.binomial(new, n, p), new
+
+
 # The eager creation functions (rand, randn) draw with the same functions, so both agree.
 defop("rng_normal", _normal, args=("state",), nout=2, kind="random")
 defop("rng_uniform", _uniform, args=("state",), nout=2, kind="random")
@@ -75,4 +82,6 @@ defop("rng_standard_gamma", _standard_gamma, args=("state", "self"), nout=2, kin
 defop("rng_dirichlet", _dirichlet, args=("state", "self"), nout=2, kind="random",
       native_host=True)
 defop("rng_poisson", _poisson, args=("state", "self"), nout=2, kind="random",
+      native_host=True)
+defop("rng_binomial", _binomial, args=("state", "self", "prob"), nout=2, kind="random",
       native_host=True)

@@ -1,7 +1,8 @@
-"""PyTorch's CPU Gamma, Dirichlet and Poisson draws (ATen's _s_gamma_cpu, _s_dirichlet_cpu and
-_s_poisson_cpu), as pure functions of a generator state array (torch_random.py), so
-torch.manual_seed gives PyTorch's samples for Gamma, Beta, Dirichlet, Chi2, StudentT,
-FisherSnedecor, Poisson and NegativeBinomial, and torch.poisson's.
+"""PyTorch's CPU Gamma, Dirichlet, Poisson and Binomial draws (ATen's _s_gamma_cpu,
+_s_dirichlet_cpu, _s_poisson_cpu and _s_binomial_cpu), as pure functions of a generator state
+array (torch_random.py), so torch.manual_seed gives PyTorch's samples for Gamma, Beta,
+Dirichlet, Chi2, StudentT, FisherSnedecor, Poisson, NegativeBinomial and Binomial, and
+torch.poisson's and torch.binomial's.
 
 ATen walks the elements in order with Marsaglia and Tsang's rejection sampler
 (native/Distributions.h: sample_gamma), each element drawing from the one generator as many
@@ -28,17 +29,24 @@ _F32 = np.float32
 _INT64_MIN = -(1 << 63)     # (x86's conversion of a double out of int64's range, NaN too)
 
 
-def _libm_lgamma():
-    """C's lgamma (ATen's std::lgamma; Python's math.lgamma is CPython's own)."""
+def _libm(name, ctype, fallback):
+    """C's function `name` of one `ctype` (ATen's std::lgamma and std::log1p(float): Python's
+    math.lgamma is CPython's own, and it has no float32 log1p)."""
     try:
-        fn = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6").lgamma
+        fn = getattr(ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6"), name)
     except (OSError, AttributeError):
-        return math.lgamma
-    fn.restype, fn.argtypes = ctypes.c_double, (ctypes.c_double,)
+        return fallback
+    fn.restype, fn.argtypes = ctype, (ctype,)
     return fn
 
 
-_lgamma = _libm_lgamma()
+_lgamma = _libm("lgamma", ctypes.c_double, math.lgamma)
+_log1pf = _libm("log1pf", ctypes.c_float, lambda v: float(np.float32(math.log1p(v))))
+
+
+def _log(v):
+    """C's log of v >= 0 (log(0) is -inf there, an error in Python)."""
+    return math.log(v) if v > 0 else -math.inf
 
 
 class _Draws:
@@ -104,7 +112,7 @@ def _sample(alpha, draws, single):
         xx = x * x
         if u < 1.0 - _SQUEEZE * xx * xx:
             return scale * d * v
-        if math.log(u) < 0.5 * xx + d * (1.0 - v + math.log(v)):
+        if _log(u) < 0.5 * xx + d * (1.0 - v + _log(v)):
             return scale * d * v
 
 
@@ -169,7 +177,7 @@ def _poisson_one(lam, draws):
                 return k
             if k < 0 or (us < 0.013 and V > us):
                 continue
-            if math.log(V) + math.log(invalpha) - math.log(a / (us * us) + b) <= \
+            if _log(V) + math.log(invalpha) - math.log(a / (us * us) + b) <= \
                     -lam + k * loglam - _lgamma(k + 1.0):
                 return k
     if lam == 0:
@@ -194,3 +202,90 @@ def poisson(state, rates):
     out = [_poisson_one(lam, draws) for lam in flat.astype(np.float64).tolist()]
     draws.close()
     return np.array(out, np.float64).astype(rates.dtype).reshape(rates.shape)
+
+
+_TAIL = (0.0810614667953272, 0.0413406959554092, 0.0276779256849983, 0.02079067210376509,
+         0.0166446911898211, 0.0138761288230707, 0.0118967099458917, 0.0104112652619720,
+         0.00925546218271273, 0.00833056343336287)
+
+
+def _tail(k):
+    """stirling_approx_tail (native/Distributions.h)."""
+    if k <= 9:
+        return _TAIL[int(k)]
+    kp1sq = (k + 1) * (k + 1)
+    return (1.0 / 12 - (1.0 / 360 - 1.0 / 1260 / kp1sq) / kp1sq) / (k + 1)
+
+
+def _inversion(count, prob, draws, f, single):
+    logprob = _log1pf(-prob) if single else math.log1p(-prob)
+    geom_sum, num_geom = 0.0, 0.0
+    while True:
+        geom = math.ceil(_log(draws.uniform()) / logprob) if logprob else math.inf
+        geom_sum += geom
+        if geom_sum > count:
+            return num_geom
+        num_geom = f(num_geom + 1)
+
+
+def _btrs(count, prob, draws, f, single):
+    """ATen's btrs: its scalar_t (float for float32 tensors) operations rounded by f."""
+    var = f(f(count * prob) * f(1 - prob))
+    stddev = f(math.sqrt(var))                  # (std::sqrt of a float: a float)
+    b = 1.15 + 2.53 * stddev
+    a = -0.0873 + 0.0248 * b + 0.01 * prob
+    c = f(count * prob) + 0.5
+    v_r = 0.92 - 4.2 / b
+    r = f(prob / f(1 - prob))
+    alpha = (2.83 + 5.1 / b) * stddev
+    m = math.floor(f(f(count + 1) * prob))
+    while True:
+        U = draws.uniform() - 0.5
+        V = draws.uniform()
+        us = 0.5 - abs(U)
+        x = (2 * a / us + b) * U + c
+        k = f(math.floor(x)) if math.isfinite(x) else x
+        if k < 0 or k > count:
+            continue
+        if us >= 0.07 and V <= v_r:
+            return k
+        V = _log(V * alpha / (a / (us * us) + b))
+        ck1 = f(f(count - k) + 1)
+        upperbound = ((m + 0.5) * _log((m + 1) / (r * (count - m + 1)))
+                      + f(count + 1) * _log((count - m + 1) / ck1)
+                      + (k + 0.5) * _log(r * ck1 / f(k + 1))
+                      + _tail(m) + _tail(count - m) - _tail(k) - _tail(f(count - k)))
+        if V <= upperbound:
+            return k
+
+
+def _binomial_one(count, prob, draws, single):
+    """ATen's sample_binomial of one (count, prob) pair."""
+    f = (lambda v: float(_F32(v))) if single else (lambda v: v)
+    if count <= 0.0 or prob <= 0.0:
+        return 0.0
+    if prob >= 1.0:
+        return count
+    if prob <= 0.5:
+        if f(count * prob) >= 10.0:
+            return _btrs(count, prob, draws, f, single)
+        return _inversion(count, prob, draws, f, single)
+    if prob > 0.5:
+        q = f(1.0 - prob)
+        if f(count * q) >= 10.0:
+            return f(count - _btrs(count, q, draws, f, single))
+        return f(count - _inversion(count, q, draws, f, single))
+    return math.nan
+
+
+def binomial(state, count, prob):
+    """torch.binomial(count, prob) for float32 or float64 arrays of one shape: its draws
+    in C order, in their dtype."""
+    single = count.dtype == np.float32
+    draws = _Draws(state)
+    with np.errstate(all="ignore"):
+        pairs = zip(np.ascontiguousarray(count).reshape(-1).tolist(),
+                    np.ascontiguousarray(prob).reshape(-1).tolist())
+        out = [_binomial_one(n, p, draws, single) for n, p in pairs]
+    draws.close()
+    return np.array(out, np.float64).astype(count.dtype).reshape(count.shape)

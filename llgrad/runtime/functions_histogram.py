@@ -10,7 +10,7 @@ import numpy as np
 
 from ..ir import torch_gamma
 from . import trace_state
-from .creation import _state, linspace, numpy_rng
+from .creation import _state, linspace
 from .dtypes import float32, float64
 from .dispatch import scalar_type_name as tname
 from .functions import cat, export
@@ -243,8 +243,9 @@ def poisson(input, generator=None):
 
 
 def binomial(count, prob, generator=None):
-    """As torch.binomial: a draw from Binomial(count, prob) per element (llgrad's generator);
-    a backward through it raises, as PyTorch defines no derivative."""
+    """As torch.binomial: a draw from Binomial(count, prob) per element, drawn as ATen's CPU
+    kernel draws them (PyTorch's numbers for a seed; ir/torch_gamma.py; traced: the
+    rng_binomial op); a backward through it raises, as PyTorch defines no derivative."""
     if not isinstance(count, Tensor):
         raise TypeError(f"binomial(): argument 'count' (position 1) must be Tensor, not "
                         f"{type(count).__name__}")
@@ -254,11 +255,14 @@ def binomial(count, prob, generator=None):
     if prob._dtype is not count._dtype:
         raise RuntimeError(f"Found dtype {tname(prob._dtype).capitalize()} but expected "
                            f"{tname(count._dtype).capitalize()}")
-    _untraceable("binomial (a draw compiled code would not replay)")
-    n, p = np.broadcast_arrays(np.asarray(count._data, np.float64),
-                               np.asarray(prob._data, np.float64))
-    draw = numpy_rng(generator).binomial(np.maximum(n, 0).astype(np.int64), np.clip(p, 0, 1))
-    out = Tensor._from_array(draw.astype(count._dtype.np))
+    if count._dtype not in (float32, float64):
+        raise NotImplementedError(f"\"binomial_cpu\" not implemented for "
+                                  f"'{tname(count._dtype)}'")
+    n, p = np.broadcast_arrays(count._data, prob._data)
+    out = Tensor._from_array(torch_gamma.binomial(_state(generator), n, p))
+    tracer = trace_state.state.tracer
+    if generator is None and tracer is not None:
+        tracer.random("rng_binomial", out, count.detach(), prob.detach())
     if count.requires_grad or prob.requires_grad:
         out = no_derivative(out + (count * 0 + prob * 0), "binomial")
     return out

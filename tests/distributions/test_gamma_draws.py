@@ -1,7 +1,7 @@
-"""Gamma, Dirichlet and Poisson draws as PyTorch's CPU kernels make them
+"""Gamma, Dirichlet, Poisson and Binomial draws as PyTorch's CPU kernels make them
 (llgrad/ir/torch_gamma.py): for a seed, the samples of Gamma, Beta, Dirichlet, Chi2,
-StudentT, FisherSnedecor, Poisson and NegativeBinomial and torch.poisson's equal torch's
-bit for bit, alpha below 1 (the boost) and a kept Box-Muller value included, and
+StudentT, FisherSnedecor, Poisson, NegativeBinomial and Binomial and torch.poisson's and
+torch.binomial's equal torch's bit for bit, alpha below 1 (the boost) and a kept Box-Muller value included, and
 the generator is left where torch leaves it; rsample's gradients are torch's; a compiled
 function drawing them (mixup's Beta) equals eager across calls; float16 is refused."""
 import numpy as np
@@ -48,7 +48,8 @@ def _samples(lib):
     lib.manual_seed(11)
     for d in (D.Gamma(c, lib.tensor([1.0, 0.5, 2.0])), D.Beta(c, c.flip(0)),
               D.Dirichlet(lib.stack([c, c + 1])), D.Chi2(c), D.StudentT(c),
-              D.FisherSnedecor(c, c + 1), D.Poisson(c * 7), D.NegativeBinomial(c, probs=0.4)):
+              D.FisherSnedecor(c, c + 1), D.Poisson(c * 7), D.NegativeBinomial(c, probs=0.4),
+              D.Binomial(lib.tensor([5.0, 40.0, 300.0]), probs=lib.tensor([0.3, 0.6, 0.95]))):
         out.append(d.sample((4,)).numpy())
     return out
 
@@ -135,3 +136,18 @@ def test_a_compiled_poisson_replays_eagers_draws():
         want = llgrad.poisson(llgrad.tensor([3.0, 20.0, 0.5])) * 2
         np.testing.assert_array_equal(got.numpy(), want.numpy())
     assert f.n_traces == 1
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_binomial_is_torchs(dtype):
+    """Inversion and BTRS, p on both sides of 1/2, the edges (count 0, p 0 and 1)."""
+    rng = np.random.default_rng(8)
+    n = np.concatenate([rng.integers(0, 200, 150), [0, 5, 1000, 10**6, 7]]).astype(dtype)
+    p = np.concatenate([rng.uniform(0, 1, 150), [0.3, 0.0, 1.0, 0.4, 0.93]]).astype(dtype)
+    torch.manual_seed(6)
+    want = torch.binomial(torch.tensor(n), torch.tensor(p)).numpy()
+    after = torch.rand(2).numpy()
+    llgrad.manual_seed(6)
+    got = llgrad.binomial(llgrad.tensor(n), llgrad.tensor(p)).numpy()
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(llgrad.rand(2).numpy(), after)

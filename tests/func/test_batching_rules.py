@@ -81,6 +81,7 @@ def test_every_op_has_a_batching_path():
                                                                  "rng_rrelu_noise",
                                                                  "rng_standard_gamma",
                                                                  "rng_dirichlet",
-                                                                 "rng_poisson"}
+                                                                 "rng_poisson",
+                                                                 "rng_binomial"}
     for name in ("matmul", "view", "as_strided", "nll_loss", "layer_norm", "strided_scatter"):
         assert paths[name] == "rule"

@@ -233,6 +233,10 @@ SPECS = {
                      {"shape": (2, 5), "dtype": "float32"},
                      lambda s, r: _eager_draw(s, lambda: llgrad.poisson(r), ()),
                      layouts=()),
+    "rng_binomial": S([T((628,), "int64", "rng"), P(2, 5), T((2, 5), gen="unit")],
+                      {"shape": (2, 5), "dtype": "float32"},
+                      lambda s, n, p: _eager_draw(s, lambda: llgrad.binomial(n, p), ()),
+                      layouts=()),
     # training rrelu's slopes: a draw for each element <= 0 (their count read from x)
     "rng_rrelu_noise": S([T((628,), "int64", "rng"), X(2, 5)],
                          {"shape": (2, 5), "dtype": "float32", "lower": 0.125, "upper": 0.25},

@@ -882,6 +882,9 @@ EXEMPT = {
                             (R(3),)),
     "rng_poisson": Exempt("random draws (no gradient)",
                           lambda T, x: T.poisson(x.detach().abs() * 12), (R(3),)),
+    "rng_binomial": Exempt("random draws (no gradient)",
+                           lambda T, x: T.binomial(x.detach().abs() * 30, x.detach().sigmoid()),
+                           (R(3),)),
     "full": Exempt("creation (no inputs)", lambda T, x: T.zeros(3), (R(3),)),
 }
 
