@@ -64,7 +64,7 @@ def class_ids(cls):
 
 def class_containers(cls, path, done):
     """[(path, value)] of the tensors, NumPy arrays, lists, dicts, tuples, objects of the
-    user's classes, partials, bound methods and weak references that cls's user classes
+    user's classes, partials, bound methods, weak references and modules that cls's user classes
     hold (`Config.sizes = [..]`, `Model.BIAS = torch.ones(3)`, `Model.CFG = Config()`), the
     first time `done` (a set) meets cls, else []: walked when the class is a value the
     function reads or the class of an object it reaches (`self.SCALES[0]`), since writing
@@ -74,7 +74,7 @@ def class_containers(cls, path, done):
     done.add(cls)
     return [(f"{path}.{k}", v) for c in user_classes(cls) for k, v in vars(c).items()
             if (type(v) in (list, dict, tuple, np.ndarray, functools.partial)
-                or isinstance(v, Tensor) or bound(v) or
+                or isinstance(v, Tensor) or bound(v) or inspect.ismodule(v) or
                 (hasattr(v, "__dict__") and user_classes(type(v)) and not isinstance(v, type)))
             and not k.startswith("__")]
 

@@ -80,14 +80,22 @@ def _attribute_reads(code, loads=("LOAD_GLOBAL", "LOAD_NAME")):
     return tuple(pairs)
 
 
-def module_attributes(code, space):
+def module_attributes(code, space, closure=None):
     """[(global name, attribute, the module's globals)] of what code reads as
     `module.attribute` of one of the user's modules (a config module's settings, a helper
     in another file reading that file's tensors): reads of that module's globals, walked
-    as the function's own (a library's modules are taken as fixed)."""
-    out = []
-    for name, attr in _attribute_reads(code):
-        m = space.get(name)
+    as the function's own (a library's modules are taken as fixed). closure: the function's
+    cells, whose modules count too (`import config` in the function that makes it)."""
+    out, cells = [], {}
+    for name, cell in zip(code.co_freevars, closure or ()):
+        try:
+            cells[name] = cell.cell_contents
+        except ValueError:      # (a cell not yet filled)
+            pass
+    named = [(n, a, space.get(n)) for n, a in _attribute_reads(code)]
+    if cells:
+        named += [(n, a, cells.get(n)) for n, a in _attribute_reads(code, ("LOAD_DEREF",))]
+    for name, attr, m in named:
         if inspect.ismodule(m) and attr in vars(m) and getattr(m, "__file__", None) and \
                 users_file(m.__file__) and not m.__name__.startswith(LIBRARIES):
             out.append((name, attr, vars(m)))

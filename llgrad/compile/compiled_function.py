@@ -19,7 +19,7 @@ from .compile_doc import Callable, documented
 from .eager_only import eager_only_reason
 from .dump import _dump_to_env, dump_text
 from .entry import trace_entry
-from .attr_writes import Pending
+from .attr_writes import Pending, Slots
 from .fastpath import plain_function, plain_key, plain_reads
 from .guard_walker import make_walker
 from .defaults import default_filler
@@ -144,7 +144,8 @@ class CompiledFunction:
             self._first_untraced = True
             with eager_builds.paused():     # (kernels for eager calls this one step needs not)
                 return self.fn(*args, **kwargs)
-        snapshot = StateSnapshot([t for _, t in tensors], entered)
+        snapshot = StateSnapshot([t for _, t in tensors], entered,
+                                 Slots(self.fn, args, kwargs).names)
         if (self.entries or self._not_kept) and log.enabled("recompiles"):
             log.emit("recompiles", "%s", why_retrace(self, key, guards, tensors, args, kwargs))
         self.n_traces += 1
@@ -353,7 +354,8 @@ class CompiledFunction:
         key = tuple(v for _, v in guards)
         entries = [e for e in self._entries_for(key, n_own) or () if e is not EAGER]
         if not entries and trace:
-            snapshot = StateSnapshot([t for _, t in tensors], entered)
+            snapshot = StateSnapshot([t for _, t in tensors], entered,
+                                     Slots(self.fn, args, kwargs).names)
             self._first_untraced = True     # (dump and explain want this call traced)
             try:
                 self(*args, **kwargs)

@@ -222,7 +222,7 @@ def followed_reads(f):
     for name in global_names(code):
         out.append((name, "global", name, space[name]) if name in space else
                    (name, "absent", name, None))
-    for name, attr, mspace in module_attributes(code, space):   # (key: (globals, name))
+    for name, attr, mspace in module_attributes(code, space, f.__closure__):
         out.append((f"{name}.{attr}", "module", (mspace, attr), mspace[attr]))
     return out + [(name, "attr", name, v) for name, v in function_parts(f)]
 
@@ -294,7 +294,7 @@ def captured_reads(fn):
             else:
                 reads.append((("global", space, name), None, "absent", name))
         values += [(f"{name}.{attr}", mspace[attr], ("global", mspace, attr))
-                   for name, attr, mspace in module_attributes(code, space)]
+                   for name, attr, mspace in module_attributes(code, space, f.__closure__)]
         own = function_parts(f) if f is not top else [("__dict__", f.__dict__)] \
             if any(x is f for _, x, _ in values) else ()    # (fn reading its attributes)
         values += [(f"{f.__name__}.{n}", v, ("attr", f, n)) for n, v in own]

@@ -138,12 +138,23 @@ def unguardable(guards):
                 and isinstance(v[2].v, _UNWALKED):
             return f"the call reaches a {v[1]}, {path}, whose contents a compiled call " \
                 "neither guards nor replays writes to (use a list)"
+        if type(v) is tuple and len(v) == 3 and v[0] == "object" and type(v[2]) is Same \
+                and _users_module(v[2].v):
+            return f"the call reaches one of the user's modules, {path}, as a value " \
+                "(an argument, an attribute): compile does not guard what is read from it"
         if type(v) is tuple and len(v) == 2 and v[0] == "unguarded":
             return v[1]
         why = _identity_read(v)
         if why is not None:
             return why
     return None
+
+
+def _users_module(v):
+    """Whether v is a module from the user's files (a config module's settings change
+    between calls; one read as a global or a closure name is walked: code_reads.py)."""
+    return inspect.ismodule(v) and bool(getattr(v, "__file__", None)) and \
+        users_file(v.__file__) and not v.__name__.startswith(LIBRARIES)
 
 
 def _identity_read(v):
@@ -178,9 +189,19 @@ def none_in_differentiation(entered):
     snapshot, given = StateSnapshot([], entered), []
     with recording(given):
         yield
+    # (NumPy's floating-point RuntimeWarnings from llgrad's own kernels, log(0) in the
+    # backward of a fully masked logsumexp, are none of the function's: PyTorch is silent)
+    given = [g for g in given if not _numpy_noise(g)]
     changed = snapshot.changed() or ("what it prints or warns" if given else None)
     if changed:
         snapshot.restore()
         raise TraceError(f"the backward of the function's results (a custom "
                          f"autograd.Function's backward) changes {changed}, which compiled "
                          "calls cannot give")
+
+
+def _numpy_noise(item):
+    """Whether a recorded warning is a RuntimeWarning raised inside llgrad itself (NumPy's
+    divide-by-zero or invalid-value note on an example value)."""
+    return item[0] in ("warn", "once") and issubclass(item[2], RuntimeWarning) and \
+        str(item[5]).startswith("llgrad.")

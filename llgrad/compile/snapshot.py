@@ -10,12 +10,14 @@ Saved: every tensor the guard walk reached (the bytes of its storage, its versio
 autograd fields), every object's attributes and every list's and dict's items the walk
 entered, and the random generators (llgrad's, NumPy's global one, Python's)."""
 import contextlib
+import io
 import random
 
 import numpy as np
 
 from ..runtime.creation import _Generator, default_generator
 from ..tracer.errors import ControlFlowError, TraceError
+from .class_state import slotted
 from .settings import changed_setting, settings
 
 _GONE = object()
@@ -24,8 +26,12 @@ _TENSOR_FIELDS = ("_data", "_storage", "_dtype", "_requires_grad", "_grad", "_gr
 
 
 class StateSnapshot:
-    def __init__(self, tensors, containers):
-        """tensors: [Tensor]; containers: objects, lists and dicts the guard walk entered."""
+    def __init__(self, tensors, containers, names=()):
+        """tensors: [Tensor]; containers: objects, lists and dicts the guard walk entered;
+        names: the closure cells and global names the call reads or binds, as
+        attr_writes.Slots.names (`nonlocal h` rebound by a trace that breaks is put back, or
+        the eager run that follows would start from the trace's value)."""
+        self.names = [(where, _bound(where)) for where, *_ in names]
         # (with the bases of views: a write through a view gives its base a new grad_fn)
         seen = {id(t) for t in tensors}
         bases = [t._base for t in tensors if t._base is not None and id(t._base) not in seen
@@ -38,7 +44,7 @@ class StateSnapshot:
             if id(st) not in storages:
                 storages[id(st)] = (st, st.version, np.array(st.base, copy=True))
         self.storages = list(storages.values())
-        self.containers = []
+        self.containers, self.others, self.files = [], [], []
         self.generators = []        # the user's own generators the walk met, and their states
         for c in _with_nested(containers):
             if isinstance(c, _GENERATORS):
@@ -46,12 +52,21 @@ class StateSnapshot:
                     self.generators.append((c, _state(c)))
                 if not hasattr(c, "__dict__") or isinstance(c, _Generator):
                     continue
+            if isinstance(c, io.IOBase):     # (a StringIO, a file: its position and text)
+                self.files.append((c, _file_state(c)))
             if isinstance(c, list):
                 self.containers.append((c, list(c)))
             elif isinstance(c, dict):
                 self.containers.append((c, dict(c)))
             else:
                 self.containers.append((c, dict(vars(c))))
+        # sets (of scalars: the guard walk guards them by value) and objects of the user's
+        # with __slots__ that the containers, the objects and the names hold
+        seen = set()
+        for v in [b for _, b in self.names] + [x for _, items in self.containers for x in (
+                items if isinstance(items, list) else items.values())]:
+            if (type(v) is set or slotted(v)) and id(v) not in seen and not seen.add(id(v)):
+                self.others.append((v, _held(v)))
         self.rng = _state(default_generator)
         self.np_state = np.random.get_state()
         self.py_state = random.getstate()
@@ -73,6 +88,12 @@ class StateSnapshot:
                     (not isinstance(now, list) and any(
                         k not in items or items[k] is not v for k, v in now.items())):
                 return f"a {type(c).__name__}'s contents"
+        for c, items in self.others:
+            if _held(c) != items:
+                return f"a {type(c).__name__}'s contents"
+        for c, state in self.files:
+            if _file_state(c) != state:
+                return f"what a {type(c).__name__} holds"
         return None
 
     def foreign_random(self):
@@ -95,6 +116,11 @@ class StateSnapshot:
         """Why the run (traced, so eager's) must stay the only kind a call gets, or None: it
         drew from a generator other than llgrad's (a trace makes its draws constants), or it
         changed one of llgrad's global settings (a compiled call would not)."""
+        # (a write to a file object the call reaches, which no compiled call would make)
+        used = next((c for c, state in self.files if _file_state(c) != state), None)
+        if used is not None:
+            return f"the function writes to (or reads) a {type(used).__name__} object, " \
+                "which a compiled call cannot replay"
         foreign = self.foreign_random()
         if foreign is not None:
             return f"the function draws from {foreign}, which a compiled call cannot " \
@@ -145,11 +171,88 @@ class StateSnapshot:
                 d = c if isinstance(c, dict) else vars(c)
                 d.clear()
                 d.update(items)
+        for c, state in self.files:
+            if state is not None and _file_state(c) != state:
+                if state[1] is not None:    # (a StringIO's or BytesIO's text: put back)
+                    c.seek(0)
+                    c.truncate()
+                    c.write(state[1])
+                c.seek(state[0])
+        for c, items in self.others:
+            if isinstance(c, set):
+                c.clear()
+                c.update(items)
+                continue
+            for k, v in ((k, w.v) for k, w in items.items()):
+                if v is _GONE:
+                    if hasattr(c, k):
+                        delattr(c, k)
+                elif getattr(c, k, _GONE) is not v:
+                    setattr(c, k, v)
+        for where, before in self.names:
+            _put_back(where, before)
         _set_state(default_generator, self.rng)
         np.random.set_state(self.np_state)
         random.setstate(self.py_state)
         for g, state in self.generators:
             _set_state(g, state)
+
+
+def _held(o):
+    """A set's items (a copy), or a slotted object's attributes as {name: value or _GONE}
+    (compared by identity: _Is)."""
+    if isinstance(o, set):
+        return set(o)
+    names = [n for c in type(o).__mro__ for n in (
+        (vars(c)["__slots__"],) if isinstance(vars(c).get("__slots__"), str)
+        else vars(c).get("__slots__", ())) if n != "__weakref__"]
+    return {n: _Is(getattr(o, n, _GONE)) for n in names}
+
+
+class _Is:
+    """A value compared by identity (a slot holding a tensor: == would compare values)."""
+    __slots__ = ("v",)
+
+    def __init__(self, v):
+        self.v = v
+
+    def __eq__(self, other):
+        return self.v is other.v
+
+
+def _file_state(f):
+    """A file object's position and, for a StringIO or BytesIO, its text; None where
+    neither can be read (closed, a pipe)."""
+    try:
+        return f.tell(), f.getvalue() if isinstance(f, (io.StringIO, io.BytesIO)) else None
+    except (OSError, ValueError):
+        return None
+
+
+def _bound(where):
+    """What a closure cell or a global name (where: ("cell", cell) or ("global", globals,
+    name)) holds now, or _GONE."""
+    if where[0] == "cell":
+        try:
+            return where[1].cell_contents
+        except ValueError:
+            return _GONE
+    return where[1].get(where[2], _GONE)
+
+
+def _put_back(where, before):
+    """Bind a closure cell or a global name to what it held before (or unbind it)."""
+    if _bound(where) is before:
+        return
+    if where[0] == "cell":
+        if before is _GONE:
+            del where[1].cell_contents
+        else:
+            where[1].cell_contents = before
+    elif before is _GONE:
+        where[1].pop(where[2], None)
+    else:
+        where[1][where[2]] = before
 
 
 def _written(base, saved):

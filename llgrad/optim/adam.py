@@ -86,10 +86,11 @@ class Adam(Optimizer):
             # (_eager_adam.py: the same ops, the same values and versions)
             plain = not group["differentiable"]
             loc = _eager_adam.where() if plain and _eager_adam.usable(group) else None
+            # the group's states made (and read) before any update, as PyTorch's _init_group:
+            # amsgrad switched on after the first step raises its KeyError with nothing written
             for p in group["params"]:
                 if p.grad is None:
                     continue
-                grad = -p.grad if group["maximize"] else p.grad
                 state = self.state[p]
                 if len(state) == 0:
                     state["step"] = tensor(0.0)
@@ -97,6 +98,13 @@ class Adam(Optimizer):
                     state["exp_avg_sq"] = zeros_like(p)
                     if group["amsgrad"]:
                         state["max_exp_avg_sq"] = zeros_like(p)
+                if group["amsgrad"]:
+                    state["max_exp_avg_sq"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                grad = -p.grad if group["maximize"] else p.grad
+                state = self.state[p]
                 if loc is not None and _eager_adam.update(p, grad, state, group, loc):
                     continue
                 exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
