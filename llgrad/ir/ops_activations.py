@@ -11,6 +11,7 @@ elementwise ops, which run as fast and let cse share a training step's forward w
 VJP's recomputation (mish's exp/log1p/tanh)."""
 import numpy as np
 
+from .ops_elementwise import zero_linked
 from .optable import defop
 
 
@@ -91,7 +92,8 @@ def _hardtanh(x, min_val=-1.0, max_val=1.0):
 
 def _hardtanh_vjp(c, g):
     x = c.self
-    return (g.where((x > c.min_val) & (x < c.max_val), 0),)
+    # (PyTorch's test, x <= min or x >= max: a NaN passes the gradient)
+    return (zero_linked(c, g.masked_fill((x <= c.min_val) | (x >= c.max_val), 0), x),)
 
 
 def _hardtanh_primitives(node, emit):
@@ -126,8 +128,8 @@ def _hardswish(x):
 
 def _hardswish_vjp(c, g):
     x = c.self
-    # PyTorch's kinks: 0 at x = -3, 1 at x = 3
-    d = (x / 3 + 0.5).masked_fill(x <= -3, 0).masked_fill(x >= 3, 1)
+    # PyTorch's kinks: 0 at x = -3, 1 at x = 3 (and at NaN: x < 3 is false)
+    d = (x / 3 + 0.5).masked_fill((x < 3).logical_not(), 1).masked_fill(x <= -3, 0)
     return (g * d,)
 
 
@@ -151,14 +153,16 @@ def _threshold_primitives(node, emit):
 
 
 _unary("threshold", _threshold,
-       lambda c, g: (g.masked_fill(c.self <= c.threshold, 0),), "ThresholdBackward0",
+       lambda c, g: (zero_linked(c, g.masked_fill(c.self <= c.threshold, 0), c.self),),
+       "ThresholdBackward0",
        float_out=False, decompose=_threshold_primitives)
 # in place (F.threshold(x, ..., inplace=True)): PyTorch 2.13 masks by the input as it was
 # before the write (zero where it was at or below the threshold, whatever the value written;
 # the result cannot tell, a written value above the threshold looks like a kept one), so
 # the input is saved (runtime/inplace.py keeps a clone of it)
 _unary("threshold_", _threshold,
-       lambda c, g: (g.masked_fill(c.self <= c.threshold, 0),), "ThresholdBackward1",
+       lambda c, g: (zero_linked(c, g.masked_fill(c.self <= c.threshold, 0), c.self),),
+       "ThresholdBackward1",
        save=("self",), float_out=False, decompose=_threshold_primitives)
 
 

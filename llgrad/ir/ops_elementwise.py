@@ -210,17 +210,30 @@ _unary("sigmoid", _sigmoid, lambda c, g: (g * c.result * (1 - c.result),), "Sigm
 
 # ---- activations ----------------------------------------------------------------------
 
+def zero_linked(c, out, saved):
+    """out, the gradient a rule computed from saved (the op's input or result) only through a
+    mask: PyTorch computes it with an op of its own (threshold_backward, hardtanh_backward,
+    ...) whose derivative in saved is zero, so under create_graph it requires grad through
+    saved and a second derivative reaches the op's input as zeros, where without the link
+    it would find the input unused. out - (+0) is out bit for bit (the +0 from saved's
+    sign's magnitude, NaN's made 0: a NaN or inf in saved leaves out as it is)."""
+    if getattr(c, "building_graph", False) and saved.requires_grad:
+        return out - saved.sign().abs().nan_to_num(0.0) * 0
+    return out
+
+
 def _relu(x):
     # (x second: a tie keeps it, relu(-0) = -0; NumPy's float16 maximum keeps the first)
     return np.maximum(0, x) if x.dtype != np.float16 else np.where(x < 0, x.dtype.type(0), x)
 
 
 _unary("relu", _relu,
-       lambda c, g: (g.masked_fill(c.result <= 0, 0),),     # (PyTorch: 1 at NaN)
+       lambda c, g: (zero_linked(c, g.masked_fill(c.result <= 0, 0), c.result),),  # (1 at NaN)
        "ReluBackward0", save=("result",), float_out=False,
        methods=("relu",), inplace=("relu_",), functions=("relu",), eager_native=True)
 _unary("leaky_relu", lambda x, negative_slope=0.01: np.where(x > 0, x, x * negative_slope),
-       lambda c, g: (g.where(c.self > 0, g * c.negative_slope),), "LeakyReluBackward0",
+       lambda c, g: (zero_linked(c, g.where(c.self > 0, g * c.negative_slope), c.self),),
+       "LeakyReluBackward0",
        save=("self",),
        eager_native=True)
 
@@ -235,7 +248,7 @@ def _leaky_relu_inplace_vjp(c, g):
                            "out-of-place version instead. File an issue at "
                            "https://github.com/pytorch/pytorch if you do require supporting "
                            "in-place leakRelu backward calculation with negative slope")
-    return (g.where(c.result > 0, g * c.negative_slope),)
+    return (zero_linked(c, g.where(c.result > 0, g * c.negative_slope), c.result),)
 
 
 # in place (F.leaky_relu(x, inplace=True)): PyTorch's leaky_relu_ has a derivative of its

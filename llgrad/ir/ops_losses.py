@@ -41,7 +41,8 @@ def _smooth_l1(x, t, reduction="mean", beta=1.0):
 
 def _smooth_l1_vjp(c, g):
     d = c.self - c.target
-    gd = _scaled(c, g, d.shape) * (d / c.beta).clamp(-1, 1)
+    # (PyTorch's branches: sign(d) from |d| = beta on, so the second derivative there is 0)
+    gd = _scaled(c, g, d.shape) * d.sign().where(d.abs() >= c.beta, d / c.beta)  # (NaN: NaN)
     return (gd if c.needs(0) else None, -gd if c.needs(1) else None)
 
 
@@ -53,7 +54,7 @@ def _huber(x, t, reduction="mean", delta=1.0):
 
 def _huber_vjp(c, g):
     d = c.self - c.target
-    gd = _scaled(c, g, d.shape) * d.clamp(-c.delta, c.delta)
+    gd = _scaled(c, g, d.shape) * (d.sign() * c.delta).where(d.abs() >= c.delta, d)
     return (gd if c.needs(0) else None, -gd if c.needs(1) else None)
 
 

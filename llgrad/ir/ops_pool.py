@@ -152,7 +152,9 @@ def _max_pool2d_backward_vjp(c, g):
     shape, ishape = tuple(g.shape), tuple(idx.shape)
     flat = g.reshape(shape[:-2] + (shape[-2] * shape[-1],))
     at = idx.reshape(ishape[:-2] + (ishape[-2] * ishape[-1],))
-    return (flat.gather(len(shape) - 2, at).reshape(ishape), None, None)
+    # d/d self: zeros, as PyTorch's (not None: a third derivative reaches the input)
+    zero = g.new_zeros(c.shape(1)) if c.needs(1) else None
+    return (flat.gather(len(shape) - 2, at).reshape(ishape), zero, None)
 
 
 defop("max_pool2d_with_indices", _max_pool2d, nout=2, save=("self", "result1"),

@@ -48,10 +48,10 @@ defop("atan2", np.arctan2, vjp=_atan2_vjp, grad_fn="Atan2Backward0", args=("self
 _unary("erfc", np_erfc,
        lambda c, g: (g * (-_TWO_OVER_SQRT_PI * (-(c.self * c.self)).exp()),), "ErfcBackward0",
        eager_native=True)
-# (PyTorch saves self and computes erfinv again; the result is the same value)
-_unary("erfinv", np_erfinv, lambda c, g: (g * (_HALF_SQRT_PI * (c.result * c.result).exp()),),
-       "ErfinvBackward0", save=("result",),
-       eager_native=True)
+# (PyTorch saves self and computes erfinv again: its result may be written in place after)
+_unary("erfinv", np_erfinv,
+       lambda c, g: (g * (_HALF_SQRT_PI * (lambda r: r * r)(c.self.erfinv()).exp()),),
+       "ErfinvBackward0", eager_native=True)
 _unary("lgamma", np_lgamma, lambda c, g: (g * c.self.digamma(),), "LgammaBackward0", cost=16,
        eager_native=True)
 _unary("digamma", np_digamma, lambda c, g: (g * c.self._op("polygamma", n=1),),

@@ -3,8 +3,8 @@ hooks, retained grads and node pre-hooks before a node runs, post hooks after it
 AccumulateGrad's own hooks around the accumulation."""
 import weakref
 
-from . import trace_state
-from .node import AccumulateGrad, Node
+from . import grad_mode, trace_state
+from .node import AccumulateGrad, Node, OpNode
 from .tensor import Tensor
 
 
@@ -28,8 +28,9 @@ def hook_result(hook, r, before, fill_none=False):
 
 def _node_call(node, *grads):
     """node(*grad_outputs): the gradients for its next functions, as calling a PyTorch
-    Node does."""
-    return tuple(node.apply(list(grads)))
+    Node does (one gradient alone, not in a tuple)."""
+    out = tuple(node.apply(list(grads)))
+    return out[0] if len(out) == 1 else out
 
 
 def _metadata(node):
@@ -43,6 +44,9 @@ def _metadata(node):
 _metadata_of = weakref.WeakKeyDictionary()
 Node.__call__ = _node_call
 Node.metadata = property(_metadata)
+# (read by VJP rules: ir/ops_elementwise.py zero_linked)
+OpNode.building_graph = property(lambda node: grad_mode.state.grad_enabled,
+                                 doc="Whether the rule runs with grad mode on (create_graph).")
 
 
 def run_node_pre_hooks(node, grads):
@@ -117,10 +121,12 @@ def run_pre_hooks(node, grads):
             if nr == -1:
                 continue
             for hook in tuple(fns.values()):
-                if grads[nr] is not None:
-                    r = hook(grads[nr])
-                    if r is not None:
-                        grads[nr] = _checked(hook, grads[nr], r)
+                # (as PyTorch, also given None: an output of the node no gradient reached)
+                r = hook(grads[nr])
+                if r is not None:
+                    if grads[nr] is None:
+                        raise RuntimeError("can't replace a None gradient with a non-None value")
+                    grads[nr] = _checked(hook, grads[nr], r)
     retained = node._retained       # (PyTorch: tensor hooks, retain_grad, then node pre-hooks)
     if retained:
         for nr, ref in retained.items():

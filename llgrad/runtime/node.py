@@ -311,8 +311,9 @@ class AccumulateGrad(Node):
         if leaf is None or not leaf._requires_grad:
             return
         old = leaf._grad
-        if create_graph:
-            leaf._grad = g if old is None else old + g
+        if create_graph:    # (a first gradient copied, as PyTorch's, in the leaf's layout)
+            leaf._grad = old + g if old is not None else Tensor._from_array(np.empty_like(
+                leaf._data, order=new_grad_order(leaf._data))).copy_(g)
             return
         if trace_state.state.tracer is not None:
             # traced (a compiled training step): tensor ops, so the tracer records them
@@ -329,6 +330,8 @@ class AccumulateGrad(Node):
             buf = np.empty_like(leaf._data, order=new_grad_order(leaf._data))
             buf[...] = g._data
             leaf._grad = Tensor._from_array(buf)     # (a Parameter's too, as torch)
+        elif not old._data.flags.writeable:    # (an expanded .grad the user set: add_'s
+            old.add_(g)                         # checks raise PyTorch's error)
         else:       # (in place, as PyTorch, also into a .grad that requires grad)
             old._data += g._data
             old._storage.version += 1

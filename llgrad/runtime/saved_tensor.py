@@ -98,7 +98,10 @@ def _short_name(node):
 
 
 def tensor_type_str(t):
-    return f"[llgrad.{t._dtype._tensor_type} [{', '.join(map(str, t._data.shape))}]]"
+    # (PyTorch names only the legacy tensor types so: a bool tensor is CPUBoolType)
+    name = "CPUBoolType" if t._dtype._tensor_type == "BoolTensor" else \
+        f"llgrad.{t._dtype._tensor_type}"
+    return f"[{name} [{', '.join(map(str, t._data.shape))}]]"
 
 
 class SavedNumber:

@@ -1,5 +1,5 @@
 """Small Tensor and torch.* names scripts meet: as_strided_ (self rebound to a strided view of
-its storage), dim_order, const_data_ptr, is_distributed, mvlgamma_, the removed volatile
+its storage), dim_order, const_data_ptr, is_distributed, _is_view, mvlgamma_, the removed volatile
 flag (False, with PyTorch's warning), torch.cond (eager: the branch pred picks) and
 init_num_threads."""
 import warnings
@@ -41,6 +41,11 @@ def const_data_ptr(self):
     return self.data_ptr()
 
 
+def _is_view(self):
+    """As torch.Tensor._is_view: whether self is a view of another tensor (has a _base)."""
+    return self._base is not None
+
+
 def is_distributed(self):
     """As torch.Tensor.is_distributed: False."""
     return False
@@ -65,7 +70,7 @@ def init_num_threads():
     """As torch.init_num_threads: nothing to initialise (llgrad.set_num_threads sets them)."""
 
 
-for _f in (as_strided_, dim_order, const_data_ptr, is_distributed):
+for _f in (as_strided_, dim_order, const_data_ptr, is_distributed, _is_view):
     setattr(Tensor, _f.__name__, _f)
 Tensor.volatile = property(_volatile, doc="False, with PyTorch's warning (volatile was "
                                           "removed).")
