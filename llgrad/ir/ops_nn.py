@@ -11,28 +11,29 @@ from .np_matmul import matmul
 from .optable import defop
 
 
+# (each rule reads a saved operand only where its gradient needs it: PyTorch saves
+# mat2 only for self's gradient, so x @ W with W changed in place before the backward is
+# no error when x wants no gradient; reading it would check its version)
 def _mm_vjp(c, g):
-    a, b = c.self, c.mat2
-    return (g.mm(b.t()) if c.needs(0) else None, a.t().mm(g) if c.needs(1) else None)
+    return (g.mm(c.mat2.t()) if c.needs(0) else None, c.self.t().mm(g) if c.needs(1) else None)
 
 
 def _bmm_vjp(c, g):
-    a, b = c.self, c.mat2
-    return (g.bmm(b.mT) if c.needs(0) else None, a.mT.bmm(g) if c.needs(1) else None)
+    return (g.bmm(c.mat2.mT) if c.needs(0) else None, c.self.mT.bmm(g) if c.needs(1) else None)
 
 
 def _matmul_vjp(c, g):
     # both operands have >= 2 dims here; broadcast batch dims are summed by the caller
-    a, b = c.self, c.other
     gb = None
     if c.needs(1):
+        a = c.self
         if len(c.shape(0)) > 2 and len(c.shape(1)) == 2:
             # a stack times one matrix: the matrix's gradient is one product over the stack's
             # rows (PyTorch folds the stack into a matrix), not a product per matrix summed
             gb = a.reshape(-1, c.shape(0)[-1]).mT.matmul(g.reshape(-1, c.shape(1)[-1]))
         else:
             gb = a.mT.matmul(g)
-    return (g.matmul(b.mT) if c.needs(0) else None, gb)
+    return (g.matmul(c.other.mT) if c.needs(0) else None, gb)
 
 
 defop("mm", matmul, args=("self", "mat2"), save=("self", "mat2"), grad_fn="MmBackward0",
@@ -70,16 +71,15 @@ def _addmm(bias, a, b, beta=1, alpha=1):
 
 
 def _addmm_vjp(c, g):
-    a, b = c.mat1, c.mat2
     gs = None
     if c.needs(0):                      # summed to the input's shape by the caller
         gs = g if c.beta == 1 else g * c.beta
     ga = gb = None
     if c.needs(1):
-        ga = g.mm(b.t())
+        ga = g.mm(c.mat2.t())
         ga = ga if c.alpha == 1 else ga * c.alpha
     if c.needs(2):
-        gb = a.t().mm(g)
+        gb = c.mat1.t().mm(g)
         gb = gb if c.alpha == 1 else gb * c.alpha
     return gs, ga, gb
 

@@ -1,7 +1,7 @@
 """BatchNorm1d/2d, LayerNorm and Embedding (PyTorch's parameters, buffers and behaviour)."""
 import numpy as np
 
-from ..runtime import buffer_update, dtypes, grad_mode
+from ..runtime import buffer_update, dtypes, grad_mode, trace_state
 from ..runtime.creation import empty, ones, tensor as _tensor, zeros
 from . import functional as F
 from . import init
@@ -85,6 +85,8 @@ class _BatchNorm(Module):
                 with grad_mode.no_grad():
                     self.num_batches_tracked.add_(1)
             if self.momentum is None:        # cumulative moving average
+                if trace_state.state.tracer is not None:
+                    return _traced_cumulative(self, input)
                 factor = 1.0 / float(self.num_batches_tracked)
         bn_training = self.training or (self.running_mean is None and self.running_var is None)
         use_buffers = not self.training or self.track_running_stats
@@ -96,6 +98,23 @@ class _BatchNorm(Module):
         return ("{num_features}, eps={eps}, momentum={momentum}, affine={affine}, "
                 "bias={use_bias}, track_running_stats={track_running_stats}".format(
                     **self.__dict__, use_bias=self.bias is not None))
+
+
+def _traced_cumulative(m, input):
+    """A training batch norm with momentum=None while traced: the factor 1 / count read from
+    num_batches_tracked as graph values (float() of the count is a value guard: a trace per
+    step, then eager at the recompile limit), in float64 then cast as eager's Python number
+    is, so the buffers get eager's bits (buf.mul_(1 - f).add_(stat, alpha=f))."""
+    if input.dim() >= 2 and input.numel() > input.shape[1]:   # (else batch_norm raises)
+        with grad_mode.no_grad():       # (recorded before the op, as F.batch_norm's update)
+            f = 1.0 / m.num_batches_tracked.to(dtypes.float64)
+            x = input.detach()
+            dims = (0,) + tuple(range(2, x.dim()))
+            for buf, stat in ((m.running_mean, x.mean(dims)),
+                              (m.running_var, x.var(dims, correction=1))):
+                if buf is not None:
+                    buf.mul_((1 - f).to(buf.dtype)).add_(stat.to(buf.dtype) * f.to(buf.dtype))
+    return F.batch_norm(input, None, None, m.weight, m.bias, True, 0.0, m.eps)
 
 
 class BatchNorm1d(_BatchNorm):

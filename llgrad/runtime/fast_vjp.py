@@ -22,15 +22,19 @@ def _plain(g):
         and type(g) is Tensor and dispatch.forward_ad is None
 
 
-def _mm(node, g, a, b, ia):
-    """(grad of a, grad of b) of a @ b (inputs ia and ia + 1), or None where the rule must
-    run."""
+def _mm(node, g, names, ia):
+    """(grad of a, grad of b) of a @ b (inputs ia and ia + 1, saved under names), or None
+    where the rule must run. Each operand is unpacked (version-checked) only where the
+    other's gradient is wanted, as the rule does (PyTorch's saves)."""
     dt = g._dtype
-    if type(a) is not Tensor or type(b) is not Tensor or a._dtype is not dt or \
-            b._dtype is not dt or dt._cat != 2 or g._data.ndim != 2:
+    need_a, need_b = node.needs(ia), node.needs(ia + 1)
+    b = getattr(node, names[1]) if need_a else None
+    a = getattr(node, names[0]) if need_b else None
+    if any(x is not None and (type(x) is not Tensor or x._dtype is not dt) for x in (a, b)) \
+            or dt._cat != 2 or g._data.ndim != 2:
         return None
-    ga = _new(_matmul(g._data, b._data.T)) if node.needs(ia) else None
-    gb = _new(_matmul(a._data.T, g._data)) if node.needs(ia + 1) else None
+    ga = _new(_matmul(g._data, b._data.T)) if need_a else None
+    gb = _new(_matmul(a._data.T, g._data)) if need_b else None
     return ga, gb
 
 
@@ -38,7 +42,7 @@ def mm_vjp(node, g):
     """ops_nn._mm_vjp: (g @ mat2^T, self^T @ g)."""
     if not _plain(g):
         return None
-    return _mm(node, g, node.self, node.mat2, 0)     # (both unpacked, as the rule: version checks)
+    return _mm(node, g, ("self", "mat2"), 0)
 
 
 def addmm_vjp(node, g):
@@ -48,7 +52,7 @@ def addmm_vjp(node, g):
     attrs = node.attrs
     if attrs and (attrs.get("alpha", 1) != 1 or attrs.get("beta", 1) != 1):
         return None
-    res = _mm(node, g, node.mat1, node.mat2, 1)
+    res = _mm(node, g, ("mat1", "mat2"), 1)
     if res is None:
         return None
     return (g if node.needs(0) else None,) + res

@@ -199,9 +199,12 @@ def _baddbmm_check(self, b1, b2):
         if np.broadcast_shapes(self._data.shape, shape) != shape:
             raise ValueError
     except ValueError:
-        raise RuntimeError(f"The expanded size of the tensor ({shape[-1]}) must match the "
-                           f"existing size ({self._data.shape[-1] if self._data.ndim else 1}) "
-                           f"at non-singleton dimension 2.  Target sizes: {list(shape)}.  "
+        # (expand's check, from the last dimension: the first that differs and is not 1)
+        have = (1,) * (3 - self._data.ndim) + self._data.shape[-3:]
+        d = next((i for i in (2, 1, 0) if have[i] not in (1, shape[i])), 2)
+        raise RuntimeError(f"The expanded size of the tensor ({shape[d]}) must match the "
+                           f"existing size ({have[d]}) "
+                           f"at non-singleton dimension {d}.  Target sizes: {list(shape)}.  "
                            f"Tensor sizes: {list(self._data.shape)}") from None
 
 

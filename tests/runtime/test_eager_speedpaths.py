@@ -91,7 +91,7 @@ def test_matrix_product_version_error_still_raised():
         y.sum().backward()
     b = llgrad.tensor(rnd(0, 5), requires_grad=True)
     x = a * 1.0
-    y = b.addmm(x, w)
+    y = b.addmm(x, w.requires_grad_())     # (mat1 is saved for mat2's gradient only)
     x.mul_(2.0)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         y.sum().backward()

@@ -315,6 +315,10 @@ register("constant", "constant")
 # ---- pow ------------------------------------------------------------------------------------
 
 def _pow_check(node):
+    ev = node.inputs[1]
+    # (an integer tensor to a small Python-int power is multiplies, wrapping as PyTorch's)
+    if type(ev) is int and 0 <= ev <= 3 and "bool" not in _dts(node):
+        return None
     if any(not is_float(d) for d in _dts(node)):
         return "integer pow"
     return None
