@@ -180,7 +180,9 @@ def _avg_pool2d(x, kernel_size, stride, padding, ceil_mode, count_include_pad,
     # a window's elements in the same order: the same float sums); the padding adds nothing
     oh, ow, div = avg_geometry(*x.shape[-2:], kernel_size, stride, padding, ceil_mode,
                                count_include_pad, divisor_override)
-    acc = np.zeros(x.shape[:-2] + (oh, ow), dtype=x.dtype if x.dtype.kind == "f" else np.int64)
+    # (float16 adds in float32, as PyTorch: 5000 of 1000.0 would overflow float16)
+    acc = np.zeros(x.shape[:-2] + (oh, ow), dtype=np.float32 if x.dtype == np.float16 else
+                   x.dtype if x.dtype.kind == "f" else np.int64)
     for _, out, src in _avg_windows(x, kernel_size, stride, padding, ceil_mode):
         acc[out] += src
     return _divided(acc, div).astype(x.dtype, copy=False)

@@ -58,6 +58,11 @@ def _sum(x, dim=None, keepdim=False, dtype=None):
         r = _middle_sum(x, dim, keepdim)
         if r is not None:
             return r
+    if x.dtype == np.float16 and dtype in (None, np.float16):
+        # PyTorch adds float16 in float32 and rounds once; NumPy does so only along a
+        # contiguous axis (x.sum(0) of ones (4097, 3) would stop at 2048)
+        return np.asarray(np.add.reduce(x, axis=dim, keepdims=keepdim,
+                                        dtype=np.float32)).astype(np.float16)
     # np.add.reduce is np.sum without its Python-level dispatch (pairwise summation alike)
     return np.asarray(np.add.reduce(x, axis=dim, keepdims=keepdim, dtype=dtype))
 
@@ -244,8 +249,10 @@ defop("std", lambda x, dim=None, correction=1, keepdim=False:
 
 def _logsumexp(x, dim, keepdim=False):
     m = np.max(x, axis=dim, keepdims=True, initial=-np.inf)   # -inf over an empty extent
-    m = np.where(np.isfinite(m), m, 0)
-    r = np.log(np.sum(np.exp(x - m), axis=dim, keepdims=True)) + m
+    m = np.where(np.isfinite(m), m, 0).astype(x.dtype)
+    # (float16 as PyTorch's op by op: each step rounded to float16, the sum added in
+    # float32 -- _sum -- and rounded once)
+    r = np.log(_sum(np.exp(x - m), (dim,) if isinstance(dim, int) else dim, keepdim=True)) + m
     return np.asarray(r if keepdim else np.squeeze(r, axis=dim))
 
 
@@ -265,6 +272,13 @@ def _softmax(x, dim):
 
 
 def _log_softmax(x, dim):
+    if x.dtype == np.float16 and x.ndim and dim == x.ndim - 1:
+        # (PyTorch's last-dim kernel: in float32, but its sum and the sum's log rounded to
+        # float16 on the way)
+        f = x.astype(np.float32)
+        s = f - np.max(f, axis=dim, keepdims=True, initial=-np.inf)
+        lse = np.log(_kept_sum(np.exp(s), dim).astype(np.float16).astype(np.float32))
+        return (s - lse.astype(np.float16).astype(np.float32)).astype(np.float16)
     if x.dtype == np.float16:
         return _log_softmax(x.astype(np.float32), dim).astype(np.float16)
     s = x - np.max(x, axis=dim, keepdims=True, initial=-np.inf)

@@ -275,6 +275,9 @@ defop("gather", zero_dim_as_one(_gather), args=("self", "index"), save=("index",
 
 
 def _scatter_add(x, index, src, dim):
+    if x.dtype == np.float16:       # (PyTorch adds float16 in float32, rounds once)
+        return _scatter_add(x.astype(np.float32), index, src.astype(np.float32),
+                            dim).astype(np.float16)
     check_index_range(index, x.shape[dim] if x.ndim else 1)
     out = np.array(x, copy=True)
     idx = list(np.indices(index.shape, sparse=True))

@@ -129,6 +129,9 @@ _UFUNC = {"sum": np.add, "mean": np.add, "prod": np.multiply, "amax": np.maximum
 
 
 def _scatter_reduce(x, index, src, dim, reduce, include_self=True):
+    if x.dtype == np.float16:       # (PyTorch reduces float16 in float32, rounds once)
+        return _scatter_reduce(x.astype(np.float32), index, src.astype(np.float32), dim,
+                               reduce, include_self).astype(np.float16)
     out = np.array(x, copy=True)
     pos = _positions(index, dim, x.shape[dim] if x.ndim else 1)
     vals = _part(src, index).astype(x.dtype, copy=False)

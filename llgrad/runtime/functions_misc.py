@@ -130,6 +130,9 @@ def _along(input, dim, index, what):
 @torch_node(lambda input, dim, index, value: "IndexFillBackward1" if isinstance(value, Tensor) else "IndexFillBackward0")
 def index_fill(input, dim, index, value):
     """As torch.index_fill: input with the slices at index along dim set to value."""
+    if not input._data.ndim:        # (a 0-d input's dim 0 is one of size 1, as PyTorch's)
+        norm_dim(dim, 0)
+        return index_fill(input.reshape(1), 0, index, value).reshape(())
     spec, idx = _along(input, dim, index, "index_fill_")
     if isinstance(value, Tensor) and value._data.ndim:
         raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but got "
@@ -143,6 +146,12 @@ def index_fill(input, dim, index, value):
 @torch_node("IndexCopyBackward0")
 def index_copy(input, dim, index, source):
     """As torch.index_copy: input with the slices at index along dim taken from source."""
+    if not input._data.ndim and isinstance(source, Tensor) and source._data.size == 1:
+        norm_dim(dim, 0)            # (a 0-d input's dim 0 is one of size 1, as PyTorch's)
+        if not source._data.ndim and index._data.size != 1:
+            raise IndexError(f"index_copy_(): When source is scalar, index should have one "
+                             f"element (got {index._data.size})")
+        return index_copy(input.reshape(1), 0, index, source.reshape(1)).reshape(())
     spec, idx = _along(input, dim, index, "index_copy_")
     if source._dtype is not input._dtype:       # (not promoted: PyTorch's error)
         raise RuntimeError(f"index_copy_(): self and source expected to have the same dtype, "

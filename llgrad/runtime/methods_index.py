@@ -51,6 +51,11 @@ def index_select(self, dim, index):
     _long_index(index, "index_select")
     if index._data.ndim == 0 and self._data.ndim:
         index = index.reshape(1)        # (PyTorch: a 0-d index keeps the dim, of size 1)
+    elif not self._data.ndim:           # (a 0-d self: one index, and a 0-d result)
+        if index._data.size != 1:
+            raise RuntimeError(f"index_select(): Index to scalar can have only 1 value, got "
+                               f"{index._data.size} value(s)")
+        index = index.reshape(())
     n = self._data.shape[d] if self._data.ndim else 1
     # (PyTorch's CPU kernel: its dim-1 loop raises this RuntimeError, the others IndexError)
     check_index_bounds(index, n, d, lambda bad: RuntimeError(
@@ -92,12 +97,32 @@ def _index_add_args(self, dim, index, source, alpha):
     return d, alpha
 
 
+def _index_add_0d(self, dim, index, source):
+    """PyTorch's checks of index_add on a 0-d self (its dim 0 one of size 1): a 0-d source
+    and one index."""
+    norm_dim(dim, 0)
+    if isinstance(source, Tensor) and source._data.ndim:
+        raise RuntimeError(f"source tensor shape must match self tensor shape, excluding the "
+                           f"specified dimension. Got self.shape = [] source.shape = "
+                           f"{list(source._data.shape)}")
+    if index._data.size != 1:
+        raise IndexError("Dimension specified as 0 but tensor has no dimensions")
+    return index.reshape(1), source.reshape(1)
+
+
 def index_add(self, dim, index, source, alpha=1):
+    if not self._data.ndim:
+        index, source = _index_add_0d(self, dim, index, source)
+        return index_add(self.reshape(1), 0, index, source, alpha).reshape(())
     d, alpha = _index_add_args(self, dim, index, source, alpha)
     return call(OPS["index_add"], (self, index, source), {"dim": d, "alpha": alpha})
 
 
 def index_add_(self, dim, index, source, alpha=1):
+    if not self._data.ndim:
+        index, source = _index_add_0d(self, dim, index, source)
+        index_add_(self.reshape(1), 0, index, source, alpha)
+        return self
     d, alpha = _index_add_args(self, dim, index, source, alpha)
     return call_inplace(OPS["index_add"], self, (self, index, source), {"dim": d, "alpha": alpha})
 

@@ -12,6 +12,7 @@ from .inplace import call_inplace
 from .methods_views import (_as_tuple, _basic_first, _byte_masks, _def, _is_advanced,
                             _is_bool, _spec, getitem)
 from .shapes import check_index_tensor, check_zero_dim_index
+from .symbolic_scalar import SymbolicScalar
 from .tensor import Tensor
 
 
@@ -30,6 +31,11 @@ def setitem(self, idx, value):
     if idx is False:        # (PyTorch's: a lone False writes nothing and checks nothing; a
         return              # lone True writes by copy_, as x[None] = value)
     idx = _as_tuple(None if idx is True else idx)
+    if not isinstance(value, (Tensor, bool, int, float, complex, np.generic, SymbolicScalar)):
+        kind = type(value)      # (PyTorch takes a tensor or a number: no list, no array)
+        kind = kind.__name__ if kind.__module__ == "builtins" else \
+            f"{kind.__module__}.{kind.__name__}"
+        raise TypeError(f"can't assign a {kind} to a torch.{self._dtype._tensor_type}")
     if isinstance(value, Tensor):
         value = _strip_ones(value)
     elif isinstance(value, (int, float)):   # (PyTorch's overflow error; float16 takes

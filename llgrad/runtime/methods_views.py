@@ -140,6 +140,8 @@ def unflatten(self, dim, sizes):
 
 
 def narrow(self, dim, start, length):
+    if not self._data.ndim:
+        raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
     d = norm_dim(dim, self._data.ndim)
     n = self._data.shape[d]
     if not -n <= start <= n:
@@ -169,6 +171,8 @@ def unbind(self, dim=0):
 
 
 def split(self, split_size_or_sections, dim=0):
+    if not self._data.ndim:
+        raise RuntimeError("split expects at least a 1-dimensional tensor")
     d = norm_dim(dim, self._data.ndim)
     n = self._data.shape[d]
     if isinstance(split_size_or_sections, int):
@@ -187,6 +191,8 @@ def split(self, split_size_or_sections, dim=0):
 
 
 def chunk(self, chunks, dim=0):
+    if not self._data.ndim:
+        raise RuntimeError("chunk expects at least a 1-dimensional tensor")
     if chunks <= 0:
         raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     n = self._data.shape[norm_dim(dim, self._data.ndim)]
@@ -256,8 +262,10 @@ def _byte_masks(idx):
 
 
 def _is_advanced(i):
+    # (a 0-d integer tensor is an integer, but a 0-d uint8 one a mask, as PyTorch reads it)
     return isinstance(i, (Tensor, list, tuple, range, np.ndarray)) and not (
-        isinstance(i, Tensor) and i._data.ndim == 0 and i._dtype._cat == 1)
+        isinstance(i, Tensor) and i._data.ndim == 0 and i._dtype._cat == 1 and
+        i._dtype.name != "uint8")
 
 
 def _index_tensor(i):

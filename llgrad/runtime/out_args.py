@@ -72,7 +72,9 @@ _EXACT.update({n: "tensordot: Expected the output tensor to have dtype {R}, but 
 _CAST_WORDS = {"ldexp": (RuntimeError, "ldexp can't be cast to the desired output type {O}"),
                "cat": (TypeError, "torch.cat(): input types can't be cast to the desired "
                                   "output type {O}")}
-_CAST_WORDS["concat"] = _CAST_WORDS["concatenate"] = _CAST_WORDS["cat"]
+# (the stacks write through PyTorch's cat)
+_CAST_WORDS.update(dict.fromkeys(("concat", "concatenate", "stack", "hstack", "vstack", "dstack",
+                                  "column_stack"), _CAST_WORDS["cat"]))
 
 
 def _check_exact(name, r, out, k):
@@ -117,8 +119,9 @@ def _wrap(fn, name, factory):
             kwargs.pop("out", None)
             return fn(*args, **kwargs)
         out = kwargs.pop("out")
-        if grad_mode.state.grad_enabled and _requires_grad(args, kwargs):
-            raise RuntimeError(f"{name}(): functions with out=... arguments don't support "
+        # (an out that requires grad counts too; a factory is named by its ATen op)
+        if grad_mode.state.grad_enabled and _requires_grad(args + (out,), kwargs):
+            raise RuntimeError(f"{'aten::' if factory else ''}{name}(): functions with out=... arguments don't support "
                                "automatic differentiation, but one of the arguments requires "
                                "grad.")
         if (factory or name in _IN_OUT_DTYPE) and kwargs.get("dtype") is None and \
