@@ -8,7 +8,10 @@ that the results have PyTorch's backward nodes (UniformBackward0, ...): the grad
 what was overwritten, and of the probabilities, is zero."""
 import numpy as np
 
+from .fused_madd import fma, fma64
 from .optable import defop
+
+_FUSED = (np.float32, np.float64)
 
 
 def _is_tensor(x):
@@ -21,11 +24,27 @@ def _zeros(c, g):
 
 def _uniform(x, u, low=0.0, high=1.0):
     dt = x.dtype.type
+    if dt in _FUSED:        # (ATen: u * (high - low) + low, fused)
+        return np.asarray(fma(u, dt(high) - dt(low), dt(low), x.dtype), dtype=x.dtype)
+    if dt is np.float16 and u.dtype == np.float32:
+        # (a float32 draw: mapped in float32 and rounded once; a value rounded up to high
+        # becomes low, as ATen keeps the range [low, high))
+        lo, hi = np.float32(low), np.float32(high)
+        v = fma(u, hi - lo, lo, np.float16)
+        return np.where(v == np.float16(high), np.float16(low), v).astype(np.float16)
     return np.asarray(dt(low) + (dt(high) - dt(low)) * u.astype(x.dtype), dtype=x.dtype)
 
 
 def _normal(x, n, mean=0.0, std=1.0):
+    """n * std + mean, fused as ATen's: in float64 for float64 draws (its serial kernel's
+    normal_distribution<double>, then rounded), else in the result's dtype."""
     dt = x.dtype.type
+    if dt in _FUSED:
+        if n.dtype == np.float64:
+            return np.asarray(fma64(n, std, mean), dtype=x.dtype)
+        return np.asarray(fma(n, std, mean, x.dtype), dtype=x.dtype)
+    if n.dtype == np.float64:   # (float16 from a double: through float, c10::Half's way)
+        return fma64(n, std, mean).astype(np.float32).astype(x.dtype)
     return np.asarray(dt(mean) + dt(std) * n.astype(x.dtype), dtype=x.dtype)
 
 

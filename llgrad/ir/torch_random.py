@@ -12,11 +12,14 @@ built, and until then in NumPy's MT19937 bit generator, whose state is the same 
 The state lives in an int64[WORDS] array (the twister's key, its position, the cached
 normal value and its flag, the seed), so a traced draw is a pure op of the graph
 (`%values, %state1 = rng_normal %state0`) and the interpreter, compiled code and eager mode
-draw identical numbers. Float32 normal draws of 16+ values go through log/sin/cos, where
-PyTorch uses vectorised approximations: values may differ from PyTorch's in the last bit."""
+draw identical numbers. Float32 normal draws of 16+ values go through ATen's vectorised
+log/sin/cos (torch_vecmath.py), float64 ones and the per-element draws through C's."""
+import math
 import threading
 
 import numpy as np
+
+from .torch_vecmath import log_ps, sincos_ps
 
 WORDS = 628
 POS, HAS_NORMAL, NORMAL, SEED = 624, 625, 626, 627
@@ -177,8 +180,11 @@ def _unit(stream, n, dtype):
 def uniform(state, n, dtype, low=0.0, high=1.0):
     """Tensor.uniform_(low, high) of n values (torch.rand: 0, 1), in draw order."""
     s = Stream(state)
-    x = _unit(s, n, dtype if dtype in _FLOAT_DIGITS else "float32")
+    x = _unit(s, n, dtype if dtype in ("float64", "float32") else "float32")
     s.close()
+    if dtype == "float16":      # (a float32 draw rounded; one rounded up to 1 becomes 0)
+        x = x.astype(np.float16)
+        x[x == 1] = 0
     if low == 0 and high == 1:              # (x * 1 + 0: x)
         return _cast(x, dtype)
     if x.dtype == np.float64:
@@ -209,7 +215,7 @@ def normal(state, n, dtype, mean=0.0, std=1.0, contiguous=True):
     pairs = (n - k + 1) // 2
     u = _unit(s, 2 * pairs, "float64")
     u1, u2 = u[0::2], u[1::2]
-    r = np.sqrt(-2.0 * np.log1p(-u2))
+    r = np.sqrt(-2.0 * glibc_log1p(-u2))
     theta = 2.0 * np.pi * u1
     both = np.empty(2 * pairs, dtype=np.float64)
     both[0::2], both[1::2] = r * np.cos(theta), r * np.sin(theta)
@@ -219,6 +225,18 @@ def normal(state, n, dtype, mean=0.0, std=1.0, contiguous=True):
         state[HAS_NORMAL] = 1
     s.close()
     return (out * std + mean).astype(_np(dtype), copy=False)
+
+
+def glibc_log1p(x):
+    """log1p of a float64 array by C's log1p, as ATen's serial kernels call it (NumPy's
+    differs from it by an ulp in about 7% of the values)."""
+    return np.array([math.log1p(v) for v in x.tolist()], dtype=np.float64).reshape(x.shape)
+
+
+def glibc_log(x):
+    """log of a float64 array by C's log, as ATen's normal_fill calls it (NumPy's SIMD log
+    differs from it by an ulp in about 0.4% of the values)."""
+    return np.array(list(map(math.log, x.ravel().tolist())), dtype=np.float64).reshape(x.shape)
 
 
 def _np(dtype):
@@ -244,13 +262,13 @@ def _box_muller16(u, dtype, mean, std):
     blocks = u.reshape(-1, 16)
     u1, u2 = 1 - blocks[:, :8], blocks[:, 8:]
     if dtype == "float64":
-        radius = np.sqrt(-2 * np.log(u1))
+        radius = np.sqrt(-2 * glibc_log(u1))
         theta = 2.0 * np.pi * u2
         c, s = radius * np.cos(theta) * std + mean, radius * np.sin(theta) * std + mean
     else:       # float32 throughout, the final multiply-add fused (as PyTorch's FMA)
-        radius = np.sqrt(np.float32(-2) * np.log(u1))
-        theta = np.float32(2.0 * np.pi) * u2
-        c, s = radius * np.cos(theta), radius * np.sin(theta)
+        radius = np.sqrt(np.float32(-2) * log_ps(u1))     # (ATen's vectorised log, sin, cos)
+        sin, cos = sincos_ps(np.float32(2.0 * np.pi) * u2)
+        c, s = radius * cos, radius * sin
         if std != 1 or mean != 0:
             c = (c.astype(np.float64) * np.float32(std) + np.float32(mean)).astype(np.float32)
             s = (s.astype(np.float64) * np.float32(std) + np.float32(mean)).astype(np.float32)

@@ -53,6 +53,8 @@ class Module(ModuleConvert, ModuleAccess, ModuleHooks):
     CPU: to('cuda') and cuda() raise. llgrad.compile(module) returns a module-like object
     whose calls run compiled."""
     training = True
+    # (PyTorch's name for the set, which code written for it reads and writes)
+    _non_persistent_buffers_set = property(lambda self: self._non_persistent)
 
     def __init__(self) -> None:
         object.__setattr__(self, "_parameters", OrderedDict())

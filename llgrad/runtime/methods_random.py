@@ -19,6 +19,9 @@ from .functions import _method_fn
 from .tensor import Tensor
 
 
+_SERIAL64 = (dtypes.float32, dtypes.float64, dtypes.float16)
+
+
 def _def(name, fn):
     fn.__name__ = name
     fn.__doc__ = fn.__doc__ or method_doc(name)     # ("As torch.Tensor.<name>.")
@@ -47,7 +50,9 @@ def uniform_(self, a=0, b=1, *, generator=None):
     if a > b:
         raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={a} "
                            f"> to={b}")
-    u = _in_memory_order(self, lambda s: rand(s, dtype=self._dtype, generator=generator))
+    # (float16: ATen draws in float32 and maps it there, rounding once)
+    draw = dtypes.float32 if self._dtype is dtypes.float16 else self._dtype
+    u = _in_memory_order(self, lambda s: rand(s, dtype=draw, generator=generator))
     return call_inplace(OPS["uniform"], self, (self, u), {"low": float(a), "high": float(b)})
 
 
@@ -57,9 +62,12 @@ def normal_(self, mean=0, std=1, *, generator=None):
     _float_only(self, "normal_kernel_cpu")
     if not std >= 0:        # (a NaN too, as in ATen)
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
-    n = randn(self._data.shape, dtype=self._dtype, generator=generator) \
-        if self.is_contiguous() else _in_memory_order(      # (ATen's per-element draws)
-            self, lambda s: randn(s, dtype=self._dtype, generator=generator, _fill=False))
+    if self.is_contiguous() and (self._data.size >= 16 or self._dtype not in _SERIAL64):
+        n = randn(self._data.shape, dtype=self._dtype, generator=generator)
+    else:       # (ATen's per-element draws: doubles, n * std + mean rounded once)
+        draw = dtypes.float64 if self._dtype in _SERIAL64 else self._dtype
+        n = _in_memory_order(self, lambda s: randn(s, dtype=draw, generator=generator,
+                                                   _fill=False))
     return call_inplace(OPS["normal"], self, (self, n), {"mean": float(mean), "std": float(std)})
 
 

@@ -228,7 +228,8 @@ def test_hooks_in_a_compiled_model_and_step():
     eager = model(x)
     cm = llgrad.compile(model)
     for _ in range(3):
-        np.testing.assert_allclose(cm(x).detach().numpy(), eager.detach().numpy(), rtol=1e-6)
+        np.testing.assert_allclose(cm(x).detach().numpy(), eager.detach().numpy(), rtol=1e-6,
+                                   atol=1e-7)   # (fused kernels: an ulp of the sum's terms)
 
     seen = []
     model[2].register_full_backward_hook(lambda m, gi, go: seen.append(_arr(go[0])))

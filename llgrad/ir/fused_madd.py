@@ -1,0 +1,57 @@
+"""a * b + c rounded once, in NumPy: the value of the fused multiply-adds that PyTorch's CPU
+kernels compute (ATen's AVX2 / AVX-512 builds contract x * y + z into one FMA, and some
+kernels call vec::fmadd outright: uniform_ and normal_'s low + (high - low) * u, ...).
+NumPy rounds the product first, an ulp away from PyTorch in about a third of the elements.
+The lowerings use llvm.fma for the same ops, so compiled and eager agree bit for bit."""
+import numpy as np
+
+_SPLIT = 134217729.0    # 2**27 + 1 (Veltkamp's splitting constant for float64)
+_F32_DROP = np.int64((1 << 29) - 1)     # the float64 mantissa bits a float32 drops
+_F32_HALF = np.int64(1 << 28)           # ... exactly half a float32 ulp: a tie
+
+
+def _split(a):
+    h = a * _SPLIT
+    h = h - (h - a)
+    return h, a - h
+
+
+def _two_sum(p, c):
+    s = p + c
+    bb = s - p
+    return s, (p - (s - bb)) + (c - bb)
+
+
+def fma64(a, b, c):
+    """a * b + c of float64 values with one rounding (up to a double rounding once in
+    ~2**50): the product's error (Dekker) and the sum's (Knuth) added back at the end."""
+    a, b, c = (np.asarray(x, np.float64) for x in (a, b, c))
+    p = a * b
+    ah, al = _split(a)
+    bh, bl = _split(b)
+    pe = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+    s, se = _two_sum(p, c)
+    return s + (se + pe)
+
+
+def fma32(a, b, c):
+    """a * b + c of float32 values rounded once to float32: the product is exact in float64
+    and the sum's error (Knuth) breaks the one case float64's rounding would decide wrongly,
+    a sum that lands exactly half-way between two float32 values."""
+    a, b, c = (np.asarray(x, np.float32).astype(np.float64) for x in (a, b, c))
+    s, err = _two_sum(a * b, c)
+    tie = ((s.view(np.int64) & _F32_DROP) == _F32_HALF) & (err != 0)
+    if tie.any():
+        s = np.where(tie, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
+    return s.astype(np.float32)
+
+
+def fma(a, b, c, dtype):
+    """a * b + c in NumPy float dtype dtype (float32 or float64), rounded once; other
+    dtypes (float16: PyTorch computes in float32 and rounds) through float32's."""
+    dtype = np.dtype(dtype)
+    if dtype == np.float64:
+        return fma64(a, b, c)
+    if dtype == np.float32:
+        return fma32(a, b, c)
+    return fma32(a, b, c).astype(dtype)
