@@ -1340,8 +1340,8 @@ def r_loss(g):
 def r_create(g):
     x = g.need(lambda v: v.float)
     s, dt = x.shape, x.dtype
-    # (form 5 reads x through detach, form 6 draws slopes by x's signs: not smooth)
-    form = g.int(0, 4 if g.smooth else 6)
+    # (form 5 reads x through detach, forms 6-10 draw by x's values: not smooth)
+    form = g.int(0, 4 if g.smooth else 10)
     d = f"llgrad.{dt}"
     text, op = [
         (f"llgrad.zeros({s!r}, dtype={d})", "full"),
@@ -1351,6 +1351,13 @@ def r_create(g):
         (f"llgrad.rand_like({x})", "rng_uniform"),
         (f"llgrad.ones({s!r}, dtype={d}) * {x}.detach()", "full"),
         (f"llgrad.nn.functional.rrelu({x}, training=True)", "rng_rrelu_noise"),
+        (f"llgrad._standard_gamma({x}.detach().double().abs() + 0.5).to({d})",
+         "rng_standard_gamma"),
+        (f"llgrad._sample_dirichlet(({x}.detach().double().abs() + 0.5).reshape(1, -1))"
+         f".reshape({s!r}).to({d})", "rng_dirichlet"),
+        (f"llgrad.poisson({x}.detach().double().abs() * 4).to({d})", "rng_poisson"),
+        (f"llgrad.binomial({x}.detach().double().abs() * 0 + 12, "
+         f"{x}.detach().double().sigmoid()).to({d})", "rng_binomial"),
     ][form]
     v = g.new(s, dt, exact=op == "full" and x.exact)
     g.emit(f"{v} = {text}", x)
@@ -1559,7 +1566,8 @@ RECIPES = {
     r_norm: (1, {"layer_norm", "batch_norm", "batch_norm_backward"}),
     r_embedding: (1, {"embedding"}),
     r_loss: (1, {"mse_loss", "binary_cross_entropy_with_logits", "nll_loss"}),
-    r_create: (1, {"full", "rng_normal", "rng_uniform", "rng_rrelu_noise"}),
+    r_create: (1, {"full", "rng_normal", "rng_uniform", "rng_rrelu_noise", "rng_standard_gamma",
+                   "rng_dirichlet", "rng_poisson", "rng_binomial"}),
     r_inplace: (6, {"zero", "fill", "copy", "strided_scatter", "strided_gather",
                     "strided_put"}),
 }

@@ -107,7 +107,10 @@ DOMAINS = {"binary_cross_entropy": ((0, 1), unit),    # input and target in [0, 
            "linalg_cholesky_ex": ((0,), finite), "linalg_solve_ex": ((0, 1), finite),
            # (a NaN std or probability raises, as PyTorch's: the samples take std's abs
            # and p's sigmoid of these)
-           "normal_tensor": ((0, 1), finite), "bernoulli": ((0,), finite)}
+           "normal_tensor": ((0, 1), finite), "bernoulli": ((0,), finite),
+           # (a NaN rate raises, as PyTorch's; the rejection samplers meet finite parameters)
+           "rng_poisson": ((0,), finite), "rng_binomial": ((0,), finite),
+           "rng_standard_gamma": ((0,), finite), "rng_dirichlet": ((0,), finite)}
 
 # Ops of the table that read no float input: nothing to feed.
 NO_FLOAT_INPUT = {"full": "creation from a value", "rng_normal": "a random draw",
