@@ -63,6 +63,16 @@ def set_native(fn):
     return prev
 
 
+_native_box_muller = [None]     # (compile/eager_twister.py's codegen/box_muller.py loop)
+
+
+def set_native_box_muller(fn):
+    """Install fn(u, mean, std) -> the normals of the uniforms u (16 per block) or None, as
+    the float32 normal_fill hook (None: NumPy's passes); the previous."""
+    prev, _native_box_muller[0] = _native_box_muller[0], fn
+    return prev
+
+
 def _native_draws(stream, name, n, dtype):
     """n values of the native loop `name` into a new array of dtype, or None."""
     out = np.empty(n, dtype=dtype)
@@ -266,6 +276,10 @@ def _box_muller16(u, dtype, mean, std):
         theta = 2.0 * np.pi * u2
         c, s = radius * np.cos(theta) * std + mean, radius * np.sin(theta) * std + mean
     else:       # float32 throughout, the final multiply-add fused (as PyTorch's FMA)
+        hook = _native_box_muller[0]
+        done = hook(np.ascontiguousarray(u, np.float32), mean, std) if hook else None
+        if done is not None:                # (the same operations in one native loop)
+            return done.astype(u.dtype, copy=False)
         radius = np.sqrt(np.float32(-2) * log_ps(u1))     # (ATen's vectorised log, sin, cos)
         sin, cos = sincos_ps(np.float32(2.0 * np.pi) * u2)
         c, s = radius * cos, radius * sin
