@@ -15,6 +15,7 @@ parameter size; it is cached on disk like every kernel."""
 from llvmlite import ir
 
 from .eager_cache import ENTRY
+from .lowerings.loops import for_range
 from .lowerings.scalar import I64, PTR
 from .native import jit, keys
 
@@ -23,7 +24,7 @@ _TYPES = {"float32": ir.FloatType(), "float64": ir.DoubleType()}
 
 def key(dtype, maximize, decay, momentum, nesterov):
     flags = tuple(bool(f) for f in (maximize, decay, momentum, nesterov))
-    return keys.key_for(repr(("sgd", dtype) + flags), "eager-sgd-1")
+    return keys.key_for(repr(("sgd", dtype) + flags), "eager-sgd-2")
 
 
 def build(dtype, maximize, decay, momentum, nesterov):
@@ -44,28 +45,20 @@ def _module(dtype, maximize, decay, momentum, nesterov):
     c_decay, c_momentum, c_dampened, c_neg_lr = fn.args[4:]
     for a in (p_ptr, g_ptr, buf_ptr):
         a.add_attribute("noalias")
-    entry, body, done = (fn.append_basic_block(s) for s in ("entry", "body", "done"))
-    b = ir.IRBuilder(entry)
-    b.cbranch(b.icmp_signed(">", n, ir.Constant(I64, 0)), body, done)
-    b.position_at_end(body)
-    i = b.phi(I64, "i")
-    i.add_incoming(ir.Constant(I64, 0), entry)
-    p_addr, g_addr = (b.gep(a, [i], inbounds=True, source_etype=t) for a in (p_ptr, g_ptr))
-    p, g = b.load(p_addr, typ=t), b.load(g_addr, typ=t)
-    if maximize:                                    # -p.grad
-        g = b.fneg(g)
-    if decay:                                       # grad.add(p, alpha=weight_decay)
-        g = b.fadd(g, b.fmul(p, c_decay))
-    if momentum:
-        buf_addr = b.gep(buf_ptr, [i], inbounds=True, source_etype=t)
-        buf = b.fmul(b.load(buf_addr, typ=t), c_momentum)   # buf.mul_(momentum)
-        buf = b.fadd(buf, b.fmul(g, c_dampened))            # .add_(grad, alpha=1 - dampening)
-        b.store(buf, buf_addr)
-        g = b.fadd(g, b.fmul(buf, c_momentum)) if nesterov else buf
-    b.store(b.fadd(p, b.fmul(g, c_neg_lr)), p_addr)         # p.add_(grad, alpha=-lr)
-    nxt = b.add(i, ir.Constant(I64, 1))
-    i.add_incoming(nxt, b.block)
-    b.cbranch(b.icmp_signed("<", nxt, n), body, done)
-    b.position_at_end(done)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    with for_range(b, 0, n) as i:
+        p_addr, g_addr = (b.gep(a, [i], inbounds=True, source_etype=t) for a in (p_ptr, g_ptr))
+        p, g = b.load(p_addr, typ=t), b.load(g_addr, typ=t)
+        if maximize:                                # -p.grad
+            g = b.fneg(g)
+        if decay:                                   # grad.add(p, alpha=weight_decay)
+            g = b.fadd(g, b.fmul(p, c_decay))
+        if momentum:
+            buf_addr = b.gep(buf_ptr, [i], inbounds=True, source_etype=t)
+            buf = b.fmul(b.load(buf_addr, typ=t), c_momentum)   # buf.mul_(momentum)
+            buf = b.fadd(buf, b.fmul(g, c_dampened))            # .add_(grad, alpha=1 - damp.)
+            b.store(buf, buf_addr)
+            g = b.fadd(g, b.fmul(buf, c_momentum)) if nesterov else buf
+        b.store(b.fadd(p, b.fmul(g, c_neg_lr)), p_addr)         # p.add_(grad, alpha=-lr)
     b.ret_void()
     return mod
