@@ -51,8 +51,8 @@ _numpy_lock = threading.Lock()
 # the twister as native loops (codegen/twister.py; compile/eager_twister.py installs them):
 # native(name, key, pos, out) draws len(out) values of the loop `name` ("mt_u32",
 # "mt_unit64", "mt_unit32") into out and returns the new position, or None where NumPy must
-# draw (the loops not built yet); same numbers either way. Draws of fewer than NATIVE_MIN
-# values stay in NumPy (a short script never loads the loops)
+# draw (the loops not built yet); same numbers either way. Only a draw of NATIVE_MIN values or
+# more starts their build (a short script never loads them); built, they serve every draw
 _native = [None]
 NATIVE_MIN = 4096
 
@@ -99,7 +99,7 @@ class Stream:
 
     def u32(self, n):
         """n raw 32-bit draws (CPUGeneratorImpl::random), as uint64."""
-        if n >= NATIVE_MIN and _native[0] is not None:
+        if _native[0] is not None:
             out = _native_draws(self, "mt_u32", n, np.uint64)
             if out is not None:
                 return out
@@ -176,7 +176,7 @@ def _temper(words):
 def _unit(stream, n, dtype):
     """uniform_real_distribution<dtype>(0, 1): the dtype's mantissa bits of one draw (exact
     in the dtype: an integer below 2**digits times a power of two)."""
-    if n >= NATIVE_MIN and _native[0] is not None and dtype in ("float64", "float32"):
+    if _native[0] is not None and dtype in ("float64", "float32"):
         out = _native_draws(stream, "mt_unit64" if dtype == "float64" else "mt_unit32", n,
                             dtype)
         if out is not None:
