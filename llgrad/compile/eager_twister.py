@@ -8,7 +8,8 @@ The loops are built once per process on the first draw of torch_random.NATIVE_MI
 more (then they serve every draw: rand(1000) 107 -> 11-17 us), from the disk cache when an
 earlier process built them (no LLVM then), on the eager kernels' builder thread
 (eager_builds.py): draws run in NumPy until they are ready, with the same numbers
-(tests/runtime/test_native_twister.py holds the two together). LLGRAD_EAGER_NATIVE=0 turns them off with the other eager kernels; `reset()` forgets them."""
+(tests/runtime/test_native_twister.py holds the two together). LLGRAD_EAGER_NATIVE=0 turns
+them off with the other eager kernels; `reset()` forgets them."""
 import ctypes
 
 import numpy as np
