@@ -170,9 +170,8 @@ def _poisson_one(lam, draws):
             U = draws.uniform() - 0.5
             V = draws.uniform()
             us = 0.5 - abs(U)
-            x = math.floor((2 * a / us + b) * U + lam + 0.43) if math.isfinite(
-                (2 * a / us + b) * U + lam + 0.43) else math.nan
-            k = int(x) if x == x and -2.0 ** 63 <= x < 2.0 ** 63 else _INT64_MIN
+            x = (2 * a / us + b) * U + lam + 0.43
+            k = int(math.floor(x)) if -2.0 ** 63 <= x < 2.0 ** 63 else _INT64_MIN
             if us >= 0.07 and V <= vr:
                 return k
             if k < 0 or (us < 0.013 and V > us):
@@ -193,7 +192,7 @@ def _poisson_one(lam, draws):
 
 
 def poisson(state, rates):
-    """torch.poisson(rates) for a float32 or float64 array: its draws in C order, in the
+    """torch.poisson(rates) for a float array (read as doubles): its draws in C order, in the
     rates' dtype. A negative or NaN rate raises PyTorch's error before any draw."""
     flat = np.ascontiguousarray(rates).reshape(-1)
     if not (flat >= 0).all():

@@ -3,8 +3,8 @@ hooks, retained grads and node pre-hooks before a node runs, post hooks after it
 AccumulateGrad's own hooks around the accumulation."""
 import weakref
 
-from . import grad_mode, trace_state
-from .node import AccumulateGrad, Node, OpNode
+from . import trace_state
+from .node import AccumulateGrad, Node
 from .tensor import Tensor
 
 
@@ -44,9 +44,6 @@ def _metadata(node):
 _metadata_of = weakref.WeakKeyDictionary()
 Node.__call__ = _node_call
 Node.metadata = property(_metadata)
-# (read by VJP rules: ir/ops_elementwise.py zero_linked)
-OpNode.building_graph = property(lambda node: grad_mode.state.grad_enabled,
-                                 doc="Whether the rule runs with grad mode on (create_graph).")
 
 
 def run_node_pre_hooks(node, grads):

@@ -230,7 +230,7 @@ def poisson(input, generator=None):
     draws them (PyTorch's numbers for a seed; ir/torch_gamma.py); its gradient is zero.
     Traced, the rng_poisson op of the generator state and the rates (the draws' count
     depends on them): compiled calls replay eager's draws."""
-    if not input._dtype.is_floating_point or input._dtype not in (float32, float64):
+    if not input._dtype.is_floating_point:      # (float16 too: rates read as doubles)
         raise NotImplementedError(f"\"poisson_cpu\" not implemented for '{tname(input._dtype)}'")
     draw = torch_gamma.poisson(_state(generator), np.ascontiguousarray(input._data))
     out = Tensor._from_array(draw)

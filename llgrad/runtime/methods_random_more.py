@@ -215,14 +215,13 @@ def rrelu_noise(input, lower, upper, generator=None):
     return t
 
 
-def _gamma_like(name, draw, alpha, generator):
+def _gamma_like(kernel, op, draw, alpha, generator):
     if alpha._dtype not in (dtypes.float32, dtypes.float64):
-        raise NotImplementedError(f'"{name}" not implemented for \'{tname(alpha._dtype)}\'')
+        raise NotImplementedError(f'"{kernel}" not implemented for \'{tname(alpha._dtype)}\'')
     t = Tensor._from_array(draw(_state(generator), np.ascontiguousarray(alpha._data)))
     tracer = trace_state.state.tracer
     if generator is None and tracer is not None:
-        tracer.random("rng_" + ("dirichlet" if name == "dirichlet" else "standard_gamma"), t,
-                      alpha)
+        tracer.random(op, t, alpha)
     return t
 
 
@@ -231,7 +230,8 @@ def _standard_gamma(alpha, generator=None):
     kernel draws them (PyTorch's samples for a seed; torch_gamma.py). The draws' count
     depends on alpha's values, so a trace records the rng_standard_gamma op of the generator
     state and alpha (compiled calls replay eager's)."""
-    return _gamma_like("gamma_cpu", torch_gamma.standard_gamma, alpha, generator)
+    return _gamma_like("gamma_cpu", "rng_standard_gamma", torch_gamma.standard_gamma, alpha,
+                       generator)
 
 
 def _sample_dirichlet(alpha, generator=None):
@@ -239,7 +239,7 @@ def _sample_dirichlet(alpha, generator=None):
     kernel draws them (torch_gamma.py; traced: the rng_dirichlet op)."""
     if not alpha._data.ndim:
         raise RuntimeError("dirichlet: alpha must have at least one dimension")
-    return _gamma_like("dirichlet", torch_gamma.dirichlet, alpha, generator)
+    return _gamma_like("dirichlet", "rng_dirichlet", torch_gamma.dirichlet, alpha, generator)
 
 
 export(normal)

@@ -128,6 +128,9 @@ class OpNode(Node):
     def ninputs(self):
         return len(self._in_meta)
 
+    building_graph = property(lambda self: grad_mode.state.grad_enabled, doc="Whether the rule "
+                              "runs with grad mode on (create_graph; ops_elementwise.zero_linked).")
+
     # --- running -------------------------------------------------------------------------
     def release(self):
         self._freed = True

@@ -111,7 +111,7 @@ def test_float16_is_refused_as_torch_refuses_it():
             lib._standard_gamma(lib.tensor([1.0], dtype=lib.float16))
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
 def test_poisson_is_torchs(dtype):
     """Both of ATen's branches (below rate 10 and from it), a zero and an infinite rate."""
     rates = np.asarray([0.3, 2.0, 0.0, 7.5, 10.0, 15.5, 100.0, 1e4, np.inf, 1e-3] * 10, dtype)

@@ -198,7 +198,7 @@ def test_in_the_background_mode_the_passes_serve_until_the_loop_is_built(monkeyp
     np.testing.assert_array_equal(p.detach().numpy(), np.float32(1.2))
 
 
-def test_a_compiled_step_equals_the_eager_one():
+def test_a_compiled_step_equals_the_eager_one_as_lr_and_momentum_change():
     def make():
         llgrad.manual_seed(0)
         m = llgrad.nn.Sequential(llgrad.nn.Linear(8, 16), llgrad.nn.ReLU(),
@@ -217,8 +217,13 @@ def test_a_compiled_step_equals_the_eager_one():
             opt.step()
             return loss
         step = llgrad.compile(step) if compiled else step
-        runs.append(([step().item() for _ in range(4)],
-                     [p.detach().numpy().copy() for p in m.parameters()]))
+        losses = []
+        for k in range(6):
+            if k == 3:          # (a schedule's write between calls: the next steps read it)
+                opt.param_groups[0]["lr"] = 0.02
+                opt.param_groups[0]["momentum"] = 0.5
+            losses.append(step().item())
+        runs.append((losses, [p.detach().numpy().copy() for p in m.parameters()]))
     # (the compiled step's products and sums round in their own order)
     np.testing.assert_allclose(runs[0][0], runs[1][0], rtol=1e-6)
     for a, b in zip(runs[0][1], runs[1][1]):
