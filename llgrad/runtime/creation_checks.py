@@ -148,6 +148,8 @@ def scalar_default(what, value):
                         f"{type(value).__name__}")
     return dtypes.default_for_scalar(value)
 
+# the largest finite values of the float dtypes PyTorch checks a fill value against
+_FLOAT_MAX = {n: float(np.finfo(n).max) for n in ("float32", "float16")}
 
 # what a fill value never is (NumPy would fail deep inside with words of its own)
 _NOT_NUMBERS = (str, bytes, list, tuple, dict, set)
@@ -156,6 +158,13 @@ _NOT_NUMBERS = (str, bytes, list, tuple, dict, set)
 def fill_value_fits(value, d):
     """PyTorch's overflow check of a Python number stored into a tensor of dtype d (an
     unsigned type takes a negative number down to -max, wrapping it); the value to store."""
+    if type(value) is int and not -2 ** 63 <= value < 2 ** 64:     # (PyTorch's Scalar)
+        raise OverflowError("int too big to convert" if value > 0 else
+                            "can't convert negative int to unsigned")
+    if type(value) in (int, float) and d.is_floating_point:     # (the common case first)
+        top = _FLOAT_MAX.get(d.name)
+        if top is None or -top <= value <= top:
+            return value
     if value is None or isinstance(value, _NOT_NUMBERS):
         raise TypeError(f"expected a Number, not {type(value).__name__}")
     if hasattr(value, "_dtype") and value._data.size == 1 and d.name in _C_NAMES and \

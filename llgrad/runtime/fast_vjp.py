@@ -2,11 +2,14 @@
 create_graph, no tracer, no vmap, plain float Tensors of one dtype. They make exactly the
 NumPy calls the op table's rules make through the dispatcher (np.matmul of the gradient and
 a transposed operand), without the dispatch of the transposes and products, so the values
-are identical; anything else returns None and the rule runs (OpNode.apply)."""
+are identical; anything else returns None and the rule runs (OpNode.apply).
+
+`summed_to` does the same for the sum of a broadcast gradient back to its input's shape (a
+bias's gradient: every Linear's backward), which the engine asks of sum_to_size."""
 
 from ..ir import ops_nn  # noqa: F401  (mm and addmm declared)
 from ..ir.np_matmul import matmul
-from ..ir.optable import OPS
+from ..ir.optable import OPS, c_order
 from . import dispatch, grad_mode, trace_state
 from .node import fast_vjps
 from .tensor import Tensor
@@ -60,3 +63,34 @@ def addmm_vjp(node, g):
 
 fast_vjps[OPS["mm"]] = mm_vjp
 fast_vjps[OPS["addmm"]] = addmm_vjp
+
+
+_sum = OPS["sum"]
+
+
+def summed_to(g, shape):
+    """sum_to_shape(g, shape) of a plain float gradient as one call of the sum op's NumPy
+    implementation (the call g.sum(dims, keepdim=True) makes) and a reshape, as a tensor of
+    its own (which .grad can take over, where the general path's reshape is a view); None
+    where the general path must run (other dtypes, a profiler recording ops, shapes that do
+    not broadcast: it raises there)."""
+    if not _plain(g) or dispatch.profiler is not None or g._dtype._cat != 2:
+        return None
+    have = g._data.shape
+    lead = len(have) - len(shape)
+    if lead < 0:
+        return None
+    dims = tuple(range(lead))
+    for i, n in enumerate(shape):
+        m = have[lead + i]
+        if n == 1 and m != 1:
+            dims += (lead + i,)
+        elif n != m:
+            return None
+    if not dims:
+        return None
+    # (the values do not depend on keepdim; without it, summing only the leading dims gives
+    # the shape itself, an array that owns its memory)
+    keep = len(dims) != lead
+    out = c_order(dispatch.run_impl(_sum, [g], {"dim": dims, "keepdim": keep}))
+    return _new(out.reshape(shape) if keep and lead else out)

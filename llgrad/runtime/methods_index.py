@@ -141,7 +141,8 @@ def _masked_fill_args(self, mask, value):
 
 def masked_fill(self, mask, value):
     value = _masked_fill_args(self, mask, value)
-    broadcast_shapes(mask._data.shape, self._data.shape)    # (PyTorch's error: mask is a)
+    if mask._data.shape != self._data.shape:
+        broadcast_shapes(mask._data.shape, self._data.shape)    # (PyTorch's error: mask is a)
     return call(OPS["masked_fill"], (self, mask, value), {})
 
 

@@ -10,6 +10,7 @@ from ..ir.ops_shape import sum_to_shape
 from .creation import tensor
 from . import dtypes, trace_state
 from .dispatch import call
+from .fast_vjp import summed_to
 from .inplace import call_inplace
 from .shapes import (check_as_strided, check_index_tensor, check_zero_dim_index, index_int,
                      infer_shape, norm_dim, norm_slice, sliced_shape, unflatten_shape, unpack_shape)
@@ -242,7 +243,9 @@ Tensor.mT = property(_mT)
 
 
 def sum_to_size(self, *size):
-    return sum_to_shape(self, unpack_shape(size))
+    shape = unpack_shape(size)
+    fast = summed_to(self, shape)       # (the engine's common case: a bias's gradient)
+    return sum_to_shape(self, shape) if fast is None else fast
 
 
 _def("sum_to_size", sum_to_size)
