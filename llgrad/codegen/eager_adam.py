@@ -46,6 +46,8 @@ def _module(dtype, near, decay):
     for p in ptrs:
         p.add_attribute("noalias")
     sqrt = mod.declare_intrinsic("llvm.sqrt", [t])
+    # add's alpha, lerp and addcmul as ATen's vec::fmadd: one rounding
+    fma = mod.declare_intrinsic("llvm.fma", [t], ir.FunctionType(t, [t] * 3))
     entry, body, done = (fn.append_basic_block(s) for s in ("entry", "body", "done"))
     b = ir.IRBuilder(entry)
     b.cbranch(b.icmp_signed(">", n, ir.Constant(I64, 0)), body, done)
@@ -57,12 +59,12 @@ def _module(dtype, near, decay):
     if decay == "decoupled":                        # p.mul_(1 - lr * weight_decay)
         p = b.fmul(p, consts["decay"])
     elif decay == "l2":                             # grad.add(p, alpha=weight_decay)
-        g = b.fadd(g, b.fmul(p, consts["decay"]))
+        g = b.call(fma, [p, consts["decay"], g])
     d = b.fsub(g, m)                                # exp_avg.lerp_(grad, 1 - beta1)
-    m = b.fadd(m, b.fmul(consts["lerp"], d)) if near else \
-        b.fsub(g, b.fmul(d, consts["lerp"]))
+    m = b.call(fma, [consts["lerp"], d, m]) if near else \
+        b.call(fma, [b.fneg(d), consts["lerp"], g])
     v = b.fmul(v, consts["beta2"])                  # exp_avg_sq.mul_(beta2)
-    v = b.fadd(v, b.fmul(b.fmul(g, consts["one_minus_beta2"]), g))     # .addcmul_(g, g, ...)
+    v = b.call(fma, [b.fmul(g, consts["one_minus_beta2"]), g, v])     # .addcmul_(g, g, ...)
     den = b.call(sqrt, [v])                         # exp_avg_sq.sqrt()
     den = b.fdiv(den, consts["bias_correction2_sqrt"])
     den = b.fadd(den, consts["eps"])

@@ -45,20 +45,25 @@ def _module(dtype, maximize, decay, momentum, nesterov):
     c_decay, c_momentum, c_dampened, c_neg_lr = fn.args[4:]
     for a in (p_ptr, g_ptr, buf_ptr):
         a.add_attribute("noalias")
+    # add with an alpha as ATen's vec::fmadd: one rounding
+    fma = mod.declare_intrinsic("llvm.fma", [t], ir.FunctionType(t, [t] * 3))
     b = ir.IRBuilder(fn.append_basic_block("entry"))
+
+    def plus(x, y, alpha):                          # x.add(y, alpha=alpha), rounded once
+        return b.call(fma, [y, alpha, x])
     with for_range(b, 0, n) as i:
         p_addr, g_addr = (b.gep(a, [i], inbounds=True, source_etype=t) for a in (p_ptr, g_ptr))
         p, g = b.load(p_addr, typ=t), b.load(g_addr, typ=t)
         if maximize:                                # -p.grad
             g = b.fneg(g)
         if decay:                                   # grad.add(p, alpha=weight_decay)
-            g = b.fadd(g, b.fmul(p, c_decay))
+            g = plus(g, p, c_decay)
         if momentum:
             buf_addr = b.gep(buf_ptr, [i], inbounds=True, source_etype=t)
             buf = b.fmul(b.load(buf_addr, typ=t), c_momentum)   # buf.mul_(momentum)
-            buf = b.fadd(buf, b.fmul(g, c_dampened))            # .add_(grad, alpha=1 - damp.)
+            buf = plus(buf, g, c_dampened)                      # .add_(grad, alpha=1 - damp.)
             b.store(buf, buf_addr)
-            g = b.fadd(g, b.fmul(buf, c_momentum)) if nesterov else buf
-        b.store(b.fadd(p, b.fmul(g, c_neg_lr)), p_addr)         # p.add_(grad, alpha=-lr)
+            g = plus(g, buf, c_momentum) if nesterov else buf
+        b.store(plus(p, g, c_neg_lr), p_addr)                   # p.add_(grad, alpha=-lr)
     b.ret_void()
     return mod

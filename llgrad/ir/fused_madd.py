@@ -31,7 +31,14 @@ def fma64(a, b, c):
     bh, bl = _split(b)
     pe = ((ah * bh - p) + ah * bl + al * bh) + al * bl
     s, se = _two_sum(p, c)
-    return s + (se + pe)
+    corr = se + pe
+    r = np.where(corr == 0, s, s + corr)    # (s + 0 would turn a -0 sum into +0)
+    # an operand beyond ~1e300 overflows the split (its error terms NaN), an infinite product
+    # or sum its own error terms: there the rounded a * b + c is the value (or the inf / NaN)
+    bad = np.isnan(r)
+    if bad.any():
+        r = np.where(bad, p + c, r)
+    return r
 
 
 def fma32(a, b, c):

@@ -4,6 +4,7 @@ import math
 import numpy as np
 
 from .erf_table import np_erf
+from .fused_madd import fma
 from .optable import defop
 
 _SQRT2 = math.sqrt(2.0)
@@ -80,13 +81,35 @@ def _half_alpha(fn):
     return impl
 
 
+def fused_alpha(a, b, alpha):
+    """a + alpha * b for float operands and alpha != 1 as one fused multiply-add, as ATen's
+    CPU kernels compute add / sub with an alpha (vec::fmadd: SGD's p.add_(g, alpha=-lr)),
+    else None (alpha * b rounded, then the sum)."""
+    if alpha == 1 or isinstance(alpha, bool):
+        return None
+    dt = np.result_type(a, b)
+    if dt != np.float32 and dt != np.float64:
+        return None
+    return np.asarray(fma(b, alpha, a, dt))
+
+
+def _add(a, b, alpha=1):
+    r = fused_alpha(a, b, alpha)
+    return np.add(a, _times(b, alpha, a)) if r is None else r
+
+
+def _sub(a, b, alpha=1):
+    r = None if alpha == 1 else fused_alpha(a, b, -alpha)
+    return np.subtract(a, _times(b, alpha)) if r is None else r
+
+
 _NUMBER = (int, float)
-_binary("add", _half_alpha(lambda a, b, alpha=1: np.add(a, _times(b, alpha, a))),
+_binary("add", _half_alpha(_add),
         lambda c, g: (g, g if c.alpha == 1 else g * c.alpha), "AddBackward0", functions=("add",))
-_binary("sub", _half_alpha(lambda a, b, alpha=1: np.subtract(a, _times(b, alpha))),
+_binary("sub", _half_alpha(_sub),
         lambda c, g: (g, -g if c.alpha == 1 else g * -c.alpha), "SubBackward0",
         functions=("sub", "subtract"))
-_binary("rsub", _half_alpha(lambda a, b, alpha=1: np.subtract(b, _times(a, alpha))),
+_binary("rsub", _half_alpha(lambda a, b, alpha=1: _sub(b, a, alpha)),
         lambda c, g: (-g if c.alpha == 1 else g * -c.alpha, g),
         lambda ins, at: "RsubBackward0" if hasattr(ins[1], "_dtype") else "RsubBackward1",
         number_edges=False)

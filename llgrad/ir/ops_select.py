@@ -3,6 +3,7 @@ forms), maximum, minimum, where, addcmul, addcdiv, lerp."""
 import numpy as np
 
 from . import bitselect
+from .fused_madd import fma
 from .ops_elementwise import _binary, _is_tensor
 from .optable import defop
 
@@ -116,6 +117,9 @@ def _half_in_float(fn):
 
 @_half_in_float
 def _addcmul(a, t1, t2, value=1):
+    dt = np.result_type(a, t1, t2)
+    if dt == np.float32 or dt == np.float64:    # (ATen: fmadd(value * t1, t2, self))
+        return np.asarray(fma(_times(t1, value), t2, a, dt))
     return np.add(a, np.multiply(_times(t1, value), t2))
 
 
@@ -146,14 +150,19 @@ def _lerp(a, b, w):
     if np.result_type(a, b) == np.float16:
         w = w.astype(np.float32) if isinstance(w, np.ndarray) else w
         return _lerp(np.asarray(a, np.float32), np.asarray(b, np.float32), w).astype(np.float16)
+    dt = np.result_type(a, b)
     d = np.subtract(b, a)
+    if dt != np.float32 and dt != np.float64:
+        return np.where(np.abs(w) < 0.5, a + w * d, b - d * (1 - w)).astype(dt, copy=False)
+    # ATen's kernel: fmadd(w, d, a) near a, fnmadd(d, 1 - w, b) near b, 1 - w in the dtype
     if type(w) is float or type(w) is int:
         # a number weight picks one formula for every element: only that one is computed
         # (the values np.where would pick; an optimiser's exp_avg.lerp_(grad, 1 - beta1))
-        r = a + w * d if abs(w) < 0.5 else b - d * (1 - w)
-        return np.asarray(r).astype(np.result_type(a, b), copy=False)
-    return np.where(np.abs(w) < 0.5, a + w * d, b - d * (1 - w)).astype(np.result_type(a, b),
-                                                                        copy=False)
+        w = dt.type(w)
+        r = fma(w, d, a, dt) if abs(w) < 0.5 else fma(-d, dt.type(1) - w, b, dt)
+        return np.asarray(r)
+    w = np.asarray(w, dt)
+    return np.where(np.abs(w) < 0.5, fma(w, d, a, dt), fma(-d, dt.type(1) - w, b, dt))
 
 
 def _lerp_vjp(c, g):

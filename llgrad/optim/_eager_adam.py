@@ -134,7 +134,7 @@ def _native(p, grad, exp_avg, exp_avg_sq, group, step_t, loc):
     with np.errstate(over="ignore"):
         consts = [ty(v) for v in (
             (1 - lr * weight_decay) if decay == "decoupled" else weight_decay,
-            (1 - beta1) if near else 1 - (1 - beta1), beta2, 1 - beta2,
+            (1 - beta1) if near else ty(1) - ty(1 - beta1), beta2, 1 - beta2,   # (as _lerp)
             bias_correction2_sqrt, eps, -(lr / bias_correction1))]
     if not np.isfinite(consts).all() or consts[4] == 0:
         return False

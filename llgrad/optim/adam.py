@@ -113,12 +113,14 @@ class Adam(Optimizer):
                 if raw(group, "weight_decay") != 0:     # (the guard key holds whether)
                     if group["decoupled_weight_decay"]:
                         p.mul_(1 - lr * weight_decay)
+                    elif isinstance(weight_decay, Tensor):   # (traced: add's alpha as one FMA)
+                        grad = grad.addcmul(p, weight_decay)
                     else:
                         grad = grad.add(p, alpha=weight_decay)
 
                 exp_avg.lerp_(grad, 1 - beta1)
                 if b2_input:        # (addcmul's order: value * t1 first)
-                    exp_avg_sq.mul_(beta2).add_(grad.mul(1 - beta2).mul(grad))
+                    exp_avg_sq.mul_(beta2).addcmul_(grad.mul(1 - beta2), grad)
                 else:
                     exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
 

@@ -138,7 +138,7 @@ class Muon(Optimizer):
                 adjusted = _adjust_lr(lr, group["adjust_lr_fn"], p.shape)
                 p.mul_(1 - lr * weight_decay)
                 if isinstance(adjusted, Tensor):
-                    p.add_(update.to(p.dtype).mul(-adjusted))
+                    p.addcmul_(update.to(p.dtype), adjusted, value=-1)  # (alpha's one FMA)
                 else:
                     p.add_(update.to(p.dtype), alpha=-adjusted)
         return loss

@@ -44,8 +44,8 @@ class SGD(Optimizer):
             with enable_grad():
                 loss = closure()
         for group in self.param_groups:
-            # (while tracing, lr and momentum may be graph inputs: 0-d tensors, multiplied
-            # in as the numbers' alpha= would be, in the same order)
+            # (while tracing, lr and momentum may be graph inputs: 0-d tensors, taken by
+            # addcmul where the numbers are add's alpha: both one fused multiply-add)
             lr, momentum, dampening = hyper(group, "lr"), hyper(group, "momentum"), \
                 group["dampening"]
             lr_input = lr is not raw(group, "lr")
@@ -71,12 +71,12 @@ class SGD(Optimizer):
                     else:
                         buf.mul_(momentum).add_(grad, alpha=1 - dampening)
                     if group["nesterov"]:
-                        grad = grad.add(buf.mul(momentum)) if m_input else \
+                        grad = grad.addcmul(buf, momentum) if m_input else \
                             grad.add(buf, alpha=momentum)
                     else:
                         grad = buf
                 if lr_input:
-                    p.add_(grad.mul(-lr))
+                    p.addcmul_(grad, lr, value=-1)   # (add_'s alpha: one FMA)
                 else:
                     p.add_(grad, alpha=-lr)
         return loss

@@ -7,11 +7,12 @@ from ..ir.optable import method_doc, on_declare
 from . import dtypes
 from .creation import full_op, tensor
 from .creation_checks import fill_value_fits
-from .deprecated_overloads import alpha_first, value_first
+from .deprecated_overloads import value_first
 from .device import check as check_device
 from .dispatch import call, scalar_type_name
 from .inplace import call_inplace, check_shape_into
 from .memory_formats import clone, contiguous, format_to
+from .methods_alpha import add, add_, check_sub, sub, sub_
 from .methods_clamp import clamp, clamp_, clamp_max, clamp_max_, clamp_min, clamp_min_
 from .methods_div import div, div_
 from .node_names import no_derivative
@@ -85,74 +86,7 @@ def _no_bool_pow(self, base):
     dtypes.no_bool_kernel((self, base), "pow")
 
 
-_ADD, _SUB, _RSUB, _POW, _MUL = (OPS[n] for n in ("add", "sub", "rsub", "pow", "mul"))
-
-
-def _alpha(self, other, alpha):
-    """(other, alpha) for add/sub: a tensor alpha (a learning rate held as a tensor) scales
-    other as a tensor, so a compiled step reads it at each call rather than baking in its
-    value (PyTorch reads it as a number: the same values); PyTorch's checks of alpha."""
-    if alpha.__class__ is int and alpha == 1 and other.__class__ is not int:
-        return other, 1         # (the common call: nothing to check or wrap)
-    if type(alpha) is float:    # (checked against a float32 / float16 result too)
-        if not dtypes.result_type(self, other).is_floating_point:
-            raise RuntimeError("For integral input tensors, argument alpha must not be a "
-                               "floating point number.")
-        fill_value_fits(alpha, dtypes.result_type(self, other))
-    if isinstance(alpha, Tensor):
-        if alpha._data.size != 1:
-            raise RuntimeError(f"a Tensor with {alpha._data.size} elements cannot be "
-                               "converted to Scalar")
-        return call(_MUL, (other, alpha.detach().reshape(())), {}), 1
-    if type(alpha) is int:      # (PyTorch: alpha checked, a number other wrapped, into ints)
-        rt = dtypes.result_type(self, other)
-        alpha = dtypes.wrap_int(fill_value_fits(alpha, rt), rt)
-        if type(other) is int:
-            return dtypes.wrap_int(other * alpha, rt), 1
-    return other, alpha
-
-
-def add(self, other, alpha=1):
-    """self + alpha * other, as torch.Tensor.add. alpha may be a one-element tensor (a
-    learning rate held in a tensor): it then scales other as a tensor, so a compiled step
-    reads it at each call instead of baking its value in (the values are PyTorch's)."""
-    other, alpha = _alpha(self, *alpha_first("add", other, alpha))
-    return call(_ADD, (self, other), {"alpha": alpha})
-
-
-def check_sub(a, b):
-    """PyTorch's refusal of - on bool operands (a Python bool is a bool tensor there)."""
-    na = (a._dtype is dtypes.bool_) if isinstance(a, Tensor) else isinstance(a, bool)
-    nb = (b._dtype is dtypes.bool_) if isinstance(b, Tensor) else isinstance(b, bool)
-    if na and nb:
-        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
-                           "supported. Use the `^` or `logical_xor()` operator instead.")
-    if na or nb:
-        raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not "
-                           "supported. If you are trying to invert a mask, use the `~` or "
-                           "`logical_not()` operator instead.")
-
-
-def sub(self, other, alpha=1):
-    """self - alpha * other, as torch.Tensor.sub; alpha as add's."""
-    other, alpha = alpha_first("sub", other, alpha)
-    check_sub(self, other)
-    other, alpha = _alpha(self, other, alpha)
-    return call(_SUB, (self, other), {"alpha": alpha})
-
-
-def add_(self, other, alpha=1):
-    """In-place add, as torch.Tensor.add_; alpha as add's (a number or a one-element tensor)."""
-    other, alpha = _alpha(self, *alpha_first("add_", other, alpha))
-    return call_inplace(_ADD, self, (self, other), {"alpha": alpha})
-
-
-def sub_(self, other, alpha=1):
-    """In-place sub, as torch.Tensor.sub_; alpha as add's (a number or a one-element tensor)."""
-    other, alpha = alpha_first("sub_", other, alpha)
-    check_sub(self, other)
-    other, alpha = _alpha(self, other, alpha)
-    return call_inplace(_SUB, self, (self, other), {"alpha": alpha})
+_RSUB, _POW = OPS["rsub"], OPS["pow"]
 
 
 def _check_int_pow(self, exponent):
@@ -336,6 +270,7 @@ def to(self, *args, **kwargs):
     dtype = kwargs.get("dtype")
     dtype = None if dtype is None else dtypes.to_dtype(dtype)     # (dtype=float: float64)
     check_device(kwargs.get("device"), "move a tensor to")
+    flags = [a for a in args if isinstance(a, bool)]    # (by position: non_blocking, copy)
     for a in args:
         if isinstance(a, Tensor):
             dtype = a._dtype
@@ -343,9 +278,9 @@ def to(self, *args, **kwargs):
             dtype = dtypes.to_dtype(a)
         elif isinstance(a, type) and isinstance(getattr(a, "dtype", None), dtypes.dtype):
             dtype = a.dtype         # a typed tensor class: t.type(llgrad.LongTensor)
-        elif a is not None:
+        elif a is not None and not isinstance(a, bool):
             check_device(a, "move a tensor to")
-    copy = kwargs.get("copy", False)
+    copy = kwargs.get("copy", len(flags) > 1 and flags[1])
     if kwargs.get("memory_format") is not None:
         return format_to(self, dtype or self._dtype, kwargs["memory_format"], copy)
     if dtype is None or dtype is self._dtype:

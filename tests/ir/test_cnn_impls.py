@@ -228,18 +228,21 @@ def test_where_with_a_mask_that_broadcasts_is_np_where_bit_for_bit(dtype):
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_lerp_with_a_number_weight_is_the_where_of_both_formulas(dtype):
-    """Only the formula the weight picks is computed: the values np.where gave."""
+    """Only the formula the weight picks is computed: the values a tensor weight's np.where
+    of both gives."""
     rng = np.random.default_rng(5)
     a = (rng.standard_normal((6, 7)) * 3).astype(dtype)
     b = (rng.standard_normal(7) * 3).astype(dtype)
     a.flat[::5], b[2] = np.nan, np.inf
     for w in (0.1, 0.4999, 0.5, 0.9, 1, 0, -2, 3.5, float("nan"), float("inf")):
         for x, y in ((a, b), (b, a), (a[:, ::2], b[::2]), (np.asarray(a[0, 1]), b)):
-            d = np.subtract(y, x)
-            want = np.where(np.abs(w) < 0.5, x + w * d, y - d * (1 - w)).astype(
-                np.result_type(x, y), copy=False)
+            want = ops_select._lerp(x, y, np.full(np.broadcast(x, y).shape, w,
+                                                  np.result_type(x, y)))
             got = ops_select._lerp(x, y, w)
             assert type(got) is np.ndarray and got.dtype == want.dtype
+            if w != w:      # (a NaN weight: NaN throughout, its sign bit NumPy's choice)
+                np.testing.assert_array_equal(got, want)
+                continue
             assert got.shape == want.shape and got.tobytes() == want.tobytes()
 
 

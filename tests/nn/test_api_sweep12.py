@@ -185,11 +185,9 @@ def _alpha_ops(lib, a, b, c):
             A.lerp(B, 0.1), A.lerp(B, 0.7), A.addcmul(B, C, value=0.3)]
 
 
-@pytest.mark.xfail(strict=True, reason="ATen's AVX2/AVX-512 kernels fuse add/sub's alpha * "
-                   "other + self (vec::fmadd), lerp and addcmul into one FMA; llgrad rounds the "
-                   "product first: an ulp apart in ~9-25% of the elements, so SGD/Adam steps "
-                   "drift from torch's bits (ir/fused_madd.py has the NumPy FMA to use)")
 def test_add_alpha_lerp_addcmul_are_fused_as_atens():
+    """ATen's kernels compute add / sub's alpha * other + self, lerp and addcmul as one FMA
+    (vec::fmadd): llgrad too, so SGD / Adam steps keep torch's bits."""
     g = np.random.RandomState(0)
     a, b, c = (g.randn(2000).astype(np.float32) for _ in range(3))
     for x, y in zip(_alpha_ops(torch, a, b, c), _alpha_ops(llgrad, a, b, c)):

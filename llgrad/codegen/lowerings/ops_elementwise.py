@@ -42,21 +42,29 @@ def _scaled(sg, x, alpha):
     return x if alpha == 1 else sg.mul(x, sg.const(alpha, x.dt))
 
 
+def _plus_scaled(sg, a, b, alpha, sub=False):
+    """a + alpha * b (a - alpha * b with sub): one fused multiply-add for floats, as
+    ir.ops_elementwise.fused_alpha."""
+    if alpha == 1 or isinstance(alpha, bool) or not is_float(a.dt):
+        return (sg.sub if sub else sg.add)(a, _scaled(sg, b, alpha))
+    return sg.fused(b, sg.const(-alpha if sub else alpha, b.dt), a)
+
+
 # ---- arithmetic ----------------------------------------------------------------------------
 
 @elementwise("add", check=_alpha_ok)
 def _add(sg, node, a, b):
-    return sg.add(a, _scaled(sg, b, node.attrs.get("alpha", 1)))
+    return _plus_scaled(sg, a, b, node.attrs.get("alpha", 1))
 
 
 @elementwise("sub", check=_alpha_ok)
 def _sub(sg, node, a, b):
-    return sg.sub(a, _scaled(sg, b, node.attrs.get("alpha", 1)))
+    return _plus_scaled(sg, a, b, node.attrs.get("alpha", 1), sub=True)
 
 
 @elementwise("rsub", check=_alpha_ok)
 def _rsub(sg, node, a, b):
-    return sg.sub(b, _scaled(sg, a, node.attrs.get("alpha", 1)))
+    return _plus_scaled(sg, b, a, node.attrs.get("alpha", 1), sub=True)
 
 
 @elementwise("mul")
@@ -227,14 +235,20 @@ def _clamp(sg, node, x, lo, hi):
 def _addc(sg, node, a, t1, t2):
     value = node.attrs.get("value", 1)          # (value * t1 first, as the reference)
     t1 = t1 if value == 1 else sg.mul(t1, sg.const(value, t1.dt))
-    return sg.add(a, sg.mul(t1, t2) if node.op == "addcmul" else sg.div(t1, t2))
+    if node.op == "addcmul":
+        return sg.fused(t1, t2, a) if is_float(a.dt) else sg.add(a, sg.mul(t1, t2))
+    return sg.add(a, sg.div(t1, t2))
 
 
 @elementwise("lerp")
 def _lerp(sg, node, a, b, w):
-    d = sg.sub(b, a)                    # from the nearer end (ir.ops_elementwise._lerp)
-    near_a = sg.add(a, sg.mul(w, d))
-    near_b = sg.sub(b, sg.mul(d, sg.sub(sg.const(1, w.dt), w)))
+    d = sg.sub(b, a)                    # from the nearer end (ir.ops_select._lerp)
+    if is_float(a.dt):
+        near_a = sg.fused(w, d, a)
+        near_b = sg.fused(sg.neg(d), sg.sub(sg.const(1, w.dt), w), b)
+    else:
+        near_a = sg.add(a, sg.mul(w, d))
+        near_b = sg.sub(b, sg.mul(d, sg.sub(sg.const(1, w.dt), w)))
     return sg.select(sg.truth(sg.cmp("<", sg.abs(w), sg.const(0.5, w.dt))), near_a, near_b)
 
 

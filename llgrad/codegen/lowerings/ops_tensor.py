@@ -272,17 +272,12 @@ def _typed(dt, *values):
     return [t(v) for v in values]
 
 
-def _fused(sg, a, b, c):
-    """a * b + c rounded once (llvm.fma, not fmuladd): ir/fused_madd.py's values."""
-    return Scalar(sg.call("llvm.fma", a.v.type, a.v, b.v, c.v), a.dt)
-
-
 @elementwise("uniform", check=_floats)
 def _uniform(sg, node, x, u):
     dt = node.outputs[0].type.dtype
     lo, hi = _typed(dt, node.attrs.get("low", 0.0), node.attrs.get("high", 1.0))
     if dt in _FUSED:        # (as ir/ops_fill.py's: ATen's fused u * (high - low) + low)
-        return _fused(sg, sg.cast(u, dt), sg.const(hi - lo, dt), sg.const(lo, dt))
+        return sg.fused(sg.cast(u, dt), sg.const(hi - lo, dt), sg.const(lo, dt))
     return sg.add(sg.const(lo, dt), sg.mul(sg.const(hi - lo, dt), sg.cast(u, dt)))
 
 
@@ -293,7 +288,7 @@ def _normal(sg, node, x, n):
     if dt in _FUSED:        # (as ir/ops_fill.py's: in float64 for float64 draws)
         cdt = "float64" if n.dt == "float64" else dt
         mean, std = _typed(cdt, mean, std)
-        return sg.cast(_fused(sg, n, sg.const(std, cdt), sg.const(mean, cdt)), dt)
+        return sg.cast(sg.fused(n, sg.const(std, cdt), sg.const(mean, cdt)), dt)
     mean, std = _typed(dt, mean, std)
     return sg.add(sg.const(mean, dt), sg.mul(sg.const(std, dt), sg.cast(n, dt)))
 

@@ -160,6 +160,11 @@ class ScalarGen:
         """a*b + c on raw float values (fused where the target has FMA)."""
         return self.call("llvm.fmuladd", a.type, a, b, c)
 
+    def fused(self, a, b, c):
+        """a * b + c of Scalars rounded once (llvm.fma, not fmuladd): ir/fused_madd.py's
+        values, which ATen's kernels compute (vec::fmadd)."""
+        return Scalar(self.call("llvm.fma", a.v.type, a.v, b.v, c.v), a.dt)
+
     def select(self, cond, x, y):
         return Scalar(self.b.select(cond, x.v, y.v), x.dt)
 

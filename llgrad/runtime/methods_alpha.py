@@ -1,0 +1,93 @@
+"""Tensor.add / sub and their in-place forms: PyTorch's checks of alpha, and a number alpha
+as add's attribute or a one-element tensor alpha (a learning rate held in a tensor) as an
+operand, which a compiled step reads at each call; on float operands either is one fused
+multiply-add, as ATen computes them."""
+from ..ir import OPS
+from . import dtypes
+from .creation_checks import fill_value_fits
+from .deprecated_overloads import alpha_first
+from .dispatch import call
+from .inplace import call_inplace
+from .tensor import Tensor
+
+_ADD, _SUB, _MUL, _ADDCMUL = (OPS[n] for n in ("add", "sub", "mul", "addcmul"))
+
+
+def _alpha(self, other, alpha):
+    """(other, alpha) for add/sub: a tensor alpha (a learning rate held as a tensor) stays a
+    tensor, so a compiled step reads it at each call rather than baking in its value: a 0-d
+    one for float operands (the caller takes addcmul, one FMA as ATen's add with a number
+    alpha), else other scaled by it (PyTorch reads it as a number: the same values);
+    PyTorch's checks of alpha."""
+    if alpha.__class__ is int and alpha == 1 and other.__class__ is not int:
+        return other, 1         # (the common call: nothing to check or wrap)
+    if type(alpha) is float:    # (checked against a float32 / float16 result too)
+        if not dtypes.result_type(self, other).is_floating_point:
+            raise RuntimeError("For integral input tensors, argument alpha must not be a "
+                               "floating point number.")
+        fill_value_fits(alpha, dtypes.result_type(self, other))
+    if isinstance(alpha, Tensor):
+        if alpha._data.size != 1:
+            raise RuntimeError(f"a Tensor with {alpha._data.size} elements cannot be "
+                               "converted to Scalar")
+        alpha = alpha.detach().reshape(())
+        if isinstance(other, Tensor) and dtypes.result_type(self, other).is_floating_point:
+            return other, alpha     # (add / sub take addcmul: one FMA, as a number alpha)
+        return call(_MUL, (other, alpha), {}), 1
+    if type(alpha) is int:      # (PyTorch: alpha checked, a number other wrapped, into ints)
+        rt = dtypes.result_type(self, other)
+        alpha = dtypes.wrap_int(fill_value_fits(alpha, rt), rt)
+        if type(other) is int:
+            return dtypes.wrap_int(other * alpha, rt), 1
+    return other, alpha
+
+
+def _add_or_sub(name, self, other, alpha):
+    """add / sub / add_ / sub_ (name) of self and alpha * other: a tensor alpha through
+    addcmul (one FMA, as ATen's add with a number alpha)."""
+    other, alpha = alpha_first(name, other, alpha)
+    op = _SUB if name.startswith("sub") else _ADD
+    if op is _SUB:
+        check_sub(self, other)
+    other, alpha = _alpha(self, other, alpha)
+    inputs, attrs = (self, other), {"alpha": alpha}
+    if isinstance(alpha, Tensor):
+        op, inputs, attrs = _ADDCMUL, (self, other, alpha), {"value": -1 if op is _SUB else 1}
+    if name.endswith("_"):
+        return call_inplace(op, self, inputs, attrs)
+    return call(op, inputs, attrs)
+
+
+def add(self, other, alpha=1):
+    """self + alpha * other, as torch.Tensor.add. alpha may be a one-element tensor (a
+    learning rate held in a tensor): a compiled step then reads it at each call instead of
+    baking its value in (the values are PyTorch's)."""
+    return _add_or_sub("add", self, other, alpha)
+
+
+def check_sub(a, b):
+    """PyTorch's refusal of - on bool operands (a Python bool is a bool tensor there)."""
+    na = (a._dtype is dtypes.bool_) if isinstance(a, Tensor) else isinstance(a, bool)
+    nb = (b._dtype is dtypes.bool_) if isinstance(b, Tensor) else isinstance(b, bool)
+    if na and nb:
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
+                           "supported. Use the `^` or `logical_xor()` operator instead.")
+    if na or nb:
+        raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not "
+                           "supported. If you are trying to invert a mask, use the `~` or "
+                           "`logical_not()` operator instead.")
+
+
+def sub(self, other, alpha=1):
+    """self - alpha * other, as torch.Tensor.sub; alpha as add's."""
+    return _add_or_sub("sub", self, other, alpha)
+
+
+def add_(self, other, alpha=1):
+    """In-place add, as torch.Tensor.add_; alpha as add's (a number or a one-element tensor)."""
+    return _add_or_sub("add_", self, other, alpha)
+
+
+def sub_(self, other, alpha=1):
+    """In-place sub, as torch.Tensor.sub_; alpha as add's (a number or a one-element tensor)."""
+    return _add_or_sub("sub_", self, other, alpha)
