@@ -205,7 +205,11 @@ def quick_runner(entry, launch, attach=None, eagerly=None):
     if fwd.guards or fwd.mutated or entry.rng_index is not None or entry.grad_assign or \
             entry.freed_outputs or entry.scalar_outputs or entry.attr_writes is not None or \
             entry.grad_on or entry.out_versions or entry.multi_views or \
-            entry.inference_outs:
+            entry.inference_outs or entry.input_outputs or entry.input_views or \
+            entry.detached or entry.no_grad_views or entry.output_views or \
+            entry.same_outputs or entry.grad_outputs or entry.grad_inputs:
+        # (outputs that are inputs, views or aliases of inputs or of each other, computed
+        # by the kernel as fresh buffers (`x[1:4].detach()`): run_entry makes them eager's)
         return None
     # (no .grad updates: the function's outputs are all the primal outputs, n_out of them;
     # the saved values for backward follow them)

@@ -236,7 +236,8 @@ def _nonzero_traced(x):
     for size in reversed(x._data.shape):
         cols.append(pos.div(stride, rounding_mode="floor").remainder(size))
         stride *= size
-    return stack(cols[::-1], dim=1)
+    # (n, ndim) as the transpose of (ndim, n), strides (1, n), as eager's and PyTorch's
+    return stack(cols[::-1], dim=0).t()
 
 
 def nonzero(self, *, as_tuple=False):

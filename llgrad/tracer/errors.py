@@ -13,9 +13,11 @@ class ControlFlowError(TraceError):
 
 
 def later_error(e):
-    """The TraceError for a RuntimeError that tracing a function's backward raised but
+    """The TraceError for a RuntimeError that tracing a function's backward raised, which
     eager raises only when the caller runs backward (so the call runs eagerly, and its
-    results carry that graph), or None for an error eager raises in the call too."""
+    results carry that graph), or None for the tracer's own (raised as they are)."""
+    if isinstance(e, TraceError):
+        return None
     text = str(e)
     if "backward through the graph a second time" in text:
         # a result whose graph a backward / autograd.grad inside the function freed
@@ -27,4 +29,8 @@ def later_error(e):
                           f"function ({text.split('Hint: ')[-1].rstrip('.')})")
     if text.startswith("derivative for aten::") and text.endswith("is not implemented"):
         return TraceError(f"a result's backward goes through an op with no derivative ({text})")
-    return None
+    # any other: a derivative rule that refuses these inputs (lu_factor of a non-square
+    # matrix, qr with mode='r', elu_ with a negative alpha), which eager raises only in the
+    # backward too (its forward, the traced run, has succeeded)
+    return TraceError(f"a result's backward raises {type(e).__name__}: "
+                      f"{text.splitlines()[0] if text else ''}")
