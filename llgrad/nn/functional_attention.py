@@ -83,7 +83,14 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         value = _repeat_heads(value, groups)
     L, S = query.size(-2), key.size(-2)
     scale_factor = 1.0 / math.sqrt(query.size(-1)) if scale is None else scale
-    scores = (query * scale_factor).matmul(key.transpose(-2, -1))
+    half = query.dtype.name == "float16"
+    if half:    # PyTorch's CPU kernels compute half attention in float32, rounding once
+        query, key_acc, value_acc = query.float(), key.float(), value.float()
+        if attn_mask is not None and attn_mask.dtype.name == "float16":
+            attn_mask = attn_mask.float()
+    else:
+        key_acc, value_acc = key, value
+    scores = (query * scale_factor).matmul(key_acc.transpose(-2, -1))
     valid = None
     if is_causal and attn_mask is None:
         causal = arange(L).unsqueeze(1) >= arange(S)
@@ -101,7 +108,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         attn = attn.masked_fill(valid.logical_not(), 0.0)
     if dropout_p > 0.0:
         attn = _dropout(attn, dropout_p)
-    out = attn.matmul(value)
+    out = attn.matmul(value_acc)
+    if half:
+        out = out.half()
     if not flash:
         return out
     # PyTorch's CPU flash kernel: its own node, its output laid out as the query is

@@ -89,7 +89,8 @@ def _pool(name, nd, input, kernel_size, output_size, samples):
     kk = int(np.prod(kernel_size, dtype=np.int64))
     # (n, c, outputs..., kernel...) -> (n, c, m, kk), kernel positions in scan order
     flat = flat.reshape((n, c, m, kk))
-    plane = x.reshape(n, c, -1)
+    # explicit plane size: reshape(n, c, -1) is ambiguous for an empty batch
+    plane = x.reshape(n, c, int(np.prod(sizes, dtype=np.int64)))
     vals = plane.detach().gather(-1, flat.reshape(n, c, m * kk)).reshape(n, c, m, kk)
     nan = vals.isnan()
     last_nan = (kk - 1) - nan.flip(-1).to(int64).argmax(-1)

@@ -99,7 +99,9 @@ def bilinear(input1, input2, weight, bias=None):
     t = input1.matmul(weight.permute(1, 0, 2).reshape(i1, o * i2))
     lead = tuple(input1.shape[:-1])
     # (PyTorch's result is a view of its _trilinear's: ViewBackward0)
-    y = (t.reshape(lead + (o, i2)) * input2.unsqueeze(-2)).sum(-1).view(lead + (o,))
+    # dtype=: an integer sum would promote to int64; PyTorch keeps the inputs' dtype
+    y = (t.reshape(lead + (o, i2)) * input2.unsqueeze(-2)).sum(-1, dtype=input1.dtype) \
+        .view(lead + (o,))
     return y if bias is None else y + bias
 
 

@@ -238,7 +238,8 @@ def check_as_strided(size, stride, offset, base, itemsize):
     if any(s < 0 for s in stride):
         raise RuntimeError("as_strided: Negative strides are not supported at the moment, got "
                            f"strides: {list(stride)}")
-    need = geometry_span(size, stride, offset)
+    # an empty view needs no storage at all (PyTorch's computeStorageNbytes), whatever its offset
+    need = 0 if 0 in size else geometry_span(size, stride, offset)
     if need > storage_numel:
         raise RuntimeError(f"setStorage: sizes {list(size)}, strides {list(stride)}, storage "
                            f"offset {offset}, and itemsize {itemsize} requiring a "
