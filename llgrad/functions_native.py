@@ -65,7 +65,9 @@ def native_group_norm(input, weight, bias, N, C, HxW, group, eps):  # noqa: N803
     """As torch.native_group_norm: (group_norm's result, mean, rstd), each (N, group)."""
     _tensor_arg(input, "native_group_norm")
     out = F.group_norm(input, group, weight, bias, eps)
-    x = input.reshape(N, group, -1)         # (PyTorch's statistics here are differentiable)
+    # (PyTorch's statistics here are differentiable; the size is counted, not -1, which
+    # an empty batch makes ambiguous)
+    x = input.reshape(N, group, (C // group) * HxW)
     mean = x.mean(2)
     rstd = (x.var(2, unbiased=False) + eps).rsqrt()
     return rename((out, mean, rstd), "NativeGroupNormBackward0")

@@ -6,7 +6,7 @@ from .batching import rule
 
 
 @rule("linalg_inv_ex", "linalg_det", "linalg_slogdet", "linalg_solve_ex",
-      "linalg_solve_triangular", "linalg_cholesky_ex", "linalg_lu_factor_ex",
+      "linalg_solve_triangular", "cholesky_solve", "linalg_cholesky_ex", "linalg_lu_factor_ex",
       "lu_pivots_to_permutation", "linalg_matrix_exp", "linalg_qr", "linalg_svd", "linalg_eigh")
 def _leading(op, inputs, attrs, ctx):
     return ctx.wrap_all(call(op, tuple(ctx.full(x) for x in inputs), attrs))

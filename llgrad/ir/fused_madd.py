@@ -36,8 +36,9 @@ def fma64(a, b, c):
     # an operand beyond ~1e300 overflows the split (its error terms NaN), an infinite product
     # or sum its own error terms: there the rounded a * b + c is the value (or the inf / NaN)
     bad = np.isnan(r)
-    if bad.any():
-        r = np.where(bad, p + c, r)
+    if bad.any():       # (an infinite c beside a finite product that overflowed: c)
+        keep_c = np.isinf(c) & np.isfinite(a) & np.isfinite(b)
+        r = np.where(bad, np.where(keep_c, c, p + c), r)
     return r
 
 

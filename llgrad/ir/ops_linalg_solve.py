@@ -4,6 +4,7 @@ solves, LU with partial pivoting), batched over leading dims:
 
   linalg_solve_ex         (A, B; left, vector) -> (X, info)  torch.linalg.solve(_ex)
   linalg_solve_triangular (A, B; upper, left, unitriangular) -> X
+  cholesky_solve          (B, L; upper) -> X with L L^T X = B (a full-matrix gradient for L)
   linalg_cholesky_ex      (A; upper) -> (L, info)
   linalg_lu_factor_ex     (A; pivot) -> (LU, pivots (int32, 1-based), info)
   lu_pivots_to_permutation (pivots) -> perm (int64): the row of LU each row of A is
@@ -77,6 +78,31 @@ def _solve_triangular_vjp(c, g):
 defop("linalg_solve_triangular", _solve_triangular, vjp=_solve_triangular_vjp,
       grad_fn="LinalgSolveTriangularBackward0", args=("self", "B"), save=("self", "result"),
       kind="other")
+
+
+def _cholesky_solve(b, low, upper=False):
+    """X with (L L^T) X = B (upper: U^T U) by two triangular solves reading one triangle."""
+    u = low if upper else np.swapaxes(low, -1, -2)
+    return _trisolve_left(u, _trisolve_left(np.swapaxes(u, -1, -2), b, False, False), True,
+                          False)
+
+
+def _cholesky_solve_vjp(c, g):
+    """PyTorch's cholesky_solve_backward: the factor's gradient is a full matrix (not masked
+    to the triangle the forward reads), -(G X^H + X G^H) L with G = A^-1 g."""
+    low, x = c.input2, c.result
+    gb = g._op("cholesky_solve", low, upper=c.upper)
+    gl = None
+    if c.needs(1):
+        t = gb.matmul(_mT(x))
+        t = t + _mT(t)
+        gl = -(low.matmul(t) if c.upper else t.matmul(low))
+    return gb if c.needs(0) else None, gl
+
+
+defop("cholesky_solve", _cholesky_solve, vjp=_cholesky_solve_vjp,
+      grad_fn="CholeskySolveBackward0", args=("self", "input2"), save=("input2", "result"),
+      kind="other", native_host=True)
 
 
 # ---- general solves ---------------------------------------------------------------------------

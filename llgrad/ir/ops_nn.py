@@ -30,7 +30,9 @@ def _matmul_vjp(c, g):
         if len(c.shape(0)) > 2 and len(c.shape(1)) == 2:
             # a stack times one matrix: the matrix's gradient is one product over the stack's
             # rows (PyTorch folds the stack into a matrix), not a product per matrix summed
-            gb = a.reshape(-1, c.shape(0)[-1]).mT.matmul(g.reshape(-1, c.shape(1)[-1]))
+            # (rows counted, not -1: an empty stack with an empty last dim is ambiguous)
+            rows = math.prod(c.shape(0)[:-1])
+            gb = a.reshape(rows, c.shape(0)[-1]).mT.matmul(g.reshape(rows, c.shape(1)[-1]))
         else:
             gb = a.mT.matmul(g)
     return (g.matmul(c.other.mT) if c.needs(0) else None, gb)

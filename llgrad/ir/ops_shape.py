@@ -169,6 +169,8 @@ def _select(x, dim, index):
 
 
 def _diagonal(x, offset=0, dim1=0, dim2=1):
+    if dim1 == dim2:        # (PyTorch's words; NumPy's moveaxis would name `source`)
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
     y = np.moveaxis(x, (dim1, dim2), (-2, -1))
     y = y[..., :, offset:] if offset >= 0 else y[..., -offset:, :]
     n = max(min(y.shape[-2], y.shape[-1]), 0)
@@ -203,6 +205,8 @@ defop("as_strided", _as_strided, kind="view", grad_fn="AsStridedBackward0", vjp=
 
 
 def _unbind(x, dim):
+    if not x.ndim:          # (a 0-d tensor's dim 0 is read as its one elsewhere; not here)
+        raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
     return tuple(_select(x, dim, i) for i in range(x.shape[dim]))
 
 

@@ -45,6 +45,33 @@ def _atan2_vjp(c, g):
 defop("atan2", np.arctan2, vjp=_atan2_vjp, grad_fn="Atan2Backward0", args=("self", "other"),
       save=("self", "other"), kind="elementwise", promote=(0, 1), float_out=True, cost=12)
 
+
+def _fmod_vjp(c, g):
+    # PyTorch's: self: grad; other: -grad * self.div(other, rounding_mode="trunc")
+    return (g if c.needs(0) else None,
+            -g * c.self.div(c.other, rounding_mode="trunc") if c.needs(1) else None)
+
+
+# fmod of floats: C's fmod, exact as PyTorch's kernel (x - trunc(x / y) * y rounds the
+# quotient: -0.25 % -0.001 came out -0 for PyTorch's -0.001, -1e20 % 3 -0 for 2); fmod and
+# remainder (llgrad/runtime/functions_math.py) are built on it
+defop("fmod_float", np.fmod, vjp=_fmod_vjp, grad_fn="FmodBackward1", args=("self", "other"),
+      save=("self", "other"), kind="elementwise", promote=(0, 1), float_out=True, cost=8)
+
+
+def _np_remainder(a, b):
+    r = np.fmod(a, b)
+    return np.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)   # (with other's sign)
+
+
+# remainder of floats: fmod moved to other's sign, as PyTorch's kernel; its derivative for
+# other is -grad * floor_divide(self, other) (exact: -0.25 // -0.001 is 249, not 250)
+defop("remainder_float", _np_remainder, grad_fn="RemainderBackward1",
+      vjp=lambda c, g: (g if c.needs(0) else None, -g * c.self.div(
+          c.other, rounding_mode="floor") if c.needs(1) else None),
+      args=("self", "other"), save=("self", "other"), kind="elementwise", promote=(0, 1),
+      float_out=True, cost=10)
+
 _unary("erfc", np_erfc,
        lambda c, g: (g * (-_TWO_OVER_SQRT_PI * (-(c.self * c.self)).exp()),), "ErfcBackward0",
        eager_native=True)

@@ -158,10 +158,16 @@ def prelu(input, weight):
     n = weight.numel()
     nd = input.dim()
     if n != 1:
+        if nd == 0:
+            raise RuntimeError("Not allow zero-dim input tensor.")
         c = input.shape[1] if nd >= 2 else 1
         if n != c:
             raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found "
                                f"parameter numbers = {n} and channel size = {c}.")
+    if weight.dim() > 1:            # (else its elements would be read as the channels')
+        raise RuntimeError(f"prelu: Expected `weight` to be a scalar or 1D tensor, but got: "
+                           f"ndim = {weight.dim()}")
+    if n != 1:
         w = weight.reshape((c,) + (1,) * (nd - 2)) if nd >= 2 else weight.reshape(c)
     else:
         w = weight.reshape(())

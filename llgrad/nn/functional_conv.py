@@ -79,6 +79,32 @@ def check_conv_args(name, input, weight, bias, nd=None):
                            f"size {list(bias.shape)} instead")
 
 
+def check_conv_numbers(stride, padding, dilation, groups, output_padding=()):
+    """ATen's checks of a convolution's numbers, made before its shape checks: a negative
+    padding or dilation would otherwise give a result PyTorch refuses, a zero stride or
+    groups a ZeroDivisionError (a zero dilation: check_zero_dilation, after the shapes)."""
+    seq = lambda v: v if isinstance(v, (tuple, list)) else (v,)    # noqa: E731
+    if groups <= 0:
+        raise RuntimeError("non-positive groups is not supported")
+    if not isinstance(padding, str) and any(p < 0 for p in seq(padding)):
+        raise RuntimeError("negative padding is not supported")
+    if any(p < 0 for p in seq(output_padding)):
+        raise RuntimeError("negative output_padding is not supported")
+    if any(s <= 0 for s in seq(stride)):
+        raise RuntimeError("non-positive stride is not supported")
+    if any(d < 0 for d in seq(dilation)):
+        raise RuntimeError("dilation should be greater than zero")
+
+
+def check_zero_dilation(dilation, transposed=False):
+    """A zero dilation passes the shape checks; PyTorch's kernels then refuse it (in the slow
+    path's words, those of small inputs; its oneDNN path of large float32 ones has others)."""
+    if 0 in tuple(dilation):
+        got = (f"dilation_height: {dilation[0]}, dilation_width: {dilation[1]}" if transposed
+               else list(dilation))
+        raise RuntimeError(f"dilation should be greater than zero, but got {got}")
+
+
 def _type_name(x):
     t = type(x)
     return t.__name__ if isinstance(x, Tensor) or t.__module__ == "builtins" else \
@@ -96,6 +122,8 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1,
         return conv2d(input.unsqueeze(0), weight, bias, stride, padding, dilation, groups,
                       padding_mode).squeeze(0)
     stride, dilation = _pair(stride), _pair(dilation)
+    check_conv_numbers(stride, padding if isinstance(padding, str) else _pair(padding),
+                       dilation, groups)
     n, c, h, w = input.shape
     o, cg, kh, kw = weight.shape
     if cg * groups != c:
@@ -128,6 +156,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1,
         raise RuntimeError(f"Calculated padded input size per channel: ({hp} x {wp}). Kernel "
                            f"size: ({ekh} x {ekw}). Kernel size can't be greater than actual "
                            "input size")
+    check_zero_dilation(dilation)
     check_conv_dtypes(input, weight, bias)
     return xp._op("convolution", weight, bias, stride=stride, padding=sym, dilation=dilation,
                   groups=groups)

@@ -12,7 +12,8 @@ import numpy as np
 
 from ..runtime.creation import tensor as _tensor
 from ..runtime.node_names import rename
-from .functional_conv import _pair, check_conv_args, check_conv_dtypes, conv2d
+from .functional_conv import (_pair, check_conv_args, check_conv_dtypes, check_conv_numbers,
+                              check_zero_dilation, conv2d)
 
 
 def _n(v, n):
@@ -33,6 +34,7 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1,
     if input.dim() == 2:
         return conv1d(input.unsqueeze(0), weight, bias, stride, padding, dilation, groups,
                       padding_mode).squeeze(0)
+    check_conv_numbers(stride, padding, dilation, groups)
     _check_groups(input, weight, groups, False)
     (s,), (d,) = _n(stride, 1), _n(dilation, 1)
     p = padding if isinstance(padding, str) else (0, _n(padding, 1)[0])
@@ -85,12 +87,14 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
         return conv_transpose2d(input.unsqueeze(0), weight, bias, stride, padding,
                                 output_padding, groups, dilation).squeeze(0)
     s, p, op, d = _pair(stride), _pair(padding), _pair(output_padding), _pair(dilation)
+    check_conv_numbers(s, p, d, groups, op)
     if any(o >= max(sv, dv) for o, sv, dv in zip(op, s, d)):
         raise RuntimeError("output padding must be smaller than either stride or dilation, but "
                            f"got output_padding_height: {op[0]} output_padding_width: {op[1]} "
                            f"stride_height: {s[0]} stride_width: {s[1]} dilation_height: "
                            f"{d[0]} dilation_width: {d[1]}")
     _check_groups(input, weight, groups, True)
+    check_zero_dilation(d, transposed=True)
     check_conv_dtypes(input, weight, bias, transposed=True)
     if bias is not None and bias.dtype != input.dtype:    # (ATen adds it in the input's dtype)
         bias = bias.to(input.dtype)

@@ -10,7 +10,7 @@ import numpy as np
 from ..runtime import trace_state
 from ..runtime.creation import ones_like, zeros_like
 from ..runtime.dtypes import int64
-from ..runtime.dispatch import nondiff_error
+from ..runtime.dispatch import nondiff_error, scalar_type_name
 from ..runtime.functions import minimum, where
 from ..runtime.grad_mode import is_grad_enabled, no_grad
 from ..runtime.shapes import broadcast_shapes
@@ -135,6 +135,9 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
                            f"but got {list(target.shape)}. Input has shape {shape}.")
     if weight is not None and weight.numel() != c:
         raise RuntimeError(f"inconsistent weight size, expected {c} but got {list(weight.shape)}")
+    if target.dtype is not int64:       # (a float target would be read as class numbers)
+        raise RuntimeError(f"expected scalar type Long but found "
+                           f"{scalar_type_name(target.dtype)}")
     if n and (int(y.min()) < 0 or int(y.max()) >= c):
         raise RuntimeError("target out of range")
     x_y = x.gather(1, y.unsqueeze(1))

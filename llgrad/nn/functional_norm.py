@@ -57,9 +57,18 @@ def empty_batch_norm(input, weight, bias):
 _TYPE = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16"}
 
 
+def check_norm_ndim(normalized_shape):
+    """PyTorch's first check of layer_norm and rms_norm: an empty normalized_shape would
+    otherwise normalise over no dims (mean of one element: all zeros, silently)."""
+    if not len(normalized_shape):
+        raise RuntimeError("Expected normalized_shape to be at least 1-dimensional, i.e., "
+                           "containing at least one element, but got normalized_shape = []")
+
+
 def check_norm_shapes(normalized_shape, weight, bias):
     """layer_norm's weight and bias have normalized_shape exactly (not broadcast), as
     PyTorch checks before the input's shape."""
+    check_norm_ndim(normalized_shape)
     for name, t in (("weight", weight), ("bias", bias)):
         if t is not None and tuple(t.shape) != tuple(normalized_shape):
             raise RuntimeError(f"Expected {name} to be of same shape as normalized_shape, but got "
@@ -139,6 +148,7 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
         raise TypeError("rms_norm(): argument 'normalized_shape' (position 2) must be tuple of "
                         "ints, not int")
     ns = tuple(normalized_shape)
+    check_norm_ndim(ns)
     k = len(ns)
     if tuple(input.shape[input.dim() - k:]) != ns or k > input.dim():
         raise RuntimeError(f"Given normalized_shape={list(ns)}, expected input with shape "

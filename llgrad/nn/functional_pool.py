@@ -45,6 +45,9 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
     if any(v <= 0 for v in k + s):
         raise RuntimeError(f"kernel size should be greater than zero, but got kH: {k[0]} "
                            f"kW: {k[1]}")
+    for pv in p:        # (ATen's pooling_output_shape: else a negative pad crops silently)
+        if pv < 0:
+            raise RuntimeError(f"pad must be non-negative, but got pad: {pv}")
     for pv, kv in zip(p, k):
         if pv > kv // 2:
             raise RuntimeError(f"pad should be at most half of effective kernel size, but got "

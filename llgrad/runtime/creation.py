@@ -242,6 +242,7 @@ def linspace(start: float, end: float, steps: int, dtype: dtypes.dtype | None = 
     _check_device(device)
     d = dtypes.to_dtype(dtype) if dtype is not None else dtypes.get_default_dtype()
     steps = ranges.checked_steps("linspace", steps)
+    ranges.check_bounds("linspace", start, end)
     if not d.is_floating_point:     # (PyTorch truncates the bounds to integers first)
         start, end = (int(float(fill_value_fits(v, d))) for v in (start, end))
     return _finish(ranges.linspace_values(start, end, steps, d.np), None, requires_grad)

@@ -153,3 +153,13 @@ def wrap_int(v, d):
     if type(v) is not builtins.int and not isinstance(v, np.integer) or d._cat != 1:
         return v
     return builtins.int(np.array(builtins.int(v) & 0xFFFFFFFFFFFFFFFF, np.uint64).astype(d.np))
+
+
+def int_scales(d, beta, alpha):
+    """{"beta", "alpha"} of addmm / addmv / addbmm / baddbmm as PyTorch reads them for an
+    integer dtype d: a float scale is cast to int64 (truncated; 0.6 is 0), not an error as
+    it is for add's alpha and addr."""
+    if d._cat == 1:
+        beta, alpha = (builtins.int(v) if isinstance(v, builtins.float) else v
+                       for v in (beta, alpha))
+    return {"beta": beta, "alpha": alpha}

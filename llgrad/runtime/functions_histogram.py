@@ -92,6 +92,12 @@ def _histogramdd(input, bins, range_, weight, density, what):
                            f"dimension, but got input with shape {list(input._data.shape)} and "
                            f"weight with shape {list(weight._data.shape)}")
     per_dim = list(bins) if isinstance(bins, (list, tuple)) else [bins] * n
+    if len(per_dim) != n:       # (PyTorch's checks, before NumPy's ValueError)
+        raise RuntimeError(f"torch.histogramdd: expected {n} sequences of bin edges for a "
+                           f"{n}-dimensional histogram but got {len(per_dim)}"
+                           if per_dim and isinstance(per_dim[0], Tensor) else
+                           "histogramdd: The size of bins must be equal to the innermost "
+                           "dimension of the input.")
     ranges = [None] * n if range_ is None else \
         [tuple(range_[2 * d:2 * d + 2]) for d in range(n)]
     edges = [_edges(x, d, b, r, dt) for d, (b, r) in enumerate(zip(per_dim, ranges))]
@@ -210,7 +216,8 @@ def gradient(input, *, spacing=1, dim=None, edge_order=1):
                             f"{type(spacing[k]).__name__}")
         hs = list(spacing)
     else:
-        hs = [spacing.item() if isinstance(spacing, Tensor) else spacing] * len(dims)
+        hs = [spacing.item() if isinstance(spacing, Tensor) else
+              1 if spacing is None else spacing] * len(dims)     # (None: PyTorch's unit)
     if edge_order not in (1, 2):
         raise RuntimeError("torch.gradient only supports edge_order=1 and edge_order=2.")
     for d in dims:

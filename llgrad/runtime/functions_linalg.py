@@ -245,8 +245,8 @@ def addmv(input, mat, vec, *, beta=1, alpha=1):
         raise RuntimeError(f"addmv input tensors must have the same dtype, but got "
                            f"{tname(input._dtype)}, {tname(mat._dtype)}, and "
                            f"{tname(vec._dtype)}")
-    _scales_check(input._dtype, beta, alpha)
-    return _add_scaled(input, mat.mv(vec), beta, alpha)
+    s = dtypes.int_scales(input._dtype, beta, alpha)    # (PyTorch truncates float scales)
+    return _add_scaled(input, mat.mv(vec), s["beta"], s["alpha"])
 
 
 @torch_node("AddrBackward0")
@@ -273,8 +273,9 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
     if batch1._data.shape[0] != batch2._data.shape[0]:
         raise RuntimeError(f"batch1 and batch2 must have same number of batches, got "
                            f"{batch1._data.shape[0]} and {batch2._data.shape[0]}")
-    _scales_check(input._dtype, beta, alpha)
-    return _add_scaled(input, batch1.bmm(batch2).sum(0), beta, alpha)
+    s = dtypes.int_scales(input._dtype, beta, alpha)    # (PyTorch truncates float scales)
+    prod = batch1.bmm(batch2).sum(0, dtype=batch1._dtype)    # (sum would widen integers)
+    return _add_scaled(input, prod, s["beta"], s["alpha"])
 
 
 def matrix_power(input, n):

@@ -26,13 +26,14 @@ def vander(x, *, N=None):
     if not isinstance(x, Tensor):
         raise TypeError(f"vander(): argument 'x' (position 1) must be Tensor, not "
                         f"{type(x).__name__}")
-    if x.dim() < 1:
-        raise RuntimeError("linalg.vander: x must have at least one dimension.")
+    if x.dtype.name == "bool":
+        raise RuntimeError("linalg.vander supports floating point, complex, and integer "
+                           "tensors, but got Bool")
+    if x.dim() < 1:         # (PyTorch reads a 0-d x as one of one element)
+        x = x.unsqueeze(-1)
     n = x.shape[-1] if N is None else N
     if n <= 1:
         raise RuntimeError("N must be greater than 1.")
-    if x.dtype.name == "bool":
-        x = x.long()
     powers = x.unsqueeze(-1).expand(tuple(x.shape) + (n - 1,)).cumprod(-1)
     ones = x.new_zeros(tuple(x.shape) + (1,)).to(powers.dtype) + 1
     return cat([ones, powers], -1)
@@ -62,7 +63,7 @@ def tensorsolve(A, B, dims=None, *, out=None):
         A = A.permute(*order)
     rest = tuple(A.shape[B.dim():])
     p, q = B.numel(), math.prod(rest)
-    if tuple(A.shape[:B.dim()]) != tuple(B.shape) or p != q:
+    if p != q:      # (PyTorch compares the counts only: B's shape may be another)
         raise RuntimeError("Expected self to satisfy the requirement prod(self.shape[other.ndim:])"
                            f" == prod(self.shape[:other.ndim]), but got {q} != {p}")
     return _out(solve(A.reshape(p, q), B.reshape(p)).reshape(rest), out)

@@ -181,9 +181,16 @@ def cholesky_solve(B, L, upper=False, *, out=None):
     """As torch.cholesky_solve: X with (L L^T) X = B given the Cholesky factor L (upper: U^T U)."""
     check_matrix("linalg.cholesky_solve", L)
     check_matrix("linalg.cholesky_solve", B, square=False, arg="B")
-    U = L if upper else L.mT
-    y = solve_triangular(U.mT, B, upper=False)
-    return _out(solve_triangular(U, y, upper=True), out)
+    if B._dtype is not L._dtype:
+        raise RuntimeError(f"Expected b and A to have the same dtype, but found b of type "
+                           f"{tname(B._dtype)} and A of type {tname(L._dtype)} instead.")
+    n, (bm, bn) = L._data.shape[-1], B._data.shape[-2:]
+    if bm != n:
+        raise RuntimeError(f"Incompatible matrix sizes for cholesky_solve: each A matrix is {n} "
+                           f"by {n} but each b matrix is {bm} by {bn}")
+    broadcast_shapes(tuple(B._data.shape[:-2]), tuple(L._data.shape[:-2]))
+    # (one op: its gradient for L is PyTorch's full matrix, not the triangle's)
+    return _out(call(OPS["cholesky_solve"], (B, L), {"upper": bool(upper)}), out)
 
 
 def cholesky_inverse(L, upper=False, *, out=None):

@@ -118,6 +118,8 @@ def pinv(A, rcond=None, hermitian=False, *, atol=None, rtol=None, out=None):
     """As torch.linalg.pinv: the pseudo-inverse, from the SVD (hermitian: from eigh), the
     singular values at most max(atol, rtol * largest) dropped (rcond: rtol, as PyTorch's old
     signature)."""
+    if isinstance(A, Tensor) and not A._data.size:
+        hermitian = False           # (PyTorch's empty A: from the SVD, any shape)
     check_matrix("linalg.pinv", A, square=hermitian)
     if rcond is not None:
         rtol = rcond

@@ -176,9 +176,7 @@ _float_power_.__doc__ = "In-place float_power (self must be float64), as torch.T
 
 @torch_node(lambda input, other, *a, **k: "FmodBackward1" if isinstance(other, Tensor) else "FmodBackward0")
 def fmod(input, other):
-    """As torch.fmod: the remainder of input / other with input's sign (C's fmod). Floats are
-    input - trunc(input / other) * other, computed in float64 for float32 (exact there; a
-    float64 remainder can be off where the quotient rounds to an integer)."""
+    """As torch.fmod: the remainder of input / other with input's sign (C's fmod, exact)."""
     tensor_input("fmod", input, other)
     dtypes.no_bool_kernel((input, other), "fmod_cpu")
     rt = dtypes.result_type(input, other)
@@ -188,16 +186,7 @@ def fmod(input, other):
         return a - a.div(other, rounding_mode="trunc") * other
     a = as_type(input, rt)
     b = as_type(other, rt) if isinstance(other, Tensor) else in_dtype(other, rt)
-
-    def f(x):
-        y = b.to(x._dtype) if isinstance(b, Tensor) else b
-        qy = (x / y).trunc() * y
-        # (a zero remainder has x's sign, as C's fmod: -(qy - x) is -0 where x - qy is +0)
-        r = where(x.signbit(), -(qy - x), x - qy)
-        if isinstance(y, Tensor):
-            return where((y.abs() == math.inf) & x.isfinite(), x, r)
-        return where(x.isfinite(), x, r) if math.isinf(y) else r     # (fmod(inf, inf) is nan)
-    return _in_double(a, f)
+    return call(OPS["fmod_float"], (a, b), {})
 
 
 @torch_node(lambda input, other, *a, **k: "RemainderBackward1" if isinstance(other, Tensor) else "RemainderBackward0")
@@ -208,6 +197,8 @@ def remainder(input, other):
     a, other = as_type(input, rt), dtypes.wrap_int(other, rt)
     # (uint8 % an int8 0-dim -2 is % 254; float32 % 0.7 is % float32(0.7))
     other = as_type(other, rt) if isinstance(other, Tensor) else in_dtype(other, rt)
+    if rt.is_floating_point:
+        return call(OPS["remainder_float"], (a, other), {})
     r = fmod(a, other)
     b_neg = (other < 0) if isinstance(other, Tensor) else bool(other < 0)
     fix = (r != 0) & ((r < 0) != b_neg)

@@ -21,7 +21,7 @@ from .linalg import vector_norm
 from .shapes import check_index_bounds, norm_dim
 from .tensor import Tensor
 from .node_names import torch_node
-from .ranges import checked_steps, logspace_values
+from .ranges import check_bounds, checked_steps, logspace_values
 
 
 def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=None,
@@ -139,8 +139,33 @@ def index_fill(input, dim, index, value):
                            f"tensor with {value._data.ndim} dimension(s).")
     fill_value_fits(value.item() if isinstance(value, Tensor) else value, input._dtype)
     v = value if isinstance(value, Tensor) else _tensor(value, dtype=input._dtype)
+    if v.requires_grad:     # (value's gradient counts a slot its index repeats once, PyTorch's)
+        mask = index_fill(input.new_zeros(input.shape, dtype=dtypes.bool_), dim, index, True)
+        return v.to(input._dtype).where(mask, input)
     return call(OPS["index_put"], (input, v.to(input._dtype), idx),
                 {"spec": spec, "accumulate": False})
+
+
+def _index_copy_shapes(input, d, index, source):
+    """PyTorch's checks that source's slices are input's (else index_put would broadcast a
+    source of fewer dims into every indexed slice)."""
+    xs, ss = list(input._data.shape), list(source._data.shape)
+    if not ss and index._data.size != 1:
+        raise IndexError(f"index_copy_(): When source is scalar, index should have one element "
+                         f"(got {index._data.size})")
+    if ss and len(ss) != len(xs):
+        raise IndexError(f"index_copy_(): When source and destination are not scalars, their "
+                         f"dimensionality must match. Source dimensionality ({len(ss)}), "
+                         f"destination dimensionality ({len(xs)})")
+    if xs[:d] + xs[d + 1:] != ss[:d] + ss[d + 1:]:
+        raise RuntimeError(f"index_copy_(): Source/destination tensor must have same slice "
+                           f"shapes. Destination slice shape: "
+                           f"{' '.join(map(str, xs[:d] + xs[d + 1:]))} at dimension {d} and "
+                           f"source slice shape: {' '.join(map(str, ss[:d] + ss[d + 1:]))} at "
+                           "dimension 0.")
+    if ss and index._data.size != ss[d]:
+        raise IndexError(f"index_copy_(): Number of indices ({index._data.size}) should be "
+                         f"equal to source.size(dim) ({ss[d]})")
 
 
 @torch_node("IndexCopyBackward0")
@@ -157,6 +182,7 @@ def index_copy(input, dim, index, source):
         raise RuntimeError(f"index_copy_(): self and source expected to have the same dtype, "
                            f"but got (self) {tname(input._dtype)} and (source) "
                            f"{tname(source._dtype)}")
+    _index_copy_shapes(input, len(spec) - 1, idx, source)
     # (PyTorch's result is contiguous whatever input's layout; index_put keeps input's)
     return call(OPS["index_put"], (input.contiguous(), source, idx),
                 {"spec": spec, "accumulate": False})
@@ -232,6 +258,7 @@ def logspace(start, end, steps, base=10.0, *, dtype=None, layout=None, device=No
     """As torch.logspace: base ** (steps values from start to end)."""
     check_device(device, "create a tensor on")
     steps = checked_steps("logspace", steps)
+    check_bounds("logspace", start, end)
     d = dtypes.get_default_dtype() if dtype is None else dtypes.to_dtype(dtype)
     vals = logspace_values(float(start), float(end), int(steps), float(base), d.np)
     return _tensor(vals, requires_grad=requires_grad)

@@ -155,7 +155,7 @@ def _split_along(input, ios, name, min_nd, dim):
     if nd < min_nd:
         raise RuntimeError(f"torch.{name} requires a tensor with at least {min_nd} dimension, "
                            f"but got a tensor with {nd} dimensions!")
-    if isinstance(ios, (int, np.integer)) and ios and input._data.shape[dim] % ios:
+    if isinstance(ios, (int, np.integer)) and (not ios or input._data.shape[dim] % ios):
         raise RuntimeError(f"torch.{name} attempted to split along dimension {dim}, but the "
                            f"size of the dimension {input._data.shape[dim]} is not divisible by "
                            f"the split_size {ios}!")
@@ -194,7 +194,7 @@ def split_with_sizes(input, split_sizes, dim=0):
 
 def diff(input, n=1, dim=-1, prepend=None, append=None):
     """As torch.diff: the n-th forward difference along dim (logical_xor for bool), with
-    prepend and append concatenated first."""
+    prepend and append concatenated first (n 0: a copy of input, as PyTorch's)."""
     nd = input._data.ndim
     if nd == 0:
         raise RuntimeError("diff expects input to be at least one-dimensional")
@@ -205,7 +205,7 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):
         if t is not None and t._data.ndim != nd:
             raise RuntimeError("diff expects prepend or append to be the same dimension as input")
     parts = [t for t in (prepend, input, append) if t is not None]
-    x = cat(parts, d) if len(parts) > 1 else input
+    x = input.clone() if n == 0 else cat(parts, d) if len(parts) > 1 else input
     for _ in range(n):
         m = x._data.shape[d]
         if m == 0:

@@ -98,8 +98,8 @@ for _name, _fn, _doc in (("atan2", _atan2_method, "As torch.Tensor.atan2."),
                          ("polygamma", _polygamma_method, "As torch.Tensor.polygamma."),
                          ("polygamma_", _polygamma_, "In-place polygamma, as "
                                                      "torch.Tensor.polygamma_.")):
-    def _m(self, *args, _fn=_fn):
-        return _fn(self, *args)
+    def _m(self, *args, _fn=_fn, **kwargs):        # (x.polygamma(n=1), x.atan2(other=y))
+        return _fn(self, *args, **kwargs)
     _m.__name__, _m.__qualname__, _m.__doc__ = _name, f"Tensor.{_name}", _doc
     setattr(Tensor, _name, _m)
 

@@ -103,9 +103,16 @@ def _check_overlap(op, t, inputs):
     """PyTorch's error for an operand that shares part of the memory an in-place op writes
     (x[1:].add_(x[:-1]), x.copy_(x.t())): by its get_overlap_status, which only judges
     dense layouts (x[::2].add_(x[1::2]) is let through)."""
+    a = t._data
+    # (a writeable view whose elements repeat: as_strided's; an expanded one is read-only,
+    # _write_read_only_view's; NumPy would write one of the values into each repeated cell)
+    if a.flags.writeable and op.name not in _VALUE_READ + ("zero",) and a.size and any(
+            s == 0 and n > 1 for s, n in zip(a.strides, a.shape)):
+        raise RuntimeError("unsupported operation: more than one element of the written-to "
+                           "tensor refers to a single memory location. Please clone() the "
+                           "tensor before performing the operation.")
     if op.name in _VALUE_READ:
         return
-    a = t._data
     for x in inputs[1:]:
         if not _is_tensor(x) or x._storage is not t._storage or not a.size or \
                 not x._data.size or not _dense(a) or not _dense(x._data):

@@ -83,7 +83,7 @@ def _index_add_args(self, dim, index, source, alpha):
     if index._data.size != k:
         raise RuntimeError(f"index_add_(): Number of indices ({index._data.size}) should be "
                            f"equal to source.size(dim): ({k}), for dim: {d}")
-    if len(ss) == len(xs) and any(a != b for i, (a, b) in enumerate(zip(ss, xs)) if i != d):
+    if len(ss) != len(xs) or any(a != b for i, (a, b) in enumerate(zip(ss, xs)) if i != d):
         raise RuntimeError(f"source tensor shape must match self tensor shape, excluding the "
                            f"specified dimension. Got self.shape = {list(xs)} source.shape = "
                            f"{list(ss)}")

@@ -292,7 +292,7 @@ def addmm(self, mat1, mat2, *, beta=1, alpha=1):
                            f"existing size ({have[d]}) at non-singleton dimension "
                            f"{d}.  Target sizes: {list(shape)}.  Tensor sizes: "
                            f"{list(self._data.shape)}")
-    return call(OPS["addmm"], (self, mat1, mat2), {"beta": beta, "alpha": alpha})
+    return call(OPS["addmm"], (self, mat1, mat2), dtypes.int_scales(mat1._dtype, beta, alpha))
 
 
 def bmm(self, mat2):
@@ -311,14 +311,14 @@ def dot(self, other):
     if self._data.ndim != 1 or other._data.ndim != 1:
         raise RuntimeError(f"1D tensors expected, but got {self._data.ndim}D and "
                            f"{other._data.ndim}D tensors")
+    if self._dtype is not other._dtype:
+        raise RuntimeError(f"dot : expected both vectors to have same dtype, but found "
+                           f"{tname(self._dtype)} and {tname(other._dtype)}")
     if self._data.shape != other._data.shape:
         raise RuntimeError("inconsistent tensor size, expected tensor [%d] and src [%d] to have "
                            "the same number of elements, but got %d and %d elements respectively"
                            % (self._data.shape[0], other._data.shape[0], self._data.shape[0],
                               other._data.shape[0]))
-    if self._dtype is not other._dtype:
-        raise RuntimeError(f"dot : expected both vectors to have same dtype, but found "
-                           f"{tname(self._dtype)} and {tname(other._dtype)}")
     _same_dtype(self, other, "dot")
     return call(OPS["dot"], (self, other), {})
 

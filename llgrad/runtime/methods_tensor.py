@@ -8,7 +8,7 @@ import numpy as np
 
 from ..ir import OPS
 from ..ir.optable import method_doc
-from . import trace_state
+from . import dtypes, trace_state
 from .dispatch import call
 from .inplace import call_inplace
 from .dispatch import scalar_type_name as tname
@@ -77,7 +77,9 @@ def flipud(self):
 
 def roll(self, shifts, dims=None):
     shifts = (int(shifts),) if isinstance(shifts, (int, np.integer)) else tuple(map(int, shifts))
-    if dims is None:
+    if not shifts:          # (else roll((), ()) would return the tensor unrolled)
+        raise RuntimeError("`shifts` required")
+    if dims is None or (isinstance(dims, (tuple, list)) and not dims and len(shifts) == 1):
         if len(shifts) != 1:
             raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:0")
         return self._op("roll", shifts=shifts, dims=None)
@@ -86,6 +88,8 @@ def roll(self, shifts, dims=None):
         raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, "
                            f"dims:{len(dims)}")
     nd = self._data.ndim
+    if not nd:              # (PyTorch's roll does not read a 0-d tensor's dim 0 as its one)
+        raise IndexError(f"Dimension specified as {dims[0]} but tensor has no dimensions")
     return self._op("roll", shifts=shifts, dims=tuple(norm_dim(d, nd) for d in dims))
 
 
@@ -210,13 +214,14 @@ def _baddbmm_check(self, b1, b2):
 
 def baddbmm(self, batch1, batch2, *, beta=1, alpha=1):
     _baddbmm_check(self, batch1, batch2)
-    return call(OPS["baddbmm"], (self, batch1, batch2), {"beta": beta, "alpha": alpha})
+    return call(OPS["baddbmm"], (self, batch1, batch2),
+                dtypes.int_scales(batch1._dtype, beta, alpha))
 
 
 def baddbmm_(self, batch1, batch2, *, beta=1, alpha=1):
     _baddbmm_check(self, batch1, batch2)
     return call_inplace(OPS["baddbmm"], self, (self, batch1, batch2),
-                        {"beta": beta, "alpha": alpha})
+                        dtypes.int_scales(batch1._dtype, beta, alpha))
 
 
 def unfold(self, dimension, size, step):

@@ -47,7 +47,7 @@ _IN_OUT_DTYPE = ("sum", "prod", "cumsum", "cumprod")
 _EXACT = {n: "Expected out tensor to have dtype {r}, but got {o} instead" for n in (
     "argmax", "argmin", "max", "min", "norm", "sum", "prod", "cumsum", "cumprod", "matmul",
     "mm", "bmm", "addmm", "baddbmm", "mv", "sort", "msort", "topk", "softmax", "log_softmax",
-    "cross", "gather", "diag", "tril", "triu", "renorm")}
+    "cross", "gather", "diag", "tril", "triu", "renorm", "aminmax")}
 _EXACT.update({n: "Expected the dtype for input and out to match, but got {R} for input's "
                   "dtype and {O} for out's dtype." for n in ("amax", "amin")})
 _EXACT.update({n: "Found dtype {O} but expected {R}" for n in (
@@ -58,6 +58,7 @@ _EXACT.update({n: "expected scalar_type {R} but found {O}" for n in (
 _EXACT.update({n: n + "(): self and result must have the same scalar type" for n in (
     "index_select", "masked_select")})
 _EXACT.update({"where": "Expected out type to be {R} but got {O}",
+               "multinomial": "multinomial expects Long tensor out, got: {O}",
                "nan_to_num": "nan_to_num: dtype of out: {O} should be same as input: {R}",
                "dot": "result dtype {O} does not match input dtype {R}",
                "take": "take(): self and out expected to have the same dtype, but got "

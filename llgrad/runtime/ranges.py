@@ -53,6 +53,17 @@ def checked_steps(name, steps):
     return int(steps)
 
 
+def check_bounds(name, start, end):
+    """PyTorch's error for a start or end tensor of 1 or more dims (NumPy would broadcast
+    it, or fail in its own words)."""
+    ts = [(w, v.ndim) for w, v in (("start", start), ("end", end)) if hasattr(v, "ndim")
+          and not isinstance(v, (np.generic,))]
+    if any(nd for _, nd in ts):
+        got = " and ".join(f"{w} with {nd} dimension(s)" for w, nd in ts)
+        raise RuntimeError(f"{name} only supports 0-dimensional start and end tensors, but got "
+                           f"{got}.")
+
+
 def linspace_values(start, end, steps, npdt):
     """torch.linspace(start, end, steps) in NumPy dtype npdt, as PyTorch's kernel."""
     npdt = np.dtype(npdt)

@@ -193,6 +193,8 @@ ELEMENTWISE = {
     "acos": ("x", {}, "unit", 4, False),
     "atan": ("x", {}, "any", 4, False),
     "atan2": ("xy", {}, "any", 4, False),
+    "fmod_float": ("xy", {}, "any", 0, False),         # (C's fmod: exact)
+    "remainder_float": ("xy", {}, "any", 0, False),
     "erfc": ("x", {}, "any", 4, False),
     "erfinv": ("x", {}, "unit", 4, False),
     "lgamma": ("x", {}, "pos", 8, False),

@@ -271,6 +271,8 @@ CASES = {
     "acos": (lambda a: a.acos(), [u(3, 4)]),
     "atan": (lambda a: a.atan(), [f(3, 4)]),
     "atan2": (lambda a, c: a.atan2(c), [f(3, 4), f(4)]),
+    "fmod_float": (lambda a, c: a.fmod(c), [f(3, 4), f(4)]),
+    "remainder_float": (lambda a, c: a % c, [f(3, 4), f(4)]),
     "erfc": (lambda a: a.erfc(), [f(3, 4)]),
     "erfinv": (lambda a: a.erfinv(), [u(3, 4)]),
     "lgamma": (lambda a: a.lgamma(), [p(3, 4)]),
@@ -284,6 +286,9 @@ CASES = {
                         [f(3, 3), f(3, 2)]),
     "linalg_solve_triangular": (lambda a, b: llgrad.linalg.solve_triangular(
         a + 3 * llgrad.eye(3, dtype=a.dtype), b, upper=False), [f(3, 3), f(3, 2)]),
+    "cholesky_solve": (lambda a, b: llgrad.cholesky_solve(     # (tril: the triangle read)
+        b, a.tril() + 3 * llgrad.eye(3, dtype=a.dtype)) + llgrad.cholesky_solve(
+        b, a.triu() + 3 * llgrad.eye(3, dtype=a.dtype), upper=True), [f(3, 3), f(3, 2)]),
     "linalg_cholesky_ex": (lambda a: llgrad.linalg.cholesky(
         a @ a.mT + llgrad.eye(3, dtype=a.dtype)), [f(3, 3)]),
     "linalg_lu_factor_ex": (lambda a: llgrad.linalg.lu_factor(a + 3 * llgrad.eye(3, dtype=a.dtype)).LU,

@@ -81,7 +81,24 @@ def r_bitwise_bool(g):
     g.op(name)
 
 
+def r_fmod(g):
+    """fmod / remainder of floats (C's fmod: fmod_float, remainder_float) by a divisor kept
+    from 0 (a tensor of |x| + 0.5, or a number); not where gradients are checked (the
+    derivative in the divisor jumps)."""
+    if g.smooth:
+        return False
+    x = g.need(lambda v: v.float)
+    d = g.choice([f"({x}.abs() + 0.5)", "1.5", "-0.75"])
+    name = g.choice(("fmod_float", "remainder_float"))
+    text = g.choice([f"{x}.fmod({d})", f"llgrad.fmod({x}, {d})"] if name == "fmod_float" else
+                    [f"{x} % {d}", f"llgrad.remainder({x}, {d})"])
+    v = g.new(x.shape, x.dtype, rg=x.rg)
+    g.emit(f"{v} = {text}", x)
+    g.op(name)
+
+
 RECIPES.update({
+    r_fmod: (1, {"fmod_float", "remainder_float"}),
     r_polygamma: (1, {"polygamma"}),
     r_polygamma_: (1, {"polygamma_"}),
     r_bitwise: (2, set(_BITWISE) | {"bitwise_not", "div_int"}),

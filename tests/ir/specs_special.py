@@ -17,6 +17,8 @@ for _n in ("lgamma", "digamma"):
     SPECS[_n] = S([P(3, 4)], {}, (lambda n: lambda a: getattr(a, n)())(_n))
 SPECS.update({
     "atan2": S([X(3, 4), X(4)], {}, lambda a, b: a.atan2(b)),
+    "fmod_float": S([X(3, 4), X(4)], {}, lambda a, b: a.fmod(b)),
+    "remainder_float": S([X(3, 4), X(4)], {}, lambda a, b: a % b),
     "polygamma": S([P(3, 4)], {"n": 2}, lambda a: a.polygamma(2)),
     "polygamma_": S([P(3, 4)], {"n": 1}, lambda a: a.clone().polygamma_(1)),
     "bitwise_and": S([_K(3, 4), _K(4)], {}, lambda a, b: a & b),
@@ -91,6 +93,8 @@ SPECS.update({
     "linalg_solve_triangular": S([_Square((3, 3), "float64"), X(3, 2, dtype="float64")],
                                  {"upper": True, "left": True, "unitriangular": False},
                                  lambda a, b: llgrad.linalg.solve_triangular(a, b, upper=True)),
+    "cholesky_solve": S([X(2, 3, 2, dtype="float64"), _Square((3, 3), "float64")],
+                        {"upper": False}, lambda b, a: llgrad.cholesky_solve(b, a)),
     "linalg_cholesky_ex": S([_Square((3, 3), "float64")], {"upper": False},
                             lambda a: tuple(llgrad.linalg.cholesky_ex(a))),
     "linalg_lu_factor_ex": S([_Square((2, 3, 3), "float64")], {"pivot": True},

@@ -28,6 +28,12 @@ S("linalg_solve_triangular",
   Case("lower_right_unit", lambda T, a, b: T.linalg.solve_triangular(
       a.reshape(2, 3, 3), b, upper=False, left=False, unitriangular=True), _laM(2, 3, 3),
       _laR(2, 4, 3), node="LinalgSolveTriangularBackward0"))
+S("cholesky_solve",      # (a triangular factor: the forward reads one triangle)
+  Case("lower", lambda T, a, b: T.cholesky_solve(b, a.reshape(3, 3).tril()), _laM(3, 3),
+       _laR(3, 2), node="CholeskySolveBackward0"),
+  Case("upper_batched", lambda T, a, b: T.cholesky_solve(b, a.reshape(2, 3, 3).triu(),
+                                                         upper=True),
+       _laM(2, 3, 3), _laR(1, 3, 2), node="CholeskySolveBackward0"))
 S("linalg_cholesky_ex",
   Case("lower", lambda T, a: T.linalg.cholesky(a.reshape(3, 3) @ a.reshape(3, 3).mT),
        _laM(3, 3), node="LinalgCholeskyExBackward0"),

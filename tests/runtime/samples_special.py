@@ -170,3 +170,15 @@ S("linalg_slogdet",
        _spM(2, 3, 3), node="LinalgSlogdetBackward0"),
   Case("logdet", lambda T, a: T.logdet(a.reshape(3, 3)), _spM(3, 3), node="WhereBackward0",
        top=False))
+
+# -- fmod / remainder of floats (C's fmod, exact; appended: the inputs above stay as they were)
+# (the in-place forms compute out of place and copy in: their top node is the copy)
+S("fmod_float", *_bin(lambda x, y: x.fmod(y), "FmodBackward1", _spR, _spR, None)[:-1],
+  Case("fn", lambda T, x, y: T.fmod(x, y), _spR(2, 3), _spR(3), node="FmodBackward1"),
+  Case("inplace", lambda T, x, y: (x * 1).fmod_(y), _spR(3, 4), _spR(4), node="FmodBackward1",
+       top=False))
+S("remainder_float", *_bin(lambda x, y: x % y, "RemainderBackward1", _spR, _spR, None)[:-1],
+  Case("fn", lambda T, x, y: T.remainder(x, y), _spR(2, 3), _spR(3),
+       node="RemainderBackward1"),
+  Case("inplace", lambda T, x, y: (x * 1).remainder_(y), _spR(3, 4), _spR(4),
+       node="RemainderBackward1", top=False))

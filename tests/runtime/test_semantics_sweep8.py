@@ -325,8 +325,6 @@ def test_float16_layer_norm_backward_in_float32():
         assert (np.abs(a - r) / ulp).max() <= 1
 
 
-@pytest.mark.xfail(strict=True, reason="float64 fmod is x - trunc(x / y) * y, up to an ulp "
-                   "off C's fmod, which PyTorch calls (not fixed)")
 @pytest.mark.parametrize("op", ["fmod", "remainder"])
 def test_float64_fmod_exact(op):
     x = np.linspace(-3, 5, 40)

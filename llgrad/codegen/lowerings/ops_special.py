@@ -33,6 +33,20 @@ def _atan2(sg, node, y, x):
     return vs.atan2(sg, y, x)
 
 
+@elementwise("fmod_float", check=_floats_only)
+def _fmod_float(sg, node, a, b):
+    return Scalar(sg.b.frem(a.v, b.v), a.dt)        # (LLVM's frem is C's fmod)
+
+
+@elementwise("remainder_float", check=_floats_only)
+def _remainder_float(sg, node, a, b):
+    mod = Scalar(sg.b.frem(a.v, b.v), a.dt)
+    zero = sg.const(0, a.dt)
+    fix = sg.b.and_(sg.cmp("!=", mod, zero).v,
+                    sg.b.xor(sg.cmp("<", b, zero).v, sg.cmp("<", mod, zero).v))
+    return sg.select(fix, sg.add(mod, b), mod)
+
+
 def _polygamma_check(node):
     n = node.attrs.get("n")
     if not isinstance(n, int) or n < 0:
