@@ -43,9 +43,9 @@ def _alpha(self, other, alpha):
 
 
 def _add_or_sub(name, self, other, alpha):
-    """add / sub / add_ / sub_ (name) of self and alpha * other: a tensor alpha through
-    addcmul (one FMA, as ATen's add with a number alpha)."""
-    other, alpha = alpha_first(name, other, alpha)
+    """add / sub / add_ / sub_ (name) of self and alpha * other (their arguments read by
+    alpha_first, in the caller: its deprecation warning names the user's line): a tensor
+    alpha through addcmul (one FMA, as ATen's add with a number alpha)."""
     op = _SUB if name.startswith("sub") else _ADD
     if op is _SUB:
         check_sub(self, other)
@@ -62,7 +62,7 @@ def add(self, other, alpha=1):
     """self + alpha * other, as torch.Tensor.add. alpha may be a one-element tensor (a
     learning rate held in a tensor): a compiled step then reads it at each call instead of
     baking its value in (the values are PyTorch's)."""
-    return _add_or_sub("add", self, other, alpha)
+    return _add_or_sub("add", self, *alpha_first("add", other, alpha))
 
 
 def check_sub(a, b):
@@ -80,14 +80,14 @@ def check_sub(a, b):
 
 def sub(self, other, alpha=1):
     """self - alpha * other, as torch.Tensor.sub; alpha as add's."""
-    return _add_or_sub("sub", self, other, alpha)
+    return _add_or_sub("sub", self, *alpha_first("sub", other, alpha))
 
 
 def add_(self, other, alpha=1):
     """In-place add, as torch.Tensor.add_; alpha as add's (a number or a one-element tensor)."""
-    return _add_or_sub("add_", self, other, alpha)
+    return _add_or_sub("add_", self, *alpha_first("add_", other, alpha))
 
 
 def sub_(self, other, alpha=1):
     """In-place sub, as torch.Tensor.sub_; alpha as add's (a number or a one-element tensor)."""
-    return _add_or_sub("sub_", self, other, alpha)
+    return _add_or_sub("sub_", self, *alpha_first("sub_", other, alpha))

@@ -70,7 +70,12 @@ def r_nn_loss(g):
         g.emit(f"{v} = F.binary_cross_entropy({dom(g, x, 'unit')}, {dom(g, t, 'unit')}, {w}, "
                f"reduction={red!r})", x, t, w)
     else:
-        y = g.pick(lambda v: v.float and v.shape == x.shape and v is not x) or g.input(x.shape)
+        # (huber_loss's backward refuses a target of another dtype, and so its forward when
+        # a gradient will be asked for: one dtype there)
+        same = name == "huber_loss"
+        y = g.pick(lambda v: v.float and v.shape == x.shape and v is not x and
+                   (not same or v.dtype == x.dtype)) or \
+            g.input(x.shape, x.dtype if same else None)
         arg = g.choice(["", ", beta=0.5", ", beta=2.0"] if name == "smooth_l1_loss" else
                        ["", ", delta=0.5", ", delta=3.0"])
         v = g.new(() if red != "none" else x.shape, result_dtype(x, y), rg=rg_of(x, y))
