@@ -47,9 +47,12 @@ def fma32(a, b, c):
     and the sum's error (Knuth) breaks the one case float64's rounding would decide wrongly,
     a sum that lands exactly half-way between two float32 values."""
     a, b, c = (np.asarray(x, np.float32).astype(np.float64) for x in (a, b, c))
-    s, err = _two_sum(a * b, c)
-    tie = ((s.view(np.int64) & _F32_DROP) == _F32_HALF) & (err != 0)
+    p = a * b
+    s = p + c
+    tie = (s.view(np.int64) & _F32_DROP) == _F32_HALF   # (rare: the sum's error only there)
     if tie.any():
+        s, err = _two_sum(p, c)
+        tie &= err != 0
         s = np.where(tie, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
     return s.astype(np.float32)
 

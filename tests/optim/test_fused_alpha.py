@@ -92,3 +92,18 @@ def test_batch_norm_running_stats_follow_the_tensor_calls():
     mean = x.numpy().astype(np.float64).mean(0).astype(np.float32)
     want = llgrad.zeros(128).mul_(0.7).add_(llgrad.tensor(mean), alpha=0.3)
     np.testing.assert_array_equal(bn.running_mean.numpy(), want.numpy())
+
+
+def test_fma32_where_float64_rounding_lands_on_a_float32_tie():
+    """a * b + c whose float64 sum rounds onto a float32 half-way point (the exact value just
+    below or above it): rounded once, as an FMA, not twice."""
+    a = np.float32(2.0 ** -24 + 2.0 ** -47)
+    b = np.float32(1 - 2.0 ** -23)              # a * b = 2**-24 - 2**-70, exactly
+    c = np.float32(1 + 2.0 ** -23)
+    got = llgrad.tensor([c]).addcmul(llgrad.tensor([a]), llgrad.tensor([b]))
+    assert got.item() == 1 + 2.0 ** -23         # (twice rounded: 1 + 2**-22)
+    want = torch.tensor([c]).addcmul(torch.tensor([a]), torch.tensor([b]))
+    assert got.item() == want.item()
+    one, above = np.float32(1.0), np.float32(1 + 2.0 ** -23)   # (a * b above 2**-24)
+    up = llgrad.tensor([one]).addcmul(llgrad.tensor([a]), llgrad.tensor([above]))
+    assert up.item() == 1 + 2.0 ** -23
