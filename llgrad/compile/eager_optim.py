@@ -21,10 +21,10 @@ def reset():
     _kernels.clear()
 
 
-def adam_kernel(dtype, near, decay):
+def adam_kernel(dtype, near, decay, start=True):
     """The ctypes function of Adam's update loop (codegen/eager_adam.py), or None (its build
-    is under way, or failed: the NumPy passes serve)."""
-    return _kernel(("adam", dtype, near, decay), 4, 7)
+    is under way, or failed, or, without start, not begun: the NumPy passes serve)."""
+    return _kernel(("adam", dtype, near, decay), 4, 7, start)
 
 
 def sgd_kernel(dtype, maximize, decay, momentum, nesterov):
@@ -34,13 +34,13 @@ def sgd_kernel(dtype, maximize, decay, momentum, nesterov):
                    3, 4)
 
 
-def _kernel(key, pointers, constants):
+def _kernel(key, pointers, constants, start=True):
     if not eager_native.ENABLED:
         return None
     found = _kernels.get(key, False)
-    if found is False:
+    if found is False and start:
         found = eager_builds.start(_kernels, key, lambda: _build(key, pointers, constants))
-    if found is None or found is eager_builds.PENDING:
+    if found is None or found is False or found is eager_builds.PENDING:
         return None
     return found[0]
 

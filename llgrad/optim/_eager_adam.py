@@ -5,9 +5,10 @@ kernels included), each in-place result written into its tensor with the version
 write location call_inplace gives it. It serves only the common case (no tracer, no vmap,
 Python-number hyper-parameters, plain writable float tensors of one dtype and shape, no
 amsgrad or maximize); anything else returns False before writing and Adam.step's tensor
-calls run (their checks and messages included). A C-contiguous parameter of _NATIVE_MIN
-elements or more takes one native loop for all of it (compile/eager_optim.py), the same
-operations in the same order: the same bits again."""
+calls run (their checks and messages included). A C-contiguous parameter takes one native
+loop for all of it (compile/eager_optim.py), the same operations in the same order: the same
+bits again; a parameter of _NATIVE_MIN elements or more starts the loop's build, which then
+serves every size (a script of small parameters only never loads LLVM's code)."""
 import numpy as np
 
 from ..compile import eager_optim
@@ -112,7 +113,7 @@ def _native(p, grad, exp_avg, exp_avg_sq, group, step_t, loc):
     (compile/eager_optim.py), when the four arrays are C-contiguous, the constants finite in
     the dtype and the kernel ready; False otherwise (nothing written)."""
     arrays = (p._data, grad._data, exp_avg._data, exp_avg_sq._data)
-    if arrays[0].size < _NATIVE_MIN or not all(a.flags.c_contiguous for a in arrays):
+    if not all(a.flags.c_contiguous for a in arrays):
         return False
     for i, a in enumerate(arrays):      # (the loop's pointers are noalias)
         for b in arrays[i + 1:]:
@@ -123,7 +124,8 @@ def _native(p, grad, exp_avg, exp_avg_sq, group, step_t, loc):
     decay = "none" if weight_decay == 0 else \
         "decoupled" if group["decoupled_weight_decay"] else "l2"
     near = abs(1 - beta1) < 0.5         # (lerp's formula for this weight: _lerp's choice)
-    fn = eager_optim.adam_kernel(arrays[0].dtype.name, near, decay)
+    fn = eager_optim.adam_kernel(arrays[0].dtype.name, near, decay,
+                                 start=arrays[0].size >= _NATIVE_MIN)
     if fn is None:
         return False
     step = step_t.item()
