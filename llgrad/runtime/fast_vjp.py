@@ -70,8 +70,8 @@ _sum = OPS["sum"]
 
 def summed_to(g, shape):
     """sum_to_shape(g, shape) of a plain float gradient as one call of the sum op's NumPy
-    implementation (the call g.sum(dims, keepdim=True) makes) and a reshape, as a tensor of
-    its own (which .grad can take over, where the general path's reshape is a view); None
+    implementation (the call g.sum(dims, keepdim=True) makes) and, where inner dims are
+    summed too, a reshape: the same values without two dispatches and a view node; None
     where the general path must run (other dtypes, a profiler recording ops, shapes that do
     not broadcast: it raises there)."""
     if not _plain(g) or dispatch.profiler is not None or g._dtype._cat != 2:
@@ -90,7 +90,7 @@ def summed_to(g, shape):
     if not dims:
         return None
     # (the values do not depend on keepdim; without it, summing only the leading dims gives
-    # the shape itself, an array that owns its memory)
+    # the shape itself, no reshape needed)
     keep = len(dims) != lead
     out = c_order(dispatch.run_impl(_sum, [g], {"dim": dims, "keepdim": keep}))
     return _new(out.reshape(shape) if keep and lead else out)
