@@ -113,8 +113,6 @@ class Adam(Optimizer):
                 if raw(group, "weight_decay") != 0:     # (the guard key holds whether)
                     if group["decoupled_weight_decay"]:
                         p.mul_(1 - lr * weight_decay)
-                    elif isinstance(weight_decay, Tensor):   # (traced: add's alpha as one FMA)
-                        grad = grad.addcmul(p, weight_decay)
                     else:
                         grad = grad.add(p, alpha=weight_decay)
 

@@ -137,8 +137,5 @@ class Muon(Optimizer):
                                                      group["ns_steps"], group["eps"])
                 adjusted = _adjust_lr(lr, group["adjust_lr_fn"], p.shape)
                 p.mul_(1 - lr * weight_decay)
-                if isinstance(adjusted, Tensor):
-                    p.addcmul_(update.to(p.dtype), adjusted, value=-1)  # (alpha's one FMA)
-                else:
-                    p.add_(update.to(p.dtype), alpha=-adjusted)
+                p.add_(update.to(p.dtype), alpha=-adjusted)
         return loss

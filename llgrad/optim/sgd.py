@@ -44,12 +44,10 @@ class SGD(Optimizer):
             with enable_grad():
                 loss = closure()
         for group in self.param_groups:
-            # (while tracing, lr and momentum may be graph inputs: 0-d tensors, taken by
-            # addcmul where the numbers are add's alpha: both one fused multiply-add)
+            # (while tracing, lr and momentum may be graph inputs: 0-d tensors, which add's
+            # alpha takes as it takes the numbers: one fused multiply-add either way)
             lr, momentum, dampening = hyper(group, "lr"), hyper(group, "momentum"), \
                 group["dampening"]
-            lr_input = lr is not raw(group, "lr")
-            m_input = momentum is not raw(group, "momentum")
             weight_decay = group["weight_decay"]
             # the eager update without the dispatcher's bookkeeping where it applies
             # (_eager_sgd.py: the same ops, the same values and versions)
@@ -71,12 +69,8 @@ class SGD(Optimizer):
                     else:
                         buf.mul_(momentum).add_(grad, alpha=1 - dampening)
                     if group["nesterov"]:
-                        grad = grad.addcmul(buf, momentum) if m_input else \
-                            grad.add(buf, alpha=momentum)
+                        grad = grad.add(buf, alpha=momentum)
                     else:
                         grad = buf
-                if lr_input:
-                    p.addcmul_(grad, lr, value=-1)   # (add_'s alpha: one FMA)
-                else:
-                    p.add_(grad, alpha=-lr)
+                p.add_(grad, alpha=-lr)
         return loss

@@ -3,8 +3,9 @@ count) without call_inplace's bookkeeping where it has none to do: eagerly, with
 vmap, profiler or forward AD, into a plain tensor that does not require grad. The values are
 the table's NumPy implementations on the same operands, written in place (mul rounds each
 element once, add with an alpha is one fused multiply-add: the native eager kernels run_impl
-may pick give the same bits); the version bumps and write location are call_inplace's. Anything else returns False before writing and
-the caller makes the tensor calls (their checks and messages included). A batch norm's
+may pick give the same bits); the version bumps and write location are call_inplace's.
+Anything else returns False before writing and the caller makes the tensor calls (their
+checks and messages included). A batch norm's
 training forward made five in-place calls for its buffers: half its time on a (256, 128)
 batch."""
 import numpy as np

@@ -107,3 +107,33 @@ def test_fma32_where_float64_rounding_lands_on_a_float32_tie():
     one, above = np.float32(1.0), np.float32(1 + 2.0 ** -23)   # (a * b above 2**-24)
     up = llgrad.tensor([one]).addcmul(llgrad.tensor([a]), llgrad.tensor([above]))
     assert up.item() == 1 + 2.0 ** -23
+
+
+@pytest.mark.parametrize("name,kwargs,change", [
+    ("SGD", dict(momentum=0.9, nesterov=True, weight_decay=1e-3), "momentum"),
+    ("Adam", dict(weight_decay=1e-2), "weight_decay"),
+    ("AdamW", dict(betas=(0.8, 0.99)), "weight_decay")])
+def test_compiled_step_with_hypers_changed_between_calls_is_eagers(name, kwargs, change):
+    """lr and another hyper-parameter changed between calls: a compiled step takes them as
+    graph inputs (0-d tensors), which add's alpha reads as one FMA as it reads a number, so
+    the interpreted step's parameters are eager's to the bit."""
+    got = []
+    for compiled in (False, True):
+        llgrad.manual_seed(0)
+        w = llgrad.nn.Parameter(llgrad.randn(4, 8))
+        x = llgrad.randn(16, 8)
+        opt = getattr(llgrad.optim, name)([w], lr=0.1, **kwargs)
+
+        def step():
+            opt.zero_grad()
+            loss = (x @ w.t()).tanh().pow(2).mean()
+            loss.backward()
+            opt.step()
+            return loss
+        f = llgrad.compile(step, backend="interpret") if compiled else step
+        for k in range(6):
+            f()
+            opt.param_groups[0]["lr"] = 0.1 / (k + 2)
+            opt.param_groups[0][change] = (0.9 if change == "momentum" else 1e-2) / (k + 2)
+        got.append(w.detach().numpy().copy())
+    np.testing.assert_array_equal(got[1], got[0])
