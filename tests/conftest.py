@@ -91,3 +91,27 @@ def run_on_threads():
         assert not any(t.is_alive() for t in threads), "a thread hung"
         assert not errors, errors
     return run
+
+
+@pytest.fixture
+def cold_kernels(monkeypatch, tmp_path):
+    """The default build mode (background) on empty kernel caches, memory and disk: a kernel
+    the caches hold is loaded at its first call (tests/runtime/test_eager_warm_load.py), so a
+    test of the builder thread's hand-over needs kernels nothing has built yet."""
+    from llgrad.codegen.native import cache, jit   # (after the settings, as above)
+    from llgrad.compile import eager_native, eager_optim
+    from llgrad.compile.eager_builds import wait
+    monkeypatch.setenv("LLGRAD_COMPILE", "background")
+    monkeypatch.setenv("LLGRAD_CACHE_DIR", str(tmp_path))
+    wait()
+    eager_native.reset()
+    eager_optim.reset()
+    jit._reset()
+    cache._reset()
+    yield
+    wait()
+    eager_native.reset()
+    eager_optim.reset()
+    monkeypatch.undo()
+    jit._reset()
+    cache._reset()

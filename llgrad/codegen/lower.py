@@ -19,7 +19,7 @@ from .kernel import TAIL, Kernel
 from .lowerings.ops_matmul import small_gemm_bound
 from .native.threadcount import RUN as THREAD_CALL
 from .lowerings.pool import ensure_pool
-from .native import jit, keys
+from .native import disk_only, jit, keys
 from .schedule.plan import root_of
 
 _build_lock = threading.Lock()
@@ -49,7 +49,7 @@ def lower(graph, *, blas=True, opt=True, clusters=True, release=()):
                                    f"opt={opt};split={split and split[0]};{plan.describe()}")
     name = f"llgrad_{re.sub(r'[^0-9A-Za-z_]', '_', graph.name)[:40]}_{key[:16]}"
     also = (name + TAIL,) if split else ()
-    with _build_lock:               # one build per key, even from several threads
+    with disk_only.held(_build_lock):   # one build per key, even from several threads
         # (an entry on disk that lacks a symbol is treated as missing: built again)
         compiled = jit.lookup(key, name, before_load=_pool_if_threaded, also=also)
         built = compiled is None

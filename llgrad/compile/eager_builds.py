@@ -1,8 +1,10 @@
 """The builder thread of the eager kernels (eager_native.py's ops and their backwards,
 eager_softmax.py's rows, eager_optim.py's updates): a kernel is built on the first call that
 wants it, on this thread, while that call and the next ones run NumPy's implementation;
-LLGRAD_COMPILE=sync builds on the calling thread instead, before the call. `wait()` waits
-for the builds queued so far.
+LLGRAD_COMPILE=sync builds on the calling thread instead, before the call. A kernel the
+memory or disk cache holds is loaded on the calling thread before its first call, in either
+mode (codegen/native/disk_only.py: a warm process gives the same numbers every run).
+`wait()` waits for the builds queued so far.
 
 No build starts while a trace runs ops (their shapes are the traced call's, which the
 compiled code runs from then on) or while `paused()` (a compiled function's first step,
@@ -42,14 +44,24 @@ def wait():
 
 def start(table, key, build):
     """Fill table[key] with build() (a kernel or None): now under LLGRAD_COMPILE=sync (or
-    on the builder thread itself), else on the builder thread, the entry PENDING meanwhile.
-    Returns what the caller runs now: the kernel, or None for NumPy's implementation."""
+    on the builder thread itself) or where the memory or disk cache has the code (loaded on
+    this thread: a warm process runs native code from the first call, the same each run),
+    else on the builder thread, the entry PENDING meanwhile. Returns what the caller runs
+    now: the kernel, or None for NumPy's implementation."""
     if trace_state.state.tracer is not None or getattr(_paused, "on", False):
         return None             # (table[key] stays unset: a later call starts the build)
     if os.environ.get("LLGRAD_COMPILE", "background") == "sync" or \
             threading.current_thread() is _builder["thread"]:
         table[key] = build()
         return table[key]
+    from ..codegen.native import disk_only     # (codegen: on a kernel's first call only)
+    try:
+        with disk_only.probe():
+            found = build()
+        table[key] = found
+        return found
+    except disk_only.NotCached:
+        pass
     _tables[id(table)] = table
     table[key] = PENDING
     with _done:

@@ -198,9 +198,8 @@ def test_the_native_loop_matches_the_tensor_calls_bit_for_bit(kind, dtype, monke
             np.testing.assert_array_equal(x, z)
 
 
-def test_in_the_background_mode_the_passes_serve_until_the_loop_is_built(monkeypatch):
-    monkeypatch.setenv("LLGRAD_COMPILE", "background")
-    eager_optim.reset()
+def test_in_the_background_mode_the_passes_serve_until_the_loop_is_built(monkeypatch,
+                                                                       cold_kernels):
     ran = []
     real = _eager_adam._native
     monkeypatch.setattr(_eager_adam, "_native", lambda *a: ran.append(real(*a)) or ran[-1])

@@ -271,9 +271,7 @@ def test_switching_the_hook_off_gives_numpy_exactly():
         eager_native.install(True)
 
 
-def test_background_builds_never_block(monkeypatch):
-    monkeypatch.setenv("LLGRAD_COMPILE", "background")
-    eager_native.reset()
+def test_background_builds_never_block(cold_kernels):
     name, h = "fused_lstm_cell", 64
     arrays = _operands(name, np.float32, (_rows_for(name, h, 0),), h, special=False)
     first = _call(name, arrays)

@@ -44,9 +44,7 @@ def test_randn_and_normal_are_torchs(n):
         np.testing.assert_array_equal(llgrad.empty(n).normal_(mean, std).numpy(), want)
 
 
-def test_in_the_background_mode_numpy_serves_until_the_loop_is_ready(monkeypatch):
-    monkeypatch.setenv("LLGRAD_COMPILE", "background")
-    eager_builds.wait()
+def test_in_the_background_mode_numpy_serves_until_the_loop_is_ready(cold_kernels):
     eager_twister._loops.pop("bm", None)
     ran = []
 

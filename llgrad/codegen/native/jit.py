@@ -33,7 +33,7 @@ import weakref
 
 from llvmlite import ir
 
-from . import cache, elf, host, worker, worker_main
+from . import cache, disk_only, elf, host, worker, worker_main
 from .mcjit import _Engine, _binding, _engines, _llvm  # noqa: F401
 from .memory_lru import _cache_limit, _Memory
 
@@ -132,7 +132,7 @@ def jit():
     """The process's JIT (created on first use)."""
     global _jit
     if _jit is None:
-        with _lock:
+        with disk_only.held(_lock):
             if _jit is None:
                 _jit = _Jit()
     return _jit
@@ -236,7 +236,7 @@ class Compiled:
         this code alive."""
         a = self.addresses.get(name)
         if a is None:
-            with _lock:
+            with disk_only.held(_lock):
                 a = self._engine.address_of(name) if isinstance(self._engine, elf.Image) \
                     else self._engine.ee.get_function_address(name)
             if not a:
@@ -262,11 +262,11 @@ def _load(j, obj, blobs, entry_names, key=None):
         compiled = Compiled(j, image, blobs, addresses, image.nbytes)
         loader_stats["own"] += 1
         if key is not None:
-            with _lock:
+            with disk_only.held(_lock):
                 j.memory.put(key, compiled)
         return compiled
     nbytes = 2 * len(obj) + sum(len(b) for b in blobs)
-    with _lock:
+    with disk_only.held(_lock):
         e = j.engine_for(nbytes, names)
         loader_stats["mcjit"] += 1
         e.ee.add_object_file(j.llvm().ObjectFileRef.from_data(obj))
@@ -290,13 +290,14 @@ def lookup(key, entry_name, before_load=None, also=()):
     (an entry that lacks entry_name or a name in `also` is treated as missing: rebuilt).
     before_load(object_bytes) runs before a cached object is loaded (linked)."""
     j = jit()
-    with _lock:
+    with disk_only.held(_lock):
         hit = j.memory.get(key)
     if hit is not None:
         stats["memory_hits"] += 1
         return hit
     rec = cache.load(key)
     if rec is None or rec[0] != entry_name:
+        disk_only.no_build()
         return None
     _, obj, before, after = rec
     if before_load is not None:
@@ -304,6 +305,7 @@ def lookup(key, entry_name, before_load=None, also=()):
     try:
         compiled = _load(j, obj, (before, after), [entry_name, *also], key)
     except MissingSymbol:
+        disk_only.no_build()
         return None
     stats["loaded"] += 1
     return compiled
@@ -313,6 +315,7 @@ def _generate(irmod, mode, keep_ir):
     """(IR text, object bytes, IR text after optimisation or "") of an llvmlite module; mode
     "O3" (optimised), "O3-noopt" or "O0" (code generation only). By the compile worker
     (worker.py) where it serves, else by LLVM in this process: the same functions."""
+    disk_only.no_build()
     j = jit()
     text = str(irmod)
     host = {"cpu": j.cpu, "features": j.features, "triple": j.triple,
