@@ -8,7 +8,8 @@ _heap.keep_freed_memory(_heap.keep_mb_setting())   # (before the first tensor: s
 from .runtime import Size, Tensor  # noqa: F401
 from .runtime.dtypes import (bool_ as bool, double, dtype, float, float16, float32,  # noqa: F401,A004
                              float64, half, int, int8, int16, int32, int64, long, uint8,
-                             uint16, uint32, uint64)
+                             uint16, uint32, uint64, bfloat16, complex32, complex64,
+                             complex128, chalf, cfloat, cdouble)
 from .runtime.grad_mode import (enable_grad, inference_mode, is_grad_enabled,  # noqa: F401
                                 is_inference_mode_enabled, no_grad, set_grad_enabled)
 from .runtime.creation import (arange, as_tensor, empty, empty_like, eye,  # noqa: F401

@@ -8,7 +8,7 @@ import functools
 import threading
 import warnings
 
-from ..runtime.dtypes import float16
+from ..runtime.dtypes import bfloat16, float16
 
 __all__ = ["autocast", "is_autocast_available", "is_autocast_enabled", "get_autocast_dtype",
            "custom_fwd", "custom_bwd"]
@@ -38,9 +38,9 @@ def is_autocast_enabled(device_type=None):
 
 
 def get_autocast_dtype(device_type):
-    """The dtype autocast would use for device_type, as PyTorch's defaults say (llgrad has
-    no bfloat16, so the CPU's default is named by its string)."""
-    default = "bfloat16" if device_type in ("cpu", "hpu", "xla", "maia") else float16
+    """The dtype autocast would use for device_type, as PyTorch's defaults say (bfloat16 on
+    the CPU: a name only, llgrad has no bfloat16 tensors)."""
+    default = bfloat16 if device_type in ("cpu", "hpu", "xla", "maia") else float16
     return _state.dtypes.get(device_type, default)
 
 

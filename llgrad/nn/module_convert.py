@@ -5,7 +5,7 @@ their objects (optimisers and compiled calls hold them); their data is replaced.
 from __future__ import annotations
 
 from ..runtime.device import check as _check_device
-from ..runtime.dtypes import dtype as _dtype, float16, float32, float64
+from ..runtime.dtypes import bfloat16, dtype as _dtype, float16, float32, float64
 from ..runtime.grad_mode import no_grad
 from ..runtime.tensor import Tensor
 
@@ -85,3 +85,8 @@ class ModuleConvert:
     def half(self):
         """Cast floating parameters and buffers to float16, as torch.nn.Module.half."""
         return self.to(float16)
+
+    def bfloat16(self):
+        """As torch.nn.Module.bfloat16: raises NotImplementedError (llgrad has no bfloat16
+        tensors), the module left as it was."""
+        return self.to(bfloat16)

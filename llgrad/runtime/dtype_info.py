@@ -6,6 +6,12 @@ import numpy as np
 from . import dtypes
 
 
+_REAL_OF = {"complex32": dtypes.float16, "complex64": dtypes.float32,
+            "complex128": dtypes.float64}
+_BF16_MAX = float.fromhex("0x1.fep127")
+_NAMED = (dtypes.bfloat16, dtypes.complex32, dtypes.complex64, dtypes.complex128)
+
+
 def _g(x):
     return f"{x:g}"
 
@@ -14,7 +20,14 @@ class finfo:
     """finfo(dtype=None): the limits of a floating dtype (the default dtype when None)."""
 
     def __init__(self, type=None):     # noqa: A002  (PyTorch's argument name)
-        d = dtypes.get_default_dtype() if type is None else dtypes.to_dtype(type)
+        d = dtypes.get_default_dtype() if type is None else type \
+            if type in _NAMED else dtypes.to_dtype(type)
+        d = _REAL_OF.get(d.name, d)         # (a complex dtype's limits: its parts')
+        if d is dtypes.bfloat16:            # (no NumPy bfloat16 to ask)
+            self.bits, self.eps, self.max, self.min = 16, 2.0 ** -7, _BF16_MAX, -_BF16_MAX
+            self.tiny = self.smallest_normal = 2.0 ** -126
+            self.resolution, self.dtype = 0.01, d.name
+            return
         if not d.is_floating_point:
             raise TypeError("torch.finfo() requires a floating point input type. Use "
                             "torch.iinfo to handle 'torch.finfo'")
@@ -44,7 +57,7 @@ class iinfo:
     """iinfo(dtype): the limits of an integer dtype."""
 
     def __init__(self, type):          # noqa: A002
-        d = dtypes.to_dtype(type)
+        d = dtypes.float32 if type in _NAMED else dtypes.to_dtype(type)   # (PyTorch's error)
         if d.name == "bool":
             raise TypeError("torch.bool is not supported by torch.iinfo")
         if d.is_floating_point:

@@ -54,7 +54,46 @@ _BY_NAME = {d.name: d for d in ALL}
 uint16 = dtype("uint16", np.uint16, 1, "UInt16Tensor")
 uint32 = dtype("uint32", np.uint32, 1, "UInt32Tensor")
 uint64 = dtype("uint64", np.uint64, 1, "UInt64Tensor")
-NAMES_ONLY = {d.name: d for d in (uint16, uint32, uint64)}
+
+
+class _NoArrays:
+    """The .np of a dtype NumPy has no arrays of here (bfloat16, the complex dtypes): any
+    attribute raises why (NumPy asks an object given as a dtype for its .dtype), so every
+    path that would make such an array (creation, .to, astype, view) stops with that error."""
+    __slots__ = ("message",)
+
+    def __init__(self, message):
+        self.message = message
+
+    def __getattr__(self, name):
+        raise NotImplementedError(self.message)
+
+
+_NO_BFLOAT16 = ("llgrad has no bfloat16 tensors: NumPy has no bfloat16, and rounding to it "
+                "after every operation, as PyTorch's kernels do, is not emulated; use float32 "
+                "(or float16 for half-size storage)")
+_NO_COMPLEX = ("llgrad has no complex tensors: PyTorch's complex autograd (conjugate views, "
+               "Wirtinger derivatives) is not implemented; keep the real and imaginary parts "
+               "as two real tensors")
+
+
+def _names_only(name, itemsize, cat, is_complex, tensor_type, message):
+    """A dtype that exists as a name (comparisons, dtype tables, finfo) but has no tensors."""
+    d = dtype.__new__(dtype)
+    d.name, d.np, d.itemsize, d._cat, d._tensor_type = name, _NoArrays(message), itemsize, \
+        cat, tensor_type
+    d.is_floating_point, d.is_complex, d.is_signed = cat == 2 and not is_complex, is_complex, \
+        True
+    return d
+
+
+bfloat16 = _names_only("bfloat16", 2, 2, False, "BFloat16Tensor", _NO_BFLOAT16)
+complex32 = _names_only("complex32", 4, 2, True, "ComplexHalfTensor", _NO_COMPLEX)
+complex64 = _names_only("complex64", 8, 2, True, "ComplexFloatTensor", _NO_COMPLEX)
+complex128 = _names_only("complex128", 16, 2, True, "ComplexDoubleTensor", _NO_COMPLEX)
+chalf, cfloat, cdouble = complex32, complex64, complex128
+NAMES_ONLY = {d.name: d for d in (uint16, uint32, uint64, bfloat16, complex32, complex64,
+                                  complex128)}
 
 
 def from_name(name):
@@ -63,6 +102,8 @@ def from_name(name):
 
 def unsupported(npdt):
     """The error for a tensor of a NumPy dtype llgrad has no tensors of."""
+    if npdt.kind == "c":
+        return NotImplementedError(_NO_COMPLEX)
     if npdt.name in NAMES_ONLY:
         return NotImplementedError(
             f"llgrad has no {npdt.name} tensors: PyTorch runs only some ops on uint16 / uint32 / "
@@ -75,6 +116,8 @@ def from_numpy_dtype(npdt):
     try:
         return _BY_NP[np.dtype(npdt)]
     except KeyError:
+        if np.dtype(npdt).kind == "c":
+            raise NotImplementedError(_NO_COMPLEX) from None
         raise TypeError(f"can't convert np.ndarray of type numpy.{np.dtype(npdt).name}. "
                         "The only supported types are: float64, float32, float16, int64, "
                         "int32, int16, int8, uint8, and bool.") from None
@@ -84,6 +127,8 @@ def to_dtype(d):
     """Accept an llgrad dtype, a NumPy dtype or a Python type (float is float64, whatever
     the default dtype, as PyTorch's argument parser reads it)."""
     if isinstance(d, dtype):
+        if d.np.__class__ is _NoArrays:     # (bfloat16, complex: no tensors to make)
+            raise NotImplementedError(d.np.message)
         return d
     if d is builtins_float:
         return float64
@@ -111,7 +156,7 @@ def set_default_dtype(d: dtype) -> None:
                         "default type")
     if not d.is_floating_point:
         raise TypeError("only floating-point types are supported as the default type")
-    promotion.set_default_float(d.name)
+    promotion.set_default_float(to_dtype(d).name)       # (bfloat16: no tensors, raises)
 
 
 def default_for_scalar(value):

@@ -291,7 +291,8 @@ def to(self, *args, **kwargs):
 
 _def("to", to)
 for _n, _d in (("float", dtypes.float32), ("double", dtypes.float64), ("half", dtypes.float16),
-               ("long", dtypes.int64), ("int", dtypes.int32), ("bool", dtypes.bool_)):
+               ("long", dtypes.int64), ("int", dtypes.int32), ("bool", dtypes.bool_),
+               ("bfloat16", dtypes.bfloat16)):     # (bfloat16: raises, no such tensors)
     _def(_n, (lambda d: lambda self, memory_format=None:
               to(self, d, memory_format=memory_format))(_d))
 _def("type_as", lambda self, other: to(self, other._dtype))

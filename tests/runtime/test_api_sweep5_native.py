@@ -144,7 +144,7 @@ def test_sym_helpers():
 def test_autocast_state():
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
-        assert llgrad.get_autocast_cpu_dtype() == "bfloat16"
+        assert llgrad.get_autocast_cpu_dtype() is llgrad.bfloat16
         assert llgrad.is_autocast_cpu_enabled() is False
     assert [str(w.message) for w in rec] == [
         "torch.get_autocast_cpu_dtype() is deprecated. Please use "

@@ -1,0 +1,94 @@
+"""bfloat16 and the complex dtypes exist as names, as in PyTorch (dtype tables, comparisons,
+finfo, pickling), but llgrad has no tensors of them: every way to make one raises a
+NotImplementedError saying why, never a NumPy error or a tensor of another dtype."""
+import pickle
+
+import numpy as np
+import pytest
+
+import llgrad
+
+torch = pytest.importorskip("torch")
+
+NAMES = ["bfloat16", "complex32", "complex64", "complex128", "chalf", "cfloat", "cdouble"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_names_and_their_attributes_are_torch_s(name):
+    d, t = getattr(llgrad, name), getattr(torch, name)
+    assert (d.is_floating_point, d.is_complex, d.is_signed, d.itemsize) == \
+        (t.is_floating_point, t.is_complex, t.is_signed, t.itemsize)
+    assert repr(d) == repr(t).replace("torch.", "llgrad.")
+    assert pickle.loads(pickle.dumps(d)) is d
+    assert d != llgrad.float32 and d in {d: 1}
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "complex32", "complex64", "complex128"])
+def test_finfo_and_iinfo_as_torch(name):
+    got, want = llgrad.finfo(getattr(llgrad, name)), torch.finfo(getattr(torch, name))
+    assert repr(got) == repr(want)
+    assert (got.bits, got.eps, got.max, got.min, got.tiny, got.resolution) == \
+        (want.bits, want.eps, want.max, want.min, want.tiny, want.resolution)
+    with pytest.raises(TypeError, match="requires an integer input type"):
+        llgrad.iinfo(getattr(llgrad, name))
+
+
+MAKERS = {
+    "zeros": lambda d: llgrad.zeros(3, dtype=d),
+    "empty": lambda d: llgrad.empty(2, dtype=d),
+    "full": lambda d: llgrad.full((2,), 1, dtype=d),
+    "arange": lambda d: llgrad.arange(3, dtype=d),
+    "rand": lambda d: llgrad.rand(2, dtype=d),
+    "randn": lambda d: llgrad.randn(2, dtype=d),
+    "linspace": lambda d: llgrad.linspace(0, 1, 3, dtype=d),
+    "tensor": lambda d: llgrad.tensor([1.0, 2.0], dtype=d),
+    "to": lambda d: llgrad.ones(3).to(d),
+    "to_kw": lambda d: llgrad.ones(3).to(dtype=d),
+    "to_device": lambda d: llgrad.ones(3).to("cpu", d),
+    "type": lambda d: llgrad.ones(2).type(d),
+    "zeros_like": lambda d: llgrad.zeros_like(llgrad.ones(2), dtype=d),
+    "new_zeros": lambda d: llgrad.ones(2).new_zeros(2, dtype=d),
+    "view": lambda d: llgrad.ones(4).view(d),
+    "set_default_dtype": lambda d: llgrad.set_default_dtype(d),
+}
+
+
+@pytest.mark.parametrize("how", sorted(MAKERS))
+@pytest.mark.parametrize("name", ["bfloat16", "complex64"])
+def test_making_a_tensor_of_one_raises_why(how, name):
+    before = llgrad.get_default_dtype()
+    if how == "set_default_dtype" and name != "bfloat16":     # (PyTorch refuses it too)
+        with pytest.raises(TypeError, match="only floating-point types"):
+            MAKERS[how](getattr(llgrad, name))
+        return
+    with pytest.raises(NotImplementedError, match=f"llgrad has no "
+                       f"{'bfloat16' if name == 'bfloat16' else 'complex'} tensors"):
+        MAKERS[how](getattr(llgrad, name))
+    assert llgrad.get_default_dtype() is before
+
+
+def test_a_module_is_left_as_it_was():
+    m = llgrad.nn.Linear(2, 2)
+    w = m.weight.detach().clone()
+    with pytest.raises(NotImplementedError, match="bfloat16"):
+        m.to(llgrad.bfloat16)
+    assert m.weight.dtype is llgrad.float32 and llgrad.equal(m.weight, w)
+
+
+def test_a_complex_numpy_array_raises_why():
+    with pytest.raises(NotImplementedError, match="complex tensors"):
+        llgrad.from_numpy(np.ones(2, np.complex64))
+    with pytest.raises(NotImplementedError, match="complex tensors"):
+        llgrad.tensor(np.ones(2, np.complex128))
+
+
+def test_the_bfloat16_methods_raise_why():
+    x, m = llgrad.ones(2), llgrad.nn.Linear(2, 2)
+    with pytest.raises(NotImplementedError, match="bfloat16"):
+        x.bfloat16()
+    with pytest.raises(NotImplementedError, match="bfloat16"):
+        m.bfloat16()
+    assert m.weight.dtype is llgrad.float32
+    assert llgrad.get_autocast_dtype("cpu") is llgrad.bfloat16
+    with llgrad.autocast("cpu", dtype=llgrad.bfloat16, enabled=False):
+        assert m(x).dtype is llgrad.float32
