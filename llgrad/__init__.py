@@ -41,7 +41,7 @@ from .threads import get_num_threads, set_num_threads  # noqa: F401,E402
 from .runtime.device import device  # noqa: F401,E402
 from .runtime.creation import default_generator  # noqa: F401,E402
 from .runtime.generator import Generator, get_rng_state, seed, set_rng_state  # noqa: F401,E402
-from . import amp, cuda, random, testing, types, utils  # noqa: F401,E402
+from . import amp, cpu, cuda, random, testing, types, utils  # noqa: F401,E402
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: F401,E402
 from . import func  # noqa: F401,E402 (torch.func's transforms: ~2 ms of import)
 from .func import vmap  # noqa: F401,E402 (torch.vmap)
