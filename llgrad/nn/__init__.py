@@ -27,3 +27,4 @@ from .layers_adaptive import AdaptiveLogSoftmaxWithLoss  # noqa: F401
 from .layers_lrn import CrossMapLRN2d  # noqa: F401
 from .parallel import DataParallel  # noqa: F401
 from . import attention, modules  # noqa: F401,E402  (torch.nn.attention; torch.nn.modules: modules/)
+from . import grad  # noqa: F401,E402  (torch.nn.grad: a convolution's input / weight gradients)
