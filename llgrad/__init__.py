@@ -69,8 +69,9 @@ from .compile import log as _log  # noqa: E402
 _log._configure_from_env()
 
 
-# submodules loaded on first use (llgrad.multiprocessing: Python's multiprocessing, ~20 ms)
-_LAZY_SUBMODULES = ("multiprocessing",)
+# submodules loaded on first use (llgrad.multiprocessing: Python's multiprocessing, ~20 ms;
+# onnx and __future__: rarely used torch.* namesakes)
+_LAZY_SUBMODULES = ("multiprocessing", "onnx", "__future__")
 
 
 def __getattr__(name):

@@ -4,6 +4,7 @@ that is not a buffer) sees every one of them. A parameter, its gradient and a bu
 their objects (optimisers and compiled calls hold them); their data is replaced."""
 from __future__ import annotations
 
+from .. import __future__ as _future
 from ..runtime.device import check as _check_device
 from ..runtime.dtypes import bfloat16, dtype as _dtype, float16, float32, float64
 from ..runtime.grad_mode import no_grad
@@ -15,6 +16,20 @@ def _swap(t, new):
         t._data, t._storage, t._dtype = new._data, new._storage, new._dtype
 
 
+def _overwrite_parameters(module, fn):
+    """torch.__future__.set_overwrite_module_params_on_conversion(True): each parameter
+    converted into a new Parameter object (its gradient converted with it)."""
+    params = module._parameters
+    for key, p in list(params.items()):
+        if p is None:
+            continue
+        with no_grad():
+            new = type(p)(fn(p), p.requires_grad)
+            if p.grad is not None:
+                new.grad = fn(p.grad).requires_grad_(p.grad.requires_grad)
+        params[key] = new
+
+
 class ModuleConvert:
     def _apply(self, fn, recurse=True):
         """fn applied to every parameter, gradient and buffer (the children's own _apply
@@ -22,6 +37,9 @@ class ModuleConvert:
         if recurse:
             for module in self.children():
                 module._apply(fn)
+        if _future._overwrite_module_params_on_conversion \
+                and not _future._swap_module_params_on_conversion:
+            _overwrite_parameters(self, fn)     # (the buffers below as always)
         for store in (self._parameters, self._buffers):
             for t in store.values():
                 if t is None:
@@ -48,7 +66,15 @@ class ModuleConvert:
         if target is not None and not target.is_floating_point:
             raise TypeError("nn.Module.to only accepts floating point or complex dtypes, but "
                             f"got desired dtype={target}")
-        return self._apply(lambda t: t.to(*args, **kwargs) if t.is_floating_point() else t)
+        fmt = kwargs.get("memory_format")
+        rest = {k: v for k, v in kwargs.items() if k != "memory_format"}
+
+        def convert(t):     # (a memory format applies to the 4-D and 5-D tensors only)
+            if fmt is not None and t.dim() in (4, 5):
+                return t.to(*args, **kwargs) if t.is_floating_point() else \
+                    t.to(memory_format=fmt)
+            return t.to(*args, **rest) if t.is_floating_point() else t
+        return self._apply(convert)
 
     def cpu(self):
         """Returns self (everything lives on the CPU), as torch.nn.Module.cpu."""
