@@ -8,7 +8,7 @@ from ..runtime.grad_mode import enable_grad, no_grad
 from ..runtime.hypers import hyper, raw
 from ..runtime.tensor import Tensor
 from . import _eager_adam
-from .optimizer import LrT, Optimizer, ParamsT, _div, _for_loop_only, _get_value
+from .optimizer import LrT, Optimizer, ParamsT, _as_number, _div, _for_loop_only, _get_value
 
 
 class Adam(Optimizer):
@@ -112,13 +112,16 @@ class Adam(Optimizer):
                 state["step"].add_(1)
                 if raw(group, "weight_decay") != 0:     # (the guard key holds whether)
                     if group["decoupled_weight_decay"]:
-                        p.mul_(1 - lr * weight_decay)
+                        p.mul_(_as_number(1 - lr * weight_decay, p))
                     else:
-                        grad = grad.add(p, alpha=weight_decay)
+                        grad = grad.add(p, alpha=_as_number(weight_decay, p))
 
-                exp_avg.lerp_(grad, 1 - beta1)
+                # (_as_number: a traced hyper-parameter cast to the state's dtype first, as
+                # the eager step's number is)
+                exp_avg.lerp_(grad, _as_number(1 - beta1, exp_avg))
                 if b2_input:        # (addcmul's order: value * t1 first)
-                    exp_avg_sq.mul_(beta2).addcmul_(grad.mul(1 - beta2), grad)
+                    exp_avg_sq.mul_(_as_number(beta2, exp_avg_sq)).addcmul_(
+                        grad.mul(_as_number(1 - beta2, grad)), grad)
                 else:
                     exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
 
@@ -132,11 +135,11 @@ class Adam(Optimizer):
                 if group["amsgrad"]:
                     max_sq = state["max_exp_avg_sq"]
                     max_sq.copy_(max_sq.maximum(exp_avg_sq))
-                    denom = (max_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+                    denom = (max_sq.sqrt() / _as_number(bias_correction2_sqrt, p)).add_(eps)
                 else:
-                    denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+                    denom = (exp_avg_sq.sqrt() / _as_number(bias_correction2_sqrt, p)).add_(eps)
                 # (addcdiv_ composed: while tracing step_size is a tensor, not a number)
-                p.add_(exp_avg.mul(-step_size).div_(denom))
+                p.add_(exp_avg.mul(_as_number(-step_size, p)).div_(denom))
         return loss
 
 

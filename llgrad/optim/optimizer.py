@@ -53,7 +53,7 @@ def _addcdiv_(param, tensor1, tensor2, value):
     """param.addcdiv_(tensor1, tensor2, value=value) composed of in-place tensor ops, in
     PyTorch's order (param + (value * tensor1) / tensor2): while tracing `value` is a
     tensor (derived from the step count or a tensor learning rate), not a number."""
-    return param.add_(tensor1.mul(value).div_(tensor2))
+    return param.add_(tensor1.mul(_as_number(value, param)).div_(tensor2))
 
 
 def _to_scalar(x):
@@ -69,12 +69,22 @@ def _lr(group):
     return _to_scalar(hyper(group, "lr"))
 
 
+def _as_number(x, like):
+    """x as an operand next to the tensor `like` in an update: a 0-d float tensor standing
+    for a number (a traced hyper-parameter, float64) cast to like's float dtype first, as
+    PyTorch reads a Python number next to a float32 tensor. (Next to a 0-d parameter a
+    float64 0-d tensor would make the op float64, rounding otherwise than the eager step;
+    next to a dimensioned one promotion casts it the same way.)"""
+    if isinstance(x, Tensor) and x.dim() == 0 and x.dtype is not like.dtype \
+            and x.dtype.is_floating_point and like.dtype.is_floating_point:
+        return x.to(like.dtype)
+    return x
+
+
 def _add_scaled_(param, t, scale):
-    """param.add_(t, alpha=scale); for a tensor scale (a traced lr), t * scale added, as
-    SGD adds it."""
-    if isinstance(scale, Tensor):
-        return param.add_(t.mul(scale))
-    return param.add_(t, alpha=scale)
+    """param.add_(t, alpha=scale); a tensor scale (a traced lr) as alpha too: one fused
+    multiply-add, as the eager step with a number (t * scale, then +, rounds twice)."""
+    return param.add_(t, alpha=_as_number(scale, param))
 
 
 def _check_lr(lr):

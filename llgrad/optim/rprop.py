@@ -6,7 +6,7 @@ from ..runtime.creation import full_like, ones, tensor, zeros_like
 from ..runtime.functions import where
 from ..runtime.grad_mode import enable_grad, no_grad
 from ..runtime.tensor import Tensor
-from .optimizer import (LrT, Optimizer, ParamsT, _check_lr, _get_value,
+from .optimizer import (LrT, Optimizer, ParamsT, _as_number, _check_lr, _get_value,
                         _to_scalar)
 from ._state import new_step, tensor_steps
 
@@ -123,9 +123,10 @@ class ASGD(Optimizer):
                 if group["weight_decay"] != 0:
                     grad = grad.add(p, alpha=group["weight_decay"])
                 eta_value = _get_value(eta)
-                p.mul_(1 - lambd * eta_value)
-                p.add_(grad.mul(-eta_value) if isinstance(eta_value, Tensor) else grad,
-                       **({} if isinstance(eta_value, Tensor) else {"alpha": -eta_value}))
+                # (a traced eta, a float64 tensor, as the eager number: cast to p's dtype,
+                # and alpha's one fused multiply-add)
+                p.mul_(_as_number(1 - lambd * eta_value, p))
+                p.add_(grad, alpha=-_as_number(eta_value, p))
                 if trace_state.state.tracer is not None:
                     # (both branches as one select: mu's value, which changes every step
                     # after t0, is no guard of a compiled step)

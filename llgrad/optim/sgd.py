@@ -4,7 +4,7 @@ from __future__ import annotations
 from ..runtime.grad_mode import enable_grad, no_grad
 from ..runtime.hypers import hyper, raw
 from . import _eager_sgd
-from .optimizer import LrT, Optimizer, ParamsT, _check_lr, _for_loop_only
+from .optimizer import LrT, Optimizer, ParamsT, _as_number, _check_lr, _for_loop_only
 
 
 class SGD(Optimizer):
@@ -45,7 +45,8 @@ class SGD(Optimizer):
                 loss = closure()
         for group in self.param_groups:
             # (while tracing, lr and momentum may be graph inputs: 0-d tensors, which add's
-            # alpha takes as it takes the numbers: one fused multiply-add either way)
+            # alpha takes as it takes the numbers: one fused multiply-add either way; cast
+            # to the parameter's dtype first, as a number is, _as_number)
             lr, momentum, dampening = hyper(group, "lr"), hyper(group, "momentum"), \
                 group["dampening"]
             weight_decay = group["weight_decay"]
@@ -67,10 +68,10 @@ class SGD(Optimizer):
                     if buf is None:
                         buf = state["momentum_buffer"] = grad.detach().clone()
                     else:
-                        buf.mul_(momentum).add_(grad, alpha=1 - dampening)
+                        buf.mul_(_as_number(momentum, buf)).add_(grad, alpha=1 - dampening)
                     if group["nesterov"]:
-                        grad = grad.add(buf, alpha=momentum)
+                        grad = grad.add(buf, alpha=_as_number(momentum, buf))
                     else:
                         grad = buf
-                p.add_(grad, alpha=-lr)
+                p.add_(grad, alpha=-_as_number(lr, p))
         return loss
