@@ -101,20 +101,12 @@ def _broadcast_error(shapes):
 
 
 def norm_slice(s, n):
-    """slice -> (start, stop, step) with 0 <= start <= stop <= n, as PyTorch clamps."""
-    step = 1 if s.step is None else int(s.step)
-    if step <= 0:       # (PyTorch: a negative step is a ValueError too)
-        raise ValueError("slice step cannot be zero" if step == 0 else
-                         "step must be greater than zero")
-    start = 0 if s.start is None else int(s.start)
-    stop = n if s.stop is None else int(s.stop)
-    if start < 0:
-        start += n
-    if stop < 0:
-        stop += n
-    start = min(max(start, 0), n)
-    stop = min(max(stop, start), n)
-    return start, stop, step
+    """slice -> (start, stop, step) with 0 <= start <= stop <= n, as PyTorch clamps (a bound
+    that is no integer, 1.5, is Python's TypeError, as in PyTorch)."""
+    start, stop, step = s.indices(n)    # (Python's own clamping, in C; a step of 0 raises)
+    if step < 0:        # (PyTorch: a negative step is a ValueError too)
+        raise ValueError("step must be greater than zero")
+    return start, stop if stop > start else start, step
 
 
 def check_index_bounds(index, n, dim, error=None, low=0):

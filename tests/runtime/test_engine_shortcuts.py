@@ -114,3 +114,22 @@ def test_against_torch():
         out[lib.__name__] = [p.grad.numpy() for p in params]
     for a, t in zip(out["llgrad"], out["torch"]):
         np.testing.assert_allclose(a, t, rtol=1e-6, atol=1e-6)
+
+
+def test_slices_clamp_and_refuse_as_torch():
+    """Tensor slicing's bounds (Python's slice.indices, then stop >= start) against torch,
+    and its refusals: a float bound (TypeError), a zero or negative step (ValueError)."""
+    torch = pytest.importorskip("torch")
+    for n in (0, 1, 5):
+        for a, b, c in itertools.product([None, -7, -1, 0, 2, 9], [None, -7, -1, 0, 3, 9],
+                                         [None, 1, 2]):
+            s = slice(a, b, c)
+            assert llgrad.arange(n)[s].tolist() == torch.arange(n)[s].tolist(), (n, s)
+    x = llgrad.arange(5)
+    with pytest.raises(TypeError, match="slice indices must be integers"):
+        x[1.5:3]
+    with pytest.raises(ValueError, match="slice step cannot be zero"):
+        x[::0]
+    with pytest.raises(ValueError, match="step must be greater than zero"):
+        x[::-1]
+    assert x[llgrad.tensor(1):3].tolist() == [1, 2]
