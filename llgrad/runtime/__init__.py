@@ -1,6 +1,7 @@
 """The eager world: Tensor, storage and views, grad modes, the autograd engine,
 autograd.Function, gradcheck."""
-from . import methods, methods_reduce, methods_views, methods_setitem, methods_index  # noqa: F401
+from . import methods, methods_reduce, methods_views, methods_getitem, methods_setitem  # noqa: F401
+from . import methods_index  # noqa: F401
 from . import tensor_autograd  # noqa: F401  (grad_fn, .grad, hooks, backward)
 from . import methods_tensor, methods_sort, methods_random, linalg, functions_tensor  # noqa: F401
 from . import legacy_types, inplace_views  # noqa: F401  (llgrad.Tensor(data), x.unsqueeze_(d))

@@ -9,8 +9,9 @@ from ..ir.ops_index import check_broadcast
 from .creation_checks import fill_value_fits
 from .dispatch import call, scalar_type_name
 from .inplace import call_inplace
-from .methods_views import (_as_tuple, _basic_first, _byte_masks, _def, _is_advanced,
-                            _is_bool, _spec, getitem)
+from .methods_getitem import (_as_tuple, _basic_first, _byte_masks, _is_advanced, _is_bool,
+                              _spec, getitem)
+from .methods_views import _def
 from .shapes import check_index_tensor, check_zero_dim_index
 from .symbolic_scalar import SymbolicScalar
 from .tensor import Tensor

@@ -1,0 +1,167 @@
+"""Tensor indexing, x[...]: basic indices (integers, slices, None, ...) as views, in
+PyTorch's order with index tensors and masks (advanced indexing, one `index` op)."""
+import warnings
+
+import numpy as np
+
+from ..ir import OPS
+from .creation import tensor
+from .dispatch import call
+from .methods_views import select
+from .shapes import (check_index_tensor, check_zero_dim_index, index_int, norm_slice,
+                     sliced_shape)
+from .tensor import Tensor
+
+
+def _byte_masks(idx):
+    """idx with uint8 index tensors read as bool masks, as PyTorch still reads them (with its
+    deprecation warning)."""
+    if not any(isinstance(i, Tensor) and i._dtype.name == "uint8" for i in idx):
+        return idx
+    warnings.warn("indexing with dtype torch.uint8 is now deprecated, please use a dtype "
+                  "torch.bool instead.", UserWarning, stacklevel=3)
+    return tuple(i.bool() if isinstance(i, Tensor) and i._dtype.name == "uint8" else i
+                 for i in idx)
+
+
+def _is_advanced(i):
+    # (a 0-d integer tensor is an integer, but a 0-d uint8 one a mask, as PyTorch reads it)
+    return isinstance(i, (Tensor, list, tuple, range, np.ndarray)) and not (
+        isinstance(i, Tensor) and i._data.ndim == 0 and i._dtype._cat == 1 and
+        i._dtype.name != "uint8")
+
+
+def _index_tensor(i):
+    """An index tensor of a tensor, list, range or array (an empty list or range: int64,
+    as PyTorch reads it)."""
+    if isinstance(i, Tensor):
+        return i
+    arr = np.asarray(i)
+    return tensor(arr.astype(np.int64) if arr.size == 0 and arr.dtype.kind == "f" else arr)
+
+
+def _expand_ellipsis(idx, ndim):
+    # a bool mask consumes as many dims as it has
+    used = sum((i._data.ndim if isinstance(i, Tensor) and i._dtype._cat == 0 else 1)
+               for i in idx if i is not None and i is not Ellipsis and not _is_bool(i))
+    if sum(1 for i in idx if i is Ellipsis) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    out = []
+    for i in idx:
+        if i is Ellipsis:
+            out.extend([slice(None)] * max(ndim - used, 0))
+        else:
+            out.append(i)
+    if used > ndim:
+        raise IndexError(f"too many indices for tensor of dimension {ndim}")
+    return out
+
+
+def _is_bool(i):
+    return isinstance(i, (bool, np.bool_))
+
+
+def _basic_first(self, idx):
+    """PyTorch's order for an index with index tensors: integers select and None / bools
+    unsqueeze first (views), the tensors then index what is left, so x[0, :, [1, 3]] is
+    (3, 2) (NumPy: (2, 3)); a bool (or 0-dim bool tensor) is an index tensor, [0] (True) or
+    [] (False), on a new dim of 1. Returns that view and the index left."""
+    t, d, rest = self, 0, []
+    for i in _expand_ellipsis(idx, self._data.ndim):
+        i = bool(i) if isinstance(i, Tensor) and not i._data.ndim and not i._dtype._cat else i
+        if i is None or _is_bool(i):
+            t = t.unsqueeze(d)
+            rest.append(slice(None) if i is None else tensor(np.zeros(int(i), np.int64)))
+            d += 1
+        elif isinstance(i, slice) or _is_advanced(i):
+            rest.append(i)
+            d += i._data.ndim if isinstance(i, Tensor) and i._dtype._cat == 0 else 1
+        else:
+            t = select(t, d, index_int(i))
+    return t, tuple(rest)
+
+
+def _as_tuple(idx):
+    """idx as a tuple of indices (so is a list holding a sequence, tensor, slice, None or
+    ...: NumPy's old rule, PyTorch's still, with its deprecation warning)."""
+    if type(idx) is tuple:
+        return idx
+    if type(idx) is list and len(idx) < 32 and any(
+            isinstance(i, (Tensor, list, tuple, range, np.ndarray, slice)) or i is None or
+            i is Ellipsis for i in idx):
+        warnings.warn("Using a non-tuple sequence for multidimensional indexing is deprecated "
+                      "and will be changed in pytorch 2.9; use x[tuple(seq)] instead of x[seq]. "
+                      "In pytorch 2.9 this will be interpreted as tensor index, "
+                      "x[torch.tensor(seq)], which will result either in an error or a "
+                      "different result", UserWarning, stacklevel=3)
+        return tuple(idx)
+    return (idx,)
+
+
+_BASIC = (int, slice, type(None))      # (exact types: a bool is an index tensor)
+
+
+def getitem(self, idx):
+    if type(idx) is slice and self._data.ndim:          # fast path: x[a:b:c]
+        # a lone slice is always sliced, even x[:] (PyTorch's get_item disables the
+        # full-slice shortcut for it: SliceBackward0); in a tuple a full slice is skipped
+        start, stop, step = norm_slice(idx, self._data.shape[0])
+        return self._op("slice", dim=0, start=start, end=stop, step=step)
+    if type(idx) is int and self._data.ndim:            # fast path: x[i]
+        return select(self, 0, idx)
+    if type(idx) is tuple and all(type(i) in _BASIC for i in idx) and \
+            len(idx) - idx.count(None) <= self._data.ndim:
+        items, pos = idx, range(len(idx))   # (x[:, 0], x[:, None]: nothing to expand)
+    else:
+        check_zero_dim_index(self._data.ndim, idx)
+        idx = _as_tuple(idx)
+        if any(_is_advanced(i) or _is_bool(i) for i in idx):
+            return _advanced_index(*_basic_first(self, _byte_masks(idx)))
+        items = _expand_ellipsis(idx, self._data.ndim)
+        # (PyTorch names an integer out of range by its position in the index: ... counts
+        # one)
+        pos = [p for p, i in enumerate(idx) for _ in range(len(items) - len(idx) + 1
+                                                            if i is Ellipsis else 1)]
+    t, d, changed = self, 0, False
+    for p, i in zip(pos, items):
+        if i is None:
+            t, d, changed = t.unsqueeze(d), d + 1, True
+        elif isinstance(i, slice):
+            n = t._data.shape[d]
+            start, stop, step = norm_slice(i, n)
+            if (start, stop, step) != (0, n, 1):
+                t, changed = t._op("slice", dim=d, start=start, end=stop, step=step), True
+            d += 1
+        else:
+            k, n = index_int(i), t._data.shape[d]
+            if not -n <= k < n:
+                raise IndexError(f"index {k} is out of bounds for dimension {p} with size {n}")
+            t, changed = select(t, d, k), True
+    return t if changed else self._op("alias")
+
+
+def _spec(self, idx):
+    spec, tensors, d, n = [], [], 0, self._data.ndim
+    items = [_index_tensor(i) if _is_advanced(i) else i for i in _expand_ellipsis(idx, n)]
+    shape = sliced_shape(self._data.shape, items)   # (a mask's error names the sliced shape)
+    for i in items:
+        if isinstance(i, Tensor):
+            check_index_tensor(shape, i, d)
+            spec.append("T")
+            tensors.append(i)
+            d += i._data.ndim if i._dtype._cat == 0 else 1
+        elif isinstance(i, slice):
+            spec.append(("slice", i.start, i.stop, i.step))
+            d += 1
+        else:
+            spec.append(i if i is None else int(i))
+            d += i is not None
+    return tuple(spec), tensors
+
+
+def _advanced_index(self, idx):
+    spec, tensors = _spec(self, idx)
+    return call(OPS["index"], (self,) + tuple(tensors), {"spec": spec})
+
+
+Tensor.__getitem__ = getitem
