@@ -160,19 +160,22 @@ class Wishart(ExponentialFamily):
         return is_singular
 
     def rsample(self, sample_shape=Size(), max_try_correction=None):
-        """Bartlett draws; those that come out singular (rare unless df < ndim) are drawn
-        again, up to max_try_correction (10) times. (PyTorch's eager loop takes its validity
-        check for the singular mask, so it warns and redraws every time; llgrad redraws only
-        the singular draws, which leaves the law unchanged.)"""
+        """Bartlett draws, redrawn up to max_try_correction (10) times where singular, as
+        PyTorch's eager loop, whose first mask is its validity check (so the valid draws are
+        drawn again once, with the warning): PyTorch's numbers for a seed."""
         max_try_correction = 10 if max_try_correction is None else max_try_correction
         sample_shape = Size(sample_shape)
         sample = self._bartlett_sampling(sample_shape)
-        is_singular = self._singular(sample)
+        is_singular = self.support.check(sample)      # (sic: PyTorch's first mask)
+        if self._batch_shape:
+            is_singular = is_singular.amax(self._batch_dims)
         if is_singular.any():
             warnings.warn("Singular sample detected.", stacklevel=2)
             for _ in range(max_try_correction):
                 sample_new = self._bartlett_sampling(is_singular[is_singular].shape)
-                sample[is_singular] = sample_new
+                # (a copy of the mask: PyTorch indexes with the mask it then updates in
+                # place, so its backward raises; the draws are the same)
+                sample[is_singular.clone()] = sample_new
                 is_singular[is_singular.clone()] = self._singular(sample_new)
                 if not is_singular.any():
                     break

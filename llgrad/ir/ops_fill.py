@@ -45,6 +45,8 @@ def _normal(x, n, mean=0.0, std=1.0):
         return np.asarray(fma(n, std, mean, x.dtype), dtype=x.dtype)
     if n.dtype == np.float64:   # (float16 from a double: through float, c10::Half's way)
         return fma64(n, std, mean).astype(np.float32).astype(x.dtype)
+    if n.dtype == np.float32:   # (float16's fill: in float32, rounded once)
+        return fma(n, np.float32(std), np.float32(mean), np.float32).astype(x.dtype)
     return np.asarray(dt(mean) + dt(std) * n.astype(x.dtype), dtype=x.dtype)
 
 

@@ -3,18 +3,20 @@ draws come from the generator through the rng ops, so compiled code replays eage
 numbers; these ops give the results PyTorch's backward nodes, whose gradients are zero):
 
   random_   from + floor(u * (to - from)), u in [0, 1) drawn in float64  (RandomBackward0/1/2)
-  exponential_(lambd)        -log1p(-u) / lambd                            (ExponentialBackward0)
-  geometric_(p)              max(1, ceil(log1p(-u) / log1p(-p)))          (GeometricBackward0)
-  log_normal_(mean, std)     exp(mean + std * n)                           (LogNormalBackward0)
+  exponential_(lambd)        (-1 / lambd) * log1p(-u)                      (ExponentialBackward0)
+  geometric_(p)              ceil(log(u) / log1p(-p))                      (GeometricBackward0)
+  log_normal_(mean, std)     exp(n * std + mean)                           (LogNormalBackward0)
   cauchy_(median, sigma)     median + sigma * tan(pi * (u - 1/2))          (CauchyBackward0)
   normal(mean, std)          mean + std * n, mean and std tensors or numbers (NormalBackward1-3)
 
-u is drawn in float64 and the map computed in float64, then rounded to the result's dtype
-(u never reaches 1: no infinite exponential or cauchy draw)."""
+u is drawn in float64 and the map computed in float64 as ATen's serial kernels do (C's libm,
+the multiply-adds fused), then rounded to the result's dtype (u never reaches 1: no
+infinite exponential or cauchy draw)."""
 import math
 
 import numpy as np
 
+from .fused_madd import fma64
 from .optable import defop
 
 
@@ -42,22 +44,61 @@ def _random_node(inputs, attrs):
                                                                     "RandomBackward0")
 
 
+def _libm(name, a):
+    """C's libm function `name` (through Python's math) of each float64 of a: ATen's serial
+    kernels call libm, NumPy's SIMD loops differ from it by an ulp in a few % of values."""
+    fn, special = getattr(math, name), getattr(np, name)
+
+    def safe(v):
+        try:
+            return fn(v)
+        except (OverflowError, ValueError):     # (inf, -inf, NaN: NumPy's are C's)
+            with np.errstate(all="ignore"):
+                return float(special(np.float64(v)))
+    a = _f64(a)
+    values = a.ravel().tolist()
+    try:
+        out = list(map(fn, values))
+    except (OverflowError, ValueError):             # (rare: element by element)
+        out = list(map(safe, values))
+    return np.array(out, np.float64).reshape(a.shape)
+
+
+def _exact(name, a, x):
+    """libm's `name` of a where the result is float64; for float32 / float16 results
+    NumPy's (in float64: an ulp there moves the rounded result once in ~2^29 values), which
+    is ~50x faster than libm element by element (multinomial's exponential draws)."""
+    if x.dtype == np.float64:
+        return _libm(name, a)
+    with np.errstate(all="ignore"):
+        return getattr(np, name)(_f64(a))
+
+
+def _to(r, x):
+    # ATen's static_cast<scalar_t>(double): a Half is made from a float (rounded twice)
+    if x.dtype == np.float16:
+        return r.astype(np.float32).astype(np.float16)
+    return r.astype(x.dtype)
+
+
 def _exponential(x, u, lambd=1.0):
-    return (-np.log1p(-_f64(u)) / lambd).astype(x.dtype)
+    # ATen (CPU): static_cast<double>(-1.0) / lambda * log1p(-u)
+    return _to((-1.0 / lambd) * _exact("log1p", -_f64(u), x), x)
 
 
 def _geometric(x, u, p=0.5):
-    # ATen: ceil(log(u) / log(1 - p)) of a double uniform u (u = 0, once in 2^53: inf)
-    with np.errstate(divide="ignore"):
-        return np.ceil(np.log(_f64(u)) / math.log1p(-p)).astype(x.dtype)
+    # ATen: ceil(log(u) / log1p(-p)) of a double uniform u (u = 0, once in 2^53: inf)
+    return np.ceil(_exact("log", u, x) / math.log1p(-p)).astype(x.dtype)
 
 
 def _log_normal(x, n, mean=1.0, std=2.0):
-    return np.exp(mean + std * _f64(n)).astype(x.dtype)
+    # ATen: exp(n * std + mean), the multiply-add contracted into one FMA
+    return _to(_exact("exp", fma64(_f64(n), std, mean), x), x)
 
 
 def _cauchy(x, u, median=0.0, sigma=1.0):
-    return (median + sigma * np.tan(math.pi * (_f64(u) - 0.5))).astype(x.dtype)
+    # ATen: median + sigma * tan(pi * (u - 0.5)) in double, the multiply-add fused
+    return _to(fma64(sigma, _exact("tan", math.pi * (_f64(u) - 0.5), x), median), x)
 
 
 defop("random_", _random, args=("self", "k"), nondiff=("k",), vjp=_zeros, grad_fn=_random_node,

@@ -214,7 +214,7 @@ def _cast(x, dtype):
 def normal(state, n, dtype, mean=0.0, std=1.0, contiguous=True):
     """Tensor.normal_(mean, std) of n values (torch.randn: 0, 1)."""
     if n >= 16 and contiguous:
-        return _normal_fill(state, n, _float(dtype), mean, std).astype(_np(dtype), copy=False)
+        return _normal_fill(state, n, dtype, mean, std).astype(_np(dtype), copy=False)
     s = Stream(state)
     out = np.empty(n, dtype=np.float64)
     k = 0
@@ -256,11 +256,11 @@ def _np(dtype):
 def _normal_fill(state, n, dtype, mean, std):
     """ATen's normal_fill: n uniforms, Box-Muller over blocks of 16 (the first 8 paired with
     the next 8), and for a ragged end the last 16 drawn afresh and transformed again."""
-    s = Stream(state)
-    data = _unit(s, n, dtype)
-    tail = _unit(s, 16, dtype) if n % 16 else None
-    s.close()
+    s = Stream(state)       # (float16 draws whole blocks, then the tail's; float32 all n first)
     full = n // 16 * 16
+    data = _unit(s, full if dtype == "float16" else n, _float(dtype))
+    tail = _unit(s, 16, _float(dtype)) if n % 16 else None
+    s.close()
     out = np.empty(n, dtype=data.dtype)
     out[:full] = _box_muller16(data[:full], dtype, mean, std)
     if tail is not None:

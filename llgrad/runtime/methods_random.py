@@ -8,6 +8,8 @@ below a uniform draw; without replacement, the top num_samples of p / E with E d
 Exp(1) (PyTorch's own method on the CPU): both are ops of the table, so a compiled
 sampling step stays native. Value checks (negative probabilities, ...) read the data
 through Tensor.__bool__, which a trace records as value guards."""
+import math
+
 from ..ir import OPS
 from ..ir.optable import method_doc
 from . import dtypes
@@ -15,7 +17,7 @@ from .creation import rand, randn, tensor
 from .dispatch import call
 from .inplace import call_inplace
 from .dispatch import scalar_type_name as tname
-from .functions import _method_fn
+from .functions import _method_fn, cat
 from .tensor import Tensor
 
 
@@ -62,13 +64,27 @@ def normal_(self, mean=0, std=1, *, generator=None):
     _float_only(self, "normal_kernel_cpu")
     if not std >= 0:        # (a NaN too, as in ATen)
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
-    if self.is_contiguous() and (self._data.size >= 16 or self._dtype not in _SERIAL64):
+    if self._dtype is dtypes.float16 and self.is_contiguous() and self._data.size >= 16:
+        n = _half_fill_noise(self._data.shape, generator)
+    elif self.is_contiguous() and (self._data.size >= 16 or self._dtype not in _SERIAL64):
         n = randn(self._data.shape, dtype=self._dtype, generator=generator)
     else:       # (ATen's per-element draws: doubles, n * std + mean rounded once)
         draw = dtypes.float64 if self._dtype in _SERIAL64 else self._dtype
         n = _in_memory_order(self, lambda s: randn(s, dtype=draw, generator=generator,
                                                    _fill=False))
     return call_inplace(OPS["normal"], self, (self, n), {"mean": float(mean), "std": float(std)})
+
+
+def _half_fill_noise(shape, generator):
+    """ATen's float16 normal fill, in float32 (mean and std are applied there, then the
+    result rounded once): whole blocks of 16 uniforms, then a ragged end's 16 drawn afresh,
+    i.e. float32 fills of the whole blocks and of the last 16."""
+    n = math.prod(shape)
+    full = n // 16 * 16
+    a = randn(full, dtype=dtypes.float32, generator=generator)
+    if n % 16:
+        a = cat([a[:n - 16], randn(16, dtype=dtypes.float32, generator=generator)])
+    return a.reshape(shape)
 
 
 def _check_probabilities(p, what):
@@ -84,7 +100,7 @@ def bernoulli_(self, p=0.5, *, generator=None):
         _check_probabilities(p, "Expected p_in >= 0 && p_in <= 1 to be true, but got false.  "
                                 "(Could this error message be improved?  If so, please report "
                                 "an enhancement request to PyTorch.)")
-        draw = p._dtype
+        draw = _bernoulli_draw(p._dtype)
     else:
         if not 0 <= p <= 1:
             raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p}")
@@ -102,8 +118,13 @@ def bernoulli(self, p=None, *, generator=None):
     _check_probabilities(self, "Expected p_in >= 0 && p_in <= 1 to be true, but got false.  "
                                "(Could this error message be improved?  If so, please report "
                                "an enhancement request to PyTorch.)")
-    u = rand(self._data.shape, dtype=self._dtype, generator=generator)
+    u = rand(self._data.shape, dtype=_bernoulli_draw(self._dtype), generator=generator)
     return call(OPS["bernoulli"], (self, u), {})
+
+
+def _bernoulli_draw(p_dtype):
+    # ATen's bernoulli_distribution<float> for float16 probabilities: a float32 uniform
+    return dtypes.float32 if p_dtype is dtypes.float16 else p_dtype
 
 
 def multinomial(self, num_samples, replacement=False, *, generator=None):

@@ -185,7 +185,10 @@ def normal(mean, std=1.0, size=None, *, generator=None, out=None, dtype=None, la
     _std_check(std)
     shape = broadcast_shapes(*[t._data.shape for t in tensors])
     dt = dtypes.result_type(*tensors)
-    noise = randn(shape, dtype=dt, generator=generator)
+    if isinstance(std, Tensor):
+        noise = randn(shape, dtype=dt, generator=generator)
+    else:   # (ATen: normal_(0, std) rounded to the dtype, then mean added)
+        noise, std = empty(shape, dtype=dt).normal_(0, std, generator=generator), 1.0
     r = call(OPS["normal_tensor"], (mean, std, noise), {})
     return r if out is None else out.copy_(r)
 
