@@ -133,3 +133,18 @@ def test_slices_clamp_and_refuse_as_torch():
     with pytest.raises(ValueError, match="step must be greater than zero"):
         x[::-1]
     assert x[llgrad.tensor(1):3].tolist() == [1, 2]
+
+
+def test_a_linear_forwards_product_is_np_matmuls_bit_for_bit():
+    """x @ w.T through (w @ x.T).T (np_matmul's path for a few rows of float32): NumPy's own
+    product (to rounding: OpenBLAS's kernels may sum in another order on another CPU; on the
+    AVX2 and AVX-512 hosts seen, bit for bit), C-contiguous, around the path's bounds."""
+    from llgrad.ir.np_matmul import matmul
+    rng = np.random.default_rng(0)
+    for m, k, n in [(16, 96, 192), (15, 96, 192), (64, 33, 64), (65, 8, 64), (40, 100, 63),
+                    (32, 1, 64), (20, 257, 300)]:
+        x = rng.standard_normal((m, k)).astype(np.float32)
+        w = rng.standard_normal((n, k)).astype(np.float32)
+        got, want = matmul(x, w.T), np.matmul(x, w.T)
+        assert got.flags.c_contiguous and got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.sqrt(k))
