@@ -3,11 +3,12 @@ the products: llgrad/runtime/functions_linalg.py; inv, det, slogdet:
 llgrad/runtime/functions_matrix.py; solves and factorisations: functions_linalg_solve.py;
 qr, svd, eigh and their compositions: functions_linalg_spectral.py; the rest:
 functions_linalg_misc.py). eig / eigvals are not here: llgrad has no complex dtypes."""
-from .runtime.linalg import matrix_norm, norm, vector_norm  # noqa: F401
+from .runtime import linalg as _norms
+from .runtime.out_args import with_out
 from .runtime.functions_linalg import linalg_cross as cross  # noqa: F401
 from .runtime.functions_linalg import matrix_power, multi_dot, vecdot  # noqa: F401
 from .runtime.functions_matrix import LinAlgError, det, inverse as inv  # noqa: F401,E402
-from .runtime.functions_matrix import linalg_slogdet as slogdet  # noqa: F401,E402
+from .runtime.functions_matrix import linalg_slogdet  # noqa: E402
 from .runtime.functions_linalg_solve import (  # noqa: F401,E402
     cholesky_ex, inv_ex, linalg_cholesky as cholesky, linalg_lu_solve as lu_solve, lu,
     lu_factor, lu_factor_ex, matrix_exp, solve, solve_ex, solve_triangular)
@@ -15,3 +16,10 @@ from .runtime.functions_linalg_spectral import (  # noqa: F401,E402
     cond, eigh, eigvalsh, lstsq, matrix_rank, pinv, qr, svd, svdvals)
 from .runtime.functions_linalg_misc import (  # noqa: F401,E402
     diagonal, householder_product, matmul, tensorinv, tensorsolve, vander)
+
+# (their out= through PyTorch's checks and write; the names are PyTorch's in its errors, the
+# composite matrix norms without its autograd check)
+vector_norm = with_out(_norms.vector_norm, "linalg_vector_norm")
+matrix_norm = with_out(_norms.matrix_norm, "linalg.matrix_norm", grad_check=False)
+norm = with_out(_norms.norm, "linalg.norm", grad_check=False)
+slogdet = with_out(linalg_slogdet, "_linalg_slogdet")

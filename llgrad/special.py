@@ -95,6 +95,8 @@ def log_ndtr(input, *, out=None):
 def ndtri(input, *, out=None):
     """As torch.special.ndtri: the inverse of ndtr, sqrt 2 erfinv(2p - 1)."""
     p = _t(input, "ndtri")
+    if not p.is_floating_point():       # (in the default dtype: 2p - 1 would wrap in uint8)
+        p = p.to(get_default_dtype())
     return _out((p * 2 - 1).erfinv() * math.sqrt(2.0), out)
 
 

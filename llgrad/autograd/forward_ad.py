@@ -323,13 +323,22 @@ def _zeros_like(t):
 
 
 def _laid_out(primal, tangent):
-    """tangent with primal's strides (a copy where they differ and primal's layout can be
-    made), so that a view op that reads strides works on both alike."""
-    if tangent.stride() == primal.stride():
+    """tangent with primal's strides, storage offset and storage size (a copy into zeros
+    where they differ, as PyTorch's new_with_same_meta), so that a view op that reads the
+    layout (as_strided with a storage offset) reads the same places of both; as it is where
+    primal's elements overlap."""
+    n = primal._storage.base.nbytes // primal._data.itemsize
+    stride, off = primal.stride(), primal._storage_offset()
+    if tangent.stride() == stride and tangent._storage_offset() == off and \
+            tangent._storage.base.nbytes // tangent._data.itemsize == n:
         return tangent
-    buf = primal.detach().clone()
-    if buf.stride() != primal.stride():
-        return tangent
+    span = 0
+    for st, size in sorted((st, size) for size, st in zip(primal._data.shape, stride)
+                           if size > 1):
+        if st <= span:
+            return tangent
+        span += (size - 1) * st
+    buf = zeros(n, dtype=tangent.dtype).as_strided(tuple(primal._data.shape), stride, off)
     return buf.copy_(tangent)
 
 

@@ -171,18 +171,22 @@ class BatchedTensor(Tensor):
 
     # -- new tensors are batched as self is (torch's batching rules for new_*), so that a
     # buffer made with them can take batched values in place ------------------------------
-    def _new(self, shape, value, dtype):
+    def _new(self, shape, value, dtype, device):
         lead = self._phys._data.shape[:len(self._levels)]
-        return wrap(self._phys.new_full(lead + tuple(shape), value, dtype=dtype), self._levels)
+        return wrap(self._phys.new_full(lead + tuple(shape), value, dtype=dtype, device=device),
+                    self._levels)
 
-    def new_full(self, size, fill_value, dtype=None, requires_grad=False):
-        return self._new(size, fill_value, dtype)
+    def new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False,
+                 layout=None, pin_memory=False):
+        return self._new(size, fill_value, dtype, device)
 
-    def new_zeros(self, *size, dtype=None, requires_grad=False):
-        return self._new(_shape(size), 0, dtype)
+    def new_zeros(self, *size, dtype=None, device=None, requires_grad=False, layout=None,
+                  pin_memory=False):
+        return self._new(_shape(size), 0, dtype, device)
 
-    def new_ones(self, *size, dtype=None, requires_grad=False):
-        return self._new(_shape(size), 1, dtype)
+    def new_ones(self, *size, dtype=None, device=None, requires_grad=False, layout=None,
+                 pin_memory=False):
+        return self._new(_shape(size), 1, dtype, device)
 
     new_empty = new_zeros
 

@@ -40,6 +40,8 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_
             else:
                 rows = tree_flatten(vmap(vjp_fn)(basis))[0]
             chunks.append(rows)
+        if not chunks:          # (no output elements: no rows, as torch's empty Jacobian)
+            chunks = [[zeros((0,) + tuple(p.shape), dtype=p.dtype) for p in flat_p]]
         per_in = [cat([c[i] for c in chunks], 0) if len(chunks) > 1 else chunks[0][i]
                   for i in range(len(flat_p))]
         split = [r.split(numels, 0) for r in per_in]

@@ -113,3 +113,43 @@ def _row_major(shape, strides):
                 return False
             acc *= n
     return True
+
+
+def expand_strides(shape, strides, size, unit=1):
+    """PyTorch's strides of a (shape, strides) tensor expanded to size (its
+    inferExpandGeometry; unit: one element's stride): a kept dim keeps its stride (size 1
+    too, where NumPy gives 0), a new size-1 dim gets the next dim's extent, a broadcast dim
+    0, and a 0-d tensor's expansion all 0."""
+    lead, out, nxt = len(size) - len(shape), [0] * len(size), unit
+    for i in range(len(size) - 1, -1, -1) if shape else ():
+        n, s = (shape[i - lead], strides[i - lead]) if i >= lead else (1, nxt)
+        t = n if size[i] == -1 else size[i]
+        out[i] = s if t == n else 0
+        nxt = out[i] * t
+    return tuple(out)
+
+
+def unsqueeze_strides(shape, strides, dim, unit=1):
+    """PyTorch's strides after unsqueeze(dim): the new dim's is the extent of the dim it
+    precedes (unit past the last), the others kept (NumPy recomputes size-1 dims')."""
+    new = shape[dim] * strides[dim] if dim < len(shape) else unit
+    return tuple(strides[:dim]) + (new,) + tuple(strides[dim:])
+
+
+def view_strides(shape, strides, new_shape):
+    """PyTorch's strides of a view of a (shape, strides) tensor with at least one element
+    as new_shape (its computeStride; NumPy's reshape gives size-1 dims others), or None
+    when it is not viewable."""
+    out, vd, chunk, tn, vn = [0] * len(new_shape), len(new_shape) - 1, strides[-1], 1, 1
+    for td in range(len(shape) - 1, -1, -1):
+        tn *= shape[td]
+        if td == 0 or shape[td - 1] != 1 and strides[td - 1] != tn * chunk:
+            while vd >= 0 and (vn < tn or new_shape[vd] == 1):
+                out[vd] = vn * chunk
+                vn *= new_shape[vd]
+                vd -= 1
+            if vn != tn:
+                return None
+            if td > 0:
+                chunk, tn, vn = strides[td - 1], 1, 1
+    return None if vd != -1 else tuple(out)

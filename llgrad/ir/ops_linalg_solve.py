@@ -227,7 +227,7 @@ def _lu_factor(a, pivot=True):
 def _pivots_to_perm(piv, m=None):
     """perm with A = P L U, P[i, perm[i]] = 1 (LAPACK's row swaps applied in order)."""
     m = piv.shape[-1] if m is None else m
-    flat = piv.reshape(-1, piv.shape[-1])
+    flat = piv.reshape(int(np.prod(piv.shape[:-1])), piv.shape[-1])   # (-1: not when empty)
     perm = np.tile(np.arange(m, dtype=np.int64), (flat.shape[0], 1))
     rows = np.arange(flat.shape[0])
     for j in range(flat.shape[-1]):
@@ -254,18 +254,49 @@ def _lu_factor_vjp(c, gs):
     lu, g = c.result0, gs[0]
     m, n = lu.shape[-2:]
     if m != n:
-        raise NotImplementedError("llgrad: the derivative of linalg.lu_factor is implemented "
-                                  "for square matrices only")
-    low = lu.tril(-1) + _eye_like(lu)
-    up = lu.triu()
-    ga = _mT(low).matmul(g.tril(-1)).tril(-1) + g.triu().matmul(_mT(up)).triu()
-    ga = _mT(up)._op("linalg_solve_triangular", ga, upper=False, left=False,
-                     unitriangular=False)
-    ga = _mT(low)._op("linalg_solve_triangular", ga, upper=True, left=True, unitriangular=True)
+        ga = _lu_factor_vjp_wide(lu, g) if m < n else _lu_factor_vjp_tall(lu, g)
+    else:
+        low = lu.tril(-1) + _eye_like(lu)
+        up = lu.triu()
+        ga = _mT(low).matmul(g.tril(-1)).tril(-1) + g.triu().matmul(_mT(up)).triu()
+        ga = _mT(up)._op("linalg_solve_triangular", ga, upper=False, left=False,
+                         unitriangular=False)
+        ga = _mT(low)._op("linalg_solve_triangular", ga, upper=True, left=True,
+                          unitriangular=True)
     if c.pivot:
         perm = c.result1._op("lu_pivots_to_permutation", m=m)
         ga = ga.gather(-2, perm.unsqueeze(-1).expand(ga.shape))
     return (ga,)
+
+
+def _lu_factor_vjp_wide(lu, g):
+    """PyTorch's linalg_lu_backward for m < n, A = P L [U1 U2] (before P):
+    L^-H [triu(gU1) + tril(L^H gL - gU U^H, -1) U1^-H, gU2]."""
+    m = lu.shape[-2]
+    low = lu[..., :m].tril(-1) + _eye_like(lu[..., :m])
+    up, gu = lu.triu(), g.triu()
+    ga = (_mT(low).matmul(g[..., :m].tril(-1)) - gu.matmul(_mT(up))).tril(-1)
+    ga = _mT(up[..., :m])._op("linalg_solve_triangular", ga, upper=False, left=False,
+                              unitriangular=False)
+    ga = (ga + gu[..., :m])._op("cat", gu[..., m:], dim=len(ga.shape) - 1)
+    return _mT(low)._op("linalg_solve_triangular", ga, upper=True, left=True,
+                        unitriangular=True)
+
+
+def _lu_factor_vjp_tall(lu, g):
+    """PyTorch's linalg_lu_backward for m > n, A = P [L1; L2] U (before P):
+    [tril(gL1, -1) + L1^-H triu(gU U^H - L^H gL), tril(gL2)] U^-H."""
+    n = lu.shape[-1]
+    low, gl = lu.tril(-1), g.tril(-1)
+    low1 = low[..., :n, :] + _eye_like(lu[..., :n, :])
+    up = lu[..., :n, :].triu()
+    low_h_gl = _mT(low1).matmul(gl[..., :n, :]) + _mT(low[..., n:, :]).matmul(gl[..., n:, :])
+    ga = (g[..., :n, :].triu().matmul(_mT(up)) - low_h_gl).triu()
+    ga = _mT(low1)._op("linalg_solve_triangular", ga, upper=True, left=True,
+                       unitriangular=True)
+    ga = (ga + gl[..., :n, :])._op("cat", gl[..., n:, :], dim=len(ga.shape) - 2)
+    return _mT(up)._op("linalg_solve_triangular", ga, upper=False, left=False,
+                       unitriangular=False)
 
 
 def _eye_like(t):

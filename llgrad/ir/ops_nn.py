@@ -57,6 +57,9 @@ defop("matmul", _matmul, args=("self", "other"), save=("self", "other"),
 
 
 def _addmm(bias, a, b, beta=1, alpha=1):
+    if a.dtype == np.float16:   # (PyTorch's CPU gemm: float32 product, scales and sum, rounded
+        f = np.float32          # once)
+        return _addmm(np.asarray(bias, f), a.astype(f), b.astype(f), beta, alpha).astype(a.dtype)
     p = matmul(a, b)
     if alpha != 1:
         p = p * alpha

@@ -5,7 +5,8 @@ import numpy as np
 
 from . import bitselect
 from .optable import defop
-from .geometry import contiguous_strides, geometry_overlaps, geometry_span
+from .geometry import (contiguous_strides, expand_strides, geometry_overlaps, geometry_span,
+                       unsqueeze_strides, view_strides)
 from .index_bounds import check_index_range
 
 
@@ -56,7 +57,16 @@ def view_vjp(impl):
 # ---- views ------------------------------------------------------------------------------
 
 def _reshape_view(x, shape):
-    return x.reshape(shape, copy=False)     # (the method: np.reshape's wrapper costs ~2 us)
+    out = x.reshape(shape, copy=False)      # (the method: np.reshape's wrapper costs ~2 us)
+    return out if 1 not in out.shape or x.flags.c_contiguous and 1 not in x.shape or \
+        not x.size or not x.ndim else _restride(x, out, view_strides(x.shape, x.strides,
+                                                                       out.shape))
+
+
+def _restride(x, out, strides):
+    """out, a view of x, with PyTorch's strides (NumPy's differ in size-1 dims)."""
+    return out if strides is None or out.strides == strides else \
+        np.lib.stride_tricks.as_strided(x, out.shape, strides, writeable=x.flags.writeable)
 
 
 defop("view", _reshape_view, kind="view", grad_fn="ViewBackward0",
@@ -93,26 +103,21 @@ def sum_to_shape(g, shape):
 
 def _broadcast_view(x, size):
     """np.broadcast_to(x, size) for a contiguous x (the gradient of every sum and mean), as
-    np.ndarray over x's memory: the same shape, strides (0 where broadcast, and for every
-    size-1 dim of x), memory and read-only flag, without broadcast_to's nditer (~5 us);
+    np.ndarray over x's memory (PyTorch's strides), without broadcast_to's nditer (~5 us):
     writeable when no element repeats, as _expand's as_strided. None: not that case."""
     lead = len(size) - x.ndim
     if lead < 0 or not x.size or 0 in size or not x.flags.forc:
         return None
-    shape, steps = x.shape, x.strides
-    strides, repeats = [], False
-    for i, n in enumerate(size):
-        k = i - lead
-        if k < 0 or shape[k] == 1:
-            if n < 0:
-                return None     # broadcast_to's error
-            strides.append(0)
-            repeats = repeats or n > 1
-        elif n == shape[k]:
-            strides.append(steps[k])
-        else:
+    # (geometry.expand_strides' rule, inlined on this path of every sum's gradient)
+    repeats, strides, nxt = False, [0] * len(size), x.itemsize if x.ndim else 0
+    for i in range(len(size) - 1, -1, -1):
+        n, k = size[i], i - lead
+        m, s = (x.shape[k], x.strides[k]) if k >= 0 else (1, nxt)
+        if m != n and (m != 1 or n < 0):
             return None         # not a broadcast: broadcast_to's error
-    out = np.ndarray(tuple(size), x.dtype, x, 0, tuple(strides))
+        repeats, strides[i] = repeats or n > 1 and m == 1, s if n == m else 0
+        nxt = strides[i] * n
+    out = np.ndarray(size, x.dtype, x, 0, tuple(strides))
     if repeats:
         out.setflags(write=False)
     return out
@@ -126,9 +131,11 @@ def _expand(x, size):
     # broadcast_to is read-only, which is what makes an in-place write through an expanded
     # view raise (runtime/dispatch.py); but when no element repeats (only dims of size 1
     # added or kept) PyTorch lets it write, so give a writable view of x then
-    if x.flags.writeable and (out.size == 0 or all(s or n <= 1 for n, s in
-                                                   zip(out.shape, out.strides))):
-        out = np.lib.stride_tricks.as_strided(x, out.shape, out.strides)
+    writeable = x.flags.writeable and (out.size == 0 or all(s or n <= 1 for n, s in
+                                                            zip(out.shape, out.strides)))
+    strides = expand_strides(x.shape, x.strides, out.shape, x.itemsize)
+    if writeable or strides != out.strides:
+        out = np.lib.stride_tricks.as_strided(x, out.shape, strides, writeable=writeable)
     return out
 
 
@@ -153,7 +160,8 @@ defop("squeeze", _squeeze, kind="view", vjp=lambda c, g: (g.reshape(c.shape(0)),
 defop("squeeze_", _squeeze, kind="view", vjp=lambda c, g: (g.reshape(c.shape(0)),),
       grad_fn=lambda ins, at: "SqueezeBackward3" if at.get("dim") is None else
       "SqueezeBackward4" if isinstance(at["dim"], int) else "SqueezeBackward5")
-defop("unsqueeze", lambda x, dim: np.expand_dims(x, dim), kind="view",
+defop("unsqueeze", lambda x, dim: _restride(x, np.expand_dims(x, dim), unsqueeze_strides(
+    x.shape, x.strides, dim, x.itemsize)), kind="view",
       grad_fn="UnsqueezeBackward0", vjp=lambda c, g: (g.reshape(c.shape(0)),),
       functions=("unsqueeze",))
 
@@ -255,12 +263,12 @@ def zero_dim_as_one(fn):
     """fn(x, index, *rest, dim=) for a 0-dim x too, as PyTorch reads it: a 1-element dim 0
     (0-dim index and src likewise); the result in index's shape (gather) or x's."""
     def impl(x, index, *rest, dim, **kw):
-        if x.ndim:
+        if x.ndim and (index.ndim or x.ndim > 1):
             return fn(x, index, *rest, dim=dim, **kw)
         rest = [r.reshape(1) if isinstance(r, np.ndarray) and not r.ndim else r for r in rest]
-        out = fn(x.reshape(1), index.reshape(-1) if not index.ndim else index, *rest, dim=0,
-                 **kw)
-        return out.reshape(index.shape if fn is _gather else ())
+        out = fn(x.reshape(-1), index.reshape(-1) if not index.ndim else index, *rest, dim=0,
+                 **kw)      # (a 1-d x with a 0-d index too: the index (and src) 1-d)
+        return out.reshape(index.shape if fn is _gather else x.shape)
     return impl
 
 

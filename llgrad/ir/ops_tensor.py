@@ -158,6 +158,9 @@ defop("cumprod", _cumprod, save=("self", "result"), grad_fn="CumprodBackward0",
 
 
 def _baddbmm(x, b1, b2, beta=1, alpha=1):
+    if b1.dtype == np.float16:  # (as PyTorch's CPU kernel: in float32, rounded once)
+        f = np.float32
+        return _baddbmm(np.asarray(x, f), b1.astype(f), b2.astype(f), beta, alpha).astype(b1.dtype)
     p = matmul(b1, b2)
     if alpha != 1:
         p = p * alpha

@@ -270,7 +270,10 @@ def grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners):
                 out = out + where(never, g[..., 0], 0.0).unsqueeze(1)
         else:
             out = _linear(reader, src)
-    return rename(out.reshape((n, c) + out_spatial), f"GridSampler{nd}DBackward0", (input, grid))
+    # (contiguous, as PyTorch's kernel writes it: a 3-D grid's reads came channels-last, and
+    # a .view of the result raised)
+    out = out.reshape((n, c) + out_spatial).contiguous()
+    return rename(out, f"GridSampler{nd}DBackward0", (input, grid))
 
 
 def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):

@@ -212,7 +212,7 @@ class ModuleAccess:
             if lazy and not hasattr(src, "materialize"):
                 param.materialize(tuple(src.shape))
                 lazy = False
-            if not lazy and param.dim() == 0 and src.dim() == 1:
+            if not lazy and param.dim() == 0 and src.dim() == 1 and src.shape[0] == 1:
                 src = src[0]            # (PyTorch 0.3's 1-element checkpoints)
             if not lazy and tuple(src.shape) != tuple(param.shape):
                 error_msgs.append(f"size mismatch for {key}: copying a param with shape "

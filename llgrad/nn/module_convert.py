@@ -13,6 +13,10 @@ from ..runtime.tensor import Tensor
 
 def _swap(t, new):
     if new is not t and isinstance(new, Tensor):
+        # (PyTorch's `param.data = new` check: nothing of this tensor is replaced)
+        if t.requires_grad and not (new.is_floating_point() or new.is_complex()):
+            raise RuntimeError("data set to a tensor that requires gradients must be floating "
+                               "point or complex dtype")
         t._data, t._storage, t._dtype = new._data, new._storage, new._dtype
 
 
@@ -61,8 +65,8 @@ class ModuleConvert:
                 _check_device(a, "move a module to")
         target = kwargs.get("dtype")
         for a in args:
-            if isinstance(a, _dtype):
-                target = a
+            if isinstance(a, (_dtype, Tensor)):     # (to(other): other's dtype)
+                target = a if isinstance(a, _dtype) else a.dtype
         if target is not None and not target.is_floating_point:
             raise TypeError("nn.Module.to only accepts floating point or complex dtypes, but "
                             f"got desired dtype={target}")

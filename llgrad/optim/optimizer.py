@@ -87,10 +87,11 @@ def _add_scaled_(param, t, scale):
     return param.add_(t, alpha=_as_number(scale, param))
 
 
-def _check_lr(lr):
+def _check_lr(lr, nan_ok=False):
     if isinstance(lr, Tensor) and lr.numel() != 1:
         raise ValueError("Tensor lr must be 1-element")
-    if not 0.0 <= lr:
+    # (PyTorch's SGD tests `lr < 0.0`, which a NaN passes; the others `not 0.0 <= lr`)
+    if lr < 0.0 if nan_ok else not 0.0 <= lr:
         raise ValueError(f"Invalid learning rate: {lr}")
 
 

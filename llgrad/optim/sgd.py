@@ -17,7 +17,7 @@ class SGD(Optimizer):
                  weight_decay: float = 0, nesterov: bool = False, *, maximize: bool = False,
                  foreach: bool | None = None, differentiable: bool = False,
                  fused: bool | None = None) -> None:
-        _check_lr(lr)
+        _check_lr(lr, nan_ok=True)
         if momentum < 0.0:
             raise ValueError(f"Invalid momentum value: {momentum}")
         if weight_decay < 0.0:

@@ -23,6 +23,8 @@ def hook_result(hook, r, before, fill_none=False):
             raise TypeError(f"expected Variable, but hook returned '{type(v).__name__}'")
         if v is not None and old is None and not fill_none:
             raise RuntimeError("can't replace a None gradient with a non-None value")
+        if v is not None and old is not None:   # (a size or dtype of its own: PyTorch's error)
+            _checked(hook, old, v)
     return list(r)
 
 

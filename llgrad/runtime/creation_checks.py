@@ -252,3 +252,13 @@ def requiring_grad(t):
         raise RuntimeError("Only Tensors of floating point and complex dtype can require "
                            "gradients")
     return t.requires_grad_(True)
+
+
+def check_set_data(requires_grad, value):
+    """PyTorch's checks of `t.data = value` (Tensor.data's setter), made before anything of
+    t is replaced."""
+    if getattr(value, "_storage", None) is None:
+        raise TypeError(f"Variable data has to be a tensor, but got {type(value).__name__}")
+    if requires_grad and not (value.dtype.is_floating_point or value.dtype.is_complex):
+        raise RuntimeError("data set to a tensor that requires gradients must be floating "
+                           "point or complex dtype")

@@ -18,6 +18,7 @@ from .node_names import failing_node
 from .shapes import norm_dim
 from .tensor import Tensor
 from .out_write import into
+from .vmap_fallback import per_sample
 
 
 def _untraceable(what):
@@ -76,6 +77,7 @@ def _fmt(v):
     return f"{v:g}" if math.isfinite(v) else ("-nan" if v != v else f"{v}")
 
 
+@per_sample
 def histc(input, bins=100, min=0, max=0):  # noqa: A002  (PyTorch's parameter names)
     """As torch.histc: a histogram of the elements in bins equal bins over [min, max] (both 0:
     the data's own range, widened by 1 either way when it is one point); elements outside
@@ -96,8 +98,14 @@ def histc(input, bins=100, min=0, max=0):  # noqa: A002  (PyTorch's parameter na
         raise RuntimeError("torch.histc: max must be larger than min")
     if not (math.isfinite(lo) and math.isfinite(hi)):
         raise RuntimeError(f"torch.histc: range of [{_fmt(lo)}, {_fmt(hi)}] is not finite")
+    # (PyTorch's kernel computes the bins in the input's dtype, its edges cast into it,
+    # rounding at each step: float32's or float16's bins differ from float64's at the edges)
+    x, t = input._data.reshape(-1), input._data.dtype.type
+    lo, hi = t(lo), t(hi)
     inside = x[(x >= lo) & (x <= hi)]
-    pos = ((inside - lo) * bins / (hi - lo)).astype(np.int64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        pos = (inside - lo) * t(bins) / (hi - lo)
+    pos = np.where(np.isfinite(pos), pos, 0).astype(np.int64)   # (float16's inf: PyTorch's 0)
     pos[pos == bins] = bins - 1
     return _new(np.bincount(pos, minlength=bins)[:bins], dt)
 
@@ -116,7 +124,10 @@ def unique_consecutive(input, return_inverse=False, return_counts=False, dim=Non
         inverse_shape = x.shape
     else:
         d = norm_dim(dim, x.ndim)
-        moved = np.moveaxis(x, d, 0).reshape(x.shape[d], -1)
+        if x.size == 0 and x.shape[d]:
+            raise RuntimeError("There are 0 sized dimensions, and they aren't selected, so "
+                               "unique cannot be applied")
+        moved = np.moveaxis(x, d, 0).reshape(x.shape[d], x.size // max(x.shape[d], 1))
         new = np.ones(moved.shape[0], bool)
         new[1:] = (moved[1:] != moved[:-1]).any(axis=1)
         out = np.compress(new, x, axis=d)

@@ -19,6 +19,7 @@ from .node_names import no_derivative, rename
 from .shapes import norm_dim, norm_dims
 from .tensor import Tensor
 from .user_frames import user_stacklevel
+from .vmap_fallback import per_sample
 
 
 def _untraceable(what):
@@ -125,6 +126,7 @@ def _histogramdd(input, bins, range_, weight, density, what):
     return Tensor._from_array(np.ascontiguousarray(hist, dtype=dt.np)), edges
 
 
+@per_sample
 def histogram(input, bins, *, range=None, weight=None, density=False):  # noqa: A002
     """As torch.histogram: (hist, bin_edges) of input's elements in bins equal bins over
     range (the data's own by default) or between the edges of a bins tensor; weight and
@@ -137,7 +139,9 @@ def histogram(input, bins, *, range=None, weight=None, density=False):  # noqa: 
                                "histogram")
     if weight is not None and tuple(weight._data.shape) != tuple(input._data.shape):
         raise RuntimeError("torch.histogram: weight should have the same shape as input")
-    return _HISTOGRAM(hist, edges[0])
+    # (a bins tensor comes back as a new contiguous copy: histogramdd returns it itself)
+    return _HISTOGRAM(hist, edges[0].detach().clone(memory_format="contiguous_format")
+                      if edges[0] is bins else edges[0])
 
 
 def histogramdd(input, bins, *, range=None, weight=None, density=False):  # noqa: A002

@@ -6,6 +6,8 @@ the inverse), linalg.vecdot."""
 import math
 import warnings
 
+import numpy as np
+
 from . import dtypes, trace_state
 from .dispatch import scalar_type_name as tname
 from .functions import export
@@ -14,6 +16,7 @@ from .shapes import broadcast_shapes, norm_dim
 from .tensor import Tensor
 from .node_names import torch_node
 from .out_write import into
+from .user_frames import user_stacklevel
 
 
 @torch_node("LinalgCrossBackward0")
@@ -43,7 +46,7 @@ def cross(input, other, dim=None):
         warnings.warn("Using torch.cross without specifying the dim arg is deprecated.\nPlease "
                       "either pass the dim explicitly or simply use torch.linalg.cross.\nThe "
                       "default value of dim will change to agree with that of linalg.cross in a "
-                      "future release.", UserWarning, stacklevel=2)
+                      "future release.", UserWarning, stacklevel=user_stacklevel())
         shape = broadcast_shapes(tuple(input._data.shape), tuple(other._data.shape))
         dim = next((j for j, n in enumerate(shape) if n == 3), None)
         if dim is None:
@@ -71,9 +74,15 @@ def tensordot(a, b, dims=2, out=None):
     db = [norm_dim(d, b._data.ndim) for d in db]
     sa, sb = a._data.shape, b._data.shape
     for x, y, (gx, gy) in zip(da, db, given):
-        if sa[x] != sb[y]:
+        # (a dim of size 1 broadcasts: the other operand is summed over it first, as PyTorch's)
+        if sb[y] == 1:
+            a = a.sum(x, keepdim=True)
+        elif sa[x] == 1:
+            b = b.sum(y, keepdim=True)
+        elif sa[x] != sb[y]:
             raise RuntimeError(f"contracted dimensions need to match, but first has size "
                                f"{sa[x]} in dim {gx} and second has size {sb[y]} in dim {gy}")
+    sa, sb = a._data.shape, b._data.shape
     fa = [d for d in range(a._data.ndim) if d not in da]
     fb = [d for d in range(b._data.ndim) if d not in db]
     k = math.prod(sa[d] for d in da)
@@ -261,6 +270,9 @@ def addr(input, vec1, vec2, *, beta=1, alpha=1):
         prod = prod if alpha else prod & False
         return prod.logical_or(input) if beta else prod
     _scales_check(dt, beta, alpha)
+    if dt is dtypes.float16:    # (ATen's kernel: beta, alpha into half, (alpha v1) v2, each
+        beta, alpha = (float(np.float16(v)) if type(v) is float else v for v in (beta, alpha))
+        return _add_scaled(input, (vec1 * alpha).outer(vec2), beta, 1)     # step rounded)
     return _add_scaled(input, vec1.outer(vec2), beta, alpha)
 
 
@@ -273,6 +285,12 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
     if batch1._data.shape[0] != batch2._data.shape[0]:
         raise RuntimeError(f"batch1 and batch2 must have same number of batches, got "
                            f"{batch1._data.shape[0]} and {batch2._data.shape[0]}")
+    n = batch1._data.shape[0]
+    if batch1._dtype is dtypes.float16 and n:   # (PyTorch's CPU loop: an addmm per batch
+        out = input.addmm(batch1[0], batch2[0], beta=beta, alpha=alpha)     # each rounded)
+        for i in range(1, n):
+            out = out.addmm(batch1[i], batch2[i], alpha=alpha)
+        return out
     s = dtypes.int_scales(input._dtype, beta, alpha)    # (PyTorch truncates float scales)
     prod = batch1.bmm(batch2).sum(0, dtype=batch1._dtype)    # (sum would widen integers)
     return _add_scaled(input, prod, s["beta"], s["alpha"])

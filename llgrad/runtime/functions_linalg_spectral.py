@@ -6,11 +6,13 @@ compositions (differentiable through the SVD / eigh)."""
 import numpy as np
 
 from ..ir import OPS
+from . import dispatch
 from .dispatch import call
 from .functions import export, where
 from .functions_linalg_solve import _out, check_matrix, inv_ex, same_dtype
 from .functions_matrix import LinAlgError, _named
 from .linalg import matrix_norm
+from .node import grad_enabled
 from .tensor import Tensor
 
 _QR = _named("linalg_qr", ["Q", "R"])
@@ -128,12 +130,34 @@ def pinv(A, rcond=None, hermitian=False, *, atol=None, rtol=None, out=None):
         s_abs = lam.abs()
         tol = _tolerances(A, atol, rtol, s_abs.amax(-1, keepdim=True), "linalg.pinv")
         inv = where(s_abs > tol, lam.reciprocal(), 0.0)
-        return _out((q * inv.unsqueeze(-2)).matmul(q.mT), out)
+        p = (q * inv.unsqueeze(-2)).matmul(q.mT)
+        # (a dual tensor of forward AD too: its tangent need not be symmetric)
+        full = A.requires_grad and grad_enabled() or \
+            dispatch.forward_ad is not None and dispatch.forward_ad.get(A) is not None
+        return _out(_pinv_derivative(A, p) if full else p, out)
     u, s, vh = _svd(A, False, True, "linalg.pinv")
     s_max = s[..., :1] if s.shape[-1] else s.new_zeros(tuple(s.shape[:-1]) + (1,))
     tol = _tolerances(A, atol, rtol, s_max, "linalg.pinv")
     inv = where(s > tol, s.reciprocal(), 0.0)
     return _out((vh.mT * inv.unsqueeze(-2)).matmul(u.mT), out)
+
+
+def _pinv_derivative(A, p):
+    """p, A's pseudo-inverse, with PyTorch's derivative (pinv_backward's, for any change E of
+    A; eigh's covers symmetric ones only): p plus the JVP J(P, A)[E] = -P E P + P P^T E^T
+    (I - A P) + (I - P A) E^T P^T P at the zero-valued E = A - A.detach(), whose VJP is its
+    adjoint. Its coefficients are taken halfway along E (second derivatives: 1/2 + 1/2, not
+    2), from a first pass whose derivative is J."""
+    e, half = A - A.detach(), (A + A.detach()) / 2
+    pd = p.detach()
+    p1 = pd + _pinv_jvp(p, A, e)
+    return pd + _pinv_jvp(pd + (p1 - pd) / 2, half, e)
+
+
+def _pinv_jvp(p, A, e):
+    pt, et = p.mT, e.mT
+    return p.matmul(pt).matmul(et - et.matmul(A).matmul(p)) - p.matmul(e).matmul(p) + \
+        (et - p.matmul(A).matmul(et)).matmul(pt.matmul(p))
 
 
 def pinverse(input, rcond=1e-15):

@@ -20,6 +20,7 @@ from .dtype_info import finfo
 from .compose import _can_cast, attach, make_inplace  # noqa: F401 (used from here)
 from .functions import _method_fn, export, where
 from .methods import check_sub
+from .methods_alpha import _alpha as alpha_checked
 from .tensor import Tensor
 from ..ir import OPS
 from .node_names import no_derivative, torch_node
@@ -220,6 +221,7 @@ def floor_divide_(self, other):
 def rsub(input, other, alpha=1):
     """As torch.rsub: other - alpha * input."""
     check_sub(other, input)
+    input, alpha = alpha_checked(other, input, alpha)     # (sub's checks and wrapping)
     return call(OPS["rsub"], (input, other), {"alpha": alpha})
 
 

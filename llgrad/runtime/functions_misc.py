@@ -67,7 +67,7 @@ def _binary_search(seq, values, right):
     None otherwise (PyTorch's result there is its search's accident: the count serves)."""
     a, v = seq._data, values._data
     if trace_state.state.tracer is not None or dispatch.batching is not None or \
-            not _sorted_numbers(a):
+            not _sorted_numbers(a) or not a.size or not v.size:
         return None     # (the count of comparisons: a trace's, the same for sorted numbers)
     m = a.shape[-1]
     rows = a.reshape(-1, m) if a.ndim > 1 else a.reshape(1, m)
@@ -137,7 +137,9 @@ def index_fill(input, dim, index, value):
     if isinstance(value, Tensor) and value._data.ndim:
         raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but got "
                            f"tensor with {value._data.ndim} dimension(s).")
-    fill_value_fits(value.item() if isinstance(value, Tensor) else value, input._dtype)
+    # (a value tensor under vmap may be batched: no item() to check, as torch's batching rule)
+    if not (isinstance(value, Tensor) and trace_state.state.vmap_levels):
+        fill_value_fits(value.item() if isinstance(value, Tensor) else value, input._dtype)
     v = value if isinstance(value, Tensor) else _tensor(value, dtype=input._dtype)
     if v.requires_grad:     # (value's gradient counts a slot its index repeats once, PyTorch's)
         mask = index_fill(input.new_zeros(input.shape, dtype=dtypes.bool_), dim, index, True)

@@ -9,8 +9,10 @@ import math
 
 import numpy as np
 
-from . import dtypes, trace_state
-from .dispatch import scalar_type_name as tname
+from . import dispatch, dtypes, trace_state
+from ..ir.ops_shape import sum_to_shape
+from ..ir.optable import OpDef
+from .dispatch import call, scalar_type_name as tname
 from .functions import export, where
 from .functions_math import float_type, make_inplace
 from .memory_layout import iterator_layout
@@ -18,6 +20,7 @@ from .shapes import broadcast_shapes
 from .node_names import failing_node, rename
 from .tensor import Tensor
 from .creation import tensor as _tensor
+from .vmap_fallback import per_sample
 
 
 def _untraceable(what):
@@ -41,15 +44,24 @@ def _with_grad(value, dtype, terms, node, inputs=None):
     inputs = [x for x, _ in terms] if inputs is None else inputs
     out = Tensor._from_array(iterator_layout(value, inputs, None))
     for x, d in terms:
-        if x.requires_grad:
-            d = np.asarray(d, dtype=dtype.np)
-            xd = x.detach()
-            keep = Tensor._from_array(np.isfinite(np.asarray(xd._data)) & np.isfinite(d))
-            step = where(keep, (x.to(dtype) - xd.to(dtype)) * Tensor._from_array(d), 0.0)
-            out = out + step
+        # (-0.0: adding it changes no value, -0.0 and nan included; a dual tensor of forward
+        # AD takes the same path, so that its tangent is d times x's)
+        if x.requires_grad or dispatch.forward_ad is not None and \
+                dispatch.forward_ad.get(x) is not None:
+            d = Tensor._from_array(np.asarray(d, dtype=dtype.np))
+            out = out + call(_ZERO_WITH_GRAD, (x.to(dtype), d), {})
     return rename(out, node) if out.requires_grad else out
 
 
+# (not in the table: these functions run eagerly only) -0.0 with the derivative d: the
+# incoming gradient times d, not masked where x is inf or nan (PyTorch's formulas are not)
+_ZERO_WITH_GRAD = OpDef(
+    "zero_with_grad", lambda x, d: np.full(np.broadcast_shapes(x.shape, d.shape), -0.0, x.dtype),
+    vjp=lambda c, g: (sum_to_shape(g * c.d, c.shape(0)), None), args=("self", "d"),
+    save=("d",), nondiff=("d",), grad_fn="ZeroWithGradBackward")
+
+
+@per_sample
 def frexp(input):
     """As torch.frexp: (mantissa, exponent) with input = mantissa * 2^exponent, |mantissa| in
     [0.5, 1) (int32 exponents)."""
@@ -65,6 +77,7 @@ def frexp(input):
     return _FREXP(mant, Tensor._from_array(e.astype(np.int32)))
 
 
+@per_sample
 def nextafter(input, other):
     """As torch.nextafter: the next floating-point value after input towards other (the
     gradient goes to input unchanged)."""
@@ -88,17 +101,20 @@ def _i1(x):
     """The modified Bessel function I1 by its power series (all terms positive, so no
     cancellation; about |x| + 30 terms reach double precision)."""
     x = np.asarray(x, np.float64)
-    h2 = (x / 2) ** 2
-    term = x / 2
-    total = term.copy()
-    n = int(np.nanmax(np.abs(x[np.isfinite(x)]), initial=0.0)) + 40
+    # (beyond |x| = 720 I1 overflows float64: the count of terms stays bounded, 1e30 hung)
+    n = int(min(np.nanmax(np.abs(x[np.isfinite(x)]), initial=0.0), 720.0)) + 40
     with np.errstate(over="ignore", invalid="ignore"):
+        h2 = (x / 2) ** 2
+        term = x / 2
+        total = term.copy()
         for k in range(n):
             term = term * h2 / ((k + 1) * (k + 2))
             total = total + term
-    return np.where(np.isinf(x), np.sign(x) * np.inf, total)
+    total = np.where(np.abs(x) > 720, np.copysign(np.inf, x), total)
+    return np.where(np.isinf(x), np.nan, total)     # (PyTorch's special_i1 at +-inf: nan)
 
 
+@per_sample
 def i0(input):
     """As torch.i0 (torch.special.i0): the modified Bessel function of the first kind, order
     0 (integer inputs give the default float dtype)."""
@@ -106,7 +122,9 @@ def i0(input):
     _untraceable("i0")
     dt = input._dtype if input._dtype.is_floating_point else dtypes.get_default_dtype()
     x = np.asarray(input._data, np.float64)
-    return _with_grad(np.i0(x), dt, [(input, _i1(x))], "I0Backward0")
+    with np.errstate(over="ignore", invalid="ignore"):     # (inf and nan, as PyTorch's)
+        value = np.i0(x)
+    return _with_grad(value, dt, [(input, _i1(x))], "I0Backward0")
 
 
 def _lgamma(a):
@@ -114,8 +132,9 @@ def _lgamma(a):
 
 
 def _igamma(a, x):
-    """P(a, x), the regularised lower incomplete gamma function, in float64 (the series below
-    a + 1, Lentz's continued fraction above: Numerical Recipes' gammp)."""
+    """P(a, x) and Q(a, x) = 1 - P, the regularised lower and upper incomplete gamma
+    functions, in float64 (the series below a + 1, Lentz's continued fraction above: Numerical
+    Recipes' gammp; each the smaller one directly, so a tail 1e-22 is not 1 - 1 = 0)."""
     a, x = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(x, np.float64))
     out = np.full(a.shape, np.nan)
     ok = (a >= 0) & (x >= 0) & ~np.isnan(a) & ~np.isnan(x) & ~((a == 0) & (x == 0))
@@ -124,6 +143,10 @@ def _igamma(a, x):
     out[ok & np.isinf(x) & np.isfinite(a)] = 1.0
     out[ok & np.isinf(a) & np.isfinite(x)] = 0.0
     rest = ok & (a > 0) & (x > 0) & np.isfinite(a) & np.isfinite(x)
+    # (where Cephes takes it: the series and fraction lose digits there, 1e20 gave nan)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        big = rest & (a >= 1e5) & (np.abs(x - a) < 4.5 * np.sqrt(a))
+    rest = rest & ~big
     A, X = a[rest], x[rest]
     with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
         front = np.exp(-X + A * np.log(X) - _lgamma(A))
@@ -156,9 +179,46 @@ def _igamma(a, x):
             h = h * delta
             if not np.any(np.abs(delta - 1) > 1e-16):
                 break
-        p[~ser] = 1 - front[~ser] * h
-    out[rest] = p
-    return out
+        q = np.empty(A.shape)
+        q[ser] = 1 - p[ser]
+        q[~ser] = front[~ser] * h
+        p[~ser] = 1 - q[~ser]
+    upper = np.subtract(1, out, out=np.empty_like(out))     # (an array for 0-d too)
+    out[rest], upper[rest] = p, q
+    if big.any():
+        out[big], upper[big] = _igamma_asymptotic(a[big], x[big])
+    return out, upper
+
+
+def _log1pmx(s):
+    """log(1 + s) - s without the cancellation near 0 (its series below |s| = 0.5)."""
+    small = np.abs(s) < 0.5
+    t = np.where(small, s, 0.0)
+    total, power = np.zeros_like(t), t.copy()
+    for n in range(2, 60):
+        power = -power * t
+        total = total + power / n
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(small, total, np.log1p(s) - s)
+
+
+# the first coefficients of Temme's expansion (Cephes igam.c's d[k][n], DLMF 8.12)
+_TEMME = ((-1 / 3, 1 / 12, -2 / 135, 1 / 864, 1 / 2835), (-1 / 540, -1 / 288, 1 / 378),
+          (25 / 6048,))
+
+
+def _igamma_asymptotic(a, x):
+    """P and Q for a >= 1e5 and |x - a| < 4.5 sqrt(a) by Temme's uniform expansion, as
+    PyTorch's (Cephes'): there |eta| < 0.015, so a few coefficients reach float64."""
+    with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
+        eta = np.sign(x - a) * np.sqrt(np.maximum(-2 * _log1pmx((x - a) / a), 0.0))
+        y = eta * np.sqrt(a / 2)
+        total = np.zeros_like(a)
+        for k, coef in enumerate(_TEMME):
+            total = total + np.polyval(coef[::-1], eta) / a ** k
+        r = np.exp(-0.5 * a * eta * eta) * total / np.sqrt(2 * np.pi * a)
+        erfc = np.vectorize(math.erfc, otypes=[np.float64])
+        return 0.5 * erfc(-y) - r, 0.5 * erfc(y) + r
 
 
 def _igamma_fn(input, other, upper):
@@ -173,11 +233,11 @@ def _igamma_fn(input, other, upper):
     dt = float_type(input, other)
     a = np.asarray(input._data, np.float64)
     x = np.asarray(other._data, np.float64)
-    p = _igamma(a, x)
+    p, q = _igamma(a, x)
     with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
         dx = np.exp(-x + (a - 1) * np.log(x) - _lgamma(a))
     node = "IgammacBackward0" if upper else "IgammaBackward0"
-    out = _with_grad(1 - p if upper else p, dt, [(other, -dx if upper else dx)], node,
+    out = _with_grad(q if upper else p, dt, [(other, -dx if upper else dx)], node,
                      [input, other])
     if input.requires_grad:     # (a backward reaching input raises, as PyTorch's)
         never = Tensor._from_array(np.zeros(out._data.shape, bool))
@@ -186,12 +246,14 @@ def _igamma_fn(input, other, upper):
     return out
 
 
+@per_sample
 def igamma(input, other):
     """As torch.igamma (torch.special.gammainc): the regularised lower incomplete gamma
     function P(input, other)."""
     return _igamma_fn(input, other, False)
 
 
+@per_sample
 def igammac(input, other):
     """As torch.igammac (torch.special.gammaincc): the regularised upper incomplete gamma
     function Q(input, other) = 1 - P(input, other)."""

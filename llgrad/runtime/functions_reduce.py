@@ -63,6 +63,9 @@ def nanmean(input, dim=None, keepdim=False, *, dtype=None):
     if not input._dtype.is_floating_point:
         raise RuntimeError("nanmean(): expected input to have floating point or complex dtype "
                            f"but got {tname(input._dtype)}")
+    if dtype is not None and not dtype.is_floating_point:
+        raise RuntimeError(f"nanmean(): could not infer output dtype. Optional dtype must be "
+                           f"either a floating point or complex dtype. Got: {tname(dtype)}")
     dims = _dims(dim, input._data.ndim)
     return nansum(input, dims, keepdim, dtype=dtype) / (~input.isnan()).sum(dims, keepdim)
 

@@ -9,15 +9,16 @@ import numpy as np
 
 from ..ir import OPS
 from . import dtypes, trace_state
-from .creation import arange
+from .creation import arange, tensor, zeros
 from .dispatch import call
 from .dispatch import scalar_type_name as tname
 from .functions import export
 from .node_names import no_derivative, rename
-from .shapes import norm_dim
+from .shapes import check_as_strided, norm_dim
 from .tensor import Tensor
 from .user_frames import user_stacklevel
 from . import methods_views  # noqa: F401  (the view methods the copies call)
+from .vmap_fallback import per_sample, per_sample_inplace
 
 
 def _check_tensor(x, fn, name, pos):
@@ -65,9 +66,47 @@ def diagonal_scatter(input, src, offset=0, dim1=0, dim2=1):
                     "DiagonalScatterBackward0")
 
 
+def _storage_positions(input):
+    """Where each element of input lies in its storage, or None when two share a place
+    (PyTorch's as_strided_scatter then scatters into a contiguous clone)."""
+    pos = np.zeros((), np.int64) + input._storage_offset()
+    for n, st in zip(input._data.shape, input.stride()):
+        pos = pos[..., None] + np.arange(n, dtype=np.int64) * st
+    return pos if np.unique(pos).size == pos.size else None
+
+
+def _scatter_in_storage(input, src, size, stride, storage_offset, pos):
+    """PyTorch's as_strided_scatter of a strided input: the view is taken of a clone of
+    input's whole storage, at storage_offset (default input's own), and what lands where an
+    element of input lies is the result's."""
+    base = input._storage.base
+    off = input._storage_offset() if storage_offset is None else storage_offset
+    check_as_strided(tuple(size), tuple(stride), off, base, input._data.itemsize)
+    tracer = trace_state.state.tracer
+    if tracer is not None:
+        tracer.reads_layout(input, "as_strided_scatter of a strided tensor")
+    n = base.nbytes // input._data.itemsize
+    theirs = arange(n).as_strided(tuple(size), tuple(stride), off)
+    if tuple(theirs._data.shape) != tuple(src._data.shape):
+        raise RuntimeError(f"expected src to have a size equal to the slice of self. src size = "
+                           f"{list(src._data.shape)}, slice size = {list(theirs._data.shape)}")
+    mine = tensor(pos.reshape(-1))
+    full = zeros(n, dtype=input._dtype).index_put((mine,), input.reshape(-1))
+    full = full.index_put((theirs.reshape(-1),), src.to(input._dtype).reshape(-1))
+    return rename(full[mine].view(tuple(input._data.shape)), "AsStridedScatterBackward0")
+
+
 def as_strided_scatter(input, src, size, stride, storage_offset=None):
     """As torch.as_strided_scatter: input with input.as_strided(size, stride, storage_offset)
-    set to src (positions counted in input's elements, as on a contiguous input)."""
+    set to src (positions counted in input's elements when input is contiguous, else in its
+    storage, as PyTorch's)."""
+    _check_tensor(input, "AsStridedScatterBackward0", "input", 1)
+    if not (input.is_contiguous() and input._storage_offset() == 0):
+        pos = _storage_positions(input)
+        if pos is not None:
+            _check_tensor(src, "AsStridedScatterBackward0", "src", 2)
+            return _scatter_in_storage(input, src, size, stride, storage_offset, pos)
+
     def view(t):
         off = 0 if storage_offset is None else storage_offset
         need = off + sum((s - 1) * st for s, st in zip(size, stride)) + 1 \
@@ -134,6 +173,7 @@ def _index_reduce_args(self, dim, index, source, reduce, fn, include_self):
     return d, idx.view(shape).expand(tuple(source._data.shape) or (1,))
 
 
+@per_sample
 def index_reduce(self, dim, index, source, reduce, *, include_self=True):
     """As torch.index_reduce: self with the slices of source along dim reduced (prod, mean,
     amax, amin) into the slices at index, self's own values taking part when include_self."""
@@ -144,6 +184,7 @@ def index_reduce(self, dim, index, source, reduce, *, include_self=True):
     return rename(out, "IndexReduceBackward0")
 
 
+@per_sample_inplace
 def index_reduce_(self, dim, index, source, reduce, *, include_self=True):
     """In-place index_reduce, as torch.Tensor.index_reduce_."""
     d, idx = _index_reduce_args(self, dim, index, source, reduce, "index_reduce_",
@@ -243,6 +284,7 @@ for _fn in (slice_copy, alias_copy, detach_copy):
     export(_fn)
 
 
+@per_sample
 def nonzero_static(input, *, size, fill_value=-1):
     """As torch.nonzero_static: nonzero's (n, ndim) indices cut or padded (with fill_value)
     to exactly size rows."""

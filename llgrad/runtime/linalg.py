@@ -29,6 +29,9 @@ def _dims(x, dim):
 
 def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
     """The ord-norm of x over dim (all elements by default), as torch.linalg.vector_norm."""
+    if not isinstance(ord, (numbers.Number, Tensor)):
+        raise TypeError("linalg_vector_norm(): argument 'ord' must be Number, not "
+                        f"{type(ord).__name__}")
     if not x._dtype.is_floating_point:
         raise RuntimeError("linalg.vector_norm: Expected a floating point or complex tensor as "
                            f"input. Got {tname(x._dtype)}")

@@ -10,7 +10,7 @@ from .creation_checks import fill_value_fits
 from .deprecated_overloads import value_first
 from .device import check as check_device
 from .dispatch import call, scalar_type_name
-from .inplace import call_inplace, check_shape_into
+from .inplace import _check_inplace, call_inplace, check_shape_into
 from .memory_formats import clone, contiguous, format_to
 from .methods_alpha import add, add_, check_sub, sub, sub_
 from .methods_clamp import clamp, clamp_, clamp_max, clamp_max_, clamp_min, clamp_min_
@@ -264,6 +264,17 @@ for _n, _f in (("clamp_min", clamp_min), ("clamp_max", clamp_max), ("clamp_min_"
 
 # ---- copies, casts, fills --------------------------------------------------------------------
 
+def _check_to_args(args, flags):
+    """PyTorch's three forms: to([device][, dtype]), to(dtype), to(tensor), each then
+    [non_blocking[, copy]]; anything else (two dtypes, a device after a dtype) raises."""
+    kinds = ["t" if isinstance(a, Tensor) else "d" if isinstance(a, (dtypes.dtype, type))
+             else "b" if isinstance(a, bool) else "v" for a in args]
+    head = "".join(kinds[:len(kinds) - len(flags)])
+    if len(flags) > 2 or "b" in head or head not in ("", "v", "d", "t", "vd"):
+        raise TypeError("to() received an invalid combination of arguments - got (" +
+                        ", ".join(type(a).__name__ for a in args) + ")")
+
+
 def to(self, *args, **kwargs):
     """The tensor cast to a dtype (given, or another tensor's), as torch.Tensor.to; the same
     tensor if nothing changes (copy=True copies). A device other than the CPU raises."""
@@ -271,6 +282,7 @@ def to(self, *args, **kwargs):
     dtype = None if dtype is None else dtypes.to_dtype(dtype)     # (dtype=float: float64)
     check_device(kwargs.get("device"), "move a tensor to")
     flags = [a for a in args if isinstance(a, bool)]    # (by position: non_blocking, copy)
+    _check_to_args(args, flags)
     for a in args:
         if isinstance(a, Tensor):
             dtype = a._dtype
@@ -323,6 +335,7 @@ _def("zero_", lambda self: call_inplace(OPS["zero"], self, (self,), {}))
 def copy_(self, src, non_blocking=False):
     if not isinstance(src, Tensor):
         src = tensor(src)
+    _check_inplace(self, (self, src))   # (PyTorch's leaf check comes before the shape's)
     shape = broadcast_shapes(self._data.shape, src._data.shape)
     if shape != self._data.shape:
         raise RuntimeError(f"output with shape {list(self._data.shape)} doesn't match the "

@@ -42,19 +42,27 @@ def clamp_(self, min=None, max=None):
     return call_inplace(_CLAMP, self, (self, min, max), {})
 
 
+def _one_bound(self, bound, kernel):
+    """The bound checked (a number into an integer self; a bool number of a bool self has no
+    PyTorch kernel: a bool tensor bound has)."""
+    if not isinstance(bound, Tensor):
+        dtypes.no_bool_kernel([self, bound], kernel)
+    return _fit(self, bound)
+
+
 def clamp_min(self, min):
-    return call(_CMIN, (self, _fit(self, min)), {})
+    return call(_CMIN, (self, _one_bound(self, min, "clamp_min_scalar_cpu")), {})
 
 
 def clamp_max(self, max):
-    return call(_CMAX, (self, _fit(self, max)), {})
+    return call(_CMAX, (self, _one_bound(self, max, "clamp_max_scalar_cpu")), {})
 
 
 def clamp_min_(self, min):
     _scalar_clamp_cast(self, min)
-    return call_inplace(_CMIN, self, (self, _fit(self, min)), {})
+    return call_inplace(_CMIN, self, (self, _one_bound(self, min, "clamp_min_scalar_cpu")), {})
 
 
 def clamp_max_(self, max):
     _scalar_clamp_cast(self, max)
-    return call_inplace(_CMAX, self, (self, _fit(self, max)), {})
+    return call_inplace(_CMAX, self, (self, _one_bound(self, max, "clamp_max_scalar_cpu")), {})

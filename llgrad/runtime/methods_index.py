@@ -23,7 +23,7 @@ def _long_index(index, what):
 def gather(self, dim, index, *, sparse_grad=False):
     d = norm_dim(dim, self._data.ndim)
     _long_index(index, "gather")
-    if index._data.ndim != self._data.ndim:
+    if max(index._data.ndim, 1) != max(self._data.ndim, 1):    # (0-d counts as 1-d)
         raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
     ish, sh = index._data.shape, self._data.shape
     for k, (i, n) in enumerate(zip(ish, sh)):
@@ -93,7 +93,7 @@ def _index_add_args(self, dim, index, source, alpha):
     check_index_bounds(index, xs[d] if xs else 1, d, None if scatters else (
         lambda bad: IndexError("index out of range in self")))
     if not self._dtype.is_floating_point and self._dtype is not dtypes.bool_:
-        alpha = int(alpha)
+        alpha = dtypes.wrap_int(fill_value_fits(int(alpha), self._dtype), self._dtype)
     return d, alpha
 
 

@@ -22,6 +22,7 @@ from .node import grad_enabled
 from .node_names import failing_node
 from .shapes import broadcast_shapes, check_index_bounds, norm_dim
 from .tensor import Tensor
+from .vmap_fallback import per_sample, per_sample_inplace
 
 return_sort = _return_type("sort")
 return_topk = _return_type("topk")
@@ -70,14 +71,14 @@ def _check_index(self, dim, index, src, what):
     if not isinstance(index, Tensor) or index._dtype.name not in ("int64", "int32"):
         raise RuntimeError("scatter(): Expected dtype int32/int64 for index")  # (all three)
     d = norm_dim(dim, self._data.ndim)
-    if index._data.ndim != self._data.ndim and index._data.size:
+    if max(index._data.ndim, 1) != max(self._data.ndim, 1) and index._data.size:  # (0-d: 1-d)
         raise RuntimeError("Index tensor must have the same number of dimensions as self tensor")
     check_index_bounds(index, self._data.shape[d] if self._data.ndim else 1, d)
     if isinstance(src, Tensor):
         if src._dtype is not self._dtype:
             raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
         ish, sh, ssh = index._data.shape, self._data.shape, src._data.shape
-        if len(ssh) != len(ish) and index._data.size:
+        if max(len(ssh), 1) != max(len(ish), 1) and index._data.size:
             raise RuntimeError("Index tensor must have the same number of dimensions as src "
                                "tensor")
         if any(i > n for k, (i, n) in enumerate(zip(ish, sh)) if k != d) or \
@@ -214,6 +215,7 @@ def _masked_scatter_args(self, mask, source, inplace):
     return (self, mask, source), {"out_shape": shape}
 
 
+@per_sample
 def masked_scatter(self, mask, source):
     """self with the elements where mask holds taken from source in order, as
     torch.Tensor.masked_scatter (differentiable). Inside llgrad.compile the call runs
@@ -221,6 +223,7 @@ def masked_scatter(self, mask, source):
     return call(MASKED_SCATTER, *_masked_scatter_args(self, mask, source, False))
 
 
+@per_sample_inplace
 def masked_scatter_(self, mask, source):
     """In-place masked_scatter."""
     return call_inplace(MASKED_SCATTER, self, *_masked_scatter_args(self, mask, source, True))
@@ -240,6 +243,7 @@ def _nonzero_traced(x):
     return stack(cols[::-1], dim=0).t()
 
 
+@per_sample
 def nonzero(self, *, as_tuple=False):
     """The indices of the nonzero elements, as torch.Tensor.nonzero. Inside llgrad.compile
     their count is a guard of the trace, as a bool mask's is."""
@@ -267,6 +271,9 @@ def unique(self, sorted=True, return_inverse=False, return_counts=False, dim=Non
     _untraceable("unique")
     a = self._data
     axis = None if dim is None else norm_dim(dim, a.ndim)
+    if axis is not None and a.size == 0 and a.shape[axis]:
+        raise RuntimeError("There are 0 sized dimensions, and they aren't selected, so unique "
+                           "cannot be applied")
     # NaNs stay apart, as in PyTorch (each its own value, sorted last)
     vals, first, inv, counts = np.unique(a, return_index=True, return_inverse=True,
                                          return_counts=True, axis=axis, equal_nan=False)

@@ -16,6 +16,7 @@ from .functions import _method_fn
 from .methods_reduce import _same_dtype, c_type, no_bool_scan
 from .shapes import norm_dim, unpack_shape
 from .tensor import Tensor
+from .vmap_fallback import per_sample
 
 
 def _def(name, fn):
@@ -126,13 +127,18 @@ def repeat_interleave(self, repeats=None, dim=None, *, output_size=None):
         e = t.unsqueeze(d + 1).expand(big)
         return e._op("clone", memory_format="contiguous").view(out)
     n = t._data.shape[d] if t._data.ndim else 1
+    return t.index_select(d, _repeated_positions(repeats, n, d))
+
+
+@per_sample         # (under vmap: each sample's repeats, and so its indices, its own)
+def _repeated_positions(repeats, n, d):
     if repeats._data.ndim > 1:
         raise RuntimeError("repeats must be 0-dim or 1-dim tensor")
     if repeats._data.ndim and repeats._data.shape[0] not in (n, 1):
         raise RuntimeError(f"repeats must have the same size as input along dim, but got "
                            f"repeats.size(0) = {repeats._data.shape[0]} and input.size({d}) = {n}")
     reps = np.broadcast_to(repeats._data, (n,))
-    return t.index_select(d, _repeat_indices(Tensor._from_array(np.array(reps))))
+    return _repeat_indices(Tensor._from_array(np.array(reps)))
 
 
 def _repeat_indices(repeats):

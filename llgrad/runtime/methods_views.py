@@ -239,7 +239,8 @@ Tensor.mT = property(_mT)
 
 def sum_to_size(self, *size):
     shape = unpack_shape(size)
-    fast = summed_to(self, shape)       # (the engine's common case: a bias's gradient)
+    # (to (): summed, as PyTorch's sum_to, an int 0-d self too; else a bias's gradient)
+    fast = self.sum() if not shape else summed_to(self, shape)
     return sum_to_shape(self, shape) if fast is None else fast
 
 

@@ -13,7 +13,9 @@ import warnings
 from . import creation, functions, grad_mode
 from .dispatch import scalar_type_name as tname
 from .dtypes import C_NAMES
+from ..ir import OPS
 from .functions_math import _can_cast
+from .inplace import _dense
 from .numpy_names import param_names
 from .saved_tensor import _internal
 from .tensor import Tensor
@@ -67,6 +69,18 @@ _EXACT.update({"where": "Expected out type to be {R} but got {O}",
                             "output indices must be of scalar type Long")})
 _EXACT.update({n: "tensordot: Expected the output tensor to have dtype {R}, but got an output "
                   "tensor with dtype {O}" for n in ("tensordot", "inner")})
+_EXACT.update({"linalg_vector_norm": _EXACT["max"], "_linalg_slogdet": _EXACT["max"]})
+_EXACT.update({"mode": tuple("expected scalar type '{R}' but got '{O}' for %s output" % w
+                               for w in ("values", "indices")),
+               "frexp": ("torch.frexp() expects mantissa to have dtype {r} but got {o}",
+                         "torch.frexp() expects exponent to have int dtype but got {o}")})
+_EXACT.update({n: ("Expected tensor for 'values' to have the same type as tensor for argument #2 "
+                   "'self'; but type {OT} does not equal {RT} (while checking arguments for "
+                   "median)", "Expected tensor for argument #1 'indices' to have scalar type "
+                   "Long; but got {OT} instead (while checking arguments for median)")
+               for n in ("median", "nanmedian")})
+_EXACT.update({n: n + " expected out tensor dtype {R} but got: {O}" for n in (
+    "linalg.matrix_norm", "linalg.norm")})
 
 
 # PyTorch's own words (and error type) for a result out cannot hold
@@ -83,20 +97,29 @@ def _check_exact(name, r, out, k):
         words = _EXACT[name]
         raise RuntimeError((words if isinstance(words, str) else words[k]).format(
             r=C_NAMES[r._dtype.name], o=C_NAMES[out._dtype.name], R=tname(r._dtype),
-            O=tname(out._dtype)))
+            O=tname(out._dtype), RT=f"llgrad.{tname(r._dtype)}Tensor",
+            OT=f"llgrad.{tname(out._dtype)}Tensor"))
 
 
-def _write(out, r, factory, name=None, k=0):
-    if isinstance(out, (tuple, list)):
-        for k, (o, x) in enumerate(zip(out, r)):
-            _write(o, x, factory, name, k)
-        # (PyTorch returns its named tuple of the outs: torch.sort(x, out=(v, i)).values)
-        return type(r)(*out) if hasattr(r, "_fields") else out
+def _check_out(out, r, factory, name, k):
     _check_exact(name, r, out, k)
     if not factory and not _can_cast(r._dtype, out._dtype):
         error, words = _CAST_WORDS.get(name, (RuntimeError, "result type {R} can't be cast to "
                                                              "the desired output type {O}"))
         raise error(words.format(R=tname(r._dtype), O=tname(out._dtype)))
+
+
+def _write(out, r, factory, name=None, k=0):
+    if isinstance(out, (tuple, list)):
+        # (every out checked before any is written: PyTorch's sort(x, out=(v, wrong_i))
+        # leaves v as it was)
+        for k, (o, x) in enumerate(zip(out, r)):
+            _check_out(o, x, factory, name, k)
+        for k, (o, x) in enumerate(zip(out, r)):
+            _write(o, x, factory, name, k)
+        # (PyTorch returns its named tuple of the outs: torch.sort(x, out=(v, i)).values)
+        return type(r)(*out) if hasattr(r, "_fields") else out
+    _check_out(out, r, factory, name, k)
     shape = tuple(r._data.shape)
     if tuple(out._data.shape) != shape:
         if out._data.size:
@@ -108,12 +131,14 @@ def _write(out, r, factory, name=None, k=0):
                           "inplace, to zero elements with t.resize_(0).", UserWarning,
                           stacklevel=_users_level())
         out.resize_(shape)
+        if out._base is None:   # (resized and written: one bump, as PyTorch's)
+            out._storage.version -= 1
     with grad_mode.no_grad():
         out.copy_(r)
     return out
 
 
-def _wrap(fn, name, factory):
+def _wrap(fn, name, factory, grad_check=True):
     @functools.wraps(fn)
     def f(*args, **kwargs):
         if not kwargs or kwargs.get("out") is None:
@@ -121,21 +146,68 @@ def _wrap(fn, name, factory):
             return fn(*args, **kwargs)
         out = kwargs.pop("out")
         # (an out that requires grad counts too; a factory is named by its ATen op)
-        if grad_mode.state.grad_enabled and _requires_grad(args + (out,), kwargs):
+        if grad_check and grad_mode.state.grad_enabled and _requires_grad(args + (out,), kwargs):
             raise RuntimeError(f"{'aten::' if factory else ''}{name}(): functions with out=... arguments don't support "
                                "automatic differentiation, but one of the arguments requires "
                                "grad.")
+        _check_overlap(name, out, args, kwargs)
         if (factory or name in _IN_OUT_DTYPE) and kwargs.get("dtype") is None and \
                 isinstance(out, Tensor):
             kwargs["dtype"] = out.dtype
         r = fn(*args, **kwargs)
         if name in _RANGES and isinstance(out, Tensor):
             r = _range_into(out, r, name)
+        if name in _LIST_OUTS:
+            if len(out) != len(r):
+                raise RuntimeError(_LIST_OUTS[name].format(len(r), len(out)))
+            with grad_mode.no_grad():   # (copied as they are: PyTorch resizes none of them)
+                for o, x in zip(out, r):
+                    o.copy_(x)
+            return None         # (PyTorch's functions with a list out= return None)
         return _write(out, r, factory, name)
     return f
 
 
+# functions whose out may share no memory with an input (PyTorch's assert_no_overlap); an
+# elementwise op's may share all of it (the same layout) but not part (assert_no_partial_overlap)
+_NO_OVERLAP = frozenset(("gather", "index_select", "cat", "concat", "concatenate", "stack",
+                         "take", "masked_select", "kthvalue"))
+_NO_PARTIAL_OVERLAP = frozenset(("cumsum", "cumprod", "logcumsumexp", "bernoulli"))
+
+
+def _check_overlap(name, out, args, kwargs):
+    """PyTorch's error for an out= that shares memory with an input, judged as its
+    get_overlap_status judges (dense layouts only)."""
+    op = OPS.get(name)
+    if name not in _NO_OVERLAP and name not in _NO_PARTIAL_OVERLAP and (
+            op is None or op.kind != "elementwise"):
+        return
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    ins = [t for a in list(args) + list(kwargs.values())
+           for t in (a if isinstance(a, (list, tuple)) else (a,)) if isinstance(t, Tensor)]
+    for o in outs:
+        a = o._data if isinstance(o, Tensor) else None
+        if a is None or not a.size or not _dense(a):
+            continue
+        a0 = a.__array_interface__["data"][0]
+        for x in ins:
+            b = x._data
+            if x._storage is not o._storage or not b.size or not _dense(b):
+                continue
+            b0 = b.__array_interface__["data"][0]
+            full = a0 == b0 and a.nbytes == b.nbytes and a.ndim == b.ndim and all(
+                sa == sb for sa, sb, n in zip(a.strides, b.strides, a.shape) if n != 1)
+            if a0 < b0 + b.nbytes and b0 < a0 + a.nbytes and (not full or name in _NO_OVERLAP):
+                raise RuntimeError("unsupported operation: some elements of the input tensor "
+                                   "and the written-to tensor refer to a single memory "
+                                   "location. Please clone() the tensor before performing "
+                                   "the operation.")
+
+
 _RANGES = ("arange", "range", "linspace", "logspace")
+_LIST_OUTS = {n: w + " expected an out= argument of size {}, got size {}" for n, w in (
+    ("split_copy", "split_copy_Tensor_out()"), ("unbind_copy", "unbind_copy_int_out"),
+    ("split_with_sizes_copy", "split_with_sizes_copy_out"))}
 
 
 def _range_into(out, r, name):
@@ -151,6 +223,8 @@ def _range_into(out, r, name):
                       f"of rounding error. The out tensor will be resized to a tensor of shape "
                       f"({n},).", UserWarning, stacklevel=_users_level())
     out.resize_((n,))
+    if out._base is None:       # (resized and written: one bump, as PyTorch's)
+        out._storage.version -= 1
     return r
 
 
@@ -160,6 +234,12 @@ _OWN_OUT = frozenset(("tensordot", "chain_matmul", "bitwise_and", "bitwise_or", 
                       "bitwise_left_shift", "bitwise_right_shift", "gcd", "lcm", "bitwise_not",
                       "atan2", "arctan2", "polygamma", "inverse", "cholesky_solve",
                       "cholesky_inverse", "lu_solve", "cholesky"))
+
+
+def with_out(fn, name, grad_check=True):
+    """fn (a function whose out parameter is unused) with PyTorch's out=: its checks
+    (autograd's when grad_check; the dtype words of name), the resize and the write."""
+    return _wrap(fn, name, False, grad_check)
 
 
 def _takes_out(fn, name=None):

@@ -7,6 +7,7 @@ import numpy as np
 from ..ir.geometry import contiguous_strides
 from . import dtypes, grad_mode, trace_state
 from .device import CPU, device as _Device
+from .creation_checks import check_set_data
 from .formatting import tensor_repr
 from .memory_formats import channels_contiguous
 from .size import Size  # noqa: F401 (llgrad.Size lives with the Tensor it shapes)
@@ -272,11 +273,10 @@ class Tensor:
 
     @data.setter
     def data(self, value):
+        check_set_data(self._requires_grad, value)
         if value._storage.base is self._storage.base and _same_layout(value._data, self._data):
             return      # (`w.data *= mask` sets w's own memory back: w keeps its version)
-        self._data = value._data
-        self._storage = value._storage
-        self._dtype = value._dtype
+        self._data, self._storage, self._dtype = value._data, value._storage, value._dtype
 
     # ---- conversion ----------------------------------------------------------------------------
     def numpy(self, force: bool = False) -> np.ndarray:

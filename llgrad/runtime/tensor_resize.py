@@ -92,6 +92,8 @@ def resize_(self, *size, memory_format=None):
     shape = tuple(unpack_shape(size))
     if any(n < 0 for n in shape):
         raise RuntimeError("numel: integer multiplication overflow")
+    if shape == tuple(self._data.shape):
+        return self     # (PyTorch's no-op: a strided self keeps its strides and version)
     numel = int(np.prod(shape, dtype=np.int64))
     st = self._storage
     cap = _capacity(st, self._dtype)

@@ -182,9 +182,8 @@ def test_a_few_steps_match_torch():
                                            atol=1e-6)
 
 
-def test_in_the_background_mode_the_passes_serve_until_the_loop_is_built(monkeypatch):
-    monkeypatch.setenv("LLGRAD_COMPILE", "background")
-    eager_optim.reset()
+def test_in_the_background_mode_the_passes_serve_until_the_loop_is_built(monkeypatch,
+                                                                       cold_kernels):
     ran = []
     real = _eager_sgd._native
     monkeypatch.setattr(_eager_sgd, "_native", lambda *a: ran.append(real(*a)) or ran[-1])

@@ -10,18 +10,21 @@ import numpy as np
 import pytest
 
 import llgrad
+from llgrad.ir.geometry import expand_strides
 from llgrad.ir.ops_shape import _expand
 from llgrad.runtime.node import OpNode
 from llgrad.runtime.saved_tensor import user_location, user_position, where_str
 
 
 def _reference_expand(x, size):
-    """_expand as it was: broadcast_to, or a writeable as_strided view when nothing repeats."""
+    """_expand as it was: broadcast_to, or a writeable as_strided view when nothing repeats
+    (with PyTorch's strides for size-1 dims since sweep 14)."""
     out = np.broadcast_to(x, size)
-    if x.flags.writeable and (out.size == 0 or all(s or n <= 1 for n, s in
-                                                   zip(out.shape, out.strides))):
-        out = np.lib.stride_tricks.as_strided(x, out.shape, out.strides)
-    return out
+    writeable = x.flags.writeable and (out.size == 0 or all(s or n <= 1 for n, s in
+                                                            zip(out.shape, out.strides)))
+    return np.lib.stride_tricks.as_strided(
+        x, out.shape, expand_strides(x.shape, x.strides, out.shape, x.itemsize),
+        writeable=writeable)
 
 
 def _arrays():

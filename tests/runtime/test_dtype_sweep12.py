@@ -567,9 +567,6 @@ _KNOWN = {
     "f16_prod_rounding": (lambda t: t.full((30,), 1.1, dtype=t.float16).prod(),
                           "PyTorch's vectorised float16 prod rounds partial products in its own "
                           "order (17.23); llgrad multiplies in order (17.27)"),
-    "f16_histc": (lambda t: t.histc(t.tensor(_H[0]), bins=4),
-                  "float16 histc: a few elements land in the neighbouring bin (PyTorch computes "
-                  "the bin positions in its own precision)"),
     "mode_index_with_nan": (lambda t: t.mode(t.tensor([1.0, nan, 1.0])),
                             "PyTorch's mode sorts with `<`, which nan breaks, and returns index 0 "
                             "here; llgrad returns the last index of the modal value (2)"),

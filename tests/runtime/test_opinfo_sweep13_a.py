@@ -247,9 +247,6 @@ def test_addbmm_keeps_small_integer_dtype(dt):
 
 # ---- differences found and not fixed --------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="gather / scatter_add / index_reduce of a 0-d self with "
-                   "a 1-d index: PyTorch counts a 0-d tensor as 1-d (ensure_nonempty_dim); "
-                   "llgrad raises 'Index tensor must have the same number of dimensions'")
 @pytest.mark.parametrize("which", ["gather", "scatter_add", "index_reduce"])
 def test_zero_dim_self_with_one_dim_index(which):
     s, i = torch.tensor(3.0), torch.tensor([0])
@@ -263,9 +260,6 @@ def test_zero_dim_self_with_one_dim_index(which):
     _same(got, want)
 
 
-@pytest.mark.xfail(strict=True, reason="lu_solve of an empty (0, 0) LU with (0,) pivots: "
-                   "lu_pivots_to_permutation's NumPy reshape fails; PyTorch returns the "
-                   "(0, k) solution")
 def test_lu_solve_empty():
     B = torch.randn(0, 4)
     want = torch.lu_solve(B, torch.randn(0, 0), torch.zeros(0, dtype=torch.int32))
@@ -273,10 +267,8 @@ def test_lu_solve_empty():
     _same(got, want)
 
 
-@pytest.mark.xfail(strict=True, reason="the derivative of lu / linalg.lu_factor is implemented "
-                   "for square matrices only (PyTorch: also wide and tall ones)")
 def test_lu_grad_non_square():
-    A = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
+    A = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)     # (wide; tall: sweep 14)
     LU, piv = torch.linalg.lu_factor(A)
     (want,) = torch.autograd.grad(LU.sum(), A)
     lA = _ll(A, True)
@@ -284,9 +276,6 @@ def test_lu_grad_non_square():
     _same(got, want, 1e-10)
 
 
-@pytest.mark.xfail(strict=True, reason="expand / broadcast_to: PyTorch keeps a size-1 dim's "
-                   "stride (and gives a new leading size-1 dim the next dim's extent), llgrad "
-                   "gives them stride 0; values and addressing are the same")
 def test_expand_size_one_dim_strides():
     x = torch.randn(1, 5)
     assert llgrad.randn(1, 5).expand(1, 1, 5).stride() == x.expand(1, 1, 5).stride()
@@ -301,9 +290,6 @@ def test_cholesky_solve_result_layout():
     assert llgrad.cholesky_solve(_ll(B), _ll(L)).stride() == want.stride()
 
 
-@pytest.mark.xfail(strict=True, reason="out= overlapping an input (gather, index_select, cat, "
-                   "kthvalue, bernoulli) or with stride-0 elements: PyTorch raises 'unsupported "
-                   "operation: ... refer to a single memory location', llgrad writes the result")
 def test_out_overlapping_input_raises():
     x = llgrad.arange(6.0)
     with pytest.raises(RuntimeError, match="unsupported operation"):

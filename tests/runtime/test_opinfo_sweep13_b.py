@@ -129,9 +129,6 @@ def test_special_methods_take_keywords():
 
 # ---- not fixed --------------------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="nextafter's gradient is built as (x - x.detach()) * d "
-                   "(functions_numeric_more._with_grad), which is masked to 0 where x is "
-                   "inf or nan; PyTorch's is grad where input != other (not fixed)")
 def test_nextafter_grad_at_infinity():
     x = [float("inf"), float("nan"), 1.0]
     y = [-float("inf"), 1.0, 2.0]

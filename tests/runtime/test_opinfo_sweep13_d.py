@@ -215,10 +215,6 @@ def test_pinv_hermitian_empty(shape):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="torch's pinv has its own derivative (pinv_backward, the "
-                   "derivative for any perturbation of A); llgrad's hermitian pinv is "
-                   "differentiated through eigh, which gives only the symmetric part (an op "
-                   "with pinv_backward as its VJP would fix it)")
 def test_pinv_hermitian_gradient():
     a = np.random.default_rng(16).standard_normal((4, 4))
     a = a + a.T

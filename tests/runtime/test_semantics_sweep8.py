@@ -338,8 +338,6 @@ def test_float_operand_infinite(dt):
          "x % float('inf'))")
 
 
-@pytest.mark.xfail(strict=True, reason="unsqueeze takes NumPy's strides for size-1 dims, not "
-                   "PyTorch's sizes[d] * strides[d] (not fixed)")
 def test_unsqueeze_stride_of_size_one_dims():
     same("x = t.ones(3, 4, 5)[None, 1]; r = (x.unsqueeze(3).stride(), x.unsqueeze(1).stride(), "
          "x.view(1, 4, 5).stride())")
