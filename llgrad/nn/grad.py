@@ -15,53 +15,32 @@ __all__ = ["conv1d_input", "conv1d_weight", "conv2d_input", "conv2d_weight",
            "conv3d_input", "conv3d_weight"]
 
 
-def _input_grad(conv, input_size, weight, grad_output, stride, padding, dilation, groups):
-    higher = is_grad_enabled() and (weight.requires_grad or grad_output.requires_grad)
+def _conv_grad(conv, of_input, given, size, grad_output, args):
+    """The gradient of conv with respect to its input (of_input) or weight of shape size,
+    the other operand given."""
+    higher = is_grad_enabled() and (given.requires_grad or grad_output.requires_grad)
     with enable_grad():
-        x = zeros(tuple(input_size), dtype=grad_output.dtype, requires_grad=True)
-        y = conv(x, weight, None, stride, padding, dilation, groups)
-        return _grad(y, x, grad_output, create_graph=higher)[0]
+        z = zeros(tuple(size), dtype=grad_output.dtype, requires_grad=True)
+        y = conv(z, given, None, *args) if of_input else conv(given, z, None, *args)
+        return _grad(y, z, grad_output, create_graph=higher)[0]
 
 
-def _weight_grad(conv, input, weight_size, grad_output, stride, padding, dilation, groups):
-    higher = is_grad_enabled() and (input.requires_grad or grad_output.requires_grad)
-    with enable_grad():
-        w = zeros(tuple(weight_size), dtype=grad_output.dtype, requires_grad=True)
-        y = conv(input, w, None, stride, padding, dilation, groups)
-        return _grad(y, w, grad_output, create_graph=higher)[0]
+def _functions(conv, d):
+    def of_input(input_size, weight, grad_output, stride=1, padding=0, dilation=1, groups=1):
+        return _conv_grad(conv, True, weight, input_size, grad_output,
+                          (stride, padding, dilation, groups))
+
+    def of_weight(input, weight_size, grad_output, stride=1, padding=0, dilation=1, groups=1):
+        return _conv_grad(conv, False, input, weight_size, grad_output,
+                          (stride, padding, dilation, groups))
+    for fn, what, size in ((of_input, "input", "input_size"),
+                           (of_weight, "weight", "weight_size")):
+        fn.__name__ = fn.__qualname__ = f"conv{d}d_{what}"
+        fn.__doc__ = f"The gradient of conv{d}d with respect to a{'n' * (what == 'input')} " \
+                     f"{what} of {size}."
+    return of_input, of_weight
 
 
-def conv1d_input(input_size, weight, grad_output, stride=1, padding=0, dilation=1, groups=1):
-    """The gradient of conv1d with respect to an input of input_size."""
-    return _input_grad(conv1d, input_size, weight, grad_output, stride, padding, dilation,
-                       groups)
-
-
-def conv1d_weight(input, weight_size, grad_output, stride=1, padding=0, dilation=1, groups=1):
-    """The gradient of conv1d with respect to a weight of weight_size."""
-    return _weight_grad(conv1d, input, weight_size, grad_output, stride, padding, dilation,
-                        groups)
-
-
-def conv2d_input(input_size, weight, grad_output, stride=1, padding=0, dilation=1, groups=1):
-    """The gradient of conv2d with respect to an input of input_size."""
-    return _input_grad(conv2d, input_size, weight, grad_output, stride, padding, dilation,
-                       groups)
-
-
-def conv2d_weight(input, weight_size, grad_output, stride=1, padding=0, dilation=1, groups=1):
-    """The gradient of conv2d with respect to a weight of weight_size."""
-    return _weight_grad(conv2d, input, weight_size, grad_output, stride, padding, dilation,
-                        groups)
-
-
-def conv3d_input(input_size, weight, grad_output, stride=1, padding=0, dilation=1, groups=1):
-    """The gradient of conv3d with respect to an input of input_size."""
-    return _input_grad(conv3d, input_size, weight, grad_output, stride, padding, dilation,
-                       groups)
-
-
-def conv3d_weight(input, weight_size, grad_output, stride=1, padding=0, dilation=1, groups=1):
-    """The gradient of conv3d with respect to a weight of weight_size."""
-    return _weight_grad(conv3d, input, weight_size, grad_output, stride, padding, dilation,
-                        groups)
+conv1d_input, conv1d_weight = _functions(conv1d, 1)
+conv2d_input, conv2d_weight = _functions(conv2d, 2)
+conv3d_input, conv3d_weight = _functions(conv3d, 3)
