@@ -97,3 +97,25 @@ def test_warm_processes_give_the_same_bits_from_the_first_call(tmp_path):
         assert r.returncode == 0, r.stderr[-2000:]
     outs = [r.stdout.split() for r in runs]
     assert outs[0][1] == "5" and outs[1] == outs[2] == outs[0], outs
+
+
+_COLD_HOST = r"""
+import sys, llgrad
+from llgrad.codegen.native import jit
+from llgrad.compile import eager_builds
+eager_builds._build_loop = lambda q: None       # (no builder thread: nothing builds)
+x = llgrad.randn(70000)
+x.sigmoid()
+print(jit.made(), "llvmlite.binding" in sys.modules)
+"""
+
+
+def test_a_first_call_on_an_empty_cache_leaves_llvm_to_the_builder(tmp_path):
+    """On a machine whose host is not described in the cache yet, the caller's look into
+    the caches asks nothing of LLVM (describing the host is the builder thread's work)."""
+    env = dict(os.environ, LLGRAD_CACHE_DIR=str(tmp_path), LLGRAD_COMPILE="background",
+               LLGRAD_COMPILE_WORKER="0")
+    out = subprocess.run([sys.executable, "-c", _COLD_HOST], capture_output=True, text=True,
+                         timeout=300, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["False", "False"], out.stdout

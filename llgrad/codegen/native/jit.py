@@ -132,6 +132,8 @@ def jit():
     """The process's JIT (created on first use)."""
     global _jit
     if _jit is None:
+        if disk_only.probing() and not host.known():
+            raise disk_only.NotCached   # (an undescribed host has nothing on disk: no LLVM)
         with disk_only.held(_lock):
             if _jit is None:
                 _jit = _Jit()
