@@ -3,9 +3,12 @@
 level among its batched arguments (an argument batched at outer levels stays batched, so
 nested vmaps peel one level per call), the results stacked into that level. Slicing and
 stacking are ordinary ops, so autograd flows through them."""
+import warnings
+
 from ..runtime import vmap_fallback
 from ..runtime.functions import stack
 from ..runtime.tensor import Tensor
+from ..runtime.user_frames import user_stacklevel
 from .batched import BatchedTensor, align, sizes_of, unwrap, wrap
 
 
@@ -71,6 +74,11 @@ def loop(fn, args, kwargs, inplace=False):
                            f"out-of-place operators instead of {fn.__name__}.")
     if size == 0:
         raise RuntimeError(f"vmap: {fn.__name__} over a batch of size 0 cannot be batched")
+    # (PyTorch's words where its vmap falls back to a loop, at the user's line)
+    warnings.warn("There is a performance drop because we have not yet implemented the "
+                  f"batching rule for aten::{fn.__name__}. Please file us an issue on GitHub "
+                  "so that we can prioritize its implementation.", UserWarning,
+                  stacklevel=user_stacklevel())
     outs = [fn(*_slice(list(args), level, b),
                **{k: _slice(v, level, b) for k, v in kwargs.items()}) for b in range(size)]
     return args[0] if inplace else _stack(outs, level, fn)

@@ -265,3 +265,20 @@ def test_second_derivative_of_i0():
     g, = torch.autograd.grad(torch.i0(xt).sum(), xt, create_graph=True)
     want = torch.diag(torch.autograd.grad(g.sum(), xt)[0])
     _same(got, want)
+
+
+def test_the_per_sample_loop_warns_as_torchs_fallback():
+    """PyTorch's vmap warns where it falls back to a loop over the batch; so does llgrad's
+    per-sample loop, in its words and at the user's line."""
+    torch = pytest.importorskip("torch")
+    import warnings
+    x = np.random.default_rng(0).random((3, 10))
+    said = []
+    for L, vmap in ((torch, torch.func.vmap), (llgrad, llgrad.func.vmap)):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            vmap(lambda t: L.histc(t, bins=4))(L.tensor(x))
+        said.append([(x_.category, str(x_.message), x_.filename) for x_ in w])
+    (tc, tm, tf), = said[0]           # (torch adds where in C++ it was triggered)
+    (lc, lm, lf), = said[1]
+    assert lc is tc and tm.startswith(lm) and lf == tf == __file__
