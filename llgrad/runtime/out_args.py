@@ -34,7 +34,7 @@ def _requires_grad(args, kwargs):
 
 
 def _users_level():
-    """The stacklevel, for a warnings.warn in _write, of the user's line that called the
+    """The stacklevel, for a warnings.warn in _put, of the user's line that called the
     function (PyTorch's warnings name it; once-per-line filters count by it)."""
     f, level = sys._getframe(2), 2
     while f is not None and _internal[f.f_code.co_filename]:
@@ -109,17 +109,22 @@ def _check_out(out, r, factory, name, k):
         raise error(words.format(R=tname(r._dtype), O=tname(out._dtype)))
 
 
-def _write(out, r, factory, name=None, k=0):
+def _write(out, r, factory, name=None):
     if isinstance(out, (tuple, list)):
         # (every out checked before any is written: PyTorch's sort(x, out=(v, wrong_i))
         # leaves v as it was)
         for k, (o, x) in enumerate(zip(out, r)):
             _check_out(o, x, factory, name, k)
-        for k, (o, x) in enumerate(zip(out, r)):
-            _write(o, x, factory, name, k)
+        for o, x in zip(out, r):
+            _put(o, x)
         # (PyTorch returns its named tuple of the outs: torch.sort(x, out=(v, i)).values)
         return type(r)(*out) if hasattr(r, "_fields") else out
-    _check_out(out, r, factory, name, k)
+    _check_out(out, r, factory, name, 0)
+    return _put(out, r)
+
+
+def _put(out, r):
+    """r written into out (checked), out resized to r's shape first."""
     shape = tuple(r._data.shape)
     if tuple(out._data.shape) != shape:
         if out._data.size:
@@ -130,9 +135,7 @@ def _write(out, r, factory, name=None, k=0):
                           "elements. You can explicitly reuse an out tensor t by resizing it, "
                           "inplace, to zero elements with t.resize_(0).", UserWarning,
                           stacklevel=_users_level())
-        out.resize_(shape)
-        if out._base is None:   # (resized and written: one bump, as PyTorch's)
-            out._storage.version -= 1
+        _resize_out(out, shape)
     with grad_mode.no_grad():
         out.copy_(r)
     return out
@@ -222,10 +225,16 @@ def _range_into(out, r, name):
                       f"computed number of elements {n}. Note that this may occur as a result "
                       f"of rounding error. The out tensor will be resized to a tensor of shape "
                       f"({n},).", UserWarning, stacklevel=_users_level())
-    out.resize_((n,))
-    if out._base is None:       # (resized and written: one bump, as PyTorch's)
-        out._storage.version -= 1
+    _resize_out(out, (n,))
     return r
+
+
+def _resize_out(out, shape):
+    """out.resize_(shape) without its version bump: the write that follows makes the one
+    bump PyTorch's resize-and-write gives."""
+    out.resize_(shape)
+    if out._base is None:
+        out._storage.version -= 1
 
 
 # functions with an out parameter of their own that copies without PyTorch's resize and
