@@ -12,6 +12,7 @@ import numpy as np
 from . import dispatch, dtypes, trace_state
 from ..ir.ops_shape import sum_to_shape
 from ..ir.optable import OpDef
+from ..ir.special_numpy import np_erfc
 from .dispatch import call, scalar_type_name as tname
 from .functions import export, where
 from .functions_math import float_type, make_inplace
@@ -217,8 +218,7 @@ def _igamma_asymptotic(a, x):
         for k, coef in enumerate(_TEMME):
             total = total + np.polyval(coef[::-1], eta) / a ** k
         r = np.exp(-0.5 * a * eta * eta) * total / np.sqrt(2 * np.pi * a)
-        erfc = np.vectorize(math.erfc, otypes=[np.float64])
-        return 0.5 * erfc(-y) - r, 0.5 * erfc(y) + r
+        return 0.5 * np_erfc(-y) - r, 0.5 * np_erfc(y) + r
 
 
 def _igamma_fn(input, other, upper):
