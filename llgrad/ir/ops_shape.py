@@ -160,8 +160,8 @@ defop("squeeze", _squeeze, kind="view", vjp=lambda c, g: (g.reshape(c.shape(0)),
 defop("squeeze_", _squeeze, kind="view", vjp=lambda c, g: (g.reshape(c.shape(0)),),
       grad_fn=lambda ins, at: "SqueezeBackward3" if at.get("dim") is None else
       "SqueezeBackward4" if isinstance(at["dim"], int) else "SqueezeBackward5")
-defop("unsqueeze", lambda x, dim: _restride(x, np.expand_dims(x, dim), unsqueeze_strides(
-    x.shape, x.strides, dim, x.itemsize)), kind="view",
+defop("unsqueeze", lambda x, dim: _restride(x, x.reshape(x.shape[:dim] + (1,) + x.shape[dim:]),
+      unsqueeze_strides(x.shape, x.strides, dim, x.itemsize)), kind="view",
       grad_fn="UnsqueezeBackward0", vjp=lambda c, g: (g.reshape(c.shape(0)),),
       functions=("unsqueeze",))
 
