@@ -28,6 +28,7 @@ from .runtime.dtype_info import finfo, iinfo  # noqa: F401,E402
 from .runtime.dtypes import get_default_dtype, set_default_dtype  # noqa: F401,E402
 from . import autograd, ir, linalg, nn, optim  # noqa: F401,E402
 from . import special  # noqa: F401,E402 (torch.special)
+from . import sparse  # noqa: F401,E402 (torch.sparse)
 from .tracer import trace  # noqa: F401,E402
 from .compile.transforms import grad, value_and_grad, vjp  # noqa: F401,E402
 # (last: the name `compile` is the function, not the package llgrad/compile/)

@@ -90,7 +90,9 @@ def _walk(roots, tensors, guards, entered=None):
     stack = list(reversed(roots))
     while stack:
         path, v = stack.pop()
-        if isinstance(v, Tensor):
+        if isinstance(v, Tensor) and v.is_sparse:   # (compiled code takes strided tensors)
+            guards.append((path, ("unguarded", f"{path} is a sparse tensor")))
+        elif isinstance(v, Tensor):
             tensors.append((path, v))
             if v.__dict__ and id(v) not in seen:    # (what the user set on it: x.scale = 2.)
                 seen.add(id(v))
@@ -141,16 +143,14 @@ def _walk(roots, tensors, guards, entered=None):
         elif type(v) is np.ndarray and wrappable(v):
             # a NumPy array is an input, as a tensor over its memory (the tracer links
             # from_numpy / as_tensor / tensor of it to that input, trace.py): its contents
-            # are read at each call; a small one is guarded by its contents too, in case
-            # the function computes on it with NumPy
+            # are read at each call; a small one is guarded by its contents too
             tensors.append((path, v))      # (made a tensor by arrays_as_tensors)
             if v.size <= _SMALL_ARRAY:
                 guards.append((f"contents of {path}", v.tobytes()))
         elif _scalar_set(v):                # (a module's names of non-persistent buffers)
             guards.append((path, (type(v).__name__, frozenset(v))))
         else:
-            # (by identity: Same holds v, so that no other object takes its id while the
-            # entry lives)
+            # (by identity: Same holds v, so no other object takes its id while the entry lives)
             guards.append((path, ("object", type(v).__name__, Same(v))))
             if inspect.isclass(v) and user_classes(v) and id(v) not in seen:
                 # a class of the user's read as a value (a config class, an

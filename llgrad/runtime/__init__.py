@@ -17,6 +17,7 @@ from . import functions_numeric_more  # noqa: F401,E402  (frexp, nextafter, i0, 
 from . import functions_histogram  # noqa: F401,E402  (histogram, gradient, poisson, ...)
 from . import functions_settings, tensor_memory  # noqa: F401,E402  (global settings; asarray)
 from . import functions_lowrank  # noqa: F401,E402  (svd_lowrank, pca_lowrank)
+from . import functions_sparse  # noqa: F401,E402  (sparse COO tensors)
 from . import tensor_storage_api  # noqa: F401,E402  (storage(), set_, apply_, FloatStorage)
 from . import tensor_small_names  # noqa: F401,E402  (as_strided_, dim_order, cond, ...)
 from . import tensor_legacy_names  # noqa: F401,E402  (removed and sparse-only methods)

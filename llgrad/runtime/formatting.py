@@ -106,7 +106,8 @@ def _body(a, indent, summarize, fmt):
     return "[" + ("," + "\n" * (a.ndim - 1) + " " * (indent + 1)).join(slices) + "]"
 
 
-def _add_suffixes(text, suffixes, indent):
+def add_suffixes(text, suffixes, indent):
+    """text + ", suffix" for each suffix (a line broken where torch breaks it) + ")"."""
     out = [text]
     last_line_len = len(text) - text.rfind("\n") + 1   # torch's own (off-by-two) measure
     for suffix in suffixes:
@@ -120,6 +121,16 @@ def _add_suffixes(text, suffixes, indent):
             out.append(", " + suffix)
             last_line_len += n + 2
     return "".join(out) + ")"
+
+
+def array_text(data, dtype, indent):
+    """The bracketed values of a NumPy array of llgrad dtype `dtype` as torch prints them
+    at column `indent` (summarised past the threshold); "[]" when empty."""
+    if data.size == 0:
+        return "[]"
+    summarize = data.size > THRESHOLD
+    fmt = _Formatter(_summarized(data) if summarize else data, dtype.is_floating_point)
+    return _body(data, indent, summarize, fmt)
 
 
 def tensor_repr(t):
@@ -140,9 +151,7 @@ def tensor_repr(t):
     else:
         if name not in _DEFAULT_DTYPES and name != default_float():
             suffixes.append(f"dtype=llgrad.{name}")
-        summarize = data.size > THRESHOLD
-        fmt = _Formatter(_summarized(data) if summarize else data, t._dtype.is_floating_point)
-        body = _body(data, indent, summarize, fmt)
+        body = array_text(data, t._dtype, indent)
     try:
         grad_fn = t.grad_fn
         grad_fn_name = None if grad_fn is None else type(grad_fn).__name__
@@ -155,4 +164,4 @@ def tensor_repr(t):
     tangent = tangent_of(t) if tangent_of is not None else None
     if tangent is not None:
         suffixes.append(f"tangent={tensor_repr(tangent)}")
-    return _add_suffixes(prefix + body, suffixes, indent)
+    return add_suffixes(prefix + body, suffixes, indent)

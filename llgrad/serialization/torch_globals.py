@@ -8,6 +8,8 @@ from collections import Counter, OrderedDict
 
 from ..nn.parameter import Parameter
 from ..runtime.device import device
+from ..runtime.functions import sparse_coo, strided
+from ..runtime.functions_sparse import sparse_coo_tensor
 from ..runtime.tensor import Size, Tensor
 from .torch_names import _DTYPE_BY_TORCH_NAME, _OTHER_TORCH_DTYPES, _STORAGE_TYPES, _OtherDtype
 
@@ -75,6 +77,13 @@ def _torch_globals(loader):
             ret = Parameter(ret, ret.requires_grad)
         return _set_state(ret, state)
 
+    def _rebuild_sparse_tensor(layout, data):
+        if layout is not sparse_coo:
+            raise RuntimeError(f"llgrad.load: the file holds a sparse tensor of layout "
+                               f"{layout}; llgrad has the sparse COO layout only")
+        indices, values, size, coalesced = data     # (checked against size, as PyTorch's load)
+        return sparse_coo_tensor(indices, values, size, is_coalesced=coalesced)
+
     def parameter(data=None, requires_grad=True):
         return Parameter(data, requires_grad)
 
@@ -82,7 +91,7 @@ def _torch_globals(loader):
         return Size(*args)
 
     def get_layout(name):
-        return name
+        return {"torch.sparse_coo": sparse_coo, "torch.strided": strided}.get(name, name)
 
     def encode(obj, encoding="utf-8", errors="strict"):      # protocol 2's bytes
         if not isinstance(obj, str):
@@ -102,6 +111,7 @@ def _torch_globals(loader):
         "torch.nn.parameter.Parameter": parameter, "torch.Tensor": Tensor,
         "torch.Size": size, "torch.device": device,
         "torch.serialization._get_layout": get_layout,
+        "torch._utils._rebuild_sparse_tensor": _rebuild_sparse_tensor,
     }
     for name, st in _STORAGE_TYPES.items():
         g[f"torch.{name}"] = st
@@ -113,7 +123,6 @@ def _torch_globals(loader):
         g[f"torch.{name}"] = _OtherDtype(name)
     # the ones llgrad cannot rebuild: refused with the reason
     for name, what in (("_rebuild_qtensor", "quantized tensors"),
-                       ("_rebuild_sparse_tensor", "sparse tensors"),
                        ("_rebuild_nested_tensor", "nested tensors"),
                        ("_rebuild_meta_tensor_no_storage", "meta tensors"),
                        ("_rebuild_wrapper_subclass", "tensor subclasses"),

@@ -20,7 +20,8 @@ from ..runtime import dtypes
 from ..runtime.device import device
 from ..runtime.tensor import Size, Storage, Tensor
 from .torch_names import (_REBUILD_FROM_TYPE_V2, _REBUILD_PARAMETER,
-                          _REBUILD_PARAMETER_WITH_STATE, _REBUILD_TENSOR_V2, _STORAGE_TYPE,
+                          _REBUILD_PARAMETER_WITH_STATE, _REBUILD_SPARSE, _REBUILD_TENSOR_V2,
+                          _STORAGE_TYPE, _GET_LAYOUT,
                           _TORCH_DEVICE, _TORCH_NAMES, _TORCH_SIZE, _TORCH_TENSOR, _OtherDtype,
                           _StorageType, _TorchName)
 
@@ -147,6 +148,10 @@ class _Pickler(pickle._Pickler):
         return (self._pid(rec), int(offset), tuple(arr.shape), tuple(int(s) for s in strides))
 
     def reducer_override(self, obj):
+        if isinstance(obj, Tensor) and obj.is_sparse:     # (PyTorch's: its two tensors)
+            layout = _Reduced(_GET_LAYOUT, ("torch.sparse_coo",))
+            return (_REBUILD_SPARSE, (layout, (obj._indices(), obj._values(), obj.shape,
+                                               obj.is_coalesced())))
         if isinstance(obj, Tensor):
             storage, offset, size, stride = self._tensor_args(obj)
             state = _obj_state(obj)
