@@ -1,12 +1,13 @@
 """llgrad.utils: torch.utils counterparts -- `benchmark` (Timer), `checkpoint` (activation
 checkpointing), `data` (datasets, samplers, DataLoader), `dlpack` (from_dlpack, to_dlpack),
-`hooks` (RemovableHandle); `swap_tensors`. The submodules are imported when first used
-(`llgrad.utils.data.DataLoader` works after `import llgrad`)."""
+`hooks` (RemovableHandle), `_pytree` (tree_map, tree_flatten, ...); `swap_tensors`. The
+submodules are imported when first used (`llgrad.utils.data.DataLoader` works after
+`import llgrad`)."""
 import copyreg
 import importlib
 import weakref
 
-_SUBMODULES = ("benchmark", "checkpoint", "data", "dlpack", "hooks")
+_SUBMODULES = ("benchmark", "checkpoint", "data", "dlpack", "hooks", "_pytree")
 
 
 def swap_tensors(t1, t2):
