@@ -29,6 +29,7 @@ from .runtime.dtypes import get_default_dtype, set_default_dtype  # noqa: F401,E
 from . import autograd, ir, linalg, nn, optim  # noqa: F401,E402
 from . import special  # noqa: F401,E402 (torch.special)
 from . import sparse  # noqa: F401,E402 (torch.sparse)
+from . import return_types  # noqa: F401,E402 (torch.return_types)
 from .tracer import trace  # noqa: F401,E402
 from .compile.transforms import grad, value_and_grad, vjp  # noqa: F401,E402
 # (last: the name `compile` is the function, not the package llgrad/compile/)

@@ -17,6 +17,7 @@ from .functions import cat, export
 from .linalg import matrix_norm, vector_norm
 from .node_names import no_derivative, rename
 from .shapes import norm_dim, norm_dims
+from .return_types import named_result
 from .tensor import Tensor
 from .user_frames import user_stacklevel
 from .vmap_fallback import per_sample
@@ -28,18 +29,10 @@ def _untraceable(what):
         tracer.untraceable(what)
 
 
-def _named(name, fields):
-    base = collections.namedtuple(name, fields)
-
-    def rep(self):
-        inner = ",\n".join(f"{f}={getattr(self, f)!r}" for f in fields)
-        return f"llgrad.return_types.{name}(\n{inner})"
-    return type(name, (base,), {"__slots__": (), "__repr__": rep,
-                                "__module__": "llgrad.return_types"})
 
 
-_HISTOGRAM = _named("histogram", ["hist", "bin_edges"])
-_HISTOGRAMDD = _named("histogramdd", ["hist", "bin_edges"])
+_HISTOGRAM = named_result("histogram", ["hist", "bin_edges"])
+_HISTOGRAMDD = named_result("histogramdd", ["hist", "bin_edges"])
 
 
 _C = collections.defaultdict(lambda: "?", float16="c10::Half", float32="float",

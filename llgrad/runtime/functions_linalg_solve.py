@@ -8,7 +8,8 @@ from .creation import arange, eye
 from .dispatch import call
 from .dispatch import scalar_type_name as tname
 from .functions import export
-from .functions_matrix import LinAlgError, _named
+from .functions_matrix import LinAlgError
+from .return_types import named_result
 from .shapes import broadcast_shapes
 from .tensor import Tensor
 from .out_write import into
@@ -56,7 +57,7 @@ def _out(r, out):
 
 # ---- solve ---------------------------------------------------------------------------------------
 
-_SOLVE_EX = _named("linalg_solve_ex", ["result", "info"])
+_SOLVE_EX = named_result("linalg_solve_ex", ["result", "info"])
 
 
 def _solve_ex(A, B, left, name):
@@ -114,7 +115,7 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
     return _out(r, out)
 
 
-_TRIANGULAR = _named("triangular_solve", ["solution", "cloned_coefficient"])
+_TRIANGULAR = named_result("triangular_solve", ["solution", "cloned_coefficient"])
 
 
 def triangular_solve(input, A, upper=True, transpose=False, unitriangular=False, *, out=None):
@@ -128,7 +129,7 @@ def triangular_solve(input, A, upper=True, transpose=False, unitriangular=False,
 
 # ---- inverse ----------------------------------------------------------------------------------------
 
-_INV_EX = _named("linalg_inv_ex", ["inverse", "info"])
+_INV_EX = named_result("linalg_inv_ex", ["inverse", "info"])
 
 
 def inv_ex(A, *, check_errors=False, out=None):
@@ -144,7 +145,7 @@ def inv_ex(A, *, check_errors=False, out=None):
 
 # ---- Cholesky -----------------------------------------------------------------------------------
 
-_CHOLESKY_EX = _named("linalg_cholesky_ex", ["L", "info"])
+_CHOLESKY_EX = named_result("linalg_cholesky_ex", ["L", "info"])
 
 
 def _raise_not_pd(info, A, name):
@@ -201,10 +202,10 @@ def cholesky_inverse(L, upper=False, *, out=None):
 
 # ---- LU ----------------------------------------------------------------------------------------------
 
-_LU_FACTOR = _named("linalg_lu_factor", ["LU", "pivots"])
-_LU_FACTOR_EX = _named("linalg_lu_factor_ex", ["LU", "pivots", "info"])
-_LU = _named("linalg_lu", ["P", "L", "U"])
-_LU_UNPACK = _named("lu_unpack", ["P", "L", "U"])
+_LU_FACTOR = named_result("linalg_lu_factor", ["LU", "pivots"])
+_LU_FACTOR_EX = named_result("linalg_lu_factor_ex", ["LU", "pivots", "info"])
+_LU = named_result("linalg_lu", ["P", "L", "U"])
+_LU_UNPACK = named_result("lu_unpack", ["P", "L", "U"])
 
 
 def _lu_factor(A, pivot, name):
@@ -299,7 +300,7 @@ def lu_solve(b, LU_data, LU_pivots, *, out=None):
     return linalg_lu_solve(LU_data, LU_pivots, b, out=out)
 
 
-_LEGACY_LU = _named("lu", ["LU", "pivots"])
+_LEGACY_LU = named_result("lu", ["LU", "pivots"])
 
 
 def legacy_lu(A, pivot=True, get_infos=False, out=None):

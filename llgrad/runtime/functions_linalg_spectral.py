@@ -10,17 +10,18 @@ from . import dispatch
 from .dispatch import call
 from .functions import export, where
 from .functions_linalg_solve import _out, check_matrix, inv_ex, same_dtype
-from .functions_matrix import LinAlgError, _named
+from .functions_matrix import LinAlgError
+from .return_types import named_result
 from .linalg import matrix_norm
 from .node import grad_enabled
 from .tensor import Tensor
 
-_QR = _named("linalg_qr", ["Q", "R"])
-_QR_LEGACY = _named("qr", ["Q", "R"])
-_SVD = _named("linalg_svd", ["U", "S", "Vh"])
-_SVD_LEGACY = _named("svd", ["U", "S", "V"])
-_EIGH = _named("linalg_eigh", ["eigenvalues", "eigenvectors"])
-_LSTSQ = _named("linalg_lstsq", ["solution", "residuals", "rank", "singular_values"])
+_QR = named_result("linalg_qr", ["Q", "R"])
+_QR_LEGACY = named_result("qr", ["Q", "R"])
+_SVD = named_result("linalg_svd", ["U", "S", "Vh"])
+_SVD_LEGACY = named_result("svd", ["U", "S", "V"])
+_EIGH = named_result("linalg_eigh", ["eigenvalues", "eigenvectors"])
+_LSTSQ = named_result("linalg_lstsq", ["solution", "residuals", "rank", "singular_values"])
 
 
 def qr(A, mode="reduced", *, out=None):

@@ -2,13 +2,13 @@
 messages: torch.inverse / linalg.inv, det / linalg.det, slogdet / linalg.slogdet (a named
 tuple (sign, logabsdet)), logdet (slogdet's logabsdet, nan where the determinant is
 negative: PyTorch's own composition, a where). Ops of llgrad/ir/ops_matrix.py."""
-import collections
 import math
 
 from ..ir import OPS
 from .dispatch import call
 from .dispatch import scalar_type_name as tname
 from .functions import export, where
+from .return_types import named_result
 from .tensor import Tensor
 from .out_write import into
 
@@ -60,20 +60,10 @@ def det(input):
     return call(OPS["linalg_det"], (input,), {})
 
 
-def _named(name, fields):
-    base = collections.namedtuple(name, fields)
-
-    def rep(self):
-        inner = ",\n".join(f"{f}={getattr(self, f)!r}" for f in fields)
-        return f"llgrad.return_types.{name}(\n{inner})"
-    return type(name, (base,), {"__slots__": (), "__repr__": rep,
-                                "__module__": "llgrad.return_types",
-                                "__doc__": f"({', '.join(fields)}), as "
-                                           f"torch.return_types.{name}."})
 
 
-_SLOGDET = _named("slogdet", ["sign", "logabsdet"])
-_LINALG_SLOGDET = _named("linalg_slogdet", ["sign", "logabsdet"])
+_SLOGDET = named_result("slogdet", ["sign", "logabsdet"])
+_LINALG_SLOGDET = named_result("linalg_slogdet", ["sign", "logabsdet"])
 
 
 def _slogdet(input, name="linalg.slogdet"):

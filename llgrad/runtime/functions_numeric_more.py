@@ -4,7 +4,6 @@ torch.special.gammainc / gammaincc). Inside llgrad.compile a call runs eagerly (
 naming the line). Their first derivatives are PyTorch's (I0's is I1; igamma's in x is
 x^(a-1) e^-x / Gamma(a), in a PyTorch defines none), attached as value + d * (x - x.detach())
 so that autograd sees ordinary ops; a second derivative through them is zero."""
-import collections
 import math
 
 import numpy as np
@@ -19,6 +18,7 @@ from .functions_math import float_type, make_inplace
 from .memory_layout import iterator_layout
 from .shapes import broadcast_shapes
 from .node_names import failing_node, rename
+from .return_types import named_result
 from .tensor import Tensor
 from .creation import tensor as _tensor
 from .vmap_fallback import per_sample
@@ -260,17 +260,9 @@ def igammac(input, other):
     return _igamma_fn(input, other, True)
 
 
-def _named(name, fields):
-    from_fields = collections.namedtuple(name, fields)
-
-    def rep(self):
-        inner = ",\n".join(f"{f}={getattr(self, f)!r}" for f in fields)
-        return f"llgrad.return_types.{name}(\n{inner})"
-    return type(name, (from_fields,), {"__slots__": (), "__repr__": rep,
-                                       "__module__": "llgrad.return_types"})
 
 
-_FREXP = _named("frexp", ["mantissa", "exponent"])
+_FREXP = named_result("frexp", ["mantissa", "exponent"])
 
 for _fn in (frexp, nextafter, i0, igamma, igammac):
     export(_fn)

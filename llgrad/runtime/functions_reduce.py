@@ -9,7 +9,6 @@ fixed graph of whole-tensor ops. The order statistics sort (stably) and gather, 
 gradients reach the elements they select, as PyTorch's do; median() and nanmedian() over all
 elements spread the gradient evenly over the elements equal to the result, as PyTorch's
 evenly_distribute_backward does."""
-import collections
 import math
 
 from . import dtypes
@@ -18,25 +17,16 @@ from .dtype_info import iinfo
 from .dispatch import scalar_type_name as tname
 from .functions import export, where
 from .functions_math import attach, logaddexp
-from .methods_reduce import _return_type, moment
+from .methods_reduce import moment
 from .shapes import norm_dim
 from .tensor import Tensor
 from .node_names import torch_node
+from .return_types import named_result
 
-return_cummax, return_cummin = _return_type("cummax"), _return_type("cummin")
-return_median, return_nanmedian = _return_type("median"), _return_type("nanmedian")
-return_kthvalue, return_mode = _return_type("kthvalue"), _return_type("mode")
-
-
-def _aminmax_repr(self):
-    return f"llgrad.return_types.aminmax(\nmin={self.min!r},\nmax={self.max!r})"
-
-
-# (min, max), named and printed as torch.return_types.aminmax
-return_aminmax = type("aminmax", (collections.namedtuple("aminmax", ["min", "max"]),),
-                      {"__slots__": (), "__repr__": _aminmax_repr, "__str__": _aminmax_repr,
-                       "__module__": "llgrad.return_types",
-                       "__doc__": "(min, max), as torch.return_types.aminmax."})
+return_cummax, return_cummin = named_result("cummax"), named_result("cummin")
+return_median, return_nanmedian = named_result("median"), named_result("nanmedian")
+return_kthvalue, return_mode = named_result("kthvalue"), named_result("mode")
+return_aminmax = named_result("aminmax", ["min", "max"])
 
 
 def _long_zero(x):

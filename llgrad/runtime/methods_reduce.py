@@ -1,5 +1,4 @@
 """Reductions, normalisers, scans, matrix products and gather/scatter methods."""
-import collections
 import math
 import warnings
 
@@ -11,20 +10,12 @@ from ..ir.optable import method_doc
 from . import dtypes
 from .dispatch import call, scalar_type_name as tname
 from .shapes import broadcast_shapes, norm_dim, norm_dims
+from .return_types import named_result
 from .tensor import Tensor
 
 
-def _return_type(name):
-    """(values, indices) named tuple that prints like torch.return_types.<name>."""
-    def __repr__(self):
-        return f"llgrad.return_types.{name}(\nvalues={self.values!r},\nindices={self.indices!r})"
-    base = collections.namedtuple(name, ["values", "indices"])
-    return type(name, (base,), {"__slots__": (), "__repr__": __repr__, "__str__": __repr__,
-                                "__module__": "llgrad.return_types"})
-
-
-return_max = _return_type("max")
-return_min = _return_type("min")
+return_max = named_result("max")
+return_min = named_result("min")
 
 
 def _def(name, fn):

@@ -17,15 +17,15 @@ from .inplace import call_inplace
 from .creation import arange
 from .creation_checks import fill_value_fits
 from .functions import _method_fn, stack
-from .methods_reduce import _return_type
+from .return_types import named_result
 from .node import grad_enabled
 from .node_names import failing_node
 from .shapes import broadcast_shapes, check_index_bounds, norm_dim
 from .tensor import Tensor
 from .vmap_fallback import per_sample, per_sample_inplace
 
-return_sort = _return_type("sort")
-return_topk = _return_type("topk")
+return_sort = named_result("sort")
+return_topk = named_result("topk")
 
 
 def _def(name, fn):
