@@ -52,6 +52,8 @@ from . import distributions  # noqa: F401,E402 (torch.distributions)
 from . import accelerator, backends, jit, profiler  # noqa: F401,E402 (torch.*'s namesakes)
 from .utils.dlpack import from_dlpack  # noqa: F401,E402
 from .serialization import load, save  # noqa: F401,E402
+from . import functional  # noqa: F401,E402 (torch.functional's names)
+from .utils.dlpack import to_dlpack  # noqa: F401,E402
 # torch.* names of nn.functional's functions; llgrad.trace for a matrix or a function
 from .functions_nn import *  # noqa: F401,F403,E402
 from .functions_nn_more import *  # noqa: F401,F403,E402
