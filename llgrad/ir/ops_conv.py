@@ -21,6 +21,12 @@ import numpy as np
 from .optable import defop
 from .np_matmul import matmul
 
+# Output maps smaller than this (positions an image) are products over all the images at
+# once, not one thin product per image: a BLAS runs a 4x4 map's products several times
+# slower one image at a time (NumPy's stacked matmul) than as one (the native lowering,
+# codegen/lowerings/ops_conv.py, reads this too).
+BATCH_BELOW = 48
+
 
 def out_size(hw, kernel, stride, padding, dilation):
     """(OH, OW) of a convolution of an (H, W) plane."""
@@ -101,6 +107,18 @@ def _convolution(x, w, b, stride, padding, dilation, groups):
     win = cols[:, :, :k].reshape(imgs, groups, cg, kh, kw, oh, ow)
     out = np.empty((n, o, oh, ow), dt)
     planes = _Planes(x, padding, imgs, dt)
+    if groups == 1 and oh * ow < BATCH_BELOW:      # (the chunk's columns side by side)
+        colsb = np.empty((k + (b is not None), imgs * oh * ow), dt)
+        colsb[k:] = 1
+        winb = colsb[:k].reshape(cg, kh, kw, imgs, oh, ow)
+        for i0 in range(0, n, imgs):
+            xp = planes[i0]
+            m = len(xp)
+            win = _windows(xp, 1, (kh, kw), (oh, ow), stride, dilation)[:, 0]
+            np.copyto(winb[:, :, :, :m], win.transpose(1, 2, 3, 0, 4, 5))
+            r = matmul(w2[0], colsb[:, :m * oh * ow])
+            out[i0:i0 + m] = r.reshape(o, m, oh, ow).transpose(1, 0, 2, 3)
+        return out
     for i0 in range(0, n, imgs):
         xp = planes[i0]
         m = len(xp)
@@ -161,8 +179,12 @@ def _backward_input_strided(g, w, input_size, stride, padding, dilation, groups)
     n, o, oh, ow = g.shape
     _, cg, kh, kw = w.shape
     w2 = w.reshape(groups, o // groups, cg * kh * kw).transpose(0, 2, 1)
-    dcols = matmul(w2, g.reshape(n, groups, o // groups, oh * ow))   # (N, G, K, M)
-    dcols = dcols.reshape(n, cg * groups, kh, kw, oh, ow)
+    if groups == 1 and oh * ow < BATCH_BELOW:       # (K, N*M): one product
+        gb = g.reshape(n, o, oh * ow).transpose(1, 0, 2).reshape(o, n * oh * ow)
+        dcols = matmul(w2[0], gb).reshape(cg, kh, kw, n, oh, ow).transpose(3, 0, 1, 2, 4, 5)
+    else:
+        dcols = matmul(w2, g.reshape(n, groups, o // groups, oh * ow))   # (N, G, K, M)
+        dcols = dcols.reshape(n, cg * groups, kh, kw, oh, ow)
     (h, wd), (ph, pw), (sh, sw), (dh, dw) = input_size, padding, stride, dilation
     dxp = np.zeros((n, cg * groups, h + 2 * ph, wd + 2 * pw), dtype=dcols.dtype)
     for i in range(kh):             # col2im: each kernel offset adds one strided slice
@@ -187,6 +209,18 @@ def _backward_weight(g, x, weight_size, stride, padding, dilation, groups):
     # orientation OpenBLAS runs fastest for these shapes; summed over the images
     acc, part = np.zeros((groups, k, og), dt), np.empty((imgs, groups, k, og), dt)
     planes = _Planes(x, padding, imgs, dt)
+    if groups == 1 and oh * ow < BATCH_BELOW:      # (the chunk's columns side by side)
+        mm = oh * ow
+        colsb = np.empty((k, imgs * mm), dt)
+        winb = colsb.reshape(cg, kh, kw, imgs, oh, ow)
+        for i0 in range(0, n, imgs):
+            xp = planes[i0]
+            m = len(xp)
+            win = _windows(xp, 1, (kh, kw), (oh, ow), stride, dilation)[:, 0]
+            np.copyto(winb[:, :, :, :m], win.transpose(1, 2, 3, 0, 4, 5))
+            gb = g4[i0:i0 + m, 0].transpose(1, 0, 2).reshape(og, m * mm)
+            acc[0] += matmul(colsb[:, :m * mm], gb.T)
+        return np.ascontiguousarray(acc.transpose(0, 2, 1), dtype=g.dtype).reshape(weight_size)
     for i0 in range(0, n, imgs):
         xp = planes[i0]
         m = len(xp)

@@ -24,6 +24,7 @@ import numpy as np
 from llvmlite import ir
 
 from ...ir.geometry import contiguous_strides
+from ...ir.ops_conv import BATCH_BELOW
 from ...ir.graph import Value
 from . import ops_conv_depthwise as depthwise
 from . import ops_conv_shifted as shifted
@@ -34,11 +35,9 @@ from .scalar import I64
 from .table import register
 
 FLOATS = ("float32", "float64")
-# Below this many output positions an image, the images are one product (K x N*M columns of
-# cols): per image, a product that thin runs its BLAS far below its speed (a 4x4 map of 128
-# channels: forward 1.6x, input gradient 1.8x, weight gradient 4x the one product's time),
-# while at 8x8 and above the per-image products are as fast and need no gather.
-BATCH_BELOW = 48
+# (BATCH_BELOW, ir/ops_conv.py: below this many output positions an image, the images are
+# one product of K x N*M columns: per image, a product that thin runs its BLAS far below
+# its speed; at 8x8 and above the per-image products are as fast and need no gather)
 BATCH_MAX_ELEMENTS = 1 << 23        # (the batched cols' scratch: 32 MiB of float32 at most)
 
 
