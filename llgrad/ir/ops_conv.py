@@ -28,6 +28,12 @@ from .np_matmul import matmul
 BATCH_BELOW = 48
 
 
+def batches(groups, out_channels, positions):
+    """Whether a convolution's products run over all its images at once: no groups, a
+    small map, and enough output channels that the product is not a matrix-vector one."""
+    return groups == 1 and positions < BATCH_BELOW and out_channels >= 16
+
+
 def out_size(hw, kernel, stride, padding, dilation):
     """(OH, OW) of a convolution of an (H, W) plane."""
     return tuple((n + 2 * p - d * (k - 1) - 1) // s + 1
@@ -107,7 +113,7 @@ def _convolution(x, w, b, stride, padding, dilation, groups):
     win = cols[:, :, :k].reshape(imgs, groups, cg, kh, kw, oh, ow)
     out = np.empty((n, o, oh, ow), dt)
     planes = _Planes(x, padding, imgs, dt)
-    if groups == 1 and oh * ow < BATCH_BELOW:      # (the chunk's columns side by side)
+    if batches(groups, o, oh * ow):        # (the chunk's columns side by side)
         colsb = np.empty((k + (b is not None), imgs * oh * ow), dt)
         colsb[k:] = 1
         winb = colsb[:k].reshape(cg, kh, kw, imgs, oh, ow)
@@ -179,7 +185,7 @@ def _backward_input_strided(g, w, input_size, stride, padding, dilation, groups)
     n, o, oh, ow = g.shape
     _, cg, kh, kw = w.shape
     w2 = w.reshape(groups, o // groups, cg * kh * kw).transpose(0, 2, 1)
-    if groups == 1 and oh * ow < BATCH_BELOW:       # (K, N*M): one product
+    if batches(groups, o, oh * ow):        # (K, N*M): one product
         gb = g.reshape(n, o, oh * ow).transpose(1, 0, 2).reshape(o, n * oh * ow)
         dcols = matmul(w2[0], gb).reshape(cg, kh, kw, n, oh, ow).transpose(3, 0, 1, 2, 4, 5)
     else:
@@ -209,7 +215,7 @@ def _backward_weight(g, x, weight_size, stride, padding, dilation, groups):
     # orientation OpenBLAS runs fastest for these shapes; summed over the images
     acc, part = np.zeros((groups, k, og), dt), np.empty((imgs, groups, k, og), dt)
     planes = _Planes(x, padding, imgs, dt)
-    if groups == 1 and oh * ow < BATCH_BELOW:      # (the chunk's columns side by side)
+    if batches(groups, o, oh * ow):        # (the chunk's columns side by side)
         mm = oh * ow
         colsb = np.empty((k, imgs * mm), dt)
         winb = colsb.reshape(cg, kh, kw, imgs, oh, ow)

@@ -2,21 +2,21 @@
 (codegen/lowerings/ops_conv.py, BATCH_BELOW): forward (with bias), input gradient and weight
 gradient against the NumPy implementations, with padding, stride, dilation, a 1x1 output
 (the first layer of a DCGAN generator) and a weight that is not contiguous; and against
-eager on 1 and 2 threads."""
+eager on 1 and 2 threads. Fewer than 16 output channels stay one product per image."""
 import numpy as np
 import pytest
 
 import llgrad
 import llgrad.nn.functional as F
 from llgrad.codegen.lower import lower
-from llgrad.codegen.lowerings.ops_conv import BATCH_BELOW
+from llgrad.ir.ops_conv import BATCH_BELOW, batches
 from llgrad.ir import OPS, Builder, TensorType
 
 # (x shape, weight shape, stride, padding, dilation): each output map smaller than BATCH_BELOW
-GEOMETRIES = [((6, 5, 8, 8), (7, 5, 4, 4), (2, 2), (1, 1), (1, 1)),
-              ((4, 3, 4, 4), (5, 3, 4, 4), (1, 1), (0, 0), (1, 1)),
-              ((5, 4, 9, 7), (6, 4, 3, 2), (2, 3), (1, 0), (2, 1)),
-              ((3, 2, 3, 3), (4, 2, 1, 1), (1, 1), (0, 0), (1, 1))]
+GEOMETRIES = [((6, 5, 8, 8), (17, 5, 4, 4), (2, 2), (1, 1), (1, 1)),
+              ((4, 3, 4, 4), (16, 3, 4, 4), (1, 1), (0, 0), (1, 1)),
+              ((5, 4, 9, 7), (20, 4, 3, 2), (2, 3), (1, 0), (2, 1)),
+              ((3, 2, 3, 3), (16, 2, 1, 1), (1, 1), (0, 0), (1, 1))]
 
 
 def _out_hw(x, w, s, p, d):
@@ -79,3 +79,8 @@ def test_batched_training_step_as_eager(threads):
         llgrad.set_num_threads(old)
     for a, e in zip(got, want):
         np.testing.assert_allclose(a, e, rtol=2e-4, atol=2e-4 * np.abs(e).max())
+
+
+def test_few_output_channels_keep_a_product_per_image():
+    assert batches(1, 16, BATCH_BELOW - 1) and not batches(1, 15, 1)
+    assert not batches(2, 64, 4) and not batches(1, 64, BATCH_BELOW)

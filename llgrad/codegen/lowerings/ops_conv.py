@@ -24,7 +24,7 @@ import numpy as np
 from llvmlite import ir
 
 from ...ir.geometry import contiguous_strides
-from ...ir.ops_conv import BATCH_BELOW
+from ...ir.ops_conv import batches
 from ...ir.graph import Value
 from . import ops_conv_depthwise as depthwise
 from . import ops_conv_shifted as shifted
@@ -35,9 +35,9 @@ from .scalar import I64
 from .table import register
 
 FLOATS = ("float32", "float64")
-# (BATCH_BELOW, ir/ops_conv.py: below this many output positions an image, the images are
-# one product of K x N*M columns: per image, a product that thin runs its BLAS far below
-# its speed; at 8x8 and above the per-image products are as fast and need no gather)
+# (ir/ops_conv.batches: below BATCH_BELOW output positions an image, the images are one
+# product of K x N*M columns: per image, a product that thin runs its BLAS far below its
+# speed; at 8x8 and above the per-image products are as fast and need no gather)
 BATCH_MAX_ELEMENTS = 1 << 23        # (the batched cols' scratch: 32 MiB of float32 at most)
 
 
@@ -163,7 +163,7 @@ def _prepare(plan, group):
 
 
 def _batches(geo, gemm):
-    return gemm.blas is not None and geo.g == 1 and geo.m < BATCH_BELOW and geo.n > 1 and \
+    return gemm.blas is not None and batches(geo.g, geo.o, geo.m) and geo.n > 1 and \
         geo.k * geo.n * geo.m <= BATCH_MAX_ELEMENTS
 
 
