@@ -54,12 +54,15 @@ from .utils.dlpack import from_dlpack  # noqa: F401,E402
 from .serialization import load, save  # noqa: F401,E402
 from . import functional  # noqa: F401,E402 (torch.functional's names)
 from .utils.dlpack import to_dlpack  # noqa: F401,E402
+from . import library  # noqa: F401,E402 (torch.library's custom ops)
+from .library import ops  # noqa: F401,E402 (torch.ops.<namespace>.<op>)
 # torch.* names of nn.functional's functions; llgrad.trace for a matrix or a function
 from .functions_nn import *  # noqa: F401,F403,E402
 from .functions_nn_more import *  # noqa: F401,F403,E402
 from .functions_quant import *  # noqa: F401,F403,E402 (QAT's fake quantisation)
 from .functions_native import *  # noqa: F401,F403,E402 (native_*, the cells, ATen's dropouts)
 from .functions_sym import *  # noqa: F401,F403,E402 (sym_*, Sym*, build flags, empty_permuted)
+from .functions_foreach import *  # noqa: F401,F403,E402 (torch._foreach_*)
 from .amp.autocast_state import *  # noqa: F401,F403,E402 (set_autocast_enabled, ...)
 
 from .version import __version__  # noqa: F401,E402
@@ -74,8 +77,8 @@ _log._configure_from_env()
 
 
 # submodules loaded on first use (llgrad.multiprocessing: Python's multiprocessing, ~20 ms;
-# onnx and __future__: rarely used torch.* namesakes)
-_LAZY_SUBMODULES = ("multiprocessing", "onnx", "__future__")
+# onnx, __future__, _higher_order_ops and _logging: rarely used torch.* namesakes)
+_LAZY_SUBMODULES = ("multiprocessing", "onnx", "__future__", "_higher_order_ops", "_logging")
 
 
 def __getattr__(name):

@@ -8,12 +8,13 @@ says whether the code runs under a trace."""
 import functools
 
 from .compile.compiled_function import compile, registry
+from .compile.stance import set_stance
 from .compile.torch_api import TORCH_BACKENDS
 from .runtime import trace_state
 
 __all__ = ["compile", "reset", "disable", "is_compiling", "is_dynamo_compiling",
            "is_exporting", "list_backends", "allow_in_graph", "assume_constant_result",
-           "cudagraph_mark_step_begin"]
+           "cudagraph_mark_step_begin", "set_stance"]
 
 
 def reset():
@@ -23,8 +24,10 @@ def reset():
 
 
 def is_compiling():
-    """Whether the running code is being traced by llgrad.compile."""
-    return trace_state.state.tracer is not None
+    """Whether the running code is being traced by llgrad.compile, or runs eagerly in
+    place of compiled code still being built (run.StandIn: the branch the trace took)."""
+    state = trace_state.state
+    return state.tracer is not None or state.standing_in
 
 
 is_dynamo_compiling = is_compiling

@@ -6,7 +6,7 @@ i0, gammainc and gammaincc are torch.i0 / igamma / igammac (NumPy-evaluated,
 runtime/functions_numeric_more.py). Not here (no op computes them yet): zeta, i0e / i1 /
 i1e, the Bessel, Airy and orthogonal-polynomial families. Where PyTorch has a kernel of its
 own and llgrad a composition, the composition loses precision at the far tails: erfcx overflows
-for x above ~26 (float64) where PyTorch's stays finite, log_ndtr is -inf below ~-38, ndtri's
+for x above ~26 (float64) where PyTorch's stays finite (an asymptotic series there), ndtri's
 absolute error near 0 and 1 is that of erfinv(2p - 1)."""
 import math
 
@@ -83,12 +83,15 @@ def ndtr(input, *, out=None):
 
 @torch_node("SpecialLogNdtrBackward0")
 def log_ndtr(input, *, out=None):
-    """As torch.special.log_ndtr: log of the standard normal CDF (log1p of -erfc(x / sqrt 2) /
-    2 above -1, so that the upper tail keeps its precision)."""
+    """As torch.special.log_ndtr: log of the standard normal CDF, PyTorch's formulas: log1p of
+    -erfc(x / sqrt 2) / 2 from -1 up (the upper tail keeps its precision), log(erfcx(-t) / 2)
+    - t^2 with t = x / sqrt 2 below (finite far down the lower tail)."""
     x = _t(input, "log_ndtr")
-    upper = (-(x * _SQRT1_2).erfc() * 0.5).log1p()
-    lower = ((x * -_SQRT1_2).erfc() * 0.5).log()
-    return _out(where(x < -1, lower, upper), out)
+    low = x < -1
+    upper = (-(where(low, 0.0, x) * _SQRT1_2).erfc() * 0.5).log1p()
+    t = where(low, x, -2.0) * _SQRT1_2
+    lower = (erfcx(-t) * 0.5).log() - t * t
+    return _out(where(low, lower, upper), out)
 
 
 @torch_node("SpecialNdtriBackward0")

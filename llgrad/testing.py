@@ -5,6 +5,8 @@ import math
 
 import numpy as np
 
+from .runtime.creation import empty as _empty, randint as _randint
+from .runtime.dtype_info import finfo as _finfo, iinfo as _iinfo
 from .runtime.dtypes import from_name
 from .runtime.tensor import Tensor
 
@@ -181,30 +183,65 @@ def assert_allclose(actual, expected, rtol=None, atol=None, equal_nan=True, msg=
                  check_dtype=False, msg=msg or None)
 
 
+def _low_high(dtype, low, high, lowest, highest, default_low, default_high, integral):
+    low = default_low if low is None else low
+    high = default_high if high is None else high
+    if any(isinstance(v, float) and math.isnan(v) for v in (low, high)):
+        raise ValueError(f"`low` and `high` cannot be NaN, but got low={low} and high={high}")
+    if low >= high and not (low == high and not integral):
+        raise ValueError(f"`low` must be less than `high`, but got {low} >= {high}")
+    if high < lowest or low >= highest:
+        raise ValueError(f"The value interval specified by `low` and `high` is [{low}, {high}), "
+                         f"but {dtype} only supports [{lowest}, {highest})")
+    low, high = min(max(low, lowest), highest), min(max(high, lowest), highest)
+    return (math.ceil(low), math.ceil(high)) if integral else (low, high)
+
+
 def make_tensor(*shape, dtype, device=None, low=None, high=None, requires_grad=False,
                 noncontiguous=False, exclude_zero=False, memory_format=None):
     """A tensor of shape filled with uniform values in [low, high) (integers: [low, high)),
-    as torch.testing.make_tensor (from NumPy's global random state)."""
-    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-        shape = tuple(shape[0])
-    np_dt = dtype.np if hasattr(dtype, "np") else from_name(str(dtype)).np
-    if np_dt.kind == "b":
-        arr = np.random.randint(0, 2, shape).astype(bool)
-    elif np_dt.kind in "iu":
-        lo = -9 if low is None else math.ceil(low)
-        hi = 10 if high is None else math.ceil(high)
-        lo = max(lo, np.iinfo(np_dt).min) if np_dt.kind == "i" else max(lo, 0)
-        arr = np.random.randint(lo, hi, shape).astype(np_dt)
+    as torch.testing.make_tensor: drawn as it draws them (randint, uniform_) from the
+    global generator, so the values and the generator's state after are PyTorch's."""
+    if len(shape) == 1 and isinstance(shape[0], collections.abc.Sequence):
+        shape = shape[0]
+    shape = tuple(shape)
+    if noncontiguous and memory_format is not None:
+        raise ValueError(f"The parameters `noncontiguous` and `memory_format` are mutually "
+                         f"exclusive, but got noncontiguous={noncontiguous} and "
+                         f"memory_format={memory_format}")
+    dtype = dtype if hasattr(dtype, "np") else from_name(str(dtype))
+    kind = dtype.np.kind
+    if requires_grad and kind in "biu":
+        raise ValueError(f"`requires_grad=True` is not supported for boolean and integral "
+                         f"dtypes, but got dtype={dtype}")
+    noncontiguous = noncontiguous and math.prod(shape) > 1
+    if noncontiguous:
+        shape = shape[:-1] + (2 * shape[-1],)
+    if kind == "b":
+        low, high = _low_high(dtype, low, high, 0, 2, 0, 2, True)
+        result = _randint(low, high, shape, dtype=dtype)
+    elif kind in "iu":
+        info = _iinfo(dtype)
+        low, high = _low_high(dtype, low, high, info.min,
+                              info.max + (1 if dtype.np != np.int64 else 0), -9, 10, True)
+        result = _randint(low, high, shape, dtype=dtype)
+    elif kind == "f":
+        info = _finfo(dtype)
+        low, high = _low_high(dtype, low, high, info.min, info.max, -9, 9, False)
+        result = _empty(shape, dtype=dtype)
+        if high - low >= info.max:
+            result.uniform_(low / 2, high / 2).mul_(2)
+        else:
+            result.uniform_(low, high)
     else:
-        lo = -9.0 if low is None else low
-        hi = 9.0 if high is None else high
-        arr = np.random.uniform(lo, hi, shape).astype(np_dt)
+        raise TypeError(f"The requested dtype '{dtype}' is not supported by "
+                        "torch.testing.make_tensor().")
+    if noncontiguous:
+        result = result[..., 1::2]
+    elif memory_format is not None:
+        result = result.clone(memory_format=memory_format)
     if exclude_zero:
-        arr[arr == 0] = 1 if np_dt.kind in "iub" else np.finfo(np_dt).tiny
-    t = Tensor._from_array(np.ascontiguousarray(arr))
-    if noncontiguous and t.numel() > 1:
-        wide = Tensor._from_array(np.repeat(arr, 2, axis=-1)) if arr.ndim else t
-        t = wide[..., ::2] if arr.ndim else t
-    if requires_grad:
-        t.requires_grad_(True)
-    return t
+        result[result == 0] = 1 if kind in "biu" else _finfo(dtype).tiny
+    if kind == "f":
+        result.requires_grad = requires_grad
+    return result

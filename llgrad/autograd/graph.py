@@ -1,8 +1,8 @@
 """llgrad.autograd.graph: torch.autograd.graph's saved-tensor hooks, the Node base class of
 backward nodes and gradient edges."""
-from collections import namedtuple
 
-from ..runtime.autograd_api import current_graph_task_id, queue_callback
+from ..runtime.autograd_api import (GradientEdge, TensorEdge, current_graph_task_id,
+                                     queue_callback)
 from ..runtime.node import Node, gradient_edge
 from ..runtime.saved_hooks import (disable_saved_tensors_hooks, save_on_cpu,  # noqa: F401
                                    saved_tensors_hooks)
@@ -10,9 +10,6 @@ from ..runtime.saved_hooks import (disable_saved_tensors_hooks, save_on_cpu,  # 
 __all__ = ["Node", "GradientEdge", "get_gradient_edge", "increment_version",
            "saved_tensors_hooks", "save_on_cpu", "disable_saved_tensors_hooks",
            "register_multi_grad_hook"]
-
-GradientEdge = namedtuple("GradientEdge", ["node", "output_nr"])
-GradientEdge.__doc__ = "Where a tensor's gradient goes: (backward node, its input number)."
 
 
 def get_gradient_edge(tensor):
@@ -22,7 +19,7 @@ def get_gradient_edge(tensor):
     if edge is None:
         raise RuntimeError("It is not possible to get the gradient edge for a Tensor that "
                            "does not require gradients")
-    return GradientEdge(*edge)
+    return TensorEdge(edge, tensor)
 
 
 def increment_version(tensor):

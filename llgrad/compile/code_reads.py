@@ -96,10 +96,19 @@ def module_attributes(code, space, closure=None):
     if cells:
         named += [(n, a, cells.get(n)) for n, a in _attribute_reads(code, ("LOAD_DEREF",))]
     for name, attr, m in named:
-        if inspect.ismodule(m) and attr in vars(m) and getattr(m, "__file__", None) and \
-                users_file(m.__file__) and not m.__name__.startswith(LIBRARIES):
+        if inspect.ismodule(m) and attr in vars(m) and users_module(m):
             out.append((name, attr, vars(m)))
     return out
+
+
+def users_module(m):
+    """Whether module m is the user's: loaded from the user's files, or made as the program
+    runs (types.ModuleType filled by exec: no file and no import spec, unlike the built-in
+    and frozen modules)."""
+    if m.__name__.startswith(LIBRARIES):
+        return False
+    where = vars(m).get("__file__")     # (not a module __getattr__'s answer)
+    return users_file(where) if isinstance(where, str) else vars(m).get("__spec__") is None
 
 
 _DYNAMIC = ("globals", "eval", "exec")      # builtins reading globals no bytecode names
@@ -110,8 +119,9 @@ def unguarded_reads(code, space, cells):
     """[(what, why)] of code's reads that no guard can follow: globals() / eval / exec (the
     names they read are not in the bytecode), id() in the user's code (an identity, a dict
     key say), and the mutable containers of a library's modules read as `module.attribute`
-    (os.environ, sys.argv: what they hold is not walked). cells: {name: value} of code's
-    closure. A call of a function that makes them runs eagerly."""
+    (os.environ, sys.argv: what they hold is not walked), and a user's module's attributes
+    answered by its __getattr__. cells: {name: value} of code's closure. A call of a
+    function that makes them runs eagerly."""
     out = [(f"{name}()", f"{name}(){_line_of(code, name)} reads globals by names compile "
             "cannot see") for name in global_names(code) if name in _DYNAMIC and name not in space]
     why = identity_read(code, space) if users_file(code.co_filename) else None
@@ -119,9 +129,12 @@ def unguarded_reads(code, space, cells):
     named = [(n, a, space.get(n)) for n, a in _attribute_reads(code)] + \
         [(n, a, cells.get(n)) for n, a in _attribute_reads(code, ("LOAD_DEREF",))]
     for name, attr, m in named:
+        if inspect.ismodule(m) and attr not in vars(m) and "__getattr__" in vars(m) and \
+                users_module(m):        # (PEP 562: an answer no namespace holds)
+            out.append((f"{name}.{attr}", f"it reads {name}.{attr}{_line_of(code, name)} "
+                        "through the module's __getattr__, which compile does not guard"))
         v = getattr(m, attr, None) if inspect.ismodule(m) and not (
-            m.__name__.startswith(LIBRARIES) or (getattr(m, "__file__", None) and
-                                                 users_file(m.__file__))) else None
+            m.__name__.startswith(LIBRARIES) or users_module(m)) else None
         if isinstance(v, (collections.abc.MutableMapping, collections.abc.MutableSequence,
                           collections.abc.MutableSet)):
             out.append((f"{name}.{attr}", f"it reads {name}.{attr}{_line_of(code, name)}, "

@@ -14,12 +14,12 @@ import weakref
 
 from ..runtime import trace_state
 from ..tracer.trace import ControlFlowError, TraceError
-from . import background, dynamo_config, eager_builds, log, symbolic_args
+from . import background, dynamo_config, eager_builds, log, stance, symbolic_args
 from .compile_doc import Callable, documented
 from .eager_only import eager_only_reason
 from .dump import _dump_to_env, dump_text
 from .entry import trace_entry
-from .attr_writes import Pending, Slots
+from .attr_writes import Slots
 from .fastpath import plain_function, plain_key, plain_reads
 from .guard_walker import make_walker
 from .defaults import default_filler
@@ -30,6 +30,7 @@ from .recompile_limit import warn_limit
 from .side_effects import fresh_optimizer, unguardable, unreplayed_change
 from .backends import backend as get_backend, build_now
 from .run import _MISS, _RUN_EAGERLY, _first_result, eager_runner, entry_runner, own_inputs
+from .run import FINISHED_BY_CALL as LATER
 from .snapshot import StateSnapshot
 from .torch_api import torch_compile_arguments
 
@@ -80,7 +81,7 @@ class CompiledFunction:
 
     # ---- calling ------------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
-        if not self._resolved.traces:
+        if not self._resolved.traces or stance.state.stance == "force_eager":
             return self.fn(*args, **kwargs)       # debug mode: the original function
         if trace_state.state.tracer is not None:
             return self._traced_fn()(*args, **kwargs)     # inlined into a trace
@@ -103,7 +104,7 @@ class CompiledFunction:
                 if out is _RUN_EAGERLY:
                     return self.fn(*args, **kwargs)
                 if out is not _MISS:
-                    return out.finish(self.fn, args, kwargs) if type(out) is Pending else out
+                    return out.finish(self.fn, args, kwargs) if type(out) in LATER else out
         entered = []
         tensors, guards, n_own = collect(self.fn, args, kwargs, entered, self._dynamic)
         key = tuple(v for _, v in guards)
@@ -120,15 +121,16 @@ class CompiledFunction:
         if out is _RUN_EAGERLY:
             return self.fn(*args, **kwargs)
         if out is not _MISS:
-            return out.finish(self.fn, args, kwargs) if type(out) is Pending else out
+            return out.finish(self.fn, args, kwargs) if type(out) in LATER else out
         with self._lock:
             out = self._run_cached(key, n_own, inputs, None)   # another thread traced it
             if out is not _MISS:
                 return self.fn(*args, **kwargs) if out is _RUN_EAGERLY else \
-                    out.finish(self.fn, args, kwargs) if type(out) is Pending else out
+                    out.finish(self.fn, args, kwargs) if type(out) in LATER else out
+            if self.n_traces and stance.keeps_from_tracing():
+                return stance.untraced_call(self, args, kwargs)
             if self.n_traces >= self.recompile_limit:
-                warn_limit(self, guards, args, kwargs)
-                return self.fn(*args, **kwargs)
+                return warn_limit(self, guards, args, kwargs) or self.fn(*args, **kwargs)
             return self._trace_call(tensors, guards, entered, key, n_own, args, kwargs)
 
     def _trace_call(self, tensors, guards, entered, key, n_own, args, kwargs):

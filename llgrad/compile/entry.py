@@ -170,7 +170,8 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
         _written_outputs(entry, slots, outs)
         _rebuild_notes(entry, outs, tensors)
         # .grad the function set (a training step's backward): outputs to assign back
-        changed = [(k, t._grad) for k, (_, t) in enumerate(tensors) if t._grad is not before[k]]
+        changed = [(k, t._grad) for k, (_, t) in enumerate(tensors) if t._grad is not before[k]
+                   or (t._grad is None and id(t) in tracer.grad_cleared)]
         grad_outs = [g for _, g in changed if g is not None]
         entry.grad_assign = [(k, None if g is None else sum(
             1 for _, h in changed[:n] if h is not None)) for n, (k, g) in enumerate(changed)]
@@ -180,7 +181,8 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
         entry.n_fn_out, entry.n_out = len(outs), len(outs) + len(grad_outs)
         # traced with no .grad, none read or set: the entry serves any .grad state
         entry.grad_free = n_own == len(tensors) and not tracer.grad_read and not changed
-        step = entry.step = tracer.backward_runs > 0 or bool(changed)
+        # (.grad only cleared: later calls clear it too; a backward after the call fills it)
+        step = entry.step = tracer.backward_runs > 0 or any(g is not None for _, g in changed)
         # (not a view made under no_grad, which requires grad with no edge to differentiate)
         diff_out = [i for i, o in enumerate(outs) if o.requires_grad
                     and i not in entry.scalar_outputs

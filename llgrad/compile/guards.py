@@ -16,18 +16,9 @@ from .code_reads import (function_parts, global_names, module_attributes, unguar
                          users_file)
 from .class_state import (LIBRARIES as _LIBRARIES, Same, bound, class_containers, class_ids,
                           class_state, held, routine, slotted, user_classes)
+from .guard_values import _SCALARS, _scalar_set, outline, scalar_guard
 
-# (guarded by value; NumPy's numbers and ranges too: a new one each call may take the id
-# of the last one, freed)
-_SCALARS = (int, float, str, bool, type(None), np.number, np.bool_, range)
 _SMALL_ARRAY = 256
-
-
-def scalar_guard(v):
-    """A Python scalar's guard value: its type and value (a float's zero with its sign)."""
-    if isinstance(v, (float, np.floating)) and v == 0:
-        return type(v).__name__, repr(v)
-    return type(v).__name__, v
 
 
 def _is_object(v):
@@ -50,23 +41,6 @@ def signature_of(fn):
     return inspect.signature(fn)
 
 
-def _scalar_set(v):
-    return type(v) in (set, frozenset) and all(isinstance(x, _SCALARS) for x in v)
-
-
-def outline(tree):
-    """A pytree structure (flatten's tree) as a guard value: kinds, lengths and the keys that
-    are Python scalars (others, such as the tensors keying optimiser state, by type only:
-    their repr would hold their values)."""
-    if tree is None:
-        return None
-    kind, children = tree
-    if kind is dict:
-        return (dict, tuple(((type(k), k) if isinstance(k, _SCALARS) else type(k), outline(c))
-                            for k, c in children))
-    return (kind, tuple(outline(c) for c in children))
-
-
 def _walk(roots, tensors, guards, entered=None):
     """Depth-first over values: tensors are inputs; Python scalars are guarded by value;
     containers are entered (their structure guarded); objects (modules, optimisers) are
@@ -86,7 +60,7 @@ def _walk(roots, tensors, guards, entered=None):
     a Python value a guard.
 
     entered: a list that receives every container and object entered (snapshot.py)."""
-    seen = set()
+    seen, first = set(), {}     # first: an object's id -> the path it was first met at
     stack = list(reversed(roots))
     while stack:
         path, v = stack.pop()
@@ -125,9 +99,10 @@ def _walk(roots, tensors, guards, entered=None):
                 guards.append((f"attributes of {path}", tuple(p for p, _ in items)))
                 stack.extend(reversed(items))
         elif _is_object(v):
-            if id(v) in seen:
+            if id(v) in first:  # (met again: which object it is counts, st["m"] = Mode.B)
+                guards.append((path, ("the object at", first[id(v)])))
                 continue
-            seen.add(id(v))
+            first[id(v)] = path
             if entered is not None:
                 entered.append(v)
             guards.append((path, ("object", type(v))))
@@ -143,7 +118,8 @@ def _walk(roots, tensors, guards, entered=None):
         elif type(v) is np.ndarray and wrappable(v):
             # a NumPy array is an input, as a tensor over its memory (the tracer links
             # from_numpy / as_tensor / tensor of it to that input, trace.py): its contents
-            # are read at each call; a small one is guarded by its contents too
+            # are read at each call; a small one is guarded by its contents too, in case
+            # the function computes on it with NumPy
             tensors.append((path, v))      # (made a tensor by arrays_as_tensors)
             if v.size <= _SMALL_ARRAY:
                 guards.append((f"contents of {path}", v.tobytes()))
@@ -302,6 +278,10 @@ def captured_reads(fn):
         reads += [(("global", {}, what), why, "unguarded", what)     # (a call runs eagerly)
                   for what, why in unguarded_reads(code, space, cells)]
         for path, v, where in values:
+            why = cache_reads_state(v, path)
+            if why is not None:     # (a call runs eagerly)
+                reads.append((("global", {}, path), why, "unguarded", path))
+                continue
             inner = getattr(v, "fn", None) if hasattr(type(v), "_traced_fn") else None
             if _followed(v) or _followed(inner):   # (a compiled function: what its function
                 todo.append(inner or v)             # reads is the caller's, inlined)
@@ -315,6 +295,23 @@ def captured_reads(fn):
                 kind = "skip"
             reads.append((where, v, kind, path))
     return roots, reads
+
+
+_CACHE_WRAPPER = type(functools.lru_cache()(len))     # (functools.cache's too)
+
+
+def cache_reads_state(v, path):
+    """Why no guard follows a call of v, a functools cache (lru_cache, cache) over one of the
+    user's functions that reads closure cells or globals besides modules, functions and
+    classes: what it returns is what those held when it was first called with the same
+    arguments (cache_clear() then gives the new values), which no guard sees; else None."""
+    f = v.__wrapped__ if type(v) is _CACHE_WRAPPER else None
+    if not _followed(f):
+        return None
+    names = [n for n, kind, _, x in followed_reads(f) if kind in ("cell", "global", "module")
+             and not (inspect.ismodule(x) or routine(x) or inspect.isclass(x))]
+    return f"it calls {path}, a functools cache over a function that reads {names[0]}, " \
+        "whose cached results a compiled call cannot see" if names else None
 
 
 def collect(fn, args, kwargs, entered=None, dynamic=frozenset()):

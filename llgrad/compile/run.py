@@ -9,7 +9,7 @@ import numpy as np
 
 from ..ir.ops_shape import strided_view
 from ..tracer.pytree import unflattener
-from ..runtime import grad_mode
+from ..runtime import grad_mode, trace_state
 from .attr_writes import Pending
 from .backward_node import CompiledFunctionBackward, FreedBackward, replay_kept
 from ..runtime.creation import default_generator
@@ -53,15 +53,35 @@ def _replaying(run, given, tensors):
     if raises(given):
         return _RUN_EAGERLY
     out = run(tensors)
-    if out is not _MISS and out is not _RUN_EAGERLY:
+    if out is not _MISS and out is not _RUN_EAGERLY and out is not STAND_IN:
         replay(given)
     return out
 
 
+class StandIn:
+    """The answer for a call whose compiled code is still being built: CompiledFunction's
+    call finishes it by running the function eagerly in its place, seen as compiled code
+    (compiler.is_compiling() is true there, as in the trace the code comes from)."""
+    __slots__ = ()
+
+    def finish(self, fn, args, kwargs):
+        """fn(*args, **kwargs), standing in for the compiled entry."""
+        state = trace_state.state
+        prev, state.standing_in = state.standing_in, True
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            state.standing_in = prev
+
+
+STAND_IN = StandIn()
+FINISHED_BY_CALL = (Pending, StandIn)     # answers CompiledFunction's call finishes
+
+
 def _while_building(entry, tensors):
     """A call while the entry's native forward is being built (background.py) runs the
-    function eagerly, exactly as without compile; then the entry's own run."""
-    return _RUN_EAGERLY if entry._forward_run is None else run_entry(entry, tensors)
+    function eagerly (STAND_IN), exactly as without compile; then the entry's own run."""
+    return STAND_IN if entry._forward_run is None else run_entry(entry, tensors)
 
 
 def own_inputs(run, n_own, tensors):

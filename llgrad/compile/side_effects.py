@@ -9,7 +9,7 @@ import inspect
 
 from ..tracer.errors import TraceError
 from .class_state import LIBRARIES, Same
-from .code_reads import identity_read, users_file
+from .code_reads import identity_read, users_file, users_module
 from .guards import collect, identity
 from .readable import Names, differences
 from .replayed_output import recording
@@ -153,8 +153,7 @@ def unguardable(guards):
 def _users_module(v):
     """Whether v is a module from the user's files (a config module's settings change
     between calls; one read as a global or a closure name is walked: code_reads.py)."""
-    return inspect.ismodule(v) and bool(getattr(v, "__file__", None)) and \
-        users_file(v.__file__) and not v.__name__.startswith(LIBRARIES)
+    return inspect.ismodule(v) and users_module(v)
 
 
 def _identity_read(v):

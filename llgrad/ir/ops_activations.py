@@ -11,7 +11,7 @@ elementwise ops, which run as fast and let cse share a training step's forward w
 VJP's recomputation (mish's exp/log1p/tanh)."""
 import numpy as np
 
-from .ops_elementwise import zero_linked
+from .ops_elementwise import _half_in_float, zero_linked
 from .optable import defop
 
 
@@ -26,6 +26,7 @@ def _times(t, k):
 
 # ---- elu, selu, celu ----------------------------------------------------------------------
 
+@_half_in_float
 def _elu(x, alpha=1.0, scale=1.0, input_scale=1.0):
     # PyTorch's vectorised kernel: expm1(x * input_scale) * (alpha * scale) where x <= 0
     with np.errstate(over="ignore"):
@@ -49,7 +50,8 @@ def _celu_scale(c):
 def _elu_vjp(c, g, input_scale=None):
     x, s = c.self, c.input_scale if input_scale is None else input_scale
     neg = _times((_times(_negative_part(x), s)).exp(), s * c.alpha * c.scale)
-    return (_times(g, c.scale).where(x > 0, g * neg),)
+    # (PyTorch's kernel tests x <= 0: a nan takes the positive side's scale)
+    return (_times(g, c.scale).where((x <= 0).logical_not(), g * neg),)
 
 
 def _elu_result_vjp(c, g, input_scale=None):
@@ -62,7 +64,7 @@ def _elu_result_vjp(c, g, input_scale=None):
                            "version instead.")
     r, s = c.result, c.input_scale if input_scale is None else input_scale
     neg = g * ((_negative_part(r) + c.alpha * c.scale) * s)
-    return (_times(g, c.scale).where(r > 0, neg),)
+    return (_times(g, c.scale).where((r <= 0).logical_not(), neg),)
 
 
 def _celu_vjp(c, g):
@@ -105,6 +107,7 @@ _unary("hardtanh", _hardtanh, _hardtanh_vjp, "HardtanhBackward0", float_out=Fals
        decompose=_hardtanh_primitives, eager_native=True)
 
 
+@_half_in_float
 def _hardsigmoid(x):
     return (np.minimum(np.maximum(x + 3, 0), 6) / 6).astype(x.dtype, copy=False)
 
@@ -122,6 +125,7 @@ _unary("hardsigmoid", _hardsigmoid,
        eager_native=True)
 
 
+@_half_in_float     # (x * 6 past float16's range: PyTorch's kernel computes in float32)
 def _hardswish(x):
     return (x * np.minimum(np.maximum(x + 3, 0), 6) / 6).astype(x.dtype, copy=False)
 
@@ -168,6 +172,7 @@ _unary("threshold_", _threshold,
 
 # ---- logsigmoid, mish ----------------------------------------------------------------------
 
+@_half_in_float
 def _logsigmoid(x):
     # PyTorch's kernel: min(x, 0) - log1p(exp(-|x|))
     return (np.minimum(x, 0) - np.log1p(np.exp(-np.abs(x)))).astype(x.dtype, copy=False)
@@ -183,6 +188,7 @@ _unary("logsigmoid", _logsigmoid, lambda c, g: (g * (-c.self).sigmoid(),),
        "LogSigmoidBackward0", cost=4, decompose=_logsigmoid_primitives)
 
 
+@_half_in_float
 def _mish(x):
     with np.errstate(over="ignore"):
         return (x * np.tanh(np.log1p(np.exp(x)))).astype(x.dtype, copy=False)

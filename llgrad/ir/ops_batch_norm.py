@@ -82,6 +82,9 @@ def _reference(x, w, b, mean, var, training, eps):
     if dt == np.float32:    # in float64 throughout and rounded once, as native code
         x, w, b, mean, var = (v if v is None else np.asarray(v, np.float64)
                               for v in (x, w, b, mean, var))
+    elif dt == np.float16:  # (in float32, as PyTorch's kernel: squares overflow float16)
+        x, w, b, mean, var = (v if v is None else np.asarray(v, np.float32)
+                              for v in (x, w, b, mean, var))
     dims = (0,) + tuple(range(2, x.ndim))
     if training:
         mean = x.mean(axis=dims, keepdims=True)
@@ -241,6 +244,10 @@ def _exact_block(gt, xt, wk, mean, eps, dt, out):
 def _batch_norm_backward(g, x, w, eps):
     n, c = x.shape[:2]
     dt = np.result_type(g, x)
+    if dt == np.float16:    # (in float32, as PyTorch's kernel: squares overflow float16)
+        return tuple(r.astype(dt) for r in _batch_norm_backward(
+            g.astype(np.float32), x.astype(np.float32),
+            None if w is None else w.astype(np.float32), eps))
     length = int(np.prod(x.shape[2:], dtype=np.int64))
     x3, g3 = x.reshape(n, c, length), g.reshape(n, c, length)
     m = n * length

@@ -254,7 +254,8 @@ _unary("relu", _relu,
        lambda c, g: (zero_linked(c, g.masked_fill(c.result <= 0, 0), c.result),),  # (1 at NaN)
        "ReluBackward0", save=("result",), float_out=False,
        methods=("relu",), inplace=("relu_",), functions=("relu",), eager_native=True)
-_unary("leaky_relu", lambda x, negative_slope=0.01: np.where(x > 0, x, x * negative_slope),
+_unary("leaky_relu",
+       _half_in_float(lambda x, negative_slope=0.01: np.where(x > 0, x, x * negative_slope)),
        lambda c, g: (zero_linked(c, g.where(c.self > 0, g * c.negative_slope), c.self),),
        "LeakyReluBackward0",
        save=("self",),
@@ -290,6 +291,8 @@ def _gelu(x, approximate="none"):
 
 def _gelu_vjp(c, g):
     x = c.self
+    if x.element_size() == 2:   # (float16 in float32, rounded once: x^3 overflows past 40)
+        return (_gelu_vjp(_Float32Saved(c), g.float())[0].to(x.dtype),)
     if c.approximate == "tanh":
         x2 = x * x
         t = (_SQRT_2_OVER_PI * (x + 0.044715 * x2 * x)).tanh()
@@ -298,6 +301,13 @@ def _gelu_vjp(c, g):
         cdf = 0.5 * (1 + (x * (1 / _SQRT2)).erf())
         d = cdf + x * (x * x * -0.5).exp() * _INV_SQRT_2PI
     return (g * d,)
+
+
+class _Float32Saved:
+    """A VJP context read through with its saved input in float32."""
+
+    def __init__(self, c):
+        self.self, self.approximate = c.self.float(), c.approximate
 
 
 def _gelu_primitives(node, emit):

@@ -214,10 +214,12 @@ defop("embedding", _embedding,
 
 
 def _reduce(loss, reduction, denom=None):
+    acc = np.float32 if loss.dtype == np.float16 else None    # (PyTorch's float16 sums)
     if reduction == "sum":
-        return np.asarray(loss.sum(), dtype=loss.dtype)
+        return np.asarray(loss.sum(dtype=acc), dtype=loss.dtype)
     if reduction == "mean":
-        return np.asarray(loss.sum() / (loss.size if denom is None else denom), dtype=loss.dtype)
+        return np.asarray(loss.sum(dtype=acc) / (loss.size if denom is None else denom),
+                          dtype=loss.dtype)
     return loss
 
 

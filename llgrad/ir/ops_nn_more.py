@@ -240,6 +240,9 @@ def _groups(shape, num_groups):
 
 def _group_norm(x, w, b, num_groups, eps):
     n, c = x.shape[:2]
+    dt = x.dtype
+    if dt == np.float16:    # (computed in float32 and rounded once, as PyTorch's kernel)
+        x, w, b = (None if a is None else a.astype(np.float32) for a in (x, w, b))
     xr = x.reshape(_groups(x.shape, num_groups))
     mu = xr.mean(axis=-1, keepdims=True)
     xc = xr - mu
@@ -250,11 +253,14 @@ def _group_norm(x, w, b, num_groups, eps):
         y = y * w.reshape(cshape)
     if b is not None:
         y = y + b.reshape(cshape)
-    return y.astype(x.dtype, copy=False)
+    return y.astype(dt, copy=False)
 
 
 def _group_norm_vjp(c, g):
     x, w = c.self, c.weight
+    half = x.element_size() == 2    # (float16: computed in float32, as the forward)
+    if half:
+        x, w, g = x.float(), None if w is None else w.float(), g.float()
     ch = x.shape[1]
     groups = _groups(tuple(x.shape), c.num_groups)
     cshape = (1, ch) + (1,) * (x.ndim - 2)
@@ -268,6 +274,10 @@ def _group_norm_vjp(c, g):
     dims = (0,) + tuple(range(2, x.ndim))
     gw = (g * xhat.reshape(x.shape)).sum(dims) if c.needs(1) else None
     gb = g.sum(dims) if c.needs(2) else None
+    if half:
+        wt = c.self if c.weight is None else c.weight
+        gx, gw, gb = (None if v is None else v.to(d) for v, d in
+                      ((gx, c.self.dtype), (gw, wt.dtype), (gb, wt.dtype)))
     return (gx.reshape(x.shape) if c.needs(0) else None, gw, gb)
 
 

@@ -302,8 +302,11 @@ defop("log_softmax", _log_softmax, save=("result",), grad_fn="LogSoftmaxBackward
 def _cumsum(x, dim):
     # np.cumsum of a 0-d array is 1-d: keep x's shape (float16 summed in float32, as PyTorch)
     acc = np.int64 if x.dtype.kind in "biu" else np.float32 if x.dtype == np.float16 else None
-    return np.cumsum(x, axis=dim, dtype=acc).reshape(x.shape).astype(
-        np.float16 if x.dtype == np.float16 else acc or x.dtype, copy=False)
+    r = np.cumsum(x, axis=dim, dtype=acc)
+    if acc is not np.int64:     # (PyTorch's sum starts from +0: a leading -0 is +0)
+        r += 0.0
+    return r.reshape(x.shape).astype(np.float16 if x.dtype == np.float16 else acc or x.dtype,
+                                     copy=False)
 
 
 # reverse cumulative sum without a flip: total - cumsum + g

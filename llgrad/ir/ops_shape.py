@@ -1,6 +1,5 @@
-"""Views (results alias their input), and ops that move data: cat, stack, gather,
-scatter_add, index_select, index_add, masked_fill, and the three
-strided-buffer ops that view VJPs and in-place-on-view (CopySlices) are built from."""
+"""Views (results alias their input), and ops that move data: cat, stack, gather, scatter_add,
+index_select, index_add, masked_fill, and the strided-buffer ops of view VJPs and CopySlices."""
 import numpy as np
 
 from . import bitselect
@@ -201,10 +200,11 @@ def _as_strided(x, size, stride, storage_offset, in_strides, in_offset):
 def _as_strided_vjp(c, g):
     # Geometries are relative to the storage: scatter into a buffer laid out as the
     # storage, then read the input's elements back out of it.
-    view = (c.size, c.stride, c.storage_offset)
-    base = (c.shape(0), c.in_strides, c.in_offset)
+    view, base = (c.size, c.stride, c.storage_offset), (c.shape(0), c.in_strides, c.in_offset)
     span = max(geometry_span(*view), geometry_span(*base))
     buf = g._op("strided_scatter", geom=view, span=span)
+    if geometry_overlaps(base[0], base[1]):     # (an element's copies share its gradient)
+        buf = buf / g.new_ones(base[0])._op("strided_scatter", geom=base, span=span).clamp_min(1)
     return (buf._op("strided_gather", geom=base),)
 
 

@@ -7,7 +7,6 @@ from ..ir import OPS
 from ..runtime import grad_mode, trace_state
 from ..runtime.dispatch import call, nondiff_error
 from ..runtime.shapes import broadcast_shapes as _broadcast_shapes
-from .dropout_noise import uniform_noise_like
 from .functional_batch_norm import update_running_stats as _update_running_stats
 from .functional_conv import conv2d, max_pool2d  # noqa: F401  (F.conv2d, F.max_pool2d)
 from .functional_activation import (celu, elu, glu, hardshrink, hardsigmoid, hardswish,  # noqa: F401
@@ -21,7 +20,7 @@ from .functional_interp import interpolate, upsample, upsample_bilinear, upsampl
 from .functional_loss import (_NAMES, _broadcast as _loss_broadcast, _reduction,  # noqa: F401
                               _size_warning, binary_cross_entropy, check_class_weight,
                               check_target_shape, huber_loss, kl_div, l1_loss, one_hot,
-                              smooth_l1_loss)
+                              smooth_l1_loss, weighted_mse_loss)
 from .functional_norm import (check_batch_norm_args, check_mixed_dtype,  # noqa: F401
                               check_floating, check_norm_shapes, empty_batch_norm, group_norm,
                               instance_norm, rms_norm)
@@ -33,6 +32,7 @@ from .functional_pool import (adaptive_avg_pool1d, adaptive_avg_pool2d,  # noqa:
                               adaptive_max_pool1d, adaptive_max_pool1d_with_indices,
                               adaptive_max_pool2d, adaptive_max_pool2d_with_indices, avg_pool1d,
                               avg_pool2d)
+from .functional_extra import _dropout
 from .functional_extra import (alpha_dropout, dropout1d, dropout2d, dropout3d,  # noqa: F401
                                feature_alpha_dropout, fold, max_pool1d, max_pool1d_with_indices,
                                max_pool2d_with_indices, unfold)
@@ -126,15 +126,7 @@ def dropout(input, p=0.5, training=True, inplace=False):
     op that compiled calls replay, not a baked mask."""
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
-    if not training or p == 0.0:
-        return input
-    if p == 1.0:
-        return input * 0.0
-    keep = uniform_noise_like(input) < 1.0 - p
-    mask = keep.to(input.dtype) / (1.0 - p)
-    if inplace:
-        return input.mul_(mask)
-    return input * mask
+    return _dropout(input, p, training, inplace, False, False)
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
@@ -328,7 +320,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         c = input._data.shape[class_dim]
         check_class_weight(weight, c, "cross_entropy: ")
         if label_smoothing > 0.0:
-            target = target * (1 - label_smoothing) + label_smoothing / c
+            target = target * (1 - label_smoothing) + label_smoothing / max(c, 1)  # (c: 0)
         prod = logp * target
         if weight is not None:
             prod = prod * (weight.view((-1,) + (1,) * (logp.ndim - 2)) if logp.ndim > 1
@@ -338,7 +330,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         if reduction == "sum":
             return -prod.sum()
         # PyTorch divides by the batch size as an int (div.Scalar: DivBackward1)
-        return call(OPS["div_scalar"], (-prod.sum(), input._data.size // c), {})
+        return call(OPS["div_scalar"], (-prod.sum(), input._data.size // c if c else 0), {})
     loss = nll_loss(logp, target, weight, ignore_index=ignore_index, reduction=reduction)
     if not label_smoothing > 0.0:                # (PyTorch ignores a negative one)
         return loss
@@ -358,11 +350,14 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     return loss * (1 - label_smoothing) + smooth * (label_smoothing / c)
 
 
-def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """As torch.nn.functional.mse_loss."""
     reduction = _reduction(reduction, size_average, reduce)
     if input._data.shape != target._data.shape:
         _size_warning(input, target)
+    if weight is not None:
+        return weighted_mse_loss(input, target, weight, reduction)
+    if input._data.shape != target._data.shape:
         input, target = _loss_broadcast(input, target)
     return call(OPS["mse_loss"], (input, target), {"reduction": reduction})
 

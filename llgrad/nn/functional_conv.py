@@ -222,8 +222,11 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     if kw // 2 < pw or kh // 2 < ph:
         raise RuntimeError(f"pad should be smaller than or equal to half of kernel size, but got "
                            f"padW = {pw}, padH = {ph}, kW = {kw}, kH = {kh}")
-    if input.ndim not in (3, 4) or input.numel() == 0:
+    if input.ndim not in (3, 4):
         raise RuntimeError("non-empty 3D or 4D (batch mode) tensor expected for input")
+    if 0 in input.shape[-3:]:       # (a batch of 0 is PyTorch's)
+        raise RuntimeError("Expected 3D or 4D (batch mode) tensor with optional 0 dim batch "
+                           f"size for input, but got:{list(input.shape)}")
     c, h, w = input.shape[-3:]
     oh, ow = out_size(h, kh, ph, sh, dh, ceil_mode), out_size(w, kw, pw, sw, dw, ceil_mode)
     if oh < 1 or ow < 1:

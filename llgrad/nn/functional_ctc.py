@@ -14,9 +14,10 @@ to log_probs itself (-posterior): the extra exp(log_probs) term is added with a 
 term of that gradient, so log_probs.grad equals PyTorch's whatever produced log_probs."""
 from ..runtime import trace_state
 from ..runtime.creation import arange, tensor
-from ..runtime.dtypes import int64
+from ..runtime.dtypes import bool_, int64
 from ..runtime.functions import cat, where
 from ..runtime.node_names import rename
+from ..runtime.tensor import Tensor
 from .functional_loss import _reduction
 
 __all__ = ["ctc_loss"]
@@ -24,12 +25,23 @@ __all__ = ["ctc_loss"]
 _FLOOR = -1e30          # log 0 of an unreachable state (finite: see the module's doc)
 
 
+def _check_length_kinds(input_lengths, target_lengths):
+    """PyTorch's two signatures: both lengths tensors or both sequences of ints."""
+    def is_ints(v):
+        return isinstance(v, (list, tuple)) and all(
+            hasattr(i, "__index__") and not isinstance(i, bool) for i in v)
+    pair = (input_lengths, target_lengths)
+    if not (all(isinstance(v, Tensor) for v in pair) or all(is_ints(v) for v in pair)):
+        raise TypeError("ctc_loss() received an invalid combination of arguments - got "
+                        f"({type(input_lengths).__name__}, {type(target_lengths).__name__}) "
+                        "lengths, but expected two Tensors or two tuples of ints")
+
+
 def _lengths(lengths, n, name):
     if isinstance(lengths, (list, tuple)):
-        lengths = tensor(list(lengths), dtype=int64)
-    elif not hasattr(lengths, "dim"):
-        raise TypeError("ctc_loss(): input_lengths and target_lengths must be tensors or "
-                        f"tuples of ints, not {type(lengths).__name__}")
+        lengths = tensor([int(i) for i in lengths], dtype=int64)
+    elif lengths.dtype.is_floating_point or lengths.dtype == bool_:
+        raise RuntimeError(f"{name} must be integral")
     lengths = lengths.to(int64).reshape(-1)
     if lengths.numel() != n:
         raise RuntimeError(f"{name} must be of size batch_size")
@@ -116,6 +128,7 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     if not 0 <= blank < C:
         raise RuntimeError("blank must be in label range")
     given_targets = target_lengths
+    _check_length_kinds(input_lengths, target_lengths)
     input_lengths = _lengths(input_lengths, N, "input_lengths")
     target_lengths = _lengths(target_lengths, N, "target_lengths")
     if trace_state.state.tracer is None:
@@ -147,6 +160,9 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     end_label = where(target_lengths > 0, alpha.gather(1, (last - 1).clamp_min(0)).squeeze(1),
                       _FLOOR)
     log_likelihood = _logsumexp(end_blank, end_label)
+    # no input steps: alpha above read step 0 all the same; only the empty target aligns
+    log_likelihood = where(input_lengths > 0, log_likelihood,
+                           where(target_lengths > 0, _FLOOR, 0.0))
     impossible = log_likelihood < _FLOOR / 2
     # (zero-valued: adds exp(log_probs) to the gradient of the steps t < input_length)
     valid = (arange(T).unsqueeze(1) < input_lengths.unsqueeze(0)).unsqueeze(2)    # (T, N, 1)

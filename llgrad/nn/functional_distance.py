@@ -1,10 +1,7 @@
 """Vector norms and what PyTorch builds on them: F.normalize, F.cosine_similarity,
 F.pairwise_distance and F.pdist, compositions of existing ops (as in PyTorch, whose backward
 nodes these share where the last step is the same: DivBackward0 for normalize, SumBackward1
-for cosine_similarity).
-
-vector_norm differentiates as PyTorch's norm does: a zero norm gets a zero gradient (the
-square root's infinite slope at 0 is masked out, not multiplied by 0)."""
+for cosine_similarity)."""
 import math
 
 import numpy as np
@@ -13,6 +10,7 @@ from ..runtime import grad_mode
 from ..runtime.creation import tensor as _tensor, zeros
 from ..runtime.dtypes import bool_, result_type
 from ..runtime.functions import where
+from ..runtime.linalg import vector_norm as _vector_norm
 from ..runtime.shapes import broadcast_shapes
 from ..runtime.node_names import torch_node
 
@@ -28,27 +26,10 @@ def _check_dim(dim, nd):
     return dim % max(nd, 1)
 
 
-def _root(s, p):
-    """s ** (1/p) (sqrt for p = 2) with a zero gradient where s == 0."""
-    zero = s == 0
-    safe = s.masked_fill(zero, 1)
-    r = safe.sqrt() if p == 2 else safe ** (1.0 / p)
-    return r.masked_fill(zero, 0)
-
-
 def vector_norm(x, p, dim, keepdim=False):
-    """||x||_p over dim (PyTorch's norm for p in 0, 1, 2, inf, -inf and any other p > 0)."""
-    if p == 2:
-        return _root((x * x).sum(dim, keepdim=keepdim), 2)
-    if p == 1:
-        return x.abs().sum(dim, keepdim=keepdim)
-    if p == math.inf:
-        return x.abs().amax(dim, keepdim=keepdim)
-    if p == -math.inf:
-        return x.abs().amin(dim, keepdim=keepdim)
-    if p == 0:
-        return (x != 0).to(x.dtype).sum(dim, keepdim=keepdim)
-    return _root((x.abs() ** p).sum(dim, keepdim=keepdim), p)
+    """||x||_p over dim: PyTorch's linalg_vector_norm op (float16 summed in float32, as
+    PyTorch's kernel: squares past float16's range do not overflow)."""
+    return _vector_norm(x, p, dim, keepdim)
 
 
 def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
@@ -79,8 +60,8 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     dim = _check_dim(dim, len(shape))
     n1 = vector_norm(x1, 2, dim, keepdim=True)
     n2 = vector_norm(x2, 2, dim, keepdim=True)
-    with grad_mode.no_grad():
-        c1, c2 = n1.clamp_min(eps) - n1, n2.clamp_min(eps) - n2
+    with grad_mode.no_grad():      # (an infinite norm stays itself: inf - inf is no shift)
+        c1, c2 = ((n.clamp_min(eps) - n).nan_to_num(0.0, 0.0, 0.0) for n in (n1, n2))
     return ((x1 / (n1 + c1)) * (x2 / (n2 + c2))).sum(dim)
 
 

@@ -6,9 +6,11 @@ import math
 import warnings
 
 from ..runtime.creation import rand, zeros
-from ..runtime.dtypes import float64 as llgrad_float64
+from ..runtime.dispatch import scalar_type_name
+from ..runtime.dtypes import bool_, float64 as llgrad_float64
 from ..runtime.functions import stack
 from ..runtime.node_names import rename
+from .functional_activation import floating_only
 from .functional_conv import _pair, max_pool2d
 from .functional_pad import pad
 from .dropout_noise import uniform_noise_like
@@ -56,6 +58,8 @@ def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
         out -= 1
     if out <= 0:
         raise RuntimeError(f"max_pool1d() Invalid computed output size: {out}")
+    if not return_indices:      # (ATen's max_pool1d_impl, which pools floating types only)
+        floating_only(input, "max_pool1d_impl")
     res = max_pool2d(input.unsqueeze(-2), (1, k), (1, s), (0, p), (1, d), ceil_mode, True)
     values, indices = res[0].squeeze(-2), res[1].squeeze(-2)
     return (values, indices) if return_indices else values
@@ -91,6 +95,9 @@ def _dropout(input, p, training, inplace, feature, alpha):
     if p == 1:
         zero = input.new_zeros(())
         return input.mul_(zero) if inplace else input * zero
+    if not input.is_floating_point():       # (ATen's float noise cannot be cast back)
+        name = "Long" if alpha and input.dtype == bool_ else scalar_type_name(input.dtype)
+        raise RuntimeError(f"result type Float can't be cast to the desired output type {name}")
     # ATen: noise.bernoulli_(1 - p), a double uniform per element (PyTorch's masks)
     u = _feature_noise(input) if feature else uniform_noise_like(input)
     keep = (u < 1 - p).to(input.dtype)

@@ -30,11 +30,13 @@ def _scale_value(scale, n, o, dt):
     return dt(n) / dt(o)
 
 
-def _nearest_index(n, o, scale, exact):
+def _nearest_index(n, o, scale, exact, shortcuts):
     i = np.arange(o)
-    if not exact and o == n:
+    # (ATen's 2-d nearest kernels take sizes n and 2n as scale 1 and 2, whatever scale was
+    # given; its 1-d and 3-d ones compute every index from the scale)
+    if shortcuts and not exact and o == n:
         return i
-    if not exact and o == 2 * n:
+    if shortcuts and not exact and o == 2 * n:
         return i >> 1
     s = _scale_value(scale, n, o, np.float32)
     src = (i + 0.5) * np.float64(s) if exact else i.astype(np.float32) * s
@@ -93,7 +95,7 @@ def _interp_dims(input, out_size, scales, mode, align_corners):
         dim = 2 + k
         n, o = input.shape[dim], out_size[k]
         if mode in ("nearest", "nearest-exact"):
-            idx = _nearest_index(n, o, scales[k], mode == "nearest-exact")
+            idx = _nearest_index(n, o, scales[k], mode == "nearest-exact", nsp == 2)
             if not (o == n and np.array_equal(idx, np.arange(n))):
                 x = x.index_select(dim, _tensor(idx))
             continue
@@ -167,6 +169,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         else:
             scales = [float(scale_factor)] * dim
         out_size = [int(math.floor(input.shape[2 + i] * scales[i])) for i in range(dim)]
+        if any(not -2 ** 63 <= n < 2 ** 63 for n in out_size):
+            raise RuntimeError("value cannot be converted to type int64_t without overflow")
         if recompute_scale_factor or mode == "area":
             scales = [None] * dim
     else:

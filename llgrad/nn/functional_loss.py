@@ -54,9 +54,10 @@ def _broadcast(input, target):
     return input.expand(shape), target.expand(shape)
 
 
-def _weighted(loss, weight, reduction, mean):
+def _weighted(loss, weight, reduction, mean, input=None):
     if weight is not None:
-        if tuple(weight.shape) != tuple(loss.shape):
+        # (PyTorch checks weight against input's size, not the broadcast loss's)
+        if tuple(weight.shape) != tuple((loss if input is None else input).shape):
             raise ValueError("Weights and input must have the same size.")
         loss = loss * weight
     if reduction == "none":
@@ -72,7 +73,7 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", wei
     reduction = _reduction(reduction, size_average, reduce)
     x, t = _broadcast(input, target)
     if weight is not None:
-        return _weighted((x - t).abs(), weight, reduction, lambda l: l.sum() / weight.sum())
+        return _weighted((x - t).abs(), weight, reduction, lambda l: l.sum() / weight.sum(), input)
     return _weighted((x - t).abs(), None, reduction, lambda l: l.mean())
 
 
@@ -105,7 +106,14 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     if weight is None:
         return call(OPS["huber_loss"], (x, t), {"reduction": reduction, "delta": delta})
     loss = call(OPS["huber_loss"], (x, t), {"reduction": "none", "delta": delta})
-    return _weighted(loss, weight, reduction, lambda l: l.mean())
+    return _weighted(loss, weight, reduction, lambda l: l.mean(), input)
+
+
+def weighted_mse_loss(input, target, weight, reduction):
+    """mse_loss with weight: PyTorch's composition, (x - t)**2 * weight, its mean divided by
+    weight's sum."""
+    x, t = _broadcast(input, target)
+    return _weighted((x - t).pow(2), weight, reduction, lambda l: l.sum() / weight.sum(), input)
 
 
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,

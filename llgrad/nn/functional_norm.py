@@ -122,6 +122,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
         raise RuntimeError("Expected running_mean and running_var to be defined when "
                            "use_input_stats is false")
     check_floating(input, "batch_norm")
+    check_mixed_dtype(input, weight, bias)      # (PyTorch's: the statistics may differ)
     b, c = input.shape[:2]
     x = input.contiguous().view((1, b * c) + tuple(input.shape[2:]))
     w, bb = _per_instance(weight, b), _per_instance(bias, b)

@@ -145,9 +145,21 @@ def _even(n, o):
     return o > 0 and n % o == 0
 
 
+def _check_nonempty(input, fn, first):
+    """ATen's check that the pooled dims (from `first` on) are not empty: average pooling
+    checks the spatial dims only, max pooling every dim but the first."""
+    shape = list(input.shape)
+    for i in range(first, len(shape)):
+        if shape[i] == 0:
+            raise RuntimeError(f"{fn}(): Expected input to have non-zero size for non-batch "
+                               f"dimensions, but input has sizes {shape} with dimension {i} "
+                               f"being empty")
+
+
 def adaptive_avg_pool2d(input, output_size):
     """As torch.nn.functional.adaptive_avg_pool2d."""
     _check_list_with_default(output_size, input.shape)
+    _check_nonempty(input, "adaptive_avg_pool2d", max(input.dim() - 2, 1))
     _check_2d(input, "adaptive_avg_pool2d")
     oh, ow = _output_size(output_size, input.shape, "adaptive_avg_pool2d")
     floating_only(input, "adaptive_avg_pool2d")
@@ -178,6 +190,7 @@ def adaptive_avg_pool1d(input, output_size):
 def adaptive_max_pool2d(input, output_size, return_indices=False):
     """As torch.nn.functional.adaptive_max_pool2d."""
     _check_list_with_default(output_size, input.shape)
+    _check_nonempty(input, "adaptive_max_pool2d", 1)
     _check_2d(input, "adaptive_max_pool2d", ":")
     oh, ow = _output_size(output_size, input.shape, "adaptive_max_pool2d")
     floating_only(input, "adaptive_max_pool2d")
@@ -212,6 +225,7 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
 def adaptive_max_pool1d(input, output_size, return_indices=False):
     """As torch.nn.functional.adaptive_max_pool1d."""
     _check_1d(input, "adaptive_max_pool1d")
+    _check_nonempty(input, "adaptive_max_pool1d", 1)
     o = _one(output_size, "output_size", "adaptive_max_pool1d")
     r = adaptive_max_pool2d(input.unsqueeze(-2), (1, o), return_indices)
     if return_indices:

@@ -2,6 +2,7 @@
 own compositions) and F.bilinear (a matrix product and a sum), plus the in-place activation
 functions F.relu_, elu_, leaky_relu_, hardtanh_, selu_, celu_ and threshold_."""
 from ..runtime.dtypes import C_NAMES
+from ..runtime.memory_formats import suggested
 from ..runtime.node_names import no_derivative, rename
 from . import functional_activation as _act
 
@@ -10,6 +11,17 @@ def _at_least_3d(input, name):
     if input.dim() < 3:
         raise RuntimeError(f"{name} expects input to have at least 3 dimensions, but got input "
                            f"with {input.dim()} dimension(s)")
+
+
+def _in_format_of(out, input, only_2d=False):
+    """out laid out in input's suggested memory format, as the CPU kernels allocate their
+    outputs (pixel_(un)shuffle's take channels_last or row-major only)."""
+    fmt = suggested(input)
+    if fmt == "contiguous":
+        return out
+    if only_2d and fmt != "channels_last":
+        raise RuntimeError("Unsupported memory format. Supports only ChannelsLast, Contiguous")
+    return out.contiguous(memory_format=fmt)
 
 
 def pixel_shuffle(input, upscale_factor):
@@ -26,8 +38,8 @@ def pixel_shuffle(input, upscale_factor):
     b = len(batch)
     x = input.reshape(tuple(batch) + (c // (r * r), r, r, h, w))
     x = x.permute(list(range(b)) + [b, b + 3, b + 1, b + 4, b + 2])
-    return rename(x.reshape(tuple(batch) + (c // (r * r), h * r, w * r)),
-                  "PixelShuffleBackward0")
+    return rename(_in_format_of(x.reshape(tuple(batch) + (c // (r * r), h * r, w * r)), input,
+                                True), "PixelShuffleBackward0")
 
 
 def pixel_unshuffle(input, downscale_factor):
@@ -45,8 +57,8 @@ def pixel_unshuffle(input, downscale_factor):
     b = len(batch)
     x = input.reshape(tuple(batch) + (c, h // r, r, w // r, r))
     x = x.permute(list(range(b)) + [b, b + 2, b + 4, b + 1, b + 3])
-    return rename(x.reshape(tuple(batch) + (c * r * r, h // r, w // r)),
-                  "PixelUnshuffleBackward0")
+    return rename(_in_format_of(x.reshape(tuple(batch) + (c * r * r, h // r, w // r)), input,
+                                True), "PixelUnshuffleBackward0")
 
 
 def channel_shuffle(input, groups):
@@ -65,7 +77,7 @@ def channel_shuffle(input, groups):
         raise RuntimeError(f"Number of channels must be divisible by groups. Got {c} channels "
                            f"and {g} groups.")
     x = input.reshape((shape[0], g, c // g) + shape[2:]).transpose(1, 2)
-    return rename(x.reshape(shape), "ChannelShuffleBackward0", (input,))
+    return rename(_in_format_of(x.reshape(shape), input), "ChannelShuffleBackward0", (input,))
 
 
 def native_channel_shuffle(input, groups):

@@ -3,6 +3,7 @@ attribute assignment; train()/eval() set `training` recursively; state_dict() an
 load_state_dict() name tensors by their dotted paths. Hooks are ModuleHooks' (module_hooks);
 a call of a module without hooks is a plain call of forward."""
 from __future__ import annotations
+import inspect
 from collections import OrderedDict
 from typing import TYPE_CHECKING
 
@@ -37,6 +38,20 @@ def _check_name(module, name, kind, store):
     if hasattr(module, name) and name not in store:
         raise KeyError(f"attribute '{name}' already exists")
 
+
+
+def _register_buffer_compat(module, name, value, persistent):
+    """module.register_buffer(name, value, persistent), also for subclasses whose
+    register_buffer override lacks persistent (PyTorch's allowance: persistent only)."""
+    if getattr(module.register_buffer, "__func__", None) is Module.register_buffer \
+            or "persistent" in inspect.signature(module.register_buffer).parameters:
+        module.register_buffer(name, value, persistent)
+    elif not persistent:
+        raise RuntimeError("Registering a non-persistent buffer on a Module subclass that "
+                           "implements register_buffer() without the persistent argument "
+                           "is not allowed.")
+    else:
+        module.register_buffer(name, value)
 
 
 def _registered(hooks, module, name, value):
@@ -92,9 +107,9 @@ class Module(ModuleConvert, ModuleAccess, ModuleHooks):
                                 f"'{name}' (llgrad.nn.Module or None expected)")
             self._modules[name] = None
         elif isinstance(value, Tensor) and getattr(value, "_is_buffer", False):
-            # (an nn.Buffer: registered as a buffer, persistent as it says)
-            self.__dict__.pop(name, None)
-            self.register_buffer(name, value, value.persistent)
+            # (an nn.Buffer: registered as a buffer, persistent as it says; a plain attribute
+            # of that name is a clash, register_buffer's KeyError)
+            _register_buffer_compat(self, name, value, value.persistent)
         elif name in self._buffers:
             if value is not None and not isinstance(value, Tensor):
                 raise TypeError(f"cannot assign '{_typename(value)}' as buffer '{name}' "

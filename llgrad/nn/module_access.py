@@ -212,6 +212,8 @@ class ModuleAccess:
             if lazy and not hasattr(src, "materialize"):
                 param.materialize(tuple(src.shape))
                 lazy = False
+            if lazy and not assign:     # uninitialized into uninitialized: nothing to copy
+                continue
             if not lazy and param.dim() == 0 and src.dim() == 1 and src.shape[0] == 1:
                 src = src[0]            # (PyTorch 0.3's 1-element checkpoints)
             if not lazy and tuple(src.shape) != tuple(param.shape):
@@ -240,6 +242,8 @@ class ModuleAccess:
                 self.set_extra_state(state_dict[prefix + _EXTRA])
             elif strict:
                 missing_keys.append(prefix + _EXTRA)
+        elif strict and prefix + _EXTRA in state_dict:     # (no set_extra_state to take it)
+            unexpected_keys.append(prefix + _EXTRA)
         if strict:
             names = {n for n, _ in local}
             for key in state_dict:

@@ -34,6 +34,46 @@ def _overwrite_parameters(module, fn):
         params[key] = new
 
 
+def _is_device(v):
+    return v is None or isinstance(v, (str, int)) and not isinstance(v, bool) \
+        or type(v).__name__ == "device"
+
+
+# Module.to's three signatures (PyTorch's _parse_to): per parameter, the values it takes
+_TO_SIGNATURES = (
+    (("device", _is_device), ("dtype", lambda v: v is None or isinstance(v, _dtype))),
+    (("dtype", lambda v: isinstance(v, _dtype)),),
+    (("tensor", lambda v: isinstance(v, Tensor)),))
+_TO_FLAGS = ("non_blocking", "copy")
+
+
+def _parse_to(args, kwargs):
+    """(device, dtype or a tensor whose dtype is wanted, memory_format) of Module.to's
+    arguments; a combination no signature takes is PyTorch's TypeError, a copy argument its
+    RuntimeError."""
+    for leading in _TO_SIGNATURES:
+        names = [n for n, _ in leading] + list(_TO_FLAGS)
+        bound = dict(zip(names, args))
+        if len(args) > len(names) \
+                or any(k in bound or k not in names + ["memory_format"] for k in kwargs):
+            continue
+        bound.update(kwargs)
+        if len(leading) == 1 and leading[0][0] not in bound:    # (dtype / tensor: required)
+            continue
+        fmt = bound.get("memory_format")
+        if all(ok(bound.get(n)) for n, ok in leading) \
+                and all(isinstance(bound.get(f, False), bool) for f in _TO_FLAGS) \
+                and (fmt is None or isinstance(fmt, str)):
+            if "copy" in bound:     # (given at all, even False)
+                raise RuntimeError(".to() does not accept copy argument")
+            return bound.get("device"), bound.get("dtype", bound.get("tensor")), fmt
+    got = ", ".join([type(a).__name__ for a in args] +
+                    [f"{k}={type(v).__name__}" for k, v in kwargs.items()])
+    raise TypeError(f"to() received an invalid combination of arguments - got ({got}), but "
+                    "expected one of: (device device, dtype dtype, bool non_blocking, bool copy, "
+                    "*, memory_format memory_format), (dtype dtype, ...), (Tensor tensor, ...)")
+
+
 class ModuleConvert:
     def _apply(self, fn, recurse=True):
         """fn applied to every parameter, gradient and buffer (the children's own _apply
@@ -59,25 +99,19 @@ class ModuleConvert:
     def to(self, *args: object, **kwargs: object):
         """Cast floating parameters and buffers in place to a dtype, as
         torch.nn.Module.to; a device other than the CPU raises."""
-        _check_device(kwargs.get("device"), "move a module to")
-        for a in args:
-            if isinstance(a, str) or type(a).__name__ == "device":
-                _check_device(a, "move a module to")
-        target = kwargs.get("dtype")
-        for a in args:
-            if isinstance(a, (_dtype, Tensor)):     # (to(other): other's dtype)
-                target = a if isinstance(a, _dtype) else a.dtype
+        device, target, fmt = _parse_to(args, kwargs)
+        _check_device(device, "move a module to")
+        if isinstance(target, Tensor):      # (to(other): other's dtype)
+            target = target.dtype
         if target is not None and not target.is_floating_point:
             raise TypeError("nn.Module.to only accepts floating point or complex dtypes, but "
                             f"got desired dtype={target}")
-        fmt = kwargs.get("memory_format")
-        rest = {k: v for k, v in kwargs.items() if k != "memory_format"}
 
         def convert(t):     # (a memory format applies to the 4-D and 5-D tensors only)
+            kw = {"dtype": target} if target is not None and t.is_floating_point() else {}
             if fmt is not None and t.dim() in (4, 5):
-                return t.to(*args, **kwargs) if t.is_floating_point() else \
-                    t.to(memory_format=fmt)
-            return t.to(*args, **rest) if t.is_floating_point() else t
+                kw["memory_format"] = fmt
+            return t.to(**kw) if kw else t
         return self._apply(convert)
 
     def cpu(self):

@@ -52,6 +52,36 @@ class Buffer(Tensor):
         return t
 
 
+class _NoData(np.ndarray):
+    """The empty array of an uninitialized parameter or buffer: NumPy computing with it
+    raises PyTorch's error for using one (attributes, views and copies stay allowed)."""
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        raise _uninitialized_use(ufunc.__name__)
+
+    def __array_function__(self, func, types, args, kwargs):
+        if func in (np.shares_memory, np.may_share_memory):     # (the tracer's alias checks)
+            return func(*(np.asarray(a).view(np.ndarray) for a in args), **kwargs)
+        raise _uninitialized_use(func.__name__)
+
+
+def _uninitialized_use(name):
+    e = ValueError(
+        f"Attempted to use an uninitialized parameter in {name}. This error happens when you "
+        "are using a `LazyModule` or explicitly manipulating "
+        "`torch.nn.parameter.UninitializedParameter` objects. When using LazyModules Call "
+        "`forward` with a dummy batch to initialize the parameters before calling torch "
+        "functions")
+    e.keep_type = True      # the dispatcher raises it as it is, not as the op's RuntimeError
+    return e
+
+
+def _without_data(t):
+    arr = t._data.view(_NoData)
+    t._data = t._storage.base = arr
+    return t
+
+
 class UninitializedTensorMixin:
     """materialize(shape, dtype=None): give the tensor its shape (uninitialised values) in
     place and make it a plain Parameter (or Tensor)."""
@@ -80,9 +110,10 @@ class UninitializedTensorMixin:
         return type(self)(requires_grad=False, dtype=self.dtype)
 
     def numel(self):
-        raise RuntimeError("Can't access the shape of an uninitialized parameter or buffer. Call "
-                           "`forward` to initialize the parameters before accessing their "
-                           "attributes.")
+        raise _uninitialized_use("numel")
+
+    def dim(self):
+        raise _uninitialized_use("dim")
 
     def __repr__(self):
         return f"<{type(self).__name__}>"
@@ -95,7 +126,7 @@ class UninitializedParameter(UninitializedTensorMixin, Parameter):
     cls_to_become = Parameter
 
     def __new__(cls, requires_grad=True, device=None, dtype=None):
-        return Parameter.__new__(cls, empty(0, dtype=dtype), requires_grad)
+        return _without_data(Parameter.__new__(cls, empty(0, dtype=dtype), requires_grad))
 
     def __init__(self, requires_grad=True, device=None, dtype=None):
         pass
@@ -109,7 +140,7 @@ class UninitializedBuffer(UninitializedTensorMixin, Tensor):
         t = cls._from_array(empty(0, dtype=dtype)._data)
         if requires_grad:
             t.requires_grad_(True)
-        return t
+        return _without_data(t)
 
     def __init__(self, requires_grad=False, device=None, dtype=None):
         pass

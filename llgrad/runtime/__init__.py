@@ -19,6 +19,7 @@ from . import functions_settings, tensor_memory  # noqa: F401,E402  (global sett
 from . import functions_lowrank  # noqa: F401,E402  (svd_lowrank, pca_lowrank)
 from . import functions_sparse  # noqa: F401,E402  (sparse COO tensors)
 from . import tensor_storage_api  # noqa: F401,E402  (storage(), set_, apply_, FloatStorage)
+from . import storage_bytes  # noqa: F401,E402  (untyped_storage()'s nbytes, fill_, ...)
 from . import tensor_small_names  # noqa: F401,E402  (as_strided_, dim_order, cond, ...)
 from . import tensor_legacy_names  # noqa: F401,E402  (removed and sparse-only methods)
 from . import bool_kernels  # noqa: F401,E402  (PyTorch's errors where it has no bool kernel)

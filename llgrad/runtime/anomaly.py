@@ -12,16 +12,21 @@ _state = {"enabled": False, "check_nan": True}
 
 
 def check_nan(node, outs):
-    """PyTorch's anomaly check of a node's results (outs): the error, after a warning that
-    names the node and the line of its forward op."""
+    """PyTorch's anomaly check of a node's results (outs): the error (the engine warns,
+    failed)."""
     for i, g in enumerate(outs):
         if g is not None and g._dtype.is_floating_point and np.isnan(g._data).any():
-            name = type(node).__name__
-            where = getattr(node, "_where", None)
-            warnings.warn(f"Error detected in {name}. Traceback of forward call that caused "
-                          "the error:\n" + (f"  {where_str(where)}" if where else ""),
-                          UserWarning, stacklevel=2)
-            raise RuntimeError(f"Function '{name}' returned nan values in its {i}th output.")
+            raise RuntimeError(f"Function '{type(node).__name__}' returned nan values in its "
+                               f"{i}th output.")
+
+
+def failed(node):
+    """In anomaly mode, PyTorch's warning for any error raised while the engine ran a node
+    (its hooks, its backward, the nan check): it names the node and its forward op's line."""
+    where = getattr(node, "_where", None)
+    warnings.warn(f"Error detected in {node.name()}. Traceback of forward call that "
+                  "caused the error:\n" + (f"  {where_str(where)}" if where else ""),
+                  UserWarning, stacklevel=3)
 
 
 def is_anomaly_enabled():

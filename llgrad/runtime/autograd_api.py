@@ -4,9 +4,11 @@ from __future__ import annotations
 import itertools
 import threading
 import warnings
+from collections import namedtuple
 from typing import TYPE_CHECKING
 
 from . import trace_state
+from .creation import zeros_like
 from .engine import make_root_grads, run_backward
 from .functions_settings import warn_once
 from .tensor import Tensor
@@ -59,10 +61,28 @@ def _run(partial, *args):
         _tasks.running.pop()
 
 
+GradientEdge = namedtuple("GradientEdge", ["node", "output_nr"])
+GradientEdge.__doc__ = "Where a tensor's gradient goes: (backward node, its input number)."
+
+
+class TensorEdge(GradientEdge):
+    """The GradientEdge of a tensor (autograd.graph.get_gradient_edge), which keeps the
+    tensor's shape and dtype: as an output of grad / backward, the gradient it gets by
+    default, or must match (PyTorch reads them off the node)."""
+
+    def __new__(cls, edge, tensor):
+        self = super().__new__(cls, *edge)
+        self.meta = (tensor._data.shape, tensor._dtype)
+        return self
+
+
+TensorEdge.__name__ = TensorEdge.__qualname__ = "GradientEdge"     # (its repr: PyTorch's)
+
+
 def _seq(x):
     if x is None:
         return None
-    return [x] if isinstance(x, Tensor) else list(x)
+    return [x] if isinstance(x, (Tensor, GradientEdge)) else list(x)
 
 
 def backward(tensors: Tensor | Sequence[Tensor],
@@ -75,7 +95,7 @@ def backward(tensors: Tensor | Sequence[Tensor],
         raise RuntimeError("backward() called inside a functorch transform. This is not "
                            "supported, please use functorch.grad or functorch.vjp instead or "
                            "call backward() outside of functorch transforms.")
-    tensors = [tensors] if isinstance(tensors, Tensor) else _seq(tensors)
+    tensors = _seq(tensors)
     grads = [None] * len(tensors) if grad_tensors is None else _seq(grad_tensors)
     if len(grads) < len(tensors):       # (PyTorch's words)
         raise RuntimeError(f"got {len(tensors)} tensors and {len(grads)} gradients")
@@ -95,8 +115,12 @@ def backward(tensors: Tensor | Sequence[Tensor],
                   "graph to avoid this. If you have to use this function, make sure to reset "
                   "the .grad fields of your parameters to None after use to break the cycle "
                   "and avoid the leak.")
-    _run(inputs is not None, tensors, make_root_grads(tensors, grads), retain_graph,
-         create_graph, inputs, True)
+    root_grads = make_root_grads(tensors, grads)
+    if inputs is not None and trace_state.state.tracer is None:
+        for t in inputs:    # (PyTorch's engine: each input retains its gradient)
+            if isinstance(t, Tensor):
+                t.retain_grad()
+    _run(inputs is not None, tensors, root_grads, retain_graph, create_graph, inputs, True)
 
 
 def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
@@ -106,8 +130,7 @@ def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
          materialize_grads: bool = False) -> tuple[Tensor | None, ...]:
     """The gradients of outputs with respect to inputs, returned rather than accumulated, as
     torch.autograd.grad (create_graph=True for higher order)."""
-    outputs = [outputs] if isinstance(outputs, Tensor) else _seq(outputs)
-    inputs = [inputs] if isinstance(inputs, Tensor) else _seq(inputs)
+    outputs, inputs = _seq(outputs), _seq(inputs)
     grads = [None] * len(outputs) if grad_outputs is None else _seq(grad_outputs)
     if len(grads) < len(outputs):       # (PyTorch's check, after it drops extra ones)
         raise RuntimeError(f"got {len(outputs)} tensors and {len(grads)} gradients")
@@ -125,7 +148,7 @@ def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
     if not inputs:
         raise RuntimeError("`inputs` argument to `grad()` cannot be empty.")
     for t in inputs:
-        if not isinstance(t, Tensor):
+        if not isinstance(t, (Tensor, GradientEdge)):
             raise TypeError("grad(): inputs must be Tensors")
     if is_grads_batched:
         return _batched_grad(outputs, inputs, grads, retain_graph, create_graph, allow_unused,
@@ -133,7 +156,12 @@ def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
     res = _run(True, outputs, make_root_grads(outputs, grads), retain_graph, create_graph,
                inputs, False, allow_unused)
     if materialize_grads:
-        res = [g if g is not None else t.new_zeros(t.shape) for g, t in zip(res, inputs)]
+        if any(g is None and isinstance(t, GradientEdge) for g, t in zip(res, inputs)):
+            raise RuntimeError("materialize_grads cannot be used when the given input is a "
+                               "GradientEdge")
+        # (PyTorch: zeros_like, the input's layout, requiring grad under create_graph)
+        res = [g if g is not None else zeros_like(t, requires_grad=create_graph)
+               for g, t in zip(res, inputs)]
     return tuple(res)
 
 

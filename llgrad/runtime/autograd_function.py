@@ -25,11 +25,7 @@ class FunctionCtx:
 
     def save_for_backward(self, *tensors):
         """Save tensors for backward (read there as ctx.saved_tensors, version-checked),
-        as in PyTorch."""
-        for i, t in enumerate(tensors):
-            if t is not None and not isinstance(t, Tensor):
-                raise TypeError("save_for_backward can only save variables, but argument "
-                                f"{i} is of type {type(t).__name__}")
+        as in PyTorch (which checks them only when it records the node: apply)."""
         self.to_save = tensors
 
     def save_for_forward(self, *tensors):
@@ -89,9 +85,13 @@ class BackwardCFunction(Node, FunctionCtx):
 
     def apply(self, grads):
         if self.materialize_grads:      # (a non-tensor output's gradient stays None)
-            grads = [g if g is not None or m[1] is None else
+            # (and, with PyTorch's ctx._materialize_non_diff_grads = False, a
+            # non-differentiable output's)
+            keep = () if getattr(self, "_materialize_non_diff_grads", True) else \
+                self._nondiff_nrs
+            grads = [g if g is not None or m[1] is None or i in keep else
                      Tensor._from_array(np.zeros(m[0], m[1].np))
-                     for g, m in zip(grads, self._out_meta)]
+                     for i, (g, m) in enumerate(zip(grads, self._out_meta))]
         res = self._forward_cls.backward(self, *grads)
         if not isinstance(res, tuple):
             res = (res,)
@@ -251,6 +251,7 @@ class Function(metaclass=FunctionMeta):
             ctx._out_meta = [(o._data.shape, o._dtype) if isinstance(o, Tensor) else ((), None)
                              for o in results]
             out_ids = {id(o): i for i, o in enumerate(outs) if isinstance(o, Tensor)}
+            ctx._nondiff_nrs = {out_ids[k] for k in nondiff if k in out_ids}
             for i, o in enumerate(results):
                 if isinstance(o, Tensor) and id(outs[i]) not in nondiff and \
                         o._dtype.is_floating_point:
@@ -258,9 +259,12 @@ class Function(metaclass=FunctionMeta):
                     if id(o) in dirty and o._base is not None:
                         _rebase_view(o, ctx, sum(isinstance(r, Tensor) for r in results))
             saved = []
-            for t in ctx.to_save:
+            for i, t in enumerate(ctx.to_save):
                 if t is None:
                     saved.append(None)
+                elif not isinstance(t, Tensor):
+                    raise TypeError("save_for_backward can only save variables, but argument "
+                                    f"{i} is of type {type(t).__name__}")
                 elif id(t) in out_ids:
                     saved.append(SavedTensor(results[out_ids[id(t)]], is_output=True,
                                              output_nr=out_ids[id(t)]))
@@ -330,9 +334,10 @@ class _PrimalsOnly:
         dispatch.forward_ad = self.level
 
 
-class DelayedError(Node):
+class Error(Node):
     """The grad_fn of what a once_differentiable backward returned while its inputs
-    required grad: differentiating it again raises PyTorch's error."""
+    required grad (PyTorch's DelayedError makes this node): differentiating it again raises
+    PyTorch's error."""
     __slots__ = ()
     _nout = 1
 
@@ -355,7 +360,7 @@ def once_differentiable(fn):
         single = not isinstance(outputs, tuple)
         # one node, with edges to what the gradients came from (as PyTorch's): a
         # differentiation through it reaches it and raises, never finds nothing to do
-        node = DelayedError()
+        node = Error()
         node.next_functions = tuple(gradient_edge(a) or (None, 0) for a in args
                                     if isinstance(a, Tensor) and a.requires_grad)
         wrapped = []

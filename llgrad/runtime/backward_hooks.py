@@ -31,6 +31,8 @@ def hook_result(hook, r, before, fill_none=False):
 def _node_call(node, *grads):
     """node(*grad_outputs): the gradients for its next functions, as calling a PyTorch
     Node does (one gradient alone, not in a tuple)."""
+    if len(grads) != node._nout:        # (PyTorch's check)
+        raise TypeError(f"expected {node._nout} arguments, got {len(grads)} instead")
     out = tuple(node.apply(list(grads)))
     return out[0] if len(out) == 1 else out
 
@@ -67,16 +69,18 @@ def run_post_hooks(node, outs, grads):
     return outs
 
 
-def run_acc(node, g, create_graph):
+def run_acc(node, grads, create_graph):
     """An AccumulateGrad node that has hooks of its own, after its leaf's tensor hooks, in
     PyTorch's order: pre-hooks (which may replace the gradient), the accumulation, the leaf's
     post-accumulate-grad hooks, post hooks (given () and the gradient after the pre-hooks).
-    As in PyTorch they all run also when no gradient (None) reached the node."""
-    grads = [g]
+    As in PyTorch they all run also when no gradient (None) reached the node. grads: a
+    one-gradient list the caller hands over (holding no other reference): as PyTorch's, a
+    gradient nothing else refers to becomes .grad itself, so a post hook's gradient is the
+    .grad a post-accumulate-grad hook changed."""
     if node._pre_hooks:
         grads = run_node_pre_hooks(node, grads)
     if grads[0] is not None:
-        node.accumulate(grads[0], create_graph)
+        node.accumulate(grads[0], create_graph, True)
     hooks = node._post_acc_hooks
     if hooks:
         leaf = node.variable
@@ -105,7 +109,11 @@ def _checked(hook, g, r):
     return r
 
 
-def run_pre_hooks(node, grads):
+def run_pre_hooks(node, grads, node_hooks=True):
+    """The hooks that run before node: its outputs' tensor hooks, retained gradients, and
+    (node_hooks) its own pre-hooks; grads is changed in place and returned. PyTorch runs
+    the last only when the node itself runs: autograd.grad of a result whose node need not
+    run captures the gradient after the first two."""
     if isinstance(node, AccumulateGrad):    # the leaf's tensor hooks (the node's own: run_acc)
         leaf = node.variable
         for hook in list(leaf._hooks.values()) if leaf is not None and leaf._hooks else ():
@@ -133,7 +141,7 @@ def run_pre_hooks(node, grads):
             if t is not None and grads[nr] is not None:
                 g = grads[nr]
                 t._grad = g.detach().clone() if t._grad is None else (t._grad + g).detach()
-    if hooks and -1 in hooks:
+    if hooks and -1 in hooks and node_hooks:
         grads = run_node_pre_hooks(node, grads)
     return grads
 

@@ -60,7 +60,13 @@ def regenerate_view_grad_fn(t):
     node = node_class("AsStridedBackward0")(OPS["as_strided"], attrs)
     node.next_functions = (gradient_edge(base) or (None, 0),)
     node._in_meta = ((base._data.shape, base._dtype),)
+    old, old_nr = t._grad_fn, t._output_nr
     t._grad_fn, t._output_nr, t._requires_grad = node, 0, True
+    # retain_grad() follows the view to its new history (its tensor hooks stay behind,
+    # as in PyTorch)
+    ref = old._retained.pop(old_nr, None) if old is not None and old._retained else None
+    if ref is not None:
+        node._retained = {0: ref}
 
 
 _CREATION_TEXT = {

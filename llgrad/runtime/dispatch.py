@@ -10,7 +10,7 @@ from . import grad_mode, saved_hooks, trace_state
 from ..ir.ops_copy import preserve_copy
 from ..ir.optable import c_order, contiguous_result, iterator_layout_op
 from ..ir.promotion import result_dtype
-from .dtypes import _cat_of_scalar, from_name
+from .dtypes import _cat_of_scalar, from_name, wrap_int
 from .memory_layout import iterator_layout
 from .node import accumulate_node, define_fields, gradient_edge, node_class
 from .saved_tensor import SavedNumber, SavedTensor, user_location, user_position
@@ -135,7 +135,7 @@ def wrapped_ints(op, inputs):
     rt = op_result_type(op, inputs) if op.promote else None
     if rt is None or rt._cat != 1 or not any(type(x) is int for x in inputs):
         raise
-    return [int(np.int64(x).astype(rt.np)) if type(x) is int else x for x in inputs]
+    return [wrap_int(x, rt) if type(x) is int else x for x in inputs]
 
 
 def run_impl(op, inputs, attrs):
@@ -156,7 +156,7 @@ def run_impl(op, inputs, attrs):
     except ValueError as e:
         if "broadcast" in str(e):
             broadcast_shapes(*[x._data.shape for x in inputs if _is_tensor(x)])
-        raise RuntimeError(f"{op.name}: {e}") from None
+        raise (e if getattr(e, "keep_type", False) else RuntimeError(f"{op.name}: {e}")) from None
 
 
 # llgrad.func's batching rules while a vmap is active (llgrad/func/batching.py): ops with a
@@ -213,7 +213,7 @@ def call(op, inputs, attrs, _timed=False, _dual=False):
     if forward_ad is not None and not _dual:
         return forward_ad.call(op, inputs, attrs)
     for x in inputs:
-        if type(x) in SPECIAL_OPERANDS:
+        if type(x) in SPECIAL_OPERANDS or type(x) is int and not -1 << 63 <= x < 1 << 64:
             inputs = special_operands(op, inputs, attrs)
             break
     if attrs and stand_ins.active:          # (a traced function's dynamic number)

@@ -192,11 +192,22 @@ C_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half",
            "uint8": "unsigned char", "bool": "bool"}
 
 
+def check_int_operand(v):
+    """v, a Python int operand, as PyTorch's argument parser takes it: in [-2**63, 2**64)
+    (past int64's range it is read as uint64), OverflowError outside."""
+    if v < -0x8000000000000000:
+        raise OverflowError("can't convert negative int to unsigned")
+    if v > 0xFFFFFFFFFFFFFFFF:
+        raise OverflowError("int too big to convert")
+    return v
+
+
 def wrap_int(v, d):
     """A Python int operand as PyTorch reads it next to a tensor of integer dtype d: cast
     into d first, wrapping (uint8 tensor % -3 is % 253; int8 tensor // 300 is // 44)."""
     if type(v) is not builtins.int and not isinstance(v, np.integer) or d._cat != 1:
         return v
+    check_int_operand(builtins.int(v))
     return builtins.int(np.array(builtins.int(v) & 0xFFFFFFFFFFFFFFFF, np.uint64).astype(d.np))
 
 

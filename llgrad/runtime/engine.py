@@ -12,8 +12,10 @@ import numpy as np
 
 from . import dispatch, dtypes, grad_mode, trace_state
 from . import fast_vjp  # noqa: F401  (the matrix products' NumPy VJPs: node.fast_vjps)
-from .anomaly import _state as _anomaly, check_nan
-from .backward_hooks import always, hooks_allowed, run_acc, run_post_hooks, run_pre_hooks
+from .anomaly import _state as _anomaly, check_nan, failed
+from .backward_hooks import (always, hooks_allowed, run_acc, run_node_pre_hooks,
+                             run_post_hooks, run_pre_hooks)
+from .engine_reach import _collect, _needed  # noqa: F401  (_needed: the tests')
 from .node import AccumulateGrad, gradient_edge
 from .saved_tensor import where_str
 from .tensor import Tensor
@@ -38,51 +40,10 @@ def _add(a, b):
     return a + b
 
 
-def _collect(root_nodes):
-    """Count, for every node reachable from the roots, the edges that point at it."""
-    deps = {}
-    stack = list(root_nodes)
-    seen = set(root_nodes)
-    while stack:
-        node = stack.pop()
-        for child, _ in node.next_functions:
-            if child is None:
-                continue
-            deps[child] = deps.get(child, 0) + 1
-            if child not in seen:
-                seen.add(child)
-                stack.append(child)
-    return deps, seen
-
-
-def _needed(nodes, targets):
-    """Nodes that must run so that gradients reach a target: those with a path to one."""
-    needed = {}
-    for start in nodes:
-        if start in needed:
-            continue
-        stack = [(start, iter(start.next_functions))]
-        on_path = {start}
-        while stack:
-            node, it = stack[-1]
-            for child, _ in it:
-                if child is None or child in needed or child in on_path:
-                    continue
-                if not child.next_functions:    # a leaf's node: nothing is behind it
-                    needed[child] = False
-                    continue
-                on_path.add(child)
-                stack.append((child, iter(child.next_functions)))
-                break
-            else:
-                stack.pop()
-                reaches = False         # (a loop, not any() over a generator: per node)
-                for c, _ in node.next_functions:
-                    if c is not None and (c in targets or needed.get(c, False)):
-                        reaches = True
-                        break
-                needed[node] = reaches
-    return needed
+def _edge(t):
+    """Where t's gradient goes: (node, input number), or None; t may be such an edge itself
+    (autograd.graph.GradientEdge)."""
+    return (t[0], t[1]) if isinstance(t, tuple) else gradient_edge(t)
 
 
 def _run_single(root, g, retain_graph, create_graph, inputs, accumulate, allow_unused):
@@ -94,7 +55,7 @@ def _run_single(root, g, retain_graph, create_graph, inputs, accumulate, allow_u
     once with the sum of its edges' gradients; with `inputs`, only the inputs' leaf nodes
     run, as in the general loop. (Only to capture gradients, with no leaf hooks, that order
     cannot be seen, and is not kept.)"""
-    e = gradient_edge(root)
+    e = _edge(root)
     if e is None or g is None:
         return _GENERAL
     node, nr = e
@@ -107,7 +68,7 @@ def _run_single(root, g, retain_graph, create_graph, inputs, accumulate, allow_u
     if inputs is not None:
         tnodes = []             # the input's leaf node, per input
         for t in inputs:
-            te = gradient_edge(t)
+            te = _edge(t)
             if te is None:
                 if t.requires_grad:             # a view made under no_grad: unused
                     return _GENERAL
@@ -126,6 +87,7 @@ def _run_single(root, g, retain_graph, create_graph, inputs, accumulate, allow_u
         needed = True
 
     done = {}                   # leaf node -> its gradient, as the general loop captures it
+    acc = None
     if needed:
         grads = [None] * node._nout
         grads[nr] = g
@@ -179,12 +141,17 @@ def _run_single(root, g, retain_graph, create_graph, inputs, accumulate, allow_u
                             ga = done[acc] = run_pre_hooks(acc, [ga])[0]
                     if accumulate:
                         if acc._hooked:
-                            run_acc(acc, ga, create_graph)
+                            done[acc], handed, ga = None, [ga], None    # (handed over)
+                            run_acc(acc, handed, create_graph)
                         elif ga is not None:
                             # handed over: the engine keeps no other reference, so
                             # AccumulateGrad may keep ga itself as .grad
                             done[acc] = None
                             acc.accumulate(ga, create_graph, True)
+        except Exception:
+            if _anomaly["enabled"]:
+                failed(acc or node)     # (acc: the leaf node whose hooks raised)
+            raise
         finally:
             state.grad_enabled = prev
             if _trace_state.tracer is not None:
@@ -206,7 +173,7 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
             return res
     root_edges = []
     for i, (t, g) in enumerate(zip(roots, root_grads)):
-        e = gradient_edge(t)
+        e = _edge(t)
         if e is None:
             raise RuntimeError(f"element {i} of tensors does not require grad and does not "
                                "have a grad_fn")
@@ -215,7 +182,7 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
     if inputs is not None:
         targets = {}
         for i, t in enumerate(inputs):
-            e = gradient_edge(t)
+            e = _edge(t)
             if e is None:
                 if t.requires_grad:
                     continue    # a view made under no_grad: no edge, as in PyTorch unused
@@ -264,32 +231,46 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
                 leaf = node._variable()
                 if leaf is not None and leaf._hooks and hooks("a tensor hook"):
                     grads = run_pre_hooks(node, grads)
-                if targets is not None:
+                if targets is not None and not accumulate:
                     for _, i in targets[node]:
                         captured[i] = grads[0]
                 if accumulate:
                     if node._hooked and hooks("an AccumulateGrad hook"):
-                        run_acc(node, grads[0], create_graph)
+                        run_acc(node, grads, create_graph)      # (handed over, as below)
                     elif grads[0] is not None:
                         g, grads[0] = grads[0], None    # handed over (as above)
                         node.accumulate(g, create_graph, True)
                 continue
-            if (node._pre_hooks or node._retained) and not getattr(node, "own_hooks", False) \
-                    and hooks("a hook or retain_grad"):     # (compile/output_hooks.py)
-                grads = run_pre_hooks(node, grads)
-            if targets is not None and node in targets:
-                seen = node.captures(grads, targets[node]) if getattr(node, "own_hooks", False) \
-                    else grads      # (a compiled call's results: compile/output_hooks.py)
+            # as PyTorch's engine: a node no gradient of an input needs is not evaluated
+            # (no hooks) unless it is an input's; backward(inputs=[non_leaf]) runs that
+            # node whole
+            target = targets is not None and node in targets
+            runs = needed is None or needed.get(node, False) or (target and accumulate)
+            if not runs and not target:
+                continue
+            own = getattr(node, "own_hooks", False)     # (compile/output_hooks.py)
+            hooked = (node._pre_hooks or node._retained) and not own and \
+                hooks("a hook or retain_grad")
+            raw = grads
+            if hooked:      # (the node's own pre-hooks only when it runs, below)
+                grads = run_pre_hooks(node, list(grads), False)
+            if target:
+                # what autograd.grad gets: after the tensor hooks, but (PyTorch's engine)
+                # the gradient as it arrived when the node runs for another input
+                seen = node.captures(grads, targets[node]) if own else \
+                    raw if runs and not accumulate else grads
                 for nr, i in targets[node]:
                     captured[i] = seen[nr]
-                    if accumulate and seen[nr] is not None and \
-                            not inputs[i]._retains_grad:    # (retain_grad wrote it above)
+                    if accumulate and seen[nr] is not None and isinstance(inputs[i], Tensor) \
+                            and not inputs[i]._retains_grad:    # (retain_grad wrote it above)
                         # backward(inputs=[non_leaf]) accumulates into non_leaf.grad
                         t, g = inputs[i], seen[nr]
                         g = g if create_graph else g.detach().clone()
                         t._grad = g if t._grad is None else (t._grad + g)
-            if needed is not None and not needed.get(node, False):
-                continue
+                if not runs:
+                    continue
+            if hooked and -1 in (node._pre_hooks or ()):
+                grads = run_node_pre_hooks(node, grads)
             if grads[0] is not None if len(grads) == 1 else any(g is not None for g in grads):
                 if tracer is not None:
                     if node._seq < tracer.first_node:
@@ -346,6 +327,10 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
                     heappush(heap, (next(ready) if type(child) is AccumulateGrad
                                     else -child._seq, child))
             outs = g = old = None   # (the buffers hold the gradients now: see accumulate)
+    except Exception:
+        if _anomaly["enabled"]:
+            failed(node)
+        raise
     finally:
         state.grad_enabled = prev
         if _trace_state.tracer is not None:
@@ -370,13 +355,25 @@ _ONES = {}      # (shape, dtype) -> a ones array of size 1, copied for each impl
 
 
 def make_root_grads(tensors, grad_tensors):
-    out = []
+    out, edges = [], {i for i, t in enumerate(tensors) if isinstance(t, tuple)}
     for i, (t, g) in enumerate(zip(tensors, grad_tensors)):
+        if isinstance(t, tuple):        # a GradientEdge: its tensor's or node's metadata
+            meta = getattr(t[0], "_out_meta", None)
+            m = getattr(t, "meta", None) or (meta[t[1]] if meta else (None, None))
+            t = None if m[1] is None else \
+                Tensor._from_array(np.broadcast_to(np.zeros((), m[1].np), m[0]))
+            if t is None:
+                if g is None:
+                    raise RuntimeError("grad can be implicitly created for a GradientEdge "
+                                       "output only where its node keeps its outputs' shapes"
+                                       " (llgrad): pass grad_outputs")
+                out.append(g)
+                continue
         if g is None:
             d = t._data
             one = _ONES.get((d.shape, d.dtype))
             if one is None:         # (only a real scalar's ones are ever cached)
-                if not t.requires_grad:     # (PyTorch: the engine's "does not require grad")
+                if not t.requires_grad and i not in edges:  # (PyTorch: the engine's error)
                     out.append(Tensor._from_array(np.ones(d.shape, dtype=d.dtype)))
                     continue
                 if d.size != 1:

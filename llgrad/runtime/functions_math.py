@@ -190,9 +190,15 @@ def fmod(input, other):
     return call(OPS["fmod_float"], (a, b), {})
 
 
-@torch_node(lambda input, other, *a, **k: "RemainderBackward1" if isinstance(other, Tensor) else "RemainderBackward0")
 def remainder(input, other):
     """As torch.remainder: the remainder of input / other with other's sign (Python's %)."""
+    out = _remainder(input, other)
+    # (PyTorch's remainder of a number by a tensor has no derivative)
+    return out if isinstance(input, Tensor) else no_derivative(out, "remainder")
+
+
+@torch_node(lambda input, other, *a, **k: "RemainderBackward1" if isinstance(other, Tensor) else "RemainderBackward0")
+def _remainder(input, other):
     dtypes.no_bool_kernel((input, other), "remainder_cpu")
     rt = dtypes.result_type(input, other)
     a, other = as_type(input, rt), dtypes.wrap_int(other, rt)
@@ -318,7 +324,9 @@ def sinc(input):
     x = floating(input)
     if x._dtype is dtypes.float16:
         return sinc(x.float()).half()
-    zero = x == 0
+    # (1 where pi x^2 underflows to 0 too, as PyTorch's backward masks: the quotient's
+    # gradient is inf - inf there)
+    zero = x * x * math.pi == 0
     px = x.masked_fill(zero, 1) * math.pi
     return where(zero, 1.0, px.sin() / px)     # (masked_fill's result is row-major)
 
@@ -368,6 +376,7 @@ for _f, _aliases, _inp in (
 Tensor.float_power_ = _float_power_
 Tensor.floor_divide_ = Tensor.__ifloordiv__ = floor_divide_
 Tensor.__mod__, Tensor.__imod__ = remainder, Tensor.remainder_
+Tensor.__rmod__ = lambda self, other: remainder(other, self)
 export(rsub)
 Tensor.square_ = make_inplace(lambda self: self.square(), "square_")
 

@@ -194,6 +194,8 @@ def index_copy(input, dim, index, source):
 def put(input, index, source, accumulate=False):
     """As torch.put: input with the elements at index of the flattened input set to (or,
     with accumulate, added) source's."""
+    if index._dtype is not dtypes.int64:
+        raise RuntimeError(f"put_(): Expected a long tensor for index, but got {tname(index._dtype)}")
     if isinstance(source, Tensor) and source._dtype is not input._dtype:
         raise RuntimeError(f"put_(): self and source expected to have the same dtype, but got "
                            f"self.dtype = {tname(input._dtype)} and source.dtype = "

@@ -7,6 +7,7 @@ import functools
 import inspect
 import sys
 import threading
+import warnings
 
 
 class _State(threading.local):
@@ -60,6 +61,12 @@ class _DecoratorContext:
 
     def __call__(self, fn):
         clone = self._clone
+        if inspect.isclass(fn):         # (PyTorch's warning; the class is called in the mode)
+            warnings.warn("Decorating classes is deprecated and will be disabled in future "
+                          "versions. You should only decorate functions or methods. To "
+                          "preserve the current behavior of class decoration, you can directly "
+                          "decorate the `__init__` method and nothing else.", FutureWarning,
+                          stacklevel=2)
         if inspect.isgeneratorfunction(fn):
             return _wrap_generator(clone, fn)
 
@@ -124,8 +131,13 @@ class set_grad_enabled(_DecoratorContext):
     """Takes effect when called (PyTorch: `set_grad_enabled(False)` as a statement works)."""
 
     def __init__(self, mode):
+        if type(mode) is not bool:      # (PyTorch's words; 1, np.True_ and tensors too)
+            kind = type(mode)
+            name = f"numpy.{kind.__name__}" if kind.__module__ == "numpy" else kind.__name__
+            raise TypeError("set_grad_enabled(): argument 'enabled' (position 1) must be "
+                            f"bool, not {name}")
         self.prev = _save()
-        self.mode = bool(mode)
+        self.mode = mode
         _set(self.mode)
 
     def _clone(self):

@@ -5,6 +5,8 @@ import warnings
 import numpy as np
 
 from .autograd_api import grad as autograd_grad
+from .creation import empty
+from .dtypes import float64
 from .tensor import Tensor
 
 
@@ -27,19 +29,25 @@ def _outputs(fn, inputs):
 def _numerical(fn, inputs, i, eps):
     """Columns of d(outputs)/d(inputs[i]) by central differences, one per element."""
     x = inputs[i]
-    flat = x._data.reshape(-1) if x._data.flags.c_contiguous else None
-    if flat is None:
-        raise GradcheckError("gradcheck needs contiguous inputs; got a strided input "
-                             f"{i} (pass x.contiguous() or build the view inside fn)")
+    arr = x._data
+    if any(st == 0 and n > 1 for st, n in zip(arr.strides, arr.shape)):
+        raise RuntimeError(f"The {i}th input has a dimension with stride 0. gradcheck only "
+                           "supports inputs that are non-overlapping to be able to compute "
+                           "the numerical gradients correctly. You should call .contiguous "
+                           "on the input before passing it to gradcheck.")
+    # (a strided input is perturbed in place element by element, in C order as the
+    # analytical Jacobian's columns)
+    flat = arr.reshape(-1) if arr.flags.c_contiguous else None
     cols = []
     # grad mode stays on: fn may itself differentiate (gradgradcheck's inner grad)
-    for j in range(flat.size):
-        orig = flat[j]
-        flat[j] = orig + eps
+    for j, idx in enumerate(np.ndindex(arr.shape)):
+        at, where = (flat, j) if flat is not None else (arr, idx)
+        orig = at[where]
+        at[where] = orig + eps
         plus = [o._data.astype(np.float64).reshape(-1).copy() for o in _outputs(fn, inputs)]
-        flat[j] = orig - eps
+        at[where] = orig - eps
         minus = [o._data.astype(np.float64).reshape(-1).copy() for o in _outputs(fn, inputs)]
-        flat[j] = orig
+        at[where] = orig
         cols.append([(p - m) / (2 * eps) for p, m in zip(plus, minus)])
     return cols
 
@@ -116,6 +124,16 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     return True
 
 
+def _random_grad_output(out, noncontiguous):
+    dt = out._dtype if out._dtype.is_floating_point else float64
+    shape = tuple(out.shape)
+    noncontiguous = noncontiguous and int(np.prod(shape)) > 1
+    if noncontiguous:
+        shape = shape[:-1] + (2 * shape[-1],)
+    t = empty(shape, dtype=dt).uniform_(-1, 1)
+    return (t[..., 1::2] if noncontiguous else t).requires_grad_(True)
+
+
 def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=1e-3,
                   raise_exception=True, gen_non_contig_grad_outputs=False, **kw):
     """gradcheck of the first derivatives (second order), as torch.autograd.gradgradcheck."""
@@ -123,9 +141,9 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
     diff = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
     outs = _outputs(func, inputs)
     if grad_outputs is None:
-        rng = np.random.default_rng(0)
-        grad_outputs = [Tensor._from_array(rng.standard_normal(o._data.shape))
-                        .to(o._dtype).requires_grad_(True) for o in outs]
+        # uniform in [-1, 1) from the global generator, as torch.testing.make_tensor draws
+        # PyTorch's (a program's later random numbers stay PyTorch's)
+        grad_outputs = [_random_grad_output(o, gen_non_contig_grad_outputs) for o in outs]
     grad_outputs = list(_as_tuple(grad_outputs))
     n = len(inputs)
 

@@ -136,7 +136,8 @@ def call_inplace(op, t, inputs, attrs, _timed=False, _dual=False):
     if dispatch.forward_ad is not None and not _dual:    # (a dual level: dispatch.py)
         return dispatch.forward_ad.call_inplace(op, t, inputs, attrs)
     for x in inputs:
-        if type(x) in SPECIAL_OPERANDS:     # (NumPy's and dynamic numbers: dispatch.call)
+        # (NumPy's numbers, dynamic numbers, ints past int64 and uint64: dispatch.call)
+        if type(x) in SPECIAL_OPERANDS or type(x) is int and not -1 << 63 <= x < 1 << 64:
             inputs = special_operands(op, inputs, attrs)
             break
     if attrs and stand_ins.active:          # (a traced function's dynamic number)
@@ -198,7 +199,10 @@ def call_inplace(op, t, inputs, attrs, _timed=False, _dual=False):
         node.next_functions = ((self_edge or (node, 0)),) + node.next_functions[1:]
         _save_result(op, node, t, on_view=True)
         cs = CopySlices(base, t, node, base_edge)
+        base_retained = (base._grad_fn, base._output_nr) if base._retains_grad else None
         base._grad_fn, base._output_nr, base._requires_grad = cs, 0, True
+        if base_retained is not None:
+            _move_retention(base, *base_retained)
         t._view_version = -1           # its grad_fn is rebuilt (AsStridedBackward0) on access
     if retained is not None:
         _move_retention(t, *retained)

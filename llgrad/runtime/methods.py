@@ -1,5 +1,7 @@
 """Tensor methods and operators: thin wrappers that normalise arguments and call the
 dispatcher with an op from the op table."""
+import numbers
+
 import numpy as np
 
 from ..ir import OPS
@@ -91,7 +93,8 @@ _RSUB, _POW = OPS["rsub"], OPS["pow"]
 
 def _check_int_pow(self, exponent):
     # NumPy wraps the exponent into uint8 (or words the error its own way)
-    if type(exponent) is int and exponent < 0 and not self._dtype.is_floating_point \
+    if type(exponent) is int and dtypes.check_int_operand(exponent) < 0 \
+            and not self._dtype.is_floating_point \
             and not getattr(self._dtype, "is_complex", False):
         raise RuntimeError("Integers to negative integer powers are not allowed.")
     if type(exponent) is int and self._dtype._cat == 1 or type(exponent) in (int, float) \
@@ -133,16 +136,6 @@ _def("__floordiv__", lambda self, other: no_derivative(div(self, other, "floor")
                                                       "floor_divide"))
 
 
-def _mod_operand(self, other):
-    """self in the dtype x % other computes in: a bool tensor is read as the integer it
-    promotes to (bool % 3 is int64), and two bools raise as PyTorch's remainder does (it
-    has no bool kernel)."""
-    rt = dtypes.result_type(self, other)
-    if rt is dtypes.bool_:
-        raise NotImplementedError("\"remainder_cpu\" not implemented for 'Bool'")
-    return self if self._dtype is rt or rt is None else self.to(rt)
-
-
 def _scalar_operand(self, other):
     """A Python scalar on the left of a tensor, as a 0-d tensor of the promoted dtype."""
     if isinstance(other, Tensor):
@@ -153,8 +146,6 @@ def _scalar_operand(self, other):
 
 _def("__rfloordiv__", lambda self, other: no_derivative(
     div(_scalar_operand(self, other), self, "floor"), "floor_divide"))
-_def("__rmod__", lambda self, other: (lambda o: o - div(o, self, "floor") * self)(
-    _mod_operand(_scalar_operand(self, other), self)))
 _def("square", lambda self: call(_POW, (self, 2), {}))
 _def("add_", add_)
 _def("sub_", sub_)
@@ -334,6 +325,9 @@ _def("zero_", lambda self: call_inplace(OPS["zero"], self, (self,), {}))
 
 def copy_(self, src, non_blocking=False):
     if not isinstance(src, Tensor):
+        if not isinstance(src, (numbers.Number, np.generic)):   # (a number is a 0-d tensor)
+            name = "numpy.ndarray" if isinstance(src, np.ndarray) else type(src).__name__
+            raise TypeError(f"copy_(): argument 'other' (position 1) must be Tensor, not {name}")
         src = tensor(src)
     _check_inplace(self, (self, src))   # (PyTorch's leaf check comes before the shape's)
     shape = broadcast_shapes(self._data.shape, src._data.shape)

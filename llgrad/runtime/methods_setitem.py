@@ -153,7 +153,14 @@ def _check_indices(self, indices):
 
 
 def _index_put(run, self, indices, values, accumulate):
+    byte = any(isinstance(t, Tensor) and t._dtype.name == "uint8" for t in indices)
+    if byte:                        # (masks, as x[i] reads them)
+        indices = _byte_masks(tuple(indices))
     _check_indices(self, indices)
+    if byte and not accumulate and len(indices) == 1 and isinstance(values, Tensor) and \
+            values._data.size == 1:     # (PyTorch's masked_fill_ path takes only bool)
+        raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with dtype "
+                           "unsigned char")
     values = _index_put_values(self, indices, values, accumulate)
     try:
         return run(self, values, tuple(indices), {"spec": tuple("T" for _ in indices),

@@ -132,6 +132,7 @@ def repeat_interleave(self, repeats=None, dim=None, *, output_size=None):
 
 @per_sample         # (under vmap: each sample's repeats, and so its indices, its own)
 def _repeated_positions(repeats, n, d):
+    _check_repeats_dtype(repeats)
     if repeats._data.ndim > 1:
         raise RuntimeError("repeats must be 0-dim or 1-dim tensor")
     if repeats._data.ndim and repeats._data.shape[0] not in (n, 1):
@@ -141,7 +142,14 @@ def _repeated_positions(repeats, n, d):
     return _repeat_indices(Tensor._from_array(np.array(reps)))
 
 
+def _check_repeats_dtype(repeats):
+    if repeats._dtype not in (dtypes.int64, dtypes.int32):
+        raise NotImplementedError(f'"repeat_interleave_cpu" not implemented for '
+                                  f"'{tname(repeats._dtype)}'")
+
+
 def _repeat_indices(repeats):
+    _check_repeats_dtype(repeats)
     tracer = trace_state.state.tracer
     if tracer is not None:
         tracer.untraceable("repeat_interleave with a tensor of repeats (a data-dependent shape)")

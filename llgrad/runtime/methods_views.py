@@ -138,6 +138,10 @@ def unflatten(self, dim, sizes):
 def narrow(self, dim, start, length):
     if not self._data.ndim:
         raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
+    if isinstance(start, Tensor):
+        if start._data.ndim or start._dtype.is_floating_point or start._dtype is dtypes.bool_:
+            raise RuntimeError("start must be an 0-dim integral Tensor.")
+        start = int(start)
     d = norm_dim(dim, self._data.ndim)
     n = self._data.shape[d]
     if not -n <= start <= n:
@@ -152,6 +156,8 @@ def narrow(self, dim, start, length):
 
 
 def select(self, dim, index, method=False):
+    if method and not self._data.ndim:
+        raise IndexError("select() cannot be applied to a 0-dim tensor.")
     d = norm_dim(dim, self._data.ndim)
     n = self._data.shape[d]
     if not -n <= index < n:
@@ -180,6 +186,9 @@ def split(self, split_size_or_sections, dim=0):
         sizes = [min(size, n - i) for i in range(0, n, size)] if size > 0 else [n]
         return self._op("split", sizes=tuple(sizes or [0]), dim=d, with_sizes=False)
     sizes = tuple(int(s) for s in split_size_or_sections)
+    if any(s < 0 for s in sizes):
+        raise RuntimeError("split_with_sizes expects split_sizes have only non-negative entries, "
+                           f"but got split_sizes={list(sizes)}")
     if sum(sizes) != n:
         raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} (input "
                            f"tensor's size at dimension {d}), but got split_sizes={list(sizes)}")

@@ -16,7 +16,7 @@ import numpy as np
 from . import grad_mode, trace_state
 from .grad_layout import laid_out_as, new_grad_order
 from .hook_handle import _register
-from .saved_tensor import FREED, SavedNumber, SavedTensor
+from .saved_tensor import FREED, RawSavedField, SavedNumber, SavedTensor
 from .tensor import Tensor
 
 _sequence = itertools.count()
@@ -26,6 +26,7 @@ _MISSING = object()
 # the _saved of a node that saves nothing (most view and arithmetic ops): one shared,
 # read-only mapping instead of a dict per node (record gives a saving node its own)
 _NOTHING_SAVED = types.MappingProxyType({})
+_NAMESPACED = frozenset(("CopyBackwards", "CopySlices", "Error"))     # (Node.name)
 
 
 class Node:
@@ -43,8 +44,9 @@ class Node:
 
     _nout = 1          # how many outputs (gradient slots); multi-output nodes override
 
-    def name(self):
-        return type(self).__name__
+    def name(self):     # (PyTorch's hand-written nodes: torch::autograd::CopySlices ...)
+        n = type(self).__name__
+        return "llgrad::autograd::" + n if n in _NAMESPACED else n
 
     def __repr__(self):
         return f"<{type(self).__name__} object at {hex(id(self))}>"
@@ -250,6 +252,7 @@ def define_fields(names):
             for attr in ("_saved_" + name,) + (() if name.startswith("_") else (name,)):
                 if not hasattr(OpNode, attr):
                     setattr(OpNode, attr, _Field(name, attr.startswith("_saved_")))
+            setattr(OpNode, "_raw_saved_" + name, RawSavedField(name))
 
 
 _node_classes = {}
@@ -362,12 +365,8 @@ def _baselines():
         g = object()
         return _Probe().accumulate(g, False, True)
 
-    class _T:
-        pass
-    t = _T()
-    t._data = np.empty(1)
-    t._storage = type("S", (), {})()
-    t._storage.base = t._data
+    t = types.SimpleNamespace(_data=np.empty(1))
+    t._storage = types.SimpleNamespace(base=t._data)
 
     def counts(g):
         d, st = g._data, g._storage

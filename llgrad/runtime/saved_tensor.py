@@ -152,12 +152,15 @@ class SavedTensor:
         self.version = t._storage.version
         # an output is kept as (data, storage): no tensor object, no reference cycle
         self.tensor = (t._data, t._storage) if is_output else t
+        if not is_output:   # (an input's output_nr: whether it had history, for unpack)
+            self.output_nr = t._grad_fn is not None
 
-    def _pack(self, t):
-        """Keep pack_hook(t) (saved_tensors_hooks) and where t's gradient goes, in place of t.
-        The hook runs with grad mode off and must not write t; the unpacked value has no
-        version to check (PyTorch's saved variable with hooks neither)."""
-        pack, unpack = saved_hooks.state.stack[-1]
+    def _pack(self, t, hooks=None):
+        """Keep pack_hook(t) (saved_tensors_hooks, or the pair `hooks` given) and where t's
+        gradient goes, in place of t. The hook runs with grad mode off and must not write t;
+        the unpacked value has no version to check (PyTorch's saved variable with hooks
+        neither)."""
+        pack, unpack = hooks or saved_hooks.state.stack[-1]
         version, grads = t._storage.version, grad_mode.state
         prev, grads.grad_enabled = grads.grad_enabled, False
         try:
@@ -212,6 +215,10 @@ class SavedTensor:
             return self._unpack_hooked(t, node)
         if self.is_output:
             t = Tensor._from_array(t[0], t[1]) if len(t) == 2 else unpack_dual_output(t)
+        elif self.output_nr is True and t._grad_fn is None and t._base is None:
+            raise RuntimeError("Trying to use a saved tensor that has been detached in-place, "
+                               "i.e. with .detach_().This is not supported, please use "
+                               "out-of-place `.detach()` instead")     # (PyTorch's words)
         if t._storage.version != self.version:
             # (PyTorch names the node that made the saved output, or the saved input's
             # grad_fn now, in its own short form: Exp for ExpBackward0)
@@ -241,3 +248,53 @@ class _Packed:
 
     def __init__(self, value, unpack_hook, edge):
         self.value, self.unpack_hook, self.edge = value, unpack_hook, edge
+
+
+class RawSavedTensor:
+    """grad_fn._raw_saved_<name>: the saved value itself (torch._C._autograd.SavedTensor),
+    whose register_hooks(pack_hook, unpack_hook) packs it now and unpacks it at each read,
+    as saved_tensors_hooks would have when it was saved."""
+    __slots__ = ("node", "key")
+
+    def __init__(self, node, key):
+        self.node, self.key = node, key
+
+    def _saved(self):
+        v = self.node._saved.get(self.key)
+        if isinstance(v, SavedTensor) or v is None:
+            return v
+        if isinstance(v, (SavedNumber, list)):
+            raise TypeError(f"_raw_saved_{self.key} is not a single saved tensor")
+        raise RuntimeError(  # (the node's marker of a freed slot)
+            "Calling register_hooks on a saved tensor after it has been freed. "
+            + FREED[FREED.index("Saved intermediate"):].replace("saved tensors", "saved variables"))
+
+    def register_hooks(self, pack_hook, unpack_hook):
+        """Pack the saved tensor with pack_hook now; unpack_hook(packed) is what backward reads."""
+        if not (callable(pack_hook) and callable(unpack_hook)):
+            raise TypeError("register_hooks(): incompatible function arguments: pack_hook and "
+                            "unpack_hook must be callables")
+        saved = self._saved()
+        if saved is None:
+            raise RuntimeError("Calling register_hooks on a saved tensor with value None is "
+                               "forbidden")
+        if type(saved.tensor) is _Packed:
+            raise RuntimeError("Calling register_hooks on a saved tensor whose hooks have already "
+                               "been set. Hint: only one pair of hooks is allowed at a time.")
+        saved._pack(saved.unpack(self.node), (pack_hook, unpack_hook))
+
+    def unpack(self):
+        """The saved tensor, as grad_fn._saved_<name> reads it."""
+        saved = self._saved()
+        return None if saved is None else saved.unpack(self.node)
+
+
+class RawSavedField:
+    """The descriptor of a node's `_raw_saved_<key>` (node.define_fields)."""
+    __slots__ = ("key",)
+
+    def __init__(self, key):
+        self.key = key
+
+    def __get__(self, node, cls=None):
+        return self if node is None else RawSavedTensor(node, self.key)

@@ -27,7 +27,7 @@ import threading
 import numpy as np
 
 from . import trace_state
-from .dtypes import float64, result_type
+from .dtypes import check_int_operand, float64, result_type
 from .numpy_scalars import NUMPY_SCALARS, python_number
 from .tensor import Tensor
 
@@ -373,8 +373,9 @@ SPECIAL_OPERANDS = NUMPY_SCALARS | {SymbolicScalar}
 
 def special_operands(op, inputs, attrs):
     """inputs with NumPy scalars read as the Python numbers torch reads them as (np.float64(2)
-    is 2.0) and each SymbolicScalar as its graph value (as_operands)."""
-    inputs = [python_number(v) for v in inputs]
+    is 2.0) and each SymbolicScalar as its graph value (as_operands); a Python int past
+    [-2**63, 2**64) raises OverflowError, as PyTorch's."""
+    inputs = [check_int_operand(v) if type(v) is int else python_number(v) for v in inputs]
     if any(type(v) is SymbolicScalar for v in inputs):
         inputs = as_operands(op, inputs, attrs)
     return inputs

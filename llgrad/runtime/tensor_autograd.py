@@ -78,6 +78,9 @@ def _set_grad(self, value):
                                f"'{list(value._data.shape)}' to a tensor of size "
                                f"'{list(self._data.shape)}'. Please ensure that the gradient "
                                "and the tensor are the same size")
+    tracer = trace_state.state.tracer
+    if tracer is not None and value is None:   # (None over None: a clear calls must repeat)
+        tracer.grad_cleared.add(id(self))
     self._grad = value
 
 
@@ -158,7 +161,19 @@ def detach_(self) -> Tensor:
 
 Tensor.grad_fn = property(_grad_fn)
 Tensor.is_leaf = property(_is_leaf)
-Tensor.grad = property(_get_grad, _set_grad)
+Tensor.grad = property(_get_grad, _set_grad, lambda self: _set_grad(self, None))  # (del t.grad)
+
+
+def _no_delete(message):
+    def refuse(self):
+        raise RuntimeError(message)
+    return refuse
+
+
+# (PyTorch's errors for del t.data, del t.requires_grad)
+Tensor.data = Tensor.data.deleter(_no_delete("Deleting tensor data is not allowed. Delete "
+                                             "tensor instead!"))
+Tensor.requires_grad = Tensor.requires_grad.deleter(_no_delete("requires_grad must be a bool"))
 Tensor.retains_grad = property(_retains_grad)
 for _f in (retain_grad, register_hook, register_post_accumulate_grad_hook, backward, detach_):
     setattr(Tensor, _f.__name__, _f)

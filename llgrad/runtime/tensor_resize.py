@@ -1,13 +1,14 @@
 """Tensor.new (PyTorch's legacy constructor of a tensor of self's dtype) and Tensor.resize_ /
 resize_as_.
 
-resize_ gives self a contiguous shape over its own storage from its storage offset on, as
-PyTorch's: shrinking or reshaping within the storage keeps the memory (and what other views
-see of it); growing it needs a bigger buffer, which llgrad can only give a storage no other
-tensor shares (PyTorch reallocates under every view: llgrad cannot move the memory under a
-NumPy view), and a NumPy array given to from_numpy cannot grow (PyTorch's error). New
-elements are zeros (PyTorch leaves them uninitialised). A tensor that requires grad cannot be
-resized; inside llgrad.compile resize_ runs eagerly (a graph break)."""
+resize_ gives self a contiguous (or, by memory_format, channels-last) shape over its own
+storage from its storage offset on, as PyTorch's: shrinking or reshaping within the storage
+keeps the memory (and what other views see of it); growing it needs a bigger buffer, which
+llgrad can only give a storage no other tensor shares (PyTorch reallocates under every view:
+llgrad cannot move the memory under a NumPy view), and a NumPy array given to from_numpy
+cannot grow (PyTorch's error). New elements are zeros (PyTorch leaves them uninitialised). A
+tensor that requires grad cannot be resized; inside llgrad.compile resize_ runs eagerly (a
+graph break)."""
 import sys
 
 import numpy as np
@@ -15,7 +16,9 @@ import numpy as np
 from . import dtypes, trace_state
 from .creation import empty, tensor
 from .device import check as check_device
+from ..ir.ops_copy import CHANNELS_LAST
 from .functions import export
+from .memory_formats import op_format
 from .shapes import unpack_shape
 from .tensor import Size, Tensor
 
@@ -73,17 +76,24 @@ def new(self, *args, **kwargs):
     return tensor(arr, dtype=dt)
 
 
-def _capacity(storage, dt):
+def _memory_order(storage, dt):
+    """The storage's buffer as a 1-d array in memory order, or None when it is not a dense
+    buffer of dt's itemsize (a channels-last buffer is dense in a permuted order)."""
     base = storage.base
-    if base.dtype.itemsize != dt.itemsize or not base.flags.c_contiguous:
+    if base.dtype.itemsize != dt.itemsize:
         return None
-    return base.size
+    dense = base.transpose(sorted(range(base.ndim), key=lambda d: -base.strides[d]))
+    return dense.reshape(-1) if dense.flags.c_contiguous else None
+
+
+def _format(memory_format, ndim):
+    if memory_format is not None and memory_format == "preserve_format":
+        raise RuntimeError("Unsupported memory formatPreserve")
+    return op_format(memory_format, ndim)
 
 
 def resize_(self, *size, memory_format=None):
     """As torch.Tensor.resize_ (see the module: growing needs an unshared storage)."""
-    if memory_format is not None:
-        raise RuntimeError("resize_: llgrad supports the contiguous memory format only")
     if self.requires_grad:
         raise RuntimeError("cannot resize variables that require grad")
     tracer = trace_state.state.tracer
@@ -92,17 +102,19 @@ def resize_(self, *size, memory_format=None):
     shape = tuple(unpack_shape(size))
     if any(n < 0 for n in shape):
         raise RuntimeError("numel: integer multiplication overflow")
-    if shape == tuple(self._data.shape):
+    fmt = _format(memory_format, len(shape))
+    same = shape == tuple(self._data.shape)
+    if same and memory_format is None:
         return self     # (PyTorch's no-op: a strided self keeps its strides and version)
     numel = int(np.prod(shape, dtype=np.int64))
     st = self._storage
-    cap = _capacity(st, self._dtype)
-    if cap is None:
+    flat = _memory_order(st, self._dtype)
+    if flat is None:
         raise RuntimeError("resize_: the tensor's storage is not a plain buffer of its dtype "
                            "(a reinterpreted view): clone() it first")
     offset = self._storage_offset()
     need = offset + numel
-    flat = st.base.reshape(-1)
+    cap = flat.size
     if need > cap:
         if not st.base.flags.owndata or st.base.base is not None:
             raise RuntimeError("Trying to resize storage that is not resizable")
@@ -115,6 +127,11 @@ def resize_(self, *size, memory_format=None):
         grown[:cap] = flat
         st.base = flat = grown
     self._data = flat[offset:need].reshape(shape)
+    if fmt in CHANNELS_LAST:        # the same elements, strided channels-last
+        order = CHANNELS_LAST[fmt]
+        self._data = self._data.reshape([shape[d] for d in order]).transpose(np.argsort(order))
+    if same:
+        return self     # (a restride only: PyTorch keeps the version)
     st.version += 1
     if self._base is not None:
         self._view_version = st.version

@@ -11,6 +11,7 @@ class _State(threading.local):
         self.func_transforms = 0    # llgrad.func grad / vjp / jvp calls running their function
         self.func_jvps = 0          # of them, jvp's
         self.once = False           # a warning given once per process is being shown
+        self.standing_in = False    # an eager run stands in for compiled code (run.StandIn)
 
 
 state = _State()
@@ -22,6 +23,7 @@ def _reset():
     state.func_transforms = 0
     state.func_jvps = 0
     state.once = False
+    state.standing_in = False
 
 
 def reused():

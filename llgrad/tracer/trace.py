@@ -47,6 +47,7 @@ class Tracer(Bindings):
         self.rng_value = None
         self.loc_override = None   # set while replaying a graph or running a VJP rule
         self.grad_read = False     # whether the traced code read some tensor's .grad
+        self.grad_cleared = set()  # ids of tensors the traced code set `.grad = None` on
         self.region_made = {}      # id(tensor) -> (tensor, region): made inside a region
         self.hooks_off = False     # compile's own differentiation: the engine runs no hooks
         self.backward_runs = 0     # .backward() calls the traced code made itself (a step)

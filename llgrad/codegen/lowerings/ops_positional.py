@@ -151,7 +151,10 @@ def _emit_cumsum(plan, group, fg):
     zero = ir.Constant(I64, 0)
     with loop_nest(b, [shape[d] for d in rest], name="r") as ridx:      # out[0] = x[0]
         idx = full(zero, ridx)
-        fg.store(sg.cast(fg.load(src, idx), dt), dst, idx)
+        first = sg.cast(fg.load(src, idx), dt)
+        if is_float(dt):        # (+ 0.0, as the reference: a sum from +0 makes -0 +0)
+            first = sg.add(first, sg.const(0.0, dt))
+        fg.store(first, dst, idx)
     with for_range(b, 1, shape[dim], name="k") as k:
         prev = b.sub(k, ir.Constant(I64, 1))
         with loop_nest(b, [shape[d] for d in rest], name="r") as ridx:

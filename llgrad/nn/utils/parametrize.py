@@ -141,8 +141,12 @@ class ParametrizationList(ModuleList):
             x = self[0](self.original)
         else:
             x = self[0](*(getattr(self, f"original{i}") for i in range(self.ntensors)))
-        for module in list(self)[1:]:
-            x = module(x)
+        # the chain is the entries "1", "2", ... (a nested parametrization of `original`
+        # adds a "parametrizations" entry, which is no step of it)
+        i = 1
+        while str(i) in self._modules:
+            x = self._modules[str(i)](x)
+            i += 1
         return x
 
 
@@ -204,6 +208,21 @@ def _check_added(module, tensor_name, parametrization):
         raise ValueError("Registering a parametrization may not change the shape of the tensor, "
                          f"unless the `unsafe` flag is enabled.\nmodule.{tensor_name}.shape: "
                          f"{y.shape}\nparametrization(module.{tensor_name}).shape: {x.shape}")
+    if not hasattr(parametrization, "right_inverse"):
+        return
+    try:
+        z = parametrization.right_inverse(x)
+    except NotImplementedError:
+        return
+    if not isinstance(z, Tensor):
+        raise ValueError(f"parametrization.right_inverse must return a tensor. Got: "
+                         f"{type(z).__name__}")
+    for what, got, want in (("dtype", z.dtype, y.dtype), ("shape", z.shape, y.shape)):
+        if got != want:
+            raise ValueError(f"The tensor returned by parametrization.right_inverse must have "
+                             f"the same {what} as module.{tensor_name}, unless the `unsafe` "
+                             f"flag is enabled.\nmodule.{tensor_name}.{what}: {want}\n"
+                             f"returned {what}: {got}")
 
 
 def register_parametrization(module, tensor_name, parametrization, *, unsafe=False):

@@ -106,6 +106,11 @@ def _lengths_list(lengths):
 
 def pack_padded_sequence(input, lengths, batch_first=False, enforce_sorted=True):
     """Pack a padded batch (T x B x *, or B x T x * with batch_first) of the given lengths."""
+    if isinstance(lengths, Tensor) and lengths.dim() != 1:
+        kind = {"float32": "Float", "float64": "Double", "int32": "Int"}.get(lengths.dtype.name,
+                                                                           "Long")
+        raise RuntimeError(f"'lengths' argument should be a 1D CPU int64 tensor, but got "
+                           f"{lengths.dim()}D cpu {kind} tensor")
     lens = _lengths_list(lengths)
     sorted_indices = None
     batch_dim = 0 if batch_first else 1

@@ -1,0 +1,38 @@
+"""The guard values of Python scalars and of containers' structure (guards.py's walk)."""
+import numpy as np
+
+from ..runtime.tensor import Tensor
+from .class_state import Same
+
+# (guarded by value; NumPy's numbers and ranges too: a new one each call may take the id
+# of the last one, freed)
+_SCALARS = (int, float, str, bool, type(None), np.number, np.bool_, range)
+
+
+def scalar_guard(v):
+    """A Python scalar's guard value: its type and value (a float's zero with its sign)."""
+    if isinstance(v, (float, np.floating)) and v == 0:
+        return type(v).__name__, repr(v)
+    return type(v).__name__, v
+
+
+def _scalar_set(v):
+    return type(v) in (set, frozenset) and all(isinstance(x, _SCALARS) for x in v)
+
+
+def _plain_key(k):
+    return isinstance(k, _SCALARS) or (type(k) in (tuple, frozenset) and all(map(_plain_key, k)))
+
+
+def outline(tree):
+    """A pytree structure (flatten's tree) as a guard value: kinds, lengths and the keys that
+    are Python scalars or tuples of them; the tensors keying optimiser state by type only
+    (their repr would hold their values; the walk takes them as inputs); other keys (an enum
+    member, an object: `d.get(Mode.A)`) by identity."""
+    if tree is None:
+        return None
+    kind, children = tree
+    if kind is dict:
+        return (dict, tuple(((type(k), k) if _plain_key(k) else type(k) if isinstance(
+            k, Tensor) else Same(k), outline(c)) for k, c in children))
+    return (kind, tuple(outline(c) for c in children))
