@@ -28,7 +28,9 @@ from .numpy_scalars import wrap_operators
 from .tensor_args import wrap_tensor_args
 from .numpy_names import wrap_numpy_names
 from .out_args import wrap_out_args
+from .creation_args import wrap_factory_args
 wrap_operators()     # (after every operator is defined: it wraps them)
 wrap_tensor_args()   # (likewise: the functions and methods that take only tensors)
 wrap_numpy_names()   # (and those with dim / keepdim: axis= / keepdims= as well)
+wrap_factory_args()  # (the factories' layout= / pin_memory=, before out= wraps them)
 wrap_out_args()      # (and every function: out=, last, so that it sees the others' names)
