@@ -215,6 +215,27 @@ def _sum(self, dim=None, keepdim=False, *, dtype=None):
     return self.to_dense().sum(dim, keepdim, dtype=dtype)
 
 
+def sparse_mask(self, mask):
+    """As torch.Tensor.sparse_mask: self's values at the entries of the sparse tensor mask
+    (mask's indices as they are, duplicates too)."""
+    if type(mask) is not SparseCOOTensor:
+        raise RuntimeError("sparse_mask expects mask to be sparse COO")
+    if tuple(self.shape) != mask._sp_size:
+        raise RuntimeError(f"sparse_mask(): operands have incompatible sizes; self has size "
+                           f"{list(self.shape)} but mask has size {list(mask._sp_size)}.")
+    picked = self[tuple(_index_tensor(r) for r in mask._sp_indices._data)]
+    return _make(mask._sp_indices, picked, mask._sp_size, mask._sp_coalesced)
+
+
+def _other_layout(name):
+    def method(self, *args, **kwargs):
+        raise NotImplementedError(f"llgrad has the strided and sparse COO layouts only: "
+                                  f"Tensor.{name} is not there")
+    method.__name__ = name
+    method.__doc__ = f"Raises: llgrad has no {name[3:]} layout."
+    return method
+
+
 def spmm(input, mat2):
     """As torch.spmm: a sparse matrix times a dense one (torch.mm)."""
     return input.mm(mat2)
@@ -233,7 +254,9 @@ export(sparse_coo_tensor)
 export(spmm)
 for _name in ("mm", "matmul", "__matmul__"):      # (a dense matrix times a sparse one)
     setattr(Tensor, _name, _dense_times(getattr(Tensor, _name)))
-Tensor.to_sparse = to_sparse
+Tensor.to_sparse, Tensor.sparse_mask = to_sparse, sparse_mask
+for _name in ("to_sparse_csr", "to_sparse_csc", "to_sparse_bsr", "to_sparse_bsc"):
+    setattr(Tensor, _name, _other_layout(_name))
 Tensor.to_sparse_coo = lambda self: to_sparse(self)
 Tensor.to_sparse_coo.__doc__ = "As torch.Tensor.to_sparse_coo: to_sparse()."
 

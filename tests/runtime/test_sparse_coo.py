@@ -81,6 +81,7 @@ CASES = {
     "to float64": lambda L: str(L.sparse_coo_tensor(I, V, (2, 3)).to(L.float64).dtype),
     "long": lambda L: L.sparse_coo_tensor(I, V, (2, 3)).long(),
     "select": lambda L: L.sparse_coo_tensor(I, V, (2, 3))[1],
+    "sparse_mask": lambda L: L.arange(6.).view(2, 3).sparse_mask(L.sparse_coo_tensor(I, V, (2, 3))),
 }
 
 
