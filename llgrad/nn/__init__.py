@@ -28,3 +28,9 @@ from .layers_lrn import CrossMapLRN2d  # noqa: F401
 from .parallel import DataParallel  # noqa: F401
 from . import attention, modules  # noqa: F401,E402  (torch.nn.attention; torch.nn.modules: modules/)
 from . import grad  # noqa: F401,E402  (torch.nn.grad: a convolution's input / weight gradients)
+from .linear_cross_entropy import (LinearCrossEntropyLoss,  # noqa: F401,E402
+                                   LinearCrossEntropyOptions, linear_cross_entropy)
+# (F.linear_cross_entropy: defined beside its module, over F.linear and F.cross_entropy, so
+# that functional.py, which they live in, need not import it back)
+functional.linear_cross_entropy = linear_cross_entropy
+del linear_cross_entropy

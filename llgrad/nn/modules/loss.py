@@ -6,3 +6,4 @@ from ..layers_extra import (  # noqa: F401
 from ..layers_loss import (  # noqa: F401
     BCEWithLogitsLoss, CrossEntropyLoss, MSELoss, NLLLoss, _Loss, _WeightedLoss)
 from ..layers_loss_more import BCELoss, HuberLoss, KLDivLoss, L1Loss, SmoothL1Loss  # noqa: F401
+from ..linear_cross_entropy import LinearCrossEntropyLoss  # noqa: F401
