@@ -241,19 +241,8 @@ def spmm(input, mat2):
     return input.mm(mat2)
 
 
-def _dense_times(product):
-    def method(self, other):
-        if type(other) is SparseCOOTensor:
-            return _dense_sparse(self, other, "torch.mm")
-        return product(self, other)
-    method.__name__, method.__doc__ = product.__name__, product.__doc__
-    return method
-
-
 export(sparse_coo_tensor)
 export(spmm)
-for _name in ("mm", "matmul", "__matmul__"):      # (a dense matrix times a sparse one)
-    setattr(Tensor, _name, _dense_times(getattr(Tensor, _name)))
 Tensor.to_sparse, Tensor.sparse_mask = to_sparse, sparse_mask
 for _name in ("to_sparse_csr", "to_sparse_csc", "to_sparse_bsr", "to_sparse_bsc"):
     setattr(Tensor, _name, _other_layout(_name))
@@ -263,6 +252,9 @@ Tensor.to_sparse_coo.__doc__ = "As torch.Tensor.to_sparse_coo: to_sparse()."
 _S = SparseCOOTensor
 _S.mm = lambda self, mat2: _sparse_dense(self, mat2, "torch.mm", "MmBackward0")
 _S.matmul = _S.__matmul__ = _S.mm
+# dense @ sparse: Python asks the subclass's reflected method first; llgrad.mm(dense, sparse)
+# and a Parameter @ sparse multiply by the dense reading (the same numbers; no check of the
+# second operand on every dense product's path)
 _S.__rmatmul__ = lambda self, other: _dense_sparse(other, self, "torch.mm")
 _S.t = lambda self: transpose(self, 0, 1)
 _S.transpose = transpose
