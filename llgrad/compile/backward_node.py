@@ -174,6 +174,7 @@ class CompiledFunctionBackward(Node):
         if t._storage.version != self._versions[k]:
             s = SavedTensor.__new__(SavedTensor)     # what eager would have saved, to raise
             s.tensor, s.version, s.is_output, s.output_nr = t, self._versions[k], False, 0
+            s.had_history = False
             s.unpack(self)
         return t
 
@@ -360,6 +361,7 @@ def _raise_modified(node, s, ref, made):
     if t is not None and t.grad_fn is not None and t.grad_fn is not node:
         saved = SavedTensor.__new__(SavedTensor)
         saved.tensor, saved.version, saved.is_output, saved.output_nr = t, s.version, False, 0
+        saved.had_history = False
         saved.unpack(node)
     data, storage = s.tensor
     if data.shape != shape:         # (the output is a view of what eager saved: the message

@@ -135,7 +135,7 @@ class SavedTensor:
     """A tensor saved for backward, with the version of its storage at save time. An op's
     own output is kept as a detached alias (no reference cycle) and re-attached to the
     node when unpacked."""
-    __slots__ = ("tensor", "version", "is_output", "output_nr")
+    __slots__ = ("tensor", "version", "is_output", "output_nr", "had_history")
 
     def __init__(self, t, is_output=False, output_nr=0):
         if t._inference:
@@ -146,14 +146,14 @@ class SavedTensor:
                                "`torch.no_grad()` instead of `torch.inference_mode()`.")
         self.is_output = is_output
         self.output_nr = output_nr
+        # (an input with a grad_fn: detach_() on it later makes unpack raise, as PyTorch's)
+        self.had_history = not is_output and t._grad_fn is not None
         if saved_hooks.state.stack:
             self._pack(t)
             return
         self.version = t._storage.version
         # an output is kept as (data, storage): no tensor object, no reference cycle
         self.tensor = (t._data, t._storage) if is_output else t
-        if not is_output:   # (an input's output_nr: whether it had history, for unpack)
-            self.output_nr = t._grad_fn is not None
 
     def _pack(self, t, hooks=None):
         """Keep pack_hook(t) (saved_tensors_hooks, or the pair `hooks` given) and where t's
@@ -215,7 +215,7 @@ class SavedTensor:
             return self._unpack_hooked(t, node)
         if self.is_output:
             t = Tensor._from_array(t[0], t[1]) if len(t) == 2 else unpack_dual_output(t)
-        elif self.output_nr is True and t._grad_fn is None and t._base is None:
+        elif self.had_history and t._grad_fn is None and t._base is None:
             raise RuntimeError("Trying to use a saved tensor that has been detached in-place, "
                                "i.e. with .detach_().This is not supported, please use "
                                "out-of-place `.detach()` instead")     # (PyTorch's words)

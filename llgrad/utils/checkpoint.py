@@ -142,7 +142,7 @@ class _SavedInput(SavedTensor):
     __slots__ = ()
 
     def __init__(self, t):
-        self.is_output, self.output_nr = False, 0
+        self.is_output, self.output_nr, self.had_history = False, 0, False
         self.tensor, self.version = t, t._storage.version
 
 
