@@ -37,7 +37,7 @@ class Kernel:
 
     ir_before / ir_after: the module's LLVM IR before and after optimisation."""
 
-    def __init__(self, graph, plan, compiled, entry, split=None):
+    def __init__(self, graph, plan, compiled, entry, split=None, bind=None):
         _live.add(self)
         self.graph = graph
         self.plan = plan
@@ -61,11 +61,13 @@ class Kernel:
         self._mutated = sorted(graph.mutated)
         self._direct_outs = self._direct_layout()
         self._tail = None
+        # bind: wraps each native function of code shared between sizes (lower.py)
+        bind = bind or (lambda fn: fn)
         if split is not None:
-            self._tail = (self._native_fn(compiled.address(entry + TAIL)), frozenset(split[1]),
-                          split[2])
+            self._tail = (bind(self._native_fn(compiled.address(entry + TAIL))),
+                          frozenset(split[1]), split[2])
         # (setting _fn makes the launchers) a builtin costs a fraction of a ctypes call
-        self._fn = self._native_fn(self.address)
+        self._fn = bind(self._native_fn(self.address))
 
     @staticmethod
     def _native_fn(address):

@@ -11,6 +11,7 @@ below; jit.py makes sure the child never inherits LLVM mid-call)."""
 import os
 import re
 import threading
+import warnings
 
 from . import control  # noqa: F401  (cond, while_loop: their lowerings join the table)
 from .build import (Unsupported, blas_available, emit_plan, plan_graph,  # noqa: F401
@@ -19,13 +20,14 @@ from .kernel import TAIL, Kernel
 from .lowerings.ops_matmul import small_gemm_bound
 from .native.threadcount import RUN as THREAD_CALL
 from .lowerings.pool import ensure_pool
+from . import size_params
 from .native import disk_only, jit, keys
 from .schedule.plan import root_of
 
 _build_lock = threading.Lock()
 
 
-def lower(graph, *, blas=True, opt=True, clusters=True, release=()):
+def lower(graph, *, blas=True, opt=True, clusters=True, release=(), share_sizes=False):
     """Compile graph to a Kernel (raises Unsupported when supports(graph) is False).
 
     release: positions of inputs the caller lets go of during the call (a backward's saved
@@ -34,34 +36,116 @@ def lower(graph, *, blas=True, opt=True, clusters=True, release=()):
     to those inputs after the first part and only then allocates the late outputs, so the
     saved activations and the big gradients are not all alive at once.
 
+    share_sizes: a graph that differs from one lowered before only in its numbers (a new
+    batch size) may run code shared between its sizes (size_params.py), compiled once for
+    the family, with its numbers as run-time values; LLGRAD_SHARE_SIZES=0 turns it off.
+
     The code is looked up by its key (the graph's IR text and the options, see
     keys.key_for) in memory and in the disk cache first; a hit skips building the LLVM
     module, optimisation and code generation. The plan is always rebuilt from the graph
     (cheap, and the Kernel needs it), so a hit runs exactly the code that plan describes."""
-    traced, graph = graph, simplify(graph)      # (composites expanded: ir/decompose.py)
+    traced = graph
+    graph, plan, split, key, name, family = _prepare(graph, blas, opt, clusters, release)
+    also = (name + TAIL,) if split else ()
+    bind = None
+    with disk_only.held(_build_lock):   # one build per key, even from several threads
+        # (an entry on disk that lacks a symbol is treated as missing: built again)
+        compiled = jit.lookup(key, name, before_load=_pool_if_threaded, also=also)
+        built = compiled is None
+        if built:
+            shared = _shared(plan, split, name, key, family, also, opt) if share_sizes \
+                else None
+            if shared is None:
+                mod = _emit(plan, name, split)
+                compiled = jit.compile_module(mod, [name, *also], opt=opt, key=key)
+            else:
+                compiled, name, bind, built = shared
+        if bind is None and share_sizes:
+            jit.jit().size_families.remember(family, key, (traced, blas, opt, clusters,
+                                                           release))
+    kernel = Kernel(traced, plan, compiled, name, split, bind=bind)
+    kernel.cache_key, kernel.built_llvm = key, built
+    kernel.shares_sizes = bind is not None
+    return kernel
+
+
+def _prepare(graph, blas, opt, clusters, release):
+    """The graph native code computes, its plan, the release split, the cache key, the
+    entry's name and the family key (the key without the graph's numbers)."""
+    graph = simplify(graph)      # (composites expanded: ir/decompose.py)
     bad = unsupported(graph)
     if bad is not None:
         raise Unsupported(*bad)
     options = {"blas": blas and blas_available(), "small_gemm": small_gemm_bound()}
     plan = plan_graph(graph, options, clusters)
     split = release_split(plan, release)
-    key = keys.key_for(str(graph), f"blas={options['blas']};small_gemm={options['small_gemm']};"
-                                   f"opt={opt};split={split and split[0]};{plan.describe()}")
+    text = str(graph)
+    settings = f"blas={options['blas']};small_gemm={options['small_gemm']};opt={opt};"
+    key = keys.key_for(text, f"{settings}split={split and split[0]};{plan.describe()}")
+    # (the family: the same graph but for its numbers, grouped the same way: a plan whose
+    # groups change with size, as at batch 1, starts a family of its own)
+    groups = ";".join(f"{g.loop}:{' '.join(n.op for n in g.members)}" for g in plan.groups)
+    family = keys.key_for(size_params.family_text(text), size_params.family_text(
+        f"{settings}split={split and split[0]};{groups}"))
     name = f"llgrad_{re.sub(r'[^0-9A-Za-z_]', '_', graph.name)[:40]}_{key[:16]}"
-    also = (name + TAIL,) if split else ()
-    with disk_only.held(_build_lock):   # one build per key, even from several threads
-        # (an entry on disk that lacks a symbol is treated as missing: built again)
-        compiled = jit.lookup(key, name, before_load=_pool_if_threaded, also=also)
-        built = compiled is None
+    return graph, plan, split, key, name, family
+
+
+def _emit(plan, name, split, shared=False):
+    """The module of a plan; shared: in the form code shared between sizes takes (every
+    loop that may thread has its run-time thread count, parallel.py)."""
+    mod = jit.new_module(name)
+    mod.threads_by_size = shared
+    emit_plan(mod, plan, name, split=split and split[0])
+    if THREAD_CALL in mod.globals:
+        ensure_pool()
+    return mod
+
+
+def _shared(plan, split, name, key, family, also, opt):
+    """(compiled, entry name, bind, built) of code shared with the family's other sizes
+    (size_params.py), or None: specialise."""
+    families = jit.jit().size_families
+    if os.environ.get("LLGRAD_SHARE_SIZES", "1") == "0" or families.refused(family):
+        return None
+    last = families.last(family)
+    templates = families.templates(family)
+    if not templates and (last is None or last[0] == key):
+        return None
+    mod = _emit(plan, name, split, shared=True)
+    for t in templates:
+        table = size_params.match(t, mod, name)
+        if table is not None:
+            return t.compiled, t.name, _binder(t, table), False
+    if last is None or last[0] == key:
+        return None
+    try:
+        _, plan, split, _, _, _ = _prepare(*last[1])
+    except Unsupported:
+        return None
+    previous = _emit(plan, name, split, shared=True)
+    positions = size_params.derive(mod, name, previous, name)
+    if positions is None:
+        return None
+    t = size_params.parametrize(mod, name, positions)
+    entries = [name, name + size_params.SETTER, *also]
+    tkey = keys.key_for(str(mod), "sizes")
+    try:
+        t.compiled = jit.lookup(tkey, name, before_load=_pool_if_threaded, also=entries[1:])
+        built = t.compiled is None
         if built:
-            mod = jit.new_module(name)
-            emit_plan(mod, plan, name, split=split and split[0])
-            if THREAD_CALL in mod.globals:
-                ensure_pool()
-            compiled = jit.compile_module(mod, [name, *also], opt=opt, key=key)
-    kernel = Kernel(traced, plan, compiled, name, split)
-    kernel.cache_key, kernel.built_llvm = key, built
-    return kernel
+            t.compiled = jit.compile_module(mod, entries, opt=opt, key=tkey)
+    except Exception as e:      # (LLVM refused a parameter where it wants a constant)
+        families.refuse(family)
+        warnings.warn(f"llgrad: sizes not shared for {name}: {e}", RuntimeWarning)
+        return None
+    families.add(family, t)
+    return t.compiled, t.name, _binder(t, size_params.base_table(t)), built
+
+
+def _binder(template, table):
+    setter = Kernel._native_fn(template.compiled.address(template.name + size_params.SETTER))
+    return lambda fn: size_params.bind(fn, setter, table, template.lock)
 
 
 def _pool_if_threaded(code):

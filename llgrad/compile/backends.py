@@ -100,7 +100,8 @@ class Native(Interpreter):
         release = tuple(k for k, s in enumerate(entry.saved) if s.input_index is None) \
             if which == "backward" else ()
         try:
-            kernel = entry.kernels[which] = lower(getattr(entry, which), release=release)
+            kernel = entry.kernels[which] = lower(getattr(entry, which), release=release,
+                                                  share_sizes=True)
             entry.llvm_builds += kernel.built_llvm
         except Unsupported as e:
             what = f"{e.node.op} ({e.node.loc})" if e.node is not None else "graph"

@@ -147,7 +147,10 @@ def parallel_range(fg, n, body, *, work_per_iter=1, grain=1, partials=()):
     """Emit iterations [0, n) of a loop over the threads (see the module docstring)."""
     partials = list(partials)
     cap = thread_cap(n, work_per_iter, grain, partials)
-    if cap == 1:                        # never worth a thread: the loop as it always was
+    # (a module shared between sizes decides at run time: its caps are parameters there)
+    by_size = getattr(fg.module, "threads_by_size", False)
+    if cap == 1 and not by_size:
+        # never worth a thread: the loop as it always was
         for p in partials:
             fg.ptrs[p] = p.dest
         try:
@@ -167,9 +170,18 @@ def parallel_range(fg, n, body, *, work_per_iter=1, grain=1, partials=()):
     g.finish()
     worker = _worker(mod, g.fn, len(bufs), partials)
 
+    if by_size:     # (the caps computed at run time from n, which is a parameter there: a
+        # saturated min or a floor of n precomputed here would be a constant at two sizes
+        # and differ at a third)
+        most = _least(b, _units(b, n, grain), _i64(chunk_cap(1 << 62, 1, partials)))
+        work = b.udiv(b.mul(_i64(n), _i64(work_per_iter)), _i64(MIN_WORK_PER_THREAD))
+        cap = _least(b, most, work)
+        cap = b.select(b.icmp_signed("<", cap, _i64(1)), _i64(1), cap)
+    else:
+        cap, most = _i64(cap), _i64(chunk_cap(n, grain, partials))
     nt = b.load_atomic(count, "monotonic", 8, typ=I64)
     t = b.select(b.icmp_signed("<", nt, _i64(1)), _i64(1), nt)
-    t = b.select(b.icmp_signed(">", t, _i64(cap)), _i64(cap), t, name="nthreads")
+    t = b.select(b.icmp_signed(">", t, cap), cap, t, name="nthreads")
     with b.if_else(b.icmp_signed("<=", t, _i64(1))) as (serial, fork):
         with serial:                    # one thread: the body over everything, in place
             one = _opaque(fg.alloca(_REC, name="task"))
@@ -177,11 +189,21 @@ def parallel_range(fg, n, body, *, work_per_iter=1, grain=1, partials=()):
                 b.store(_i64(v), _field(b, one, k))
             b.call(g.fn, [fg.ptrs[k] for k in bufs] + [one] + [p.dest for p in partials])
         with fork:                      # chunks: min(t * OVERSPLIT, chunk_cap), >= t
-            most = _i64(chunk_cap(n, grain, partials))
             c = b.mul(t, _i64(OVERSPLIT))
             c = b.select(b.icmp_signed(">", c, most), most, c)
             c = b.select(b.icmp_signed("<", c, t), t, c, name="nchunks")
             _fork_join(fg, c, n, grain, bufs, partials, worker, run)
+
+
+def _least(b, x, y):
+    return b.select(b.icmp_signed("<", x, y), x, y)
+
+
+def _units(b, n, grain):
+    """ceil(n / grain) as code (a constant where the module is not shared between sizes)."""
+    if not getattr(b.module, "threads_by_size", False):
+        return _i64(-(-n // grain))
+    return b.udiv(b.add(_i64(n), _i64(grain - 1)), _i64(grain))
 
 
 def _worker(mod, body_fn, nbufs, partials):
@@ -223,7 +245,7 @@ def _fork_join(fg, t, n, grain, bufs, partials, worker, run):
         parts.align = 64
         b.call(mod.declare_intrinsic("llvm.memset", [PTR, I64]),
                [parts, ir.Constant(I8, 0), b.mul(t, _i64(per * 8)), ir.Constant(I1, 0)])
-    units = _i64(-(-n // grain))
+    units = _units(b, n, grain)
 
     def bound(i):                       # min(n, i * units // T * grain)
         x = b.mul(b.udiv(b.mul(i, units), t), _i64(grain))
@@ -264,9 +286,13 @@ def cost(nodes):
     return max(1, sum(OPS[n.op].cost if n.op in OPS else 1 for n in nodes))
 
 
-def split_dim(ext):
-    """(d, grain): the loop of a normalized nest the threads divide, in steps of grain."""
+def split_dim(ext, by_size=False):
+    """(d, grain): the loop of a normalized nest the threads divide, in steps of grain
+    (by_size: code shared between sizes, where the choice may not depend on them: the
+    outermost)."""
     last = len(ext) - 1
+    if by_size:
+        return 0, (INNER_GRAIN if last == 0 else 1)
     units = [-(-n // INNER_GRAIN) if k == last else n for k, n in enumerate(ext)]
     for k, u in enumerate(units):
         if u >= SPLIT_UNITS:
@@ -283,7 +309,7 @@ def parallel_loops(fg, ext, body, *, cost=1, partials=(), hints=None):
     if not ext:                         # a scalar: one iteration, never threaded
         ext_d, d, grain = 1, None, 1
     else:
-        d, grain = split_dim(ext)
+        d, grain = split_dim(ext, getattr(fg.module, "threads_by_size", False))
         ext_d = ext[d]
     numel = 1
     for x in ext:

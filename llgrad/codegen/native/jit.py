@@ -36,6 +36,7 @@ from llvmlite import ir
 from . import cache, disk_only, elf, host, worker, worker_main
 from .mcjit import _Engine, _binding, _engines, _llvm  # noqa: F401
 from .memory_lru import _cache_limit, _Memory
+from .size_families import Families
 
 _lock = threading.RLock()
 _jit = None
@@ -71,6 +72,7 @@ class _Jit:
         self.symbols = _symbols
         self.engine = None              # where the next object goes (made on first need)
         self.memory = _Memory(_cache_limit())
+        self.size_families = Families()     # code shared between sizes (size_params.py)
         self._tm = self._quick_tm = self._target = None
 
     def llvm(self):

@@ -1,0 +1,120 @@
+"""A compiled training step called at new batch sizes: what each new size costs (its trace,
+lowering and any LLVM build) and the speed of the code that then runs, with code shared
+between sizes (the default) and with code specialised to every size
+(LLGRAD_SHARE_SIZES=0), each in a fresh process with a cold kernel cache.
+
+    python bench/batch_sizes.py [--sizes 32,24,17,9,40,3,12,64] [--model gpt|mlp]
+
+One thread (LLGRAD_NUM_THREADS=1). "first 3 calls" is the wall time of a size's first three
+calls (the first traces, the second builds the size's code; at the first size, an
+optimiser's first step runs eagerly before those); "per call" the median of 30 calls
+once every size has its code. The results of both processes are compared bit for bit."""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+
+
+def _model(kind):
+    import llgrad
+    import llgrad.nn as nn
+    import llgrad.nn.functional as F
+    llgrad.manual_seed(0)
+    if kind == "gpt":
+        sys.path.insert(0, os.path.join(ROOT, "examples"))
+        import char_transformer as ct
+        model = ct.TinyGPT(65, 48, 4, 2, 32)
+        opt = llgrad.optim.AdamW(model.parameters(), lr=5e-3, weight_decay=0.01)
+
+        def batch(rng, b):
+            return (llgrad.from_numpy(rng.integers(0, 65, (b, 32))),
+                    llgrad.from_numpy(rng.integers(0, 65, (b, 32))))
+        return model, opt, ct.train_step, batch
+    model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.LayerNorm(256),
+                          nn.Linear(256, 10))
+    opt = llgrad.optim.Adam(model.parameters(), lr=1e-3)
+
+    def step(model, opt, x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    def batch(rng, b):
+        return (llgrad.from_numpy(rng.standard_normal((b, 784)).astype("float32")),
+                llgrad.from_numpy(rng.integers(0, 10, b)))
+    return model, opt, step, batch
+
+
+def _child(kind, sizes):
+    sys.path.insert(0, ROOT)
+    import numpy as np
+    import llgrad
+    model, opt, step_fn, batch = _model(kind)
+    step = llgrad.compile(step_fn, recompile_limit=len(sizes) + 2)
+    rng = np.random.default_rng(0)
+    data = {b: batch(rng, b) for b in sizes}
+    firsts, losses = {}, []
+    for b in sizes:         # (a size's first call traces, the second builds its code)
+        t = time.perf_counter()
+        losses += [step(model, opt, *data[b]).item() for _ in range(3)]
+        firsts[b] = time.perf_counter() - t
+    per_call = {}
+    for b in sizes:
+        ts = []
+        for _ in range(30):
+            t = time.perf_counter()
+            step(model, opt, *data[b])
+            ts.append(time.perf_counter() - t)
+        per_call[b] = float(np.median(ts))
+    params = np.concatenate([p.detach().numpy().ravel() for p in model.parameters()])
+    print(json.dumps({"first": firsts, "per_call": per_call, "llvm": step.n_llvm_compiles,
+                      "traces": step.n_traces, "losses": losses,
+                      "params": params.tobytes().hex()[:4096]}))
+
+
+def _run(kind, sizes, share):
+    env = dict(os.environ, LLGRAD_NUM_THREADS="1", LLGRAD_COMPILE="sync",
+               LLGRAD_SHARE_SIZES="1" if share else "0", LLGRAD_QUIET="1")
+    with tempfile.TemporaryDirectory() as cache:
+        env["LLGRAD_CACHE_DIR"] = cache
+        out = subprocess.run([sys.executable, __file__, "--child", kind,
+                              "--sizes", ",".join(map(str, sizes))],
+                             env=env, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", default="32,24,17,9,40,3,12,64")
+    p.add_argument("--model", default="gpt", choices=["gpt", "mlp"])
+    p.add_argument("--child", default=None)
+    args = p.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    if args.child:
+        return _child(args.child, sizes)
+    shared, spec = _run(args.model, sizes, True), _run(args.model, sizes, False)
+    same = shared["losses"] == spec["losses"] and shared["params"] == spec["params"]
+    print(f"{args.model} training step, sizes {sizes}, 1 thread, cold cache")
+    print(f"LLVM builds: shared {shared['llvm']}, specialised {spec['llvm']}; traces: "
+          f"{shared['traces']} and {spec['traces']}; results bitwise equal: {same}")
+    print("| batch | first 3 calls, shared | specialised | per call, shared | "
+          "per call, specialised | ratio |")
+    print("|---|---|---|---|---|---|")
+    for b in sizes:
+        k = str(b)
+        a, s = shared["per_call"][k], spec["per_call"][k]
+        print(f"| {b} | {shared['first'][k] * 1e3:.0f} ms | {spec['first'][k] * 1e3:.0f} ms | "
+              f"{a * 1e3:.2f} ms | {s * 1e3:.2f} ms | {a / s:.2f} |")
+    tot = sum(shared["first"].values()), sum(spec["first"].values())
+    print(f"first 3 calls of every size: shared {tot[0]:.2f} s, specialised {tot[1]:.2f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,217 @@
+"""One native module for every size a graph comes in: the sizes become run-time values.
+
+A graph traced again at a new batch size lowers to an LLVM module that differs from the
+old one only in its numbers: loop bounds, strides, arena offsets, a mean's 1/N. Two such
+modules, walked side by side (`derive`), give the operands that differ; the module of the
+new size, with each of those constants replaced by a load from a table the caller fills
+(`parametrize`), is compiled once and serves every later size (`match`).
+
+Sound by construction: a module at a third size is used only if, once the template's own
+numbers are put back at the parameter positions, its text is exactly the template's; the
+numbers it had there are what the shared code loads. Whatever else changes with size (a
+loop the pool splits past a threshold, a GEMM path picked by shape, an unrolled tail)
+changes the text, and the size is compiled on its own, as before.
+
+A module shared between sizes is emitted in a form whose structure does not change with
+them (`threads_by_size` on the module, parallel.py): every loop that may thread has its
+thread count computed at run time from its (parameter) trip count.
+
+The text is what LLVM compiles, so comparing texts is the check; an operand llvmlite does not
+print (as a GEP's, which prints its own copy: _set_operand keeps both) would fail closed,
+its number showing in the text where the template's is expected.
+
+The table is a global of the module, written through `<entry>_sizes(ptr)` before each call
+(`bind`), under a lock: Kernels of different sizes share the code."""
+import re
+import struct
+import threading
+
+import numpy as np
+from llvmlite import ir
+
+from .lowerings.scalar import I64, PTR
+
+SETTER = "_sizes"        # the exported function that fills the table: entry + SETTER
+TABLE = "_size_table"
+
+_SCALARS = (ir.IntType, ir.FloatType, ir.DoubleType)
+
+
+def family_text(graph_text):
+    """A graph's IR text with every number blanked: graphs that differ only in sizes (and
+    other numbers) share it, and may share code."""
+    return re.sub(r" +", " ", re.sub(r"\d+", "#", graph_text))  # (columns align by width)
+
+
+class Template:
+    """A compiled module whose size-dependent constants are loads from a table.
+
+    text: the module it was made from, as text (its own numbers at the positions);
+    positions: ((function, block, instruction), operand, the constant the text has there)
+    of each parameter, in the order of the table's slots."""
+
+    def __init__(self, name, text, positions):
+        self.name, self.text, self.positions = name, text, positions
+        self.compiled = None
+        self.lock = threading.Lock()
+
+
+def _operand_lists(mod):
+    """(position prefix, instruction, its operands) for every instruction of mod's defined
+    functions, in order; a phi's operands are its incoming values."""
+    for fi, fn in enumerate(_defined(mod)):
+        for bi, block in enumerate(fn.blocks):
+            for ii, ins in enumerate(block.instructions):
+                ops = [v for v, _ in ins.incomings] if isinstance(ins, ir.PhiInstr) \
+                    else list(ins.operands)
+                yield (fi, bi, ii), ins, ops
+
+
+def _defined(mod):
+    return [f for f in mod.functions if f.blocks]
+
+
+def _instruction_at(fns, where):
+    fi, bi, ii = where
+    return fns[fi].blocks[bi].instructions[ii]
+
+
+def _set_operand(ins, k, value):
+    if isinstance(ins, ir.PhiInstr):
+        ins.incomings[k] = (value, ins.incomings[k][1])
+    else:
+        ops = list(ins.operands)
+        ops[k] = value
+        ins.operands = ops
+        if isinstance(ins, ir.GEPInstr):        # (which prints these, not its operands)
+            ins.pointer, ins.indices = ops[0], ops[1:]
+    ins._clear_string_cache()
+
+
+def _is_scalar_constant(v):
+    return type(v) is ir.Constant and isinstance(v.type, _SCALARS) \
+        and isinstance(v.constant, (int, float))
+
+
+def _intrinsic_call(ins):
+    return isinstance(ins, ir.CallInstr) and getattr(ins.callee, "name", "").startswith("llvm.")
+
+
+def derive(mod_a, name_a, mod_b, name_b):
+    """The positions where mod_b's scalar constants differ from mod_a's, when that is all
+    that differs (else None); mod_b gets mod_a's constants there (it is spent)."""
+    lists_a = list(_operand_lists(mod_a))
+    lists_b = list(_operand_lists(mod_b))
+    if len(lists_a) != len(lists_b):
+        return None
+    positions = []
+    for (where, ins_a, ops_a), (_, ins_b, ops_b) in zip(lists_a, lists_b):
+        if len(ops_a) != len(ops_b):
+            return None
+        for k, (x, y) in enumerate(zip(ops_a, ops_b)):
+            if x is y or not (_is_scalar_constant(x) and _is_scalar_constant(y)):
+                continue
+            if x.type != y.type or x.constant == y.constant:
+                continue
+            if _intrinsic_call(ins_a) or isinstance(ins_a, (ir.SwitchInstr,)):
+                return None             # (immediate arguments must stay constants)
+            positions.append((where, k, x, y))
+            _set_operand(ins_b, k, x)
+    if not positions or str(mod_a).replace(name_a, name_b) != str(mod_b):
+        return None
+    return positions
+
+
+def parametrize(mod, name, positions):
+    """Turn mod (the module derive's positions were found in, its first) into a template:
+    each position's constant becomes a load from the table (a slot each: two numbers equal
+    at two sizes may differ at a third, as ceil(n / 64) and n // 64 do), filled by the
+    exported `name + SETTER`. The Template, not yet compiled."""
+    text, n = str(mod), len(positions)
+    table = ir.GlobalVariable(mod, ir.ArrayType(I64, n), name=name + TABLE)
+    table.linkage = "internal"
+    table.initializer = ir.Constant(ir.ArrayType(I64, n), None)
+    table.align = 64
+    fns = _defined(mod)
+    # (every instruction found before any load goes in: the loads shift the entry blocks)
+    sites = [(_instruction_at(fns, where), k, slot, x)
+             for slot, (where, k, x, _) in enumerate(positions)]
+    for ins, k, slot, x in sites:
+        b = ir.IRBuilder()
+        b.position_at_start(ins.parent.parent.blocks[0])
+        p = b.gep(table, [ir.Constant(I64, 0), ir.Constant(I64, slot)], inbounds=True)
+        if isinstance(x.type, ir.IntType):
+            value = b.load(p, typ=I64)
+            if x.type.width < 64:
+                value = b.trunc(value, x.type)
+        else:
+            value = b.load(p, typ=x.type)
+        _set_operand(ins, k, value)
+    _setter(mod, name, table, n)
+    return Template(name, text, [(where, k, x) for where, k, x, _ in positions])
+
+
+def _setter(mod, name, table, n):
+    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [PTR]), name=name + SETTER)
+    fn.attributes.add("nounwind")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    copy = mod.declare_intrinsic("llvm.memcpy", [PTR, PTR, I64])
+    b.call(copy, [table, fn.args[0], ir.Constant(I64, 8 * n), ir.Constant(ir.IntType(1), 0)])
+    b.ret_void()
+
+
+def match(template, mod, name):
+    """The table of values under which template computes mod (a module lowered at another
+    size, named name), or None where mod differs in more than those numbers (mod is left
+    as it was then)."""
+    values, changed = [], []
+    fns = _defined(mod)
+    try:
+        for where, k, base in template.positions:
+            ins = _instruction_at(fns, where)
+            x = (ins.incomings[k][0] if isinstance(ins, ir.PhiInstr) else ins.operands[k])
+            if not _is_scalar_constant(x) or x.type != base.type:
+                return None
+            values.append((x.type, x.constant))
+            changed.append((ins, k, x))
+            _set_operand(ins, k, base)
+        if str(mod).replace(name, template.name) != template.text:
+            return None
+        return _pack(values)
+    except IndexError:
+        return None
+    finally:
+        for ins, k, x in changed:
+            _set_operand(ins, k, x)
+
+
+def base_table(template):
+    """The table of the size template was made at."""
+    return _pack([(base.type, base.constant) for _, _, base in template.positions])
+
+
+def _pack(values):
+    table = np.zeros(len(values), dtype=np.int64)
+    raw = table.view(np.uint8)
+    for i, (typ, c) in enumerate(values):
+        if isinstance(typ, ir.IntType):     # (two's complement: a trunc keeps the low bits)
+            table[i] = (int(c) + (1 << 63)) % (1 << 64) - (1 << 63)
+        elif isinstance(typ, ir.FloatType):
+            raw[8 * i:8 * i + 4] = np.frombuffer(struct.pack("<f", c), dtype=np.uint8)
+        else:
+            raw[8 * i:8 * i + 8] = np.frombuffer(struct.pack("<d", c), dtype=np.uint8)
+    return table
+
+
+def bind(fn, setter, table, lock):
+    """fn (a native entry, f(ctx)) running with table in the template's global: the shared
+    code serves Kernels of several sizes, one call at a time."""
+    address = table.ctypes.data
+
+    def call(ctx):
+        with lock:
+            setter(address)
+            fn(ctx)
+    call.table = table                  # (keeps the table alive with the call)
+    call.code = getattr(fn, "code", None)
+    return call
