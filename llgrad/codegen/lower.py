@@ -8,6 +8,8 @@ the memory and disk caches) into a Kernel.
 holds it (mid-compile) would leave it locked for good in the child: the child
 re-initialises it, and the locks of the libraries built under it (os.register_at_fork
 below; jit.py makes sure the child never inherits LLVM mid-call)."""
+import contextlib
+import gc
 import os
 import re
 import threading
@@ -44,6 +46,35 @@ def lower(graph, *, blas=True, opt=True, clusters=True, release=(), share_sizes=
     keys.key_for) in memory and in the disk cache first; a hit skips building the LLVM
     module, optimisation and code generation. The plan is always rebuilt from the graph
     (cheap, and the Kernel needs it), so a hit runs exactly the code that plan describes."""
+    with _gc_paused():
+        return _lower(graph, blas, opt, clusters, release, share_sizes)
+
+
+_gc_lock = threading.Lock()
+_gc_callers = [0, False]        # (lowerings under way, whether the collector was on before)
+
+
+@contextlib.contextmanager
+def _gc_paused():
+    """Python's cyclic collector off while a graph is lowered: the lowering makes some 10^5
+    objects, each allocation counting toward a full collection over the whole heap (the
+    traced graphs, the model), which took 40% of a lowering's time. The last of concurrent
+    lowerings puts the collector back as the first found it."""
+    with _gc_lock:
+        if _gc_callers[0] == 0:
+            _gc_callers[1] = gc.isenabled()
+            gc.disable()
+        _gc_callers[0] += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_callers[0] -= 1
+            if _gc_callers[0] == 0 and _gc_callers[1]:
+                gc.enable()
+
+
+def _lower(graph, blas, opt, clusters, release, share_sizes):
     traced = graph
     graph, plan, split, key, name, family = _prepare(graph, blas, opt, clusters, release)
     also = (name + TAIL,) if split else ()
@@ -159,8 +190,12 @@ def _pool_if_threaded(code):
 
 def _reinit_locks_in_child():
     from .lowerings import gemm
-    for lock in (_build_lock, gemm._lock):
+    for lock in (_build_lock, gemm._lock, _gc_lock):
         lock._at_fork_reinit()
+    if _gc_callers[0]:          # (a lowering on another thread of the parent: not here)
+        _gc_callers[0] = 0
+        if _gc_callers[1]:
+            gc.enable()
 
 
 if hasattr(os, "register_at_fork"):
