@@ -38,7 +38,9 @@ class _Internal(dict):
     __slots__ = ()
 
     def __missing__(self, filename):
-        internal = self[filename] = filename.startswith(_PKG_DIR) or filename in _PLUMBING
+        # (normalised: llgrad imported through a path with `..` names its frames so)
+        internal = self[filename] = os.path.abspath(filename).startswith(_PKG_DIR + os.sep) \
+            or filename in _PLUMBING
         return internal
 
 
