@@ -49,17 +49,26 @@ def routine(v):
     return inspect.isroutine(v) and not user_classes(type(v))
 
 
+# what Python itself caches on a class, not the user's state: copy.deepcopy(model) and
+# pickling set __slotnames__ (copyreg) on the model's class the first time
+_CACHES = frozenset(("__slotnames__",))
+
+
+def _held(c):
+    return ((k, v) for k, v in vars(c).items() if k not in _CACHES)
+
+
 def class_state(cls):
     """A guard value of what cls's user classes hold (None when it has none)."""
     classes = user_classes(cls)
     if not classes:
         return None
-    return tuple((c, tuple((k, Same(v)) for k, v in vars(c).items())) for c in classes)
+    return tuple((c, tuple((k, Same(v)) for k, v in _held(c))) for c in classes)
 
 
 def class_ids(cls):
     """The identities of what cls's user classes hold (a cache key of what they define)."""
-    return tuple(id(v) for c in user_classes(cls) for v in vars(c).values())
+    return tuple(id(v) for c in user_classes(cls) for _, v in _held(c))
 
 
 def class_containers(cls, path, done):
