@@ -7,8 +7,10 @@ between sizes (the default) and with code specialised to every size
 
 One thread (LLGRAD_NUM_THREADS=1). "first 3 calls" is the wall time of a size's first three
 calls (the first traces, the second builds the size's code; at the first size, an
-optimiser's first step runs eagerly before those); "per call" the median of 30 calls
-once every size has its code. The results of both processes are compared bit for bit."""
+optimiser's first step runs eagerly before those), each setting in its own process; "per
+call" the median of 40 calls once every size has its code, the shared and the specialised
+code timed in one process in alternating rounds (the first size's code is the same in
+both). The two processes' losses and parameters are compared bit for bit."""
 import argparse
 import json
 import os
@@ -65,18 +67,38 @@ def _child(kind, sizes):
         t = time.perf_counter()
         losses += [step(model, opt, *data[b]).item() for _ in range(3)]
         firsts[b] = time.perf_counter() - t
-    per_call = {}
-    for b in sizes:
-        ts = []
-        for _ in range(30):
-            t = time.perf_counter()
-            step(model, opt, *data[b])
-            ts.append(time.perf_counter() - t)
-        per_call[b] = float(np.median(ts))
     params = np.concatenate([p.detach().numpy().ravel() for p in model.parameters()])
-    print(json.dumps({"first": firsts, "per_call": per_call, "llvm": step.n_llvm_compiles,
-                      "traces": step.n_traces, "losses": losses,
+    traces, builds, per_call = step.n_traces, step.n_llvm_compiles, {}
+    if os.environ["LLGRAD_SHARE_SIZES"] == "1":
+        per_call = _per_call(step, model, opt, data, sizes)
+    print(json.dumps({"first": firsts, "per_call": per_call, "llvm": builds,
+                      "traces": traces, "losses": losses,
                       "params": params.tobytes().hex()[:4096]}))
+
+
+def _per_call(step, model, opt, data, sizes):
+    """Per-call medians of the shared code and of code specialised to each size, in this
+    process, in alternating rounds (a copy of the model and optimiser for the second)."""
+    import copy
+    import numpy as np
+    import llgrad
+    other_model, other_opt = copy.deepcopy((model, opt))
+    other = llgrad.compile(step.fn, recompile_limit=len(sizes) + 2)
+    os.environ["LLGRAD_SHARE_SIZES"] = "0"
+    for b in sizes:
+        for _ in range(3):
+            other(other_model, other_opt, *data[b])
+    os.environ["LLGRAD_SHARE_SIZES"] = "1"
+    times = {(b, k): [] for b in sizes for k in ("shared", "specialised")}
+    for _ in range(5):
+        for b in sizes:
+            for k, (f, m, o) in (("shared", (step, model, opt)),
+                                 ("specialised", (other, other_model, other_opt))):
+                for _ in range(8):
+                    t = time.perf_counter()
+                    f(m, o, *data[b])
+                    times[(b, k)].append(time.perf_counter() - t)
+    return {f"{b} {k}": float(np.median(v)) for (b, k), v in times.items()}
 
 
 def _run(kind, sizes, share):
@@ -109,7 +131,7 @@ def main(argv=None):
     print("|---|---|---|---|---|---|")
     for b in sizes:
         k = str(b)
-        a, s = shared["per_call"][k], spec["per_call"][k]
+        a, s = shared["per_call"][f"{b} shared"], shared["per_call"][f"{b} specialised"]
         print(f"| {b} | {shared['first'][k] * 1e3:.0f} ms | {spec['first'][k] * 1e3:.0f} ms | "
               f"{a * 1e3:.2f} ms | {s * 1e3:.2f} ms | {a / s:.2f} |")
     tot = sum(shared["first"].values()), sum(spec["first"].values())
