@@ -14,6 +14,7 @@ import os
 import re
 import threading
 import warnings
+import weakref
 
 from . import control  # noqa: F401  (cond, while_loop: their lowerings join the table)
 from .build import (Unsupported, blas_available, emit_plan, plan_graph,  # noqa: F401
@@ -91,9 +92,9 @@ def _lower(graph, blas, opt, clusters, release, share_sizes):
                 compiled = jit.compile_module(mod, [name, *also], opt=opt, key=key)
             else:
                 compiled, name, bind, built = shared
-        if bind is None and share_sizes:
-            jit.jit().size_families.remember(family, key, (traced, blas, opt, clusters,
-                                                           release))
+        if bind is None and share_sizes:    # (weakly: a function that is gone frees it)
+            jit.jit().size_families.remember(family, key, (weakref.ref(traced), blas, opt,
+                                                           clusters, release))
     kernel = Kernel(traced, plan, compiled, name, split, bind=bind)
     kernel.cache_key, kernel.built_llvm = key, built
     kernel.shares_sizes = bind is not None
@@ -150,8 +151,12 @@ def _shared(plan, split, name, key, family, also, opt):
             return t.compiled, t.name, _binder(t, table), False
     if last is None or last[0] == key:
         return None
+    graph_ref, *options = last[1]
+    graph = graph_ref()
+    if graph is None:
+        return None
     try:
-        _, plan, split, _, _, _ = _prepare(*last[1])
+        _, plan, split, _, _, _ = _prepare(graph, *options)
     except Unsupported:
         return None
     previous = _emit(plan, name, split, shared=True)

@@ -24,7 +24,8 @@ class Families:
             return self._last.get(family)
 
     def remember(self, family, key, args):
-        """Note a specialised lowering of family (its key and lower()'s arguments)."""
+        """Note a specialised lowering of family: its key and lower()'s arguments (the graph
+        by weak reference)."""
         with self._lock:
             self._last.pop(family, None)
             self._last[family] = (key, args)
