@@ -98,6 +98,7 @@ def _lower(graph, blas, opt, clusters, release, share_sizes):
     kernel = Kernel(traced, plan, compiled, name, split, bind=bind)
     kernel.cache_key, kernel.built_llvm = key, built
     kernel.shares_sizes = bind is not None
+    kernel.size_table = bind.table if bind is not None else None     # (for dumps)
     return kernel
 
 
@@ -181,7 +182,11 @@ def _shared(plan, split, name, key, family, also, opt):
 
 def _binder(template, table):
     setter = Kernel._native_fn(template.compiled.address(template.name + size_params.SETTER))
-    return lambda fn: size_params.bind(fn, setter, table, template.lock)
+
+    def bind(fn):
+        return size_params.bind(fn, setter, table, template.lock)
+    bind.table = table
+    return bind
 
 
 def _pool_if_threaded(code):

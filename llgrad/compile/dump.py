@@ -68,6 +68,11 @@ def format_entry(entry, python=False, llvm=False, asm=False):
                     parts.append(f"split: groups {start}.. run after inputs "
                                  f"{list(released)} are let go of; they allocate output "
                                  f"slots {list(late)}")
+                table = getattr(k, "size_table", None)
+                if table is not None:
+                    parts.append(f"shared between sizes: the code below is {k.entry_name}'s, "
+                                 f"whose {len(table)} size-dependent numbers this size gives as "
+                                 f"@{k.entry_name}_size_table = {table.tolist()}")
                 parts += [f"== {which} LLVM IR (before optimisation) ==", k.ir_before,
                           f"== {which} LLVM IR (after optimisation) ==", k.ir_after]
     if asm:

@@ -186,3 +186,14 @@ def test_modules_that_differ_in_more_than_numbers_share_nothing():
     b.functions[0].blocks[2].instructions[1].opname = "sub"   # (add -> sub)
     b.functions[0].blocks[2].instructions[1]._clear_string_cache()
     assert size_params.derive(a, "entry_a", b, "entry_a") is None
+
+
+def test_the_dump_says_which_code_a_size_shares(fresh_cache):
+    from llgrad.compile.dump import format_entry
+    f = llgrad.compile(lambda x: (x * 2.0).sum(1).exp().sum())
+    for n in (8, 6, 5):
+        for _ in range(2):
+            f(llgrad.randn(n, 3))
+    lines = [line for line in format_entry(f.entries[-1], llvm=True).splitlines()
+             if line.startswith("shared between sizes")]
+    assert len(lines) == 1 and lines[0].endswith("_size_table = [5, 5]")
