@@ -3,9 +3,9 @@ lowering and any LLVM build) and the speed of the code that then runs, with code
 between sizes (the default) and with code specialised to every size
 (LLGRAD_SHARE_SIZES=0), each in a fresh process with a cold kernel cache.
 
-    python bench/batch_sizes.py [--sizes 32,24,17,9,40,3,12,64] [--model gpt|mlp]
+    python bench/batch_sizes.py [--sizes 32,24,17,9,40,3,12,64] [--model gpt|mlp] [--threads 1]
 
-One thread (LLGRAD_NUM_THREADS=1). "first 3 calls" is the wall time of a size's first three
+One thread unless --threads says otherwise (LLGRAD_NUM_THREADS). "first 3 calls" is the wall time of a size's first three
 calls (the first traces, the second builds the size's code; at the first size, an
 optimiser's first step runs eagerly before those), each setting in its own process; "per
 call" the median of 40 calls once every size has its code, the shared and the specialised
@@ -101,8 +101,8 @@ def _per_call(step, model, opt, data, sizes):
     return {f"{b} {k}": float(np.median(v)) for (b, k), v in times.items()}
 
 
-def _run(kind, sizes, share):
-    env = dict(os.environ, LLGRAD_NUM_THREADS="1", LLGRAD_COMPILE="sync",
+def _run(kind, sizes, share, threads):
+    env = dict(os.environ, LLGRAD_NUM_THREADS=str(threads), LLGRAD_COMPILE="sync",
                LLGRAD_SHARE_SIZES="1" if share else "0", LLGRAD_QUIET="1")
     with tempfile.TemporaryDirectory() as cache:
         env["LLGRAD_CACHE_DIR"] = cache
@@ -116,14 +116,16 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default="32,24,17,9,40,3,12,64")
     p.add_argument("--model", default="gpt", choices=["gpt", "mlp"])
+    p.add_argument("--threads", type=int, default=1)
     p.add_argument("--child", default=None)
     args = p.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     if args.child:
         return _child(args.child, sizes)
-    shared, spec = _run(args.model, sizes, True), _run(args.model, sizes, False)
+    shared = _run(args.model, sizes, True, args.threads)
+    spec = _run(args.model, sizes, False, args.threads)
     same = shared["losses"] == spec["losses"] and shared["params"] == spec["params"]
-    print(f"{args.model} training step, sizes {sizes}, 1 thread, cold cache")
+    print(f"{args.model} training step, sizes {sizes}, {args.threads} thread(s), cold cache")
     print(f"LLVM builds: shared {shared['llvm']}, specialised {spec['llvm']}; traces: "
           f"{shared['traces']} and {spec['traces']}; results bitwise equal: {same}")
     print("| batch | first 3 calls, shared | specialised | per call, shared | "
