@@ -85,9 +85,12 @@ def _lower(graph, blas, opt, clusters, release, share_sizes):
         compiled = jit.lookup(key, name, before_load=_pool_if_threaded, also=also)
         built = compiled is None
         if built:
-            shared = _shared(plan, split, name, key, family, also, opt) if share_sizes \
-                else None
+            shared, emitted = _shared(plan, split, name, key, family, also, opt) \
+                if share_sizes else (None, False)
             if shared is None:
+                if emitted:     # (a plan is emitted once: its groups' states keep what the
+                    # first emission made, as a region's function and its slots)
+                    graph, plan, split = _prepare(traced, blas, opt, clusters, release)[:3]
                 mod = _emit(plan, name, split)
                 compiled = jit.compile_module(mod, [name, *also], opt=opt, key=key)
             else:
@@ -136,34 +139,34 @@ def _emit(plan, name, split, shared=False):
 
 
 def _shared(plan, split, name, key, family, also, opt):
-    """(compiled, entry name, bind, built) of code shared with the family's other sizes
-    (size_params.py), or None: specialise."""
+    """((compiled, entry name, bind, built) of code shared with the family's other sizes
+    (size_params.py), or None: specialise; whether plan was emitted)."""
     families = jit.jit().size_families
     if os.environ.get("LLGRAD_SHARE_SIZES", "1") == "0" or families.refused(family):
-        return None
+        return None, False
     last = families.last(family)
     templates = families.templates(family)
     if not templates and (last is None or last[0] == key):
-        return None
+        return None, False
     mod = _emit(plan, name, split, shared=True)
     for t in templates:
         table = size_params.match(t, mod, name)
         if table is not None:
-            return t.compiled, t.name, _binder(t, table), False
+            return (t.compiled, t.name, _binder(t, table), False), True
     if last is None or last[0] == key:
-        return None
+        return None, True
     graph_ref, *options = last[1]
     graph = graph_ref()
     if graph is None:
-        return None
+        return None, True
     try:
         _, plan, split, _, _, _ = _prepare(graph, *options)
     except Unsupported:
-        return None
+        return None, True
     previous = _emit(plan, name, split, shared=True)
     positions = size_params.derive(mod, name, previous, name)
     if positions is None:
-        return None
+        return None, True
     t = size_params.parametrize(mod, name, positions)
     entries = [name, name + size_params.SETTER, *also]
     tkey = keys.key_for(str(mod), "sizes")
@@ -175,9 +178,9 @@ def _shared(plan, split, name, key, family, also, opt):
     except Exception as e:      # (LLVM refused a parameter where it wants a constant)
         families.refuse(family)
         warnings.warn(f"llgrad: sizes not shared for {name}: {e}", RuntimeWarning)
-        return None
+        return None, True
     families.add(family, t)
-    return t.compiled, t.name, _binder(t, size_params.base_table(t)), built
+    return (t.compiled, t.name, _binder(t, size_params.base_table(t)), built), True
 
 
 def _binder(template, table):

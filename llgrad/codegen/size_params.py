@@ -22,9 +22,11 @@ its number showing in the text where the template's is expected.
 
 The table is a global of the module, written through `<entry>_sizes(ptr)` before each call
 (`bind`), under a lock: Kernels of different sizes share the code."""
+import os
 import re
 import struct
 import threading
+import weakref
 
 import numpy as np
 from llvmlite import ir
@@ -54,6 +56,21 @@ class Template:
         self.name, self.text, self.positions = name, text, positions
         self.compiled = None
         self.lock = threading.Lock()
+        _templates.add(self)
+
+
+# every live Template: a child forked while another thread of the parent ran shared code
+# would inherit its lock held for good (and hang on its first call of that code)
+_templates = weakref.WeakSet()
+
+
+def _reinit_locks_in_child():
+    for t in list(_templates):
+        t.lock._at_fork_reinit()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reinit_locks_in_child)
 
 
 def _operand_lists(mod):
@@ -196,10 +213,11 @@ def _pack(values):
     for i, (typ, c) in enumerate(values):
         if isinstance(typ, ir.IntType):     # (two's complement: a trunc keeps the low bits)
             table[i] = (int(c) + (1 << 63)) % (1 << 64) - (1 << 63)
-        elif isinstance(typ, ir.FloatType):
-            raw[8 * i:8 * i + 4] = np.frombuffer(struct.pack("<f", c), dtype=np.uint8)
+        elif isinstance(typ, ir.FloatType):     # (packed as llvmlite rounds a float
+            # constant, natively: inf past float32's range, where "<f" raises OverflowError)
+            raw[8 * i:8 * i + 4] = np.frombuffer(struct.pack("f", c), dtype=np.uint8)
         else:
-            raw[8 * i:8 * i + 8] = np.frombuffer(struct.pack("<d", c), dtype=np.uint8)
+            raw[8 * i:8 * i + 8] = np.frombuffer(struct.pack("d", c), dtype=np.uint8)
     return table
 
 

@@ -309,10 +309,11 @@ def _emit(plan, group, fg):
         flat = out.with_strides((1,))
         b = fg.b
         with for_range(b, 0, geo.o * geo.k, name="dw") as e:
-            acc = fg.load(part, [c(0), e])
-            for t in range(1, st["chunks"]):
-                acc = fg.sg.add(acc, fg.load(part, [c(t), e]))
-            fg.store(acc, flat, [e])
+            # (a loop, not unrolled here: the code is the same for every chunk count, so
+            # batch sizes share it, codegen/size_params.py; LLVM unrolls a constant one)
+            fg.store(fg.load(part, [c(0), e]), flat, [e])
+            with for_range(b, 1, st["chunks"], name="chunk") as t:
+                fg.store(fg.sg.add(fg.load(flat, [e]), fg.load(part, [t, e])), flat, [e])
 
 
 for _op in ("convolution", "convolution_backward_input", "convolution_backward_weight"):

@@ -282,7 +282,8 @@ def emit(plan, group, fg):
         b = fg.b
         with loop_nest(b, (geo.o, geo.cg, geo.kh, geo.kw), name="dw") as (o, ch, i, j):
             k = b.add(b.mul(i, c(geo.kw)), j)
-            acc = fg.load(part, [c(0), k, o, ch])
-            for t in range(1, st["chunks"]):
-                acc = fg.sg.add(acc, fg.load(part, [c(t), k, o, ch]))
-            fg.store(acc, out, [o, ch, i, j])
+            # (a loop, as in ops_conv.py: the same code for every chunk count)
+            fg.store(fg.load(part, [c(0), k, o, ch]), out, [o, ch, i, j])
+            with for_range(b, 1, st["chunks"], name="chunk") as t:
+                acc = fg.sg.add(fg.load(out, [o, ch, i, j]), fg.load(part, [t, k, o, ch]))
+                fg.store(acc, out, [o, ch, i, j])
