@@ -1,6 +1,7 @@
 """llgrad.multiprocessing, as torch.multiprocessing: Python's multiprocessing (llgrad's
-tensors are NumPy arrays, pickled like any other object: no shared-memory reductions to
-register), the sharing-strategy settings scripts set, and spawn(fn, args, nprocs).
+tensors are NumPy arrays, pickled as copies, but those share_memory_ moved to shared memory
+reach another process as that memory: runtime/process_sharing.py), the sharing-strategy
+settings scripts set, and spawn(fn, args, nprocs).
 
 A distributed job runs on MPI here (`mpiexec -n N python train.py`, llgrad.distributed): a
 process spawn() starts is a job of one rank of its own, so init_process_group there sees a
@@ -27,7 +28,7 @@ def get_sharing_strategy():
 
 
 def set_sharing_strategy(new_strategy):
-    """Kept for scripts that set it: NumPy-backed tensors are pickled, not shared."""
+    """Kept for scripts that set it: shared memory always travels as a file descriptor."""
     if new_strategy not in _STRATEGIES:
         raise AssertionError(f"invalid sharing strategy {new_strategy!r}")
     _strategy[0] = new_strategy

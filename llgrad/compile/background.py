@@ -203,9 +203,22 @@ def _work(q, build_now):
         del job, entry          # (not kept alive by this thread until the next build)
 
 
+def _drop_half_imported():
+    """Forget the modules of llgrad and LLVM's binding that the parent's worker was still
+    importing when the process forked: the child holds their half-run bodies with no thread
+    to finish them, and its own build failed on a name not yet defined ("partially
+    initialized module"); forgotten, the child's build imports them afresh."""
+    for name, m in list(sys.modules.items()):
+        if name.startswith(("llgrad.", "llvmlite")) and \
+                getattr(getattr(m, "__spec__", None), "_initializing", False):
+            del sys.modules[name]
+
+
 def _after_fork_in_child():
     global _lock
     _lock = threading.Lock()
+    if _switch["builds"]:           # (a build was under way on another thread of the parent)
+        _drop_half_imported()
     if _switch["saved"] is not None and _switch["builds"]:     # (no build runs here)
         sys.setswitchinterval(_switch["saved"])
     _switch.update(builds=0, saved=None)

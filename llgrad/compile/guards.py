@@ -13,7 +13,7 @@ from ..runtime.symbolic_scalar import scalar_input
 from ..runtime.tensor import Tensor
 from .arrays import arrays_as_tensors, wrappable
 from .code_reads import (function_parts, global_names, module_attributes, unguarded_reads,
-                         users_file)
+                         users_file, users_module)
 from .class_state import (LIBRARIES as _LIBRARIES, Same, bound, class_containers, class_ids,
                           class_state, held, routine, slotted, user_classes)
 from .guard_values import _SCALARS, _scalar_set, outline, scalar_guard
@@ -204,8 +204,9 @@ def followed_reads(f):
 
 
 def _children(f, path):
-    return [(f"{path}_{name}", v) for name, kind, _, v in followed_reads(f)
-            if kind in ("cell", "global", "module", "attr")]
+    # (a module of the user's it names is walked through the attributes it reads, as fn's)
+    return [(f"{path}_{name}", v) for name, kind, _, v in followed_reads(f) if kind in ("module",
+            "attr") or kind in ("cell", "global") and not (inspect.ismodule(v) and users_module(v))]
 
 
 def _followed(v):

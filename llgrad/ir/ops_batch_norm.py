@@ -87,8 +87,9 @@ def _reference(x, w, b, mean, var, training, eps):
                               for v in (x, w, b, mean, var))
     dims = (0,) + tuple(range(2, x.ndim))
     if training:
-        mean = x.mean(axis=dims, keepdims=True)
-        var = ((x - mean) ** 2).mean(axis=dims, keepdims=True)
+        with np.errstate(over="ignore", invalid="ignore"):  # (ndarray.mean warns as numpy's)
+            mean = x.mean(axis=dims, keepdims=True)
+            var = ((x - mean) ** 2).mean(axis=dims, keepdims=True)
     else:
         mean, var = _bn_shape(x, mean), _bn_shape(x, var)
     y = (x - mean) / np.sqrt(var + eps)

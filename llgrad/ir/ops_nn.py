@@ -121,9 +121,10 @@ def _layer_norm(x, w, b, normalized_ndim, eps):
     dt = x.dtype
     if dt == np.float16:    # (computed in float32 and rounded once, as PyTorch's kernel)
         x, w, b = (None if a is None else a.astype(np.float32) for a in (x, w, b))
-    mu = x.mean(axis=dims, keepdims=True)
-    xc = x - mu
-    var = (xc * xc).mean(axis=dims, keepdims=True)
+    with np.errstate(over="ignore", invalid="ignore"):   # (ndarray.mean warns as NumPy's module)
+        mu = x.mean(axis=dims, keepdims=True)
+        xc = x - mu
+        var = (xc * xc).mean(axis=dims, keepdims=True)
     y = xc / np.sqrt(var + eps)
     if w is not None:
         y = y * w

@@ -244,9 +244,10 @@ def _group_norm(x, w, b, num_groups, eps):
     if dt == np.float16:    # (computed in float32 and rounded once, as PyTorch's kernel)
         x, w, b = (None if a is None else a.astype(np.float32) for a in (x, w, b))
     xr = x.reshape(_groups(x.shape, num_groups))
-    mu = xr.mean(axis=-1, keepdims=True)
-    xc = xr - mu
-    var = (xc * xc).mean(axis=-1, keepdims=True)
+    with np.errstate(over="ignore", invalid="ignore"):   # (ndarray.mean warns as NumPy's module)
+        mu = xr.mean(axis=-1, keepdims=True)
+        xc = xr - mu
+        var = (xc * xc).mean(axis=-1, keepdims=True)
     y = (xc / np.sqrt(var + eps)).reshape(x.shape)
     cshape = (1, c) + (1,) * (x.ndim - 2)
     if w is not None:

@@ -76,7 +76,9 @@ def _mean(x, dim=None, keepdim=False):
     r = _middle_sum(x, dim, keepdim)
     if r is not None:       # (np.mean's division: by its intp count, into the sum)
         return np.true_divide(r, np.intp(x.shape[dim[0]]), out=r, casting="unsafe")
-    return np.asarray(np.mean(x, axis=dim, keepdims=keepdim))
+    with np.errstate(over="ignore", invalid="ignore"):  # (PyTorch is silent; NumPy's
+        # wrappers warn as numpy's modules, which dispatch.py's filter does not cover)
+        return np.asarray(np.mean(x, axis=dim, keepdims=keepdim))
 
 
 defop("mean", _mean,
@@ -104,8 +106,9 @@ def _prod_vjp(c, g):
 
 
 def _prod(x, dim=None, keepdim=False):
-    return np.asarray(np.prod(x, axis=dim, keepdims=keepdim,
-                              dtype=np.int64 if x.dtype.kind in "biu" else None))
+    with np.errstate(over="ignore", invalid="ignore"):   # (as _mean's)
+        return np.asarray(np.prod(x, axis=dim, keepdims=keepdim,
+                                  dtype=np.int64 if x.dtype.kind in "biu" else None))
 
 
 defop("prod", _prod, kind="reduce", save=("self", "result"),
@@ -200,7 +203,8 @@ def _var64(x, dim, correction, keepdim):
     n = x.size if dim is None else \
         math.prod(x.shape[d] for d in ((dim,) if isinstance(dim, int) else dim))
     if n - correction > 0:
-        return np.asarray(np.var(x, axis=dim, ddof=correction, keepdims=keepdim, dtype=acc))
+        with np.errstate(over="ignore", invalid="ignore"):   # (as _mean's)
+            return np.asarray(np.var(x, axis=dim, ddof=correction, keepdims=keepdim, dtype=acc))
     with warnings.catch_warnings():     # the caller gave PyTorch's one warning already
         warnings.simplefilter("ignore", RuntimeWarning)
         return np.asarray(np.var(x, axis=dim, ddof=correction, keepdims=keepdim, dtype=acc))
@@ -302,7 +306,8 @@ defop("log_softmax", _log_softmax, save=("result",), grad_fn="LogSoftmaxBackward
 def _cumsum(x, dim):
     # np.cumsum of a 0-d array is 1-d: keep x's shape (float16 summed in float32, as PyTorch)
     acc = np.int64 if x.dtype.kind in "biu" else np.float32 if x.dtype == np.float16 else None
-    r = np.cumsum(x, axis=dim, dtype=acc)
+    with np.errstate(over="ignore", invalid="ignore"):   # (as _mean's)
+        r = np.cumsum(x, axis=dim, dtype=acc)
     if acc is not np.int64:     # (PyTorch's sum starts from +0: a leading -0 is +0)
         r += 0.0
     return r.reshape(x.shape).astype(np.float16 if x.dtype == np.float16 else acc or x.dtype,

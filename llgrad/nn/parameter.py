@@ -1,9 +1,12 @@
 """torch.nn.parameter: Parameter (a tensor a Module registers as a parameter), Buffer, and the
 uninitialised parameters and buffers of lazy modules (layers_lazy.py), which hold no data until
 `materialize(shape)` fills the same tensor object in place."""
+from multiprocessing import reduction
+
 import numpy as np
 
 from ..runtime.creation import empty
+from ..runtime.process_sharing import reduce_for_process
 from ..runtime.tensor import Tensor
 
 __all__ = ["Parameter", "Buffer", "UninitializedParameter", "UninitializedBuffer",
@@ -148,3 +151,7 @@ class UninitializedBuffer(UninitializedTensorMixin, Tensor):
 
 def is_lazy(t):
     return isinstance(t, UninitializedTensorMixin)
+
+
+# a parameter in shared memory reaches another process as that memory (Hogwild's workers)
+reduction.ForkingPickler.register(Parameter, lambda p: reduce_for_process(p, Parameter))

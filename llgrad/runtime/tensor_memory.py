@@ -4,15 +4,14 @@ factories, and __array_wrap__ (np.exp(t) is a tensor); Tensor.share_memory_ /
 is_shared, pin_memory / is_pinned, output_nr, and the deprecated out-of-place resize /
 resize_as.
 
-share_memory_ moves the storage into an anonymous shared mapping (mmap), so a process
-forked afterwards (multiprocessing's Hogwild pattern) writes into the same memory, as
-torch's shared memory does. llgrad cannot move memory under other tensors that view the
-storage (NumPy views hold their own pointers), so a storage other tensors share is refused
-with an error naming the workaround. A shared storage cannot grow (resize_), as in PyTorch.
-Pinned memory is an accelerator's: on the CPU-only build pin_memory() raises torch's
-error and is_pinned() is False."""
+share_memory_ moves the storage into a shared mapping (process_sharing.py), so a process
+forked afterwards, or given the tensor through multiprocessing (Hogwild's pattern), writes
+into the same memory, as torch's shared memory does. llgrad cannot move memory under other
+tensors that view the storage (NumPy views hold their own pointers), so a storage other
+tensors share is refused with an error naming the workaround. A shared storage cannot
+grow (resize_), as in PyTorch. Pinned memory is an accelerator's: on the CPU-only build
+pin_memory() raises torch's error and is_pinned() is False."""
 import gc
-import mmap
 import sys
 import warnings
 
@@ -27,6 +26,7 @@ from .dispatch import scalar_type_name
 from .functions import export
 from .functions_settings import warn_once
 from .numpy_scalars import python_number
+from .process_sharing import mapping_of, shared_mapping
 from .shapes import unpack_shape
 from .tensor import Storage, Tensor
 
@@ -49,25 +49,17 @@ def is_pinned(self, device=None):
     return False
 
 
-def _mapping(arr):
-    """The mmap under arr (through NumPy bases and memoryviews), or None."""
-    while arr is not None:
-        if isinstance(arr, mmap.mmap):
-            return arr
-        arr = arr.obj if isinstance(arr, memoryview) else getattr(arr, "base", None)
-    return None
-
-
 def is_shared(self):
     """As torch.Tensor.is_shared: whether share_memory_ moved the storage to shared memory."""
-    return _mapping(self._storage.base) is not None
+    return mapping_of(self._storage.base) is not None
 
 
 def share_memory_(self):
     """As torch.Tensor.share_memory_: move the storage into shared memory (a no-op when it is
-    there already); returns self. Processes forked afterwards see each other's writes."""
+    there already); returns self. Processes forked afterwards, or given the tensor through
+    multiprocessing, see each other's writes."""
     st = self._storage
-    if _mapping(st.base) is not None:
+    if mapping_of(st.base) is not None:
         return self
     tracer = trace_state.state.tracer
     if tracer is not None:
@@ -76,7 +68,7 @@ def share_memory_(self):
     if not base.flags.c_contiguous:
         raise RuntimeError("share_memory_: the tensor's memory is a strided NumPy array given "
                            "to from_numpy: clone() it first")
-    mm = mmap.mmap(-1, max(base.nbytes, 1))
+    mm = shared_mapping(base.nbytes)
     shared = np.ndarray(base.shape, base.dtype, buffer=mm)
     shared[...] = base
     # every tensor over this memory moves with it (PyTorch moves the storage under all its

@@ -33,13 +33,14 @@ count `set_num_threads` sets), except while a kernel is in the shim. Where the s
 be built, kernels call OpenBLAS directly, as before."""
 import ctypes
 import os
+import threading
 
 from llvmlite import ir
 
 # (the pool the shims run chunks on; its import publishes the cpus.py words the pool's
 # code links against, before any shim is linked)
 from ..lowerings.pool import ensure_pool
-from . import jit, keys
+from . import disk_only, jit, keys
 from .openblas import GETTERS, SETTERS, libraries, thread_setter
 from .threadcount import COUNT as _COUNT
 from .threadcount import RUN as _RUN
@@ -74,13 +75,27 @@ _CANDIDATES = {
 }
 
 
+# one search at a time: another thread waits for its symbols to be given to the JIT (it
+# took "none found" from a search under way, or loaded a cached object calling a routine not
+# yet given, which LLVM aborts the process on); the searching thread's own shim build, asking
+# again, is told none (re-entrant lock)
+_search_lock = threading.RLock()
+_searching = []
+
+
 def gemm_symbols():
     """{dtype: (symbol, int_bits)} for the gemm routines found (empty when none is)."""
     global _found
     if _found is None:
-        _found = {}
-        if os.environ.get("LLGRAD_BLAS", "1") != "0":
-            _found = _search()
+        with disk_only.held(_search_lock):
+            if _found is None:
+                if _searching:
+                    return {}
+                _searching.append(True)
+                try:
+                    _found = _search() if os.environ.get("LLGRAD_BLAS", "1") != "0" else {}
+                finally:
+                    _searching.clear()
     return _found
 
 
@@ -351,6 +366,9 @@ def set_num_threads(n):
 
 
 def _after_fork_in_child():
+    global _search_lock
+    _search_lock = threading.RLock()     # (a thread of the parent may have been searching)
+    _searching.clear()
     ctypes.memset(_MUTEX, 0, 64)         # (a thread of the parent may have held it)
     if _users.value > 0:                 # (kernels of the parent's threads were inside)
         _users.value = 0
