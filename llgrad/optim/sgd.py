@@ -9,7 +9,8 @@ from .optimizer import LrT, Optimizer, ParamsT, _as_number, _check_lr, _for_loop
 
 class SGD(Optimizer):
     """Stochastic gradient descent with momentum, dampening, weight decay, Nesterov and
-    maximize, as torch.optim.SGD (PyTorch's single-tensor update rule). A compiled step
+    maximize, as torch.optim.SGD (PyTorch's single-tensor update rule; with foreach=True,
+    Nesterov's update leaves .grad as PyTorch's foreach rule does). A compiled step
     reads lr and momentum at each call (a schedule does not re-trace it)."""
     dynamic_hypers = ("lr", "momentum")
 
@@ -52,7 +53,11 @@ class SGD(Optimizer):
             weight_decay = group["weight_decay"]
             # the eager update without the dispatcher's bookkeeping where it applies
             # (_eager_sgd.py: the same ops, the same values and versions)
-            fast = _eager_sgd.settings(group)
+            # torch's foreach=True update adds Nesterov's momentum into .grad itself (its
+            # grads are the user's tensors unless maximize or weight decay copied them)
+            into_grad = group["foreach"] is True and group["nesterov"] and \
+                weight_decay == 0 and not group["maximize"]
+            fast = None if into_grad else _eager_sgd.settings(group)
             loc = _eager_sgd.where() if fast is not None else None
             for p in group["params"]:
                 if p.grad is None:
@@ -70,7 +75,8 @@ class SGD(Optimizer):
                     else:
                         buf.mul_(_as_number(momentum, buf)).add_(grad, alpha=1 - dampening)
                     if group["nesterov"]:
-                        grad = grad.add(buf, alpha=_as_number(momentum, buf))
+                        nesterov = grad.add_ if into_grad else grad.add
+                        grad = nesterov(buf, alpha=_as_number(momentum, buf))
                     else:
                         grad = buf
                 p.add_(grad, alpha=-_as_number(lr, p))

@@ -37,11 +37,12 @@ import warnings
 
 import astunparse
 
+from ..runtime.user_frames import user_stacklevel
 from . import control
 from .rebuild import build, filled, function_node
-from .rules import (always_returns, assigned, branches, contains, declared, definitely,
-                    exposed, is_super_call, loads, normalize_returns, returned_assignments,
-                    unsupported)
+from .rules import (ARITHMETIC, CASTS, COMPARISONS, always_returns, assigned, branches,
+                    contains, declared, definitely, displayed, exposed, is_super_call, loads,
+                    normalize_returns, returned_assignments, single_comparison, unsupported)
 
 AG = "ag__"
 _OPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!=",
@@ -88,7 +89,7 @@ def _fallback(fn, why):
     name = getattr(fn, "__qualname__", repr(fn))
     warnings.warn(f"llgrad.compile: {name} is traced without converting its control flow "
                   f"({why}); tensor-dependent if/while in it become value guards",
-                  RuntimeWarning, stacklevel=4)
+                  RuntimeWarning, stacklevel=user_stacklevel())
     return fn, None
 
 
@@ -106,25 +107,6 @@ def _through_decorator(fn, inner, control_flow):
     new.__kwdefaults__, new.__qualname__ = fn.__kwdefaults__, fn.__qualname__
     new.__wrapped__ = conv
     return new, src
-
-
-def _displayed(e):
-    """The expressions standing in a return value: itself, the items of its tuple, list
-    and dict displays, the operands of its arithmetic (returned.py)."""
-    if isinstance(e, (ast.Tuple, ast.List)):
-        return [x for item in e.elts for x in _displayed(item)]
-    if isinstance(e, ast.Dict):
-        return [x for item in e.values for x in _displayed(item)]
-    if isinstance(e, (ast.BinOp, ast.UnaryOp)) and type(e.op) in _ARITHMETIC:
-        return [x for item in ([e.left, e.right] if isinstance(e, ast.BinOp) else [e.operand])
-                for x in _displayed(item)]
-    return [e]
-
-
-# the arithmetic a returned number may go through and stay an output (returned.py)
-_ARITHMETIC = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
-               ast.Mod: "%", ast.Pow: "**", ast.USub: "-", ast.UAdd: "+"}
-_CASTS = ("float", "int", "round", "abs")      # (returned_call: returned.py)
 
 
 def _call(name, args):
@@ -167,7 +149,7 @@ class _Converter:
         self.top = {id(st) for st in body}
         self.returned_names = {id(n) for st in ast.walk(ast.Module(body, []))
                                if isinstance(st, ast.Return) and st.value is not None
-                               for n in _displayed(st.value) if isinstance(n, ast.Name)}
+                               for n in displayed(st.value) if isinstance(n, ast.Name)}
         self.item_assigns = returned_assignments(body, self.returned_names)
         fdef.body = self.block(body, set(params))
         return ast.fix_missing_locations(fdef)
@@ -237,13 +219,18 @@ class _Converter:
             e.value = self.returned(e.value, assigned)
         elif isinstance(e, ast.Dict):
             e.values = [self.returned(x, assigned) for x in e.values]
-        elif isinstance(e, (ast.BinOp, ast.UnaryOp)) and type(e.op) in _ARITHMETIC:
+        elif isinstance(e, (ast.BinOp, ast.UnaryOp)) and type(e.op) in ARITHMETIC:
             self.changed = True     # (ag__.returned_binop / _unop: returned.py)
             args = [e.left, e.right] if isinstance(e, ast.BinOp) else [e.operand]
             return ast.copy_location(_call(f"returned_{'bin' if len(args) == 2 else 'un'}op", [
-                ast.Constant(_ARITHMETIC[type(e.op)])] + [self.returned(x, assigned)
+                ast.Constant(ARITHMETIC[type(e.op)])] + [self.returned(x, assigned)
                                                           for x in args]), e)
-        elif isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id in _CASTS \
+        elif single_comparison(e):
+            self.changed = True
+            return ast.copy_location(_call("returned_binop", [
+                ast.Constant(COMPARISONS[type(e.ops[0])]), self.returned(e.left, assigned),
+                self.returned(e.comparators[0], assigned)]), e)
+        elif isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id in CASTS \
                 and 1 <= len(e.args) <= 2 and not e.keywords:       # float(x.item()), round
             number = self.returned(e.args[0], assigned)
             if number is not e.args[0]:     # (float(loss) stays: its warning is eager's)

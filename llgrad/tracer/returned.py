@@ -9,7 +9,8 @@ which while tracing gives a ReturnedScalar: the tensor is an output of the graph
 compiled call returns its value as a Python number (no guard, no trace per value).
 
 Python arithmetic with numbers on it in the return value (`return loss.item() / n`,
-`-x.item()`, `round(x.item(), 4)`: the rewrite makes it returned_binop / returned_unop /
+`-x.item()`, `round(x.item(), 4)`, a comparison `loss.item() < limit`: the rewrite makes it
+returned_binop / returned_unop /
 returned_call) stays an output: the
 compiled call computes it in Python on the number it reads (`post`), so the result is
 eager's to the last bit. With anything else (a tensor, another returned number) the number
@@ -53,7 +54,9 @@ class ReturnedScalar:
 
 _NUMBERS = (int, float, bool)
 _BINARY = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
-           "//": operator.floordiv, "%": operator.mod, "**": operator.pow}
+           "//": operator.floordiv, "%": operator.mod, "**": operator.pow,
+           "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+           "==": operator.eq, "!=": operator.ne}
 _UNARY = {"-": operator.neg, "+": operator.pos}
 
 

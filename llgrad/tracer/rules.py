@@ -262,3 +262,32 @@ def branches(code, name):
             return True
         stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
     return False
+
+
+def displayed(e):
+    """The expressions standing in a return value: itself, the items of its tuple, list
+    and dict displays, the operands of its arithmetic and of a comparison (returned.py)."""
+    if isinstance(e, (ast.Tuple, ast.List)):
+        return [x for item in e.elts for x in displayed(item)]
+    if isinstance(e, ast.Dict):
+        return [x for item in e.values for x in displayed(item)]
+    if isinstance(e, (ast.BinOp, ast.UnaryOp)) and type(e.op) in ARITHMETIC:
+        return [x for item in ([e.left, e.right] if isinstance(e, ast.BinOp) else [e.operand])
+                for x in displayed(item)]
+    if single_comparison(e):
+        return [x for item in (e.left, e.comparators[0]) for x in displayed(item)]
+    return [e]
+
+
+# the arithmetic a returned number may go through and stay an output (returned.py)
+ARITHMETIC = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
+              ast.Mod: "%", ast.Pow: "**", ast.USub: "-", ast.UAdd: "+"}
+CASTS = ("float", "int", "round", "abs")        # (returned_call: returned.py)
+# comparisons too (`return loss.item() < threshold`: a stop flag)
+COMPARISONS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==",
+               ast.NotEq: "!="}
+
+
+def single_comparison(e):
+    """e is `a op b` with one comparison operator of COMPARISONS."""
+    return isinstance(e, ast.Compare) and len(e.ops) == 1 and type(e.ops[0]) in COMPARISONS
