@@ -49,7 +49,7 @@ from . import func  # noqa: F401,E402 (torch.func's transforms: ~2 ms of import)
 from .func import vmap  # noqa: F401,E402 (torch.vmap)
 from . import distributed  # noqa: F401,E402 (mpi4py: loaded by init_process_group)
 from . import distributions  # noqa: F401,E402 (torch.distributions)
-from . import accelerator, backends, jit, profiler  # noqa: F401,E402 (torch.*'s namesakes)
+from . import accelerator, backends, hub, jit, profiler  # noqa: F401,E402 (torch.*'s namesakes)
 from .utils.dlpack import from_dlpack  # noqa: F401,E402
 from .serialization import load, save  # noqa: F401,E402
 from . import functional  # noqa: F401,E402 (torch.functional's names)

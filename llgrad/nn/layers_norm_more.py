@@ -53,6 +53,30 @@ class _InstanceNorm(_BatchNorm):
         super().__init__(num_features, eps, momentum, affine, track_running_stats, device,
                          dtype, bias=bias)
 
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                              unexpected_keys, error_msgs):
+        # a dict without version metadata (a plain dict, or a checkpoint from before
+        # PyTorch 0.4) may hold running stats that a module without them cannot take:
+        # PyTorch reports them as an error whatever `strict` says, and drops them
+        if local_metadata.get("version", None) is None and not self.track_running_stats:
+            keys = [prefix + n for n in ("running_mean", "running_var")
+                    if prefix + n in state_dict]
+            if keys:
+                klass = type(self).__name__
+                names = " and ".join('"' + k + '"' for k in keys)
+                error_msgs.append(
+                    f"Unexpected running stats buffer(s) {names} "
+                    f"for {klass} with track_running_stats=False. If state_dict is a "
+                    f"checkpoint saved before 0.4.0, this may be expected because {klass} "
+                    "does not track running stats by default since 0.4.0. Please remove "
+                    "these keys from state_dict. If the running stats are actually needed, "
+                    f"instead set track_running_stats=True in {klass} to enable them. See "
+                    f"the documentation of {klass} for details.")
+                for k in keys:
+                    state_dict.pop(k)
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict,
+                                      missing_keys, unexpected_keys, error_msgs)
+
     def _instance_norm(self, input):
         return F.instance_norm(input, self.running_mean, self.running_var, self.weight,
                                self.bias, self.training or not self.track_running_stats,
