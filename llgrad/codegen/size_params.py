@@ -22,6 +22,7 @@ its number showing in the text where the template's is expected.
 
 The table is a global of the module, written through `<entry>_sizes(ptr)` before each call
 (`bind`), under a lock: Kernels of different sizes share the code."""
+import hashlib
 import os
 import re
 import struct
@@ -48,12 +49,14 @@ def family_text(graph_text):
 class Template:
     """A compiled module whose size-dependent constants are loads from a table.
 
-    text: the module it was made from, as text (its own numbers at the positions);
+    digest: the SHA-256 of the text of the module it was made from (its own numbers at the
+    positions);
     positions: ((function, block, instruction), operand, the constant the text has there)
     of each parameter, in the order of the table's slots."""
 
     def __init__(self, name, text, positions):
-        self.name, self.text, self.positions = name, text, positions
+        # (the text's digest, not the text: a large module's text is megabytes)
+        self.name, self.digest, self.positions = name, _digest(text), positions
         self.compiled = None
         self.lock = threading.Lock()
         _templates.add(self)
@@ -71,6 +74,10 @@ def _reinit_locks_in_child():
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reinit_locks_in_child)
+
+
+def _digest(text):
+    return hashlib.sha256(text.encode()).digest()
 
 
 def _operand_lists(mod):
@@ -192,7 +199,7 @@ def match(template, mod, name):
             values.append((x.type, x.constant))
             changed.append((ins, k, x))
             _set_operand(ins, k, base)
-        if str(mod).replace(name, template.name) != template.text:
+        if _digest(str(mod).replace(name, template.name)) != template.digest:
             return None
         return _pack(values)
     except IndexError:
