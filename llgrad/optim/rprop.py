@@ -6,7 +6,7 @@ from ..runtime.creation import full_like, ones, tensor, zeros_like
 from ..runtime.functions import where
 from ..runtime.grad_mode import enable_grad, no_grad
 from ..runtime.tensor import Tensor
-from .optimizer import (LrT, Optimizer, ParamsT, _as_number, _check_lr, _get_value,
+from .optimizer import (LrT, Optimizer, ParamsT, _as_number, _check_lr, _get_value, _lr,
                         _to_scalar)
 from ._state import new_step, tensor_steps
 
@@ -24,6 +24,9 @@ class Rprop(Optimizer):
     """Rprop(params, lr=1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50), maximize=False): each
     element's step grows by etas[1] while its gradient keeps its sign and shrinks by etas[0]
     when it flips (that element then skips one update), as torch.optim.Rprop."""
+    # (lr is read only when a parameter's state is made: a schedule changing it afterwards
+    # changes nothing a compiled step computes, and must not make it trace again)
+    dynamic_hypers = ("lr",)
 
     def __init__(self, params: ParamsT, lr: LrT = 1e-2, etas: tuple[float, float] = (0.5, 1.2),
                  step_sizes: tuple[float, float] = (1e-6, 50), *, capturable: bool = False,
@@ -79,6 +82,7 @@ class ASGD(Optimizer):
     """ASGD(params, lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0): SGD with a
     decaying step eta and the running average `ax` of the iterates (averaging starts after t0
     steps), as torch.optim.ASGD."""
+    dynamic_hypers = ("lr",)     # (a schedule's new lr is an input of a compiled step)
 
     def __init__(self, params: ParamsT, lr: LrT = 1e-2, lambd: float = 1e-4, alpha: float = 0.75,
                  t0: float = 1e6, weight_decay: float = 0, foreach: bool | None = None,
@@ -105,8 +109,7 @@ class ASGD(Optimizer):
         """One ASGD step over every parameter that has a gradient; returns closure()."""
         loss = _closure_loss(closure)
         for group in self.param_groups:
-            lr, lambd, alpha, t0 = (_to_scalar(group["lr"]), group["lambd"], group["alpha"],
-                                    group["t0"])
+            lr, lambd, alpha, t0 = (_lr(group), group["lambd"], group["alpha"], group["t0"])
             for p in group["params"]:
                 if p.grad is None:
                     continue
