@@ -150,9 +150,10 @@ def _shared(plan, split, name, key, family, also, opt):
         return None, False
     mod = _emit(plan, name, split, shared=True)
     for t in templates:
-        table = size_params.match(t, mod, name)
+        compiled = t.compiled
+        table = size_params.match(t, mod, name) if compiled is not None else None
         if table is not None:
-            return (t.compiled, t.name, _binder(t, table), False), True
+            return (compiled, t.name, _binder(t, compiled, table), False), True
     if last is None or last[0] == key:
         return None, True
     graph_ref, *options = last[1]
@@ -171,20 +172,21 @@ def _shared(plan, split, name, key, family, also, opt):
     entries = [name, name + size_params.SETTER, *also]
     tkey = keys.key_for(str(mod), "sizes")
     try:
-        t.compiled = jit.lookup(tkey, name, before_load=_pool_if_threaded, also=entries[1:])
-        built = t.compiled is None
+        compiled = jit.lookup(tkey, name, before_load=_pool_if_threaded, also=entries[1:])
+        built = compiled is None
         if built:
-            t.compiled = jit.compile_module(mod, entries, opt=opt, key=tkey)
+            compiled = jit.compile_module(mod, entries, opt=opt, key=tkey)
     except Exception as e:      # (LLVM refused a parameter where it wants a constant)
         families.refuse(family)
         warnings.warn(f"llgrad: sizes not shared for {name}: {e}", RuntimeWarning)
         return None, True
+    t.compiled = compiled
     families.add(family, t)
-    return (t.compiled, t.name, _binder(t, size_params.base_table(t)), built), True
+    return (compiled, t.name, _binder(t, compiled, size_params.base_table(t)), built), True
 
 
-def _binder(template, table):
-    setter = Kernel._native_fn(template.compiled.address(template.name + size_params.SETTER))
+def _binder(template, compiled, table):
+    setter = Kernel._native_fn(compiled.address(template.name + size_params.SETTER))
 
     def bind(fn):
         return size_params.bind(fn, setter, table, template.lock)

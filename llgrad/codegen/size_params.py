@@ -57,9 +57,19 @@ class Template:
     def __init__(self, name, text, positions):
         # (the text's digest, not the text: a large module's text is megabytes)
         self.name, self.digest, self.positions = name, _digest(text), positions
-        self.compiled = None
+        self._code = None
         self.lock = threading.Lock()
         _templates.add(self)
+
+    @property
+    def compiled(self):
+        """The compiled code, or None once nothing uses it: held weakly, as every kernel's
+        code is (the Kernels running it and the JIT's in-memory LRU keep it alive)."""
+        return self._code() if self._code is not None else None
+
+    @compiled.setter
+    def compiled(self, code):
+        self._code = weakref.ref(code)
 
 
 # every live Template: a child forked while another thread of the parent ran shared code

@@ -197,3 +197,29 @@ def test_the_dump_says_which_code_a_size_shares(fresh_cache):
     lines = [line for line in format_entry(f.entries[-1], llvm=True).splitlines()
              if line.startswith("shared between sizes")]
     assert len(lines) == 1 and lines[0].endswith("_size_table = [5, 5]")
+
+
+def test_shared_code_lives_as_long_as_what_uses_it(fresh_cache):
+    # (as every kernel's code: the family keeps its templates weakly, so with no in-memory
+    # cache the code goes with the last compiled function that ran it)
+    import gc
+    from llgrad.codegen.native import jit
+    fresh_cache.setenv("LLGRAD_KERNEL_CACHE_MB", "0")
+    jit._reset()
+
+    def sweep(scale):
+        f = llgrad.compile(lambda x: (x * scale).sum(1).exp().sum())
+        for n in (8, 6, 5):
+            for _ in range(2):
+                f(llgrad.randn(n, 3))
+        return f
+    fresh_cache.setenv("LLGRAD_SHARE_SIZES", "0")
+    del sweep(3.0).fn                   # (the plumbing's own modules, which stay, built)
+    gc.collect()
+    plumbing = jit.live()["compiled"]
+    fresh_cache.setenv("LLGRAD_SHARE_SIZES", "1")
+    f = sweep(2.0)
+    assert f.n_llvm_compiles == 2 and jit.live()["compiled"] >= plumbing + 2
+    del f
+    gc.collect()
+    assert jit.live()["compiled"] == plumbing
