@@ -45,8 +45,7 @@ from .rules import (ARITHMETIC, CASTS, COMPARISONS, always_returns, assigned, br
                     normalize_returns, returned_assignments, single_comparison, unsupported)
 
 AG = "ag__"
-_OPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!=",
-        ast.Is: "is", ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in"}
+_OPS = {**COMPARISONS, ast.Is: "is", ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in"}
 
 
 def convert(fn, control_flow=True):
