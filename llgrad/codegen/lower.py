@@ -47,8 +47,7 @@ def lower(graph, *, blas=True, opt=True, clusters=True, release=(), share_sizes=
     keys.key_for) in memory and in the disk cache first; a hit skips building the LLVM
     module, optimisation and code generation. The plan is always rebuilt from the graph
     (cheap, and the Kernel needs it), so a hit runs exactly the code that plan describes."""
-    with _gc_paused():
-        return _lower(graph, blas, opt, clusters, release, share_sizes)
+    return _lower(graph, blas, opt, clusters, release, share_sizes)
 
 
 _gc_lock = threading.Lock()
@@ -57,10 +56,12 @@ _gc_callers = [0, False]        # (lowerings under way, whether the collector wa
 
 @contextlib.contextmanager
 def _gc_paused():
-    """Python's cyclic collector off while a graph is lowered: the lowering makes some 10^5
-    objects, each allocation counting toward a full collection over the whole heap (the
-    traced graphs, the model), which took 40% of a lowering's time. The last of concurrent
-    lowerings puts the collector back as the first found it."""
+    """Python's cyclic collector off while a graph is planned and emitted (a decorator of
+    those steps, not around LLVM's build, which a background build's caller waits seconds
+    for while the user's thread allocates): they make some 10^5 objects, each allocation
+    counting toward a full collection over the whole heap (the traced graphs, the model),
+    which took 40% of a lowering's time. The last of concurrent pauses puts the collector
+    back as the first found it."""
     with _gc_lock:
         if _gc_callers[0] == 0:
             _gc_callers[1] = gc.isenabled()
@@ -105,6 +106,7 @@ def _lower(graph, blas, opt, clusters, release, share_sizes):
     return kernel
 
 
+@_gc_paused()
 def _prepare(graph, blas, opt, clusters, release):
     """The graph native code computes, its plan, the release split, the cache key, the
     entry's name and the family key (the key without the graph's numbers)."""
@@ -127,6 +129,7 @@ def _prepare(graph, blas, opt, clusters, release):
     return graph, plan, split, key, name, family
 
 
+@_gc_paused()
 def _emit(plan, name, split, shared=False):
     """The module of a plan; shared: in the form code shared between sizes takes (every
     loop that may thread has its run-time thread count, parallel.py)."""
@@ -151,7 +154,7 @@ def _shared(plan, split, name, key, family, also, opt):
     mod = _emit(plan, name, split, shared=True)
     for t in templates:
         compiled = t.compiled
-        table = size_params.match(t, mod, name) if compiled is not None else None
+        table = _matched(t, mod, name) if compiled is not None else None
         if table is not None:
             return (compiled, t.name, _binder(t, compiled, table), False), True
     if last is None or last[0] == key:
@@ -164,13 +167,11 @@ def _shared(plan, split, name, key, family, also, opt):
         _, plan, split, _, _, _ = _prepare(graph, *options)
     except Unsupported:
         return None, True
-    previous = _emit(plan, name, split, shared=True)
-    positions = size_params.derive(mod, name, previous, name)
-    if positions is None:
+    made = _template(mod, _emit(plan, name, split, shared=True), name)
+    if made is None:
         return None, True
-    t = size_params.parametrize(mod, name, positions)
+    t, tkey = made
     entries = [name, name + size_params.SETTER, *also]
-    tkey = keys.key_for(str(mod), "sizes")
     try:
         compiled = jit.lookup(tkey, name, before_load=_pool_if_threaded, also=entries[1:])
         built = compiled is None
@@ -183,6 +184,22 @@ def _shared(plan, split, name, key, family, also, opt):
     t.compiled = compiled
     families.add(family, t)
     return (compiled, t.name, _binder(t, compiled, size_params.base_table(t)), built), True
+
+
+@_gc_paused()
+def _matched(template, mod, name):
+    return size_params.match(template, mod, name)
+
+
+@_gc_paused()
+def _template(mod, previous, name):
+    """(the Template made of mod, where it differs from previous in numbers only, and its
+    cache key), or None."""
+    positions = size_params.derive(mod, name, previous, name)
+    if positions is None:
+        return None
+    t = size_params.parametrize(mod, name, positions)
+    return t, keys.key_for(str(mod), "sizes")
 
 
 def _binder(template, compiled, table):
