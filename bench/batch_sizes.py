@@ -4,6 +4,10 @@ between sizes (the default) and with code specialised to every size
 (LLGRAD_SHARE_SIZES=0), each in a fresh process with a cold kernel cache.
 
     python bench/batch_sizes.py [--sizes 32,24,17,9,40,3,12,64] [--model gpt|mlp] [--threads 1]
+    python bench/batch_sizes.py --vary seq [--sizes 32,24,17,9,28,5,12,20]
+
+--vary seq varies the gpt model's sequence length (batch 16; positions `arange(T)` and the
+causal mask change with it) in place of the batch size.
 
 One thread unless --threads says otherwise (LLGRAD_NUM_THREADS). "first 3 calls" is the wall time of a size's first three
 calls (the first traces, the second builds the size's code; at the first size, an
@@ -24,6 +28,7 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
 def _model(kind):
     import llgrad
+    kind, _, vary = kind.partition(":")
     import llgrad.nn as nn
     import llgrad.nn.functional as F
     llgrad.manual_seed(0)
@@ -34,8 +39,9 @@ def _model(kind):
         opt = llgrad.optim.AdamW(model.parameters(), lr=5e-3, weight_decay=0.01)
 
         def batch(rng, b):
-            return (llgrad.from_numpy(rng.integers(0, 65, (b, 32))),
-                    llgrad.from_numpy(rng.integers(0, 65, (b, 32))))
+            shape = (16, b) if vary == "seq" else (b, 32)
+            return (llgrad.from_numpy(rng.integers(0, 65, shape)),
+                    llgrad.from_numpy(rng.integers(0, 65, shape)))
         return model, opt, ct.train_step, batch
     model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.LayerNorm(256),
                           nn.Linear(256, 10))
@@ -117,18 +123,23 @@ def main(argv=None):
     p.add_argument("--sizes", default="32,24,17,9,40,3,12,64")
     p.add_argument("--model", default="gpt", choices=["gpt", "mlp"])
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--vary", default="batch", choices=["batch", "seq"])
     p.add_argument("--child", default=None)
     args = p.parse_args(argv)
+    if args.vary == "seq" and args.sizes == p.get_default("sizes"):
+        args.sizes = "32,24,17,9,28,5,12,20"        # (the model's context is 32)
     sizes = [int(s) for s in args.sizes.split(",")]
     if args.child:
         return _child(args.child, sizes)
-    shared = _run(args.model, sizes, True, args.threads)
-    spec = _run(args.model, sizes, False, args.threads)
+    kind = "gpt:seq" if args.vary == "seq" else args.model
+    shared = _run(kind, sizes, True, args.threads)
+    spec = _run(kind, sizes, False, args.threads)
     same = shared["losses"] == spec["losses"] and shared["params"] == spec["params"]
-    print(f"{args.model} training step, sizes {sizes}, {args.threads} thread(s), cold cache")
+    print(f"{args.model} training step, {args.vary} sizes {sizes}, {args.threads} thread(s), "
+          "cold cache")
     print(f"LLVM builds: shared {shared['llvm']}, specialised {spec['llvm']}; traces: "
           f"{shared['traces']} and {spec['traces']}; results bitwise equal: {same}")
-    print("| batch | first 3 calls, shared | specialised | per call, shared | "
+    print(f"| {args.vary} | first 3 calls, shared | specialised | per call, shared | "
           "per call, specialised | ratio |")
     print("|---|---|---|---|---|---|")
     for b in sizes:

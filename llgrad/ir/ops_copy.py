@@ -1,4 +1,4 @@
-"""Copies, casts and fills: clone, to_dtype, fill, full, zero, copy."""
+"""Copies, casts and fills: clone, to_dtype, fill, full, arange, zero, copy."""
 import numpy as np
 
 from .geometry import contiguous_strides, fast_to_slow, iterator_strides
@@ -87,6 +87,19 @@ defop("fill", lambda x, value: np.full_like(x, value, order="K"),
       kind="elementwise")
 defop("full", lambda shape, value, dtype: np.full(shape, value, dtype=dtype), args=(),
       kind="creation", doc="a tensor of one value (zeros, ones, new_full): no literal data")
+
+
+def _arange(start, step, size, dtype):
+    # in int64, then cast: narrower integer dtypes wrap as PyTorch's; float dtypes get exact
+    # values (runtime/creation.py records this op only for ranges the dtype holds exactly)
+    return (np.int64(start) + np.int64(step) * np.arange(size, dtype=np.int64)).astype(dtype)
+
+
+defop("arange", _arange, args=(), kind="creation",
+      doc="start + step * i for i < size, integer-valued (positions, causal masks): traced, "
+          "one node whose numbers are attributes, not literal data")
+
+
 defop("zero", lambda x: np.zeros_like(x, order="K"), vjp=lambda c, g: (g.new_zeros(g.shape),),
       grad_fn="ZeroBackward0", kind="elementwise")
 defop("copy", lambda x, src: np.array(np.broadcast_to(src, x.shape), dtype=x.dtype, order="K"),

@@ -225,12 +225,11 @@ def arange(start: float, end: float | None = None, step: float = 1,
     d = dtypes.to_dtype(dtype) if dtype is not None else default
     if d is dtypes.bool_:
         raise NotImplementedError('"arange_cpu" not implemented for \'Bool\'')
-    if not (np.isfinite(start) and np.isfinite(end)):
-        raise RuntimeError(f"unsupported range: {start} -> {end}")
-    if step == 0:
-        raise RuntimeError("step must be nonzero")
-    if (step > 0 and end < start) or (step < 0 and end > start):
-        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
+    n = ranges.arange_size(start, end, step, d.np)
+    if n is not None:       # (traced: one node, its numbers attributes)
+        t = call(OPS["arange"], (), {"start": int(start), "step": int(step), "size": n,
+                                     "dtype": d.name})
+        return _requiring_grad(t) if requires_grad else t
     if not d.is_floating_point and floating:
         return _finish(int_arange(start, end, step, d), None, requires_grad)
     return _finish(ranges.arange_values(start, end, step, d.np), None, requires_grad)

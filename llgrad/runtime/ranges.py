@@ -132,3 +132,26 @@ def arange_values(start, end, step, npdt):
     vec = fused((i - chunk).astype(np.float64), st, base)
     tail = fused(st, i.astype(np.float64), s)
     return np.where(i < nvec, vec, tail).astype(npdt)
+
+
+def arange_size(start, end, step, npdt):
+    """PyTorch's errors for a bad range; then the element count of arange(start, end, step)
+    in NumPy dtype npdt when its values are start + step * i exactly (integer bounds and
+    step; a float dtype holding every value exactly), so the `arange` op computes them
+    (traced: one node, shared between sizes); else None (the kernel's own rounding:
+    arange_values)."""
+    if not (np.isfinite(start) and np.isfinite(end)):
+        raise RuntimeError(f"unsupported range: {start} -> {end}")
+    if step == 0:
+        raise RuntimeError("step must be nonzero")
+    if (step > 0 and end < start) or (step < 0 and end > start):
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
+    if not all(type(v) is int or isinstance(v, float) and v.is_integer() and abs(v) < 2.0 ** 53
+               for v in (start, end, step)):
+        return None
+    start, end, step = int(start), int(end), int(step)
+    n = len(range(start, end, step))
+    npdt = np.dtype(npdt)
+    if npdt.kind == "f" and max(abs(start), abs(start + step * n)) > 2 ** (np.finfo(npdt).nmant + 1):
+        return None
+    return n

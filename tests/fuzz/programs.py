@@ -1340,8 +1340,9 @@ def r_loss(g):
 def r_create(g):
     x = g.need(lambda v: v.float)
     s, dt = x.shape, x.dtype
-    # (form 5 reads x through detach, forms 6-10 draw by x's values: not smooth)
-    form = g.int(0, 4 if g.smooth else 10)
+    # (form 5 reads x through detach, forms 6-10 draw by x's values, 11 is a range: not
+    # smooth)
+    form = g.int(0, 4 if g.smooth else 11)
     d = f"llgrad.{dt}"
     text, op = [
         (f"llgrad.zeros({s!r}, dtype={d})", "full"),
@@ -1358,8 +1359,9 @@ def r_create(g):
         (f"llgrad.poisson({x}.detach().double().abs() * 4).to({d})", "rng_poisson"),
         (f"llgrad.binomial({x}.detach().double().abs() * 0 + 12, "
          f"{x}.detach().double().sigmoid()).to({d})", "rng_binomial"),
+        (f"llgrad.arange(-3, 2 * {x}.numel() - 3, 2, dtype={d}).reshape({s!r})", "arange"),
     ][form]
-    v = g.new(s, dt, exact=op == "full" and x.exact)
+    v = g.new(s, dt, exact=op in ("full", "arange") and x.exact)
     g.emit(f"{v} = {text}", x)
     g.op(op)
 
@@ -1566,8 +1568,8 @@ RECIPES = {
     r_norm: (1, {"layer_norm", "batch_norm", "batch_norm_backward"}),
     r_embedding: (1, {"embedding"}),
     r_loss: (1, {"mse_loss", "binary_cross_entropy_with_logits", "nll_loss"}),
-    r_create: (1, {"full", "rng_normal", "rng_uniform", "rng_rrelu_noise", "rng_standard_gamma",
-                   "rng_dirichlet", "rng_poisson", "rng_binomial"}),
+    r_create: (1, {"full", "arange", "rng_normal", "rng_uniform", "rng_rrelu_noise",
+                   "rng_standard_gamma", "rng_dirichlet", "rng_poisson", "rng_binomial"}),
     r_inplace: (6, {"zero", "fill", "copy", "strided_scatter", "strided_gather",
                     "strided_put"}),
 }

@@ -113,7 +113,8 @@ DOMAINS = {"binary_cross_entropy": ((0, 1), unit),    # input and target in [0, 
            "rng_standard_gamma": ((0,), finite), "rng_dirichlet": ((0,), finite)}
 
 # Ops of the table that read no float input: nothing to feed.
-NO_FLOAT_INPUT = {"full": "creation from a value", "rng_normal": "a random draw",
+NO_FLOAT_INPUT = {"full": "creation from a value", "arange": "creation from numbers",
+                  "rng_normal": "a random draw",
                   "rng_uniform": "a random draw", "rng_integers": "a random draw",
                   "rng_randperm": "a random draw",
                   "lu_pivots_to_permutation": "LU's integer pivots",

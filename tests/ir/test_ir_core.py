@@ -206,6 +206,8 @@ SPECS = {
                      lambda a, v: a._op("strided_put", v, geom=GEOM)),
     "full": S([], {"shape": (2, 3), "value": 1.5, "dtype": "float64"},
               lambda: llgrad.full((2, 3), 1.5, dtype=llgrad.float64), layouts=()),
+    "arange": S([], {"start": 2, "step": 3, "size": 4, "dtype": "float32"},
+                lambda: llgrad.arange(2, 14, 3, dtype=llgrad.float32), layouts=()),
     # random draws from an explicit generator state, as eager randn/rand draw them
     "rng_normal": S([T((628,), "int64", "rng")], {"shape": (3, 2), "dtype": "float32"},
                     lambda s: _eager_draw(s, llgrad.randn, (3, 2)), layouts=()),

@@ -1,4 +1,4 @@
-"""Lowerings of the positional ops (tril, triu, flip, roll, repeat, diag_embed,
+"""Lowerings of the positional ops (tril, triu, arange, flip, roll, repeat, diag_embed,
 diagonal_copy), cumprod, and the elementwise rounding ops and random fills of
 llgrad/ir/ops_tensor.py and ops_fill.py. (unfold is a view: no code; baddbmm,
 round_decimals and linalg_vector_norm are lowered as their decompositions.)
@@ -62,6 +62,22 @@ def _emit_tri(plan, group, fg):
 
 for _op in ("tril", "triu"):
     register(_op, "kernel", emit=_emit_tri, check=_check_operand)
+
+
+# ---- arange ---------------------------------------------------------------------------------
+
+def _emit_arange(plan, group, fg):
+    node, b, sg = group.root, fg.b, fg.sg
+    out = node.outputs[0]
+    if out.type.numel == 0:
+        return
+    start, step = (ir.Constant(I64, node.attrs[k]) for k in ("start", "step"))
+    with loop_nest(b, out.type.shape) as idx:       # in int64, then cast, as the impl
+        v = Scalar(b.add(start, b.mul(step, idx[0])), "int64")
+        fg.store(sg.cast(v, out.type.dtype), _out(plan, out), idx)
+
+
+register("arange", "kernel", emit=_emit_arange)
 
 
 # ---- flip -----------------------------------------------------------------------------------
