@@ -2,7 +2,8 @@
 checkpointing), `data` (datasets, samplers, DataLoader), `dlpack` (from_dlpack, to_dlpack),
 `hooks` (RemovableHandle), `_pytree` (tree_map, tree_flatten, ...); `swap_tensors`. The
 submodules are imported when first used (`llgrad.utils.data.DataLoader` works after
-`import llgrad`)."""
+`import llgrad`), except `tensorboard` (SummaryWriter), imported by name as in PyTorch
+(`from llgrad.utils.tensorboard import SummaryWriter`: it needs the tensorboard package)."""
 import copyreg
 import importlib
 import weakref
