@@ -92,7 +92,10 @@ defop("full", lambda shape, value, dtype: np.full(shape, value, dtype=dtype), ar
 def _arange(start, step, size, dtype):
     # in int64, then cast: narrower integer dtypes wrap as PyTorch's; float dtypes get exact
     # values (runtime/creation.py records this op only for ranges the dtype holds exactly)
-    return (np.int64(start) + np.int64(step) * np.arange(size, dtype=np.int64)).astype(dtype)
+    stop = start + step * size
+    values = np.arange(start, stop, step, dtype=np.int64) if -2 ** 63 <= stop < 2 ** 63 else \
+        np.int64(start) + np.int64(step) * np.arange(size, dtype=np.int64)
+    return values if np.dtype(dtype) == np.int64 else values.astype(dtype)
 
 
 defop("arange", _arange, args=(), kind="creation",

@@ -226,7 +226,7 @@ def arange(start: float, end: float | None = None, step: float = 1,
     if d is dtypes.bool_:
         raise NotImplementedError('"arange_cpu" not implemented for \'Bool\'')
     n = ranges.arange_size(start, end, step, d.np)
-    if n is not None:       # (traced: one node, its numbers attributes)
+    if n is not None and trace_state.state.tracer is not None:  # (one node, numbers attributes)
         t = call(OPS["arange"], (), {"start": int(start), "step": int(step), "size": n,
                                      "dtype": d.name})
         return _requiring_grad(t) if requires_grad else t
