@@ -1,6 +1,7 @@
 """What llgrad.compile(module) returns: torch.compile's OptimizedModule. Calls run the
 compiled forward; everything else (train/eval, parameters, state_dict, attributes, items of
 a Sequential) is the module's own, so the object stands wherever the module did."""
+from collections import OrderedDict
 
 _OWN = frozenset({"_orig_mod", "_compiled"})
 # what a compiled module answers as the compiled function (counters, inspection)
@@ -58,6 +59,11 @@ class CompiledModule:
     def __delattr__(self, name):
         delattr(self._orig_mod, name)
 
+    def load_state_dict(self, state_dict, *args, **kwargs):
+        """The module's load_state_dict; a checkpoint of PyTorch's compiled module (every
+        key under '_orig_mod.') loads as the module's own keys."""
+        return self._orig_mod.load_state_dict(_unprefixed(state_dict), *args, **kwargs)
+
     def train(self, mode=True):
         self._orig_mod.train(mode)
         return self
@@ -84,3 +90,21 @@ class CompiledModule:
 
 def _rebuild(module, compiled_class, *options):
     return CompiledModule(module, compiled_class(module, *options))
+
+
+def _unprefixed(state_dict, prefix="_orig_mod."):
+    """state_dict with PyTorch's OptimizedModule prefix taken off its keys (and off its
+    `_metadata`'s, where the compiled wrapper's own entry is dropped), when every key has
+    it; else state_dict itself."""
+    if not state_dict or not all(isinstance(k, str) and k.startswith(prefix)
+                                 for k in state_dict):
+        return state_dict
+    renamed = type(state_dict)() if isinstance(state_dict, OrderedDict) else OrderedDict()
+    for k, v in state_dict.items():
+        renamed[k[len(prefix):]] = v
+    meta = getattr(state_dict, "_metadata", None)
+    if meta is not None:
+        renamed._metadata = OrderedDict(
+            (k[len(prefix):] if k.startswith(prefix) else "", v) for k, v in meta.items()
+            if k != "")
+    return renamed
