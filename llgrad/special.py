@@ -2,9 +2,9 @@
 sigmoid, gammaln lgamma, psi digamma, ...) and PyTorch's compositions of them (ndtr, log_ndtr,
 ndtri, erfcx, xlog1py, entr, multigammaln), differentiable through their ops.
 
-i0, gammainc and gammaincc are torch.i0 / igamma / igammac (NumPy-evaluated,
-runtime/functions_numeric_more.py). Not here (no op computes them yet): zeta, i0e / i1 /
-i1e, the Bessel, Airy and orthogonal-polynomial families. Where PyTorch has a kernel of its
+i0 is torch.i0, gammainc and gammaincc igamma / igammac (NumPy-evaluated,
+runtime/functions_numeric_more.py); zeta, i0e / i1 / i1e and the Bessel, Airy and
+orthogonal-polynomial families are special_series.py's. Where PyTorch has a kernel of its
 own and llgrad a composition, the composition loses precision at the far tails: erfcx overflows
 for x above ~26 (float64) where PyTorch's stays finite (an asymptotic series there), ndtri's
 absolute error near 0 and 1 is that of erfinv(2p - 1)."""
@@ -16,11 +16,14 @@ from .runtime.functions_numeric_more import i0 as _i0, igamma as _igamma, igamma
 from .runtime.functions_special import mvlgamma
 from .runtime.node_names import torch_node
 from .runtime.tensor import Tensor
+from .special_series import FUNCTIONS as _SERIES
 
 __all__ = ["digamma", "entr", "erf", "erfc", "erfcx", "erfinv", "exp2", "expit", "expm1",
            "gammainc", "gammaincc", "gammaln", "i0", "log1p", "log_ndtr", "log_softmax", "logit",
            "logsumexp", "multigammaln", "ndtr", "ndtri", "polygamma", "psi", "round", "sinc",
            "softmax", "xlog1py", "xlogy"]
+__all__ = sorted(__all__ + list(_SERIES))
+globals().update(_SERIES)      # (airy_ai .. zeta: llgrad/special_series.py)
 
 _SQRT1_2 = math.sqrt(0.5)
 

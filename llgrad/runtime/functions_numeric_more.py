@@ -1,9 +1,10 @@
 """Elementwise functions no op of the table computes, evaluated with NumPy: frexp,
-nextafter, i0 (Bessel I0) and igamma / igammac (the regularised incomplete gamma functions,
-torch.special.gammainc / gammaincc). Inside llgrad.compile a call runs eagerly (a graph break
-naming the line). Their first derivatives are PyTorch's (I0's is I1; igamma's in x is
-x^(a-1) e^-x / Gamma(a), in a PyTorch defines none), attached as value + d * (x - x.detach())
-so that autograd sees ordinary ops; a second derivative through them is zero."""
+nextafter and igamma / igammac (the regularised incomplete gamma functions,
+torch.special.gammainc / gammaincc); and i0 (Bessel I0, an op's). Inside llgrad.compile a
+call of the NumPy ones runs eagerly (a graph break naming the line). Their first
+derivatives are PyTorch's (igamma's in x is x^(a-1) e^-x / Gamma(a), in a PyTorch defines
+none), attached as value + d * (x - x.detach()) so that autograd sees ordinary ops; a second
+derivative through them is zero."""
 import math
 
 import numpy as np
@@ -98,34 +99,12 @@ def nextafter(input, other):
                       "NextafterBackward0")
 
 
-def _i1(x):
-    """The modified Bessel function I1 by its power series (all terms positive, so no
-    cancellation; about |x| + 30 terms reach double precision)."""
-    x = np.asarray(x, np.float64)
-    # (beyond |x| = 720 I1 overflows float64: the count of terms stays bounded, 1e30 hung)
-    n = int(min(np.nanmax(np.abs(x[np.isfinite(x)]), initial=0.0), 720.0)) + 40
-    with np.errstate(over="ignore", invalid="ignore"):
-        h2 = (x / 2) ** 2
-        term = x / 2
-        total = term.copy()
-        for k in range(n):
-            term = term * h2 / ((k + 1) * (k + 2))
-            total = total + term
-    total = np.where(np.abs(x) > 720, np.copysign(np.inf, x), total)
-    return np.where(np.isinf(x), np.nan, total)     # (PyTorch's special_i1 at +-inf: nan)
-
-
-@per_sample
 def i0(input):
     """As torch.i0 (torch.special.i0): the modified Bessel function of the first kind, order
-    0 (integer inputs give the default float dtype)."""
+    0 (integer inputs give the default float dtype): PyTorch's Cephes series, the op
+    scaled_bessel_i (llgrad/ir/ops_special_bessel.py), differentiable (I0' = I1)."""
     _arg(input, "i0", "input", 1)
-    _untraceable("i0")
-    dt = input._dtype if input._dtype.is_floating_point else dtypes.get_default_dtype()
-    x = np.asarray(input._data, np.float64)
-    with np.errstate(over="ignore", invalid="ignore"):     # (inf and nan, as PyTorch's)
-        value = np.i0(x)
-    return _with_grad(value, dt, [(input, _i1(x))], "I0Backward0")
+    return input._op("scaled_bessel_i", fn="i0")
 
 
 def _lgamma(a):

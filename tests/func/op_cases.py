@@ -303,6 +303,10 @@ CASES = {
                 [f(3, 4), f(3, 4)]),
     "argmax": (lambda a: a.argmax(1) + a.argmin(), [f(3, 4)]),
     "all_any": (lambda a: (a > 0).all(1).double() + (a > 0).any().double(), [f(3, 4)]),
+    "scaled_bessel_i": (lambda a: llgrad.special.i0e(a) + llgrad.special.i1(a)
+                        + llgrad.special.i1e(a * 3), [f(3, 4)]),
+    "zeta": (lambda a: llgrad.special.zeta(3.0, a) + llgrad.special.zeta(
+        llgrad.tensor([2.5, 4.0, 3.0, 6.0], dtype=a.dtype), a), [p(3, 4)]),
 }
 EPS = {"to_dtype": 1e-2}       # (a float32 round trip: a smaller step only sees rounding)
 

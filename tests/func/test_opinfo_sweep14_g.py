@@ -255,9 +255,6 @@ def test_hessian_of_batch_norm_updating_running_stats():
     _same(got, want)
 
 
-@pytest.mark.xfail(strict=True, reason="i0's derivative is I1 evaluated with NumPy "
-                   "(runtime/functions_numeric_more.py): a second derivative through it is "
-                   "zero, torch's is I0 - I1/x")
 def test_second_derivative_of_i0():
     x = _np(14, 4)
     got = F.jacfwd(F.grad(lambda a: llgrad.i0(a).sum()))(llgrad.tensor(x))
