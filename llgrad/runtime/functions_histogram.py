@@ -120,7 +120,7 @@ def _histogramdd(input, bins, range_, weight, density, what):
 
 
 @per_sample
-def histogram(input, bins, *, range=None, weight=None, density=False):  # noqa: A002
+def histogram(input, bins=100, *, range=None, weight=None, density=False):  # noqa: A002
     """As torch.histogram: (hist, bin_edges) of input's elements in bins equal bins over
     range (the data's own by default) or between the edges of a bins tensor; weight and
     density as NumPy's."""

@@ -21,3 +21,11 @@ __all__ = ["LRScheduler", "LambdaLR", "StepLR", "MultiStepLR", "LinearLR", "Expo
            "SequentialLR", "CosineAnnealingLR", "ReduceLROnPlateau", "OneCycleLR", "MultiplicativeLR",
            "ConstantLR", "PolynomialLR", "CyclicLR", "CosineAnnealingWarmRestarts",
            "ChainedScheduler"]
+
+# (PyTorch's schedulers all live in torch.optim.lr_scheduler, and d2l tells them from its own
+# by `scheduler.__module__ == lr_scheduler.__name__`)
+for _cls in (LRScheduler, _LRScheduler, ChainedScheduler, ConstantLR, CosineAnnealingWarmRestarts,
+             CyclicLR, MultiplicativeLR, PolynomialLR, CosineAnnealingLR, ExponentialLR, LambdaLR,
+             LinearLR, MultiStepLR, StepLR, OneCycleLR, ReduceLROnPlateau, SequentialLR):
+    _cls.__module__ = __name__
+del _cls
