@@ -60,6 +60,8 @@ from .library import ops  # noqa: F401,E402 (torch.ops.<namespace>.<op>)
 from .functions_nn import *  # noqa: F401,F403,E402
 from .functions_nn_more import *  # noqa: F401,F403,E402
 from .functions_quant import *  # noqa: F401,F403,E402 (QAT's fake quantisation)
+from .quantized_tensor import *  # noqa: F401,F403,E402 (qint8, quantize_per_tensor, ...)
+from . import ao, quantization  # noqa: F401,E402 (post-training dynamic quantization)
 from .functions_native import *  # noqa: F401,F403,E402 (native_*, the cells, ATen's dropouts)
 from .functions_sym import *  # noqa: F401,F403,E402 (sym_*, Sym*, build flags, empty_permuted)
 from .functions_foreach import *  # noqa: F401,F403,E402 (torch._foreach_*)

@@ -45,6 +45,7 @@ import numpy as np
 from ..ir import OPS
 from ..ir.np_address import data_pointer
 from ..runtime import dispatch, grad_mode, node as node_mod, trace_state
+from ..runtime.meta_tensor import is_meta
 from ..runtime.tensor import Tensor
 from ..tracer.trace import trace_body
 from . import eager_shaped
@@ -342,7 +343,8 @@ def native_vjp(node, g):
             or type(g) is not Tensor or not node.needs(0) or dispatch.forward_ad is not None:
         return None
     ga = g._data
-    if ga.size < MIN_ELEMENTS or ga.dtype not in _FLOATS or not ga.flags.c_contiguous:
+    if ga.size < MIN_ELEMENTS or ga.dtype not in _FLOATS or not ga.flags.c_contiguous or \
+            is_meta(g):
         return None
     op = node._op
     arrays = [ga]

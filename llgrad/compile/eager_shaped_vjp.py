@@ -16,6 +16,7 @@ import numpy as np
 
 from ..ir import OPS
 from ..runtime import dispatch, grad_mode, node as node_mod, trace_state
+from ..runtime.meta_tensor import is_meta
 from ..runtime.tensor import Tensor
 from ..tracer.trace import trace_body
 from . import eager_builds
@@ -86,7 +87,7 @@ def _example(shape, dtype, k):
 def shaped_vjp(node, g):
     """node's VJP on its shaped kernel (node_mod.fast_vjps' hook), or None (the rule runs)."""
     if _grad_state.grad_enabled or _tstate.tracer is not None or dispatch.batching is not None \
-            or dispatch.forward_ad is not None or type(g) is not Tensor:
+            or dispatch.forward_ad is not None or type(g) is not Tensor or is_meta(g):
         return None
     ga = g._data
     if ga.dtype not in _FLOATS:

@@ -14,4 +14,4 @@ __all__ = ["uniform_noise_like"]
 
 def uniform_noise_like(x):
     """Float64 uniforms of x's shape, drawn in the memory order of empty_like(x)."""
-    return in_layout_of(x, lambda shape: rand(shape, dtype=float64))
+    return in_layout_of(x, lambda shape: rand(shape, dtype=float64, device=x.device))

@@ -38,7 +38,8 @@ def _bias_from_mask(mask, dtype):
     """An additive float mask: a bool mask's False becomes -inf; a float mask stays."""
     if mask.dtype.is_floating_point:
         return mask
-    return zeros(tuple(mask.shape), dtype=dtype).masked_fill(mask.logical_not(), float("-inf"))
+    return zeros(tuple(mask.shape), dtype=dtype, device=mask.device).masked_fill(
+        mask.logical_not(), float("-inf"))
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
@@ -93,12 +94,15 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     scores = (query * scale_factor).matmul(key_acc.transpose(-2, -1))
     valid = None
     if is_causal and attn_mask is None:
-        causal = arange(L).unsqueeze(1) >= arange(S)
+        at = query.device       # (the mask on the query's device: a meta one too)
+        causal = arange(L, device=at).unsqueeze(1) >= arange(S, device=at)
         scores = scores + _bias_from_mask(causal, query.dtype)
     elif attn_mask is not None:
         bias = _bias_from_mask(attn_mask, query.dtype)
         if is_causal:       # (the flash kernel masks the keys after the query on top)
-            bias = bias.masked_fill(arange(L).unsqueeze(1) < arange(S), float("-inf"))
+            at = query.device
+            bias = bias.masked_fill(arange(L, device=at).unsqueeze(1) < arange(S, device=at),
+                                    float("-inf"))
         # rows where every key is masked: a finite row (no NaN, in values or gradients)
         # whose weights are then zeroed, as PyTorch's CPU kernels give
         valid = (bias != float("-inf")).any(-1, keepdim=True)

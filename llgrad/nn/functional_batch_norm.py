@@ -14,8 +14,8 @@ def update_running_stats(input, running_mean, running_var, momentum):
     momentum * the batch's mean / unbiased variance over (0, 2, ...), as F.batch_norm's
     tensor ops (the statistics in float64, rounded to the input's dtype, then to the
     buffer's); False (nothing done) where the forward does not compute them."""
-    stats = take_stats(input._data)
-    if stats is None:
+    stats = None if input.is_meta else take_stats(input._data)
+    if stats is None:       # (a meta input: the tensor ops, on meta buffers)
         return False
     mean, ss, count = stats
     dt = input._data.dtype

@@ -85,7 +85,7 @@ def _check_p(p):
 def _feature_noise(input):
     """A rand() of the feature-dropout noise shape: (N, C, 1, ..., 1)."""
     shape = tuple(input.shape[:2]) + (1,) * (input.dim() - 2)
-    return rand(shape, dtype=llgrad_float64)
+    return rand(shape, dtype=llgrad_float64, device=input.device)
 
 
 def _dropout(input, p, training, inplace, feature, alpha):

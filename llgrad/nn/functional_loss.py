@@ -235,4 +235,4 @@ def one_hot(tensor, num_classes=-1):
             raise RuntimeError("Class values must be non-negative.")
         if a.max() >= num_classes:
             raise RuntimeError("Class values must be smaller than num_classes.")
-    return (tensor.unsqueeze(-1) == arange(num_classes)).to(int64)
+    return (tensor.unsqueeze(-1) == arange(num_classes, device=tensor.device)).to(int64)

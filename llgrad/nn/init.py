@@ -86,6 +86,8 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
         warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. "
                       "The distribution of values may be incorrect.", stacklevel=2)
     _float_only(tensor, "normal_kernel_cpu")
+    if tensor.is_meta:          # (no values to redraw)
+        return tensor
     with grad_mode.no_grad():
         if norm_cdf((b - mean) / std) - norm_cdf((a - mean) / std) > 0.3:
             lo, hi = tensor.new_tensor(a).item(), tensor.new_tensor(b).item()
@@ -231,7 +233,7 @@ def orthogonal_(tensor, gain=1, generator=None):
     torch.nn.init.orthogonal_."""
     if tensor.ndim < 2:
         raise ValueError("Only tensors with 2 or more dimensions are supported")
-    if tensor.numel() == 0:
+    if tensor.numel() == 0 or tensor.is_meta:
         return tensor
     rows = tensor.size(0)
     cols = tensor.numel() // rows
@@ -263,6 +265,8 @@ def sparse_(tensor, sparsity, std=0.01, generator=None):
         raise ValueError("Only tensors with 2 dimensions are supported")
     rows, cols = tensor.shape
     num_zeros = math.ceil(sparsity * rows)
+    if tensor.is_meta:          # (no values to draw)
+        return tensor
     with grad_mode.no_grad():
         tensor.normal_(0, std, generator=generator)
         values = tensor.numpy().copy()

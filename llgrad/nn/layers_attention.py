@@ -52,7 +52,7 @@ class MultiheadAttention(Module):
         else:
             self.register_parameter("in_proj_bias", None)
         self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias,
-                                                        dtype=dtype)
+                                                        device=device, dtype=dtype)
         if add_bias_kv:
             self.bias_k = Parameter(empty((1, 1, embed_dim), **kw))
             self.bias_v = Parameter(empty((1, 1, embed_dim), **kw))

@@ -39,7 +39,8 @@ class _BatchNorm(Module):
         if track_running_stats:
             self.register_buffer("running_mean", zeros(num_features, **kw))
             self.register_buffer("running_var", ones(num_features, **kw))
-            self.register_buffer("num_batches_tracked", _tensor(0, dtype=dtypes.int64))
+            self.register_buffer("num_batches_tracked", _tensor(0, dtype=dtypes.int64,
+                                                                 device=kw.get("device")))
         else:
             self.register_buffer("running_mean", None)
             self.register_buffer("running_var", None)

@@ -228,7 +228,8 @@ class RNNBase(Module):
                 w_ih, w_hh, b_ih, b_hh, w_hr = self._weights(layer, d)
                 if whole:           # one op for the layer and direction (ops_rnn_layer.py)
                     h0_, c0_ = ((s[idx] if s is not None else zeros(
-                        batch, self.hidden_size, dtype=input.dtype)) for s in (h_init, c_init))
+                        batch, self.hidden_size, dtype=input.dtype, device=input.device))
+                        for s in (h_init, c_init))
                     y, h, c, _, _ = x._op("lstm_layer", w_ih, w_hh, b_ih, b_hh, h0_, c0_,
                                           reverse=d == 1)
                     outs.append(y)
@@ -239,12 +240,12 @@ class RNNBase(Module):
                 w_hh_t = w_hh.t().contiguous()
                 w_hr_t = w_hr.t().contiguous() if w_hr is not None else None
                 steps = gx.unbind(0)
-                h = h_init[idx] if h_init is not None else zeros(batch, real_hidden,
-                                                                 dtype=input.dtype)
+                h = h_init[idx] if h_init is not None else zeros(
+                    batch, real_hidden, dtype=input.dtype, device=input.device)
                 c = None
                 if self.mode == "LSTM":
-                    c = c_init[idx] if c_init is not None else zeros(batch, self.hidden_size,
-                                                                     dtype=input.dtype)
+                    c = c_init[idx] if c_init is not None else zeros(
+                        batch, self.hidden_size, dtype=input.dtype, device=input.device)
                 ys, h, c = self._scan(steps, h, c, w_hh_t, b_step, w_hr_t, d == 1, masks)
                 outs.append(stack(ys))
                 h_n.append(h)

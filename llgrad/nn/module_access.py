@@ -231,6 +231,14 @@ class ModuleAccess:
                                 src = Parameter(src, requires_grad=param.requires_grad)
                         setattr(self, name, src)
                     else:
+                        if param.is_meta and not src.is_meta:
+                            warnings.warn(f"for {key}: copying from a non-meta parameter in "
+                                          "the checkpoint to a meta parameter in the current "
+                                          "model, which is a no-op. (Did you mean to pass "
+                                          "`assign=True` to assign items in the state "
+                                          "dictionary to their corresponding key in the "
+                                          "module instead of copying them in place?)",
+                                          UserWarning, stacklevel=2)
                         param.copy_(src)
             except Exception as ex:
                 error_msgs.append(f'While copying the parameter named "{key}", whose '

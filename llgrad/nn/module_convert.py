@@ -8,6 +8,7 @@ from .. import __future__ as _future
 from ..runtime.device import check as _check_device
 from ..runtime.dtypes import bfloat16, dtype as _dtype, float16, float32, float64
 from ..runtime.grad_mode import no_grad
+from ..runtime.meta_tensor import is_meta_device
 from ..runtime.tensor import Tensor
 
 
@@ -100,9 +101,12 @@ class ModuleConvert:
         """Cast floating parameters and buffers in place to a dtype, as
         torch.nn.Module.to; a device other than the CPU raises."""
         device, target, fmt = _parse_to(args, kwargs)
-        _check_device(device, "move a module to")
-        if isinstance(target, Tensor):      # (to(other): other's dtype)
+        if isinstance(target, Tensor):      # (to(other): other's dtype and device)
+            device = device if device is not None or not target.is_meta else target.device
             target = target.dtype
+        meta = is_meta_device(device)
+        if not meta:
+            _check_device(device, "move a module to")
         if target is not None and not target.is_floating_point:
             raise TypeError("nn.Module.to only accepts floating point or complex dtypes, but "
                             f"got desired dtype={target}")
@@ -111,12 +115,20 @@ class ModuleConvert:
             kw = {"dtype": target} if target is not None and t.is_floating_point() else {}
             if fmt is not None and t.dim() in (4, 5):
                 kw["memory_format"] = fmt
+            if meta:
+                kw["device"] = device
+            elif device is not None and t.is_meta:
+                raise NotImplementedError(
+                    "Cannot copy out of meta tensor; no data! Please use "
+                    "llgrad.nn.Module.to_empty() instead of llgrad.nn.Module.to() when moving "
+                    "module from meta to a different device.")
             return t.to(**kw) if kw else t
         return self._apply(convert)
 
     def cpu(self):
-        """Returns self (everything lives on the CPU), as torch.nn.Module.cpu."""
-        return self._apply(lambda t: t)
+        """Returns self (CPU tensors stay as they are; a meta one raises: it has no data to
+        copy), as torch.nn.Module.cpu."""
+        return self._apply(lambda t: t.cpu())
 
     def share_memory(self):
         """Move every parameter, gradient and buffer to shared memory (Tensor.share_memory_),
@@ -129,10 +141,12 @@ class ModuleConvert:
         return self._apply(lambda t: t.type(dst_type))
 
     def to_empty(self, *, device: object, recurse: bool = True):
-        """Give every parameter and buffer new storage of its shape and dtype (not
-        initialised: llgrad fills it with zeros), as torch.nn.Module.to_empty."""
-        _check_device(device, "move a module to")
-        return self._apply(lambda t: t.new_empty(t.shape), recurse)
+        """Give every parameter and buffer new storage of its shape and dtype on device
+        (not initialised: llgrad fills it with zeros), as torch.nn.Module.to_empty: how a
+        model built on the meta device gets memory."""
+        if not is_meta_device(device):
+            _check_device(device, "move a module to")
+        return self._apply(lambda t: t.new_empty(t.shape, device=device), recurse)
 
     def cuda(self, device: object = None):
         """Raises: llgrad runs on the CPU only."""

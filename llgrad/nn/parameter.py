@@ -37,8 +37,9 @@ class Parameter(Tensor):
 
     __str__ = __repr__
 
-    def __reduce_ex__(self, proto):
-        return (Parameter, (Tensor._from_array(self._data.copy()), self.requires_grad))
+    def __reduce_ex__(self, proto):     # (a meta parameter's data: none, meta_tensor.reduce)
+        data = self.detach() if self.is_meta else Tensor._from_array(self._data.copy())
+        return (Parameter, (data, self.requires_grad))
 
 
 class Buffer(Tensor):

@@ -1,7 +1,7 @@
-"""llgrad.device: PyTorch's torch.device for a library that runs on the CPU only. Device
-objects of any type can be made, compared, printed and pickled (a checkpoint may name
-'cuda:0'), but creating a tensor on, or moving one to, a device other than the CPU raises
-a clear error instead of being ignored."""
+"""llgrad.device: PyTorch's torch.device for a library that runs on the CPU (and makes
+shape-only tensors on the meta device: meta_tensor.py). Device objects of any type can be
+made, compared, printed and pickled (a checkpoint may name 'cuda:0'), but creating a tensor
+on, or moving one to, another device raises a clear error instead of being ignored."""
 
 _KNOWN = ("cpu", "cuda", "mps", "xpu", "meta", "hip", "xla", "ipu", "mtia", "hpu", "vulkan",
           "privateuseone", "lazy", "ve", "fpga", "maia", "ort", "mkldnn", "opengl", "opencl",
@@ -66,15 +66,36 @@ class device:
     def __reduce__(self):
         return (device, (self._type,) if self._index is None else (self._type, self._index))
 
-    def __enter__(self):     # `with llgrad.device("cpu"):` (the default device is the CPU)
-        check(self, "make tensors on")
+    def __enter__(self):     # `with llgrad.device("meta"):` the factories' default inside
+        if self._type != "meta":
+            check(self, "make tensors on")
+        _entered.append(_default[0])
+        _default[0] = self if self._type == "meta" else None
         return self
 
     def __exit__(self, *exc):
+        _default[0] = _entered.pop()
         return False
 
 
 CPU = device("cpu")
+_default = [None]   # the factories' device when none is given: None (the CPU) or meta
+_entered = []       # the defaults that `with device(...)` blocks replaced, innermost last
+
+
+def default_device():
+    """The factories' device when none is given (None: the CPU), as torch's default device
+    (set_default_device, or a `with device(...)` block)."""
+    return _default[0]
+
+
+def set_default(d):
+    """Make d (None, the CPU or meta) the factories' default device."""
+    dev = None if d is None else as_device(d)
+    if dev is not None and dev.type != "meta":
+        check(dev, "make tensors on")
+        dev = None
+    _default[0] = dev
 
 
 def _typename(x):
@@ -106,7 +127,8 @@ def is_device_like(x):
 
 
 def check(d, what="create a tensor on"):
-    """Raise unless d is None or names the CPU (index None or 0)."""
+    """Raise unless d is None or names the CPU (index None or 0); the meta device is made
+    by the factories' own path (meta_factories.py), before they call this."""
     if d is None or d is CPU or d == "cpu":
         return
     dev = as_device(d)

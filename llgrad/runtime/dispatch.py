@@ -159,9 +159,10 @@ def run_impl(op, inputs, attrs):
         raise (e if getattr(e, "keep_type", False) else RuntimeError(f"{op.name}: {e}")) from None
 
 
-# llgrad.func's batching rules while a vmap is active (llgrad/func/batching.py): ops with a
-# batched operand go there; None (one global read per op) otherwise
-batching = None
+# llgrad.func's batching rules while a vmap is active (llgrad/func/batching.py), and the meta
+# device's results once a meta tensor exists (meta_dispatch.py): ops with a batched (a meta)
+# operand go there; None (one global read per op) otherwise
+batching = meta = None
 
 # torch.profiler's hook while a profile records (llgrad/profiler/_record.py): .op(op, inputs,
 # attrs) times the op and runs it through call(..., _timed=True); .node(node, grads, retain)
@@ -170,9 +171,8 @@ batching = None
 profiler = None
 
 # torch.autograd.forward_ad's hook while a dual level is active (llgrad/autograd/forward_ad.py):
-# .call(op, inputs, attrs) computes the tangents of ops on dual tensors and runs the op
-# through call(..., _dual=True); .call_inplace(op, t, inputs, attrs) (inplace.py). None (one
-# global read per op) otherwise
+# .call(op, inputs, attrs) computes the tangents of ops on dual tensors and runs the op through
+# call(..., _dual=True); .call_inplace(op, t, inputs, attrs) (inplace.py); None otherwise
 forward_ad = None
 
 
@@ -218,10 +218,10 @@ def call(op, inputs, attrs, _timed=False, _dual=False):
             break
     if attrs and stand_ins.active:          # (a traced function's dynamic number)
         escape_in_attrs(op, attrs)
-    if batching is not None:
-        res = batching.call(op, inputs, attrs)
-        if res is not NotImplemented:
-            return res
+    if batching is not None and (res := batching.call(op, inputs, attrs)) is not NotImplemented:
+        return res
+    if meta is not None and (res := meta.call(op, inputs, attrs)) is not NotImplemented:
+        return res
     info = _infos.get(op) or _info(op)
     try:
         out = run_impl(op, inputs, attrs)

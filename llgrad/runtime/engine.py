@@ -16,6 +16,7 @@ from .anomaly import _state as _anomaly, check_nan, failed
 from .backward_hooks import (always, hooks_allowed, run_acc, run_node_pre_hooks,
                              run_post_hooks, run_pre_hooks)
 from .engine_reach import _collect, _needed  # noqa: F401  (_needed: the tests')
+from .meta_tensor import is_meta, meta_tensor
 from .node import AccumulateGrad, gradient_edge
 from .saved_tensor import where_str
 from .tensor import Tensor
@@ -271,12 +272,16 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
                     continue
             if hooked and -1 in (node._pre_hooks or ()):
                 grads = run_node_pre_hooks(node, grads)
-            if grads[0] is not None if len(grads) == 1 else any(g is not None for g in grads):
+            live = grads[0] is not None if len(grads) == 1 else any(g is not None for g in grads)
+            if live and target and tracer is not None and tracer.hooks_off and \
+                    node._seq < tracer.first_node:  # (compile's derivation ends at its inputs)
+                live = any(g is not None for k, g in enumerate(grads)
+                           if k not in {nr for nr, _ in targets[node]})
+            if live:
                 if tracer is not None:
                     if node._seq < tracer.first_node:
                         # a traced step's own backward reaching the graph that made one of
-                        # its inputs: what it would do there (.grad of other leaves) is
-                        # outside what a compiled call writes
+                        # its inputs: its effects there are outside what a compiled call writes
                         tracer.graph_break(("the results' gradients (an input kept with an "
                                             "earlier graph, not detached) reach"
                                             if tracer.hooks_off else "the backward inside "
@@ -309,7 +314,7 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
                         buf[nr] = g
                     elif plain and type(old) is Tensor and type(g) is Tensor and \
                             old._dtype is g._dtype and old._dtype in _SUMMED and \
-                            old._data.shape == g._data.shape:
+                            old._data.shape == g._data.shape and not is_meta(g):
                         # the add op's NumPy sum (the same values), without its dispatch; a
                         # sum this loop made is its own (no one else sees it before the
                         # node runs) and takes the next gradient in place
@@ -383,7 +388,7 @@ def make_root_grads(tensors, grad_tensors):
                     raise RuntimeError("grad can be implicitly created only for real scalar "
                                        f"outputs but got {t._dtype!r}")
                 one = _ONES[(d.shape, d.dtype)] = np.ones(d.shape, dtype=d.dtype)
-            g = Tensor._from_array(one.copy())
+            g = Tensor._from_array(one.copy()) if not is_meta(t) else meta_tensor(d.shape, t._dtype)
         elif not isinstance(g, Tensor):     # (PyTorch's error, word for word)
             raise TypeError("gradients can be either Tensors or None, but got "
                             f"{type(g).__name__}")

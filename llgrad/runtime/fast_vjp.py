@@ -11,6 +11,7 @@ from ..ir import ops_nn  # noqa: F401  (mm and addmm declared)
 from ..ir.np_matmul import matmul
 from ..ir.optable import OPS, c_order
 from . import dispatch, grad_mode, trace_state
+from .meta_tensor import is_meta
 from .node import fast_vjps
 from .tensor import Tensor
 
@@ -22,7 +23,7 @@ _matmul = matmul
 
 def _plain(g):
     return not _grad.grad_enabled and _tstate.tracer is None and dispatch.batching is None \
-        and type(g) is Tensor and dispatch.forward_ad is None
+        and type(g) is Tensor and dispatch.forward_ad is None and not is_meta(g)
 
 
 def _mm(node, g, names, ia):

@@ -8,7 +8,7 @@ from . import dtypes, formatting
 from .anomaly import _state as _anomaly_state, is_anomaly_check_nan_enabled, \
     is_anomaly_enabled
 from . import functions as _functions
-from .device import device
+from .device import default_device, device, set_default
 from .functions import export
 from .tensor import Tensor
 
@@ -65,20 +65,22 @@ export(formatting.set_printoptions)
 # ---- the default device -----------------------------------------------------------------------
 
 def get_default_device():
-    """As torch.get_default_device: where factory functions put tensors (the CPU: llgrad's
-    only device)."""
-    return device("cpu")
+    """As torch.get_default_device: where factory functions put tensors (the CPU, or the
+    meta device once set_default_device('meta') or inside `with device('meta')`)."""
+    return default_device() or device("cpu")
 
 
 def set_default_device(device_):
-    """As torch.set_default_device; llgrad runs on the CPU only: None or a CPU device is
-    accepted (nothing changes), any other device raises."""
+    """As torch.set_default_device: None or the CPU (the default), or 'meta'; any other
+    device raises."""
     if device_ is None:
+        set_default(None)
         return
     d = device_ if isinstance(device_, device) else device(device_)
-    if d.type != "cpu":
+    if d.type not in ("cpu", "meta"):
         raise RuntimeError(f"set_default_device({str(device_)!r}): llgrad runs on the CPU only, "
                            f"so it cannot make '{d}' the default device (use None or 'cpu')")
+    set_default(d)
 
 
 def is_inference(input):

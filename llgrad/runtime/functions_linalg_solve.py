@@ -44,7 +44,7 @@ def same_dtype(name, A, B):
 def raise_for_info(info, batched, message, cls=LinAlgError):
     """Raise cls(message(where, k)) for the first matrix whose info k is not 0 (a value read:
     a guard inside llgrad.compile)."""
-    if info._data.size and bool((info != 0).any()):
+    if info._data.size and not info.is_meta and bool((info != 0).any()):
         flat = info.reshape(-1).tolist()
         b = next(i for i, k in enumerate(flat) if k)
         where = f"(Batch element {b}): " if batched else ""

@@ -44,7 +44,7 @@ def inverse(input, *, out=None):
     check reads the info the op returns: a value guard)."""
     _check("linalg.inv", input)
     r, info = call(OPS["linalg_inv_ex"], (input,), {})
-    if info._data.size and bool((info != 0).any()):
+    if info._data.size and not info.is_meta and bool((info != 0).any()):
         flat = info.reshape(-1).tolist()
         b = next(i for i, k in enumerate(flat) if k)
         where = f"(Batch element {b}): " if input._data.ndim > 2 else ""

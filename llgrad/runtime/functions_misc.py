@@ -354,8 +354,6 @@ Tensor.nbytes = property(lambda self: self._data.size * self._dtype.itemsize,
                          doc="As torch.Tensor.nbytes: numel() * element_size().")
 Tensor.itemsize = property(lambda self: self._dtype.itemsize,
                            doc="As torch.Tensor.itemsize: element_size().")
-Tensor.is_cpu = property(lambda self: True, doc="As torch.Tensor.is_cpu: True.")
-Tensor.is_meta = property(lambda self: False, doc="As torch.Tensor.is_meta: False (CPU only).")
 del _f, _inp, _n
 
 

@@ -157,13 +157,15 @@ def call_inplace(op, t, inputs, attrs, _timed=False, _dual=False):
     if rt is not None and rt._cat > t._dtype._cat:      # (PyTorch's check, before the op)
         raise RuntimeError(f"result type {scalar_type_name(rt)} can't be cast to the desired output "
                            f"type {scalar_type_name(t._dtype)}")
+    # (a meta t: nothing is computed or written, the rest is as on the CPU)
+    on_meta = dispatch.meta is not None and dispatch.meta.inplace(op, t, inputs, attrs)
     recording = grad_mode.state.grad_enabled and op.vjp is not None and \
         t._dtype._cat == 2 and any(_is_tensor(x) and _req(x) for x in inputs)  # (ints: none)
     retained = (t._grad_fn, t._output_nr) if recording and t._retains_grad else None
     tracer = _tstate.tracer
     operands = tracer.operands(inputs) if tracer is not None else None   # values before
     try:
-        out = run_impl(op, inputs, attrs)
+        out = None if on_meta else run_impl(op, inputs, attrs)
     except OverflowError:
         inputs = wrapped_ints(op, inputs)
         operands = tracer.operands(inputs) if tracer is not None else None
@@ -177,7 +179,8 @@ def call_inplace(op, t, inputs, attrs, _timed=False, _dual=False):
     base_edge = gradient_edge(base) if recording and base is not None else None
     self_edge = gradient_edge(t) if recording else None
     try:
-        t._data[...] = out
+        if not on_meta:
+            t._data[...] = out
     except ValueError as e:
         if "read-only" not in str(e):
             raise

@@ -4,9 +4,12 @@ infer_dense_strides). Random `*_like` draws and dropout masks fill such a buffer
 order, so drawing them row-major would give other numbers than PyTorch's for a transposed
 x (nn.MultiheadAttention's batch_first output, a permuted feature map). And the layout of
 an elementwise op's result, PyTorch's TensorIterator's."""
+import math
+
 import numpy as np
 
-from ..ir.geometry import fast_to_slow, geometry_overlaps, geometry_span
+from ..ir.geometry import (contiguous_strides, fast_to_slow, geometry_overlaps, geometry_span,
+                           iterator_strides)
 from ..ir.ops_copy import CHANNELS_LAST, iterator_relaid
 from ..ir.promotion import result_dtype
 from .memory_formats import op_format
@@ -59,9 +62,20 @@ def iterator_layout(out, inputs, op):
         break
     else:
         return out
+    operands = _iterator_operands(inputs, op)
+    if operands is None:
+        return out
+    # (pow(Scalar, Tensor) makes a row-major result)
+    row_major = op is not None and op.name == "pow" and not isinstance(inputs[0], _Tensor)
+    return iterator_relaid(out, operands, row_major)
+
+
+def _iterator_operands(inputs, op):
+    # [(shape, strides)] of the tensors among inputs as the TensorIterator sees them (after
+    # their casts); None when one has a negative stride
     tensors = [(i, x) for i, x in enumerate(inputs) if isinstance(x, _Tensor)]
     if any(s < 0 for _, x in tensors for s in x._data.strides):
-        return out
+        return None
     common = _promoted_to(op, inputs)
     operands = []
     for i, x in tensors:
@@ -71,9 +85,23 @@ def iterator_layout(out, inputs, op):
                 (op.promote == "all" or i in op.promote):
             strides = _preserved(a.shape, strides)
         operands.append((a.shape, strides))
-    # (pow(Scalar, Tensor) makes a row-major result)
-    row_major = op is not None and op.name == "pow" and not isinstance(inputs[0], _Tensor)
-    return iterator_relaid(out, operands, row_major)
+    return operands
+
+
+def iterator_result_strides(shape, inputs, op):
+    """The strides (in elements) iterator_layout gives op's result of shape: PyTorch's
+    TensorIterator layout, from the operands' strides alone (meta tensors' results)."""
+    operands = _iterator_operands(inputs, op)
+    if operands is None or op.name == "pow" and not isinstance(inputs[0], _Tensor) or \
+            math.prod(shape) <= 1:
+        return contiguous_strides(shape)
+    return iterator_strides(shape, operands) or contiguous_strides(shape)
+
+
+def preserved_strides(shape, strides):
+    """The strides of a preserve_format copy of a tensor with these (a dense tensor's own;
+    else dense in its dimension order)."""
+    return tuple(_preserved(shape, list(strides)))
 
 
 def _promoted_to(op, inputs):

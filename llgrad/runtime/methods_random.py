@@ -88,6 +88,8 @@ def _half_fill_noise(shape, generator):
 
 
 def _check_probabilities(p, what):
+    if p.is_meta:           # (no values to check)
+        return
     if not bool(((p >= 0) & (p <= 1)).all()):     # (a NaN fails it too, as in ATen)
         raise RuntimeError(what)
 
@@ -118,7 +120,9 @@ def bernoulli(self, p=None, *, generator=None):
     _check_probabilities(self, "Expected p_in >= 0 && p_in <= 1 to be true, but got false.  "
                                "(Could this error message be improved?  If so, please report "
                                "an enhancement request to PyTorch.)")
-    u = rand(self._data.shape, dtype=_bernoulli_draw(self._dtype), generator=generator)
+    d = _bernoulli_draw(self._dtype)
+    u = self.new_empty(self._data.shape, dtype=d) if self.is_meta else \
+        rand(self._data.shape, dtype=d, generator=generator)    # (meta: no draw)
     return call(OPS["bernoulli"], (self, u), {})
 
 
@@ -144,10 +148,12 @@ def multinomial(self, num_samples, replacement=False, *, generator=None):
         raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without "
                            "replacement")
     p = self.detach()
-    if bool(((p < 0) | p.isfinite().logical_not()).any()):
+    if p.is_meta:           # (no values to check: the draw's shape and dtype)
+        pass
+    elif bool(((p < 0) | p.isfinite().logical_not()).any()):
         raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
     total = p.sum(-1, keepdim=True)
-    if bool((total <= 0).any()):
+    if not p.is_meta and bool((total <= 0).any()):
         raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
     batch = self._data.shape[:-1]
     if replacement and num_samples > 1:

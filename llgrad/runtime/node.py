@@ -17,7 +17,7 @@ from . import grad_mode, trace_state
 from .grad_layout import laid_out_as, new_grad_order
 from .hook_handle import _register
 from .saved_tensor import FREED, RawSavedField, SavedNumber, SavedTensor
-from .tensor import Tensor
+from .tensor import Storage, Tensor
 
 _sequence = itertools.count()
 
@@ -317,15 +317,16 @@ class AccumulateGrad(Node):
         if leaf is None or not leaf._requires_grad:
             return
         old = leaf._grad
-        if create_graph:    # (a first gradient copied, as PyTorch's, in the leaf's layout)
+        if create_graph and g._storage.__class__ is Storage:    # (copied, as PyTorch's,
             leaf._grad = old + g if old is not None else Tensor._from_array(np.empty_like(
-                leaf._data, order=new_grad_order(leaf._data))).copy_(g)
+                leaf._data, order=new_grad_order(leaf._data))).copy_(g)     # in its layout)
             return
-        if trace_state.state.tracer is not None:
-            # traced (a compiled training step): tensor ops, so the tracer records them
+        if trace_state.state.tracer is not None or g._storage.__class__ is not Storage:
+            # traced (a compiled training step), or a meta gradient: tensor ops, so the
+            # tracer records them
             with grad_mode.no_grad():
-                if old is None:     # as eager: a new .grad has its leaf's layout
-                    leaf._grad = laid_out_as(g, leaf)
+                if old is None:     # as eager: a new .grad has its leaf's layout (and device)
+                    leaf._grad = laid_out_as(g, leaf).to(leaf.device)
                 else:
                     leaf._grad = old.add_(g)
             return

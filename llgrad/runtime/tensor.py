@@ -157,7 +157,7 @@ class Tensor:
 
     @property
     def device(self) -> _Device:
-        """Always llgrad.device('cpu'): llgrad runs on the CPU only."""
+        """llgrad.device('cpu') (a meta tensor's is 'meta': meta_methods.py replaces this)."""
         return CPU
 
     @property
@@ -267,7 +267,7 @@ class Tensor:
         """The same memory without autograd history and, unlike detach(), under a version
         counter of its own (PyTorch's .data): writing through it does not invalidate what
         backward saved of this tensor."""
-        t = Tensor._from_array(self._data, Storage(self._storage.base))
+        t = Tensor._from_array(self._data, self._storage.__class__(self._storage.base))
         t._inference = self._inference
         return t
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..runtime import dtypes
 from ..runtime.device import as_device, device
+from ..runtime.meta_tensor import meta_storage
 from ..runtime.tensor import Storage, Tensor
 from .allowlist import user_globals
 from .torch_globals import _torch_globals
@@ -115,6 +116,8 @@ class _Loader:
         if ml is not None:
             location, by_user = str(as_device(ml)), True
         dev = as_device(location)
+        if dev.type == "meta":          # (shapes and dtypes only: meta tensors)
+            return meta_storage(st.base)
         if dev.type != "cpu":
             if not by_user:
                 raise RuntimeError(

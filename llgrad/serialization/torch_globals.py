@@ -6,10 +6,12 @@ import codecs
 import pickle
 from collections import Counter, OrderedDict
 
+from .. import quantized_tensor as qt
 from ..nn.parameter import Parameter
 from ..runtime.device import device
 from ..runtime.functions import sparse_coo, strided
 from ..runtime.functions_sparse import sparse_coo_tensor
+from ..runtime.meta_tensor import rebuild_meta
 from ..runtime.tensor import Size, Tensor
 from .torch_names import _DTYPE_BY_TORCH_NAME, _OTHER_TORCH_DTYPES, _STORAGE_TYPES, _OtherDtype
 
@@ -84,6 +86,28 @@ def _torch_globals(loader):
         indices, values, size, coalesced = data     # (checked against size, as PyTorch's load)
         return sparse_coo_tensor(indices, values, size, is_coalesced=coalesced)
 
+    def _rebuild_qtensor(storage, storage_offset, size, stride, quantizer_params,
+                         requires_grad, backward_hooks):
+        ints = loader.rebuild_tensor(storage, storage_offset, size, stride)
+        dtype = {npd: q for q, (npd, _) in qt.INT_OF.items()}.get(ints._data.dtype)
+        scheme = quantizer_params[0]
+        if dtype is None or not isinstance(scheme, qt.qscheme):
+            raise pickle.UnpicklingError("_rebuild_qtensor: not a quantized tensor's storage")
+        if scheme is qt.per_tensor_affine:
+            _, scale, zero_point = quantizer_params
+            return qt.QuantizedTensor(ints._data, dtype, scheme, float(scale), int(zero_point))
+        if scheme is qt.per_channel_affine:
+            _, scales, zero_points, axis = quantizer_params
+            if not 0 <= axis < len(size) or len(scales) != size[axis] or \
+                    len(zero_points) != size[axis]:
+                raise ValueError("_rebuild_qtensor: per_channel scales/zero_points do not "
+                                 "match size[axis]")
+            sc = scales.numpy() if isinstance(scales, Tensor) else scales
+            zp = zero_points.numpy() if isinstance(zero_points, Tensor) else zero_points
+            return qt.QuantizedTensor(ints._data, dtype, scheme, sc, zp, axis)
+        raise RuntimeError(f"llgrad.load: quantized tensors of scheme {scheme} are not "
+                           "supported")
+
     def parameter(data=None, requires_grad=True):
         return Parameter(data, requires_grad)
 
@@ -112,7 +136,13 @@ def _torch_globals(loader):
         "torch.Size": size, "torch.device": device,
         "torch.serialization._get_layout": get_layout,
         "torch._utils._rebuild_sparse_tensor": _rebuild_sparse_tensor,
+        "torch._utils._rebuild_meta_tensor_no_storage": rebuild_meta,
+        "torch._utils._rebuild_qtensor": _rebuild_qtensor,
     }
+    for name, scheme in qt.SCHEMES.items():
+        g[f"torch.{name}"] = scheme
+    for name, d in qt.BY_NAME.items():
+        g[f"torch.{name}"] = d
     for name, st in _STORAGE_TYPES.items():
         g[f"torch.{name}"] = st
         g[f"torch.cuda.{name}"] = st
@@ -122,9 +152,7 @@ def _torch_globals(loader):
     for name in _OTHER_TORCH_DTYPES:
         g[f"torch.{name}"] = _OtherDtype(name)
     # the ones llgrad cannot rebuild: refused with the reason
-    for name, what in (("_rebuild_qtensor", "quantized tensors"),
-                       ("_rebuild_nested_tensor", "nested tensors"),
-                       ("_rebuild_meta_tensor_no_storage", "meta tensors"),
+    for name, what in (("_rebuild_nested_tensor", "nested tensors"),
                        ("_rebuild_wrapper_subclass", "tensor subclasses"),
                        ("_rebuild_device_tensor_from_numpy", "device tensors from NumPy"),
                        ("_rebuild_device_tensor_from_cpu_tensor", "device tensors")):

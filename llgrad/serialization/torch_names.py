@@ -3,6 +3,7 @@ storage-class tables, the globals llgrad writes (torch._utils._rebuild_tensor_v2
 ...) and the objects that torch's storage classes and the dtypes llgrad lacks load as."""
 import numpy as np
 
+from .. import quantized_tensor
 from ..runtime import dtypes
 
 # llgrad dtype -> (torch's dtype name, torch's legacy storage class name)
@@ -22,8 +23,8 @@ _DTYPE_BY_TORCH_NAME = {"float32": dtypes.float32, "float": dtypes.float32,
                         "int8": dtypes.int8, "uint8": dtypes.uint8, "bool": dtypes.bool_}
 _OTHER_TORCH_DTYPES = ("bfloat16", "complex32", "complex64", "complex128", "cfloat", "cdouble",
                        "chalf", "uint16", "uint32", "uint64", "float8_e4m3fn", "float8_e5m2",
-                       "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu", "qint8",
-                       "quint8", "qint32", "quint4x2", "quint2x4", "bits8", "bits16",
+                       "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu", "quint4x2",
+                       "quint2x4", "bits8", "bits16",
                        "bits1x8", "bits2x4", "bits4x2", "int1", "int2", "int3", "int4", "int5",
                        "int6", "int7", "uint1", "uint2", "uint3", "uint4", "uint5", "uint6",
                        "uint7", "float4_e2m1fn_x2")
@@ -55,6 +56,12 @@ _TORCH_TENSOR = _TorchName("torch", "Tensor")
 _TORCH_SIZE = _TorchName("torch", "Size")
 _TORCH_DEVICE = _TorchName("torch", "device")
 _STORAGE_TYPE = {d: _TorchName("torch", s) for d, (_, s) in _TORCH_NAMES.items()}
+# quantized tensors: torch._utils._rebuild_qtensor over a QInt8Storage (...) of their integers
+_REBUILD_QTENSOR = _TorchName("torch._utils", "_rebuild_qtensor")
+_QUANTIZED_STORAGE = {quantized_tensor.qint8: "QInt8Storage",
+                      quantized_tensor.quint8: "QUInt8Storage",
+                      quantized_tensor.qint32: "QInt32Storage"}
+_QSCHEME_NAME = {s: _TorchName("torch", n) for n, s in quantized_tensor.SCHEMES.items()}
 
 
 class _StorageType:
@@ -69,6 +76,8 @@ class _StorageType:
 
 
 _STORAGE_TYPES = {s: _StorageType(s, d.np) for d, (_, s) in _TORCH_NAMES.items()}
+for _q, _s in _QUANTIZED_STORAGE.items():
+    _STORAGE_TYPES[_s] = _StorageType(_s, quantized_tensor.INT_OF[_q][0])
 _STORAGE_TYPES["BFloat16Storage"] = _StorageType("BFloat16Storage", np.dtype("V2"))
 _STORAGE_TYPES["UntypedStorage"] = _StorageType("UntypedStorage", np.dtype(np.uint8))
 _STORAGE_TYPES["TypedStorage"] = _STORAGE_TYPES["UntypedStorage"]

@@ -16,16 +16,19 @@ from typing import IO
 import numpy as np
 
 from ..nn.parameter import Parameter
+from ..quantized_tensor import QuantizedDtype, QuantizedTensor, qscheme
 from ..runtime import dtypes
 from ..runtime.device import device
 from ..runtime.tensor import Size, Storage, Tensor
-from .torch_names import (_REBUILD_FROM_TYPE_V2, _REBUILD_PARAMETER,
-                          _REBUILD_PARAMETER_WITH_STATE, _REBUILD_SPARSE, _REBUILD_TENSOR_V2,
+from .torch_names import (_QSCHEME_NAME, _QUANTIZED_STORAGE, _REBUILD_FROM_TYPE_V2,
+                          _REBUILD_PARAMETER, _REBUILD_PARAMETER_WITH_STATE, _REBUILD_QTENSOR,
+                          _REBUILD_SPARSE, _REBUILD_TENSOR_V2,
                           _STORAGE_TYPE, _GET_LAYOUT,
                           _TORCH_DEVICE, _TORCH_NAMES, _TORCH_SIZE, _TORCH_TENSOR, _OtherDtype,
                           _StorageType, _TorchName)
 
 DEFAULT_PROTOCOL = 2
+_REBUILD_META = _TorchName("torch._utils", "_rebuild_meta_tensor_no_storage")
 _ALIGN = 64
 
 
@@ -147,11 +150,30 @@ class _Pickler(pickle._Pickler):
             offset, strides = 0, tuple(int(s) for s in _contiguous(arr.shape))
         return (self._pid(rec), int(offset), tuple(arr.shape), tuple(int(s) for s in strides))
 
+    def _qtensor_args(self, q):
+        """torch._utils._rebuild_qtensor's arguments: its integers in a QInt8Storage (...)
+        record of their own, the scheme and its parameters."""
+        rec = self._writer.own(q._ints)
+        pid = _StoragePid(("storage", _TorchName("torch", _QUANTIZED_STORAGE[q.dtype]), rec[0],
+                           "cpu", rec[2]))
+        scheme = q.qscheme()
+        if q._axis is None:
+            params = (scheme, q.q_scale(), q.q_zero_point())
+        else:
+            params = (scheme, q.q_per_channel_scales(), q.q_per_channel_zero_points(), q._axis)
+        return (pid, 0, tuple(q._ints.shape), tuple(q.stride()), params, False, OrderedDict())
+
     def reducer_override(self, obj):
         if isinstance(obj, Tensor) and obj.is_sparse:     # (PyTorch's: its two tensors)
             layout = _Reduced(_GET_LAYOUT, ("torch.sparse_coo",))
             return (_REBUILD_SPARSE, (layout, (obj._indices(), obj._values(), obj.shape,
                                                obj.is_coalesced())))
+        if isinstance(obj, Tensor) and obj.is_meta:      # (PyTorch's: no storage, no data)
+            args = (obj.dtype, tuple(obj.shape), obj.stride(), obj.requires_grad)
+            if isinstance(obj, Parameter):
+                return (_REBUILD_PARAMETER, (_Reduced(_REBUILD_META, args[:3] + (False,)),
+                                             obj.requires_grad, OrderedDict()))
+            return (_REBUILD_META, args)
         if isinstance(obj, Tensor):
             storage, offset, size, stride = self._tensor_args(obj)
             state = _obj_state(obj)
@@ -166,6 +188,8 @@ class _Pickler(pickle._Pickler):
             if state:
                 return (_REBUILD_FROM_TYPE_V2, (_REBUILD_TENSOR_V2, _TORCH_TENSOR, args, state))
             return (_REBUILD_TENSOR_V2, args)
+        if type(obj) is QuantizedTensor:
+            return (_REBUILD_QTENSOR, self._qtensor_args(obj))
         if type(obj) is _Reduced:
             return (obj.func, obj.args)
         if type(obj) is Size:
@@ -198,7 +222,12 @@ class _Pickler(pickle._Pickler):
         self._write_global(obj.module, obj.name, obj)
 
     def _save_dtype(self, obj):
-        self._write_global("torch", _TORCH_NAMES[obj][0], obj)
+        self._write_global("torch", _TORCH_NAMES[obj][0] if obj in _TORCH_NAMES else obj.name,
+                           obj)
+
+    def _save_qscheme(self, obj):
+        name = _QSCHEME_NAME[obj]
+        self._write_global(name.module, name.name, obj)
 
     def _save_other_dtype(self, obj):
         self._write_global("torch", obj.name, obj)
@@ -209,6 +238,8 @@ class _Pickler(pickle._Pickler):
     dispatch[types.FunctionType] = save_global
     dispatch[_TorchName] = _save_torch_name
     dispatch[dtypes.dtype] = _save_dtype
+    dispatch[qscheme] = _save_qscheme
+    dispatch[QuantizedDtype] = _save_dtype
     # a loaded checkpoint saved again (weights_only=False can hold these) names them as PyTorch
     dispatch[_OtherDtype] = _save_other_dtype
     dispatch[_StorageType] = _save_storage_type

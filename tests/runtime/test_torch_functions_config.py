@@ -64,8 +64,12 @@ def test_default_device():
     llgrad.set_default_device(llgrad.device("cpu"))
     with pytest.raises(RuntimeError, match="CPU only"):
         llgrad.set_default_device("cuda")
-    with pytest.raises(RuntimeError, match="CPU only"):
-        llgrad.set_default_device(llgrad.device("meta"))
+    llgrad.set_default_device(llgrad.device("meta"))    # (the meta device: shape-only tensors)
+    try:
+        assert llgrad.get_default_device() == llgrad.device("meta")
+    finally:
+        llgrad.set_default_device(None)
+    assert llgrad.get_default_device() == llgrad.device("cpu")
 
 
 def test_is_inference():

@@ -1,0 +1,2 @@
+"""torch.ao.nn (the quantized modules)."""
+from . import quantized  # noqa: F401

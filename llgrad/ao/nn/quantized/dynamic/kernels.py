@@ -1,0 +1,81 @@
+"""The arithmetic of PyTorch's dynamic quantized kernels on x86 (quantized::linear_dynamic
+and the dynamic quantized LSTM / GRU cells), in NumPy. Per call the activation is quantized
+to quint8 from its own min and max (ATen's ChooseQuantizationParams; reduce_range keeps 7 bits
+so the int8 products cannot saturate the int16 pair sums of fbgemm's kernels); the integer
+products are summed exactly (int32); the result is acc * float32(x_scale * w_scale) + bias
+with one rounding (the fused multiply-add of fbgemm's output stage, reproduced in float64:
+the product of two 24-bit significands is exact there), which gives the output of torch's
+x86 and fbgemm engines bit for bit."""
+import numpy as np
+
+from .....backends.quantized import check_engine
+from .....quantized_tensor import quantize_array, quint8
+
+_SMALL_SCALE = float(np.float32(6.1e-5))   # (ATen's SMALL_SCALE_THRESHOLD)
+
+
+def choose_qparams(lo, hi, qmin, qmax):
+    """(scale as float32, zero point) mapping [lo, hi] (widened to hold 0) onto [qmin, qmax],
+    as ATen's quant_utils::ChooseQuantizationParams (preserve_sparsity off)."""
+    f32 = np.float32
+    lo, hi = min(float(f32(lo)), 0.0), max(float(f32(hi)), 0.0)
+    scale = (hi - lo) / (qmax - qmin)
+    if f32(scale) == 0 or np.isinf(np.float32(1) / f32(scale)):
+        scale = 0.1
+    if scale < _SMALL_SCALE:
+        org, scale = f32(scale), _SMALL_SCALE
+        if lo == 0:
+            hi = _SMALL_SCALE * (qmax - qmin)
+        elif hi == 0:
+            lo = -_SMALL_SCALE * (qmax - qmin)
+        else:
+            amp = f32(f32(_SMALL_SCALE) / org)
+            lo, hi = float(f32(lo) * amp), float(f32(hi) * amp)
+    from_min, from_max = qmin - lo / scale, qmax - hi / scale
+    err_min, err_max = abs(qmin) - abs(lo / scale), abs(qmax) - abs(hi / scale)
+    initial = from_min if err_min < err_max else from_max
+    if initial < qmin:
+        zp = qmin
+    elif initial > qmax:
+        zp = qmax
+    else:
+        zp = int(np.rint(initial))
+    return float(f32(scale)), zp
+
+
+def linear_dynamic(x, w, bias, reduce_range=True):
+    """quantized::linear_dynamic: x (float32 array, last dim in_features) times the
+    quantized weight w (QuantizedTensor, out x in), plus the float bias (array or None)."""
+    check_engine()
+    x = np.asarray(x, dtype=np.float32)
+    k = x.shape[-1]
+    x2 = x.reshape(-1, k)
+    if x2.size:
+        lo, hi = float(x2.min()), float(x2.max())
+    else:
+        lo = hi = 0.0
+    scale, zp = choose_qparams(lo, hi, 0, 127 if reduce_range else 255)
+    qx = quantize_array(x2, scale, zp, quint8).astype(np.int64) - zp
+    wq = w._ints.astype(np.int64)
+    if w._axis is None:
+        wq = wq - w._zero_point
+        w_scale = np.float32(w._scale)
+    else:
+        wq = wq - w._zero_point.reshape(-1, 1)
+        w_scale = w._scale.astype(np.float32)
+    acc = (qx @ wq.T).astype(np.int32).astype(np.float32)
+    mult = (np.float32(scale) * w_scale).astype(np.float32)
+    out = acc.astype(np.float64) * mult.astype(np.float64)
+    if bias is not None:
+        out = out + np.asarray(bias, dtype=np.float32).astype(np.float64)
+    return out.astype(np.float32).reshape(x.shape[:-1] + (w._ints.shape[0],))
+
+
+def linear_fp16(x, w16, bias):
+    """quantized::linear_dynamic_fp16: float32 activations times the weight rounded to
+    float16 (w16, out x in), accumulated in float32, plus the bias."""
+    x = np.asarray(x, dtype=np.float32)
+    out = x @ w16.astype(np.float16).astype(np.float32).T
+    if bias is not None:
+        out = out + np.asarray(bias, dtype=np.float32)
+    return out.astype(np.float32)
