@@ -10,6 +10,7 @@ import numpy as np
 from ..ir import OPS
 from . import dispatch, dtypes, functions, grad_mode
 from .device import CPU, as_device, is_device_like
+from . import formatting
 from .formatting import default_float
 from .inplace import call_inplace
 from .meta_dispatch import no_meta_kernel, nonzero_error
@@ -25,7 +26,7 @@ def _is_meta(t):
 
 def meta_repr(t):
     """PyTorch's text of a meta tensor: no values, its size, and dtype and grad as usual."""
-    parts = ["...", "device='meta'", f"size={tuple(t._data.shape)}"]
+    parts = ["device='meta'", f"size={tuple(t._data.shape)}"]
     if t._dtype.name != default_float():
         parts.append(f"dtype=llgrad.{t._dtype.name}")
     fn = t._grad_fn
@@ -33,7 +34,15 @@ def meta_repr(t):
         parts.append(f"grad_fn=<{type(fn).__name__}>")
     elif t.requires_grad:
         parts.append("requires_grad=True")
-    return "tensor(" + ", ".join(parts) + ")"
+    # PyTorch's suffixes: each on a new line, indented under the values, where it would
+    # make the line longer than the print options' linewidth
+    text, line = "tensor(...", 12
+    for part in parts:
+        if line + len(part) + 2 > formatting.LINEWIDTH:
+            text, line = text + ",\n" + " " * 7 + part, 7 + len(part)
+        else:
+            text, line = text + ", " + part, line + len(part) + 2
+    return text + ")"
 
 
 def _guarded(method, meta_fn):
@@ -97,7 +106,7 @@ def _to(method):
             if _is_meta(self):
                 method(meta_stand_in(self), *rest, device=dev, **kw)    # (its argument errors)
                 raise no_data_error()
-            return method(self, *rest, device=dev, **kw)
+            return method(self, *args, **kwargs)     # (as given: the CPU's argument errors)
         if _is_meta(self):
             return method(self, *rest, **kw)
         # the dtype to(meta, float64) asks for, from a cast of no data (the argument errors too)
@@ -126,7 +135,8 @@ _NO_KERNEL = {"nonzero": nonzero_error, "argwhere": nonzero_error,
               "unique_consecutive": lambda: no_meta_kernel("unique_consecutive"),
               "bincount": lambda: no_meta_kernel("bincount"),
               "equal": lambda: no_meta_kernel("equal"), "allclose": item_error,
-              "to_sparse": lambda: no_meta_kernel("_to_sparse")}
+              "to_sparse": lambda: no_meta_kernel("_to_sparse"),
+              "to_sparse_coo": lambda: no_meta_kernel("_to_sparse")}
 
 
 def _refused(fn, error):

@@ -14,6 +14,19 @@ torch = pytest.importorskip("torch")
 
 from tutorial_harness import run_tutorial  # noqa: E402
 from test_courses_sweep17_d3 import TEXT, GPTConfig, make_gpt  # noqa: E402
+import llgrad  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _matmul_flags_restored():
+    """train.py sets allow_tf32 (and so the float32 matmul precision) for the process: put
+    both libraries' settings back for the tests after it."""
+    saved = [(lib, lib.get_float32_matmul_precision(), lib.backends.cudnn.allow_tf32)
+             for lib in (torch, llgrad)]
+    yield
+    for lib, precision, cudnn_tf32 in saved:
+        lib.set_float32_matmul_precision(precision)
+        lib.backends.cudnn.allow_tf32 = cudnn_tf32
 
 pytestmark = pytest.mark.torch
 
