@@ -61,7 +61,6 @@ from .functions_nn import *  # noqa: F401,F403,E402
 from .functions_nn_more import *  # noqa: F401,F403,E402
 from .functions_quant import *  # noqa: F401,F403,E402 (QAT's fake quantisation)
 from .quantized_tensor import *  # noqa: F401,F403,E402 (qint8, quantize_per_tensor, ...)
-from . import ao, quantization  # noqa: F401,E402 (post-training dynamic quantization)
 from .functions_native import *  # noqa: F401,F403,E402 (native_*, the cells, ATen's dropouts)
 from .functions_sym import *  # noqa: F401,F403,E402 (sym_*, Sym*, build flags, empty_permuted)
 from .functions_foreach import *  # noqa: F401,F403,E402 (torch._foreach_*)
@@ -79,8 +78,10 @@ _log._configure_from_env()
 
 
 # submodules loaded on first use (llgrad.multiprocessing: Python's multiprocessing, ~20 ms;
-# onnx, __future__, _higher_order_ops and _logging: rarely used torch.* namesakes)
-_LAZY_SUBMODULES = ("multiprocessing", "onnx", "__future__", "_higher_order_ops", "_logging")
+# ao and quantization: post-training dynamic quantization, a dozen modules; onnx,
+# __future__, _higher_order_ops and _logging: rarely used torch.* namesakes)
+_LAZY_SUBMODULES = ("multiprocessing", "ao", "quantization", "onnx", "__future__",
+                    "_higher_order_ops", "_logging")
 
 
 def __getattr__(name):
