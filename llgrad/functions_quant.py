@@ -5,12 +5,15 @@ incoming gradient where the rounded value was inside the range, 0 outside), as P
 cachemask kernels compute them (x times a float32 1 / scale, rounded half to even)."""
 import numpy as np
 
+from .ao.nn.quantized.dynamic.kernels import choose_qparams
+from .quantized_tensor import qint8, quantize_per_tensor, quint8
 from .runtime.dtypes import float32, int32
 from .runtime.functions import where
 from .runtime.node_names import rename
 from .runtime.tensor import Tensor
 
-__all__ = ["fake_quantize_per_tensor_affine", "fake_quantize_per_channel_affine"]
+__all__ = ["fake_quantize_per_tensor_affine", "fake_quantize_per_channel_affine",
+           "quantize_per_tensor_dynamic"]
 
 
 def _check(x, quant_min, quant_max, kernel):
@@ -73,3 +76,23 @@ def fake_quantize_per_channel_affine(input, scale, zero_point, axis, quant_min, 
     q = where(inside, qval, qval.clamp(quant_min, quant_max))
     q = (q - zp) * sc.to(x.dtype)
     return _straight_through(input, q, inside, "FakeQuantizePerChannelAffineCachemaskBackward0")
+
+
+def quantize_per_tensor_dynamic(input, dtype, reduce_range):
+    """As torch.quantize_per_tensor_dynamic: input quantized with the scale and zero point
+    ATen's ChooseQuantizationParams picks from its min and max (reduce_range: half the
+    integer range, C's division: qint8 [-64, 63], quint8 [0, 127])."""
+    if dtype is qint8:
+        qmin, qmax = -128, 127
+    elif dtype is quint8:
+        qmin, qmax = 0, 255
+    else:
+        raise RuntimeError(f"dtype {dtype}not supported")
+    lo, hi = float(input.min()), float(input.max())
+    if not lo <= hi:
+        raise RuntimeError("In ChooseQuantizationParams, min should be less than or equal to "
+                           "max")
+    if reduce_range:
+        qmin, qmax = int(qmin / 2), int(qmax / 2)
+    scale, zero_point = choose_qparams(lo, hi, qmin, qmax, float32_scale=False)
+    return quantize_per_tensor(input, scale, zero_point, dtype)

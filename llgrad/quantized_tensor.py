@@ -6,6 +6,7 @@ NumPy array beside its quantization parameters, so the float tensors' paths neve
 The rounding is PyTorch's x86 kernels': round-half-even(x * float32(1 / scale) + zero_point)."""
 import numpy as np
 
+from .quantized_tensor_methods import QuantizedMethods, dequantize
 from .runtime import dtypes
 from .runtime.dtypes import float32
 from .runtime.tensor import Size, Tensor
@@ -13,7 +14,7 @@ from .runtime.tensor import Size, Tensor
 # (torch's names: `from llgrad.quantized_tensor import *` fills llgrad's namespace)
 __all__ = ["qint8", "quint8", "qint32", "qscheme", "per_tensor_affine", "per_channel_affine",
            "per_tensor_symmetric", "per_channel_symmetric", "per_channel_affine_float_qparams",
-           "quantize_per_tensor", "quantize_per_channel"]
+           "quantize_per_tensor", "quantize_per_channel", "dequantize"]
 
 _NO_ARRAYS = ("llgrad makes quantized tensors with quantize_per_tensor / quantize_per_channel "
               "(or quantize_dynamic) only; no other operation accepts a quantized dtype")
@@ -82,18 +83,30 @@ def _range(dt):
     return int(info.min), int(info.max)
 
 
-def quantize_array(x, scale, zero_point, dt):
+def quantize_array(x, scale, zero_point, dt, per_channel=False):
     """x (float32) -> integers of dt: round(x * float32(1 / scale) + zero_point), the
     multiply-add fused (one float32 rounding, then half to even: fbgemm's Quantize, whose
-    zero point is added before rounding), clamped; scale and zero_point broadcast."""
-    inv = (np.float32(1) / np.asarray(scale, dtype=np.float32)).astype(np.float64)
-    fused = x.astype(np.float64) * inv + np.asarray(zero_point, np.float64)
-    q = np.rint(fused.astype(np.float32))
+    zero point is added before rounding), clamped; scale and zero_point broadcast. A NaN
+    (also 0 * inf from a scale under float32's range) becomes what torch's kernels give:
+    qint32 its minimum, qint8 / quint8 their maximum per tensor and 0 per channel."""
+    with np.errstate(all="ignore"):
+        inv = (np.float32(1) / np.asarray(scale, dtype=np.float32)).astype(np.float64)
+        if dt is qint32:
+            # (ATen's own loop, not fbgemm's: the product rounded to float32, the zero point
+            # added in float32, then rint: two roundings, not fused)
+            p = (x.astype(np.float64) * inv).astype(np.float32).astype(np.float64)
+            q = np.rint((p + np.asarray(zero_point, np.float64)).astype(np.float32))
+            q = q.astype(np.float64)
+        else:
+            fused = x.astype(np.float64) * inv + np.asarray(zero_point, np.float64)
+            q = np.rint(fused.astype(np.float32)).astype(np.float64)
     lo, hi = _range(dt)
-    return np.clip(q, lo, hi).astype(INT_OF[dt][0])
+    nan_to = lo if dt is qint32 else (0 if per_channel else hi)
+    q = np.where(np.isnan(q), nan_to, np.clip(q, lo, hi))
+    return q.astype(INT_OF[dt][0])
 
 
-class QuantizedTensor:
+class QuantizedTensor(QuantizedMethods):
     """A quantized tensor (what torch.quantize_per_tensor returns): integers of dtype qint8,
     quint8 or qint32 and the affine map back to floats, (q - zero_point) * scale, one
     scale and zero point for the whole tensor or one per index of `axis`."""
@@ -104,14 +117,16 @@ class QuantizedTensor:
     grad_fn = None
 
     def __init__(self, ints, dtype, scheme, scale, zero_point, axis=None):
-        self._ints = np.ascontiguousarray(ints, dtype=INT_OF[dtype][0])
+        # (np.asarray, not ascontiguousarray, which makes a 0-d array 1-d)
+        self._ints = np.asarray(ints, dtype=INT_OF[dtype][0], order="C")
         self.dtype = dtype
         self._qscheme = scheme
         if axis is None:
             self._scale, self._zero_point = float(scale), int(zero_point)
         else:
             self._scale = np.asarray(scale, dtype=np.float64).reshape(-1)
-            self._zero_point = np.asarray(zero_point, dtype=np.int64).reshape(-1)
+            zp_type = np.float32 if scheme is per_channel_affine_float_qparams else np.int64
+            self._zero_point = np.asarray(zero_point, dtype=zp_type).reshape(-1)
         self._axis = axis
 
     # ---- metadata ----------------------------------------------------------------------------
@@ -206,14 +221,21 @@ class QuantizedTensor:
 
     def dequantize(self):
         """The float32 tensor (q - zero_point) * scale."""
-        q = self._ints.astype(np.float32)
-        if self._axis is None:
-            out = (q - np.float32(self._zero_point)) * np.float32(self._scale)
-        else:
-            # (per channel PyTorch multiplies by the float64 scale, then rounds)
-            out = (q - self._bcast(self._zero_point).astype(np.float32)) * \
-                self._bcast(self._scale)
-        return Tensor._from_array(out.astype(np.float32, copy=False))
+        if self._qscheme is per_channel_affine_float_qparams:
+            out = (self._ints.astype(np.float32) - self._bcast(self._zero_point)) * \
+                self._bcast(self._scale.astype(np.float32))
+            return Tensor._from_array(out.astype(np.float32, copy=False))
+        # (the zero point comes off in integers, then one rounding; per tensor ATen subtracts
+        # in int32, wrapping)
+        with np.errstate(all="ignore"):     # (a scale of inf or NaN: NaNs, no warning)
+            if self._axis is None:
+                diff = (self._ints.astype(np.int64) - self._zero_point).astype(np.int32)
+                out = diff.astype(np.float32) * np.float32(self._scale)
+            else:
+                # (per channel PyTorch multiplies by the float64 scale, then rounds)
+                diff = self._ints.astype(np.int64) - self._bcast(self._zero_point)
+                out = diff.astype(np.float32) * self._bcast(self._scale)
+        return Tensor._from_array(np.asarray(out, dtype=np.float32))
 
     def clone(self):
         """A copy."""
@@ -230,6 +252,10 @@ class QuantizedTensor:
     def __len__(self):
         return len(self._ints)
 
+    def _like(self, ints, axis=None):
+        return QuantizedTensor(ints, self.dtype, self._qscheme, self._scale, self._zero_point,
+                               axis)
+
     def __getitem__(self, index):
         ints = self._ints[index]
         if self._axis is not None:
@@ -243,7 +269,9 @@ class QuantizedTensor:
     def __repr__(self):
         body = repr(self.dequantize())
         body = body[:-1]
-        params = [f"size={tuple(self._ints.shape)}", f"dtype={self.dtype!r}",
+        # (an empty tensor's repr already gives its size)
+        params = [] if "size=" in body else [f"size={tuple(self._ints.shape)}"]
+        params += [f"dtype={self.dtype!r}",
                   f"quantization_scheme={self._qscheme!r}"]
         if self._axis is None:
             params += [f"scale={self._scale}", f"zero_point={self._zero_point}"]
@@ -285,33 +313,85 @@ def _qdtype(dtype):
     return dtype
 
 
+def _check_zero_points(zp, dt, kernel):
+    lo, hi = _range(dt)
+    for v in np.asarray(zp).reshape(-1):
+        if v > hi:
+            raise RuntimeError(f"{kernel} zero_point {int(v)} is above upper bound.")
+        if v < lo:
+            raise RuntimeError(f"{kernel} zero_point {int(v)} is below lower bound.")
+
+
 def quantize_per_tensor(input, scale, zero_point, dtype):
     """As torch.quantize_per_tensor: the float32 tensor's values as integers of dtype
-    (qint8, quint8, qint32), zero_point + round(input / scale), clamped to the dtype."""
+    (qint8, quint8, qint32), zero_point + round(input / scale), clamped to the dtype; a list
+    of tensors takes a tensor of scales and one of zero points, one each."""
+    if isinstance(input, (list, tuple)):
+        scales = np.asarray(scale.detach().numpy() if isinstance(scale, Tensor) else scale)
+        zps = np.asarray(zero_point.detach().numpy() if isinstance(zero_point, Tensor)
+                         else zero_point)
+        return [quantize_per_tensor(t, float(scales.reshape(-1)[i]),
+                                    int(zps.reshape(-1)[i]), dtype)
+                for i, t in enumerate(input)]
     if isinstance(scale, Tensor):
         scale = scale.item()
     if isinstance(zero_point, Tensor):
         zero_point = zero_point.item()
     x = _float_input(input)
     dtype = _qdtype(dtype)
+    _check_zero_points(zero_point, dtype, "quantize_tensor_per_tensor_affine")
     return QuantizedTensor(quantize_array(x, scale, zero_point, dtype), dtype, per_tensor_affine,
                            scale, zero_point)
 
 
+def _qparams_tensor(v, name, what):
+    if not isinstance(v, Tensor):
+        raise TypeError(f"quantize_per_channel(): argument '{name}' (position "
+                        f"{2 if name == 'scales' else 3}) must be Tensor, not {type(v).__name__}")
+    if v.dim() != 1:
+        raise RuntimeError(f"{what} tensor must have dimension 1")
+    return v.detach().numpy()
+
+
+def _quantize_float_qparams(x, scale, zero_point, dt):
+    """ATen's float-qparams loop: lrintf(x * float32(1 / scale) + zero_point) (an int64;
+    NaN and overflow give its minimum), kept to its low 32 bits, then clamped; so values past
+    2**31 wrap as torch's do."""
+    with np.errstate(all="ignore"):
+        inv = (np.float32(1) / scale).astype(np.float64)
+        r = np.rint((x.astype(np.float64) * inv + zero_point.astype(np.float64))
+                    .astype(np.float32)).astype(np.float64)
+    big = ~(np.abs(r) < 2.0 ** 63)
+    r64 = np.where(big, 0, r).astype(np.int64)
+    r64[big] = np.iinfo(np.int64).min
+    lo, hi = _range(dt)
+    return np.clip(r64.astype(np.int32), lo, hi).astype(INT_OF[dt][0])
+
+
 def quantize_per_channel(input, scales, zero_points, axis, dtype):
-    """As torch.quantize_per_channel: one scale and zero point per index of dim `axis`."""
+    """As torch.quantize_per_channel: one scale and zero point per index of dim `axis`
+    (0 <= axis < input.dim(), as torch wants it); float zero points make the scheme
+    per_channel_affine_float_qparams."""
     x = _float_input(input)
     dtype = _qdtype(dtype)
-    sc = scales.detach().numpy().astype(np.float64) if isinstance(scales, Tensor) else \
-        np.asarray(scales, np.float64)
-    zp = zero_points.detach().numpy().astype(np.int64) if isinstance(zero_points, Tensor) \
-        else np.asarray(zero_points, np.int64)
-    axis = axis % x.ndim
-    if sc.size != x.shape[axis] or zp.size != x.shape[axis]:
+    sc = _qparams_tensor(scales, "scales", "scale").astype(np.float64)
+    zp = _qparams_tensor(zero_points, "zero_points", "zero_points")
+    if not 0 <= axis < x.ndim:
+        raise RuntimeError(f"Channel axis out of range in per channel affine quantization. "
+                           f"Got: {axis}Expected: [0, {x.ndim})")
+    if sc.size != zp.size:
+        raise RuntimeError("number of elements in scales and zero_points must match")
+    if sc.size != x.shape[axis]:
         raise RuntimeError(f"length of scales must equal to channel, expected {x.shape[axis]} "
                            f"got, {sc.size}")
     shape = [1] * x.ndim
     shape[axis] = -1
-    ints = quantize_array(x, sc.reshape(shape), zp.reshape(shape), dtype)
+    if zp.dtype.kind == "f":
+        zp = zp.astype(np.float32)
+        ints = _quantize_float_qparams(x, sc.astype(np.float32).reshape(shape), zp.reshape(shape),
+                                       dtype)
+        return QuantizedTensor(ints, dtype, per_channel_affine_float_qparams, sc, zp, axis)
+    zp = zp.astype(np.int64)
+    _check_zero_points(zp, dtype, "quantize_tensor_per_channel_affine")
+    ints = quantize_array(x, sc.reshape(shape), zp.reshape(shape), dtype, per_channel=True)
     return QuantizedTensor(ints, dtype, per_channel_affine, sc, zp, axis)
-

@@ -4,6 +4,7 @@ for them: only torch.special's). Integer and bool inputs give the default float 
 two-argument ones take a tensor or a number for either argument, broadcast."""
 from .ir.optable import OPS
 from .runtime.dispatch import call
+from .runtime.out_args import with_out
 from .runtime.tensor import Tensor
 
 BESSEL = ("airy_ai", "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "modified_bessel_i0",
@@ -16,10 +17,6 @@ POLYNOMIALS = ("chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_po
                "shifted_chebyshev_polynomial_w", "hermite_polynomial_h",
                "hermite_polynomial_he", "laguerre_polynomial_l", "legendre_polynomial_p")
 _HALF = {"float16": "Half", "bfloat16": "BFloat16"}
-
-
-def _out(r, out):
-    return r if out is None else out.copy_(r)
 
 
 def _no_half(name, *xs):
@@ -36,10 +33,12 @@ def _unary(name, op):
                             f"not {type(input).__name__}")
         if op == "special_bessel":
             _no_half(name, input)
-        return _out(call(OPS[op], (input,), {"fn": name}), out)
+        return call(OPS[op], (input,), {"fn": name})
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"As torch.special.{name}."
-    return fn
+    # (out= as PyTorch's: the cast check, a resize of a wrong shape, and autograd's refusal
+    # for the functions that have a derivative)
+    return with_out(fn, "special_" + name, grad_check=op == "scaled_bessel_i")
 
 
 def _binary(name, op, first, second, number=None):
@@ -55,10 +54,10 @@ def _binary(name, op, first, second, number=None):
                             "None)\n")
         _no_half(name, input, other)
         attrs = {"fn": name} if op == "orthogonal_polynomial" else {}
-        return _out(call(OPS[op], (input, other), attrs), out)
+        return call(OPS[op], (input, other), attrs)
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"As torch.special.{name}({first}, {second})."
-    return fn
+    return with_out(fn, "special_" + name, grad_check=op == "zeta")
 
 
 FUNCTIONS = {n: _unary(n, "special_bessel") for n in BESSEL}

@@ -6,6 +6,8 @@ import codecs
 import pickle
 from collections import Counter, OrderedDict
 
+import numpy as np
+
 from .. import quantized_tensor as qt
 from ..nn.parameter import Parameter
 from ..runtime.device import device
@@ -96,14 +98,18 @@ def _torch_globals(loader):
         if scheme is qt.per_tensor_affine:
             _, scale, zero_point = quantizer_params
             return qt.QuantizedTensor(ints._data, dtype, scheme, float(scale), int(zero_point))
-        if scheme is qt.per_channel_affine:
+        if scheme is qt.per_channel_affine or scheme is qt.per_channel_affine_float_qparams:
             _, scales, zero_points, axis = quantizer_params
             if not 0 <= axis < len(size) or len(scales) != size[axis] or \
                     len(zero_points) != size[axis]:
                 raise ValueError("_rebuild_qtensor: per_channel scales/zero_points do not "
                                  "match size[axis]")
             sc = scales.numpy() if isinstance(scales, Tensor) else scales
-            zp = zero_points.numpy() if isinstance(zero_points, Tensor) else zero_points
+            zp = np.asarray(zero_points.numpy() if isinstance(zero_points, Tensor)
+                            else zero_points)
+            # (PyTorch saves float_qparams as per_channel_affine: the float zero points tell)
+            if zp.dtype.kind == "f":
+                scheme = qt.per_channel_affine_float_qparams
             return qt.QuantizedTensor(ints._data, dtype, scheme, sc, zp, axis)
         raise RuntimeError(f"llgrad.load: quantized tensors of scheme {scheme} are not "
                            "supported")

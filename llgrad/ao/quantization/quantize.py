@@ -37,13 +37,15 @@ def _default_spec(dtype):
 
 
 def propagate_qconfig_(module, qconfig_dict=None, prepare_custom_config_dict=None):
-    """Give each submodule its qconfig: qconfig_dict's entry for its type, then for its
-    dotted name, else its parent's."""
+    """Give each submodule its qconfig: one it already has, else qconfig_dict's entry for its
+    dotted name, then for its type, else its parent's."""
     qconfig_dict = qconfig_dict or {}
 
     def visit(mod, parent_qconfig, prefix):
         qconfig = qconfig_dict.get(type(mod), parent_qconfig)
         qconfig = qconfig_dict.get(prefix, qconfig)
+        # (a qconfig the module already has wins, None included, as PyTorch's)
+        qconfig = mod.__dict__.get("qconfig", qconfig)
         mod.qconfig = qconfig
         for name, child in mod.named_children():
             visit(child, qconfig, prefix + "." + name if prefix else name)

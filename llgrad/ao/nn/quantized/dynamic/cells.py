@@ -75,8 +75,11 @@ class _CellBase(Module):
     def _prepare(self, input, hx, n_states):
         run_eagerly(f"torch.ao.nn.quantized.dynamic.{self._name}")
         x = as_float32(input, self._get_name())
+        if x.ndim < 2:
+            raise IndexError(f"Dimension out of range (expected to be in range of [-{x.ndim or 1}"
+                             f", {max(x.ndim - 1, 0)}], but got 1)")
         if x.ndim != 2 or x.shape[1] != self.input_size:
-            raise RuntimeError(f"input has inconsistent input_size: got {x.shape[-1]}, "
+            raise RuntimeError(f"input has inconsistent input_size: got {x.shape[1]}, "
                                f"expected {self.input_size}")
         if hx is None:
             return x, (np.zeros((x.shape[0], self.hidden_size), np.float32),) * n_states

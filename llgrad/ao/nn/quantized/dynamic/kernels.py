@@ -14,9 +14,10 @@ from .....quantized_tensor import quantize_array, quint8
 _SMALL_SCALE = float(np.float32(6.1e-5))   # (ATen's SMALL_SCALE_THRESHOLD)
 
 
-def choose_qparams(lo, hi, qmin, qmax):
-    """(scale as float32, zero point) mapping [lo, hi] (widened to hold 0) onto [qmin, qmax],
-    as ATen's quant_utils::ChooseQuantizationParams (preserve_sparsity off)."""
+def choose_qparams(lo, hi, qmin, qmax, float32_scale=True):
+    """(scale, zero point) mapping [lo, hi] (widened to hold 0) onto [qmin, qmax], as ATen's
+    quant_utils::ChooseQuantizationParams (preserve_sparsity off); its scale is a double,
+    which fbgemm's kernels take as float32 (float32_scale)."""
     f32 = np.float32
     lo, hi = min(float(f32(lo)), 0.0), max(float(f32(hi)), 0.0)
     scale = (hi - lo) / (qmax - qmin)
@@ -40,7 +41,33 @@ def choose_qparams(lo, hi, qmin, qmax):
         zp = qmax
     else:
         zp = int(np.rint(initial))
-    return float(f32(scale)), zp
+    return (float(f32(scale)) if float32_scale else float(scale)), zp
+
+
+def find_min_max(v, lanes=8):
+    """fbgemm's FindMinMax of a flat float32 array, NaNs included as its AVX2 loop meets
+    them: a NaN first element makes both NaN; otherwise a NaN resets its lane's running
+    min / max (vminps returns its second operand) and the scalar steps pass over NaNs."""
+    if not v.size:
+        return 0.0, 0.0
+    first = float(v[0])
+    if np.isnan(first) or not np.isnan(v).any():
+        return (first, first) if np.isnan(first) else (float(v.min()), float(v.max()))
+    n = v.size // lanes * lanes
+    lo = hi = first
+    if n:
+        block = v[:n].reshape(-1, lanes)
+        for j in range(lanes):
+            col = block[:, j]
+            nans = np.nonzero(np.isnan(col))[0]
+            tail = col[nans[-1]:] if nans.size else np.concatenate(([first], col))
+            if not np.isnan(tail[-1]):
+                tail = tail[~np.isnan(tail)]
+                lo, hi = min(lo, float(tail.min())), max(hi, float(tail.max()))
+    rest = v[n:][~np.isnan(v[n:])]
+    if rest.size:
+        lo, hi = min(lo, float(rest.min())), max(hi, float(rest.max()))
+    return lo, hi
 
 
 def linear_dynamic(x, w, bias, reduce_range=True):
@@ -50,10 +77,10 @@ def linear_dynamic(x, w, bias, reduce_range=True):
     x = np.asarray(x, dtype=np.float32)
     k = x.shape[-1]
     x2 = x.reshape(-1, k)
-    if x2.size:
-        lo, hi = float(x2.min()), float(x2.max())
-    else:
-        lo = hi = 0.0
+    lo, hi = find_min_max(x2.reshape(-1))
+    if not lo <= hi:
+        raise RuntimeError("In ChooseQuantizationParams, min should be less than or equal to "
+                           "max")
     scale, zp = choose_qparams(lo, hi, 0, 127 if reduce_range else 255)
     qx = quantize_array(x2, scale, zp, quint8).astype(np.int64) - zp
     wq = w._ints.astype(np.int64)
@@ -75,7 +102,14 @@ def linear_fp16(x, w16, bias):
     """quantized::linear_dynamic_fp16: float32 activations times the weight rounded to
     float16 (w16, out x in), accumulated in float32, plus the bias."""
     x = np.asarray(x, dtype=np.float32)
-    out = x @ w16.astype(np.float16).astype(np.float32).T
+    w = w16.astype(np.float16).astype(np.float64)
+    x2 = x.reshape(-1, x.shape[-1]).astype(np.float64)
+    # fbgemm's fp16 GEMM: one fused multiply-add per k, in order, into a float32 accumulator
+    # (a float16 times a float32 product is exact in float64); a BLAS sum differs in ulps
+    acc = np.zeros((x2.shape[0], w.shape[0]), np.float32)
+    for k in range(x2.shape[1]):
+        acc = (x2[:, k:k + 1] * w[:, k] + acc).astype(np.float32)
+    out = acc.reshape(x.shape[:-1] + (w.shape[0],))
     if bias is not None:
         out = out + np.asarray(bias, dtype=np.float32)
     return out.astype(np.float32)

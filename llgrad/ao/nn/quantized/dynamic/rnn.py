@@ -177,9 +177,13 @@ class _RNNBase(Module):
             raise NotImplementedError("llgrad: PackedSequence input to a dynamic quantized "
                                       f"{self._mode}")
         x = as_float32(input, self._get_name())
+        if x.ndim < 2:      # (PyTorch reads the batch size as input.size(1) first)
+            raise IndexError(f"Dimension out of range (expected to be in range of [-{x.ndim or 1}"
+                             f", {max(x.ndim - 1, 0)}], but got 1)")
         if x.ndim != 3:
-            raise NotImplementedError(f"llgrad: a dynamic quantized {self._mode} takes a 3-D "
-                                      f"input, got {x.ndim}-D")
+            raise RuntimeError(f"input must have 3 dimensions, got {x.ndim}")
+        if x.shape[1 if self.batch_first else 0] == 0:
+            raise RuntimeError("Expected sequence length to be larger than 0 in RNN")
         batch = x.shape[0] if self.batch_first else x.shape[1]
         size = (self.num_layers * (2 if self.bidirectional else 1), batch, self.hidden_size)
         if hx is None:
