@@ -232,8 +232,8 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
         raise IndexError("index out of range in self")
     if padding_idx is not None and padding_idx < 0:
         padding_idx += n
-    if max_norm is not None:          # PyTorch renormalises the used rows in place first
-        embedding_renorm_(weight, input, max_norm, norm_type)
+    if max_norm is not None and not weight.is_meta:   # PyTorch renormalises the used rows
+        embedding_renorm_(weight, input, max_norm, norm_type)     # in place first
     attrs = {"padding_idx": padding_idx}
     if scale_grad_by_freq:
         attrs["scale_grad_by_freq"] = True

@@ -19,6 +19,7 @@ from ..runtime.functions import cat, where
 from ..runtime.node_names import rename
 from ..runtime.tensor import Tensor
 from .functional_loss import _reduction
+from ..runtime.vmap_fallback import meta_on_mismatch
 
 __all__ = ["ctc_loss"]
 
@@ -111,6 +112,7 @@ def _nan_grad_inf(log_probs, valid, impossible):
     return -where(impossible, z, 1.0).log()
 
 
+@meta_on_mismatch
 def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean",
              zero_infinity=False):
     """As torch.nn.functional.ctc_loss: log_probs (T, N, C) (or (T, C)), targets (N, S)

@@ -22,6 +22,7 @@ from ..runtime.autograd_function import Function
 from ..runtime.creation import arange, ones, zeros
 from ..runtime.dtypes import bool_, int64
 from ..runtime.node_names import rename
+from ..runtime.vmap_fallback import meta_on_mismatch
 
 __all__ = ["embedding_bag", "embedding_renorm_"]
 
@@ -150,6 +151,7 @@ def _bags(weight, indices, offsets, scale_grad_by_freq, mode, per_sample_weights
     return out
 
 
+@meta_on_mismatch
 def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
                   scale_grad_by_freq=False, mode="mean", sparse=False, per_sample_weights=None,
                   include_last_offset=False, padding_idx=None):

@@ -14,6 +14,7 @@ from .functional_activation import floating_only
 from .functional_conv import _pair, max_pool2d
 from .functional_pad import pad
 from .dropout_noise import uniform_noise_like
+from ..runtime.vmap_fallback import meta_on_mismatch
 
 __all__ = ["max_pool1d", "max_pool1d_with_indices", "max_pool2d_with_indices", "dropout1d",
            "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout", "unfold", "fold"]
@@ -221,6 +222,7 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     return rename(out if batched else out.squeeze(0), "Im2ColBackward0")
 
 
+@meta_on_mismatch
 def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     """col2im, unfold's adjoint: each block's values are added into an (N, C, H, W) output."""
     (kh, kw), (dh, dw), (ph, pw), (sh, sw) = _fold_args("fold", kernel_size, dilation, padding,

@@ -14,6 +14,7 @@ from ..runtime.creation import arange, rand
 from ..runtime.dtypes import int64
 from ..runtime.functions import cat, where
 from ..runtime.node_names import rename
+from ..runtime.vmap_fallback import values_read
 
 __all__ = ["fractional_max_pool2d", "fractional_max_pool2d_with_indices",
            "fractional_max_pool3d", "fractional_max_pool3d_with_indices"]
@@ -110,6 +111,7 @@ def _samples(input, nd, samples):
     return rand(n, input.shape[-nd - 1], nd, dtype=input.dtype)
 
 
+@values_read
 def fractional_max_pool2d_with_indices(input, kernel_size, output_size=None, output_ratio=None,
                                        return_indices=False, _random_samples=None):
     """As torch.nn.functional.fractional_max_pool2d_with_indices: (output, indices)."""
@@ -127,6 +129,7 @@ def fractional_max_pool2d_with_indices(input, kernel_size, output_size=None, out
                  _tuple(output_size, 2), samples)
 
 
+@values_read
 def fractional_max_pool3d_with_indices(input, kernel_size, output_size=None, output_ratio=None,
                                        return_indices=False, _random_samples=None):
     """As torch.nn.functional.fractional_max_pool3d_with_indices: (output, indices)."""

@@ -21,6 +21,7 @@ from ..runtime.functions import minimum, where
 from ..runtime.node_names import rename
 from ..runtime.ranges import linspace_values
 from .functional_loss import _NAMES
+from ..runtime.vmap_fallback import meta_on_mismatch
 
 __all__ = ["affine_grid", "grid_sample", "grid_sampler"]
 
@@ -57,6 +58,7 @@ def _base_grid(spatial, align_corners, dt):
     return base
 
 
+@meta_on_mismatch
 def affine_grid(theta, size, align_corners=None):
     """As torch.nn.functional.affine_grid: the sampling grid (N, H, W, 2) (or (N, D, H, W,
     3)) of the affine maps theta (N, 2, 3) (or (N, 3, 4)) over a normalised output."""

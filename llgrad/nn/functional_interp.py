@@ -19,6 +19,7 @@ from .functional_interp_aa import interpolate_aa
 from .functional_interp_uint8 import check_integer_input, interpolate_uint8
 from .functional_pool import adaptive_avg_pool1d, adaptive_avg_pool2d
 from .functional_pool3d import adaptive_avg_pool3d
+from ..runtime.vmap_fallback import meta_on_mismatch
 
 _LINEAR = {"linear": 3, "bilinear": 4, "trilinear": 5, "bicubic": 4}
 
@@ -87,8 +88,13 @@ def _interp_dims(input, out_size, scales, mode, align_corners):
     x = input.float() if half else input
     wdt = input.dtype if not (half and mode == "bilinear" and sum(out_size) <= 128) else None
 
+    dev = input.device
+
+    def const(a):       # (on the input's device: meta, or the CPU inside `with device("meta")`)
+        return _tensor(a, device=dev)
+
     def weight(w, shape):
-        t = _tensor(w.reshape(shape))
+        t = const(w.reshape(shape))
         return (t.to(wdt) if wdt is not None else t).to(x.dtype)
     nsp = len(out_size)
     for k in reversed(range(nsp)):          # the last dim first (PyTorch's inner loop)
@@ -97,21 +103,21 @@ def _interp_dims(input, out_size, scales, mode, align_corners):
         if mode in ("nearest", "nearest-exact"):
             idx = _nearest_index(n, o, scales[k], mode == "nearest-exact", nsp == 2)
             if not (o == n and np.array_equal(idx, np.arange(n))):
-                x = x.index_select(dim, _tensor(idx))
+                x = x.index_select(dim, const(idx))
             continue
         dt = np.float64 if input.dtype.name == "float64" else np.float32
         shape = (o,) + (1,) * (x.dim() - 1 - dim)
         if mode == "bicubic":
             idx, ws = _cubic_weights(n, o, scales[k], align_corners, dt)
-            terms = [x.index_select(dim, _tensor(i)) * weight(w, shape) for i, w in zip(idx, ws)]
+            terms = [x.index_select(dim, const(i)) * weight(w, shape) for i, w in zip(idx, ws)]
             x = terms[0] + terms[1] + terms[2] + terms[3]
             continue
         i0, i1, l0, l1 = _linear_weights(n, o, scales[k], align_corners, dt)
         if half and wdt is not None:    # (PyTorch's half lambdas: l0 = 1 - half(l1))
             l1 = l1.astype(np.float16)
             l0 = (np.float32(1) - l1.astype(np.float32)).astype(np.float16)
-        x = x.index_select(dim, _tensor(i0)) * weight(l0, shape) + \
-            x.index_select(dim, _tensor(i1)) * weight(l1, shape)
+        x = x.index_select(dim, const(i0)) * weight(l0, shape) + \
+            x.index_select(dim, const(i1)) * weight(l1, shape)
     return x.to(input.dtype) if half else x
 
 
@@ -127,6 +133,7 @@ def _check_sizes(input, out_size):
                        f"({got}){' and' if len(n) == 1 else ''} output ({want})")
 
 
+@meta_on_mismatch
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
                 recompute_scale_factor=None, antialias=False):
     """As torch.nn.functional.interpolate (modes nearest, nearest-exact, linear, bilinear,

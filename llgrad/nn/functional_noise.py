@@ -14,6 +14,7 @@ from ..runtime.creation import empty_like, zeros_like
 from ..runtime.methods_random_more import rrelu_noise
 from ..runtime.node_names import rename
 from .functional_loss import _NAMES
+from ..runtime.vmap_fallback import values_read
 
 __all__ = ["gumbel_softmax", "rrelu", "rrelu_", "rrelu_out_of_place"]
 
@@ -56,6 +57,7 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
     return rrelu_out_of_place(input, lower, upper, training)
 
 
+@values_read
 def rrelu_out_of_place(input, lower=1.0 / 8, upper=1.0 / 3, training=False, generator=None):
     """rrelu, the slopes drawn from generator when one is given (torch.rrelu)."""
     slope = _slope(input, lower, upper, training, generator)

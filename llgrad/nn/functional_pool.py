@@ -18,6 +18,7 @@ from ..runtime.dispatch import call
 from ..runtime.dtypes import int64
 from ..runtime.node_names import rename
 from .functional_activation import floating_only
+from ..runtime.vmap_fallback import meta_on_mismatch
 
 
 def _tuple(v, n, name, fn):
@@ -156,6 +157,7 @@ def _check_nonempty(input, fn, first):
                                f"being empty")
 
 
+@meta_on_mismatch
 def adaptive_avg_pool2d(input, output_size):
     """As torch.nn.functional.adaptive_avg_pool2d."""
     _check_list_with_default(output_size, input.shape)
@@ -180,6 +182,7 @@ def adaptive_avg_pool2d(input, output_size):
     return rename(out, "AdaptiveAvgPool2DBackward0")
 
 
+@meta_on_mismatch
 def adaptive_avg_pool1d(input, output_size):
     """As torch.nn.functional.adaptive_avg_pool1d."""
     _check_1d(input, "adaptive_avg_pool1d")
@@ -187,6 +190,7 @@ def adaptive_avg_pool1d(input, output_size):
     return adaptive_avg_pool2d(input.unsqueeze(-2), (1, o)).squeeze(-2)
 
 
+@meta_on_mismatch
 def adaptive_max_pool2d(input, output_size, return_indices=False):
     """As torch.nn.functional.adaptive_max_pool2d."""
     _check_list_with_default(output_size, input.shape)

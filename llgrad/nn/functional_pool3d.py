@@ -16,6 +16,7 @@ from ..runtime.node_names import rename
 from .functional_loss import _NAMES
 from .functional_pool import _window_means, _windows
 from .functional_pool_more import _lp_pool, _unpool_output_size
+from ..runtime.vmap_fallback import meta_on_mismatch
 
 
 def _name(t):
@@ -159,6 +160,7 @@ def _even(n, o):
     return o > 0 and n % o == 0
 
 
+@meta_on_mismatch
 def adaptive_avg_pool3d(input, output_size):
     """As torch.nn.functional.adaptive_avg_pool3d."""
     out = _output_size(output_size, input)

@@ -218,7 +218,7 @@ class RNNBase(Module):
             # step, so each step's slice is contiguous and the steps' gradients, stacked,
             # reach the projection's backward without a transposing copy
             x, time_major = input.transpose(0, 1).contiguous(), True
-        masks = None if lengths is None else step_masks(lengths, input.size(0))
+        masks = None if lengths is None else step_masks(lengths, input.size(0), input.device)
         whole = self._whole_layers(x, lengths)
         h_n, c_n = [], []
         for layer in range(self.num_layers):

@@ -123,7 +123,7 @@ class RNNCellBase(Module):
         return input, hx, is_batched
 
     def _zeros(self, input):
-        return zeros(input.size(0), self.hidden_size, dtype=input.dtype)
+        return zeros(input.size(0), self.hidden_size, dtype=input.dtype, device=input.device)
 
     def _gx(self, input):
         return F.linear(input, self.weight_ih, self.bias_ih)

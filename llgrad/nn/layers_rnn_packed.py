@@ -19,9 +19,10 @@ def unpack_input(packed):
     return padded, [int(n) for n in lengths.tolist()]
 
 
-def step_masks(lengths, steps):
-    """For each step t, a (B, 1) bool tensor: which sequences have step t."""
-    lens = arange(0).new_tensor(lengths, dtype=int64).unsqueeze(1)
+def step_masks(lengths, steps, device=None):
+    """For each step t, a (B, 1) bool tensor (on the input's device): which sequences have
+    step t."""
+    lens = arange(0).new_tensor(lengths, dtype=int64, device=device).unsqueeze(1)
     return [lens > t for t in range(steps)]
 
 

@@ -6,7 +6,7 @@ from ..runtime.tensor import Tensor
 
 
 def new_step(value=0.0):
-    return tensor(float(value))
+    return tensor(float(value), device="cpu")     # (under `with device("meta")` too)
 
 
 def tensor_steps(opt, keys=("step",)):

@@ -93,7 +93,7 @@ class Adam(Optimizer):
                     continue
                 state = self.state[p]
                 if len(state) == 0:
-                    state["step"] = tensor(0.0)
+                    state["step"] = tensor(0.0, device="cpu")    # (as PyTorch's, on the CPU)
                     state["exp_avg"] = zeros_like(p)
                     state["exp_avg_sq"] = zeros_like(p)
                     if group["amsgrad"]:

@@ -30,7 +30,7 @@ from .numpy_names import wrap_numpy_names
 from .out_args import wrap_out_args
 from .creation_args import wrap_factory_args
 from .meta_factories import wrap_meta_factories
-from . import meta_dispatch, meta_methods  # noqa: F401,E402  (the meta device's ops, methods)
+from . import meta_dispatch, meta_methods, meta_values  # noqa: F401,E402  (the meta device)
 wrap_operators()     # (after every operator is defined: it wraps them)
 wrap_tensor_args()   # (likewise: the functions and methods that take only tensors)
 wrap_numpy_names()   # (and those with dim / keepdim: axis= / keepdims= as well)

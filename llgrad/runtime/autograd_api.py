@@ -7,10 +7,11 @@ import warnings
 from collections import namedtuple
 from typing import TYPE_CHECKING
 
-from . import trace_state
+from . import dispatch, trace_state
 from .creation import zeros_like
 from .engine import make_root_grads, run_backward
 from .functions_settings import warn_once
+from .meta_tensor import is_meta, no_data_error
 from .tensor import Tensor
 
 if TYPE_CHECKING:
@@ -155,6 +156,10 @@ def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
                              materialize_grads)
     res = _run(True, outputs, make_root_grads(outputs, grads), retain_graph, create_graph,
                inputs, False, allow_unused)
+    if dispatch.meta is not None and any(   # (PyTorch copies a meta gradient to a CPU input)
+            isinstance(t, Tensor) and g is not None and is_meta(g) and not is_meta(t)
+            for g, t in zip(res, inputs)):
+        raise no_data_error()
     if materialize_grads:
         if any(g is None and isinstance(t, GradientEdge) for g, t in zip(res, inputs)):
             raise RuntimeError("materialize_grads cannot be used when the given input is a "

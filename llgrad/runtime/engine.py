@@ -16,7 +16,7 @@ from .anomaly import _state as _anomaly, check_nan, failed
 from .backward_hooks import (always, hooks_allowed, run_acc, run_node_pre_hooks,
                              run_post_hooks, run_pre_hooks)
 from .engine_reach import _collect, _needed  # noqa: F401  (_needed: the tests')
-from .meta_tensor import is_meta, meta_tensor
+from .meta_tensor import is_meta, meta_tensor, root_grad_to
 from .node import AccumulateGrad, gradient_edge
 from .saved_tensor import where_str
 from .tensor import Tensor
@@ -396,5 +396,5 @@ def make_root_grads(tensors, grad_tensors):
             raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of "
                                f"llgrad.Size({list(g._data.shape)}) and output[{i}] has a shape "
                                f"of llgrad.Size({list(t._data.shape)}).")
-        out.append(g)
+        out.append(g if i in edges or is_meta(g) is is_meta(t) else root_grad_to(t, g, i))
     return out

@@ -20,7 +20,7 @@ from .shapes import norm_dim, norm_dims
 from .return_types import named_result
 from .tensor import Tensor
 from .user_frames import user_stacklevel
-from .vmap_fallback import per_sample
+from .vmap_fallback import per_sample, values_read
 
 
 def _untraceable(what):
@@ -137,6 +137,7 @@ def histogram(input, bins=100, *, range=None, weight=None, density=False):  # no
                       if edges[0] is bins else edges[0])
 
 
+@values_read
 def histogramdd(input, bins, *, range=None, weight=None, density=False):  # noqa: A002
     """As torch.histogramdd: (hist, bin_edges) of the points of input's last dimension, with
     bins an int, an int per dimension or a tensor of edges per dimension."""
@@ -229,6 +230,7 @@ def gradient(input, *, spacing=1, dim=None, edge_order=1):
     return tuple(_gradient_along(input, d, h, edge_order) for d, h in zip(dims, hs))
 
 
+@values_read
 def poisson(input, generator=None):
     """As torch.poisson: a draw from Poisson(rate) per element, drawn as ATen's CPU kernel
     draws them (PyTorch's numbers for a seed; ir/torch_gamma.py); its gradient is zero.
@@ -246,6 +248,7 @@ def poisson(input, generator=None):
     return out
 
 
+@values_read
 def binomial(count, prob, generator=None):
     """As torch.binomial: a draw from Binomial(count, prob) per element, drawn as ATen's CPU
     kernel draws them (PyTorch's numbers for a seed; ir/torch_gamma.py; traced: the

@@ -22,8 +22,10 @@ from .shapes import check_index_bounds, norm_dim
 from .tensor import Tensor
 from .node_names import torch_node
 from .ranges import check_bounds, checked_steps, logspace_values
+from .vmap_fallback import values_read
 
 
+@values_read
 def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=None,
                  sorter=None):
     """As torch.searchsorted: for each value, the index of the first element of the sorted

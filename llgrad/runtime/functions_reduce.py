@@ -22,6 +22,7 @@ from .shapes import norm_dim
 from .tensor import Tensor
 from .node_names import torch_node
 from .return_types import named_result
+from .vmap_fallback import meta_on_mismatch
 
 return_cummax, return_cummin = named_result("cummax"), named_result("cummin")
 return_median, return_nanmedian = named_result("median"), named_result("nanmedian")
@@ -111,6 +112,7 @@ def _earlier(x, d, s, fill):
     return x.roll(s, d).masked_fill(first, fill)
 
 
+@meta_on_mismatch
 @torch_node("LogcumsumexpBackward0")
 def logcumsumexp(input, dim):
     """As torch.logcumsumexp: log(cumsum(exp(input))) along dim, without overflow."""
@@ -159,6 +161,7 @@ def _cum_extreme(input, dim, largest, tup):
     return tup(v, i)
 
 
+@meta_on_mismatch
 @torch_node("CummaxBackward0")
 def cummax(input, dim):
     """As torch.cummax: (values, indices) of the running maximum along dim (the latest index
@@ -166,6 +169,7 @@ def cummax(input, dim):
     return _cum_extreme(input, dim, True, return_cummax)
 
 
+@meta_on_mismatch
 @torch_node("CumminBackward0")
 def cummin(input, dim):
     """As torch.cummin: (values, indices) of the running minimum along dim (the latest index
@@ -271,6 +275,7 @@ def kthvalue(input, k, dim=-1, keepdim=False):
     return return_kthvalue(values, indices)
 
 
+@meta_on_mismatch
 @torch_node("ModeBackward0")
 def mode(input, dim=-1, keepdim=False):
     """As torch.mode: (values, indices) of the most frequent value along dim, the smallest
@@ -361,6 +366,7 @@ def _quantile(x, q, dim, keepdim, interpolation, ignore_nan, name):
     return out.permute([k - 1] + list(range(k - 1))).reshape((qv._data.shape[0],) + out_shape)
 
 
+@meta_on_mismatch
 @torch_node("SqueezeBackward4")     # (PyTorch's quantile_impl ends in a squeeze)
 def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
     """As torch.quantile: the q-quantiles (q a number or a 1-D tensor) of all elements or
@@ -368,6 +374,7 @@ def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
     return _quantile(input, q, dim, keepdim, interpolation, False, "quantile")
 
 
+@meta_on_mismatch
 @torch_node("SqueezeBackward4")
 def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
     """As torch.nanquantile: quantile ignoring nan (nan only where all are)."""

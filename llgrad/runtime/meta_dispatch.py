@@ -13,7 +13,7 @@ from ..ir.graph import TensorType
 from ..ir.ops_copy import CHANNELS_LAST
 from ..ir.optable import contiguous_result, iterator_layout_op
 from ..ir.shape_rules import infer_types
-from . import dispatch, grad_mode, trace_state
+from . import dispatch, grad_mode, trace_state, vmap_fallback
 from .dtypes import from_name
 from .memory_layout import iterator_result_strides
 from . import meta_tensor as meta_tensor_module
@@ -215,12 +215,21 @@ def inplace(op, t, inputs, attrs):
         # the rule's checks (index shapes ...) where they cost little: the elementwise ones
         # were made before (a broadcast into t), and a rule's stand-ins cost t's size
         if op.kind != "elementwise" and sum(x._data.size for x in inputs
-                                            if isinstance(x, Tensor)) <= _CHECKED_ELEMENTS:
+                                            if isinstance(x, Tensor)) <= _CHECKED_ELEMENTS \
+                and not _meta_mask_put(op, inputs):
             _result_types(op, inputs, attrs)
     return True
 
 
 _CHECKED_ELEMENTS = 1 << 22
+
+
+def _meta_mask_put(op, inputs):
+    # t[mask] = values with a mask on the meta device: its True count is unknown, and
+    # PyTorch's meta kernel takes the values unchecked
+    return op.name == "index_put" and any(
+        isinstance(x, Tensor) and x._dtype.name == "bool" and
+        x._storage.__class__ is MetaStorage for x in inputs[2:])
 
 
 class _Hook:
@@ -235,4 +244,4 @@ meta_tensor_module.hook = _Hook       # (the first meta tensor puts it in the di
 def uninstall():
     """Take the hook out of the dispatcher until the next meta tensor is made (ops on
     meta tensors made before then compute on their zeros)."""
-    dispatch.meta = None
+    dispatch.meta = vmap_fallback.meta = None

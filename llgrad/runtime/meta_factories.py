@@ -10,17 +10,18 @@ from . import creation, dtypes, functions, random_state
 from .creation_checks import fill_value_fits, scalar_default
 from .device import _default, as_device
 from .memory_layout import like_layout
-from .meta_tensor import MetaStorage, is_meta_device, meta_tensor
+from .meta_tensor import MetaStorage, is_meta_device, meta_tensor, no_data_error
 from .shapes import creation_size, unpack_shape
 from .tensor import Tensor
 
 # factories whose result is a shape and a dtype: made directly
 _SHAPED = ("zeros", "ones", "empty", "rand", "randn")
 # the others: made on the CPU (the generator's state kept) and given to the meta device
-_CONVERTED = ("tensor", "as_tensor", "arange", "range", "linspace", "logspace", "eye",
+_CONVERTED = ("tensor", "as_tensor", "asarray", "arange", "range", "linspace", "logspace", "eye",
               "randint", "randperm", "tril_indices", "triu_indices", "scalar_tensor",
               "hann_window", "hamming_window", "blackman_window", "bartlett_window",
               "kaiser_window")
+_FROM_DATA = ("tensor", "as_tensor", "asarray")     # (the ones whose data may be a tensor)
 _LIKE = ("zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like",
          "randint_like")
 _DRAWS = ("rand", "randn")
@@ -71,6 +72,11 @@ def _converted(fn, args, kw):
     return to_meta(t)
 
 
+def _meta_data(args, kw):
+    data = args[0] if args else kw.get("data", kw.get("obj"))
+    return isinstance(data, Tensor) and data._storage.__class__ is MetaStorage
+
+
 def _wrap(fn, name):
     @functools.wraps(fn)
     def factory(*args, device=None, **kw):
@@ -79,6 +85,9 @@ def _wrap(fn, name):
             if device is None:
                 return fn(*args, **kw)
         if not is_meta_device(device):
+            if name in _FROM_DATA and _meta_data(args, kw):
+                as_device(device)
+                raise no_data_error()       # (the CPU copy of a meta tensor's values)
             return fn(*args, device=device, **kw)
         as_device(device)       # (a malformed string raises as torch.device's)
         if name in _SHAPED:
@@ -151,5 +160,5 @@ def wrap_meta_factories():
         if getattr(functions, name, None) is fn:
             functions.export(wrapped, name)
     for name in ("new_empty", "new_zeros", "new_ones", "new_full", "new_tensor",
-                 "new_empty_strided"):
+                 "new_empty_strided", "new"):
         setattr(Tensor, name, _wrap_new(getattr(Tensor, name), name))

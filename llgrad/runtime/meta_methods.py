@@ -18,6 +18,7 @@ from .meta_factories import meta_stand_in
 from .meta_tensor import (META, MetaStorage, item_error, meta_copy_of, no_data_error,
                           numpy_error, reduce)
 from .tensor import Storage, Tensor
+from .tensor_storage_api import TypedStorage
 
 
 def _is_meta(t):
@@ -158,6 +159,28 @@ def _storage_repr(method):
     return f
 
 
+def _no_storage_data(*args):
+    raise NotImplementedError("Not available for 'meta' device type")
+
+
+def _typed_read(method):
+    @functools.wraps(method)
+    def f(self, *args):
+        if self._untyped.__class__ is MetaStorage:
+            _no_storage_data()
+        return method(self, *args)
+    return f
+
+
+def _wrap_storages():
+    # a meta storage's bytes are the zero mapping's: reading them raises, as PyTorch's
+    for name in ("tolist", "__getitem__", "__iter__"):
+        setattr(MetaStorage, name, _no_storage_data)
+    MetaStorage.cpu = _raise(no_data_error)
+    for name in ("tolist", "__getitem__"):
+        setattr(TypedStorage, name, _typed_read(getattr(TypedStorage, name)))
+
+
 def _wrap_methods():
     T = Tensor
     for name, error in _NO_KERNEL.items():
@@ -191,3 +214,4 @@ def _wrap_methods():
 
 
 _wrap_methods()
+_wrap_storages()

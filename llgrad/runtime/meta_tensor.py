@@ -13,7 +13,7 @@ import mmap
 import numpy as np
 
 from ..ir.geometry import contiguous_strides
-from . import dispatch
+from . import dispatch, vmap_fallback
 from .device import device
 from .dtypes import from_name
 from .memory_layout import preserved_strides
@@ -21,6 +21,7 @@ from .tensor import Storage, Tensor
 
 META = device("meta")
 hook = None     # the dispatcher's meta hook (meta_dispatch.py), put in with the first meta tensor
+values_hook = None  # and the value-reading functions' (meta_values.py)
 _REGION_BYTES = 1 << 40
 _region = None
 
@@ -52,6 +53,11 @@ def _zeros_for(nbytes):
     return _region
 
 
+def _install():
+    dispatch.meta = hook
+    vmap_fallback.meta = values_hook
+
+
 def is_meta(t):
     """Whether tensor t lives on the meta device."""
     return t._storage.__class__ is MetaStorage
@@ -73,6 +79,12 @@ def storage_elements(shape, strides, offset=0):
     return offset + 1 + sum((n - 1) * s for n, s in zip(shape, strides))
 
 
+def meta_buffer(n, np_dtype):
+    """A flat NumPy array of n elements of np_dtype over the zero mapping (a meta storage's
+    base)."""
+    return np.ndarray((n,), np_dtype, _zeros_for(n * np.dtype(np_dtype).itemsize))
+
+
 def meta_storage(arr):
     """A meta storage of NumPy array arr's size and dtype, its values dropped (llgrad.load's
     map_location='meta')."""
@@ -80,7 +92,7 @@ def meta_storage(arr):
     storage.base = np.ndarray(arr.shape, arr.dtype, _zeros_for(arr.nbytes))
     storage.version, storage.write_loc = 0, None
     if dispatch.meta is None:
-        dispatch.meta = hook
+        _install()
     return storage
 
 
@@ -96,7 +108,7 @@ def meta_tensor(shape, dtype, strides=None, requires_grad=False):
     data = np.ndarray(shape, npd, buf, 0, tuple(s * npd.itemsize for s in strides))
     t = Tensor._from_array(data, storage)
     if dispatch.meta is None:
-        dispatch.meta = hook
+        _install()
     if requires_grad:
         t.requires_grad_(True)
     return t
@@ -124,6 +136,16 @@ def rebuild_meta(dtype, size, stride, requires_grad):
 def reduce(t):
     """pickle's and copy.deepcopy's reduction of meta tensor t."""
     return rebuild, (tuple(t._data.shape), t._dtype.name, t.stride(), t.requires_grad)
+
+
+def root_grad_to(t, g, i):
+    """Gradient g given for backward's root i, t, on the other device: a CPU scalar moves to
+    the meta device (as PyTorch moves it); else PyTorch's errors."""
+    if not is_meta(t):
+        raise no_data_error()       # (PyTorch copies g to the CPU)
+    if not g._data.ndim:
+        return meta_tensor((), g._dtype)
+    raise RuntimeError(f"invalid gradient at index {i} - expected device meta but got cpu")
 
 
 def no_data_error():

@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 
 from ..ir import OPS, torch_gamma, torch_random
-from . import dtypes, trace_state
+from . import creation, dtypes, trace_state
 from .creation import _state, empty, rand, randn, random_integers
 from .device import check as _check_device
 from .dispatch import call
@@ -20,6 +20,7 @@ from .memory_layout import in_layout_of
 from .methods_random import _def, _in_memory_order
 from .shapes import broadcast_shapes, unpack_shape
 from .tensor import Tensor
+from .vmap_fallback import values_read
 
 _C_NAMES = {"int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char",
             "uint8": "unsigned char", "bool": "bool", "float16": "c10::Half"}
@@ -161,6 +162,7 @@ def _std_check(std):
         raise RuntimeError(f"normal expects std >= 0.0, but found std {_num(std)}")
 
 
+@values_read
 def normal(mean, std=1.0, size=None, *, generator=None, out=None, dtype=None, layout=None,
            device=None, pin_memory=False, requires_grad=False):
     """As torch.normal: draws of N(mean, std^2) for a tensor mean and/or std (their broadcast
@@ -173,8 +175,8 @@ def normal(mean, std=1.0, size=None, *, generator=None, out=None, dtype=None, la
                             f"({type(mean).__name__}, {type(std).__name__}), but expected one "
                             "of:")
         _std_check(std)
-        r = empty(unpack_shape((size,) if isinstance(size, int) else size), dtype=dtype,
-                  device=device)
+        r = creation.empty(unpack_shape((size,) if isinstance(size, int) else size),
+                           dtype=dtype, device=device)     # (meta_factories': device='meta')
         r.normal_(mean, std, generator=generator)
         r = r.requires_grad_(requires_grad) if requires_grad else r
         return r if out is None else out.copy_(r)

@@ -16,7 +16,7 @@ from .functions import _method_fn
 from .methods_reduce import _same_dtype, c_type, no_bool_scan
 from .shapes import norm_dim, unpack_shape
 from .tensor import Tensor
-from .vmap_fallback import per_sample
+from .vmap_fallback import per_sample, values_read
 
 
 def _def(name, fn):
@@ -148,6 +148,7 @@ def _check_repeats_dtype(repeats):
                                   f"'{tname(repeats._dtype)}'")
 
 
+@values_read
 def _repeat_indices(repeats):
     _check_repeats_dtype(repeats)
     tracer = trace_state.state.tracer

@@ -19,6 +19,7 @@ from .device import check as check_device
 from ..ir.ops_copy import CHANNELS_LAST
 from .functions import export
 from .memory_formats import op_format
+from .meta_tensor import MetaStorage, meta_buffer
 from .shapes import unpack_shape
 from .tensor import Size, Tensor
 
@@ -115,7 +116,9 @@ def resize_(self, *size, memory_format=None):
     offset = self._storage_offset()
     need = offset + numel
     cap = flat.size
-    if need > cap:
+    if need > cap and st.__class__ is MetaStorage:     # (a longer view of the zero mapping)
+        st.base = flat = meta_buffer(need, st.base.dtype)
+    elif need > cap:
         if not st.base.flags.owndata or st.base.base is not None:
             raise RuntimeError("Trying to resize storage that is not resizable")
         # (references: self._storage, st and getrefcount's argument; no other tensor's)

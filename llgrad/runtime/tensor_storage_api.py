@@ -126,8 +126,8 @@ def set_(self, source=None, storage_offset=0, size=None, stride=None):
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
                            "operation.")
     if source is None:
-        arr = np.zeros(0, self._dtype.np)
-        self._storage, self._data = Storage(arr), arr
+        arr = np.zeros(0, self._dtype.np)      # (on self's device: a meta tensor stays one)
+        self._storage, self._data = self._storage.__class__(arr), arr
         return self
     if isinstance(source, Tensor):
         if source._dtype is not self._dtype:

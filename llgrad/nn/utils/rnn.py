@@ -159,10 +159,12 @@ def pad_packed_sequence(sequence, batch_first=False, padding_value=0.0, total_le
     for b in batch_sizes:
         step = data[start:start + b]
         if b < batch:
-            step = cat([step, full((batch - b,) + feat, padding_value, dtype=data.dtype)], 0)
+            step = cat([step, full((batch - b,) + feat, padding_value, dtype=data.dtype,
+                                   device=data.device)], 0)
         rows.append(step)
         start += b
-    rows += [full((batch,) + feat, padding_value, dtype=data.dtype)] * (max_len - len(rows))
+    rows += [full((batch,) + feat, padding_value, dtype=data.dtype,
+                  device=data.device)] * (max_len - len(rows))
     # (PyTorch copies each step into a fresh padded tensor: CopySlices)
     padded = rename(stack(rows, 0), "CopySlices") if rows else data.new_zeros((0, batch) + feat)
     lengths = tensor([sum(1 for b in batch_sizes if b > i) for i in range(batch)], dtype=int64)
@@ -202,7 +204,7 @@ def pad_sequence(sequences, batch_first=False, padding_value=0.0, padding_side="
         if n == max_len:
             out.append(s)
             continue
-        fill = full((max_len - n,) + trailing, padding_value, dtype=s.dtype)
+        fill = full((max_len - n,) + trailing, padding_value, dtype=s.dtype, device=s.device)
         out.append(cat([s, fill] if padding_side == "right" else [fill, s], 0))
     # (PyTorch copies each sequence into a filled result: its node is CopySlices)
     return rename(stack(out, 0 if batch_first else 1), "CopySlices")
