@@ -9,6 +9,7 @@ import numpy as np
 from ..ir.promotion import default_float
 from ..tracer.pytree import flatten
 from ..runtime import grad_mode, hypers
+from ..runtime.random_state import _Generator
 from ..runtime.symbolic_scalar import scalar_input
 from ..runtime.tensor import Tensor
 from .arrays import arrays_as_tensors, wrappable
@@ -22,8 +23,9 @@ _SMALL_ARRAY = 256
 
 
 def _is_object(v):
-    return hasattr(v, "__dict__") and not (routine(v) or inspect.isclass(v)
-                                           or inspect.ismodule(v) or isinstance(v, Tensor))
+    # (a generator: by identity; the default one's draws are traced, snapshot.foreign_random)
+    return hasattr(v, "__dict__") and not (routine(v) or inspect.isclass(v) or inspect.ismodule(v)
+                                           or isinstance(v, (Tensor, _Generator)))
 
 
 def signature_names(fn, args, kwargs):
@@ -142,7 +144,7 @@ def _walk(roots, tensors, guards, entered=None):
                         stack.extend(reversed(_children(f, path)))
                 stack.extend(reversed(class_containers(v, path, seen)))
             if entered is not None and isinstance(v, (np.random.Generator,
-                                                      np.random.RandomState)):
+                                                      np.random.RandomState, _Generator)):
                 entered.append(v)           # (a draw from it: snapshot.foreign_random)
             f = user_function(v)
             if f is not None and id(f) not in seen:

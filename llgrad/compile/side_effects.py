@@ -40,11 +40,17 @@ def python_changes(before, after, written=()):
     # (paired by position while the walk met the same names in the same order: one name
     # can stand for two items, an object's attribute and a global its methods read)
     same_walk = [n for n, _ in before] == [n for n, _ in after]
-    after_items = dict(after)
+    after_items, met = {}, {}      # (a name met n times: its n-th item after the run)
+    for name, value in after:
+        after_items.setdefault(name, []).append(value)
     for k, (name, value) in enumerate(before):
+        met[name] = i = met.get(name, -1) + 1
         if name.endswith(".grad") or name == "grad mode" or name in written:
             continue
-        now = after[k][1] if same_walk else after_items.get(name, "(gone)")
+        if same_walk:
+            now = after[k][1]
+        else:
+            now = after_items[name][i] if i < len(after_items.get(name, ())) else "(gone)"
         if not (now is value or now == value):
             return f"{name} ({_short(value)} -> {_short(now)})"
     names = {n for n, _ in before}
