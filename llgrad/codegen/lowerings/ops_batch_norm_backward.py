@@ -141,7 +141,7 @@ def _emit(plan, group, fg):
                     _exact(fgt, over, (x_acc, g_acc, gx_acc), mean, r, wc, m, slots,
                            (gw_acc, gb_acc, c), s1)
 
-    parallel_loops(fg, [shape[d] for d in kept], channels, cost=3 * m)
+    parallel_loops(fg, [shape[d] for d in kept], channels, cost=3 * m, rows=True)
 
 
 def _exact(fgt, over, accs, mean, r, wc, m, slots, outs, s1):

@@ -121,7 +121,7 @@ def _emit(plan, group, fg):
                               dt, count, shape, len(red))
 
     # rows over the threads: each costs its passes over `count` elements (exp in two)
-    parallel_loops(fg, [shape[d] for d in kept], body, cost=max(1, 3 * count))
+    parallel_loops(fg, [shape[d] for d in kept], body, cost=max(1, 3 * count), rows=True)
 
 
 def _emit_exp(node, fg, src, dst, m_slot, s_slot, oidx, over_red, full, add64, dt, nred):
@@ -280,7 +280,7 @@ def _emit_batch_norm(plan, group, fg):
             over(write)
 
     # channels over the threads: each reads its values two or three times
-    parallel_loops(fg, [shape[d] for d in kept], channels, cost=3 * count)
+    parallel_loops(fg, [shape[d] for d in kept], channels, cost=3 * count, rows=True)
 
 
 register("batch_norm", "kernel", emit=_emit_batch_norm, check=_check_batch_norm)

@@ -39,7 +39,7 @@ helper adds them into dest in tid order, dest[j] = ((dest[j] + p0[j]) + p1[j]) +
 With one thread the body adds into dest itself (the same result when dest starts at 0).
 The partials' total stack size caps T (PARTIAL_STACK_BYTES).
 
-    parallel_loops(fg, ext, body, *, cost=1, partials=())
+    parallel_loops(fg, ext, body, *, cost=1, partials=(), rows=False)
 
 the same for a normalized loop nest (loops.normalize) of extents ext: it picks the loop
 the threads divide (the outermost one with enough iterations for balance, else the one
@@ -286,30 +286,33 @@ def cost(nodes):
     return max(1, sum(OPS[n.op].cost if n.op in OPS else 1 for n in nodes))
 
 
-def split_dim(ext, by_size=False):
+def split_dim(ext, by_size=False, rows=False):
     """(d, grain): the loop of a normalized nest the threads divide, in steps of grain
     (by_size: code shared between sizes, where the choice may not depend on them: the
-    outermost)."""
+    outermost; rows: each innermost iteration is a whole row or channel of work, not one
+    element of a vector loop, so it is divided one iteration at a time)."""
     last = len(ext) - 1
+    inner = 1 if rows else INNER_GRAIN
     if by_size:
-        return 0, (INNER_GRAIN if last == 0 else 1)
-    units = [-(-n // INNER_GRAIN) if k == last else n for k, n in enumerate(ext)]
+        return 0, (inner if last == 0 else 1)
+    units = [-(-n // inner) if k == last else n for k, n in enumerate(ext)]
     for k, u in enumerate(units):
         if u >= SPLIT_UNITS:
             break
     else:
         k = max(range(len(ext)), key=units.__getitem__)
-    return k, (INNER_GRAIN if k == last else 1)
+    return k, (inner if k == last else 1)
 
 
-def parallel_loops(fg, ext, body, *, cost=1, partials=(), hints=None):
+def parallel_loops(fg, ext, body, *, cost=1, partials=(), hints=None, rows=False):
     """The nest `ext` over the threads: body(g, loops, tid), `with loops() as idx:`;
-    hints: loop metadata (loop_hints) for the innermost loop."""
+    hints: loop metadata (loop_hints) for the innermost loop; rows: each iteration of the
+    nest is a row's (a channel's) passes, not an element (split_dim)."""
     ext = list(ext)
     if not ext:                         # a scalar: one iteration, never threaded
         ext_d, d, grain = 1, None, 1
     else:
-        d, grain = split_dim(ext, getattr(fg.module, "threads_by_size", False))
+        d, grain = split_dim(ext, getattr(fg.module, "threads_by_size", False), rows)
         ext_d = ext[d]
     numel = 1
     for x in ext:
