@@ -16,6 +16,7 @@ from ..ir.interpret import evaluate
 from ..ir.printer import _names
 from ..runtime.creation import default_generator
 from ..runtime.tensor import Tensor
+from .guard_pairs import GONE, paired_items
 from .guards import _is_object, captured_reads, signature_names
 from .log import user_line
 
@@ -229,18 +230,12 @@ def _value_names(graph):
 def differences(old, new, names):
     """[(failed guard, how it changed)] between two calls' guard items [(raw, value)]:
     `x.shape[0] == 4 (now 8)`, with a summary such as `x: shape (4, 3) -> (8, 3)`."""
-    old_d, new_d, met = dict(old), {}, {}
-    for raw, now in new:        # (a name met n times: its n-th item, as python_changes pairs)
-        new_d.setdefault(raw, []).append(now)
-    same_walk = [r for r, _ in old] == [r for r, _ in new]     # (side_effects.python_changes)
-    out = []
-    for k, (raw, was) in enumerate(old):
-        met[raw] = i = met.get(raw, -1) + 1
-        if raw not in new_d:
+    old_d, out = dict(old), []
+    for raw, was, now in paired_items(old, new):
+        if now is GONE:
             kind, path = _split(raw)
             out.append((expression(raw, was, names), f"{names(path) or raw} is gone"))
             continue
-        now = new[k][1] if same_walk else new_d[raw][min(i, len(new_d[raw]) - 1)]
         if now is was or now == was:
             continue
         out.append(_changed(raw, was, now, names))

@@ -10,6 +10,7 @@ import inspect
 from ..tracer.errors import TraceError
 from .class_state import LIBRARIES, Same
 from .code_reads import identity_read, users_file, users_module
+from .guard_pairs import GONE, paired_items
 from .guards import collect, identity
 from .readable import Names, differences
 from .replayed_output import recording
@@ -37,20 +38,10 @@ def python_changes(before, after, written=()):
     none."""
     if len(before) == len(after) and all(a is b or a == b for a, b in zip(before, after)):
         return None
-    # (paired by position while the walk met the same names in the same order: one name
-    # can stand for two items, an object's attribute and a global its methods read)
-    same_walk = [n for n, _ in before] == [n for n, _ in after]
-    after_items, met = {}, {}      # (a name met n times: its n-th item after the run)
-    for name, value in after:
-        after_items.setdefault(name, []).append(value)
-    for k, (name, value) in enumerate(before):
-        met[name] = i = met.get(name, -1) + 1
+    for name, value, now in paired_items(before, after):
         if name.endswith(".grad") or name == "grad mode" or name in written:
             continue
-        if same_walk:
-            now = after[k][1]
-        else:
-            now = after_items[name][i] if i < len(after_items.get(name, ())) else "(gone)"
+        now = "(gone)" if now is GONE else now
         if not (now is value or now == value):
             return f"{name} ({_short(value)} -> {_short(now)})"
     names = {n for n, _ in before}
