@@ -9,7 +9,7 @@ import numpy as np
 from ..ir.promotion import default_float
 from ..tracer.pytree import flatten
 from ..runtime import grad_mode, hypers
-from ..runtime.random_state import _Generator
+from ..runtime.random_state import _Generator, default_generator
 from ..runtime.symbolic_scalar import scalar_input
 from ..runtime.tensor import Tensor
 from .arrays import arrays_as_tensors, wrappable
@@ -23,9 +23,9 @@ _SMALL_ARRAY = 256
 
 
 def _is_object(v):
-    # (a generator: by identity; the default one's draws are traced, snapshot.foreign_random)
+    # (the default generator by identity: its draws and state are the trace's; not another's)
     return hasattr(v, "__dict__") and not (routine(v) or inspect.isclass(v) or inspect.ismodule(v)
-                                           or isinstance(v, (Tensor, _Generator)))
+                                           or isinstance(v, Tensor) or v is default_generator)
 
 
 def signature_names(fn, args, kwargs):

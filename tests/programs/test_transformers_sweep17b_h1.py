@@ -146,3 +146,17 @@ def test_own_generator_as_an_argument_still_runs_eagerly():
     np.testing.assert_array_equal(a.numpy(), llgrad.rand(3, generator=g2).numpy())
     np.testing.assert_array_equal(cf(llgrad.zeros(3), g1).numpy(),
                                   llgrad.rand(3, generator=g2).numpy())
+
+
+def test_own_generators_state_read_between_calls_follows_eager():
+    """Only the default generator is guarded by identity: another generator reseeded between
+    calls is read as it is now (its initial_seed() in the result), as eager reads it."""
+    def f(x, g):
+        return x * g.initial_seed()
+    cf = llgrad.compile(f)
+    x, g = llgrad.ones(2), llgrad.Generator()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for seed in (5, 7, 5, 11):
+            g.manual_seed(seed)
+            np.testing.assert_array_equal(cf(x, g).numpy(), f(x, g).numpy())
