@@ -9,6 +9,7 @@ x86 and fbgemm engines bit for bit."""
 import numpy as np
 
 from .....backends.quantized import check_engine
+from .....ir.fused_madd import fma32
 from .....quantized_tensor import quantize_array, quint8
 
 _SMALL_SCALE = float(np.float32(6.1e-5))   # (ATen's SMALL_SCALE_THRESHOLD)
@@ -102,13 +103,13 @@ def linear_fp16(x, w16, bias):
     """quantized::linear_dynamic_fp16: float32 activations times the weight rounded to
     float16 (w16, out x in), accumulated in float32, plus the bias."""
     x = np.asarray(x, dtype=np.float32)
-    w = w16.astype(np.float16).astype(np.float64)
-    x2 = x.reshape(-1, x.shape[-1]).astype(np.float64)
+    w = w16.astype(np.float16).astype(np.float32)
+    x2 = x.reshape(-1, x.shape[-1])
     # fbgemm's fp16 GEMM: one fused multiply-add per k, in order, into a float32 accumulator
-    # (a float16 times a float32 product is exact in float64); a BLAS sum differs in ulps
+    # (rounded once, ir/fused_madd.fma32); a BLAS sum differs in ulps
     acc = np.zeros((x2.shape[0], w.shape[0]), np.float32)
     for k in range(x2.shape[1]):
-        acc = (x2[:, k:k + 1] * w[:, k] + acc).astype(np.float32)
+        acc = fma32(x2[:, k:k + 1], w[:, k], acc)
     out = acc.reshape(x.shape[:-1] + (w.shape[0],))
     if bias is not None:
         out = out + np.asarray(bias, dtype=np.float32)
