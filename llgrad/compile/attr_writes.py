@@ -19,12 +19,17 @@ binds (`global h; h = ...`, `nonlocal h`) is such a slot too; a global only boun
 read, with a value calls cannot replay makes the call run eagerly (no guard would see it).
 
 A slot written with a bool, a string or None (module.train() inside a training step sets
-each module's `training`) is replayed as that constant: the entry's guards determine it. A
-slot written with anything else (a number, such as a counter the call increments, another
-object) is not replayed: the guard items show that change (side_effects.py), and such a
-trace is not kept."""
+each module's `training`) is replayed as that constant: the entry's guards determine it. So
+is an optimiser's float hyper-parameter the call sets (a warm-up's `g["lr"] = ...`,
+runtime/hypers.py): a number is that constant, a stand-in of a number argument's arithmetic
+(a SymbolicScalar) a graph output that each call writes as a Python float. A slot written
+with anything else (a number, such as a counter the call increments, another object) is
+not replayed: the guard items show that change (side_effects.py), and such a trace is not
+kept."""
 import inspect
 
+from ..runtime import hypers
+from ..runtime.symbolic_scalar import SymbolicScalar
 from ..runtime.tensor import Tensor
 from ..tracer.pytree import flatten, unflatten, with_constants
 from ..tracer.errors import TraceError
@@ -171,6 +176,10 @@ class Slots:
             order = {k: i for i, k in enumerate(now)} if isinstance(now, dict) else None
             for slot, value in changed:
                 where = _named(path, slot, slot if order is None else order[slot])
+                if isinstance(holder, hypers.ParamGroup) and \
+                        hypers.written_number(holder, slot):
+                    _hyper_write(writes, tensors, paths, (root, steps, slot), where, value)
+                    continue
                 self._write(writes, tensors, paths, root, steps, slot, where, value)
         return writes, tensors, paths
 
@@ -193,6 +202,19 @@ class Slots:
         return True
 
 
+def _hyper_write(writes, tensors, paths, at, where, value):
+    """Note the traced run's write of an optimiser hyper-parameter (runtime/hypers.py): a
+    number as the constant, a stand-in as its graph value, written as a float by each call."""
+    if type(value) is SymbolicScalar:
+        writes.append(Write(*at, None, len(tensors), 1, number=float))
+        tensors.append(value.tensor)
+    else:
+        leaves, tree = flatten(value, where)
+        writes.append(Write(*at, with_constants(tree, leaves, is_constant)[0], len(tensors), 0))
+    # (the guard walk's items for the slot: its input, and whether it is zero)
+    paths.update((where, f"zero or not: {where}"))
+
+
 def _value(where):
     """What a global name or a closure cell (captured_reads' `where`) holds now."""
     if where[0] == "cell":
@@ -209,11 +231,18 @@ _EMPTY = object()
 class Write:
     """Put a structure of a call's results into a slot: the holder found from the call's
     root through `steps` (attribute names of objects, keys and indices of containers)."""
-    __slots__ = ("root", "steps", "slot", "tree", "first", "n")
+    __slots__ = ("root", "steps", "slot", "tree", "first", "n", "number")
 
-    def __init__(self, root, steps, slot, tree, first, n):
+    def __init__(self, root, steps, slot, tree, first, n, number=None):
         self.root, self.steps, self.slot, self.tree = root, steps, slot, tree
-        self.first, self.n = first, n
+        # number: the Python type the one result is written as (else tree's structure)
+        self.first, self.n, self.number = first, n, number
+
+    def value(self, results):
+        """What the slot gets from a call's results (its tensors for the writes)."""
+        if self.number is not None:
+            return self.number(results[self.first]._data.item())
+        return unflatten(self.tree, results[self.first:self.first + self.n])
 
     def where(self):
         """The slot as text (explain, dumps)."""
@@ -237,7 +266,7 @@ class Pending:
         bound = [None]
         for w in self.writes:
             if w.root[0] == "name":         # (a global name or a closure cell rebound)
-                value = unflatten(w.tree, self.tensors[w.first:w.first + w.n])
+                value = w.value(self.tensors)
                 where = w.root[1]
                 if where[0] == "cell":
                     where[1].cell_contents = value
@@ -247,5 +276,5 @@ class Pending:
             holder = _resolve(w.root, fn, args, kwargs, bound)
             for k in w.steps:
                 holder = _child(holder, k)
-            _slots(holder)[w.slot] = unflatten(w.tree, self.tensors[w.first:w.first + w.n])
+            _slots(holder)[w.slot] = w.value(self.tensors)
         return self.result

@@ -125,6 +125,8 @@ def trace_entry(name, backend, traced_fn, tensors, guards, args, kwargs, n_own, 
     except TraceError:
         given_up(entry.given)
         raise
+    finally:
+        hypers.settle()         # (the optimiser's groups hold numbers again, as eager's)
     t2 = time.perf_counter()
     for g in (entry.forward, entry.backward):   # (the graph as traced: trace_body verified it)
         if g is not None and g is not graph:

@@ -10,9 +10,18 @@ step reads it with `hyper(group, key)`: the number eagerly, that input while tra
 
 Whatever else reads such a value while a trace records (the user's code logging the lr,
 comparing it, a dict copy) reads it through ParamGroup's accessors, which make the value a
-guard of the trace (the compiled code then serves that value only); a write to it inside a
-traced function stops the trace (the call runs eagerly, with a warning), as compiled code
-does not replay it."""
+guard of the trace (the compiled code then serves that value only).
+
+A traced function may set a float hyper-parameter itself (a warm-up written into the step:
+`for g in opt.param_groups: g["lr"] = base * min(1.0, (it + 1) / warmup)`): the value
+written is a Python number, which the entry's guards determine, or a SymbolicScalar (the
+arithmetic of a number argument that changes between calls, runtime/symbolic_scalar.py),
+a value of the graph. The rest of the trace reads what was written (hyper() gives the
+number, or the stand-in's graph value), and every compiled call writes it again
+(compile/attr_writes.py: the constant, or the graph's output as a Python float); the
+traced run's own group is left holding the number eager's would (`settle`). Any other
+write (a tensor, a tuple such as betas, an int stand-in) stops the trace (the call runs
+eagerly, with a warning)."""
 import os
 import sys
 import threading
@@ -20,19 +29,21 @@ import threading
 import numpy as np
 
 from . import trace_state
+from .symbolic_scalar import SymbolicScalar
 from .tensor import Tensor
 
 
 class _Inputs(threading.local):
     def __init__(self):
         self.by_slot = {}           # (id(group), key, index or None) -> the call's tensor
+        self.written = {}           # (id(group), key, None) -> (group, key, value written)
 
 
 _inputs = _Inputs()
 
 
 def _reset():
-    _inputs.by_slot = {}
+    _inputs.by_slot, _inputs.written = {}, {}
 
 
 def new_call():
@@ -75,6 +86,22 @@ def trace_inputs(tensors):
     finds the hyper-parameter inputs among them (whatever walk made them)."""
     _inputs.by_slot = {t.__dict__["_llgrad_hyper"]: t for _, t in tensors
                        if "_llgrad_hyper" in t.__dict__}
+    _inputs.written = {}
+
+
+def settle():
+    """After a traced run: each group slot the run wrote with a stand-in holds its number,
+    as eager's would (the entry has taken what was written: attr_writes.py)."""
+    for group, key, value in _inputs.written.values():
+        if type(dict.get(group, key)) is SymbolicScalar:
+            dict.__setitem__(group, key, dict.get(group, key).value)
+    _inputs.written = {}
+
+
+def written_number(group, key):
+    """Whether the running trace wrote group[key] with a number it replays (hyper()'s
+    value from then on)."""
+    return (id(group), key, None) in _inputs.written
 
 
 def walker_input(group, key, index, value):
@@ -140,6 +167,8 @@ def hyper(group, key):
     if type(v) is tuple:
         ts = tuple(_traced(group, key, i) for i in range(len(v)))
         return v if any(t is None for t in ts) else ts
+    if (id(group), key, None) in _inputs.written:
+        return v.tensor if type(v) is SymbolicScalar else v     # (what the trace wrote)
     t = _traced(group, key, None)
     return v if t is None else t
 
@@ -179,7 +208,8 @@ def _read(group, key, value):
     """A read of group[key] that is not hyper(): while tracing, its value becomes a guard
     (unless the guard machinery reads it)."""
     tracer = trace_state.state.tracer
-    if tracer is None or key not in group.dynamic or _by_guards():
+    if tracer is None or key not in group.dynamic or _by_guards() or \
+            (id(group), key, None) in _inputs.written:
         return value
     if type(value) is tuple:
         for i, e in enumerate(value):
@@ -193,13 +223,21 @@ def _read(group, key, value):
     return value
 
 
-def _write(group, key):
-    """A write of group[key]: while tracing, a dynamic one stops the trace, unless it is the
-    snapshot putting back the value the trace started from."""
+_NO_VALUE = object()
+
+
+def _write(group, key, value=_NO_VALUE):
+    """A write of group[key]: while tracing, a dynamic one is noted where compiled calls
+    replay it (a Python number, a float stand-in, into a float slot) and stops the trace
+    otherwise, unless it is the snapshot putting back the value the trace started from."""
     tracer = trace_state.state.tracer
     if tracer is not None and key in group.dynamic and \
             any(k == key for k, _, _ in dynamic_slots(group)) and \
             not _by_guards(_RESTORE_FILES):
+        if type(value) in (int, float) or \
+                (type(value) is SymbolicScalar and type(value.value) is float):
+            _inputs.written[(id(group), key, None)] = (group, key, value)
+            return
         tracer.graph_break(f"a write of an optimiser's param group {key!r} inside the "
                            "compiled function (compiled calls read it, they do not replay "
                            "writes to it)")
@@ -250,7 +288,7 @@ class ParamGroup(dict):
 
     # writes (while tracing, a write to a dynamic one stops the trace)
     def __setitem__(self, key, value):
-        _write(self, key)
+        _write(self, key, value)
         dict.__setitem__(self, key, value)
 
     def __delitem__(self, key):
