@@ -18,14 +18,15 @@ A global name or a closure cell the function, or a method or hook of the user's 
 binds (`global h; h = ...`, `nonlocal h`) is such a slot too; a global only bound, never
 read, with a value calls cannot replay makes the call run eagerly (no guard would see it).
 
-A slot written with a bool, a string or None (module.train() inside a training step sets
-each module's `training`) is replayed as that constant: the entry's guards determine it. So
-is an optimiser's float hyper-parameter the call sets (a warm-up's `g["lr"] = ...`,
-runtime/hypers.py): a number is that constant, a stand-in of a number argument's arithmetic
-(a SymbolicScalar) a graph output that each call writes as a Python float. A slot written
-with anything else (a number, such as a counter the call increments, another object) is
-not replayed: the guard items show that change (side_effects.py), and such a trace is not
-kept."""
+A slot written with a constant (a bool, a string, None or a number, or a new structure of
+them: module.train() inside a training step sets each module's `training`, a scheduler its
+list of last lrs) is replayed as that constant: the entry's guards determine it, as they
+determine a returned number. So is an optimiser's float hyper-parameter the call sets (a
+warm-up's `g["lr"] = ...`, runtime/hypers.py). A slot written with a stand-in of a number
+(a SymbolicScalar: the arithmetic of a number argument, or of a number slot the call
+counts, symbolic_slots.py) gets a graph output that each call writes as a Python number.
+A slot written with anything else (another object) is not replayed: the guard items show
+that change (side_effects.py), and such a trace is not kept."""
 import inspect
 
 from ..runtime import hypers
@@ -39,7 +40,7 @@ from .guards import (_is_object, captured_reads, class_functions, followed_reads
                      signature_names, user_function)
 
 
-_FLAGS = (bool, str, type(None))    # Python values put into slots that calls replay
+_FLAGS = (bool, str, type(None), int, float)     # constants put into slots calls replay
 
 
 def _owner(fn):
@@ -154,13 +155,24 @@ class Slots:
 
     def writes(self):
         """([Write], the tensors they put, in order, the guard walk's paths of those
-        tensors): each slot that holds another value now, where that value is a tensor or a
-        structure of tensors and constants."""
+        tensors): each slot that holds another value now, where that value is a tensor, a
+        structure of tensors and constants, or a number argument's stand-in (a graph value
+        written as a Python number: the slot gets that number now, as eager's would).
+        self.counters: the slots whose number the run changed to another of its type."""
         writes, tensors, paths = [], [], set()
+        self.counters = []
+        holders = {id(h) for h, *_ in self.places}
         for where, path, before, read in self.names:
             value = _value(where)
-            if value is not before and not self._write(
-                    writes, tensors, paths, ("name", where), (), None, path, value) and not read:
+            if value is before:
+                continue
+            if type(value) is SymbolicScalar:
+                _number_write(writes, tensors, paths, (("name", where), (), None), path, value)
+                _bind(where, value.value)
+                continue
+            _note_counter(self.counters, path, before, value)
+            if not self._write(writes, tensors, paths, ("name", where), (), None, path, value,
+                               holders) and not read:
                 raise TraceError(f"the function binds the global {where[-1]!r} to a value "
                                  f"of type {type(value).__name__}, which compiled calls "
                                  "cannot replay")
@@ -179,18 +191,44 @@ class Slots:
                 if isinstance(holder, hypers.ParamGroup) and \
                         hypers.written_number(holder, slot):
                     _hyper_write(writes, tensors, paths, (root, steps, slot), where, value)
-                    continue
-                self._write(writes, tensors, paths, root, steps, slot, where, value)
+                elif type(value) is SymbolicScalar:
+                    _number_write(writes, tensors, paths, (root, steps, slot), where, value)
+                    now[slot] = value.value
+                else:
+                    _note_counter(self.counters, where, before[slot] if order is None else
+                                  before.get(slot, _EMPTY), value)
+                    self._write(writes, tensors, paths, root, steps, slot, where, value,
+                                holders)
         return writes, tensors, paths
 
+    def find(self, paths):
+        """{path: (holder, key)} of the slots (of the holders reached, or ("name", where)
+        for a global name or closure cell) the guard walk names by paths."""
+        out = {}
+        for where, path, _, _ in self.names:
+            if path in paths:
+                out[path] = ("name", where)
+        for holder, _, _, path, _ in self.places:
+            if isinstance(holder, hypers.ParamGroup):
+                continue                    # (its numbers are hypers.py's)
+            now = _slots(holder)
+            keys = enumerate(now) if isinstance(now, dict) else ((k, k) for k in range(len(now)))
+            for position, k in keys:
+                where = _named(path, k, position)
+                if where in paths:
+                    out[where] = (holder, k)
+        return out
+
     @staticmethod
-    def _write(writes, tensors, paths, root, steps, slot, where, value):
+    def _write(writes, tensors, paths, root, steps, slot, where, value, holders=()):
         """Note the write of value into a slot, if calls can replay it (else False)."""
         leaves, tree = flatten(value, where)
         tree, kept = with_constants(tree, leaves, is_constant)
-        if not kept and isinstance(value, _FLAGS):
-            # (a flag the call sets, as module.train() in a training step: the constant
-            # the trace wrote, which the entry's guards determine)
+        if not kept and (isinstance(value, _FLAGS) or id(value) not in holders):
+            # (a flag the call sets, as module.train() in a training step, a number, or a
+            # new structure of them, as a scheduler's list of its last lrs: the constant
+            # the trace wrote, which the entry's guards determine, as a returned number;
+            # not a container the call reaches, which the slot would now share)
             writes.append(Write(root, steps, slot, tree, len(tensors), 0))
             paths.add(where)
             return True
@@ -200,6 +238,28 @@ class Slots:
         tensors += kept
         paths.update(p for p, x in leaves if not is_constant(x))
         return True
+
+
+def _number_write(writes, tensors, paths, at, where, value):
+    """Note the write of a number argument's stand-in (runtime/symbolic_scalar.py): its graph
+    value, which each call writes as a Python number of the stand-in's type."""
+    writes.append(Write(*at, None, len(tensors), 1, number=type(value.value)))
+    tensors.append(value.tensor)
+    paths.add(where)
+
+
+def _note_counter(out, where, before, value):
+    """Note where if the run changed its number to another of the same type (a counter)."""
+    if type(before) in (int, float) and type(value) is type(before) and value != before:
+        out.append(where)
+
+
+def _bind(where, value):
+    """Bind a global name or a closure cell (captured_reads' `where`) to value."""
+    if where[0] == "cell":
+        where[1].cell_contents = value
+    else:
+        where[1][where[2]] = value
 
 
 def _hyper_write(writes, tensors, paths, at, where, value):
@@ -266,12 +326,7 @@ class Pending:
         bound = [None]
         for w in self.writes:
             if w.root[0] == "name":         # (a global name or a closure cell rebound)
-                value = w.value(self.tensors)
-                where = w.root[1]
-                if where[0] == "cell":
-                    where[1].cell_contents = value
-                else:
-                    where[1][where[2]] = value
+                _bind(w.root[1], w.value(self.tensors))
                 continue
             holder = _resolve(w.root, fn, args, kwargs, bound)
             for k in w.steps:

@@ -113,22 +113,37 @@ def users_module(m):
 
 _DYNAMIC = ("globals", "eval", "exec")      # builtins reading globals no bytecode names
 _IDENTITY = ("id",)         # builtins giving an object's identity (a key no guard follows)
+# the time module's clocks: each call reads another time (a compiled call would replay the
+# traced one, as a constant of its graph or a number it writes)
+_CLOCKS = frozenset(("time", "time_ns", "perf_counter", "perf_counter_ns", "monotonic",
+                     "monotonic_ns", "process_time", "process_time_ns", "thread_time",
+                     "thread_time_ns", "localtime", "gmtime", "ctime", "asctime", "strftime"))
+
+
+def _clock(v):
+    return getattr(v, "__module__", None) == "time" and getattr(v, "__name__", "") in _CLOCKS
 
 
 def unguarded_reads(code, space, cells):
     """[(what, why)] of code's reads that no guard can follow: globals() / eval / exec (the
     names they read are not in the bytecode), id() in the user's code (an identity, a dict
     key say), and the mutable containers of a library's modules read as `module.attribute`
-    (os.environ, sys.argv: what they hold is not walked), and a user's module's attributes
-    answered by its __getattr__. cells: {name: value} of code's closure. A call of a
+    (os.environ, sys.argv: what they hold is not walked), a user's module's attributes
+    answered by its __getattr__, and the clock (time.time, perf_counter, ...). cells: {name: value} of code's closure. A call of a
     function that makes them runs eagerly."""
     out = [(f"{name}()", f"{name}(){_line_of(code, name)} reads globals by names compile "
             "cannot see") for name in global_names(code) if name in _DYNAMIC and name not in space]
     why = identity_read(code, space) if users_file(code.co_filename) else None
     out += [("id()", why)] if why else []
+    out += [(f"{name}()", f"it reads the clock ({name}(){_line_of(code, name)}), which a "
+             "compiled call would not read again") for name in global_names(code)
+            if _clock(space.get(name))]
     named = [(n, a, space.get(n)) for n, a in _attribute_reads(code)] + \
         [(n, a, cells.get(n)) for n, a in _attribute_reads(code, ("LOAD_DEREF",))]
     for name, attr, m in named:
+        if inspect.ismodule(m) and m.__name__ == "time" and attr in _CLOCKS:
+            out.append((f"{name}.{attr}", f"it reads the clock ({name}.{attr}"
+                        f"{_line_of(code, name)}), which a compiled call would not read again"))
         if inspect.ismodule(m) and attr not in vars(m) and "__getattr__" in vars(m) and \
                 users_module(m):        # (PEP 562: an answer no namespace holds)
             out.append((f"{name}.{attr}", f"it reads {name}.{attr}{_line_of(code, name)} "

@@ -14,7 +14,8 @@ import weakref
 
 from ..runtime import trace_state
 from ..tracer.trace import ControlFlowError, TraceError
-from . import background, dynamo_config, eager_builds, log, stance, symbolic_args
+from . import (background, dynamo_config, eager_builds, log, stance, symbolic_args,
+               symbolic_slots)
 from .compile_doc import Callable, documented
 from .eager_only import eager_only_reason
 from .dump import _dump_to_env, dump_text
@@ -33,6 +34,7 @@ from .run import _MISS, _RUN_EAGERLY, _first_result, eager_runner, entry_runner,
 from .run import FINISHED_BY_CALL as LATER
 from .snapshot import StateSnapshot
 from .torch_api import torch_compile_arguments
+from .traced_function import traced_function
 
 MAX_WALKERS = 4
 
@@ -153,7 +155,7 @@ class CompiledFunction:
         self.n_traces += 1
         t0 = time.perf_counter()
         try:
-            with symbolic_args.standing_in(self, tensors, args, kwargs) as call:
+            with symbolic_slots.standing_in(self, tensors, args, kwargs) as call:
                 entry, result = trace_entry(getattr(self.fn, "__name__", "f"), self._resolved,
                                             self._traced_fn(), tensors, guards, *call, n_own,
                                             entered, self.fn)
@@ -183,6 +185,7 @@ class CompiledFunction:
             self._break(reason, eager=False)
             self._warn_once(reason)
             return self._trace_call(tensors, guards, entered, key, n_own, args, kwargs)
+        symbolic_slots.mark(self, entry.counters, entered)  # (numbers it counts: inputs)
         reason = snapshot.unreplayed_effect()
         # (one the entry does not replay: the next call traces again on the new state; an
         # optimiser's first step, which makes its state, is followed by steps that make none)
@@ -319,20 +322,7 @@ class CompiledFunction:
     def _traced_fn(self, control_flow=True):
         """fn with its tensor-dependent control flow rewritten (converted once), or fn;
         control_flow=False: only its returned .item() calls (outputs, not value guards)."""
-        if self._converted is None or not control_flow:
-            from ..tracer.convert import convert
-            inner = getattr(self.fn, "_llgrad_inner", None)
-            if not self.transform:
-                self._converted = (self.fn, None)
-            elif inner is not None:         # a transform (grad, ...): convert what it wraps
-                conv, source = convert(inner, control_flow)
-                self._converted = (self.fn if conv is inner else self.fn._llgrad_rewrap(conv),
-                                   source)
-            else:
-                self._converted = convert(self.fn, control_flow)
-            if not control_flow:            # (None: nothing left to fall back to)
-                self._converted = (self._converted[0], None)
-        return self._converted[0]
+        return traced_function(self, control_flow)
 
     # ---- inspection ---------------------------------------------------------------------------
     def dump(self, *args, llvm=False, asm=False, python=False, format="text", **kwargs):

@@ -77,7 +77,8 @@ class Entry:
         "_build_job", "_interim_runs",    # background.py: the build, interpreter runs till then
         "_cache_hints", "_compiled_before",     # and whether a process built it before
         "llvm_builds",                    # how many LLVM modules its kernels built
-        "given")                          # its warnings and prints (replayed_output.py)
+        "given",                          # its warnings and prints (replayed_output.py)
+        "counters")                       # numbers it changed in the state (symbolic_slots)
 
     def __init__(self, name, backend, guard_items):
         self.name, self.backend, self.guard_items = name, backend, guard_items
@@ -89,7 +90,7 @@ class Entry:
         self.multi_views, self.replay_kept, self.frees = [], None, ()
         self.inference_outs, self.leaf_order = [], None
         self.scalar_outputs, self.eager_saved, self.reusable = {}, ({}, {}), False
-        self.n_returned, self.attr_writes, self.written = 0, None, ()
+        self.n_returned, self.attr_writes, self.written, self.counters = 0, None, (), ()
         self.grad_free, self.rng_index, self.step, self.grad_on = False, None, False, []
         self.kernels, self._runners, self.timings = {}, {}, {}
         self._forward_run = self._backward_run = self._node_layout = self._unflatten = None
@@ -293,6 +294,7 @@ def _written_outputs(entry, slots, outs):
     returned ones (one that is also returned, not as a number, is that output)."""
     entry.n_returned = len(outs)
     writes, written, paths = slots.writes()
+    entry.counters = slots.counters
     if not writes:
         return
     at = {id(o): k for k, o in enumerate(outs) if k not in entry.scalar_outputs}

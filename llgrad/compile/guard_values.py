@@ -36,3 +36,18 @@ def outline(tree):
         return (dict, tuple(((type(k), k) if _plain_key(k) else type(k) if isinstance(
             k, Tensor) else Same(k), outline(c)) for k, c in children))
     return (kind, tuple(outline(c) for c in children))
+
+
+def hooked(t):
+    """Whether leaf t has hooks of its own or on its AccumulateGrad node. A step that runs
+    its own backward would run them (its entries do not take such calls: they run eagerly);
+    a function the caller differentiates leaves them to the engine. The flat key and the
+    walkers give such calls to the full walk, which tells them apart."""
+    acc = t._acc
+    return bool(t._hooks) or (acc is not None and acc._hooked)
+
+
+def without_grads(key, n_own):
+    """A guard key (collect's items' values) without its .grad items: the key of a call for
+    an entry whose trace read no .grad (compiled.py's grad-free entries)."""
+    return key[:-1 - n_own] + key[-1:]

@@ -20,7 +20,7 @@ walked too, after the arguments, as collect() walks them; the walker re-reads ea
 and global name and checks it finds the same kind of value. Kept out (make_walker returns
 None, every call takes the full walk): a **kwargs parameter (a *args parameter's tuple is
 walked as collect walks it), a .grad that is also an input or shared, structures nested
-deeper than _MAX_DEPTH, NumPy arrays."""
+deeper than _MAX_DEPTH, NumPy arrays, a number in the state that is an input."""
 import functools
 import inspect
 import itertools
@@ -29,12 +29,13 @@ import numpy as np
 
 from ..ir import promotion
 from ..runtime import grad_mode, hypers
-from .guards import (_SCALARS, _is_object, _scalar_set, captured_reads, class_functions,
-                     dynamic_input, followed_reads, signature_names, signature_of,
-                     tensor_keys, user_function)
+from .attr_writes import Slots
+from .guards import (_SCALARS, _is_object, _scalar_set, class_functions, dynamic_input,
+                     followed_reads, signature_names, tensor_keys, user_function)
 from ..runtime.tensor import Tensor
 from .class_state import bound, class_containers, slotted, user_classes
 from .walker_bytecode import compiled_walker
+from .walker_sources import _bound_sources, _captured, _number
 
 _MAX_DEPTH = 40
 _MISSING = object()
@@ -63,12 +64,6 @@ class _Source:
             self.check(f"{x} is not None")
         else:
             self.check(f"type({x}) is not {self.const(type(v))}")
-
-
-def _number(x, v):
-    """The key expression of scalar x (of v's type): a float's zero with its sign, as
-    guards.scalar_guard keys it."""
-    return f"({x} or repr({x}))" if isinstance(v, (float, np.floating)) else x
 
 
 def _unpack(src, x, n):
@@ -132,9 +127,18 @@ class _Unsupported(Exception):
     pass
 
 
-def _walk(src, roots):
+class _Dynamic:
+    """An object's attribute whose number is an input (guards._walk's dynamic path)."""
+    __slots__ = ("path",)
+
+    def __init__(self, path):
+        self.path = path
+
+
+def _walk(src, roots, dynamic=None):
     """guards._walk's traversal, emitting code; -> the tensors' names in collect's order
-    (each tensor once) and the names of the distinct objects."""
+    (each tensor once) and the names of the distinct objects. dynamic: {(id(object),
+    attribute name): path} of the numbers that are inputs."""
     tensors, first_tensor = [], {}     # names of distinct tensors; id -> name
     objects, first_object = [], {}
     followed = set()                   # ids of the user's functions followed
@@ -144,7 +148,11 @@ def _walk(src, roots):
         x, v, depth, checked = stack.pop()
         if not checked and not isinstance(v, (list, tuple, dict)):
             src.type_is(x, v)
-        if type(v) is _Slot:            # (its type checked with its container's)
+        if type(v) is _Dynamic:         # (its type checked with its object's attributes)
+            n = src.var("n")
+            src.lines.append(f"{n} = DYNAMIC({x}, {v.path!r})")
+            tensors.append(n)
+        elif type(v) is _Slot:          # (its type checked with its container's)
             h = src.var("h")
             src.key.append(f"{x} == 0")
             src.lines.append(f"{h} = HYPER({v.group}, {v.key!r}, {v.index!r}, {x})")
@@ -195,8 +203,9 @@ def _walk(src, roots):
             names = _unpack(src, "(" + "".join(f"{d}[{k!r}], " for k, _ in attrs) + ")",
                             len(attrs))
             _types_are(src, names, [a for _, a in attrs])
-            stack.extend((n, a, depth + 1, True)
-                         for n, (_, a) in reversed(list(zip(names, attrs))))
+            stack.extend((n, _Dynamic(dynamic[id(v), k]) if dynamic and (id(v), k) in dynamic
+                          else a, depth + 1, True)
+                         for n, (k, a) in reversed(list(zip(names, attrs))))
         elif _scalar_set(v):
             src.check(f"{x} != {src.const(frozenset(v))}")
         else:
@@ -260,78 +269,23 @@ def _follow(src, f, depth):
     return out
 
 
-def _captured(src, fn):
-    """Code that reads what fn reads from closure cells and globals (guards.captured_reads)
-    and checks that each read finds what it found when the walker was made: the same
-    function or class, the same kind of value (a number's value goes to the key, as
-    collect guards it), a cell still empty, a name still absent; -> the roots to walk,
-    [(name, value)]."""
-    roots = []
-    for where, v, kind, _ in captured_reads(fn)[1]:
-        if where[0] == "cell":
-            cell = src.const(where[1])
-            if kind == "empty":
-                src.lines += [f"try: {cell}.cell_contents", "except ValueError: pass",
-                              "else: return None"]
-                continue
-            x = src.var("cv")
-            src.lines += [f"try: {x} = {cell}.cell_contents", "except ValueError: return None"]
-        elif where[0] == "attr":                # (a followed function's defaults, code)
-            x = src.var("av")
-            src.lines.append(f"{x} = {src.const(where[1])}.{where[2]}")
-        else:
-            space, name = src.const(where[1]), where[2]
-            if kind == "absent":
-                src.check(f"{name!r} in {space}")
-                continue
-            x = src.var("gv")
-            src.lines.append(f"{x} = {space}.get({name!r}, MISSING)")
-        if kind == "root":
-            src.type_is(x, v)
-            roots.append((x, v))
-        elif isinstance(v, _SCALARS):           # (guarded by value: guards.captured_guards)
-            src.type_is(x, v)
-            if v is not None:
-                src.key.append(_number(x, v))
-        elif inspect.ismodule(v):
-            src.type_is(x, v)
-        else:                                   # a function, class, compiled function
-            src.check(f"{x} is not {src.const(v)}")
-    return roots
-
-
-def _bound_sources(fn, bound, args, kwargs):
-    """Where each bound argument comes from in a call (args[i], the tuple args[i:] a *args
-    parameter holds, kwargs[name]), or None for a **kwargs parameter or an order the walker
-    does not reproduce."""
-    try:
-        kinds = {n: p.kind for n, p in signature_of(fn).parameters.items()}
-    except (TypeError, ValueError):
-        kinds = {}
-    exprs, i = [], 0
-    for name, _ in bound:
-        kind = kinds.get(name)
-        if kind is inspect.Parameter.VAR_KEYWORD:
-            return None
-        if kind is inspect.Parameter.VAR_POSITIONAL:
-            exprs.append(f"args[{i}:]")
-            i = len(args)
-        elif i < len(args):
-            exprs.append(f"args[{i}]")
-            i += 1
-        elif name in kwargs:
-            exprs.append(f"kwargs[{name!r}]")
-        else:
-            return None
-    return exprs if i == len(args) and len(exprs) == len(bound) else None
+def _dynamic_attributes(fn, args, kwargs, paths):
+    """{(id(object), attribute name): path} of the dynamic numbers at paths (symbolic_slots),
+    or None where one is not an object's attribute (the full walk serves those calls)."""
+    found = Slots(fn, args, kwargs).find(paths) if paths else {}
+    if len(found) != len(paths) or any(
+            h == "name" or isinstance(h, (list, dict)) for h, _ in found.values()):
+        return None
+    return {(id(h), k): path for path, (h, k) in found.items()}
 
 
 def make_walker(fn, args, kwargs, dynamic=frozenset()):
     """The walker of calls shaped like fn(*args, **kwargs), or None (see the module);
-    dynamic: the arguments whose numbers are inputs (guards.collect's)."""
+    dynamic: the paths whose numbers are inputs (guards.collect's)."""
     bound = signature_names(fn, args, kwargs)
     exprs = _bound_sources(fn, bound, args, kwargs)
-    if exprs is None:
+    slots = _dynamic_attributes(fn, args, kwargs, dynamic - {name for name, _ in bound})
+    if exprs is None or slots is None:
         return None
     src = _Source()
     src.check(f"len(args) != {len(args)}")
@@ -350,7 +304,7 @@ def make_walker(fn, args, kwargs, dynamic=frozenset()):
         roots.insert(0, (src.const(owner), owner, 0, False))
     roots += [(x, v, 0, True) for x, v in _captured(src, fn)]     # (types checked)
     try:
-        tensors, objects = _walk(src, roots)
+        tensors, objects = _walk(src, roots, slots)
     except _Unsupported:
         return None
     tensors = numbers + tensors

@@ -17,7 +17,8 @@ from .code_reads import (function_parts, global_names, module_attributes, unguar
                          users_file, users_module)
 from .class_state import (LIBRARIES as _LIBRARIES, Same, bound, class_containers, class_ids,
                           class_state, held, routine, slotted, user_classes)
-from .guard_values import _SCALARS, _scalar_set, outline, scalar_guard
+from .guard_values import (_SCALARS, _scalar_set, hooked, outline, scalar_guard,  # noqa: F401
+                           without_grads)
 
 _SMALL_ARRAY = 256
 
@@ -43,7 +44,7 @@ def signature_of(fn):
     return inspect.signature(fn)
 
 
-def _walk(roots, tensors, guards, entered=None):
+def _walk(roots, tensors, guards, entered=None, dynamic=frozenset()):
     """Depth-first over values: tensors are inputs; Python scalars are guarded by value;
     containers are entered (their structure guarded); objects (modules, optimisers) are
     entered through their attributes, each once (iteratively, so deep nesting is fine).
@@ -61,7 +62,9 @@ def _walk(roots, tensors, guards, entered=None):
     the compiled function itself reads is: a tensor there is an input, not a constant, and
     a Python value a guard.
 
-    entered: a list that receives every container and object entered (snapshot.py)."""
+    entered: a list that receives every container and object entered (snapshot.py);
+    dynamic: the paths whose numbers are inputs (symbolic_args.py: a counter the call
+    increments), guarded by their type alone."""
     seen, first = set(), {}     # first: an object's id -> the path it was first met at
     stack = list(reversed(roots))
     while stack:
@@ -75,6 +78,9 @@ def _walk(roots, tensors, guards, entered=None):
                 items = sorted(vars(v).items(), key=lambda kv: kv[0])
                 guards.append((f"attributes of {path}", tuple(k for k, _ in items)))
                 stack.extend((f"{path}_{k}", x) for k, x in reversed(items))
+        elif type(v) in (int, float) and path in dynamic:
+            tensors.append((path, dynamic_input(v, path)))
+            guards.append((path, ("dynamic number", type(v).__name__)))
         elif isinstance(v, _SCALARS):
             guards.append((path, scalar_guard(v)))
         elif type(v) is hypers.HyperSlot:     # (an optimiser's lr: an input, hypers.py)
@@ -228,14 +234,18 @@ def captured_tensors(fn):
     return tensors
 
 
-def captured_guards(reads, guards):
+def captured_guards(reads, guards, tensors=None, dynamic=frozenset()):
     """Guard items for what fn reads from closure cells and globals besides tensors: a
-    Python number by value, a function or class by identity (modules are not guarded), as
-    an argument would be. A model's `training`, an optimiser's learning rate and a global
-    step size changed between calls re-trace rather than stay baked into the trace (the
-    values inside captured objects are guarded by the walk of the captured roots)."""
+    Python number by value (an input, in tensors, where its path is dynamic: a global step
+    counter), a function or class by identity (modules are not guarded), as an argument
+    would be. A model's `training`, an optimiser's learning rate and a global step size
+    changed between calls re-trace rather than stay baked into the trace (the values inside
+    captured objects are guarded by the walk of the captured roots)."""
     for where, v, kind, path in reads:
-        if kind == "skip" and isinstance(v, _SCALARS):
+        if kind == "skip" and type(v) in (int, float) and f"captured {path}" in dynamic:
+            tensors.append((f"captured {path}", dynamic_input(v, f"captured {path}")))
+            guards.append((f"captured {path}", ("dynamic number", type(v).__name__)))
+        elif kind == "skip" and isinstance(v, _SCALARS):
             guards.append((f"captured {path}", scalar_guard(v)))
         elif kind == "unguarded":           # (side_effects.unguardable)
             guards.append((f"captured {path}", ("unguarded", v)))
@@ -322,7 +332,8 @@ def collect(fn, args, kwargs, entered=None, dynamic=frozenset()):
     n_own inputs are fn's own tensors, the rest their existing .grad; the guard items end
     with one .grad item per own tensor, then the grad mode (without_grads relies on it).
     entered: a list that receives the containers and objects walked (snapshot.py).
-    dynamic: the arguments whose Python numbers are inputs, not guards (symbolic_args.py)."""
+    dynamic: the arguments (and the slots of what the walk reaches) whose Python numbers
+    are inputs, not guards (symbolic_args.py)."""
     tensors, guards = [], []
     hypers.new_call()
     roots = list(signature_names(fn, args, kwargs))
@@ -332,10 +343,10 @@ def collect(fn, args, kwargs, entered=None, dynamic=frozenset()):
         (fn if _is_object(fn) else None)        # a bound method's object, or a module
     if owner is not None:
         roots.insert(0, ("self", owner))
-    _walk(roots, tensors, guards, entered=entered)
+    _walk(roots, tensors, guards, entered=entered, dynamic=dynamic)
     captured, reads = captured_reads(fn)
-    _walk(captured, tensors, guards, entered=entered)
-    captured_guards(reads, guards)
+    _walk(captured, tensors, guards, entered=entered, dynamic=dynamic)
+    captured_guards(reads, guards, tensors, dynamic)
     tensors = arrays_as_tensors(tensors)
     firsts = {}
     for path, t in tensors:     # one tensor reached twice is one graph input; its class is
@@ -377,15 +388,6 @@ def dynamic_input(value, path):
     return t
 
 
-def hooked(t):
-    """Whether leaf t has hooks of its own or on its AccumulateGrad node. A step that runs
-    its own backward would run them (its entries do not take such calls: they run eagerly);
-    a function the caller differentiates leaves them to the engine. The flat key and the
-    walkers give such calls to the full walk, which tells them apart."""
-    acc = t._acc
-    return bool(t._hooks) or (acc is not None and acc._hooked)
-
-
 def identity(t):
     """What a tensor input is, for telling whether a call replaced it: the tensor, the NumPy
     array a walk wrapped, or the optimiser's slot a hyper-parameter input stands for (each
@@ -393,8 +395,3 @@ def identity(t):
     d = t.__dict__
     return d.get("_llgrad_hyper") or d.get("_llgrad_dynamic") or id(d.get("_llgrad_array", t))
 
-
-def without_grads(key, n_own):
-    """A guard key (collect's items' values) without its .grad items: the key of a call for
-    an entry whose trace read no .grad (compiled.py's grad-free entries)."""
-    return key[:-1 - n_own] + key[-1:]

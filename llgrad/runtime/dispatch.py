@@ -15,7 +15,7 @@ from .memory_layout import iterator_layout
 from .node import accumulate_node, define_fields, gradient_edge, node_class
 from .saved_tensor import SavedNumber, SavedTensor, user_location, user_position
 from .shapes import broadcast_shapes
-from .symbolic_scalar import SPECIAL_OPERANDS, escape_in_attrs, special_operands, stand_ins
+from .symbolic_operands import SPECIAL_OPERANDS, escape_in_attrs, special_operands, stand_ins
 from .tensor import Tensor
 
 # PyTorch computes inf * 0, 1 / 0 and log(-1) without a word; NumPy warns. The op table's

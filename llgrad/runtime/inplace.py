@@ -12,7 +12,7 @@ from .dispatch import _is_tensor, _req, call, record, run_impl, scalar_type_name
 from .dtypes import get_default_dtype, result_type
 from .node import gradient_edge
 from .saved_tensor import SavedTensor, user_position
-from .symbolic_scalar import SPECIAL_OPERANDS, escape_in_attrs, special_operands, stand_ins
+from .symbolic_operands import SPECIAL_OPERANDS, escape_in_attrs, special_operands, stand_ins
 
 _tstate = trace_state.state
 

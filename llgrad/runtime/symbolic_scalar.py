@@ -9,8 +9,8 @@ construction here:
 
 * the arithmetic a SymbolicScalar supports is recorded as ops and gives Python's result to
   the bit: + - * / with Python numbers and other SymbolicScalars (float64 arithmetic, or
-  int64 while the result is in range; / only by a nonzero number), // and % of ints, unary
-  - and abs; and a SymbolicScalar as the number operand of a tensor's add, sub, mul, div,
+  int64 while the result is in range; / only by a nonzero number), // and % of ints, a
+  positive base to a SymbolicScalar's power (a float result), unary - and abs; and a SymbolicScalar as the number operand of a tensor's add, sub, mul, div,
   lerp, clamp or comparison (or as add's alpha) is the number PyTorch would take (cast to
   the op's computation dtype: `as_operands`);
 * a comparison with a Python number gives this call's outcome and guards it (a traced
@@ -27,8 +27,7 @@ import threading
 import numpy as np
 
 from . import trace_state
-from .dtypes import check_int_operand, float64, result_type
-from .numpy_scalars import NUMPY_SCALARS, python_number
+from .dtypes import float64
 from .tensor import Tensor
 
 _FLOAT_EXACT = 2 ** 53          # ints a float64 holds exactly
@@ -207,10 +206,10 @@ class SymbolicScalar:
         return _arith(self, other, "%", True)
 
     def __pow__(self, other):
-        return self._unsupported(other, "**") ** other
+        return _power(self, other, False)
 
     def __rpow__(self, other):
-        return other ** self._unsupported(other, "**")
+        return _power(self, other, True)
 
     def __divmod__(self, other):
         return divmod(self._escape("divmod()"), other)
@@ -219,7 +218,24 @@ class SymbolicScalar:
 _REFLECTED_COMPARISON = {"eq": "eq", "ne": "ne", "lt": "gt", "le": "ge", "gt": "lt",
                          "ge": "le"}
 _PYTHON = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
-           "/": lambda a, b: a / b, "//": lambda a, b: a // b, "%": lambda a, b: a % b}
+           "/": lambda a, b: a / b, "//": lambda a, b: a // b, "%": lambda a, b: a % b,
+           "**": lambda a, b: a ** b}
+
+
+def _power(s, other, reflected):
+    """s ** other (other ** s when reflected) where the exponent is a stand-in, the base a
+    positive number and the result a float (a bias correction's `beta ** t`, a decay's
+    `gamma ** epoch`): float64 pow, glibc's as Python's (the pow op of one element); else
+    the number read."""
+    if isinstance(other, Tensor):
+        return NotImplemented
+    base, exponent = (other, s) if reflected else (s, other)
+    bv = base.value if type(base) is SymbolicScalar else base
+    ev = exponent.value if type(exponent) is SymbolicScalar else exponent
+    if type(exponent) is SymbolicScalar and type(bv) in (int, float) and bv > 0 and \
+            float in (type(bv), type(ev)):
+        return _arith(s, other, "**", reflected)
+    return _PYTHON["**"](*((other, s._escape("**")) if reflected else (s._escape("**"), other)))
 
 
 def _arith(s, other, sign, reflected):
@@ -267,6 +283,9 @@ def _arith(s, other, sign, reflected):
         t = x // y                          # Python's: toward minus infinity)
     elif sign == "%":
         t = x % y
+    elif sign == "**":                      # (Python raises where pow overflows)
+        t = x ** y
+        _require(t.isfinite() & (x > 0) if isinstance(x, Tensor) else t.isfinite())
     else:
         t = x / y
     return _checked(s, t, value)
@@ -316,69 +335,6 @@ def _checked(s, t, value):
     if type(got) is not type(value) or repr(got) != repr(value):
         s._escape(f"arithmetic gave {got!r} where Python gives {value!r}")
     return SymbolicScalar(t, value, s.path)
-
-
-def as_operands(op, inputs, attrs):
-    """The inputs of op with each SymbolicScalar made the 0-d tensor PyTorch would take its
-    number as (cast to the op's computation dtype, from the other operand and the number);
-    an escape where that is not exactly the number's meaning."""
-    syms = [x for x in inputs if type(x) is SymbolicScalar]
-    others = [x for x in inputs if type(x) is not SymbolicScalar]
-    s = syms[0]
-    places = _IN_SELF_DTYPE.get(op.name, ())
-    if all(type(x.value) is float for x in syms) and isinstance(inputs[0], Tensor) and \
-            inputs[0]._dtype.name in ("float32", "float64") and \
-            all(k in places for k, x in enumerate(inputs) if type(x) is SymbolicScalar):
-        # (an EMA's p.lerp_(q, 1 - decay), PPO's ratio.clamp(1 - clip, 1 + clip) with the
-        # clip range annealed: PyTorch reads such a number in self's dtype)
-        return [x.tensor.to(inputs[0]._dtype) if type(x) is SymbolicScalar else x
-                for x in inputs]
-    if op.name not in _SUPPORTED_OPS or len(inputs) != 2 or len(syms) != 1 or \
-            not isinstance(others[0], Tensor) or attrs.get("rounding_mode") is not None or \
-            attrs.get("alpha", 1) != 1:
-        return [x._escape(f"an operand of {op.name}") if type(x) is SymbolicScalar else x
-                for x in inputs]
-    dt = result_type(others[0], s.value)
-    v = s.value
-    if dt is None or dt.name in ("complex64", "complex128") or (
-            type(v) is int and dt._cat < 2 and not _fits(v, dt)) or (
-            type(v) is int and dt._cat == 2 and abs(v) >= 2 ** 24):
-        s._escape(f"an operand of {op.name} ({dt})")
-    if type(v) is int and dt._cat == 1:     # (the checks above, for the numbers of later calls)
-        info = np.iinfo(dt.name)
-        _require((s.tensor >= int(info.min)) & (s.tensor <= int(info.max)))
-    elif type(v) is int and dt._cat == 2:   # (one rounding to the float type, not two)
-        _require(s.tensor.abs() < _FLOAT_EXACT)
-    t = s.tensor if s.tensor._dtype is dt else s.tensor.to(dt)
-    return [t if type(x) is SymbolicScalar else x for x in inputs]
-
-
-def _fits(v, dt):
-    info = np.iinfo(dt.name) if dt.name != "bool" else None
-    return info is not None and info.min <= v <= info.max
-
-
-def escape_in_attrs(op, attrs):
-    """An escape if a SymbolicScalar is among op's attributes (one level deep): an attribute
-    is a constant of the graph."""
-    for v in attrs.values():
-        for x in (v if type(v) in (tuple, list) else (v,)):
-            if type(x) is SymbolicScalar:
-                x._escape(f"an argument of {op.name}")
-
-
-# operands read before an op runs: NumPy scalars, and a compiled function's dynamic numbers
-SPECIAL_OPERANDS = NUMPY_SCALARS | {SymbolicScalar}
-
-
-def special_operands(op, inputs, attrs):
-    """inputs with NumPy scalars read as the Python numbers torch reads them as (np.float64(2)
-    is 2.0) and each SymbolicScalar as its graph value (as_operands); a Python int past
-    [-2**63, 2**64) raises OverflowError, as PyTorch's."""
-    inputs = [check_int_operand(v) if type(v) is int else python_number(v) for v in inputs]
-    if any(type(v) is SymbolicScalar for v in inputs):
-        inputs = as_operands(op, inputs, attrs)
-    return inputs
 
 
 def scalar_input(value):

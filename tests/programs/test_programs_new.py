@@ -83,11 +83,7 @@ SLOW = {"a.vit_classifier", "a.mlp_mixer", "a.kim_text_cnn", "a.matrix_factoriza
 
 
 # (gaps in llgrad, each named)
-XFAIL = {
-    "b.neural_ode_nfe": "a Python int attribute the step increments (ODEFunc.nfe += 1) is "
-                        "guarded by value and not replayed (compile/attr_writes.py): no trace "
-                        "is kept, every call traces again and none runs compiled code",
-}
+XFAIL = {}
 
 
 def _marks(name):

@@ -33,10 +33,7 @@ SLOW = {"deepar_gaussian", "graphsage_scatter_reduce", "ppo_beta_policy", "pix2p
         "retinanet_focal_loss", "mha_key_padding", "r1_lazy_regularisation",
         "gin_graph_classification", "m5_raw_audio", "sliced_score_matching", "fitnets_hints",
         "adain_style"}
-XFAIL = {
-    "ema_python_counter": "ModelEMA.updates, a Python int every call increments, is not "
-                          "replayable: no traced run is kept (compile warns at its recompile "
-                          "limit)"}
+XFAIL = {}
 RTOL = {}
 
 

@@ -1,0 +1,91 @@
+"""Numbers in the Python state a compiled function reaches that the function changes at each
+call: a hand-written optimiser's step count (`self.t += 1`), a scheduler's `last_epoch`, a
+global step counter. A compiled call runs no Python, so such a number is replayed: a traced
+run that changed a number slot to another number of its type (attr_writes: Slots.counters)
+makes that slot dynamic, as a number argument that changes is (symbolic_args.py). From then
+on the guard walk gives its number as an input of the graph (guards.collect: a 0-d float64
+or int64 tensor, guarded by its type alone), the trace runs with a SymbolicScalar standing
+in the slot, so `self.t += 1` and what is computed from it (Adam's bias corrections
+`1 - beta ** t`) are graph values, and the stand-in the run leaves there is an output each
+compiled call writes back as a Python number (attr_writes: a number write).
+
+Soundness is the stand-in's (runtime/symbolic_scalar.py): a read of its value (an index,
+a format, a branch other than a comparison with a number, whose outcome is guarded) ends
+the trace with ScalarEscape and the slot is guarded by value for good; so does a stand-in
+left anywhere a call cannot replay (a list it was appended to: the side-effect check), after
+the run's effects are put back. The traced run itself ends with each slot holding the
+number eager's run would (`settle`)."""
+import contextlib
+
+from ..runtime.symbolic_scalar import SymbolicScalar
+from .attr_writes import Slots, _bind, _slots
+from . import symbolic_args
+
+
+def mark(cf, paths, entered):
+    """Make the number slots at paths (the guard walk's names) dynamic, unless they were
+    guarded by value for good or the user's code reads types (symbolic_args: a stand-in
+    cannot pass `type(n) is int`); True if one became so (the next call traces with it)."""
+    paths = frozenset(paths) - cf._static - cf._dynamic
+    if not paths:
+        return False
+    if symbolic_args._reads_types(cf.fn, entered):
+        cf._static = cf._static | paths
+        return False
+    cf._dynamic = cf._dynamic | paths
+    symbolic_args._forget_fast_paths(cf)
+    return True
+
+
+@contextlib.contextmanager
+def standing_in(cf, tensors, args, kwargs):
+    """symbolic_args.standing_in, with a stand-in in each dynamic number slot the call
+    reaches as well (each holds its number again when the block ends)."""
+    with symbolic_args.standing_in(cf, tensors, args, kwargs) as call:
+        placed = _place(cf, tensors, args, kwargs)
+        try:
+            yield call
+        finally:
+            _settle(placed)
+
+
+def _place(cf, tensors, args, kwargs):
+    """Put a SymbolicScalar of its input into each dynamic slot (not an argument) that holds a
+    number; -> [(slot, stand-in)] placed."""
+    inputs = {p: t for p, t in tensors if p in cf._dynamic and p not in cf._tracing_symbolic}
+    if not inputs:
+        return []
+    placed = []
+    for path, slot in Slots(cf.fn, args, kwargs).find(inputs).items():
+        value = _get(slot)
+        if type(value) not in (int, float):
+            continue
+        stand_in = SymbolicScalar(inputs[path], value, path)
+        _put(slot, stand_in)
+        placed.append((slot, stand_in))
+        cf._tracing_symbolic.add(path)
+    symbolic_args._active.active = bool(cf._tracing_symbolic)
+    return placed
+
+
+def _settle(placed):
+    for slot, _ in placed:
+        value = _get(slot)
+        if type(value) is SymbolicScalar:   # (untouched, or written by a read-only step)
+            _put(slot, value.value)
+
+
+def _get(slot):
+    holder, key = slot
+    if holder == "name":
+        where = key
+        return where[1].cell_contents if where[0] == "cell" else where[1].get(where[2])
+    return _slots(holder)[key]
+
+
+def _put(slot, value):
+    holder, key = slot
+    if holder == "name":
+        _bind(key, value)
+    else:
+        _slots(holder)[key] = value
