@@ -99,6 +99,12 @@ def _batch_norm_backward(op, inputs, attrs, ctx):
     return loop(op, inputs, attrs, ctx)
 
 
+@rule("batch_norm_with_stats")
+def _batch_norm_with_stats(op, inputs, attrs, ctx):
+    """Training mode with the batch's statistics: they run over each sample's N."""
+    return loop(op, inputs, attrs, ctx)
+
+
 @rule("embedding")
 def _embedding(op, inputs, attrs, ctx):
     w, idx = inputs

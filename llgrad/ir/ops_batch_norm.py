@@ -6,6 +6,9 @@ NativeBatchNormBackward0, and NativeBatchNormBackwardBackward0 when differentiat
         over (0, 2, ...) in training (biased variance), the running ones in evaluation; in
         float64 and rounded once to x's dtype (PyTorch accumulates its statistics in float64
         too, and native code computes all of it in float64)
+    batch_norm_with_stats(x, weight, bias; eps) -> (y, mean, var)
+        batch_norm in training, and the batch's mean and unbiased variance per channel
+        (float64, rounded once to x's dtype) that F.batch_norm updates the running ones with
     batch_norm_backward(grad_out, x, weight; eps) -> (grad_input, grad_weight, grad_bias)
         the training-mode VJP: layer_norm's formula (ops_nn._norm_vjp) over (0, 2, ...)
 
@@ -25,7 +28,7 @@ so the result is the formula's rounded once (special values as native code); flo
 divides by sqrt(var + eps) and multiplies by the weight, in native code's order.
 _reference is the formula on whole arrays (other dtypes, and float64 data with float32
 operands, which it reads in float32). In training the forward leaves the batch's
-statistics for F.batch_norm to update the running ones with (take_stats): no second pass.
+statistics for batch_norm_with_stats to return (take_stats): no second pass.
 
 Backward: per channel, with xc = x - mean (mean rounded to the data's dtype, as native code),
 r = rsqrt(var + eps) and the sums S_g = sum(g), S_gx = sum(g * xc),
@@ -214,6 +217,37 @@ defop("batch_norm", _batch_norm, args=("self", "weight", "bias", "running_mean",
       grad_fn="NativeBatchNormBackward0", vjp=_batch_norm_vjp,
       nondiff=("running_mean", "running_var"), eager_kernel="shaped",
       eager_min_elements=4096)
+
+
+def _batch_norm_with_stats(x, w, b, eps):
+    y = _batch_norm(x, w, b, None, None, True, eps)
+    stats = take_stats(x)
+    with np.errstate(all="ignore"):     # (one value per channel: 0 / 0, NaN as PyTorch's)
+        if stats is None:   # (a dtype the blocks do not take: float64 sums over it)
+            dims = (0,) + tuple(range(2, x.ndim))
+            x64 = x.astype(np.float64)
+            mean, var = x64.mean(axis=dims), x64.var(axis=dims, ddof=1)
+        else:
+            mean, ss, count = stats
+            var = ss / (count - 1)
+    return y, mean.astype(x.dtype), np.asarray(var).astype(x.dtype)
+
+
+def _batch_norm_with_stats_vjp(c, gs):
+    if gs[0] is None:       # (the statistics have no gradient: F.batch_norm detaches them)
+        return None, None, None
+    gx, gw, gb = gs[0]._op("batch_norm_backward", c.self, c.weight, eps=c.eps)
+    return (gx if c.needs(0) else None, gw if c.needs(1) else None,
+            gb if c.needs(2) else None)
+
+
+# batch_norm in training, and the batch's per-channel mean and unbiased variance (float64,
+# rounded once to x's dtype) as its second and third results, which F.batch_norm's update of
+# the running statistics reads: its kernel writes them on the way, where a mean and a var of
+# the input were two or three more passes over it in a compiled step
+defop("batch_norm_with_stats", _batch_norm_with_stats, args=("self", "weight", "bias"), nout=3,
+      save=("self", "weight"), grad_fn="NativeBatchNormBackward0",
+      vjp=_batch_norm_with_stats_vjp, eager_kernel="shaped", eager_min_elements=4096)
 
 
 # ---- backward (training) --------------------------------------------------------------------

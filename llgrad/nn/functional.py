@@ -4,10 +4,10 @@ import warnings
 import numpy as np
 
 from ..ir import OPS
-from ..runtime import grad_mode, trace_state
+from ..runtime import grad_mode
 from ..runtime.dispatch import call, nondiff_error
 from ..runtime.shapes import broadcast_shapes as _broadcast_shapes
-from .functional_batch_norm import update_running_stats as _update_running_stats
+from .functional_batch_norm import train_with_running_stats
 from .functional_conv import conv2d, max_pool2d  # noqa: F401  (F.conv2d, F.max_pool2d)
 from .functional_activation import (celu, elu, glu, hardshrink, hardsigmoid, hardswish,  # noqa: F401
                                   hardtanh, logsigmoid, mish, prelu, relu6, selu, softmin,
@@ -177,34 +177,15 @@ def aten_batch_norm(input, running_mean, running_var, weight=None, bias=None, tr
             for name, stat in (("running_mean", running_mean), ("running_var", running_var)):
                 if stat is not None and stat.requires_grad:
                     raise nondiff_error("batch_norm", name)
-        dims = (0,) + tuple(range(2, input._data.ndim))
         n = input._data.size // input._data.shape[1]
         if n == 1:
             raise ValueError(f"Expected more than 1 value per channel when training, got input "
                              f"size {input.size()}")
-        out = None
-        if (running_mean is not None or running_var is not None) \
-                and trace_state.state.tracer is None and not trace_state.state.vmap_levels \
-                and type(input._data) is np.ndarray:
-            # eagerly: the statistics the op has just computed (no second pass over input)
-            out = call(OPS["batch_norm"], (input, weight, bias, None, None),
-                       {"training": True, "eps": eps})
-            if _update_running_stats(input, running_mean, running_var, momentum):
-                return out
         if running_mean is not None or running_var is not None:
-            # tensor ops (not NumPy) so that tracing records the update of the buffers
-            with grad_mode.no_grad():
-                x = input.detach()
-                if running_mean is not None:
-                    running_mean.mul_(1 - momentum).add_(
-                        x.mean(dims).to(running_mean.dtype), alpha=momentum)
-                if running_var is not None:
-                    running_var.mul_(1 - momentum).add_(
-                        x.var(dims, correction=1).to(running_var.dtype), alpha=momentum)
-        if out is None:
-            out = call(OPS["batch_norm"], (input, weight, bias, None, None),
-                       {"training": True, "eps": eps})
-        return out
+            return train_with_running_stats(input, running_mean, running_var, weight, bias,
+                                            momentum, eps)
+        return call(OPS["batch_norm"], (input, weight, bias, None, None),
+                    {"training": True, "eps": eps})
     for name, stat in (("running_mean", running_mean), ("running_var", running_var)):
         if stat is None:
             raise RuntimeError(f"{name} must be defined in evaluation mode")

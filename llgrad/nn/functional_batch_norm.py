@@ -1,33 +1,52 @@
-"""F.batch_norm's eager update of the running statistics from the batch statistics the
-training forward has just computed (ir/ops_batch_norm.py: take_stats), in place of a mean and
-a var over the input (a float64 var of a float32 batch was a second and a third pass over
-it). Traced, F.batch_norm updates them by tensor ops instead (recorded in the graph)."""
+"""F.batch_norm in training with running statistics: the op batch_norm_with_stats
+(ir/ops_batch_norm.py) normalises the batch and gives its per-channel mean and unbiased
+variance, which the update of the running ones reads. Eagerly the update writes the
+buffers in place (runtime/buffer_update.py); traced, it is tensor ops recorded in the graph,
+and the compiled kernel writes the statistics on its way (a mean and a var of the input for
+the update were two or three more passes over every batch norm's input)."""
 import numpy as np
 
-from ..ir.ops_batch_norm import take_stats
-from ..runtime import buffer_update, grad_mode
+from ..ir import OPS
+from ..runtime import buffer_update, grad_mode, trace_state
+from ..runtime.dispatch import call
 from ..runtime.tensor import Tensor
 
+_STATS_DTYPES = (np.float32, np.float64)
 
-def update_running_stats(input, running_mean, running_var, momentum):
-    """running_mean / running_var (either may be None) = (1 - momentum) * themselves +
-    momentum * the batch's mean / unbiased variance over (0, 2, ...), as F.batch_norm's
-    tensor ops (the statistics in float64, rounded to the input's dtype, then to the
-    buffer's); False (nothing done) where the forward does not compute them."""
-    stats = None if input.is_meta else take_stats(input._data)
-    if stats is None:       # (a meta input: the tensor ops, on meta buffers)
-        return False
-    mean, ss, count = stats
-    dt = input._data.dtype
+
+def train_with_running_stats(input, running_mean, running_var, weight, bias, momentum, eps):
+    """batch_norm's result in training, after running_mean / running_var (either may be
+    None) = (1 - momentum) * themselves + momentum * the batch's mean / unbiased variance
+    over (0, 2, ...), the statistics in float64 rounded to the input's dtype, then to the
+    buffer's. momentum: a number, or (a traced BatchNorm with momentum=None:
+    layers_norm._traced_cumulative) a 0-d float64 tensor."""
+    if type(input._data) is np.ndarray and input._data.dtype in _STATS_DTYPES \
+            and not trace_state.state.vmap_levels:
+        out, mean, var = call(OPS["batch_norm_with_stats"], (input, weight, bias),
+                              {"eps": eps})
+        with grad_mode.no_grad():
+            _update(running_mean, mean.detach(), momentum)
+            _update(running_var, var.detach(), momentum)
+        return out
+    # (vmap, meta tensors, float16: tensor ops over the input)
     with grad_mode.no_grad():
-        if running_mean is not None:
-            m = mean.astype(dt)
-            if not buffer_update.blend(running_mean, m, momentum):
-                running_mean.mul_(1 - momentum).add_(
-                    Tensor._from_array(m).to(running_mean.dtype), alpha=momentum)
-        if running_var is not None:
-            v = np.asarray(ss / (count - 1)).astype(dt)
-            if not buffer_update.blend(running_var, v, momentum):
-                running_var.mul_(1 - momentum).add_(
-                    Tensor._from_array(v).to(running_var.dtype), alpha=momentum)
-    return True
+        dims = (0,) + tuple(range(2, input._data.ndim))
+        x = input.detach()
+        _update(running_mean, x.mean(dims) if running_mean is not None else None, momentum,
+                fast=False)
+        _update(running_var, x.var(dims, correction=1) if running_var is not None else None,
+                momentum, fast=False)
+    return call(OPS["batch_norm"], (input, weight, bias, None, None),
+                {"training": True, "eps": eps})
+
+
+def _update(buf, stat, momentum, fast=True):
+    """buf.mul_(1 - momentum).add_(stat, alpha=momentum), in place without a tensor call
+    where buffer_update.blend applies (fast); a tensor momentum as the same arithmetic in
+    tensor ops, 1 - momentum and momentum cast to buf's dtype as a Python number would be."""
+    if buf is None:
+        return
+    if isinstance(momentum, Tensor):
+        buf.mul_((1 - momentum).to(buf.dtype)).add_(stat.to(buf.dtype) * momentum.to(buf.dtype))
+    elif not (fast and buffer_update.blend(buf, stat._data, momentum)):
+        buf.mul_(1 - momentum).add_(stat.to(buf.dtype), alpha=momentum)

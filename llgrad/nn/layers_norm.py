@@ -104,18 +104,11 @@ class _BatchNorm(Module):
 def _traced_cumulative(m, input):
     """A training batch norm with momentum=None while traced: the factor 1 / count read from
     num_batches_tracked as graph values (float() of the count is a value guard: a trace per
-    step, then eager at the recompile limit), in float64 then cast as eager's Python number
-    is, so the buffers get eager's bits (buf.mul_(1 - f).add_(stat, alpha=f))."""
-    if input.dim() >= 2 and input.numel() > input.shape[1]:   # (else batch_norm raises)
-        with grad_mode.no_grad():       # (recorded before the op, as F.batch_norm's update)
-            f = 1.0 / m.num_batches_tracked.to(dtypes.float64)
-            x = input.detach()
-            dims = (0,) + tuple(range(2, x.dim()))
-            for buf, stat in ((m.running_mean, x.mean(dims)),
-                              (m.running_var, x.var(dims, correction=1))):
-                if buf is not None:
-                    buf.mul_((1 - f).to(buf.dtype)).add_(stat.to(buf.dtype) * f.to(buf.dtype))
-    return F.batch_norm(input, None, None, m.weight, m.bias, True, 0.0, m.eps)
+    step, then eager at the recompile limit), in float64, passed to F.batch_norm as its
+    momentum (functional_batch_norm.py's update takes it)."""
+    with grad_mode.no_grad():
+        f = 1.0 / m.num_batches_tracked.to(dtypes.float64)
+    return F.batch_norm(input, m.running_mean, m.running_var, m.weight, m.bias, True, f, m.eps)
 
 
 class BatchNorm1d(_BatchNorm):

@@ -29,6 +29,7 @@ ATEN_NAMES = {"max_dim": "max", "min_dim": "min", "div_mode": "div", "div_scalar
               "normal_tensor": "normal", "bernoulli_p": "bernoulli", "round_decimals": "round",
               "softmax": "_softmax", "log_softmax": "_log_softmax",
               "layer_norm": "native_layer_norm", "batch_norm": "native_batch_norm",
+              "batch_norm_with_stats": "native_batch_norm",
               "convolution3d": "convolution", "fused_lstm_cell": "_thnn_fused_lstm_cell",
               "fused_gru_cell": "_thnn_fused_gru_cell", "copy": "copy_", "zero": "zero_",
               "fill": "fill_", "lstm_layer": "mkldnn_rnn_layer"}

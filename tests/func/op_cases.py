@@ -177,6 +177,9 @@ CASES = {
     "batch_norm": (lambda a, w, c: F.batch_norm(a, None, None, w, c, training=True),
                    [f(4, 3), f(3), f(3)]),
     "batch_norm_eval": (lambda a, m, v: F.batch_norm(a, m, v), [f(4, 3), k(3), c(3)]),
+    # (its statistics, results 1 and 2, are for the running ones' update: no gradient)
+    "batch_norm_with_stats": (lambda a, w, c: a._op("batch_norm_with_stats", w, c,
+                                                    eps=1e-5)[0], [f(4, 3), f(3), f(3)]),
     "batch_norm_backward": (lambda g, a, w: (lambda r: r[0] * 1.5 + r[1] - r[2])(
         g._op("batch_norm_backward", a, w, eps=1e-5)), [f(4, 3), f(4, 3), f(3)]),
     "embedding": (lambda w, ix: F.embedding(ix, w), [f(5, 3), i(5, 4)]),

@@ -1278,7 +1278,8 @@ def r_norm(g):
         g.choice(["", ", momentum=0.3", ", eps=1e-3"]) + ")"
     v = g.new(x.shape, x.dtype, rg=rg_of(x, w, b))
     g.emit(f"{v} = {text}", x, w, b, *uses)
-    g.op("batch_norm")
+    # (training with running statistics: the op that also gives the batch's, for the update)
+    g.op("batch_norm_with_stats" if training and uses else "batch_norm")
 
 
 def r_embedding(g):
@@ -1565,7 +1566,7 @@ RECIPES = {
     r_gather: (2, {"gather", "index_select", "index"}),
     r_scatter: (1, {"scatter_add", "index_add", "index_put"}),
     r_matmul: (2, {"mm", "bmm", "matmul", "dot", "mv", "addmm", "squeeze_"}),
-    r_norm: (1, {"layer_norm", "batch_norm", "batch_norm_backward"}),
+    r_norm: (1, {"layer_norm", "batch_norm", "batch_norm_with_stats", "batch_norm_backward"}),
     r_embedding: (1, {"embedding"}),
     r_loss: (1, {"mse_loss", "binary_cross_entropy_with_logits", "nll_loss"}),
     r_create: (1, {"full", "arange", "rng_normal", "rng_uniform", "rng_rrelu_noise",

@@ -88,7 +88,8 @@ ORDER_DEPENDENT = {"prod", "mm", "addmm", "bmm", "baddbmm", "matmul", "dot", "mv
 # group (batch_norm with a weight of -1.1e38: the mean is -inf eager, and the input's gradient
 # 0 * inf = nan; finite native, gradient -0; group_norm likewise): in float32 they get
 # ordered() values (no two of which overflow float32 when added).
-FLOAT32_SUMS = {"batch_norm", "batch_norm_backward", "group_norm", "layer_norm"}
+FLOAT32_SUMS = {"batch_norm", "batch_norm_with_stats", "batch_norm_backward", "group_norm",
+                "layer_norm"}
 
 # Ops that refuse values outside a domain (eager raises, as PyTorch does; compiled code checks
 # the traced example only): {op: (input positions, values)}.

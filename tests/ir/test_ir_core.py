@@ -258,6 +258,11 @@ SPECS = {
     "batch_norm": S([X(4, 3, 5), X(3), X(3), None, None], {"training": True, "eps": 1e-5},
                     lambda x, w, b, rm, rv: F.batch_norm(x, rm, rv, w, b, training=True,
                                                          eps=1e-5)),
+    # (F.batch_norm updates running statistics with momentum 1 to the batch's exactly)
+    "batch_norm_with_stats": S([X(4, 3, 5), X(3), X(3)], {"eps": 1e-5},
+                               lambda x, w, b: (lambda rm, rv: (F.batch_norm(
+                                   x, rm, rv, w, b, training=True, momentum=1.0), rm, rv))(
+                                   llgrad.zeros(3), llgrad.zeros(3))),
     "embedding": S([X(5, 3), I(5, 2, 3)], {"padding_idx": None},
                    lambda w, i: F.embedding(i, w)),
     "nll_loss": S([X(4, 5), I(5, 4), P(5)], {"ignore_index": -100, "reduction": "mean"},

@@ -759,6 +759,15 @@ S("batch_norm",
   Case("eval_3d", lambda T, x, m, v: F(T).batch_norm(x, m.to(x.dtype), v.to(x.dtype),
                                                      training=False, eps=1e-3),
        R(2, 3, 2), K(R(3)), K(P(3)), node="NativeBatchNormBackward0"))
+# (training with running statistics: the op gives the batch's for their update; each call
+# updates copies, so that gradcheck's calls all see the same buffers)
+S("batch_norm_with_stats",
+  Case("train_affine", lambda T, x, w, b, m, v: F(T).batch_norm(
+      x, m.to(x.dtype).clone(), v.to(x.dtype).clone(), w, b, training=True),
+      R(4, 3), R(3), R(3), K(R(3)), K(P(3)), node="NativeBatchNormBackward0"),
+  Case("train_3d", lambda T, x, m, v: F(T).batch_norm(
+      x, m.to(x.dtype).clone(), v.to(x.dtype).clone(), training=True, momentum=0.3),
+      R(2, 3, 2), K(R(3)), K(P(3)), node="NativeBatchNormBackward0"))
 S("embedding",
   Case("plain", lambda T, i, w: F(T).embedding(i, w), I(2, 0, 2), R(3, 4),
        node="EmbeddingBackward0"),

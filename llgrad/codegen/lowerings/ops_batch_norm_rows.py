@@ -1,4 +1,5 @@
-"""batch_norm (ops_norm.py) of an (N, C) batch, row by row: BatchNorm1d's common input.
+"""batch_norm and batch_norm_with_stats (ops_norm.py) of an (N, C) batch, row by row:
+BatchNorm1d's common input.
 
 Why: the general emit goes channel by channel, each channel's values a column a stride of C
 apart; nothing vectorised, and on a (256, 128) batch the kernel took 5x torch's forward. Here
@@ -6,20 +7,43 @@ the threads split the channels, and each walks the rows with its channels as the
 contiguous loop, keeping every channel's sums in stack arrays: the same formulas as the
 general emit (float64 sums in two passes, the float32 product by weight / std), the sums
 in row order."""
-from .loops import for_range
+from .loops import Access, for_range
 from .parallel import parallel_range
 from .scalar import F64, Scalar
 
 MAX_CHANNELS = 4096     # (two float64 arrays of them on a worker's stack: 64 KiB)
 
 
+def operands(node):
+    """(x, weight, bias, running_mean, running_var, training, stats) of a batch_norm node,
+    or of a batch_norm_with_stats one (training, no running statistics; stats: the Values
+    its kernel writes the batch's mean and unbiased variance to, else ())."""
+    if node.op == "batch_norm_with_stats":
+        return tuple(node.inputs[:3]) + (None, None, True, tuple(node.outputs[1:3]))
+    return tuple(node.inputs[:5]) + (bool(node.attrs.get("training")), ())
+
+
+def stats_writer(plan, g, stats, count):
+    """write(c, mean, ss): channel c's batch mean and unbiased variance ss / (count - 1)
+    (float64 Scalars in, rounded to the outputs' dtype) into the Values stats; a no-op
+    without them."""
+    if not stats:
+        return lambda c, mean, ss: None
+    dt = stats[0].type.dtype
+    mean_at, var_at = (Access(plan.buffers[v], dt, 0, (1,)) for v in stats)
+
+    def write(c, mean, ss):
+        g.store(g.sg.cast(mean, dt), mean_at, [c])
+        g.store(g.sg.cast(g.sg.div(ss, g.sg.const(count - 1, "float64")), dt), var_at, [c])
+    return write
+
+
 def emit_rows(plan, node, fg, shape, src, dst):
     """The kernel of batch_norm `node` over a coalesced (rows, channels) walk of its input
     (Access src) into its output (Access dst)."""
-    x, w, bias, rmean, rvar = node.inputs[:5]
+    x, w, bias, rmean, rvar, training, stats = operands(node)
     dt = x.type.dtype
     rows, nc = shape
-    training = node.attrs.get("training")
 
     def body(g, lo, hi, tid):
         b, sg = g.b, g.sg
@@ -48,6 +72,8 @@ def emit_rows(plan, node, fg, shape, src, dst):
         def each_row():
             return for_range(b, 0, rows, name="r")
 
+        write_stats = stats_writer(plan, g, stats, rows)
+
         if training:
             with channels() as c:
                 put(first, c, c64(0))
@@ -62,6 +88,7 @@ def emit_rows(plan, node, fg, shape, src, dst):
                     d = sg.sub(value(r, c), get(first, c))
                     put(second, c, sg.add(get(second, c), sg.mul(d, d)))
             with channels() as c:
+                write_stats(c, get(first, c), get(second, c))
                 put(second, c, sg.div(get(second, c), c64(rows)))
         else:
             with channels() as c:

@@ -18,7 +18,7 @@ from ...ir.graph import Value
 from ...ir.geometry import contiguous_strides
 from . import vecmath
 from .loops import Access, loop_nest, normalize
-from .ops_batch_norm_rows import MAX_CHANNELS, emit_rows
+from .ops_batch_norm_rows import MAX_CHANNELS, emit_rows, operands, stats_writer
 from .parallel import parallel_loops
 from .scalar import F64, I64, Scalar, is_float
 from .table import register
@@ -186,7 +186,7 @@ for _op in ("softmax", "log_softmax", "logsumexp", "var", "std"):
 # ---- batch_norm -----------------------------------------------------------------------------
 
 def _check_batch_norm(node):
-    x = node.inputs[0]
+    x, _, _, rmean, rvar, training, stats = operands(node)
     if not isinstance(x, Value) or not is_float(x.type.dtype):
         return "a non-float operand"
     if len(x.type.shape) < 2:
@@ -194,17 +194,20 @@ def _check_batch_norm(node):
     for v in node.inputs[1:]:
         if v is not None and not (isinstance(v, Value) and is_float(v.type.dtype)):
             return "a non-float weight or statistic"
-    if not node.attrs.get("training") and (node.inputs[3] is None or node.inputs[4] is None):
+    if not training and (rmean is None or rvar is None):
         return "evaluation without running statistics"
+    if stats and node.outputs[0].type.numel == 0:
+        return "the statistics of an empty batch"
     return None
 
 
 def _emit_batch_norm(plan, group, fg):
     """Per channel c: the batch mean and biased variance over dims (0, 2, ...) in float64
     (two passes), or the running statistics; then y = (x - mean) / sqrt(var + eps) * w + b
-    in float64, rounded once to x's dtype."""
+    in float64, rounded once to x's dtype. batch_norm_with_stats also stores the mean and
+    the unbiased variance, rounded to x's dtype, in its second and third results."""
     node = group.root
-    x, w, bias, rmean, rvar = node.inputs[:5]
+    x, w, bias, rmean, rvar, training, stats = operands(node)
     out = node.outputs[0]
     shape = x.type.shape
     dt = x.type.dtype
@@ -230,6 +233,7 @@ def _emit_batch_norm(plan, group, fg):
         b, sg = g.b, g.sg
         c64 = lambda v: sg.const(v, "float64")                      # noqa: E731
         s_slot = g.alloca(F64, "s")
+        write_stats = stats_writer(plan, g, stats, count)
 
         def per_channel(v, c):
             return sg.cast(g.load(plan.access(v, (nc,)), [c]), "float64")
@@ -244,7 +248,7 @@ def _emit_batch_norm(plan, group, fg):
             def add64(v):
                 b.store(b.fadd(b.load(s_slot, typ=F64), v.v, flags=("reassoc",)), s_slot)
 
-            if node.attrs.get("training"):
+            if training:
                 b.store(c64(0).v, s_slot)
                 over(lambda idx: add64(sg.cast(g.load(src, idx), "float64")))
                 mean = sg.div(Scalar(b.load(s_slot, typ=F64), "float64"), c64(count))
@@ -254,7 +258,9 @@ def _emit_batch_norm(plan, group, fg):
                     d = sg.sub(sg.cast(g.load(src, idx), "float64"), mean)
                     add64(sg.mul(d, d))
                 over(dev2)
-                var = sg.div(Scalar(b.load(s_slot, typ=F64), "float64"), c64(count))
+                ss = Scalar(b.load(s_slot, typ=F64), "float64")
+                write_stats(c, mean, ss)
+                var = sg.div(ss, c64(count))
             else:
                 mean, var = per_channel(rmean, c), per_channel(rvar, c)
             std = Scalar(sg.call("llvm.sqrt", F64, sg.add(var, c64(node.attrs["eps"])).v),
@@ -284,3 +290,4 @@ def _emit_batch_norm(plan, group, fg):
 
 
 register("batch_norm", "kernel", emit=_emit_batch_norm, check=_check_batch_norm)
+register("batch_norm_with_stats", "kernel", emit=_emit_batch_norm, check=_check_batch_norm)
