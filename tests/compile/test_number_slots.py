@@ -42,6 +42,18 @@ def _model_and_data():
     return model, x, y
 
 
+def _training_step(model, opt, halve_every=None):
+    def step(x, y):
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+        if halve_every is not None and opt.t % halve_every == halve_every - 1:
+            for p in opt.params:
+                p.grad.mul_(0.5)
+        opt.step()
+        return loss.detach()
+    return step
+
+
 def _close(a, b):
     np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-7)
 
@@ -53,11 +65,7 @@ def test_hand_written_adam_step_count():
         model, x, y = _model_and_data()
         opt = HandAdam(model.parameters())
 
-        def step(x, y):
-            loss = ((model(x) - y) ** 2).mean()
-            loss.backward()
-            opt.step()
-            return loss.detach()
+        step = _training_step(model, opt)
         f = llgrad.compile(step, backend="llvm") if compiled else step
         losses = [f(x, y).numpy().copy() for _ in range(14)]
         runs.append((losses, opt.t, [p.detach().numpy().copy() for p in model.parameters()]))
@@ -146,14 +154,7 @@ def test_counter_with_a_branch_on_its_outcome():
         model, x, y = _model_and_data()
         opt = HandAdam(model.parameters())
 
-        def step(x, y):
-            loss = ((model(x) - y) ** 2).mean()
-            loss.backward()
-            if opt.t % 4 == 3:
-                for p in opt.params:
-                    p.grad.mul_(0.5)
-            opt.step()
-            return loss.detach()
+        step = _training_step(model, opt, halve_every=4)
         f = llgrad.compile(step, backend="llvm") if compiled else step
         results.append([f(x, y).item() for _ in range(12)])
         if compiled:
