@@ -153,24 +153,29 @@ class Slots:
                     where = ("global", space, name)
                     self.names.append((where, f"captured {name}", _value(where), name in read))
 
-    def writes(self):
+    def writes(self, result=None):
         """([Write], the tensors they put, in order, the guard walk's paths of those
         tensors): each slot that holds another value now, where that value is a tensor, a
         structure of tensors and constants, or a number argument's stand-in (a graph value
         written as a Python number: the slot gets that number now, as eager's would).
-        self.counters: the slots whose number the run changed to another of its type."""
+        self.counters: the slots whose number the run changed to another of its type.
+        A structure that shares a container with another slot's, with the result or with
+        what the call reaches makes the call run eagerly (a TraceError: compiled calls
+        would write a copy into each)."""
         writes, tensors, paths = [], [], set()
         self.counters = []
         holders = {id(h) for h, *_ in self.places}
+        seen = holders | _containers(result)
         for where, path, before, read in self.names:
             value = _value(where)
             if value is before:
                 continue
+            _note_counter(self.counters, path, before, value)
             if type(value) is SymbolicScalar:
                 _number_write(writes, tensors, paths, (("name", where), (), None), path, value)
                 _bind(where, value.value)
                 continue
-            _note_counter(self.counters, path, before, value)
+            _shares(value, seen, path)
             if not self._write(writes, tensors, paths, ("name", where), (), None, path, value,
                                holders) and not read:
                 raise TraceError(f"the function binds the global {where[-1]!r} to a value "
@@ -191,12 +196,14 @@ class Slots:
                 if isinstance(holder, hypers.ParamGroup) and \
                         hypers.written_number(holder, slot):
                     _hyper_write(writes, tensors, paths, (root, steps, slot), where, value)
-                elif type(value) is SymbolicScalar:
+                    continue
+                _note_counter(self.counters, where, before[slot] if order is None else
+                              before.get(slot, _EMPTY), value)
+                if type(value) is SymbolicScalar:
                     _number_write(writes, tensors, paths, (root, steps, slot), where, value)
                     now[slot] = value.value
                 else:
-                    _note_counter(self.counters, where, before[slot] if order is None else
-                                  before.get(slot, _EMPTY), value)
+                    _shares(value, seen, where)
                     self._write(writes, tensors, paths, root, steps, slot, where, value,
                                 holders)
         return writes, tensors, paths
@@ -240,6 +247,32 @@ class Slots:
         return True
 
 
+def _containers(value):
+    """The ids of the lists, dicts and sets in value (a structure of them and tuples)."""
+    ids, stack = set(), [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, (list, dict, set)) and id(v) not in ids:
+            ids.add(id(v))
+            stack.extend(v.values() if isinstance(v, dict) else v)
+        elif isinstance(v, tuple):
+            stack.extend(v)
+    return ids
+
+
+def _shares(value, seen, where):
+    """Note the containers of value, written at where; a TraceError (the call runs eagerly)
+    if one is in seen: another slot's value, the result, a container the call reaches,
+    which eager's slot shares, where each compiled call would write a copy of its own (and
+    an equal one would go unseen by the guards)."""
+    ids = _containers(value)
+    if ids & seen:
+        raise TraceError(f"the function puts a {type(value).__name__} into {where} that it "
+                         "also returns, puts elsewhere or reaches, which compiled calls "
+                         "cannot replay (each would write a copy)")
+    seen |= ids
+
+
 def _number_write(writes, tensors, paths, at, where, value):
     """Note the write of a number argument's stand-in (runtime/symbolic_scalar.py): its graph
     value, which each call writes as a Python number of the stand-in's type."""
@@ -249,7 +282,9 @@ def _number_write(writes, tensors, paths, at, where, value):
 
 
 def _note_counter(out, where, before, value):
-    """Note where if the run changed its number to another of the same type (a counter)."""
+    """Note where if the run changed its number to another of the same type (a counter: a
+    stand-in's number too, `self.t += k` of a number argument k)."""
+    value = value.value if type(value) is SymbolicScalar else value
     if type(before) in (int, float) and type(value) is type(before) and value != before:
         out.append(where)
 

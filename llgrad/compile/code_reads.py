@@ -2,10 +2,12 @@
 user's modules it reads as `module.attribute`; and whether a file is the user's (not the
 standard library's or an installed package's)."""
 import collections.abc
+import datetime
 import dis
 import functools
 import inspect
 import os
+import random
 import sysconfig
 
 from .class_state import LIBRARIES
@@ -120,8 +122,41 @@ _CLOCKS = frozenset(("time", "time_ns", "perf_counter", "perf_counter_ns", "mono
                      "thread_time_ns", "localtime", "gmtime", "ctime", "asctime", "strftime"))
 
 
+# other functions giving a fresh value at each call: the system's entropy (os.urandom, the
+# secrets module, random.SystemRandom), random UUIDs; and datetime's readings of the clock
+_FRESH = {"time": _CLOCKS, "posix": ("urandom", "getrandom"), "nt": ("urandom",),
+          "uuid": ("uuid1", "uuid4"), "secrets": None}
+_NOW = frozenset(("now", "today", "utcnow"))
+
+
 def _clock(v):
     return getattr(v, "__module__", None) == "time" and getattr(v, "__name__", "") in _CLOCKS
+
+
+def _fresh(v, code):
+    """Whether a call of v (read by code) gives another value each time: a clock, the
+    system's entropy, a random UUID; datetime's class or module read by code naming now."""
+    if v is datetime or (inspect.isclass(v) and issubclass(v, datetime.date)):
+        return bool(_NOW & _names(code))
+    if inspect.isclass(v) and issubclass(v, random.SystemRandom):
+        return True
+    if not inspect.isroutine(v):        # (no attribute read of the user's objects)
+        return False
+    if type(getattr(v, "__self__", None)) is random.SystemRandom:
+        return True
+    names = _FRESH.get(getattr(v, "__module__", None), ())
+    return names is None or getattr(v, "__name__", "") in names
+
+
+@functools.lru_cache(maxsize=1024)
+def _names(code):
+    """The attribute and global names code reads, its nested code's included."""
+    out, stack = set(), [code]
+    while stack:
+        c = stack.pop()
+        out.update(c.co_names)
+        stack.extend(k for k in c.co_consts if inspect.iscode(k))
+    return frozenset(out)
 
 
 def unguarded_reads(code, space, cells):
@@ -129,21 +164,17 @@ def unguarded_reads(code, space, cells):
     names they read are not in the bytecode), id() in the user's code (an identity, a dict
     key say), and the mutable containers of a library's modules read as `module.attribute`
     (os.environ, sys.argv: what they hold is not walked), a user's module's attributes
-    answered by its __getattr__, and the clock (time.time, perf_counter, ...). cells: {name: value} of code's closure. A call of a
-    function that makes them runs eagerly."""
+    answered by its __getattr__, and what gives another value at each call (time.time,
+    datetime.now, os.urandom, uuid4, secrets: _fresh). cells: {name: value} of code's
+    closure. A call of a function that makes them runs eagerly."""
     out = [(f"{name}()", f"{name}(){_line_of(code, name)} reads globals by names compile "
             "cannot see") for name in global_names(code) if name in _DYNAMIC and name not in space]
     why = identity_read(code, space) if users_file(code.co_filename) else None
     out += [("id()", why)] if why else []
-    out += [(f"{name}()", f"it reads the clock ({name}(){_line_of(code, name)}), which a "
-             "compiled call would not read again") for name in global_names(code)
-            if _clock(space.get(name))]
+    out += fresh_reads(code, space, cells)
     named = [(n, a, space.get(n)) for n, a in _attribute_reads(code)] + \
         [(n, a, cells.get(n)) for n, a in _attribute_reads(code, ("LOAD_DEREF",))]
     for name, attr, m in named:
-        if inspect.ismodule(m) and m.__name__ == "time" and attr in _CLOCKS:
-            out.append((f"{name}.{attr}", f"it reads the clock ({name}.{attr}"
-                        f"{_line_of(code, name)}), which a compiled call would not read again"))
         if inspect.ismodule(m) and attr not in vars(m) and "__getattr__" in vars(m) and \
                 users_module(m):        # (PEP 562: an answer no namespace holds)
             out.append((f"{name}.{attr}", f"it reads {name}.{attr}{_line_of(code, name)} "
@@ -155,6 +186,28 @@ def unguarded_reads(code, space, cells):
             out.append((f"{name}.{attr}", f"it reads {name}.{attr}{_line_of(code, name)}, "
                         "whose contents compile does not guard"))
     return out
+
+
+def fresh_reads(code, space, cells):
+    """[(what, why)] of code's reads of what gives another value at each call (_fresh), as
+    a name of its globals or cells or as `module.attribute`."""
+    out = [(f"{name}()", f"it reads {_what(v)} ({name}{_line_of(code, name)}), which "
+            "a compiled call would not read again")
+           for name, v in [(n, space.get(n)) for n in global_names(code)] + list(cells.items())
+           if _fresh(v, code)]
+    named = [(n, a, space.get(n)) for n, a in _attribute_reads(code)] + \
+        [(n, a, cells.get(n)) for n, a in _attribute_reads(code, ("LOAD_DEREF",))]
+    for name, attr, m in named:
+        if inspect.ismodule(m) and _fresh(getattr(m, attr, None), code):
+            out.append((f"{name}.{attr}", f"it reads {_what(getattr(m, attr))} ({name}.{attr}"
+                        f"{_line_of(code, name)}), which a compiled call would not read again"))
+    return out
+
+
+def _what(v):
+    return "the clock" if _clock(v) or v is datetime or (
+        inspect.isclass(v) and issubclass(v, datetime.date)) else \
+        "a value that changes at each call"
 
 
 def identity_read(code, space):

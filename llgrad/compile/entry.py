@@ -27,6 +27,7 @@ from ..tracer.trace import TraceError, trace_body
 from .dump import _trace_note
 from .eager_graph import eager_saved as _eager_saved, frees as _frees
 from .attr_writes import Slots
+from . import symbolic_args
 from .output_notes import (leaf_made_inside, leaf_order, reach_masks,
                            rebuild_notes as _rebuild_notes)
 from .log import short_loc, user_line
@@ -149,7 +150,7 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
         trace_state.state.tracer.reused = True
         slots = Slots(fn, args, kwargs)
         with recording(entry.given):
-            result = traced_fn(*args, **kwargs)
+            result = symbolic_args.returned_stand_ins(traced_fn(*args, **kwargs))
         tracer = trace_state.state.tracer
         if tracer.broken:               # (a graph break the function caught itself)
             raise TraceError(tracer.broken)
@@ -170,7 +171,7 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
         state["result"] = values_in(result)
         outs = [o.tensor if isinstance(o, ReturnedScalar) else o for o in outs]
         entry.out_tree = tree
-        _written_outputs(entry, slots, outs)
+        _written_outputs(entry, slots, outs, result)
         _rebuild_notes(entry, outs, tensors)
         # .grad the function set (a training step's backward): outputs to assign back
         changed = [(k, t._grad) for k, (_, t) in enumerate(tensors) if t._grad is not before[k]
@@ -289,11 +290,11 @@ def _partition(entry, graph, state, differentiable):
         mutated, sorted(kept))
 
 
-def _written_outputs(entry, slots, outs):
+def _written_outputs(entry, slots, outs, result):
     """The tensors the run put into objects it reaches (attr_writes.py) as outputs after the
     returned ones (one that is also returned, not as a number, is that output)."""
     entry.n_returned = len(outs)
-    writes, written, paths = slots.writes()
+    writes, written, paths = slots.writes(result)
     entry.counters = slots.counters
     if not writes:
         return

@@ -51,3 +51,10 @@ def without_grads(key, n_own):
     """A guard key (collect's items' values) without its .grad items: the key of a call for
     an entry whose trace read no .grad (compiled.py's grad-free entries)."""
     return key[:-1 - n_own] + key[-1:]
+
+
+def inputable(v):
+    """Whether Python number v can be a dynamic number's input (guards.dynamic_input): a
+    float, or an int within int64 (a larger one is guarded by value: its arithmetic is
+    Python's, which no int64 input gives)."""
+    return type(v) is float or (type(v) is int and -2 ** 63 <= v < 2 ** 63)

@@ -30,6 +30,7 @@ import numpy as np
 from ..ir import promotion
 from ..runtime import grad_mode, hypers
 from .attr_writes import Slots
+from .guard_values import inputable
 from .guards import (_SCALARS, _is_object, _scalar_set, class_functions, dynamic_input,
                      followed_reads, signature_names, tensor_keys, user_function)
 from ..runtime.tensor import Tensor
@@ -64,6 +65,12 @@ class _Source:
             self.check(f"{x} is not None")
         else:
             self.check(f"type({x}) is not {self.const(type(v))}")
+
+
+def _fits(src, x):
+    """Code returning None (the full walk) where number x is an int past int64, which is
+    guarded by value, not an input (guard_values.inputable)."""
+    src.check(f"type({x}) is int and not {-2 ** 63} <= {x} < {2 ** 63}")
 
 
 def _unpack(src, x, n):
@@ -150,6 +157,7 @@ def _walk(src, roots, dynamic=None):
             src.type_is(x, v)
         if type(v) is _Dynamic:         # (its type checked with its object's attributes)
             n = src.var("n")
+            _fits(src, x)
             src.lines.append(f"{n} = DYNAMIC({x}, {v.path!r})")
             tensors.append(n)
         elif type(v) is _Slot:          # (its type checked with its container's)
@@ -292,8 +300,9 @@ def make_walker(fn, args, kwargs, dynamic=frozenset()):
     src.check(f"tuple(kwargs) != {src.const(tuple(kwargs))}" if kwargs else "kwargs")
     roots, numbers = [], []
     for x, (name, a) in zip(exprs, bound):
-        if name in dynamic and type(a) in (int, float):     # (first, as collect has them)
+        if name in dynamic and inputable(a):    # (first, as collect has them)
             src.type_is(x, a)
+            _fits(src, x)
             numbers.append(src.var("n"))
             src.lines.append(f"{numbers[-1]} = DYNAMIC({x}, {name!r})")
         else:

@@ -17,8 +17,8 @@ from .code_reads import (function_parts, global_names, module_attributes, unguar
                          users_file, users_module)
 from .class_state import (LIBRARIES as _LIBRARIES, Same, bound, class_containers, class_ids,
                           class_state, held, routine, slotted, user_classes)
-from .guard_values import (_SCALARS, _scalar_set, hooked, outline, scalar_guard,  # noqa: F401
-                           without_grads)
+from .guard_values import (_SCALARS, _scalar_set, hooked, inputable, outline,  # noqa: F401
+                           scalar_guard, without_grads)
 
 _SMALL_ARRAY = 256
 
@@ -78,7 +78,7 @@ def _walk(roots, tensors, guards, entered=None, dynamic=frozenset()):
                 items = sorted(vars(v).items(), key=lambda kv: kv[0])
                 guards.append((f"attributes of {path}", tuple(k for k, _ in items)))
                 stack.extend((f"{path}_{k}", x) for k, x in reversed(items))
-        elif type(v) in (int, float) and path in dynamic:
+        elif type(v) in (int, float) and path in dynamic and inputable(v):
             tensors.append((path, dynamic_input(v, path)))
             guards.append((path, ("dynamic number", type(v).__name__)))
         elif isinstance(v, _SCALARS):
@@ -242,7 +242,7 @@ def captured_guards(reads, guards, tensors=None, dynamic=frozenset()):
     changed between calls re-trace rather than stay baked into the trace (the values inside
     captured objects are guarded by the walk of the captured roots)."""
     for where, v, kind, path in reads:
-        if kind == "skip" and type(v) in (int, float) and f"captured {path}" in dynamic:
+        if kind == "skip" and inputable(v) and f"captured {path}" in dynamic:
             tensors.append((f"captured {path}", dynamic_input(v, f"captured {path}")))
             guards.append((f"captured {path}", ("dynamic number", type(v).__name__)))
         elif kind == "skip" and isinstance(v, _SCALARS):
@@ -372,7 +372,7 @@ def _dynamic_numbers(roots, dynamic, tensors, guards):
     the number, symbolic_scalar.scalar_input) guarded by their type alone."""
     rest = []
     for path, v in roots:
-        if path in dynamic and type(v) in (int, float):
+        if path in dynamic and inputable(v):
             tensors.append((path, dynamic_input(v, path)))
             guards.append((path, ("dynamic number", type(v).__name__)))
         else:

@@ -8,14 +8,18 @@ A stand-in cannot pass `type(beta) is float` (isinstance holds), so a function w
 or the code of the user's functions and classes it reaches, names `type` (or NumPy's
 `isscalar`) keeps its numbers guarded by value.
 
+A stand-in returned (alone, in tuples, lists and dicts) is an output of the graph that each
+compiled call returns as a Python number (returned_stand_ins).
+
 The trace is kept only if it never read the number's value: a read (ScalarEscape), any
-exception, a graph break, a SymbolicScalar in the result, or Python state the run changed
+exception, a graph break, a SymbolicScalar elsewhere in the result, or Python state the run changed
 (where one could have been stored) puts back what the traced run did (snapshot.py) and the
 argument is guarded by value for good, as before; the call is traced again, so its result
 and effects are eager's."""
 import contextlib
 
 from ..runtime.symbolic_scalar import ScalarEscape, SymbolicScalar, stand_ins as _active
+from ..tracer.returned import ReturnedScalar
 from .guards import (captured_reads, class_functions, signature_names, signature_of,
                      user_function)
 
@@ -122,6 +126,32 @@ def retry(cf, exc, snapshot, state_only=False):
     cf._static = cf._static | paths
     _forget_fast_paths(cf)
     return True
+
+
+def returned_stand_ins(result):
+    """result with each stand-in it holds (in tuples, lists and dicts) as a ReturnedScalar
+    of the stand-in's graph value: a counter the step returns (`return loss, self.step`) is
+    an output each compiled call returns as the Python number, not a value guard. Only the
+    containers holding a stand-in are copies (one the call also put elsewhere stays itself,
+    for attr_writes' check of shared containers)."""
+    if type(result) is SymbolicScalar:
+        return ReturnedScalar(result.tensor)
+    if not _returns_stand_in(result):
+        return result
+    if isinstance(result, dict):
+        return {k: returned_stand_ins(v) for k, v in result.items()}
+    return type(result)(returned_stand_ins(x) for x in result)
+
+
+def _returns_stand_in(v):
+    """Whether v is or holds (in plain tuples, lists and dicts) a stand-in."""
+    if type(v) is SymbolicScalar:
+        return True
+    if type(v) in (list, tuple):
+        return any(_returns_stand_in(x) for x in v)
+    if type(v) is dict:
+        return any(_returns_stand_in(x) for x in v.values())
+    return False
 
 
 def holds_symbolic(result):

@@ -10,11 +10,12 @@ construction here:
 * the arithmetic a SymbolicScalar supports is recorded as ops and gives Python's result to
   the bit: + - * / with Python numbers and other SymbolicScalars (float64 arithmetic, or
   int64 while the result is in range; / only by a nonzero number), // and % of ints, a
-  positive base to a SymbolicScalar's power (a float result), unary - and abs; and a SymbolicScalar as the number operand of a tensor's add, sub, mul, div,
+  positive base to a power, either a SymbolicScalar (a float result, libm's pow), unary -
+  and abs; and a SymbolicScalar as the number operand of a tensor's add, sub, mul, div,
   lerp, clamp or comparison (or as add's alpha) is the number PyTorch would take (cast to
   the op's computation dtype: `as_operands`);
-* a comparison with a Python number gives this call's outcome and guards it (a traced
-  flag: later calls with another outcome trace again);
+* a comparison with a Python number or another SymbolicScalar gives this call's outcome
+  and guards it (a traced flag: later calls with another outcome trace again);
 * every other way of reading the number (float(), int(), an index, bool(), hash, format,
   repr, its float/int methods, pickling) raises ScalarEscape,
   a BaseException (a user's `except Exception` cannot swallow it), which ends the trace:
@@ -59,6 +60,9 @@ class SymbolicScalar:
     """Stands for the Python number of argument `path` while a compiled function is traced:
     `tensor` the graph value (0-d float64 or int64), `value` the number of this call."""
     __slots__ = ("tensor", "value", "path")
+    # (a NumPy scalar's operator then defers to ours with itself, not with the Python number
+    # it would convert itself to: np.float32(0.1) * n is a float32 eagerly, an escape here)
+    __array_ufunc__ = None
 
     def __init__(self, tensor, value, path):
         self.tensor, self.value, self.path = tensor, value, path
@@ -128,7 +132,7 @@ class SymbolicScalar:
         if isinstance(other, Tensor):
             return other._op(_REFLECTED_COMPARISON[name], self)
         tracer = trace_state.state.tracer
-        if type(other) in (int, float) and tracer is not None and \
+        if type(other) in (int, float, SymbolicScalar) and tracer is not None and \
                 not hasattr(tracer, "parent"):      # (a region's guard would be its own)
             return _outcome(self, other, name, op)
         other = other.value if type(other) is SymbolicScalar else other
@@ -223,16 +227,16 @@ _PYTHON = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a
 
 
 def _power(s, other, reflected):
-    """s ** other (other ** s when reflected) where the exponent is a stand-in, the base a
-    positive number and the result a float (a bias correction's `beta ** t`, a decay's
-    `gamma ** epoch`): float64 pow, glibc's as Python's (the pow op of one element); else
-    the number read."""
+    """s ** other (other ** s when reflected) where the base is a positive number and the
+    result a float (a bias correction's `beta ** t`, a decay's `gamma ** epoch`, Noam's
+    `step ** -0.5`): float64 pow, glibc's as Python's (the pow op of one element); else the
+    number read."""
     if isinstance(other, Tensor):
         return NotImplemented
     base, exponent = (other, s) if reflected else (s, other)
     bv = base.value if type(base) is SymbolicScalar else base
     ev = exponent.value if type(exponent) is SymbolicScalar else exponent
-    if type(exponent) is SymbolicScalar and type(bv) in (int, float) and bv > 0 and \
+    if type(bv) in (int, float) and type(ev) in (int, float) and bv > 0 and \
             float in (type(bv), type(ev)):
         return _arith(s, other, "**", reflected)
     return _PYTHON["**"](*((other, s._escape("**")) if reflected else (s._escape("**"), other)))
@@ -265,6 +269,14 @@ def _arith(s, other, sign, reflected):
     else:
         ot = float(o_v) if as_float else o_v
     x, y = (ot, st) if reflected else (st, ot)
+    if sign == "**" and not isinstance(y, Tensor):
+        # (a number exponent would be inlined as multiplies or sqrt, a stand-in base's
+        # `step ** -0.5` then rounding otherwise than Python's libm pow)
+        y = scalar_input(y)
+    if sign == "/" and not isinstance(x, Tensor):
+        # (a number over a tensor is PyTorch's reciprocal times the number, rounded twice:
+        # 0.1 / 5 would be 0.020000000000000004, Python's 0.02)
+        x = scalar_input(x)
     if sign in ("/", "//", "%") and isinstance(y, Tensor):
         _require(y != 0)                    # (Python's ZeroDivisionError in a later call)
     for v, vt in ((s.value, s.tensor), (o_v, o_t)):
@@ -292,18 +304,24 @@ def _arith(s, other, sign, reflected):
 
 
 def _outcome(s, other, name, op):
-    """s compared with the Python number other while tracing: this call's outcome, with a
-    guard that every call the entry serves has the same one (a step counter's
-    `step < warmup` or `(i + 1) % k == 0` costs a trace per outcome, not one per value)."""
-    as_float = type(s.value) is float or type(other) is float
+    """s compared with the Python number or stand-in other while tracing: this call's
+    outcome, with a guard that every call the entry serves has the same one (a step
+    counter's `step < warmup` or `(i + 1) % k == 0`, Noam's `min(step ** -0.5, step *
+    warmup ** -1.5)`, costs a trace per outcome, not one per value)."""
+    standing = type(other) is SymbolicScalar
+    ov = other.value if standing else other
+    as_float = type(s.value) is float or type(ov) is float
     if type(other) is int and abs(other) >= (_FLOAT_EXACT if as_float else _INT64):
         return op(s._escape(f"compared ({name})"), other)
-    out = op(s.value, other)
-    t = s.tensor
-    if as_float and type(s.value) is int:
-        _require(t.abs() < _FLOAT_EXACT)    # (exact in float64, as Python compares it)
-    flag = getattr(t.to(float64) if as_float else t, name)(float(other) if as_float
-                                                          else other)
+    out = op(s.value, ov)
+    for v, t in ((s.value, s.tensor), (ov, other.tensor if standing else None)):
+        if as_float and type(v) is int and t is not None:
+            _require(t.abs() < _FLOAT_EXACT)    # (exact in float64, as Python compares it)
+    if standing:
+        o = other.tensor.to(float64) if as_float else other.tensor
+    else:
+        o = float(other) if as_float else other
+    flag = getattr(s.tensor.to(float64) if as_float else s.tensor, name)(o)
     _require(flag if out else flag.logical_not())
     return out
 
