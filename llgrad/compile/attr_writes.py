@@ -176,8 +176,10 @@ class Slots:
                 _bind(where, value.value)
                 continue
             _shares(value, seen, path)
-            if not self._write(writes, tensors, paths, ("name", where), (), None, path, value,
-                               holders) and not read:
+            if self._write(writes, tensors, paths, ("name", where), (), None, path, value,
+                           holders):
+                _bind(where, _numbers_in(value))
+            elif not read:
                 raise TraceError(f"the function binds the global {where[-1]!r} to a value "
                                  f"of type {type(value).__name__}, which compiled calls "
                                  "cannot replay")
@@ -204,8 +206,9 @@ class Slots:
                     now[slot] = value.value
                 else:
                     _shares(value, seen, where)
-                    self._write(writes, tensors, paths, root, steps, slot, where, value,
-                                holders)
+                    if self._write(writes, tensors, paths, root, steps, slot, where, value,
+                                   holders):
+                        now[slot] = _numbers_in(value)
         return writes, tensors, paths
 
     def find(self, paths):
@@ -239,12 +242,26 @@ class Slots:
             writes.append(Write(root, steps, slot, tree, len(tensors), 0))
             paths.add(where)
             return True
-        if not kept or not all(isinstance(t, Tensor) for t in kept):
+        # (stand-ins among them, a scheduler's list of last lrs: graph values each call
+        # writes as Python numbers)
+        numbers = [type(x.value) if type(x) is SymbolicScalar else None for x in kept]
+        if not kept or not all(isinstance(t, Tensor) or n for t, n in zip(kept, numbers)):
             return False
-        writes.append(Write(root, steps, slot, tree, len(tensors), len(kept)))
-        tensors += kept
+        writes.append(Write(root, steps, slot, tree, len(tensors), len(kept),
+                            numbers=numbers if any(numbers) else None))
+        tensors += [x.tensor if type(x) is SymbolicScalar else x for x in kept]
         paths.update(p for p, x in leaves if not is_constant(x))
         return True
+
+
+def _numbers_in(value):
+    """value, or (where it holds stand-ins) a copy of its structure with their numbers: what
+    the traced run's own slot holds after it, as eager's would (no one else shares it:
+    _shares)."""
+    leaves, tree = flatten(value)
+    if not any(type(x) is SymbolicScalar for _, x in leaves):
+        return value
+    return unflatten(tree, [x.value if type(x) is SymbolicScalar else x for _, x in leaves])
 
 
 def _containers(value):
@@ -283,7 +300,15 @@ def _number_write(writes, tensors, paths, at, where, value):
 
 def _note_counter(out, where, before, value):
     """Note where if the run changed its number to another of the same type (a counter: a
-    stand-in's number too, `self.t += k` of a number argument k)."""
+    stand-in's number too, `self.t += k` of a number argument k), or the paths of such
+    numbers in a list or tuple it replaced with one of the same length (a scheduler's list
+    of last lrs)."""
+    if type(value) in (list, tuple) and type(before) is type(value) and \
+            len(before) == len(value):
+        for i, (b, v) in enumerate(zip(before, value)):
+            if type(b) in (int, float):
+                _note_counter(out, f"{where}_{i}", b, v)
+        return
     value = value.value if type(value) is SymbolicScalar else value
     if type(before) in (int, float) and type(value) is type(before) and value != before:
         out.append(where)
@@ -326,18 +351,22 @@ _EMPTY = object()
 class Write:
     """Put a structure of a call's results into a slot: the holder found from the call's
     root through `steps` (attribute names of objects, keys and indices of containers)."""
-    __slots__ = ("root", "steps", "slot", "tree", "first", "n", "number")
+    __slots__ = ("root", "steps", "slot", "tree", "first", "n", "number", "numbers")
 
-    def __init__(self, root, steps, slot, tree, first, n, number=None):
+    def __init__(self, root, steps, slot, tree, first, n, number=None, numbers=None):
         self.root, self.steps, self.slot, self.tree = root, steps, slot, tree
-        # number: the Python type the one result is written as (else tree's structure)
-        self.first, self.n, self.number = first, n, number
+        # number: the Python type the one result is written as (else tree's structure);
+        # numbers: per result of the structure, the Python type it is written as, or None
+        self.first, self.n, self.number, self.numbers = first, n, number, numbers
 
     def value(self, results):
         """What the slot gets from a call's results (its tensors for the writes)."""
         if self.number is not None:
             return self.number(results[self.first]._data.item())
-        return unflatten(self.tree, results[self.first:self.first + self.n])
+        got = results[self.first:self.first + self.n]
+        if self.numbers is not None:
+            got = [r if k is None else k(r._data.item()) for r, k in zip(got, self.numbers)]
+        return unflatten(self.tree, got)
 
     def where(self):
         """The slot as text (explain, dumps)."""

@@ -91,7 +91,7 @@ def _types_are(src, names, values):
         src.check(f"{got} != {src.const(tuple(type(v) for _, v in pairs))}")
 
 
-def _container(src, x, v, depth):
+def _container(src, x, v, depth, dynamic=None):
     """Structure checks of the container v in x, as pytree.flatten reads it; -> its leaves
     [(name, value)] in flatten's order."""
     if depth > _MAX_DEPTH:
@@ -113,8 +113,10 @@ def _container(src, x, v, depth):
     slots = {(s.key, s.index): s for s in hypers.slots_of(v)}
     leaves = []
     for k, name, item in zip(list(v) if isinstance(v, dict) else range(len(v)), names, items):
-        if isinstance(item, (list, tuple, dict)):
-            sub = _container(src, name, item, depth + 1)
+        if dynamic and (id(v), k) in dynamic:      # (a number in a list or dict: an input)
+            leaves.append((name, _Dynamic(dynamic[id(v), k])))
+        elif isinstance(item, (list, tuple, dict)):
+            sub = _container(src, name, item, depth + 1, dynamic)
             if (k, 0) in slots:         # (Adam's betas: each float an input)
                 sub = [(n, _Slot(x, k, i)) for i, (n, _) in enumerate(sub)]
             leaves += sub
@@ -144,8 +146,8 @@ class _Dynamic:
 
 def _walk(src, roots, dynamic=None):
     """guards._walk's traversal, emitting code; -> the tensors' names in collect's order
-    (each tensor once) and the names of the distinct objects. dynamic: {(id(object),
-    attribute name): path} of the numbers that are inputs."""
+    (each tensor once) and the names of the distinct objects. dynamic: {(id(holder),
+    attribute name, key or index): path} of the numbers that are inputs."""
     tensors, first_tensor = [], {}     # names of distinct tensors; id -> name
     objects, first_object = [], {}
     followed = set()                   # ids of the user's functions followed
@@ -180,7 +182,7 @@ def _walk(src, roots, dynamic=None):
         elif type(v) is np.ndarray:     # (an input whose memory other inputs may share:
             raise _Unsupported("a NumPy array")     # the full walk decides, guards.py)
         elif isinstance(v, (list, tuple, dict)):
-            leaves = _container(src, x, v, depth)
+            leaves = _container(src, x, v, depth, dynamic)
             stack.extend((n, item, depth + 1, True) for n, item in reversed(leaves))
             if isinstance(v, dict):     # (guards.tensor_keys; the keys' identities checked)
                 stack.extend((src.const(k), k, depth + 1, True)
@@ -278,11 +280,11 @@ def _follow(src, f, depth):
 
 
 def _dynamic_attributes(fn, args, kwargs, paths):
-    """{(id(object), attribute name): path} of the dynamic numbers at paths (symbolic_slots),
-    or None where one is not an object's attribute (the full walk serves those calls)."""
+    """{(id(holder), its attribute name, key or index): path} of the dynamic numbers at
+    paths (symbolic_slots) in objects, dicts and lists, or None where one is a global name
+    or a closure cell's (the full walk serves those calls)."""
     found = Slots(fn, args, kwargs).find(paths) if paths else {}
-    if len(found) != len(paths) or any(
-            h == "name" or isinstance(h, (list, dict)) for h, _ in found.values()):
+    if len(found) != len(paths) or any(h == "name" for h, _ in found.values()):
         return None
     return {(id(h), k): path for path, (h, k) in found.items()}
 

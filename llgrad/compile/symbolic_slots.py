@@ -17,7 +17,7 @@ the run's effects are put back. The traced run itself ends with each slot holdin
 number eager's run would (`settle`)."""
 import contextlib
 
-from ..runtime.symbolic_scalar import SymbolicScalar
+from ..runtime.symbolic_scalar import HYPER_READS, SymbolicScalar
 from .attr_writes import Slots, _bind, _slots
 from . import symbolic_args
 
@@ -40,13 +40,21 @@ def mark(cf, paths, entered):
 @contextlib.contextmanager
 def standing_in(cf, tensors, args, kwargs):
     """symbolic_args.standing_in, with a stand-in in each dynamic number slot the call
-    reaches as well (each holds its number again when the block ends)."""
+    reaches as well (each holds its number again when the block ends), and an optimiser's
+    float hyper-parameter read by the user's code as one (runtime/hypers.py), unless such a
+    read's number was read before (then it is a value guard)."""
     with symbolic_args.standing_in(cf, tensors, args, kwargs) as call:
         placed = _place(cf, tensors, args, kwargs)
+        flags = symbolic_args._active
+        flags.hyper_reads, flags.made = HYPER_READS not in cf._static, frozenset()
+        flags.active = flags.active or flags.hyper_reads
         try:
             yield call
         finally:
             _settle(placed)
+            # (a hyper-parameter read as a stand-in is a path the trace stands on: retry)
+            cf._tracing_symbolic |= flags.made
+            flags.hyper_reads, flags.made = False, frozenset()
 
 
 def _place(cf, tensors, args, kwargs):

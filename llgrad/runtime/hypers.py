@@ -8,9 +8,11 @@ see a float there as an input of the graph, a 0-d float64 tensor made from the v
 call (`hyper_input`), keeping only whether it is zero in the guard key, and the optimiser's
 step reads it with `hyper(group, key)`: the number eagerly, that input while tracing.
 
-Whatever else reads such a value while a trace records (the user's code logging the lr,
-comparing it, a dict copy) reads it through ParamGroup's accessors, which make the value a
-guard of the trace (the compiled code then serves that value only).
+Whatever else reads such a float while a compiled function is traced (the user's code
+logging the lr, scaling it, a scheduler's list of last lrs) reads through ParamGroup's
+accessors a SymbolicScalar of its input (runtime/symbolic_scalar.py): arithmetic on it is
+recorded, and a read of its number (a format, a branch) ends the trace, after which such
+reads make the value a guard of the trace (the compiled code then serves that value only).
 
 A traced function may set a float hyper-parameter itself (a warm-up written into the step:
 `for g in opt.param_groups: g["lr"] = base * min(1.0, (it + 1) / warmup)`): the value
@@ -29,7 +31,7 @@ import threading
 import numpy as np
 
 from . import trace_state
-from .symbolic_scalar import SymbolicScalar
+from .symbolic_scalar import HYPER_READS, SymbolicScalar, stand_ins
 from .tensor import Tensor
 
 
@@ -218,6 +220,11 @@ def _read(group, key, value):
                 tracer.guard(t, e)
     else:
         t = _traced(group, key, None)
+        if t is not None and stand_ins.hyper_reads and type(value) is float:
+            # (a stand-in of the input: `g["lr"] * 0.9` written back, a scheduler's list
+            # of last lrs, are graph values; a read of its number guards it by value again)
+            stand_ins.made = stand_ins.made | {HYPER_READS}
+            return SymbolicScalar(t, value, HYPER_READS)
         if t is not None:
             tracer.guard(t, value)
     return value

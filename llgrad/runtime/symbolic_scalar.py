@@ -43,6 +43,12 @@ _NUMBER_ATTRIBUTES = frozenset(n for t in (int, float) for n in dir(t)
 
 class _StandIns(threading.local):
     active = False      # a trace with SymbolicScalars is running (compile/symbolic_args.py)
+    hyper_reads = False     # an optimiser's float hyper-parameter read is one (hypers.py)
+    made = frozenset()      # the paths of stand-ins made during the trace beside those
+
+
+# the path of the stand-ins of optimiser hyper-parameters the user's code reads
+HYPER_READS = "the optimiser's hyper-parameters read"
 
 
 stand_ins = _StandIns()

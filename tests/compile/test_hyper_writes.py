@@ -173,3 +173,63 @@ def test_the_traced_call_leaves_a_float_in_the_group():
         step(x, y, lr)
         assert type(opt.param_groups[0]["lr"]) is float
         assert opt.param_groups[0]["lr"] == lr * 0.5
+
+
+# (MultiStepLR looks its counter up in a Counter of milestones: a hash of the number, read
+# by value, so it is a guard per value, as CosineAnnealingLR's math.cos of it)
+_SCHEDULERS = {
+    "step": lambda opt: llgrad.optim.lr_scheduler.StepLR(opt, step_size=3, gamma=0.5),
+    "exponential": lambda opt: llgrad.optim.lr_scheduler.ExponentialLR(opt, gamma=0.9),
+    "warm-up lambda": lambda opt: llgrad.optim.lr_scheduler.LambdaLR(
+        opt, lambda e: min(1.0, (e + 1) / 4)),
+    "linear": lambda opt: llgrad.optim.lr_scheduler.LinearLR(opt, 0.25, 1.0, total_iters=4),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_SCHEDULERS))
+def test_a_scheduler_stepped_inside_the_step(kind):
+    """The scheduler's counters are number inputs written back (compile/symbolic_slots.py),
+    the lr it reads a stand-in, its list of last lrs and the lr it writes graph values."""
+    def make(model, opt):
+        sched = _SCHEDULERS[kind](opt)
+
+        def step(x, y):
+            loss = _loss_step(model, opt, x, y)
+            sched.step()
+            return loss
+        return step
+    _run(make, [()] * 12, opt_kind="sgd", max_traces=4)
+
+
+def test_a_decay_written_from_the_lr_read():
+    def make(model, opt):
+        def step(x, y):
+            for g in opt.param_groups:
+                g["lr"] = g["lr"] * 0.9
+            return _loss_step(model, opt, x, y)
+        return step
+    _run(make, [()] * 8, max_traces=2)
+
+
+def test_a_formatted_lr_is_guarded_by_value_again():
+    """Reading the lr's digits reads its number: the stand-in's trace is given up, and each
+    lr is a guard as before (eager's values either way)."""
+    x, y = _data()
+    (ma, oa), (mb, ob) = _setup("sgd"), _setup("sgd")
+    logs = ([], [])
+
+    def make(model, opt, log):
+        def step(x, y):
+            log.append(f"{opt.param_groups[0]['lr']:.4f}")
+            return _loss_step(model, opt, x, y)
+        return step
+    eager = make(ma, oa, logs[0])
+    compiled = llgrad.compile(make(mb, ob, logs[1]), backend="llvm")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for k in range(4):
+            for o in (oa, ob):
+                o.param_groups[0]["lr"] = 0.1 / (k + 1)
+            _close(eager(x, y), compiled(x, y))
+            _same(ma, oa, mb, ob)
+    assert logs[0] == logs[1][-len(logs[0]):]
