@@ -47,7 +47,6 @@ def standing_in(cf, tensors, args, kwargs):
         placed = _place(cf, tensors, args, kwargs)
         flags = symbolic_args._active
         flags.hyper_reads, flags.made = HYPER_READS not in cf._static, frozenset()
-        flags.active = flags.active or flags.hyper_reads
         try:
             yield call
         finally:

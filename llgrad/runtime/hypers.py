@@ -223,7 +223,7 @@ def _read(group, key, value):
         if t is not None and stand_ins.hyper_reads and type(value) is float:
             # (a stand-in of the input: `g["lr"] * 0.9` written back, a scheduler's list
             # of last lrs, are graph values; a read of its number guards it by value again)
-            stand_ins.made = stand_ins.made | {HYPER_READS}
+            stand_ins.made, stand_ins.active = stand_ins.made | {HYPER_READS}, True
             return SymbolicScalar(t, value, HYPER_READS)
         if t is not None:
             tracer.guard(t, value)
