@@ -77,7 +77,7 @@ def _ctypes_fn(inputs):
 
 def _key(op, dtype, numbers, attrs):
     try:
-        key = (op.name, dtype.name, tuple((type(v), v) for v in numbers),
+        key = (op.name, dtype, tuple((type(v), v) for v in numbers),
                tuple(sorted(attrs.items())))
         hash(key)
     except TypeError:               # (an unhashable attribute: not one of these ops')
@@ -199,10 +199,10 @@ def _native_last_dim(op, x, attrs):
             or not x.flags.c_contiguous or attrs.get("dim") not in (x.ndim - 1, -1) \
             or len(attrs) != 1:
         return None
-    key = ("last_dim", op.name, x.dtype.name)
+    key = ("last_dim", op.name, x.dtype)    # (dtype.name, a Python property: when built)
     found = _kernels.get(key, False)
     if found is False:
-        found = _start(_kernels, key, lambda: _last_dim_kernel(op, key[2]))
+        found = _start(_kernels, key, lambda: _last_dim_kernel(op, key[2].name))
     if found is None or found is _PENDING:
         return None
     out = np.empty_like(x)

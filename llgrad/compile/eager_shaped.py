@@ -62,7 +62,7 @@ def run(op, arrays, attrs):
     if dtype is None or big < (op.eager_min_elements or MIN_ELEMENTS):
         return None
     try:
-        key = (op.name, tuple(sig), dtype.name, tuple(sorted(attrs.items())))
+        key = (op.name, tuple(sig), dtype, tuple(sorted(attrs.items())))
         found = _kernels.get(key, False)
     except TypeError:               # (an unhashable attribute)
         return None

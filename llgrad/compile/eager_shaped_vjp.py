@@ -85,7 +85,17 @@ def _example(shape, dtype, k):
 
 
 def shaped_vjp(node, g):
-    """node's VJP on its shaped kernel (node_mod.fast_vjps' hook), or None (the rule runs)."""
+    """node's VJP on its shaped kernel (node_mod.fast_vjps' hook); else on the NumPy VJP the
+    op had before install (runtime/fast_vjp_small.py's: small sizes, a kernel still
+    building), or None (the rule runs)."""
+    res = _on_kernel(node, g)
+    if res is None:
+        below = _below.get(node._op)
+        return None if below is None else below(node, g)
+    return res
+
+
+def _on_kernel(node, g):
     if _grad_state.grad_enabled or _tstate.tracer is not None or dispatch.batching is not None \
             or dispatch.forward_ad is not None or type(g) is not Tensor or is_meta(g):
         return None
@@ -93,11 +103,11 @@ def shaped_vjp(node, g):
     if ga.dtype not in _FLOATS:
         return None
     op = node._op
-    arrays, sig, big = [ga], [(ga.shape, ga.dtype.name)], ga.size
+    arrays, saved, big = [ga], [], ga.size
     for name in op.save:
         t = getattr(node, name)         # (unpacked: the saved-version check as the rule's)
         if t is None:
-            sig.append(None)
+            saved.append(None)
             continue
         if not isinstance(t, Tensor):   # (a Parameter too; a number: the rule runs)
             return None
@@ -105,10 +115,12 @@ def shaped_vjp(node, g):
         if a.dtype != ga.dtype and a.dtype not in _INDICES:
             return None
         arrays.append(a)
-        sig.append((a.shape, a.dtype.name))
+        saved.append(a)
         big = max(big, a.size)
     if big < MIN_ELEMENTS:
         return None
+    # (dtype.name is a Python property: read only for a call that may run a kernel)
+    sig = [(a.shape, a.dtype.name) if a is not None else None for a in [ga] + saved]
     needs = tuple(node.needs(i) for i in range(node.ninputs))
     attrs = node.attrs
     try:
@@ -140,12 +152,21 @@ def shaped_vjp(node, g):
     return tuple(res)
 
 
+_below = {}        # op -> the fast VJP installed before shaped_vjp (it runs where no kernel)
+
+
 def install(enabled=ENABLED):
-    """Run the eager_vjp="shaped" ops' backward here (enabled) or as their rules (not)."""
+    """Run the eager_vjp="shaped" ops' backward here (enabled) or as their rules, or the
+    NumPy VJPs they had (not)."""
     for op in OPS.values():
         if op.eager_vjp == "shaped":
+            prev = node_mod.fast_vjps.get(op)
+            if prev is not None and prev is not shaped_vjp:
+                _below[op] = prev
             if enabled:
                 node_mod.fast_vjps[op] = shaped_vjp
+            elif op in _below:
+                node_mod.fast_vjps[op] = _below[op]
             else:
                 node_mod.fast_vjps.pop(op, None)
 

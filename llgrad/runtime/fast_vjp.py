@@ -10,7 +10,7 @@ bias's gradient: every Linear's backward), which the engine asks of sum_to_size.
 from ..ir import ops_nn  # noqa: F401  (mm and addmm declared)
 from ..ir.np_matmul import matmul
 from ..ir.optable import OPS, c_order
-from . import dispatch, grad_mode, trace_state
+from . import dispatch, fast_vjp_small, grad_mode, trace_state  # noqa: F401 (its VJPs)
 from .meta_tensor import is_meta
 from .node import fast_vjps
 from .tensor import Tensor
