@@ -17,7 +17,7 @@ the run's effects are put back. The traced run itself ends with each slot holdin
 number eager's run would (`settle`)."""
 import contextlib
 
-from ..runtime.symbolic_scalar import HYPER_READS, SymbolicScalar
+from ..runtime.symbolic_scalar import HYPER_READS, ITEM_READS, SymbolicScalar
 from .attr_writes import Slots, _bind, _slots
 from . import symbolic_args
 
@@ -47,13 +47,15 @@ def standing_in(cf, tensors, args, kwargs):
         placed = _place(cf, tensors, args, kwargs)
         flags = symbolic_args._active
         flags.hyper_reads, flags.made = HYPER_READS not in cf._static, frozenset()
+        flags.item_reads = ITEM_READS not in cf._static
         try:
             yield call
         finally:
             _settle(placed)
             # (a hyper-parameter read as a stand-in is a path the trace stands on: retry)
             cf._tracing_symbolic |= flags.made
-            flags.hyper_reads, flags.made = False, frozenset()
+            flags.hyper_reads = flags.item_reads = False
+            flags.made = frozenset()
 
 
 def _place(cf, tensors, args, kwargs):

@@ -44,11 +44,14 @@ _NUMBER_ATTRIBUTES = frozenset(n for t in (int, float) for n in dir(t)
 class _StandIns(threading.local):
     active = False      # a trace with SymbolicScalars is running (compile/symbolic_args.py)
     hyper_reads = False     # an optimiser's float hyper-parameter read is one (hypers.py)
+    item_reads = False      # the user's t.item() is one (tracer/item_reads.py)
     made = frozenset()      # the paths of stand-ins made during the trace beside those
 
 
-# the path of the stand-ins of optimiser hyper-parameters the user's code reads
+# the paths of the stand-ins of optimiser hyper-parameters and of numbers read from tensors
+# (t.item()) by the user's code
 HYPER_READS = "the optimiser's hyper-parameters read"
+ITEM_READS = "a number read from a tensor (.item())"
 
 
 stand_ins = _StandIns()

@@ -299,9 +299,8 @@ class Tensor:
                                "to Scalar")
         value = self._data.reshape(()).item()
         tracer = trace_state.state.tracer
-        if tracer is not None:
-            tracer.guard(self, value)       # the trace is valid only for this value
-        return value
+        # (the trace is valid for this value only, or stands on it: tracer/item_reads.py)
+        return value if tracer is None else tracer.item_value(self, value)
 
     def tolist(self) -> list | float | int | bool:
         """The data as nested Python lists, as torch.Tensor.tolist (inside llgrad.compile

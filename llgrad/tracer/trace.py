@@ -26,6 +26,7 @@ from ..runtime.saved_tensor import user_location
 from ..runtime.tensor import Tensor
 from .bindings import Bindings, geometry as _geometry
 from .errors import ControlFlowError, TraceError  # noqa: F401 (TraceError: re-exported)
+from .item_reads import item_value
 from .masks import mask_attrs, tensors_of
 from .pytree import flatten
 
@@ -183,10 +184,9 @@ class Tracer(Bindings):
 
     def _root_memory(self, geom, rv, span):
         """The memory under a root of geometry geom (value rv) as a flat buffer of span
-        elements. Where the root's elements share memory (stride-0 dims of an expanded
-        input), they hold one value, which is put there once: strided_scatter would sum them
-        (it is the adjoint of strided_gather); an expanded root's stride-0 dims are read at
-        index 0 alone, so that its memory is a scatter native code runs too."""
+        elements. Where the root's elements share memory (stride-0 dims of an expanded input)
+        they hold one value, put there once: strided_scatter would sum them (the adjoint of
+        strided_gather); such dims are read at index 0 alone, a scatter native code runs."""
         for d in [d for d, (n, s) in enumerate(zip(*geom[:2])) if s == 0 and n > 1]:
             rv = self.add("slice", [rv], {"dim": d, "start": 0, "end": 1, "step": 1},
                           view_of=rv)
@@ -252,6 +252,8 @@ class Tracer(Bindings):
                                           {"shape": tuple(result._data.shape),
                                            "dtype": result._dtype.name, **attrs})
         self._bind_root(result, values)
+
+    item_value = item_value         # (t.item() while tracing: item_reads.py)
 
     def guard(self, t, value):
         if self._sid(t) in self.roots or id(t) in self.values:

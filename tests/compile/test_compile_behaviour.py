@@ -485,10 +485,11 @@ def test_a_training_step_that_returns_nothing_compiles():
     assert cstep.n_traces <= 2
 
 
-def test_a_number_read_from_a_tensor_and_returned_is_a_value_guard():
+def test_a_number_read_from_a_tensor_and_returned_is_an_output():
+    # (the user's .item() is a stand-in, returned as an output: tracer/item_reads.py)
     f = llgrad.compile(lambda x: (x * 2, x.sum().item()), transform=False)
     for v in [1.0, 1.0, 2.0, 2.0, 1.0]:
         out, total = f(llgrad.full((2,), v))
-        assert total == 2 * v and out.numpy().tolist() == [2 * v, 2 * v]
+        assert total == 2 * v and type(total) is float and out.numpy().tolist() == [2 * v, 2 * v]
         f.wait()
-    assert f.n_traces == 2
+    assert f.n_traces == 1

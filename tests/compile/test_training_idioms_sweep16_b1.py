@@ -103,9 +103,6 @@ def test_clip_norm_item_in_a_condition_inside_the_step():
     assert steps == 8
 
 
-@pytest.mark.xfail(strict=True, reason="`if norm.item() < c` inside a compiled step guards "
-                   "the number's exact value (llgrad/tracer/returned.py covers returned "
-                   "numbers only), so every new value traces again until recompile_limit")
 def test_clip_norm_item_in_a_condition_does_not_retrace_per_value():
     steps, last, warned = lockstep(returned_norm_program(read_item=True), with_torch=False)
     assert last["step_fn"].n_traces <= 3

@@ -60,9 +60,6 @@ def test_several_backwards_in_one_compiled_step():
     assert steps == 3 and not warned
 
 
-@pytest.mark.xfail(strict=True, reason="`total += loss.item()` inside a compiled step is a "
-                   "value guard (llgrad/tracer/returned.py keeps only numbers that go "
-                   "straight into the return value as outputs): one trace per loss value")
 def test_running_item_sum_inside_the_step_does_not_retrace():
     steps, last, warned = lockstep(accumulation_inside_program, with_torch=False)
     assert last["step_fn"].n_traces == 2      # without, then with optimizer state

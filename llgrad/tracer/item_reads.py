@@ -1,0 +1,44 @@
+"""What `t.item()` gives while a function is traced: its number, guarded by value (the trace
+serves calls where t holds that number), or, in a compiled function's trace
+(compile/symbolic_slots.py sets stand_ins.item_reads) and where the user's own code asks, a
+SymbolicScalar of t's value (runtime/symbolic_scalar.py): `total += loss.item()` into the
+state is then a graph value each compiled call writes back, and `loss.item() < best` a
+guarded outcome, not a trace per value. A read of the stand-in's number (a format, a print,
+an index) ends the trace, and the function's .item() reads are value guards from then on.
+llgrad's own code and libraries get the number (they read it to decide)."""
+import os
+import sys
+import sysconfig
+
+from ..runtime.dtypes import float64, int64
+from ..runtime.symbolic_scalar import ITEM_READS, SymbolicScalar, stand_ins
+
+_LLGRAD = os.path.dirname(os.path.dirname(os.path.realpath(__file__))) + os.sep
+_LIBRARIES = tuple({os.path.realpath(p) + os.sep for k, p in sysconfig.get_paths().items()
+                    if k in ("stdlib", "platstdlib", "purelib", "platlib")})
+
+
+def item_value(tracer, t, value):
+    """t.item() of the tracer's trace, whose number is value (see the module)."""
+    if stand_ins.item_reads and type(value) in (int, float) and \
+            not hasattr(tracer, "parent") and _users_call():
+        stand_ins.made, stand_ins.active = stand_ins.made | {ITEM_READS}, True
+        x = t.detach().reshape(())
+        return SymbolicScalar(x.to(float64 if type(value) is float else int64), value,
+                              ITEM_READS)
+    tracer.guard(t, value)
+    return value
+
+
+# the methods' wrapper of the meta device (runtime/meta_methods.py) stands between item()
+# and its caller
+_WRAPPERS = (os.path.join(_LLGRAD, "runtime", "meta_methods.py"),)
+
+
+def _users_call():
+    """Whether the code that called t.item() (past Tensor.item and wrappers) is the user's."""
+    f = sys._getframe(3)
+    while f is not None and os.path.realpath(f.f_code.co_filename) in _WRAPPERS:
+        f = f.f_back
+    path = os.path.realpath(f.f_code.co_filename) if f is not None else _LLGRAD
+    return not path.startswith(_LLGRAD) and not path.startswith(_LIBRARIES)
