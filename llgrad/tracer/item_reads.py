@@ -10,6 +10,8 @@ import os
 import sys
 import sysconfig
 
+import numpy as np
+
 from ..runtime.dtypes import float64, int64
 from ..runtime.symbolic_scalar import ITEM_READS, SymbolicScalar, stand_ins
 
@@ -19,8 +21,10 @@ _LIBRARIES = tuple({os.path.realpath(p) + os.sep for k, p in sysconfig.get_paths
 
 
 def item_value(tracer, t, value):
-    """t.item() of the tracer's trace, whose number is value (see the module)."""
-    if stand_ins.item_reads and type(value) in (int, float) and \
+    """t.item() of the tracer's trace, whose number is value (see the module); a stand-in
+    only of a float, or an integer tensor that int64 holds in every call (not uint64)."""
+    if stand_ins.item_reads and (type(value) is float or (
+            type(value) is int and t._data.dtype != np.uint64)) and \
             not hasattr(tracer, "parent") and _users_call():
         stand_ins.made, stand_ins.active = stand_ins.made | {ITEM_READS}, True
         x = t.detach().reshape(())
