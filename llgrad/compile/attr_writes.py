@@ -190,8 +190,9 @@ class Slots:
                     continue                # (a structure change: the guards see it)
                 changed = [(k, x) for k, x in enumerate(now) if x is not before[k]]
             else:
-                changed = [(k, x) for k, x in now.items()
-                           if k not in before or before[k] is not x]
+                # (also a hyper-parameter written as the object it held, `g["lr"] = 0.1`)
+                changed = [(k, x) for k, x in now.items() if k not in before or
+                           before[k] is not x or hypers.written_number(holder, k)]
             order = {k: i for i, k in enumerate(now)} if isinstance(now, dict) else None
             for slot, value in changed:
                 where = _named(path, slot, slot if order is None else order[slot])
@@ -301,10 +302,9 @@ def _number_write(writes, tensors, paths, at, where, value):
 def _note_counter(out, where, before, value):
     """Note where if the run changed its number to another of the same type (a counter: a
     stand-in's number too, `self.t += k` of a number argument k), or the paths of such
-    numbers in a list or tuple it replaced with one of the same length (a scheduler's list
-    of last lrs)."""
-    if type(value) in (list, tuple) and type(before) is type(value) and \
-            len(before) == len(value):
+    numbers in a list it replaced with one of the same length (a scheduler's list of last
+    lrs; not a tuple, which can hold no stand-in: its numbers would go unguarded)."""
+    if type(value) is list and type(before) is list and len(before) == len(value):
         for i, (b, v) in enumerate(zip(before, value)):
             if type(b) in (int, float):
                 _note_counter(out, f"{where}_{i}", b, v)

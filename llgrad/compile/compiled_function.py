@@ -155,7 +155,8 @@ class CompiledFunction:
         self.n_traces += 1
         t0 = time.perf_counter()
         try:
-            with symbolic_slots.standing_in(self, tensors, args, kwargs) as call:
+            with symbolic_slots.standing_in(self, tensors, args, kwargs,
+                                            entered) as call:
                 entry, result = trace_entry(getattr(self.fn, "__name__", "f"), self._resolved,
                                             self._traced_fn(), tensors, guards, *call, n_own,
                                             entered, self.fn)

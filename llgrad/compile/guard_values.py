@@ -58,3 +58,21 @@ def inputable(v):
     float, or an int within int64 (a larger one is guarded by value: its arithmetic is
     Python's, which no int64 input gives)."""
     return type(v) is float or (type(v) is int and -2 ** 63 <= v < 2 ** 63)
+
+
+def sharing(outlined, v, dynamic):
+    """outlined, v's structure guard, with (where the walk takes numbers as inputs and some
+    containers in v are one object) which are: a call where two lists or dicts holding input
+    numbers have become one must not be served by a trace that wrote each number back on
+    its own."""
+    if not dynamic:
+        return outlined
+    ids, out, stack = {}, [], [v]
+    while stack:
+        c = stack.pop()
+        first = id(c) not in ids
+        out.append(ids.setdefault(id(c), len(ids)))
+        if first:
+            items = list(dict.values(c) if isinstance(c, dict) else c)
+            stack.extend(x for x in reversed(items) if isinstance(x, (list, tuple, dict)))
+    return outlined if len(ids) == len(out) else (outlined, tuple(out))

@@ -91,9 +91,10 @@ def _types_are(src, names, values):
         src.check(f"{got} != {src.const(tuple(type(v) for _, v in pairs))}")
 
 
-def _container(src, x, v, depth, dynamic=None):
+def _container(src, x, v, depth, dynamic=None, held=None):
     """Structure checks of the container v in x, as pytree.flatten reads it; -> its leaves
-    [(name, value)] in flatten's order."""
+    [(name, value)] in flatten's order. held: gets (name, container) of each holding an
+    input number."""
     if depth > _MAX_DEPTH:
         raise _Unsupported("nested too deep")
     same = f"type({x}) is not {src.const(type(v))} or len({x}) != {len(v)}"
@@ -115,8 +116,10 @@ def _container(src, x, v, depth, dynamic=None):
     for k, name, item in zip(list(v) if isinstance(v, dict) else range(len(v)), names, items):
         if dynamic and (id(v), k) in dynamic:      # (a number in a list or dict: an input)
             leaves.append((name, _Dynamic(dynamic[id(v), k])))
+            if held is not None and (not held or held[-1][1] is not v):
+                held.append((x, v))
         elif isinstance(item, (list, tuple, dict)):
-            sub = _container(src, name, item, depth + 1, dynamic)
+            sub = _container(src, name, item, depth + 1, dynamic, held)
             if (k, 0) in slots:         # (Adam's betas: each float an input)
                 sub = [(n, _Slot(x, k, i)) for i, (n, _) in enumerate(sub)]
             leaves += sub
@@ -182,7 +185,14 @@ def _walk(src, roots, dynamic=None):
         elif type(v) is np.ndarray:     # (an input whose memory other inputs may share:
             raise _Unsupported("a NumPy array")     # the full walk decides, guards.py)
         elif isinstance(v, (list, tuple, dict)):
-            leaves = _container(src, x, v, depth, dynamic)
+            held = []
+            leaves = _container(src, x, v, depth, dynamic, held)
+            for h, hv in held:  # (holders of input numbers, as objects: two made one
+                if id(hv) in first_object:      # would each be written back)
+                    src.check(f"{h} is not {first_object[id(hv)]}")
+                else:
+                    first_object[id(hv)] = h
+                    objects.append(h)
             stack.extend((n, item, depth + 1, True) for n, item in reversed(leaves))
             if isinstance(v, dict):     # (guards.tensor_keys; the keys' identities checked)
                 stack.extend((src.const(k), k, depth + 1, True)

@@ -18,7 +18,7 @@ from .code_reads import (function_parts, global_names, module_attributes, unguar
 from .class_state import (LIBRARIES as _LIBRARIES, Same, bound, class_containers, class_ids,
                           class_state, held, routine, slotted, user_classes)
 from .guard_values import (_SCALARS, _scalar_set, hooked, inputable, outline,  # noqa: F401
-                           scalar_guard, without_grads)
+                           scalar_guard, sharing, without_grads)
 
 _SMALL_ARRAY = 256
 
@@ -93,7 +93,7 @@ def _walk(roots, tensors, guards, entered=None, dynamic=frozenset()):
             at = hypers.slots_within(v, path)
             if at:
                 leaves = [(p, at.get(p, x)) for p, x in leaves]
-            guards.append((f"structure of {path}", outline(tree)))
+            guards.append((f"structure of {path}", sharing(outline(tree), v, dynamic)))
             stack.extend(reversed(leaves))
             if isinstance(v, dict):     # tensors keying it (an optimiser's state), first:
                 stack.extend(reversed(tensor_keys(v, path)))    # which tensor each is counts

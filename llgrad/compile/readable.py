@@ -184,6 +184,9 @@ def _number(value):
 
 
 def _structure(n, outline):
+    if type(outline) is tuple and len(outline) == 2 and not isinstance(outline[0], type):
+        shared = outline[1] and len(set(outline[1])) < len(outline[1])  # (guards.py: sharing)
+        return _structure(n, outline[0]) + (" (containers in it shared)" if shared else "")
     if outline is None:
         return f"{n} is a leaf"
     kind, children = outline

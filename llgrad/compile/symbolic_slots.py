@@ -38,14 +38,19 @@ def mark(cf, paths, entered):
 
 
 @contextlib.contextmanager
-def standing_in(cf, tensors, args, kwargs):
+def standing_in(cf, tensors, args, kwargs, entered=()):
     """symbolic_args.standing_in, with a stand-in in each dynamic number slot the call
     reaches as well (each holds its number again when the block ends), and an optimiser's
-    float hyper-parameter read by the user's code as one (runtime/hypers.py), unless such a
-    read's number was read before (then it is a value guard)."""
+    float hyper-parameter read by the user's code, or its t.item(), as one (runtime/hypers.py,
+    tracer/item_reads.py), unless such a read's number was read before or the user's code
+    reads types (a stand-in would fail `type(v) is float`): then it is a value guard."""
     with symbolic_args.standing_in(cf, tensors, args, kwargs) as call:
         placed = _place(cf, tensors, args, kwargs)
         flags = symbolic_args._active
+        reads_types = {HYPER_READS, ITEM_READS} - cf._static and \
+            symbolic_args._reads_types(cf.fn, entered)
+        if reads_types:
+            cf._static = cf._static | {HYPER_READS, ITEM_READS}
         flags.hyper_reads, flags.made = HYPER_READS not in cf._static, frozenset()
         flags.item_reads = ITEM_READS not in cf._static
         try:
