@@ -171,10 +171,6 @@ class Slots:
             if value is before:
                 continue
             _note_counter(self.counters, path, before, value)
-            if type(value) is SymbolicScalar:
-                _number_write(writes, tensors, paths, (("name", where), (), None), path, value)
-                _bind(where, value.value)
-                continue
             _shares(value, seen, path)
             if self._write(writes, tensors, paths, ("name", where), (), None, path, value,
                            holders):
@@ -202,14 +198,10 @@ class Slots:
                     continue
                 _note_counter(self.counters, where, before[slot] if order is None else
                               before.get(slot, _EMPTY), value)
-                if type(value) is SymbolicScalar:
-                    _number_write(writes, tensors, paths, (root, steps, slot), where, value)
-                    now[slot] = value.value
-                else:
-                    _shares(value, seen, where)
-                    if self._write(writes, tensors, paths, root, steps, slot, where, value,
-                                   holders):
-                        now[slot] = _numbers_in(value)
+                _shares(value, seen, where)
+                if self._write(writes, tensors, paths, root, steps, slot, where, value,
+                               holders):
+                    now[slot] = _numbers_in(value)
         return writes, tensors, paths
 
     def find(self, paths):
@@ -291,14 +283,6 @@ def _shares(value, seen, where):
     seen |= ids
 
 
-def _number_write(writes, tensors, paths, at, where, value):
-    """Note the write of a number argument's stand-in (runtime/symbolic_scalar.py): its graph
-    value, which each call writes as a Python number of the stand-in's type."""
-    writes.append(Write(*at, None, len(tensors), 1, number=type(value.value)))
-    tensors.append(value.tensor)
-    paths.add(where)
-
-
 def _note_counter(out, where, before, value):
     """Note where if the run changed its number to another of the same type (a counter: a
     stand-in's number too, `self.t += k` of a number argument k), or the paths of such
@@ -324,15 +308,10 @@ def _bind(where, value):
 
 def _hyper_write(writes, tensors, paths, at, where, value):
     """Note the traced run's write of an optimiser hyper-parameter (runtime/hypers.py): a
-    number as the constant, a stand-in as its graph value, written as a float by each call."""
-    if type(value) is SymbolicScalar:
-        writes.append(Write(*at, None, len(tensors), 1, number=float))
-        tensors.append(value.tensor)
-    else:
-        leaves, tree = flatten(value, where)
-        writes.append(Write(*at, with_constants(tree, leaves, is_constant)[0], len(tensors), 0))
-    # (the guard walk's items for the slot: its input, and whether it is zero)
-    paths.update((where, f"zero or not: {where}"))
+    number as the constant, a stand-in as its graph value, written as a float by each call
+    (its group holds the number again by hypers.settle)."""
+    Slots._write(writes, tensors, paths, *at, where, value)
+    paths.add(f"zero or not: {where}")      # (the guard walk's item for whether it is zero)
 
 
 def _value(where):
@@ -351,18 +330,16 @@ _EMPTY = object()
 class Write:
     """Put a structure of a call's results into a slot: the holder found from the call's
     root through `steps` (attribute names of objects, keys and indices of containers)."""
-    __slots__ = ("root", "steps", "slot", "tree", "first", "n", "number", "numbers")
+    __slots__ = ("root", "steps", "slot", "tree", "first", "n", "numbers")
 
-    def __init__(self, root, steps, slot, tree, first, n, number=None, numbers=None):
+    def __init__(self, root, steps, slot, tree, first, n, numbers=None):
         self.root, self.steps, self.slot, self.tree = root, steps, slot, tree
-        # number: the Python type the one result is written as (else tree's structure);
-        # numbers: per result of the structure, the Python type it is written as, or None
-        self.first, self.n, self.number, self.numbers = first, n, number, numbers
+        # numbers: per result of the structure, the Python type it is written as (a
+        # stand-in's graph value), or None (a tensor)
+        self.first, self.n, self.numbers = first, n, numbers
 
     def value(self, results):
         """What the slot gets from a call's results (its tensors for the writes)."""
-        if self.number is not None:
-            return self.number(results[self.first]._data.item())
         got = results[self.first:self.first + self.n]
         if self.numbers is not None:
             got = [r if k is None else k(r._data.item()) for r, k in zip(got, self.numbers)]

@@ -8,24 +8,9 @@ import functools
 import inspect
 import os
 import random
-import sysconfig
 
+from ..runtime.saved_tensor import library_dirs, users_file  # noqa: F401 (compile's)
 from .class_state import LIBRARIES
-
-
-@functools.lru_cache(maxsize=1024)
-def users_file(filename):
-    """Whether code from filename is the user's, not the standard library's or an installed
-    package's (whose objects the walk meets too: a logger, a progress bar)."""
-    path = os.path.realpath(filename)
-    return not any(path.startswith(d + os.sep) for d in library_dirs())
-
-
-@functools.lru_cache(maxsize=1)
-def library_dirs():
-    paths = sysconfig.get_paths()
-    return tuple({os.path.realpath(paths[k]) for k in ("stdlib", "platstdlib", "purelib",
-                                                         "platlib") if k in paths})
 
 
 def function_parts(f):

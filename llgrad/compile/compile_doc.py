@@ -47,14 +47,18 @@ Guards and re-tracing
     .grad of inputs (only for a function that reads or sets one), and the type and
     contents of objects fn is given or reads from globals and closures (a model, an
     optimiser: guarded by what they hold, not by identity, as Dynamo treats modules). A
-    value read from a tensor that steers Python code (bool(t), t.item()) is a value guard.
+    value read from a tensor that steers Python code (bool(t), or t.item() whose digits the
+    code reads) is a value guard.
     A cache hit never runs fn's Python again (once its native code is built: until then
     calls run fn eagerly, see Background builds). A changed guard traces
     again, up to recompile_limit specialisations; then a warning names the guard that
-    changed and calls with new guard values run eagerly. A traced run that changed Python
-    state (an attribute, a list, a global number) is not kept, since a compiled call could
-    not replay it: the next call traces again (an optimiser's first step, which makes its
-    state, is followed by steps that change none).
+    changed and calls with new guard values run eagerly. Python state a traced run changed
+    is replayed by compiled calls where it can be: tensors, constants and flags put into
+    attributes, dicts and lists, an optimiser's lr the step sets, and numbers the step
+    counts (`self.t += 1`, a global step), which become inputs after the first trace and
+    are written back. A run that changed other state (an append to a list) is not kept:
+    the next call traces again (an optimiser's first step, which makes its state, is
+    followed by steps that change none).
 
 Graph breaks and fullgraph
     Where compile cannot keep the contract (numpy() or tolist() of a traced tensor, a hook

@@ -7,7 +7,7 @@ on the guard walk gives its number as an input of the graph (guards.collect: a 0
 or int64 tensor, guarded by its type alone), the trace runs with a SymbolicScalar standing
 in the slot, so `self.t += 1` and what is computed from it (Adam's bias corrections
 `1 - beta ** t`) are graph values, and the stand-in the run leaves there is an output each
-compiled call writes back as a Python number (attr_writes: a number write).
+compiled call writes back as a Python number (attr_writes: Write.numbers).
 
 Soundness is the stand-in's (runtime/symbolic_scalar.py): a read of its value (an index,
 a format, a branch other than a comparison with a number, whose outcome is guarded) ends
@@ -18,7 +18,7 @@ number eager's run would (`settle`)."""
 import contextlib
 
 from ..runtime.symbolic_scalar import HYPER_READS, ITEM_READS, SymbolicScalar
-from .attr_writes import Slots, _bind, _slots
+from .attr_writes import Slots, _bind, _slots, _value
 from . import symbolic_args
 
 
@@ -65,7 +65,7 @@ def standing_in(cf, tensors, args, kwargs, entered=()):
 
 def _place(cf, tensors, args, kwargs):
     """Put a SymbolicScalar of its input into each dynamic slot (not an argument) that holds a
-    number; -> [(slot, stand-in)] placed."""
+    number; -> the slots placed."""
     inputs = {p: t for p, t in tensors if p in cf._dynamic and p not in cf._tracing_symbolic}
     if not inputs:
         return []
@@ -74,27 +74,23 @@ def _place(cf, tensors, args, kwargs):
         value = _get(slot)
         if type(value) not in (int, float):
             continue
-        stand_in = SymbolicScalar(inputs[path], value, path)
-        _put(slot, stand_in)
-        placed.append((slot, stand_in))
+        _put(slot, SymbolicScalar(inputs[path], value, path))
+        placed.append(slot)
         cf._tracing_symbolic.add(path)
     symbolic_args._active.active = bool(cf._tracing_symbolic)
     return placed
 
 
 def _settle(placed):
-    for slot, _ in placed:
+    for slot in placed:
         value = _get(slot)
-        if type(value) is SymbolicScalar:   # (untouched, or written by a read-only step)
+        if type(value) is SymbolicScalar:   # (left as placed, or a run that did not finish)
             _put(slot, value.value)
 
 
 def _get(slot):
     holder, key = slot
-    if holder == "name":
-        where = key
-        return where[1].cell_contents if where[0] == "cell" else where[1].get(where[2])
-    return _slots(holder)[key]
+    return _value(key) if holder == "name" else _slots(holder)[key]
 
 
 def _put(slot, value):

@@ -38,7 +38,7 @@ from .tensor import Tensor
 class _Inputs(threading.local):
     def __init__(self):
         self.by_slot = {}           # (id(group), key, index or None) -> the call's tensor
-        self.written = {}           # (id(group), key, None) -> (group, key, value written)
+        self.written = {}           # (id(group), key, None) -> (group, key) the trace wrote
 
 
 _inputs = _Inputs()
@@ -94,9 +94,10 @@ def trace_inputs(tensors):
 def settle():
     """After a traced run: each group slot the run wrote with a stand-in holds its number,
     as eager's would (the entry has taken what was written: attr_writes.py)."""
-    for group, key, value in _inputs.written.values():
-        if type(dict.get(group, key)) is SymbolicScalar:
-            dict.__setitem__(group, key, dict.get(group, key).value)
+    for group, key in _inputs.written.values():
+        value = dict.get(group, key)
+        if type(value) is SymbolicScalar:
+            dict.__setitem__(group, key, value.value)
     _inputs.written = {}
 
 
@@ -243,7 +244,7 @@ def _write(group, key, value=_NO_VALUE):
             not _by_guards(_RESTORE_FILES):
         if type(value) in (int, float) or \
                 (type(value) is SymbolicScalar and type(value.value) is float):
-            _inputs.written[(id(group), key, None)] = (group, key, value)
+            _inputs.written[(id(group), key, None)] = (group, key)
             return
         tracer.graph_break(f"a write of an optimiser's param group {key!r} inside the "
                            "compiled function (compiled calls read it, they do not replay "

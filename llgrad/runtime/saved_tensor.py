@@ -4,8 +4,10 @@ as wrapped tensors, and where in the user's code an op ran (nodes and errors nam
 import contextlib
 import copy
 import copyreg
+import functools
 import os
 import sys
+import sysconfig
 
 import numpy as np
 
@@ -71,6 +73,21 @@ def user_position():
     while f is not None and internal[f.f_code.co_filename]:
         f = f.f_back
     return (f.f_code, f.f_lasti) if f is not None else _NOWHERE
+
+
+@functools.lru_cache(maxsize=1024)
+def users_file(filename):
+    """Whether code from filename is the user's, not the standard library's or an installed
+    package's (whose objects the walk meets too: a logger, a progress bar)."""
+    path = os.path.realpath(filename)
+    return not any(path.startswith(d + os.sep) for d in library_dirs())
+
+
+@functools.lru_cache(maxsize=1)
+def library_dirs():
+    paths = sysconfig.get_paths()
+    return tuple({os.path.realpath(paths[k]) for k in ("stdlib", "platstdlib", "purelib",
+                                                         "platlib") if k in paths})
 
 
 def where_str(where):

@@ -8,16 +8,15 @@ an index) ends the trace, and the function's .item() reads are value guards from
 llgrad's own code and libraries get the number (they read it to decide)."""
 import os
 import sys
-import sysconfig
 
 import numpy as np
 
 from ..runtime.dtypes import float64, int64
+from ..runtime.saved_tensor import _PKG_DIR, _internal, users_file
 from ..runtime.symbolic_scalar import ITEM_READS, SymbolicScalar, stand_ins
 
-_LLGRAD = os.path.dirname(os.path.dirname(os.path.realpath(__file__))) + os.sep
-_LIBRARIES = tuple({os.path.realpath(p) + os.sep for k, p in sysconfig.get_paths().items()
-                    if k in ("stdlib", "platstdlib", "purelib", "platlib")})
+# the methods' wrapper of the meta device stands between item() and its caller
+_WRAPPERS = frozenset((os.path.join(_PKG_DIR, "runtime", "meta_methods.py"),))
 
 
 def item_value(tracer, t, value):
@@ -34,15 +33,11 @@ def item_value(tracer, t, value):
     return value
 
 
-# the methods' wrapper of the meta device (runtime/meta_methods.py) stands between item()
-# and its caller
-_WRAPPERS = (os.path.join(_LLGRAD, "runtime", "meta_methods.py"),)
-
-
 def _users_call():
-    """Whether the code that called t.item() (past Tensor.item and wrappers) is the user's."""
+    """Whether the code that called t.item() (past Tensor.item and wrappers) is the user's:
+    not llgrad's (saved_tensor's test, as user_location's), not a library's."""
     f = sys._getframe(3)
-    while f is not None and os.path.realpath(f.f_code.co_filename) in _WRAPPERS:
+    while f is not None and os.path.abspath(f.f_code.co_filename) in _WRAPPERS:
         f = f.f_back
-    path = os.path.realpath(f.f_code.co_filename) if f is not None else _LLGRAD
-    return not path.startswith(_LLGRAD) and not path.startswith(_LIBRARIES)
+    return f is not None and not _internal[f.f_code.co_filename] and \
+        users_file(f.f_code.co_filename)
