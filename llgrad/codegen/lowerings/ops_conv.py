@@ -13,6 +13,8 @@ an O x N*M scratch).
 - convolution_backward_weight: per image, cols as in the forward, dW[g] += grad[n, g] @
   cols[g]^T (the first image writes, the next ones accumulate).
 
+Strided convolutions unfold and fold on phase planes of the padded input instead
+(conv_phases.py: unit-stride runs where the direct loops below stride through short rows).
 The unfold visits only the window positions inside the input (the valid output range of
 each kernel offset is computed once per row, no test per element): positions in the padding
 stay zero, because cols is zeroed once per call and the positions are the same for every
@@ -26,6 +28,7 @@ from llvmlite import ir
 from ...ir.geometry import contiguous_strides
 from ...ir.ops_conv import batches
 from ...ir.graph import Value
+from . import conv_phases as phases
 from . import ops_conv_depthwise as depthwise
 from . import ops_conv_shifted as shifted
 from .conv_common import MAX_CHUNKS, Gemm, geometry, valid_range, zero
@@ -160,6 +163,44 @@ def _prepare(plan, group):
     st["cols"] = plan.temp(group, dt, st["chunks"] * geo.g * geo.k * geo.m)
     if node.op == "convolution_backward_weight":
         st["partial"] = plan.temp(group, dt, st["chunks"] * geo.o * geo.k)
+    _prepare_phases(plan, group, st, st["chunks"])
+
+
+def _prepare_phases(plan, group, st, chunks):
+    """A strided convolution unfolds or folds on phase planes (conv_phases.py): their
+    scratch, a chunk's each."""
+    if phases.applies(st["geo"], group.root.op):
+        st["phases"] = plan.temp(group, st["dt"], chunks * phases.numel(st["geo"]))
+
+
+def _zero_cols(fg, st, chunks, numel):
+    """Once a call, before the unfolds: the zeros of the padding (in cols, numel elements,
+    or in the phase planes, from which the unfold writes every column)."""
+    geo, dt = st["geo"], st["dt"]
+    if st.get("phases") is not None:
+        phases.zero(fg, geo, st["phases"], dt, chunks)
+    elif _padded(geo):
+        zero(fg, st["cols"], dt, numel)
+
+
+def _unfold_into(fg, st, cols, n, tid, chunk):
+    if st.get("phases") is not None:
+        phases.unfold(fg, st["geo"], st["x"], cols, n, tid, st["phases"], chunk)
+    else:
+        _unfold(fg, st["geo"], st["x"], cols, n, tid)
+
+
+def _fold_into(fg, st, dcols, dx, n, tid, chunk):
+    """col2im of dcols[tid] into dx[n]: on phase planes (chunk's) where _prepare_phases
+    made them, else directly (dx[n] zeroed first)."""
+    geo = st["geo"]
+    if st.get("phases") is not None:
+        phases.fold(fg, geo, dcols, dx, n, tid, st["phases"], chunk)
+        return
+    plane = geo.c * geo.h * geo.w
+    with for_range(fg.b, 0, plane, name="z") as e:
+        fg.store(fg.sg.const(0, st["dt"]), dx.with_strides((plane, 1)), [n, e])
+    _fold(fg, geo, dcols, dx, n, tid)
 
 
 def _batches(geo, gemm):
@@ -182,6 +223,22 @@ def _prepare_batched(plan, group, st):
         st["gemm"] = Gemm(plan, group, dt, geo.o, geo.k, nm, (nm, 1), (1, nm))
     st["cols"] = plan.temp(group, dt, geo.k * nm)
     st["mat"] = plan.temp(group, dt, geo.o * nm)
+    # (the product is one BLAS call; the unfolds and folds around it are split among the
+    # threads by images, each chunk with phase planes of its own)
+    st["chunks"] = min(MAX_CHUNKS, geo.n)
+    st["grain"] = -(-geo.n // st["chunks"])
+    st["chunks"] = -(-geo.n // st["grain"])
+    _prepare_phases(plan, group, st, st["chunks"])
+
+
+def _each_image(fg, st, emit):
+    """emit(g, n, chunk) for every image n, the images split among the threads."""
+    geo = st["geo"]
+
+    def body(g, lo, hi, tid):
+        with for_range(g.b, lo, hi, name="img") as n:
+            emit(g, n, tid)
+    parallel_range(fg, geo.n, body, work_per_iter=max(1, geo.k * geo.m), grain=st["grain"])
 
 
 def _emit_batched(plan, group, fg, out):
@@ -193,11 +250,10 @@ def _emit_batched(plan, group, fg, out):
     colmat = Access(st["cols"], dt, 0, (nm, 1))
     mat = Access(st["mat"], dt, 0, (geo.m, nm, 1))          # [n, o, m] of the O x N*M matrix
     nchw = (geo.o * geo.m, geo.m, 1)
-    if _padded(geo) and node.op != "convolution_backward_input":
-        zero(fg, st["cols"], dt, geo.k * nm)
     if node.op != "convolution_backward_input":
-        with for_range(b, 0, geo.n, name="img") as n:
-            _unfold(fg, geo, st["x"], cols, n, n)       # (n: the column block of image n)
+        _zero_cols(fg, st, st["chunks"], geo.k * nm)
+        # (n: the column block of image n)
+        _each_image(fg, st, lambda g, n, tid: _unfold_into(g, st, cols, n, n, tid))
     if node.op != "convolution":                        # the gradient, O x N*M
         grad = st["grad"].with_strides(nchw)
         with loop_nest(b, (geo.n, geo.o, geo.m), name="gather") as (n, o, m):
@@ -215,11 +271,7 @@ def _emit_batched(plan, group, fg, out):
     elif node.op == "convolution_backward_input":
         gemm.call(fg, fg.address(st["w"].with_strides((geo.k, 1)), origin),
                   fg.address(mat, [c(0)] * 3), fg.address(colmat, origin), nm, False)
-        plane = geo.c * geo.h * geo.w
-        with loop_nest(b, (geo.n, plane), name="z") as (n, e):
-            fg.store(fg.sg.const(0, dt), out.with_strides((plane, 1)), [n, e])
-        with for_range(b, 0, geo.n, name="img") as n:
-            _fold(fg, geo, cols, out, n, n)
+        _each_image(fg, st, lambda g, n, tid: _fold_into(g, st, cols, out, n, n, tid))
     else:
         gemm.call(fg, fg.address(mat, [c(0)] * 3), fg.address(colmat, origin),
                   fg.address(out.with_strides((geo.k, 1)), origin), geo.k, False)
@@ -253,8 +305,8 @@ def _emit(plan, group, fg):
     cols = _cols_access(st["cols"], dt, geo)
     colmat = Access(st["cols"], dt, 0, (geo.g * geo.k * geo.m, geo.m, 1))
     gemm = st["gemm"]
-    if _padded(geo) and node.op != "convolution_backward_input":
-        zero(fg, st["cols"], dt, st["chunks"] * geo.g * geo.k * geo.m)
+    if node.op != "convolution_backward_input":
+        _zero_cols(fg, st, st["chunks"], st["chunks"] * geo.g * geo.k * geo.m)
     if node.op == "convolution":
         wmat = st["w"].with_strides((geo.k, 1))
         outmat = out.with_strides((geo.o * geo.m, geo.m, 1))
@@ -262,7 +314,7 @@ def _emit(plan, group, fg):
         def body(g, lo, hi, tid):
             b = g.b
             with for_range(b, lo, hi, name="img") as n:
-                _unfold(g, geo, st["x"], cols, n, tid)
+                _unfold_into(g, st, cols, n, tid, tid)
                 with for_range(b, 0, geo.g, name="grp") as gi:
                     go = b.mul(gi, c(geo.og))
                     gemm.call(g, g.address(wmat, [go, c(0)]),
@@ -275,20 +327,17 @@ def _emit(plan, group, fg):
     elif node.op == "convolution_backward_input":
         wmat = st["w"].with_strides((geo.k, 1))
         gmat = st["grad"].with_strides((geo.o * geo.m, geo.m, 1))
-        plane = geo.c * geo.h * geo.w
 
         def body(g, lo, hi, tid):
             b = g.b
             with for_range(b, lo, hi, name="img") as n:
-                with for_range(b, 0, plane, name="z") as e:
-                    g.store(g.sg.const(0, dt), out.with_strides((plane, 1)), [n, e])
                 with for_range(b, 0, geo.g, name="grp") as gi:
                     go = b.mul(gi, c(geo.og))
                     gemm.call(g, g.address(wmat, [go, c(0)]),
                               g.address(gmat, [n, go, c(0)]),
                               g.address(colmat, [tid, b.mul(gi, c(geo.k)), c(0)]), geo.m,
                               False)
-                _fold(g, geo, cols, out, n, tid)
+                _fold_into(g, st, cols, out, n, tid, tid)
     else:
         gmat = st["grad"].with_strides((geo.o * geo.m, geo.m, 1))
         part = Access(st["partial"], dt, 0, (geo.o * geo.k, geo.k, 1))
@@ -297,7 +346,7 @@ def _emit(plan, group, fg):
         def body(g, lo, hi, tid):
             b = g.b
             with for_range(b, lo, hi, name="img") as n:
-                _unfold(g, geo, st["x"], cols, n, tid)
+                _unfold_into(g, st, cols, n, tid, tid)
                 with for_range(b, 0, geo.g, name="grp") as gi:
                     go = b.mul(gi, c(geo.og))
                     gemm.call(g, g.address(gmat, [n, go, c(0)]),
