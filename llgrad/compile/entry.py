@@ -206,6 +206,12 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
                                      "still run (made after that backward, or kept with "
                                      "retain_graph): compile does not support that")
             entry.freed_outputs = diff_out
+        elif diff_out and tracer.graph_freed:
+            # an autograd.grad inside freed the graph behind some results (a Hessian-vector
+            # product returning its loss): as in eager, a backward from them raises before
+            # reaching any leaf; the others keep their backward
+            entry.freed_outputs = [i for i in diff_out if _dead(outs[i].grad_fn)]
+            diff_out = [i for i in diff_out if i not in entry.freed_outputs]
         if diff_out and not step and not grad_mode.state.grad_enabled:
             # (enable_grad inside a function called under no_grad: compiled code attaches
             # a backward only where the call's own grad mode is on)
@@ -223,6 +229,9 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
             not step and bool(diff_out)
         if not state["grad"]:
             return outs + grad_outs
+        if tracer.inner_hooks:  # (compile's own derivation runs no hooks: the caller's would)
+            raise TraceError(f"a hook registered inside the compiled function at "
+                             f"{tracer.inner_hooks}, on the graph of a result that requires grad")
         entry.frees = _frees(outs, diff_out, tracer.first_node)
         entry.reusable = not any(entry.frees)
         diff_in = [t for (_, t), d in zip(tensors, differentiable) if d]

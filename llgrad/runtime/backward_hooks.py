@@ -146,15 +146,18 @@ def run_pre_hooks(node, grads, node_hooks=True):
     return grads
 
 
-def always(what):
+def always(what, node=None):
     return True
 
 
-def hooks_allowed(what):
+def hooks_allowed(what, node=None):
     """While tracing: False (skip) in compile's own differentiation; in the user's own
-    backward the trace breaks (tracer.graph_break raises)."""
+    backward, True for the hooks of a node the traced run made (registered by it, traced
+    as its code is: hook_handle.py), else the trace breaks (tracer.graph_break raises)."""
     tracer = trace_state.state.tracer
     if tracer.hooks_off:
         return False
+    if node is not None and node._seq >= tracer.first_node:
+        return True
     tracer.graph_break(f"{what} runs in a backward inside the compiled function (its "
                        "Python effects could not be replayed)")

@@ -209,10 +209,10 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
     # be replayed): the trace breaks
     tracer = _trace_state.tracer        # (read once: a hook that traces puts it back)
     hooks = hooks_allowed if tracer is not None else always
-    if accumulate and tracer is not None:   # (a step's .backward())
-        tracer.backward_runs += 1
-    state = _grad_state
-    prev = state.grad_enabled
+    if tracer is not None:      # (a step's .backward(); a graph the traced code frees)
+        tracer.backward_runs += accumulate
+        tracer.graph_freed |= not retain_graph
+    state, prev = _grad_state, _grad_state.grad_enabled
     state.grad_enabled = create_graph
     heappop, heappush = heapq.heappop, heapq.heappush
     # gradients of one slot summed without the dispatcher (NumPy): only where the sum is no
@@ -251,7 +251,7 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
                 continue
             own = getattr(node, "own_hooks", False)     # (compile/output_hooks.py)
             hooked = (node._pre_hooks or node._retained) and not own and \
-                hooks("a hook or retain_grad")
+                hooks("a hook or retain_grad", None if node._retained else node)
             raw = grads
             if hooked:      # (the node's own pre-hooks only when it runs, below)
                 grads = run_pre_hooks(node, list(grads), False)
@@ -296,7 +296,7 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
                     outs = dispatch.profiler.node(node, grads, retain_graph)
                 if _anomaly["enabled"] and _anomaly["check_nan"]:
                     check_nan(node, outs)
-                if node._post_hooks and hooks("a node hook"):
+                if node._post_hooks and hooks("a node hook", node):
                     outs = run_post_hooks(node, outs, grads)
             else:
                 outs = [None] * len(node.next_functions)

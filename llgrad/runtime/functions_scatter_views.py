@@ -1,6 +1,7 @@
 """The view ops' functional forms: the *_scatter functions (input with a view of it replaced
 by src: slice, select, diagonal, as_strided), index_reduce, the *_copy functions (a view
-op's result as a fresh contiguous tensor), the unsafe_* splits and nonzero_static.
+op's result as a fresh contiguous tensor), torch.split and the unsafe_* splits and
+nonzero_static.
 
 The scatters are one index_put into the flattened input at the positions the view reads
 (found by taking that view of an arange), so they are differentiable in both inputs and
@@ -199,6 +200,14 @@ Tensor.index_reduce_ = index_reduce_
 
 
 # ---- the unsafe splits and the *_copy functions ----------------------------------------------
+
+def split(tensor, split_size_or_sections, dim=0):
+    """As torch.split: Tensor.split with the function's keywords (the method's is split_size)."""
+    return tensor.split(split_size_or_sections, dim)
+
+
+export(split)
+
 
 def unsafe_chunk(input, chunks, dim=0):
     """As torch.unsafe_chunk: chunk (PyTorch skips the views' aliasing checks; llgrad's

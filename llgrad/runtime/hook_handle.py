@@ -3,6 +3,7 @@ registration itself: shared by nodes (node.py) and tensors (tensor_autograd.py).
 import itertools
 
 from . import trace_state
+from .saved_tensor import user_location
 
 
 class _Handle:
@@ -28,11 +29,17 @@ class _Handle:
 _hook_keys = itertools.count()
 
 
-def _register(hooks, fn):
-    """Register fn in the dict `hooks` under a fresh key; the handle that removes it. (Not
-    while tracing: a hook made inside a compiled function would have to run on every call.)"""
-    if trace_state.state.tracer is not None:
-        trace_state.state.tracer.graph_break("a hook registered inside the compiled function")
+def _register(hooks, fn, node=None):
+    """Register fn in the dict `hooks` (of node, when it is a node's) under a fresh key; the
+    handle that removes it. While tracing, only on a node the traced run made: its hooks
+    run in the run's own backward, traced with it (a hook on anything older would have to
+    be registered by every call)."""
+    tracer = trace_state.state.tracer
+    if tracer is not None:
+        # (a leaf's AccumulateGrad, which has a variable, outlives the call)
+        if node is None or hasattr(node, "variable") or node._seq < tracer.first_node:
+            tracer.graph_break("a hook registered inside the compiled function")
+        tracer.inner_hooks = tracer.inner_hooks or str(user_location())
     key = next(_hook_keys)
     hooks[key] = fn
     return _Handle(lambda: hooks.pop(key, None))

@@ -172,7 +172,9 @@ def unbind(self, dim=0):
     return self._op("unbind", dim=norm_dim(dim, self._data.ndim))
 
 
-def split(self, split_size_or_sections, dim=0):
+def split(self, split_size, dim=0):
+    """As Tensor.split (keyword split_size; llgrad.split's is split_size_or_sections)."""
+    split_size_or_sections = split_size
     if not self._data.ndim:
         raise RuntimeError("split expects at least a 1-dimensional tensor")
     d = norm_dim(dim, self._data.ndim)

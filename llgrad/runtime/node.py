@@ -58,7 +58,7 @@ class Node:
         hooks = self._post_hooks
         if hooks is None:
             hooks = self._post_hooks = {}
-        return _register(hooks, fn)
+        return _register(hooks, fn, self)
 
     def register_prehook(self, fn):
         """fn(grad_outputs) -> new grad_outputs or None, before the node runs."""
@@ -68,7 +68,7 @@ class Node:
         hooks = self._pre_hooks
         if hooks is None:
             hooks = self._pre_hooks = {}
-        return _register(hooks.setdefault(output_nr, {}), fn)
+        return _register(hooks.setdefault(output_nr, {}), fn, self)
 
     def release(self):
         pass
@@ -187,8 +187,8 @@ def fix_grads(res, edges, in_meta):
         shape, dt = meta
         if r._data.shape != shape:
             r = r.sum_to_size(shape)
-        if r._dtype is not dt:
-            r = r.to(dt)
+        if r._dtype is not dt:      # (a real input's from a complex one: its real part)
+            r = (r.real if r._dtype.is_complex and not dt.is_complex else r).to(dt)
         out.append(r)
     return out
 

@@ -175,12 +175,15 @@ class Bindings:
             return e[1]
         return None
 
-    def operands(self, inputs):
+    def operands(self, inputs, results=()):
         """The Values of a recorded op's inputs (value_of: the Tracer's), its other operands
         as they are. A NumPy array operand (t == arr, t.add(arr)) stops the trace: eager
         computes with it, a graph cannot hold it as a constant (an argument's changes)."""
         if any(type(x) is np.ndarray for x in inputs):
             self.untraceable("a NumPy array as an operand of a tensor op")
+        for x in list(inputs) + list(results):
+            if isinstance(x, Tensor) and x._dtype.is_complex or isinstance(x, complex):
+                self.graph_break("complex numbers (compiled code has no complex values)")
         return [self.value_of(x) if isinstance(x, Tensor) else x for x in inputs]
 
     def inplace_view(self, t, v):

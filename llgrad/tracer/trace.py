@@ -44,24 +44,24 @@ class Tracer(Bindings):
         self.builder = Builder(name)
         self.inputs = {}       # id(storage) -> graph input index
         self.rng_example = default_generator.state.copy()
-        self.rng_input = None
-        self.rng_value = None
+        self.rng_input = self.rng_value = None
         self.loc_override = None   # set while replaying a graph or running a VJP rule
         self.grad_read = False     # whether the traced code read some tensor's .grad
         self.grad_cleared = set()  # ids of tensors the traced code set `.grad = None` on
         self.region_made = {}      # id(tensor) -> (tensor, region): made inside a region
         self.hooks_off = False     # compile's own differentiation: the engine runs no hooks
         self.backward_runs = 0     # .backward() calls the traced code made itself (a step)
+        self.graph_freed = False   # whether a backward / autograd.grad of its freed a graph
+        self.inner_hooks = None    # where it first hooked a node it made (hook_handle.py)
         self.broken = None         # a graph break's message (kept if user code catches it)
         self.arrays = {}           # id(an input's base array) -> its Storage (array_storage)
         self.shared = set()        # ids of input storages whose memory two inputs share
         self.first_node = next(_sequence)   # backward nodes made before the trace have less
-        # untaken(what): a context manager around tracing the branch of a tensor `if` that
-        # eager does not take (its Python effects put back, control.py); None: no such care
+        # untaken(what): a context manager around tracing the branch of a tensor `if` eager
+        # does not take (its Python effects put back, control.py); None: no such care
         self.untaken = None
-        # whether later calls with other values reuse the trace (compile's): reading an
-        # input's layout (which the guards leave out) cannot be traced, and library checks
-        # of argument values are made of ops, value guards (trace_state.reused)
+        # whether later calls with other values reuse the trace (compile's): an input's layout
+        # (left out of guards) cannot be read; library checks of values are ops, value guards
         self.reused = False
 
     def current_loc(self):
@@ -198,7 +198,7 @@ class Tracer(Bindings):
 
     # ---- hooks called by the dispatcher ----------------------------------------------------
     def record(self, op, inputs, attrs, results):
-        operands = self.operands(inputs)
+        operands = self.operands(inputs, results)
         attrs = mask_attrs(self, op, inputs, operands, attrs)     # x[mask]: tracer/masks.py
         view = op.kind == "view"
         if op.name in _RESHAPES and not _viewable(operands[0].type, attrs["shape"]):

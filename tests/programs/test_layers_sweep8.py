@@ -290,10 +290,7 @@ PROGRAMS = {f.__name__: f for f in [
 # (over ~1.5 s each with their LLVM builds, on a machine the suite shares: in the slow run)
 SLOW = {"c3d_video_classifier", "conv1d_transpose_autoencoder", "lstmp_frame_classifier",
         "perceiver_cross_attention"}
-XFAIL = {"tensor_hook_in_step": "a hook registered inside the compiled function: compile "
-          "runs it eagerly and warns",
-         "grad_flow_hooks": "register_full_backward_hook registers tensor hooks during each "
-         "forward, inside the compiled step: compile runs it eagerly and warns"}
+XFAIL = {}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=([pytest.mark.xfail(

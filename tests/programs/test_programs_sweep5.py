@@ -72,12 +72,7 @@ SLOW = set(PROGRAMS) - {"a.dann", "c.hypernetwork", "d.grad_cam_compiled", "h.de
                         "h.mc_dropout"}
 
 # (gaps in llgrad, each named)
-XFAIL = {
-    "d.grad_cam_compiled": "a module's full backward hook registers tensor hooks at every "
-                           "forward (as PyTorch's BackwardHook does); a hook registered while "
-                           "tracing is a graph break (runtime/hook_handle.py), so the compiled "
-                           "explanation runs eagerly with a warning",
-}
+XFAIL = {}
 
 
 def _marks(name):
