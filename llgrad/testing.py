@@ -35,18 +35,20 @@ def _fail(text, msg):
     raise _Failure(text if msg is None else msg(text) if callable(msg) else msg)
 
 
-def _compare_numbers(actual, expected, rtol, atol, equal_nan, msg):
+def _compare_numbers(actual, expected, rtol, atol, equal_nan, check_dtype, msg):
     if isinstance(actual, bool) or isinstance(expected, bool):
         if actual != expected:
             _fail(f"Booleans mismatch: {actual} is not {expected}", msg)
         return
+    if check_dtype and type(actual) is not type(expected):
+        _fail(f"The (d)types do not match: {type(actual)} != {type(expected)}.", msg)
     floats = isinstance(actual, float) or isinstance(expected, float)
     rtol, atol = _tolerances(["float64"] if floats else ["int64"], rtol, atol)
     if actual == expected or (equal_nan and actual != actual and expected != expected):
         return
     diff = abs(actual - expected)
-    if diff <= atol + rtol * abs(expected) and not math.isnan(diff):
-        return
+    if diff <= atol + rtol * abs(expected) and math.isfinite(diff):     # (an infinity is
+        return                                  # close to itself alone, not within inf)
     rel = diff / abs(expected) if expected != 0 else math.inf
     equal = rtol == 0 and atol == 0
     _fail(f"Scalars are not {'equal' if equal else 'close'}!\n\nExpected {expected} but got "
@@ -80,7 +82,8 @@ def _compare_tensors(actual, expected, rtol, atol, equal_nan, check_dtype, check
         a, e = a.astype(dt), e.astype(dt)
         if dt.kind in "fc":
             with np.errstate(invalid="ignore", over="ignore"):
-                close = (a == e) | (np.abs(a - e) <= atol + rtol * np.abs(e))
+                diff = np.abs(a - e)    # (an infinity is close to itself alone)
+                close = (a == e) | (np.isfinite(diff) & (diff <= atol + rtol * np.abs(e)))
             if equal_nan:
                 close |= np.isnan(a) & np.isnan(e)
             bad = ~close
@@ -99,9 +102,10 @@ def _compare_tensors(actual, expected, rtol, atol, equal_nan, check_dtype, check
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         absdiff = np.abs(a - e) if dt.kind in "fc" else np.abs(a.astype(np.int64) - e)
         rel = _rel(a, e)
-    at_abs = np.unravel_index(int(np.nanargmax(absdiff)) if not np.isnan(absdiff).all()
-                              else 0, a.shape)
-    at_rel = np.unravel_index(int(np.nanargmax(rel)) if not np.isnan(rel).all() else 0, a.shape)
+    # (PyTorch's: the greatest among the mismatches, a NaN first, as its max propagates it)
+    absdiff[~bad], rel[~bad] = 0, 0
+    at_abs = np.unravel_index(int(np.argmax(absdiff)), a.shape)
+    at_rel = np.unravel_index(int(np.argmax(rel)), a.shape)
     allowed_abs = "" if equal else f" (up to {atol} allowed)"
     allowed_rel = "" if equal else f" (up to {rtol} allowed)"
     _fail(f"Tensor-likes are not {what}!\n\nMismatched elements: {n_bad} / {a.size} "
@@ -130,7 +134,8 @@ def _compare(actual, expected, path, kw):
             _compare_tensors(actual, expected, kw["rtol"], kw["atol"], kw["equal_nan"],
                              kw["check_dtype"], kw["check_stride"], kw["msg"])
         elif isinstance(actual, (bool, int, float)) and isinstance(expected, (bool, int, float)):
-            _compare_numbers(actual, expected, kw["rtol"], kw["atol"], kw["equal_nan"], kw["msg"])
+            _compare_numbers(actual, expected, kw["rtol"], kw["atol"], kw["equal_nan"],
+                             kw["check_dtype"], kw["msg"])
         elif isinstance(actual, collections.abc.Mapping) and \
                 isinstance(expected, collections.abc.Mapping):
             if set(actual) != set(expected):

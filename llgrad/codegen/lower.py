@@ -20,6 +20,7 @@ from . import control  # noqa: F401  (cond, while_loop: their lowerings join the
 from .build import (Unsupported, blas_available, emit_plan, plan_graph,  # noqa: F401
                     simplify, supports, unsupported)
 from .kernel import TAIL, Kernel
+from ..ir.verify import VerifyError
 from .lowerings.ops_matmul import small_gemm_bound
 from .native.threadcount import RUN as THREAD_CALL
 from .lowerings.pool import ensure_pool
@@ -165,8 +166,8 @@ def _shared(plan, split, name, key, family, also, opt):
         return None, True
     try:
         _, plan, split, _, _, _ = _prepare(graph, *options)
-    except Unsupported:
-        return None, True
+    except (Unsupported, VerifyError):  # (a graph typed under another default dtype: its
+        return None, True               # int * 2.5 is float32 there, float64 now)
     made = _template(mod, _emit(plan, name, split, shared=True), name)
     if made is None:
         return None, True

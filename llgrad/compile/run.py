@@ -140,7 +140,10 @@ def run_entry(entry, tensors):
             continue
         t = tensors[i]
         if env[v] is not t._data:       # (else the kernel wrote it in place)
-            t._data[...] = env[v]
+            try:
+                t._data[...] = env[v]
+            except ValueError:          # (NumPy's read-only view of an expanded input)
+                _write_read_only(t, env[v])
         t._storage.version += entry.bumps.get(i, 1)
     results = _wrap_outputs(outs[:entry.n_fn_out], tensors)
     taken = set(map(id, arrays))
@@ -223,6 +226,19 @@ def _written_at(fwd):
     """' (written at file.py:12)': the user's line of a write of an input, or ''."""
     locs = [v.node.loc for v in fwd.mutated.values() if v.node is not None and v.node.loc]
     return f" (written at {short_loc(locs[0])})" if locs else ""
+
+
+def _write_read_only(t, value):
+    """Write back an input NumPy holds read-only: an expanded one, through a writeable view
+    of its memory, as eager writes it (a trace only succeeds where eager's write did: one
+    value for the elements that share memory, so repeated writes agree)."""
+    base = t._storage.base
+    if not base.flags.writeable:
+        raise RuntimeError("the tensor's memory is read-only (a read-only NumPy array or "
+                           "memmap under from_numpy): clone() it, or make the array "
+                           "writeable, before writing into it")
+    offset = t._data.__array_interface__["data"][0] - t._storage.data_ptr()
+    np.ndarray(t._data.shape, t._data.dtype, base, offset, t._data.strides)[...] = value
 
 
 def _overlapping(tensors, written):

@@ -4,6 +4,7 @@ or 3 padded dims (llgrad/ir/ops_nn_more.py), and circular is PyTorch's compositi
 input copied into a new tensor, whose borders are then copied from its other side
 (CopySlices, as in PyTorch)."""
 from ..ir import OPS
+from ..runtime.creation_checks import fill_value_fits
 from ..runtime.dispatch import call
 
 _MODES = ("constant", "reflect", "replicate", "circular")
@@ -90,6 +91,8 @@ def pad(input, pad, mode="constant", value=None):
                 raise RuntimeError(f"The input size {input.shape[d]}, plus negative padding "
                                    f"{lo} and {hi} resulted in a negative output size, which is "
                                    f"invalid. Check dimension {d} of your input.")
+        if type(value) in (bool, int, float):   # (PyTorch's value is a float, stored with
+            value = fill_value_fits(float(value), input.dtype)  # its overflow check)
         return call(OPS["constant_pad_nd"], (input,),
                     {"pad": pad, "value": 0.0 if value is None else value})
     if value is not None and value != 0:

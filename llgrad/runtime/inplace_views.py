@@ -25,8 +25,8 @@ def _in_place(view, name_shift):
         v = view(self, *args, **kwargs)
         value = tracer.value_of(v) if tracer is not None and tracer.knows(v) else None
         self._data = v._data
-        if v._creation is not None:
-            self._creation = v._creation
+        if v._creation is not None and self._base is not None:   # (the grad mode a view
+            self._creation = v._creation        # was made in: a tensor that is no view has none)
         fn = v.grad_fn if grad_mode.state.grad_enabled else None
         if fn is not None:
             name, number = type(fn).__name__.rsplit("Backward", 1)

@@ -44,6 +44,7 @@ def setitem(self, idx, value):
         value = float(np.float16(value)) if self._dtype.name == "float16" else \
             fill_value_fits(value, self._dtype)
     if any(_is_advanced(i) or _is_bool(i) for i in idx):
+        _byte_mask_fill(idx, value)
         t, rest = _slices_first(*_basic_first(self, _byte_masks(idx)))
         spec, tensors = _spec(t, rest)
         if not isinstance(value, Tensor):
@@ -75,6 +76,17 @@ def setitem(self, idx, value):
                                "tensor refers to a single memory location. Please clone() the "
                                "tensor before performing the operation.")
         target.fill_(value)
+
+
+def _byte_mask_fill(idx, value):
+    """PyTorch's error for x[byte_mask] = one number: its index_put_ hands a lone mask and a
+    one-element value to masked_fill_, which takes bool masks only (more values: index_put_,
+    which reads the uint8 tensor as a mask; a 0-d one is read as a Python bool)."""
+    adv = [i for i in idx if _is_advanced(i)]
+    if len(adv) == 1 and isinstance(adv[0], Tensor) and adv[0]._dtype.name == "uint8" and \
+            adv[0]._data.ndim and (not isinstance(value, Tensor) or value._data.size == 1):
+        raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with dtype "
+                           "unsigned char")
 
 
 def _slices_first(t, rest):

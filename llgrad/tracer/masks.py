@@ -12,8 +12,9 @@ Inside tensor-dependent control flow (an if/while traced as IR regions) there is
 to fall back on: a mask computed there is an error, as in JAX (use llgrad.where).
 
 `index_put` (x[mask] = v) needs the count only when the values' shape depends on it (a
-values tensor with the mask's length) or when the values take a gradient (their VJP is
-g[mask]): x[x < 0] = 0 stays valid for every mask and is not specialised."""
+values tensor with the mask's length), when the values take a gradient (their VJP is
+g[mask]) or when other index tensors broadcast with the mask (x[mask, i] = 0): x[x < 0] = 0
+stays valid for every mask and is not specialised."""
 import numpy as np
 
 from ..ir.graph import Guard, Value
@@ -61,6 +62,8 @@ def tensors_of(tracer, operands):
 def _values_need_counts(values, operands, attrs, counts):
     if isinstance(values, Tensor) and values.requires_grad:
         return True           # the values' gradient g[mask] has the mask's length
+    if sum(isinstance(x, Value) for x in operands[2:]) > 1:
+        return True           # a mask beside other index tensors broadcasts with them
     vt = operands[1].type if isinstance(operands[1], Value) else None
     if vt is None or vt.numel == 1:
         return False          # one element broadcasts to any count (an empty one may not)
