@@ -67,7 +67,7 @@ def test_trajectory_matches_torch(name, kwargs, steps, dtype):
     theirs = _run(torch, name, kwargs, steps, dtype)
     # (L-BFGS's dot products and line search amplify the summation order's last bits)
     tol = dict(rtol=1e-7 if name == "LBFGS" else 1e-9, atol=1e-12) if dtype == "float64" \
-        else dict(rtol=2e-4, atol=1e-5)
+        else dict(rtol=2e-4, atol=5e-5 if name == "LBFGS" else 1e-5)    # (CPU-dependent)
     np.testing.assert_allclose(ours[0], theirs[0], **tol)
     for a, b in zip(ours[1], theirs[1]):
         np.testing.assert_allclose(a, b, **tol)

@@ -230,6 +230,11 @@ def test_half_normalisation_compiled():
 
 _HALF_X = ("t.tensor([6e4, -6e4, 1000., -1000., 300., -300., 40., -40., 11.1, -11.1, 3., -3., "
            "-0.7, 0.7, -0.1, 0.1, 3e-5, -3e-5, 0., -0., inf, -inf, nan]).half()")
+# (PyTorch's float16 erf-GELU where it underflows depends on the CPU: its AVX-512 kernel gives
+# nan at inf and signed zeros of gradients at -11.1 and -inf unlike its AVX2 kernel, which
+# llgrad matches; those inputs are left out of the GELU cases)
+_HALF_X_FINITE = _HALF_X.replace("inf, -inf, ", "")
+_HALF_X_GELU_GRAD = _HALF_X_FINITE.replace("-11.1, ", "")
 
 
 @pytest.mark.parametrize("fn", [
@@ -238,7 +243,7 @@ _HALF_X = ("t.tensor([6e4, -6e4, 1000., -1000., 300., -300., 40., -40., 11.1, -1
     "F.rrelu(x, training=False)", "F.gelu(x)", "F.silu(x)", "x.sigmoid()", "x.tanh()",
 ])
 def test_half_activations_round_once(fn):
-    same(f"x = {_HALF_X}\nr = {fn}", rtol=0)
+    same(f"x = {_HALF_X_FINITE if fn == 'F.gelu(x)' else _HALF_X}\nr = {fn}", rtol=0)
 
 
 def test_half_activations_compiled():
@@ -305,5 +310,6 @@ def test_cumsum_of_negative_zeros_compiled():
 
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 def test_half_gelu_gradient(approximate):
-    same(f"x = {_HALF_X}.requires_grad_()\n"
+    x = _HALF_X_GELU_GRAD if approximate == "none" else _HALF_X
+    same(f"x = {x}.requires_grad_()\n"
          f"r = t.autograd.grad(F.gelu(x, approximate='{approximate}').sum(), x)[0]", rtol=0)
