@@ -190,4 +190,8 @@ def main(names):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1].split(",") if len(sys.argv) > 1 else NAMES)
+    chosen = sys.argv[1].split(",") if len(sys.argv) > 1 else NAMES
+    if sys.argv[1:2] in (["-h"], ["--help"]) or set(chosen) - set(NAMES):
+        sys.exit(__doc__ + f"\n\nmodels: {', '.join(NAMES)}" + ("" if sys.argv[1:2] in
+                 (["-h"], ["--help"]) else f"\nunknown: {', '.join(set(chosen) - set(NAMES))}"))
+    main(chosen)

@@ -28,6 +28,8 @@ from .runtime.dtype_info import finfo, iinfo  # noqa: F401,E402
 from .runtime.dtypes import get_default_dtype, set_default_dtype  # noqa: F401,E402
 from . import autograd, ir, linalg, nn, optim  # noqa: F401,E402
 from . import special  # noqa: F401,E402 (torch.special)
+from . import fft  # noqa: F401,E402 (torch.fft)
+from .fft import istft, stft  # noqa: F401,E402
 from . import sparse  # noqa: F401,E402 (torch.sparse)
 from . import return_types  # noqa: F401,E402 (torch.return_types)
 from .tracer import trace  # noqa: F401,E402

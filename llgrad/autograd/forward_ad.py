@@ -91,6 +91,9 @@ def make_dual(tensor, tangent, *, level=None):
     if level < 0:
         raise RuntimeError("Trying to create a dual Tensor for forward AD but no level "
                            "exists, make sure to enter_dual_level() first.")
+    if tensor.is_complex() or tangent.is_complex():    # (its rules are the real ones)
+        raise NotImplementedError("llgrad: forward-mode AD is not implemented for complex "
+                                  "tensors; use backward mode (torch.autograd.grad)")
     if not tensor.is_floating_point():
         raise ValueError(f"Expected primal to be floating point or complex, but got: "
                          f"{tensor.dtype}")

@@ -24,7 +24,7 @@ import threading
 import numpy as np
 
 from ..ir import OPS
-from ..runtime import creation, dispatch
+from ..runtime import dispatch, random_state
 from ..runtime.dispatch import call, op_result_type
 from ..runtime.dtypes import result_type
 from ..runtime.tensor import Tensor
@@ -231,12 +231,12 @@ _lock = threading.Lock()
 
 
 def install(random_hook):
-    """The dispatcher's hook, and random_hook before every draw (creation.py), while any
+    """The dispatcher's hook, and random_hook before every draw (random_state.py), while any
     vmap runs (both check this thread's state)."""
     with _lock:
         _active[0] += 1
         dispatch.batching = HOOK
-        creation.random_hook = random_hook
+        random_state.random_hook = random_hook
 
 
 def uninstall():
@@ -245,7 +245,7 @@ def uninstall():
         if _active[0] <= 0:
             _active[0] = 0
             dispatch.batching = None
-            creation.random_hook = None
+            random_state.random_hook = None
 
 
 def batched_inplace(op, t, inputs, attrs):

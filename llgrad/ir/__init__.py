@@ -15,6 +15,7 @@ from . import ops_matrix  # noqa: F401,E402  (linalg_inv_ex, linalg_det, linalg_
 from . import ops_conv3d, ops_pool3d  # noqa: F401,E402  (convolution3d; 3-D pooling)
 from . import ops_linalg_solve, ops_linalg_spectral  # noqa: F401,E402  (solve, lu, qr, svd)
 from . import ops_special_bessel  # noqa: F401,E402  (Bessel, polynomials, zeta)
+from . import ops_complex, ops_fft  # noqa: F401,E402  (view_as_real, complex, ...; fft)
 from .graph import Graph, Guard, Node, TensorType, Value  # noqa: F401,E402
 from .builder import Builder  # noqa: F401,E402
 from . import printer  # noqa: F401,E402  (Graph.__str__)

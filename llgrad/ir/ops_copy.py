@@ -1,4 +1,6 @@
 """Copies, casts and fills: clone, to_dtype, fill, full, arange, zero, copy."""
+import warnings
+
 import numpy as np
 
 from .geometry import contiguous_strides, fast_to_slow, iterator_strides
@@ -75,18 +77,28 @@ def _clone(x, memory_format="preserve", dtype=None):
 
 
 defop("clone", _clone, vjp=lambda c, g: (g,), grad_fn="CloneBackward0", kind="elementwise",
-      functions=("clone",))
-defop("to_dtype", lambda x, dtype, memory_format="preserve": _clone(x, memory_format, dtype),
-      vjp=lambda c, g: (g,), grad_fn="ToCopyBackward0", kind="elementwise")
+      functions=("clone",), complex=True)
+def _to_dtype(x, dtype, memory_format="preserve"):
+    if x.dtype.kind == "c" and np.dtype(dtype) == np.bool_:
+        return x != 0                       # (nonzero: either part, as PyTorch's)
+    if x.dtype.kind == "c" and np.dtype(dtype).kind != "c":
+        warnings.warn("Casting complex values to real discards the imaginary part",
+                      UserWarning, stacklevel=2)        # (PyTorch's words)
+        x = x.real
+    return _clone(x, memory_format, dtype)
+
+
+defop("to_dtype", _to_dtype, vjp=lambda c, g: (g,), grad_fn="ToCopyBackward0",
+      kind="elementwise", complex=True)
 defop("fill", lambda x, value: np.full_like(x, value, order="K"),
       vjp=lambda c, g: (g.new_zeros(g.shape), g.sum() if c.needs(1) else None),
       args=("self", "value"),
       # PyTorch: fill_.Scalar -> FillBackward2, fill_.Tensor -> FillBackward3 (the fill op is
       # only reached in place; the out-of-place fill.Scalar/fill.Tensor are 0 and 1)
       grad_fn=lambda ins, at: "FillBackward3" if _is_tensor(ins[1]) else "FillBackward2",
-      kind="elementwise")
+      kind="elementwise", complex=True)
 defop("full", lambda shape, value, dtype: np.full(shape, value, dtype=dtype), args=(),
-      kind="creation", doc="a tensor of one value (zeros, ones, new_full): no literal data")
+      kind="creation", doc="a tensor of one value (zeros, ones, new_full): no literal data", complex=True)
 
 
 def _arange(start, step, size, dtype):
@@ -104,7 +116,7 @@ defop("arange", _arange, args=(), kind="creation",
 
 
 defop("zero", lambda x: np.zeros_like(x, order="K"), vjp=lambda c, g: (g.new_zeros(g.shape),),
-      grad_fn="ZeroBackward0", kind="elementwise")
+      grad_fn="ZeroBackward0", kind="elementwise", complex=True)
 defop("copy", lambda x, src: np.array(np.broadcast_to(src, x.shape), dtype=x.dtype, order="K"),
       vjp=lambda c, g: (g.new_zeros(g.shape), g), args=("self", "src"), grad_fn="CopyBackwards",
-      kind="elementwise")
+      kind="elementwise", complex=True)

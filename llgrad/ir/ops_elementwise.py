@@ -5,7 +5,7 @@ import numpy as np
 
 from .erf_table import np_erf
 from .fused_madd import fma
-from .optable import defop
+from .optable import conj, defop
 
 _SQRT2 = math.sqrt(2.0)
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -105,24 +105,25 @@ def _sub(a, b, alpha=1):
 
 _NUMBER = (int, float)
 _binary("add", _half_alpha(_add),
-        lambda c, g: (g, g if c.alpha == 1 else g * c.alpha), "AddBackward0", functions=("add",))
+        lambda c, g: (g, g if c.alpha == 1 else g * conj(c.alpha)), "AddBackward0", functions=("add",), complex=True)
 _binary("sub", _half_alpha(_sub),
-        lambda c, g: (g, -g if c.alpha == 1 else g * -c.alpha), "SubBackward0",
-        functions=("sub", "subtract"))
+        lambda c, g: (g, -g if c.alpha == 1 else g * -conj(c.alpha)), "SubBackward0",
+        functions=("sub", "subtract"), complex=True)
 _binary("rsub", _half_alpha(lambda a, b, alpha=1: _sub(b, a, alpha)),
-        lambda c, g: (-g if c.alpha == 1 else g * -c.alpha, g),
+        lambda c, g: (-g if c.alpha == 1 else g * -conj(c.alpha), g),
         lambda ins, at: "RsubBackward0" if hasattr(ins[1], "_dtype") else "RsubBackward1",
-        number_edges=False)
+        number_edges=False, complex=True)
 _binary("mul", _half_scalars(np.multiply),
-        lambda c, g: (g * c.other if c.needs(0) else None, g * c.self if c.needs(1) else None),
+        lambda c, g: (g * conj(c.other) if c.needs(0) else None,
+                      g * conj(c.self) if c.needs(1) else None),
         "MulBackward0", save=("self", "other"),
         methods=("mul", "multiply", "__mul__", "__rmul__"), inplace=("mul_", "__imul__"),
-        functions=("mul", "multiply"))
+        functions=("mul", "multiply"), complex=True)
 _binary("div", _half_scalars(np.true_divide),
-        lambda c, g: (g / c.other if c.needs(0) else None,
-                      -g * (c.self / c.other / c.other) if c.needs(1) else None),
+        lambda c, g: (g / conj(c.other) if c.needs(0) else None,
+                      -g * conj(c.self / c.other / c.other) if c.needs(1) else None),
         "DivBackward0", save=("self", "other"), float_out=True,
-        functions=("div", "divide", "true_divide"))
+        functions=("div", "divide", "true_divide"), complex=True)
 
 
 
@@ -167,27 +168,27 @@ def _neg(x):
 
 _unary("neg", _neg, lambda c, g: (-g,), "NegBackward0", float_out=False,
        methods=("neg", "negative", "__neg__"), inplace=("neg_", "negative_"),
-       functions=("neg", "negative"))
+       functions=("neg", "negative"), complex=True)
 
 # ---- unary math -----------------------------------------------------------------------
 
-_unary("exp", np.exp, lambda c, g: (g * c.result,), "ExpBackward0", save=("result",),
-       methods=("exp",), inplace=("exp_",), functions=("exp",), cost=4)
-_unary("log", np.log, lambda c, g: (g / c.self,), "LogBackward0", save=("self",),
-       methods=("log",), inplace=("log_",), functions=("log",), cost=4)
-_unary("log1p", np.log1p, lambda c, g: (g / (c.self + 1),), "Log1PBackward0", save=("self",),
-       methods=("log1p",), inplace=("log1p_",), functions=("log1p",), cost=4,
-       eager_native=True)
-_unary("expm1", np.expm1, lambda c, g: (g * (c.result + 1),), "Expm1Backward0",
-       save=("result",), methods=("expm1",), inplace=("expm1_",), functions=("expm1",), cost=4)
-_unary("sqrt", np.sqrt, lambda c, g: (g / (2 * c.result),), "SqrtBackward0", save=("result",),
-       methods=("sqrt",), inplace=("sqrt_",), functions=("sqrt",))
-_unary("rsqrt", lambda x: 1.0 / np.sqrt(x), lambda c, g: (g * -0.5 * c.result ** 3,),
+_unary("exp", np.exp, lambda c, g: (g * conj(c.result),), "ExpBackward0", save=("result",),
+       methods=("exp",), inplace=("exp_",), functions=("exp",), cost=4, complex=True)
+_unary("log", np.log, lambda c, g: (g / conj(c.self),), "LogBackward0", save=("self",),
+       methods=("log",), inplace=("log_",), functions=("log",), cost=4, complex=True)
+_unary("log1p", np.log1p, lambda c, g: (g / conj(c.self + 1),), "Log1PBackward0",
+       save=("self",), methods=("log1p",), inplace=("log1p_",), functions=("log1p",), cost=4,
+       eager_native=True, complex=True)
+_unary("expm1", np.expm1, lambda c, g: (g * conj(c.result + 1),), "Expm1Backward0", save=("result",),
+       methods=("expm1",), inplace=("expm1_",), functions=("expm1",), cost=4, complex=True)
+_unary("sqrt", np.sqrt, lambda c, g: (g / (2 * conj(c.result)),), "SqrtBackward0", save=("result",),
+       methods=("sqrt",), inplace=("sqrt_",), functions=("sqrt",), complex=True)
+_unary("rsqrt", lambda x: 1.0 / np.sqrt(x), lambda c, g: (g * -0.5 * conj(c.result ** 3),),
        "RsqrtBackward0", save=("result",),
-       methods=("rsqrt",), inplace=("rsqrt_",), functions=("rsqrt",))
-_unary("reciprocal", np.reciprocal, lambda c, g: (-g * c.result * c.result,),
+       methods=("rsqrt",), inplace=("rsqrt_",), functions=("rsqrt",), complex=True)
+_unary("reciprocal", np.reciprocal, lambda c, g: (-g * conj(c.result * c.result),),
        "ReciprocalBackward0", save=("result",),
-       methods=("reciprocal",), inplace=("reciprocal_",), functions=("reciprocal",))
+       methods=("reciprocal",), inplace=("reciprocal_",), functions=("reciprocal",), complex=True)
 def _abs(x):
     if x.dtype == np.bool_:
         raise NotImplementedError('"abs_cpu" not implemented for \'Bool\'')
@@ -200,19 +201,23 @@ def _sign(x):
     return np.where(x != x, 0, np.sign(x))      # (PyTorch: sign(NaN) is 0)
 
 
-_unary("abs", _abs, lambda c, g: (g * c.self.sign(),), "AbsBackward0", save=("self",),
-       float_out=False,
+def _abs_vjp(c, g):
+    x = c.self          # (a complex x's sign is z / |z|, which has a derivative: sgn)
+    return (g * (x.sgn() if x.dtype.is_complex else x.sign()),)
+
+
+_unary("abs", _abs, _abs_vjp, "AbsBackward0", save=("self",), float_out=False,
        methods=("abs", "absolute", "__abs__"), inplace=("abs_", "absolute_"),
-       functions=("abs", "absolute"))
+       functions=("abs", "absolute"), complex=True)
 _unary("sign", _sign,
        lambda c, g: (g.new_zeros(g.shape),), "SignBackward0", float_out=False,
-       methods=("sign",), inplace=("sign_",), functions=("sign",))
-_unary("sin", np.sin, lambda c, g: (g * c.self.cos(),), "SinBackward0", save=("self",),
-       methods=("sin",), inplace=("sin_",), functions=("sin",), cost=4)
-_unary("cos", np.cos, lambda c, g: (-g * c.self.sin(),), "CosBackward0", save=("self",),
-       methods=("cos",), inplace=("cos_",), functions=("cos",), cost=4)
-_unary("tanh", np.tanh, lambda c, g: (g * (1 - c.result * c.result),), "TanhBackward0",
-       save=("result",), methods=("tanh",), inplace=("tanh_",), functions=("tanh",), cost=4)
+       methods=("sign",), inplace=("sign_",), functions=("sign",))   # (complex: sgn)
+_unary("sin", np.sin, lambda c, g: (g * conj(c.self.cos()),), "SinBackward0", save=("self",),
+       methods=("sin",), inplace=("sin_",), functions=("sin",), cost=4, complex=True)
+_unary("cos", np.cos, lambda c, g: (-g * conj(c.self.sin()),), "CosBackward0", save=("self",),
+       methods=("cos",), inplace=("cos_",), functions=("cos",), cost=4, complex=True)
+_unary("tanh", np.tanh, lambda c, g: (g * conj(1 - c.result * c.result),), "TanhBackward0",
+       save=("result",), methods=("tanh",), inplace=("tanh_",), functions=("tanh",), cost=4, complex=True)
 _unary("erf", np_erf, lambda c, g: (g * _TWO_OVER_SQRT_PI * (-(c.self * c.self)).exp(),),
        "ErfBackward0", save=("self",),
        methods=("erf",), inplace=("erf_",), functions=("erf",), cost=4,
@@ -222,14 +227,16 @@ _unary("erf", np_erf, lambda c, g: (g * _TWO_OVER_SQRT_PI * (-(c.self * c.self))
 @_half_in_float
 def _sigmoid(x):
     # exp(-|x|) never overflows; both branches are exact.
+    if x.dtype.kind == "c":
+        return 1 / (1 + np.exp(-x))     # (no sign to split on)
     z = np.exp(-np.abs(x))
     return np.where(x >= 0, 1 / (1 + z), z / (1 + z)).astype(np.result_type(x), copy=False)
 
 
-_unary("sigmoid", _sigmoid, lambda c, g: (g * c.result * (1 - c.result),), "SigmoidBackward0",
-       save=("result",),
+_unary("sigmoid", _sigmoid, lambda c, g: (g * conj(c.result) * conj(1 - c.result),),
+       "SigmoidBackward0", save=("result",),
        methods=("sigmoid",), inplace=("sigmoid_",), functions=("sigmoid",), cost=4,
-       eager_native=True)
+       eager_native=True, complex=True)
 
 # ---- activations ----------------------------------------------------------------------
 
@@ -372,7 +379,8 @@ for _name, _fn, _alias in (("eq", np.equal, ()), ("ne", np.not_equal, ()),
                            ("lt", np.less, ("less",)), ("le", np.less_equal, ()),
                            ("gt", np.greater, ("greater",)), ("ge", np.greater_equal, ())):
     defop(_name, _compare(_fn), args=("self", "other"), kind="elementwise", promote=(0, 1),
-          methods=(_name, f"__{_name}__") + _alias, functions=(_name,) + _alias)
+          methods=(_name, f"__{_name}__") + _alias, functions=(_name,) + _alias,
+          complex=_name in ("eq", "ne"))
 defop("logical_and", np.logical_and, args=("self", "other"), kind="elementwise",
       methods=("logical_and",), functions=("logical_and",))
 defop("logical_or", np.logical_or, args=("self", "other"), kind="elementwise",
@@ -380,11 +388,11 @@ defop("logical_or", np.logical_or, args=("self", "other"), kind="elementwise",
 defop("logical_xor", np.logical_xor, args=("self", "other"), kind="elementwise",
       methods=("logical_xor",), functions=("logical_xor",))
 defop("logical_not", np.logical_not, kind="elementwise",
-      methods=("logical_not",), inplace=("logical_not_",), functions=("logical_not",))
+      methods=("logical_not",), inplace=("logical_not_",), functions=("logical_not",), complex=True)
 defop("isnan", np.isnan, kind="elementwise",
-      methods=("isnan",), inplace=("isnan_",), functions=("isnan",))
+      methods=("isnan",), inplace=("isnan_",), functions=("isnan",), complex=True)
 defop("isfinite", np.isfinite, kind="elementwise",
-      methods=("isfinite",), inplace=("isfinite_",), functions=("isfinite",))
+      methods=("isfinite",), inplace=("isfinite_",), functions=("isfinite",), complex=True)
 defop("floor", np.floor, kind="elementwise", vjp=lambda c, g: (g.new_zeros(g.shape),),
       grad_fn="FloorBackward0", methods=("floor",), inplace=("floor_",), functions=("floor",))
 defop("round", np.round, kind="elementwise", vjp=lambda c, g: (g.new_zeros(g.shape),),

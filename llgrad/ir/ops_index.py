@@ -158,7 +158,7 @@ def _with_counts(c, **attrs):
 defop("index", _index, args=("self", "*indices"),
       save=("indices",), grad_fn="IndexBackward0", nondiff=("indices",),
       vjp=lambda c, g: (g.new_zeros(c.shape(0))._op(
-          "index_put", g, *c.indices, **_with_counts(c, spec=c.spec, accumulate=True)),))
+          "index_put", g, *c.indices, **_with_counts(c, spec=c.spec, accumulate=True)),), complex=True)
 
 
 def _index_put(x, values, *ix, spec, accumulate=False, counts=None):
@@ -182,4 +182,4 @@ def _index_put_vjp(c, g):
 
 defop("index_put", _index_put, args=("self", "values", "*indices"), save=("indices",),
       grad_fn="IndexPutBackward0", promote=(0, 1), vjp=_index_put_vjp, nondiff=("indices",),
-      eager_kernel="shaped")
+      eager_kernel="shaped", complex=True)

@@ -8,18 +8,20 @@ from .geometry import broadcasts_to
 from .graph import Value
 from .index_bounds import check_index_range
 from .np_matmul import matmul
-from .optable import defop
+from .optable import conj, defop
 
 
 # (each rule reads a saved operand only where its gradient needs it: PyTorch saves
 # mat2 only for self's gradient, so x @ W with W changed in place before the backward is
 # no error when x wants no gradient; reading it would check its version)
 def _mm_vjp(c, g):
-    return (g.mm(c.mat2.t()) if c.needs(0) else None, c.self.t().mm(g) if c.needs(1) else None)
+    return (g.mm(conj(c.mat2.t())) if c.needs(0) else None,
+            conj(c.self.t()).mm(g) if c.needs(1) else None)
 
 
 def _bmm_vjp(c, g):
-    return (g.bmm(c.mat2.mT) if c.needs(0) else None, c.self.mT.bmm(g) if c.needs(1) else None)
+    return (g.bmm(conj(c.mat2.mT)) if c.needs(0) else None,
+            conj(c.self.mT).bmm(g) if c.needs(1) else None)
 
 
 def _matmul_vjp(c, g):
@@ -32,16 +34,16 @@ def _matmul_vjp(c, g):
             # rows (PyTorch folds the stack into a matrix), not a product per matrix summed
             # (rows counted, not -1: an empty stack with an empty last dim is ambiguous)
             rows = math.prod(c.shape(0)[:-1])
-            gb = a.reshape(rows, c.shape(0)[-1]).mT.matmul(g.reshape(rows, c.shape(1)[-1]))
+            gb = conj(a.reshape(rows, c.shape(0)[-1]).mT).matmul(g.reshape(rows, c.shape(1)[-1]))
         else:
-            gb = a.mT.matmul(g)
-    return (g.matmul(c.other.mT) if c.needs(0) else None, gb)
+            gb = conj(a.mT).matmul(g)
+    return (g.matmul(conj(c.other.mT)) if c.needs(0) else None, gb)
 
 
 defop("mm", matmul, args=("self", "mat2"), save=("self", "mat2"), grad_fn="MmBackward0",
-      vjp=_mm_vjp, functions=("mm",))
+      vjp=_mm_vjp, functions=("mm",), complex=True)
 defop("bmm", matmul, args=("self", "mat2"), save=("self", "mat2"), grad_fn="BmmBackward0",
-      vjp=_bmm_vjp, functions=("bmm",))
+      vjp=_bmm_vjp, functions=("bmm",), complex=True)
 def _matmul(a, b):
     # a C-contiguous stack of matrices times one matrix is one product of the stack's rows
     # (NumPy's matmul makes a BLAS call per matrix of the stack, and copies a transposed
@@ -53,7 +55,7 @@ def _matmul(a, b):
 
 
 defop("matmul", _matmul, args=("self", "other"), save=("self", "other"),
-      grad_fn="UnsafeViewBackward0", vjp=_matmul_vjp, functions=("matmul",))
+      grad_fn="UnsafeViewBackward0", vjp=_matmul_vjp, functions=("matmul",), complex=True)
 
 
 def _addmm(bias, a, b, beta=1, alpha=1):
@@ -78,14 +80,14 @@ def _addmm(bias, a, b, beta=1, alpha=1):
 def _addmm_vjp(c, g):
     gs = None
     if c.needs(0):                      # summed to the input's shape by the caller
-        gs = g if c.beta == 1 else g * c.beta
+        gs = g if c.beta == 1 else g * conj(c.beta)
     ga = gb = None
     if c.needs(1):
-        ga = g.mm(c.mat2.t())
-        ga = ga if c.alpha == 1 else ga * c.alpha
+        ga = g.mm(conj(c.mat2.t()))
+        ga = ga if c.alpha == 1 else ga * conj(c.alpha)
     if c.needs(2):
-        gb = c.mat1.t().mm(g)
-        gb = gb if c.alpha == 1 else gb * c.alpha
+        gb = conj(c.mat1.t()).mm(g)
+        gb = gb if c.alpha == 1 else gb * conj(c.alpha)
     return gs, ga, gb
 
 
@@ -104,14 +106,17 @@ def _addmm_primitives(node, emit):
 
 
 defop("addmm", _addmm, args=("self", "mat1", "mat2"), save=("mat1", "mat2"),
-      grad_fn="AddmmBackward0", vjp=_addmm_vjp, functions=("addmm",), decompose=_addmm_primitives)
+      grad_fn="AddmmBackward0", vjp=_addmm_vjp, functions=("addmm",),
+      decompose=_addmm_primitives, complex=True)
 defop("dot", lambda a, b: np.asarray(np.dot(a, b)), args=("self", "other"),
       save=("self", "other"), grad_fn="DotBackward0",
-      vjp=lambda c, g: (g * c.other if c.needs(0) else None, g * c.self if c.needs(1) else None),
-      functions=("dot",))
+      vjp=lambda c, g: (g * conj(c.other) if c.needs(0) else None,
+                        g * conj(c.self) if c.needs(1) else None),
+      functions=("dot",), complex=True)
 defop("mv", np.matmul, args=("self", "vec"), save=("self", "vec"), grad_fn="MvBackward0",
-      vjp=lambda c, g: (g.unsqueeze(1) * c.vec.unsqueeze(0) if c.needs(0) else None,
-                        c.self.t().mv(g) if c.needs(1) else None), functions=("mv",))
+      vjp=lambda c, g: (g.unsqueeze(1) * conj(c.vec.unsqueeze(0)) if c.needs(0) else None,
+                        conj(c.self.t()).mv(g) if c.needs(1) else None), functions=("mv",),
+      complex=True)
 
 # ---- normalisation ----------------------------------------------------------------------
 
@@ -211,7 +216,8 @@ def _embedding(w, idx, padding_idx=None, scale_grad_by_freq=False):
 
 defop("embedding", _embedding,
       args=("weight", "indices"),
-      save=("indices",), grad_fn="EmbeddingBackward0", vjp=_embedding_vjp, nondiff=("indices",))
+      save=("indices",), grad_fn="EmbeddingBackward0", vjp=_embedding_vjp, nondiff=("indices",),
+      complex=True)
 
 
 def _reduce(loss, reduction, denom=None):

@@ -2,13 +2,14 @@
 (libm's for one float64 element),
 and its VJP for each of the three overloads (tensor ** number, tensor ** tensor,
 number ** tensor)."""
+import cmath
 import math
 
 import numpy as np
 
 from .libm_np import libm
 from .ops_elementwise import _is_tensor
-from .optable import defop
+from .optable import conj, defop
 
 
 def _pow_name(inputs, attrs):
@@ -26,7 +27,7 @@ def _pow_vjp(c, g):
             gx = g.new_zeros(g.shape)
         else:
             # (PyTorch's order, grad * (e * x**(e - 1)): e * 0 is 0 where g * e would be inf)
-            gx = g * (e * x ** (e - 1))
+            gx = g * conj(e * x ** (e - 1))
             if _is_tensor(e):
                 gx = gx.masked_fill(e == 0, 0)     # x**0 is constant, even at x == 0
     if c.needs(1):
@@ -34,11 +35,13 @@ def _pow_vjp(c, g):
         if _is_tensor(x):
             # 0 where x == 0 and e >= 0; log(1) there keeps -inf (and 0 * -inf = nan) out of
             # the graph, so double backward stays finite
-            zero = (x == 0) & (e >= 0)
-            ge = g * (r * x.masked_fill(zero, 1).log()).masked_fill(zero, 0)
+            zero = (x == 0) & ((e.real if e.dtype.is_complex else e) >= 0)
+            ge = g * conj((r * x.masked_fill(zero, 1).log()).masked_fill(zero, 0))
+        elif isinstance(x, complex) and x != 0:
+            ge = g * conj(r * cmath.log(x))
         elif x != 0:
             # d(a**e)/de = a**e * log(a), nan below 0
-            ge = g * (r * (math.log(x) if x > 0 else math.nan))
+            ge = g * conj(r * (math.log(x) if x > 0 else math.nan))
         else:
             # 0 ** e: 0 where e >= 0 (PyTorch's convention), else r * log(0) (inf * -inf); the
             # log as a constant 0 / -inf, so double backward stays finite where it is 0
@@ -82,4 +85,4 @@ _POW_FAST = {2: lambda x: x * x, 3: lambda x: x * x * x, -1: np.reciprocal,
 
 defop("pow", _pow, vjp=_pow_vjp, grad_fn=_pow_name, args=("self", "exponent"),
       save=("self", "exponent", "result"), kind="elementwise", promote=(0, 1),
-      functions=("pow", "square"), cost=4)
+      functions=("pow", "square"), cost=4, complex=True)

@@ -7,7 +7,7 @@ import warnings
 
 import numpy as np
 
-from .optable import defop
+from .optable import conj, defop
 
 
 def unreduce(g, shape, dim, keepdim):
@@ -68,7 +68,7 @@ def _sum(x, dim=None, keepdim=False, dtype=None):
 
 
 defop("sum", _sum, kind="reduce", grad_fn=_by_dim("SumBackward0", "SumBackward1"),
-      vjp=lambda c, g: (unreduce(g, c.shape(0), c.dim, c.keepdim),), functions=("sum",))
+      vjp=lambda c, g: (unreduce(g, c.shape(0), c.dim, c.keepdim),), functions=("sum",), complex=True)
 def _mean(x, dim=None, keepdim=False):
     if x.size == 0:                 # nan, silently as PyTorch (NumPy warns: empty slice)
         s = np.sum(x, axis=dim, keepdims=keepdim)
@@ -84,7 +84,7 @@ def _mean(x, dim=None, keepdim=False):
 defop("mean", _mean,
       kind="reduce", grad_fn=_by_dim("MeanBackward0", "MeanBackward1"),
       vjp=lambda c, g: (unreduce(g, c.shape(0), c.dim, c.keepdim) / _count(c.shape(0), c.dim),),
-      functions=("mean",))
+      functions=("mean",), complex=True)
 
 
 def _prod_vjp(c, g):
@@ -102,7 +102,7 @@ def _prod_vjp(c, g):
     p = x.where(nonzero, 1)._op("prod", dim=dims, keepdim=True)   # (several dims: the op)
     other_zero = x.where(zero, 0).sum(dims, keepdim=True) - x
     at_zero = p.where(nzero == 1, 0) + (other_zero * p).where(nzero == 2, 0)
-    return (gk * (r / x.where(nonzero, 1)).where(nonzero, at_zero),)
+    return (gk * conj((r / x.where(nonzero, 1)).where(nonzero, at_zero)),)
 
 
 def _prod(x, dim=None, keepdim=False):
@@ -112,7 +112,8 @@ def _prod(x, dim=None, keepdim=False):
 
 
 defop("prod", _prod, kind="reduce", save=("self", "result"),
-      grad_fn=_by_dim("ProdBackward0", "ProdBackward1"), vjp=_prod_vjp, functions=("prod",))
+      grad_fn=_by_dim("ProdBackward0", "ProdBackward1"), vjp=_prod_vjp, functions=("prod",),
+      complex=True)
 
 
 def _evenly(c, g, nan_ties=False):
@@ -181,9 +182,9 @@ defop("argmax", lambda x, dim=None, keepdim=False: _arg(_nanargmax, x, dim, keep
 defop("argmin", lambda x, dim=None, keepdim=False: _arg(_nanargmin, x, dim, keepdim), kind="reduce",
       functions=("argmin",))
 defop("all", lambda x, dim=None, keepdim=False: np.asarray(np.all(x, axis=dim, keepdims=keepdim)),
-      kind="reduce", functions=("all",))
+      kind="reduce", functions=("all",), complex=True)
 defop("any", lambda x, dim=None, keepdim=False: np.asarray(np.any(x, axis=dim, keepdims=keepdim)),
-      kind="reduce", functions=("any",))
+      kind="reduce", functions=("any",), complex=True)
 
 
 def _arg(fn, x, dim, keepdim):
@@ -199,7 +200,9 @@ def _arg(fn, x, dim, keepdim):
 def _var64(x, dim, correction, keepdim):
     # float32 in float64, as PyTorch (its CPU accumulation type) and native code: the
     # variance (and std) of values near float32's max is finite there
-    acc = {np.float32: np.float64, np.float16: np.float32}.get(x.dtype.type)   # (float16's)
+    # (complex: the real variance of the magnitudes of z - mean, NumPy's and PyTorch's)
+    acc = {np.float32: np.float64, np.float16: np.float32,
+           np.complex64: np.complex128}.get(x.dtype.type)   # (float16's)
     n = x.size if dim is None else \
         math.prod(x.shape[d] for d in ((dim,) if isinstance(dim, int) else dim))
     if n - correction > 0:
@@ -211,6 +214,8 @@ def _var64(x, dim, correction, keepdim):
 
 
 def _as32(r, x):
+    if x.dtype == np.complex64:
+        return r.astype(np.float32)
     return r.astype(x.dtype) if x.dtype in (np.float32, np.float16) else r
 
 
@@ -244,11 +249,11 @@ def _std_vjp(c, g):
 
 
 defop("var", _var, kind="reduce", save=("self",), grad_fn="VarBackward0", vjp=_var_vjp,
-      functions=("var",))
+      functions=("var",), complex=True)
 defop("std", lambda x, dim=None, correction=1, keepdim=False:
       _as32(np.sqrt(_var64(x, dim, correction, keepdim)), x),
       kind="reduce", save=("self", "result"), grad_fn="StdBackward0", vjp=_std_vjp,
-      functions=("std",))
+      functions=("std",), complex=True)
 
 
 def _logsumexp(x, dim, keepdim=False):
@@ -295,11 +300,22 @@ def _kept_sum(e, dim):
     return np.sum(e, axis=dim, keepdims=True) if r is None else r
 
 
+def _in_float_for_half(rule):
+    """A softmax VJP rule of (result, g, dim), run in float32 on float16 and rounded once,
+    as PyTorch's backward kernels run it."""
+    def vjp(c, g):
+        r = c.result
+        if r.element_size() == 2:
+            return (rule(r.float(), g.float(), c.dim).to(r.dtype),)
+        return (rule(r, g, c.dim),)
+    return vjp
+
+
 defop("softmax", _softmax, save=("result",), grad_fn="SoftmaxBackward0",
-      vjp=lambda c, g: (c.result * (g - (g * c.result).sum(c.dim, keepdim=True)),),
+      vjp=_in_float_for_half(lambda r, g, d: r * (g - (g * r).sum(d, keepdim=True))),
       functions=("softmax",), eager_kernel="last_dim", eager_vjp="shaped")
 defop("log_softmax", _log_softmax, save=("result",), grad_fn="LogSoftmaxBackward0",
-      vjp=lambda c, g: (g - c.result.exp() * g.sum(c.dim, keepdim=True),),
+      vjp=_in_float_for_half(lambda r, g, d: g - r.exp() * g.sum(d, keepdim=True)),
       functions=("log_softmax",), eager_kernel="last_dim", eager_vjp="shaped")
 
 
@@ -316,4 +332,4 @@ def _cumsum(x, dim):
 
 # reverse cumulative sum without a flip: total - cumsum + g
 defop("cumsum", _cumsum, grad_fn="CumsumBackward0",
-      vjp=lambda c, g: (g.sum(c.dim, keepdim=True) - g.cumsum(c.dim) + g,), functions=("cumsum",))
+      vjp=lambda c, g: (g.sum(c.dim, keepdim=True) - g.cumsum(c.dim) + g,), functions=("cumsum",), complex=True)

@@ -5,7 +5,7 @@ import numpy as np
 from . import bitselect
 from .fused_madd import fma
 from .ops_elementwise import _binary, _is_tensor
-from .optable import defop
+from .optable import conj, defop
 
 
 def _clamp(x, lo, hi):
@@ -94,7 +94,7 @@ defop("where", bitselect.where,
       vjp=lambda c, g: (None, g.where(c.condition, 0) if c.needs(1) else None,
                         g.where(c.condition.logical_not(), 0) if c.needs(2) else None),
       grad_fn="WhereBackward0", args=("condition", "self", "other"), save=("condition",),
-      kind="elementwise", promote=(1, 2), nondiff=("condition",), number_edges=True)
+      kind="elementwise", promote=(1, 2), nondiff=("condition",), number_edges=True, complex=True)
 
 
 
@@ -134,14 +134,16 @@ def _over(value, t):
 
 
 defop("addcmul", _addcmul, args=("self", "tensor1", "tensor2"), save=("tensor1", "tensor2"),
-      vjp=lambda c, g: (g, g * _times(c.tensor2, c.value) if c.needs(1) else None,
-                        g * _times(c.tensor1, c.value) if c.needs(2) else None),
-      grad_fn="AddcmulBackward0", kind="elementwise", promote=(0, 1, 2), functions=("addcmul",))
+      vjp=lambda c, g: (g, g * conj(_times(c.tensor2, c.value)) if c.needs(1) else None,
+                        g * conj(_times(c.tensor1, c.value)) if c.needs(2) else None),
+      grad_fn="AddcmulBackward0", kind="elementwise", promote=(0, 1, 2), functions=("addcmul",),
+      complex=True)
 defop("addcdiv", _addcdiv, args=("self", "tensor1", "tensor2"), save=("tensor1", "tensor2"),
-      vjp=lambda c, g: (g, g * _over(c.value, c.tensor2) if c.needs(1) else None,
-                        -g * (_times(c.tensor1, c.value) / (c.tensor2 * c.tensor2))
+      vjp=lambda c, g: (g, g * conj(_over(c.value, c.tensor2)) if c.needs(1) else None,
+                        -g * conj(_times(c.tensor1, c.value) / (c.tensor2 * c.tensor2))
                         if c.needs(2) else None),
-      grad_fn="AddcdivBackward0", kind="elementwise", promote=(0, 1, 2), functions=("addcdiv",))
+      grad_fn="AddcdivBackward0", kind="elementwise", promote=(0, 1, 2), functions=("addcdiv",),
+      complex=True)
 
 
 def _lerp(a, b, w):
@@ -167,12 +169,12 @@ def _lerp(a, b, w):
 
 def _lerp_vjp(c, g):
     w = c.weight
-    return (g * (1 - w) if c.needs(0) else None, g * w if c.needs(1) else None,
-            g * (c.end - c.self) if c.needs(2) else None)
+    return (g * conj(1 - w) if c.needs(0) else None, g * conj(w) if c.needs(1) else None,
+            g * conj(c.end - c.self) if c.needs(2) else None)
 
 
 # lerp.Scalar (LerpBackward0) and lerp.Tensor (LerpBackward1): a number weight is a Scalar
 defop("lerp", _lerp, vjp=_lerp_vjp, args=("self", "end", "weight"),
       save=("self", "end", "weight"), kind="elementwise", promote=(0, 1, 2),
       grad_fn=lambda ins, at: "LerpBackward1" if _is_tensor(ins[2]) else "LerpBackward0",
-      scalar_args=("weight",), functions=("lerp",))
+      scalar_args=("weight",), functions=("lerp",), complex=True)

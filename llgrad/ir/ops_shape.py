@@ -3,7 +3,7 @@ index_select, index_add, masked_fill, and the strided-buffer ops of view VJPs an
 import numpy as np
 
 from . import bitselect
-from .optable import defop
+from .optable import conj, defop
 from .geometry import (contiguous_strides, expand_strides, geometry_overlaps, geometry_span,
                        unsqueeze_strides, view_strides)
 from .index_bounds import check_index_range
@@ -69,23 +69,23 @@ def _restride(x, out, strides):
 
 
 defop("view", _reshape_view, kind="view", grad_fn="ViewBackward0",
-      vjp=lambda c, g: (g.reshape(c.shape(0)),))
+      vjp=lambda c, g: (g.reshape(c.shape(0)),), complex=True)
 # reshape of a non-contiguous input that can still be viewed (PyTorch's _reshape_alias)
 defop("_reshape_alias", _reshape_view, kind="view", grad_fn="ReshapeAliasBackward0",
-      vjp=lambda c, g: (g.reshape(c.shape(0)),))
+      vjp=lambda c, g: (g.reshape(c.shape(0)),), complex=True)
 defop("_unsafe_view", lambda x, shape: np.reshape(x, shape), kind="view",
-      grad_fn="UnsafeViewBackward0", vjp=lambda c, g: (g.reshape(c.shape(0)),))
+      grad_fn="UnsafeViewBackward0", vjp=lambda c, g: (g.reshape(c.shape(0)),), complex=True)
 defop("alias", lambda x: x.view(), kind="view", grad_fn="AliasBackward0",
-      vjp=lambda c, g: (g,))
+      vjp=lambda c, g: (g,), complex=True)
 defop("transpose", lambda x, dim0, dim1: np.swapaxes(x, dim0, dim1) if x.ndim else x.view(),
       kind="view",        # (a 0-dim tensor takes dims 0 and -1, as PyTorch's)
       grad_fn="TransposeBackward0", vjp=lambda c, g: (g.transpose(c.dim0, c.dim1),),
-      functions=("transpose", "swapaxes"))
+      functions=("transpose", "swapaxes"), complex=True)
 defop("t", lambda x: x.T, kind="view", grad_fn="TBackward0", vjp=lambda c, g: (g.t(),),
-      functions=("t",))
+      functions=("t",), complex=True)
 defop("permute", lambda x, dims: np.transpose(x, dims), kind="view", grad_fn="PermuteBackward0",
       vjp=lambda c, g: (g.permute(tuple(int(i) for i in np.argsort(c.dims))),),
-      functions=("permute",))
+      functions=("permute",), complex=True)
 
 
 def sum_to_shape(g, shape):
@@ -139,7 +139,7 @@ def _expand(x, size):
 
 
 defop("expand", _expand, kind="view", grad_fn="ExpandBackward0",
-      vjp=lambda c, g: (sum_to_shape(g, c.shape(0)),))
+      vjp=lambda c, g: (sum_to_shape(g, c.shape(0)),), complex=True)
 
 
 def _squeeze(x, dim=None):
@@ -152,17 +152,17 @@ def _squeeze(x, dim=None):
 defop("squeeze", _squeeze, kind="view", vjp=lambda c, g: (g.reshape(c.shape(0)),),
       grad_fn=lambda ins, at: "SqueezeBackward0" if at.get("dim") is None else
       "SqueezeBackward1" if isinstance(at["dim"], int) else "SqueezeBackward2",
-      functions=("squeeze",))
+      functions=("squeeze",), complex=True)
 # squeeze_ of a fresh result (1-D @ 2-D matmul ends so): PyTorch's in-place squeeze has
 # nodes of its own (SqueezeBackward3/4/5); here it runs out of place and the caller drops
 # the result's base (in PyTorch it is the same tensor, not a view)
 defop("squeeze_", _squeeze, kind="view", vjp=lambda c, g: (g.reshape(c.shape(0)),),
       grad_fn=lambda ins, at: "SqueezeBackward3" if at.get("dim") is None else
-      "SqueezeBackward4" if isinstance(at["dim"], int) else "SqueezeBackward5")
+      "SqueezeBackward4" if isinstance(at["dim"], int) else "SqueezeBackward5", complex=True)
 defop("unsqueeze", lambda x, dim: _restride(x, x.reshape(x.shape[:dim] + (1,) + x.shape[dim:]),
       unsqueeze_strides(x.shape, x.strides, dim, x.itemsize)), kind="view",
       grad_fn="UnsqueezeBackward0", vjp=lambda c, g: (g.reshape(c.shape(0)),),
-      functions=("unsqueeze",))
+      functions=("unsqueeze",), complex=True)
 
 
 def _slice(x, dim, start, end, step):
@@ -186,11 +186,11 @@ def _diagonal(x, offset=0, dim1=0, dim2=1):
         writeable=y.flags.writeable)
 
 
-defop("slice", _slice, kind="view", grad_fn="SliceBackward0", vjp=view_vjp(_slice))
+defop("slice", _slice, kind="view", grad_fn="SliceBackward0", vjp=view_vjp(_slice), complex=True)
 defop("select", _select, kind="view", grad_fn="SelectBackward0", vjp=view_vjp(_select),
-      functions=("select",))
+      functions=("select",), complex=True)
 defop("diagonal", _diagonal, kind="view", grad_fn="DiagonalBackward0", vjp=view_vjp(_diagonal),
-      functions=("diagonal",))
+      functions=("diagonal",), complex=True)
 
 
 def _as_strided(x, size, stride, storage_offset, in_strides, in_offset):
@@ -209,7 +209,7 @@ def _as_strided_vjp(c, g):
 
 
 defop("as_strided", _as_strided, kind="view", grad_fn="AsStridedBackward0", vjp=_as_strided_vjp,
-      functions=("as_strided",))
+      functions=("as_strided",), complex=True)
 
 
 def _unbind(x, dim):
@@ -227,10 +227,10 @@ def _split(x, sizes, dim, with_sizes=False):
 
 
 defop("unbind", _unbind, nout=None, kind="view", grad_fn="UnbindBackward0",
-      vjp=lambda c, gs: (gs[0]._op("stack", *gs[1:], dim=c.dim),), functions=("unbind",))
+      vjp=lambda c, gs: (gs[0]._op("stack", *gs[1:], dim=c.dim),), functions=("unbind",), complex=True)
 defop("split", _split, nout=None, kind="view",
       grad_fn=lambda ins, at: "SplitWithSizesBackward0" if at.get("with_sizes") else "SplitBackward0",
-      vjp=lambda c, gs: (gs[0]._op("cat", *gs[1:], dim=c.dim),), functions=("split",))
+      vjp=lambda c, gs: (gs[0]._op("cat", *gs[1:], dim=c.dim),), functions=("split",), complex=True)
 
 
 # ---- data movement ------------------------------------------------------------------------
@@ -241,9 +241,9 @@ def _offsets(c, dim):
 
 defop("cat", lambda *xs, dim: np.concatenate(xs, axis=dim), args=("*tensors",), promote="all",
       grad_fn="CatBackward0",
-      vjp=lambda c, g: tuple(g.split(_offsets(c, c.dim), c.dim)))
+      vjp=lambda c, g: tuple(g.split(_offsets(c, c.dim), c.dim)), complex=True)
 defop("stack", lambda *xs, dim: np.stack(xs, axis=dim), args=("*tensors",), promote="all",
-      grad_fn="StackBackward0", vjp=lambda c, g: tuple(g.unbind(c.dim)))
+      grad_fn="StackBackward0", vjp=lambda c, g: tuple(g.unbind(c.dim)), complex=True)
 
 
 def _masked_fill(x, mask, value):
@@ -256,7 +256,7 @@ defop("masked_fill", _masked_fill, args=("self", "mask", "value"), save=("mask",
       else "MaskedFillBackward0", kind="elementwise",
       vjp=lambda c, g: (g.masked_fill(c.mask, 0) if c.needs(0) else None, None,
                         g.where(c.mask, 0).sum() if c.needs(2) else None),
-      functions=("masked_fill",))
+      functions=("masked_fill",), complex=True)
 
 
 def zero_dim_as_one(fn):
@@ -283,7 +283,7 @@ def _gather(x, index, dim):
 defop("gather", zero_dim_as_one(_gather), args=("self", "index"), save=("index",), grad_fn="GatherBackward0",
       nondiff=("index",),
       vjp=lambda c, g: (g.new_zeros(c.shape(0)).scatter_add(c.dim, c.index, g), None),
-      functions=("gather",))
+      functions=("gather",), complex=True)
 
 
 def _scatter_add(x, index, src, dim):
@@ -301,7 +301,7 @@ def _scatter_add(x, index, src, dim):
 defop("scatter_add", zero_dim_as_one(_scatter_add), args=("self", "index", "src"), save=("index",),
       grad_fn="ScatterAddBackward0", promote=(0, 2), nondiff=("index",),
       vjp=lambda c, g: (g, None, _pad_to(g.gather(c.dim, c.index), c.shape(2))
-                        if c.needs(2) else None), functions=("scatter_add",))
+                        if c.needs(2) else None), functions=("scatter_add",), complex=True)
 
 
 def _pad_to(g, shape):
@@ -323,7 +323,7 @@ def _index_select(x, index, dim):
 defop("index_select", _index_select,
       args=("self", "index"), save=("index",), grad_fn="IndexSelectBackward0", nondiff=("index",),
       vjp=lambda c, g: (g.new_zeros(c.shape(0)).index_add(c.dim, c.index, g), None),
-      functions=("index_select",))
+      functions=("index_select",), complex=True)
 
 
 def _index_add(x, index, src, dim, alpha=1):
@@ -337,8 +337,8 @@ def _index_add(x, index, src, dim, alpha=1):
 
 defop("index_add", _index_add, args=("self", "index", "source"), save=("index",),
       grad_fn="IndexAddBackward0", promote=(0, 2), nondiff=("index",),
-      vjp=lambda c, g: (g, None, g.index_select(c.dim, c.index) * c.alpha if c.needs(2) else None),
-      functions=("index_add",), eager_kernel="shaped")
+      vjp=lambda c, g: (g, None, g.index_select(c.dim, c.index) * conj(c.alpha) if c.needs(2) else None),
+      functions=("index_add",), eager_kernel="shaped", complex=True)
 
 
 # ---- flat-buffer ops behind view VJPs and CopySlices ------------------------------------
@@ -391,10 +391,10 @@ def _strided_put(buf, values, geom):
 
 
 defop("strided_scatter", _strided_scatter, grad_fn="StridedScatterBackward0",
-      vjp=lambda c, g: (g._op("strided_gather", geom=c.geom),))
+      vjp=lambda c, g: (g._op("strided_gather", geom=c.geom),), complex=True)
 defop("strided_gather", _strided_gather, grad_fn="StridedGatherBackward0",
-      vjp=lambda c, g: (g._op("strided_scatter", geom=c.geom, span=c.shape(0)[0]),))
+      vjp=lambda c, g: (g._op("strided_scatter", geom=c.geom, span=c.shape(0)[0]),), complex=True)
 defop("strided_put", _strided_put, args=("self", "values"), grad_fn="StridedPutBackward0",
       promote=(0, 1),
       vjp=lambda c, g: (g._op("strided_put", g.new_zeros(()), geom=c.geom) if c.needs(0) else None,
-                        g._op("strided_gather", geom=c.geom) if c.needs(1) else None))
+                        g._op("strided_gather", geom=c.geom) if c.needs(1) else None), complex=True)

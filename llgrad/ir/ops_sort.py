@@ -107,7 +107,7 @@ def _embed(g, shape):
 
 defop("scatter", zero_dim_as_one(_scatter), args=("self", "index", "src"), save=("index",),
       nondiff=("index",), vjp=_scatter_vjp,
-      grad_fn=lambda ins, at: "ScatterBackward0" if _is_tensor(ins[2]) else "ScatterBackward1")
+      grad_fn=lambda ins, at: "ScatterBackward0" if _is_tensor(ins[2]) else "ScatterBackward1", complex=True)
 
 
 _IDENTITY = {"sum": 0, "mean": 0, "prod": 1}

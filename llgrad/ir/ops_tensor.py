@@ -22,9 +22,9 @@ def _tri(fn):
 
 
 defop("tril", _tri(np.tril), vjp=lambda c, g: (g.tril(c.diagonal),), grad_fn="TrilBackward0",
-      functions=("tril",))
+      functions=("tril",), complex=True)
 defop("triu", _tri(np.triu), vjp=lambda c, g: (g.triu(c.diagonal),), grad_fn="TriuBackward0",
-      functions=("triu",))
+      functions=("triu",), complex=True)
 
 # ---- flips, rolls, repeats ---------------------------------------------------------------
 
@@ -37,7 +37,7 @@ def _flip(x, dims):
 
 
 defop("flip", _flip,
-      vjp=lambda c, g: (g.flip(c.dims),), grad_fn="FlipBackward0")
+      vjp=lambda c, g: (g.flip(c.dims),), grad_fn="FlipBackward0", complex=True)
 
 
 def _roll(x, shifts, dims=None):
@@ -47,7 +47,7 @@ def _roll(x, shifts, dims=None):
 
 
 defop("roll", _roll, grad_fn="RollBackward0",
-      vjp=lambda c, g: (g._op("roll", shifts=tuple(-s for s in c.shifts), dims=c.dims),))
+      vjp=lambda c, g: (g._op("roll", shifts=tuple(-s for s in c.shifts), dims=c.dims),), complex=True)
 
 
 def _repeat_vjp(c, g):
@@ -60,7 +60,7 @@ def _repeat_vjp(c, g):
 
 
 defop("repeat", lambda x, repeats: np.tile(x, repeats), vjp=_repeat_vjp,
-      grad_fn="RepeatBackward0")
+      grad_fn="RepeatBackward0", complex=True)
 
 # ---- diagonals ---------------------------------------------------------------------------
 
@@ -77,11 +77,11 @@ def _diag_embed(x, offset=0, dim1=0, dim2=1):
 
 
 defop("diag_embed", _diag_embed, grad_fn="DiagEmbedBackward0",
-      vjp=lambda c, g: (g.diagonal(c.offset, c.dim1, c.dim2),), functions=("diag_embed",))
+      vjp=lambda c, g: (g.diagonal(c.offset, c.dim1, c.dim2),), functions=("diag_embed",), complex=True)
 # diag(matrix): PyTorch's diagonal_copy (a copy, not a view), with its node's odd name
 defop("diagonal_copy", lambda x, offset=0, dim1=0, dim2=1:
       np.array(_diagonal(x, offset, dim1, dim2), copy=True),
-      grad_fn="DiagonalBackward0_copy", vjp=view_vjp(_diagonal))
+      grad_fn="DiagonalBackward0_copy", vjp=view_vjp(_diagonal), complex=True)
 
 # ---- unfold: sliding windows (a view) -------------------------------------------------------
 
@@ -102,7 +102,7 @@ def _unfold(x, dimension, size, step):
                                            writeable=x.flags.writeable and not overlaps)
 
 
-defop("unfold", _unfold, kind="view", grad_fn="UnfoldBackward0", vjp=view_vjp(_unfold))
+defop("unfold", _unfold, kind="view", grad_fn="UnfoldBackward0", vjp=view_vjp(_unfold), complex=True)
 
 # ---- cumprod -----------------------------------------------------------------------------
 

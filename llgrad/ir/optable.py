@@ -31,14 +31,14 @@ class OpDef:
                  "promote", "float_out", "doc", "nondiff", "number_edges", "scalar_args",
                  "methods", "inplace", "functions", "cost", "decompose", "eager_native",
                  "eager_rows", "eager_steps", "eager_kernel", "eager_min_elements", "eager_vjp",
-                 "native_host")
+                 "native_host", "complex")
 
     def __init__(self, name, impl, vjp=None, grad_fn=None, args=("self",), save=(),
                  nout=1, kind="other", promote=(), float_out=False, doc="", nondiff=(),
                  number_edges=False, scalar_args=(), methods=(), inplace=(), functions=(),
                  cost=1, decompose=None, eager_native=False, eager_rows=False,
                  eager_steps=(), eager_kernel=None, eager_min_elements=None, eager_vjp=None,
-                 native_host=False):
+                 native_host=False, complex=False):
         self.name = name
         self.impl = impl
         self.vjp = vjp
@@ -92,6 +92,13 @@ class OpDef:
         # with no loop of its own: codegen/lowerings/host_call.py), so a graph holding it
         # stays native code around it instead of running whole on the interpreter
         self.native_host = native_host
+        # True: the op runs on complex operands too (eagerly: compiled code has no complex
+        # values), its VJP rule written for them (PyTorch's convention: the gradient of a real
+        # loss is dL/dRe + i dL/dIm, so rules take the conjugate of the op's derivative);
+        # "only": its inputs or results are complex whatever its operands (view_as_real, the
+        # transforms): eager only, which the tests of the table's native code leave out. An
+        # op without it raises on a complex operand rather than compute what NumPy would
+        self.complex = complex
 
     @property
     def differentiable(self):
@@ -106,6 +113,13 @@ class OpDef:
 
     def __repr__(self):
         return f"<op {self.name}>"
+
+
+def conj(v):
+    """v's complex conjugate in a VJP rule (PyTorch's rules conjugate the op's derivative):
+    a tensor's conj() (itself when real), a Python complex's, a real number itself."""
+    return v.conjugate() if isinstance(v, complex) else v.conj() if hasattr(v, "conj") and \
+        not isinstance(v, (int, float, np.generic)) else v
 
 
 def defop(name, impl, **kw):

@@ -55,7 +55,7 @@ def _fill(t, values):
 
 def _float_only(t, kernel):
     # (PyTorch's Tensor.uniform_ / normal_, which its init functions call, refuse the rest)
-    if not t.dtype.is_floating_point:
+    if t.dtype._cat < 2:
         raise NotImplementedError(f'"{kernel}" not implemented for \'{scalar_type_name(t.dtype)}\'')
 
 
@@ -235,6 +235,8 @@ def orthogonal_(tensor, gain=1, generator=None):
         raise ValueError("Only tensors with 2 or more dimensions are supported")
     if tensor.numel() == 0 or tensor.is_meta:
         return tensor
+    if tensor.dtype.is_complex:     # (PyTorch's fails in torch.sign of the complex R)
+        raise NotImplementedError("orthogonal_ is not implemented for complex tensors")
     rows = tensor.size(0)
     cols = tensor.numel() // rows
     flat = tensor.new_empty((rows, cols)).normal_(0, 1, generator=generator).numpy()

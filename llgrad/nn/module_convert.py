@@ -107,12 +107,12 @@ class ModuleConvert:
         meta = is_meta_device(device)
         if not meta:
             _check_device(device, "move a module to")
-        if target is not None and not target.is_floating_point:
+        if target is not None and target._cat < 2:
             raise TypeError("nn.Module.to only accepts floating point or complex dtypes, but "
                             f"got desired dtype={target}")
 
         def convert(t):     # (a memory format applies to the 4-D and 5-D tensors only)
-            kw = {"dtype": target} if target is not None and t.is_floating_point() else {}
+            kw = {"dtype": target} if target is not None and t.dtype._cat >= 2 else {}
             if fmt is not None and t.dim() in (4, 5):
                 kw["memory_format"] = fmt
             if meta:

@@ -22,7 +22,7 @@ class Parameter(Tensor):
         p = cls._from_array(data.detach()._data, data._storage)
         p._requires_grad = False
         if requires_grad:
-            if not p.dtype.is_floating_point:
+            if p._dtype._cat < 2:
                 # (PyTorch's message on this path, capitalised unlike requires_grad_'s)
                 raise RuntimeError("Only Tensors of floating point and complex dtype can "
                                    "require gradients")

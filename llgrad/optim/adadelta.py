@@ -3,7 +3,7 @@ from __future__ import annotations
 from ..runtime.creation import zeros_like
 from ..runtime.grad_mode import enable_grad, no_grad
 from .optimizer import LrT, Optimizer, ParamsT, _check_lr, _add_scaled_, _lr
-from ._state import new_step, tensor_steps
+from ._state import new_step, tensor_steps, real_views
 
 __all__ = ["Adadelta"]
 
@@ -53,9 +53,10 @@ class Adadelta(Optimizer):
                     state["step"] = new_step()
                     state["square_avg"] = zeros_like(p)
                     state["acc_delta"] = zeros_like(p)
+                grad = -p.grad if group["maximize"] else p.grad
+                p, grad, state = real_views(p, grad, state)
                 square_avg, acc_delta = state["square_avg"], state["acc_delta"]
                 state["step"].add_(1)
-                grad = -p.grad if group["maximize"] else p.grad
                 if weight_decay != 0:
                     grad = grad.add(p, alpha=weight_decay)
                 square_avg.mul_(rho).addcmul_(grad, grad, value=1 - rho)

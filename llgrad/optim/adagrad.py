@@ -6,7 +6,7 @@ from ..runtime.grad_mode import enable_grad, no_grad
 from .optimizer import LrT, ParamsT
 from .optimizer import (Optimizer, _addcdiv_, _check_lr, _div, _for_loop_only, _get_value,
                         _lr)
-from ._state import new_step, tensor_steps
+from ._state import new_step, tensor_steps, real_views
 
 __all__ = ["Adagrad"]
 
@@ -68,10 +68,11 @@ class Adagrad(Optimizer):
                 state = self.state[p]
                 if len(state) == 0:                 # a parameter added after construction
                     self._init_state(p)
+                grad = -p.grad if group["maximize"] else p.grad
+                p, grad, state = real_views(p, grad, state)
                 state_sum, step_t = state["sum"], state["step"]
                 step_t.add_(1)
                 step = _get_value(step_t)
-                grad = -p.grad if group["maximize"] else p.grad
                 if weight_decay != 0:
                     grad = grad.add(p, alpha=weight_decay)
                 clr = _div(lr, 1 + (step - 1) * lr_decay)

@@ -8,6 +8,7 @@ from ..runtime.grad_mode import enable_grad, no_grad
 from ..runtime.hypers import hyper, raw
 from ..runtime.tensor import Tensor
 from . import _eager_adam
+from ._state import real_views
 from .optimizer import LrT, Optimizer, ParamsT, _as_number, _div, _for_loop_only, _get_value
 
 
@@ -104,7 +105,7 @@ class Adam(Optimizer):
                 if p.grad is None:
                     continue
                 grad = -p.grad if group["maximize"] else p.grad
-                state = self.state[p]
+                p, grad, state = real_views(p, grad, self.state[p])
                 if loc is not None and _eager_adam.update(p, grad, state, group, loc):
                     continue
                 exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]

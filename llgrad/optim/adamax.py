@@ -6,7 +6,7 @@ from ..runtime.grad_mode import enable_grad, no_grad
 from .optimizer import LrT, ParamsT
 from .optimizer import (Optimizer, _addcdiv_, _check_lr, _div, _get_value,
                         _lr)
-from ._state import new_step, tensor_steps
+from ._state import new_step, tensor_steps, real_views
 
 __all__ = ["Adamax"]
 
@@ -60,8 +60,9 @@ class Adamax(Optimizer):
                     state["step"] = new_step()
                     state["exp_avg"] = zeros_like(p)
                     state["exp_inf"] = zeros_like(p)
-                exp_avg, exp_inf, step_t = state["exp_avg"], state["exp_inf"], state["step"]
                 grad = -p.grad if group["maximize"] else p.grad
+                p, grad, state = real_views(p, grad, state)
+                exp_avg, exp_inf, step_t = state["exp_avg"], state["exp_inf"], state["step"]
                 step_t.add_(1)
                 if weight_decay != 0:
                     grad = grad.add(p, alpha=weight_decay)

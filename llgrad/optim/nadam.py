@@ -5,7 +5,7 @@ from ..runtime.creation import zeros_like
 from ..runtime.grad_mode import enable_grad, no_grad
 from .optimizer import (LrT, ParamsT, Optimizer, _addcdiv_, _check_lr, _get_value,
                         _lr)
-from ._state import new_step, tensor_steps
+from ._state import new_step, tensor_steps, real_views
 
 __all__ = ["NAdam"]
 
@@ -67,6 +67,7 @@ class NAdam(Optimizer):
                     state["exp_avg"] = zeros_like(p)
                     state["exp_avg_sq"] = zeros_like(p)
                 grad = -p.grad if group["maximize"] else p.grad
+                p, grad, state = real_views(p, grad, state)
                 exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
                 mu_product, step_t = state["mu_product"], state["step"]
 

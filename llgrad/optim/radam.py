@@ -9,7 +9,7 @@ from ..runtime.functions import where
 from ..runtime.grad_mode import enable_grad, no_grad
 from .optimizer import Optimizer, _check_lr, _get_value, _lr, _tracing
 from .optimizer import LrT, ParamsT
-from ._state import new_step, tensor_steps
+from ._state import new_step, tensor_steps, real_views
 
 __all__ = ["RAdam"]
 
@@ -67,6 +67,7 @@ class RAdam(Optimizer):
                     state["exp_avg"] = zeros_like(p)
                     state["exp_avg_sq"] = zeros_like(p)
                 grad = -p.grad if group["maximize"] else p.grad
+                p, grad, state = real_views(p, grad, state)
                 exp_avg, exp_avg_sq, step_t = state["exp_avg"], state["exp_avg_sq"], state["step"]
 
                 step_t.add_(1)

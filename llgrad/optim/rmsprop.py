@@ -5,7 +5,7 @@ from ..runtime.creation import zeros_like
 from ..runtime.grad_mode import enable_grad, no_grad
 from .optimizer import (LrT, Optimizer, ParamsT, _add_scaled_, _addcdiv_, _check_lr,
                         _lr)
-from ._state import new_step, tensor_steps
+from ._state import new_step, tensor_steps, real_views
 
 __all__ = ["RMSprop"]
 
@@ -65,6 +65,7 @@ class RMSprop(Optimizer):
                         state["momentum_buffer"] = zeros_like(p)
                     if centered:
                         state["grad_avg"] = zeros_like(p)
+                p, grad, state = real_views(p, grad, state)
                 square_avg = state["square_avg"]
 
                 state["step"].add_(1)

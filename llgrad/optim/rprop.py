@@ -8,7 +8,7 @@ from ..runtime.grad_mode import enable_grad, no_grad
 from ..runtime.tensor import Tensor
 from .optimizer import (LrT, Optimizer, ParamsT, _as_number, _check_lr, _get_value, _lr,
                         _to_scalar)
-from ._state import new_step, tensor_steps
+from ._state import new_step, tensor_steps, real_views
 
 __all__ = ["Rprop", "ASGD"]
 
@@ -62,7 +62,10 @@ class Rprop(Optimizer):
                 if len(state) == 0:
                     state["step"] = new_step()
                     state["prev"] = zeros_like(p)
-                    state["step_size"] = full_like(grad, _to_scalar(group["lr"]))
+                    lr0 = _to_scalar(group["lr"])     # (a complex one's two parts each step)
+                    state["step_size"] = full_like(grad, complex(lr0, lr0) if
+                                                   p._dtype.is_complex else lr0)
+                p, grad, state = real_views(p, grad, state)
                 prev, step_size = state["prev"], state["step_size"]
                 state["step"].add_(1)
                 # (PyTorch's capturable form of the masked writes: the same values, and a
@@ -121,6 +124,7 @@ class ASGD(Optimizer):
                         else new_step(lr)
                     state["mu"] = ones(())
                     state["ax"] = zeros_like(p)
+                p, grad, state = real_views(p, grad, state)
                 mu, ax, eta, step_t = state["mu"], state["ax"], state["eta"], state["step"]
                 step_t.add_(1)
                 if group["weight_decay"] != 0:

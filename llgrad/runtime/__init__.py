@@ -18,6 +18,7 @@ from . import functions_histogram  # noqa: F401,E402  (histogram, gradient, pois
 from . import functions_settings, tensor_memory  # noqa: F401,E402  (global settings; asarray)
 from . import functions_lowrank  # noqa: F401,E402  (svd_lowrank, pca_lowrank)
 from . import functions_sparse  # noqa: F401,E402  (sparse COO tensors)
+from . import functions_complex  # noqa: F401,E402  (view_as_real, complex, polar)
 from . import tensor_storage_api  # noqa: F401,E402  (storage(), set_, apply_, FloatStorage)
 from . import storage_bytes  # noqa: F401,E402  (untyped_storage()'s nbytes, fill_, ...)
 from . import tensor_small_names  # noqa: F401,E402  (as_strided_, dim_order, cond, ...)

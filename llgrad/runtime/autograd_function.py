@@ -254,7 +254,7 @@ class Function(metaclass=FunctionMeta):
             ctx._nondiff_nrs = {out_ids[k] for k in nondiff if k in out_ids}
             for i, o in enumerate(results):
                 if isinstance(o, Tensor) and id(outs[i]) not in nondiff and \
-                        o._dtype.is_floating_point:
+                        o._dtype._cat >= 2:
                     o._grad_fn, o._output_nr, o._requires_grad = ctx, i, True
                     if id(o) in dirty and o._base is not None:
                         _rebase_view(o, ctx, sum(isinstance(r, Tensor) for r in results))
@@ -365,7 +365,7 @@ def once_differentiable(fn):
                                     if isinstance(a, Tensor) and a.requires_grad)
         wrapped = []
         for o in ((outputs,) if single else outputs):
-            if isinstance(o, Tensor) and o._dtype.is_floating_point:
+            if isinstance(o, Tensor) and o._dtype._cat >= 2:
                 o = o._alias()
                 o._grad_fn, o._requires_grad = node, True
             wrapped.append(o)

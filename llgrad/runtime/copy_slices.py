@@ -51,7 +51,7 @@ def regenerate_view_grad_fn(t):
     history (PyTorch does the same, lazily, when grad_fn is read)."""
     base = t._base
     t._view_version = t._storage.version
-    if not (base._requires_grad and t._dtype.is_floating_point):
+    if not (base._requires_grad and t._dtype._cat >= 2):
         return
     shape, strides, offset = geometry(t)
     _, base_strides, base_offset = geometry(base)

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..ir import OPS, torch_random
+from ..ir import OPS, promotion, torch_random
 from . import dtypes, ranges, trace_state
 from .device import check as _check_device, device as _Device
 from .memory_layout import in_layout_of, like_layout
@@ -19,6 +19,7 @@ from .tensor import Tensor
 
 from .random_state import DEFAULT_SEED, _Generator, _reseed_in_trace  # noqa: F401
 from .random_state import default_generator, initial_seed, manual_seed  # noqa: F401
+from .random_state import _state, numpy_rng, random_int64  # noqa: F401
 
 
 def _finish(arr, dtype, requires_grad):
@@ -54,6 +55,8 @@ def _infer_np(data, want=None):
             return arr.astype(leaf) if want is None else arr
         if not (want is not None and want.is_floating_point) and beyond_int64(arr, data):
             raise number_error(data)    # (ints beyond int64, or not a number)
+        if arr.dtype.kind == "c":       # (Python complexes: the default complex dtype)
+            return arr.astype(promotion.complex_of(floating.name))
         return arr.astype(floating if arr.dtype.kind in "fuO" else np.int64 if
                           arr.dtype.kind == "i" else arr.dtype)
     if isinstance(data, (np.ndarray, np.generic)):
@@ -64,6 +67,8 @@ def _infer_np(data, want=None):
         return int_array(data, want is not None and want.is_floating_point, floating)
     if isinstance(data, float):
         return np.array(data, dtype=floating)
+    if isinstance(data, complex):
+        return np.array(data, dtype=promotion.complex_of(floating.name))
     raise number_error([data], scalar=True)
 
 
@@ -223,8 +228,8 @@ def arange(start: float, end: float | None = None, step: float = 1,
     floating = any(isinstance(v, float) for v in vals)
     default = dtypes.get_default_dtype() if floating else dtypes.int64
     d = dtypes.to_dtype(dtype) if dtype is not None else default
-    if d is dtypes.bool_:
-        raise NotImplementedError('"arange_cpu" not implemented for \'Bool\'')
+    if d is dtypes.bool_ or d.is_complex:
+        raise NotImplementedError(f'"arange_cpu" not implemented for \'{scalar_type_name(d)}\'')
     n = ranges.arange_size(start, end, step, d.np)
     if n is not None and trace_state.state.tracer is not None:  # (one node, numbers attributes)
         t = call(OPS["arange"], (), {"start": int(start), "step": int(step), "size": n,
@@ -242,6 +247,9 @@ def linspace(start: float, end: float, steps: int, dtype: dtypes.dtype | None = 
     d = dtypes.to_dtype(dtype) if dtype is not None else dtypes.get_default_dtype()
     steps = ranges.checked_steps("linspace", steps)
     ranges.check_bounds("linspace", start, end)
+    if d.is_complex:            # (real bounds: the real parts' values, as complex)
+        return _finish(ranges.linspace_values(start, end, steps, d.np.type(0).real.dtype)
+                       .astype(d.np), None, requires_grad)
     if not d.is_floating_point:     # (PyTorch truncates the bounds to integers first)
         start, end = (int(float(fill_value_fits(v, d))) for v in (start, end))
     return _finish(ranges.linspace_values(start, end, steps, d.np), None, requires_grad)
@@ -258,32 +266,6 @@ def eye(n: int, m: int | None = None, dtype: dtypes.dtype | None = None,
     return _finish(np.eye(n, m, dtype=d.np), None, requires_grad)
 
 
-# called before every draw while a vmap is active (llgrad.func: randomness="error" raises)
-random_hook = None
-
-
-def _state(generator):
-    """The state array a draw advances (the default generator's, or `generator`'s)."""
-    if random_hook is not None:
-        random_hook()
-    return (generator or default_generator).state
-
-
-def numpy_rng(generator=None):
-    """A NumPy generator for the draws with no PyTorch counterpart here (poisson, binomial),
-    seeded by one 64-bit draw of llgrad's generator: reproducible from manual_seed."""
-    s = torch_random.Stream(_state(generator))
-    seed = int(s.u64(1)[0])
-    s.close()
-    return np.random.default_rng(seed)
-
-
-def random_int64(generator=None):
-    """One `torch.empty((), dtype=torch.int64).random_()` draw: how PyTorch's samplers and
-    loaders seed what they make."""
-    return int(torch_random.random_full(_state(generator), 1, "int64")[0])
-
-
 def randn(*dims: int | tuple[int, ...], size=None, dtype: dtypes.dtype | None = None,
           generator: _Generator | None = None, device: str | _Device | None = None,
           requires_grad: bool = False, _fill=True) -> Tensor:
@@ -292,6 +274,11 @@ def randn(*dims: int | tuple[int, ...], size=None, dtype: dtypes.dtype | None = 
     _check_device(device)
     d = _float_draw(dtype, "normal_kernel_cpu")
     shape = creation_size("randn", dims, size)
+    if d.is_complex:        # (PyTorch's: real and imaginary parts each of variance 1/2)
+        part = dtypes.float64 if d is dtypes.complex128 else dtypes.float32
+        parts = randn(*shape, 2, dtype=part, generator=generator, _fill=_fill)
+        t = (parts * math.sqrt(0.5))._op("view_as_complex")
+        return _requiring_grad(t) if requires_grad else t
     # _fill=False: ATen's per-element draws (its fill takes 16+ contiguous values)
     arr = torch_random.normal(_state(generator), math.prod(shape), d.name, contiguous=_fill)
     arr.shape = shape                   # (in place: the array keeps owning its memory)
@@ -304,7 +291,7 @@ def randn(*dims: int | tuple[int, ...], size=None, dtype: dtypes.dtype | None = 
 def _float_draw(dtype, kernel):
     """The dtype of rand / randn samples; an integer or bool one raises as PyTorch's."""
     d = dtypes.to_dtype(dtype) if dtype is not None else dtypes.get_default_dtype()
-    if not d.is_floating_point:
+    if d._cat < 2:
         raise NotImplementedError(f'"{kernel}" not implemented for \'{scalar_type_name(d)}\'')
     return d
 
@@ -329,6 +316,10 @@ def rand(*dims: int | tuple[int, ...], size=None, dtype: dtypes.dtype | None = N
     _check_device(device)
     d = _float_draw(dtype, "check_uniform_bounds")
     shape = creation_size("rand", dims, size)
+    if d.is_complex:        # (PyTorch's: real and imaginary parts each uniform on [0, 1))
+        part = dtypes.float64 if d is dtypes.complex128 else dtypes.float32
+        t = rand(*shape, 2, dtype=part, generator=generator)._op("view_as_complex")
+        return _requiring_grad(t) if requires_grad else t
     arr = torch_random.uniform(_state(generator), math.prod(shape), d.name)
     arr.shape = shape
     t = _finish(arr, None, requires_grad)

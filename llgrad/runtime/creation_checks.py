@@ -12,7 +12,7 @@ from . import dtypes
 def check_fits(arr, d):
     """PyTorch's overflow check of Python numbers given an integer dtype (an unsigned one
     takes an integer down to -max, wrapping it)."""
-    if d.is_floating_point or d is dtypes.bool_ or arr.size == 0 or arr.dtype.kind not in "iuf":
+    if d._cat != 1 or arr.size == 0 or arr.dtype.kind not in "iuf":
         return
     info = np.iinfo(d.np)
     lo = (-info.max if arr.dtype.kind in "iu" else -1 + 1e-9) if info.min == 0 else info.min
@@ -248,7 +248,7 @@ def int_bounds_fit(t, *bounds):
 def requiring_grad(t):
     """t made to require grad, as a creation function's requires_grad=True (PyTorch's error
     for a dtype that cannot)."""
-    if not t._dtype.is_floating_point:
+    if t._dtype._cat < 2:
         raise RuntimeError("Only Tensors of floating point and complex dtype can require "
                            "gradients")
     return t.requires_grad_(True)

@@ -10,7 +10,8 @@ from . import grad_mode, saved_hooks, trace_state
 from ..ir.ops_copy import preserve_copy
 from ..ir.optable import c_order, contiguous_result, iterator_layout_op
 from ..ir.promotion import result_dtype
-from .dtypes import _cat_of_scalar, from_name, wrap_int
+from .dtypes import _cat_of_scalar, complex_unsupported, from_name, wrap_int
+from .dtypes import scalar_type_name  # noqa: F401  (its importers' name for it)
 from .memory_layout import iterator_layout
 from .node import accumulate_node, define_fields, gradient_edge, node_class
 from .saved_tensor import SavedNumber, SavedTensor, user_location, user_position
@@ -60,12 +61,12 @@ def _same_dtype(op, inputs, pos):
                                 f"must be a Tensor or a number, not {type(x).__name__}")
             if first is None or _cat_of_scalar(x) > first._cat:
                 return False
-    return first is not None and (first._cat == 2 or not op.float_out)
+    return first is not None and (first._cat >= 2 or not op.float_out)
 
 
 # what an op's promoted operand may be besides a Tensor: Python and NumPy numbers (and
 # NumPy arrays, which PyTorch accepts too); a list or a string is a mistake, not data
-_OPERANDS = (bool, int, float, np.generic, np.ndarray)
+_OPERANDS = (bool, int, float, complex, np.generic, np.ndarray)
 _ARG_NAMES = ("'input' ", "'other' ", "")
 
 
@@ -87,7 +88,7 @@ def prepare(op, inputs):
             a, b = inputs
             if isinstance(a, Tensor) and isinstance(b, Tensor):
                 dt = a._dtype
-                if b._dtype is dt and (dt._cat == 2 or not op.float_out):
+                if b._dtype is dt and (dt._cat >= 2 or not op.float_out):
                     return [a._data, b._data]
         else:
             dt = None
@@ -98,7 +99,7 @@ def prepare(op, inputs):
                 dt = x._dtype
                 arrays.append(x._data)
             else:
-                if dt is not None and (dt._cat == 2 or not op.float_out):
+                if dt is not None and (dt._cat >= 2 or not op.float_out):
                     return arrays
         pos = range(len(inputs)) if promote == "all" else promote
         if not _same_dtype(op, inputs, pos):
@@ -222,6 +223,10 @@ def call(op, inputs, attrs, _timed=False, _dual=False):
         return res
     if meta is not None and (res := meta.call(op, inputs, attrs)) is not NotImplemented:
         return res
+    if not op.complex:
+        for x in inputs:
+            if isinstance(x, Tensor) and x._dtype._cat == 3:
+                raise complex_unsupported(op.name, user_location())
     info = _infos.get(op) or _info(op)
     try:
         out = run_impl(op, inputs, attrs)
@@ -334,7 +339,7 @@ def record(op, inputs, attrs, results, self_override=None, info=None):
         if (tensor and not nondiff) or _has_edge(op, inputs, i, x, nondiff):
             if at is not None:
                 at.append(len(edges))
-            if tensor and x._dtype._cat == 2:
+            if tensor and x._dtype._cat >= 2:
                 if x._base is None:     # (gradient_edge inlined for a tensor not a view)
                     fn = x._grad_fn
                     edges.append((fn, x._output_nr) if fn is not None else
@@ -369,7 +374,7 @@ def record(op, inputs, attrs, results, self_override=None, info=None):
                 saved[name] = [_save(x) for x in inputs[pos[1]:]]
             elif results:                   # in-place ops save their result themselves
                 r = results[pos[1]]
-                if _hooks.stack and r._dtype._cat == 2:    # (a pack hook sees the output
+                if _hooks.stack and r._dtype._cat >= 2:    # (a pack hook sees the output
                     r._grad_fn, r._output_nr, r._requires_grad = node, pos[1], True  # wired)
                 saved[name] = SavedTensor(r, is_output=True, output_nr=pos[1])
     tracer = _tstate.tracer
@@ -380,21 +385,14 @@ def record(op, inputs, attrs, results, self_override=None, info=None):
     if info.single:
         if results:
             r = results[0]
-            if r._dtype._cat == 2:
+            if r._dtype._cat >= 2:
                 r._grad_fn = node
                 r._output_nr = 0
                 r._requires_grad = True
         return node
     for i, r in enumerate(results):
-        if r._dtype._cat == 2:
+        if r._dtype._cat >= 2:
             r._grad_fn = node
             r._output_nr = i
             r._requires_grad = True
     return node
-
-
-def scalar_type_name(d):
-    """PyTorch's name of a dtype in its messages: Float, Long, ..."""
-    return {"float32": "Float", "float64": "Double", "float16": "Half", "int64": "Long",
-            "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
-            "bool": "Bool"}[d.name]

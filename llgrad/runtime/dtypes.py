@@ -16,10 +16,10 @@ class dtype:
         self.name = name
         self.np = np.dtype(npdt)
         self.is_floating_point = cat == 2
-        self.is_signed = self.np.kind in "if"       # (PyTorch's: bool and uint8 are not)
-        self.is_complex = False
+        self.is_signed = self.np.kind in "ifc"      # (PyTorch's: bool and uint8 are not)
+        self.is_complex = cat == 3
         self.itemsize = self.np.itemsize
-        self._cat = cat                     # 0 bool, 1 integer, 2 floating
+        self._cat = cat                     # 0 bool, 1 integer, 2 floating, 3 complex
         self._tensor_type = tensor_type
 
     def __repr__(self):
@@ -27,6 +27,20 @@ class dtype:
 
     def __reduce__(self):
         return (from_name, (self.name,))
+
+    def to_real(self):
+        """As torch.dtype.to_real: a complex dtype's part dtype; any other itself."""
+        return _BY_NAME[_PARTS[self.name]] if self.name in _PARTS else self
+
+    def to_complex(self):
+        """As torch.dtype.to_complex: the complex dtype of a floating one's precision."""
+        for c, part in _PARTS.items():
+            if self.name in (c, part):
+                return _BY_NAME[c] if c in _BY_NAME else NAMES_ONLY[c]
+        raise RuntimeError(f"Unknown Complex ScalarType for {scalar_type_name(self)}")
+
+
+_PARTS = {"complex32": "float16", "complex64": "float32", "complex128": "float64"}
 
 
 float32 = dtype("float32", np.float32, 2, "FloatTensor")
@@ -38,13 +52,16 @@ int16 = dtype("int16", np.int16, 1, "ShortTensor")
 int8 = dtype("int8", np.int8, 1, "CharTensor")
 uint8 = dtype("uint8", np.uint8, 1, "ByteTensor")
 bool_ = dtype("bool", np.bool_, 0, "BoolTensor")
+complex64 = dtype("complex64", np.complex64, 3, "ComplexFloatTensor")
+complex128 = dtype("complex128", np.complex128, 3, "ComplexDoubleTensor")
 float = float32   # noqa: A001  (PyTorch aliases)
 double = float64
 half = float16
 long = int64
 int = int32       # noqa: A001
 
-ALL = (float32, float64, float16, int64, int32, int16, int8, uint8, bool_)
+ALL = (float32, float64, float16, int64, int32, int16, int8, uint8, bool_, complex64,
+       complex128)
 _BY_NP = {d.np: d for d in ALL}
 _BY_NAME = {d.name: d for d in ALL}
 
@@ -72,9 +89,7 @@ class _NoArrays:
 _NO_BFLOAT16 = ("llgrad has no bfloat16 tensors: NumPy has no bfloat16, and rounding to it "
                 "after every operation, as PyTorch's kernels do, is not emulated; use float32 "
                 "(or float16 for half-size storage)")
-_NO_COMPLEX = ("llgrad has no complex tensors: PyTorch's complex autograd (conjugate views, "
-               "Wirtinger derivatives) is not implemented; keep the real and imaginary parts "
-               "as two real tensors")
+_NO_COMPLEX = ("llgrad has no complex32 tensors (NumPy has no complex half); use complex64")
 
 
 def _names_only(name, itemsize, cat, is_complex, tensor_type, message):
@@ -82,18 +97,14 @@ def _names_only(name, itemsize, cat, is_complex, tensor_type, message):
     d = dtype.__new__(dtype)
     d.name, d.np, d.itemsize, d._cat, d._tensor_type = name, _NoArrays(message), itemsize, \
         cat, tensor_type
-    d.is_floating_point, d.is_complex, d.is_signed = cat == 2 and not is_complex, is_complex, \
-        True
+    d.is_floating_point, d.is_complex, d.is_signed = cat == 2, is_complex, True
     return d
 
 
 bfloat16 = _names_only("bfloat16", 2, 2, False, "BFloat16Tensor", _NO_BFLOAT16)
-complex32 = _names_only("complex32", 4, 2, True, "ComplexHalfTensor", _NO_COMPLEX)
-complex64 = _names_only("complex64", 8, 2, True, "ComplexFloatTensor", _NO_COMPLEX)
-complex128 = _names_only("complex128", 16, 2, True, "ComplexDoubleTensor", _NO_COMPLEX)
+complex32 = _names_only("complex32", 4, 3, True, "ComplexHalfTensor", _NO_COMPLEX)
 chalf, cfloat, cdouble = complex32, complex64, complex128
-NAMES_ONLY = {d.name: d for d in (uint16, uint32, uint64, bfloat16, complex32, complex64,
-                                  complex128)}
+NAMES_ONLY = {d.name: d for d in (uint16, uint32, uint64, bfloat16, complex32)}
 
 
 def from_name(name):
@@ -103,7 +114,8 @@ def from_name(name):
 def unsupported(npdt):
     """The error for a tensor of a NumPy dtype llgrad has no tensors of."""
     if npdt.kind == "c":
-        return NotImplementedError(_NO_COMPLEX)
+        return NotImplementedError(_NO_COMPLEX if npdt.itemsize < 8 else
+                                   f"llgrad has no tensors of NumPy dtype {npdt}")
     if npdt.name in NAMES_ONLY:
         return NotImplementedError(
             f"llgrad has no {npdt.name} tensors: PyTorch runs only some ops on uint16 / uint32 / "
@@ -116,11 +128,9 @@ def from_numpy_dtype(npdt):
     try:
         return _BY_NP[np.dtype(npdt)]
     except KeyError:
-        if np.dtype(npdt).kind == "c":
-            raise NotImplementedError(_NO_COMPLEX) from None
         raise TypeError(f"can't convert np.ndarray of type numpy.{np.dtype(npdt).name}. "
-                        "The only supported types are: float64, float32, float16, int64, "
-                        "int32, int16, int8, uint8, and bool.") from None
+                        "The only supported types are: float64, float32, float16, complex64, "
+                        "complex128, int64, int32, int16, int8, uint8, and bool.") from None
 
 
 def to_dtype(d):
@@ -159,6 +169,11 @@ def set_default_dtype(d: dtype) -> None:
     promotion.set_default_float(to_dtype(d).name)       # (bfloat16: no tensors, raises)
 
 
+def default_complex():
+    """The complex dtype of the default floating dtype's precision: a Python complex's."""
+    return _BY_NAME[promotion.complex_of(promotion.default_float())]
+
+
 def default_for_scalar(value):
     return _BY_NAME[promotion.result_dtype([value])]
 
@@ -189,7 +204,8 @@ def no_bool_kernel(operands, kernel):
 # long int")
 C_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half",
            "int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char",
-           "uint8": "unsigned char", "bool": "bool"}
+           "uint8": "unsigned char", "bool": "bool", "complex64": "c10::complex<float>",
+           "complex128": "c10::complex<double>"}
 
 
 def check_int_operand(v):
@@ -219,3 +235,16 @@ def int_scales(d, beta, alpha):
         beta, alpha = (builtins.int(v) if isinstance(v, builtins.float) else v
                        for v in (beta, alpha))
     return {"beta": beta, "alpha": alpha}
+
+
+def scalar_type_name(d):
+    """PyTorch's name of a dtype in its messages: Float, Long, ..."""
+    return {"float32": "Float", "float64": "Double", "float16": "Half", "int64": "Long",
+            "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
+            "bool": "Bool", "complex64": "ComplexFloat", "complex128": "ComplexDouble"}[d.name]
+
+
+def complex_unsupported(op_name, where):
+    """The error for an op of the table with no complex version given a complex tensor."""
+    return NotImplementedError(f"llgrad: {op_name} is not implemented for complex tensors "
+                               f"(at {where})")

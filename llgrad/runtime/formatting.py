@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from ..ir.promotion import default_float
+from ..ir.promotion import complex_of, default_float
 from . import trace_state
 
 PRECISION, THRESHOLD, EDGEITEMS, LINEWIDTH = 4, 1000, 3, 80
@@ -78,6 +78,19 @@ class _Formatter:
         return s.rjust(self.max_width)
 
 
+class _ComplexFormatter:
+    """Complex elements as torch prints them: the real parts with one formatter, the
+    imaginary parts with another, joined as "1.0000+2.0000j"."""
+
+    def __init__(self, arr):
+        self.re, self.im = _Formatter(arr.real, True), _Formatter(arr.imag, True)
+        self.max_width = self.re.max_width + 1 + self.im.max_width    # (torch's line packing)
+
+    def format(self, v):
+        im = (self.im.format(v.imag) + "j").lstrip()
+        return self.re.format(v.real) + ("" if im[0] in "+-" else "+") + im
+
+
 def _summarized(arr):
     """Only the edge items along every long axis (what the formatter gets to see)."""
     for axis, n in enumerate(arr.shape):
@@ -129,7 +142,9 @@ def array_text(data, dtype, indent):
     if data.size == 0:
         return "[]"
     summarize = data.size > THRESHOLD
-    fmt = _Formatter(_summarized(data) if summarize else data, dtype.is_floating_point)
+    shown = _summarized(data) if summarize else data
+    fmt = _ComplexFormatter(shown) if data.dtype.kind == "c" else \
+        _Formatter(shown, dtype.is_floating_point)
     return _body(data, indent, summarize, fmt)
 
 
@@ -149,7 +164,8 @@ def tensor_repr(t):
             suffixes.append(f"dtype=llgrad.{name}")
         body = "[]"
     else:
-        if name not in _DEFAULT_DTYPES and name != default_float():
+        if name not in _DEFAULT_DTYPES and name not in (default_float(),
+                                                        complex_of(default_float())):
             suffixes.append(f"dtype=llgrad.{name}")
         body = array_text(data, t._dtype, indent)
     try:

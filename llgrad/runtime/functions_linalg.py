@@ -108,8 +108,9 @@ def inner(input, other):
 
 @torch_node("VdotBackward0")
 def vdot(input, other):
-    """As torch.vdot: the dot product of two 1-D tensors (real: torch.dot)."""
-    return input.dot(other)
+    """As torch.vdot: the dot product of two 1-D tensors, the first conjugated (real:
+    torch.dot)."""
+    return input.conj().dot(other)
 
 
 @torch_node("TraceBackward0")

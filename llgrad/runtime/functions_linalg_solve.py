@@ -27,6 +27,8 @@ def check_matrix(name, A, square=True, arg="A"):
     if square and n != m:
         raise RuntimeError(f"{name}: {arg} must be batches of square matrices, but they are {n} "
                            f"by {m} matrices")
+    if A._dtype.is_complex:
+        raise NotImplementedError(f"llgrad: {name} is not implemented for complex tensors")
     if not A._dtype.is_floating_point:
         raise RuntimeError(f"{name}: Expected a floating point or complex tensor as input. Got "
                            f"{tname(A._dtype)}")

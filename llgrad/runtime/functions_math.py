@@ -1,10 +1,10 @@
 """Elementwise math that PyTorch has as kernels of its own and llgrad writes as compositions
 of the op table's ops: log2 / log10 / exp2, logaddexp(2), hypot, float_power, fmod /
 remainder / floor_divide, heaviside, logit, rad2deg / deg2rad, nan_to_num, copysign /
-signbit, xlogy, sinc, fmax / fmin, ldexp, rsub, positive; their Tensor methods and in-place
-forms. Being compositions they trace, compile, differentiate and vmap through their ops (no
-op, lowering or batching rule of their own); the values are PyTorch's up to rounding where a
-docstring says the formula differs from PyTorch's kernel.
+signbit, xlogy, sinc, fmax / fmin, rsub, positive (ldexp: functions_numeric_more.py); their
+Tensor methods and in-place forms. Being compositions they trace, compile, differentiate and
+vmap through their ops (no op, lowering or batching rule of their own); the values are
+PyTorch's up to rounding where a docstring says the formula differs from PyTorch's kernel.
 
 Where a formula has a branch that is not taken (a where), the branch is fed safe inputs, so
 that its gradient (multiplied by the zero the where sends it) is 0, not 0 * inf = nan."""
@@ -31,9 +31,9 @@ _LN2, _LN10 = math.log(2.0), math.log(10.0)
 # ---- shared helpers (the other functions_* modules use them too) ----------------------------
 
 def floating(x):
-    """x as a floating tensor: integers and bools go to the default dtype (PyTorch's unary
-    float ops: log2(int tensor) is float32)."""
-    return x if x._dtype.is_floating_point else x.to(dtypes.get_default_dtype())
+    """x as a floating or complex tensor: integers and bools go to the default dtype
+    (PyTorch's unary float ops: log2(int tensor) is float32)."""
+    return x if x._dtype._cat >= 2 else x.to(dtypes.get_default_dtype())
 
 
 def float_type(*operands):
@@ -69,15 +69,23 @@ def _in_double(x, fn):
     """fn computed in float64 for a float32 / float16 x, then rounded back: the result is
     then (nearly always) the correctly rounded value PyTorch's float kernel gives, where the
     composition in float32 would be an ulp or two off."""
-    if x._dtype is dtypes.float64:
+    return in_double(x, fn)
+
+
+def in_double(x, fn):
+    """fn(x) in float64 (complex128 for a complex x), rounded back to x's dtype."""
+    wide = dtypes.complex128 if x._dtype.is_complex else dtypes.float64
+    if x._dtype is wide:
         return fn(x)
-    return fn(x.double()).to(x._dtype)
+    return fn(x.to(wide)).to(x._dtype)
 
 
 # ---- logarithms and exponentials ------------------------------------------------------------
 
 def _log_base(x, base, ln):
     x = floating(x)
+    if x._dtype.is_complex:     # (PyTorch's complex kernel: log(z) / log(base))
+        return x.log() / ln
 
     def f(d):
         r = d.log() / ln
@@ -352,17 +360,6 @@ def fmin(input, other):
     return _fmax_fmin(input, other, lambda a, b: a <= b)
 
 
-@torch_node("LdexpBackward0")
-def ldexp(input, other):
-    """As torch.ldexp: input * 2 ** other, the power in a floating other's own dtype, as
-    PyTorch's (float32 * 2 ** float16 rounds the power to float16 first)."""
-    if input._dtype.is_floating_point and other._dtype is dtypes.bool_:     # (its kernel's)
-        raise NotImplementedError("\"ldexp_cpu_exp\" not implemented for 'Bool'")
-    rt = float_type(input, other)
-    e = other if other._dtype.is_floating_point else as_type(other, rt)
-    return as_type(input, rt) * (2.0 ** e).to(rt)
-
-
 for _f, _aliases, _inp in (
         (log2, (), "log2_"), (log10, (), "log10_"), (exp2, (), "exp2_"),
         (logaddexp, (), None), (logaddexp2, (), None), (hypot, (), "hypot_"),
@@ -370,8 +367,7 @@ for _f, _aliases, _inp in (
         (floor_divide, (), None), (heaviside, (), "heaviside_"), (logit, (), "logit_"),
         (rad2deg, (), "rad2deg_"), (deg2rad, (), "deg2rad_"), (positive, (), None),
         (nan_to_num, (), "nan_to_num_"), (signbit, (), None), (copysign, (), "copysign_"),
-        (xlogy, (), "xlogy_"), (sinc, (), "sinc_"), (fmax, (), None), (fmin, (), None),
-        (ldexp, (), "ldexp_")):
+        (xlogy, (), "xlogy_"), (sinc, (), "sinc_"), (fmax, (), None), (fmin, (), None)):
     attach(_f, *_aliases, inplace_name=_inp)
 Tensor.float_power_ = _float_power_
 Tensor.floor_divide_ = Tensor.__ifloordiv__ = floor_divide_

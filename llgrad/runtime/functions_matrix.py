@@ -23,6 +23,8 @@ def _check(name, A):
     if n != m:
         raise RuntimeError(f"{name}: A must be batches of square matrices, but they are {n} by "
                            f"{m} matrices")
+    if A._dtype.is_complex:
+        raise NotImplementedError(f"llgrad: {name} is not implemented for complex tensors")
     if not A._dtype.is_floating_point:
         raise RuntimeError(f"{name}: Expected a floating point or complex tensor as input. Got "
                            f"{tname(A._dtype)}")

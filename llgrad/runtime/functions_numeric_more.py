@@ -1,6 +1,7 @@
-"""Elementwise functions no op of the table computes, evaluated with NumPy: frexp,
-nextafter and igamma / igammac (the regularised incomplete gamma functions,
-torch.special.gammainc / gammaincc); and i0 (Bessel I0, an op's). Inside llgrad.compile a
+"""Elementwise functions no op of the table computes, evaluated with NumPy: frexp (and its
+inverse ldexp, a composition of ops), nextafter and igamma / igammac (the regularised
+incomplete gamma functions, torch.special.gammainc / gammaincc); and i0 (Bessel I0, an
+op's). Inside llgrad.compile a
 call of the NumPy ones runs eagerly (a graph break naming the line). Their first
 derivatives are PyTorch's (igamma's in x is x^(a-1) e^-x / Gamma(a), in a PyTorch defines
 none), attached as value + d * (x - x.detach()) so that autograd sees ordinary ops; a second
@@ -15,10 +16,10 @@ from ..ir.optable import OpDef
 from ..ir.special_numpy import np_erfc
 from .dispatch import call, scalar_type_name as tname
 from .functions import export, where
-from .functions_math import float_type, make_inplace
+from .functions_math import as_type, attach, float_type, make_inplace
 from .memory_layout import iterator_layout
 from .shapes import broadcast_shapes
-from .node_names import failing_node, rename
+from .node_names import failing_node, rename, torch_node
 from .return_types import named_result
 from .tensor import Tensor
 from .creation import tensor as _tensor
@@ -239,6 +240,21 @@ def igammac(input, other):
     return _igamma_fn(input, other, True)
 
 
+@torch_node("LdexpBackward0")
+def ldexp(input, other):
+    """As torch.ldexp: input * 2 ** other, the power in a floating other's own dtype, as
+    PyTorch's (float32 * 2 ** float16 rounds the power to float16 first)."""
+    if input._dtype.is_floating_point and other._dtype is dtypes.bool_:     # (its kernel's)
+        raise NotImplementedError("\"ldexp_cpu_exp\" not implemented for 'Bool'")
+    rt = float_type(input, other)
+    if input._dtype.is_floating_point and not other._dtype.is_floating_point:
+        # (PyTorch's kernel for integer exponents, std::ldexp, rounds once: finite wherever
+        # the result is, where 2 ** other alone overflows: float64, the power in two halves)
+        e = as_type(other, dtypes.float64).clamp(-2046, 2046)
+        h = (e * 0.5).floor()
+        return (as_type(input, dtypes.float64) * 2.0 ** h * 2.0 ** (e - h)).to(rt)
+    e = other if other._dtype.is_floating_point else as_type(other, rt)
+    return as_type(input, rt) * (2.0 ** e).to(rt)
 
 
 _FREXP = named_result("frexp", ["mantissa", "exponent"])
@@ -250,3 +266,4 @@ for _fn, _name in ((nextafter, "nextafter_"), (i0, "i0_"), (igamma, "igamma_"),
                    (igammac, "igammac_")):
     setattr(Tensor, _name, make_inplace(_fn, _name))
 export(make_inplace(i0, "i0_"))
+attach(ldexp, inplace_name="ldexp_")

@@ -9,8 +9,9 @@ import math
 from . import dtypes
 from .creation import tensor as _tensor
 from .functions import _method_fn, export, where
-from .functions_math import attach, floating, make_inplace
+from .functions_math import attach, floating, in_double, make_inplace
 from .tensor import Tensor
+from .saved_tensor import user_location
 from .node_names import torch_node
 
 # ---- non-finite values, membership ------------------------------------------------------------
@@ -34,7 +35,9 @@ def isneginf(input):
 
 
 def isreal(input):
-    """As torch.isreal: all True for a real tensor (llgrad has no complex dtypes)."""
+    """As torch.isreal: whether each element's imaginary part is 0 (all True when real)."""
+    if input._dtype.is_complex:
+        return imag(input) == 0
     return (input == input) | (input != input)
 
 
@@ -86,8 +89,8 @@ def is_floating_point(input):
 
 
 def is_complex(input):
-    """As torch.is_complex: False (llgrad has no complex dtypes)."""
-    return False
+    """As torch.is_complex."""
+    return input._dtype.is_complex
 
 
 def is_nonzero(input):
@@ -112,7 +115,7 @@ def is_signed(input):
 
 
 def is_conj(input):
-    """As torch.is_conj: False (llgrad has no complex dtypes)."""
+    """As torch.is_conj: False (llgrad's conj() computes the conjugate; no lazy bit)."""
     return False
 
 
@@ -122,7 +125,7 @@ def is_neg(input):
 
 
 def resolve_conj(input):
-    """As torch.resolve_conj: input itself (a real tensor has no conjugate bit)."""
+    """As torch.resolve_conj: input itself (llgrad has no conjugate bit)."""
     return input
 
 
@@ -132,27 +135,33 @@ def resolve_neg(input):
 
 
 def conj(input):
-    """As torch.conj: input itself for a real tensor."""
-    return input
+    """As torch.conj: input itself for a real tensor; a complex one's conjugate (computed:
+    llgrad has no lazy conjugate view, so writes to it do not reach input)."""
+    return input._op("conj_physical") if input._dtype.is_complex else input
 
 
 def conj_physical(input):
     """As torch.conj_physical: for a real tensor, a copy-free identity."""
-    return input
+    return input._op("conj_physical") if input._dtype.is_complex else input
 
 
 def real(input):
-    """As torch.real: input itself for a real tensor."""
-    return input
+    """As torch.real: input itself for a real tensor, a complex one's real parts (a view)."""
+    return input._op("view_as_real").select(-1, 0) if input._dtype.is_complex else input
 
 
 def imag(input):
-    """As torch.imag: raises for a real tensor, as PyTorch."""
+    """As torch.imag: a complex tensor's imaginary parts (a view); raises for a real one."""
+    if input._dtype.is_complex:
+        return input._op("view_as_real").select(-1, 1)
     raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
 
 
 def angle(input):
-    """As torch.angle of a real tensor: pi where negative, 0 elsewhere, nan kept."""
+    """As torch.angle: the argument of each complex element; of a real tensor, pi where
+    negative, 0 elsewhere, nan kept."""
+    if input._dtype.is_complex:
+        return input._op("angle_complex")
     x = floating(input)
     out = where(x < 0, math.pi, 0.0).to(x._dtype)
     return where(x.isnan(), x, out) if x._dtype.is_floating_point else out
@@ -160,7 +169,12 @@ def angle(input):
 
 @torch_node("SgnBackward0")
 def sgn(input):
-    """As torch.sgn: sign for a real tensor."""
+    """As torch.sgn: sign for a real tensor, z / |z| (0 at 0) for a complex one."""
+    if input._dtype.is_complex:
+        # (0 at 0 through the where, so the gradient there is 0 as PyTorch's sgn_backward)
+        a = input.abs()
+        zero = a == 0
+        return where(zero, 0, input / a.masked_fill(zero, 1))
     return input.sign()
 
 
@@ -169,15 +183,15 @@ def adjoint(input):
     if input._data.ndim < 2:
         raise RuntimeError("tensor.adjoint() is only supported on matrices or batches of "
                            f"matrices. Got {input._data.ndim}-D tensor.")
-    return input.transpose(-2, -1)
+    return conj(input.transpose(-2, -1))
 
 
 def _mH(self):
-    """As torch.Tensor.mH: the transpose of the last two dims (real tensors)."""
+    """As torch.Tensor.mH: the conjugate transpose of the last two dims."""
     if self._data.ndim < 2:
         raise RuntimeError("tensor.mH is only supported on matrices or batches of matrices. "
                            f"Got {self._data.ndim}-D tensor.")
-    return self.transpose(-2, -1)
+    return conj(self.transpose(-2, -1))
 
 
 def _H(self):
@@ -187,7 +201,7 @@ def _H(self):
         raise RuntimeError("tensor.H is only supported on matrices (2-D tensors). Got "
                            f"{nd}-D tensor." + (" For batches of matrices, consider using "
                                                 "tensor.mH" if nd > 2 else ""))
-    return self.transpose(0, 1)
+    return conj(self.transpose(0, 1))
 
 
 for _f in (is_complex, is_nonzero, is_same_size, is_signed, is_conj, is_neg, resolve_conj,
@@ -196,8 +210,10 @@ for _f in (is_complex, is_nonzero, is_same_size, is_signed, is_conj, is_neg, res
 for _f in (is_floating_point, real, imag):
     export(_f)
 # (attributes, not methods, of PyTorch's Tensor)
-Tensor.real = property(real, doc="As torch.Tensor.real: the tensor itself (real dtypes).")
-Tensor.imag = property(imag, doc="As torch.Tensor.imag: raises for a real tensor.")
+Tensor.real = property(real, doc="As torch.Tensor.real: a view of the real parts (the tensor "
+                                  "itself when real).")
+Tensor.imag = property(imag, doc="As torch.Tensor.imag: a view of the imaginary parts; raises "
+                                  "for a real tensor.")
 Tensor.mH = property(_mH)
 Tensor.H = property(_H)
 Tensor.sgn_ = make_inplace(sgn, "sgn_")
@@ -214,10 +230,13 @@ attach(conj_physical_)
 # ---- trigonometric and hyperbolic functions ----------------------------------------------------
 
 def _in_double(x, fn):
-    x = floating(x)
-    if x._dtype is dtypes.float64:
-        return fn(x)
-    return fn(x.double()).to(x._dtype)
+    return in_double(floating(x), fn)
+
+
+def _no_complex(x, name):
+    # (their real formulas compare and take signs: a complex input would fail inside them)
+    if x._dtype.is_complex:
+        raise dtypes.complex_unsupported(name, user_location())
 
 
 def _odd(x, f):
@@ -243,13 +262,17 @@ def _sinh_abs(a):
 
 @torch_node("SinhBackward0")
 def sinh(input):
-    """As torch.sinh, from expm1 in float64."""
+    """As torch.sinh, from expm1 in float64 (complex: (e**z - e**-z) / 2)."""
+    if input._dtype.is_complex:
+        return (input.exp() - (-input).exp()) * 0.5
     return _in_double(input, lambda x: _odd(x, _sinh_abs))
 
 
 @torch_node("CoshBackward0")
 def cosh(input):
-    """As torch.cosh, from exp in float64."""
+    """As torch.cosh, from exp in float64 (complex: (e**z + e**-z) / 2)."""
+    if input._dtype.is_complex:
+        return (input.exp() + (-input).exp()) * 0.5
     def f(x):
         e = where(x >= 0, x, -x).exp()
         return (e + e.reciprocal()) * 0.5
@@ -266,6 +289,7 @@ def _asinh_abs(a):
 @torch_node("AsinhBackward0")
 def asinh(input):
     """As torch.asinh: log1p(a + a**2 / (1 + sqrt(1 + a**2))) with x's sign, in float64."""
+    _no_complex(input, "asinh")
     return _in_double(input, lambda x: _odd(x, _asinh_abs))
 
 
@@ -273,6 +297,7 @@ def asinh(input):
 def acosh(input):
     """As torch.acosh: log1p(t + sqrt(t) sqrt(t + 2)) for t = x - 1, in float64 (nan below
     1; the gradient at 1 inf, as PyTorch's, where sqrt(t (t + 2)) would give inf * 0)."""
+    _no_complex(input, "acosh")
     def f(x):
         big = x > _BIG
         t = x.masked_fill(big, 1) - 1
@@ -285,6 +310,7 @@ def acosh(input):
 def atanh(input):
     """As torch.atanh: (log1p(x) - log1p(-x)) / 2, in float64 (the gradient at +-1 inf, as
     PyTorch's)."""
+    _no_complex(input, "atanh")
     return _in_double(input, lambda x: (x.log1p() - (-x).log1p()) * 0.5)
 
 

@@ -160,7 +160,7 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
 def dist(input, other, p=2):
     """As torch.dist: the p-norm of input - other."""
     d = input - other
-    if not d._dtype.is_floating_point:
+    if d._dtype._cat < 2:
         raise RuntimeError("norm(): input dtype should be either floating point or complex. "
                            f"Got {tname(d._dtype)} instead.")
     return vector_norm(d, p)

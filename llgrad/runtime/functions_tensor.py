@@ -56,12 +56,12 @@ def isclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-
     if atol < 0:
         raise RuntimeError(f"atol must be greater than or equal to zero, but got {atol}")
     close = input == other
-    if equal_nan and input._dtype.is_floating_point:
+    if equal_nan and input._dtype._cat >= 2:
         close = close | (input.isnan() & other.isnan())
     if rtol == 0 and atol == 0:
         return close
     a, b = input, other
-    if not a._dtype.is_floating_point:
+    if a._dtype._cat < 2:
         a, b = a.to(dtypes.get_default_dtype()), b.to(dtypes.get_default_dtype())
     allowed = (b * rtol).abs() + atol
     actual = (a - b).abs()

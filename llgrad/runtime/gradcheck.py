@@ -21,9 +21,27 @@ def _as_tuple(x):
 
 
 def _outputs(fn, inputs):
-    """The differentiable outputs (integer outputs such as max's indices are skipped)."""
-    return [o for o in _as_tuple(fn(*inputs))
-            if isinstance(o, Tensor) and o._dtype.is_floating_point]
+    """The differentiable outputs (integer outputs such as max's indices are skipped), a
+    complex one as its real view (view_as_real): its real and imaginary parts are checked
+    as two real outputs."""
+    return [o._op("view_as_real") if o._dtype.is_complex else o
+            for o in _as_tuple(fn(*inputs)) if isinstance(o, Tensor) and o._dtype._cat >= 2]
+
+
+def _real_inputs(func, inputs):
+    """func and inputs with each complex input given as a real leaf (its view_as_real),
+    func seeing it as complex again: finite differences then perturb the real and the
+    imaginary parts, and the real leaf's gradient is PyTorch's complex gradient (dL/dRe +
+    i dL/dIm) as two reals."""
+    if not any(isinstance(x, Tensor) and x._dtype.is_complex for x in inputs):
+        return func, inputs
+    real = tuple(x.detach()._op("view_as_real").clone().requires_grad_(x.requires_grad)
+                 if isinstance(x, Tensor) and x._dtype.is_complex else x for x in inputs)
+    cplx = [isinstance(x, Tensor) and x._dtype.is_complex for x in inputs]
+
+    def on_complex(*xs):
+        return func(*(x._op("view_as_complex") if c else x for x, c in zip(xs, cplx)))
+    return on_complex, real
 
 
 def _numerical(fn, inputs, i, eps):
@@ -91,11 +109,12 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
         raise ValueError("gradcheck expects at least one input tensor to require gradient, but "
                          "none of them have requires_grad=True.")
     for i in diff:
-        if inputs[i]._dtype.name != "float64":
+        if inputs[i]._dtype.name not in ("float64", "complex128"):
             warnings.warn(f"Input #{i} requires gradient and is not a double precision floating "
                           "point or complex. This check will likely fail if all the inputs are not "
                           "of double precision floating point or complex. ", UserWarning,
                           stacklevel=2)
+    func, inputs = _real_inputs(func, inputs)
     outs, rows = _analytical(func, inputs, diff) if check_backward_ad else \
         (_outputs(func, inputs), None)
     for k, i in enumerate(diff):

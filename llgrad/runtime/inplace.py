@@ -9,9 +9,9 @@ from ..ir import OPS
 from ..ir.geometry import geometry_overlaps
 from .copy_slices import CopySlices, creation_error
 from .dispatch import _is_tensor, _req, call, record, run_impl, scalar_type_name, wrapped_ints
-from .dtypes import get_default_dtype, result_type
+from .dtypes import complex_unsupported, get_default_dtype, result_type
 from .node import gradient_edge
-from .saved_tensor import SavedTensor, user_position
+from .saved_tensor import SavedTensor, user_location, user_position
 from .symbolic_operands import SPECIAL_OPERANDS, escape_in_attrs, special_operands, stand_ins
 
 _tstate = trace_state.state
@@ -146,6 +146,8 @@ def call_inplace(op, t, inputs, attrs, _timed=False, _dual=False):
         res = dispatch.batching.call_inplace(op, t, inputs, attrs)
         if res is not NotImplemented:
             return res
+    if not op.complex and any(_is_tensor(x) and x._dtype._cat == 3 for x in inputs):
+        raise complex_unsupported(op.name, user_location())
     _check_inplace(t, inputs)
     _check_overlap(op, t, inputs)
     if op.kind == "elementwise":
@@ -160,7 +162,7 @@ def call_inplace(op, t, inputs, attrs, _timed=False, _dual=False):
     # (a meta t: nothing is computed or written, the rest is as on the CPU)
     on_meta = dispatch.meta is not None and dispatch.meta.inplace(op, t, inputs, attrs)
     recording = grad_mode.state.grad_enabled and op.vjp is not None and \
-        t._dtype._cat == 2 and any(_is_tensor(x) and _req(x) for x in inputs)  # (ints: none)
+        t._dtype._cat >= 2 and any(_is_tensor(x) and _req(x) for x in inputs)  # (ints: none)
     retained = (t._grad_fn, t._output_nr) if recording and t._retains_grad else None
     tracer = _tstate.tracer
     operands = tracer.operands(inputs) if tracer is not None else None   # values before
@@ -171,7 +173,7 @@ def call_inplace(op, t, inputs, attrs, _timed=False, _dual=False):
         operands = tracer.operands(inputs) if tracer is not None else None
         out = run_impl(op, inputs, attrs)
     old_self = None
-    if recording and t._dtype.is_floating_point and op.args[0] in op.save:
+    if recording and t._dtype._cat >= 2 and op.args[0] in op.save:
         # t is about to change: save a clone, recorded so that it keeps t's history (the
         # VJP reads it, and create_graph differentiates through it)
         old_self = call(OPS["clone"], (t,), {"memory_format": "preserve"}, _dual=True)

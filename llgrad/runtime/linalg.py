@@ -32,6 +32,8 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
     if not isinstance(ord, (numbers.Number, Tensor)):
         raise TypeError("linalg_vector_norm(): argument 'ord' must be Number, not "
                         f"{type(ord).__name__}")
+    if x._dtype.is_complex:     # (a complex norm is its magnitudes': |z| has a gradient)
+        return vector_norm(x.abs(), ord, dim, keepdim, dtype=dtype, out=out)
     if not x._dtype.is_floating_point:
         raise RuntimeError("linalg.vector_norm: Expected a floating point or complex tensor as "
                            f"input. Got {tname(x._dtype)}")

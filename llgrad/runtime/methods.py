@@ -178,9 +178,9 @@ def where(self, condition, other):
 def _addc(op):
     def check(self, tensor1, tensor2, value, name=op):
         ts = [x for x in (self, tensor1, tensor2) if isinstance(x, Tensor)]
-        integral = all(not x._dtype.is_floating_point for x in ts)
+        integral = all(x._dtype._cat < 2 for x in ts)
         if op == "addcdiv" and all(     # (tensor1's and tensor2's dtypes alone, as PyTorch)
-                isinstance(x, Tensor) and not x._dtype.is_floating_point for x in (tensor1, tensor2)):
+                isinstance(x, Tensor) and x._dtype._cat < 2 for x in (tensor1, tensor2)):
             raise RuntimeError("Integer division with addcdiv is no longer supported, and in a "
                                "future  release addcdiv will perform a true division of tensor1 "
                                "and tensor2. The historic addcdiv behavior can be implemented "
@@ -221,7 +221,7 @@ def _lerp_check(self, end, weight):
                 name == "end" or x._data.ndim):
             raise RuntimeError(f"expected dtype {dtypes.C_NAMES[self._dtype.name]} for `{name}` but "
                                f"got dtype {dtypes.C_NAMES[x._dtype.name]}")
-    if not self._dtype.is_floating_point:       # (after the dtypes' checks, as PyTorch)
+    if self._dtype._cat < 2:       # (after the dtypes' checks, as PyTorch)
         raise NotImplementedError(f"\"lerp_kernel_{kernel}\" not implemented for "
                                   f"'{scalar_type_name(self._dtype)}'")
 

@@ -22,7 +22,7 @@ def _alpha(self, other, alpha):
     if alpha.__class__ is int and alpha == 1 and other.__class__ is not int:
         return other, 1         # (the common call: nothing to check or wrap)
     if type(alpha) is float:    # (checked against a float32 / float16 result too)
-        if not dtypes.result_type(self, other).is_floating_point:
+        if dtypes.result_type(self, other)._cat < 2:
             raise RuntimeError("For integral input tensors, argument alpha must not be a "
                                "floating point number.")
         fill_value_fits(alpha, dtypes.result_type(self, other))

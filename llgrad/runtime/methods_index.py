@@ -92,7 +92,7 @@ def _index_add_args(self, dim, index, source, alpha):
     scatters = len(xs) > 1 and d in (0, len(xs) - 1) and alpha == 1
     check_index_bounds(index, xs[d] if xs else 1, d, None if scatters else (
         lambda bad: IndexError("index out of range in self")))
-    if not self._dtype.is_floating_point and self._dtype is not dtypes.bool_:
+    if self._dtype._cat == 1:       # (integers: alpha wrapped into the dtype)
         alpha = dtypes.wrap_int(fill_value_fits(int(alpha), self._dtype), self._dtype)
     return d, alpha
 

@@ -48,6 +48,9 @@ def _in_memory_order(self, draw):
 def uniform_(self, a=0, b=1, *, generator=None):
     """Fill with U(a, b) samples in place, as torch.Tensor.uniform_.
     PyTorch's numbers for a seed."""
+    if self._dtype.is_complex:      # (ATen's: the real view, each part U(a, b))
+        self._op("view_as_real").uniform_(a, b, generator=generator)
+        return self
     _float_only(self, "check_uniform_bounds")
     if a > b:
         raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={a} "
@@ -61,9 +64,12 @@ def uniform_(self, a=0, b=1, *, generator=None):
 def normal_(self, mean=0, std=1, *, generator=None):
     """Fill with N(mean, std^2) samples in place, as torch.Tensor.normal_.
     PyTorch's numbers for a seed."""
-    _float_only(self, "normal_kernel_cpu")
     if not std >= 0:        # (a NaN too, as in ATen)
         raise RuntimeError(f"normal expects std >= 0.0, but found std {std:g}")
+    if self._dtype.is_complex:      # (ATen's: the real view, each part of variance std^2 / 2)
+        self._op("view_as_real").normal_(mean, std / math.sqrt(2), generator=generator)
+        return self
+    _float_only(self, "normal_kernel_cpu")
     if self._dtype is dtypes.float16 and self.is_contiguous() and self._data.size >= 16:
         n = _half_fill_noise(self._data.shape, generator)
     elif self.is_contiguous() and (self._data.size >= 16 or self._dtype not in _SERIAL64):

@@ -25,7 +25,7 @@ def _def(name, fn):
 
 
 def _float_only(self, what, given=False):
-    if not self._dtype.is_floating_point:     # (given: the dtype came as an argument)
+    if self._dtype._cat < 2:     # (given: the dtype came as an argument)
         raise RuntimeError(f"{what}(): could not infer output dtype. "
                            f"{'Optional' if given else 'Input'} dtype must be either a floating "
                            f"point or complex dtype. Got: {tname(self._dtype)}")
@@ -57,6 +57,10 @@ def sum(self, dim=None, keepdim=False, dtype=None):
 def mean(self, dim=None, keepdim=False, dtype=None):
     t = self if dtype is None else self.to(dtype)
     _float_only(t, "mean", dtype is not None)
+    if t._dtype is dtypes.float16 and self._dtype is not dtypes.float16:
+        # (PyTorch's mean into half sums the input in float32 and rounds the mean once)
+        return self.to(dtypes.float32)._op("mean", dim=_rdims(self, dim),
+                                           keepdim=keepdim).to(dtypes.float16)
     return t._op("mean", dim=_rdims(self, dim), keepdim=keepdim)
 
 
@@ -160,7 +164,8 @@ def logsumexp(self, dim, keepdim=False):
 
 
 _TORCH_TYPE = {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char",
-               "uint8": "Byte", "bool": "Bool"}
+               "uint8": "Byte", "bool": "Bool", "complex64": "ComplexFloat",
+               "complex128": "ComplexDouble"}
 
 
 def _normalizer(name):

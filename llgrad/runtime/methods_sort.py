@@ -156,7 +156,7 @@ def _masked_select(x, mask, out_shape):
 # (not in the op table: it cannot be traced, and every op of the table can)
 MASKED_SELECT = OpDef("masked_select", _masked_select, vjp=_masked_select_vjp,
                       grad_fn="MaskedSelectBackward0", args=("self", "mask"), save=("mask",),
-                      nondiff=("mask",))
+                      nondiff=("mask",), complex=True)
 
 
 def masked_select(self, mask):
@@ -192,7 +192,7 @@ def _masked_scatter_vjp(c, g):
 # (not in the table either: which source elements land where depends on the mask's values)
 MASKED_SCATTER = OpDef("masked_scatter", _masked_scatter, vjp=_masked_scatter_vjp,
                        grad_fn="MaskedScatterBackward0", args=("self", "mask", "source"),
-                       save=("mask",), nondiff=("mask",))
+                       save=("mask",), nondiff=("mask",), complex=True)
 
 
 def _masked_scatter_args(self, mask, source, inplace):

@@ -1,5 +1,7 @@
 """llgrad's default random generator and manual_seed: PyTorch's CPU generator (its Mersenne
-Twister, ir/torch_random.py), so a seed gives PyTorch's numbers."""
+Twister, ir/torch_random.py), so a seed gives PyTorch's numbers; the state a draw advances."""
+import numpy as np
+
 from ..ir import torch_random
 from . import trace_state
 
@@ -60,3 +62,29 @@ def manual_seed(seed: int) -> _Generator:
 def initial_seed() -> int:
     """The seed of the default generator, as torch.initial_seed."""
     return default_generator.initial_seed()
+
+
+# called before every draw while a vmap is active (llgrad.func: randomness="error" raises)
+random_hook = None
+
+
+def _state(generator):
+    """The state array a draw advances (the default generator's, or `generator`'s)."""
+    if random_hook is not None:
+        random_hook()
+    return (generator or default_generator).state
+
+
+def numpy_rng(generator=None):
+    """A NumPy generator for the draws with no PyTorch counterpart here (poisson, binomial),
+    seeded by one 64-bit draw of llgrad's generator: reproducible from manual_seed."""
+    s = torch_random.Stream(_state(generator))
+    seed = int(s.u64(1)[0])
+    s.close()
+    return np.random.default_rng(seed)
+
+
+def random_int64(generator=None):
+    """One `torch.empty((), dtype=torch.int64).random_()` draw: how PyTorch's samplers and
+    loaders seed what they make."""
+    return int(torch_random.random_full(_state(generator), 1, "int64")[0])

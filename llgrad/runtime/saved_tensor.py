@@ -213,7 +213,7 @@ class SavedTensor:
         # backward through it reaches what the saved tensor's gradient reached
         out = Tensor._from_array(t._data, t._storage)
         if self.is_output:
-            if out._dtype._cat == 2:
+            if out._dtype._cat >= 2:
                 out._grad_fn, out._output_nr, out._requires_grad = node, self.output_nr, True
         elif edge[0] is None:
             acc = edge[1]._acc      # (made when the op's node took its edge to the leaf)
@@ -253,7 +253,7 @@ class SavedTensor:
                 + (f" and modified in place at {where_str(t._storage.write_loc)}."
                    if t._storage.write_loc is not None else
                    "; an in-place operation changed it after that."))
-        if self.is_output and t._dtype._cat == 2:     # (an integer output has no history:
+        if self.is_output and t._dtype._cat >= 2:     # (an integer output has no history:
             t._grad_fn = node                           # max's indices, as record leaves it)
             t._output_nr = self.output_nr
             t._requires_grad = True

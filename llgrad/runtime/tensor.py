@@ -235,7 +235,7 @@ class Tensor:
     def requires_grad(self, flag: bool) -> None:
         if type(flag) is not bool:      # (PyTorch's: 1, "yes", np.True_ and tensor(True) too)
             raise RuntimeError("requires_grad must be a bool")
-        if flag and not self._dtype.is_floating_point:     # (PyTorch's words, lower case)
+        if flag and self._dtype._cat < 2:     # (PyTorch's words, lower case)
             raise RuntimeError("only Tensors of floating point and complex dtype can require "
                                "gradients")
         if flag and self._grad_fn is not None:     # (requires_grad_(True) lets it pass)
@@ -249,7 +249,7 @@ class Tensor:
             raise RuntimeError("you can only change requires_grad flags of leaf variables. If "
                                "you want to use a computed variable in a subgraph that doesn't "
                                "require differentiation use var_no_grad = var.detach().")
-        if requires_grad and not self._dtype.is_floating_point:
+        if requires_grad and self._dtype._cat < 2:
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
         if requires_grad and self._inference and not grad_mode.state.inference:
             raise RuntimeError("Setting requires_grad=True on inference tensor outside "
@@ -328,7 +328,7 @@ class Tensor:
         return int(self.item())
 
     def __index__(self):
-        if self._dtype._cat == 2 or self._data.size != 1:
+        if self._dtype._cat >= 2 or self._data.size != 1:
             raise TypeError("only integer tensors of a single element can be converted to an "
                             "index")
         return int(self.item())

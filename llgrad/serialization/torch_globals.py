@@ -20,10 +20,21 @@ from .torch_names import _DTYPE_BY_TORCH_NAME, _OTHER_TORCH_DTYPES, _STORAGE_TYP
 
 def _set_requires_grad(t, requires_grad):
     if requires_grad:
-        if not t.is_floating_point():
+        if t.dtype._cat < 2:
             raise RuntimeError("only Tensors of floating point and complex dtype can require "
                                "gradients")
         t.requires_grad_(True)
+    return t
+
+
+def _apply_metadata(t, metadata):
+    """PyTorch's lazy conjugate and negative bits (a saved x.conj() or -x.imag keeps x's
+    memory and the bit): llgrad has no such views, so the values are made."""
+    if metadata:
+        if metadata.get("conj"):
+            t = t.conj_physical()
+        if metadata.get("neg"):
+            t = -t
     return t
 
 
@@ -52,12 +63,12 @@ def _torch_globals(loader):
     def _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad,
                            backward_hooks, metadata=None):
         t = loader.rebuild_tensor(storage, storage_offset, size, stride)
-        return _set_requires_grad(t, requires_grad)
+        return _set_requires_grad(_apply_metadata(t, metadata), requires_grad)
 
     def _rebuild_tensor_v3(storage, storage_offset, size, stride, requires_grad,
                            backward_hooks, dtype, metadata=None):
         t = loader.rebuild_tensor(storage, storage_offset, size, stride, dtype)
-        return _set_requires_grad(t, requires_grad)
+        return _set_requires_grad(_apply_metadata(t, metadata), requires_grad)
 
     def _rebuild_parameter(data, requires_grad, backward_hooks):
         if not isinstance(data, Tensor):

@@ -12,7 +12,8 @@ _TORCH_NAMES = {
     dtypes.float16: ("float16", "HalfStorage"), dtypes.int64: ("int64", "LongStorage"),
     dtypes.int32: ("int32", "IntStorage"), dtypes.int16: ("int16", "ShortStorage"),
     dtypes.int8: ("int8", "CharStorage"), dtypes.uint8: ("uint8", "ByteStorage"),
-    dtypes.bool_: ("bool", "BoolStorage"),
+    dtypes.bool_: ("bool", "BoolStorage"), dtypes.complex64: ("complex64", "ComplexFloatStorage"),
+    dtypes.complex128: ("complex128", "ComplexDoubleStorage"),
 }
 # torch dtype names (and aliases) that have an llgrad dtype
 _DTYPE_BY_TORCH_NAME = {"float32": dtypes.float32, "float": dtypes.float32,
@@ -20,8 +21,10 @@ _DTYPE_BY_TORCH_NAME = {"float32": dtypes.float32, "float": dtypes.float32,
                         "float16": dtypes.float16, "half": dtypes.float16,
                         "int64": dtypes.int64, "long": dtypes.int64, "int32": dtypes.int32,
                         "int": dtypes.int32, "int16": dtypes.int16, "short": dtypes.int16,
-                        "int8": dtypes.int8, "uint8": dtypes.uint8, "bool": dtypes.bool_}
-_OTHER_TORCH_DTYPES = ("bfloat16", "complex32", "complex64", "complex128", "cfloat", "cdouble",
+                        "int8": dtypes.int8, "uint8": dtypes.uint8, "bool": dtypes.bool_,
+                        "complex64": dtypes.complex64, "cfloat": dtypes.complex64,
+                        "complex128": dtypes.complex128, "cdouble": dtypes.complex128}
+_OTHER_TORCH_DTYPES = ("bfloat16", "complex32",
                        "chalf", "uint16", "uint32", "uint64", "float8_e4m3fn", "float8_e5m2",
                        "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu", "quint4x2",
                        "quint2x4", "bits8", "bits16",

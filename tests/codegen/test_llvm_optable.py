@@ -236,11 +236,13 @@ def test_llvm_matches_interpreter(k, layout, dtype):
 def test_every_op_is_lowered():
     """Every op has a lowering or a decomposition into ops that have one, and the batches
     run samples of every op."""
-    assert sorted(n for n in set(OPS) - set(LOWERINGS) - set(NOT_LOWERED)
+    # (complex-valued ops run eagerly only: compiled code has no complex values)
+    complex_only = {n for n, op in OPS.items() if op.complex == "only"}
+    assert sorted(n for n in set(OPS) - set(LOWERINGS) - set(NOT_LOWERED) - complex_only
                   if OPS[n].decompose is None) == []
     names = {_name(p) for p in tracing.PROGRAMS}
     assert set(BROKEN) <= names and set(INTERPRETED) <= names
-    assert {p.op for b in BATCHES for p in b} == set(OPS)
+    assert {p.op for b in BATCHES for p in b} == set(OPS) - complex_only
 
 
 def test_float16_runs_in_the_interpreter():

@@ -323,9 +323,14 @@ def layout_plan(shape, layout):
     return None
 
 
+# ops whose values are complex (eager only: the IR holds no complex values; their tests are
+# tests/runtime/test_complex.py and test_fft.py)
+COMPLEX_ONLY = {n for n, op in OPS.items() if op.complex == "only"}
+
+
 def _cases():
     out = []
-    for name in sorted(OPS):
+    for name in sorted(set(OPS) - COMPLEX_ONLY):
         spec = SPECS.get(name)
         for layout in LAYOUTS:
             if layout != "contiguous":
@@ -382,7 +387,7 @@ def _ptr(a):
 
 
 def test_every_op_has_a_sample():
-    assert sorted(set(OPS) - set(SPECS)) == []
+    assert sorted(set(OPS) - set(SPECS) - COMPLEX_ONLY) == []
     assert sorted(set(SPECS) - set(OPS)) == []
 
 

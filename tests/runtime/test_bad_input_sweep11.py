@@ -159,7 +159,7 @@ def test_argument_types(bad, good):
 
 def test_creation_arguments_llgrad_words():
     # randint without a size: torch's TypeError (a 0-d draw before); a complex fill value
-    # (llgrad has no complex dtype): an error, not zeros
+    # into a real dtype: an error, not zeros
     for src in ("t.randint(5)", "t.randint(2, 5)"):
         with pytest.raises(TypeError):
             eval(src, {"t": torch})
@@ -168,7 +168,8 @@ def test_creation_arguments_llgrad_words():
             eval(src, {"t": llgrad})
     with pytest.raises(RuntimeError, match="value cannot be converted to type float without "
                                            "overflow"):
-        llgrad.full((2,), 1j)
+        llgrad.full((2,), 1j, dtype=llgrad.float32)
+    assert llgrad.full((2,), 1j).dtype is llgrad.complex64      # (as torch's)
 
 
 def test_optimizer_arguments():

@@ -1,6 +1,7 @@
-"""bfloat16 and the complex dtypes exist as names, as in PyTorch (dtype tables, comparisons,
-finfo, pickling), but llgrad has no tensors of them: every way to make one raises a
-NotImplementedError saying why, never a NumPy error or a tensor of another dtype."""
+"""bfloat16 and complex32 exist as names, as in PyTorch (dtype tables, comparisons, finfo,
+pickling), but llgrad has no tensors of them: every way to make one raises a
+NotImplementedError saying why, never a NumPy error or a tensor of another dtype. complex64
+and complex128 tensors are made as PyTorch makes them (tests/runtime/test_complex.py)."""
 import pickle
 
 import numpy as np
@@ -54,17 +55,32 @@ MAKERS = {
 
 
 @pytest.mark.parametrize("how", sorted(MAKERS))
-@pytest.mark.parametrize("name", ["bfloat16", "complex64"])
+@pytest.mark.parametrize("name", ["bfloat16", "complex32"])
 def test_making_a_tensor_of_one_raises_why(how, name):
     before = llgrad.get_default_dtype()
     if how == "set_default_dtype" and name != "bfloat16":     # (PyTorch refuses it too)
         with pytest.raises(TypeError, match="only floating-point types"):
             MAKERS[how](getattr(llgrad, name))
         return
-    with pytest.raises(NotImplementedError, match=f"llgrad has no "
-                       f"{'bfloat16' if name == 'bfloat16' else 'complex'} tensors"):
+    with pytest.raises(NotImplementedError, match=f"llgrad has no {name} tensors"):
         MAKERS[how](getattr(llgrad, name))
     assert llgrad.get_default_dtype() is before
+
+
+@pytest.mark.parametrize("how", sorted(set(MAKERS) - {"rand", "randn", "empty"}))
+def test_making_a_complex64_tensor_is_as_torch(how):
+    def made(lib):
+        try:
+            return repr(_with(lib, MAKERS[how])(lib.complex64))
+        except (NotImplementedError, TypeError, RuntimeError) as e:
+            return type(e).__name__
+    assert made(llgrad).replace("llgrad.", "") == made(torch).replace("torch.", "")
+
+
+def _with(lib, maker):
+    """maker with lib in place of llgrad (the lambdas above name llgrad)."""
+    import types
+    return types.FunctionType(maker.__code__, {**maker.__globals__, "llgrad": lib})
 
 
 def test_a_module_is_left_as_it_was():
@@ -75,11 +91,9 @@ def test_a_module_is_left_as_it_was():
     assert m.weight.dtype is llgrad.float32 and llgrad.equal(m.weight, w)
 
 
-def test_a_complex_numpy_array_raises_why():
-    with pytest.raises(NotImplementedError, match="complex tensors"):
-        llgrad.from_numpy(np.ones(2, np.complex64))
-    with pytest.raises(NotImplementedError, match="complex tensors"):
-        llgrad.tensor(np.ones(2, np.complex128))
+def test_a_complex_numpy_array_is_a_complex_tensor():
+    assert llgrad.from_numpy(np.ones(2, np.complex64)).dtype is llgrad.complex64
+    assert llgrad.tensor(np.ones(2, np.complex128)).dtype is llgrad.complex128
 
 
 def test_the_bfloat16_methods_raise_why():

@@ -852,6 +852,40 @@ S("lerp",
   Case("inplace", lambda T, x, y, w: (x * 1).lerp_(y, w), R_(2, 3), R_(2, 3), R_(3),
        node="LerpBackward1"))
 
+# complex values (real in and out here, so that gradcheck reads them): eager only, a compiled
+# function that meets one runs eagerly (tests/runtime/test_complex.py), so the trace and
+# native-code tests of the table leave these ops out
+EAGER_ONLY = tuple(n for n, op in OPS.items() if op.complex == "only")
+S("view_as_real",
+  Case("times", lambda T, x: T.view_as_real(T.view_as_complex(x) * (1 + 2j)), R_(3, 2),
+       node="ViewAsRealBackward0"))
+S("view_as_complex",
+  Case("abs", lambda T, x: T.view_as_complex(x).abs(), NZ_(3, 2), node="AbsBackward0",
+       top=False))
+S("conj_physical",
+  Case("conj", lambda T, x: T.view_as_real(T.view_as_complex(x).conj() * (2 - 1j)), R_(4, 2),
+       node="ViewAsRealBackward0", top=False))
+S("complex",
+  Case("parts", lambda T, x, y: T.view_as_real(T.complex(x, y) * (1 + 1j)), R_(3), R_(3),
+       node="ViewAsRealBackward0", top=False))
+S("angle_complex",
+  Case("angle", lambda T, x: T.view_as_complex(x).angle(), NZ_(3, 2), node="AngleBackward0"))
+S("fft_c2c",
+  Case("fft", lambda T, x: T.view_as_real(T.fft.fft(T.view_as_complex(x))), R_(4, 2),
+       node="ViewAsRealBackward0", top=False),
+  Case("ifft2_ortho", lambda T, x: T.view_as_real(T.fft.ifft2(T.view_as_complex(x), norm="ortho")),
+       R_(3, 4, 2), node="ViewAsRealBackward0", top=False))
+S("fft_r2c",
+  Case("rfft", lambda T, x: T.view_as_real(T.fft.rfft(x)), R_(2, 6), node="ViewAsRealBackward0",
+       top=False),
+  Case("rfft_odd", lambda T, x: T.view_as_real(T.fft.rfft(x, norm="forward")), R_(5),
+       node="ViewAsRealBackward0", top=False))
+S("fft_c2r",
+  Case("irfft", lambda T, x: T.fft.irfft(T.view_as_complex(x), n=6), R_(2, 4, 2),
+       node="FftC2RBackward0"),
+  Case("irfft_odd", lambda T, x: T.fft.irfft(T.view_as_complex(x), n=5, norm="ortho"),
+       R_(3, 2), node="FftC2RBackward0"))
+
 
 # ---- non-differentiable ops ------------------------------------------------------------------
 
