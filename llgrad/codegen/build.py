@@ -43,6 +43,7 @@ from .native.blas import gemm_symbols
 from .schedule import dedupe
 from .schedule.cluster import emit_cluster, merge_loops
 from .schedule.dedupe import group_key
+from .schedule.kernel_io import merge_kernel_io
 from .schedule.plan import Plan, live_nodes, root_of
 from .schedule.rows import emit_rows, merge_rows, prepare_rows
 
@@ -146,8 +147,9 @@ PASSES = (expand_composites, merge_product_sums, cse, dce)   # simplify's pipeli
 def plan_graph(graph, options, clusters=True):
     """A finalized Plan of graph (every group's prepare run): also how ops_control plans
     a control-flow node's regions, with the options of the graph holding it."""
-    # row fusion (rows.py), then multi-output loops (cluster.py)
-    merges = (merge_rows, merge_loops) if clusters else ()
+    # elementwise code into kernels' loads and stores (kernel_io.py), row fusion (rows.py),
+    # then multi-output loops (cluster.py)
+    merges = (merge_kernel_io, merge_rows, merge_loops) if clusters else ()
     plan = _prepared(Plan(graph, merges), options)
     if plan.flags and plan.in_place and not _checks_first(plan):
         # an index check after a write into an input: the writes are staged instead (the

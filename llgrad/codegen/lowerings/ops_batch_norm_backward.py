@@ -13,6 +13,10 @@ Per channel, m elements over dims (0, 2, ...):
           xhat = xc * r, gxh = g * w, m1 = sum(gxh) / m, m2 = sum(gxh * xhat) / m,
           grad_input = r * ((gxh - m1) - xhat * m2), grad_weight = sum(g * xhat).
 
+The gradient may be computed where it is loaded (passes 2 and 3) instead of read: relu's
+backward, le + masked_fill, fused in as a prologue (kernel_io.py), so the masked gradient is
+never written.
+
 Why not the decomposition (mean, sub, mul, mean, rsqrt, ... as the rule reads): the scheduler
 makes it eleven loops and three full-size scratch arrays, 3x PyTorch's fused backward.
 
@@ -25,9 +29,10 @@ from llvmlite import ir
 
 from ...ir.geometry import contiguous_strides
 from ...ir.graph import Value
+from .kernel_io import KernelIO
 from .loops import Access, for_range, loop_nest
 from .ops_norm import _coalesce
-from .parallel import parallel_loops, parallel_range
+from .parallel import cost, parallel_loops, parallel_range
 from .scalar import F64, I64, Scalar, is_float, reg_type
 from .table import register
 
@@ -67,14 +72,16 @@ def _emit(plan, group, fg):
     if m == 0:
         _zeros(fg, (gw_acc, gb_acc), nc, dt)
         return
-    src = (plan.access(x, shape), plan.access(gv, shape),
+    io = KernelIO(plan, group)      # (relu's backward before it: computed at its loads)
+    src = (plan.access(x, shape), io.operand(gv, shape),
            Access(plan.buffers[gx_v], dt, 0, contiguous_strides(shape)))
-    shape, red, src = _coalesce(shape, red, src)
+    shape, red, accs = _coalesce(shape, red, io.with_fused(src, shape))
+    src = io.take(accs)
     kept = [d for d in range(len(shape)) if d not in red]
     x_acc, g_acc, gx_acc = src
     w_acc = plan.access(w, (nc,)) if w is not None else None
     if red == (0,) and len(shape) == 2 and shape[1] <= MAX_ROW_CHANNELS:
-        return _rows(node, fg, shape, src, w_acc, (gw_acc, gb_acc))
+        return _rows(node, fg, shape, src, w_acc, (gw_acc, gb_acc), io)
 
     def channels(fgt, loops, tid):
         b, sg = fgt.b, fgt.sg
@@ -82,6 +89,7 @@ def _emit(plan, group, fg):
         c64 = lambda v: sg.const(v, "float64")                      # noqa: E731
         to64 = lambda s: sg.cast(s, "float64")                      # noqa: E731
         cdt = lambda v: sg.const(v, dt)                             # noqa: E731
+        load_g = lambda idx: io.load(fgt, gv, g_acc, idx)           # noqa: E731
 
         def over(body):
             with loop_nest(b, [shape[d] for d in red], name="r") as ridx:
@@ -110,7 +118,7 @@ def _emit(plan, group, fg):
 
             def sums(idx):
                 xc = to64(sg.sub(fgt.load(x_acc, idx), mean))
-                gval = to64(fgt.load(g_acc, idx))
+                gval = to64(load_g(idx))
                 add(0, sg.mul(xc, xc))
                 add(1, gval)
                 add(2, sg.mul(gval, xc))
@@ -134,27 +142,29 @@ def _emit(plan, group, fg):
 
                     def write(idx):
                         xc = sg.sub(fgt.load(x_acc, idx), mean)
-                        v = sg.add(sg.sub(sg.mul(xc, c0), c1), fgt.load(g_acc, idx))
+                        v = sg.add(sg.sub(sg.mul(xc, c0), c1), load_g(idx))
                         fgt.store(sg.mul(v, a), gx_acc, idx)
                     over(write)
                 with exact:
-                    _exact(fgt, over, (x_acc, g_acc, gx_acc), mean, r, wc, m, slots,
+                    _exact(fgt, over, (x_acc, load_g, gx_acc), mean, r, wc, m, slots,
                            (gw_acc, gb_acc, c), s1)
 
-    parallel_loops(fg, [shape[d] for d in kept], channels, cost=3 * m, rows=True)
+    parallel_loops(fg, [shape[d] for d in kept], channels, cost=(2 + cost(io.nodes)) * m,
+                   rows=True)
 
 
 def _exact(fgt, over, accs, mean, r, wc, m, slots, outs, s1):
-    """The decomposition's operations for one channel (see the module's docstring)."""
+    """The decomposition's operations for one channel (see the module's docstring); accs:
+    x's Access, load_g(idx) -> the gradient, grad_input's Access."""
     b, sg = fgt.b, fgt.sg
-    x_acc, g_acc, gx_acc = accs
+    x_acc, load_g, gx_acc = accs
     gw_acc, gb_acc, c = outs
     dt = mean.dt
     to64 = lambda s: sg.cast(s, "float64")                          # noqa: E731
 
     def parts(idx):
         xhat = sg.mul(sg.sub(fgt.load(x_acc, idx), mean), r)
-        gval = fgt.load(g_acc, idx)
+        gval = load_g(idx)
         return xhat, gval, (sg.mul(gval, wc) if wc is not None else gval)
 
     def add(k, v):
@@ -184,11 +194,12 @@ def _exact(fgt, over, accs, mean, r, wc, m, slots, outs, s1):
 MAX_ROW_CHANNELS = 2048  # (seven float64 arrays of them on a worker's stack: 112 KiB)
 
 
-def _rows(node, fg, shape, accs, w_acc, outs):
+def _rows(node, fg, shape, accs, w_acc, outs, io):
     """The kernel over a coalesced (rows, channels) walk: the three passes along the rows
     (the formulas of _emit's, the sums in row order), then _exact for each channel whose
-    sums or weight are not finite."""
+    sums or weight are not finite (the gradient read through KernelIO io)."""
     x_acc, g_acc, gx_acc = accs
+    gv = node.inputs[0]
     gw_acc, gb_acc = outs
     dt = node.inputs[1].type.dtype
     rows, nc = shape
@@ -199,6 +210,7 @@ def _rows(node, fg, shape, accs, w_acc, outs):
         c64 = lambda v: sg.const(v, "float64")                      # noqa: E731
         to64 = lambda s: sg.cast(s, "float64")                      # noqa: E731
         cdt = lambda v: sg.const(v, dt)                             # noqa: E731
+        load_g = lambda idx: io.load(g, gv, g_acc, idx)             # noqa: E731
         names = ("mean", "s0", "s1", "s2", "c0", "c1", "a")
         arr = {k: g.alloca(F64, f"bn_{k}", count=nc) for k in names}
         slots = [g.alloca(F64, f"s{k}") for k in range(3)]
@@ -233,7 +245,7 @@ def _rows(node, fg, shape, accs, w_acc, outs):
         with each_row() as r:
             with channels() as c:
                 xc = to64(sg.sub(g.load(x_acc, [r, c]), get("mean", c, True)))
-                gval = to64(g.load(g_acc, [r, c]))
+                gval = to64(load_g([r, c]))
                 put("s0", c, sg.add(get("s0", c), sg.mul(xc, xc)))
                 put("s1", c, sg.add(get("s1", c), gval))
                 put("s2", c, sg.add(get("s2", c), sg.mul(gval, xc)))
@@ -258,7 +270,7 @@ def _rows(node, fg, shape, accs, w_acc, outs):
             with channels() as c:
                 xc = sg.sub(g.load(x_acc, [r, c]), get("mean", c, True))
                 v = sg.add(sg.sub(sg.mul(xc, get("c0", c, True)), get("c1", c, True)),
-                           g.load(g_acc, [r, c]))
+                           load_g([r, c]))
                 g.store(sg.mul(v, get("a", c, True)), gx_acc, [r, c])
         with channels() as c:       # (a channel of NaN, inf or an overflow: exactly)
             ok = b.and_(b.and_(finite(get("s0", c)), finite(get("s1", c))),
@@ -270,10 +282,11 @@ def _rows(node, fg, shape, accs, w_acc, outs):
                 def over(fn, c=c):
                     with each_row() as r:
                         fn([r, c])
-                _exact(g, over, accs, get("mean", c, True), rstd(c), wc, rows, slots,
-                       (gw_acc, gb_acc, c), get("s1", c))
+                _exact(g, over, (x_acc, load_g, gx_acc), get("mean", c, True), rstd(c), wc,
+                       rows, slots, (gw_acc, gb_acc, c), get("s1", c))
 
     parallel_range(fg, nc, body, work_per_iter=3 * rows)
 
 
-register("batch_norm_backward", "kernel", emit=_emit, check=_check)
+# (its gradient's elementwise producer, relu's backward, computed at its loads: kernel_io.py)
+register("batch_norm_backward", "kernel", emit=_emit, check=_check, prologue=(0,))

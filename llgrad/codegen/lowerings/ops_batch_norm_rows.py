@@ -38,9 +38,9 @@ def stats_writer(plan, g, stats, count):
     return write
 
 
-def emit_rows(plan, node, fg, shape, src, dst):
+def emit_rows(plan, node, fg, shape, src, dst, io):
     """The kernel of batch_norm `node` over a coalesced (rows, channels) walk of its input
-    (Access src) into its output (Access dst)."""
+    (Access src) into its output (Access dst, written through KernelIO io)."""
     x, w, bias, rmean, rvar, training, stats = operands(node)
     dt = x.type.dtype
     rows, nc = shape
@@ -113,6 +113,6 @@ def emit_rows(plan, node, fg, shape, src, dst):
                         y = sg.mul(y, per_channel(w, c))
                 if bias is not None:
                     y = sg.add(y, per_channel(bias, c))
-                g.store(sg.cast(y, dt), dst, [r, c])
+                io.store(g, node.outputs[0], sg.cast(y, dt), dst, [r, c])
 
     parallel_range(fg, nc, body, work_per_iter=3 * rows)

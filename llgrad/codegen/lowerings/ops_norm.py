@@ -17,9 +17,10 @@ from llvmlite import ir
 from ...ir.graph import Value
 from ...ir.geometry import contiguous_strides
 from . import vecmath
+from .kernel_io import KernelIO
 from .loops import Access, loop_nest, normalize
 from .ops_batch_norm_rows import MAX_CHANNELS, emit_rows, operands, stats_writer
-from .parallel import parallel_loops
+from .parallel import cost, parallel_loops
 from .scalar import F64, I64, Scalar, is_float
 from .table import register
 
@@ -205,7 +206,9 @@ def _emit_batch_norm(plan, group, fg):
     """Per channel c: the batch mean and biased variance over dims (0, 2, ...) in float64
     (two passes), or the running statistics; then y = (x - mean) / sqrt(var + eps) * w + b
     in float64, rounded once to x's dtype. batch_norm_with_stats also stores the mean and
-    the unbiased variance, rounded to x's dtype, in its second and third results."""
+    the unbiased variance, rounded to x's dtype, in its second and third results. y's
+    elementwise consumers fused in as an epilogue (an activation) are computed from y as
+    it is stored (kernel_io.py), and y written only if something else reads it."""
     node = group.root
     x, w, bias, rmean, rvar, training, stats = operands(node)
     out = node.outputs[0]
@@ -216,13 +219,14 @@ def _emit_batch_norm(plan, group, fg):
     nd, nc = len(shape), shape[1]
     red = [0] + list(range(2, nd))
     count = out.type.numel // nc
-    src = plan.access(x, shape)
-    dst = Access(plan.buffers[out], dt, 0, contiguous_strides(shape))
+    io = KernelIO(plan, group)      # (an activation after it: computed at its store)
+    src, dst = plan.access(x, shape), io.result(out)
     # (N, C, H, W, ...) walked as (N, C, H*W*...) where the layouts allow (and without the
     # size-1 dims: no channel dim at all when C is 1)
-    shape, red, (src, dst) = _coalesce(shape, red, (src, dst))
+    shape, red, accs = _coalesce(shape, red, io.with_fused((src, dst), shape))
+    src, dst = io.take(accs)
     if red == (0,) and len(shape) == 2 and shape[1] <= MAX_CHANNELS:
-        return emit_rows(plan, node, fg, shape, src, dst)     # ((N, C): along the rows)
+        return emit_rows(plan, node, fg, shape, src, dst, io)     # ((N, C): along the rows)
     kept = [d for d in range(len(shape)) if d not in red]
 
     def full(cidx, ridx):
@@ -282,12 +286,15 @@ def _emit_batch_norm(plan, group, fg):
                     y = sg.mul(y, scale)
                 if shift is not None:
                     y = sg.add(y, shift)
-                g.store(sg.cast(y, dt), dst, idx)
+                io.store(g, out, sg.cast(y, dt), dst, idx)
             over(write)
 
     # channels over the threads: each reads its values two or three times
-    parallel_loops(fg, [shape[d] for d in kept], channels, cost=3 * count, rows=True)
+    parallel_loops(fg, [shape[d] for d in kept], channels,
+                   cost=(2 + cost(io.nodes)) * count, rows=True)
 
 
-register("batch_norm", "kernel", emit=_emit_batch_norm, check=_check_batch_norm)
-register("batch_norm_with_stats", "kernel", emit=_emit_batch_norm, check=_check_batch_norm)
+# (y's elementwise consumers computed where the last pass stores y: kernel_io.py)
+register("batch_norm", "kernel", emit=_emit_batch_norm, check=_check_batch_norm, epilogue=(0,))
+register("batch_norm_with_stats", "kernel", emit=_emit_batch_norm, check=_check_batch_norm,
+         epilogue=(0,))

@@ -8,7 +8,11 @@ form (how the op becomes code):
   "reduce"       a reduction over dims; its operand's elementwise producers are fused in as
                  a prologue. prepare(plan, group) / emit(plan, group, fg).
   "kernel"       any other node that writes its own loops or calls (matmul); its operands
-                 are materialised buffers. prepare(plan, group) / emit(plan, group, fg).
+                 are materialised buffers, except those in `prologue`: operand positions
+                 whose elementwise producer the kernel computes where it loads them, and
+                 its results in `epilogue`: result positions whose elementwise consumers it
+                 computes where it stores them (kernel_io.py: its emit reads and writes
+                 those through KernelIO). prepare(plan, group) / emit(plan, group, fg).
   "view"         no code: the result aliases its base through its type's strides/offset.
   "constant"     a literal array, placed in the module as a global.
 
@@ -18,19 +22,21 @@ LOWERINGS = {}
 
 
 class Lowering:
-    __slots__ = ("op", "form", "emit", "prepare", "check")
+    __slots__ = ("op", "form", "emit", "prepare", "check", "prologue", "epilogue")
 
-    def __init__(self, op, form, emit=None, prepare=None, check=None):
+    def __init__(self, op, form, emit=None, prepare=None, check=None, prologue=(),
+                 epilogue=()):
         self.op, self.form, self.emit, self.prepare, self.check = op, form, emit, prepare, check
+        self.prologue, self.epilogue = tuple(prologue), tuple(epilogue)
 
     def __repr__(self):
         return f"<lowering {self.op} ({self.form})>"
 
 
-def register(op, form, emit=None, prepare=None, check=None):
+def register(op, form, emit=None, prepare=None, check=None, prologue=(), epilogue=()):
     if op in LOWERINGS:
         raise ValueError(f"lowering for {op!r} registered twice")
-    LOWERINGS[op] = Lowering(op, form, emit, prepare, check)
+    LOWERINGS[op] = Lowering(op, form, emit, prepare, check, prologue, epilogue)
     return LOWERINGS[op]
 
 

@@ -97,8 +97,9 @@ def root_of(v):
 
 class Plan:
     def __init__(self, graph, merges=(), stage_writes=False):
-        """merges: functions plan -> groups applied in turn to the groups fusion made (row
-        fusion, multi-output loops: build.py passes them)."""
+        """merges: functions plan -> groups applied in turn to the groups fusion made
+        (elementwise code into kernels, row fusion, multi-output loops: build.py passes
+        them)."""
         self.graph = graph
         # inputs' final values computed in their own buffers only where no check (a value
         # guard, an index check) can still fail after the write: a call that raises or
