@@ -181,10 +181,15 @@ class Bindings:
         computes with it, a graph cannot hold it as a constant (an argument's changes)."""
         if any(type(x) is np.ndarray for x in inputs):
             self.untraceable("a NumPy array as an operand of a tensor op")
-        for x in list(inputs) + list(results):
+        self.real_values(inputs)
+        self.real_values(results)
+        return [self.value_of(x) if isinstance(x, Tensor) else x for x in inputs]
+
+    def real_values(self, xs):
+        """Stop at a complex tensor or number among xs: compiled code has no complex values."""
+        for x in xs:
             if isinstance(x, Tensor) and x._dtype.is_complex or isinstance(x, complex):
                 self.graph_break("complex numbers (compiled code has no complex values)")
-        return [self.value_of(x) if isinstance(x, Tensor) else x for x in inputs]
 
     def inplace_view(self, t, v):
         """t itself became a view of its memory (t.t_(), x.unsqueeze_(0)) with value v."""

@@ -77,11 +77,11 @@ class Tracer(Bindings):
         e = self.values.get(id(t))
         return (e is not None and e[0]() is t) or self._sid(t) in self.roots
 
-    def bind(self, t, v):
-        """t (a fresh tensor owning its memory) holds the value v."""
+    def bind(self, t, v):       # t (a fresh tensor owning its memory) holds the value v
         self._bind_root(t, v)
 
     def input(self, t, name):
+        self.real_values((t,))
         sid = id(t._storage)
         if self._owns(t) or _overlaps_input(t, self.arrays):
             # inputs that share memory (x[:-1], x[1:]) are read as they are; writing that

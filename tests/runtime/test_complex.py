@@ -196,3 +196,25 @@ def test_compiled_function_with_complex_values_runs_eagerly_with_the_same_number
     want.backward()
     assert got.item() == want.item()
     np.testing.assert_array_equal(g.numpy(), x.grad.numpy())
+
+
+@pytest.mark.parametrize("case", ["returned", "shape", "in_place", "captured", "drawn"])
+def test_every_way_a_compiled_function_meets_complex_values_runs_eagerly(case):
+    z, x = L.randn(4, dtype=L.cfloat), L.randn(4)
+    captured = L.tensor([1 + 1j, 2j, 3, -1j])
+    fn = {"returned": lambda z, x: z,
+          "shape": lambda z, x: x * z.shape[0],
+          "in_place": lambda z, x: z.mul_(2),
+          "captured": lambda z, x: captured,
+          "drawn": lambda z, x: L.randn(2, dtype=L.cfloat)}[case]
+    cf = L.compile(fn)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            L.manual_seed(0)
+            want = fn(z.clone(), x)
+            L.manual_seed(0)
+            got = cf(z.clone(), x)
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+    assert any("complex" in str(c.message) for c in caught)
+    assert not cf.entries            # (no compiled code kept)
