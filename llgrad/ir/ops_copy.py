@@ -1,6 +1,4 @@
 """Copies, casts and fills: clone, to_dtype, fill, full, arange, zero, copy."""
-import warnings
-
 import numpy as np
 
 from .geometry import contiguous_strides, fast_to_slow, iterator_strides
@@ -82,9 +80,7 @@ def _to_dtype(x, dtype, memory_format="preserve"):
     if x.dtype.kind == "c" and np.dtype(dtype) == np.bool_:
         return x != 0                       # (nonzero: either part, as PyTorch's)
     if x.dtype.kind == "c" and np.dtype(dtype).kind != "c":
-        warnings.warn("Casting complex values to real discards the imaginary part",
-                      UserWarning, stacklevel=2)        # (PyTorch's words)
-        x = x.real
+        x = x.real          # (Tensor.to warns, at the user's line: memory_formats.py)
     return _clone(x, memory_format, dtype)
 
 

@@ -2,7 +2,11 @@
 (5-d) layouts that clone / contiguous / to / the *_like functions make and is_contiguous
 checks, and the format ATen suggests for a tensor's strides (to(memory_format=f) is the
 tensor itself when nothing else changes and the tensor already looks like f)."""
+import warnings
+
 from ..ir.ops_copy import CHANNELS_LAST
+from . import dtypes
+from .user_frames import user_stacklevel
 
 _RANK = {"channels_last": 4, "channels_last_3d": 5}
 
@@ -65,7 +69,15 @@ def format_to(x, dtype, memory_format, copy=False):
     fmt = op_format(memory_format, x.dim())
     if dtype is x._dtype and not copy and fmt in ("preserve", suggested(x)):
         return x
+    real_cast_warning(x, dtype)
     return x._op("to_dtype", dtype=dtype.name, memory_format=fmt)
+
+
+def real_cast_warning(x, dtype):
+    """PyTorch's warning, at the user's line, where a cast drops imaginary parts."""
+    if x._dtype.is_complex and not dtype.is_complex and dtype is not dtypes.bool_:
+        warnings.warn("Casting complex values to real discards the imaginary part",
+                      UserWarning, stacklevel=user_stacklevel())
 
 
 def clone(self, memory_format=None):

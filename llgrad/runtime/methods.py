@@ -13,7 +13,7 @@ from .deprecated_overloads import value_first
 from .device import check as check_device
 from .dispatch import call, scalar_type_name
 from .inplace import _check_inplace, call_inplace, check_shape_into
-from .memory_formats import clone, contiguous, format_to
+from .memory_formats import clone, contiguous, format_to, real_cast_warning
 from .methods_alpha import add, add_, check_sub, sub, sub_
 from .methods_clamp import clamp, clamp_, clamp_max, clamp_max_, clamp_min, clamp_min_
 from .methods_div import div, div_
@@ -289,6 +289,7 @@ def to(self, *args, **kwargs):
     if dtype is None or dtype is self._dtype:
         # PyTorch: to(copy=True) is a _to_copy (ToCopyBackward0), not a clone
         return self._op("to_dtype", dtype=self._dtype.name) if copy else self
+    real_cast_warning(self, dtype)
     return self._op("to_dtype", dtype=dtype.name)   # a plain literal, printable in IR
 
 
