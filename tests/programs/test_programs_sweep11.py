@@ -44,11 +44,8 @@ PROGRAMS = {fn.__name__: fn for fn in [
 
 # (the quick ones; the others take over ~1 s each with their LLVM builds: the slow run)
 FAST = {"procrustes_alignment"}
+# (lookahead_optimizer's counter and warmup_in_param_groups' lr writes compile since stop 50)
 XFAIL = {
-    "lookahead_optimizer": "Lookahead's self.counter, a Python int its step() increments "
-                           "(and branches on), is Python state every traced run changes: no "
-                           "trace is kept (each call traces again, eager at the recompile "
-                           "limit)",
     "ohem_finite_check": "`if not torch.isfinite(loss): return None` before loss.backward(): "
                          "a converted tensor `if` cannot hold a backward reaching the graph "
                          "made before it, so its condition becomes a value guard (warns)",
@@ -58,8 +55,6 @@ XFAIL = {
     "saved_tensors_hooks_fp16": "saved_tensors_hooks inside the compiled step breaks the "
                                 "graph (compiled backward does not pack / unpack its saved "
                                 "values through the hooks); the call runs eagerly (warns)",
-    "warmup_in_param_groups": "a write of param_groups[i]['lr'] inside the compiled step is "
-                              "not replayed by compiled calls; the call runs eagerly (warns)",
     "dino_clip_gradients": "`if clip_coef < 1: p.grad.data.mul_(clip_coef)`: an in-place "
                            "write to a tensor from outside a converted tensor `if` is refused, "
                            "so the condition becomes a value guard (warns)"}
