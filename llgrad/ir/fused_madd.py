@@ -3,6 +3,9 @@ kernels compute (ATen's AVX2 / AVX-512 builds contract x * y + z into one FMA, a
 kernels call vec::fmadd outright: uniform_ and normal_'s low + (high - low) * u, ...).
 NumPy rounds the product first, an ulp away from PyTorch in about a third of the elements.
 The lowerings use llvm.fma for the same ops, so compiled and eager agree bit for bit."""
+import math
+from fractions import Fraction
+
 import numpy as np
 
 _SPLIT = 134217729.0    # 2**27 + 1 (Veltkamp's splitting constant for float64)
@@ -39,7 +42,25 @@ def fma64(a, b, c):
     if bad.any():       # (an infinite c beside a finite product that overflowed: c)
         keep_c = np.isinf(c) & np.isfinite(a) & np.isfinite(b)
         r = np.where(bad, np.where(keep_c, c, p + c), r)
+    # a product below the normal range has an error Dekker's split cannot hold: there the
+    # exact a * b + c, rounded once by Python's correctly rounded int division (rare)
+    tiny = (np.abs(p) < _TINY) & (a != 0) & (b != 0) & np.isfinite(c)
+    if tiny.any():
+        r = np.array(r, np.float64)
+        for i in zip(*np.nonzero(np.broadcast_to(tiny, r.shape))):
+            r[i] = _exact(*(float(np.broadcast_to(x, r.shape)[i]) for x in (a, b, c)))
     return r
+
+
+_TINY = 2.0 ** -960     # (the split's error terms stay exact for products above it)
+
+
+def _exact(a, b, c):
+    """a * b + c rounded once, by exact rational arithmetic; IEEE's sign of a zero sum."""
+    exact = Fraction(a) * Fraction(b) + Fraction(c)
+    if exact == 0:      # (round to nearest: -0 only when both terms are -0)
+        return -0.0 if math.copysign(1, a * b) < 0 and math.copysign(1, c) < 0 else 0.0
+    return float(exact)     # (a result rounding to zero keeps its sign: -0.0)
 
 
 def fma32(a, b, c):
