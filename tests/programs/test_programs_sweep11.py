@@ -65,4 +65,9 @@ XFAIL = {
                                                             else [pytest.mark.slow]))
     for n in PROGRAMS])
 def test_program(name):
-    run_tutorial(PROGRAMS[name])
+    run_tutorial(PROGRAMS[name], rtol=RTOL.get(name, 1e-5))
+
+
+# (the HMM's log-likelihoods after Adam steps of lr 0.05: torch's float32 logsumexp rounds
+# differently on AVX-512 hosts, and Adam turns those ulps into ~5e-5 of its steps)
+RTOL = {"hmm_forward_viterbi": 1e-4}
