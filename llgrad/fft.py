@@ -1,9 +1,9 @@
 """torch.fft: discrete Fourier transforms with PyTorch's names, arguments and gradients
 (ir/ops_fft.py's three primitives); and torch.stft / torch.istft, made of them. Eager only:
 a compiled function that transforms runs eagerly (compiled code has no complex values)."""
-import math
 import warnings
 
+from .ir.ops_fft import DUAL
 from .nn.functional import fold as _fold, pad as _pad
 from .runtime import dtypes
 from .runtime.creation import arange
@@ -66,8 +66,8 @@ def _c2c(x, dim, s, norm, forward, name):
     x = _resized(x, dims, sizes)
     if not x._dtype.is_complex:
         return x._op("fft_r2c", dim=dims, norm=_norm(norm), onesided=False) if forward else \
-            x.to(dtypes.complex128 if x._dtype is dtypes.float64 else dtypes.complex64)._op(
-                "fft_c2c", dim=dims, norm=_norm(norm), forward=False)
+            x.to(x._dtype.to_complex())._op("fft_c2c", dim=dims, norm=_norm(norm),
+                                            forward=False)
     return x._op("fft_c2c", dim=dims, norm=_norm(norm), forward=forward)
 
 
@@ -88,7 +88,7 @@ def _c2r(x, dim, s, norm, name):
     sizes[-1] = last // 2 + 1
     x = _resized(x, dims, sizes)
     if not x._dtype.is_complex:
-        x = x.to(dtypes.complex128 if x._dtype is dtypes.float64 else dtypes.complex64)
+        x = x.to(x._dtype.to_complex())
     return x._op("fft_c2r", dim=dims, norm=_norm(norm), last_dim_size=last)
 
 
@@ -115,15 +115,13 @@ def irfft(input, n=None, dim=-1, norm=None):
 
 def hfft(input, n=None, dim=-1, norm=None):
     """As torch.fft.hfft: the real transform of a Hermitian signal's first half."""
-    return irfft(_floating(input, "hfft").conj(), n, dim, _DUAL_NAME[_norm(norm)])
+    return irfft(_floating(input, "hfft").conj(), n, dim, DUAL[_norm(norm)])
 
 
 def ihfft(input, n=None, dim=-1, norm=None):
     """As torch.fft.ihfft: the inverse of hfft (the first half of a real input's ifft)."""
-    return rfft(input, n, dim, _DUAL_NAME[_norm(norm)]).conj()
+    return rfft(input, n, dim, DUAL[_norm(norm)]).conj()
 
-
-_DUAL_NAME = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
 
 
 def fftn(input, s=None, dim=None, norm=None):
@@ -280,5 +278,3 @@ def istft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tr
         y = y._op("constant_pad_nd", pad=(0, end - total), value=0)
     return y if input.dim() == 3 else y.squeeze(0)
 
-
-del math

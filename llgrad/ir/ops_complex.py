@@ -10,7 +10,8 @@ import numpy as np
 
 from .optable import defop
 
-_COMPLEX_OF = {np.dtype(np.float32): np.complex64, np.dtype(np.float64): np.complex128}
+COMPLEX_OF = {np.dtype(np.float32): np.complex64, np.dtype(np.float64): np.complex128}
+REAL_OF = {np.dtype(c): r for r, c in COMPLEX_OF.items()}
 
 
 def _view_as_real(z):
@@ -22,7 +23,7 @@ def _view_as_real(z):
 
 
 def _view_as_complex(x):
-    if x.dtype not in _COMPLEX_OF:
+    if x.dtype not in COMPLEX_OF:
         raise RuntimeError("view_as_complex is only supported for float and double tensors, "
                            f"but got a tensor of scalar type: {x.dtype}")
     if not x.ndim or x.shape[-1] != 2:
@@ -31,7 +32,7 @@ def _view_as_complex(x):
         raise RuntimeError("Tensor must have a last dimension with stride 1")
     if any(s % (2 * x.itemsize) for s in x.strides[:-1]):
         raise RuntimeError("Tensor must have a stride divisible by 2 for all but last dimension")
-    return x.view(_COMPLEX_OF[x.dtype])[..., 0]     # (NumPy: the last axis is contiguous)
+    return x.view(COMPLEX_OF[x.dtype])[..., 0]     # (NumPy: the last axis is contiguous)
 
 
 defop("view_as_real", _view_as_real, kind="view", grad_fn="ViewAsRealBackward0",
@@ -54,10 +55,10 @@ def _complex(re, im):
     if re.dtype != im.dtype:
         raise RuntimeError(f"Expected object of scalar type {re.dtype} but got scalar type "
                            f"{im.dtype} for second argument")
-    if re.dtype not in _COMPLEX_OF:
+    if re.dtype not in COMPLEX_OF:
         raise RuntimeError("Expected both inputs to be Half, Float or Double tensors but got "
                            f"{re.dtype} and {im.dtype}")
-    out = np.empty(np.broadcast_shapes(re.shape, im.shape), _COMPLEX_OF[re.dtype])
+    out = np.empty(np.broadcast_shapes(re.shape, im.shape), COMPLEX_OF[re.dtype])
     out.real, out.imag = re, im
     return out
 

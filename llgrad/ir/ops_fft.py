@@ -10,11 +10,10 @@ with zeros to the full length, transformed back, its real part; fft_c2r_backward
 one-sided transform of the gradient, the entries that stand for two doubled)."""
 import numpy as np
 
+from .ops_complex import COMPLEX_OF, REAL_OF
 from .optable import defop
 
 DUAL = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
-_COMPLEX_OF = {np.dtype(np.float32): np.complex64, np.dtype(np.float64): np.complex128}
-_REAL_OF = {np.dtype(np.complex64): np.float32, np.dtype(np.complex128): np.float64}
 
 
 def _c2c(x, dim, norm, forward):
@@ -28,7 +27,7 @@ def _c2c_vjp(c, g):
 
 def _r2c(x, dim, norm, onesided):
     fn = np.fft.rfftn if onesided else np.fft.fftn
-    return np.asarray(fn(x, axes=dim, norm=norm), dtype=_COMPLEX_OF[x.dtype])
+    return np.asarray(fn(x, axes=dim, norm=norm), dtype=COMPLEX_OF[x.dtype])
 
 
 def _r2c_vjp(c, g):
@@ -51,7 +50,7 @@ def _cat_zeros(g, size, dim):
 
 def _c2r(x, dim, norm, last_dim_size):
     s = [x.shape[d] for d in dim[:-1]] + [last_dim_size]
-    return np.asarray(np.fft.irfftn(x, s=s, axes=dim, norm=norm), dtype=_REAL_OF[x.dtype])
+    return np.asarray(np.fft.irfftn(x, s=s, axes=dim, norm=norm), dtype=REAL_OF[x.dtype])
 
 
 def _c2r_vjp(c, g):

@@ -248,7 +248,7 @@ def linspace(start: float, end: float, steps: int, dtype: dtypes.dtype | None = 
     steps = ranges.checked_steps("linspace", steps)
     ranges.check_bounds("linspace", start, end)
     if d.is_complex:            # (real bounds: the real parts' values, as complex)
-        return _finish(ranges.linspace_values(start, end, steps, d.np.type(0).real.dtype)
+        return _finish(ranges.linspace_values(start, end, steps, d.to_real().np)
                        .astype(d.np), None, requires_grad)
     if not d.is_floating_point:     # (PyTorch truncates the bounds to integers first)
         start, end = (int(float(fill_value_fits(v, d))) for v in (start, end))
@@ -275,8 +275,7 @@ def randn(*dims: int | tuple[int, ...], size=None, dtype: dtypes.dtype | None = 
     d = _float_draw(dtype, "normal_kernel_cpu")
     shape = creation_size("randn", dims, size)
     if d.is_complex:        # (PyTorch's: real and imaginary parts each of variance 1/2)
-        part = dtypes.float64 if d is dtypes.complex128 else dtypes.float32
-        parts = randn(*shape, 2, dtype=part, generator=generator, _fill=_fill)
+        parts = randn(*shape, 2, dtype=d.to_real(), generator=generator, _fill=_fill)
         t = (parts * math.sqrt(0.5))._op("view_as_complex")
         return _requiring_grad(t) if requires_grad else t
     # _fill=False: ATen's per-element draws (its fill takes 16+ contiguous values)
@@ -317,8 +316,7 @@ def rand(*dims: int | tuple[int, ...], size=None, dtype: dtypes.dtype | None = N
     d = _float_draw(dtype, "check_uniform_bounds")
     shape = creation_size("rand", dims, size)
     if d.is_complex:        # (PyTorch's: real and imaginary parts each uniform on [0, 1))
-        part = dtypes.float64 if d is dtypes.complex128 else dtypes.float32
-        t = rand(*shape, 2, dtype=part, generator=generator)._op("view_as_complex")
+        t = rand(*shape, 2, dtype=d.to_real(), generator=generator)._op("view_as_complex")
         return _requiring_grad(t) if requires_grad else t
     arr = torch_random.uniform(_state(generator), math.prod(shape), d.name)
     arr.shape = shape
