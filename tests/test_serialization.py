@@ -433,9 +433,8 @@ def test_torch_special_files(tmp_path):
     with pytest.raises(RuntimeError, match="legacy format"):
         llgrad.load(tmp_path / "legacy.pt")
     torch.save({"bf": torch.tensor([1.5, -2.25], dtype=torch.bfloat16)}, tmp_path / "bf.pt")
-    with pytest.warns(UserWarning, match="bfloat16"):
-        bf = llgrad.load(tmp_path / "bf.pt")["bf"]
-    assert bf.dtype == llgrad.float32 and bf.tolist() == [1.5, -2.25]
+    bf = llgrad.load(tmp_path / "bf.pt")["bf"]
+    assert bf.dtype == llgrad.bfloat16 and bf.tolist() == [1.5, -2.25]
     buf = io.BytesIO()
     torch.save([torch.ones(2)], buf)
     buf.seek(0)

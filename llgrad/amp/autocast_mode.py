@@ -1,13 +1,14 @@
-"""autocast: PyTorch's mixed-precision context. llgrad has no CUDA device, so autocast for
-"cuda" disables itself with PyTorch's warning (as PyTorch does on a machine without CUDA);
-autocast disabled (`enabled=False`, how scripts written for both run on the CPU) changes
-nothing. CPU autocast itself (bfloat16 / float16 matrix products and convolutions) is not
-emulated: entering it raises, rather than giving float32 numbers where PyTorch would give
-lower-precision ones."""
+"""autocast: PyTorch's mixed-precision context. CPU autocast runs PyTorch's lists of ops in
+its dtype (bfloat16 by default, or float16): matrix products, convolutions and attention
+in it, losses in float32 (runtime/autocast_cast.py casts, each op declaring its list).
+llgrad has no CUDA device, so autocast for "cuda" disables itself with PyTorch's warning
+(as PyTorch does on a machine without CUDA); autocast disabled (`enabled=False`) changes
+nothing."""
 import functools
 import threading
 import warnings
 
+from ..runtime import autocast_cast
 from ..runtime.dtypes import bfloat16, float16
 
 __all__ = ["autocast", "is_autocast_available", "is_autocast_enabled", "get_autocast_dtype",
@@ -18,7 +19,7 @@ _DEVICES = ("cpu", "cuda", "xpu", "mps", "hpu", "xla", "ipu", "mtia", "maia")
 
 class _State(threading.local):
     def __init__(self):
-        self.enabled = {}           # device type -> whether autocast is on (never for the CPU)
+        self.enabled = {}           # device type -> whether autocast is on
         self.dtypes = {}            # device type -> its dtype set by set_autocast_dtype
 
 
@@ -26,22 +27,31 @@ _state = _State()
 
 
 def is_autocast_available(device_type):
-    """Whether autocast can run for device_type here: the CPU's only (and llgrad raises on
-    entering it enabled: see the module's docstring)."""
+    """Whether autocast can run for device_type here: the CPU's only."""
     return device_type == "cpu"
 
 
 def is_autocast_enabled(device_type=None):
-    """Whether autocast is on for device_type (CUDA by default): never for the CPU, whose
-    autocast llgrad does not emulate; another device's flag as set_autocast_enabled left it."""
+    """Whether autocast is on for device_type (CUDA by default)."""
     return bool(_state.enabled.get(device_type or "cuda", False))
+
+
+def set_cpu(enabled):
+    """Turn CPU autocast on (in get_autocast_dtype('cpu')) or off, for this thread."""
+    _state.enabled["cpu"] = bool(enabled)
+    autocast_cast.state.dtype = get_autocast_dtype("cpu") if enabled else None
 
 
 def get_autocast_dtype(device_type):
     """The dtype autocast would use for device_type, as PyTorch's defaults say (bfloat16 on
-    the CPU: a name only, llgrad has no bfloat16 tensors)."""
+    the CPU)."""
     default = bfloat16 if device_type in ("cpu", "hpu", "xla", "maia") else float16
     return _state.dtypes.get(device_type, default)
+
+
+_CPU_DTYPE_WARNING = ("In CPU autocast, but the target dtype is not supported. Disabling "
+                      "autocast.\nCPU Autocast only supports dtypes of torch.bfloat16, "
+                      "torch.float16 currently.")
 
 
 class autocast:
@@ -61,20 +71,30 @@ class autocast:
                           f"not available or torch_xla is imported. Disabling autocast.",
                           stacklevel=2)
             self._enabled = False
+        if self._enabled and dtype is not None and dtype not in (bfloat16, float16):
+            warnings.warn(_CPU_DTYPE_WARNING, stacklevel=2)
+            self._enabled = False
 
     def __enter__(self):
-        if self._enabled:
-            raise NotImplementedError(
-                "llgrad.autocast(device_type='cpu') with enabled=True: CPU mixed precision "
-                "(bfloat16 / float16 matrix products and convolutions) is not emulated (llgrad "
-                "has no bfloat16), so it would not give PyTorch's numbers; run without it "
-                "(enabled=False) for float32 results")
         self.prev = _state.enabled.get(self.device, False)
-        _state.enabled[self.device] = False
+        if self.device == "cpu":
+            self.prev_dtype = _state.dtypes.get("cpu")
+            if self._enabled and self.fast_dtype is not None:
+                _state.dtypes["cpu"] = self.fast_dtype
+            set_cpu(self._enabled)
+        else:
+            _state.enabled[self.device] = False
         return self
 
     def __exit__(self, *exc):
-        _state.enabled[self.device] = self.prev
+        if self.device == "cpu":
+            if self.prev_dtype is None:
+                _state.dtypes.pop("cpu", None)
+            else:
+                _state.dtypes["cpu"] = self.prev_dtype
+            set_cpu(self.prev)
+        else:
+            _state.enabled[self.device] = self.prev
         return False
 
     def __call__(self, fn):

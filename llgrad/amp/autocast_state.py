@@ -1,12 +1,12 @@
 """torch.*'s autocast state functions over llgrad.amp's state (autocast_mode.py): the
 enabled flag and dtype per device type, the weight-cast cache flag, and the deprecated
-CPU-only forms with PyTorch's DeprecationWarnings. Enabling CPU autocast raises, as
-entering llgrad.autocast("cpu") does (it is not emulated); other device types only keep the
-flag (no op here runs on them)."""
+CPU-only forms with PyTorch's DeprecationWarnings. Enabling CPU autocast casts as entering
+llgrad.autocast("cpu") does; other device types only keep the flag (no op here runs on
+them)."""
 import warnings
 
 from ..runtime.dtypes import dtype as _dtype
-from .autocast_mode import _DEVICES, _state, get_autocast_dtype, is_autocast_enabled
+from .autocast_mode import _DEVICES, _state, get_autocast_dtype, is_autocast_enabled, set_cpu
 
 __all__ = ["get_autocast_cpu_dtype", "set_autocast_cpu_dtype", "is_autocast_cpu_enabled",
            "set_autocast_cpu_enabled", "set_autocast_dtype", "set_autocast_enabled",
@@ -37,11 +37,10 @@ def set_autocast_enabled(device_type, enabled=None):
     if enabled is None:
         device_type, enabled = "cuda", device_type
     _device(device_type, "set_autocast_enabled")
-    if enabled and device_type == "cpu":
-        raise NotImplementedError(
-            "llgrad.set_autocast_enabled('cpu', True): CPU mixed precision is not emulated "
-            "(see llgrad.amp.autocast)")
-    _state.enabled[device_type] = bool(enabled)
+    if device_type == "cpu":
+        set_cpu(enabled)
+    else:
+        _state.enabled[device_type] = bool(enabled)
 
 
 def set_autocast_dtype(device_type, dtype):
@@ -51,6 +50,8 @@ def set_autocast_dtype(device_type, dtype):
         raise TypeError(f"set_autocast_dtype(): argument 'dtype' (position 2) must be "
                         f"torch.dtype, not {type(dtype).__name__}")
     _state.dtypes[device_type] = dtype
+    if device_type == "cpu" and is_autocast_enabled("cpu"):
+        set_cpu(True)                   # (the casts take the new dtype)
 
 
 def get_autocast_cpu_dtype():

@@ -272,7 +272,8 @@ def _backward_weight_vjp(c, v):
 
 
 defop("convolution", _convolution, args=("input", "weight", "bias"), save=("input", "weight"),
-      grad_fn="ConvolutionBackward0", vjp=_convolution_vjp, eager_kernel="shaped")
+      grad_fn="ConvolutionBackward0", vjp=_convolution_vjp, eager_kernel="shaped",
+      autocast="lower")
 defop("convolution_backward_input", _backward_input, args=("grad_output", "weight"),
       save=("grad_output", "weight"), grad_fn="ConvolutionBackwardBackward0",
       vjp=_backward_input_vjp, eager_kernel="shaped")

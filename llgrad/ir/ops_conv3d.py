@@ -170,4 +170,4 @@ def _convolution3d_primitives(node, emit):
 
 defop("convolution3d", _convolution3d, args=("input", "weight", "bias"),
       save=("input", "weight"), grad_fn="ConvolutionBackward0", vjp=_convolution3d_vjp,
-      decompose=_convolution3d_primitives)
+      decompose=_convolution3d_primitives, autocast="lower")

@@ -76,10 +76,10 @@ def _piecewise_primitives(node, emit):
 
 defop("smooth_l1_loss", _smooth_l1, args=("self", "target"), save=("self", "target"),
       grad_fn="SmoothL1LossBackward0", promote=(0, 1), vjp=_smooth_l1_vjp,
-      decompose=_piecewise_primitives)
+      decompose=_piecewise_primitives, autocast="fp32")
 defop("huber_loss", _huber, args=("self", "target"), save=("self", "target"),
       grad_fn="HuberLossBackward0", promote=(0, 1), vjp=_huber_vjp,
-      decompose=_piecewise_primitives)
+      decompose=_piecewise_primitives, autocast="fp32")
 
 
 # ---- binary_cross_entropy ----------------------------------------------------------------
@@ -117,4 +117,5 @@ def _bce_primitives(node, emit):
 
 defop("binary_cross_entropy", _bce, args=("self", "target", "weight"),
       save=("self", "target", "weight"), grad_fn="BinaryCrossEntropyBackward0",
-      promote=(0, 1, 2), vjp=_bce_vjp, nondiff=("weight",), decompose=_bce_primitives)
+      promote=(0, 1, 2), vjp=_bce_vjp, nondiff=("weight",), decompose=_bce_primitives,
+      autocast="fp32")

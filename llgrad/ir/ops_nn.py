@@ -41,9 +41,9 @@ def _matmul_vjp(c, g):
 
 
 defop("mm", matmul, args=("self", "mat2"), save=("self", "mat2"), grad_fn="MmBackward0",
-      vjp=_mm_vjp, functions=("mm",), complex=True)
+      vjp=_mm_vjp, functions=("mm",), complex=True, autocast="lower")
 defop("bmm", matmul, args=("self", "mat2"), save=("self", "mat2"), grad_fn="BmmBackward0",
-      vjp=_bmm_vjp, functions=("bmm",), complex=True)
+      vjp=_bmm_vjp, functions=("bmm",), complex=True, autocast="lower")
 def _matmul(a, b):
     # a C-contiguous stack of matrices times one matrix is one product of the stack's rows
     # (NumPy's matmul makes a BLAS call per matrix of the stack, and copies a transposed
@@ -55,7 +55,8 @@ def _matmul(a, b):
 
 
 defop("matmul", _matmul, args=("self", "other"), save=("self", "other"),
-      grad_fn="UnsafeViewBackward0", vjp=_matmul_vjp, functions=("matmul",), complex=True)
+      grad_fn="UnsafeViewBackward0", vjp=_matmul_vjp, functions=("matmul",), complex=True,
+      autocast="lower")
 
 
 def _addmm(bias, a, b, beta=1, alpha=1):
@@ -107,7 +108,7 @@ def _addmm_primitives(node, emit):
 
 defop("addmm", _addmm, args=("self", "mat1", "mat2"), save=("mat1", "mat2"),
       grad_fn="AddmmBackward0", vjp=_addmm_vjp, functions=("addmm",),
-      decompose=_addmm_primitives, complex=True)
+      decompose=_addmm_primitives, complex=True, autocast="lower")
 defop("dot", lambda a, b: np.asarray(np.dot(a, b)), args=("self", "other"),
       save=("self", "other"), grad_fn="DotBackward0",
       vjp=lambda c, g: (g * conj(c.other) if c.needs(0) else None,
@@ -275,7 +276,8 @@ defop("nll_loss", _nll_loss, args=("self", "target", "weight"),
       save=("self", "target", "weight"), vjp=_nll_vjp, nondiff=("target", "weight"),
       eager_vjp="shaped",
       # PyTorch runs (N, C, d1, ...) inputs through nll_loss2d
-      grad_fn=lambda ins, at: "NllLoss2DBackward0" if ins[0].ndim >= 3 else "NllLossBackward0")
+      grad_fn=lambda ins, at: "NllLoss2DBackward0" if ins[0].ndim >= 3 else "NllLossBackward0",
+      autocast="fp32")
 
 
 def _mse_vjp(c, g):
@@ -291,7 +293,7 @@ def _mse_vjp(c, g):
 
 defop("mse_loss", lambda x, t, reduction="mean": _reduce(((x - t) ** 2).astype(x.dtype), reduction),
       args=("self", "target"), save=("self", "target"), grad_fn="MseLossBackward0",
-      promote=(0, 1), vjp=_mse_vjp)
+      promote=(0, 1), vjp=_mse_vjp, autocast="fp32")
 
 
 def _softplus_neg(x):
@@ -333,4 +335,4 @@ defop("binary_cross_entropy_with_logits", _bce_logits,
       args=("self", "target", "weight", "pos_weight"),
       save=("self", "target", "weight", "pos_weight"),
       grad_fn="BinaryCrossEntropyWithLogitsBackward0", vjp=_bce_vjp,
-      nondiff=("weight", "pos_weight"))
+      nondiff=("weight", "pos_weight"), autocast="fp32")

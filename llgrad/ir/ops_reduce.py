@@ -113,7 +113,7 @@ def _prod(x, dim=None, keepdim=False):
 
 defop("prod", _prod, kind="reduce", save=("self", "result"),
       grad_fn=_by_dim("ProdBackward0", "ProdBackward1"), vjp=_prod_vjp, functions=("prod",),
-      complex=True)
+      complex=True, autocast="fp32")
 
 
 def _evenly(c, g, nan_ties=False):

@@ -240,7 +240,8 @@ defop("lstm_layer", _layer,
       args=("input", "weight_ih", "weight_hh", "bias_ih", "bias_hh", "hx", "cx"), nout=5,
       save=("input", "weight_ih", "weight_hh", "hx", "cx", "result0", "result3", "result4"),
       promote="all", float_out=True, cost=8, grad_fn="MkldnnRnnLayerBackward0",
-      vjp=_layer_vjp, decompose=_layer_primitives, eager_steps=("fused_lstm_cell",))
+      vjp=_layer_vjp, decompose=_layer_primitives, eager_steps=("fused_lstm_cell",),
+      autocast="lower")
 defop("lstm_layer_backward", _layer_backward,
       args=("grad_output", "grad_hy", "grad_cy", "grad_gates", "grad_cells", "input",
             "weight_ih", "weight_hh", "hx", "cx", "output", "gates", "cells"), nout=6,

@@ -196,7 +196,8 @@ def _baddbmm_primitives(node, emit):
 
 
 defop("baddbmm", _baddbmm, args=("self", "batch1", "batch2"), save=("batch1", "batch2"),
-      grad_fn="BaddbmmBackward0", vjp=_baddbmm_vjp, decompose=_baddbmm_primitives)
+      grad_fn="BaddbmmBackward0", vjp=_baddbmm_vjp, decompose=_baddbmm_primitives,
+      autocast="lower")
 
 # ---- rounding ----------------------------------------------------------------------------
 

@@ -31,14 +31,14 @@ class OpDef:
                  "promote", "float_out", "doc", "nondiff", "number_edges", "scalar_args",
                  "methods", "inplace", "functions", "cost", "decompose", "eager_native",
                  "eager_rows", "eager_steps", "eager_kernel", "eager_min_elements", "eager_vjp",
-                 "native_host", "complex")
+                 "native_host", "complex", "autocast")
 
     def __init__(self, name, impl, vjp=None, grad_fn=None, args=("self",), save=(),
                  nout=1, kind="other", promote=(), float_out=False, doc="", nondiff=(),
                  number_edges=False, scalar_args=(), methods=(), inplace=(), functions=(),
                  cost=1, decompose=None, eager_native=False, eager_rows=False,
                  eager_steps=(), eager_kernel=None, eager_min_elements=None, eager_vjp=None,
-                 native_host=False, complex=False):
+                 native_host=False, complex=False, autocast=None):
         self.name = name
         self.impl = impl
         self.vjp = vjp
@@ -99,6 +99,9 @@ class OpDef:
         # transforms): eager only, which the tests of the table's native code leave out. An
         # op without it raises on a complex operand rather than compute what NumPy would
         self.complex = complex
+        # PyTorch's CPU autocast list the op is on: "lower" (run in the autocast dtype:
+        # products, convolutions), "fp32" (in float32: losses), or None (as its operands are)
+        self.autocast = autocast
 
     @property
     def differentiable(self):

@@ -53,11 +53,17 @@ def complex_of(dtype):
 def promote_types(*dtypes):
     """PyTorch's promote_types of dtype names: the highest category wins, and NumPy's
     promotion only within it; complex with floating takes the wider precision
-    (complex64 with float64 is complex128)."""
+    (complex64 with float64 is complex128), and bfloat16 with another float is what float32
+    with it is (bfloat16 with float16: float32)."""
     top = max(category(d) for d in dtypes)
     if top == 3 and "float64" in dtypes:
         return "complex128"
-    return np.result_type(*[d for d in dtypes if category(d) == top]).name
+    tops = [d for d in dtypes if category(d) == top]
+    if "bfloat16" in tops:      # (NumPy has none: with any other float, float32's place)
+        if all(d == "bfloat16" for d in tops):
+            return "bfloat16"
+        tops = ["float32" if d == "bfloat16" else d for d in tops]
+    return np.result_type(*tops).name
 
 
 def _combine(higher, lower):

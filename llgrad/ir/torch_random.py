@@ -19,6 +19,7 @@ import threading
 
 import numpy as np
 
+from . import bfloat16 as bf16_values
 from .torch_vecmath import log_ps, sincos_ps
 
 WORDS = 628
@@ -192,23 +193,19 @@ def uniform(state, n, dtype, low=0.0, high=1.0):
     s = Stream(state)
     x = _unit(s, n, dtype if dtype in ("float64", "float32") else "float32")
     s.close()
-    if dtype == "float16":      # (a float32 draw rounded; one rounded up to 1 becomes 0)
-        x = x.astype(np.float16)
+    if dtype in ("float16", "bfloat16"):    # (a float32 draw rounded; one rounded up to 1 is 0)
+        x = x.astype(np.float16) if dtype == "float16" else bf16_values.round_to(x).astype(x.dtype)
         x[x == 1] = 0
     if low == 0 and high == 1:              # (x * 1 + 0: x)
-        return _cast(x, dtype)
+        return x.astype(_np(dtype), copy=False)
     if x.dtype == np.float64:
-        return _cast(x * (high - low) + low, dtype)
+        return (x * (high - low) + low).astype(_np(dtype), copy=False)
     lo, hi = np.float32(low), np.float32(high)
-    return _cast(x * (hi - lo) + lo, dtype)
+    return (x * (hi - lo) + lo).astype(_np(dtype), copy=False)
 
 
 def _float(dtype):
     return dtype if dtype in ("float64", "float32") else "float32"
-
-
-def _cast(x, dtype):
-    return x.astype(dtype if dtype != "bfloat16" else np.float32, copy=False)
 
 
 def normal(state, n, dtype, mean=0.0, std=1.0, contiguous=True):
@@ -256,9 +253,9 @@ def _np(dtype):
 def _normal_fill(state, n, dtype, mean, std):
     """ATen's normal_fill: n uniforms, Box-Muller over blocks of 16 (the first 8 paired with
     the next 8), and for a ragged end the last 16 drawn afresh and transformed again."""
-    s = Stream(state)       # (float16 draws whole blocks, then the tail's; float32 all n first)
+    s = Stream(state)   # (float16, bfloat16: whole blocks, then the tail's; float32: all n first)
     full = n // 16 * 16
-    data = _unit(s, full if dtype == "float16" else n, _float(dtype))
+    data = _unit(s, full if dtype in ("float16", "bfloat16") else n, _float(dtype))
     tail = _unit(s, 16, _float(dtype)) if n % 16 else None
     s.close()
     out = np.empty(n, dtype=data.dtype)

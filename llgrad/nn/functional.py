@@ -5,6 +5,7 @@ import numpy as np
 
 from ..ir import OPS
 from ..runtime import grad_mode
+from ..runtime.autocast_cast import autocast_float32
 from ..runtime.dispatch import call, nondiff_error
 from ..runtime.shapes import broadcast_shapes as _broadcast_shapes
 from .functional_batch_norm import train_with_running_stats
@@ -286,6 +287,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
                   reduction="mean", label_smoothing=0.0):
     """As torch.nn.functional.cross_entropy (class indices or class probabilities; weight,
     ignore_index, label_smoothing)."""
+    input, target, weight = autocast_float32(input, target, weight)
     reduction = _reduction(reduction, size_average, reduce)
     class_dim = 0 if input._data.ndim == 1 else 1
     probs = input._data.shape == target._data.shape     # PyTorch: same shape, probabilities

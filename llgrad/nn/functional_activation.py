@@ -10,6 +10,7 @@ from ..runtime.dispatch import call, scalar_type_name
 from ..runtime.inplace import call_inplace
 from ..runtime.node_names import torch_node
 from .functional_loss import _NAMES
+from ..runtime.autocast_cast import autocast_lower
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
@@ -149,6 +150,7 @@ def softshrink(input, lambd=0.5):
 @torch_node("PreluKernelBackward0")
 def prelu(input, weight):
     """As torch.nn.functional.prelu."""
+    input, weight = autocast_lower(input, weight)
     if input.dtype != weight.dtype:
         raise RuntimeError(f"prelu: Type promoting not supported. Got "
                            f"{scalar_type_name(input.dtype)} and {scalar_type_name(weight.dtype)}")

@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 
 from ..backends import cuda as _backends
-from ..runtime import dispatch, trace_state
+from ..runtime import autocast_cast, dispatch, trace_state
 from ..runtime.creation import arange, zeros
 from ..runtime.functions import cat
 from ..runtime.node_names import rename
@@ -67,6 +67,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     """As torch.nn.functional.scaled_dot_product_attention (PyTorch's CPU results: a query
     row whose keys are all masked gives zeros and zero gradients, not NaN; dropout from
     llgrad's generator)."""
+    query, key, value, attn_mask = autocast_cast.autocast_lower(query, key, value, attn_mask)
     if query.dim() < 2 or key.dim() < 2 or value.dim() < 2:
         raise RuntimeError(f"Expected query, key, and value to all be  at least 2 dimensional, "
                            f"but got query.dim: {query.dim()} key.dim: {key.dim()} and "

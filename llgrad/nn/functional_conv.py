@@ -10,6 +10,7 @@ from ..ir.ops_pool import out_size
 from ..runtime.creation import tensor as _tensor
 from ..runtime.functions_settings import warn_once
 from ..runtime.tensor import Tensor
+from ..runtime.autocast_cast import autocast_lower
 
 
 def _pair(x):
@@ -114,6 +115,7 @@ def _type_name(x):
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1,
            padding_mode="zeros"):
     """PyTorch's F.conv2d (plus padding_mode, which PyTorch applies in the module)."""
+    input, weight, bias = autocast_lower(input, weight, bias)
     check_conv_args("conv2d", input, weight, bias, 2)
     if input.ndim not in (3, 4):
         raise RuntimeError("Expected 3D (unbatched) or 4D (batched) input to conv2d, but got "

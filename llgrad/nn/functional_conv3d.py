@@ -13,6 +13,7 @@ from ..runtime.functions_settings import warn_once
 from .functional_conv import SAME_ODD_WARNING, _c_name, _scalar_name, check_conv_dtypes
 from .functional_convt import _spread
 from .functional_pad import pad as _pad
+from ..runtime.autocast_cast import autocast_lower
 
 
 def _expand(v, name, n=3):
@@ -105,6 +106,7 @@ def _same_padding(input, weight, dilation):
 
 def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """As torch.nn.functional.conv3d (padding an int, a triple, 'valid' or 'same')."""
+    input, weight, bias = autocast_lower(input, weight, bias)
     if isinstance(padding, str):            # (PyTorch's _convolution_mode checks these first)
         if padding not in ("valid", "same"):
             raise RuntimeError(f"Invalid padding string: '{padding}'")
@@ -148,6 +150,7 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
 def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
                      dilation=1):
     """As torch.nn.functional.conv_transpose3d."""
+    input, weight, bias = autocast_lower(input, weight, bias)
     _check_input(input, "conv_transpose3d")
     if input.dim() == 4:
         return conv_transpose3d(input.unsqueeze(0), weight, bias, stride, padding,

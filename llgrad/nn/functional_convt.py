@@ -14,6 +14,7 @@ from ..runtime.creation import tensor as _tensor
 from ..runtime.node_names import rename
 from .functional_conv import (_pair, check_conv_args, check_conv_dtypes, check_conv_numbers,
                               check_zero_dilation, conv2d)
+from ..runtime.autocast_cast import autocast_lower
 
 
 def _n(v, n):
@@ -23,6 +24,7 @@ def _n(v, n):
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1,
            padding_mode="zeros"):
     """As torch.nn.functional.conv1d (conv2d over a unit height)."""
+    input, weight, bias = autocast_lower(input, weight, bias)
     check_conv_args("conv1d", input, weight, bias)
     if input.dim() not in (2, 3):
         raise RuntimeError("Expected 2D (unbatched) or 3D (batched) input to conv1d, but got "
@@ -79,6 +81,7 @@ def _spread(n, k, s, p, op, d):
 def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
                      groups=1, dilation=1):
     """As torch.nn.functional.conv_transpose2d."""
+    input, weight, bias = autocast_lower(input, weight, bias)
     check_conv_args("conv_transpose2d", input, weight, None, 2)     # (its bias: below)
     if input.dim() not in (3, 4):
         raise RuntimeError("Expected 3D (unbatched) or 4D (batched) input to conv_transpose2d, "
@@ -133,6 +136,7 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
 def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
                      groups=1, dilation=1):
     """As torch.nn.functional.conv_transpose1d."""
+    input, weight, bias = autocast_lower(input, weight, bias)
     if input.dim() not in (2, 3):
         raise RuntimeError("Expected 2D (unbatched) or 3D (batched) input to conv_transpose1d, "
                            f"but got input of size: {list(input.shape)}")

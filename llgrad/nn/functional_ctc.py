@@ -20,6 +20,7 @@ from ..runtime.node_names import rename
 from ..runtime.tensor import Tensor
 from .functional_loss import _reduction
 from ..runtime.vmap_fallback import meta_on_mismatch
+from ..runtime.autocast_cast import autocast_float32
 
 __all__ = ["ctc_loss"]
 
@@ -117,6 +118,7 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
              zero_infinity=False):
     """As torch.nn.functional.ctc_loss: log_probs (T, N, C) (or (T, C)), targets (N, S)
     padded or concatenated, lengths as tensors or sequences of ints."""
+    log_probs, = autocast_float32(log_probs)
     reduction = _reduction(reduction)
     unbatched = log_probs.dim() != 3
     if log_probs.dim() != 2 and unbatched:      # (ATen unsqueezes any but a 3-d one first)

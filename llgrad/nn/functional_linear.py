@@ -1,5 +1,6 @@
 """F.linear, below nn.functional so that the attention functions use it too."""
 from ..runtime.tensor import Tensor
+from ..runtime.autocast_cast import autocast_lower
 
 
 def _check(arg, position, v):
@@ -12,6 +13,7 @@ def _check(arg, position, v):
 def linear(input, weight, bias=None):
     """As torch.nn.functional.linear (PyTorch's fused addmm path, so the backward nodes are
     PyTorch's)."""
+    input, weight, bias = autocast_lower(input, weight, bias)
     _check("input", 1, input)
     _check("weight", 2, weight)
     if bias is not None:

@@ -13,6 +13,7 @@ from ..runtime.creation import arange
 from ..runtime.dispatch import call
 from ..runtime.dtypes import int64
 from ..runtime.shapes import broadcast_shapes
+from ..runtime.autocast_cast import autocast_float32
 
 _REDUCTIONS = ("none", "mean", "sum")
 _NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "int64": "Long",
@@ -69,6 +70,7 @@ def _weighted(loss, weight, reduction, mean, input=None):
 
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """As torch.nn.functional.l1_loss."""
+    input, target, weight = autocast_float32(input, target, weight)
     _size_warning(input, target)
     reduction = _reduction(reduction, size_average, reduce)
     x, t = _broadcast(input, target)
@@ -147,6 +149,7 @@ def _xlogx(t):
 
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
     """As torch.nn.functional.kl_div."""
+    input, target = autocast_float32(input, target)
     if size_average is not None or reduce is not None:
         reduction = legacy_reduction(size_average, reduce)
     else:

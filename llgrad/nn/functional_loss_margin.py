@@ -18,6 +18,7 @@ from .functional_activation import logsigmoid
 from .functional_distance import pairwise_distance
 from .functional_loss import _NAMES, _reduction
 from ..runtime.node_names import torch_node
+from ..runtime.autocast_cast import autocast_float32
 
 __all__ = ["margin_ranking_loss", "hinge_embedding_loss", "cosine_embedding_loss",
            "soft_margin_loss", "multilabel_soft_margin_loss", "multi_margin_loss",
@@ -37,6 +38,7 @@ def _reduce(loss, reduction):
 def margin_ranking_loss(input1, input2, target, margin=0, size_average=None, reduce=None,
                         reduction="mean"):
     """max(0, -target * (input1 - input2) + margin), as torch.nn.functional's."""
+    input1, input2, target = autocast_float32(input1, input2, target)
     reduction = _reduction(reduction, size_average, reduce)
     if input1.dim() != input2.dim() or input1.dim() != target.dim():
         raise RuntimeError("margin_ranking_loss : All input tensors should have same dimension "
@@ -48,6 +50,7 @@ def margin_ranking_loss(input1, input2, target, margin=0, size_average=None, red
 def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None,
                          reduction="mean"):
     """input where target is 1, max(0, margin - input) where it is -1."""
+    input, target = autocast_float32(input, target)
     reduction = _reduction(reduction, size_average, reduce)
     zeros = input.new_zeros(()).expand(input.shape) if input.dim() else input.new_zeros(())
     margin_clamp = (margin - input).clamp_min(0)
@@ -58,6 +61,7 @@ def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=No
 def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, reduce=None,
                           reduction="mean"):
     """1 - cos(x1, x2) where target is 1, max(0, cos - margin) where it is -1."""
+    input1, input2, target = autocast_float32(input1, input2, target)
     reduction = _reduction(reduction, size_average, reduce)
     targ_dim = target.dim()
     if targ_dim not in (0, 1):
@@ -84,6 +88,7 @@ def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, r
 @torch_node("SoftMarginLossBackward0")
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """log(1 + exp(-target * input))."""
+    input, target = autocast_float32(input, target)
     reduction = _reduction(reduction, size_average, reduce)
     if target.requires_grad:        # (PyTorch's op has a backward for input only)
         raise nondiff_error("soft_margin_loss", "target")
@@ -99,6 +104,7 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
 def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None,
                                 reduction="mean"):
     """The binary logistic loss of each class, averaged over the classes."""
+    input, target, weight = autocast_float32(input, target, weight)
     if size_average is not None or reduce is not None:
         reduction = _reduction(reduction, size_average, reduce)
     loss = -(target * logsigmoid(input) + (1 - target) * logsigmoid(-input))
@@ -115,6 +121,7 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, r
 def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None,
                       reduce=None, reduction="mean"):
     """sum over j != y of max(0, margin - x[y] + x[j]) ** p (times weight[y]) / C."""
+    input, target, weight = autocast_float32(input, target, weight)
     reduction = _reduction(reduction, size_average, reduce)
     if p not in (1, 2):
         raise ValueError("only p == 1 and p == 2 supported")
@@ -157,6 +164,7 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     """sum over the targets j and the non-target classes i of max(0, 1 - (x[y_j] - x[i])),
     divided by C; a row's targets are its entries of target up to the first -1 (ATen's
     MultiLabelMarginCriterion). Every (target, class) pair is formed at once: (N, C, C)."""
+    input, target = autocast_float32(input, target)
     reduction = _reduction(reduction, size_average, reduce)
     nd = input.dim()
     shape = list(input.shape)
@@ -194,6 +202,7 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
 def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False,
                         size_average=None, reduce=None, reduction="mean"):
     """max(0, margin + d(anchor, positive) - d(anchor, negative)), d the p-norm distance."""
+    anchor, positive, negative = autocast_float32(anchor, positive, negative)
     reduction = _reduction(reduction, size_average, reduce)
     if margin <= 0:
         raise ValueError(f"margin must be greater than 0, got {margin}")
@@ -233,6 +242,7 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
                      reduce=None, reduction="mean"):
     """exp(input) - target * input (log_input), else input - target * log(input + eps); full
     adds Stirling's term where target > 1."""
+    input, target = autocast_float32(input, target)
     if size_average is not None or reduce is not None:
         reduction = _reduction(reduction, size_average, reduce)
     if reduction not in ("none", "mean", "sum"):
@@ -246,6 +256,7 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
 
 def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
     """0.5 (log(max(var, eps)) + (input - target)^2 / max(var, eps)) (+ log(2 pi) / 2)."""
+    input, target, var = autocast_float32(input, target, var)
     if isinstance(var, float):
         if var < 0:
             raise ValueError("var has negative entry/entries")

@@ -9,7 +9,7 @@ import numpy as np
 from ..ir import OPS
 from ..runtime import grad_mode
 from ..runtime.dispatch import call, scalar_type_name
-from ..runtime.dtypes import C_NAMES, float16
+from ..runtime.dtypes import C_NAMES, bfloat16, float16
 
 
 def _shape(t):
@@ -163,7 +163,7 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
         _warn_once_mismatch(input, weight)
     # PyTorch's composite: half upcast to float, the weight's product in the promoted type,
     # the result cast back to the input's type (ToCopyBackward0)
-    x = input.float() if input.dtype == float16 else input
+    x = input.float() if input.dtype in (float16, bfloat16) else input
     if eps is None:
         eps = float(np.finfo(x.dtype.name).eps)
     dims = tuple(range(input.dim() - k, input.dim()))

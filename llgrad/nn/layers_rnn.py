@@ -13,7 +13,7 @@ padded form with each sequence's steps masked (layers_rnn_packed.py)."""
 import numbers
 import warnings
 
-from ..runtime import dispatch, trace_state
+from ..runtime import autocast_cast, dispatch, trace_state
 from ..runtime.creation import empty, zeros
 from ..runtime.functions import cat, stack
 from ..runtime.node_names import rename
@@ -136,7 +136,7 @@ class RNNBase(Module):
     def check_input(self, input, batch_sizes=None):
         """Check the input's rank and feature size (PyTorch's messages)."""
         w = self._flat_weights[0]
-        if input.dtype != w.dtype:
+        if input.dtype != w.dtype and autocast_cast.state.dtype is None:    # (as PyTorch)
             raise ValueError(f"RNN input dtype ({input.dtype}) does not match weight dtype "
                              f"({w.dtype}). Convert input: input.to({w.dtype}), or convert "
                              f"model: model.to({input.dtype})")

@@ -8,6 +8,7 @@ from collections import namedtuple
 from typing import TYPE_CHECKING
 
 from . import dispatch, trace_state
+from .autocast_cast import suspended as autocast_suspended
 from .creation import zeros_like
 from .engine import make_root_grads, run_backward
 from .functions_settings import warn_once
@@ -54,7 +55,8 @@ def _run(partial, *args):
     task = [next(_task_ids), partial, []]
     _tasks.running.append(task)
     try:
-        res = run_backward(*args)
+        with autocast_suspended():          # (PyTorch's backward runs without autocast)
+            res = run_backward(*args)
         while task[2]:              # (a callback may queue another)
             task[2].pop(0)()
         return res

@@ -24,7 +24,9 @@ from .random_state import _state, numpy_rng, random_int64  # noqa: F401
 
 def _finish(arr, dtype, requires_grad):
     if dtype is not None:
-        arr = arr.astype(dtypes.to_dtype(dtype).np, copy=False)
+        arr = dtypes.cast_array(arr, dtypes.to_dtype(dtype))
+    elif arr.dtype == dtypes.bfloat16.np:   # (made as float32 values: rounded to bfloat16)
+        arr = dtypes.cast_array(arr, dtypes.bfloat16)
     t = Tensor._from_array(arr)
     return _requiring_grad(t) if requires_grad else t
 
@@ -59,8 +61,8 @@ def _infer_np(data, want=None):
             return arr.astype(promotion.complex_of(floating.name))
         return arr.astype(floating if arr.dtype.kind in "fuO" else np.int64 if
                           arr.dtype.kind == "i" else arr.dtype)
-    if isinstance(data, (np.ndarray, np.generic)):
-        return np.array(data)
+    if isinstance(data, (np.ndarray, np.generic)):     # (a big-endian one: its values)
+        return np.array(data, dtype=np.asarray(data).dtype.newbyteorder("="))
     if isinstance(data, bool):
         return np.array(data)
     if isinstance(data, int):
@@ -281,7 +283,7 @@ def randn(*dims: int | tuple[int, ...], size=None, dtype: dtypes.dtype | None = 
     # _fill=False: ATen's per-element draws (its fill takes 16+ contiguous values)
     arr = torch_random.normal(_state(generator), math.prod(shape), d.name, contiguous=_fill)
     arr.shape = shape                   # (in place: the array keeps owning its memory)
-    t = _finish(arr, None, requires_grad)
+    t = _finish(arr, d if d is dtypes.bfloat16 else None, requires_grad)
     if generator is None and trace_state.state.tracer is not None:
         trace_state.state.tracer.random("rng_normal", t, **({} if _fill else {"fill": False}))
     return t
@@ -320,7 +322,7 @@ def rand(*dims: int | tuple[int, ...], size=None, dtype: dtypes.dtype | None = N
         return _requiring_grad(t) if requires_grad else t
     arr = torch_random.uniform(_state(generator), math.prod(shape), d.name)
     arr.shape = shape
-    t = _finish(arr, None, requires_grad)
+    t = _finish(arr, d if d is dtypes.bfloat16 else None, requires_grad)
     if generator is None and trace_state.state.tracer is not None:
         trace_state.state.tracer.random("rng_uniform", t)
     return t

@@ -7,12 +7,13 @@ import warnings
 import numpy as np
 
 from . import grad_mode, saved_hooks, trace_state
-from ..ir.ops_copy import preserve_copy
 from ..ir.optable import c_order, contiguous_result, iterator_layout_op
-from ..ir.promotion import result_dtype
-from .dtypes import _cat_of_scalar, complex_unsupported, from_name, wrap_int
+from .autocast_cast import cast_operands, state as autocast_state
+from .dispatch_bf16 import float32_operands, involved, rounded
+from .dtypes import complex_unsupported
 from .dtypes import scalar_type_name  # noqa: F401  (its importers' name for it)
 from .memory_layout import iterator_layout
+from .operands import op_result_type, prepare, wrapped_ints  # noqa: F401 (dispatch's names)
 from .node import accumulate_node, define_fields, gradient_edge, node_class
 from .saved_tensor import SavedNumber, SavedTensor, user_location, user_position
 from .shapes import broadcast_shapes
@@ -42,81 +43,6 @@ def _req(t):
     return t.grad_fn is not None
 
 
-def _same_dtype(op, inputs, pos):
-    """True when no promotion is needed: the promoted tensors share one dtype and no
-    Python scalar is of a higher category (the common case, checked cheaply)."""
-    first = None
-    for i in pos:
-        if i >= len(inputs):
-            break
-        x = inputs[i]
-        if isinstance(x, Tensor):
-            if first is None:
-                first = x._dtype
-            elif x._dtype is not first:
-                return False
-        elif x is not None:
-            if not isinstance(x, _OPERANDS):
-                raise TypeError(f"{op.name}(): argument {_ARG_NAMES[min(i, 2)]}(position {i}) "
-                                f"must be a Tensor or a number, not {type(x).__name__}")
-            if first is None or _cat_of_scalar(x) > first._cat:
-                return False
-    return first is not None and (first._cat >= 2 or not op.float_out)
-
-
-# what an op's promoted operand may be besides a Tensor: Python and NumPy numbers (and
-# NumPy arrays, which PyTorch accepts too); a list or a string is a mistake, not data
-_OPERANDS = (bool, int, float, complex, np.generic, np.ndarray)
-_ARG_NAMES = ("'input' ", "'other' ", "")
-
-
-def op_result_type(op, inputs):
-    """The dtype op's promoting operands are cast to (ir/promotion.py: the IR's rule)."""
-    pos = range(len(inputs)) if op.promote == "all" else op.promote
-    name = result_dtype([(x._dtype.name, bool(x._data.ndim)) if isinstance(x, Tensor) else x
-                         for x in (inputs[i] for i in pos if i < len(inputs))], op.float_out)
-    return None if name is None else from_name(name)
-
-
-def prepare(op, inputs):
-    """Input arrays, promoted to one dtype where the op promotes (PyTorch's rules)."""
-    promote = op.promote
-    if promote:
-        # the common case first: every input a tensor, all of one dtype (then nothing is
-        # promoted whichever positions promote); two operands (the most common) unrolled
-        if len(inputs) == 2:
-            a, b = inputs
-            if isinstance(a, Tensor) and isinstance(b, Tensor):
-                dt = a._dtype
-                if b._dtype is dt and (dt._cat >= 2 or not op.float_out):
-                    return [a._data, b._data]
-        else:
-            dt = None
-            arrays = []
-            for x in inputs:
-                if not isinstance(x, Tensor) or (x._dtype is not dt and dt is not None):
-                    break
-                dt = x._dtype
-                arrays.append(x._data)
-            else:
-                if dt is not None and (dt._cat >= 2 or not op.float_out):
-                    return arrays
-        pos = range(len(inputs)) if promote == "all" else promote
-        if not _same_dtype(op, inputs, pos):
-            return _promoted(op, inputs, pos)
-    return [x._data if isinstance(x, Tensor) else x for x in inputs]
-
-
-def _promoted(op, inputs, pos):
-    rt = op_result_type(op, inputs)
-    arrays = []
-    for i, x in enumerate(inputs):
-        if isinstance(x, Tensor) and x._dtype is not rt and i in pos:
-            x = preserve_copy(x._data, rt.np)   # (astype lays an expanded x out otherwise)
-        arrays.append(x._data if isinstance(x, Tensor) else x)
-    return arrays
-
-
 # the native kernels of eager elementwise ops (compile/eager_native.py installs them):
 # native_eager(op, arrays, attrs) -> the result, or None where NumPy's impl must run
 native_eager = None
@@ -127,16 +53,6 @@ def set_native_eager(fn):
     global native_eager
     prev, native_eager = native_eager, fn
     return prev
-
-
-def wrapped_ints(op, inputs):
-    """inputs with each Python int wrapped into op's integer result dtype (int8 tensor + 300
-    adds 44, as PyTorch; NumPy raises OverflowError): called once that error is raised, so
-    that the tracer records the wrapped number too. Re-raises where that does not apply."""
-    rt = op_result_type(op, inputs) if op.promote else None
-    if rt is None or rt._cat != 1 or not any(type(x) is int for x in inputs):
-        raise
-    return [wrap_int(x, rt) if type(x) is int else x for x in inputs]
 
 
 def run_impl(op, inputs, attrs):
@@ -158,6 +74,26 @@ def run_impl(op, inputs, attrs):
         if "broadcast" in str(e):
             broadcast_shapes(*[x._data.shape for x in inputs if _is_tensor(x)])
         raise (e if getattr(e, "keep_type", False) else RuntimeError(f"{op.name}: {e}")) from None
+
+
+def run_bf16(op, inputs, attrs):
+    """run_impl of an op that meets bfloat16: on float32 values, rounded once
+    (dispatch_bf16.py); a view on the bfloat16 memory itself."""
+    if op.kind == "view":
+        return run_impl(op, inputs, attrs)
+    inputs, attrs, rounds = float32_operands(op, inputs, attrs)
+    out = run_impl(op, inputs, attrs)
+    return rounded(out) if rounds else out
+
+
+def impl_for_special(op, inputs, attrs):
+    """How to run op whose inputs include a complex or bfloat16 tensor: run_impl, run_bf16,
+    or PyTorch's error where the op takes no complex tensors."""
+    if not op.complex:
+        for x in inputs:
+            if isinstance(x, Tensor) and x._dtype._cat == 3:
+                raise complex_unsupported(op.name, user_location())
+    return run_bf16 if involved(inputs, attrs) else run_impl
 
 
 # llgrad.func's batching rules while a vmap is active (llgrad/func/batching.py), and the meta
@@ -223,16 +159,22 @@ def call(op, inputs, attrs, _timed=False, _dual=False):
         return res
     if meta is not None and (res := meta.call(op, inputs, attrs)) is not NotImplemented:
         return res
-    if not op.complex:
-        for x in inputs:
-            if isinstance(x, Tensor) and x._dtype._cat == 3:
-                raise complex_unsupported(op.name, user_location())
+    if op.autocast is not None and autocast_state.dtype is not None:
+        inputs = cast_operands(op, inputs)
+    impl = run_impl
+    for x in inputs:
+        if isinstance(x, Tensor) and not x._dtype._plain:
+            impl = impl_for_special(op, inputs, attrs)
+            break
+    else:
+        if attrs and attrs.get("dtype") == "bfloat16":
+            impl = run_bf16
     info = _infos.get(op) or _info(op)
     try:
-        out = run_impl(op, inputs, attrs)
+        out = impl(op, inputs, attrs)
     except OverflowError:
         inputs = wrapped_ints(op, inputs)
-        out = run_impl(op, inputs, attrs)
+        out = impl(op, inputs, attrs)
     if info.view:
         base = inputs[0]
         results = [_new_view(out, base)] if info.single else [_new_view(o, base) for o in out]

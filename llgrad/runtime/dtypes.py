@@ -3,24 +3,27 @@ import builtins
 
 import numpy as np
 
-from ..ir import promotion
+from ..ir import bfloat16 as bf16_values, promotion
 
 
 class dtype:
     """An element type (llgrad.float32, llgrad.int64, ...), as torch.dtype; .np is the NumPy
     dtype, .itemsize its bytes."""
     __slots__ = ("name", "np", "is_floating_point", "is_signed", "is_complex", "itemsize",
-                 "_cat", "_tensor_type")
+                 "_cat", "_tensor_type", "_plain")
 
-    def __init__(self, name, npdt, cat, tensor_type):
+    def __init__(self, name, npdt, cat, tensor_type, itemsize=None):
         self.name = name
         self.np = np.dtype(npdt)
         self.is_floating_point = cat == 2
         self.is_signed = self.np.kind in "ifc"      # (PyTorch's: bool and uint8 are not)
         self.is_complex = cat == 3
-        self.itemsize = self.np.itemsize
+        self.itemsize = itemsize or self.np.itemsize
         self._cat = cat                     # 0 bool, 1 integer, 2 floating, 3 complex
         self._tensor_type = tensor_type
+        # False for what the dispatcher treats apart: complex (only ops declared for it) and
+        # bfloat16 (computed in float32, rounded: dispatch_bf16.py)
+        self._plain = cat < 3 and name != "bfloat16"
 
     def __repr__(self):
         return "llgrad." + self.name
@@ -54,6 +57,8 @@ uint8 = dtype("uint8", np.uint8, 1, "ByteTensor")
 bool_ = dtype("bool", np.bool_, 0, "BoolTensor")
 complex64 = dtype("complex64", np.complex64, 3, "ComplexFloatTensor")
 complex128 = dtype("complex128", np.complex128, 3, "ComplexDoubleTensor")
+# (its memory: float32 of the opposite byte order, holding bfloat16 values: ir/bfloat16.py)
+bfloat16 = dtype("bfloat16", bf16_values.STORAGE, 2, "BFloat16Tensor", itemsize=2)
 float = float32   # noqa: A001  (PyTorch aliases)
 double = float64
 half = float16
@@ -61,7 +66,7 @@ long = int64
 int = int32       # noqa: A001
 
 ALL = (float32, float64, float16, int64, int32, int16, int8, uint8, bool_, complex64,
-       complex128)
+       complex128, bfloat16)
 _BY_NP = {d.np: d for d in ALL}
 _BY_NAME = {d.name: d for d in ALL}
 
@@ -74,7 +79,7 @@ uint64 = dtype("uint64", np.uint64, 1, "UInt64Tensor")
 
 
 class _NoArrays:
-    """The .np of a dtype NumPy has no arrays of here (bfloat16, the complex dtypes): any
+    """The .np of a dtype NumPy has no arrays of here (complex32): any
     attribute raises why (NumPy asks an object given as a dtype for its .dtype), so every
     path that would make such an array (creation, .to, astype, view) stops with that error."""
     __slots__ = ("message",)
@@ -86,9 +91,6 @@ class _NoArrays:
         raise NotImplementedError(self.message)
 
 
-_NO_BFLOAT16 = ("llgrad has no bfloat16 tensors: NumPy has no bfloat16, and rounding to it "
-                "after every operation, as PyTorch's kernels do, is not emulated; use float32 "
-                "(or float16 for half-size storage)")
 _NO_COMPLEX = ("llgrad has no complex32 tensors (NumPy has no complex half); use complex64")
 
 
@@ -98,13 +100,13 @@ def _names_only(name, itemsize, cat, is_complex, tensor_type, message):
     d.name, d.np, d.itemsize, d._cat, d._tensor_type = name, _NoArrays(message), itemsize, \
         cat, tensor_type
     d.is_floating_point, d.is_complex, d.is_signed = cat == 2, is_complex, True
+    d._plain = False
     return d
 
 
-bfloat16 = _names_only("bfloat16", 2, 2, False, "BFloat16Tensor", _NO_BFLOAT16)
 complex32 = _names_only("complex32", 4, 3, True, "ComplexHalfTensor", _NO_COMPLEX)
 chalf, cfloat, cdouble = complex32, complex64, complex128
-NAMES_ONLY = {d.name: d for d in (uint16, uint32, uint64, bfloat16, complex32)}
+NAMES_ONLY = {d.name: d for d in (uint16, uint32, uint64, complex32)}
 
 
 def from_name(name):
@@ -125,8 +127,10 @@ def unsupported(npdt):
 
 
 def from_numpy_dtype(npdt):
+    """The dtype of a NumPy array a user gives (big-endian float32 is float32: bfloat16's
+    memory is llgrad's own)."""
     try:
-        return _BY_NP[np.dtype(npdt)]
+        return _BY_NP[np.dtype(npdt).newbyteorder("=")]
     except KeyError:
         raise TypeError(f"can't convert np.ndarray of type numpy.{np.dtype(npdt).name}. "
                         "The only supported types are: float64, float32, float16, complex64, "
@@ -137,7 +141,7 @@ def to_dtype(d):
     """Accept an llgrad dtype, a NumPy dtype or a Python type (float is float64, whatever
     the default dtype, as PyTorch's argument parser reads it)."""
     if isinstance(d, dtype):
-        if d.np.__class__ is _NoArrays:     # (bfloat16, complex: no tensors to make)
+        if d.np.__class__ is _NoArrays:     # (complex32: no tensors to make)
             raise NotImplementedError(d.np.message)
         return d
     if d is builtins_float:
@@ -166,7 +170,15 @@ def set_default_dtype(d: dtype) -> None:
                         "default type")
     if not d.is_floating_point:
         raise TypeError("only floating-point types are supported as the default type")
-    promotion.set_default_float(to_dtype(d).name)       # (bfloat16: no tensors, raises)
+    promotion.set_default_float(to_dtype(d).name)
+
+
+def cast_array(arr, d):
+    """NumPy array arr as dtype d's memory (a copy only where the dtype changes): astype,
+    but rounded once to bfloat16 for bfloat16 (astype would keep float32's extra bits)."""
+    if d is bfloat16:
+        return bf16_values.round_to(arr)
+    return arr.astype(d.np, copy=False)
 
 
 def default_complex():
@@ -241,7 +253,8 @@ def scalar_type_name(d):
     """PyTorch's name of a dtype in its messages: Float, Long, ..."""
     return {"float32": "Float", "float64": "Double", "float16": "Half", "int64": "Long",
             "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
-            "bool": "Bool", "complex64": "ComplexFloat", "complex128": "ComplexDouble"}[d.name]
+            "bool": "Bool", "complex64": "ComplexFloat", "complex128": "ComplexDouble",
+            "bfloat16": "BFloat16"}[d.name]
 
 
 def complex_unsupported(op_name, where):

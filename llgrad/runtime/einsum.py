@@ -10,6 +10,7 @@ a broadcast product when the pair shares nothing to contract; the result is perm
 the output's order. Sizes of 1 broadcast, as PyTorch's einsum lets them."""
 from __future__ import annotations
 from .tensor import Tensor
+from .autocast_cast import autocast_lower
 
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
@@ -132,6 +133,7 @@ def einsum(*args: str | Tensor | list | tuple) -> Tensor:
     """Einstein summation over operands (an equation string, or PyTorch's sublist form), as
     torch.einsum; computed as permutes, reshapes and one batched matmul per pair of
     operands."""
+    args = autocast_lower(*args)
     if args and not isinstance(args[0], str):
         equation, operands = _sublist_equation(args)
     else:

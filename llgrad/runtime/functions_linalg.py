@@ -17,6 +17,7 @@ from .tensor import Tensor
 from .node_names import torch_node
 from .out_write import into
 from .user_frames import user_stacklevel
+from .autocast_cast import autocast_lower
 
 
 @torch_node("LinalgCrossBackward0")
@@ -280,6 +281,7 @@ def addr(input, vec1, vec2, *, beta=1, alpha=1):
 @torch_node("AddbmmBackward0")
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
     """As torch.addbmm: beta * input + alpha * the sum over the batch of batch1 @ batch2."""
+    input, batch1, batch2 = autocast_lower(input, batch1, batch2)
     for name, b in (("batch1", batch1), ("batch2", batch2)):
         if b._data.ndim != 3:
             raise RuntimeError(f"{name} must be a 3D tensor")
@@ -332,6 +334,7 @@ def matrix_power(input, n):
 
 def vecdot(x, y, *, dim=-1):
     """As torch.linalg.vecdot: the sum of x * y along dim (broadcast)."""
+    x, y = autocast_lower(x, y)
     return (x * y).sum(dim)
 
 

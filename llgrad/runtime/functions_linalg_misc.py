@@ -9,6 +9,7 @@ from .functions import cat, export
 from .functions_linalg_solve import _out, check_matrix, solve
 from .functions_matrix import inverse
 from .tensor import Tensor
+from .autocast_cast import autocast_lower
 
 
 def diagonal(A, *, offset=0, dim1=-2, dim2=-1):
@@ -18,6 +19,7 @@ def diagonal(A, *, offset=0, dim1=-2, dim2=-1):
 
 def matmul(input, other, *, out=None):
     """As torch.linalg.matmul: torch.matmul."""
+    input, other = autocast_lower(input, other)
     return _out(input.matmul(other), out)
 
 

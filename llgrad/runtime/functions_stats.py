@@ -12,6 +12,7 @@ from .linalg import vector_norm
 from .shapes import norm_dim
 from .tensor import Tensor
 from .node_names import torch_node
+from .autocast_cast import autocast_float32
 
 
 def cov(input, *, correction=1, fweights=None, aweights=None):
@@ -137,6 +138,7 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     R, M), batch dims broadcast. Computed from the differences (PyTorch uses a matrix
     product for p = 2 beyond 25 rows, which is faster and less accurate); the gradient at a
     zero distance is 0, as PyTorch's."""
+    x1, x2 = autocast_float32(x1, x2)
     for name, t in (("X1", x1), ("X2", x2)):
         if t._data.ndim < 2:
             raise RuntimeError(f"cdist only supports at least 2D tensors, {name} got: "

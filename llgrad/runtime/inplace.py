@@ -5,13 +5,13 @@ target is a view)."""
 import numpy as np
 
 from . import dispatch, grad_mode, trace_state
-from ..ir import OPS
+from ..ir import OPS, bfloat16 as bf16_values
 from ..ir.geometry import geometry_overlaps
 from .copy_slices import CopySlices, creation_error
 from .dispatch import _is_tensor, _req, call, record, run_impl, scalar_type_name, wrapped_ints
-from .dtypes import complex_unsupported, get_default_dtype, result_type
+from .dtypes import bfloat16, get_default_dtype, result_type
 from .node import gradient_edge
-from .saved_tensor import SavedTensor, user_location, user_position
+from .saved_tensor import SavedTensor, user_position
 from .symbolic_operands import SPECIAL_OPERANDS, escape_in_attrs, special_operands, stand_ins
 
 _tstate = trace_state.state
@@ -146,8 +146,9 @@ def call_inplace(op, t, inputs, attrs, _timed=False, _dual=False):
         res = dispatch.batching.call_inplace(op, t, inputs, attrs)
         if res is not NotImplemented:
             return res
-    if not op.complex and any(_is_tensor(x) and x._dtype._cat == 3 for x in inputs):
-        raise complex_unsupported(op.name, user_location())
+    impl = run_impl
+    if any(_is_tensor(x) and not x._dtype._plain for x in inputs):
+        impl = dispatch.impl_for_special(op, inputs, attrs)
     _check_inplace(t, inputs)
     _check_overlap(op, t, inputs)
     if op.kind == "elementwise":
@@ -167,11 +168,13 @@ def call_inplace(op, t, inputs, attrs, _timed=False, _dual=False):
     tracer = _tstate.tracer
     operands = tracer.operands(inputs) if tracer is not None else None   # values before
     try:
-        out = None if on_meta else run_impl(op, inputs, attrs)
+        out = None if on_meta else impl(op, inputs, attrs)
     except OverflowError:
         inputs = wrapped_ints(op, inputs)
         operands = tracer.operands(inputs) if tracer is not None else None
-        out = run_impl(op, inputs, attrs)
+        out = impl(op, inputs, attrs)
+    if t._dtype is bfloat16 and out is not None:
+        out = bf16_values.round_to(out)     # (a float32 result: rounded once, not truncated)
     old_self = None
     if recording and t._dtype._cat >= 2 and op.args[0] in op.save:
         # t is about to change: save a clone, recorded so that it keeps t's history (the

@@ -21,7 +21,8 @@ from .functions import _method_fn, cat
 from .tensor import Tensor
 
 
-_SERIAL64 = (dtypes.float32, dtypes.float64, dtypes.float16)
+_SERIAL64 = (dtypes.float32, dtypes.float64, dtypes.float16, dtypes.bfloat16)
+_HALVES = (dtypes.float16, dtypes.bfloat16)     # (their fills: float32 noise, rounded once)
 
 
 def _def(name, fn):
@@ -55,9 +56,12 @@ def uniform_(self, a=0, b=1, *, generator=None):
     if a > b:
         raise RuntimeError(f"uniform_ expects to return a [from, to) range, but found from={a} "
                            f"> to={b}")
-    # (float16: ATen draws in float32 and maps it there, rounding once)
-    draw = dtypes.float32 if self._dtype is dtypes.float16 else self._dtype
+    # (float16, bfloat16: ATen draws in float32 and maps it there, rounding once)
+    draw = dtypes.float32 if self._dtype in _HALVES else self._dtype
     u = _in_memory_order(self, lambda s: rand(s, dtype=draw, generator=generator))
+    if self._dtype is dtypes.bfloat16:      # (mapped, rounded; one rounded up to b becomes a)
+        v = u._op("uniform", u, low=float(a), high=float(b)).bfloat16()
+        u, a, b = v.masked_fill(v == b, a).float(), 0.0, 1.0
     return call_inplace(OPS["uniform"], self, (self, u), {"low": float(a), "high": float(b)})
 
 
@@ -70,7 +74,7 @@ def normal_(self, mean=0, std=1, *, generator=None):
         self._op("view_as_real").normal_(mean, std / math.sqrt(2), generator=generator)
         return self
     _float_only(self, "normal_kernel_cpu")
-    if self._dtype is dtypes.float16 and self.is_contiguous() and self._data.size >= 16:
+    if self._dtype in _HALVES and self.is_contiguous() and self._data.size >= 16:
         n = _half_fill_noise(self._data.shape, generator)
     elif self.is_contiguous() and (self._data.size >= 16 or self._dtype not in _SERIAL64):
         n = randn(self._data.shape, dtype=self._dtype, generator=generator)
@@ -82,7 +86,7 @@ def normal_(self, mean=0, std=1, *, generator=None):
 
 
 def _half_fill_noise(shape, generator):
-    """ATen's float16 normal fill, in float32 (mean and std are applied there, then the
+    """ATen's float16 (and bfloat16) normal fill, in float32 (mean and std are applied there, then the
     result rounded once): whole blocks of 16 uniforms, then a ragged end's 16 drawn afresh,
     i.e. float32 fills of the whole blocks and of the last 16."""
     n = math.prod(shape)

@@ -7,7 +7,7 @@ import numpy as np
 from ..ir import OPS
 from ..ir.geometry import broadcasts_to
 from ..ir.optable import method_doc
-from . import dtypes
+from . import autocast_cast, dtypes
 from .dispatch import call, scalar_type_name as tname
 from .shapes import broadcast_shapes, norm_dim, norm_dims
 from .return_types import named_result
@@ -253,6 +253,7 @@ def _same_dtype(a, b, what):
 
 
 def mm(self, mat2):
+    self, mat2 = autocast_cast.autocast_lower(self, mat2)
     if self._data.ndim != 2 or mat2._data.ndim != 2:
         raise RuntimeError("self must be a matrix" if self._data.ndim != 2 else
                            "mat2 must be a matrix")
@@ -265,6 +266,7 @@ def mm(self, mat2):
 
 
 def addmm(self, mat1, mat2, *, beta=1, alpha=1):
+    self, mat1, mat2 = autocast_cast.autocast_lower(self, mat1, mat2)
     if mat1._data.ndim != 2 or mat2._data.ndim != 2:
         raise RuntimeError("mat1 must be a matrix, got %d-D tensor" % mat1._data.ndim
                            if mat1._data.ndim != 2 else
@@ -292,6 +294,7 @@ def addmm(self, mat1, mat2, *, beta=1, alpha=1):
 
 
 def bmm(self, mat2):
+    self, mat2 = autocast_cast.autocast_lower(self, mat2)
     if self._data.ndim != 3 or mat2._data.ndim != 3:
         raise RuntimeError("batch1 must be a 3D tensor" if self._data.ndim != 3 else
                            "batch2 must be a 3D tensor")
@@ -344,6 +347,7 @@ def _mismatch(xs, ys, a, b, folds=True):
 
 
 def matmul(self, other):
+    self, other = autocast_cast.autocast_lower(self, other)
     if not isinstance(other, Tensor):
         raise TypeError(f"matmul(): argument 'other' must be Tensor, not {type(other).__name__}")
     a, b = self._data.ndim, other._data.ndim

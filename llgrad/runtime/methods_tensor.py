@@ -17,6 +17,7 @@ from .methods_reduce import _same_dtype, c_type, no_bool_scan
 from .shapes import norm_dim, unpack_shape
 from .tensor import Tensor
 from .vmap_fallback import per_sample, values_read
+from .autocast_cast import autocast_lower
 
 
 def _def(name, fn):
@@ -228,6 +229,7 @@ def _baddbmm_check(self, b1, b2):
 
 
 def baddbmm(self, batch1, batch2, *, beta=1, alpha=1):
+    self, batch1, batch2 = autocast_lower(self, batch1, batch2)
     _baddbmm_check(self, batch1, batch2)
     return call(OPS["baddbmm"], (self, batch1, batch2),
                 dtypes.int_scales(batch1._dtype, beta, alpha))

@@ -14,15 +14,15 @@ import weakref
 import numpy as np
 
 from . import grad_mode, trace_state
+from .dispatch_bf16 import vjp_in_float32
+from .dtypes import bfloat16
 from .grad_layout import laid_out_as, new_grad_order
 from .hook_handle import _register
-from .saved_tensor import FREED, RawSavedField, SavedNumber, SavedTensor
+from .saved_tensor import FREED_SLOT, RawSavedField, SavedField, SavedNumber, SavedTensor
 from .tensor import Storage, Tensor
 
 _sequence = itertools.count()
 
-_FREED_SLOT = object()       # what a released saved slot holds
-_MISSING = object()
 # the _saved of a node that saves nothing (most view and arithmetic ops): one shared,
 # read-only mapping instead of a dict per node (record gives a saving node its own)
 _NOTHING_SAVED = types.MappingProxyType({})
@@ -140,7 +140,7 @@ class OpNode(Node):
         for k, v in saved.items():
             if isinstance(v, (SavedTensor, list, SavedNumber)):
                 # a marker, not None: None is a legitimate saved value (clamp's min=None)
-                saved[k] = _FREED_SLOT
+                saved[k] = FREED_SLOT
 
     def apply(self, grads):
         op = self._op
@@ -154,10 +154,12 @@ class OpNode(Node):
                 if fast is not None:
                     res = fast(self, g)
             if res is None:
-                res = op.vjp(self, g)
+                res = vjp_in_float32(op.vjp, self, g) if type(g) is Tensor and \
+                    g._dtype is bfloat16 else op.vjp(self, g)
         else:
             g = [gi if gi is not None else _zeros(meta) for gi, meta in zip(grads, self._out_meta)]
-            res = op.vjp(self, g)
+            res = vjp_in_float32(op.vjp, self, g) if any(
+                type(x) is Tensor and x._dtype is bfloat16 for x in g) else op.vjp(self, g)
         if self._edge_at is None:       # (edge_grads' common case, without its call)
             return fix_grads(res, self.next_functions, self._in_meta)
         return self.edge_grads(res)
@@ -210,35 +212,6 @@ def set_native_vjp(fn):
 fast_vjps = {}
 
 
-class _Field:
-    """OpNode's `name` and `_saved_<name>`: what the node saved under that name (unpacked; a
-    SavedNumber as PyTorch's 0-d tensor in _saved_<name>), else its attribute, else raise."""
-    __slots__ = ("key", "public")
-
-    def __init__(self, key, public=False):
-        self.key, self.public = key, public
-
-    def __get__(self, node, cls=None):
-        if node is None:
-            return self
-        v = node._saved.get(self.key, _MISSING)
-        if v is _MISSING:
-            try:
-                return node.attrs[self.key]
-            except KeyError:
-                raise AttributeError(f"'{type(node).__name__}' object has no attribute "
-                                     f"'{self.key}'") from None
-        if v is _FREED_SLOT:
-            raise RuntimeError(FREED)
-        if isinstance(v, SavedTensor):
-            return v.unpack(node)
-        if isinstance(v, SavedNumber):
-            return v.wrapped() if self.public else v.value
-        if isinstance(v, list):
-            return [s.unpack(node) if isinstance(s, SavedTensor) else s for s in v]
-        return v
-
-
 _fields = set()     # the names define_fields has seen
 
 
@@ -251,7 +224,7 @@ def define_fields(names):
             _fields.add(name)
             for attr in ("_saved_" + name,) + (() if name.startswith("_") else (name,)):
                 if not hasattr(OpNode, attr):
-                    setattr(OpNode, attr, _Field(name, attr.startswith("_saved_")))
+                    setattr(OpNode, attr, SavedField(name, attr.startswith("_saved_")))
             setattr(OpNode, "_raw_saved_" + name, RawSavedField(name))
 
 

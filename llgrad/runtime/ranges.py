@@ -1,11 +1,13 @@
 """The values of PyTorch's CPU linspace and logspace kernels, element for element: below
 the halfway index start + step * i, from it end - step * (steps - 1 - i), each one fused
 multiply-add (the kernels are compiled with FMA contraction) in the dtype's own arithmetic
-(float16 rounds after each operation; integers go through float64 and truncate). NumPy's
-linspace rounds differently, an ulp apart in about half the elements."""
+(float16 and bfloat16 round after each operation; integers go through float64 and
+truncate). NumPy's linspace rounds differently, an ulp apart in about half the elements."""
 import math
 
 import numpy as np
+
+from ..ir import bfloat16 as bf16_values
 
 _SPLIT = 134217729.0    # 2**27 + 1 (Veltkamp's splitting constant for float64)
 
@@ -77,6 +79,12 @@ def linspace_values(start, end, steps, npdt):
         base = np.where(lo, s, e)
         v = fma64(np.where(lo, step, -step), k.astype(np.float64), base)
         return np.trunc(v).astype(np.int64).astype(npdt)
+    if npdt == bf16_values.STORAGE:     # (c10::BFloat16: each operation rounded, as float16's)
+        r = bf16_values.round_to
+        s, e = r(start).astype(np.float32), r(end).astype(np.float32)
+        step = r(r(e - s).astype(np.float32) / np.float32(steps - 1)).astype(np.float32)
+        prod = r(step * k.astype(np.float32)).astype(np.float32)
+        return r(np.where(lo, s + prod, e - prod))
     T = npdt.type
     s, e = T(start), T(end)
     step = T(T(e - s) / T(steps - 1))

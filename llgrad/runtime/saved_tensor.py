@@ -12,6 +12,8 @@ import sysconfig
 import numpy as np
 
 from . import grad_mode, saved_hooks
+from .dispatch_bf16 import state as bf16_state
+from .dtypes import bfloat16
 from .tensor import Tensor
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -317,3 +319,44 @@ class RawSavedField:
 
     def __get__(self, node, cls=None):
         return self if node is None else RawSavedTensor(node, self.key)
+
+
+FREED_SLOT = object()        # what a released saved slot holds (OpNode.release)
+_MISSING = object()
+
+
+class SavedField:
+    """OpNode's `name` and `_saved_<name>`: what the node saved under that name (unpacked; a
+    SavedNumber as PyTorch's 0-d tensor in _saved_<name>), else its attribute, else raise."""
+    __slots__ = ("key", "public")
+
+    def __init__(self, key, public=False):
+        self.key, self.public = key, public
+
+    def __get__(self, node, cls=None):
+        if node is None:
+            return self
+        v = node._saved.get(self.key, _MISSING)
+        if v is _MISSING:
+            try:
+                return node.attrs[self.key]
+            except KeyError:
+                raise AttributeError(f"'{type(node).__name__}' object has no attribute "
+                                     f"'{self.key}'") from None
+        if v is FREED_SLOT:
+            raise RuntimeError(FREED)
+        if isinstance(v, SavedTensor):
+            return in_float32(v.unpack(node))
+        if isinstance(v, SavedNumber):
+            return v.wrapped() if self.public else v.value
+        if isinstance(v, list):
+            return [in_float32(s.unpack(node)) if isinstance(s, SavedTensor) else s for s in v]
+        return v
+
+
+def in_float32(t):
+    """A saved tensor as a VJP rule reads it: a bfloat16 one as float32 while its node's rule
+    runs in float32 (dispatch_bf16.vjp_in_float32), so that the rule's ops see one dtype."""
+    if isinstance(t, Tensor) and t._dtype is bfloat16 and bf16_state.unrounded:
+        return t.float()
+    return t

@@ -153,7 +153,7 @@ class Tensor:
 
     def element_size(self) -> int:
         """Bytes per element, as torch.Tensor.element_size."""
-        return self._data.itemsize
+        return self._dtype.itemsize
 
     @property
     def device(self) -> _Device:
@@ -280,14 +280,15 @@ class Tensor:
 
     # ---- conversion ----------------------------------------------------------------------------
     def numpy(self, force: bool = False) -> np.ndarray:
-        """The tensor's data as a NumPy array that shares its memory (a view, not a
-        copy), as torch.Tensor.numpy; force=True allows a tensor that requires grad.
-        Inside llgrad.compile it reads values out of the graph: the call runs eagerly."""
+        """The tensor's data as a NumPy array view of its memory, as torch.Tensor.numpy;
+        force=True allows one that requires grad. Compiled, the call runs eagerly."""
         if self.requires_grad and not force:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
                                "tensor.detach().numpy() instead.")
         if trace_state.state.tracer is not None:
             trace_state.state.tracer.reads_out(self, "Tensor.numpy()")
+        if self._dtype is dtypes.bfloat16:     # (NumPy has no bfloat16)
+            raise TypeError("Got unsupported ScalarType BFloat16")
         return self._data
 
     def item(self) -> float | int | bool:

@@ -11,6 +11,11 @@ def view_dtype(self, dtype):
     if tracer is not None:
         tracer.untraceable("Tensor.view(dtype)")
     a = self._data
+    if dtype is not self._dtype and "bfloat16" in (dtype.name, self._dtype.name):
+        raise NotImplementedError(
+            f"llgrad: Tensor.view({scalar_type_name(dtype)}) of a {scalar_type_name(self._dtype)} "
+            f"tensor: llgrad keeps a bfloat16 tensor's values in 32-bit words, so no other dtype "
+            f"can view its memory; use .to() for a converted copy")
     old, new = a.itemsize, dtype.np.itemsize
     if old != new:
         what = (f"to view {scalar_type_name(self._dtype)} as {scalar_type_name(dtype)} "

@@ -9,12 +9,12 @@ import os
 import pickle
 import pickletools
 import sys
-import warnings
 import zipfile
 from typing import IO
 
 import numpy as np
 
+from ..ir import bfloat16 as bf16_values
 from ..runtime import dtypes
 from ..runtime.device import as_device, device
 from ..runtime.meta_tensor import meta_storage
@@ -33,7 +33,6 @@ class _Loader:
         self.zf, self.prefix, self.map_location = zf, prefix, map_location
         self.storages = {}
         self.storage_ids = set()
-        self.widened = False
         names = set(zf.namelist())
         order = prefix + "byteorder"
         self.byteorder = zf.read(order).decode() if order in names else "little"
@@ -85,12 +84,11 @@ class _Loader:
                 if not n:
                     raise RuntimeError(f"llgrad.load: record {name!r} is truncated")
                 got += n
-        if npdt.kind == "V":                       # bfloat16: widened to float32 exactly
+        if npdt.kind == "V":        # bfloat16: the high halves of float32s (ir/bfloat16.py)
             bits = np.frombuffer(raw, dtype=np.uint16)
             if self.byteorder != sys.byteorder:
                 bits = bits.byteswap()
-            self.widened = True
-            arr = (bits.astype(np.uint32) << 16).view(np.float32)
+            arr = (bits.astype(np.uint32) << 16).view(np.float32).astype(bf16_values.STORAGE)
         else:
             arr = np.frombuffer(raw, dtype=npdt)
             if self.byteorder != sys.byteorder and npdt.itemsize > 1:
@@ -266,9 +264,6 @@ def load(f: str | os.PathLike | IO[bytes], map_location: object = None,
                 raise pickle.UnpicklingError(_weights_only_message(str(e))) from None
         else:
             result = _FullUnpickler(data, loader, allowed, **pickle_load_args).load()
-    if loader.widened:
-        warnings.warn("llgrad.load: llgrad has no bfloat16; bfloat16 storages were loaded as "
-                      "float32 (exactly)", stacklevel=2)
     return result
 
 

@@ -14,6 +14,7 @@ _TORCH_NAMES = {
     dtypes.int8: ("int8", "CharStorage"), dtypes.uint8: ("uint8", "ByteStorage"),
     dtypes.bool_: ("bool", "BoolStorage"), dtypes.complex64: ("complex64", "ComplexFloatStorage"),
     dtypes.complex128: ("complex128", "ComplexDoubleStorage"),
+    dtypes.bfloat16: ("bfloat16", "BFloat16Storage"),
 }
 # torch dtype names (and aliases) that have an llgrad dtype
 _DTYPE_BY_TORCH_NAME = {"float32": dtypes.float32, "float": dtypes.float32,
@@ -23,8 +24,9 @@ _DTYPE_BY_TORCH_NAME = {"float32": dtypes.float32, "float": dtypes.float32,
                         "int": dtypes.int32, "int16": dtypes.int16, "short": dtypes.int16,
                         "int8": dtypes.int8, "uint8": dtypes.uint8, "bool": dtypes.bool_,
                         "complex64": dtypes.complex64, "cfloat": dtypes.complex64,
-                        "complex128": dtypes.complex128, "cdouble": dtypes.complex128}
-_OTHER_TORCH_DTYPES = ("bfloat16", "complex32",
+                        "complex128": dtypes.complex128, "cdouble": dtypes.complex128,
+                        "bfloat16": dtypes.bfloat16}
+_OTHER_TORCH_DTYPES = ("complex32",
                        "chalf", "uint16", "uint32", "uint64", "float8_e4m3fn", "float8_e5m2",
                        "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu", "quint4x2",
                        "quint2x4", "bits8", "bits16",
@@ -81,6 +83,7 @@ class _StorageType:
 _STORAGE_TYPES = {s: _StorageType(s, d.np) for d, (_, s) in _TORCH_NAMES.items()}
 for _q, _s in _QUANTIZED_STORAGE.items():
     _STORAGE_TYPES[_s] = _StorageType(_s, quantized_tensor.INT_OF[_q][0])
+# (2-byte words on disk, the high halves of float32s: bfloat16's memory here is float32's)
 _STORAGE_TYPES["BFloat16Storage"] = _StorageType("BFloat16Storage", np.dtype("V2"))
 _STORAGE_TYPES["UntypedStorage"] = _StorageType("UntypedStorage", np.dtype(np.uint8))
 _STORAGE_TYPES["TypedStorage"] = _STORAGE_TYPES["UntypedStorage"]

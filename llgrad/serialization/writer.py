@@ -17,6 +17,7 @@ import numpy as np
 
 from ..nn.parameter import Parameter
 from ..quantized_tensor import QuantizedDtype, QuantizedTensor, qscheme
+from ..ir import bfloat16 as bf16_values
 from ..runtime import dtypes
 from ..runtime.device import device
 from ..runtime.tensor import Size, Storage, Tensor
@@ -88,7 +89,7 @@ class _StorageWriter:
 
 
 def _dtype_of(arr):
-    return dtypes.from_numpy_dtype(arr.dtype)
+    return dtypes._BY_NP[arr.dtype]      # (a tensor's own memory: bfloat16's included)
 
 
 class _StoragePid:
@@ -331,6 +332,8 @@ def save(obj: object, f: str | os.PathLike | IO[bytes], pickle_module: object = 
                 _zip_record(zf, "archive/byteorder", sys.byteorder.encode())
             digest = hashlib.sha1(data_pkl)
             for key, flat in writer.records:
+                if flat.dtype == bf16_values.STORAGE:     # (2-byte words: float32's high halves)
+                    flat = (flat.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
                 raw = np.ascontiguousarray(flat).view(np.uint8).reshape(-1)
                 digest.update(raw.data)
                 _zip_record(zf, f"archive/data/{key}", raw.data)
