@@ -62,16 +62,18 @@ Guards and re-tracing
 
 Graph breaks and fullgraph
     Where compile cannot keep the contract (numpy() or tolist() of a traced tensor, a hook
-    or retain_grad() made inside fn, aliasing inputs that fn writes, a draw from NumPy's or
-    Python's random generator, data-dependent shapes such as unique or masked_scatter, a
-    DistributedDataParallel forward, an iterator the call reaches, globals() or os.environ
-    read, a global setting fn leaves changed: set_grad_enabled, set_default_dtype,
-    set_printoptions, set_num_threads), everything the traced run changed is put back and
-    the call runs eagerly, with a warning once per reason naming the user's line;
-    fullgraph=True raises instead. Tensor-dependent control flow the rewrite cannot hold
-    (branches of different shapes, break) is traced again as plain Python, its conditions
-    value guards. fn.graph_breaks lists the reasons; llgrad.explain(fn, *args) reports the
-    graphs, breaks and guards without changing anything.
+    or retain_grad() made inside fn on a graph a backward after the call would run (in a
+    step whose own backward runs through it, retained gradients are given back), aliasing
+    inputs that fn writes, a draw from NumPy's or Python's random generator, data-dependent
+    shapes such as unique or masked_scatter, a DistributedDataParallel forward, an iterator
+    the call reaches, globals() or os.environ read, a global setting fn leaves changed:
+    set_grad_enabled, set_default_dtype, set_printoptions, set_num_threads), everything the
+    traced run changed is put back and the call runs eagerly, with a warning once per reason
+    naming the user's line; fullgraph=True raises instead. Tensor-dependent control flow the
+    rewrite cannot hold (branches of different shapes, break) is traced again as plain
+    Python, its conditions value guards. fn.graph_breaks lists the reasons;
+    llgrad.explain(fn, *args) reports the graphs, breaks and guards without changing
+    anything.
 
 Dumps
     fn.dump(*args) returns the guards, the forward and backward IR and the saved values

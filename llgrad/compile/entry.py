@@ -31,6 +31,8 @@ from . import symbolic_args
 from .output_notes import (leaf_made_inside, leaf_order, reach_masks,
                            rebuild_notes as _rebuild_notes)
 from .log import short_loc, user_line
+from .moved_data import moved_outputs
+from .retained import retained_outputs
 from .replayed_output import given_up, recording, written
 from .side_effects import none_in_differentiation
 from .snapshot import untaken_branch
@@ -48,6 +50,8 @@ class Entry:
         "grad_free",                      # serves calls whatever their .grad (none read)
         "unused",                         # positions in diff_inputs with no gradient
         "grad_assign",                    # [(input, output position or None)]: .grad set
+        "data_assign",                    # [(input, position, version)]: moved_data.py
+        "retained",                       # [(output, its .grad's position)]: retained.py
         "grad_outputs",                   # [(output, input)]: `return w.grad`, a .grad set
         "grad_inputs",                    # [(input, input j)]: `w.grad = x`, x an input
         "input_outputs",                  # [(output, input)]: `return x` gives x itself
@@ -85,6 +89,7 @@ class Entry:
         self.name, self.backend, self.guard_items = name, backend, guard_items
         self.backward, self.saved, self.diff_inputs, self.diff_outputs = None, [], [], []
         self.unused, self.grad_assign, self.input_outputs, self.out_versions = [], [], [], []
+        self.data_assign, self.retained = [], []
         self.plain_alias, self.no_grad_views, self.freed_outputs, self.bumps = [], [], [], {}
         self.input_views, self.same_outputs, self.detached, self.reach = [], [], [], None
         self.output_views, self.grad_outputs, self.grad_inputs = [], [], []
@@ -154,10 +159,6 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
         tracer = trace_state.state.tracer
         if tracer.broken:               # (a graph break the function caught itself)
             raise TraceError(tracer.broken)
-        moved = next((p for (p, t), st in zip(tensors, storages) if t._storage is not st), None)
-        if moved is not None:           # (`x.data = y`: x now has y's memory)
-            raise TraceError(f"{moved} was given other memory (`.data = ...`), which a "
-                             "compiled call cannot replay")
         leaves, tree = flatten(result)
         tree, outs = with_constants(tree, leaves, is_constant)
         bad = next(((p, x) for p, x in leaves if not isinstance(x, (Tensor, ReturnedScalar))
@@ -182,6 +183,9 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
         entry.grad_outputs = [(k, i) for k, o in enumerate(outs) for i, g in changed if g is o]
         entry.grad_inputs = [(i, j) for i, g in changed for j, (_, t) in enumerate(tensors)
                              if g is t]
+        # (`x.data = y`: x now has y's memory, given back by compiled calls: moved_data.py)
+        grad_outs += moved_outputs(entry, tensors, storages, outs, len(grad_outs))
+        grad_outs += retained_outputs(entry, tracer, outs, len(grad_outs))
         entry.n_fn_out, entry.n_out = len(outs), len(outs) + len(grad_outs)
         # traced with no .grad, none read or set: the entry serves any .grad state
         entry.grad_free = n_own == len(tensors) and not tracer.grad_read and not changed
@@ -227,11 +231,18 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
                              f"compiled call cannot make (the call at {short_loc(user_line())})")
         state["grad"] = grad_mode.state.grad_enabled and any(differentiable) and \
             not step and bool(diff_out)
+        if state["grad"] and entry.data_assign:     # (its backward would differentiate y)
+            raise TraceError(f"{tensors[entry.data_assign[0][0]][0]} was given other memory "
+                             "(`.data = ...`) in a call whose results require grad, which a "
+                             "compiled call cannot replay")
         if not state["grad"]:
             return outs + grad_outs
         if tracer.inner_hooks:  # (compile's own derivation runs no hooks: the caller's would)
             raise TraceError(f"a hook registered inside the compiled function at "
                              f"{tracer.inner_hooks}, on the graph of a result that requires grad")
+        if entry.retained:      # (a backward after the call would fill it: retained.py)
+            raise TraceError("retain_grad() inside the compiled function on a result that "
+                             "requires grad")
         entry.frees = _frees(outs, diff_out, tracer.first_node)
         entry.reusable = not any(entry.frees)
         diff_in = [t for (_, t), d in zip(tensors, differentiable) if d]

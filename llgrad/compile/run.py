@@ -14,6 +14,8 @@ from .attr_writes import Pending
 from .backward_node import CompiledFunctionBackward, FreedBackward, replay_kept
 from ..runtime.creation import default_generator
 from .fastpath import quick_runner
+from .moved_data import assign_moved
+from .retained import assign_retained
 from .replayed_output import raises, replay
 from .backends import forward_run, report, warn_once
 from .log import short_loc
@@ -157,6 +159,7 @@ def run_entry(entry, tensors):
             g = np.array(g)
         taken.add(id(g))
         tensors[k]._grad = Tensor._from_array(g)
+    assign_moved(entry, tensors, outs, taken)  # `p.data = y`: p's new memory
     for k, j in entry.grad_inputs:      # `w.grad = x`: the input itself, as in eager
         tensors[k]._grad = tensors[j]
     for k, i in entry.grad_outputs:     # `return w.grad`: the .grad the call set, as eager's
@@ -207,6 +210,7 @@ def run_entry(entry, tensors):
     for k in entry.freed_outputs:   # a step's backward went through them (as in eager)
         r = results[k]
         r._requires_grad, r._grad_fn = True, FreedBackward()
+    assign_retained(entry, results, outs)   # (retain_grad() inside: retained.py)
     if entry.scalar_outputs:        # `return loss.item()`: numbers, as eager returns
         results = list(results)
         for k, post in entry.scalar_outputs.items():

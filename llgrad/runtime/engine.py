@@ -251,7 +251,7 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
                 continue
             own = getattr(node, "own_hooks", False)     # (compile/output_hooks.py)
             hooked = (node._pre_hooks or node._retained) and not own and \
-                hooks("a hook or retain_grad", None if node._retained else node)
+                hooks("a hook or retain_grad", node)
             raw = grads
             if hooked:      # (the node's own pre-hooks only when it runs, below)
                 grads = run_pre_hooks(node, list(grads), False)

@@ -101,9 +101,13 @@ def retain_grad(self) -> None:
         return
     if self._retains_grad:
         return
-    if trace_state.state.tracer is not None:
-        trace_state.state.tracer.graph_break("retain_grad() on a tensor inside the "
-                                             "compiled function")
+    tracer = trace_state.state.tracer
+    if tracer is not None:
+        # (on a tensor the traced run made: its backward fills it, as a hook made inside
+        # runs, and compiled calls give its .grad back: compile/retained.py)
+        if self._grad_fn._seq < tracer.first_node:
+            tracer.graph_break("retain_grad() inside the compiled function on a tensor made "
+                               "before the call")
     fn = self.grad_fn
     fn._retained = fn._retained or {}
     fn._retained[self._output_nr] = weakref.ref(self)

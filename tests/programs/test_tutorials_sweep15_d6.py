@@ -214,7 +214,8 @@ def visualizing_gradients(torch, env):
         loss.backward()
         return z.grad, y_pred.grad, loss.grad, W.grad, b.grad
 
-    for i in range(2):       # (retain_grad inside llgrad.compile runs the call eagerly)
+    step = env.step(step)    # (retain_grad inside a compiled step: compile/retained.py)
+    for i in range(2):
         env.rec(f"retained {i}", step(x + i, y))
 
     def plain_step(x, y):
