@@ -9,6 +9,8 @@ from ..backends.cpu import onednn_half
 from ..ir.ops_pool import out_size
 from ..runtime.creation import tensor as _tensor
 from ..runtime.functions_settings import warn_once
+from ..runtime.result_format import in_suggested_format
+from ..runtime.user_frames import user_stacklevel
 from ..runtime.tensor import Tensor
 from ..runtime.autocast_cast import autocast_lower
 
@@ -114,8 +116,16 @@ def _type_name(x):
 
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1,
            padding_mode="zeros"):
-    """PyTorch's F.conv2d (plus padding_mode, which PyTorch applies in the module)."""
+    """PyTorch's F.conv2d (plus padding_mode, which PyTorch applies in the module); the
+    result is channels_last where the input or the weight is, as ATen's."""
     input, weight, bias = autocast_lower(input, weight, bias)
+    out = row_major_conv2d(input, weight, bias, stride, padding, dilation, groups, padding_mode)
+    return in_suggested_format(out, input, weight) if input.ndim == 4 else out
+
+
+def row_major_conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1,
+                     padding_mode="zeros"):
+    """F.conv2d with a row-major result (conv1d's and conv_transpose2d's inner call)."""
     check_conv_args("conv2d", input, weight, bias, 2)
     if input.ndim not in (3, 4):
         raise RuntimeError("Expected 3D (unbatched) or 4D (batched) input to conv2d, but got "
@@ -141,7 +151,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1,
             th, tw = dilation[0] * (kh - 1), dilation[1] * (kw - 1)
             pads = (th // 2, th - th // 2, tw // 2, tw - tw // 2)
             if (th % 2 or tw % 2) and padding_mode == "zeros":
-                warn_once("conv_same_odd", SAME_ODD_WARNING)
+                warn_once("conv_same_odd", SAME_ODD_WARNING, stacklevel=user_stacklevel() + 1)
         else:
             raise RuntimeError(f"Invalid padding string: '{padding}'")
     else:
@@ -240,4 +250,5 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     values, indices = input._op("max_pool2d_with_indices", kernel_size=pairs[0],
                                 stride=pairs[1], padding=pairs[2], dilation=pairs[3],
                                 ceil_mode=bool(ceil_mode))
-    return (values, indices) if return_indices else values
+    values = in_suggested_format(values, input)
+    return (values, in_suggested_format(indices, input)) if return_indices else values

@@ -13,8 +13,9 @@ import numpy as np
 from ..runtime.creation import tensor as _tensor
 from ..runtime.node_names import rename
 from .functional_conv import (_pair, check_conv_args, check_conv_dtypes, check_conv_numbers,
-                              check_zero_dilation, conv2d)
+                              check_zero_dilation, conv2d, row_major_conv2d)
 from ..runtime.autocast_cast import autocast_lower
+from ..runtime.result_format import in_suggested_format
 
 
 def _n(v, n):
@@ -45,8 +46,8 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1,
         raise RuntimeError(f"Calculated padded input size per channel: ({length + 2 * p[1]}). "
                            f"Kernel size: ({d * (weight.shape[2] - 1) + 1}). Kernel size can't "
                            "be greater than actual input size")
-    out = conv2d(input.unsqueeze(2), weight.unsqueeze(2), bias, (1, s), p, (1, d), groups,
-                 padding_mode)
+    out = row_major_conv2d(input.unsqueeze(2), weight.unsqueeze(2), bias, (1, s), p, (1, d),
+                           groups, padding_mode)
     return rename(out.squeeze(2), "ConvolutionBackward0")
 
 
@@ -116,7 +117,7 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
                         padding=p, dilation=d, groups=groups)
         if bias is not None:
             out = out + bias.reshape(1, -1, 1, 1)
-        return rename(out, "ConvolutionBackward0")
+        return in_suggested_format(rename(out, "ConvolutionBackward0"), input, weight)
     # (an output_padding of a stride or more, past a dilation: the spread-out input below)
     (lh, ih, bh), (lw, iw, bw) = (_spread(size, k, sv, pv, o, dv) for size, k, sv, pv, o, dv in
                                   zip((h, w), (kh, kw), s, p, op, d))
@@ -130,7 +131,7 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
         .reshape(groups * coutg, cin // groups, kh, kw)
     wt = wt.index_select(2, _tensor(np.arange(kh - 1, -1, -1))) \
         .index_select(3, _tensor(np.arange(kw - 1, -1, -1)))
-    return conv2d(z, wt, bias, 1, 0, d, groups)
+    return in_suggested_format(row_major_conv2d(z, wt, bias, 1, 0, d, groups), input, weight)
 
 
 def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0,

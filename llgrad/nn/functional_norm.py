@@ -10,6 +10,7 @@ from ..ir import OPS
 from ..runtime import grad_mode
 from ..runtime.dispatch import call, scalar_type_name
 from ..runtime.dtypes import C_NAMES, bfloat16, float16
+from ..runtime.result_format import in_suggested_format
 
 
 def _shape(t):
@@ -36,7 +37,8 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
                                f"input of shape {_shape(input)}")
     check_mixed_dtype(input, weight, bias)
     check_floating(input, "GroupNormKernelImpl")
-    return call(OPS["group_norm"], (input, weight, bias), {"num_groups": num_groups, "eps": eps})
+    return in_suggested_format(call(OPS["group_norm"], (input, weight, bias),
+                                    {"num_groups": num_groups, "eps": eps}), input)
 
 
 def check_floating(input, kernel):

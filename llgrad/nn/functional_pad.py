@@ -6,6 +6,7 @@ input copied into a new tensor, whose borders are then copied from its other sid
 from ..ir import OPS
 from ..runtime.creation_checks import fill_value_fits
 from ..runtime.dispatch import call
+from ..runtime.result_format import in_suggested_format
 
 _MODES = ("constant", "reflect", "replicate", "circular")
 
@@ -93,8 +94,8 @@ def pad(input, pad, mode="constant", value=None):
                                    f"invalid. Check dimension {d} of your input.")
         if type(value) in (bool, int, float):   # (PyTorch's value is a float, stored with
             value = fill_value_fits(float(value), input.dtype)  # its overflow check)
-        return call(OPS["constant_pad_nd"], (input,),
-                    {"pad": pad, "value": 0.0 if value is None else value})
+        return in_suggested_format(call(OPS["constant_pad_nd"], (input,), {
+            "pad": pad, "value": 0.0 if value is None else value}), input)
     if value is not None and value != 0:
         raise RuntimeError(f'Padding mode "{mode}" doesn\'t take in value argument')
     if len(pad) not in (2, 4, 6) or not len(pad) // 2 <= nd - 1 <= len(pad) // 2 + 1:
@@ -102,5 +103,5 @@ def pad(input, pad, mode="constant", value=None):
     if mode == "circular":
         return _circular(input, pad)
     _check_index_pad(input, pad, mode)
-    return call(OPS["reflection_pad" if mode == "reflect" else "replication_pad"], (input,),
-                {"pad": pad})
+    return in_suggested_format(call(OPS["reflection_pad" if mode == "reflect" else
+                                         "replication_pad"], (input,), {"pad": pad}), input)

@@ -16,6 +16,7 @@ from ..ir.ops_nn_more import pool_out
 from ..runtime.creation import tensor as _tensor
 from ..runtime.dispatch import call
 from ..runtime.dtypes import int64
+from ..runtime.result_format import in_suggested_format
 from ..runtime.node_names import rename
 from .functional_activation import floating_only
 from ..runtime.vmap_fallback import meta_on_mismatch
@@ -67,10 +68,10 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
     if oh < 1 or ow < 1:
         raise RuntimeError(f"Given input size: ({c}x{h}x{w}). Calculated output size: "
                            f"({c}x{oh}x{ow}). Output size is too small")
-    return call(OPS["avg_pool2d"], (input,),
-                {"kernel_size": k, "stride": s, "padding": p, "ceil_mode": bool(ceil_mode),
-                 "count_include_pad": bool(count_include_pad),
-                 "divisor_override": divisor_override})
+    return in_suggested_format(call(OPS["avg_pool2d"], (input,), {
+        "kernel_size": k, "stride": s, "padding": p, "ceil_mode": bool(ceil_mode),
+        "count_include_pad": bool(count_include_pad), "divisor_override": divisor_override}),
+        input)
 
 
 def _check_1d(input, fn):

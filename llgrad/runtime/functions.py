@@ -14,6 +14,7 @@ from .dispatch import call
 from .numpy_scalars import python_number
 from .shapes import check_condition as _check_condition, norm_dim
 from .tensor import Size, Tensor
+from .result_format import in_suggested_format
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -130,8 +131,9 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
                                f"size {ref[j]} but got size {s[j]} for tensor number {i} in "
                                "the list.")
     empty = ref[:d] + (0,) + ref[d + 1:]
-    return call(OPS["cat"], tuple(t.reshape(empty) if e else t for t, e in zip(seq, legacy)),
-                {"dim": d})
+    out = call(OPS["cat"], tuple(t.reshape(empty) if e else t for t, e in zip(seq, legacy)),
+               {"dim": d})
+    return in_suggested_format(out, *full, every=True)
 
 
 def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:

@@ -121,8 +121,6 @@ def test_memory_formats_compiled(backend, cl):
     np.testing.assert_allclose(x2.grad.numpy(), x.grad.numpy(), rtol=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason="conv2d / max_pool2d / batch_norm / interpolate give "
-                   "row-major results for a channels_last input; PyTorch keeps channels_last")
 @pytest.mark.parametrize("op", ["t.nn.functional.conv2d(y, t.ones(2, 3, 3, 3), padding=1)",
                                 "t.nn.functional.max_pool2d(y, 2)",
                                 "t.nn.functional.batch_norm(y, t.zeros(3), t.ones(3))"])
