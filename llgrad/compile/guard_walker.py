@@ -167,7 +167,8 @@ def _walk(src, roots, dynamic=None):
             tensors.append(n)
         elif type(v) is _Slot:          # (its type checked with its container's)
             h = src.var("h")
-            src.key.append(f"{x} == 0")
+            src.key.append(f"{x} == 0")     # (and whether past float32's range: hypers.py)
+            src.key.append(f"(abs({x}) > {hypers.FLOAT32_MAX!r} and {x} - {x} == 0)")
             src.lines.append(f"{h} = HYPER({v.group}, {v.key!r}, {v.index!r}, {x})")
             tensors.append(h)
         elif isinstance(v, Tensor):

@@ -84,7 +84,8 @@ def _walk(roots, tensors, guards, entered=None, dynamic=frozenset()):
         elif isinstance(v, _SCALARS):
             guards.append((path, scalar_guard(v)))
         elif type(v) is hypers.HyperSlot:     # (an optimiser's lr: an input, hypers.py)
-            guards.append((f"zero or not: {path}", ("hyper", v.value == 0)))  # (readable.py)
+            guards.append((f"zero or not: {path}", ("hyper", v.value == 0,   # (readable.py)
+                                                    hypers.past_float32(v.value))))
             tensors.append((path, hypers.hyper_input(v.group, v.key, v.index, v.value)))
         elif isinstance(v, (list, tuple, dict)):
             if entered is not None:

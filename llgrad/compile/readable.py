@@ -147,7 +147,9 @@ def expression(raw, value, names):
     if kind == "contents":
         return f"{n}: the contents of a NumPy array of {len(value)} bytes are unchanged"
     if kind == "hyper":
-        return f"{n} {'==' if value[1] else '!='} 0  (its value an input, read at each call)"
+        return f"{n} {'==' if value[1] else '!='} 0" + (
+            " and past float32's range" if value[2:] and value[2] else "") + \
+            "  (its value an input, read at each call)"
     if kind == "grad":
         if value is None:
             return f"{n}.grad is None"

@@ -92,7 +92,8 @@ def _div_int(a, b, rounding_mode="floor"):
     PyTorch's ZeroDivisionError before)."""
     a, b = _arrays(a, b)
     b = np.where(b == 0, np.ones((), b.dtype), b)
-    q = np.floor_divide(a, b)
+    with np.errstate(over="ignore"):    # (the minimum // -1 wraps, as PyTorch's, unwarned)
+        q = np.floor_divide(a, b)
     if rounding_mode == "trunc":
         q = q + ((np.fmod(a, b) != 0) & ((a < 0) != (b < 0))).astype(q.dtype)
     return q.astype(np.result_type(a, b), copy=False)

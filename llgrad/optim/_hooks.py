@@ -7,6 +7,8 @@ from collections import OrderedDict
 from functools import wraps
 from itertools import chain
 
+from ..runtime import trace_state
+from ..runtime.tensor import Tensor
 from ..utils.hooks import RemovableHandle
 from ._flags import check_step_flags
 
@@ -37,6 +39,7 @@ def hooked_step(func):
     def step(self, *args, **kwargs):
         pre = self.__dict__.get("_optimizer_step_pre_hooks")
         post = self.__dict__.get("_optimizer_step_post_hooks")
+        _untraced_below_float32(self)
         if not (pre or post or _global_pre_hooks or _global_post_hooks):
             check_step_flags(self)
             return func(self, *args, **kwargs)
@@ -56,6 +59,22 @@ def hooked_step(func):
 
     step._hooked = True
     return step
+
+
+def _untraced_below_float32(opt):
+    """While a compiled function is traced, a step that updates float16 parameters runs
+    eagerly (a graph break): PyTorch computes such an update with its Python numbers (lr,
+    momentum, a bias correction) in float32, which the graph holds as float64 inputs cast
+    to float16 beside the parameter, rounding otherwise."""
+    tracer = trace_state.state.tracer
+    if tracer is None:
+        return
+    for group in opt.param_groups:
+        for p in dict.get(group, "params", ()):
+            if isinstance(p, Tensor) and p.dtype.is_floating_point and \
+                    p.dtype.name not in ("float32", "float64") and p.grad is not None:
+                tracer.graph_break(f"an optimiser step on {p.dtype.name} parameters (PyTorch "
+                                   "computes their update with its numbers in float32)")
 
 
 def _register(opt, name, hook, prepend=False):

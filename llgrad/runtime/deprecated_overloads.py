@@ -3,7 +3,6 @@ x.add_(-lr, grad) (add/sub with the number first) and exp_avg_sq.addcmul_(1 - be
 (addcmul/addcdiv with the value first). PyTorch still runs them, with one warning per
 process for all of them (one TORCH_WARN_ONCE in its argument parser)."""
 from .functions_settings import warn_once
-from .symbolic_scalar import SymbolicScalar
 from .tensor import Tensor
 
 _NUMBER = (bool, int, float)
@@ -17,14 +16,11 @@ def _warn(name, old, new):
 
 def alpha_first(name, other, alpha):
     """(other, alpha) of add/sub/add_/sub_, swapped when called as (Number alpha, Tensor
-    other); a compiled function's dynamic number as alpha of a floating other (an EMA's
-    add_(p, alpha=1 - decay)) as its 0-d tensor: a tensor alpha, read at each call."""
+    other). (A compiled function's dynamic number as alpha becomes its 0-d tensor in
+    methods_alpha, beside PyTorch's check of its value.)"""
     if isinstance(alpha, Tensor) and isinstance(other, _NUMBER):
         _warn(name, "Number alpha, Tensor other", "Tensor other, *, Number alpha = 1")
         return alpha, other
-    if type(alpha) is SymbolicScalar and isinstance(other, Tensor) and \
-            other._dtype.is_floating_point:
-        return other, alpha.tensor
     return other, alpha
 
 

@@ -169,11 +169,38 @@ def hyper(group, key):
         return v
     if type(v) is tuple:
         ts = tuple(_traced(group, key, i) for i in range(len(v)))
-        return v if any(t is None for t in ts) else ts
+        if any(t is None for t in ts):
+            return v
+        _in_range(group, key, v)
+        return ts
     if (id(group), key, None) in _inputs.written:
         return v.tensor if type(v) is SymbolicScalar else v     # (what the trace wrote)
     t = _traced(group, key, None)
+    if t is not None:
+        _in_range(group, key, (v,))
     return v if t is None else t
+
+
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def past_float32(v):
+    """Whether v is finite and past float32's range (a guard of the walk, guards.py)."""
+    return abs(v) > FLOAT32_MAX and v - v == 0
+
+
+def _in_range(group, key, values):
+    """Beside float32 parameters, a number past float32's range runs eagerly (a graph
+    break; the guard key tells such numbers apart, so the entries of others serve none):
+    eager's update checks it or rounds it to inf op by op (add_'s alpha refuses it: "value
+    cannot be converted to type float without overflow"), where the graph would cast its
+    float64 input to float32. (A step on float16 parameters is not traced: optim/_hooks.)"""
+    past = [v for v in values if past_float32(v)]
+    if past and any(isinstance(p, Tensor) and p.dtype.name == "float32"
+                    for p in dict.get(group, "params", ())):
+        trace_state.state.tracer.graph_break(
+            f"the optimiser's {key!r} ({past[0]!r}) is past float32's range, which its "
+            "parameters' updates check op by op")
 
 
 def raw(group, key):

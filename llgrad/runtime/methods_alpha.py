@@ -2,12 +2,16 @@
 as add's attribute or a one-element tensor alpha (a learning rate held in a tensor) as an
 operand, which a compiled step reads at each call; on float operands either is one fused
 multiply-add, as ATen computes them."""
+import numpy as np
+
 from ..ir import OPS
 from . import dtypes
 from .creation_checks import fill_value_fits
 from .deprecated_overloads import alpha_first
 from .dispatch import call
 from .inplace import call_inplace
+from .symbolic_operands import within
+from .symbolic_scalar import SymbolicScalar
 from .tensor import Tensor
 
 _ADD, _SUB, _MUL, _ADDCMUL = (OPS[n] for n in ("add", "sub", "mul", "addcmul"))
@@ -19,6 +23,9 @@ def _alpha(self, other, alpha):
     one for float operands (the caller takes addcmul, one FMA as ATen's add with a number
     alpha), else other scaled by it (PyTorch reads it as a number: the same values);
     PyTorch's checks of alpha."""
+    if type(alpha) is SymbolicScalar and isinstance(other, Tensor) and \
+            other._dtype.is_floating_point:
+        alpha = _stand_in_alpha(alpha, dtypes.result_type(self, other))
     if alpha.__class__ is int and alpha == 1 and other.__class__ is not int:
         return other, 1         # (the common call: nothing to check or wrap)
     if type(alpha) is float:    # (checked against a float32 / float16 result too)
@@ -40,6 +47,17 @@ def _alpha(self, other, alpha):
         if type(other) is int:
             return dtypes.wrap_int(other * alpha, rt), 1
     return other, alpha
+
+
+def _stand_in_alpha(s, rt):
+    """A compiled function's dynamic number as alpha of a floating other (an EMA's
+    add_(p, alpha=1 - decay)): its 0-d tensor, read at each call, with PyTorch's check that
+    the number fits rt made for this call (past float32's range it raises, as eagerly) and,
+    for the calls the trace serves, a guard (a later such number traces again)."""
+    fill_value_fits(s.value, rt)
+    if rt.name in ("float16", "float32"):
+        within(s, float(np.finfo(rt.name).max))
+    return s.tensor
 
 
 def _add_or_sub(name, self, other, alpha):

@@ -3,6 +3,7 @@ would take its number as (the op's computation dtype), or an escape where the nu
 be an attribute of the graph (a constant) or mean something else than that tensor."""
 import numpy as np
 
+from . import trace_state
 from .dtypes import check_int_operand, result_type
 from .numpy_scalars import NUMPY_SCALARS, python_number
 from .symbolic_scalar import (_FLOAT_EXACT, _IN_SELF_DTYPE, _SUPPORTED_OPS, SymbolicScalar,
@@ -23,6 +24,11 @@ def as_operands(op, inputs, attrs):
             all(k in places for k, x in enumerate(inputs) if type(x) is SymbolicScalar):
         # (an EMA's p.lerp_(q, 1 - decay), PPO's ratio.clamp(1 - clip, 1 + clip) with the
         # clip range annealed: PyTorch reads such a number in self's dtype)
+        if inputs[0]._dtype.name == "float32" and op.name.startswith("clamp"):
+            for x in syms:      # (clamp refuses such a bound; lerp makes it inf, as cast)
+                if past(x.value, _FLOAT32_MAX):
+                    x._escape(f"an operand of {op.name} past float32's range")
+                within(x, _FLOAT32_MAX)
         return [x.tensor.to(inputs[0]._dtype) if type(x) is SymbolicScalar else x
                 for x in inputs]
     if op.name not in _SUPPORTED_OPS or len(inputs) != 2 or len(syms) != 1 or \
@@ -33,6 +39,7 @@ def as_operands(op, inputs, attrs):
     dt = result_type(others[0], s.value)
     v = s.value
     if dt is None or dt.name in ("complex64", "complex128") or (
+            dt._cat == 2 and dt.name not in ("float32", "float64")) or (
             type(v) is int and dt._cat < 2 and not _fits(v, dt)) or (
             type(v) is int and dt._cat == 2 and abs(v) >= 2 ** 24):
         s._escape(f"an operand of {op.name} ({dt})")
@@ -43,6 +50,28 @@ def as_operands(op, inputs, attrs):
         _require(s.tensor.abs() < _FLOAT_EXACT)
     t = s.tensor if s.tensor._dtype is dt else s.tensor.to(dt)
     return [t if type(x) is SymbolicScalar else x for x in inputs]
+
+
+def past(v, top):
+    """Whether the number v is finite and past top (a float type's largest value)."""
+    return abs(v) > top and v - v == 0
+
+
+def within(s, top):
+    """A guard that stand-in s is not past top in the calls the trace serves (an op that
+    refuses such a number, "value cannot be converted to type float without overflow",
+    raises for this call's already, escaping or as eager), once per stand-in and trace."""
+    tracer = trace_state.state.tracer
+    if tracer is None:      # (a stand-in left in Python state acts as its number)
+        return
+    done = tracer.__dict__.setdefault("_llgrad_within", {})
+    t = s.tensor
+    if (id(t), top) not in done:
+        done[id(t), top] = t        # (held: its id is not another's while tracing)
+        _require(t.abs().le(top) | t.isfinite().logical_not())
+
+
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def _fits(v, dt):
