@@ -1,6 +1,6 @@
 """What makes every compiled call run eagerly while it lasts: state outside the call that
 native code cannot honour at each call."""
-from ..runtime import anomaly, dispatch, global_module_hooks, saved_hooks
+from ..runtime import anomaly, autocast_cast, dispatch, global_module_hooks, saved_hooks
 
 
 def eager_only_reason():
@@ -11,6 +11,8 @@ def eager_only_reason():
         return "anomaly detection is on (torch.autograd.detect_anomaly)"
     if dispatch.forward_ad is not None:
         return "a forward AD dual level is active"
+    if autocast_cast.state.dtype is not None:   # (graphs traced without it do not cast)
+        return "CPU autocast is on (torch.autocast)"
     if global_module_hooks.any_hooks():     # (a trace would run them once, not per call)
         return ("global module hooks are registered (torch.nn.modules.module."
                 "register_module_*_hook)")

@@ -353,3 +353,23 @@ def test_random_draws_are_torch_s(n):
         got, want = draw(llgrad), draw(torch)
         assert got.dtype is llgrad.bfloat16
         np.testing.assert_array_equal(got.float().numpy(), want.float().numpy())
+
+
+def test_a_compiled_function_called_under_autocast_runs_eagerly():
+    """Its graphs are traced without autocast's casts: under autocast a call runs eagerly
+    (with a warning), giving eager's bfloat16 result, and native code serves again after."""
+    m = llgrad.nn.Linear(4, 3)
+
+    @llgrad.compile
+    def f(x):
+        return m(x)
+    x = llgrad.randn(2, 4)
+    assert f(x).dtype is llgrad.float32 and f(x).dtype is llgrad.float32
+    with pytest.warns(UserWarning, match="CPU autocast is on"):
+        with llgrad.autocast("cpu"):
+            got, want = f(x), m(x)
+    assert got.dtype is want.dtype is llgrad.bfloat16
+    assert got.float().tolist() == want.float().tolist()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert f(x).dtype is llgrad.float32
