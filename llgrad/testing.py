@@ -57,7 +57,10 @@ def _compare_numbers(actual, expected, rtol, atol, equal_nan, check_dtype, msg):
 
 
 def _as_array(x):
-    return x.detach().numpy() if isinstance(x, Tensor) else np.asarray(x)
+    if isinstance(x, Tensor):       # (bfloat16: its float32 values; NumPy has no bfloat16)
+        return x.detach()._data.astype(np.float32) if x.dtype.name == "bfloat16" else \
+            x.detach().numpy()
+    return np.asarray(x)
 
 
 def _compare_tensors(actual, expected, rtol, atol, equal_nan, check_dtype, check_stride, msg):
@@ -67,13 +70,15 @@ def _compare_tensors(actual, expected, rtol, atol, equal_nan, check_dtype, check
         _fail(f"The values for attribute 'shape' do not match: "
               f"{shape(', '.join(map(str, a.shape)))} != {shape(', '.join(map(str, e.shape)))}.",
               msg)
-    if check_dtype and a.dtype != e.dtype:
+    names = [x.dtype.name if isinstance(x, Tensor) else str(y.dtype)
+             for x, y in ((actual, a), (expected, e))]
+    if check_dtype and (a.dtype != e.dtype or names[0] != names[1]):
         _fail(f"The values for attribute 'dtype' do not match: {actual.dtype} != "
               f"{expected.dtype}.", msg)
     if check_stride and isinstance(actual, Tensor) and actual.stride() != expected.stride():
         _fail(f"The values for attribute 'stride()' do not match: {actual.stride()} != "
               f"{expected.stride()}.", msg)
-    rtol, atol = _tolerances([str(a.dtype), str(e.dtype)], rtol, atol)
+    rtol, atol = _tolerances(names, rtol, atol)
     dt = np.result_type(a.dtype, e.dtype)
     if dt.kind == "b":
         bad = a != e

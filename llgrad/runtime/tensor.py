@@ -111,7 +111,7 @@ class Tensor:
         if trace_state.state.tracer is not None:
             trace_state.state.tracer.graph_break("a copy of a tensor's values by pickle or "
                                                  "copy.deepcopy")
-        return (_rebuild, (np.array(self._data), self.requires_grad))
+        return (_rebuild, (np.array(self._data), self.requires_grad, self._dtype.name))
 
     # ---- metadata ----------------------------------------------------------------------------
     @property
@@ -355,7 +355,7 @@ class Tensor:
         return id(self)
 
     def __array__(self, dtype=None, copy=None):
-        if self.requires_grad:      # (np.asarray(t) is t.numpy(), as PyTorch's)
+        if self.requires_grad or self._dtype is dtypes.bfloat16:    # (t.numpy(), as PyTorch)
             self.numpy()
         if trace_state.state.tracer is not None:
             trace_state.state.tracer.reads_out(self, "NumPy's conversion of a tensor")
@@ -394,7 +394,7 @@ class Tensor:
         return object.__format__(self, spec)
 
 
-def _rebuild(arr, requires_grad):
-    t = Tensor._from_array(arr)
+def _rebuild(arr, requires_grad, dtype=None):     # (pickle gives '>f4' back as float32)
+    t = Tensor._from_array(arr.astype(dtypes.bfloat16.np) if dtype == "bfloat16" else arr)
     t._requires_grad = requires_grad
     return t

@@ -373,3 +373,19 @@ def test_a_compiled_function_called_under_autocast_runs_eagerly():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert f(x).dtype is llgrad.float32
+
+
+def test_assert_close_pickle_and_numpy_conversion():
+    a = llgrad.randn(10).bfloat16()
+    llgrad.testing.assert_close(a, a + 0.001)         # (bfloat16's tolerances, as torch's)
+    with pytest.raises(AssertionError, match="not close"):
+        llgrad.testing.assert_close(a, a + 0.1)
+    with pytest.raises(AssertionError, match="dtype"):
+        llgrad.testing.assert_close(a, a.float())
+    llgrad.testing.assert_close(a, a.float(), check_dtype=False)
+    with pytest.raises(TypeError, match="BFloat16"):
+        np.asarray(a)
+    import copy
+    import pickle
+    for b in (pickle.loads(pickle.dumps(a)), copy.deepcopy(a)):
+        assert b.dtype is llgrad.bfloat16 and b.float().tolist() == a.float().tolist()
