@@ -37,11 +37,12 @@ from .lowerings import ops_linalg_slogdet  # noqa: F401  (linalg_slogdet)
 from .lowerings import host_call  # noqa: F401  (the LAPACK ops: a call back into NumPy)
 from .lowerings.fusion import emit_elementwise
 from .lowerings.loops import FuncGen
-from .lowerings.scalar import DTYPES, I64, PTR, mem_type
+from .lowerings.scalar import DTYPES, I8, I64, ITEMSIZE, PTR, mem_type
 from .lowerings.table import LOWERINGS, register
 from .native.blas import gemm_symbols
 from .schedule import dedupe
 from .schedule.cluster import emit_cluster, merge_loops
+from .schedule.concat import merge_concats
 from .schedule.dedupe import group_key
 from .schedule.kernel_io import merge_kernel_io
 from .schedule.plan import Plan, live_nodes, root_of
@@ -148,8 +149,9 @@ def plan_graph(graph, options, clusters=True):
     """A finalized Plan of graph (every group's prepare run): also how ops_control plans
     a control-flow node's regions, with the options of the graph holding it."""
     # elementwise code into kernels' loads and stores (kernel_io.py), row fusion (rows.py),
-    # then multi-output loops (cluster.py)
-    merges = (merge_kernel_io, merge_rows, merge_loops) if clusters else ()
+    # then multi-output loops (cluster.py); operands computed in place of cats (concat.py)
+    merges = (merge_kernel_io, merge_rows, merge_loops, merge_concats) if clusters \
+        else (merge_concats,)
     plan = _prepared(Plan(graph, merges), options)
     if plan.flags and plan.in_place and not _checks_first(plan):
         # an index check after a write into an input: the writes are staged instead (the
@@ -258,12 +260,7 @@ def _entry(mod, name, calls, consts):
             if buf.role == "constant":
                 args.append(consts[buf])
                 continue
-            p = ptrs.get(buf)
-            if p is None:
-                slot = b.gep(bufs, [ir.Constant(I64, buf.slot)], inbounds=True,
-                             source_etype=PTR)
-                p = ptrs[buf] = b.load(slot, typ=PTR, name=f"buf{buf.slot}")
-            args.append(p)
+            args.append(_pointer(b, bufs, ptrs, buf))
         b.call(gfn, args)
         for flag in checks:
             word = b.load(ptrs[flag], typ=I64)
@@ -271,6 +268,22 @@ def _entry(mod, name, calls, consts):
                 b.ret_void()
     b.ret_void()
     return fn
+
+
+def _pointer(b, bufs, ptrs, buf):
+    """buf's pointer in the entry (loaded once): its slot's, or a slice's offset into its
+    parent's (schedule/concat.py)."""
+    p = ptrs.get(buf)
+    if p is None:
+        if buf.role == "slice":
+            at = ir.Constant(I64, buf.base * ITEMSIZE[buf.dtype])
+            p = b.gep(_pointer(b, bufs, ptrs, buf.parent), [at], inbounds=True,
+                      source_etype=I8)
+        else:
+            slot = b.gep(bufs, [ir.Constant(I64, buf.slot)], inbounds=True, source_etype=PTR)
+            p = b.load(slot, typ=PTR, name=f"buf{buf.slot}")
+        ptrs[buf] = p
+    return p
 
 
 for _name, _op in OPS.items():

@@ -238,6 +238,13 @@ if hasattr(os, "register_at_fork"):
 SPLIT_MIN_BYTES = 1 << 18
 
 
+def _and_parents(b):
+    """b and the buffers it is a block of (a slice is written through them: concat.py)."""
+    while b is not None:
+        yield b
+        b = b.parent
+
+
 def release_split(plan, release):
     """(first group of the tail, slots of the outputs the tail allocates, released input
     positions) or None: the tail starts after the last group that reads a released input;
@@ -249,7 +256,8 @@ def release_split(plan, release):
         {id(plan.buffers[plan.graph.inputs[k]]) for k in plan.graph.mutated}
     bufs = {id(plan.buffers[v]): k for k, v in enumerate(plan.graph.inputs)
             if k in release and v in plan.buffers and id(plan.buffers[v]) not in kept}
-    touched = [{id(b) for b in plan.group_buffers(g)} for g in plan.groups]
+    touched = [{id(x) for b in plan.group_buffers(g) for x in _and_parents(b)}
+               for g in plan.groups]
     reads = [i for i, t in enumerate(touched) if any(b in t for b in bufs)]
     start = reads[-1] + 1 if reads else 0
     if start == 0 or start >= len(plan.groups):

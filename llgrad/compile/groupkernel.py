@@ -125,14 +125,24 @@ def read_value(addr, plan, v):
     from ..codegen.schedule.plan import root_of
     root = root_of(v)
     buf = plan.buffers[root]
-    p = ctypes.c_void_p.from_address(addr + 8 * buf.slot).value
     t = v.type
     dt = np.dtype(t.dtype)
+    whole, shift = buf, 0           # (a slice: a block of its parent's, codegen/schedule/concat.py)
+    while whole.role == "slice":
+        whole, shift = whole.parent, shift + whole.base
+    p = ctypes.c_void_p.from_address(addr + 8 * whole.slot).value
+    if p:
+        p += shift * dt.itemsize
     if not p or not t.numel:
         return np.zeros(t.shape, dt)
     raw = (ctypes.c_char * max(buf.nbytes, 1)).from_address(p)
     base = np.frombuffer(raw, dtype=dt, count=buf.numel)
     off = (t.offset - root.type.offset) * dt.itemsize
+    if buf.strides is not None:     # (a block strided in a cat's result: read whole)
+        raw = (ctypes.c_char * max(whole.nbytes - shift * dt.itemsize, 1)).from_address(p)
+        base = np.frombuffer(raw, dtype=dt)
+        return np.array(np.lib.stride_tricks.as_strided(
+            base, t.shape, tuple(s * dt.itemsize for s in buf.strides)))
     view = np.ndarray(t.shape, dt, buffer=base, offset=off,
                       strides=tuple(s * dt.itemsize for s in t.strides))
     return np.array(view)

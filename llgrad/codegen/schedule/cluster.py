@@ -139,9 +139,12 @@ def emit_cluster(plan, c, fg):
     stores = [v for v in c.results if v.node not in c.reductions]
     dense = contiguous_strides(shape)
     leaves = [(v, plan.access(v, shape)) for v in c.leaves]
-    ext, strides, _, _ = normalize(shape, [dense] + [a.strides for _, a in leaves])
-    outs = [(v, Access(plan.buffers[v], v.type.dtype, 0, strides[0])) for v in stores]
-    accs = {v: a.with_strides(s) for (v, a), s in zip(leaves, strides[1:])}
+    # (a store's strides are dense unless it writes a block of a cat's result: concat.py)
+    own = [plan.store_strides(v) for v in stores]
+    ext, strides, _, _ = normalize(shape, [dense] + own + [a.strides for _, a in leaves])
+    outs = [(v, Access(plan.buffers[v], v.type.dtype, 0, st))
+            for v, st in zip(stores, strides[1:])]
+    accs = {v: a.with_strides(s) for (v, a), s in zip(leaves, strides[1 + len(own):])}
     sg, b = fg.sg, fg.b
     zero = sg.const(0.0, "float64").v
     totals = []

@@ -71,7 +71,7 @@ def group_key(plan, grp, bufs):
         nodes.append((n.op, attrs, ins, view, tuple(str(o.type) for o in n.outputs)))
     results = tuple(ref(v) + (param.get(id(plan.buffers.get(v))),) for v in grp.results)
     leaves = tuple(ref(v) for v in grp.leaves)
-    params = tuple((b.role, b.dtype, b.numel) for b in bufs)
+    params = tuple((b.role, b.dtype, b.numel, b.strides) for b in bufs)   # (a slice's strides)
     options = tuple(sorted(getattr(plan, "options", {}).items()))
     return (grp.loop, tuple(nodes), results, leaves, params, options)
 

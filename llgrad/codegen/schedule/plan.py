@@ -15,7 +15,8 @@ values and indices, a random op's draws and new state).
 Buffers, in the order of the entry's pointer array: graph inputs, then output buffers
 (roots of returned values, allocated by the caller per call), then scratch (intermediate
 roots and per-group temporaries), placed in one arena with reuse between buffers whose
-lifetimes (first to last group that touches them) do not overlap."""
+lifetimes (first to last group that touches them) do not overlap. A cat's operand may live
+in its block of the cat's result instead (a "slice" buffer: concat.py), the copy dropped."""
 from collections import defaultdict
 
 from ...ir.graph import StackType, Value
@@ -23,31 +24,12 @@ from ...ir.optable import OPS
 from ...ir.geometry import contiguous_strides
 from ..lowerings.loops import Access
 from ..lowerings.parallel import cost
-from ..lowerings.scalar import ITEMSIZE
+from .buffer import Buffer
 from ..lowerings.table import form_of
 
 ALIGN = 64
 MAX_LOOP_COST = 256            # a loop body's budget of OpDef.cost units (see _fusion)
 _END = object()
-
-
-class Buffer:
-    """role: input | output | scratch | temp | constant | stack (a descriptor: stacks.py)."""
-
-    def __init__(self, role, dtype, numel, value=None, index=None):
-        self.role, self.dtype, self.numel = role, dtype, numel
-        self.value = value          # the root Value (None for temps)
-        self.index = index          # graph input index (inputs)
-        self.slot = None            # index in the entry's pointer array
-        self.first = self.last = None
-        self.offset = None          # arena byte offset (scratch, temp)
-
-    @property
-    def nbytes(self):
-        return self.numel * ITEMSIZE[self.dtype]
-
-    def __repr__(self):
-        return f"<{self.role} buffer {self.dtype}[{self.numel}] slot={self.slot}>"
 
 
 class Group:
@@ -120,6 +102,7 @@ class Plan:
             self.groups = merge(self)
         self.buffers = {}           # root Value -> Buffer
         self.flags = []             # (Buffer, message): error words checked after a call
+        self.concats = getattr(self, "concats", [])     # (set by concat.merge_concats)
         self._make_buffers()
 
     # ---- fusion ---------------------------------------------------------------------
@@ -225,6 +208,14 @@ class Plan:
                     continue
                 kind = "output" if v in out_roots else "scratch"
                 self.buffers[v] = Buffer(kind, v.type.dtype, v.type.numel, v)
+        for out, blocks in reversed(self.concats):  # operands written into their blocks
+            parent = self.buffers.get(out)          # (a slice of a later cat's result)
+            if parent is None:
+                kind = "output" if out in out_roots else "scratch"
+                parent = self.buffers[out] = Buffer(kind, out.type.dtype, out.type.numel, out)
+            for x, base, strides in blocks:
+                b = self.buffers[x] = Buffer("slice", x.type.dtype, x.type.numel, x)
+                b.parent, b.base, b.strides = parent, base, strides
         for grp in self.groups:
             for v in grp.results:
                 if v not in self.in_place:
@@ -232,9 +223,16 @@ class Plan:
             for leaf in grp.leaves:
                 b = self.buffers[root_of(leaf)]
                 b.last = grp.index if b.last is None else max(b.last, grp.index)
-        for b in self.buffers.values():
+        for b in list(self.buffers.values()):
             if b.role == "stack":               # the Kernel reads it after the call
                 b.last = len(self.groups)
+            p, last = b.parent, b.first if b.last is None else b.last
+            while p is not None:                # a slice's parents live while it does
+                if b.first is not None:
+                    p.first = b.first if p.first is None else min(p.first, b.first)
+                if last is not None:
+                    p.last = last if p.last is None else max(p.last, last)
+                p = p.parent
 
     def temp(self, group, dtype, numel):
         """A scratch buffer private to group (call from a lowering's prepare)."""
@@ -263,6 +261,9 @@ class Plan:
                 b.last = b.first
         for slot, b in enumerate(ins + outs + scratch):
             b.slot = slot
+        slices = [b for b in self.buffers.values() if b.role == "slice"]
+        for k, b in sorted(enumerate(slices), key=lambda kb: _depth(kb[1])):
+            b.slot = f"{b.parent.slot}x{k}"     # (a name only: the entry offsets the parent's)
         self.inputs, self.outputs, self.scratch = ins, outs, scratch
         self.nslots = len(ins) + len(outs) + len(scratch)
         self.arena_bytes = _place(scratch)
@@ -272,13 +273,20 @@ class Plan:
         """How to read value v broadcast to shape (NumPy's right-aligned broadcasting)."""
         root = root_of(v)
         t = v.type
+        if self.buffers[root].strides is not None:  # (only a dropped cat read these)
+            raise AssertionError(f"plan: %{v.name} is read from a strided slice")
         lead = len(shape) - len(t.shape)
         strides = [0] * lead + [0 if n == 1 else s for n, s in zip(t.shape, t.strides)]
         return Access(self.buffers[root], t.dtype, t.offset - root.type.offset, tuple(strides))
 
     def out_access(self, group):
         v = group.root.outputs[0]
-        return Access(self.buffers[v], v.type.dtype, 0, contiguous_strides(v.type.shape))
+        return Access(self.buffers[v], v.type.dtype, 0, self.store_strides(v))
+
+    def store_strides(self, v):
+        """v's strides in its buffer: a slice's (schedule/concat.py), else dense."""
+        st = self.buffers[v].strides
+        return tuple(st) if st is not None else contiguous_strides(v.type.shape)
 
     def group_buffers(self, group):
         """The distinct buffers a group touches (its function's parameters), in order."""
@@ -343,6 +351,10 @@ def in_place_results(plan):
         if all(j < k or (j == k and leaf is inp) for j, leaf in readers.get(inp, ())):
             chosen[final] = inp
     return chosen
+
+
+def _depth(b):
+    return 0 if b.parent is None else 1 + _depth(b.parent)
 
 
 def _unique(xs):
