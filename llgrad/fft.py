@@ -8,6 +8,7 @@ from .nn.functional import fold as _fold, pad as _pad
 from .runtime import dtypes
 from .runtime.creation import arange
 from .runtime.tensor import Tensor
+from .runtime.autocast_cast import float32_list
 
 __all__ = ["fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fft2", "ifft2", "rfft2",
            "irfft2", "fftn", "ifftn", "rfftn", "irfftn", "fftshift", "ifftshift", "fftfreq",
@@ -92,73 +93,87 @@ def _c2r(x, dim, s, norm, name):
     return x._op("fft_c2r", dim=dims, norm=_norm(norm), last_dim_size=last)
 
 
+@float32_list
 def fft(input, n=None, dim=-1, norm=None):
     """As torch.fft.fft."""
     return _c2c(input, dim, None if n is None else [n], norm, True, "fft")
 
 
+@float32_list
 def ifft(input, n=None, dim=-1, norm=None):
     """As torch.fft.ifft."""
     return _c2c(input, dim, None if n is None else [n], norm, False, "ifft")
 
 
+@float32_list
 def rfft(input, n=None, dim=-1, norm=None):
     """As torch.fft.rfft: the first n // 2 + 1 entries of a real input's transform."""
     return _r2c(input, dim, None if n is None else [n], norm, "rfft")
 
 
+@float32_list
 def irfft(input, n=None, dim=-1, norm=None):
     """As torch.fft.irfft: the real signal of length n (default 2 * (m - 1)) whose rfft is
     input."""
     return _c2r(input, dim, None if n is None else [n], norm, "irfft")
 
 
+@float32_list
 def hfft(input, n=None, dim=-1, norm=None):
     """As torch.fft.hfft: the real transform of a Hermitian signal's first half."""
     return irfft(_floating(input, "hfft").conj(), n, dim, DUAL[_norm(norm)])
 
 
+@float32_list
 def ihfft(input, n=None, dim=-1, norm=None):
     """As torch.fft.ihfft: the inverse of hfft (the first half of a real input's ifft)."""
     return rfft(input, n, dim, DUAL[_norm(norm)]).conj()
 
 
 
+@float32_list
 def fftn(input, s=None, dim=None, norm=None):
     """As torch.fft.fftn."""
     return _c2c(input, dim, s, norm, True, "fftn")
 
 
+@float32_list
 def ifftn(input, s=None, dim=None, norm=None):
     """As torch.fft.ifftn."""
     return _c2c(input, dim, s, norm, False, "ifftn")
 
 
+@float32_list
 def rfftn(input, s=None, dim=None, norm=None):
     """As torch.fft.rfftn."""
     return _r2c(input, dim, s, norm, "rfftn")
 
 
+@float32_list
 def irfftn(input, s=None, dim=None, norm=None):
     """As torch.fft.irfftn."""
     return _c2r(input, dim, s, norm, "irfftn")
 
 
+@float32_list
 def fft2(input, s=None, dim=(-2, -1), norm=None):
     """As torch.fft.fft2."""
     return fftn(input, s, dim, norm)
 
 
+@float32_list
 def ifft2(input, s=None, dim=(-2, -1), norm=None):
     """As torch.fft.ifft2."""
     return ifftn(input, s, dim, norm)
 
 
+@float32_list
 def rfft2(input, s=None, dim=(-2, -1), norm=None):
     """As torch.fft.rfft2."""
     return rfftn(input, s, dim, norm)
 
 
+@float32_list
 def irfft2(input, s=None, dim=(-2, -1), norm=None):
     """As torch.fft.irfft2."""
     return irfftn(input, s, dim, norm)
@@ -209,6 +224,7 @@ def _window(window, win_length, n_fft, like):
         if win_length < n_fft else window
 
 
+@float32_list
 def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=True,
          pad_mode="reflect", normalized=False, onesided=None, return_complex=None):
     """As torch.stft: the Fourier transforms of the signal's windowed frames, shape

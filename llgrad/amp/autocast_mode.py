@@ -4,12 +4,16 @@ in it, losses in float32 (runtime/autocast_cast.py casts, each op declaring its 
 llgrad has no CUDA device, so autocast for "cuda" disables itself with PyTorch's warning
 (as PyTorch does on a machine without CUDA); autocast disabled (`enabled=False`) changes
 nothing."""
+import collections.abc
 import functools
 import threading
 import warnings
 
+import numpy as np
+
 from ..runtime import autocast_cast
-from ..runtime.dtypes import bfloat16, float16
+from ..runtime.dtypes import bfloat16, float16, float64
+from ..runtime.tensor import Tensor
 
 __all__ = ["autocast", "is_autocast_available", "is_autocast_enabled", "get_autocast_dtype",
            "custom_fwd", "custom_bwd"]
@@ -66,6 +70,8 @@ class autocast:
                                f"'{device_type}'")
         self.device, self.fast_dtype = device_type, dtype
         self._enabled = bool(enabled)
+        self._cache_enabled = autocast_cast.state.cache_enabled if cache_enabled is None \
+            else bool(cache_enabled)
         if self._enabled and device_type != "cpu":
             warnings.warn(f"{device_type.upper() if device_type == 'cuda' else device_type} is "
                           f"not available or torch_xla is imported. Disabling autocast.",
@@ -77,8 +83,12 @@ class autocast:
 
     def __enter__(self):
         self.prev = _state.enabled.get(self.device, False)
+        ac = autocast_cast.state
+        self.prev_cache, ac.cache_enabled = ac.cache_enabled, self._cache_enabled
+        ac.nesting += 1
         if self.device == "cpu":
-            self.prev_dtype = _state.dtypes.get("cpu")
+            # (the casts' dtype as it was: None inside a backward pass under autocast)
+            self.prev_dtype, self.prev_low = _state.dtypes.get("cpu"), autocast_cast.state.dtype
             if self._enabled and self.fast_dtype is not None:
                 _state.dtypes["cpu"] = self.fast_dtype
             set_cpu(self._enabled)
@@ -87,12 +97,17 @@ class autocast:
         return self
 
     def __exit__(self, *exc):
+        ac = autocast_cast.state
+        ac.nesting -= 1
+        if not ac.nesting:
+            ac.casts.clear()
+        ac.cache_enabled = self.prev_cache
         if self.device == "cpu":
             if self.prev_dtype is None:
                 _state.dtypes.pop("cpu", None)
             else:
                 _state.dtypes["cpu"] = self.prev_dtype
-            set_cpu(self.prev)
+            _state.enabled["cpu"], autocast_cast.state.dtype = self.prev, self.prev_low
         else:
             _state.enabled[self.device] = self.prev
         return False
@@ -100,21 +115,59 @@ class autocast:
     def __call__(self, fn):
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            with autocast(self.device, self.fast_dtype, self._enabled):
+            with autocast(self.device, self.fast_dtype, self._enabled, self._cache_enabled):
                 return fn(*args, **kwargs)
         return wrapper
 
 
+def _cast_inputs(value, dtype):
+    """value with its floating tensors but float64 ones in dtype (PyTorch's amp._cast),
+    through lists, tuples and mappings."""
+    if isinstance(value, Tensor):
+        return value.to(dtype) if value.is_floating_point() and value.dtype is not float64 \
+            else value
+    if isinstance(value, (str, bytes, np.ndarray)):
+        return value
+    if isinstance(value, collections.abc.Mapping):
+        return {_cast_inputs(k, dtype): _cast_inputs(v, dtype) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_cast_inputs(v, dtype) for v in value)
+    return value
+
+
 def custom_fwd(fwd=None, *, device_type, cast_inputs=None):
-    """Decorator of a custom Function's forward, as torch.amp.custom_fwd: without an enabled
-    autocast it runs the forward as it is."""
+    """Decorator of a custom Function's forward, as torch.amp.custom_fwd: the forward runs
+    under the caller's autocast, or, given cast_inputs, with autocast off and its floating
+    tensor arguments in cast_inputs; ctx keeps the state for custom_bwd."""
+    if not isinstance(device_type, str):
+        raise ValueError(f"Expected `device_type` of type `str`, got: `{type(device_type)}`")
     if fwd is None:
         return functools.partial(custom_fwd, device_type=device_type, cast_inputs=cast_inputs)
-    return fwd
+
+    @functools.wraps(fwd)
+    def decorate_fwd(*args, **kwargs):
+        args[0]._dtype = get_autocast_dtype(device_type)
+        if cast_inputs is None:
+            args[0]._fwd_used_autocast = is_autocast_enabled(device_type)
+            return fwd(*args, **kwargs)
+        args[0]._fwd_used_autocast = False
+        if not is_autocast_enabled(device_type):
+            return fwd(*args, **kwargs)
+        with autocast(device_type, enabled=False):
+            return fwd(*_cast_inputs(args, cast_inputs), **_cast_inputs(kwargs, cast_inputs))
+    return decorate_fwd
 
 
 def custom_bwd(bwd=None, *, device_type):
-    """Decorator of a custom Function's backward, as torch.amp.custom_bwd."""
+    """Decorator of a custom Function's backward, as torch.amp.custom_bwd: it runs under the
+    autocast state its custom_fwd forward ran in (backward passes run without it)."""
+    if not isinstance(device_type, str):
+        raise ValueError(f"Expected `device_type` of type `str`, got: `{type(device_type)}`")
     if bwd is None:
         return functools.partial(custom_bwd, device_type=device_type)
-    return bwd
+
+    @functools.wraps(bwd)
+    def decorate_bwd(*args, **kwargs):
+        with autocast(device_type, enabled=args[0]._fwd_used_autocast, dtype=args[0]._dtype):
+            return bwd(*args, **kwargs)
+    return decorate_bwd

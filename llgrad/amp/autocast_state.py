@@ -5,6 +5,7 @@ llgrad.autocast("cpu") does; other device types only keep the flag (no op here r
 them)."""
 import warnings
 
+from ..runtime import autocast_cast
 from ..runtime.dtypes import dtype as _dtype
 from .autocast_mode import _DEVICES, _state, get_autocast_dtype, is_autocast_enabled, set_cpu
 
@@ -13,8 +14,6 @@ __all__ = ["get_autocast_cpu_dtype", "set_autocast_cpu_dtype", "is_autocast_cpu_
            "is_autocast_cache_enabled", "set_autocast_cache_enabled", "clear_autocast_cache",
            "autocast_increment_nesting", "autocast_decrement_nesting"]
 
-_cache = [True]
-_nesting = [0]
 
 
 def _deprecated(old, new):
@@ -80,28 +79,29 @@ def set_autocast_cpu_enabled(enabled):
 
 def is_autocast_cache_enabled():
     """As torch.is_autocast_cache_enabled: whether autocast caches its weight casts."""
-    return _cache[0]
+    return autocast_cast.state.cache_enabled
 
 
 def set_autocast_cache_enabled(enabled):
     """As torch.set_autocast_cache_enabled."""
-    _cache[0] = bool(enabled)
+    autocast_cast.state.cache_enabled = bool(enabled)
 
 
 def clear_autocast_cache():
-    """As torch.clear_autocast_cache: nothing is cached (autocast never casts here)."""
+    """As torch.clear_autocast_cache: forget the cached weight casts."""
+    autocast_cast.state.casts.clear()
 
 
 def autocast_increment_nesting():
     """As torch.autocast_increment_nesting: one more autocast level; the new depth."""
-    _nesting[0] += 1
-    return _nesting[0]
+    autocast_cast.state.nesting += 1
+    return autocast_cast.state.nesting
 
 
 def autocast_decrement_nesting():
     """As torch.autocast_decrement_nesting: one autocast level fewer; the new depth."""
-    _nesting[0] -= 1
-    return _nesting[0]
+    autocast_cast.state.nesting -= 1
+    return autocast_cast.state.nesting
 
 
 def _device_forms(device, name):

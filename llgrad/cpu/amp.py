@@ -1,6 +1,6 @@
 """llgrad.cpu.amp: the deprecated torch.cpu.amp.autocast and GradScaler, with PyTorch's
-deprecation warnings (llgrad.amp: enabled CPU autocast raises, as llgrad has no bfloat16
-tensors; the GradScaler scales float32 gradients as PyTorch's does)."""
+deprecation warnings (llgrad.amp: CPU autocast in bfloat16 or float16; the GradScaler
+scales gradients as PyTorch's does)."""
 import warnings
 
 from ..amp import autocast as _autocast

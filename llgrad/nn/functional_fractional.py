@@ -15,6 +15,7 @@ from ..runtime.dtypes import int64
 from ..runtime.functions import cat, where
 from ..runtime.node_names import rename
 from ..runtime.vmap_fallback import values_read
+from ..runtime.autocast_cast import float32_list
 
 __all__ = ["fractional_max_pool2d", "fractional_max_pool2d_with_indices",
            "fractional_max_pool3d", "fractional_max_pool3d_with_indices"]
@@ -145,6 +146,7 @@ def fractional_max_pool3d_with_indices(input, kernel_size, output_size=None, out
                  _tuple(output_size, 3), samples)
 
 
+@float32_list
 def fractional_max_pool2d(input, kernel_size, output_size=None, output_ratio=None,
                           return_indices=False, _random_samples=None):
     """As torch.nn.functional.fractional_max_pool2d (with return_indices, (output,
@@ -154,6 +156,7 @@ def fractional_max_pool2d(input, kernel_size, output_size=None, output_ratio=Non
     return res if return_indices else res[0]
 
 
+@float32_list
 def fractional_max_pool3d(input, kernel_size, output_size=None, output_ratio=None,
                           return_indices=False, _random_samples=None):
     """As torch.nn.functional.fractional_max_pool3d (with return_indices, (output,

@@ -103,8 +103,8 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
 
 def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None,
                                 reduction="mean"):
-    """The binary logistic loss of each class, averaged over the classes."""
-    input, target, weight = autocast_float32(input, target, weight)
+    """The binary logistic loss of each class, averaged over the classes (on none of
+    CPU autocast's lists, as in PyTorch)."""
     if size_average is not None or reduce is not None:
         reduction = _reduction(reduction, size_average, reduce)
     loss = -(target * logsigmoid(input) + (1 - target) * logsigmoid(-input))
@@ -256,7 +256,6 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
 
 def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
     """0.5 (log(max(var, eps)) + (input - target)^2 / max(var, eps)) (+ log(2 pi) / 2)."""
-    input, target, var = autocast_float32(input, target, var)
     if isinstance(var, float):
         if var < 0:
             raise ValueError("var has negative entry/entries")

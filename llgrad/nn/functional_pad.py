@@ -4,6 +4,7 @@ or 3 padded dims (llgrad/ir/ops_nn_more.py), and circular is PyTorch's compositi
 input copied into a new tensor, whose borders are then copied from its other side
 (CopySlices, as in PyTorch)."""
 from ..ir import OPS
+from ..runtime.autocast_cast import autocast_float32
 from ..runtime.creation_checks import fill_value_fits
 from ..runtime.dispatch import call
 from ..runtime.result_format import in_suggested_format
@@ -103,5 +104,7 @@ def pad(input, pad, mode="constant", value=None):
     if mode == "circular":
         return _circular(input, pad)
     _check_index_pad(input, pad, mode)
+    if mode == "replicate" or len(pad) < 6:     # (on CPU autocast's float32 list, as
+        input, = autocast_float32(input)        # PyTorch's but reflection_pad3d)
     return in_suggested_format(call(OPS["reflection_pad" if mode == "reflect" else
                                          "replication_pad"], (input,), {"pad": pad}), input)

@@ -17,6 +17,7 @@ from .functional_loss import _NAMES
 from .functional_pool import _window_means, _windows
 from .functional_pool_more import _lp_pool, _unpool_output_size
 from ..runtime.vmap_fallback import meta_on_mismatch
+from ..runtime.autocast_cast import float32_list
 
 
 def _name(t):
@@ -80,6 +81,7 @@ def _pool_checks(input, k, s, p, d, ceil_mode, fn, avg):
     return tuple(outs)
 
 
+@float32_list
 def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
     """As torch.nn.functional.max_pool3d; the gradient goes to the first maximum of each window
@@ -107,6 +109,7 @@ def max_pool3d_with_indices(input, kernel_size, stride=None, padding=0, dilation
     return max_pool3d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
 
 
+@float32_list
 def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True, divisor_override=None):
     """As torch.nn.functional.avg_pool3d."""
@@ -160,6 +163,7 @@ def _even(n, o):
     return o > 0 and n % o == 0
 
 
+@float32_list
 @meta_on_mismatch
 def adaptive_avg_pool3d(input, output_size):
     """As torch.nn.functional.adaptive_avg_pool3d."""
@@ -189,6 +193,7 @@ def adaptive_avg_pool3d(input, output_size):
     return rename(res, "AdaptiveAvgPool3DBackward0")
 
 
+@float32_list
 def adaptive_max_pool3d(input, output_size, return_indices=False):
     """As torch.nn.functional.adaptive_max_pool3d (indices: flat positions in the volume)."""
     out = _output_size(output_size, input)
@@ -248,6 +253,7 @@ def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
                     stride, ceil_mode)
 
 
+@float32_list
 def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
     """As torch.nn.functional.max_unpool3d: max_pool3d's partial inverse, each value put back
     at its index (from return_indices=True) and zeros elsewhere."""

@@ -18,6 +18,7 @@ from .functional_extra import max_pool1d
 from .functional_loss import _NAMES
 from .functional_pad import pad
 from .functional_pool import avg_pool1d, avg_pool2d
+from ..runtime.autocast_cast import autocast_float32, float32_list
 
 __all__ = ["lp_pool1d", "lp_pool2d", "max_unpool1d", "max_unpool2d", "local_response_norm"]
 
@@ -117,6 +118,7 @@ def _max_unpool2d(input, indices, output_size):
     return rename(out.view(lead + (oh, ow)), "MaxUnpool2DBackward0")
 
 
+@float32_list
 def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
     """As torch.nn.functional.max_unpool2d: max_pool2d's partial inverse, each value put back
     at its index (from return_indices=True) and zeros elsewhere."""
@@ -156,6 +158,7 @@ def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
         div = avg_pool2d(div, (size, 1), stride=1).squeeze(1)
     else:
         sizes = tuple(input.shape)
+        div, = autocast_float32(div)    # (PyTorch's pool here is avg_pool3d: float32 list)
         div = div.view(sizes[0], 1, sizes[1], -1)
         div = pad(div, (0, 0, size // 2, (size - 1) // 2))
         div = avg_pool2d(div, (size, 1), stride=1).squeeze(1)

@@ -9,7 +9,7 @@ positions (before its final norm)."""
 import copy
 import warnings
 
-from ..runtime import grad_mode
+from ..runtime import autocast_cast, grad_mode
 from ..runtime.creation import arange, full
 from . import functional as F
 from . import init
@@ -80,14 +80,37 @@ class TransformerEncoderLayer(Module):
         src_key_padding_mask = _canonical_mask(src_key_padding_mask, "src_key_padding_mask",
                                                _none_or_dtype(src_mask), "src_mask", src.dtype)
         src_mask = _canonical_mask(src_mask, "src_mask", None, "", src.dtype, check_other=False)
+        # PyTorch's fused inference kernel adds each residual in place into the attention's
+        # and the feed-forward's outputs: the same numbers as below but under autocast, where
+        # those are in its dtype and so is the layer's result
+        fused = autocast_cast.state.dtype is not None and self._fused(src)
         x = src
         if self.norm_first:
-            x = x + self._sa_block(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
-            x = x + self._ff_block(self.norm2(x))
+            x = _add(x, self._sa_block(self.norm1(x), src_mask, src_key_padding_mask, is_causal),
+                     fused)
+            x = _add(x, self._ff_block(self.norm2(x)), fused)
         else:
-            x = self.norm1(x + self._sa_block(x, src_mask, src_key_padding_mask, is_causal))
-            x = self.norm2(x + self._ff_block(x))
+            x = self.norm1(_add(x, self._sa_block(x, src_mask, src_key_padding_mask, is_causal),
+                                fused))
+            x = self.norm2(_add(x, self._ff_block(x), fused))
         return x
+
+    def _fused(self, src):
+        """Whether PyTorch runs this call in its fused inference kernel (an eval-mode layer
+        of its supported form without autograd or hooks)."""
+        a = self.self_attn
+        if src.dim() != 3 or self.training or not a.batch_first or a.in_proj_bias is None or \
+                not a._qkv_same_embed_dim or not self.activation_relu_or_gelu or \
+                self.norm1.eps != self.norm2.eps or a.num_heads % 2:
+            return False
+        if any(m._forward_hooks or m._forward_pre_hooks for m in self.modules()):
+            return False
+        return not grad_mode.is_grad_enabled() or not (src.requires_grad or any(
+            p.requires_grad for p in (a.in_proj_weight, a.in_proj_bias, a.out_proj.weight,
+                                      a.out_proj.bias, self.norm1.weight, self.norm1.bias,
+                                      self.norm2.weight, self.norm2.bias, self.linear1.weight,
+                                      self.linear1.bias, self.linear2.weight,
+                                      self.linear2.bias) if p is not None))
 
     def _sa_block(self, x, attn_mask, key_padding_mask, is_causal=False):
         x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
@@ -97,6 +120,11 @@ class TransformerEncoderLayer(Module):
     def _ff_block(self, x):
         x = self.linear2(self.dropout(self.activation(self.linear1(x))))
         return self.dropout2(x)
+
+
+def _add(x, block, fused):
+    """x + block, or as the fused kernel's block.add_(x): rounded to block's dtype."""
+    return (x + block).to(block.dtype) if fused else x + block
 
 
 class TransformerDecoderLayer(Module):

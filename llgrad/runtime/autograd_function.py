@@ -5,7 +5,7 @@ import warnings
 
 import numpy as np
 
-from . import dispatch, grad_mode, trace_state
+from . import autocast_cast, dispatch, grad_mode, trace_state
 from .copy_slices import CopySlices
 from .node import Node, fix_grads, gradient_edge
 from .saved_tensor import FREED, SavedTensor, user_location
@@ -92,7 +92,8 @@ class BackwardCFunction(Node, FunctionCtx):
             grads = [g if g is not None or m[1] is None or i in keep else
                      Tensor._from_array(np.zeros(m[0], m[1].np))
                      for i, (g, m) in enumerate(zip(grads, self._out_meta))]
-        res = self._forward_cls.backward(self, *grads)
+        with autocast_cast.resumed():
+            res = self._forward_cls.backward(self, *grads)
         if not isinstance(res, tuple):
             res = (res,)
         n = len(self._in_meta)             # (one gradient per argument of forward)

@@ -133,13 +133,14 @@ def einsum(*args: str | Tensor | list | tuple) -> Tensor:
     """Einstein summation over operands (an equation string, or PyTorch's sublist form), as
     torch.einsum; computed as permutes, reshapes and one batched matmul per pair of
     operands."""
-    args = autocast_lower(*args)
     if args and not isinstance(args[0], str):
         equation, operands = _sublist_equation(args)
     else:
         equation, operands = args[0], list(args[1:])
         if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
             operands = list(operands[0])
+    if len(operands) > 1:           # (PyTorch's einsum of one operand has no bmm to lower)
+        operands = list(autocast_lower(*operands))
     for o in operands:
         if not isinstance(o, Tensor):
             raise TypeError(f"einsum(): argument 'operands' must be tuple of Tensors, not "

@@ -6,6 +6,7 @@ import builtins
 from . import dtypes
 from .functions import export
 from .tensor import Tensor
+from .autocast_cast import float32_list
 
 
 def _tensor_arg(name, x):
@@ -21,6 +22,7 @@ def view_as_real(input):
     return _tensor_arg("view_as_real", input)._op("view_as_real")
 
 
+@float32_list
 def view_as_complex(input):
     """As torch.view_as_complex: a float tensor whose last dim is (real, imaginary), of
     stride 1, as a complex tensor sharing its memory."""
@@ -50,6 +52,7 @@ def _same_floating(a, b):
         raise NotImplementedError(dtypes._NO_COMPLEX)
 
 
+@float32_list
 def polar(abs, angle):
     """As torch.polar: abs * (cos(angle) + i sin(angle))."""
     _tensor_arg("polar", abs)

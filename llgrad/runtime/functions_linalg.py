@@ -17,7 +17,7 @@ from .tensor import Tensor
 from .node_names import torch_node
 from .out_write import into
 from .user_frames import user_stacklevel
-from .autocast_cast import autocast_lower
+from .autocast_cast import autocast_lower, float32_list
 
 
 @torch_node("LinalgCrossBackward0")
@@ -114,6 +114,7 @@ def vdot(input, other):
     return input.conj().dot(other)
 
 
+@float32_list
 @torch_node("TraceBackward0")
 def trace(input):
     """As torch.trace: the sum of a matrix's diagonal."""

@@ -9,7 +9,7 @@ from .functions import cat, export
 from .functions_linalg_solve import _out, check_matrix, solve
 from .functions_matrix import inverse
 from .tensor import Tensor
-from .autocast_cast import autocast_lower
+from .autocast_cast import autocast_lower, float32_list
 
 
 def diagonal(A, *, offset=0, dim1=-2, dim2=-1):
@@ -41,6 +41,7 @@ def vander(x, *, N=None):
     return cat([ones, powers], -1)
 
 
+@float32_list
 def tensorinv(A, ind=2, *, out=None):
     """As torch.linalg.tensorinv: the inverse of A read as a prod(shape[:ind]) square matrix,
     shaped shape[ind:] + shape[:ind]."""
@@ -55,6 +56,7 @@ def tensorinv(A, ind=2, *, out=None):
     return _out(inverse(A.reshape(p, q)).reshape(rest + lead), out)
 
 
+@float32_list
 def tensorsolve(A, B, dims=None, *, out=None):
     """As torch.linalg.tensorsolve: X with tensordot(A, X, X.ndim) = B (dims: A's dims moved
     to the end first)."""
@@ -71,6 +73,7 @@ def tensorsolve(A, B, dims=None, *, out=None):
     return _out(solve(A.reshape(p, q), B.reshape(p)).reshape(rest), out)
 
 
+@float32_list
 def householder_product(A, tau, *, out=None):
     """As torch.linalg.householder_product (torch.orgqr): the first n columns of
     H_1 ... H_k, H_i = I - tau_i v_i v_i^T, v_i the i-th column of A below the diagonal with a 1
@@ -100,6 +103,7 @@ def householder_product(A, tau, *, out=None):
     return _out(q, out)
 
 
+@float32_list
 def orgqr(input, tau):
     """As torch.orgqr: linalg.householder_product."""
     return householder_product(input, tau)

@@ -13,6 +13,7 @@ from .return_types import named_result
 from .shapes import broadcast_shapes
 from .tensor import Tensor
 from .out_write import into
+from .autocast_cast import float32_list
 
 
 def check_matrix(name, A, square=True, arg="A"):
@@ -93,6 +94,7 @@ def _raise_singular(info, A, name):
                    "the input matrix is singular.")
 
 
+@float32_list
 def solve(A, B, *, left=True, out=None):
     """As torch.linalg.solve: X with AX = B (left) or XA = B; B a vector or batch of vectors
     where PyTorch reads it so; batch dims broadcast; a singular A raises LinAlgError."""
@@ -120,6 +122,7 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
 _TRIANGULAR = named_result("triangular_solve", ["solution", "cloned_coefficient"])
 
 
+@float32_list
 def triangular_solve(input, A, upper=True, transpose=False, unitriangular=False, *, out=None):
     """As torch.triangular_solve (deprecated in PyTorch, kept): (solution of A X = input or
     A^T X = input, a clone of A)."""
@@ -134,6 +137,7 @@ def triangular_solve(input, A, upper=True, transpose=False, unitriangular=False,
 _INV_EX = named_result("linalg_inv_ex", ["inverse", "info"])
 
 
+@float32_list
 def inv_ex(A, *, check_errors=False, out=None):
     """As torch.linalg.inv_ex: (inverse, info)."""
     check_matrix("linalg.inv_ex", A)
@@ -156,6 +160,7 @@ def _raise_not_pd(info, A, name):
                    f"minor of order {k} is not positive-definite).")
 
 
+@float32_list
 def cholesky_ex(A, *, upper=False, check_errors=False, out=None):
     """As torch.linalg.cholesky_ex: (L, info), info the order of the first leading minor that
     is not positive-definite."""
@@ -166,6 +171,7 @@ def cholesky_ex(A, *, upper=False, check_errors=False, out=None):
     return _out(_CHOLESKY_EX(r, info), out)
 
 
+@float32_list
 def linalg_cholesky(A, *, upper=False, out=None):
     """As torch.linalg.cholesky: L lower triangular with A = L L^T (upper: U with A = U^T U);
     only the lower triangle of A is read; not positive-definite raises LinAlgError."""
@@ -175,11 +181,13 @@ def linalg_cholesky(A, *, upper=False, out=None):
     return _out(r, out)
 
 
+@float32_list
 def cholesky(input, upper=False, *, out=None):
     """As torch.cholesky (deprecated in PyTorch): linalg.cholesky."""
     return linalg_cholesky(input, upper=upper, out=out)
 
 
+@float32_list
 def cholesky_solve(B, L, upper=False, *, out=None):
     """As torch.cholesky_solve: X with (L L^T) X = B given the Cholesky factor L (upper: U^T U)."""
     check_matrix("linalg.cholesky_solve", L)
@@ -196,6 +204,7 @@ def cholesky_solve(B, L, upper=False, *, out=None):
     return _out(call(OPS["cholesky_solve"], (B, L), {"upper": bool(upper)}), out)
 
 
+@float32_list
 def cholesky_inverse(L, upper=False, *, out=None):
     """As torch.cholesky_inverse: (L L^T)^-1 from the Cholesky factor L (upper: U^T U)."""
     check_matrix("cholesky_inverse", L)
@@ -297,6 +306,7 @@ def _inverse_perm(perm):
     return perm.argsort(-1)
 
 
+@float32_list
 def lu_solve(b, LU_data, LU_pivots, *, out=None):
     """As torch.lu_solve (deprecated in PyTorch): linalg.lu_solve(LU, pivots, b)."""
     return linalg_lu_solve(LU_data, LU_pivots, b, out=out)

@@ -15,6 +15,7 @@ from .return_types import named_result
 from .linalg import matrix_norm
 from .node import grad_enabled
 from .tensor import Tensor
+from .autocast_cast import float32_list
 
 _QR = named_result("linalg_qr", ["Q", "R"])
 _QR_LEGACY = named_result("qr", ["Q", "R"])
@@ -24,6 +25,7 @@ _EIGH = named_result("linalg_eigh", ["eigenvalues", "eigenvectors"])
 _LSTSQ = named_result("linalg_lstsq", ["solution", "residuals", "rank", "singular_values"])
 
 
+@float32_list
 def qr(A, mode="reduced", *, out=None):
     """As torch.linalg.qr: (Q, R) with A = QR; mode 'reduced', 'complete' or 'r' (Q empty)."""
     check_matrix("linalg.qr", A, square=False)
@@ -50,16 +52,19 @@ def _svd(A, full_matrices, compute_uv, name):
                           "contained non-finite values.") from None
 
 
+@float32_list
 def svd(A, full_matrices=True, *, driver=None, out=None):
     """As torch.linalg.svd: (U, S, Vh), S descending, A = U diag(S) Vh."""
     return _out(_SVD(*_svd(A, full_matrices, True, "linalg.svd")), out)
 
 
+@float32_list
 def svdvals(A, *, driver=None, out=None):
     """As torch.linalg.svdvals: the singular values, descending (its gradient U diag(g) Vh)."""
     return _out(_svd(A, False, False, "linalg.svdvals")[1], out)
 
 
+@float32_list
 def legacy_svd(input, some=True, compute_uv=True, *, out=None):
     """As torch.svd (deprecated in PyTorch): (U, S, V) with V = Vh^T; compute_uv=False gives
     zero U (m x m) and V (n x n)."""
@@ -90,12 +95,14 @@ def _eigh(A, UPLO, compute_v, name):
                           "is ill-conditioned or has too many repeated eigenvalues") from None
 
 
+@float32_list
 def eigh(A, UPLO="L", *, out=None):
     """As torch.linalg.eigh: (eigenvalues ascending, eigenvectors) of a symmetric matrix (only
     the UPLO triangle is read)."""
     return _out(_EIGH(*_eigh(A, UPLO, True, "linalg.eigh")), out)
 
 
+@float32_list
 def eigvalsh(A, UPLO="L", *, out=None):
     """As torch.linalg.eigvalsh: the eigenvalues of a symmetric matrix, ascending."""
     return _out(_eigh(A, UPLO, False, "linalg.eigvalsh")[0], out)
@@ -117,6 +124,7 @@ def _tolerances(A, atol, rtol, s_max, name):
     return tol.clamp(min=float(atol)) if atol else tol
 
 
+@float32_list
 def pinv(A, rcond=None, hermitian=False, *, atol=None, rtol=None, out=None):
     """As torch.linalg.pinv: the pseudo-inverse, from the SVD (hermitian: from eigh), the
     singular values at most max(atol, rtol * largest) dropped (rcond: rtol, as PyTorch's old
@@ -161,11 +169,13 @@ def _pinv_jvp(p, A, e):
         (et - p.matmul(A).matmul(et)).matmul(pt.matmul(p))
 
 
+@float32_list
 def pinverse(input, rcond=1e-15):
     """As torch.pinverse: linalg.pinv(input, rtol=rcond)."""
     return pinv(input, rtol=rcond)
 
 
+@float32_list
 def matrix_rank(A, tol=None, hermitian=False, *, atol=None, rtol=None, out=None):
     """As torch.linalg.matrix_rank: how many singular values exceed max(atol, rtol * largest)
     (int64; tol: atol, as PyTorch's old signature)."""
@@ -180,6 +190,7 @@ def matrix_rank(A, tol=None, hermitian=False, *, atol=None, rtol=None, out=None)
     return _out((s > tol_).sum(-1), out)
 
 
+@float32_list
 def cond(A, p=None, *, out=None):
     """As torch.linalg.cond: p None / 2 / -2 from the singular values; 'fro', 'nuc', inf, -inf,
     1, -1 as norm(A, p) * norm(A^-1, p) (inf for a singular matrix, as PyTorch)."""
@@ -200,6 +211,7 @@ def cond(A, p=None, *, out=None):
 _DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
 
 
+@float32_list
 def lstsq(A, B, rcond=None, *, driver=None):
     """As torch.linalg.lstsq: the least-squares (minimum norm) solution of AX = B with
     PyTorch's CPU outputs per driver: residuals (the squared residual norms, when m > n, A has

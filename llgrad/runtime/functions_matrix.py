@@ -11,6 +11,7 @@ from .functions import export, where
 from .return_types import named_result
 from .tensor import Tensor
 from .out_write import into
+from .autocast_cast import float32_list
 
 
 def _check(name, A):
@@ -40,6 +41,7 @@ class _LinAlgError(RuntimeError):
 LinAlgError = _LinAlgError
 
 
+@float32_list
 def inverse(input, *, out=None):
     """As torch.inverse (linalg.inv): the inverse of each square matrix; a singular one raises
     llgrad.linalg.LinAlgError naming its zero pivot, as PyTorch (inside llgrad.compile the

@@ -23,6 +23,7 @@ from .tensor import Tensor
 from .node_names import torch_node
 from .return_types import named_result
 from .vmap_fallback import meta_on_mismatch
+from .autocast_cast import float32_list
 
 return_cummax, return_cummin = named_result("cummax"), named_result("cummin")
 return_median, return_nanmedian = named_result("median"), named_result("nanmedian")
@@ -366,6 +367,7 @@ def _quantile(x, q, dim, keepdim, interpolation, ignore_nan, name):
     return out.permute([k - 1] + list(range(k - 1))).reshape((qv._data.shape[0],) + out_shape)
 
 
+@float32_list
 @meta_on_mismatch
 @torch_node("SqueezeBackward4")     # (PyTorch's quantile_impl ends in a squeeze)
 def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
@@ -374,6 +376,7 @@ def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
     return _quantile(input, q, dim, keepdim, interpolation, False, "quantile")
 
 
+@float32_list
 @meta_on_mismatch
 @torch_node("SqueezeBackward4")
 def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):

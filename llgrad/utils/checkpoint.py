@@ -14,6 +14,8 @@ it keeps, and its results, gradients and random draws are the same."""
 import contextlib
 import warnings
 
+from ..amp.autocast_mode import autocast, get_autocast_dtype, is_autocast_enabled
+from ..amp.autocast_state import is_autocast_cache_enabled
 from ..runtime import trace_state
 from ..runtime.autograd_api import _is_checkpoint_valid, backward as _backward
 from ..runtime.autograd_function import Function
@@ -32,6 +34,13 @@ class CheckpointError(RuntimeError):
 
 def noop_context_fn():
     return contextlib.nullcontext(), contextlib.nullcontext()
+
+
+def _autocast_now():
+    """The CPU autocast the segment runs under now, to enter again around its recomputation
+    (PyTorch's checkpoint does: backward itself runs without autocast)."""
+    return autocast("cpu", dtype=get_autocast_dtype("cpu"), enabled=is_autocast_enabled("cpu"),
+                    cache_enabled=is_autocast_cache_enabled())
 
 
 @contextlib.contextmanager
@@ -54,6 +63,7 @@ class CheckpointFunction(Function):
     def forward(ctx, run_function, preserve_rng_state, *args):
         ctx.run_function = run_function
         ctx.rng = get_rng_state() if preserve_rng_state else None
+        ctx.autocast = _autocast_now()
         ctx.tensor_at = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
         ctx.others = [None if isinstance(a, Tensor) else a for a in args]
         ctx.save_for_backward(*(args[i] for i in ctx.tensor_at))
@@ -71,7 +81,7 @@ class CheckpointFunction(Function):
         args = list(ctx.others)
         for i, t in zip(ctx.tensor_at, ctx.saved_tensors):
             args[i] = t.detach().requires_grad_(t.requires_grad)
-        with _rng_as(ctx.rng), enable_grad():
+        with _rng_as(ctx.rng), enable_grad(), ctx.autocast:
             outputs = ctx.run_function(*args)
         outputs = outputs if isinstance(outputs, tuple) else (outputs,)
         pairs = [(o, g) for o, g in zip(outputs, grads)
@@ -94,6 +104,7 @@ class _Recompute:
         # saves no keyword argument)
         self.inputs = [_SavedInput(a) for a in args if isinstance(a, Tensor)]
         self.context = context  # (context_fn's second manager: around the second run)
+        self.autocast = _autocast_now()
         self.where = user_location()
         self.meta = []          # (shape, dtype) of each tensor the first run saved
         self.values = None
@@ -111,7 +122,7 @@ class _Recompute:
         for s in self.inputs:
             s.unpack(Checkpoint(self.where))
         got = []
-        with self.context, _rng_as(self.rng), enable_grad(), \
+        with self.context, _rng_as(self.rng), enable_grad(), self.autocast, \
                 saved_tensors_hooks(lambda t: got.append(t), _never_unpacked):
             self.fn(*self.args, **self.kwargs)
         meta = [(tuple(t.shape), t.dtype) for t in got]
