@@ -144,6 +144,8 @@ def softshrink(input, lambd=0.5):
     floating_only(input, "softshrink_check")
     if lambd < 0:
         raise RuntimeError(f"lambda must be greater or equal to 0, but found to be {lambd}.")
+    if input.dtype.name == "bfloat16":     # (PyTorch's kernel: in float32, lambd unrounded)
+        return softshrink(input.float(), lambd).to(input.dtype)
     return (input - input.sign() * lambd).masked_fill((input >= -lambd) & (input <= lambd), 0)
 
 

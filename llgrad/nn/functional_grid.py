@@ -16,12 +16,15 @@ import warnings
 import numpy as np
 
 from ..runtime.creation import tensor as _tensor, zeros
-from ..runtime.dtypes import bool_, int64
+from ..ir import bfloat16 as bf16_values
+from ..runtime.dtypes import bfloat16, bool_, int64
 from ..runtime.functions import minimum, where
 from ..runtime.node_names import rename
 from ..runtime.ranges import linspace_values
 from .functional_loss import _NAMES
 from ..runtime.vmap_fallback import meta_on_mismatch
+from ..runtime.autocast_cast import float32_list
+from ..runtime.user_frames import user_stacklevel
 
 __all__ = ["affine_grid", "grid_sample", "grid_sampler"]
 
@@ -41,9 +44,13 @@ def _linspace_from_neg_one(n, align_corners, dt):
     if n <= 1:
         return np.zeros(1, dt)
     r = linspace_values(-1, 1, n, dt)
-    if not align_corners:
-        r = (r * dt(n - 1) / dt(n)).astype(dt)
-    return r
+    if align_corners:
+        return r
+    if dt == bf16_values.STORAGE:       # (bfloat16: the product and the quotient each rounded)
+        f32 = bf16_values.to_float32
+        return bf16_values.round_to(f32(bf16_values.round_to(f32(r) * np.float32(n - 1)))
+                                    / np.float32(n))
+    return (r * dt.type(n - 1) / dt.type(n)).astype(dt)
 
 
 def _base_grid(spatial, align_corners, dt):
@@ -63,7 +70,7 @@ def affine_grid(theta, size, align_corners=None):
     """As torch.nn.functional.affine_grid: the sampling grid (N, H, W, 2) (or (N, D, H, W,
     3)) of the affine maps theta (N, 2, 3) (or (N, 3, 4)) over a normalised output."""
     if align_corners is None:
-        warnings.warn(_ALIGN_WARNING, stacklevel=2)
+        warnings.warn(_ALIGN_WARNING, stacklevel=user_stacklevel())
         align_corners = False
     if not theta.is_floating_point():
         raise ValueError(f"Expected theta to have floating point type, but got {theta.dtype}")
@@ -85,7 +92,7 @@ def affine_grid(theta, size, align_corners=None):
         warnings.warn("Since version 1.3.0, affine_grid behavior has changed for unit-size "
                       "grids when align_corners=True. This is not an intended use case of "
                       "affine_grid. See the documentation of affine_grid for details.",
-                      stacklevel=2)
+                      stacklevel=user_stacklevel())
     elif min(size) <= 0:
         raise ValueError(f"Expected non-zero, positive output size. Got {size}")
     return _affine_grid_generator(theta, size, align_corners)
@@ -97,7 +104,10 @@ def _affine_grid_generator(theta, size, align_corners):
     if theta.shape[0] != n:
         raise RuntimeError("Expected size for first two dimensions of batch2 tensor to be: "
                            f"[{n}, {nd + 1}] but got: [{theta.shape[0]}, {nd + 1}].")
-    base = _tensor(_base_grid(spatial, align_corners, np.dtype(theta.dtype.name).type))
+    # (bfloat16's grid holds bfloat16 values in its float32-word memory: cast exactly)
+    base = _base_grid(spatial, align_corners, theta.dtype.np)
+    base = _tensor(base.astype(np.float32)).to(theta.dtype) if theta.dtype is bfloat16 else \
+        _tensor(base)
     points = int(np.prod(spatial))
     grid = base.reshape(1, points, nd + 1).expand(n, points, nd + 1).bmm(theta.transpose(1, 2))
     return rename(grid.view((n,) + spatial + (nd,)), "AffineGridGeneratorBackward0", (theta,))
@@ -278,6 +288,7 @@ def grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners):
     return rename(out, f"GridSampler{nd}DBackward0", (input, grid))
 
 
+@float32_list
 def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
     """As torch.nn.functional.grid_sample: input (N, C, H, W) read at the normalised
     coordinates grid (N, Ho, Wo, 2) (x, then y, in [-1, 1]) -> (N, C, Ho, Wo); 5-D inputs and
@@ -289,6 +300,6 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
         raise ValueError("nn.functional.grid_sample(): expected padding_mode to be 'zeros', "
                          f"'border', or 'reflection', but got: '{padding_mode}'")
     if align_corners is None:
-        warnings.warn(_ALIGN_WARNING, stacklevel=2)
+        warnings.warn(_ALIGN_WARNING, stacklevel=user_stacklevel())
         align_corners = False
     return grid_sampler(input, grid, _MODES[mode], _PADDINGS[padding_mode], align_corners)

@@ -17,7 +17,8 @@ from ..runtime.autocast_cast import autocast_float32
 
 _REDUCTIONS = ("none", "mean", "sum")
 _NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "int64": "Long",
-          "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}
+          "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool",
+          "bfloat16": "BFloat16"}
 
 
 def legacy_reduction(size_average, reduce, emit=True):

@@ -15,11 +15,12 @@ from ..ir import OPS
 from ..ir.ops_nn_more import pool_out
 from ..runtime.creation import tensor as _tensor
 from ..runtime.dispatch import call
-from ..runtime.dtypes import int64
+from ..runtime.dtypes import bfloat16, int64
 from ..runtime.result_format import in_suggested_format
 from ..runtime.node_names import rename
 from .functional_activation import floating_only
 from ..runtime.vmap_fallback import meta_on_mismatch
+from ..runtime.autocast_cast import on_no_list
 
 
 def _tuple(v, n, name, fn):
@@ -158,6 +159,7 @@ def _check_nonempty(input, fn, first):
                                f"being empty")
 
 
+@on_no_list
 @meta_on_mismatch
 def adaptive_avg_pool2d(input, output_size):
     """As torch.nn.functional.adaptive_avg_pool2d."""
@@ -175,11 +177,13 @@ def adaptive_avg_pool2d(input, output_size):
     elif _even(h, oh) and _even(w, ow):
         out = input.reshape(shape[:-2] + (oh, h // oh, ow, w // ow)).mean((-3, -1))
     else:
-        out = input
+        # (bfloat16 as PyTorch's kernel: window means in float32, rounded once at the end)
+        out = input.float() if input.dtype is bfloat16 else input
         for dim, (n, o) in ((-1, (w, ow)), (-2, (h, oh))):
             if n != o:
-                mt = _window_means(n, o, input.dtype)
+                mt = _window_means(n, o, out.dtype)
                 out = out.matmul(mt.t()) if dim == -1 else mt.matmul(out)
+        out = out.to(input.dtype)
     return rename(out, "AdaptiveAvgPool2DBackward0")
 
 

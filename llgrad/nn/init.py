@@ -237,6 +237,8 @@ def orthogonal_(tensor, gain=1, generator=None):
         return tensor
     if tensor.dtype.is_complex:     # (PyTorch's fails in torch.sign of the complex R)
         raise NotImplementedError("orthogonal_ is not implemented for complex tensors")
+    if tensor.dtype.name == "bfloat16":     # (PyTorch's QR has no bfloat16 kernel)
+        raise NotImplementedError("\"geqrf_cpu\" not implemented for 'BFloat16'")
     rows = tensor.size(0)
     cols = tensor.numel() // rows
     flat = tensor.new_empty((rows, cols)).normal_(0, 1, generator=generator).numpy()
@@ -271,7 +273,8 @@ def sparse_(tensor, sparsity, std=0.01, generator=None):
         return tensor
     with grad_mode.no_grad():
         tensor.normal_(0, std, generator=generator)
-        values = tensor.numpy().copy()
+        v = tensor.detach()         # (bfloat16 has no NumPy dtype: its values as float32)
+        values = (v.float() if v.dtype.name == "bfloat16" else v).numpy().copy()
     for col in range(cols):
         values[randperm(rows).numpy()[:num_zeros], col] = 0
     return _fill(tensor, values)

@@ -137,7 +137,8 @@ def int_array(value, floating, float_dtype):
 
 
 _C_NAMES = {"int64": "int64_t", "int32": "int", "int16": "int16_t", "int8": "int8_t",
-            "uint8": "uint8_t", "float32": "float", "float16": "c10::Half"}
+            "uint8": "uint8_t", "float32": "float", "float16": "c10::Half",
+            "bfloat16": "c10::BFloat16"}
 
 
 def scalar_default(what, value):
@@ -150,6 +151,7 @@ def scalar_default(what, value):
 
 # the largest finite values of the float dtypes PyTorch checks a fill value against
 _FLOAT_MAX = {n: float(np.finfo(n).max) for n in ("float32", "float16")}
+_FLOAT_MAX["bfloat16"] = float.fromhex("0x1.fep127")     # (NumPy has no finfo of it)
 
 # what a fill value never is (NumPy would fail deep inside with words of its own)
 _NOT_NUMBERS = (str, bytes, list, tuple, dict, set)
@@ -181,7 +183,7 @@ def fill_value_fits(value, d):
         return value
     info = np.finfo(d.np) if d.is_floating_point else np.iinfo(d.np)
     if d.is_floating_point:
-        bad = np.isfinite(value) and abs(value) > float(info.max)  # (65505 > float16's)
+        bad = np.isfinite(value) and abs(value) > _FLOAT_MAX.get(d.name, float(info.max))
     elif value != value or value in (np.inf, -np.inf):
         bad = True
     elif isinstance(value, (float, np.floating)):   # (no wrapping: -0.5 overflows uint8)
@@ -238,7 +240,7 @@ def int_bounds_fit(t, *bounds):
     """PyTorch's overflow check of Python number bounds (clamp's min / max) for the tensor t
     (checked only: the bounds stay as given); the first bound."""
     d = t._dtype
-    if d._cat == 1 or d.name in ("float16", "float32"):     # (float16's clamp(min=-1e9))
+    if d._cat == 1 or d.name in ("float16", "float32", "bfloat16"):    # (clamp(min=-1e39))
         for b in bounds:
             if type(b) is int or type(b) is float and d._cat == 2:
                 fill_value_fits(b, d)
@@ -262,3 +264,14 @@ def check_set_data(requires_grad, value):
     if requires_grad and not (value.dtype.is_floating_point or value.dtype.is_complex):
         raise RuntimeError("data set to a tensor that requires gradients must be floating "
                            "point or complex dtype")
+
+
+def check_dlpack_export(t):
+    """PyTorch's refusal to export a tensor that requires grad; llgrad's of a bfloat16 one,
+    whose memory (32-bit words holding bfloat16 values) no DLPack dtype describes."""
+    if t.requires_grad:
+        raise RuntimeError("Can't export tensors that require gradient, use tensor.detach()")
+    if t._dtype is dtypes.bfloat16:
+        raise NotImplementedError(
+            "llgrad: DLPack export of a BFloat16 tensor: llgrad keeps a bfloat16 tensor's "
+            "values in 32-bit words, which no DLPack dtype describes; export t.float() instead")

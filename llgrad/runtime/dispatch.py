@@ -9,7 +9,7 @@ import numpy as np
 from . import grad_mode, saved_hooks, trace_state
 from ..ir.optable import c_order, contiguous_result, iterator_layout_op
 from .autocast_cast import cast_operands, state as autocast_state
-from .dispatch_bf16 import float32_operands, involved, rounded
+from .dispatch_bf16 import float32_operands, involved, rounded, summed_in_order
 from .dtypes import complex_unsupported
 from .dtypes import scalar_type_name  # noqa: F401  (its importers' name for it)
 from .memory_layout import iterator_layout
@@ -83,7 +83,7 @@ def run_bf16(op, inputs, attrs):
         return run_impl(op, inputs, attrs)
     inputs, attrs, rounds = float32_operands(op, inputs, attrs)
     out = run_impl(op, inputs, attrs)
-    return rounded(out) if rounds else out
+    return rounded(summed_in_order(op, inputs, attrs, out)) if rounds else out
 
 
 def impl_for_special(op, inputs, attrs):

@@ -7,9 +7,9 @@ import threading
 
 import numpy as np
 
-from ..ir import bfloat16 as bf16_values
+from ..ir import OPS, bfloat16 as bf16_values
 from .dtypes import bfloat16
-from .operands import op_result_type
+from .operands import op_result_type, prepare
 from .tensor import Tensor
 
 _F32 = np.dtype(np.float32)
@@ -26,7 +26,10 @@ state = _State()
 def vjp_in_float32(rule, node, grads):
     """rule(node, grads) for a node of bfloat16 results, as PyTorch's backward kernels
     compute bfloat16 gradients: in float32, each gradient rounded once (when node.py casts
-    it to its input's dtype), not after every op of the rule."""
+    it to its input's dtype), not after every op of the rule. (index and embedding: in
+    bfloat16, their index_put adding each gradient in order, as PyTorch's backward does.)"""
+    if node._op.name in _ADDED_IN_ORDER and not node.attrs.get("scale_grad_by_freq"):
+        return rule(node, grads)
     grads = grads.float() if isinstance(grads, Tensor) else \
         [g.float() if isinstance(g, Tensor) and g._dtype is bfloat16 else g for g in grads]
     state.unrounded += 1
@@ -68,17 +71,21 @@ def float32_operands(op, inputs, attrs):
     results are to be rounded to bfloat16."""
     rounds = _result_is_bf16(op, inputs, attrs) and not state.unrounded
     promoted = range(len(inputs)) if op.promote == "all" else op.promote or ()
-    numbers = rounds and op.name not in _NUMBERS_IN_FLOAT
+    in_float = rounds and op.name in _NUMBERS_IN_FLOAT
+    numbers = rounds and not in_float
     out = []
     for i, x in enumerate(inputs):
         if isinstance(x, Tensor):
             if x._dtype is bfloat16:
                 x = Tensor._from_array(bf16_values.to_float32(x._data))
-            elif rounds and x._dtype._cat < 2 and i in promoted:
+            elif not rounds or i not in promoted:
+                pass
+            elif in_float and i and x._data.size == 1:      # (read as a float: opmath)
+                x = Tensor._from_array(np.asarray(x._data, dtype=_F32))
+            elif x._dtype._cat < 2 or x._dtype._cat == 2 and not x._data.ndim:
                 x = Tensor._from_array(bf16_values.round_to(x._data).astype(_F32))
-            elif numbers and x._dtype._cat == 2 and not x._data.ndim and i in promoted:
-                x = Tensor._from_array(bf16_values.round_to(x._data).astype(_F32))
-        elif numbers and isinstance(x, (float, np.floating)):
+        elif numbers and isinstance(x, (int, float, np.integer, np.floating)) and \
+                not isinstance(x, bool):
             x = bf16_values.round_number(x)
         out.append(x)
     if attrs and attrs.get("dtype") == "bfloat16":
@@ -88,11 +95,13 @@ def float32_operands(op, inputs, attrs):
     return out, attrs, rounds
 
 
-# ops whose number operand (a Python number, or a 0-d tensor of another floating dtype)
-# PyTorch keeps in float32, its opmath type, beside a bfloat16 tensor; other ops cast it to
+# ops whose number operand (a Python number, or a one-element tensor of another dtype as
+# the second operand: the kernel's is_cpu_scalar(2)) PyTorch keeps in float32, its opmath
+# type, beside a bfloat16 tensor; other ops, and these with a 0-d tensor first, cast it to
 # bfloat16 first, as their operands are cast to the common dtype (measured against 2.13)
 _NUMBERS_IN_FLOAT = frozenset(("mul", "div", "div_mode", "div_scalar", "lerp"))
 _ROUNDED_ALPHA = frozenset(("add", "sub", "rsub"))
+_ADDED_IN_ORDER = frozenset(("index", "embedding"))
 
 
 def rounded(out):
@@ -103,3 +112,40 @@ def rounded(out):
     if isinstance(out, (tuple, list)):
         return type(out)(rounded(o) for o in out)
     return out
+
+
+def summed_in_order(op, inputs, attrs, out):
+    """out (float32, run_impl's result on float32 operands) of index_put(accumulate=True)
+    or a 1-d index_add as PyTorch's CPU kernels add into bfloat16: one source element after
+    another, in order, each sum rounded (600 ones added at one index make 256, not 600);
+    out unchanged for other ops."""
+    if op.name == "index_put" and attrs.get("accumulate"):
+        x, values, *ix = prepare(op, inputs)
+        at = _positions(x.shape, lambda a: OPS["index"].impl(
+            a, *ix, spec=attrs["spec"], counts=attrs.get("counts")))
+    elif op.name == "index_add" and inputs[0]._data.ndim <= 1:    # (more dims: in float32)
+        x, index, values = prepare(op, inputs)
+        at = _positions(x.shape, lambda a: np.take(a, index, axis=attrs["dim"]))
+        alpha = attrs.get("alpha", 1)           # (source * alpha in bfloat16 first)
+        values = values if alpha == 1 else bf16_values.to_float32(
+            bf16_values.round_to(values * np.float32(bf16_values.round_number(alpha))))
+    else:
+        return out
+    at, values = (a.reshape(-1) for a in np.broadcast_arrays(at, values))
+    flat = np.array(x, dtype=_F32).reshape(-1)
+    out[...] = bf16_values.add_in_order(flat, at, np.asarray(values, _F32)).reshape(x.shape)
+    return out
+
+
+def _positions(shape, take):
+    """The flat (row-major) positions in an array of shape of the elements take(a) picks
+    from a: each axis's coordinates taken from a zero-copy broadcast view, so that the
+    memory is the picked elements' (an embedding's gradient picks rows of a large table)."""
+    if not shape:
+        return take(np.zeros((), np.int64))
+    at, step = 0, 1
+    for k in reversed(range(len(shape))):
+        axis = np.arange(shape[k]).reshape([-1 if j == k else 1 for j in range(len(shape))])
+        at = at + take(np.broadcast_to(axis, shape)) * step
+        step *= shape[k]
+    return at

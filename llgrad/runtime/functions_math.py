@@ -121,9 +121,11 @@ def _logaddexp(name, input, other, exp, scale):
     rt = dtypes.result_type(input, other)
     if not rt.is_floating_point:
         raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{tname(rt)}'")
-    # (float16 computed in float32 and rounded once, as PyTorch's kernel)
-    ct = dtypes.float32 if rt is dtypes.float16 else rt
-    a, b = as_type(input, ct), as_type(other, ct)
+    # (float16 and bfloat16 computed in float32 and rounded once, as PyTorch's kernel, on
+    # the operands cast to the result's dtype first)
+    a, b = as_type(input, rt), as_type(other, rt)
+    if rt in (dtypes.float16, dtypes.bfloat16):
+        a, b = a.float(), b.float()
     # PyTorch's formula: max + log1p(exp(-|a - b|)), and a itself where a == b is infinite
     same_inf = (a.abs() == math.inf) & (a == b)
     d = (a - b).masked_fill(same_inf, 0)
@@ -330,8 +332,8 @@ def xlogy(input, other):
 def sinc(input):
     """As torch.sinc: sin(pi x) / (pi x), 1 at 0 (float16 in float32, as PyTorch)."""
     x = floating(input)
-    if x._dtype is dtypes.float16:
-        return sinc(x.float()).half()
+    if x._dtype in (dtypes.float16, dtypes.bfloat16):       # (one rounding, not one an op)
+        return sinc(x.float()).to(x._dtype)
     # (1 where pi x^2 underflows to 0 too, as PyTorch's backward masks: the quotient's
     # gradient is inf - inf there)
     zero = x * x * math.pi == 0

@@ -20,6 +20,7 @@ from .functions_math import _can_cast, attach, make_inplace
 from .linalg import vector_norm
 from .shapes import check_index_bounds, norm_dim
 from .tensor import Tensor
+from .autocast_cast import autocast_promote
 from .node_names import torch_node
 from .ranges import check_bounds, checked_steps, logspace_values
 from .vmap_fallback import values_read
@@ -173,14 +174,14 @@ def _index_copy_shapes(input, d, index, source):
 
 
 @torch_node("IndexCopyBackward0")
-def index_copy(input, dim, index, source):
+def _index_copy(input, dim, index, source):
     """As torch.index_copy: input with the slices at index along dim taken from source."""
     if not input._data.ndim and isinstance(source, Tensor) and source._data.size == 1:
         norm_dim(dim, 0)            # (a 0-d input's dim 0 is one of size 1, as PyTorch's)
         if not source._data.ndim and index._data.size != 1:
             raise IndexError(f"index_copy_(): When source is scalar, index should have one "
                              f"element (got {index._data.size})")
-        return index_copy(input.reshape(1), 0, index, source.reshape(1)).reshape(())
+        return _index_copy(input.reshape(1), 0, index, source.reshape(1)).reshape(())
     spec, idx = _along(input, dim, index, "index_copy_")
     if source._dtype is not input._dtype:       # (not promoted: PyTorch's error)
         raise RuntimeError(f"index_copy_(): self and source expected to have the same dtype, "
@@ -190,6 +191,13 @@ def index_copy(input, dim, index, source):
     # (PyTorch's result is contiguous whatever input's layout; index_put keeps input's)
     return call(OPS["index_put"], (input.contiguous(), source, idx),
                 {"spec": spec, "accumulate": False})
+
+
+def index_copy(input, dim, index, source):
+    """As torch.index_copy: input with the slices at index along dim taken from source (on
+    CPU autocast's promote list; its in-place form, index_copy_, is not)."""
+    input, source = autocast_promote(input, source)
+    return _index_copy(input, dim, index, source)
 
 
 @torch_node("PutBackward0")
@@ -267,7 +275,7 @@ def logspace(start, end, steps, base=10.0, *, dtype=None, layout=None, device=No
     check_bounds("logspace", start, end)
     d = dtypes.get_default_dtype() if dtype is None else dtypes.to_dtype(dtype)
     vals = logspace_values(float(start), float(end), int(steps), float(base), d.np)
-    return _tensor(vals, requires_grad=requires_grad)
+    return _tensor(vals, dtype=d, requires_grad=requires_grad)     # (bfloat16's: d says so)
 
 
 def unravel_index(indices, shape):
@@ -309,9 +317,10 @@ def promote_types(type1, type2):
     return dtypes.promote_types(dtypes.to_dtype(type1), dtypes.to_dtype(type2))
 
 
-for _f, _inp in ((index_fill, "index_fill_"), (index_copy, "index_copy_"), (put, "put_"),
-                 (renorm, "renorm_")):
+for _f, _inp in ((index_fill, "index_fill_"), (put, "put_"), (renorm, "renorm_")):
     attach(_f, inplace_name=_inp)
+attach(index_copy)
+Tensor.index_copy_ = make_inplace(_index_copy, "index_copy_")
 for _f in (searchsorted, bucketize, vander, logspace, unravel_index, scalar_tensor,
            result_type, can_cast, promote_types):
     export(_f)

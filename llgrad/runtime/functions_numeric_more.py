@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from . import dispatch, dtypes, trace_state
+from ..ir import bfloat16 as bf16_values
 from ..ir.ops_shape import sum_to_shape
 from ..ir.optable import OpDef
 from ..ir.special_numpy import np_erfc
@@ -43,7 +44,9 @@ def _with_grad(value, dtype, terms, node, inputs=None):
     """The tensor of value (a NumPy array) as dtype, differentiable through terms [(x, d)]:
     d (a NumPy array) is d value / d x; laid out as PyTorch lays out an elementwise result
     of inputs (default: the terms' tensors)."""
-    value = np.array(value, dtype=dtype.np, order="C")     # (ascontiguousarray: >= 1 dim)
+    # (bfloat16's memory holds bfloat16 values only: value rounded to them)
+    value = dtypes.cast_array(np.asarray(value), dtype) if dtype is dtypes.bfloat16 else \
+        np.array(value, dtype=dtype.np, order="C")     # (ascontiguousarray: >= 1 dim)
     inputs = [x for x, _ in terms] if inputs is None else inputs
     out = Tensor._from_array(iterator_layout(value, inputs, None))
     for x, d in terms:
@@ -51,7 +54,7 @@ def _with_grad(value, dtype, terms, node, inputs=None):
         # AD takes the same path, so that its tangent is d times x's)
         if x.requires_grad or dispatch.forward_ad is not None and \
                 dispatch.forward_ad.get(x) is not None:
-            d = Tensor._from_array(np.asarray(d, dtype=dtype.np))
+            d = Tensor._from_array(dtypes.cast_array(np.asarray(d), dtype))
             out = out + call(_ZERO_WITH_GRAD, (x.to(dtype), d), {})
     return rename(out, node) if out.requires_grad else out
 
@@ -91,9 +94,10 @@ def nextafter(input, other):
     if not dt.is_floating_point:
         raise NotImplementedError(f"\"nextafter_cpu\" not implemented for '{tname(dt)}'")
     _untraceable("nextafter")
-    a = np.asarray(input._data, dtype=dt.np)
-    b = np.asarray(other._data, dtype=dt.np)
-    value = np.nextafter(a, b)
+    a = dtypes.cast_array(input._data, dt)
+    b = dtypes.cast_array(other._data, dt)
+    # (bfloat16: its own neighbours, not float32's, of the values cast to it)
+    value = bf16_values.next_after(a, b) if dt is dtypes.bfloat16 else np.nextafter(a, b)
     # (PyTorch's derivative: the incoming gradient where input != other, 0 where they meet)
     moved = np.broadcast_to(a != b, value.shape).astype(np.float64)
     return _with_grad(value, dt, [(input, moved), (other, np.zeros_like(value))],
@@ -211,8 +215,9 @@ def _igamma_fn(input, other, upper):
         raise NotImplementedError(f"\"{fn}_cpu\" not implemented for '{tname(rt)}'")
     _untraceable(fn)
     dt = float_type(input, other)
-    a = np.asarray(input._data, np.float64)
-    x = np.asarray(other._data, np.float64)
+    a, x = ((dtypes.cast_array(t._data, dt) if dt is dtypes.bfloat16 else t._data)
+            for t in (input, other))        # (bfloat16: the operands cast to it, as PyTorch's)
+    a, x = np.asarray(a, np.float64), np.asarray(x, np.float64)
     p, q = _igamma(a, x)
     with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
         dx = np.exp(-x + (a - 1) * np.log(x) - _lgamma(a))

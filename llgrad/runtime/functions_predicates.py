@@ -41,14 +41,21 @@ def isreal(input):
     return (input == input) | (input != input)
 
 
+def _number(v, beside):
+    """A number of isin as PyTorch's Scalar overload compares it: cast to the floating dtype
+    it promotes to with the tensor (0.7019 beside bfloat16 is the bfloat16 0.703125)."""
+    d = dtypes.result_type(beside, v)
+    return _tensor(v, dtype=d) if d.is_floating_point else _tensor(v)
+
+
 def isin(elements, test_elements, *, assume_unique=False, invert=False):
     """As torch.isin: whether each element of elements is in test_elements (either may be
     a number). Compares every pair, so it takes len(elements) * len(test_elements) memory."""
     if not isinstance(elements, Tensor) and not isinstance(test_elements, Tensor):
         raise TypeError("isin() received an invalid combination of arguments: at least one "
                         "of elements and test_elements must be a Tensor")
-    e = elements if isinstance(elements, Tensor) else _tensor(elements)
-    t = test_elements if isinstance(test_elements, Tensor) else _tensor(test_elements)
+    e = elements if isinstance(elements, Tensor) else _number(elements, test_elements)
+    t = test_elements if isinstance(test_elements, Tensor) else _number(test_elements, e)
     shape = tuple(e._data.shape)
     hit = (e.reshape(shape + (1,)) == t.reshape(-1)).any(-1)
     return hit.logical_not() if invert else hit

@@ -98,7 +98,7 @@ def _check_int_pow(self, exponent):
             and not getattr(self._dtype, "is_complex", False):
         raise RuntimeError("Integers to negative integer powers are not allowed.")
     if type(exponent) is int and self._dtype._cat == 1 or type(exponent) in (int, float) \
-            and self._dtype.name == "float16":      # (uint8 ** 300, float16 ** 7e4)
+            and self._dtype.name in ("float16", "bfloat16"):    # (uint8 ** 300, half ** 7e4)
         fill_value_fits(exponent, self._dtype)
 
 

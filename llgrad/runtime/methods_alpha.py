@@ -44,7 +44,7 @@ def _alpha(self, other, alpha):
     if type(alpha) is int:      # (PyTorch: alpha checked, a number other wrapped, into ints)
         rt = dtypes.result_type(self, other)
         alpha = dtypes.wrap_int(fill_value_fits(alpha, rt), rt)
-        if type(other) is int:
+        if type(other) is int and rt._cat == 1:     # (a float other: cast first, then scaled)
             return dtypes.wrap_int(other * alpha, rt), 1
     return other, alpha
 

@@ -23,9 +23,11 @@ from .tensor import Tensor
 from .vmap_fallback import values_read
 
 _C_NAMES = {"int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char",
-            "uint8": "unsigned char", "bool": "bool", "float16": "c10::Half"}
-_MANTISSA = {"float16": 11, "float32": 24, "float64": 53}
-_FLOAT_C = {"float16": "c10::Half", "float32": "float", "float64": "double"}
+            "uint8": "unsigned char", "bool": "bool", "float16": "c10::Half",
+            "bfloat16": "c10::BFloat16"}
+_MANTISSA = {"float16": 11, "float32": 24, "float64": 53, "bfloat16": 8}
+_FLOAT_C = {"float16": "c10::Half", "float32": "float", "float64": "double",
+            "bfloat16": "c10::BFloat16"}
 
 
 def _num(v):

@@ -4,6 +4,7 @@ index_put / index_put_."""
 import numpy as np
 
 from ..ir import OPS
+from ..ir.bfloat16 import round_number
 from ..ir.geometry import geometry_overlaps
 from ..ir.ops_index import check_broadcast
 from .creation_checks import fill_value_fits
@@ -39,9 +40,10 @@ def setitem(self, idx, value):
         raise TypeError(f"can't assign a {kind} to a torch.{self._dtype._tensor_type}")
     if isinstance(value, Tensor):
         value = _strip_ones(value)
-    elif isinstance(value, (int, float)):   # (PyTorch's overflow error; float16 takes
-        # any number, as its copy_ rounds it: x[0] = 1e9 is inf)
+    elif isinstance(value, (int, float)):   # (PyTorch's overflow error; float16 and
+        # bfloat16 take any number, as their copy_ rounds it: x[0] = 1e9 is inf)
         value = float(np.float16(value)) if self._dtype.name == "float16" else \
+            round_number(value) if self._dtype.name == "bfloat16" else \
             fill_value_fits(value, self._dtype)
     if any(_is_advanced(i) or _is_bool(i) for i in idx):
         _byte_mask_fill(idx, value)

@@ -14,6 +14,7 @@ import weakref
 import numpy as np
 
 from . import grad_mode, trace_state
+from ..ir.bfloat16 import round_to
 from .dispatch_bf16 import vjp_in_float32
 from .dtypes import bfloat16
 from .grad_layout import laid_out_as, new_grad_order
@@ -313,7 +314,10 @@ class AccumulateGrad(Node):
         elif not old._data.flags.writeable:    # (an expanded .grad the user set: add_'s
             old.add_(g)                         # checks raise PyTorch's error)
         else:       # (in place, as PyTorch, also into a .grad that requires grad)
-            old._data += g._data
+            if old._dtype is bfloat16:      # (the sum rounded to bfloat16, as its add_)
+                old._data[...] = round_to(old._data.astype(np.float32) + g._data)
+            else:
+                old._data += g._data
             old._storage.version += 1
 
 

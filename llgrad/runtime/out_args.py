@@ -10,7 +10,7 @@ import inspect
 import sys
 import warnings
 
-from . import creation, functions, grad_mode
+from . import autocast_cast, creation, functions, grad_mode
 from .dispatch import scalar_type_name as tname
 from .dtypes import C_NAMES
 from ..ir import OPS
@@ -42,8 +42,9 @@ def _users_level():
     return level
 
 
-# reductions PyTorch computes in out's dtype when no dtype= is given (sum(x, 0, out=int32))
-_IN_OUT_DTYPE = ("sum", "prod", "cumsum", "cumprod")
+# reductions PyTorch computes in out's dtype when no dtype= is given (sum(x, 0, out=int32)),
+# and logspace, a creation function outside creation.py
+_IN_OUT_DTYPE = ("sum", "prod", "cumsum", "cumprod", "logspace")
 # functions whose out must have the result's dtype itself, and PyTorch's words when not
 # (a tuple: the words for each of the outputs)
 _EXACT = {n: "Expected out tensor to have dtype {r}, but got {o} instead" for n in (
@@ -157,7 +158,8 @@ def _wrap(fn, name, factory, grad_check=True):
         if (factory or name in _IN_OUT_DTYPE) and kwargs.get("dtype") is None and \
                 isinstance(out, Tensor):
             kwargs["dtype"] = out.dtype
-        r = fn(*args, **kwargs)
+        with autocast_cast.suspended():     # (PyTorch's out= forms are on no autocast list)
+            r = fn(*args, **kwargs)
         if name in _RANGES and isinstance(out, Tensor):
             r = _range_into(out, r, name)
         if name in _LIST_OUTS:

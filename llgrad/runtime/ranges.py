@@ -100,14 +100,16 @@ def logspace_values(start, end, steps, base, npdt):
     start + step * i / end - step * (steps - 1 - i) (start and end in the dtype, not fused
     here) by C's pow (NumPy's float64 power is an ulp off it at times)."""
     npdt = np.dtype(npdt)
+    bf16 = npdt == bf16_values.STORAGE      # (c10::BFloat16 bounds and difference, rounded)
+    cast = bf16_values.round_to if bf16 else (lambda v: v.astype(npdt))
     if steps <= 1:
-        return np.full(steps, math.pow(float(base), float(start))).astype(npdt)
-    T = npdt.type if npdt.kind == "f" else np.int64
+        return cast(np.full(steps, math.pow(float(base), float(start))))
+    T = bf16_values.round_number if bf16 else npdt.type if npdt.kind == "f" else np.int64
     s, e = T(start), T(end)
     step = float(T(e - s)) / (steps - 1)
     lo, k = _halves(steps)
     x = np.where(lo, float(s) + step * k, float(e) - step * k)
-    return np.array([math.pow(float(base), v) for v in x.tolist()]).astype(npdt)
+    return cast(np.array([math.pow(float(base), v) for v in x.tolist()]))
 
 
 def arange_values(start, end, step, npdt):

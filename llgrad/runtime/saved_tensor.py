@@ -204,7 +204,13 @@ class SavedTensor:
         self.tensor = _Packed(packed, unpack, edge)
 
     def _unpack_hooked(self, packed, node):
-        t = packed.unpack_hook(packed.value)
+        # (the user's hook runs as eager code: a checkpoint's recomputed bfloat16 ops round,
+        # though a bfloat16 node's rule, running in float32, reads the tensor)
+        depth, bf16_state.unrounded = bf16_state.unrounded, 0
+        try:
+            t = packed.unpack_hook(packed.value)
+        finally:
+            bf16_state.unrounded = depth
         if not isinstance(t, Tensor):
             raise TypeError("Output of saved tensor unpack_hook expected to be a Tensor but got "
                             f"result of type {type(t).__name__}")

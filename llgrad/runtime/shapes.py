@@ -124,7 +124,7 @@ def check_index_bounds(index, n, dim, error=None, low=0):
 
 
 _TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "int64": "Long",
-               "int32": "Int", "int16": "Short", "int8": "Char"}
+               "int32": "Int", "int16": "Short", "int8": "Char", "bfloat16": "BFloat16"}
 
 
 def check_condition(condition):

@@ -7,7 +7,7 @@ import numpy as np
 from ..ir.geometry import contiguous_strides
 from . import dtypes, grad_mode, trace_state
 from .device import CPU, device as _Device
-from .creation_checks import check_set_data
+from .creation_checks import check_dlpack_export, check_set_data
 from .formatting import tensor_repr
 from .memory_formats import channels_contiguous
 from .size import Size  # noqa: F401 (llgrad.Size lives with the Tensor it shapes)
@@ -364,9 +364,7 @@ class Tensor:
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         """DLPack export (zero-copy, through NumPy's own exporter): np.from_dlpack(t) and
         torch.from_dlpack(t) share this tensor's memory."""
-        if self.requires_grad:
-            raise RuntimeError("Can't export tensors that require gradient, use "
-                               "tensor.detach()")
+        check_dlpack_export(self)
         if trace_state.state.tracer is not None:
             trace_state.state.tracer.reads_out(self, "Tensor.__dlpack__()")
         kw = {k: v for k, v in (("max_version", max_version), ("dl_device", dl_device),

@@ -25,7 +25,7 @@ from .tensor import Size, Tensor
 
 _C_NAMES = {"float64": "double", "float32": "float", "float16": "c10::Half",
             "int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char",
-            "uint8": "unsigned char", "bool": "bool"}
+            "uint8": "unsigned char", "bool": "bool", "bfloat16": "c10::BFloat16"}
 
 
 def _options(dt):
@@ -81,7 +81,7 @@ def _memory_order(storage, dt):
     """The storage's buffer as a 1-d array in memory order, or None when it is not a dense
     buffer of dt's itemsize (a channels-last buffer is dense in a permuted order)."""
     base = storage.base
-    if base.dtype.itemsize != dt.itemsize:
+    if base.dtype.itemsize != dt.np.itemsize:     # (bfloat16's memory: 4-byte words)
         return None
     dense = base.transpose(sorted(range(base.ndim), key=lambda d: -base.strides[d]))
     return dense.reshape(-1) if dense.flags.c_contiguous else None

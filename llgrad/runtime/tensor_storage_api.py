@@ -13,7 +13,7 @@ from .user_frames import user_stacklevel
 
 _C_NAMES = {"float64": "double", "float32": "float", "float16": "c10::Half",
             "int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char",
-            "uint8": "unsigned char", "bool": "bool"}
+            "uint8": "unsigned char", "bool": "bool", "bfloat16": "c10::BFloat16"}
 _warned = []
 
 
@@ -33,7 +33,9 @@ class TypedStorage:
         if _storage is None:
             dt = dtype or self.dtype or dtypes.get_default_dtype()
             data = args[0] if args else 0
-            arr = np.zeros(data, dt.np) if isinstance(data, int) else np.array(data, dt.np)
+            arr = np.zeros(data, dt.np) if isinstance(data, int) else \
+                dtypes.cast_array(np.array(data, np.float64), dt) if dt is dtypes.bfloat16 else \
+                np.array(data, dt.np)
             _storage = Storage(arr.reshape(-1))
         self._untyped = _storage
         if dtype is not None:
@@ -53,7 +55,9 @@ class TypedStorage:
         return self._array()[i].item() if isinstance(i, int) else self._array()[i].tolist()
 
     def __setitem__(self, i, value):
-        self._array()[i] = value
+        # (bfloat16's memory holds bfloat16 values only: a value is rounded to one first)
+        self._array()[i] = dtypes.cast_array(np.asarray(value, np.float64), self.dtype) \
+            if self.dtype is dtypes.bfloat16 else value
         self._untyped.version += 1
 
     def tolist(self):
@@ -90,7 +94,8 @@ class TypedStorage:
 
 _LEGACY = {"float32": "FloatStorage", "float64": "DoubleStorage", "float16": "HalfStorage",
            "int64": "LongStorage", "int32": "IntStorage", "int16": "ShortStorage",
-           "int8": "CharStorage", "uint8": "ByteStorage", "bool": "BoolStorage"}
+           "int8": "CharStorage", "uint8": "ByteStorage", "bool": "BoolStorage",
+           "bfloat16": "BFloat16Storage"}
 STORAGE_TYPES = {}
 for _name, _cls in _LEGACY.items():
     STORAGE_TYPES[_name] = type(_cls, (TypedStorage,), {
@@ -192,7 +197,7 @@ def _callback(self, name, fn, *others):
     flat = [np.asarray(a).reshape(-1).tolist() for a in [self._data] + arrays]
     out = np.array([fn(*vals) for vals in zip(*flat)], dtype=np.float64 if
                    self._dtype.is_floating_point else object)
-    self._data[...] = out.astype(self._dtype.np).reshape(self._data.shape)
+    self._data[...] = dtypes.cast_array(out, self._dtype).reshape(self._data.shape)
     self._storage.version += 1
     return self
 
