@@ -54,11 +54,7 @@ PROGRAMS["f.annotated_transformer_masked"] = lambda torch, env: f.annotated_tran
 PROGRAMS["g.moco_data_assign"] = lambda torch, env: g.moco(torch, env, data_assign=True)
 
 # (gaps in llgrad, each named)
-XFAIL = {
-    "g.moco_data_assign": "`param_k.data = param_k.data * m + ...` (MoCo's official momentum "
-                          "update) gives an input new memory, which a compiled call does not "
-                          "replay (compile/entry.py): the step runs eagerly, with a warning",
-}
+XFAIL = {}
 
 # (over ~1 s each with their builds, on a machine the suite shares: in the slow run)
 FAST = {"b.cells_teacher_forcing", "c.cutmix_soft_targets", "d.linear_regression_scratch",
