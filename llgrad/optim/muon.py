@@ -2,16 +2,17 @@
 by a quintic Newton-Schulz iteration, with decoupled weight decay and a shape-dependent
 learning-rate adjustment.
 
-PyTorch runs the iteration in bfloat16, which llgrad has not: the values are kept in float32
-rounded to bfloat16 after every operation PyTorch rounds (the cast, the norm, the division,
-each matrix product with its scaled sum), which gives PyTorch's bfloat16 numbers; the
-rounding is elementwise float arithmetic (exponent by log2 and exp2, corrected by
-comparisons, then a half-to-even round of the scaled value), so a step compiles."""
+PyTorch runs the iteration in bfloat16, which llgrad's compiled code has not: the values are
+kept in float32 rounded to bfloat16 after every operation PyTorch rounds (the cast, the
+norm, the division, each matrix product with its scaled sum), which gives PyTorch's
+bfloat16 numbers; the rounding is elementwise float arithmetic (exponent by log2 and exp2,
+corrected by comparisons, then a half-to-even round of the scaled value), so a step
+compiles."""
 from __future__ import annotations
 import math
 
-import numpy as np
 
+from ..ir.bfloat16 import round_number
 from ..runtime.functions import where
 from ..runtime.grad_mode import enable_grad, no_grad
 from ..runtime.hypers import hyper, raw
@@ -38,13 +39,6 @@ def _bf16(x):
     return where(ok, (x / ulp).round() * ulp, x)
 
 
-def _bf16_number(v):
-    """A Python float rounded to the nearest bfloat16 (ties to even)."""
-    i = int(np.array(v, np.float32).view(np.uint32))
-    i = (i + 0x7FFF + ((i >> 16) & 1)) & 0xFFFF0000
-    return float(np.array(i, np.uint32).view(np.float32))
-
-
 def _zeropower_via_newtonschulz(grad, ns_coefficients, ns_steps, eps):
     """PyTorch's quintic Newton-Schulz orthogonalisation of a 2-D gradient, in bfloat16."""
     if ns_steps >= 100:
@@ -58,7 +52,7 @@ def _zeropower_via_newtonschulz(grad, ns_coefficients, ns_steps, eps):
     tall = grad.size(0) > grad.size(1)
     if tall:
         x = x.T
-    x = _bf16(x / _bf16(x.norm()).clamp(min=_bf16_number(eps)))
+    x = _bf16(x / _bf16(x.norm()).clamp(min=round_number(eps)))
     for _ in range(ns_steps):
         gram = _bf16(x @ x.T)
         update = _bf16(gram.addmm(gram, gram, beta=b, alpha=c))
