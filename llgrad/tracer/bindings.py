@@ -94,10 +94,17 @@ class Bindings:
         st = t._storage
         sid, base = id(st), st.base
         rec = self.roots.get(sid)
-        bref = rec[3] if rec is not None and rec[3]() is base else \
-            _Ref(base, self._drop_root, (sid, id(base)))
+        if rec is not None and rec[3]() is not base:
+            # a dead storage's root at this address, its memory held on (y.data): moved
+            # to a key of its own, not overwritten (its weak ref's callback would go with
+            # it, and `bases` would keep naming this key for that memory)
+            self._owns(t)
+            rec = None
+        bref = rec[3] if rec is not None else _Ref(base, self._drop_root, (sid, id(base)))
         self.roots[sid] = (self.values[id(t)][0], v, _layout(t), bref)
-        self.bases.setdefault(id(base), sid)
+        owner = self.roots.get(self.bases.get(id(base)))
+        if owner is None or owner[3]() is not base:
+            self.bases[id(base)] = sid
 
     def _rebind(self, key, v):
         """The memory of root `key` holds v."""

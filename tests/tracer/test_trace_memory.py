@@ -127,3 +127,22 @@ def test_memory_reached_after_its_root_died_keeps_its_traced_value(fn, backend):
         x = llgrad.randn(6)
         np.testing.assert_allclose(cf(x).numpy(), fn(x).numpy(), rtol=1e-6)
     assert cf.n_traces == 1
+
+
+def test_a_new_storage_at_a_dead_roots_address_keeps_that_memorys_value(monkeypatch):
+    """`moving_mean = (...).data` (d2l's BatchNorm): the root's storage dies while .data's
+    holds its memory, and a new storage may get the dead one's address. Binding it used to
+    overwrite the dead root, so the memory's other tensor read as a constant of the trace:
+    compiled calls replayed the first call's moving statistics (~1 run in 10). The address
+    reuse is made certain here by giving the new storage the dead one's id."""
+    from llgrad.tracer import bindings
+    b = bindings.Bindings()
+    y = llgrad.ones(3)
+    b._bind_root(y, "y's value")
+    d = y.data                                  # its own storage over y's memory
+    fresh = llgrad.zeros(3)
+    same = {id(fresh._storage): id(y._storage)}  # (y's storage "dead", its address reused)
+    monkeypatch.setattr(bindings, "id", lambda o: same.get(id(o), id(o)), raising=False)
+    b._bind_root(fresh, "fresh's value")
+    assert b.roots[b._sid(d)][1] == "y's value"
+    assert b.roots[b._sid(fresh)][1] == "fresh's value"
