@@ -1,14 +1,24 @@
 """llgrad.backends.cuda: torch.backends.cuda's flags (settable; CUDA is not built)."""
+from ..runtime import functions_settings
 
 
 class _Matmul:
-    """torch.backends.cuda.matmul: the TF32 / reduced-precision flags."""
+    """torch.backends.cuda.matmul: the TF32 / reduced-precision flags. allow_tf32 is the
+    float32 matmul precision seen another way, as torch's: True where it is not 'highest';
+    setting it sets 'high' or 'highest'."""
 
     def __init__(self):
-        self.allow_tf32 = False
         self.allow_fp16_reduced_precision_reduction = True
         self.allow_bf16_reduced_precision_reduction = True
         self.fp32_precision = "none"
+
+    @property
+    def allow_tf32(self):
+        return functions_settings.get_float32_matmul_precision() != "highest"
+
+    @allow_tf32.setter
+    def allow_tf32(self, value):
+        functions_settings.set_float32_matmul_precision("high" if value else "highest")
 
 
 matmul = _Matmul()

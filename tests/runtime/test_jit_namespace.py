@@ -171,3 +171,22 @@ def test_deprecation_warnings_as_torch():
             lib.jit.freeze(lib.jit.script(lib.nn.Linear(2, 2).eval()))
         return [str(x.message) for x in w if x.category is DeprecationWarning]
     assert messages(llgrad) == messages(torch)
+
+
+def test_cuda_matmul_allow_tf32_is_the_float32_matmul_precision_as_torch():
+    """torch ties backends.cuda.matmul.allow_tf32 to set_float32_matmul_precision both
+    ways: a program (or a test's fixture) that puts the precision back puts the flag back."""
+    seen = {}
+    for lib in (torch, llgrad):
+        flags, out = lib.backends.cuda.matmul, []
+        try:
+            for p in ("high", "medium", "highest"):
+                lib.set_float32_matmul_precision(p)
+                out.append(flags.allow_tf32)
+            for v in (True, False):
+                flags.allow_tf32 = v
+                out.append(lib.get_float32_matmul_precision())
+        finally:
+            lib.set_float32_matmul_precision("highest")
+        seen[lib.__name__] = out
+    assert seen["llgrad"] == seen["torch"] == [True, True, False, "high", "highest"]
