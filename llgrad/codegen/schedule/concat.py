@@ -24,10 +24,7 @@ buffer, whose lifetime runs from the first operand's group to the last reader of
 any slice in it (plan._make_buffers), so a slice holds its operand's value as long as anything
 reads it.
 
-Off by default (LLGRAD_CONCAT_ELIMINATION=1, or ENABLED = True, turns it on): with it on,
-tests/programs/test_programs_sweep6.py run whole gives d.batchnorm_scratch wrong moving
-statistics (the program alone passes), so some kernel or cache state it shares is not yet
-keyed by the slices; until that is found it must not run."""
+LLGRAD_CONCAT_ELIMINATION=0 (or ENABLED = False) turns it off."""
 import math
 import os
 
@@ -35,7 +32,7 @@ from ...ir.geometry import contiguous_strides
 from ...ir.graph import StackType, Value
 from .plan import root_of
 
-ENABLED = os.environ.get("LLGRAD_CONCAT_ELIMINATION", "0") == "1"
+ENABLED = os.environ.get("LLGRAD_CONCAT_ELIMINATION", "1") != "0"
 
 
 def merge_concats(plan):
