@@ -9,7 +9,7 @@ import numpy as np
 from ..ir import OPS, promotion, torch_random
 from . import dtypes, ranges, trace_state
 from .device import check as _check_device, device as _Device
-from .memory_layout import in_layout_of, like_layout
+from .memory_layout import like_layout
 from .dispatch import call, scalar_type_name
 from .creation_checks import (beyond_int64, check_fits as _check_fits, fill_value_fits, int_arange,
                               int_array, leaf_dtype, leaf_type_error, number_error, scalar_default,
@@ -375,16 +375,21 @@ def randperm(n: int, dtype: dtypes.dtype | None = None, generator: _Generator | 
 
 def randn_like(t: Tensor, dtype: dtypes.dtype | None = None, requires_grad: bool = False,
                **kw) -> Tensor:
-    """N(0, 1) samples of t's shape and dtype in t's layout, as torch.randn_like."""
+    """N(0, 1) samples of t's shape and dtype in t's layout (or memory_format's), as
+    torch.randn_like."""
     _check_device(kw.get("device"))
-    fill = t.is_contiguous()
-    r = in_layout_of(t, lambda s: randn(s, dtype=dtype or t._dtype, _fill=fill))
+    # ATen's vectorised fill serves a contiguous result: empty_like's layout, which is
+    # row-major for a view that is not dense (a chunk, a column slice, an expand)
+    fmt = kw.get("memory_format")
+    fill = like_layout(t, lambda s: empty(s, dtype=t._dtype), fmt).is_contiguous()
+    r = like_layout(t, lambda s: randn(s, dtype=dtype or t._dtype, _fill=fill), fmt)
     return r.requires_grad_(True) if requires_grad else r
 
 
 def rand_like(t: Tensor, dtype: dtypes.dtype | None = None, requires_grad: bool = False,
               **kw) -> Tensor:
-    """U[0, 1) samples of t's shape and dtype in t's layout, as torch.rand_like."""
+    """U[0, 1) samples of t's shape and dtype in t's layout (or memory_format's), as
+    torch.rand_like."""
     _check_device(kw.get("device"))
-    r = in_layout_of(t, lambda s: rand(s, dtype=dtype or t._dtype))
+    r = like_layout(t, lambda s: rand(s, dtype=dtype or t._dtype), kw.get("memory_format"))
     return r.requires_grad_(True) if requires_grad else r

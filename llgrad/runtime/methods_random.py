@@ -16,6 +16,7 @@ from . import dtypes
 from .creation import rand, randn, tensor
 from .dispatch import call
 from .inplace import call_inplace
+from .memory_layout import like_layout
 from .dispatch import scalar_type_name as tname
 from .functions import _method_fn, cat
 from .tensor import Tensor
@@ -173,8 +174,9 @@ def multinomial(self, num_samples, replacement=False, *, generator=None):
         cdf = (cdf / cdf[..., -1:]).index_fill(-1, _last(n), 1.0)
         u = rand(batch + (num_samples, 1), dtype=dtypes.float64, generator=generator)
         return (cdf.unsqueeze(-2) < u).sum(-1)
-    # ATen's fast path (without replacement, or one sample): the top of p / q, q ~ Exp(1)
-    q = self.new_empty(self._data.shape).exponential_(1, generator=generator)
+    # ATen's fast path (without replacement, or one sample): the top of p / q, q ~ Exp(1),
+    # q laid out as p (empty_like), so that its draws go to p's elements in memory order
+    q = like_layout(self, self.new_empty).exponential_(1, generator=generator)
     return (p / q).topk(num_samples, -1).indices
 
 

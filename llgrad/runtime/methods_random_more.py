@@ -16,7 +16,7 @@ from .dispatch import call
 from .dispatch import scalar_type_name as tname
 from .functions import export
 from .inplace import call_inplace
-from .memory_layout import in_layout_of
+from .memory_layout import like_layout
 from .methods_random import _def, _in_memory_order
 from .shapes import broadcast_shapes, unpack_shape
 from .tensor import Tensor
@@ -204,7 +204,7 @@ def randint_like(input, low=0, high=None, *, dtype=None, layout=None, device=Non
     if high is None:
         low, high = 0, low
     _check_device(device)       # (empty_like's layout: filled in its memory order)
-    r = in_layout_of(input, lambda s: empty(s, dtype=dtype or input.dtype)).random_(
+    r = like_layout(input, lambda s: empty(s, dtype=dtype or input.dtype), memory_format).random_(
         low, high, generator=generator)
     return r.requires_grad_(True) if requires_grad else r
 
