@@ -66,9 +66,17 @@ def class_state(cls):
     return tuple((c, tuple((k, Same(v)) for k, v in _held(c))) for c in classes)
 
 
-def class_ids(cls):
-    """The identities of what cls's user classes hold (a cache key of what they define)."""
-    return tuple(id(v) for c in user_classes(cls) for _, v in _held(c))
+def class_key(cls):
+    """The functions cls's user classes define (methods, static and class methods' functions,
+    property accessors), in order: a cache key of them. It holds the functions, not their
+    ids: a key of ids would give a new object at a dead one's address (a property replaced)
+    the dead one's functions, and the walk would follow what those read."""
+    return tuple(f for c in user_classes(cls) for _, v in _held(c) for f in _functions(v))
+
+
+def _functions(v):
+    fs = (v.fget, v.fset, v.fdel) if isinstance(v, property) else (getattr(v, "__func__", v),)
+    return tuple(f for f in fs if inspect.isfunction(f))
 
 
 def class_containers(cls, path, done):

@@ -15,7 +15,7 @@ from ..runtime.tensor import Tensor
 from .arrays import arrays_as_tensors, wrappable
 from .code_reads import (function_parts, global_names, module_attributes, unguarded_reads,
                          users_file, users_module)
-from .class_state import (LIBRARIES as _LIBRARIES, Same, bound, class_containers, class_ids,
+from .class_state import (LIBRARIES as _LIBRARIES, Same, bound, class_containers, class_key,
                           class_state, held, routine, slotted, user_classes)
 from .guard_values import (_SCALARS, _scalar_set, hooked, inputable, outline,  # noqa: F401
                            scalar_guard, sharing, without_grads)
@@ -177,11 +177,11 @@ def class_functions(cls):
     """The user's functions defined by cls and its bases (methods, static and class methods,
     property accessors), each once, in MRO and definition order; () for library classes
     (as the classes define them now: a method replaced is followed)."""
-    return _class_functions(cls, class_ids(cls))
+    return _class_functions(cls, class_key(cls))
 
 
 @functools.lru_cache(maxsize=256)
-def _class_functions(cls, ids):
+def _class_functions(cls, key):
     out = []
     for c in user_classes(cls):
         for a in vars(c).values():
