@@ -312,6 +312,8 @@ def _hyper_write(writes, tensors, paths, at, where, value):
     (its group holds the number again by hypers.settle)."""
     Slots._write(writes, tensors, paths, *at, where, value)
     paths.add(f"zero or not: {where}")      # (the guard walk's item for whether it is zero)
+    if type(value) is tuple:                # (Adam's betas: an item per element)
+        paths.update(f"zero or not: {where}_{i}" for i in range(len(value)))
 
 
 def _value(where):

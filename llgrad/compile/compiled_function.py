@@ -61,6 +61,9 @@ class CompiledFunction:
         self._warned = set()        # the reasons already warned about (once each)
         self._not_kept = None       # why the last traced run was not kept (side effects)
         self._first_untraced = False    # the first call ran untraced (side_effects.fresh_optimizer)
+        # a traced call that reached a fresh optimiser was not kept (its first step made the
+        # state): later such calls (a new client's or fold's optimiser) run untraced too
+        self._fresh_unkept = False
         self._lock = threading.RLock()     # one trace at a time; the cache changes under it
         self._plain, self._reads = plain_function(fn), plain_reads(fn)     # (fastpath.py)
         self._fast = {}             # flat key of a simple call -> runner of its entries
@@ -142,7 +145,8 @@ class CompiledFunction:
             return self._eagerly(unguardable(guards), args, kwargs)
         if symbolic_args.newly_dynamic(self, args, kwargs, entered):
             return self(*args, **kwargs)    # (collected again: the number is an input)
-        if not self.n_traces and not self._first_untraced and fresh_optimizer(entered):
+        fresh = fresh_optimizer(entered)
+        if fresh and (self._fresh_unkept or not self.n_traces and not self._first_untraced):
             # an optimiser's first step makes its state: such a traced run is never kept
             # (side_effects.py), so the first call runs eagerly and the next one traces
             self._first_untraced = True
@@ -203,6 +207,8 @@ class CompiledFunction:
             return result
         if changed:
             self._not_kept = f"the traced run changed {changed}"
+            # (what was not kept is the optimiser's first step, not another change)
+            self._fresh_unkept = self._fresh_unkept or any(fresh)
             if log.enabled("recompiles"):
                 log.emit("recompiles", "%s: the traced run is not kept as compiled code: %s "
                          "(which a compiled call cannot replay); the next call traces again",
@@ -349,7 +355,8 @@ class CompiledFunction:
         if not entries and trace:
             snapshot = StateSnapshot([t for _, t in tensors], entered,
                                      Slots(self.fn, args, kwargs).names)
-            self._first_untraced = True     # (dump and explain want this call traced)
+            # (dump and explain want this call traced)
+            self._first_untraced, self._fresh_unkept = True, False
             try:
                 self(*args, **kwargs)
             finally:
@@ -371,6 +378,7 @@ class CompiledFunction:
             self._walker_tries, self.n_traces, self._not_kept, self._warned = 0, 0, None, set()
             self._first_untraced, self._dynamic, self._static, self._numbers_seen = \
                 False, frozenset(), frozenset(), {}
+            self._fresh_unkept = False
             self.graph_breaks, self._eager_reasons = [], {}
 
 

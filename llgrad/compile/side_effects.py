@@ -98,12 +98,12 @@ def _short(v):
 
 
 def fresh_optimizer(entered):
-    """Whether a call reaches an optimiser (an object with param_groups and a state dict)
-    whose state is empty: its first step will make the state, a change a traced run of the
-    call could not be kept with (unreplayed_change)."""
-    return any(isinstance(d.get("param_groups"), list) and isinstance(d.get("state"), dict)
-               and not d["state"] and d["param_groups"]
-               for d in map(_own_attributes, entered))
+    """The state dicts of the optimisers (objects with param_groups and a state dict) a call
+    reaches whose state is empty: a first step will fill one, a change a traced run of the
+    call could not be kept with (unreplayed_change). ([] if none.)"""
+    return [d["state"] for d in map(_own_attributes, entered)
+            if isinstance(d.get("param_groups"), list) and isinstance(d.get("state"), dict)
+            and not d["state"] and d["param_groups"]]
 
 
 def _own_attributes(o):

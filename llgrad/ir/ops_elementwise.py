@@ -214,7 +214,8 @@ _unary("sign", _sign,
        methods=("sign",), inplace=("sign_",), functions=("sign",))   # (complex: sgn)
 _unary("sin", np.sin, lambda c, g: (g * conj(c.self.cos()),), "SinBackward0", save=("self",),
        methods=("sin",), inplace=("sin_",), functions=("sin",), cost=4, complex=True)
-_unary("cos", np.cos, lambda c, g: (-g * conj(c.self.sin()),), "CosBackward0", save=("self",),
+_unary("cos", lambda x, libm=False: np.cos(x),   # (libm: math.cos's; NumPy's f64 is glibc's)
+       lambda c, g: (-g * conj(c.self.sin()),), "CosBackward0", save=("self",),
        methods=("cos",), inplace=("cos_",), functions=("cos",), cost=4, complex=True)
 _unary("tanh", np.tanh, lambda c, g: (g * conj(1 - c.result * c.result),), "TanhBackward0",
        save=("result",), methods=("tanh",), inplace=("tanh_",), functions=("tanh",), cost=4, complex=True)

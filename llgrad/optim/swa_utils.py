@@ -16,6 +16,7 @@ from ..runtime.creation import tensor
 from ..runtime.dtypes import long
 from ..runtime.functions import is_complex, is_floating_point
 from ..runtime.grad_mode import no_grad
+from ..runtime.symbolic_math import cos as _cos
 from ..runtime.tensor import Tensor
 from ..nn.module import Module
 from ..nn.layers_norm import _BatchNorm
@@ -208,7 +209,7 @@ class SWALR(LRScheduler):
 
     @staticmethod
     def _cosine_anneal(t):
-        return (1 - math.cos(math.pi * t)) / 2
+        return (1 - _cos(math.pi * t)) / 2     # (a counter's cosine stays traced)
 
     @staticmethod
     def _get_initial_lr(lr, swa_lr, alpha):

@@ -98,6 +98,9 @@ def settle():
         value = dict.get(group, key)
         if type(value) is SymbolicScalar:
             dict.__setitem__(group, key, value.value)
+        elif type(value) is tuple and any(type(e) is SymbolicScalar for e in value):
+            dict.__setitem__(group, key, tuple(e.value if type(e) is SymbolicScalar else e
+                                               for e in value))
     _inputs.written = {}
 
 
@@ -167,6 +170,8 @@ def hyper(group, key):
     v = dict.__getitem__(group, key)
     if trace_state.state.tracer is None or type(group) is not ParamGroup:
         return v
+    if type(v) is tuple and (id(group), key, None) in _inputs.written:
+        return tuple(e.tensor if type(e) is SymbolicScalar else e for e in v)
     if type(v) is tuple:
         ts = tuple(_traced(group, key, i) for i in range(len(v)))
         if any(t is None for t in ts):
@@ -242,10 +247,18 @@ def _read(group, key, value):
             (id(group), key, None) in _inputs.written:
         return value
     if type(value) is tuple:
+        out = []
         for i, e in enumerate(value):
             t = _traced(group, key, i)
-            if t is not None:
+            if t is not None and stand_ins.hyper_reads and type(e) is float:
+                # (OneCycleLR's `(momentum, *g["betas"][1:])`: beta2 written back a value
+                # of the graph, beta1 not guarded by value)
+                stand_ins.made, stand_ins.active = stand_ins.made | {HYPER_READS}, True
+                e = SymbolicScalar(t, e, HYPER_READS)
+            elif t is not None:
                 tracer.guard(t, e)
+            out.append(e)
+        return tuple(out) if any(type(e) is SymbolicScalar for e in out) else value
     else:
         t = _traced(group, key, None)
         if t is not None and stand_ins.hyper_reads and type(value) is float:
@@ -269,13 +282,20 @@ def _write(group, key, value=_NO_VALUE):
     if tracer is not None and key in group.dynamic and \
             any(k == key for k, _, _ in dynamic_slots(group)) and \
             not _by_guards(_RESTORE_FILES):
-        if type(value) in (int, float) or \
-                (type(value) is SymbolicScalar and type(value.value) is float):
+        if _replayable(value) or (type(value) is tuple and all(map(_replayable, value)) and
+                                  len(value) == len(dict.__getitem__(group, key))):
             _inputs.written[(id(group), key, None)] = (group, key)
             return
         tracer.graph_break(f"a write of an optimiser's param group {key!r} inside the "
                            "compiled function (compiled calls read it, they do not replay "
                            "writes to it)")
+
+
+def _replayable(value):
+    """Whether compiled calls can write value into a float hyper-parameter slot (or into
+    one element of a tuple of them, Adam's betas): a number, or a float stand-in."""
+    return type(value) in (int, float) or \
+        (type(value) is SymbolicScalar and type(value.value) is float)
 
 
 class ParamGroup(dict):

@@ -70,8 +70,6 @@ XFAIL = {
                               "(warns)",
     "hook_gradient_clipping": "tensor hooks on the parameters run in the compiled step's "
                               "backward: the call runs eagerly (warns), even for a pure hook",
-    "onecycle_inside_step": "OneCycleLR.step() inside the compiled step writes the param "
-                            "groups' lr / betas: the call runs eagerly (warns)",
     "accuracy_tolist_return": "`return t.tolist()` makes each element a value guard (the "
                               "returned-.item() rewrite does not cover tolist): a trace per "
                               "value, then eager at the recompile limit (warns)"}

@@ -7,6 +7,7 @@ from llvmlite import ir
 
 from . import vecmath
 from .fusion import compute_dtypes
+from .ops_fill_more import _libm
 from .scalar import Scalar, is_float
 from .table import elementwise, register
 
@@ -147,11 +148,18 @@ _unary("sigmoid", vecmath.sigmoid)
 _unary("log1p", vecmath.log1p)
 _unary("erf", vecmath.erf)
 _unary("sin", vecmath.sin)
-_unary("cos", vecmath.cos)
 _unary("sqrt", lambda sg, a: Scalar(sg.call("llvm.sqrt", a.v.type, a.v), a.dt))
 _unary("rsqrt", lambda sg, a: sg.div(sg.const(1, a.dt),
                                       Scalar(sg.call("llvm.sqrt", a.v.type, a.v), a.dt)))
 _unary("silu", lambda sg, a: sg.mul(a, vecmath.sigmoid(sg, a)))
+
+
+@elementwise("cos", check=_floats_only)
+def _cos(sg, node, a):
+    # (libm=True: a Python number's cos, glibc's as math.cos's: runtime/symbolic_math.py)
+    if node.attrs.get("libm") and a.dt == "float64":
+        return _libm(sg, "cos", a)
+    return vecmath.cos(sg, a)
 
 
 @elementwise("floor", check=_floats_only)

@@ -30,8 +30,9 @@ def _floats(node):
 
 
 def _libm(sg, name, x):
-    # C's libm function (log1p, log, exp, tan) of a float64: the eager ops compute with it,
-    # as ATen's serial kernels do (vecmath's approximations are ulps away from it)
+    # C's libm function (log1p, log, exp, tan; ops_elementwise's cos of a Python number) of
+    # a float64: the eager ops compute with it, as ATen's serial kernels do (vecmath's
+    # approximations are ulps away from it)
     fn = sg.module.globals.get(name)
     if fn is None:
         fn = ir.Function(sg.module, ir.FunctionType(F64, [F64]), name=name)

@@ -6,6 +6,7 @@ import types
 from functools import partial
 
 from ..optimizer import Optimizer
+from ...runtime.symbolic_math import cos as _cos, floor as _floor  # (traced of a counter)
 from .base import LRScheduler, _format_param, _param_groups_val_list, _update_param_group_val
 from .plateau import ReduceLROnPlateau
 
@@ -179,7 +180,7 @@ class CyclicLR(LRScheduler):
 
     def get_lr(self):
         self._warn_outside_step()
-        cycle = math.floor(1 + self.last_epoch / self.total_size)
+        cycle = _floor(1 + self.last_epoch / self.total_size)
         x = 1.0 + self.last_epoch / self.total_size - cycle
         scale = x / self.step_ratio if x <= self.step_ratio else (x - 1) / (self.step_ratio - 1)
         at = cycle if self.scale_mode == "cycle" else self.last_epoch
@@ -234,7 +235,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
     def get_lr(self):
         self._warn_outside_step()
         return [self.eta_min + (base_lr - self.eta_min)
-                * (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
+                * (1 + _cos(math.pi * self.T_cur / self.T_i)) / 2
                 for base_lr in self.base_lrs]
 
     def step(self, epoch=None):
@@ -260,7 +261,8 @@ class CosineAnnealingWarmRestarts(LRScheduler):
             else:
                 self.T_i = self.T_0
                 self.T_cur = epoch
-        self.last_epoch = math.floor(epoch)
+        # (an int as it is: math.floor would read a counter stand-in's number)
+        self.last_epoch = epoch if isinstance(epoch, int) else math.floor(epoch)
         self._get_lr_called_within_step = True
         try:
             values = self.get_lr()

@@ -6,6 +6,7 @@ import types
 from bisect import bisect_right
 from collections import Counter
 
+from ...runtime.symbolic_math import cos as _cos  # (a counter's cosine stays traced)
 from .base import LRScheduler
 
 
@@ -48,14 +49,14 @@ class CosineAnnealingLR(LRScheduler):
         e, t, lo = self.last_epoch, self.T_max, self.eta_min
         groups = self.optimizer.param_groups
         if (e - 1 - t) % (2 * t) == 0:
-            return [g["lr"] + (base_lr - lo) * (1 - math.cos(math.pi / t)) / 2
+            return [g["lr"] + (base_lr - lo) * (1 - _cos(math.pi / t)) / 2
                     for base_lr, g in zip(self.base_lrs, groups)]
-        return [(1 + math.cos(math.pi * e / t)) / (1 + math.cos(math.pi * (e - 1) / t))
+        return [(1 + _cos(math.pi * e / t)) / (1 + _cos(math.pi * (e - 1) / t))
                 * (g["lr"] - lo) + lo for g in groups]
 
     def _get_closed_form_lr(self):
         return [self.eta_min + (base_lr - self.eta_min)
-                * (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
+                * (1 + _cos(math.pi * self.last_epoch / self.T_max)) / 2
                 for base_lr in self.base_lrs]
 
 

@@ -2,6 +2,7 @@
 import math
 
 from ..optimizer import Optimizer
+from ...runtime.symbolic_math import cos as _cos  # (a counter's cosine stays traced)
 from .base import LRScheduler, _format_param
 
 
@@ -91,7 +92,7 @@ class OneCycleLR(LRScheduler):
 
     @staticmethod
     def _annealing_cos(start, end, pct):
-        cos_out = math.cos(math.pi * pct) + 1
+        cos_out = _cos(math.pi * pct) + 1
         return end + (start - end) / 2.0 * cos_out
 
     @staticmethod

@@ -65,7 +65,9 @@ class SequentialLR(LRScheduler):
             scheduler._update_lr(0)
         else:
             scheduler.step()
-        self._last_lr = scheduler.get_last_lr()
+        # (a copy, where PyTorch shares the scheduler's list: equal numbers, and a compiled
+        # step that steps this one writes each slot its own list, attr_writes.py)
+        self._last_lr = list(scheduler.get_last_lr())
 
     def state_dict(self):
         """The state, with each scheduler's own state_dict."""

@@ -1,0 +1,36 @@
+"""Math functions of llgrad's own Python arithmetic that keep a SymbolicScalar traced
+(symbolic_scalar.py): math.cos and math.floor read their argument's number (a stand-in
+escapes there), so a scheduler's cosine or cycle of its step counter would make the counter
+a value guard, a trace per step."""
+import math
+
+from ..ir import OPS
+from .dispatch import call
+from .dtypes import float64, int64
+from .symbolic_scalar import _FLOAT_EXACT, SymbolicScalar, _checked, _require
+
+
+def cos(x):
+    """math.cos(x): of a SymbolicScalar, glibc's float64 cos recorded as an op (the cos op's
+    libm form, math.cos's number to the bit, compiled code calling the same function),
+    not the number read."""
+    if type(x) is not SymbolicScalar:
+        return math.cos(x)
+    if type(x.value) is int:
+        if abs(x.value) >= _FLOAT_EXACT:
+            return math.cos(x._escape("math.cos()"))
+        _require(x.tensor.abs() < _FLOAT_EXACT)
+    t = call(OPS["cos"], (x.tensor.to(float64),), {"libm": True})
+    return _checked(x, t, math.cos(x.value))
+
+
+def floor(x):
+    """math.floor(x): of a float SymbolicScalar, the floor op (exact) as an int stand-in."""
+    if type(x) is not SymbolicScalar:
+        return math.floor(x)
+    if type(x.value) is int:
+        return x
+    if not abs(x.value) < _FLOAT_EXACT:
+        return math.floor(x._escape("math.floor()"))
+    _require(x.tensor.abs() < _FLOAT_EXACT)     # (an int64 holds it, exactly)
+    return _checked(x, x.tensor.floor().to(int64), math.floor(x.value))
