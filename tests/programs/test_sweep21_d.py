@@ -75,6 +75,10 @@ CASES = {
         o, 1e-3, 1e-2, step_size_up=3, mode="exp_range", gamma=0.9), 4),
     "one_cycle_adam_linear": (_adam, lambda t, o: t.optim.lr_scheduler.OneCycleLR(
         o, max_lr=1e-2, total_steps=STEPS, anneal_strategy="linear", three_phase=True), 4),
+    # (`epoch in milestones` hashed the counter: a trace per step; a milestone listed twice
+    # multiplies by gamma twice)
+    "multistep": (_sgd, lambda t, o: t.optim.lr_scheduler.MultiStepLR(
+        o, milestones=[3, 6, 6], gamma=0.5), 4),
 }
 
 

@@ -105,10 +105,12 @@ class MultiStepLR(LRScheduler):
 
     def get_lr(self):
         self._warn_outside_step()
-        if self.last_epoch not in self.milestones:
+        # (compared, not hashed: a compiled step's counter stays a stand-in whose milestone
+        # tests are guards the steps between milestones share)
+        times = sum(n for m, n in self.milestones.items() if self.last_epoch == m)
+        if not times:
             return self._group_lrs()
-        return [group["lr"] * self.gamma ** self.milestones[self.last_epoch]
-                for group in self.optimizer.param_groups]
+        return [group["lr"] * self.gamma ** times for group in self.optimizer.param_groups]
 
     def _get_closed_form_lr(self):
         milestones = sorted(self.milestones.elements())
