@@ -68,6 +68,8 @@ class Explanation:
     def break_count(self):
         return len(self.graph_breaks)
 
+    graph_break_count = break_count     # (torch's ExplainOutput name)
+
     @property
     def ops_per_graph(self):
         return {g.which: g.n_ops for g in self.graphs}

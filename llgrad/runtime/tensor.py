@@ -280,9 +280,10 @@ class Tensor:
 
     # ---- conversion ----------------------------------------------------------------------------
     def numpy(self, force: bool = False) -> np.ndarray:
-        """The tensor's data as a NumPy array view of its memory, as torch.Tensor.numpy;
-        force=True allows one that requires grad. Compiled, the call runs eagerly."""
-        if self.requires_grad and not force:
+        """The tensor's data as a NumPy array view of its memory, as torch.Tensor.numpy; force=True
+        or grad mode off (as in an autograd.Function's forward) allows one that requires grad.
+        Compiled, the call runs eagerly."""
+        if self.requires_grad and not force and _grad_state.grad_enabled:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
                                "tensor.detach().numpy() instead.")
         if trace_state.state.tracer is not None:
