@@ -107,8 +107,23 @@ def _prod_vjp(c, g):
 
 def _prod(x, dim=None, keepdim=False):
     with np.errstate(over="ignore", invalid="ignore"):   # (as _mean's)
+        if x.dtype == np.float16 and x.size:
+            return _prod_half(x, dim, keepdim)
         return np.asarray(np.prod(x, axis=dim, keepdims=keepdim,
                                   dtype=np.int64 if x.dtype.kind in "biu" else None))
+
+
+def _prod_half(x, dim, keepdim):
+    # PyTorch multiplies float16 in float16 (300 * 300 * 0.001 is inf), one element after
+    # another; NumPy's reduce carries float32 between the steps
+    dims = tuple(range(x.ndim)) if dim is None else \
+        tuple(d % x.ndim for d in ((dim,) if isinstance(dim, int) else dim))
+    kept = [d for d in range(x.ndim) if d not in dims]
+    rows = np.transpose(x, kept + list(dims)).reshape([x.shape[d] for d in kept] + [-1])
+    r = np.multiply.accumulate(rows, axis=-1)[..., -1] if rows.shape[-1] else \
+        np.ones(rows.shape[:-1], np.float16)
+    return np.asarray(r.reshape([1 if d in dims else x.shape[d] for d in range(x.ndim)])
+                      if keepdim else r)
 
 
 defop("prod", _prod, kind="reduce", save=("self", "result"),

@@ -2,6 +2,7 @@
 `inplace.call_inplace`, which builds on it): it runs the op table's NumPy impl and
 records the backward node when grad is on.
 This is the eager hot path: keep it lean (no imports or allocations that can be avoided)."""
+import re
 import warnings
 
 import numpy as np
@@ -22,9 +23,25 @@ from .tensor import Tensor
 
 # PyTorch computes inf * 0, 1 / 0 and log(-1) without a word; NumPy warns. The op table's
 # implementations (and the dispatcher calling them) give PyTorch's silence: a filter on
-# their own modules, not np.errstate around each call (~5 us per op); where the user made
-# warnings errors, run_impl runs the op again silenced
-warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"llgrad\.(ir|runtime)\.")
+# NumPy's messages from their own modules, not np.errstate around each call (~5 us per op).
+# It is kept first among the filters: a catch_warnings context entered before the import
+# (pytest's, around each test) drops it, and a user's simplefilter("always") or "error"
+# would shadow it. Where a RuntimeWarning still escapes as an error, run_impl runs the op
+# again silenced
+_SILENCE = ("ignore", re.compile(r"(divide by zero|invalid value|overflow|underflow) "
+                                 r"encountered|Mean of empty slice|Degrees of freedom <= 0"),
+            RuntimeWarning, re.compile(r"llgrad\.(ir|runtime)\."), 0)
+
+
+def _silence_numpy():
+    f = warnings.filters
+    if _SILENCE in f:
+        f.remove(_SILENCE)
+    f.insert(0, _SILENCE)
+    getattr(warnings, "_filters_mutated", lambda: None)()   # (the filters cache)
+
+
+_silence_numpy()
 
 _state = grad_mode.state
 _tstate = trace_state.state
@@ -56,6 +73,9 @@ def set_native_eager(fn):
 
 
 def run_impl(op, inputs, attrs):
+    f = warnings.filters
+    if not f or f[0] is not _SILENCE:
+        _silence_numpy()
     try:
         if (op.eager_native or op.eager_rows or op.eager_steps or op.eager_kernel) \
                 and native_eager is not None:

@@ -12,6 +12,7 @@ from .dispatch import call, scalar_type_name as tname
 from .shapes import broadcast_shapes, norm_dim, norm_dims
 from .return_types import named_result
 from .tensor import Tensor
+from .user_frames import user_stacklevel
 
 
 return_max = named_result("max")
@@ -19,7 +20,7 @@ return_min = named_result("min")
 
 
 def _def(name, fn):
-    fn.__name__ = name
+    fn.__name__ = fn.__qualname__ = name    # (a TypeError names max(), as PyTorch's)
     fn.__doc__ = fn.__doc__ or method_doc(name)     # ("As torch.Tensor.<name>.")
     setattr(Tensor, name, fn)
 
@@ -140,11 +141,12 @@ def moment(self, name, dim, unbiased, keepdim, correction, caller=None):
         raise RuntimeError(f"{caller or 'std and var'} only support floating point and "
                            "complex dtypes")
     dims, correction = _rdims(self, dim), _correction(unbiased, correction)
-    n = self._data.size if dims is None else math.prod(self._data.shape[d] for d in dims)
-    if n - correction <= 0:
+    # PyTorch's factor: input numel / output numel, an empty output counting 1 (a (0, 3) warns)
+    out = 1 if dims is None else math.prod(np.delete(self._data.shape, dims).tolist())
+    if self._data.size / max(out, 1) - correction <= 0:
         warnings.warn(f"{caller or name}(): degrees of freedom is <= 0. Correction should be "
                       "strictly less than the reduction factor (input numel divided by output "
-                      "numel).", UserWarning, stacklevel=3)
+                      "numel).", UserWarning, stacklevel=user_stacklevel())
     return self._op(name, dim=dims, correction=correction, keepdim=keepdim)
 
 
@@ -198,10 +200,8 @@ def cumsum(self, dim, dtype=None):
 
 def _all_any(name):
     def f(self, dim=None, keepdim=False):
-        if isinstance(dim, (tuple, list)) and not dim:
-            r = (self != 0).contiguous()    # (PyTorch's over no dims: each element's truth)
-        else:
-            r = self._op(name, dim=_rdims(self, dim), keepdim=keepdim)
+        r = (self != 0).contiguous() if isinstance(dim, (tuple, list)) and not dim else \
+            self._op(name, dim=_rdims(self, dim), keepdim=keepdim)  # (dim=(): each one's truth)
         return r.to(dtypes.uint8) if self._dtype is dtypes.uint8 else r   # (PyTorch's rule)
     return f
 
