@@ -177,17 +177,15 @@ def class_functions(cls):
     """The user's functions defined by cls and its bases (methods, static and class methods,
     property accessors), each once, in MRO and definition order; () for library classes
     (as the classes define them now: a method replaced is followed)."""
-    return _class_functions(cls, class_key(cls))
+    return _class_functions(class_key(cls))
 
 
 @functools.lru_cache(maxsize=256)
-def _class_functions(cls, key):
+def _class_functions(functions):
     out = []
-    for c in user_classes(cls):
-        for a in vars(c).values():
-            fs = (a.fget, a.fset, a.fdel) if isinstance(a, property) else \
-                (getattr(a, "__func__", a),)
-            out += [f for f in fs if user_function(f) is not None and f not in out]
+    for f in functions:
+        if f not in out and user_function(f) is not None:
+            out.append(f)
     return tuple(out)
 
 
