@@ -246,28 +246,21 @@ def _read(group, key, value):
     if tracer is None or key not in group.dynamic or _by_guards() or \
             (id(group), key, None) in _inputs.written:
         return value
-    if type(value) is tuple:
-        out = []
-        for i, e in enumerate(value):
-            t = _traced(group, key, i)
-            if t is not None and stand_ins.hyper_reads and type(e) is float:
-                # (OneCycleLR's `(momentum, *g["betas"][1:])`: beta2 written back a value
-                # of the graph, beta1 not guarded by value)
-                stand_ins.made, stand_ins.active = stand_ins.made | {HYPER_READS}, True
-                e = SymbolicScalar(t, e, HYPER_READS)
-            elif t is not None:
-                tracer.guard(t, e)
-            out.append(e)
-        return tuple(out) if any(type(e) is SymbolicScalar for e in out) else value
-    else:
-        t = _traced(group, key, None)
-        if t is not None and stand_ins.hyper_reads and type(value) is float:
-            # (a stand-in of the input: `g["lr"] * 0.9` written back, a scheduler's list
-            # of last lrs, are graph values; a read of its number guards it by value again)
-            stand_ins.made, stand_ins.active = stand_ins.made | {HYPER_READS}, True
-            return SymbolicScalar(t, value, HYPER_READS)
-        if t is not None:
-            tracer.guard(t, value)
+    if type(value) is tuple:        # (Adam's betas: an item per element)
+        out = tuple(_read_number(tracer, _traced(group, key, i), e) for i, e in enumerate(value))
+        return out if any(type(e) is SymbolicScalar for e in out) else value
+    return _read_number(tracer, _traced(group, key, None), value)
+
+
+def _read_number(tracer, t, value):
+    """A traced slot's number (t its input, or None): a stand-in of the input where reads
+    stay graph values (`g["lr"] * 0.9` written back, a scheduler's list of last lrs,
+    OneCycleLR's `(momentum, *g["betas"][1:])`), else guarded by value."""
+    if t is not None and stand_ins.hyper_reads and type(value) is float:
+        stand_ins.made, stand_ins.active = stand_ins.made | {HYPER_READS}, True
+        return SymbolicScalar(t, value, HYPER_READS)
+    if t is not None:
+        tracer.guard(t, value)
     return value
 
 
