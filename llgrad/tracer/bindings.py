@@ -102,9 +102,7 @@ class Bindings:
             rec = None
         bref = rec[3] if rec is not None else _Ref(base, self._drop_root, (sid, id(base)))
         self.roots[sid] = (self.values[id(t)][0], v, _layout(t), bref)
-        owner = self.roots.get(self.bases.get(id(base)))
-        if owner is None or owner[3]() is not base:
-            self.bases[id(base)] = sid
+        self.bases.setdefault(id(base), sid)
 
     def _rebind(self, key, v):
         """The memory of root `key` holds v."""
