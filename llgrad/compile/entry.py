@@ -14,6 +14,7 @@ import time
 import numpy as np
 
 from ..ir.partition import partition
+from ..ir.transposed_copies import read_untransposed
 from ..ir.verify import verify
 from ..runtime import grad_mode, hypers, saved_tensor, trace_state
 from ..runtime.autograd_api import grad as autograd_grad
@@ -297,6 +298,11 @@ def _partition(entry, graph, state, differentiable):
         entry.forward = graph
         return
     entry.diff_inputs = [i for i, d in enumerate(differentiable) if d]
+    # (before the cut: a backward product then reads the weight, not a saved copy of it)
+    joint = read_untransposed(graph)
+    if joint is not graph:
+        verify(joint)
+    graph = joint
     mutated = list(graph.mutated)
     joint_outputs = list(graph.outputs)
     graph.outputs = (joint_outputs[:n_out] + [graph.mutated[i] for i in mutated]
