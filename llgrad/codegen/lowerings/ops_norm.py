@@ -5,8 +5,8 @@ One kernel per node: a loop nest over the kept dims (split among the threads), a
 kept index two or three passes over the reduced dims (the operand is read through its own
 strides, any layout):
   softmax / log_softmax / logsumexp: m = max (NaN-propagating, as np.max), s = sum of
-      exp(x - m) (softmax stores each exp in its result on the way), then the normalised
-      values (or log(s) + m);
+      exp(x - m) (softmax and log_softmax store the exps in their result, then sum them),
+      then the normalised values (or log(s) + m);
   var / std: the mean, then the sum of squared deviations (two passes, no
       cancellation), then the result.
 Sums accumulate in float64 (float32 data then agrees with NumPy's pairwise float32 sums
@@ -141,12 +141,16 @@ def _emit_exp(node, fg, src, dst, m_slot, s_slot, oidx, over_red, full, add64, d
         m = sg.select(fin, m, c(0))
     b.store(c64(0).v, s_slot)
 
-    def exp_sum(idx):       # softmax keeps exp(x - m) in its result for the last pass
-        e = vecmath.exp(sg, sg.sub(fg.load(src, idx), m))
-        if node.op == "softmax":
-            fg.store(e, dst, idx)
-        add64(s_slot, sg.cast(e, "float64"))
-    over_red(oidx, exp_sum)
+    if node.op == "logsumexp":      # (no row-sized result to hold the exps in)
+        over_red(oidx, lambda idx: add64(s_slot, sg.cast(
+            vecmath.exp(sg, sg.sub(fg.load(src, idx), m)), "float64")))
+    else:
+        # exp(x - m) into the result, then their sum in a pass of its own: in one loop, the
+        # float64 sum would set the vector width for the exp too (half the lanes of float32:
+        # twice the time of the row's dearest part); softmax keeps them for the last pass
+        over_red(oidx, lambda idx: fg.store(vecmath.exp(sg, sg.sub(fg.load(src, idx), m)),
+                                            dst, idx))
+        over_red(oidx, lambda idx: add64(s_slot, sg.cast(fg.load(dst, idx), "float64")))
     s = sg.cast(Scalar(b.load(s_slot, typ=F64), "float64"), dt)
     if node.op == "softmax":
         over_red(oidx, lambda idx: fg.store(sg.div(fg.load(dst, idx), s), dst, idx))
