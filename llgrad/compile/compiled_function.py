@@ -14,8 +14,8 @@ import weakref
 
 from ..runtime import trace_state
 from ..tracer.trace import ControlFlowError, TraceError
-from . import (background, dynamo_config, eager_builds, log, stance, symbolic_args,
-               symbolic_slots)
+from . import (background, dynamo_config, eager_builds, leaf_hooks, log, stance,
+               symbolic_args, symbolic_slots)
 from .compile_doc import Callable, documented
 from .eager_only import eager_only_reason
 from .dump import _dump_to_env, dump_text
@@ -24,7 +24,7 @@ from .attr_writes import Slots
 from .fastpath import plain_function, plain_key, plain_reads
 from .guard_walker import make_walker
 from .defaults import default_filler
-from .guards import collect, hooked, identity, without_grads
+from .guards import WALK_HOOKS, collect, hooked, identity, without_grads
 from .module import CompiledModule, is_module
 from .readable import Names, guard_lines, why_retrace
 from .recompile_limit import warn_limit
@@ -163,13 +163,14 @@ class CompiledFunction:
                                             entered) as call:
                 entry, result = trace_entry(getattr(self.fn, "__name__", "f"), self._resolved,
                                             self._traced_fn(), tensors, guards, *call, n_own,
-                                            entered, self.fn)
+                                            entered, self.fn, WALK_HOOKS in self._dynamic)
         except BaseException as e:
             # (a tensor `if` the conversion cannot keep is traced again below as plain
             # Python, its numbers still inputs: their stand-ins did not cause it)
             plain = isinstance(e, ControlFlowError) and not self.fullgraph and \
                 self._converted[1] is not None
-            if not plain and symbolic_args.retry(self, e, snapshot):
+            if not plain and (leaf_hooks.retry_with_hooks(self, e, snapshot)
+                              or symbolic_args.retry(self, e, snapshot)):
                 return self(*args, **kwargs)
             if not isinstance(e, TraceError):
                 raise
@@ -276,8 +277,8 @@ class CompiledFunction:
     def _run_first(self, entries, inputs, fast, n_own=None):
         hooks = None
         for entry in entries or ():
-            if entry is not EAGER and entry.step:
-                if hooks is None:       # (a step's backward would run its inputs' hooks)
+            if entry is not EAGER and entry.step and not entry.leaf_hooks:
+                if hooks is None:       # (a step's backward runs the hooks only its trace ran)
                     hooks = any(map(hooked, inputs))
                 if hooks:
                     continue

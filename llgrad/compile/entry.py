@@ -18,6 +18,7 @@ from ..ir.transposed_copies import read_untransposed
 from ..ir.verify import verify
 from ..runtime import grad_mode, hypers, saved_tensor, trace_state
 from ..runtime.autograd_api import grad as autograd_grad
+from ..runtime.backward_hooks import leaf_hooks
 from ..runtime.node import AccumulateGrad
 from ..runtime.saved_tensor import where_str
 from ..runtime.tensor import Tensor
@@ -28,6 +29,7 @@ from ..tracer.trace import TraceError, trace_body
 from .dump import _trace_note
 from .eager_graph import eager_saved as _eager_saved, frees as _frees
 from .attr_writes import Slots
+from .guard_values import hooked
 from . import symbolic_args
 from .output_notes import (leaf_made_inside, leaf_order, reach_masks,
                            rebuild_notes as _rebuild_notes)
@@ -58,6 +60,7 @@ class Entry:
         "input_outputs",                  # [(output, input)]: `return x` gives x itself
         "plain_alias", "no_grad_views",   # outputs rebuilt as eager makes them
         "step",                           # the function runs a backward of its own
+        "leaf_hooks",                     # (its backward runs the inputs' hooks: guards.py)
         "freed_outputs",                  # outputs whose graph the function's backward freed
         "scalar_outputs",                 # {output: post}: returned as Python numbers (t.item()),
                                           # post(number) (returned.py) when not None
@@ -99,6 +102,7 @@ class Entry:
         self.scalar_outputs, self.eager_saved, self.reusable = {}, ({}, {}), False
         self.n_returned, self.attr_writes, self.written, self.counters = 0, None, (), ()
         self.grad_free, self.rng_index, self.step, self.grad_on = False, None, False, []
+        self.leaf_hooks = False
         self.kernels, self._runners, self.timings = {}, {}, {}
         self._forward_run = self._backward_run = self._node_layout = self._unflatten = None
         self._build_job, self._interim_runs, self._cache_hints = None, {}, {}
@@ -106,12 +110,13 @@ class Entry:
 
 
 def trace_entry(name, backend, traced_fn, tensors, guards, args, kwargs, n_own, entered=(),
-                fn=None):
+                fn=None, hooks=False):
     """Trace traced_fn(*args, **kwargs) with `tensors` [(path, Tensor)] as the inputs ->
     (Entry, the traced run's result, which is eager's). entered: the containers and objects
     the guard walk entered (an untaken branch's effects on them are put back). fn: the
     user's function as the guard walk reads its call (the tensors it puts into the objects
-    it reaches become outputs: attr_writes.py); None: traced_fn.
+    it reaches become outputs: attr_writes.py); None: traced_fn. hooks: the walk walked the
+    inputs' hooks (guards._walk_hooks): the function's own backward may run them.
 
     The pipeline, a step each:
         trace      the function run eagerly under the tracer, its VJP traced after it
@@ -126,7 +131,7 @@ def trace_entry(name, backend, traced_fn, tensors, guards, args, kwargs, n_own, 
     t0 = time.perf_counter()
     try:
         graph, state = _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered,
-                              differentiable, traced_fn if fn is None else fn)
+                              differentiable, traced_fn if fn is None else fn, hooks)
         _check_mutated(name, tensors, differentiable, graph.mutated, state["grad"])
         t1 = time.perf_counter()
         _partition(entry, graph, state, differentiable)
@@ -144,7 +149,8 @@ def trace_entry(name, backend, traced_fn, tensors, guards, args, kwargs, n_own, 
     return entry, state["result"]
 
 
-def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiable, fn):
+def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiable, fn,
+           hooks):
     """The traced run -> (its verified joint graph, what the run decided)."""
     name = entry.name
     state = {}
@@ -154,6 +160,11 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
         storages = [t._storage for _, t in tensors]
         hypers.trace_inputs(tensors)    # (the optimiser's lr: these inputs, hypers.py)
         trace_state.state.tracer.reused = True
+        if hooks:   # (the input leaves' hooks the call was guarded with: its backward runs them)
+            guarded = trace_state.state.tracer.leaf_hooks = {
+                id(t): leaf_hooks(t) for _, t in tensors
+                if t._grad_fn is None and hooked(t) and leaf_hooks(t) is not None}
+            entry.leaf_hooks = bool(guarded)
         slots = Slots(fn, args, kwargs)
         with recording(entry.given):
             result = symbolic_args.returned_stand_ins(traced_fn(*args, **kwargs))

@@ -1,6 +1,7 @@
 """The guard values of Python scalars and of containers' structure (guards.py's walk)."""
 import numpy as np
 
+from ..runtime.symbolic_scalar import scalar_input
 from ..runtime.tensor import Tensor
 from .class_state import Same
 
@@ -76,3 +77,32 @@ def sharing(outlined, v, dynamic):
             items = list(dict.values(c) if isinstance(c, dict) else c)
             stack.extend(x for x in reversed(items) if isinstance(x, (list, tuple, dict)))
     return outlined if len(ids) == len(out) else (outlined, tuple(out))
+
+
+def dynamic_input(value, path):
+    """The input standing for dynamic argument `path` in a call: a 0-d tensor of its number,
+    known by the path (identity())."""
+    t = scalar_input(value)
+    t.__dict__["_llgrad_dynamic"] = path
+    return t
+
+
+def identity(t):
+    """What a tensor input is, for telling whether a call replaced it: the tensor, the NumPy
+    array a walk wrapped, or the optimiser's slot a hyper-parameter input stands for (each
+    walk makes a new one: hypers.py)."""
+    d = t.__dict__
+    return d.get("_llgrad_hyper") or d.get("_llgrad_dynamic") or id(d.get("_llgrad_array", t))
+
+
+def dynamic_numbers(roots, dynamic, tensors, guards):
+    """roots without the dynamic arguments' numbers, which become inputs (a 0-d tensor of
+    the number, symbolic_scalar.scalar_input) guarded by their type alone."""
+    rest = []
+    for path, v in roots:
+        if path in dynamic and inputable(v):
+            tensors.append((path, dynamic_input(v, path)))
+            guards.append((path, ("dynamic number", type(v).__name__)))
+        else:
+            rest.append((path, v))
+    return rest

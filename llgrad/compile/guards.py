@@ -3,24 +3,26 @@ by objects such as modules and optimisers, and the inputs' .grad) and the guard 
 decide which compiled specialisation applies."""
 import functools
 import inspect
+import types
 
 import numpy as np
 
 from ..ir.promotion import default_float
 from ..tracer.pytree import flatten
-from ..runtime import grad_mode, hypers
+from ..runtime import backward_hooks, grad_mode, hypers
 from ..runtime.random_state import _Generator, default_generator
-from ..runtime.symbolic_scalar import scalar_input
 from ..runtime.tensor import Tensor
 from .arrays import arrays_as_tensors, wrappable
 from .code_reads import (function_parts, global_names, module_attributes, unguarded_reads,
                          users_file, users_module)
 from .class_state import (LIBRARIES as _LIBRARIES, Same, bound, class_containers, class_key,
                           class_state, held, routine, slotted, user_classes)
-from .guard_values import (_SCALARS, _scalar_set, hooked, inputable, outline,  # noqa: F401
-                           scalar_guard, sharing, without_grads)
+from .guard_values import (_SCALARS, _scalar_set, dynamic_input, dynamic_numbers,  # noqa
+                           hooked, identity, inputable, outline, scalar_guard, sharing,
+                           without_grads)
 
 _SMALL_ARRAY = 256
+WALK_HOOKS = "<the tensors' hooks>"    # (in collect's `dynamic`, which is never a path)
 
 
 def _is_object(v):
@@ -332,12 +334,13 @@ def collect(fn, args, kwargs, entered=None, dynamic=frozenset()):
     with one .grad item per own tensor, then the grad mode (without_grads relies on it).
     entered: a list that receives the containers and objects walked (snapshot.py).
     dynamic: the arguments (and the slots of what the walk reaches) whose Python numbers
-    are inputs, not guards (symbolic_args.py)."""
+    are inputs, not guards (symbolic_args.py), and WALK_HOOKS when the tensors' hooks are
+    walked too (_walk_hooks: a step whose backward runs them, leaf_hooks.py)."""
     tensors, guards = [], []
     hypers.new_call()
     roots = list(signature_names(fn, args, kwargs))
     if dynamic:
-        roots = _dynamic_numbers(roots, dynamic, tensors, guards)
+        roots = dynamic_numbers(roots, dynamic, tensors, guards)
     owner = getattr(fn, "__self__", None) if inspect.ismethod(fn) else \
         (fn if _is_object(fn) else None)        # a bound method's object, or a module
     if owner is not None:
@@ -346,6 +349,8 @@ def collect(fn, args, kwargs, entered=None, dynamic=frozenset()):
     captured, reads = captured_reads(fn)
     _walk(captured, tensors, guards, entered=entered, dynamic=dynamic)
     captured_guards(reads, guards, tensors, dynamic)
+    if WALK_HOOKS in dynamic:
+        _walk_hooks(tensors, guards, entered, dynamic)
     tensors = arrays_as_tensors(tensors)
     firsts = {}
     for path, t in tensors:     # one tensor reached twice is one graph input; its class is
@@ -366,31 +371,20 @@ def collect(fn, args, kwargs, entered=None, dynamic=frozenset()):
     return tensors + grads, guards, len(tensors)
 
 
-def _dynamic_numbers(roots, dynamic, tensors, guards):
-    """roots without the dynamic arguments' numbers, which become inputs (a 0-d tensor of
-    the number, symbolic_scalar.scalar_input) guarded by their type alone."""
-    rest = []
-    for path, v in roots:
-        if path in dynamic and inputable(v):
-            tensors.append((path, dynamic_input(v, path)))
-            guards.append((path, ("dynamic number", type(v).__name__)))
-        else:
-            rest.append((path, v))
-    return rest
-
-
-def dynamic_input(value, path):
-    """The input standing for dynamic argument `path` in a call: a 0-d tensor of its number,
-    known by the path (identity())."""
-    t = scalar_input(value)
-    t.__dict__["_llgrad_dynamic"] = path
-    return t
-
-
-def identity(t):
-    """What a tensor input is, for telling whether a call replaced it: the tensor, the NumPy
-    array a walk wrapped, or the optimiser's slot a hyper-parameter input stands for (each
-    walk makes a new one: hypers.py)."""
-    d = t.__dict__
-    return d.get("_llgrad_hyper") or d.get("_llgrad_dynamic") or id(d.get("_llgrad_array", t))
-
+def _walk_hooks(tensors, guards, entered, dynamic):
+    """The tensors' hooks (`register_hook`, AccumulateGrad's) by identity; what function hooks
+    read is walked as fn's reads (a step's backward traces them: backward_hooks.py)."""
+    done, k = set(), 0
+    while k < len(tensors):         # (a hook's captured tensors are inputs too: walked on)
+        path, t = tensors[k]
+        k += 1
+        if not isinstance(t, Tensor) or id(t) in done or not hooked(t):
+            continue
+        done.add(id(t))
+        fns = backward_hooks.leaf_hooks(t)      # (None: its AccumulateGrad node's own hooks)
+        guards.append((f"hooks of {path}", fns))
+        for f in () if fns is None else fns[0] + fns[1]:
+            if isinstance(f, types.FunctionType):
+                captured, reads = captured_reads(f)
+                _walk(captured, tensors, guards, entered=entered, dynamic=dynamic)
+                captured_guards(reads, guards, tensors, dynamic)

@@ -146,6 +146,22 @@ def run_pre_hooks(node, grads, node_hooks=True):
     return grads
 
 
+class UnguardedLeafHooks(Exception):
+    """A step traced by compile reached an input leaf's hooks its guard walk did not walk:
+    compile walks them from then on and traces the call again (compiled_function.py)."""
+
+
+def leaf_hooks(t):
+    """Leaf t's tensor hooks and post-accumulate-grad hooks (each a tuple of functions); None
+    when its AccumulateGrad node has hooks of a node's own (never traced)."""
+    acc = t._acc
+    if acc is not None and (acc._pre_hooks or acc._post_hooks):
+        return None
+    return (tuple(t._hooks.values()) if t._hooks else (),
+            tuple(acc._post_acc_hooks.values()) if acc is not None and acc._post_acc_hooks
+            else ())
+
+
 def always(what, node=None):
     return True
 
@@ -153,11 +169,19 @@ def always(what, node=None):
 def hooks_allowed(what, node=None):
     """While tracing: False (skip) in compile's own differentiation; in the user's own
     backward, True for the hooks of a node the traced run made (registered by it, traced
-    as its code is: hook_handle.py), else the trace breaks (tracer.graph_break raises)."""
+    as its code is: hook_handle.py) and for the tensor and post-accumulate-grad hooks of an
+    input leaf that compile guards (tracer.leaf_hooks: what they read is walked as the
+    function's own reads, guards.py), else the trace breaks (tracer.graph_break raises)."""
     tracer = trace_state.state.tracer
     if tracer.hooks_off:
         return False
     if node is not None and node._seq >= tracer.first_node:
         return True
+    leaf = node.variable if isinstance(node, AccumulateGrad) else None
+    if leaf is not None and leaf_hooks(leaf) is not None:
+        if tracer.leaf_hooks is None and tracer.reused:
+            raise UnguardedLeafHooks(what)      # (compile collects the call again with them)
+        if tracer.leaf_hooks and tracer.leaf_hooks.get(id(leaf)) == leaf_hooks(leaf):
+            return True
     tracer.graph_break(f"{what} runs in a backward inside the compiled function (its "
                        "Python effects could not be replayed)")

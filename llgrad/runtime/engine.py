@@ -230,13 +230,13 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
                 if targets is not None and node not in targets:
                     continue
                 leaf = node._variable()
-                if leaf is not None and leaf._hooks and hooks("a tensor hook"):
+                if leaf is not None and leaf._hooks and hooks("a tensor hook", node):
                     grads = run_pre_hooks(node, grads)
                 if targets is not None and not accumulate:
                     for _, i in targets[node]:
                         captured[i] = grads[0]
                 if accumulate:
-                    if node._hooked and hooks("an AccumulateGrad hook"):
+                    if node._hooked and hooks("an AccumulateGrad hook", node):
                         run_acc(node, grads, create_graph)      # (handed over, as below)
                     elif grads[0] is not None:
                         g, grads[0] = grads[0], None    # handed over (as above)

@@ -50,6 +50,7 @@ class Tracer(Bindings):
         self.grad_cleared = set()  # ids of tensors the traced code set `.grad = None` on
         self.region_made = {}      # id(tensor) -> (tensor, region): made inside a region
         self.hooks_off = False     # compile's own differentiation: the engine runs no hooks
+        self.leaf_hooks = None     # id(input leaf) -> its hooks compile guards (None: unwalked)
         self.backward_runs = 0     # .backward() calls the traced code made itself (a step)
         self.graph_freed = False   # whether a backward / autograd.grad of its freed a graph
         self.inner_hooks = None    # where it first hooked a node it made (hook_handle.py)
@@ -257,8 +258,7 @@ class Tracer(Bindings):
 
     def guard(self, t, value):
         if self._sid(t) in self.roots or id(t) in self.values:
-            self.builder.graph.guards.append(Guard(self.value_of(t), value,
-                                                   self.current_loc()))
+            self.builder.graph.guards.append(Guard(self.value_of(t), value, self.current_loc()))
 
     def untraceable(self, what):
         self.graph_break(f"{what} cannot be traced (its result would be baked into the "

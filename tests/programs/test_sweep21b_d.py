@@ -17,10 +17,7 @@ PROGRAMS = {
     "default_device": a.default_device,
     "profiler_recipe": a.profiler_recipe,
     "autograd_mechanics": a.autograd_mechanics,
-    "leaf_hooks_compiled": pytest.param(a.leaf_hooks_compiled, marks=pytest.mark.xfail(
-        strict=True, reason="a parameter's tensor hook or post-accumulate-grad hook registered "
-        "before a compiled step runs it eagerly with a warning: compile traces only the hooks "
-        "of backward nodes the traced call made (backward_hooks.hooks_allowed)")),
+    "leaf_hooks_compiled": a.leaf_hooks_compiled,
 }
 SLOW = set()
 TOL = {}
