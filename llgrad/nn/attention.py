@@ -2,11 +2,19 @@
 implementation of scaled_dot_product_attention (the math one, compiled into fused loops under
 llgrad.compile); choosing backends sets torch.backends.cuda's flags as PyTorch does, which
 decide whether a result wears PyTorch's CPU flash kernel's node and layout (or that no
-backend is left, an error)."""
+backend is left, an error). Its submodules `bias` and `flex_attention`
+(torch.nn.attention's) are attention_bias.py and attention_flex.py, registered under those
+names."""
 import contextlib
 from enum import IntEnum
+import sys
 
 from ..backends import cuda as _cuda
+from . import attention_bias as bias, attention_flex as flex_attention
+
+# (`import llgrad.nn.attention.bias` / `.flex_attention` find them)
+sys.modules[__name__ + ".bias"] = bias
+sys.modules[__name__ + ".flex_attention"] = flex_attention
 
 __all__ = ["SDPBackend", "sdpa_kernel", "WARN_FOR_UNFUSED_KERNELS"]
 
