@@ -9,6 +9,7 @@ from ..runtime.autocast_cast import autocast_float32
 from ..runtime.dispatch import call, nondiff_error
 from ..runtime.result_format import in_suggested_format
 from ..runtime.shapes import broadcast_shapes as _broadcast_shapes
+from ..runtime.tensor_args import need_tensor
 from .functional_batch_norm import train_with_running_stats
 from .functional_conv import conv2d, max_pool2d  # noqa: F401  (F.conv2d, F.max_pool2d)
 from .functional_activation import (celu, elu, glu, hardshrink, hardsigmoid, hardswish,  # noqa: F401
@@ -21,8 +22,8 @@ from .functional_linear import linear  # noqa: F401
 from .functional_interp import interpolate, upsample, upsample_bilinear, upsample_nearest  # noqa: F401
 from .functional_loss import (_NAMES, _broadcast as _loss_broadcast, _reduction,  # noqa: F401
                               _size_warning, binary_cross_entropy, check_class_weight,
-                              check_target_shape, huber_loss, kl_div, l1_loss, one_hot,
-                              smooth_l1_loss, weighted_mse_loss)
+                              check_target_shape, float_kernel, huber_loss, kl_div, l1_loss,
+                              one_hot, smooth_l1_loss, weighted_mse_loss)
 from .functional_norm import (check_batch_norm_args, check_mixed_dtype,  # noqa: F401
                               check_floating, check_norm_shapes, empty_batch_norm, group_norm,
                               instance_norm, rms_norm)
@@ -62,6 +63,7 @@ from .functional_pool3d import (adaptive_avg_pool3d, adaptive_max_pool3d,  # noq
 
 def relu(input, inplace=False):
     """As torch.nn.functional.relu."""
+    need_tensor(input, "relu", "input", 1)
     return input.relu_() if inplace else input.relu()
 
 
@@ -199,6 +201,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
               scale_grad_by_freq=False, sparse=False):
     """As torch.nn.functional.embedding (max_norm renormalises the looked-up rows of weight
     in place first)."""
+    need_tensor(input, "embedding", "indices", 2)
     if input.dtype.name not in ("int64", "int32"):
         raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the following "
                            f"scalar types: Long, Int; but got {input.type()} instead (while "
@@ -288,6 +291,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
                   reduction="mean", label_smoothing=0.0):
     """As torch.nn.functional.cross_entropy (class indices or class probabilities; weight,
     ignore_index, label_smoothing)."""
+    need_tensor(input, "cross_entropy_loss", "input", 1)
+    need_tensor(target, "cross_entropy_loss", "target", 2)
     input, target, weight = autocast_float32(input, target, weight)
     reduction = _reduction(reduction, size_average, reduce)
     class_dim = 0 if input._data.ndim == 1 else 1
@@ -341,6 +346,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
         _size_warning(input, target)
     if weight is not None:
         return weighted_mse_loss(input, target, weight, reduction)
+    float_kernel(input, target, "mse_cpu")
     if input._data.shape != target._data.shape:
         input, target = _loss_broadcast(input, target)
     return call(OPS["mse_loss"], (input, target), {"reduction": reduction})

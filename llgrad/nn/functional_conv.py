@@ -34,11 +34,12 @@ def _filled_pad(x, top, bottom, left, right, value):
 def _index_pad(x, top, bottom, left, right, mode):
     """'reflect', 'replicate' or 'circular' padding of x (N, C, H, W), by advanced indexing."""
     h, w = x.shape[-2:]
-    for (lo, hi), size, dim in (((top, bottom), h, 2), ((left, right), w, 3)):
+    # (ATen's order and numbering: the width, padding argument #4, before the height, #6)
+    for (lo, hi), size, dim, arg in (((left, right), w, 3, 4), ((top, bottom), h, 2, 6)):
         if mode == "reflect" and (lo >= size or hi >= size):
-            raise RuntimeError(f"Argument #4: Padding size should be less than the corresponding "
-                               f"input dimension, but got: padding ({lo}, {hi}) at dimension "
-                               f"{dim} of input {list(x.shape)}")
+            raise RuntimeError(f"Argument #{arg}: Padding size should be less than the "
+                               f"corresponding input dimension, but got: padding ({lo}, {hi}) "
+                               f"at dimension {dim} of input {list(x.shape)}")
         if mode == "circular" and (lo > size or hi > size):
             raise RuntimeError("Padding value causes wrapping around more than once.")
 
@@ -138,6 +139,10 @@ def row_major_conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, 
                        dilation, groups)
     n, c, h, w = input.shape
     o, cg, kh, kw = weight.shape
+    if o % groups:      # (ATen's order: before the channels)
+        raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by {groups} "
+                           f"at dimension 0, but got weight of size [{list(weight.shape)}] "
+                           "instead")
     if cg * groups != c:
         raise RuntimeError(f"Given groups={groups}, weight of size {list(weight.shape)}, expected "
                            f"input{list(input.shape)} to have {cg * groups} channels, but got "

@@ -85,6 +85,8 @@ def _check_p(p):
 
 def _feature_noise(input):
     """A rand() of the feature-dropout noise shape: (N, C, 1, ..., 1)."""
+    if input.dim() < 2:     # (ATen's make_feature_noise: a 1-D input has no channels)
+        raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
     shape = tuple(input.shape[:2]) + (1,) * (input.dim() - 2)
     return rand(shape, dtype=llgrad_float64, device=input.device)
 

@@ -11,7 +11,7 @@ from ..ir import OPS
 from ..runtime import grad_mode, trace_state
 from ..runtime.creation import arange
 from ..runtime.dispatch import call
-from ..runtime.dtypes import int64
+from ..runtime.dtypes import int64, result_type
 from ..runtime.shapes import broadcast_shapes
 from ..runtime.autocast_cast import autocast_float32
 
@@ -19,6 +19,15 @@ _REDUCTIONS = ("none", "mean", "sum")
 _NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "int64": "Long",
           "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool",
           "bfloat16": "BFloat16"}
+
+
+def float_kernel(input, target, kernel):
+    """PyTorch's pointwise loss kernels (mse, smooth_l1, huber) have no integer or bool
+    versions: their NotImplementedError, not an integer loss rounded down."""
+    dt = result_type(input, target)
+    if dt is not None and not dt.is_floating_point and not dt.is_complex:
+        raise NotImplementedError(f'"{kernel}" not implemented for '
+                                  f"'{_NAMES.get(dt.name, dt.name)}'")
 
 
 def legacy_reduction(size_average, reduce, emit=True):
@@ -88,6 +97,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
     if beta == 0.0:
         return l1_loss(input, target, reduction=reduction)
+    float_kernel(input, target, "smooth_l1_cpu")
     x, t = _broadcast(input, target)
     return call(OPS["smooth_l1_loss"], (x, t), {"reduction": reduction, "beta": beta})
 
@@ -98,6 +108,10 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     reduction = _reduction(reduction)
     if delta <= 0:
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
+    rt = result_type(input, target)
+    if rt.is_floating_point and not input.dtype.is_floating_point:    # (written to input's)
+        raise RuntimeError(f"result type {_NAMES.get(rt.name, rt.name)} can't be cast to the "
+                           f"desired output type {_NAMES.get(input.dtype.name)}")
     if target.dtype != input.dtype:
         # PyTorch's forward writes input's dtype; its backward refuses the mismatch (raised
         # here, when a gradient will be asked for)
@@ -105,6 +119,7 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
             raise RuntimeError(f"Found dtype {_NAMES.get(target.dtype.name, target.dtype.name)} "
                                f"but expected {_NAMES.get(input.dtype.name, input.dtype.name)}")
         target = target.to(input.dtype)
+    float_kernel(input, target, "huber_cpu")
     x, t = _broadcast(input, target)
     if weight is None:
         return call(OPS["huber_loss"], (x, t), {"reduction": reduction, "delta": delta})

@@ -5,7 +5,7 @@ their objects (optimisers and compiled calls hold them); their data is replaced.
 from __future__ import annotations
 
 from .. import __future__ as _future
-from ..runtime.device import check as _check_device
+from ..runtime.device import NoCudaError, check as _check_device
 from ..runtime.dtypes import bfloat16, dtype as _dtype, float16, float32, float64
 from ..runtime.grad_mode import no_grad
 from ..runtime.meta_tensor import is_meta_device
@@ -150,7 +150,7 @@ class ModuleConvert:
 
     def cuda(self, device: object = None):
         """Raises: llgrad runs on the CPU only."""
-        raise RuntimeError("llgrad runs on the CPU only; Module.cuda() is not available")
+        raise NoCudaError("llgrad runs on the CPU only; Module.cuda() is not available")
 
     def float(self):
         """Cast floating parameters and buffers to float32, as torch.nn.Module.float."""

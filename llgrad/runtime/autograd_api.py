@@ -88,6 +88,20 @@ def _seq(x):
     return [x] if isinstance(x, (Tensor, GradientEdge)) else list(x)
 
 
+def _check_outputs(outputs):
+    for t in outputs:       # (PyTorch's AssertionError, not an AttributeError from the engine)
+        if not isinstance(t, (Tensor, GradientEdge)):
+            raise AssertionError(f"Expected output to be a llgrad.Tensor, but got "
+                                 f"{type(t).__name__}")
+
+
+def _check_inputs(inputs):
+    for t in inputs:        # (PyTorch's RuntimeError, not an AttributeError from the engine)
+        if not isinstance(t, (Tensor, GradientEdge)):
+            raise RuntimeError(f"all inputs have to be Tensors or GradientEdges, but got "
+                               f"{type(t).__name__}")
+
+
 def backward(tensors: Tensor | Sequence[Tensor],
              grad_tensors: Tensor | Sequence[Tensor | None] | None = None,
              retain_graph: bool | None = None, create_graph: bool = False,
@@ -99,9 +113,14 @@ def backward(tensors: Tensor | Sequence[Tensor],
                            "supported, please use functorch.grad or functorch.vjp instead or "
                            "call backward() outside of functorch transforms.")
     tensors = _seq(tensors)
+    _check_outputs(tensors)
     grads = [None] * len(tensors) if grad_tensors is None else _seq(grad_tensors)
     if len(grads) < len(tensors):       # (PyTorch's words)
         raise RuntimeError(f"got {len(tensors)} tensors and {len(grads)} gradients")
+    for g in grads[:len(tensors)]:      # (PyTorch's order: each one's type, then the count)
+        if g is not None and not isinstance(g, Tensor):
+            raise TypeError(f"gradients can be either Tensors or None, but got "
+                            f"{type(g).__name__}")
     if len(grads) != len(tensors):
         raise RuntimeError(f"grad_tensors has {len(grads)} entries but tensors has "
                            f"{len(tensors)}")
@@ -111,6 +130,7 @@ def backward(tensors: Tensor | Sequence[Tensor],
         inputs = _seq(inputs)
         if len(inputs) == 0:
             raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
+        _check_inputs(inputs)
     if create_graph:
         warn_once("backward_create_graph", "Using backward() with create_graph=True will "
                   "create a reference cycle between the parameter and its gradient which can "
@@ -134,6 +154,7 @@ def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
     """The gradients of outputs with respect to inputs, returned rather than accumulated, as
     torch.autograd.grad (create_graph=True for higher order)."""
     outputs, inputs = _seq(outputs), _seq(inputs)
+    _check_outputs(outputs)
     grads = [None] * len(outputs) if grad_outputs is None else _seq(grad_outputs)
     if len(grads) < len(outputs):       # (PyTorch's check, after it drops extra ones)
         raise RuntimeError(f"got {len(outputs)} tensors and {len(grads)} gradients")
@@ -150,9 +171,7 @@ def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
         allow_unused = materialize_grads
     if not inputs:
         raise RuntimeError("`inputs` argument to `grad()` cannot be empty.")
-    for t in inputs:
-        if not isinstance(t, (Tensor, GradientEdge)):
-            raise TypeError("grad(): inputs must be Tensors")
+    _check_inputs(inputs)
     if is_grads_batched:
         return _batched_grad(outputs, inputs, grads, retain_graph, create_graph, allow_unused,
                              materialize_grads)

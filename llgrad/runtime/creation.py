@@ -12,9 +12,10 @@ from .device import check as _check_device, device as _Device
 from .memory_layout import like_layout
 from .dispatch import call, scalar_type_name
 from .creation_checks import (beyond_int64, check_fits as _check_fits, fill_value_fits, int_arange,
-                              int_array, leaf_dtype, leaf_type_error, number_error, scalar_default,
-                              requiring_grad as _requiring_grad, sequence_error, tensor_scalars)
-from .shapes import creation_size
+                              int_arg, int_array, int_bounds, leaf_dtype, leaf_type_error,
+                              number_error, requiring_grad as _requiring_grad, scalar_default,
+                              sequence_error, tensor_scalars)
+from .shapes import check_nonnegative, creation_size
 from .tensor import Tensor
 
 from .random_state import DEFAULT_SEED, _Generator, _reseed_in_trace  # noqa: F401
@@ -91,8 +92,9 @@ def tensor(data: object, dtype: dtypes.dtype | None = None, device: str | _Devic
     arr = _infer_np(data, None if dtype is None else dtypes.to_dtype(dtype))
     if dtype is not None and not isinstance(data, (np.ndarray, Tensor)):
         _check_fits(arr, dtypes.to_dtype(dtype))
-    if arr.dtype.kind == "O" or arr.dtype.kind in "US":
-        raise number_error(data)
+    if arr.dtype.kind in "OUS":     # (an array of these: from_numpy_dtype's TypeError)
+        raise number_error(data) if type(data) is not np.ndarray else \
+            dtypes.from_numpy_dtype(arr.dtype)
     return _finish(arr, dtype, requires_grad)
 
 
@@ -202,6 +204,7 @@ def _like(fn):
         r = like_layout(t, lambda s: fn(s, dtype=dtype or t._dtype), memory_format)
         return _requiring_grad(r) if requires_grad else r
     f.__doc__ = f"A tensor of t's shape, dtype (unless given), layout, as torch.{fn.__name__}_like."
+    f.__name__ = f.__qualname__ = fn.__name__ + "_like"
     return f
 
 
@@ -263,7 +266,7 @@ def eye(n: int, m: int | None = None, dtype: dtypes.dtype | None = None,
     _check_device(device)
     d = dtypes.to_dtype(dtype) if dtype is not None else dtypes.get_default_dtype()
     for name, v in (("n", n), ("m", m)):
-        if v is not None and v < 0:
+        if v is not None and int_arg("eye", name, v) < 0:
             raise RuntimeError(f"{name} must be greater or equal to 0, got {v}")
     return _finish(np.eye(n, m, dtype=d.np), None, requires_grad)
 
@@ -342,10 +345,11 @@ def randint(low: int = 0, high: int | None = None, size: tuple[int, ...] | None 
         low, high, size = 0, low, (size if high is None else high)     # randint(high, size)
     if size is None:        # (randint(5), randint(2, 5): PyTorch's TypeError, not a 0-d draw)
         raise TypeError("randint() received an invalid combination of arguments - got no size")
-    if int(low) >= int(high):
+    low, high = int_bounds("randint", low, high)
+    if low >= high:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} "
                            f">= to={high}")
-    shape = tuple(size)
+    shape = check_nonnegative(tuple(size), "randint")
     d = dtypes.to_dtype(dtype) if dtype is not None else dtypes.int64
     if tracer is not None:      # (the same draws as below, as int64 then cast)
         t = random_integers(shape, d.name, int(low), int(high))

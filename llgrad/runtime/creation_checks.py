@@ -9,9 +9,30 @@ from ..ir import promotion
 from . import dtypes
 
 
+def int_arg(fn, name, v):
+    """v as an int: PyTorch's TypeError for a float or a string (eye(2.5), eye("2"))."""
+    if isinstance(v, bool) or not hasattr(v, "__index__"):
+        raise TypeError(f"{fn}(): argument '{name}' must be int, not {type(v).__name__}")
+    return v.__index__()
+
+
+def int_bounds(name, *bounds):
+    """randint's low and high as ints: PyTorch's TypeError for a float or a string (int()
+    would read 2.5 as 2 and "2" as 2)."""
+    for v in bounds:
+        if not hasattr(v, "__index__"):
+            raise TypeError(f"{name}() received an invalid combination of arguments - got "
+                            f"a bound of type {type(v).__name__}, but expected int")
+    return tuple(int(v) for v in bounds)
+
+
 def check_fits(arr, d):
     """PyTorch's overflow check of Python numbers given an integer dtype (an unsigned one
-    takes an integer down to -max, wrapping it)."""
+    takes an integer down to -max, wrapping it); Python complexes into a real dtype are
+    its TypeError (NumPy would drop the imaginary parts)."""
+    if arr.dtype.kind == "c" and d._cat in (1, 2):
+        raise TypeError("must be real number, not complex" if d._cat == 2 else
+                        "'complex' object cannot be interpreted as an integer")
     if d._cat != 1 or arr.size == 0 or arr.dtype.kind not in "iuf":
         return
     info = np.iinfo(d.np)
@@ -58,10 +79,16 @@ def sequence_error(data):
     while isinstance(x, (list, tuple)):
         shape.append(len(x))
         x = x[0] if len(x) else None
+    first = x
     stack = [(data, 0)]
     while stack:
         x, d = stack.pop()
         if d == len(shape):
+            if isinstance(x, (list, tuple)):    # (a sequence where a number belongs)
+                return TypeError(f"must be real number, not {type(x).__name__}"
+                                 if isinstance(first, float) else
+                                 f"'{type(x).__name__}' object cannot be interpreted as an "
+                                 "integer")
             continue
         if not isinstance(x, (list, tuple)):
             return TypeError("not a sequence")

@@ -8,6 +8,12 @@ _KNOWN = ("cpu", "cuda", "mps", "xpu", "meta", "hip", "xla", "ipu", "mtia", "hpu
           "ideep")
 
 
+class NoCudaError(RuntimeError, AssertionError):
+    """A CUDA device asked of llgrad (CPU only). PyTorch raises RuntimeError for a missing
+    device, but AssertionError ("Torch not compiled with CUDA enabled") for CUDA in a CPU
+    build: both, so code written against either build catches it."""
+
+
 class device:
     """device(type_or_string, index=None): 'cpu', 'cuda', 'cuda:1', or device('cuda', 1)."""
     __slots__ = ("_type", "_index")
@@ -133,5 +139,6 @@ def check(d, what="create a tensor on"):
         return
     dev = as_device(d)
     if dev.type != "cpu" or dev.index not in (None, 0):
-        raise RuntimeError(f"llgrad runs on the CPU only; cannot {what} device '{dev}' "
-                           "(use device='cpu' or leave device unset)")
+        err = NoCudaError if dev.type == "cuda" else RuntimeError
+        raise err(f"llgrad runs on the CPU only; cannot {what} device '{dev}' (use "
+                  "device='cpu' or leave device unset)")

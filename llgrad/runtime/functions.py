@@ -95,9 +95,9 @@ def _tensors(seq, what):
         if what == "cat":
             raise ValueError("torch.cat(): expected a non-empty list of Tensors")
         raise RuntimeError(f"{what} expects a non-empty TensorList")
-    for t in seq:
+    for i, t in enumerate(seq):    # (not seq.index(t): it compares tensors by ==)
         if not isinstance(t, Tensor):
-            raise TypeError(f"expected Tensor as element {seq.index(t)} in argument 0, but got "
+            raise TypeError(f"expected Tensor as element {i} in argument 0, but got "
                             f"{type(t).__name__}")
     return seq
 

@@ -105,6 +105,9 @@ def _wrap(fn, name):
 def _wrap_like(fn):
     @functools.wraps(fn)
     def factory(t, *args, device=None, **kw):
+        if not hasattr(t, "_storage"):     # (a list, None: PyTorch's TypeError, not ours)
+            raise TypeError(f"{fn.__name__}(): argument 'input' (position 1) must be Tensor, "
+                            f"not {type(t).__name__}")
         on_meta = is_meta_device(device) if device is not None else \
             t._storage.__class__ is MetaStorage
         if not on_meta:

@@ -10,7 +10,7 @@ from . import dtypes
 from .creation import full_op, tensor
 from .creation_checks import fill_value_fits
 from .deprecated_overloads import value_first
-from .device import check as check_device
+from .device import NoCudaError, check as check_device
 from .dispatch import call, scalar_type_name
 from .inplace import _check_inplace, call_inplace, check_shape_into
 from .memory_formats import clone, contiguous, format_to, real_cast_warning
@@ -305,7 +305,7 @@ _def("cpu", lambda self: self)
 
 def _cuda(self, device=None, non_blocking=False, memory_format=None):
     """Raises: llgrad runs on the CPU only."""
-    raise RuntimeError("llgrad runs on the CPU only; Tensor.cuda() is not available")
+    raise NoCudaError("llgrad runs on the CPU only; Tensor.cuda() is not available")
 
 
 _def("cuda", _cuda)

@@ -12,7 +12,14 @@ from .shapes import broadcast_shapes, check_index_bounds, norm_dim
 from .tensor import Tensor
 
 
+def _need_tensor(x, fn, name, pos):
+    if not isinstance(x, Tensor):       # (a list: PyTorch's TypeError, not an AttributeError)
+        raise TypeError(f"{fn}(): argument '{name}' (position {pos}) must be Tensor, not "
+                        f"{type(x).__name__}")
+
+
 def _long_index(index, what):
+    _need_tensor(index, what, "index", 2)
     if index._dtype.name not in ("int64", "int32"):    # (PyTorch's words differ by op)
         raise RuntimeError(f"{what}(): Expected dtype int32 or int64 for index"
                            if what == "index_select" else
@@ -46,6 +53,7 @@ def scatter_add_(self, dim, index, src):
 
 def index_select(self, dim, index):
     d = norm_dim(dim, self._data.ndim)
+    _need_tensor(index, "index_select", "index", 2)
     if index._data.ndim > 1:
         raise IndexError("index_select(): Index is supposed to be a vector")
     _long_index(index, "index_select")
@@ -128,6 +136,7 @@ def index_add_(self, dim, index, source, alpha=1):
 
 
 def _masked_fill_args(self, mask, value):
+    _need_tensor(mask, "masked_fill", "mask", 1)
     if mask._dtype._cat != 0:
         raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
                            f"{dtypes.C_NAMES[mask._dtype.name]}")

@@ -90,9 +90,9 @@ def _check_nonempty(self, name, dims, tail=" Specify the reduction dim with the 
 
 def _amax_amin(name):
     def f(self, dim=(), keepdim=False):
-        dim = () if dim is None else dim        # (PyTorch takes None for every dim)
-        dims = _rdims(self, dim) if dim != () and dim != [] else None
-        _check_nonempty(self, name, dims, given=[dim] if isinstance(dim, int) else list(dim))
+        seq = dim is None or isinstance(dim, (tuple, list))    # (None: every dim, as PyTorch)
+        dims = None if seq and not dim else _rdims(self, dim)   # (not dim != (): np.int32)
+        _check_nonempty(self, name, dims, given=list(dim or ()) if seq else [dim])
         return self._op(name, dim=dims, keepdim=keepdim)
     return f
 

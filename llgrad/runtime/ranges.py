@@ -57,7 +57,11 @@ def checked_steps(name, steps):
 
 def check_bounds(name, start, end):
     """PyTorch's error for a start or end tensor of 1 or more dims (NumPy would broadcast
-    it, or fail in its own words)."""
+    it, or fail in its own words), and its TypeError for a bound that is not a number."""
+    for w, v in (("start", start), ("end", end)):
+        if not hasattr(v, "__float__") and not hasattr(v, "ndim") and type(v) is not complex:
+            raise TypeError(f"{name}() received an invalid combination of arguments - got "
+                            f"{w} of type {type(v).__name__}, but expected a number")
     ts = [(w, v.ndim) for w, v in (("start", start), ("end", end)) if hasattr(v, "ndim")
           and not isinstance(v, (np.generic,))]
     if any(nd for _, nd in ts):
@@ -150,6 +154,10 @@ def arange_size(start, end, step, npdt):
     step; a float dtype holding every value exactly), so the `arange` op computes them
     (traced: one node, shared between sizes); else None (the kernel's own rounding:
     arange_values)."""
+    for name, v in (("start", start), ("end", end), ("step", step)):
+        if not hasattr(v, "__float__"):     # (a str, None: not NumPy's ufunc error)
+            raise TypeError(f"arange(): argument '{name}' must be Number, not "
+                            f"{type(v).__name__}")
     if not (np.isfinite(start) and np.isfinite(end)):
         raise RuntimeError(f"unsupported range: {start} -> {end}")
     if step == 0:

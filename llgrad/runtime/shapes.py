@@ -1,11 +1,15 @@
 """Argument normalisation shared by tensor methods: dims, shapes, slices (PyTorch's rules
 and error messages)."""
+import operator
+
 import numpy as np
 
 from ..ir.geometry import geometry_span
 
 
 def norm_dim(dim, ndim):
+    if type(dim) is not int:
+        dim = _dim_int(dim)
     n = max(ndim, 1)
     if not -n <= dim < n:
         raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
@@ -13,11 +17,20 @@ def norm_dim(dim, ndim):
     return dim % n if ndim else 0
 
 
+def _dim_int(dim):
+    """A dim given as a NumPy int or a 0-d tensor as an int; PyTorch's TypeError for a str,
+    None or float (not Python's comparison error, or a float dim)."""
+    try:
+        return operator.index(dim)
+    except TypeError:
+        raise TypeError(f"dim must be an int, not {type(dim).__name__}") from None
+
+
 def norm_dims(dim, ndim):
     """None -> None (all dims); int or sequence -> sorted tuple of non-negative dims."""
     if dim is None:
         return None
-    if isinstance(dim, int):
+    if isinstance(dim, (int, str, float)) or hasattr(dim, "__index__"):     # (np.int64(1))
         return (norm_dim(dim, ndim),)
     dims = tuple(sorted(norm_dim(d, ndim) for d in dim))
     if len(set(dims)) != len(dims):
@@ -28,8 +41,22 @@ def norm_dims(dim, ndim):
 
 def unpack_shape(args):
     if len(args) == 1 and not isinstance(args[0], int) and getattr(args[0], "ndim", 1):
-        return tuple(int(a) for a in args[0])      # (a 0-d tensor is one size, as an int)
-    return tuple(int(a) for a in args)
+        if isinstance(args[0], (str, bytes, float)) or args[0] is None:
+            raise TypeError(f"sizes must be a tuple of ints, not {type(args[0]).__name__}")
+        return tuple(_size(a, i) for i, a in enumerate(args[0]))
+    return tuple(_size(a, i) for i, a in enumerate(args))     # (a 0-d tensor: one int)
+
+
+def _size(a, i):
+    """a as a size: PyTorch's TypeError for a float, string, None or float tensor (int()
+    would read 2.5 as 2 and "4" as 4)."""
+    if type(a) is int:
+        return a
+    try:
+        return operator.index(a)
+    except TypeError:
+        raise TypeError(f"sizes must be a tuple of ints, but found element of type "
+                        f"{type(a).__name__} at pos {i}") from None
 
 
 def infer_shape(shape, numel):
@@ -129,7 +156,10 @@ _TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "int6
 
 def check_condition(condition):
     """where's condition: a bool (or, deprecated, uint8) tensor, as PyTorch asks."""
-    name = getattr(getattr(condition, "_dtype", None), "name", "bool")
+    if not hasattr(condition, "_dtype"):    # (a Python bool or list: PyTorch's TypeError)
+        raise TypeError(f"where(): argument 'condition' (position 1) must be Tensor, not "
+                        f"{type(condition).__name__}")
+    name = condition._dtype.name
     if name in _TYPE_NAMES:
         raise RuntimeError("where expected condition to be a boolean tensor, but got a tensor "
                            f"with dtype {_TYPE_NAMES[name]}")
@@ -191,7 +221,11 @@ def creation_size(name, args, size=None):
                 raise TypeError(f"{name}(): argument 'size' failed to unpack the object at pos "
                                 f"{i + 1} with error \"type must be tuple of ints,but got "
                                 f"{type(a).__name__}\"")
-    shape = unpack_shape(args)
+    return check_nonnegative(unpack_shape(args), name)
+
+
+def check_nonnegative(shape, name):
+    """shape, unless a size is negative: PyTorch's error (randint's and randn's too)."""
     if any(n < 0 for n in shape):
         if name == "zeros":
             raise RuntimeError("zeros: Dimension size must be non-negative.")
@@ -214,8 +248,8 @@ def index_int(i):
     would read it as 1), as PyTorch."""
     if isinstance(i, (str, bytes)):
         raise TypeError(f"new(): invalid data type '{type(i).__name__}'")
-    if isinstance(i, (float, np.floating)):
-        name = type(i).__name__ if type(i) is float else f"numpy.{type(i).__name__}"
+    if isinstance(i, (float, np.floating)) or not hasattr(i, "__index__"):    # (a dict...)
+        name = f"numpy.{type(i).__name__}" if isinstance(i, np.generic) else type(i).__name__
         raise IndexError("only integers, slices (`:`), ellipsis (`...`), None and long or byte "
                          f"Variables are valid indices (got {name})")
     return int(i)

@@ -23,10 +23,16 @@ _TENSOR_ARGS = {
 }
 
 
-def _check(name, arg, position, v):
+def need_tensor(v, name, arg, position):
+    """PyTorch's TypeError where a tensor argument is not one (a list: not an
+    AttributeError from llgrad's code)."""
     if not isinstance(v, Tensor):
         raise TypeError(f"{name}(): argument '{arg}' (position {position}) must be Tensor, not "
                         f"{type(v).__name__}")
+
+
+def _check(name, arg, position, v):
+    need_tensor(v, name, arg, position)
 
 
 def _function(fn, name, names):

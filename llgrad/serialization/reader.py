@@ -25,6 +25,11 @@ from .torch_names import _StorageType
 from .unpickler import _FullUnpickler, _SafeUnpickler, _WeightsOnlyError, _weights_only_message
 
 
+class NotACheckpointError(RuntimeError, pickle.UnpicklingError):
+    """Bytes that are no checkpoint: torch.load raises pickle.UnpicklingError for them, and
+    llgrad.load's other errors are RuntimeErrors; both catch it."""
+
+
 class _Loader:
     """One load: the archive, its storages (loaded once each, shared by their tensors) and
     the location mapping."""
@@ -236,8 +241,8 @@ def load(f: str | os.PathLike | IO[bytes], map_location: object = None,
                                "torch.save writes since PyTorch 1.6); this file is in the "
                                "legacy format: load it with torch.load and save it again with "
                                "torch.save")
-        raise RuntimeError("llgrad.load: the file is not a PyTorch checkpoint (not a zip "
-                           "archive)")
+        raise NotACheckpointError("llgrad.load: the file is not a PyTorch checkpoint (not a "
+                                  "zip archive)")
     fp.seek(start)
     with zipfile.ZipFile(fp) as zf:
         names = zf.namelist()

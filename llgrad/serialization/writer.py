@@ -318,6 +318,9 @@ def save(obj: object, f: str | os.PathLike | IO[bytes], pickle_module: object = 
                                   "(_use_new_zipfile_serialization=True)")
     if pickle_module is not pickle:
         raise NotImplementedError("llgrad.save pickles with the standard pickle module")
+    if not isinstance(f, (str, os.PathLike)) and not hasattr(f, "write"):     # (PyTorch's)
+        raise AttributeError("expected 'f' to be string, path, or a file-like object with a "
+                             "'write' attribute")
     writer = _StorageWriter()
     buf = io.BytesIO()
     _Pickler(buf, pickle_protocol, writer).dump(obj)
