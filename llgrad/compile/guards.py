@@ -3,7 +3,6 @@ by objects such as modules and optimisers, and the inputs' .grad) and the guard 
 decide which compiled specialisation applies."""
 import functools
 import inspect
-import types
 
 import numpy as np
 
@@ -383,8 +382,7 @@ def _walk_hooks(tensors, guards, entered, dynamic):
         done.add(id(t))
         fns = backward_hooks.leaf_hooks(t)      # (None: its AccumulateGrad node's own hooks)
         guards.append((f"hooks of {path}", fns))
-        for f in () if fns is None else fns[0] + fns[1]:
-            if isinstance(f, types.FunctionType):
-                captured, reads = captured_reads(f)
-                _walk(captured, tensors, guards, entered=entered, dynamic=dynamic)
-                captured_guards(reads, guards, tensors, dynamic)
+        for f in () if fns is None else fns[0] + fns[1]:    # (plain functions)
+            captured, reads = captured_reads(f)
+            _walk(captured, tensors, guards, entered=entered, dynamic=dynamic)
+            captured_guards(reads, guards, tensors, dynamic)

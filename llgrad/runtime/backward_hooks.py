@@ -1,6 +1,7 @@
 """Backward hooks as the engine runs them, in PyTorch's order and with its checks: tensor
 hooks, retained grads and node pre-hooks before a node runs, post hooks after it, and an
 AccumulateGrad's own hooks around the accumulation."""
+import types
 import weakref
 
 from . import trace_state
@@ -153,13 +154,16 @@ class UnguardedLeafHooks(Exception):
 
 def leaf_hooks(t):
     """Leaf t's tensor hooks and post-accumulate-grad hooks (each a tuple of functions); None
-    when its AccumulateGrad node has hooks of a node's own (never traced)."""
+    when its AccumulateGrad node has hooks of a node's own, or a hook is not a plain function
+    (a callable object, a bound method: state compile's guard walk does not follow), which
+    are never traced."""
     acc = t._acc
     if acc is not None and (acc._pre_hooks or acc._post_hooks):
         return None
-    return (tuple(t._hooks.values()) if t._hooks else (),
-            tuple(acc._post_acc_hooks.values()) if acc is not None and acc._post_acc_hooks
-            else ())
+    hooks = (tuple(t._hooks.values()) if t._hooks else (),
+             tuple(acc._post_acc_hooks.values()) if acc is not None and acc._post_acc_hooks
+             else ())
+    return hooks if all(type(f) is types.FunctionType for f in hooks[0] + hooks[1]) else None
 
 
 def always(what, node=None):

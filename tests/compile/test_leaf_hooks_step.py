@@ -155,3 +155,25 @@ def test_hook_on_an_input_of_a_function_the_caller_differentiates(inside):
     fn(w).backward()
     np.testing.assert_allclose(w.grad.numpy(), 4 * w.detach().numpy(), rtol=1e-6)
     assert seen == [1]
+
+
+def test_a_callable_object_hook_runs_the_step_eagerly():
+    # (its state is not a function's captured reads: compile does not follow it)
+    class Scale:
+        def __init__(self):
+            self.calls = 0
+
+        def __call__(self, g):
+            self.calls += 1
+            return g * 0.5
+
+    counts = []
+
+    def script(m, call):
+        hook = Scale()
+        m[0].weight.register_hook(hook)
+        for _ in range(3):
+            call()
+        counts.append(hook.calls)
+    _same(script)
+    assert counts == [3, 3]
