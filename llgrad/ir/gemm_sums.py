@@ -23,7 +23,7 @@ MAX_ROWS = 2048         # rows of the stacked operands per product
 
 def _emit(nodes, op, inputs, loc, **attrs):
     types = infer_types(op, [x.type if isinstance(x, Value) else x for x in inputs], attrs)
-    view_of = inputs[0] if op == "t" else None
+    view_of = inputs[0] if op in ("t", "view") else None
     node = Node(op, list(inputs), attrs, [], loc, view_of)
     node.outputs = [Value(t, node, i) for i, t in enumerate(types)]
     nodes.append(node)
@@ -78,6 +78,20 @@ def _uniform(leaves):
                for v, (a, b) in leaves)
 
 
+def _stacks(graph):
+    """{the set of its operands: their order} of each stack along dim 0 of distinct values.
+    A recurrent layer's backward stacks its per-step gate gradients (the input weight's
+    product) that are also the b_i of its recurrent weight's sum: stacked in that order, the
+    two read one stack (cse merges the copies) and concat elimination writes each step's
+    gradient into it (codegen/schedule/concat.py), where two orders made two copies."""
+    found = {}
+    for n in graph.nodes:
+        if n.op == "stack" and n.attrs.get("dim", 0) == 0 and \
+                all(isinstance(x, Value) for x in n.inputs) and len(set(n.inputs)) == len(n.inputs):
+            found.setdefault(frozenset(n.inputs), tuple(n.inputs))
+    return found
+
+
 def merge_product_sums(graph):
     """graph with each qualifying sum of products as stacked products (a new Graph; graph
     itself when there is none)."""
@@ -99,6 +113,7 @@ def merge_product_sums(graph):
                 stack.extend(x for x in v.node.inputs if isinstance(x, Value))
     if not plans:
         return graph
+    stacks = _stacks(graph)
     nodes, subst = [], {}
     for n in graph.nodes:
         leaves = plans.get(n)
@@ -107,6 +122,11 @@ def merge_product_sums(graph):
             continue
         k = leaves[0][1][0].type.shape[0]
         per_chunk = max(1, MAX_ROWS // max(k, 1))
+        stacked = stacks.get(frozenset(b for _, (_, b) in leaves)) \
+            if len(leaves) <= per_chunk else None
+        if stacked is not None:     # (its order: the stack, and this product, read one copy)
+            order = {b: i for i, b in enumerate(stacked)}
+            leaves = sorted(leaves, key=lambda leaf: order[leaf[1][1]])
         total = None
         for start in range(0, len(leaves), per_chunk):
             chunk = leaves[start:start + per_chunk]
@@ -115,7 +135,12 @@ def merge_product_sums(graph):
                 part = _emit(nodes, "mm", [_emit(nodes, "t", [a], n.loc), b], n.loc)
             else:
                 a = _emit(nodes, "cat", [a for _, (a, _) in chunk], n.loc, dim=0)
-                b = _emit(nodes, "cat", [b for _, (_, b) in chunk], n.loc, dim=0)
+                if stacked is not None:
+                    b = _emit(nodes, "stack", list(stacked), n.loc, dim=0)
+                    b = _emit(nodes, "view", [b], n.loc, shape=(k * len(chunk),
+                                                                b.type.shape[-1]))
+                else:
+                    b = _emit(nodes, "cat", [b for _, (_, b) in chunk], n.loc, dim=0)
                 part = _emit(nodes, "mm", [_emit(nodes, "t", [a], n.loc), b], n.loc)
             total = part if total is None else _emit(nodes, "add", [total, part], n.loc,
                                                      alpha=1)
