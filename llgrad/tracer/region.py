@@ -28,6 +28,7 @@ class RegionTracer(Tracer):
         super().__init__(name)
         self.parent = parent          # the enclosing tracer (None: a standalone region)
         self.reused = getattr(parent, "reused", False)
+        self.leaf_hooks = getattr(parent, "leaf_hooks", None)     # (compile's: trace.py)
         self.what = what              # "the tensor-dependent `if` at f.py:3", for errors
         self.captures = []            # [(tensor, the enclosing trace's Value)]
         self._names = set()
