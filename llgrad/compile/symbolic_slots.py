@@ -17,7 +17,7 @@ the run's effects are put back. The traced run itself ends with each slot holdin
 number eager's run would (`settle`)."""
 import contextlib
 
-from ..runtime.symbolic_scalar import HYPER_READS, ITEM_READS, SymbolicScalar
+from ..runtime.symbolic_scalar import HYPER_READS, ITEM_READS, ScalarEscape, SymbolicScalar
 from .attr_writes import Slots, _bind, _slots, _value
 from . import symbolic_args
 
@@ -69,14 +69,24 @@ def _place(cf, tensors, args, kwargs):
     inputs = {p: t for p, t in tensors if p in cf._dynamic and p not in cf._tracing_symbolic}
     if not inputs:
         return []
-    placed = []
+    placed, unplaced = [], set(inputs)
     for path, slot in Slots(cf.fn, args, kwargs).find(inputs).items():
         value = _get(slot)
         if type(value) not in (int, float):
             continue
         _put(slot, SymbolicScalar(inputs[path], value, path))
         placed.append(slot)
+        unplaced.discard(path)
         cf._tracing_symbolic.add(path)
+    if unplaced:
+        # a slot its input stands for that holds no stand-in (an optimiser's param group
+        # entry: Slots does not reach into it) would be read as this call's number, baked
+        # into the trace while the guard takes any number: guarded by value instead
+        # (symbolic_args.retry: the call is collected again)
+        _settle(placed)
+        path = min(unplaced)
+        cf._tracing_symbolic.add(path)
+        raise ScalarEscape(path, "its slot cannot hold a stand-in")
     symbolic_args._active.active = bool(cf._tracing_symbolic)
     return placed
 
