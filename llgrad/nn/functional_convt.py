@@ -46,6 +46,11 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1,
         raise RuntimeError(f"Calculated padded input size per channel: ({length + 2 * p[1]}). "
                            f"Kernel size: ({d * (weight.shape[2] - 1) + 1}). Kernel size can't "
                            "be greater than actual input size")
+    if padding_mode == "reflect" and not isinstance(padding, str) and p[1] >= length:
+        # (here, not in the unit-height conv2d: the error names the input the caller gave)
+        raise RuntimeError("Argument #4: Padding size should be less than the corresponding "
+                           f"input dimension, but got: padding ({p[1]}, {p[1]}) at dimension 2 "
+                           f"of input {list(input.shape)}")
     out = row_major_conv2d(input.unsqueeze(2), weight.unsqueeze(2), bias, (1, s), p, (1, d),
                            groups, padding_mode)
     return rename(out.squeeze(2), "ConvolutionBackward0")

@@ -3,8 +3,9 @@ step, exp_avg, exp_inf)."""
 from __future__ import annotations
 from ..runtime.creation import zeros_like
 from ..runtime.grad_mode import enable_grad, no_grad
+from ..runtime.hypers import hyper
 from .optimizer import LrT, ParamsT
-from .optimizer import (Optimizer, _addcdiv_, _check_lr, _div, _get_value,
+from .optimizer import (Optimizer, _addcdiv_, _as_number, _check_lr, _div, _get_value,
                         _lr)
 from ._state import new_step, tensor_steps, real_views
 
@@ -13,8 +14,9 @@ __all__ = ["Adamax"]
 
 class Adamax(Optimizer):
     """Adamax(params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, ...):
-    PyTorch's rule and defaults."""
-    dynamic_hypers = ("lr",)
+    PyTorch's rule and defaults. A compiled step reads lr and betas at each call (OneCycleLR
+    cycles beta1: a schedule does not re-trace it)."""
+    dynamic_hypers = ("lr", "betas")
 
     def __init__(self, params: ParamsT, lr: LrT = 2e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0, foreach: bool | None = None, *,
@@ -49,8 +51,9 @@ class Adamax(Optimizer):
             with enable_grad():
                 loss = closure()
         for group in self.param_groups:
-            beta1, beta2 = group["betas"]
-            lr = _lr(group)      # (while tracing, a graph input)
+            # (while tracing, lr and the betas may be graph inputs: 0-d tensors)
+            beta1, beta2 = hyper(group, "betas")
+            lr = _lr(group)
             eps, weight_decay = group["eps"], group["weight_decay"]
             for p in group["params"]:
                 if p.grad is None:
@@ -66,9 +69,10 @@ class Adamax(Optimizer):
                 step_t.add_(1)
                 if weight_decay != 0:
                     grad = grad.add(p, alpha=weight_decay)
-                exp_avg.lerp_(grad, 1 - beta1)
+                exp_avg.lerp_(grad, _as_number(1 - beta1, exp_avg))
                 # torch.maximum(exp_inf.mul_(beta2), grad.abs().add_(eps), out=exp_inf)
-                exp_inf.copy_(exp_inf.mul_(beta2).maximum(grad.abs().add_(eps)))
+                exp_inf.copy_(exp_inf.mul_(_as_number(beta2, exp_inf))
+                              .maximum(grad.abs().add_(eps)))
                 bias_correction = 1 - beta1 ** _get_value(step_t)
                 clr = _div(lr, bias_correction)
                 _addcdiv_(p, exp_avg, exp_inf, -clr)

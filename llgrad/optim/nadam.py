@@ -3,8 +3,10 @@ single-tensor update rule (state: step, mu_product, exp_avg, exp_avg_sq)."""
 from __future__ import annotations
 from ..runtime.creation import zeros_like
 from ..runtime.grad_mode import enable_grad, no_grad
-from .optimizer import (LrT, ParamsT, Optimizer, _addcdiv_, _check_lr, _get_value,
-                        _lr)
+from ..runtime.hypers import hyper
+from ..runtime.tensor import Tensor
+from .optimizer import (LrT, ParamsT, Optimizer, _addcdiv_, _as_number, _check_lr,
+                        _get_value, _lr)
 from ._state import new_step, tensor_steps, real_views
 
 __all__ = ["NAdam"]
@@ -12,8 +14,10 @@ __all__ = ["NAdam"]
 
 class NAdam(Optimizer):
     """NAdam(params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
-    momentum_decay=4e-3, decoupled_weight_decay=False, ...): PyTorch's rule and defaults."""
-    dynamic_hypers = ("lr",)
+    momentum_decay=4e-3, decoupled_weight_decay=False, ...): PyTorch's rule and defaults. A
+    compiled step reads lr and betas at each call (OneCycleLR cycles beta1: a schedule does
+    not re-trace it)."""
+    dynamic_hypers = ("lr", "betas")
 
     def __init__(self, params: ParamsT, lr: LrT = 2e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0, momentum_decay: float = 4e-3,
@@ -53,8 +57,9 @@ class NAdam(Optimizer):
             with enable_grad():
                 loss = closure()
         for group in self.param_groups:
-            beta1, beta2 = group["betas"]
-            lr = _lr(group)      # (while tracing, a graph input)
+            # (while tracing, lr and the betas may be graph inputs: 0-d tensors)
+            beta1, beta2 = hyper(group, "betas")
+            lr = _lr(group)
             eps, weight_decay = group["eps"], group["weight_decay"]
             momentum_decay = group["momentum_decay"]
             for p in group["params"]:
@@ -85,8 +90,12 @@ class NAdam(Optimizer):
                 mu_next = beta1 * (1.0 - 0.5 * (0.96 ** ((step + 1) * momentum_decay)))
                 mu_product.mul_(mu)
 
-                exp_avg.lerp_(grad, 1 - beta1)
-                exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+                exp_avg.lerp_(grad, _as_number(1 - beta1, exp_avg))
+                if isinstance(beta2, Tensor):   # (addcmul's order: value * t1 first)
+                    exp_avg_sq.mul_(_as_number(beta2, exp_avg_sq)).addcmul_(
+                        grad.mul(_as_number(1 - beta2, grad)), grad)
+                else:
+                    exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
                 denom = exp_avg_sq.div(bias_correction2).sqrt()
 
                 mu_product_next = _get_value(mu_product) * mu_next

@@ -3,8 +3,9 @@ single-tensor update rule and state layout (step, square_avg, momentum_buffer, g
 from __future__ import annotations
 from ..runtime.creation import zeros_like
 from ..runtime.grad_mode import enable_grad, no_grad
-from .optimizer import (LrT, Optimizer, ParamsT, _add_scaled_, _addcdiv_, _check_lr,
-                        _lr)
+from ..runtime.hypers import hyper, raw
+from .optimizer import (LrT, Optimizer, ParamsT, _add_scaled_, _addcdiv_, _as_number,
+                        _check_lr, _lr)
 from ._state import new_step, tensor_steps, real_views
 
 __all__ = ["RMSprop"]
@@ -13,8 +14,9 @@ __all__ = ["RMSprop"]
 class RMSprop(Optimizer):
     """RMSprop(params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
     centered=False, ...): PyTorch's rule and defaults; foreach is ignored, capturable and
-    differentiable are not supported."""
-    dynamic_hypers = ("lr",)
+    differentiable are not supported. A compiled step reads lr and momentum at each call
+    (OneCycleLR cycles the momentum: a schedule does not re-trace it)."""
+    dynamic_hypers = ("lr", "momentum")
 
     def __init__(self, params: ParamsT, lr: LrT = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
                  weight_decay: float = 0, momentum: float = 0, centered: bool = False,
@@ -50,8 +52,9 @@ class RMSprop(Optimizer):
             with enable_grad():
                 loss = closure()
         for group in self.param_groups:
-            lr = _lr(group)      # (while tracing, a graph input)
-            alpha, eps, momentum = group["alpha"], group["eps"], group["momentum"]
+            lr = _lr(group)      # (while tracing, lr and momentum may be graph inputs)
+            alpha, eps, momentum = group["alpha"], group["eps"], hyper(group, "momentum")
+            with_momentum = raw(group, "momentum") > 0     # (zero or not: in the guard key)
             weight_decay, centered = group["weight_decay"], group["centered"]
             for p in group["params"]:
                 if p.grad is None:
@@ -61,7 +64,7 @@ class RMSprop(Optimizer):
                 if len(state) == 0:
                     state["step"] = new_step()
                     state["square_avg"] = zeros_like(p)
-                    if momentum > 0:
+                    if with_momentum:
                         state["momentum_buffer"] = zeros_like(p)
                     if centered:
                         state["grad_avg"] = zeros_like(p)
@@ -79,9 +82,9 @@ class RMSprop(Optimizer):
                 else:
                     avg = square_avg.sqrt()
                 avg = avg.add_(eps)
-                if momentum > 0:
+                if with_momentum:
                     buf = state["momentum_buffer"]
-                    buf.mul_(momentum).addcdiv_(grad, avg)
+                    buf.mul_(_as_number(momentum, buf)).addcdiv_(grad, avg)
                     _add_scaled_(p, buf, -lr)
                 else:
                     _addcdiv_(p, grad, avg, -lr)
