@@ -51,32 +51,29 @@ def noop_mask(batch, head, token_q, token_kv):
     return batch.new_ones(size=(), dtype=dtypes.bool_, device=batch.device)
 
 
-def and_masks(*mask_mods):
-    """The mask_mod that is the intersection of mask_mods."""
+def _combined(mask_mods, empty, join):
+    """The mask_mod joining mask_mods' masks with join, from `empty` (a 0-d bool tensor)."""
     if not all(callable(arg) for arg in mask_mods):
         raise RuntimeError(f"All inputs should be callable mask_mods: {mask_mods}")
 
-    def and_mask(b, h, q_idx, kv_idx):
-        result = b.new_ones((), dtype=dtypes.bool_)
+    def combined(b, h, q_idx, kv_idx):
+        result = empty(b)
         for mask in mask_mods:
-            result = result & mask(b, h, q_idx, kv_idx)
+            result = join(result, mask(b, h, q_idx, kv_idx))
         return result
+    return combined
 
-    return and_mask
+
+def and_masks(*mask_mods):
+    """The mask_mod that is the intersection of mask_mods."""
+    return _combined(mask_mods, lambda b: b.new_ones((), dtype=dtypes.bool_),
+                     lambda x, y: x & y)
 
 
 def or_masks(*mask_mods):
     """The mask_mod that is the union of mask_mods."""
-    if not all(callable(arg) for arg in mask_mods):
-        raise RuntimeError(f"All inputs should be callable mask_mods: {mask_mods}")
-
-    def or_mask(b, h, q_idx, kv_idx):
-        result = b.new_zeros((), dtype=dtypes.bool_)
-        for mask in mask_mods:
-            result = result | mask(b, h, q_idx, kv_idx)
-        return result
-
-    return or_mask
+    return _combined(mask_mods, lambda b: b.new_zeros((), dtype=dtypes.bool_),
+                     lambda x, y: x | y)
 
 
 def create_mask(mod_fn, B, H, Q_LEN, KV_LEN, device=None):
