@@ -174,6 +174,13 @@ def generate(seed):
     if target == "cls_ignore":
         out.append("for y in Y:")
         out.append("    y[-1] = -100")
+    # (a param group setting the step writes from a counter it keeps, as a schedule of
+    # weight decay would: drawn from a generator of its own, so the other programs of the
+    # seeds stay as they were)
+    wd_in_step = random.Random(seed * 7 + 1).random() < 0.15
+    if wd_in_step:
+        feats.add("wd_in_step")
+        out += ["", "", "class Counter:", "    n = 0", "", "", "counter = Counter()"]
     # (gradients accumulated over two calls: the optimiser steps at odd i only)
     calls = r.random() < 0.1 and place != "in"
     out += ["", "", "def step(x, y, i):" if calls else "def step(x, y):"]
@@ -225,6 +232,9 @@ def generate(seed):
     if place == "in":
         feats.add("sched_in")
         out.append("    sched.step()")
+    if wd_in_step:      # (read by the next call's opt.step(): a value guard per setting)
+        out += ["    counter.n += 1",
+                "    opt.param_groups[0]['weight_decay'] = 1e-3 * (counter.n % 3)"]
     if swa:
         out.append("    swa.update_parameters(model)")
     if ema:
