@@ -7,7 +7,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import programs_sweep22_h2_h as a  # noqa: E402
-from tutorial_harness import run_tutorial  # noqa: E402
+from tutorial_harness import program_params, run_tutorial  # noqa: E402
 
 pytestmark = pytest.mark.torch
 
@@ -23,14 +23,7 @@ SLOW = set()
 TOL = {}
 
 
-def _param(name, p):
-    marks = list(p.marks) if hasattr(p, "marks") else []
-    fn = p.values[0] if hasattr(p, "values") else p
-    return pytest.param(name, fn, marks=marks + ([pytest.mark.slow] if name in SLOW else []),
-                        id=name)
-
-
-@pytest.mark.parametrize("name, program", [_param(n, p) for n, p in PROGRAMS.items()])
+@pytest.mark.parametrize("name, program", program_params(PROGRAMS, SLOW))
 def test_program(name, program):
     run_tutorial(program, **TOL.get(name, {}))
 

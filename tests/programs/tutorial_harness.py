@@ -24,6 +24,7 @@ import tempfile
 import warnings
 
 import numpy as np
+import pytest
 
 import llgrad
 
@@ -178,3 +179,15 @@ def run_tutorial(program, seed=0, rtol=1e-5, atol=1e-6):
     compare(tenv.records, compiled.records, "compiled vs torch", True, rtol, atol)
     compare(eager.records, compiled.records, "compiled vs eager", False, rtol, atol)
     return tenv, eager, compiled
+
+
+def program_params(programs, slow=()):
+    """pytest params (name, program) of {name: program, or pytest.param(program, marks=...)
+    for one with marks (a strict xfail)}, those named in slow marked slow."""
+    out = []
+    for name, p in programs.items():
+        marks = list(p.marks) if hasattr(p, "marks") else []
+        fn = p.values[0] if hasattr(p, "values") else p
+        out.append(pytest.param(name, fn, marks=marks + ([pytest.mark.slow] if name in slow
+                                                         else []), id=name))
+    return out
