@@ -87,7 +87,8 @@ def _stacks(graph):
     found = {}
     for n in graph.nodes:
         if n.op == "stack" and n.attrs.get("dim", 0) == 0 and \
-                all(isinstance(x, Value) for x in n.inputs) and len(set(n.inputs)) == len(n.inputs):
+                all(isinstance(x, Value) for x in n.inputs) and \
+                len(set(n.inputs)) == len(n.inputs):
             found.setdefault(frozenset(n.inputs), tuple(n.inputs))
     return found
 
@@ -124,6 +125,8 @@ def merge_product_sums(graph):
         per_chunk = max(1, MAX_ROWS // max(k, 1))
         stacked = stacks.get(frozenset(b for _, (_, b) in leaves)) \
             if len(leaves) <= per_chunk else None
+        if stacked is not None and len(stacked) != len(leaves):
+            stacked = None          # (products sharing a b: the stack has fewer rows)
         if stacked is not None:     # (its order: the stack, and this product, read one copy)
             order = {b: i for i, b in enumerate(stacked)}
             leaves = sorted(leaves, key=lambda leaf: order[leaf[1][1]])

@@ -110,3 +110,21 @@ def test_compiled_recurrent_gradients_equal_eager(kind):
     # the recurrent weight's gradient: one product over the 7 steps' 3 rows each (its b the
     # stack the input weight's product reads too, or a cat of its own)
     assert any(n.op == "mm" and n.inputs[1].type.shape[0] == 21 for n in g.nodes)
+
+
+def test_a_stack_of_fewer_operands_than_products_is_not_read():
+    # (two products sharing their b: a stack of the distinct b's has fewer rows than the sum)
+    bld = Builder("sums")
+    a = [bld.input(TensorType("float64", (3, 4))) for _ in range(3)]
+    b, c = (bld.input(TensorType("float64", (3, 5))) for _ in range(2))
+    arrays = [RNG.standard_normal((3, 4)) for _ in range(3)] + \
+        [RNG.standard_normal((3, 5)) for _ in range(2)]
+    total = None
+    for ai, bi in zip(a, (b, b, c)):
+        p = bld.add("mm", [bld.add("t", [ai], view_of=ai), bi])
+        total = p if total is None else bld.add("add", [total, p], {"alpha": 1})
+    g = bld.ret(total, bld.add("stack", [b, c], {"dim": 0}))
+    m = dce(cse(gemm_sums.merge_product_sums(g)))
+    verify(m)
+    for got, want in zip(interpret(m, *arrays), interpret(g, *arrays)):
+        np.testing.assert_allclose(got, want, rtol=1e-12)
