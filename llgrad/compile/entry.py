@@ -162,8 +162,8 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
         trace_state.state.tracer.reused = True
         if hooks:   # (the input leaves' hooks the call was guarded with: its backward runs them)
             guarded = trace_state.state.tracer.leaf_hooks = {
-                id(t): leaf_hooks(t) for _, t in tensors
-                if t._grad_fn is None and hooked(t) and leaf_hooks(t) is not None}
+                id(t): h for _, t in tensors
+                if t._grad_fn is None and hooked(t) and (h := leaf_hooks(t)) is not None}
             entry.leaf_hooks = bool(guarded)
         slots = Slots(fn, args, kwargs)
         with recording(entry.given):

@@ -182,10 +182,11 @@ def hooks_allowed(what, node=None):
     if node is not None and node._seq >= tracer.first_node:
         return True
     leaf = node.variable if isinstance(node, AccumulateGrad) else None
-    if leaf is not None and leaf_hooks(leaf) is not None:
+    hooks = leaf_hooks(leaf) if leaf is not None else None
+    if hooks is not None:
         if tracer.leaf_hooks is None and tracer.reused:
             raise UnguardedLeafHooks(what)      # (compile collects the call again with them)
-        if tracer.leaf_hooks and tracer.leaf_hooks.get(id(leaf)) == leaf_hooks(leaf):
+        if tracer.leaf_hooks and tracer.leaf_hooks.get(id(leaf)) == hooks:
             return True
     tracer.graph_break(f"{what} runs in a backward inside the compiled function (its "
                        "Python effects could not be replayed)")
