@@ -28,6 +28,7 @@ counts, symbolic_slots.py) gets a graph output that each call writes as a Python
 A slot written with anything else (another object) is not replayed: the guard items show
 that change (side_effects.py), and such a trace is not kept."""
 import inspect
+from functools import partial
 
 from ..runtime import hypers
 from ..runtime.symbolic_scalar import SymbolicScalar
@@ -35,6 +36,7 @@ from ..runtime.tensor import Tensor
 from ..tracer.pytree import flatten, unflatten, with_constants
 from ..tracer.errors import TraceError
 from ..tracer.returned import is_constant
+from .appended_lists import APPEND, grown, marked, numbers_in
 from .code_reads import global_names, global_stores
 from .guards import (_is_object, captured_reads, class_functions, followed_reads,
                      signature_names, user_function)
@@ -85,9 +87,10 @@ def _reads(f, path):
     out = []
     for name, kind, key, v in followed_reads(f):
         if kind == "cell":
-            out.append((("read", ("cell", f.__closure__[key])), (), f"{path}_{name}", v))
+            out.append((("read", ("cell", f.__closure__[key])), (), f"{path}_{name}", v, False))
         elif kind == "global":
-            out.append((("read", ("global", f.__globals__, key)), (), f"{path}_{name}", v))
+            out.append((("read", ("global", f.__globals__, key)), (), f"{path}_{name}", v,
+                        False))
     return out
 
 
@@ -113,10 +116,12 @@ class Slots:
         self.names = [(where, f"captured {path}", _value(where), True) for where, _, kind, path
                       in reads if where[0] == "cell" and kind != "absent"]
         funcs = [getattr(fn, "__func__", fn)] + [v for _, v, kind, _ in reads if kind == "follow"]
-        seen = set()
-        stack = [(root, (), path, v) for root, path, v in reversed(_roots(fn, args, kwargs))]
+        seen, self.funcs, self.handles, self.appended = set(), funcs, {}, []
+        stack = [(root, (), path, v, False) for root, path, v in reversed(_roots(fn, args, kwargs))]
         while stack:
-            root, steps, path, v = stack.pop()
+            root, steps, path, v, in_object = stack.pop()
+            if type(v) is list:     # (each way the walk reaches a list: appended_lists.py)
+                self.handles.setdefault(id(v), []).append((root, steps, in_object))
             if isinstance(v, Tensor) or id(v) in seen:
                 continue
             if not isinstance(v, (list, tuple, dict)) and not _is_object(v):
@@ -139,7 +144,8 @@ class Slots:
                                     list(slots) if isinstance(slots, list) else dict(slots)))
             items = v.items() if isinstance(v, dict) else enumerate(v) \
                 if isinstance(v, (list, tuple)) else sorted(vars(v).items())
-            stack.extend((root, steps + (k,), _named(path, k, i), x)
+            in_object = not isinstance(v, (list, tuple, dict))
+            stack.extend((root, steps + (k,), _named(path, k, i), x, in_object)
                          for i, (k, x) in reversed(list(enumerate(items))))
         known = set()
         for f in funcs:
@@ -153,7 +159,7 @@ class Slots:
                     where = ("global", space, name)
                     self.names.append((where, f"captured {name}", _value(where), name in read))
 
-    def writes(self, result=None):
+    def writes(self, result=None, dynamic=frozenset()):
         """([Write], the tensors they put, in order, the guard walk's paths of those
         tensors): each slot that holds another value now, where that value is a tensor, a
         structure of tensors and constants, or a number argument's stand-in (a graph value
@@ -161,7 +167,8 @@ class Slots:
         self.counters: the slots whose number the run changed to another of its type.
         A structure that shares a container with another slot's, with the result or with
         what the call reaches makes the call run eagerly (a TraceError: compiled calls
-        would write a copy into each)."""
+        would write a copy into each). Lists appended to: appended_lists.grown (dynamic:
+        the compiled function's, with its marked lists; self.appended: lists to mark)."""
         writes, tensors, paths = [], [], set()
         self.counters = []
         holders = {id(h) for h, *_ in self.places}
@@ -174,7 +181,7 @@ class Slots:
             _shares(value, seen, path)
             if self._write(writes, tensors, paths, ("name", where), (), None, path, value,
                            holders):
-                _bind(where, _numbers_in(value))
+                _bind(where, numbers_in(value))
             elif not read:
                 raise TraceError(f"the function binds the global {where[-1]!r} to a value "
                                  f"of type {type(value).__name__}, which compiled calls "
@@ -182,8 +189,10 @@ class Slots:
         for holder, root, steps, path, before in self.places:
             now = _slots(holder)
             if isinstance(now, list):
-                if len(now) != len(before):
-                    continue                # (a structure change: the guards see it)
+                if len(now) != len(before) or marked(holder, path, dynamic):
+                    self.appended += grown(self, holder, path, before, dynamic, partial(
+                        self._append, writes, tensors, paths, seen, holders, root, steps, path))
+                    continue                # (else a structure change: the guards see it)
                 changed = [(k, x) for k, x in enumerate(now) if x is not before[k]]
             else:
                 # (also a hyper-parameter written as the object it held, `g["lr"] = 0.1`)
@@ -201,7 +210,7 @@ class Slots:
                 _shares(value, seen, where)
                 if self._write(writes, tensors, paths, root, steps, slot, where, value,
                                holders):
-                    now[slot] = _numbers_in(value)
+                    now[slot] = numbers_in(value)
         return writes, tensors, paths
 
     def find(self, paths):
@@ -221,6 +230,11 @@ class Slots:
                 if where in paths:
                     out[where] = (holder, k)
         return out
+
+    @staticmethod
+    def _append(writes, tensors, paths, seen, holders, root, steps, path, items):
+        _shares(items, seen, path)
+        return Slots._write(writes, tensors, paths, root, steps, APPEND, path, items, holders)
 
     @staticmethod
     def _write(writes, tensors, paths, root, steps, slot, where, value, holders=()):
@@ -245,16 +259,6 @@ class Slots:
         tensors += [x.tensor if type(x) is SymbolicScalar else x for x in kept]
         paths.update(p for p, x in leaves if not is_constant(x))
         return True
-
-
-def _numbers_in(value):
-    """value, or (where it holds stand-ins) a copy of its structure with their numbers: what
-    the traced run's own slot holds after it, as eager's would (no one else shares it:
-    _shares)."""
-    leaves, tree = flatten(value)
-    if not any(type(x) is SymbolicScalar for _, x in leaves):
-        return value
-    return unflatten(tree, [x.value if type(x) is SymbolicScalar else x for _, x in leaves])
 
 
 def _containers(value):
@@ -353,8 +357,10 @@ class Write:
             return self.root[1][-1] if self.root[1][0] == "global" else "<captured>"
         name = {"owner": "self", "arg": self.root[-1]}.get(self.root[0]) or \
             (self.root[1][-1] if self.root[1][0] == "global" else "<captured>")
-        return name + "".join(f".{k}" if isinstance(k, str) and k.isidentifier()
-                              else f"[{k!r}]" for k in self.steps + (self.slot,))
+        appends = self.slot is APPEND
+        return name + "".join(f".{k}" if isinstance(k, str) and k.isidentifier() else f"[{k!r}]"
+                              for k in self.steps + (() if appends else (self.slot,))) + \
+            (".append(...)" if appends else "")
 
 
 class Pending:
@@ -374,5 +380,8 @@ class Pending:
             holder = _resolve(w.root, fn, args, kwargs, bound)
             for k in w.steps:
                 holder = _child(holder, k)
-            _slots(holder)[w.slot] = w.value(self.tensors)
+            if w.slot is APPEND:
+                holder.extend(w.value(self.tensors))
+            else:
+                _slots(holder)[w.slot] = w.value(self.tensors)
         return self.result

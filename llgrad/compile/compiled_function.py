@@ -14,8 +14,8 @@ import weakref
 
 from ..runtime import trace_state
 from ..tracer.trace import ControlFlowError, TraceError
-from . import (background, dynamo_config, eager_builds, leaf_hooks, log, stance,
-               symbolic_args, symbolic_slots)
+from . import (appended_lists, background, dynamo_config, eager_builds, leaf_hooks, log,
+               stance, symbolic_args, symbolic_slots, volatile_guards)
 from .compile_doc import Callable, documented
 from .eager_only import eager_only_reason
 from .dump import _dump_to_env, dump_text
@@ -24,7 +24,7 @@ from .attr_writes import Slots
 from .fastpath import plain_function, plain_key, plain_reads
 from .guard_walker import make_walker
 from .defaults import default_filler
-from .guards import WALK_HOOKS, collect, hooked, identity, without_grads
+from .guards import collect, hooked, identity, without_grads
 from .module import CompiledModule, is_module
 from .readable import Names, guard_lines, why_retrace
 from .recompile_limit import warn_limit
@@ -163,7 +163,7 @@ class CompiledFunction:
                                             entered) as call:
                 entry, result = trace_entry(getattr(self.fn, "__name__", "f"), self._resolved,
                                             self._traced_fn(), tensors, guards, *call, n_own,
-                                            entered, self.fn, WALK_HOOKS in self._dynamic)
+                                            entered, self.fn, self._dynamic)
         except BaseException as e:
             # (a tensor `if` the conversion cannot keep is traced again below as plain
             # Python, its numbers still inputs: their stand-ins did not cause it)
@@ -192,6 +192,7 @@ class CompiledFunction:
             self._warn_once(reason)
             return self._trace_call(tensors, guards, entered, key, n_own, args, kwargs)
         symbolic_slots.mark(self, entry.counters, entered)  # (numbers it counts: inputs)
+        appended_lists.mark(self, entry.appended)   # (lists it only appends to: replayed)
         reason = snapshot.unreplayed_effect()
         # (one the entry does not replay: the next call traces again on the new state; an
         # optimiser's first step, which makes its state, is followed by steps that make none)
@@ -232,8 +233,8 @@ class CompiledFunction:
         if entry is not EAGER and entry.grad_free:
             free = without_grads(key, n_own)
             self._grad_free[free] = self._grad_free.get(free, []) + [entry]
-        self._fast.clear()            # runners made before know only the older entries
-        if entry is not EAGER and background.enabled(entry):
+        settled = volatile_guards.settle(self, key, EAGER)  # (a guard changing every call)
+        if entry is not EAGER and not settled and background.enabled(entry):
             background.request(entry, build_now)  # (LLVM starts now, while the caller goes on)
 
     def _eagerly(self, reason, args, kwargs, key=None):
@@ -379,8 +380,7 @@ class CompiledFunction:
             self._walker_tries, self.n_traces, self._not_kept, self._warned = 0, 0, None, set()
             self._first_untraced, self._dynamic, self._static, self._numbers_seen = \
                 False, frozenset(), frozenset(), {}
-            self._fresh_unkept = False
-            self.graph_breaks, self._eager_reasons = [], {}
+            self.graph_breaks, self._eager_reasons, self._fresh_unkept = [], {}, False
 
 
 @documented         # (the help text: compile_doc.py)

@@ -29,7 +29,7 @@ from ..tracer.trace import TraceError, trace_body
 from .dump import _trace_note
 from .eager_graph import eager_saved as _eager_saved, frees as _frees
 from .attr_writes import Slots
-from .guard_values import hooked
+from .guards import WALK_HOOKS, hooked
 from . import symbolic_args
 from .output_notes import (leaf_made_inside, leaf_order, reach_masks,
                            rebuild_notes as _rebuild_notes)
@@ -87,7 +87,8 @@ class Entry:
         "_cache_hints", "_compiled_before",     # and whether a process built it before
         "llvm_builds",                    # how many LLVM modules its kernels built
         "given",                          # its warnings and prints (replayed_output.py)
-        "counters")                       # numbers it changed in the state (symbolic_slots)
+        "counters", "appended")           # numbers it changed in the state (symbolic_slots),
+                                          # lists it appended to (appended_lists.py)
 
     def __init__(self, name, backend, guard_items):
         self.name, self.backend, self.guard_items = name, backend, guard_items
@@ -102,7 +103,7 @@ class Entry:
         self.scalar_outputs, self.eager_saved, self.reusable = {}, ({}, {}), False
         self.n_returned, self.attr_writes, self.written, self.counters = 0, None, (), ()
         self.grad_free, self.rng_index, self.step, self.grad_on = False, None, False, []
-        self.leaf_hooks = False
+        self.leaf_hooks, self.appended = False, ()
         self.kernels, self._runners, self.timings = {}, {}, {}
         self._forward_run = self._backward_run = self._node_layout = self._unflatten = None
         self._build_job, self._interim_runs, self._cache_hints = None, {}, {}
@@ -110,13 +111,13 @@ class Entry:
 
 
 def trace_entry(name, backend, traced_fn, tensors, guards, args, kwargs, n_own, entered=(),
-                fn=None, hooks=False):
+                fn=None, dynamic=frozenset()):
     """Trace traced_fn(*args, **kwargs) with `tensors` [(path, Tensor)] as the inputs ->
     (Entry, the traced run's result, which is eager's). entered: the containers and objects
     the guard walk entered (an untaken branch's effects on them are put back). fn: the
     user's function as the guard walk reads its call (the tensors it puts into the objects
-    it reaches become outputs: attr_writes.py); None: traced_fn. hooks: the walk walked the
-    inputs' hooks (guards._walk_hooks): the function's own backward may run them.
+    it reaches become outputs: attr_writes.py); None: traced_fn. dynamic: the guard walk's
+    (WALK_HOOKS: it walked the inputs' hooks, which the function's own backward may run).
 
     The pipeline, a step each:
         trace      the function run eagerly under the tracer, its VJP traced after it
@@ -131,7 +132,7 @@ def trace_entry(name, backend, traced_fn, tensors, guards, args, kwargs, n_own, 
     t0 = time.perf_counter()
     try:
         graph, state = _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered,
-                              differentiable, traced_fn if fn is None else fn, hooks)
+                              differentiable, traced_fn if fn is None else fn, dynamic)
         _check_mutated(name, tensors, differentiable, graph.mutated, state["grad"])
         t1 = time.perf_counter()
         _partition(entry, graph, state, differentiable)
@@ -150,7 +151,7 @@ def trace_entry(name, backend, traced_fn, tensors, guards, args, kwargs, n_own, 
 
 
 def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiable, fn,
-           hooks):
+           dynamic):
     """The traced run -> (its verified joint graph, what the run decided)."""
     name = entry.name
     state = {}
@@ -160,7 +161,7 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
         storages = [t._storage for _, t in tensors]
         hypers.trace_inputs(tensors)    # (the optimiser's lr: these inputs, hypers.py)
         trace_state.state.tracer.reused = True
-        if hooks:   # (the input leaves' hooks the call was guarded with: its backward runs them)
+        if WALK_HOOKS in dynamic:   # (the input leaves' hooks the call was guarded with)
             guarded = trace_state.state.tracer.leaf_hooks = {
                 id(t): h for _, t in tensors
                 if t._grad_fn is None and hooked(t) and (h := leaf_hooks(t)) is not None}
@@ -184,7 +185,7 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
         state["result"] = values_in(result)
         outs = [o.tensor if isinstance(o, ReturnedScalar) else o for o in outs]
         entry.out_tree = tree
-        _written_outputs(entry, slots, outs, result)
+        _written_outputs(entry, slots, outs, result, dynamic)
         _rebuild_notes(entry, outs, tensors)
         # .grad the function set (a training step's backward): outputs to assign back
         changed = [(k, t._grad) for k, (_, t) in enumerate(tensors) if t._grad is not before[k]
@@ -327,12 +328,12 @@ def _partition(entry, graph, state, differentiable):
         mutated, sorted(kept))
 
 
-def _written_outputs(entry, slots, outs, result):
+def _written_outputs(entry, slots, outs, result, dynamic):
     """The tensors the run put into objects it reaches (attr_writes.py) as outputs after the
     returned ones (one that is also returned, not as a number, is that output)."""
     entry.n_returned = len(outs)
-    writes, written, paths = slots.writes(result)
-    entry.counters = slots.counters
+    writes, written, paths = slots.writes(result, dynamic)
+    entry.counters, entry.appended = slots.counters, slots.appended
     if not writes:
         return
     at = {id(o): k for k, o in enumerate(outs) if k not in entry.scalar_outputs}

@@ -29,6 +29,7 @@ import numpy as np
 
 from ..ir import promotion
 from ..runtime import grad_mode, hypers
+from .appended_lists import ARG_MARK, Appended
 from .attr_writes import Slots
 from .guard_values import inputable
 from .guards import (_SCALARS, _is_object, _scalar_set, class_functions, dynamic_input,
@@ -147,10 +148,11 @@ class _Dynamic:
         self.path = path
 
 
-def _walk(src, roots, dynamic=None):
+def _walk(src, roots, dynamic=None, appended=frozenset()):
     """guards._walk's traversal, emitting code; -> the tensors' names in collect's order
     (each tensor once) and the names of the distinct objects. dynamic: {(id(holder),
-    attribute name, key or index): path} of the numbers that are inputs."""
+    attribute name, key or index): path} of the numbers that are inputs; appended: the ids
+    of the lists calls only append to (appended_lists.py), checked by identity alone."""
     tensors, first_tensor = [], {}     # names of distinct tensors; id -> name
     objects, first_object = [], {}
     followed = set()                   # ids of the user's functions followed
@@ -185,6 +187,8 @@ def _walk(src, roots, dynamic=None):
                 src.key.append(_number(x, v))
         elif type(v) is np.ndarray:     # (an input whose memory other inputs may share:
             raise _Unsupported("a NumPy array")     # the full walk decides, guards.py)
+        elif id(v) in appended and type(v) is list:
+            src.check(f"{x} is not {src.const(v)}")
         elif isinstance(v, (list, tuple, dict)):
             held = []
             leaves = _container(src, x, v, depth, dynamic, held)
@@ -305,7 +309,10 @@ def make_walker(fn, args, kwargs, dynamic=frozenset()):
     dynamic: the paths whose numbers are inputs (guards.collect's)."""
     bound = signature_names(fn, args, kwargs)
     exprs = _bound_sources(fn, bound, args, kwargs)
-    slots = _dynamic_attributes(fn, args, kwargs, dynamic - {name for name, _ in bound})
+    appended = {id(m.items) for m in dynamic if type(m) is Appended}     # (appended_lists)
+    paths = {p for p in dynamic if type(p) is not Appended and not p.startswith(ARG_MARK)} \
+        - {name for name, _ in bound}
+    slots = _dynamic_attributes(fn, args, kwargs, paths)
     if exprs is None or slots is None:
         return None
     src = _Source()
@@ -313,7 +320,9 @@ def make_walker(fn, args, kwargs, dynamic=frozenset()):
     src.check(f"tuple(kwargs) != {src.const(tuple(kwargs))}" if kwargs else "kwargs")
     roots, numbers = [], []
     for x, (name, a) in zip(exprs, bound):
-        if name in dynamic and inputable(a):    # (first, as collect has them)
+        if type(a) is list and ARG_MARK + name in dynamic:
+            src.type_is(x, a)       # (a list calls only append to: appended_lists.py)
+        elif name in dynamic and inputable(a):    # (first, as collect has them)
             src.type_is(x, a)
             _fits(src, x)
             numbers.append(src.var("n"))
@@ -326,7 +335,7 @@ def make_walker(fn, args, kwargs, dynamic=frozenset()):
         roots.insert(0, (src.const(owner), owner, 0, False))
     roots += [(x, v, 0, True) for x, v in _captured(src, fn)]     # (types checked)
     try:
-        tensors, objects = _walk(src, roots, slots)
+        tensors, objects = _walk(src, roots, slots, appended)
     except _Unsupported:
         return None
     tensors = numbers + tensors

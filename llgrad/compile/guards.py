@@ -11,6 +11,7 @@ from ..tracer.pytree import flatten
 from ..runtime import backward_hooks, grad_mode, hypers
 from ..runtime.random_state import _Generator, default_generator
 from ..runtime.tensor import Tensor
+from .appended_lists import APPENDED_TO, marked
 from .arrays import arrays_as_tensors, wrappable
 from .code_reads import (function_parts, global_names, module_attributes, unguarded_reads,
                          users_file, users_module)
@@ -91,6 +92,9 @@ def _walk(roots, tensors, guards, entered=None, dynamic=frozenset()):
         elif isinstance(v, (list, tuple, dict)):
             if entered is not None:
                 entered.append(v)
+            if marked(v, path, dynamic):    # (a list calls only append to, not read)
+                guards.append((f"structure of {path}", APPENDED_TO))
+                continue
             leaves, tree = flatten(v, path)
             at = hypers.slots_within(v, path)
             if at:

@@ -17,7 +17,7 @@ from ..ir.printer import _names
 from ..runtime.creation import default_generator
 from ..runtime.tensor import Tensor
 from .guard_pairs import GONE, paired_items
-from .guards import _is_object, captured_reads, signature_names
+from .guards import APPENDED_TO, _is_object, captured_reads, signature_names
 from .log import user_line
 
 _SPECIAL = re.compile(r"\._(modules|parameters|buffers)\[('([A-Za-z_][A-Za-z0-9_]*)'|'(\d+)')\]")
@@ -186,6 +186,8 @@ def _number(value):
 
 
 def _structure(n, outline):
+    if outline == APPENDED_TO:
+        return f"{n} is a list the function only appends to"
     if type(outline) is tuple and len(outline) == 2 and not isinstance(outline[0], type):
         shared = outline[1] and len(set(outline[1])) < len(outline[1])  # (guards.py: sharing)
         return _structure(n, outline[0]) + (" (containers in it shared)" if shared else "")

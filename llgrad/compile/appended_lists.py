@@ -1,0 +1,169 @@
+"""Python lists a compiled function appends to, replayed by compiled calls.
+
+A training step that logs as it goes (`losses.append(loss.item())`, `self.history.append(
+out.detach())`) grows a list the call reaches. The guard walk guards a list by its items, so
+each such call looked new: it traced again until the recompile limit, then ran eagerly.
+
+A list the user's code only appends to is replayed instead. Only appends: wherever the code
+of the function and of the user's functions the guard walk follows names the list (the
+global, closure variable, argument or attribute it is reached by, under each name it is
+reached by), the next thing is `.append` or `.extend`, so nothing reads its length or its
+items, and nothing rebinds the name. The first traced run that grows such a list is not
+kept; the list is marked on the compiled function (an Appended in its dynamic set, which
+holds the list, so its id names no other while marked), and from then on the guard walk
+guards it without its items (guards._walk), and each compiled call appends what the traced
+run appended, as attr_writes' slot writes put values: tensors (outputs of the graph),
+numbers of `t.item()` (stand-ins, written as Python numbers) and constants the entry's
+guards determine. A marked list that a run changed otherwise (an item replaced or removed),
+that it appended something else to, or that the code now reads makes the call run eagerly."""
+import dis
+import functools
+import inspect
+
+from ..runtime.symbolic_scalar import SymbolicScalar
+from ..tracer.errors import TraceError
+from ..tracer.pytree import flatten, unflatten
+
+_GROWERS = ("append", "extend")
+ARG_MARK = "<appended to> "        # (+ an argument's name: the lists passed there are marked)
+_ATTRIBUTE_LOADS = ("LOAD_ATTR", "LOAD_METHOD")
+APPENDED_TO = ("appended to",)      # the guard walk's structure item of a marked list
+
+
+class _Append:
+    """The slot of a write that appends (attr_writes.Write): the list grows by its values."""
+
+    def __repr__(self):
+        return "append"
+
+
+APPEND = _Append()
+
+
+class Appended:
+    """A marked list in a compiled function's dynamic set: equal for the same list."""
+    __slots__ = ("items",)
+
+    def __init__(self, items):
+        self.items = items
+
+    def __hash__(self):
+        return hash((Appended, id(self.items)))
+
+    def __eq__(self, other):
+        return type(other) is Appended and other.items is self.items
+
+
+def marked(v, path, dynamic):
+    """Whether list v, which the guard walk reaches at path, is marked in dynamic."""
+    return bool(dynamic) and type(v) is list and (Appended(v) in dynamic or
+                                                  ARG_MARK + path in dynamic)
+
+
+def mark(cf, lists):
+    """Mark lists [(list, the arguments it was passed as)] on the compiled function cf (the
+    next call's walk guards them as appended to: the list itself, and any list passed as
+    those arguments); True if one was not marked before."""
+    new = frozenset(m for v, args in lists for m in [Appended(v), *(ARG_MARK + a for a in args)])
+    new = new - cf._dynamic
+    if new:
+        cf._dynamic = cf._dynamic | new
+        cf._fast.clear()
+    return bool(new)
+
+
+def numbers_in(value):
+    """value, or (where it holds stand-ins) a copy of its structure with their numbers: what
+    the traced run's own slot holds after it, as eager's would."""
+    leaves, tree = flatten(value)
+    if not any(type(x) is SymbolicScalar for _, x in leaves):
+        return value
+    return unflatten(tree, [x.value if type(x) is SymbolicScalar else x for _, x in leaves])
+
+
+def grown(slots, holder, path, before, dynamic, write):
+    """What the traced run did to list `holder` (at guard path `path`, its items `before`
+    the run) that is not a slot write: for a marked list, note the write of what it
+    appended (write(items) -> whether calls can replay them) and give [] (a TraceError
+    where the run changed it otherwise or the code no longer only appends to it); for a
+    list the run grew that the code only appends to, [(holder, the arguments it was passed
+    as)] (to mark); else []."""
+    now = holder
+    kept = len(now) >= len(before) and all(a is b for a, b in zip(now, before))
+    if not marked(holder, path, dynamic):
+        if not (kept and len(now) > len(before) and only_appended(slots, holder)):
+            return []
+        return [(holder, tuple(root[1] for root, steps, _ in slots.handles[id(holder)]
+                               if root[0] == "arg" and not steps))]
+    if not kept:
+        raise TraceError(f"the function changes the list {path} other than by appending to "
+                         "it, which compiled calls cannot replay")
+    if not only_appended(slots, holder):
+        raise TraceError(f"the function now reads the list {path} it appends to (compiled "
+                         "calls append to it unread)")
+    if len(now) > len(before):
+        items = now[len(before):]
+        if not write(list(items)):
+            raise TraceError(f"the function appends a {type(items[0]).__name__} to the list "
+                             f"{path}, which compiled calls cannot replay")
+        now[len(before):] = numbers_in(list(items))
+    return []
+
+
+def only_appended(slots, holder):
+    """Whether every name the Slots walk reached holder by is, in the code it follows, only
+    appended to (see the module)."""
+    codes = [c for c in (getattr(f, "__code__", None) for f in slots.funcs)
+             if inspect.iscode(c)]
+    handles = slots.handles.get(id(holder), ())
+    names = [_name(slots, root, steps, in_object) for root, steps, in_object in handles]
+    if not names or None in names:
+        return False
+    if any(steps for _, steps, _ in handles) and any(
+            _uses(code, "__dict__") != 0 or _uses(code, "vars") != 0 for code in codes):
+        return False        # (an attribute read by its object's dict)
+    appends = [_uses(code, name) for code in codes for name in set(names)]
+    return None not in appends and any(appends)
+
+
+def _name(slots, root, steps, in_object):
+    """The name the code reaches a list by: the attribute (an object's, in_object), the
+    argument, the global or the closure variable; None for anything else (an item)."""
+    if steps:
+        return steps[-1] if type(steps[-1]) is str and in_object else None
+    if root[0] == "arg":
+        return root[1]
+    if root[0] != "read":
+        return None
+    where = root[1]
+    if where[0] == "global":
+        return where[2]
+    if where[0] == "cell":
+        for f in slots.funcs:
+            code, cells = getattr(f, "__code__", None), getattr(f, "__closure__", None)
+            for name, cell in zip(code.co_freevars if inspect.iscode(code) else (), cells or ()):
+                if cell is where[1]:
+                    return name
+    return None
+
+
+@functools.lru_cache(maxsize=1024)
+def _uses(code, name):
+    """How many times code (its nested functions' included) appends to `name`, or None
+    where it names it otherwise (a read, a store, the name as a string)."""
+    n, stack = 0, [code]
+    while stack:
+        c = stack.pop()
+        ins = list(dis.get_instructions(c))
+        for i, x in enumerate(ins):
+            named = x.argval == name if type(x.argval) is str else \
+                type(x.argval) is tuple and name in x.argval
+            if not named or x.opname == "LOAD_CLOSURE":    # (its nested function: scanned)
+                continue
+            after = ins[i + 1] if i + 1 < len(ins) else None
+            if x.opname == "LOAD_CONST" or not x.opname.startswith("LOAD_") or after is None \
+                    or after.opname not in _ATTRIBUTE_LOADS or after.argval not in _GROWERS:
+                return None
+            n += 1
+        stack.extend(k for k in c.co_consts if inspect.iscode(k))
+    return n
