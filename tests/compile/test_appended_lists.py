@@ -240,3 +240,48 @@ def test_a_marked_list_emptied_between_calls():
     log.clear()
     fn(llgrad.ones(2) * 5)
     assert log == [10.0] and fn.n_traces == 2
+
+
+def _appending(compiled, body):
+    hist = []
+    llgrad.manual_seed(0)
+    lin = nn.Linear(3, 2)
+    fn = llgrad.compile(body(hist, lin)) if compiled else body(hist, lin)
+    return hist, lin, fn
+
+
+def test_appended_inputs_and_views_are_eager_s_own_objects():
+    def body(hist, lin):
+        def f(x):
+            hist.append(x)
+            hist.append(x[1:])
+            return x * 2
+        return f
+    for compiled in (False, True):
+        hist, _, fn = _appending(compiled, body)
+        xs = [llgrad.ones(3) * i for i in range(4)]
+        for x in xs:
+            fn(x)
+        xs[-1].add_(100)
+        assert all(h is xs[i // 2] for i, h in enumerate(hist) if i % 2 == 0)
+        assert all(h._base is xs[i // 2] for i, h in enumerate(hist) if i % 2 == 1)
+        assert hist[-1].tolist() == [103.0, 103.0]
+    assert fn.n_traces == 2
+
+
+def test_gradients_flow_through_appended_outputs():
+    def body(outs, lin):
+        def f(x):
+            y = lin(x).tanh()
+            outs.append(y)
+            return y.sum()
+        return f
+    grads = []
+    for compiled in (False, True):
+        outs, lin, fn = _appending(compiled, body)
+        for i in range(4):
+            fn(llgrad.ones(2, 3) * i)
+        (llgrad.stack(outs) ** 2).sum().backward()
+        grads.append(lin.weight.grad.numpy().copy())
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-6)
+    assert fn.n_traces == 2
