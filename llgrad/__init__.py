@@ -3,7 +3,9 @@
 Only re-exports live here; see llgrad/runtime (eager), llgrad/ir (op table, IR),
 llgrad/compile (compiled functions)."""
 import importlib as _importlib
-from .runtime import heap as _heap
+from . import _bytecode
+_bytecode.install()     # (llgrad's bytecode in its disk cache where Python writes none)
+from .runtime import heap as _heap  # noqa: E402
 _heap.keep_freed_memory(_heap.keep_mb_setting())   # (before the first tensor: see heap.py)
 from .runtime import Size, Tensor  # noqa: F401
 from .runtime.dtypes import (bool_ as bool, double, dtype, float, float16, float32,  # noqa: F401,A004

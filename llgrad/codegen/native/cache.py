@@ -105,11 +105,11 @@ def _read_entry(d, name):
         os.close(fd)
 
 
-def load(key):
+def load(key, sub=None):
     """(entry, object bytes, IR before, IR after: zlib-compressed) from the entry for key,
     or None when there is none or it fails any check (it will be rebuilt and
-    overwritten)."""
-    with _directory() as d:
+    overwritten). sub: the cache's subdirectory holding it (cache_dir._directory)."""
+    with _directory(sub) as d:
         if d is None:
             return None
         secret = _signing_key(d)
@@ -210,10 +210,10 @@ def _create_temp(d):
     return name, fd
 
 
-def store(key, entry, obj, ir_before, ir_after):
+def store(key, entry, obj, ir_before, ir_after, sub=None):
     """Write the entry for key atomically (ir_before/ir_after compressed); a failure to
     write warns once and is otherwise harmless (the kernel is already in memory)."""
-    with _directory() as d:
+    with _directory(sub) as d:
         if d is None:
             return
         secret = _signing_key(d)
