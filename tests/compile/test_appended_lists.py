@@ -285,3 +285,24 @@ def test_gradients_flow_through_appended_outputs():
         grads.append(lin.weight.grad.numpy().copy())
     np.testing.assert_allclose(grads[1], grads[0], rtol=1e-6)
     assert fn.n_traces == 2
+
+
+def test_a_forward_hook_collecting_activations():
+    """Feature extraction as tutorials write it: a forward hook appends each output."""
+    runs = []
+    for compiled in (False, True):
+        llgrad.manual_seed(0)
+        m = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+        feats = []
+        m[1].register_forward_hook(lambda mod, inputs, out: feats.append(out.detach()))
+        fn = llgrad.compile(m) if compiled else m
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            for i in range(5):
+                fn(llgrad.ones(2, 3) * i)
+        runs.append(([f.numpy().copy() for f in feats], fn))
+    (fe, _), (fc, cm) = runs
+    assert len(fc) == 5
+    for a, b in zip(fe, fc):
+        np.testing.assert_allclose(b, a, rtol=1e-6)
+    assert [cf.n_traces for cf in vars(cm).values() if hasattr(cf, "n_traces")] == [2]
