@@ -306,3 +306,43 @@ def test_a_forward_hook_collecting_activations():
     for a, b in zip(fe, fc):
         np.testing.assert_allclose(b, a, rtol=1e-6)
     assert [cf.n_traces for cf in vars(cm).values() if hasattr(cf, "n_traces")] == [2]
+
+
+def _eager_and_compiled(make, inputs):
+    out = []
+    for compiled in (False, True):
+        log, f = make()
+        fn = llgrad.compile(f) if compiled else f
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            results = [fn(x).tolist() for x in inputs]
+        out.append((log, results))
+    assert out[1] == out[0]
+
+
+def test_appends_under_a_tensor_condition_and_loop():
+    def branch():
+        log = []
+
+        def f(x):
+            y = x * 2
+            if y.sum() > 0:
+                log.append(1)
+                y = y + 1
+            else:
+                log.append(-1)
+            return y
+        return log, f
+
+    def loop():
+        log = []
+
+        def f(x):
+            y = x
+            while y.sum() < 10:
+                log.append(y.sum().item())
+                y = y * 2
+            return y
+        return log, f
+    _eager_and_compiled(branch, [llgrad.ones(2) * s for s in (1, -1, 1, 1, -1, -1, 1)])
+    _eager_and_compiled(loop, [llgrad.ones(2) * s for s in (1, 0.5, 1, 3, 0.1, 1)])
