@@ -52,7 +52,11 @@ Guards and re-tracing
     A cache hit never runs fn's Python again (once its native code is built: until then
     calls run fn eagerly, see Background builds). A changed guard traces
     again, up to recompile_limit specialisations; then a warning names the guard that
-    changed and calls with new guard values run eagerly. Python state a traced run changed
+    changed and calls with new guard values run eagerly. A value guard that has taken four
+    values in the traces of one guard key (the count a data-dependent mask or nonzero
+    selects, changing every call) stops it sooner: that key's calls run eagerly, with a
+    warning naming the line (each kept entry would cost a call a forward run before its
+    value guards could be read). Python state a traced run changed
     is replayed by compiled calls where it can be: tensors, constants and flags put into
     attributes, dicts and lists, an optimiser's lr the step sets, and numbers the step
     counts (`self.t += 1`, a global step), which become inputs after the first trace and
