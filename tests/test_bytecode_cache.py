@@ -57,3 +57,12 @@ def test_nothing_installed_where_python_writes_bytecode_or_the_cache_is_off(tmp_
                PYTHONPYCACHEPREFIX=str(tmp_path / "pycache"))     # (not into the source tree)
     assert own["counts"] == {"cached": 0, "compiled": 0} and own["loader"] == "SourceFileLoader"
     assert not (tmp_path / "cache" / "modules").exists()
+
+
+def test_nothing_written_into_a_refused_cache_directory(tmp_path):
+    d = tmp_path / "cache"
+    d.mkdir()
+    os.chmod(d, 0o777)          # (others may write: the kernel cache refuses it)
+    out = _run(tmp_path)
+    assert out["counts"]["cached"] == 0 and out["y"] == 6.0
+    assert list(d.iterdir()) == []

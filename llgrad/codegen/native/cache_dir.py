@@ -204,10 +204,12 @@ def _still_good(d):
 @contextmanager
 def _directory(sub=None):
     """The checked cache directory (a _Dir) for the duration of a use, or None; sub: a
-    directory of its own inside it (llgrad's module bytecode: _bytecode.py)."""
+    directory of its own inside it (llgrad's module bytecode: _bytecode.py), used only
+    where the cache directory itself passes its checks (and checked as it is)."""
     path = _configured_dir() if _POSIX else None
     if path is not None and sub:
-        path = os.path.join(path, sub)
+        with _directory() as parent:
+            path = None if parent is None else os.path.join(path, sub)
     d = None
     if path is not None:
         why = None
