@@ -12,6 +12,7 @@ VJP's recomputation (mish's exp/log1p/tanh)."""
 import numpy as np
 
 from .ops_elementwise import _half_in_float, zero_linked
+from .ops_select import keep_x_at_ties
 from .optable import defop
 
 
@@ -89,7 +90,8 @@ _unary("celu_", _elu, _celu_result_vjp, "CeluBackward1", save=("result",), cost=
 
 def _hardtanh(x, min_val=-1.0, max_val=1.0):
     # (x second, as clamp: a tie keeps x, so relu6(-0.0) is -0.0 as in PyTorch)
-    return np.minimum(np.asarray(max_val, x.dtype), np.maximum(np.asarray(min_val, x.dtype), x))
+    lo = keep_x_at_ties(np.maximum, np.asarray(min_val, x.dtype), x)
+    return keep_x_at_ties(np.minimum, np.asarray(max_val, x.dtype), lo)
 
 
 def _hardtanh_vjp(c, g):

@@ -382,11 +382,11 @@ for _name, _fn, _alias in (("eq", np.equal, ()), ("ne", np.not_equal, ()),
     defop(_name, _compare(_fn), args=("self", "other"), kind="elementwise", promote=(0, 1),
           methods=(_name, f"__{_name}__") + _alias, functions=(_name,) + _alias,
           complex=_name in ("eq", "ne"))
-defop("logical_and", np.logical_and, args=("self", "other"), kind="elementwise",
+defop("logical_and", np.logical_and, args=("self", "other"), kind="elementwise", promote=(0, 1),
       methods=("logical_and",), functions=("logical_and",))
-defop("logical_or", np.logical_or, args=("self", "other"), kind="elementwise",
+defop("logical_or", np.logical_or, args=("self", "other"), kind="elementwise", promote=(0, 1),
       methods=("logical_or",), functions=("logical_or",))
-defop("logical_xor", np.logical_xor, args=("self", "other"), kind="elementwise",
+defop("logical_xor", np.logical_xor, args=("self", "other"), kind="elementwise", promote=(0, 1),
       methods=("logical_xor",), functions=("logical_xor",))
 defop("logical_not", np.logical_not, kind="elementwise",
       methods=("logical_not",), inplace=("logical_not_",), functions=("logical_not",), complex=True)

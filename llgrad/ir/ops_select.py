@@ -8,6 +8,16 @@ from .ops_elementwise import _binary, _is_tensor
 from .optable import conj, defop
 
 
+def keep_x_at_ties(fn, bound, x):
+    """np.maximum / np.minimum (fn) of a bound and x keeping x at a tie (clamp(-0.0, min=0)
+    is -0.0, as in PyTorch), which NumPy's float32/64 loops do and its float16 loop does not
+    (it keeps the first operand): float16 goes through float32, exactly."""
+    if getattr(x, "dtype", None) != np.float16:
+        return fn(bound, x)
+    b = np.asarray(bound, np.float16).astype(np.float32)
+    return fn(b, x.astype(np.float32)).astype(np.float16)
+
+
 def _clamp(x, lo, hi):
     # x second: np.maximum/np.minimum give the second operand at a tie, so x is kept there
     # (clamp(-0.0, min=0.0) is -0.0, as in PyTorch); NaN (x or a bound) propagates
@@ -19,9 +29,9 @@ def _clamp(x, lo, hi):
     if lo is None and hi is None:
         return np.array(x, copy=True) if isinstance(x, np.ndarray) else x
     if lo is not None:
-        x = np.maximum(lo, x)
+        x = keep_x_at_ties(np.maximum, lo, x)
     if hi is not None:
-        x = np.minimum(hi, x)
+        x = keep_x_at_ties(np.minimum, hi, x)
     return x
 
 

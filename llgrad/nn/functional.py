@@ -231,6 +231,9 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     """As torch.nn.functional.nll_loss."""
     reduction = _reduction(reduction, size_average, reduce)
     check_target_shape(input, target, weight)
+    if target._dtype.name in ("int64", "uint8"):    # (a wrong target dtype is reported first)
+        floating_only(input, "nll_loss2d_forward_out_frame" if input.dim() > 2
+                      else "nll_loss_out_frame")
     if weight is not None and weight.requires_grad and grad_mode.is_grad_enabled():
         raise nondiff_error("nll_loss2d_forward" if input.dim() > 2 else "nll_loss_forward",
                             "weight")

@@ -27,6 +27,8 @@ def floating_only(input, kernel):
 def _apply(name, input, inplace, attrs, inplace_op=None):
     if name not in ("hardtanh", "threshold"):       # (these two take integers)
         floating_only(input, "elu_cpu" if name == "celu" else name + "_cpu")
+    if name == "threshold" and input.dtype.name == "bool":
+        raise NotImplementedError("\"threshold_cpu\" not implemented for 'Bool'")
     if name == "hardtanh":      # (PyTorch's hardtanh_out: not bool, uint8's limits not < 0)
         if input.dtype.name == "bool":
             raise RuntimeError("Bool inputs not supported for hardtanh")

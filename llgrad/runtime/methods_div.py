@@ -28,7 +28,9 @@ def _integer_operands(self, other, rounding_mode):
         raise NotImplementedError(f"\"div_{rounding_mode}_cpu\" not implemented for 'Bool'")
     # (raised by PyTorch's kernel on a zero it divides by: none in an empty result; a
     # Python int is wrapped into the dtype first, so uint8 // 256 divides by zero)
-    zero = (other == 0).any() if isinstance(other, Tensor) else dtypes.wrap_int(other, rt) == 0
+    # (a 0-d tensor divisor is cast into the dtype first too: int16 256 is int8 0)
+    zero = (other.to(rt) == 0).any() if isinstance(other, Tensor) else \
+        dtypes.wrap_int(other, rt) == 0
     if zero and _numel(self, other):
         raise RuntimeError("ZeroDivisionError")     # (PyTorch's words)
     return True
