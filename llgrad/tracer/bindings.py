@@ -214,3 +214,20 @@ class Bindings:
             if t is not None:
                 out.append((t, e[1]))
         return out
+
+    def memory_now(self):
+        """What each memory the trace knows holds now: a mark for writes_since."""
+        return {sid: rec[1] for sid, rec in self.roots.items()}
+
+    def writes_since(self, mark):
+        """Whether code traced since memory_now() gave mark wrote memory that was there before
+        it: one the trace knew then, or an input it met since (a module's buffer first read
+        there); memory made since is not counted."""
+        inputs = self.builder.graph.inputs
+        for sid, rec in list(self.roots.items()):
+            was = mark.get(sid)
+            if was is None and sid in self.inputs:
+                was = inputs[self.inputs[sid]]
+            if was is not None and rec[1] is not was:
+                return True
+        return False

@@ -10,7 +10,8 @@ replaced by its position (saved_tensors_hooks); the first read of one in backwar
 segment again and takes the values from that run, checked against the first run's shapes.
 
 Inside a compiled function's trace a segment is simply called: the compiled code decides what
-it keeps, and its results, gradients and random draws are the same."""
+it keeps, and its results, gradients and random draws are the same; but a segment whose second
+run would write outside it or draw anew runs eagerly (_traced)."""
 import contextlib
 import warnings
 
@@ -161,6 +162,34 @@ def _never_unpacked(_):
     raise RuntimeError("a recomputation's own saved tensors are never read")
 
 
+def _traced(tracer, function, args, kwargs, preserve_rng_state, reentrant):
+    """The segment called inside a trace: one run, whose values backward reuses. Eager's
+    backward runs it a second time, which a trace cannot be when that second run does
+    more than give the same values again: when it writes memory from outside the segment
+    (a BatchNorm's running stats, a buffer counting calls: written twice), or, without
+    preserve_rng_state, draws random numbers (new ones: another dropout mask, the generator
+    advanced twice). Those calls run eagerly. A reentrant segment none of whose inputs
+    requires grad runs under no_grad, as eager's CheckpointFunction: its parameters get no
+    gradient."""
+    if reentrant and not any(isinstance(a, Tensor) and a.requires_grad for a in args):
+        if is_grad_enabled():       # (eager's warning, given again by compiled calls)
+            warnings.warn("None of the inputs have requires_grad=True. Gradients will be "
+                          "None", stacklevel=3)
+        with no_grad():
+            return function(*args, **kwargs)
+    rng, mark = getattr(tracer, "rng_value", None), tracer.memory_now()
+    out = function(*args, **kwargs)
+    if is_grad_enabled():
+        if tracer.writes_since(mark):
+            tracer.graph_break("a checkpoint segment that writes a tensor from outside it (a "
+                               "buffer such as a BatchNorm's running stats: the "
+                               "recomputation in backward writes it again)")
+        if not preserve_rng_state and getattr(tracer, "rng_value", None) is not rng:
+            tracer.graph_break("a checkpoint(preserve_rng_state=False) segment that draws "
+                               "random numbers (its recomputation in backward draws new ones)")
+    return out
+
+
 def checkpoint(function, *args, use_reentrant=None, context_fn=noop_context_fn,
                determinism_check="default", debug=False, preserve_rng_state=True,
                early_stop=True, **kwargs):
@@ -174,14 +203,16 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=noop_context_fn,
             "current default behavior, you can pass use_reentrant=True. Refer to docs for more "
             "details on the differences between the two variants.", stacklevel=2)
         use_reentrant = True
-    if trace_state.state.tracer is not None:
-        return function(*args, **kwargs)
     if use_reentrant:
         if kwargs:
             raise ValueError("Unexpected keyword arguments: " + ",".join(kwargs))
         if context_fn is not noop_context_fn:
             raise ValueError("Passing `context_fn` or `debug` is only supported when "
                              "use_reentrant=False.")
+    if trace_state.state.tracer is not None:
+        return _traced(trace_state.state.tracer, function, args, kwargs, preserve_rng_state,
+                       use_reentrant)
+    if use_reentrant:
         if is_grad_enabled() and not any(isinstance(a, Tensor) and a.requires_grad
                                          for a in args):
             warnings.warn("None of the inputs have requires_grad=True. Gradients will be None",
