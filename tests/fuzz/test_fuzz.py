@@ -8,7 +8,6 @@ programs; for a long run: `python -m pytest -m fuzz --hypothesis-profile=long`. 
 case shrinks to a minimal program, printed as `Listing('''...''')`: its Python source, which
 pasted into tests/fuzz/test_fuzz_regressions.py is a regression test.
 """
-import os
 
 import pytest
 
@@ -21,24 +20,7 @@ from llgrad.ir import OPS  # noqa: E402
 from differential import check_program, gradcheck_program  # noqa: E402
 from programs import NOT_DRAWN, covered_ops, programs  # noqa: E402
 
-pytestmark = pytest.mark.fuzz
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _environment():
-    """The backend each test asks for, no dumps, and no disk cache for the kernels (a long
-    run compiles thousands of throw-away graphs)."""
-    keys = ("LLGRAD_BACKEND", "LLGRAD_DUMP", "LLGRAD_CACHE_DIR")
-    saved = {k: os.environ.get(k) for k in keys}
-    os.environ.pop("LLGRAD_BACKEND", None)
-    os.environ.pop("LLGRAD_DUMP", None)
-    os.environ["LLGRAD_CACHE_DIR"] = "0"
-    yield
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+pytestmark = [pytest.mark.fuzz, pytest.mark.usefixtures("throwaway_kernels")]
 
 
 def test_every_op_is_fuzzed():

@@ -24,7 +24,7 @@ from hypothesis import settings  # noqa: E402
 
 from state_differential import backend_for, check_scenario  # noqa: E402
 
-pytestmark = pytest.mark.fuzz
+pytestmark = [pytest.mark.fuzz, pytest.mark.usefixtures("throwaway_kernels")]
 
 CI_SCENARIOS, LONG_SCENARIOS = 400, 10_000
 
@@ -39,23 +39,6 @@ def _scenarios():
         n = LONG_SCENARIOS if settings().max_examples > CI_SCENARIOS else CI_SCENARIOS
     start = int(os.environ.get("LLGRAD_STATE_FUZZ_START", "0"))
     return range(start, start + n)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _environment():
-    """The backend each scenario asks for, no dumps, and no disk cache for the kernels (a
-    long run compiles thousands of throw-away graphs)."""
-    keys = ("LLGRAD_BACKEND", "LLGRAD_DUMP", "LLGRAD_CACHE_DIR")
-    saved = {k: os.environ.get(k) for k in keys}
-    os.environ.pop("LLGRAD_BACKEND", None)
-    os.environ.pop("LLGRAD_DUMP", None)
-    os.environ["LLGRAD_CACHE_DIR"] = "0"
-    yield
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")

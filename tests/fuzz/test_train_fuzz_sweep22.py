@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")
 
 from train_differential_sweep22 import check, report  # noqa: E402
 
-pytestmark = pytest.mark.fuzz
+pytestmark = [pytest.mark.fuzz, pytest.mark.usefixtures("throwaway_kernels")]
 
 FAST, ALL = 48, 400
 
@@ -32,22 +32,6 @@ def _seeds():
         first, count = (int(x) for x in spec.split(":"))
         return range(first, first + count)
     return range(ALL)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _environment():
-    """The default backend, no dumps, and no disk cache for the kernels (throw-away graphs)."""
-    keys = ("LLGRAD_BACKEND", "LLGRAD_DUMP", "LLGRAD_CACHE_DIR")
-    saved = {k: os.environ.get(k) for k in keys}
-    os.environ.pop("LLGRAD_BACKEND", None)
-    os.environ.pop("LLGRAD_DUMP", None)
-    os.environ["LLGRAD_CACHE_DIR"] = "0"
-    yield
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
 
 
 @pytest.mark.parametrize("seed", [s if s < FAST else pytest.param(s, marks=pytest.mark.slow)
