@@ -12,7 +12,6 @@ from .formatting import tensor_repr
 from .memory_formats import channels_contiguous
 from .size import Size  # noqa: F401 (llgrad.Size lives with the Tensor it shapes)
 
-_FLOAT_WARNED = False
 
 _new_object = object.__new__
 _BY_NP = dtypes._BY_NP
@@ -312,14 +311,7 @@ class Tensor:
         return self._data.tolist()
 
     def __float__(self):
-        global _FLOAT_WARNED
-        # (PyTorch's TORCH_WARN_ONCE, in grad mode only: LBFGS's float(loss) under no_grad
-        # is silent)
-        if self.requires_grad and _grad_state.grad_enabled and not _FLOAT_WARNED:
-            _FLOAT_WARNED = True
-            trace_state.warn_first("Converting a tensor with requires_grad=True to a scalar "
-                                   "may lead to unexpected behavior.\nConsider using "
-                                   "tensor.detach() first.", UserWarning, stacklevel=2)
+        trace_state.scalar_conversion_warning(self, _grad_state.grad_enabled)
         if self._data.size != 1:
             raise ValueError("only one element tensors can be converted to Python scalars")
         return float(self.item())

@@ -24,6 +24,7 @@ def _reset():
     state.func_jvps = 0
     state.once = False
     state.standing_in = False
+    given_once["scalar conversion"] = False
 
 
 def reused():
@@ -42,3 +43,17 @@ def warn_first(message, category=UserWarning, stacklevel=1):
         warnings.warn(message, category, stacklevel=stacklevel + 1)
     finally:
         state.once = False
+
+
+given_once = {"scalar conversion": False}    # (TORCH_WARN_ONCE flags: once per process)
+
+
+def scalar_conversion_warning(t, grad_enabled):
+    """float() of a tensor requiring grad: PyTorch's warning, once per process and in grad
+    mode only (LBFGS's float(loss) under no_grad is silent). stacklevel: the user's line
+    two frames up (Tensor.__float__, tracer/returned.returned_number)."""
+    if t.requires_grad and grad_enabled and not given_once["scalar conversion"]:
+        given_once["scalar conversion"] = True
+        warn_first("Converting a tensor with requires_grad=True to a scalar may lead to "
+                   "unexpected behavior.\nConsider using tensor.detach() first.", UserWarning,
+                   stacklevel=3)

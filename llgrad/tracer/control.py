@@ -23,7 +23,7 @@ from .errors import ControlFlowError
 from .region import Region, snapshot, unify_captures
 from .rules import RETVAL
 from .returned import (ReturnedScalar, returned_binop, returned_call,  # noqa: F401
-                       returned_item, returned_unop)  # (ag__.returned_*)
+                       returned_item, returned_number, returned_unop)  # (ag__.returned_*)
 from .trace import tensor_type
 
 _SCALARS = (bool, int, float)

@@ -62,7 +62,7 @@ def convert(fn, control_flow=True):
     inner = getattr(fn, "__wrapped__", None)
     if inner is not None:
         return _through_decorator(fn, inner, control_flow)
-    if not branches(fn.__code__, "item"):
+    if not branches(fn.__code__, ("item", "float", "int")):     # (returned numbers too)
         return fn, None             # nothing to rewrite: skip reading and parsing its source
     try:
         source = inspect.getsource(fn)
@@ -232,9 +232,13 @@ class _Converter:
         elif isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id in CASTS \
                 and 1 <= len(e.args) <= 2 and not e.keywords:       # float(x.item()), round
             number = self.returned(e.args[0], assigned)
-            if number is not e.args[0]:     # (float(loss) stays: its warning is eager's)
+            if number is not e.args[0]:
                 return ast.copy_location(_call("returned_call", [e.func, number] +
                                                e.args[1:]), e)
+            if e.func.id in ("float", "int") and len(e.args) == 1:     # float(loss)
+                self.changed = True
+                return ast.copy_location(_call("returned_number", [e.func, e.args[0]] + (
+                    [ast.Constant(True)] if assigned else [])), e)
         elif isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and \
                 e.func.attr == "item" and not e.args and not e.keywords:
             self.changed = True

@@ -11,7 +11,8 @@ compiled call returns its value as a Python number (no guard, no trace per value
 Python arithmetic with numbers on it in the return value (`return loss.item() / n`,
 `-x.item()`, `round(x.item(), 4)`, a comparison `loss.item() < limit`: the rewrite makes it
 returned_binop / returned_unop /
-returned_call) stays an output: the
+returned_call) stays an output, as does `float(loss)` or `int(n)` of a one-element tensor
+(returned_number): the
 compiled call computes it in Python on the number it reads (`post`), so the result is
 eager's to the last bit. With anything else (a tensor, another returned number) the number
 is read as `.item()` reads it: a value guard.
@@ -19,7 +20,7 @@ The rewrite also covers `v = x.item()` at the top of the function when v is only
 (rules.returned_assignments)."""
 import operator
 
-from ..runtime import trace_state
+from ..runtime import grad_mode, trace_state
 from ..runtime.device import device
 from ..runtime.dtypes import dtype
 from ..runtime.tensor import Tensor
@@ -88,6 +89,18 @@ def returned_call(f, a, *rest):
             return a._then(lambda v: f(v, *rest))
         a = a._guarded()
     return f(a, *rest)
+
+
+def returned_number(f, x, assigned=False):
+    """`float(x)` / `int(x)` of a one-element tensor x in a return value (convert.py): what
+    eager's conversion does before reading the number (float's once-per-process warning)
+    and the number as an output; anything else as Python calls it."""
+    if (f is float or f is int) and isinstance(x, Tensor) and \
+            trace_state.state.tracer is not None and x._data.size == 1:
+        if f is float:
+            trace_state.scalar_conversion_warning(x, grad_mode.state.grad_enabled)
+        return returned_call(f, returned_item(x, assigned))
+    return f(x)
 
 
 def returned_item(t, assigned=False):

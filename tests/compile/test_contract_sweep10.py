@@ -8,7 +8,7 @@ import pytest
 from contract_harness_sweep7 import runs
 
 import llgrad
-import llgrad.runtime.tensor as tensor_module
+from llgrad.runtime import trace_state
 
 torch = pytest.importorskip("torch")
 
@@ -213,7 +213,7 @@ def test_a_warning_torch_gives_once_per_process_is_given_once(fn, monkeypatch):
     eager does: compiled calls gave it again at every call (a replay of the traced run's
     warnings); a trace given up gave it never (eager's run after it found it given)."""
     def given(f):
-        monkeypatch.setattr(tensor_module, "_FLOAT_WARNED", False)
+        monkeypatch.setitem(trace_state.given_once, "scalar conversion", False)
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")
             for _ in range(3):

@@ -225,8 +225,8 @@ def test_module_half_and_path_lookups():
 
 
 def test_float_of_tensor_requiring_grad_warns_once():
-    import llgrad.runtime.tensor as tensor_mod
-    tensor_mod._FLOAT_WARNED = False
+    from llgrad.runtime import trace_state
+    trace_state.given_once["scalar conversion"] = False
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         x = llgrad.ones(1, requires_grad=True) * 2
@@ -241,8 +241,8 @@ def test_float_of_tensor_requiring_grad_warns_once():
 def test_float_of_tensor_requiring_grad_is_silent_under_no_grad():
     """As PyTorch (LBFGS's float(loss) in its no_grad step): no warning, and the one warning
     is still to come."""
-    import llgrad.runtime.tensor as tensor_mod
-    tensor_mod._FLOAT_WARNED = False
+    from llgrad.runtime import trace_state
+    trace_state.given_once["scalar conversion"] = False
     x = llgrad.ones(1, requires_grad=True) * 2
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")

@@ -216,7 +216,7 @@ def test_lbfgs_against_torch_and_silent(line_search_fn, monkeypatch):
     """Three L-BFGS steps as torch's (losses, func_evals, n_iter, weights); float() of the
     re-evaluated loss runs under no_grad as PyTorch's, so no 'Converting a tensor with
     requires_grad=True to a scalar' warning (llgrad warned from its fixed-step branch)."""
-    monkeypatch.setattr(llgrad.runtime.tensor, "_FLOAT_WARNED", False)
+    monkeypatch.setitem(llgrad.runtime.trace_state.given_once, "scalar conversion", False)
     runs = []
     for lib in (torch, llgrad):
         model = _model(lib)[0]
