@@ -62,7 +62,7 @@ def convert(fn, control_flow=True):
     inner = getattr(fn, "__wrapped__", None)
     if inner is not None:
         return _through_decorator(fn, inner, control_flow)
-    if not branches(fn.__code__, ("item", "float", "int")):     # (returned numbers too)
+    if not branches(fn.__code__, "item", ("float", "int")):     # (returned numbers too)
         return fn, None             # nothing to rewrite: skip reading and parsing its source
     try:
         source = inspect.getsource(fn)

@@ -250,17 +250,19 @@ _CONDITIONAL_JUMPS = frozenset(op for name, op in dis.opmap.items()
                                if "JUMP" in name and "IF" in name)
 
 
-def branches(code, names):
+def branches(code, name, builtins=()):
     """Whether code, or code nested in it (inner functions, lambdas, comprehensions), has a
-    conditional jump, or code or its comprehensions read one of the names (an attribute,
-    a builtin). (Without either, the source is not read: inspect.getsource tokenizes the
-    file, ~5 ms the first time.)"""
+    conditional jump, or code or its comprehensions read attribute name or call one of the
+    builtins (a global name: `float(loss)`, not `.float()`). (Without either, the source is
+    not read: inspect.getsource tokenizes the file, ~5 ms the first time.)"""
     stack = [code]
     while stack:
         c = stack.pop()
-        if any(op in _CONDITIONAL_JUMPS for op in c.co_code[::2]) or any(
-                n in c.co_names for n in names) and (
-                c is code or c.co_name in ("<listcomp>", "<dictcomp>")):
+        own = c is code or c.co_name in ("<listcomp>", "<dictcomp>")
+        if any(op in _CONDITIONAL_JUMPS for op in c.co_code[::2]) or own and (
+                name in c.co_names or any(n in c.co_names for n in builtins) and any(
+                    i.opname == "LOAD_GLOBAL" and i.argval in builtins
+                    for i in dis.get_instructions(c))):
             return True
         stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
     return False
