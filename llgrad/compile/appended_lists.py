@@ -60,16 +60,15 @@ def marked(v, path, dynamic):
                                                   ARG_MARK + path in dynamic)
 
 
-def mark(cf, lists):
+def mark(cf, lists, forget_fast_paths):
     """Mark lists [(list, the arguments it was passed as)] on the compiled function cf (the
     next call's walk guards them as appended to: the list itself, and any list passed as
-    those arguments); True if one was not marked before."""
+    those arguments), and forget its fast paths (a walker made before walks their items)."""
     new = frozenset(m for v, args in lists for m in [Appended(v), *(ARG_MARK + a for a in args)])
     new = new - cf._dynamic
     if new:
         cf._dynamic = cf._dynamic | new
-        cf._fast.clear()
-    return bool(new)
+        forget_fast_paths(cf)
 
 
 def numbers_in(value):

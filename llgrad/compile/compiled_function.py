@@ -192,7 +192,7 @@ class CompiledFunction:
             self._warn_once(reason)
             return self._trace_call(tensors, guards, entered, key, n_own, args, kwargs)
         symbolic_slots.mark(self, entry.counters, entered)  # (numbers it counts: inputs)
-        appended_lists.mark(self, entry.appended)   # (lists it only appends to: replayed)
+        appended_lists.mark(self, entry.appended, symbolic_args._forget_fast_paths)
         reason = snapshot.unreplayed_effect()
         # (one the entry does not replay: the next call traces again on the new state; an
         # optimiser's first step, which makes its state, is followed by steps that make none)

@@ -346,3 +346,24 @@ def test_appends_under_a_tensor_condition_and_loop():
         return log, f
     _eager_and_compiled(branch, [llgrad.ones(2) * s for s in (1, -1, 1, 1, -1, -1, 1)])
     _eager_and_compiled(loop, [llgrad.ones(2) * s for s in (1, 0.5, 1, 3, 0.1, 1)])
+
+
+def test_walkers_made_before_a_list_is_marked_are_dropped():
+    """A guard walker made while a list was still guarded by its items (calls that did not
+    append yet) would give each later call another key: marking drops the fast paths."""
+    log = []
+
+    def f(x, flag):
+        if flag:
+            log.append(x.sum().item())
+        return x * 2
+    fn = llgrad.compile(f)
+    for i in range(4):
+        fn(llgrad.ones(2) * i, False)
+    for i in range(4):
+        fn(llgrad.ones(2) * i, True)
+    assert fn._walkers and len(log) == 4
+    for walk in fn._walkers:
+        first = walk((llgrad.ones(2), True), {})
+        log.append(0.0)
+        assert first is not None and walk((llgrad.ones(2), True), {})[0] == first[0]
