@@ -1,13 +1,14 @@
-"""Eighteen training steps of models nobody tuned llgrad for when they were added
+"""Training steps of models nobody tuned llgrad for when they were added
 (MobileNet-style depthwise convs, a small ResNet with BatchNorm, an MLP-Mixer, a VAE with its
 reparameterisation draw, an EmbeddingBag text classifier, a 1-D conv net with LayerNorm, a
 conv autoencoder with ConvTranspose2d, nn.TransformerEncoder with dropout, a 2-layer LSTM
 language model; untuned_models_more.py's ConvNeXt-style, EfficientNet-style and DCGAN
 steps; untuned_models_third.py's ViT, GPT, U-Net, GRU seq2seq, tabular net and GCN;
-untuned_models_fourth.py's Swin, WaveNet, MoE, PointNet, RealNVP flow and GAT), each a whole step (zero_grad, forward, loss, backward, the optimizer; Adam unless
-said otherwise): torch eager, llgrad eager and
-llgrad compiled, 1 thread each, seeded alike (llgrad draws PyTorch's numbers), losses after
-6 steps compared. Blocks of 3 steps interleaved; medians of 7 blocks.
+untuned_models_fourth.py's Swin, WaveNet, MoE, PointNet, RealNVP flow and GAT;
+untuned_models_fifth.py's DenseNet, TCN, VQ-VAE, SimCLR, DDPM and DeepFM), each a whole
+step (zero_grad, forward, loss, backward, the optimizer; Adam unless said otherwise): torch
+eager, llgrad eager and llgrad compiled, 1 thread each, seeded alike (llgrad draws PyTorch's
+numbers), losses after 6 steps compared. Blocks of 3 steps interleaved; medians of 7 blocks.
 
     python bench/untuned_models.py [name,name,...]"""
 import statistics
@@ -20,11 +21,13 @@ import torch
 import untuned_models_more
 import untuned_models_third
 import untuned_models_fourth
+import untuned_models_fifth
 from llgrad.compile.eager_builds import wait as wait_eager_builds
 
 MORE = ("convnext", "effnet", "dcgan")      # (untuned_models_more.py)
 THIRD = ("vit", "gpt", "unet", "seq2seq", "tabular", "gcn")     # (untuned_models_third.py)
 FOURTH = untuned_models_fourth.NAMES     # (swin, wavenet, moe, pointnet, flow, gat)
+FIFTH = untuned_models_fifth.NAMES   # (densenet, tcn, vqvae, simclr, ddpm, deepfm)
 
 
 def build(lib, name):
@@ -34,6 +37,8 @@ def build(lib, name):
         return untuned_models_third.build(lib, name)
     if name in FOURTH:
         return untuned_models_fourth.build(lib, name)
+    if name in FIFTH:
+        return untuned_models_fifth.build(lib, name)
     nn, F = lib.nn, lib.nn.functional
     lib.manual_seed(0)
     if name == "mobilenet":
@@ -158,7 +163,7 @@ def build(lib, name):
     return m, step
 
 NAMES = ["mobilenet", "resnet", "mixer", "vae", "textcls", "conv1d", "convae", "tfenc", "lstm_lm",
-         *MORE, *THIRD, *FOURTH]
+         *MORE, *THIRD, *FOURTH, *FIFTH]
 
 
 def main(names):
