@@ -27,6 +27,7 @@ from .defaults import default_filler
 from .guards import collect, hooked, identity, without_grads
 from .module import CompiledModule, is_module
 from .readable import Names, guard_lines, why_retrace
+from .replayed_output import given_up, written
 from .recompile_limit import warn_limit
 from .side_effects import fresh_optimizer, unguardable, unreplayed_change
 from .backends import backend as get_backend, build_now
@@ -193,24 +194,23 @@ class CompiledFunction:
             return self._trace_call(tensors, guards, entered, key, n_own, args, kwargs)
         symbolic_slots.mark(self, entry.counters, entered)  # (numbers it counts: inputs)
         appended_lists.mark(self, entry.appended, symbolic_args._forget_fast_paths)
-        reason = snapshot.unreplayed_effect()
-        # (one the entry does not replay: the next call traces again on the new state; an
-        # optimiser's first step, which makes its state, is followed by steps that make none)
+        reason = snapshot.unreplayed_effect()   # (changed: a change the entry cannot replay)
         changed = reason is None and \
             unreplayed_change(self.fn, args, kwargs, guards, tensors[:n_own], entry, self._dynamic)
         leaked = symbolic_args.holds_symbolic(result)   # (given: its prints, not to repeat)
         if (reason is not None or changed or leaked) and (again := symbolic_args.retry(
                 self, None, snapshot, changed and not (leaked or entry.given))):
+            given_up(entry.given)   # (the call runs again, which prints and warns)
             return self(*args, **kwargs) if again is True else self.fn(*args, **kwargs)
-        if reason is not None:      # (the traced run was eager's: its result stands)
+        written(entry.given)    # (the traced run was eager's: its result and output stand)
+        if reason is not None:
             self._add(key, n_own, EAGER)
             self._break(reason, key=key)
             self._warn_once(f"running eagerly: {reason}")
             return result
         if changed:
             self._not_kept = f"the traced run changed {changed}"
-            # (what was not kept is the optimiser's first step, not another change)
-            self._fresh_unkept = self._fresh_unkept or any(fresh)
+            self._fresh_unkept = self._fresh_unkept or any(fresh)   # (its first step's)
             if log.enabled("recompiles"):
                 log.emit("recompiles", "%s: the traced run is not kept as compiled code: %s "
                          "(which a compiled call cannot replay); the next call traces again",

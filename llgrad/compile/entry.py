@@ -19,7 +19,6 @@ from ..ir.verify import verify
 from ..runtime import grad_mode, hypers, saved_tensor, trace_state
 from ..runtime.autograd_api import grad as autograd_grad
 from ..runtime.backward_hooks import leaf_hooks
-from ..runtime.node import AccumulateGrad
 from ..runtime.saved_tensor import where_str
 from ..runtime.tensor import Tensor
 from ..tracer.errors import later_error
@@ -31,12 +30,12 @@ from .eager_graph import eager_saved as _eager_saved, frees as _frees
 from .attr_writes import Slots
 from .guards import WALK_HOOKS, hooked
 from . import symbolic_args
-from .output_notes import (leaf_made_inside, leaf_order, reach_masks,
+from .output_notes import (dead as _dead, leaf_made_inside, leaf_order, reach_masks,
                            rebuild_notes as _rebuild_notes)
 from .log import short_loc, user_line
 from .moved_data import moved_outputs
 from .retained import retained_outputs
-from .replayed_output import given_up, recording, written
+from .replayed_output import given_up, recording
 from .side_effects import none_in_differentiation
 from .snapshot import untaken_branch
 
@@ -86,7 +85,8 @@ class Entry:
         "_build_job", "_interim_runs",    # background.py: the build, interpreter runs till then
         "_cache_hints", "_compiled_before",     # and whether a process built it before
         "llvm_builds",                    # how many LLVM modules its kernels built
-        "given",                          # its warnings and prints (replayed_output.py)
+        "given", "rendered",              # its warnings and prints (replayed_output.py),
+        # (out index, format) of each value a print formatted (runtime/rendered_text.py)
         "counters", "appended")           # numbers it changed in the state (symbolic_slots),
                                           # lists it appended to (appended_lists.py)
 
@@ -107,7 +107,7 @@ class Entry:
         self.kernels, self._runners, self.timings = {}, {}, {}
         self._forward_run = self._backward_run = self._node_layout = self._unflatten = None
         self._build_job, self._interim_runs, self._cache_hints = None, {}, {}
-        self._compiled_before, self.llvm_builds, self.given = None, 0, []
+        self._compiled_before, self.llvm_builds, self.given, self.rendered = None, 0, [], []
 
 
 def trace_entry(name, backend, traced_fn, tensors, guards, args, kwargs, n_own, entered=(),
@@ -146,7 +146,8 @@ def trace_entry(name, backend, traced_fn, tensors, guards, args, kwargs, n_own, 
         if g is not None and g is not graph:
             verify(g)
     entry.timings.update(trace=t1 - t0, partition=t2 - t1, verify=time.perf_counter() - t2)
-    written(entry.given)
+    # (what the run printed and warned is given by the caller, once it keeps the run's
+    # result: a call traced again after it (a stand-in given up) must not print it twice)
     return entry, state["result"]
 
 
@@ -167,8 +168,10 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
                 if t._grad_fn is None and hooked(t) and (h := leaf_hooks(t)) is not None}
             entry.leaf_hooks = bool(guarded)
         slots = Slots(fn, args, kwargs)
-        with recording(entry.given):
+        kept = [args, kwargs, *entered]     # (where a printed value's text must not stay)
+        with recording(entry.given, kept) as rendering:
             result = symbolic_args.returned_stand_ins(traced_fn(*args, **kwargs))
+            kept.append(result)
         tracer = trace_state.state.tracer
         if tracer.broken:               # (a graph break the function caught itself)
             raise TraceError(tracer.broken)
@@ -186,6 +189,11 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
         outs = [o.tensor if isinstance(o, ReturnedScalar) else o for o in outs]
         entry.out_tree = tree
         _written_outputs(entry, slots, outs, result, dynamic)
+        for piece in rendering.pieces:      # (values formatted for output: outputs too)
+            entry.rendered.append((len(outs), piece.render if piece.written else None))
+            outs.append(piece.tensor)
+        if not any(r for _, r in entry.rendered):   # (only returned: ReturnedScalar's)
+            entry.rendered = []
         _rebuild_notes(entry, outs, tensors)
         # .grad the function set (a training step's backward): outputs to assign back
         changed = [(k, t._grad) for k, (_, t) in enumerate(tensors) if t._grad is not before[k]
@@ -344,24 +352,6 @@ def _written_outputs(entry, slots, outs, result, dynamic):
             outs.append(t)
         positions.append(at[id(t)])
     entry.attr_writes, entry.written = (writes, positions), paths
-
-
-def _dead(node):
-    """Whether a backward from node raises before reaching any leaf, as eager's does: every
-    path passes a released node with saved values (`return a + b` of backpropagated losses)."""
-    todo, seen = [node], set()
-    while todo:
-        n = todo.pop()
-        released = getattr(n, "_freed", None)     # (a backward ran through it)
-        if released is None:
-            released = getattr(n, "_saved", True) is None    # (an autograd.Function's)
-        if n is not None and id(n) not in seen and not (released and (
-                n is node or getattr(n, "_saved", None) != {})):
-            if isinstance(n, AccumulateGrad):
-                return False
-            seen.add(id(n))
-            todo.extend(f for f, _ in n.next_functions)
-    return True
 
 
 def _check_mutated(name, tensors, differentiable, mutated, grad):

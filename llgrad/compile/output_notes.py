@@ -239,3 +239,21 @@ def leaf_made_inside(outs, inputs, first_node):
             if inside:
                 return True
     return False
+
+
+def dead(node):
+    """Whether a backward from node raises before reaching any leaf, as eager's does: every
+    path passes a released node with saved values (`return a + b` of backpropagated losses)."""
+    todo, seen = [node], set()
+    while todo:
+        n = todo.pop()
+        released = getattr(n, "_freed", None)     # (a backward ran through it)
+        if released is None:
+            released = getattr(n, "_saved", True) is None    # (an autograd.Function's)
+        if n is not None and id(n) not in seen and not (released and (
+                n is node or getattr(n, "_saved", None) != {})):
+            if isinstance(n, AccumulateGrad):
+                return False
+            seen.add(id(n))
+            todo.extend(f for f, _ in n.next_functions)
+    return True

@@ -9,8 +9,10 @@ call gives them again in order: each warning through warnings.warn_explicit with
 origin's module and registry, so the user's filters and the once-per-line memory decide as
 they decide for eager's (once per line by default, every time under "always", an
 exception under "error"), each text written to the stream the call finds. What is printed
-is made of values the trace guards (a number read from a tensor is a value guard), so it is
-the text eager would print. A warning or a print inside tensor-dependent control flow
+is made of values the trace guards (a number read from a tensor is a value guard), or of
+values formatted for the output, which each call formats again from its own
+(runtime/rendered_text.py: `print(loss)`, `print(f"{loss.item():.4f}")`), so it is the text
+eager would print. A warning or a print inside tensor-dependent control flow
 (whether eager gives it depends on the data) makes the function traced as plain Python, its
 conditions value guards. A call under filters that make one of the warnings an error runs
 eagerly (the error is raised where the function warns, before its later writes: raises()).
@@ -22,6 +24,8 @@ import threading
 import warnings
 
 from ..runtime import trace_state
+from ..runtime.rendered_text import Renderings
+from ..runtime.saved_tensor import _internal, users_file
 from ..runtime.symbolic_scalar import stand_ins
 from ..tracer.errors import ControlFlowError, TraceError
 
@@ -38,6 +42,7 @@ class _Recorder:
 
     def __init__(self, out):
         self.out, self.me, self.showing, self.closed = out, threading.get_ident(), False, False
+        self.rendering = Renderings(_users_frame)
         self.streams = {name: getattr(sys, name) for name in ("stdout", "stderr")}
         self.shown = warnings._showwarnmsg
 
@@ -49,9 +54,12 @@ class _Recorder:
     def write(self, name, text):
         if not self.mine():
             return self.streams[name].write(text)
-        _in_region(f"output written to sys.{name} ({text[:40]!r})")
-        self.out.append(("write", name, text))
-        return len(text)
+        plain = str.__str__(text) if isinstance(text, str) else text
+        _in_region(f"output written to sys.{name} ({plain[:40]!r})")
+        # (the text and, where it carries formatted values, its parts: literal text and
+        # the indices of the pieces each compiled call formats again, rendered_text.py)
+        self.out.append(("write", name, plain, self.rendering.consume(text)))
+        return len(plain)
 
     def warning(self, msg):
         if self.mine() and not str(msg.message).startswith("llgrad.compile("):
@@ -82,17 +90,23 @@ class _Tee:
 
 
 @contextlib.contextmanager
-def recording(out):
+def recording(out, kept=()):
     """Append to `out` what replay() needs of each warning shown and each text written to
     sys.stdout or sys.stderr while the block runs; both are held for written(), or given
-    when the block raises an error of the function's own (not TraceError)."""
+    when the block raises an error of the function's own (not TraceError). Yields the
+    run's Renderings (values formatted for output); kept: a list the block fills with what
+    must not hold their text when it ends (its result, the objects it reaches)."""
     rec = _Recorder(out)
     warnings._showwarnmsg = rec.warning
     tees = {name: _Tee(rec, name) for name, s in rec.streams.items() if s is not None}
     for name, tee in tees.items():
         setattr(sys, name, tee)
+    state = trace_state.state
+    outer, state.rendering = state.rendering, rec.rendering
     try:
-        yield
+        yield rec.rendering
+        state.rendering = outer
+        rec.rendering.check(kept)   # (a piece not written as made: the read it stood for)
     except TraceError:
         raise
     except BaseException:
@@ -103,7 +117,17 @@ def recording(out):
             given_up(out)
         raise
     finally:
+        state.rendering = outer
         _restore(rec, tees)
+
+
+def _users_frame():
+    """The nearest frame of the user's code (past llgrad's own and libraries')."""
+    f = sys._getframe(1)
+    while f is not None and (_internal[f.f_code.co_filename]
+                             or not users_file(f.f_code.co_filename)):
+        f = f.f_back
+    return f
 
 
 def _restore(rec, tees):
@@ -165,14 +189,17 @@ def _action(message, category, filename, lineno, module):
     return warnings.defaultaction
 
 
-def replay(given, first=False):
+def replay(given, first=False, texts=None):
     """Give again what a traced run gave (recording's list); first: give it the first
-    time, warnings given once per process included."""
+    time, warnings given once per process included. texts: this call's text of each piece
+    (the values the run formatted for output), put where the run wrote its own."""
     for item in given:
         if item[0] == "write":
             stream = getattr(sys, item[1])
             if stream is not None:
-                stream.write(item[2])
+                parts = item[3] if texts is not None else None
+                stream.write(item[2] if parts is None else "".join(
+                    p if type(p) is str else texts[p] for p in parts))
         elif item[0] == "warn" or first:
             warnings.warn_explicit(*item[1:])
 

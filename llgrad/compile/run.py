@@ -39,7 +39,7 @@ def entry_runner(entry):
             return functools.partial(_replaying, run, entry.given) if entry.given else run
         report(entry)                       # (the background build's warnings)
         kernel = entry.kernels.get("forward")
-        if getattr(kernel, "direct", False):
+        if getattr(kernel, "direct", False) and not entry.rendered:
             run = quick_runner(entry, kernel.launch_direct,
                                CompiledFunctionBackward.attach if grad else None, _RUN_EAGERLY)
         run = run or functools.partial(run_entry, entry)
@@ -54,10 +54,21 @@ def _replaying(run, given, tensors):
     writes)."""
     if raises(given):
         return _RUN_EAGERLY
-    out = run(tensors)
+    out, texts = run(tensors), None
+    if type(out) is WithTexts:
+        out, texts = out.result, out.texts
     if out is not _MISS and out is not _RUN_EAGERLY and out is not STAND_IN:
-        replay(given)
+        replay(given, texts=texts)
     return out
+
+
+class WithTexts:
+    """A compiled call's result and its text of each value the traced run formatted for
+    output (entry.rendered), which _replaying writes where the run wrote its own."""
+    __slots__ = ("result", "texts")
+
+    def __init__(self, result, texts):
+        self.result, self.texts = result, texts
 
 
 class StandIn:
@@ -221,9 +232,14 @@ def run_entry(entry, tensors):
         build = entry._unflatten = unflattener(entry.out_tree)
     if entry.attr_writes is not None:       # (the caller puts them: it has the arguments)
         writes, positions = entry.attr_writes
-        return Pending(build(results[:entry.n_returned]), writes,
-                       [results[k] for k in positions])
-    return build(results)
+        out = Pending(build(results[:entry.n_returned]), writes,
+                      [results[k] for k in positions])
+    else:
+        out = build(results[:entry.n_returned])
+    if entry.rendered:      # (printed values: formatted as the traced run formatted them)
+        return WithTexts(out, [render and render(results[k]._data)
+                               for k, render in entry.rendered])
+    return out
 
 
 def _written_at(fwd):

@@ -18,6 +18,10 @@ argument is guarded by value for good, as before; the call is traced again, so i
 and effects are eager's."""
 import contextlib
 
+import numpy as np
+
+from ..runtime import trace_state
+from ..runtime.rendered_text import RenderedText
 from ..runtime.symbolic_scalar import ScalarEscape, SymbolicScalar, stand_ins as _active
 from ..tracer.returned import ReturnedScalar
 from .guards import (captured_reads, class_functions, signature_names, signature_of,
@@ -136,6 +140,8 @@ def returned_stand_ins(result):
     for attr_writes' check of shared containers)."""
     if type(result) is SymbolicScalar:
         return ReturnedScalar(result.tensor)
+    if type(result) is RenderedText:        # (`return f"{loss:.3f}"`: each call's text)
+        return _returned_text(result)
     if not _returns_stand_in(result):
         return result
     if isinstance(result, dict):
@@ -143,9 +149,22 @@ def returned_stand_ins(result):
     return type(result)(returned_stand_ins(x) for x in result)
 
 
+def _returned_text(text):
+    """A RenderedText the function returns, as the text of its value each call (a
+    ReturnedScalar whose post formats the number); else (a value of several numbers, a text
+    also written) the value read, which raises or guards it, and the text as a constant."""
+    piece = object.__getattribute__(text, "piece")
+    rendering = trace_state.state.rendering
+    if piece.tensor._data.size != 1 or rendering is None or piece not in rendering.pending:
+        piece.escape()
+        return str.__str__(text)
+    rendering.pending.remove(piece)
+    return ReturnedScalar(piece.tensor, lambda n, render=piece.render: render(np.asarray(n)))
+
+
 def _returns_stand_in(v):
     """Whether v is or holds (in plain tuples, lists and dicts) a stand-in."""
-    if type(v) is SymbolicScalar:
+    if type(v) is SymbolicScalar or type(v) is RenderedText:
         return True
     if type(v) in (list, tuple):
         return any(_returns_stand_in(x) for x in v)

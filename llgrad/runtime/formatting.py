@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from ..ir.promotion import complex_of, default_float
-from . import trace_state
+from . import rendered_text, trace_state
 
 PRECISION, THRESHOLD, EDGEITEMS, LINEWIDTH = 4, 1000, 3, 80
 SCI_MODE = None     # None: chosen from the values; True / False: forced (set_printoptions)
@@ -150,10 +150,33 @@ def array_text(data, dtype, indent):
 
 def tensor_repr(t):
     tracer = trace_state.state.tracer
-    if tracer is not None:      # (the text shows this call's values: compiled calls' differ)
-        tracer.reads_out(t, "printing a tensor (its repr)")
-    data = np.asarray(t._data)
-    name = t._dtype.name
+    try:
+        grad_fn = t.grad_fn
+        grad_fn_name = None if grad_fn is None else type(grad_fn).__name__
+    except RuntimeError:                # as torch: an invalidated view's grad_fn
+        grad_fn_name = "Invalid"
+    requires_grad = t.requires_grad
+    tangent = tangent_of(t) if tangent_of is not None else None
+    tangent_text = None if tangent is None else tensor_repr(tangent)
+    dtype = t._dtype
+    text = repr_text(np.asarray(t._data), dtype, grad_fn_name, requires_grad, tangent_text)
+    if tracer is not None and tracer.knows(t):
+        # (the text shows this call's values: compiled calls print their own, or read them)
+        rendering = rendered_text.active() if tangent is None else None
+        if rendering is None:
+            tracer.reads_out(t, "printing a tensor (its repr)")
+        else:
+            return rendering.add(t, lambda a: repr_text(a, dtype, grad_fn_name, requires_grad),
+                                 text, lambda at: tracer.reads_out(
+                                     t, f"printing a tensor (its repr) at {at}, the text then "
+                                        "kept or read,"))
+    return text
+
+
+def repr_text(data, dtype, grad_fn_name, requires_grad, tangent_text=None):
+    """The repr of a tensor of these values (a NumPy array), llgrad dtype and autograd
+    state, as torch prints it."""
+    name = dtype.name
     prefix = "tensor("
     indent = len(prefix)
     suffixes = []
@@ -167,17 +190,11 @@ def tensor_repr(t):
         if name not in _DEFAULT_DTYPES and name not in (default_float(),
                                                         complex_of(default_float())):
             suffixes.append(f"dtype=llgrad.{name}")
-        body = array_text(data, t._dtype, indent)
-    try:
-        grad_fn = t.grad_fn
-        grad_fn_name = None if grad_fn is None else type(grad_fn).__name__
-    except RuntimeError:                # as torch: an invalidated view's grad_fn
-        grad_fn_name = "Invalid"
+        body = array_text(data, dtype, indent)
     if grad_fn_name is not None:
         suffixes.append(f"grad_fn=<{grad_fn_name}>")
-    elif t.requires_grad:
+    elif requires_grad:
         suffixes.append("requires_grad=True")
-    tangent = tangent_of(t) if tangent_of is not None else None
-    if tangent is not None:
-        suffixes.append(f"tangent={tensor_repr(tangent)}")
+    if tangent_text is not None:
+        suffixes.append(f"tangent={tangent_text}")
     return add_suffixes(prefix + body, suffixes, indent)

@@ -16,8 +16,11 @@ construction here:
   the op's computation dtype: `as_operands`);
 * a comparison with a Python number or another SymbolicScalar gives this call's outcome
   and guards it (a traced flag: later calls with another outcome trace again);
-* every other way of reading the number (float(), int(), an index, bool(), hash, format,
-  repr, its float/int methods, pickling) raises ScalarEscape,
+* format(), str() and repr() while compile records the traced run's output give this
+  call's text, which each compiled call writes formatted from its own number where the
+  run wrote it (rendered_text.py: `print(f"step {step}: {loss.item():.4f}")`);
+* every other way of reading the number (float(), int(), an index, bool(), hash, its
+  float/int methods, pickling, the text read rather than written) raises ScalarEscape,
   a BaseException (a user's `except Exception` cannot swallow it), which ends the trace:
   the argument is then guarded by value, as before, and the call traced again.
 
@@ -27,7 +30,7 @@ import threading
 
 import numpy as np
 
-from . import trace_state
+from . import rendered_text, trace_state
 from .dtypes import float64
 from .tensor import Tensor
 
@@ -119,13 +122,27 @@ class SymbolicScalar:
         return self._escape("math.ceil()").__ceil__()
 
     def __format__(self, spec):
-        return format(self._escape("formatted"), spec)
+        return self._rendered(spec, "formatted")
 
     def __repr__(self):
-        return repr(self._escape("repr()"))
+        return self._rendered("", "repr()")
 
     def __str__(self):
-        return str(self._escape("str()"))
+        return self._rendered("", "str()")
+
+    def _rendered(self, spec, how):
+        """format(number, spec) for output: while compile records the traced run's output,
+        a piece each compiled call formats with its own number (rendered_text.py); else the
+        number read (an escape while tracing). (str() and repr() of an int or a float are
+        its format with no spec.)"""
+        rendering = rendered_text.active()
+        if rendering is None:
+            return format(self._escape(how), spec)
+        kind = type(self.value)
+        text = format(self.value, spec)     # (a bad spec raises here, as eager's format)
+        return rendering.add(self.tensor, lambda a: format(kind(a.item()), spec), text,
+                             lambda at: self._escape(f"{how} at {at}, the text then kept "
+                                                     "or read"))
 
     def __reduce_ex__(self, protocol):
         return (type(self._escape("pickled or copied")), (self.value,))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.geometry import contiguous_strides
-from . import dtypes, grad_mode, trace_state
+from . import dtypes, grad_mode, rendered_text, trace_state
 from .device import CPU, device as _Device
 from .creation_checks import check_dlpack_export, check_set_data
 from .formatting import tensor_repr
@@ -15,6 +15,8 @@ from .size import Size  # noqa: F401 (llgrad.Size lives with the Tensor it shape
 
 _new_object = object.__new__
 _BY_NP = dtypes._BY_NP
+_RENDERED_DTYPES = frozenset(("float32", "float64", "float16", "int64", "int32", "int16",
+                              "int8", "uint8", "bool"))   # (NumPy's item() is the tensor's)
 _grad_state = grad_mode.state       # (the thread-local object itself: it is never replaced)
 
 
@@ -381,6 +383,12 @@ class Tensor:
 
     def __format__(self, spec):     # PyTorch's: f"{loss}" of a 0-d tensor is its number
         if self._data.ndim == 0 and type(self) is Tensor:
+            rendering = rendered_text.active()
+            if rendering is not None and trace_state.state.tracer.knows(self) and \
+                    self._dtype.name in _RENDERED_DTYPES:   # (compiled calls format theirs)
+                text = format(self._data.item(), spec)
+                return rendering.add(self, lambda a: format(a.item(), spec), text,
+                                     lambda at: self.item() and None)
             return format(self.item(), spec)
         return object.__format__(self, spec)
 

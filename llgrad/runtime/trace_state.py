@@ -12,6 +12,7 @@ class _State(threading.local):
         self.func_jvps = 0          # of them, jvp's
         self.once = False           # a warning given once per process is being shown
         self.standing_in = False    # an eager run stands in for compiled code (run.StandIn)
+        self.rendering = None       # a traced run's formatted values (rendered_text.py)
 
 
 state = _State()
@@ -24,6 +25,7 @@ def _reset():
     state.func_jvps = 0
     state.once = False
     state.standing_in = False
+    state.rendering = None
     given_once["scalar conversion"] = False
 
 
