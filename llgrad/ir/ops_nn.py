@@ -10,6 +10,8 @@ from .index_bounds import check_index_range
 from .np_matmul import matmul
 from .optable import conj, defop
 
+_add_reduce = np.add.reduce
+
 
 # (each rule reads a saved operand only where its gradient needs it: PyTorch saves
 # mat2 only for self's gradient, so x @ W with W changed in place before the backward is
@@ -223,35 +225,38 @@ defop("embedding", _embedding,
 
 def _reduce(loss, reduction, denom=None):
     acc = np.float32 if loss.dtype == np.float16 else None    # (PyTorch's float16 sums)
+    # (np.add.reduce: what loss.sum calls, without its Python-level wrapper)
     if reduction == "sum":
-        return np.asarray(loss.sum(dtype=acc), dtype=loss.dtype)
+        return np.asarray(_add_reduce(loss, axis=None, dtype=acc), dtype=loss.dtype)
     if reduction == "mean":
-        return np.asarray(loss.sum(dtype=acc) / (loss.size if denom is None else denom),
-                          dtype=loss.dtype)
+        return np.asarray(_add_reduce(loss, axis=None, dtype=acc) /
+                          (loss.size if denom is None else denom), dtype=loss.dtype)
     return loss
 
 
 def _nll_parts(x, t, w, ignore_index):
     keep = t != ignore_index
     safe = np.where(keep, t, 0)
-    if (safe < 0).any():            # (not an index from the end: PyTorch's check)
+    if safe.size and np.minimum.reduce(safe, axis=None) < 0:    # (not an index from the
+        # end: PyTorch's check)
         raise IndexError(f"Target {int(safe[safe < 0].flat[0])} is out of bounds.")
     if x.ndim == 2:                 # (fancy indexing: a fifth of take_along_axis's time)
         picked = x[np.arange(x.shape[0]), safe]
     else:
         picked = np.take_along_axis(x, np.expand_dims(safe, 1), axis=1).squeeze(1)
-    wt = (w[safe] if w is not None else np.ones_like(picked)) * keep
-    return picked, wt.astype(x.dtype)
+    if w is None:       # (ones * keep, in x's dtype: keep's 1s and 0s, cast once)
+        return picked, keep.astype(x.dtype)
+    return picked, (w[safe] * keep).astype(x.dtype)
 
 
 def _nll_loss(x, t, w, ignore_index=-100, reduction="mean"):
     # 0 - p*w, not -p*w: an ignored target's loss is +0.0, as PyTorch gives it
     if x.ndim == 1:                     # one sample: input (C,), target (), loss ()
         picked, wt = _nll_parts(x[None], np.reshape(t, (1,)), w, ignore_index)
-        loss = _reduce(0 - picked * wt, reduction, wt.sum())
+        loss = _reduce(0 - picked * wt, reduction, _add_reduce(wt, axis=None))
         return np.reshape(loss, ())
     picked, wt = _nll_parts(x, t, w, ignore_index)
-    return _reduce(0 - picked * wt, reduction, wt.sum())
+    return _reduce(0 - picked * wt, reduction, _add_reduce(wt, axis=None))
 
 
 def _nll_vjp(c, g):

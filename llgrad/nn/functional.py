@@ -253,9 +253,13 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
         t = target      # (batched under llgrad.func.vmap: tensor ops)
     # (traced, the op checks every call's targets itself: a compiled call's kernel raises
     # its flag at a target outside [0, C), and the call runs again eagerly, raising here)
-    bad = (t != ignore_index) & ((t < 0) | (t >= c))
-    if bad.any():
-        raise IndexError(f"Target {int(t[bad].reshape(-1)[0])} is out of bounds.")
+    # (on an array: two reductions, and the elementwise test only where one finds a target
+    # outside [0, C), which may be ignore_index)
+    if not isinstance(t, np.ndarray) or t.size and (
+            np.minimum.reduce(t, axis=None) < 0 or np.maximum.reduce(t, axis=None) >= c):
+        bad = (t != ignore_index) & ((t < 0) | (t >= c))
+        if bad.any():
+            raise IndexError(f"Target {int(t[bad].reshape(-1)[0])} is out of bounds.")
     nd = input._data.ndim
     if reduction == "none" and (nd == 3 or nd > 4) and input._data.size and target._data.size:
         # PyTorch runs these as (N, C, 1, -1) and views the loss back (ViewBackward0)
