@@ -197,8 +197,8 @@ class CompiledFunction:
         reason = snapshot.unreplayed_effect()   # (changed: a change the entry cannot replay)
         changed = reason is None and \
             unreplayed_change(self.fn, args, kwargs, guards, tensors[:n_own], entry, self._dynamic)
-        leaked = symbolic_args.holds_symbolic(result)   # (given: its prints, not to repeat)
-        if (reason is not None or changed or leaked) and (again := symbolic_args.retry(
+        leaked = symbolic_args.holds_symbolic(result)   # (an effect alone: eager's run)
+        if (changed or leaked) and (again := symbolic_args.retry(
                 self, None, snapshot, changed and not (leaked or entry.given))):
             given_up(entry.given)   # (the call runs again, which prints and warns)
             return self(*args, **kwargs) if again is True else self.fn(*args, **kwargs)

@@ -24,6 +24,7 @@ import threading
 import warnings
 
 from ..runtime import trace_state
+from ..runtime.formatting import print_options
 from ..runtime.rendered_text import Renderings
 from ..runtime.saved_tensor import _internal, users_file
 from ..runtime.symbolic_scalar import stand_ins
@@ -85,6 +86,10 @@ class _Tee:
     def write(self, text):
         return self._recorder.write(self._name, text)
 
+    def writelines(self, lines):        # (each line a write, recorded as print's are)
+        for line in lines:
+            self.write(line)
+
     def __getattr__(self, name):
         return getattr(self._recorder.streams[self._name], name)
 
@@ -103,6 +108,7 @@ def recording(out, kept=()):
         setattr(sys, name, tee)
     state = trace_state.state
     outer, state.rendering = state.rendering, rec.rendering
+    rec.rendering.options = print_options()
     try:
         yield rec.rendering
         state.rendering = outer

@@ -161,16 +161,23 @@ def tensor_repr(t):
     dtype = t._dtype
     text = repr_text(np.asarray(t._data), dtype, grad_fn_name, requires_grad, tangent_text)
     if tracer is not None and tracer.knows(t):
-        # (the text shows this call's values: compiled calls print their own, or read them)
+        # (the text shows this call's values: compiled calls print their own, or read them;
+        # under print options the function set itself, read them: each call formats with
+        # the options in force when it prints)
         rendering = rendered_text.active() if tangent is None else None
-        if rendering is None:
+        if rendering is None or rendering.options != print_options():
             tracer.reads_out(t, "printing a tensor (its repr)")
         else:
             return rendering.add(t, lambda a: repr_text(a, dtype, grad_fn_name, requires_grad),
                                  text, lambda at: tracer.reads_out(
                                      t, f"printing a tensor (its repr) at {at}, the text then "
-                                        "kept or read,"))
+                                        "kept or read,", guard=True))
     return text
+
+
+def print_options():
+    """The print options now (set_printoptions')."""
+    return PRECISION, THRESHOLD, EDGEITEMS, LINEWIDTH, SCI_MODE
 
 
 def repr_text(data, dtype, grad_fn_name, requires_grad, tangent_text=None):

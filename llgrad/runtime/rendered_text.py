@@ -10,22 +10,19 @@ how to format it again. compile/replayed_output.py matches the pieces in what th
 to sys.stdout / sys.stderr, and each compiled call writes that text with its own values
 formatted in place of the pieces.
 
-Only where that is exactly what eager prints: a piece must reach a write in the frame that
-formatted it, within one expression (no store, nor the end of a statement, between the
-format and the call that writes: compile's own check, `flows_to_write`), found once in the
-written text and in order; anything else, a piece the run keeps or inspects (compares it,
-takes its length, indexes it, calls a method of it), gives it up: the value is read as
-before (a value guard or a graph break), so the call is traced again or runs eagerly."""
-import dis
+Only where that is exactly what eager prints: the text must be written by a call whose
+bytecode says what each write is made of (runtime/write_sites.py: print of f-strings and
+values, `sys.stdout.write(f"...")`), each piece at the place its FORMAT_VALUE (or print's
+own str() of a value) puts it, the text between known or placed one way only; anything
+else, a piece the run keeps, concatenates, pads or inspects (compares it, takes its length,
+calls a method of it), gives it up: the value is read as before (a value guard, or a graph
+break for a large tensor), so the call is traced for that value."""
+import itertools
 import os
+import string
 
 from . import trace_state
-
-# instructions that end the expression a text was formatted in: it is stored or dropped
-_ENDS = frozenset(("STORE_FAST", "STORE_NAME", "STORE_GLOBAL", "STORE_DEREF", "STORE_ATTR",
-                   "STORE_SUBSCR", "POP_TOP", "RETURN_VALUE", "YIELD_VALUE", "DELETE_FAST",
-                   "LIST_APPEND", "SET_ADD", "MAP_ADD", "BUILD_LIST", "BUILD_TUPLE",
-                   "BUILD_MAP", "BUILD_SET", "RAISE_VARARGS", "JUMP_BACKWARD", "SEND"))
+from .write_sites import write_site
 
 
 class Piece:
@@ -95,6 +92,8 @@ class Renderings:
     def __init__(self, users_frame):
         self.pieces, self.pending, self.refused = [], [], None
         self.users_frame = users_frame
+        self.write_at = (None, -1)      # ((frame, call offset), its write index) last seen
+        self.options = None             # the print options when the run began (recording)
 
     def add(self, value, render, text, read):
         """This run's text of `value` (a tensor of the trace, copied here) as a
@@ -111,38 +110,83 @@ class Renderings:
         return out
 
     def consume(self, text):
-        """The parts of a write (literal strs and piece indices) where it carries the pending
-        pieces made in its frame's expression, in order; None: no piece in it. A pending
-        piece it cannot account for is refused (the trace gives the pieces up at its end)."""
+        """The parts of a write (literal strs and piece indices) where it carries pending
+        pieces at places its call's bytecode gives them; None: none placed (a piece left
+        pending is given up when the run ends)."""
+        frame = self.users_frame()
+        site = write_site(frame) if frame is not None else None
+        if site is None:
+            return None
+        call = (frame, frame.f_lasti)       # (every write of the call counted, in order)
+        last = self.write_at
+        n = last[1] + 1 if last[0] == call and last[1] + 1 < len(site.writes) else 0
+        self.write_at = (call, n)
         if not self.pending:
             return None
-        plain = str.__str__(text) if isinstance(text, str) else str(text)
-        frame = self.users_frame()
-        ready = 0
-        for piece in self.pending:
-            if frame is not piece.frame or not _flows(frame.f_code, piece.lasti, frame.f_lasti):
-                break
-            ready += 1
-        placed = None
-        for k in range(ready, 0, -1):   # (print's first argument alone, the next pending)
-            placed = _placement(plain, [p.text for p in self.pending[:k]], frame.f_code)
-            if placed is not None:
-                break
-        taken = len(placed) if placed else 0
-        # (a piece still pending must be on its way to a later write of this expression,
-        # as print's next argument is: else it was kept, not written)
-        for piece in self.pending[taken:]:
-            if frame is not piece.frame or not _flows(frame.f_code, piece.lasti, frame.f_lasti):
-                self.refused = self.refused or piece
-        if not taken:
+        segments = self._segments(site.writes[n], frame, text)
+        if segments is None:
             return None
-        parts, pos = [], 0
-        for piece, at in zip(self.pending, placed):
-            parts += [plain[pos:at], self.pieces.index(piece)]
-            pos, piece.written = at + len(piece.text), True
-        del self.pending[:taken]
-        parts.append(plain[pos:])
-        return [p for p in parts if p != ""]
+        plain = str.__str__(text) if isinstance(text, str) else str(text)
+        parts = _fill(plain, *segments) if type(segments) is tuple else \
+            _align(plain, segments)[1]
+        if parts is None:
+            return None
+        for p in parts:
+            if type(p) is Piece:
+                p.written = True
+                self.pending.remove(p)
+        return [self.pieces.index(p) if type(p) is Piece else p for p in parts if p != ""]
+
+    def _segments(self, item, frame, text):
+        """The write's segments ("text" literal, a Piece, or None: text of no piece) for
+        the argument item (write_sites), or None where no piece is in it."""
+        kind = item[0] if type(item) is tuple else None
+        if kind == "fmt":
+            piece = self._made_at(frame, item[1])
+            return None if piece is None else [piece]
+        if kind == "str":
+            segments = []
+            for part in item[1]:
+                if type(part) is tuple and part[0] == "const" and type(part[1]) is str:
+                    segments.append(part[1])
+                elif type(part) is tuple and part[0] == "fmt":
+                    segments.append(self._made_at(frame, part[1]))
+                else:
+                    segments.append(None)
+            return segments if any(type(g) is Piece for g in segments) else None
+        if kind == "format":            # (the pieces the call made, in its fields' order)
+            made = [p for p in self.pending if p.frame is frame and p.lasti == item[1]]
+            try:
+                fields = list(string.Formatter().parse(item[2])) if made else None
+            except ValueError:
+                fields = None
+            if not fields or any(spec and "{" in spec for _, _, spec, _ in fields):
+                return None
+            segments, slots = [], []
+            for literal, field, _, _ in fields:
+                if literal:
+                    segments.append(literal)
+                if field is not None:
+                    slots.append(len(segments))
+                    segments.append(None)
+            return segments, slots, made
+        if kind in (None, "const"):     # (a separator, an end, a constant)
+            return None
+        # print's own str() of the value, made inside the call: the text is the piece, or
+        # (llgrad's own str() around it: a Parameter's) holds it
+        made = [p for p in self.pending if p.frame is frame and p.lasti == frame.f_lasti]
+        if len(made) != 1:
+            return None
+        if type(text) is RenderedText and object.__getattribute__(text, "piece") is made[0]:
+            return [made[0]]
+        return [None, made[0], None]
+
+    def _made_at(self, frame, offset):
+        """The last pending piece formatted in frame at instruction offset, or None."""
+        for piece in reversed(self.pending):
+            if piece.frame is frame and piece.lasti == offset:
+                return piece
+        return None
 
     def check(self, kept=()):
         """At the run's end: every piece written as made, and none kept in `kept` (the
@@ -187,56 +231,52 @@ def active():
     return rendering
 
 
-_instructions = {}
-_MAX_PLACEMENTS = 64
+_MAX_ALIGNMENTS = 2
+_MAX_FIELDS = 12
 
 
-def _placement(text, texts, code):
-    """Where the pieces' texts lie in `text`, in order and apart: the one placement whose
-    literal stretches are all the code's own string constants (an f-string's: f"step {i}:
-    {loss:.4f}" prints "step 1: 1.1294"), or else the only placement there is; None where
-    none or several (the text does not tell which stretch the value made)."""
-    if not all(texts):
-        return None
-    found, todo = [], [(0, ())]
-    while todo and len(found) < _MAX_PLACEMENTS:     # (no recursion: a stack of prefixes)
-        pos, at = todo.pop()
-        if len(at) == len(texts):
-            found.append(at)
+def _align(text, segments):
+    """text split as segments says (literal strs, Pieces (their text), None: any text):
+    (how many splits fit (0, 1, or 2: several), the one as [str | Piece], else None)."""
+    found, todo = [], [(0, 0, ())]
+    while todo and len(found) < _MAX_ALIGNMENTS:    # (no recursion: a stack of prefixes)
+        k, pos, acc = todo.pop()
+        if k == len(segments):
+            if pos == len(text):
+                found.append(acc)
             continue
-        piece = texts[len(at)]
-        start = text.find(piece, pos)
-        while start >= 0:
-            todo.append((start + len(piece), at + (start,)))
-            start = text.find(piece, start + 1)
-    if len(found) == 1:
-        return found[0]
-    if not found or len(found) >= _MAX_PLACEMENTS:
+        seg = segments[k]
+        if seg is None:
+            nxt = next((g for g in segments[k + 1:] if g is not None), None)
+            if k + 1 == len(segments):
+                todo.append((k + 1, len(text), acc + (text[pos:],)))
+            elif segments[k + 1] is None:       # (two unknowns in a row: one stretch)
+                todo.append((k + 1, pos, acc))
+            elif nxt is not None:
+                known = nxt.text if type(nxt) is Piece else nxt
+                at = text.find(known, pos)
+                while at >= 0:
+                    todo.append((k + 1, at, acc + (text[pos:at],)))
+                    at = text.find(known, at + 1)
+            continue
+        known = seg.text if type(seg) is Piece else seg
+        if text.startswith(known, pos):
+            todo.append((k + 1, pos + len(known), acc + (seg,)))
+    return len(found), (list(found[0]) if len(found) == 1 else None)
+
+
+def _fill(text, segments, slots, pieces):
+    """_align with the pieces put in order into some of the slots (a template's fields,
+    the others any text): the one way that fits, or None."""
+    if len(pieces) > len(slots) or len(slots) > _MAX_FIELDS:
         return None
-    literals = {c for c in code.co_consts if type(c) is str} | {""}
-    fitting = [at for at in found if _stretches(text, texts, at) <= literals]
-    return fitting[0] if len(fitting) == 1 else None
-
-
-def _stretches(text, texts, at):
-    """The literal stretches of text around the pieces placed at `at`."""
-    out, pos = set(), 0
-    for piece, start in zip(texts, at):
-        out.add(text[pos:start])
-        pos = start + len(piece)
-    out.add(text[pos:])
-    return out
-
-
-def _flows(code, start, end):
-    """Whether the instructions of `code` after offset `start` up to `end` (the call that
-    writes) stay within one expression: none stores, drops or collects a value, or jumps
-    back."""
-    if end < start:
-        return False
-    ops = _instructions.get(code)
-    if ops is None:
-        ops = _instructions[code] = [(i.offset, i.opname) for i in dis.get_instructions(code)]
-        if len(_instructions) > 512:
-            _instructions.pop(next(iter(_instructions)))
-    return not any(start < off < end and name in _ENDS for off, name in ops)
+    found = None
+    for chosen in itertools.combinations(slots, len(pieces)):
+        filled = list(segments)
+        for k, piece in zip(chosen, pieces):
+            filled[k] = piece
+        n, parts = _align(text, filled)
+        if n and (found is not None or n > 1):
+            return None
+        found = parts if n else found
+    return found

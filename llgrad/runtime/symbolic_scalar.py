@@ -140,9 +140,10 @@ class SymbolicScalar:
             return format(self._escape(how), spec)
         kind = type(self.value)
         text = format(self.value, spec)     # (a bad spec raises here, as eager's format)
+        # (its text kept or read: the number guarded by value, as t.item()'s digits are; the
+        # run goes on, so what it did is not done twice by a second run)
         return rendering.add(self.tensor, lambda a: format(kind(a.item()), spec), text,
-                             lambda at: self._escape(f"{how} at {at}, the text then kept "
-                                                     "or read"))
+                             lambda at: trace_state.state.tracer.guard(self.tensor, self.value))
 
     def __reduce_ex__(self, protocol):
         return (type(self._escape("pickled or copied")), (self.value,))

@@ -1,0 +1,161 @@
+"""What a call that writes to sys.stdout / sys.stderr writes, read from the bytecode of the
+user's code at the call (rendered_text.py uses it to place formatted values in the text).
+
+A write site is a `print(...)` of the builtin print, or `<stream>.write(<one argument>)` whose
+result is dropped, in straight-line code (no jump between the callable's load and the call).
+Its writes are, in order, print's positional arguments with sep between them and end after
+them (2n writes for n arguments), or the one argument. Each argument's value is described by
+the instructions that made it: an f-string (BUILD_STRING of string constants and
+FORMAT_VALUE results, each at its instruction's offset), a FORMAT_VALUE result alone, a
+constant, a `'<template>'.format(...)` of a constant template (its fields formatted inside
+that call, in order), or something else (whose text print makes with str() inside the
+call). Anything
+the analysis does not know (starred arguments, jumps, an opcode outside the table) gives no
+site: the values formatted for it are read as before."""
+import builtins
+import dis
+
+# opcode name -> (items popped, items pushed) where fixed; the others are computed below
+_FIXED = {"LOAD_CONST": (0, 1), "LOAD_FAST": (0, 1), "LOAD_DEREF": (0, 1),
+          "LOAD_CLOSURE": (0, 1), "LOAD_NAME": (0, 1), "LOAD_CLASSDEREF": (0, 1),
+          "LOAD_ATTR": (1, 1), "LOAD_METHOD": (1, 2), "PUSH_NULL": (0, 1), "PRECALL": (0, 0),
+          "KW_NAMES": (0, 0), "BINARY_OP": (2, 1), "BINARY_SUBSCR": (2, 1),
+          "UNARY_NEGATIVE": (1, 1), "UNARY_NOT": (1, 1), "UNARY_INVERT": (1, 1),
+          "UNARY_POSITIVE": (1, 1), "COMPARE_OP": (2, 1), "IS_OP": (2, 1),
+          "CONTAINS_OP": (2, 1), "NOP": (0, 0)}
+_MAX_SITES = 1024
+_JUMPS = frozenset(dis.hasjrel + dis.hasjabs)
+
+
+class Site:
+    """kind: "print" or "write"; writes: per write of one call, the item of the argument it
+    writes (None: a separator or the end)."""
+    __slots__ = ("kind", "writes")
+
+    def __init__(self, kind, writes):
+        self.kind, self.writes = kind, writes
+
+
+_sites = {}
+
+
+def write_site(frame):
+    """The Site of the call the frame is making (at its f_lasti), or None."""
+    code, at = frame.f_code, frame.f_lasti
+    key = (code, at)
+    if key not in _sites:
+        if len(_sites) >= _MAX_SITES:
+            _sites.clear()
+        _sites[key] = _analyse(code, at)
+    site = _sites[key]
+    if site is not None and site[0] == "print" and \
+            frame.f_globals.get("print", frame.f_builtins.get("print")) is not builtins.print:
+        return None     # (a print of the user's own, or one rebound)
+    return None if site is None else Site(*site)
+
+
+def _analyse(code, at):
+    ins = list(dis.get_instructions(code))
+    where = {i.offset: k for k, i in enumerate(ins)}
+    k = where.get(at)
+    if k is None or ins[k].opname != "CALL" or k < 1 or ins[k - 1].opname != "PRECALL":
+        return None
+    argc = ins[k].arg
+    # back from the call to the instruction that pushed its callable: the argc + 2 items it
+    # takes (callable and self-or-NULL, the arguments), in straight-line code
+    need, start = argc + 2, k - 1
+    while need > 0:
+        start -= 1
+        if start < 0 or ins[start].opcode in _JUMPS or ins[start + 1].is_jump_target:
+            return None     # (a jump into the call's code: the first load may be one)
+        need -= _effect(ins[start])
+    if need != 0:
+        return None
+    stack, kw = [], ()
+    for i in ins[start:k]:
+        item = _step(i, stack)
+        if item is False:
+            return None
+        if i.opname == "KW_NAMES":
+            kw = code.co_consts[i.arg]
+    if len(stack) != argc + 2:
+        return None
+    callee, args = stack[:2], stack[2:]
+    positional = args[:len(args) - len(kw)]
+    if ("global", "print") in callee:
+        if not set(kw) <= {"sep", "end", "file", "flush"}:
+            return None
+        writes = []
+        for n, a in enumerate(positional):
+            writes += [None, a] if n else [a]
+        return "print", writes + [None]
+    if any(type(c) is tuple and c[:2] == ("method", "write") for c in callee) and \
+            argc == 1 and not kw and k + 1 < len(ins) and ins[k + 1].opname == "POP_TOP":
+        return "write", [positional[0]]
+    return None
+
+
+def _effect(i):
+    """The net stack effect of instruction i (as the call's items are counted)."""
+    if i.opname == "CALL":
+        return -1
+    try:
+        return dis.stack_effect(i.opcode, i.arg)
+    except ValueError:
+        return 0
+
+
+def _step(i, stack):
+    """Apply instruction i to the stack of item descriptions; False where it is not known."""
+    name = i.opname
+    if name == "LOAD_CONST":
+        stack.append(("const", i.argval))
+    elif name == "LOAD_GLOBAL":
+        if i.arg & 1:
+            stack.append(None)
+        stack.append(("global", i.argval))
+    elif name == "LOAD_METHOD":
+        obj = stack.pop()
+        stack += [("method", i.argval, obj), obj]
+    elif name == "CALL":
+        n = i.arg + 2
+        if len(stack) < n:
+            return False
+        callee = stack[-n:][0]
+        del stack[-n:]
+        # ('{} {:.4f}'.format(...): a template whose fields the call formats in order)
+        if type(callee) is tuple and callee[:2] == ("method", "format") and \
+                type(callee[2]) is tuple and callee[2][0] == "const" and \
+                type(callee[2][1]) is str:
+            stack.append(("format", i.offset, callee[2][1]))
+        else:
+            stack.append(("call", i.offset))
+    elif name == "FORMAT_VALUE":
+        n = 2 if i.arg & 4 else 1
+        if len(stack) < n:
+            return False
+        del stack[-n:]
+        stack.append(("fmt", i.offset))
+    elif name == "BUILD_STRING":
+        n = i.arg
+        if len(stack) < n:
+            return False
+        parts = stack[len(stack) - n:]
+        del stack[len(stack) - n:]
+        stack.append(("str", tuple(parts)))
+    elif name in ("BUILD_TUPLE", "BUILD_LIST", "BUILD_SET", "BUILD_SLICE", "BUILD_MAP",
+                  "BUILD_CONST_KEY_MAP"):
+        n = {"BUILD_MAP": 2 * i.arg, "BUILD_CONST_KEY_MAP": i.arg + 1}.get(name, i.arg)
+        if len(stack) < n:
+            return False
+        del stack[len(stack) - n:]
+        stack.append(("other", i.offset))
+    elif name in _FIXED:
+        pops, pushes = _FIXED[name]
+        if len(stack) < pops:
+            return False
+        del stack[len(stack) - pops:]
+        stack += [("other", i.offset)] * pushes
+    else:
+        return False
+    return True
