@@ -11,6 +11,7 @@ from ..tracer.pytree import flatten
 from ..runtime import backward_hooks, grad_mode, hypers
 from ..runtime.random_state import _Generator, default_generator
 from ..runtime.tensor import Tensor
+from . import log
 from .appended_lists import APPENDED_TO, marked
 from .arrays import arrays_as_tensors, wrappable
 from .code_reads import (function_parts, global_names, module_attributes, unguarded_reads,
@@ -341,6 +342,7 @@ def collect(fn, args, kwargs, entered=None, dynamic=frozenset()):
     walked too (_walk_hooks: a step whose backward runs them, leaf_hooks.py)."""
     tensors, guards = [], []
     hypers.new_call()
+    log.ready()     # (llgrad's own loggers, made inside a trace, are no change of the call's)
     roots = list(signature_names(fn, args, kwargs))
     if dynamic:
         roots = dynamic_numbers(roots, dynamic, tensors, guards)

@@ -55,8 +55,18 @@ def logger(name="llgrad"):
     lg = _loggers.get(name)
     if lg is None:
         import logging
-        lg = _loggers[name] = logging.getLogger(name)
+        for n in ("llgrad", *(f"llgrad.{c}" for c in CHANNELS)):
+            _loggers[n] = logging.getLogger(n)
+        lg = _loggers.get(name) or _loggers.setdefault(name, logging.getLogger(name))
     return lg
+
+
+def ready():
+    """llgrad's loggers made now if the program uses `logging` (a compiled call about to be
+    traced: made lazily inside it, they would be a change of the `logging` state a user's
+    logger reaches, and the traced run not kept)."""
+    if not _loggers and "logging" in sys.modules:
+        logger()
 
 
 def _formatter():
