@@ -91,6 +91,10 @@ class _Tee:
             self.write(line)
 
     def __getattr__(self, name):
+        if name == "buffer" and self._recorder.mine():
+            # (bytes written past the text layer: compiled calls could not write them)
+            trace_state.state.tracer.graph_break(f"sys.{self._name}.buffer (bytes written "
+                                                 "to the stream under its text layer)")
         return getattr(self._recorder.streams[self._name], name)
 
 

@@ -22,18 +22,20 @@ import os
 import string
 
 from . import trace_state
-from .write_sites import write_site
+from .write_sites import call_offset, write_site
 
 
 class Piece:
     """One formatted value: its copy in the graph, format(array) -> text, the text of this
     run, the user's frame and instruction where it was formatted, and read(where): the read
     the format stood in for (it raises, ending the trace, or guards the value)."""
-    __slots__ = ("tensor", "render", "text", "frame", "lasti", "read", "where", "written")
+    __slots__ = ("tensor", "render", "text", "frame", "lasti", "read", "where", "written",
+                 "formatted")
 
-    def __init__(self, tensor, render, text, frame, read):
+    def __init__(self, tensor, render, text, frame, read, formatted):
         self.tensor, self.render, self.text, self.written = tensor, render, text, False
-        self.frame, self.lasti, self.read = frame, frame.f_lasti, read
+        self.formatted = formatted      # (made by the value's own __format__, not its str())
+        self.frame, self.lasti, self.read = frame, call_offset(frame.f_code, frame.f_lasti), read
         self.where = f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
 
     def escape(self):
@@ -90,19 +92,20 @@ class Renderings:
     users_frame(): the nearest frame of the user's code."""
 
     def __init__(self, users_frame):
-        self.pieces, self.pending, self.refused = [], [], None
+        self.pieces, self.pending = [], []
         self.users_frame = users_frame
         self.write_at = (None, -1)      # ((frame, call offset), its write index) last seen
         self.options = None             # the print options when the run began (recording)
 
-    def add(self, value, render, text, read):
+    def add(self, value, render, text, read, formatted=False):
         """This run's text of `value` (a tensor of the trace, copied here) as a
-        RenderedText, noted as a piece; read(where): the read it stands for."""
+        RenderedText, noted as a piece; read(where): the read it stands for; formatted:
+        made by the value's own __format__ (a template's field), not its str() or repr()."""
         frame = self.users_frame()
         if frame is None:       # (no frame of the user's: the read, if it does not raise)
             read("?")
             return text
-        piece = Piece(value.detach().clone(), render, text, frame, read)
+        piece = Piece(value.detach().clone(), render, text, frame, read, formatted)
         self.pieces.append(piece)
         self.pending.append(piece)
         out = RenderedText(text)
@@ -117,7 +120,7 @@ class Renderings:
         site = write_site(frame) if frame is not None else None
         if site is None:
             return None
-        call = (frame, frame.f_lasti)       # (every write of the call counted, in order)
+        call = (frame, call_offset(frame.f_code, frame.f_lasti))   # (each write counted)
         last = self.write_at
         n = last[1] + 1 if last[0] == call and last[1] + 1 < len(site.writes) else 0
         self.write_at = (call, n)
@@ -156,6 +159,8 @@ class Renderings:
             return segments if any(type(g) is Piece for g in segments) else None
         if kind == "format":            # (the pieces the call made, in its fields' order)
             made = [p for p in self.pending if p.frame is frame and p.lasti == item[1]]
+            if not all(p.formatted for p in made):
+                return None     # (a piece inside a field's text, a tuple's: not the field)
             try:
                 fields = list(string.Formatter().parse(item[2])) if made else None
             except ValueError:
@@ -174,7 +179,8 @@ class Renderings:
             return None
         # print's own str() of the value, made inside the call: the text is the piece, or
         # (llgrad's own str() around it: a Parameter's) holds it
-        made = [p for p in self.pending if p.frame is frame and p.lasti == frame.f_lasti]
+        at = call_offset(frame.f_code, frame.f_lasti)
+        made = [p for p in self.pending if p.frame is frame and p.lasti == at]
         if len(made) != 1:
             return None
         if type(text) is RenderedText and object.__getattribute__(text, "piece") is made[0]:
@@ -190,11 +196,12 @@ class Renderings:
 
     def check(self, kept=()):
         """At the run's end: every piece written as made, and none kept in `kept` (the
-        result, the objects the function reaches), or the read it stood for."""
-        piece = self.refused or (self.pending[0] if self.pending else None)
-        if piece is None and self.pieces:
-            piece = _held(kept)
-        if piece is not None:
+        result, the objects the function reaches), or the read each such piece stood for
+        (each of them: a read that guards lets the run go on to the next)."""
+        given_up = list(self.pending)
+        if self.pieces:
+            given_up += [p for p in _held(kept) if p not in given_up]
+        for piece in given_up:
             piece.escape()
 
 
@@ -202,23 +209,23 @@ _MAX_HELD = 10000
 
 
 def _held(objects):
-    """The piece of a RenderedText held in objects (their items and attributes), or None."""
-    todo, seen = list(objects), set()
+    """The pieces of the RenderedTexts held in objects (their items and attributes)."""
+    todo, seen, found = list(objects), set(), []
     while todo and len(seen) < _MAX_HELD:
         x = todo.pop()
         if id(x) in seen:
             continue
         seen.add(id(x))
         if type(x) is RenderedText:
-            return object.__getattribute__(x, "piece")
-        if isinstance(x, (list, tuple, set, frozenset)):
+            found.append(object.__getattribute__(x, "piece"))
+        elif isinstance(x, (list, tuple, set, frozenset)):
             todo.extend(x)
         elif isinstance(x, dict):
             todo.extend(x.values())
         elif hasattr(type(x), "__dict__") and isinstance(getattr(x, "__dict__", None), dict) \
                 and not isinstance(x, type):
             todo.extend(vars(x).values())
-    return None
+    return found
 
 
 def active():

@@ -122,7 +122,7 @@ class SymbolicScalar:
         return self._escape("math.ceil()").__ceil__()
 
     def __format__(self, spec):
-        return self._rendered(spec, "formatted")
+        return self._rendered(spec, "formatted", True)
 
     def __repr__(self):
         return self._rendered("", "repr()")
@@ -130,7 +130,7 @@ class SymbolicScalar:
     def __str__(self):
         return self._rendered("", "str()")
 
-    def _rendered(self, spec, how):
+    def _rendered(self, spec, how, formatted=False):
         """format(number, spec) for output: while compile records the traced run's output,
         a piece each compiled call formats with its own number (rendered_text.py); else the
         number read (an escape while tracing). (str() and repr() of an int or a float are
@@ -143,7 +143,8 @@ class SymbolicScalar:
         # (its text kept or read: the number guarded by value, as t.item()'s digits are; the
         # run goes on, so what it did is not done twice by a second run)
         return rendering.add(self.tensor, lambda a: format(kind(a.item()), spec), text,
-                             lambda at: trace_state.state.tracer.guard(self.tensor, self.value))
+                             lambda at: trace_state.state.tracer.guard(self.tensor, self.value),
+                             formatted)
 
     def __reduce_ex__(self, protocol):
         return (type(self._escape("pickled or copied")), (self.value,))

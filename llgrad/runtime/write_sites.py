@@ -39,9 +39,32 @@ class Site:
 _sites = {}
 
 
+_calls = {}
+
+
+def call_offset(code, lasti):
+    """The offset of the instruction a frame's f_lasti stands in: a Python function's call
+    leaves f_lasti on the CALL's last inline cache entry, and a PRECALL specialised for a
+    builtin (print, str.format) makes the call itself, f_lasti on the PRECALL."""
+    key = (code, lasti)
+    if key not in _calls:
+        if len(_calls) >= _MAX_SITES:
+            _calls.clear()
+        ins = list(dis.get_instructions(code))
+        k = max((n for n, i in enumerate(ins) if i.offset <= lasti), default=None)
+        at = lasti
+        if k is not None:
+            at = ins[k].offset
+            if ins[k].opname == "PRECALL" and k + 1 < len(ins) and ins[k + 1].opname == "CALL":
+                at = ins[k + 1].offset
+        _calls[key] = at
+    return _calls[key]
+
+
 def write_site(frame):
     """The Site of the call the frame is making (at its f_lasti), or None."""
-    code, at = frame.f_code, frame.f_lasti
+    code = frame.f_code
+    at = call_offset(code, frame.f_lasti)
     key = (code, at)
     if key not in _sites:
         if len(_sites) >= _MAX_SITES:
@@ -79,6 +102,8 @@ def _analyse(code, at):
         if i.opname == "KW_NAMES":
             kw = code.co_consts[i.arg]
     if len(stack) != argc + 2:
+        return None
+    if _run_again_after_an_error(code, ins, start, k):
         return None
     callee, args = stack[:2], stack[2:]
     positional = args[:len(args) - len(kw)]
@@ -159,3 +184,16 @@ def _step(i, stack):
     else:
         return False
     return True
+
+
+def _run_again_after_an_error(code, ins, start, k):
+    """Whether an error raised between the callable's load and the call can be caught in
+    this frame and the loop around it run the call again: the pieces formatted in the pass
+    that failed, and the writes it made, would be taken for the next pass's."""
+    first, last = ins[start].offset, ins[k].offset
+    table = getattr(dis, "_parse_exception_table", None)
+    if table is None:
+        return True     # (no way to tell: as if it could)
+    caught = any(e.start <= last and first < e.end for e in table(code))
+    return caught and any("BACKWARD" in i.opname and i.offset > last and i.argval <= first
+                          for i in ins)
