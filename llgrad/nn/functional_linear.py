@@ -1,6 +1,11 @@
 """F.linear, below nn.functional so that the attention functions use it too."""
+from ..ir import OPS
 from ..runtime.tensor import Tensor
-from ..runtime.autocast_cast import autocast_lower
+from ..runtime.autocast_cast import autocast_lower, state as _autocast
+from ..runtime.dispatch import call
+
+_T, _ADDMM = OPS["t"], OPS["addmm"]
+_tensor_t, _tensor_addmm = Tensor.t, Tensor.addmm
 
 
 def _check(arg, position, v):
@@ -26,13 +31,27 @@ def linear(input, weight, bias=None):
         # with a 1-D bias is flattened to a matrix for addmm and viewed back
         nd = input._data.ndim
         if nd == 2:
-            return bias.addmm(input, weight.t())
+            return _addmm_2d(input, weight, bias)
         if nd and bias._data.ndim == 1 and input.is_contiguous():
             shape = input._data.shape
             n = 1
             for k in shape[:-1]:
                 n *= k
-            out = bias.addmm(input.reshape(n, shape[-1]), weight.t())
+            out = _addmm_2d(input.reshape(n, shape[-1]), weight, bias)
             return out.view(shape[:-1] + (out._data.shape[1],))
     out = input.matmul(weight.t())
     return out + bias if bias is not None else out
+
+
+def _addmm_2d(input, weight, bias):
+    """bias.addmm(input, weight.t()): the same two ops, straight to the dispatcher where
+    none of addmm's checks can fail (every Linear's forward: ~3 us of per-call checks and
+    method layers); any other case, and a subclass's own t or addmm, by the methods."""
+    w, b = weight._data, bias._data
+    dt = input._dtype
+    if _autocast.dtype is None and w.ndim == 2 and b.ndim == 1 and \
+            weight._dtype is dt and bias._dtype is dt and dt._cat >= 2 and \
+            input._data.shape[1] == w.shape[1] and b.shape[0] in (w.shape[0], 1) and \
+            type(weight).t is _tensor_t and type(bias).addmm is _tensor_addmm:
+        return call(_ADDMM, (bias, input, call(_T, (weight,), {})), {"beta": 1, "alpha": 1})
+    return bias.addmm(input, weight.t())
