@@ -60,6 +60,7 @@ class _Recorder:
         # (the text and, where it carries formatted values, its parts: literal text and
         # the indices of the pieces each compiled call formats again, rendered_text.py)
         self.out.append(("write", name, plain, self.rendering.consume(text)))
+        self.rendering.given += 1
         return len(plain)
 
     def warning(self, msg):
@@ -71,6 +72,7 @@ class _Recorder:
                        f"{msg.filename}:{msg.lineno}")
             # (one given once per process: eager's later calls do not give it again)
             self.out.append(("once" if trace_state.state.once else "warn",) + origin)
+            self.rendering.given += 1
             return
         self.showing = True         # (its text goes to stderr: not a write of the function's)
         try:

@@ -96,6 +96,7 @@ class Renderings:
         self.users_frame = users_frame
         self.write_at = (None, -1)      # ((frame, call offset), its write index) last seen
         self.options = None             # the print options when the run began (recording)
+        self.given = 0                  # texts written and warnings shown so far
 
     def add(self, value, render, text, read, formatted=False):
         """This run's text of `value` (a tensor of the trace, copied here) as a

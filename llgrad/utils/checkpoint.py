@@ -168,7 +168,8 @@ def _traced(tracer, function, args, kwargs, preserve_rng_state, reentrant):
     more than give the same values again: when it writes memory from outside the segment
     (a BatchNorm's running stats, a buffer counting calls: written twice), or, without
     preserve_rng_state, draws random numbers (new ones: another dropout mask, the generator
-    advanced twice). Those calls run eagerly. A reentrant segment none of whose inputs
+    advanced twice), or prints or warns (given again). Those calls run eagerly. A
+    reentrant segment none of whose inputs
     requires grad runs under no_grad, as eager's CheckpointFunction: its parameters get no
     gradient."""
     if reentrant and not any(isinstance(a, Tensor) and a.requires_grad for a in args):
@@ -178,8 +179,13 @@ def _traced(tracer, function, args, kwargs, preserve_rng_state, reentrant):
         with no_grad():
             return function(*args, **kwargs)
     rng, mark = getattr(tracer, "rng_value", None), tracer.memory_now()
+    rendering = trace_state.state.rendering
+    given = rendering.given if rendering is not None else 0
     out = function(*args, **kwargs)
     if is_grad_enabled():
+        if rendering is not None and rendering.given != given:
+            tracer.graph_break("a checkpoint segment that prints or warns (the recomputation "
+                               "in backward gives it again)")
         if tracer.writes_since(mark):
             tracer.graph_break("a checkpoint segment that writes a tensor from outside it (a "
                                "buffer such as a BatchNorm's running stats: the "

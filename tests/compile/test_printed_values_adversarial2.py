@@ -4,8 +4,8 @@ must print, return and trace as the same function run eagerly over calls whose v
 change. Thirteen diverged when written (several pieces given up but one guarded, a stale
 piece of a pass that raised, a print's writes counted from an interrupted one, a piece
 inside a format field's text, sys.stdout.buffer, f_lasti on a cache entry or a quickened
-PRECALL) and now equal eager; the strict xfails left: a checkpoint segment's prints, which
-eager's backward gives again (compiled gives them once); the others held from the start."""
+PRECALL, a checkpoint segment's prints, which eager's backward gives again) and now equal
+eager; the others held from the start."""
 import contextlib
 import io
 import sys
@@ -128,8 +128,6 @@ def test_a_piece_inside_another_fields_text_of_str_format():
     same_as_eager(f, [(vec(5),), (vec(5),), (vec(7),), (vec(9),)])
 
 
-@pytest.mark.xfail(strict=True, reason="a traced reentrant checkpoint runs its segment once: "
-                   "eager's backward runs it again, printing again (utils/checkpoint._traced)")
 @pytest.mark.parametrize("reentrant", [True, False])
 def test_a_checkpoint_segment_that_prints_is_run_again_by_backward(reentrant):
     from llgrad.utils.checkpoint import checkpoint
