@@ -112,6 +112,9 @@ _CLOCKS = frozenset(("time", "time_ns", "perf_counter", "perf_counter_ns", "mono
 _FRESH = {"time": _CLOCKS, "posix": ("urandom", "getrandom"), "nt": ("urandom",),
           "uuid": ("uuid1", "uuid4"), "secrets": None}
 _NOW = frozenset(("now", "today", "utcnow"))
+# builtins reading a file or the terminal: what they give can change between calls (a file
+# another process or the loop around the call rewrites) and no guard follows it
+_IO_BUILTINS = ("open", "input")
 
 
 def _clock(v):
@@ -175,11 +178,14 @@ def unguarded_reads(code, space, cells):
 
 def fresh_reads(code, space, cells):
     """[(what, why)] of code's reads of what gives another value at each call (_fresh), as
-    a name of its globals or cells or as `module.attribute`."""
+    a name of its globals or cells or as `module.attribute`, and of open() / input()."""
     out = [(f"{name}()", f"it reads {_what(v)} ({name}{_line_of(code, name)}), which "
             "a compiled call would not read again")
            for name, v in [(n, space.get(n)) for n in global_names(code)] + list(cells.items())
            if _fresh(v, code)]
+    out += [(f"{name}()", f"it reads a file or the terminal ({name}(){_line_of(code, name)}), "
+             "which a compiled call would not read again")
+            for name in global_names(code) if name in _IO_BUILTINS and name not in space]
     named = [(n, a, space.get(n)) for n, a in _attribute_reads(code)] + \
         [(n, a, cells.get(n)) for n, a in _attribute_reads(code, ("LOAD_DEREF",))]
     for name, attr, m in named:

@@ -63,6 +63,13 @@ class _Recorder:
         self.rendering.given += 1
         return len(plain)
 
+    def flush(self, name):
+        """A flush of the stream: recorded where it comes between the texts (print's
+        flush=True; compiled calls flush there too), else passed on."""
+        if not self.mine():
+            return self.streams[name].flush()
+        self.out.append(("flush", name))
+
     def warning(self, msg):
         if self.mine() and not str(msg.message).startswith("llgrad.compile("):
             origin = _origin(msg)
@@ -91,6 +98,9 @@ class _Tee:
     def writelines(self, lines):        # (each line a write, recorded as print's are)
         for line in lines:
             self.write(line)
+
+    def flush(self):
+        return self._recorder.flush(self._name)
 
     def __getattr__(self, name):
         if name == "buffer" and self._recorder.mine():
@@ -134,12 +144,12 @@ def recording(out, kept=()):
 
 
 def _users_frame():
-    """The nearest frame of the user's code (past llgrad's own and libraries')."""
+    """The nearest frame past llgrad's own if it is the user's code, else None (a library's
+    code between: what it does with the text, a padding, a second write, is not known)."""
     f = sys._getframe(1)
-    while f is not None and (_internal[f.f_code.co_filename]
-                             or not users_file(f.f_code.co_filename)):
+    while f is not None and _internal[f.f_code.co_filename]:
         f = f.f_back
-    return f
+    return f if f is not None and users_file(f.f_code.co_filename) else None
 
 
 def _restore(rec, tees):
@@ -212,6 +222,10 @@ def replay(given, first=False, texts=None):
                 parts = item[3] if texts is not None else None
                 stream.write(item[2] if parts is None else "".join(
                     p if type(p) is str else texts[p] for p in parts))
+        elif item[0] == "flush":
+            stream = getattr(sys, item[1])
+            if stream is not None:
+                stream.flush()
         elif item[0] == "warn" or first:
             warnings.warn_explicit(*item[1:])
 

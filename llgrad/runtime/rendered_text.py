@@ -94,7 +94,7 @@ class Renderings:
     def __init__(self, users_frame):
         self.pieces, self.pending = [], []
         self.users_frame = users_frame
-        self.write_at = (None, -1)      # ((frame, call offset), its write index) last seen
+        self.write_at = {}      # (frame, call offset) -> the index of its last write
         self.options = None             # the print options when the run began (recording)
         self.given = 0                  # texts written and warnings shown so far
 
@@ -122,9 +122,11 @@ class Renderings:
         if site is None:
             return None
         call = (frame, call_offset(frame.f_code, frame.f_lasti))   # (each write counted)
-        last = self.write_at
-        n = last[1] + 1 if last[0] == call and last[1] + 1 < len(site.writes) else 0
-        self.write_at = (call, n)
+        # (each call's writes counted on their own: a print inside an argument's str()
+        # writes in the middle of another's)
+        n = self.write_at.get(call, -1) + 1
+        n = n if n < len(site.writes) else 0
+        self.write_at[call] = n
         if not self.pending:
             return None
         segments = self._segments(site.writes[n], frame, text)

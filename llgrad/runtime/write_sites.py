@@ -72,9 +72,16 @@ def write_site(frame):
         _sites[key] = _analyse(code, at)
     site = _sites[key]
     if site is not None and site[0] == "print" and \
-            frame.f_globals.get("print", frame.f_builtins.get("print")) is not builtins.print:
+            not _builtin_print(frame.f_globals.get("print", frame.f_builtins.get("print"))):
         return None     # (a print of the user's own, or one rebound)
     return None if site is None else Site(*site)
+
+
+def _builtin_print(p):
+    """Whether p is the builtin print itself (not a replacement of builtins.print, such as a
+    partial adding an argument)."""
+    return type(p) is type(len) and getattr(p, "__self__", None) is builtins and \
+        p.__name__ == "print"
 
 
 def _analyse(code, at):
