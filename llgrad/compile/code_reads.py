@@ -8,6 +8,8 @@ import functools
 import inspect
 import os
 import random
+import sys
+import threading
 
 from ..runtime.saved_tensor import library_dirs, users_file  # noqa: F401 (compile's)
 from .class_state import LIBRARIES
@@ -108,9 +110,13 @@ _CLOCKS = frozenset(("time", "time_ns", "perf_counter", "perf_counter_ns", "mono
 
 
 # other functions giving a fresh value at each call: the system's entropy (os.urandom, the
-# secrets module, random.SystemRandom), random UUIDs; and datetime's readings of the clock
-_FRESH = {"time": _CLOCKS, "posix": ("urandom", "getrandom"), "nt": ("urandom",),
-          "uuid": ("uuid1", "uuid4"), "secrets": None}
+# secrets module, random.SystemRandom), random UUIDs; and datetime's readings of the clock;
+# the calling thread and process (a call from another thread, or in a forked worker, gets
+# another: a compiled call would print or use the traced call's)
+_FRESH = {"time": _CLOCKS, "posix": ("urandom", "getrandom", "getpid", "getppid"),
+          "nt": ("urandom", "getpid", "getppid"), "uuid": ("uuid1", "uuid4"), "secrets": None,
+          "threading": ("current_thread", "currentThread"),
+          "_thread": ("get_ident", "get_native_id")}
 _NOW = frozenset(("now", "today", "utcnow"))
 # builtins reading a file or the terminal: what they give can change between calls (a file
 # another process or the loop around the call rewrites) and no guard follows it
@@ -160,6 +166,7 @@ def unguarded_reads(code, space, cells):
     why = identity_read(code, space) if users_file(code.co_filename) else None
     out += [("id()", why)] if why else []
     out += fresh_reads(code, space, cells)
+    out += unrecorded_writes(code, space, cells)
     named = [(n, a, space.get(n)) for n, a in _attribute_reads(code)] + \
         [(n, a, cells.get(n)) for n, a in _attribute_reads(code, ("LOAD_DEREF",))]
     for name, attr, m in named:
@@ -173,6 +180,43 @@ def unguarded_reads(code, space, cells):
                           collections.abc.MutableSet)):
             out.append((f"{name}.{attr}", f"it reads {name}.{attr}{_line_of(code, name)}, "
                         "whose contents compile does not guard"))
+    return out
+
+
+def _unrecorded_writer(m, attr):
+    """What module m's attribute attr writes past the output compile records and compiled
+    calls give again (compile/replayed_output.py tees sys.stdout and sys.stderr): the
+    interpreter's own streams, a write to a file descriptor, a thread (whose writes are
+    another thread's); or None."""
+    if m is sys and attr in ("__stdout__", "__stderr__"):
+        return f"sys.{attr}, which compile does not record"
+    v = getattr(m, attr, None)
+    if any(v is w for w in _FD_WRITES):
+        return "a file descriptor, which compile does not record"
+    if v is threading.Thread:
+        return "from a thread it starts, which compile does not record"
+    return None
+
+
+_FD_WRITES = tuple(getattr(os, n) for n in ("write", "writev", "pwrite", "pwritev")
+                   if hasattr(os, n))
+
+
+def unrecorded_writes(code, space, cells):
+    """[(what, why)] of code's writes past the recorded output, as `module.attribute`
+    (sys.__stdout__, os.write, threading.Thread) or a name bound to one (`from os import
+    write`): a compiled call would not write them again, eager writes them at each call."""
+    named = [(n, a, space.get(n)) for n, a in _attribute_reads(code)] + \
+        [(n, a, cells.get(n)) for n, a in _attribute_reads(code, ("LOAD_DEREF",))]
+    out = [(f"{name}.{attr}", f"it writes to {why} ({name}.{attr}{_line_of(code, name)})")
+           for name, attr, m in named if inspect.ismodule(m)
+           for why in [_unrecorded_writer(m, attr)] if why]
+    for name in global_names(code):
+        v = space.get(name)
+        if any(v is w for w in _FD_WRITES) or v is threading.Thread:
+            what = "a file descriptor" if v is not threading.Thread else "a thread"
+            out.append((f"{name}()", f"it writes to {what} ({name}{_line_of(code, name)}), "
+                        "which compile does not record"))
     return out
 
 

@@ -234,9 +234,12 @@ class BatchedTensor(Tensor):
         raise RuntimeError("vmap: a batched tensor cannot be pickled")
 
     def __repr__(self):
+        # (torch's lvl is the vmap's depth, 1 for the outermost: each call of a vmapped
+        # function prints the same, not the level's id, which differs at every call)
+        depth = {lv: k + 1 for k, (lv, _, _) in enumerate(state.levels)}
         text = repr(self._phys)
         for level in self._levels:
-            text = f"BatchedTensor(lvl={level}, bdim=0, value=\n    " \
+            text = f"BatchedTensor(lvl={depth.get(level, level)}, bdim=0, value=\n    " \
                    + text.replace("\n", "\n    ") + "\n)"
         return text
 

@@ -203,7 +203,8 @@ class Renderings:
         (each of them: a read that guards lets the run go on to the next)."""
         given_up = list(self.pending)
         if self.pieces:
-            given_up += [p for p in _held(kept) if p not in given_up]
+            given_up += [p for p in (object.__getattribute__(t, "piece")
+                                     for t in held(kept, RenderedText)) if p not in given_up]
         for piece in given_up:
             piece.escape()
 
@@ -211,16 +212,17 @@ class Renderings:
 _MAX_HELD = 10000
 
 
-def _held(objects):
-    """The pieces of the RenderedTexts held in objects (their items and attributes)."""
+def held(objects, kind):
+    """The objects of type `kind` held in objects (their items and attributes): the
+    RenderedTexts a run kept."""
     todo, seen, found = list(objects), set(), []
     while todo and len(seen) < _MAX_HELD:
         x = todo.pop()
         if id(x) in seen:
             continue
         seen.add(id(x))
-        if type(x) is RenderedText:
-            found.append(object.__getattribute__(x, "piece"))
+        if type(x) is kind:
+            found.append(x)
         elif isinstance(x, (list, tuple, set, frozenset)):
             todo.extend(x)
         elif isinstance(x, dict):
@@ -229,6 +231,12 @@ def _held(objects):
                 and not isinstance(x, type):
             todo.extend(vars(x).values())
     return found
+
+
+def value_free(spec):
+    """Whether format(number, spec) succeeds for every number of the type once it does for
+    one: not for 'c' (a character: a code point in range only)."""
+    return spec[-1:] != "c"
 
 
 def active():

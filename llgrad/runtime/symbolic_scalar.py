@@ -136,7 +136,7 @@ class SymbolicScalar:
         number read (an escape while tracing). (str() and repr() of an int or a float are
         its format with no spec.)"""
         rendering = rendered_text.active()
-        if rendering is None:
+        if rendering is None or not rendered_text.value_free(spec):
             return format(self._escape(how), spec)
         kind = type(self.value)
         text = format(self.value, spec)     # (a bad spec raises here, as eager's format)

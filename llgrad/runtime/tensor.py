@@ -385,7 +385,7 @@ class Tensor:
         if self._data.ndim == 0 and type(self) is Tensor:
             rendering = rendered_text.active()
             if rendering is not None and trace_state.state.tracer.knows(self) and \
-                    self._dtype.name in _RENDERED_DTYPES:   # (compiled calls format theirs)
+                    self._dtype.name in _RENDERED_DTYPES and rendered_text.value_free(spec):
                 text = format(self._data.item(), spec)
                 return rendering.add(self, lambda a: format(a.item(), spec), text,
                                      lambda at: self.item() and None, True)
