@@ -25,7 +25,7 @@ import warnings
 
 from ..runtime import trace_state
 from ..runtime.formatting import print_options
-from ..runtime.rendered_text import Renderings
+from ..runtime.rendered_text import Renderings, held
 from ..runtime.saved_tensor import _internal, users_file
 from ..runtime.symbolic_scalar import stand_ins
 from ..tracer.errors import ControlFlowError, TraceError
@@ -129,6 +129,9 @@ def recording(out, kept=()):
         yield rec.rendering
         state.rendering = outer
         rec.rendering.check(kept)   # (a piece not written as made: the read it stood for)
+        if tees and held(kept, _Tee, modules=False):
+            raise TraceError("the function keeps sys.stdout or sys.stderr as it finds them "
+                             "while compile records its output")
     except TraceError:
         raise
     except BaseException:

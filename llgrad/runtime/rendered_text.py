@@ -212,9 +212,10 @@ class Renderings:
 _MAX_HELD = 10000
 
 
-def held(objects, kind):
+def held(objects, kind, modules=True):
     """The objects of type `kind` held in objects (their items and attributes): the
-    RenderedTexts a run kept."""
+    RenderedTexts a run kept, compile's stream wrappers a run stored; modules=False: not
+    looking into modules (sys holds the wrappers while they are in place)."""
     todo, seen, found = list(objects), set(), []
     while todo and len(seen) < _MAX_HELD:
         x = todo.pop()
@@ -223,13 +224,23 @@ def held(objects, kind):
         seen.add(id(x))
         if type(x) is kind:
             found.append(x)
-        elif isinstance(x, (list, tuple, set, frozenset)):
-            todo.extend(x)
-        elif isinstance(x, dict):
-            todo.extend(x.values())
-        elif hasattr(type(x), "__dict__") and isinstance(getattr(x, "__dict__", None), dict) \
-                and not isinstance(x, type):
-            todo.extend(vars(x).values())
+            continue
+        # (through the base types' own methods and the instance dict: a subclass's or an
+        # object's hooks, an optimiser's ParamGroup noting the hyper-parameters read, must
+        # not see the walk)
+        if isinstance(x, dict):
+            todo.extend(dict.values(x))
+            continue
+        base = next((b for b in (list, tuple, set, frozenset) if isinstance(x, b)), None)
+        if base is not None:
+            todo.extend(base.__iter__(x))
+        elif not isinstance(x, type) and (modules or type(x) is not type(os)):
+            try:
+                d = object.__getattribute__(x, "__dict__")
+            except (AttributeError, TypeError):
+                continue
+            if type(d) is dict:
+                todo.extend(dict.values(d))
     return found
 
 

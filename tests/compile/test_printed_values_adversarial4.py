@@ -5,9 +5,9 @@ written past the recorded streams (sys.__stdout__, a thread the function starts,
 given by the traced run only, and text no guard follows (the calling thread's name, the
 process id), replayed as traced: such calls run eagerly (compile/code_reads.py); a
 BatchedTensor's repr inside vmap showing a level id new at each call (torch shows the depth);
-a format spec valid for the traced value but not for a later one ({i:c}: read by value).
-Strict xfail: the recorder's stream left in the user's state. The other tests are classes
-that held:
+a format spec valid for the traced value but not for a later one ({i:c}: read by value);
+the recorder's stream left in the user's state (such a run is not kept). The other tests
+are classes that held:
 format specs on unusual numbers, ints past 2**53, bool stand-ins, float16 and float64 0-d
 tensors, negative zero, NaN and inf, a template chosen at run time."""
 import contextlib
@@ -104,10 +104,6 @@ def test_os_write_to_a_descriptor():
     assert run(True) == run(False)
 
 
-@pytest.mark.xfail(strict=True, reason="a stream the traced run stores is the recorder's "
-                   "wrapper, left in the user's state (printing through it still reaches the "
-                   "real stream): a scan of the state for it at the run's end changed trace "
-                   "counts elsewhere (GC timing), so it is not done")
 def test_sys_stdout_cached_in_the_users_state():
     def run(compiled):
         cache = {}
