@@ -80,9 +80,8 @@ def _read(name):
 
 for _name in ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__hash__", "__len__",
               "__contains__", "__getitem__", "__iter__", "__mul__", "__rmul__", "__reduce__",
-              "__reduce_ex__", "__bool__"):
-    if _name != "__bool__":
-        setattr(RenderedText, _name, _read(_name))
+              "__reduce_ex__"):
+    setattr(RenderedText, _name, _read(_name))
 _PASSED = frozenset(("piece", "__class__", "__str__", "__format__", "__add__", "__radd__",
                      "__mod__", "__dict__"))
 
@@ -276,12 +275,12 @@ def _align(text, segments):
             continue
         seg = segments[k]
         if seg is None:
-            nxt = next((g for g in segments[k + 1:] if g is not None), None)
-            if k + 1 == len(segments):
+            nxt = segments[k + 1] if k + 1 < len(segments) else False
+            if nxt is False:
                 todo.append((k + 1, len(text), acc + (text[pos:],)))
-            elif segments[k + 1] is None:       # (two unknowns in a row: one stretch)
+            elif nxt is None:                   # (two unknowns in a row: one stretch)
                 todo.append((k + 1, pos, acc))
-            elif nxt is not None:
+            else:
                 known = nxt.text if type(nxt) is Piece else nxt
                 at = text.find(known, pos)
                 while at >= 0:

@@ -388,7 +388,7 @@ class Tensor:
                     self._dtype.name in _RENDERED_DTYPES and rendered_text.value_free(spec):
                 text = format(self._data.item(), spec)
                 return rendering.add(self, lambda a: format(a.item(), spec), text,
-                                     lambda at: self.item() and None, True)
+                                     lambda at: self.item(), True)
             return format(self.item(), spec)
         return object.__format__(self, spec)
 

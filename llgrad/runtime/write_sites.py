@@ -69,12 +69,13 @@ def write_site(frame):
     if key not in _sites:
         if len(_sites) >= _MAX_SITES:
             _sites.clear()
-        _sites[key] = _analyse(code, at)
+        found = _analyse(code, at)
+        _sites[key] = None if found is None else Site(*found)
     site = _sites[key]
-    if site is not None and site[0] == "print" and \
+    if site is not None and site.kind == "print" and \
             not _builtin_print(frame.f_globals.get("print", frame.f_builtins.get("print"))):
         return None     # (a print of the user's own, or one rebound)
-    return None if site is None else Site(*site)
+    return site
 
 
 def _builtin_print(p):

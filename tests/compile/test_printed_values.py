@@ -214,3 +214,35 @@ def test_returned_formatted_text_is_each_calls():
             text, d, loss = compiled(llgrad.full((3,), float(v)))
             assert (text, d) == (f"{6.0 * v:.3f}", {"loss": f"{6.0 * v:.2f}"})
     assert compiled.n_traces <= 2
+
+
+def test_state_changed_between_calls_is_printed_as_eager_prints_it():
+    # (the lr halved and a bias written in place outside the step, between calls: each
+    # compiled call prints the values of its own call)
+    def run(compiled):
+        llgrad.manual_seed(0)
+        m = nn.Linear(4, 3)
+        opt = llgrad.optim.SGD(m.parameters(), lr=0.1)
+        x, y = llgrad.randn(8, 4), llgrad.randint(0, 3, (8,))
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.cross_entropy(m(x), y)
+            loss.backward()
+            opt.step()
+            print(f"lr {opt.param_groups[0]['lr']:.4f} loss {loss.item():.4f}", m.bias[:2])
+            return loss
+        f = llgrad.compile(step) if compiled else step
+        out = io.StringIO()
+        import contextlib
+        with contextlib.redirect_stdout(out):
+            for k in range(8):
+                opt.param_groups[0]["lr"] *= 0.5
+                if k == 4:
+                    with llgrad.no_grad():
+                        m.bias.add_(1.0)
+                f(x, y)
+        return out.getvalue(), f
+    text, f = run(True)
+    assert f.n_traces <= 2
+    assert text == run(False)[0]
