@@ -16,7 +16,7 @@ import numpy as np
 from ..ir.partition import partition
 from ..ir.transposed_copies import read_untransposed
 from ..ir.verify import verify
-from ..runtime import grad_mode, hypers, saved_tensor, trace_state
+from ..runtime import grad_mode, heap, hypers, saved_tensor, trace_state
 from ..runtime.autograd_api import grad as autograd_grad
 from ..runtime.backward_hooks import leaf_hooks
 from ..runtime.saved_tensor import where_str
@@ -148,7 +148,10 @@ def trace_entry(name, backend, traced_fn, tensors, guards, args, kwargs, n_own, 
     entry.timings.update(trace=t1 - t0, partition=t2 - t1, verify=time.perf_counter() - t2)
     # (what the run printed and warned is given by the caller, once it keeps the run's
     # result: a call traced again after it (a stand-in given up) must not print it twice)
-    return entry, state["result"]
+    result = state["result"]
+    del graph, state
+    heap.release_freed()        # (what the recording freed: see runtime/heap.py)
+    return entry, result
 
 
 def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiable, fn,

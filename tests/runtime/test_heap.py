@@ -59,3 +59,46 @@ def test_setting_reads_the_environment(monkeypatch):
 def test_zero_changes_nothing():
     assert heap.keep_freed_memory(0) is False
     assert llgrad.tensor([1.0, 2.0]).sum().item() == 3.0
+
+
+# small blocks (under the mmap threshold) freed among live ones: a trace's temporaries
+TRIM = textwrap.dedent("""
+    import numpy as np
+    import llgrad
+    from llgrad.runtime import heap
+    def rss():
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * 4096 >> 20
+    keep, temps = [], []
+    for i in range(20000):
+        temps.append(np.ones(1000, np.float32))     # 4 KB each, 80 MB in all
+        if i % 8 == 0:
+            keep.append(np.ones(8, np.float32))
+    del temps
+    before = rss()
+    heap.release_freed()
+    print(before, rss())
+""")
+
+
+@glibc
+def test_release_freed_hands_free_pages_back():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LLGRAD_")}
+    out = subprocess.run([sys.executable, "-c", TRIM], env=env, capture_output=True,
+                         text=True, timeout=120, check=True)
+    before, after = map(int, out.stdout.split())
+    assert before - after > 40, (before, after)     # (kept by llgrad's heap setting till now)
+
+
+def test_a_compile_releases_after_its_trace_and_its_build(monkeypatch):
+    calls = []
+    monkeypatch.setattr(heap, "release_freed", lambda: calls.append(1))
+    monkeypatch.setenv("LLGRAD_COMPILE", "sync")
+    f = llgrad.compile(lambda x: (x * 3).sin().sum())
+    x = llgrad.randn(64, requires_grad=True)
+    for _ in range(3):
+        f(x).backward()
+    assert len(calls) >= 3      # the trace, the forward's build, the backward's
+    n = len(calls)
+    f(x).backward()             # (a compiled call: nothing to release)
+    assert len(calls) == n
