@@ -194,7 +194,7 @@ class CompiledFunction:
             return self._trace_call(tensors, guards, entered, key, n_own, args, kwargs)
         symbolic_slots.mark(self, entry.counters, entered)  # (numbers it counts: inputs)
         appended_lists.mark(self, entry.appended, symbolic_args._forget_fast_paths)
-        reason = snapshot.unreplayed_effect()   # (changed: a change the entry cannot replay)
+        reason = snapshot.unreplayed_effect(entry)  # (changed: a change it cannot replay)
         changed = reason is None and \
             unreplayed_change(self.fn, args, kwargs, guards, tensors[:n_own], entry, self._dynamic)
         leaked = symbolic_args.holds_symbolic(result)   # (an effect alone: eager's run)

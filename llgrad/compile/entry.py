@@ -29,7 +29,7 @@ from .dump import _trace_note
 from .eager_graph import eager_saved as _eager_saved, frees as _frees
 from .attr_writes import Slots
 from .guards import WALK_HOOKS, hooked
-from . import symbolic_args
+from . import external_io, symbolic_args
 from .output_notes import (dead as _dead, leaf_made_inside, leaf_order, reach_masks,
                            rebuild_notes as _rebuild_notes)
 from .log import short_loc, user_line
@@ -87,8 +87,9 @@ class Entry:
         "llvm_builds",                    # how many LLVM modules its kernels built
         "given", "rendered",              # its warnings and prints (replayed_output.py),
         # (out index, format) of each value a print formatted (runtime/rendered_text.py)
-        "counters", "appended")           # numbers it changed in the state (symbolic_slots),
+        "counters", "appended",           # numbers it changed in the state (symbolic_slots),
                                           # lists it appended to (appended_lists.py)
+        "external_io")                    # files its run read or wrote (external_io.py)
 
     def __init__(self, name, backend, guard_items):
         self.name, self.backend, self.guard_items = name, backend, guard_items
@@ -108,6 +109,7 @@ class Entry:
         self._forward_run = self._backward_run = self._node_layout = self._unflatten = None
         self._build_job, self._interim_runs, self._cache_hints = None, {}, {}
         self._compiled_before, self.llvm_builds, self.given, self.rendered = None, 0, [], []
+        self.external_io = []
 
 
 def trace_entry(name, backend, traced_fn, tensors, guards, args, kwargs, n_own, entered=(),
@@ -131,8 +133,9 @@ def trace_entry(name, backend, traced_fn, tensors, guards, args, kwargs, n_own, 
     differentiable = [t.requires_grad and t._dtype.is_floating_point for _, t in tensors]
     t0 = time.perf_counter()
     try:
-        graph, state = _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered,
-                              differentiable, traced_fn if fn is None else fn, dynamic)
+        with external_io.recording() as entry.external_io:
+            graph, state = _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered,
+                                  differentiable, traced_fn if fn is None else fn, dynamic)
         _check_mutated(name, tensors, differentiable, graph.mutated, state["grad"])
         t1 = time.perf_counter()
         _partition(entry, graph, state, differentiable)

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..runtime.creation import _Generator, default_generator
 from ..tracer.errors import ControlFlowError, TraceError
+from . import external_io
 from .class_state import slotted
 from .settings import changed_setting, settings
 
@@ -112,10 +113,14 @@ class StateSnapshot:
                 return f"a {where}.{type(g).__name__} object"
         return None
 
-    def unreplayed_effect(self):
+    def unreplayed_effect(self, entry=None):
         """Why the run (traced, so eager's) must stay the only kind a call gets, or None: it
-        drew from a generator other than llgrad's (a trace makes its draws constants), or it
-        changed one of llgrad's global settings (a compiled call would not)."""
+        read or wrote a file through a library (entry's external_io.py notes), drew from a
+        generator other than llgrad's (a trace makes its draws constants), or changed one of
+        llgrad's global settings (a compiled call would not)."""
+        io_reason = external_io.reason(entry.external_io) if entry is not None else None
+        if io_reason is not None:
+            return io_reason
         # (a write to a file object the call reaches, which no compiled call would make)
         used = next((c for c, state in self.files if _file_state(c) != state), None)
         if used is not None:

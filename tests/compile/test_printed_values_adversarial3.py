@@ -6,8 +6,8 @@ prints), builtins.print replaced by a partial that adds an argument, a library's
 between the format or the write and the user's frame (a library __str__ padding the text,
 a library stream writing it twice), flushes not replayed (print(..., flush=True)), and a
 file read inside the function replayed as the traced text (open() runs the call eagerly:
-compile/code_reads.py). The strict xfail left: Path.read_text(), still replayed. The other
-tests are classes that held."""
+compile/code_reads.py; Path.read_text(), a read inside a library: compile/external_io.py). The
+other tests are classes that held."""
 import builtins
 import contextlib
 import functools
@@ -134,10 +134,7 @@ def _path_read(path):
     return path.read_text()
 
 
-@pytest.mark.parametrize("read", [_open_read, pytest.param(_path_read, marks=pytest.mark.xfail(
-    strict=True, reason="Path.read_text() is no unguarded read (compile/code_reads.py: only "
-    "the builtins open() and input() are): compiled calls replay the traced text"))],
-    ids=["open", "path_read_text"])
+@pytest.mark.parametrize("read", [_open_read, _path_read], ids=["open", "path_read_text"])
 @pytest.mark.parametrize("printed", [True, False], ids=["printed", "returned"])
 def test_a_file_read_inside_the_function(tmp_path, printed, read):
     # (open() was replayed as the traced text too, a wrong value with no print: now the call
