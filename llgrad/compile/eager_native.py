@@ -28,7 +28,8 @@ spaced (C-contiguous, or a time step of a batch-first sequence), the largest MIN
 more, runs codegen/eager_row_kernels.py's loop over the rows: one kernel per (op, dtype,
 block widths, attributes) for every H and row count, built as above, counted in `stats`
 with the others; its results (a tuple for an op of several) are fresh C-contiguous arrays
-(or the impl's own, for each step of an `eager_steps` op: a whole LSTM layer).
+(or the impl's own, for each step of an `eager_steps` op, a whole LSTM layer, whose impl
+gets eager_steps.py's hook: a step's call, or one kernel bound for all its steps).
 
 Ops the table marks `eager_kernel="last_dim"` (softmax, log_softmax) over the last dim of a
 C-contiguous float operand of MIN_ELEMENTS or more run codegen/eager_softmax.py's loop over
@@ -42,7 +43,6 @@ import warnings
 
 import numpy as np
 
-from ..ir import OPS
 from ..ir.np_address import data_pointer
 from ..runtime import dispatch, grad_mode, node as node_mod, trace_state
 from ..runtime.meta_tensor import is_meta
@@ -50,6 +50,7 @@ from ..runtime.tensor import Tensor
 from ..tracer.trace import trace_body
 from . import eager_shaped
 from .eager_builds import PENDING as _PENDING, start as _start, wait  # noqa: F401 (wait: the API)
+from .eager_steps import Steps
 
 MIN_ELEMENTS = 4096
 ENABLED = os.environ.get("LLGRAD_EAGER_NATIVE", "1") != "0"
@@ -224,12 +225,12 @@ def _last_dim_kernel(op, dtype):
                           ctypes.c_int64)(int(addr))
     return fn, addr
 
+
 _plans = {}     # (op, each array's layout) -> its built kernel's plan (a time loop's steps)
 
 
-def _native_rows(op, arrays, attrs, outs=None):
-    """An eager_rows op on its row kernel (the results), or None (NumPy's impl runs); outs:
-    C-contiguous arrays of the results' shapes to write (else fresh ones)."""
+def _out_plan(op, arrays, attrs, outs=None):
+    """The plan (_rows_plan's) of op on arrays into outs (None: fresh results), or None."""
     every = arrays if outs is None else (*arrays, *outs)
     sig = None if attrs else (op, *[(a.shape, a.strides, a.dtype) if isinstance(a, np.ndarray)
                                     else (a,) for a in every])
@@ -242,12 +243,24 @@ def _native_rows(op, arrays, attrs, outs=None):
             return None
         if sig is not None and len(_plans) < 1024:
             _plans[sig] = plan
+    return plan
+
+
+def _native_rows(op, arrays, attrs, outs=None):
+    """An eager_rows op on its row kernel (the results), or None (NumPy's impl runs); outs:
+    C-contiguous arrays of the results' shapes to write (else fresh ones)."""
+    plan = _out_plan(op, arrays, attrs, outs)
+    if plan is None:
+        return None
     fn, ptr, out_widths, lead, rows, h, steps, dtype = plan
     if outs is None:
         outs = [np.empty(lead + (w * h,), dtype) for w in out_widths]
     fn(*[ptr(a) for a in outs], *[ptr(a) for a in arrays], rows, h, *steps)
     stats["calls"] += 1
     return outs[0] if op.nout == 1 else tuple(outs)
+
+
+_STEPS = Steps(_out_plan, _native_rows, stats)
 
 
 def native_eager(op, arrays, attrs):
@@ -259,8 +272,7 @@ def native_eager(op, arrays, attrs):
     if op.eager_rows:
         return _native_rows(op, arrays, attrs)
     if op.eager_steps:      # (its impl runs each step's eager_rows op through rows=)
-        return op.impl(*arrays, rows=lambda name, a, outs: _native_rows(OPS[name], a, {}, outs),
-                       **attrs)
+        return op.impl(*arrays, rows=_STEPS, **attrs)
     x = arrays[0]
     if type(x) is not np.ndarray or x.size < MIN_ELEMENTS or x.dtype not in _FLOATS:
         return None

@@ -18,16 +18,20 @@ ONE product over all the steps. `reverse` runs the steps from the last to the fi
 gates and cells are results so that the backward can save them; gradients reaching them are
 honoured (a gates gradient adds to the step's gate gradient, a cells one to its cell state's).
 Eagerly the steps' cells run on their native row kernels (the table's `eager_steps`: the
-dispatcher's hook passes `rows`); the IR interpreter runs the NumPy implementations. The
+dispatcher's hook passes `rows`, compile/eager_steps.py), the steps after the first on one
+kernel bound per layer and called on addresses; the IR interpreter runs the NumPy
+implementations. In nn.LSTM nothing reaches gates and cells: their gradients come as
+stride-0 zeros (the table's broadcast_zero_grads), which the backward does not add. The
 decompositions are the per-step ops nn.LSTM traces (compile sees primitives only). The
 backward's VJP differentiates its recurrence step by step with fused_lstm_cell_backward's own
 VJP rule, so every order of gradient works (and forward mode, by the double-VJP trick)."""
 import numpy as np
 
+from .np_address import data_pointer
+from .np_matmul import matmul
 from .ops_rnn import _lstm_backward_primitives, _lstm_backward_vjp, _lstm_cell, \
     _lstm_cell_backward, _lstm_primitives
 from .optable import defop
-from .np_matmul import matmul
 
 
 def _order(n, reverse):
@@ -54,6 +58,19 @@ def _check(x, w_ih, w_hh, hx, cx):
     return h
 
 
+def _bound(rows, name, arrays, outs):
+    """rows.bind's kernel of name for steps laid out as arrays and outs (compile/
+    eager_steps.py: called on addresses), or None (each step goes through _cell)."""
+    bind = getattr(rows, "bind", None)
+    return None if bind is None else bind(name, arrays, outs)
+
+
+def _zero(a):
+    """Whether a is a stride-0 zero: the gradient of a result nothing reached (the table's
+    broadcast_zero_grads), whose addition the backward skips."""
+    return a.size == 0 or not any(a.strides) and not a.flat[0]
+
+
 def _layer(x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse=False, rows=None):
     n, b, i = x.shape
     h = _check(x, w_ih, w_hh, hx, cx)
@@ -67,13 +84,24 @@ def _layer(x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse=False, rows=None):
     cells = np.empty_like(y)
     # (W_hh^T contiguous: the steps' small products run faster on it)
     w_hh_t, tmp = np.ascontiguousarray(w_hh.T), np.empty((b, 4 * h), gates.dtype)
+    order = _order(n, reverse)
+    # steps after the first read the previous step's cells: one layout, one bound kernel
+    cell = _bound(rows, "fused_lstm_cell", (gates[0], cells[0]), (y[0], cells[0])) \
+        if n > 1 else None
+    pg, py, pc = data_pointer(gates), data_pointer(y), data_pointer(cells)
+    sg, sy = gates.strides[0], y.strides[0]
     hy, cy = hx, cx
-    for t in _order(n, reverse):
+    for k, t in enumerate(order):
         g = gates[t]
         matmul(hy, w_hh_t, out=tmp)                  # addmm: the product, then its bias
         np.add(tmp, g, out=g)
-        hy, cy = _cell(rows, "fused_lstm_cell", _lstm_cell, (y[t], cells[t]), g, cy)
-    return y, hy.copy(), cy.copy(), gates, cells
+        if k and cell is not None:
+            cell(py + t * sy, pc + t * sy, pg + t * sg, pc + order[k - 1] * sy)
+            hy = y[t]
+        else:
+            hy, cy = _cell(rows, "fused_lstm_cell", _lstm_cell, (y[t], cells[t]), g, cy)
+    last = order[-1]
+    return y, y[last].copy(), cells[last].copy(), gates, cells
 
 
 def _layer_backward(gy, ghy, gcy, ggates, gcells, x, w_ih, w_hh, hx, cx, y, gates, cells,
@@ -82,20 +110,40 @@ def _layer_backward(gy, ghy, gcy, ggates, gcells, x, w_ih, w_hh, hx, cx, y, gate
     h = _check(x, w_ih, w_hh, hx, cx)
     order = _order(n, reverse)
     d = np.empty(gates.shape, np.result_type(gy, gates))
+    skip_g, skip_c = _zero(ggates), _zero(gcells)
+    a, e, dh_next = (np.empty(ghy.shape, d.dtype) for _ in range(3))
+    # the cell state's gradient alternates between two buffers: a step reads the one the
+    # step after it wrote (when no gcells is added into e) and writes the other
+    dcs = (np.empty(ghy.shape, d.dtype), np.empty(ghy.shape, d.dtype))
+    cell = _bound(rows, "fused_lstm_cell_backward", (a, e, gates[0], cells[0], cells[0]),
+                  (d[0], dcs[0])) if n > 2 else None
+    pd, pg, pc = data_pointer(d), data_pointer(gates), data_pointer(cells)
+    sd, sg, sc, pa = d.strides[0], gates.strides[0], cells.strides[0], data_pointer(a)
+    pdc, pe = tuple(data_pointer(v) for v in dcs), data_pointer(e)
     dh, dc = ghy, gcy
-    a, e, dh_next, dc_next = (np.empty(ghy.shape, d.dtype) for _ in range(4))
     for k in range(n - 1, -1, -1):
         t = order[k]
-        cprev = cells[order[k - 1]] if k else cx
         np.add(dh, gy[t], out=a)
-        np.add(dc, gcells[t], out=e)
-        _, dc = _cell(rows, "fused_lstm_cell_backward", _lstm_cell_backward, (d[t], dc_next),
-                      a, e, gates[t], cprev, cells[t])
-        d[t] += ggates[t]
+        into = k % 2
+        if k == n - 1 or not skip_c:
+            np.add(dc, gcells[t], out=e)
+        if cell is not None and 0 < k < n - 1:      # (the first and last: _cell's checks)
+            cell(pd + t * sd, pdc[into], pa, pe if not skip_c else pdc[1 - into],
+                 pg + t * sg, pc + order[k - 1] * sc, pc + t * sc)
+            dc = dcs[into]
+        else:
+            cprev = cells[order[k - 1]] if k else cx
+            _, dc = _cell(rows, "fused_lstm_cell_backward", _lstm_cell_backward,
+                          (d[t], dcs[into]), a, e if k == n - 1 or not skip_c else dc,
+                          gates[t], cprev, cells[t])
+        if not skip_g:
+            d[t] += ggates[t]
         dh = matmul(d[t], w_hh, out=dh_next)
-    hprev = np.empty((n, b, h), d.dtype)
-    for k, t in enumerate(order):
-        hprev[t] = y[order[k - 1]] if k else hx
+    hprev = np.empty((n, b, h), d.dtype)      # (each step's h before it, in time order)
+    first, rest, prev = (n - 1, slice(0, n - 1), slice(1, n)) if reverse else \
+        (0, slice(1, n), slice(0, n - 1))
+    hprev[first] = hx
+    hprev[rest] = y[prev]
     d2 = d.reshape(n * b, 4 * h)
     dx = matmul(d2, w_ih).reshape(n, b, i)
     dw_ih = matmul(d2.T, x.reshape(n * b, i))
@@ -241,7 +289,7 @@ defop("lstm_layer", _layer,
       save=("input", "weight_ih", "weight_hh", "hx", "cx", "result0", "result3", "result4"),
       promote="all", float_out=True, cost=8, grad_fn="MkldnnRnnLayerBackward0",
       vjp=_layer_vjp, decompose=_layer_primitives, eager_steps=("fused_lstm_cell",),
-      autocast="lower")
+      autocast="lower", broadcast_zero_grads=True)
 defop("lstm_layer_backward", _layer_backward,
       args=("grad_output", "grad_hy", "grad_cy", "grad_gates", "grad_cells", "input",
             "weight_ih", "weight_hh", "hx", "cx", "output", "gates", "cells"), nout=6,

@@ -31,14 +31,14 @@ class OpDef:
                  "promote", "float_out", "doc", "nondiff", "number_edges", "scalar_args",
                  "methods", "inplace", "functions", "cost", "decompose", "eager_native",
                  "eager_rows", "eager_steps", "eager_kernel", "eager_min_elements", "eager_vjp",
-                 "native_host", "complex", "autocast")
+                 "native_host", "complex", "autocast", "broadcast_zero_grads")
 
     def __init__(self, name, impl, vjp=None, grad_fn=None, args=("self",), save=(),
                  nout=1, kind="other", promote=(), float_out=False, doc="", nondiff=(),
                  number_edges=False, scalar_args=(), methods=(), inplace=(), functions=(),
                  cost=1, decompose=None, eager_native=False, eager_rows=False,
                  eager_steps=(), eager_kernel=None, eager_min_elements=None, eager_vjp=None,
-                 native_host=False, complex=False, autocast=None):
+                 native_host=False, complex=False, autocast=None, broadcast_zero_grads=False):
         self.name = name
         self.impl = impl
         self.vjp = vjp
@@ -102,6 +102,11 @@ class OpDef:
         # PyTorch's CPU autocast list the op is on: "lower" (run in the autocast dtype:
         # products, convolutions), "fp32" (in float32: losses), or None (as its operands are)
         self.autocast = autocast
+        # an op of several results whose VJP gets the gradient of a result nothing reached
+        # as a read-only stride-0 zero (np.broadcast_to), not a fresh array of zeros, and
+        # skips adding it (lstm_layer: its gates and cells, 2.5x its output, reach nothing in
+        # nn.LSTM)
+        self.broadcast_zero_grads = broadcast_zero_grads
 
     @property
     def differentiable(self):

@@ -158,7 +158,8 @@ class OpNode(Node):
                 res = vjp_in_float32(op.vjp, self, g) if type(g) is Tensor and \
                     g._dtype is bfloat16 else op.vjp(self, g)
         else:
-            g = [gi if gi is not None else _zeros(meta) for gi, meta in zip(grads, self._out_meta)]
+            g = [gi if gi is not None else _zeros(meta, op.broadcast_zero_grads)
+                 for gi, meta in zip(grads, self._out_meta)]
             res = vjp_in_float32(op.vjp, self, g) if any(
                 type(x) is Tensor and x._dtype is bfloat16 for x in g) else op.vjp(self, g)
         if self._edge_at is None:       # (edge_grads' common case, without its call)
@@ -176,7 +177,9 @@ class OpNode(Node):
         return [g for g, e in zip(fixed, at) if e >= 0]
 
 
-def _zeros(meta):
+def _zeros(meta, broadcast=False):
+    if broadcast:       # (the op's VJP takes a stride-0 zero for one nothing reached)
+        return Tensor._from_array(np.broadcast_to(np.zeros((), meta[1].np), meta[0]))
     return Tensor._from_array(np.zeros(meta[0], dtype=meta[1].np))
 
 
