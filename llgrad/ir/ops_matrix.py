@@ -108,4 +108,4 @@ def _slogdet_vjp(c, gs):
 
 
 defop("linalg_slogdet", _slogdet, vjp=_slogdet_vjp, grad_fn="LinalgSlogdetBackward0",
-      save=("self",), nout=2, kind="other")
+      save=("self",), nout=2, kind="other", vjp_reads=(1,))

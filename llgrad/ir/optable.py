@@ -31,14 +31,15 @@ class OpDef:
                  "promote", "float_out", "doc", "nondiff", "number_edges", "scalar_args",
                  "methods", "inplace", "functions", "cost", "decompose", "eager_native",
                  "eager_rows", "eager_steps", "eager_kernel", "eager_min_elements", "eager_vjp",
-                 "native_host", "complex", "autocast", "broadcast_zero_grads")
+                 "native_host", "complex", "autocast", "broadcast_zero_grads", "vjp_reads")
 
     def __init__(self, name, impl, vjp=None, grad_fn=None, args=("self",), save=(),
                  nout=1, kind="other", promote=(), float_out=False, doc="", nondiff=(),
                  number_edges=False, scalar_args=(), methods=(), inplace=(), functions=(),
                  cost=1, decompose=None, eager_native=False, eager_rows=False,
                  eager_steps=(), eager_kernel=None, eager_min_elements=None, eager_vjp=None,
-                 native_host=False, complex=False, autocast=None, broadcast_zero_grads=False):
+                 native_host=False, complex=False, autocast=None, broadcast_zero_grads=False,
+                 vjp_reads=None):
         self.name = name
         self.impl = impl
         self.vjp = vjp
@@ -107,6 +108,10 @@ class OpDef:
         # skips adding it (lstm_layer: its gates and cells, 2.5x its output, reach nothing in
         # nn.LSTM)
         self.broadcast_zero_grads = broadcast_zero_grads
+        # an op of several results: the results whose gradients its VJP reads (None: all);
+        # a backward that reaches none of them gives no gradient at all (None, as PyTorch's
+        # formula returns an undefined one: slogdet's sign alone leaves A.grad None)
+        self.vjp_reads = vjp_reads
 
     @property
     def differentiable(self):

@@ -48,3 +48,30 @@ def test_special_matrices_as_before():
                     (np.zeros((0, 0)), (1.0, 0.0))):
         s, la = llgrad.linalg.slogdet(llgrad.tensor(m))
         assert (s.item(), la.item()) == want
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_the_sign_alone_gives_no_gradient(compiled, monkeypatch):
+    # (PyTorch's formula returns an undefined gradient without log|det|'s: A.grad stays None,
+    # not zeros; with both, the sign's is ignored: the table's vjp_reads)
+    monkeypatch.setenv("LLGRAD_COMPILE", "sync")
+    a = llgrad.tensor([[2.0, 1.0], [1.0, 3.0]], dtype=llgrad.float64, requires_grad=True)
+
+    def sign_only(a):
+        s, _ = llgrad.linalg.slogdet(a)
+        (s * 3).sum().backward()
+
+    def both(a):
+        s, la = llgrad.linalg.slogdet(a)
+        (s * 3 + la).sum().backward()
+
+    for fn, want in ((sign_only, None), (both, [[0.6, -0.2], [-0.2, 0.4]])):
+        f = llgrad.compile(fn) if compiled else fn
+        for _ in range(3):
+            a.grad = None
+            f(a)
+            if want is None:
+                assert a.grad is None
+            else:
+                np.testing.assert_allclose(a.grad.numpy(), want, rtol=1e-12)
+    assert llgrad.autograd.grad(llgrad.slogdet(a)[0].sum(), a, allow_unused=True) == (None,)
