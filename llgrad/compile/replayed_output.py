@@ -24,6 +24,7 @@ import threading
 import warnings
 
 from ..runtime import trace_state
+from ..runtime.backward_hooks import UnguardedLeafHooks
 from ..runtime.formatting import print_options
 from ..runtime.rendered_text import Renderings, held
 from ..runtime.saved_tensor import _internal, users_file
@@ -43,7 +44,7 @@ class _Recorder:
 
     def __init__(self, out):
         self.out, self.me, self.showing, self.closed = out, threading.get_ident(), False, False
-        self.rendering = Renderings(_users_frame)
+        self.rendering = Renderings(_users_frame, _internal)
         self.streams = {name: getattr(sys, name) for name in ("stdout", "stderr")}
         self.shown = warnings._showwarnmsg
 
@@ -80,6 +81,7 @@ class _Recorder:
             # (one given once per process: eager's later calls do not give it again)
             self.out.append(("once" if trace_state.state.once else "warn",) + origin)
             self.rendering.given += 1
+            self.rendering.went_out(str(msg.message))     # (its text given as traced)
             return
         self.showing = True         # (its text goes to stderr: not a write of the function's)
         try:
@@ -134,9 +136,11 @@ def recording(out, kept=()):
                              "while compile records its output")
     except TraceError:
         raise
-    except BaseException:
+    except BaseException as e:
         _restore(rec, tees)
-        if not stand_ins.active:    # (else the call is traced again: symbolic_args.py)
+        # (a stand-in's escape, or the step reaching leaf hooks the guard walk left out: the
+        # call is traced again, symbolic_args.py, leaf_hooks.py)
+        if not stand_ins.active and not isinstance(e, UnguardedLeafHooks):
             written(out)        # (the function's own error: eager wrote all that first)
         else:
             given_up(out)

@@ -4,14 +4,14 @@ user's code at the call (rendered_text.py uses it to place formatted values in t
 A write site is a `print(...)` of the builtin print, or `<stream>.write(<one argument>)` whose
 result is dropped, in straight-line code (no jump between the callable's load and the call).
 Its writes are, in order, print's positional arguments with sep between them and end after
-them (2n writes for n arguments), or the one argument. Each argument's value is described by
-the instructions that made it: an f-string (BUILD_STRING of string constants and
-FORMAT_VALUE results, each at its instruction's offset), a FORMAT_VALUE result alone, a
-constant, a `'<template>'.format(...)` of a constant template (its fields formatted inside
-that call, in order), or something else (whose text print makes with str() inside the
-call). Anything
-the analysis does not know (starred arguments, jumps, an opcode outside the table) gives no
-site: the values formatted for it are read as before."""
+them (2n writes for n arguments; a constant sep or end known as such), or the one argument.
+Each argument's value is described by the instructions that made it: an f-string
+(BUILD_STRING of string constants and FORMAT_VALUE results, each at its instruction's
+offset), a FORMAT_VALUE result alone, a constant, a `'<template>'.format(...)` of a constant
+template (its fields formatted inside that call, in order), or something else (whose text
+print makes with str() inside the call). Anything the analysis does not know (starred
+arguments, jumps, an opcode outside the table) gives no site: the values formatted for it
+are read as before."""
 import builtins
 import dis
 
@@ -29,7 +29,7 @@ _JUMPS = frozenset(dis.hasjrel + dis.hasjabs)
 
 class Site:
     """kind: "print" or "write"; writes: per write of one call, the item of the argument it
-    writes (None: a separator or the end)."""
+    writes (a separator or the end: a constant's item, or None where it is not one)."""
     __slots__ = ("kind", "writes")
 
     def __init__(self, kind, writes):
@@ -118,14 +118,26 @@ def _analyse(code, at):
     if ("global", "print") in callee:
         if not set(kw) <= {"sep", "end", "file", "flush"}:
             return None
+        given = dict(zip(kw, args[len(positional):]))
+        sep = _text_of(given.get("sep", ("const", None)), " ")
+        end = _text_of(given.get("end", ("const", None)), "\n")
         writes = []
         for n, a in enumerate(positional):
-            writes += [None, a] if n else [a]
-        return "print", writes + [None]
+            writes += [sep, a] if n else [a]
+        return "print", writes + [end]
     if any(type(c) is tuple and c[:2] == ("method", "write") for c in callee) and \
             argc == 1 and not kw and k + 1 < len(ins) and ins[k + 1].opname == "POP_TOP":
         return "write", [positional[0]]
     return None
+
+
+def _text_of(item, default):
+    """The item of print's sep or end: a constant's (None: the default) as a constant,
+    else None (text the bytecode does not give)."""
+    if type(item) is tuple and item[0] == "const" and item[1] is None:
+        return ("const", default)
+    return item if type(item) is tuple and item[0] == "const" and type(item[1]) is str \
+        else None
 
 
 def _effect(i):

@@ -3,6 +3,7 @@
 values change, what it printed and returned compared."""
 import contextlib
 import io
+import warnings
 
 import pytest
 
@@ -33,6 +34,21 @@ def outputs(fn, calls, compiled):
                 r = f"{type(e).__name__}: {e}"
             results.append(r.tolist() if isinstance(r, llgrad.Tensor) else r)
     return out.getvalue(), err.getvalue(), results
+
+
+def traces(fn, calls, warm=0):
+    """n_traces of fn compiled over calls (counted before any eager run: code run 8 times
+    is quickened), after `warm` eager runs of its code."""
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        for _ in range(warm):
+            fn(*calls[0])
+    f = llgrad.compile(fn)
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
+            warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for args in calls:
+            f(*args)
+    return f.n_traces
 
 
 def same_as_eager(fn, calls):

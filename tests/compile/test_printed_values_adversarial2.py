@@ -9,7 +9,6 @@ eager; the others held from the start."""
 import contextlib
 import io
 import sys
-import warnings
 
 import pytest
 
@@ -17,21 +16,8 @@ import llgrad
 
 # (sync_builds: an autouse fixture, the native code built before the second call)
 from printed_values_harness_sweep24 import (VALUES, outputs, same_as_eager, sums,  # noqa: F401
-                                            sync_builds, vec)
+                                            sync_builds, traces as _traces, vec)
 
-
-def _traces(fn, calls, warm=0):
-    """n_traces of fn compiled over calls, after `warm` eager runs of its code."""
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        for _ in range(warm):
-            fn(*calls[0])
-    f = llgrad.compile(fn)
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
-            warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for args in calls:
-            f(*args)
-    return f.n_traces
 
 
 # ---- divergences found ----

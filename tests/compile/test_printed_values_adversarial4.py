@@ -23,19 +23,8 @@ import llgrad
 
 # (sync_builds: an autouse fixture, the native code built before the second call)
 from printed_values_harness_sweep24 import (VALUES, outputs, same_as_eager, sums,  # noqa: F401
-                                            sync_builds, vec)
+                                            sync_builds, traces as _traces, vec)
 
-
-def _traces(fn, calls):
-    """n_traces of fn compiled over calls (counted before any eager run: code run 8 times
-    is quickened)."""
-    f = llgrad.compile(fn)
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
-            warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for args in calls:
-            f(*args)
-    return f.n_traces
 
 
 def _quiet(fn, calls, hide=True):
