@@ -17,6 +17,7 @@ the run's effects are put back. The traced run itself ends with each slot holdin
 number eager's run would (`settle`)."""
 import contextlib
 
+from ..runtime import trace_state
 from ..runtime.symbolic_scalar import HYPER_READS, ITEM_READS, ScalarEscape, SymbolicScalar
 from .attr_writes import Slots, _bind, _slots, _value
 from . import symbolic_args
@@ -47,15 +48,17 @@ def standing_in(cf, tensors, args, kwargs, entered=()):
     with symbolic_args.standing_in(cf, tensors, args, kwargs) as call:
         placed = _place(cf, tensors, args, kwargs)
         flags = symbolic_args._active
-        reads_types = {HYPER_READS, ITEM_READS} - cf._static and \
-            symbolic_args._reads_types(cf.fn, entered)
+        reads_types = symbolic_args._reads_types(cf.fn, entered)
         if reads_types:
             cf._static = cf._static | {HYPER_READS, ITEM_READS}
         flags.hyper_reads, flags.made = HYPER_READS not in cf._static, frozenset()
         flags.item_reads = ITEM_READS not in cf._static
+        # (and a value's text is no RenderedText: rendered_text.active)
+        outer, trace_state.state.types_read = trace_state.state.types_read, reads_types
         try:
             yield call
         finally:
+            trace_state.state.types_read = outer
             _settle(placed)
             # (a hyper-parameter read as a stand-in is a path the trace stands on: retry)
             cf._tracing_symbolic |= flags.made

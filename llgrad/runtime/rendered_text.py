@@ -323,9 +323,10 @@ def value_free(spec):
 def active():
     """The traced run's Renderings where a format may be one (not inside a branch traced
     for tensor-dependent control flow), else None."""
-    rendering = trace_state.state.rendering
-    tracer = trace_state.state.tracer
-    if rendering is None or tracer is None or getattr(tracer, "parent", None) is not None:
+    state = trace_state.state
+    rendering, tracer = state.rendering, state.tracer
+    if rendering is None or tracer is None or getattr(tracer, "parent", None) is not None or \
+            state.types_read:       # (type(s) is str would fail: the value is read instead)
         return None
     return rendering
 

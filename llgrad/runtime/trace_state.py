@@ -13,6 +13,8 @@ class _State(threading.local):
         self.once = False           # a warning given once per process is being shown
         self.standing_in = False    # an eager run stands in for compiled code (run.StandIn)
         self.rendering = None       # a traced run's formatted values (rendered_text.py)
+        self.types_read = False     # the traced code names type(): no RenderedText (a str
+                                    # subclass) stands in for a value's text
 
 
 state = _State()
@@ -26,6 +28,7 @@ def _reset():
     state.once = False
     state.standing_in = False
     state.rendering = None
+    state.types_read = False
     given_once["scalar conversion"] = False
 
 
