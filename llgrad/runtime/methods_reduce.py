@@ -174,11 +174,11 @@ def _normalizer(name):
     def method(self, dim, dtype=None):
         t = self if dtype is None else self.to(dtype)
         d = norm_dim(dim, self._data.ndim)
-        if not t._dtype.is_floating_point:      # (PyTorch's kernels, PyTorch's words)
-            last = d == max(t._data.ndim - 1, 0)
+        if not t._dtype.is_floating_point and t._data.size:     # (PyTorch's kernels and
+            last = d == max(t._data.ndim - 1, 0)                # words; none runs for none)
             raise NotImplementedError(f'"{name}{"_lastdim" if last else ""}_kernel_impl" not '
                                       f"implemented for '{_TORCH_TYPE[t._dtype.name]}'")
-        return t._op(name, dim=d)
+        return t._op(name, dim=d) if t._dtype.is_floating_point else t.clone()
     method.__name__ = name
     return method
 
