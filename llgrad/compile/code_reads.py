@@ -13,6 +13,7 @@ import threading
 
 from ..runtime.saved_tensor import library_dirs, users_file  # noqa: F401 (compile's)
 from .class_state import LIBRARIES
+from .external_io import bound_io
 
 
 def function_parts(f):
@@ -112,11 +113,16 @@ _CLOCKS = frozenset(("time", "time_ns", "perf_counter", "perf_counter_ns", "mono
 # other functions giving a fresh value at each call: the system's entropy (os.urandom, the
 # secrets module, random.SystemRandom), random UUIDs; and datetime's readings of the clock;
 # the calling thread and process (a call from another thread, or in a forked worker, gets
-# another: a compiled call would print or use the traced call's)
-_FRESH = {"time": _CLOCKS, "posix": ("urandom", "getrandom", "getpid", "getppid"),
-          "nt": ("urandom", "getpid", "getppid"), "uuid": ("uuid1", "uuid4"), "secrets": None,
-          "threading": ("current_thread", "currentThread"),
-          "_thread": ("get_ident", "get_native_id")}
+# another: a compiled call would print or use the traced call's); the process's counters
+# (CPU times, memory, page faults, objects: a step logging its memory)
+_FRESH = {"time": _CLOCKS, "posix": ("urandom", "getrandom", "getpid", "getppid", "times",
+                                     "getloadavg"),
+          "nt": ("urandom", "getpid", "getppid", "times"), "uuid": ("uuid1", "uuid4"),
+          "secrets": None, "threading": ("current_thread", "currentThread"),
+          "_thread": ("get_ident", "get_native_id"), "resource": ("getrusage",),
+          "sys": ("getallocatedblocks", "getrefcount", "gettotalrefcount"),
+          "gc": ("get_objects", "get_count", "get_stats", "get_referrers"),
+          "_tracemalloc": ("get_traced_memory", "get_tracemalloc_memory")}
 _NOW = frozenset(("now", "today", "utcnow"))
 # builtins reading a file or the terminal: what they give can change between calls (a file
 # another process or the loop around the call rewrites) and no guard follows it
@@ -167,6 +173,7 @@ def unguarded_reads(code, space, cells):
     out += [("id()", why)] if why else []
     out += fresh_reads(code, space, cells)
     out += unrecorded_writes(code, space, cells)
+    out += outside_reads(code, space, cells)
     named = [(n, a, space.get(n)) for n, a in _attribute_reads(code)] + \
         [(n, a, cells.get(n)) for n, a in _attribute_reads(code, ("LOAD_DEREF",))]
     for name, attr, m in named:
@@ -193,9 +200,22 @@ def _unrecorded_writer(m, attr):
     v = getattr(m, attr, None)
     if any(v is w for w in _FD_WRITES):
         return "a file descriptor, which compile does not record"
-    if v is threading.Thread:
-        return "from a thread it starts, which compile does not record"
+    if _starts_workers(v):
+        return "from a thread or a process it starts, which compile does not record"
     return None
+
+
+# what starts threads or processes besides threading.Thread: a pool's workers (reading
+# files, say) are not the tracing thread, whose calls compile watches (external_io.py)
+_WORKERS = ("Pool", "ThreadPool", "Process", "get_context", "ThreadPoolExecutor",
+            "ProcessPoolExecutor")
+
+
+def _starts_workers(v):
+    if v is threading.Thread:
+        return True
+    return (inspect.isclass(v) or inspect.isroutine(v)) and v.__name__ in _WORKERS and \
+        str(getattr(v, "__module__", None)).startswith(("multiprocessing", "concurrent.futures"))
 
 
 _FD_WRITES = tuple(getattr(os, n) for n in ("write", "writev", "pwrite", "pwritev")
@@ -204,19 +224,43 @@ _FD_WRITES = tuple(getattr(os, n) for n in ("write", "writev", "pwrite", "pwrite
 
 def unrecorded_writes(code, space, cells):
     """[(what, why)] of code's writes past the recorded output, as `module.attribute`
-    (sys.__stdout__, os.write, threading.Thread) or a name bound to one (`from os import
-    write`): a compiled call would not write them again, eager writes them at each call."""
+    (sys.__stdout__, os.write, threading.Thread, a pool of threads or processes) or a name
+    bound to one (`from os import write`): a compiled call would not write them again, eager
+    writes them at each call."""
     named = [(n, a, space.get(n)) for n, a in _attribute_reads(code)] + \
         [(n, a, cells.get(n)) for n, a in _attribute_reads(code, ("LOAD_DEREF",))]
     out = [(f"{name}.{attr}", f"it writes to {why} ({name}.{attr}{_line_of(code, name)})")
            for name, attr, m in named if inspect.ismodule(m)
            for why in [_unrecorded_writer(m, attr)] if why]
-    for name in global_names(code):
-        v = space.get(name)
-        if any(v is w for w in _FD_WRITES) or v is threading.Thread:
-            what = "a file descriptor" if v is not threading.Thread else "a thread"
+    for name, v in [(n, space.get(n)) for n in global_names(code)] + list(cells.items()):
+        if any(v is w for w in _FD_WRITES) or _starts_workers(v):
+            what = "a file descriptor" if not _starts_workers(v) else "a thread or a process"
             out.append((f"{name}()", f"it writes to {what} ({name}{_line_of(code, name)}), "
                         "which compile does not record"))
+    return out
+
+
+def outside_reads(code, space, cells):
+    """[(what, why)] of code's calls of what reads or writes files, directories or the
+    environment past the functions a trace watches (external_io.bound_io): one bound to a
+    name before the trace (`from os import listdir`), os.getenv, os.getcwd and io.FileIO;
+    and its reads
+    of standard input (sys.stdin: a stream the caller can replace between calls)."""
+    bound = [(n, space.get(n)) for n in global_names(code) if n in space] + list(cells.items())
+    out = [(f"{name}()", f"it calls {what} ({name}{_line_of(code, name)}), which reads or "
+            "writes outside the program where a compiled call would not")
+           for name, v in bound for what in [bound_io(v)] if what]
+    named = [(n, a, space.get(n)) for n, a in _attribute_reads(code)] + \
+        [(n, a, cells.get(n)) for n, a in _attribute_reads(code, ("LOAD_DEREF",))]
+    for name, attr, m in named:
+        if not inspect.ismodule(m):
+            continue
+        what = bound_io(getattr(m, attr, None))
+        if m is sys and attr in ("stdin", "__stdin__"):
+            what = f"sys.{attr}"
+        if what in ("os.getenv", "os.getcwd", "io.FileIO", "sys.stdin", "sys.__stdin__"):
+            out.append((f"{name}.{attr}", f"it reads {what} ({name}.{attr}"
+                        f"{_line_of(code, name)}), which a compiled call would not read again"))
     return out
 
 
