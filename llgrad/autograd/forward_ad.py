@@ -367,6 +367,10 @@ def _jvp(op, inputs, attrs, tans):
             xs[i] = x
             create = create or (grad_on and t.requires_grad)
             pairs.append((x, t if t._dtype is x._dtype else t.to(x.dtype)))
+        # a tangent is a function of every input that requires grad, dual or not (mul's
+        # t*w): keep its graph so reverse mode through the tangent reaches w too
+        create = create or grad_on and any(
+            isinstance(x, Tensor) and x.requires_grad for x in inputs)
         res = _call(op, xs, attrs, True, True)
         res = list(res) if isinstance(res, tuple) else [res]
         live = [k for k, r in enumerate(res) if isinstance(r, Tensor) and r.requires_grad]

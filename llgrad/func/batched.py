@@ -154,7 +154,24 @@ class BatchedTensor(Tensor):
                            "vmap; use llgrad.func.grad or llgrad.func.vjp (they nest with vmap)")
 
     def register_hook(self, hook):
-        raise RuntimeError("vmap: register_hook() on a batched tensor is not supported")
+        """The hook on the physical value (grad inside vmap), seeing and giving gradients
+        batched as self is."""
+        levels = self._levels
+
+        def on_physical(g):
+            # g: the graph-level gradient, its leading dims self's levels; a cotangent
+            # batched over levels the graph lacks (jacrev's) is a BatchedTensor over those
+            extra, phys = (g._levels, g._phys) if type(g) is BatchedTensor else ((), g)
+            order = extra + levels              # (phys's leading dims, in this order)
+            every = tuple(sorted(order))
+            perm = [order.index(lv) for lv in every]
+            n = len(order)
+            r = hook(wrap(_permute_lead(phys, perm, n), every))
+            if r is None:
+                return None
+            r = align(r, every, tuple(phys._data.shape[order.index(lv)] for lv in every))
+            return wrap(_permute_lead(r, [perm.index(i) for i in range(n)], n), extra)
+        return self._phys.register_hook(on_physical)
 
     def retain_grad(self):
         raise RuntimeError("vmap: retain_grad() on a batched tensor is not supported")
@@ -326,6 +343,13 @@ def align(x, levels, sizes=None):
         if full != new:
             phys = phys.expand(full)
     return phys
+
+
+def _permute_lead(phys, perm, n):
+    """phys with its n leading dims in the order perm (a view)."""
+    if perm == list(range(n)):
+        return phys
+    return phys.permute(list(perm) + list(range(n, phys._data.ndim)))
 
 
 def move_dim(phys, src, dst):

@@ -179,9 +179,12 @@ def hooks_allowed(what, node=None):
     tracer = trace_state.state.tracer
     if tracer.hooks_off:
         return False
-    if node is not None and node._seq >= tracer.first_node:
-        return True
     leaf = node.variable if isinstance(node, AccumulateGrad) else None
+    # (a leaf's AccumulateGrad is made on its first use: an input's can be newer than the
+    # trace, its hooks the caller's all the same)
+    if node is not None and node._seq >= tracer.first_node and \
+            (leaf is None or not _traced_input(tracer, leaf)):
+        return True
     hooks = leaf_hooks(leaf) if leaf is not None else None
     if hooks is not None:
         if tracer.leaf_hooks is None and tracer.reused:
@@ -190,3 +193,10 @@ def hooks_allowed(what, node=None):
             return True
     tracer.graph_break(f"{what} runs in a backward inside the compiled function (its "
                        "Python effects could not be replayed)")
+
+
+def _traced_input(tracer, t):
+    """Whether t is an input of the trace tracer is part of (not a tensor it made)."""
+    while getattr(tracer, "parent", None) is not None:     # (a region's: its trace's inputs)
+        tracer = tracer.parent
+    return tracer._sid(t) in tracer.inputs
