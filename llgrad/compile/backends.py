@@ -9,7 +9,6 @@ outputs; the entry keeps them (forward_run / backward_run).
     eager       no graphs: the function itself runs (compiled_function.py)
 
 The backend is chosen once, when compile() is called (`backend=` or LLGRAD_BACKEND)."""
-import gc
 import os
 import time
 
@@ -226,8 +225,6 @@ def _build(entry, which):
                else f"loaded from the disk cache, {groups} groups" if delta.get("loaded")
                else f"found in memory (same graph compiled before), {groups} groups")
     log.built(entry, which, seconds, how)
-    if how.startswith("LLVM"):  # (emission's LLVM IR objects are cycles, ~10^5: collected
-        gc.collect()            # now, before the kernel's arena is touched)
     heap.release_freed()        # (what the lowering freed: see runtime/heap.py)
     hook = on_build
     if hook is not None:
