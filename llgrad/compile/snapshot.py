@@ -126,6 +126,12 @@ class StateSnapshot:
         if used is not None:
             return f"the function writes to (or reads) a {type(used).__name__} object, " \
                 "which a compiled call cannot replay"
+        # (an OS file open for reading that the function reaches: a read after seek(0)
+        # leaves its position as it was, and no guard follows what the file holds)
+        held = next((c for c, _ in self.files if _readable_os_file(c)), None)
+        if held is not None:
+            return f"the function reaches a file open for reading ({getattr(held, 'name', '?')})" \
+                ", whose contents a compiled call would not read again"
         foreign = self.foreign_random()
         if foreign is not None:
             return f"the function draws from {foreign}, which a compiled call cannot " \
@@ -297,6 +303,16 @@ def _same_state(a, b):
     if isinstance(a, tuple):
         return len(a) == len(b) and all(_same_state(x, y) for x, y in zip(a, b))
     return a == b
+
+
+def _readable_os_file(c):
+    """Whether c is an open file of the OS's (not a StringIO, not a terminal) it can read."""
+    try:
+        return isinstance(c, (io.FileIO, io.BufferedReader, io.BufferedRandom,
+                              io.TextIOWrapper)) and not c.closed and c.readable() and \
+            not c.isatty()
+    except (ValueError, OSError):       # (a detached wrapper)
+        return False
 
 
 def _with_nested(containers):

@@ -3,8 +3,10 @@ part 2 (the divergences found: test_external_io_adversarial.py). A false positiv
 module imported inside the function that reads a file as it loads stayed eager, though
 eager reads it once too (the next call finds the module in sys.modules); a class made in
 such a module holding `opener = open` bound the trace's wrapper of open as a method and
-failed after. Strict xfails: objects made before the call and read inside it, which no
-walk notes. Then classes that held: a file-backed Dataset, a checkpoint every N steps, a
+failed after. An OS file open for reading, made before the call and read inside it after
+seek(0), now runs the call eagerly (snapshot.py). Strict xfails: other objects made before
+the call and read inside it (a StringIO, an mmap, a database connection), which no walk
+notes. Then classes that held: a file-backed Dataset, a checkpoint every N steps, a
 config read once, a queue and an event, iterators over a file, warnings logged to a file."""
 import logging
 import sys
@@ -50,8 +52,9 @@ def test_a_module_imported_in_the_function_reading_a_file_as_it_loads(tmp_path, 
 _WALK = "snapshot.py notes a file object the guard walk reaches only by its position"
 
 
-@pytest.mark.xfail(strict=True, reason=_WALK + ": seek(0) then read() leaves it where it was")
 def test_a_file_object_opened_before_the_call(tmp_path):
+    # (seek(0) then read() leaves it where it was: an OS file open for reading that the
+    # function reaches runs it eagerly, snapshot.py)
     fh = open(tmp_path / "r.txt", "w+")
 
     def f(x):
