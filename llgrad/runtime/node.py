@@ -159,8 +159,7 @@ class OpNode(Node):
                     g._dtype is bfloat16 else op.vjp(self, g)
         else:
             if op.vjp_reads is not None and all(grads[k] is None for k in op.vjp_reads):
-                return [None] * len(self.next_functions if self._edge_at is None else
-                                     [e for e in self._edge_at if e >= 0])
+                return self.edge_grads([None] * len(self._in_meta))
             g = [gi if gi is not None else _zeros(meta, op.broadcast_zero_grads)
                  for gi, meta in zip(grads, self._out_meta)]
             res = vjp_in_float32(op.vjp, self, g) if any(
