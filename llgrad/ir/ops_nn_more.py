@@ -226,9 +226,10 @@ def _avg_pool2d_backward_vjp(c, g):
 
 
 defop("avg_pool2d", _avg_pool2d, save=("self",), grad_fn="AvgPool2DBackward0",
-      vjp=_avg_pool2d_vjp)
+      vjp=_avg_pool2d_vjp, eager_kernel="shaped")
 defop("avg_pool2d_backward", _avg_pool2d_backward, args=("grad", "self"),
-      grad_fn="AvgPool2DBackwardBackward0", vjp=_avg_pool2d_backward_vjp)
+      grad_fn="AvgPool2DBackwardBackward0", vjp=_avg_pool2d_backward_vjp,
+      eager_kernel="shaped")
 
 
 # ---- group_norm ----------------------------------------------------------------------------

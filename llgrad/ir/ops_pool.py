@@ -158,7 +158,8 @@ def _max_pool2d_backward_vjp(c, g):
 
 
 defop("max_pool2d_with_indices", _max_pool2d, nout=2, save=("self", "result1"),
-      grad_fn="MaxPool2DWithIndicesBackward0", vjp=_max_pool2d_vjp)
+      grad_fn="MaxPool2DWithIndicesBackward0", vjp=_max_pool2d_vjp, eager_kernel="shaped")
 defop("max_pool2d_with_indices_backward", _max_pool2d_backward,
       args=("grad", "self", "indices"), save=("indices",), nondiff=("indices",),
-      grad_fn="MaxPool2DWithIndicesBackwardBackward0", vjp=_max_pool2d_backward_vjp)
+      grad_fn="MaxPool2DWithIndicesBackwardBackward0", vjp=_max_pool2d_backward_vjp,
+      eager_kernel="shaped")
