@@ -26,11 +26,11 @@ idle vCPU; as much as a loop over 300K floats takes).
 - Then it collects each slot it posted to: one whose worker has not started yet is taken
   back (READY -> IDLE, and its CPU released), one running is waited for. A worker, when no
   chunk is left, releases its CPU, marks DONE and wakes the caller.
-- Waiting (a worker for a job, a caller for a worker) spins a while on the state (~0.1-0.2
-  ms of `pause`) only while a CPU is free (active < CPUs for a worker, <= for a caller,
-  whose own CPU is counted), and sleeps on it (futex) at once otherwise: concurrent callers
-  share one pool, never run more llgrad threads than CPUs (beyond that a caller runs its
-  own chunks), and nobody spins while another caller waits for a CPU.
+- Waiting (a worker for a job, a caller for a worker) spins a while on the state (~1 ms of
+  `pause`: pool_spin.py) only while a CPU is free (active < CPUs for a worker, <= for a
+  caller, whose own CPU is counted), and sleeps on it (futex) at once otherwise: concurrent
+  callers share one pool, never run more llgrad threads than CPUs (beyond that a caller
+  runs its own chunks), and nobody spins while another caller waits for a CPU.
 - Memory order: the job is written before the release store of READY that the worker's
   acquire CAS reads; a worker's chunks' results before DONE (release), read by the caller
   (acquire).
@@ -49,6 +49,7 @@ from llvmlite import ir
 from ..native import cpus as _cpus
 from ..native import jit, keys
 from ..native.threadcount import RUN as _RUN
+from . import pool_spin
 from ..native.threadcount import libc_function as _libc_function
 from .loops import for_range
 from .plain_threads import CHUNK as _CHUNK
@@ -62,13 +63,13 @@ from .plain_threads import thread_count as _thread_count
 from .scalar import I32, I64, PTR
 
 SLOTS = 64
-SPINS = 4096                    # pause instructions before sleeping (~0.1-0.2 ms)
 EMPTY, CLAIMED, READY, DONE, IDLE, RUNNING = 0, 1, 2, 3, 4, 5
 _SYS_FUTEX, _WAIT, _WAKE = 202, 128, 129        # x86-64; FUTEX_*_PRIVATE
 _SLOT = ir.LiteralStructType([I32, I32, PTR, ir.ArrayType(I64, 6)])     # 64 bytes
 _JOB = ir.LiteralStructType([PTR, PTR, I64, I64, I64])      # fn, recs, stride, t, next
 _J_FN, _J_RECS, _J_STRIDE, _J_T, _J_NEXT = range(5)
-_NAMES = ("llgrad_pool_run", "llgrad_pool_worker", "llgrad_pool_slots_address")
+_NAMES = ("llgrad_pool_run", "llgrad_pool_worker", "llgrad_pool_slots_address",
+          "llgrad_pool_pause")
 _REAL_CREATE = "llgrad_real_pthread_create"     # (the pool's own: a test may replace it)
 
 _lock = threading.Lock()
@@ -97,6 +98,7 @@ class _PoolGen(_Gen):
         self.create = ir.Function(mod, ir.FunctionType(I32, [PTR, PTR, PTR, PTR]),
                                   _REAL_CREATE)
         self.reserve_fn = self.reserve()
+        self.spins, = _cpus.declare(mod, (_cpus.SPINS,))
 
     def slot(self, b, i):
         p = b.gep(self.slots, [_c(0), i], inbounds=True,
@@ -110,8 +112,8 @@ class _PoolGen(_Gen):
 
     def wait_for(self, b, state, want, spun, slack):
         """Until *state == want (acquire): spin while a CPU is free (active < cpus + slack)
-        and for at most SPINS rounds, else sleep; spun: an i64 slot (an alloca of the entry
-        block: one in a loop would grow the stack every iteration)."""
+        and for at most `llgrad_pool_spins` rounds, else sleep; spun: an i64 slot (an alloca
+        of the entry block: one in a loop would grow the stack every iteration)."""
         head = b.append_basic_block("wait.head")
         nap = b.append_basic_block("wait.nap")
         done = b.append_basic_block("wait.done")
@@ -125,7 +127,8 @@ class _PoolGen(_Gen):
         a = b.load_atomic(self.active, "monotonic", 8, typ=I64)
         free = b.icmp_signed("<", a, b.add(b.load_atomic(self.cpus, "monotonic", 8, typ=I64),
                                            _c(slack)))
-        with b.if_else(b.and_(b.icmp_signed("<", n, _c(SPINS)), free)) as (spin, sleep):
+        most = b.load_atomic(self.spins, "monotonic", 8, typ=I64)
+        with b.if_else(b.and_(b.icmp_signed("<", n, most), free)) as (spin, sleep):
             with spin:
                 b.call(self.pause, [])
                 b.store(b.add(n, _c(1)), spun)
@@ -272,6 +275,15 @@ class _PoolGen(_Gen):
         b.ret_void()
         return fn
 
+    def pauses(self):
+        """void llgrad_pool_pause(i64 n): n pause instructions (to measure one's length)."""
+        fn = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), [I64]), _NAMES[3])
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        with for_range(b, 0, fn.args[0], name="pause"):
+            b.call(self.pause, [])
+        b.ret_void()
+        return fn
+
     def slots_address(self):
         """ptr llgrad_pool_slots_address(): where the slots live (reset after fork)."""
         fn = ir.Function(self.mod, ir.FunctionType(PTR, []), _NAMES[2])
@@ -307,6 +319,8 @@ def ensure_pool():
                     lib = _build()
                     _state["slots"] = ctypes.CFUNCTYPE(ctypes.c_void_p)(
                         lib.address(_NAMES[2]))()
+                    pool_spin.calibrate(ctypes.CFUNCTYPE(None, ctypes.c_int64)(
+                        lib.address(_NAMES[3])))
                     _state["lib"] = lib
                 except Exception:       # (an unusual platform: plain threads instead)
                     lib = None
@@ -343,6 +357,7 @@ def _build():
     worker = gen.worker(chunks)
     gen.run(gen.claim(worker), chunks)
     gen.slots_address()
-    key = keys.key_for("llgrad pool", f"slots={SLOTS};spins={SPINS};posts=min(t,threads)")
+    gen.pauses()
+    key = keys.key_for("llgrad pool", f"slots={SLOTS};spins=word;posts=min(t,threads)")
     return jit.load_private(key, list(_NAMES)) or \
         jit.compile_private(mod, list(_NAMES), key=key, opt=True)

@@ -33,12 +33,16 @@ import time
 
 from . import jit
 
-ACTIVE, CPUS = "llgrad_active_threads", "llgrad_cpus"
+ACTIVE, CPUS, SPINS = "llgrad_active_threads", "llgrad_cpus", "llgrad_pool_spins"
 
-_buf = ctypes.create_string_buffer(3 * 64)       # (lives as long as the module)
+_buf = ctypes.create_string_buffer(4 * 64)       # (lives as long as the module)
 _base = -(-ctypes.addressof(_buf) // 64) * 64    # each word on a cache line of its own
 active = ctypes.c_int64.from_address(_base)
 cpus = ctypes.c_int64.from_address(_base + 64)
+# how many `pause` instructions a pool thread spins before it sleeps (lowerings/pool.py sets
+# it from the pause's measured length: 10 ns on one host seen, 40-50 ns on others)
+spins = ctypes.c_int64.from_address(_base + 128)
+spins.value = 4096
 
 
 def cpu_count():
@@ -51,13 +55,14 @@ def cpu_count():
 cpus.value = cpu_count()
 jit.add_symbol(ACTIVE, _base)
 jit.add_symbol(CPUS, _base + 64)
+jit.add_symbol(SPINS, _base + 128)
 
 
-def declare(mod):
-    """(active, cpus): the module's declarations of the two words (external i64s)."""
+def declare(mod, names=(ACTIVE, CPUS)):
+    """(active, cpus[, spins]): the module's declarations of the words (external i64s)."""
     from llvmlite import ir
     out = []
-    for name in (ACTIVE, CPUS):
+    for name in names:
         g = mod.globals.get(name)
         if g is None:
             g = ir.GlobalVariable(mod, ir.IntType(64), name=name)   # (external)
