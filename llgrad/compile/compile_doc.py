@@ -110,7 +110,9 @@ Threads (LLGRAD_NUM_THREADS)
     Native loops big enough to pay for it split over llgrad.get_num_threads() threads of
     one shared pool: llgrad.set_num_threads(n) (as torch's; it sets OpenBLAS's count too),
     default LLGRAD_NUM_THREADS or the usable CPUs. Changing it never recompiles; results
-    are deterministic for a given count. LLGRAD_POOL=0 uses plain threads per loop.
+    are deterministic for a given count. Waiting workers spin LLGRAD_SPIN_US (default
+    1000) microseconds before they sleep. Eager products big enough for OpenBLAS to share
+    run on the same pool. LLGRAD_POOL=0 uses plain threads per loop.
 
 Logs (LLGRAD_LOG)
     LLGRAD_LOG=recompiles,graph_breaks,guards,compile,perf (or all), or

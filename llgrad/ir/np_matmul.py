@@ -8,6 +8,16 @@ import numpy as np
 
 _matmul, _multiply = np.matmul, np.multiply
 _F32 = np.dtype(np.float32)
+# a product of two matrices on llgrad's threads, or None (compile/eager_gemm.py sets it: ir
+# imports no llvmlite)
+_threaded = [None]
+
+
+def set_threaded(fn):
+    """Route matrix products through fn(a, b, out) -> array or None (None: NumPy's); returns
+    the previous hook."""
+    prev, _threaded[0] = _threaded[0], fn
+    return prev
 
 
 def matmul(a, b, out=None):
@@ -17,6 +27,10 @@ def matmul(a, b, out=None):
         if out is None:
             return _multiply(a, b)
         return _multiply(a, b, out=out)
+    if _threaded[0] is not None and a.ndim == 2 == b.ndim:
+        got = _threaded[0](a, b, out)
+        if got is not None:
+            return got
     if out is None and a.ndim == 2 and b.ndim == 2 and 16 <= a.shape[0] <= 64 and \
             b.shape[1] >= 64 and a.dtype == _F32 and b.dtype == _F32 and \
             a.flags.c_contiguous and b.flags.f_contiguous and not b.flags.c_contiguous:
