@@ -1,6 +1,6 @@
 """Eager matrix products on llgrad's threads: the hook ir/np_matmul.py calls for a float
-product of two matrices (the op table's mm, addmm, matmul and their backward products, the
-IR interpreter's too) when llgrad runs more than one thread.
+product of two matrices or stacks of them (the op table's mm, addmm, bmm, matmul and their
+backward products, the IR interpreter's too) when llgrad runs more than one thread.
 
 Such a product runs on the BLAS shim compiled code calls (codegen/native/blas.py): C's rows
 or columns in chunks on llgrad's thread pool, each an OpenBLAS call on one thread. Why not
@@ -12,14 +12,15 @@ pool 158 us against 74 us while OpenBLAS's thread spun. One pool for every threa
 runs keeps eager and compiled code from fighting over the cores.
 
 A product qualifies when llgrad's thread count is above 1, the operands are float32 or
-float64 matrices of one dtype, each with unit stride along one dim (rows or columns:
-OpenBLAS's transposes), an `out` (if given) with unit stride along its rows and apart from
-both, and it has at least MIN_WORK multiply-adds (below that OpenBLAS runs one thread itself
-and nothing spins: every product OpenBLAS would share with its threads comes here, since
-one product left to them wakes them, and they spin beside llgrad's workers). Others return None
-and NumPy's matmul runs. The shim is built (or loaded from the disk cache) on the first
-qualifying call, as an eager kernel is (eager_builds.py: NumPy's matmul meanwhile,
-LLGRAD_COMPILE=sync before the call); LLGRAD_EAGER_NATIVE=0 turns this off with the rest.
+float64 matrices (or stacks whose batch dims broadcast) of one dtype, each matrix with unit
+stride along one dim (rows or columns: OpenBLAS's transposes), an `out` (if given) with unit
+stride along its rows and apart from both, and each matrix's product has at least MIN_WORK
+multiply-adds (below that OpenBLAS runs one thread itself and nothing spins: every product
+OpenBLAS would share with its threads comes here, since one left to them wakes them, and
+they spin beside llgrad's workers). Others return None and NumPy's matmul runs. The shim is
+built (or loaded from the disk cache) on the first qualifying call, as an eager kernel is
+(eager_builds.py: NumPy's matmul meanwhile, LLGRAD_COMPILE=sync before the call);
+LLGRAD_EAGER_NATIVE=0 turns this off with the rest.
 Results are OpenBLAS's products of the same operands, rows or columns split as compiled code
 splits them: within rounding of NumPy's (the order of each dot product's adds is OpenBLAS's
 kernel's in both), deterministic for a given thread count. `stats` counts calls."""
@@ -67,10 +68,11 @@ def _load():
     return fns
 
 
-def _layout(x, rows, cols, size):
-    """(transpose flag, leading dimension) of a matrix for OpenBLAS, or None: unit stride
-    along its columns (row-major) or its rows (column-major), in whole elements."""
-    s0, s1 = x.strides
+def _layout(strides, rows, cols, size):
+    """(transpose flag, leading dimension) of a matrix with these strides for OpenBLAS, or
+    None: unit stride along its columns (row-major) or its rows (column-major), in whole
+    elements."""
+    s0, s1 = strides
     if s1 == size and s0 >= cols * size and s0 % size == 0:
         return _NO_TRANS, s0 // size
     if s0 == size and s1 >= rows * size and s1 % size == 0:
@@ -78,30 +80,37 @@ def _layout(x, rows, cols, size):
     return None
 
 
+def _fits(out, a, b, m, n):
+    """Whether out can take the product: a writeable matrix of its shape and dtype, unit
+    stride along its rows, overlapping neither operand."""
+    size = a.itemsize
+    return type(out) is np.ndarray and out.shape == (m, n) and out.dtype == a.dtype and \
+        out.flags.aligned and out.flags.writeable and \
+        _layout(out.strides, m, n, size) == (_NO_TRANS, out.strides[0] // size) and \
+        not np.may_share_memory(out, a) and not np.may_share_memory(out, b)
+
+
 def matmul(a, b, out=None):
     """a @ b on llgrad's threads (into out, a matrix with unit stride along its rows, or a
-    fresh C-contiguous array), or None: NumPy's matmul runs."""
-    if a.ndim != 2 or b.ndim != 2:
+    fresh C-contiguous array; stacks of matrices broadcast as np.matmul's, one product per
+    matrix), or None: NumPy's matmul runs."""
+    if a.ndim < 2 or b.ndim < 2:
         return None
-    m, k = a.shape
-    n = b.shape[1]
-    if m * n * k < MIN_WORK or b.shape[0] != k or a.dtype != b.dtype or \
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    if m * n * k < MIN_WORK or b.shape[-2] != k or a.dtype != b.dtype or \
             a.dtype not in _DTYPES or not (a.flags.aligned and b.flags.aligned):
         return None
-    size = a.itemsize
-    if out is not None and not (type(out) is np.ndarray and out.shape == (m, n) and
-                                out.dtype == a.dtype and out.flags.aligned and
-                                out.flags.writeable and
-                                _layout(out, m, n, size) == (_NO_TRANS, out.strides[0] // size)
-                                and not np.may_share_memory(out, a) and
-                                not np.may_share_memory(out, b)):
+    stacked = a.ndim > 2 or b.ndim > 2
+    if out is not None and (stacked or not _fits(out, a, b, m, n)):
         return None
     if not _count:
         from ..codegen.native import threadcount
         _count.append(threadcount._count)
     if _count[0].value < 2:
         return None
-    la, lb = _layout(a, m, k, size), _layout(b, k, n, size)
+    size = a.itemsize
+    la, lb = _layout(a.strides[-2:], m, k, size), _layout(b.strides[-2:], k, n, size)
     if la is None or lb is None:
         return None
     fns = _shims.get("shim", False)
@@ -110,6 +119,8 @@ def matmul(a, b, out=None):
     if fns is None or fns is eager_builds.PENDING:
         return None
     fn = fns[_DTYPES[a.dtype]]
+    if stacked:
+        return _stack(fn, a, b, la, lb)
     stats["calls"] += 1
     if out is None and m <= 64 < n and la[0] == _NO_TRANS and lb[0] == _TRANS:
         # x @ w.T with few rows (a Linear's forward): as np_matmul.py's, (w @ x.T).T, since
@@ -122,6 +133,32 @@ def matmul(a, b, out=None):
         out = np.empty((m, n), a.dtype)
     fn(_ROW_MAJOR, la[0], lb[0], m, n, k, 1.0, data_pointer(a), la[1], data_pointer(b), lb[1],
        0.0, data_pointer(out), out.strides[0] // size)
+    return out
+
+
+def _stack(fn, a, b, la, lb):
+    """Stacks of matrices (attention's products): one shim call per matrix of the
+    broadcast batch (each MIN_WORK or more: the call's ~3 us is a small part), or None
+    where the batches do not broadcast (NumPy raises its error)."""
+    try:
+        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError:
+        return None
+    (m, k), n = a.shape[-2:], b.shape[-1]
+    out = np.empty(batch + (m, n), a.dtype)
+    if out.size == 0:
+        return out
+    at = np.indices(batch).reshape(len(batch), -1).T        # every batch index, C order
+
+    def offsets(x, shape):
+        strides = np.broadcast_to(x, batch + shape).strides[:-2]    # (0 where broadcast)
+        return (at @ np.array(strides, dtype=np.int64)).tolist()
+
+    pa, pb, pc, step = data_pointer(a), data_pointer(b), data_pointer(out), m * n * a.itemsize
+    for i, (oa, ob) in enumerate(zip(offsets(a, (m, k)), offsets(b, (k, n)))):
+        fn(_ROW_MAJOR, la[0], lb[0], m, n, k, 1.0, pa + oa, la[1], pb + ob, lb[1], 0.0,
+           pc + i * step, n)
+    stats["calls"] += 1
     return out
 
 

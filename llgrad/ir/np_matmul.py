@@ -8,7 +8,7 @@ import numpy as np
 
 _matmul, _multiply = np.matmul, np.multiply
 _F32 = np.dtype(np.float32)
-# a product of two matrices on llgrad's threads, or None (compile/eager_gemm.py sets it: ir
+# a product of matrices (or stacks of them) on llgrad's threads, or None (compile/eager_gemm.py sets it: ir
 # imports no llvmlite)
 _threaded = [None]
 
@@ -27,7 +27,7 @@ def matmul(a, b, out=None):
         if out is None:
             return _multiply(a, b)
         return _multiply(a, b, out=out)
-    if _threaded[0] is not None and a.ndim == 2 == b.ndim:
+    if _threaded[0] is not None and a.ndim >= 2 and b.ndim >= 2:
         got = _threaded[0](a, b, out)
         if got is not None:
             return got

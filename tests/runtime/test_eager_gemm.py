@@ -1,9 +1,10 @@
 """Eager matrix products on llgrad's threads (compile/eager_gemm.py): at 2 threads a big
 float product of two matrices runs on the BLAS shim (chunks on llgrad's pool, OpenBLAS on
 one thread each) and equals NumPy's matmul over every layout OpenBLAS takes (row- and
-column-major, row-strided slices, transposed views, a Linear's x @ w.T); small products,
-1 thread, other dtypes and mixed dtypes keep NumPy's; a whole nn.Linear forward + backward
-equals its 1-thread run; the hook can be turned off."""
+column-major, row-strided slices, transposed views, a Linear's x @ w.T, into an `out`,
+stacks broadcast); small products, 1 thread, other dtypes, mixed dtypes and vectors keep
+NumPy's; nn.Linear's and attention's forward + backward equal their 1-thread runs; the hook
+can be turned off."""
 import numpy as np
 import pytest
 
@@ -69,7 +70,7 @@ def test_linear_forward_few_rows(threads):
     np.testing.assert_array_equal(got, np.matmul(w, x.T).T)
 
 
-@pytest.mark.parametrize("case", ["one thread", "small", "int", "mixed", "3-D", "no hook"])
+@pytest.mark.parametrize("case", ["one thread", "small", "int", "mixed", "vector", "no hook"])
 def test_numpy_serves(threads, case):
     threads(1 if case == "one thread" else 2)
     rng = np.random.default_rng(2)
@@ -80,8 +81,8 @@ def test_numpy_serves(threads, case):
         a, b = a.astype(np.int64), b.astype(np.int64)
     elif case == "mixed":
         b = b.astype(np.float64)
-    elif case == "3-D":
-        a = np.stack([a, a])
+    elif case == "vector":
+        b = b[:, 0].copy()
     if case == "no hook":
         eager_gemm.install(False)
     try:
@@ -141,3 +142,42 @@ def test_into_out(threads):
     assert matmul(square, square.copy(), out=square) is square      # (out is an operand)
     np.testing.assert_allclose(square, expect, rtol=1e-5, atol=1e-4)
     assert eager_gemm.stats["calls"] == before
+
+
+def test_stacks(threads):
+    """Stacks of matrices (attention's products), broadcast as np.matmul's: one product a
+    matrix; batches that do not broadcast raise NumPy's error."""
+    threads(2)
+    rng = np.random.default_rng(4)
+
+    def r(*s):
+        return rng.standard_normal(s).astype(np.float32)
+    cases = [(r(8, 4, 256, 64), r(8, 4, 64, 256)), (r(8, 4, 256, 64), r(64, 256)),
+             (r(256, 64), r(3, 64, 256)), (r(2, 1, 256, 64), r(1, 3, 64, 256)),
+             (r(8, 4, 64, 256).swapaxes(-1, -2), r(8, 4, 256, 64).swapaxes(-1, -2)),
+             (r(4, 256, 64)[::-1], r(8, 64, 256)[::2])]
+    for a, b in cases:
+        got, calls = _calls(a, b)
+        assert calls >= 1
+        np.testing.assert_array_equal(got, np.matmul(a, b))
+    with pytest.raises(ValueError):
+        matmul(r(4, 256, 64), r(2, 64, 256))
+
+
+def test_attention_matches_one_thread(threads):
+    def run(t):
+        threads(t)
+        llgrad.manual_seed(0)
+        q, k, v = (llgrad.randn(2, 4, 256, 64, requires_grad=True) for _ in range(3))
+        y = llgrad.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        (y ** 2).sum().backward()
+        return [y.detach().numpy()] + [t.grad.numpy() for t in (q, k, v)]
+
+    one = run(1)
+    run(2)
+    eager_builds.wait()
+    before = eager_gemm.stats["calls"]
+    two = run(2)
+    assert eager_gemm.stats["calls"] - before >= 4
+    for a, b in zip(one, two):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * np.abs(a).max())
