@@ -52,11 +52,15 @@ class Template:
     digest: the SHA-256 of the text of the module it was made from (its own numbers at the
     positions);
     positions: ((function, block, instruction), operand, the constant the text has there)
-    of each parameter, in the order of the table's slots."""
+    of each parameter;
+    slots: each position's slot of the table (positions whose numbers were equal at both
+    sizes it was derived from share one, and a later size matches only where they are equal
+    again)."""
 
-    def __init__(self, name, text, positions):
+    def __init__(self, name, text, positions, slots):
         # (the text's digest, not the text: a large module's text is megabytes)
         self.name, self.digest, self.positions = name, _digest(text), positions
+        self.slots, self.n_slots = slots, max(slots, default=-1) + 1
         self._code = None
         self.lock = threading.Lock()
         _templates.add(self)
@@ -158,10 +162,20 @@ def derive(mod_a, name_a, mod_b, name_b):
 
 def parametrize(mod, name, positions):
     """Turn mod (the module derive's positions were found in, its first) into a template:
-    each position's constant becomes a load from the table (a slot each: two numbers equal
-    at two sizes may differ at a third, as ceil(n / 64) and n // 64 do), filled by the
-    exported `name + SETTER`. The Template, not yet compiled."""
-    text, n = str(mod), len(positions)
+    each position's constant becomes a load from the table, filled by the exported
+    `name + SETTER`. The Template, not yet compiled.
+
+    Positions whose numbers are equal at both sizes share a slot (one load in each function
+    using it): a row's stride read by a load and by the store back to the same row is then
+    one value, and LLVM sees the same address (with a slot each it could not, and a
+    softmax's last pass, in place, ran scalar: 2x the specialised kernel's time). Two
+    numbers equal at two sizes may differ at a third (ceil(n / 64) and n // 64): `match`
+    takes a size only where a slot's positions are equal again."""
+    text = str(mod)
+    slot_of, slots = {}, []
+    for _, _, x, y in positions:
+        slots.append(slot_of.setdefault((str(x.type), x.constant, y.constant), len(slot_of)))
+    n = len(slot_of)
     table = ir.GlobalVariable(mod, ir.ArrayType(I64, n), name=name + TABLE)
     table.linkage = "internal"
     table.initializer = ir.Constant(ir.ArrayType(I64, n), None)
@@ -169,20 +183,25 @@ def parametrize(mod, name, positions):
     fns = _defined(mod)
     # (every instruction found before any load goes in: the loads shift the entry blocks)
     sites = [(_instruction_at(fns, where), k, slot, x)
-             for slot, (where, k, x, _) in enumerate(positions)]
+             for (where, k, x, _), slot in zip(positions, slots)]
+    loaded = {}                         # (function, slot, type) -> the value loaded there
     for ins, k, slot, x in sites:
-        b = ir.IRBuilder()
-        b.position_at_start(ins.parent.parent.blocks[0])
-        p = b.gep(table, [ir.Constant(I64, 0), ir.Constant(I64, slot)], inbounds=True)
-        if isinstance(x.type, ir.IntType):
-            value = b.load(p, typ=I64)
-            if x.type.width < 64:
-                value = b.trunc(value, x.type)
-        else:
-            value = b.load(p, typ=x.type)
+        fn = ins.parent.parent
+        value = loaded.get((id(fn), slot, str(x.type)))
+        if value is None:
+            b = ir.IRBuilder()
+            b.position_at_start(fn.blocks[0])
+            p = b.gep(table, [ir.Constant(I64, 0), ir.Constant(I64, slot)], inbounds=True)
+            if isinstance(x.type, ir.IntType):
+                value = b.load(p, typ=I64)
+                if x.type.width < 64:
+                    value = b.trunc(value, x.type)
+            else:
+                value = b.load(p, typ=x.type)
+            loaded[(id(fn), slot, str(x.type))] = value
         _set_operand(ins, k, value)
     _setter(mod, name, table, n)
-    return Template(name, text, [(where, k, x) for where, k, x, _ in positions])
+    return Template(name, text, [(where, k, x) for where, k, x, _ in positions], slots)
 
 
 def _setter(mod, name, table, n):
@@ -198,15 +217,18 @@ def match(template, mod, name):
     """The table of values under which template computes mod (a module lowered at another
     size, named name), or None where mod differs in more than those numbers (mod is left
     as it was then)."""
-    values, changed = [], []
+    values, changed = [None] * template.n_slots, []
     fns = _defined(mod)
     try:
-        for where, k, base in template.positions:
+        for (where, k, base), slot in zip(template.positions, template.slots):
             ins = _instruction_at(fns, where)
             x = (ins.incomings[k][0] if isinstance(ins, ir.PhiInstr) else ins.operands[k])
             if not _is_scalar_constant(x) or x.type != base.type:
                 return None
-            values.append((x.type, x.constant))
+            if values[slot] is None:
+                values[slot] = (x.type, x.constant)
+            elif values[slot] != (x.type, x.constant):
+                return None             # (numbers one slot serves differ at this size)
             changed.append((ins, k, x))
             _set_operand(ins, k, base)
         if _digest(str(mod).replace(name, template.name)) != template.digest:
@@ -221,7 +243,10 @@ def match(template, mod, name):
 
 def base_table(template):
     """The table of the size template was made at."""
-    return _pack([(base.type, base.constant) for _, _, base in template.positions])
+    values = [None] * template.n_slots
+    for (_, _, base), slot in zip(template.positions, template.slots):
+        values[slot] = (base.type, base.constant)
+    return _pack(values)
 
 
 def _pack(values):
