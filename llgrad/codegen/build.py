@@ -197,23 +197,31 @@ def emit_plan(mod, plan, name, prefix="const", split=None):
     flags = {id(b) for b, _ in plan.flags} if plan.in_place else set()
     for grp in plan.groups:
         bufs = plan.group_buffers(grp)
-        key = group_key(plan, grp, bufs)
+        bases = dedupe.read_bases(plan, grp, _addressed(grp))
+        key = group_key(plan, grp, bufs, bases)
         fn = seen.get(key) if key is not None else None
         if fn is None:                  # (else: a repeated subgraph, compiled once)
-            fn = _emit_group(mod, plan, grp, bufs, f"{name}.g{grp.index}")
+            fn = _emit_group(mod, plan, grp, bufs, f"{name}.g{grp.index}", bases)
             if key is not None:
                 seen[key] = fn
         elif dedupe.CHECK:              # (the test suite: the key must imply the code)
-            dedupe.check_same(mod, fn, lambda n, g=grp, b=bufs: _emit_group(mod, plan, g, b, n))
-        calls.append((fn, bufs, [b for b in grp.temps if id(b) in flags]))
+            dedupe.check_same(mod, fn, lambda n, g=grp, b=bufs, o=bases:
+                              _emit_group(mod, plan, g, b, n, o))
+        calls.append((fn, bufs, bases, [b for b in grp.temps if id(b) in flags]))
     if split:
         _entry(mod, name + TAIL, calls[split:], consts)
         calls = calls[:split]
     return _entry(mod, name, calls, consts), consts
 
 
-def _emit_group(mod, plan, grp, bufs, name):
-    fg = FuncGen(mod, f"{name}.{grp.loop}.{grp.root.op}", bufs)
+def _addressed(grp):
+    """Whether grp's emission reads its operands through FuncGen.address only (the fused
+    loops; a kernel may compute addresses of its own from a buffer's start)."""
+    return grp.loop in ("cluster", "rows") or LOWERINGS[grp.root.op].form == "elementwise"
+
+
+def _emit_group(mod, plan, grp, bufs, name, bases=None):
+    fg = FuncGen(mod, f"{name}.{grp.loop}.{grp.root.op}", bufs, bases)
     low = LOWERINGS[grp.root.op]
     if grp.loop == "cluster":
         emit_cluster(plan, grp, fg)
@@ -256,13 +264,15 @@ def _entry(mod, name, calls, consts):
     bufs.name = "bufs"
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     ptrs = {}
-    for gfn, gbufs, checks in calls:
+    for gfn, gbufs, bases, checks in calls:
         args = []
         for buf in gbufs:
-            if buf.role == "constant":
-                args.append(consts[buf])
-                continue
-            args.append(_pointer(b, bufs, ptrs, buf))
+            p = consts[buf] if buf.role == "constant" else _pointer(b, bufs, ptrs, buf)
+            base = bases.get(id(buf), 0)
+            if base:                    # (the group reads this buffer from there on)
+                p = b.gep(p, [ir.Constant(I64, base * ITEMSIZE[buf.dtype])], inbounds=True,
+                          source_etype=I8)
+            args.append(p)
         b.call(gfn, args)
         for flag in checks:
             word = b.load(ptrs[flag], typ=I64)

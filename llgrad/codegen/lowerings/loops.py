@@ -130,10 +130,13 @@ def normalize(extents, accesses, reduced=None, ref=None):
 
 class FuncGen:
     """One internal function `void name(ptr noalias %b0, ...)`: one parameter per buffer,
-    allocas in a block of their own, the body built with `self.b`."""
+    allocas in a block of their own, the body built with `self.b`. bases: {id(buffer):
+    elements} for parameters that point that far into their buffer (dedupe.read_bases):
+    `address` counts an access's offset from there."""
 
-    def __init__(self, module, name, buffers):
+    def __init__(self, module, name, buffers, bases=None):
         self.module = module
+        self.bases = bases or {}
         fnty = ir.FunctionType(ir.VoidType(), [PTR] * len(buffers))
         self.fn = ir.Function(module, fnty, name=name)
         self.fn.linkage = "internal"
@@ -155,7 +158,7 @@ class FuncGen:
 
     def address(self, acc, idx):
         """Pointer to the element of Access acc at loop indices idx."""
-        i = element_index(self.b, acc.offset, acc.strides, idx)
+        i = element_index(self.b, acc.offset - self.bases.get(id(acc.buf), 0), acc.strides, idx)
         return self.b.gep(self.ptrs[acc.buf], [i], inbounds=True,
                           source_etype=mem_type(acc.dt))
 

@@ -164,7 +164,8 @@ def parallel_range(fg, n, body, *, work_per_iter=1, grain=1, partials=()):
     bufs = [k for k in fg.ptrs if not isinstance(k, (Partial, _Task))]
     task = _Task()
     # the body: every pointer a noalias parameter, its chunk read from the task record
-    g = FuncGen(mod, mod.get_unique_name(fg.fn.name + ".par"), bufs + [task] + partials)
+    g = FuncGen(mod, mod.get_unique_name(fg.fn.name + ".par"), bufs + [task] + partials,
+                bases=fg.bases)
     rec = g.ptrs[task]
     body(g, *(g.b.load(_field(g.b, rec, k), typ=I64) for k in (_LO, _HI, _TID)))
     g.finish()

@@ -11,11 +11,18 @@ to their parameters' names (`body_text` says what "identical" means; a test chec
 the op table), so `emit_plan` emits the first and calls it for the others.
 
 Emitting a 2,000-op chain of 500 identical layers went from 1,000 functions (28 s in LLVM's
-optimiser when inlined, 7 s as separate functions) to 4."""
+optimiser when inlined, 7 s as separate functions) to 4.
+
+A time loop's steps read rows t of one buffer (an RNN's input projection, computed for all
+steps at once): views at offsets that differ from step to step. A fused loop's function
+(`read_bases`) takes such a buffer from the lowest offset it reads on, and its key holds
+the offsets from there, so the steps share one function; a step reading at other
+distances has another key. The GRU of bench/real_models.py went from 114 functions in its
+forward module and 153 in its backward to 20 and 36, its LLVM time from 2.2 to 0.4 s."""
 import os
 import re
 
-from ...ir.graph import Value
+from ...ir.graph import TensorType, Value
 from ...ir.ops_control import CONTROL
 from ...ir.printer import literal
 from .plan import root_of
@@ -39,12 +46,36 @@ def check_same(mod, fn, emit):
                              "have the same key but different code")
 
 
-def group_key(plan, grp, bufs):
-    """A hashable description of the code grp emits with parameters bufs (None: unique)."""
+def read_bases(plan, grp, rebased):
+    """{id(buffer): base} for the buffers grp reads only at offsets above 0, where rebased
+    (its emission addresses every operand through FuncGen.address): the group's function
+    then takes buffer + base as that parameter and reads at offsets relative to it, so the
+    steps of a time loop, reading rows t of one input projection, emit one function."""
+    if not rebased:
+        return {}
+    low = {}
+    for n in grp.members or [grp.root]:
+        for x in list(n.inputs) + ([n.view_of] if n.view_of is not None else []):
+            if isinstance(x, Value):
+                root = root_of(x)
+                buf = plan.buffers.get(root)
+                if buf is not None:
+                    # (offsets count elements of the value's dtype: a view of another
+                    # width, a bitcast, leaves the buffer at its start)
+                    off = x.type.offset - root.type.offset if x.type.dtype == buf.dtype \
+                        else 0
+                    low[id(buf)] = min(low.get(id(buf), off), off)
+    return {k: v for k, v in low.items() if v > 0}
+
+
+def group_key(plan, grp, bufs, bases=None):
+    """A hashable description of the code grp emits with parameters bufs (None: unique);
+    bases: read_bases' (offsets into those buffers count from there)."""
     members = grp.members or [grp.root]
     if any(n.op in CONTROL for n in members):
         return None                     # (regions: compiled as functions of their own)
     param = {id(b): k for k, b in enumerate(bufs)}
+    bases = bases or {}
     local = {}
 
     def ref(x):
@@ -56,7 +87,10 @@ def group_key(plan, grp, bufs):
         if root in local:               # a view of a value of this group
             return ("view", local[root], str(x.type), str(root.type))
         buf = plan.buffers.get(root)
-        return ("p", param.get(id(buf)), str(x.type), str(root.type))
+        base = bases.get(id(buf), 0)
+        t = x.type if not base else TensorType(x.type.dtype, x.type.shape, x.type.strides,
+                                               x.type.offset - base)
+        return ("p", param.get(id(buf)), str(t), str(root.type))
 
     nodes = []
     for n in members:
@@ -71,7 +105,9 @@ def group_key(plan, grp, bufs):
         nodes.append((n.op, attrs, ins, view, tuple(str(o.type) for o in n.outputs)))
     results = tuple(ref(v) + (param.get(id(plan.buffers.get(v))),) for v in grp.results)
     leaves = tuple(ref(v) for v in grp.leaves)
-    params = tuple((b.role, b.dtype, b.numel, b.strides) for b in bufs)   # (a slice's strides)
+    # (a buffer's role changes no code: the first step's state, scratch, and the others',
+    # outputs, are one function's parameter alike)
+    params = tuple((b.role == "constant", b.dtype, b.numel, b.strides) for b in bufs)
     options = tuple(sorted(getattr(plan, "options", {}).items()))
     return (grp.loop, tuple(nodes), results, leaves, params, options)
 
