@@ -1,7 +1,8 @@
 """Eager ops on native kernels built for their operands' shapes: the ops the table marks
 `eager_kernel="shaped"` (the convolution and its two backward products, batch norm and its
-backward, group norm, index_add), whose NumPy implementations (im2col by strided copies,
-per-channel passes, np.add.at) run at a third of torch's speed or less, on one thread.
+backward, group norm, index_add, max- and avg-pooling and their backwards), whose NumPy
+implementations (im2col by strided copies, per-channel passes, np.add.at) run at a third of
+torch's speed or less, on one thread.
 
 A call whose tensor operands are float arrays of one dtype (beside int32/int64 index
 operands), MIN_ELEMENTS or more in the largest (the op's eager_min_elements where the table
@@ -10,11 +11,11 @@ codegen.lower builds for a graph of the op alone on those shapes (the compiled p
 lowering: im2col into scratch, BLAS, the thread pool), built once per (op, shapes, dtypes,
 attributes) as eager_native.py builds its kernels (the builder thread, NumPy's
 implementation until the kernel is ready; LLGRAD_COMPILE=sync builds before the call) and
-kept in the disk cache; an operand that is not C-contiguous is copied first. An index out of
-range (the kernel's flag) runs NumPy's implementation, which raises eager's error. At most
-MAX_KERNELS shapes are kept in a process (a program of ever-new shapes runs NumPy's
-implementation past them). Results are the compiled path's, which the op-table tests hold to
-the NumPy implementation's within rounding. `reset()` forgets the kernels;
+kept in the disk cache; an operand that is not C-contiguous or not aligned is copied first.
+An index out of range (the kernel's flag) runs NumPy's implementation, which raises eager's
+error. At most MAX_KERNELS shapes are kept in a process (a program of ever-new shapes runs
+NumPy's implementation past them). Results are the compiled path's, which the op-table tests
+hold to the NumPy implementation's within rounding. `reset()` forgets the kernels;
 LLGRAD_EAGER_NATIVE=0 turns this off with the rest."""
 import warnings
 
@@ -52,9 +53,7 @@ def run(op, arrays, attrs):
             else:
                 dtype, big = a.dtype, max(big, a.size)
                 sig.append(a.shape)
-            # (a strided operand - sum's expanded gradient - is copied: the op's work is
-            # many times a copy's)
-            tensors.append(a if a.flags.c_contiguous else np.ascontiguousarray(a))
+            tensors.append(kernel_operand(a))
         elif a is None or type(a) in (int, float, bool):
             sig.append(("value", a))
         else:
@@ -78,6 +77,16 @@ def run(op, arrays, attrs):
         return None                 # eager's own error)
     stats["calls"] += 1
     return outs[0] if op.nout == 1 else tuple(outs)
+
+
+def kernel_operand(a):
+    """a as a kernel takes it: C-contiguous and aligned to its itemsize. Others are copied:
+    a strided operand (sum's expanded gradient; the op's work is many times a copy's), and
+    an unaligned one (a tensor over np.frombuffer at an odd offset), which the kernel's
+    launcher refuses where NumPy's implementation takes it (np.ascontiguousarray would hand
+    back an unaligned C-contiguous array itself)."""
+    flags = a.flags
+    return a if flags.c_contiguous and flags.aligned else np.array(a, order="C")
 
 
 def _build(op, sig, dtype, attrs):

@@ -21,7 +21,7 @@ from ..runtime.tensor import Tensor
 from ..tracer.trace import trace_body
 from . import eager_builds
 from .eager_native import ENABLED, ExampleCtx
-from .eager_shaped import _FLOATS, _INDICES, lowered
+from .eager_shaped import _FLOATS, _INDICES, kernel_operand, lowered
 
 MIN_ELEMENTS = 1024        # (the rule costs ~100 us at that size, a kernel call ~10)
 MAX_KERNELS = 128
@@ -142,7 +142,7 @@ def _on_kernel(node, g):
         return None
     kernel, positions = found
     try:
-        outs = kernel([a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in arrays])
+        outs = kernel([kernel_operand(a) for a in arrays])
     except IndexError:              # (an index out of range: the rule raises eager's error)
         return None
     res = [None] * len(needs)
