@@ -94,8 +94,8 @@ def matmul(a, b, out=None):
     """a @ b on llgrad's threads (into out, a matrix with unit stride along its rows, or a
     fresh C-contiguous array; stacks of matrices broadcast as np.matmul's, one product per
     matrix), or None: NumPy's matmul runs."""
-    if a.ndim < 2 or b.ndim < 2:
-        return None
+    if a.ndim < 2 or b.ndim < 2 or type(a) is not np.ndarray or type(b) is not np.ndarray:
+        return None                     # (a subclass keeps NumPy's matmul and its type)
     m, k = a.shape[-2:]
     n = b.shape[-1]
     if m * n * k < MIN_WORK or b.shape[-2] != k or a.dtype != b.dtype or \

@@ -58,7 +58,7 @@ def test_results_whether_workers_spin_or_sleep(two_threads, us):
     np.testing.assert_allclose(want, evaluate(g, [a])[0][0], rtol=1e-14)
 
 
-@pytest.mark.parametrize("bad", [-1, "5", None, True, float("nan")])
+@pytest.mark.parametrize("bad", [-1, "5", None, True, float("nan"), float("inf"), 1e30])
 def test_bad_lengths(bad):
     with pytest.raises(ValueError, match="set_spin_us"):
         pool_spin.set_spin_us(bad)

@@ -21,10 +21,13 @@ SPIN_US = 1000
 _state = {"per_pause": None, "us": None}    # the pause's length; a length set before it
 
 
+MAX_US = 10 ** 7        # (10 s: the count of pauses stays far inside the int64 word)
+
+
 def spin_us_from_env():
     env = os.environ.get("LLGRAD_SPIN_US")
     try:
-        return max(0, int(env)) if env else SPIN_US
+        return min(max(0, int(env)), MAX_US) if env else SPIN_US
     except ValueError:
         return SPIN_US
 
@@ -50,8 +53,8 @@ def calibrate(pause):
 def set_spin_us(us):
     """Spin `us` microseconds before sleeping, from the next wait on (no rebuild; before
     the pool is built, the length applies once it is)."""
-    if isinstance(us, bool) or not isinstance(us, (int, float)) or not us >= 0:
-        raise ValueError(f"set_spin_us: expected microseconds >= 0, got {us!r}")
+    if isinstance(us, bool) or not isinstance(us, (int, float)) or not 0 <= us <= MAX_US:
+        raise ValueError(f"set_spin_us: expected microseconds in [0, {MAX_US}], got {us!r}")
     _state["us"] = us
     if _state["per_pause"] is not None:
         cpus.spins.value = int(us * 1e-6 / _state["per_pause"])
