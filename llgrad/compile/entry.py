@@ -33,7 +33,7 @@ from . import external_io, symbolic_args
 from .output_notes import (dead as _dead, leaf_made_inside, leaf_order, reach_masks,
                            rebuild_notes as _rebuild_notes)
 from .log import short_loc, user_line
-from .moved_data import moved_outputs
+from .moved_data import check_replayable, moved_outputs
 from .retained import retained_outputs
 from .replayed_output import given_up, recording
 from .side_effects import none_in_differentiation
@@ -52,7 +52,7 @@ class Entry:
         "grad_free",                      # serves calls whatever their .grad (none read)
         "unused",                         # positions in diff_inputs with no gradient
         "grad_assign",                    # [(input, output position or None)]: .grad set
-        "data_assign",                    # [(input, position, version)]: moved_data.py
+        "data_assign", "input_aliases",   # [(input, position, version)], [(input, input)]
         "retained",                       # [(output, its .grad's position)]: retained.py
         "grad_outputs",                   # [(output, input)]: `return w.grad`, a .grad set
         "grad_inputs",                    # [(input, input j)]: `w.grad = x`, x an input
@@ -95,7 +95,7 @@ class Entry:
         self.name, self.backend, self.guard_items = name, backend, guard_items
         self.backward, self.saved, self.diff_inputs, self.diff_outputs = None, [], [], []
         self.unused, self.grad_assign, self.input_outputs, self.out_versions = [], [], [], []
-        self.data_assign, self.retained = [], []
+        self.data_assign, self.retained, self.input_aliases = [], [], []
         self.plain_alias, self.no_grad_views, self.freed_outputs, self.bumps = [], [], [], {}
         self.input_views, self.same_outputs, self.detached, self.reach = [], [], [], None
         self.output_views, self.grad_outputs, self.grad_inputs = [], [], []
@@ -211,7 +211,8 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
         entry.grad_inputs = [(i, j) for i, g in changed for j, (_, t) in enumerate(tensors)
                              if g is t]
         # (`x.data = y`: x now has y's memory, given back by compiled calls: moved_data.py)
-        grad_outs += moved_outputs(entry, tensors, storages, outs, len(grad_outs))
+        grad_outs += moved_outputs(entry, tensors, storages, outs, len(grad_outs),
+                                   tracer.input_aliases)
         grad_outs += retained_outputs(entry, tracer, outs, len(grad_outs))
         entry.n_fn_out, entry.n_out = len(outs), len(outs) + len(grad_outs)
         # traced with no .grad, none read or set: the entry serves any .grad state
@@ -258,10 +259,8 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
                              f"compiled call cannot make (the call at {short_loc(user_line())})")
         state["grad"] = grad_mode.state.grad_enabled and any(differentiable) and \
             not step and bool(diff_out)
-        if state["grad"] and entry.data_assign:     # (its backward would differentiate y)
-            raise TraceError(f"{tensors[entry.data_assign[0][0]][0]} was given other memory "
-                             "(`.data = ...`) in a call whose results require grad, which a "
-                             "compiled call cannot replay")
+        if state["grad"]:
+            check_replayable(entry, tensors)    # (no `.data =`, no aliased inputs)
         if not state["grad"]:
             return outs + grad_outs
         if tracer.inner_hooks:  # (compile's own derivation runs no hooks: the caller's would)

@@ -14,7 +14,7 @@ from .attr_writes import Pending
 from .backward_node import CompiledFunctionBackward, FreedBackward, replay_kept
 from ..runtime.creation import default_generator
 from .fastpath import quick_runner
-from .moved_data import assign_moved
+from .moved_data import aliases_hold, assign_moved, share_moved
 from .retained import assign_retained
 from .replayed_output import raises, replay
 from .backends import forward_run, report, warn_once
@@ -118,7 +118,9 @@ def _first_result(runners, tensors):
 def run_entry(entry, tensors):
     """Run a compiled entry on the inputs; _MISS if one of its value guards fails."""
     fwd = entry.forward
-    if fwd.mutated and _overlapping(tensors, fwd.mutated):
+    if entry.input_aliases and not aliases_hold(entry, tensors):
+        return _MISS            # (traced with two inputs over one memory, now apart)
+    if fwd.mutated and _overlapping(tensors, fwd.mutated, entry.input_aliases):
         # the kernel writes its inputs and assumes they do not share memory
         warn_once(f"llgrad.compile({entry.name}): running eagerly: inputs share memory "
                   f"and the function writes one of them in place{_written_at(fwd)}")
@@ -222,6 +224,7 @@ def run_entry(entry, tensors):
         r = results[k]
         r._requires_grad, r._grad_fn = True, FreedBackward()
     assign_retained(entry, results, outs)   # (retain_grad() inside: retained.py)
+    share_moved(entry, tensors, results)    # (`p.data = y`, y an output: one Storage)
     if entry.scalar_outputs:        # `return loss.item()`: numbers, as eager returns
         results = list(results)
         for k, post in entry.scalar_outputs.items():
@@ -261,12 +264,17 @@ def _write_read_only(t, value):
     np.ndarray(t._data.shape, t._data.dtype, base, offset, t._data.strides)[...] = value
 
 
-def _overlapping(tensors, written):
+def _overlapping(tensors, written, aliases=()):
     """Whether an input the call writes (positions in `written`) overlaps another input's
     bytes: views of one storage, or (from_numpy) distinct storages over one NumPy buffer.
     Disjoint views of one storage do not (parameters that vector_to_parameters made slices
     of one vector): the kernel reads and writes each input's own elements. (Inputs only
-    read may share: x[:-1] and x[1:].)"""
+    read may share: x[:-1] and x[1:].) aliases: inputs the trace bound as another's memory
+    (moved_data.aliases_hold), left out."""
+    if aliases:
+        gone = {k for k, _ in aliases}
+        tensors = [t for k, t in enumerate(tensors) if k not in gone]
+        written = [i - sum(g < i for g in gone) for i in written if i not in gone]
     storages = list(map(_STORAGE, tensors))
     if len({id(st.base) for st in storages}) == len(tensors) and \
             all(st.base.base is None for st in storages):

@@ -129,6 +129,11 @@ class Optimizer(OptimizerHooks):
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         step = cls.__dict__.get("step")
+        if step is not None and not cls.dynamic_hypers and \
+                not cls.__module__.startswith("llgrad."):
+            # a user's optimiser (a Lion, a SAM) under a schedule: its step reads the lr as a
+            # ParamGroup's stand-in (runtime/hypers.py), so a new lr is not a new trace
+            cls.dynamic_hypers = ("lr",)
         if step is not None and not getattr(step, "_hooked", False):
             cls.step = hooked_step(step)        # (the step hooks, as PyTorch's wrapper)
 

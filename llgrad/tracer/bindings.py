@@ -157,6 +157,23 @@ class Bindings:
             self.aliased.add(new)
         return False
 
+    def _input_alias(self, t, name):
+        """Bind input t as another input's alias when t has that input's very Storage and
+        geometry (`p.data = y` with y kept too: the same memory under two names). Reads
+        and writes of either go through the one root, so the trace sees each write through
+        the other name as eager does; compiled calls check the two still share a Storage
+        (compile/moved_data.py). True when bound so. (A Tracer's: its inputs and builder.)"""
+        sid = id(t._storage)
+        j = self.inputs.get(sid)
+        if j is None or not self._owns(t):
+            return False
+        rt = self.roots[sid][0]()
+        if rt is None or geometry(rt) != geometry(t) or rt._dtype != t._dtype:
+            return False
+        self._set_value(t, self.builder.input(self.roots[sid][1].type, name))
+        self.input_aliases.append((len(self.builder.graph.inputs) - 1, j, t._storage.version))
+        return True
+
     def _sid(self, t):
         """The key of the root that holds t's memory: t's own storage's, or the owner's for
         a tensor over the same buffer under a storage of its own (x.data: its own version
@@ -231,3 +248,13 @@ class Bindings:
             if was is not None and rec[1] is not was:
                 return True
         return False
+
+
+def overlaps_input(t, arrays):
+    """Whether t's memory overlaps an input's (arrays: the inputs' storages), though its
+    Storage is its own (two from_numpy tensors over one NumPy buffer)."""
+    base = t._storage.base
+    if base.base is None and all(st.base.base is None and st.base is not base
+                                 for st in arrays.values()):
+        return False        # distinct buffers that own their memory cannot overlap
+    return any(np.shares_memory(base, st.base) for st in arrays.values())

@@ -24,7 +24,7 @@ from ..runtime.creation import default_generator
 from ..runtime.node import _sequence
 from ..runtime.saved_tensor import user_location
 from ..runtime.tensor import Tensor
-from .bindings import Bindings, geometry as _geometry
+from .bindings import Bindings, geometry as _geometry, overlaps_input as _overlaps_input
 from .errors import ControlFlowError, TraceError  # noqa: F401 (TraceError: re-exported)
 from .item_reads import item_value
 from .masks import mask_attrs, tensors_of
@@ -57,6 +57,7 @@ class Tracer(Bindings):
         self.broken = None         # a graph break's message (kept if user code catches it)
         self.arrays = {}           # id(an input's base array) -> its Storage (array_storage)
         self.shared = set()        # ids of input storages whose memory two inputs share
+        self.input_aliases = []    # [(input, input j, version)]: both over j's Storage
         self.first_node = next(_sequence)   # backward nodes made before the trace have less
         # untaken(what): a context manager around tracing the branch of a tensor `if` eager
         # does not take (its Python effects put back, control.py); None: no such care
@@ -84,6 +85,8 @@ class Tracer(Bindings):
     def input(self, t, name):
         self.real_values((t,))
         sid = id(t._storage)
+        if self._input_alias(t, name):     # (p and `state["old_p"]` after `p.data = old_p`)
+            return self.values[id(t)][1]
         if self._owns(t) or _overlaps_input(t, self.arrays):
             # inputs that share memory (x[:-1], x[1:]) are read as they are; writing that
             # memory, or reading another alias of it, cannot be traced (_shared)
@@ -328,16 +331,6 @@ def _viewable(ty, shape):
     except ValueError:
         return False
     return True
-
-
-def _overlaps_input(t, arrays):
-    """Whether t's memory overlaps an input's (arrays: the inputs' storages), though its
-    Storage is its own (two from_numpy tensors over one NumPy buffer)."""
-    base = t._storage.base
-    if base.base is None and all(st.base.base is None and st.base is not base
-                                 for st in arrays.values()):
-        return False        # distinct buffers that own their memory cannot overlap
-    return any(np.shares_memory(base, st.base) for st in arrays.values())
 
 
 def _arg_names(fn, args, kwargs):

@@ -112,7 +112,10 @@ def test_shared_memory_runs_eagerly(case):
             return y if case == "returned" else None
     (e, ew, _), (c, cw, _) = _run(step, make)
     assert not ew
-    assert any("other memory" in w for w in cw), cw
+    if case == "returned":  # (y only p's memory and the result: replayed, moved_data.py)
+        assert not cw, cw
+    else:
+        assert any("other memory" in w for w in cw), cw
     _same(e, c)
 
 
