@@ -191,6 +191,16 @@ def emit_plan(mod, plan, name, prefix="const", split=None):
     with this, under their own names and constant prefixes. With split (a group index),
     `name` runs the groups before it and `name + TAIL` the rest (release_split)."""
     consts = _constants(mod, plan, prefix)
+    calls = group_calls(mod, plan, name)
+    if split:
+        _entry(mod, name + TAIL, calls[split:], consts)
+        calls = calls[:split]
+    return _entry(mod, name, calls, consts), consts
+
+
+def group_calls(mod, plan, name):
+    """[(function, buffers, bases, flags to check)] for each group of plan, in order: the
+    group's function in mod (`name.g<index>...`), or the one a repeated group shares."""
     calls, seen = [], {}
     # where inputs are written in place, a failed index check returns at once: nothing is
     # written (plan_graph puts every check before the first such write)
@@ -208,10 +218,7 @@ def emit_plan(mod, plan, name, prefix="const", split=None):
             dedupe.check_same(mod, fn, lambda n, g=grp, b=bufs, o=bases:
                               _emit_group(mod, plan, g, b, n, o))
         calls.append((fn, bufs, bases, [b for b in grp.temps if id(b) in flags]))
-    if split:
-        _entry(mod, name + TAIL, calls[split:], consts)
-        calls = calls[:split]
-    return _entry(mod, name, calls, consts), consts
+    return calls
 
 
 def _addressed(grp):

@@ -69,7 +69,6 @@ def _build(kernel):
     from ..codegen.native.threadcount import RUN as THREAD_CALL
     from ..codegen.lowerings.pool import ensure_pool
     from ..codegen.native import jit, keys
-    from ..codegen.schedule.dedupe import group_key
     plan0 = kernel.plan
     plan = build.plan_graph(plan0.graph, plan0.options)
     if plan.describe() != plan0.describe() or plan.nslots != plan0.nslots or \
@@ -85,18 +84,8 @@ def _build(kernel):
         if compiled is None:
             mod = jit.new_module(name)
             consts = build._constants(mod, plan, "const")
-            flags = {id(b) for b, _ in plan.flags} if plan.in_place else set()
-            seen = {}
-            for grp, wname in zip(plan.groups, wrappers):
-                bufs = plan.group_buffers(grp)
-                gkey = group_key(plan, grp, bufs)
-                fn = seen.get(gkey) if gkey is not None else None
-                if fn is None:
-                    fn = build._emit_group(mod, plan, grp, bufs, f"{name}.g{grp.index}")
-                    if gkey is not None:
-                        seen[gkey] = fn
-                build._entry(mod, wname, [(fn, bufs, [b for b in grp.temps if id(b) in flags])],
-                             consts)
+            for call, wname in zip(build.group_calls(mod, plan, name), wrappers):
+                build._entry(mod, wname, [call], consts)
             if THREAD_CALL in mod.globals:
                 ensure_pool()
             compiled = jit.compile_module(mod, wrappers, key=key)
