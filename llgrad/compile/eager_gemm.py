@@ -57,7 +57,7 @@ def _load():
     found = blas.gemm_symbols()
     if not found or blas.shim is None:
         return None
-    fns = {}
+    fns = {"code": blas.shim}     # (the shim's code lives as long as these pointers into it)
     for dt, (_, bits) in found.items():
         it = ctypes.c_int64 if bits == 64 else ctypes.c_int32
         ft = ctypes.c_float if dt == "float32" else ctypes.c_double
