@@ -126,6 +126,13 @@ def _set_operand(ins, k, value):
     ins._clear_string_cache()
 
 
+def _number(c):
+    """A constant's number, told apart as its bits are (-0.0 from 0.0; a NaN equal to no
+    number, so a slot holding one matches no later size)."""
+    c = c.constant if isinstance(c, ir.Constant) else c
+    return float("nan") if c != c else (type(c), repr(c))
+
+
 def _is_scalar_constant(v):
     return type(v) is ir.Constant and isinstance(v.type, _SCALARS) \
         and isinstance(v.constant, (int, float))
@@ -174,7 +181,7 @@ def parametrize(mod, name, positions):
     text = str(mod)
     slot_of, slots = {}, []
     for _, _, x, y in positions:
-        slots.append(slot_of.setdefault((str(x.type), x.constant, y.constant), len(slot_of)))
+        slots.append(slot_of.setdefault((str(x.type), _number(x), _number(y)), len(slot_of)))
     n = len(slot_of)
     table = ir.GlobalVariable(mod, ir.ArrayType(I64, n), name=name + TABLE)
     table.linkage = "internal"
@@ -227,7 +234,7 @@ def match(template, mod, name):
                 return None
             if values[slot] is None:
                 values[slot] = (x.type, x.constant)
-            elif values[slot] != (x.type, x.constant):
+            elif _number(values[slot][1]) != _number(x):
                 return None             # (numbers one slot serves differ at this size)
             changed.append((ins, k, x))
             _set_operand(ins, k, base)
