@@ -4,3 +4,15 @@ the sampler that hands llgrad fewer CPUs while other processes keep them busy
 import os
 
 os.environ.setdefault("LLGRAD_CPU_WATCH", "0")
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture
+def two_threads():
+    """llgrad on 2 threads for the test, its count before put back after."""
+    import llgrad
+    old = llgrad.get_num_threads()
+    llgrad.set_num_threads(2)
+    yield
+    llgrad.set_num_threads(old)

@@ -7,21 +7,12 @@ import threading
 import time
 
 import numpy as np
-import pytest
 
 import llgrad
 import llgrad.nn.functional as F
 from llgrad.codegen.native import cpus
 
 CALLERS, CALLS, ATTEMPTS = 4, 200, 5
-
-
-@pytest.fixture
-def two_threads():
-    old = llgrad.get_num_threads()
-    llgrad.set_num_threads(2)
-    yield
-    llgrad.set_num_threads(old)
 
 
 def _problem():

@@ -18,14 +18,6 @@ pytestmark = pytest.mark.skipif(not (sys.platform.startswith("linux") and
 TINY = np.finfo(np.float32).tiny
 
 
-@pytest.fixture
-def two_threads():
-    old = llgrad.get_num_threads()
-    llgrad.set_num_threads(2)
-    yield
-    llgrad.set_num_threads(old)
-
-
 def _operands():
     rng = np.random.default_rng(0)
     a = rng.standard_normal((256, 256)).astype(np.float32)

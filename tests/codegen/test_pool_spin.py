@@ -9,7 +9,6 @@ import textwrap
 import numpy as np
 import pytest
 
-import llgrad
 from llgrad.codegen.lower import lower
 from llgrad.codegen.lowerings import pool, pool_spin
 from llgrad.codegen.native import cpus
@@ -27,15 +26,12 @@ def _kernel(n=400_001):
 
 
 @pytest.fixture
-def two_threads():
-    old = llgrad.get_num_threads()
-    llgrad.set_num_threads(2)
+def spin_put_back(two_threads):
     yield
-    llgrad.set_num_threads(old)
     pool_spin.set_spin_us(pool_spin.SPIN_US)
 
 
-def test_spin_is_a_time(two_threads):
+def test_spin_is_a_time(spin_put_back):
     kernel, _ = _kernel()
     kernel([np.zeros(400_001)])
     pool.ensure_pool()
@@ -48,7 +44,7 @@ def test_spin_is_a_time(two_threads):
 
 
 @pytest.mark.parametrize("us", [0, 5, 3000])
-def test_results_whether_workers_spin_or_sleep(two_threads, us):
+def test_results_whether_workers_spin_or_sleep(spin_put_back, us):
     kernel, g = _kernel()
     a = np.random.default_rng(0).standard_normal(400_001) / 4
     want = kernel([a])[0]
