@@ -19,7 +19,8 @@ cell, its traceback printed below.
 Every (system, thread count) runs in one process, blocks interleaved (measure.py's scheme:
 the order rotates, so the noise of a shared machine falls on all alike), the count set
 before each block (llgrad.set_num_threads, which sets NumPy's OpenBLAS too, and
-torch.set_num_threads). jax fixes its count when it starts, so jax.jit runs in one worker
+torch.set_num_threads), each block after SETTLE_S seconds idle (the threads the system
+before left spinning asleep, as in a process of its own). jax fixes its count when it starts, so jax.jit runs in one worker
 process per count (pinned: PJRT_NPROC, XLA_FLAGS), driven over a pipe block by block in the
 same rotation. torch.compile compiles the loss function (with --step: backward and AdamW
 eager, the usual way); llgrad compiled compiles the loss, or the whole step. `--separate`
@@ -38,6 +39,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
 import warnings
 
@@ -58,6 +60,7 @@ CHECK_CALLS = {False: 4, True: 5}       # calls before the check: loss + grads /
 # arithmetic, softmax ignoring a constant per query, and moves by its rounding alone),
 # while a wrong update rule (bias correction, decay) is off by a good part of every step
 TOLERANCE = {False: 1e-4, True: 1e-2}
+SETTLE_S = 0.3          # idle seconds before each timed block (_interleaved_cpu)
 
 
 def _pin(threads, env):
@@ -196,9 +199,12 @@ def _run_workload(opts, key, counts, systems, blocks, seconds, out, tmp, workers
                           "worst": errs[name][1]}
 
 
-def _interleaved_cpu(runners, per_call, blocks, seconds, cpu):
+def _interleaved_cpu(runners, per_call, blocks, seconds, cpu, settle=SETTLE_S):
     """measure.interleaved, through each runner's block(), plus each block's CPU seconds
-    per wall second."""
+    per wall second; each block after `settle` seconds idle, so the threads another system
+    left spinning (OpenBLAS's spin 0.1-0.3 s after a product, OpenMP's and XLA's pools a
+    while) are asleep when it starts, as they would be in a process of its own (a compiled
+    llgrad block at 2 threads right after llgrad eager's took 4.9 ms, alone 4.4)."""
     import gc
     numbers = {r.system: max(1, int(seconds / max(per_call[r.system], 1e-7))) for r in runners}
     times, errors = {r.system: [] for r in runners}, {}
@@ -208,6 +214,7 @@ def _interleaved_cpu(runners, per_call, blocks, seconds, cpu):
         for r in runners[k:] + runners[:k]:
             n = numbers[r.system]
             gc.collect()
+            time.sleep(settle)
             try:
                 t, c = r.block(n)
             except Exception:       # noqa: BLE001
