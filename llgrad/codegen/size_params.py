@@ -128,7 +128,7 @@ def _set_operand(ins, k, value):
 
 def _number(c):
     """A constant's number, told apart as its bits are (-0.0 from 0.0; a NaN equal to no
-    number, so a slot holding one matches no later size)."""
+    number, so it shares a slot with none)."""
     c = c.constant if isinstance(c, ir.Constant) else c
     return float("nan") if c != c else (type(c), repr(c))
 
