@@ -212,7 +212,8 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
                              if g is t]
         # (`x.data = y`: x now has y's memory, given back by compiled calls: moved_data.py)
         grad_outs += moved_outputs(entry, tensors, storages, outs, len(grad_outs),
-                                   tracer.input_aliases)
+                                   tracer.input_aliases, tracer.memory_written)
+        tracer.merge_inputs(entry.input_aliases)    # (one memory: one Value to read)
         grad_outs += retained_outputs(entry, tracer, outs, len(grad_outs))
         entry.n_fn_out, entry.n_out = len(outs), len(outs) + len(grad_outs)
         # traced with no .grad, none read or set: the entry serves any .grad state

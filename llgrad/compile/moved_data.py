@@ -22,13 +22,16 @@ from ..runtime.tensor import Tensor
 from ..tracer.errors import TraceError
 
 
-def moved_outputs(entry, tensors, storages, outs, n_grad_outs, aliases=()):
+def moved_outputs(entry, tensors, storages, outs, n_grad_outs, aliases=(), written=None):
     """The inputs given other memory in the traced run, as extra outputs (after the .grad
     ones); sets entry.data_assign [(input, output position after n_fn_out, or ("out", k)
     for a share of output k's Storage, version)] and entry.input_aliases: those of the
     tracer's `aliases` [(input, input j, version then)] whose memory the run wrote (only
-    read, the two inputs are two values, as any inputs that share memory)."""
-    entry.input_aliases = [(k, j) for k, j, v in aliases if storages[j].version != v]
+    read, the two inputs are two values, as any inputs that share memory); written(st, j):
+    whether the trace wrote input j's memory (through x.data too, whose version counter is
+    its own: the trace then read the other alias from j's memory)."""
+    entry.input_aliases = [(k, j) for k, j, v in aliases if storages[j].version != v or
+                           (written is not None and written(storages[j], j))]
     moved = [k for k, ((_, t), st) in enumerate(zip(tensors, storages)) if t._storage is not st]
     entry.data_assign = []
     if not moved:

@@ -61,7 +61,10 @@ def _reads_types(fn, entered):
     fns += [v for _, v, kind, _ in captured_reads(fn)[1] if kind == "follow"]
     for o in entered:
         if not isinstance(o, (list, tuple, dict)):
-            fns += class_functions(type(o))
+            for f in class_functions(type(o)):
+                # (and the user's helpers a method calls: an optimiser's step handing its
+                # lr to a module-level update function that checks `type(lr) is float`)
+                fns += [f] + [v for _, v, kind, _ in captured_reads(f)[1] if kind == "follow"]
     codes = [f.__code__ for f in fns if user_function(f) is not None]
     while codes:
         code = codes.pop()

@@ -162,7 +162,13 @@ class Optimizer(OptimizerHooks):
 
     def _group(self, group):
         """group as a ParamGroup that knows this optimiser's dynamic hyper-parameters."""
-        if not self.dynamic_hypers or type(group) is ParamGroup:
+        if not self.dynamic_hypers:
+            return group
+        if type(group) is ParamGroup:
+            # (another optimiser's group, as SAM's base optimiser steps SAM's: the keys
+            # either one's schedule may change stay inputs, OneCycleLR's momentum too)
+            if not group.dynamic.issuperset(self.dynamic_hypers):
+                group.dynamic = group.dynamic | frozenset(self.dynamic_hypers)
             return group
         return ParamGroup(dict.items(group), dynamic=self.dynamic_hypers)
 

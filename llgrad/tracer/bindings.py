@@ -21,6 +21,7 @@ import weakref
 import numpy as np
 
 from ..ir.geometry import contiguous_strides, geometry_span
+from ..ir.graph import Value
 from ..runtime.tensor import Tensor
 
 
@@ -161,8 +162,10 @@ class Bindings:
         """Bind input t as another input's alias when t has that input's very Storage and
         geometry (`p.data = y` with y kept too: the same memory under two names). Reads
         and writes of either go through the one root, so the trace sees each write through
-        the other name as eager does; compiled calls check the two still share a Storage
-        (compile/moved_data.py). True when bound so. (A Tracer's: its inputs and builder.)"""
+        the other name as eager does; where the run wrote that memory, the graph then reads
+        one Value for both (merge_inputs) and compiled calls check the two still share a
+        Storage (compile/moved_data.py). True when bound so. (A Tracer's: its inputs and
+        builder.)"""
         sid = id(t._storage)
         j = self.inputs.get(sid)
         if j is None or not self._owns(t):
@@ -173,6 +176,40 @@ class Bindings:
         self._set_value(t, self.builder.input(self.roots[sid][1].type, name))
         self.input_aliases.append((len(self.builder.graph.inputs) - 1, j, t._storage.version))
         return True
+
+    def merge_inputs(self, pairs):
+        """Make the graph read input j's Value wherever it read input k's, for (k, j) in
+        pairs: two inputs over one memory that the traced run wrote. Kept apart, code
+        generation would not see that a read of k is a read of j's memory and could write
+        j's final value into its buffer before a later group reads k (a reduction fused
+        after an in-place update: codegen/schedule/plan.py in_place_results). k's input
+        stays in place (the call's positions), unread; calls check that the two still
+        share memory (compile/moved_data.py aliases_hold)."""
+        inputs = self.builder.graph.inputs
+        sub = {id(inputs[k]): inputs[j] for k, j in pairs}
+        if not sub:
+            return
+
+        def swap(x):
+            if isinstance(x, (list, tuple)):
+                return type(x)(swap(e) for e in x)
+            return sub.get(id(x), x) if isinstance(x, Value) else x
+        for node in self.builder.graph.nodes:
+            node.inputs = [swap(x) for x in node.inputs]
+            node.view_of = swap(node.view_of)
+        for key, e in list(self.values.items()):
+            if id(e[1]) in sub:
+                self.values[key] = (e[0], sub[id(e[1])], e[2], e[3])
+        for key, rec in list(self.roots.items()):
+            if id(rec[1]) in sub:
+                self.roots[key] = (rec[0], sub[id(rec[1])], rec[2], rec[3])
+
+    def memory_written(self, st, j):
+        """Whether the trace wrote the memory of input j (Storage st): its root holds another
+        Value than the input's. (A write through x.data moves x.data's version counter, not
+        st's, so st.version alone misses it.)"""
+        rec = self.roots.get(id(st))
+        return rec is None or rec[1] is not self.builder.graph.inputs[j]
 
     def _sid(self, t):
         """The key of the root that holds t's memory: t's own storage's, or the owner's for
