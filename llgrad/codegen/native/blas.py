@@ -41,7 +41,7 @@ from llvmlite import ir
 # (the pool the shims run chunks on; its import publishes the cpus.py words the pool's
 # code links against, before any shim is linked)
 from ..lowerings.pool import ensure_pool
-from . import denormals, disk_only, jit, keys
+from . import disk_only, jit, keys
 from .openblas import GETTERS, SETTERS, libraries, thread_setter
 from .threadcount import COUNT as _COUNT
 from .threadcount import RUN as _RUN
@@ -149,7 +149,7 @@ def _shims(found, real, getter, setter):
         desc = ";".join(f"{dt}={sym}/{bits}" for dt, (sym, bits) in sorted(found.items()))
         key = keys.key_for("llgrad blas shims",
                            f"{desc};rows={ROW_GRAIN};cols={COL_GRAIN};work={CHUNK_WORK};"
-                           f"oversplit={OVERSPLIT};even;serial;daz={denormals.supported()}")
+                           f"oversplit={OVERSPLIT};even;serial")
         global shim
         shim = jit.load_private(key, names) or \
             jit.compile_private(_shim_module(found), names, key=key, opt=True)
@@ -216,8 +216,7 @@ def _shim_module(found):
         size = 4 if dt == "float32" else 8
         params = [i32, i32, i32, it, it, it, ft, ptr, it, ptr, it, ft, ptr, it]
         fnty = ir.FunctionType(ir.VoidType(), params)
-        real = denormals.flushed(mod, ir.Function(mod, fnty, _REAL + sym),
-                                 _SHIM[dt] + ".flushed")
+        real = ir.Function(mod, fnty, _REAL + sym)
         call_ty = ir.LiteralStructType(params + [i32])              # the arguments, by rows?
 
         # a chunk: rows (or columns) [lo, hi) of C
