@@ -74,11 +74,12 @@ class _HelperSGD(llgrad.optim.Optimizer):
                 p.add_(p.grad, alpha=-_scaled(g["lr"]))
 
 
-def _helper_run(compiled, n=6):
+def _train(make_opt, compiled, n):
+    """n steps of a Linear under make_opt(params) -> (optimizer, scheduler), compiled or
+    eager: (the step function, the losses, the parameters after)."""
     llgrad.manual_seed(0)
     m = llgrad.nn.Linear(3, 2)
-    opt = _HelperSGD(m.parameters(), lr=0.1)
-    sched = llgrad.optim.lr_scheduler.StepLR(opt, 2, 0.3)
+    opt, sched = make_opt(m.parameters())
     x = llgrad.tensor([[1.0, 2.0, -1.0], [0.5, -0.5, 2.0]])
 
     def step(x):
@@ -93,7 +94,14 @@ def _helper_run(compiled, n=6):
     for _ in range(n):
         losses.append(float(f(x)))
         sched.step()
-    return losses, [p.detach().numpy().copy() for p in m.parameters()]
+    return f, losses, [p.detach().numpy().copy() for p in m.parameters()]
+
+
+def _helper_run(compiled, n=6):
+    def make(params):
+        opt = _HelperSGD(params, lr=0.1)
+        return opt, llgrad.optim.lr_scheduler.StepLR(opt, 2, 0.3)
+    return _train(make, compiled, n)[1:]
 
 
 def test_user_optimizer_helper_reads_the_type_of_lr():
@@ -143,25 +151,11 @@ class _Wrapper(llgrad.optim.Optimizer):
 
 
 def _wrapped_run(compiled, n=8):
-    llgrad.manual_seed(0)
-    m = llgrad.nn.Linear(3, 2)
-    opt = _Wrapper(m.parameters(), lr=0.1, momentum=0.9)
-    sched = llgrad.optim.lr_scheduler.OneCycleLR(opt.base_optimizer, max_lr=0.2, total_steps=20)
-    x = llgrad.tensor([[1.0, 2.0, -1.0], [0.5, -0.5, 2.0]])
-
-    def step(x):
-        opt.zero_grad()
-        loss = m(x).pow(2).sum()
-        loss.backward()
-        opt.step()
-        return loss.detach()
-
-    f = llgrad.compile(step) if compiled else step
-    losses = []
-    for _ in range(n):
-        losses.append(float(f(x)))
-        sched.step()
-    return f, losses, [p.detach().numpy().copy() for p in m.parameters()]
+    def make(params):
+        opt = _Wrapper(params, lr=0.1, momentum=0.9)
+        return opt, llgrad.optim.lr_scheduler.OneCycleLR(opt.base_optimizer, max_lr=0.2,
+                                                         total_steps=20)
+    return _train(make, compiled, n)
 
 
 def test_wrapped_base_optimizer_keeps_its_dynamic_momentum():
