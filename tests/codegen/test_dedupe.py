@@ -182,3 +182,28 @@ def test_rows_read_at_other_distances_do_not_share():
     g = llgrad.trace(f, xs, w)
     k = _run(g, [xs.numpy(), w.numpy()])
     assert _defined(k) < 10             # (the other steps share one function)
+
+
+def test_a_buffer_the_group_writes_keeps_its_start():
+    """read_bases rebases only buffers a group reads from outside: a group that stores y
+    and reads it back through y[1:] keeps y's buffer at its start (a lowering may write
+    partials through the parameter itself), while an input read from row 2 on is rebased."""
+    from types import SimpleNamespace
+
+    def f(xs):
+        y = (xs[2] * 3).exp()
+        return y, y[1:] * 2 + xs[3][1:]
+
+    xs = llgrad.randn(5, 8, 64)
+    g = llgrad.trace(f, xs)
+    plan = _run(g, [xs.numpy()]).plan
+    exp = next(n for n in g.nodes if n.op == "exp")
+    scale = exp.inputs[0].node                              # xs[2] * 3
+    y = exp.outputs[0]
+    reader = next(n for n in g.nodes if n.op == "mul" and n.inputs[0].node is not None
+                  and n.inputs[0].node.view_of is y)        # y[1:] * 2
+    grp = SimpleNamespace(members=[scale, exp, reader], root=reader, results=[y], temps=[])
+    bases = dedupe.read_bases(plan, grp, True)
+    assert id(plan.buffers[y]) not in bases
+    xs_buf = plan.buffers[g.inputs[0]]
+    assert bases.get(id(xs_buf)) == 2 * 8 * 64

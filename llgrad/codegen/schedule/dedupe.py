@@ -47,19 +47,24 @@ def check_same(mod, fn, emit):
 
 
 def read_bases(plan, grp, rebased):
-    """{id(buffer): base} for the buffers grp reads only at offsets above 0, where rebased
-    (its emission addresses every operand through FuncGen.address): the group's function
-    then takes buffer + base as that parameter and reads at offsets relative to it, so the
-    steps of a time loop, reading rows t of one input projection, emit one function."""
+    """{id(buffer): base} for the buffers grp reads from outside itself, only at offsets
+    above 0, where rebased (its emission addresses every operand through FuncGen.address):
+    the group's function then takes buffer + base as that parameter and reads at offsets
+    relative to it, so the steps of a time loop, reading rows t of one input projection,
+    emit one function. A buffer the group writes keeps its start (a lowering may write
+    partial results through the parameter itself)."""
     if not rebased:
         return {}
+    members = grp.members or [grp.root]
+    made = {o for n in members for o in n.outputs}
+    written = {id(plan.buffers.get(v)) for v in grp.results} | {id(b) for b in grp.temps}
     low = {}
-    for n in grp.members or [grp.root]:
+    for n in members:
         for x in list(n.inputs) + ([n.view_of] if n.view_of is not None else []):
-            if isinstance(x, Value):
+            if isinstance(x, Value) and root_of(x) not in made:
                 root = root_of(x)
                 buf = plan.buffers.get(root)
-                if buf is not None:
+                if buf is not None and id(buf) not in written:
                     # (offsets count elements of the value's dtype: a view of another
                     # width, a bitcast, leaves the buffer at its start)
                     off = x.type.offset - root.type.offset if x.type.dtype == buf.dtype \
