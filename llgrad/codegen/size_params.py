@@ -191,10 +191,10 @@ def parametrize(mod, name, positions):
     # (every instruction found before any load goes in: the loads shift the entry blocks)
     sites = [(_instruction_at(fns, where), k, slot, x)
              for (where, k, x, _), slot in zip(positions, slots)]
-    loaded = {}                         # (function, slot, type) -> the value loaded there
-    for ins, k, slot, x in sites:
+    loaded = {}                         # (function, slot) -> the value loaded there
+    for ins, k, slot, x in sites:       # (a slot's positions share their type: its key's)
         fn = ins.parent.parent
-        value = loaded.get((id(fn), slot, str(x.type)))
+        value = loaded.get((id(fn), slot))
         if value is None:
             b = ir.IRBuilder()
             b.position_at_start(fn.blocks[0])
@@ -205,7 +205,7 @@ def parametrize(mod, name, positions):
                     value = b.trunc(value, x.type)
             else:
                 value = b.load(p, typ=x.type)
-            loaded[(id(fn), slot, str(x.type))] = value
+            loaded[(id(fn), slot)] = value
         _set_operand(ins, k, value)
     _setter(mod, name, table, n)
     return Template(name, text, [(where, k, x) for where, k, x, _ in positions], slots)

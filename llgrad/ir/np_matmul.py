@@ -8,8 +8,8 @@ import numpy as np
 
 _matmul, _multiply = np.matmul, np.multiply
 _F32 = np.dtype(np.float32)
-# a product of matrices (or stacks of them) on llgrad's threads, or None (compile/eager_gemm.py sets it: ir
-# imports no llvmlite)
+# a product of matrices (or stacks of them) on llgrad's threads, or None: compile/eager_gemm.py
+# sets it (ir imports no llvmlite)
 _threaded = [None]
 
 

@@ -49,8 +49,8 @@ from llvmlite import ir
 from ..native import cpus as _cpus
 from ..native import jit, keys
 from ..native.threadcount import RUN as _RUN
-from . import pool_spin
 from ..native.threadcount import libc_function as _libc_function
+from . import pool_spin
 from .loops import for_range
 from .plain_threads import CHUNK as _CHUNK
 from .plain_threads import PLAIN_NAME as _PLAIN_NAME
