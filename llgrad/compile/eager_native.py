@@ -48,7 +48,7 @@ from ..runtime import dispatch, grad_mode, node as node_mod, trace_state
 from ..runtime.meta_tensor import is_meta
 from ..runtime.tensor import Tensor
 from ..tracer.trace import trace_body
-from . import eager_shaped
+from . import eager_shaped, eager_threads
 from .eager_builds import PENDING as _PENDING, start as _start, wait  # noqa: F401 (wait: the API)
 from .eager_steps import Steps
 
@@ -207,7 +207,8 @@ def _native_last_dim(op, x, attrs):
     if found is None or found is _PENDING:
         return None
     out = np.empty_like(x)
-    found[0](data_pointer(out), data_pointer(x), x.size // x.shape[-1], x.shape[-1])
+    eager_threads.rows(found, (data_pointer(out), data_pointer(x)), x.size // x.shape[-1],
+                       x.shape[-1], x.itemsize)
     stats["calls"] += 1
     return out
 
@@ -293,7 +294,7 @@ def native_eager(op, arrays, attrs):
     if found is None or found is _PENDING:
         return None
     out = np.empty_like(x)          # (the same memory order as x: one flat loop serves both)
-    found[0](data_pointer(out), data_pointer(x), x.size)
+    eager_threads.elementwise(found, (data_pointer(out), data_pointer(x)), x.size, x.itemsize)
     stats["calls"] += 1
     return out
 
@@ -378,7 +379,8 @@ def native_vjp(node, g):
     if found is None or found is _PENDING:
         return None
     out = np.empty_like(ga)
-    found[0](data_pointer(out), *[data_pointer(a) for a in arrays], ga.size)
+    eager_threads.elementwise(found, (data_pointer(out), *[data_pointer(a) for a in arrays]),
+                              ga.size, ga.itemsize)
     stats["vjp_calls"] += 1
     return (Tensor._from_array(out),) + (None,) * (len(node._in_meta) - 1)
 
