@@ -7,15 +7,14 @@ llgrad runs on the CPU, where PyTorch's settings here change no number either: t
 precision only picks TF32/bfloat16 paths of accelerators, and every llgrad kernel is
 deterministic already (NumPy, or native loops with a fixed order of adds), so the
 deterministic mode only records the setting. There are no inter-op threads (the count is
-kept, as torch's, and can be set once); flushing denormals needs the CPU's MXCSR flags, which
-NumPy gives no way to set: set_flush_denormal returns False, as torch does where the CPU
-cannot. `_reset()` restores every default (tests)."""
+kept, as torch's, and can be set once); set_flush_denormal sets the CPU's flush-to-zero flags
+on the calling thread (fpu_flags.py), as torch does. `_reset()` restores every default (tests)."""
 import builtins
 import os
 import threading
 import warnings
 
-from . import trace_state
+from . import fpu_flags, trace_state
 from .functions import export
 from .tensor import Storage, Tensor
 
@@ -28,6 +27,7 @@ class _Settings:
     warn_always = False
     interop_threads = None          # None: not set yet (then the default below)
     interop_set = False
+    flush_denormal = False          # (set on some thread by set_flush_denormal: _reset clears it)
     warned_once = set()             # the keys warn_once has warned for
 
 
@@ -39,6 +39,9 @@ def _reset():
         _Settings.warn_always = False
         _Settings.interop_threads, _Settings.interop_set = None, False
         _Settings.warned_once = set()
+        if _Settings.flush_denormal:
+            fpu_flags.set_flush(False)
+            _Settings.flush_denormal = False
 
 
 def warn_once(key, message, category=UserWarning, stacklevel=3):
@@ -177,11 +180,15 @@ def set_num_interop_threads(n):
 
 
 def set_flush_denormal(mode):
-    """As torch.set_flush_denormal(mode) -> bool: False, as torch returns where flushing is not
-    supported (NumPy gives no control of the CPU's flush-to-zero flags); nothing changes."""
+    """As torch.set_flush_denormal(mode) -> bool: subnormal floats read and written as zero
+    on this thread (and in llgrad's native code it runs) from now on, or no longer; True
+    where the CPU does so (x86-64 Linux), else False and nothing changes (fpu_flags.py)."""
     if not _is_bool(mode):
         raise RuntimeError(f"flush_denormal expects a bool, but got {_type_name(mode)}")
-    return False
+    done = fpu_flags.set_flush(bool(mode))
+    if done:
+        _Settings.flush_denormal = bool(mode)
+    return done
 
 
 # ---- type queries ------------------------------------------------------------------------------

@@ -12,7 +12,9 @@ idle vCPU; as much as a loop over 300K floats takes).
     state: EMPTY (no worker) -> CLAIMED (a caller posts a job) -> READY -> RUNNING (the
            worker took it) -> DONE -> IDLE (the caller collected it) -> CLAIMED -> ...;
            READY -> IDLE when the caller takes the job back before a worker started it
-    job (on the caller's stack): fn, recs, stride, t, and `next`, the next chunk to run
+    job (on the caller's stack): fn, recs, stride, t, `next`, the next chunk to run, and
+         the caller's MXCSR: a worker runs the chunks under its control bits (flushing
+         subnormals or not: set_flush_denormal), as the caller runs its own
 
 - A call posts the job to at most min(t, thread count)-1 workers (t chunks may be more
   than the threads: parallel.OVERSPLIT), each only while a CPU is free: it reserves
@@ -66,8 +68,11 @@ SLOTS = 64
 EMPTY, CLAIMED, READY, DONE, IDLE, RUNNING = 0, 1, 2, 3, 4, 5
 _SYS_FUTEX, _WAIT, _WAKE = 202, 128, 129        # x86-64; FUTEX_*_PRIVATE
 _SLOT = ir.LiteralStructType([I32, I32, PTR, ir.ArrayType(I64, 6)])     # 64 bytes
-_JOB = ir.LiteralStructType([PTR, PTR, I64, I64, I64])      # fn, recs, stride, t, next
-_J_FN, _J_RECS, _J_STRIDE, _J_T, _J_NEXT = range(5)
+_JOB = ir.LiteralStructType([PTR, PTR, I64, I64, I64, I64])     # fn, recs, stride, t,
+_J_FN, _J_RECS, _J_STRIDE, _J_T, _J_NEXT, _J_CSR = range(6)     # next, the caller's MXCSR
+# MXCSR's control bits (exception masks, rounding, flush-to-zero, denormals-are-zero): a
+# worker runs a job's chunks under its caller's (set_flush_denormal), not its own
+_CSR_CONTROL = 0xFFC0
 _NAMES = ("llgrad_pool_run", "llgrad_pool_worker", "llgrad_pool_slots_address",
           "llgrad_pool_pause")
 _REAL_CREATE = "llgrad_real_pthread_create"     # (the pool's own: a test may replace it)
@@ -99,6 +104,19 @@ class _PoolGen(_Gen):
                                   _REAL_CREATE)
         self.reserve_fn = self.reserve()
         self.spins, = _cpus.declare(mod, (_cpus.SPINS,))
+        self.csr_fns = [ir.Function(mod, ir.FunctionType(ir.VoidType(), [PTR]),
+                                    f"llvm.x86.sse.{n}mxcsr") for n in ("st", "ld")]
+
+    def adopt_csr(self, b, want, csr):
+        """This thread's MXCSR control bits set to want's (csr: an i32 slot), where they
+        differ (ldmxcsr is slow-ish; a flag bit never differs it alone)."""
+        b.call(self.csr_fns[0], [csr])
+        cur = b.load(csr, typ=I32)
+        mask = ir.Constant(I32, _CSR_CONTROL)
+        with b.if_then(b.icmp_unsigned("!=", b.and_(cur, mask), b.and_(want, mask))):
+            keep = b.and_(cur, ir.Constant(I32, ~_CSR_CONTROL & 0xFFFFFFFF))
+            b.store(b.or_(keep, b.and_(want, mask)), csr)
+            b.call(self.csr_fns[1], [csr])
 
     def slot(self, b, i):
         p = b.gep(self.slots, [_c(0), i], inbounds=True,
@@ -167,6 +185,7 @@ class _PoolGen(_Gen):
         slot = fn.args[0]
         state = self.gep(b, slot, _SLOT, 0)
         spun = b.alloca(I64)
+        csr = b.alloca(I32)
         loop = b.append_basic_block("loop")
         take = b.append_basic_block("take")
         b.branch(loop)
@@ -175,7 +194,9 @@ class _PoolGen(_Gen):
         r = b.cmpxchg(state, _c(READY, I32), _c(RUNNING, I32), "acquire", "monotonic")
         b.cbranch(b.extract_value(r, 1), take, loop)    # (else the caller took it back)
         b.position_at_end(take)
-        b.call(chunks, [b.load(self.gep(b, slot, _SLOT, 2), typ=PTR)])
+        job = b.load(self.gep(b, slot, _SLOT, 2), typ=PTR)
+        self.adopt_csr(b, b.trunc(b.load(self.gep(b, job, _JOB, _J_CSR), typ=I64), I32), csr)
+        b.call(chunks, [job])
         self.release(b)
         _store_release(b, _c(DONE, I32), state)
         self.futex(b, state, _WAKE, 1)
@@ -223,8 +244,10 @@ class _PoolGen(_Gen):
         posted = b.alloca(I64, size=SLOTS)
         count = b.alloca(I64)
         spun = b.alloca(I64)
+        csr = b.alloca(I32)
+        b.call(self.csr_fns[0], [csr])
         for k, v in ((_J_FN, chunk), (_J_RECS, recs), (_J_STRIDE, stride), (_J_T, t),
-                     (_J_NEXT, _c(1))):
+                     (_J_NEXT, _c(1)), (_J_CSR, b.zext(b.load(csr, typ=I32), I64))):
             b.store(v, self.gep(b, job, _JOB, k))
         b.store(_c(0), count)
         # post the job to a worker per extra chunk while a CPU and a slot are free
@@ -358,6 +381,7 @@ def _build():
     gen.run(gen.claim(worker), chunks)
     gen.slots_address()
     gen.pauses()
-    key = keys.key_for("llgrad pool", f"slots={SLOTS};spins=word;posts=min(t,threads)")
+    key = keys.key_for("llgrad pool", f"slots={SLOTS};spins=word;posts=min(t,threads);"
+                                      "job mxcsr")
     return jit.load_private(key, list(_NAMES)) or \
         jit.compile_private(mod, list(_NAMES), key=key, opt=True)
