@@ -1,5 +1,7 @@
-"""A matrix product's operand that is the transpose of a copy of a transpose, t(clone(t(x))),
-holds x's values: the product reads x itself (a product's result does not depend on its
+"""Transposes around matrix products, which BLAS reads either way round at no cost.
+
+A product's operand that is the transpose of a copy of a transpose, t(clone(t(x))), holds
+x's values: the product reads x itself (a product's result does not depend on its
 operands' layouts).
 
 Where it comes from: a layer that lays a weight out once for its forward products (the
@@ -7,9 +9,17 @@ recurrent layers' `W_hh.t().contiguous()`, so BLAS reads B row-major at every st
 from autograd, backward products of that copy transposed back: BLAS would read it
 transposed at every step (ops_matmul.py packs such a B into row-major again on each call),
 when x itself is the row-major matrix wanted. And the copy need no longer be saved for the
-backward when the joint graph is rewritten before it is partitioned."""
-from .graph import Node, Value
+backward when the joint graph is rewritten before it is partitioned.
+
+A product read only through its transpose, t(mm(a, b)), is computed as mm(t(b), t(a)): the
+same matrix, laid out row-major where the view had it column-major. Where it comes from:
+every Linear's weight gradient (autograd's product for t(W) is x^T @ g, and W's gradient its
+transpose), whose consumers (the copy into .grad, an optimiser's update fused with it) then
+read it along rows instead of one element per cache line: an MNIST MLP's SGD update of a
+784 x 128 weight took 113 us at 21 GB/s."""
+from .graph import Node, TensorType, Value
 from .passes import _rebuild, dce
+from .shape_rules import infer_types
 
 # the positions of the operands each product reads as matrices
 PRODUCTS = {"mm": (0, 1), "addmm": (1, 2), "matmul": (0, 1)}
@@ -57,3 +67,46 @@ def read_untransposed(graph):
             changed = True
         nodes.append(n)
     return dce(_rebuild(graph, nodes)) if changed else graph
+
+
+def _transposed(v, loc):
+    """(t(v)'s Value, the nodes that make it): u itself where v = t(u), else a new view."""
+    u = _transpose_of(v)
+    if u is not None:
+        return u, []
+    node = Node("t", [v], {}, [], loc, v)
+    node.outputs = [Value(infer_types("t", [v.type], {})[0], node, 0)]
+    return node.outputs[0], [node]
+
+
+def products_untransposed(graph):
+    """graph with each t(mm(a, b)) whose product has no other reader (not an output, a
+    write-back, a guard or another view's base) computed as mm(t(b), t(a)) (a new Graph;
+    graph itself when there is none). A view of the transpose keeps it (its layout is the
+    view's), and so does a transpose the graph returns (its strides are eager's)."""
+    readers, views = {}, {}
+    for n in graph.nodes:
+        for x in set(x for x in n.inputs if isinstance(x, Value)):
+            readers[x] = readers.get(x, 0) + 1
+        if n.view_of is not None:
+            views[n.view_of] = views.get(n.view_of, 0) + 1
+    kept = set(graph.outputs) | set(graph.mutated.values()) | {g.value for g in graph.guards}
+    nodes, subst = [], {}
+    for n in graph.nodes:
+        base = _transpose_of(n.outputs[0]) if len(n.outputs) == 1 else None
+        product = base.node if base is not None else None
+        if product is None or product.op != "mm" or readers.get(base) != 1 or base in kept \
+                or n.outputs[0] in kept or views.get(base) != 1 or n.outputs[0] in views or \
+                any(len(x.type.shape) != 2 for x in product.inputs) or \
+                base.type.dtype not in ("float32", "float64"):
+            nodes.append(n)
+            continue
+        a, b = product.inputs
+        tb, made_b = _transposed(b, n.loc)
+        ta, made_a = _transposed(a, n.loc)
+        mm = Node("mm", [tb, ta], dict(product.attrs), [], product.loc)
+        mm.outputs = [Value(TensorType(base.type.dtype, n.outputs[0].type.shape), mm, 0,
+                            n.outputs[0].name)]
+        nodes += made_b + made_a + [mm]
+        subst[n.outputs[0]] = mm.outputs[0]
+    return dce(_rebuild(graph, nodes, subst)) if subst else graph
