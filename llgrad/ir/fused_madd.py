@@ -87,3 +87,25 @@ def fma(a, b, c, dtype):
     if dtype == np.float32:
         return fma32(a, b, c)
     return fma32(a, b, c).astype(dtype)
+
+
+_native_axpy = [None]   # a native a + alpha * b (compile/eager_axpy.py installs it)
+
+
+def set_native_axpy(fn):
+    """fn(a, b, alpha, dtype) -> array or None, tried before the NumPy emulation."""
+    _native_axpy[0] = fn
+
+
+def fused_alpha(a, b, alpha):
+    """a + alpha * b for float operands and alpha != 1 as one fused multiply-add, as ATen's
+    CPU kernels compute add / sub with an alpha (vec::fmadd: SGD's p.add_(g, alpha=-lr)),
+    else None (alpha * b rounded, then the sum)."""
+    if alpha == 1 or isinstance(alpha, bool):
+        return None
+    dt = np.result_type(a, b)
+    if dt != np.float32 and dt != np.float64:
+        return None
+    native = _native_axpy[0]
+    r = native(a, b, alpha, dt) if native is not None else None
+    return np.asarray(fma(b, alpha, a, dt)) if r is None else r

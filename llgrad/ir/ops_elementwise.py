@@ -4,7 +4,7 @@ import math
 import numpy as np
 
 from .erf_table import np_erf
-from .fused_madd import fma
+from .fused_madd import fused_alpha
 from .optable import conj, defop
 
 _SQRT2 = math.sqrt(2.0)
@@ -79,18 +79,6 @@ def _half_alpha(fn):
             return fn(a, b, alpha=float(np.float16(alpha))).astype(np.float16)
         return fn(a, b, alpha=alpha)
     return impl
-
-
-def fused_alpha(a, b, alpha):
-    """a + alpha * b for float operands and alpha != 1 as one fused multiply-add, as ATen's
-    CPU kernels compute add / sub with an alpha (vec::fmadd: SGD's p.add_(g, alpha=-lr)),
-    else None (alpha * b rounded, then the sum)."""
-    if alpha == 1 or isinstance(alpha, bool):
-        return None
-    dt = np.result_type(a, b)
-    if dt != np.float32 and dt != np.float64:
-        return None
-    return np.asarray(fma(b, alpha, a, dt))
 
 
 def _add(a, b, alpha=1):

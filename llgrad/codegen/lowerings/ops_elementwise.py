@@ -45,7 +45,7 @@ def _scaled(sg, x, alpha):
 
 def _plus_scaled(sg, a, b, alpha, sub=False):
     """a + alpha * b (a - alpha * b with sub): one fused multiply-add for floats, as
-    ir.ops_elementwise.fused_alpha."""
+    ir.fused_madd.fused_alpha."""
     if alpha == 1 or isinstance(alpha, bool) or not is_float(a.dt):
         return (sg.sub if sub else sg.add)(a, _scaled(sg, b, alpha))
     return sg.fused(b, sg.const(-alpha if sub else alpha, b.dt), a)
