@@ -18,6 +18,9 @@ import time
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
+# (llgrad too: at its default of the usable CPUs, its products of 262,144+ multiply-adds
+# go to its pool, whose workers spin 1 ms after each, CPU time the demo table would count)
+os.environ.setdefault("LLGRAD_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
