@@ -16,9 +16,36 @@ _add_reduce = np.add.reduce
 # (each rule reads a saved operand only where its gradient needs it: PyTorch saves
 # mat2 only for self's gradient, so x @ W with W changed in place before the backward is
 # no error when x wants no gradient; reading it would check its version)
+def column_major(c, name):
+    """Whether the 2-D operand saved under name had strides (1, rows) at the forward (a
+    transposed row-major matrix: a Linear's W.t()). PyTorch's mm backward then gives its
+    gradient in that layout (mm_mat1_backward / mm_mat2_backward), so W's gradient comes out
+    row-major and .grad keeps it without a transposing copy. Read from the saved slot without
+    unpacking it: a layout, not the values, so no version check (PyTorch saves the strides
+    apart)."""
+    saved = getattr(c, "_saved", None)
+    t = getattr(saved.get(name), "tensor", None) if isinstance(saved, dict) else None
+    if t is None or not hasattr(t, "stride") or len(t.shape) != 2:
+        return False
+    s = t.stride()
+    return s[0] == 1 and s[1] == t.shape[0]
+
+
+def _grad_mat1(c, g, names):
+    """g @ mat2^H, column-major where mat1 was (see column_major)."""
+    mat2 = getattr(c, names[1])
+    return conj(mat2).mm(g.t()).t() if column_major(c, names[0]) else g.mm(conj(mat2.t()))
+
+
+def _grad_mat2(c, g, names):
+    """mat1^H @ g, column-major where mat2 was (see column_major)."""
+    mat1 = getattr(c, names[0])
+    return g.t().mm(conj(mat1)).t() if column_major(c, names[1]) else conj(mat1.t()).mm(g)
+
+
 def _mm_vjp(c, g):
-    return (g.mm(conj(c.mat2.t())) if c.needs(0) else None,
-            conj(c.self.t()).mm(g) if c.needs(1) else None)
+    return (_grad_mat1(c, g, ("self", "mat2")) if c.needs(0) else None,
+            _grad_mat2(c, g, ("self", "mat2")) if c.needs(1) else None)
 
 
 def _bmm_vjp(c, g):
@@ -86,10 +113,10 @@ def _addmm_vjp(c, g):
         gs = g if c.beta == 1 else g * conj(c.beta)
     ga = gb = None
     if c.needs(1):
-        ga = g.mm(conj(c.mat2.t()))
+        ga = _grad_mat1(c, g, ("mat1", "mat2"))
         ga = ga if c.alpha == 1 else ga * conj(c.alpha)
     if c.needs(2):
-        gb = conj(c.mat1.t()).mm(g)
+        gb = _grad_mat2(c, g, ("mat1", "mat2"))
         gb = gb if c.alpha == 1 else gb * conj(c.alpha)
     return gs, ga, gb
 

@@ -8,6 +8,7 @@ are identical; anything else returns None and the rule runs (OpNode.apply).
 bias's gradient: every Linear's backward), which the engine asks of sum_to_size."""
 
 from ..ir import ops_nn  # noqa: F401  (mm and addmm declared)
+from ..ir.ops_nn import column_major
 from ..ir.np_matmul import matmul
 from ..ir.optable import OPS, c_order
 from . import dispatch, fast_vjp_small, grad_mode, trace_state  # noqa: F401 (its VJPs)
@@ -37,8 +38,14 @@ def _mm(node, g, names, ia):
     if any(x is not None and (type(x) is not Tensor or x._dtype is not dt) for x in (a, b)) \
             or dt._cat != 2 or g._data.ndim != 2:
         return None
-    ga = _new(_matmul(g._data, b._data.T)) if need_a else None
-    gb = _new(_matmul(a._data.T, g._data)) if need_b else None
+    # (in the operand's layout where it was column-major, as the rule: ops_nn.column_major)
+    ga = gb = None
+    if need_a:
+        ga = _new(_matmul(b._data, g._data.T).T if column_major(node, names[0]) else
+                  _matmul(g._data, b._data.T))
+    if need_b:
+        gb = _new(_matmul(g._data.T, a._data).T if column_major(node, names[1]) else
+                  _matmul(a._data.T, g._data))
     return ga, gb
 
 
