@@ -22,8 +22,7 @@ from .native import jit, keys
 from .native.threadcount import RUN
 
 MAX_POINTERS = 8            # out, the gradient and six saved tensors: the widest VJP loop
-_CALL = ir.LiteralStructType([PTR, PTR, I64, I64, I64, I64])    # kernel, ptrs, units,
-#                                                                 unit_bytes, extra, align
+_CALL = ir.LiteralStructType([PTR, PTR, I64, I64])     # kernel, ptrs, unit_bytes, extra
 _REC = ir.LiteralStructType([I64, I64, PTR, I64])               # lo, hi, the call, (pad)
 _REC_BYTES = 32
 
@@ -38,7 +37,7 @@ NAMES = [name(p, e) for p in range(1, MAX_POINTERS + 1) for e in (0, 1)]
 
 
 def key():
-    return keys.key_for("llgrad eager split", f"pointers<={MAX_POINTERS};rec={_REC_BYTES}")
+    return keys.key_for("llgrad eager split", f"pointers<={MAX_POINTERS};rec={_REC_BYTES};call=4")
 
 
 def build():
@@ -78,7 +77,7 @@ def _chunk(mod, p, e):
     lo, hi = (b.load(_field(b, rec, _REC, k), typ=I64) for k in (0, 1))
     call = b.load(_field(b, rec, _REC, 2), typ=PTR)
     kernel, ptrs = (b.load(_field(b, call, _CALL, k), typ=PTR) for k in (0, 1))
-    unit_bytes, extra = (b.load(_field(b, call, _CALL, k), typ=I64) for k in (3, 4))
+    unit_bytes, extra = (b.load(_field(b, call, _CALL, k), typ=I64) for k in (2, 3))
     skip = b.mul(lo, unit_bytes)
     args = []
     for i in range(p):
@@ -101,7 +100,7 @@ def _entry(mod, run, p, e, chunk):
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     call = b.alloca(_CALL)
     call.type = PTR
-    for k, v in enumerate((kernel, ptrs, units, unit_bytes, extra, align)):
+    for k, v in enumerate((kernel, ptrs, unit_bytes, extra)):
         b.store(v, _field(b, call, _CALL, k))
     recs = b.alloca(_REC, size=t)
     recs.type = PTR
