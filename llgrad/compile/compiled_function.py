@@ -144,7 +144,7 @@ class CompiledFunction:
         Python state changed, or put the state back and run eagerly where it cannot be."""
         if unguardable(guards):     # (not cached: each new iterator would be a new key)
             return self._eagerly(unguardable(guards), args, kwargs)
-        if symbolic_args.newly_dynamic(self, args, kwargs, entered):
+        if symbolic_slots.newly_dynamic(self, guards, args, kwargs, entered):
             return self(*args, **kwargs)    # (collected again: the number is an input)
         fresh = fresh_optimizer(entered)
         if fresh and (self._fresh_unkept or not self.n_traces and not self._first_untraced):

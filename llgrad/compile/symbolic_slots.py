@@ -2,7 +2,9 @@
 call: a hand-written optimiser's step count (`self.t += 1`), a scheduler's `last_epoch`, a
 global step counter. A compiled call runs no Python, so such a number is replayed: a traced
 run that changed a number slot to another number of its type (attr_writes: Slots.counters)
-makes that slot dynamic, as a number argument that changes is (symbolic_args.py). From then
+makes that slot dynamic, as a number argument that changes is (symbolic_args.py); so does a
+number the caller changes between calls (a scheduler stepped by the loop whose last lr the
+step prints, a loss weight annealed on the module: newly_dynamic). From then
 on the guard walk gives its number as an input of the graph (guards.collect: a 0-d float64
 or int64 tensor, guarded by its type alone), the trace runs with a SymbolicScalar standing
 in the slot, so `self.t += 1` and what is computed from it (Adam's bias corrections
@@ -16,11 +18,82 @@ left anywhere a call cannot replay (a list it was appended to: the side-effect c
 the run's effects are put back. The traced run itself ends with each slot holding the
 number eager's run would (`settle`)."""
 import contextlib
+import weakref
 
 from ..runtime import trace_state
 from ..runtime.symbolic_scalar import HYPER_READS, ITEM_READS, ScalarEscape, SymbolicScalar
-from .attr_writes import Slots, _bind, _slots, _value
+from .attr_writes import Slots, _bind, _child, _resolve, _slots, _value
 from . import symbolic_args
+from .guards import signature_names
+
+
+def newly_dynamic(cf, guards, args, kwargs, entered):
+    """Note the Python numbers (int and float, not bool) the guard walk found in the state
+    the call reaches, in a call no entry serves; make those that another number now holds
+    on the same object (the loop changed it in place: a scheduler stepped by the loop whose
+    last lr the step prints, a loss weight or a temperature annealed on the module) dynamic,
+    as a number argument that changes is: one more trace, not one per value (and eager
+    calls past the recompile limit). A number of another object at that path (a new model
+    bound to the captured name, the next of several layers given) stays guarded by value,
+    as does one no stand-in can take the place of (in a tuple, an optimiser's group). True
+    if one became so (the caller collects the call again). The arguments' numbers first
+    (symbolic_args.newly_dynamic)."""
+    if symbolic_args.newly_dynamic(cf, args, kwargs, entered):
+        return True
+    own = {name for name, _ in signature_names(cf.fn, args, kwargs)}
+    seen, now = cf._numbers_seen, {}
+    for path, g in guards:
+        if type(g) is tuple and len(g) == 2 and g[0] in ("int", "float") and \
+                path not in own and path not in cf._dynamic and path not in cf._static:
+            first = seen.get(("slot", path))
+            if first is None or first[0] != g:
+                now[path] = g
+    if not now:
+        return False
+    owners, changed = _owners(cf, args, kwargs, set(now)), []
+    for path, g in now.items():
+        first = seen.get(("slot", path))
+        if first is not None and _same(first[1], owners.get(path)):
+            changed.append(path)
+        else:       # (first seen, or another object's: compared with this one from now on)
+            seen[("slot", path)] = (g, owners.get(path))
+    return bool(changed) and mark(cf, changed, entered)
+
+
+def _owners(cf, args, kwargs, paths):
+    """{path: a weak reference to (or the id of) the object nearest above the number slot at
+    path (a module, a scheduler: not the list or dict that holds the number)} of the paths
+    whose slot can hold a stand-in (Slots.find)."""
+    slots = Slots(cf.fn, args, kwargs)
+    at = {id(h): (root, steps) for h, root, steps, _, _ in slots.places}
+    out, bound = {}, [None]
+    for path, (holder, _) in slots.find(paths).items():
+        if isinstance(holder, str):         # (a global name or a closure cell: its own)
+            out[path] = ("name", path)
+            continue
+        root, steps = at[id(holder)]
+        try:
+            v = _resolve(root, cf.fn, args, kwargs, bound)
+            owner = v
+            for k in steps:
+                v = _child(v, k)
+                if not isinstance(v, (list, tuple, dict)):
+                    owner = v
+        except (LookupError, AttributeError, TypeError, ValueError):
+            continue                # (not found again: the number stays guarded by value)
+        try:
+            out[path] = weakref.ref(owner)
+        except TypeError:
+            out[path] = ("id", id(owner))
+    return out
+
+
+def _same(a, b):
+    if a is None or b is None:
+        return False
+    if isinstance(a, weakref.ref) and isinstance(b, weakref.ref):
+        return a() is not None and a() is b()
+    return a == b
 
 
 def mark(cf, paths, entered):

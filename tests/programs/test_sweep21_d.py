@@ -55,8 +55,11 @@ def _adam(torch, model):
 
 CASES = {
     "cosine_annealing": (_sgd, lambda t, o: t.optim.lr_scheduler.CosineAnnealingLR(o, T_max=5), 3),
+    # (T_i, which the restart test reads, is a number until the first restart changes it:
+    # a restart and a plain step before, the same two after; the counters are inputs from
+    # the first trace, which is kept)
     "cosine_warm_restarts": (_adam, lambda t, o: t.optim.lr_scheduler.CosineAnnealingWarmRestarts(
-        o, T_0=3, T_mult=2, eta_min=1e-4), 3),
+        o, T_0=3, T_mult=2, eta_min=1e-4), 4),
     "one_cycle_sgd": (_sgd, lambda t, o: t.optim.lr_scheduler.OneCycleLR(
         o, max_lr=0.1, total_steps=STEPS), 3),
     "one_cycle_adam_betas": (_adam, lambda t, o: t.optim.lr_scheduler.OneCycleLR(
