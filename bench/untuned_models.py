@@ -5,7 +5,9 @@ conv autoencoder with ConvTranspose2d, nn.TransformerEncoder with dropout, a 2-l
 language model; untuned_models_more.py's ConvNeXt-style, EfficientNet-style and DCGAN
 steps; untuned_models_third.py's ViT, GPT, U-Net, GRU seq2seq, tabular net and GCN;
 untuned_models_fourth.py's Swin, WaveNet, MoE, PointNet, RealNVP flow and GAT;
-untuned_models_fifth.py's DenseNet, TCN, VQ-VAE, SimCLR, DDPM and DeepFM), each a whole
+untuned_models_fifth.py's DenseNet, TCN, VQ-VAE, SimCLR, DDPM and DeepFM;
+untuned_models_sixth.py's ResNet-18, char-GRU, attention U-Net, Perceiver, PINN and triplet
+Siamese net), each a whole
 step (zero_grad, forward, loss, backward, the optimizer; Adam unless said otherwise): torch
 eager, llgrad eager and llgrad compiled, 1 thread each, seeded alike (llgrad draws PyTorch's
 numbers), losses after 6 steps compared. Blocks of 3 steps interleaved; medians of 7 blocks.
@@ -22,12 +24,14 @@ import untuned_models_more
 import untuned_models_third
 import untuned_models_fourth
 import untuned_models_fifth
+import untuned_models_sixth
 from llgrad.compile.eager_builds import wait as wait_eager_builds
 
 MORE = ("convnext", "effnet", "dcgan")      # (untuned_models_more.py)
 THIRD = ("vit", "gpt", "unet", "seq2seq", "tabular", "gcn")     # (untuned_models_third.py)
 FOURTH = untuned_models_fourth.NAMES     # (swin, wavenet, moe, pointnet, flow, gat)
 FIFTH = untuned_models_fifth.NAMES   # (densenet, tcn, vqvae, simclr, ddpm, deepfm)
+SIXTH = untuned_models_sixth.NAMES   # (resnet18, chargru, attunet, perceiver, pinn, siamese)
 
 
 def build(lib, name):
@@ -39,6 +43,8 @@ def build(lib, name):
         return untuned_models_fourth.build(lib, name)
     if name in FIFTH:
         return untuned_models_fifth.build(lib, name)
+    if name in SIXTH:
+        return untuned_models_sixth.build(lib, name)
     nn, F = lib.nn, lib.nn.functional
     lib.manual_seed(0)
     if name == "mobilenet":
@@ -163,7 +169,7 @@ def build(lib, name):
     return m, step
 
 NAMES = ["mobilenet", "resnet", "mixer", "vae", "textcls", "conv1d", "convae", "tfenc", "lstm_lm",
-         *MORE, *THIRD, *FOURTH, *FIFTH]
+         *MORE, *THIRD, *FOURTH, *FIFTH, *SIXTH]
 
 
 def main(names):

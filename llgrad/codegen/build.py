@@ -158,9 +158,15 @@ def plan_graph(graph, options, clusters=True):
         else (merge_concats,)
     plan = _prepared(Plan(graph, merges), options)
     if plan.flags and plan.in_place and not _checks_first(plan):
-        # an index check after a write into an input: the writes are staged instead (the
-        # kernel returns at a failed check, before any later group runs: _entry)
-        plan = _prepared(Plan(graph, merges, stage_writes=True), options)
+        # an index check after a write into an input: the writes up to the last check are
+        # staged instead (the kernel returns at a failed check, before any later group
+        # runs: _entry), so a training step whose BatchNorm writes its statistics before
+        # the loss checks its targets still updates the optimiser's state in place
+        last = max(b.first for b, _ in plan.flags)
+        plan = _prepared(Plan(graph, merges, staged_through=last), options)
+        # (the groups are the same ones, so this holds: checked should that change)
+        if plan.in_place and not _checks_first(plan):
+            plan = _prepared(Plan(graph, merges, stage_writes=True), options)
     plan.finalize()
     return plan
 

@@ -249,8 +249,10 @@ def release_split(plan, release):
     """(first group of the tail, slots of the outputs the tail allocates, released input
     positions) or None: the tail starts after the last group that reads a released input;
     its late outputs are those no group before it touches. An input a result is made from
-    (returned, or a view of it returned) or that is written in place is never let go of."""
-    if not release or plan.stacks or plan.lengths:
+    (returned, or a view of it returned) or that is written in place is never let go of.
+    None where a check precedes a write in place: a failed check returns from the first
+    part only, and the tail would still write."""
+    if not release or plan.stacks or plan.lengths or (plan.flags and plan.in_place):
         return None
     kept = {id(plan.buffers[root_of(v)]) for v in plan.escaping} | \
         {id(plan.buffers[plan.graph.inputs[k]]) for k in plan.graph.mutated}

@@ -78,15 +78,19 @@ def root_of(v):
 
 
 class Plan:
-    def __init__(self, graph, merges=(), stage_writes=False):
+    def __init__(self, graph, merges=(), stage_writes=False, staged_through=None):
         """merges: functions plan -> groups applied in turn to the groups fusion made
         (elementwise code into kernels, row fusion, multi-output loops: build.py passes
         them)."""
         self.graph = graph
         # inputs' final values computed in their own buffers only where no check (a value
         # guard, an index check) can still fail after the write: a call that raises or
-        # misses a guard leaves its inputs as they were (lower() re-plans with flags)
+        # misses a guard leaves its inputs as they were. Value guards are read after the
+        # call (stage_writes: every write staged); an index check returns from the kernel
+        # before any later group runs, so plan_graph stages only the writes of the groups
+        # up to the last one that checks (staged_through, a group index)
         self.stage_writes = stage_writes or bool(graph.guards)
+        self.staged_through = staged_through
         self.escaping = escaping_values(graph)
         self.nodes = live_nodes(graph)
         self.consumers = defaultdict(list)
@@ -321,7 +325,8 @@ def in_place_results(plan):
     the final value be returned besides (its array would be the input's). The input is
     dense (C-contiguous from offset 0, as the output buffer would be) with the final
     value's dtype and shape; the launch checks every input's layout. None where the plan
-    stages its writes (Plan.stage_writes)."""
+    stages its writes (Plan.stage_writes), and not for a final value computed in or before
+    the group Plan.staged_through."""
     g = plan.graph
     if plan.stage_writes:
         return {}
@@ -346,7 +351,8 @@ def in_place_results(plan):
                 or tuple(t.strides) != tuple(contiguous_strides(t.shape)):
             continue
         k = position[final]
-        if plan.groups[k].loop not in ("elementwise", "cluster"):
+        if plan.groups[k].loop not in ("elementwise", "cluster") or (
+                plan.staged_through is not None and plan.groups[k].index <= plan.staged_through):
             continue
         if all(j < k or (j == k and leaf is inp) for j, leaf in readers.get(inp, ())):
             chosen[final] = inp
