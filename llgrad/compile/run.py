@@ -226,10 +226,9 @@ def run_entry(entry, tensors):
     assign_retained(entry, results, outs)   # (retain_grad() inside: retained.py)
     share_moved(entry, tensors, results)    # (`p.data = y`, y an output: one Storage)
     if entry.scalar_outputs:        # `return loss.item()`: numbers, as eager returns
-        results = list(results)
-        for k, post in entry.scalar_outputs.items():
-            number = results[k]._data.item()
-            results[k] = number if post is None else post(number)
+        results = list(results)     # (and `.numpy()`, `.tolist()`: tracer/returned.py)
+        for k, read in entry.scalar_outputs.items():
+            results[k] = read(results[k])
     build = entry._unflatten
     if build is None:
         build = entry._unflatten = unflattener(entry.out_tree)

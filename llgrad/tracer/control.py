@@ -22,8 +22,9 @@ from .control_ops import run_cond, run_while
 from .errors import ControlFlowError
 from .region import Region, snapshot, unify_captures
 from .rules import RETVAL
-from .returned import (ReturnedScalar, returned_binop, returned_call,  # noqa: F401
-                       returned_item, returned_number, returned_unop)  # (ag__.returned_*)
+from .returned import (ReturnedScalar, returned_array, returned_binop,  # noqa: F401
+                       returned_call, returned_item, returned_number,  # (ag__.returned_*)
+                       returned_unop)
 from .trace import tensor_type
 
 _SCALARS = (bool, int, float)

@@ -62,7 +62,7 @@ def convert(fn, control_flow=True):
     inner = getattr(fn, "__wrapped__", None)
     if inner is not None:
         return _through_decorator(fn, inner, control_flow)
-    if not branches(fn.__code__, "item", ("float", "int")):     # (returned numbers too)
+    if not branches(fn.__code__, ("item", "numpy", "tolist"), ("float", "int")):  # (returns)
         return fn, None             # nothing to rewrite: skip reading and parsing its source
     try:
         source = inspect.getsource(fn)
@@ -208,8 +208,8 @@ class _Converter:
 
     def returned(self, e, assigned=False):
         """`x.item()` standing in a return value (alone, in tuple, list and dict displays,
-        in arithmetic) -> ag__.returned_item(x): a graph output, not a value guard
-        (tracer/returned.py)."""
+        in arithmetic) -> ag__.returned_item(x): a graph output, not a value guard; so is
+        `x.numpy()` / `x.tolist()` there (ag__.returned_array: tracer/returned.py)."""
         if isinstance(e, (ast.Tuple, ast.List)):
             e.elts = [self.returned(x, assigned) for x in e.elts]
         elif isinstance(e, ast.ListComp):       # (its items go to the list alone)
@@ -244,6 +244,12 @@ class _Converter:
             self.changed = True
             return ast.copy_location(_call("returned_item", [e.func.value] + (
                 [ast.Constant(True)] if assigned else [])), e)
+        elif isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and \
+                e.func.attr in ("numpy", "tolist") and not e.args and not e.keywords and \
+                not assigned:       # (`return model(x).argmax(1).numpy()`: an output)
+            self.changed = True
+            return ast.copy_location(_call("returned_array", [e.func.value,
+                                                              ast.Constant(e.func.attr)]), e)
         return e
 
     def if_(self, s, defined):

@@ -41,6 +41,14 @@ class ReturnedScalar:
         """The returned number of a compiled call, from the output's number."""
         return number if self.post is None else self.post(number)
 
+    def reader(self):
+        """What a compiled call returns in this one's place, from the output tensor: a
+        function of it that keeps no traced value alive."""
+        post = self.post
+        if post is None:
+            return _item
+        return lambda t: post(t._data.item())
+
     def _then(self, f):
         post = self.post
         return ReturnedScalar(self.tensor, f if post is None else lambda v: f(post(v)))
@@ -110,6 +118,52 @@ def returned_item(t, assigned=False):
         return t.item()     # (not a tensor, not tracing, or item()'s own error)
     value = t.detach().reshape(())
     return ReturnedScalar(value.clone() if assigned else value)
+
+
+def _item(t):
+    return t._data.item()
+
+
+class ReturnedArray(ReturnedScalar):
+    """`t.numpy()` / `t.tolist()` in a return statement (convert.py): t is a graph output and
+    each compiled call returns the conversion of its own result tensor, made as eager makes
+    it (numpy(): an array of the result's memory), with no guard on the values."""
+    __slots__ = ("how",)
+
+    def __init__(self, tensor, how):
+        self.tensor, self.post, self.how = tensor, None, how
+        # (what eager's call returns, read past the tracer: t.numpy() is t's own array)
+        self.value = tensor._data if how == "numpy" else tensor._data.tolist()
+
+    def reader(self):
+        return _as_numpy if self.how == "numpy" else _as_list
+
+    def _then(self, f):
+        raise AssertionError("a returned array takes no arithmetic (convert.py)")
+
+    def _guarded(self):
+        return self.value
+
+
+def _as_numpy(t):
+    return t.numpy()
+
+
+def _as_list(t):
+    return t.tolist()
+
+
+def returned_array(t, how):
+    """t.numpy() / t.tolist() standing alone in a return value (convert.py), eager's checks
+    first (numpy() of a tensor that requires grad raises, of bfloat16 too)."""
+    if not isinstance(t, Tensor) or trace_state.state.tracer is None:
+        return getattr(t, how)()
+    if how == "numpy":
+        if t.requires_grad and grad_mode.state.grad_enabled:
+            return t.numpy()        # (its error)
+        if t._dtype.name == "bfloat16":
+            return t.numpy()
+    return ReturnedArray(t.detach(), how)
 
 
 def is_constant(leaf):

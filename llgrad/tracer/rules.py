@@ -250,17 +250,18 @@ _CONDITIONAL_JUMPS = frozenset(op for name, op in dis.opmap.items()
                                if "JUMP" in name and "IF" in name)
 
 
-def branches(code, name, builtins=()):
+def branches(code, names, builtins=()):
     """Whether code, or code nested in it (inner functions, lambdas, comprehensions), has a
-    conditional jump, or code or its comprehensions read attribute name or call one of the
-    builtins (a global name: `float(loss)`, not `.float()`). (Without either, the source is
-    not read: inspect.getsource tokenizes the file, ~5 ms the first time.)"""
+    conditional jump, or code or its comprehensions read one of the attributes names or call
+    one of the builtins (a global name: `float(loss)`, not `.float()`). (Without either, the
+    source is not read: inspect.getsource tokenizes the file, ~5 ms the first time.)"""
     stack = [code]
     while stack:
         c = stack.pop()
         own = c is code or c.co_name in ("<listcomp>", "<dictcomp>")
         if any(op in _CONDITIONAL_JUMPS for op in c.co_code[::2]) or own and (
-                name in c.co_names or any(n in c.co_names for n in builtins) and any(
+                any(n in c.co_names for n in names) or
+                any(n in c.co_names for n in builtins) and any(
                     i.opname == "LOAD_GLOBAL" and i.argval in builtins
                     for i in dis.get_instructions(c))):
             return True
