@@ -7,7 +7,6 @@ from typing import Any
 
 from .nn import functional as F
 from .nn.functional_grid import _affine_grid_generator
-from .nn.functional_loss import _xlogx
 from .nn.functional_noise import rrelu_out_of_place
 from .runtime.functions_linalg import trace as _matrix_trace
 from .runtime.tensor import Tensor
@@ -211,7 +210,7 @@ def kl_div(input, target, reduction=0, *, log_target=False):
     if log_target:
         out = target.exp() * (target - input)
     else:
-        out = _xlogx(target) - target * input
+        out = target.xlogy(target) - target * input     # (PyTorch's kl_div)
     reduction = int(reduction)
     if reduction == 1:
         return out.mean()

@@ -10,7 +10,10 @@ for x above ~26 (float64) where PyTorch's stays finite (an asymptotic series the
 absolute error near 0 and 1 is that of erfinv(2p - 1)."""
 import math
 
+from .ir import OPS
+from .runtime.dispatch import call
 from .runtime.dtypes import get_default_dtype
+from .runtime.functions_math import float_type
 from .runtime.functions import where
 from .runtime.functions_numeric_more import i0 as _i0, igamma as _igamma, igammac as _igammac
 from .runtime.functions_special import mvlgamma
@@ -144,20 +147,18 @@ def xlog1py(input, other, *, out=None):
     """As torch.special.xlog1py: x log1p(y), 0 where x is 0 (unless y is nan)."""
     x = input if isinstance(input, Tensor) else other.new_zeros(()) + input
     y = other if isinstance(other, Tensor) else x.new_zeros(()) + other
-    r = x * y.log1p()
-    return _out(where((x == 0) & ~y.isnan(), 0.0, r), out)
+    rt = float_type(x, y)
+    return _out(call(OPS["xlog1py_float"], (x.to(rt), y.to(rt)), {}), out)
 
 
 @torch_node("SpecialEntrBackward0")
 def entr(input, *, out=None):
-    """As torch.special.entr: -x log x for x > 0, 0 at 0, -inf below (nan stays nan); its
-    gradient is PyTorch's for x > 0 (at 0 and below PyTorch gives -inf and nan, llgrad 0)."""
+    """As torch.special.entr: -x log x for x > 0, 0 at 0, -inf below (nan stays nan), with
+    PyTorch's gradient -(1 + log x) (inf at 0, nan below)."""
     x = _t(input, "entr")
     if not x.is_floating_point():       # (integers and bools: in the default dtype)
         x = x.to(get_default_dtype())
-    safe = where(x > 0, x, 1.0)
-    r = where(x > 0, -x * safe.log(), where(x == 0, 0.0, -math.inf).to(x.dtype))
-    return _out(where(x.isnan(), x, r), out)
+    return _out(call(OPS["entr"], (x,), {}), out)
 
 
 def sinc(input, *, out=None):

@@ -12,7 +12,8 @@ from .batching import loop, rule
 _DIM_ATTRS = {
     "softmax": (("dim",), 0), "log_softmax": (("dim",), 0), "cumsum": (("dim",), 0),
     "cumprod": (("dim",), 0), "glu": (("dim",), 0), "sort": (("dim",), 0),
-    "topk": (("dim",), 0), "flip": (("dims",), 0), "diagonal_copy": (("dim1", "dim2"), 0),
+    "topk": (("dim",), 0), "kthvalue": (("dim",), 0), "mode": (("dim",), 0),
+    "flip": (("dims",), 0), "diagonal_copy": (("dim1", "dim2"), 0),
     "diag_embed": (("dim1", "dim2"), 1), "transpose": (("dim0", "dim1"), 0),
     "unsqueeze": (("dim",), 1), "slice": (("dim",), 0), "select": (("dim",), 0),
     "diagonal": (("dim1", "dim2"), 0), "unbind": (("dim",), 0), "split": (("dim",), 0),

@@ -41,8 +41,8 @@ def _unreduced(t, ndim, dim, keepdim):
 def _vector_norm_vjp(c, g):
     """PyTorch's norm_backward (torch/csrc/autograd/FunctionsManual.cpp), case by case."""
     x, p, nd = c.self, c.ord, len(c.shape(0))
-    if p == 0:
-        return (x.new_zeros(x.shape),)
+    if p == 0:          # (PyTorch's: an undefined gradient, so x.grad stays None)
+        return (None,)
     g = _unreduced(g, nd, c.dim, c.keepdim)
     norm = _unreduced(c.result, nd, c.dim, c.keepdim)
     if p == 1:

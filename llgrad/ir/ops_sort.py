@@ -1,7 +1,8 @@
 """Sorting (sort, topk) and scattering (scatter, scatter_reduce).
 
-sort and topk give (values, indices); ties keep their original order (a stable sort) in
-both directions, and NaN counts as the largest value, as PyTorch's sort. Their gradient
+sort gives (values, indices); ties keep their original order (a stable sort) in both
+directions, and NaN counts as the largest value, as PyTorch's sort. topk, kthvalue and mode
+pick among equal values as PyTorch's CPU kernels do (select_order.py). Their gradient
 puts the values' gradient back where each value came from.
 
 scatter writes src (a tensor, or one number) at `index` along `dim` (repeated positions:
@@ -15,6 +16,7 @@ from .index_bounds import check_index_range
 from .ops_copy import preserve_empty
 from .ops_shape import zero_dim_as_one
 from .optable import defop
+from .select_order import kthvalue_position, mode_position, topk_positions
 
 
 def _is_tensor(x):
@@ -48,7 +50,61 @@ def _topk(x, k, dim=0, largest=True, sorted=True):
         return np.array(x), np.zeros((), np.int64)
     idx = _argsort(x, dim, largest).astype(np.int64)
     idx = np.array(np.take(idx, np.arange(k), axis=dim))
+    n = x.shape[dim]
+    if k and n:
+        # PyTorch's picks among equal values, and its order with sorted=False where it does
+        # not sort (nth_element's), are its algorithm's: replayed on those slices alone
+        redo = _ties(x, dim) if sorted or k * 64 <= n else np.ones(idx.shape[:dim] +
+                                                                   idx.shape[dim + 1:], bool)
+        _replay(x, idx, dim, redo, lambda row: topk_positions(row, k, largest, sorted))
     return np.take_along_axis(x, idx, axis=dim), idx
+
+
+def _kthvalue(x, k, dim=0):
+    """(values, indices) of the k-th smallest along dim, dim kept (size 1); among equal
+    values the one PyTorch's quickselect returns."""
+    if x.ndim == 0:
+        return np.array(x), np.zeros((), np.int64)
+    idx = np.take(_argsort(x, dim, False), [k - 1], axis=dim).astype(np.int64)
+    v = np.take_along_axis(x, idx, axis=dim)
+    equal = (x == v) | ((x != x) & (v != v))
+    _replay(x, idx, dim, equal.sum(dim) > 1, lambda row: [kthvalue_position(row, k)])
+    return _fresh(np.take_along_axis(x, idx, axis=dim)), _fresh(idx)
+
+
+def _fresh(a):
+    """a in a new C-ordered buffer (PyTorch's empty results: row-major strides, size-1
+    dims included, which NumPy's take_along_axis leaves as they fall)."""
+    out = np.empty(a.shape, a.dtype)
+    out[...] = a
+    return out
+
+
+def _mode(x, dim=0):
+    """(values, indices) of the most frequent value along dim, dim kept (size 1), as
+    PyTorch's CPU kernel picks them (select_order.mode_position)."""
+    if x.ndim == 0:
+        return np.array(x), np.zeros((), np.int64)
+    xs = np.moveaxis(x, dim, -1)
+    idx = np.zeros(xs.shape[:-1] + (1,), np.int64)
+    for at in np.ndindex(xs.shape[:-1]):
+        idx[at] = mode_position(xs[at])
+    idx = _fresh(np.moveaxis(idx, -1, dim))
+    return _fresh(np.take_along_axis(x, idx, axis=dim)), idx
+
+
+def _ties(x, dim):
+    """Per slice along dim: whether two of its values are equal (NaNs count as equal)."""
+    s = np.sort(np.moveaxis(x, dim, -1), axis=-1)
+    a, b = s[..., 1:], s[..., :-1]
+    return ((a == b) | ((a != a) & (b != b))).any(-1)
+
+
+def _replay(x, idx, dim, which, positions):
+    """idx's slices along dim where `which` holds, from positions(slice of x)."""
+    xs, ids = np.moveaxis(x, dim, -1), np.moveaxis(idx, dim, -1)
+    for at in zip(*np.nonzero(which)) if which.ndim else [()] if which else ():
+        ids[at] = positions(xs[at])
 
 
 def _select_back(c, gs):
@@ -62,7 +118,14 @@ def _select_back(c, gs):
 # (sort.stable, SortBackward1, is the overload a `stable=` argument selects, True or False)
 defop("sort", _sort, nout=2, save=("result1",), vjp=_select_back,
       grad_fn=lambda ins, at: "SortBackward0" if at.get("stable") is None else "SortBackward1")
-defop("topk", _topk, nout=2, save=("result1",), grad_fn="TopkBackward0", vjp=_select_back)
+# (native code calls the NumPy implementations back, codegen/lowerings/host_call.py: the
+# replayed picks among equal values are Python)
+defop("topk", _topk, nout=2, save=("result1",), grad_fn="TopkBackward0", vjp=_select_back,
+      native_host=True)
+defop("mode", _mode, nout=2, save=("result1",), grad_fn="ModeBackward0", vjp=_select_back,
+      native_host=True)
+defop("kthvalue", _kthvalue, nout=2, save=("result1",), grad_fn="KthvalueBackward0",
+      vjp=_select_back, native_host=True)
 
 
 # ---- scatter --------------------------------------------------------------------------------

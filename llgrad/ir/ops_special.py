@@ -90,3 +90,57 @@ for _name, _node in (("polygamma", "PolygammaBackward0"), ("polygamma_", "Polyga
     defop(_name, np_polygamma, vjp=lambda c, g: (g * c.self._op("polygamma", n=c.n + 1),),
           grad_fn=_node, save=("self",), kind="elementwise", promote=(0,), float_out=True,
           cost=16)
+
+
+# ---- xlogy, xlog1py, entr ---------------------------------------------------------------------
+# PyTorch's kernels: nan where y is nan, else +0 where x is 0 (0 * log(0.5) would be -0),
+# else x * log(y); entr: -x log x above 0, 0 at 0, -inf below, nan kept. One op each so
+# that the gradients are PyTorch's formulas everywhere (derivatives.yaml), at x == 0 too:
+# xlogy's other gets x / y (nan at (0, 0)), entr's -(1 + log x) (inf at 0, nan below).
+
+def _in_float(f):
+    def impl(*xs):
+        half = xs[0].dtype == np.float16
+        with np.errstate(all="ignore"):
+            r = f(*(a.astype(np.float32) if half else a for a in xs))
+        return r.astype(np.float16) if half else r
+    return impl
+
+
+def _xlog(log):
+    def impl(x, y):
+        r = x * log(y)
+        return np.where((x == 0) & (y == y), np.zeros((), r.dtype), r)
+    return _in_float(impl)
+
+
+def _xlog_vjp(log, edge):
+    def vjp(c, g):
+        x, y = c.self, c.other
+        # (PyTorch's xlogy(g, y) is 0 where g is 0; g * log(y) is nan there when log(y) is
+        # not finite: kept linear in g, as llgrad.func.jvp's double VJP needs)
+        gx = (g * getattr(y, log)()).masked_fill((x == 0) & (y <= edge), 0) \
+            if c.needs(0) else None
+        gy = g * x / (y if edge == 0 else y + 1) if c.needs(1) else None
+        return gx, gy
+    return vjp
+
+
+defop("xlogy_float", _xlog(np.log), vjp=_xlog_vjp("log", 0), grad_fn="XlogyBackward0",
+      args=("self", "other"), save=("self", "other"), kind="elementwise", promote=(0, 1),
+      float_out=True, cost=8)
+defop("xlog1py_float", _xlog(np.log1p), vjp=_xlog_vjp("log1p", -1),
+      grad_fn="SpecialXlog1PyBackward0", args=("self", "other"), save=("self", "other"),
+      kind="elementwise", promote=(0, 1), float_out=True, cost=8)
+
+
+@_in_float
+def _entr(x):
+    pos = x > 0
+    r = np.where(pos, -x * np.log(np.where(pos, x, 1)), np.where(x == 0, 0, -np.inf))
+    return np.where(x != x, x, r).astype(x.dtype)
+
+
+defop("entr", _entr, vjp=lambda c, g: (g * -(1 + c.self.log()),),
+      grad_fn="SpecialEntrBackward0", save=("self",), kind="elementwise", promote=(0,),
+      float_out=True, cost=8)

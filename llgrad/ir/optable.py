@@ -180,8 +180,22 @@ def iterator_layout_op(op):
 
 
 def c_order(a):
-    """a, or a C-contiguous copy of an array that is not."""
-    return a.copy() if type(a) is np.ndarray and not a.flags.c_contiguous else a
+    """a, or a C-contiguous copy of an array that is not; a size-1 dim gets its row-major
+    stride, as PyTorch's results are allocated (x.t().sum(0, keepdim=True).stride() is
+    (3, 1); NumPy leaves any stride there, and counts the array contiguous)."""
+    if type(a) is not np.ndarray:
+        return a
+    if not a.flags.c_contiguous:
+        return a.copy()
+    if 1 in a.shape and a.ndim > 1 and a.size > 1:
+        st, acc = [], a.itemsize
+        for n in reversed(a.shape):
+            st.append(acc)
+            acc *= n
+        st = tuple(reversed(st))
+        if a.strides != st:
+            return np.lib.stride_tricks.as_strided(a, a.shape, st)
+    return a
 
 
 def method_doc(name, op=None, function=False):

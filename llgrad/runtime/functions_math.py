@@ -318,14 +318,10 @@ def copysign(input, other):
 
 @torch_node(lambda input, other: ("XlogyBackward0" if isinstance(other, Tensor) else "XlogyBackward2") if isinstance(input, Tensor) else "XlogyBackward1")
 def xlogy(input, other):
-    """As torch.xlogy: input * log(other), 0 where input == 0 (unless other is nan). The
-    gradients are PyTorch's (log(other) and input / other), except where input == 0 and
-    other is 0 or inf: 0 there (PyTorch's are nan or inf)."""
+    """As torch.xlogy: input * log(other), +0 where input == 0 (unless other is nan), with
+    PyTorch's gradients (ops_special.py)."""
     rt = float_type(input, other)
-    x, y = as_type(input, rt), as_type(other, rt)
-    # where x == 0, x * log(y) is already 0 unless log(y) is not finite
-    fix = (x == 0) & ((y <= 0) | (y == math.inf))
-    return where(fix, 0.0, x * y.masked_fill(fix, 1).log())     # (where keeps the layout)
+    return call(OPS["xlogy_float"], (as_type(input, rt), as_type(other, rt)), {})
 
 
 @torch_node("SincBackward0")

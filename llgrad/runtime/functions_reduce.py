@@ -259,7 +259,7 @@ def nanmedian(input, dim=None, keepdim=False):
 @torch_node("KthvalueBackward0")
 def kthvalue(input, k, dim=-1, keepdim=False):
     """As torch.kthvalue: (values, indices) of the k-th smallest element along dim (nan
-    sorts last)."""
+    sorts last; among equal values, the one PyTorch's quickselect picks)."""
     nd = input._data.ndim
     d = norm_dim(dim, nd)
     n = input._data.shape[d] if nd else 1
@@ -269,8 +269,7 @@ def kthvalue(input, k, dim=-1, keepdim=False):
         raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {d}")
     if nd == 0:
         return return_kthvalue(input.clone(), _long_zero(input))
-    s, i = input.sort(d, stable=True)
-    values, indices = s.narrow(d, k - 1, 1).contiguous(), i.narrow(d, k - 1, 1).contiguous()
+    values, indices = input._op("kthvalue", k=int(k), dim=d)
     if not keepdim:
         values, indices = values.squeeze(d), indices.squeeze(d)
     return return_kthvalue(values, indices)
@@ -280,8 +279,7 @@ def kthvalue(input, k, dim=-1, keepdim=False):
 @torch_node("ModeBackward0")
 def mode(input, dim=-1, keepdim=False):
     """As torch.mode: (values, indices) of the most frequent value along dim, the smallest
-    on ties, with the index of its last occurrence. Counts by comparing every pair along
-    dim (n * n memory per slice)."""
+    on ties, at the position PyTorch's kernel picks among its occurrences."""
     nd = input._data.ndim
     d = norm_dim(dim, nd)
     if nd == 0:
@@ -289,21 +287,9 @@ def mode(input, dim=-1, keepdim=False):
     n = input._data.shape[d]
     if n == 0:
         raise IndexError(f"mode(): Expected reduction dim {d} to have non-zero size.")
-    xt = input.transpose(d, -1)
-    key = xt.to(dtypes.uint8) if input._dtype is dtypes.bool_ else xt
-    counts = (key.unsqueeze(-1) == key.unsqueeze(-2)).sum(-1)
-    most = counts.amax(-1, keepdim=True)
-    best = counts == most
-    big = math.inf if key._dtype.is_floating_point else iinfo(key._dtype).max
-    v = key.masked_fill(~best, big).amin(-1, keepdim=True)
-    pos = where(key == v, arange(n), -1).amax(-1, keepdim=True)
-    # (PyTorch's sort leaves a leading nan first: with no value repeated, it is the mode)
-    pos = where((key.narrow(-1, 0, 1) != key.narrow(-1, 0, 1)) & (most <= 1), 0, pos)
-    # (contiguous, as PyTorch's: the transposes leave mode(x, 0) column-major)
-    values = xt.gather(-1, pos).transpose(d, -1).squeeze(d).contiguous()
-    indices = pos.transpose(d, -1).squeeze(d).contiguous()
-    if keepdim:
-        values, indices = values.unsqueeze(d), indices.unsqueeze(d)
+    values, indices = input._op("mode", dim=d)
+    if not keepdim:
+        values, indices = values.squeeze(d), indices.squeeze(d)
     return return_mode(values, indices)
 
 

@@ -8,6 +8,7 @@ from . import dispatch, grad_mode, trace_state
 from ..ir import OPS, bfloat16 as bf16_values
 from ..ir.geometry import geometry_overlaps
 from .copy_slices import CopySlices, creation_error
+from .inplace_overlap import shares_cells, write_changed, write_sequentially
 from .dispatch import _is_tensor, _req, call, record, run_impl, scalar_type_name, wrapped_ints
 from .dtypes import bfloat16, get_default_dtype, result_type
 from .node import gradient_edge
@@ -166,6 +167,10 @@ def call_inplace(op, t, inputs, attrs, _timed=False, _dual=False):
         t._dtype._cat >= 2 and any(_is_tensor(x) and _req(x) for x in inputs)  # (ints: none)
     retained = (t._grad_fn, t._output_nr) if recording and t._retains_grad else None
     tracer = _tstate.tracer
+    chained = not on_meta and shares_cells(t)
+    if chained and tracer is not None:
+        tracer.graph_break(f"{op.name}_ on a view whose elements share memory (each element "
+                           "reads what an earlier one wrote)")
     operands = tracer.operands(inputs) if tracer is not None else None   # values before
     try:
         out = None if on_meta else impl(op, inputs, attrs)
@@ -184,7 +189,12 @@ def call_inplace(op, t, inputs, attrs, _timed=False, _dual=False):
     base_edge = gradient_edge(base) if recording and base is not None else None
     self_edge = gradient_edge(t) if recording else None
     try:
-        if not on_meta:
+        if chained and op.kind != "elementwise":
+            write_changed(t, out)
+        elif chained:       # (PyTorch's loop, element by element: inplace_overlap.py)
+            write_sequentially(t, inputs, attrs, lambda ins, at: impl(op, ins, at),
+                               bf16_values.round_to if t._dtype is bfloat16 else np.asarray)
+        elif not on_meta:
             t._data[...] = out
     except ValueError as e:
         if "read-only" not in str(e):

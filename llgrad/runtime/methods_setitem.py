@@ -5,7 +5,6 @@ import numpy as np
 
 from ..ir import OPS
 from ..ir.bfloat16 import round_number
-from ..ir.geometry import geometry_overlaps
 from ..ir.ops_index import check_broadcast
 from .creation_checks import fill_value_fits
 from .dispatch import call, scalar_type_name
@@ -72,8 +71,9 @@ def setitem(self, idx, value):
             if value._storage is target._storage:   # (x[i] += v: the same memory, as there)
                 value = wide
         target.copy_(value)
-    else:   # (PyTorch copies the number in: an error where elements share memory)
-        if geometry_overlaps(target._data.shape, target.stride()):
+    else:   # (PyTorch copies the number in: an error where a 0 stride repeats an element;
+        # other shared memory is written element by element, inplace_overlap.py)
+        if any(s == 0 and n > 1 for n, s in zip(target._data.shape, target.stride())):
             raise RuntimeError("unsupported operation: more than one element of the written-to "
                                "tensor refers to a single memory location. Please clone() the "
                                "tensor before performing the operation.")

@@ -213,9 +213,6 @@ def test_second_derivative_through_composite_activations(name):
     assert run(llgrad) == run(torch)
 
 
-@pytest.mark.xfail(strict=True, reason="kthvalue picks among equal values by a stable sort; "
-                   "PyTorch's CPU kernel by its quickselect, so index (and the gradient's "
-                   "place) differ on ties")
 def test_kthvalue_index_among_ties():
     def run(L):
         x = L.tensor([1.0, 1.0, 1.0], requires_grad=True)
@@ -246,9 +243,6 @@ def test_logit_gradient_at_0_and_1():
     assert run(llgrad) == run(torch)
 
 
-@pytest.mark.xfail(strict=True, reason="xlogy / xlog1py are compositions: where input == 0 "
-                   "their gradients are 0 (xlogy's other at 0) and nan (xlog1py's input at "
-                   "other == -1) where PyTorch's formulas give nan and 0")
 def test_xlogy_gradients_where_input_is_zero():
     def run(L):
         x = L.tensor([0.0, 0.0], requires_grad=True)

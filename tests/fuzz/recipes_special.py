@@ -97,7 +97,20 @@ def r_fmod(g):
     g.op(name)
 
 
+def r_xlogy(g):
+    """xlogy / xlog1py of a float tensor by a positive one (their gradients' edges at 0 are
+    tests/runtime/test_torch_adversary_sweep59.py's)."""
+    x = g.need(lambda v: v.float)
+    name = g.choice(("xlogy_float", "xlog1py_float"))
+    y = f"({x}.abs() + 0.5)"
+    v = g.new(x.shape, x.dtype, rg=x.rg)
+    g.emit(f"{v} = {x}.xlogy({y})" if name == "xlogy_float" else
+           f"{v} = llgrad.special.xlog1py({x}, {y})", x)
+    g.op(name)
+
+
 RECIPES.update({
+    r_xlogy: (1, {"xlogy_float", "xlog1py_float"}),
     r_fmod: (1, {"fmod_float", "remainder_float"}),
     r_polygamma: (1, {"polygamma"}),
     r_polygamma_: (1, {"polygamma_"}),

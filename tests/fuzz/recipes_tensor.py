@@ -120,7 +120,19 @@ def r_sort_scatter(g):
         nd = len(x.shape)
         d = g.int(-max(nd, 1), max(nd, 1) - 1)
         n = extent(x.shape, d)
-        kind = g.int(0, 2)
+        kind = g.int(0, 3)
+        if kind == 3 and nd:        # (ties picked as PyTorch's kernels pick them)
+            k = g.int(1, n) if n else 0
+            if not k:
+                return False
+            shape = x.shape[:norm(d, nd)] + x.shape[norm(d, nd) + 1:]
+            vv = g.new(shape, x.dtype, rg=x.rg, exact=True)
+            vi = g.new(shape, "int64", hi=n, exact=True)
+            name = g.choice(("kthvalue", "mode"))
+            g.emit(f"{vv}, {vi} = {x}.kthvalue({k}, {d})" if name == "kthvalue" else
+                   f"{vv}, {vi} = {x}.mode({d})", x)
+            g.op(name)
+            return None
         if kind == 0:
             desc = g.choice(["", ", descending=True", ", stable=True"])
             vv = g.new(x.shape, x.dtype, rg=x.rg, exact=True)
@@ -204,6 +216,6 @@ def r_fill(g):
 RECIPES[r_positional] = (3, {"tril", "triu", "flip", "roll", "repeat", "diag_embed",
                              "diagonal_copy", "unfold", "cumprod"})
 RECIPES[r_norm_round] = (1, {"linalg_vector_norm", "round_decimals"})
-RECIPES[r_sort_scatter] = (2, {"sort", "topk", "scatter", "scatter_reduce"})
+RECIPES[r_sort_scatter] = (2, {"sort", "topk", "kthvalue", "mode", "scatter", "scatter_reduce"})
 RECIPES[r_baddbmm] = (1, {"baddbmm"})
 RECIPES[r_fill] = (1, {"uniform", "normal", "bernoulli_p", "bernoulli"})

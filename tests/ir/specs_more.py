@@ -84,6 +84,8 @@ SPECS.update({
               lambda a: a.sort(1, descending=True)),
     "topk": S([I(4, 3, 6)], {"k": 3, "dim": 1, "largest": False, "sorted": True},
               lambda a: a.topk(3, 1, largest=False)),
+    "kthvalue": S([I(4, 3, 6)], {"k": 3, "dim": 1}, lambda a: a.kthvalue(3, 1, keepdim=True)),
+    "mode": S([I(3, 3, 20)], {"dim": 1}, lambda a: a.mode(1, keepdim=True)),
     "scatter": S([X(3, 4), I(4, 3, 2), X(3, 2)], {"dim": 1},
                  lambda a, i, s: a.scatter(1, i, s)),
     "scatter_reduce": S([X(3, 4), I(4, 3, 5), X(3, 5)],

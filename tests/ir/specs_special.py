@@ -110,3 +110,8 @@ SPECS.update({
     "linalg_eigh": S([_Square((3, 3), "float64")], {"UPLO": "L", "compute_v": True},
                      lambda a: tuple(llgrad.linalg.eigh(a))),
 })
+SPECS.update({
+    "xlogy_float": S([X(3, 4), P(4)], {}, lambda a, b: a.xlogy(b)),
+    "xlog1py_float": S([X(3, 4), P(3, 4)], {}, lambda a, b: llgrad.special.xlog1py(a, b)),
+    "entr": S([P(3, 4)], {}, lambda a: llgrad.special.entr(a)),
+})

@@ -344,8 +344,6 @@ def test_histogram_bins_default_to_100():
             np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-6, atol=1e-7)
 
 
-@pytest.mark.xfail(strict=True, reason="topk's order among equal values is libstdc++'s "
-                   "partial_sort / nth_element order in PyTorch; llgrad's is a stable sort's")
 def test_multinomial_without_replacement_past_the_nonzero_categories():
     """More samples than nonzero probabilities: PyTorch returns zero-probability categories
     in the order its topk leaves ties (p / q ties at 0)."""

@@ -182,3 +182,17 @@ S("remainder_float", *_bin(lambda x, y: x % y, "RemainderBackward1", _spR, _spR,
        node="RemainderBackward1"),
   Case("inplace", lambda T, x, y: (x * 1).remainder_(y), _spR(3, 4), _spR(4),
        node="RemainderBackward1", top=False))
+
+# xlogy / xlog1py / entr: one op each (PyTorch's gradients at 0 too: tests/runtime/
+# test_torch_adversary_sweep59.py); log's domain here, its edges there
+S("xlogy_float", *_bin(lambda x, y: x.xlogy(y), "XlogyBackward0", _spR, _spP, None)[:-1],
+  Case("inplace", lambda T, x, y: (x * 1).xlogy_(y), _spR(3, 4), _spP(4), node="XlogyBackward0",
+       top=False),
+  Case("number_self", lambda T, y: T.xlogy(2.5, y), _spP(3), node="XlogyBackward1"),
+  Case("number_other", lambda T, x: T.special.xlogy(x, 3.0), _spR(3), node="XlogyBackward2"))
+S("xlog1py_float",
+  Case("same", lambda T, x, y: T.special.xlog1py(x, y), _spR(3, 4), _spP(3, 4),
+       node="SpecialXlog1PyBackward0"),
+  Case("bcast_noncontig", lambda T, x, y: T.special.xlog1py(x.t(), y), _spR(4, 3), _spP(4),
+       node="SpecialXlog1PyBackward0"))
+S("entr", *_un(lambda T, x: T.special.entr(x), "SpecialEntrBackward0", _spP))

@@ -4,6 +4,7 @@
 
 _RANDOM = "random draws: llgrad's generator is not PyTorch's (compared with eager instead)"
 _DRAWS = "random draws: every call draws anew, so finite differences see noise"
+_TIES = "equal values (rounded): a finite difference's step breaks the tie"
 
 
 def _away(lo, hi, step):
@@ -130,7 +131,21 @@ S("topk",
   Case("largest", lambda T, x: tuple(x.topk(2)), R_(3, 4), node="TopkBackward0"),
   Case("smallest_dim0", lambda T, x: T.topk(x, 2, dim=0, largest=False).values, R_(3, 4),
        node="TopkBackward0"),
-  Case("noncontig", lambda T, x: x.t().topk(3)[0], R_(5, 3), node="TopkBackward0"))
+  Case("noncontig", lambda T, x: x.t().topk(3)[0], R_(5, 3), node="TopkBackward0"),
+  Case("ties_unsorted", lambda T, x: tuple(x.round().topk(3, sorted=False)), R_(3, 9) * 2,
+       node="TopkBackward0", gradcheck=_TIES))
+S("kthvalue",
+  Case("dim1", lambda T, x: tuple(x.kthvalue(2, 1)), R_(3, 4), node="KthvalueBackward0",
+       top=False),   # (keepdim=False: a squeeze of the op's result, renamed)
+  Case("keepdim_dim0", lambda T, x: x.t().kthvalue(3, 0, keepdim=True).values, R_(4, 5),
+       node="KthvalueBackward0"),
+  Case("ties", lambda T, x: tuple(x.round().kthvalue(4)), R_(2, 9) * 2,
+       node="KthvalueBackward0", gradcheck=_TIES, top=False))
+S("mode",
+  Case("ties_long_row", lambda T, x: tuple(x.round().mode(1)), R_(2, 30) * 2,
+       node="ModeBackward0", gradcheck=_TIES, top=False),
+  Case("dim0_keepdim", lambda T, x: x.round().mode(0, keepdim=True).values, R_(5, 3) * 2,
+       node="ModeBackward0", gradcheck=_TIES))
 S("scatter",
   Case("src", lambda T, x, i, s: x.scatter(1, i, s), R_(3, 4), _UIDX, R_(3, 2),
        node="ScatterBackward0"),

@@ -567,9 +567,6 @@ _KNOWN = {
     "f16_prod_rounding": (lambda t: t.full((2000,), 1.001, dtype=t.float16).prod(),
                           "PyTorch's vectorised float16 prod rounds partial products in its own "
                           "order on long rows (6.89); llgrad multiplies in order (5.81)"),
-    "mode_index_with_nan": (lambda t: t.mode(t.tensor([1.0, nan, 1.0])),
-                            "PyTorch's mode sorts with `<`, which nan breaks, and returns index 0 "
-                            "here; llgrad returns the last index of the modal value (2)"),
 }
 
 

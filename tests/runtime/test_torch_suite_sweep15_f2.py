@@ -75,8 +75,6 @@ def test_nan_ties_and_zeros(op):
         same(f"x = {x}\nr = x.{op}")
 
 
-@pytest.mark.xfail(strict=True, reason="topk / kthvalue ties: PyTorch's index is its "
-                   "quickselect's (std::nth_element, ATen's own), llgrad's the stable sort's")
 @pytest.mark.parametrize("src", ["r = t.tensor([2., 1., 2., 1., 2.]).topk(2)",
                                  "r = t.tensor([[3., 3., 1.], [2., 2., 2.]]).kthvalue(2)"])
 def test_tie_index_of_quickselect(src):

@@ -1,12 +1,13 @@
-"""Lowerings of sort, topk, scatter and scatter_reduce (llgrad/ir/ops_sort.py).
+"""Lowerings of sort, scatter and scatter_reduce (llgrad/ir/ops_sort.py).
 
-sort / topk: a bottom-up merge sort of each slice along dim, with the positions carried
+sort: a bottom-up merge sort of each slice along dim, with the positions carried
 beside the values, in two scratch buffers of one slice each (ping-pong). The number of
 passes and the buffer each pass reads are known when the code is made (the slice length
 is static), so the passes are unrolled; each merge is one branch-free loop over its output
 (take the right run's head only when it is strictly before the left's: a stable sort, and
 with descending=True ties keep their order too). NaN sorts last ascending and first
-descending, as the reference. topk writes the first k of the sorted slice.
+descending, as the reference. (topk is a host call: PyTorch's picks among equal values
+are its nth_element's, ir/select_order.py.)
 
 scatter / scatter_reduce: out = self, then one pass over index in C order (the order of
 the reference's NumPy assignment and ufunc.at): scatter stores (the last write wins),
@@ -122,8 +123,7 @@ def _merge_pass(fg, cur, nxt, n, width, desc, i_slot, j_slot):
             b.store(b.add(j, step), j_slot)
 
 
-for _op in ("sort", "topk"):
-    register(_op, "kernel", emit=_emit_sort, prepare=_prepare_sort, check=_check_sort)
+register("sort", "kernel", emit=_emit_sort, prepare=_prepare_sort, check=_check_sort)
 
 
 # ---- scatter / scatter_reduce ---------------------------------------------------------------

@@ -1,11 +1,11 @@
 """Lowerings of ir/ops_special.py (asin ... polygamma: vecmath_special.py's straight-line
-IR; polygamma of order 2 and more as Cephes' zeta's loop) and of
+IR; xlogy, xlog1py and entr as selects around vecmath's log; polygamma of order 2 and more as Cephes' zeta's loop) and of
 ir/ops_bitwise.py (bitwise and/or/xor/not and the shifts as single instructions with
 PyTorch's out-of-range rule; gcd and lcm as Euclid's loop, in C's arithmetic as PyTorch's
 kernels and the reference; integer floor / trunc division as C's, without its traps)."""
 from llvmlite import ir
 
-from . import vecmath_special as vs
+from . import vecmath, vecmath_special as vs
 from .fusion import compute_dtypes
 from .scalar import I64, Scalar, is_float, is_unsigned
 from .table import elementwise
@@ -45,6 +45,29 @@ def _remainder_float(sg, node, a, b):
     fix = sg.b.and_(sg.cmp("!=", mod, zero).v,
                     sg.b.xor(sg.cmp("<", b, zero).v, sg.cmp("<", mod, zero).v))
     return sg.select(fix, sg.add(mod, b), mod)
+
+
+def _xlog(log, fill):
+    """xlogy / xlog1py: +0 where x is 0 and y is not nan, else x * log(y) (log of `fill`
+    there, so that no inf or nan is made only to be dropped)."""
+    def lower(sg, node, x, y):
+        zero = sg.const(0, x.dt)
+        at0 = sg.b.and_(sg.cmp("==", x, zero).v, sg.cmp("==", y, y).v)
+        return sg.select(at0, zero, sg.mul(x, log(sg, sg.select(at0, sg.const(fill, y.dt), y))))
+    return lower
+
+
+elementwise("xlogy_float", check=_floats_only)(_xlog(vecmath.log, 1))
+elementwise("xlog1py_float", check=_floats_only)(_xlog(vecmath.log1p, 0))
+
+
+@elementwise("entr", check=_floats_only)
+def _entr(sg, node, x):
+    zero = sg.const(0, x.dt)
+    pos = sg.cmp(">", x, zero).v
+    inner = sg.neg(sg.mul(x, vecmath.log(sg, sg.select(pos, x, sg.const(1, x.dt)))))
+    rest = sg.select(sg.cmp("==", x, zero).v, zero, sg.const(float("-inf"), x.dt))
+    return sg.select(sg.isnan(x), x, sg.select(pos, inner, rest))
 
 
 def _polygamma_check(node):

@@ -11,9 +11,8 @@ product is traced (its write of module.<name> is an output the compiled call put
 
 Selection: L1Unstructured prunes the entries of topk(|t|, k, largest=False) and
 LnStructured keeps the channels of topk(norm, k, largest=True), as PyTorch does, so masks
-equal PyTorch's wherever the importance has no ties. Among tied importances llgrad's topk
-picks the lowest indices (a stable order); PyTorch's CPU topk picks an unspecified subset,
-so with ties the two masks may prune different (equally important) entries. The random
+equal PyTorch's, among tied importances too (topk picks among equal values as PyTorch's
+CPU kernel does). The random
 methods draw from llgrad's generator (masks differ from PyTorch's, as any two generators'
 draws do)."""
 import numbers
