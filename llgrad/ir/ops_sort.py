@@ -48,6 +48,9 @@ def _sort(x, dim=0, descending=False, stable=None):
 def _topk(x, k, dim=0, largest=True, sorted=True):
     if x.ndim == 0:
         return np.array(x), np.zeros((), np.int64)
+    n = x.shape[dim]
+    if 0 < k and k * 4 <= n and (sorted or k * 64 <= n) and x.dtype.kind in "iuf":
+        return _topk_selected(x, k, dim, largest, sorted)
     idx = _argsort(x, dim, largest).astype(np.int64)
     idx = np.array(np.take(idx, np.arange(k), axis=dim))
     n = x.shape[dim]
@@ -57,6 +60,29 @@ def _topk(x, k, dim=0, largest=True, sorted=True):
         redo = _ties(x, dim) if sorted or k * 64 <= n else np.ones(idx.shape[:dim] +
                                                                    idx.shape[dim + 1:], bool)
         _replay(x, idx, dim, redo, lambda row: topk_positions(row, k, largest, sorted))
+    return np.take_along_axis(x, idx, axis=dim), idx
+
+
+def _topk_selected(x, k, dim, largest, sorted):
+    """topk of few (k * 4 <= n) by selection, not a sort of every slice (a top-5 of 1000
+    logits took 2.6 ms for 64 rows): each slice's k values by argpartition, ordered by
+    value; where that order or set is not unique (two of them equal, or one equal to a value
+    left out) the slice is replayed as _topk does (PyTorch's picks among ties)."""
+    xs = np.moveaxis(x, dim, -1)
+    n = xs.shape[-1]
+    part = np.argpartition(xs, n - k if largest else k - 1, axis=-1)
+    part = part[..., n - k:] if largest else part[..., :k]
+    vals = np.take_along_axis(xs, part, -1)
+    order = np.argsort(vals, axis=-1, kind="stable")        # (ascending, NaN last)
+    vals = np.take_along_axis(vals, order, -1)
+    a, b = vals[..., 1:], vals[..., :-1]
+    tied = ((a == b) | ((a != a) & (b != b))).any(-1)
+    edge = vals[..., :1] if largest else vals[..., -1:]     # (the last value taken)
+    same = (xs == edge) | ((xs != xs) & (edge != edge))
+    tied |= same.sum(-1) > 1                                # (ties inside were counted)
+    idx = np.take_along_axis(part, order[..., ::-1] if largest else order, -1)
+    idx = np.ascontiguousarray(np.moveaxis(idx.astype(np.int64), -1, dim))
+    _replay(x, idx, dim, tied, lambda row: topk_positions(row, k, largest, sorted))
     return np.take_along_axis(x, idx, axis=dim), idx
 
 
