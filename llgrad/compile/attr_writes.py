@@ -159,7 +159,7 @@ class Slots:
                     where = ("global", space, name)
                     self.names.append((where, f"captured {name}", _value(where), name in read))
 
-    def writes(self, result=None, dynamic=frozenset()):
+    def writes(self, result=None, dynamic=frozenset(), written_first=()):
         """([Write], the tensors they put, in order, the guard walk's paths of those
         tensors): each slot that holds another value now, where that value is a tensor, a
         structure of tensors and constants, or a number argument's stand-in (a graph value
@@ -168,9 +168,12 @@ class Slots:
         A structure that shares a container with another slot's, with the result or with
         what the call reaches makes the call run eagerly (a TraceError: compiled calls
         would write a copy into each). Lists appended to: appended_lists.grown (dynamic:
-        the compiled function's, with its marked lists; self.appended: lists to mark)."""
+        the compiled function's, with its marked lists; self.appended: lists to mark).
+        written_first: the modules whose `training` the run set before reading it
+        (runtime/training_flag.py), written by each call even where the run left it as it
+        was; self.blind: the guard walk's paths of those flags."""
         writes, tensors, paths = [], [], set()
-        self.counters = []
+        self.counters, self.blind, forced = [], [], {id(m) for m in written_first}
         holders = {id(h) for h, *_ in self.places}
         seen = holders | _containers(result)
         for where, path, before, read in self.names:
@@ -197,7 +200,8 @@ class Slots:
             else:
                 # (also a hyper-parameter written as the object it held, `g["lr"] = 0.1`)
                 changed = [(k, x) for k, x in now.items() if k not in before or
-                           before[k] is not x or hypers.written_number(holder, k)]
+                           before[k] is not x or hypers.written_number(holder, k)
+                           or k == "training" and id(holder) in forced]
             order = {k: i for i, k in enumerate(now)} if isinstance(now, dict) else None
             for slot, value in changed:
                 where = _named(path, slot, slot if order is None else order[slot])
@@ -211,6 +215,8 @@ class Slots:
                 if self._write(writes, tensors, paths, root, steps, slot, where, value,
                                holders):
                     now[slot] = numbers_in(value)
+                    if slot == "training" and id(holder) in forced and type(value) is bool:
+                        self.blind.append(where)
         return writes, tensors, paths
 
     def find(self, paths):

@@ -15,7 +15,7 @@ import weakref
 from ..runtime import trace_state
 from ..tracer.trace import ControlFlowError, TraceError
 from . import (appended_lists, background, dynamo_config, eager_builds, leaf_hooks, log,
-               stance, symbolic_args, symbolic_slots, volatile_guards)
+               guards_blind, stance, symbolic_args, symbolic_slots, volatile_guards)
 from .compile_doc import Callable, documented
 from .eager_only import eager_only_reason
 from .dump import _dump_to_env, dump_text
@@ -70,7 +70,7 @@ class CompiledFunction:
         self._fast = {}             # flat key of a simple call -> runner of its entries
         # key without .grad items -> entries whose trace neither read nor set a .grad (nor
         # saw one): a call that differs only in .grad (a training step's second) runs them
-        self._grad_free = {}
+        self._grad_free, self._blind = {}, {}   # (_blind: guards_blind.note's table)
         self._walkers = []          # guard walks compiled per call structure: guard_walker.py
         self._walker_tries, self._defaults = 0, default_filler(fn)   # (defaults: guards.py)
         self.graph_breaks = []      # why calls ran eagerly: [reason], in order (explain.py)
@@ -230,6 +230,7 @@ class CompiledFunction:
 
     def _add(self, key, n_own, entry):
         self.cache[key] = self.cache.get(key, []) + [entry]
+        guards_blind.note(self._blind, key, n_own, entry)  # (flags its step sets: any value)
         if entry is not EAGER and entry.grad_free:
             free = without_grads(key, n_own)
             self._grad_free[free] = self._grad_free.get(free, []) + [entry]
@@ -238,8 +239,7 @@ class CompiledFunction:
             background.request(entry, build_now)  # (LLVM starts now, while the caller goes on)
 
     def _eagerly(self, reason, args, kwargs, key=None):
-        """Run the call eagerly: what it does cannot be compiled (once per reason, a
-        warning; with fullgraph=True an error)."""
+        """Run the call eagerly, warning once per reason (fullgraph=True: an error)."""
         if self.fullgraph:
             raise TraceError(f"llgrad.compile({getattr(self.fn, '__name__', 'fn')}, "
                              f"fullgraph=True): {reason}")
@@ -266,13 +266,15 @@ class CompiledFunction:
 
     def _run_cached(self, key, n_own, inputs, fast):
         """Run the first entry for key whose value guards hold, else the first grad-free
-        entry for key without its .grad items (on the own inputs alone), and remember it
-        for calls with the flat key `fast`; _MISS if none."""
+        entry for key without its .grad items (on its own inputs), else one blind to where
+        key differs (guards_blind.py); remember it for calls with flat key `fast`; or _MISS."""
         out = self._run_first(self.cache.get(key), inputs, fast)
         if out is _MISS and self._grad_free and any(g is not None for g in key[-1 - n_own:-1]):
             # (with every .grad None, the grad-free entries are key's own: tried above)
             out = self._run_first(self._grad_free.get(without_grads(key, n_own)),
                                   inputs[:n_own], fast, n_own)
+        if out is _MISS and self._blind:
+            out = guards_blind.run(self, key, n_own, inputs, fast)
         return out
 
     def _run_first(self, entries, inputs, fast, n_own=None):
@@ -305,8 +307,7 @@ class CompiledFunction:
         return self.cache.get(key) or self._grad_free.get(without_grads(key, n_own))
 
     def _remember(self, fast, entries, n_own=None):
-        """Let calls with this flat key (fastpath.py) go straight to these entries (given
-        the first n_own tensors: grad-free entries)."""
+        """Let calls with flat key `fast` (fastpath.py) run these entries (n_own: grad-free)."""
         if not fast or any(e is not EAGER and e._forward_run is None for e in entries):
             return          # (an entry still being built: its runner is not final yet)
         runners = [eager_runner if e is EAGER else entry_runner(e) for e in entries]
@@ -367,16 +368,15 @@ class CompiledFunction:
         return entries[-1] if entries else None
 
     def wait(self):
-        """Block until the native code of every entry so far is built (builds run in the
-        background: background.py); for timing steady state, as benchmarks do."""
+        """Block until every entry's native code is built (background.py), as benchmarks do."""
         for entry in self.entries:
             background.wait(entry)
 
     def reset(self):
         """Forget every traced entry (torch.compiler.reset): the next call traces again."""
         with self._lock:
-            self.cache, self.entries, self._fast, self._grad_free, self._walkers = \
-                {}, [], {}, {}, []
+            self.cache, self.entries, self._fast, self._grad_free, self._walkers, self._blind \
+                = {}, [], {}, {}, [], {}
             self._walker_tries, self.n_traces, self._not_kept, self._warned = 0, 0, None, set()
             self._first_untraced, self._dynamic, self._static, self._numbers_seen = \
                 False, frozenset(), frozenset(), {}

@@ -21,6 +21,7 @@ from ..runtime.autograd_api import grad as autograd_grad
 from ..runtime.backward_hooks import leaf_hooks
 from ..runtime.saved_tensor import where_str
 from ..runtime.tensor import Tensor
+from ..runtime.training_flag import watching
 from ..tracer.errors import later_error
 from ..tracer.pytree import flatten, with_constants
 from ..tracer.returned import ReturnedScalar, is_constant, values_in
@@ -29,6 +30,7 @@ from .dump import _trace_note
 from .eager_graph import eager_saved as _eager_saved, frees as _frees
 from .attr_writes import Slots
 from .guards import WALK_HOOKS, hooked
+from .guards_blind import blind_positions
 from . import external_io, symbolic_args
 from .output_notes import (dead as _dead, leaf_made_inside, leaf_order, reach_masks,
                            rebuild_notes as _rebuild_notes)
@@ -89,6 +91,7 @@ class Entry:
         # (out index, format) of each value a print formatted (runtime/rendered_text.py)
         "counters", "appended",           # numbers it changed in the state (symbolic_slots),
                                           # lists it appended to (appended_lists.py)
+        "blind",                          # guard positions it serves any value of (guards_blind)
         "external_io")                    # files its run read or wrote (external_io.py)
 
     def __init__(self, name, backend, guard_items):
@@ -104,7 +107,7 @@ class Entry:
         self.scalar_outputs, self.eager_saved, self.reusable = {}, ({}, {}), False
         self.n_returned, self.attr_writes, self.written, self.counters = 0, None, (), ()
         self.grad_free, self.rng_index, self.step, self.grad_on = False, None, False, []
-        self.leaf_hooks, self.appended = False, ()
+        self.leaf_hooks, self.appended, self.blind = False, (), ()
         self.kernels, self._runners, self.timings = {}, {}, {}
         self._forward_run = self._backward_run = self._node_layout = self._unflatten = None
         self._build_job, self._interim_runs, self._cache_hints = None, {}, {}
@@ -175,7 +178,7 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
             entry.leaf_hooks = bool(guarded)
         slots = Slots(fn, args, kwargs)
         kept = [args, kwargs, *entered]     # (where a printed value's text must not stay)
-        with recording(entry.given, kept) as rendering:
+        with recording(entry.given, kept) as rendering, watching() as flags:
             result = symbolic_args.returned_stand_ins(traced_fn(*args, **kwargs))
             kept.append(result)
         tracer = trace_state.state.tracer
@@ -194,7 +197,7 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
         state["result"] = values_in(result)
         outs = [o.tensor if isinstance(o, ReturnedScalar) else o for o in outs]
         entry.out_tree = tree
-        _written_outputs(entry, slots, outs, result, dynamic)
+        _written_outputs(entry, slots, outs, result, dynamic, flags.written_first)
         for piece in rendering.pieces:      # (values formatted for output: outputs too)
             entry.rendered.append((len(outs), piece.render if piece.written else None))
             outs.append(piece.tensor)
@@ -342,12 +345,13 @@ def _partition(entry, graph, state, differentiable):
         mutated, sorted(kept))
 
 
-def _written_outputs(entry, slots, outs, result, dynamic):
+def _written_outputs(entry, slots, outs, result, dynamic, written_first):
     """The tensors the run put into objects it reaches (attr_writes.py) as outputs after the
     returned ones (one that is also returned, not as a number, is that output)."""
     entry.n_returned = len(outs)
-    writes, written, paths = slots.writes(result, dynamic)
+    writes, written, paths = slots.writes(result, dynamic, written_first)
     entry.counters, entry.appended = slots.counters, slots.appended
+    entry.blind = blind_positions(entry.guard_items, slots.blind)
     if not writes:
         return
     at = {id(o): k for k, o in enumerate(outs) if k not in entry.scalar_outputs}

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from ..runtime import global_module_hooks as _global, grad_mode
 from ..runtime.functions_settings import typename
 from ..runtime.tensor import Tensor
+from ..runtime.training_flag import TrainingFlag
 from .module_access import ModuleAccess, _IncompatibleKeys  # noqa: F401
 from .module_convert import ModuleConvert
 from .module_hooks import ModuleHooks
@@ -67,7 +68,7 @@ class Module(ModuleConvert, ModuleAccess, ModuleHooks):
     llgrad.load). A call without hooks is a plain call of forward. The device is always the
     CPU: to('cuda') and cuda() raise. llgrad.compile(module) returns a module-like object
     whose calls run compiled."""
-    training = True
+    training = TrainingFlag()   # (in the instance's __dict__; compile sees a step set it)
     # (PyTorch's name for the set, which code written for it reads and writes)
     _non_persistent_buffers_set = property(lambda self: self._non_persistent)
 

@@ -140,9 +140,6 @@ def _train_eval_inside(compiled, epochs=4):
     return (train_batch, eval_batch), out
 
 
-@pytest.mark.xfail(strict=True, reason="the guard key holds each module's `training` on "
-                   "entry, though model.train() / model.eval() inside the step sets it "
-                   "before anything reads it: a second trace per batch size")
 def test_train_eval_switch_inside_the_step_traces_once():
     (train_batch, eval_batch), got = _train_eval_inside(True)
     _, want = _train_eval_inside(False)
