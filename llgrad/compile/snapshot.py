@@ -331,12 +331,26 @@ def _with_nested(containers):
 
 
 @contextlib.contextmanager
-def untaken_branch(tensors, entered, what, part="the branch eager does not take"):
+def untaken_branch(tensors, entered, what, part="the branch eager does not take",
+                   taken=False):
     """Tracing code whose Python effects are not eager's (part: the branch of a tensor `if`
     that eager does not take, a loop body traced once that eager runs once per iteration):
     what it does in Python is put back; code that raises or changes Python state (which a
     compiled call would not do, or do as often) makes the function traced as plain Python
-    instead."""
+    instead.
+
+    taken: the branch eager takes. Its Python effects are this call's, but a compiled call
+    would repeat them whichever branch its condition picks, so one that changes Python state
+    (an object's attributes, a container's items: `model.eval()` under `if x.sum() > 0:`)
+    makes the function traced as plain Python too (its condition a value guard); its tensor
+    writes are the branch's graph, not Python state."""
+    if taken:
+        watched = StateSnapshot([], entered)
+        yield
+        changed = watched.changed()
+        if changed is not None:
+            raise ControlFlowError(f"{what}: the branch eager takes changes {changed}")
+        return
     snapshot = StateSnapshot(tensors, entered)
     try:
         yield

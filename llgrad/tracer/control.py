@@ -169,8 +169,9 @@ def _stage_if(cond, then_fn, else_fn, values, names, loc, kind):
         elif taken is None:     # (inside another region: neither is known to be eager's)
             with _effects_free(what, "a branch inside tensor-dependent control flow"):
                 results.append(list(r.run(fn, *values)))
-        else:
-            results.append(list(r.run(fn, *values)))
+        else:           # (eager's branch: a change of Python state in it stops the trace)
+            with tracer.untaken(what, taken=True):
+                results.append(list(r.run(fn, *values)))
     merged, items = [], ([], [])        # merged: per name, ("python", v) or ("output", k)
     for name, a, b in zip(names, *results):
         how = _merge(name, a, b, loc, kind)
