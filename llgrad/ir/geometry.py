@@ -78,9 +78,19 @@ def iterator_strides(shape, operands):
     every operand is contiguous, else dense in the order of the first operand that tells
     two dimensions apart (a broadcast dimension, stride 0, tells nothing; equal strides put
     the smaller size first). Sizes 1 excepted, where PyTorch's choice varies by op."""
-    nd = len(shape)
     if all(tuple(sh) == tuple(shape) and _row_major(sh, st) for sh, st in operands):
         return None
+    out, acc = [0] * len(shape), 1
+    for d in iterator_dims(shape, operands):
+        out[d] = acc
+        acc *= shape[d]
+    return tuple(out)
+
+
+def iterator_dims(shape, operands):
+    """The dims of shape, innermost first, in the order PyTorch's TensorIterator nests its
+    loop over operands [(shape, strides)] broadcast to shape (iterator_strides)."""
+    nd = len(shape)
     ops = []
     for sh, st in operands:
         k = nd - len(sh)
@@ -98,11 +108,7 @@ def iterator_strides(shape, operands):
                 return 1
         return 0
 
-    out, acc = [0] * nd, 1
-    for d in _sorted_dims(nd, should_swap):
-        out[d] = acc
-        acc *= shape[d]
-    return tuple(out)
+    return _sorted_dims(nd, should_swap)
 
 
 def _row_major(shape, strides):

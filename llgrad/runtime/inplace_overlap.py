@@ -11,7 +11,7 @@ the memory as the earlier waves left it (a few vectorised calls where the chains
 short, as unfold's and as_strided's windows make them)."""
 import numpy as np
 
-from ..ir.geometry import _sorted_dims, geometry_overlaps
+from ..ir.geometry import geometry_overlaps, iterator_dims
 from .tensor import Tensor
 
 
@@ -31,27 +31,9 @@ def _loop_order(t, inputs):
     """t's elements (C-order flat indices) in the order PyTorch's TensorIterator visits
     them: dims sorted by the operands' strides, t's first (the output), innermost fastest."""
     shape = t._data.shape
-    nd = len(shape)
-    ops = [t.stride()]
-    for x in inputs:
-        if isinstance(x, Tensor) and x is not t:
-            sh, st = x._data.shape, x.stride()
-            k = nd - len(sh)
-            ops.append((0,) * k + tuple(0 if n == 1 and shape[k + i] != 1 else s
-                                        for i, (n, s) in enumerate(zip(sh, st))))
-
-    def should_swap(d0, d1):
-        for st in ops:
-            s0, s1 = st[d0], st[d1]
-            if s0 == 0 or s1 == 0:
-                continue
-            if s0 != s1:
-                return -1 if s0 < s1 else 1
-            if shape[d0] > shape[d1]:
-                return 1
-        return 0
-
-    perm = _sorted_dims(nd, should_swap)          # innermost first
+    operands = [(shape, t.stride())] + [(x._data.shape, x.stride()) for x in inputs
+                                        if isinstance(x, Tensor) and x is not t]
+    perm = iterator_dims(shape, operands)          # innermost first
     flat = np.arange(t._data.size).reshape(shape)
     return flat.transpose(perm[::-1]).reshape(-1)
 
