@@ -62,15 +62,28 @@ def rebuild_notes(entry, outs, tensors):
     # written in place: the graph computes z and y as values of their own): later calls make
     # them views of it again (offset in bytes from its first element, strides; whether eager's
     # is a view, not an alias without history such as y.detach())
+    # The owner spans the most memory: an alias without history of a part of the tensor
+    # (y[0].detach(), `return [r.numpy() for r in y]`) is a buffer of that part only, which
+    # another output cannot be a view of (it would read past its end)
     owner = {}
     for k, o in enumerate(outs):
         if o._base is None and id(o._storage) not in storage:
-            owner.setdefault(id(o._storage), k)
-    entry.output_views = [
-        (k, owner[id(o._storage)], _ptr(o._data) - _ptr(outs[owner[id(o._storage)]]._data),
-         o._data.strides, o._base is not None, outs[owner[id(o._storage)]]._data.strides)
-        for k, o in enumerate(outs) if owner.get(id(o._storage), k) != k
-        and o is not outs[owner[id(o._storage)]]]
+            j = owner.setdefault(id(o._storage), k)
+            if _span(o._data) > _span(outs[j]._data):
+                owner[id(o._storage)] = k
+    entry.output_views = []
+    for k, o in enumerate(outs):
+        j = owner.get(id(o._storage), k)
+        if j == k or o is outs[j]:
+            continue
+        if not _covered(o._data, outs[j]._data):
+            if o._data.size and outs[j]._data.size and np.shares_memory(o._data, outs[j]._data):
+                raise TraceError("results of the function overlap in memory, neither within "
+                                 "the other, which a compiled call cannot make share memory "
+                                 "(clone one of them), called at " + short_loc(user_line()))
+            continue        # (disjoint parts of one tensor: buffers of their own)
+        entry.output_views.append((k, j, _ptr(o._data) - _ptr(outs[j]._data), o._data.strides,
+                                   o._base is not None, outs[j]._data.strides))
 
     # overlapping views of one tensor the function wrote in place and does not return: the
     # graph computes each as a value of its own, so a write through one after a compiled call
@@ -122,6 +135,27 @@ def rebuild_notes(entry, outs, tensors):
 
 def _ptr(a):
     return a.__array_interface__["data"][0]
+
+
+def _covered(a, b):
+    """Whether every byte of array a is a byte of one of b's elements (b's compiled buffer
+    has b's layout, and the bytes between its elements are not b's: y[:, 1:] holds no
+    element of y[1:])."""
+    if not _within(a, b):
+        return False
+    if a.size == 0 or b.flags.c_contiguous or b.flags.f_contiguous:
+        return True
+    lo, hi = np.lib.array_utils.byte_bounds(b)
+    mask = np.zeros(hi - lo, np.bool_)
+    as_strided = np.lib.stride_tricks.as_strided
+    as_strided(mask[_ptr(b) - lo:], b.shape + (b.itemsize,), b.strides + (1,))[...] = True
+    return bool(as_strided(mask[_ptr(a) - lo:], a.shape + (a.itemsize,),
+                           a.strides + (1,)).all())
+
+
+def _span(a):
+    lo, hi = np.lib.array_utils.byte_bounds(a)
+    return hi - lo
 
 
 def _within(a, b):

@@ -28,6 +28,8 @@ def _alpha(self, other, alpha):
         alpha = _stand_in_alpha(alpha, dtypes.result_type(self, other))
     if alpha.__class__ is int and alpha == 1 and other.__class__ is not int:
         return other, 1         # (the common call: nothing to check or wrap)
+    if type(alpha) is bool and dtypes.result_type(self, other) is not dtypes.bool_:
+        raise RuntimeError("Boolean alpha only supported for Boolean results.")
     if type(alpha) is float:    # (checked against a float32 / float16 result too)
         if dtypes.result_type(self, other)._cat < 2:
             raise RuntimeError("For integral input tensors, argument alpha must not be a "
