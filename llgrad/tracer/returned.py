@@ -138,11 +138,13 @@ class ReturnedArray(ReturnedScalar):
     def reader(self):
         return _as_numpy if self.how == "numpy" else _as_list
 
-    def _then(self, f):
-        raise AssertionError("a returned array takes no arithmetic (convert.py)")
+    def _then(self, f):         # (arithmetic on it: eager's read, then the Python)
+        return f(self._guarded())
 
     def _guarded(self):
-        return self.value
+        """The conversion as eager's call reads it while tracing (numpy(): the function
+        runs eagerly; a small tolist(): value guards)."""
+        return getattr(self.tensor, self.how)()
 
 
 def _as_numpy(t):

@@ -90,3 +90,22 @@ def test_numpy_of_a_tensor_requiring_grad_raises_as_eager():
         needs_grad(w)
     with pytest.raises(RuntimeError, match="Can't call numpy\\(\\) on Tensor that requires grad"):
         llgrad.compile(needs_grad)(w)
+
+
+def doubled_array(x):
+    return x.numpy() * 2
+
+
+def negated_list_len(x):
+    return -len(x.tolist()), x.sum().item()
+
+
+def test_arithmetic_on_a_returned_array_is_eagers():
+    x = llgrad.randn(3, 2)
+    for fn in (doubled_array, negated_list_len):
+        compiled = llgrad.compile(fn)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")         # (numpy() read by Python: eagerly)
+            for _ in range(3):
+                x = llgrad.randn(3, 2)
+                _equal(compiled(x), fn(x))
