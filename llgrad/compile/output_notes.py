@@ -146,11 +146,16 @@ def _covered(a, b):
     if a.size == 0 or b.flags.c_contiguous or b.flags.f_contiguous:
         return True
     lo, hi = np.lib.array_utils.byte_bounds(b)
+    if hi - lo > _MASK_LIMIT:       # (not proven: a part of its own, or the call eagerly)
+        return False
     mask = np.zeros(hi - lo, np.bool_)
     as_strided = np.lib.stride_tricks.as_strided
     as_strided(mask[_ptr(b) - lo:], b.shape + (b.itemsize,), b.strides + (1,))[...] = True
     return bool(as_strided(mask[_ptr(a) - lo:], a.shape + (a.itemsize,),
                            a.strides + (1,)).all())
+
+
+_MASK_LIMIT = 1 << 26      # bytes of a strided owner's span _covered maps byte by byte
 
 
 def _span(a):
