@@ -201,6 +201,9 @@ ELEMENTWISE = {
     "digamma": ("x", {}, "pos", 8, False),
     "polygamma": ("x", {"n": 1}, "pos", 8, False),
     "polygamma_": ("x", {"n": 0}, "pos", 8, False),
+    "entr": ("x", {}, "any", 4, False),                # (-x log x; -inf below 0)
+    "xlogy_float": ("xy", {}, "pos", 4, False),
+    "xlog1py_float": ("xy", {}, "pos", 4, False),
     # bitwise ops: integer (and bool) operands only ("int": no float case); [-50, 50) holds
     # shift amounts out of range both ways
     "bitwise_and": ("xy", {}, "int", 0, True),
