@@ -18,8 +18,15 @@ NAMES = ("densenet", "tcn", "vqvae", "simclr", "ddpm", "deepfm")
 
 
 def build(lib, name):
+    return training_step(lib, getattr(untuned_models_fifth_b, "_" + name, None) or
+                         globals()["_" + name])
+
+
+def training_step(lib, make):
+    """(model, step) of make(lib) -> (model, optimiser, loss closure[, {clip, scheduler}]):
+    zero_grad, the loss, backward, clipping, the optimiser's step, the scheduler's (the sixth
+    set's models are built so too)."""
     lib.manual_seed(0)
-    make = getattr(untuned_models_fifth_b, "_" + name, None) or globals()["_" + name]
     m, opt, loss, *extra = make(lib)
     extra = extra[0] if extra else {}
     clip, sched = extra.get("clip"), extra.get("scheduler")

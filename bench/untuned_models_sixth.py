@@ -8,32 +8,17 @@ cross-attending to the inputs through nn.MultiheadAttention with kdim/vdim, then
 self-attention), a physics-informed net for Burgers' equation (u_t, u_x, u_xx by
 autograd.grad(create_graph=True) inside the loss) and a triplet Siamese net (PReLU conv
 embedding, TripletMarginLoss).
-build(lib, name) -> (model, step) as in untuned_models_fifth.py; the last three models are
-in untuned_models_sixth_b.py."""
+build(lib, name) -> (model, step) as in untuned_models_fifth.py (its training_step); the
+last three models are in untuned_models_sixth_b.py."""
 import untuned_models_sixth_b
+from untuned_models_fifth import training_step
 
 NAMES = ("resnet18", "chargru", "attunet", "perceiver", "pinn", "siamese")
 
 
 def build(lib, name):
-    lib.manual_seed(0)
-    make = getattr(untuned_models_sixth_b, "_" + name, None) or globals()["_" + name]
-    m, opt, loss, *extra = make(lib)
-    extra = extra[0] if extra else {}
-    clip, sched = extra.get("clip"), extra.get("scheduler")
-    m.train()
-
-    def step():
-        opt.zero_grad()
-        l = loss()
-        l.backward()
-        if clip is not None:
-            lib.nn.utils.clip_grad_norm_(m.parameters(), clip)
-        opt.step()
-        if sched is not None:
-            sched.step()
-        return l
-    return m, step
+    return training_step(lib, getattr(untuned_models_sixth_b, "_" + name, None) or
+                         globals()["_" + name])
 
 
 def _resnet18(lib):
