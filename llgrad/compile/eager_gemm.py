@@ -17,7 +17,10 @@ stride along one dim (rows or columns: OpenBLAS's transposes), an `out` (if give
 stride along its rows and apart from both, and each matrix's product has at least MIN_WORK
 multiply-adds (below that OpenBLAS runs one thread itself and nothing spins: every product
 OpenBLAS would share with its threads comes here, since one left to them wakes them, and
-they spin beside llgrad's workers). Others return None and NumPy's matmul runs. The shim is
+they spin beside llgrad's workers). A stack of smaller products (attention's) runs on
+eager_bgemm.py's batched kernel where that gains: its batch over the threads, or, on any
+count, a transposed B copied to row-major per product (_small_stack). Others return None
+and NumPy's matmul runs. The shim is
 built (or loaded from the disk cache) on the first qualifying call, as an eager kernel is
 (eager_builds.py: NumPy's matmul meanwhile, LLGRAD_COMPILE=sync before the call);
 LLGRAD_EAGER_NATIVE=0 turns this off with the rest.
@@ -31,13 +34,15 @@ import numpy as np
 
 from ..ir import np_matmul
 from ..ir.np_address import data_pointer
-from . import eager_builds
+from . import eager_builds, eager_threads
 
 ENABLED = os.environ.get("LLGRAD_EAGER_NATIVE", "1") != "0"
 MIN_WORK = 65536 * 4            # multiply-adds: where OpenBLAS starts a second thread
+_BGEMM_PACK = 1 << 14           # = codegen/eager_bgemm.PACK_LIMIT, its stack slot (tested)
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 _DTYPES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
 _shims = {}                 # "shim" -> {dtype: ctypes function} | None | eager_builds.PENDING
+_stack_plans = {}           # (shapes, strides, threads) -> _stack_plan's (or None)
 _count = []                 # threadcount's word (imported on the first big product: it
                             # loads llvmlite, which `import llgrad` does not)
 stats = {"calls": 0}
@@ -47,6 +52,7 @@ def reset():
     """Forget the loaded shims (loaded again on the next call) and the count."""
     eager_builds.wait()
     _shims.clear()
+    _stack_plans.clear()
     stats["calls"] = 0
 
 
@@ -98,16 +104,15 @@ def matmul(a, b, out=None):
         return None                     # (a subclass keeps NumPy's matmul and its type)
     m, k = a.shape[-2:]
     n = b.shape[-1]
-    if m * n * k < MIN_WORK or b.shape[-2] != k or a.dtype != b.dtype or \
-            a.dtype not in _DTYPES or not (a.flags.aligned and b.flags.aligned):
+    if b.shape[-2] != k or a.dtype != b.dtype or a.dtype not in _DTYPES or \
+            not (a.flags.aligned and b.flags.aligned):
         return None
     stacked = a.ndim > 2 or b.ndim > 2
+    if m * n * k < MIN_WORK:
+        return _small_stack(a, b, m, n, k) if stacked and out is None else None
     if out is not None and (stacked or not _fits(out, a, b, m, n)):
         return None
-    if not _count:
-        from ..codegen.native import threadcount
-        _count.append(threadcount._count)
-    if _count[0].value < 2:
+    if _threads() < 2:
         return None
     size = a.itemsize
     la, lb = _layout(a.strides[-2:], m, k, size), _layout(b.strides[-2:], k, n, size)
@@ -136,35 +141,169 @@ def matmul(a, b, out=None):
     return out
 
 
+def _threads():
+    if not _count:
+        from ..codegen.native import threadcount
+        _count.append(threadcount._count)
+    return _count[0].value
+
+
+def _batch(a, b):
+    try:
+        return np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError:
+        return None
+
+
+def _offsets(batch, x, shape):
+    """Byte offsets of x's matrix at every index of batch (C order; 0 along broadcast
+    dims), an int64 array."""
+    at = np.indices(batch).reshape(len(batch), -1).T
+    strides = np.broadcast_to(x, batch + shape).strides[:-2]
+    return at @ np.array(strides, dtype=np.int64)
+
+
 def _stack(fn, a, b, la, lb):
     """Stacks of matrices (attention's products): one shim call per matrix of the
     broadcast batch (each MIN_WORK or more: the call's ~3 us is a small part), or None
     where the batches do not broadcast (NumPy raises its error)."""
-    try:
-        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    except ValueError:
+    batch = _batch(a, b)
+    if batch is None:
         return None
     (m, k), n = a.shape[-2:], b.shape[-1]
     out = np.empty(batch + (m, n), a.dtype)
     if out.size == 0:
         return out
-    at = np.indices(batch).reshape(len(batch), -1).T        # every batch index, C order
-
-    def offsets(x, shape):
-        strides = np.broadcast_to(x, batch + shape).strides[:-2]    # (0 where broadcast)
-        return (at @ np.array(strides, dtype=np.int64)).tolist()
-
     pa, pb, pc, step = data_pointer(a), data_pointer(b), data_pointer(out), m * n * a.itemsize
-    for i, (oa, ob) in enumerate(zip(offsets(a, (m, k)), offsets(b, (k, n)))):
+    offsets = zip(_offsets(batch, a, (m, k)).tolist(), _offsets(batch, b, (k, n)).tolist())
+    for i, (oa, ob) in enumerate(offsets):
         fn(_ROW_MAJOR, la[0], lb[0], m, n, k, 1.0, pa + oa, la[1], pb + ob, lb[1], 0.0,
            pc + i * step, n)
     stats["calls"] += 1
     return out
 
 
+def _small_stack(a, b, m, n, k):
+    """A stack of products too small for the shim to split (attention's): the batch over
+    llgrad's threads, and a transposed B copied to row-major per product (eager_bgemm.py),
+    or None: NumPy's matmul, where neither applies (one thread and no transposed B) or the
+    batched kernel is not built yet."""
+    threads = _threads()
+    key = (a.shape, a.strides, b.shape, b.strides, threads)
+    plan = _stack_plans.get(key, False)
+    if plan is False:
+        plan = _stack_plans[key] = _stack_plan(a, b, m, n, k, threads)
+        if len(_stack_plans) > 64:          # (a bound, not an LRU: shapes rarely vary)
+            _stack_plans.clear()
+    fns = _bgemm() if plan is not None else None
+    if fns is None:
+        return None
+    offsets, params, batch, t = plan
+    out = np.empty(batch + (m, n), a.dtype)
+    recs = offsets + np.array([data_pointer(a), data_pointer(b), data_pointer(out),
+                               data_pointer(params)], np.int64)
+    _run_records(fns[_DTYPES[a.dtype]], recs, t)
+    return out
+
+
+def _stack_plan(a, b, m, n, k, threads):
+    """(every product's record less the addresses of A, B, C and the params (nb x 4 int64:
+    byte offsets), eager_bgemm's params, the batch, the chunk count) of a stack's product,
+    or None where NumPy's matmul runs."""
+    size = a.itemsize
+    la, lb = _layout(a.strides[-2:], m, k, size), _layout(b.strides[-2:], k, n, size)
+    batch = _batch(a, b)
+    if la is None or lb is None or batch is None or m * n * k == 0:
+        return None
+    nb = int(np.prod(batch))
+    pack = lb[0] == _TRANS and m > 1 and k * n <= _BGEMM_PACK
+    split = threads > 1 and nb > 1 and nb * m * n * k >= 2 * MIN_WORK
+    t = min(threads * eager_threads.OVERSPLIT, nb) if split else 1
+    if t < 2 and not pack or nb == 0:
+        return None
+    offsets = np.zeros((nb, 4), np.int64)
+    offsets[:, 0] = _offsets(batch, a, (m, k))
+    offsets[:, 1] = _offsets(batch, b, (k, n))
+    offsets[:, 2] = np.arange(nb, dtype=np.int64) * (m * n * size)
+    return offsets, _params(la, lb, m, n, k, pack), batch, t
+
+
+def _params(la, lb, m, n, k, pack):
+    return np.array([la[0], lb[0], m, n, k, la[1], lb[1], n, int(pack)], np.int64)
+
+
+def products(pairs):
+    """[a @ b for a, b in pairs] (2-D matrices), each product one OpenBLAS call on a thread
+    of its own, all at once (eager_bgemm.py): a matrix product's backward, whose two
+    products (x^T @ g and g @ w^T) otherwise each split over both threads, each chunk
+    packing its operand again (AddmmBackward0 at 2 threads took 0.67 of its 1-thread time);
+    or None where that does not apply: as many threads as products (so none idles), float
+    matrices of one dtype and BLAS layouts, each product worth a thread."""
+    if len(pairs) < 2 or _threads() != len(pairs):
+        return None
+    a0 = pairs[0][0]
+    if a0.dtype not in _DTYPES:
+        return None
+    size, shapes, lays = a0.itemsize, [], []
+    for a, b in pairs:
+        if type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim != 2 or \
+                b.ndim != 2 or a.dtype != a0.dtype or b.dtype != a0.dtype or \
+                not (a.flags.aligned and b.flags.aligned):
+            return None
+        (m, k), n = a.shape, b.shape[1]
+        la, lb = _layout(a.strides, m, k, size), _layout(b.strides, k, n, size)
+        if b.shape[0] != k or la is None or lb is None or m * n * k < MIN_WORK:
+            return None
+        shapes.append((m, n, k))
+        lays.append((la, lb))
+    fns = _bgemm()
+    if fns is None:
+        return None
+    outs = [np.empty((m, n), a0.dtype) for m, n, _ in shapes]
+    params = [_params(la, lb, m, n, k, False) for (m, n, k), (la, lb) in zip(shapes, lays)]
+    recs = np.array([[data_pointer(a), data_pointer(b), data_pointer(c), data_pointer(p)]
+                     for (a, b), c, p in zip(pairs, outs, params)], np.int64)
+    _run_records(fns[_DTYPES[a0.dtype]], recs, len(pairs), calls=len(pairs))
+    return outs
+
+
+def _bgemm():
+    """eager_bgemm.py's kernels ({dtype name: (ctypes function, address)}), or None (not
+    built yet: its build started, or it cannot be)."""
+    fns = _shims.get("bgemm", False)
+    if fns is False:
+        fns = eager_builds.start(_shims, "bgemm", _load_bgemm)
+    return None if fns is None or fns is eager_builds.PENDING else fns
+
+
+def _run_records(kernel, recs, t, calls=1):
+    """eager_bgemm's kernel over recs, as t chunks on the pool (where t > 1); calls: what
+    stats counts (a stack's product is one, products' each product one)."""
+    (fn, address), pr, count = kernel, data_pointer(recs), len(recs)
+    if t < 2 or not eager_threads.run(address, [pr], count, recs.strides[0], align=1, t=t):
+        fn(pr, count)
+    stats["calls"] += calls
+
+
+def _load_bgemm():
+    """{dtype name: (ctypes function, address)} of eager_bgemm.py's kernels, or None."""
+    from ..codegen import eager_bgemm
+    from ..codegen.native import blas
+    found = blas.gemm_symbols()
+    if not found or blas.shim is None:
+        return None
+    lib = eager_bgemm.build(found)
+    fns = {"code": lib}
+    proto = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)
+    for dt in found:
+        address = lib.address(eager_bgemm.name(dt))
+        fns[dt] = (proto(address), address)
+    return fns
+
+
 def install(enabled=ENABLED):
     """Make ir/np_matmul.py's products run here (enabled) or on NumPy's matmul (not)."""
-    np_matmul.set_threaded(matmul if enabled else None)
+    np_matmul.set_threaded(matmul if enabled else None, products if enabled else None)
 
 
 install()

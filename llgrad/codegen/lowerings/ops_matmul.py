@@ -5,8 +5,9 @@ Each operand is a matrix per batch index: rows, cols, a row stride and a column 
 its buffer. One whose layout BLAS can read (unit stride along one axis, a leading dimension
 at least the other extent) is passed as is (a transposed view becomes CblasTrans); any other
 (stepped, broadcast rows) is first copied into a contiguous temporary. With a BLAS, one
-cblas_?gemm call per batch index (a small transposed B, as in x @ W.T, is first copied to
-row-major by gemm.py's transpose: OpenBLAS is up to 2x slower on it as it is); for integer
+cblas_?gemm call per batch index (a small transposed B, as in x @ W.T or each of attention's
+k^T, is first copied to row-major by gemm.py's transpose: OpenBLAS is up to 2x slower on it
+as it is); for integer
 dtypes, generated i-k-j loops (the inner loop runs along rows of B and C, and vectorises).
 A batch of small products (attention's) runs over the threads, each product one unsplit
 BLAS call (_batch_split); a single product is split by the BLAS shim (native/blas.py).
@@ -32,6 +33,7 @@ from .table import register
 
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
 PACK_LIMIT = 1 << 16        # elements of a transposed B copied to row-major (see _prepare)
+STACK_PACK_LIMIT = 1 << 14  # elements, for each product of a batch: a stack slot (64 KiB)
 
 
 @dataclass
@@ -158,10 +160,16 @@ def _prepare_product(plan, group, a, b):
     # (8 x 8 blocks in registers, 5-8 us for 128 x 128 here) pays for itself: W1's
     # value_and_grad ran 10-12% faster with it in an interleaved A/B. Kept to operands
     # that fit in L2, so a big product does not gain a big temporary.
-    pack_b = None
-    if kind == "blas" and not batch and B.trans == TRANS and M > 1 and K * N <= PACK_LIMIT:
-        small.ensure_library(out_t.dtype, "transpose")
-        pack_b = plan.temp(group, out_t.dtype, K * N)
+    pack_b, pack_each = None, False
+    if kind == "blas" and B.trans == TRANS and M > 1:
+        if not batch and K * N <= PACK_LIMIT:
+            small.ensure_library(out_t.dtype, "transpose")
+            pack_b = plan.temp(group, out_t.dtype, K * N)
+        elif batch and K * N <= STACK_PACK_LIMIT:
+            # attention's q @ k^T: each product's B copied on the stack of the thread that
+            # runs it (the batch may be divided among threads), 64 x 32 x 64: 98 -> 55 us
+            small.ensure_library(out_t.dtype, "transpose")
+            pack_each = True
     scratch = [None, None]
     if kind == "small":
         small.ensure_library(out_t.dtype)
@@ -169,7 +177,7 @@ def _prepare_product(plan, group, a, b):
             if n:
                 scratch[k] = plan.temp(group, out_t.dtype, n)
     group.state.update(A=A, B=B, C=C, M=M, N=N, K=K, batch=batch, gemm=gemm, copies=copies,
-                       kind=kind, scratch=scratch, pack_b=pack_b)
+                       kind=kind, scratch=scratch, pack_b=pack_b, pack_each=pack_each)
 
 
 def blas_gemm_function(module, sym, bits, dt, serial=False):
@@ -193,6 +201,17 @@ def _batch_split(M, N, K, batch):
     then the same for every thread count."""
     nb = int(np.prod(batch))
     return nb > 1 and (M * N * K < 2 * blas.CHUNK_WORK or nb >= 2 * OVERSPLIT)
+
+
+def _packed(b, module, dt, B, ptrs, slot, N, K):
+    """(trans, ld) of B for the call, after copying B^T (N x K, row stride ld) into slot as
+    K x N row-major where a slot is given (ptrs[1] then points at it)."""
+    if slot is None:
+        return B.trans, B.ld
+    b.call(small.transpose_function(module, dt),
+           [ptrs[1], ir.Constant(I64, B.ld), slot, ir.Constant(I64, N), ir.Constant(I64, K)])
+    ptrs[1] = slot
+    return NO_TRANS, N
 
 
 def _unflatten(b, f, extents):
@@ -243,23 +262,22 @@ def _emit(plan, group, fg):
             serial = blas_gemm_function(fg.module, sym, bits, dt, serial=True)
 
             def body(g, lo, hi, tid):
+                slot = g.alloca(ft, count=K * N) if st["pack_each"] else None
                 with for_range(g.b, lo, hi, name="bt") as f:
                     bidx = _unflatten(g.b, f, batch)
                     ptrs = [g.address(m.acc, bidx + zeros) for m in (A, B, C)]
-                    g.b.call(serial, [c(ROW_MAJOR, I32), c(A.trans, I32), c(B.trans, I32),
+                    btrans, ldb = _packed(g.b, g.module, dt, B, ptrs, slot, N, K)
+                    g.b.call(serial, [c(ROW_MAJOR, I32), c(A.trans, I32), c(btrans, I32),
                                       c(M), c(N), c(K), ir.Constant(ft, 1.0), ptrs[0],
-                                      c(A.ld), ptrs[1], c(B.ld), ir.Constant(ft, 0.0),
+                                      c(A.ld), ptrs[1], c(ldb), ir.Constant(ft, 0.0),
                                       ptrs[2], c(N)])
             parallel_range(fg, int(np.prod(batch)), body, work_per_iter=max(1, M * N * K // 8))
             return
+        slot = fg.ptrs[st["pack_b"]] if st["pack_b"] is not None else \
+            fg.alloca(ft, count=K * N) if st["pack_each"] else None
         with loop_nest(b, batch, name="bt") as bidx:
             ptrs = [fg.address(m.acc, list(bidx) + zeros) for m in (A, B, C)]
-            btrans, ldb = B.trans, B.ld
-            if st["pack_b"] is not None:        # B^T (N x K, row stride ld) -> K x N
-                dst = fg.ptrs[st["pack_b"]]
-                b.call(small.transpose_function(fg.module, dt),
-                       [ptrs[1], c(B.ld, I64), dst, c(N, I64), c(K, I64)])
-                ptrs[1], btrans, ldb = dst, NO_TRANS, N
+            btrans, ldb = _packed(b, fg.module, dt, B, ptrs, slot, N, K)
             b.call(fn, [c(ROW_MAJOR, I32), c(A.trans, I32), c(btrans, I32), c(M), c(N), c(K),
                         ir.Constant(ft, 1.0), ptrs[0], c(A.ld), ptrs[1], c(ldb),
                         ir.Constant(ft, 0.0), ptrs[2], c(N)])

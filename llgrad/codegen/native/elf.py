@@ -68,7 +68,9 @@ class _Region:
             raise OSError(ctypes.get_errno(), "mprotect failed for an object's code")
 
     def __del__(self):
-        if getattr(self, "addr", None):
+        # (_c is None once the interpreter tears this module down at exit: the mapping goes
+        # with the process, and a pool worker may still be inside the code it holds)
+        if getattr(self, "addr", None) and _c is not None:
             _c().munmap(self.addr, self.size)
             self.addr = None
 
