@@ -23,6 +23,8 @@ import numpy as np
 from ..runtime import trace_state
 from ..runtime.rendered_text import RenderedText
 from ..runtime.symbolic_scalar import ScalarEscape, SymbolicScalar, stand_ins as _active
+from ..runtime.symbolic_uses import check_returned
+from ..tracer.pytree import flatten
 from ..tracer.returned import ReturnedScalar
 from .guards import (captured_reads, class_functions, signature_names, signature_of,
                      user_function)
@@ -140,7 +142,15 @@ def returned_stand_ins(result):
     of the stand-in's graph value: a counter the step returns (`return loss, self.step`) is
     an output each compiled call returns as the Python number, not a value guard. Only the
     containers holding a stand-in are copies (one the call also put elsewhere stays itself,
-    for attr_writes' check of shared containers)."""
+    for attr_writes' check of shared containers). A result over a copy standing for a view
+    indexed by a stand-in ends the trace (runtime/symbolic_uses.py)."""
+    tracer = trace_state.state.tracer
+    if tracer is not None:
+        check_returned(tracer, [x for _, x in flatten(result)[0]])
+    return _returned(result)
+
+
+def _returned(result):
     if type(result) is SymbolicScalar:
         return ReturnedScalar(result.tensor)
     if type(result) is RenderedText:        # (`return f"{loss:.3f}"`: each call's text)
@@ -148,8 +158,8 @@ def returned_stand_ins(result):
     if not _returns_stand_in(result):
         return result
     if isinstance(result, dict):
-        return {k: returned_stand_ins(v) for k, v in result.items()}
-    return type(result)(returned_stand_ins(x) for x in result)
+        return {k: _returned(v) for k, v in result.items()}
+    return type(result)(_returned(x) for x in result)
 
 
 def _returned_text(text):

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..ir import OPS, promotion, torch_random
-from . import dtypes, ranges, trace_state
+from . import dtypes, ranges, symbolic_uses, trace_state
 from .device import check as _check_device, device as _Device
 from .memory_layout import like_layout
 from .dispatch import call, scalar_type_name
@@ -192,8 +192,8 @@ def full(size: tuple[int, ...] | list[int], fill_value: float | Tensor,
     _check_device(device)
     default = scalar_default("full", fill_value) if not isinstance(fill_value, Tensor) else None
     d = dtypes.to_dtype(dtype) if dtype is not None else default
-    if d is not None:
-        fill_value = fill_value_fits(fill_value, d)
+    if d is not None:       # (or a compiled function's changing number: symbolic_uses.py)
+        fill_value = symbolic_uses.fill_value_fits(fill_value, d)
     shape = creation_size("full", (tuple(size),))
     return _full(shape, fill_value, dtype, requires_grad, default)
 

@@ -174,7 +174,8 @@ def call(op, inputs, attrs, _timed=False, _dual=False):
             inputs = special_operands(op, inputs, attrs)
             break
     if attrs and stand_ins.active:          # (a traced function's dynamic number)
-        escape_in_attrs(op, attrs)
+        if (filled := escape_in_attrs(op, attrs)) is not None:  # (full's fill value)
+            return filled
     if batching is not None and (res := batching.call(op, inputs, attrs)) is not NotImplemented:
         return res
     if meta is not None and (res := meta.call(op, inputs, attrs)) is not NotImplemented:

@@ -10,6 +10,7 @@ from .dispatch import call
 from .methods_views import select
 from .shapes import (check_index_tensor, check_zero_dim_index, index_int, norm_slice,
                      sliced_shape)
+from .symbolic_uses import getitem as stand_in_getitem, has_stand_in
 from .tensor import Tensor
 
 
@@ -112,6 +113,8 @@ def getitem(self, idx):
     if type(idx) is tuple and all(type(i) in _BASIC for i in idx) and \
             len(idx) - idx.count(None) <= self._data.ndim:
         items, pos = idx, range(len(idx))   # (x[:, 0], x[:, None]: nothing to expand)
+    elif has_stand_in(idx):     # (a compiled function's changing int: symbolic_uses.py)
+        return stand_in_getitem(self, idx, getitem)
     else:
         check_zero_dim_index(self._data.ndim, idx)
         idx = _as_tuple(idx)

@@ -4,7 +4,7 @@ be an attribute of the graph (a constant) or mean something else than that tenso
 import numpy as np
 
 from . import trace_state
-from .dtypes import check_int_operand, result_type
+from .dtypes import check_int_operand, result_type, to_dtype
 from .numpy_scalars import NUMPY_SCALARS, python_number
 from .symbolic_scalar import (_FLOAT_EXACT, _IN_SELF_DTYPE, _SUPPORTED_OPS, SymbolicScalar,
                               _require, stand_ins)  # noqa: F401 (the dispatcher's, with these)
@@ -81,7 +81,12 @@ def _fits(v, dt):
 
 def escape_in_attrs(op, attrs):
     """An escape if a SymbolicScalar is among op's attributes (one level deep): an attribute
-    is a constant of the graph."""
+    is a constant of the graph. (The `full` op's value, which full() checked, makes its
+    result instead, returned: the stand-in's tensor cast, expanded and copied,
+    symbolic_uses.py.)"""
+    if op.name == "full" and type(attrs["value"]) is SymbolicScalar:
+        t = attrs["value"].tensor.to(to_dtype(attrs["dtype"]))
+        return t.expand(attrs["shape"]).clone(memory_format="contiguous_format")
     for v in attrs.values():
         for x in (v if type(v) in (tuple, list) else (v,)):
             if type(x) is SymbolicScalar:

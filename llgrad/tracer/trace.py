@@ -23,6 +23,7 @@ from ..runtime import grad_mode, trace_state
 from ..runtime.creation import default_generator
 from ..runtime.node import _sequence
 from ..runtime.saved_tensor import user_location
+from ..runtime.symbolic_uses import check_write
 from ..runtime.tensor import Tensor
 from .bindings import Bindings, geometry as _geometry, overlaps_input as _overlaps_input
 from .errors import ControlFlowError, TraceError  # noqa: F401 (TraceError: re-exported)
@@ -233,6 +234,7 @@ class Tracer(Bindings):
             new = self.add("expand", [new], {"size": tuple(t._data.shape)}, view_of=new)
         sid = self._sid(t)
         self._shared(t, "writing into")
+        check_write(self, sid)      # (a copy standing for a view: runtime/symbolic_uses.py)
         rt, rv, geom = self._root(sid)
         if rt is t:
             self._bind_root(t, new)
