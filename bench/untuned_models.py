@@ -7,7 +7,8 @@ steps; untuned_models_third.py's ViT, GPT, U-Net, GRU seq2seq, tabular net and G
 untuned_models_fourth.py's Swin, WaveNet, MoE, PointNet, RealNVP flow and GAT;
 untuned_models_fifth.py's DenseNet, TCN, VQ-VAE, SimCLR, DDPM and DeepFM;
 untuned_models_sixth.py's ResNet-18, char-GRU, attention U-Net, Perceiver, PINN and triplet
-Siamese net), each a whole
+Siamese net; untuned_models_seventh.py's DLRM, spatial transformer, DQN, tiny NeRF, BiLSTM-CRF
+and nn.Transformer translation model, which has a runner of its own too), each a whole
 step (zero_grad, forward, loss, backward, the optimizer; Adam unless said otherwise): torch
 eager, llgrad eager and llgrad compiled, 1 thread each, seeded alike (llgrad draws PyTorch's
 numbers), losses after 6 steps compared. Blocks of 3 steps interleaved; medians of 7 blocks.
@@ -25,6 +26,7 @@ import untuned_models_third
 import untuned_models_fourth
 import untuned_models_fifth
 import untuned_models_sixth
+import untuned_models_seventh
 from llgrad.compile.eager_builds import wait as wait_eager_builds
 
 MORE = ("convnext", "effnet", "dcgan")      # (untuned_models_more.py)
@@ -32,6 +34,7 @@ THIRD = ("vit", "gpt", "unet", "seq2seq", "tabular", "gcn")     # (untuned_model
 FOURTH = untuned_models_fourth.NAMES     # (swin, wavenet, moe, pointnet, flow, gat)
 FIFTH = untuned_models_fifth.NAMES   # (densenet, tcn, vqvae, simclr, ddpm, deepfm)
 SIXTH = untuned_models_sixth.NAMES   # (resnet18, chargru, attunet, perceiver, pinn, siamese)
+SEVENTH = untuned_models_seventh.NAMES  # (dlrm, stn, dqn, nerf, crf, translate)
 
 
 def build(lib, name):
@@ -45,6 +48,8 @@ def build(lib, name):
         return untuned_models_fifth.build(lib, name)
     if name in SIXTH:
         return untuned_models_sixth.build(lib, name)
+    if name in SEVENTH:
+        return untuned_models_seventh.build(lib, name)
     nn, F = lib.nn, lib.nn.functional
     lib.manual_seed(0)
     if name == "mobilenet":
@@ -169,7 +174,7 @@ def build(lib, name):
     return m, step
 
 NAMES = ["mobilenet", "resnet", "mixer", "vae", "textcls", "conv1d", "convae", "tfenc", "lstm_lm",
-         *MORE, *THIRD, *FOURTH, *FIFTH, *SIXTH]
+         *MORE, *THIRD, *FOURTH, *FIFTH, *SIXTH, *SEVENTH]
 
 
 def main(names):

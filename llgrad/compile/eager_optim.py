@@ -21,10 +21,11 @@ def reset():
     _kernels.clear()
 
 
-def adam_kernel(dtype, near, decay, start=True):
-    """The ctypes function of Adam's update loop (codegen/eager_adam.py), or None (its build
-    is under way, or failed, or, without start, not begun: the NumPy passes serve)."""
-    return _kernel(("adam", dtype, near, decay), 4, 7, start)
+def adam_kernel(dtype, near, decay, start=True, amsgrad=False):
+    """The ctypes function of Adam's update loop (codegen/eager_adam.py; amsgrad's takes the
+    max_exp_avg_sq pointer fifth), or None (its build is under way, or failed, or, without
+    start, not begun: the NumPy passes serve)."""
+    return _kernel(("adam", dtype, near, decay, bool(amsgrad)), 5 if amsgrad else 4, 7, start)
 
 
 def sgd_kernel(dtype, maximize, decay, momentum, nesterov):

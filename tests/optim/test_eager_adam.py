@@ -1,8 +1,8 @@
 """Adam's and AdamW's eager update without the dispatcher (llgrad/optim/_eager_adam.py): bit
 for bit the tensor calls' parameters, moments, step counts and version counters, over
 contiguous and strided parameters and gradients, float32 and float64, with every weight-decay
-form; the cases it does not serve (amsgrad, maximize, a tensor lr) still take the tensor calls;
-and a few steps agree with torch.optim."""
+form; the cases it does not serve (maximize, a tensor lr) still take the tensor calls (AMSGrad's,
+served since: test_untuned_seventh_amsgrad.py); and a few steps agree with torch.optim."""
 import numpy as np
 import pytest
 
@@ -78,7 +78,7 @@ def test_matches_the_tensor_calls_bit_for_bit(kind, dtype):
         assert rest1 == rest2
 
 
-@pytest.mark.parametrize("kw", [{"amsgrad": True}, {"maximize": True}])
+@pytest.mark.parametrize("kw", [{"maximize": True}])
 def test_unserved_options_take_the_tensor_calls(kw, monkeypatch):
     calls = []
     monkeypatch.setattr(_eager_adam, "update", lambda *a: calls.append(a) or False)
