@@ -92,7 +92,7 @@ class Entry:
         "counters", "appended",           # numbers it changed in the state (symbolic_slots),
                                           # lists it appended to (appended_lists.py)
         "blind",                          # guard positions it serves any value of (guards_blind)
-        "external_io")                    # files its run read or wrote (external_io.py)
+        "external_io", "linked_arrays")   # files it read or wrote; arrays read as tensors
 
     def __init__(self, name, backend, guard_items):
         self.name, self.backend, self.guard_items = name, backend, guard_items
@@ -112,7 +112,7 @@ class Entry:
         self._forward_run = self._backward_run = self._node_layout = self._unflatten = None
         self._build_job, self._interim_runs, self._cache_hints = None, {}, {}
         self._compiled_before, self.llvm_builds, self.given, self.rendered = None, 0, [], []
-        self.external_io = []
+        self.external_io, self.linked_arrays = [], frozenset()
 
 
 def trace_entry(name, backend, traced_fn, tensors, guards, args, kwargs, n_own, entered=(),
@@ -181,7 +181,7 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
         with recording(entry.given, kept) as rendering, watching() as flags:
             result = symbolic_args.returned_stand_ins(traced_fn(*args, **kwargs))
             kept.append(result)
-        tracer = trace_state.state.tracer
+        entry.linked_arrays = (tracer := trace_state.state.tracer).linked_arrays
         if tracer.broken:               # (a graph break the function caught itself)
             raise TraceError(tracer.broken)
         leaves, tree = flatten(result)

@@ -32,8 +32,8 @@ from ..runtime import grad_mode, hypers
 from .appended_lists import ARG_MARK, Appended
 from .attr_writes import Slots
 from .guard_values import inputable
-from .guards import (_SCALARS, _is_object, _scalar_set, class_functions, dynamic_input,
-                     followed_reads, signature_names, tensor_keys, user_function)
+from .guards import (_DICT_VIEWS, _SCALARS, _is_object, _scalar_set, class_functions,
+                     dynamic_input, followed_reads, signature_names, tensor_keys, user_function)
 from ..runtime.tensor import Tensor
 from .class_state import bound, class_containers, slotted, user_classes
 from .walker_bytecode import compiled_walker
@@ -185,8 +185,9 @@ def _walk(src, roots, dynamic=None, appended=frozenset()):
         elif isinstance(v, _SCALARS):
             if v is not None:
                 src.key.append(_number(x, v))
-        elif type(v) is np.ndarray:     # (an input whose memory other inputs may share:
-            raise _Unsupported("a NumPy array")     # the full walk decides, guards.py)
+        elif isinstance(v, np.ndarray) or type(v) in _DICT_VIEWS:   # (an input whose memory
+            # other inputs may share, an array guarded by contents, a mappingproxy: the full
+            raise _Unsupported("a NumPy array or a view of a dict")     # walk, guards.py)
         elif id(v) in appended and type(v) is list:
             src.check(f"{x} is not {src.const(v)}")
         elif isinstance(v, (list, tuple, dict)):

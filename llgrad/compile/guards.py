@@ -11,7 +11,7 @@ from ..tracer.pytree import flatten
 from ..runtime import backward_hooks, grad_mode, hypers
 from ..runtime.random_state import _Generator, default_generator
 from ..runtime.tensor import Tensor
-from . import log
+from . import log, numpy_reads
 from .appended_lists import APPENDED_TO, marked
 from .arrays import arrays_as_tensors, wrappable
 from .code_reads import (function_parts, global_names, module_attributes, unguarded_reads,
@@ -22,7 +22,8 @@ from .guard_values import (_SCALARS, _scalar_set, dynamic_input, dynamic_numbers
                            hooked, identity, inputable, outline, scalar_guard, sharing,
                            without_grads)
 
-_SMALL_ARRAY = 256
+_SMALL_ARRAY = numpy_reads.SMALL
+_DICT_VIEWS = (type(type.__dict__), type({}.keys()), type({}.values()), type({}.items()))
 WALK_HOOKS = "<the tensors' hooks>"    # (in collect's `dynamic`, which is never a path)
 
 
@@ -90,6 +91,8 @@ def _walk(roots, tensors, guards, entered=None, dynamic=frozenset()):
             guards.append((f"zero or not: {path}", ("hyper", v.value == 0,   # (readable.py)
                                                     hypers.past_float32(v.value))))
             tensors.append((path, hypers.hyper_input(v.group, v.key, v.index, v.value)))
+        elif type(v) in _DICT_VIEWS:   # (a mappingproxy, d.keys(): the dict it shows, as one)
+            stack.append((f"{path}.mapping", dict(getattr(v, "mapping", v))))
         elif isinstance(v, (list, tuple, dict)):
             if entered is not None:
                 entered.append(v)
@@ -113,6 +116,8 @@ def _walk(roots, tensors, guards, entered=None, dynamic=frozenset()):
                 items = held(v, path)
                 guards.append((f"attributes of {path}", tuple(p for p, _ in items)))
                 stack.extend(reversed(items))
+        elif isinstance(v, np.ndarray) and not (type(v) is np.ndarray and wrappable(v)):
+            guards.append((path, numpy_reads.unwrapped(v)))  # (no input: np.matrix, memmap)
         elif _is_object(v):
             if id(v) in first:  # (met again: which object it is counts, st["m"] = Mode.B)
                 guards.append((path, ("the object at", first[id(v)])))
@@ -136,7 +141,8 @@ def _walk(roots, tensors, guards, entered=None, dynamic=frozenset()):
             # are read at each call; a small one is guarded by its contents too, in case
             # the function computes on it with NumPy
             tensors.append((path, v))      # (made a tensor by arrays_as_tensors)
-            if v.size <= _SMALL_ARRAY:
+            if v.size <= _SMALL_ARRAY or numpy_reads.MARK + path in dynamic:  # (a larger one
+                # once a trace may have read it with NumPy: numpy_reads.py)
                 guards.append((f"contents of {path}", v.tobytes()))
         elif _scalar_set(v):                # (a module's names of non-persistent buffers)
             guards.append((path, (type(v).__name__, frozenset(v))))

@@ -5,7 +5,10 @@ changed anything else must not be kept as an entry)."""
 import array
 import collections
 import contextlib
+import contextvars
+import ctypes
 import inspect
+import mmap
 
 from ..tracer.errors import TraceError
 from .class_state import LIBRARIES, Same
@@ -118,8 +121,17 @@ def _own_attributes(o):
 
 # containers the guard walk does not enter (guarded by identity): what they hold (a tensor, a
 # count appended to a deque inside, a number in an array.array or a bytearray that
-# frombuffer reads) could change unseen
-_UNWALKED = (collections.deque, set, frozenset, array.array, bytearray, memoryview)
+# frombuffer reads) could change unseen; so could what a ContextVar's get() gives, a ctypes
+# value, an mmap's bytes, a database's rows (read-only views of a dict the walk enters:
+# guards.py; a StringIO: snapshot.py)
+try:
+    import sqlite3
+    _DATABASES = (sqlite3.Connection, sqlite3.Cursor)
+except ImportError:     # (a Python built without it)
+    _DATABASES = ()
+_UNWALKED = (collections.deque, set, frozenset, array.array, bytearray, memoryview,
+             contextvars.ContextVar, ctypes._SimpleCData, ctypes.Array, ctypes.Structure,
+             ctypes.Union, mmap.mmap, *_DATABASES)
 
 
 def unguardable(guards):
@@ -132,8 +144,11 @@ def unguardable(guards):
             return f"the call reaches an iterator, {path} ({v[1]}), whose consumption a " \
                 "compiled call cannot replay"
         if type(v) is tuple and len(v) == 3 and v[0] == "object" and type(v[2]) is Same \
-                and isinstance(v[2].v, _UNWALKED):
-            return f"the call reaches a {v[1]}, {path}, whose contents a compiled call " \
+                and isinstance(v[2].v, _UNWALKED) or type(v) is tuple and len(v) == 2 and \
+                v[0] == "object" and isinstance(v[1], type) and issubclass(v[1], _UNWALKED):
+            # (the second: entered through a __dict__ that holds none of it: a ctypes value)
+            what = v[1] if len(v) == 3 else v[1].__name__
+            return f"the call reaches a {what}, {path}, whose contents a compiled call " \
                 "neither guards nor replays writes to (use a list)"
         if type(v) is tuple and len(v) == 3 and v[0] == "object" and type(v[2]) is Same \
                 and _users_module(v[2].v):

@@ -132,6 +132,11 @@ class StateSnapshot:
         if held is not None:
             return f"the function reaches a file open for reading ({getattr(held, 'name', '?')})" \
                 ", whose contents a compiled call would not read again"
+        # (a StringIO or BytesIO: its getvalue() moves no position, and no guard follows it)
+        held = next((c for c, _ in self.files if isinstance(c, (io.StringIO, io.BytesIO))), None)
+        if held is not None:
+            return f"the function reaches a {type(held).__name__}, whose text a compiled call " \
+                "would not read again"
         foreign = self.foreign_random()
         if foreign is not None:
             return f"the function draws from {foreign}, which a compiled call cannot " \

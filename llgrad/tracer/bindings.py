@@ -295,3 +295,39 @@ def overlaps_input(t, arrays):
                                  for st in arrays.values()):
         return False        # distinct buffers that own their memory cannot overlap
     return any(np.shares_memory(base, st.base) for st in arrays.values())
+
+
+def array_storage(tracer, arr):
+    """Tracer.array_storage(arr): the Storage of the input over NumPy array arr or over the
+    memory arr views, or None; noted in the top tracer's linked_arrays (an input array read
+    this way is read as a tensor: compile/numpy_reads.py)."""
+    arrays = tracer.arrays
+    st = arrays.get(id(arr))
+    if st is None and arr.base is not None:
+        st = arrays.get(id(arr.base))
+    if st is None or not (st.base is arr or st.base is arr.base):
+        # an input array that is itself a view (X = a.reshape(500, 4), X = a[:, :4]): a view
+        # of it has a, not X, as its base (it was baked into the trace as a constant)
+        st = _viewed_input(arr, arrays)
+    if st is not None:
+        while getattr(tracer, "parent", None) is not None:
+            tracer = tracer.parent
+        tracer.linked_arrays.add(id(st))
+    return st
+
+
+def _viewed_input(arr, arrays):
+    """The Storage of the input whose array is a view of the memory arr also views (both
+    have arr.base as their base) and holds arr's bytes, or None."""
+    owner = arr.base
+    if owner is None:
+        return None
+    lo, hi = np.lib.array_utils.byte_bounds(arr)
+    for st in arrays.values():
+        b = st.base
+        if (b.base is not owner and b is not owner) or b.dtype != arr.dtype:
+            continue
+        blo, bhi = np.lib.array_utils.byte_bounds(b)
+        if blo <= lo and hi <= bhi and (lo - blo) % arr.itemsize == 0:
+            return st
+    return None

@@ -25,7 +25,8 @@ from ..runtime.node import _sequence
 from ..runtime.saved_tensor import user_location
 from ..runtime.symbolic_uses import check_write
 from ..runtime.tensor import Tensor
-from .bindings import Bindings, geometry as _geometry, overlaps_input as _overlaps_input
+from .bindings import Bindings, array_storage as _array_storage, geometry as _geometry, \
+    overlaps_input as _overlaps_input
 from .errors import ControlFlowError, TraceError  # noqa: F401 (TraceError: re-exported)
 from .item_reads import item_value
 from .masks import mask_attrs, tensors_of
@@ -57,6 +58,7 @@ class Tracer(Bindings):
         self.inner_hooks = None    # where it first hooked a node it made (hook_handle.py)
         self.broken = None         # a graph break's message (kept if user code catches it)
         self.arrays = {}           # id(an input's base array) -> its Storage (array_storage)
+        self.linked_arrays = set()  # ids of those Storages array_storage gave (read as inputs)
         self.shared = set()        # ids of input storages whose memory two inputs share
         self.input_aliases = []    # [(input, input j, version)]: both over j's Storage
         self.first_node = next(_sequence)   # backward nodes made before the trace have less
@@ -279,10 +281,7 @@ class Tracer(Bindings):
         None: from_numpy(arr) inside the function is that input (an array the function
         reads from its globals, closure or arguments is an input, guards.py), not a
         constant."""
-        st = self.arrays.get(id(arr))
-        if st is None and arr.base is not None:
-            st = self.arrays.get(id(arr.base))
-        return st if st is not None and (st.base is arr or st.base is arr.base) else None
+        return _array_storage(self, arr)
 
     def reads_layout(self, t, what):
         """The user reads where t lies in memory (storage_offset(), data_ptr(), _version, an

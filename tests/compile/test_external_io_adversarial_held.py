@@ -4,9 +4,9 @@ module imported inside the function that reads a file as it loads stayed eager, 
 eager reads it once too (the next call finds the module in sys.modules); a class made in
 such a module holding `opener = open` bound the trace's wrapper of open as a method and
 failed after. An OS file open for reading, made before the call and read inside it after
-seek(0), now runs the call eagerly (snapshot.py). Strict xfails: other objects made before
-the call and read inside it (a StringIO, an mmap, a database connection), which no walk
-notes. Then classes that held: a file-backed Dataset, a checkpoint every N steps, a
+seek(0), now runs the call eagerly (snapshot.py); so do, since sweep 60 (H3), other objects
+made before the call and read inside it (a StringIO, an mmap, a database connection: they
+were strict xfails). Then classes that held: a file-backed Dataset, a checkpoint every N steps, a
 config read once, a queue and an event, iterators over a file, warnings logged to a file."""
 import logging
 import sys
@@ -47,10 +47,7 @@ def test_a_module_imported_in_the_function_reading_a_file_as_it_loads(tmp_path, 
     assert h3_lazy_config.Reader().read(tmp_path / "cfg.txt") == "3"
 
 
-# ---- strict xfails: objects made before the call, read inside it ----
-
-_WALK = "snapshot.py notes a file object the guard walk reaches only by its position"
-
+# ---- objects made before the call, read inside it (strict xfails until sweep 60) ----
 
 def test_a_file_object_opened_before_the_call(tmp_path):
     # (seek(0) then read() leaves it where it was: an OS file open for reading that the
@@ -72,8 +69,6 @@ def test_a_file_object_opened_before_the_call(tmp_path):
         fh.close()
 
 
-@pytest.mark.xfail(strict=True, reason=_WALK + " and, for a StringIO, its text: a read "
-                   "changes neither, and no guard follows the text the caller writes")
 def test_a_stringio_read_again_at_each_call():
     import io
     buf = io.StringIO()
@@ -89,8 +84,6 @@ def test_a_stringio_read_again_at_each_call():
     _same_as_eager(f, prepare)
 
 
-@pytest.mark.xfail(strict=True, reason="an mmap (or np.memmap) made before the call is read "
-                   "as bytes no guard follows and no walk notes")
 def test_an_mmap_made_before_the_call(tmp_path):
     import mmap
     fh = open(tmp_path / "m.bin", "w+b")
@@ -112,8 +105,6 @@ def test_an_mmap_made_before_the_call(tmp_path):
         fh.close()
 
 
-@pytest.mark.xfail(strict=True, reason="a sqlite3 connection made before the call: its "
-                   "queries are C code the trace cannot see, and no walk notes it")
 def test_a_database_connection_made_before_the_call(tmp_path):
     sqlite3 = pytest.importorskip("sqlite3")
     db = sqlite3.connect(str(tmp_path / "db.sqlite"))

@@ -178,11 +178,15 @@ def run(fn, inputs, lib=llgrad):
 
 def _batch_fn(batch):
     sizes = [len(p.inputs) for p in batch]
+    # (the programs' functions, not the programs: a large example array in one, which the
+    # function never reads, would be guarded by its contents after the first trace, and the
+    # second call would trace again: compile/numpy_reads.py)
+    fns = [p.fn for p in batch]
 
     def fn(*xs):
         outs, k = [], 0
-        for p, n in zip(batch, sizes):
-            outs += _flat(p.fn(llgrad, *xs[k:k + n]))
+        for f, n in zip(fns, sizes):
+            outs += _flat(f(llgrad, *xs[k:k + n]))
             k += n
         return tuple(outs)
     return fn
