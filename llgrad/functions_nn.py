@@ -7,6 +7,7 @@ from typing import Any
 
 from .nn import functional as F
 from .nn.functional_grid import _affine_grid_generator
+from .nn.functional_loss import check_kl_dtypes
 from .nn.functional_noise import rrelu_out_of_place
 from .runtime.functions_linalg import trace as _matrix_trace
 from .runtime.tensor import Tensor
@@ -207,6 +208,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, pos_weight=None
 def kl_div(input, target, reduction=0, *, log_target=False):
     """As torch.kl_div: F.kl_div's pointwise loss with ATen's reduction number (1 mean, 2 sum,
     any other none: as torch 2.13 runs it, whose default is none) and no warning."""
+    check_kl_dtypes(input, target)
     if log_target:
         out = target.exp() * (target - input)
     else:

@@ -6,7 +6,7 @@ which fuse into one loop). l1_loss and kl_div are compositions, as in PyTorch
 (llgrad/nn/functional_loss.py)."""
 import numpy as np
 
-from .ops_nn import _reduce
+from .ops_nn import _reduce, _target_as_input
 from .optable import defop
 
 
@@ -40,7 +40,7 @@ def _smooth_l1(x, t, reduction="mean", beta=1.0):
 
 
 def _smooth_l1_vjp(c, g):
-    d = c.self - c.target
+    d = c.self - _target_as_input(c)
     # (PyTorch's branches: sign(d) from |d| = beta on, so the second derivative there is 0)
     gd = _scaled(c, g, d.shape) * d.sign().where(d.abs() >= c.beta, d / c.beta)  # (NaN: NaN)
     return (gd if c.needs(0) else None, -gd if c.needs(1) else None)

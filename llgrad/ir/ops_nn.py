@@ -315,8 +315,15 @@ defop("nll_loss", _nll_loss, args=("self", "target", "weight"),
       autocast="fp32")
 
 
+def _target_as_input(c):
+    """c.target in c.self's dtype where it is a bool (or integer) tensor the forward promoted:
+    Tensor subtraction refuses a bool operand, PyTorch's loss kernels take one."""
+    t = c.target
+    return t if t.dtype.is_floating_point or t.dtype.is_complex else t.to(c.self.dtype)
+
+
 def _mse_vjp(c, g):
-    d = c.self - c.target
+    d = c.self - _target_as_input(c)
     n = 1
     for s in c.shape(0):
         n *= s

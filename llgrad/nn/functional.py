@@ -218,6 +218,11 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
         raise IndexError("index out of range in self")
     if padding_idx is not None and padding_idx < 0:
         padding_idx += n
+    if sparse and weight.requires_grad and grad_mode.is_grad_enabled():
+        # (a dense gradient where PyTorch's is sparse would change what the optimisers and
+        # the user's code do with it: as Embedding(sparse=True) and embedding_bag, refused)
+        raise NotImplementedError("llgrad has no sparse gradients: embedding(sparse=True) is "
+                                  "not supported for a weight that requires grad")
     if max_norm is not None and not weight.is_meta:   # PyTorch renormalises the used rows
         embedding_renorm_(weight, input, max_norm, norm_type)     # in place first
     attrs = {"padding_idx": padding_idx}

@@ -174,18 +174,20 @@ def row_major_conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, 
                            f"size: ({ekh} x {ekw}). Kernel size can't be greater than actual "
                            "input size")
     check_zero_dilation(dilation)
-    check_conv_dtypes(input, weight, bias)
+    check_conv_dtypes(input, weight, bias, dilation=dilation)
     return xp._op("convolution", weight, bias, stride=stride, padding=sym, dilation=dilation,
                   groups=groups)
 
 
-def check_conv_dtypes(input, weight, bias, transposed=False):
+def check_conv_dtypes(input, weight, bias, transposed=False, dilation=()):
     """ATen's convolution: the bias's dtype is checked first (not by the transposed ones,
     which promote it), then the weight's, in the words of the kernel the input's dtype
-    selects (a half input: the oneDNN check, where PyTorch runs float16 on oneDNN)."""
+    selects (a half input: the oneDNN check, where PyTorch runs float16 on oneDNN), after
+    the integer and bool inputs that kernel refuses."""
     if not transposed and bias is not None and bias.dtype != input.dtype:
         raise RuntimeError(f"Input type ({_c_name(input.dtype)}) and bias type "
                            f"({_c_name(bias.dtype)}) should be the same")
+    _check_conv_kernel(input, transposed, dilation)     # (the kernel ATen dispatches to)
     if weight.dtype != input.dtype:
         if input.dtype.name == "float16" and onednn_half():
             raise RuntimeError(f"Input type ({input.type()}) and weight type ({weight.type()}) "
@@ -198,6 +200,24 @@ def check_conv_dtypes(input, weight, bias, transposed=False):
         raise RuntimeError(f"Input type ({input.type()}) and bias type ({bias.type()}) should "
                            "be the same or input should be a MKLDNN tensor and bias is a dense "
                            "tensor")
+
+
+def _check_conv_kernel(input, transposed, dilation):
+    """PyTorch's CPU kernels take integer inputs only in the plain convolution (int64 in all
+    of them) and bool in none: the NotImplementedError of the kernel the call would run."""
+    name = input.dtype.name
+    if name == "int64" or not (name == "bool" or name.startswith(("int", "uint"))):
+        return
+    three = input.dim() == 5
+    if transposed:
+        kernel = f"slow_conv_transpose{3 if three else 2}d_out_cpu"
+    elif any(d != 1 for d in dilation):
+        kernel = "slow_conv_dilated<>"
+    elif name == "bool":
+        kernel = "compute_columns3d" if three else "slow_conv2d_cpu"
+    else:
+        return
+    raise NotImplementedError(f'"{kernel}" not implemented for \'{_scalar_name(input.dtype)}\'')
 
 
 def _c_name(dtype):

@@ -10,6 +10,7 @@ dilation * (kernel - 1) - padding, convolved at stride 1 with the kernel flipped
 channels swapped within each group."""
 
 from ..runtime.functions_settings import warn_once
+from ..runtime.result_format import in_suggested_format
 from .functional_conv import SAME_ODD_WARNING, _c_name, _scalar_name, check_conv_dtypes
 from .functional_convt import _spread
 from .functional_pad import pad as _pad
@@ -142,9 +143,11 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
                            + " x ".join(map(str, kernel)) + "). Kernel size can't be greater "
                            "than actual input size")
     _check_zero_dilation(input, dilation)
-    check_conv_dtypes(input, weight, bias)
-    return input._op("convolution3d", weight, bias, stride=stride, padding=padding,
-                     dilation=dilation, groups=int(groups))
+    check_conv_dtypes(input, weight, bias, dilation=dilation)
+    # (channels_last_3d where the input or the weight is, as ATen's convolution allocates it)
+    return in_suggested_format(input._op("convolution3d", weight, bias, stride=stride,
+                                         padding=padding, dilation=dilation,
+                                         groups=int(groups)), input, weight)
 
 
 def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
@@ -194,4 +197,4 @@ def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_paddi
     # (cin, cout/g, kd, kh, kw) -> (cout, cin/g, kd, kh, kw), flipped in space
     wt = weight.reshape([groups, cin // groups, coutg] + k).transpose(1, 2) \
         .reshape([groups * coutg, cin // groups] + k).flip((2, 3, 4))
-    return conv3d(z, wt, bias, 1, 0, d, groups)
+    return in_suggested_format(conv3d(z, wt, bias, 1, 0, d, groups), input, weight)

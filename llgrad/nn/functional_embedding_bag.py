@@ -88,7 +88,8 @@ def embedding_renorm_(weight, input, max_norm, norm_type):
     if input.numel() == 0:
         return weight
     with grad_mode.no_grad():
-        norms = weight.double().abs().pow(norm_type).sum(1).pow(1.0 / norm_type)
+        # (ATen's row.norm(norm_type): inf the largest |x|, 0 the count of nonzeros)
+        norms = weight.double().norm(p=float(norm_type), dim=1)
         used = zeros(weight.shape[0], dtype=bool_)
         used[input.reshape(-1)] = True
         scale = (max_norm / (norms + 1e-7)).where(used & (norms > max_norm), 1.0)

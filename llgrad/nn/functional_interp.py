@@ -15,6 +15,7 @@ import numpy as np
 
 from ..runtime.creation import tensor as _tensor
 from ..runtime.node_names import rename
+from ..runtime.result_format import in_suggested_format
 from .functional_interp_aa import interpolate_aa
 from .functional_interp_uint8 import check_integer_input, interpolate_uint8
 from .functional_pool import adaptive_avg_pool1d, adaptive_avg_pool2d
@@ -112,6 +113,8 @@ def _interp_dims(input, out_size, scales, mode, align_corners):
             terms = [x.index_select(dim, const(i)) * weight(w, shape) for i, w in zip(idx, ws)]
             x = terms[0] + terms[1] + terms[2] + terms[3]
             continue
+        if o == n:      # (ATen's linear kernels copy a dim whose size stays, whatever the
+            continue    # scale_factor that gave it: floor(8 * 1.1) = 8 is no resampling)
         i0, i1, l0, l1 = _linear_weights(n, o, scales[k], align_corners, dt)
         if half and wdt is not None:    # (PyTorch's half lambdas: l0 = 1 - half(l1))
             l1 = l1.astype(np.float16)
@@ -198,17 +201,21 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         _check_sizes(input, out_size)
         check_integer_input(input, mode, out_size, False)
         out = _interp_dims(input, out_size, scales, mode, None)
-        return rename(input.clone() if out is input else out,
-                      f"Upsample{'NearestExact' if mode == 'nearest-exact' else 'Nearest'}"
-                      f"{dim}DBackward0", (input,))
+        return in_suggested_format(rename(
+            input.clone() if out is input else out,
+            f"Upsample{'NearestExact' if mode == 'nearest-exact' else 'Nearest'}"
+            f"{dim}DBackward0", (input,)), input)
     if mode in _LINEAR and input.dim() == _LINEAR[mode]:
         _check_sizes(input, out_size)
         if check_integer_input(input, mode, out_size, antialias):
-            return interpolate_uint8(input, out_size, scales, mode, align_corners, antialias)
-        if antialias:
-            return interpolate_aa(input, out_size, scales, mode, align_corners)
-        return rename(_interp_dims(input, out_size, scales, mode, align_corners),
-                      f"Upsample{mode.capitalize()}{dim}DBackward0", (input,))
+            out = interpolate_uint8(input, out_size, scales, mode, align_corners, antialias)
+        elif antialias:
+            out = interpolate_aa(input, out_size, scales, mode, align_corners)
+        else:
+            out = rename(_interp_dims(input, out_size, scales, mode, align_corners),
+                         f"Upsample{mode.capitalize()}{dim}DBackward0", (input,))
+        # (ATen's upsample kernels allocate their result in the input's suggested format)
+        return in_suggested_format(out, input)
     if mode == "lanczos" and input.dim() == 4:
         if align_corners:
             raise ValueError("Lanczos mode does not support align_corners=True")
@@ -216,8 +223,9 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
             raise ValueError("Lanczos mode requires antialias=True")
         _check_sizes(input, out_size)
         if check_integer_input(input, mode, out_size, True):
-            return interpolate_uint8(input, out_size, scales, mode, False, True)
-        return interpolate_aa(input, out_size, scales, mode, False)
+            return in_suggested_format(
+                interpolate_uint8(input, out_size, scales, mode, False, True), input)
+        return in_suggested_format(interpolate_aa(input, out_size, scales, mode, False), input)
     if mode in _LINEAR and 3 <= input.dim() <= 5 and mode != "bicubic":
         raise NotImplementedError(f"Got {input.dim()}D input, but {mode} mode needs "
                                   f"{_LINEAR[mode]}D input")

@@ -158,8 +158,17 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     return call(OPS["binary_cross_entropy"], (input, target, weight), {"reduction": reduction})
 
 
+def check_kl_dtypes(input, target):
+    """ATen's kl_div refuses integer and bool operands (the formula would otherwise compute
+    in the promoted float dtype and return a number where PyTorch raises)."""
+    for t in (input, target):
+        if not (t.dtype.is_floating_point or t.dtype.is_complex):
+            raise RuntimeError("kl_div: Integral inputs not supported.")
+
+
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
     """As torch.nn.functional.kl_div."""
+    check_kl_dtypes(input, target)
     input, target = autocast_float32(input, target)
     if size_average is not None or reduce is not None:
         reduction = legacy_reduction(size_average, reduce)

@@ -3,6 +3,10 @@ of padded dims, negative pads crop), reflect and replicate are ops of their own 
 or 3 padded dims (llgrad/ir/ops_nn_more.py), and circular is PyTorch's composition: the
 input copied into a new tensor, whose borders are then copied from its other side
 (CopySlices, as in PyTorch)."""
+import operator
+
+import numpy as np
+
 from ..ir import OPS
 from ..runtime.autocast_cast import autocast_float32
 from ..runtime.creation_checks import fill_value_fits
@@ -75,9 +79,29 @@ def _circular(input, pad):
     return out
 
 
+def _int_pads(pad):
+    """pad as a tuple of ints; a float or a bool refused as PyTorch's argument parser does
+    (int() would truncate a 1.5 to a 1 silently)."""
+    out = []
+    for i, p in enumerate(pad):
+        try:
+            if isinstance(p, (bool, np.bool_)):
+                raise TypeError
+            out.append(operator.index(p))
+        except TypeError:
+            t = type(p)
+            name = t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__name__}"
+            if i == 0:
+                raise TypeError("pad(): argument 'pad' (position 2) must be tuple of ints, but "
+                                f"found element of type {name} at pos 0") from None
+            raise TypeError("pad(): argument 'pad' failed to unpack the object at pos 2 with "
+                            f'error "type must be tuple of ints,but got {name}"') from None
+    return tuple(out)
+
+
 def pad(input, pad, mode="constant", value=None):
     """As torch.nn.functional.pad (modes constant, reflect, replicate, circular)."""
-    pad = tuple(int(p) for p in pad)
+    pad = _int_pads(pad)
     if mode not in _MODES:
         raise NotImplementedError(f"Unrecognised padding mode {mode}")
     nd = input.dim()
@@ -104,6 +128,9 @@ def pad(input, pad, mode="constant", value=None):
     if mode == "circular":
         return _circular(input, pad)
     _check_index_pad(input, pad, mode)
+    if input.dtype.name == "bool":      # (ATen's CPU kernels have no bool version)
+        raise NotImplementedError(f'"{"reflection" if mode == "reflect" else "replication"}_pad'
+                                  f"{len(pad) // 2}d\" not implemented for 'Bool'")
     if mode == "replicate" or len(pad) < 6:     # (on CPU autocast's float32 list, as
         input, = autocast_float32(input)        # PyTorch's but reflection_pad3d)
     return in_suggested_format(call(OPS["reflection_pad" if mode == "reflect" else

@@ -14,13 +14,17 @@ import numpy as np
 from ..ir import OPS
 from ..ir.ops_nn_more import pool_out
 from ..runtime.creation import tensor as _tensor
+from ..runtime import trace_state
 from ..runtime.dispatch import call
-from ..runtime.dtypes import bfloat16, int64
+from ..runtime.dtypes import bfloat16, int64, scalar_type_name
 from ..runtime.result_format import in_suggested_format
 from ..runtime.node_names import rename
 from .functional_activation import floating_only
 from ..runtime.vmap_fallback import meta_on_mismatch
 from ..runtime.autocast_cast import on_no_list
+
+
+_AVG_DTYPES = ("float16", "bfloat16", "float32", "float64", "int64")
 
 
 def _tuple(v, n, name, fn):
@@ -69,6 +73,9 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
     if oh < 1 or ow < 1:
         raise RuntimeError(f"Given input size: ({c}x{h}x{w}). Calculated output size: "
                            f"({c}x{oh}x{ow}). Output size is too small")
+    if input.dtype.name not in _AVG_DTYPES:     # (ATen's CPU kernel: floats and int64 only)
+        raise NotImplementedError(f'"avg_pool2d" not implemented for '
+                                  f"'{scalar_type_name(input.dtype)}'")
     return in_suggested_format(call(OPS["avg_pool2d"], (input,), {
         "kernel_size": k, "stride": s, "padding": p, "ceil_mode": bool(ceil_mode),
         "count_include_pad": bool(count_include_pad), "divisor_override": divisor_override}),
@@ -184,7 +191,8 @@ def adaptive_avg_pool2d(input, output_size):
                 mt = _window_means(n, o, out.dtype)
                 out = out.matmul(mt.t()) if dim == -1 else mt.matmul(out)
         out = out.to(input.dtype)
-    return rename(out, "AdaptiveAvgPool2DBackward0")
+    # (channels_last in, channels_last out, as ATen's kernel allocates it)
+    return in_suggested_format(rename(out, "AdaptiveAvgPool2DBackward0"), input)
 
 
 @meta_on_mismatch
@@ -210,7 +218,8 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
         res = input._op("max_pool2d_with_indices", kernel_size=k, stride=k, padding=(0, 0),
                         dilation=(1, 1), ceil_mode=False)
         rename(res[0], "AdaptiveMaxPool2DBackward0")
-        return res if return_indices else res[0]
+        values, idx = (in_suggested_format(t, input) for t in res)
+        return (values, idx) if return_indices else values
     (sh, eh), (sw, ew) = _windows(h, oh), _windows(w, ow)
     kh = int((eh - sh).max()) if oh else 1
     kw = int((ew - sw).max()) if ow else 1
@@ -221,14 +230,33 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
     nl = len(lead)
     win = win.reshape(lead + (oh, kh, ow, kw))
     perm = tuple(range(nl)) + (nl, nl + 2, nl + 1, nl + 3)
-    res = win.permute(perm).reshape(lead + (oh, ow, kh * kw)).max(-1)
-    rename(res.values, "AdaptiveMaxPool2DBackward0")
+    best, at = window_max(win.permute(perm).reshape(lead + (oh, ow, kh * kw)))
+    rename(best, "AdaptiveMaxPool2DBackward0")
+    values = in_suggested_format(best, input)
     if not return_indices:
-        return res.values
+        return values
     flat = rows[:, None, :, None] * w + cols[None, :, None, :]              # (oh, ow, kh, kw)
     table = _tensor(flat.reshape(oh, ow, kh * kw).astype(np.int64))
-    idx = table.expand(lead + (oh, ow, kh * kw)).gather(-1, res.indices.unsqueeze(-1))
-    return res.values, idx.squeeze(-1).to(int64)
+    idx = table.expand(lead + (oh, ow, kh * kw)).gather(-1, at.unsqueeze(-1))
+    return values, in_suggested_format(idx.squeeze(-1).to(int64), input)
+
+
+def window_max(win):
+    """The maximum over win's last dimension and its position, as ATen's adaptive max pools
+    scan a window (val > max || isnan(val)): the first of tied maxima, but the last NaN
+    (Tensor.max's index is the first NaN). The value is gathered at that position, so the
+    gradient goes where PyTorch's does."""
+    k = win.shape[-1]
+    data = win._data
+    if trace_state.state.tracer is None and isinstance(data, np.ndarray) and \
+            not np.isnan(data).any():       # (eagerly, no NaN: Tensor.max's first maximum)
+        res = win.max(-1)
+        return res.values, res.indices
+    at = win.detach().max(-1).indices
+    pos = _tensor(np.arange(1, k + 1), device=win.device)     # (meta under a meta input)
+    last_nan = (win.detach().isnan().to(int64) * pos).amax(-1) - 1
+    at = last_nan.where(last_nan >= 0, at)
+    return win.gather(-1, at.unsqueeze(-1)).squeeze(-1), at
 
 
 def adaptive_max_pool1d(input, output_size, return_indices=False):

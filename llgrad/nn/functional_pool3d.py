@@ -13,8 +13,9 @@ from ..ir.ops_pool import out_size
 from ..runtime.creation import tensor as _tensor
 from ..runtime.dtypes import int64
 from ..runtime.node_names import rename
+from ..runtime.result_format import in_suggested_format
 from .functional_loss import _NAMES
-from .functional_pool import _window_means, _windows
+from .functional_pool import _window_means, _windows, window_max
 from .functional_pool_more import _lp_pool, _unpool_output_size
 from ..runtime.vmap_fallback import meta_on_mismatch
 from ..runtime.autocast_cast import float32_list
@@ -100,6 +101,8 @@ def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
         raise NotImplementedError('"max_pool3d" not implemented for \'Bool\'')
     res = input._op("max_pool3d_with_indices", kernel_size=k, stride=s, padding=p, dilation=d,
                     ceil_mode=bool(ceil_mode))
+    # (channels_last_3d in, channels_last_3d out, as ATen's kernel allocates it)
+    res = tuple(in_suggested_format(t, input) for t in res)
     return res if return_indices else res[0]
 
 
@@ -190,6 +193,8 @@ def adaptive_avg_pool3d(input, output_size):
             if n != o:
                 mt = _window_means(n, o, input.dtype)
                 res = res.transpose(axis, -1).matmul(mt.t()).transpose(axis, -1)
+        # (the matmuls leave a dim they skipped out of place: row-major, as ATen's result)
+        res = res.contiguous()
     return rename(res, "AdaptiveAvgPool3DBackward0")
 
 
@@ -224,17 +229,17 @@ def adaptive_max_pool3d(input, output_size, return_indices=False):
     nl = len(lead)
     win = win.reshape(lead + (od, kd, oh, kh, ow, kw))
     perm = tuple(range(nl)) + tuple(nl + i for i in (0, 2, 4, 1, 3, 5))
-    res = win.permute(perm).reshape(lead + (od, oh, ow, kd * kh * kw)).max(-1)
-    rename(res.values, "AdaptiveMaxPool3DBackward0")
+    best, at = window_max(win.permute(perm).reshape(lead + (od, oh, ow, kd * kh * kw)))
+    rename(best, "AdaptiveMaxPool3DBackward0")
     if not return_indices:
-        return res.values
+        return best
     h, w = dims[1:]
     rd, rh, rw = tables
     flat = (rd[:, None, None, :, None, None] * h + rh[None, :, None, None, :, None]) * w \
         + rw[None, None, :, None, None, :]
-    table = _tensor(flat.reshape(od, oh, ow, kd * kh * kw).astype(np.int64))
-    idx = table.expand(lead + (od, oh, ow, kd * kh * kw)).gather(-1, res.indices.unsqueeze(-1))
-    return res.values, idx.squeeze(-1).to(int64)
+    table = _tensor(flat.reshape(od, oh, ow, kd * kh * kw).astype(np.int64), device=input.device)
+    idx = table.expand(lead + (od, oh, ow, kd * kh * kw)).gather(-1, at.unsqueeze(-1))
+    return best, idx.squeeze(-1).to(int64)
 
 
 def adaptive_max_pool3d_with_indices(input, output_size, return_indices=False):

@@ -308,8 +308,6 @@ def test_adaptive_pools_refuse_empty_pooled_dims():
     check(s)
 
 
-@pytest.mark.xfail(strict=True, reason="conv / pool / batch_norm / interpolate / pad outputs of "
-                   "a channels_last input are contiguous, not channels_last as PyTorch's")
 def test_channels_last_input_gives_channels_last_outputs():
     def s(lib):
         x = _x(lib, 2, 3, 6, 6).detach().to(memory_format=lib.channels_last)

@@ -227,9 +227,7 @@ def test_nearest_upsampling_values_and_grads(mode):
 
 # ---- differences left ----------
 
-@pytest.mark.xfail(strict=True, reason="nn ops (batch_norm, conv2d, pools, interpolate, pad) "
-                   "write row-major outputs for channels_last inputs: a layout feature")
-def test_nn_ops_keep_channels_last_outputs():
+def test_nn_ops_keep_channels_last_outputs():   # (passes since sweep 60's interpolate fix)
     def s(T):
         x = randn(T, 2, 4, 5, 6).contiguous(memory_format=T.channels_last)
         F = T.nn.functional
