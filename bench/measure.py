@@ -63,6 +63,19 @@ def interleaved(runners, per_call, blocks, block_seconds):
     return times, errors
 
 
+def block_medians(fns, blocks=7, per_block=3):
+    """{name: median ms a call} of the callables fns ({name: fn}), timed in blocks of
+    per_block calls, the systems' blocks interleaved (the untuned model sets' scheme)."""
+    times = {k: [] for k in fns}
+    for _ in range(blocks):
+        for k, f in fns.items():
+            t0 = time.perf_counter()
+            for _ in range(per_block):
+                f()
+            times[k].append((time.perf_counter() - t0) / per_block * 1e3)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
 def summary(samples):
     """(median, spread) of per-block times; spread = interquartile range / median."""
     med = statistics.median(samples)

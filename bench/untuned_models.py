@@ -14,9 +14,7 @@ eager, llgrad eager and llgrad compiled, 1 thread each, seeded alike (llgrad dra
 numbers), losses after 6 steps compared. Blocks of 3 steps interleaved; medians of 7 blocks.
 
     python bench/untuned_models.py [name,name,...]"""
-import statistics
 import sys
-import time
 import warnings
 
 import llgrad
@@ -27,6 +25,7 @@ import untuned_models_fourth
 import untuned_models_fifth
 import untuned_models_sixth
 import untuned_models_seventh
+from measure import block_medians
 from llgrad.compile.eager_builds import wait as wait_eager_builds
 
 MORE = ("convnext", "effnet", "dcgan")      # (untuned_models_more.py)
@@ -192,14 +191,7 @@ def main(names):
             fns["llgrad compiled"].wait()
             wait_eager_builds()     # (an eager kernel still building would be timed too)
         notes = sorted({str(x.message)[:150] for x in w if "llgrad" in str(x.message)})
-        times = {k: [] for k in fns}
-        for _ in range(7):
-            for k, f in fns.items():
-                t0 = time.perf_counter()
-                for _ in range(3):
-                    f()
-                times[k].append((time.perf_counter() - t0) / 3 * 1e3)
-        med = {k: statistics.median(v) for k, v in times.items()}
+        med = block_medians(fns)
         t, e, c = med["torch"], med["llgrad eager"], med["llgrad compiled"]
         print(f"{name:10s} torch {t:7.2f} ms  llgrad eager {e:7.2f} ({e / t:.2f}x)  "
               f"compiled {c:7.2f} ({c / t:.2f}x)  loss after 6 steps: |eager - torch| "

@@ -23,13 +23,16 @@ def build(lib, name):
 
 
 def training_step(lib, make):
-    """(model, step) of make(lib) -> (model, optimiser, loss closure[, {clip, scheduler}]):
-    zero_grad, the loss, backward, clipping, the optimiser's step, the scheduler's (the sixth
-    set's models are built so too)."""
+    """(model, step) of make(lib) -> (model, optimiser, loss closure[, extras]): zero_grad,
+    the loss, backward, clipping, the optimiser's step, the scheduler's (the sixth and
+    seventh sets' models are built so too). extras: "clip" (clip_grad_norm_), "clip_value"
+    (clip_grad_value_), "scheduler", "after" (run after the step: a DQN's soft update of its
+    target net)."""
     lib.manual_seed(0)
     m, opt, loss, *extra = make(lib)
     extra = extra[0] if extra else {}
-    clip, sched = extra.get("clip"), extra.get("scheduler")
+    clip, clip_value = extra.get("clip"), extra.get("clip_value")
+    sched, after = extra.get("scheduler"), extra.get("after")
     m.train()
 
     def step():
@@ -38,9 +41,13 @@ def training_step(lib, make):
         l.backward()
         if clip is not None:
             lib.nn.utils.clip_grad_norm_(m.parameters(), clip)
+        if clip_value is not None:
+            lib.nn.utils.clip_grad_value_(m.parameters(), clip_value)
         opt.step()
         if sched is not None:
             sched.step()
+        if after is not None:
+            after()
         return l
     return m, step
 

@@ -21,12 +21,13 @@ torch's (largest difference relative to the tensor's largest element; parameters
 the elements whose gradient is rounding noise, 1e-6 of the largest or less); then blocks of 3
 steps interleaved, medians of 7."""
 import os
-import statistics
 import sys
 import time
 import warnings
 
 import untuned_models_seventh_b
+from untuned_models_fifth import training_step
+from measure import block_medians
 
 NAMES = ("dlrm", "stn", "dqn", "nerf", "crf", "translate")
 
@@ -34,34 +35,6 @@ NAMES = ("dlrm", "stn", "dqn", "nerf", "crf", "translate")
 def build(lib, name):
     return training_step(lib, getattr(untuned_models_seventh_b, "_" + name, None) or
                          globals()["_" + name])
-
-
-def training_step(lib, make):
-    """untuned_models_fifth.training_step with two more extras: "clip_value"
-    (clip_grad_value_ before the optimiser's step) and "after" (run after it: the DQN's soft
-    update of its target net)."""
-    lib.manual_seed(0)
-    m, opt, loss, *extra = make(lib)
-    extra = extra[0] if extra else {}
-    clip, clip_value = extra.get("clip"), extra.get("clip_value")
-    sched, after = extra.get("scheduler"), extra.get("after")
-    m.train()
-
-    def step():
-        opt.zero_grad()
-        l = loss()
-        l.backward()
-        if clip is not None:
-            lib.nn.utils.clip_grad_norm_(m.parameters(), clip)
-        if clip_value is not None:
-            lib.nn.utils.clip_grad_value_(m.parameters(), clip_value)
-        opt.step()
-        if sched is not None:
-            sched.step()
-        if after is not None:
-            after()
-        return l
-    return m, step
 
 
 def _dlrm(lib):
@@ -298,14 +271,7 @@ def main(names, with_torch_compile):
             d_par = max(_rel_where(got[n][0], ref[n][0], ref[n][1], 1e-6 * g_top) for n in ref)
             d_grad = max(_rel(got[n][1], ref[n][1]) for n in ref if ref[n][1] is not None)
             diffs[k] = (d_loss, d_grad, d_par)
-        times = {k: [] for k in fns}
-        for _ in range(7):
-            for k, f in fns.items():
-                t0 = time.perf_counter()
-                for _ in range(3):
-                    f()
-                times[k].append((time.perf_counter() - t0) / 3 * 1e3)
-        med = {k: statistics.median(v) for k, v in times.items()}
+        med = block_medians(fns)
         t = med["torch"]
         print(f"{name:10s} " + "  ".join(f"{k} {v:7.2f} ms ({v / t:.2f}x)" for k, v in med.items()),
               flush=True)
