@@ -42,7 +42,7 @@ _BGEMM_PACK = 1 << 14           # = codegen/eager_bgemm.PACK_LIMIT, its stack sl
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 _DTYPES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
 _shims = {}                 # "shim" -> {dtype: ctypes function} | None | eager_builds.PENDING
-_stack_plans = {}           # (shapes, strides, threads) -> _stack_plan's (or None)
+_stack_plans = {}           # (dtype, shapes, strides, threads) -> _stack_plan's (or None)
 _count = []                 # threadcount's word (imported on the first big product: it
                             # loads llvmlite, which `import llgrad` does not)
 stats = {"calls": 0}
@@ -189,7 +189,7 @@ def _small_stack(a, b, m, n, k):
     or None: NumPy's matmul, where neither applies (one thread and no transposed B) or the
     batched kernel is not built yet."""
     threads = _threads()
-    key = (a.shape, a.strides, b.shape, b.strides, threads)
+    key = (a.dtype, a.shape, a.strides, b.shape, b.strides, threads)     # (strides: bytes)
     plan = _stack_plans.get(key, False)
     if plan is False:
         plan = _stack_plans[key] = _stack_plan(a, b, m, n, k, threads)

@@ -70,6 +70,22 @@ def test_stacks_match_numpy(threads, dtype, count):
         assert calls == (1 if packs or splits else 0), name     # (else NumPy's matmul)
 
 
+def test_plans_are_per_dtype(threads):
+    """The plan cache's key holds the dtype: a float64 stack and a float32 one with the same
+    shapes and byte strides (every other element) are different layouts for BLAS."""
+    threads(2)
+    rng = np.random.default_rng(7)
+    a64, b64 = _r(rng, np.float64, 8, 64, 32), _r(rng, np.float64, 8, 64, 32)
+    a32 = _r(rng, np.float32, 8, 64, 64)[..., ::2]
+    b32 = _r(rng, np.float32, 8, 64, 64)[..., ::2]
+    assert a32.strides == a64.strides
+    for a, b in ((a64, b64), (a32, b32)):
+        bt = b.swapaxes(-1, -2)
+        got, _ = _product(a, bt)
+        expect = np.matmul(a, bt)
+        np.testing.assert_allclose(got, expect, rtol=1e-5, atol=1e-5 * np.abs(expect).max())
+
+
 def test_thread_counts_give_the_same_bits(threads):
     """Where every count runs the batched kernel (a transposed B), the products are the same
     calls whichever thread runs them; the count may change between calls."""
