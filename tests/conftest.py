@@ -31,6 +31,10 @@ os.environ.setdefault("LLGRAD_CHECK_DEDUPE", "1")
 # right after a call); tests/compile/test_background.py covers the background builds, and
 # LLGRAD_COMPILE=background runs the whole suite with them
 os.environ.setdefault("LLGRAD_COMPILE", "sync")
+# no progress line after a slow compile: on a loaded machine a step's compile passes 1 s and the
+# line reached tests comparing a compiled run's stderr with eager's (test_printed_values);
+# the tests of the line itself unset it (tests/observe/test_observe_logs.py)
+os.environ.setdefault("LLGRAD_QUIET", "1")
 if not os.environ.get("LLGRAD_CACHE_DIR"):
     os.environ["LLGRAD_CACHE_DIR"] = tempfile.mkdtemp(prefix="llgrad-test-cache-")
     atexit.register(shutil.rmtree, os.environ["LLGRAD_CACHE_DIR"], ignore_errors=True)
