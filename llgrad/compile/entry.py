@@ -35,7 +35,7 @@ from . import external_io, symbolic_args
 from .output_notes import (dead as _dead, leaf_made_inside, leaf_order, reach_masks,
                            rebuild_notes as _rebuild_notes)
 from .log import short_loc, user_line
-from .moved_data import check_replayable, moved_outputs
+from .moved_data import check_given, check_replayable, moved_outputs
 from .retained import retained_outputs
 from .replayed_output import given_up, recording
 from .side_effects import none_in_differentiation
@@ -218,6 +218,7 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
                                    tracer.input_aliases, tracer.memory_written)
         tracer.merge_inputs(entry.input_aliases)    # (one memory: one Value to read)
         grad_outs += retained_outputs(entry, tracer, outs, len(grad_outs))
+        check_given(tracer, tensors, changed, outs + grad_outs)  # (eager's views, not copies)
         entry.n_fn_out, entry.n_out = len(outs), len(outs) + len(grad_outs)
         # traced with no .grad, none read or set: the entry serves any .grad state
         entry.grad_free = n_own == len(tensors) and not tracer.grad_read and not changed
@@ -243,9 +244,8 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
                                      "retain_graph): compile does not support that")
             entry.freed_outputs = diff_out
         elif diff_out and tracer.graph_freed:
-            # an autograd.grad inside freed the graph behind some results (a Hessian-vector
-            # product returning its loss): as in eager, a backward from them raises before
-            # reaching any leaf; the others keep their backward
+            # autograd.grad inside freed the graph behind some results (a Hessian-vector product's
+            # loss): a backward from them raises before any leaf as in eager; others keep theirs
             entry.freed_outputs = [i for i in diff_out if _dead(outs[i].grad_fn)]
             diff_out = [i for i in diff_out if i not in entry.freed_outputs]
         if diff_out and not step and not grad_mode.state.grad_enabled:

@@ -18,6 +18,7 @@ still share it (aliases_hold). Neither kind of entry differentiates its results 
 backward would differentiate y, or one alias's input for the other's)."""
 import numpy as np
 
+from ..runtime.symbolic_uses import check_returned
 from ..runtime.tensor import Tensor
 from ..tracer.errors import TraceError
 
@@ -83,6 +84,22 @@ def check_replayable(entry, tensors):
         k, j = entry.input_aliases[0]
         raise TraceError(f"{tensors[k][0]} and {tensors[j][0]} share memory in a call whose "
                          "results require grad, which a compiled call cannot replay")
+
+
+def check_given(tracer, tensors, changed, given):
+    """Raise where compiled calls would give back copies of what eager's run leaves as views
+    (given: every tensor the call gives back; changed: the (input, .grad) the run set): one
+    over a copy standing for x[i]'s view (runtime/symbolic_uses.py: the trace is then kept
+    with i's number), or a .grad set to a view of an input's memory (`w.grad = x[1]`), which
+    later writes into x reach in eager."""
+    check_returned(tracer, given)
+    memory = {id(t._storage.base): path for path, t in reversed(tensors)}   # (the first)
+    own = {id(t) for _, t in tensors}       # (`w.grad = x`: given back as x itself)
+    for k, g in changed:
+        if g is not None and id(g) not in own and id(g._storage.base) in memory:
+            raise TraceError(f"{tensors[k][0]}.grad was set to a view of the memory of "
+                             f"{memory[id(g._storage.base)]}, which a compiled call cannot "
+                             "replay")
 
 
 def aliases_hold(entry, tensors):

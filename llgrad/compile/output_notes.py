@@ -34,7 +34,11 @@ def rebuild_notes(entry, outs, tensors):
     entry.plain_alias = [k for k, o in enumerate(outs) if not o.requires_grad]
     # and views made under no_grad of an input (which require grad, with no edge), found
     # again where the array cannot show it (an empty view aliases nothing)
-    storage = {id(t._storage): i for i, (_, t) in enumerate(tensors)}
+    # (of inputs sharing memory, a root: a view input's place can change between calls
+    # where the root's stays, `o.v = x[1]` traced while o.v was x[0] and called with x[2])
+    storage = {}
+    for i, (_, t) in sorted(enumerate(tensors), key=lambda it: it[1][1]._base is not None):
+        storage.setdefault(id(t._storage), i)
     entry.no_grad_views = [(k, storage[id(o._storage)], o._creation) for k, o in enumerate(outs)
                            if o._creation is not None and o.requires_grad
                            and id(o._storage) in storage]

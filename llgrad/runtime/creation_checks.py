@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from ..ir import promotion
-from . import dtypes
+from . import dtypes, trace_state
 
 
 def int_arg(fn, name, v):
@@ -206,6 +206,8 @@ def fill_value_fits(value, d):
             raise RuntimeError(f"value cannot be converted to type {_C_NAMES[d.name]} without "
                                "overflow")
         value = value.real
+    if d.name == "bool" and type(value) is int:     # (NumPy's cast overflows past int64)
+        return value != 0
     if d.name not in _C_NAMES or isinstance(value, bool) or hasattr(value, "_dtype"):
         return value
     info = np.finfo(d.np) if d.is_floating_point else np.iinfo(d.np)
@@ -291,6 +293,15 @@ def check_set_data(requires_grad, value):
     if requires_grad and not (value.dtype.is_floating_point or value.dtype.is_complex):
         raise RuntimeError("data set to a tensor that requires gradients must be floating "
                            "point or complex dtype")
+
+
+def check_moved_in_place(value, own):
+    """`t.data = value` (not t's own layout) with value in t's very Storage, own (`y.data =
+    x[1]` with y over x) ends a trace: compile/moved_data.py replays only memory new to t,
+    and a compiled call would give t a copy where eager's is a view."""
+    if value._storage is own and trace_state.state.tracer is not None:
+        trace_state.state.tracer.graph_break("`.data =` another view of the tensor's own "
+                                             "memory")
 
 
 def check_dlpack_export(t):

@@ -99,16 +99,18 @@ def watch(tracer, t, path, copy=False):
 
 
 def check_returned(tracer, results):
-    """Called with a traced function's results: one over a copy getitem made (the copy
-    itself or a view of it) ends the trace, the stand-in then read as its number: eager
-    returns PyTorch's view, whose later writes reach the indexed tensor."""
+    """Called with a traced function's results, and again with every tensor its calls give
+    back (returned, put into an object or a global, set as a .grad or by `.data =`:
+    compile/entry.py): one over a copy getitem made (the copy itself or a view of it) ends
+    the trace, the stand-in then read as its number: eager's is PyTorch's view, which later
+    writes into the indexed tensor reach (and whose writes reach it)."""
     copies = tracer.__dict__.get("_llgrad_index_copy_of")
     if not copies:
         return
     for t in results:
         if isinstance(t, Tensor) and (watched := copies.get(tracer._sid(t))) is not None:
-            raise ScalarEscape(watched[0], "a result indexed by it (PyTorch's view of its "
-                               "tensor)")
+            raise ScalarEscape(watched[0], "a result or a tensor kept indexed by it "
+                               "(PyTorch's view of its tensor)")
 
 
 def check_write(tracer, sid):

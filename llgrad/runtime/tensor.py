@@ -7,7 +7,7 @@ import numpy as np
 from ..ir.geometry import contiguous_strides
 from . import dtypes, grad_mode, rendered_text, trace_state
 from .device import CPU, device as _Device
-from .creation_checks import check_dlpack_export, check_set_data
+from .creation_checks import check_dlpack_export, check_moved_in_place, check_set_data
 from .formatting import tensor_repr
 from .memory_formats import channels_contiguous
 from .size import Size  # noqa: F401 (llgrad.Size lives with the Tensor it shapes)
@@ -277,6 +277,7 @@ class Tensor:
         check_set_data(self._requires_grad, value)
         if value._storage.base is self._storage.base and _same_layout(value._data, self._data):
             return      # (`w.data *= mask` sets w's own memory back: w keeps its version)
+        check_moved_in_place(value, self._storage)
         self._data, self._storage, self._dtype = value._data, value._storage, value._dtype
 
     # ---- conversion ----------------------------------------------------------------------------
