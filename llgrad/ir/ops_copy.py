@@ -113,6 +113,13 @@ defop("arange", _arange, args=(), kind="creation",
 
 defop("zero", lambda x: np.zeros_like(x, order="K"), vjp=lambda c, g: (g.new_zeros(g.shape),),
       grad_fn="ZeroBackward0", kind="elementwise", complex=True)
-defop("copy", lambda x, src: np.array(np.broadcast_to(src, x.shape), dtype=x.dtype, order="K"),
+def _copy(x, src):
+    # (broadcast_to only where the shapes differ: it costs more than the copy of a small src)
+    if getattr(src, "shape", None) != x.shape:
+        src = np.broadcast_to(src, x.shape)
+    return np.array(src, dtype=x.dtype, order="K")
+
+
+defop("copy", _copy,
       vjp=lambda c, g: (g.new_zeros(g.shape), g), args=("self", "src"), grad_fn="CopyBackwards",
       kind="elementwise", complex=True)

@@ -219,7 +219,8 @@ def _sigmoid(x):
     if x.dtype.kind == "c":
         return 1 / (1 + np.exp(-x))     # (no sign to split on)
     z = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1 / (1 + z), z / (1 + z)).astype(np.result_type(x), copy=False)
+    d = 1 + z           # (once: both branches divide by it)
+    return np.where(x >= 0, 1 / d, z / d).astype(np.result_type(x), copy=False)
 
 
 _unary("sigmoid", _sigmoid, lambda c, g: (g * conj(c.result) * conj(1 - c.result),),

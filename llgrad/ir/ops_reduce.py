@@ -161,7 +161,8 @@ def _max_dim(pick, argpick):
     def impl(x, dim, keepdim=False):
         if x.ndim == 0:     # a 0-d tensor along its one dim: itself, at index 0
             return np.array(x), np.zeros((), dtype=np.int64)
-        idx = np.expand_dims(argpick(x, axis=dim), dim)
+        d = dim % x.ndim           # (a reshape: np.expand_dims normalises its axis slowly)
+        idx = argpick(x, axis=d).reshape(x.shape[:d] + (1,) + x.shape[d + 1:])
         vals = np.take_along_axis(x, idx, axis=dim)
         if not keepdim:
             idx, vals = idx.squeeze(dim), vals.squeeze(dim)
@@ -183,12 +184,20 @@ def _select_vjp(c, gs):
 
 def _nanargmax(x, axis):
     # PyTorch: the first maximal element; a NaN is the maximum.
+    if x.dtype.kind in "biu":       # (no NaN to look for)
+        return np.argmax(x, axis=axis)
     nan = np.isnan(x)
+    if not nan.any():               # (the usual case: one pass, not three)
+        return np.argmax(x, axis=axis)
     return np.where(nan.any(axis=axis), np.argmax(nan, axis=axis), np.argmax(x, axis=axis))
 
 
 def _nanargmin(x, axis):
+    if x.dtype.kind in "biu":
+        return np.argmin(x, axis=axis)
     nan = np.isnan(x)
+    if not nan.any():
+        return np.argmin(x, axis=axis)
     return np.where(nan.any(axis=axis), np.argmax(nan, axis=axis), np.argmin(x, axis=axis))
 
 

@@ -116,7 +116,7 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     ref = full[0]._data.shape
     for i, t in enumerate(seq):
         s = t._data.shape
-        if legacy[i]:
+        if legacy[i] or s == ref and s:     # (the usual case: the checks below pass)
             continue
         if not s:
             raise RuntimeError(f"zero-dimensional tensor (at position {i}) cannot be "
@@ -133,7 +133,8 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     empty = ref[:d] + (0,) + ref[d + 1:]
     out = call(OPS["cat"], tuple(t.reshape(empty) if e else t for t, e in zip(seq, legacy)),
                {"dim": d})
-    return in_suggested_format(out, *full, every=True)
+    # (only a 4-d or 5-d tensor can suggest a channels_last format)
+    return in_suggested_format(out, *full, every=True) if len(ref) in (4, 5) else out
 
 
 def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:

@@ -14,6 +14,7 @@ from .dtypes import bfloat16, get_default_dtype, result_type
 from .node import gradient_edge
 from .saved_tensor import SavedTensor, user_position
 from .symbolic_operands import SPECIAL_OPERANDS, escape_in_attrs, special_operands, stand_ins
+from .tensor import Tensor
 
 _tstate = trace_state.state
 
@@ -107,7 +108,9 @@ def _check_overlap(op, t, inputs):
     a = t._data
     # (a writeable view whose elements repeat: as_strided's; an expanded one is read-only,
     # _write_read_only_view's; NumPy would write one of the values into each repeated cell)
-    if a.flags.writeable and op.name not in _VALUE_READ + ("zero",) and a.size and any(
+    # (a C-contiguous array has no repeated elements: the usual case skips the scan)
+    if not a.flags.c_contiguous and a.flags.writeable and \
+            op.name not in _VALUE_READ + ("zero",) and a.size and any(
             s == 0 and n > 1 for s, n in zip(a.strides, a.shape)):
         raise RuntimeError("unsupported operation: more than one element of the written-to "
                            "tensor refers to a single memory location. Please clone() the "
@@ -115,7 +118,7 @@ def _check_overlap(op, t, inputs):
     if op.name in _VALUE_READ:
         return
     for x in inputs[1:]:
-        if not _is_tensor(x) or x._storage is not t._storage or not a.size or \
+        if not isinstance(x, Tensor) or x._storage is not t._storage or not a.size or \
                 not x._data.size or not _dense(a) or not _dense(x._data):
             continue
         b = x._data
@@ -127,6 +130,34 @@ def _check_overlap(op, t, inputs):
             raise RuntimeError("unsupported operation: some elements of the input tensor and "
                                "the written-to tensor refer to a single memory location. "
                                "Please clone() the tensor before performing the operation.")
+
+
+_CATEGORY = {bool: 0, int: 1, float: 2}     # (scalar_category of the common numbers)
+
+
+def _check_cast(op, t, inputs):
+    """PyTorch's check before the op: the operands' result type casts to t's dtype. Its
+    category is that of one of the promoting operands, so none above t's means no error
+    (but for an integer t of an op with a float result, exp_): then the full rule is skipped."""
+    pos = range(len(inputs)) if op.promote == "all" else op.promote or (0,)
+    top = t._dtype._cat
+    if not op.float_out or top >= 2:
+        for i in pos:
+            if i < len(inputs):
+                x = inputs[i]
+                if isinstance(x, Tensor):
+                    if x._dtype._cat > top or not x._dtype._plain:
+                        break
+                elif x is not None and _CATEGORY.get(type(x), 3) > top:
+                    break
+        else:
+            return
+    rt = result_type(*[inputs[i] for i in pos if i < len(inputs)])
+    if rt is not None and op.float_out and rt._cat < 2:
+        rt = get_default_dtype()        # (exp_, sqrt_, atan2_ ... of integers: a float result)
+    if rt is not None and rt._cat > t._dtype._cat:      # (PyTorch's check, before the op)
+        raise RuntimeError(f"result type {scalar_type_name(rt)} can't be cast to the desired output "
+                           f"type {scalar_type_name(t._dtype)}")
 
 
 def call_inplace(op, t, inputs, attrs, _timed=False, _dual=False):
@@ -148,22 +179,26 @@ def call_inplace(op, t, inputs, attrs, _timed=False, _dual=False):
         if res is not NotImplemented:
             return res
     impl = run_impl
-    if any(_is_tensor(x) and not x._dtype._plain for x in inputs):
+    # one pass over the inputs (this is the eager hot path of every in-place op): a complex
+    # or bfloat16 operand, one that may require grad (_req's cheap answer: it neither
+    # requires grad itself nor is a view), one of another shape than t's
+    plain, req, shape = True, False, t._data.shape
+    for x in inputs:
+        if isinstance(x, Tensor):
+            plain = plain and x._dtype._plain
+            req = req or x._requires_grad or x._base is not None
+            if x._data.shape != shape:
+                shape = None
+    if not plain:
         impl = dispatch.impl_for_special(op, inputs, attrs)
     _check_inplace(t, inputs)
     _check_overlap(op, t, inputs)
-    if op.kind == "elementwise":
+    if op.kind == "elementwise" and shape is None:     # (operands of t's shape broadcast)
         _check_broadcast_into(t._data.shape, inputs)
-    rt = result_type(*[inputs[i] for i in (range(len(inputs)) if op.promote == "all"
-                                           else op.promote or (0,)) if i < len(inputs)])
-    if rt is not None and op.float_out and rt._cat < 2:
-        rt = get_default_dtype()        # (exp_, sqrt_, atan2_ ... of integers: a float result)
-    if rt is not None and rt._cat > t._dtype._cat:      # (PyTorch's check, before the op)
-        raise RuntimeError(f"result type {scalar_type_name(rt)} can't be cast to the desired output "
-                           f"type {scalar_type_name(t._dtype)}")
+    _check_cast(op, t, inputs)
     # (a meta t: nothing is computed or written, the rest is as on the CPU)
     on_meta = dispatch.meta is not None and dispatch.meta.inplace(op, t, inputs, attrs)
-    recording = grad_mode.state.grad_enabled and op.vjp is not None and \
+    recording = req and grad_mode.state.grad_enabled and op.vjp is not None and \
         t._dtype._cat >= 2 and any(_is_tensor(x) and _req(x) for x in inputs)  # (ints: none)
     retained = (t._grad_fn, t._output_nr) if recording and t._retains_grad else None
     tracer = _tstate.tracer

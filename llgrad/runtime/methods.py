@@ -172,6 +172,10 @@ def softplus(self, beta=1, threshold=20):
 
 def where(self, condition, other):
     check_condition(condition)
+    if type(other) is int:      # (as llgrad.where: checked against an integer result's range,
+        rt = dtypes.result_type(self, other)    # not wrapped: int8 x.where(m, 300) raises)
+        if rt._cat == 1:
+            fill_value_fits(other, rt)
     return call(OPS["where"], (condition, self, other), {})
 
 
@@ -331,7 +335,8 @@ def copy_(self, src, non_blocking=False):
             raise TypeError(f"copy_(): argument 'other' (position 1) must be Tensor, not {name}")
         src = tensor(src)
     _check_inplace(self, (self, src))   # (PyTorch's leaf check comes before the shape's)
-    shape = broadcast_shapes(self._data.shape, src._data.shape)
+    shape = self._data.shape if src._data.shape == self._data.shape else \
+        broadcast_shapes(self._data.shape, src._data.shape)
     if shape != self._data.shape:
         raise RuntimeError(f"output with shape {list(self._data.shape)} doesn't match the "
                            f"broadcast shape {list(shape)}")

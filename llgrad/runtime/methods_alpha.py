@@ -31,10 +31,11 @@ def _alpha(self, other, alpha):
     if type(alpha) is bool and dtypes.result_type(self, other) is not dtypes.bool_:
         raise RuntimeError("Boolean alpha only supported for Boolean results.")
     if type(alpha) is float:    # (checked against a float32 / float16 result too)
-        if dtypes.result_type(self, other)._cat < 2:
+        rt = dtypes.result_type(self, other)
+        if rt._cat < 2:
             raise RuntimeError("For integral input tensors, argument alpha must not be a "
                                "floating point number.")
-        fill_value_fits(alpha, dtypes.result_type(self, other))
+        fill_value_fits(alpha, rt)
     if isinstance(alpha, Tensor):
         if alpha._data.size != 1:
             raise RuntimeError(f"a Tensor with {alpha._data.size} elements cannot be "

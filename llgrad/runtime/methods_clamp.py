@@ -9,15 +9,16 @@ from .inplace import call_inplace
 from .tensor import Tensor
 
 _CLAMP, _CMIN, _CMAX = OPS["clamp"], OPS["clamp_min"], OPS["clamp_max"]
+_CATEGORY = {bool: 0, int: 1, float: 2}     # (scalar_category of the common numbers)
 
 
 def _clamp_args(self, min, max):
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
     _fit(self, min, max)
-    bounds = [b for b in (min, max) if b is not None]
-    tensors = sum(isinstance(b, Tensor) for b in bounds)
+    tensors = isinstance(min, Tensor) + isinstance(max, Tensor)
     if tensors != 1:        # (PyTorch's bool kernels: none but clamp with one tensor bound)
+        bounds = [b for b in (min, max) if b is not None]
         dtypes.no_bool_kernel([self] + bounds, "clamp_cpu" if tensors else "clamp_scalar_cpu"
                               if len(bounds) == 2 else "clamp_min_scalar_cpu" if max is None
                               else "clamp_max_scalar_cpu")
@@ -30,6 +31,14 @@ def clamp(self, min=None, max=None):
 
 def _scalar_clamp_cast(self, *bounds):
     """PyTorch's cast check of clamp_ with number bounds, which names self's C type."""
+    top = self._dtype._cat
+    for b in bounds:        # (the result's category is the highest of its operands')
+        if isinstance(b, Tensor):
+            return
+        if b is not None and _CATEGORY.get(type(b), 3) > top:
+            break
+    else:
+        return
     rt = dtypes.result_type(self, *[b for b in bounds if b is not None])
     if not any(isinstance(b, Tensor) for b in bounds) and rt._cat > self._dtype._cat:
         raise RuntimeError(f"result type {scalar_type_name(rt)} can't be cast to the desired "

@@ -26,7 +26,7 @@ def _same_dtype(op, inputs, pos):
             if not isinstance(x, _OPERANDS):
                 raise TypeError(f"{op.name}(): argument {_ARG_NAMES[min(i, 2)]}(position {i}) "
                                 f"must be a Tensor or a number, not {type(x).__name__}")
-            if first is None or _cat_of_scalar(x) > first._cat:
+            if first is None or (_SCALAR_CAT.get(type(x)) or _cat_of_scalar(x)) > first._cat:
                 return False
     return first is not None and (first._cat >= 2 or not op.float_out)
 
@@ -35,6 +35,9 @@ def _same_dtype(op, inputs, pos):
 # NumPy arrays, which PyTorch accepts too); a list or a string is a mistake, not data
 _OPERANDS = (bool, int, float, complex, np.generic, np.ndarray)
 _ARG_NAMES = ("'input' ", "'other' ", "")
+# scalar_category of the usual Python numbers by a dict lookup (bool's 0 is falsy: it goes
+# to _cat_of_scalar, which gives 0 too)
+_SCALAR_CAT = {int: 1, float: 2, complex: 3}
 
 
 def op_result_type(op, inputs):
