@@ -3,7 +3,8 @@ i64 count)` runs `count` products, record i four i64 words: the addresses of A, 
 of the product's params (i64 transA, transB, M, N, K, lda, ldb, ldc, pack), each product one
 unsplit OpenBLAS call (blas.py's `llgrad_serial.` entry). With pack set (K * N at most
 PACK_LIMIT), B (a transposed view: N x K with row stride ldb) is first copied as K x N
-row-major into a stack slot (gemm.py's transposing copy) and multiplied as it is:
+row-major into a stack slot as large as the largest such B (gemm.py's transposing copy)
+and multiplied as it is:
 OpenBLAS's kernel for a transposed B ran attention's 64 x 32 x 64 products at half the
 speed (eager q @ k^T for 8 x 4 heads: 107 us against 57 for the same products with B
 row-major). The records are what eager_split.py's splitter divides among the threads (one
@@ -57,20 +58,30 @@ def _kernel(mod, dt, gemm, transpose, it):
     fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [PTR, I64]), name(dt))
     recs, count = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    slot = b.alloca(ft, size=_c(PACK_LIMIT))
     done = fn.append_basic_block("done")
     work = fn.append_basic_block("work")
     b.cbranch(b.icmp_signed(">", count, _c(0)), work, done)
     b.position_at_end(work)
-    narrow = (lambda v: v) if it == I64 else (lambda v: b.trunc(v, it))
-    with carried_range(b, count, [], "i") as (i, _, out):
+
+    def record(i):
         pa, pb, pc, pp = (
             b.inttoptr(b.load(b.gep(recs, [b.add(b.mul(i, _c(RECORD_WORDS)), _c(j))],
                                     inbounds=True, source_etype=I64), typ=I64), PTR)
             for j in range(RECORD_WORDS))
-        ta, tb, m, n, k, lda, ldb, ldc, pack = (
+        return (pa, pb, pc) + tuple(
             b.load(b.gep(pp, [_c(j)], inbounds=True, source_etype=I64), typ=I64)
             for j in range(len(PARAMS)))
+
+    # the stack slot: the largest B a record copies (K * N <= PACK_LIMIT), one element where
+    # none does (a thread with a small stack calling products() reserves nothing)
+    with carried_range(b, count, [_c(1)], "s") as (i, (need,), out):
+        *_, n, k, _, _, _, pack = record(i)
+        size = b.select(b.icmp_signed("!=", pack, _c(0)), b.mul(k, n), _c(1))
+        out.append(b.select(b.icmp_signed(">", size, need), size, need))
+    slot = b.alloca(ft, size=out[0])
+    narrow = (lambda v: v) if it == I64 else (lambda v: b.trunc(v, it))
+    with carried_range(b, count, [], "i") as (i, _, out):
+        pa, pb, pc, ta, tb, m, n, k, lda, ldb, ldc, pack = record(i)
         packing = b.icmp_signed("!=", pack, _c(0))
         with b.if_then(packing):
             b.call(transpose, [pb, ldb, slot, n, k])
