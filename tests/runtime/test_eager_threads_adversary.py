@@ -267,6 +267,39 @@ def test_fork_while_another_thread_is_in_the_shim(threads):
         t.join(30)
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(not hasattr(multiprocessing, "get_context") or
+                    "fork" not in multiprocessing.get_all_start_methods(), reason="no fork")
+def test_forty_forks_while_another_thread_is_in_the_shim(threads):
+    """The fork above, 40 times (1 in ~10 hung before the shim's mutex was held across
+    the fork: a thread leaving the shim restarted OpenBLAS's threads between OpenBLAS's fork
+    handler and the fork, and the child's OpenBLAS waited for threads it did not have)."""
+    threads(2)
+    work = _products(np.random.default_rng(14))
+    _calls(lambda: [matmul(x, y) for x, y, _ in work])
+    stop = threading.Event()
+
+    def busy():
+        while not stop.is_set():
+            matmul(*work[0][:2])
+    t = threading.Thread(target=busy, daemon=True)
+    t.start()
+    ctx = multiprocessing.get_context("fork")
+    try:
+        for _ in range(40):
+            queue = ctx.Queue()
+            p = ctx.Process(target=_child, args=(queue,))
+            p.start()
+            p.join(30)
+            if p.exitcode is None:
+                p.kill()
+            assert p.exitcode == 0
+            assert queue.get(timeout=5) == (True, 2)
+    finally:
+        stop.set()
+        t.join(30)
+
+
 # ---- compiled code, the interpreter and autograd against eager at 2 threads --------------
 
 def test_compiled_and_interpreted_equal_eager(threads):
