@@ -386,20 +386,11 @@ def _after_fork_in_child():
         set_num_threads(_saved.value)
 
 
-def _before_fork():
-    # the shim's mutex is held across a fork: a thread leaving the shim puts OpenBLAS's count
-    # back, which starts OpenBLAS's threads again; between OpenBLAS's own fork handler (which
-    # stops them) and the fork, that left the child an OpenBLAS that believes it has threads,
-    # whose next threaded product waited for them forever (1 fork in ~10 while another
-    # thread ran products: test_fork_while_another_thread_is_in_the_shim). (ctypes lets the
-    # GIL go while it waits; a thread holds the mutex only for a few native instructions.)
-    _lock_fn(_MUTEX)
-
-
-def _after_fork_in_parent():
-    _unlock_fn(_MUTEX)
-
-
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+    # the shim's mutex is held across a fork: a thread leaving the shim restarts OpenBLAS's
+    # threads (its count put back), and between OpenBLAS's fork handler and the fork that left
+    # the child an OpenBLAS waiting forever for threads it did not have (ctypes lets the GIL
+    # go while this waits; a thread holds the mutex for a few native instructions)
+    os.register_at_fork(before=lambda: _lock_fn(_MUTEX),
+                        after_in_parent=lambda: _unlock_fn(_MUTEX),
                         after_in_child=_after_fork_in_child)
