@@ -236,12 +236,14 @@ def _child(queue):
     queue.put((ok, eager_gemm.stats["calls"] - before))
 
 
-@pytest.mark.skipif(not hasattr(multiprocessing, "get_context") or
-                    "fork" not in multiprocessing.get_all_start_methods(), reason="no fork")
-def test_fork_while_another_thread_is_in_the_shim(threads):
-    """A child forked while a parent's thread runs products on the pool runs its own there
-    (fresh workers, the shim's mutex and OpenBLAS's count reset)."""
-    threads(2)
+_NO_FORK = pytest.mark.skipif(not hasattr(multiprocessing, "get_context") or
+                              "fork" not in multiprocessing.get_all_start_methods(),
+                              reason="no fork")
+
+
+def _forks_while_busy(forks, timeout):
+    """Fork `forks` children, one after the other, while a parent's thread runs products on
+    the pool; each runs its own there and must finish within timeout seconds."""
     work = _products(np.random.default_rng(14))
     _calls(lambda: [matmul(x, y) for x, y, _ in work])
     stop = threading.Event()
@@ -253,11 +255,11 @@ def test_fork_while_another_thread_is_in_the_shim(threads):
     t.start()
     ctx = multiprocessing.get_context("fork")
     try:
-        for _ in range(3):
+        for _ in range(forks):
             queue = ctx.Queue()
             p = ctx.Process(target=_child, args=(queue,))
             p.start()
-            p.join(60)
+            p.join(timeout)
             if p.exitcode is None:
                 p.kill()
             assert p.exitcode == 0
@@ -267,37 +269,22 @@ def test_fork_while_another_thread_is_in_the_shim(threads):
         t.join(30)
 
 
+@_NO_FORK
+def test_fork_while_another_thread_is_in_the_shim(threads):
+    """A child forked while a parent's thread runs products on the pool runs its own there
+    (fresh workers, the shim's mutex and OpenBLAS's count reset)."""
+    threads(2)
+    _forks_while_busy(3, 60)
+
+
 @pytest.mark.slow
-@pytest.mark.skipif(not hasattr(multiprocessing, "get_context") or
-                    "fork" not in multiprocessing.get_all_start_methods(), reason="no fork")
+@_NO_FORK
 def test_forty_forks_while_another_thread_is_in_the_shim(threads):
     """The fork above, 40 times (1 in ~10 hung before the shim's mutex was held across
     the fork: a thread leaving the shim restarted OpenBLAS's threads between OpenBLAS's fork
     handler and the fork, and the child's OpenBLAS waited for threads it did not have)."""
     threads(2)
-    work = _products(np.random.default_rng(14))
-    _calls(lambda: [matmul(x, y) for x, y, _ in work])
-    stop = threading.Event()
-
-    def busy():
-        while not stop.is_set():
-            matmul(*work[0][:2])
-    t = threading.Thread(target=busy, daemon=True)
-    t.start()
-    ctx = multiprocessing.get_context("fork")
-    try:
-        for _ in range(40):
-            queue = ctx.Queue()
-            p = ctx.Process(target=_child, args=(queue,))
-            p.start()
-            p.join(30)
-            if p.exitcode is None:
-                p.kill()
-            assert p.exitcode == 0
-            assert queue.get(timeout=5) == (True, 2)
-    finally:
-        stop.set()
-        t.join(30)
+    _forks_while_busy(40, 30)
 
 
 # ---- compiled code, the interpreter and autograd against eager at 2 threads --------------
