@@ -20,7 +20,7 @@ from ..ir.transposed_copies import products_untransposed, read_untransposed
 from ..ir.graph import Value
 from ..ir.ops_control import CONTROL
 from ..ir.optable import OPS
-from ..ir.passes import cse, dce
+from ..ir.passes import cse, dce, sink_free_nodes
 from ..ir.verify import verify
 from .kernel import TAIL
 from .lowerings import (ops_advindex, ops_elementwise, ops_index, ops_loss,  # noqa: F401
@@ -146,7 +146,7 @@ def simplify(graph):
 
 
 PASSES = (expand_composites, read_untransposed, products_untransposed, merge_product_sums,
-          cse, dce)          # simplify's pipeline, in order
+          cse, dce, sink_free_nodes)          # simplify's pipeline, in order
 
 
 def plan_graph(graph, options, clusters=True):
@@ -294,7 +294,15 @@ def _entry(mod, name, calls, consts):
             with b.if_then(b.icmp_signed("!=", word, ir.Constant(I64, 0)), likely=False):
                 b.ret_void()
     b.ret_void()
+    if len(calls) > ENTRY_OPTIMISED_CALLS:
+        # loads and calls only: O3 has nothing to gain there, and its passes over a deep
+        # model's entry (350 calls: 12 transformer layers' backward) took 30 ms
+        fn.attributes.add("optnone")
+        fn.attributes.add("noinline")       # (LLVM requires it beside optnone)
     return fn
+
+
+ENTRY_OPTIMISED_CALLS = 32      # an entry calling more groups is compiled as it is written
 
 
 def _pointer(b, bufs, ptrs, buf):

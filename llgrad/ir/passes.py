@@ -69,3 +69,62 @@ def cse(graph):
         seen[k] = n
         keep.append(n)
     return _rebuild(graph, keep, subst)
+
+
+FLOATING_KINDS = frozenset(("elementwise", "view", "reduce"))
+
+
+def sink_free_nodes(graph):
+    """Move each node that reads only graph inputs and constants (or other such nodes) to
+    where it is first needed. A backward recomputes cheap forward values from saved ones
+    (q * scale, a transposed weight) at its start, where nothing orders them: left there,
+    a deep model's recomputations, one per layer, fuse into one loop at the top, with
+    their buffers live for the whole backward and each layer's groups no longer the same
+    as its neighbours' (kernel dedupe misses). Only pure ops move (elementwise, views,
+    reductions: no random state, no error flags). Every other node keeps its order; before
+    each, the free nodes it reads that are not yet placed are, operands first (earliest
+    first), then those the outputs read, then any left."""
+    free = set()
+    for n in graph.nodes:
+        if n.op in OPS and OPS[n.op].kind in FLOATING_KINDS and all(
+                x.node is None or x.node in free for x in _reads(n)):
+            free.add(n)
+    if not free:
+        return graph
+    position = {n: i for i, n in enumerate(graph.nodes)}
+    order, placed = [], set()
+
+    def place_needed(values):
+        """Place the unplaced free nodes `values` depend on, in post-order (no recursion:
+        a stack of (node, whether its operands are placed))."""
+        stack = [(v.node, False) for v in sorted(
+            (v for v in values if v.node in free), key=lambda v: -position[v.node])]
+        while stack:
+            n, ready = stack.pop()
+            if n in placed:
+                continue
+            if ready:
+                placed.add(n)
+                order.append(n)
+                continue
+            stack.append((n, True))
+            for x in sorted((x for x in _reads(n) if x.node in free and x.node not in placed),
+                            key=lambda x: -position[x.node]):
+                stack.append((x.node, False))
+
+    for n in graph.nodes:
+        if n not in free:
+            place_needed(_reads(n))
+            order.append(n)
+    place_needed([v for v in list(graph.outputs) + list(graph.mutated.values())
+                  + [g.value for g in graph.guards] if isinstance(v, Value)])
+    order.extend(n for n in graph.nodes if n in free and n not in placed)
+    if order == graph.nodes:
+        return graph
+    return _rebuild(graph, order)
+
+
+def _reads(n):
+    """The Values node n reads: its operands and the base it views."""
+    vals = [x for x in n.inputs if isinstance(x, Value)]
+    return vals + [n.view_of] if n.view_of is not None else vals

@@ -4,8 +4,8 @@ A network applies the same layer many times; each application is a group (or a f
 code differs from the others' only in which buffers it reads and writes, and those are the
 function's parameters. `group_key` describes everything a group's emitted code depends on,
 without emitting it: its kind, its nodes (ops, attributes, constants and which operand
-comes from which node or parameter), the layouts it reads and writes (types, and the type
-of the buffer a view reads through), which of its values it stores, its parameters' kinds,
+comes from which node or parameter), the layouts it reads and writes (types, and the dtype
+and offset of the buffer a view reads through), which of its values it stores, its parameters' kinds,
 dtypes and sizes, and the plan's options. Groups with equal keys emit identical functions up
 to their parameters' names (`body_text` says what "identical" means; a test checks it over
 the op table), so `emit_plan` emits the first and calls it for the others.
@@ -95,7 +95,9 @@ def group_key(plan, grp, bufs, bases=None):
         base = bases.get(id(buf), 0)
         t = x.type if not base else TensorType(x.type.dtype, x.type.shape, x.type.strides,
                                                x.type.offset - base)
-        return ("p", param.get(id(buf)), str(t), str(root.type))
+        # (of the buffer's own value, the code reads only where x starts in it and its
+        # dtype, plan.access: the shapes a layer's buffers come in do not split its key)
+        return ("p", param.get(id(buf)), str(t), root.type.dtype, root.type.offset)
 
     nodes = []
     for n in members:
