@@ -29,6 +29,7 @@ import numpy as np
 
 from ..ir import promotion
 from ..runtime import grad_mode, hypers
+from . import dict_reads
 from .appended_lists import ARG_MARK, Appended
 from .attr_writes import Slots
 from .guard_values import inputable
@@ -310,6 +311,7 @@ def make_walker(fn, args, kwargs, dynamic=frozenset()):
     dynamic: the paths whose numbers are inputs (guards.collect's)."""
     bound = signature_names(fn, args, kwargs)
     exprs = _bound_sources(fn, bound, args, kwargs)
+    bound, narrowed = dict_reads.narrowed(fn, bound, dynamic)     # (as collect walks them)
     appended = {id(m.items) for m in dynamic if type(m) is Appended}     # (appended_lists)
     paths = {p for p in dynamic if type(p) is not Appended and not p.startswith(ARG_MARK)} \
         - {name for name, _ in bound}
@@ -321,6 +323,10 @@ def make_walker(fn, args, kwargs, dynamic=frozenset()):
     src.check(f"tuple(kwargs) != {src.const(tuple(kwargs))}" if kwargs else "kwargs")
     roots, numbers = [], []
     for x, (name, a) in zip(exprs, bound):
+        if name in narrowed:        # (the dict of the keys the function reads)
+            d = src.var("d")
+            src.lines.append(f"{d} = {src.const(dict_reads.narrow(narrowed[name]))}({x})")
+            x = d
         if type(a) is list and ARG_MARK + name in dynamic:
             src.type_is(x, a)       # (a list calls only append to: appended_lists.py)
         elif name in dynamic and inputable(a):    # (first, as collect has them)

@@ -11,7 +11,7 @@ from ..tracer.pytree import flatten
 from ..runtime import backward_hooks, grad_mode, hypers
 from ..runtime.random_state import _Generator, default_generator
 from ..runtime.tensor import Tensor
-from . import log, numpy_reads
+from . import dict_reads, log, numpy_reads
 from .appended_lists import APPENDED_TO, marked
 from .arrays import arrays_as_tensors, wrappable
 from .code_reads import (function_parts, global_names, module_attributes, unguarded_reads,
@@ -349,7 +349,7 @@ def collect(fn, args, kwargs, entered=None, dynamic=frozenset()):
     tensors, guards = [], []
     hypers.new_call()
     log.ready()     # (llgrad's own loggers, made inside a trace, are no change of the call's)
-    roots = list(signature_names(fn, args, kwargs))
+    roots, _ = dict_reads.narrowed(fn, signature_names(fn, args, kwargs), dynamic)
     if dynamic:
         roots = dynamic_numbers(roots, dynamic, tensors, guards)
     owner = getattr(fn, "__self__", None) if inspect.ismethod(fn) else \
