@@ -1,9 +1,11 @@
-"""llgrad.autograd.functional: torch.autograd.functional's jacobian and hessian over
-llgrad.func's jacrev / hessian (inputs a tensor or a tuple of tensors, results shaped
-output.shape + input.shape, nested as PyTorch nests them)."""
+"""llgrad.autograd.functional: torch.autograd.functional's jacobian, hessian, vjp, jvp,
+vhp and hvp, computed as PyTorch computes them: by the autograd engine on func's outputs
+(inputs a tensor or a tuple of tensors, results shaped output.shape + input.shape, nested
+as PyTorch nests them); the forward-mode strategies through llgrad.func's jacrev / hessian."""
 from ..func.jacobians import hessian as _hessian, jacrev as _jacrev
 from ..runtime.autograd_api import grad
-from ..runtime.creation import ones_like, zeros_like
+from ..runtime.creation import eye, ones_like, zeros, zeros_like
+from ..runtime.functions import stack
 from ..runtime.grad_mode import enable_grad
 from ..runtime.tensor import Tensor
 
@@ -36,28 +38,12 @@ def _call(transform, func, inputs, create_graph):
     return _detach(transform(func, tuple(range(len(inputs))))(*inputs), create_graph)
 
 
-def _check_strict(func, inputs):
-    """PyTorch's strict-mode errors: an output that does not require grad, or does not
-    depend on an input."""
-    xs = tuple(t.detach().requires_grad_(True) for t in
-               ((inputs,) if isinstance(inputs, Tensor) else tuple(inputs)))
-    with enable_grad():
-        out = func(*xs)
-    for i, o in enumerate((out,) if isinstance(out, Tensor) else tuple(out)):
-        if not o.requires_grad:
-            raise RuntimeError(f"Output {i} of the user-provided function does not require "
-                               "gradients. The outputs must be computed in a differentiable "
-                               "manner from the input when running in strict mode.")
-        for j, g in enumerate(grad(o.sum(), xs, allow_unused=True, retain_graph=True)):
-            if g is None:
-                raise RuntimeError(f"Output {i} of the user-provided function is independent "
-                                   f"of input {j}. This is not allowed in strict mode.")
-
-
 def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
              strategy="reverse-mode"):
-    """As torch.autograd.functional.jacobian (by reverse mode; vectorize is accepted and
-    changes nothing; strict raises PyTorch's errors)."""
+    """As torch.autograd.functional.jacobian. Reverse mode runs func once on inputs made
+    to require grad and differentiates its outputs with the engine (a row at a time, or
+    all rows in one batched backward with vectorize), as PyTorch does: so a Function
+    without setup_context, autograd.grad or .item() inside func all work, as there."""
     if strategy not in ("reverse-mode", "forward-mode"):
         raise ValueError('Expected strategy to be either "forward-mode" or "reverse-mode". '
                          "Hint: If your function has more outputs than inputs, "
@@ -67,14 +53,94 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
         raise NotImplementedError("Computing Jacobian using forward-AD or forward-over-reverse "
                                   "Hessian isonly implemented for `vectorize=True`.")
     _as_tuple(inputs, "inputs", "jacobian")
+    if strategy == "forward-mode":
+        # (PyTorch runs forward AD under vmap there; llgrad.func's jacrev gives its numbers)
+        if strict:
+            raise RuntimeError("torch.autograd.functional.jacobian: `strict=True` and "
+                               '`strategy="forward-mode"` are not supported together (yet). '
+                               "Please either set `strict=False` or "
+                               '`strategy="reverse-mode"`.')
+        return _call(_jacrev, _checked(func, "jacobian"), inputs, create_graph)
+    single_in, xs = _as_tuple(inputs, "inputs", "jacobian")
+    xs = _prepare(xs, create_graph)
+    single_out, outs = _outputs(func, xs, "jacobian")
     if strict:
-        _check_strict(func, inputs)
-    return _call(_jacrev, _checked(func, "jacobian"), inputs, create_graph)
+        _strict_outputs(outs)
+    if strict and vectorize:            # (after func ran and its outputs were checked)
+        raise RuntimeError("torch.autograd.functional.jacobian: `strict=True` and "
+                           "`vectorized=True` are not supported together. Please either set "
+                           "`strict=False` or `vectorize=False`.")
+    with enable_grad():
+        rows = _rows_batched(outs, xs, create_graph) if vectorize else \
+            _rows(outs, xs, create_graph, strict)
+    jac = tuple(tuple(r.reshape(tuple(o.shape) + tuple(x.shape)) for r, x in zip(per, xs))
+                for per, o in zip(rows, outs))
+    jac = _detach(jac, create_graph)
+    if single_out:
+        return jac[0][0] if single_in else jac[0]
+    return tuple(j[0] for j in jac) if single_in else jac
+
+
+def _engine_grad(outs, xs, gos, create_graph, **kw):
+    """PyTorch's _autograd_grad: outputs that do not require grad are left out (all of
+    them: no gradient)."""
+    given = [(o, g) for o, g in zip(outs, gos) if o.requires_grad]
+    if not given:
+        return (None,) * len(xs)
+    return grad([o for o, _ in given], xs, [g for _, g in given], retain_graph=True,
+                create_graph=create_graph, allow_unused=True, **kw)
+
+
+def _rows(outs, xs, create_graph, strict):
+    """For each output, for each input: the rows d out[j] / d input stacked (j over the
+    output's elements, flattened)."""
+    res = []
+    for i, out in enumerate(outs):
+        flat = out.reshape(-1)
+        per = [[] for _ in xs]
+        for j in range(flat.numel()):
+            gs = _engine_grad((flat[j],), xs, (None,), create_graph)
+            for k, (g, x) in enumerate(zip(gs, xs)):
+                if g is None:
+                    if strict:
+                        raise RuntimeError(f"Output {i} of the user-provided function is "
+                                           f"independent of input {k}. This is not allowed "
+                                           "in strict mode.")
+                    g = zeros_like(x)
+                elif strict and create_graph and not g.requires_grad:
+                    raise RuntimeError("The jacobian of the user-provided function is "
+                                       f"independent of input {k}. This is not allowed in "
+                                       "strict mode when create_graph=True.")
+                per[k].append(g)
+        res.append([stack(p) if p else x.new_zeros((0,) + tuple(x.shape))
+                    for p, x in zip(per, xs)])
+    return res
+
+
+def _rows_batched(outs, xs, create_graph):
+    """_rows by one backward whose gradients are batched over the identity's rows."""
+    flat = tuple(o.reshape(-1) for o in outs)
+    sizes = [f.numel() for f in flat]
+    total = sum(sizes)
+    gos, at = [], 0
+    for f, n in zip(flat, sizes):
+        go = zeros((total, n), dtype=f.dtype)
+        if n:
+            go[at:at + n] = eye(n, dtype=f.dtype)
+        gos.append(go)
+        at += n
+    gs = _engine_grad(flat, xs, gos, create_graph, is_grads_batched=True) if total else \
+        (None,) * len(xs)
+    gs = [zeros_like(x).expand((total,) + tuple(x.shape)) if g is None else g
+          for g, x in zip(gs, xs)]
+    parts = [g.split(sizes, dim=0) for g in gs]
+    return [[p[i] for p in parts] for i in range(len(outs))]
 
 
 def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,
             outer_jacobian_strategy="reverse-mode"):
-    """As torch.autograd.functional.hessian (func returns a one-element tensor)."""
+    """As torch.autograd.functional.hessian (func returns a one-element tensor): the
+    jacobian of func's jacobian (taken with create_graph), as PyTorch computes it."""
     if outer_jacobian_strategy == "forward-mode" and not vectorize:
         raise NotImplementedError("Computing Jacobian using forward-AD or forward-over-reverse "
                                   "Hessian isonly implemented for `vectorize=True`.")
@@ -85,7 +151,33 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,
         out = func(*args)
         _single_element(out, "hessian")
         return out.squeeze()
-    return _call(_hessian, single, inputs, create_graph)
+    if outer_jacobian_strategy == "forward-mode":
+        return _call(_hessian, single, inputs, create_graph)
+    single_in, _ = _as_tuple(inputs, "inputs", "hessian")
+
+    def checked(*args):
+        out = func(*args)
+        _single_element(out, "hessian")
+        if strict:
+            _strict_outputs((out,))
+        return out.squeeze()
+
+    def jac_func(*args):
+        jac = jacobian(checked, args, create_graph=True)
+        if strict:
+            for i, j in enumerate(jac):
+                if not j.requires_grad:
+                    raise RuntimeError(
+                        "While computing the hessian, found that the jacobian of the "
+                        f"user-provided function with respect to input {i} is independent of "
+                        "the input. This is not allowed in strict mode. You should ensure that "
+                        "your function is twice differentiable and that the jacobian depends "
+                        "on the inputs (this would be violated by a linear function for "
+                        "example).")
+        return jac
+    res = jacobian(jac_func, inputs, create_graph=create_graph, strict=strict,
+                   vectorize=vectorize)
+    return res[0] if single_in else res
 
 
 def _single_element(out, fn_name):

@@ -15,7 +15,7 @@ from ..ir.graph import Value
 from ..runtime import anomaly, grad_mode, trace_state
 from ..runtime.autograd_api import grad as autograd_grad
 from .fastpath import fresh_tensors
-from . import output_hooks
+from . import function_replays, output_hooks
 from .backends import backward_run
 from ..runtime.node import Node, _sequence, fix_grads, gradient_edge
 from ..runtime.saved_tensor import FREED, SavedTensor, user_location
@@ -280,6 +280,7 @@ class CompiledFunctionBackward(Node):
         return [Tensor._from_array(before[k]) if k in before else self._input(k)
                 for k in range(len(self._inputs))]
 
+    @function_replays.checked
     def _exact(self, grads, hooked=()):
         """The gradients of the outputs given one alone, as eager computes them: the forward
         replayed through the dispatcher and differentiated by the engine, from detached
@@ -306,6 +307,7 @@ class CompiledFunctionBackward(Node):
         return list(autograd_grad([o for o, _ in given], leaves, [g for _, g in given],
                                   create_graph=create, allow_unused=True))
 
+    @function_replays.checked
     def _differentiable(self, grads):
         """create_graph: replay forward and backward graphs through the dispatcher, so the
         gradients carry history back to the inputs."""

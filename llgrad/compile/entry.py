@@ -6,8 +6,7 @@ very VJP rules eager uses); the joint graph is then split into forward and backw
 function that runs its own backward (a training step: `loss.backward(); opt.step()`)
 returns values, not a graph to differentiate: its one graph is the whole step.
 
-What compile cannot reproduce raises TraceError (the caller puts the state back and runs
-the call eagerly, compiled_function.py)."""
+What compile cannot reproduce raises TraceError (state put back, the call run eagerly)."""
 import functools
 import time
 
@@ -51,7 +50,7 @@ class Entry:
         "n_out", "n_fn_out", "out_tree",  # outputs: the function's, then .grad values set
         "rng_index",                      # the RNG state's input position, or None
         "guard_items",                    # [(name, value)] of the traced call
-        "grad_free",                      # serves calls whatever their .grad (none read)
+        "grad_free", "functions",         # any .grad state served; custom Functions run
         "unused",                         # positions in diff_inputs with no gradient
         "grad_assign",                    # [(input, output position or None)]: .grad set
         "data_assign", "input_aliases",   # [(input, position, version)], [(input, input)]
@@ -107,7 +106,7 @@ class Entry:
         self.scalar_outputs, self.eager_saved, self.reusable = {}, ({}, {}), False
         self.n_returned, self.attr_writes, self.written, self.counters = 0, None, (), ()
         self.grad_free, self.rng_index, self.step, self.grad_on = False, None, False, []
-        self.leaf_hooks, self.appended, self.blind = False, (), ()
+        self.leaf_hooks, self.appended, self.blind, self.functions = False, (), (), ()
         self.kernels, self._runners, self.timings = {}, {}, {}
         self._forward_run = self._backward_run = self._node_layout = self._unflatten = None
         self._build_job, self._interim_runs, self._cache_hints = None, {}, {}
@@ -222,6 +221,7 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
         entry.n_fn_out, entry.n_out = len(outs), len(outs) + len(grad_outs)
         # traced with no .grad, none read or set: the entry serves any .grad state
         entry.grad_free = n_own == len(tensors) and not tracer.grad_read and not changed
+        entry.functions = getattr(tracer, "functions", ())   # (custom autograd.Functions)
         # (.grad only cleared: later calls clear it too; a backward after the call fills it)
         step = entry.step = tracer.backward_runs > 0 or any(g is not None for _, g in changed)
         # (not a view made under no_grad, which requires grad with no edge to differentiate)

@@ -217,6 +217,8 @@ class Function(metaclass=FunctionMeta):
                 res = batched_apply(cls, args, kwargs)
                 if res is not NotImplemented:
                     return res
+        if _tstate.tracer is not None:      # (compile/backward_node.py: replays lose it)
+            _tstate.tracer.functions = getattr(_tstate.tracer, "functions", ()) + (cls,)
         ctx = cls._backward_cls()
         tensor_args = [a if isinstance(a, Tensor) else None for a in args]
         ctx.needs_input_grad = tuple(a is not None and a.requires_grad for a in tensor_args)
