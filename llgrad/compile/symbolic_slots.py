@@ -23,7 +23,7 @@ import weakref
 from ..runtime import trace_state
 from ..runtime.symbolic_scalar import HYPER_READS, ITEM_READS, ScalarEscape, SymbolicScalar
 from .attr_writes import Slots, _bind, _child, _resolve, _slots, _value
-from . import symbolic_args
+from . import math_stand_ins, symbolic_args
 from .guards import signature_names
 
 
@@ -118,7 +118,9 @@ def standing_in(cf, tensors, args, kwargs, entered=()):
     float hyper-parameter read by the user's code, or its t.item(), as one (runtime/hypers.py,
     tracer/item_reads.py), unless such a read's number was read before or the user's code
     reads types (a stand-in would fail `type(v) is float`): then it is a value guard."""
-    with symbolic_args.standing_in(cf, tensors, args, kwargs) as call:
+    # (math.sqrt / cos / floor of a stand-in: traced, not a read of its number)
+    with symbolic_args.standing_in(cf, tensors, args, kwargs) as call, \
+            math_stand_ins.standing_in():
         placed = _place(cf, tensors, args, kwargs)
         flags = symbolic_args._active
         reads_types = symbolic_args._reads_types(cf.fn, entered)

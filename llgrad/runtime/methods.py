@@ -14,7 +14,7 @@ from .device import NoCudaError, check as check_device
 from .dispatch import call, scalar_type_name
 from .inplace import _check_inplace, call_inplace, check_shape_into
 from .memory_formats import clone, contiguous, format_to, real_cast_warning
-from .methods_alpha import add, add_, check_sub, sub, sub_
+from .methods_alpha import add, add_, check_sub, stand_in_value, sub, sub_
 from .methods_clamp import clamp, clamp_, clamp_max, clamp_max_, clamp_min, clamp_min_
 from .methods_div import div, div_
 from .node_names import no_derivative
@@ -206,11 +206,14 @@ def _addc(op):
 
     def method(self, tensor1, tensor2, *rest, value=1):
         tensor1, tensor2, value = value_first(op, tensor1, tensor2, rest, value)
+        # (a compiled step's dynamic number: an operand, methods_alpha.stand_in_value)
+        tensor1, value = stand_in_value(self, tensor1, tensor2, value) or (tensor1, value)
         value = check(self, tensor1, tensor2, value)
         return call(OPS[op], (self, tensor1, tensor2), {"value": value})
 
     def inplace(self, tensor1, tensor2, *rest, value=1):
         tensor1, tensor2, value = value_first(op + "_", tensor1, tensor2, rest, value)
+        tensor1, value = stand_in_value(self, tensor1, tensor2, value) or (tensor1, value)
         value = check(self, tensor1, tensor2, value, op + "_")
         return call_inplace(OPS[op], self, (self, tensor1, tensor2), {"value": value})
     return method, inplace

@@ -11,6 +11,7 @@ from .deprecated_overloads import alpha_first
 from .dispatch import call
 from .inplace import call_inplace
 from .symbolic_operands import within
+from .grad_mode import is_grad_enabled
 from .symbolic_scalar import SymbolicScalar
 from .tensor import Tensor
 
@@ -112,3 +113,20 @@ def add_(self, other, alpha=1):
 def sub_(self, other, alpha=1):
     """In-place sub, as torch.Tensor.sub_; alpha as add's (a number or a one-element tensor)."""
     return _add_or_sub("sub_", self, *alpha_first("sub_", other, alpha))
+
+
+def stand_in_value(self, tensor1, tensor2, value):
+    """addcmul / addcdiv's value when it is a compiled function's dynamic number on float32 or
+    float64 operands of one dtype, outside autograd (a hand-written AdamW's
+    `p.addcdiv_(exp_avg, denom, value=-step_size)`, step_size made from the step count):
+    tensor1 scaled by its 0-d tensor in that dtype (PyTorch's kernel computes value * tensor1
+    first: the same roundings), so the call is the op with value 1, read at each call.
+    -> (tensor1, 1), or None (the number escapes, as an attribute would: its value read)."""
+    ts = (self, tensor1, tensor2)
+    if type(value) is not SymbolicScalar or not all(isinstance(t, Tensor) for t in ts) or \
+            len({t._dtype for t in ts}) != 1 or \
+            self._dtype not in (dtypes.float32, dtypes.float64) or \
+            (is_grad_enabled() and any(t.requires_grad for t in ts)):
+        return None     # (a gradient through value's product would round otherwise)
+    v = _stand_in_alpha(value, self._dtype)
+    return call(_MUL, (tensor1, v.to(self._dtype)), {}), 1

@@ -1,7 +1,9 @@
 """Math functions of llgrad's own Python arithmetic that keep a SymbolicScalar traced
 (symbolic_scalar.py): math.cos and math.floor read their argument's number (a stand-in
 escapes there), so a scheduler's cosine or cycle of its step counter would make the counter
-a value guard, a trace per step."""
+a value guard, a trace per step. The user's own calls of math.sqrt, math.cos and math.floor
+reach these while a trace runs (compile/math_stand_ins.py: a hand-written AdamW's
+`math.sqrt(1 - beta2 ** state["step"])`)."""
 import math
 
 from ..ir import OPS
@@ -34,3 +36,20 @@ def floor(x):
         return math.floor(x._escape("math.floor()"))
     _require(x.tensor.abs() < _FLOAT_EXACT)     # (an int64 holds it, exactly)
     return _checked(x, x.tensor.floor().to(int64), math.floor(x.value))
+
+
+def sqrt(x):
+    """math.sqrt(x): of a SymbolicScalar, the float64 sqrt op (correctly rounded, as C's
+    sqrt and so math.sqrt's number to the bit), guarded to stay in sqrt's domain (a later
+    negative number traces again and raises math's ValueError, as eager does)."""
+    if type(x) is not SymbolicScalar:
+        return math.sqrt(x)
+    if type(x.value) is int:
+        if abs(x.value) >= _FLOAT_EXACT:
+            return math.sqrt(x._escape("math.sqrt()"))
+        _require(x.tensor.abs() < _FLOAT_EXACT)
+    if not x.value >= 0:        # (math's domain error, or a NaN's NaN: the number read)
+        return math.sqrt(x._escape("math.sqrt()"))
+    t = x.tensor.to(float64)
+    _require(t >= 0)
+    return _checked(x, t.sqrt(), math.sqrt(x.value))

@@ -14,15 +14,18 @@ returned_binop / returned_unop /
 returned_call) stays an output, as does `float(loss)` or `int(n)` of a one-element tensor
 (returned_number): the
 compiled call computes it in Python on the number it reads (`post`), so the result is
-eager's to the last bit. With anything else (a tensor, another returned number) the number
-is read as `.item()` reads it: a value guard.
+eager's to the last bit. Two returned numbers of one kind (PyG's accuracy
+`int(correct.sum()) / int(mask.sum())`, `correct.item() / total.item()`) are one output
+holding both (ReturnedScalars). With anything else (a tensor, an integer with a float) the
+number is read as `.item()` reads it: a value guard.
 The rewrite also covers `v = x.item()` at the top of the function when v is only returned
 (rules.returned_assignments)."""
 import operator
 
 from ..runtime import grad_mode, trace_state
 from ..runtime.device import device
-from ..runtime.dtypes import dtype
+from ..runtime.dtypes import dtype, float64, int64
+from ..runtime.functions import stack
 from ..runtime.tensor import Tensor
 
 
@@ -62,6 +65,7 @@ class ReturnedScalar:
 
 
 _NUMBERS = (int, float, bool)
+_FLOAT_EXACT = 2 ** 53          # ints a float64 holds exactly
 _BINARY = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
            "//": operator.floordiv, "%": operator.mod, "**": operator.pow,
            "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
@@ -69,15 +73,92 @@ _BINARY = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operato
 _UNARY = {"-": operator.neg, "+": operator.pos}
 
 
+class ReturnedScalars(ReturnedScalar):
+    """Python arithmetic on several returned numbers: `tensor` the 1-d graph output holding
+    them, int64 where all are integers or bools, else float64 (which holds a float32's or a
+    float64's number exactly, and an integer's while it is under 2**53: a guard of the trace
+    where integers join floats), `kinds` their Python types, `post` the arithmetic on the
+    tuple of numbers."""
+    __slots__ = ("kinds", "parts")
+
+    def __init__(self, parts, post):
+        # parts: ((0-d tensor, its number's Python type), ...), one kind of number
+        self.parts, self.kinds, self.post = parts, tuple(k for _, k in parts), post
+        wide = float64 if float in self.kinds else int64
+        self.tensor = stack([t.to(wide) for t, _ in parts])
+        self.value = post(self._numbers(self.tensor._data.tolist()))
+
+    def _numbers(self, raw):
+        return tuple(k(v) for k, v in zip(self.kinds, raw))
+
+    def finish(self, number):
+        return self.post(self._numbers(number))
+
+    def reader(self):
+        post, numbers = self.post, self._numbers
+        return lambda t: post(numbers(t._data.tolist()))
+
+    def _then(self, f):
+        post = self.post
+        return ReturnedScalars(self.parts, lambda v: f(post(v)))
+
+    def _guarded(self):
+        return self.post(tuple(k(t.item()) for t, k in self.parts))
+
+    def __repr__(self):
+        return f"ReturnedScalars({self.value!r})"
+
+
+def _kind(r):
+    """The Python type of returned number r's read, or None where it cannot join others
+    (a uint64 past int64, a post whose result's type varies with the number)."""
+    t = r.tensor
+    if t._dtype.is_complex or t._dtype.name == "uint64":
+        return None
+    return float if t._dtype.is_floating_point else (bool if t._dtype.name == "bool" else int)
+
+
+def _parts(r):
+    """r as ((tensor, kind), ...) and a function of those numbers giving r's number."""
+    if type(r) is ReturnedScalars:
+        return r.parts, r.post
+    kind = _kind(r)
+    return ((r.tensor, kind),), (lambda v, r=r: r.finish(v[0]))
+
+
+def _joined(a, b, f):
+    """f(a's number, b's number) of two returned numbers as one output, or None (see
+    ReturnedScalars)."""
+    tracer = trace_state.state.tracer
+    if not all(type(r) in (ReturnedScalar, ReturnedScalars) for r in (a, b)) or \
+            tracer is None or hasattr(tracer, "parent"):
+        return None     # (ReturnedArray: its own read; a region's guard would be its own)
+    (pa, fa), (pb, fb) = _parts(a), _parts(b)
+    kinds = {k for _, k in pa + pb}
+    if None in kinds:
+        return None
+    if float in kinds:      # (integers held in float64: exact under 2**53, Python's compare)
+        for t, k in pa + pb:
+            if k is int:
+                if abs(t._data.item()) >= _FLOAT_EXACT:
+                    return None
+                tracer.guard(t.abs() < _FLOAT_EXACT, True)
+    n = len(pa)
+    return ReturnedScalars(pa + pb, lambda v: f(fa(v[:n]), fb(v[n:])))
+
+
 def returned_binop(op, a, b):
-    """`a op b` in a return value (convert.py): a returned number with a Python number stays
-    an output; with anything else it is read as .item() reads it (a value guard)."""
+    """`a op b` in a return value (convert.py): a returned number with a Python number, or
+    with another returned number of its kind, stays an output; with anything else it is
+    read as .item() reads it (a value guard)."""
     f = _BINARY[op]
     ra, rb = isinstance(a, ReturnedScalar), isinstance(b, ReturnedScalar)
     if ra and not rb and type(b) in _NUMBERS:
         return a._then(lambda v: f(v, b))
     if rb and not ra and type(a) in _NUMBERS:
         return b._then(lambda v: f(a, v))
+    if ra and rb and (joined := _joined(a, b, f)) is not None:
+        return joined
     return f(a._guarded() if ra else a, b._guarded() if rb else b)
 
 

@@ -111,7 +111,7 @@ def _close(a, b, what, rtol, atol):
         assert isinstance(b, np.ndarray), f"{what}: {type(b).__name__}"
         assert a.shape == b.shape, f"{what}: shapes {a.shape} != {b.shape}"
         assert a.dtype == b.dtype, f"{what}: dtypes {a.dtype} != {b.dtype}"
-        if a.dtype.kind in "f":     # (elementwise, and relative to the array's scale)
+        if a.dtype.kind in "fc":    # (elementwise, and relative to the array's scale)
             finite = np.abs(b[np.isfinite(b)])
             scale = float(finite.max()) if finite.size else 0.0
             np.testing.assert_allclose(a, b, rtol=rtol, atol=atol + rtol * scale,
