@@ -19,7 +19,8 @@ gates and cells are results so that the backward can save them; gradients reachi
 honoured (a gates gradient adds to the step's gate gradient, a cells one to its cell state's).
 Eagerly the steps' cells run on their native row kernels (the table's `eager_steps`: the
 dispatcher's hook passes `rows`, compile/eager_steps.py), the steps after the first on one
-kernel bound per layer and called on addresses; the IR interpreter runs the NumPy
+kernel bound per layer and called on addresses, and so do their products with W_hh (the
+forward's added into the step's gates by the BLAS); the IR interpreter runs the NumPy
 implementations. In nn.LSTM nothing reaches gates and cells: their gradients come as
 stride-0 zeros (the table's broadcast_zero_grads), which the backward does not add. The
 decompositions are the per-step ops nn.LSTM traces (compile sees primitives only). The
@@ -65,6 +66,14 @@ def _bound(rows, name, arrays, outs):
     return None if bind is None else bind(name, arrays, outs)
 
 
+def _product(rows, a, b, out, beta=0.0):
+    """rows.product's out = a @ b + beta * out for steps laid out as these, as a function
+    of the three addresses (compile/eager_gemm_bound.py), or None (each step calls
+    matmul)."""
+    product = getattr(rows, "product", None)
+    return None if product is None else product(a, b, out, beta)
+
+
 def _zero(a):
     """Whether a is a stride-0 zero: the gradient of a result nothing reached (the table's
     broadcast_zero_grads), whose addition the backward skips."""
@@ -88,13 +97,18 @@ def _layer(x, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse=False, rows=None):
     # steps after the first read the previous step's cells: one layout, one bound kernel
     cell = _bound(rows, "fused_lstm_cell", (gates[0], cells[0]), (y[0], cells[0])) \
         if n > 1 else None
+    # and their products, each added into its gates by the BLAS (beta 1: the same sum)
+    prod = _product(rows, y[0], w_hh_t, gates[0], 1.0) if n > 1 else None
     pg, py, pc = data_pointer(gates), data_pointer(y), data_pointer(cells)
-    sg, sy = gates.strides[0], y.strides[0]
+    sg, sy, pw = gates.strides[0], y.strides[0], data_pointer(w_hh_t)
     hy, cy = hx, cx
     for k, t in enumerate(order):
         g = gates[t]
-        matmul(hy, w_hh_t, out=tmp)                  # addmm: the product, then its bias
-        np.add(tmp, g, out=g)
+        if k and prod is not None:
+            prod(py + order[k - 1] * sy, pw, pg + t * sg)
+        else:
+            matmul(hy, w_hh_t, out=tmp)              # addmm: the product, then its bias
+            np.add(tmp, g, out=g)
         if k and cell is not None:
             cell(py + t * sy, pc + t * sy, pg + t * sg, pc + order[k - 1] * sy)
             hy = y[t]
@@ -117,9 +131,11 @@ def _layer_backward(gy, ghy, gcy, ggates, gcells, x, w_ih, w_hh, hx, cx, y, gate
     dcs = (np.empty(ghy.shape, d.dtype), np.empty(ghy.shape, d.dtype))
     cell = _bound(rows, "fused_lstm_cell_backward", (a, e, gates[0], cells[0], cells[0]),
                   (d[0], dcs[0])) if n > 2 else None
+    prod = _product(rows, d[0], w_hh, dh_next)
     pd, pg, pc = data_pointer(d), data_pointer(gates), data_pointer(cells)
     sd, sg, sc, pa = d.strides[0], gates.strides[0], cells.strides[0], data_pointer(a)
     pdc, pe = tuple(data_pointer(v) for v in dcs), data_pointer(e)
+    pw, pdh = data_pointer(w_hh), data_pointer(dh_next)
     dh, dc = ghy, gcy
     for k in range(n - 1, -1, -1):
         t = order[k]
@@ -138,7 +154,11 @@ def _layer_backward(gy, ghy, gcy, ggates, gcells, x, w_ih, w_hh, hx, cx, y, gate
                           gates[t], cprev, cells[t])
         if not skip_g:
             d[t] += ggates[t]
-        dh = matmul(d[t], w_hh, out=dh_next)
+        if prod is not None:
+            prod(pd + t * sd, pw, pdh)
+            dh = dh_next
+        else:
+            dh = matmul(d[t], w_hh, out=dh_next)
     hprev = np.empty((n, b, h), d.dtype)      # (each step's h before it, in time order)
     first, rest, prev = (n - 1, slice(0, n - 1), slice(1, n)) if reverse else \
         (0, slice(1, n), slice(0, n - 1))
