@@ -47,12 +47,34 @@ def iterator_relaid(out, operands, row_major=False):
     return relaid
 
 
+def rows_plainly(arrays, shape):
+    """Whether arrays (row-major ones, size-1 dims aside, as NumPy's c_contiguous) surely
+    make a row-major result of shape: all of that shape (PyTorch's fast set-up), or their
+    size-1 dims' strides the row-major ones. A broadcast one whose size-1 dim has another
+    stride (x.permute of a (1, 1, n) tensor) takes PyTorch's sort of the dims, where that
+    stride counts: (4, 1, 1) strides (1, 4, 4) times (1, 4, 1) is (1, 4, 16) there."""
+    same = plain = True
+    for a in arrays:
+        if not a.flags.c_contiguous:
+            return False
+        if a.shape != shape:
+            same = False
+        if plain and 1 in a.shape and a.size > 1:
+            acc = a.itemsize
+            for n, st in zip(reversed(a.shape), reversed(a.strides)):
+                if st != acc:
+                    plain = False
+                    break
+                acc *= n
+    return same or plain
+
+
 def relaid_by_arrays(out, args, row_major=False):
     """iterator_relaid with the NumPy arrays among an op's (cast) arguments as operands;
     out unchanged when every one is row-major (the common case, checked first: the result
     is row-major too) or one has a negative stride."""
     arrays = [a for a in args if type(a) is np.ndarray]
-    if all(a.flags.c_contiguous for a in arrays) or \
+    if type(out) is not np.ndarray or rows_plainly(arrays, out.shape) or \
             any(s < 0 for a in arrays for s in a.strides):
         return out
     return iterator_relaid(out, [(a.shape, [s // a.itemsize for s in a.strides])

@@ -82,6 +82,13 @@ def _safe(e):
     return e.masked_fill(e == 0, 1)
 
 
+def _over_s(g, s):
+    """g / s, 0 where g is 0: a zero singular value of a non-square A (the zero matrix) made
+    0 / 0 of svdvals' and the nuclear norm's gradient, whose U and Vh get none (PyTorch skips
+    the term when their gradients are undefined; here they are zeros)."""
+    return (g / s).masked_fill(g == 0, 0)
+
+
 def _svd_vjp(c, gs):
     """PyTorch's svd_backward (U and Vh narrowed to k = min(m, n) columns / rows when
     full_matrices)."""
@@ -100,12 +107,12 @@ def _svd_vjp(c, gs):
     ga = (uhgu * s.unsqueeze(-2) + s.unsqueeze(-1) * vhgv) / e + gsv.diag_embed()
     if m > n:
         ga = u.matmul(ga)
-        gusinv = gu / s.unsqueeze(-2)
+        gusinv = _over_s(gu, s.unsqueeze(-2))
         ga = ga + gusinv - u.matmul(_mT(u).matmul(gusinv))
         return (ga.matmul(vh),)
     if m < n:
         ga = ga.matmul(vh)
-        sinvgvh = gvh / s.unsqueeze(-1)
+        sinvgvh = _over_s(gvh, s.unsqueeze(-1))
         ga = ga + sinvgvh - sinvgvh.matmul(_mT(vh)).matmul(vh)
         return (u.matmul(ga),)
     return (u.matmul(ga.matmul(vh)),)

@@ -96,8 +96,24 @@ def _sum_out(t, labels, keep):
     return t.sum(dims), [lab for lab in labels if lab in keep]
 
 
+def _size_one_summed(a, la, b, lb, lab):
+    """A summed subscript of size 1 in a or b summed out of each alone (the other's
+    dims over it first), as PyTorch's einsum does: a pair left with nothing else to sum is
+    multiplied, not matmul'd, so its operands' dtypes promote (int by float, bool by bool)."""
+    i, j = la.index(lab), lb.index(lab)
+    if a.shape[i] != 1 and b.shape[j] != 1:
+        return a, la, b, lb
+    if a.shape[i] != 1:
+        a = a.sum(i, keepdim=True)
+    elif b.shape[j] != 1:
+        b = b.sum(j, keepdim=True)
+    return (a.squeeze(i), [x for x in la if x != lab], b.squeeze(j), [x for x in lb if x != lab])
+
+
 def _pair(a, la, b, lb, keep, sizes):
     """a (labels la) combined with b (labels lb), summing the shared subscripts not kept."""
+    for lab in [lab for lab in la if lab in lb and lab not in keep]:
+        a, la, b, lb = _size_one_summed(a, la, b, lb, lab)
     batch = [lab for lab in la if lab in lb and lab in keep]
     contract = [lab for lab in la if lab in lb and lab not in keep]
     a_own = [lab for lab in la if lab not in lb]

@@ -65,6 +65,8 @@ def _traced_bincount(input, weights, minlength):
     length = minlength
     if input.numel() and not (input.max() < minlength).item():
         length = input.max().item() + 1
+    if input._dtype not in (dtypes.int32, dtypes.int64):   # (index_add_'s index dtypes)
+        input = input.to(dtypes.int64)
     if weights is None:
         return zeros(length, dtype=dtypes.int64).index_add_(
             0, input, ones_like(input, dtype=dtypes.int64))

@@ -117,7 +117,7 @@ def exp2(input):
     return call(OPS["pow"], (_tensor(2.0, dtype=x._dtype), x), {})
 
 
-def _logaddexp(name, input, other, exp, scale):
+def _logaddexp(name, input, other, exp, scale, nan_edge=True):
     rt = dtypes.result_type(input, other)
     if not rt.is_floating_point:
         raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{tname(rt)}'")
@@ -131,7 +131,13 @@ def _logaddexp(name, input, other, exp, scale):
     d = (a - b).masked_fill(same_inf, 0)
     t = exp(-d.abs()).log1p()
     out = call(OPS["maximum"], (a, b), {}) + (t if scale == 1 else t * scale)
-    return as_type(where(same_inf, a, out), rt)
+    edge = a
+    if nan_edge and (a.requires_grad or b.requires_grad):
+        # (PyTorch's gradient there is nan, its formula's inf - inf: exp(-x * x) is 0 at
+        # +-inf with a nan derivative. Not in logcumsumexp's scan: its partial sums pass it)
+        sa, sb = a.masked_fill(~same_inf, 0), b.masked_fill(~same_inf, 0)
+        edge = sa + (-(sa * sa)).exp() + (-(sb * sb)).exp()
+    return as_type(where(same_inf, edge, out), rt)
 
 
 @torch_node("LogaddexpBackward0")
@@ -258,7 +264,17 @@ def logit(input, eps=None):
     x = floating(input)
     if eps is not None:
         x = x.clamp(eps, 1 - eps)
-    return (x / (1 - x)).log()
+    if not x.requires_grad:
+        return (x / (1 - x)).log()
+    # PyTorch's gradient, 1 / (x (1 - x)): log(x / (1 - x))'s chain gives a finite one
+    # outside [0, 1] (PyTorch: nan) and 0 * inf = nan at 0 and 1 (PyTorch: inf). The values
+    # stay log(x / (1 - x))'s; each branch sees 0.5 where another is taken, so that no
+    # 0 * inf of a branch not taken reaches the gradient
+    out, edge = (x < 0) | (x > 1), (x == 0) | (x == 1)
+    xs, xe, xo = x.masked_fill(out | edge, 0.5), x.masked_fill(~edge, 0.5), \
+        x.masked_fill(~out, 0.5)
+    y = where(edge, xe.log() - (-xe).log1p(), (xs / (1 - xs)).log())
+    return where(out, (xo * (1 - xo)).sqrt(), y)      # (nan, and a nan gradient)
 
 
 @torch_node("Rad2DegBackward0")

@@ -16,7 +16,7 @@ from .creation import arange, full_op
 from .dtype_info import iinfo
 from .dispatch import scalar_type_name as tname
 from .functions import export, where
-from .functions_math import attach, logaddexp
+from .functions_math import _logaddexp, attach
 from .methods_reduce import moment
 from .shapes import norm_dim
 from .tensor import Tensor
@@ -128,7 +128,7 @@ def logcumsumexp(input, dim):
         return logcumsumexp(input.float(), d).to(dtypes.float16)
     out, s = input.contiguous(), 1         # (PyTorch's scan result is row-major)
     while s < n:
-        out = logaddexp(out, _earlier(out, d, s, -math.inf))
+        out = _logaddexp("logaddexp", out, _earlier(out, d, s, -math.inf), Tensor.exp, 1, False)
         s *= 2
     return out
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..ir.geometry import (contiguous_strides, fast_to_slow, geometry_overlaps, geometry_span,
                            iterator_strides)
-from ..ir.ops_copy import CHANNELS_LAST, iterator_relaid
+from ..ir.ops_copy import CHANNELS_LAST, iterator_relaid, rows_plainly
 from ..ir.promotion import result_dtype
 from .memory_formats import op_format
 from .tensor import Tensor as _Tensor
@@ -56,11 +56,7 @@ def iterator_layout(out, inputs, op):
     row-major, the common case, is checked first). An input cast to the promoted dtype
     counts with its copy's layout (PyTorch casts before laying the result out); op None:
     no input is cast."""
-    for x in inputs:
-        if not isinstance(x, _Tensor) or x._data.flags.c_contiguous:
-            continue
-        break
-    else:
+    if rows_plainly([x._data for x in inputs if isinstance(x, _Tensor)], out.shape):
         return out
     operands = _iterator_operands(inputs, op)
     if operands is None:

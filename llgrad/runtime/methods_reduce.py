@@ -9,6 +9,7 @@ from ..ir.geometry import broadcasts_to
 from ..ir.optable import method_doc
 from . import autocast_cast, dtypes
 from .dispatch import call, scalar_type_name as tname
+from .reduce_dtype import cast_for, result_as
 from .shapes import broadcast_shapes, norm_dim, norm_dims
 from .return_types import named_result
 from .tensor import Tensor
@@ -44,15 +45,9 @@ def _rdims(self, dim):
     return dims
 
 
-def _as(r, dtype):
-    """A reduction's result in the dtype asked for (an integer one too: sum of int8 with
-    dtype=int8 is int8, without it int64)."""
-    return r if dtype is None or r._dtype is dtypes.to_dtype(dtype) else r.to(dtype)
-
-
 def sum(self, dim=None, keepdim=False, dtype=None):
-    t = self if dtype is None else self.to(dtype)
-    return _as(t._op("sum", dim=_rdims(self, dim), keepdim=keepdim), dtype)
+    t = cast_for(self, dtype)
+    return result_as(t._op("sum", dim=_rdims(self, dim), keepdim=keepdim), dtype)
 
 
 def mean(self, dim=None, keepdim=False, dtype=None):
@@ -69,8 +64,8 @@ def prod(self, dim=None, keepdim=False, dtype=None):
     if isinstance(dim, (tuple, list)):      # (PyTorch's prod takes one dim)
         raise TypeError("prod() received an invalid combination of arguments - got (tuple), "
                         "but expected one of:")
-    t = self if dtype is None else self.to(dtype)
-    return _as(t._op("prod", dim=_rdims(self, dim), keepdim=keepdim), dtype)
+    t = cast_for(self, dtype)
+    return result_as(t._op("prod", dim=_rdims(self, dim), keepdim=keepdim), dtype)
 
 
 def _check_nonempty(self, name, dims, tail=" Specify the reduction dim with the 'dim' argument.",
@@ -194,8 +189,8 @@ def no_bool_scan(name, dtype, x):
 
 def cumsum(self, dim, dtype=None):
     no_bool_scan("cumsum", dtype, self)
-    t = self if dtype is None else self.to(dtype)
-    return _as(t._op("cumsum", dim=norm_dim(dim, self._data.ndim)), dtype)
+    t = cast_for(self, dtype)
+    return result_as(t._op("cumsum", dim=norm_dim(dim, self._data.ndim)), dtype)
 
 
 def _all_any(name):

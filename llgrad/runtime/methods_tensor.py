@@ -14,6 +14,7 @@ from .inplace import call_inplace
 from .dispatch import scalar_type_name as tname
 from .functions import _method_fn
 from .methods_reduce import _same_dtype, c_type, no_bool_scan
+from .reduce_dtype import cast_for
 from .shapes import norm_dim, unpack_shape
 from .tensor import Tensor
 from .vmap_fallback import per_sample, values_read
@@ -165,7 +166,7 @@ def _repeat_indices(repeats):
 
 def cumprod(self, dim, dtype=None):
     no_bool_scan("cumprod", dtype, self)
-    t = self if dtype is None else self.to(dtype)
+    t = cast_for(self, dtype)
     r = t._op("cumprod", dim=norm_dim(dim, self._data.ndim))
     return r if dtype is None or r._dtype is t._dtype else r.to(t._dtype)
 
