@@ -166,8 +166,13 @@ def _index_put(x, values, *ix, spec, accumulate=False, counts=None):
     ix = _fit_masks(ix, counts)
     _check_bounds(x, spec, ix)
     idx = np_index(spec, ix)
-    if accumulate:
+    if accumulate and any(isinstance(t, np.ndarray) and t.dtype != np.bool_ for t in idx):
         np.add.at(out, idx, values)
+    elif accumulate:
+        # (masks, slices and ints name each element once: no repeats for add.at to sum in
+        # turn, and += is the same sums at a sixth of its time, e.g. a masked selection's
+        # backward, IndexBackward0 of logits[mask])
+        out[idx] += values
     else:
         out[idx] = values
     return out

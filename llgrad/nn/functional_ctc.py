@@ -15,7 +15,7 @@ term of that gradient, so log_probs.grad equals PyTorch's whatever produced log_
 from ..runtime import trace_state
 from ..runtime.creation import arange, tensor
 from ..runtime.dtypes import bool_, int64
-from ..runtime.functions import cat, where
+from ..runtime.functions import cat, stack, where
 from ..runtime.node_names import rename
 from ..runtime.tensor import Tensor
 from .functional_loss import _reduction
@@ -129,6 +129,8 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
         log_probs = log_probs.unsqueeze(1)
         targets = targets.unsqueeze(0) if targets.dim() == 1 else targets
     T, N, C = log_probs.shape
+    if log_probs.numel() == 0:
+        raise RuntimeError("log_probs tensor must not be empty")
     if not 0 <= blank < C:
         raise RuntimeError("blank must be in label range")
     given_targets = target_lengths
@@ -149,16 +151,22 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     # a label may follow the label two positions back unless the two are equal
     ext_back2 = cat([ext.new_full((N, 2), -1), ext[:, :-2]], 1)
     skip = is_label & (pos >= 2).unsqueeze(0) & (ext != ext_back2)
-    floor1 = log_probs.new_full((N, 1), _FLOOR)
     floor2 = log_probs.new_full((N, 2), _FLOOR)
+    # a step is a few ops whatever L (eagerly each op costs its dispatch and its node): the
+    # windows (alpha[s-2], alpha[s-1], alpha[s]) as one unfold view, the skip's ban as a
+    # FLOOR added to the first (exp of it is 0 all the same), one logsumexp; the emissions
+    # gathered for all steps at once, read by unbind (one StackBackward, not T scatters
+    # into zeros of log_probs' size)
+    ban = log_probs.new_full((N, L), _FLOOR).masked_fill(skip, 0.0)
+    ban = stack([ban, ban.new_zeros((N, L)), ban.new_zeros((N, L))], 2)            # (N, L, 3)
+    emit = log_probs.gather(2, ext.unsqueeze(0).expand(T, N, L)).unbind(0)
+    active = (arange(T).unsqueeze(1) < input_lengths.unsqueeze(0)).unsqueeze(2).unbind(0)
 
     start = pos.unsqueeze(0) < (target_lengths.unsqueeze(1) > 0).to(int64) + 1     # s in {0,1}
-    alpha = where(start, log_probs[0].gather(1, ext), _FLOOR)
+    alpha = where(start, emit[0], _FLOOR)
     for t in range(1, T):
-        prev1 = cat([floor1, alpha[:, :-1]], 1)
-        prev2 = where(skip, cat([floor2, alpha[:, :-2]], 1), _FLOOR)
-        new = _logsumexp(alpha, prev1, prev2) + log_probs[t].gather(1, ext)
-        alpha = where((t < input_lengths).unsqueeze(1), new, alpha)
+        windows = cat([floor2, alpha], 1).unfold(1, 3, 1) + ban
+        alpha = where(active[t], windows.logsumexp(2) + emit[t], alpha)
     last = (2 * target_lengths).unsqueeze(1)
     end_blank = alpha.gather(1, last).squeeze(1)
     end_label = where(target_lengths > 0, alpha.gather(1, (last - 1).clamp_min(0)).squeeze(1),
