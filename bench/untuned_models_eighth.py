@@ -24,13 +24,10 @@ of 3 steps interleaved, medians of 7."""
 import math
 import os
 import sys
-import time
-import warnings
 
 import untuned_models_eighth_b
+import untuned_models_seventh
 from untuned_models_fifth import training_step
-from untuned_models_seventh import _grads, _rel, _rel_where
-from measure import block_medians
 
 NAMES = ("bert", "conformer", "clip", "ctc", "node", "yolo")
 
@@ -305,50 +302,7 @@ def _clip(lib):
 
 
 def main(names, with_torch_compile):
-    import llgrad
-    import torch
-    from llgrad.compile.eager_builds import wait as wait_eager_builds
-    torch.set_num_threads(1)
-    llgrad.set_num_threads(1)
-    rows = []
-    for name in names:
-        with warnings.catch_warnings(record=True) as w:
-            warnings.simplefilter("always")
-            fns, losses, state = {}, {}, {}
-            variants = [("torch", torch, None), ("llgrad eager", llgrad, None),
-                        ("llgrad compiled", llgrad, llgrad.compile)]
-            if with_torch_compile:
-                variants.insert(1, ("torch.compile", torch, torch.compile))
-            for k, lib, wrap in variants:
-                m, step = build(lib, name)      # (seeded: each run draws from the same state)
-                fns[k] = step = wrap(step) if wrap else step
-                t0 = time.perf_counter()
-                losses[k] = [float(step()) for _ in range(6)]
-                state[k] = _grads(m)
-                if k == "torch.compile":
-                    print(f"    (torch.compile: first 6 steps {time.perf_counter() - t0:.1f} s)")
-            fns["llgrad compiled"].wait()
-            wait_eager_builds()     # (an eager kernel still building would be timed too)
-        notes = sorted({str(x.message)[:200] for x in w if "llgrad" in str(x.message)})
-        diffs = {}
-        for k in ("llgrad eager", "llgrad compiled"):
-            ref, got = state["torch"], state[k]
-            d_loss = max(abs(a - b) / max(abs(b), 1e-30) for a, b in zip(losses[k], losses["torch"]))
-            g_top = max(abs(g).max() for _, g in ref.values() if g is not None and g.size)
-            d_par = max(_rel_where(got[n][0], ref[n][0], ref[n][1], 1e-6 * g_top) for n in ref)
-            d_grad = max(_rel(got[n][1], ref[n][1]) for n in ref if ref[n][1] is not None)
-            diffs[k] = (d_loss, d_grad, d_par, abs(losses[k][-1] - losses["torch"][-1]))
-        med = block_medians(fns)
-        t = med["torch"]
-        print(f"{name:10s} " + "  ".join(f"{k} {v:7.2f} ms ({v / t:.2f}x)" for k, v in med.items()),
-              flush=True)
-        for k, (dl, dg, dp, d6) in diffs.items():
-            print(f"    {k}: |loss - torch| at step 6 {d6:.1e}; max rel diff over 6 steps: "
-                  f"loss {dl:.1e}, grads {dg:.1e}, params {dp:.1e}")
-        for n in notes:
-            print("    ", n)
-        rows.append((name, med))
-    return rows
+    return untuned_models_seventh.main(names, with_torch_compile, build, steps=6)
 
 
 if __name__ == "__main__":

@@ -235,7 +235,10 @@ def _rel_where(a, b, g, floor):
     return float(np.abs(a - b)[keep].max(initial=0.0) / max(np.abs(b).max(), 1e-30))
 
 
-def main(names, with_torch_compile):
+def main(names, with_torch_compile, build=build, steps=4):
+    """Each model of `names` (made by build(lib, name)) as torch, llgrad eager and llgrad
+    compiled (and torch.compile): `steps` steps checked against torch, then timed; also the
+    runner of the eighth set (untuned_models_eighth.py)."""
     import llgrad
     import torch
     from llgrad.compile.eager_builds import wait as wait_eager_builds
@@ -254,13 +257,14 @@ def main(names, with_torch_compile):
                 m, step = build(lib, name)      # (seeded: each run draws from the same state)
                 fns[k] = step = wrap(step) if wrap else step
                 t0 = time.perf_counter()
-                losses[k] = [float(step()) for _ in range(4)]
+                losses[k] = [float(step()) for _ in range(steps)]
                 state[k] = _grads(m)
                 if k == "torch.compile":
-                    print(f"    (torch.compile: first 4 steps {time.perf_counter() - t0:.1f} s)")
+                    print(f"    (torch.compile: first {steps} steps "
+                          f"{time.perf_counter() - t0:.1f} s)")
             fns["llgrad compiled"].wait()
             wait_eager_builds()     # (an eager kernel still building would be timed too)
-        notes = sorted({str(x.message)[:160] for x in w if "llgrad" in str(x.message)})
+        notes = sorted({str(x.message)[:200] for x in w if "llgrad" in str(x.message)})
         diffs = {}
         for k in ("llgrad eager", "llgrad compiled"):
             ref, got = state["torch"], state[k]
@@ -270,14 +274,14 @@ def main(names, with_torch_compile):
             g_top = max(abs(g).max() for _, g in ref.values() if g is not None and g.size)
             d_par = max(_rel_where(got[n][0], ref[n][0], ref[n][1], 1e-6 * g_top) for n in ref)
             d_grad = max(_rel(got[n][1], ref[n][1]) for n in ref if ref[n][1] is not None)
-            diffs[k] = (d_loss, d_grad, d_par)
+            diffs[k] = (d_loss, d_grad, d_par, abs(losses[k][-1] - losses["torch"][-1]))
         med = block_medians(fns)
         t = med["torch"]
         print(f"{name:10s} " + "  ".join(f"{k} {v:7.2f} ms ({v / t:.2f}x)" for k, v in med.items()),
               flush=True)
-        for k, (dl, dg, dp) in diffs.items():
-            print(f"    {k}: max rel diff vs torch over 4 steps: loss {dl:.1e}, grads {dg:.1e}, "
-                  f"params {dp:.1e}")
+        for k, (dl, dg, dp, dn) in diffs.items():
+            print(f"    {k}: |loss - torch| at step {steps} {dn:.1e}; max rel diff over {steps} "
+                  f"steps: loss {dl:.1e}, grads {dg:.1e}, params {dp:.1e}")
         for n in notes:
             print("    ", n)
         rows.append((name, med))
