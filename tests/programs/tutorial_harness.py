@@ -140,6 +140,9 @@ def _run_llgrad(program, mode, states, seed, torch_warned=frozenset()):
         warnings.simplefilter("always")
         # (NumPy's RuntimeWarnings inside the op table are silenced, as PyTorch is silent)
         warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"llgrad\.(ir|runtime)\.")
+        # (both warn once a process: which of the two warns in this program depends on what
+        # ran before it in the worker)
+        warnings.filterwarnings("ignore", message=r"Using backward\(\) with create_graph=True")
         program(llgrad, env)
     # (a warning in torch's own words that the torch run gave too is llgrad being torch;
     # torch's C++ warnings add " (Triggered internally at ...)")
