@@ -195,8 +195,8 @@ class CompiledFunction:
         symbolic_slots.mark(self, entry.counters, entered)  # (numbers it counts: inputs)
         appended_lists.mark(self, entry.appended, symbolic_args._forget_fast_paths)
         reason = snapshot.unreplayed_effect(entry)  # (changed: a change it cannot replay)
-        changed = reason is None and numpy_reads.mark(self, entry, tensors, unreplayed_change(
-            self.fn, args, kwargs, guards, tensors[:n_own], entry, self._dynamic))
+        changed = reason is None and numpy_reads.mark(self, entry, tensors, guards, snapshot,
+            unreplayed_change(self.fn, args, kwargs, guards, tensors[:n_own], entry, self._dynamic))
         leaked = symbolic_args.holds_symbolic(result)   # (an effect alone: eager's run)
         if (changed or leaked) and (again := symbolic_args.retry(
                 self, None, snapshot, changed and not (leaked or entry.given))):

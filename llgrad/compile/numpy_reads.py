@@ -20,12 +20,20 @@ subclass (np.matrix, np.memmap, a masked array) is no input at all: a small one 
 by its contents, a larger one or one of objects makes the call run eagerly (`unwrapped`).
 
 Only arrays the function's own code names (an argument, a global or closure variable, an
-attribute it reads by name) are marked: one it reaches only through an object (a trainer's
-dataset beside the model whose step is compiled) would cost a copy of its bytes a call.
+attribute it reads by name, or an item of a list, tuple or dict it names: `D["arr"]`, `L[0]`)
+are marked: one it reaches only through an object (a trainer's dataset beside the model whose
+step is compiled) would cost a copy of its bytes a call.
 
-Left: an array read both ways in one trace (from_numpy(X[:10]) beside X.mean()) is not
-marked, nor one read with NumPy only by other functions the compiled one calls
-(tests/compile/test_contract_sweep60.py: its strict xfail)."""
+A NumPy write into an array also read as a tensor (`X[0] += 1` beside from_numpy(X[:3]))
+makes the traced run one not kept (numpy_writes): the entry would replay only the writes the
+trace saw.
+
+The names of the user's functions and methods the function calls by name (a global or
+closure function, a method of the object a compiled method or module is) count as its own.
+
+Left: an array read both ways in one trace (from_numpy(X[:10]) beside X.mean(), or
+from_numpy(X).add_(1) then float(X[5])) is not marked (test_contract_adversary61.py: its
+strict xfail), nor one read with NumPy by a method of another object the function reaches."""
 import re
 import types
 
@@ -35,16 +43,20 @@ MARK = "<contents of> "     # (+ the walk's path of a marked array)
 SMALL = 256                 # (guards._SMALL_ARRAY: what the walk always guards)
 
 
-def mark(cf, entry, tensors, changed):
+def mark(cf, entry, tensors, guards, snapshot, changed):
     """After a traced run of CompiledFunction cf ([(path, input)] tensors) that left no
     Python state changed (changed: side_effects.unreplayed_change's finding, returned as it
-    is; a changed run is not kept, and the next one marks): mark the large arrays it reached
-    but did not read as tensors, so that the walk guards their contents from the next call
-    on. The run was eager's; its entry, keyed without those contents, serves no later call."""
+    is, or a NumPy write the entry does not replay, numpy_writes'; a changed run is not kept,
+    and the next one marks): mark the large arrays it reached but did not read as tensors, so
+    that the walk guards their contents from the next call on. The run was eager's; its
+    entry, keyed without those contents, serves no later call. guards: the walk's items
+    (_in_named_container); snapshot: the StateSnapshot taken before the run (numpy_writes)."""
+    changed = changed or numpy_writes(entry, tensors, snapshot)
     names = _names_read(cf.fn)
     new = frozenset(MARK + path for path, t in tensors
                     if (a := t.__dict__.get("_llgrad_array")) is not None and a.size > SMALL
-                    and id(t._storage) not in entry.linked_arrays and _named(path, names)) \
+                    and id(t._storage) not in entry.linked_arrays and
+                    (_named(path, names) or _in_named_container(path, names, guards))) \
         - cf._dynamic
     if new and not changed:
         cf._dynamic = cf._dynamic | new
@@ -53,20 +65,63 @@ def mark(cf, entry, tensors, changed):
     return changed
 
 
+def numpy_writes(entry, tensors, snapshot):
+    """The first input array read as a tensor (linked) whose bytes the traced run changed
+    with NumPy (`X[0] += 1`, np.add(X, 1, out=X) beside from_numpy(X[:3])), as text, or None:
+    the entry replays only the writes the trace saw (none into this input here), so compiled
+    calls would leave the array as it was. An unlinked array's NumPy write is found by the
+    guard of its contents (mark). Left: an input the trace wrote as a tensor and NumPy too."""
+    if snapshot is None or not entry.linked_arrays:
+        return None
+    before = {id(st): data for st, _, data in snapshot.storages}
+    mutated = entry.forward.mutated if entry.forward is not None else {}
+    for i, (path, t) in enumerate(tensors):
+        st = t._storage
+        if id(st) in entry.linked_arrays and i not in mutated and id(st) in before and \
+                st.base.tobytes() != before[id(st)].tobytes():
+            return f"the NumPy array at {path} (written with NumPy, not as a tensor)"
+    return None
+
+
 def _names_read(fn):
-    """The names fn's code (and the functions defined in it) reads or binds, or None where
-    it has no code of its own to read."""
+    """The names fn's code (and the functions defined in it, and the user's functions and
+    methods it calls by name: a global or closure function, a method of the object a
+    compiled method or module is) reads or binds, or None where it has no code of its own."""
     f = getattr(fn, "__func__", fn)
-    code = getattr(f, "__code__", None) or getattr(getattr(type(fn), "forward", None),
-                                                   "__code__", None)
+    code = getattr(f, "__code__", None)
+    owner = getattr(fn, "__self__", None) if code is not None else fn
+    code = code or getattr(getattr(type(fn), "forward", None), "__code__", None)
     if code is None:
         return None
-    names, stack = set(), [code]
+    cls = type(owner) if owner is not None else None
+    names, seen = set(), {code}
+    stack = [(code, getattr(f, "__globals__", {}))]
+    stack.extend((c.cell_contents.__code__, c.cell_contents.__globals__)
+                 for c in getattr(f, "__closure__", None) or () if _user_cell(c))
     while stack:
-        c = stack.pop()
+        c, glob = stack.pop()
         names.update(c.co_names, c.co_varnames, c.co_freevars, c.co_cellvars)
-        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+        stack.extend((k, glob) for k in c.co_consts if isinstance(k, types.CodeType))
+        # (an attribute read as getattr(obj, "table") names it too)
+        names.update(k for k in c.co_consts if type(k) is str and k.isidentifier())
+        for n in c.co_names:    # (a helper reading the array with NumPy: `self.scale()`)
+            for g in (glob.get(n), getattr(cls, n, None)):
+                if _user_function(g) and g.__code__ not in seen:
+                    seen.add(g.__code__)
+                    stack.append((g.__code__, g.__globals__))
     return names
+
+
+def _user_function(g):
+    return isinstance(g, types.FunctionType) and not (g.__module__ or "").startswith(
+        ("llgrad.", "numpy"))
+
+
+def _user_cell(cell):
+    try:
+        return _user_function(cell.cell_contents)
+    except ValueError:      # (an empty cell)
+        return False
 
 
 def _named(path, names):
@@ -78,6 +133,24 @@ def _named(path, names):
         return True
     parts = re.split(r"[._ ]", path)
     return any("_".join(parts[k:]) in names for k in range(len(parts)))
+
+
+def _in_named_container(path, names, guards):
+    """Whether the array at path is an item (at any depth, through lists, tuples and dicts
+    only) of a container the function's code names: `D["arr"].mean()`, `float(L[0][5])`,
+    `for k, v in D.items()` read it so, with no name of its own in the code (the first call's
+    numbers were replayed when the path's last part alone counted). guards: the walk's
+    [(path, item)], whose "structure of " items are its containers and ("object", ...)
+    items its objects (an object on the way, a dataset on a list's trainer, is a hop
+    through an object: not this)."""
+    containers = [p[len("structure of "):] for p, _ in guards
+                  if type(p) is str and p.startswith("structure of ")]
+    inside = [c for c in containers if path.startswith(c + "_") and _named(c, names)]
+    if not inside:
+        return False
+    c = min(inside, key=len)
+    return not any(type(g) is tuple and g[:1] == ("object",) and type(p) is str and
+                   path.startswith(p + "_") and len(p) > len(c) for p, g in guards)
 
 
 def unwrapped(v):

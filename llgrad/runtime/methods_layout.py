@@ -1,9 +1,10 @@
-"""The user's reads of where a tensor lies in memory: storage_offset(), data_ptr() and
-_version (and is_inference(), another flag the guards do not hold). llgrad's own code reads them through Tensor._storage_offset() and the storage;
+"""The user's reads of where a tensor lies in memory: storage_offset(), data_ptr(),
+_version and untyped_storage() (and is_inference(), another flag the guards do not hold). llgrad's own code reads them through Tensor._storage_offset() and the storage;
 these report to the tracer, since an input's are Python numbers that change from call to
 call while the guards still let the calls share a trace (a slice of a dataset at each
 batch, a parameter written by every step)."""
 from . import trace_state
+from .symbolic_uses import check_layout
 from .tensor import Tensor
 
 
@@ -41,7 +42,17 @@ def is_inference(self) -> bool:
     return self._inference
 
 
+def untyped_storage(self):
+    """The Storage this tensor views: llgrad's own object (its NumPy buffer is .base, its
+    version counter .version, and data_ptr()), not a torch.UntypedStorage."""
+    tracer = trace_state.state.tracer
+    if tracer is not None:      # (of a copy standing for x[i]'s view: symbolic_uses.py)
+        check_layout(tracer, self)
+    return self._storage
+
+
 Tensor.is_inference = is_inference
+Tensor.untyped_storage = untyped_storage
 Tensor.storage_offset = storage_offset
 Tensor.data_ptr = data_ptr
 Tensor._version = property(_version)

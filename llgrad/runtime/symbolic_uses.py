@@ -11,8 +11,8 @@ number there would guard it by value, a trace per step; these give graph ops ins
   Tracer.record_inplace), as does returning the copy or a view of it (`check_returned`:
   eager's result is the view, which later writes reach x through) and an index out of
   range for this call's number; later calls
-  out of range trace again (a guard). What tells a view from a copy (._base,
-  storage_offset(), data_ptr()) is not the view's.
+  out of range trace again (a guard). What tells a view from a copy (storage_offset(),
+  data_ptr(), _version, untyped_storage(), _is_view()) ends the trace too (`check_layout`).
 * torch.full(size, i) (and full_like): the stand-in's 0-d tensor cast to the dtype and
   expanded, copied. Only where the cast is exact for every number the guards let through
   (a float32 or float64 fill, an int64 one from an int); else the number is read.
@@ -111,6 +111,19 @@ def check_returned(tracer, results):
         if isinstance(t, Tensor) and (watched := copies.get(tracer._sid(t))) is not None:
             raise ScalarEscape(watched[0], "a result or a tensor kept indexed by it "
                                "(PyTorch's view of its tensor)")
+
+
+def check_layout(tracer, t):
+    """Called where the user reads where t lies in memory (storage_offset(), data_ptr(),
+    _version, untyped_storage(), storage(), _is_view()): of a copy getitem made (or a view
+    of it) these are the copy's, not PyTorch's view's (x[i].storage_offset() gave 0 for
+    every i, silently): the trace ends, the stand-in then read as its number."""
+    while getattr(tracer, "parent", None) is not None:     # (the copies are the top's)
+        tracer = tracer.parent
+    copies = tracer.__dict__.get("_llgrad_index_copy_of")
+    if copies and (watched := copies.get(tracer._sid(t))) is not None:
+        raise ScalarEscape(watched[0], "where a tensor indexed by it lies in memory "
+                           "(PyTorch's view of its tensor)")
 
 
 def check_write(tracer, sid):

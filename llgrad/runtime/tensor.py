@@ -216,12 +216,6 @@ class Tensor:
             dtype = found[0]
         return self.to(dtype)
 
-    def untyped_storage(self) -> Storage:
-        """The Storage this tensor views: llgrad's own object (its NumPy buffer is
-        .base, its version counter .version, and data_ptr()), not a
-        torch.UntypedStorage."""
-        return self._storage
-
     # ---- autograd metadata ---------------------------------------------------------------------
     @property
     def requires_grad(self) -> bool:

@@ -8,6 +8,7 @@ from . import trace_state
 from .functions import export
 from .functions_math import make_inplace
 from .functions_special import mvlgamma
+from .symbolic_uses import check_layout
 from .tensor import Tensor
 from .user_frames import user_stacklevel
 
@@ -43,6 +44,9 @@ def const_data_ptr(self):
 
 def _is_view(self):
     """As torch.Tensor._is_view: whether self is a view of another tensor (has a _base)."""
+    tracer = trace_state.state.tracer
+    if tracer is not None:      # (of a copy standing for x[i]'s view: symbolic_uses.py)
+        check_layout(tracer, self)
     return self._base is not None
 
 

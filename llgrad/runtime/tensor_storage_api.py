@@ -8,6 +8,7 @@ import numpy as np
 from . import dtypes, trace_state
 from .functions import export
 from .shapes import broadcast_shapes
+from .symbolic_uses import check_layout
 from .tensor import Storage, Tensor
 from .user_frames import user_stacklevel
 
@@ -114,6 +115,8 @@ def storage(self):
             "storages directly.  To access UntypedStorage directly, use "
             "tensor.untyped_storage() instead of tensor.storage()", UserWarning,
             stacklevel=user_stacklevel())
+    if trace_state.state.tracer is not None:    # (of a copy standing for x[i]'s view)
+        check_layout(trace_state.state.tracer, self)
     return STORAGE_TYPES[self._dtype.name](_storage=self._storage)
 
 

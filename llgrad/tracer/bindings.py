@@ -107,8 +107,8 @@ class Bindings:
 
     def _rebind(self, key, v):
         """The memory of root `key` holds v."""
-        rt, _, layout, bref = self.roots[key]
-        rt = rt()
+        _, _, layout, bref = self.roots[key]
+        rt = self._root_tensor(key)
         if rt is not None:
             self._bind_root(rt, v)
         else:
@@ -116,9 +116,19 @@ class Bindings:
 
     def _root(self, key):
         """(the root tensor or None once dead, the memory's Value, the root's geometry)."""
-        ref, v, layout, _ = self.roots[key]
-        rt = ref()
+        _, v, layout, _ = self.roots[key]
+        rt = self._root_tensor(key)
         return rt, v, geometry(rt) if rt is not None else _from_layout(layout)
+
+    def _root_tensor(self, key):
+        """Root key's tensor, or None once it is dead or holds another Storage: `p.data = y`
+        moves p to y's (a later write into p's old memory, through `v = p.data`, bound p and
+        y's root to that memory's new value), `p.data = p.data.t()` to another Storage over
+        the same memory, laid out otherwise (p was read as the root's value, untransposed)."""
+        ref, _, _, bref = self.roots[key]
+        rt = ref()
+        return rt if rt is not None and id(rt._storage) == key and \
+            rt._storage.base is bref() else None
 
     def _in_storage_order(self, t, operands, attrs):
         """as_strided's operands and attributes where it reads t's storage: where the IR lays

@@ -23,7 +23,7 @@ from ..runtime import grad_mode, trace_state
 from ..runtime.creation import default_generator
 from ..runtime.node import _sequence
 from ..runtime.saved_tensor import user_location
-from ..runtime.symbolic_uses import check_write
+from ..runtime.symbolic_uses import check_layout, check_write
 from ..runtime.tensor import Tensor
 from .bindings import Bindings, array_storage as _array_storage, geometry as _geometry, \
     overlaps_input as _overlaps_input
@@ -291,6 +291,7 @@ class Tracer(Bindings):
         top = self
         while getattr(top, "parent", None) is not None:     # (a region's: its trace's inputs)
             top = top.parent
+        check_layout(top, t)    # (a copy standing for a view: runtime/symbolic_uses.py)
         if top.reused and (top._sid(t) in top.inputs or id(t._storage) in top.shared):
             self.graph_break(f"{what} of an input (its value differs from call to call) "
                              "cannot be traced")
