@@ -217,8 +217,13 @@ class Function(metaclass=FunctionMeta):
                 res = batched_apply(cls, args, kwargs)
                 if res is not NotImplemented:
                     return res
-        if _tstate.tracer is not None:      # (compile/backward_node.py: replays lose it)
-            _tstate.tracer.functions = getattr(_tstate.tracer, "functions", ()) + (cls,)
+        top = _tstate.tracer                # (compile/function_replays.py: replays lose it)
+        if getattr(top, "parent", None) is not None:
+            # a branch or loop body's results are rebuilt from its ops, which would lose the
+            # Function's backward: traced as plain Python, it is the enclosing trace's
+            top.graph_break(f"the custom autograd.Function {cls.__name__}")
+        if top is not None:
+            top.functions = getattr(top, "functions", ()) + (cls,)
         ctx = cls._backward_cls()
         tensor_args = [a if isinstance(a, Tensor) else None for a in args]
         ctx.needs_input_grad = tuple(a is not None and a.requires_grad for a in tensor_args)

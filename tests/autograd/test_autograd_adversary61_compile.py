@@ -198,3 +198,41 @@ def test_first_order_gradients_through_a_function_stay_eagers(case):
             return lib.autograd.grad(f(x)[0].sum(), x)
         return (lib.autograd.functional.jacobian(f, x, vectorize=True),)
     _same(make, body)
+
+
+def _if_fn(lib):
+    rd, _ = _fns(lib)
+
+    def f(x):
+        if x.sum() > 0:
+            y = rd.apply(x) * x
+        else:
+            y = x * 2
+        return y.sum()
+    return f
+
+
+def test_a_function_inside_a_tensor_dependent_if():
+    """A branch traced as a cond region rebuilt its results from its ops: the first
+    (traced) call's gradient lost the Function's backward (round's zero, silently). The
+    Function now ends the conversion: the branch is traced as plain Python, its condition
+    a guard."""
+    def body(lib, f, x):
+        f(x).backward()
+        return (x.grad,)
+    _same(_if_fn, body)
+
+
+def test_create_graph_through_a_function_inside_an_if():
+    """The traced call is eager's; the compiled calls after it raise (the replay above)."""
+    f, tf = llgrad.compile(_if_fn(llgrad)), _if_fn(torch)
+    for k in range(3):
+        x = llgrad.tensor(_X, dtype=llgrad.float64, requires_grad=True)
+        tx = torch.tensor(_X, dtype=torch.float64, requires_grad=True)
+        want = torch.autograd.grad(tf(tx), tx, create_graph=True)[0]
+        if k == 0:
+            got = llgrad.autograd.grad(f(x), x, create_graph=True)[0]
+            np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy())
+        else:
+            with pytest.raises(RuntimeError, match="custom autograd.Function RoundSTE"):
+                llgrad.autograd.grad(f(x), x, create_graph=True)
