@@ -221,7 +221,7 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
         entry.n_fn_out, entry.n_out = len(outs), len(outs) + len(grad_outs)
         # traced with no .grad, none read or set: the entry serves any .grad state
         entry.grad_free = n_own == len(tensors) and not tracer.grad_read and not changed
-        entry.functions = getattr(tracer, "functions", ())   # (custom autograd.Functions)
+        entry.functions = getattr(tracer, "functions", frozenset())     # custom Functions
         # (.grad only cleared: later calls clear it too; a backward after the call fills it)
         step = entry.step = tracer.backward_runs > 0 or any(g is not None for _, g in changed)
         # (not a view made under no_grad, which requires grad with no edge to differentiate)

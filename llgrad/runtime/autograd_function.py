@@ -223,7 +223,7 @@ class Function(metaclass=FunctionMeta):
             # Function's backward: traced as plain Python, it is the enclosing trace's
             top.graph_break(f"the custom autograd.Function {cls.__name__}")
         if top is not None:
-            top.functions = getattr(top, "functions", ()) + (cls,)
+            top.functions = getattr(top, "functions", frozenset()) | {cls}    # (a loop: once)
         ctx = cls._backward_cls()
         tensor_args = [a if isinstance(a, Tensor) else None for a in args]
         ctx.needs_input_grad = tuple(a is not None and a.requires_grad for a in tensor_args)
