@@ -45,6 +45,7 @@ from .compile import eager_twister as _eager_twister  # noqa: F401,E402 (torch_r
 from .compile import eager_bn_stats as _eager_bn_stats  # noqa: F401,E402 (batch_stats' hook)
 from .compile import eager_shaped_vjp as _eager_shaped_vjp  # noqa: F401,E402 (its VJP hook)
 from . import _dynamo, compiler  # noqa: F401,E402 (torch.compiler's names)
+from . import _inductor  # noqa: F401,E402 (torch._inductor.config's settings)
 from .threads import get_num_threads, set_num_threads  # noqa: F401,E402
 from .runtime.device import device  # noqa: F401,E402
 from .runtime.creation import default_generator  # noqa: F401,E402
@@ -56,6 +57,7 @@ from .func import vmap  # noqa: F401,E402 (torch.vmap)
 from . import distributed  # noqa: F401,E402 (mpi4py: loaded by init_process_group)
 from . import distributions  # noqa: F401,E402 (torch.distributions)
 from . import accelerator, backends, hub, jit, profiler  # noqa: F401,E402 (torch.*'s namesakes)
+from . import mps  # noqa: F401,E402 (torch.mps, answering as without MPS)
 from .utils.dlpack import from_dlpack  # noqa: F401,E402
 from .serialization import load, save  # noqa: F401,E402
 from . import functional  # noqa: F401,E402 (torch.functional's names)

@@ -294,3 +294,6 @@ def istft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tr
         y = y._op("constant_pad_nd", pad=(0, end - total), value=0)
     return y if input.dim() == 3 else y.squeeze(0)
 
+
+Tensor.stft = stft      # (torch.Tensor.stft / istft: the functions with the tensor as input)
+Tensor.istft = istft

@@ -1,8 +1,8 @@
 """torch.*'s symbolic-shape helpers as plain Python (llgrad's shapes are always concrete
 ints, so sym_int is int, sym_max max with PyTorch's float promotion, ...), the SymInt /
 SymFloat / SymBool names (classes no value is an instance of, for isinstance checks and
-type hints), the build flags (has_lapack, ...), OutOfMemoryError, GradScaler and
-empty_permuted."""
+type hints), the build flags (has_lapack, ...), OutOfMemoryError, GradScaler,
+empty_permuted and _assert."""
 import builtins
 import math
 
@@ -16,7 +16,7 @@ __all__ = ["sym_int", "sym_float", "sym_max", "sym_min", "sym_not", "sym_sqrt", 
            "sym_ite", "SymInt", "SymFloat", "SymBool", "has_lapack", "has_mkl", "has_openmp",
            "has_spectral", "OutOfMemoryError", "GradScaler", "empty_permuted",
            "sym_constrain_range", "sym_constrain_range_for_size", "sym_fresh_size",
-           "is_vulkan_available"]
+           "is_vulkan_available", "_assert"]
 
 has_lapack = True       # (linalg runs on NumPy's LAPACK)
 has_mkl = False
@@ -144,3 +144,11 @@ def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=Non
     inverse = [order.index(d) for d in range(len(order))]
     out = phys.permute(inverse)
     return out.requires_grad_(True) if requires_grad else out
+
+
+def _assert(condition, message):
+    """As torch._assert (the assert PyTorch can trace; timm's patch embeddings call it):
+    raises AssertionError(message) when condition is false (a one-element tensor's truth
+    value as bool() reads it)."""
+    if not condition:
+        raise AssertionError(message)

@@ -1,11 +1,28 @@
 """llgrad.hub: the parts of torch.hub that programs use offline. `tqdm` is the tqdm package
 when it is installed and otherwise a stand-in with PyTorch's: a byte counter that takes
 `total`, `update`, `set_description`, `write` and `close` (and, as PyTorch's, cannot wrap
-an iterable). Downloading models from a hub is not provided."""
+an iterable). Files download as PyTorch downloads them (`download_url_to_file`,
+`load_state_dict_from_url`: a checkpoint by URL, cached under get_dir()/checkpoints); loading
+models from a GitHub repository's hubconf.py (torch.hub.load, list, help) is not provided."""
+import errno
+import hashlib
 import os
+import re
+import shutil
 import sys
+import tempfile
+import uuid
+import warnings
+import zipfile
+from urllib.parse import urlparse
+from urllib.request import Request, urlopen
 
-__all__ = ["tqdm", "get_dir", "set_dir"]
+from .serialization import load as _load
+
+__all__ = ["tqdm", "get_dir", "set_dir", "download_url_to_file", "load_state_dict_from_url"]
+
+HASH_REGEX = re.compile(r"-([a-f0-9]*)\.")   # (a file name's sha256 prefix: name-<hash>.ext)
+READ_DATA_CHUNK = 128 * 1024
 
 _hub_dir = None
 
@@ -66,3 +83,98 @@ def set_dir(d):
     """Use d as the hub cache directory (set_dir(None) returns to the default)."""
     global _hub_dir
     _hub_dir = None if d is None else os.path.expanduser(d)
+
+
+def download_url_to_file(url, dst, hash_prefix=None, progress=True):
+    """Download url to the file dst, as torch.hub.download_url_to_file: into a temporary
+    file beside dst moved there when complete (a broken download never replaces dst), with
+    the SHA256 of the contents checked against hash_prefix when given."""
+    dst = os.path.expanduser(dst)
+    for _ in range(tempfile.TMP_MAX):
+        tmp_dst = dst + "." + uuid.uuid4().hex + ".partial"
+        try:
+            f = open(tmp_dst, "w+b")
+        except FileExistsError:
+            continue
+        break
+    else:
+        raise FileExistsError(errno.EEXIST, "No usable temporary file name found")
+    req = Request(url, headers={"User-Agent": "torch.hub"})
+    try:
+        with urlopen(req) as u:
+            content_length = u.info().get_all("Content-Length")
+            file_size = int(content_length[0]) if content_length else None
+            sha256 = hashlib.sha256() if hash_prefix is not None else None
+            with tqdm(total=file_size, disable=not progress, unit="B", unit_scale=True,
+                      unit_divisor=1024) as pbar:
+                while True:
+                    buffer = u.read(READ_DATA_CHUNK)
+                    if len(buffer) == 0:
+                        break
+                    f.write(buffer)
+                    if sha256 is not None:
+                        sha256.update(buffer)
+                    pbar.update(len(buffer))
+            f.close()
+            if sha256 is not None:
+                digest = sha256.hexdigest()
+                if digest[:len(hash_prefix)] != hash_prefix:
+                    raise RuntimeError(f'invalid hash value (expected "{hash_prefix}", got '
+                                       f'"{digest}")')
+        shutil.move(f.name, dst)
+    finally:
+        f.close()
+        if os.path.exists(f.name):
+            os.remove(f.name)
+
+
+def _is_legacy_zip_format(filename):
+    """Whether filename is a zip of one file (how checkpoints before PyTorch 1.6 shipped)."""
+    if zipfile.is_zipfile(filename):
+        with zipfile.ZipFile(filename) as zf:
+            infolist = zf.infolist()
+        return len(infolist) == 1 and not infolist[0].is_dir()
+    return False
+
+
+def _legacy_zip_load(filename, model_dir, map_location, weights_only):
+    warnings.warn("Falling back to the old format < 1.6. This support will be deprecated in "
+                  "favor of default zipfile format introduced in 1.6. Please redo torch.save() "
+                  "to save it in the new zipfile format.", FutureWarning, stacklevel=3)
+    with zipfile.ZipFile(filename) as f:
+        member = f.infolist()[0]
+        root = os.path.realpath(model_dir)
+        target = os.path.realpath(os.path.join(root, member.filename))
+        if os.path.commonpath([root, target]) != root:      # (no zip-slip out of model_dir)
+            raise ValueError(f"Unsafe zip entry outside {model_dir}: {member.filename}")
+        f.extract(member, model_dir)
+    return _load(os.path.join(model_dir, member.filename), map_location=map_location,
+                 weights_only=weights_only)
+
+
+def load_state_dict_from_url(url, model_dir=None, map_location=None, progress=True,
+                             check_hash=False, file_name=None, weights_only=False):
+    """The object saved at url, as torch.hub.load_state_dict_from_url: downloaded once into
+    model_dir (default get_dir()/checkpoints) under the URL's file name (or file_name),
+    checked against the sha256 prefix in that name with check_hash (name-<sha256>.ext),
+    then loaded with llgrad.load (PyTorch's checkpoint format)."""
+    if os.getenv("TORCH_MODEL_ZOO"):
+        warnings.warn("TORCH_MODEL_ZOO is deprecated, please use env TORCH_HOME instead",
+                      stacklevel=2)
+    if model_dir is None:
+        model_dir = os.path.join(get_dir(), "checkpoints")
+    os.makedirs(model_dir, exist_ok=True)
+    filename = os.path.basename(urlparse(url).path)
+    if file_name is not None:
+        filename = file_name
+    cached_file = os.path.join(model_dir, filename)
+    if not os.path.exists(cached_file):
+        sys.stdout.write(f'Downloading: "{url}" to {cached_file}\n')
+        hash_prefix = None
+        if check_hash:
+            r = HASH_REGEX.search(filename)
+            hash_prefix = r.group(1) if r else None
+        download_url_to_file(url, cached_file, hash_prefix, progress=progress)
+    if _is_legacy_zip_format(cached_file):
+        return _legacy_zip_load(cached_file, model_dir, map_location, weights_only)
+    return _load(cached_file, map_location=map_location, weights_only=weights_only)

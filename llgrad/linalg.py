@@ -1,8 +1,8 @@
 """llgrad.linalg: PyTorch's torch.linalg names llgrad has (the norms: llgrad/runtime/linalg.py;
 the products: llgrad/runtime/functions_linalg.py; inv, det, slogdet:
 llgrad/runtime/functions_matrix.py; solves and factorisations: functions_linalg_solve.py;
-qr, svd, eigh and their compositions: functions_linalg_spectral.py; the rest:
-functions_linalg_misc.py). eig / eigvals are not here: llgrad has no complex dtypes."""
+qr, svd, eigh, eig and their compositions: functions_linalg_spectral.py; the rest:
+functions_linalg_misc.py)."""
 from .runtime import linalg as _norms
 from .runtime.out_args import with_out
 from .runtime.functions_linalg import linalg_cross as cross  # noqa: F401
@@ -13,7 +13,7 @@ from .runtime.functions_linalg_solve import (  # noqa: F401,E402
     cholesky_ex, inv_ex, linalg_cholesky as cholesky, linalg_lu_solve as lu_solve, lu,
     lu_factor, lu_factor_ex, matrix_exp, solve, solve_ex, solve_triangular)
 from .runtime.functions_linalg_spectral import (  # noqa: F401,E402
-    cond, eigh, eigvalsh, lstsq, matrix_rank, pinv, qr, svd, svdvals)
+    cond, eig, eigh, eigvals, eigvalsh, lstsq, matrix_rank, pinv, qr, svd, svdvals)
 from .runtime.functions_linalg_misc import (  # noqa: F401,E402
     diagonal, householder_product, matmul, tensorinv, tensorsolve, vander)
 

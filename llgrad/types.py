@@ -1,5 +1,6 @@
 """llgrad.types: the type aliases torch.types names, for annotations in PyTorch programs."""
-from typing import Sequence, Union
+import os
+from typing import IO, Sequence, Union
 
 from .runtime.device import device as _device  # noqa: F401
 from .runtime.dtypes import dtype as _dtype  # noqa: F401
@@ -10,3 +11,4 @@ Number = Union[int, float, bool]
 py_sym_types = (int, float, bool)
 Device = Union[_device, str, int, None]
 _TensorOrTensors = Union[Tensor, Sequence[Tensor]]
+FileLike = Union[str, os.PathLike[str], IO[bytes]]

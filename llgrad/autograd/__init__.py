@@ -8,7 +8,7 @@ from ..runtime import anomaly as anomaly_mode, grad_mode  # noqa: F401
 from ..runtime.autograd_function import Function, FunctionCtx, once_differentiable  # noqa: F401
 from ..runtime.gradcheck import GradcheckError, gradcheck, gradgradcheck  # noqa: F401
 from ..runtime.grad_mode import (enable_grad, inference_mode, no_grad,  # noqa: F401
-                                 set_grad_enabled)
+                                 set_grad_enabled, set_multithreading_enabled)
 from ..runtime.anomaly import (detect_anomaly, is_anomaly_check_nan_enabled,  # noqa: F401
                                is_anomaly_enabled, set_detect_anomaly)
 from ..runtime.tensor import Tensor
@@ -36,3 +36,9 @@ class Variable(metaclass=_VariableMeta):
         if not isinstance(data, Tensor):
             raise TypeError(f"Variable data has to be a tensor, but got {type(data).__name__}")
         return data.detach().requires_grad_(bool(requires_grad))
+
+
+def variable(*args, **kwargs):
+    """The removed torch.autograd.variable: raises PyTorch's RuntimeError."""
+    raise RuntimeError("torch.autograd.variable(...) is deprecated, use torch.tensor(...) "
+                       "instead")

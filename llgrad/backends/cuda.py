@@ -1,4 +1,7 @@
 """llgrad.backends.cuda: torch.backends.cuda's flags (settable; CUDA is not built)."""
+import contextlib
+import warnings
+
 from ..runtime import functions_settings
 
 
@@ -59,3 +62,38 @@ def cudnn_sdp_enabled():
 
 def enable_cudnn_sdp(enabled):
     _sdp["cudnn"] = bool(enabled)
+
+
+def is_flash_attention_available():
+    """False: FlashAttention needs a CUDA build."""
+    return False
+
+
+def is_ck_sdpa_available():
+    """False: composable_kernel attention needs a ROCm build."""
+    return False
+
+
+@contextlib.contextmanager
+def _sdp_kernel(enable_flash, enable_math, enable_mem_efficient, enable_cudnn):
+    """The flags as nn.attention.sdpa_kernel sets them for the chosen backends, restored on
+    exit."""
+    saved = dict(_sdp)
+    _sdp.update(flash=bool(enable_flash), math=bool(enable_math),
+                mem_efficient=bool(enable_mem_efficient), cudnn=bool(enable_cudnn))
+    try:
+        yield {}
+    finally:
+        _sdp.update(saved)
+
+
+def sdp_kernel(enable_flash=True, enable_math=True, enable_mem_efficient=True,
+               enable_cudnn=True):
+    """The deprecated torch.backends.cuda.sdp_kernel, with PyTorch's warning: a context
+    manager enabling the chosen attention backends (sdpa_kernel of them) and restoring
+    the flags on exit."""
+    warnings.warn("`torch.backends.cuda.sdp_kernel()` is deprecated. In the future, this "
+                  "context manager will be removed. Please see `torch.nn.attention.sdpa_kernel()`"
+                  " for the new context manager, with updated signature.", FutureWarning,
+                  stacklevel=2)
+    return _sdp_kernel(enable_flash, enable_math, enable_mem_efficient, enable_cudnn)

@@ -72,4 +72,7 @@ synchronize = current_device = get_device_name = get_device_properties = set_dev
     mem_get_info = get_rng_state = initial_seed = ipc_collect = _unavailable
 
 
+from .cpu_build import *  # noqa: F401,F403,E402  (what torch's CPU build answers)
+from .cpu_build import __all__ as _cpu_build_names  # noqa: E402
+__all__ += _cpu_build_names
 from . import amp  # noqa: F401,E402  (torch.cuda.amp)

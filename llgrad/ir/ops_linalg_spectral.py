@@ -7,13 +7,16 @@ the same), batched over leading dims:
               Vh are computed even when compute_uv is False, for the gradient, as PyTorch does
               when the input requires grad)
   linalg_eigh (A; UPLO, compute_v) -> (eigenvalues ascending, eigenvectors)
+  linalg_eig  (A) -> (eigenvalues, eigenvectors), complex (LAPACK's geev: columns of unit
+              norm, each with its largest component real); eager only, as every complex op
 
 No native loops: compiled code calls these implementations back (native_host,
 codegen/lowerings/host_call.py). The VJP rules are PyTorch's
-(linalg_qr_backward, svd_backward, linalg_eig_backward for Hermitian input), written with the
-Tensor API (real matrices: the adjoint is the transpose)."""
+(linalg_qr_backward, svd_backward, linalg_eig_backward), written with the Tensor API (real
+matrices: the adjoint is the transpose)."""
 import numpy as np
 
+from .ops_complex import COMPLEX_OF
 from .optable import defop
 
 
@@ -143,3 +146,52 @@ def _eigh_vjp(c, gs):
 
 defop("linalg_eigh", _eigh, vjp=_eigh_vjp, grad_fn="LinalgEighBackward0",
       save=("result0", "result1"), nout=2, kind="other", native_host=True)
+
+
+# ---- general eigenvalue decomposition (complex results) ------------------------------------------
+
+def _eig(a):
+    if not np.isfinite(a).all():        # (geev may not return on them: PyTorch checks first)
+        raise RuntimeError("torch.linalg.eig: input tensor should not contain infs or NaNs.")
+    w, v = np.linalg.eig(a)
+    out = a.dtype if a.dtype.kind == "c" else COMPLEX_OF[a.dtype]
+    return w.astype(out), v.astype(out)
+
+
+def _solve_complex(m, x):
+    """M^-1 X for complex M and X, as the real system [[Mr, -Mi], [Mi, Mr]] [Yr; Yi] =
+    [Xr; Xi] (differentiable: real solves, cats and the complex parts' views)."""
+    mr, mi = m.real, m.imag
+    big = mr._op("cat", -mi, dim=m.dim() - 1)._op(
+        "cat", mi._op("cat", mr, dim=m.dim() - 1), dim=m.dim() - 2)
+    rhs = x.real._op("cat", x.imag, dim=x.dim() - 2)
+    y = big._op("linalg_solve_ex", rhs, left=True, vector=False)[0]
+    n = m.shape[-1]
+    return y[..., :n, :]._op("complex", y[..., n:, :])
+
+
+def _eig_vjp(c, gs):
+    """PyTorch's linalg_eig_backward (non-Hermitian): V^-H (diag(gL) + (V^H gV - V^H V
+    diag(re diag(V^H gV))) / conj(E)) V^H, E[i, j] = L[j] - L[i] off the diagonal; its real
+    part for a real A. A loss that depends on the eigenvectors' phases has none."""
+    lam, v = c.result0, c.result1
+    gl, gv = gs
+    vh = v.mH
+    vhgv = vh.matmul(gv)
+    diag = vhgv.diagonal(0, -2, -1)
+    if bool((diag.imag.detach().abs() > 1e-2).any()):     # (PyTorch: allclose(im, 0, 1e-2))
+        raise RuntimeError("linalg_eig_backward: The eigenvectors in the complex case are "
+                           "specified up to multiplication by e^{i phi}. The specified loss "
+                           "function depends on this quantity, so it is ill-defined.")
+    vhgv = vhgv - vh.matmul(v * diag.real.unsqueeze(-2))
+    lc = lam.conj()
+    n = lam.shape[-1]
+    off = 1 - lam.real.new_ones(n).diag_embed()           # (0 on the diagonal, 1 off it)
+    e = (lc.unsqueeze(-2) - lc.unsqueeze(-1)) * off + (1 - off)
+    ga = vhgv / e * off + gl.diag_embed()
+    ga = _solve_complex(vh, ga.matmul(vh))
+    return (ga if c.dtype(0).is_complex else ga.real,)
+
+
+defop("linalg_eig", _eig, vjp=_eig_vjp, grad_fn="LinalgEigBackward0",
+      save=("result0", "result1"), nout=2, kind="other", complex="only")

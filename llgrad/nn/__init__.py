@@ -28,6 +28,8 @@ from .layers_lrn import CrossMapLRN2d  # noqa: F401
 from .parallel import DataParallel  # noqa: F401
 from . import attention, modules  # noqa: F401,E402  (torch.nn.attention; torch.nn.modules: modules/)
 from . import grad  # noqa: F401,E402  (torch.nn.grad: a convolution's input / weight gradients)
+from . import common_types  # noqa: F401,E402  (torch.nn.common_types' annotations)
+from .factory import canonical_factory_kwargs as factory_kwargs  # noqa: F401,E402
 from .linear_cross_entropy import (LinearCrossEntropyLoss,  # noqa: F401,E402
                                    LinearCrossEntropyOptions, linear_cross_entropy)
 # (F.linear_cross_entropy: defined beside its module, over F.linear and F.cross_entropy, so

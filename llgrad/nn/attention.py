@@ -48,6 +48,6 @@ def sdpa_kernel(backends, set_priority=False):
     for key, backend in _FLAGS.items():
         _cuda._sdp[key] = backend in chosen
     try:
-        yield
+        yield {}
     finally:
         _cuda._sdp.update(saved)

@@ -17,3 +17,23 @@ def factory_kwargs(device=None, dtype=None):
     else:
         check_device(device)
     return kw
+
+
+def canonical_factory_kwargs(kwargs):
+    """torch.nn.factory_kwargs (exported under that name): a module's **kwargs as the dict of
+    device / dtype / memory_format to pass to creation functions, with PyTorch's checks (no
+    other key; a key given both directly and in a nested `factory_kwargs` dict is an
+    error)."""
+    if kwargs is None:
+        return {}
+    simple_keys = {"device", "dtype", "memory_format"}
+    expected_keys = simple_keys | {"factory_kwargs"}
+    if not kwargs.keys() <= expected_keys:
+        raise TypeError(f"unexpected kwargs {kwargs.keys() - expected_keys}")
+    r = dict(kwargs.get("factory_kwargs", {}))
+    for k in simple_keys:
+        if k in kwargs:
+            if k in r:
+                raise TypeError(f"{k} specified twice, in **kwargs and in factory_kwargs")
+            r[k] = kwargs[k]
+    return r

@@ -304,3 +304,9 @@ kaiming_uniform = _make_deprecate(kaiming_uniform_)
 kaiming_normal = _make_deprecate(kaiming_normal_)
 orthogonal = _make_deprecate(orthogonal_)
 sparse = _make_deprecate(sparse_)
+
+
+def _no_grad_trunc_normal_(tensor, mean, std, a, b, generator=None):
+    """torch.nn.init's private helper behind trunc_normal_ (code copied from timm calls it):
+    trunc_normal_ with every parameter given."""
+    return trunc_normal_(tensor, mean, std, a, b, generator=generator)

@@ -1,6 +1,6 @@
 """torch.linalg's decompositions and what PyTorch composes from them, with PyTorch's signatures,
-checks, messages and named-tuple results: linalg.qr, svd, svdvals, eigh, eigvalsh, lstsq, pinv,
-matrix_rank, cond; and the top-level torch.qr, svd, pinverse. Ops of
+checks, messages and named-tuple results: linalg.qr, svd, svdvals, eigh, eigvalsh, eig,
+eigvals, lstsq, pinv, matrix_rank, cond; and the top-level torch.qr, svd, pinverse. Ops of
 llgrad/ir/ops_linalg_spectral.py; pinv, lstsq, matrix_rank and cond are PyTorch's own
 compositions (differentiable through the SVD / eigh)."""
 import numpy as np
@@ -22,6 +22,7 @@ _QR_LEGACY = named_result("qr", ["Q", "R"])
 _SVD = named_result("linalg_svd", ["U", "S", "Vh"])
 _SVD_LEGACY = named_result("svd", ["U", "S", "V"])
 _EIGH = named_result("linalg_eigh", ["eigenvalues", "eigenvectors"])
+_EIG = named_result("linalg_eig", ["eigenvalues", "eigenvectors"])
 _LSTSQ = named_result("linalg_lstsq", ["solution", "residuals", "rank", "singular_values"])
 
 
@@ -106,6 +107,41 @@ def eigh(A, UPLO="L", *, out=None):
 def eigvalsh(A, UPLO="L", *, out=None):
     """As torch.linalg.eigvalsh: the eigenvalues of a symmetric matrix, ascending."""
     return _out(_eigh(A, UPLO, False, "linalg.eigvalsh")[0], out)
+
+
+def _eig(A, name):
+    """linalg_eig of A after PyTorch's checks (complex A too, unlike check_matrix's)."""
+    if not isinstance(A, Tensor):
+        raise TypeError(f"linalg_eig(): argument 'input' (position 1) must be Tensor, not "
+                        f"{type(A).__name__}")
+    if A._data.ndim < 2:
+        raise RuntimeError(f"{name}: The input tensor A must have at least 2 dimensions.")
+    n, m = A._data.shape[-2:]
+    if n != m:
+        raise RuntimeError(f"{name}: A must be batches of square matrices, but they are {n} by "
+                           f"{m} matrices")
+    if not (A._dtype.is_floating_point or A._dtype.is_complex):
+        raise RuntimeError(f"Unknown Complex ScalarType for {A._dtype._tensor_type[:-6]}")
+    if A._dtype.itemsize == 2:          # (LAPACK has no half-precision eig)
+        raise NotImplementedError(f'"linalg_eig_out_cpu" not implemented for '
+                                  f"'{A._dtype._tensor_type[:-6]}'")
+    return call(OPS["linalg_eig"], (A,), {})
+
+
+@float32_list
+def eig(A, *, out=None):
+    """As torch.linalg.eig: (eigenvalues, eigenvectors) of a square matrix, complex (of a
+    real A too), in LAPACK's order, each eigenvector of unit norm with its largest component
+    real; its gradient is PyTorch's, and a loss that depends on the eigenvectors' phases
+    (which are arbitrary) is refused in backward."""
+    return _out(_EIG(*_eig(A, "linalg.eig")), out)
+
+
+@float32_list
+def eigvals(A, *, out=None):
+    """As torch.linalg.eigvals: the eigenvalues of a square matrix, complex, in eig's order
+    (its node is linalg.eig's, as in PyTorch)."""
+    return _out(_eig(A, "linalg.eigvals")[0], out)
 
 
 # ---- PyTorch's compositions ------------------------------------------------------------------------

@@ -172,3 +172,39 @@ class inference_mode(_DecoratorContext):
 
     def __exit__(self, *exc):
         state.grad_enabled, state.inference, state.inference_grad = self.prev
+
+
+_multithreading = threading.local()
+
+
+def _is_multithreading_enabled():
+    """Whether backward may run on per-device worker threads (torch's flag, thread-local)."""
+    return getattr(_multithreading, "enabled", True)
+
+
+class set_multithreading_enabled(_DecoratorContext):
+    """As torch.autograd.set_multithreading_enabled: sets the (thread-local) flag allowing
+    backward on device worker threads, at once, until the context exits. llgrad's backward
+    always runs on the calling thread (there are no device threads), so only the flag
+    changes."""
+
+    def __new__(cls, mode):
+        return object.__new__(cls)
+
+    def __init__(self, mode):
+        self.prev = _is_multithreading_enabled()
+        _multithreading.enabled = bool(mode)
+        self.mode = mode
+
+    def __enter__(self):
+        pass
+
+    def __exit__(self, *exc):
+        _multithreading.enabled = self.prev
+
+    def clone(self):
+        """A new context of the same mode (as PyTorch's clone: a decorated function's calls
+        each enter one)."""
+        return type(self)(self.mode)
+
+    _clone = clone

@@ -6,7 +6,7 @@ import numpy as np
 
 from ..ir.geometry import contiguous_strides
 from . import dtypes, grad_mode, rendered_text, trace_state
-from .device import CPU, device as _Device
+from .device import CPU, check as _check_device, device as _Device
 from .creation_checks import check_dlpack_export, check_moved_in_place, check_set_data
 from .formatting import tensor_repr
 from .memory_formats import channels_contiguous
@@ -208,6 +208,9 @@ class Tensor:
         cast to it (to(dtype)), as torch.Tensor.type."""
         if dtype is None:
             return "llgrad." + self._dtype._tensor_type
+        if getattr(dtype, "is_cuda", False) is True or \
+                isinstance(dtype, str) and ".cuda." in dtype:    # (torch.cuda.FloatTensor)
+            _check_device("cuda", "move a tensor to")
         if isinstance(dtype, str):      # 'llgrad.LongTensor' (or PyTorch's 'torch.LongTensor')
             name = dtype.split(".")[-1]
             found = [d for d in dtypes.ALL if d._tensor_type == name]

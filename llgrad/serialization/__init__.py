@@ -36,4 +36,10 @@ from .reader import get_unsafe_globals_in_checkpoint, load
 from .writer import DEFAULT_PROTOCOL, save
 
 __all__ = ["save", "load", "add_safe_globals", "safe_globals", "get_safe_globals",
-           "clear_safe_globals", "get_unsafe_globals_in_checkpoint", "DEFAULT_PROTOCOL"]
+           "clear_safe_globals", "get_unsafe_globals_in_checkpoint", "DEFAULT_PROTOCOL",
+           "SourceChangeWarning"]
+
+
+class SourceChangeWarning(Warning):
+    """torch.serialization.SourceChangeWarning (a pickled module's source changed since it
+    was saved); programs name it to filter it."""

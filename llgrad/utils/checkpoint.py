@@ -26,7 +26,9 @@ from ..runtime.saved_hooks import saved_tensors_hooks
 from ..runtime.saved_tensor import SavedTensor, user_location
 from ..runtime.tensor import Tensor
 
-__all__ = ["checkpoint", "checkpoint_sequential", "CheckpointError", "noop_context_fn"]
+__all__ = ["checkpoint", "checkpoint_sequential", "CheckpointError", "noop_context_fn",
+           "detach_variable", "check_backward_validity", "get_device_states",
+           "set_device_states", "DefaultDeviceType"]
 
 
 class CheckpointError(RuntimeError):
@@ -260,3 +262,63 @@ def checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwar
         end = start + size - 1
         input = checkpoint(run(start, end), input, use_reentrant=use_reentrant, **kwargs)
     return run(end + 1, len(functions) - 1)(input)
+
+
+# ---- the helpers torch.utils.checkpoint exports for hand-written checkpointing (reversible
+# layers keep the forward's random state and re-run it in backward) -----------------------------
+def detach_variable(inputs):
+    """A tuple of inputs with each tensor detached, keeping its requires_grad (non-tensors
+    kept), as torch.utils.checkpoint.detach_variable; anything but a tuple is an error."""
+    if not isinstance(inputs, tuple):
+        raise RuntimeError("Only tuple of tensors is supported. Got Unsupported input type: "
+                           f"{type(inputs).__name__}")
+    out = []
+    for inp in inputs:
+        if not isinstance(inp, Tensor):
+            out.append(inp)
+            continue
+        x = inp.detach()
+        x.requires_grad = inp.requires_grad
+        out.append(x)
+    return tuple(out)
+
+
+def check_backward_validity(inputs):
+    """Warns, as PyTorch, when no tensor among inputs requires grad."""
+    if not any(inp.requires_grad for inp in inputs if isinstance(inp, Tensor)):
+        warnings.warn("None of the inputs have requires_grad=True. Gradients will be None",
+                      stacklevel=2)
+
+
+def get_device_states(*args):
+    """([], []): the ids and generator states of the accelerator devices args' tensors are
+    on; llgrad's tensors are all on the CPU, which has none."""
+    return [], []
+
+
+def set_device_states(devices, states, *, device_type=None):
+    """Sets each device's generator state, as torch.utils.checkpoint.set_device_states;
+    there are no accelerator devices, so a state for one is an error."""
+    if device_type is None:
+        device_type = DefaultDeviceType.get_device_type()
+    if device_type == "meta":
+        return
+    for device, state in zip(devices, states):
+        raise RuntimeError(f"llgrad runs on the CPU only: no {device_type} device {device} "
+                           "to set a generator state for")
+
+
+class DefaultDeviceType:
+    """The device type checkpointing saves generator states of when no input is on an
+    accelerator, as torch.utils.checkpoint.DefaultDeviceType: 'cpu' without one."""
+    _default_device_type = None
+
+    @staticmethod
+    def set_device_type(device="cuda"):
+        DefaultDeviceType._default_device_type = device
+
+    @staticmethod
+    def get_device_type():
+        if not DefaultDeviceType._default_device_type:
+            DefaultDeviceType._default_device_type = "cpu"
+        return DefaultDeviceType._default_device_type
