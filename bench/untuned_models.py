@@ -9,8 +9,9 @@ untuned_models_fifth.py's DenseNet, TCN, VQ-VAE, SimCLR, DDPM and DeepFM;
 untuned_models_sixth.py's ResNet-18, char-GRU, attention U-Net, Perceiver, PINN and triplet
 Siamese net; untuned_models_seventh.py's DLRM, spatial transformer, DQN, tiny NeRF, BiLSTM-CRF
 and nn.Transformer translation model; untuned_models_eighth.py's BERT masked LM, Conformer,
-CLIP-mini, DeepSpeech2-style CTC model, RK4 neural ODE and YOLO-style detector; the last two
-sets have runners of their own too), each a whole
+CLIP-mini, DeepSpeech2-style CTC model, RK4 neural ODE and YOLO-style detector;
+untuned_models_ninth.py's CapsNet, DCN-V2, KAN, mixture density net, linear-attention LM and
+Mamba LM; the last three sets have runners of their own too), each a whole
 step (zero_grad, forward, loss, backward, the optimizer; Adam unless said otherwise): torch
 eager, llgrad eager and llgrad compiled, 1 thread each, seeded alike (llgrad draws PyTorch's
 numbers), losses after 6 steps compared. Blocks of 3 steps interleaved; medians of 7 blocks.
@@ -28,6 +29,7 @@ import untuned_models_fifth
 import untuned_models_sixth
 import untuned_models_seventh
 import untuned_models_eighth
+import untuned_models_ninth
 from measure import block_medians
 from llgrad.compile.eager_builds import wait as wait_eager_builds
 
@@ -38,6 +40,7 @@ FIFTH = untuned_models_fifth.NAMES   # (densenet, tcn, vqvae, simclr, ddpm, deep
 SIXTH = untuned_models_sixth.NAMES   # (resnet18, chargru, attunet, perceiver, pinn, siamese)
 SEVENTH = untuned_models_seventh.NAMES  # (dlrm, stn, dqn, nerf, crf, translate)
 EIGHTH = untuned_models_eighth.NAMES    # (bert, conformer, clip, ctc, node, yolo)
+NINTH = untuned_models_ninth.NAMES  # (capsnet, dcn, kan, mdn, linattn, mamba)
 
 
 def build(lib, name):
@@ -55,6 +58,8 @@ def build(lib, name):
         return untuned_models_seventh.build(lib, name)
     if name in EIGHTH:
         return untuned_models_eighth.build(lib, name)
+    if name in NINTH:
+        return untuned_models_ninth.build(lib, name)
     nn, F = lib.nn, lib.nn.functional
     lib.manual_seed(0)
     if name == "mobilenet":
@@ -179,7 +184,7 @@ def build(lib, name):
     return m, step
 
 NAMES = ["mobilenet", "resnet", "mixer", "vae", "textcls", "conv1d", "convae", "tfenc", "lstm_lm",
-         *MORE, *THIRD, *FOURTH, *FIFTH, *SIXTH, *SEVENTH, *EIGHTH]
+         *MORE, *THIRD, *FOURTH, *FIFTH, *SIXTH, *SEVENTH, *EIGHTH, *NINTH]
 
 
 def main(names):

@@ -16,6 +16,7 @@ from llvmlite import ir
 
 from ..ir.decompose import expand_composites, expand_composites_in_regions
 from ..ir.gemm_sums import merge_product_sums
+from ..ir.scatter_sums import merge_scatter_sums
 from ..ir.transposed_copies import products_untransposed, read_untransposed
 from ..ir.graph import Value
 from ..ir.ops_control import CONTROL
@@ -124,9 +125,10 @@ def supports(graph):
 def simplify(graph):
     """The graph the native code computes: composite norms as the primitives their VJPs
     recompute (ir/decompose.py), sums of small products as one product of stacked operands
-    (ir/gemm_sums.py: a weight shared by a loop's steps), a product's operand t(clone(t(x)))
-    read as x and a product read only through its transpose computed transposed
-    (ir/transposed_copies.py), then common subexpressions merged
+    (ir/gemm_sums.py: a weight shared by a loop's steps), sums of scatters into disjoint
+    places as one (ir/scatter_sums.py: a loop's per-step select gradients), a product's
+    operand t(clone(t(x))) read as x and a product read only through its transpose computed
+    transposed (ir/transposed_copies.py), then common subexpressions merged
     (a joint forward and backward recomputes the same statistics) and dead code dropped.
     Inputs, outputs (by position), mutated inputs and guards keep their places, so the
     Kernel answers in terms of the traced graph."""
@@ -146,7 +148,7 @@ def simplify(graph):
 
 
 PASSES = (expand_composites, read_untransposed, products_untransposed, merge_product_sums,
-          cse, dce, sink_free_nodes)          # simplify's pipeline, in order
+          merge_scatter_sums, cse, dce, sink_free_nodes)          # simplify's pipeline, in order
 
 
 def plan_graph(graph, options, clusters=True):

@@ -115,6 +115,19 @@ def _operand(plan, v, batch, as_row):
     return _Mat(acc.with_strides(tuple(bs) + (rs, cs)), rows, cols)
 
 
+def _fold_rows(A, batch):
+    """A stack times one matrix (B the same at every batch index): the stack's rows as one
+    matrix when they are evenly spaced, as NumPy's matmul and PyTorch fold them, so one
+    product of all the rows runs in place of a thin product per batch index (a cross
+    network's (512, 1, d) @ (d, d): 512 one-row products, each reading all of B). C is
+    contiguous over (*batch, M, N) either way. The folded A, or None."""
+    dims = [(n, s) for n, s in zip(batch + (A.rows,), A.acc.strides[:-1]) if n > 1]
+    if any(s0 != s1 * n1 for (_, s0), (n1, s1) in zip(dims, dims[1:])):
+        return None
+    rs = dims[-1][1] if dims else A.rs
+    return _Mat(A.acc.with_strides((rs, A.cs)), int(np.prod(batch)) * A.rows, A.cols)
+
+
 def _prepare(plan, group):
     node = group.root
     _prepare_product(plan, group, *node.inputs[:2])
@@ -128,6 +141,10 @@ def _prepare_product(plan, group, a, b):
     batch = tuple(np.broadcast_shapes(batch_a, batch_b))
     A = _operand(plan, a, batch, as_row=True)
     B = _operand(plan, b, batch, as_row=False)
+    folded = _fold_rows(A, batch) if batch and not any(B.acc.strides[:-2]) else None
+    if folded is not None:
+        A, batch = folded, ()
+        B = _Mat(B.acc.with_strides(B.acc.strides[-2:]), B.rows, B.cols)
     M, K, N = A.rows, A.cols, B.cols
     cstr = contiguous_strides(batch + (M, N))
     C = _Mat(Access(plan.buffers[node.outputs[0]], out_t.dtype, 0, cstr), M, N)
