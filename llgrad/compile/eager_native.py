@@ -24,8 +24,8 @@ MIN_ELEMENTS or more. A rule that does not trace to such a graph keeps running a
 Ops the table marks `eager_rows` (the fused LSTM and GRU cells, forward and backward) take
 float tensors of rows of H-wide blocks ((..., 4H) gates beside (..., H) states): a call of
 one dtype with the same leading dims (the rows), each row contiguous and the rows evenly
-spaced (C-contiguous, or a time step of a batch-first sequence), the largest MIN_ELEMENTS or
-more, runs codegen/eager_row_kernels.py's loop over the rows: one kernel per (op, dtype,
+spaced (C-contiguous, or a time step of a batch-first sequence), the largest MIN_ROW_ELEMENTS
+or more, runs codegen/eager_row_kernels.py's loop over the rows: one kernel per (op, dtype,
 block widths, attributes) for every H and row count, built as above, counted in `stats`
 with the others; its results (a tuple for an op of several) are fresh C-contiguous arrays
 (or the impl's own, for each step of an `eager_steps` op, a whole LSTM layer, whose impl
@@ -53,6 +53,9 @@ from .eager_builds import PENDING as _PENDING, start as _start, wait  # noqa: F4
 from .eager_steps import Steps
 
 MIN_ELEMENTS = 4096
+# (a fused cell's NumPy implementation makes ~15 passes: ~30 us at batch 16, 3H 192, its
+# row kernel ~3; below this a tiny script's RNN never waits for a build)
+MIN_ROW_ELEMENTS = 1024
 ENABLED = os.environ.get("LLGRAD_EAGER_NATIVE", "1") != "0"
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -175,7 +178,7 @@ def _rows_plan(op, arrays, attrs):
         steps.append(step)
         big = max(big, a.size)
     h = min(lasts)
-    if big < MIN_ELEMENTS or h == 0:
+    if big < MIN_ROW_ELEMENTS or h == 0:
         return None
     widths = tuple([n // h for n in lasts])
     if sum(widths) * h != sum(lasts):           # (some last size not a multiple of H)

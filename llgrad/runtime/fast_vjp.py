@@ -11,7 +11,7 @@ from ..ir import ops_nn  # noqa: F401  (mm and addmm declared)
 from ..ir.ops_nn import column_major
 from ..ir.np_matmul import matmul, products
 from ..ir.optable import OPS, c_order
-from . import dispatch, fast_vjp_small, grad_mode, trace_state  # noqa: F401 (its VJPs)
+from . import dispatch, fast_vjp_small, fast_vjp_views, grad_mode, trace_state  # noqa: F401
 from .meta_tensor import is_meta
 from .node import fast_vjps
 from .tensor import Tensor

@@ -118,6 +118,8 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
         s = t._data.shape
         if legacy[i] or s == ref and s:     # (the usual case: the checks below pass)
             continue
+        if s and len(s) == len(ref) and s[:d] == ref[:d] and s[d + 1:] == ref[d + 1:]:
+            continue                        # (another width along dim: no generator walk)
         if not s:
             raise RuntimeError(f"zero-dimensional tensor (at position {i}) cannot be "
                                "concatenated")
