@@ -15,7 +15,6 @@ import uuid
 import warnings
 import zipfile
 from urllib.parse import urlparse
-from urllib.request import Request, urlopen
 
 from .serialization import load as _load
 
@@ -99,6 +98,7 @@ def download_url_to_file(url, dst, hash_prefix=None, progress=True):
         break
     else:
         raise FileExistsError(errno.EEXIST, "No usable temporary file name found")
+    from urllib.request import Request, urlopen    # (http.client, ssl: ~30 ms, on first use)
     req = Request(url, headers={"User-Agent": "torch.hub"})
     try:
         with urlopen(req) as u:
