@@ -17,6 +17,7 @@ from ..runtime.autograd_api import grad as autograd_grad
 from .fastpath import fresh_tensors
 from . import function_replays, output_hooks
 from .backends import backward_run
+from .saved_inputs import checked_input
 from ..runtime.node import Node, _sequence, fix_grads, gradient_edge
 from ..runtime.saved_tensor import FREED, SavedTensor, user_location
 from ..runtime.tensor import Tensor
@@ -51,7 +52,7 @@ class _Layout:
         # backward runs, whether or not the compiled backward reads them (as eager raises)
         # (each with the mask of the outputs whose eager graph reads it: a backward from
         # the others does not check it)
-        eager_inputs, eager_outputs = entry.eager_saved
+        eager_inputs, eager_outputs, _ = entry.eager_saved
         self.check_inputs = tuple(eager_inputs.items())
         self.check_outputs = tuple((k, entry.diff_outputs.index(k) if k in entry.diff_outputs
                                     else 0, mask, made)
@@ -98,7 +99,7 @@ def _copy_with_layout(a):
 
 class CompiledFunctionBackward(Node):
     own_hooks = True        # (its results' hooks: output_hooks.py)
-    __slots__ = ("entry", "_layout", "_saved", "_inputs", "_versions", "_rng_state",
+    __slots__ = ("entry", "_layout", "_saved", "_inputs", "_held", "_rng_state",
                  "_where", "_checked", "_before", "_given", "_freed")
 
     def __init__(self, entry, layout):
@@ -126,13 +127,15 @@ class CompiledFunctionBackward(Node):
         node.next_functions = tuple([_NO_EDGE if i is None else
                                      (gradient_edge(tensors[i]) or _NO_EDGE)
                                      for i in layout.edges])
-        # every input is kept (with its version) for create_graph, which replays the forward
-        versions = []
+        # every input is kept (with its version) for create_graph, which replays the forward,
+        # and its memory then (what eager's saved views read after `p.data = y`: saved_inputs)
+        held = []
         for i, t in enumerate(tensors):
             if t._inference and i in entry.eager_saved[0]:
                 SavedTensor(t)          # raises eager's error: inference tensors cannot be saved
-            versions.append(t._storage.version)
-        node._inputs, node._versions = tensors, versions
+            st = t._storage
+            held.append((st.version, t._data, st))
+        node._inputs, node._held = tensors, held
         node._rng_state = None if rng_state is None else np.array(rng_state)
         node._before = before
         saved = []
@@ -160,7 +163,7 @@ class CompiledFunctionBackward(Node):
             return
         self._freed |= self._given
         if self._frees_all(self._freed):    # (else a backward from the others runs still)
-            self._saved = self._inputs = self._checked = self._before = None
+            self._saved = self._inputs = self._held = self._checked = self._before = None
 
     def _frees_all(self, given):
         """Whether after backwards from the outputs in mask `given` no other backward can
@@ -170,13 +173,7 @@ class CompiledFunctionBackward(Node):
 
     def _input(self, k):
         """Input k, checked against the version it had when the forward ran."""
-        t = self._inputs[k]
-        if t._storage.version != self._versions[k]:
-            s = SavedTensor.__new__(SavedTensor)     # what eager would have saved, to raise
-            s.tensor, s.version, s.is_output, s.output_nr = t, self._versions[k], False, 0
-            s.had_history = False
-            s.unpack(self)
-        return t
+        return checked_input(self, k)
 
     def _feeds(self, given):
         """The saved values' arrays, each version-checked as eager unpacks saved tensors

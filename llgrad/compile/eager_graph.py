@@ -2,6 +2,7 @@
 compiled backward node checks the same versions (backward_node.py) and raises "backward
 through the graph a second time" where eager's graph would."""
 from ..runtime.saved_tensor import SavedTensor
+from .saved_inputs import ITSELF, VIEW
 
 
 def eager_saved(outs, tensors, diff_out, unpacked):
@@ -11,10 +12,14 @@ def eager_saved(outs, tensors, diff_out, unpacked):
     unpacks it. A compiled backward checks exactly their versions, for the outputs given a
     gradient, so an in-place change after the call raises where eager raises, and only
     there. made: (node class name, output_nr, whether that node saved it as its own output,
-    the shape saved) of the eager node that made the output, which eager's error names."""
-    storage_in = {}
+    the shape saved) of the eager node that made the output, which eager's error names.
+    Third, {input position: kind} of the inputs saved: saved_inputs.ITSELF (the input
+    tensor itself), VIEW (another tensor over its memory) or both (what a backward reads
+    after `p.data = y` between the call and it)."""
+    storage_in, itself, kinds = {}, {}, {}
     for i, (_, t) in enumerate(tensors):
         storage_in.setdefault(id(t._storage), i)
+        itself.setdefault(id(t), i)
     storage_out = {}
     for k in diff_out:
         storage_out.setdefault(id(outs[k]._storage), k)
@@ -36,6 +41,8 @@ def eager_saved(outs, tensors, diff_out, unpacked):
                 if id(storage) in storage_in:
                     i = storage_in[id(storage)]
                     ins[i] = ins.get(i, 0) | 1 << j
+                    i = itself.get(id(data), i)
+                    kinds[i] = kinds.get(i, 0) | (ITSELF if id(data) in itself else VIEW)
                 elif id(storage) in storage_out:
                     o = storage_out[id(storage)]
                     mask, made = outs_saved.get(o, (0, None))
@@ -45,7 +52,7 @@ def eager_saved(outs, tensors, diff_out, unpacked):
                             (type(data.grad_fn).__name__, data._output_nr, False, data.shape)
                     outs_saved[o] = (mask | 1 << j, made)
             stack.extend(n for n, _ in node.next_functions)
-    return dict(sorted(ins.items())), dict(sorted(outs_saved.items()))
+    return dict(sorted(ins.items())), dict(sorted(outs_saved.items())), kinds
 
 
 def _freed(v):

@@ -1,6 +1,7 @@
 """What makes every compiled call run eagerly while it lasts: state outside the call that
 native code cannot honour at each call."""
-from ..runtime import anomaly, autocast_cast, dispatch, global_module_hooks, saved_hooks
+from ..runtime import (anomaly, autocast_cast, dispatch, global_module_hooks,
+                       global_optimizer_hooks, saved_hooks)
 
 
 def eager_only_reason():
@@ -16,4 +17,7 @@ def eager_only_reason():
     if global_module_hooks.any_hooks():     # (a trace would run them once, not per call)
         return ("global module hooks are registered (torch.nn.modules.module."
                 "register_module_*_hook)")
+    if global_optimizer_hooks.any_hooks():  # (likewise: a step's hooks run at each call)
+        return ("global optimizer step hooks are registered (torch.optim.optimizer."
+                "register_optimizer_step_*_hook)")
     return None

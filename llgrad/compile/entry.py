@@ -103,7 +103,7 @@ class Entry:
         self.output_views, self.grad_outputs, self.grad_inputs = [], [], []
         self.multi_views, self.replay_kept, self.frees = [], None, ()
         self.inference_outs, self.leaf_order = [], None
-        self.scalar_outputs, self.eager_saved, self.reusable = {}, ({}, {}), False
+        self.scalar_outputs, self.eager_saved, self.reusable = {}, ({}, {}, {}), False
         self.n_returned, self.attr_writes, self.written, self.counters = 0, None, (), ()
         self.grad_free, self.rng_index, self.step, self.grad_on = False, None, False, []
         self.leaf_hooks, self.appended, self.blind, self.functions = False, (), (), ()

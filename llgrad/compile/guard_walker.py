@@ -117,7 +117,7 @@ def _container(src, x, v, depth, dynamic=None, held=None):
     leaves = []
     for k, name, item in zip(list(v) if isinstance(v, dict) else range(len(v)), names, items):
         if dynamic and (id(v), k) in dynamic:      # (a number in a list or dict: an input)
-            leaves.append((name, _Dynamic(dynamic[id(v), k])))
+            leaves.append((name, _dynamic(dynamic[id(v), k], item)))
             if held is not None and (not held or held[-1][1] is not v):
                 held.append((x, v))
         elif isinstance(item, (list, tuple, dict)):
@@ -139,6 +139,14 @@ class _Slot:
 
 class _Unsupported(Exception):
     pass
+
+
+def _dynamic(path, value):
+    """The leaf of dynamic number `path`, `value` in the call the walker is made for: none
+    where that is no number (None put in its place: the full walk guards it by value)."""
+    if type(value) not in (int, float):
+        raise _Unsupported
+    return _Dynamic(path)
 
 
 class _Dynamic:
@@ -230,7 +238,7 @@ def _walk(src, roots, dynamic=None, appended=frozenset()):
             names = _unpack(src, "(" + "".join(f"{d}[{k!r}], " for k, _ in attrs) + ")",
                             len(attrs))
             _types_are(src, names, [a for _, a in attrs])
-            stack.extend((n, _Dynamic(dynamic[id(v), k]) if dynamic and (id(v), k) in dynamic
+            stack.extend((n, _dynamic(dynamic[id(v), k], a) if dynamic and (id(v), k) in dynamic
                           else a, depth + 1, True)
                          for n, (k, a) in reversed(list(zip(names, attrs))))
         elif _scalar_set(v):

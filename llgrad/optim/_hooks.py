@@ -7,13 +7,13 @@ from collections import OrderedDict
 from functools import wraps
 from itertools import chain
 
-from ..runtime import trace_state
+from ..runtime import global_optimizer_hooks, trace_state
 from ..runtime.tensor import Tensor
 from ..utils.hooks import RemovableHandle
 from ._flags import check_step_flags
 
-_global_pre_hooks = OrderedDict()
-_global_post_hooks = OrderedDict()
+_global_pre_hooks = global_optimizer_hooks.step_pre     # (compile/eager_only.py reads them)
+_global_post_hooks = global_optimizer_hooks.step_post
 
 
 def register_optimizer_step_pre_hook(hook):

@@ -75,7 +75,7 @@ class Adagrad(Optimizer):
                 step = _get_value(step_t)
                 if weight_decay != 0:
                     grad = grad.add(p, alpha=weight_decay)
-                clr = _div(lr, 1 + (step - 1) * lr_decay)
+                clr = _div(lr, 1 + (step - 1) * lr_decay, group, lr_decay < 0)
                 state_sum.addcmul_(grad, grad, value=1)
                 std = state_sum.sqrt().add_(eps)
                 _addcdiv_(p, grad, std, -clr)

@@ -132,7 +132,7 @@ class Adam(Optimizer):
                 step = _get_value(state["step"])
                 bias_correction1 = 1 - beta1 ** step
                 bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
-                step_size = _div(lr, bias_correction1)
+                step_size = _div(lr, bias_correction1, group, abs(raw(group, "betas")[0]) == 1)
                 if group["amsgrad"]:
                     max_sq = state["max_exp_avg_sq"]
                     max_sq.copy_(max_sq.maximum(exp_avg_sq))

@@ -3,7 +3,7 @@ step, exp_avg, exp_inf)."""
 from __future__ import annotations
 from ..runtime.creation import zeros_like
 from ..runtime.grad_mode import enable_grad, no_grad
-from ..runtime.hypers import hyper
+from ..runtime.hypers import hyper, raw
 from .optimizer import LrT, ParamsT
 from .optimizer import (Optimizer, _addcdiv_, _as_number, _check_lr, _div, _get_value,
                         _lr)
@@ -74,6 +74,6 @@ class Adamax(Optimizer):
                 exp_inf.copy_(exp_inf.mul_(_as_number(beta2, exp_inf))
                               .maximum(grad.abs().add_(eps)))
                 bias_correction = 1 - beta1 ** _get_value(step_t)
-                clr = _div(lr, bias_correction)
+                clr = _div(lr, bias_correction, group, abs(raw(group, "betas")[0]) == 1)
                 _addcdiv_(p, exp_avg, exp_inf, -clr)
         return loss

@@ -9,7 +9,7 @@ from itertools import chain
 from typing import TYPE_CHECKING, TypeAlias
 
 from ..runtime import trace_state
-from ..runtime.hypers import ParamGroup, hyper
+from ..runtime.hypers import ParamGroup, hyper, raw
 from ..runtime.creation import full
 from ..runtime.functions_settings import typename
 from ..runtime.tensor import Tensor
@@ -39,14 +39,34 @@ def _get_value(t):
     return t.double() if trace_state.state.tracer is not None else t.item()
 
 
-def _div(a, b):
+def _div(a, b, group=None, zero_possible=False):
     """a / b for a number a: `number / tensor` is reciprocal() * number in PyTorch (and
     here), which rounds differently from the float division of the untraced step. (A
     tensor a, such as a learning rate held in a tensor, divides as it is: made into a
-    `full` it would be read out with item(), a value guard when traced.)"""
+    `full` it would be read out with item(), a value guard when traced.) a is group's lr
+    when group is given: a Python float there makes the untraced step's division a
+    Python one, which raises on zero (_nonzero_divisor; zero_possible: whether b can be 0
+    in a later call of the trace, as the caller finds from the group's numbers)."""
+    if isinstance(b, Tensor) and group is not None and not isinstance(raw(group, "lr"), Tensor):
+        _nonzero_divisor(b, zero_possible)
     if not isinstance(b, Tensor) or isinstance(a, Tensor):
         return a / b
     return full((), a, dtype=b.dtype).div(b)
+
+
+def _nonzero_divisor(b, zero_possible):
+    """Eager's ZeroDivisionError for b, a traced stand-in for the Python float the untraced
+    step divides by (_get_value: Adam's 1 - beta1 ** step with beta1 set to 1, Adagrad's
+    1 + (step - 1) * lr_decay): the traced run raises it (tensor division would give the
+    parameters inf or nan instead), and where b can be 0 in a later call, a guard makes
+    that call trace again. (Only then: any value guard costs a training step ~15%.)"""
+    tracer = trace_state.state.tracer
+    if tracer is None:
+        return
+    if b._data.reshape(()).item() == 0:
+        raise ZeroDivisionError("float division by zero")
+    if zero_possible:
+        tracer.guard(b != 0, True)
 
 
 def _addcdiv_(param, tensor1, tensor2, value):

@@ -3,6 +3,7 @@ update rules, defaults, checks and state layout."""
 from __future__ import annotations
 from ..runtime import trace_state
 from ..runtime.creation import full_like, ones, tensor, zeros_like
+from ..runtime.hypers import raw
 from ..runtime.functions import where
 from ..runtime.grad_mode import enable_grad, no_grad
 from ..runtime.tensor import Tensor
@@ -143,13 +144,31 @@ class ASGD(Optimizer):
                 else:
                     ax.copy_(p)
                 step = _get_value(step_t)
-                eta.copy_(_as_tensor(lr / (1 + lambd * lr * step) ** alpha))
+                base = 1 + lambd * lr * step
+                if isinstance(base, Tensor) and not isinstance(raw(group, "lr"), Tensor):
+                    _positive_base(base, lambd < 0 or raw(group, "lr") < 0)
+                eta.copy_(_as_tensor(lr / base ** alpha))
                 mu.copy_(_as_tensor(1 / _max1(step - t0)))
         return loss
 
 
 def _as_tensor(x):
     return x if isinstance(x, Tensor) else tensor(x)
+
+
+def _positive_base(base, possible):
+    """base, a traced stand-in for the Python float the untraced step raises to alpha: a
+    base that is not positive gives Python a complex power (eta takes its real part) or
+    zero (lr / 0: ZeroDivisionError), a tensor's power nan or inf. The traced run breaks
+    then (the call runs eagerly), and where a later call's can be so (`possible`: a
+    negative lambd or lr), a guard sends it to a new trace (any guard costs a step)."""
+    tracer = trace_state.state.tracer
+    if tracer is None:
+        return
+    if not base._data.reshape(()).item() > 0:
+        tracer.graph_break("ASGD's 1 + lambd * lr * step is not positive")
+    if possible:
+        tracer.guard(base > 0, True)
 
 
 def _max1(x):
