@@ -210,6 +210,10 @@ def put(input, index, source, accumulate=False):
         raise RuntimeError(f"put_(): self and source expected to have the same dtype, but got "
                            f"self.dtype = {tname(input._dtype)} and source.dtype = "
                            f"{tname(source._dtype)}")
+    if source._data.size != index._data.size:    # (index_put would broadcast a one-element one)
+        raise IndexError(f"put_(): Expected source and index to have the same number of "
+                         f"elements, but got source.numel() = {source._data.size}, "
+                         f"index.numel() = {index._data.size}")
     n = input._data.size
     idx = index.reshape(-1)
     idx = idx + (idx < 0).long() * n

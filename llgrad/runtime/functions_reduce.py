@@ -188,10 +188,10 @@ def _no_bool(x, name):
 def _median_all(x, ignore_nan, name):
     _no_bool(x, name)
     n = x._data.size
-    if n == 0:                  # (PyTorch's nan, on the graph; for integers its lowest value)
-        if x._dtype.is_floating_point:
+    if n == 0:                  # (PyTorch's nan, on the graph; for integers nan cast to one:
+        if x._dtype.is_floating_point:      # int32's lowest value, wrapped to 0 in int8 / int16)
             return x.sum() + math.nan
-        return full_op((), iinfo(x._dtype).min, x._dtype)
+        return full_op((), iinfo(x._dtype).min if x._dtype.itemsize >= 4 else 0, x._dtype)
     s = x.reshape(-1).sort(stable=True).values
     if not x._dtype.is_floating_point:
         return s.narrow(0, (n - 1) // 2, 1).reshape(())

@@ -358,7 +358,7 @@ def take(input, index):
 
 def take_along_dim(input, indices, dim=None):
     """As torch.take_along_dim: gather along dim with input and indices broadcast against
-    each other (the flattened input when dim is None)."""
+    each other (a size 1 against a 0 is 0; the flattened input when dim is None)."""
     if indices._dtype is not dtypes.int64:
         raise RuntimeError("torch.take_along_dim(): dtype of indices should be Long but got "
                            f"{tname(indices._dtype)}")
@@ -377,7 +377,7 @@ def take_along_dim(input, indices, dim=None):
                                f"({b}) at non-singleton dimension {j}")
     if sx[d]:       # (PyTorch's wraps an index along dim: -1 is the last, 5 of 4 is 1)
         indices = indices.remainder(sx[d])
-    common = [max(a, b) if j != d else None for j, (a, b) in enumerate(zip(sx, si))]
+    common = [(b if a == 1 else a) if j != d else None for j, (a, b) in enumerate(zip(sx, si))]
     x = input.expand([sx[j] if j == d else c for j, c in enumerate(common)])
     return x.gather(d, indices.expand([si[j] if j == d else c for j, c in enumerate(common)]))
 

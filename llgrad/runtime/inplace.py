@@ -230,7 +230,9 @@ def call_inplace(op, t, inputs, attrs, _timed=False, _dual=False):
             write_sequentially(t, inputs, attrs, lambda ins, at: impl(op, ins, at),
                                bf16_values.round_to if t._dtype is bfloat16 else np.asarray)
         elif not on_meta:
-            t._data[...] = out
+            # (a 0-d result is a NumPy scalar, which NumPy range-checks where an array
+            # wraps: int8 100 += uint8 200 is 44, as PyTorch's)
+            t._data[...] = out if isinstance(out, np.ndarray) else np.asarray(out)
     except ValueError as e:
         if "read-only" not in str(e):
             raise

@@ -16,15 +16,16 @@ from .tensor import Tensor
 
 def _dims(x, dim):
     nd = x._data.ndim
-    if dim is None or (not isinstance(dim, int) and len(dim) == 0) or nd == 0:
+    if dim is None or (not isinstance(dim, int) and len(dim) == 0):
         return None
     if isinstance(dim, int):
-        return (norm_dim(dim, nd),)
+        d = norm_dim(dim, nd)       # (checked for a 0-d x too: its dim 0 / -1 is all of it)
+        return (d,) if nd else None
     dims = tuple(sorted(norm_dim(d, nd) for d in dim))
     if len(set(dims)) != len(dims):
         d = next(d for i, d in enumerate(dims) if d in dims[:i])
         raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
-    return dims
+    return dims if nd else None
 
 
 def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):

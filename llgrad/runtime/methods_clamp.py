@@ -12,6 +12,21 @@ _CLAMP, _CMIN, _CMAX = OPS["clamp"], OPS["clamp_min"], OPS["clamp_max"]
 _CATEGORY = {bool: 0, int: 1, float: 2}     # (scalar_category of the common numbers)
 
 
+def _one_kind(min, max):
+    """PyTorch's parser takes clamp's bounds as Tensors or as Numbers: with one of each, a
+    0-d tensor that needs no grad is read as a Number (so it promotes as a number does:
+    int8.clamp(-2, int32 0-d) stays int8), anything else is its TypeError."""
+    if min is None or max is None or isinstance(min, Tensor) == isinstance(max, Tensor):
+        return min, max
+    t = min if isinstance(min, Tensor) else max
+    if t._data.ndim or t.requires_grad:
+        got = ", ".join(type(b).__name__ for b in (min, max))
+        raise TypeError(f"clamp() received an invalid combination of arguments - got (Tensor, "
+                        f"{got}), but expected one of:\n * (Tensor min = None, Tensor max = "
+                        "None)\n * (Number min = None, Number max = None)")
+    return (min.item(), max) if t is min else (min, max.item())
+
+
 def _clamp_args(self, min, max):
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
@@ -25,6 +40,7 @@ def _clamp_args(self, min, max):
 
 
 def clamp(self, min=None, max=None):
+    min, max = _one_kind(min, max)
     _clamp_args(self, min, max)
     return call(_CLAMP, (self, min, max), {})
 
@@ -46,6 +62,7 @@ def _scalar_clamp_cast(self, *bounds):
 
 
 def clamp_(self, min=None, max=None):
+    min, max = _one_kind(min, max)
     _clamp_args(self, min, max)
     _scalar_clamp_cast(self, min, max)
     return call_inplace(_CLAMP, self, (self, min, max), {})

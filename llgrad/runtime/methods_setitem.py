@@ -84,7 +84,8 @@ def _byte_mask_fill(idx, value):
     """PyTorch's error for x[byte_mask] = one number: its index_put_ hands a lone mask and a
     one-element value to masked_fill_, which takes bool masks only (more values: index_put_,
     which reads the uint8 tensor as a mask; a 0-d one is read as a Python bool)."""
-    adv = [i for i in idx if _is_advanced(i)]
+    # (a Python bool is an index tensor too: x[mask, True] = 1 goes to index_put_ whole)
+    adv = [i for i in idx if _is_advanced(i) or _is_bool(i)]
     if len(adv) == 1 and isinstance(adv[0], Tensor) and adv[0]._dtype.name == "uint8" and \
             adv[0]._data.ndim and (not isinstance(value, Tensor) or value._data.size == 1):
         raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with dtype "

@@ -8,7 +8,8 @@ from ..ir.optable import method_doc
 from ..ir.ops_shape import sum_to_shape
 from . import dtypes, trace_state
 from .fast_vjp import summed_to
-from .shapes import (check_as_strided, infer_shape, norm_dim, unflatten_shape, unpack_shape)
+from .shapes import (check_as_strided, infer_shape, norm_dim, norm_dims, unflatten_shape,
+                     unpack_shape)
 from .tensor import Tensor
 from .view_dtype import view_dtype
 
@@ -103,6 +104,8 @@ def squeeze(self, dim=None):
     if dim is not None:
         dim = norm_dim(dim, nd) if isinstance(dim, int) else \
             tuple(norm_dim(d, nd) for d in dim)
+        if isinstance(dim, tuple) and len(set(dim)) != len(dim):
+            norm_dims(dim, nd)      # (raises PyTorch's "dim 0 appears multiple times")
         if nd == 0:                 # (a 0-d tensor's dim 0 / -1: nothing to squeeze)
             dim = None
     return self._op("squeeze", dim=dim)

@@ -45,6 +45,12 @@ def _users_level():
 # reductions PyTorch computes in out's dtype when no dtype= is given (sum(x, 0, out=int32)),
 # and logspace, a creation function outside creation.py
 _IN_OUT_DTYPE = ("sum", "prod", "cumsum", "cumprod", "logspace")
+# functions PyTorch declares no derivative for: their out= form takes inputs that require
+# grad (autograd's check is made by the differentiable ones only)
+_NO_DERIVATIVE = frozenset((
+    "eq", "ne", "lt", "gt", "le", "ge", "greater", "greater_equal", "less", "less_equal",
+    "not_equal", "logical_and", "logical_or", "logical_xor", "logical_not", "argmax", "argmin",
+    "searchsorted", "bucketize", "histc", "nonzero", "isin"))
 # functions whose out must have the result's dtype itself, and PyTorch's words when not
 # (a tuple: the words for each of the outputs)
 _EXACT = {n: "Expected out tensor to have dtype {r}, but got {o} instead" for n in (
@@ -150,7 +156,8 @@ def _wrap(fn, name, factory, grad_check=True):
             return fn(*args, **kwargs)
         out = kwargs.pop("out")
         # (an out that requires grad counts too; a factory is named by its ATen op)
-        if grad_check and grad_mode.state.grad_enabled and _requires_grad(args + (out,), kwargs):
+        if grad_check and name not in _NO_DERIVATIVE and grad_mode.state.grad_enabled and \
+                _requires_grad(args + (out,), kwargs):
             raise RuntimeError(f"{'aten::' if factory else ''}{name}(): functions with out=... arguments don't support "
                                "automatic differentiation, but one of the arguments requires "
                                "grad.")
