@@ -13,6 +13,7 @@ add) whose leaves are `mm(t(a_i), b_i)` (each used once), all of one dtype and s
 2-D a_i (k x m) and b_i (k x n). Leaves are stacked in chunks of at most MAX_ROWS rows, so
 the operands kept alive for the stacked product stay bounded; the chunks' products are
 added in the tree's order."""
+from .add_trees import MIXED, chosen_roots, same_key, summaries
 from .graph import Node, Value
 from .passes import _rebuild
 from .shape_rules import infer_types
@@ -71,11 +72,28 @@ def _leaves(root, uses):
     return leaves
 
 
-def _uniform(leaves):
-    (v0, (a0, b0)) = leaves[0]
-    key = (a0.type.shape, b0.type.shape, a0.type.dtype, b0.type.dtype, v0.type.dtype)
-    return all((a.type.shape, b.type.shape, a.type.dtype, b.type.dtype, v.type.dtype) == key
-               for v, (a, b) in leaves)
+def _joins(n):
+    """Whether add node n is a node of a sum's tree (add_trees.py)."""
+    return n.attrs.get("alpha", 1) == 1 and all(isinstance(x, Value) for x in n.inputs)
+
+
+def _leaf(x, uses):
+    """(products, other leaves, the products' shapes and dtypes) of operand x as a leaf."""
+    p = _product(x, uses)
+    if p is None:
+        return 0, 1, None
+    a, b = p
+    return 1, 0, (a.type.shape, b.type.shape, a.type.dtype, b.type.dtype, x.type.dtype)
+
+
+def _combine(parts):
+    return sum(p[0] for p in parts), sum(p[1] for p in parts), same_key([p[2] for p in parts])
+
+
+def _takes(summary):
+    """Whether a subtree is a sum of MIN_TERMS or more products of one shape and dtype."""
+    n, others, key = summary
+    return not others and n >= MIN_TERMS and key is not MIXED
 
 
 def _stacks(graph):
@@ -97,21 +115,10 @@ def merge_product_sums(graph):
     """graph with each qualifying sum of products as stacked products (a new Graph; graph
     itself when there is none)."""
     uses = _uses(graph)
-    plans, inside = {}, set()
-    for n in reversed(graph.nodes):
-        if n.op != "add" or n in inside:
-            continue
-        root = n.outputs[0]
-        leaves = _leaves(root, uses)
-        if leaves is None or len(leaves) < MIN_TERMS or not _uniform(leaves):
-            continue
-        plans[n] = leaves
-        stack = [root]
-        while stack:            # the tree's adds belong to this root
-            v = stack.pop()
-            if v.node is not None and v.node.op == "add" and v not in {x for x, _ in leaves}:
-                inside.add(v.node)
-                stack.extend(x for x in v.node.inputs if isinstance(x, Value))
+    summary, parent = summaries(graph, uses, _joins, lambda x: _leaf(x, uses), _combine)
+    plans = {n: _leaves(n.outputs[0], uses)     # (each a sum of uniform products: _takes)
+             for n in chosen_roots(graph, summary, parent, lambda m: _takes(summary[m]),
+                                   lambda s: s[0] >= MIN_TERMS)}
     if not plans:
         return graph
     stacks = _stacks(graph)

@@ -16,6 +16,7 @@ the tree; a leaf may be a reshape of the scatter's whole buffer), and whose unio
 sum is one leaf's value or zero, plus at most one other leaf of the tree (kept as it is,
 added last): the same numbers but for the sign of a zero (x + 0 is +0 where x is -0).
 MIN_TERMS leaves at least."""
+from .add_trees import MIXED, chosen_roots, same_key, summaries
 from .geometry import contiguous_strides, geometry_overlaps
 from .gemm_sums import _emit, _uses
 from .graph import Value
@@ -35,6 +36,37 @@ def _scatter(v, uses):
             not isinstance(n.inputs[0], Value):
         return None
     return n
+
+
+def _joins(n):
+    """Whether add node n is a node of a sum's tree (add_trees.py): its operands are tensors
+    of its own shape and dtype."""
+    t = n.outputs[0].type
+    return n.attrs.get("alpha", 1) == 1 and all(
+        isinstance(x, Value) and x.type.shape == t.shape and x.type.dtype == t.dtype
+        for x in n.inputs)
+
+
+def _leaf(x, uses):
+    """(scatters, other leaves, the scatters' geometry but offset, span and operand type) of
+    operand x as a leaf."""
+    s = _scatter(x, uses)
+    if s is None:
+        return 0, 1, None
+    shape, strides, _ = s.attrs["geom"]
+    t = s.inputs[0].type
+    return 1, 0, (tuple(shape), tuple(strides), s.attrs["span"], t.shape, t.dtype)
+
+
+def _combine(parts):
+    return sum(p[0] for p in parts), sum(p[1] for p in parts), same_key([p[2] for p in parts])
+
+
+def _takes(summary):
+    """Whether a subtree is a sum of MIN_TERMS or more scatters of one geometry but their
+    offsets, and at most one other term."""
+    n, others, key = summary
+    return others <= 1 and n >= MIN_TERMS and key is not MIXED
 
 
 def _leaves(root, uses):
@@ -105,24 +137,23 @@ def merge_scatter_sums(graph):
     """graph with each qualifying sum of strided_scatters as one (a new Graph; graph itself
     when there is none)."""
     uses = _uses(graph)
-    plans, inside = {}, set()
-    for n in reversed(graph.nodes):
-        if n.op != "add" or n in inside:
-            continue
+    summary, parent = summaries(graph, uses, _joins, lambda x: _leaf(x, uses), _combine)
+    plans, budget = {}, [4 * len(graph.nodes)]
+
+    def take(n):
+        # (a subtree whose offsets do not step evenly is searched below, as long as the
+        # leaves walked so far stay within a few times the graph: linear in a long chain)
+        if not _takes(summary[n]) or budget[0] <= 0:
+            return False
         root = n.outputs[0]
         scatters, others = _leaves(root, uses)
-        if len(scatters) < MIN_TERMS or len(others) > 1:
-            continue
+        budget[0] -= len(scatters) + len(others)
         union = _union(scatters, root)
-        if union is None:
-            continue
-        plans[n] = union + (others,)
-        stack, kept = [root], set(others)
-        while stack:            # the tree's adds belong to this root
-            v = stack.pop()
-            if v.node is not None and v.node.op == "add" and v not in kept:
-                inside.add(v.node)
-                stack.extend(x for x in v.node.inputs if isinstance(x, Value))
+        if union is not None:
+            plans[n] = union + (others,)
+        return union is not None
+
+    chosen_roots(graph, summary, parent, take, lambda s: s[0] >= MIN_TERMS)
     if not plans:
         return graph
     nodes, subst = [], {}
