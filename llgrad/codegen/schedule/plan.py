@@ -24,10 +24,10 @@ from ...ir.optable import OPS
 from ...ir.geometry import contiguous_strides
 from ..lowerings.loops import Access
 from ..lowerings.parallel import cost
+from .arena import place
 from .buffer import Buffer
 from ..lowerings.table import form_of
 
-ALIGN = 64
 MAX_LOOP_COST = 256            # a loop body's budget of OpDef.cost units (see _fusion)
 _END = object()
 
@@ -270,7 +270,7 @@ class Plan:
             b.slot = f"{b.parent.slot}x{k}"     # (a name only: the entry offsets the parent's)
         self.inputs, self.outputs, self.scratch = ins, outs, scratch
         self.nslots = len(ins) + len(outs) + len(scratch)
-        self.arena_bytes = _place(scratch)
+        self.arena_bytes = place(scratch)
 
     # ---- accesses ------------------------------------------------------------------------
     def access(self, v, shape):
@@ -364,27 +364,8 @@ def _depth(b):
 
 
 def _unique(xs):
-    out = []
-    for x in xs:
-        if all(x is not y for y in out):
-            out.append(x)
-    return out
+    """xs without repeats (by identity), in order: a cat of a loop's 1,000 steps reads 1,000
+    values (a scan of those kept so far for each was quadratic)."""
+    return list({id(x): x for x in xs}.values())
 
 
-def _place(bufs):
-    """First-fit arena placement, largest first; returns the arena size in bytes."""
-    placed = []
-    size = 0
-    for b in sorted(bufs, key=lambda b: -b.nbytes):
-        need = max(b.nbytes, 1)
-        busy = sorted((p.offset, p.offset + max(p.nbytes, 1)) for p in placed
-                      if not (p.last < b.first or b.last < p.first))
-        off = 0
-        for lo, hi in busy:
-            if off + need <= lo:
-                break
-            off = max(off, -(-hi // ALIGN) * ALIGN)
-        b.offset = off
-        placed.append(b)
-        size = max(size, off + need)
-    return size
