@@ -100,8 +100,7 @@ def merge_loops(plan):
 def _can_join(c, grp, m):
     reads = m.inside_reads(c, grp)
     # an elementwise member's own value (not a reduction's result, nor a view of a value)
-    return reads is not None and all(p.loop == "elementwise" and leaf is p.root.outputs[0]
-                                     for leaf, p in reads)
+    return all(p.loop == "elementwise" and leaf is p.root.outputs[0] for leaf, p in reads)
 
 
 def _big_total(c):
@@ -120,11 +119,8 @@ def _finish(plan, c):
     c.results = [grp.root.outputs[0] for grp in c.parts
                  if grp.loop == "reduce" or grp.root.outputs[0] in escaping or
                  any(n not in inside for n in plan.consumers[grp.root.outputs[0]])]
-    c.leaves = []
-    for grp in c.parts:
-        for x in grp.leaves:
-            if x not in computed and all(x is not y for y in c.leaves):
-                c.leaves.append(x)
+    c.leaves = list({id(x): x for grp in c.parts for x in grp.leaves
+                     if x not in computed}.values())       # (in order, each once)
 
 
 def _dtypes(c):

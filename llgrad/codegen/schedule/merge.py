@@ -42,26 +42,22 @@ class FusedGroup(Group):
 
 
 class Joining:
-    """The state of join_groups that pick() consults: which group writes a value, which fused group a group
-    joined, and which fused groups each group depends on (directly or through others)."""
+    """The state of join_groups that pick() consults: which group writes a value and which
+    fused group a group joined."""
 
     def __init__(self, plan):
         self.producer = {v: grp for grp in plan.groups for v in grp.results}
         self.cluster_of = {}
-        self.depends = {}
 
     def inside_reads(self, c, grp):
-        """[(leaf, producing group)] for grp's reads of values of c; None when grp reads
-        c through a group outside it (it could not run inside c)."""
+        """[(leaf, producing group)] for grp's reads of values of open fused group c. (A read
+        of c through a group outside it cannot be: the first group outside c on such a path
+        read c directly, and sealed it.)"""
         out = []
         for leaf in grp.leaves:
             p = self.producer.get(root_of(leaf))
-            if p is None:
-                continue
-            if self.cluster_of.get(p) is c:
+            if p is not None and self.cluster_of.get(p) is c:
                 out.append((leaf, p))
-            elif c in self.depends[p]:
-                return None
         return out
 
 
@@ -69,22 +65,18 @@ def join_groups(plan, pick):
     """{group: the fused group it joined} (fused groups have .add, .sealed)."""
     m = Joining(plan)
     for grp in plan.groups:
-        deps = set()
-        for leaf in grp.leaves:
-            p = m.producer.get(root_of(leaf))
-            if p is not None:
-                deps |= m.depends[p]
-                if p in m.cluster_of:
-                    deps.add(m.cluster_of[p])
+        # (the fused groups it reads directly: one it depends on through others was sealed
+        # by the first of those, which read it directly; so no closure is kept, which grew
+        # with the chain: quadratic in a deep model)
+        read = {m.cluster_of[p] for p in (m.producer.get(root_of(leaf)) for leaf in grp.leaves)
+                if p is not None and p in m.cluster_of}
         c = pick(grp, m)
-        for other in deps:
+        for other in read:
             if other is not c:
                 other.sealed = True
         if c is not None:
             c.add(grp)
             m.cluster_of[grp] = c
-            deps.discard(c)
-        m.depends[grp] = deps
     return m.cluster_of
 
 

@@ -121,8 +121,6 @@ def _cluster_for(grp, open_by_shape, m):
 
 def _can_join(c, grp, m):
     reads = m.inside_reads(c, grp)
-    if reads is None:
-        return False
     shapes = (tuple(c.shape), _row_shape(c.shape))
     for leaf, p in reads:
         if leaf not in p.results or root_of(leaf) is not leaf:
