@@ -260,7 +260,10 @@ def release_split(plan, release):
             if k in release and v in plan.buffers and id(plan.buffers[v]) not in kept}
     touched = [{id(x) for b in plan.group_buffers(g) for x in _and_parents(b)}
                for g in plan.groups]
-    reads = [i for i, t in enumerate(touched) if any(b in t for b in bufs)]
+    # (set against set: the smaller one is iterated; a loop over bufs for every group was
+    # quadratic in an unrolled loop's backward)
+    ids = set(bufs)
+    reads = [i for i, t in enumerate(touched) if not t.isdisjoint(ids)]
     start = reads[-1] + 1 if reads else 0
     if start == 0 or start >= len(plan.groups):
         return None

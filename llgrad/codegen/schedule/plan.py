@@ -171,7 +171,7 @@ class Plan:
         order a depth-first walk meets them; iterative, so a long fused chain cannot reach
         Python's recursion limit."""
         members.add(root)
-        stack = [iter(root.inputs)]
+        stack, seen = [iter(root.inputs)], set()     # (seen: the leaves' ids)
         while stack:
             x = next(stack[-1], _END)
             if x is _END:
@@ -182,7 +182,8 @@ class Plan:
                 if x.node not in members:
                     members.add(x.node)
                     stack.append(iter(x.node.inputs))
-            elif all(x is not y for y in leaves):
+            elif id(x) not in seen:
+                seen.add(id(x))
                 leaves.append(x)
 
     # ---- buffers ------------------------------------------------------------------------
