@@ -10,7 +10,7 @@ from . import dispatch
 from .dispatch import call
 from .functions import export, where
 from .functions_linalg_solve import _out, check_matrix, inv_ex, same_dtype
-from .functions_matrix import LinAlgError
+from .functions_matrix import LinAlgError, check_square
 from .return_types import named_result
 from .linalg import matrix_norm
 from .node import grad_enabled
@@ -111,15 +111,7 @@ def eigvalsh(A, UPLO="L", *, out=None):
 
 def _eig(A, name):
     """linalg_eig of A after PyTorch's checks (complex A too, unlike check_matrix's)."""
-    if not isinstance(A, Tensor):
-        raise TypeError(f"linalg_eig(): argument 'input' (position 1) must be Tensor, not "
-                        f"{type(A).__name__}")
-    if A._data.ndim < 2:
-        raise RuntimeError(f"{name}: The input tensor A must have at least 2 dimensions.")
-    n, m = A._data.shape[-2:]
-    if n != m:
-        raise RuntimeError(f"{name}: A must be batches of square matrices, but they are {n} by "
-                           f"{m} matrices")
+    check_square(name, A, "linalg_eig")
     if not (A._dtype.is_floating_point or A._dtype.is_complex):
         raise RuntimeError(f"Unknown Complex ScalarType for {A._dtype._tensor_type[:-6]}")
     if A._dtype.itemsize == 2:          # (LAPACK has no half-precision eig)

@@ -14,9 +14,11 @@ from .out_write import into
 from .autocast_cast import float32_list
 
 
-def _check(name, A):
+def check_square(name, A, fn=None):
+    """PyTorch's errors for A that is no tensor (TypeError naming fn, else name's last part),
+    or not a batch of square matrices."""
     if not isinstance(A, Tensor):
-        raise TypeError(f"{name.split('.')[-1]}(): argument 'input' (position 1) must be "
+        raise TypeError(f"{fn or name.split('.')[-1]}(): argument 'input' (position 1) must be "
                         f"Tensor, not {type(A).__name__}")
     if A._data.ndim < 2:
         raise RuntimeError(f"{name}: The input tensor A must have at least 2 dimensions.")
@@ -24,6 +26,10 @@ def _check(name, A):
     if n != m:
         raise RuntimeError(f"{name}: A must be batches of square matrices, but they are {n} by "
                            f"{m} matrices")
+
+
+def _check(name, A):
+    check_square(name, A)
     if A._dtype.is_complex:
         raise NotImplementedError(f"llgrad: {name} is not implemented for complex tensors")
     if not A._dtype.is_floating_point:
