@@ -75,5 +75,17 @@ def test_trains_as_torch_eager_and_compiled(name):
     np.testing.assert_allclose(c_loss, e_loss, rtol=rtol)
     if name == "translate":
         t_state, e_state, c_state = map(_without_key_biases, (t_state, e_state, c_state))
+    if name == "stn":
+        # theta's regressor starts at the identity, where grid_sample samples pixel centres
+        # exactly: bilinear weights' gradient jumps there, and which side a grid point's
+        # rounding takes differs between hosts' affine_grid (torch's own too): its weight,
+        # zero at first, is checked to 1e-2 of its scale; the rest as the others are
+        loc = [k for k in t_state if k.startswith("fc_loc.2.")]
+        _close({k: e_state[k] for k in loc}, {k: t_state[k] for k in loc}, 1e-2,
+               "eager vs torch")
+        _close({k: c_state[k] for k in loc}, {k: e_state[k] for k in loc}, 1e-2,
+               "compiled vs eager")
+        t_state, e_state, c_state = ({k: v for k, v in d.items() if k not in loc}
+                                     for d in (t_state, e_state, c_state))
     _close(e_state, t_state, 50 * rtol, "eager vs torch")
     _close(c_state, e_state, 50 * rtol, "compiled vs eager")
