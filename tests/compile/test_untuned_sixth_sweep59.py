@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
 import untuned_models_sixth as models    # noqa: E402
 
 STEPS = 4      # (the first runs eagerly (a fresh optimiser), the second traces)
-SLOW = ("resnet18", "chargru", "attunet", "perceiver", "siamese")   # (LLVM builds of 1-10 s)
+SLOW = ("resnet18", "chargru", "attunet", "perceiver", "siamese", "pinn")  # (builds of 1-10 s)
 
 
 def _run(lib, name, compiled=False):

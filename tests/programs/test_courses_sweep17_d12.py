@@ -315,6 +315,7 @@ def lora_parametrize(torch, env):
     env.rec("removed", (parametrize.is_parametrized(net.linear2), parametrize.is_parametrized(net.linear1), net.linear2.weight))
 
 
-@pytest.mark.parametrize("program", [flows, lora_parametrize])
+@pytest.mark.parametrize("program", [pytest.param(flows, marks=pytest.mark.slow),
+                                     lora_parametrize])
 def test_program(program):
     run_tutorial(program)

@@ -111,6 +111,7 @@ def gat(torch, env, concat=False):
     env.rec("params", dict(model.named_parameters()))
 
 
+@pytest.mark.slow      # (the concat-heads variant runs in the default set)
 def test_gat():
     run_tutorial(gat, rtol=1e-5, atol=1e-6)
 

@@ -157,6 +157,7 @@ def lipschitz_groupsort(torch, env):
     env.rec("params", list(model.parameters()))
 
 
-@pytest.mark.parametrize("program", [tft_vsn_quantiles, lipschitz_groupsort])
+@pytest.mark.parametrize("program", [pytest.param(tft_vsn_quantiles, marks=pytest.mark.slow),
+                                     lipschitz_groupsort])
 def test_forecasting_and_lipschitz(program):
     run_tutorial(program)

@@ -174,6 +174,7 @@ def graph_transformer_lap_pe(torch, env):
     env.rec("state", model.state_dict())
 
 
-@pytest.mark.parametrize("program", [anderson_deq, graph_transformer_lap_pe])
+@pytest.mark.parametrize("program", [pytest.param(anderson_deq, marks=pytest.mark.slow),
+                                     graph_transformer_lap_pe])
 def test_implicit_and_graph(program):
     run_tutorial(program)

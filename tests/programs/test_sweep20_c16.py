@@ -149,6 +149,6 @@ def mamba(torch, env):
     env.rec("state", model.state_dict())
 
 
-@pytest.mark.parametrize("program", [sparse_moe, mamba])
+@pytest.mark.parametrize("program", [pytest.param(sparse_moe, marks=pytest.mark.slow), mamba])
 def test_routed_scanned(program):
     run_tutorial(program)

@@ -175,6 +175,6 @@ def conv_vae(torch, env):
     env.rec("state", model.state_dict())
 
 
-@pytest.mark.parametrize("program", [ddpm, conv_vae])
+@pytest.mark.parametrize("program", [ddpm, pytest.param(conv_vae, marks=pytest.mark.slow)])
 def test_generative(program):
     run_tutorial(program)

@@ -154,6 +154,6 @@ def char_rnn(torch, env):
     env.rec("adam step", opt2.state_dict()["state"][0]["step"])
 
 
-@pytest.mark.parametrize("program", [seq2seq_gru, char_rnn])
+@pytest.mark.parametrize("program", [seq2seq_gru, pytest.param(char_rnn, marks=pytest.mark.slow)])
 def test_recurrent(program):
     run_tutorial(program)

@@ -127,5 +127,6 @@ def bert(torch, env):
     env.rec("state keys", list(model.state_dict().keys()))
 
 
+@pytest.mark.slow
 def test_bert_masked_lm_then_cls_finetune():
     run_tutorial(bert)

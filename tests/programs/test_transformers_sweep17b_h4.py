@@ -146,5 +146,6 @@ def t5(torch, env):
     env.rec("decoded", out)
 
 
+@pytest.mark.slow
 def test_t5_relative_buckets_teacher_forcing():
     run_tutorial(t5)

@@ -17,7 +17,11 @@ PROGRAMS = {
 # near-zero gradient entry into up to ~5e-6 of a weight over four steps)
 TOL = {"bert_pretraining": dict(atol=2e-5)}
 
-@pytest.mark.parametrize("name", list(PROGRAMS))
+SLOW = {'bert_pretraining'}   # whole programs over ~3 s: the slow set
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n
+                                  for n in PROGRAMS])
 def test_program(name):
     program, max_traces = PROGRAMS[name]
     _, _, compiled = run_tutorial(program, **TOL.get(name, {}))

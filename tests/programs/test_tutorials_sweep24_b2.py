@@ -16,7 +16,11 @@ PROGRAMS = {
 }
 TOL = {}
 
-@pytest.mark.parametrize("name", list(PROGRAMS))
+SLOW = {'tiny_ssd'}   # whole programs over ~3 s: the slow set
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n
+                                  for n in PROGRAMS])
 def test_program(name):
     program, max_traces = PROGRAMS[name]
     _, _, compiled = run_tutorial(program, **TOL.get(name, {}))

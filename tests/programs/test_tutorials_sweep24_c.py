@@ -20,7 +20,11 @@ PROGRAMS = {
 TOL = {"transformer_seq2seq": dict(atol=2e-5)}
 
 
-@pytest.mark.parametrize("name", list(PROGRAMS))
+SLOW = {'transformer_seq2seq'}   # whole programs over ~3 s: the slow set
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n
+                                  for n in PROGRAMS])
 def test_program(name):
     program, max_traces = PROGRAMS[name]
     _, _, compiled = run_tutorial(program, **TOL.get(name, {}))

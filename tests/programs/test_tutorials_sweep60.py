@@ -31,7 +31,7 @@ PROGRAMS = {        # name: (program, most traces of any of its compiled steps)
     # torch.full((n,), i) too: runtime/symbolic_uses.py), `if i == 0` a guarded outcome)
     "tiny_ddpm": (b.tiny_ddpm, 3),
 }
-SLOW = {"time_sequence_lbfgs", "moe_topk", "unet_dice"}    # (cold compile: seconds each)
+SLOW = {"time_sequence_lbfgs", "moe_topk", "unet_dice", "maml_sine"}  # (cold builds: seconds)
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.slow] if n in SLOW

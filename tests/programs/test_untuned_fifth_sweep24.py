@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
 import untuned_models_fifth as models    # noqa: E402
 
 STEPS = 5      # (the first may run eagerly (a fresh optimiser), the second traces)
-SLOW = ("densenet", "vqvae", "simclr", "ddpm", "deepfm")
+SLOW = ("densenet", "vqvae", "simclr", "ddpm", "deepfm", "tcn")
 
 
 def _run(lib, name, compiled=False):

@@ -16,7 +16,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
 import untuned_models_fourth as models    # noqa: E402
 
 STEPS = 4      # (the first runs eagerly (a fresh optimiser), the second traces)
-SLOW = ("swin", "wavenet", "moe", "pointnet")
+SLOW = ("swin", "wavenet", "moe", "pointnet", "flow")
 
 
 def _run(lib, name, compiled=False):
