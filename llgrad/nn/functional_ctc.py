@@ -73,6 +73,15 @@ def _check_lengths(log_probs, targets, input_lengths, target_lengths):
                                f"value {n}{where}")
 
 
+def _lengths_fit(log_probs, targets, input_lengths, target_lengths):
+    """_check_lengths' conditions as tensor ops (a 0-d bool): whether all pass."""
+    il, tl = input_lengths, target_lengths
+    fit = (il >= 0).all() & (il <= log_probs.shape[0]).all() & (tl >= 0).all()
+    if targets.dim() == 1:
+        return fit & (tl.sum() == targets.shape[0])
+    return fit & (tl.shape[0] == targets.shape[0]) & (tl <= targets.shape[1]).all()
+
+
 def _padded_targets(targets, target_lengths, given, n):
     """(N, S) targets from padded (N, S) or concatenated (sum(target_lengths),) ones."""
     if targets.dim() == 2:
@@ -137,7 +146,9 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     _check_length_kinds(input_lengths, target_lengths)
     input_lengths = _lengths(input_lengths, N, "input_lengths")
     target_lengths = _lengths(target_lengths, N, "target_lengths")
-    if trace_state.state.tracer is None:
+    if trace_state.state.tracer is None or not bool(_lengths_fit(
+            log_probs, targets, input_lengths, target_lengths)):
+        # (traced, the checks are one value guard: a compiled call raises as eager does)
         _check_lengths(log_probs, targets, input_lengths, target_lengths)
     targets = _padded_targets(targets.to(int64), target_lengths, given_targets, N)
     S = targets.shape[1]

@@ -28,11 +28,11 @@ def linear(input, weight, bias=None):
                            f"{input._data.ndim}D and {weight._data.ndim}D")
     if bias is not None:
         # PyTorch's fused paths: addmm for a matrix; a contiguous input of another rank
-        # with a 1-D bias is flattened to a matrix for addmm and viewed back
+        # with a contiguous 1-D bias is flattened to a matrix for addmm and viewed back
         nd = input._data.ndim
         if nd == 2:
             return _addmm_2d(input, weight, bias)
-        if nd and bias._data.ndim == 1 and input.is_contiguous():
+        if nd and bias._data.ndim == 1 and input.is_contiguous() and bias.is_contiguous():
             shape = input._data.shape
             n = 1
             for k in shape[:-1]:

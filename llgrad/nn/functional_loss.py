@@ -144,10 +144,11 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
                          "size.")
     if weight is not None:
         weight = weight.expand(broadcast_shapes(tuple(target.shape), tuple(weight.shape)))
-    for t in (target, weight):
-        if t is not None and t.dtype != input.dtype:
-            raise RuntimeError(f"Found dtype {_NAMES[t.dtype.name]} but expected "
-                               f"{_NAMES[input.dtype.name]}")
+    if target.dtype != input.dtype:
+        raise RuntimeError(f"Found dtype {_NAMES[target.dtype.name]} but expected "
+                           f"{_NAMES[input.dtype.name]}")
+    if weight is not None and weight.dtype != input.dtype and not weight.requires_grad:
+        weight = weight.to(input.dtype)     # (PyTorch's kernel multiplies by it in place)
     # PyTorch's kernel checks every element (as tensor ops when batched by vmap, or traced:
     # then the check is a value guard, which a compiled call's data must pass)
     for name, t in (("input", input), ("target", target)):

@@ -210,4 +210,10 @@ def einsum(*args: str | Tensor | list | tuple) -> Tensor:
     else:
         t = _permuted(t, labels, out)
     want = [sizes[lab] for lab in out]
-    return t if list(t.shape) == want else t.expand(want)
+    if list(t.shape) != want:
+        return t.expand(want)
+    if len(ops) > 1 and any(lab not in out for _, ls in ops for lab in ls):
+        # (PyTorch's last step when subscripts were summed: a view dropping their size-1
+        # dims, so its result's node is a ViewBackward0 however the pairs were combined)
+        return t.view(want)
+    return t

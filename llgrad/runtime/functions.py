@@ -13,6 +13,7 @@ from .creation_checks import fill_value_fits
 from .dispatch import call
 from .numpy_scalars import python_number
 from .shapes import check_condition as _check_condition, norm_dim
+from .shapes import broadcast_shapes as _broadcast_shapes
 from .tensor import Size, Tensor
 from .result_format import in_suggested_format
 
@@ -191,8 +192,9 @@ def equal(a: Tensor, b: Tensor) -> bool:
 def broadcast_tensors(*tensors: Tensor) -> tuple[Tensor, ...]:
     """The tensors expanded (as views) to their common broadcast shape, as
     torch.broadcast_tensors."""
-    shape = np.broadcast_shapes(*[t._data.shape for t in tensors])
-    return tuple(t.expand(shape) for t in tensors)
+    shape = _broadcast_shapes(*[t._data.shape for t in tensors])
+    # (PyTorch's expand_outplace: a tensor already of that shape is returned itself)
+    return tuple(t if t._data.shape == shape else t.expand(shape) for t in tensors)
 
 
 def broadcast_shapes(*shapes) -> Size:

@@ -1,5 +1,5 @@
-"""The rest of PyTorch's small compositions: searchsorted / bucketize (a binary search
-eagerly, by comparison while traced),
+"""The rest of PyTorch's small compositions: searchsorted / bucketize (PyTorch's binary
+search, in NumPy eagerly, as tensor ops while traced),
 index_fill / index_copy / put / fill_diagonal_ (index_put with slices), renorm, vander,
 logspace, unravel_index, the dtype queries (result_type, can_cast, promote_types,
 scalar_tensor), and Tensor's aliases and attributes PyTorch has (divide_, logical_and_,
@@ -31,7 +31,7 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
                  sorter=None):
     """As torch.searchsorted: for each value, the index of the first element of the sorted
     last dim of sorted_sequence that is >= it (> it with right=True or side='right'); nan
-    goes last (a binary search eagerly; traced, a count of comparisons)."""
+    goes last (PyTorch's binary search: in NumPy eagerly, as tensor ops traced)."""
     dtypes.no_bool_kernel((sorted_sequence,), "searchsorted_out_cpu")
     if side is not None:
         if side not in ("left", "right"):
@@ -51,27 +51,39 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
                            f"{list(seq._data.shape)} and input value tensor "
                            f"{list(values._data.shape)}")
     found = _binary_search(seq, values, right)
-    if found is not None:
-        return found.int() if out_int32 else found
-    s = seq.unsqueeze(-2) if seq._data.ndim > 1 else seq
-    v = values.unsqueeze(-1)
-    below = (s <= v) if right else (s < v)
-    count = below.sum(-1)
-    if values._dtype.is_floating_point:
-        count = where(values.isnan(), seq._data.shape[-1], count)
-    return count.int() if out_int32 else count
+    if found is None:
+        found = _traced_search(seq, values, right)
+    return found.int() if out_int32 else found
+
+
+def _traced_search(seq, values, right):
+    """_binary_search as whole-tensor ops, which a trace records: PyTorch's result for any
+    boundaries (a count of comparisons differs past a NaN or out of order)."""
+    m = seq._data.shape[-1]
+    lo = values.new_zeros(values._data.shape, dtype=dtypes.int64)
+    hi = lo + m
+    if not m:
+        return lo
+    for _ in range(m.bit_length()):         # (each round halves every live range)
+        mid = (lo + hi) // 2
+        live = lo < hi
+        k = mid.clamp(max=m - 1)
+        at = seq.gather(-1, k) if seq._data.ndim > 1 else seq[k]
+        # (lower bound: go right while !(mid >= v); upper bound: while !(mid > v))
+        go = ~(at > values) if right else ~(at >= values)
+        lo = where(live & go, mid + 1, lo)
+        hi = where(live & ~go, mid, hi)
+    return lo
 
 
 def _binary_search(seq, values, right):
     """searchsorted as PyTorch's CPU kernel searches, all values at once: log2(m) vectorised
     halvings, not n x m comparisons (65,536 boundaries and 4,096 values took 180 ms and
-    1 GiB that way). Eagerly, on sorted boundaries without NaN, where the search and the
-    count agree, so that a compiled call (which records the count) gives eager's result;
-    None otherwise (PyTorch's result there is its search's accident: the count serves)."""
+    1 GiB that way). Eagerly; None traced or batched (then _traced_search)."""
     a, v = seq._data, values._data
     if trace_state.state.tracer is not None or dispatch.batching is not None or \
-            not _sorted_numbers(a) or not a.size or not v.size:
-        return None     # (the count of comparisons: a trace's, the same for sorted numbers)
+            not a.size or not v.size:
+        return None
     m = a.shape[-1]
     rows = a.reshape(-1, m) if a.ndim > 1 else a.reshape(1, m)
     vals = v.reshape(len(rows), -1) if a.ndim > 1 else v.reshape(1, -1)
@@ -90,13 +102,6 @@ def _binary_search(seq, values, right):
             lo = np.where(live & go, mid + 1, lo)
             hi = np.where(live & ~go, mid, hi)
     return _tensor(lo.reshape(v.shape))
-
-
-def _sorted_numbers(a):
-    """Whether each row of a (its last dim) is ascending, with no NaN."""
-    if a.dtype.kind == "f" and np.isnan(a).any():
-        return False
-    return bool((a[..., 1:] >= a[..., :-1]).all())
 
 
 def bucketize(input, boundaries, *, out_int32=False, right=False):

@@ -130,6 +130,13 @@ def logcumsumexp(input, dim):
     while s < n:
         out = _logaddexp("logaddexp", out, _earlier(out, d, s, -math.inf), Tensor.exp, 1, False)
         s *= 2
+    if input.requires_grad:
+        # PyTorch's gradient (its reverse-logcumsumexp formula) is nan at an input of +inf
+        # and where the result is -inf (an all -inf prefix): the scan's pairs of equal
+        # infinities would pass 1 there. x + exp(-x * x) is x with a nan derivative at +-inf
+        bad = (out == -math.inf) | (input == math.inf)
+        x = input.masked_fill(~bad, 0)
+        out = where(bad, x + (-(x * x)).exp(), out)
     return out
 
 

@@ -296,17 +296,17 @@ def cartesian_prod(*tensors):
 
 def combinations(input, r=2, with_replacement=False):
     """As torch.combinations: the rows of r-element combinations of a 1-D tensor, in
-    itertools' order."""
+    itertools' order (a stack of their columns: PyTorch's StackBackward0, empty or not)."""
     if input._data.ndim != 1:
         raise RuntimeError(f"Expect a 1D vector, but got shape {list(input._data.shape)}")
     if r < 0:
         raise RuntimeError(f"Expect a non-negative number, but got {r}")
     pick = itertools.combinations_with_replacement if with_replacement else \
         itertools.combinations
-    rows = list(pick(range(input._data.shape[0]), r)) if r else []
-    idx = _tensor(np.array(rows, dtype=np.int64).reshape(-1))
-    # (an empty result is still on the graph, as PyTorch's)
-    return input.index_select(0, idx).reshape((len(rows), r) if r else (0,))
+    if not r:       # (PyTorch's empty result of r=0 is off the graph)
+        return input.detach().new_zeros((0,))
+    rows = np.array(list(pick(range(input._data.shape[0]), r)), np.int64).reshape(-1, r)
+    return stack([input.index_select(0, _tensor(rows[:, k])) for k in range(r)], 1)
 
 
 def _tri_indices(which, row, col, offset, dtype, device):

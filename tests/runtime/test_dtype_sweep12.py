@@ -559,11 +559,6 @@ _KNOWN = {
                           "PyTorch's std_mean / var_mean compute the mean by Welford's update, "
                           "so an infinity followed by another element makes the mean nan; "
                           "llgrad gives the mean (-inf), as torch.mean does"),
-    "searchsorted_nan_in_sequence": (lambda t: t.searchsorted(t.tensor([1.0, 3.0, nan]),
-                                                              t.tensor([nan, 4.0])),
-                                     "PyTorch's binary search tests `mid >= value`, so a nan in "
-                                     "the sorted sequence sends every value right; NumPy's "
-                                     "searchsorted orders nan last (4.0 -> 2, PyTorch 3)"),
     "f16_prod_rounding": (lambda t: t.full((2000,), 1.001, dtype=t.float16).prod(),
                           "PyTorch's vectorised float16 prod rounds partial products in its own "
                           "order on long rows (6.89); llgrad multiplies in order (5.81)"),
