@@ -11,7 +11,8 @@ Siamese net; untuned_models_seventh.py's DLRM, spatial transformer, DQN, tiny Ne
 and nn.Transformer translation model; untuned_models_eighth.py's BERT masked LM, Conformer,
 CLIP-mini, DeepSpeech2-style CTC model, RK4 neural ODE and YOLO-style detector;
 untuned_models_ninth.py's CapsNet, DCN-V2, KAN, mixture density net, linear-attention LM and
-Mamba LM; the last three sets have runners of their own too), each a whole
+Mamba LM; untuned_models_tenth.py's fast style transfer net, Set Transformer, TabNet, word2vec
+skip-gram and ESPCN; the last four sets have runners of their own too), each a whole
 step (zero_grad, forward, loss, backward, the optimizer; Adam unless said otherwise): torch
 eager, llgrad eager and llgrad compiled, 1 thread each, seeded alike (llgrad draws PyTorch's
 numbers), losses after 6 steps compared. Blocks of 3 steps interleaved; medians of 7 blocks.
@@ -30,6 +31,7 @@ import untuned_models_sixth
 import untuned_models_seventh
 import untuned_models_eighth
 import untuned_models_ninth
+import untuned_models_tenth
 from measure import block_medians
 from llgrad.compile.eager_builds import wait as wait_eager_builds
 
@@ -41,6 +43,7 @@ SIXTH = untuned_models_sixth.NAMES   # (resnet18, chargru, attunet, perceiver, p
 SEVENTH = untuned_models_seventh.NAMES  # (dlrm, stn, dqn, nerf, crf, translate)
 EIGHTH = untuned_models_eighth.NAMES    # (bert, conformer, clip, ctc, node, yolo)
 NINTH = untuned_models_ninth.NAMES  # (capsnet, dcn, kan, mdn, linattn, mamba)
+TENTH = untuned_models_tenth.NAMES  # (style, settf, tabnet, sgns, espcn)
 
 
 def build(lib, name):
@@ -60,6 +63,8 @@ def build(lib, name):
         return untuned_models_eighth.build(lib, name)
     if name in NINTH:
         return untuned_models_ninth.build(lib, name)
+    if name in TENTH:
+        return untuned_models_tenth.build(lib, name)
     nn, F = lib.nn, lib.nn.functional
     lib.manual_seed(0)
     if name == "mobilenet":
@@ -184,7 +189,7 @@ def build(lib, name):
     return m, step
 
 NAMES = ["mobilenet", "resnet", "mixer", "vae", "textcls", "conv1d", "convae", "tfenc", "lstm_lm",
-         *MORE, *THIRD, *FOURTH, *FIFTH, *SIXTH, *SEVENTH, *EIGHTH, *NINTH]
+         *MORE, *THIRD, *FOURTH, *FIFTH, *SIXTH, *SEVENTH, *EIGHTH, *NINTH, *TENTH]
 
 
 def main(names):

@@ -5,8 +5,9 @@ instead of a guard, and the function is traced with a SymbolicScalar in its plac
 count costs one more trace, not one per value (and, past the recompile limit, eager calls).
 
 A stand-in cannot pass `type(beta) is float` (isinstance holds), so a function whose code,
-or the code of the user's functions and classes it reaches, names `type` (or NumPy's
-`isscalar`) keeps its numbers guarded by value.
+or the code of the user's functions and classes it reaches, names the builtin `type` (or
+NumPy's `isscalar`) keeps its numbers guarded by value; a method or attribute named `type`
+(Tensor.type: `mask.type(x.type())`) is no read of a number's type.
 
 A stand-in returned (alone, in tuples, lists and dicts) is an output of the graph that each
 compiled call returns as a Python number (returned_stand_ins).
@@ -17,6 +18,7 @@ exception, a graph break, a SymbolicScalar elsewhere in the result, or Python st
 argument is guarded by value for good, as before; the call is traced again, so its result
 and effects are eager's."""
 import contextlib
+import dis
 
 import numpy as np
 
@@ -70,10 +72,19 @@ def _reads_types(fn, entered):
     codes = [f.__code__ for f in fns if user_function(f) is not None]
     while codes:
         code = codes.pop()
-        if _TYPE_READS & set(code.co_names):
+        if _names_type_reads(code):
             return True
         codes += [c for c in code.co_consts if hasattr(c, "co_names")]
     return False
+
+
+def _names_type_reads(code):
+    names = _TYPE_READS & set(code.co_names)
+    if names != {"type"}:
+        return bool(names)
+    # (co_names holds attribute names too: `.type(` alone is Tensor.type, not the builtin)
+    return any(i.argval == "type" and i.opname in ("LOAD_GLOBAL", "LOAD_NAME")
+               for i in dis.get_instructions(code))
 
 
 @contextlib.contextmanager

@@ -14,7 +14,10 @@ row are the output (the others read past a row's end: computed, never kept):
 - convolution_backward_input: gwide (O x OH*Wp) holds grad[n] with zeros in the columns
   past OW; dxpad[:, off : off + OH*Wp] += W[:, :, i, j]^T @ gwide for every (i, j); dx is
   dxpad's interior.
-- convolution_backward_weight: dW[:, :, i, j] += gwide @ (xpad shifted)^T over the images.
+- convolution_backward_weight: dW[:, :, i, j] += gwide @ (xpad shifted)^T over the images;
+  with a BLAS and C/G >= 2 O/G, dW[:, :, i, j]^T += (xpad shifted) @ gwide^T instead (the
+  same terms: OpenBLAS runs the taller product 1.1-1.5x faster, measured), transposed when
+  the chunks are summed.
 
 The weights are repacked once per call, offset-major (KH*KW, O, C/G), so that each
 offset's matrix has a unit stride. Groups run one after another, as in ops_conv.py.
@@ -76,6 +79,10 @@ def prepare(plan, group, st):
                           accumulate=True)
         st["rows"] = Gemm(plan, group, dt, geo.og, geo.cg, geo.ow, (nw, 1), (1, p),
                           accumulate=True)
+        if st["gemm"].blas is not None and geo.cg >= 2 * geo.og:
+            st["transposed"] = True
+            st["gemm"] = Gemm(plan, group, dt, geo.cg, geo.og, nw, (p, 1), (1, nw))
+            st["rows"] = Gemm(plan, group, dt, geo.cg, geo.og, geo.ow, (p, 1), (1, nw))
         st["grad"], st["x"] = plan.access(u, u.type.shape), plan.access(v, v.type.shape)
     chunks = min(MAX_CHUNKS, max(geo.n, 1)) if st["gemm"].blas is not None else 1
     st["grain"] = -(-max(geo.n, 1) // chunks)
@@ -249,7 +256,12 @@ def emit(plan, group, fg):
                     with loop_nest(b, extents, name="dx") as (ch, u, v):
                         g.store(g.load(padded, [tid, ch, u, v]), image, [n, ch, u, v])
     else:
-        part = Access(st["partial"], dt, 0, (kk * geo.o * geo.cg, geo.o * geo.cg, geo.cg, 1))
+        tr = bool(st.get("transposed"))     # (a group's block: C/G x O/G, else O/G x C/G)
+        part = Access(st["partial"], dt, 0, (kk * geo.o * geo.cg, geo.o * geo.cg, geo.og * geo.cg)
+                      + ((1, geo.og) if tr else (geo.cg, 1)))           # [t, k, g, o, c]
+
+        def weight_product(g, gemm, a, x, pc):
+            gemm.call(g, *((x, a, pc, geo.og) if tr else (a, x, pc, geo.cg)), True)
 
         def body(g, lo, hi, tid):
             b = g.b
@@ -262,28 +274,28 @@ def emit(plan, group, fg):
                     with whole:
                         def product(gi, k, off):
                             go, gc = b.mul(gi, c(geo.og)), b.mul(gi, c(geo.cg))
-                            gemm.call(g, g.address(wide, [tid, go, c(0)]),
-                                      g.address(plane, [tid, gc, off]),
-                                      g.address(part, [tid, k, go, c(0)]), geo.cg, True)
+                            weight_product(g, gemm, g.address(wide, [tid, go, c(0)]),
+                                           g.address(plane, [tid, gc, off]),
+                                           g.address(part, [tid, k, gi, c(0), c(0)]))
                         shifts(g, product)
                     with by_rows:
                         def row_products(gi, k, off):
                             go, gc = b.mul(gi, c(geo.og)), b.mul(gi, c(geo.cg))
                             with for_range(b, 0, geo.oh, name="row") as r:
                                 at = b.mul(r, c(ws))
-                                st["rows"].call(g, g.address(wide, [tid, go, at]),
-                                                g.address(plane, [tid, gc, b.add(off, at)]),
-                                                g.address(part, [tid, k, go, c(0)]),
-                                                geo.cg, True)
+                                weight_product(g, st["rows"], g.address(wide, [tid, go, at]),
+                                               g.address(plane, [tid, gc, b.add(off, at)]),
+                                               g.address(part, [tid, k, gi, c(0), c(0)]))
                         shifts(g, row_products)
     flops = 2 * geo.o * geo.cg * kk * nw
     parallel_range(fg, geo.n, body, work_per_iter=max(1, flops // 8), grain=st["grain"])
     if op == "convolution_backward_weight":     # the chunks' sums, in chunk order
         b = fg.b
-        with loop_nest(b, (geo.o, geo.cg, geo.kh, geo.kw), name="dw") as (o, ch, i, j):
-            k = b.add(b.mul(i, c(geo.kw)), j)
+        with loop_nest(b, (geo.g, geo.og, geo.cg, geo.kh, geo.kw), name="dw") as idx:
+            gi, oo, ch, i, j = idx
+            k, o = b.add(b.mul(i, c(geo.kw)), j), b.add(b.mul(gi, c(geo.og)), oo)
             # (a loop, as in ops_conv.py: the same code for every chunk count)
-            fg.store(fg.load(part, [c(0), k, o, ch]), out, [o, ch, i, j])
+            fg.store(fg.load(part, [c(0), k, gi, oo, ch]), out, [o, ch, i, j])
             with for_range(b, 1, st["chunks"], name="chunk") as t:
-                acc = fg.sg.add(fg.load(out, [o, ch, i, j]), fg.load(part, [t, k, o, ch]))
+                acc = fg.sg.add(fg.load(out, [o, ch, i, j]), fg.load(part, [t, k, gi, oo, ch]))
                 fg.store(acc, out, [o, ch, i, j])
