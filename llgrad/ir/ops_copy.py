@@ -36,8 +36,14 @@ def iterator_relaid(out, operands, row_major=False):
     if type(out) is not np.ndarray or out.size <= 1:
         return out
     shape = out.shape
-    want = (None if row_major else iterator_strides(shape, operands)) \
-        or contiguous_strides(shape)
+    return relaid_to(out, (None if row_major else iterator_strides(shape, operands))
+                     or contiguous_strides(shape))
+
+
+def relaid_to(out, want):
+    """out (an array of more than one element) with the strides want (in elements): out
+    itself when it has them (its size-1 dims aside), else a copy so laid out."""
+    shape = out.shape
     got = [s // out.itemsize for s in out.strides]
     if all(w == g or n == 1 for w, g, n in zip(want, got, shape)):
         return out

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..ir.geometry import (contiguous_strides, fast_to_slow, geometry_overlaps, geometry_span,
                            iterator_strides)
-from ..ir.ops_copy import CHANNELS_LAST, iterator_relaid, rows_plainly
+from ..ir.ops_copy import CHANNELS_LAST, relaid_to, rows_plainly
 from ..ir.promotion import result_dtype
 from .memory_formats import op_format
 from .tensor import Tensor as _Tensor
@@ -58,12 +58,51 @@ def iterator_layout(out, inputs, op):
     no input is cast."""
     if rows_plainly([x._data for x in inputs if isinstance(x, _Tensor)], out.shape):
         return out
+    if type(out) is not np.ndarray or out.size <= 1:
+        return out
+    # the strides wanted are a function of the operands' geometry and types alone: worked
+    # out once per geometry (an expanded gradient meets the same ones every step; PyTorch's
+    # sort of the dims cost ~10 us an op)
+    key = _geometry_key(out, inputs, op)
+    want = _wanted.get(key, False) if key is not None else _relaid_strides(out, inputs, op)
+    if want is False:
+        if len(_wanted) > 4096:         # (a bound, not an LRU: geometries rarely vary)
+            _wanted.clear()
+        want = _wanted[key] = _relaid_strides(out, inputs, op)
+    return out if want is None else relaid_to(out, want)
+
+
+_wanted = {}        # _geometry_key -> _relaid_strides
+_KEYED = (int, float, bool, complex, str, type(None))
+
+
+def _geometry_key(out, inputs, op):
+    # (op, the result's shape, each tensor operand's shape, strides and dtype, each other
+    # operand's type: all the promotion and the sort read), or None: not cached
+    key = [op, out.shape]
+    for x in inputs:
+        if isinstance(x, _Tensor):
+            a = x._data
+            if type(a) is not np.ndarray:
+                return None
+            key.append((a.shape, a.strides, x._dtype))
+        elif type(x) in _KEYED:
+            key.append(type(x))
+        else:
+            return None
+    return tuple(key)
+
+
+def _relaid_strides(out, inputs, op):
+    """The strides (in elements) PyTorch gives op's result out from these inputs, or None
+    where out is kept as it is (an operand with a negative stride)."""
     operands = _iterator_operands(inputs, op)
     if operands is None:
-        return out
+        return None
     # (pow(Scalar, Tensor) makes a row-major result)
     row_major = op is not None and op.name == "pow" and not isinstance(inputs[0], _Tensor)
-    return iterator_relaid(out, operands, row_major)
+    return (None if row_major else iterator_strides(out.shape, operands)) or \
+        contiguous_strides(out.shape)
 
 
 def _iterator_operands(inputs, op):

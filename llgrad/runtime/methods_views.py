@@ -39,6 +39,11 @@ def view(self, *shape, dtype=None):
 
 def reshape(self, *shape):
     shape = infer_shape(unpack_shape(shape), self._data.size)
+    data = self._data
+    if type(data) is np.ndarray and data.flags.c_contiguous:
+        # (any shape of its size views a C-contiguous array, which is_contiguous: the view
+        # below, without np.reshape's try and the strides read, ~3 us of ~7)
+        return self._op("view", shape=shape)
     try:
         np.reshape(self._data, shape, copy=False)
     except ValueError:

@@ -135,10 +135,16 @@ def pack_padded_sequence(input, lengths, batch_first=False, enforce_sorted=True)
     if lens and lens[0] > input.shape[0]:
         raise RuntimeError(f"Expected sequence length to be at most {input.shape[0]}, but got "
                            f"{lens[0]}")
-    steps = lens[0] if lens else 0
+    if not lens:
+        raise RuntimeError("Cannot pack empty tensors.")
+    steps = lens[0]
     batch_sizes = [sum(1 for n in lens if n > t) for t in range(steps)]
-    data = rename(cat([input[t, :b] for t, b in enumerate(batch_sizes)], 0),
-                  "PackPaddedSequenceBackward0")
+    # one gather of the packed rows (step t's first batch_sizes[t] sequences, in step
+    # order), not a slice per step: those made a node each, and each one's backward a
+    # zero-filled gradient of the whole input (quadratic in the steps); the same values
+    at = [(t, i) for t, b in enumerate(batch_sizes) for i in range(b)]
+    data = rename(input[tensor([t for t, _ in at], dtype=int64),
+                        tensor([i for _, i in at], dtype=int64)], "PackPaddedSequenceBackward0")
     return PackedSequence(data, tensor(batch_sizes, dtype=int64), sorted_indices, None)
 
 
@@ -155,18 +161,21 @@ def pad_packed_sequence(sequence, batch_first=False, padding_value=0.0, total_le
     data = sequence.data
     batch = batch_sizes[0] if batch_sizes else 0
     feat = tuple(data.shape[1:])
-    rows, start = [], 0
-    for b in batch_sizes:
-        step = data[start:start + b]
-        if b < batch:
-            step = cat([step, full((batch - b,) + feat, padding_value, dtype=data.dtype,
-                                   device=data.device)], 0)
-        rows.append(step)
-        start += b
-    rows += [full((batch,) + feat, padding_value, dtype=data.dtype,
-                  device=data.device)] * (max_len - len(rows))
-    # (PyTorch copies each step into a fresh padded tensor: CopySlices)
-    padded = rename(stack(rows, 0), "CopySlices") if rows else data.new_zeros((0, batch) + feat)
+    if max_len:
+        # one gather from the packed rows and a padding row after them (row len(data)):
+        # position (t, i) takes row offset_t + i where sequence i has step t (as the
+        # packing loop's slices, each row once: the same values forward and backward)
+        where, start = [], 0
+        for t in range(max_len):
+            b = batch_sizes[t] if t < len(batch_sizes) else 0
+            where.append([start + i if i < b else data.shape[0] for i in range(batch)])
+            start += b
+        rows = cat([data, full((1,) + feat, padding_value, dtype=data.dtype,
+                               device=data.device)], 0)
+        # (PyTorch copies each step into a fresh padded tensor: CopySlices)
+        padded = rename(rows[tensor(where, dtype=int64)], "CopySlices")
+    else:
+        padded = data.new_zeros((0, batch) + feat)
     lengths = tensor([sum(1 for b in batch_sizes if b > i) for i in range(batch)], dtype=int64)
     if batch_first:
         padded = padded.transpose(0, 1)
