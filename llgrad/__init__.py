@@ -89,7 +89,7 @@ _log._configure_from_env()
 # ao and quantization: post-training dynamic quantization, a dozen modules; onnx,
 # __future__, _higher_order_ops and _logging: rarely used torch.* namesakes)
 _LAZY_SUBMODULES = ("multiprocessing", "ao", "quantization", "onnx", "__future__",
-                    "_higher_order_ops", "_logging")
+                    "_higher_order_ops", "_logging", "fx")
 
 
 def __getattr__(name):

@@ -2,8 +2,9 @@
 when it is installed and otherwise a stand-in with PyTorch's: a byte counter that takes
 `total`, `update`, `set_description`, `write` and `close` (and, as PyTorch's, cannot wrap
 an iterable). Files download as PyTorch downloads them (`download_url_to_file`,
-`load_state_dict_from_url`: a checkpoint by URL, cached under get_dir()/checkpoints); loading
-models from a GitHub repository's hubconf.py (torch.hub.load, list, help) is not provided."""
+`load_state_dict_from_url`: a checkpoint by URL, cached under get_dir()/checkpoints); entry
+points of a hubconf.py (load, list, help: hub_entrypoints.py) from a local directory or a
+repository already in the hub cache (llgrad does not download repositories)."""
 import errno
 import hashlib
 import os
@@ -16,9 +17,11 @@ import warnings
 import zipfile
 from urllib.parse import urlparse
 
+from .hub_entrypoints import entry_doc, entry_points, load_local, repo_dir
 from .serialization import load as _load
 
-__all__ = ["tqdm", "get_dir", "set_dir", "download_url_to_file", "load_state_dict_from_url"]
+__all__ = ["tqdm", "get_dir", "set_dir", "download_url_to_file", "load_state_dict_from_url",
+           "load", "list", "help"]
 
 HASH_REGEX = re.compile(r"-([a-f0-9]*)\.")   # (a file name's sha256 prefix: name-<hash>.ext)
 READ_DATA_CHUNK = 128 * 1024
@@ -178,3 +181,29 @@ def load_state_dict_from_url(url, model_dir=None, map_location=None, progress=Tr
     if _is_legacy_zip_format(cached_file):
         return _legacy_zip_load(cached_file, model_dir, map_location, weights_only)
     return _load(cached_file, map_location=map_location, weights_only=weights_only)
+
+
+def list(github, force_reload=False, skip_validation=False, trust_repo="check",  # noqa: A001
+         verbose=True):
+    """The callable entry points (names not starting with _) of a cached repository's
+    hubconf.py, as torch.hub.list."""
+    return entry_points(repo_dir(github, force_reload, get_dir()))
+
+
+def help(github, model, force_reload=False, skip_validation=False,  # noqa: A001
+         trust_repo="check"):
+    """The docstring of entry point model, as torch.hub.help."""
+    return entry_doc(repo_dir(github, force_reload, get_dir()), model)
+
+
+def load(repo_or_dir, model, *args, source="github", trust_repo="check", force_reload=False,
+         verbose=True, skip_validation=False, **kwargs):
+    """What entry point model of repo_or_dir's hubconf.py makes of args and kwargs, as
+    torch.hub.load: source='local' takes a directory; 'github' a repository in the hub cache
+    (owner/name[:ref])."""
+    source = source.lower()
+    if source not in ("github", "local"):
+        raise ValueError(f'Unknown source: "{source}". Allowed values: "github" | "local".')
+    if source == "github":
+        repo_or_dir = repo_dir(repo_or_dir, force_reload, get_dir())
+    return load_local(repo_or_dir, model, *args, **kwargs)

@@ -7,6 +7,7 @@
                                    rules_shape.py, rules_nn.py; `batching.path(op)` says
                                    which path an op takes)
     functional_call                functional_call.py
+    rearrange                      rearrange.py (einops.rearrange's patterns)
     stack_module_state, linearize, replace_all_batch_norm_modules_, functionalize,
     debug_unwrap                   extras.py
 
@@ -20,8 +21,9 @@ from .functional_call import functional_call
 from .grad import grad, grad_and_value, vjp
 from .jacobians import hessian, jacrev
 from .vmap import vmap
+from .rearrange import rearrange
 from . import custom_function  # noqa: F401,E402 (autograd.Function under vmap)
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "vmap",
            "functional_call", "stack_module_state", "replace_all_batch_norm_modules_",
-           "linearize", "functionalize", "debug_unwrap"]
+           "linearize", "functionalize", "debug_unwrap", "rearrange"]

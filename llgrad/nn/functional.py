@@ -47,6 +47,7 @@ from .functional_loss_margin import (cosine_embedding_loss, gaussian_nll_loss,  
 from .functional_attention import (multi_head_attention_forward,  # noqa: F401
                                    scaled_dot_product_attention)
 from .functional_embedding_bag import embedding_renorm_, embedding_bag  # noqa: F401
+from .functional_embedding_sparse import sparse_embedding
 from .functional_grid import affine_grid, grid_sample, grid_sampler  # noqa: F401
 from .functional_ctc import ctc_loss  # noqa: F401
 from .functional_noise import gumbel_softmax, rrelu, rrelu_  # noqa: F401
@@ -218,13 +219,10 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
         raise IndexError("index out of range in self")
     if padding_idx is not None and padding_idx < 0:
         padding_idx += n
-    if sparse and weight.requires_grad and grad_mode.is_grad_enabled():
-        # (a dense gradient where PyTorch's is sparse would change what the optimisers and
-        # the user's code do with it: as Embedding(sparse=True) and embedding_bag, refused)
-        raise NotImplementedError("llgrad has no sparse gradients: embedding(sparse=True) is "
-                                  "not supported for a weight that requires grad")
     if max_norm is not None and not weight.is_meta:   # PyTorch renormalises the used rows
         embedding_renorm_(weight, input, max_norm, norm_type)     # in place first
+    if sparse and weight.requires_grad and grad_mode.is_grad_enabled():
+        return sparse_embedding(input, weight, padding_idx, scale_grad_by_freq)
     attrs = {"padding_idx": padding_idx}
     if scale_grad_by_freq:
         attrs["scale_grad_by_freq"] = True

@@ -23,6 +23,7 @@ from ..runtime.creation import arange, ones, zeros
 from ..runtime.dtypes import bool_, int64
 from ..runtime.node_names import rename
 from ..runtime.vmap_fallback import meta_on_mismatch
+from .functional_embedding_sparse import sparse_embedding
 
 __all__ = ["embedding_bag", "embedding_renorm_"]
 
@@ -112,9 +113,27 @@ class _ScaleGrad(Function):
         return grad * ctx.scale, None
 
 
+class _MeanOfBags(Function):
+    """sums / counts whose backward multiplies by the counts' reciprocals, as PyTorch's
+    sparse embedding_bag backward (grad * (1 / count), rounded to the dtype first)."""
+
+    @staticmethod
+    def forward(ctx, sums, counts):
+        ctx.scale = counts.reciprocal()
+        return sums / counts
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * ctx.scale, None
+
+
+_MeanOfBags._backward_cls.__name__ = "EmbeddingBagBackward0"      # (its grad_fn: PyTorch's)
+
+
 def _bags(weight, indices, offsets, scale_grad_by_freq, mode, per_sample_weights,
-          include_last_offset, padding_idx):
-    """ATen's _embedding_bag on checked arguments: (B, D) from 1-D indices and offsets."""
+          include_last_offset, padding_idx, sparse=False):
+    """ATen's _embedding_bag on checked arguments: (B, D) from 1-D indices and offsets;
+    sparse: weight's gradient is sparse (functional_embedding_sparse.py)."""
     num_weights, dim = weight.shape
     if padding_idx is not None:
         if not -num_weights <= padding_idx < num_weights:
@@ -134,11 +153,21 @@ def _bags(weight, indices, offsets, scale_grad_by_freq, mode, per_sample_weights
         bag = bag.masked_fill(idx == padding_idx, b)
     if include_last_offset and b + 1 == offsets.shape[0]:   # (past the last offset: no bag)
         bag = bag.masked_fill(arange(n, dtype=int64) >= offsets[-1].to(int64), b)
+    if sparse:      # (an entry per index, padding's left out; scale_grad_by_freq raises)
+        return _bag_rows(sparse_embedding(idx, weight, padding_idx, scale_grad_by_freq),
+                         weight, bag, b, n, mode, per_sample_weights, _MeanOfBags.apply)
     rows = weight.index_select(0, idx)
     if scale_grad_by_freq and grad_mode.is_grad_enabled() and weight.requires_grad:
         counts = zeros(num_weights, dtype=int64).index_add(0, idx, ones(n, dtype=int64))
         scale = 1.0 / counts.index_select(0, idx).to(weight.dtype)
         rows = _ScaleGrad.apply(rows, scale.unsqueeze(1))
+    return _bag_rows(rows, weight, bag, b, n, mode, per_sample_weights)
+
+
+def _bag_rows(rows, weight, bag, b, n, mode, per_sample_weights, mean=None):
+    """The bags' sums, means or maxima of the looked-up rows (bag b: padding, cut off);
+    mean(sums, counts) divides (its backward, _MeanOfBags's, as PyTorch's sparse one)."""
+    dim = weight.shape[1]
     if mode == 2:
         out = weight.new_zeros((b + 1, dim)).scatter_reduce(
             0, bag.unsqueeze(1).expand(n, dim), rows, "amax", include_self=False)
@@ -148,7 +177,8 @@ def _bags(weight, indices, offsets, scale_grad_by_freq, mode, per_sample_weights
     out = weight.new_zeros((b + 1, dim)).index_add(0, bag, rows)[:b]
     if mode == 1:
         count = weight.new_zeros((b + 1,)).index_add(0, bag, weight.new_ones((n,)))[:b]
-        out = out / count.clamp_min(1).unsqueeze(1)
+        count = count.clamp_min(1).unsqueeze(1)
+        out = out / count if mean is None else mean(out, count)
     return out
 
 
@@ -159,8 +189,8 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
     """As torch.nn.functional.embedding_bag: the sums, means or maxima of bags of rows of
     weight. input is 2-D (B fixed-length bags) or 1-D with offsets (each bag's start; with
     include_last_offset one more, the end); per_sample_weights scale the rows (mode 'sum'),
-    indices equal to padding_idx are left out. sparse=True (sparse gradients) is not
-    supported."""
+    indices equal to padding_idx are left out; sparse=True gives weight a sparse gradient
+    (one entry per index, as PyTorch's)."""
     if weight.dtype == int64 and input.is_floating_point():
         warnings.warn("Argument order of nn.functional.embedding_bag was changed. Usage "
                       "`embedding_bag(weight, input, ...)` is deprecated, and should now be "
@@ -200,9 +230,6 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
             raise ValueError("max mode does not support scaling the gradient by the frequency")
         if sparse:
             raise ValueError("max mode does not support sparse weights")
-    if sparse:
-        raise NotImplementedError("llgrad has no sparse gradients: embedding_bag(sparse=True) "
-                                  "is not supported")
     if max_norm is not None:             # PyTorch renormalises the used rows in place first
         embedding_renorm_(weight, input, max_norm, norm_type)
     if per_sample_weights is not None and mode != "sum":
@@ -211,5 +238,6 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
                                   f"mode='{mode}'). Please open a feature request on GitHub.")
     _check_dtypes(weight, input, offsets, per_sample_weights)
     return rename(_bags(weight, input, offsets, scale_grad_by_freq, _MODES[mode],
-                        per_sample_weights, include_last_offset, padding_idx),
+                        per_sample_weights, include_last_offset, padding_idx,
+                        sparse and weight.requires_grad and grad_mode.is_grad_enabled()),
                   "EmbeddingBagBackward0")

@@ -14,7 +14,7 @@ class EmbeddingBag(Module):
     """As torch.nn.EmbeddingBag: the sums, means or maxima of bags of embeddings, without the
     (N, D) embeddings of the bags' indices ever being a module output. forward(input,
     offsets=None, per_sample_weights=None) takes 2-D input (fixed-length bags) or 1-D input
-    with offsets. sparse=True (sparse gradients) is not supported."""
+    with offsets; sparse=True gives the weight a sparse gradient."""
 
     def __init__(self, num_embeddings, embedding_dim, max_norm=None, norm_type=2.0,
                  scale_grad_by_freq=False, mode="mean", sparse=False, _weight=None,
@@ -35,9 +35,6 @@ class EmbeddingBag(Module):
                     raise AssertionError("padding_idx must be within num_embeddings")
                 padding_idx = self.num_embeddings + padding_idx
         self.padding_idx = padding_idx
-        if sparse:
-            raise NotImplementedError("llgrad has no sparse gradients: EmbeddingBag(sparse=True) "
-                                      "is not supported")
         if _weight is None:
             self.weight = Parameter(empty((num_embeddings, embedding_dim), **kw))
             self.reset_parameters()

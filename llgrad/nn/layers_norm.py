@@ -154,7 +154,7 @@ class LayerNorm(Module):
 
 
 class Embedding(Module):
-    """As torch.nn.Embedding (padding_idx, max_norm; sparse=True is not supported)."""
+    """As torch.nn.Embedding (padding_idx, max_norm, sparse: a sparse COO weight gradient)."""
     def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None,
                  norm_type=2.0, scale_grad_by_freq=False, sparse=False, _weight=None,
                  _freeze=False, device=None, dtype=None):
@@ -170,9 +170,6 @@ class Embedding(Module):
                 if padding_idx < -num_embeddings:
                     raise AssertionError("Padding_idx must be within num_embeddings")
                 padding_idx = num_embeddings + padding_idx
-        if sparse:
-            raise NotImplementedError("llgrad has no sparse gradients: Embedding(sparse=True) is "
-                                      "not supported")
         self.padding_idx = padding_idx
         self.max_norm = max_norm
         self.norm_type = norm_type

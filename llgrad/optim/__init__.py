@@ -13,4 +13,5 @@ from .radam import RAdam  # noqa: F401
 from .rmsprop import RMSprop  # noqa: F401
 from .rprop import ASGD, Rprop  # noqa: F401
 from .sgd import SGD  # noqa: F401
+from .sparse_adam import SparseAdam  # noqa: F401
 from . import swa_utils  # noqa: F401,E402 (torch.optim.swa_utils)

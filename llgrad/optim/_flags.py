@@ -52,3 +52,34 @@ def check_step_flags(opt):
         if any(p.requires_grad or p.grad.requires_grad for p in with_grad):
             raise NotImplementedError("llgrad.optim: differentiable=True (a step that autograd "
                                       "records) is not supported")
+
+
+# PyTorch's optimisers that refuse a sparse gradient at step (SGD, Adagrad, SparseAdam and
+# LBFGS take them), each with its message; AdamW's is Adam's
+_NO_SPARSE = {"Adam": "Adam does not support sparse gradients, please consider SparseAdam "
+                      "instead"}
+_NO_SPARSE["AdamW"] = _NO_SPARSE["Adam"]
+for _name in ("Adamax", "ASGD", "Adadelta", "NAdam", "RAdam", "RMSprop", "Rprop", "Adafactor",
+              "Muon"):
+    _NO_SPARSE[_name] = f"{_name} does not support sparse gradients"
+
+
+def refuses_sparse(opt):
+    """Whether opt is (derives from) one of llgrad's optimisers without a sparse rule."""
+    for cls in type(opt).__mro__:
+        if cls.__module__.startswith("llgrad.optim"):
+            return _NO_SPARSE.get(cls.__name__)
+    return None
+
+
+def check_sparse_grads(opt):
+    """Raise PyTorch's error when an optimiser of llgrad's that has no sparse rule meets a
+    sparse gradient (nn.Embedding(sparse=True)'s)."""
+    message = refuses_sparse(opt)
+    if message is None:
+        return
+    for group in opt.param_groups:
+        for p in group["params"]:
+            g = p._grad
+            if g is not None and g.__class__ is not p.__class__ and g.is_sparse:
+                raise RuntimeError(message)

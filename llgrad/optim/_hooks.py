@@ -10,7 +10,7 @@ from itertools import chain
 from ..runtime import global_optimizer_hooks, trace_state
 from ..runtime.tensor import Tensor
 from ..utils.hooks import RemovableHandle
-from ._flags import check_step_flags
+from ._flags import check_sparse_grads, check_step_flags, refuses_sparse
 
 _global_pre_hooks = global_optimizer_hooks.step_pre     # (compile/eager_only.py reads them)
 _global_post_hooks = global_optimizer_hooks.step_post
@@ -40,8 +40,10 @@ def hooked_step(func):
         pre = self.__dict__.get("_optimizer_step_pre_hooks")
         post = self.__dict__.get("_optimizer_step_post_hooks")
         _untraced_below_float32(self)
+        args, kwargs = _closure_checked(self, args, kwargs)
         if not (pre or post or _global_pre_hooks or _global_post_hooks):
             check_step_flags(self)
+            check_sparse_grads(self)
             return func(self, *args, **kwargs)
         args = (self,) + args
         for hook in chain(_global_pre_hooks.values(), (pre or {}).values()):
@@ -52,6 +54,7 @@ def hooked_step(func):
                                        f"new_kwargs), but got {result}.")
                 args, kwargs = result
         check_step_flags(self)
+        check_sparse_grads(self)
         out = func(*args, **kwargs)
         for hook in chain((post or {}).values(), _global_post_hooks.values()):
             hook(self, args, kwargs)
@@ -59,6 +62,22 @@ def hooked_step(func):
 
     step._hooked = True
     return step
+
+
+def _closure_checked(opt, args, kwargs):
+    """(args, kwargs) with a closure that checks, after it ran, for sparse gradients the
+    optimiser refuses (PyTorch's step checks them after its closure)."""
+    closure = kwargs.get("closure", args[0] if args else None)
+    if closure is None or not callable(closure) or refuses_sparse(opt) is None:
+        return args, kwargs
+
+    def checked():
+        out = closure()
+        check_sparse_grads(opt)
+        return out
+    if "closure" in kwargs:
+        return args, dict(kwargs, closure=checked)
+    return (checked,) + args[1:], kwargs
 
 
 def _untraced_below_float32(opt):

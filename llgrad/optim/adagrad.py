@@ -2,6 +2,7 @@
 of every parameter is made when the optimiser is constructed."""
 from __future__ import annotations
 from ..runtime.creation import full_like
+from ..runtime.functions_sparse import sparse_coo_tensor
 from ..runtime.grad_mode import enable_grad, no_grad
 from .optimizer import LrT, ParamsT
 from .optimizer import (Optimizer, _addcdiv_, _check_lr, _div, _for_loop_only, _get_value,
@@ -74,9 +75,25 @@ class Adagrad(Optimizer):
                 step_t.add_(1)
                 step = _get_value(step_t)
                 if weight_decay != 0:
+                    if grad.is_sparse:
+                        raise RuntimeError("weight_decay option is not compatible with sparse "
+                                           "gradients")
                     grad = grad.add(p, alpha=weight_decay)
                 clr = _div(lr, 1 + (step - 1) * lr_decay, group, lr_decay < 0)
+                if grad.is_sparse:      # (nn.Embedding(sparse=True)'s: PyTorch's sparse rule)
+                    _sparse_update(p, grad, state_sum, clr, eps)
+                    continue
                 state_sum.addcmul_(grad, grad, value=1)
                 std = state_sum.sqrt().add_(eps)
                 _addcdiv_(p, grad, std, -clr)
         return loss
+
+
+def _sparse_update(p, grad, state_sum, clr, eps):
+    """PyTorch's Adagrad update for a sparse gradient: the sum and the parameter change at
+    the gradient's entries only (coalesced first: the update is not linear)."""
+    grad = grad.coalesce()
+    indices, values, size = grad._indices(), grad._values(), grad.size()
+    state_sum.add_(sparse_coo_tensor(indices, values.pow(2), size))
+    std_values = state_sum.sparse_mask(grad)._values().sqrt_().add_(eps)
+    p.add_(sparse_coo_tensor(indices, values / std_values, size), alpha=-clr)

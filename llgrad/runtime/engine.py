@@ -38,7 +38,7 @@ UNUSED = ("The differentiated Tensor at index {} appears to not have been used i
 def _add(a, b):
     if a is None:
         return b
-    return a + b
+    return b + a if a.__class__ is not Tensor and a.is_sparse else a + b   # (torch's order)
 
 
 def _edge(t):
@@ -325,7 +325,7 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
                             buf[nr] = _new(np.add(old._data, g._data))
                             sums.add(key)
                     else:
-                        buf[nr] = old + g
+                        buf[nr] = _add(old, g)
                 d = deps[child] - 1
                 deps[child] = d
                 if d == 0:

@@ -11,8 +11,9 @@ import numpy as np
 from . import dtypes, functions, trace_state
 from .creation import tensor as _tensor, zeros
 from .dispatch import scalar_type_name as tname
-from .functions import cat, export
+from .functions import export
 from .node_names import rename
+from .sparse_add import dense_add_sparse, sparse_add_, sparse_sum
 from .sparse_coo import SparseCOOTensor, _index_tensor
 from .tensor import Tensor
 
@@ -161,12 +162,8 @@ def _mul(s, other):
 
 
 def _add(s, other, alpha=1):
-    if type(other) is SparseCOOTensor and other._sp_size == s._sp_size and \
-            other.sparse_dim() == s.sparse_dim():
-        vals = other._sp_values if alpha == 1 else other._sp_values * alpha
-        return _make(_index_tensor(np.concatenate([s._sp_indices._data, other._sp_indices._data],
-                                                  1)),
-                     cat([s._sp_values, vals]), s._sp_size, False)
+    if type(other) is SparseCOOTensor and other._sp_size == s._sp_size:
+        return sparse_sum(s, other, alpha)
     if isinstance(other, Tensor) and type(other) is not SparseCOOTensor and other.dim():
         raise RuntimeError("add(sparse, dense) is not supported. Use add(dense, sparse) "
                            "instead.")
@@ -264,11 +261,13 @@ _S.div = _S.__truediv__ = lambda self, other: (
     if _scalar(other) else self.to_dense() / other)
 _S.neg = _S.__neg__ = lambda self: _mul(self, -1)
 _S.add = _S.__add__ = _add
-_S.__radd__ = lambda self, other: (other + self.to_dense() if isinstance(other, Tensor) else
-                                   _add(self, other))
+_S.__radd__ = lambda self, other: (dense_add_sparse("add", other, self, 1)
+                                   if isinstance(other, Tensor) else _add(self, other))
 _S.sub = _S.__sub__ = lambda self, other, alpha=1: _add(self, other, -alpha)
 _S.__rsub__ = lambda self, other: _add(_mul(self, -1), other)
 _S.mul_, _S.div_, _S.zero_ = _in_place("mul"), _in_place("div"), _zero
+_S.add_ = sparse_add_
+_S.sub_ = lambda self, other, alpha=1: sparse_add_(self, other, -alpha)
 _S.to, _S.sum = _to, _sum
 _S.cpu = lambda self, *args, **kwargs: self
 for _name, _dt in (("float", dtypes.float32), ("double", dtypes.float64),

@@ -16,6 +16,8 @@ from .symbolic_scalar import SymbolicScalar
 from .tensor import Tensor
 
 _ADD, _SUB, _MUL, _ADDCMUL = (OPS[n] for n in ("add", "sub", "mul", "addcmul"))
+# dense + sparse, entry by entry as PyTorch's kernel (sparse_add.py installs it)
+dense_add_sparse = [None]
 
 
 def _alpha(self, other, alpha):
@@ -68,6 +70,8 @@ def _add_or_sub(name, self, other, alpha):
     """add / sub / add_ / sub_ (name) of self and alpha * other (their arguments read by
     alpha_first, in the caller: its deprecation warning names the user's line): a tensor
     alpha through addcmul (one FMA, as ATen's add with a number alpha)."""
+    if other.__class__ is not Tensor and other.__class__.__name__ == "SparseCOOTensor":
+        return dense_add_sparse[0](name, self, other, alpha)   # (sparse_add.py's)
     op = _SUB if name.startswith("sub") else _ADD
     if op is _SUB:
         check_sub(self, other)

@@ -201,6 +201,10 @@ def fix_grads(res, edges, in_meta):
     return out
 
 
+# AccumulateGrad with a sparse gradient or .grad (sparse_coo.py installs it)
+accumulate_sparse = None
+
+
 # the backward of eager_native ops as one native loop (compile/eager_native.py installs it):
 # native_vjp(node, grad) -> what op.vjp(node, grad) returns, or None where the rule must run
 native_vjp = None
@@ -296,6 +300,17 @@ class AccumulateGrad(Node):
         if leaf is None or not leaf._requires_grad:
             return
         old = leaf._grad
+        gd = leaf._grad_dtype       # (Tensor.grad_dtype set: the gradient is cast to it)
+        if gd is not False and gd is not None and g._dtype is not gd:
+            g = g.to(gd)
+            if old is None and g.__class__ is Tensor:    # (a .grad of its own dtype)
+                with grad_mode.no_grad():
+                    leaf._grad = g.clone()
+                return
+        if (g.__class__ is not Tensor and g.is_sparse) or \
+                (old is not None and old.__class__ is not Tensor and old.is_sparse):
+            accumulate_sparse(leaf, old, g)     # (sparse gradients: embedding's)
+            return
         if create_graph and g._storage.__class__ is Storage:    # (copied, as PyTorch's,
             leaf._grad = old + g if old is not None else Tensor._from_array(np.empty_like(
                 leaf._data, order=new_grad_order(leaf._data))).copy_(g)     # in its layout)

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from . import dtypes, functions, grad_mode
+from . import dtypes, functions, grad_mode, node as _node
 from .creation import zeros
 from .formatting import add_suffixes, array_text
 from .node_names import rename
@@ -19,7 +19,8 @@ from .tensor import Storage, Tensor
 
 
 # the in-place names a sparse tensor answers (the rest would write its read-only dense reading)
-_IN_PLACE_KEPT = frozenset(("mul_", "div_", "zero_", "requires_grad_", "share_memory_"))
+_IN_PLACE_KEPT = frozenset(("mul_", "div_", "zero_", "add_", "sub_", "requires_grad_",
+                            "share_memory_"))
 
 
 def _index_tensor(arr):
@@ -36,7 +37,7 @@ class SparseCOOTensor(Tensor):
     def __getattribute__(self, name):
         if name[-1] == "_" and name[0] != "_" and name not in _IN_PLACE_KEPT:
             raise NotImplementedError(f"llgrad: {name} of a sparse tensor (in place, llgrad "
-                                      f"writes only mul_, div_ and zero_ to one)")
+                                      f"writes only add_, sub_, mul_, div_ and zero_ to one)")
         return object.__getattribute__(self, name)
 
     @classmethod
@@ -73,10 +74,22 @@ class SparseCOOTensor(Tensor):
             cached = self.__dict__["_dense"] = (key, dense, Storage(dense))
         return cached[1]
 
+    @_data.setter
+    def _data(self, value):
+        # (llgrad.compile's snapshot puts back every field it read; the dense reading is not
+        # the sparse tensor's to write: the entries, in __dict__, are put back instead)
+        if value is not self.__dict__.get("_dense", (None, None))[1]:
+            raise AttributeError("llgrad: a sparse tensor's dense reading cannot be set")
+
     @property
     def _storage(self):
         self._data
         return self.__dict__["_dense"][2]
+
+    @_storage.setter
+    def _storage(self, value):
+        if value is not self.__dict__.get("_dense", (None, None, None))[2]:
+            raise AttributeError("llgrad: a sparse tensor's dense reading cannot be set")
 
     # ---- metadata ----------------------------------------------------------------------------
     @property
@@ -270,6 +283,25 @@ class SparseCOOTensor(Tensor):
         return (_rebuild_sparse, (np.array(self._sp_indices._data),
                                   np.array(self._sp_values._data), self._sp_size,
                                   self._sp_coalesced, self.requires_grad))
+
+
+def accumulate_sparse(leaf, old, g):
+    """AccumulateGrad where the gradient g or the leaf's .grad (old) is sparse, as PyTorch's:
+    a first sparse gradient becomes .grad; a sparse .grad takes g's entries in place
+    (sparse_add.py's merge); a dense .grad gets a sparse g's entries added in place, one by
+    one; a dense g and a sparse .grad make a dense .grad, g + old."""
+    with grad_mode.no_grad():
+        if old is None:     # (non-contiguous values are copied, as PyTorch's clone)
+            leaf._grad = g.detach() if g._sp_values.is_contiguous() else g.detach().clone()
+        elif type(old) is SparseCOOTensor and type(g) is SparseCOOTensor:
+            old.add_(g.detach())        # (PyTorch's merge of the two entry lists)
+        elif type(old) is SparseCOOTensor:
+            leaf._grad = g + old
+        else:
+            old.add_(g)                 # (g's entries one by one, in place)
+
+
+_node.accumulate_sparse = accumulate_sparse
 
 
 def _rebuild_sparse(indices, values, size, coalesced, requires_grad):

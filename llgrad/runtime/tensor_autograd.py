@@ -65,10 +65,11 @@ def _set_grad(self, value):
         if not isinstance(value, Tensor):
             raise TypeError(f"assigned grad expected to be a Tensor or None but got grad "
                             f"of type {type(value).__name__}")
-        if value._dtype is not self._dtype:         # (PyTorch's words)
+        want = self._dtype if self._grad_dtype is False else self._grad_dtype
+        if want is not None and value._dtype is not want:       # (PyTorch's words)
             raise RuntimeError(
                 f"attempting to assign a gradient with dtype '{dtypes.C_NAMES[value._dtype.name]}' to "
-                f"a tensor with grad_dtype '{scalar_type_name(self._dtype)}'. The gradient "
+                f"a tensor with grad_dtype '{scalar_type_name(want)}'. The gradient "
                 "must match the tensor's grad_dtype (defaults to the tensor's dtype). You can "
                 "set the tensor's grad_dtype attribute with a specific dtype, or None to allow "
                 "any dtype. Set grad_dtype with caution. Diverging the dtypes of a tensor and "
@@ -163,6 +164,25 @@ def detach_(self) -> Tensor:
     return self
 
 
+def _get_grad_dtype(self):
+    """The dtype a leaf's .grad takes (its own dtype unless set; None: the incoming
+    gradient's), as torch.Tensor.grad_dtype."""
+    if self.grad_fn is not None:
+        raise RuntimeError("grad_dtype can only be accessed on leaf tensors.")
+    return self._dtype if self._grad_dtype is False else self._grad_dtype
+
+
+def _set_grad_dtype(self, value):
+    if self.grad_fn is not None:
+        raise RuntimeError("grad_dtype can only be set on leaf tensors.")
+    if value is not None and not isinstance(value, dtypes.dtype):
+        raise RuntimeError(f"grad_dtype must be a torch.dtype or None, but got "
+                           f"{type(value).__name__}")
+    self._grad_dtype = value      # (AccumulateGrad casts each gradient to it)
+
+
+Tensor._grad_dtype = False        # (the class's: the tensor's own dtype; an instance's own when set)
+Tensor.grad_dtype = property(_get_grad_dtype, _set_grad_dtype)
 Tensor.grad_fn = property(_grad_fn)
 Tensor.is_leaf = property(_is_leaf)
 Tensor.grad = property(_get_grad, _set_grad, lambda self: _set_grad(self, None))  # (del t.grad)

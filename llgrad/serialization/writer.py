@@ -257,7 +257,8 @@ class _Reduced:
 def _obj_state(t):
     """Attributes a user set on a tensor (PyTorch saves them); llgrad's own are slots."""
     d = getattr(t, "__dict__", None)
-    return dict(d) if d else None
+    d = {k: v for k, v in d.items() if k != "_grad_dtype"} if d else None  # (not saved)
+    return d or None
 
 
 def _contiguous(shape):

@@ -69,7 +69,7 @@ def test_llgrad_func_is_an_attribute_and_matches_torch_names():
     torch = load_torch()
     assert set(F.__all__) <= set(torch.func.__all__)
     missing = sorted(set(torch.func.__all__) - set(F.__all__))
-    assert missing == ["rearrange"]      # (einops' notation; not a transform)
+    assert missing == []      # (rearrange: tests/test_api_s63_a6_rearrange.py)
 
 
 def test_stack_module_state_matches_torch():

@@ -102,8 +102,9 @@ def test_module_construction_matches_torch():
     for kw in ({"padding_idx": 6}, {"padding_idx": -7}):
         with pytest.raises(AssertionError, match="padding_idx must be within num_embeddings"):
             nn.EmbeddingBag(6, 3, **kw)
-    with pytest.raises(NotImplementedError, match="sparse"):
-        nn.EmbeddingBag(6, 3, sparse=True)
+    # (sparse=True's gradients: tests/test_api_s63_a6_sparse_grad.py)
+    assert repr(nn.EmbeddingBag(6, 3, sparse=True)) == \
+        repr(torch.nn.EmbeddingBag(6, 3, sparse=True))
 
 
 def test_scale_grad_by_freq():

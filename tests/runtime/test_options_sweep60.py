@@ -99,13 +99,12 @@ def test_kl_div_float_operands_still_compute():
     np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-12)
 
 
-def test_functional_embedding_sparse_refused_where_grad_would_be_sparse():
+def test_functional_embedding_sparse_gives_a_sparse_gradient():
     w = llgrad.randn(6, 3, requires_grad=True)
     idx = llgrad.tensor([1, 2, 2])
-    with pytest.raises(NotImplementedError, match="sparse"):
-        llgrad.nn.functional.embedding(idx, w, sparse=True)
-    with pytest.raises(NotImplementedError, match="sparse"):
-        llgrad.embedding(w, idx, sparse=True)
+    llgrad.nn.functional.embedding(idx, w, sparse=True).sum().backward()
+    assert w.grad.is_sparse and w.grad._indices().tolist() == [[1, 2, 2]]
+    # (the rest: tests/test_api_s63_a6_sparse_grad.py)
     # no gradient asked: the lookup is the same as PyTorch's
     with llgrad.no_grad():
         out = llgrad.nn.functional.embedding(idx, w, sparse=True)
