@@ -122,9 +122,12 @@ class Slots:
             root, steps, path, v, in_object = stack.pop()
             if type(v) is list:     # (each way the walk reaches a list: appended_lists.py)
                 self.handles.setdefault(id(v), []).append((root, steps, in_object))
-            if isinstance(v, Tensor) or id(v) in seen:
+            tensor = isinstance(v, Tensor)
+            # (a tensor's attributes the user set, BinaryNet's `weight.org = ...`, are slots
+            # walked as an object's, as the guard walk enters them)
+            if id(v) in seen or tensor and not v.__dict__:
                 continue
-            if not isinstance(v, (list, tuple, dict)) and not _is_object(v):
+            if not tensor and not isinstance(v, (list, tuple, dict)) and not _is_object(v):
                 f = user_function(v)        # (a hook, a Lambda's function: what it reads)
                 if f is not None and id(f) not in seen:
                     seen.add(id(f))
@@ -132,7 +135,7 @@ class Slots:
                     stack.extend(reversed(_reads(f, path)))
                 continue
             seen.add(id(v))
-            if _is_object(v) and not isinstance(v, (list, dict)):
+            if not tensor and _is_object(v) and not isinstance(v, (list, dict)):
                 for f in reversed(class_functions(type(v))):     # (walked after the
                     if id(f) not in seen:                        # attributes, as guards do)
                         seen.add(id(f))

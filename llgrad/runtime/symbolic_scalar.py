@@ -72,10 +72,6 @@ class SymbolicScalar:
     """Stands for the Python number of argument `path` while a compiled function is traced:
     `tensor` the graph value (0-d float64 or int64), `value` the number of this call."""
     __slots__ = ("tensor", "value", "path")
-    # (a NumPy scalar's operator then defers to ours with itself, not with the Python number
-    # it would convert itself to: np.float32(0.1) * n is a float32 eagerly, an escape here)
-    __array_ufunc__ = None
-
     def __init__(self, tensor, value, path):
         self.tensor, self.value, self.path = tensor, value, path
 
@@ -90,6 +86,15 @@ class SymbolicScalar:
         if trace_state.state.tracer is not None:
             raise ScalarEscape(self.path, how)
         return self.value
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        """A NumPy ufunc given the number (np.clip(epoch, 0, n), np.exp(-t), and a NumPy
+        scalar's operator: np.float32(0.1) * n is a float32 eagerly): an escape of this
+        number (not a TypeError, which would leave compile not knowing which number the
+        trace could not take); outside a trace, the ufunc of the numbers."""
+        self._escape(f"an operand of NumPy's {ufunc.__name__}")
+        plain = [x.value if type(x) is SymbolicScalar else x for x in inputs]
+        return getattr(ufunc, method)(*plain, **kwargs)
 
     def __float__(self):
         return float(self._escape("float()"))

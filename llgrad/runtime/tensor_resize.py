@@ -97,16 +97,18 @@ def resize_(self, *size, memory_format=None):
     """As torch.Tensor.resize_ (see the module: growing needs an unshared storage)."""
     if self.requires_grad:
         raise RuntimeError("cannot resize variables that require grad")
-    tracer = trace_state.state.tracer
-    if tracer is not None:
-        tracer.untraceable("resize_ (a change of a tensor's shape and storage)")
     shape = tuple(unpack_shape(size))
     if any(n < 0 for n in shape):
         raise RuntimeError("numel: integer multiplication overflow")
     fmt = _format(memory_format, len(shape))
     same = shape == tuple(self._data.shape)
     if same and memory_format is None:
-        return self     # (PyTorch's no-op: a strided self keeps its strides and version)
+        # (PyTorch's no-op: a strided self keeps its strides and version; so a trace
+        # can go on: the shape is the trace's, as every shape is)
+        return self
+    tracer = trace_state.state.tracer
+    if tracer is not None:
+        tracer.untraceable("resize_ (a change of a tensor's shape and storage)")
     numel = int(np.prod(shape, dtype=np.int64))
     st = self._storage
     flat = _memory_order(st, self._dtype)
