@@ -15,7 +15,7 @@ from ..ir.graph import Value
 from ..runtime import anomaly, grad_mode, trace_state
 from ..runtime.autograd_api import grad as autograd_grad
 from .fastpath import fresh_tensors
-from . import function_replays, output_hooks
+from . import function_replays, output_hooks, replayed_graph
 from .backends import backward_run
 from .saved_inputs import checked_input
 from ..runtime.node import Node, _sequence, fix_grads, gradient_edge
@@ -100,7 +100,7 @@ def _copy_with_layout(a):
 class CompiledFunctionBackward(Node):
     own_hooks = True        # (its results' hooks: output_hooks.py)
     __slots__ = ("entry", "_layout", "_saved", "_inputs", "_held", "_rng_state",
-                 "_where", "_checked", "_before", "_given", "_freed")
+                 "_where", "_checked", "_before", "_given", "_freed", "_replayed")
 
     def __init__(self, entry, layout):
         # Node.__init__ inlined (as OpNode does): this runs on every call
@@ -110,7 +110,7 @@ class CompiledFunctionBackward(Node):
         self.entry, self._layout = entry, layout
         # masks of outputs: given a gradient by the last backward, and backpropagated
         # through by backwards that freed eager's graph behind them (entry.frees)
-        self._given = self._freed = 0
+        self._given, self._freed, self._replayed = 0, 0, None   # (replayed_graph.py)
 
     @property
     def _nout(self):
@@ -178,7 +178,8 @@ class CompiledFunctionBackward(Node):
     def _feeds(self, given):
         """The saved values' arrays, each version-checked as eager unpacks saved tensors
         (those the graph behind an output given a gradient, in mask `given`, reads)."""
-        if self._saved is None:
+        if self._saved is None or self._replayed is not None and \
+                replayed_graph.freed(self, given):     # (a create_graph replay's, freed)
             raise RuntimeError(FREED)
         if self._freed:
             for j, f in enumerate(self.entry.frees):
@@ -294,7 +295,7 @@ class CompiledFunctionBackward(Node):
                 leaves.append(inputs[i])
             if self._rng_state is not None:
                 inputs.append(Tensor._from_array(self._rng_state))
-            env = replay(entry.forward, inputs)
+            env = replayed_graph.replay_noted(self, entry.forward, inputs, create)
             for nr in hooked:               # (the hooks of results others are made from)
                 t = env[entry.forward.outputs[entry.diff_outputs[nr]]]
                 if t.requires_grad:
@@ -315,7 +316,7 @@ class CompiledFunctionBackward(Node):
         inputs = self._replayed_inputs()
         if self._rng_state is not None:
             inputs.append(Tensor._from_array(self._rng_state))
-        env = replay(entry.forward, inputs)
+        env = replayed_graph.replay_noted(self, entry.forward, inputs, True)
         feeds, j = [], 0
         for s in entry.saved:
             if s.input_index is not None:

@@ -12,6 +12,7 @@ import weakref
 import numpy as np
 
 from ..runtime.tensor import Tensor
+from .method_marks import recorded
 
 LIBRARIES = ("llgrad", "numpy", "torch", "jax")
 
@@ -55,7 +56,8 @@ _CACHES = frozenset(("__slotnames__",))
 
 
 def _held(c):
-    return ((k, v) for k, v in vars(c).items() if k not in _CACHES)
+    # (a method's recorder during a trace: the method, method_marks.py)
+    return ((k, recorded(v)) for k, v in vars(c).items() if k not in _CACHES)
 
 
 def class_state(cls):

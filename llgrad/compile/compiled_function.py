@@ -2,11 +2,11 @@
 the outputs to autograd through one CompiledFunctionBackward node.
 
 On a cache miss the function runs eagerly under the tracer (entry.py), so a first call is
-exactly an eager call. Later calls run the entry (run.py). What the tracer cannot record
-(a graph break: TraceError) puts back everything the traced run changed (snapshot.py) and
-runs the call eagerly, with a warning once per reason naming the user's line
-(`fullgraph=True` raises instead); a traced run that changed Python state other than the
-tensors it put into objects (attr_writes.py) is not kept: a compiled call cannot replay it."""
+exactly an eager call. Later calls run the entry (run.py). What the tracer cannot record (a
+graph break: TraceError) puts back everything the traced run changed (snapshot.py) and runs
+the call eagerly, with a warning once per reason naming the user's line (`fullgraph=True`
+raises instead); a traced run that changed Python state other than the tensors it put into
+objects (attr_writes.py) is not kept: a compiled call cannot replay it."""
 import functools
 import threading
 import time
@@ -14,8 +14,9 @@ import weakref
 
 from ..runtime import trace_state
 from ..tracer.trace import ControlFlowError, TraceError
-from . import (appended_lists, background, dynamo_config, eager_builds, leaf_hooks, log,
-               guards_blind, numpy_reads, stance, symbolic_args, symbolic_slots, volatile_guards)
+from . import (appended_lists, background, dynamo_config, eager_builds, guards_blind, leaf_hooks,
+               log, numpy_reads, ran_functions, stance, symbolic_args, symbolic_slots,
+               volatile_guards)
 from .compile_doc import Callable, documented
 from .eager_only import eager_only_reason
 from .dump import _dump_to_env, dump_text
@@ -31,14 +32,13 @@ from .replayed_output import given_up, written
 from .recompile_limit import warn_limit
 from .side_effects import fresh_optimizer, unguardable, unreplayed_change
 from .backends import backend as get_backend, build_now
-from .run import _MISS, _RUN_EAGERLY, _first_result, eager_runner, entry_runner, own_inputs
-from .run import FINISHED_BY_CALL as LATER
+from .run import (_MISS, _RUN_EAGERLY, FINISHED_BY_CALL as LATER, _first_result, eager_runner,
+                  entry_runner, own_inputs)
 from .snapshot import StateSnapshot
 from .torch_api import torch_compile_arguments
 from .traced_function import traced_function
 
 MAX_WALKERS = 4
-
 EAGER = "eager"     # a cache entry: calls with this key run the function eagerly
 
 registry = weakref.WeakSet()    # every CompiledFunction (the profiler times their entries)
@@ -62,8 +62,7 @@ class CompiledFunction:
         self._warned = set()        # the reasons already warned about (once each)
         self._not_kept = None       # why the last traced run was not kept (side effects)
         self._first_untraced = False    # the first call ran untraced (side_effects.fresh_optimizer)
-        # a traced call that reached a fresh optimiser was not kept (its first step made the
-        # state): later such calls (a new client's or fold's optimiser) run untraced too
+        # a traced call that reached a fresh optimiser was not kept: later ones run untraced
         self._fresh_unkept = False
         self._lock = threading.RLock()     # one trace at a time; the cache changes under it
         self._plain, self._reads = plain_function(fn), plain_reads(fn)     # (fastpath.py)
@@ -160,8 +159,8 @@ class CompiledFunction:
         self.n_traces += 1
         t0 = time.perf_counter()
         try:
-            with symbolic_slots.standing_in(self, tensors, args, kwargs,
-                                            entered) as call:
+            with ran_functions.recording(self, entered, args, kwargs, tensors) as ran, \
+                    symbolic_slots.standing_in(self, tensors, args, kwargs, entered) as call:
                 entry, result = trace_entry(getattr(self.fn, "__name__", "f"), self._resolved,
                                             self._traced_fn(), tensors, guards, *call, n_own,
                                             entered, self.fn, self._dynamic)
@@ -196,7 +195,8 @@ class CompiledFunction:
         appended_lists.mark(self, entry.appended, symbolic_args._forget_fast_paths)
         reason = snapshot.unreplayed_effect(entry)  # (changed: a change it cannot replay)
         changed = reason is None and numpy_reads.mark(self, entry, tensors, guards, snapshot,
-            unreplayed_change(self.fn, args, kwargs, guards, tensors[:n_own], entry, self._dynamic))
+            unreplayed_change(self.fn, args, kwargs, guards, tensors[:n_own], entry, self._dynamic)
+            or ran and ran.unsound())   # (it ran a method its key did not follow)
         leaked = symbolic_args.holds_symbolic(result)   # (an effect alone: eager's run)
         if (changed or leaked) and (again := symbolic_args.retry(
                 self, None, snapshot, changed and not (leaked or entry.given))):
@@ -225,7 +225,7 @@ class CompiledFunction:
             log.emit("guards", "%s (entry %d): %d guards\n%s", entry.name, len(self.entries),
                      len(lines), "\n".join("  " + ln for ln in lines))
         _dump_to_env(self, entry)
-        self._add(key, n_own, entry)
+        self._add(ran.key(key) if ran else key, n_own, entry)
         return result
 
     def _add(self, key, n_own, entry):

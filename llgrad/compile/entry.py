@@ -351,7 +351,7 @@ def _written_outputs(entry, slots, outs, result, dynamic, written_first):
     entry.n_returned = len(outs)
     writes, written, paths = slots.writes(result, dynamic, written_first)
     entry.counters, entry.appended = slots.counters, slots.appended
-    entry.blind = blind_positions(entry.guard_items, slots.blind)
+    entry.blind = blind_positions(entry.guard_items, slots.blind, slots.funcs)
     if not writes:
         return
     at = {id(o): k for k, o in enumerate(outs) if k not in entry.scalar_outputs}

@@ -29,7 +29,7 @@ import numpy as np
 
 from ..ir import promotion
 from ..runtime import grad_mode, hypers
-from . import dict_reads
+from . import dict_reads, method_marks
 from .appended_lists import ARG_MARK, Appended
 from .attr_writes import Slots
 from .guard_values import inputable
@@ -157,7 +157,7 @@ class _Dynamic:
         self.path = path
 
 
-def _walk(src, roots, dynamic=None, appended=frozenset()):
+def _walk(src, roots, dynamic=None, appended=frozenset(), marks=frozenset()):
     """guards._walk's traversal, emitting code; -> the tensors' names in collect's order
     (each tensor once) and the names of the distinct objects. dynamic: {(id(holder),
     attribute name, key or index): path} of the numbers that are inputs; appended: the ids
@@ -227,7 +227,7 @@ def _walk(src, roots, dynamic=None, appended=frozenset()):
             stack.extend((src.const(c), c, depth + 1, False)    # (as guards._walk does)
                          for _, c in reversed(class_containers(type(v), x, classes)))
             for f in reversed(class_functions(type(v))):    # (its type is checked above)
-                if id(f) not in followed:
+                if id(f) not in followed and method_marks.mark(f) not in marks:
                     followed.add(id(f))
                     stack.extend(reversed(_follow(src, f, depth)))
             attrs = sorted(vars(v).items(), key=lambda kv: kv[0])
@@ -322,7 +322,7 @@ def make_walker(fn, args, kwargs, dynamic=frozenset()):
     bound, narrowed = dict_reads.narrowed(fn, bound, dynamic)     # (as collect walks them)
     appended = {id(m.items) for m in dynamic if type(m) is Appended}     # (appended_lists)
     paths = {p for p in dynamic if type(p) is not Appended and not p.startswith(ARG_MARK)} \
-        - {name for name, _ in bound}
+        - {name for name, _ in bound} - method_marks.marks(dynamic)    # (_walk's: not paths)
     slots = _dynamic_attributes(fn, args, kwargs, paths)
     if exprs is None or slots is None:
         return None
@@ -350,7 +350,7 @@ def make_walker(fn, args, kwargs, dynamic=frozenset()):
         roots.insert(0, (src.const(owner), owner, 0, False))
     roots += [(x, v, 0, True) for x, v in _captured(src, fn)]     # (types checked)
     try:
-        tensors, objects = _walk(src, roots, slots, appended)
+        tensors, objects = _walk(src, roots, slots, appended, dynamic)
     except _Unsupported:
         return None
     tensors = numbers + tensors

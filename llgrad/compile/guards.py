@@ -11,7 +11,7 @@ from ..tracer.pytree import flatten
 from ..runtime import backward_hooks, grad_mode, hypers
 from ..runtime.random_state import _Generator, default_generator
 from ..runtime.tensor import Tensor
-from . import dict_reads, log, numpy_reads
+from . import dict_reads, log, method_marks, numpy_reads
 from .appended_lists import APPENDED_TO, marked
 from .arrays import arrays_as_tensors, wrappable
 from .code_reads import (function_parts, global_names, module_attributes, unguarded_reads,
@@ -130,7 +130,7 @@ def _walk(roots, tensors, guards, entered=None, dynamic=frozenset()):
                 guards.append((f"class of {path}", class_state(type(v))))
                 stack.extend(reversed(class_containers(type(v), f"type({path})", seen)))
             for f in reversed(class_functions(type(v))):    # (entered after the attributes)
-                if id(f) not in seen:
+                if id(f) not in seen and method_marks.mark(f) not in dynamic:  # (not run)
                     seen.add(id(f))
                     stack.extend(reversed(_children(f, path)))
             items = sorted(vars(v).items(), key=lambda kv: kv[0])

@@ -6,14 +6,28 @@ whose key differs from the entry's only there runs the entry, where the key woul
 otherwise cost a trace per batch size for each flag state the step is entered with (a
 training step after an eval step). A flag the run read before any write (`if
 model.training: ...`, a write that depends on it), or that a call left untouched, stays
-guarded."""
+guarded. So does every flag when a function of the user's that the guard walk follows
+names `__dict__` or `vars` (`was = m.__dict__["training"]` before `m.train()`): such a
+read bypasses the descriptor, so the flag may have been read before it was written."""
+from .code_reads import _names
 from .guard_values import without_grads
 from .run import _MISS
 
 
-def blind_positions(guard_items, paths):
+def dict_readers(funcs):
+    """Whether any of funcs (the user's functions a call reaches: attr_writes.Slots.funcs)
+    names `__dict__` or `vars`: a flag read that way is not seen by the descriptor, so no
+    flag may be taken as set before it was read."""
+    return any(not {"__dict__", "vars"}.isdisjoint(_names(code)) for code in
+               (getattr(f, "__code__", None) for f in funcs) if code is not None)
+
+
+def blind_positions(guard_items, paths, funcs):
     """The positions in the guard key of the flags at the guard walk's paths (a bool each:
-    another value at such a position is another item)."""
+    another value at such a position is another item); none where funcs (the user's
+    functions the call reaches) read an object's attributes past the descriptor."""
+    if dict_readers(funcs):
+        return ()
     paths = set(paths)
     return tuple(i for i, (p, v) in enumerate(guard_items)
                  if p in paths and type(v) is tuple and v[:1] == ("bool",))

@@ -31,9 +31,17 @@ trace saw.
 The names of the user's functions and methods the function calls by name (a global or
 closure function, a method of the object a compiled method or module is) count as its own.
 
-Left: an array read both ways in one trace (from_numpy(X[:10]) beside X.mean(), or
-from_numpy(X).add_(1) then float(X[5])) is not marked (test_contract_adversary61.py: its
-strict xfail), nor one read with NumPy by a method of another object the function reaches."""
+An array read both ways in one trace (from_numpy(X[:10]) beside X.mean(), or
+from_numpy(X).add_(1) then float(X[5])) is linked, yet its NumPy read is baked in: a linked
+array is marked too where the function's code uses its name (or its container's) other than
+as the argument of a tensor maker (`from_numpy(X[i:j])`, `tensor(D["a"][0])`: _numpy_uses),
+so an array only read as a tensor still costs nothing.
+
+Left: an array read with NumPy by a method of another object the function reaches, or
+linked and fancy-indexed (`from_numpy(X[:3])` beside `tensor(X[idx])`, idx an array: the
+copy is read as a tensor maker's argument)."""
+import dis
+import functools
 import re
 import types
 
@@ -52,11 +60,14 @@ def mark(cf, entry, tensors, guards, snapshot, changed):
     entry, keyed without those contents, serves no later call. guards: the walk's items
     (_in_named_container); snapshot: the StateSnapshot taken before the run (numpy_writes)."""
     changed = changed or numpy_writes(entry, tensors, snapshot)
-    names = _names_read(cf.fn)
+    names, codes = _names_read(cf.fn)
+    used = None if codes is None else _numpy_uses(codes)     # (linked arrays: those too)
     new = frozenset(MARK + path for path, t in tensors
                     if (a := t.__dict__.get("_llgrad_array")) is not None and a.size > SMALL
-                    and id(t._storage) not in entry.linked_arrays and
-                    (_named(path, names) or _in_named_container(path, names, guards))) \
+                    and (id(t._storage) not in entry.linked_arrays and
+                         (_named(path, names) or _in_named_container(path, names, guards))
+                         or id(t._storage) in entry.linked_arrays and
+                         (_named(path, used) or _in_named_container(path, used, guards)))) \
         - cf._dynamic
     if new and not changed:
         cf._dynamic = cf._dynamic | new
@@ -84,15 +95,16 @@ def numpy_writes(entry, tensors, snapshot):
 
 
 def _names_read(fn):
-    """The names fn's code (and the functions defined in it, and the user's functions and
+    """(The names fn's code (and the functions defined in it, and the user's functions and
     methods it calls by name: a global or closure function, a method of the object a
-    compiled method or module is) reads or binds, or None where it has no code of its own."""
+    compiled method or module is) reads or binds, those code objects), or (None, None)
+    where it has no code of its own."""
     f = getattr(fn, "__func__", fn)
     code = getattr(f, "__code__", None)
     owner = getattr(fn, "__self__", None) if code is not None else fn
     code = code or getattr(getattr(type(fn), "forward", None), "__code__", None)
     if code is None:
-        return None
+        return None, None
     cls = type(owner) if owner is not None else None
     names, seen = set(), {code}
     stack = [(code, getattr(f, "__globals__", {}))]
@@ -100,6 +112,7 @@ def _names_read(fn):
                  for c in getattr(f, "__closure__", None) or () if _user_cell(c))
     while stack:
         c, glob = stack.pop()
+        seen.add(c)             # (a closure's helper too: _numpy_uses reads them all)
         names.update(c.co_names, c.co_varnames, c.co_freevars, c.co_cellvars)
         stack.extend((k, glob) for k in c.co_consts if isinstance(k, types.CodeType))
         # (an attribute read as getattr(obj, "table") names it too)
@@ -109,7 +122,86 @@ def _names_read(fn):
                 if _user_function(g) and g.__code__ not in seen:
                     seen.add(g.__code__)
                     stack.append((g.__code__, g.__globals__))
-    return names
+    return names, seen
+
+
+_MAKERS = frozenset(("from_numpy", "as_tensor", "tensor", "asarray", "Tensor"))
+_LOADS = frozenset(("LOAD_FAST", "LOAD_DEREF", "LOAD_GLOBAL", "LOAD_NAME", "LOAD_ATTR",
+                    "LOAD_CLASSDEREF"))
+# (what may come between a name's load and the tensor maker's call: the subscript and
+# slice bounds of `X[i * b:j]`, `D["a"][0]`, and keyword arguments after it: `dtype=...`)
+_BETWEEN = frozenset(("LOAD_CONST", "BUILD_SLICE", "BINARY_SUBSCR", "BINARY_OP",
+                      "LOAD_FAST", "LOAD_DEREF", "LOAD_GLOBAL", "LOAD_ATTR", "KW_NAMES",
+                      "PRECALL", "CALL"))
+
+
+def _numpy_uses(codes):
+    """The names the code objects load other than as the first argument of a tensor maker
+    (`from_numpy(X[:10])`, `tensor(s[0], dtype=...)`): `X.mean()`, `float(s[0][5])`,
+    `Y = X`, `for row in X` may read the array with NumPy (its contents guarded: mark);
+    `X.shape`, `len(X)` read what the input's guards hold."""
+    return frozenset().union(*(_code_numpy_uses(c) for c in codes))
+
+
+@functools.lru_cache(maxsize=1024)
+def _code_numpy_uses(code):
+    out, stack = set(), [code]
+    while stack:
+        c = stack.pop()
+        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+        ins = [i for i in dis.get_instructions(c) if i.opname != "CACHE"]
+        for k, i in enumerate(ins):
+            if i.opname in _LOADS and type(i.argval) is str and not (
+                    _made_tensor(ins, k) or _layout_read(ins, k)):
+                out.add(i.argval)
+    return out
+
+
+_LAYOUT = frozenset(("shape", "dtype", "ndim", "size", "strides", "itemsize", "nbytes"))
+
+
+def _layout_read(ins, k):
+    """Whether ins[k]'s value is read for its layout alone (`X.shape[0]`, `len(X)`), which
+    the guards of an input hold: no read of its contents."""
+    nxt = ins[k + 1] if k + 1 < len(ins) else None
+    if nxt is not None and nxt.opname == "LOAD_ATTR" and nxt.argval in _LAYOUT:
+        return True
+    return k > 0 and ins[k - 1].opname == "LOAD_GLOBAL" and ins[k - 1].argval == "len" \
+        and nxt is not None and nxt.opname in ("PRECALL", "CALL") and nxt.argval == 1
+
+
+def _made_tensor(ins, k):
+    """Whether the value ins[k] loads, subscripted (by numbers computed from other names),
+    is an argument of a tensor maker's call (the maker loaded just before it): the stack
+    from ins[k] on, the array's value "A" on it, another's "o"."""
+    if k == 0 or ins[k - 1].opname not in ("LOAD_ATTR", "LOAD_METHOD", "LOAD_GLOBAL") or \
+            ins[k - 1].argval not in _MAKERS:
+        return False
+    stack = ["A"]
+    for j in range(k + 1, len(ins)):
+        i, op = ins[j], ins[j].opname
+        if op in ("PRECALL", "CALL"):
+            if op == "CALL" and ins[j - 1].opname == "PRECALL":
+                continue
+            if len(stack) <= i.argval:     # (the maker's call: its arguments from "A" on)
+                return True
+            n = i.argval + 1                # (a call inside an index, int(i): its callable)
+        else:
+            n = {"LOAD_ATTR": 1, "BUILD_SLICE": i.argval, "BINARY_SUBSCR": 2,
+                 "BINARY_OP": 2}.get(op, 0)
+        if op not in _BETWEEN or len(stack) < n:
+            return False
+        popped = stack[len(stack) - n:] if n else []
+        del stack[len(stack) - n:]
+        if op == "BINARY_SUBSCR":   # (the array subscripted: still the array's value)
+            if popped[1] == "A":
+                return False
+            stack.append(popped[0])
+        elif "A" in popped:         # (X.T, X[0] + 1: not the array itself)
+            return False
+        elif op != "KW_NAMES":
+            stack.append("o")
+    return False
 
 
 def _user_function(g):

@@ -5,8 +5,8 @@ program grows between calls therefore makes each call look new: it traces again 
 call, and from the recompile limit on runs eagerly with a warning. The numbers stay
 right (eager's), so this is lost compilation, not a wrong answer; found writing pranz24's
 SAC (tests/programs/test_tutorials_s62_t1_c.py), whose agent's __init__ read the
-harness's growing record list. Left as a strict xfail: following only the functions a
-trace ran needs a record of them that the tracer does not keep."""
+harness's growing record list. (A strict xfail until compile/ran_functions.py, which
+records the methods a trace runs; the walk no longer follows those no trace ran.)"""
 import warnings
 
 import pytest
@@ -50,10 +50,8 @@ def test_growing_list_read_by_uncalled_methods_gives_eager_numbers():
         assert _run(llgrad.compile(agent2.step), agent2, 10) == expected
 
 
-@pytest.mark.xfail(strict=True, reason="guards follow all of the class's functions: a list "
-                   "grown between calls and read only by methods the step never runs "
-                   "re-traces every call, then runs eagerly at the recompile limit")
 def test_growing_list_read_by_uncalled_methods_does_not_retrace():
+    """(A strict xfail until ran_functions.py: the walk follows the methods traces ran.)"""
     agent = Agent()
     f = llgrad.compile(agent.step)
     with warnings.catch_warnings(record=True) as caught:

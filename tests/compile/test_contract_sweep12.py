@@ -687,11 +687,6 @@ def _grads_after_a_second_order_gradient(lib, wrap, see):
             see(_err(e))
 
 
-@pytest.mark.xfail(strict=True, reason="a second-order gradient through a compiled call "
-                   "replays the forward through the dispatcher (backward_node.py): the "
-                   "later backward without retain_graph frees the replay's nodes, not the "
-                   "call's CompiledFunctionBackward, so a third autograd.grad(s, w) gives a "
-                   "gradient where torch and eager raise 'Trying to backward through the "
-                   "graph a second time'")
 def test_a_graph_freed_by_a_second_order_gradient_raises_as_eager():
+    """(A strict xfail until replayed_graph.freed: the create_graph replay's freed nodes.)"""
     runs(_grads_after_a_second_order_gradient, torch)
