@@ -130,7 +130,7 @@ def test_decorated_forward_with_a_float32_region_follows_torch_and_compiled_is_e
     (tl, ta, tg, tw, _), (el, ea, eg, ew, _), (cl, ca, cg, cw, cwarn) = runs
     assert ea == ta == ["float32"] * 3 and eg == tg == ["bfloat16"] * 3
     # (bfloat16 losses: cross_entropy outside the region, on bfloat16 logits; a bfloat16 ulp
-    # apart where log_softmax rounds differently, see the xfail below)
+    # apart where nll_loss's mean rounds differently)
     np.testing.assert_allclose(el, tl, rtol=1e-2)
     for a, b in zip(ew, tw):
         np.testing.assert_allclose(a, b, atol=1e-2)
@@ -140,10 +140,8 @@ def test_decorated_forward_with_a_float32_region_follows_torch_and_compiled_is_e
     assert len([x for x in cwarn if "running eagerly" in str(x.message)]) == 1
 
 
-@pytest.mark.xfail(strict=True, reason="PyTorch's bfloat16 log_softmax over the last dim "
-                   "rounds the sum of exponentials and its log to bfloat16 before the "
-                   "subtraction; llgrad rounds once (runtime/dispatch_bf16.py)")
 def test_bfloat16_log_softmax_over_the_last_dim_is_torch_s():
+    # (PyTorch rounds the sum of exponentials and its log to bfloat16 before the subtraction)
     x = np.random.default_rng(0).standard_normal((200, 3)).astype(np.float32)
     want = torch.log_softmax(torch.tensor(x).bfloat16(), -1).float().numpy()
     got = llgrad.log_softmax(llgrad.tensor(x).bfloat16(), -1).float().numpy()

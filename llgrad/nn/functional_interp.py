@@ -13,6 +13,7 @@ import warnings
 
 import numpy as np
 
+from ..ir import bfloat16 as bf16_values
 from ..runtime.creation import tensor as _tensor
 from ..runtime.node_names import rename
 from ..runtime.result_format import in_suggested_format
@@ -81,11 +82,20 @@ def _cubic_weights(n, o, scale, align_corners, dt):
     return [np.clip(i0 - 1 + j, 0, n - 1) for j in range(4)], [w.astype(dt) for w in ws]
 
 
+def _round_to(a, dtype):
+    """float32 array a rounded to float16 / bfloat16 values (kept as float32)."""
+    if dtype.name == "bfloat16":
+        return bf16_values.to_float32(bf16_values.round_to(a))
+    return np.asarray(a, np.float32).astype(np.float16).astype(np.float32)
+
+
 def _interp_dims(input, out_size, scales, mode, align_corners):
-    # a half input is resampled in single precision and rounded once, as PyTorch's kernels
-    # do; its weights are rounded to half first, but in the channels-last kernel PyTorch
-    # runs for a 2-d bilinear output of at most 128 rows and columns together
-    half = input.dtype.name == "float16" and mode not in ("nearest", "nearest-exact")
+    # a half (or bfloat16) input is resampled in single precision and rounded once, as
+    # PyTorch's kernels do; its weights are rounded to its dtype first, but in the
+    # channels-last kernel PyTorch runs for a 2-d bilinear output of at most 128 rows and
+    # columns together
+    half = input.dtype.name in ("float16", "bfloat16") and \
+        mode not in ("nearest", "nearest-exact")
     x = input.float() if half else input
     wdt = input.dtype if not (half and mode == "bilinear" and sum(out_size) <= 128) else None
 
@@ -116,9 +126,9 @@ def _interp_dims(input, out_size, scales, mode, align_corners):
         if o == n:      # (ATen's linear kernels copy a dim whose size stays, whatever the
             continue    # scale_factor that gave it: floor(8 * 1.1) = 8 is no resampling)
         i0, i1, l0, l1 = _linear_weights(n, o, scales[k], align_corners, dt)
-        if half and wdt is not None:    # (PyTorch's half lambdas: l0 = 1 - half(l1))
-            l1 = l1.astype(np.float16)
-            l0 = (np.float32(1) - l1.astype(np.float32)).astype(np.float16)
+        if half and wdt is not None:    # (PyTorch's lambdas: l0 = 1 - half(l1))
+            l1 = _round_to(l1, input.dtype)
+            l0 = _round_to(np.float32(1) - l1, input.dtype)
         x = x.index_select(dim, const(i0)) * weight(l0, shape) + \
             x.index_select(dim, const(i1)) * weight(l1, shape)
     return x.to(input.dtype) if half else x

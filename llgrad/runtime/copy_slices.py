@@ -15,6 +15,14 @@ def _span(*geoms):
     return max(geometry_span(*g) for g in geoms)
 
 
+# edge 0 of an in-place node on a view without history of its own: CopySlices calls the node
+# itself, the edge only says that the view's gradient is wanted (needs(0), fix_grads). One
+# shared marker, not (node, 0): that reference cycle left every such node, its saved tensors
+# and the graph behind it to the garbage collector (~1,700 objects a step of an ODE solver
+# writing its solution[j] = ...)
+VIEW_GRAD_WANTED = (Node(), 0)
+
+
 class CopySlices(Node):
     """Gradient of `base` after `view.op_(...)`: outside the view it passes through; inside
     it is the in-place op's own VJP (fn) applied to the view's slice of the gradient."""

@@ -10,7 +10,7 @@ import numpy as np
 from . import grad_mode, saved_hooks, trace_state
 from ..ir.optable import c_order, contiguous_result, iterator_layout_op
 from .autocast_cast import cast_operands, state as autocast_state
-from .dispatch_bf16 import float32_operands, involved, rounded, summed_in_order
+from .dispatch_bf16 import float32_operands, involved, kernel_rounded, rounded, summed_in_order
 from .dtypes import complex_unsupported
 from .dtypes import scalar_type_name  # noqa: F401  (its importers' name for it)
 from .memory_layout import iterator_layout
@@ -103,7 +103,9 @@ def run_bf16(op, inputs, attrs):
         return run_impl(op, inputs, attrs)
     inputs, attrs, rounds = float32_operands(op, inputs, attrs)
     out = run_impl(op, inputs, attrs)
-    return rounded(summed_in_order(op, inputs, attrs, out)) if rounds else out
+    if not rounds:
+        return out
+    return rounded(kernel_rounded(op, inputs, attrs, summed_in_order(op, inputs, attrs, out)))
 
 
 def impl_for_special(op, inputs, attrs):
@@ -284,6 +286,13 @@ def _has_edge(op, inputs, i, x, nondiff):
 _NO_EDGE = (None, 0)
 _WRAPPED = (bool, int, float, complex)     # the numbers PyTorch wraps (Tensor overloads)
 
+# a node's _in_meta, one shared tuple per distinct ((shape, dtype), ...): a training step
+# repeats the same few, and a tuple of its own in every node is 3 or so objects more per op
+# for the garbage collector to count and traverse (small-op models, a neural ODE or a CRF,
+# spent a fifth of a step in collections). Bounded: cleared past _META_LIMIT entries
+_metas = {}
+_META_LIMIT = 4096
+
 
 def record(op, inputs, attrs, results, self_override=None, info=None):
     """Attach op's backward node to results (in-place ops: [], and the node is returned).
@@ -318,7 +327,13 @@ def record(op, inputs, attrs, results, self_override=None, info=None):
             at.append(-1)
         meta.append((x._data.shape, x._dtype) if tensor else None)
     node.next_functions = tuple(edges)
-    node._in_meta = tuple(meta)
+    meta = tuple(meta)
+    shared = _metas.get(meta)
+    if shared is None:
+        if len(_metas) >= _META_LIMIT:
+            _metas.clear()
+        shared = _metas[meta] = meta
+    node._in_meta = shared
     if at is not None:
         node._edge_at = tuple(at)
     if not info.single:

@@ -137,6 +137,51 @@ def summed_in_order(op, inputs, attrs, out):
     return out
 
 
+def kernel_rounded(op, inputs, attrs, out):
+    """out (float32, run_impl's result on float32 operands), recomputed where PyTorch's
+    bfloat16 kernel rounds on the way: log_softmax over the last dim keeps its sum of
+    exponentials and that sum's log in bfloat16 (LogSoftmaxKernelImpl.h's lastdim kernel);
+    out unchanged for other ops."""
+    if op.name == "nll_loss":
+        return _nll_loss_cascaded(op, inputs, attrs, out)
+    if op.name != "log_softmax":
+        return out
+    x = prepare(op, inputs)[0]
+    if x.ndim == 0 or attrs["dim"] % x.ndim != x.ndim - 1 or x.shape[-1] == 0:
+        return out
+    s = x - np.max(x, axis=-1, keepdims=True)
+    total = bf16_values.to_float32(bf16_values.round_to(np.exp(s).sum(-1, keepdims=True)))
+    lse = bf16_values.to_float32(bf16_values.round_to(np.log(total)))
+    return (s - lse).astype(_F32)
+
+
+def _nll_loss_cascaded(op, inputs, attrs, out):
+    """A (N, C) nll_loss without class weights, summed or averaged, as PyTorch's CPU kernel
+    (LossNLL.cpp) adds bfloat16 losses: in bfloat16, cascaded in levels of 16 samples, the
+    levels then added in order, the mean divided in bfloat16."""
+    x, target, weight = prepare(op, inputs)
+    reduction = attrs.get("reduction", "mean")
+    keep = target != attrs.get("ignore_index", -100)
+    if x.ndim != 2 or weight is not None or reduction not in ("mean", "sum") or \
+            not keep.any():
+        return out
+    rnd = bf16_values.round_number
+    picked = x[np.arange(len(target)), np.where(keep, target, 0)]
+    partial = [0.0] * 8
+    for b in np.nonzero(keep)[0]:
+        partial[0] = rnd(partial[0] - float(picked[b]))
+        for j in range(7):
+            if b & (15 << (4 * j)):
+                break
+            partial[j + 1], partial[j] = rnd(partial[j + 1] + partial[j]), 0.0
+    total = 0.0
+    for v in partial:
+        total = rnd(total + v)
+    if reduction == "mean":
+        total = rnd(total / rnd(float(keep.sum())))
+    return np.asarray(total, dtype=_F32)
+
+
 def _positions(shape, take):
     """The flat (row-major) positions in an array of shape of the elements take(a) picks
     from a: each axis's coordinates taken from a zero-copy broadcast view, so that the

@@ -7,7 +7,7 @@ import numpy as np
 from . import dispatch, grad_mode, trace_state
 from ..ir import OPS, bfloat16 as bf16_values
 from ..ir.geometry import geometry_overlaps
-from .copy_slices import CopySlices, creation_error
+from .copy_slices import VIEW_GRAD_WANTED, CopySlices, creation_error
 from .inplace_overlap import shares_cells, write_changed, write_sequentially
 from .dispatch import _is_tensor, _req, call, record, run_impl, scalar_type_name, wrapped_ints
 from .dtypes import bfloat16, get_default_dtype, result_type
@@ -251,7 +251,7 @@ def call_inplace(op, t, inputs, attrs, _timed=False, _dual=False):
         t._grad_fn, t._output_nr, t._requires_grad = node, 0, True
     else:
         # CopySlices calls node itself; edge 0 only says the view's gradient is wanted
-        node.next_functions = ((self_edge or (node, 0)),) + node.next_functions[1:]
+        node.next_functions = ((self_edge or VIEW_GRAD_WANTED),) + node.next_functions[1:]
         _save_result(op, node, t, on_view=True)
         cs = CopySlices(base, t, node, base_edge)
         base_retained = (base._grad_fn, base._output_nr) if base._retains_grad else None
