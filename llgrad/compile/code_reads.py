@@ -70,12 +70,14 @@ def _attribute_reads(code, loads=("LOAD_GLOBAL", "LOAD_NAME")):
     return tuple(pairs)
 
 
-def module_attributes(code, space, closure=None):
+def module_attributes(code, space, closure=None, libraries=False):
     """[(global name, attribute, the module's globals)] of what code reads as
     `module.attribute` of one of the user's modules (a config module's settings, a helper
     in another file reading that file's tensors): reads of that module's globals, walked
     as the function's own (a library's modules are taken as fixed). closure: the function's
-    cells, whose modules count too (`import config` in the function that makes it)."""
+    cells, whose modules count too (`import config` in the function that makes it).
+    libraries: also a library module's functions, classes and numbers (`F.relu`, `math.pi`),
+    guarded by identity or value as torch.compile does: `F.gelu = my_gelu` between calls."""
     out, cells = [], {}
     for name, cell in zip(code.co_freevars, closure or ()):
         try:
@@ -86,9 +88,24 @@ def module_attributes(code, space, closure=None):
     if cells:
         named += [(n, a, cells.get(n)) for n, a in _attribute_reads(code, ("LOAD_DEREF",))]
     for name, attr, m in named:
-        if inspect.ismodule(m) and attr in vars(m) and users_module(m):
+        if inspect.ismodule(m) and attr in vars(m) and (users_module(m) or libraries and
+                                                        _library_constant(vars(m)[attr])):
             out.append((name, attr, vars(m)))
     return out
+
+
+def _library_constant(v):
+    """A library module's attribute a guard can follow by identity or value: a class, a
+    number, a builtin function (not a method bound to an object the walk would enter:
+    `random.random`), one of llgrad's, NumPy's... functions, or a function of the user's put
+    there (walked as fn's); not another library's Python function, which the walk would
+    enter as the user's (`threading.current_thread`: code_reads' own rules cover those)."""
+    if isinstance(v, (int, float, str)) or inspect.isclass(v):
+        return True
+    if inspect.isfunction(v):
+        return (v.__module__ or "").startswith(LIBRARIES) or users_file(v.__code__.co_filename)
+    return inspect.isbuiltin(v) and (getattr(v, "__self__", None) is None or
+                                     inspect.ismodule(v.__self__))
 
 
 def users_module(m):

@@ -293,8 +293,8 @@ def captured_reads(fn):
                 values.append((name, space[name], ("global", space, name)))
             else:
                 reads.append((("global", space, name), None, "absent", name))
-        values += [(f"{name}.{attr}", mspace[attr], ("global", mspace, attr))
-                   for name, attr, mspace in module_attributes(code, space, f.__closure__)]
+        values += [(f"{name}.{attr}", mspace[attr], ("global", mspace, attr)) for name, attr,
+                   mspace in module_attributes(code, space, f.__closure__, libraries=True)]
         own = function_parts(f) if f is not top else [("__dict__", f.__dict__)] \
             if any(x is f for _, x, _ in values) else ()    # (fn reading its attributes)
         values += [(f"{f.__name__}.{n}", v, ("attr", f, n)) for n, v in own]
