@@ -1,4 +1,4 @@
-"""The user's math.sqrt, math.cos and math.floor of a stand-in number while a trace runs.
+"""The user's math.sqrt, cos, exp and floor of a stand-in number while a trace runs.
 
 A number the traced function reads from its state and changes each call (an optimiser's
 `state["step"]`) is traced as a SymbolicScalar (symbolic_slots.py); math's C functions read
@@ -18,7 +18,7 @@ import threading
 from ..runtime import symbolic_math
 from ..runtime.symbolic_scalar import SymbolicScalar
 
-_TRACED = {"sqrt": symbolic_math.sqrt, "cos": symbolic_math.cos,
+_TRACED = {"sqrt": symbolic_math.sqrt, "cos": symbolic_math.cos, "exp": symbolic_math.exp,
            "floor": symbolic_math.floor}
 _lock = threading.Lock()
 _active = [0]                   # traces under way, all threads (the wrappers are in place
@@ -51,7 +51,7 @@ class _MathWrapper:
 
 @contextlib.contextmanager
 def standing_in():
-    """math's sqrt, cos and floor wrapped while the block runs (see the module)."""
+    """math's sqrt, cos, exp and floor wrapped while the block runs (see the module)."""
     with _lock:
         if _active[0] == 0:
             for name in _TRACED:

@@ -3,6 +3,7 @@ import math
 
 import numpy as np
 
+from . import libm_np
 from .erf_table import np_erf
 from .fused_madd import fused_alpha
 from .optable import conj, defop
@@ -160,7 +161,8 @@ _unary("neg", _neg, lambda c, g: (-g,), "NegBackward0", float_out=False,
 
 # ---- unary math -----------------------------------------------------------------------
 
-_unary("exp", np.exp, lambda c, g: (g * conj(c.result),), "ExpBackward0", save=("result",),
+_unary("exp", lambda x, libm=False: libm_np.libm("exp", x) if libm else np.exp(x),  # (math.exp's)
+       lambda c, g: (g * conj(c.result),), "ExpBackward0", save=("result",),
        methods=("exp",), inplace=("exp_",), functions=("exp",), cost=4, complex=True)
 _unary("log", np.log, lambda c, g: (g / conj(c.self),), "LogBackward0", save=("self",),
        methods=("log",), inplace=("log_",), functions=("log",), cost=4, complex=True)

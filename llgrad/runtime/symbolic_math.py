@@ -1,9 +1,9 @@
 """Math functions of llgrad's own Python arithmetic that keep a SymbolicScalar traced
-(symbolic_scalar.py): math.cos and math.floor read their argument's number (a stand-in
-escapes there), so a scheduler's cosine or cycle of its step counter would make the counter
-a value guard, a trace per step. The user's own calls of math.sqrt, math.cos and math.floor
-reach these while a trace runs (compile/math_stand_ins.py: a hand-written AdamW's
-`math.sqrt(1 - beta2 ** state["step"])`)."""
+(symbolic_scalar.py): math.cos, math.exp and math.floor read their argument's number (a
+stand-in escapes there), so a scheduler's cosine or cycle of its step counter would make the
+counter a value guard, a trace per step. The user's own calls of math.sqrt, math.cos,
+math.exp and math.floor reach these while a trace runs (compile/math_stand_ins.py: a
+hand-written AdamW's `math.sqrt(1 - beta2 ** state["step"])`)."""
 import math
 
 from ..ir import OPS
@@ -24,6 +24,18 @@ def cos(x):
         _require(x.tensor.abs() < _FLOAT_EXACT)
     t = call(OPS["cos"], (x.tensor.to(float64),), {"libm": True})
     return _checked(x, t, math.cos(x.value))
+
+
+def exp(x):
+    """math.exp(x): of a SymbolicScalar, glibc's float64 exp recorded as an op (as cos: an
+    epsilon-greedy `math.exp(-steps_done / EPS_DECAY)`), guarded below math's overflow."""
+    if type(x) is not SymbolicScalar:
+        return math.exp(x)
+    if not abs(x.value) < 700:      # (math's OverflowError, a NaN: the number read)
+        return math.exp(x._escape("math.exp()"))
+    t = x.tensor.to(float64)
+    _require(t.abs() < 700)
+    return _checked(x, call(OPS["exp"], (t,), {"libm": True}), math.exp(x.value))
 
 
 def floor(x):

@@ -137,7 +137,9 @@ def _sign(sg, node, a):
 # ---- unary math ---------------------------------------------------------------------------
 
 def _unary(name, fn):
-    elementwise(name, check=_floats_only)(lambda sg, node, a: fn(sg, a))
+    # (libm=True: a Python number's math.exp, glibc's as math's: runtime/symbolic_math.py)
+    elementwise(name, check=_floats_only)(lambda sg, node, a: _libm(sg, name, a) if (
+        node.attrs.get("libm") and a.dt == "float64") else fn(sg, a))
 
 
 _unary("exp", vecmath.exp)
