@@ -87,17 +87,18 @@ class Plan:
     def key(self, key):
         """The key the entry is kept under: the walk's without the methods it did not run,
         where that walk was made and the run ran none of them (they are marked from now
-        on)."""
+        on); else the full walk's, nothing marked (marked, the next call's walk would not
+        give this key: a trace more, where a skipped method reads a tensor the entry takes
+        as an input, a module's __init__ reading the dictionary it copies)."""
         fresh = [f for f in self.fresh if f not in self.ran]
-        if not fresh:
+        if not fresh or self.least_key is None or len(fresh) != len(self.fresh):
             return key
         cf = self.cf
         cf._dynamic = cf._dynamic | {mark(f) for f in fresh}
         cf.__dict__.setdefault("_ran_kept", []).extend(fresh)
         cf._fast.clear()
         cf._walkers = []        # (made again: the walkers skip the marked methods too)
-        return self.least_key if self.least_key is not None and \
-            len(fresh) == len(self.fresh) else key
+        return self.least_key
 
 
 @contextmanager

@@ -107,3 +107,27 @@ def test_a_method_called_through_a_kept_bound_method_is_followed():
 def test_a_method_run_under_another_name_is_followed():
     compiled, eager = _both(lambda i: "alias" if i >= 2 else "plain")
     assert compiled == eager
+
+
+TABLE = llgrad.arange(3.0)      # read by an __init__ the step never runs
+
+
+class Copies(llgrad.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = llgrad.nn.Parameter(TABLE.clone())
+
+    def forward(self, x):
+        return (self.w * x).sum()
+
+
+def test_an_unrun_method_reading_a_tensor_costs_no_second_trace():
+    """The entry's inputs include the tensor the unrun __init__ reads (the walk that skips it
+    gives other inputs): its methods stay followed, and the next call hits the first entry
+    (marking them made every such module trace twice)."""
+    m = Copies()
+    f = llgrad.compile(lambda x: m(x) * 2.0, backend="interpret")
+    outs, warned = _calls(f, 4, lambda i: (), lambda i: None)
+    assert outs == [2.0 * m(llgrad.full((3,), float(i + 1))).item() for i in range(4)]
+    assert not warned
+    assert f.n_traces == 1
