@@ -188,3 +188,49 @@ def test_annotations_in_graph_and_code_as_torch():
             row += [_text(gm.graph, lib), _text(gm.code, lib), gm(lib.ones(2)).tolist()]
         got.append(row)
     assert got[0] == got[1]
+
+
+def _scaled(x, flag, n=3):
+    return x * n if flag else x
+
+
+def _scale_by(x, s):
+    return x * s + 1.0
+
+
+
+@pytest.mark.parametrize("concrete", [{"flag": True}, {"flag": None, "n": 2}, {"flag": 1.5},
+                                      {"flag": "on"}])
+def test_concrete_args_specialise_with_torch_s_checks(concrete):
+    """concrete_args fix an argument: a placeholder name_1, an _assert of its value (or of
+    None) in the graph, the function traced with the value: graph and code as torch's, and a
+    call with another value raises torch's AssertionError."""
+    want = torch.fx.symbolic_trace(_scaled, concrete_args=concrete)
+    got = llgrad.fx.symbolic_trace(_scaled, concrete_args=concrete)
+    assert _text(got.graph, llgrad) == _text(want.graph, torch)
+    assert _text(got.code, llgrad) == _text(want.code, torch)
+    args = [concrete.get("flag"), concrete.get("n", 3)]
+    x = np.arange(3.0, dtype=np.float32)
+    np.testing.assert_array_equal(got(llgrad.tensor(x), *args).numpy(),
+                                  want(torch.tensor(x), *args).numpy())
+    with pytest.raises(AssertionError, match="flag has been specialized to have value"):
+        want(torch.tensor(x), 0, *args[1:])
+    with pytest.raises(AssertionError, match="flag has been specialized to have value"):
+        got(llgrad.tensor(x), 0, *args[1:])
+
+
+def test_concrete_args_ph_keeps_a_placeholder():
+    """PH leaves the argument a placeholder, renamed s_1, as torch.fx's."""
+    want = torch.fx.symbolic_trace(_scale_by, concrete_args={"s": torch.fx.PH})
+    got = llgrad.fx.symbolic_trace(_scale_by, concrete_args={"s": llgrad.fx.PH})
+    assert _text(got.graph, llgrad) == _text(want.graph, torch)
+    assert _text(got.code, llgrad) == _text(want.code, torch)
+    a, b = np.float32([1.0, 2.0]), np.float32([3.0, 4.0])
+    np.testing.assert_array_equal(got(llgrad.tensor(a), llgrad.tensor(b)).numpy(),
+                                  want(torch.tensor(a), torch.tensor(b)).numpy())
+
+
+def test_concrete_args_of_a_structure_are_refused_by_name():
+    """(torch.fx's pytree code generation is not llgrad's: a clear error, not another graph)"""
+    with pytest.raises(NotImplementedError, match="concrete_args\\['s'\\] is a tuple"):
+        llgrad.fx.symbolic_trace(_scale_by, concrete_args={"s": (llgrad.fx.PH, 2)})

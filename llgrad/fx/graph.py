@@ -374,7 +374,9 @@ def _codegen(graph, root, globals_):
                 *[_value(x) for x in a])
         else:
             line = f"{node.name} = {qualified_name(node.target)}({_call_args(a, k)})"
-        dead = [n.name for n in freed_after[node]]
+        # (a node nothing uses, kept for its effect, an _assert: freed on its own line, as
+        # torch.fx's delete_unused_values)
+        dead = [n.name for n in freed_after[node]] + ([node.name] if not node.users else [])
         if dead:
             line += ";  " + " = ".join(dead) + " = None"
         body.append(line)

@@ -9,10 +9,12 @@ import functools
 import inspect
 import sys
 import types
+import warnings
 
 from ..nn import functional as F
 from ..nn.module import Module
 from ..runtime.tensor import Tensor
+from ._symbolic_trace import PHBase, _assert_is_none
 from .graph import Graph
 from .graph_module import GraphModule
 from .proxy import Proxy, TraceError
@@ -89,8 +91,6 @@ class Tracer:
 
     def trace(self, root, concrete_args=None):
         """The Graph of root's forward (root a Module or a function)."""
-        if concrete_args:
-            raise NotImplementedError("llgrad.fx: symbolic_trace with concrete_args")
         if isinstance(root, Module):
             self.root, fn = root, type(root).forward
         else:
@@ -106,6 +106,9 @@ class Tracer:
             if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
                 raise TraceError("llgrad.fx: forward with *args or **kwargs")
             default = () if p.default is p.empty else (p.default,)
+            if concrete_args and p.name in concrete_args:
+                args.append(self._specialized(p.name, default, concrete_args[p.name]))
+                continue
             args.append(self.create_proxy("placeholder", p.name, default, {}))
             if p.annotation is not p.empty:
                 args[-1].node.type = p.annotation
@@ -116,6 +119,40 @@ class Tracer:
         self.graph.output(self.create_arg(out),
                           type_expr=None if returns is sig.empty else returns)
         return self.graph
+
+
+    def _specialized(self, name, default, value):
+        """An argument concrete_args fixes, as torch.fx's: a placeholder name_1; PH leaves
+        it the placeholder; a number, string or bool is checked equal by an _assert in the
+        graph, None by _assert_is_none, and the function traced with the value itself (of
+        another kind: unchecked, with torch's warning)."""
+        count = 0
+
+        def leaf(x):
+            nonlocal count
+            count += 1
+            out = self.create_proxy("placeholder", f"{name}_{count}", default, {})
+            if isinstance(x, PHBase):
+                return out
+            msg = f"{name} has been specialized to have value {x} but got another value"
+            if type(x) in (bool, int, float, complex, str):
+                self.create_proxy("call_function", sys.modules["llgrad"]._assert,
+                                  (out == x, msg), {})
+            elif x is None:
+                self.create_proxy("call_function", _assert_is_none, (out, msg), {})
+            else:
+                warnings.warn(f"Was not able to add assertion to guarantee correct input "
+                              f"{name} to specialized function. It is up to the user to make "
+                              "sure that your inputs match the inputs you specialized the "
+                              "function with.")
+            return x
+
+        if isinstance(value, (tuple, list, dict)):
+            # (torch.fx traces these through its pytree code generator: a forward that
+            # flattens its arguments by the trace's spec)
+            raise NotImplementedError(f"llgrad.fx: concrete_args[{name!r}] is a "
+                                      f"{type(value).__name__}: only single values and PH")
+        return leaf(value)
 
 
 def _namespaces():
