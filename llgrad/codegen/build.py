@@ -23,6 +23,8 @@ from ..ir.ops_control import CONTROL
 from ..ir.optable import OPS
 from ..ir.passes import cse, dce, sink_free_nodes
 from ..ir.verify import verify
+from . import entry_table
+from .entry_table import emit_table_entry
 from .kernel import TAIL
 from .lowerings import (ops_advindex, ops_elementwise, ops_index, ops_loss,  # noqa: F401
                         ops_matmul, ops_norm, ops_positional, ops_random, ops_reduce,
@@ -195,39 +197,73 @@ def _prepared(plan, options):
 # a split pays for itself only where this much memory is at stake, on either side
 
 
-def emit_plan(mod, plan, name, prefix="const", split=None):
+def emit_plan(mod, plan, name, prefix="const", split=None, table=False):
     """A planned graph's functions in mod (one per group, and the entry `name` taking the
     pointer array): (the entry, {constant Buffer: its global}). ops_control emits regions
     with this, under their own names and constant prefixes. With split (a group index),
-    `name` runs the groups before it and `name + TAIL` the rest (release_split)."""
+    `name` runs the groups before it and `name + TAIL` the rest (release_split). table:
+    the entry walks plan.call_table (entry_table.py) instead of calling group by group."""
     consts = _constants(mod, plan, prefix)
     calls = group_calls(mod, plan, name)
+    if table:
+        fns, seen = [], set()
+        for (key, *_), (fn, *_) in zip(call_specs(plan), calls):
+            if key not in seen:
+                seen.add(key)
+                fns.append(fn)
+        entry = emit_table_entry(mod, name, fns, list(consts.values()), plan.nslots,
+                                 tail=name + TAIL if split else None)
+        return entry, consts
     if split:
         _entry(mod, name + TAIL, calls[split:], consts)
         calls = calls[:split]
     return _entry(mod, name, calls, consts), consts
 
 
+def call_specs(plan):
+    """[(function key, group, buffers, bases, flags to check)] for each group of plan, in
+    order (computed once per plan); groups of one key share one function (a key
+    ("own", index): a function of its own)."""
+    specs = getattr(plan, "_call_specs", None)
+    if specs is None:
+        # where inputs are written in place, a failed index check returns at once: nothing
+        # is written (plan_graph puts every check before the first such write)
+        flags = {id(b) for b, _ in plan.flags} if plan.in_place else set()
+        specs = []
+        for grp in plan.groups:
+            bufs = plan.group_buffers(grp)
+            bases = dedupe.read_bases(plan, grp, _addressed(grp))
+            key = group_key(plan, grp, bufs, bases)
+            specs.append((("own", grp.index) if key is None else key, grp, bufs, bases,
+                          [b for b in grp.temps if id(b) in flags]))
+        plan._call_specs = specs
+    return specs
+
+
+def call_table(plan, split=None):
+    """plan's call table (entry_table.py): its groups' calls, each group's function
+    numbered in the order emit_plan emits them."""
+    specs = call_specs(plan)
+    index = {}
+    for key, *_ in specs:
+        index.setdefault(key, len(index))
+    return entry_table.call_table(plan, [(k, bufs, bases, checks)
+                                         for k, _, bufs, bases, checks in specs], index, split)
+
+
 def group_calls(mod, plan, name):
     """[(function, buffers, bases, flags to check)] for each group of plan, in order: the
     group's function in mod (`name.g<index>...`), or the one a repeated group shares."""
     calls, seen = [], {}
-    # where inputs are written in place, a failed index check returns at once: nothing is
-    # written (plan_graph puts every check before the first such write)
-    flags = {id(b) for b, _ in plan.flags} if plan.in_place else set()
-    for grp in plan.groups:
-        bufs = plan.group_buffers(grp)
-        bases = dedupe.read_bases(plan, grp, _addressed(grp))
-        key = group_key(plan, grp, bufs, bases)
-        fn = seen.get(key) if key is not None else None
+    for key, grp, bufs, bases, checks in call_specs(plan):
+        fn = seen.get(key)
         if fn is None:                  # (else: a repeated subgraph, compiled once)
-            fn = _emit_group(mod, plan, grp, bufs, f"{name}.g{grp.index}", bases)
-            if key is not None:
-                seen[key] = fn
+            fn = seen[key] = _emit_group(mod, plan, grp, bufs, f"{name}.g{grp.index}",
+                                         bases)
         elif dedupe.CHECK:              # (the test suite: the key must imply the code)
             dedupe.check_same(mod, fn, lambda n, g=grp, b=bufs, o=bases:
                               _emit_group(mod, plan, g, b, n, o))
-        calls.append((fn, bufs, bases, [b for b in grp.temps if id(b) in flags]))
+        calls.append((fn, bufs, bases, checks))
     return calls
 
 

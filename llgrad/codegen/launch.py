@@ -68,11 +68,15 @@ class _InSpec:
 class _Context:
     """What one call in flight owns: the pointer array (scratch slots filled once), its
     address, the arena behind the scratch slots, and the error words of index checks."""
-    __slots__ = ("ptrs", "addr", "arena", "flags", "stacks", "lengths")
+    __slots__ = ("ptrs", "addr", "arena", "flags", "stacks", "lengths", "table")
 
     def __init__(self, plan):
-        self.ptrs = (ctypes.c_void_p * max(plan.nslots, 1))()
+        # (a slot past the plan's own: an entry that walks a call table reads it there)
+        self.ptrs = (ctypes.c_void_p * (plan.nslots + 1))()
         self.addr = ctypes.addressof(self.ptrs)
+        self.table = table = getattr(plan, "call_table", None)
+        if table is not None:
+            self.ptrs[plan.nslots] = table.ctypes.data
         self.arena = np.empty(plan.arena_bytes + 64, np.uint8)
         base = -(-self.arena.ctypes.data // 64) * 64
         for b in plan.scratch:

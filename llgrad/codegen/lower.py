@@ -17,8 +17,9 @@ import warnings
 import weakref
 
 from . import control  # noqa: F401  (cond, while_loop: their lowerings join the table)
-from .build import (Unsupported, blas_available, emit_plan, plan_graph,  # noqa: F401
-                    simplify, supports, unsupported)
+from .build import (Unsupported, blas_available, call_table, emit_plan,  # noqa: F401
+                    plan_graph, simplify, supports, unsupported)
+from .entry_table import uses_table
 from .kernel import TAIL, Kernel
 from ..ir.verify import VerifyError
 from .lowerings.ops_matmul import small_gemm_bound
@@ -118,6 +119,8 @@ def _prepare(graph, blas, opt, clusters, release):
     options = {"blas": blas and blas_available(), "small_gemm": small_gemm_bound()}
     plan = plan_graph(graph, options, clusters)
     split = release_split(plan, release)
+    if uses_table(plan):        # (the table is data: made on a cache hit as well)
+        plan.call_table = call_table(plan, split and split[0])
     text = str(graph)
     settings = f"blas={options['blas']};small_gemm={options['small_gemm']};opt={opt};"
     key = keys.key_for(text, f"{settings}split={split and split[0]};{plan.describe()}")
@@ -136,7 +139,7 @@ def _emit(plan, name, split, shared=False):
     loop that may thread has its run-time thread count, parallel.py)."""
     mod = jit.new_module(name)
     mod.threads_by_size = shared
-    emit_plan(mod, plan, name, split=split and split[0])
+    emit_plan(mod, plan, name, split=split and split[0], table=uses_table(plan))
     if THREAD_CALL in mod.globals:
         ensure_pool()
     return mod
