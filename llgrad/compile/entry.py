@@ -55,7 +55,7 @@ class Entry:
         "grad_assign",                    # [(input, output position or None)]: .grad set
         "data_assign", "input_aliases",   # [(input, position, version)], [(input, input)]
         "retained",                       # [(output, its .grad's position)]: retained.py
-        "grad_outputs",                   # [(output, input)]: `return w.grad`, a .grad set
+        "grad_outputs", "grad_views",     # [(output, input)]: `return w.grad`; w.grad[0]
         "grad_inputs",                    # [(input, input j)]: `w.grad = x`, x an input
         "input_outputs",                  # [(output, input)]: `return x` gives x itself
         "plain_alias", "no_grad_views",   # outputs rebuilt as eager makes them
@@ -100,7 +100,7 @@ class Entry:
         self.data_assign, self.retained, self.input_aliases = [], [], []
         self.plain_alias, self.no_grad_views, self.freed_outputs, self.bumps = [], [], [], {}
         self.input_views, self.same_outputs, self.detached, self.reach = [], [], [], None
-        self.output_views, self.grad_outputs, self.grad_inputs = [], [], []
+        self.output_views, self.grad_outputs, self.grad_inputs, self.grad_views = [], [], [], []
         self.multi_views, self.replay_kept, self.frees = [], None, ()
         self.inference_outs, self.leaf_order = [], None
         self.scalar_outputs, self.eager_saved, self.reusable = {}, ({}, {}, {}), False
@@ -178,7 +178,7 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
         slots = Slots(fn, args, kwargs)
         kept = [args, kwargs, *entered]     # (where a printed value's text must not stay)
         with recording(entry.given, kept) as rendering, watching() as flags:
-            result = symbolic_args.returned_stand_ins(traced_fn(*args, **kwargs))
+            result = symbolic_args.returned_stand_ins(raw := traced_fn(*args, **kwargs))
             kept.append(result)
         entry.linked_arrays = (tracer := trace_state.state.tracer).linked_arrays
         if tracer.broken:               # (a graph break the function caught itself)
@@ -202,7 +202,7 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
             outs.append(piece.tensor)
         if not any(r for _, r in entry.rendered):   # (only returned: ReturnedScalar's)
             entry.rendered = []
-        _rebuild_notes(entry, outs, tensors)
+        _rebuild_notes(entry, outs, tensors, raw, entered)
         # .grad the function set (a training step's backward): outputs to assign back
         changed = [(k, t._grad) for k, (_, t) in enumerate(tensors) if t._grad is not before[k]
                    or (t._grad is None and id(t) in tracer.grad_cleared)]

@@ -10,11 +10,16 @@ import numpy as np
 from ..runtime import grad_mode
 from ..runtime.node import AccumulateGrad, gradient_edge
 from ..tracer.errors import TraceError
+from . import grad_views
 from .log import short_loc, user_line
 
 
-def rebuild_notes(entry, outs, tensors):
-    """What run.py needs to give later calls' results eager's identities and flags."""
+def rebuild_notes(entry, outs, tensors, result=None, received=()):
+    """What run.py needs to give later calls' results eager's identities and flags.
+    result: what the function returned; received: the containers and objects the guard
+    walk entered (the arguments' and what the function captures)."""
+    _no_received_containers(result, received)
+    grad_views.note(entry, outs, tensors)     # (over the memory of a .grad it set)
     # outputs that are input tensors themselves (`return x`, not x.detach() or a view,
     # which the graph cannot tell apart): later calls return the input too
     where = {id(t): i for i, (_, t) in enumerate(tensors)}
@@ -57,27 +62,40 @@ def rebuild_notes(entry, outs, tensors):
                       for k, o in enumerate(outs) if id(o._storage) in storage
                       and _eager_base(o, tensors[storage[id(o._storage)]][1]) is None]
     # and `x.data` (or a view of it): such an alias, under a version counter of its own
-    memory = {id(t._storage.base): i for i, (_, t) in enumerate(tensors)}
-    entry.detached += [(k, memory[id(o._storage.base)], o._base is not None, True)
-                       for k, o in enumerate(outs) if id(o._storage) not in storage
-                       and id(o._storage.base) in memory]
+    memory = {}                 # (a root input first, as for storage)
+    for i, (_, t) in sorted(enumerate(tensors), key=lambda it: it[1][1]._base is not None):
+        memory.setdefault(id(t._storage.base), i)
+    data = [(k, memory[id(o._storage.base)]) for k, o in enumerate(outs)
+            if id(o._storage) not in storage and id(o._storage.base) in memory]
+    entry.detached += [(k, i, outs[k]._base is not None, True) for k, i in data]
+    # (which the graph computes as a value of its own where the function wrote through it,
+    # `return x.data.add_(1)`: made over the input's memory again, as input_views are)
+    entry.input_views += [(k, i, _ptr(outs[k]._data) - _ptr(tensors[i][1]._data),
+                           outs[k]._data.strides) for k, i in data]
 
     # outputs over the memory of another output the function made (`z = y.view(-1)` then
     # written in place: the graph computes z and y as values of their own): later calls make
-    # them views of it again (offset in bytes from its first element, strides; whether eager's
-    # is a view, not an alias without history such as y.detach())
+    # them views of it again (offset in bytes from its first element, strides; how eager's
+    # relates to it: a view (True), an alias without history such as y.detach() (False), or
+    # a view of such an alias, `y.detach()[0]` (None): neither alias requires grad, and
+    # writing one in place leaves the other's history alone; or, over a version counter of
+    # another output's or its own (`y.data`, `y.data[1:]`), (that output, whether a view))
     # The owner spans the most memory: an alias without history of a part of the tensor
     # (y[0].detach(), `return [r.numpy() for r in y]`) is a buffer of that part only, which
     # another output cannot be a view of (it would read past its end)
-    owner = {}
+    owner, counter = {}, {}     # (by memory; counter: a version counter's first output)
+    # (outputs a compiled call gives as numbers or text, `loss.item()` twice: no tensors
+    # of the caller's, which memory they share does not matter)
+    numbers = set(entry.scalar_outputs) | {k for k, _ in entry.rendered}
     for k, o in enumerate(outs):
-        if o._base is None and id(o._storage) not in storage:
-            j = owner.setdefault(id(o._storage), k)
+        counter.setdefault(id(o._storage), k)
+        if o._base is None and id(o._storage.base) not in memory:
+            j = owner.setdefault(id(o._storage.base), k)
             if _span(o._data) > _span(outs[j]._data):
-                owner[id(o._storage)] = k
+                owner[id(o._storage.base)] = k
     entry.output_views = []
     for k, o in enumerate(outs):
-        j = owner.get(id(o._storage), k)
+        j = owner.get(id(o._storage.base), k)
         if j == k or o is outs[j]:
             continue
         if not _covered(o._data, outs[j]._data):
@@ -86,19 +104,33 @@ def rebuild_notes(entry, outs, tensors):
                                  "the other, which a compiled call cannot make share memory "
                                  "(clone one of them), called at " + short_loc(user_line()))
             continue        # (disjoint parts of one tensor: buffers of their own)
+        if o._base is not None and o._base is not outs[j] and o._base.requires_grad and \
+                not {j, k} & numbers:
+            raise TraceError("a result of the function is a view of a tensor with history "
+                             "that it does not return, over the memory of a result without "
+                             "history (`return y.detach(), y[1:]`), which a compiled call "
+                             "cannot make (clone one of them), called at "
+                             f"{short_loc(user_line())}")
+        how = o._base is outs[j] or (None if o._base is not None else False)
+        if o._storage is not outs[j]._storage:
+            how = (counter[id(o._storage)], o._base is not None)
         entry.output_views.append((k, j, _ptr(o._data) - _ptr(outs[j]._data), o._data.strides,
-                                   o._base is not None, outs[j]._data.strides))
+                                   how, outs[j]._data.strides))
 
     # overlapping views of one tensor the function wrote in place and does not return: the
     # graph computes each as a value of its own, so a write through one after a compiled call
     # would not show through the other
     views = {}
+    as_numbers = {id(outs[k]) for k in numbers} - {id(o) for k, o in enumerate(outs)
+                                                   if k not in numbers}
     for o in outs:
-        if o._base is not None and id(o._storage) not in storage and id(o._storage) not in owner:
-            views.setdefault(id(o._storage), []).append(o)
+        if o._base is not None and id(o._storage.base) not in memory and \
+                id(o._storage.base) not in owner:
+            views.setdefault(id(o._storage.base), []).append(o)
     for group in views.values():
-        if group[0]._storage.version and any(a is not b and np.shares_memory(a._data, b._data)
-                                             for a, b in itertools.combinations(group, 2)):
+        if any(o._storage.version for o in group) and any(
+                a is not b and np.shares_memory(a._data, b._data)
+                for a, b in itertools.combinations(group, 2)):
             raise TraceError("results of the function are overlapping views of a tensor it "
                              "writes in place and does not return, which a compiled call "
                              "cannot make share memory (return that tensor too, or clone "
@@ -106,9 +138,17 @@ def rebuild_notes(entry, outs, tensors):
 
     # views of one tensor the function does not return that overlap, neither within the
     # other (`return y[1:], y[:, 1]`): a compiled call would make the one a view of the
-    # other, starting before it
+    # other, starting before it; or views of it and of an alias of it without history
+    # (`return y.view(2, 2), y.view(2, 2).detach().t()`), which the graph computes apart
     for group in views.values():
         for a, b in itertools.combinations(group, 2):
+            if a._base is not b._base and a._data.size and b._data.size and \
+                    np.shares_memory(a._data, b._data) and not {id(a), id(b)} & as_numbers:
+                raise TraceError("results of the function are views of a tensor it does "
+                                 "not return and of an alias of it without history "
+                                 "(detach()), which a compiled call cannot make share "
+                                 "memory (clone one of them), called at "
+                                 f"{short_loc(user_line())}")
             if a._data.size and b._data.size and np.shares_memory(a._data, b._data) and \
                     not (_within(a._data, b._data) or _within(b._data, a._data)):
                 raise TraceError("results of the function are overlapping views of a tensor "
@@ -135,6 +175,26 @@ def rebuild_notes(entry, outs, tensors):
     first = {}
     entry.same_outputs = [(k, first.setdefault(id(o), k)) for k, o in enumerate(outs)
                           if first.setdefault(id(o), k) != k]
+
+
+def _no_received_containers(result, received):
+    """A list or dict the call was given or reaches, returned (`return loss, self.history`):
+    eager returns that very object, which the caller may write to; a compiled call builds
+    its results' containers anew, so such a call runs eagerly."""
+    ids = {id(c) for c in received if isinstance(c, (list, dict))}
+    stack = [result]
+    while ids and stack:
+        v = stack.pop()
+        if isinstance(v, (list, dict)) and id(v) in ids:
+            raise TraceError(f"the function returns a {type(v).__name__} it was given or "
+                             "reaches (its argument, or one its objects or captured "
+                             "variables hold), which a compiled call would return a copy of "
+                             f"(return a new one: list(...), dict(...)), called at "
+                             f"{short_loc(user_line())}")
+        if isinstance(v, (list, tuple)):
+            stack.extend(v)
+        elif isinstance(v, dict):
+            stack.extend(v.values())
 
 
 def _ptr(a):

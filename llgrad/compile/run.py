@@ -10,6 +10,7 @@ import numpy as np
 from ..ir.ops_shape import strided_view
 from ..tracer.pytree import unflattener
 from ..runtime import grad_mode, trace_state
+from . import grad_views
 from .attr_writes import Pending
 from .backward_node import CompiledFunctionBackward, FreedBackward, replay_kept
 from ..runtime.creation import default_generator
@@ -19,7 +20,7 @@ from .retained import assign_retained
 from .replayed_output import raises, replay
 from .backends import forward_run, report, warn_once
 from .log import short_loc
-from ..runtime.tensor import Tensor
+from ..runtime.tensor import Storage, Tensor
 
 _STORAGE, _DATA = operator.attrgetter("_storage"), operator.attrgetter("_data")
 _MISS = object()        # a runner's answer when a value guard of the entry fails
@@ -177,6 +178,7 @@ def run_entry(entry, tensors):
         tensors[k]._grad = tensors[j]
     for k, i in entry.grad_outputs:     # `return w.grad`: the .grad the call set, as eager's
         results[k] = tensors[i]._grad
+    grad_views.remake(entry, tensors, results)  # (`return w.grad.detach()`, w.grad[0])
     for k, flag in entry.grad_on:   # `x.requires_grad = True` the run set on a leaf input
         if flag is None:            # (or `x.detach_()` on one with a history)
             tensors[k]._grad_fn, flag = None, False
@@ -187,13 +189,28 @@ def run_entry(entry, tensors):
             size = arr.dtype.itemsize    # (off and strides in bytes from t's first element)
             results[k] = Tensor._view_of(strided_view(t._data, arr.shape, [
                 st // size for st in strides], off // size), t)
-    for k, j, off, strides, is_view, layout in entry.output_views:   # views of output j
+    for k, j, off, strides, how, layout in entry.output_views:   # views of output j
         base, arr = results[j], results[k]._data
-        if base._data.strides == layout and not np.shares_memory(arr, base._data):
+        if not np.shares_memory(arr, base._data):
+            if base._data.strides != layout:
+                continue
             size = arr.dtype.itemsize
             arr = strided_view(base._data, arr.shape, [st // size for st in strides],
                                off // size)
-            results[k] = Tensor._view_of(arr, base) if is_view else \
+        elif how is True:       # (_wrap_outputs made it a view of the output it shares)
+            continue
+        # (an alias without history, or a view of one: `y.detach()`, `y.detach()[0]`,
+        # neither a view of y, which _wrap_outputs makes of arrays sharing memory; `y.data`:
+        # over the version counter of the output first over it, or one of its own)
+        if type(how) is tuple:
+            first, is_view = how
+            own = results[first] if first < k else Tensor._from_array(
+                base._data, Storage(base._storage.base))
+            results[k] = Tensor._view_of(arr, own) if is_view else \
+                Tensor._from_array(arr, own._storage)
+        else:
+            results[k] = Tensor._view_of(arr, base) if how is True else \
+                Tensor._view_of(arr, base._alias()) if how is None else \
                 Tensor._from_array(arr, base._storage)
     for k in entry.plain_alias:     # (a view made here under no_grad would require grad)
         if results[k]._creation is not None:
