@@ -2,14 +2,14 @@
 
 Every function fills its tensor in place under no_grad and returns it. Random values come from
 llgrad's generator (llgrad.rand / llgrad.randn, or the `generator` passed), so
-llgrad.manual_seed makes them reproducible (the streams differ from PyTorch's)."""
+llgrad.manual_seed makes them reproducible, PyTorch's numbers for a seed."""
 import math
 import warnings
 
 import numpy as np
 
 from ..runtime import grad_mode
-from ..runtime.creation import randperm, tensor as _tensor
+from ..runtime.creation import empty_like, randperm, tensor as _tensor
 from ..runtime.dispatch import scalar_type_name
 from ..runtime.functions import where
 from ..runtime.tensor import Tensor
@@ -78,7 +78,8 @@ def normal_(tensor, mean=0.0, std=1.0, generator=None):
 def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     """Normal(mean, std) truncated to [a, b], by PyTorch's rejection sampling (its draws in
     its order: normal draws redrawn where outside [a, b] when the interval holds more than
-    0.3 of the mass, else uniform proposals on [a, b] accepted against the density)."""
+    0.3 of the mass, else uniform proposals on [a, b] accepted against the density). Its
+    buffers are empty_like the tensor, so a transposed view draws into its memory order."""
     def norm_cdf(x):
         return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
 
@@ -96,18 +97,17 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
                 mask = (result < lo) | (result > hi)
                 if not mask.any():
                     break
-                fresh = tensor.new_empty(tuple(tensor.shape)).normal_(mean, std,
-                                                                        generator=generator)
+                fresh = empty_like(result).normal_(mean, std, generator=generator)
                 result = where(mask, fresh, result)
             return tensor if result is tensor else tensor.copy_(result)
         log_peak = -0.5 * ((max(a, min(mean, b)) - mean) / std) ** 2
         tensor.uniform_(a, b, generator=generator)
-        accept = tensor.new_empty(tuple(tensor.shape))
+        accept = empty_like(tensor)
         pending = accept.uniform_(generator=generator).log_().gt(_log_density(tensor, mean, std,
                                                                              log_peak))
         result = tensor
         while pending.any():
-            candidates = tensor.new_empty(tuple(tensor.shape)).uniform_(a, b, generator=generator)
+            candidates = empty_like(tensor).uniform_(a, b, generator=generator)
             result = where(pending, candidates, result)
             pending = where(pending, accept.uniform_(generator=generator).log_().gt(
                 _log_density(candidates, mean, std, log_peak)), pending)

@@ -161,6 +161,8 @@ def multinomial(self, num_samples, replacement=False, *, generator=None):
     p = self.detach()
     if p.is_meta:           # (no values to check: the draw's shape and dtype)
         pass
+    elif replacement and num_samples > 1:
+        _check_rows_with_replacement(p)
     elif bool(((p < 0) | p.isfinite().logical_not()).any()):
         raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
     total = p.sum(-1, keepdim=True)
@@ -178,6 +180,24 @@ def multinomial(self, num_samples, replacement=False, *, generator=None):
     # q laid out as p (empty_like), so that its draws go to p's elements in memory order
     q = like_layout(self, self.new_empty).exponential_(1, generator=generator)
     return (p / q).topk(num_samples, -1).indices
+
+
+def _check_rows_with_replacement(p):
+    """ATen's with-replacement kernel's checks and messages: row by row, each entry must be
+    >= 0 (a NaN fails here), then finite, then the row's sum > 0."""
+    rows = p.reshape(-1, p.shape[-1]).double()
+    if bool((rows.isfinite() & (rows >= 0)).all() & (rows.sum(-1) > 0).all()):
+        return              # (valid: no loop in Python)
+    for row in rows.tolist():
+        for v in row:
+            if not v >= 0:
+                raise RuntimeError("invalid multinomial distribution (encountering probability "
+                                   "entry < 0)")
+            if not math.isfinite(v):
+                raise RuntimeError("invalid multinomial distribution (encountering probability "
+                                   "entry = infinity or NaN)")
+        if not sum(row) > 0:
+            raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
 
 
 def _last(n):

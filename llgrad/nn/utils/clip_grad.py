@@ -11,10 +11,11 @@ import warnings
 import numpy as np
 
 from ...ir import OPS
-from ...runtime import dispatch, trace_state
+from ...runtime import dispatch, dtypes, trace_state
 from ...runtime.creation import tensor
 from ...runtime.functions import stack
 from ...runtime.grad_mode import no_grad
+from ...runtime.linalg import vector_norm as linalg_vector_norm
 from ...runtime.meta_tensor import is_meta
 from ...runtime.saved_tensor import user_position
 from ...runtime.tensor import Tensor
@@ -31,8 +32,13 @@ def _no_grad(fn):
     return wrapper
 
 
+_HALVES = (dtypes.float16, dtypes.bfloat16)
+
+
 def _vector_norm(t, p):
     """torch.linalg.vector_norm(t, p) of a tensor flattened (a 0-d result)."""
+    if t.dtype in _HALVES:      # (accumulated in float32, as PyTorch's: |g|^2 in float16
+        return linalg_vector_norm(t, p)     # overflows past 255, which zeroed the grads)
     a = t.abs()
     if p == math.inf:
         return a.max()

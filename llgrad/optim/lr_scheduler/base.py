@@ -166,7 +166,7 @@ class LRScheduler:
                     else self.get_lr()
         finally:
             self._get_lr_called_within_step = False
-        for group, lr in zip(self.optimizer.param_groups, values):
+        for group, lr in zip(self.optimizer.param_groups, values, strict=True):
             _update_param_group_val(group, "lr", lr)
         self._last_lr = _param_groups_val_list(self.optimizer, "lr")
 

@@ -53,7 +53,7 @@ class MultiplicativeLR(LRScheduler):
         if self._is_initial:
             return self._group_lrs()
         return [group["lr"] * fn(self.last_epoch)
-                for fn, group in zip(self.lr_lambdas, self.optimizer.param_groups)]
+                for fn, group in zip(self.lr_lambdas, self.optimizer.param_groups, strict=True)]
 
 
 class ConstantLR(LRScheduler):
@@ -189,7 +189,7 @@ class CyclicLR(LRScheduler):
         if self.cycle_momentum:
             momentums = [max_m - (max_m - base_m) * scale * self.scale_fn(at)
                          for base_m, max_m in zip(self.base_momentums, self.max_momentums)]
-            for group, momentum in zip(self.optimizer.param_groups, momentums):
+            for group, momentum in zip(self.optimizer.param_groups, momentums, strict=True):
                 if self.use_beta1:
                     group["betas"] = (momentum, *group["betas"][1:])
                 else:
@@ -268,7 +268,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
             values = self.get_lr()
         finally:
             self._get_lr_called_within_step = False
-        for group, lr in zip(self.optimizer.param_groups, values):
+        for group, lr in zip(self.optimizer.param_groups, values, strict=True):
             _update_param_group_val(group, "lr", lr)
         self._last_lr = _param_groups_val_list(self.optimizer, "lr")
 

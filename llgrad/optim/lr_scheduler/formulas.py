@@ -50,7 +50,7 @@ class CosineAnnealingLR(LRScheduler):
         groups = self.optimizer.param_groups
         if (e - 1 - t) % (2 * t) == 0:
             return [g["lr"] + (base_lr - lo) * (1 - _cos(math.pi / t)) / 2
-                    for base_lr, g in zip(self.base_lrs, groups)]
+                    for base_lr, g in zip(self.base_lrs, groups, strict=True)]
         return [(1 + _cos(math.pi * e / t)) / (1 + _cos(math.pi * (e - 1) / t))
                 * (g["lr"] - lo) + lo for g in groups]
 
@@ -92,7 +92,7 @@ class LambdaLR(LRScheduler):
     def get_lr(self):
         self._warn_outside_step()
         return [base_lr * lmbda(self.last_epoch)
-                for lmbda, base_lr in zip(self.lr_lambdas, self.base_lrs)]
+                for lmbda, base_lr in zip(self.lr_lambdas, self.base_lrs, strict=True)]
 
 
 class MultiStepLR(LRScheduler):
