@@ -61,15 +61,35 @@ def _broadcast(*shapes):
     for s in shapes:
         if s and s != out:
             if out:
-                return np.broadcast_shapes(*shapes)
+                return _broadcast_same_rank(shapes) or np.broadcast_shapes(*shapes)
             out = s
     return out
+
+
+def _broadcast_same_rank(shapes):
+    """The broadcast shape of shapes of one rank (0-d ones aside) whose dims agree or are 1
+    (a (B, 1) mask over (B, N)); None for anything else (np.broadcast_shapes decides)."""
+    shapes = [s for s in shapes if s]
+    rank = len(shapes[0])
+    out = list(shapes[0])
+    for s in shapes[1:]:
+        if len(s) != rank:
+            return None
+        for d, n in enumerate(s):
+            if n != out[d]:
+                if out[d] == 1:
+                    out[d] = n
+                elif n != 1:
+                    return None
+    return tuple(out)
 
 
 def _operand(v, other):
     if isinstance(v, np.generic):
         return np.asarray(v)
     if type(v) in (float, int) and isinstance(other, np.ndarray) and other.dtype.kind == "f":
+        if -65504 <= v <= 65504:    # (float16's range: no dtype overflows, no errstate)
+            return np.asarray(v, other.dtype)
         with np.errstate(over="ignore"):
             return np.asarray(v, other.dtype)
     return v

@@ -17,11 +17,12 @@ import warnings
 
 import numpy as np
 
-from ..runtime import grad_mode
+from ..runtime import dispatch, grad_mode, trace_state
 from ..runtime.autograd_function import Function
 from ..runtime.creation import arange, ones, zeros
 from ..runtime.dtypes import bool_, int64
 from ..runtime.node_names import rename
+from ..runtime.tensor import Tensor
 from ..runtime.vmap_fallback import meta_on_mismatch
 from .functional_embedding_sparse import sparse_embedding
 
@@ -78,6 +79,22 @@ def _check_values(indices, offsets, num_weights, fbgemm):
                 offs.size else 0
             raise RuntimeError(f"Index {p - start} of input takes value {int(idx[p])} "
                                f"which is not in the valid range [0, {num_weights})")
+
+
+def _eager_bag(starts, n):
+    """make_offset2bag's bag of each of the n indices from the bags' starts, worked out in
+    NumPy (6 ops fewer per call); None where the tensor ops must build it: under a trace
+    (a compiled call serves any offsets), vmap, the meta device or the profiler, or for
+    starts outside [0, n] (index_add's checks)."""
+    offs = starts._data
+    if type(offs) is not np.ndarray or trace_state.state.tracer is not None or \
+            dispatch.batching is not None or dispatch.meta is not None or \
+            dispatch.profiler is not None or starts._dtype._cat != 1:
+        return None
+    if offs.size and (offs.min() < 0 or offs.max() > n):
+        return None
+    first = np.bincount(offs.astype(np.int64, copy=False), minlength=n + 1)
+    return Tensor._from_array(np.cumsum(first[:n], dtype=np.int64) - 1)
 
 
 def embedding_renorm_(weight, input, max_norm, norm_type):
@@ -146,25 +163,31 @@ def _bags(weight, indices, offsets, scale_grad_by_freq, mode, per_sample_weights
     starts = offsets[:-1] if include_last_offset else offsets
     b = starts.shape[0]
     idx = indices.to(int64)
-    # offset2bag: how many bags start at or before each position, less one
-    first = zeros(n + 1, dtype=int64).index_add(0, starts.to(int64), ones(b, dtype=int64))
-    bag = first[:n].cumsum(0) - 1
+    bag = _eager_bag(starts, n)
+    composed = bag is None      # (a trace, vmap, meta or profile: the graph as it was)
+    if composed:
+        # offset2bag: how many bags start at or before each position, less one
+        first = zeros(n + 1, dtype=int64).index_add(0, starts.to(int64), ones(b, dtype=int64))
+        bag = first[:n].cumsum(0) - 1
     if padding_idx is not None:          # padding goes to the extra row b, cut off below
         bag = bag.masked_fill(idx == padding_idx, b)
     if include_last_offset and b + 1 == offsets.shape[0]:   # (past the last offset: no bag)
         bag = bag.masked_fill(arange(n, dtype=int64) >= offsets[-1].to(int64), b)
+    # (bag b: padding, indices past the last offset, or every index when there are no bags)
+    padded = padding_idx is not None or include_last_offset or b == 0 or composed
     if sparse:      # (an entry per index, padding's left out; scale_grad_by_freq raises)
         return _bag_rows(sparse_embedding(idx, weight, padding_idx, scale_grad_by_freq),
-                         weight, bag, b, n, mode, per_sample_weights, _MeanOfBags.apply)
+                         weight, bag, b, n, mode, per_sample_weights, _MeanOfBags.apply,
+                         padded)
     rows = weight.index_select(0, idx)
     if scale_grad_by_freq and grad_mode.is_grad_enabled() and weight.requires_grad:
         counts = zeros(num_weights, dtype=int64).index_add(0, idx, ones(n, dtype=int64))
         scale = 1.0 / counts.index_select(0, idx).to(weight.dtype)
         rows = _ScaleGrad.apply(rows, scale.unsqueeze(1))
-    return _bag_rows(rows, weight, bag, b, n, mode, per_sample_weights)
+    return _bag_rows(rows, weight, bag, b, n, mode, per_sample_weights, padded=padded)
 
 
-def _bag_rows(rows, weight, bag, b, n, mode, per_sample_weights, mean=None):
+def _bag_rows(rows, weight, bag, b, n, mode, per_sample_weights, mean=None, padded=True):
     """The bags' sums, means or maxima of the looked-up rows (bag b: padding, cut off);
     mean(sums, counts) divides (its backward, _MeanOfBags's, as PyTorch's sparse one)."""
     dim = weight.shape[1]
@@ -174,7 +197,9 @@ def _bag_rows(rows, weight, bag, b, n, mode, per_sample_weights, mean=None):
         return out[:b]
     if per_sample_weights is not None:
         rows = rows * per_sample_weights.unsqueeze(1)
-    out = weight.new_zeros((b + 1, dim)).index_add(0, bag, rows)[:b]
+    # (bag b, cut off below, only where some index goes to no bag; else b rows, no slice)
+    out = weight.new_zeros((b + 1, dim)).index_add(0, bag, rows)[:b] if padded else \
+        weight.new_zeros((b, dim)).index_add(0, bag, rows)
     if mode == 1:
         count = weight.new_zeros((b + 1,)).index_add(0, bag, weight.new_ones((n,)))[:b]
         count = count.clamp_min(1).unsqueeze(1)
