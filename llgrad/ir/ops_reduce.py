@@ -377,16 +377,20 @@ defop("log_softmax", _log_softmax, save=("result",), grad_fn="LogSoftmaxBackward
 
 
 def _cumsum(x, dim):
-    # np.cumsum of a 0-d array is 1-d: keep x's shape (float16 summed in float32, as PyTorch)
-    acc = np.int64 if x.dtype.kind in "biu" else np.float32 if x.dtype == np.float16 else None
+    # np.cumsum of a 0-d array is 1-d: keep x's shape (float16 summed in float32 and float32
+    # in float64, PyTorch's CPU accumulation types, each result rounded once)
+    acc = np.int64 if x.dtype.kind in "biu" else _SCAN_ACC.get(x.dtype.type)
     with np.errstate(over="ignore", invalid="ignore"):   # (as _mean's)
         r = np.cumsum(x, axis=dim, dtype=acc)
     if acc is not np.int64:     # (PyTorch's sum starts from +0: a leading -0 is +0)
         r += 0.0
-    return r.reshape(x.shape).astype(np.float16 if x.dtype == np.float16 else acc or x.dtype,
-                                     copy=False)
+    return r.reshape(x.shape).astype(np.int64 if acc is np.int64 else x.dtype, copy=False)
 
 
-# reverse cumulative sum without a flip: total - cumsum + g
+_SCAN_ACC = {np.float16: np.float32, np.float32: np.float64, np.complex64: np.complex128}
+
+
+# PyTorch's reversed cumulative sum, flip-cumsum-flip (total - cumsum + g would cancel:
+# g = (1e8, 1, 1) in float32 gave (1e8, 1, 1) for (1e8, 2, 1))
 defop("cumsum", _cumsum, grad_fn="CumsumBackward0",
-      vjp=lambda c, g: (g.sum(c.dim, keepdim=True) - g.cumsum(c.dim) + g,), functions=("cumsum",), complex=True)
+      vjp=lambda c, g: (g.flip(c.dim).cumsum(c.dim).flip(c.dim),), functions=("cumsum",), complex=True)

@@ -114,22 +114,21 @@ def _xlog(log):
     return _in_float(impl)
 
 
-def _xlog_vjp(log, edge):
+def _xlog_vjp(op, edge):
     def vjp(c, g):
         x, y = c.self, c.other
-        # (PyTorch's xlogy(g, y) is 0 where g is 0; g * log(y) is nan there when log(y) is
-        # not finite: kept linear in g, as llgrad.func.jvp's double VJP needs)
-        gx = (g * getattr(y, log)()).masked_fill((x == 0) & (y <= edge), 0) \
-            if c.needs(0) else None
+        # PyTorch's formula, the op itself on (g, y): 0 where g is 0 (a where() upstream),
+        # where g * log(y) would be nan at y == 0
+        gx = g._op(op, y).masked_fill((x == 0) & (y <= edge), 0) if c.needs(0) else None
         gy = g * x / (y if edge == 0 else y + 1) if c.needs(1) else None
         return gx, gy
     return vjp
 
 
-defop("xlogy_float", _xlog(np.log), vjp=_xlog_vjp("log", 0), grad_fn="XlogyBackward0",
+defop("xlogy_float", _xlog(np.log), vjp=_xlog_vjp("xlogy_float", 0), grad_fn="XlogyBackward0",
       args=("self", "other"), save=("self", "other"), kind="elementwise", promote=(0, 1),
       float_out=True, cost=8)
-defop("xlog1py_float", _xlog(np.log1p), vjp=_xlog_vjp("log1p", -1),
+defop("xlog1py_float", _xlog(np.log1p), vjp=_xlog_vjp("xlog1py_float", -1),
       grad_fn="SpecialXlog1PyBackward0", args=("self", "other"), save=("self", "other"),
       kind="elementwise", promote=(0, 1), float_out=True, cost=8)
 

@@ -108,12 +108,12 @@ defop("unfold", _unfold, kind="view", grad_fn="UnfoldBackward0", vjp=view_vjp(_u
 
 
 def _cumprod(x, dim):
-    # (float16 multiplied in float32, rounded once each, as PyTorch)
-    acc = np.int64 if x.dtype.kind in "biu" else np.float32 if x.dtype == np.float16 else None
+    # (float16 multiplied in float32 and float32 in float64, rounded once each, as PyTorch)
+    acc = np.int64 if x.dtype.kind in "biu" else \
+        {np.float16: np.float32, np.float32: np.float64}.get(x.dtype.type)
     with np.errstate(over="ignore", invalid="ignore"):  # (NumPy's wrapper warns as numpy's module)
         r = np.cumprod(x, axis=dim, dtype=acc)
-    return r.reshape(x.shape).astype(np.float16 if x.dtype == np.float16 else acc or x.dtype,
-                                     copy=False)
+    return r.reshape(x.shape).astype(np.int64 if acc is np.int64 else x.dtype, copy=False)
 
 
 def _reversed_cumsum(t, d):

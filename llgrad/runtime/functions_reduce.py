@@ -122,10 +122,20 @@ def logcumsumexp(input, dim):
                                   f"'{tname(input._dtype)}'")
     d = norm_dim(dim, input._data.ndim)
     n = input._data.shape[d] if input._data.ndim else 1
-    if n <= 1:
+    if input._data.ndim == 0:
         return input.clone()
-    if input._dtype is dtypes.float16:      # (PyTorch's scan accumulates in float32)
-        return logcumsumexp(input.float(), d).to(dtypes.float16)
+    if n <= 1:
+        # PyTorch's one step from -inf makes -0.0 +0.0; its gradient is nan at +-inf and nan
+        out = input + 0.0
+        if input.requires_grad:
+            bad = ~input.isfinite()
+            x = input.masked_fill(~bad, 0)
+            out = where(bad, x + (-(x * x)).exp(), out)
+        return out
+    if input._dtype in (dtypes.float16, dtypes.float32):   # (PyTorch's scan accumulates
+        # float16 in float32 and float32 in float64, its CPU accumulation types)
+        wide = dtypes.float32 if input._dtype is dtypes.float16 else dtypes.float64
+        return logcumsumexp(input.to(wide), d).to(input._dtype)
     out, s = input.contiguous(), 1         # (PyTorch's scan result is row-major)
     while s < n:
         out = _logaddexp("logaddexp", out, _earlier(out, d, s, -math.inf), Tensor.exp, 1, False)
@@ -134,7 +144,8 @@ def logcumsumexp(input, dim):
         # PyTorch's gradient (its reverse-logcumsumexp formula) is nan at an input of +inf
         # and where the result is -inf (an all -inf prefix): the scan's pairs of equal
         # infinities would pass 1 there. x + exp(-x * x) is x with a nan derivative at +-inf
-        bad = (out == -math.inf) | (input == math.inf)
+        # (a nan earlier in the scan keeps the result nan, as PyTorch's, even at +inf)
+        bad = (out == -math.inf) | ((input == math.inf) & (out == math.inf))
         x = input.masked_fill(~bad, 0)
         out = where(bad, x + (-(x * x)).exp(), out)
     return out

@@ -9,8 +9,8 @@ from ..ir.ops_index import check_broadcast
 from .creation_checks import fill_value_fits
 from .dispatch import call, scalar_type_name
 from .inplace import call_inplace
-from .methods_getitem import (_as_tuple, _basic_first, _byte_masks, _is_advanced, _is_bool,
-                              _spec, getitem)
+from .methods_getitem import (_as_tuple, _basic_first, _byte_masks, _index_tensor,
+                              _is_advanced, _is_bool, _spec, getitem)
 from .methods_views import _def
 from .shapes import check_index_tensor, check_zero_dim_index
 from .symbolic_scalar import SymbolicScalar
@@ -45,7 +45,7 @@ def setitem(self, idx, value):
             round_number(value) if self._dtype.name == "bfloat16" else \
             fill_value_fits(value, self._dtype)
     if any(_is_advanced(i) or _is_bool(i) for i in idx):
-        _byte_mask_fill(idx, value)
+        _byte_mask_fill(self, idx, value)
         t, rest = _slices_first(*_basic_first(self, _byte_masks(idx)))
         spec, tensors = _spec(t, rest)
         if not isinstance(value, Tensor):
@@ -62,6 +62,9 @@ def setitem(self, idx, value):
         except (RuntimeError, TypeError, ValueError):   # (PyTorch's words for a value that
             # does not fit; NumPy's mask assignment raises TypeError / ValueError)
             _value_fits(self, idx, value)
+            raise
+        except IndexError:      # (PyTorch checks the value's shape before the bounds)
+            _value_fits(self, tuple(_in_bounds(i) for i in idx), value)
             raise
         return
     target = getitem(self, idx)
@@ -80,7 +83,7 @@ def setitem(self, idx, value):
         target.fill_(value)
 
 
-def _byte_mask_fill(idx, value):
+def _byte_mask_fill(self, idx, value):
     """PyTorch's error for x[byte_mask] = one number: its index_put_ hands a lone mask and a
     one-element value to masked_fill_, which takes bool masks only (more values: index_put_,
     which reads the uint8 tensor as a mask; a 0-d one is read as a Python bool)."""
@@ -88,6 +91,7 @@ def _byte_mask_fill(idx, value):
     adv = [i for i in idx if _is_advanced(i) or _is_bool(i)]
     if len(adv) == 1 and isinstance(adv[0], Tensor) and adv[0]._dtype.name == "uint8" and \
             adv[0]._data.ndim and (not isinstance(value, Tensor) or value._data.size == 1):
+        getitem(self.detach(), idx)     # (a mask of the wrong shape: PyTorch's IndexError first)
         raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with dtype "
                            "unsigned char")
 
@@ -103,6 +107,15 @@ def _slices_first(t, rest):
         out.append(i)
         d += i._data.ndim if isinstance(i, Tensor) and i._dtype._cat == 0 else 1
     return t, tuple(out)
+
+
+def _in_bounds(i):
+    """Index i with its integer index tensor (or list) zeroed: the indexing result's shape,
+    out-of-range indices aside."""
+    if not _is_advanced(i):
+        return i
+    t = _index_tensor(i)
+    return t if t._dtype._cat != 1 or t._dtype.name == "uint8" else t.detach() * 0
 
 
 def _value_fits(self, idx, value):

@@ -148,19 +148,23 @@ def _emit_cumsum(plan, group, fg):
         it = iter(ridx)
         return [k if d == dim else next(it) for d in range(nd)]
 
-    zero = ir.Constant(I64, 0)
-    with loop_nest(b, [shape[d] for d in rest], name="r") as ridx:      # out[0] = x[0]
-        idx = full(zero, ridx)
-        first = sg.cast(fg.load(src, idx), dt)
+    # each slice's sum in a register, float32's in float64 (PyTorch's CPU accumulation
+    # type, as the reference), each result rounded once
+    acc_dt = "float64" if dt == "float32" else dt
+    slot = fg.alloca(reg_type(acc_dt), "acc")
+    with loop_nest(b, [shape[d] for d in rest], name="r") as ridx:
+        idx = full(ir.Constant(I64, 0), ridx)
+        first = sg.cast(fg.load(src, idx), acc_dt)
         if is_float(dt):        # (+ 0.0, as the reference: a sum from +0 makes -0 +0)
-            first = sg.add(first, sg.const(0.0, dt))
-        fg.store(first, dst, idx)
-    with for_range(b, 1, shape[dim], name="k") as k:
-        prev = b.sub(k, ir.Constant(I64, 1))
-        with loop_nest(b, [shape[d] for d in rest], name="r") as ridx:
+            first = sg.add(first, sg.const(0.0, acc_dt))
+        b.store(first.v, slot)
+        fg.store(sg.cast(first, dt), dst, idx)
+        with for_range(b, 1, shape[dim], name="k") as k:
             idx = full(k, ridx)
-            acc = fg.load(dst, full(prev, ridx))
-            fg.store(sg.add(acc, sg.cast(fg.load(src, idx), dt)), dst, idx)
+            acc = Scalar(b.load(slot, typ=slot.allocated_type), acc_dt)
+            acc = sg.add(acc, sg.cast(fg.load(src, idx), acc_dt))
+            b.store(acc.v, slot)
+            fg.store(sg.cast(acc, dt), dst, idx)
 
 
 register("cumsum", "kernel", emit=_emit_cumsum, check=_check_cumsum)

@@ -16,7 +16,7 @@ from ...ir.graph import Value
 from ...ir.geometry import contiguous_strides
 from ...ir.ops_shape import _diagonal, relative_geometry
 from .loops import Access, for_range, loop_nest
-from .scalar import I64, Scalar, is_float
+from .scalar import I64, Scalar, is_float, reg_type
 from .table import elementwise, register
 
 
@@ -222,8 +222,9 @@ def _check_cumprod(node):
 
 
 def _emit_cumprod(plan, group, fg):
-    """Sequential products along dim in the result's dtype (np.cumprod's order): the dim
-    loop outermost, each step a whole slice times the previous one."""
+    """Sequential products along dim (np.cumprod's order), each slice's in a register:
+    float32's in float64 (PyTorch's CPU accumulation type, as the reference), each result
+    rounded once."""
     node, b, sg = group.root, fg.b, fg.sg
     x, out = node.inputs[0], node.outputs[0]
     shape = x.type.shape
@@ -237,15 +238,19 @@ def _emit_cumprod(plan, group, fg):
         it = iter(ridx)
         return [k if d == dim else next(it) for d in range(len(shape))]
 
+    acc_dt = "float64" if dt == "float32" else dt
+    slot = fg.alloca(reg_type(acc_dt), "acc")
     with loop_nest(b, [shape[d] for d in rest], name="r") as ridx:
         idx = full(ir.Constant(I64, 0), ridx)
-        fg.store(sg.cast(fg.load(src, idx), dt), dst, idx)
-    with for_range(b, 1, shape[dim], name="k") as k:
-        prev = b.sub(k, ir.Constant(I64, 1))
-        with loop_nest(b, [shape[d] for d in rest], name="r") as ridx:
+        first = sg.cast(fg.load(src, idx), acc_dt)
+        b.store(first.v, slot)
+        fg.store(sg.cast(first, dt), dst, idx)
+        with for_range(b, 1, shape[dim], name="k") as k:
             idx = full(k, ridx)
-            acc = fg.load(dst, full(prev, ridx))
-            fg.store(sg.mul(acc, sg.cast(fg.load(src, idx), dt)), dst, idx)
+            acc = Scalar(b.load(slot, typ=slot.allocated_type), acc_dt)
+            acc = sg.mul(acc, sg.cast(fg.load(src, idx), acc_dt))
+            b.store(acc.v, slot)
+            fg.store(sg.cast(acc, dt), dst, idx)
 
 
 register("cumprod", "kernel", emit=_emit_cumprod, check=_check_cumprod)
