@@ -36,6 +36,7 @@ from ..runtime.tensor import Tensor
 from ..tracer.pytree import flatten, unflatten, with_constants
 from ..tracer.errors import TraceError
 from ..tracer.returned import is_constant
+from . import array_writes
 from .appended_lists import APPEND, grown, marked, numbers_in
 from .code_reads import global_names, global_stores
 from .guards import (_is_object, captured_reads, class_functions, followed_reads,
@@ -177,7 +178,7 @@ class Slots:
         was; self.blind: the guard walk's paths of those flags."""
         writes, tensors, paths = [], [], set()
         self.counters, self.blind, forced = [], [], {id(m) for m in written_first}
-        holders = {id(h) for h, *_ in self.places}
+        holders = {id(h) for h, *_ in self.places} | array_writes.reached(self.places, self.names)
         seen = holders | _containers(result)
         for where, path, before, read in self.names:
             value = _value(where)
@@ -249,14 +250,14 @@ class Slots:
     def _write(writes, tensors, paths, root, steps, slot, where, value, holders=()):
         """Note the write of value into a slot, if calls can replay it (else False)."""
         leaves, tree = flatten(value, where)
-        tree, kept = with_constants(tree, leaves, is_constant)
+        tree, kept = with_constants(tree, leaves, partial(array_writes.constant, holders))
         if not kept and (isinstance(value, _FLAGS) or id(value) not in holders):
             # (a flag the call sets, as module.train() in a training step, a number, or a
             # new structure of them, as a scheduler's list of its last lrs: the constant
             # the trace wrote, which the entry's guards determine, as a returned number;
             # not a container the call reaches, which the slot would now share)
-            writes.append(Write(root, steps, slot, tree, len(tensors), 0))
-            paths.add(where)
+            writes.append(Write(root, steps, slot, array_writes.copying(tree), len(tensors), 0))
+            paths.update([where] + array_writes.written_paths(leaves))  # (arrays: their items)
             return True
         # (stand-ins among them, a scheduler's list of last lrs: graph values each call
         # writes as Python numbers)

@@ -240,6 +240,9 @@ class Tracer(Bindings):
         rt, rv, geom = self._root(sid)
         if rt is t:
             self._bind_root(t, new)
+        elif geom == _geometry(t) and not geometry_overlaps(*geom[:2]):  # (all of it: buf.data)
+            self._rebind(sid, new)
+            self._set_value(t, new)
         else:
             span = max(geometry_span(*geom), geometry_span(*_geometry(t)))
             flat = self._root_memory(geom, rv, span)
