@@ -199,7 +199,7 @@ class CompiledFunction:
             or ran and ran.unsound())   # (it ran a method its key did not follow)
         leaked = symbolic_args.holds_symbolic(result)   # (an effect alone: eager's run)
         if (changed or leaked) and (again := symbolic_args.retry(
-                self, None, snapshot, changed and not (leaked or entry.given))):
+                self, None, snapshot, not (leaked or entry.given) and changed)):
             given_up(entry.given)   # (the call runs again, which prints and warns)
             return self(*args, **kwargs) if again is True else self.fn(*args, **kwargs)
         written(entry.given)    # (the traced run was eager's: its result and output stand)

@@ -128,13 +128,15 @@ def retry(cf, exc, snapshot, state_only=False):
     """After a traced run with stand-ins that cannot be kept (exc: what it raised, or None):
     put back what it did, guard its numbers by value from now on, and return True (the
     caller calls again); False where the trace had no stand-ins (or exc is an interrupt).
-    state_only (the run changed Python state, an optimiser's first step making its state,
-    and nothing else went wrong): put back what it did and return "eager": the caller runs
-    this call eagerly, the numbers staying inputs (the next call traces again)."""
+    state_only (what the run changed in Python state, as text, an optimiser's first step
+    making its state, where nothing else went wrong): put back what it did and return
+    "eager": the caller runs this call eagerly, the numbers staying inputs (the next call
+    traces again), and the recompile-limit warning names the change if none is ever kept."""
     paths = cf._tracing_symbolic
     if not paths or (exc is not None and not isinstance(exc, (Exception, ScalarEscape))):
         return False
     if state_only and exc is None:
+        cf._not_kept = f"the traced run changed {state_only}"
         cf._tracing_symbolic = set()
         snapshot.restore()
         return "eager"

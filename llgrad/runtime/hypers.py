@@ -55,18 +55,23 @@ def new_call():
         _inputs.by_slot = {}
 
 
+_FLOATS = (float, np.float64)
+
+
 def dynamic_slots(group):
     """[(key, index or None, value)] of group's dynamic hyper-parameters that are Python
-    floats (a tuple's floats one by one, index their position), in the group's key order."""
+    floats or NumPy float64s (a tuple's floats one by one, index their position), in the
+    group's key order. (A float64 computes as a float does: DINO's schedules are NumPy
+    arrays whose items the loop writes into the groups.)"""
     out = []
     dyn = group.dynamic
     for key in dict.__iter__(group):
         if key not in dyn:
             continue
         v = dict.__getitem__(group, key)
-        if type(v) is float:
+        if type(v) in _FLOATS:
             out.append((key, None, v))
-        elif type(v) is tuple and v and all(type(e) is float for e in v):
+        elif type(v) is tuple and v and all(type(e) in _FLOATS for e in v):
             out.extend((key, i, e) for i, e in enumerate(v))
     return out
 
