@@ -10,6 +10,7 @@ from ..runtime import grad_mode
 from ..runtime.creation import tensor as _tensor, zeros
 from ..runtime.dtypes import bool_, result_type
 from ..runtime.functions import where
+from ..runtime.functions_stats import inf_distance
 from ..runtime.linalg import vector_norm as _vector_norm
 from ..runtime.shapes import broadcast_shapes
 from ..runtime.node_names import torch_node
@@ -86,6 +87,8 @@ def pdist(input, p=2):
     i, j = np.triu_indices(input.shape[0], 1)
     diff = input.index_select(0, _tensor(i.astype(np.int64))) - \
         input.index_select(0, _tensor(j.astype(np.int64)))
+    if p == float("inf"):
+        return inf_distance(diff, 1)
     out = vector_norm(diff, p, 1)
     if p == 0 and diff.requires_grad:
         # a count of non-zeros: ATen's backward gives the input a zero gradient (not none)

@@ -132,6 +132,19 @@ def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
     return ((1 if dx is None else dx) / 2.0 * pair).cumsum(d)
 
 
+def inf_distance(diff, dim):
+    """max |diff| along dim with the gradient of ATen's cdist / pdist backward: sign(diff) to
+    every element at the maximum (linalg.vector_norm, and so pairwise_distance, splits it
+    evenly among ties instead)."""
+    out = vector_norm(diff.detach(), float("inf"), dim)
+    if not diff.requires_grad:
+        return out
+    a = diff.abs()
+    tied = a.where(a == out.unsqueeze(dim), 0.0).sum(dim)  # gradient sign(diff) at the ties
+    # tied - tied is an exact 0 for a finite distance: the value stays vector_norm's
+    return out + (tied - tied.detach()).where(out.isfinite(), 0.0)
+
+
 @torch_node("CdistBackward0")
 def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     """As torch.cdist: the p-norm distances between the rows of x1 (..., P, M) and x2 (...,
@@ -155,7 +168,14 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     if compute_mode not in ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist",
                             "donot_use_mm_for_euclid_dist"):
         raise ValueError(f"{compute_mode} is not a valid value for compute_mode")
-    return vector_norm(x1.unsqueeze(-2) - x2.unsqueeze(-3), p, -1)
+    diff = x1.unsqueeze(-2) - x2.unsqueeze(-3)
+    if p == float("inf"):
+        return inf_distance(diff, -1)
+    out = vector_norm(diff, p, -1)
+    if p == 0 and diff.requires_grad:
+        # a count of non-zeros: ATen's backward gives the inputs a zero gradient (not none)
+        out = out + diff.sum(-1).where(full_op(out.shape, False, dtypes.bool_), 0.0)
+    return out
 
 
 @torch_node("DistBackward0")
