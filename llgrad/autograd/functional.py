@@ -45,10 +45,10 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
     all rows in one batched backward with vectorize), as PyTorch does: so a Function
     without setup_context, autograd.grad or .item() inside func all work, as there."""
     if strategy not in ("reverse-mode", "forward-mode"):
-        raise ValueError('Expected strategy to be either "forward-mode" or "reverse-mode". '
-                         "Hint: If your function has more outputs than inputs, "
-                         '"forward-mode" tends to be more performant. Otherwise, prefer to '
-                         'use "reverse-mode".')
+        raise AssertionError('Expected strategy to be either "forward-mode" or "reverse-mode". '
+                             "Hint: If your function has more outputs than inputs, "
+                             '"forward-mode" tends to be more performant. Otherwise, prefer to '
+                             'use "reverse-mode".')
     if strategy == "forward-mode" and not vectorize:
         raise NotImplementedError("Computing Jacobian using forward-AD or forward-over-reverse "
                                   "Hessian isonly implemented for `vectorize=True`.")
@@ -60,7 +60,13 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
                                '`strategy="forward-mode"` are not supported together (yet). '
                                "Please either set `strict=False` or "
                                '`strategy="reverse-mode"`.')
-        return _call(_jacrev, _checked(func, "jacobian"), inputs, create_graph)
+        if create_graph:
+            raise NotImplementedError("torch.autograd.functional.jacobian: `create_graph=True` "
+                                      'and `strategy="forward-mode"` are not supported together '
+                                      "(yet). Please either set `create_graph=False` or "
+                                      '`strategy="reverse-mode"`.')
+        jac = _call(_jacrev, _checked(func, "jacobian"), inputs, create_graph)
+        return jac if isinstance(inputs, Tensor) else _as_lists(jac)
     single_in, xs = _as_tuple(inputs, "inputs", "jacobian")
     xs = _prepare(xs, create_graph)
     single_out, outs = _outputs(func, xs, "jacobian")
@@ -79,6 +85,11 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
     if single_out:
         return jac[0][0] if single_in else jac[0]
     return tuple(j[0] for j in jac) if single_in else jac
+
+
+def _as_lists(jac):
+    """Forward-mode results nest in lists, as PyTorch's, when the inputs are a tuple."""
+    return [_as_lists(j) for j in jac] if isinstance(jac, tuple) else jac
 
 
 def _engine_grad(outs, xs, gos, create_graph, **kw):
@@ -152,7 +163,8 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,
         _single_element(out, "hessian")
         return out.squeeze()
     if outer_jacobian_strategy == "forward-mode":
-        return _call(_hessian, single, inputs, create_graph)
+        hess = _call(_hessian, single, inputs, create_graph)
+        return hess if isinstance(inputs, Tensor) else _as_lists(hess)
     single_in, _ = _as_tuple(inputs, "inputs", "hessian")
 
     def checked(*args):
@@ -227,7 +239,8 @@ def _outputs(func, inputs, fn_name):
 
 
 def _grads(outputs, inputs, grad_outputs, create_graph):
-    gs = grad(outputs, inputs, grad_outputs, create_graph=create_graph, allow_unused=True)
+    gos = (None,) * len(outputs) if grad_outputs is None else grad_outputs
+    gs = _engine_grad(outputs, inputs, gos, create_graph)
     return tuple(zeros_like(x) if g is None else g for g, x in zip(gs, inputs))
 
 
@@ -268,12 +281,9 @@ def vjp(func, inputs, v=None, create_graph=False, strict=False):
     vs = _v(v, outs, "vjp", "output", single_out)
     with enable_grad():
         if strict:
-            for i, gi in enumerate(grad(outs, inputs, vs, retain_graph=True,
-                                        allow_unused=True)):
-                if gi is None:
-                    raise RuntimeError(f"The output of the user-provided function is "
-                                       f"independent of input {i}. This is not allowed in "
-                                       "strict mode.")
+            _strict_filled(_engine_grad(outs, inputs, vs, create_graph), create_graph,
+                           "The output of the user-provided function is independent of "
+                           "input {i}. This is not allowed in strict mode.")
         g = _grads(outs, inputs, vs, create_graph)
     return _result(single_out, outs, create_graph), _result(single_in, g, create_graph)
 
@@ -288,15 +298,44 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
         _strict_outputs(outs)
     with enable_grad():
         us = tuple(zeros_like(o).requires_grad_(True) for o in outs)
-        g = grad(outs, inputs, us, create_graph=True, allow_unused=True)
+        g = _engine_grad(outs, inputs, us, True)
+        if strict:
+            _strict_grad_inputs(g)
         used = [(gi, vi) for gi, vi in zip(g, vs) if gi is not None]
         if used:
             jv = grad([gi for gi, _ in used], us, [vi for _, vi in used],
                       create_graph=create_graph, allow_unused=True)
         else:
             jv = (None,) * len(us)
+        if strict:
+            _strict_filled(jv, create_graph, "The gradient with respect to the input is "
+                           "independent of entry {i} in the grad_outputs when using the double "
+                           "backward trick to compute forward mode gradients. This is not allowed"
+                           " in strict mode.")
         jv = tuple(zeros_like(o) if j is None else j for j, o in zip(jv, outs))
     return _result(single_out, outs, create_graph), _result(single_out, jv, create_graph)
+
+
+def _strict_grad_inputs(g):
+    for i, gi in enumerate(g):
+        if gi is None:
+            raise RuntimeError(f"The output of the user-provided function is independent of "
+                               f"input {i}. This is not allowed in strict mode.")
+        if not gi.requires_grad:
+            raise RuntimeError(f"The gradient with respect to input {i} is independent of the "
+                               "inputs of the user-provided function. This is not allowed in "
+                               "strict mode.")
+
+
+def _strict_filled(gs, create_graph, none_msg):
+    """PyTorch's strict checks of a first-order result (_fill_in_zeros)."""
+    for i, g in enumerate(gs):
+        if g is None:
+            raise RuntimeError(none_msg.format(i=i))
+        if create_graph and not g.requires_grad:
+            raise RuntimeError("The jacobian of the user-provided function is independent of "
+                               f"input {i}. This is not allowed in strict mode when "
+                               "create_graph=True.")
 
 
 def _second_order(func, inputs, v, create_graph, fn_name, strict):
@@ -308,13 +347,45 @@ def _second_order(func, inputs, v, create_graph, fn_name, strict):
         _strict_outputs(outs)
     vs = _v(v, inputs, fn_name, "input", single_in)
     with enable_grad():
-        jac = _grads(outs, inputs, None, True)
+        jac = _engine_grad(outs, inputs, (None,) * len(outs), True)
+        if strict:
+            _strict_jacobian(jac)
+        jac = tuple(zeros_like(x) if j is None else j for j, x in zip(jac, inputs))
         used = [(j, w) for j, w in zip(jac, vs) if j.requires_grad]
         hv = grad([j for j, _ in used], inputs, [w for _, w in used],
                   create_graph=create_graph, allow_unused=True) if used else \
             (None,) * len(inputs)
+        if strict:
+            for i, h in enumerate(hv):
+                if h is None:
+                    raise RuntimeError(
+                        f"The jacobian of the user-provided function is independent of input {i}."
+                        " This is not allowed in strict mode." if fn_name == "vhp" else
+                        "The hessian of the user-provided function is independent of entry "
+                        f"{i} in the grad_jacobian. This is not allowed in strict mode as it "
+                        "prevents from using the double backward trick to replace forward mode "
+                        "AD.")
+                if create_graph and not h.requires_grad:
+                    raise RuntimeError("The hessian of the user-provided function is independent "
+                                       f"of input {i}. This is not allowed in strict mode when "
+                                       "create_graph=True.")
         hv = tuple(zeros_like(x) if h is None else h for h, x in zip(hv, inputs))
     return _result(True, outs, create_graph), _result(single_in, hv, create_graph)
+
+
+def _strict_jacobian(jac):
+    """PyTorch's strict check of the first backward of vhp / hvp."""
+    for i, j in enumerate(jac):
+        if j is None:
+            raise RuntimeError(f"The output of the user-provided function is independent of "
+                               f"input {i}. This is not allowed in strict mode.")
+        if not j.requires_grad:
+            raise RuntimeError(
+                "While computing the hessian, found that the jacobian of the user-provided "
+                f"function with respect to input {i} is independent of the input. This is not "
+                "allowed in strict mode. You should ensure that your function is twice "
+                "differentiable and that the jacobian depends on the inputs (this would be "
+                "violated by a linear function for example).")
 
 
 def vhp(func, inputs, v=None, create_graph=False, strict=False):

@@ -6,6 +6,7 @@ from ..runtime.functions import stack
 from .batched import BatchedTensor
 from .forward import jvp
 from .autodiff import detached
+from .pytree import tree_flatten
 
 
 def stack_module_state(models):
@@ -51,8 +52,25 @@ def linearize(func, *primals):
     output = detached(func(*primals), False)
 
     def jvp_fn(*tangents):
+        _check_tangents(primals, tangents)
         return jvp(func, primals, tangents)[1]
     return output, jvp_fn
+
+
+def _check_tangents(primals, tangents):
+    """PyTorch's linearize checks: the tangents' pytree, shapes and dtypes are the primals'."""
+    p_leaves, p_spec = tree_flatten(primals)
+    t_leaves, t_spec = tree_flatten(tangents)
+    if t_spec != p_spec:
+        raise RuntimeError(f"Expected the tangents {t_spec} to have the same argspec as the "
+                           f"primals {p_spec}")
+    for i, (p, t) in enumerate(zip(p_leaves, t_leaves)):
+        if tuple(p.shape) != tuple(t.shape):
+            raise RuntimeError(f"tangent:{i} with shape {t.shape} in flattened pytree doesn't "
+                               f"match the shape {p.shape} of the corresponding primal.")
+        if p.dtype != t.dtype:
+            raise RuntimeError(f"tangent:{i} with dtype {t.dtype} in flattened pytree doesn't "
+                               f"match the dtype {p.dtype} of the corresponding primal.")
 
 
 def functionalize(func, *, remove="mutations"):

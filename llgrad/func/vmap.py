@@ -189,18 +189,32 @@ def _flat_vmap(func, size, flat_dims, flat_args, spec, out_dims, randomness, kwa
 
 
 def _per_sample(func, size, flat_dims, flat_args, spec, out_dims, kwargs):
-    """randomness='different': func once per sample (each draws its own numbers)."""
+    """randomness='different': func once per sample (each draws its own numbers). What
+    PyTorch's one batched call rejects, and a loop would do silently, raises: a write into
+    an input that is not batched (done once per sample), a per-sample result returned
+    under out_dims=None."""
+    name = _name(func)
+    unbatched = [a for a, d in zip(flat_args, flat_dims) if d is None and isinstance(a, Tensor)]
+    versions = [a._version for a in unbatched]
     outs = []
     for b in range(size):
         args = tree_unflatten([a if d is None else a.select(d, b)
                                for a, d in zip(flat_args, flat_dims)], spec)
         outs.append(func(*args, **kwargs))
-    name = _name(func)
+        if any(a._version != v for a, v in zip(unbatched, versions)):
+            raise RuntimeError(f"vmap({name}, ..., randomness='different'): `{name}` writes in "
+                               "place into an input that is not batched (in_dims None). "
+                               "llgrad runs randomness='different' one sample at a time, so "
+                               "the write would happen once per sample; pass the input "
+                               "batched or write into a copy of it.")
     _, ospec, flat_dims_out = _flat_out_dims(outs[0], out_dims, func)
     columns = list(zip(*[tree_flatten(o)[0] for o in outs]))
     res = []
     for col, d in zip(columns, flat_dims_out):
         if d is None:
+            if any(isinstance(c, Tensor) and not _same_value(c, col[0]) for c in col):
+                raise ValueError(f"vmap({name}, ...): `{name}` can not return a BatchedTensor "
+                                 "when out_dim is None")
             res.append(col[0])
         elif not isinstance(col[0], Tensor):
             raise ValueError(f"vmap({name}, ...): `{name}` must only return Tensors, got type "
@@ -209,6 +223,12 @@ def _per_sample(func, size, flat_dims, flat_args, spec, out_dims, kwargs):
         else:
             res.append(stack(col, d))
     return tree_unflatten(res, ospec)
+
+
+def _same_value(a, b):
+    # (NaN where both are NaN counts as the same value)
+    return a is b or (tuple(a.shape) == tuple(b.shape) and
+                      bool(((a == b) | ((a != a) & (b != b))).all()))
 
 
 def _chunked(func, size, flat_dims, flat_args, spec, out_dims, randomness, chunk_size, kwargs):

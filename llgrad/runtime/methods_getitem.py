@@ -26,10 +26,11 @@ def _byte_masks(idx):
 
 
 def _is_advanced(i):
-    # (a 0-d integer tensor is an integer, but a 0-d uint8 one a mask, as PyTorch reads it)
+    # (a 0-d integer tensor is an integer, but a 0-d uint8 one a mask, as PyTorch reads it;
+    # under vmap a batched 0-d one differs per sample: an index tensor, as PyTorch's vmap)
     return isinstance(i, (Tensor, list, tuple, range, np.ndarray)) and not (
         isinstance(i, Tensor) and i._data.ndim == 0 and i._dtype._cat == 1 and
-        i._dtype.name != "uint8")
+        i._dtype.name != "uint8" and getattr(i, "_phys", None) is None)
 
 
 def _index_tensor(i):
