@@ -205,12 +205,8 @@ def emit_plan(mod, plan, name, prefix="const", split=None, table=False):
     the entry walks plan.call_table (entry_table.py) instead of calling group by group."""
     consts = _constants(mod, plan, prefix)
     calls = group_calls(mod, plan, name)
-    if table:
-        fns, seen = [], set()
-        for (key, *_), (fn, *_) in zip(call_specs(plan), calls):
-            if key not in seen:
-                seen.add(key)
-                fns.append(fn)
+    if table:       # (a key's function, in the order of first calls: call_table's numbering)
+        fns = list(dict.fromkeys(fn for fn, *_ in calls))
         entry = emit_table_entry(mod, name, fns, list(consts.values()), plan.nslots,
                                  tail=name + TAIL if split else None)
         return entry, consts
