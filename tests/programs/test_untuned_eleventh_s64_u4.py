@@ -6,7 +6,6 @@ parameter and buffer against torch's, compiled against eager, and the compiled s
 graph (no warning, no graph break, no retrace once warm)."""
 import os
 import sys
-import warnings
 
 import numpy as np
 import pytest
@@ -15,6 +14,7 @@ import llgrad
 
 torch = pytest.importorskip("torch")
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
+from untuned_steps import close, run_steps  # noqa: E402
 import untuned_models_eleventh as models    # noqa: E402
 
 STEPS = 4      # (the first may run eagerly (a fresh optimiser), the second traces)
@@ -26,35 +26,10 @@ def _run(lib, name, compiled=False, small=True, dtype="float32"):
     old = lib.get_default_dtype()
     lib.set_default_dtype(getattr(lib, dtype))     # (the steps draw and make tensors too)
     try:
-        return _steps(lib, name, compiled, small)
+        return run_steps(models.build, lib, name, compiled,
+                         MORE_STEPS.get(name, STEPS), small)
     finally:
         lib.set_default_dtype(old)
-
-
-def _steps(lib, name, compiled, small):
-    model, step = models.build(lib, name, small=small)
-    if compiled:
-        step = llgrad.compile(step)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        losses = [step().item() for _ in range(MORE_STEPS.get(name, STEPS) - 1)]
-        traces = step.n_traces if compiled else 0
-        losses.append(step().item())
-    notes = [str(w.message) for w in caught if "llgrad" in str(w.message)
-             and "compiled" not in str(w.message)]     # (not the "compiled step in 1 s" notes)
-    if compiled:
-        notes += step.graph_breaks + ([] if step.n_traces else ["never traced"])
-        notes += [] if step.n_traces == traces else [f"retraced: {traces} -> {step.n_traces}"]
-    state = {k: v.detach().numpy().astype(np.float64) for k, v in model.state_dict().items()}
-    return losses, state, notes
-
-
-def _close(got, want, rtol, what):
-    assert got.keys() == want.keys()
-    for k in want:
-        scale = max(np.abs(want[k]).max(), 1e-3)
-        err = np.abs(got[k] - want[k]).max() / scale
-        assert err < rtol, f"{what}: {k} differs by {err:.1e} (relative to its largest entry)"
 
 
 def _check(name, small=True, rtol=2e-5, dtype="float32"):
@@ -65,8 +40,8 @@ def _check(name, small=True, rtol=2e-5, dtype="float32"):
     assert not c_notes, c_notes
     np.testing.assert_allclose(e_loss, t_loss, rtol=rtol)
     np.testing.assert_allclose(c_loss, e_loss, rtol=rtol)
-    _close(e_state, t_state, 50 * rtol, "eager vs torch")
-    _close(c_state, e_state, 50 * rtol, "compiled vs eager")
+    close(e_state, t_state, 50 * rtol, "eager vs torch")
+    close(c_state, e_state, 50 * rtol, "compiled vs eager")
 
 
 # (small versions: 5-20 s each on a loaded machine, most of it building native code: all slow;

@@ -6,7 +6,6 @@ compiled against eager, and the compiled step runs as one graph (no warning, no 
 no retrace once warm)."""
 import os
 import sys
-import warnings
 
 import numpy as np
 import pytest
@@ -15,35 +14,14 @@ import llgrad
 
 torch = pytest.importorskip("torch")
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
+from untuned_steps import close, run_steps  # noqa: E402
 import untuned_models_ninth as models    # noqa: E402
 
 STEPS = 4      # (the first may run eagerly (a fresh optimiser), the second traces)
 
 
 def _run(lib, name, compiled=False):
-    model, step = models.build(lib, name, small=True)
-    if compiled:
-        step = llgrad.compile(step)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        losses = [step().item() for _ in range(STEPS - 1)]
-        traces = step.n_traces if compiled else 0
-        losses.append(step().item())
-    notes = [str(w.message) for w in caught if "llgrad" in str(w.message)
-             and "compiled" not in str(w.message)]     # (not the "compiled step in 1 s" notes)
-    if compiled:
-        notes += step.graph_breaks + ([] if step.n_traces else ["never traced"])
-        notes += [] if step.n_traces == traces else [f"retraced: {traces} -> {step.n_traces}"]
-    state = {k: v.detach().numpy().astype(np.float64) for k, v in model.state_dict().items()}
-    return losses, state, notes
-
-
-def _close(got, want, rtol, what):
-    assert got.keys() == want.keys()
-    for k in want:
-        scale = max(np.abs(want[k]).max(), 1e-3)
-        err = np.abs(got[k] - want[k]).max() / scale
-        assert err < rtol, f"{what}: {k} differs by {err:.1e} (relative to its largest entry)"
+    return run_steps(models.build, lib, name, compiled, STEPS)
 
 
 # (the compiled steps of these four build 550-1,500-op graphs: 3-7 s each, cold; slow)
@@ -61,5 +39,5 @@ def test_trains_as_torch_eager_and_compiled(name):
     rtol = 2e-5
     np.testing.assert_allclose(e_loss, t_loss, rtol=rtol)
     np.testing.assert_allclose(c_loss, e_loss, rtol=rtol)
-    _close(e_state, t_state, 50 * rtol, "eager vs torch")
-    _close(c_state, e_state, 50 * rtol, "compiled vs eager")
+    close(e_state, t_state, 50 * rtol, "eager vs torch")
+    close(c_state, e_state, 50 * rtol, "compiled vs eager")
