@@ -1,7 +1,7 @@
 """Graph -> Graph passes: dead-code elimination and common-subexpression elimination. Each
-returns a new Graph and leaves its input unchanged. Control-flow nodes are kept whole:
-their regions are closed graphs, shared by the copy, and a pass treats the node as one
-opaque pure op (never merged with another)."""
+returns a new Graph, or its input where it changes nothing, and leaves its input unchanged.
+Control-flow nodes are kept whole: their regions are closed graphs, shared by the copy,
+and a pass treats the node as one opaque pure op (never merged with another)."""
 from .graph import Graph, Guard, Node, Value
 from .optable import CONTROL, OPS
 from .printer import literal
@@ -43,6 +43,8 @@ def dce(graph):
             live.update(x for x in n.inputs if isinstance(x, Value))
             if n.view_of is not None:
                 live.add(n.view_of)
+    if len(keep) == len(graph.nodes):
+        return graph            # (nothing dead: the input itself, already verified)
     keep.reverse()
     return _rebuild(graph, keep)
 
@@ -68,6 +70,8 @@ def cse(graph):
             continue
         seen[k] = n
         keep.append(n)
+    if not subst:
+        return graph            # (no duplicate: the input itself, already verified)
     return _rebuild(graph, keep, subst)
 
 

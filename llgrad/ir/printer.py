@@ -3,12 +3,17 @@
 from .graph import Graph
 
 
+_REPR_ITEMS = frozenset((int, float, bool, str, type(None)))
+
+
 def literal(v):
     """Attribute and constant syntax: Python literals without spaces, `...` for Ellipsis."""
     if v is Ellipsis:
         return "..."
     if isinstance(v, tuple):
-        inner = ",".join(literal(x) for x in v)
+        # (a shape or an axis list, the common case: each item is its repr)
+        inner = ",".join(map(repr, v)) if all(type(x) in _REPR_ITEMS for x in v) \
+            else ",".join(literal(x) for x in v)
         return f"({inner},)" if len(v) == 1 else f"({inner})"
     if isinstance(v, list):
         return "[" + ",".join(literal(x) for x in v) + "]"

@@ -87,17 +87,17 @@ def group_key(plan, grp, bufs, bases=None):
         if not isinstance(x, Value):
             return ("c", literal(x))
         if x in local:
-            return ("v", local[x], str(x.type))
+            return ("v", local[x], x.type)
         root = root_of(x)
         if root in local:               # a view of a value of this group
-            return ("view", local[root], str(x.type), str(root.type))
+            return ("view", local[root], x.type, root.type)
         buf = plan.buffers.get(root)
         base = bases.get(id(buf), 0)
         t = x.type if not base else TensorType(x.type.dtype, x.type.shape, x.type.strides,
                                                x.type.offset - base)
         # (of the buffer's own value, the code reads only where x starts in it and its
         # dtype, plan.access: the shapes a layer's buffers come in do not split its key)
-        return ("p", param.get(id(buf)), str(t), root.type.dtype, root.type.offset)
+        return ("p", param.get(id(buf)), t, root.type.dtype, root.type.offset)
 
     nodes = []
     for n in members:
@@ -109,7 +109,7 @@ def group_key(plan, grp, bufs, bases=None):
             return None
         for o in n.outputs:
             local[o] = len(local)
-        nodes.append((n.op, attrs, ins, view, tuple(str(o.type) for o in n.outputs)))
+        nodes.append((n.op, attrs, ins, view, tuple(o.type for o in n.outputs)))
     results = tuple(ref(v) + (param.get(id(plan.buffers.get(v))),) for v in grp.results)
     leaves = tuple(ref(v) for v in grp.leaves)
     # (a buffer's role changes no code: the first step's state, scratch, and the others',

@@ -87,11 +87,14 @@ def merge_rows(plan):
     """plan.groups with row clusters in place of their members."""
     open_by_shape = {}
     cluster_of = join_groups(plan, lambda grp, m: _cluster_for(grp, open_by_shape, m))
-    keep = []
+    keep, order = [], None
     for c in fused_in_order(cluster_of):
         if len(c.parts) >= 2 and any(p.loop == "reduce" and
                                      reduction_kind(p.root, c.shape) == "row" for p in c.parts):
-            _finish(plan, c)
+            if order is None:       # (once per plan: a map per cluster was quadratic)
+                order = {n: i for i, n in enumerate(plan.nodes)}
+                escaping = set(plan.escaping)
+            _finish(plan, c, order, escaping)
             c.state["sched"] = sched = _Schedule(c)
             if len(sched.buffered) * c.shape[-1] * 8 <= ROW_BUFFER_BYTES:
                 keep.append(c)
@@ -132,12 +135,10 @@ def _can_join(c, grp, m):
     return True
 
 
-def _finish(plan, c):
-    order = {n: i for i, n in enumerate(plan.nodes)}
+def _finish(plan, c, order, escaping):
     c.members = sorted((n for grp in c.parts for n in grp.members), key=order.__getitem__)
     inside = set(c.members)
     computed = {n.outputs[0] for n in c.members}
-    escaping = set(plan.escaping)
     c.results = [n.outputs[0] for n in c.members
                  if n.outputs[0] in escaping or form_of(n) == "reduce"
                  and reduction_kind(n, c.shape) != "row"
