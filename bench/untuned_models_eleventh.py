@@ -297,10 +297,15 @@ def _cpu_medians(fns, blocks=7, per_block=3):
     return {k: statistics.median(v) for k, v in times.items()}
 
 
-def main(names, with_torch_compile, steps=6):
+def main(names, with_torch_compile, steps=6, build=build, raw=None, jax_models=None):
+    """Each model of `names` checked and timed (raw(lib, name) -> the maker's (model,
+    optimizer, loss, extras) for the jax versions; the twelfth set runs here too)."""
     import llgrad
     import torch
-    import untuned_models_eleventh_jax as jax_models
+    if jax_models is None:
+        import untuned_models_eleventh_jax as jax_models
+    if raw is None:
+        raw = lambda lib, name: getattr(untuned_models_eleventh_b, "_" + name)(lib, False)
     from llgrad.compile.eager_builds import wait as wait_eager_builds
     from untuned_models_seventh import _grads, _rel, _rel_where
     torch.set_num_threads(1)
@@ -331,7 +336,7 @@ def main(names, with_torch_compile, steps=6):
                     print(f"    (torch.compile: first {steps} steps {time.perf_counter() - t0:.1f} s)")
             if name in jax_models.NAMES:
                 torch.manual_seed(0)
-                m, _, _, extra = getattr(untuned_models_eleventh_b, "_" + name)(torch, False)
+                m, _, _, extra = raw(torch, name)
                 fns["jax.jit"] = jstep = jax_models.build(name, m, extra["data"])
                 losses["jax.jit"] = [float(jstep()) for _ in range(steps)]
             fns["llgrad compiled"].wait()

@@ -228,15 +228,29 @@ defop("layer_norm", _layer_norm, args=("self", "weight", "bias"), save=("self", 
 
 def _embedding_vjp(c, g):
     idx = c.indices
-    if c.padding_idx is not None:
-        g = g.masked_fill((idx == c.padding_idx).unsqueeze(-1), 0)
     if c.attrs.get("scale_grad_by_freq"):
         # each row's gradient over the number of times its index occurs in `indices`
         counts = g.new_zeros(c.shape(0)[:1])._op("index_put", g.new_ones(idx.shape), idx,
                                                  spec=("T",), accumulate=True)
         g = g * (1.0 / counts.index_select(0, idx.reshape(-1)).reshape(idx.shape)).unsqueeze(-1)
-    return (g.new_zeros(c.shape(0))._op("index_put", g, idx, spec=("T",), accumulate=True),
-            None)
+    pad = c.padding_idx
+    looked_up = 1
+    for n in idx.shape:
+        looked_up *= n
+    if pad is not None and looked_up < c.shape(0)[0]:
+        # padding_idx's row gets no gradient: the looked-up rows masked where they are
+        # fewer than the weight's rows, else the row zeroed after the scatter (cats of the
+        # weight gradient's rows: a pass over the smaller of the two)
+        g = g.masked_fill((idx == pad).unsqueeze(-1), 0)
+        pad = None
+    gw = g.new_zeros(c.shape(0))._op("index_put", g, idx, spec=("T",), accumulate=True)
+    if pad is not None:
+        rows = [gw[:pad], gw.new_zeros((1,) + tuple(c.shape(0)[1:])), gw[pad + 1:]]
+        rows = [r for r in rows if r.shape[0]]
+        gw = rows[0]
+        for r in rows[1:]:
+            gw = gw._op("cat", r, dim=0)
+    return (gw, None)
 
 
 def _embedding(w, idx, padding_idx=None, scale_grad_by_freq=False):
