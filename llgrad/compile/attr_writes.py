@@ -36,9 +36,11 @@ from ..runtime.tensor import Tensor
 from ..tracer.pytree import flatten, unflatten, with_constants
 from ..tracer.errors import TraceError
 from ..tracer.returned import is_constant
-from . import array_writes
+from . import array_writes, guard_values
 from .appended_lists import APPEND, grown, marked, numbers_in
 from .code_reads import global_names, global_stores
+from .leaf_hooks import leaf_hook_reads
+from .slot_names import also_named, note_counter
 from .guards import (_is_object, captured_reads, class_functions, followed_reads,
                      signature_names, user_function)
 
@@ -118,16 +120,30 @@ class Slots:
                       in reads if where[0] == "cell" and kind != "absent"]
         funcs = [getattr(fn, "__func__", fn)] + [v for _, v, kind, _ in reads if kind == "follow"]
         seen, self.funcs, self.handles, self.appended = set(), funcs, {}, []
+        # aliases: (first path, another) of a list or dict reached twice (slot_names.py);
+        # hooked: the tensors met whose hooks are walked after them (guards._walk_hooks)
+        self.aliases, firsts, hooked, hooked_ids = [], {}, [], set()
         stack = [(root, (), path, v, False) for root, path, v in reversed(_roots(fn, args, kwargs))]
-        while stack:
+        while stack or hooked:
+            if not stack:
+                stack = [(("read", w), (), p, v, False) for w, p, v in reversed(
+                    leaf_hook_reads(hooked.pop(0), seen, funcs))]
+                continue
             root, steps, path, v, in_object = stack.pop()
             if type(v) is list:     # (each way the walk reaches a list: appended_lists.py)
                 self.handles.setdefault(id(v), []).append((root, steps, in_object))
             tensor = isinstance(v, Tensor)
+            if tensor and id(v) not in hooked_ids and guard_values.hooked(v):
+                hooked_ids.add(id(v))
+                hooked.append(v)
             # (a tensor's attributes the user set, BinaryNet's `weight.org = ...`, are slots
             # walked as an object's, as the guard walk enters them)
             if id(v) in seen or tensor and not v.__dict__:
+                if isinstance(v, (list, dict)) and firsts.get(id(v), path) != path:
+                    self.aliases.append((firsts[id(v)], path))
                 continue
+            if isinstance(v, (list, dict)):
+                firsts[id(v)] = path
             if not tensor and not isinstance(v, (list, tuple, dict)) and not _is_object(v):
                 f = user_function(v)        # (a hook, a Lambda's function: what it reads)
                 if f is not None and id(f) not in seen:
@@ -184,7 +200,7 @@ class Slots:
             value = _value(where)
             if value is before:
                 continue
-            _note_counter(self.counters, path, before, value)
+            note_counter(self.counters, path, before, value)
             _shares(value, seen, path)
             if self._write(writes, tensors, paths, ("name", where), (), None, path, value,
                            holders):
@@ -213,12 +229,14 @@ class Slots:
                         hypers.written_number(holder, slot):
                     _hyper_write(writes, tensors, paths, (root, steps, slot), where, value)
                     continue
-                _note_counter(self.counters, where, before[slot] if order is None else
-                              before.get(slot, _EMPTY), value)
+                for name in also_named(where, self.aliases):
+                    note_counter(self.counters, name, before[slot] if order is None else
+                                  before.get(slot, _EMPTY), value)
                 _shares(value, seen, where)
                 if self._write(writes, tensors, paths, root, steps, slot, where, value,
                                holders):
                     now[slot] = numbers_in(value)
+                    paths.update(name for name in also_named(where, self.aliases)[1:])
                     if slot == "training" and id(holder) in forced and type(value) is bool:
                         self.blind.append(where)
         return writes, tensors, paths
@@ -236,9 +254,9 @@ class Slots:
             now = _slots(holder)
             keys = enumerate(now) if isinstance(now, dict) else ((k, k) for k in range(len(now)))
             for position, k in keys:
-                where = _named(path, k, position)
-                if where in paths:
-                    out[where] = (holder, k)
+                for where in also_named(_named(path, k, position), self.aliases):
+                    if where in paths:
+                        out[where] = (holder, k)
         return out
 
     @staticmethod
@@ -295,21 +313,6 @@ def _shares(value, seen, where):
                          "also returns, puts elsewhere or reaches, which compiled calls "
                          "cannot replay (each would write a copy)")
     seen |= ids
-
-
-def _note_counter(out, where, before, value):
-    """Note where if the run changed its number to another of the same type (a counter: a
-    stand-in's number too, `self.t += k` of a number argument k), or the paths of such
-    numbers in a list it replaced with one of the same length (a scheduler's list of last
-    lrs; not a tuple, which can hold no stand-in: its numbers would go unguarded)."""
-    if type(value) is list and type(before) is list and len(before) == len(value):
-        for i, (b, v) in enumerate(zip(before, value)):
-            if type(b) in (int, float):
-                _note_counter(out, f"{where}_{i}", b, v)
-        return
-    value = value.value if type(value) is SymbolicScalar else value
-    if type(before) in (int, float) and type(value) is type(before) and value != before:
-        out.append(where)
 
 
 def _bind(where, value):

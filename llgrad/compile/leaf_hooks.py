@@ -9,9 +9,11 @@ walk leaves them out until a trace of the function reaches them in a backward of
 from then on the walk guards each input's hooks by identity and walks what they read as the
 function's own reads (guards.WALK_HOOKS, _walk_hooks), so the trace runs them into the graph
 and a changed hook, or a global it reads, traces again, and their Python effects on what
-they reach are checked as the function's are (snapshot.py, side_effects.py)."""
+they reach are checked as the function's are (snapshot.py, side_effects.py) and replayed as
+its are (attr_writes.Slots walks what they read too: leaf_hook_reads)."""
+from ..runtime import backward_hooks
 from ..runtime.backward_hooks import UnguardedLeafHooks
-from .guards import WALK_HOOKS
+from .guards import WALK_HOOKS, captured_reads
 
 
 def retry_with_hooks(cf, error, snapshot):
@@ -23,3 +25,19 @@ def retry_with_hooks(cf, error, snapshot):
     snapshot.restore()
     cf._dynamic = cf._dynamic | {WALK_HOOKS}
     return True
+
+
+def leaf_hook_reads(t, seen, funcs):
+    """[(where, the guard walk's path, value)] of what the plain-function hooks of tensor t
+    read from closure cells and globals, as _walk_hooks walks them (attr_writes.Slots: a
+    post-accumulate-grad hook's `log.append(p.grad)` is a write compiled calls replay);
+    each hook not in seen (ids) is added to it and to funcs."""
+    fns = backward_hooks.leaf_hooks(t)
+    out = []
+    for f in () if fns is None else fns[0] + fns[1]:
+        if id(f) not in seen:
+            seen.add(id(f))
+            funcs.append(f)
+            out += [(where, f"captured {path}", v)
+                    for where, v, kind, path in captured_reads(f)[1] if kind == "root"]
+    return out

@@ -150,6 +150,9 @@ def _place(cf, tensors, args, kwargs):
     placed, unplaced = [], set(inputs)
     for path, slot in Slots(cf.fn, args, kwargs).find(inputs).items():
         value = _get(slot)
+        if type(value) is SymbolicScalar and any(h is slot[0] and k == slot[1] for h, k in placed):
+            unplaced.discard(path)      # (the slot under another path: Slots.aliases)
+            continue
         if type(value) not in (int, float):
             continue
         _put(slot, SymbolicScalar(inputs[path], value, path))

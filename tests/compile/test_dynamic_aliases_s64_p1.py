@@ -1,9 +1,8 @@
 """A Python number the caller changes between calls, in a dict that the compiled step and a
 helper it calls both capture (DINO's `state` read by train_step and by its loss function):
-the guard walk names the number at each path that reaches the dict, and only the first
-resolves to its holder (attr_writes.Slots walks a holder once), so the others stay guarded
-by value: a trace per value, eager calls with a warning from the recompile limit on. A dict
-captured by the step alone becomes a graph input after one more trace (the control)."""
+the guard walk names the number at each path that reaches the dict; each of those names
+resolves to its holder (attr_writes.Slots.aliases), so the number becomes a graph input
+after one more trace, as in a dict captured by the step alone (the control)."""
 import warnings
 
 import pytest
@@ -49,10 +48,8 @@ def test_number_in_a_dict_only_the_step_captures():
     assert step.n_traces <= 2
 
 
-@pytest.mark.xfail(strict=True, reason="a number reached through two closures' paths is "
-                   "guarded by value at the second (a trace per value); target: as the "
-                   "control, at most two traces")
 def test_number_in_a_dict_a_helper_captures_too():
+    # (each other path of the dict names the same slot: attr_writes.Slots.aliases)
     step, out, expected = _run(shared=True)
     assert out == pytest.approx(expected, rel=1e-6)     # (right either way: eager's numbers)
     assert step.n_traces <= 2
