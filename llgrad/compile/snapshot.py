@@ -176,7 +176,8 @@ class StateSnapshot:
                 t.__dict__.update(attrs or {})
         for c, items in self.containers:
             if isinstance(c, list):
-                c[:] = items
+                if not _same_items(c, items):
+                    c[:] = items
             elif isinstance(c, type):       # (a class of the user's: no clear() on its dict)
                 for k in [k for k in vars(c) if k not in items]:
                     delattr(c, k)
@@ -184,9 +185,13 @@ class StateSnapshot:
                     if vars(c).get(k, _GONE) is not v:
                         setattr(c, k, v)
             else:
+                # (a dict left as it was is not touched: refilling it would break an
+                # iteration over it in progress, `for p in m.parameters():` around a tensor
+                # `if` whose untaken branch was traced: an OrderedDict's iterator raises)
                 d = c if isinstance(c, dict) else vars(c)
-                d.clear()
-                d.update(items)
+                if not _same_items(d, items):
+                    d.clear()
+                    d.update(items)
         for c, state in self.files:
             if state is not None and _file_state(c) != state:
                 if state[1] is not None:    # (a StringIO's or BytesIO's text: put back)
@@ -212,6 +217,15 @@ class StateSnapshot:
         random.setstate(self.py_state)
         for g, state in self.generators:
             _set_state(g, state)
+
+
+def _same_items(now, items):
+    """Whether list or dict `now` holds exactly `items` (the same objects, in order)."""
+    if len(now) != len(items):
+        return False
+    if isinstance(now, list):
+        return all(a is b for a, b in zip(now, items))
+    return all(k is j and v is w for (k, v), (j, w) in zip(now.items(), items.items()))
 
 
 def _held(o):

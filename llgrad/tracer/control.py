@@ -20,6 +20,7 @@ from ..runtime import trace_state
 from ..runtime.tensor import Tensor
 from .control_ops import run_cond, run_while
 from .errors import ControlFlowError
+from .loop_numbers import inputs_behind, number_positions, python_number
 from .region import Region, snapshot, unify_captures
 from .rules import RETVAL
 from .returned import (ReturnedScalar, returned_array, returned_binop,  # noqa: F401
@@ -130,10 +131,11 @@ def compare(ops, *operands):
 
 # ---- if ---------------------------------------------------------------------------------------
 
-def if_stmt(cond, then_fn, else_fn, values, names, loc):
+def if_stmt(cond, then_fn, else_fn, values, names, loc, returned=()):
+    """returned: the names that after the if are only returned (convert.py)."""
     if not _traced(cond):
         return then_fn(*values) if cond else else_fn(*values)
-    return _stage_if(cond, then_fn, else_fn, values, names, loc, "if")
+    return _stage_if(cond, then_fn, else_fn, values, names, loc, "if", returned)
 
 
 def if_exp(cond, then_fn, else_fn, loc):
@@ -152,7 +154,7 @@ def _predicate(c, what):
     return c if c._dtype.name == "bool" else c != 0
 
 
-def _stage_if(cond, then_fn, else_fn, values, names, loc, kind):
+def _stage_if(cond, then_fn, else_fn, values, names, loc, kind, returned=()):
     what = f"the tensor-dependent {kind} at {loc}"
     pred = _predicate(cond, what)
     regions = [Region("then", what), Region("else", what)]
@@ -173,19 +175,31 @@ def _stage_if(cond, then_fn, else_fn, values, names, loc, kind):
             with tracer.untaken(what, taken=True):
                 results.append(list(r.run(fn, *values)))
     merged, items = [], ([], [])        # merged: per name, ("python", v) or ("output", k)
+    numbers = {}        # output -> (eager's number, only returned): numbers both branches set
     for name, a, b in zip(names, *results):
         how = _merge(name, a, b, loc, kind)
         if how[0] == "python":
             merged.append(how)
-        else:
-            merged.append(("output", len(items[0])))
-            items[0].append(how[1])
-            items[1].append(how[2])
+            continue
+        if isinstance(a, Tensor) != isinstance(b, Tensor) and name in returned:
+            # (a tensor in one branch, a number in the other, returned: eager returns one
+            # or the other)
+            raise ControlFlowError(f"{loc}: variable {name!r} is {_describe(a)} in the if "
+                                   f"branch and {_describe(b)} in the else branch of a {kind} "
+                                   "whose condition is a tensor, and is returned")
+        if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+            numbers[len(items[0])] = (a if taken else b, name in returned)
+        merged.append(("output", len(items[0])))
+        items[0].append(how[1])
+        items[1].append(how[2])
     if not items[0]:        # nothing the branches assign is read later
         return tuple(v for _, v in merged)
     graphs = [r.finish(it, loc) for r, it in zip(regions, items)]
     union = unify_captures(graphs, [r.captures for r in regions], 0)
-    outs = run_cond(pred, [t for t, _ in union], *graphs)
+    outs = list(run_cond(pred, [t for t, _ in union], *graphs))
+    if taken is not None:
+        for k, (value, only_returned) in numbers.items():
+            outs[k] = python_number(outs[k], value, only_returned)
     return tuple(v if how == "python" else outs[v] for how, v in merged)
 
 
@@ -241,7 +255,13 @@ def _merge(name, a, b, loc, kind):
     if sa and sb:
         if type(a) is type(b) and a == b:
             return ("python", a)
-        dtype = "float32" if float in (type(a), type(b)) else \
+        if type(a) is not type(b):
+            # (eager's variable has the type of the branch it takes: `1` or `0.5`)
+            raise ControlFlowError(f"{loc}: variable {name!r} is {_describe(a)} in the if "
+                                   f"branch and {_describe(b)} in the else branch of a {kind} "
+                                   "whose condition is a tensor")
+        # (float64: the Python float exactly)
+        dtype = "float64" if float in (type(a), type(b)) else \
             "int64" if int in (type(a), type(b)) else "bool"
         return ("output", (a, dtype, ()), (b, dtype, ()))
     if a is b:
@@ -334,40 +354,34 @@ def _stage_while(test, body, values, names, loc, dtypes=None, returned=(), read_
     if retype:
         return _stage_while(test, body, values, names, loc, {**numbers, **retype}, returned,
                             read_after)
+    # numbers whose next values the body computes from such numbers alone (a counter,
+    # `a, b = b, a + b`, `t = t + 0.1`) are Python numbers through eager's loop: a float is
+    # a float64 loop variable (eager adds doubles), and after the loop a number (below)
+    kept = number_positions(body_g, {j for j, k in enumerate(carried) if k in numbers})
+    doubles = {carried[j]: np.dtype(np.float64) for j in kept
+               if np.dtype(numbers[carried[j]]).kind == "f" and
+               np.dtype(numbers[carried[j]]) != np.float64}
+    if doubles:
+        return _stage_while(test, body, values, names, loc, {**numbers, **doubles}, returned,
+                            read_after)
     union = unify_captures([cond_g, body_g], [rc.captures, rb.captures], len(carried))
     finals = run_while(init, [t for t, _ in union], cond_g, body_g)
+    top = getattr(trace_state.state.tracer, "parent", None) is None
     # a Python number whose next value the body computes from it alone (a counter) is a
     # Python number after eager's loop too: read back as one (a value guard, like any
     # number read out of a tensor), or, an integer that is only returned, as an output
     stay_numbers = {k for j, k in enumerate(carried) if k in numbers and
-                    names[k] in read_after and _inputs_behind(body_g, j) <= {j}}
+                    names[k] in read_after and inputs_behind(body_g, j) <= {j}}
     out = list(values)
-    for k, f in zip(carried, finals):
-        if k not in stay_numbers:
-            out[k] = f
-        elif names[k] in returned and type(values[k]) in (int, bool):
-            out[k] = ReturnedScalar(f)
+    for j, (k, f) in enumerate(zip(carried, finals)):
+        if k in stay_numbers:
+            out[k] = ReturnedScalar(f) if names[k] in returned and \
+                type(values[k]) in (int, bool) else type(values[k])(f.item())
+        elif top and j in kept and names[k] in read_after:
+            out[k] = python_number(f, f._data.reshape(()).item(), names[k] in returned)
         else:
-            out[k] = type(values[k])(f.item())
+            out[k] = f
     return tuple(out)
-
-
-def _inputs_behind(graph, j):
-    """The positions of graph's inputs that its output j is computed from."""
-    position = {id(v): i for i, v in enumerate(graph.inputs)}
-    found, seen, stack = set(), set(), [graph.outputs[j]]
-    while stack:
-        v = stack.pop()
-        if id(v) in position:
-            found.add(position[id(v)])
-        node = v.node
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        stack.extend(x for x in node.inputs if hasattr(x, "node"))
-        if node.view_of is not None:
-            stack.append(node.view_of)
-    return found
 
 
 def _scalar_dtype(v):

@@ -268,7 +268,8 @@ class _Converter:
         call = _call("if_stmt", [test, ast.Name(f"if_true_{k}", ast.Load()),
                                  ast.Name(f"if_false_{k}", ast.Load()),
                                  self.values(names, defined), self.strings(names),
-                                 ast.Constant(self.loc(s))])
+                                 ast.Constant(self.loc(s)),
+                                 self.strings(self.only_returned(s, names))])
         return fns + [self.bind(names, call, s)]
 
     def while_(self, s, defined):
