@@ -38,10 +38,12 @@ def _build(dtype):
     return fn
 
 
-def axpy(a, b, alpha, dtype):
-    """a + alpha * b rounded once into a fresh array, or None (the caller emulates it)."""
+def axpy(a, b, alpha, dtype, min_elements=MIN_ELEMENTS):
+    """a + alpha * b rounded once into a fresh array, or None (the caller emulates it).
+    min_elements: 0 where the caller's emulation costs more than a call (a batch norm's
+    running statistics, a few hundred values: buffer_update.blend)."""
     if type(a) is not np.ndarray or type(b) is not np.ndarray or a.dtype != dtype or \
-            b.dtype != dtype or a.shape != b.shape or a.size < MIN_ELEMENTS or \
+            b.dtype != dtype or a.shape != b.shape or a.size < min_elements or \
             dtype not in _CTYPES or not (a.flags.c_contiguous and b.flags.c_contiguous and
                                          a.flags.aligned and b.flags.aligned):
         return None

@@ -93,8 +93,14 @@ _native_axpy = [None]   # a native a + alpha * b (compile/eager_axpy.py installs
 
 
 def set_native_axpy(fn):
-    """fn(a, b, alpha, dtype) -> array or None, tried before the NumPy emulation."""
+    """fn(a, b, alpha, dtype, min_elements=...) -> array or None, tried before the NumPy
+    emulation."""
     _native_axpy[0] = fn
+
+
+def native_axpy():
+    """The installed native a + alpha * b (set_native_axpy), or None."""
+    return _native_axpy[0]
 
 
 def fused_alpha(a, b, alpha):

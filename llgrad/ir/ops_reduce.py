@@ -7,6 +7,7 @@ import warnings
 
 import numpy as np
 
+from . import np_cumsum
 from .optable import conj, defop
 
 
@@ -381,7 +382,7 @@ def _cumsum(x, dim):
     # in float64, PyTorch's CPU accumulation types, each result rounded once)
     acc = np.int64 if x.dtype.kind in "biu" else _SCAN_ACC.get(x.dtype.type)
     with np.errstate(over="ignore", invalid="ignore"):   # (as _mean's)
-        r = np.cumsum(x, axis=dim, dtype=acc)
+        r = np_cumsum.cumsum(x, dim, acc)
     if acc is not np.int64:     # (PyTorch's sum starts from +0: a leading -0 is +0)
         r += 0.0
     return r.reshape(x.shape).astype(np.int64 if acc is np.int64 else x.dtype, copy=False)

@@ -2,7 +2,7 @@
 index_select, index_add, masked_fill, and the strided-buffer ops of view VJPs and CopySlices."""
 import numpy as np
 
-from . import bitselect
+from . import bitselect, np_at
 from .optable import conj, defop
 from .geometry import (contiguous_strides, expand_strides, geometry_overlaps, geometry_span,
                        unsqueeze_strides, view_strides)
@@ -294,7 +294,7 @@ def _scatter_add(x, index, src, dim):
     out = np.array(x, copy=True)
     idx = list(np.indices(index.shape, sparse=True))
     idx[dim] = index
-    np.add.at(out, tuple(idx), src[tuple(slice(0, n) for n in index.shape)])
+    np_at.at(np.add, out, tuple(idx), src[tuple(slice(0, n) for n in index.shape)])
     return out
 
 
@@ -331,7 +331,7 @@ def _index_add(x, index, src, dim, alpha=1):
     out = np.array(x, copy=True)
     idx = [slice(None)] * x.ndim
     idx[dim] = index
-    np.add.at(out, tuple(idx), src * alpha if alpha != 1 else src)
+    np_at.at(np.add, out, tuple(idx), src * alpha if alpha != 1 else src)
     return out
 
 

@@ -21,9 +21,12 @@ def unpack_input(packed):
 
 def step_masks(lengths, steps, device=None):
     """For each step t, a (B, 1) bool tensor (on the input's device): which sequences have
-    step t."""
+    step t; None where all of them have it (the shortest sequence's steps): a where over an
+    all-True mask gives `new` itself, and its backward only a zero gradient for `old` (two
+    ops a step, forward and backward, on every step before the first sequence ends)."""
     lens = arange(0).new_tensor(lengths, dtype=int64, device=device).unsqueeze(1)
-    return [lens > t for t in range(steps)]
+    every = min(lengths, default=0)
+    return [None if t < every else lens > t for t in range(steps)]
 
 
 def masked(mask, new, old):
