@@ -1,8 +1,9 @@
 """Sorting (sort, topk) and scattering (scatter, scatter_reduce).
 
-sort gives (values, indices); ties keep their original order (a stable sort) in both
-directions, and NaN counts as the largest value, as PyTorch's sort. topk, kthvalue and mode
-pick among equal values as PyTorch's CPU kernels do (select_order.py). Their gradient
+sort gives (values, indices), NaN counting as the largest value, as PyTorch's sort; with
+stable=True ties keep their original order in both directions, otherwise they come in the
+order of PyTorch's std::sort, as do topk's, kthvalue's and mode's picks among equal values
+(select_order.py). Their gradient
 puts the values' gradient back where each value came from.
 
 scatter writes src (a tensor, or one number) at `index` along `dim` (repeated positions:
@@ -12,11 +13,13 @@ the reduction's identity instead of self's value). Gradients are PyTorch's
 (scatter_reduce_backward in torch/csrc/autograd/FunctionsManual.cpp)."""
 import numpy as np
 
+from . import np_at
 from .index_bounds import check_index_range
 from .ops_copy import preserve_empty
 from .ops_shape import zero_dim_as_one
 from .optable import defop
-from .select_order import kthvalue_position, mode_position, topk_positions
+from .select_order import (kthvalue_position, mode_position, sort_positions, sort_replayed,
+                           topk_positions)
 
 
 def _is_tensor(x):
@@ -37,6 +40,9 @@ def _sort(x, dim=0, descending=False, stable=None):
     if x.ndim == 0:
         return np.array(x), np.zeros((), np.int64)
     idx = _argsort(x, dim, descending).astype(np.int64)
+    if sort_replayed(x.shape, x.dtype, dim, descending, stable):
+        # PyTorch's order among equal values is its std::sort's: replayed on those slices
+        _replay(x, idx, dim, _ties(x, dim), lambda row: sort_positions(row, descending))
     values = np.take_along_axis(x, idx, axis=dim)
     if x.flags.c_contiguous:
         return values, idx
@@ -226,7 +232,7 @@ def _scatter_reduce(x, index, src, dim, reduce, include_self=True):
     vals = _part(src, index).astype(x.dtype, copy=False)
     if not include_self:
         out[pos] = _identity(reduce, x.dtype)
-    _UFUNC[reduce].at(out, pos, vals)
+    np_at.at(_UFUNC[reduce], out, pos, vals)
     if reduce == "mean":
         count = np.full(x.shape, 1 if include_self else 0, dtype=np.int64)
         np.add.at(count, pos, 1)

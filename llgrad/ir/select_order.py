@@ -1,14 +1,15 @@
-"""Which of several equal elements PyTorch's CPU topk and kthvalue return.
+"""Which of several equal elements PyTorch's CPU sort, topk and kthvalue return.
 
-Both select with unstable algorithms, so among equal values (and among NaNs, which count
-as equal to each other) the index they return is fixed only by the algorithm's steps:
-topk runs libstdc++'s std::nth_element then std::sort over the first k - 1 (or
+They run unstable algorithms, so among equal values (and among NaNs, which count as equal
+to each other) the index they return is fixed only by the algorithm's steps: sort (stable
+not asked for) runs libstdc++'s std::sort (SortingKernel.cpp), topk runs libstdc++'s
+std::nth_element then std::sort over the first k - 1 (or
 std::partial_sort when k * 64 <= n; TopKImpl.h), kthvalue runs its own median-of-three
 quickselect (quick_select_template, Sorting.cpp), mode sorts with std::sort and takes the
 last of the first longest run (TensorCompareKernel.cpp). The functions here replay those steps on
 one slice, comparing ranks (NaN the largest), and give the positions in the order PyTorch
-leaves them. topk and kthvalue replay only slices where the answer depends on it (equal values,
-or topk's sorted=False); elsewhere a stable NumPy sort gives the same result."""
+leaves them. sort, topk and kthvalue replay only slices where the answer depends on it (equal
+values, or topk's sorted=False); elsewhere a stable NumPy sort gives the same result."""
 import numpy as np
 
 
@@ -190,6 +191,29 @@ def topk_positions(row, k, largest, sorted_):
         if sorted_:
             s.sort(0, k - 1)
     return s.p[:k]
+
+
+def sort_positions(row, descending):
+    """The positions of PyTorch's unstable sort (std::sort, NaN the largest) of a 1-d array,
+    in its order."""
+    r = ranks(row)
+    s = _Seq([-x for x in r] if descending else r)
+    s.sort(0, len(r))
+    return s.p
+
+
+_RADIX_DTYPES = ("uint8", "int8", "int16", "int32", "int64")
+
+
+def sort_replayed(shape, dtype, dim, descending, stable):
+    """Whether sort's order among equal values is std::sort's (replayed by sort_positions),
+    not a stable sort's: stable not asked for, slices over 16 long (std::sort's insertion
+    sort of 16 or fewer is stable), and not the radix sort (stable) ATen takes for 1-d
+    integer tensors of 32768 (its GRAIN_SIZE) or more sorted ascending."""
+    if stable or not shape or shape[dim] <= 16:
+        return False
+    return not (len(shape) == 1 and str(dtype) in _RADIX_DTYPES and not descending
+                and shape[0] >= 32768)
 
 
 def mode_position(row):

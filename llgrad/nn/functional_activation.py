@@ -11,6 +11,7 @@ from ..runtime.inplace import call_inplace
 from ..runtime.node_names import torch_node
 from .functional_loss import _NAMES
 from ..runtime.autocast_cast import autocast_lower
+from ..runtime.creation_checks import fill_value_fits
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
@@ -34,6 +35,7 @@ def _apply(name, input, inplace, attrs, inplace_op=None):
             raise RuntimeError("Bool inputs not supported for hardtanh")
         if input.dtype.name == "uint8" and min(int(attrs["min_val"]), int(attrs["max_val"])) < 0:
             raise RuntimeError("cannot do hardtanh on an unsigned type with negative limits")
+        attrs = {k: _kernel_scalar(v, input) for k, v in attrs.items()}
     if inplace:
         return call_inplace(OPS[inplace_op or name], input, (input,), attrs)
     return call(OPS[name], (input,), attrs)
@@ -94,8 +96,18 @@ def hardsigmoid(input, inplace=False):
 
 def threshold(input, threshold, value, inplace=False):
     """As torch.nn.functional.threshold."""
-    return _apply("threshold", input, inplace, {"threshold": threshold, "value": value},
-                  "threshold_")
+    attrs = {"threshold": _kernel_scalar(threshold, input), "value": _kernel_scalar(value, input)}
+    return _apply("threshold", input, inplace, attrs, "threshold_")
+
+
+def _kernel_scalar(v, input):
+    """A Python number v as PyTorch's kernel reads it: converted to input's dtype, with its
+    overflow error (a negative int into uint8 wraps), a float truncated for an integer dtype
+    (threshold -2.5 of an int8 tensor is -2, -3 of a uint8 one 253)."""
+    if type(v) not in (int, float) or input.dtype.name == "bool":
+        return v
+    v = fill_value_fits(v, input.dtype)
+    return int(v) if not input.is_floating_point() and not input.is_complex() else v
 
 
 def glu(input, dim=-1):

@@ -44,6 +44,8 @@ def margin_ranking_loss(input1, input2, target, margin=0, size_average=None, red
         raise RuntimeError("margin_ranking_loss : All input tensors should have same dimension "
                            f"but got sizes: input1: {input1.size()}, input2: {input2.size()}, "
                            f"target: {target.size()} ")
+    if type(margin) in (int, bool):     # (ATen takes a double: integer inputs give float32)
+        margin = float(margin)
     return _reduce((-target * (input1 - input2) + margin).clamp_min(0), reduction)
 
 
@@ -53,6 +55,8 @@ def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=No
     input, target = autocast_float32(input, target)
     reduction = _reduction(reduction, size_average, reduce)
     zeros = input.new_zeros(()).expand(input.shape) if input.dim() else input.new_zeros(())
+    if type(margin) is float and not input.is_floating_point() and not input.is_complex():
+        margin = int(margin)    # (ATen's margin - input fills a tensor like input with it)
     margin_clamp = (margin - input).clamp_min(0)
     output = where(target != 1, margin_clamp, zeros) + where(target != -1, input, zeros)
     return _reduce(output, reduction)
@@ -98,6 +102,9 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
                            f"shape {list(shape)}")
     loss = (-input * target).exp().log1p()
     # PyTorch's kernel writes into an output of input's dtype
+    if not input.is_floating_point() and not input.is_complex():
+        raise RuntimeError(f"result type {scalar_type_name(loss.dtype)} can't be cast to the "
+                           f"desired output type {scalar_type_name(input.dtype)}")
     return _reduce(loss if loss.dtype == input.dtype else loss.to(input.dtype), reduction)
 
 

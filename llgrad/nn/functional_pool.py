@@ -16,7 +16,7 @@ from ..ir.ops_nn_more import pool_out
 from ..runtime.creation import tensor as _tensor
 from ..runtime import trace_state
 from ..runtime.dispatch import call
-from ..runtime.dtypes import bfloat16, int64, scalar_type_name
+from ..runtime.dtypes import bfloat16, float16, int64, scalar_type_name
 from ..runtime.result_format import in_suggested_format
 from ..runtime.node_names import rename
 from .functional_activation import floating_only
@@ -184,8 +184,8 @@ def adaptive_avg_pool2d(input, output_size):
     elif _even(h, oh) and _even(w, ow):
         out = input.reshape(shape[:-2] + (oh, h // oh, ow, w // ow)).mean((-3, -1))
     else:
-        # (bfloat16 as PyTorch's kernel: window means in float32, rounded once at the end)
-        out = input.float() if input.dtype is bfloat16 else input
+        # (bfloat16 and float16 as PyTorch's kernel: window means in float32, rounded once)
+        out = input.float() if input.dtype in (bfloat16, float16) else input
         for dim, (n, o) in ((-1, (w, ow)), (-2, (h, oh))):
             if n != o:
                 mt = _window_means(n, o, out.dtype)

@@ -188,13 +188,14 @@ def adaptive_avg_pool3d(input, output_size):
         x = input.reshape(lead + sum(((o, n // o) for n, o in zip(dims, out)), ()))
         res = x.mean((-5, -3, -1))
     else:
-        res = input
+        # (bfloat16 and float16 as PyTorch's kernel: window means in float32, rounded once)
+        res = input.float() if input.dtype.name in ("bfloat16", "float16") else input
         for axis, (n, o) in zip((-3, -2, -1), zip(dims, out)):
             if n != o:
-                mt = _window_means(n, o, input.dtype)
+                mt = _window_means(n, o, res.dtype)
                 res = res.transpose(axis, -1).matmul(mt.t()).transpose(axis, -1)
         # (the matmuls leave a dim they skipped out of place: row-major, as ATen's result)
-        res = res.contiguous()
+        res = res.contiguous().to(input.dtype)
     return rename(res, "AdaptiveAvgPool3DBackward0")
 
 

@@ -75,11 +75,12 @@ def tensordot(a, b, dims=2, out=None):
     db = [norm_dim(d, b._data.ndim) for d in db]
     sa, sb = a._data.shape, b._data.shape
     for x, y, (gx, gy) in zip(da, db, given):
-        # (a dim of size 1 broadcasts: the other operand is summed over it first, as PyTorch's)
+        # (a dim of size 1 broadcasts: the other operand is summed over it first, as
+        # PyTorch's, in its own dtype: an int32 sum stays int32)
         if sb[y] == 1:
-            a = a.sum(x, keepdim=True)
+            a = a.sum(x, keepdim=True, dtype=a.dtype)
         elif sa[x] == 1:
-            b = b.sum(y, keepdim=True)
+            b = b.sum(y, keepdim=True, dtype=b.dtype)
         elif sa[x] != sb[y]:
             raise RuntimeError(f"contracted dimensions need to match, but first has size "
                                f"{sa[x]} in dim {gx} and second has size {sb[y]} in dim {gy}")

@@ -122,12 +122,15 @@ def _igamma(a, x):
     Recipes' gammp; each the smaller one directly, so a tail 1e-22 is not 1 - 1 = 0)."""
     a, x = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(x, np.float64))
     out = np.full(a.shape, np.nan)
-    ok = (a >= 0) & (x >= 0) & ~np.isnan(a) & ~np.isnan(x) & ~((a == 0) & (x == 0))
-    out[ok & (a == 0)] = 1.0
-    out[ok & (x == 0) & (a > 0)] = 0.0
-    out[ok & np.isinf(x) & np.isfinite(a)] = 1.0
-    out[ok & np.isinf(a) & np.isfinite(x)] = 0.0
-    rest = ok & (a > 0) & (x > 0) & np.isfinite(a) & np.isfinite(x)
+    # PyTorch's cases in its order (calc_igamma), which a NaN operand falls through:
+    # P(inf, nan) is 0, P(nan, inf) 1, P(nan, 0) 0
+    todo = ~((x < 0) | (a < 0))
+    for case, value in (((a == 0), np.where(x > 0, 1.0, np.nan)), ((x == 0), 0.0),
+                        (np.isinf(a), np.where(np.isinf(x), np.nan, 0.0)), (np.isinf(x), 1.0)):
+        case = todo & case
+        out[case] = np.broadcast_to(value, a.shape)[case]
+        todo &= ~case
+    rest = todo & ~np.isnan(a) & ~np.isnan(x)
     # (where Cephes takes it: the series and fraction lose digits there, 1e20 gave nan)
     with np.errstate(invalid="ignore", divide="ignore"):
         big = rest & (a >= 1e5) & (np.abs(x - a) < 4.5 * np.sqrt(a))

@@ -1,6 +1,8 @@
 """Lowerings of sort, scatter and scatter_reduce (llgrad/ir/ops_sort.py).
 
-sort: a bottom-up merge sort of each slice along dim, with the positions carried
+sort: where PyTorch's order among equal values is its std::sort's (stable not asked for,
+slices over 16 long: ir/select_order.py), a host call of the NumPy implementation, which
+replays it; otherwise a bottom-up merge sort of each slice along dim, with the positions carried
 beside the values, in two scratch buffers of one slice each (ping-pong). The number of
 passes and the buffer each pass reads are known when the code is made (the slice length
 is static), so the passes are unrolled; each merge is one branch-free loop over its output
@@ -25,17 +27,29 @@ from .loops import Access, for_range, loop_nest
 from .ops_index import INDEX_DTYPES, _copy_to_out, prepare_flag, wrap_index, zero_flag
 from .scalar import I64, Scalar, is_float
 from .table import register
+from . import host_call
+from ...ir.select_order import sort_replayed
 
 
 # ---- sort / topk -------------------------------------------------------------------------
 
+def _by_host(node):
+    """Whether PyTorch's order among equal values is std::sort's (ir/select_order.py): then
+    the NumPy implementation, which replays it, is called back (host_call.py)."""
+    x, at = node.inputs[0], node.attrs
+    return isinstance(x, Value) and sort_replayed(x.type.shape, x.type.dtype, at["dim"],
+                                                  at.get("descending", False), at.get("stable"))
+
+
 def _check_sort(node):
     if not isinstance(node.inputs[0], Value):
         return "a Python-number operand"
-    return None
+    return host_call._check(node) if _by_host(node) else None
 
 
 def _prepare_sort(plan, group):
+    if _by_host(group.root):
+        return host_call._prepare(plan, group)
     x = group.root.inputs[0]
     shape = x.type.shape
     n = shape[group.root.attrs["dim"]] if shape else 1
@@ -54,6 +68,8 @@ def _before(sg, b, x, y, descending):
 
 
 def _emit_sort(plan, group, fg):
+    if _by_host(group.root):
+        return host_call._emit(plan, group, fg)
     node, b, sg = group.root, fg.b, fg.sg
     x = node.inputs[0]
     vals, idxs = node.outputs
