@@ -1,8 +1,9 @@
 """Counting and listing functions whose result's shape depends on the data (bincount,
 unique_consecutive) or whose range does (histc), computed on the tensors' NumPy values
 (inside llgrad.compile a call runs eagerly: a graph break naming the line; bincount is
-traced, its length a value guard), and the deprecated torch.range (end included, with
-PyTorch's warning); PyTorch's checks and messages. Their results have no gradient (PyTorch defines none)."""
+traced, its length a value guard, and so is histc with its range given), and the
+deprecated torch.range (end included, with PyTorch's warning); PyTorch's checks and
+messages. Their results have no gradient (PyTorch defines none)."""
 import math
 import warnings
 
@@ -84,12 +85,16 @@ def histc(input, bins=100, min=0, max=0):  # noqa: A002  (PyTorch's parameter na
     """As torch.histc: a histogram of the elements in bins equal bins over [min, max] (both 0:
     the data's own range, widened by 1 either way when it is one point); elements outside
     are not counted, max itself goes into the last bin."""
-    _untraceable("histc")
     dt = input._dtype
     if not dt.is_floating_point:
         raise NotImplementedError(f"\"histogram_cpu\" not implemented for '{tname(dt)}'")
     if bins <= 0:
         raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {bins} for dimension 0")
+    if trace_state.state.tracer is not None:
+        lo, hi = float(min), float(max)
+        if not (lo < hi and math.isfinite(lo) and math.isfinite(hi)):
+            _untraceable("histc over the data's own range")
+        return _traced_histc(input, bins, lo, hi)
     x = input._data.reshape(-1).astype(np.float64)
     lo, hi = float(min), float(max)
     if lo == hi and x.size:
@@ -110,6 +115,21 @@ def histc(input, bins=100, min=0, max=0):  # noqa: A002  (PyTorch's parameter na
     pos = np.where(np.isfinite(pos), pos, 0).astype(np.int64)   # (float16's inf: PyTorch's 0)
     pos[pos == bins] = bins - 1
     return _new(np.bincount(pos, minlength=bins)[:bins], dt)
+
+
+def _traced_histc(input, bins, lo, hi):
+    """histc inside llgrad.compile, its range given (a calibration plot's [0, 1]): each
+    element's bin computed as eager computes it (in the input's dtype), elements outside
+    the range counted with weight 0, by index_add_ into the bins."""
+    t = input._data.dtype.type
+    x = input.reshape(-1)
+    lo_t, width = t(lo), t(hi) - t(lo)
+    inside = (x >= float(lo_t)) & (x <= float(t(hi)))
+    pos = (x - float(lo_t)) * float(t(bins)) / float(width)
+    pos = pos.where(pos.isfinite() & inside, pos.new_zeros(())).to(dtypes.int64)
+    pos = pos.clamp(0, bins - 1)
+    counts = zeros(bins, dtype=dtypes.int64).index_add_(0, pos, inside.to(dtypes.int64))
+    return counts.to(input._dtype)
 
 
 def unique_consecutive(input, return_inverse=False, return_counts=False, dim=None):

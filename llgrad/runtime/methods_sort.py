@@ -2,16 +2,17 @@
 methods whose result's shape depends on the values: masked_select, nonzero, argwhere and
 unique. Eagerly they run here on the tensors' data (masked_select is differentiable,
 MaskedSelectBackward0, through an op kept out of the table: the table's ops are the ones a
-trace can hold). While tracing, masked_select and nonzero are bool-mask indexing, whose
-count the trace guards; unique and masked_scatter make the call run eagerly (with the
-usual warning)."""
+trace can hold). While tracing, masked_select, nonzero and unique (dim None) are bool-mask
+indexing, whose count the trace guards; masked_scatter is a gather at the mask's running
+count (the count fitting in the source a guard); unique along a dim makes the call run
+eagerly (with the usual warning)."""
 import warnings
 
 import numpy as np
 
 from ..ir import OPS
 from ..ir.optable import OpDef, method_doc
-from . import trace_state
+from . import dtypes, trace_state
 from .dispatch import call, scalar_type_name
 from .inplace import call_inplace
 from .creation import arange
@@ -209,24 +210,46 @@ def _masked_scatter_args(self, mask, source, inplace):
     shape = tuple(self._data.shape) if inplace else \
         broadcast_shapes(mask._data.shape, self._data.shape)
     mask.expand(shape)          # (PyTorch's error when the mask does not broadcast)
-    if int(np.broadcast_to(mask._data, shape).sum()) > source._data.size:
+    if trace_state.state.tracer is not None:    # (the count a guard: _masked_scatter_traced)
+        if not (mask.expand(shape).sum() <= source._data.size).item():
+            raise RuntimeError("Number of elements of source < number of ones in mask")
+    elif int(np.broadcast_to(mask._data, shape).sum()) > source._data.size:
         raise RuntimeError("Number of elements of source < number of ones in mask")
-    _untraceable("masked_scatter")
     return (self, mask, source), {"out_shape": shape}
+
+
+def _masked_scatter_traced(self, mask, source, out_shape):
+    """masked_scatter while tracing (LLaVA's image features written into the text
+    embeddings): the k-th True of the mask takes source's k-th element, by a gather at the
+    mask's running count and a where; the result's shape is self's, whatever the mask
+    holds (that the count fits in source is a guard of the trace: _masked_scatter_args)."""
+    m = mask.expand(out_shape)
+    base = self.expand(out_shape)
+    if source._data.size == 0:                  # (the mask holds no True: guarded)
+        return base.clone()
+    pos = (m.reshape(-1).cumsum(0) - 1).clamp(min=0)   # (bool cumsum: int64)
+    taken = source.reshape(-1)[pos].reshape(out_shape)
+    return taken.where(m, base)
 
 
 @per_sample
 def masked_scatter(self, mask, source):
     """self with the elements where mask holds taken from source in order, as
-    torch.Tensor.masked_scatter (differentiable). Inside llgrad.compile the call runs
-    eagerly."""
-    return call(MASKED_SCATTER, *_masked_scatter_args(self, mask, source, False))
+    torch.Tensor.masked_scatter (differentiable). Inside llgrad.compile it is a gather and
+    a where (the mask's count fitting in source a guard of the trace)."""
+    args, kw = _masked_scatter_args(self, mask, source, False)
+    if trace_state.state.tracer is not None:
+        return _masked_scatter_traced(*args, **kw)
+    return call(MASKED_SCATTER, args, kw)
 
 
 @per_sample_inplace
 def masked_scatter_(self, mask, source):
     """In-place masked_scatter."""
-    return call_inplace(MASKED_SCATTER, self, *_masked_scatter_args(self, mask, source, True))
+    args, kw = _masked_scatter_args(self, mask, source, True)
+    if trace_state.state.tracer is not None:
+        return self.copy_(_masked_scatter_traced(*args, **kw))
+    return call_inplace(MASKED_SCATTER, self, args, kw)
 
 
 def _nonzero_traced(x):
@@ -267,7 +290,12 @@ def argwhere(self):
 
 def unique(self, sorted=True, return_inverse=False, return_counts=False, dim=None):
     """Sorted unique values (PyTorch sorts on the CPU whatever `sorted` says), the inverse
-    indices (int64, input's shape; along dim: one per slice) and the counts."""
+    indices (int64, input's shape; along dim: one per slice) and the counts. Inside
+    llgrad.compile (dim None) a sort and a bool mask of first occurrences, whose count the
+    trace guards, as masked_select's."""
+    if trace_state.state.tracer is not None and dim is None and self._data.size and not (
+            self.requires_grad and grad_enabled()) and self._dtype._cat != 0:
+        return _unique_traced(self, return_inverse, return_counts)
     _untraceable("unique")
     a = self._data
     axis = None if dim is None else norm_dim(dim, a.ndim)
@@ -293,6 +321,31 @@ def unique(self, sorted=True, return_inverse=False, return_counts=False, dim=Non
             a.shape if axis is None else (a.shape[axis],))))
     if return_counts:
         out.append(Tensor._from_array(counts.astype(np.int64)))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def _unique_traced(self, return_inverse, return_counts):
+    """unique while tracing: the sorted values, a run starting wherever a value differs from
+    the one before it (each NaN its own run, sorted last, as eager's), the runs' first
+    values by bool-mask indexing (their count a guard of the trace); the inverse is each
+    run's number written back through the sort's order, the counts the gaps between run
+    starts."""
+    flat = self.reshape(-1)
+    # (stable: nothing here depends on the order among ties, and a stable sort runs native,
+    # where torch's tie order is replayed on the host)
+    vals, order = flat.sort(stable=True)
+    n = flat._data.size
+    first = vals.new_ones((n,), dtype=dtypes.bool_)
+    if n > 1:
+        first[1:] = vals[1:] != vals[:-1]
+    out = [vals[first]]
+    if return_inverse:
+        run = first.cumsum(0) - 1
+        out.append(run.new_zeros((n,)).scatter(0, order, run).reshape(self._data.shape))
+    if return_counts:
+        starts = arange(n)[first]
+        ends = starts[1:]._op("cat", starts.new_full((1,), n), dim=0)
+        out.append(ends - starts)
     return out[0] if len(out) == 1 else tuple(out)
 
 

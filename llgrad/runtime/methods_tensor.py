@@ -19,6 +19,8 @@ from .shapes import norm_dim, unpack_shape
 from .tensor import Tensor
 from .vmap_fallback import per_sample, values_read
 from .autocast_cast import autocast_lower
+from .creation import arange
+from .functions_misc import searchsorted
 
 
 def _def(name, fn):
@@ -112,7 +114,7 @@ def repeat(self, *sizes):
 def repeat_interleave(self, repeats=None, dim=None, *, output_size=None):
     """An int: PyTorch's composite (unsqueeze, expand, a contiguous clone, view). A tensor
     of repeats: index_select with the indices it makes, a shape that depends on its values
-    (so a compiled function runs the call eagerly)."""
+    (inside a compiled function their sum is a value guard)."""
     if repeats is None:                     # llgrad.repeat_interleave(repeats): the indices
         return _repeat_indices(self)
     t = self.reshape(-1) if dim is None else self
@@ -140,6 +142,8 @@ def _repeated_positions(repeats, n, d):
     if repeats._data.ndim and repeats._data.shape[0] not in (n, 1):
         raise RuntimeError(f"repeats must have the same size as input along dim, but got "
                            f"repeats.size(0) = {repeats._data.shape[0]} and input.size({d}) = {n}")
+    if trace_state.state.tracer is not None:
+        return _repeat_indices(repeats.expand(n))
     reps = np.broadcast_to(repeats._data, (n,))
     return _repeat_indices(Tensor._from_array(np.array(reps)))
 
@@ -155,13 +159,27 @@ def _repeat_indices(repeats):
     _check_repeats_dtype(repeats)
     tracer = trace_state.state.tracer
     if tracer is not None:
-        tracer.untraceable("repeat_interleave with a tensor of repeats (a data-dependent shape)")
+        if repeats._data.ndim != 1:
+            tracer.untraceable("repeat_interleave with a tensor of repeats (a data-dependent "
+                               "shape)")
+        return _repeat_indices_traced(repeats)
     r = repeats._data
     if r.ndim != 1 or r.dtype.kind not in "iu":
         raise RuntimeError("repeat_interleave only accept 1D vector as repeat")
     if (r < 0).any():
         raise RuntimeError("repeats can not be negative")
-    return Tensor._from_array(np.repeat(np.arange(r.shape[0], dtype=np.int64), r))
+    return Tensor._from_array(np.repeat(np.arange(r.shape[0], dtype=r.dtype), r))  # (torch's dtype)
+
+
+def _repeat_indices_traced(repeats):
+    """The indices while tracing (a graph's batch vector, arange(B).repeat_interleave(n)):
+    their number, the repeats' sum, and the repeats' sign are value guards of the trace;
+    index j belongs to the first position whose running total exceeds j."""
+    if repeats._data.size and not (repeats.min() >= 0).item():
+        raise RuntimeError("repeats can not be negative")
+    total = int(repeats.sum().item())
+    return searchsorted(repeats.cumsum(0), arange(total), right=True,
+                        out_int32=repeats._dtype is dtypes.int32)
 
 
 def cumprod(self, dim, dtype=None):
