@@ -44,7 +44,8 @@ class _Frozen:
 class TensorType(_Frozen):
     """A value's type: dtype name, shape, strides (in elements) and storage offset; prints
     as f32[4,3]{3,1}+offset."""
-    __slots__ = _fields = ("dtype", "shape", "strides", "offset")
+    _fields = ("dtype", "shape", "strides", "offset")
+    __slots__ = _fields + ("_hash",)
 
     def __init__(self, dtype, shape, strides=None, offset=0):
         init = object.__setattr__
@@ -55,6 +56,14 @@ class TensorType(_Frozen):
 
     def _key(self):             # (types are compared and hashed often: no generator)
         return self.dtype, self.shape, self.strides, self.offset
+
+    def __hash__(self):         # (immutable: hashed once; dict keys of every pass and plan)
+        try:
+            return self._hash
+        except AttributeError:
+            h = hash((self.dtype, self.shape, self.strides, self.offset))
+            object.__setattr__(self, "_hash", h)
+            return h
 
     @property
     def numel(self):

@@ -42,7 +42,7 @@ def verify(graph):
         for x in node.inputs:
             if isinstance(x, Value) and x not in defined:
                 raise VerifyError(f"{where}: uses a value before it is defined")
-        for key, region in regions(node):
+        for key, region in regions(node) if control else ():
             try:
                 verify(region)      # as deep as the user's source nests ifs and loops
             except VerifyError as e:

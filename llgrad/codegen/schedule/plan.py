@@ -71,9 +71,13 @@ def live_nodes(graph):
 
 
 def root_of(v):
-    while v.node is not None and OPS.get(v.node.op) is not None \
-            and OPS[v.node.op].kind == "view":
-        v = v.node.view_of
+    node = v.node
+    while node is not None:
+        op = OPS.get(node.op)
+        if op is None or op.kind != "view":
+            break
+        v = node.view_of
+        node = v.node
     return v
 
 
