@@ -151,9 +151,9 @@ def _shared(plan, split, name, key, family, also, opt):
     families = jit.jit().size_families
     if os.environ.get("LLGRAD_SHARE_SIZES", "1") == "0" or families.refused(family):
         return None, False
-    last = families.last(family)
+    lasts = [(k, args) for k, args in families.last(family) if k != key]
     templates = families.templates(family)
-    if not templates and (last is None or last[0] == key):
+    if not templates and not lasts:
         return None, False
     mod = _emit(plan, name, split, shared=True)
     for t in templates:
@@ -161,18 +161,11 @@ def _shared(plan, split, name, key, family, also, opt):
         table = _matched(t, mod, name) if compiled is not None else None
         if table is not None:
             return (compiled, t.name, _binder(t, compiled, table), False), True
-    if last is None or last[0] == key:
-        return None, True
-    graph_ref, *options = last[1]
-    graph = graph_ref()
-    if graph is None:
-        return None, True
-    try:
-        _, plan, split, _, _, _ = _prepare(graph, *options)
-    except (Unsupported, VerifyError):  # (a graph typed under another default dtype: its
-        return None, True               # int * 2.5 is float32 there, float64 now)
-    made = _template(mod, _emit(plan, name, split, shared=True), name)
-    if made is None:
+    for _, (graph_ref, *options) in lasts:  # (the most recent size first: a template of
+        made = _derived(mod, name, graph_ref(), options)    # this size's class)
+        if made is not None:
+            break
+    else:
         return None, True
     t, tkey = made
     entries = [name, name + size_params.SETTER, *also]
@@ -188,6 +181,17 @@ def _shared(plan, split, name, key, family, also, opt):
     t.compiled = compiled
     families.add(family, t)
     return (compiled, t.name, _binder(t, compiled, size_params.base_table(t)), built), True
+
+
+def _derived(mod, name, graph, options):
+    """(the Template of mod against graph, another size's, and its key), or None."""
+    if graph is None:
+        return None
+    try:
+        _, plan, split, _, _, _ = _prepare(graph, *options)
+    except (Unsupported, VerifyError):  # (a graph typed under another default dtype: its
+        return None                     # int * 2.5 is float32 there, float64 now)
+    return _template(mod, _emit(plan, name, split, shared=True), name)
 
 
 @_gc_paused()
