@@ -146,6 +146,8 @@ def _tolerances(A, atol, rtol, s_max, name):
         rtol = eps * max(m, n) if atol is None or (not isinstance(atol, Tensor) and atol <= 0) \
             else 0.0
     atol = 0.0 if atol is None else atol
+    # (tensor tolerances are per matrix, of A's batch shape, as PyTorch unsqueezes them)
+    rtol, atol = (t.unsqueeze(-1) if isinstance(t, Tensor) else t for t in (rtol, atol))
     tol = s_max * rtol
     if isinstance(atol, Tensor):
         return where(atol > tol, atol, tol)
@@ -176,7 +178,12 @@ def pinv(A, rcond=None, hermitian=False, *, atol=None, rtol=None, out=None):
     s_max = s[..., :1] if s.shape[-1] else s.new_zeros(tuple(s.shape[:-1]) + (1,))
     tol = _tolerances(A, atol, rtol, s_max, "linalg.pinv")
     inv = where(s > tol, s.reciprocal(), 0.0)
-    return _out((vh.mT * inv.unsqueeze(-2)).matmul(u.mT), out)
+    p = (vh.mT * inv.unsqueeze(-2)).matmul(u.mT)
+    # (the SVD's derivative is not p's where singular values repeat, nan at second order:
+    # PyTorch's pinv_backward, whose first pass needs no derivative of p)
+    full = A.requires_grad and grad_enabled() or \
+        dispatch.forward_ad is not None and dispatch.forward_ad.get(A) is not None
+    return _out(_pinv_derivative(A, p.detach()) if full else p, out)
 
 
 def _pinv_derivative(A, p):

@@ -208,8 +208,8 @@ def fmod(input, other):
 
 def remainder(input, other):
     """As torch.remainder: the remainder of input / other with other's sign (Python's %)."""
-    out = _remainder(input, other)
-    # (PyTorch's remainder of a number by a tensor has no derivative)
+    isinstance(other, Tensor) or tensor_input("remainder", input, other)    # (number % number)
+    out = _remainder(input, other)      # (of a number by a tensor: no derivative, as PyTorch's)
     return out if isinstance(input, Tensor) else no_derivative(out, "remainder")
 
 

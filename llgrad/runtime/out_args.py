@@ -76,6 +76,8 @@ _EXACT.update({"where": "Expected out type to be {R} but got {O}",
                             "output indices must be of scalar type Long")})
 _EXACT.update({n: "tensordot: Expected the output tensor to have dtype {R}, but got an output "
                   "tensor with dtype {O}" for n in ("tensordot", "inner")})
+_EXACT.update({n: "Expected object of scalar type {R} but got scalar type {O} for argument 'out'"
+               for n in ("complex", "polar")})
 _EXACT.update({"linalg_vector_norm": _EXACT["max"], "_linalg_slogdet": _EXACT["max"]})
 _EXACT.update({"mode": tuple("expected scalar type '{R}' but got '{O}' for %s output" % w
                                for w in ("values", "indices")),
