@@ -9,6 +9,8 @@ import sys
 import threading
 import warnings
 
+from . import trace_state
+
 
 class _State(threading.local):
     def __init__(self):
@@ -36,6 +38,7 @@ def _restore(prev):
 
 
 def _set(mode):
+    trace_state.stops_gradient("a grad-mode switch")
     state.grad_enabled = mode and not state.inference
     state.inference_grad = mode
 
@@ -165,6 +168,7 @@ class inference_mode(_DecoratorContext):
 
     def __enter__(self):
         # (PyTorch's InferenceMode(enabled) sets grad mode to `not enabled`)
+        trace_state.stops_gradient("inference_mode")
         self.prev = (state.grad_enabled, state.inference, state.inference_grad)
         state.grad_enabled = not self.mode
         state.inference = self.mode

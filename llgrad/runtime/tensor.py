@@ -258,6 +258,7 @@ class Tensor:
     def detach(self) -> Tensor:
         """The same memory and version counter without autograd history, as
         torch.Tensor.detach."""
+        trace_state.stops_gradient("detach()")
         return self._alias()
 
     @property
@@ -265,6 +266,7 @@ class Tensor:
         """The same memory without autograd history and, unlike detach(), under a version
         counter of its own (PyTorch's .data): writing through it does not invalidate what
         backward saved of this tensor."""
+        trace_state.stops_gradient(".data")
         t = Tensor._from_array(self._data, self._storage.__class__(self._storage.base))
         t._inference = self._inference
         return t

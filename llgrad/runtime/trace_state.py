@@ -32,6 +32,14 @@ def _reset():
     given_once["scalar conversion"] = False
 
 
+def stops_gradient(what):
+    """detach(), .data or a grad-mode switch: told to a tracer that cannot follow where
+    eager's gradient stops (a tensor-dependent branch's, tracer/region.py) so it refuses."""
+    stop = getattr(state.tracer, "stops_gradient", None)
+    if stop is not None:
+        stop(what)
+
+
 def reused():
     """Whether a trace is being made that later calls with other values reuse (compile's):
     library code checks its arguments' values with tensor ops there, value guards of the

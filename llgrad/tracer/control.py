@@ -19,7 +19,7 @@ import numpy as np
 from ..runtime import trace_state
 from ..runtime.tensor import Tensor
 from .control_ops import run_cond, run_while
-from .errors import ControlFlowError
+from .errors import ControlFlowError, note_branch_alias
 from .loop_numbers import inputs_behind, number_positions, python_number
 from .region import Region, snapshot, unify_captures
 from .rules import RETVAL
@@ -197,6 +197,10 @@ def _stage_if(cond, then_fn, else_fn, values, names, loc, kind, returned=()):
     graphs = [r.finish(it, loc) for r, it in zip(regions, items)]
     union = unify_captures(graphs, [r.captures for r in regions], 0)
     outs = list(run_cond(pred, [t for t, _ in union], *graphs))
+    outer = {k: t for r, it in zip(regions, items) for k, t in enumerate(it)
+             if isinstance(t, Tensor) and not r.tracer._owns(t)}
+    if outer:       # (a branch's `y = x`: eager's y is x, the cond's result a copy)
+        note_branch_alias(tracer, list(outer.values()) + [outs[k] for k in outer], what)
     if taken is not None:
         for k, (value, only_returned) in numbers.items():
             outs[k] = python_number(outs[k], value, only_returned)

@@ -100,6 +100,14 @@ class RegionTracer(Tracer):
         raise ControlFlowError(f"{user_location()}: random numbers inside {self.what} are not "
                          "supported yet (draw them before the if/while and pass them in)")
 
+    def stops_gradient(self, what):
+        """detach(), .data or a grad-mode switch in the user's code: the region is traced
+        under no_grad and its backward differentiates the whole graph, so eager's stop of
+        the gradient would be lost (a branch's `(x * 5).detach()` got x's gradient)."""
+        if self.parent is not None:         # (a standalone region is a backward's own)
+            raise ControlFlowError(f"{user_location()}: {what} inside {self.what}: where "
+                                   "eager's gradient stops cannot be traced there yet")
+
     def record_inplace(self, op, t, operands, attrs):
         if not self._owns(t):
             raise ControlFlowError(
@@ -122,14 +130,17 @@ class Region:
         """Trace fn(*args); inputs [(name, tensor, type or None)] become region inputs."""
         tracer = self.tracer
         prev = trace_state.state.tracer
+        mode = grad_mode._save()
+        # (no_grad set directly: a grad-mode switch while a region traces is the user's)
+        grad_mode.state.grad_enabled = grad_mode.state.inference_grad = False
         trace_state.state.tracer = tracer
         try:
-            with grad_mode.no_grad():
-                for name, t, typ in inputs:
-                    tracer.input(t, name, typ)
-                return fn(*args)
+            for name, t, typ in inputs:
+                tracer.input(t, name, typ)
+            return fn(*args)
         finally:
             trace_state.state.tracer = prev
+            grad_mode._restore(mode)
             tracer.publish()
 
     def finish(self, results, loc=None):

@@ -27,7 +27,7 @@ from ..runtime.symbolic_uses import check_layout, check_write
 from ..runtime.tensor import Tensor
 from .bindings import Bindings, array_storage as _array_storage, geometry as _geometry, \
     overlaps_input as _overlaps_input
-from .errors import ControlFlowError, TraceError  # noqa: F401 (TraceError: re-exported)
+from .errors import ControlFlowError, TraceError, check_branch_alias  # noqa: F401 (TraceError)
 from .item_reads import item_value
 from .masks import mask_attrs, tensors_of
 from .pytree import flatten
@@ -227,6 +227,7 @@ class Tracer(Bindings):
 
     def record_inplace(self, op, t, operands, attrs):
         """After eager wrote op's result into t: the new value of t, and of its root."""
+        check_branch_alias(self, t, op.name)      # (y = x in a tensor if's branch)
         if op.name == "index_put":
             attrs = mask_attrs(self, op, tensors_of(self, operands), operands, attrs)
         new = self.add(op.name, operands, attrs)
@@ -305,7 +306,7 @@ class Tracer(Bindings):
         a constant of the trace. guard (t.tolist(), pack_padded_sequence's lengths): a
         small t's values become value guards, each as t[i].item()'s."""
         if self.knows(t) and guard and t._data.size <= _GUARDED_READS:
-            flat = t.detach().reshape(-1)
+            flat = t._alias().reshape(-1)     # (not detach(): no user's stop)
             for i, v in enumerate(t._data.reshape(-1).tolist()):
                 self.guard(flat[i], v)
         elif self.knows(t):
