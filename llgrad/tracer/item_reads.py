@@ -17,6 +17,10 @@ from ..runtime.symbolic_scalar import ITEM_READS, SymbolicScalar, stand_ins
 
 # the methods' wrapper of the meta device stands between item() and its caller
 _WRAPPERS = frozenset((os.path.join(_PKG_DIR, "runtime", "meta_methods.py"),))
+# llgrad's getters that read a number for their caller, deciding nothing themselves: the
+# read is the caller's (`scale_before > scaler.get_scale()`, which tells a skipped step, is
+# then a guarded outcome, not a trace per scale)
+_GETTERS = frozenset(((os.path.join(_PKG_DIR, "amp", "grad_scaler.py"), "get_scale"),))
 
 
 def item_value(tracer, t, value):
@@ -37,7 +41,8 @@ def _users_call():
     """Whether the code that called t.item() (past Tensor.item and wrappers) is the user's:
     not llgrad's (saved_tensor's test, as user_location's), not a library's."""
     f = sys._getframe(3)
-    while f is not None and os.path.abspath(f.f_code.co_filename) in _WRAPPERS:
+    while f is not None and (os.path.abspath(f.f_code.co_filename) in _WRAPPERS or (
+            os.path.abspath(f.f_code.co_filename), f.f_code.co_name) in _GETTERS):
         f = f.f_back
     return f is not None and not _internal[f.f_code.co_filename] and \
         users_file(f.f_code.co_filename)

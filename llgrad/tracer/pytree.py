@@ -1,5 +1,6 @@
 """Flatten nested lists, tuples and dicts of arguments and results into leaves plus a
 structure that puts them back."""
+from collections import OrderedDict, defaultdict
 
 
 def flatten(obj, path="", out=None):
@@ -12,6 +13,11 @@ def flatten(obj, path="", out=None):
     if isinstance(obj, tuple):                      # a namedtuple
         trees = [flatten(x, f"{path}_{f}", out)[1] for f, x in zip(obj._fields, obj)]
         return out, (type(obj), trees)
+    if type(obj) in (OrderedDict, defaultdict):
+        # (a node around its items that makes the same type again: a compiled call's
+        # defaultdict, as GradScaler.update() writes one, still makes missing keys)
+        factory = getattr(obj, "default_factory", None)
+        return out, (dict_kind(type(obj), factory), [flatten(dict(obj), path, out)[1]])
     if isinstance(obj, dict):
         keys = list(obj)
         # keys that are not names (a tensor keying optimiser state) are named by position
@@ -21,6 +27,25 @@ def flatten(obj, path="", out=None):
         return out, (dict, list(zip(keys, trees)))
     out.append((path, obj))
     return out, None
+
+
+_DICT_KINDS = {}
+
+
+def dict_kind(cls, factory):
+    """The tree kind of an OrderedDict or a defaultdict (with its default_factory): a class
+    (one per type and factory, so guards compare it by identity) that, called with [a plain
+    dict], gives that type with its items."""
+    key = (cls, factory)
+    kind = _DICT_KINDS.get(key)
+    if kind is None:
+        if len(_DICT_KINDS) >= 256:     # (a factory made anew per call, a lambda: bounded;
+            _DICT_KINDS.clear()         # a kind made again only retraces what used it)
+
+        def remake(_, items):
+            return cls(items[0]) if cls is OrderedDict else cls(factory, items[0])
+        kind = _DICT_KINDS[key] = type(f"{cls.__name__}_items", (), {"__new__": remake})
+    return kind
 
 
 class Constant:

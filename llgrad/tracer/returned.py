@@ -21,6 +21,7 @@ number is read as `.item()` reads it: a value guard.
 The rewrite also covers `v = x.item()` at the top of the function when v is only returned
 (rules.returned_assignments)."""
 import operator
+from collections import OrderedDict, defaultdict
 
 from ..runtime import grad_mode, trace_state
 from ..runtime.device import device
@@ -264,5 +265,9 @@ def values_in(result):
     if isinstance(result, tuple):
         return type(result)(*(values_in(x) for x in result))
     if isinstance(result, dict):
-        return {k: values_in(v) for k, v in result.items()}
+        out = {k: values_in(v) for k, v in result.items()}
+        # (the types pytree.py's trees keep: the trace's call returns what the others do)
+        if type(result) is OrderedDict:
+            return OrderedDict(out)
+        return defaultdict(result.default_factory, out) if type(result) is defaultdict else out
     return result
