@@ -223,6 +223,7 @@ def _train(T, model, sizes, compile_step=False):
     return losses, {k: v.detach().numpy() for k, v in model.state_dict().items()}, f
 
 
+@pytest.mark.slow      # (~3 s)
 def test_a_conv_batch_norm_step_across_batch_sizes_matches_torch(fresh_cache):
     # (batch == channels at 8; batch 2, the smallest batch_norm trains at; the first again)
     sizes = [(4, 7), (8, 7), (2, 7), (4, 7), (5, 7)]

@@ -72,8 +72,9 @@ def test_clamp_result_is_a_new_tensor_and_compiled_equals_eager():
 
 
 @pytest.mark.parametrize("args", [(65536.0,), (0, 100000.0), (-5.0, 3000.0, 3.0), (1.5, 100.0),
-                                  (0.0, 2.0 ** 24 + 100, 1.0), (3.0, -4000.0, -1.0),
-                                  (0.0, 1.0, 0.1), (0.0, 4096.0)])
+                                  pytest.param((0.0, 2.0 ** 24 + 100, 1.0), marks=pytest.mark.slow),
+                                  (2.0 ** 24 - 50, 2.0 ** 24 + 100, 1.0),     # (the 2^24 edge)
+                                  (3.0, -4000.0, -1.0), (0.0, 1.0, 0.1), (0.0, 4096.0)])
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
 def test_arange_is_torch_bits(args, dtype):
     try:
