@@ -21,6 +21,7 @@ is a gap), and every env.step function must have compiled code (not all eager)."
 import copy
 import os
 import re
+import shutil
 import tempfile
 import warnings
 
@@ -40,7 +41,7 @@ class Env:
         self.n_init = 0
         self.records = []                   # (name, value, cross)
         self.steps = []                     # the compiled functions made by env.step
-        self.tmp = tempfile.mkdtemp(prefix=f"llgrad-tutorial-{mode}-")
+        self._tmp = None                    # (made by the first env.path, removed by close)
 
     # ---- data ------------------------------------------------------------------------------
     def tensor(self, arr, dtype=None):
@@ -62,7 +63,14 @@ class Env:
         return int(self.np.integers(0, n))
 
     def path(self, name):
-        return os.path.join(self.tmp, name)
+        if self._tmp is None:
+            self._tmp = tempfile.mkdtemp(prefix=f"llgrad-tutorial-{self.mode}-")
+        return os.path.join(self._tmp, name)
+
+    def close(self):
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
 
     # ---- weights, steps, records -------------------------------------------------------------
     def init(self, module):
@@ -161,7 +169,10 @@ def _run_llgrad(program, mode, states, seed, torch_warned=frozenset()):
         # (both warn once a process: which of the two warns in this program depends on what
         # ran before it in the worker)
         warnings.filterwarnings("ignore", message=r"Using backward\(\) with create_graph=True")
-        program(llgrad, env)
+        try:
+            program(llgrad, env)
+        finally:
+            env.close()
     # (a warning in torch's own words that the torch run gave too is llgrad being torch;
     # torch's C++ warnings add " (Triggered internally at ...)")
     ours = [str(w.message) for w in caught if ("llgrad" in str(w.message)
@@ -192,6 +203,7 @@ def run_tutorial(program, seed=0, rtol=1e-5, atol=1e-6):
             warnings.simplefilter("always")
             program(torch, tenv)
     finally:
+        tenv.close()
         torch.set_num_threads(threads)
     warned = frozenset(str(w.message) for w in caught)
     eager = _run_llgrad(program, "eager", copy.deepcopy(states), seed, warned)
