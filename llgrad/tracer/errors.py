@@ -41,13 +41,12 @@ def note_branch_alias(tracer, tensors, what):
     """A branch of `what` gives a tensor from outside it (`y = x`, `y = z[0]`) as a result:
     eager's result then shares that memory, the compiled `cond`'s is a copy, so a later
     in-place write to either (check_branch_alias) cannot be traced that way."""
-    seen = tracer.__dict__.setdefault("branch_aliases", {})
     for t in tensors:
-        seen[id(t._storage.base)] = (t._storage.base, what)
+        tracer.branch_aliases[id(t._storage.base)] = (t._storage.base, what)
 
 
 def check_branch_alias(tracer, t, opname):
-    hit = getattr(tracer, "branch_aliases", {}).get(id(t._storage.base))
+    hit = tracer.branch_aliases.get(id(t._storage.base))
     if hit is not None and hit[0] is t._storage.base:
         raise ControlFlowError(f"{user_location()}: in-place {opname} on a tensor that a branch "
                                f"of {hit[1]} gives unchanged or as a view: eager's result "

@@ -51,6 +51,7 @@ class Tracer(Bindings):
         self.grad_read = False     # whether the traced code read some tensor's .grad
         self.grad_cleared = set()  # ids of tensors the traced code set `.grad = None` on
         self.region_made = {}      # id(tensor) -> (tensor, region): made inside a region
+        self.branch_aliases = {}   # id(base) -> (base, the if): a branch result from outside it
         self.hooks_off = False     # compile's own differentiation: the engine runs no hooks
         self.leaf_hooks = None     # id(input leaf) -> its hooks compile guards (None: unwalked)
         self.backward_runs = 0     # .backward() calls the traced code made itself (a step)
