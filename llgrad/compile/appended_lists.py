@@ -114,6 +114,11 @@ def only_appended(slots, holder):
     appended to (see the module)."""
     codes = [c for c in (getattr(f, "__code__", None) for f in slots.funcs)
              if inspect.iscode(c)]
+    if not any(_names_init(c) for c in codes if c.co_name != "__init__"):
+        # (a class's __init__, which the walk meets among its functions, binds the list
+        # when the object is made, not in a call: `self.history = []` there is no rebinding
+        # unless the code the call runs calls an __init__ by name)
+        codes = [c for c in codes if c.co_name != "__init__"]
     handles = slots.handles.get(id(holder), ())
     names = [_name(slots, root, steps, in_object) for root, steps, in_object in handles]
     if not names or None in names:
@@ -123,6 +128,12 @@ def only_appended(slots, holder):
         return False        # (an attribute read by its object's dict)
     appends = [_uses(code, name) for code in codes for name in set(names)]
     return None not in appends and any(appends)
+
+
+def _names_init(code):
+    """Whether code (its nested functions' included) names an __init__."""
+    return "__init__" in code.co_names or any(
+        _names_init(k) for k in code.co_consts if inspect.iscode(k))
 
 
 def _name(slots, root, steps, in_object):

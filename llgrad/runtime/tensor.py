@@ -258,7 +258,8 @@ class Tensor:
     def detach(self) -> Tensor:
         """The same memory and version counter without autograd history, as
         torch.Tensor.detach."""
-        trace_state.stops_gradient("detach()")
+        if self._dtype._cat >= 2:   # (an integer or bool tensor has no gradient to stop:
+            trace_state.stops_gradient("detach()")      # `logits.argmax(-1).detach()`)
         return self._alias()
 
     @property
