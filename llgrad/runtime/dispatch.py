@@ -171,9 +171,14 @@ def call(op, inputs, attrs, _timed=False, _dual=False):
         return profiler.op(op, inputs, attrs)
     if forward_ad is not None and not _dual:
         return forward_ad.call(op, inputs, attrs)
+    special = False     # (a tensor of a dtype NumPy does not run as it is: one loop for both)
     for x in inputs:
-        if type(x) in SPECIAL_OPERANDS or type(x) is int and not -1 << 63 <= x < 1 << 64:
+        if isinstance(x, Tensor):
+            if not x._dtype._plain:
+                special = True
+        elif type(x) in SPECIAL_OPERANDS or type(x) is int and not -1 << 63 <= x < 1 << 64:
             inputs = special_operands(op, inputs, attrs)
+            special = None      # (looked at again below, in the operands read)
             break
     if attrs and stand_ins.active:          # (a traced function's dynamic number)
         if (filled := escape_in_attrs(op, attrs)) is not None:  # (full's fill value)
@@ -184,14 +189,14 @@ def call(op, inputs, attrs, _timed=False, _dual=False):
         return res
     if op.autocast is not None and autocast_state.dtype is not None:
         inputs = cast_operands(op, inputs)
+        special = None
+    if special is None:
+        special = any(isinstance(x, Tensor) and not x._dtype._plain for x in inputs)
     impl = run_impl
-    for x in inputs:
-        if isinstance(x, Tensor) and not x._dtype._plain:
-            impl = impl_for_special(op, inputs, attrs)
-            break
-    else:
-        if attrs and attrs.get("dtype") == "bfloat16":
-            impl = run_bf16
+    if special:
+        impl = impl_for_special(op, inputs, attrs)
+    elif attrs and attrs.get("dtype") == "bfloat16":
+        impl = run_bf16
     info = _infos.get(op) or _info(op)
     try:
         out = impl(op, inputs, attrs)

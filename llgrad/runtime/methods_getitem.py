@@ -101,6 +101,7 @@ def _as_tuple(idx):
 
 
 _BASIC = (int, slice, type(None))      # (exact types: a bool is an index tensor)
+_SLICE = OPS["slice"]   # (called directly: Tensor._op's layer was ~10% of a view's time)
 
 
 def getitem(self, idx):
@@ -108,7 +109,7 @@ def getitem(self, idx):
         # a lone slice is always sliced, even x[:] (PyTorch's get_item disables the
         # full-slice shortcut for it: SliceBackward0); in a tuple a full slice is skipped
         start, stop, step = norm_slice(idx, self._data.shape[0])
-        return self._op("slice", dim=0, start=start, end=stop, step=step)
+        return call(_SLICE, (self,), {"dim": 0, "start": start, "end": stop, "step": step})
     if type(idx) is int and self._data.ndim:            # fast path: x[i]
         return select(self, 0, idx)
     if type(idx) is tuple and all(type(i) in _BASIC for i in idx) and \
@@ -134,7 +135,8 @@ def getitem(self, idx):
             n = t._data.shape[d]
             start, stop, step = norm_slice(i, n)
             if (start, stop, step) != (0, n, 1):
-                t, changed = t._op("slice", dim=d, start=start, end=stop, step=step), True
+                t, changed = call(_SLICE, (t,), {"dim": d, "start": start, "end": stop,
+                                                 "step": step}), True
             d += 1
         else:
             k, n = index_int(i), t._data.shape[d]

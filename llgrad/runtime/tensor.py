@@ -11,6 +11,7 @@ from .creation_checks import check_dlpack_export, check_moved_in_place, check_se
 from .formatting import tensor_repr
 from .memory_formats import channels_contiguous
 from .size import Size  # noqa: F401 (llgrad.Size lives with the Tensor it shapes)
+from .tensor_view import view_of
 
 
 _new_object = object.__new__
@@ -81,26 +82,7 @@ class Tensor:
         t._inference = _grad_state.inference
         return t
 
-    @classmethod
-    def _view_of(cls, arr, src):
-        t = cls._from_array(arr, src._storage)
-        t._base = src._base if src._base is not None else src
-        t._view_version = src._storage.version
-        # a view of an inference tensor is one; a view of a normal tensor is normal, even
-        # when made in inference mode
-        inference = t._inference = src._inference
-        if not inference:
-            st = _grad_state
-            prev = src._creation
-            if st.inference:
-                t._creation = "inference"
-            elif not st.grad_enabled:
-                t._creation = prev if prev == "inference" else "no_grad"
-            elif prev is not None:
-                t._creation = prev           # a view of such a view inherits its mode
-            elif src._multi_view:
-                t._multi_view = True         # (and of an output of split, unbind, ...)
-        return t
+    _view_of = classmethod(view_of)     # (a view of src with memory arr: tensor_view.py)
 
     def _alias(self):
         """Same memory and storage (same version counter), no autograd history."""
