@@ -11,8 +11,8 @@ no mean, and their rows get no gradient. Empty bags are zeros in every mode.
 scale_grad_by_freq divides each row's gradient by that row's count among the indices (the
 documented rule, F.embedding's; PyTorch's CPU embedding_bag backward divides the i-th
 distinct row's by the count of the i-th entry of the sorted indices, a bug not copied). In
-max mode a maximum that two different rows share splits its gradient between them (amax's
-rule) where PyTorch gives it to the first; a row repeated in a bag gets it whole in both."""
+max mode a maximum that two different rows share gives its gradient to the first of them in
+the bag, as PyTorch's kernel (amax's rule would split it)."""
 import warnings
 
 import numpy as np
@@ -192,8 +192,11 @@ def _bag_rows(rows, weight, bag, b, n, mode, per_sample_weights, mean=None, padd
     mean(sums, counts) divides (its backward, _MeanOfBags's, as PyTorch's sparse one)."""
     dim = weight.shape[1]
     if mode == 2:
-        out = weight.new_zeros((b + 1, dim)).scatter_reduce(
-            0, bag.unsqueeze(1).expand(n, dim), rows, "amax", include_self=False)
+        bags = bag.unsqueeze(1).expand(n, dim)
+        out = weight.new_zeros((b + 1, dim)).scatter_reduce(0, bags, rows, "amax",
+                                                            include_self=False)
+        if n and rows.requires_grad:
+            out = _first_max(rows, out, bags, n)
         return out[:b]
     if per_sample_weights is not None:
         rows = rows * per_sample_weights.unsqueeze(1)
@@ -205,6 +208,18 @@ def _bag_rows(rows, weight, bag, b, n, mode, per_sample_weights, mean=None, padd
         count = count.clamp_min(1).unsqueeze(1)
         out = out / count if mean is None else mean(out, count)
     return out
+
+
+def _first_max(rows, out, bags, n):
+    """The bags' maxima out, taken from the first row of each bag that holds it, as
+    PyTorch's max kernel keeps (a later equal value is not greater) and its backward gives
+    the gradient to (amax's would split it among ties); empty bags stay zero."""
+    m = out.detach().index_select(0, bags[:, 0])
+    r = rows.detach()
+    hit = (r == m) | (r.isnan() & m.isnan())
+    pos = arange(n, dtype=int64).unsqueeze(1).expand(bags.shape).masked_fill(~hit, n)
+    first = bags.new_full(out.shape, n).scatter_reduce(0, bags, pos, "amin")
+    return rows.gather(0, first.clamp_max(n - 1)).masked_fill(first == n, 0)
 
 
 @meta_on_mismatch

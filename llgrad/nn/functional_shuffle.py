@@ -15,13 +15,17 @@ def _at_least_3d(input, name):
 
 def _in_format_of(out, input, only_2d=False):
     """out laid out in input's suggested memory format, as the CPU kernels allocate their
-    outputs (pixel_(un)shuffle's take channels_last or row-major only)."""
+    outputs (pixel_(un)shuffle's take channels_last or row-major only), and never a view of
+    input (their outputs are new tensors: a write to one must not reach input)."""
     fmt = suggested(input)
-    if fmt == "contiguous":
-        return out
-    if only_2d and fmt != "channels_last":
+    if only_2d and fmt not in ("contiguous", "channels_last"):
         raise RuntimeError("Unsupported memory format. Supports only ChannelsLast, Contiguous")
-    return out.contiguous(memory_format=fmt)
+    if fmt != "contiguous":
+        out = out.contiguous(memory_format=fmt)
+    base = input if input._base is None else input._base
+    if out is input or out._base is base:     # (a trivial shuffle: a view, never PyTorch's)
+        out = out.clone(memory_format="contiguous_format" if fmt == "contiguous" else fmt)
+    return out
 
 
 def pixel_shuffle(input, upscale_factor):

@@ -20,6 +20,7 @@ from .functions_math import _logaddexp, attach
 from .methods_reduce import moment
 from .shapes import norm_dim
 from .tensor import Tensor
+from .nansum_grad import nan_to_zero
 from .node_names import torch_node
 from .return_types import named_result
 from .vmap_fallback import meta_on_mismatch
@@ -46,7 +47,7 @@ def _dims(dim, nd):
 @torch_node("NansumBackward0")
 def nansum(input, dim=None, keepdim=False, *, dtype=None):
     """As torch.nansum: the sum, nan counted as 0."""
-    x = input.masked_fill(input.isnan(), 0) if input._dtype.is_floating_point else input
+    x = nan_to_zero(input) if input._dtype.is_floating_point else input
     return x.sum(_dims(dim, input._data.ndim), keepdim, dtype=dtype)
 
 

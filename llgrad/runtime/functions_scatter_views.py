@@ -236,7 +236,12 @@ for _fn in (unsafe_chunk, unsafe_split, unsafe_split_with_sizes):
 def _copy(view, name, node, multi=False):
     def fn(input, *args, **kwargs):
         _check_tensor(input, name, "input" if name != "view_copy" else "self", 1)
-        out = getattr(input, view)(*args, **kwargs)
+        try:
+            out = getattr(input, view)(*args, **kwargs)
+        except RuntimeError as e:   # (ATen's view_copy reshapes what view cannot: a copy)
+            if view != "view" or kwargs or "view size is not compatible" not in str(e):
+                raise
+            out = input.reshape(*args)
         if isinstance(out, Tensor) and out._dtype is not input._dtype:
             return out.clone()          # (view_copy to another dtype: no gradient)
         if multi:

@@ -362,8 +362,8 @@ def take_along_dim(input, indices, dim=None):
     if indices._dtype is not dtypes.int64:
         raise RuntimeError("torch.take_along_dim(): dtype of indices should be Long but got "
                            f"{tname(indices._dtype)}")
-    if dim is None:
-        return input.reshape(-1).gather(0, indices.reshape(-1))
+    if dim is None:     # (ATen's views: a layout no view flattens raises view's error)
+        return input.view(-1).gather(0, indices.view(-1))
     nd = input._data.ndim
     if indices._data.ndim != nd:
         raise RuntimeError("torch.take_along_dim(): input and indices should have the same "

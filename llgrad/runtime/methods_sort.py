@@ -45,6 +45,8 @@ def _untraceable(what):
 
 def sort(self, dim=-1, descending=False, *, stable=None):
     d = norm_dim(dim, self._data.ndim)
+    if self._data.ndim and self.shape[d] > 1 and self.stride(d) == 0:
+        stable = True   # (ATen's kernel leaves a stride-0 dim's indices 0..n-1: stable's)
     return return_sort(*self._op("sort", dim=d, descending=bool(descending),
                                  stable=None if stable is None else bool(stable)))
 

@@ -232,10 +232,7 @@ def test_inplace_on_a_view_made_a_leaf(src):
 
 # ---- gaps kept as xfails -----------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="nansum's backward masks the gradient with where "
-                   "(0 at nan inputs); PyTorch multiplies by ~isnan, so an all-nan slice of "
-                   "nanmean (gradient inf) gives nan there")
-def test_nanmean_of_an_all_nan_slice_grad():
+def test_nanmean_of_an_all_nan_slice_grad():     # (fixed in s66 t3: runtime/nansum_grad.py)
     same("x = t.tensor([[1., float('nan')], [2., float('nan')]], requires_grad=True); "
          "x.nanmean(0).sum().backward(); r = x.grad")
 
