@@ -224,13 +224,13 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
         entry.functions = getattr(tracer, "functions", frozenset())     # custom Functions
         # (.grad only cleared: later calls clear it too; a backward after the call fills it)
         step = entry.step = tracer.backward_runs > 0 or any(g is not None for _, g in changed)
-        # (not a view made under no_grad, which requires grad with no edge to differentiate)
+        # (no view made under no_grad (no edge), nor, after a backward, an input returned itself)
         diff_out = [i for i, o in enumerate(outs) if o.requires_grad
                     and i not in entry.scalar_outputs
-                    and not (o._creation is not None and o._grad_fn is None)]
-        if step:
-            # the function ran its own backward: its results that require grad were
-            # backpropagated through, or made of results that were (a backward raises)
+                    and not (o._creation is not None and o._grad_fn is None) and not (
+                        (step or tracer.graph_freed) and i in dict(entry.input_outputs))]
+        if step:    # its own backward ran: its results that require grad were backpropagated
+            # through, or made of results that were (a backward from them raises)
             for i in diff_out:
                 if not _dead(outs[i].grad_fn):
                     made = getattr(outs[i].grad_fn, "_where", None)
@@ -308,7 +308,7 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
 
     try:
         graph = trace_body(name, tensors, body, functools.partial(
-            untaken_branch, [t for _, t in tensors], entered), examples=False)
+            untaken_branch, [t for _, t in tensors], entered, fn=fn or traced_fn), examples=False)
     except TraceError:
         raise
     except Exception as e:      # the user's own error, raised as eager raises it

@@ -346,7 +346,10 @@ def leaf_made_inside(outs, inputs, first_node):
 
 def dead(node):
     """Whether a backward from node raises before reaching any leaf, as eager's does: every
-    path passes a released node with saved values (`return a + b` of backpropagated losses)."""
+    path passes a released node with saved values (`return a + b` of backpropagated losses).
+    None, a leaf's (an input returned as itself), is not: a backward reaches that leaf."""
+    if node is None:
+        return False
     todo, seen = [node], set()
     while todo:
         n = todo.pop()

@@ -19,6 +19,7 @@ from ..runtime.creation import _Generator, default_generator
 from ..tracer.errors import ControlFlowError, TraceError
 from . import external_io
 from .class_state import slotted
+from .guards import captured_reads
 from .settings import changed_setting, settings
 
 _GONE = object()
@@ -351,7 +352,7 @@ def _with_nested(containers):
 
 @contextlib.contextmanager
 def untaken_branch(tensors, entered, what, part="the branch eager does not take",
-                   taken=False):
+                   taken=False, fn=None):
     """Tracing code whose Python effects are not eager's (part: the branch of a tensor `if`
     that eager does not take, a loop body traced once that eager runs once per iteration):
     what it does in Python is put back; code that raises or changes Python state (which a
@@ -362,15 +363,19 @@ def untaken_branch(tensors, entered, what, part="the branch eager does not take"
     would repeat them whichever branch its condition picks, so one that changes Python state
     (an object's attributes, a container's items: `model.eval()` under `if x.sum() > 0:`)
     makes the function traced as plain Python too (its condition a value guard); its tensor
-    writes are the branch's graph, not Python state."""
+    writes are the branch's graph, not Python state. fn: the function the code runs, whose
+    global names and closure cells (and its helpers') are watched too (`global n; n += 1`)
+    and put back."""
+    names = [] if fn is None else [(w, _bound(w), path) for w, _, _, path in
+                                   captured_reads(fn)[1] if w[0] in ("cell", "global")]
     if taken:
         watched = StateSnapshot([], entered)
         yield
-        changed = watched.changed()
+        changed = watched.changed() or _rebound(names)
         if changed is not None:
             raise ControlFlowError(f"{what}: the branch eager takes changes {changed}")
         return
-    snapshot = StateSnapshot(tensors, entered)
+    snapshot = StateSnapshot(tensors, entered, names)
     try:
         yield
     except TraceError:
@@ -379,7 +384,12 @@ def untaken_branch(tensors, entered, what, part="the branch eager does not take"
     except Exception as e:
         snapshot.restore()
         raise ControlFlowError(f"{what}: {part} raises {type(e).__name__}: {e}") from e
-    changed = snapshot.changed()
+    changed = snapshot.changed() or _rebound(names)
     snapshot.restore()
     if changed is not None:
         raise ControlFlowError(f"{what}: {part} changes {changed}")
+
+
+def _rebound(names):
+    """What names [(where, value before, path)] one rebinds now, as text; None if none."""
+    return next((f"what {path} names" for w, v, path in names if _bound(w) is not v), None)

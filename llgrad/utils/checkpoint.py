@@ -25,6 +25,8 @@ from ..runtime.grad_mode import enable_grad, is_grad_enabled, no_grad
 from ..runtime.saved_hooks import saved_tensors_hooks
 from ..runtime.saved_tensor import SavedTensor, user_location
 from ..runtime.tensor import Tensor
+from ..tracer.errors import ControlFlowError
+from ..tracer.pytree import flatten
 
 __all__ = ["checkpoint", "checkpoint_sequential", "CheckpointError", "noop_context_fn",
            "detach_variable", "check_backward_validity", "get_device_states",
@@ -170,10 +172,10 @@ def _traced(tracer, function, args, kwargs, preserve_rng_state, reentrant):
     more than give the same values again: when it writes memory from outside the segment
     (a BatchNorm's running stats, a buffer counting calls: written twice), or, without
     preserve_rng_state, draws random numbers (new ones: another dropout mask, the generator
-    advanced twice), or prints or warns (given again). Those calls run eagerly. A
-    reentrant segment none of whose inputs
-    requires grad runs under no_grad, as eager's CheckpointFunction: its parameters get no
-    gradient."""
+    advanced twice), or prints or warns (given again), or changes Python state the call
+    reaches (a list it appends to, an attribute it counts: changed again). Those calls run
+    eagerly. A reentrant segment none of whose inputs requires grad runs under no_grad, as
+    eager's CheckpointFunction: its parameters get no gradient."""
     if reentrant and not any(isinstance(a, Tensor) and a.requires_grad for a in args):
         if is_grad_enabled():       # (eager's warning, given again by compiled calls)
             warnings.warn("None of the inputs have requires_grad=True. Gradients will be "
@@ -183,7 +185,21 @@ def _traced(tracer, function, args, kwargs, preserve_rng_state, reentrant):
     rng, mark = getattr(tracer, "rng_value", None), tracer.memory_now()
     rendering = trace_state.state.rendering
     given = rendering.given if rendering is not None else 0
+    # (compile's watch of the Python state the call reaches: a segment that appends to a
+    # list or counts calls on a module does so again when backward recomputes it)
+    watch = getattr(tracer, "untaken", None) if is_grad_enabled() else None
+    watched = watch("a checkpoint segment", taken=True, fn=getattr(
+        function, "forward", function)) if watch is not None else None
+    if watched is not None:
+        watched.__enter__()
     out = function(*args, **kwargs)
+    if watched is not None and _recomputed(out):
+        try:
+            watched.__exit__(None, None, None)
+        except ControlFlowError as e:
+            tracer.graph_break("a checkpoint segment that changes Python state (" +
+                               str(e).split(" changes ", 1)[-1] + ": the recomputation in "
+                               "backward changes it again)")
     if is_grad_enabled():
         if rendering is not None and rendering.given != given:
             tracer.graph_break("a checkpoint segment that prints or warns (the recomputation "
@@ -196,6 +212,11 @@ def _traced(tracer, function, args, kwargs, preserve_rng_state, reentrant):
             tracer.graph_break("a checkpoint(preserve_rng_state=False) segment that draws "
                                "random numbers (its recomputation in backward draws new ones)")
     return out
+
+
+def _recomputed(out):
+    """Whether backward can run the segment again: one of its tensor results has history."""
+    return any(isinstance(t, Tensor) and t.requires_grad for _, t in flatten(out)[0])
 
 
 def checkpoint(function, *args, use_reentrant=None, context_fn=noop_context_fn,

@@ -180,13 +180,11 @@ def test_reentrant_checkpoint_keyword_error_raised_when_compiled():
             f(x)
 
 
-@pytest.mark.xfail(strict=True, reason="a checkpoint segment's Python effects (a forward hook, "
-                   "an attribute it counts) run twice in eager (forward, and the recomputation "
-                   "in backward) but once per compiled call: the trace runs the segment once, "
-                   "and telling such effects apart inside it needs the side-effect walk of "
-                   "compile/side_effects.py scoped to the segment (not done)")
 @pytest.mark.parametrize("where", ["hook", "function"])
 def test_checkpoint_segment_python_effects_run_twice_as_eager(where):
+    """A checkpoint segment's Python effects (a forward hook, an attribute it counts) run
+    twice in eager (forward, and the recomputation in backward): the compiled call runs
+    eagerly, with a warning, as the trace watches the Python state across the segment."""
     class Count:
         n = 0
 
