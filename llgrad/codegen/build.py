@@ -14,6 +14,7 @@ these too; lower.py builds a Kernel from them."""
 import numpy as np
 from llvmlite import ir
 
+from ..ir.complex_regions import complex_regions
 from ..ir.decompose import expand_composites, expand_composites_in_regions
 from ..ir.gemm_sums import merge_product_sums
 from ..ir.scatter_sums import merge_scatter_sums
@@ -39,9 +40,10 @@ from .lowerings import ops_linalg  # noqa: F401  (linalg_solve_triangular, chole
 from .lowerings import ops_linalg_solve  # noqa: F401  (linalg_solve_ex)
 from .lowerings import ops_linalg_slogdet  # noqa: F401  (linalg_slogdet)
 from .lowerings import host_call  # noqa: F401  (the LAPACK ops: a call back into NumPy)
+from .lowerings import complex_region  # noqa: F401  (complex values: a call back, too)
 from .lowerings.fusion import emit_elementwise
 from .lowerings.loops import FuncGen
-from .lowerings.scalar import DTYPES, I8, I64, ITEMSIZE, PTR, mem_type
+from .lowerings.scalar import DTYPES, I8, I64, ITEMSIZE, OPAQUE, PTR, mem_type
 from .lowerings.table import LOWERINGS, register
 from .native.blas import gemm_symbols
 from .schedule import dedupe
@@ -70,18 +72,20 @@ def _extent(t):
 def unsupported(graph):
     """(node, reason) of the first node that cannot be lowered, or None (dead nodes, which
     no output depends on, are not compiled and do not count)."""
-    for v in graph.inputs:
-        if v.type.dtype not in DTYPES:
+    for v in graph.inputs:     # (complex ones: buffers only complex_region nodes read)
+        if v.type.dtype not in DTYPES and v.type.dtype not in OPAQUE:
             return None, f"input %{v.name} has dtype {v.type.dtype}"
     for node in live_nodes(graph):
         low = LOWERINGS.get(node.op)
         if low is None:
             return node, "no lowering for this op"
+        # (complex values: the operands and results of complex_region and views of them)
+        known = DTYPES | OPAQUE if node.op == "complex_region" or low.form == "view" else DTYPES
         for o in node.outputs:
-            if o.type.dtype not in DTYPES:
+            if o.type.dtype not in known:
                 return node, f"dtype {o.type.dtype}"
         for x in node.inputs:
-            if isinstance(x, Value) and x.type.dtype not in DTYPES:
+            if isinstance(x, Value) and x.type.dtype not in known:
                 return node, f"operand dtype {x.type.dtype}"
         if low.form == "view":
             reason = _check_view(node)
@@ -150,7 +154,7 @@ def simplify(graph):
 
 
 PASSES = (expand_composites, read_untransposed, products_untransposed, merge_product_sums,
-          merge_scatter_sums, cse, dce, sink_free_nodes)          # simplify's pipeline, in order
+          merge_scatter_sums, cse, dce, complex_regions, sink_free_nodes)          # simplify's pipeline, in order
 
 
 def plan_graph(graph, options, clusters=True):

@@ -132,7 +132,7 @@ def trace_entry(name, backend, traced_fn, tensors, guards, args, kwargs, n_own, 
     entry = Entry(name, backend, guards)
     # which inputs are differentiated is decided before the call (one written in place
     # with a value that requires grad comes out requiring grad: see _check_mutated)
-    differentiable = [t.requires_grad and t._dtype.is_floating_point for _, t in tensors]
+    differentiable = [t.requires_grad and t._dtype._cat >= 2 for _, t in tensors]  # (complex too)
     t0 = time.perf_counter()
     try:
         with external_io.recording() as entry.external_io:
@@ -255,7 +255,7 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
                              f"while the call runs under no_grad, at {short_loc(user_line())}")
         for k, (_, t) in enumerate(tensors):   # `x.requires_grad_(flag)` inside on a leaf:
             if t._grad_fn is None and t._base is None:  # compiled calls replay it (grad_on)
-                differentiable[k] = t._requires_grad and t._dtype.is_floating_point
+                differentiable[k] = t._requires_grad and t._dtype._cat >= 2
         if diff_out and not step and leaf_made_inside([outs[i] for i in diff_out],
                                                       [t for _, t in tensors], tracer.first_node):
             raise TraceError("a result is computed from a leaf that requires grad made inside "

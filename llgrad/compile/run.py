@@ -187,8 +187,8 @@ def run_entry(entry, tensors):
         t, arr = tensors[i], results[k]._data
         if not np.shares_memory(arr, t._data):
             size = arr.dtype.itemsize    # (off and strides in bytes from t's first element)
-            results[k] = Tensor._view_of(strided_view(t._data, arr.shape, [
-                st // size for st in strides], off // size), t)
+            results[k] = Tensor._view_of(strided_view(t._data, arr.shape, [   # (its dtype:
+                st // size for st in strides], off // size, arr.dtype), t)   # view_as_real)
     for k, j, off, strides, how, layout in entry.output_views:   # views of output j
         base, arr = results[j], results[k]._data
         if not np.shares_memory(arr, base._data):

@@ -8,7 +8,8 @@ the node's operands (no region reads an outer value except through an operand)."
 from .geometry import contiguous_strides as contiguous
 
 DTYPE_SHORT = {"float32": "f32", "float64": "f64", "float16": "f16", "int64": "i64",
-               "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", "bool": "b8"}
+               "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", "bool": "b8",
+               "complex64": "c64", "complex128": "c128"}
 SHORT_DTYPE = {v: k for k, v in DTYPE_SHORT.items()}
 
 
@@ -77,7 +78,8 @@ class TensorType(_Frozen):
     def itemsize(self):
         """Bytes per element."""
         return {"float64": 8, "int64": 8, "float32": 4, "int32": 4, "float16": 2, "int16": 2,
-                "int8": 1, "uint8": 1, "bool": 1}[self.dtype]
+                "int8": 1, "uint8": 1, "bool": 1, "complex64": 8,
+                "complex128": 16}[self.dtype]
 
     @property
     def nbytes(self):

@@ -1,6 +1,6 @@
 """Complex numbers: conjugation, the real view of a complex tensor and back, building one
-from parts (complex), and the angle. Eager only: compiled code has no complex values (the
-tracer stops at one and the call runs eagerly).
+from parts (complex), and the angle. Native code has no loops over complex values: it calls
+each run of complex ops back as one complex_region (ir/complex_regions.py).
 
 VJP rules follow PyTorch's convention: a complex input's gradient is dL/dRe + i dL/dIm of
 the real loss, which is what view_as_real's gradient is; so view_as_real and
@@ -8,6 +8,7 @@ view_as_complex pass gradients through unchanged, and a holomorphic op's rule mu
 by the conjugate of its derivative (the ops' own rules: ops_elementwise, ops_nn)."""
 import numpy as np
 
+from .interpret import evaluate
 from .optable import defop
 
 COMPLEX_OF = {np.dtype(np.float32): np.complex64, np.dtype(np.float64): np.complex128}
@@ -83,3 +84,14 @@ def _angle_vjp(c, g):
 
 defop("angle_complex", np.angle, vjp=_angle_vjp, save=("self",), grad_fn="AngleBackward0",
       kind="elementwise", complex="only")
+
+
+def _complex_region(*arrays, region, digest=None):
+    return evaluate(region, arrays)[0]
+
+
+# Native code's complex values (ir/complex_regions.py): connected ops on complex values,
+# gathered into one region run by the interpreter as eager runs them (the NumPy
+# implementations), called back from native code as the LAPACK ops are. Made only where a
+# graph is lowered, never traced: no VJP (the traced backward graph holds its own regions).
+defop("complex_region", _complex_region, nout=None, kind="other", complex="only")

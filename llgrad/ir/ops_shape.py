@@ -17,12 +17,12 @@ class _Interface:
         self.base = base
 
 
-def strided_view(x, shape, strides, elem_shift=0):
-    """A view of x's memory with the given shape and element strides, starting
-    elem_shift elements from x's first element. The caller checks the bounds."""
-    itemsize = x.dtype.itemsize
-    ai = x.__array_interface__
-    interface = {"version": 3, "typestr": ai["typestr"], "descr": ai.get("descr"),
+def strided_view(x, shape, strides, elem_shift=0, dtype=None):
+    """A view of x's memory with the given shape and element strides, starting elem_shift
+    elements from x's first element (elements of dtype, x's if None). Caller checks bounds."""
+    dt = x.dtype if dtype is None else np.dtype(dtype)
+    itemsize, ai = dt.itemsize, x.__array_interface__
+    interface = {"version": 3, "typestr": dt.str, "descr": dt.descr,
                  "data": (ai["data"][0] + elem_shift * itemsize, ai["data"][1]),
                  "shape": tuple(shape), "strides": tuple(s * itemsize for s in strides)}
     return np.asarray(_Interface(interface, x))

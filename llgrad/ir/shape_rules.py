@@ -60,6 +60,8 @@ def _key(x):
 def infer_types(opname, in_types, attrs):
     if opname == "constant":      # the IR's one op outside the table: a literal array
         return [TensorType(attrs["dtype"], tuple(np.shape(attrs["value"])))]
+    if opname == "complex_region":  # (its region's results, C-contiguous: complex_regions.py)
+        return [TensorType(v.type.dtype, v.type.shape) for v in attrs["region"].outputs]
     # a rule is a pure function of its operand types and attributes: remember the last
     # few thousand (repeated layers and long chains ask the same question many times)
     key = (opname, tuple(map(_key, in_types)),

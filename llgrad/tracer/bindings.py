@@ -255,13 +255,12 @@ class Bindings:
         return [self.value_of(x) if isinstance(x, Tensor) else x for x in inputs]
 
     def real_values(self, xs):
-        """Stop at a complex or bfloat16 tensor or a complex number among xs: compiled code
-        has no complex values, and no bfloat16 ones (eager rounds them: dispatch_bf16.py)."""
+        """Stop at a bfloat16 tensor among xs: compiled code has no bfloat16 values (eager
+        rounds them: dispatch_bf16.py). Complex values are traced: the IR interpreter runs
+        them as eager does, and native code calls their NumPy implementations back."""
         for x in xs:
-            if isinstance(x, Tensor) and not x._dtype._plain or isinstance(x, complex):
-                self.graph_break("complex numbers (compiled code has no complex values)"
-                                 if isinstance(x, complex) or x._dtype.is_complex else
-                                 "bfloat16 tensors (compiled code has no bfloat16 values)")
+            if isinstance(x, Tensor) and not x._dtype._plain and not x._dtype.is_complex:
+                self.graph_break("bfloat16 tensors (compiled code has no bfloat16 values)")
 
     def inplace_view(self, t, v):
         """t itself became a view of its memory (t.t_(), x.unsqueeze_(0)) with value v."""

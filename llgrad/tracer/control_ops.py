@@ -32,6 +32,7 @@ from ..runtime.dispatch import call
 from ..runtime.node import Node, fix_grads, gradient_edge
 from ..runtime.saved_tensor import SavedTensor, user_location
 from ..runtime.tensor import Tensor
+from .errors import ControlFlowError
 from .region import Region
 
 
@@ -54,6 +55,9 @@ def emit(opname, operands, attrs):
     results = [Tensor._from_array(o) for o in outs]
     tracer = trace_state.state.tracer
     if tracer is not None:
+        if any(t._dtype.is_complex for t in (*operands, *results)):  # (its VJP: real values)
+            raise ControlFlowError(f"{tracer.current_loc()}: complex values in tensor-"
+                                   "dependent control flow")
         vals = [tracer.value_of(t) for t in operands]
         types = control_types(opname, [v.type for v in vals], attrs)
         node_outs = tracer.add(opname, vals, attrs, types=types)

@@ -27,6 +27,7 @@ from ..runtime.symbolic_uses import check_layout, check_write
 from ..runtime.tensor import Tensor
 from .bindings import Bindings, array_storage as _array_storage, geometry as _geometry, \
     overlaps_input as _overlaps_input
+from . import view_values
 from .errors import ControlFlowError, TraceError, check_branch_alias  # noqa: F401 (TraceError)
 from .item_reads import item_value
 from .masks import mask_attrs, tensors_of
@@ -133,9 +134,7 @@ class Tracer(Bindings):
             return rv               # the root itself, or an alias of all of it
         self._shared(t, "reading another view of")
         # an alias read after its memory changed: derive it again from its root's value
-        span = max(geometry_span(*geom), geometry_span(*_geometry(t)))
-        flat = self._root_memory(geom, rv, span)
-        v = self.add("strided_gather", [flat], {"geom": _geometry(t)})
+        v = view_values.read(self, t, rv, geom)
         self._set_value(t, v)
         return v
 
@@ -246,10 +245,7 @@ class Tracer(Bindings):
             self._rebind(sid, new)
             self._set_value(t, new)
         else:
-            span = max(geometry_span(*geom), geometry_span(*_geometry(t)))
-            flat = self._root_memory(geom, rv, span)
-            flat = self.add("strided_put", [flat, new], {"geom": _geometry(t)})
-            self._rebind(sid, self.add("strided_gather", [flat], {"geom": geom}))
+            self._rebind(sid, view_values.write(self, t, new, rv, geom))
             self._set_value(t, new)
         if sid in self.aliased:     # (their versions did not move: derive them again)
             for k, e in list(self.values.items()):

@@ -12,8 +12,7 @@ pytestmark = pytest.mark.torch
 
 PROGRAMS = ["hyena_fft_conv", "performer_favor", "patchtst_revin", "sasrec"]
 # (gaps in llgrad, each named)
-XFAIL = {"hyena_fft_conv": "torch.fft.rfft / irfft make complex tensors, which compiled code "
-                           "does not hold: the step runs eagerly (warns)"}
+XFAIL = {}      # (hyena_fft_conv's rfft / irfft compile since ir/complex_regions.py)
 SLOW = {"hyena_fft_conv", "sasrec"}
 
 

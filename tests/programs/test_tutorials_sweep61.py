@@ -34,8 +34,6 @@ PROGRAMS = {        # name: (program, most traces of any of its compiled steps)
     "sagan_hinge": (d.sagan_hinge, 1),
 }
 XFAIL = {
-    "fno_1d": "compiled code has no complex values (README, Known limits): the step's "
-              "rfft / complex einsum / irfft run eagerly, with a warning",
     "ntm_copy_task": "the NTM keeps its last write (memory, write weights) on the module: "
                      "after the step's backward those values' graphs still reach the "
                      "write head's parameters past no freed node, while other paths pass "

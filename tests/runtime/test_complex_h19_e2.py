@@ -3,6 +3,7 @@ complex parameter, nn.init and nn.Linear(dtype=cfloat) (PyTorch's numbers for a 
 checkpoints with PyTorch's conjugate bit, RoPE / Fourier-layer / STFT-loss steps, complex(),
 t.real = / t.imag =, and clear errors for the linalg functions with no complex version."""
 import io
+import warnings
 
 import numpy as np
 import pytest
@@ -105,7 +106,8 @@ def _rope(m, xq_np, compiled=False):
 def test_rope_as_llama_writes_it():
     x = np.random.RandomState(0).randn(2, 5, 3, 8).astype(np.float32)
     want = _rope(torch, x)
-    with pytest.warns(UserWarning, match="running eagerly: complex"):
+    with warnings.catch_warnings():         # (compiled: ir/complex_regions.py)
+        warnings.simplefilter("error")
         compiled = _rope(L, x, compiled=True)
     for got in (_rope(L, x), compiled):
         for a, b in zip(want, got):

@@ -21,6 +21,11 @@ DTYPES = frozenset(_MEM)
 FLOATS = frozenset({"float32", "float64"})
 ITEMSIZE = {"float32": 4, "float64": 8, "int64": 8, "int32": 4, "int16": 2, "int8": 1,
             "uint8": 1, "bool": 1}
+# complex values are only held in buffers, computed by NumPy called back from native code
+# (lowerings/complex_region.py): no op's loop reads them
+OPAQUE = frozenset({"complex64", "complex128"})
+_MEM.update({"complex64": ir.ArrayType(F32, 2), "complex128": ir.ArrayType(F64, 2)})
+ITEMSIZE.update({"complex64": 8, "complex128": 16})
 
 
 def mem_type(dt):
