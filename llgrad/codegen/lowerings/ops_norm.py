@@ -16,6 +16,7 @@ from llvmlite import ir
 
 from ...ir.graph import Value
 from ...ir.geometry import contiguous_strides
+from . import ops_norm_columns as columns
 from . import vecmath
 from .kernel_io import KernelIO
 from .loops import Access, loop_nest, normalize
@@ -93,6 +94,8 @@ def _emit(plan, group, fg):
                 k += 1
     dst = Access(plan.buffers[out], dt, 0, tuple(ostr))
     shape, red, (src, dst) = _coalesce(shape, red, (src, dst))
+    if columns.fits(node, shape, red, src, dst):    # (over C of an (N, C, H, W) tensor)
+        return columns.emit(fg, node, shape, red, src, dst, dt, count)
     nd = len(shape)
     kept = [d for d in range(nd) if d not in red]
 
