@@ -6,7 +6,15 @@ import math
 
 import numpy as np
 
+from .np_sums import cascade_sum
 from .optable import defop
+
+
+def _total(v, dim, keepdim):
+    """np.sum(v, axis=dim, keepdims=keepdim), in blocks along a long axis NumPy adds in
+    sequence (np_sums.py; native code's sums add in float64)."""
+    r = cascade_sum(v, dim, keepdim)
+    return np.sum(v, axis=dim, keepdims=keepdim) if r is None else r
 
 
 def _vector_norm(x, ord=2, dim=None, keepdim=False):
@@ -16,9 +24,9 @@ def _vector_norm(x, ord=2, dim=None, keepdim=False):
         x = x.astype(np.float32)
     a = np.abs(x)
     if ord == 2:
-        r = np.sqrt(np.sum(x * x, **kw))
+        r = np.sqrt(_total(x * x, dim, keepdim))
     elif ord == 1:
-        r = np.sum(a, **kw)
+        r = _total(a, dim, keepdim)
     elif ord == math.inf:
         r = np.max(a, **kw)
     elif ord == -math.inf:
@@ -26,7 +34,7 @@ def _vector_norm(x, ord=2, dim=None, keepdim=False):
     elif ord == 0:
         r = np.sum(x != 0, dtype=x.dtype, **kw)
     else:
-        r = np.sum(a ** ord, **kw) ** (1.0 / ord)
+        r = _total(a ** ord, dim, keepdim) ** (1.0 / ord)
     return np.asarray(r, dtype=dt)
 
 

@@ -8,6 +8,7 @@ import warnings
 import numpy as np
 
 from . import np_cumsum
+from .np_sums import cascade_sum, middle_sum
 from .optable import conj, defop
 
 
@@ -30,37 +31,14 @@ def _by_dim(name0, name1):
     return lambda ins, at: name0 if at.get("dim") is None else name1
 
 
-_LETTERS = "abcdefghijklmnopqrstuvwxyz"
-
-
-def _middle_sum(x, dim, keepdim):
-    """np.add.reduce(x, axis=dim) where dim is one axis with 2 to 64 elements after it in a
-    C-contiguous float array, by einsum; else None. NumPy's reduce makes an inner loop of
-    those few elements per reduced element there (x.sum(1) of (64, 128, 16): 19x torch's
-    time); einsum adds along the axis in the same order, so the values are the same bits."""
-    if dim is None or len(dim) != 1 or x.dtype not in _EINSUM_SUMS or x.ndim > 26 or \
-            not x.flags.c_contiguous:
-        return None
-    ax = dim[0]
-    if not 2 <= math.prod(x.shape[ax + 1:]) <= 64:
-        return None
-    s = _LETTERS[:x.ndim]
-    r = np.einsum(f"{s}->{s[:ax]}{s[ax + 1:]}", x)
-    if not keepdim:
-        return r
-    # (the reshape np.expand_dims makes, without its ~1.5 us of axis normalisation)
-    return r.reshape(x.shape[:ax] + (1,) + x.shape[ax + 1:]) if ax >= 0 else \
-        np.expand_dims(r, ax)
-
-
-_EINSUM_SUMS = (np.dtype(np.float32), np.dtype(np.float64))
-
-
 def _sum(x, dim=None, keepdim=False, dtype=None):
     if dtype is None and x.dtype.kind in "biu":
         dtype = np.int64
+    r = cascade_sum(x, dim, keepdim, dtype)     # (a long axis NumPy adds in sequence)
+    if r is not None:
+        return r
     if dtype is None or dtype == x.dtype:
-        r = _middle_sum(x, dim, keepdim)
+        r = middle_sum(x, dim, keepdim)
         if r is not None:
             return r
     if x.dtype == np.float16 and dtype in (None, np.float16):
@@ -78,8 +56,11 @@ def _mean(x, dim=None, keepdim=False):
     if x.size == 0:                 # nan, silently as PyTorch (NumPy warns: empty slice)
         s = np.sum(x, axis=dim, keepdims=keepdim)
         return np.full(np.shape(s), np.nan, s.dtype if s.dtype.kind == "f" else np.float64)
-    r = _middle_sum(x, dim, keepdim)
+    r = cascade_sum(x, dim, keepdim)
     if r is not None:       # (np.mean's division: by its intp count, into the sum)
+        return np.true_divide(r, np.intp(_count(x.shape, dim)), out=r, casting="unsafe")
+    r = middle_sum(x, dim, keepdim)
+    if r is not None:
         return np.true_divide(r, np.intp(x.shape[dim[0]]), out=r, casting="unsafe")
     with np.errstate(over="ignore", invalid="ignore"):  # (PyTorch is silent; NumPy's
         # wrappers warn as numpy's modules, which dispatch.py's filter does not cover)
@@ -352,9 +333,12 @@ def _log_softmax(x, dim):
 
 
 def _kept_sum(e, dim):
-    """np.sum(e, axis=dim, keepdims=True), by einsum over a middle axis (_middle_sum), else
-    as the np.add.reduce that np.sum calls."""
-    r = _middle_sum(e, (dim,), True)
+    """np.sum(e, axis=dim, keepdims=True): in blocks along a long axis NumPy adds in sequence
+    (np_sums.py), by einsum over a middle axis (middle_sum), else as the np.add.reduce that
+    np.sum calls."""
+    r = cascade_sum(e, (dim,), True)
+    if r is None:
+        r = middle_sum(e, (dim,), True)
     return np.add.reduce(e, axis=dim, keepdims=True) if r is None else r
 
 

@@ -30,6 +30,7 @@ import numpy as np
 
 from .np_address import data_pointer
 from .np_matmul import matmul
+from .np_sums import cascade_sum
 from .ops_rnn import _lstm_backward_primitives, _lstm_backward_vjp, _lstm_cell, \
     _lstm_cell_backward, _lstm_primitives
 from .optable import defop
@@ -168,7 +169,9 @@ def _layer_backward(gy, ghy, gcy, ggates, gcells, x, w_ih, w_hh, hx, cx, y, gate
     dx = matmul(d2, w_ih).reshape(n, b, i)
     dw_ih = matmul(d2.T, x.reshape(n * b, i))
     dw_hh = matmul(d2.T, hprev.reshape(n * b, h))
-    db = np.add.reduce(d2, axis=0)
+    db = cascade_sum(d2, (0,), False)     # (the n * b rows in blocks, as PyTorch's sum)
+    if db is None:
+        db = np.add.reduce(d2, axis=0)
     return dx, dw_ih, dw_hh, db, dh, dc
 
 
