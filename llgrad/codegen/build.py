@@ -153,8 +153,9 @@ def simplify(graph):
         [n.op for n in out.nodes] == [n.op for n in graph.nodes] else out
 
 
+# simplify's pipeline, in order
 PASSES = (expand_composites, read_untransposed, products_untransposed, merge_product_sums,
-          merge_scatter_sums, cse, dce, complex_regions, sink_free_nodes)          # simplify's pipeline, in order
+          merge_scatter_sums, cse, dce, complex_regions, sink_free_nodes)
 
 
 def plan_graph(graph, options, clusters=True):

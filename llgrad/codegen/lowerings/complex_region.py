@@ -1,8 +1,9 @@
 """Lowering of `complex_region` (ir/complex_regions.py): native code calls back into Python,
 which runs the region's sub-Graph on the interpreter, as host_call.py runs a LAPACK op's
 NumPy implementation (the same call, addresses and error flag). The callback's key is made
-from the region's text (its digest) and operand layouts, so every process that plans the graph (a kernel loaded from the
-disk cache included) registers the same key its object code calls."""
+from the region's text (its digest) and operand layouts, so every process that plans the
+graph (a kernel loaded from the disk cache included) registers the same key its object code
+calls."""
 import hashlib
 
 from ...ir.interpret import evaluate
