@@ -236,7 +236,7 @@ def test_llvm_matches_interpreter(k, layout, dtype):
 def test_every_op_is_lowered():
     """Every op has a lowering or a decomposition into ops that have one, and the batches
     run samples of every op."""
-    # (complex-valued ops run eagerly only: compiled code has no complex values)
+    # (complex-valued ops: native code calls them back as complex_region nodes)
     complex_only = {n for n, op in OPS.items() if op.complex == "only"}
     assert sorted(n for n in set(OPS) - set(LOWERINGS) - set(NOT_LOWERED) - complex_only
                   if OPS[n].decompose is None) == []
