@@ -60,6 +60,19 @@ if settings is not None:
     settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+_SLOW_BY_TIME = os.path.join(os.path.dirname(os.path.abspath(__file__)), "slow_by_time.txt")
+
+
+@pytest.hookimpl(tryfirst=True)     # (before -m's deselection reads the markers)
+def pytest_collection_modifyitems(items):
+    """The tests tests/slow_by_time.txt lists (by their measured time) are marked slow."""
+    with open(_SLOW_BY_TIME) as f:
+        slow = {line.strip() for line in f if line.strip() and not line.startswith("#")}
+    for item in items:
+        if item.nodeid in slow:
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(autouse=True)
 def _builds_end_with_their_test():
     """Wait, after each test, for the background builds it queued: one still under way
