@@ -64,7 +64,7 @@ CASES = {
 # (op, dtypes) whose graphs fall back to the interpreter by design (H.ALLOWED_FALLBACKS)
 FALLBACK = {"floor": H.INTS, "ceil": H.INTS, "round": H.INTS, "trunc": H.INTS,
             "sign": ("bool",), "maximum": ("bool",), "clamp": ("bool",),
-            "clamp_min": ("bool",), "pow2": H.INTS + ("bool",), "rpow": H.INTS + ("bool",)}
+            "clamp_min": ("bool",), "pow2": ("bool",), "rpow": ("bool",)}
 
 
 def _falls_back(dtype):

@@ -66,7 +66,7 @@ def _falls_back(dtypes):
 
     def f(name):
         op = name.split("[", 1)[0]
-        return (op == "pow" and all(d not in H.FLOATS for d in dtypes)
+        return (op == "pow" and bools and all(d not in H.FLOATS for d in dtypes)
                 or op in ("max", "min", "clamp_tensor") and bools
                 or op == "add_alpha" and ints and bools)
     return f

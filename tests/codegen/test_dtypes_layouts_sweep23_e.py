@@ -41,7 +41,7 @@ PAIRS = [(d, d) for d in H.NATIVE] + [("int32", "float32"), ("bool", "int8"),
                                       ("float64", "float32"), ("float16", "float32")]
 MORE_PAIRS = [("int64", "float64"), ("float32", "int64"), ("float32", "bool"),
               ("uint8", "int8"), ("int8", "int64"), ("bfloat16", "float32")]
-FALLBACK_OPS = {"pow_": H.INTS + ("bool",), "clamp_": ("bool",), "clamp_min_tensor_": ("bool",),
+FALLBACK_OPS = {"pow_": ("bool",), "clamp_": ("bool",), "clamp_min_tensor_": ("bool",),
                 "add_alpha_": ("bool",)}
 
 

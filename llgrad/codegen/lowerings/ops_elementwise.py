@@ -8,6 +8,7 @@ from llvmlite import ir
 from . import vecmath
 from .fusion import compute_dtypes
 from .ops_fill_more import _libm
+from .ops_int_pow import int_pow
 from .scalar import Scalar, is_float
 from .table import elementwise, register
 
@@ -339,11 +340,8 @@ register("constant", "constant")
 # ---- pow ------------------------------------------------------------------------------------
 
 def _pow_check(node):
-    ev = node.inputs[1]
-    # (an integer tensor to a small Python-int power is multiplies, wrapping as PyTorch's)
-    if type(ev) is int and 0 <= ev <= 3 and "bool" not in _dts(node):
-        return None
-    if any(not is_float(d) for d in _dts(node)):
+    # (integer operands are multiplies, wrapping as PyTorch's: ops_int_pow.py)
+    if any(d == "bool" or d.startswith("complex") for d in _dts(node)):
         return "integer pow"
     return None
 
@@ -356,6 +354,8 @@ def _pow(sg, node, x, e):
     loop)."""
     ev = node.inputs[1]
     c = lambda v: sg.const(v, x.dt)                                 # noqa: E731
+    if not is_float(x.dt) and not (type(ev) is int and 0 <= ev <= 3):
+        return int_pow(sg, x, e)
     if isinstance(ev, (int, float)) and not isinstance(ev, bool):
         if ev == 0:
             return c(1)                                             # pow(nan, 0) == 1
