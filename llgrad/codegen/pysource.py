@@ -21,7 +21,8 @@ import numpy as np
 
 from ..ir.graph import Value
 from ..ir.ops_copy import preserve_copy, relaid_by_arrays
-from ..ir.optable import OPS, c_order, contiguous_result, iterator_layout_op
+from ..ir.optable import OPS, c_order, contiguous_result, iterator_layout_op, \
+    unreduced_elementwise
 from ..ir.shape_rules import operand_casts
 
 _counter = itertools.count()
@@ -35,14 +36,17 @@ class _Ops:
     def __getattr__(self, name):
         impl = OPS[name].impl
         # (eager's layout of results: runtime/dispatch.py)
-        c = c_order if contiguous_result(OPS[name]) else (lambda a: a)
+        contig = contiguous_result(OPS[name])
         iterated = iterator_layout_op(OPS[name])
+        unreduced = unreduced_elementwise(OPS[name])   # (reduction="none": elementwise's)
 
         def call(*args, **kwargs):
             out = impl(*args, **kwargs)
-            if iterated:
+            flat = unreduced and kwargs.get("reduction") == "none"
+            if iterated or flat:
                 out = relaid_by_arrays(out, args, name == "pow" and
                                        type(args[0]) is not np.ndarray)
+            c = c_order if contig and not flat else (lambda a: a)
             return tuple(c(np.asarray(o)) for o in out) if OPS[name].nout != 1 \
                 else c(np.asarray(out))
         call.__name__ = name

@@ -5,7 +5,8 @@ import numpy as np
 
 from .graph import StackType, Value
 from .ops_copy import preserve_copy, relaid_by_arrays
-from .optable import CONTROL, OPS, c_order, contiguous_result, iterator_layout_op
+from .optable import CONTROL, OPS, c_order, contiguous_result, iterator_layout_op, \
+    unreduced_elementwise
 from .shape_rules import operand_casts
 
 
@@ -90,9 +91,11 @@ def node_impl(node):
     casts = operand_casts(op, [x.type if isinstance(x, Value) else x for x in node.inputs])
     # a split into one piece: the impl's sequence of pieces is the one output's
     impl = _only(op.impl) if op.nout != 1 and len(node.outputs) == 1 else op.impl
-    if contiguous_result(op):       # (eager's layout: runtime/dispatch.py)
+    # (a loss under reduction="none" is laid out as an elementwise op's)
+    unreduced = unreduced_elementwise(op) and node.attrs.get("reduction") == "none"
+    if contiguous_result(op) and not unreduced:     # (eager's layout: runtime/dispatch.py)
         impl = _c_ordered(impl, len(node.outputs) > 1)
-    elif iterator_layout_op(op):
+    elif iterator_layout_op(op) or unreduced:
         impl = _iterated(impl, op.name == "pow" and not isinstance(node.inputs[0], Value))
     return impl, casts
 

@@ -163,6 +163,18 @@ def contiguous_result(op):
             or op.name in _CONTIGUOUS_ELEMENTWISE)
 
 
+# losses elementwise under reduction="none": PyTorch lays that result out as an elementwise
+# op's (a transposed input's loss is transposed, its .view(-1) raises)
+_UNREDUCED_ELEMENTWISE = frozenset(("mse_loss", "huber_loss", "smooth_l1_loss",
+                                    "binary_cross_entropy", "binary_cross_entropy_with_logits"))
+
+
+def unreduced_elementwise(op):
+    """Whether op's result under reduction="none" is laid out as iterator_layout_op's are
+    (else, and reduced, as contiguous_result says)."""
+    return op.name in _UNREDUCED_ELEMENTWISE
+
+
 # elementwise ops whose result layout is not the TensorIterator's (iterator_layout_op): copies
 # and fills (their own memory_format rules), draws (filled in memory order), the
 # contiguous ones above

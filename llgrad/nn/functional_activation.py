@@ -149,7 +149,8 @@ def softmin(input, dim=None, _stacklevel=3, dtype=None):
 def hardshrink(input, lambd=0.5):
     """As torch.nn.functional.hardshrink."""
     floating_only(input, "hardshrink_cpu")
-    return input.masked_fill((input >= -lambd) & (input <= lambd), 0)
+    # (where, not masked_fill: the result keeps input's layout, as PyTorch's kernel's)
+    return input.where(~((input >= -lambd) & (input <= lambd)), 0)    # (NaN kept)
 
 
 @torch_node("SoftshrinkBackward0")
@@ -160,7 +161,7 @@ def softshrink(input, lambd=0.5):
         raise RuntimeError(f"lambda must be greater or equal to 0, but found to be {lambd}.")
     if input.dtype.name == "bfloat16":     # (PyTorch's kernel: in float32, lambd unrounded)
         return softshrink(input.float(), lambd).to(input.dtype)
-    return (input - input.sign() * lambd).masked_fill((input >= -lambd) & (input <= lambd), 0)
+    return (input - input.sign() * lambd).where(~((input >= -lambd) & (input <= lambd)), 0)
 
 
 @torch_node("PreluKernelBackward0")

@@ -144,10 +144,18 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
                            "than actual input size")
     _check_zero_dilation(input, dilation)
     check_conv_dtypes(input, weight, bias, dilation=dilation)
-    # (channels_last_3d where the input or the weight is, as ATen's convolution allocates it)
-    return in_suggested_format(input._op("convolution3d", weight, bias, stride=stride,
-                                         padding=padding, dilation=dilation,
-                                         groups=int(groups)), input, weight)
+    out = input._op("convolution3d", weight, bias, stride=stride, padding=padding,
+                    dilation=dilation, groups=int(groups))
+    return _in_mkldnn_format(out, input, weight)
+
+
+def _in_mkldnn_format(out, input, weight):
+    """out channels_last_3d where the input or the weight is, as ATen's CPU convolution
+    allocates it when its mkldnn kernel runs (float32 and bfloat16); row-major otherwise
+    (slow_conv3d, float64 and float16, whatever the operands' layouts)."""
+    if input.dtype.name not in ("float32", "bfloat16"):
+        return out
+    return in_suggested_format(out, input, weight)
 
 
 def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
@@ -197,4 +205,4 @@ def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_paddi
     # (cin, cout/g, kd, kh, kw) -> (cout, cin/g, kd, kh, kw), flipped in space
     wt = weight.reshape([groups, cin // groups, coutg] + k).transpose(1, 2) \
         .reshape([groups * coutg, cin // groups] + k).flip((2, 3, 4))
-    return in_suggested_format(conv3d(z, wt, bias, 1, 0, d, groups), input, weight)
+    return _in_mkldnn_format(conv3d(z, wt, bias, 1, 0, d, groups), input, weight)

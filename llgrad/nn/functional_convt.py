@@ -147,7 +147,9 @@ def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_paddi
         raise RuntimeError("Expected 2D (unbatched) or 3D (batched) input to conv_transpose1d, "
                            f"but got input of size: {list(input.shape)}")
     (s,), (p,), (op,), (d,) = (_n(v, 1) for v in (stride, padding, output_padding, dilation))
-    out = conv_transpose2d(input.unsqueeze(-2), weight.unsqueeze(-2), bias, (1, s), (0, p),
-                           (0, op), groups, (1, d))
+    # (PyTorch's result is channels_last-like only when the weight is: input's layout is
+    # not read, so a transposed input must not suggest channels_last to the 2-d kernel)
+    out = conv_transpose2d(input.contiguous().unsqueeze(-2), weight.unsqueeze(-2), bias,
+                           (1, s), (0, p), (0, op), groups, (1, d))
     return rename(out.squeeze(-2), "ConvolutionBackward0") if input.dim() == 3 \
         else out.squeeze(-2)

@@ -5,6 +5,7 @@ with rand from llgrad's generator (a traced dropout is a random op compiled call
 import math
 import warnings
 
+from ..runtime import grad_mode
 from ..runtime.creation import rand, zeros
 from ..runtime.dispatch import scalar_type_name
 from ..runtime.dtypes import bool_, float64 as llgrad_float64
@@ -63,6 +64,9 @@ def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
         floating_only(input, "max_pool1d_impl")
     res = max_pool2d(input.unsqueeze(-2), (1, k), (1, s), (0, p), (1, d), ceil_mode, True)
     values, indices = res[0].squeeze(-2), res[1].squeeze(-2)
+    if not return_indices and not (grad_mode.state.grad_enabled and input.requires_grad):
+        # (ATen's max_pool1d_impl, its pooling when no gradient is wanted: row-major)
+        values = values.contiguous()
     return (values, indices) if return_indices else values
 
 

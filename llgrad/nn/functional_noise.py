@@ -61,9 +61,11 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
 def rrelu_out_of_place(input, lower=1.0 / 8, upper=1.0 / 3, training=False, generator=None):
     """rrelu, the slopes drawn from generator when one is given (torch.rrelu)."""
     slope = _slope(input, lower, upper, training, generator)
+    # (PyTorch's result is row-major whatever input's layout)
     if slope is None:
-        return rename(input.leaky_relu((lower + upper) / 2), "RreluWithNoiseBackward0", (input,))
-    return rename(input * slope, "RreluWithNoiseBackward0", (input,))
+        return rename(input.contiguous().leaky_relu((lower + upper) / 2),
+                      "RreluWithNoiseBackward0", (input,))
+    return rename(input.contiguous() * slope, "RreluWithNoiseBackward0", (input,))
 
 
 def rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False, generator=None):

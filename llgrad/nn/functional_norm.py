@@ -10,6 +10,7 @@ from ..ir import OPS
 from ..runtime import grad_mode
 from ..runtime.dispatch import call, scalar_type_name
 from ..runtime.dtypes import C_NAMES, bfloat16, float16
+from ..runtime.memory_formats import suggested
 from ..runtime.result_format import in_suggested_format
 
 
@@ -172,7 +173,14 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     out = x * (x.pow(2).mean(dims, keepdim=True) + eps).rsqrt()
     if weight is not None:
         out = out * weight
-    return out if out.dtype == input.dtype else out.to(input.dtype)
+    out = out if out.dtype == input.dtype else out.to(input.dtype)
+    # (PyTorch's composite ends with a copy in input's suggested format: a transposed
+    # input's result is row-major, CloneBackward0)
+    return out.contiguous(memory_format=_FORMATS[suggested(input)])
+
+
+_FORMATS = {"contiguous": "contiguous_format", "channels_last": "channels_last",
+            "channels_last_3d": "channels_last_3d"}
 
 
 _MISMATCH_WARNED = []

@@ -180,7 +180,9 @@ def adaptive_avg_pool2d(input, output_size):
     if (oh, ow) == (1, 1) and h and w:
         return input.mean((-2, -1), keepdim=True)
     if (oh, ow) == (h, w):
-        out = input.clone()         # (a new tensor, as PyTorch's, not the input itself)
+        # (a new tensor, as PyTorch's, not the input itself; row-major whatever the input's
+        # layout but channels_last, made so below, as ATen's kernel allocates it)
+        out = input.clone(memory_format="contiguous_format")
     elif _even(h, oh) and _even(w, ow):
         out = input.reshape(shape[:-2] + (oh, h // oh, ow, w // ow)).mean((-3, -1))
     else:

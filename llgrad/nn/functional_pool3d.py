@@ -183,7 +183,9 @@ def adaptive_avg_pool3d(input, output_size):
     if out == (1, 1, 1):
         return input.mean((-3, -2, -1), keepdim=True)
     if out == dims:
-        res = input.clone()         # (a new tensor, as PyTorch's, not the input itself)
+        # (a new tensor, as PyTorch's, not the input itself; row-major as ATen's kernel
+        # allocates it, channels_last_3d input or not)
+        res = input.clone(memory_format="contiguous_format")
     elif all(_even(n, o) for n, o in zip(dims, out)):
         x = input.reshape(lead + sum(((o, n // o) for n, o in zip(dims, out)), ()))
         res = x.mean((-5, -3, -1))

@@ -159,7 +159,9 @@ def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
     else:
         sizes = tuple(input.shape)
         div, = autocast_float32(div)    # (PyTorch's pool here is avg_pool3d: float32 list)
-        div = div.view(sizes[0], 1, sizes[1], -1)
+        # (PyTorch's view, raising where its does: a layout that cannot merge the dims after
+        # the third; the dims after the channels merged for the 2-d pool, a copy if need be)
+        div = div.view(sizes[0], 1, sizes[1], sizes[2], -1).reshape(sizes[0], 1, sizes[1], -1)
         div = pad(div, (0, 0, size // 2, (size - 1) // 2))
         div = avg_pool2d(div, (size, 1), stride=1).squeeze(1)
         div = div.view(sizes)

@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 
 from . import grad_mode, saved_hooks, trace_state
-from ..ir.optable import c_order, contiguous_result, iterator_layout_op
+from ..ir.optable import c_order, contiguous_result, iterator_layout_op, unreduced_elementwise
 from .autocast_cast import cast_operands, state as autocast_state
 from .dispatch_bf16 import float32_operands, involved, kernel_rounded, rounded, summed_in_order
 from .dtypes import complex_unsupported
@@ -138,12 +138,13 @@ forward_ad = None
 class _OpInfo:
     """What the dispatcher reads of an op on every call, worked out on its first call (an
     op's declaration does not change after defop): saves re-deriving it per call."""
-    __slots__ = ("view", "single", "node_cls", "plan", "contig", "layout")
+    __slots__ = ("view", "single", "node_cls", "plan", "contig", "layout", "unreduced")
 
     def __init__(self, op):
         self.view = op.kind == "view"
         self.contig = contiguous_result(op)     # (PyTorch's reductions, cat, scans ...)
         self.layout = iterator_layout_op(op)
+        self.unreduced = unreduced_elementwise(op)     # (mse_loss(reduction="none") ...)
         self.single = op.nout == 1
         # the node class, when the op's node name never varies (else made per call)
         self.node_cls = node_class(op.grad_fn) if isinstance(op.grad_fn, str) else None
@@ -206,10 +207,10 @@ def call(op, inputs, attrs, _timed=False, _dual=False):
     if info.view:
         base = inputs[0]
         results = [_new_view(out, base)] if info.single else [_new_view(o, base) for o in out]
-    elif info.contig:
+    elif info.contig and not (info.unreduced and attrs.get("reduction") == "none"):
         results = [_new(c_order(out))] if info.single else [_new(c_order(o)) for o in out]
     else:
-        out = iterator_layout(out, inputs, op) if info.layout else out
+        out = iterator_layout(out, inputs, op) if info.layout or info.unreduced else out
         results = [_new(out)] if info.single else [_new(o) for o in out]
     if op.vjp is not None and _state.grad_enabled:
         for x in inputs:

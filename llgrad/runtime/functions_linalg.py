@@ -316,11 +316,13 @@ def matrix_power(input, n):
         input, n = input.inverse(), -n
         if n == 1:
             return input
+    # (n 0 and 1: PyTorch's result is a row-major copy whatever input's layout)
     if n == 0:
         eye = (input.new_ones((r,)).diag()).expand(tuple(input._data.shape))
-        return input.clone().copy_(eye)     # (PyTorch's result: a copy, zero gradient)
+        # (PyTorch's result: a copy, zero gradient)
+        return input.clone(memory_format="contiguous_format").copy_(eye)
     if n == 1:
-        return input.clone()
+        return input.clone(memory_format="contiguous_format")
     if n == 2:
         return input.matmul(input)
     if n == 3:

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..ir.graph import TensorType
 from ..ir.ops_copy import CHANNELS_LAST
-from ..ir.optable import contiguous_result, iterator_layout_op
+from ..ir.optable import contiguous_result, iterator_layout_op, unreduced_elementwise
 from ..ir.shape_rules import infer_types
 from . import dispatch, grad_mode, trace_state, vmap_fallback
 from .dtypes import from_name
@@ -170,7 +170,8 @@ def _strides(op, ty, inputs, attrs):
     if op.name in ("clone", "copy", "to_dtype") and fmt in (None, "preserve") and \
             isinstance(src, Tensor) and tuple(src._data.shape) == shape:
         return preserved_strides(shape, src.stride())
-    if iterator_layout_op(op) and not contiguous_result(op):
+    if iterator_layout_op(op) and not contiguous_result(op) or \
+            unreduced_elementwise(op) and attrs.get("reduction") == "none":
         return iterator_result_strides(shape, inputs, op)
     return None
 
