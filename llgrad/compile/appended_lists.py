@@ -20,7 +20,7 @@ import dis
 import functools
 import inspect
 
-from ..runtime.symbolic_scalar import SymbolicScalar
+from ..runtime.derived_number import is_stand_in
 from ..tracer.errors import TraceError
 from ..tracer.pytree import flatten, unflatten
 
@@ -75,9 +75,9 @@ def numbers_in(value):
     """value, or (where it holds stand-ins) a copy of its structure with their numbers: what
     the traced run's own slot holds after it, as eager's would."""
     leaves, tree = flatten(value)
-    if not any(type(x) is SymbolicScalar for _, x in leaves):
+    if not any(is_stand_in(x) for _, x in leaves):
         return value
-    return unflatten(tree, [x.value if type(x) is SymbolicScalar else x for _, x in leaves])
+    return unflatten(tree, [x.value if is_stand_in(x) else x for _, x in leaves])
 
 
 def grown(slots, holder, path, before, dynamic, write):

@@ -31,7 +31,7 @@ import inspect
 from functools import partial
 
 from ..runtime import hypers
-from ..runtime.symbolic_scalar import SymbolicScalar
+from ..runtime.derived_number import is_stand_in, number_reader
 from ..runtime.tensor import Tensor
 from ..tracer.pytree import flatten, unflatten, with_constants
 from ..tracer.errors import TraceError
@@ -279,12 +279,12 @@ class Slots:
             return True
         # (stand-ins among them, a scheduler's list of last lrs: graph values each call
         # writes as Python numbers)
-        numbers = [type(x.value) if type(x) is SymbolicScalar else None for x in kept]
+        numbers = [number_reader(x) for x in kept]     # (DerivedNumber: its post)
         if not kept or not all(isinstance(t, Tensor) or n for t, n in zip(kept, numbers)):
             return False
         writes.append(Write(root, steps, slot, tree, len(tensors), len(kept),
                             numbers=numbers if any(numbers) else None))
-        tensors += [x.tensor if type(x) is SymbolicScalar else x for x in kept]
+        tensors += [x.tensor if is_stand_in(x) else x for x in kept]
         paths.update(p for p, x in leaves if not is_constant(x))
         return True
 
@@ -354,7 +354,7 @@ class Write:
     def __init__(self, root, steps, slot, tree, first, n, numbers=None):
         self.root, self.steps, self.slot, self.tree = root, steps, slot, tree
         # numbers: per result of the structure, the Python type it is written as (a
-        # stand-in's graph value), or None (a tensor)
+        # stand-in's graph value; a DerivedNumber's post), or None (a tensor)
         self.first, self.n, self.numbers = first, n, numbers
 
     def value(self, results):

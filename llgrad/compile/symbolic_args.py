@@ -23,6 +23,7 @@ import dis
 import numpy as np
 
 from ..runtime import trace_state
+from ..runtime.derived_number import DerivedNumber, is_stand_in
 from ..runtime.rendered_text import RenderedText
 from ..runtime.symbolic_scalar import ScalarEscape, SymbolicScalar, stand_ins as _active
 from ..runtime.symbolic_uses import check_returned
@@ -166,12 +167,16 @@ def returned_stand_ins(result):
 def _returned(result):
     if type(result) is SymbolicScalar:
         return ReturnedScalar(result.tensor)
+    if type(result) is DerivedNumber:       # (`round(acc.item(), 4)`: its post on each number)
+        return ReturnedScalar(result.tensor, result.post)
     if type(result) is RenderedText:        # (`return f"{loss:.3f}"`: each call's text)
         return _returned_text(result)
     if not _returns_stand_in(result):
         return result
     if isinstance(result, dict):
         return {k: _returned(v) for k, v in result.items()}
+    if hasattr(result, "_fields"):          # (a namedtuple: `Metrics(loss.item(), acc)`)
+        return type(result)(*(_returned(x) for x in result))
     return type(result)(_returned(x) for x in result)
 
 
@@ -189,10 +194,10 @@ def _returned_text(text):
 
 
 def _returns_stand_in(v):
-    """Whether v is or holds (in plain tuples, lists and dicts) a stand-in."""
-    if type(v) is SymbolicScalar or type(v) is RenderedText:
+    """Whether v is or holds (in plain tuples, namedtuples, lists and dicts) a stand-in."""
+    if is_stand_in(v) or type(v) is RenderedText:
         return True
-    if type(v) in (list, tuple):
+    if type(v) in (list, tuple) or isinstance(v, tuple) and hasattr(v, "_fields"):
         return any(_returns_stand_in(x) for x in v)
     if type(v) is dict:
         return any(_returns_stand_in(x) for x in v.values())
@@ -204,7 +209,7 @@ def holds_symbolic(result):
     stack = [result]
     while stack:
         v = stack.pop()
-        if type(v) is SymbolicScalar:
+        if is_stand_in(v):
             return True
         if isinstance(v, (list, tuple, set, frozenset)):
             stack.extend(v)

@@ -7,9 +7,11 @@ hand-written AdamW's `math.sqrt(1 - beta2 ** state["step"])`)."""
 import math
 
 from ..ir import OPS
+from .derived_number import DerivedNumber
 from .dispatch import call
 from .dtypes import float64, int64
-from .symbolic_scalar import _FLOAT_EXACT, SymbolicScalar, _checked, _require
+from .symbolic_scalar import _FLOAT_EXACT, ROUNDING, SymbolicScalar, _checked, _require
+from .symbolic_uses import _tracing
 
 
 def cos(x):
@@ -65,3 +67,52 @@ def sqrt(x):
     t = x.tensor.to(float64)
     _require(t >= 0)
     return _checked(x, t.sqrt(), math.sqrt(x.value))
+
+
+_INT64_SAFE = 2.0 ** 62         # (a float whose int an int64 holds, with room: _int64_holds)
+
+
+def int_of(x):
+    """int(x) of a SymbolicScalar (the user's `int(correct.item())`, `int(acc.item() * n)`,
+    tracer/convert.py rewrites their calls): an int is itself; a float, truncated toward
+    zero (the trunc op, exact) as an int stand-in, guarded finite and well inside int64
+    (else Python's big int, or its error: the number read)."""
+    if type(x.value) is int:
+        return x
+    if not abs(x.value) < _INT64_SAFE:
+        return int(x._escape("int()"))
+    _require(x.tensor.abs() < _INT64_SAFE)
+    return _checked(x, x.tensor.trunc().to(int64), int(x.value))
+
+
+def float_of(x):
+    """float(x) of a SymbolicScalar: a float is itself; an int, the float64 an int under
+    2**53 is exactly (a larger one: the number read)."""
+    if type(x.value) is float:
+        return x
+    if not abs(x.value) < _FLOAT_EXACT:
+        return float(x._escape("float()"))
+    _require(x.tensor.abs() < _FLOAT_EXACT)
+    return _checked(x, x.tensor.to(float64), float(x.value))
+
+
+def round_of(x, ndigits=None):
+    """round(x) / round(x, ndigits) of a SymbolicScalar: round(float) is the round op (half
+    to even, as Python's) as an int stand-in, guarded as int_of; round(int, n >= 0) is the
+    int itself; round(float, n) (Python's decimal rounding) a DerivedNumber while tracing
+    (not in a region: a branch's result must be traced); anything else the number read."""
+    if ndigits is None and type(x.value) is float:
+        if not abs(x.value) < _INT64_SAFE:
+            return round(x._escape("round()"))
+        _require(x.tensor.abs() < _INT64_SAFE)
+        return _checked(x, x.tensor.round().to(int64), round(x.value))
+    if type(x.value) is int and (ndigits is None or type(ndigits) is int and ndigits >= 0):
+        return x
+    if type(ndigits) is int and _tracing() is not None:
+        # (Python's decimal rounding, done by each compiled call on its number: where it
+        # goes is limited, runtime/derived_number.py)
+        return DerivedNumber(x, lambda v: round(v, ndigits))
+    return round(x._escape("round()"), ndigits)
+
+
+ROUNDING.append(round_of)

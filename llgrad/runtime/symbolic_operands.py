@@ -4,6 +4,7 @@ be an attribute of the graph (a constant) or mean something else than that tenso
 import numpy as np
 
 from . import trace_state
+from .derived_number import DerivedNumber
 from .dtypes import check_int_operand, result_type, to_dtype
 from .numpy_scalars import NUMPY_SCALARS, python_number
 from .symbolic_scalar import (_FLOAT_EXACT, _IN_SELF_DTYPE, _SUPPORTED_OPS, SymbolicScalar,
@@ -91,17 +92,20 @@ def escape_in_attrs(op, attrs):
         for x in (v if type(v) in (tuple, list) else (v,)):
             if type(x) is SymbolicScalar:
                 x._escape(f"an argument of {op.name}")
+            elif type(x) is DerivedNumber:      # (its number read: not traced)
+                x.read(f"an argument of {op.name}")
 
 
 # operands read before an op runs: NumPy scalars, and a compiled function's dynamic numbers
-SPECIAL_OPERANDS = NUMPY_SCALARS | {SymbolicScalar}
+SPECIAL_OPERANDS = NUMPY_SCALARS | {SymbolicScalar, DerivedNumber}
 
 
 def special_operands(op, inputs, attrs):
     """inputs with NumPy scalars read as the Python numbers torch reads them as (np.float64(2)
     is 2.0) and each SymbolicScalar as its graph value (as_operands); a Python int past
     [-2**63, 2**64) raises OverflowError, as PyTorch's."""
-    inputs = [check_int_operand(v) if type(v) is int else python_number(v) for v in inputs]
+    inputs = [check_int_operand(v) if type(v) is int else v.read(f"an operand of {op.name}")
+              if type(v) is DerivedNumber else python_number(v) for v in inputs]
     if any(type(v) is SymbolicScalar for v in inputs):
         inputs = as_operands(op, inputs, attrs)
     return inputs

@@ -58,6 +58,7 @@ ITEM_READS = "a number read from a tensor (.item())"
 
 
 stand_ins = _StandIns()
+ROUNDING = []       # round() of a stand-in: symbolic_math.round_of (it builds on this module)
 
 
 class ScalarEscape(BaseException):
@@ -115,7 +116,9 @@ class SymbolicScalar:
         return hash(self._escape("hash()"))
 
     def __round__(self, n=None):
-        return round(self._escape("round()"), n)
+        if trace_state.state.tracer is None or not ROUNDING:
+            return round(self._escape("round()"), n)
+        return ROUNDING[0](self, n)         # (symbolic_math.round_of, which puts itself there)
 
     def __trunc__(self):
         return int(self._escape("math.trunc()"))

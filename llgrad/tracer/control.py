@@ -21,6 +21,7 @@ from ..runtime.tensor import Tensor
 from .control_ops import run_cond, run_while
 from .errors import ControlFlowError, note_branch_alias
 from .loop_numbers import inputs_behind, number_positions, python_number
+from .item_reads import number_cast  # noqa: F401  (ag__.number_cast)
 from .region import Region, snapshot, unify_captures
 from .rules import RETVAL
 from .returned import (ReturnedScalar, returned_array, returned_binop,  # noqa: F401

@@ -150,6 +150,8 @@ class _Converter:
                                if isinstance(st, ast.Return) and st.value is not None
                                for n in displayed(st.value) if isinstance(n, ast.Name)}
         self.item_assigns = returned_assignments(body, self.returned_names)
+        self.casts = any(isinstance(n, ast.Attribute) and n.attr == "item"  # (number_cast:
+                         for n in ast.walk(fdef))       # int() of a t.item(), item_reads.py)
         fdef.body = self.block(body, set(params))
         return ast.fix_missing_locations(fdef)
 
@@ -190,11 +192,11 @@ class _Converter:
             s.body = self.block(s.body, defined)
             return [s]
         if isinstance(s, ast.Return) and s.value is not None:
-            s = self.expr(s)
+            s = self.expr(s, casts=False)   # (its int() / float(): returned_call's)
             s.value = self.returned(s.value)
             return [s]
         if id(s) in self.item_assigns:          # `v = x.item()`, v only returned
-            s = self.expr(s)
+            s = self.expr(s, casts=False)
             s.value = self.returned(s.value, assigned=True)
             return [s]
         if isinstance(s, ast.Try):
@@ -344,8 +346,8 @@ class _Converter:
         return self.counter
 
     # ---- expressions ------------------------------------------------------------------------
-    def expr(self, node):
-        return _Expressions(self).visit(node)
+    def expr(self, node, casts=True):
+        return _Expressions(self, casts and self.casts).visit(node)
 
     def test(self, e):
         """A condition: and/or/not (and chained comparisons of names) become ag__ calls."""
@@ -368,8 +370,8 @@ class _Expressions(ast.NodeTransformer):
     """Conditional expressions anywhere in an expression; super() keeps working inside the
     functions the rewrite introduces (it names its class and instance explicitly)."""
 
-    def __init__(self, conv):
-        self.conv = conv
+    def __init__(self, conv, casts):
+        self.conv, self.casts = conv, casts
 
     def visit_IfExp(self, node):
         self.generic_visit(node)
@@ -385,6 +387,11 @@ class _Expressions(ast.NodeTransformer):
         if is_super_call(node) and self.conv.first_param and self.conv.has_class_cell:
             node.args = [ast.Name("__class__", ast.Load()),
                          ast.Name(self.conv.first_param, ast.Load())]
+        f = node.func
+        if self.casts and isinstance(f, ast.Name) and f.id in ("int", "float") and \
+                len(node.args) == 1 and not node.keywords and type(node.args[0]) is not ast.Starred:
+            self.conv.changed = True
+            return ast.copy_location(_call("number_cast", [node.func, node.args[0]]), node)
         return node
 
     def visit_FunctionDef(self, node):

@@ -11,9 +11,11 @@ import sys
 
 import numpy as np
 
+from ..runtime import grad_mode, symbolic_math, trace_state
 from ..runtime.dtypes import float64, int64
 from ..runtime.saved_tensor import _PKG_DIR, _internal, users_file
 from ..runtime.symbolic_scalar import ITEM_READS, SymbolicScalar, stand_ins
+from ..runtime.tensor import Tensor
 
 # the methods' wrapper of the meta device stands between item() and its caller
 _WRAPPERS = frozenset((os.path.join(_PKG_DIR, "runtime", "meta_methods.py"),))
@@ -46,3 +48,16 @@ def _users_call():
         f = f.f_back
     return f is not None and not _internal[f.f_code.co_filename] and \
         users_file(f.f_code.co_filename)
+
+
+def number_cast(f, x):
+    """`int(x)` / `float(x)` in a function that reads `.item()` (tracer/convert.py rewrites
+    the calls: `n += int(correct.item())`, `int(acc.item() * n)`): of a stand-in while
+    tracing, a stand-in of the result (runtime/symbolic_math.py: exact, or the number
+    read); anything else as Python calls it."""
+    if type(x) is SymbolicScalar and (f is int or f is float) and \
+            trace_state.state.tracer is not None:
+        return (symbolic_math.int_of if f is int else symbolic_math.float_of)(x)
+    if f is float and isinstance(x, Tensor):    # (PyTorch's warning, at the user's line)
+        trace_state.scalar_conversion_warning(x, grad_mode.state.grad_enabled)
+    return f(x)
