@@ -43,7 +43,7 @@ def reset():
 def run(op, arrays, attrs):
     """op on arrays (NumPy arrays and Python values) with attrs on its shaped kernel: its
     result (a tuple for several), or None (NumPy's implementation runs)."""
-    dtype, big, sig, tensors = None, 0, [], []
+    dtype, big, sig = None, 0, []
     for a in arrays:
         if isinstance(a, np.ndarray):
             if a.dtype in _INDICES:     # (an index operand: gather's, index_add's)
@@ -53,13 +53,13 @@ def run(op, arrays, attrs):
             else:
                 dtype, big = a.dtype, max(big, a.size)
                 sig.append(a.shape)
-            tensors.append(kernel_operand(a))
         elif a is None or type(a) in (int, float, bool):
             sig.append(("value", a))
         else:
             return None
     if dtype is None or big < (op.eager_min_elements or MIN_ELEMENTS):
-        return None
+        return None     # (before any operand is copied: small calls run NumPy's at once)
+    tensors = [kernel_operand(a) for a in arrays if isinstance(a, np.ndarray)]
     try:
         key = (op.name, tuple(sig), dtype, tuple(sorted(attrs.items())))
         found = _kernels.get(key, False)
