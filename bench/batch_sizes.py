@@ -1,7 +1,9 @@
 """A compiled training step called at new batch sizes: what each new size costs (its trace,
-lowering and any LLVM build) and the speed of the code that then runs, with code shared
-between sizes (the default) and with code specialised to every size
-(LLGRAD_SHARE_SIZES=0), each in a fresh process with a cold kernel cache.
+lowering and any LLVM build) and the speed of the code that then runs, three ways, each in
+a fresh process with a cold kernel cache: the default (from the third size on, entries made
+from a template of the first two traces, no trace: compile/size_templates.py, and code
+shared between sizes), a trace per size with shared code (LLGRAD_DYNAMIC_SIZES=0), and a
+trace and code specialised per size (both off: LLGRAD_SHARE_SIZES=0 too).
 
     python bench/batch_sizes.py [--sizes 32,24,17,9,40,3,12,64] [--model gpt|mlp] [--threads 1]
     python bench/batch_sizes.py --vary seq [--sizes 32,24,17,9,28,5,12,20]
@@ -14,7 +16,7 @@ calls (the first traces, the second builds the size's code; at the first size, a
 optimiser's first step runs eagerly before those), each setting in its own process; "per
 call" the median of 40 calls once every size has its code, the shared and the specialised
 code timed in one process in alternating rounds (the first size's code is the same in
-both). The two processes' losses and parameters are compared bit for bit."""
+both). The three processes' losses and parameters are compared bit for bit."""
 import argparse
 import json
 import os
@@ -107,9 +109,10 @@ def _per_call(step, model, opt, data, sizes):
     return {f"{b} {k}": float(np.median(v)) for (b, k), v in times.items()}
 
 
-def _run(kind, sizes, share, threads):
+def _run(kind, sizes, share, threads, dynamic=True):
     env = dict(os.environ, LLGRAD_NUM_THREADS=str(threads), LLGRAD_COMPILE="sync",
-               LLGRAD_SHARE_SIZES="1" if share else "0", LLGRAD_QUIET="1")
+               LLGRAD_SHARE_SIZES="1" if share else "0", LLGRAD_QUIET="1",
+               LLGRAD_DYNAMIC_SIZES="1" if dynamic else "0")
     with tempfile.TemporaryDirectory() as cache:
         env["LLGRAD_CACHE_DIR"] = cache
         out = subprocess.run([sys.executable, __file__, "--child", kind,
@@ -133,22 +136,27 @@ def main(argv=None):
         return _child(args.child, sizes)
     kind = "gpt:seq" if args.vary == "seq" else args.model
     shared = _run(kind, sizes, True, args.threads)
-    spec = _run(kind, sizes, False, args.threads)
-    same = shared["losses"] == spec["losses"] and shared["params"] == spec["params"]
+    traced = _run(kind, sizes, True, args.threads, dynamic=False)
+    spec = _run(kind, sizes, False, args.threads, dynamic=False)
+    same = all(r["losses"] == shared["losses"] and r["params"] == shared["params"]
+               for r in (traced, spec))
     print(f"{args.model} training step, {args.vary} sizes {sizes}, {args.threads} thread(s), "
           "cold cache")
-    print(f"LLVM builds: shared {shared['llvm']}, specialised {spec['llvm']}; traces: "
-          f"{shared['traces']} and {spec['traces']}; results bitwise equal: {same}")
-    print(f"| {args.vary} | first 3 calls, shared | specialised | per call, shared | "
-          "per call, specialised | ratio |")
-    print("|---|---|---|---|---|---|")
+    print(f"traces: templates {shared['traces']}, a trace per size {traced['traces']}, "
+          f"specialised {spec['traces']}; LLVM builds: {shared['llvm']}, {traced['llvm']}, "
+          f"{spec['llvm']}; results bitwise equal: {same}")
+    print(f"| {args.vary} | first 3 calls: templates | a trace per size | specialised | "
+          "per call: shared code | specialised | ratio |")
+    print("|---|---|---|---|---|---|---|")
     for b in sizes:
         k = str(b)
         a, s = shared["per_call"][f"{b} shared"], shared["per_call"][f"{b} specialised"]
-        print(f"| {b} | {shared['first'][k] * 1e3:.0f} ms | {spec['first'][k] * 1e3:.0f} ms | "
-              f"{a * 1e3:.2f} ms | {s * 1e3:.2f} ms | {a / s:.2f} |")
-    tot = sum(shared["first"].values()), sum(spec["first"].values())
-    print(f"first 3 calls of every size: shared {tot[0]:.2f} s, specialised {tot[1]:.2f} s")
+        print(f"| {b} | {shared['first'][k] * 1e3:.0f} ms | {traced['first'][k] * 1e3:.0f} ms"
+              f" | {spec['first'][k] * 1e3:.0f} ms | {a * 1e3:.2f} ms | {s * 1e3:.2f} ms | "
+              f"{a / s:.2f} |")
+    tot = [sum(r["first"].values()) for r in (shared, traced, spec)]
+    print(f"first 3 calls of every size: templates {tot[0]:.2f} s, a trace per size "
+          f"{tot[1]:.2f} s, specialised {tot[2]:.2f} s")
 
 
 if __name__ == "__main__":

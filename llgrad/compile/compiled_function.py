@@ -15,12 +15,13 @@ import weakref
 from ..runtime import trace_state
 from ..tracer.trace import ControlFlowError, TraceError
 from . import (appended_lists, background, dynamo_config, eager_builds, guards_blind, leaf_hooks,
-               log, numpy_reads, ran_functions, stance, symbolic_args, symbolic_slots,
-               volatile_guards)
+               dynamic_sizes, log, numpy_reads, ran_functions, stance, symbolic_args,
+               symbolic_slots, volatile_guards)
 from .compile_doc import Callable, documented
 from .eager_only import eager_only_reason
 from .dump import _dump_to_env, dump_text
 from .entry import trace_entry
+from .entry_lookup import EAGER, entry_for
 from .attr_writes import Slots
 from .fastpath import plain_function, plain_key, plain_reads
 from .guard_walker import make_walker
@@ -39,7 +40,6 @@ from .torch_api import torch_compile_arguments
 from .traced_function import traced_function
 
 MAX_WALKERS = 4
-EAGER = "eager"     # a cache entry: calls with this key run the function eagerly
 
 registry = weakref.WeakSet()    # every CompiledFunction (the profiler times their entries)
 
@@ -71,6 +71,8 @@ class CompiledFunction:
         # saw one): a call that differs only in .grad (a training step's second) runs them
         self._grad_free, self._blind = {}, {}   # (_blind: guards_blind.note's table)
         self._walkers = []          # guard walks compiled per call structure: guard_walker.py
+        self._sizes = dynamic_sizes.FunctionSizes()     # (new sizes: dynamic_sizes.py)
+        self.dynamic_sizes = True   # (False: torch.compile(dynamic=False), a trace per size)
         self._walker_tries, self._defaults = 0, default_filler(fn)   # (defaults: guards.py)
         self.graph_breaks = []      # why calls ran eagerly: [reason], in order (explain.py)
         self._eager_reasons = {}    # guard key -> why its calls run eagerly
@@ -132,6 +134,8 @@ class CompiledFunction:
             if out is not _MISS:
                 return self.fn(*args, **kwargs) if out is _RUN_EAGERLY else \
                     out.finish(self.fn, args, kwargs) if type(out) in LATER else out
+            if dynamic_sizes.served(self, guards, key, n_own):
+                return self(*args, **kwargs)    # (a new size of a fitted entry: no trace)
             if self.n_traces and stance.keeps_from_tracing():
                 return stance.untraced_call(self, args, kwargs)
             if self.n_traces >= self.recompile_limit:
@@ -160,7 +164,8 @@ class CompiledFunction:
         t0 = time.perf_counter()
         try:
             with ran_functions.recording(self, entered, args, kwargs, tensors) as ran, \
-                    symbolic_slots.standing_in(self, tensors, args, kwargs, entered) as call:
+                    symbolic_slots.standing_in(self, tensors, args, kwargs, entered) as call, \
+                    dynamic_sizes.expecting(self, guards):
                 entry, result = trace_entry(getattr(self.fn, "__name__", "f"), self._resolved,
                                             self._traced_fn(), tensors, guards, *call, n_own,
                                             entered, self.fn, self._dynamic)
@@ -170,7 +175,8 @@ class CompiledFunction:
             plain = isinstance(e, ControlFlowError) and not self.fullgraph and \
                 self._converted[1] is not None
             if not plain and (leaf_hooks.retry_with_hooks(self, e, snapshot)
-                              or symbolic_args.retry(self, e, snapshot)):
+                              or symbolic_args.retry(self, e, snapshot)
+                              or dynamic_sizes.retry_plain(self, e, snapshot)):
                 return self(*args, **kwargs)
             if not isinstance(e, TraceError):
                 raise
@@ -202,6 +208,9 @@ class CompiledFunction:
                 self, None, snapshot, not (leaked or entry.given) and changed)):
             given_up(entry.given)   # (the call runs again, which prints and warns)
             return self(*args, **kwargs) if again is True else self.fn(*args, **kwargs)
+        if dynamic_sizes.redo_plain(self, entry, snapshot, [t for _, t in tensors]):
+            given_up(entry.given)
+            return self(*args, **kwargs)
         written(entry.given)    # (the traced run was eager's: its result and output stand)
         if reason is not None:
             self._add(key, n_own, EAGER)
@@ -217,6 +226,8 @@ class CompiledFunction:
                          entry.name, self._not_kept)
             return result
         self._not_kept, entry.bumps = None, snapshot.bumps([t for _, t in tensors], entry)
+        kept_key = ran.key(key) if ran else key
+        dynamic_sizes.learn(self, entry, kept_key == key)  # (its build reads plain graphs)
         self.entries.append(entry)
         log.traced(entry, time.perf_counter() - t0)
         if log.enabled("guards"):
@@ -225,7 +236,7 @@ class CompiledFunction:
             log.emit("guards", "%s (entry %d): %d guards\n%s", entry.name, len(self.entries),
                      len(lines), "\n".join("  " + ln for ln in lines))
         _dump_to_env(self, entry)
-        self._add(ran.key(key) if ran else key, n_own, entry)
+        self._add(kept_key, n_own, entry)
         return result
 
     def _add(self, key, n_own, entry):
@@ -348,24 +359,7 @@ class CompiledFunction:
         return dump_text(self, self._entry_for(args, kwargs), llvm, asm, python, format)
 
     def _entry_for(self, args, kwargs, trace=True):
-        """The entry these arguments select, traced if needed (and trace is true) with
-        everything the trace wrote put back; None if the call runs eagerly."""
-        args, kwargs = self._defaults(args, kwargs) if self._defaults else (args, kwargs)
-        entered = []
-        tensors, guards, n_own = collect(self.fn, args, kwargs, entered, self._dynamic)
-        key = tuple(v for _, v in guards)
-        entries = [e for e in self._entries_for(key, n_own) or () if e is not EAGER]
-        if not entries and trace:
-            snapshot = StateSnapshot([t for _, t in tensors], entered,
-                                     Slots(self.fn, args, kwargs).names)
-            # (dump and explain want this call traced)
-            self._first_untraced, self._fresh_unkept = True, False
-            try:
-                self(*args, **kwargs)
-            finally:
-                snapshot.restore()
-            entries = [e for e in self._entries_for(key, n_own) or () if e is not EAGER]
-        return entries[-1] if entries else None
+        return entry_for(self, args, kwargs, trace)     # (entry_lookup.py)
 
     def wait(self):
         """Block until every entry's native code is built (background.py), as benchmarks do."""
@@ -381,6 +375,7 @@ class CompiledFunction:
             self._first_untraced, self._dynamic, self._static, self._numbers_seen = \
                 False, frozenset(), frozenset(), {}
             self.graph_breaks, self._eager_reasons, self._fresh_unkept = [], {}, False
+            self._sizes = dynamic_sizes.FunctionSizes()
 
 
 @documented         # (the help text: compile_doc.py)
@@ -396,5 +391,6 @@ def compile(fn: "Callable | None" = None, *, backend: "str | None" = None,
         if disable:                 # (torch.compile(disable=True) hands the function back)
             return f
         cf = CompiledFunction(f, backend, limit, transform, fullgraph)
+        cf.dynamic_sizes = torch_options.get("dynamic") is not False
         return CompiledModule(f, cf) if is_module(f) else cf
     return make if fn is None else make(fn)

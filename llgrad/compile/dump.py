@@ -139,3 +139,14 @@ def walk_text(cf, python):
         text += ("  other calls: the full walk (guards.collect); a walker is made on a "
                  "structure's second call\n")
     return text
+
+
+def add_note(e, note):
+    """BaseException.add_note (Python 3.11+). On 3.10 the note goes in __notes__ too, and
+    joins a one-string message, since the traceback prints no __notes__ there."""
+    if hasattr(e, "add_note"):
+        e.add_note(note)
+        return
+    e.__notes__ = [*getattr(e, "__notes__", ()), note]
+    if len(e.args) == 1 and isinstance(e.args[0], str):
+        e.args = (f"{e.args[0]}\n{note}",)

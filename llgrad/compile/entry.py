@@ -25,7 +25,7 @@ from ..tracer.errors import later_error
 from ..tracer.pytree import flatten, with_constants
 from ..tracer.returned import ReturnedScalar, is_constant, values_in
 from ..tracer.trace import TraceError, trace_body
-from .dump import _trace_note
+from .dump import _trace_note, add_note as _add_note
 from .eager_graph import eager_saved as _eager_saved, frees as _frees
 from .attr_writes import Slots
 from .guards import WALK_HOOKS, hooked
@@ -91,7 +91,8 @@ class Entry:
         "counters", "appended",           # numbers it changed in the state (symbolic_slots),
                                           # lists it appended to (appended_lists.py)
         "blind",                          # guard positions it serves any value of (guards_blind)
-        "external_io", "linked_arrays")   # files it read or wrote; arrays read as tensors
+        "external_io", "linked_arrays",   # files it read or wrote; arrays read as tensors
+        "size_reads")                     # the sizes its user's code read (size_reads.py)
 
     def __init__(self, name, backend, guard_items):
         self.name, self.backend, self.guard_items = name, backend, guard_items
@@ -111,7 +112,7 @@ class Entry:
         self._forward_run = self._backward_run = self._node_layout = self._unflatten = None
         self._build_job, self._interim_runs, self._cache_hints = None, {}, {}
         self._compiled_before, self.llvm_builds, self.given, self.rendered = None, 0, [], []
-        self.external_io, self.linked_arrays = [], frozenset()
+        self.external_io, self.linked_arrays, self.size_reads = [], frozenset(), []
 
 
 def trace_entry(name, backend, traced_fn, tensors, guards, args, kwargs, n_own, entered=(),
@@ -181,6 +182,7 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
             result = symbolic_args.returned_stand_ins(raw := traced_fn(*args, **kwargs))
             kept.append(result)
         entry.linked_arrays = (tracer := trace_state.state.tracer).linked_arrays
+        entry.size_reads = tracer.size_reads
         if tracer.broken:               # (a graph break the function caught itself)
             raise TraceError(tracer.broken)
         leaves, tree = flatten(result)
@@ -388,13 +390,3 @@ def _check_mutated(name, tensors, differentiable, mutated, grad):
                              f"place with a value that does, which gives it autograd "
                              f"history{at}")
 
-
-def _add_note(e, note):
-    """BaseException.add_note (Python 3.11+). On 3.10 the note goes in __notes__ too, and
-    joins a one-string message, since the traceback prints no __notes__ there."""
-    if hasattr(e, "add_note"):
-        e.add_note(note)
-        return
-    e.__notes__ = [*getattr(e, "__notes__", ()), note]
-    if len(e.args) == 1 and isinstance(e.args[0], str):
-        e.args = (f"{e.args[0]}\n{note}",)

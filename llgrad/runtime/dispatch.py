@@ -7,7 +7,7 @@ import warnings
 
 import numpy as np
 
-from . import grad_mode, saved_hooks, trace_state
+from . import grad_mode, saved_hooks, size_reads, trace_state
 from ..ir.optable import c_order, contiguous_result, iterator_layout_op, unreduced_elementwise
 from .autocast_cast import cast_operands, state as autocast_state
 from .dispatch_bf16 import float32_operands, involved, kernel_rounded, rounded, summed_in_order
@@ -181,6 +181,8 @@ def call(op, inputs, attrs, _timed=False, _dual=False):
             inputs = special_operands(op, inputs, attrs)
             special = None      # (looked at again below, in the operands read)
             break
+    if attrs and size_reads.live:       # (a size the user's code passed on: an int here)
+        attrs = size_reads.plain_attrs(attrs)
     if attrs and stand_ins.active:          # (a traced function's dynamic number)
         if (filled := escape_in_attrs(op, attrs)) is not None:  # (full's fill value)
             return filled

@@ -5,6 +5,7 @@ import numpy as np
 
 from . import trace_state
 from .derived_number import DerivedNumber
+from .sym_int import SymInt
 from .dtypes import check_int_operand, result_type, to_dtype
 from .numpy_scalars import NUMPY_SCALARS, python_number
 from .symbolic_scalar import (_FLOAT_EXACT, _IN_SELF_DTYPE, _SUPPORTED_OPS, SymbolicScalar,
@@ -97,7 +98,7 @@ def escape_in_attrs(op, attrs):
 
 
 # operands read before an op runs: NumPy scalars, and a compiled function's dynamic numbers
-SPECIAL_OPERANDS = NUMPY_SCALARS | {SymbolicScalar, DerivedNumber}
+SPECIAL_OPERANDS = NUMPY_SCALARS | {SymbolicScalar, DerivedNumber, SymInt}
 
 
 def special_operands(op, inputs, attrs):
@@ -105,7 +106,8 @@ def special_operands(op, inputs, attrs):
     is 2.0) and each SymbolicScalar as its graph value (as_operands); a Python int past
     [-2**63, 2**64) raises OverflowError, as PyTorch's."""
     inputs = [check_int_operand(v) if type(v) is int else v.read(f"an operand of {op.name}")
-              if type(v) is DerivedNumber else python_number(v) for v in inputs]
+              if type(v) is DerivedNumber else v.plain() if type(v) is SymInt  # (size_reads.py)
+              else python_number(v) for v in inputs]
     if any(type(v) is SymbolicScalar for v in inputs):
         inputs = as_operands(op, inputs, attrs)
     return inputs

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.geometry import contiguous_strides
-from . import dtypes, grad_mode, rendered_text, trace_state
+from . import dtypes, grad_mode, rendered_text, size_reads, trace_state
 from .device import CPU, check as _check_device, device as _Device
 from .creation_checks import check_dlpack_export, check_moved_in_place, check_set_data
 from .formatting import tensor_repr
@@ -100,19 +100,20 @@ class Tensor:
     @property
     def shape(self) -> Size:
         """The size of each dimension, as an llgrad.Size (as torch.Tensor.shape)."""
-        return Size(self._data.shape)
+        s = Size(self._data.shape)
+        return s if trace_state.state.tracer is None else size_reads.noted(s)
 
     def size(self, dim: int | None = None) -> Size | int:
         """The shape (an llgrad.Size), or the size of dimension dim, as torch.Tensor.size."""
         s = self._data.shape
         if dim is None:
-            return Size(s)
+            return Size(s) if trace_state.state.tracer is None else size_reads.noted(Size(s))
         if not s:
             raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
         if not -len(s) <= dim < len(s):
             raise IndexError(f"Dimension out of range (expected to be in range of "
                              f"[{-len(s)}, {len(s) - 1}], but got {dim})")
-        return s[dim]
+        return s[dim] if trace_state.state.tracer is None else size_reads.noted(s[dim])
 
     @property
     def dtype(self) -> dtypes.dtype:
@@ -130,7 +131,8 @@ class Tensor:
 
     def numel(self) -> int:
         """The number of elements, as torch.Tensor.numel."""
-        return self._data.size
+        n = self._data.size
+        return n if trace_state.state.tracer is None else size_reads.noted(n)
 
     nelement = numel
 
@@ -155,7 +157,8 @@ class Tensor:
         s = tuple(x // item for x in self._data.strides)
         if 0 in self._data.shape:
             s = contiguous_strides(self._data.shape)   # NumPy leaves these arbitrary
-        return s if dim is None else s[dim]
+        s = s if dim is None else s[dim]
+        return s if trace_state.state.tracer is None else size_reads.noted(s)
 
     def _storage_offset(self) -> int:
         """storage_offset() as llgrad reads it (methods_layout.py: the user's reads)."""
@@ -322,7 +325,8 @@ class Tensor:
     def __len__(self):
         if self._data.ndim == 0:
             raise TypeError("len() of a 0-d tensor")
-        return self._data.shape[0]
+        n = self._data.shape[0]
+        return n if trace_state.state.tracer is None else size_reads.noted(n, symbolic=False)
 
     def __iter__(self):
         if self._data.ndim == 0:

@@ -26,6 +26,7 @@ from collections import OrderedDict, defaultdict
 from ..runtime import grad_mode, trace_state
 from ..runtime.device import device
 from ..runtime.dtypes import dtype, float64, int64
+from ..runtime.sym_int import SymInt
 from ..runtime.functions import stack
 from ..runtime.tensor import Tensor
 
@@ -253,7 +254,7 @@ def returned_array(t, how):
 def is_constant(leaf):
     """Leaves of a compiled function's result that are values, not outputs (a dtype or a
     device: `return out.dtype`, fixed by the guarded inputs as the trace is)."""
-    return leaf is None or type(leaf) in (int, float, bool, str, dtype, device)
+    return leaf is None or type(leaf) in (int, float, bool, str, dtype, device, SymInt)
 
 
 def values_in(result):

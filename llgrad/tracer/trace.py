@@ -23,6 +23,7 @@ from ..runtime import grad_mode, trace_state
 from ..runtime.creation import default_generator
 from ..runtime.node import _sequence
 from ..runtime.saved_tensor import user_location
+from ..runtime.size_reads import SizeReads
 from ..runtime.symbolic_uses import check_layout, check_write
 from ..runtime.tensor import Tensor
 from .bindings import Bindings, array_storage as _array_storage, geometry as _geometry, \
@@ -61,6 +62,7 @@ class Tracer(Bindings):
         self.broken = None         # a graph break's message (kept if user code catches it)
         self.arrays = {}           # id(an input's base array) -> its Storage (array_storage)
         self.linked_arrays = set()  # ids of those Storages array_storage gave (read as inputs)
+        self.size_reads = SizeReads()   # the sizes the user's code read (size_reads.py)
         self.shared = set()        # ids of input storages whose memory two inputs share
         self.input_aliases = []    # [(input, input j, version)]: both over j's Storage
         self.first_node = next(_sequence)   # backward nodes made before the trace have less

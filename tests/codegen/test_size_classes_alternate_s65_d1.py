@@ -36,7 +36,8 @@ def _step(x, y):
 
 
 def test_sizes_alternating_between_classes_share_code_within_each(fresh_cache):
-    compiled = llgrad.compile(_step, recompile_limit=16)
+    # (a trace per size, dynamic=False: the code sharing below, not size_templates.py)
+    compiled = llgrad.compile(_step, recompile_limit=16, dynamic=False)
     rng = np.random.default_rng(0)
     sizes = [3, 700, 5, 2000, 9, 4096, 13]
     for n in sizes:

@@ -63,7 +63,8 @@ def test_a_sweep_of_sizes_builds_llvm_code_twice(fresh_cache):
     llgrad.manual_seed(0)
     model = Net()
     reference = copy.deepcopy(model)
-    step = llgrad.compile(train_step, recompile_limit=16)
+    # (a trace per size, dynamic=False: the code sharing, not size_templates.py)
+    step = llgrad.compile(train_step, recompile_limit=16, dynamic=False)
     losses, params = _run(step, model, SIZES)
     # (the step, its backward included, is one module) the first size's, then the family's
     assert step.n_llvm_compiles == 2

@@ -1,6 +1,7 @@
 """The counters a compiled function exposes (n_traces, n_llvm_compiles): what a new shape
 costs, against eager's results. A training loop with a ragged last batch and a sweep of
-batch sizes: each new size traces once; the first size builds its module (a training step,
+batch sizes: the first two sizes trace, later ones are made from their template
+(compile/size_templates.py); the first size builds its module (a training step,
 which runs its own backward, is one graph), the second builds code shared with every later
 size (codegen/size_params.py), or, with LLGRAD_SHARE_SIZES=0, every size builds its own;
 sizes seen before, and a second function over the same graphs, build nothing. (Builds are made on the caller's thread here, LLGRAD_COMPILE=sync:
@@ -83,16 +84,18 @@ def test_sweep_of_batch_sizes_counts_and_results(monkeypatch, share):
         x, y = _batches(b, b, width, seed=b)[0]
         np.testing.assert_allclose(step(x, y).item(), run_eager(x, y).item(),
                                    rtol=1e-5, atol=1e-6)
-    # the first call runs untraced (a fresh optimiser); the first size is traced in the
-    # second pass (.grad set), the others in the first; entries are built when a call runs
+    # the first call runs untraced (a fresh optimiser); the second and third sizes are
+    # traced, and every later size, the first one's second pass too, is made from their
+    # template (compile/size_templates.py, no trace); entries are built when a call runs
     # them again: all but the first size's, the first of them specialised and the second
     # the code every later size shares (both may come from another test's graphs of the
     # same family), or each its own
-    assert step.n_traces == len(sizes)
+    assert step.n_traces == 2
+    assert sum(t.uses for t in step._sizes.templates) == len(sizes) - 2
     if share == "1":
         assert step.n_llvm_compiles <= 2
     else:
-        assert step.n_llvm_compiles == len(sizes) - 1
+        assert step.n_llvm_compiles == len(sizes)     # (the first size's second pass too)
 
 
 def test_counters_start_at_zero_and_reset():

@@ -13,10 +13,9 @@ pytestmark = pytest.mark.torch
 PROGRAMS = {
     "control_flow_cond": a.control_flow_cond,
     "performance_tuning": a.performance_tuning,
-    "dynamic_shapes": pytest.param(a.dynamic_shapes, marks=pytest.mark.xfail(
-        strict=True, reason="llgrad specialises shapes (dynamic=True and mark_dynamic are "
-        "accepted and ignored): each batch size traces again, and the ninth runs eagerly "
-        "with the recompile-limit warning")),
+    # (ten batch sizes: two traces, the others made from their template, no recompile-limit
+    # warning: compile/size_templates.py)
+    "dynamic_shapes": a.dynamic_shapes,
 }
 SLOW = set()
 TOL = {}

@@ -1,0 +1,166 @@
+"""SymInt: a size the user's code reads in a second trace that differs from the first's.
+
+It is the int the size is, and it knows that size as a function of the one symbol the two
+calls differ in (`at(c)`: k * c**e for a size read, composed through the arithmetic the
+user's code does on it). What the user's code then does with it is watched while the
+trace runs (size_reads.SizeReads):
+- arithmetic gives SymInts again (B * T, C // H, B - 1);
+- a comparison or truth test gives its bool and notes a check: the same comparison at size
+  c must come out the same for the trace to stand for a call at c;
+- any other use that makes a plain number or text of it (int(), float(), `/`, str(),
+  hash(), a dict key) refuses the template: the trace then stands for its own size only.
+llgrad's own code (its modules and functions) sees a plain int: what it does with sizes
+shows in the graph, which compile fits and verifies at each size.
+
+Uses no Python method sees (CPython reads an int subclass's value directly to index a
+list, in range(), in NumPy, and in float arithmetic with the float on the left, as
+`0.5 * B`) are not watched: the size then acts as the number it was at the second trace.
+A graph that depends on such a use differs between the traces and is not fitted; Python
+control flow that does, alone, is the case `dynamic=False` is for."""
+import operator
+import sys
+
+from . import trace_state
+
+
+def _user(depth):
+    name = sys._getframe(depth + 1).f_globals.get("__name__") or ""
+    return not (name == "llgrad" or name.startswith("llgrad."))
+
+
+def _reads():
+    """The running trace's SizeReads, or None (no trace: a SymInt is an int)."""
+    tracer = trace_state.state.tracer
+    while tracer is not None and getattr(tracer, "parent", None) is not None:
+        tracer = tracer.parent
+    return getattr(tracer, "size_reads", None)
+
+
+def _at(x):
+    return x._at if type(x) is SymInt else (lambda c, v=int.__int__(x): v)
+
+
+class SymInt(int):
+    """An int that knows itself as a function of the size (`_at`), in the trace (`_reads`)
+    that made it; after that trace, a plain int in all but its type."""
+
+    def __new__(cls, value, at, reads):
+        self = int.__new__(cls, value)
+        self._at, self._reads = at, reads
+        return self
+
+    def plain(self):
+        return int.__int__(self)
+
+
+def _watched(x, depth=2):
+    """The SizeReads to note a use of SymInt x in: its trace's, while it runs, if the use
+    is the user's code's."""
+    reads = x._reads
+    return reads if reads is _reads() and _user(depth) else None
+
+
+def _arithmetic(name, fn, reflected=False):
+    base = getattr(int, name)
+    unary = name in _UNARY
+
+    def method(self, *other):
+        out = base(self, *other)
+        reads = _watched(self)
+        if reads is None:
+            return out
+        if out is NotImplemented or type(out) is not int:   # (a float: `B * 0.5`, `2 ** -B`)
+            reads.refuse(f"a size in `{name}` with {type(other[0]).__name__}")
+            return out
+        fa = self._at
+        if unary:
+            return SymInt(out, lambda c: fn(fa(c)), reads)
+        fb = _at(other[0])
+        return SymInt(out, (lambda c: fn(fb(c), fa(c))) if reflected else
+                      (lambda c: fn(fa(c), fb(c))), reads)
+    method.__name__ = name
+    return method
+
+
+def _comparison(name, fn):
+    def method(self, other):
+        out = fn(int.__int__(self), other.plain() if type(other) is SymInt else other)
+        reads = _watched(self)
+        if reads is not None:
+            fa, fb = self._at, (_at(other) if isinstance(other, int) else lambda c: other)
+            reads.check(lambda c: fn(fa(c), fb(c)) == out)
+        return out
+    method.__name__ = name
+    return method
+
+
+def _refusing(name, what):
+    base = getattr(int, name)
+
+    def method(self, *args):
+        reads = _watched(self)
+        if reads is not None:
+            reads.refuse(f"a size {what}")
+        return base(int.__int__(self), *args)
+    method.__name__ = name
+    return method
+
+
+def _plain_property(name):
+    def get(self):
+        reads = _watched(self)
+        if reads is not None:
+            reads.refuse("a size made a plain int")
+        return getattr(int.__int__(self), name)
+    return property(get)
+
+
+def _bool(self):
+    out = int.__int__(self) != 0
+    reads = _watched(self)
+    if reads is not None:
+        fa = self._at
+        reads.check(lambda c: (fa(c) != 0) == out)
+    return out
+
+
+_UNARY = {"__neg__", "__pos__", "__abs__", "__invert__"}
+for _name, _fn in (("add", operator.add), ("sub", operator.sub), ("mul", operator.mul),
+                   ("floordiv", operator.floordiv), ("mod", operator.mod),
+                   ("pow", operator.pow), ("lshift", operator.lshift),
+                   ("rshift", operator.rshift), ("and", operator.and_),
+                   ("or", operator.or_), ("xor", operator.xor)):
+    setattr(SymInt, f"__{_name}__", _arithmetic(f"__{_name}__", _fn))
+    setattr(SymInt, f"__r{_name}__", _arithmetic(f"__r{_name}__", _fn, reflected=True))
+for _name, _fn in (("neg", operator.neg), ("pos", operator.pos), ("abs", operator.abs),
+                   ("invert", operator.invert)):
+    setattr(SymInt, f"__{_name}__", _arithmetic(f"__{_name}__", _fn))
+for _name, _fn in (("eq", operator.eq), ("ne", operator.ne), ("lt", operator.lt),
+                   ("le", operator.le), ("gt", operator.gt), ("ge", operator.ge)):
+    setattr(SymInt, f"__{_name}__", _comparison(f"__{_name}__", _fn))
+SymInt.__bool__ = _bool
+for _name, _what in (("__int__", "made a plain int"), ("__index__", "made a plain int"),
+                     ("__float__", "made a float"), ("__complex__", "made a complex"),
+                     ("__truediv__", "divided as floats"), ("__rtruediv__", "divided as floats"),
+                     ("__divmod__", "in divmod"), ("__rdivmod__", "in divmod"),
+                     ("__hash__", "hashed (a dict key, a set member)"),
+                     ("__str__", "formatted as text"), ("__repr__", "formatted as text"),
+                     ("__format__", "formatted as text"), ("__round__", "rounded"),
+                     ("__trunc__", "made a plain int"), ("__floor__", "made a plain int"),
+                     ("__ceil__", "made a plain int"), ("bit_length", "read bit by bit"),
+                     ("bit_count", "read bit by bit"), ("to_bytes", "made bytes"),
+                     ("as_integer_ratio", "made a ratio"), ("conjugate", "made a plain int")):
+    if hasattr(int, _name):
+        setattr(SymInt, _name, _refusing(_name, _what))
+
+
+def _reduce(self, *protocol):      # (a copy or a pickle of it is the plain int)
+    reads = _watched(self)
+    if reads is not None:
+        reads.refuse("a size copied")
+    return int, (int.__int__(self),)
+
+
+SymInt.__reduce__ = SymInt.__reduce_ex__ = _reduce
+for _name in ("real", "numerator", "denominator", "imag"):
+    setattr(SymInt, _name, _plain_property(_name))
