@@ -6,6 +6,9 @@ for, which class_state reads in its place)."""
 import inspect
 
 MARK = "<not run> "
+# names Python looks up in special ways: their functions are not replaced by recorders
+KEPT = frozenset(("__new__", "__init_subclass__", "__class_getitem__", "__set_name__",
+                  "__getattribute__", "__getattr__", "__setattr__", "__delattr__", "__del__"))
 active = []     # the records of the traces under way (ran_functions.recording's)
 
 
@@ -18,11 +21,14 @@ def marks(dynamic):
     return {p for p in dynamic if type(p) is str and p.startswith(MARK)}
 
 
-def recorder(f):
-    """f, noting its call in the record of every trace under way (of any thread)."""
+def recorder(f, check=None):
+    """f, noting its call in the record of every trace under way (of any thread), calling
+    check(f) first if given (type_reads.check: f names type())."""
     def recorder(*args, **kwargs):
         for ran in active:
             ran.add(f)
+        if check is not None:
+            check(f)
         return f(*args, **kwargs)
     recorder.__wrapped__ = f
     recorder.__name__, recorder.__qualname__ = f.__name__, f.__qualname__

@@ -23,13 +23,10 @@ from contextlib import contextmanager
 import numpy as np
 
 from ..runtime.tensor import Tensor
+from . import type_reads
 from .class_state import user_classes
 from .guards import collect, followed_reads
-from .method_marks import active as _active, mark, recorded, recorder as _recorder
-
-# (names Python looks up in special ways: not replaced, always followed)
-_KEPT = frozenset(("__new__", "__init_subclass__", "__class_getitem__", "__set_name__",
-                   "__getattribute__", "__getattr__", "__setattr__", "__delattr__", "__del__"))
+from .method_marks import KEPT, active as _active, mark, recorded, recorder as _recorder
 
 
 def _changeable(v):
@@ -51,7 +48,7 @@ def _candidates(cf, entered):
         for c in user_classes(cls):
             for name, f in vars(c).items():
                 f = recorded(f)     # (another thread's trace records it now)
-                if not inspect.isfunction(f) or f is own or name in _KEPT:
+                if not inspect.isfunction(f) or f is own or name in KEPT:   # (KEPT: followed)
                     continue
                 if f in out:        # (the same function under another name: both recorded)
                     out[f].append((c, name))
@@ -106,8 +103,12 @@ def recording(cf, entered, args, kwargs, tensors):
     """Around a trace: the Plan of the candidates' record (None when there are none)."""
     watched = _candidates(cf, entered)
     fresh = [f for f in watched if mark(f) not in cf._dynamic]
+    # (and the methods naming type() that type_reads.py leaves out: recorded, checked)
+    readers = type_reads.readers(cf, entered)
+    swapped = {**readers, **watched}
     if not watched:
-        yield None
+        with _recorders(swapped, set(), cf, readers):
+            yield None
         return
     least = None
     if fresh:       # (the walk with them skipped, on the state before the run)
@@ -116,20 +117,33 @@ def recording(cf, entered, args, kwargs, tensors):
         if [p for p, _ in t2] == [p for p, _ in tensors]:
             least = tuple(v for _, v in g2)
     plan = Plan(cf, watched, fresh, least)
+    with _recorders(swapped, plan.ran, cf, readers):
+        yield plan
+
+
+@contextmanager
+def _recorders(swapped, ran, cf, readers):
+    """Each function of swapped ({function: [(class, name)]}) replaced by its recorder in
+    those classes while the block runs, noting the calls in ran."""
+    if not swapped:
+        yield
+        return
     with _lock:
-        _active.append(plan.ran)
-        for f, places in watched.items():
+        _active.append(ran)
+        for f, places in swapped.items():
             for c, name in places:
                 try:
                     _swap(c, name, f)
                 except Exception:       # (a class that refuses: taken as run)
-                    plan.ran.add(f)
+                    ran.add(f)
+                    if f in readers:    # (and as one reading types: unchecked)
+                        cf._static = cf._static | {type_reads.TYPES_READ}
     try:
-        yield plan
+        yield
     finally:
         with _lock:
-            _active.remove(plan.ran)
-            for f, places in watched.items():
+            _active.remove(ran)
+            for f, places in swapped.items():
                 for c, name in places:
                     _unswap(c, name, f)
 
@@ -143,7 +157,7 @@ _swapped = {}
 def _swap(c, name, f):
     held = _swapped.get((id(c), name))
     if held is None:
-        r = _recorder(f)
+        r = _recorder(f, type_reads.check if type_reads.names_types(f) else None)
         setattr(c, name, r)
         _swapped[id(c), name] = [r, 1]
     else:

@@ -5,9 +5,10 @@ instead of a guard, and the function is traced with a SymbolicScalar in its plac
 count costs one more trace, not one per value (and, past the recompile limit, eager calls).
 
 A stand-in cannot pass `type(beta) is float` (isinstance holds), so a function whose code,
-or the code of the user's functions and classes it reaches, names the builtin `type` (or
-NumPy's `isscalar`) keeps its numbers guarded by value; a method or attribute named `type`
-(Tensor.type: `mask.type(x.type())`) is no read of a number's type.
+or the code of the user's functions and of the methods its call runs, names the builtin
+`type` (or NumPy's `isscalar`) keeps its numbers guarded by value (type_reads.py: a method
+the step never runs, an `__repr__` naming `type(self)`, does not count); a method or
+attribute named `type` (Tensor.type: `mask.type(x.type())`) is no read of a number's type.
 
 A stand-in returned (alone, in tuples, lists and dicts) is an output of the graph that each
 compiled call returns as a Python number (returned_stand_ins).
@@ -18,7 +19,7 @@ exception, a graph break, a SymbolicScalar elsewhere in the result, or Python st
 argument is guarded by value for good, as before; the call is traced again, so its result
 and effects are eager's."""
 import contextlib
-import dis
+from collections import OrderedDict, defaultdict
 
 import numpy as np
 
@@ -27,15 +28,13 @@ from ..runtime.derived_number import DerivedNumber, is_stand_in
 from ..runtime.rendered_text import RenderedText
 from ..runtime.symbolic_scalar import ScalarEscape, SymbolicScalar, stand_ins as _active
 from ..runtime.symbolic_uses import check_returned
-from ..tracer.pytree import flatten
+from ..tracer.errors import TraceError
+from ..tracer.pytree import flatten, remade_dict, remake_dict
 from ..tracer.returned import ReturnedScalar
-from .guards import (captured_reads, class_functions, signature_names, signature_of,
-                     user_function)
+from . import type_reads
+from .guards import signature_names, signature_of
 
 _NUMBER_TYPES = (int, float)
-
-
-_TYPE_READS = frozenset(("type", "isscalar"))
 
 
 def newly_dynamic(cf, args, kwargs, entered):
@@ -49,43 +48,13 @@ def newly_dynamic(cf, args, kwargs, entered):
         seen = cf._numbers_seen.setdefault(path, v)
         if (type(seen), repr(seen)) != (type(v), repr(v)):
             marked.add(path)
-    if marked and _reads_types(cf.fn, entered):
+    if marked and type_reads.reads_types(cf, entered):
         cf._static = cf._static | marked
         return False
     if marked:
         cf._dynamic = cf._dynamic | marked
         _forget_fast_paths(cf)
     return bool(marked)
-
-
-def _reads_types(fn, entered):
-    """Whether the code of fn, of the user's functions it reads and of the classes of the
-    user's objects the walk entered names `type` or `isscalar` (a stand-in would answer
-    them otherwise than the number)."""
-    fns = [getattr(fn, "__func__", fn), getattr(type(fn), "forward", None)]
-    fns += [v for _, v, kind, _ in captured_reads(fn)[1] if kind == "follow"]
-    for o in entered:
-        if not isinstance(o, (list, tuple, dict)):
-            for f in class_functions(type(o)):
-                # (and the user's helpers a method calls: an optimiser's step handing its
-                # lr to a module-level update function that checks `type(lr) is float`)
-                fns += [f] + [v for _, v, kind, _ in captured_reads(f)[1] if kind == "follow"]
-    codes = [f.__code__ for f in fns if user_function(f) is not None]
-    while codes:
-        code = codes.pop()
-        if _names_type_reads(code):
-            return True
-        codes += [c for c in code.co_consts if hasattr(c, "co_names")]
-    return False
-
-
-def _names_type_reads(code):
-    names = _TYPE_READS & set(code.co_names)
-    if names != {"type"}:
-        return bool(names)
-    # (co_names holds attribute names too: `.type(` alone is Tensor.type, not the builtin)
-    return any(i.argval == "type" and i.opname in ("LOAD_GLOBAL", "LOAD_NAME")
-               for i in dis.get_instructions(code))
 
 
 @contextlib.contextmanager
@@ -161,7 +130,26 @@ def returned_stand_ins(result):
     tracer = trace_state.state.tracer
     if tracer is not None:
         check_returned(tracer, [x for _, x in flatten(result)[0]])
+    _check_dicts(result)
     return _returned(result)
+
+
+def _check_dicts(result):
+    """Stop the trace where result holds a dict of the user's subclass that a compiled call
+    could not give back as eager's (one holding attributes besides its items: a tree remakes
+    the others, pytree.remade_dict); a plain dict in its place would differ silently."""
+    stack = [result]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            if type(v) not in (dict, OrderedDict, defaultdict) and not remade_dict(v) and \
+                    not (type(v).__module__ or "").startswith("llgrad"):
+                raise TraceError(f"the function returned a {type(v).__name__} (a dict subclass "
+                                 "holding attributes besides its items), which a compiled call "
+                                 "would give back as a plain dict")
+            stack.extend(v.values())
+        elif type(v) in (list, tuple) or isinstance(v, tuple) and hasattr(v, "_fields"):
+            stack.extend(v)
 
 
 def _returned(result):
@@ -174,7 +162,8 @@ def _returned(result):
     if not _returns_stand_in(result):
         return result
     if isinstance(result, dict):
-        return {k: _returned(v) for k, v in result.items()}
+        out = {k: _returned(v) for k, v in result.items()}
+        return remake_dict(type(result), out) if remade_dict(result) else out
     if hasattr(result, "_fields"):          # (a namedtuple: `Metrics(loss.item(), acc)`)
         return type(result)(*(_returned(x) for x in result))
     return type(result)(_returned(x) for x in result)
@@ -199,7 +188,7 @@ def _returns_stand_in(v):
         return True
     if type(v) in (list, tuple) or isinstance(v, tuple) and hasattr(v, "_fields"):
         return any(_returns_stand_in(x) for x in v)
-    if type(v) is dict:
+    if type(v) is dict or remade_dict(v):
         return any(_returns_stand_in(x) for x in v.values())
     return False
 

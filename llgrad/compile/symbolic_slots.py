@@ -23,7 +23,7 @@ import weakref
 from ..runtime import trace_state
 from ..runtime.symbolic_scalar import HYPER_READS, ITEM_READS, ScalarEscape, SymbolicScalar
 from .attr_writes import Slots, _bind, _child, _resolve, _slots, _value
-from . import math_stand_ins, symbolic_args
+from . import math_stand_ins, symbolic_args, type_reads
 from .guards import signature_names
 
 
@@ -103,7 +103,7 @@ def mark(cf, paths, entered):
     paths = frozenset(paths) - cf._static - cf._dynamic
     if not paths:
         return False
-    if symbolic_args._reads_types(cf.fn, entered):
+    if type_reads.reads_types(cf, entered):
         cf._static = cf._static | paths
         return False
     cf._dynamic = cf._dynamic | paths
@@ -123,17 +123,20 @@ def standing_in(cf, tensors, args, kwargs, entered=()):
             math_stand_ins.standing_in():
         placed = _place(cf, tensors, args, kwargs)
         flags = symbolic_args._active
-        reads_types = symbolic_args._reads_types(cf.fn, entered)
+        reads_types = type_reads.reads_types(cf, entered)
         if reads_types:
             cf._static = cf._static | {HYPER_READS, ITEM_READS}
         flags.hyper_reads, flags.made = HYPER_READS not in cf._static, frozenset()
         flags.item_reads = ITEM_READS not in cf._static
         # (and a value's text is no RenderedText: rendered_text.active)
         outer, trace_state.state.types_read = trace_state.state.types_read, reads_types
+        # (a method left out of reads_types that runs: type_reads.check)
+        watching, type_reads.watching.cf = type_reads.watching.cf, None if reads_types else cf
         try:
             yield call
         finally:
             trace_state.state.types_read = outer
+            type_reads.watching.cf = watching
             _settle(placed)
             # (a hyper-parameter read as a stand-in is a path the trace stands on: retry)
             cf._tracing_symbolic |= flags.made

@@ -18,6 +18,8 @@ def flatten(obj, path="", out=None):
         # defaultdict, as GradScaler.update() writes one, still makes missing keys)
         factory = getattr(obj, "default_factory", None)
         return out, (dict_kind(type(obj), factory), [flatten(dict(obj), path, out)[1]])
+    if remade_dict(obj):
+        return out, (dict_kind(type(obj), _SUBCLASS), [flatten(dict(obj), path, out)[1]])
     if isinstance(obj, dict):
         keys = list(obj)
         # keys that are not names (a tensor keying optimiser state) are named by position
@@ -30,6 +32,26 @@ def flatten(obj, path="", out=None):
 
 
 _DICT_KINDS = {}
+_SUBCLASS = object()        # (dict_kind's factory of a remade_dict's type)
+
+
+def remade_dict(obj):
+    """Whether obj is a dict of a subclass of the user's (an attribute dict, `class
+    Output(dict)` whose __getattr__ reads its items) that holds nothing but its items: a
+    result's tree remakes its type, not a plain dict (one holding attributes too is not
+    remade: compile/symbolic_args.py runs a function returning it eagerly)."""
+    cls = type(obj)
+    return cls is not dict and isinstance(obj, dict) and \
+        not isinstance(obj, (OrderedDict, defaultdict)) and \
+        not (cls.__module__ or "").startswith("llgrad") and getattr(obj, "__dict__", None) == {}
+
+
+def remake_dict(cls, items):
+    """An object of remade_dict's kind cls holding items (its __init__ not run: it holds
+    nothing else)."""
+    obj = cls.__new__(cls)
+    dict.update(obj, items)
+    return obj
 
 
 def dict_kind(cls, factory):
@@ -43,6 +65,8 @@ def dict_kind(cls, factory):
             _DICT_KINDS.clear()         # a kind made again only retraces what used it)
 
         def remake(_, items):
+            if factory is _SUBCLASS:
+                return remake_dict(cls, items[0])
             return cls(items[0]) if cls is OrderedDict else cls(factory, items[0])
         kind = _DICT_KINDS[key] = type(f"{cls.__name__}_items", (), {"__new__": remake})
     return kind

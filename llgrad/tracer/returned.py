@@ -29,6 +29,7 @@ from ..runtime.dtypes import dtype, float64, int64
 from ..runtime.sym_int import SymInt
 from ..runtime.functions import stack
 from ..runtime.tensor import Tensor
+from .pytree import remade_dict, remake_dict
 
 
 class ReturnedScalar:
@@ -270,5 +271,7 @@ def values_in(result):
         # (the types pytree.py's trees keep: the trace's call returns what the others do)
         if type(result) is OrderedDict:
             return OrderedDict(out)
+        if remade_dict(result):
+            return remake_dict(type(result), out)
         return defaultdict(result.default_factory, out) if type(result) is defaultdict else out
     return result
