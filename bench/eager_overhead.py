@@ -5,7 +5,7 @@ beside PyTorch eager (when installed), both pinned to one thread.
 
     python bench/eager_overhead.py [--repeat 7] [--number 2000] [--demo-steps 1000]
 
-Prints median microseconds per call over `repeat` blocks and the ratio llgrad / torch; the
+Prints median CPU microseconds per call over `repeat` blocks and the ratio llgrad / torch; the
 demo step's parts in CPU time (time.process_time around each part of each step, summed
 over a block of demo-steps steps; 0 leaves them out).
 """
@@ -35,13 +35,14 @@ except ImportError:
 
 
 def median_us(fn, number, repeat):
+    # (process CPU time: on a machine shared with other work, wall time counts their turns)
     fn()
     blocks = []
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         for _ in range(number):
             fn()
-        blocks.append((time.perf_counter() - t0) / number * 1e6)
+        blocks.append((time.process_time() - t0) / number * 1e6)
     return statistics.median(blocks)
 
 

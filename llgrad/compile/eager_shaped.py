@@ -31,6 +31,15 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _INDICES = (np.dtype(np.int64), np.dtype(np.int32))
 _kernels = {}       # (op name, operands' shapes or values, dtype, attributes) -> Kernel | None
 stats = {"calls": 0, "built": 0}
+_names = {}         # NumPy dtype -> its name (dtype.name is a Python property: ~1 us a read)
+
+
+def dtype_name(dt):
+    """dt.name, remembered per dtype (it is read for every eager call's key)."""
+    name = _names.get(dt)
+    if name is None:
+        name = _names[dt] = dt.name
+    return name
 
 
 def reset():
@@ -47,7 +56,7 @@ def run(op, arrays, attrs):
     for a in arrays:
         if isinstance(a, np.ndarray):
             if a.dtype in _INDICES:     # (an index operand: gather's, index_add's)
-                sig.append(("index", a.shape, a.dtype.name))
+                sig.append(("index", a.shape, dtype_name(a.dtype)))
             elif a.dtype not in _FLOATS or (dtype is not None and a.dtype != dtype):
                 return None
             else:

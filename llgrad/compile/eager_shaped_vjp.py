@@ -21,7 +21,7 @@ from ..runtime.tensor import Tensor
 from ..tracer.trace import trace_body
 from . import eager_builds
 from .eager_native import ENABLED, ExampleCtx
-from .eager_shaped import _FLOATS, _INDICES, kernel_operand, lowered
+from .eager_shaped import _FLOATS, _INDICES, dtype_name, kernel_operand, lowered
 
 MIN_ELEMENTS = 1024        # (the rule costs ~100 us at that size, a kernel call ~10)
 MAX_KERNELS = 128
@@ -120,7 +120,7 @@ def _on_kernel(node, g):
     if big < MIN_ELEMENTS:
         return None
     # (dtype.name is a Python property: read only for a call that may run a kernel)
-    sig = [(a.shape, a.dtype.name) if a is not None else None for a in [ga] + saved]
+    sig = [(a.shape, dtype_name(a.dtype)) if a is not None else None for a in [ga] + saved]
     needs = tuple(node.needs(i) for i in range(node.ninputs))
     attrs = node.attrs
     try:

@@ -83,12 +83,16 @@ def _half_alpha(fn):
 
 
 def _add(a, b, alpha=1):
+    if alpha == 1:          # (the common call: what fused_alpha and _times leave it as)
+        return np.add(a, b)
     r = fused_alpha(a, b, alpha)
     return np.add(a, _times(b, alpha, a)) if r is None else r
 
 
 def _sub(a, b, alpha=1):
-    r = None if alpha == 1 else fused_alpha(a, b, -alpha)
+    if alpha == 1:
+        return np.subtract(a, b)
+    r = fused_alpha(a, b, -alpha)
     return np.subtract(a, _times(b, alpha)) if r is None else r
 
 

@@ -80,7 +80,9 @@ def _check_bounds(x, spec, ix):
                 k += t.ndim - 1
             else:
                 n = x.shape[axis] if axis < x.ndim else 1
-                if t.size and (t.min() < -n or t.max() >= n):
+                # (the ufuncs' reduce, as t.min() and t.max() call it, without their wrapper)
+                if t.size and (np.minimum.reduce(t, axis=None) < -n or
+                               np.maximum.reduce(t, axis=None) >= n):
                     flat = t.reshape(-1)
                     bad = int(flat[(flat < -n) | (flat >= n)][0])
                     raise IndexError(f"index {bad} is out of bounds for dimension {k} with "

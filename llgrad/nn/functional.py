@@ -215,7 +215,12 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     d = input._data
     if not isinstance(d, np.ndarray):       # batched (llgrad.func.vmap): as tensor ops
         d = input
-    if input._data.size and (d.max() >= n or d.min() < 0):    # no negative indices
+    if not isinstance(d, np.ndarray):
+        bad = input._data.size and (d.max() >= n or d.min() < 0)
+    else:       # (the ufuncs' reduce, as d.max() calls it, without the method's wrapper)
+        bad = d.size and (np.maximum.reduce(d, axis=None) >= n or
+                          np.minimum.reduce(d, axis=None) < 0)
+    if bad:                             # no negative indices
         raise IndexError("index out of range in self")
     if padding_idx is not None and padding_idx < 0:
         padding_idx += n

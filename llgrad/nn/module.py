@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
 
 __all__ = ["Module", "Parameter"]
+_NO_STORE = frozenset()     # (Module.__getattr__'s stand-in for a store not made yet)
 
 
 def _typename(v):
@@ -120,10 +121,17 @@ class Module(ModuleConvert, ModuleAccess, ModuleHooks):
             object.__setattr__(self, name, value)
 
     def __getattr__(self, name):
+        # (unrolled: every read of a parameter or submodule in a forward comes here)
         d = self.__dict__
-        for store in ("_parameters", "_buffers", "_modules"):
-            if store in d and name in d[store]:
-                return d[store][name]
+        s = d.get("_parameters", _NO_STORE)
+        if name in s:
+            return s[name]
+        s = d.get("_buffers", _NO_STORE)
+        if name in s:
+            return s[name]
+        s = d.get("_modules", _NO_STORE)
+        if name in s:
+            return s[name]
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __delattr__(self, name):

@@ -11,6 +11,8 @@ from . import grad_mode, saved_hooks, size_reads, trace_state
 from ..ir.optable import c_order, contiguous_result, iterator_layout_op, unreduced_elementwise
 from .autocast_cast import cast_operands, state as autocast_state
 from .dispatch_bf16 import float32_operands, involved, kernel_rounded, rounded, summed_in_order
+from .dispatch_edges import _NO_EDGE, node_edges
+from .dispatch_edges import _has_edge, _nondiff_positions, nondiff_error  # noqa: F401
 from .dtypes import complex_unsupported
 from .dtypes import scalar_type_name  # noqa: F401  (its importers' name for it)
 from .memory_layout import iterator_layout
@@ -162,6 +164,22 @@ def _info(op):
 
 _new = Tensor._from_array
 _new_view = Tensor._view_of
+_ndarray = np.ndarray
+
+
+def _rows(inputs, out):
+    """Whether every tensor among inputs is row-major and of out's shape: then
+    iterator_layout keeps out as it is (its first check, without its calls and list: the
+    common elementwise op)."""
+    if type(out) is not _ndarray:
+        return False
+    shape = out.shape
+    for x in inputs:
+        if isinstance(x, Tensor):
+            d = x._data
+            if d.shape != shape or not d.flags.c_contiguous:
+                return False
+    return True
 
 
 def call(op, inputs, attrs, _timed=False, _dual=False):
@@ -212,7 +230,8 @@ def call(op, inputs, attrs, _timed=False, _dual=False):
     elif info.contig and not (info.unreduced and attrs.get("reduction") == "none"):
         results = [_new(c_order(out))] if info.single else [_new(c_order(o)) for o in out]
     else:
-        out = iterator_layout(out, inputs, op) if info.layout or info.unreduced else out
+        if info.layout or info.unreduced:
+            out = out if _rows(inputs, out) else iterator_layout(out, inputs, op)
         results = [_new(out)] if info.single else [_new(o) for o in out]
     if op.vjp is not None and _state.grad_enabled:
         for x in inputs:
@@ -250,48 +269,6 @@ def _save(x):
     return SavedTensor(x) if isinstance(x, Tensor) else x
 
 
-_nondiff = {}
-
-
-def _nondiff_positions(op, n):
-    """Input positions of op's nondiff arguments, for n inputs (a variadic tail included)."""
-    key = (op.name, n)
-    pos = _nondiff.get(key)
-    if pos is None:
-        pos = []
-        for i, a in enumerate(op.args):
-            if a.lstrip("*") in op.nondiff:
-                pos += range(i, n) if a.startswith("*") else [i]
-        pos = _nondiff[key] = frozenset(pos)
-    return pos
-
-
-def nondiff_error(function, argument):
-    """PyTorch's error for a tensor requiring grad where it is never differentiated (an
-    nll_loss weight, batch_norm's running statistics), with the user's line."""
-    return RuntimeError(f"The function '{function}' is not differentiable with respect to "
-                        f"argument '{argument}'. This input cannot have requires_grad True. "
-                        f"(at {user_location()})")
-
-
-def _has_edge(op, inputs, i, x, nondiff):
-    """PyTorch's rule (optable's docstring): which inputs get a next_functions edge."""
-    if i in nondiff:
-        if isinstance(x, Tensor) and x.requires_grad:     # (as PyTorch: no silent zero)
-            raise nondiff_error(op.name, op.args[min(i, len(op.args) - 1)].lstrip("*"))
-        return False
-    if isinstance(x, Tensor):
-        return True
-    if x is None:
-        scalars = op.scalar_args
-        if not scalars or op.args[i] not in scalars:
-            return True             # a missing optional tensor (weight=None)
-        # a bound of clamp: a Scalar, unless another bound is a tensor (the Tensor overload)
-        return any(isinstance(inputs[k], Tensor) for k, a in enumerate(op.args) if a in scalars)
-    return op.number_edges
-
-
-_NO_EDGE = (None, 0)
 _WRAPPED = (bool, int, float, complex)     # the numbers PyTorch wraps (Tensor overloads)
 
 # a node's _in_meta, one shared tuple per distinct ((shape, dtype), ...): a training step
@@ -313,13 +290,13 @@ def record(op, inputs, attrs, results, self_override=None, info=None):
         cls = node_class(op.node_name(inputs, attrs))
     node = cls(op, attrs)
     edges, meta, at = [], [], None
-    nondiff = _nondiff_positions(op, len(inputs)) if op.nondiff else ()
-    for i, x in enumerate(inputs):
-        tensor = isinstance(x, Tensor)
-        if (tensor and not nondiff) or _has_edge(op, inputs, i, x, nondiff):
-            if at is not None:
-                at.append(len(edges))
-            if tensor and x._dtype._cat >= 2:
+    if not op.nondiff:
+        # the common case first: every input a tensor (each then has its edge)
+        for x in inputs:
+            if not isinstance(x, Tensor):
+                edges, meta, at = node_edges(op, inputs)
+                break
+            if x._dtype._cat >= 2:
                 if x._base is None:     # (gradient_edge inlined for a tensor not a view)
                     fn = x._grad_fn
                     edges.append((fn, x._output_nr) if fn is not None else
@@ -329,11 +306,9 @@ def record(op, inputs, attrs, results, self_override=None, info=None):
                     edges.append(gradient_edge(x) or _NO_EDGE)
             else:
                 edges.append(_NO_EDGE)
-        else:
-            if at is None:
-                at = list(range(i))
-            at.append(-1)
-        meta.append((x._data.shape, x._dtype) if tensor else None)
+            meta.append((x._data.shape, x._dtype))
+    else:
+        edges, meta, at = node_edges(op, inputs)
     node.next_functions = tuple(edges)
     meta = tuple(meta)
     shared = _metas.get(meta)

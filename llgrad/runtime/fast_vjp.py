@@ -43,15 +43,31 @@ def _mm(node, g, names, ia):
     # the two products at once where llgrad's threads can take them: np_matmul.products)
     jobs = []
     if need_a:
-        jobs.append((b._data, g._data.T, True) if column_major(node, names[0]) else
+        jobs.append((b._data, g._data.T, True) if _column_major(node, names[0]) else
                     (g._data, b._data.T, False))
     if need_b:
-        jobs.append((g._data.T, a._data, True) if column_major(node, names[1]) else
+        jobs.append((g._data.T, a._data, True) if _column_major(node, names[1]) else
                     (a._data.T, g._data, False))
     outs = products([(x, y) for x, y, _ in jobs]) if len(jobs) > 1 else \
         [_matmul(x, y) for x, y, _ in jobs]
     grads = iter(_new(o.T if flip else o) for o, (_, _, flip) in zip(outs, jobs))
     return (next(grads) if need_a else None), (next(grads) if need_b else None)
+
+
+def _column_major(node, name):
+    """ops_nn.column_major(node, name), read from the saved tensor's array where it is a
+    plain 2-D one with elements (the same test on the same strides, without Tensor.stride's
+    tuple and Size; outside a trace, as every rule here runs)."""
+    t = getattr(node._saved.get(name), "tensor", None)
+    if type(t) is not Tensor:
+        return column_major(node, name)
+    d = t._data
+    shape = d.shape
+    if len(shape) != 2 or 0 in shape:
+        return column_major(node, name)
+    item = d.itemsize
+    s0, s1 = d.strides
+    return s0 // item == 1 and s1 // item == shape[0]
 
 
 def mm_vjp(node, g):
@@ -71,7 +87,14 @@ def addmm_vjp(node, g):
     res = _mm(node, g, ("mat1", "mat2"), 1)
     if res is None:
         return None
-    return (g if node.needs(0) else None,) + res
+    gs = None
+    if node.needs(0):
+        gs = g
+        shape = node._in_meta[0][0]
+        if shape and shape != g._data.shape:    # (a Linear's bias: summed_to here, as the
+            s = summed_to(g, shape)             # sum_to_size of fix_grads would do it)
+            gs = g if s is None else s
+    return (gs,) + res
 
 
 fast_vjps[OPS["mm"]] = mm_vjp

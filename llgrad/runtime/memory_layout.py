@@ -64,15 +64,24 @@ def iterator_layout(out, inputs, op):
     # out once per geometry (an expanded gradient meets the same ones every step; PyTorch's
     # sort of the dims cost ~10 us an op)
     key = _geometry_key(out, inputs, op)
-    want = _wanted.get(key, False) if key is not None else _relaid_strides(out, inputs, op)
-    if want is False:
+    if key is None:
+        want = _relaid_strides(out, inputs, op)
+        return out if want is None else relaid_to(out, want)
+    got = _wanted.get(key)
+    if got is None:
         if len(_wanted) > 4096:         # (a bound, not an LRU: geometries rarely vary)
             _wanted.clear()
-        want = _wanted[key] = _relaid_strides(out, inputs, op)
-    return out if want is None else relaid_to(out, want)
+        want = _relaid_strides(out, inputs, op)
+        got = _wanted[key] = (want, out.itemsize, want and tuple(w * out.itemsize for w in want))
+    want, size, strides = got
+    # (out already so laid out, byte for byte: relaid_to's answer without its checks)
+    if want is None or out.strides == strides and out.itemsize == size:
+        return out
+    return relaid_to(out, want)
 
 
-_wanted = {}        # _geometry_key -> _relaid_strides
+# _geometry_key -> (_relaid_strides, the result's item size, those strides in its bytes)
+_wanted = {}
 _KEYED = (int, float, bool, complex, str, type(None))
 
 

@@ -88,6 +88,8 @@ def add(self, other, alpha=1):
     """self + alpha * other, as torch.Tensor.add. alpha may be a one-element tensor (a
     learning rate held in a tensor): a compiled step then reads it at each call instead of
     baking its value in (the values are PyTorch's)."""
+    if other.__class__ is Tensor and alpha.__class__ is int and alpha == 1:
+        return call(_ADD, (self, other), {"alpha": 1})  # (_add_or_sub's call, at once)
     return _add_or_sub("add", self, *alpha_first("add", other, alpha))
 
 
@@ -106,6 +108,9 @@ def check_sub(a, b):
 
 def sub(self, other, alpha=1):
     """self - alpha * other, as torch.Tensor.sub; alpha as add's."""
+    if other.__class__ is Tensor and alpha.__class__ is int and alpha == 1:
+        check_sub(self, other)
+        return call(_SUB, (self, other), {"alpha": 1})  # (_add_or_sub's call, at once)
     return _add_or_sub("sub", self, *alpha_first("sub", other, alpha))
 
 

@@ -138,6 +138,8 @@ class OpNode(Node):
     def release(self):
         self._freed = True
         saved = self._saved
+        if saved is _NOTHING_SAVED:     # (most nodes: nothing to free)
+            return
         for k, v in saved.items():
             if isinstance(v, (SavedTensor, list, SavedNumber)):
                 # a marker, not None: None is a legitimate saved value (clamp's min=None)

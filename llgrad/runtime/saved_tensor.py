@@ -16,6 +16,7 @@ from .dispatch_bf16 import state as bf16_state
 from .dtypes import bfloat16
 from .tensor import Tensor
 
+_hooks = saved_hooks.state
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 FREED = ("Trying to backward through the graph a second time (or directly access saved "
@@ -169,7 +170,7 @@ class SavedTensor:
         self.output_nr = output_nr
         # (an input with a grad_fn: detach_() on it later makes unpack raise, as PyTorch's)
         self.had_history = not is_output and t._grad_fn is not None
-        if saved_hooks.state.stack:
+        if _hooks.stack:
             self._pack(t)
             return
         self.version = t._storage.version
@@ -351,6 +352,9 @@ class SavedField:
                                      f"'{self.key}'") from None
         if v is FREED_SLOT:
             raise RuntimeError(FREED)
+        if type(v) is SavedTensor:     # (in_float32 inlined: every VJP rule's read)
+            t = v.unpack(node)
+            return t if t._dtype is not bfloat16 or not bf16_state.unrounded else t.float()
         if isinstance(v, SavedTensor):
             return in_float32(v.unpack(node))
         if isinstance(v, SavedNumber):
