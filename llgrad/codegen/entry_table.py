@@ -4,12 +4,11 @@ hands it, in place of one call instruction per group.
 A deep model's entry called its ~550 groups one by one: 2,800 lines of LLVM IR that
 llvmlite formats in Python and LLVM parses and compiles, growing with the depth though the
 groups it calls are a few functions shared by every layer (schedule/dedupe.py). Here the
-module holds those functions, a small adapter each (`void adapter(ptr args)`: loads the
-group's pointers from an array and calls it), a constant array of the adapters, and an
-entry that walks the table:
+module holds those functions, a constant array of their addresses, and an entry that walks
+the table:
 
     header   [main start, main end, tail start, tail end]   (word offsets)
-    per call [adapter index, n args, n checks, (slot, byte offset) * (args + checks)]
+    per call [function index, n args, n checks, (slot, byte offset) * (args + checks)]
 
 A slot >= 0 is an entry of the pointer array (bufs), a slot < 0 the module constant
 -slot - 1; the byte offset is where the group reads from (a slice of a concatenation, a
@@ -18,6 +17,12 @@ once, as the call-by-call entry does. The table lives in NumPy memory owned by t
 the Kernel's launch contexts put its address in bufs[plan.nslots] (launch.py), a slot past
 the plan's own. So the module no longer changes with the depth, and its numbers no longer
 change with a batch size either (code shared between sizes, size_params.py).
+
+The entry gathers a row's pointers into an array, then calls the row's function with as
+many arguments as it takes: one call instruction per arity the functions have (a `switch`
+on the row's count). (An adapter function per shared function, `void adapter(ptr args)`
+loading the pointers and calling it, cost LLVM ~1 ms each: ~20 ms a module at 12
+transformer layers.)
 
 Entries of up to TABLE_CALLS groups keep their calls (no loads of a table on a small
 graph's call, and LLVM optimises them)."""
@@ -29,7 +34,6 @@ from .lowerings.scalar import I8, I64, ITEMSIZE, PTR
 
 TABLE_CALLS = 32            # an entry calling more groups than this runs them from a table
 HEADER = 4
-ADAPTER = ir.FunctionType(ir.VoidType(), [PTR])
 
 
 def uses_table(plan):
@@ -38,7 +42,7 @@ def uses_table(plan):
 
 def call_table(plan, calls, fn_index, split):
     """The table (an int64 array) of calls [(function key, buffers, bases, checks)] in
-    order, fn_index mapping a key to its adapter's index; split: the tail's first call."""
+    order, fn_index mapping a key to its function's index; split: the tail's first call."""
     const_index = {id(b): k for k, b in enumerate(
         b for b in plan.buffers.values() if b.role == "constant")}
     words = [0] * HEADER
@@ -70,50 +74,40 @@ def _where(buf, const_index):
 
 def emit_table_entry(mod, name, fns, consts, table_slot, tail=None):
     """The entry `name` (and `tail`, the split kernel's second part) walking the table:
-    fns the groups' distinct functions in adapter order, consts the module's constant
-    globals in the table's order."""
-    adapters = [_adapter(mod, fn) for fn in fns]
-    fns_t = ir.ArrayType(PTR, len(adapters))
-    table_fns = ir.GlobalVariable(mod, fns_t, name=f"{name}.adapters")
-    table_fns.initializer = ir.Constant(fns_t, adapters)
+    fns the groups' distinct functions in the table's numbering, consts the module's
+    constant globals in the table's order."""
+    for fn in fns:
+        if any(a.type != PTR for a in fn.args):
+            raise TypeError(f"{fn.name}: a group function takes pointers only")
+    fns_t = ir.ArrayType(PTR, len(fns))
+    table_fns = ir.GlobalVariable(mod, fns_t, name=f"{name}.functions")
+    table_fns.initializer = ir.Constant(fns_t, list(fns))
     table_fns.global_constant, table_fns.linkage = True, "private"
     items = consts or [ir.Constant(PTR, None)]
     consts_t = ir.ArrayType(PTR, len(items))
     table_consts = ir.GlobalVariable(mod, consts_t, name=f"{name}.consts")
     table_consts.initializer = ir.Constant(consts_t, items)
     table_consts.global_constant, table_consts.linkage = True, "private"
-    width = max([len(fn.args) for fn in fns] + [1])
-    entry = _loop(mod, name, 0, table_fns, table_consts, table_slot, width)
+    arities = sorted({len(fn.args) for fn in fns})
+    entry = _loop(mod, name, 0, table_fns, table_consts, table_slot, arities)
     if tail is not None:
-        _loop(mod, tail, 2, table_fns, table_consts, table_slot, width)
+        _loop(mod, tail, 2, table_fns, table_consts, table_slot, arities)
     return entry
 
 
-def _adapter(mod, fn):
-    if any(a.type != PTR for a in fn.args):
-        raise TypeError(f"{fn.name}: a group function takes pointers only")
-    a = ir.Function(mod, ADAPTER, name=f"{fn.name}.row")
-    a.linkage = "internal"
-    a.attributes.add("nounwind")
-    b = ir.IRBuilder(a.append_basic_block("entry"))
-    args = [b.load(b.gep(a.args[0], [ir.Constant(I64, k)], inbounds=True, source_etype=PTR),
-                   typ=PTR) for k in range(len(fn.args))]
-    b.call(fn, args)
-    b.ret_void()
-    return a
-
-
-def _loop(mod, name, at, table_fns, table_consts, table_slot, width):
+def _loop(mod, name, at, table_fns, table_consts, table_slot, arities):
     """void name(ptr bufs): for each row of the table from word table[at] to table[at + 1],
-    the row's pointers into an array, its adapter called on it, its checks read."""
+    the row's pointers into an array, its function called with them (arities: the
+    functions' argument counts), its checks read."""
     fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [PTR]), name=name)
     fn.attributes.add("nounwind")
     bufs = fn.args[0]
     bufs.name = "bufs"
     blocks = {k: fn.append_basic_block(k) for k in (
-        "entry", "row", "call", "args", "arg", "checks", "check", "ok", "next", "out")}
+        "entry", "row", "call", "args", "arg", "checks", "called", "check", "ok", "next",
+        "out")}
     b = ir.IRBuilder(blocks["entry"])
-    argv = b.alloca(PTR, size=ir.Constant(I64, width), name="argv")
+    argv = b.alloca(PTR, size=ir.Constant(I64, max(arities + [1])), name="argv")
     table = b.load(b.gep(bufs, [_c(table_slot)], inbounds=True, source_etype=PTR), typ=PTR,
                    name="table")
 
@@ -149,14 +143,25 @@ def _loop(mod, name, at, table_fns, table_consts, table_slot, width):
     j.add_incoming(b.add(j, _c(1)), blocks["arg"])
     b.branch(blocks["args"])
     b.position_at_end(blocks["checks"])
-    adapter = b.load(b.gep(table_fns, [_c(0), index], inbounds=True,
-                           source_etype=table_fns.value_type), typ=PTR)
-    b.call(Callee(adapter, ADAPTER), [argv])
+    callee = b.load(b.gep(table_fns, [_c(0), index], inbounds=True,
+                          source_etype=table_fns.value_type), typ=PTR)
+    # (a row's count is its function's: the default, no function of that arity, is
+    # never taken)
+    switch = b.switch(nargs, blocks["called"])
+    for n in arities:
+        block = fn.append_basic_block(f"call{n}")
+        switch.add_case(_c(n), block)
+        b.position_at_end(block)
+        args = [b.load(b.gep(argv, [_c(k)], inbounds=True, source_etype=PTR), typ=PTR)
+                for k in range(n)]
+        b.call(Callee(callee, ir.FunctionType(ir.VoidType(), [PTR] * n)), args)
+        b.branch(blocks["called"])
+    b.position_at_end(blocks["called"])
     flags = b.add(first, b.shl(nargs, _c(1)))
     b.branch(blocks["check"])
     b.position_at_end(blocks["check"])           # a nonzero check word: return
     k = b.phi(I64, "k")
-    k.add_incoming(_c(0), blocks["checks"])
+    k.add_incoming(_c(0), blocks["called"])
     b.cbranch(b.icmp_signed("<", k, nchecks), blocks["ok"], blocks["next"])
     b.position_at_end(blocks["ok"])
     flag = b.load(pointer(b.add(flags, b.shl(k, _c(1)))), typ=I64)

@@ -14,6 +14,7 @@ The launches are closures (and, for the common call, straight-line code made for
 kernel: _lean_launcher) that hold the native function, never the Kernel (kernel.py)."""
 import ctypes
 import functools
+from operator import and_, attrgetter
 
 import numpy as np
 
@@ -179,6 +180,8 @@ def _lean_launcher(fn, pool, plan, name, fast_specs, layout, direct, general):
     iterations) or stack inputs, nor without _WORDS."""
     if _WORDS is None or plan.stacks or plan.lengths:
         return None
+    if len(fast_specs) + len(layout) > LEAN_SOURCE_ARRAYS:
+        return _bulk_launcher(fn, pool, plan, fast_specs, layout, direct, general)
     off, n = _DATA_OFFSET, len(fast_specs)
     env = {"fn": fn, "pool": pool, "general": general, "ndarray": np.ndarray,
            "words": _WORDS, "empty": empty, "new_context": functools.partial(_Context, plan)}
@@ -216,3 +219,50 @@ def _lean_launcher(fn, pool, plan, name, fast_specs, layout, direct, general):
     except (SyntaxError, RecursionError, MemoryError):     # (too many inputs for the parser)
         return None
     return env["launch"]
+
+
+# a kernel with more inputs and outputs than this takes _bulk_launcher's launch: compiling
+# the straight-line source of one cost ~25 ms at 12 transformer layers (310 arrays)
+LEAN_SOURCE_ARRAYS = 48
+_dtype, _shape, _strides = attrgetter("dtype"), attrgetter("shape"), attrgetter("strides")
+
+
+def _bulk_launcher(fn, pool, plan, fast_specs, layout, direct, general):
+    """The lean launch of a kernel with many arrays, as a closure over lists of the specs
+    (nothing compiled): the same checks as _lean_launcher's straight-line code (each input
+    an exact ndarray with its spec's dtype, shape, byte strides and alignment, else
+    `general`), made over all inputs at once by map and list comparison."""
+    off, n, words = _DATA_OFFSET, len(fast_specs), _WORDS
+    types = [np.ndarray] * n
+    dtypes, shapes, strides, masks = ([spec[i] for spec in fast_specs] for i in range(4))
+    out_slots = [slot for slot, _, _ in layout]
+    out_specs = [(shape, dt) for _, dt, shape in layout]
+    new_context, checks = functools.partial(_Context, plan), bool(plan.flags)
+
+    def launch(arrays):
+        if len(arrays) != n or list(map(type, arrays)) != types or \
+                list(map(_dtype, arrays)) != dtypes or list(map(_shape, arrays)) != shapes \
+                or list(map(_strides, arrays)) != strides:
+            return general(arrays)
+        ps = [words[(id(a) + off) >> 3] for a in arrays]
+        if any(map(and_, ps, masks)):
+            return general(arrays)          # a misaligned input: it raises
+        try:
+            ctx = pool.pop()
+        except IndexError:
+            ctx = new_context()             # another thread holds the context
+        try:
+            ptrs = ctx.ptrs
+            ptrs[:n] = ps
+            outs = [empty(shape, dt) for shape, dt in out_specs]
+            for slot, o in zip(out_slots, outs):
+                ptrs[slot] = words[(id(o) + off) >> 3]
+            fn(ctx.addr)
+            if checks:
+                for word, msg in ctx.flags:
+                    if word.value:
+                        raise IndexError(msg)
+        finally:
+            pool.append(ctx)
+        return outs if direct else (arrays, outs)
+    return launch

@@ -1,5 +1,6 @@
 """Graph -> Graph passes: dead-code elimination and common-subexpression elimination. Each
-returns a new Graph, or its input where it changes nothing, and leaves its input unchanged.
+returns a new Graph, or its input where it changes nothing, and leaves its input unchanged
+(sink_free_nodes' graph holds its input's nodes in another order).
 Control-flow nodes are kept whole: their regions are closed graphs, shared by the copy,
 and a pass treats the node as one opaque pure op (never merged with another)."""
 from .graph import Graph, Guard, Node, Value
@@ -125,7 +126,9 @@ def sink_free_nodes(graph):
     order.extend(n for n in graph.nodes if n in free and n not in placed)
     if order == graph.nodes:
         return graph
-    return _rebuild(graph, order)
+    # (the same nodes in another order: no copies, a node is never changed in place)
+    return Graph(graph.name, list(graph.inputs), order, list(graph.outputs),
+                 dict(graph.mutated), list(graph.guards))
 
 
 def _reads(n):
