@@ -269,14 +269,16 @@ class Tensor:
     def numpy(self, force: bool = False) -> np.ndarray:
         """The tensor's data as a NumPy array view of its memory, as torch.Tensor.numpy; force=True
         or grad mode off (as in an autograd.Function's forward) allows one that requires grad.
-        Compiled, the call runs eagerly."""
+        Compiled, a small tensor's values become value guards, as tolist()'s (a large one runs
+        eagerly)."""
         if self.requires_grad and not force and _grad_state.grad_enabled:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
                                "tensor.detach().numpy() instead.")
-        if trace_state.state.tracer is not None:
-            trace_state.state.tracer.reads_out(self, "Tensor.numpy()")
         if self._dtype is dtypes.bfloat16:     # (NumPy has no bfloat16)
             raise TypeError("Got unsupported ScalarType BFloat16")
+        tracer = trace_state.state.tracer
+        if tracer is not None and tracer.knows(self):
+            return tracer.numpy_view(self)      # (guarded values, read-only: numpy_reads.py)
         return self._data
 
     def item(self) -> float | int | bool:

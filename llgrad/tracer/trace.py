@@ -31,6 +31,7 @@ from .bindings import Bindings, array_storage as _array_storage, geometry as _ge
 from . import view_values
 from .errors import ControlFlowError, TraceError, check_branch_alias  # noqa: F401 (TraceError)
 from .item_reads import item_value
+from .numpy_reads import check_write as check_numpy_write, numpy_view, run_body
 from .masks import mask_attrs, tensors_of
 from .pytree import flatten
 
@@ -240,6 +241,7 @@ class Tracer(Bindings):
         sid = self._sid(t)
         self._shared(t, "writing into")
         check_write(self, sid)      # (a copy standing for a view: runtime/symbolic_uses.py)
+        check_numpy_write(self, sid)    # (t.numpy()'s array: numpy_reads.py)
         rt, rv, geom = self._root(sid)
         if rt is t:
             self._bind_root(t, new)
@@ -264,7 +266,7 @@ class Tracer(Bindings):
                                            "dtype": result._dtype.name, **attrs})
         self._bind_root(result, values)
 
-    item_value = item_value         # (t.item() while tracing: item_reads.py)
+    item_value, numpy_view = item_value, numpy_view    # (item_reads.py, numpy_reads.py)
 
     def guard(self, t, value):
         if self._sid(t) in self.roots or id(t) in self.values:
@@ -370,7 +372,7 @@ def trace_body(name, inputs, body, untaken=None, examples=True):
     try:
         for argname, t in inputs:
             tracer.input(t, argname)
-        result = body()
+        result = run_body(tracer, body)     # (body(); a write into t.numpy()'s view breaks)
         leaves, tree = flatten(result)
         outs = []
         for path, leaf in leaves:
