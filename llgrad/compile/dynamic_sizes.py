@@ -114,8 +114,11 @@ def learn(cf, entry, own_key):
 def served(cf, guards, key, n_own):
     """A call at a new size: its entry made from a template and kept under key -> True."""
     for template in reversed(cf._sizes.templates):
+        if key in template.keys:    # (made for this key before, its value guards failed)
+            continue
         entry = instantiate(template, guards)
         if entry is not None:
+            template.keys.add(key)
             cf.entries.append(entry)
             cf._add(key, n_own, entry)
             template.uses += 1

@@ -165,7 +165,20 @@ def _walk(slots, items, size, leaf):
     copy = _Copy(size, leaf)
     _key_data(copy, items)
     leaf("|")           # (the key's part ends here: size_of compares it alone)
-    return {s: copy.data(slots[s], s in _IR_SLOTS) for s in _slots()}
+    return {s: _eager_saved(copy, slots[s]) if s == "eager_saved" else
+            copy.data(slots[s], s in _IR_SLOTS) for s in _slots()}
+
+
+def _eager_saved(copy, saved):
+    """entry.eager_saved (eager_graph.py) copied with the shape each output's `made` names
+    (for eager's error text) as sizes, its positions and masks as leaves."""
+    ins, outs, kinds = saved
+    ins, kinds = copy.data(ins, False), copy.data(kinds, False)
+    copy.leaf(("eager_saved", len(outs)))
+    outs = {copy.data(k, False): (copy.data(mask, False), copy.data(made[:3], False) +
+                                  (copy.data(tuple(made[3]), True),))
+            for k, (mask, made) in outs.items()}
+    return ins, outs, kinds
 
 
 def _flat(slots, items):
@@ -190,6 +203,12 @@ def _symbol(items_a, items_b):
              for x, y in zip(u[1], v[1]) if x != y]
     if not pairs or len(items_a) != len(items_b):
         raise NoTemplate("no input dimension differs")
+    if any(m != n or (u[3:] != v[3:] or len(u[1]) != len(v[1]) if _tensor_item(u) and
+                      _tensor_item(v) else u != v)
+           for (m, u), (n, v) in zip(items_a, items_b)):
+        # (a .grad None at one call and a tensor at the other, ...: not the partner whose
+        # trace at a second size would fit, and would spend the redo)
+        raise NoTemplate("the calls differ in more than sizes")
     a, b = min(pairs)
     if a < 2 or b < 2 or any(x % a or y % b or x // a != y // b for x, y in pairs):
         raise NoTemplate("the inputs' sizes differ in more than one symbol")
@@ -211,14 +230,15 @@ class Template:
     """An entry's slots as traced at size b (copied when fitted, before any build or run),
     the guard items of that call, a rule per size integer (None: a constant), the key's
     part of them, and `checks`: the comparisons the user's Python made of a size
-    (size_reads.py), each a function of the size that must be True."""
+    (size_reads.py), each a function of the size that must be True; `keys`: the guard keys
+    it made entries for (a key whose entry then missed, on a value guard, traces instead)."""
     __slots__ = ("name", "backend", "slots", "items", "rules", "n_key", "key_skeleton",
-                 "checks", "uses")
+                 "checks", "uses", "keys")
 
     def __init__(self, entry, slots, rules, n_key, key_skeleton, checks):
         self.name, self.backend, self.items = entry.name, entry.backend, entry.guard_items
         self.slots, self.rules, self.n_key = slots, rules, n_key
-        self.key_skeleton, self.checks, self.uses = key_skeleton, checks, 0
+        self.key_skeleton, self.checks, self.uses, self.keys = key_skeleton, checks, 0, set()
 
 
 def _reads_fit(reads_a, reads_b, symbol):
@@ -272,12 +292,21 @@ def size_of(template, items):
     return c
 
 
+def _holds(check, c):
+    """A check of the user's arithmetic at c; False where it raises (`64 // (B - 8)` at 8:
+    the call traces, and the user's code raises as eager's does)."""
+    try:
+        return check(c)
+    except Exception:
+        return False
+
+
 def instantiate(template, items):
     """-> a new Entry: the template's made at the size of a call's guard items, or None (no
     fit, a comparison the user's Python made comes out otherwise, or a graph's types do not
     hold at that size)."""
     c = size_of(template, items)
-    if c is None or not all(check(c) for check in template.checks):
+    if c is None or not all(_holds(check, c) for check in template.checks):
         return None
     rules = iter(template.rules)
 

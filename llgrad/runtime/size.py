@@ -1,5 +1,6 @@
 """llgrad.Size: a tensor's shape, as torch.Size (a tuple of ints whose slices, sums and
 repeats are Sizes again)."""
+from .sym_int import product
 
 
 class Size(tuple):
@@ -9,10 +10,7 @@ class Size(tuple):
 
     def numel(self) -> int:
         """The number of elements a tensor of this shape holds, as torch.Size.numel."""
-        n = 1
-        for d in self:
-            n *= d
-        return n
+        return product(self)    # (with a trace's SymInts in it: one, its uses watched)
 
     def __getitem__(self, key):
         out = tuple.__getitem__(self, key)

@@ -14,21 +14,10 @@ import threading
 
 from . import trace_state
 from .size import Size
-from .sym_int import SymInt
+from .sym_int import SymInt, rule  # noqa: F401  (rule: size_templates reads it here)
 
 _pending = threading.local()    # (the next trace's Expectation: `expecting`)
 live = False        # SymInts handed out in the running trace: the dispatcher reads attrs plain
-
-
-def rule(x, y, a, b, max_power=3):
-    """x at size a, y at size b -> None (the same number) or (k, e): k * s**e at size s;
-    ValueError if neither."""
-    if x == y:
-        return None
-    for e in range(1, max_power + 1):
-        if x % a ** e == 0 and y % b ** e == 0 and x // a ** e == y // b ** e:
-            return x // a ** e, e
-    raise ValueError(f"{x} at size {a} and {y} at size {b} is not k * size**e")
 
 
 class SizeReads:
@@ -131,11 +120,22 @@ def decided(fn, args, out):
         reads.decisions.append((fn, args, out))
 
 
+# (module, function) of llgrad's wrappers that only pass a call on (x.size(0) and
+# x.stride() through numpy_names' keyword wrapper, llgrad.numel(x) through out_args' and
+# functions' method forwarders): a read through them is their caller's
+_FORWARDERS = frozenset({("llgrad.runtime.numpy_names", "f"), ("llgrad.runtime.out_args", "f"),
+                         ("llgrad.runtime.functions", "fn")})
+
+
 def noted(value, symbolic=True):
     """value (a shape, a stride tuple or a number), read by the caller's caller: noted in
     the running trace when that is not llgrad's own code (symbolic=False: len(), which
     Python makes a plain int)."""
-    name = sys._getframe(2).f_globals.get("__name__") or ""
+    frame = sys._getframe(2)
+    while frame.f_back is not None and \
+            (frame.f_globals.get("__name__"), frame.f_code.co_name) in _FORWARDERS:
+        frame = frame.f_back
+    name = frame.f_globals.get("__name__") or ""
     if name == "llgrad" or name.startswith("llgrad."):
         return value
     reads = getattr(_top(trace_state.state.tracer), "size_reads", None)

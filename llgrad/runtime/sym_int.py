@@ -23,8 +23,16 @@ import sys
 from . import trace_state
 
 
+# llgrad's helpers that run the user's own tests for it (converted control flow: a chained
+# comparison, `and` / `or` / `not`, an if's truth test): their uses are the user's
+_ON_BEHALF = "llgrad.tracer.control"
+
+
 def _user(depth):
-    name = sys._getframe(depth + 1).f_globals.get("__name__") or ""
+    frame = sys._getframe(depth + 1)
+    while frame.f_back is not None and frame.f_globals.get("__name__") == _ON_BEHALF:
+        frame = frame.f_back
+    name = frame.f_globals.get("__name__") or ""
     return not (name == "llgrad" or name.startswith("llgrad."))
 
 
@@ -74,12 +82,37 @@ def _arithmetic(name, fn, reflected=False):
             return out
         fa = self._at
         if unary:
-            return SymInt(out, lambda c: fn(fa(c)), reads)
+            return _derived(out, lambda c: fn(fa(c)), reads)
         fb = _at(other[0])
-        return SymInt(out, (lambda c: fn(fb(c), fa(c))) if reflected else
-                      (lambda c: fn(fa(c), fb(c))), reads)
+        return _derived(out, (lambda c: fn(fb(c), fa(c))) if reflected else
+                        (lambda c: fn(fa(c), fb(c))), reads)
     method.__name__ = name
     return method
+
+
+def rule(x, y, a, b, max_power=3):
+    """x at size a, y at size b -> None (the same number) or (k, e): k * s**e at size s;
+    ValueError if neither."""
+    if x == y:
+        return None
+    for e in range(1, max_power + 1):
+        if x % a ** e == 0 and y % b ** e == 0 and x // a ** e == y // b ** e:
+            return x // a ** e, e
+    raise ValueError(f"{x} at size {a} and {y} at size {b} is not k * size**e")
+
+
+def _derived(value, at, reads):
+    """A SymInt the user's code computed: a template puts, where it lands in a graph, the
+    number k * c**e its two traces' values fit (or the one number, if they are equal), so
+    its own value at c must be that: `(B >> 4) + 1` is 2 at 16 and at 24, but 3 at 40."""
+    a, b = reads.symbol
+    try:
+        r = rule(at(a), value, a, b)
+    except (ValueError, ArithmeticError):   # (not a size a template can hold: not fitted)
+        r = False
+    if r is not False:
+        reads.check(lambda c: at(c) == (at(a) if r is None else r[0] * c ** r[1]))
+    return SymInt(value, at, reads)
 
 
 def _comparison(name, fn):
@@ -152,6 +185,27 @@ for _name, _what in (("__int__", "made a plain int"), ("__index__", "made a plai
                      ("as_integer_ratio", "made a ratio"), ("conjugate", "made a plain int")):
     if hasattr(int, _name):
         setattr(SymInt, _name, _refusing(_name, _what))
+
+
+def product(values):
+    """The product of sizes, for the user's code that asked for it (Size.numel): a SymInt
+    of the running trace where one of them is (its uses watched as the user's own `*`)."""
+    n = 1
+    for v in values:
+        n *= v.plain() if type(v) is SymInt else v
+    sym = next((v for v in values if type(v) is SymInt), None)
+    reads = sym and _watched(sym, 3)
+    if not reads:
+        return n
+    ats = [_at(v) for v in values]
+    return _derived(n, lambda c: _product(f(c) for f in ats), reads)
+
+
+def _product(xs):
+    n = 1
+    for x in xs:
+        n *= x
+    return n
 
 
 def _reduce(self, *protocol):      # (a copy or a pickle of it is the plain int)
