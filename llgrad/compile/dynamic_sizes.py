@@ -9,7 +9,13 @@ what it keeps of them and the steps of `__call__` that use it.
     learn       after a trace kept: its template with the earlier entry (size_templates)
     served      a call at a new size: its entry made from a template, no trace
 
-`torch.compile(dynamic=False)` or LLGRAD_DYNAMIC_SIZES=0: every size traces."""
+By default the user's code must read the same sizes in both traces (a function that reads
+its batch size, `B, T, C = x.shape`, traces each size); LLGRAD_DYNAMIC_SIZES=reads hands
+the reads that differ out as SymInts, an experiment: SymInt is an int subclass, and the uses
+CPython makes of an int without calling it (a list indexed by it, range(), NumPy, `0.5 * B`)
+are not seen, so a template may stand for a size whose Python would have gone otherwise
+(tests/compile/test_size_templates_s67_sz_python.py). `torch.compile(dynamic=False)` or
+LLGRAD_DYNAMIC_SIZES=0: every size traces."""
 import os
 
 from ..runtime import size_reads
@@ -37,6 +43,10 @@ def _on(cf):
     return cf.dynamic_sizes and os.environ.get("LLGRAD_DYNAMIC_SIZES") != "0"
 
 
+def _handing_out():
+    return os.environ.get("LLGRAD_DYNAMIC_SIZES") == "reads"
+
+
 def _partner(cf, items):
     """The latest traced entry of cf at another size of one symbol, and that symbol, or None."""
     for other in reversed(cf.entries):
@@ -53,7 +63,8 @@ def expecting(cf, items):
     state = cf._sizes
     state.expectation = state.fitted = None
     plain, state.plain_next = state.plain_next or state.redos >= MAX_REDOS, False
-    found = not plain and _on(cf) and cf.entries and _partner(cf, items)
+    found = not plain and _handing_out() and _on(cf) and cf.entries and \
+        _partner(cf, items)
     state.expectation = size_reads.Expectation(*found) if found else None
     return size_reads.expecting(state.expectation)
 

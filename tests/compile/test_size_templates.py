@@ -15,7 +15,7 @@ SIZES = [16, 16, 24, 24, 40, 7, 2, 100, 33, 5, 16, 40]
 @pytest.fixture(autouse=True)
 def _sync(monkeypatch):
     monkeypatch.setenv("LLGRAD_COMPILE", "sync")
-    monkeypatch.delenv("LLGRAD_DYNAMIC_SIZES", raising=False)
+    monkeypatch.delenv("LLGRAD_DYNAMIC_SIZES", raising=False)   # (reads: set where probed)
 
 
 def _run(make_step, sizes, compiled, make_batch, **options):
@@ -110,13 +110,17 @@ def _gpt_batch(rng, b):
             llgrad.tensor(rng.integers(0, 11, (b, 8))))
 
 
-def test_sizes_the_users_code_reads_and_reshapes_by():
+def test_sizes_the_users_code_reads_and_reshapes_by(monkeypatch):
+    step = _same(_gpt_step(), _gpt_batch)
+    assert step.n_traces == len(set(SIZES))     # (it reads B: a trace per size, default)
+    monkeypatch.setenv("LLGRAD_DYNAMIC_SIZES", "reads")     # (B a SymInt in the second)
     step = _same(_gpt_step(), _gpt_batch)
     assert step.n_traces == 2
 
 
-def test_a_comparison_of_a_size_that_comes_out_otherwise_traces_again():
+def test_a_comparison_of_a_size_that_comes_out_otherwise_traces_again(monkeypatch):
     # B > 10 at 16 and 24: sizes 7, 2 and 5 compute without the doubling
+    monkeypatch.setenv("LLGRAD_DYNAMIC_SIZES", "reads")
     step = _same(_gpt_step(gate=10), _gpt_batch)
     # 16, 24; 7: the check fails, its trace with SymInts does not fit 24's (no doubling),
     # so it is traced again with ints (SymInts are not ints to every library); after that
@@ -160,9 +164,8 @@ def test_a_size_used_as_a_plain_number_traces_each_size(use):
     step = _same(_counting_step(use), _x_batch, sizes=[4, 4, 6, 9, 9, 12])
     assert not step._sizes.templates
     if use in ("float", "len"):
-        # (the first call meets a fresh optimiser and runs eagerly: 4 traces at its
-        # second; 6 traces with SymInts, refused, and again with ints; then ints only)
-        assert step.n_traces == 5
+        # (the first call meets a fresh optimiser and runs eagerly: 4 traces at its second)
+        assert step.n_traces == 4
 
 
 def test_a_slice_clamped_at_a_smaller_size_traces_again():
