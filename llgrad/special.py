@@ -13,7 +13,7 @@ import math
 from .ir import OPS
 from .runtime.dispatch import call
 from .runtime.dtypes import get_default_dtype
-from .runtime.functions_math import float_type
+from .runtime.math_operands import float_type
 from .runtime.functions import where
 from .runtime.functions_numeric_more import i0 as _i0, igamma as _igamma, igammac as _igammac
 from .runtime.functions_special import mvlgamma

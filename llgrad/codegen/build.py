@@ -27,8 +27,9 @@ from ..ir.verify import verify
 from . import entry_table
 from .entry_table import emit_table_entry
 from .kernel import TAIL
-from .lowerings import (ops_advindex, ops_elementwise, ops_index, ops_loss,  # noqa: F401
-                        ops_matmul, ops_norm, ops_positional, ops_random, ops_reduce,
+from .lowerings import (ops_advindex, ops_copy, ops_elementwise, ops_index,  # noqa: F401
+                        ops_loss, ops_matmul, ops_norm, ops_positional, ops_random,
+                        ops_reduce, ops_select,
                         ops_strided)      # (their import fills the lowering table)
 from .lowerings import ops_conv, ops_sort, ops_tensor  # noqa: F401,E402
 from .lowerings import ops_activations  # noqa: F401  (issue 21: the activations)

@@ -17,6 +17,7 @@ from ..ir.printer import print_graph
 # (their imports register the elementwise lowerings, all an eager kernel is made of: not
 # codegen.build's every lowering, a third of the import time)
 from .lowerings import ops_activations, ops_elementwise, ops_special, ops_tensor  # noqa: F401
+from .lowerings import ops_copy, ops_select  # noqa: F401  (clamps, where; copies, fills)
 from .lowerings.fusion import Expr
 from .lowerings.scalar import I64, PTR, ScalarGen
 from .lowerings.table import LOWERINGS

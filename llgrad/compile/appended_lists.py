@@ -31,7 +31,7 @@ APPENDED_TO = ("appended to",)      # the guard walk's structure item of a marke
 
 
 class _Append:
-    """The slot of a write that appends (attr_writes.Write): the list grows by its values."""
+    """The slot of a write that appends (attr_write_replay.Write): the list grows by its values."""
 
     def __repr__(self):
         return "append"

@@ -26,32 +26,29 @@ warm-up's `g["lr"] = ...`, runtime/hypers.py). A slot written with a stand-in of
 (a SymbolicScalar: the arithmetic of a number argument, or of a number slot the call
 counts, symbolic_slots.py) gets a graph output that each call writes as a Python number.
 A slot written with anything else (another object) is not replayed: the guard items show
-that change (side_effects.py), and such a trace is not kept."""
-import inspect
+that change (side_effects.py), and such a trace is not kept.
+
+This module finds the slots and what the run wrote into them (Slots); each compiled call's
+replay of those writes is attr_write_replay.py's (Write, Pending)."""
 from functools import partial
 
 from ..runtime import hypers
 from ..runtime.derived_number import is_stand_in, number_reader
 from ..runtime.tensor import Tensor
-from ..tracer.pytree import flatten, unflatten, with_constants
+from ..tracer.pytree import flatten, with_constants
 from ..tracer.errors import TraceError
 from ..tracer.returned import is_constant
 from . import array_writes, guard_values
 from .appended_lists import APPEND, grown, marked, numbers_in
+from .attr_write_replay import _EMPTY, Write, _bind, _owner, _slots, _value
 from .code_reads import global_names, global_stores
 from .leaf_hooks import leaf_hook_reads
 from .slot_names import also_named, note_counter
-from .guards import (_is_object, captured_reads, class_functions, followed_reads,
-                     signature_names, user_function)
+from .function_reads import captured_reads, class_functions, followed_reads, user_function
+from .guards import _is_object, signature_names
 
 
 _FLAGS = (bool, str, type(None), int, float)     # constants put into slots calls replay
-
-
-def _owner(fn):
-    """The object collect() walks as `self`: a bound method's, or fn itself (a module)."""
-    return getattr(fn, "__self__", None) if inspect.ismethod(fn) else \
-        (fn if _is_object(fn) else None)
 
 
 def _roots(fn, args, kwargs):
@@ -72,19 +69,6 @@ def _named(path, k, position):
     return f"{path}_{k if isinstance(k, (str, int)) else position}"
 
 
-def _resolve(root, fn, args, kwargs, bound):
-    if root[0] == "owner":
-        return _owner(fn)
-    if root[0] == "arg":
-        if bound[0] is None:
-            bound[0] = dict(signature_names(fn, args, kwargs))
-        return bound[0][root[1]]
-    where = root[1]
-    if where[0] == "attr":          # (a followed function's defaults: guards.captured_reads)
-        return getattr(where[1], where[2])
-    return where[1].cell_contents if where[0] == "cell" else where[1][where[2]]
-
-
 def _reads(f, path):
     """What the user's function f reads from closure cells and globals, as walk items."""
     out = []
@@ -95,17 +79,6 @@ def _reads(f, path):
             out.append((("read", ("global", f.__globals__, key)), (), f"{path}_{name}", v,
                         False))
     return out
-
-
-def _slots(holder):
-    """A mutable holder's slots as a mapping (a dict, an object's attribute dict), or its
-    items (a list). (Containers first, as the guard walk takes them: an OrderedDict, such
-    as a module's _modules, has a __dict__ too.)"""
-    return holder if isinstance(holder, (list, dict)) else vars(holder)
-
-
-def _child(holder, k):
-    return holder[k] if isinstance(holder, (list, tuple, dict)) else vars(holder)[k]
 
 
 class Slots:
@@ -315,14 +288,6 @@ def _shares(value, seen, where):
     seen |= ids
 
 
-def _bind(where, value):
-    """Bind a global name or a closure cell (captured_reads' `where`) to value."""
-    if where[0] == "cell":
-        where[1].cell_contents = value
-    else:
-        where[1][where[2]] = value
-
-
 def _hyper_write(writes, tensors, paths, at, where, value):
     """Note the traced run's write of an optimiser hyper-parameter (runtime/hypers.py): a
     number as the constant, a stand-in as its graph value, written as a float by each call
@@ -331,70 +296,3 @@ def _hyper_write(writes, tensors, paths, at, where, value):
     paths.add(f"zero or not: {where}")      # (the guard walk's item for whether it is zero)
     if type(value) is tuple:                # (Adam's betas: an item per element)
         paths.update(f"zero or not: {where}_{i}" for i in range(len(value)))
-
-
-def _value(where):
-    """What a global name or a closure cell (captured_reads' `where`) holds now."""
-    if where[0] == "cell":
-        try:
-            return where[1].cell_contents
-        except ValueError:
-            return _EMPTY
-    return where[1].get(where[2], _EMPTY)
-
-
-_EMPTY = object()
-
-
-class Write:
-    """Put a structure of a call's results into a slot: the holder found from the call's
-    root through `steps` (attribute names of objects, keys and indices of containers)."""
-    __slots__ = ("root", "steps", "slot", "tree", "first", "n", "numbers")
-
-    def __init__(self, root, steps, slot, tree, first, n, numbers=None):
-        self.root, self.steps, self.slot, self.tree = root, steps, slot, tree
-        # numbers: per result of the structure, the Python type it is written as (a
-        # stand-in's graph value; a DerivedNumber's post), or None (a tensor)
-        self.first, self.n, self.numbers = first, n, numbers
-
-    def value(self, results):
-        """What the slot gets from a call's results (its tensors for the writes)."""
-        got = results[self.first:self.first + self.n]
-        if self.numbers is not None:
-            got = [r if k is None else k(r._data.item()) for r, k in zip(got, self.numbers)]
-        return unflatten(self.tree, got)
-
-    def where(self):
-        """The slot as text (explain, dumps)."""
-        if self.root[0] == "name":
-            return self.root[1][-1] if self.root[1][0] == "global" else "<captured>"
-        name = {"owner": "self", "arg": self.root[-1]}.get(self.root[0]) or \
-            (self.root[1][-1] if self.root[1][0] == "global" else "<captured>")
-        appends = self.slot is APPEND
-        return name + "".join(f".{k}" if isinstance(k, str) and k.isidentifier() else f"[{k!r}]"
-                              for k in self.steps + (() if appends else (self.slot,))) + \
-            (".append(...)" if appends else "")
-
-
-class Pending:
-    """A compiled call's result whose writes are still to be made: CompiledFunction's call
-    makes them with finish(), which knows the call's arguments."""
-    __slots__ = ("result", "writes", "tensors")
-
-    def __init__(self, result, writes, tensors):
-        self.result, self.writes, self.tensors = result, writes, tensors
-
-    def finish(self, fn, args, kwargs):
-        bound = [None]
-        for w in self.writes:
-            if w.root[0] == "name":         # (a global name or a closure cell rebound)
-                _bind(w.root[1], w.value(self.tensors))
-                continue
-            holder = _resolve(w.root, fn, args, kwargs, bound)
-            for k in w.steps:
-                holder = _child(holder, k)
-            if w.slot is APPEND:
-                holder.extend(w.value(self.tensors))
-            else:
-                _slots(holder)[w.slot] = w.value(self.tensors)
-        return self.result

@@ -46,7 +46,7 @@ def format_entry(entry, python=False, llvm=False, asm=False):
     if entry.forward.mutated:
         parts += ["== mutated inputs ==",
                   *(f"  {entry.forward.inputs[i].name}" for i in entry.forward.mutated)]
-    if entry.attr_writes is not None:       # (attr_writes.Pending.finish puts them)
+    if entry.attr_writes is not None:       # (attr_write_replay.Pending.finish puts them)
         writes, positions = entry.attr_writes
         parts += ["== tensors put into objects (after each call) =="] + [
             f"  {w.where()} = output{'s' if w.n > 1 else ''} "

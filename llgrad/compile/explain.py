@@ -16,7 +16,8 @@ from .backends import backward_run, forward_run
 from .compiled_function import CompiledFunction, TraceError
 from .groupkernel import group_label
 from .guards import collect
-from .readable import Names, guard_lines
+from .guard_expressions import Names
+from .readable import guard_lines
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -24,7 +24,8 @@ from ..runtime import grad_mode
 from ..runtime.dtypes import _BY_NP
 from ..runtime.tensor import Storage, Tensor
 from ..tracer.pytree import Constant, unflattener
-from .guards import _LIBRARIES, captured_reads
+from .class_state import LIBRARIES as _LIBRARIES
+from .function_reads import captured_reads
 
 _NUMBERS = (int, float, bool)
 

@@ -13,7 +13,8 @@ they reach are checked as the function's are (snapshot.py, side_effects.py) and 
 its are (attr_writes.Slots walks what they read too: leaf_hook_reads)."""
 from ..runtime import backward_hooks
 from ..runtime.backward_hooks import UnguardedLeafHooks
-from .guards import WALK_HOOKS, captured_reads
+from .function_reads import captured_reads
+from .guards import WALK_HOOKS
 
 
 def retry_with_hooks(cf, error, snapshot):

@@ -25,7 +25,8 @@ import numpy as np
 from ..runtime.tensor import Tensor
 from . import type_reads
 from .class_state import user_classes
-from .guards import collect, followed_reads
+from .function_reads import followed_reads
+from .guards import collect
 from .method_marks import KEPT, active as _active, mark, recorded, recorder as _recorder
 
 

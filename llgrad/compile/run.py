@@ -11,7 +11,7 @@ from ..ir.ops_shape import strided_view
 from ..tracer.pytree import unflattener
 from ..runtime import grad_mode, trace_state
 from . import grad_views
-from .attr_writes import Pending
+from .attr_write_replay import Pending
 from .backward_node import CompiledFunctionBackward, FreedBackward, replay_kept
 from ..runtime.creation import default_generator
 from .fastpath import quick_runner

@@ -15,7 +15,8 @@ from .class_state import LIBRARIES, Same
 from .code_reads import identity_read, users_file, users_module
 from .guard_pairs import GONE, paired_items
 from .guards import collect, identity
-from .readable import Names, differences
+from .guard_expressions import Names
+from .readable import differences
 from .replayed_output import recording
 from .snapshot import StateSnapshot
 

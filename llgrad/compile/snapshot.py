@@ -19,7 +19,7 @@ from ..runtime.creation import _Generator, default_generator
 from ..tracer.errors import ControlFlowError, TraceError
 from . import external_io
 from .class_state import slotted
-from .guards import captured_reads
+from .function_reads import captured_reads
 from .settings import changed_setting, settings
 
 _GONE = object()

@@ -22,7 +22,8 @@ import weakref
 
 from ..runtime import trace_state
 from ..runtime.symbolic_scalar import HYPER_READS, ITEM_READS, ScalarEscape, SymbolicScalar
-from .attr_writes import Slots, _bind, _child, _resolve, _slots, _value
+from .attr_write_replay import _bind, _child, _resolve, _slots, _value
+from .attr_writes import Slots
 from . import math_stand_ins, symbolic_args, type_reads
 from .guards import signature_names
 

@@ -26,7 +26,7 @@ import threading
 from ..runtime import trace_state
 from ..runtime.symbolic_scalar import HYPER_READS, ITEM_READS, ScalarEscape, stand_ins
 from .class_state import user_classes
-from .guards import captured_reads, class_functions, user_function
+from .function_reads import captured_reads, class_functions, user_function
 from .method_marks import KEPT, recorded
 
 _TYPE_READS = frozenset(("type", "isscalar"))

@@ -5,7 +5,8 @@ import inspect
 
 import numpy as np
 
-from .guards import _SCALARS, captured_reads, signature_of
+from .function_reads import captured_reads
+from .guards import _SCALARS, signature_of
 
 
 def _number(x, v):

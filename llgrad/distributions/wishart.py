@@ -12,7 +12,7 @@ from ..runtime.einsum import einsum
 from ..runtime.functions import broadcast_shapes, digamma
 from ..runtime.functions_linalg_solve import cholesky_solve, linalg_cholesky
 from ..runtime.functions_matrix import linalg_slogdet
-from ..runtime.functions_shape import tril_indices
+from ..runtime.functions_rearrange import tril_indices
 from ..runtime.functions_special import mvlgamma
 from ..runtime.tensor import Size
 from . import constraints

@@ -2,7 +2,7 @@
 reference interpreter. Imports nothing from the rest of llgrad and never imports llvmlite."""
 from .optable import OPS, OpDef, defop  # noqa: F401
 from . import ops_elementwise, ops_pow, ops_select, ops_copy, ops_reduce  # noqa: F401,E402
-from . import ops_shape, ops_index, ops_nn, ops_random  # noqa: F401,E402
+from . import ops_shape, ops_data_movement, ops_index, ops_nn, ops_random  # noqa: F401,E402
 from . import ops_batch_norm  # noqa: F401,E402  (batch_norm, batch_norm_backward)
 from . import ops_activations, ops_losses, ops_nn_more  # noqa: F401,E402
 from . import ops_tensor, ops_linalg, ops_sort, ops_fill, ops_conv  # noqa: F401,E402

@@ -16,7 +16,7 @@ import numpy as np
 from . import np_at
 from .index_bounds import check_index_range
 from .ops_copy import preserve_empty
-from .ops_shape import zero_dim_as_one
+from .ops_data_movement import zero_dim_as_one
 from .optable import defop
 from .select_order import (kthvalue_position, mode_position, sort_positions, sort_replayed,
                            topk_positions)

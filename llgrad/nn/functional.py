@@ -44,8 +44,8 @@ from .functional_loss_margin import (cosine_embedding_loss, gaussian_nll_loss,  
                                      multilabel_margin_loss, multilabel_soft_margin_loss,
                                      poisson_nll_loss, soft_margin_loss, triplet_margin_loss,
                                      triplet_margin_with_distance_loss)
-from .functional_attention import (multi_head_attention_forward,  # noqa: F401
-                                   scaled_dot_product_attention)
+from .functional_attention import scaled_dot_product_attention  # noqa: F401
+from .functional_multi_head import multi_head_attention_forward  # noqa: F401
 from .functional_embedding_bag import embedding_renorm_, embedding_bag  # noqa: F401
 from .functional_embedding_sparse import sparse_embedding
 from .functional_grid import affine_grid, grid_sample, grid_sampler  # noqa: F401

@@ -5,7 +5,7 @@ numbers, so there is one path here."""
 from ..runtime.creation import empty
 from . import init
 from .factory import factory_kwargs
-from .functional_attention import _canonical_mask, _none_or_dtype, multi_head_attention_forward
+from .functional_multi_head import _canonical_mask, _none_or_dtype, multi_head_attention_forward
 from .layers import Linear
 from .module import Module, Parameter
 

@@ -17,7 +17,7 @@ from .layers import Dropout, GELU, Linear, ReLU
 from .layers_attention import MultiheadAttention
 from .layers_container import ModuleList
 from .layers_norm import LayerNorm
-from .functional_attention import _canonical_mask, _none_or_dtype
+from .functional_multi_head import _canonical_mask, _none_or_dtype
 from .module import Module
 
 __all__ = ["Transformer", "TransformerEncoder", "TransformerDecoder", "TransformerEncoderLayer",

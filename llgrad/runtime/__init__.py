@@ -6,9 +6,11 @@ from . import tensor_autograd  # noqa: F401  (grad_fn, .grad, hooks, backward)
 from . import methods_tensor, methods_sort, methods_random, linalg, functions_tensor  # noqa: F401
 from . import legacy_types, inplace_views  # noqa: F401  (llgrad.Tensor(data), x.unsqueeze_(d))
 from . import methods_layout  # noqa: F401  (storage_offset(), data_ptr(), _version)
+from . import functions_division  # noqa: F401  (fmod, remainder, floor_divide, rsub)
 from . import (functions_math, functions_predicates, functions_reduce,  # noqa: F401
-               functions_shape, functions_linalg, functions_stats,
-               functions_misc, functions_bitwise, functions_special,
+               functions_shape, functions_rearrange, functions_linalg, functions_stats,
+               functions_misc, functions_search, functions_index_writes,
+               functions_bitwise, functions_special,
                functions_config, methods_random_more,
                functions_matrix, functions_counts,
                functions_windows, tensor_resize)  # (compositions of the table's ops)

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 from . import dispatch, trace_state
 from .autocast_cast import suspended as autocast_suspended
 from .creation import zeros_like
-from .engine import make_root_grads, run_backward
+from .engine import run_backward
+from .root_grads import make_root_grads
 from .functions_settings import warn_once
 from .meta_tensor import is_meta, no_data_error
 from .tensor import Tensor

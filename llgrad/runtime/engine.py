@@ -3,8 +3,9 @@ recursion, so a chain of 100,000 ops is fine), accumulating gradients into leave
 capturing them for autograd.grad.
 
 The common graph of a compiled function (one root node whose edges all end at leaves)
-takes a short path (_run_single) that gives exactly what the general one would, without
-its reachability search, dependency counts and heap."""
+takes a short path (_run_single, engine_short_path.py) that gives exactly what the general
+one would, without its reachability search, dependency counts and heap; the gradients a
+backward starts from are root_grads.py's."""
 import heapq
 import itertools
 
@@ -16,8 +17,9 @@ from .anomaly import _state as _anomaly, check_nan, failed
 from .backward_hooks import (always, hooks_allowed, run_acc, run_node_pre_hooks,
                              run_post_hooks, run_pre_hooks)
 from .engine_reach import _collect, _needed  # noqa: F401  (_needed: the tests')
-from .meta_tensor import is_meta, meta_tensor, root_grad_to
-from .node import AccumulateGrad, gradient_edge
+from .engine_short_path import _GENERAL, _add, _captured, _edge, _run_single
+from .meta_tensor import is_meta
+from .node import AccumulateGrad
 from .saved_tensor import where_str
 from .tensor import Tensor
 
@@ -29,138 +31,6 @@ _trace_state = trace_state.state
 _LEAF_FIRST = 1 << 62
 _new = Tensor._from_array
 _SUMMED = (dtypes.float32, dtypes.float64)     # (the run loop's NumPy sums)
-_GENERAL = object()         # _run_single's answer when the graph is not its kind
-
-UNUSED = ("The differentiated Tensor at index {} appears to not have been used in the graph. "
-          "Set allow_unused=True if this is the desired behavior.")     # (PyTorch 2.13's words)
-
-
-def _add(a, b):
-    if a is None:
-        return b
-    return b + a if a.__class__ is not Tensor and a.is_sparse else a + b   # (torch's order)
-
-
-def _edge(t):
-    """Where t's gradient goes: (node, input number), or None; t may be such an edge itself
-    (autograd.graph.GradientEdge)."""
-    return (t[0], t[1]) if isinstance(t, tuple) else gradient_edge(t)
-
-
-def _run_single(root, g, retain_graph, create_graph, inputs, accumulate, allow_unused):
-    """run_backward for one root whose node has no hooks (nor retained grads) and whose
-    edges all end at leaves (AccumulateGrad) or nowhere, with every input a leaf; _GENERAL
-    for any other graph (nothing has been done then). It does what the general loop does for
-    such a graph, in the same order: the node runs (if some input is behind it) and is
-    released, then the leaves' nodes run in the order they become ready (the heap's), each
-    once with the sum of its edges' gradients; with `inputs`, only the inputs' leaf nodes
-    run, as in the general loop. (Only to capture gradients, with no leaf hooks, that order
-    cannot be seen, and is not kept.)"""
-    e = _edge(root)
-    if e is None or g is None:
-        return _GENERAL
-    node, nr = e
-    if type(node) is AccumulateGrad or node._pre_hooks or node._post_hooks or node._retained:
-        return _GENERAL
-    edges = node.next_functions
-    for child, _ in edges:
-        if child is not None and type(child) is not AccumulateGrad:
-            return _GENERAL
-    if inputs is not None:
-        tnodes = []             # the input's leaf node, per input
-        for t in inputs:
-            te = _edge(t)
-            if te is None:
-                if t.requires_grad:             # a view made under no_grad: unused
-                    return _GENERAL
-                raise RuntimeError("One of the differentiated Tensors does not require grad")
-            if type(te[0]) is not AccumulateGrad:
-                return _GENERAL
-            tnodes.append(te[0])
-        for child, _ in edges:
-            if child is not None and child in tnodes:
-                needed = True
-                break
-        else:
-            needed = False
-    else:
-        tnodes = None
-        needed = True
-
-    done = {}                   # leaf node -> its gradient, as the general loop captures it
-    acc = None
-    if needed:
-        grads = [None] * node._nout
-        grads[nr] = g
-        state = _grad_state
-        prev = state.grad_enabled
-        state.grad_enabled = create_graph
-        try:
-            if dispatch.profiler is None:
-                outs = node.apply(grads) if retain_graph else node.apply_last(grads)
-            else:                       # (torch.profiler's event: dispatch.py)
-                outs = dispatch.profiler.node(node, grads, retain_graph)
-            if _anomaly["enabled"] and _anomaly["check_nan"]:
-                check_nan(node, outs)
-            if not retain_graph:
-                node.release()
-            if len(edges) == 1 and outs:
-                child = edges[0][0]
-                if child is not None:
-                    done[child] = outs[0]
-            else:
-                for (child, _), gi in zip(edges, outs):     # each leaf's edges, summed in order
-                    if child is not None:
-                        if child not in done:
-                            done[child] = gi
-                        elif gi is not None:
-                            done[child] = _add(done[child], gi)
-                if len(outs) < len(edges):      # (a leaf with an edge past outs is never ready)
-                    for child, _ in edges[len(outs):]:
-                        done.pop(child, None)
-            outs = gi = None            # (`done` holds the gradients now: see accumulate)
-            run = accumulate
-            if not run:                 # only capturing: is there an input's leaf hook to run?
-                for acc in (tnodes if tnodes is not None else done):
-                    leaf = acc._variable()
-                    if leaf is not None and leaf._hooks and acc in done:
-                        run = True
-                        break
-            if run:                     # in the general loop's order
-                if len(done) > 1:       # (each ready at its last edge)
-                    last = {child: i for i, (child, _) in enumerate(edges)}
-                    order = sorted(done, key=last.__getitem__)
-                else:
-                    order = done
-                for acc in order:
-                    if tnodes is not None and acc not in tnodes:
-                        continue        # not an input: its node does not run (no hooks)
-                    ga = done[acc]
-                    if ga is not None:
-                        leaf = acc._variable()
-                        if leaf is not None and leaf._hooks:
-                            ga = done[acc] = run_pre_hooks(acc, [ga])[0]
-                    if accumulate:
-                        if acc._hooked:
-                            done[acc], handed, ga = None, [ga], None    # (handed over)
-                            run_acc(acc, handed, create_graph)
-                        elif ga is not None:
-                            # handed over: the engine keeps no other reference, so
-                            # AccumulateGrad may keep ga itself as .grad
-                            done[acc] = None
-                            acc.accumulate(ga, create_graph, True)
-        except Exception:
-            if _anomaly["enabled"]:
-                failed(acc or node)     # (acc: the leaf node whose hooks raised)
-            raise
-        finally:
-            state.grad_enabled = prev
-            if _trace_state.tracer is not None:
-                _trace_state.tracer.loc_override = None
-
-    if inputs is not None and not accumulate:
-        return _captured([done.get(tn) for tn in tnodes], allow_unused)
-    return None
 
 
 def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inputs=None,
@@ -344,57 +214,3 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
     if inputs is not None and not accumulate:
         return _captured(captured, allow_unused)
     return None
-
-
-def _captured(grads, allow_unused):
-    """The gradients autograd.grad returns (one per input), unused ones refused unless
-    allowed (both engine paths)."""
-    if not allow_unused:
-        for i, g in enumerate(grads):
-            if g is None:
-                raise RuntimeError(UNUSED.format(i))
-    return grads
-
-
-_ONES = {}      # (shape, dtype) -> a ones array of size 1, copied for each implicit root grad
-
-
-def make_root_grads(tensors, grad_tensors):
-    out, edges = [], {i for i, t in enumerate(tensors) if isinstance(t, tuple)}
-    for i, (t, g) in enumerate(zip(tensors, grad_tensors)):
-        if isinstance(t, tuple):        # a GradientEdge: its tensor's or node's metadata
-            meta = getattr(t[0], "_out_meta", None)
-            m = getattr(t, "meta", None) or (meta[t[1]] if meta else (None, None))
-            t = None if m[1] is None else \
-                Tensor._from_array(np.broadcast_to(np.zeros((), m[1].np), m[0]))
-            if t is None:
-                if g is None:
-                    raise RuntimeError("grad can be implicitly created for a GradientEdge "
-                                       "output only where its node keeps its outputs' shapes"
-                                       " (llgrad): pass grad_outputs")
-                out.append(g)
-                continue
-        if g is None:
-            d = t._data
-            one = _ONES.get((d.shape, d.dtype))
-            if one is None:         # (only a real scalar's ones are ever cached)
-                if not t.requires_grad and i not in edges:  # (PyTorch: the engine's error)
-                    out.append(Tensor._from_array(np.ones(d.shape, dtype=d.dtype)))
-                    continue
-                if d.size != 1:
-                    raise RuntimeError("grad can be implicitly created only for scalar "
-                                       "outputs")
-                if not t._dtype.is_floating_point:
-                    raise RuntimeError("grad can be implicitly created only for real scalar "
-                                       f"outputs but got {t._dtype!r}")
-                one = _ONES[(d.shape, d.dtype)] = np.ones(d.shape, dtype=d.dtype)
-            g = Tensor._from_array(one.copy()) if not is_meta(t) else meta_tensor(d.shape, t._dtype)
-        elif not isinstance(g, Tensor):     # (PyTorch's error, word for word)
-            raise TypeError("gradients can be either Tensors or None, but got "
-                            f"{type(g).__name__}")
-        elif g._data.shape != t._data.shape:
-            raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of "
-                               f"llgrad.Size({list(g._data.shape)}) and output[{i}] has a shape "
-                               f"of llgrad.Size({list(t._data.shape)}).")
-        out.append(g if i in edges or is_meta(g) is is_meta(t) else root_grad_to(t, g, i))
-    return out

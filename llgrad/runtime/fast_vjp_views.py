@@ -10,7 +10,7 @@ the gradient into zeros, on run_impl as the dispatcher runs it), so the values, 
 aliasing are the rule's; anything else returns None and the rule runs (OpNode.apply)."""
 import numpy as np
 
-from ..ir import ops_nn, ops_shape  # noqa: F401  (the ops declared)
+from ..ir import ops_data_movement, ops_nn, ops_shape  # noqa: F401  (the ops declared)
 from ..ir.np_matmul import matmul
 from ..ir.optable import OPS, c_order
 from . import dispatch, grad_mode, trace_state

@@ -1,16 +1,15 @@
 """Elementwise math that PyTorch has as kernels of its own and llgrad writes as compositions
-of the op table's ops: log2 / log10 / exp2, logaddexp(2), hypot, float_power, fmod /
-remainder / floor_divide, heaviside, logit, rad2deg / deg2rad, nan_to_num, copysign /
-signbit, xlogy, sinc, fmax / fmin, rsub, positive (ldexp: functions_numeric_more.py); their
-Tensor methods and in-place forms. Being compositions they trace, compile, differentiate and
-vmap through their ops (no op, lowering or batching rule of their own); the values are
-PyTorch's up to rounding where a docstring says the formula differs from PyTorch's kernel.
+of the op table's ops: log2 / log10 / exp2, logaddexp(2), hypot, float_power, heaviside,
+logit, rad2deg / deg2rad, nan_to_num, copysign / signbit, xlogy, sinc, fmax / fmin, positive
+(fmod / remainder / floor_divide / rsub: functions_division.py; ldexp:
+functions_numeric_more.py); their Tensor methods and in-place forms. Being compositions they
+trace, compile, differentiate and vmap through their ops (no op, lowering or batching rule of
+their own); the values are PyTorch's up to rounding where a docstring says the formula
+differs from PyTorch's kernel.
 
 Where a formula has a branch that is not taken (a where), the branch is fed safe inputs, so
 that its gradient (multiplied by the zero the where sends it) is 0, not 0 * inf = nan."""
 import math
-
-import numpy as np
 
 from . import dtypes
 from .creation import tensor as _tensor
@@ -18,66 +17,13 @@ from .dispatch import call
 from .dispatch import scalar_type_name as tname
 from .dtype_info import finfo
 from .compose import _can_cast, attach, make_inplace  # noqa: F401 (used from here)
-from .functions import _method_fn, export, where
-from .methods import check_sub
-from .methods_alpha import _alpha as alpha_checked
+from .functions import _method_fn, where
+from .math_operands import _in_double, as_type, float_type, floating, tensor_input
 from .tensor import Tensor
 from ..ir import OPS
-from .node_names import no_derivative, torch_node
+from .node_names import torch_node
 
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
-
-
-# ---- shared helpers (the other functions_* modules use them too) ----------------------------
-
-def floating(x):
-    """x as a floating or complex tensor: integers and bools go to the default dtype
-    (PyTorch's unary float ops: log2(int tensor) is float32)."""
-    return x if x._dtype._cat >= 2 else x.to(dtypes.get_default_dtype())
-
-
-def float_type(*operands):
-    """The promoted dtype of the operands, the default float when that is integral."""
-    rt = dtypes.result_type(*operands)
-    return rt if rt.is_floating_point else dtypes.get_default_dtype()
-
-
-def as_type(x, dt):
-    """A tensor or Python number as a tensor of dtype dt (an int wrapped into it, as PyTorch
-    reads a Python int next to an integer tensor: uint8 // 300 is // 44)."""
-    if isinstance(x, Tensor):
-        return x if x._dtype is dt else x.to(dt)
-    return _tensor(dtypes.wrap_int(x, dt), dtype=dt)
-
-
-def in_dtype(v, dt):
-    """A Python float operand as PyTorch's kernel of floating dtype dt reads it: rounded
-    to dt (float32 % 0.7 divides by 0.699999988)."""
-    return float(np.asarray(v, dt.np)) if type(v) is float and dt.is_floating_point else v
-
-
-def tensor_input(name, input, other):
-    """PyTorch's error for a function with no number-input form given a number input."""
-    if not isinstance(input, Tensor):
-        shown = ", ".join("Tensor" if isinstance(x, Tensor) else type(x).__name__
-                          for x in (input, other))
-        raise TypeError(f"{name}() received an invalid combination of arguments - got "
-                        f"({shown}), but expected one of:")
-
-
-def _in_double(x, fn):
-    """fn computed in float64 for a float32 / float16 x, then rounded back: the result is
-    then (nearly always) the correctly rounded value PyTorch's float kernel gives, where the
-    composition in float32 would be an ulp or two off."""
-    return in_double(x, fn)
-
-
-def in_double(x, fn):
-    """fn(x) in float64 (complex128 for a complex x), rounded back to x's dtype."""
-    wide = dtypes.complex128 if x._dtype.is_complex else dtypes.float64
-    if x._dtype is wide:
-        return fn(x)
-    return fn(x.to(wide)).to(x._dtype)
 
 
 # ---- logarithms and exponentials ------------------------------------------------------------
@@ -187,64 +133,6 @@ def _float_power_(self, exponent):
 
 _float_power_.__name__ = "float_power_"
 _float_power_.__doc__ = "In-place float_power (self must be float64), as torch.Tensor.float_power_."
-
-
-# ---- division and remainders ----------------------------------------------------------------
-
-@torch_node(lambda input, other, *a, **k: "FmodBackward1" if isinstance(other, Tensor) else "FmodBackward0")
-def fmod(input, other):
-    """As torch.fmod: the remainder of input / other with input's sign (C's fmod, exact)."""
-    tensor_input("fmod", input, other)
-    dtypes.no_bool_kernel((input, other), "fmod_cpu")
-    rt = dtypes.result_type(input, other)
-    other = dtypes.wrap_int(other, rt)      # (as as_type does input)
-    if not rt.is_floating_point:
-        a = as_type(input, rt)
-        return a - a.div(other, rounding_mode="trunc") * other
-    a = as_type(input, rt)
-    b = as_type(other, rt) if isinstance(other, Tensor) else in_dtype(other, rt)
-    return call(OPS["fmod_float"], (a, b), {})
-
-
-def remainder(input, other):
-    """As torch.remainder: the remainder of input / other with other's sign (Python's %)."""
-    isinstance(other, Tensor) or tensor_input("remainder", input, other)    # (number % number)
-    out = _remainder(input, other)      # (of a number by a tensor: no derivative, as PyTorch's)
-    return out if isinstance(input, Tensor) else no_derivative(out, "remainder")
-
-
-@torch_node(lambda input, other, *a, **k: "RemainderBackward1" if isinstance(other, Tensor) else "RemainderBackward0")
-def _remainder(input, other):
-    dtypes.no_bool_kernel((input, other), "remainder_cpu")
-    rt = dtypes.result_type(input, other)
-    a, other = as_type(input, rt), dtypes.wrap_int(other, rt)
-    # (uint8 % an int8 0-dim -2 is % 254; float32 % 0.7 is % float32(0.7))
-    other = as_type(other, rt) if isinstance(other, Tensor) else in_dtype(other, rt)
-    if rt.is_floating_point:
-        return call(OPS["remainder_float"], (a, other), {})
-    r = fmod(a, other)
-    b_neg = (other < 0) if isinstance(other, Tensor) else bool(other < 0)
-    fix = (r != 0) & ((r < 0) != b_neg)
-    return where(fix, r + other, r)
-
-
-def floor_divide(input, other):
-    """As torch.floor_divide: input / other rounded down (div with rounding_mode='floor')."""
-    if not isinstance(input, Tensor):
-        input = as_type(input, dtypes.result_type(input, other))
-    return no_derivative(input.div(other, rounding_mode="floor"), "floor_divide")
-
-
-def floor_divide_(self, other):
-    """In-place floor_divide, as torch.Tensor.floor_divide_."""
-    return no_derivative(self.div_(other, rounding_mode="floor"), "floor_divide_")
-
-
-def rsub(input, other, alpha=1):
-    """As torch.rsub: other - alpha * input."""
-    check_sub(other, input)
-    input, alpha = alpha_checked(other, input, alpha)     # (sub's checks and wrapping)
-    return call(OPS["rsub"], (input, other), {"alpha": alpha})
 
 
 # ---- steps, logits, angles, non-finite values -------------------------------------------------
@@ -377,17 +265,12 @@ def fmin(input, other):
 for _f, _aliases, _inp in (
         (log2, (), "log2_"), (log10, (), "log10_"), (exp2, (), "exp2_"),
         (logaddexp, (), None), (logaddexp2, (), None), (hypot, (), "hypot_"),
-        (float_power, (), None), (fmod, (), "fmod_"), (remainder, (), "remainder_"),
-        (floor_divide, (), None), (heaviside, (), "heaviside_"), (logit, (), "logit_"),
+        (float_power, (), None), (heaviside, (), "heaviside_"), (logit, (), "logit_"),
         (rad2deg, (), "rad2deg_"), (deg2rad, (), "deg2rad_"), (positive, (), None),
         (nan_to_num, (), "nan_to_num_"), (signbit, (), None), (copysign, (), "copysign_"),
         (xlogy, (), "xlogy_"), (sinc, (), "sinc_"), (fmax, (), None), (fmin, (), None)):
     attach(_f, *_aliases, inplace_name=_inp)
 Tensor.float_power_ = _float_power_
-Tensor.floor_divide_ = Tensor.__ifloordiv__ = floor_divide_
-Tensor.__mod__, Tensor.__imod__ = remainder, Tensor.remainder_
-Tensor.__rmod__ = lambda self, other: remainder(other, self)
-export(rsub)
 Tensor.square_ = make_inplace(lambda self: self.square(), "square_")
 
 

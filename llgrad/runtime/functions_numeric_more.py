@@ -17,7 +17,8 @@ from ..ir.optable import OpDef
 from ..ir.special_numpy import np_erfc
 from .dispatch import call, scalar_type_name as tname
 from .functions import export, where
-from .functions_math import as_type, attach, float_type, make_inplace
+from .functions_math import attach, make_inplace
+from .math_operands import as_type, float_type
 from .memory_layout import iterator_layout
 from .shapes import broadcast_shapes
 from .node_names import failing_node, rename, torch_node

@@ -9,7 +9,8 @@ import math
 from . import dtypes
 from .creation import tensor as _tensor
 from .functions import _method_fn, export, where
-from .functions_math import attach, floating, in_double, make_inplace
+from .functions_math import attach, make_inplace
+from .math_operands import floating, in_double
 from .tensor import Tensor
 from .saved_tensor import user_location
 from .node_names import torch_node

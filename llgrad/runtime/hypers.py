@@ -226,7 +226,8 @@ _PYTREE = os.path.join("tracer", "pytree.py")
 # code included (an optimiser's state_dict()), gets a value guard
 _GUARD_FILES = tuple(os.path.join("compile", f) for f in (
     "guards.py", "guard_walker.py", "attr_writes.py", "snapshot.py", "side_effects.py",
-    "readable.py"))
+    "readable.py", "function_reads.py", "walker_code.py", "attr_write_replay.py",
+    "guard_expressions.py"))
 
 
 # the snapshot of a traced run's Python state, whose restore (after tracing the branch of a

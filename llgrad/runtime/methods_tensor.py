@@ -20,7 +20,7 @@ from .tensor import Tensor
 from .vmap_fallback import per_sample, values_read
 from .autocast_cast import autocast_lower
 from .creation import arange
-from .functions_misc import searchsorted
+from .functions_search import searchsorted
 
 
 def _def(name, fn):

@@ -1,6 +1,7 @@
 """Lowerings of the elementwise ops: one element of the result from one element of each
 operand, mirroring each op's NumPy implementation in llgrad/ir (same operation order, same
-NaN/inf behaviour; transcendental functions from vecmath)."""
+NaN/inf behaviour; transcendental functions from vecmath). The clamps, extremes, where
+and lerp are ops_select.py's; the copies and fills ops_copy.py's."""
 import math
 
 from llvmlite import ir
@@ -10,7 +11,7 @@ from .fusion import compute_dtypes
 from .ops_fill_more import _libm
 from .ops_int_pow import int_pow
 from .scalar import Scalar, is_float
-from .table import elementwise, register
+from .table import elementwise
 
 
 def _dts(node):
@@ -203,70 +204,7 @@ def _leaky_relu(sg, node, x):
     return sg.select(pos, x, sg.mul(x, sg.const(slope, x.dt)))
 
 
-# ---- activations and selection --------------------------------------------------------------
-
-# np.maximum / np.minimum to the sign of zero (a tie gives the second operand); relu and the
-# clamps put x second, so that x is kept at a tie (relu(-0) = -0, as PyTorch)
-
-@elementwise("relu", check=_no_bool)
-def _relu(sg, node, a):
-    return sg.np_maximum(sg.const(0, a.dt), a)
-
-
-@elementwise("maximum", check=_no_bool)
-def _maximum(sg, node, a, b):
-    return sg.np_maximum(a, b)
-
-
-@elementwise("minimum", check=_no_bool)
-def _minimum(sg, node, a, b):
-    return sg.np_minimum(a, b)
-
-
-@elementwise("clamp_min", check=_no_bool)
-def _clamp_min(sg, node, x, lo):
-    return sg.np_maximum(lo, x)
-
-
-@elementwise("clamp_max", check=_no_bool)
-def _clamp_max(sg, node, x, hi):
-    return sg.np_minimum(hi, x)
-
-
-@elementwise("clamp", check=_no_bool)
-def _clamp(sg, node, x, lo, hi):
-    if lo is not None:
-        x = sg.np_maximum(lo, x)
-    if hi is not None:
-        x = sg.np_minimum(hi, x)
-    return x
-
-
-@elementwise("addcmul", "addcdiv")
-def _addc(sg, node, a, t1, t2):
-    value = node.attrs.get("value", 1)          # (value * t1 first, as the reference)
-    t1 = t1 if value == 1 else sg.mul(t1, sg.const(value, t1.dt))
-    if node.op == "addcmul":
-        return sg.fused(t1, t2, a) if is_float(a.dt) else sg.add(a, sg.mul(t1, t2))
-    return sg.add(a, sg.div(t1, t2))
-
-
-@elementwise("lerp")
-def _lerp(sg, node, a, b, w):
-    d = sg.sub(b, a)                    # from the nearer end (ir.ops_select._lerp)
-    if is_float(a.dt):
-        near_a = sg.fused(w, d, a)
-        near_b = sg.fused(sg.neg(d), sg.sub(sg.const(1, w.dt), w), b)
-    else:
-        near_a = sg.add(a, sg.mul(w, d))
-        near_b = sg.sub(b, sg.mul(d, sg.sub(sg.const(1, w.dt), w)))
-    return sg.select(sg.truth(sg.cmp("<", sg.abs(w), sg.const(0.5, w.dt))), near_a, near_b)
-
-
-@elementwise("where")
-def _where(sg, node, c, a, b):
-    return sg.select(sg.truth(c), a, b)
-
+# ---- selection by a mask ----------------------------------------------------------------------
 
 @elementwise("masked_fill")
 def _masked_fill(sg, node, x, mask, value):
@@ -304,37 +242,6 @@ def _isfinite(sg, node, a):
         return sg.const(True, "bool")
     fab = sg.call("llvm.fabs", a.v.type, a.v)
     return Scalar(sg.b.fcmp_ordered("<", fab, ir.Constant(a.v.type, math.inf)), "bool")
-
-
-# ---- copies, casts and fills --------------------------------------------------------------------
-
-@elementwise("to_dtype", "clone")
-def _identity(sg, node, a):
-    return a                         # the result is cast to the node's dtype by the caller
-
-
-@elementwise("copy")
-def _copy(sg, node, x, src):
-    return src
-
-
-@elementwise("fill")
-def _fill(sg, node, x, value):
-    dt = node.outputs[0].type.dtype
-    return sg.cast(value, dt) if isinstance(value, Scalar) else sg.const(value, dt)
-
-
-@elementwise("zero")
-def _zero(sg, node, x):
-    return sg.const(0, node.outputs[0].type.dtype)
-
-
-@elementwise("full")
-def _full(sg, node):
-    return sg.const(node.attrs["value"], node.attrs["dtype"])
-
-
-register("constant", "constant")
 
 
 # ---- pow ------------------------------------------------------------------------------------
