@@ -4,7 +4,7 @@ attributes PyTorch has (divide_, logical_and_, ndimension, nbytes, byte(), ...).
 (searchsorted / bucketize: functions_search.py; index_fill / index_copy / put /
 fill_diagonal_: functions_index_writes.py.)"""
 from ..ir import OPS
-from . import dtypes
+from . import dtypes, size_reads, trace_state
 from .creation import tensor as _tensor
 from .device import check as check_device
 from .dispatch import call
@@ -140,8 +140,13 @@ def _get_device(self):
 
 Tensor.ndimension = _ndimension
 Tensor.get_device = _get_device
-Tensor.nbytes = property(lambda self: self._data.size * self._dtype.itemsize,
-                         doc="As torch.Tensor.nbytes: numel() * element_size().")
+def _nbytes(self):
+    """As torch.Tensor.nbytes: numel() * element_size() (a size the user's code reads)."""
+    n = self._data.size * self._dtype.itemsize
+    return n if trace_state.state.tracer is None else size_reads.noted(n, symbolic=False)
+
+
+Tensor.nbytes = property(_nbytes)
 Tensor.itemsize = property(lambda self: self._dtype.itemsize,
                            doc="As torch.Tensor.itemsize: element_size().")
 del _f, _n

@@ -5,6 +5,7 @@ and the CPU-only predicates. Writes go straight to memory: like PyTorch's, they 
 the version counter of the tensors that view the storage."""
 import numpy as np
 
+from . import size_reads, trace_state
 from .device import CPU
 from .tensor import Storage
 
@@ -29,8 +30,10 @@ def _check_index(st, i):
 
 
 def nbytes(self):
-    """As torch.UntypedStorage.nbytes: the storage's size in bytes."""
-    return _byte_view(self).size
+    """As torch.UntypedStorage.nbytes: the storage's size in bytes (a size the user's code
+    reads: size_reads.py)."""
+    n = _byte_view(self).size
+    return n if trace_state.state.tracer is None else size_reads.noted(n, symbolic=False)
 
 
 def element_size(self):

@@ -213,12 +213,6 @@ def test_a_size_used_where_cpython_reads_it_directly_by_default(name, monkeypatc
     _check(make, sizes)
 
 
-_NBYTES = ("Tensor.nbytes (runtime/functions_misc.py) and UntypedStorage.nbytes "
-           "(runtime/storage_bytes.py) compute a size without noting it as a read "
-           "(size_reads.noted): the template serves a size where they differ")
-
-
-@pytest.mark.xfail(strict=True, reason=_NBYTES)
 @pytest.mark.parametrize("read", ["nbytes", "storage"])
 def test_a_size_in_bytes(read):
     _check(_branch(lambda x, T: (x.nbytes if read == "nbytes" else
