@@ -16,7 +16,9 @@ calls (the first traces, the second builds the size's code; at the first size, a
 optimiser's first step runs eagerly before those), each setting in its own process; "per
 call" the median of 40 calls once every size has its code, the shared and the specialised
 code timed in one process in alternating rounds (the first size's code is the same in
-both). The three processes' losses and parameters are compared bit for bit."""
+both). The processes that trace every size are compared bit for bit, the templates' losses
+to them by their largest relative difference (a size's first call runs compiled code there,
+eager's traced run here)."""
 import argparse
 import json
 import os
@@ -138,13 +140,17 @@ def main(argv=None):
     shared = _run(kind, sizes, True, args.threads)
     traced = _run(kind, sizes, True, args.threads, dynamic=False)
     spec = _run(kind, sizes, False, args.threads, dynamic=False)
-    same = all(r["losses"] == shared["losses"] and r["params"] == shared["params"]
-               for r in (traced, spec))
+    # (a trace per size: each size's first call is the traced, eager, run; with templates it
+    # runs compiled code: equal to float32 rounding, not bit for bit)
+    same = traced["losses"] == spec["losses"] and traced["params"] == spec["params"]
+    drift = max(abs(a - b) / max(abs(b), 1e-30) for a, b in zip(shared["losses"],
+                                                                 traced["losses"]))
     print(f"{args.model} training step, {args.vary} sizes {sizes}, {args.threads} thread(s), "
           "cold cache")
     print(f"traces: templates {shared['traces']}, a trace per size {traced['traces']}, "
           f"specialised {spec['traces']}; LLVM builds: {shared['llvm']}, {traced['llvm']}, "
-          f"{spec['llvm']}; results bitwise equal: {same}")
+          f"{spec['llvm']}; a trace per size and specialised bitwise equal: {same}; "
+          f"templates' losses against a trace per size: max relative difference {drift:.1e}")
     print(f"| {args.vary} | first 3 calls: templates | a trace per size | specialised | "
           "per call: shared code | specialised | ratio |")
     print("|---|---|---|---|---|---|---|")
