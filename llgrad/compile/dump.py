@@ -31,7 +31,8 @@ def dump_text(cf, entry, llvm, asm, python, format):
         forward_run(entry, sync=True)
         if entry.backward is not None:
             backward_run(entry, sync=True)
-    text = format_entry(entry, python=python, llvm=llvm, asm=asm) + walk_text(cf, python)
+    text = format_entry(entry, python=python, llvm=llvm, asm=asm) + walk_text(cf, python) + \
+        "".join(t.text() for t in cf._sizes.templates)     # (size_templates.py)
     source = cf._converted[1] if cf._converted else None
     return DumpText(text + ("\n== rewritten source (tensor-dependent control flow) ==\n"
                             + source if source else ""))

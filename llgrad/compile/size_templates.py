@@ -233,12 +233,41 @@ class Template:
     (size_reads.py), each a function of the size that must be True; `keys`: the guard keys
     it made entries for (a key whose entry then missed, on a value guard, traces instead)."""
     __slots__ = ("name", "backend", "slots", "items", "rules", "n_key", "key_skeleton",
-                 "checks", "uses", "keys")
+                 "checks", "uses", "keys", "symbol")
 
-    def __init__(self, entry, slots, rules, n_key, key_skeleton, checks):
+    def __init__(self, entry, slots, rules, n_key, key_skeleton, checks, symbol):
         self.name, self.backend, self.items = entry.name, entry.backend, entry.guard_items
         self.slots, self.rules, self.n_key = slots, rules, n_key
         self.key_skeleton, self.checks, self.uses, self.keys = key_skeleton, checks, 0, set()
+        self.symbol = symbol        # (its two sizes, a and b)
+
+    def text(self):
+        """Its graphs in the IR's text form with the size as s0 (`f32[s0,128]{128,1}`), for
+        dump: what every size it serves computes."""
+        rules = iter(self.rules)
+
+        def size(v):
+            r = next(rules)
+            return v if r is None else _Symbol(*r)
+        slots = _walk(self.slots, self.items, size, lambda x: None)
+        graphs = [str(slots[k]) for k in ("forward", "backward") if slots[k] is not None]
+        return (f"\n== size template (made at sizes {self.symbol[0]} and {self.symbol[1]} of "
+                f"s0; {len(self.checks)} check(s) of the user's code; served {self.uses} "
+                "size(s)) ==\n" + "\n".join(graphs) + "\n")
+
+
+class _Symbol:
+    """k * s0**e where a template's text has a size."""
+    __slots__ = ("k", "e")
+
+    def __init__(self, k, e):
+        self.k, self.e = k, e
+
+    def __str__(self):
+        return ("" if self.k == 1 else f"{self.k}*") + "s0" + ("" if self.e == 1 else
+                                                               f"^{self.e}")
+
+    __repr__ = __str__      # (attributes print their values' repr)
 
 
 def _reads_fit(reads_a, reads_b, symbol):
@@ -269,7 +298,7 @@ def fit(entry_a, entry_b):
             f"after {str(skel_a[at - 1])[:60]})"))
     rules = [_rule(x, y, a, b) for x, y in zip(sizes_a, sizes_b)]
     return Template(entry_b, copied, rules, n_key, skel_b[:n_skel],
-                    tuple(entry_b.size_reads.checks))
+                    tuple(entry_b.size_reads.checks), (a, b))
 
 
 def _entry_slots(entry):

@@ -231,3 +231,14 @@ def test_a_python_counter_of_rows_stays_exact():
             return loss, stats["rows"]
         return step, list(model.parameters())
     _same(make, _x_batch, sizes=[4, 6, 9, 9, 12, 4])
+
+
+def test_dump_shows_the_template_with_the_size_as_a_symbol():
+    model = nn.Linear(4, 2)
+    f = llgrad.compile(lambda x: F.relu(model(x)).sum())
+    for b in (3, 5, 9):
+        f(llgrad.randn(b, 4))
+    text = f.dump(llgrad.randn(9, 4)).split("== size template")[1]
+    assert "made at sizes 3 and 5 of s0" in text and "served 1 size(s)" in text
+    assert "%x: f32[s0,4]{4,1}" in text and ": f32[2,s0]{1,2}" in text     # (a transpose)
+    assert "size=(s0,2)" in text                # (an attribute: the backward's expand)
