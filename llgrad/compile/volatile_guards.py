@@ -15,7 +15,7 @@ def volatile_site(entries):
     in order) with VOLATILE distinct values across the entries' traces; else None."""
     seen = {}
     for e in entries:
-        if isinstance(e, str):      # (compiled_function.EAGER)
+        if isinstance(e, str):      # (entry_lookup.EAGER)
             continue
         nth = {}
         for g in e.forward.guards:

@@ -131,18 +131,19 @@ def _broadcast_error(shapes):
 def norm_slice(s, n):
     """slice -> (start, stop, step) with 0 <= start <= stop <= n, as PyTorch clamps (a bound
     that is no integer, 1.5, is Python's TypeError, as in PyTorch)."""
-    out = slice_bounds(n, s.start, s.stop, s.step)
+    start, stop, step = s.indices(n)    # (Python's own clamping, in C; a step of 0 raises)
+    if step < 0:        # (PyTorch: a negative step is a ValueError too)
+        raise ValueError("step must be greater than zero")
+    out = start, stop if stop > start else start, step
     if trace_state.state.tracer is not None:    # (clamped by size: re-checked at other sizes)
         size_reads.decided(slice_bounds, (n, s.start, s.stop, s.step), out)
     return out
 
 
 def slice_bounds(n, start, stop, step):
-    """norm_slice's bounds of slice(start, stop, step) on a dimension of n."""
-    start, stop, step = slice(start, stop, step).indices(n)     # (Python's clamping, in C;
-    if step < 0:        # a step of 0 raises; PyTorch: a negative step is a ValueError too)
-        raise ValueError("step must be greater than zero")
-    return start, stop if stop > start else start, step
+    """norm_slice's bounds of slice(start, stop, step) on a dimension of n (a template's
+    re-check of a clamp at another size, when no trace runs)."""
+    return norm_slice(slice(start, stop, step), n)
 
 
 def check_index_bounds(index, n, dim, error=None, low=0):

@@ -9,12 +9,10 @@ In a trace at a second size (`expecting`: the first trace's reads and the symbol
 values), a read that differs from the first's is handed out as a SymInt (sym_int.py), whose
 uses are watched; `refused` says why the trace cannot stand for other sizes, if it cannot."""
 import contextlib
-import sys
 import threading
 
-from . import trace_state
 from .size import Size
-from .sym_int import SymInt, rule  # noqa: F401  (rule: size_templates reads it here)
+from .sym_int import SymInt, rule, running_reads, users_code
 
 _pending = threading.local()    # (the next trace's Expectation: `expecting`)
 live = False        # SymInts handed out in the running trace: the dispatcher reads attrs plain
@@ -105,38 +103,20 @@ def plain_attrs(attrs):
     return out
 
 
-def _top(tracer):
-    while getattr(tracer, "parent", None) is not None:
-        tracer = tracer.parent
-    return tracer
-
-
 def decided(fn, args, out):
     """llgrad's own code computed out = fn(*args) of sizes, in Python, in a way the graph
     does not show (a slice's bounds clamped to its dimension): a template re-checks it at
     each size (compile/size_templates.py)."""
-    reads = getattr(_top(trace_state.state.tracer), "size_reads", None)
+    reads = running_reads()
     if reads is not None:
         reads.decisions.append((fn, args, out))
-
-
-# (module, function) of llgrad's wrappers that only pass a call on (x.size(0) and
-# x.stride() through numpy_names' keyword wrapper, llgrad.numel(x) through out_args' and
-# functions' method forwarders): a read through them is their caller's
-_FORWARDERS = frozenset({("llgrad.runtime.numpy_names", "f"), ("llgrad.runtime.out_args", "f"),
-                         ("llgrad.runtime.functions", "fn")})
 
 
 def noted(value, symbolic=True):
     """value (a shape, a stride tuple or a number), read by the caller's caller: noted in
     the running trace when that is not llgrad's own code (symbolic=False: len(), which
     Python makes a plain int)."""
-    frame = sys._getframe(2)
-    while frame.f_back is not None and \
-            (frame.f_globals.get("__name__"), frame.f_code.co_name) in _FORWARDERS:
-        frame = frame.f_back
-    name = frame.f_globals.get("__name__") or ""
-    if name == "llgrad" or name.startswith("llgrad."):
+    if not users_code(2):
         return value
-    reads = getattr(_top(trace_state.state.tracer), "size_reads", None)
+    reads = running_reads()
     return value if reads is None else reads.note(value, symbolic)

@@ -23,21 +23,30 @@ import sys
 from . import trace_state
 
 
-# llgrad's helpers that run the user's own tests for it (converted control flow: a chained
-# comparison, `and` / `or` / `not`, an if's truth test): their uses are the user's
+# llgrad's frames that act for the user's code, so that a size read or used through them
+# is the user's: converted control flow's helpers (a chained comparison, `and` / `or` /
+# `not`, an if's truth test), and the wrappers that only pass a call on (x.size(0) and
+# x.stride() through numpy_names' keyword wrapper, llgrad.numel(x) through out_args' and
+# functions' method forwarders)
 _ON_BEHALF = "llgrad.tracer.control"
+_FORWARDERS = frozenset({("llgrad.runtime.numpy_names", "f"), ("llgrad.runtime.out_args", "f"),
+                         ("llgrad.runtime.functions", "fn")})
 
 
-def _user(depth):
+def users_code(depth):
+    """Whether the frame `depth` above the caller (past llgrad's frames acting for it) is
+    the user's code, not llgrad's own."""
     frame = sys._getframe(depth + 1)
-    while frame.f_back is not None and frame.f_globals.get("__name__") == _ON_BEHALF:
+    while frame.f_back is not None and (
+            frame.f_globals.get("__name__") == _ON_BEHALF or
+            (frame.f_globals.get("__name__"), frame.f_code.co_name) in _FORWARDERS):
         frame = frame.f_back
     name = frame.f_globals.get("__name__") or ""
     return not (name == "llgrad" or name.startswith("llgrad."))
 
 
-def _reads():
-    """The running trace's SizeReads, or None (no trace: a SymInt is an int)."""
+def running_reads():
+    """The running trace's SizeReads (its top tracer's), or None (no trace)."""
     tracer = trace_state.state.tracer
     while tracer is not None and getattr(tracer, "parent", None) is not None:
         tracer = tracer.parent
@@ -65,7 +74,7 @@ def _watched(x, depth=2):
     """The SizeReads to note a use of SymInt x in: its trace's, while it runs, if the use
     is the user's code's."""
     reads = x._reads
-    return reads if reads is _reads() and _user(depth) else None
+    return reads if reads is running_reads() and users_code(depth) else None
 
 
 def _arithmetic(name, fn, reflected=False):
