@@ -21,8 +21,8 @@ from ..ir.graph import Graph, Guard, Node, StackType, TensorType, Value
 from ..ir.optable import CONTROL
 from ..ir.partition import SavedValue
 from ..ir.verify import VerifyError, verify
-from ..runtime import size_reads
-from ..runtime.sym_int import SymInt
+from ..runtime.sym_int import SymInt, rule as size_rule
+from .attr_write_replay import Write
 from .entry import Entry
 
 # Entry slots remade for each entry (its build and runs), not fitted
@@ -91,6 +91,8 @@ class _Copy:
         if t is np.ndarray:
             self.leaf((np.ndarray, x.dtype.str, x.shape, x.tobytes()))
             return x
+        if t is Write:      # (a tensor put into an object: each trace makes its own)
+            return Write(*(self.data(getattr(x, f), False) for f in Write.__slots__))
         self.leaf(_token(x))
         return x
 
@@ -217,7 +219,7 @@ def _symbol(items_a, items_b):
 
 def _rule(x, y, a, b):
     try:
-        return size_reads.rule(x, y, a, b, _MAX_POWER)
+        return size_rule(x, y, a, b, _MAX_POWER)
     except ValueError as e:
         raise NoTemplate(str(e)) from None
 

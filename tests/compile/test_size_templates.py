@@ -242,3 +242,45 @@ def test_dump_shows_the_template_with_the_size_as_a_symbol():
     assert "made at sizes 3 and 5 of s0" in text and "served 1 size(s)" in text
     assert "%x: f32[s0,4]{4,1}" in text and ": f32[2,s0]{1,2}" in text     # (a transpose)
     assert "size=(s0,2)" in text                # (an attribute: the backward's expand)
+
+
+def test_state_changed_between_calls_at_sizes_made_from_a_template():
+    # an lr a scheduler changes, a hook registered later, a NumPy array the step reads as a
+    # tensor and rewritten between calls, a float attribute: each call at a new size, made
+    # from a template where the state lets it, against eager's
+    table = np.linspace(0.5, 1.5, 3).astype(np.float32)
+
+    def make():
+        model = nn.Sequential(nn.Linear(13, 26), nn.Tanh(), nn.Linear(26, 3))
+        model.scale = 1.0
+        opt = llgrad.optim.SGD(model.parameters(), 0.1, momentum=0.9)
+        sched = llgrad.optim.lr_scheduler.ExponentialLR(opt, 0.9)
+        weights = llgrad.from_numpy(table)      # (shares the array's memory)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x) * model.scale, y, weight=weights)
+            loss.backward()
+            opt.step()
+            sched.step()
+            return loss
+        return step, list(model.parameters()), model
+
+    eager_out, got_out = [], []
+    for compiled, out in ((False, eager_out), (True, got_out)):
+        llgrad.manual_seed(0)
+        table[:] = np.linspace(0.5, 1.5, 3)
+        step, params, model = make()
+        if compiled:
+            step = llgrad.compile(step)
+        rng = np.random.default_rng(0)
+        for k, b in enumerate([16, 16, 24, 40, 7, 33, 9, 50]):
+            if k == 4:
+                params[0].register_hook(lambda g: g * 0.5)
+                model.scale = 2.0
+            if k == 5:
+                table[1] = 3.0
+            out.append(step(*_mlp_batch(rng, b)).item())
+        out += [float(p.detach().sum()) for p in params]
+    np.testing.assert_allclose(got_out, eager_out, rtol=2e-5, atol=1e-6)
+    assert sum(t.uses for t in step._sizes.templates) >= 2     # (40, and 9 or 50)
