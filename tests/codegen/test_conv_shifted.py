@@ -28,8 +28,10 @@ CASES = [
 
 @pytest.fixture(autouse=True)
 def _small_maps_too(monkeypatch):
-    """The cases' maps are small (fast tests): shifted products from any width here."""
+    """The cases' maps are small (fast tests): shifted products from any width here, and
+    however much of their wide grid is padding."""
     monkeypatch.setattr(ops_conv_shifted, "MIN_COLUMNS", 0)
+    monkeypatch.setattr(ops_conv_shifted, "MAX_WIDE", float("inf"))
 
 
 def _attrs(case):
