@@ -1,7 +1,8 @@
-"""torch.*'s symbolic-shape helpers as plain Python (llgrad's shapes are always concrete
-ints, so sym_int is int, sym_max max with PyTorch's float promotion, ...), the SymInt /
-SymFloat / SymBool names (classes no value is an instance of, for isinstance checks and
-type hints), the build flags (has_lapack, ...), OutOfMemoryError, GradScaler,
+"""torch.*'s symbolic-shape helpers as plain Python (llgrad's shapes are concrete ints, and
+the sizes a compiled function's code reads in its second trace SymInts that act as ints:
+sym_int is int, sym_max max with PyTorch's float promotion, ...), the SymInt / SymFloat /
+SymBool names (SymInt that of those sizes, for `isinstance(n, (int, torch.SymInt))`; no value
+is a SymFloat or SymBool), the build flags (has_lapack, ...), OutOfMemoryError, GradScaler,
 empty_permuted and _assert."""
 import builtins
 import math
@@ -11,6 +12,7 @@ import numpy as np
 from .amp.grad_scaler import GradScaler
 from .cuda import OutOfMemoryError
 from .runtime.creation import empty
+from .runtime.sym_int import SymInt
 
 __all__ = ["sym_int", "sym_float", "sym_max", "sym_min", "sym_not", "sym_sqrt", "sym_sum",
            "sym_ite", "SymInt", "SymFloat", "SymBool", "has_lapack", "has_mkl", "has_openmp",
@@ -22,11 +24,6 @@ has_lapack = True       # (linalg runs on NumPy's LAPACK)
 has_mkl = False
 has_openmp = False
 has_spectral = True
-
-
-class SymInt:
-    """As torch.SymInt: the type of a symbolic int. llgrad's sizes are always Python ints,
-    so no value is a SymInt; the name is for isinstance checks and type hints."""
 
 
 class SymFloat:

@@ -138,7 +138,7 @@ class CompiledFunction:
                 return self(*args, **kwargs)    # (a new size of a fitted entry: no trace)
             if self.n_traces and stance.keeps_from_tracing():
                 return stance.untraced_call(self, args, kwargs)
-            if self.n_traces >= self.recompile_limit:
+            if dynamic_sizes.traces_to_limit(self) >= self.recompile_limit:
                 return warn_limit(self, guards, args, kwargs) or self.fn(*args, **kwargs)
             return self._trace_call(tensors, guards, entered, key, n_own, args, kwargs)
 

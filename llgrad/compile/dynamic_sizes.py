@@ -4,39 +4,48 @@ what it keeps of them and the steps of `__call__` that use it.
     expecting   around a trace: the sizes the latest entry at another size read, so that
                 the user's code is handed SymInts where its reads differ (runtime/size_reads)
     redo_plain  after a trace that handed out SymInts: if its entry does not fit the earlier
-                one but in sizes, the SymInts may have run it otherwise (they are not plain
-                ints to every library): the call is put back and traced again with ints
+                one but in sizes, or the user's code used a size otherwise than as a size,
+                the call is put back and traced again with ints; if it fits, the SymInts
+                its own writes left in the user's objects become the ints eager leaves
     learn       after a trace kept: its template with the earlier entry (size_templates)
     served      a call at a new size: its entry made from a template, no trace
 
-By default the user's code must read the same sizes in both traces (a function that reads
-its batch size, `B, T, C = x.shape`, traces each size); LLGRAD_DYNAMIC_SIZES=reads hands
-the reads that differ out as SymInts, an experiment: SymInt is an int subclass, and the uses
-CPython makes of an int without calling it (a list indexed by it, range(), NumPy, `0.5 * B`)
-are not seen, so a template may stand for a size whose Python would have gone otherwise
-(tests/compile/test_size_templates_s67_sz_python.py). `torch.compile(dynamic=False)` or
-LLGRAD_DYNAMIC_SIZES=0: every size traces."""
+A function whose code reads its batch size (`B, T, C = x.shape`, then `view(B * T, C)`,
+`arange(T)`, `mask[:T, :T]`) is handed the reads that differ from its first trace's as
+SymInts in the second: not ints, so every use Python makes of one calls it and is seen
+(arithmetic, comparisons re-checked at each size; a use as a plain number, an index,
+range(), NumPy, text, a dict key, refuses the template and the call traces again with ints).
+LLGRAD_DYNAMIC_SIZES=same: the user's code must read the same sizes in both traces (such a
+function traces each size). `torch.compile(dynamic=False)` or LLGRAD_DYNAMIC_SIZES=0: every
+size traces."""
 import os
 
 from ..runtime import size_reads
+from ..runtime.size import Size
+from ..runtime.sym_int import SymInt
 from . import log
 from .entry import Entry
 from .size_templates import NoTemplate, _symbol, fit, instantiate, plain
+from .snapshot import _bound as bound, _put_back as put_back
 
 
 class FunctionSizes:
     """Per compiled function: its templates; the expectation of the trace running (its
     SizeReads once made); the template of that trace, fitted early; whether the next trace
-    reads plain ints (a redo); and how many traces with SymInts were redone (from
-    MAX_REDOS on, or once its code used a size as a plain number, it reads plain ints)."""
-    __slots__ = ("templates", "expectation", "fitted", "plain_next", "redos")
+    reads plain ints (a redo); how many traces with SymInts were redone (from MAX_REDOS on,
+    or once its code used a size as a plain number, it reads plain ints), and how many
+    traces that made in all (`redone`: not counted against the recompile limit)."""
+    __slots__ = ("templates", "expectation", "fitted", "plain_next", "redos", "redone")
 
     def __init__(self):
         self.templates, self.expectation, self.fitted, self.plain_next = [], None, None, False
-        self.redos = 0
+        self.redos = self.redone = 0
 
 
-MAX_REDOS = 1
+# (a trace with SymInts that does not fit may be the sizes' doing, not theirs: a sequence
+# as long as a causal mask slices nothing, which at any other length it slices; the next
+# pair of sizes may fit, at the cost of one more trace)
+MAX_REDOS = 2
 
 
 def _on(cf):
@@ -44,7 +53,7 @@ def _on(cf):
 
 
 def _handing_out():
-    return os.environ.get("LLGRAD_DYNAMIC_SIZES") == "reads"
+    return os.environ.get("LLGRAD_DYNAMIC_SIZES") != "same"
 
 
 def _partner(cf, items):
@@ -79,8 +88,12 @@ def retry_plain(cf, exc, snapshot):
     traces with ints: the error, if the user's, is raised then, as eager's)."""
     if not _symbolic(cf) or not isinstance(exc, Exception):
         return False
+    if log.enabled("recompiles"):
+        log.emit("recompiles", "%s: traced again with plain sizes: with sizes as SymInts it "
+                 "raised %s: %s", getattr(cf.fn, "__name__", "fn"), type(exc).__name__, exc)
     snapshot.restore()
     cf._sizes.plain_next, cf._sizes.redos = True, MAX_REDOS
+    cf._sizes.redone += 1
     return True
 
 
@@ -92,6 +105,7 @@ def redo_plain(cf, entry, snapshot, inputs):
     entry.bumps = snapshot.bumps(inputs, entry)     # (as the kept path sets it: fitted too)
     try:
         cf._sizes.fitted = fit(cf._sizes.expectation.entry, entry)
+        _plain_state(snapshot)
         return False
     except NoTemplate as e:
         if log.enabled("recompiles"):
@@ -100,7 +114,40 @@ def redo_plain(cf, entry, snapshot, inputs):
     state = cf._sizes
     state.plain_next = True
     state.redos = MAX_REDOS if state.expectation.reads.refused else state.redos + 1
+    state.redone += 1
     return True
+
+
+def _plain_state(snapshot):
+    """The SymInts the traced run's own writes left in what the call reaches (`box.n = B`,
+    `self.shape = (B, T)`), made the ints an eager run leaves there."""
+    for c, _ in snapshot.containers:
+        items = c if isinstance(c, (list, dict)) else vars(c)
+        for k, v in (enumerate(items) if isinstance(items, list) else list(items.items())):
+            new = _plain_value(v)
+            if new is not v:
+                if isinstance(c, (list, dict)):
+                    c[k] = new
+                else:
+                    setattr(c, k, new)
+    for where, _ in snapshot.names:
+        v = bound(where)
+        new = _plain_value(v)
+        if new is not v:
+            put_back(where, new)
+
+
+def _plain_value(v, depth=0):
+    if type(v) is SymInt:
+        return v.plain()
+    if depth < 3 and type(v) in (tuple, list, Size) and any(
+            type(x) is SymInt or type(x) in (tuple, list, Size) for x in v):
+        new = [_plain_value(x, depth + 1) for x in v]
+        if type(v) is list:
+            v[:] = new
+            return v
+        return type(v)(new)
+    return v
 
 
 def learn(cf, entry, own_key):
@@ -120,6 +167,12 @@ def learn(cf, entry, own_key):
                 log.emit("recompiles", "%s: new sizes trace again: %s", entry.name, e)
     if template is not None and own_key:
         state.templates.append(template)
+
+
+def traces_to_limit(cf):
+    """The traces that count against cf's recompile limit: a trace done again with plain
+    ints is the same call's."""
+    return cf.n_traces - cf._sizes.redone
 
 
 def served(cf, guards, key, n_own):

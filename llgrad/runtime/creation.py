@@ -16,6 +16,7 @@ from .creation_checks import (beyond_int64, check_fits as _check_fits, fill_valu
                               number_error, requiring_grad as _requiring_grad, scalar_default,
                               sequence_error, tensor_scalars)
 from .shapes import check_nonnegative, creation_size
+from .sym_int import plain
 from .tensor import Tensor
 
 from .random_state import DEFAULT_SEED, _Generator, _reseed_in_trace  # noqa: F401
@@ -228,7 +229,7 @@ def arange(start: float, end: float | None = None, step: float = 1,
     _check_device(device)
     if end is None:
         start, end = 0, start
-    vals = tuple(v.item() if isinstance(v, Tensor) else v for v in (start, end, step))
+    vals = tuple(v.item() if isinstance(v, Tensor) else plain(v) for v in (start, end, step))
     start, end, step = vals
     floating = any(isinstance(v, float) for v in vals)
     default = dtypes.get_default_dtype() if floating else dtypes.int64

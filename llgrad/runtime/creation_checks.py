@@ -7,6 +7,7 @@ import numpy as np
 
 from ..ir import promotion
 from . import dtypes, trace_state
+from .sym_int import SymInt
 
 
 def int_arg(fn, name, v):
@@ -230,7 +231,8 @@ def fill_value_fits(value, d):
 def tensor_scalars(data, is_tensor):
     """data (nested lists) with each tensor in it (is_tensor) as its one element, a NumPy
     scalar of its dtype: torch.tensor([t1, t2]) takes one-element tensors as numbers and
-    refuses others; data itself when it holds no tensor."""
+    refuses others; a size a trace read (SymInt) as its int; data itself when it holds
+    neither."""
     if set(map(type, data)) <= _PLAIN:      # (the common case, at C speed)
         return data
     out, changed = [], False
@@ -244,6 +246,8 @@ def tensor_scalars(data, is_tensor):
                                 "an index")
             # (item(): inside a compiled function, a read of the value the trace guards)
             x, changed = x._data.dtype.type(x.item()), True
+        elif type(x) is SymInt:
+            x, changed = x.plain(), True
         elif isinstance(x, (list, tuple)):
             y = tensor_scalars(x, is_tensor)
             changed = changed or y is not x

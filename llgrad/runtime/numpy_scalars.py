@@ -24,6 +24,7 @@ NumPy would convert the tensor through __array__ and return an ndarray. So:
   one stops the trace) and __array_wrap__ makes the result a tensor; `t += arr` rebinds t."""
 import numpy as np
 
+from .sym_int import SymInt
 from .tensor import Tensor
 
 _NUMBERS = (np.number, np.bool_)
@@ -40,7 +41,10 @@ OPERATORS = [f"__{p}{name}__" for name in (
 
 def python_number(x):
     """A NumPy scalar as the Python number PyTorch reads it as (anything else as it is):
-    .item() gives the same value (a float32's exactly, as a double); np.bool_ a float."""
+    .item() gives the same value (a float32's exactly, as a double); np.bool_ a float; a
+    size the user's code read in a trace (SymInt) its int."""
+    if type(x) is SymInt:
+        return x.plain()
     if isinstance(x, np.bool_):
         return float(x)
     return x.item() if isinstance(x, np.number) else x
@@ -55,7 +59,8 @@ _OPERANDS = (Tensor, int, float, complex, np.generic, np.ndarray)
 def _reading_numpy_numbers(fn, reflected, equality):
     def operator(self, other):
         if type(other) is not Tensor:       # (tensor operands first: no isinstance walk)
-            if isinstance(other, _NUMBERS):
+            if isinstance(other, _NUMBERS) or type(other) is SymInt:  # (a size read: its
+                # int lands in the graph, where a size template fits it)
                 other = python_number(other)
             elif (reflected or not equality) and isinstance(other, np.ndarray) or \
                     not equality and not isinstance(other, _OPERANDS):

@@ -6,6 +6,9 @@ import numpy as np
 
 from ..ir.geometry import geometry_span
 from . import size_reads, trace_state
+from .sym_int import SymInt
+
+_ONE_SIZE = (int, SymInt)      # (x.view(B): one size, not a sequence of them)
 
 
 def norm_dim(dim, ndim):
@@ -41,7 +44,7 @@ def norm_dims(dim, ndim):
 
 
 def unpack_shape(args):
-    if len(args) == 1 and not isinstance(args[0], int) and getattr(args[0], "ndim", 1):
+    if len(args) == 1 and not isinstance(args[0], _ONE_SIZE) and getattr(args[0], "ndim", 1):
         if isinstance(args[0], (str, bytes, float)) or args[0] is None:
             raise TypeError(f"sizes must be a tuple of ints, not {type(args[0]).__name__}")
         return tuple(_size(a, i) for i, a in enumerate(args[0]))
@@ -220,7 +223,7 @@ def creation_size(name, args, size=None):
     if len(args) == 1 and _not_a_size(args[0]):
         raise TypeError(f"{name}(): argument 'size' (position 1) must be tuple of ints, not "
                         f"{type(args[0]).__name__}")
-    if len(args) == 1 and not isinstance(args[0], int) and getattr(args[0], "ndim", 1):
+    if len(args) == 1 and not isinstance(args[0], _ONE_SIZE) and getattr(args[0], "ndim", 1):
         for i, a in enumerate(args[0]):
             if _not_a_size(a):
                 raise TypeError(f"{name}(): argument 'size' (position 1) must be tuple of ints, "

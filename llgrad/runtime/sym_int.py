@@ -1,22 +1,21 @@
-"""SymInt: a size the user's code reads in a second trace that differs from the first's.
+"""SymInt: a size the user's code reads in a second trace that differs from the first's
+(llgrad.SymInt, as torch.SymInt).
 
-It is the int the size is, and it knows that size as a function of the one symbol the two
-calls differ in (`at(c)`: k * c**e for a size read, composed through the arithmetic the
-user's code does on it). What the user's code then does with it is watched while the
-trace runs (size_reads.SizeReads):
-- arithmetic gives SymInts again (B * T, C // H, B - 1);
+It knows the int the size is, and that size as a function of the one symbol the two calls
+differ in (`at(c)`: k * c**e for a size read, composed through the arithmetic the user's
+code does on it). It is not an int, so every use Python makes of it calls one of its
+methods, and what the user's code does with it is watched while the trace runs
+(size_reads.SizeReads):
+- arithmetic with ints gives SymInts again (B * T, C // H, B - 1);
 - a comparison or truth test gives its bool and notes a check: the same comparison at size
   c must come out the same for the trace to stand for a call at c;
-- any other use that makes a plain number or text of it (int(), float(), `/`, str(),
-  hash(), a dict key) refuses the template: the trace then stands for its own size only.
-llgrad's own code (its modules and functions) sees a plain int: what it does with sizes
-shows in the graph, which compile fits and verifies at each size.
-
-Uses no Python method sees (CPython reads an int subclass's value directly to index a
-list, in range(), in NumPy, and in float arithmetic with the float on the left, as
-`0.5 * B`) are not watched: the size then acts as the number it was at the second trace.
-A graph that depends on such a use differs between the traces and is not fitted; Python
-control flow that does, alone, is the case `dynamic=False` is for."""
+- any other use that makes a plain number or text of it (int(), float(), `/`, an index,
+  range(), NumPy, str(), hash(), a dict key) refuses the template: the trace then stands
+  for its own size only (compile traces it again with ints: dynamic_sizes.py).
+llgrad's own code (its modules and functions) reads it as the int it is: what it does with
+sizes shows in the graph, which compile fits and verifies at each size. Outside its trace
+it acts as that int (but for isinstance(x, int)); a copy or a pickle of it is the int."""
+import numbers
 import operator
 import sys
 
@@ -54,20 +53,43 @@ def running_reads():
 
 
 def _at(x):
-    return x._at if type(x) is SymInt else (lambda c, v=int.__int__(x): v)
+    return x._at if type(x) is SymInt else (lambda c, v=int(x): v)
 
 
-class SymInt(int):
-    """An int that knows itself as a function of the size (`_at`), in the trace (`_reads`)
-    that made it; after that trace, a plain int in all but its type."""
+def plain(x):
+    """x, or the int a SymInt x is (for llgrad's own code that hands a size to NumPy)."""
+    return x._value if type(x) is SymInt else x
 
-    def __new__(cls, value, at, reads):
-        self = int.__new__(cls, value)
-        self._at, self._reads = at, reads
-        return self
+
+_plain = plain
+
+
+class SymInt:
+    """A size that knows itself as a function of the size (`_at`), in the trace (`_reads`)
+    that made it. Not an int: every use Python makes of it calls one of its methods (an
+    int subclass's value is read directly by a list index, range(), NumPy, `0.5 * B`), so
+    each use is seen. After its trace, and in llgrad's own code, it acts as its int
+    (`operator.index`, arithmetic and comparisons give plain ints and bools); registered as
+    a numbers.Integral."""
+    __slots__ = ("_value", "_at", "_reads")
+
+    def __init__(self, value, at, reads):
+        self._value, self._at, self._reads = value, at, reads
 
     def plain(self):
-        return int.__int__(self)
+        """The int this size is."""
+        return self._value
+
+    def __getattr__(self, name):     # (int's other methods and properties: bit_length, real)
+        if name.startswith("__") or not hasattr(int, name):
+            raise AttributeError(f"'int' object has no attribute '{name}'")
+        reads = _watched(self)
+        if reads is not None:
+            reads.refuse(f"a size read as int.{name}")
+        return getattr(self._value, name)
+
+
+numbers.Integral.register(SymInt)
 
 
 def _watched(x, depth=2):
@@ -77,17 +99,29 @@ def _watched(x, depth=2):
     return reads if reads is running_reads() and users_code(depth) else None
 
 
+def _is_int(x):
+    return type(x) in (int, bool, SymInt)
+
+
 def _arithmetic(name, fn, reflected=False):
-    base = getattr(int, name)
     unary = name in _UNARY
 
     def method(self, *other):
-        out = base(self, *other)
+        if unary:
+            out = fn(self._value)
+        else:
+            o = other[0]
+            if not isinstance(o, (int, float, complex, SymInt)) and \
+                    not isinstance(o, numbers.Number):
+                return NotImplemented       # (a tensor, an array, a list: their own method)
+            a, b = (_plain(o), self._value) if reflected else (self._value, _plain(o))
+            out = fn(a, b)
         reads = _watched(self)
         if reads is None:
             return out
-        if out is NotImplemented or type(out) is not int:   # (a float: `B * 0.5`, `2 ** -B`)
-            reads.refuse(f"a size in `{name}` with {type(other[0]).__name__}")
+        if type(out) is not int or not (unary or _is_int(other[0])):
+            reads.refuse(f"a size in `{name}` with {type(other[0]).__name__}" if other else
+                         f"a size in `{name}`")
             return out
         fa = self._at
         if unary:
@@ -126,39 +160,32 @@ def _derived(value, at, reads):
 
 def _comparison(name, fn):
     def method(self, other):
-        out = fn(int.__int__(self), other.plain() if type(other) is SymInt else other)
+        if not isinstance(other, (numbers.Number, SymInt)):
+            return NotImplemented       # (a tensor's own comparison; None, a str: unequal)
+        out = fn(self._value, _plain(other))
         reads = _watched(self)
         if reads is not None:
-            fa, fb = self._at, (_at(other) if isinstance(other, int) else lambda c: other)
+            fa, fb = self._at, (_at(other) if _is_int(other) else lambda c: other)
             reads.check(lambda c: fn(fa(c), fb(c)) == out)
         return out
     method.__name__ = name
     return method
 
 
-def _refusing(name, what):
-    base = getattr(int, name)
-
+def _refusing(name, what, base):
     def method(self, *args):
-        reads = _watched(self)
-        if reads is not None:
-            reads.refuse(f"a size {what}")
-        return base(int.__int__(self), *args)
+        out = base(self._value, *[_plain(a) for a in args])
+        if out is not NotImplemented:       # (`B / x`: the tensor's __rtruediv__ decides)
+            reads = _watched(self)
+            if reads is not None:
+                reads.refuse(f"a size {what}")
+        return out
     method.__name__ = name
     return method
 
 
-def _plain_property(name):
-    def get(self):
-        reads = _watched(self)
-        if reads is not None:
-            reads.refuse("a size made a plain int")
-        return getattr(int.__int__(self), name)
-    return property(get)
-
-
 def _bool(self):
-    out = int.__int__(self) != 0
+    out = self._value != 0
     reads = _watched(self)
     if reads is not None:
         fa = self._at
@@ -181,7 +208,8 @@ for _name, _fn in (("eq", operator.eq), ("ne", operator.ne), ("lt", operator.lt)
                    ("le", operator.le), ("gt", operator.gt), ("ge", operator.ge)):
     setattr(SymInt, f"__{_name}__", _comparison(f"__{_name}__", _fn))
 SymInt.__bool__ = _bool
-for _name, _what in (("__int__", "made a plain int"), ("__index__", "made a plain int"),
+for _name, _what in (("__int__", "made a plain int"), ("__index__", "used as an int by Python "
+                                                                     "(an index, range(), NumPy)"),
                      ("__float__", "made a float"), ("__complex__", "made a complex"),
                      ("__truediv__", "divided as floats"), ("__rtruediv__", "divided as floats"),
                      ("__divmod__", "in divmod"), ("__rdivmod__", "in divmod"),
@@ -189,11 +217,8 @@ for _name, _what in (("__int__", "made a plain int"), ("__index__", "made a plai
                      ("__str__", "formatted as text"), ("__repr__", "formatted as text"),
                      ("__format__", "formatted as text"), ("__round__", "rounded"),
                      ("__trunc__", "made a plain int"), ("__floor__", "made a plain int"),
-                     ("__ceil__", "made a plain int"), ("bit_length", "read bit by bit"),
-                     ("bit_count", "read bit by bit"), ("to_bytes", "made bytes"),
-                     ("as_integer_ratio", "made a ratio"), ("conjugate", "made a plain int")):
-    if hasattr(int, _name):
-        setattr(SymInt, _name, _refusing(_name, _what))
+                     ("__ceil__", "made a plain int")):
+    setattr(SymInt, _name, _refusing(_name, _what, getattr(int, _name, complex)))
 
 
 def product(values):
@@ -201,9 +226,9 @@ def product(values):
     of the running trace where one of them is (its uses watched as the user's own `*`)."""
     n = 1
     for v in values:
-        n *= v.plain() if type(v) is SymInt else v
+        n *= _plain(v)
     sym = next((v for v in values if type(v) is SymInt), None)
-    reads = sym and _watched(sym, 3)
+    reads = _watched(sym, 3) if sym is not None else None
     if not reads:
         return n
     ats = [_at(v) for v in values]
@@ -221,9 +246,7 @@ def _reduce(self, *protocol):      # (a copy or a pickle of it is the plain int)
     reads = _watched(self)
     if reads is not None:
         reads.refuse("a size copied")
-    return int, (int.__int__(self),)
+    return int, (self._value,)
 
 
 SymInt.__reduce__ = SymInt.__reduce_ex__ = _reduce
-for _name in ("real", "numerator", "denominator", "imag"):
-    setattr(SymInt, _name, _plain_property(_name))

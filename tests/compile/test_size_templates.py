@@ -15,7 +15,7 @@ SIZES = [16, 16, 24, 24, 40, 7, 2, 100, 33, 5, 16, 40]
 @pytest.fixture(autouse=True)
 def _sync(monkeypatch):
     monkeypatch.setenv("LLGRAD_COMPILE", "sync")
-    monkeypatch.delenv("LLGRAD_DYNAMIC_SIZES", raising=False)   # (reads: set where probed)
+    monkeypatch.delenv("LLGRAD_DYNAMIC_SIZES", raising=False)   # (same: set where probed)
 
 
 def _run(make_step, sizes, compiled, make_batch, **options):
@@ -112,21 +112,21 @@ def _gpt_batch(rng, b):
 
 def test_sizes_the_users_code_reads_and_reshapes_by(monkeypatch):
     step = _same(_gpt_step(), _gpt_batch)
-    assert step.n_traces == len(set(SIZES))     # (it reads B: a trace per size, default)
-    monkeypatch.setenv("LLGRAD_DYNAMIC_SIZES", "reads")     # (B a SymInt in the second)
+    assert step.n_traces == 2                   # (B a SymInt in the second trace)
+    monkeypatch.setenv("LLGRAD_DYNAMIC_SIZES", "same")  # (the reads must be equal)
     step = _same(_gpt_step(), _gpt_batch)
-    assert step.n_traces == 2
+    assert step.n_traces == len(set(SIZES))     # (it reads B: a trace per size)
 
 
 def test_a_comparison_of_a_size_that_comes_out_otherwise_traces_again(monkeypatch):
     # B > 10 at 16 and 24: sizes 7, 2 and 5 compute without the doubling
-    monkeypatch.setenv("LLGRAD_DYNAMIC_SIZES", "reads")
     step = _same(_gpt_step(gate=10), _gpt_batch)
     # 16, 24; 7: the check fails, its trace with SymInts does not fit 24's (no doubling),
-    # so it is traced again with ints (SymInts are not ints to every library); after that
-    # one redo the function reads plain ints: 2 and 5 trace, 40, 100 and 33 are made
-    assert step.n_traces == 6
-    assert [t.uses for t in step._sizes.templates] == [3]
+    # so it is traced again with ints (SymInts are not ints to every library); 2 is handed
+    # a SymInt against 7 and fits it (no doubling at either): 40, 100 and 33 are made from
+    # the first template, 5 from the second
+    assert step.n_traces == 5
+    assert [t.uses for t in step._sizes.templates] == [3, 1]
 
 
 def _counting_step(use):
@@ -164,8 +164,9 @@ def test_a_size_used_as_a_plain_number_traces_each_size(use):
     step = _same(_counting_step(use), _x_batch, sizes=[4, 4, 6, 9, 9, 12])
     assert not step._sizes.templates
     if use in ("float", "len"):
-        # (the first call meets a fresh optimiser and runs eagerly: 4 traces at its second)
-        assert step.n_traces == 4
+        # (the first call meets a fresh optimiser and runs eagerly: 4 traces at its second,
+        # and 6's first trace, handed n as a SymInt, is done again with ints)
+        assert step.n_traces == 5
 
 
 def test_a_slice_clamped_at_a_smaller_size_traces_again():
