@@ -61,9 +61,12 @@ def _half_in_float(fn):
 
 def _half_scalars(fn):
     """mul / div of a float16 array by a Python number: PyTorch keeps the number in float32
-    (its opmath type) and rounds once, where NumPy rounds the number to float16 first."""
+    (its opmath type) and rounds once, where NumPy rounds the number to float16 first. (An
+    operand of float32 or float64 never makes float16: those calls skip np.result_type.)"""
     def impl(a, b):
-        if (type(a) in _NUMBER or type(b) in _NUMBER) and np.result_type(a, b) == np.float16:
+        if (type(a) in _NUMBER or type(b) in _NUMBER) and getattr(
+                b if type(a) in _NUMBER else a, "dtype", None) not in _WIDE_FLOATS and \
+                np.result_type(a, b) == np.float16:
             return fn(*(x.astype(np.float32) if isinstance(x, np.ndarray) else x
                         for x in (a, b))).astype(np.float16)
         return fn(a, b)
@@ -97,6 +100,7 @@ def _sub(a, b, alpha=1):
 
 
 _NUMBER = (int, float)
+_WIDE_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))    # (_half_scalars)
 _binary("add", _half_alpha(_add),
         lambda c, g: (g, g if c.alpha == 1 else g * conj(c.alpha)), "AddBackward0", functions=("add",), complex=True)
 _binary("sub", _half_alpha(_sub),

@@ -141,7 +141,13 @@ def run_pre_hooks(node, grads, node_hooks=True):
             t = ref()
             if t is not None and grads[nr] is not None:
                 g = grads[nr]
-                t._grad = g.detach().clone() if t._grad is None else (t._grad + g).detach()
+                if t._grad is None:
+                    # (PyTorch's retain_grad hook keeps a row-major copy; a sparse one as is)
+                    fmt = None if g.__class__ is not Tensor and g.is_sparse else \
+                        "contiguous_format"
+                    t._grad = g.detach().clone(fmt)
+                else:
+                    t._grad = (t._grad + g).detach()
     if hooks and -1 in hooks and node_hooks:
         grads = run_node_pre_hooks(node, grads)
     return grads

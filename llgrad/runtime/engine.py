@@ -5,7 +5,9 @@ capturing them for autograd.grad.
 The common graph of a compiled function (one root node whose edges all end at leaves)
 takes a short path (_run_single, engine_short_path.py) that gives exactly what the general
 one would, without its reachability search, dependency counts and heap; the gradients a
-backward starts from are root_grads.py's."""
+backward starts from are root_grads.py's. In the general loop, a backward of every leaf
+outside a trace runs a node with no pre-hook nor retained grad in a short step of its own;
+other nodes take _run_node (hooks, autograd.grad's captures, the tracer's checks)."""
 import heapq
 import itertools
 
@@ -31,6 +33,7 @@ _trace_state = trace_state.state
 _LEAF_FIRST = 1 << 62
 _new = Tensor._from_array
 _SUMMED = (dtypes.float32, dtypes.float64)     # (the run loop's NumPy sums)
+_SKIP = object()        # (_run_node: the node does not run)
 
 
 def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inputs=None,
@@ -61,7 +64,7 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
             targets.setdefault(e[0], []).append((e[1], i))
 
     root_nodes = list(dict.fromkeys(e[0] for e, _ in root_edges))
-    deps, nodes = _collect(root_nodes)
+    deps = _collect(root_nodes)
     needed = _needed(root_nodes, targets) if targets is not None else None
     buffers = {}
     for (node, nr), g in root_edges:
@@ -90,6 +93,7 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
     plain = not create_graph and tracer is None and dispatch.batching is None and \
         dispatch.forward_ad is None         # (a dual gradient sums through the add op)
     sums = set()
+    fast = targets is None and tracer is None   # (every node's hooks always run then)
     try:
         while heap:
             _, node = heappop(heap)
@@ -112,64 +116,26 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
                         g, grads[0] = grads[0], None    # handed over (as above)
                         node.accumulate(g, create_graph, True)
                 continue
-            # as PyTorch's engine: a node no gradient of an input needs is not evaluated
-            # (no hooks) unless it is an input's; backward(inputs=[non_leaf]) runs that
-            # node whole
-            target = targets is not None and node in targets
-            runs = needed is None or needed.get(node, False) or (target and accumulate)
-            if not runs and not target:
-                continue
-            own = getattr(node, "own_hooks", False)     # (compile/output_hooks.py)
-            hooked = (node._pre_hooks or node._retained) and not own and \
-                hooks("a hook or retain_grad", node)
-            raw = grads
-            if hooked:      # (the node's own pre-hooks only when it runs, below)
-                grads = run_pre_hooks(node, list(grads), False)
-            if target:
-                # what autograd.grad gets: after the tensor hooks, but (PyTorch's engine)
-                # the gradient as it arrived when the node runs for another input
-                seen = node.captures(grads, targets[node]) if own else \
-                    raw if runs and not accumulate else grads
-                for nr, i in targets[node]:
-                    captured[i] = seen[nr]
-                    if accumulate and seen[nr] is not None and isinstance(inputs[i], Tensor) \
-                            and not inputs[i]._retains_grad:    # (retain_grad wrote it above)
-                        # backward(inputs=[non_leaf]) accumulates into non_leaf.grad
-                        t, g = inputs[i], seen[nr]
-                        g = g if create_graph else g.detach().clone()
-                        t._grad = g if t._grad is None else (t._grad + g)
-                if not runs:
-                    continue
-            if hooked and -1 in (node._pre_hooks or ()):
-                grads = run_node_pre_hooks(node, grads)
-            live = grads[0] is not None if len(grads) == 1 else any(g is not None for g in grads)
-            if live and target and tracer is not None and tracer.hooks_off and \
-                    node._seq < tracer.first_node:  # (compile's derivation ends at its inputs)
-                live = any(g is not None for k, g in enumerate(grads)
-                           if k not in {nr for nr, _ in targets[node]})
-            if live:
-                if tracer is not None:
-                    if node._seq < tracer.first_node:
-                        # a traced step's own backward reaching the graph that made one of
-                        # its inputs: its effects there are outside what a compiled call writes
-                        tracer.graph_break(("the results' gradients (an input kept with an "
-                                            "earlier graph, not detached) reach"
-                                            if tracer.hooks_off else "the backward inside "
-                                            "the compiled function reaches")
-                                           + " the graph that made one of its inputs")
-                    # backward nodes carry their forward op's line
-                    where = getattr(node, "_where", None)
-                    tracer.loc_override = where_str(where) if where else None
-                if dispatch.profiler is None:
-                    outs = node.apply(grads) if retain_graph else node.apply_last(grads)
-                else:                   # (torch.profiler's event: dispatch.py)
-                    outs = dispatch.profiler.node(node, grads, retain_graph)
-                if _anomaly["enabled"] and _anomaly["check_nan"]:
-                    check_nan(node, outs)
-                if node._post_hooks and hooks("a node hook", node):
-                    outs = run_post_hooks(node, outs, grads)
+            if fast and not (node._pre_hooks or node._retained):
+                # (a backward of every leaf, not traced, at a node with no pre-hook nor
+                # retained grad: what _run_node does there, without its checks)
+                if grads[0] is not None if len(grads) == 1 else \
+                        any(g is not None for g in grads):
+                    if dispatch.profiler is None:
+                        outs = node.apply(grads) if retain_graph else node.apply_last(grads)
+                    else:                   # (torch.profiler's event: dispatch.py)
+                        outs = dispatch.profiler.node(node, grads, retain_graph)
+                    if _anomaly["enabled"] and _anomaly["check_nan"]:
+                        check_nan(node, outs)
+                    if node._post_hooks:
+                        outs = run_post_hooks(node, outs, grads)
+                else:
+                    outs = [None] * len(node.next_functions)
             else:
-                outs = [None] * len(node.next_functions)
+                outs = _run_node(node, grads, targets, needed, hooks, captured, inputs, tracer,
+                                 retain_graph, create_graph, accumulate)
+                if outs is _SKIP:
+                    continue
             if not retain_graph:
                 node.release()
             for (child, nr), g in zip(node.next_functions, outs):
@@ -214,3 +180,69 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
     if inputs is not None and not accumulate:
         return _captured(captured, allow_unused)
     return None
+
+
+def _run_node(node, grads, targets, needed, hooks, captured, inputs, tracer, retain_graph,
+              create_graph, accumulate):
+    """run_backward's general step at a node that is not a leaf's: its hooks, what
+    autograd.grad captures there, the node itself; its gradients for its edges, or _SKIP where
+    it does not run (it is then not released and passes nothing on)."""
+    # as PyTorch's engine: a node no gradient of an input needs is not evaluated
+    # (no hooks) unless it is an input's; backward(inputs=[non_leaf]) runs that
+    # node whole
+    target = targets is not None and node in targets
+    runs = needed is None or needed.get(node, False) or (target and accumulate)
+    if not runs and not target:
+        return _SKIP
+    own = getattr(node, "own_hooks", False)     # (compile/output_hooks.py)
+    hooked = (node._pre_hooks or node._retained) and not own and \
+        hooks("a hook or retain_grad", node)
+    raw = grads
+    if hooked:      # (the node's own pre-hooks only when it runs, below)
+        grads = run_pre_hooks(node, list(grads), False)
+    if target:
+        # what autograd.grad gets: after the tensor hooks, but (PyTorch's engine)
+        # the gradient as it arrived when the node runs for another input
+        seen = node.captures(grads, targets[node]) if own else \
+            raw if runs and not accumulate else grads
+        for nr, i in targets[node]:
+            captured[i] = seen[nr]
+            if accumulate and seen[nr] is not None and isinstance(inputs[i], Tensor) \
+                    and not inputs[i]._retains_grad:    # (retain_grad wrote it above)
+                # backward(inputs=[non_leaf]) accumulates into non_leaf.grad
+                t, g = inputs[i], seen[nr]
+                g = g if create_graph else g.detach().clone()
+                t._grad = g if t._grad is None else (t._grad + g)
+        if not runs:
+            return _SKIP
+    if hooked and -1 in (node._pre_hooks or ()):
+        grads = run_node_pre_hooks(node, grads)
+    live = grads[0] is not None if len(grads) == 1 else any(g is not None for g in grads)
+    if live and target and tracer is not None and tracer.hooks_off and \
+            node._seq < tracer.first_node:  # (compile's derivation ends at its inputs)
+        live = any(g is not None for k, g in enumerate(grads)
+                   if k not in {nr for nr, _ in targets[node]})
+    if live:
+        if tracer is not None:
+            if node._seq < tracer.first_node:
+                # a traced step's own backward reaching the graph that made one of
+                # its inputs: its effects there are outside what a compiled call writes
+                tracer.graph_break(("the results' gradients (an input kept with an "
+                                    "earlier graph, not detached) reach"
+                                    if tracer.hooks_off else "the backward inside "
+                                    "the compiled function reaches")
+                                   + " the graph that made one of its inputs")
+            # backward nodes carry their forward op's line
+            where = getattr(node, "_where", None)
+            tracer.loc_override = where_str(where) if where else None
+        if dispatch.profiler is None:
+            outs = node.apply(grads) if retain_graph else node.apply_last(grads)
+        else:                   # (torch.profiler's event: dispatch.py)
+            outs = dispatch.profiler.node(node, grads, retain_graph)
+        if _anomaly["enabled"] and _anomaly["check_nan"]:
+            check_nan(node, outs)
+        if node._post_hooks and hooks("a node hook", node):
+            outs = run_post_hooks(node, outs, grads)
+    else:
+        outs = [None] * len(node.next_functions)
+    return outs

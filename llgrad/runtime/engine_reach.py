@@ -5,18 +5,20 @@ and which nodes must run for gradients to reach the inputs asked for."""
 def _collect(root_nodes):
     """Count, for every node reachable from the roots, the edges that point at it."""
     deps = {}
+    roots = set(root_nodes)
     stack = list(root_nodes)
-    seen = set(root_nodes)
     while stack:
-        node = stack.pop()
-        for child, _ in node.next_functions:
-            if child is None:
-                continue
-            deps[child] = deps.get(child, 0) + 1
-            if child not in seen:
-                seen.add(child)
-                stack.append(child)
-    return deps, seen
+        for child, _ in stack.pop().next_functions:
+            if child is not None:
+                if child in deps:
+                    deps[child] += 1
+                else:
+                    deps[child] = 1
+                    # (a node with no edges, a leaf's, has nothing to visit; a root is
+                    # on the stack already)
+                    if child.next_functions and child not in roots:
+                        stack.append(child)
+    return deps
 
 
 def _needed(nodes, targets):

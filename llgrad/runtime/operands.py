@@ -56,10 +56,15 @@ def prepare(op, inputs):
         # promoted whichever positions promote); two operands (the most common) unrolled
         if len(inputs) == 2:
             a, b = inputs
-            if isinstance(a, Tensor) and isinstance(b, Tensor):
+            if isinstance(a, Tensor):
                 dt = a._dtype
-                if b._dtype is dt and (dt._cat >= 2 or not op.float_out):
-                    return [a._data, b._data]
+                if isinstance(b, Tensor):
+                    if b._dtype is dt and (dt._cat >= 2 or not op.float_out):
+                        return [a._data, b._data]
+                elif dt._cat >= 2 and (type(b) is float or type(b) is int):
+                    # (a floating tensor and a Python number, x * 0.5: nothing is promoted,
+                    # whichever positions promote; the general path's answer, without it)
+                    return [a._data, b]
         else:
             dt = None
             arrays = []
