@@ -15,6 +15,7 @@ import numpy as np
 from llvmlite import ir
 
 from ..ir.complex_regions import complex_regions
+from ..ir.block_split import split_blocks
 from ..ir.decompose import expand_composites, expand_composites_in_regions
 from ..ir.gemm_sums import merge_product_sums
 from ..ir.scatter_sums import merge_scatter_sums
@@ -131,7 +132,9 @@ def supports(graph):
 
 def simplify(graph):
     """The graph the native code computes: composite norms as the primitives their VJPs
-    recompute (ir/decompose.py), sums of small products as one product of stacked operands
+    recompute (ir/decompose.py), an elementwise value read in last-dim blocks computed per
+    block (ir/block_split.py: an LSTM step's gates, in its cell's loop), sums of small
+    products as one product of stacked operands
     (ir/gemm_sums.py: a weight shared by a loop's steps), sums of scatters into disjoint
     places as one (ir/scatter_sums.py: a loop's per-step select gradients), a product's
     operand t(clone(t(x))) read as x and a product read only through its transpose computed
@@ -155,8 +158,8 @@ def simplify(graph):
 
 
 # simplify's pipeline, in order
-PASSES = (expand_composites, read_untransposed, products_untransposed, merge_product_sums,
-          merge_scatter_sums, cse, dce, complex_regions, sink_free_nodes)
+PASSES = (expand_composites, split_blocks, read_untransposed, products_untransposed,
+          merge_product_sums, merge_scatter_sums, cse, dce, complex_regions, sink_free_nodes)
 
 
 def plan_graph(graph, options, clusters=True):

@@ -29,7 +29,7 @@ from ...ir.geometry import contiguous_strides
 from ..lowerings.fusion import Expr
 from ..lowerings.loops import Access, float32_sum_hints, normalize
 from .merge import FusedGroup, fused_in_order, join_groups, place_fused
-from .plan import root_of
+from .plan import MAX_LOOP_COST, root_of
 from ..lowerings.ops_reduce import reduced_dims
 from ..lowerings.parallel import MIN_WORK_PER_THREAD, Partial, cost, parallel_loops
 from ..lowerings.scalar import F64, Scalar
@@ -84,6 +84,9 @@ def merge_loops(plan):
             return None
         clusters = open_by_shape.setdefault(shape, [])
         clusters[:] = [c for c in clusters if not c.sealed and not c.full_for(grp)]
+        joined = _join_read_clusters(clusters, grp, m)
+        if joined is not None:
+            return joined
         for c in reversed(clusters[-_OPEN_SEARCHED:]):
             if _shares(c, grp) and _can_join(c, grp, m):
                 return c
@@ -95,6 +98,28 @@ def merge_loops(plan):
     for c in keep:
         _finish(plan, c)
     return place_fused(plan, cluster_of, keep)
+
+
+def _join_read_clusters(clusters, grp, m):
+    """The one cluster made of the open clusters grp reads values from, when there are
+    several (an LSTM backward step: sigmoid(o) in one, tanh(c) in another, the cell
+    gradient reading both), else None. Joining only the latest would seal the others, and
+    each would run as a loop of its own that stores what the others load. Merging is
+    safe: an unsealed cluster has no reader outside it yet, so all of them can run where
+    the last member of any of them was."""
+    read = [c for c in clusters if m.inside_reads(c, grp)]
+    if len(read) < 2 or not all(_can_join(c, grp, m) for c in read) or \
+            sum(c.cost for c in read) + cost(grp.members) > MAX_LOOP_COST:
+        return None
+    into = read[0]
+    for other in read[1:]:
+        for part in other.parts:
+            into.add(part)
+            m.cluster_of[part] = into
+        clusters.remove(other)
+    into.parts.sort(key=lambda part: part.index)
+    into.root = into.parts[-1].root
+    return into
 
 
 def _can_join(c, grp, m):

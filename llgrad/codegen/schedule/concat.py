@@ -18,7 +18,8 @@ A cat qualifies when every operand
   - where its block is strided in the result (a cat along a dim after a non-1 one), is
     stored by an elementwise loop or a cluster without reductions (they store through
     plan.store_strides; a reduction's loop order, and so its bits, would change with the
-    layout) and is read by nothing but the cat.
+    layout) and is read by nothing but the cat (and, in a cluster, its own members, which
+    read it from a register).
 A cat's result may itself be a slice of a later cat's. Nothing else writes the result's
 buffer, whose lifetime runs from the first operand's group to the last reader of it or of
 any slice in it (plan._make_buffers), so a slice holds its operand's value as long as anything
@@ -108,6 +109,9 @@ def _operand_ok(plan, x, strided, node, made, escaping, claimed, pos):
     # (no reduction among them: a loop order changed by the strides would change its
     # sums' bits), and nothing but the cat reads the operand
     if grp.loop == "cluster":
-        return not getattr(grp, "reductions", ()) and plan.consumers[x] == [node]
+        # (readers inside the cluster take the value from its register, not the block)
+        inside = set(grp.members)
+        return not getattr(grp, "reductions", ()) and \
+            all(c is node or c in inside for c in plan.consumers[x])
     return grp.loop == "elementwise" and grp.root.outputs[0] is x \
         and plan.consumers[x] == [node]
