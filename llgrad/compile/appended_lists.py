@@ -126,7 +126,10 @@ def only_appended(slots, holder):
     if any(steps for _, steps, _ in handles) and any(
             _uses(code, "__dict__") != 0 or _uses(code, "vars") != 0 for code in codes):
         return False        # (an attribute read by its object's dict)
-    appends = [_uses(code, name) for code in codes for name in set(names)]
+    # (an attribute's name is read by attribute loads and strings alone: a local variable of
+    # that name, Trainer.fit's `epochs` beside History.epochs, reads no attribute)
+    attrs = {n: all(steps and in_object for _, steps, in_object in handles) for n in names}
+    appends = [_uses(code, name, attrs[name]) for code in codes for name in set(names)]
     return None not in appends and any(appends)
 
 
@@ -158,9 +161,10 @@ def _name(slots, root, steps, in_object):
 
 
 @functools.lru_cache(maxsize=1024)
-def _uses(code, name):
+def _uses(code, name, attribute=False):
     """How many times code (its nested functions' included) appends to `name`, or None
-    where it names it otherwise (a read, a store, the name as a string)."""
+    where it names it otherwise (a read, a store, the name as a string); attribute: name is
+    an attribute's, which only attribute loads and stores and constants can name."""
     n, stack = 0, [code]
     while stack:
         c = stack.pop()
@@ -170,6 +174,9 @@ def _uses(code, name):
                 type(x.argval) is tuple and name in x.argval
             if not named or x.opname == "LOAD_CLOSURE":    # (its nested function: scanned)
                 continue
+            if attribute and not (x.opname in _ATTRIBUTE_LOADS or "ATTR" in x.opname or
+                                  "CONST" in x.opname or x.opname == "KW_NAMES"):
+                continue        # (a local, cell or global variable of that name)
             after = ins[i + 1] if i + 1 < len(ins) else None
             if x.opname == "LOAD_CONST" or not x.opname.startswith("LOAD_") or after is None \
                     or after.opname not in _ATTRIBUTE_LOADS or after.argval not in _GROWERS:

@@ -68,7 +68,8 @@ Graph breaks and fullgraph
     Where compile cannot keep the contract (numpy() or tolist() of a traced tensor, a hook
     or retain_grad() made inside fn on a graph a backward after the call would run (in a
     step whose own backward runs through it, retained gradients are given back), aliasing
-    inputs that fn writes, a draw from NumPy's or Python's random generator, data-dependent
+    inputs that fn writes, a draw from NumPy's or Python's random generator that compiled
+    calls cannot make again (py_draws.py makes random.random() and the like), data-dependent
     shapes such as unique_consecutive, a DistributedDataParallel forward, an iterator
     the call reaches, globals() or os.environ read, a global setting fn leaves changed:
     set_grad_enabled, set_default_dtype, set_printoptions, set_num_threads), everything the

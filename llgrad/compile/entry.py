@@ -22,7 +22,7 @@ from ..runtime.saved_tensor import where_str
 from ..runtime.tensor import Tensor
 from ..runtime.training_flag import watching
 from ..tracer.errors import later_error
-from ..tracer.pytree import flatten, with_constants
+from ..tracer.pytree import flatten, made_dataclasses, with_constants
 from ..tracer.returned import ReturnedScalar, is_constant, values_in
 from ..tracer.trace import TraceError, trace_body
 from .dump import _trace_note, add_note as _add_note
@@ -92,7 +92,8 @@ class Entry:
                                           # lists it appended to (appended_lists.py)
         "blind",                          # guard positions it serves any value of (guards_blind)
         "external_io", "linked_arrays",   # files it read or wrote; arrays read as tensors
-        "size_reads")                     # the sizes its user's code read (size_reads.py)
+        "size_reads",                     # the sizes its user's code read (size_reads.py)
+        "draws")                          # Python's random draws it makes (py_draws.py)
 
     def __init__(self, name, backend, guard_items):
         self.name, self.backend, self.guard_items = name, backend, guard_items
@@ -112,7 +113,7 @@ class Entry:
         self._forward_run = self._backward_run = self._node_layout = self._unflatten = None
         self._build_job, self._interim_runs, self._cache_hints = None, {}, {}
         self._compiled_before, self.llvm_builds, self.given, self.rendered = None, 0, [], []
-        self.external_io, self.linked_arrays, self.size_reads = [], frozenset(), []
+        self.external_io, self.linked_arrays, self.size_reads, self.draws = [], frozenset(), [], ()
 
 
 def trace_entry(name, backend, traced_fn, tensors, guards, args, kwargs, n_own, entered=(),
@@ -178,14 +179,15 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
             entry.leaf_hooks = bool(guarded)
         slots = Slots(fn, args, kwargs)
         kept = [args, kwargs, *entered]     # (where a printed value's text must not stay)
+        made = made_dataclasses([*args, *kwargs.values(), *entered])    # (their results)
         with recording(entry.given, kept) as rendering, watching() as flags:
-            result = symbolic_args.returned_stand_ins(raw := traced_fn(*args, **kwargs))
+            result = symbolic_args.returned_stand_ins(raw := traced_fn(*args, **kwargs), made)
             kept.append(result)
         entry.linked_arrays = (tracer := trace_state.state.tracer).linked_arrays
-        entry.size_reads = tracer.size_reads
+        entry.size_reads, entry.draws = tracer.size_reads, getattr(tracer, "py_draws", ())
         if tracer.broken:               # (a graph break the function caught itself)
             raise TraceError(tracer.broken)
-        leaves, tree = flatten(result)
+        leaves, tree = flatten(result, objects=made)
         tree, outs = with_constants(tree, leaves, is_constant)
         bad = next(((p, x) for p, x in leaves if not isinstance(x, (Tensor, ReturnedScalar))
                     and not is_constant(x)), None)

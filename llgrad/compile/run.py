@@ -16,6 +16,7 @@ from .backward_node import CompiledFunctionBackward, FreedBackward, replay_kept
 from ..runtime.creation import default_generator
 from .fastpath import quick_runner
 from .moved_data import aliases_hold, assign_moved, share_moved
+from .py_draws import drawing
 from .retained import assign_retained
 from .replayed_output import raises, replay
 from .backends import forward_run, report, warn_once
@@ -37,7 +38,9 @@ def entry_runner(entry):
         forward_run(entry)                  # (builds the kernel, or starts its build)
         if entry._forward_run is None:      # (built in the background: not kept till then)
             run = functools.partial(_while_building, entry)
-            return functools.partial(_replaying, run, entry.given) if entry.given else run
+            run = functools.partial(_replaying, run, entry.given) if entry.given else run
+            return functools.partial(drawing, run, entry, _NOT_SERVED) \
+                if entry.draws else run
         report(entry)                       # (the background build's warnings)
         kernel = entry.kernels.get("forward")
         if getattr(kernel, "direct", False) and not entry.rendered:
@@ -46,6 +49,8 @@ def entry_runner(entry):
         run = run or functools.partial(run_entry, entry)
         run = runners[grad] = functools.partial(_replaying, run, entry.given) \
             if entry.given else run
+        if entry.draws:     # (Python's random draws, made before the graph: py_draws.py)
+            run = runners[grad] = functools.partial(drawing, run, entry, _NOT_SERVED)
     return run
 
 
@@ -89,6 +94,7 @@ class StandIn:
 
 
 STAND_IN = StandIn()
+_NOT_SERVED = (_MISS, _RUN_EAGERLY, STAND_IN)   # (a call's draws are put back: py_draws.py)
 FINISHED_BY_CALL = (Pending, StandIn)     # answers CompiledFunction's call finishes
 
 

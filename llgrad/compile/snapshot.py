@@ -20,6 +20,7 @@ from ..tracer.errors import ControlFlowError, TraceError
 from . import external_io
 from .class_state import slotted
 from .function_reads import captured_reads
+from .py_draws import explains
 from .settings import changed_setting, settings
 
 _GONE = object()
@@ -98,13 +99,14 @@ class StateSnapshot:
                 return f"what a {type(c).__name__} holds"
         return None
 
-    def foreign_random(self):
+    def foreign_random(self, entry=None):
         """Which generator other than llgrad's the run drew from since the snapshot (its
-        draws would be constants of a trace), or None."""
+        draws would be constants of a trace; not entry's draws, py_draws.py), or None."""
         now = np.random.get_state()
-        if now[2:] != self.np_state[2:] or not np.array_equal(now[1], self.np_state[1]):
+        if (now[2:] != self.np_state[2:] or not np.array_equal(now[1], self.np_state[1])) \
+                and not explains(entry, self.py_state, self.np_state):
             return "NumPy's global random generator (np.random)"
-        if random.getstate() != self.py_state:
+        if random.getstate() != self.py_state and not explains(entry, self.py_state):
             return "Python's random module"
         for g, state in self.generators:
             if not _same_state(_state(g), state):
@@ -138,7 +140,7 @@ class StateSnapshot:
         if held is not None:
             return f"the function reaches a {type(held).__name__}, whose text a compiled call " \
                 "would not read again"
-        foreign = self.foreign_random()
+        foreign = self.foreign_random(entry)
         if foreign is not None:
             return f"the function draws from {foreign}, which a compiled call cannot " \
                 "replay (use llgrad's default generator)"

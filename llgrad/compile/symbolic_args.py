@@ -29,7 +29,7 @@ from ..runtime.rendered_text import RenderedText
 from ..runtime.symbolic_scalar import ScalarEscape, SymbolicScalar, stand_ins as _active
 from ..runtime.symbolic_uses import check_returned
 from ..tracer.errors import TraceError
-from ..tracer.pytree import flatten, remade_dict, remake_dict
+from ..tracer.pytree import fields_kind, flatten, remade_dict, remake_dict
 from ..tracer.returned import ReturnedScalar
 from . import type_reads
 from .guards import signature_names, signature_of
@@ -120,8 +120,9 @@ def retry(cf, exc, snapshot, state_only=False):
     return True
 
 
-def returned_stand_ins(result):
-    """result with each stand-in it holds (in tuples, lists and dicts) as a ReturnedScalar
+def returned_stand_ins(result, made=None):
+    """result with each stand-in it holds (in tuples, lists, dicts and the dataclasses made
+    by the call: made, pytree.made_dataclasses' test) as a ReturnedScalar
     of the stand-in's graph value: a counter the step returns (`return loss, self.step`) is
     an output each compiled call returns as the Python number, not a value guard. Only the
     containers holding a stand-in are copies (one the call also put elsewhere stays itself,
@@ -131,7 +132,7 @@ def returned_stand_ins(result):
     if tracer is not None:
         check_returned(tracer, [x for _, x in flatten(result)[0]])
     _check_dicts(result)
-    return _returned(result)
+    return _returned(result, made)
 
 
 def _check_dicts(result):
@@ -152,21 +153,24 @@ def _check_dicts(result):
             stack.extend(v)
 
 
-def _returned(result):
+def _returned(result, made=None):
     if type(result) is SymbolicScalar:
         return ReturnedScalar(result.tensor)
     if type(result) is DerivedNumber:       # (`round(acc.item(), 4)`: its post on each number)
         return ReturnedScalar(result.tensor, result.post)
     if type(result) is RenderedText:        # (`return f"{loss:.3f}"`: each call's text)
         return _returned_text(result)
-    if not _returns_stand_in(result):
+    if not _returns_stand_in(result, made):
         return result
+    if made is not None and made(result):     # (a dataclass: a new one, as compiled calls')
+        return fields_kind(type(result), tuple(vars(result)))(
+            *(_returned(x, made) for x in vars(result).values()))
     if isinstance(result, dict):
-        out = {k: _returned(v) for k, v in result.items()}
+        out = {k: _returned(v, made) for k, v in result.items()}
         return remake_dict(type(result), out) if remade_dict(result) else out
     if hasattr(result, "_fields"):          # (a namedtuple: `Metrics(loss.item(), acc)`)
-        return type(result)(*(_returned(x) for x in result))
-    return type(result)(_returned(x) for x in result)
+        return type(result)(*(_returned(x, made) for x in result))
+    return type(result)(_returned(x, made) for x in result)
 
 
 def _returned_text(text):
@@ -182,14 +186,17 @@ def _returned_text(text):
     return ReturnedScalar(piece.tensor, lambda n, render=piece.render: render(np.asarray(n)))
 
 
-def _returns_stand_in(v):
-    """Whether v is or holds (in plain tuples, namedtuples, lists and dicts) a stand-in."""
+def _returns_stand_in(v, made=None):
+    """Whether v is or holds (in plain tuples, namedtuples, lists, dicts and dataclasses
+    made by the call) a stand-in."""
     if is_stand_in(v) or type(v) is RenderedText:
         return True
     if type(v) in (list, tuple) or isinstance(v, tuple) and hasattr(v, "_fields"):
-        return any(_returns_stand_in(x) for x in v)
+        return any(_returns_stand_in(x, made) for x in v)
     if type(v) is dict or remade_dict(v):
-        return any(_returns_stand_in(x) for x in v.values())
+        return any(_returns_stand_in(x, made) for x in v.values())
+    if made is not None and made(v):
+        return any(_returns_stand_in(x, made) for x in vars(v).values())
     return False
 
 

@@ -24,7 +24,7 @@ from ..runtime import trace_state
 from ..runtime.symbolic_scalar import HYPER_READS, ITEM_READS, ScalarEscape, SymbolicScalar
 from .attr_write_replay import _bind, _child, _resolve, _slots, _value
 from .attr_writes import Slots
-from . import math_stand_ins, symbolic_args, type_reads
+from . import caller_lists, math_stand_ins, py_draws, symbolic_args, type_reads
 from .guards import signature_names
 
 
@@ -40,6 +40,8 @@ def newly_dynamic(cf, guards, args, kwargs, entered):
     if one became so (the caller collects the call again). The arguments' numbers first
     (symbolic_args.newly_dynamic)."""
     if symbolic_args.newly_dynamic(cf, args, kwargs, entered):
+        return True
+    if caller_lists.newly_grown(cf, guards, args, kwargs):     # (a History's losses list)
         return True
     own = {name for name, _ in signature_names(cf.fn, args, kwargs)}
     seen, now = cf._numbers_seen, {}
@@ -134,7 +136,8 @@ def standing_in(cf, tensors, args, kwargs, entered=()):
         # (a method left out of reads_types that runs: type_reads.check)
         watching, type_reads.watching.cf = type_reads.watching.cf, None if reads_types else cf
         try:
-            yield call
+            with py_draws.standing_in(cf, reads_types):     # (random.random(): py_draws.py)
+                yield call
         finally:
             trace_state.state.types_read = outer
             type_reads.watching.cf = watching

@@ -1,34 +1,82 @@
 """Flatten nested lists, tuples and dicts of arguments and results into leaves plus a
 structure that puts them back."""
+import dataclasses
 from collections import OrderedDict, defaultdict
 
 
-def flatten(obj, path="", out=None):
-    """-> (leaves [(path, leaf)], tree). Dict keys are visited in insertion order."""
+def flatten(obj, path="", out=None, objects=None):
+    """-> (leaves [(path, leaf)], tree). Dict keys are visited in insertion order. objects:
+    a test of the objects (made_dataclasses') whose attributes are a node too (a result's
+    dataclass, remade with them: fields_kind)."""
     out = [] if out is None else out
     if isinstance(obj, (list, tuple)) and not hasattr(obj, "_fields"):
-        trees = [flatten(x, f"{path}_{i}" if path else str(i), out)[1]
+        trees = [flatten(x, f"{path}_{i}" if path else str(i), out, objects)[1]
                  for i, x in enumerate(obj)]
         return out, (type(obj), trees)
     if isinstance(obj, tuple):                      # a namedtuple
-        trees = [flatten(x, f"{path}_{f}", out)[1] for f, x in zip(obj._fields, obj)]
+        trees = [flatten(x, f"{path}_{f}", out, objects)[1] for f, x in zip(obj._fields, obj)]
         return out, (type(obj), trees)
     if type(obj) in (OrderedDict, defaultdict):
         # (a node around its items that makes the same type again: a compiled call's
         # defaultdict, as GradScaler.update() writes one, still makes missing keys)
         factory = getattr(obj, "default_factory", None)
-        return out, (dict_kind(type(obj), factory), [flatten(dict(obj), path, out)[1]])
+        return out, (dict_kind(type(obj), factory), [flatten(dict(obj), path, out, objects)[1]])
     if remade_dict(obj):
-        return out, (dict_kind(type(obj), _SUBCLASS), [flatten(dict(obj), path, out)[1]])
+        return out, (dict_kind(type(obj), _SUBCLASS),
+                     [flatten(dict(obj), path, out, objects)[1]])
     if isinstance(obj, dict):
         keys = list(obj)
         # keys that are not names (a tensor keying optimiser state) are named by position
         names = [k if isinstance(k, (str, int)) else i for i, k in enumerate(keys)]
-        trees = [flatten(obj[k], f"{path}_{n}" if path else str(n), out)[1]
+        trees = [flatten(obj[k], f"{path}_{n}" if path else str(n), out, objects)[1]
                  for k, n in zip(keys, names)]
         return out, (dict, list(zip(keys, trees)))
+    if objects is not None and objects(obj):
+        attrs = vars(obj)
+        trees = [flatten(v, f"{path}_{n}" if path else n, out, objects)[1]
+                 for n, v in attrs.items()]
+        return out, (fields_kind(type(obj), tuple(attrs)), trees)
     out.append((path, obj))
     return out, None
+
+
+def made_dataclasses(given):
+    """flatten's test of the objects it takes apart: a plain dataclass's instance (its state
+    all in its __dict__: no __slots__, not a container, not llgrad's) that is none of the
+    objects `given` (what the call was given and reaches: eager returns those themselves)."""
+    ids = set(map(id, given))
+
+    def test(obj):
+        cls = type(obj)
+        return dataclasses.is_dataclass(cls) and id(obj) not in ids and \
+            type(getattr(obj, "__dict__", None)) is dict and \
+            not isinstance(obj, (list, tuple, dict, type)) and \
+            not any("__slots__" in vars(c) for c in cls.__mro__[:-1]) and \
+            not (cls.__module__ or "").startswith("llgrad")
+    return test
+
+
+_FIELDS_KINDS = {}
+
+
+def fields_kind(cls, names):
+    """The tree kind of a dataclass instance holding attributes `names`: a class (one per
+    type and names, so guards compare it by identity) that, called with their values, gives
+    a new instance of cls holding them, as eager's does (neither __init__ nor __post_init__
+    run again: what they set is among the values; a frozen one's too)."""
+    key = (cls, names)
+    kind = _FIELDS_KINDS.get(key)
+    if kind is None:
+        if len(_FIELDS_KINDS) >= 256:
+            _FIELDS_KINDS.clear()
+
+        def remake(_, *values):
+            obj = object.__new__(cls)
+            obj.__dict__.update(zip(names, values))
+            return obj
+        kind = _FIELDS_KINDS[key] = type(f"{cls.__name__}_fields", (), {
+            "__new__": remake, "_fields": names})
+    return kind
 
 
 _DICT_KINDS = {}

@@ -20,6 +20,7 @@ holding both (ReturnedScalars). With anything else (a tensor, an integer with a 
 number is read as `.item()` reads it: a value guard.
 The rewrite also covers `v = x.item()` at the top of the function when v is only returned
 (rules.returned_assignments)."""
+import dataclasses
 import operator
 from collections import OrderedDict, defaultdict
 
@@ -274,4 +275,20 @@ def values_in(result):
         if remade_dict(result):
             return remake_dict(type(result), out)
         return defaultdict(result.default_factory, out) if type(result) is defaultdict else out
+    if dataclasses.is_dataclass(type(result)) and _holds_returned(result):
+        out = object.__new__(type(result))      # (a dataclass symbolic_args copied)
+        out.__dict__.update({k: values_in(v) for k, v in vars(result).items()})
+        return out
     return result
+
+
+def _holds_returned(v):
+    """Whether v is or holds (in tuples, lists, dicts, dataclasses) a ReturnedScalar."""
+    if isinstance(v, ReturnedScalar):
+        return True
+    if isinstance(v, dict):
+        return any(map(_holds_returned, v.values()))
+    if isinstance(v, (list, tuple)):
+        return any(map(_holds_returned, v))
+    d = getattr(v, "__dict__", None) if dataclasses.is_dataclass(type(v)) else None
+    return type(d) is dict and any(map(_holds_returned, d.values()))
