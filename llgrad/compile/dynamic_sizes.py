@@ -26,7 +26,7 @@ from ..runtime.sym_int import SymInt
 from . import log
 from .entry import Entry
 from .size_templates import NoTemplate, _symbol, fit, instantiate, plain
-from .snapshot import _bound as bound, _put_back as put_back
+from .snapshot import bound, put_back
 
 
 class FunctionSizes:

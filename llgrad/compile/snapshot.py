@@ -34,7 +34,7 @@ class StateSnapshot:
         names: the closure cells and global names the call reads or binds, as
         attr_writes.Slots.names (`nonlocal h` rebound by a trace that breaks is put back, or
         the eager run that follows would start from the trace's value)."""
-        self.names = [(where, _bound(where)) for where, *_ in names]
+        self.names = [(where, bound(where)) for where, *_ in names]
         # (with the bases of views: a write through a view gives its base a new grad_fn)
         seen = {id(t) for t in tensors}
         bases = [t._base for t in tensors if t._base is not None and id(t._base) not in seen
@@ -214,7 +214,7 @@ class StateSnapshot:
                 elif getattr(c, k, _GONE) is not v:
                     setattr(c, k, v)
         for where, before in self.names:
-            _put_back(where, before)
+            put_back(where, before)
         _set_state(default_generator, self.rng)
         np.random.set_state(self.np_state)
         random.setstate(self.py_state)
@@ -262,7 +262,7 @@ def _file_state(f):
         return None
 
 
-def _bound(where):
+def bound(where):
     """What a closure cell or a global name (where: ("cell", cell) or ("global", globals,
     name)) holds now, or _GONE."""
     if where[0] == "cell":
@@ -273,9 +273,9 @@ def _bound(where):
     return where[1].get(where[2], _GONE)
 
 
-def _put_back(where, before):
+def put_back(where, before):
     """Bind a closure cell or a global name to what it held before (or unbind it)."""
-    if _bound(where) is before:
+    if bound(where) is before:
         return
     if where[0] == "cell":
         if before is _GONE:
@@ -368,7 +368,7 @@ def untaken_branch(tensors, entered, what, part="the branch eager does not take"
     writes are the branch's graph, not Python state. fn: the function the code runs, whose
     global names and closure cells (and its helpers') are watched too (`global n; n += 1`)
     and put back."""
-    names = [] if fn is None else [(w, _bound(w), path) for w, _, _, path in
+    names = [] if fn is None else [(w, bound(w), path) for w, _, _, path in
                                    captured_reads(fn)[1] if w[0] in ("cell", "global")]
     if taken:
         watched = StateSnapshot([], entered)
@@ -394,4 +394,4 @@ def untaken_branch(tensors, entered, what, part="the branch eager does not take"
 
 def _rebound(names):
     """What names [(where, value before, path)] one rebinds now, as text; None if none."""
-    return next((f"what {path} names" for w, v, path in names if _bound(w) is not v), None)
+    return next((f"what {path} names" for w, v, path in names if bound(w) is not v), None)
