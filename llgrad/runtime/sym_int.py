@@ -61,9 +61,6 @@ def plain(x):
     return x._value if type(x) is SymInt else x
 
 
-_plain = plain
-
-
 class SymInt:
     """A size that knows itself as a function of the size (`_at`), in the trace (`_reads`)
     that made it. Not an int: every use Python makes of it calls one of its methods (an
@@ -109,12 +106,18 @@ def _arithmetic(name, fn, reflected=False):
     def method(self, *other):
         if unary:
             out = fn(self._value)
+        elif len(other) > 1:        # (pow(B, e, m): a number the template does not follow)
+            out = pow(self._value, *map(plain, other))
+            reads = _watched(self)
+            if reads is not None:
+                reads.refuse("a size in a three-argument pow")
+            return out
         else:
             o = other[0]
             if not isinstance(o, (int, float, complex, SymInt)) and \
                     not isinstance(o, numbers.Number):
                 return NotImplemented       # (a tensor, an array, a list: their own method)
-            a, b = (_plain(o), self._value) if reflected else (self._value, _plain(o))
+            a, b = (plain(o), self._value) if reflected else (self._value, plain(o))
             out = fn(a, b)
         reads = _watched(self)
         if reads is None:
@@ -162,7 +165,7 @@ def _comparison(name, fn):
     def method(self, other):
         if not isinstance(other, (numbers.Number, SymInt)):
             return NotImplemented       # (a tensor's own comparison; None, a str: unequal)
-        out = fn(self._value, _plain(other))
+        out = fn(self._value, plain(other))
         reads = _watched(self)
         if reads is not None:
             fa, fb = self._at, (_at(other) if _is_int(other) else lambda c: other)
@@ -174,7 +177,7 @@ def _comparison(name, fn):
 
 def _refusing(name, what, base):
     def method(self, *args):
-        out = base(self._value, *[_plain(a) for a in args])
+        out = base(self._value, *[plain(a) for a in args])
         if out is not NotImplemented:       # (`B / x`: the tensor's __rtruediv__ decides)
             reads = _watched(self)
             if reads is not None:
@@ -226,7 +229,7 @@ def product(values):
     of the running trace where one of them is (its uses watched as the user's own `*`)."""
     n = 1
     for v in values:
-        n *= _plain(v)
+        n *= plain(v)
     sym = next((v for v in values if type(v) is SymInt), None)
     reads = _watched(sym, 3) if sym is not None else None
     if not reads:
