@@ -8,6 +8,8 @@ found again in the objects the call passed, which tells the attribute `_modules`
 and `_buffers` entries read as its attributes, as in PyTorch). Only for logs, explain and
 warnings: nothing here runs on a call's path. (Names and the expression of one item are
 guard_expressions.py's; here are an entry's guard list and what changed between calls.)"""
+import reprlib
+
 import numpy as np
 
 from ..ir.interpret import evaluate
@@ -107,7 +109,32 @@ def _changed(raw, was, now, names):
                 f"{n}: another object"
         was, now = _number(was), _number(now)
         return f"{n} == {was} (now {now})", f"{n}: {was} -> {now}"
+    if raw.startswith("class of ") and _class_items(was) and _class_items(now):
+        changed = _class_change(was, now)
+        if changed is not None:
+            return changed
     return expression(raw, was, names) + " (changed)", f"{n} changed"
+
+
+def _class_items(v):
+    """Whether v is class_state's guard value: ((class, ((name, Same(value)), ...)), ...)."""
+    return isinstance(v, tuple) and all(
+        isinstance(c, tuple) and len(c) == 2 and isinstance(c[0], type) for c in v)
+
+
+def _class_change(was, now):
+    """The first class attribute that differs between two class_state values, as
+    `Net.calls == 7 (now 8)` (not the class's whole namespace)."""
+    def shown(s):
+        return "unset" if s is None else reprlib.repr(s.v)
+    for (c, items), (_, items_now) in zip(was, now):
+        before, after = dict(items), dict(items_now)
+        for k in [*before, *(k for k in after if k not in before)]:
+            if before.get(k) != after.get(k):
+                what = f"{c.__name__}.{k}"
+                return f"{what} == {shown(before.get(k))} (now {shown(after.get(k))})", \
+                    f"{what} changed"
+    return None
 
 
 def nearest(entries, guards):
