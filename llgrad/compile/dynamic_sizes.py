@@ -143,6 +143,8 @@ def _plain_value(v, depth=0):
     if depth < 3 and type(v) in (tuple, list, Size) and any(
             type(x) is SymInt or type(x) in (tuple, list, Size) for x in v):
         new = [_plain_value(x, depth + 1) for x in v]
+        if all(a is b for a, b in zip(new, v)):
+            return v            # (nothing of a trace's in it: the same object)
         if type(v) is list:
             v[:] = new
             return v
