@@ -4,6 +4,7 @@ vstack / dstack / column_stack / row_stack, tensor_split / hsplit / vsplit / dsp
 split_with_sizes, tile (llgrad.* and Tensor methods; functions_rearrange.py has those that
 rearrange elements: diff, rot90, kron, take, ...)."""
 import itertools
+import numbers
 
 import numpy as np
 
@@ -134,7 +135,7 @@ def tensor_split(input, indices_or_sections, dim=0):
         ios = int(ios.item()) if ios._data.ndim == 0 else [int(v) for v in ios.tolist()]
     d = norm_dim(dim, nd)
     n = input._data.shape[d]
-    if isinstance(ios, (int, np.integer)):
+    if isinstance(ios, numbers.Integral):      # (an int, NumPy's, a size a trace read)
         if ios <= 0:
             raise RuntimeError(f"number of sections must be larger than 0, got {ios}")
         q, r = divmod(n, int(ios))

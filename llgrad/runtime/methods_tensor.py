@@ -81,7 +81,7 @@ def flipud(self):
 
 
 def roll(self, shifts, dims=None):
-    shifts = (int(shifts),) if isinstance(shifts, (int, np.integer)) else tuple(map(int, shifts))
+    shifts = (int(shifts),) if isinstance(shifts, numbers.Integral) else tuple(map(int, shifts))
     if not shifts:          # (else roll((), ()) would return the tensor unrolled)
         raise RuntimeError("`shifts` required")
     if dims is None or (isinstance(dims, (tuple, list)) and not dims and len(shifts) == 1):

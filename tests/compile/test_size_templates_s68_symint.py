@@ -58,6 +58,7 @@ IDIOMS = {
     "python_loop": (lambda x: sum(x[i] for i in range(x.size(0))), False, True),
     "narrow": (lambda x: x.narrow(0, 0, x.size(0) - 1), False, False),   # (affine: B - 1)
     "pow_mod": (lambda x: x * pow(x.size(0), 2, 7), False, True),
+    "roll_by_size": (lambda x: x.roll(x.size(1), 0) * 2, True, True),
 }
 
 
