@@ -8,7 +8,6 @@ import math
 import numpy as np
 
 from ..ir import bfloat16 as bf16_values
-from .sym_int import SymInt
 
 _SPLIT = 134217729.0    # 2**27 + 1 (Veltkamp's splitting constant for float64)
 
@@ -165,7 +164,7 @@ def arange_size(start, end, step, npdt):
         raise RuntimeError("step must be nonzero")
     if (step > 0 and end < start) or (step < 0 and end > start):
         raise RuntimeError("upper bound and lower bound inconsistent with step sign")
-    if not all(type(v) in (int, SymInt) or isinstance(v, float) and v.is_integer() and
+    if not all(type(v) is int or isinstance(v, float) and v.is_integer() and
                abs(v) < 2.0 ** 53 for v in (start, end, step)):
         return None
     start, end, step = int(start), int(end), int(step)
