@@ -167,3 +167,50 @@ def test_a_trace_done_again_with_ints_does_not_count_against_the_recompile_limit
             x = _input((2, t, 6))
             np.testing.assert_allclose(compiled(x).numpy(), f(x).numpy(), rtol=1e-6)
     assert compiled.n_traces == 10 and compiled._sizes.redone == 2
+
+
+def test_a_step_reading_its_batch_size_with_state_changed_between_calls():
+    # the step reads B (a SymInt in its second trace) and divides by it; between calls an
+    # lr a scheduler changes, a hook registered later, a float attribute, a NumPy array the
+    # step reads as a tensor, rewritten: every call against eager's
+    table = np.linspace(0.5, 1.5, 3).astype(np.float32)
+
+    def make():
+        model = nn.Sequential(nn.Linear(6, 12), nn.Tanh(), nn.Linear(12, 3))
+        model.scale = 1.0
+        opt = llgrad.optim.SGD(model.parameters(), 0.1, momentum=0.9)
+        sched = llgrad.optim.lr_scheduler.ExponentialLR(opt, 0.9)
+        weights = llgrad.from_numpy(table)
+
+        def step(x, y):
+            B, T, C = x.shape
+            logits = model(x.reshape(B * T, C)).view(B, T, 3) * model.scale
+            loss = (F.cross_entropy(logits.reshape(B * T, 3), y.reshape(B * T),
+                                    weight=weights, reduction="sum") / B)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            sched.step()
+            return loss
+        return step, list(model.parameters()), model
+
+    outs = []
+    for compiled in (False, True):
+        llgrad.manual_seed(0)
+        table[:] = np.linspace(0.5, 1.5, 3)
+        step, params, model = make()
+        if compiled:
+            step = llgrad.compile(step)
+        rng, out = np.random.default_rng(0), []
+        for k, b in enumerate([16, 16, 24, 40, 7, 33, 9, 50]):
+            if k == 4:
+                params[0].register_hook(lambda g: g * 0.5)
+                model.scale = 2.0
+            if k == 5:
+                table[1] = 3.0
+            x = llgrad.tensor(rng.standard_normal((b, 4, 6)).astype(np.float32))
+            y = llgrad.tensor(rng.integers(0, 3, (b, 4)))
+            out.append(step(x, y).item())
+        outs.append(out + [float(p.detach().sum()) for p in params])
+    np.testing.assert_allclose(outs[1], outs[0], rtol=2e-5, atol=1e-6)
+    assert sum(t.uses for t in step._sizes.templates) >= 2, step.n_traces
