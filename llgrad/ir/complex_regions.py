@@ -51,6 +51,9 @@ def _joins(node, relaid, in_open):
 def complex_regions(graph):
     """graph with its complex ops gathered into complex_region nodes (a new Graph; graph
     itself when it has none, or when a region cannot give a value in the traced layout)."""
+    if not any(_complex(v) for v in graph.inputs) and not any(
+            _complex(o) for node in graph.nodes for o in node.outputs):
+        return graph                # (every node touching a complex value defines or reads one)
     kept = set(graph.outputs) | set(graph.mutated.values()) | {g.value for g in graph.guards}
     region_of = {}                  # Value -> its region's id, for values regions compute
     relaid = set()                  # the values among those laid out as no result can be
