@@ -4,10 +4,12 @@ the memory and disk caches) into a Kernel.
 `supports(graph)` says whether every node has a lowering (and the first that has none);
 `lower(graph)` raises Unsupported naming that node otherwise.
 
-`_build_lock` makes one build per key at a time. A process that forks while another thread
-holds it (mid-compile) would leave it locked for good in the child: the child
-re-initialises it, and the locks of the libraries built under it (os.register_at_fork
-below; jit.py makes sure the child never inherits LLVM mid-call)."""
+`build_lock(key)` makes one build per key at a time; builds of other keys go on beside it
+(a forward's Python lowering while its backward's LLVM runs in the compile worker). A
+process that forks while another thread holds one (mid-compile) would leave it locked for
+good in the child: the child re-initialises them, and the locks of the libraries built
+under them (os.register_at_fork below; jit.py makes sure the child never inherits LLVM
+mid-call)."""
 import contextlib
 import gc
 import os
@@ -29,7 +31,13 @@ from . import size_params
 from .native import disk_only, jit, keys
 from .schedule.plan import root_of
 
-_build_lock = threading.Lock()
+# (striped: a lock per key would grow without bound; two keys sharing a stripe only wait)
+_build_locks = tuple(threading.Lock() for _ in range(64))
+
+
+def build_lock(key):
+    """The lock a build of cache key `key` (hex) holds."""
+    return _build_locks[int(key[:8], 16) % len(_build_locks)]
 
 
 def lower(graph, *, blas=True, opt=True, clusters=True, release=(), share_sizes=False):
@@ -83,7 +91,7 @@ def _lower(graph, blas, opt, clusters, release, share_sizes):
     graph, plan, split, key, name, family = _prepare(graph, blas, opt, clusters, release)
     also = (name + TAIL,) if split else ()
     bind = None
-    with disk_only.held(_build_lock):   # one build per key, even from several threads
+    with disk_only.held(build_lock(key)):   # one build per key, even from several threads
         # (an entry on disk that lacks a symbol is treated as missing: built again)
         compiled = jit.lookup(key, name, before_load=_pool_if_threaded, also=also)
         built = compiled is None
@@ -230,7 +238,7 @@ def _pool_if_threaded(code):
 
 def _reinit_locks_in_child():
     from .lowerings import gemm
-    for lock in (_build_lock, gemm._lock, _gc_lock):
+    for lock in (*_build_locks, gemm._lock, _gc_lock):
         lock._at_fork_reinit()
     if _gc_callers[0]:          # (a lowering on another thread of the parent: not here)
         _gc_callers[0] = 0

@@ -10,6 +10,7 @@ outputs; the entry keeps them (forward_run / backward_run).
 
 The backend is chosen once, when compile() is called (`backend=` or LLGRAD_BACKEND)."""
 import os
+import threading
 import time
 
 import numpy as np
@@ -103,7 +104,8 @@ class Native(Interpreter):
         try:
             kernel = entry.kernels[which] = lower(getattr(entry, which), release=release,
                                                   share_sizes=True)
-            entry.llvm_builds += kernel.built_llvm
+            with _count_lock:       # (the forward and backward build on two threads)
+                entry.llvm_builds += kernel.built_llvm
         except Unsupported as e:
             what = f"{e.node.op} ({e.node.loc})" if e.node is not None else "graph"
             entry.kernels[which] = f"interpreted: {what} is not lowered to LLVM yet: {e.reason}"
@@ -112,6 +114,9 @@ class Native(Interpreter):
                       f"({e.reason})")
             return None
         return kernel
+
+
+_count_lock = threading.Lock()
 
 
 class Eager(Interpreter):
@@ -152,6 +157,8 @@ def _run_for(entry, which, sync):
         return run if run is not None else interim_run(entry, which)
     background.wait(entry)
     run = getattr(entry, f"_{which}_run")
+    if run is None and which == "forward":
+        background.beside(entry, build_now)
     return run if run is not None else build_now(entry, which)
 
 

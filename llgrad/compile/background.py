@@ -1,8 +1,9 @@
 """Native builds off the caller's thread: a call never waits for LLVM.
 
 With the llvm backend, the first call that needs an entry's native code (the call after the
-trace) hands the entry to one worker thread, which lowers and compiles its forward and
-then its backward graph. Until the forward's code is ready, calls run the function eagerly,
+trace) hands the entry to one worker thread, which lowers and compiles its forward while a
+second thread does its backward (`beside`: LLVM runs in the compile worker's process, so
+one graph's Python lowering goes on while the other's code is generated). Until the forward's code is ready, calls run the function eagerly,
 exactly as they would without compile (run.py), so the caller goes on at eager speed while
 LLVM works on the other core; calls switch to the entry at the first call after its
 forward was built. A backward whose code is not ready yet runs on the IR interpreter (the
@@ -10,7 +11,8 @@ reference native code is tested against): a native forward and an interpreted ba
 fit together, both keep the same saved values.
 
 LLGRAD_COMPILE=sync builds on the calling thread instead, before the call runs (benchmarks
-that time steady state; tests that inspect kernels right after a call). `wait(entry)` waits
+that time steady state; tests that inspect kernels right after a call); the backward is
+built beside the forward there too, and its first call waits for it. `wait(entry)` waits
 for an entry's build (dumps and explain show native code).
 
 A build that fails runs the graph on the interpreter for good, with a warning naming the
@@ -176,6 +178,51 @@ def quick_switches(on):
                 sys.setswitchinterval(saved)
 
 
+class _Beside(threading.Thread):
+    """entry's backward built on a thread of its own, as a part of job (its warnings are
+    job's); error: what the build raised, or None."""
+
+    def __init__(self, entry, job, build_now, owns_job=False):
+        super().__init__(name="llgrad-compile-backward", daemon=True)
+        self.entry, self.job, self.build_now, self.error = entry, job, build_now, None
+        self.owns_job = owns_job        # (sync's: the job is done when this build is)
+
+    def run(self):
+        _local.building, _local.job = True, self.job
+        try:
+            self.build_now(self.entry, "backward")
+        except Exception as e:         # noqa: BLE001 (the job's own handling follows)
+            self.error = e
+        finally:
+            if self.owns_job:
+                self.job.entry = None
+                self.job.done.set()
+                quick_switches(False)
+            self.entry = self.job = _local.job = None
+
+
+def _needs_backward(entry):
+    return entry.backward is not None and entry._backward_run is None and \
+        entry.backend.name == "llvm"
+
+
+def beside(entry, build_now):
+    """On LLGRAD_COMPILE=sync's forward build: start entry's backward build on a thread
+    beside it (a Job: `wait(entry)`, at the backward's first call, waits for it). A
+    failure there is left for that call, which builds the backward itself and meets it."""
+    if not _needs_backward(entry):
+        return
+    with _lock:
+        job = entry._build_job
+        if job is not None and job.generation == _state["generation"] and \
+                not job.done.is_set():
+            return
+        job = entry._build_job = Job(entry, _state["generation"])
+        _state["last"] = job
+    quick_switches(True)
+    _Beside(entry, job, build_now, owns_job=True).start()
+
+
 def _work(q, build_now):
     _local.building = True
     while True:
@@ -183,11 +230,19 @@ def _work(q, build_now):
         entry, _local.job = job.entry, job
         quick_switches(True)
         try:
-            for which in ("forward", "backward"):
-                if which == "backward" and entry.backward is None:
-                    continue
-                if getattr(entry, f"_{which}_run") is None:
-                    build_now(entry, which)
+            other = _Beside(entry, job, build_now) if _needs_backward(entry) else None
+            if other is not None:
+                other.start()
+            try:
+                if entry._forward_run is None:
+                    build_now(entry, "forward")
+            finally:
+                if other is not None:
+                    other.join()
+            if other is not None and other.error is not None:
+                raise other.error
+            if entry.backward is not None and entry._backward_run is None:
+                build_now(entry, "backward")
         except Exception as e:         # noqa: BLE001 (any failure: the interpreter instead)
             error = "".join(traceback.format_exception_only(type(e), e)).strip()
             with _lock:

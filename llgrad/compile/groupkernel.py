@@ -79,7 +79,7 @@ def _build(kernel):
     wrappers = [f"{name}_g{grp.index}" for grp in plan.groups]
     if not wrappers:
         return "the kernel has no groups"
-    with _lock():
+    with _lock(key):
         compiled = jit.lookup(key, wrappers[0], before_load=_pool_if_threaded)
         if compiled is None:
             mod = jit.new_module(name)
@@ -98,9 +98,9 @@ def _build(kernel):
     return GroupKernel(kernel, plan, calls)
 
 
-def _lock():
-    from ..codegen.lower import _build_lock
-    return _build_lock
+def _lock(key):
+    from ..codegen.lower import build_lock
+    return build_lock(key)
 
 
 def flag_raised(addr, slot):

@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import threading
 import time
 import warnings
 from typing import TYPE_CHECKING
@@ -217,6 +218,8 @@ def built(entry, which, seconds, how):
     t = entry.timings
     t[which] = seconds
     t[which + "_how"] = how
+    t[which + "_end"] = end = time.perf_counter()
+    t[which + "_start"] = end - seconds
     if enabled("compile"):
         emit("compile", "%s %s graph (%d ops): %s in %.1f ms", entry.name, which,
              count_ops(getattr(entry, which)), how, seconds * 1e3)
@@ -228,13 +231,25 @@ def _saved_bytes(entry):
         if entry.saved else 0
 
 
+def build_seconds(timings):
+    """The wall time from the first of an entry's builds starting to the last ending (the
+    forward and backward build side by side: background.py), 0.0 before any."""
+    ends = [timings[k] for k in ("forward_end", "backward_end") if k in timings]
+    starts = [timings[k] for k in ("forward_start", "backward_start") if k in timings]
+    return max(ends) - min(starts) if ends else 0.0
+
+
+_progress_lock = threading.Lock()
+
+
 def _maybe_progress(entry):
     t = entry.timings
-    if t.get("progress_done") or "trace_total" not in t or "forward" not in t or \
-            (entry.backward is not None and "backward" not in t):
-        return
-    t["progress_done"] = True
-    total = t["trace_total"] + t["forward"] + t.get("backward", 0.0)
+    with _progress_lock:        # (the forward's and the backward's builds end on two threads)
+        if t.get("progress_done") or "trace_total" not in t or "forward" not in t or \
+                (entry.backward is not None and "backward" not in t):
+            return
+        t["progress_done"] = True
+    total = t["trace_total"] + build_seconds(t)
     if total < PROGRESS_SECONDS or quiet():
         return
     hows = {t.get("forward_how", ""), t.get("backward_how", "")} - {""}
