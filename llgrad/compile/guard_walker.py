@@ -29,7 +29,7 @@ import numpy as np
 
 from ..ir import promotion
 from ..runtime import grad_mode, hypers
-from . import dict_reads, method_marks
+from . import dict_reads, method_marks, self_reads
 from .appended_lists import ARG_MARK, Appended
 from .attr_writes import Slots
 from .guard_values import inputable
@@ -46,11 +46,12 @@ from .walker_sources import _bound_sources, _captured, _number
 _MISSING = object()
 
 
-def _walk(src, roots, dynamic=None, appended=frozenset(), marks=frozenset()):
+def _walk(src, roots, dynamic=None, appended=frozenset(), marks=frozenset(), only=None):
     """guards._walk's traversal, emitting code; -> the tensors' names in collect's order
     (each tensor once) and the names of the distinct objects. dynamic: {(id(holder),
     attribute name, key or index): path} of the numbers that are inputs; appended: the ids
-    of the lists calls only append to (appended_lists.py), checked by identity alone."""
+    of the lists calls only append to (appended_lists.py), checked by identity alone; only:
+    (object, names) of a method's object entered through those names (self_reads.py)."""
     tensors, first_tensor = [], {}     # names of distinct tensors; id -> name
     objects, first_object = [], {}
     followed = set()                   # ids of the user's functions followed
@@ -105,6 +106,8 @@ def _walk(src, roots, dynamic=None, appended=frozenset(), marks=frozenset()):
             raise _Unsupported("what is held outside a __dict__")     # (class_state.held)
         elif _is_object(v):
             if id(v) in first_object:
+                if only is not None and v is only[0]:
+                    raise _Unsupported("the method's object met again")   # (a full walk)
                 src.check(f"{x} is not {first_object[id(v)]}")
                 continue
             first_object[id(v)] = x
@@ -122,8 +125,13 @@ def _walk(src, roots, dynamic=None, appended=frozenset(), marks=frozenset()):
             attrs = sorted(vars(v).items(), key=lambda kv: kv[0])
             d = src.var("d")
             src.lines.append(f"{d} = {x}.__dict__")
-            src.check(f"len({d}) != {len(attrs)} or {d}.keys() != "
-                      f"{src.const(frozenset(k for k, _ in attrs))}")
+            if only is not None and v is only[0]:   # (the names its method reads)
+                attrs = [(k, a) for k, a in attrs if k in only[1]]
+                src.check(f"{d}.keys() & {src.const(only[1])} != "
+                          f"{src.const(frozenset(k for k, _ in attrs))}")
+            else:
+                src.check(f"len({d}) != {len(attrs)} or {d}.keys() != "
+                          f"{src.const(frozenset(k for k, _ in attrs))}")
             names = _unpack(src, "(" + "".join(f"{d}[{k!r}], " for k, _ in attrs) + ")",
                             len(attrs))
             _types_are(src, names, [a for _, a in attrs])
@@ -238,8 +246,10 @@ def make_walker(fn, args, kwargs, dynamic=frozenset()):
     if owner is not None:
         roots.insert(0, (src.const(owner), owner, 0, False))
     roots += [(x, v, 0, True) for x, v in _captured(src, fn)]     # (types checked)
+    names = self_reads.read_names(fn) if owner is not None else None
     try:
-        tensors, objects = _walk(src, roots, slots, appended, dynamic)
+        tensors, objects = _walk(src, roots, slots, appended, dynamic,
+                                 None if names is None else (owner, names))
     except _Unsupported:
         return None
     tensors = numbers + tensors

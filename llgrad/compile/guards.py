@@ -12,7 +12,7 @@ from ..tracer.pytree import flatten
 from ..runtime import backward_hooks, grad_mode, hypers
 from ..runtime.random_state import _Generator, default_generator
 from ..runtime.tensor import Tensor
-from . import dict_reads, log, method_marks, numpy_reads
+from . import dict_reads, log, method_marks, numpy_reads, self_reads
 from .appended_lists import APPENDED_TO, marked
 from .arrays import arrays_as_tensors, wrappable
 from .class_state import (Same, bound, class_containers, class_state, held, routine, slotted,
@@ -49,7 +49,7 @@ def signature_of(fn):
     return inspect.signature(fn)
 
 
-def _walk(roots, tensors, guards, entered=None, dynamic=frozenset()):
+def _walk(roots, tensors, guards, entered=None, dynamic=frozenset(), only=None):
     """Depth-first over values: tensors are inputs; Python scalars are guarded by value;
     containers are entered (their structure guarded); objects (modules, optimisers) are
     entered through their attributes, each once (iteratively, so deep nesting is fine).
@@ -69,7 +69,8 @@ def _walk(roots, tensors, guards, entered=None, dynamic=frozenset()):
 
     entered: a list that receives every container and object entered (snapshot.py);
     dynamic: the paths whose numbers are inputs (symbolic_args.py: a counter the call
-    increments), guarded by their type alone."""
+    increments), guarded by their type alone; only: (object, names) of a bound method's
+    object entered through those attributes alone (self_reads.py; met again: Reentered)."""
     seen, first = set(), {}     # first: an object's id -> the path it was first met at
     stack = list(reversed(roots))
     while stack:
@@ -121,6 +122,8 @@ def _walk(roots, tensors, guards, entered=None, dynamic=frozenset()):
             guards.append((path, numpy_reads.unwrapped(v)))  # (no input: np.matrix, memmap)
         elif _is_object(v):
             if id(v) in first:  # (met again: which object it is counts, st["m"] = Mode.B)
+                if only is not None and v is only[0]:
+                    raise self_reads.Reentered()
                 guards.append((path, ("the object at", first[id(v)])))
                 continue
             first[id(v)] = path
@@ -135,6 +138,9 @@ def _walk(roots, tensors, guards, entered=None, dynamic=frozenset()):
                     seen.add(id(f))
                     stack.extend(reversed(_children(f, path)))
             items = sorted(vars(v).items(), key=lambda kv: kv[0])
+            if only is not None and v is only[0]:   # (the names its method reads)
+                items = [(k, x) for k, x in items if k in only[1]]
+                guards.append((f"attributes read of {path}", tuple(k for k, _ in items)))
             stack.extend((f"{path}_{k}", x) for k, x in reversed(items))
         elif type(v) is np.ndarray and wrappable(v):
             # a NumPy array is an input, as a tensor over its memory (the tracer links
@@ -208,7 +214,16 @@ def collect(fn, args, kwargs, entered=None, dynamic=frozenset()):
         (fn if _is_object(fn) else None)        # a bound method's object, or a module
     if owner is not None:
         roots.insert(0, ("self", owner))
-    _walk(roots, tensors, guards, entered=entered, dynamic=dynamic)
+    names = self_reads.read_names(fn) if owner is not None else None
+    n_t, n_g, n_e = len(tensors), len(guards), len(entered or ())
+    try:
+        _walk(roots, tensors, guards, entered=entered, dynamic=dynamic,
+              only=None if names is None else (owner, names))
+    except self_reads.Reentered:        # (the object met again: walked whole)
+        del tensors[n_t:], guards[n_g:]
+        if entered is not None:
+            del entered[n_e:]
+        _walk(roots, tensors, guards, entered=entered, dynamic=dynamic)
     captured, reads = captured_reads(fn)
     _walk(captured, tensors, guards, entered=entered, dynamic=dynamic)
     captured_guards(reads, guards, tensors, dynamic)
