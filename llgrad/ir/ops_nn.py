@@ -285,6 +285,9 @@ def _nll_parts(x, t, w, ignore_index):
         picked = x[np.arange(x.shape[0]), safe]
     else:
         picked = np.take_along_axis(x, np.expand_dims(safe, 1), axis=1).squeeze(1)
+    if not keep.all():  # (an ignored target's class-0 element may be -inf: its loss is
+        # 0, not -inf * 0, as PyTorch skips it)
+        picked = np.where(keep, picked, x.dtype.type(0))
     if w is None:       # (ones * keep, in x's dtype: keep's 1s and 0s, cast once)
         return picked, keep.astype(x.dtype)
     return picked, (w[safe] * keep).astype(x.dtype)

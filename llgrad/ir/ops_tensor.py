@@ -123,17 +123,20 @@ def _reversed_cumsum(t, d):
 def _zeros_of(x, d):
     zero = x == 0
     nzero = zero.cumsum(d)
-    return zero, nzero == 0, zero & (nzero == 1)      # zeros, before the first, the first
+    # zeros, before the first, the first, from the second on
+    return zero, nzero == 0, zero & (nzero == 1), nzero > 1
 
 
 def _first_order(x, g, out, d):
     """The gradient of out = cumprod(x) (exact in value, zeros included), in O(n): before a
-    slice's first zero reversed_cumsum(g * out) / x (the products after the zero are 0
-    anyway); at the first zero reversed_cumsum(g * cumprod(x with that zero set to 1));
-    after it 0."""
-    zero, before, first = _zeros_of(x, d)
-    gx = _reversed_cumsum(g * out, d) / x.masked_fill(zero, 1)
-    gz = _reversed_cumsum(g * x.masked_fill(first, 1).cumprod(d), d)
+    slice's first zero reversed_cumsum(g * out) / x over the products before the zero; at
+    the first zero reversed_cumsum(g * cumprod(x with that zero set to 1)) over the products
+    before the second; after it 0. (The products past a zero are 0 in value but NaN where a
+    NaN or inf follows: PyTorch's cumprod_backward leaves them out, so does this.)"""
+    zero, before, first, second = _zeros_of(x, d)
+    gx = _reversed_cumsum((g * out).masked_fill(before.logical_not(), 0), d) / \
+        x.masked_fill(zero, 1)
+    gz = _reversed_cumsum((g * x.masked_fill(first, 1).cumprod(d)).masked_fill(second, 0), d)
     return gx.where(before, gz.masked_fill(first.logical_not(), 0))
 
 
@@ -144,12 +147,16 @@ def _cumprod_vjp(c, g):
     x, d = c.self, c.dim
     if x.ndim == 0 or x.shape[d] <= 1:
         return (g,)
-    zero, before, first = _zeros_of(x, d)
+    zero, before, first, second = _zeros_of(x, d)
     y = x.masked_fill(first, 1)
     cy = y.cumprod(d)
-    gx = _reversed_cumsum(g * c.result, d) / x.masked_fill(zero, 1)
-    gz = _reversed_cumsum(g * cy, d)
-    after = (x * first).sum(d, keepdim=True) * _first_order(y, g, cy, d)
+    gx = _reversed_cumsum((g * c.result).masked_fill(before.logical_not(), 0), d) / \
+        x.masked_fill(zero, 1)
+    gz = _reversed_cumsum((g * cy).masked_fill(second, 0), d)
+    # (0 in value, as PyTorch's, where y's gradient or an element of the slice is NaN or inf:
+    # x_z * that would be NaN)
+    after = x.masked_fill(first.logical_not(), 0).sum(d, keepdim=True) * \
+        _first_order(y, g, cy, d).nan_to_num(0, 0, 0)
     return (gx.where(before, gz.where(first, after)),)
 
 

@@ -187,7 +187,9 @@ def _emit_nll(plan, group, fg):
                 wt = sg.cast(fg.load(wa, [wj]), dt)
             else:
                 wt = sg.const(1, dt)
-            memo[key] = picked, sg.select(keep, wt, sg.const(0, dt))
+            # (an ignored target's class-0 element may be -inf: its loss is 0, not NaN)
+            memo[key] = (sg.select(keep, picked, sg.const(0, dt)),
+                         sg.select(keep, wt, sg.const(0, dt)))
         return memo[key]
 
     def element(idx):
