@@ -15,7 +15,8 @@ BLAS call (_batch_split); a single product is split by the BLAS shim (native/bla
 Without a BLAS, float products call llgrad's own register-blocked GEMM (gemm.py) instead of
 generated loops. LLGRAD_SMALL_GEMM=n sends products of at most n multiply-adds per batch
 index to it even where a BLAS exists (default 0: measured on this project's machine,
-OpenBLAS was faster on every shape of bench W1 but one, by 10-50%)."""
+OpenBLAS was faster on every shape of bench W1 but one, by 10-50%). Few-row products of a
+row-major weight shared by a loop's steps run on it on one thread (shared_weight_gemm.py)."""
 import os
 from dataclasses import dataclass
 
@@ -29,6 +30,8 @@ from . import gemm as small
 from .loops import Access, for_range, loop_nest
 from .parallel import OVERSPLIT, parallel_range
 from .scalar import F32, F64, I32, I64, PTR
+from . import shared_weight_gemm
+from .shared_weight_gemm import prefer_own_gemm
 from .table import register
 
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
@@ -149,11 +152,16 @@ def _prepare_product(plan, group, a, b):
     cstr = contiguous_strides(batch + (M, N))
     C = _Mat(Access(plan.buffers[node.outputs[0]], out_t.dtype, 0, cstr), M, N)
     gemm = blas.gemm_symbols().get(out_t.dtype) if plan.options.get("blas", True) else None
-    kind = "loops"
+    kind, blas_too = "loops", None
     if out_t.dtype in ("float32", "float64"):
         kind = "blas" if gemm else "small"
         if kind == "blas" and M * N * K <= plan.options.get("small_gemm", 0):
             kind = "small"
+        if kind == "blas" and prefer_own_gemm(plan, b, M, N, K, batch, B) and \
+                None not in (_small_layout(A), _blas_layout(A), _blas_layout(B)):
+            # a weight shared by a loop's steps (shared_weight_gemm.py): gemm.py on one
+            # thread, BLAS (split by its shim) on more, from the same operands
+            kind, blas_too = "small", (_blas_layout(A), _blas_layout(B))
     copies = []
     if kind != "loops":
         for m in (A, B):
@@ -194,7 +202,8 @@ def _prepare_product(plan, group, a, b):
             if n:
                 scratch[k] = plan.temp(group, out_t.dtype, n)
     group.state.update(A=A, B=B, C=C, M=M, N=N, K=K, batch=batch, gemm=gemm, copies=copies,
-                       kind=kind, scratch=scratch, pack_b=pack_b, pack_each=pack_each)
+                       kind=kind, scratch=scratch, pack_b=pack_b, pack_each=pack_each,
+                       blas_too=blas_too, choice=None if blas_too is None else "shared weight")
 
 
 def blas_gemm_function(module, sym, bits, dt, serial=False):
@@ -265,8 +274,13 @@ def _emit(plan, group, fg):
         c = lambda v: ir.Constant(I64, v)                               # noqa: E731
         with loop_nest(b, batch, name="bt") as bidx:
             pa, pb, pc = (fg.address(m.acc, list(bidx) + zeros) for m in (A, B, C))
-            b.call(fn, [c(M), c(N), c(K), pa, c(A.rs), c(A.cs), pb, c(B.rs), c(B.cs), pc,
-                        c(N), *scratch])
+            args = [c(M), c(N), c(K), pa, c(A.rs), c(A.cs), pb, c(B.rs), c(B.cs), pc, c(N),
+                    *scratch]
+            if st["blas_too"] is None:
+                b.call(fn, args)
+            else:
+                shared_weight_gemm.emit_by_threads(b, fg.module, fn, args, st, dt,
+                                                   blas_gemm_function)
         return
     if st["kind"] == "blas":
         sym, bits = st["gemm"]

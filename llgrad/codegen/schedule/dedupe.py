@@ -116,7 +116,10 @@ def group_key(plan, grp, bufs, bases=None):
     # outputs, are one function's parameter alike)
     params = tuple((b.role == "constant", b.dtype, b.numel, b.strides) for b in bufs)
     options = tuple(sorted(getattr(plan, "options", {}).items()))
-    return (grp.loop, tuple(nodes), results, leaves, params, options)
+    # (a lowering's choice that the group's own ops and buffers do not decide: a product on
+    # llgrad's GEMM because other products of the graph read its weight too)
+    choice = getattr(grp, "state", {}).get("choice")
+    return (grp.loop, tuple(nodes), results, leaves, params, options, choice)
 
 
 _PARAM = re.compile(r'%"?(b[0-9x]+)"?(?![0-9A-Za-z_.])')
