@@ -106,10 +106,23 @@ def direct_loops(monkeypatch):
     cache._reset()
 
 
+@pytest.fixture
+def unfold_only(monkeypatch):
+    """Kernels built afresh on the unfold path: 4 input channels would take the direct
+    kernels of ops_conv_direct.py, which sum in another order."""
+    from llgrad.codegen.lowerings import ops_conv_direct
+    from llgrad.codegen.native import cache, jit
+    monkeypatch.setenv("LLGRAD_CACHE_DIR", "0")
+    monkeypatch.setattr(ops_conv_direct, "applies", lambda node, geo, dt: False)
+    jit._reset()
+    cache._reset()
+
+
 @pytest.mark.parametrize("name", ["convolution", "convolution_backward_input",
                                   "convolution_backward_weight"])
 def test_phase_planes_give_the_direct_loops_bits(name, request):
     # the same terms summed in the same order: equal to the bit, infinities included
+    request.getfixturevalue("unfold_only")
     g = GEOMETRIES[0]
     k, arrays, _ = _kernel(name, g, "float32", np.random.default_rng(5))
     arrays[1].flat[::97] = np.inf

@@ -32,6 +32,7 @@ from ...ir.ops_conv import batches
 from ...ir.graph import Value
 from . import conv_phases as phases
 from . import ops_conv_depthwise as depthwise
+from . import ops_conv_direct as direct
 from . import ops_conv_shifted as shifted
 from .conv_common import MAX_CHUNKS, Gemm, geometry, valid_range, zero
 from .loops import Access, for_range, loop_nest
@@ -122,7 +123,9 @@ def _padded(geo):
 # through the BLAS shim, which runs them on the caller alone while the other CPUs are busy
 # with chunks. Without a BLAS (llgrad's GEMM has scratch of its own) the images run in one
 # chunk. Stride-1 convolutions with enough channels skip the unfold: ops_conv_shifted.py;
-# depthwise ones are direct loops: ops_conv_depthwise.py.
+# depthwise ones are direct loops: ops_conv_depthwise.py; those with few input channels (a
+# first layer: forward and weight gradient) direct register-blocked kernels:
+# ops_conv_direct.py.
 
 
 def _prepare(plan, group):
@@ -159,6 +162,10 @@ def _prepare(plan, group):
             st["transposed"] = True     # (dW^T = cols @ grad^T: the BLAS path alone)
             st["gemm"] = Gemm(plan, group, dt, geo.k, geo.og, geo.m, (geo.m, 1), (1, geo.m))
     st["copies"].append(cp)
+    if direct.applies(node, geo, dt) and not _batches(geo, st["gemm"]):
+        st["direct"] = True     # (few input channels: ops_conv_direct.py)
+        direct.prepare(plan, group, st)
+        return
     if _batches(geo, st["gemm"]):
         _prepare_batched(plan, group, st)
         return
@@ -313,6 +320,9 @@ def _emit(plan, group, fg):
     c = lambda v: ir.Constant(I64, v)                                   # noqa: E731
     for cp in st["copies"]:
         _copy_in(fg, cp)
+    if st.get("direct"):
+        direct.emit(plan, group, fg)
+        return
     if st.get("batched"):
         _emit_batched(plan, group, fg, out)
         return
