@@ -175,7 +175,7 @@ class CompiledFunction:
             plain = isinstance(e, ControlFlowError) and not self.fullgraph and \
                 self._converted[1] is not None
             if not plain and (leaf_hooks.retry_with_hooks(self, e, snapshot)
-                              or symbolic_args.retry(self, e, snapshot)
+                              or symbolic_args.retry(self, e, snapshot, key=key)
                               or dynamic_sizes.retry_plain(self, e, snapshot)):
                 return self(*args, **kwargs)
             if not isinstance(e, TraceError):
@@ -188,8 +188,8 @@ class CompiledFunction:
         if type(entry) is tuple:    # (a break, handled outside the handler: its frames and the
             # snapshot would hold the inputs' storages, which an eager resize_ finds unshared)
             snapshot, (plain, reason) = None, entry
-            if not plain:
-                self._add(key, n_own, EAGER)
+            if not plain:     # (the key its numbers' stand-ins made, if they did not break it)
+                self._add(symbolic_args.innocent_break(self, reason) or key, n_own, EAGER)
                 return self._eagerly(reason, args, kwargs, key)
             # its control flow left as Python: its tensor conditions become value guards
             self._traced_fn(control_flow=False)

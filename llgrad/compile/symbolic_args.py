@@ -17,7 +17,8 @@ The trace is kept only if it never read the number's value: a read (ScalarEscape
 exception, a graph break, a SymbolicScalar elsewhere in the result, or Python state the run changed
 (where one could have been stored) puts back what the traced run did (snapshot.py) and the
 argument is guarded by value for good, as before; the call is traced again, so its result
-and effects are eager's."""
+and effects are eager's (and where that trace breaks the graph for the same reason, the
+numbers are inputs again and the calls run eagerly: innocent_break)."""
 import contextlib
 from collections import OrderedDict, defaultdict
 
@@ -29,6 +30,7 @@ from ..runtime.rendered_text import RenderedText
 from ..runtime.symbolic_scalar import ScalarEscape, SymbolicScalar, stand_ins as _active
 from ..runtime.symbolic_uses import check_returned
 from ..tracer.errors import TraceError
+from ..tracer.trace import ControlFlowError
 from ..tracer.pytree import fields_kind, flatten, remade_dict, remake_dict
 from ..tracer.returned import ReturnedScalar
 from . import type_reads
@@ -94,7 +96,7 @@ def stand_ins(cf, tensors, args, kwargs):
     return bound.args, bound.kwargs
 
 
-def retry(cf, exc, snapshot, state_only=False):
+def retry(cf, exc, snapshot, state_only=False, key=None):
     """After a traced run with stand-ins that cannot be kept (exc: what it raised, or None):
     put back what it did, guard its numbers by value from now on, and return True (the
     caller calls again); False where the trace had no stand-ins (or exc is an interrupt).
@@ -112,12 +114,31 @@ def retry(cf, exc, snapshot, state_only=False):
         return "eager"
     if isinstance(exc, ScalarEscape) and exc.path in paths:
         paths = {exc.path}
+    if key is not None and isinstance(exc, TraceError) and not isinstance(exc, ControlFlowError):
+        # (a graph break: the trace with values, next, tells whether the numbers made it)
+        cf._stand_in_break = (paths, str(exc).split("\n")[0], key, cf.n_traces)
     cf._tracing_symbolic = set()
     snapshot.restore()
     cf._dynamic = cf._dynamic - paths
     cf._static = cf._static | paths
     _forget_fast_paths(cf)
     return True
+
+
+def innocent_break(cf, reason):
+    """After retry above made the numbers of a trace that broke the graph value guards, the
+    call's trace with their values broke it for the same reason: the numbers did not, so
+    they are inputs again and the key of the calls with stand-ins runs eagerly, returned
+    (SAC's update, given its step count, whose backward reaches the graph that made its
+    alpha: not a trace per count up to the recompile limit); else None."""
+    record, cf._stand_in_break = getattr(cf, "_stand_in_break", None), None
+    if record is None or record[1] != reason or record[3] + 1 != cf.n_traces:
+        return None
+    paths, _, key, _ = record
+    cf._static = cf._static - paths
+    cf._dynamic = cf._dynamic | paths
+    _forget_fast_paths(cf)
+    return key
 
 
 def returned_stand_ins(result, made=None):
