@@ -3,12 +3,13 @@
 With the llvm backend, the first call that needs an entry's native code (the call after the
 trace) hands the entry to one worker thread, which lowers and compiles its forward while a
 second thread does its backward (`beside`: LLVM runs in the compile worker's process, so
-one graph's Python lowering goes on while the other's code is generated). Until the forward's code is ready, calls run the function eagerly,
-exactly as they would without compile (run.py), so the caller goes on at eager speed while
-LLVM works on the other core; calls switch to the entry at the first call after its
-forward was built. A backward whose code is not ready yet runs on the IR interpreter (the
-reference native code is tested against): a native forward and an interpreted backward
-fit together, both keep the same saved values.
+one graph's Python lowering goes on while the other's code is generated). Until the
+forward's code is ready, calls run the function eagerly, exactly as they would without
+compile (run.py), so the caller goes on at eager speed while LLVM works on the other
+core; calls switch to the entry at the first call after its forward was built. A backward
+whose code is not ready yet runs on the IR interpreter (the reference native code is tested
+against): a native forward and an interpreted backward fit together, both keep the same
+saved values.
 
 LLGRAD_COMPILE=sync builds on the calling thread instead, before the call runs (benchmarks
 that time steady state; tests that inspect kernels right after a call); the backward is
@@ -33,7 +34,8 @@ import threading
 import traceback
 
 _lock = threading.Lock()
-_state = {"queue": None, "worker": None, "generation": 0, "last": None}
+_state = {"queue": None, "worker": None, "generation": 0, "last": None,
+          "beside": set()}      # (sync's backward builds under way: wait_all waits for them)
 _local = threading.local()          # .building: this thread is the worker; .job: its build
 
 
@@ -121,10 +123,13 @@ def wait(entry):
 
 def wait_all():
     """Wait for every build queued so far (one worker takes them in order: the last one
-    queued ends after all the others); tests wait so that no build outlives its test."""
-    job = _state["last"]
-    if job is not None and job.generation == _state["generation"]:
-        job.done.wait()
+    queued ends after all the others), and for sync's backward builds beside a forward;
+    tests wait so that no build outlives its test."""
+    with _lock:
+        jobs = [_state["last"], *_state["beside"]]
+    for job in jobs:
+        if job is not None and job.generation == _state["generation"]:
+            job.done.wait()
 
 
 def defer(message):
@@ -196,6 +201,8 @@ class _Beside(threading.Thread):
         finally:
             if self.owns_job:
                 self.job.entry = None
+                with _lock:
+                    _state["beside"].discard(self.job)
                 self.job.done.set()
                 quick_switches(False)
             self.entry = self.job = _local.job = None
@@ -218,7 +225,7 @@ def beside(entry, build_now):
                 not job.done.is_set():
             return
         job = entry._build_job = Job(entry, _state["generation"])
-        _state["last"] = job
+        _state["beside"].add(job)
     quick_switches(True)
     _Beside(entry, job, build_now, owns_job=True).start()
 
@@ -278,6 +285,7 @@ def _after_fork_in_child():
         sys.setswitchinterval(_switch["saved"])
     _switch.update(builds=0, saved=None)
     _state["queue"] = _state["worker"] = _state["last"] = None
+    _state["beside"] = set()
     _state["generation"] += 1
 
 
