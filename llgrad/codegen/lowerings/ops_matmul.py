@@ -279,8 +279,10 @@ def _emit(plan, group, fg):
             if st["blas_too"] is None:
                 b.call(fn, args)
             else:
-                shared_weight_gemm.emit_by_threads(b, fg.module, fn, args, st, dt,
-                                                   blas_gemm_function)
+                (ta, lda), (tb, ldb) = st["blas_too"]
+                blas = blas_gemm_function(fg.module, *st["gemm"], dt)
+                shared_weight_gemm.by_threads(b, lambda: b.call(fn, args), lambda: _blas_call(
+                    b, blas, st["gemm"][1], dt, ta, tb, M, N, K, pa, lda, pb, ldb, pc))
         return
     if st["kind"] == "blas":
         sym, bits = st["gemm"]
@@ -309,9 +311,8 @@ def _emit(plan, group, fg):
         with loop_nest(b, batch, name="bt") as bidx:
             ptrs = [fg.address(m.acc, list(bidx) + zeros) for m in (A, B, C)]
             btrans, ldb = _packed(b, fg.module, dt, B, ptrs, slot, N, K)
-            b.call(fn, [c(ROW_MAJOR, I32), c(A.trans, I32), c(btrans, I32), c(M), c(N), c(K),
-                        ir.Constant(ft, 1.0), ptrs[0], c(A.ld), ptrs[1], c(ldb),
-                        ir.Constant(ft, 0.0), ptrs[2], c(N)])
+            _blas_call(b, fn, bits, dt, A.trans, btrans, M, N, K, ptrs[0], A.ld, ptrs[1], ldb,
+                       ptrs[2])
         return
     # generated loops: C[i, :] = sum_k A[i, k] * B[k, :]
     with loop_nest(b, batch, name="bt") as bidx:
@@ -325,6 +326,14 @@ def _emit(plan, group, fg):
                     cur = fg.load(C.acc, bidx + [i, j])
                     fg.store(sg.add(cur, sg.mul(aik, fg.load(B.acc, bidx + [k, j]))),
                              C.acc, bidx + [i, j])
+
+
+def _blas_call(b, fn, bits, dt, ta, tb, M, N, K, pa, lda, pb, ldb, pc):
+    """C = A @ B through cblas_?gemm fn (bits: its integers' width), C row-major M x N."""
+    c = lambda v, t=I64 if bits == 64 else I32: ir.Constant(t, v)      # noqa: E731
+    ft = F32 if dt == "float32" else F64
+    b.call(fn, [c(ROW_MAJOR, I32), c(ta, I32), c(tb, I32), c(M), c(N), c(K),
+                ir.Constant(ft, 1.0), pa, c(lda), pb, c(ldb), ir.Constant(ft, 0.0), pc, c(N)])
 
 
 def _addmm_check(node):

@@ -24,12 +24,11 @@ from llvmlite import ir
 
 from ...ir.graph import Value
 from .parallel import _declare
-from .scalar import F32, F64, I32, I64
+from .scalar import I64
 
 FEW_ROWS = 32               # rows of A (and C), at most
 B_ELEMENTS = 1 << 16        # K * N of B, at most (256 KiB of float32: within L2)
 PRODUCT_OPS = {"mm": 1, "matmul": 1, "addmm": 2}    # the position of B
-ROW_MAJOR = 101             # (CblasRowMajor)
 
 
 def _shared(plan, b):
@@ -54,23 +53,12 @@ def prefer_own_gemm(plan, b, M, N, K, batch, B):
         _shared(plan, b)
 
 
-def emit_by_threads(b, module, small_fn, args, st, dt, blas_gemm_function):
-    """At b: gemm.py's call (small_fn, args) when the run-time thread count is 1, else the
-    same product as one cblas_?gemm call (st: the group's state; its operands need no
-    copy for either)."""
-    count = _declare(module)[0]
-    nt = b.load_atomic(count, "monotonic", 8, typ=I64)
-    with b.if_else(b.icmp_signed("<=", nt, ir.Constant(I64, 1))) as (one, many):
-        with one:
-            b.call(small_fn, args)
-        with many:
-            sym, bits = st["gemm"]
-            it = I64 if bits == 64 else I32
-            ft = F32 if dt == "float32" else F64
-            (ta, lda), (tb, ldb) = st["blas_too"]
-            c = lambda v, t=it: ir.Constant(t, v)                       # noqa: E731
-            M, N, K, pa, pb, pc = args[0], args[1], args[2], args[3], args[6], args[9]
-            b.call(blas_gemm_function(module, sym, bits, dt),
-                   [c(ROW_MAJOR, I32), c(ta, I32), c(tb, I32), c(M.constant), c(N.constant),
-                    c(K.constant), ir.Constant(ft, 1.0), pa, c(lda), pb, c(ldb),
-                    ir.Constant(ft, 0.0), pc, c(N.constant)])
+def by_threads(b, one, many):
+    """At b: one() (gemm.py's call) where the run-time thread count is 1, else many() (the
+    same product through BLAS: its operands need no copy for either)."""
+    nt = b.load_atomic(_declare(b.module)[0], "monotonic", 8, typ=I64)
+    with b.if_else(b.icmp_signed("<=", nt, ir.Constant(I64, 1))) as (on_one, on_many):
+        with on_one:
+            one()
+        with on_many:
+            many()
