@@ -42,16 +42,8 @@ def arrays_as_tensors(items):
 
 
 def _byte_bounds(a):
-    """[low, high) of the bytes a spans (np.byte_bounds), or None where it has no elements."""
-    if a.size == 0:
-        return None
-    low = high = a.__array_interface__["data"][0]
-    for n, step in zip(a.shape, a.strides):
-        if step < 0:
-            low += step * (n - 1)
-        else:
-            high += step * (n - 1)
-    return low, high + a.itemsize
+    """[low, high) of the bytes a spans, or None where it has no elements."""
+    return np.lib.array_utils.byte_bounds(a) if a.size else None
 
 
 class _Extents:
