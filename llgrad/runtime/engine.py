@@ -15,11 +15,11 @@ import numpy as np
 
 from . import dispatch, dtypes, grad_mode, trace_state
 from . import fast_vjp  # noqa: F401  (the matrix products' NumPy VJPs: node.fast_vjps)
-from .anomaly import _state as _anomaly, check_nan, failed
+from .anomaly import _state as _anomaly, failed
 from .backward_hooks import (always, hooks_allowed, run_acc, run_node_pre_hooks,
                              run_post_hooks, run_pre_hooks)
 from .engine_reach import _collect, _needed  # noqa: F401  (_needed: the tests')
-from .engine_short_path import _GENERAL, _add, _captured, _edge, _run_single
+from .engine_short_path import _GENERAL, _add, _captured, _edge, _run_single, apply_node
 from .meta_tensor import is_meta
 from .node import AccumulateGrad
 from .saved_tensor import where_str
@@ -121,12 +121,7 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
                 # retained grad: what _run_node does there, without its checks)
                 if grads[0] is not None if len(grads) == 1 else \
                         any(g is not None for g in grads):
-                    if dispatch.profiler is None:
-                        outs = node.apply(grads) if retain_graph else node.apply_last(grads)
-                    else:                   # (torch.profiler's event: dispatch.py)
-                        outs = dispatch.profiler.node(node, grads, retain_graph)
-                    if _anomaly["enabled"] and _anomaly["check_nan"]:
-                        check_nan(node, outs)
+                    outs = apply_node(node, grads, retain_graph)
                     if node._post_hooks:
                         outs = run_post_hooks(node, outs, grads)
                 else:
@@ -235,12 +230,7 @@ def _run_node(node, grads, targets, needed, hooks, captured, inputs, tracer, ret
             # backward nodes carry their forward op's line
             where = getattr(node, "_where", None)
             tracer.loc_override = where_str(where) if where else None
-        if dispatch.profiler is None:
-            outs = node.apply(grads) if retain_graph else node.apply_last(grads)
-        else:                   # (torch.profiler's event: dispatch.py)
-            outs = dispatch.profiler.node(node, grads, retain_graph)
-        if _anomaly["enabled"] and _anomaly["check_nan"]:
-            check_nan(node, outs)
+        outs = apply_node(node, grads, retain_graph)
         if node._post_hooks and hooks("a node hook", node):
             outs = run_post_hooks(node, outs, grads)
     else:

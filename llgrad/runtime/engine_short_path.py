@@ -78,12 +78,7 @@ def _run_single(root, g, retain_graph, create_graph, inputs, accumulate, allow_u
         prev = state.grad_enabled
         state.grad_enabled = create_graph
         try:
-            if dispatch.profiler is None:
-                outs = node.apply(grads) if retain_graph else node.apply_last(grads)
-            else:                       # (torch.profiler's event: dispatch.py)
-                outs = dispatch.profiler.node(node, grads, retain_graph)
-            if _anomaly["enabled"] and _anomaly["check_nan"]:
-                check_nan(node, outs)
+            outs = apply_node(node, grads, retain_graph)
             if not retain_graph:
                 node.release()
             if len(edges) == 1 and outs:
@@ -153,3 +148,16 @@ def _captured(grads, allow_unused):
             if g is None:
                 raise RuntimeError(UNUSED.format(i))
     return grads
+
+
+def apply_node(node, grads, retain_graph):
+    """node's gradients for its edges (its saved values let go of unless retain_graph), as
+    torch.profiler's event where one records (dispatch.py), checked for a nan in anomaly
+    mode: the one way every engine loop runs a node."""
+    if dispatch.profiler is None:
+        outs = node.apply(grads) if retain_graph else node.apply_last(grads)
+    else:
+        outs = dispatch.profiler.node(node, grads, retain_graph)
+    if _anomaly["enabled"] and _anomaly["check_nan"]:
+        check_nan(node, outs)
+    return outs
