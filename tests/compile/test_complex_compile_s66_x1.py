@@ -102,6 +102,7 @@ def _run(T, compiled, step, args, params, steps):
 def _region_ops(cf):
     """The ops of every native graph of cf (asserting each graph ran as native code)."""
     ops = set()
+    cf.wait()           # (a background build may be under way: LLGRAD_COMPILE=background)
     (entry,) = cf.entries
     for which in ("forward", "backward") if entry.backward is not None else ("forward",):
         k = entry.kernels.get(which)
@@ -121,10 +122,15 @@ def test_compiled_equals_eager_and_torch(program):
         got, cparams, cf = program(llgrad, True)
     assert cf.n_traces == 1
     assert "complex_region" in _region_ops(cf)
-    np.testing.assert_allclose(eager, expected, rtol=2e-5, atol=1e-6)
+    # (stft's loss takes the log of magnitudes down to 1e-3 of their median: a bin's
+    # rounding is amplified ~1000x in its gradient (llgrad's float32 gradient of the
+    # signal is 1e-4 from float64's, torch's 2e-5), so after a step the two libraries part
+    # by ~1e-4 (an AVX2 host); compiled == eager stays tight)
+    loose = program is _stft
+    np.testing.assert_allclose(eager, expected, rtol=2e-4 if loose else 2e-5, atol=1e-6)
     np.testing.assert_allclose(got, eager, rtol=2e-5, atol=1e-6)
     for c, e, t in zip(cparams, eparams, tparams):
-        np.testing.assert_allclose(e, t, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(e, t, rtol=1e-3 if loose else 1e-4, atol=1e-5)
         np.testing.assert_allclose(c, e, rtol=1e-4, atol=1e-5)
 
 

@@ -79,6 +79,7 @@ def test_idiom(fn):
         for got, want in zip(run, runs[1]):
             np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
     assert cf.n_traces == 1
+    cf.wait()           # (a background build may be under way: LLGRAD_COMPILE=background)
     (entry,) = cf.entries
     for which in ("forward", "backward"):
         k = entry.kernels.get(which)
@@ -208,5 +209,6 @@ def test_complex_values_in_tensor_dependent_control_flow(fn, note):
             want.backward()
             assert got.item() == want.item()
             np.testing.assert_array_equal(x.grad.numpy(), xe.grad.numpy())
+            cf.wait()   # (the next call runs native code, in the background mode too)
     notes = [str(w.message) for w in caught if "llgrad.compile" in str(w.message)]
     assert notes and all(note in n for n in notes), notes

@@ -23,15 +23,17 @@ def _calls(T, fn, patch, compiled, n=4):
     got = []
     for i in range(n):
         got.append(f(T.tensor(X)).detach().numpy().copy())
+        if compiled:
+            f.wait()        # (the next call runs native code, in the background mode too)
         patch(T, i % 2 == 0)
     patch(T, False)
     return got
 
 
-def _same(want, got):
+def _same(want, got, rtol=1e-6):
     assert len(want) == len(got)
     for i, (a, b) in enumerate(zip(want, got)):
-        np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-7, err_msg=f"call {i}")
+        np.testing.assert_allclose(b, a, rtol=rtol, atol=1e-7, err_msg=f"call {i}")
 
 
 def _patch_attr(owner_of, name, new):
@@ -62,7 +64,9 @@ CASES = {
 def test_library_function_rebound_between_calls(case):
     fn, patch, torch_fn = CASES[case]
     want = _calls(llgrad, fn, patch, compiled=False)
-    _same(_calls(torch, torch_fn, patch, compiled=False), want)    # (eager is torch's)
+    # (eager is torch's; torch's float32 GELU is ~4e-6 off the exact value, where llgrad's
+    # NumPy path, which eager runs while its native loop is being built, is within an ulp)
+    _same(_calls(torch, torch_fn, patch, compiled=False), want, rtol=1e-5)
     _same(want, _calls(llgrad, fn, patch, compiled=True))
 
 
@@ -128,6 +132,8 @@ def _module_calls(patch_owner, name, new, compiled):
     try:
         for i in range(4):
             got.append(f(llgrad.tensor(X)).detach().numpy().copy())
+            if compiled:
+                f.wait()
             setattr(patch_owner, name, new if i % 2 == 0 else orig)
     finally:
         setattr(patch_owner, name, orig)

@@ -166,6 +166,7 @@ def test_sizes_whose_numbers_coincide_at_two_sizes_match_eager_at_a_third(f, siz
         for _ in range(2):                          # (the second call runs native code)
             for a, b in zip(cf(x), f(x)):
                 np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
+            cf.wait()                               # (in the background mode too)
     shared = [k for e in cf.entries for k in e.kernels.values()
               if getattr(k, "shares_sizes", False)]
     assert shared                                   # (code shared between sizes ran)

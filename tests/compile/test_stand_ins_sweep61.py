@@ -80,6 +80,7 @@ def test_returned_int_past_float64_traces_again():
     cf = llgrad.compile(f)
     for v in (3, 5, 2 ** 60 + 1, 7):
         got = cf(llgrad.tensor([v, 0]), llgrad.tensor([1.5, 0.0]))
+        cf.wait()           # (the next call runs native code, in the background mode too)
         want = f(torch.tensor([v, 0]), torch.tensor([1.5, 0.0]))
         assert got == want and type(got) is type(want)
     assert cf.n_traces == 2

@@ -39,6 +39,8 @@ def _run(f, calls):
         loss = f(x, w)
         loss.backward()
         out.append((loss.item(), w.grad.numpy().copy()))
+        if hasattr(f, "wait"):  # (the next call runs native code, in the background mode too)
+            f.wait()
     return out
 
 
