@@ -40,8 +40,13 @@ def build_lock(key):
     return _build_locks[int(key[:8], 16) % len(_build_locks)]
 
 
-def lower(graph, *, blas=True, opt=True, clusters=True, release=(), share_sizes=False):
+def lower(graph, *, blas=True, opt=True, clusters=True, release=(), share_sizes=False,
+          emitted=None):
     """Compile graph to a Kernel (raises Unsupported when supports(graph) is False).
+
+    emitted: called (no arguments) once the module is made, as LLVM starts on it in the
+    compile worker: this build's Python is done, so another's may run without sharing the
+    GIL with it (an entry's backward waits for its forward's: background.py).
 
     release: positions of inputs the caller lets go of during the call (a backward's saved
     values). Where every read of them comes before the groups that first write some large
@@ -57,7 +62,11 @@ def lower(graph, *, blas=True, opt=True, clusters=True, release=(), share_sizes=
     keys.key_for) in memory and in the disk cache first; a hit skips building the LLVM
     module, optimisation and code generation. The plan is always rebuilt from the graph
     (cheap, and the Kernel needs it), so a hit runs exactly the code that plan describes."""
-    return _lower(graph, blas, opt, clusters, release, share_sizes)
+    return _lower(graph, blas, opt, clusters, release, share_sizes, emitted or _nothing)
+
+
+def _nothing():
+    pass
 
 
 _gc_lock = threading.Lock()
@@ -86,7 +95,7 @@ def _gc_paused():
                 gc.enable()
 
 
-def _lower(graph, blas, opt, clusters, release, share_sizes):
+def _lower(graph, blas, opt, clusters, release, share_sizes, emitted):
     traced = graph
     graph, plan, split, key, name, family = _prepare(graph, blas, opt, clusters, release)
     also = (name + TAIL,) if split else ()
@@ -96,13 +105,14 @@ def _lower(graph, blas, opt, clusters, release, share_sizes):
         compiled = jit.lookup(key, name, before_load=_pool_if_threaded, also=also)
         built = compiled is None
         if built:
-            shared, emitted = _shared(plan, split, name, key, family, also, opt) \
-                if share_sizes else (None, False)
+            shared, was_emitted = _shared(plan, split, name, key, family, also, opt,
+                                          emitted) if share_sizes else (None, False)
             if shared is None:
-                if emitted:     # (a plan is emitted once: its groups' states keep what the
+                if was_emitted:     # (a plan is emitted once: its groups' states keep what the
                     # first emission made, as a region's function and its slots)
                     graph, plan, split = _prepare(traced, blas, opt, clusters, release)[:3]
                 mod = _emit(plan, name, split)
+                emitted()
                 compiled = jit.compile_module(mod, [name, *also], opt=opt, key=key)
             else:
                 compiled, name, bind, built = shared
@@ -153,7 +163,7 @@ def _emit(plan, name, split, shared=False):
     return mod
 
 
-def _shared(plan, split, name, key, family, also, opt):
+def _shared(plan, split, name, key, family, also, opt, emitted):
     """((compiled, entry name, bind, built) of code shared with the family's other sizes
     (size_params.py), or None: specialise; whether plan was emitted)."""
     families = jit.jit().size_families
@@ -181,6 +191,7 @@ def _shared(plan, split, name, key, family, also, opt):
         compiled = jit.lookup(tkey, name, before_load=_pool_if_threaded, also=entries[1:])
         built = compiled is None
         if built:
+            emitted()
             compiled = jit.compile_module(mod, entries, opt=opt, key=tkey)
     except Exception as e:      # (LLVM refused a parameter where it wants a constant)
         families.refuse(family)

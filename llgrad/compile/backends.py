@@ -101,9 +101,10 @@ class Native(Interpreter):
         # saved values are the caller's: letting go frees nothing): apply_last
         release = tuple(k for k, s in enumerate(entry.saved) if s.input_index is None) \
             if which == "backward" else ()
+        emitted = (lambda: background.forward_emitted(entry)) if which == "forward" else None
         try:
             kernel = entry.kernels[which] = lower(getattr(entry, which), release=release,
-                                                  share_sizes=True)
+                                                  share_sizes=True, emitted=emitted)
             with _count_lock:       # (the forward and backward build on two threads)
                 entry.llvm_builds += kernel.built_llvm
         except Unsupported as e:
@@ -157,9 +158,15 @@ def _run_for(entry, which, sync):
         return run if run is not None else interim_run(entry, which)
     background.wait(entry)
     run = getattr(entry, f"_{which}_run")
-    if run is None and which == "forward":
+    if run is not None:
+        return run
+    if which == "forward":
         background.beside(entry, build_now)
-    return run if run is not None else build_now(entry, which)
+        try:
+            return build_now(entry, which)
+        finally:
+            background.forward_emitted(entry)
+    return build_now(entry, which)
 
 
 def interim_run(entry, which):

@@ -81,11 +81,23 @@ class Job:
     """An entry's build: done once both graphs have a run (native, or the interpreter's
     after a failure); error is the failure's text and notes the build's warnings until
     they are reported."""
-    __slots__ = ("entry", "done", "error", "notes", "generation")
+    __slots__ = ("entry", "done", "error", "notes", "generation", "forward_emitted")
 
     def __init__(self, entry, generation):
         self.entry, self.error, self.notes, self.generation = entry, None, [], generation
         self.done = threading.Event()
+        # (set when the forward's module goes to LLVM, or its build ends: the backward's
+        # Python waits for it rather than share the GIL with the forward's, whose code
+        # the first native call needs first)
+        self.forward_emitted = threading.Event()
+
+
+def forward_emitted(entry):
+    """The forward's Python lowering of entry is done (its module is with LLVM, or its
+    build ended): its backward's build, waiting beside it, may start."""
+    job = entry._build_job
+    if job is not None:
+        job.forward_emitted.set()
 
 
 def request(entry, build):
@@ -195,6 +207,7 @@ class _Beside(threading.Thread):
     def run(self):
         _local.building, _local.job = True, self.job
         try:
+            self.job.forward_emitted.wait()
             self.build_now(self.entry, "backward")
         except Exception as e:         # noqa: BLE001 (the job's own handling follows)
             self.error = e
@@ -244,6 +257,7 @@ def _work(q, build_now):
                 if entry._forward_run is None:
                     build_now(entry, "forward")
             finally:
+                job.forward_emitted.set()
                 if other is not None:
                     other.join()
             if other is not None and other.error is not None:

@@ -11,6 +11,7 @@ import pytest
 import llgrad
 import llgrad.nn as nn
 from llgrad.codegen import lower as lower_module
+from llgrad.codegen.native import jit
 from llgrad.compile import background
 from llgrad.compile.log import build_seconds
 
@@ -42,13 +43,24 @@ def test_the_backward_builds_while_the_forward_does(mode, monkeypatch, tmp_path)
     loss = _loss_of(model)
     x = llgrad.randn(4 if mode == "sync" else 6, 5)     # (graphs not built before here)
     want = _grads(model, loss, x)
-    both_in = threading.Barrier(2, timeout=60)
-    held = lower_module.lower
+    order = []
+    backward_began = threading.Event()
+    held_lower, held_compile = lower_module.lower, jit.compile_module
 
-    def meeting_lower(graph, **kw):     # (each build waits until the other has begun)
-        both_in.wait()
-        return held(graph, **kw)
-    monkeypatch.setattr(lower_module, "lower", meeting_lower)
+    def noting_lower(graph, **kw):
+        which = "forward" if graph is fn.entries[0].forward else "backward"
+        order.append(f"{which} lowers")
+        if which == "backward":
+            backward_began.set()
+        return held_lower(graph, **kw)
+
+    def meeting_compile(mod, names, **kw):  # (the forward's LLVM waits for the backward's
+        if "forward" in names[0]:           # lowering to begin: they overlap, or time out)
+            order.append("forward to LLVM")
+            assert backward_began.wait(60)
+        return held_compile(mod, names, **kw)
+    monkeypatch.setattr(lower_module, "lower", noting_lower)
+    monkeypatch.setattr(jit, "compile_module", meeting_compile)
     fn = llgrad.compile(loss)
     for _ in range(3):
         got = _grads(model, fn, x)
@@ -62,6 +74,9 @@ def test_the_backward_builds_while_the_forward_does(mode, monkeypatch, tmp_path)
     assert build_seconds(t) < t["forward"] + t["backward"]
     assert entry.llvm_builds == 2
     assert entry.kernels["forward"] is not None and entry.kernels["backward"] is not None
+    # (the backward's Python starts once the forward's module is with LLVM, not sharing
+    # the GIL with the forward's lowering, which the first native call waits for)
+    assert order == ["forward lowers", "forward to LLVM", "backward lowers"]
 
 
 def test_sync_a_failing_backward_build_fails_at_the_backward_as_before(monkeypatch):
