@@ -102,7 +102,9 @@ def test_prod_all_any(dt):
     g = bld.ret(*outs)
     assert supports(g) == (True, None)
     _, got, want = run_both(g, arrays)
-    check(got, want, rtol=1e-6 if dt == "float32" else 1e-13 if dt == "float64" else 0)
+    # (a product rounds at each factor: the kernel's vector lanes multiply in another
+    # order than NumPy's, a lane count that depends on the host: 1.1e-6 apart on AVX2)
+    check(got, want, rtol=4e-6 if dt == "float32" else 1e-13 if dt == "float64" else 0)
 
 
 # ---- argmax / argmin / max_dim / min_dim --------------------------------------------------------
