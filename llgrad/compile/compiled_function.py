@@ -30,7 +30,7 @@ from .guards import collect, hooked, identity, without_grads
 from .module import CompiledModule, is_module
 from .readable import Names, guard_lines, why_retrace
 from .replayed_output import given_up, written
-from .recompile_limit import warn_limit
+from .recompile_limit import name as fn_name, warn_limit
 from .side_effects import fresh_optimizer, unguardable, unreplayed_change
 from .backends import backend as get_backend, build_now
 from .run import (_MISS, _RUN_EAGERLY, FINISHED_BY_CALL as LATER, _first_result, eager_runner,
@@ -166,7 +166,7 @@ class CompiledFunction:
             with ran_functions.recording(self, entered, args, kwargs, tensors) as ran, \
                     symbolic_slots.standing_in(self, tensors, args, kwargs, entered) as call, \
                     dynamic_sizes.expecting(self, guards):
-                entry, result = trace_entry(getattr(self.fn, "__name__", "f"), self._resolved,
+                entry, result = trace_entry(fn_name(self.fn), self._resolved,
                                             self._traced_fn(), tensors, guards, *call, n_own,
                                             entered, self.fn, self._dynamic)
         except BaseException as e:
@@ -252,7 +252,7 @@ class CompiledFunction:
     def _eagerly(self, reason, args, kwargs, key=None):
         """Run the call eagerly, warning once per reason (fullgraph=True: an error)."""
         if self.fullgraph:
-            raise TraceError(f"llgrad.compile({getattr(self.fn, '__name__', 'fn')}, "
+            raise TraceError(f"llgrad.compile({fn_name(self.fn)}, "
                              f"fullgraph=True): {reason}")
         if key is not None or reason not in self.graph_breaks:  # (uncached calls: noted once)
             self._break(reason, key=key)
@@ -266,14 +266,14 @@ class CompiledFunction:
             self._eager_reasons[key] = reason
         if log.enabled("graph_breaks"):
             log.emit("graph_breaks", "%s: %s: %s (call at %s)",
-                     getattr(self.fn, "__name__", "fn"),
+                     fn_name(self.fn),
                      "running eagerly" if eager else "traced again as plain Python", reason,
                      log.user_line(3))
 
     def _warn_once(self, text):
         if text not in self._warned:
             self._warned.add(text)
-            log.warn_user(f"llgrad.compile({getattr(self.fn, '__name__', 'fn')}): {text}")
+            log.warn_user(f"llgrad.compile({fn_name(self.fn)}): {text}")
 
     def _run_cached(self, key, n_own, inputs, fast):
         """Run the first entry for key whose value guards hold, else the first grad-free

@@ -109,7 +109,8 @@ def _changed(raw, was, now, names):
                 f"{n}: another object"
         was, now = _number(was), _number(now)
         return f"{n} == {was} (now {now})", f"{n}: {was} -> {now}"
-    if raw.startswith("class of ") and _class_items(was) and _class_items(now):
+    # (a class read through an object, `class of self`, or by name, `class captured State`)
+    if raw.startswith("class ") and _class_items(was) and _class_items(now):
         changed = _class_change(was, now)
         if changed is not None:
             return changed
