@@ -11,6 +11,7 @@ elementwise ops, which run as fast and let cse share a training step's forward w
 VJP's recomputation (mish's exp/log1p/tanh)."""
 import numpy as np
 
+from . import sigmoid_np
 from .ops_elementwise import _half_in_float, zero_linked
 from .ops_select import keep_x_at_ties
 from .optable import defop
@@ -221,9 +222,7 @@ def _halves(x, dim):
     return x[tuple(lo)], x[tuple(hi)]
 
 
-def _sigmoid(x):
-    z = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1 / (1 + z), z / (1 + z)).astype(x.dtype, copy=False)
+_sigmoid = sigmoid_np.sigmoid
 
 
 def _glu(x, dim):

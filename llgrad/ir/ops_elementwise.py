@@ -3,7 +3,7 @@ import math
 
 import numpy as np
 
-from . import libm_np
+from . import libm_np, sigmoid_np
 from .erf_table import np_erf
 from .fused_madd import fused_alpha
 from .optable import conj, defop
@@ -223,14 +223,7 @@ _unary("erf", np_erf, lambda c, g: (g * _TWO_OVER_SQRT_PI * (-(c.self * c.self))
        eager_native=True)
 
 
-@_half_in_float
-def _sigmoid(x):
-    # exp(-|x|) never overflows; both branches are exact.
-    if x.dtype.kind == "c":
-        return 1 / (1 + np.exp(-x))     # (no sign to split on)
-    z = np.exp(-np.abs(x))
-    d = 1 + z           # (once: both branches divide by it)
-    return np.where(x >= 0, 1 / d, z / d).astype(np.result_type(x), copy=False)
+_sigmoid = _half_in_float(sigmoid_np.sigmoid)
 
 
 _unary("sigmoid", _sigmoid, lambda c, g: (g * conj(c.result) * conj(1 - c.result),),

@@ -7,7 +7,7 @@ import warnings
 
 import numpy as np
 
-from . import np_cumsum
+from . import np_cumsum, prod_grad
 from .np_sums import cascade_sum, middle_sum
 from .optable import conj, defop
 
@@ -82,21 +82,7 @@ defop("mean", _mean,
 
 
 def _prod_vjp(c, g):
-    x, shape = c.self, c.shape(0)
-    r = unreduce(c.result, shape, c.dim, c.keepdim)
-    gk = unreduce(g, shape, c.dim, c.keepdim)
-    nonzero = x != 0
-    zero = nonzero.logical_not()
-    dims = c.dim if c.dim is not None else tuple(range(len(shape)))
-    # At a zero element the derivative is the product of the others: p (the product of the
-    # slice's nonzero elements) when it is the slice's only zero; with exactly two zeros it
-    # is the other zero times p, written (sum of the slice's zeros - x) * p so that it is
-    # 0 in value but has the right derivative (double backward); with more zeros it is 0.
-    nzero = zero.sum(dims, keepdim=True)
-    p = x.where(nonzero, 1)._op("prod", dim=dims, keepdim=True)   # (several dims: the op)
-    other_zero = x.where(zero, 0).sum(dims, keepdim=True) - x
-    at_zero = p.where(nzero == 1, 0) + (other_zero * p).where(nzero == 2, 0)
-    return (gk * conj((r / x.where(nonzero, 1)).where(nonzero, at_zero)),)
+    return prod_grad.prod_vjp(c, g, unreduce, conj)
 
 
 def _prod(x, dim=None, keepdim=False):

@@ -22,6 +22,7 @@ operations and order of its implementation, so native code needs no lowering of 
 fuses as before and agrees with eager down to the sign of zeros and the NaNs."""
 import numpy as np
 
+from . import sigmoid_np
 from .optable import defop
 
 
@@ -41,17 +42,7 @@ def _out(shape, *arrays):
     return np.empty(shape, dtype=np.result_type(*arrays))
 
 
-def _sigmoid_into(x, out):
-    """out = sigmoid(x) as ops_elementwise._sigmoid, bit for bit: where(x >= 0, 1, z) / (1 + z),
-    z = exp(-|x|), the where as max(z, x >= 0) (z <= 1; NaN stays NaN). out may be x."""
-    pos = np.greater_equal(x, 0)
-    np.abs(x, out=out)
-    np.negative(out, out=out)
-    np.exp(out, out=out)
-    den = out + 1
-    np.maximum(out, pos, out=out)
-    np.divide(out, den, out=out)
-    return out
+_sigmoid_into = sigmoid_np.sigmoid_into
 
 
 def _blocks(a, k, h):

@@ -28,15 +28,52 @@ def _torch_class(opt):
     return None
 
 
-def check_step_flags(opt):
-    """Raise PyTorch's error for a group whose capturable / differentiable step cannot run."""
-    for group in opt.param_groups:
+_FUSED_DEVICES = ['mps', 'cuda', 'xpu', 'hpu', 'cpu', 'mtia', 'privateuseone']
+
+
+def fused_dtype_check(p):
+    """PyTorch's refusal of a parameter its fused kernels do not take (a complex one)."""
+    if not p.is_floating_point():
+        raise RuntimeError("`fused=True` requires all the params to be floating point Tensors "
+                           f"of supported devices: {_FUSED_DEVICES} but {p.dtype} and cpu")
+
+
+def check_fused(opt, name, groups):
+    """PyTorch's errors for a fused step over parameters its fused kernels do not take
+    (complex ones), raised before anything is written: SGD and Adagrad check the first
+    parameter with a gradient once per optimiser, then their kernels refuse a complex one
+    (Adam(W) checks each parameter whose state it makes: adam.py)."""
+    for group in groups:
+        if not group.get("fused"):
+            continue
+        with_grad = [p for p in group["params"] if p.grad is not None]
+        if with_grad and opt.__dict__.get("_need_device_dtype_check_for_fused", True):
+            fused_dtype_check(with_grad[0])
+            opt._need_device_dtype_check_for_fused = False
+        complex_ = [p for p in with_grad if p.is_complex()]
+        if complex_ and name == "SGD":
+            if group["momentum"] != 0:      # (PyTorch's _init_group read their states)
+                for p in with_grad:
+                    opt.state[p]
+            kind = "ComplexDouble" if "128" in str(complex_[0].dtype) else "ComplexFloat"
+            raise NotImplementedError(f'"fused_sgd_kernel" not implemented for \'{kind}\'')
+        if complex_:
+            raise RuntimeError("`fused` does not support sparse grad or complex param")
+
+
+def check_step_flags(opt, groups=None):
+    """Raise PyTorch's error for a group (of groups, default all) whose capturable /
+    differentiable / fused step cannot run."""
+    groups = opt.param_groups if groups is None else groups
+    name = _torch_class(opt)
+    if name in ("SGD", "Adagrad"):
+        check_fused(opt, name, groups)
+    for group in groups:
         if not (group.get("capturable") or group.get("differentiable")):
             continue
         with_grad = [p for p in group["params"] if p.grad is not None]
         if not with_grad:
             continue
-        name = _torch_class(opt)
         if group.get("capturable") and name in _CAPTURABLE:
             names, xla = _CAPTURABLE[name][1 if group.get("foreach") else 0]
             devices = _DEVICES + ["xla"] if xla else _DEVICES
@@ -72,13 +109,13 @@ def refuses_sparse(opt):
     return None
 
 
-def check_sparse_grads(opt):
+def check_sparse_grads(opt, groups=None):
     """Raise PyTorch's error when an optimiser of llgrad's that has no sparse rule meets a
-    sparse gradient (nn.Embedding(sparse=True)'s)."""
+    sparse gradient (nn.Embedding(sparse=True)'s) in groups (default all)."""
     message = refuses_sparse(opt)
     if message is None:
         return
-    for group in opt.param_groups:
+    for group in opt.param_groups if groups is None else groups:
         for p in group["params"]:
             g = p._grad
             if g is not None and g.__class__ is not p.__class__ and g.is_sparse:

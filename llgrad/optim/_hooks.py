@@ -42,9 +42,7 @@ def hooked_step(func):
         _untraced_below_float32(self)
         args, kwargs = _closure_checked(self, args, kwargs)
         if not (pre or post or _global_pre_hooks or _global_post_hooks):
-            check_step_flags(self)
-            check_sparse_grads(self)
-            return func(self, *args, **kwargs)
+            return _refusals_checked(self, func, (self,) + args, kwargs)
         args = (self,) + args
         for hook in chain(_global_pre_hooks.values(), (pre or {}).values()):
             result = hook(self, args, kwargs)
@@ -53,15 +51,34 @@ def hooked_step(func):
                     raise RuntimeError(f"{func} must return None or a tuple of (new_args, "
                                        f"new_kwargs), but got {result}.")
                 args, kwargs = result
-        check_step_flags(self)
-        check_sparse_grads(self)
-        out = func(*args, **kwargs)
+        out = _refusals_checked(self, func, args, kwargs)
         for hook in chain((post or {}).values(), _global_post_hooks.values()):
             hook(self, args, kwargs)
         return out
 
     step._hooked = True
     return step
+
+
+def _refusals_checked(opt, func, args, kwargs):
+    """func(*args, **kwargs) (args begin with opt) after PyTorch's step-time refusals (a
+    sparse gradient, a complex parameter of a fused step, capturable or differentiable on
+    CPU), group by group as PyTorch's step meets them: the groups before a refused one take
+    their step first (a step with a closure is refused before any)."""
+    for k, group in enumerate(opt.param_groups):
+        try:
+            check_step_flags(opt, (group,))
+            check_sparse_grads(opt, (group,))
+        except Exception:
+            if k and kwargs.get("closure", args[1] if len(args) > 1 else None) is None:
+                groups = opt.param_groups
+                opt.param_groups = groups[:k]
+                try:
+                    func(*args, **kwargs)
+                finally:
+                    opt.param_groups = groups
+            raise
+    return func(*args, **kwargs)
 
 
 def _closure_checked(opt, args, kwargs):

@@ -58,9 +58,14 @@ class Adafactor(Optimizer):
         for group in self.param_groups:
             lr = _lr(group)
             eps1, eps2 = group["eps"]
+            # (the group's states are made before any parameter is written, and a complex
+            # parameter refused there, as PyTorch's _init_group)
+            todo = []
             for p in group["params"]:
                 if p.grad is None:
                     continue
+                if p.is_complex():
+                    raise RuntimeError("Adafactor does not support complex parameters")
                 state = self.state[p]
                 if len(state) == 0:
                     state["step"] = new_step()
@@ -71,6 +76,8 @@ class Adafactor(Optimizer):
                         state["col_var"] = p.grad.new_zeros(shape)
                     else:
                         state["variance"] = zeros_like(p.grad)
+                todo.append((p, state))
+            for p, state in todo:
                 _update(p, state, lr, group, eps1, eps2)
         return loss
 

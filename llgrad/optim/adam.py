@@ -8,8 +8,10 @@ from ..runtime.grad_mode import enable_grad, no_grad
 from ..runtime.hypers import hyper, raw
 from ..runtime.tensor import Tensor
 from . import _eager_adam
+from ._flags import fused_dtype_check
 from ._state import real_views
-from .optimizer import LrT, Optimizer, ParamsT, _as_number, _div, _for_loop_only, _get_value
+from .optimizer import (LrT, Optimizer, ParamsT, _addcdiv_, _as_number, _div, _for_loop_only,
+                        _get_value)
 
 
 class Adam(Optimizer):
@@ -94,6 +96,8 @@ class Adam(Optimizer):
                     continue
                 state = self.state[p]
                 if len(state) == 0:
+                    if group["fused"]:
+                        fused_dtype_check(p)
                     state["step"] = tensor(0.0, device="cpu")    # (as PyTorch's, on the CPU)
                     state["exp_avg"] = zeros_like(p)
                     state["exp_avg_sq"] = zeros_like(p)
@@ -139,8 +143,9 @@ class Adam(Optimizer):
                     denom = (max_sq.sqrt() / _as_number(bias_correction2_sqrt, p)).add_(eps)
                 else:
                     denom = (exp_avg_sq.sqrt() / _as_number(bias_correction2_sqrt, p)).add_(eps)
-                # (addcdiv_ composed: while tracing step_size is a tensor, not a number)
-                p.add_(exp_avg.mul(_as_number(-step_size, p)).div_(denom))
+                # (addcdiv_, as PyTorch's: one rounding in bfloat16 / float16; composed where
+                # step_size is a tensor, while tracing)
+                _addcdiv_(p, exp_avg, denom, -step_size)
         return loss
 
 

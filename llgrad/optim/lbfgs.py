@@ -7,6 +7,7 @@ from collections.abc import MutableMapping
 from ..runtime import trace_state
 from ..runtime.creation import zeros
 from ..runtime.functions import cat
+from ..runtime.functions_complex import view_as_real
 from ..runtime.grad_mode import enable_grad, no_grad
 from .optimizer import LrT, Optimizer, ParamsT, _check_lr, _to_scalar
 
@@ -163,17 +164,24 @@ class LBFGS(Optimizer):
         return out
 
     def _numel(self):
+        # (a complex parameter counts as its real view: 2 numbers an element, as PyTorch's)
         if self._numel_cache is None:
-            self._numel_cache = sum(p.numel() for p in self._params)
+            self._numel_cache = sum(2 * p.numel() if p.is_complex() else p.numel()
+                                    for p in self._params)
         return self._numel_cache
 
     def _gather_flat_grad(self):
-        return cat([zeros(p.numel(), dtype=p.dtype) if p.grad is None else p.grad.reshape(-1)
-                    for p in self._params], 0)
+        views = []
+        for p in self._params:
+            view = zeros(p.numel(), dtype=p.dtype) if p.grad is None else p.grad.reshape(-1)
+            views.append(view_as_real(view).reshape(-1) if view.is_complex() else view)
+        return cat(views, 0)
 
     def _add_grad(self, step_size, update):
         offset = 0
         for p in self._params:
+            if p.is_complex():
+                p = view_as_real(p)
             numel = p.numel()
             p.add_(update[offset:offset + numel].view_as(p), alpha=step_size)
             offset += numel

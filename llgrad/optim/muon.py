@@ -115,16 +115,22 @@ class Muon(Optimizer):
             if isinstance(lr, Tensor) and not lr_input and lr.dim():
                 lr = lr.squeeze()
             weight_decay, momentum = group["weight_decay"], group["momentum"]
+            # (the group's buffers are made before any parameter is written, and a complex
+            # parameter refused there, as PyTorch's _init_group)
+            todo = []
             for p in group["params"]:
                 if p.grad is None:
                     continue
+                if p.is_complex():
+                    raise RuntimeError("Muon does not support complex parameters")
+                state = self.state[p]
+                if "momentum_buffer" not in state:
+                    state["momentum_buffer"] = p.grad.new_zeros(p.grad.shape)
+                todo.append((p, state["momentum_buffer"]))
+            for p, buf in todo:
                 grad = p.grad
                 if grad.ndim != 2:
                     raise ValueError("Param gradient must be a 2D matrix")
-                state = self.state[p]
-                if "momentum_buffer" not in state:
-                    state["momentum_buffer"] = grad.new_zeros(grad.shape)
-                buf = state["momentum_buffer"]
                 buf.lerp_(grad, 1 - momentum)
                 update = grad.lerp(buf, momentum) if group["nesterov"] else buf
                 update = _zeropower_via_newtonschulz(update, group["ns_coefficients"],

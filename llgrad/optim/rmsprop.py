@@ -56,6 +56,10 @@ class RMSprop(Optimizer):
             alpha, eps, momentum = group["alpha"], group["eps"], hyper(group, "momentum")
             with_momentum = raw(group, "momentum") > 0     # (zero or not: in the guard key)
             weight_decay, centered = group["weight_decay"], group["centered"]
+            # (every parameter's state is read before any is written, as PyTorch's
+            # _init_group: a state without grad_avg or momentum_buffer after centered or
+            # momentum was turned on raises KeyError with nothing changed)
+            todo = []
             for p in group["params"]:
                 if p.grad is None:
                     continue
@@ -69,21 +73,22 @@ class RMSprop(Optimizer):
                     if centered:
                         state["grad_avg"] = zeros_like(p)
                 p, grad, state = real_views(p, grad, state)
-                square_avg = state["square_avg"]
-
-                state["step"].add_(1)
+                todo.append((p, grad, state["step"], state["square_avg"],
+                             state["grad_avg"] if centered else None,
+                             state["momentum_buffer"] if with_momentum else None))
+            for p, grad, step_t, square_avg, grad_avg, buf in todo:
+                step_t.add_(1)
                 if weight_decay != 0:
                     grad = grad.add(p, alpha=weight_decay)
-                square_avg.mul_(alpha).add_(grad.mul(1 - alpha).mul_(grad))
+                # (addcmul_, as PyTorch's: one rounding in bfloat16 / float16)
+                square_avg.mul_(alpha).addcmul_(grad, grad, value=1 - alpha)
                 if centered:
-                    grad_avg = state["grad_avg"]
                     grad_avg.lerp_(grad, 1 - alpha)
                     avg = square_avg.addcmul(grad_avg, grad_avg, value=-1).sqrt_()
                 else:
                     avg = square_avg.sqrt()
                 avg = avg.add_(eps)
                 if with_momentum:
-                    buf = state["momentum_buffer"]
                     buf.mul_(_as_number(momentum, buf)).addcdiv_(grad, avg)
                     _add_scaled_(p, buf, -lr)
                 else:

@@ -133,6 +133,9 @@ class OpNode(Node):
 
     building_graph = property(lambda self: grad_mode.state.grad_enabled, doc="Whether the rule "
                               "runs with grad mode on (create_graph; ops_elementwise.zero_linked).")
+    recorded = property(lambda self: trace_state.state.tracer is not None, doc="Whether a "
+                        "tracer records the rule's ops: a rule may branch on a value it reads "
+                        "only when not (prod_grad.prod_vjp), a read being a guard there.")
 
     # --- running -------------------------------------------------------------------------
     def release(self):

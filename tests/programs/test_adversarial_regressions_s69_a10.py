@@ -44,12 +44,11 @@ def prod_nan(torch, x):
     return x.prod(1), x.prod(0)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "PyTorch's prod backward takes the products of the other elements (exclusive cumprods) for "
-    "every element once the tensor has a zero anywhere (g * result / x only when it has "
-    "none), so a NaN element of a row without zeros gets a finite gradient; llgrad's rule "
-    "divides the result by x there (NaN)"))
 def test_prod_gradient_with_nan_beside_a_zero():
+    """PyTorch's prod backward takes the products of the other elements (exclusive cumprods)
+    for every element once the tensor has a zero anywhere (g * result / x only when it has
+    none), so a NaN element of a row without zeros gets a finite gradient; the rule divided
+    the result by x there (NaN) (ir/prod_grad.py)."""
     check(prod_nan, ("grad", ROWS))
 
 
@@ -58,9 +57,8 @@ def sigmoid_underflow(torch, x):
     return p, torch.nn.functional.binary_cross_entropy(p, torch.ones_like(p), reduction="none")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "PyTorch's float32 sigmoid is 1 / (1 + exp(-x)): 0 once exp(-x) overflows (x < -88.72); "
-    "llgrad's exp(-|x|) form gives the denormal (sigmoid(-100) = 3.8e-44), so a BCE on it "
-    "reads log(3.8e-44) = -99.98 where PyTorch clamps log(0) to -100"))
 def test_sigmoid_of_large_negative_flushes_to_zero_as_torch():
+    """PyTorch's float32 sigmoid is 1 / (1 + exp(-x)): 0 once exp(-x) overflows (x <=
+    -88.7228); the exp(-|x|) form gave the subnormal (sigmoid(-100) = 3.8e-44), so a BCE on
+    it read log(3.8e-44) = -99.98 where PyTorch clamps log(0) to -100 (ir/sigmoid_np.py)."""
     check(sigmoid_underflow, np.array([-100.0, -89.0, -95.0, 1.0], np.float32), atol=0)

@@ -293,19 +293,12 @@ def test_searchsorted_compiled(k):
           grad=False, compiled=True)
 
 
-# ---- left: prod / cumprod gradients where a zero meets an inf or nan ---------------------
-
-_PROD_LEFT = pytest.mark.xfail(strict=True, reason="PyTorch's prod backward takes its "
-                               "zero-safe formula (exclusive cumprods from both ends, no "
-                               "division) once the tensor holds a zero: prod([inf, 0, 3])'s "
-                               "gradient is [0, inf, nan]; llgrad divides the result (nan) by "
-                               "the input and gives nan at the inf too")
-
+# ---- prod / cumprod gradients where a zero meets an inf or nan ---------------------------
 
 # (cumprod's gradient leaves out the products past a slice's first zero as PyTorch's does
-# since stop 69: [nan, inf, 0] here, torch's)
-@pytest.mark.parametrize("which", [pytest.param("prod", marks=_PROD_LEFT),
-                                   pytest.param("prod_dim", marks=_PROD_LEFT), "cumprod"])
+# since stop 69: [nan, inf, 0] here, torch's; prod's takes exclusive cumprods from both
+# ends once the tensor holds a zero, as PyTorch's, since stop 70: [0, inf, nan])
+@pytest.mark.parametrize("which", ["prod", "prod_dim", "cumprod"])
 def test_prod_gradient_where_a_zero_meets_an_infinity(which):
     fn = {"prod": lambda L, x: x.prod(), "prod_dim": lambda L, x: x.prod(0),
           "cumprod": lambda L, x: x.cumprod(0)}[which]

@@ -16,7 +16,8 @@ series of 2*atanh(s) - 2s, truncated where it falls below the dtype's precision)
 tanh(x) = sign(x) * e / (e + 2) with e = expm1(2|x|) for |x| >= 0.55; below, x + x^3 S(x^2)/Q(x^2)
 from Lambert's continued fraction tanh x = x / (1 + x^2 / (3 + x^2 / (5 + ...))) truncated
 (exact rational coefficients; depth 4 for float32, 7 for float64).
-sigmoid(x) = (x >= 0 ? 1 : z) / (1 + z), z = exp(-|x|) (the reference's formula)."""
+sigmoid(x) = (x >= 0 ? 1 : z) / (1 + z), z = exp(-|x|) (the reference's formula: z = 0 where
+PyTorch's exp(-x) overflows)."""
 import math
 import struct
 from decimal import Decimal, localcontext
@@ -26,6 +27,7 @@ from llvmlite import ir
 
 from ...ir.erf_table import (ERF32_NATIVE_FAR, ERF32_NATIVE_NEAR, ERF32_NATIVE_ONE,
                               ERF32_NATIVE_SPLIT, ERF_CENTRES, ERF_DEGREE, erf_coefficients)
+from ...ir.sigmoid_np import ZERO_AT as SIGMOID_ZERO_AT
 from .scalar import F32, F64, I32, I64, Scalar
 from .vecmath_trig import cos, sin  # noqa: F401  (re-exported)
 
@@ -81,6 +83,7 @@ class _K:
         self.log2e = 1.0 / math.log(2.0)
         self.exp_hi = 89.0 if single else 710.0       # exp overflows to inf above
         self.exp_lo = -104.0 if single else -746.0     # exp underflows to 0 below
+        self.sigmoid_zero_at = SIGMOID_ZERO_AT["float32" if single else "float64"]
         self.expm1_lo = -30.0 if single else -60.0     # expm1 == -1 below
         self.expm1_big = 24 if single else 53          # n above which expm1 = exp - 1
         deg = 8 if single else 13
@@ -239,6 +242,8 @@ class _M:
         na = b.select(b.fcmp_ordered("<", na, self.c(k.exp_lo)), self.c(k.exp_lo), na)
         n, p = self.reduce(na)
         z = self.scale(b.fadd(self.c(1.0), p), n)
+        # 0 where PyTorch's 1 / (1 + exp(-x)) overflows exp (ir/sigmoid_np.py)
+        z = b.select(b.fcmp_ordered("<=", x, self.c(k.sigmoid_zero_at)), self.c(0.0), z)
         num = b.select(b.fcmp_ordered(">=", x, self.c(0.0)), self.c(1.0), z)
         return b.fdiv(num, b.fadd(self.c(1.0), z))
 
