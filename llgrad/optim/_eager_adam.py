@@ -143,6 +143,8 @@ def _native(p, grad, exp_avg, exp_avg_sq, max_sq, group, step_t, loc):
         return False
     step = step_t.item()
     bias_correction1 = 1 - beta1 ** step
+    if bias_correction1 == 0:   # (beta1 == 1: the loop's path writes the moments, then raises
+        return False            # ZeroDivisionError as PyTorch's step does)
     bias_correction2_sqrt = (1 - beta2 ** step) ** 0.5
     # each constant as the tensor calls' NumPy ops take a Python number: the dtype's value
     ty = arrays[0].dtype.type
