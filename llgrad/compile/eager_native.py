@@ -195,7 +195,6 @@ def _rows_plan(op, arrays, attrs):
     return fn, ptr, out_widths, lead, x.size // x.shape[-1], h, steps, dtype
 
 
-
 def _native_last_dim(op, x, attrs):
     """An eager_kernel="last_dim" op (softmax, log_softmax) of x over its last dim on the
     kernel of codegen/eager_softmax.py, or None (NumPy's impl runs)."""
@@ -235,6 +234,8 @@ _plans = {}     # (op, each array's layout) -> its built kernel's plan (a time l
 
 def _out_plan(op, arrays, attrs, outs=None):
     """The plan (_rows_plan's) of op on arrays into outs (None: fresh results), or None."""
+    if not any(type(a) is np.ndarray and a.size >= MIN_ROW_ELEMENTS for a in arrays):
+        return None     # (_rows_plan's size test, first: a small cell has no plan to look up)
     every = arrays if outs is None else (*arrays, *outs)
     sig = None if attrs else (op, *[(a.shape, a.strides, a.dtype) if isinstance(a, np.ndarray)
                                     else (a,) for a in every])

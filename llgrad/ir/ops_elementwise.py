@@ -239,9 +239,10 @@ def zero_linked(c, out, saved):
     ...) whose derivative in saved is zero, so under create_graph it requires grad through
     saved and a second derivative reaches the op's input as zeros, where without the link
     it would find the input unused. out - (+0) is out bit for bit (the +0 from saved's
-    sign's magnitude, NaN's made 0: a NaN or inf in saved leaves out as it is)."""
+    sign's magnitude: sign(NaN) is 0, sign(+-inf) +-1, so |sign(saved)| * 0 is +0
+    everywhere and a NaN or inf in saved leaves out as it is)."""
     if getattr(c, "building_graph", False) and saved.requires_grad:
-        return out - saved.sign().abs().nan_to_num(0.0) * 0
+        return out - saved.sign().abs() * 0
     return out
 
 

@@ -14,6 +14,7 @@ from ..ir.optable import OPS, c_order
 from . import dispatch, fast_vjp_small, fast_vjp_views, grad_mode, trace_state  # noqa: F401
 from . import fast_vjp_arith  # noqa: F401  (mul's and sub's NumPy VJPs)
 from . import fast_vjp_picks  # noqa: F401  (where's and the picking views' NumPy VJPs)
+from . import fast_vjp_pointwise  # noqa: F401  (relu's, sigmoid's, masked_fill's, mse_loss's)
 from .meta_tensor import is_meta
 from .node import fast_vjps
 from .tensor import Tensor

@@ -134,8 +134,7 @@ class OpNode(Node):
     building_graph = property(lambda self: grad_mode.state.grad_enabled, doc="Whether the rule "
                               "runs with grad mode on (create_graph; ops_elementwise.zero_linked).")
     recorded = property(lambda self: trace_state.state.tracer is not None, doc="Whether a "
-                        "tracer records the rule's ops: a rule may branch on a value it reads "
-                        "only when not (prod_grad.prod_vjp), a read being a guard there.")
+                        "tracer records the rule's ops (prod_grad.prod_vjp branches if not).")
 
     # --- running -------------------------------------------------------------------------
     def release(self):
@@ -153,9 +152,9 @@ class OpNode(Node):
         if op.nout == 1:
             g = grads[0]
             res = None
-            if op.eager_native and native_vjp is not None:
-                res = native_vjp(self, g)
-            else:
+            # (an eager_native op's NumPy VJP too, where its native one declines: small tensors)
+            if not (op.eager_native and native_vjp is not None) or \
+                    (res := native_vjp(self, g)) is None:
                 fast = fast_vjps.get(op)
                 if fast is not None:
                     res = fast(self, g)
