@@ -15,7 +15,7 @@ import weakref
 from ..runtime import trace_state
 from ..tracer.trace import ControlFlowError, TraceError
 from . import (appended_lists, background, dynamo_config, eager_builds, guards_blind, leaf_hooks,
-               dynamic_sizes, log, numpy_reads, ran_functions, stance, symbolic_args,
+               dynamic_sizes, eager_settled, log, numpy_reads, ran_functions, stance, symbolic_args,
                symbolic_slots, volatile_guards)
 from .compile_doc import Callable, documented
 from .eager_only import eager_only_reason
@@ -76,6 +76,7 @@ class CompiledFunction:
         self._walker_tries, self._defaults = 0, default_filler(fn)   # (defaults: guards.py)
         self.graph_breaks = []      # why calls ran eagerly: [reason], in order (explain.py)
         self._eager_reasons = {}    # guard key -> why its calls run eagerly
+        self._eager_streak = eager_settled.EagerStreak()    # (all eager: no walk)
         self._dynamic, self._static, self._numbers_seen, self._tracing_symbolic = \
             frozenset(), frozenset(), {}, set()     # (numbers as inputs: symbolic_args)
         registry.add(self)
@@ -95,8 +96,8 @@ class CompiledFunction:
         reason = eager_only_reason()
         if reason is not None:          # (hooks or modes native code cannot honour)
             return self._eagerly(reason, args, kwargs)
-        if trace_state.state.vmap_levels:
-            return self.fn(*args, **kwargs)     # under llgrad.func.vmap: its batched ops
+        if trace_state.state.vmap_levels or self._eager_streak.skip():  # (under vmap: its
+            return self.fn(*args, **kwargs)     # batched ops; eager_settled.py: all eager)
         args, kwargs = self._defaults(args, kwargs) if self._defaults else (args, kwargs)
         fast = None if kwargs or not self._plain or self._dynamic else plain_key(self, args)
         if fast is None:
@@ -109,7 +110,7 @@ class CompiledFunction:
             if run is not None:
                 out = run(fast[1])
                 if out is _RUN_EAGERLY:
-                    return self.fn(*args, **kwargs)
+                    return eager_settled.ran_eagerly(self, args, kwargs)
                 if out is not _MISS:
                     return out.finish(self.fn, args, kwargs) if type(out) in LATER else out
         entered = []
@@ -126,13 +127,13 @@ class CompiledFunction:
             fast = self._new_walker(args, kwargs, inputs)
         out = self._run_cached(key, n_own, inputs, fast)
         if out is _RUN_EAGERLY:
-            return self.fn(*args, **kwargs)
+            return eager_settled.ran_eagerly(self, args, kwargs)
         if out is not _MISS:
             return out.finish(self.fn, args, kwargs) if type(out) in LATER else out
         with self._lock:
             out = self._run_cached(key, n_own, inputs, None)   # another thread traced it
             if out is not _MISS:
-                return self.fn(*args, **kwargs) if out is _RUN_EAGERLY else \
+                return eager_settled.ran_eagerly(self, args, kwargs) if out is _RUN_EAGERLY else \
                     out.finish(self.fn, args, kwargs) if type(out) in LATER else out
             if dynamic_sizes.served(self, guards, key, n_own):
                 return self(*args, **kwargs)    # (a new size of a fitted entry: no trace)
@@ -262,8 +263,9 @@ class CompiledFunction:
     def _break(self, reason, key=None, eager=True):
         """Note a graph break (explain.py) and log it (graph_breaks channel)."""
         self.graph_breaks.append(reason)
-        if key is not None:
+        if key is not None:     # (a trace that broke, or whose effect no call can replay)
             self._eager_reasons[key] = reason
+            self._eager_streak.eager_call(self.entries)
         if log.enabled("graph_breaks"):
             log.emit("graph_breaks", "%s: %s: %s (call at %s)",
                      fn_name(self.fn),
@@ -375,6 +377,7 @@ class CompiledFunction:
             self._first_untraced, self._dynamic, self._static, self._numbers_seen = \
                 False, frozenset(), frozenset(), {}
             self.graph_breaks, self._eager_reasons, self._fresh_unkept = [], {}, False
+            self._eager_streak.reset()
             self._sizes = dynamic_sizes.FunctionSizes()
 
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..ir import OPS, promotion, torch_random
-from . import dtypes, ranges, symbolic_uses, trace_state
+from . import dtypes, ranges, symbolic_uses, trace_state, traced_ranges
 from .device import check as _check_device, device as _Device
 from .memory_layout import like_layout
 from .dispatch import call, scalar_type_name
@@ -229,6 +229,8 @@ def arange(start: float, end: float | None = None, step: float = 1,
     _check_device(device)
     if end is None:
         start, end = 0, start
+    if (t := traced_ranges.shifted_arange(start, end, step, dtype, requires_grad)) is not None:
+        return t        # (a window arange(p, p + n) of a moving int p: traced_ranges.py)
     vals = tuple(v.item() if isinstance(v, Tensor) else plain(v) for v in (start, end, step))
     start, end, step = vals
     floating = any(isinstance(v, float) for v in vals)
@@ -238,9 +240,7 @@ def arange(start: float, end: float | None = None, step: float = 1,
         raise NotImplementedError(f'"arange_cpu" not implemented for \'{scalar_type_name(d)}\'')
     n = ranges.arange_size(start, end, step, d.np)
     if n is not None and trace_state.state.tracer is not None:  # (one node, numbers attributes)
-        t = call(OPS["arange"], (), {"start": int(start), "step": int(step), "size": n,
-                                     "dtype": d.name})
-        return _requiring_grad(t) if requires_grad else t
+        return traced_ranges.arange_node(start, step, n, d, requires_grad)
     if not d.is_floating_point and floating:
         return _finish(int_arange(start, end, step, d), None, requires_grad)
     return _finish(ranges.arange_values(start, end, step, d.np), None, requires_grad)

@@ -13,6 +13,10 @@ optimiser's temporaries would otherwise all live until the trace ends).
     bases   id(base array) -> the key of the first storage bound over it (tensors over the
             same memory under a storage of their own, as x.data, find its root)
     aliased keys of roots whose memory another storage views
+    regions id(base array) -> [((first byte, end byte), key)]: roots over one buffer that
+            hold disjoint bytes of it (inputs under Storages of their own, as the
+            parameters vector_to_parameters makes of one vector); a tensor over the buffer
+            under another Storage belongs to the region holding its bytes
 
 A storage that died while its memory lives on (held by x.data's storage) may have its
 address taken by a new storage: its root is then moved to a key no storage has."""
@@ -58,6 +62,7 @@ def _from_layout(layout):
 class Bindings:
     def __init__(self):
         self.values, self.roots, self.bases, self.aliased = {}, {}, {}, set()
+        self.regions = {}
         # (the callbacks hold the tables weakly: no reference cycle keeps them, and the
         # Values they hold, once the trace is over)
         me = weakref.ref(self)
@@ -229,12 +234,43 @@ class Bindings:
         if self._owns(t):
             return id(st)
         owner = self.bases.get(id(st.base))
+        if owner is not None and id(st.base) in self.regions:
+            owner = self._region_key(t, self.regions[id(st.base)])
         if owner is not None:
             rec = self.roots.get(owner)
             if rec is not None and rec[3]() is st.base:
                 self.aliased.add(owner)
                 return owner
         return id(st)
+
+    def _disjoint_region(self, t):
+        """Whether input t, under a Storage of its own over a buffer that roots bound before
+        are over too, holds none of their bytes (their tensors' byte ranges, and no other
+        buffer over that memory); then t's bytes are a region of the buffer (`regions`).
+        Else the regions' keys are marked shared with t (Tracer.input marks t's)."""
+        base = t._storage.base
+        lo, hi = _bounds(t._data)
+        taken = []
+        for key, rec in self.roots.items():
+            if rec[3]() is base:
+                rt = self._root_tensor(key)
+                taken.append((None, key) if rt is None else (_bounds(rt._data), key))
+        if taken and all(b is not None and (b[1] <= lo or hi <= b[0]) for b, _ in taken) \
+                and all(st.base is base or not np.shares_memory(st.base, base)
+                        for st in self.arrays.values()):
+            self.regions[id(base)] = taken + [((lo, hi), id(t._storage))]
+            return True
+        self.shared.update(key for _, key in self.regions.get(id(base), ()))
+        return False
+
+    def _region_key(self, t, regions):
+        """The key of the region holding t's bytes (a graph break where none holds them)."""
+        lo, hi = _bounds(t._data)
+        for (first, end), key in regions:
+            if first <= lo and hi <= end:
+                return key
+        self.graph_break("reading memory that inputs share (pass separate tensors, or "
+                         ".clone() one of them)")
 
     def value_entry(self, t):
         """t's Value if t is bound and its memory has not changed since, else None."""
@@ -294,6 +330,10 @@ class Bindings:
             if was is not None and rec[1] is not was:
                 return True
         return False
+
+
+def _bounds(arr):
+    return np.lib.array_utils.byte_bounds(arr)
 
 
 def overlaps_input(t, arrays):

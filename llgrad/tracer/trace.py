@@ -95,7 +95,7 @@ class Tracer(Bindings):
         sid = id(t._storage)
         if self._input_alias(t, name):     # (p and `state["old_p"]` after `p.data = old_p`)
             return self.values[id(t)][1]
-        if self._owns(t) or _overlaps_input(t, self.arrays):
+        if self._owns(t) or _overlaps_input(t, self.arrays) and not self._disjoint_region(t):
             # inputs that share memory (x[:-1], x[1:]) are read as they are; writing that
             # memory, or reading another alias of it, cannot be traced (_shared)
             self.shared.add(sid)

@@ -124,9 +124,6 @@ def test_disjoint_views_of_one_storage_written_by_a_compiled_step():
     assert got[2].n_traces == 1 and got[2].entries
 
 
-@pytest.mark.xfail(strict=True, reason="a trace whose inputs are disjoint views of one "
-                   "buffer treats them as one memory (tracer/trace.py input(): bases that "
-                   "share memory mark both shared): writing one is a graph break")
 def test_trace_of_disjoint_views_of_one_storage():
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -150,11 +150,6 @@ def test_arrays_a_step_reads_are_told_apart_by_their_bytes_in_log_time():
     assert len(tested) < 50, len(tested)
 
 
-@pytest.mark.xfail(strict=True, reason="a compiled step that runs eagerly for good (SAC's: "
-                   "random.sample of its replay memory, a backward into the previous step's "
-                   "graph) still walks every call's guards, each array of the memory made a "
-                   "tensor input: 455 ms a call against eager's 27 (full SAC, 2,500 "
-                   "transitions). Target: such calls cost about eager's, the memory unwalked")
 def test_a_step_that_always_runs_eagerly_does_not_walk_its_replay_memory_every_call():
     import random
     from llgrad.compile import guards
