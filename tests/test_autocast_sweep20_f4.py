@@ -90,7 +90,12 @@ def _run(L, name, init, compiled=False):
 def test_sequence_models_follow_torch_and_compiled_is_eager(name):
     torch.manual_seed(0)
     init = MAKE[name](torch)
-    tl, tdt, tm = _run(torch, name, init)
+    try:
+        tl, tdt, tm = _run(torch, name, init)
+    except RuntimeError as e:       # (PyTorch's oneDNN has no bfloat16 LSTM on some CPUs)
+        if "could not create a primitive descriptor" not in str(e):
+            raise
+        pytest.skip(f"torch's CPU kernel refuses this host: {e}")
     el, edt, em = _run(llgrad, name, init)
     assert edt == tdt
     np.testing.assert_allclose(el, tl, rtol=5e-3)
