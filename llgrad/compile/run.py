@@ -10,7 +10,7 @@ import numpy as np
 from ..ir.ops_shape import strided_view
 from ..tracer.pytree import unflattener
 from ..runtime import grad_mode, trace_state
-from . import grad_views
+from . import grad_views, guard_precheck
 from .attr_write_replay import Pending
 from .backward_node import CompiledFunctionBackward, FreedBackward, replay_kept
 from ..runtime.creation import default_generator
@@ -144,14 +144,14 @@ def run_entry(entry, tensors):
     if entry.rng_index is not None:         # the RNG state input follows the tensors
         rng_state = default_generator.state.copy()
         arrays.append(rng_state)
+    if fwd.guards and not guard_precheck.holds(entry, arrays):
+        return _MISS            # (found by the guards' slice, before the whole forward)
     try:
         outs, env = forward_run(entry)(arrays)
     except Exception:   # (an index check): nothing was written; eager gives its own error,
         return _RUN_EAGERLY     # after whatever the function does before it
-    for g in fwd.guards:
-        now = env[g.value].reshape(()).item()
-        if now != g.expected or (now == 0 and repr(now) != repr(g.expected)):  # (-0.0)
-            return _MISS
+    if not guard_precheck.guards_hold(fwd.guards, env):
+        return _MISS
     if fwd.mutated:     # values kept for backward must not change with the write-back
         outs = list(outs[:entry.n_out]) + [
             np.array(o) if any(np.shares_memory(o, arrays[i]) for i in fwd.mutated) else o

@@ -30,7 +30,7 @@ from .entry import Entry
 _RUNTIME = frozenset({"timings", "kernels", "_forward_run", "_backward_run", "_runners",
                       "_node_layout", "_unflatten", "_build_job", "_interim_runs",
                       "_cache_hints", "_compiled_before", "llvm_builds", "guard_items",
-                      "size_reads"})
+                      "size_reads", "_guard_check"})
 _IR_SLOTS = frozenset({"forward", "backward", "saved", "size_decisions"})
 _MAX_POWER = 3          # (an attention's T x T scores: strides of s**2; s**3 for 3-D grids)
 

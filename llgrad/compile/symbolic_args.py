@@ -27,9 +27,11 @@ import numpy as np
 from ..runtime import trace_state
 from ..runtime.derived_number import DerivedNumber, is_stand_in
 from ..runtime.rendered_text import RenderedText
-from ..runtime.symbolic_scalar import ScalarEscape, SymbolicScalar, stand_ins as _active
+from ..runtime.symbolic_scalar import ITEM_READS, ScalarEscape, SymbolicScalar, \
+    stand_ins as _active
 from ..runtime.symbolic_uses import check_returned
 from ..tracer.errors import TraceError
+from ..tracer.item_reads import is_item_site
 from ..tracer.trace import ControlFlowError
 from ..tracer.pytree import fields_kind, flatten, remade_dict, remake_dict
 from ..tracer.returned import ReturnedScalar
@@ -37,6 +39,9 @@ from . import type_reads
 from .guards import signature_names, signature_of
 
 _NUMBER_TYPES = (int, float)
+# t.item() reads whose numbers steered a trace, each guarded by value from the next on, after
+# which all of the function's are (each such read costs a trace)
+MAX_READ_SITES = 4
 
 
 def newly_dynamic(cf, args, kwargs, entered):
@@ -121,6 +126,8 @@ def retry(cf, exc, snapshot, state_only=False, key=None):
     snapshot.restore()
     cf._dynamic = cf._dynamic - paths
     cf._static = cf._static | paths
+    if sum(map(is_item_site, cf._static)) >= MAX_READ_SITES:
+        cf._static = cf._static | {ITEM_READS}      # (every read guarded: retraces bounded)
     _forget_fast_paths(cf)
     return True
 

@@ -131,6 +131,7 @@ def standing_in(cf, tensors, args, kwargs, entered=()):
             cf._static = cf._static | {HYPER_READS, ITEM_READS}
         flags.hyper_reads, flags.made = HYPER_READS not in cf._static, frozenset()
         flags.item_reads = ITEM_READS not in cf._static
+        flags.read_sites, flags.site_counts = cf._static, {}
         # (and a value's text is no RenderedText: rendered_text.active)
         outer, trace_state.state.types_read = trace_state.state.types_read, reads_types
         # (a method left out of reads_types that runs: type_reads.check)
@@ -145,7 +146,7 @@ def standing_in(cf, tensors, args, kwargs, entered=()):
             # (a hyper-parameter read as a stand-in is a path the trace stands on: retry)
             cf._tracing_symbolic |= flags.made
             flags.hyper_reads = flags.item_reads = False
-            flags.made = frozenset()
+            flags.made, flags.read_sites, flags.site_counts = frozenset(), frozenset(), {}
 
 
 def _place(cf, tensors, args, kwargs):

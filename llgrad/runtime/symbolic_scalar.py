@@ -47,7 +47,9 @@ _NUMBER_ATTRIBUTES = frozenset(n for t in (int, float) for n in dir(t)
 class _StandIns(threading.local):
     active = False      # a trace with SymbolicScalars is running (compile/symbolic_args.py)
     hyper_reads = False     # an optimiser's float hyper-parameter read is one (hypers.py)
-    item_reads = False      # the user's t.item() is one (tracer/item_reads.py)
+    item_reads = False      # the user's t.item() is one (tracer/item_reads.py) ...
+    read_sites = frozenset()    # ... unless its read's path is one of these (guarded)
+    site_counts = {}        # the trace's t.item() reads so far, by line (item_reads.py)
     made = frozenset()      # the paths of stand-ins made during the trace beside those
 
 

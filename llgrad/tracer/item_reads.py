@@ -4,7 +4,8 @@ serves calls where t holds that number), or, in a compiled function's trace
 SymbolicScalar of t's value (runtime/symbolic_scalar.py): `total += loss.item()` into the
 state is then a graph value each compiled call writes back, and `loss.item() < best` a
 guarded outcome, not a trace per value. A read of the stand-in's number (a format, a print,
-an index) ends the trace, and the function's .item() reads are value guards from then on.
+an index) ends the trace, and that .item() read (its line, and its count there) is a value
+guard from then on; after compile/symbolic_args.MAX_READ_SITES such reads, all of them are.
 llgrad's own code and libraries get the number (they read it to decide)."""
 import os
 import sys
@@ -27,27 +28,42 @@ _GETTERS = frozenset(((os.path.join(_PKG_DIR, "amp", "grad_scaler.py"), "get_sca
 
 def item_value(tracer, t, value):
     """t.item() of the tracer's trace, whose number is value (see the module); a stand-in
-    only of a float, or an integer tensor that int64 holds in every call (not uint64)."""
+    only of a float, or an integer tensor that int64 holds in every call (not uint64), and
+    not at a read whose number a trace read before (item_site)."""
     if stand_ins.item_reads and (type(value) is float or (
             type(value) is int and t._data.dtype != np.uint64)) and \
-            not hasattr(tracer, "parent") and _users_call():
-        stand_ins.made, stand_ins.active = stand_ins.made | {ITEM_READS}, True
-        x = t.detach().reshape(())
-        return SymbolicScalar(x.to(float64 if type(value) is float else int64), value,
-                              ITEM_READS)
+            not hasattr(tracer, "parent"):
+        site = _users_site()
+        if site is not None and site not in stand_ins.read_sites:
+            stand_ins.made, stand_ins.active = stand_ins.made | {site}, True
+            x = t.detach().reshape(())
+            return SymbolicScalar(x.to(float64 if type(value) is float else int64), value, site)
     tracer.guard(t, value)
     return value
 
 
-def _users_call():
-    """Whether the code that called t.item() (past Tensor.item and wrappers) is the user's:
-    not llgrad's (saved_tensor's test, as user_location's), not a library's."""
+def is_item_site(path):
+    """Whether a stand-in's path is one t.item() read's (_users_site)."""
+    return type(path) is str and path.startswith(ITEM_READS + " at ")
+
+
+def _users_site():
+    """The path of the stand-in of this t.item() read where the code that called it (past
+    Tensor.item and wrappers) is the user's (not llgrad's, as user_location's test, nor a
+    library's), else None: the read's line and its count among this trace's reads there.
+    A read whose number steers Python is then guarded by value from the next trace on, and
+    the function's other reads stay stand-ins (a prototypical network's loss reads a class
+    id into eq() and, on the same line, the count of its shots into a view's shape)."""
     f = sys._getframe(3)
     while f is not None and (os.path.abspath(f.f_code.co_filename) in _WRAPPERS or (
             os.path.abspath(f.f_code.co_filename), f.f_code.co_name) in _GETTERS):
         f = f.f_back
-    return f is not None and not _internal[f.f_code.co_filename] and \
-        users_file(f.f_code.co_filename)
+    if f is None or _internal[f.f_code.co_filename] or not users_file(f.f_code.co_filename):
+        return None
+    line = f"{ITEM_READS} at {os.path.basename(f.f_code.co_filename)}:{f.f_lineno}"
+    seen = stand_ins.site_counts
+    seen[line] = k = seen.get(line, 0) + 1
+    return f"{line} #{k}"
 
 
 def number_cast(f, x):
