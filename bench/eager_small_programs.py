@@ -20,10 +20,10 @@ import statistics
 import sys
 import time
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-os.environ.setdefault("MKL_NUM_THREADS", "1")
-os.environ.setdefault("LLGRAD_NUM_THREADS", "1")
+if __name__ == "__main__":      # (every system on one thread; imported by its test, the
+    for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",  # process's
+                  "LLGRAD_NUM_THREADS"):                                  # settings stay)
+        os.environ.setdefault(_name, "1")
 
 import numpy as np  # noqa: E402
 
@@ -31,8 +31,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(1, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import llgrad  # noqa: E402
 import torch  # noqa: E402
-
-torch.set_num_threads(1)
 
 
 def _copy_params(lib, module, arrays):
@@ -195,6 +193,7 @@ def main(argv=None):
     p.add_argument("--blocks", type=int, default=7)
     p.add_argument("--seconds", type=float, default=0.4)
     args = p.parse_args(argv)
+    torch.set_num_threads(1)
     names = args.names.split(",")
     unknown = set(names) - set(PROGRAMS)
     if unknown:

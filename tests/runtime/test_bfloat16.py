@@ -263,7 +263,13 @@ def test_autocast_dtypes_and_values_are_torch_s(name, given):
         with L.autocast("cpu", dtype=L.bfloat16):
             assert L.is_autocast_enabled("cpu")
             return AUTOCAST[name](L, F, x)
-    got, want = run(llgrad, LF), run(torch, TF)
+    try:
+        want = run(torch, TF)
+    except RuntimeError as e:       # (PyTorch's oneDNN has no bfloat16 LSTM on some CPUs)
+        if "could not create a primitive descriptor" not in str(e):
+            raise
+        pytest.skip(f"torch's CPU kernel refuses this host: {e}")
+    got = run(llgrad, LF)
     assert _name(got.dtype) == _name(want.dtype)
     assert _ulps(got.float().detach().numpy(), want.float().detach().numpy()) <= 2.01
     assert not llgrad.is_autocast_enabled("cpu")
