@@ -38,9 +38,9 @@ def _elu(x, alpha=1.0, scale=1.0, input_scale=1.0):
 
 
 def _negative_part(x):
-    # x where x < 0, else 0: PyTorch's double backward masks x < 0, so at x == 0 (where the
-    # first derivative is the negative branch's) the second derivative is 0
-    return x.where(x < 0, 0.0)
+    # x where x < 0 (or nan), else 0: PyTorch's double backward masks x < 0, so at x == 0
+    # (where the first derivative is the negative branch's) the second derivative is 0
+    return x.where((x >= 0).logical_not(), 0.0)
 
 
 def _celu_scale(c):
@@ -52,8 +52,10 @@ def _celu_scale(c):
 def _elu_vjp(c, g, input_scale=None):
     x, s = c.self, c.input_scale if input_scale is None else input_scale
     neg = _times((_times(_negative_part(x), s)).exp(), s * c.alpha * c.scale)
-    # (PyTorch's kernel tests x <= 0: a nan takes the positive side's scale)
-    return (_times(g, c.scale).where((x <= 0).logical_not(), g * neg),)
+    # PyTorch's vectorised kernel tests x > 0, so a nan takes the negative side: nan (its
+    # scalar tail, which tests x <= 0 and gives the positive side's scale, sees only the last
+    # elements of a row shorter than two vectors, a count that depends on the host)
+    return (_times(g, c.scale).where(x > 0, g * neg),)
 
 
 def _elu_result_vjp(c, g, input_scale=None):
@@ -66,7 +68,7 @@ def _elu_result_vjp(c, g, input_scale=None):
                            "version instead.")
     r, s = c.result, c.input_scale if input_scale is None else input_scale
     neg = g * ((_negative_part(r) + c.alpha * c.scale) * s)
-    return (_times(g, c.scale).where((r <= 0).logical_not(), neg),)
+    return (_times(g, c.scale).where(r > 0, neg),)
 
 
 def _celu_vjp(c, g):
