@@ -281,9 +281,9 @@ def _kept_max(x, dim):
     ufunc's reduce that np.max calls: the same values without np.max's Python wrapper
     (~5 us of a small classifier's log_softmax). A last axis of 2 to 4 floats is folded
     column by column: NumPy's reduce runs an inner loop per row there (4.4 us for (128, 3),
-    the fold 2 us), and the fold takes the same maxima in the same order, NaN's sign and
-    signed zeros as the reduce gives them (from 8 float64s the reduce's vector loop keeps
-    another NaN: tests/runtime/test_eager_forward_sweep24.py)."""
+    the fold 2 us), and the fold takes the same maxima; a NaN's sign and which of two zeros
+    is kept differ with the host's vector loop in the reduce, and reach neither softmax's nor
+    log_softmax's result (tests/runtime/test_eager_forward_sweep24.py)."""
     n = x.shape[-1] if x.ndim else 0
     if 2 <= n <= 4 and dim == x.ndim - 1 and x.dtype in _FOLD_MAX:
         r = np.maximum(x[..., :1], x[..., 1:2])
