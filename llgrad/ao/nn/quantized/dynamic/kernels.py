@@ -1,13 +1,15 @@
 """The arithmetic of PyTorch's dynamic quantized kernels on x86 (quantized::linear_dynamic
 and the dynamic quantized LSTM / GRU cells), in NumPy. Per call the activation is quantized
 to quint8 from its own min and max (ATen's ChooseQuantizationParams; reduce_range keeps 7 bits
-so the int8 products cannot saturate the int16 pair sums of fbgemm's kernels); the integer
-products are summed exactly (int32); the result is acc * float32(x_scale * w_scale) + bias
+so the int8 products cannot saturate the int16 pair sums of fbgemm's kernels, except at a NaN,
+which quantizes to 255: saturated as the host's fbgemm kernel does); the integer products are
+summed in int32; the result is acc * float32(x_scale * w_scale) + bias
 with one rounding (the fused multiply-add of fbgemm's output stage, reproduced in float64:
 the product of two 24-bit significands is exact there), which gives the output of torch's
 x86 and fbgemm engines bit for bit."""
 import numpy as np
 
+from .....backends.cpu import cpu_flags
 from .....backends.quantized import check_engine
 from .....ir.fused_madd import fma32
 from .....quantized_tensor import quantize_array, quint8
@@ -83,20 +85,35 @@ def linear_dynamic(x, w, bias, reduce_range=True):
         raise RuntimeError("In ChooseQuantizationParams, min should be less than or equal to "
                            "max")
     scale, zp = choose_qparams(lo, hi, 0, 127 if reduce_range else 255)
-    qx = quantize_array(x2, scale, zp, quint8).astype(np.int64) - zp
-    wq = w._ints.astype(np.int64)
-    if w._axis is None:
-        wq = wq - w._zero_point
-        w_scale = np.float32(w._scale)
-    else:
-        wq = wq - w._zero_point.reshape(-1, 1)
-        w_scale = w._scale.astype(np.float32)
-    acc = (qx @ wq.T).astype(np.int32).astype(np.float32)
+    qx = quantize_array(x2, scale, zp, quint8).astype(np.int64)
+    w_zp = np.asarray(w._zero_point, np.int64).reshape(-1, 1)
+    w_scale = np.float32(w._scale) if w._axis is None else w._scale.astype(np.float32)
+    acc = _int_products(qx, w._ints.astype(np.int64), zp, w_zp).astype(np.float32)
     mult = (np.float32(scale) * w_scale).astype(np.float32)
     out = acc.astype(np.float64) * mult.astype(np.float64)
     if bias is not None:
         out = out + np.asarray(bias, dtype=np.float32).astype(np.float64)
     return out.astype(np.float32).reshape(x.shape[:-1] + (w._ints.shape[0],))
+
+
+def _int_products(qx, wq, x_zp, w_zp):
+    """(qx - x_zp) @ (wq - w_zp).T in int32 as fbgemm sums it. Its AVX2 and AVX-512 kernels
+    multiply uint8 by int8 with vpmaddubsw, whose int16 sum of a pair of adjacent k saturates
+    (reached only by activations above 127: a NaN's 255, or reduce_range off); the zero
+    points come off afterwards through row and column sums. AVX-512 VNNI's vpdpbusd sums
+    exactly."""
+    exact = ((qx - x_zp) @ (wq - w_zp).T).astype(np.int32)
+    if "avx512_vnni" in cpu_flags() or not qx.size or qx.max() <= 127:
+        return exact
+    k = qx.shape[1]
+    a = np.pad(qx, ((0, 0), (0, k % 2))).reshape(len(qx), 1, -1, 2)
+    b = np.pad(wq, ((0, 0), (0, k % 2))).reshape(1, len(wq), -1, 2)
+    raw = np.empty(exact.shape, np.int64)
+    for i in range(len(qx)):      # (a row at a time: the pair products are rows x out x k/2)
+        raw[i] = np.clip((a[i] * b[0]).sum(-1), -32768, 32767).sum(-1)
+    raw = raw - x_zp * wq.sum(1) - w_zp.reshape(-1) * qx.sum(1, keepdims=True) \
+        + k * x_zp * w_zp.reshape(-1)      # (w_zp: one per output, or one for all)
+    return raw.astype(np.int32)
 
 
 def linear_fp16(x, w16, bias):
