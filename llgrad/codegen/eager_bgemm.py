@@ -8,8 +8,7 @@ and multiplied as it is:
 OpenBLAS's kernel for a transposed B ran attention's 64 x 32 x 64 products at half the
 speed (eager q @ k^T for 8 x 4 heads: 107 us against 57 for the same products with B
 row-major). The records are what eager_split.py's splitter divides among the threads (one
-pointer): a stack of attention's products (its batch), or the two products of a matrix
-product's backward, one a thread. Each product is the same call on any thread, so results
+pointer): a stack of attention's products (its batch). Each product is the same call on any thread, so results
 do not depend on the thread count."""
 from llvmlite import ir
 
@@ -73,7 +72,7 @@ def _kernel(mod, dt, gemm, transpose, it):
             for j in range(len(PARAMS)))
 
     # the stack slot: the largest B a record copies (K * N <= PACK_LIMIT), one element where
-    # none does (a thread with a small stack calling products() reserves nothing)
+    # none does (records that copy no B reserve nothing)
     with carried_range(b, count, [_c(1)], "s") as (i, (need,), out):
         *_, n, k, _, _, _, pack = record(i)
         size = b.select(b.icmp_signed("!=", pack, _c(0)), b.mul(k, n), _c(1))

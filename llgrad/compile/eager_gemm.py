@@ -232,41 +232,6 @@ def _params(la, lb, m, n, k, pack):
     return np.array([la[0], lb[0], m, n, k, la[1], lb[1], n, int(pack)], np.int64)
 
 
-def products(pairs):
-    """[a @ b for a, b in pairs] (2-D matrices), each product one OpenBLAS call on a thread
-    of its own, all at once (eager_bgemm.py): a matrix product's backward, whose two
-    products (x^T @ g and g @ w^T) otherwise each split over both threads, each chunk
-    packing its operand again (AddmmBackward0 at 2 threads took 0.67 of its 1-thread time);
-    or None where that does not apply: as many threads as products (so none idles), float
-    matrices of one dtype and BLAS layouts, each product worth a thread."""
-    if len(pairs) < 2 or _threads() != len(pairs):
-        return None
-    a0 = pairs[0][0]
-    if a0.dtype not in _DTYPES:
-        return None
-    size, shapes, lays = a0.itemsize, [], []
-    for a, b in pairs:
-        if type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim != 2 or \
-                b.ndim != 2 or a.dtype != a0.dtype or b.dtype != a0.dtype or \
-                not (a.flags.aligned and b.flags.aligned):
-            return None
-        (m, k), n = a.shape, b.shape[1]
-        la, lb = _layout(a.strides, m, k, size), _layout(b.strides, k, n, size)
-        if b.shape[0] != k or la is None or lb is None or m * n * k < MIN_WORK:
-            return None
-        shapes.append((m, n, k))
-        lays.append((la, lb))
-    fns = _bgemm()
-    if fns is None:
-        return None
-    outs = [np.empty((m, n), a0.dtype) for m, n, _ in shapes]
-    params = [_params(la, lb, m, n, k, False) for (m, n, k), (la, lb) in zip(shapes, lays)]
-    recs = np.array([[data_pointer(a), data_pointer(b), data_pointer(c), data_pointer(p)]
-                     for (a, b), c, p in zip(pairs, outs, params)], np.int64)
-    _run_records(fns[_DTYPES[a0.dtype]], recs, len(pairs), calls=len(pairs))
-    return outs
-
-
 def _bgemm():
     """eager_bgemm.py's kernels ({dtype name: (ctypes function, address)}), or None (not
     built yet: its build started, or it cannot be)."""
@@ -278,7 +243,7 @@ def _bgemm():
 
 def _run_records(kernel, recs, t, calls=1):
     """eager_bgemm's kernel over recs, as t chunks on the pool (where t > 1); calls: what
-    stats counts (a stack's product is one, products' each product one)."""
+    stats counts (a stack's product is one)."""
     (fn, address), pr, count = kernel, data_pointer(recs), len(recs)
     if t < 2 or not eager_threads.run(address, [pr], count, recs.strides[0], align=1, t=t):
         fn(pr, count)
@@ -303,7 +268,7 @@ def _load_bgemm():
 
 def install(enabled=ENABLED):
     """Make ir/np_matmul.py's products run here (enabled) or on NumPy's matmul (not)."""
-    np_matmul.set_threaded(matmul if enabled else None, products if enabled else None)
+    np_matmul.set_threaded(matmul if enabled else None)
 
 
 install()

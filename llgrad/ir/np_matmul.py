@@ -8,28 +8,19 @@ import numpy as np
 
 _matmul, _multiply = np.matmul, np.multiply
 _F32 = np.dtype(np.float32)
-# a product of matrices (or stacks of them) on llgrad's threads, and several products at once,
-# or None: compile/eager_gemm.py sets them (ir imports no llvmlite)
+# a product of matrices (or stacks of them) on llgrad's threads, or None: compile/eager_gemm.py
+# sets it (ir imports no llvmlite). Each product is its own call, split over the threads as
+# compiled code splits it: a matrix product's backward ran its two products at once, each
+# unsplit, and OpenBLAS's AVX2 kernels give other bits for a product split than whole, so
+# eager's gradients were not compiled code's (tests/runtime/test_eager_threads_adversary.py)
 _threaded = [None]
-_together = [None]
 
 
-def set_threaded(fn, together=None):
-    """Route matrix products through fn(a, b, out) -> array or None (None: NumPy's), and
-    lists of them through together(pairs) -> [array] or None (None: one after the other);
-    returns the previous product hook."""
-    prev, _threaded[0], _together[0] = _threaded[0], fn, together
+def set_threaded(fn):
+    """Route matrix products through fn(a, b, out) -> array or None (None: NumPy's); returns
+    the previous hook."""
+    prev, _threaded[0] = _threaded[0], fn
     return prev
-
-
-def products(pairs):
-    """[matmul(a, b) for a, b in pairs]: at once on llgrad's threads where the hook takes
-    them (a matrix product's backward), else one after the other (the same values)."""
-    if _together[0] is not None:
-        got = _together[0](pairs)
-        if got is not None:
-            return got
-    return [matmul(a, b) for a, b in pairs]
 
 
 def matmul(a, b, out=None):

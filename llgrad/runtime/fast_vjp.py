@@ -9,7 +9,7 @@ bias's gradient: every Linear's backward), which the engine asks of sum_to_size.
 
 from ..ir import ops_nn  # noqa: F401  (mm and addmm declared)
 from ..ir.ops_nn import column_major
-from ..ir.np_matmul import matmul, products
+from ..ir.np_matmul import matmul
 from ..ir.optable import OPS, c_order
 from . import dispatch, fast_vjp_small, fast_vjp_views, grad_mode, trace_state  # noqa: F401
 from . import fast_vjp_arith  # noqa: F401  (mul's and sub's NumPy VJPs)
@@ -41,8 +41,7 @@ def _mm(node, g, names, ia):
     if any(x is not None and (type(x) is not Tensor or x._dtype is not dt) for x in (a, b)) \
             or dt._cat != 2 or g._data.ndim != 2:
         return None
-    # (in the operand's layout where it was column-major, as the rule: ops_nn.column_major;
-    # the two products at once where llgrad's threads can take them: np_matmul.products)
+    # (in the operand's layout where it was column-major, as the rule: ops_nn.column_major)
     jobs = []
     if need_a:
         jobs.append((b._data, g._data.T, True) if _column_major(node, names[0]) else
@@ -50,8 +49,7 @@ def _mm(node, g, names, ia):
     if need_b:
         jobs.append((g._data.T, a._data, True) if _column_major(node, names[1]) else
                     (a._data.T, g._data, False))
-    outs = products([(x, y) for x, y, _ in jobs]) if len(jobs) > 1 else \
-        [_matmul(x, y) for x, y, _ in jobs]
+    outs = [_matmul(x, y) for x, y, _ in jobs]
     grads = iter(_new(o.T if flip else o) for o, (_, _, flip) in zip(outs, jobs))
     return (next(grads) if need_a else None), (next(grads) if need_b else None)
 
