@@ -63,36 +63,18 @@ if settings is not None:
 _SLOW_BY_TIME = os.path.join(os.path.dirname(os.path.abspath(__file__)), "slow_by_time.txt")
 
 
-_HOST_AVX2_FAILURES = os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                   "host_avx2_failures.txt")
-
-
 def _listed(path):
     with open(path) as f:
         return {line.strip() for line in f if line.strip() and not line.startswith("#")}
 
 
-def _host_has_avx512():
-    try:
-        with open("/proc/cpuinfo") as f:
-            return " avx512f" in f.read()
-    except OSError:             # (no /proc: not a host these failures were seen on)
-        return True
-
-
 @pytest.hookimpl(tryfirst=True)     # (before -m's deselection reads the markers)
 def pytest_collection_modifyitems(items):
-    """The tests tests/slow_by_time.txt lists (by their measured time) are marked slow; on a
-    host without AVX-512, those tests/host_avx2_failures.txt lists are expected to fail."""
+    """The tests tests/slow_by_time.txt lists (by their measured time) are marked slow."""
     slow = _listed(_SLOW_BY_TIME)
-    host = set() if _host_has_avx512() else _listed(_HOST_AVX2_FAILURES)
     for item in items:
         if item.nodeid in slow:
             item.add_marker(pytest.mark.slow)
-        if item.nodeid in host:
-            item.add_marker(pytest.mark.xfail(strict=False, reason=(
-                "fails on hosts without AVX-512 since before stop 70: "
-                "tests/host_avx2_failures.txt")))
 
 
 @pytest.fixture(autouse=True)

@@ -278,12 +278,17 @@ PROGRAMS = {        # name: (program, most traces of any of its compiled steps)
 }
 # (cold compile: the programme's 25 cells ~6 s; MAML's two second-order graphs ~12 s)
 SLOW = {"soft_dtw_forecast", "maml_functional_bn"}
+# SwAV's Sinkhorn takes exp(scores / 0.05) and its loss divides by a temperature of 0.1: float32
+# rounding grows ~20x over its five steps. Against the program run in float64 from the same
+# weights, llgrad's gradients were off by at most 1.2e-5 of their largest, torch's by 1.6e-5
+# (an AVX2 host); the two float32 runs differed by 5e-5 in a few elements there
+RTOL = {"swav_prototypes": 1e-4}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.slow] if n in SLOW
                                                else [], id=n) for n in PROGRAMS])
 def test_program(name):
     program, max_traces = PROGRAMS[name]
-    _, _, compiled = run_tutorial(program)
+    _, _, compiled = run_tutorial(program, rtol=RTOL.get(name, 1e-5))
     for cf in compiled.steps:
         assert cf.n_traces <= max_traces, (cf.fn.__name__, cf.n_traces)
