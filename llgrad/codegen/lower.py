@@ -41,7 +41,7 @@ def build_lock(key):
 
 
 def lower(graph, *, blas=True, opt=True, clusters=True, release=(), share_sizes=False,
-          emitted=None):
+          emitted=None, sibling=None):
     """Compile graph to a Kernel (raises Unsupported when supports(graph) is False).
 
     emitted: called (no arguments) once the module is made, as LLVM starts on it in the
@@ -57,12 +57,16 @@ def lower(graph, *, blas=True, opt=True, clusters=True, release=(), share_sizes=
     share_sizes: a graph that differs from one lowered before only in its numbers (a new
     batch size) may run code shared between its sizes (size_params.py), compiled once for
     the family, with its numbers as run-time values; LLGRAD_SHARE_SIZES=0 turns it off.
+    sibling: () -> the graph at another size (a batch size template's), for the first
+    lowering of a family: the shared code is then made from the two at once, no build of
+    this size's own first.
 
     The code is looked up by its key (the graph's IR text and the options, see
     keys.key_for) in memory and in the disk cache first; a hit skips building the LLVM
     module, optimisation and code generation. The plan is always rebuilt from the graph
     (cheap, and the Kernel needs it), so a hit runs exactly the code that plan describes."""
-    return _lower(graph, blas, opt, clusters, release, share_sizes, emitted or _nothing)
+    return _lower(graph, blas, opt, clusters, release, share_sizes, emitted or _nothing,
+                  sibling)
 
 
 def _nothing():
@@ -95,7 +99,7 @@ def _gc_paused():
                 gc.enable()
 
 
-def _lower(graph, blas, opt, clusters, release, share_sizes, emitted):
+def _lower(graph, blas, opt, clusters, release, share_sizes, emitted, sibling=None):
     traced = graph
     graph, plan, split, key, name, family = _prepare(graph, blas, opt, clusters, release)
     also = (name + TAIL,) if split else ()
@@ -105,8 +109,9 @@ def _lower(graph, blas, opt, clusters, release, share_sizes, emitted):
         compiled = jit.lookup(key, name, before_load=_pool_if_threaded, also=also)
         built = compiled is None
         if built:
+            partner = sibling and (sibling, blas, opt, clusters, release)
             shared, was_emitted = _shared(plan, split, name, key, family, also, opt,
-                                          emitted) if share_sizes else (None, False)
+                                          emitted, partner) if share_sizes else (None, False)
             if shared is None:
                 if was_emitted:     # (a plan is emitted once: its groups' states keep what the
                     # first emission made, as a region's function and its slots)
@@ -163,14 +168,17 @@ def _emit(plan, name, split, shared=False):
     return mod
 
 
-def _shared(plan, split, name, key, family, also, opt, emitted):
+def _shared(plan, split, name, key, family, also, opt, emitted, partner=None):
     """((compiled, entry name, bind, built) of code shared with the family's other sizes
-    (size_params.py), or None: specialise; whether plan was emitted)."""
+    (size_params.py), or None: specialise; whether plan was emitted). partner: (graph
+    maker, options) of the graph at another size (lower's sibling)."""
     families = jit.jit().size_families
     if os.environ.get("LLGRAD_SHARE_SIZES", "1") == "0" or families.refused(family):
         return None, False
     lasts = [(k, args) for k, args in families.last(family) if k != key]
     templates = families.templates(family)
+    if partner is not None:     # (first: the same function at another size)
+        lasts = [(None, partner)] + lasts
     if not templates and not lasts:
         return None, False
     mod = _emit(plan, name, split, shared=True)

@@ -102,9 +102,11 @@ class Native(Interpreter):
         release = tuple(k for k, s in enumerate(entry.saved) if s.input_index is None) \
             if which == "backward" else ()
         emitted = (lambda: background.forward_emitted(entry)) if which == "forward" else None
+        sibling = entry.size_sibling
         try:
-            kernel = entry.kernels[which] = lower(getattr(entry, which), release=release,
-                                                  share_sizes=True, emitted=emitted)
+            kernel = entry.kernels[which] = lower(
+                getattr(entry, which), release=release, share_sizes=True, emitted=emitted,
+                sibling=sibling and (lambda: sibling(which)))
             with _count_lock:       # (the forward and backward build on two threads)
                 entry.llvm_builds += kernel.built_llvm
         except Unsupported as e:

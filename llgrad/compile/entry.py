@@ -94,7 +94,8 @@ class Entry:
         "external_io", "linked_arrays",   # files it read or wrote; arrays read as tensors
         "size_reads",                     # the sizes its user's code read (size_reads.py)
         "draws",                          # Python's random draws it makes (py_draws.py)
-        "_guard_check")                   # its value guards' slice (guard_precheck.py)
+        "_guard_check",                   # its value guards' slice (guard_precheck.py)
+        "size_sibling")                   # its graphs at another size (size_templates.py)
 
     def __init__(self, name, backend, guard_items):
         self.name, self.backend, self.guard_items = name, backend, guard_items
@@ -115,7 +116,7 @@ class Entry:
         self._build_job, self._interim_runs, self._cache_hints = None, {}, {}
         self._compiled_before, self.llvm_builds, self.given, self.rendered = None, 0, [], []
         self.external_io, self.linked_arrays, self.size_reads, self.draws = [], frozenset(), [], ()
-        self._guard_check = None
+        self._guard_check = self.size_sibling = None
 
 
 def trace_entry(name, backend, traced_fn, tensors, guards, args, kwargs, n_own, entered=(),

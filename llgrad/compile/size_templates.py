@@ -358,7 +358,28 @@ def instantiate(template, items):
                 verify(g)
     except VerifyError:
         return None
+    entry.size_sibling = _sibling(template, c)
     return entry
+
+
+def _sibling(template, c):
+    """-> which -> the template's forward or backward graph at one of the sizes it was
+    traced at, other than c: the partner a first build at c derives code shared between
+    sizes from (codegen/lower.py), so that the family's first build is its only one, not a
+    build at c and another at the next size. Made on first use, once."""
+    made = []
+
+    def graph(which):
+        if not made:
+            other = template.symbol[1] if template.symbol[1] != c else template.symbol[0]
+            rules = iter(template.rules)
+
+            def size(v):
+                r = next(rules)
+                return v if r is None else _at(r, other)
+            made.append(_walk(template.slots, template.items, size, lambda x: None))
+        return made[0][which]
+    return graph
 
 
 def plain(entry):
