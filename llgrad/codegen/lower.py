@@ -57,9 +57,9 @@ def lower(graph, *, blas=True, opt=True, clusters=True, release=(), share_sizes=
     share_sizes: a graph that differs from one lowered before only in its numbers (a new
     batch size) may run code shared between its sizes (size_params.py), compiled once for
     the family, with its numbers as run-time values; LLGRAD_SHARE_SIZES=0 turns it off.
-    sibling: () -> the graph at another size (a batch size template's), for the first
-    lowering of a family: the shared code is then made from the two at once, no build of
-    this size's own first.
+    sibling: () -> the graph at another size (a size template's traced one): a partner the
+    shared code is derived with, so a family's first build is already that code, not a
+    build of this size's own first and of the shared code at the next size.
 
     The code is looked up by its key (the graph's IR text and the options, see
     keys.key_for) in memory and in the disk cache first; a hit skips building the LLVM
