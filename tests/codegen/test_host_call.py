@@ -41,6 +41,7 @@ def _run(name, lib, x, compiled):
         f = llgrad.compile(f)
         for _ in range(2):
             f(lib.tensor(x, requires_grad=True))
+        f.wait()        # (LLGRAD_COMPILE=background: the next call runs native code)
     loss = f(a)
     loss.backward()
     return float(loss.detach()), a.grad.numpy().copy(), f
