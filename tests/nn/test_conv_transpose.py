@@ -35,6 +35,8 @@ def _run(lib, case, x, w, b, compiled=False):
                 t.grad = None
         y, total = fn(xt, wt, bt)
         total.backward()
+        if compiled:        # (LLGRAD_COMPILE=background: the second call once it is built)
+            fn.wait()
     grads = [t.grad.numpy() for t in (xt, wt, bt) if t is not None]
     return y.detach().numpy(), grads, type(y.grad_fn).__name__
 
