@@ -12,6 +12,8 @@ import llgrad
 from llgrad.compile import eager_builds, eager_gemm
 from llgrad.ir.np_matmul import matmul
 
+from gemm_checks import each_product  # noqa: E402
+
 
 @pytest.fixture
 def threads():
@@ -33,19 +35,6 @@ def _layouts(a, b):
     yield "A row-strided slice", wide_a[:, 3:3 + a.shape[1]], b
     yield "B transposed view", a, np.ascontiguousarray(b.T).T
     yield "both transposed views", np.ascontiguousarray(a.T).T, np.ascontiguousarray(b.T).T
-
-
-def _each_product(got, a, b):
-    """got holds, per matrix of the broadcast stack, the bits the 2-D call gives for that
-    product (the shim splits each product alone), within rounding of NumPy's stack (whose
-    OpenBLAS threads split the products otherwise: on AVX2 hosts, other bits)."""
-    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    sa = np.broadcast_to(a, batch + a.shape[-2:])
-    sb = np.broadcast_to(b, batch + b.shape[-2:])
-    for idx in np.ndindex(*batch):
-        np.testing.assert_array_equal(got[idx], matmul(sa[idx], sb[idx]))
-    want = np.matmul(a, b)
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
 
 
 def _calls(a, b):
@@ -172,7 +161,7 @@ def test_stacks(threads):
     for a, b in cases:
         got, calls = _calls(a, b)
         assert calls >= 1
-        _each_product(got, a, b)
+        each_product(got, a, b)
     with pytest.raises(ValueError):
         matmul(r(4, 256, 64), r(2, 64, 256))
 

@@ -14,6 +14,8 @@ import llgrad
 from llgrad.compile import eager_builds, eager_gemm, eager_shaped
 from llgrad.ir.np_matmul import matmul
 
+from gemm_checks import each_product  # noqa: E402
+
 F = llgrad.nn.functional
 
 
@@ -86,19 +88,6 @@ def test_unaligned_input_runs_like_aligned(threads, name):
 
 
 # ---- products: layouts the shim refuses, NumPy's answers and errors -----------------------
-
-def _each_product(got, a, b):
-    """got holds, per matrix of the broadcast stack, the bits the 2-D call gives for that
-    product (the shim splits each product alone), within rounding of NumPy's stack (whose
-    OpenBLAS threads split the products otherwise: on AVX2 hosts, other bits)."""
-    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    sa = np.broadcast_to(a, batch + a.shape[-2:])
-    sb = np.broadcast_to(b, batch + b.shape[-2:])
-    for idx in np.ndindex(*batch):
-        np.testing.assert_array_equal(got[idx], matmul(sa[idx], sb[idx]))
-    want = np.matmul(a, b)
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
-
 
 def _calls(fn):
     """(fn()'s result after the shim is ready, how many shim calls that run made)."""
@@ -195,7 +184,7 @@ def test_stacks_numpy_and_errors(threads):
     for name, (a, b) in cases.items():
         got, calls = _calls(lambda: matmul(a, b))
         assert calls == 1, name
-        _each_product(got, a, b)
+        each_product(got, a, b)
     empty, calls = _calls(lambda: matmul(r(0, 1, 256, 64), r(3, 64, 256)))
     assert empty.shape == (0, 3, 256, 256) and empty.dtype == np.float32
     for a, b in ((r(2, 256, 64), r(3, 64, 256)), (r(4, 256, 64), r(4, 63, 256))):
