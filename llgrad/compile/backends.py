@@ -31,11 +31,34 @@ class Interpreter:
         return lambda arrays: evaluate(fwd, arrays)
 
     def backward(self, entry):
-        bwd = entry.backward
-        return lambda feeds: evaluate(bwd, feeds)[0]
+        bwd, dense = entry.backward, dense_feeds(entry)
+
+        def run(feeds):
+            densify(feeds, dense)
+            return evaluate(bwd, feeds)[0]
+        return run
 
     def __repr__(self):
         return self.name
+
+
+def dense_feeds(entry):
+    """(index, byte strides) of the backward's inputs its graph types C-contiguous:
+    cotangents may arrive expanded or transposed (the gradient of `y.transpose(1, 2)`), and
+    the graph's views of them (a reshape) assume the dense layout it was traced with."""
+    return [(k, tuple(s * np.dtype(v.type.dtype).itemsize for s in v.type.strides))
+            for k, v in enumerate(entry.backward.inputs)
+            if not isinstance(v.type, StackType)     # (a stack: the kernel checks)
+            and v.type.strides == contiguous_strides(v.type.shape)]
+
+
+def densify(feeds, dense):
+    """Copy, in place in the list feeds, those of the dense ones that are not C-contiguous
+    (byte strides first: the cheap test that passes on every call that needs no copy)."""
+    for k, bstrides in dense:
+        f = feeds[k]
+        if f.strides != bstrides and not f.flags.c_contiguous:
+            feeds[k] = np.array(f, order="C")
 
 
 class PythonSource(Interpreter):
@@ -55,8 +78,12 @@ class PythonSource(Interpreter):
 
     def backward(self, entry):
         from ..codegen.pysource import compile_source
-        fn = compile_source(entry.backward)
-        return lambda feeds: fn(*feeds)
+        fn, dense = compile_source(entry.backward), dense_feeds(entry)
+
+        def run(feeds):
+            densify(feeds, dense)
+            return fn(*feeds)
+        return run
 
 
 class Native(Interpreter):
@@ -75,20 +102,12 @@ class Native(Interpreter):
     @staticmethod
     def backward_of(entry, kernel):
         """The backward run of entry through kernel (its own, or a timed copy of it)."""
-        # cotangents may arrive expanded: the kernel reads dense ones, so a feed for a
-        # C-contiguous input that is not C-contiguous is copied (byte strides first: the
-        # cheap test that passes on every call that needs no copy)
-        dense = [(k, tuple(s * np.dtype(v.type.dtype).itemsize for s in v.type.strides))
-                 for k, v in enumerate(entry.backward.inputs)
-                 if not isinstance(v.type, StackType)     # (a stack: the kernel checks)
-                 and v.type.strides == contiguous_strides(v.type.shape)]
+        # cotangents may arrive expanded: the kernel reads dense ones (dense_feeds)
+        dense = dense_feeds(entry)
         launch = kernel.launch_direct if kernel.direct else kernel
 
         def run(feeds):    # (feeds: a list of the caller's own)
-            for k, bstrides in dense:
-                f = feeds[k]
-                if f.strides != bstrides and not f.flags.c_contiguous:
-                    feeds[k] = np.array(f, order="C")
+            densify(feeds, dense)
             return launch(feeds)
         return run
 

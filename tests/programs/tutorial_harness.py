@@ -90,6 +90,12 @@ class Env:
         self.steps.append(cf)
         return cf
 
+    def wait(self):
+        """Wait for the builds of the compiled steps (LLGRAD_COMPILE=background: the next
+        call runs the native entry, as in sync mode; nothing in the other runs)."""
+        for cf in self.steps:
+            cf.wait()
+
     def rec(self, name, value, cross=True):
         self.records.append((name, _plain(value), cross))
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import llgrad
-from llgrad.compile import eager_shaped
+from llgrad.compile import eager_builds, eager_shaped
 from llgrad.runtime import dispatch
 
 F = llgrad.nn.functional
@@ -19,6 +19,16 @@ def _with(native, fn):
         return fn()
     finally:
         dispatch.set_native_eager(prev)
+
+
+def _native(fn):
+    """fn() on the shaped kernels, and how many of them ran: built first, by a call of its
+    own (LLGRAD_COMPILE=background: that call queues the builds and runs NumPy's)."""
+    _with(True, fn)
+    eager_builds.wait()
+    before = eager_shaped.stats["calls"]
+    out = _with(True, fn)
+    return out, eager_shaped.stats["calls"] - before
 
 
 def _batch_norm(training, affine, dtype=np.float32, shape=(16, 32, 12, 12)):
@@ -41,9 +51,8 @@ def _batch_norm(training, affine, dtype=np.float32, shape=(16, 32, 12, 12)):
 @pytest.mark.parametrize("training", [True, False])
 @pytest.mark.parametrize("affine", [True, False])
 def test_batch_norm_matches_numpy(training, affine):
-    before = eager_shaped.stats["calls"]
-    got = _with(True, lambda: _batch_norm(training, affine))
-    assert eager_shaped.stats["calls"] > before, "the shaped kernels did not run"
+    got, ran = _native(lambda: _batch_norm(training, affine))
+    assert ran, "the shaped kernels did not run"
     want = _with(False, lambda: _batch_norm(training, affine))
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * max(1.0, np.abs(b).max()))
@@ -51,7 +60,7 @@ def test_batch_norm_matches_numpy(training, affine):
 
 def test_batch_norm_float64_against_torch():
     torch = pytest.importorskip("torch")
-    got = _with(True, lambda: _batch_norm(True, True, np.float64))
+    got, _ = _native(lambda: _batch_norm(True, True, np.float64))
     rng = np.random.default_rng(0)
     shape = (16, 32, 12, 12)
     x = torch.tensor(rng.standard_normal(shape) * 3 + 1, requires_grad=True)
@@ -77,9 +86,8 @@ def _group_norm(dtype=np.float32):
 
 
 def test_group_norm_matches_numpy_and_torch():
-    before = eager_shaped.stats["calls"]
-    got = _with(True, _group_norm)
-    assert eager_shaped.stats["calls"] > before, "the shaped kernel did not run"
+    got, ran = _native(_group_norm)
+    assert ran, "the shaped kernel did not run"
     want = _with(False, _group_norm)
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * np.abs(b).max())
@@ -103,9 +111,8 @@ def _index_add(index):
 
 def test_index_add_with_repeats_matches_numpy_and_torch():
     index = [3, 0, 3, 63, 7, 7, 7, 12] * 8
-    before = eager_shaped.stats["calls"]
-    got = _with(True, lambda: _index_add(index))
-    assert eager_shaped.stats["calls"] > before, "the shaped kernel did not run"
+    got, ran = _native(lambda: _index_add(index))
+    assert ran, "the shaped kernel did not run"
     np.testing.assert_allclose(got, _with(False, lambda: _index_add(index)), rtol=1e-6,
                                atol=1e-6)
     torch = pytest.importorskip("torch")
@@ -118,6 +125,9 @@ def test_index_add_with_repeats_matches_numpy_and_torch():
 
 def test_index_add_out_of_range_raises_eagers_error():
     index = [3, 0, 64] * 8
+    with pytest.raises(Exception):     # (its kernel's build: LLGRAD_COMPILE=background)
+        _with(True, lambda: _index_add(index))
+    eager_builds.wait()
     with pytest.raises(Exception) as native:
         _with(True, lambda: _index_add(index))
     with pytest.raises(Exception) as plain:
@@ -142,9 +152,8 @@ def _layer_norm(affine, dtype=np.float32):
 
 @pytest.mark.parametrize("affine", [True, False])
 def test_layer_norm_matches_numpy(affine):
-    before = eager_shaped.stats["calls"]
-    got = _with(True, lambda: _layer_norm(affine))
-    assert eager_shaped.stats["calls"] > before, "the shaped kernel did not run"
+    got, ran = _native(lambda: _layer_norm(affine))
+    assert ran, "the shaped kernel did not run"
     want = _with(False, lambda: _layer_norm(affine))
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * np.abs(b).max())
@@ -161,9 +170,8 @@ def _index_put(index, accumulate):
 @pytest.mark.parametrize("accumulate", [True, False])
 def test_index_put_matches_numpy_and_torch(accumulate):
     index = list(range(-500, 500, 4)) if not accumulate else [5, -1, 5, 999, 0, 5] * 40
-    before = eager_shaped.stats["calls"]
-    got = _with(True, lambda: _index_put(index, accumulate))
-    assert eager_shaped.stats["calls"] > before, "the shaped kernel did not run"
+    got, ran = _native(lambda: _index_put(index, accumulate))
+    assert ran, "the shaped kernel did not run"
     np.testing.assert_allclose(got, _with(False, lambda: _index_put(index, accumulate)),
                                rtol=1e-5, atol=1e-5)
     torch = pytest.importorskip("torch")
@@ -176,6 +184,9 @@ def test_index_put_matches_numpy_and_torch(accumulate):
 
 def test_index_put_out_of_range_raises_eagers_error():
     index = [3, 0, 1000] * 100
+    with pytest.raises(Exception):     # (its kernel's build: LLGRAD_COMPILE=background)
+        _with(True, lambda: _index_put(index, True))
+    eager_builds.wait()
     with pytest.raises(Exception) as native:
         _with(True, lambda: _index_put(index, True))
     with pytest.raises(Exception) as plain:
@@ -187,9 +198,8 @@ def test_index_put_out_of_range_raises_eagers_error():
 def test_small_batch_norm_1d_runs_its_kernel_from_the_tables_size():
     """BatchNorm1d's (64, 256) (16k elements, under the convolutions' 32k) runs the shaped
     kernels: the op's eager_min_elements."""
-    before = eager_shaped.stats["calls"]
-    got = _with(True, lambda: _batch_norm(True, True, shape=(64, 256)))
-    assert eager_shaped.stats["calls"] == before + 2, "the shaped kernels did not run"
+    got, ran = _native(lambda: _batch_norm(True, True, shape=(64, 256)))
+    assert ran == 2, "the shaped kernels did not run"
     want = _with(False, lambda: _batch_norm(True, True, shape=(64, 256)))
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * max(1.0, np.abs(b).max()))
