@@ -15,8 +15,8 @@ import secrets
 import stat
 import warnings
 
-from .cache_dir import (_CREATE_FLAGS, _READ_FLAGS, _first_warning, _lock, _open_private_dir,
-                        _read_all, _refusal, _write_all)
+from .cache_dir import (_CREATE_FLAGS, _READ_FLAGS, _configured_dir, _first_warning, _lock,
+                        _open_private_dir, _read_all, _refusal, _write_all)
 
 KEY_BYTES = 32
 _KEY_NAME = "cache-key"
@@ -74,8 +74,12 @@ class _KeyRefused(Exception):
 
 def _read_or_make_key(path, cache):
     directory, name = os.path.split(path)
-    real_cache = os.path.realpath(cache.path) + os.sep
-    if (os.path.realpath(directory) + os.sep).startswith(real_cache):
+    # (cache may be a subdirectory, `modules` or `plans`: the key must not be anywhere in
+    # the cache directory itself either, or it would be accepted there and then kept)
+    real = os.path.realpath(directory) + os.sep
+    top = _configured_dir()
+    if any(real.startswith(os.path.realpath(c) + os.sep)
+           for c in (cache.path, top) if c is not None):
         raise _KeyRefused("is inside the cache directory (an entry copied in with its key "
                           "would pass as signed): keep it elsewhere")
     dfd = _open_private_dir(directory)
