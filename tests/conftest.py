@@ -27,6 +27,9 @@ import pytest
 # every kernel the suite builds checks that groups sharing code (codegen/schedule/dedupe.py) emit
 # the same code
 os.environ.setdefault("LLGRAD_CHECK_DEDUPE", "1")
+# and every plan a test finds in the disk cache (codegen/prepared.py) is prepared afresh as well
+# and compared with it
+os.environ.setdefault("LLGRAD_CHECK_PREPARED", "1")
 # native code is built before the call that needs it (tests inspect kernels and count builds
 # right after a call); tests/compile/test_background.py covers the background builds, and
 # LLGRAD_COMPILE=background runs the whole suite with them

@@ -26,9 +26,11 @@ from .kernel import TAIL, Kernel
 from ..ir.verify import VerifyError
 from .lowerings.ops_matmul import small_gemm_bound
 from .native.threadcount import RUN as THREAD_CALL
+from .lowerings import gemm
 from .lowerings.pool import ensure_pool
-from . import size_params
+from . import prepared, size_params
 from .native import disk_only, jit, keys
+from .schedule import concat
 from .schedule.plan import root_of
 
 # (striped: a lock per key would grow without bound; two keys sharing a stripe only wait)
@@ -63,8 +65,10 @@ def lower(graph, *, blas=True, opt=True, clusters=True, release=(), share_sizes=
 
     The code is looked up by its key (the graph's IR text and the options, see
     keys.key_for) in memory and in the disk cache first; a hit skips building the LLVM
-    module, optimisation and code generation. The plan is always rebuilt from the graph
-    (cheap, and the Kernel needs it), so a hit runs exactly the code that plan describes."""
+    module, optimisation and code generation. The plan the Kernel runs comes from the
+    graph, or from the disk cache's entry for the traced graph's text and these options
+    (prepared.py): a warm process neither simplifies nor plans; the code's key covers the
+    plan, so a hit runs exactly the code that plan describes."""
     return _lower(graph, blas, opt, clusters, release, share_sizes, emitted or _nothing,
                   sibling)
 
@@ -101,7 +105,8 @@ def _gc_paused():
 
 def _lower(graph, blas, opt, clusters, release, share_sizes, emitted, sibling=None):
     traced = graph
-    graph, plan, split, key, name, family = _prepare(graph, blas, opt, clusters, release)
+    graph, plan, split, key, name, family = _prepare_cached(graph, blas, opt, clusters,
+                                                            release)
     also = (name + TAIL,) if split else ()
     bind = None
     with disk_only.held(build_lock(key)):   # one build per key, even from several threads
@@ -129,6 +134,27 @@ def _lower(graph, blas, opt, clusters, release, share_sizes, emitted, sibling=No
     kernel.shares_sizes = bind is not None
     kernel.size_table = bind.table if bind is not None else None     # (for dumps)
     return kernel
+
+
+@_gc_paused()
+def _prepare_cached(graph, blas, opt, clusters, release):
+    """_prepare's tuple, from the disk cache where an earlier process made it
+    (prepared.py)."""
+    settings = (f"blas={blas and blas_available()};small_gemm={small_gemm_bound()};"
+                f"opt={opt};clusters={clusters};release={tuple(release)};"
+                f"concat={concat.ENABLED}")
+    pre = prepared.key_of(graph, settings)
+    found = prepared.load(pre)
+    if found is not None and not prepared.CHECK:
+        return found
+    with gemm.libraries_asked() as libraries:
+        made = _prepare(graph, blas, opt, clusters, release)
+    if found is None:
+        prepared.store(pre, made, libraries)
+    elif found[3] != made[3]:
+        raise AssertionError(f"llgrad: the prepared {graph.name} in the disk cache plans "
+                             f"otherwise than preparing it now (LLGRAD_CHECK_PREPARED)")
+    return found or made
 
 
 @_gc_paused()
@@ -256,7 +282,6 @@ def _pool_if_threaded(code):
 
 
 def _reinit_locks_in_child():
-    from .lowerings import gemm
     for lock in (*_build_locks, gemm._lock, _gc_lock):
         lock._at_fork_reinit()
     if _gc_callers[0]:          # (a lowering on another thread of the parent: not here)

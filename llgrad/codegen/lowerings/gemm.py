@@ -231,6 +231,22 @@ class _Gen:
 
 _libraries = {}     # (dtype, kind) -> Compiled: a library's code in the current engine
 _lock = threading.Lock()
+_asked = threading.local()
+
+
+@contextmanager
+def libraries_asked():
+    """A list of the (dtype, kind) this thread asks ensure_library for meanwhile: a plan kept
+    on disk (codegen/prepared.py) asks for them again when it is loaded, as its
+    preparation (which it skips) did."""
+    outer = getattr(_asked, "libraries", None)
+    _asked.libraries = asked = []
+    try:
+        yield asked
+    finally:
+        _asked.libraries = outer
+        if outer is not None:
+            outer.extend(asked)
 
 
 def gemm_function(module, dtype):
@@ -271,6 +287,9 @@ def ensure_library(dtype, kind="gemm"):
     copy alone, all that products going to BLAS need (it compiles in ~40 ms, the GEMM's
     register-blocked kernels in ~100). Compiling them into every kernel's module instead
     cost ~80 ms per module."""
+    asked = getattr(_asked, "libraries", None)
+    if asked is not None:
+        asked.append((dtype, kind))
     j = jit.jit()
     name = f"llgrad_gemm_{dtype}" if kind == "gemm" else transpose_name(dtype)
     with _lock:

@@ -12,7 +12,8 @@ the object file, then the LLVM IR before and after optimisation (zlib-compressed
 dumps). The tag is HMAC-SHA256, under the user's signing key, of everything before it (the
 key and entry symbol included). A file is loaded only if its tag is right and its header
 names the key asked for; anything else (truncated, corrupt, written for another key,
-written by anyone else) is rebuilt and overwritten. Nothing in it is unpickled.
+written by anyone else) is rebuilt and overwritten. Nothing in it is unpickled; the
+prepared plans of the subdirectory `plans` (codegen/prepared.py) are, once their tag checks.
 
 Where. The directory is LLGRAD_CACHE_DIR, else $XDG_CACHE_HOME/llgrad, else
 ~/.cache/llgrad (LLGRAD_CACHE_DIR=0 turns the disk cache off). The signing key, 32 random

@@ -48,6 +48,9 @@ class Cluster(FusedGroup):
         self.reductions = []        # reduce root nodes (accumulated in the loop)
         self.touched = set()        # ids of the buffers' roots its members read or compute
 
+    def __getstate__(self):       # (ids of this process's values: planning's, done)
+        return dict(self.__dict__, touched=set())
+
     def add(self, grp):
         super().add(grp)
         if grp.loop == "reduce":

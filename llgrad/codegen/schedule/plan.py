@@ -243,6 +243,13 @@ class Plan:
                     p.last = last if p.last is None else max(p.last, last)
                 p = p.parent
 
+    def __getstate__(self):
+        # (a plan kept on disk, codegen/prepared.py: call_specs' record is keyed by id() of
+        # this process's buffers, so it is made again where the plan is loaded)
+        state = dict(self.__dict__)
+        state.pop("_call_specs", None)
+        return state
+
     def temp(self, group, dtype, numel):
         """A scratch buffer private to group (call from a lowering's prepare)."""
         b = Buffer("temp", dtype, numel)
