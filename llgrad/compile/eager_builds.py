@@ -7,8 +7,10 @@ mode (codegen/native/disk_only.py: a warm process gives the same numbers every r
 `wait()` waits for the builds queued so far.
 
 No build starts while a trace runs ops (their shapes are the traced call's, which the
-compiled code runs from then on) or while `paused()` (a compiled function's first step,
-run eagerly once): those calls run NumPy's implementation, kernels ready are used."""
+compiled code runs from then on), while a call stands in for compiled code being built
+(run.StandIn: the compiled code will run those ops; a build for them would only compete
+with its build), or while `paused()` (a compiled function's first step, run eagerly once):
+those calls run NumPy's implementation, kernels ready are used."""
 import os
 import queue
 import threading
@@ -48,7 +50,8 @@ def start(table, key, build):
     this thread: a warm process runs native code from the first call, the same each run),
     else on the builder thread, the entry PENDING meanwhile. Returns what the caller runs
     now: the kernel, or None for NumPy's implementation."""
-    if trace_state.state.tracer is not None or getattr(_paused, "on", False):
+    state = trace_state.state
+    if state.tracer is not None or state.standing_in or getattr(_paused, "on", False):
         return None             # (table[key] stays unset: a later call starts the build)
     if os.environ.get("LLGRAD_COMPILE", "background") == "sync" or \
             threading.current_thread() is _builder["thread"]:

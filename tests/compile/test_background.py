@@ -107,6 +107,54 @@ def test_a_call_never_waits_for_llvm(in_background, monkeypatch):
     assert entry._forward_run is not entry._interim_runs.get("forward")
 
 
+def test_calls_standing_in_for_the_build_build_no_eager_kernel(in_background, monkeypatch):
+    """While the compiled code is built, calls run the function eagerly in its place; those
+    ops are the compiled code's, so they start no eager kernel's build (it would compete
+    with the compiled code's). A plain eager call of the same shapes does."""
+    from llgrad.compile import eager_builds, eager_shaped
+    from llgrad.runtime import trace_state
+    release = threading.Event()
+    real_lower, real_build = lower_module.lower, eager_shaped._build
+    builds = []
+
+    def held_lower(graph, **kw):
+        assert release.wait(60), "the test never released the build"
+        return real_lower(graph, **kw)
+
+    def counted_build(op, *args):
+        builds.append((op.name, trace_state.state.standing_in))
+        return real_build(op, *args)
+    monkeypatch.setattr(lower_module, "lower", held_lower)
+    monkeypatch.setattr(eager_shaped, "_build", counted_build)
+    llgrad.manual_seed(0)
+    conv = nn.Conv2d(3, 7, 3)       # (shapes no other test runs: no kernel of theirs yet)
+    x = llgrad.randn(8, 3, 40, 40)
+    opt = llgrad.optim.SGD(conv.parameters(), lr=0.0)     # (the same loss every step)
+
+    def f(x):
+        opt.zero_grad()
+        loss = conv(x).relu().softmax(-1).sum()
+        loss.backward()
+        opt.step()
+        return loss
+    fn = llgrad.compile(f)
+    with eager_builds.paused():
+        want = f(x).item()
+    try:
+        for _ in range(5):      # a first step, the trace, then three calls standing in
+            assert fn(x).item() == pytest.approx(want, rel=1e-6)
+        assert "forward" not in fn.entries[0].kernels       # (still being built)
+    finally:
+        release.set()
+        fn.wait()
+        eager_builds.wait()
+    assert builds == []
+    monkeypatch.setattr(lower_module, "lower", real_lower)
+    f(x)                        # a plain eager call: its kernels' builds start
+    eager_builds.wait()
+    assert ("convolution", False) in builds
+
+
 def test_a_failed_build_runs_on_the_interpreter_with_a_warning(in_background, monkeypatch):
     def broken_lower(graph, **kw):
         raise RuntimeError("LLVM ran out of luck")
