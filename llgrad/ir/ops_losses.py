@@ -93,12 +93,16 @@ def _bce(x, t, w, reduction="mean"):
     return _reduce(np.asarray(loss, dtype=x.dtype), reduction)
 
 
+EPSILON = float(np.float32(1e-12))
+
+
 def _bce_vjp(c, g):
     x, t, w = c.self, c.target, c.weight
     g = _scaled(c, g, x.shape)
     if w is not None:
         g = g * w
-    gx = g * (x - t) / ((1 - x) * x).clamp_min(1e-12) if c.needs(0) else None
+    # (ATen's EPSILON is a float: 1e-12 rounded to float32, in a float64 loss too)
+    gx = g * (x - t) / ((1 - x) * x).clamp_min(EPSILON) if c.needs(0) else None
     # PyTorch's binary_cross_entropy_target_backward: -logit(x)
     gt = g * -(x / (1 - x)).log() if c.needs(1) else None
     return (gx, gt, None)

@@ -132,10 +132,11 @@ LazyConvTranspose2d = _lazy_conv(ConvTranspose2d, "LazyConvTranspose2d")
 
 
 class _LazyNormMixin(LazyModuleMixin):
-    def _lazy_init(self, affine, track_running_stats, dtype):
+    def _lazy_init(self, affine, track_running_stats, dtype, bias=True):
         if affine:
             self.weight = UninitializedParameter(dtype=dtype)
-            self.bias = UninitializedParameter(dtype=dtype)
+            if bias:
+                self.bias = UninitializedParameter(dtype=dtype)
         if track_running_stats:
             self.running_mean = UninitializedBuffer(dtype=dtype)
             self.running_var = UninitializedBuffer(dtype=dtype)
@@ -159,9 +160,10 @@ def _lazy_norm(base, name):
         cls_to_become = base
 
         def __init__(self, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True,
-                     device=None, dtype=None):
-            super().__init__(0, eps, momentum, affine, track_running_stats, device, dtype)
-            self._lazy_init(affine, track_running_stats, dtype)
+                     device=None, dtype=None, *, bias=True):
+            super().__init__(0, eps, momentum, affine, track_running_stats, device, dtype,
+                             bias=bias)
+            self._lazy_init(affine, track_running_stats, dtype, bias)
     LazyNorm.__name__ = LazyNorm.__qualname__ = name
     LazyNorm.__doc__ = f"{base.__name__} whose num_features the first input decides."
     return LazyNorm

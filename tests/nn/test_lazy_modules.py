@@ -91,3 +91,16 @@ def test_compiled_training_of_a_lazy_model_equals_eager():
     np.testing.assert_allclose(compiled[0], eager[0], rtol=1e-5)
     for a, b in zip(compiled[1], eager[1]):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["LazyBatchNorm1d", "LazyBatchNorm2d", "LazyInstanceNorm1d"])
+def test_lazy_norms_take_bias_false(name):
+    # (torch 2.x's norm layers take `bias=`, the lazy ones too; llgrad's lazy norms raised
+    # TypeError: an unexpected keyword)
+    x = X[:, :, :, 0] if name.endswith("1d") else X
+    m = getattr(nn, name)(bias=False)
+    out = m(llgrad.tensor(x))
+    assert m.bias is None and tuple(m.weight.shape) == (3,)
+    assert "bias" not in m.state_dict() and "bias=False" in repr(m)
+    assert [n for n, _ in m.named_parameters()] == ["weight"]
+    assert tuple(out.shape) == x.shape
