@@ -3,7 +3,8 @@ unique_consecutive) or whose range does (histc), computed on the tensors' NumPy 
 (inside llgrad.compile a call runs eagerly: a graph break naming the line; bincount is
 traced, its length a value guard, and so is histc with its range given), and the
 deprecated torch.range (end included, with PyTorch's warning); PyTorch's checks and
-messages. Their results have no gradient (PyTorch defines none)."""
+messages. Their results have no gradient (PyTorch defines none: bincount's with weights
+requiring grad requires grad, a backward through it raising as PyTorch's)."""
 import math
 import warnings
 
@@ -15,7 +16,7 @@ from .device import check as check_device
 from .dispatch import scalar_type_name as tname
 from .functions import export
 from .node import grad_enabled
-from .node_names import failing_node
+from .node_names import failing_node, no_derivative, no_derivative_from
 from .shapes import norm_dim
 from .tensor import Tensor
 from .out_write import into
@@ -53,7 +54,10 @@ def bincount(input, weights=None, minlength=0):
         raise RuntimeError("weights should be 1-d and have the same length as input")
     out = dtypes.float32 if weights._dtype is dtypes.float32 else dtypes.float64
     w = weights._data.astype(np.float64)
-    return _new(np.bincount(x, weights=w, minlength=minlength), out)
+    # (PyTorch has no derivative for bincount: with weights requiring grad its result
+    # requires grad, a backward through it raises)
+    return no_derivative_from(_new(np.bincount(x, weights=w, minlength=minlength), out),
+                              (weights,), "bincount")
 
 
 def _traced_bincount(input, weights, minlength):
@@ -73,7 +77,8 @@ def _traced_bincount(input, weights, minlength):
             0, input, ones_like(input, dtype=dtypes.int64))
     out = dtypes.float32 if weights._dtype is dtypes.float32 else dtypes.float64
     sums = zeros(length, dtype=dtypes.float64).index_add_(0, input, weights.to(dtypes.float64))
-    return sums.to(out)
+    return no_derivative(sums.to(out) - 0.0, "bincount") if weights.requires_grad and \
+        grad_enabled() else sums.to(out)
 
 
 def _fmt(v):

@@ -15,7 +15,7 @@ from .dtypes import float32, float64
 from .dispatch import scalar_type_name as tname
 from .functions import cat, export
 from .linalg import matrix_norm, vector_norm
-from .node_names import no_derivative, rename
+from .node_names import no_derivative, no_derivative_from, rename
 from .shapes import norm_dim, norm_dims
 from .return_types import named_result
 from .tensor import Tensor
@@ -133,8 +133,13 @@ def histogram(input, bins=100, *, range=None, weight=None, density=False):  # no
     if weight is not None and tuple(weight._data.shape) != tuple(input._data.shape):
         raise RuntimeError("torch.histogram: weight should have the same shape as input")
     # (a bins tensor comes back as a new contiguous copy: histogramdd returns it itself)
-    return _HISTOGRAM(hist, edges[0].detach().clone(memory_format="contiguous_format")
-                      if edges[0] is bins else edges[0])
+    edges = edges[0].detach().clone(memory_format="contiguous_format") if edges[0] is bins \
+        else edges[0]
+    # (PyTorch has no derivative for histogram: with an input or weight requiring grad both
+    # results require grad, a backward through either raises)
+    grads = (input, weight)
+    return _HISTOGRAM(no_derivative_from(hist, grads, "histogram"),
+                      no_derivative_from(edges, grads, "histogram"))
 
 
 @values_read
@@ -142,7 +147,10 @@ def histogramdd(input, bins, *, range=None, weight=None, density=False):  # noqa
     """As torch.histogramdd: (hist, bin_edges) of the points of input's last dimension, with
     bins an int, an int per dimension or a tensor of edges per dimension."""
     hist, edges = _histogramdd(input, bins, range, weight, density, "histogramdd")
-    return _HISTOGRAMDD(hist, tuple(edges))
+    grads = (input, weight)     # (no derivative in PyTorch: results requiring grad that raise)
+    return _HISTOGRAMDD(no_derivative_from(hist, grads, "_histogramdd_from_bin_cts"),
+                        tuple(no_derivative_from(e, grads, "_histogramdd_bin_edges")
+                              for e in edges))
 
 
 def _sl(x, d, start, stop=None):

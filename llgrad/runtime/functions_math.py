@@ -21,7 +21,7 @@ from .functions import _method_fn, where
 from .math_operands import _in_double, as_type, float_type, floating, tensor_input
 from .tensor import Tensor
 from ..ir import OPS
-from .node_names import torch_node
+from .node_names import no_derivative_from, torch_node
 
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
 
@@ -139,11 +139,13 @@ _float_power_.__doc__ = "In-place float_power (self must be float64), as torch.T
 
 def heaviside(input, values):
     """As torch.heaviside: 0 where input < 0, values where input == 0, 1 where input > 0.
-    Not differentiable: PyTorch raises on backward; here the result does not require grad."""
+    Not differentiable: as PyTorch's, the result requires grad when an input does, and a
+    backward through it raises."""
     if input._dtype is not values._dtype:
         raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes.")
     x, v = input.detach(), values.detach()
-    return where(x == 0, v, (x > 0).to(x._dtype))
+    return no_derivative_from(where(x == 0, v, (x > 0).to(x._dtype)), (input, values),
+                              "heaviside")
 
 
 @torch_node("LogitBackward0")

@@ -240,7 +240,7 @@ def _median_dim(x, dim, keepdim, ignore_nan, name, tup):
     if n == 0:
         # (PyTorch's nanmedian says median() too)
         raise IndexError(f"median(): Expected reduction dim {d} to have non-zero size.")
-    s, i = x.sort(d, stable=True)
+    s, i = x.sort(dim=d, stable=True)
     if x._dtype.is_floating_point:
         # sorting puts nan last: median takes the first nan, nanmedian the lower median of
         # the rest (the first nan when all are)

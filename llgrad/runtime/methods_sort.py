@@ -6,6 +6,7 @@ trace can hold). While tracing, masked_select, nonzero and unique (dim None) are
 indexing, whose count the trace guards; masked_scatter is a gather at the mask's running
 count (the count fitting in the source a guard); unique along a dim makes the call run
 eagerly (with the usual warning)."""
+import functools
 import warnings
 
 import numpy as np
@@ -20,7 +21,7 @@ from .creation_checks import fill_value_fits
 from .functions import _method_fn, stack
 from .return_types import named_result
 from .node import grad_enabled
-from .node_names import failing_node
+from .node_names import failing_node, no_derivative
 from .shapes import broadcast_shapes, check_index_bounds, norm_dim
 from .tensor import Tensor
 from .vmap_fallback import per_sample, per_sample_inplace
@@ -59,7 +60,32 @@ def msort(self):
     return sort(self, 0).values
 
 
+_UNSET = object()
+
+
+def _strict_sort(name, fn):
+    """fn as PyTorch's method binds it: two overloads, (dim=-1, descending=False) and
+    (*, stable, dim=-1, descending=False), so stable= with dim or descending given by
+    position matches neither (TypeError)."""
+    @functools.wraps(fn)    # (__wrapped__: numpy_names reads fn's dim for axis=)
+    def method(self, *args, stable=_UNSET, **kwargs):
+        if stable is _UNSET:
+            return fn(self, *args, **kwargs)
+        if args:
+            got = ", ".join([type(a).__name__ for a in args] +
+                            [f"{k}={type(v).__name__}" for k, v in
+                             [*kwargs.items(), ("stable", stable)]])
+            raise TypeError(
+                f"{name}() received an invalid combination of arguments - got ({got}), but "
+                f"expected one of:\n * (*, bool stable, int dim = -1, bool descending = False)"
+                f"\n * (int dim = -1, bool descending = False)")
+        return fn(self, stable=stable, **kwargs)
+    return method
+
+
 def topk(self, k, dim=-1, largest=True, sorted=True):
+    if isinstance(k, bool):     # (PyTorch's int argument refuses a bool)
+        raise TypeError("topk(): argument 'k' (position 1) must be int, not bool")
     d = norm_dim(dim, self._data.ndim)
     n = self._data.shape[d] if self._data.ndim else 1
     if not 0 <= k <= n:
@@ -118,12 +144,15 @@ def _scatter_args(self, dim, index, src, value, reduce):
 
 def scatter(self, dim, index, src=None, value=None, *, reduce=None):
     op, inputs, attrs = _scatter_args(self, dim, index, src, value, reduce)
-    return call(op, inputs, attrs)
+    out = call(op, inputs, attrs)
+    # (PyTorch has no derivative for scatter with reduce=: a backward through it raises)
+    return out if reduce is None else no_derivative(out, "scatter")
 
 
 def scatter_(self, dim, index, src=None, value=None, *, reduce=None):
     op, inputs, attrs = _scatter_args(self, dim, index, src, value, reduce)
-    return call_inplace(op, self, inputs, attrs)
+    out = call_inplace(op, self, inputs, attrs)
+    return out if reduce is None else no_derivative(out, "scatter_")
 
 
 def _scatter_reduce_args(self, dim, index, src, reduce, include_self):
@@ -351,7 +380,8 @@ def _unique_traced(self, return_inverse, return_counts):
     return out[0] if len(out) == 1 else tuple(out)
 
 
-for _n, _f in (("sort", sort), ("argsort", argsort), ("msort", msort), ("topk", topk),
+for _n, _f in (("sort", _strict_sort("sort", sort)), ("argsort", _strict_sort("argsort", argsort)),
+               ("msort", msort), ("topk", topk),
                ("scatter", scatter), ("scatter_", scatter_), ("scatter_reduce", scatter_reduce),
                ("scatter_reduce_", scatter_reduce_), ("masked_select", masked_select),
                ("masked_scatter", masked_scatter), ("masked_scatter_", masked_scatter_),

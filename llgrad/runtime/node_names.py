@@ -3,7 +3,7 @@
 by that call, takes PyTorch's name; its rule (the last op's) and edges stay as they are."""
 import functools
 
-from .node import OpNode, node_class
+from .node import OpNode, grad_enabled, node_class
 
 
 def rename(out, name, inputs=()):
@@ -53,6 +53,21 @@ def no_derivative(out, aten):
     if isinstance(fn, OpNode):
         fn.__class__ = cls
     return out
+
+
+def no_derivative_from(out, inputs, aten):
+    """out (computed off the graph, on NumPy values) as PyTorch gives an op with no
+    derivative when one of inputs requires grad: a result that requires grad, on a node
+    raising "derivative for aten::<aten> is not implemented" in a backward (no_derivative).
+    The link to inputs is out minus an empty sum of them (+0: every value, -0 too, kept)."""
+    grads = [t for t in inputs if getattr(t, "requires_grad", False)]
+    if not grads or not grad_enabled():
+        return out
+    zero = None
+    for t in grads:
+        z = t.reshape(-1)[:0].sum().to(out.dtype)
+        zero = z if zero is None else zero + z
+    return no_derivative(out - zero, aten)
 
 
 def _raise_message(self, grads):

@@ -13,7 +13,13 @@ _ONE_SIZE = (int, SymInt)      # (x.view(B): one size, not a sequence of them)
 
 def norm_dim(dim, ndim):
     if type(dim) is not int:
+        if isinstance(dim, bool):   # (PyTorch's int argument refuses one: x.sum(True))
+            raise TypeError("dim must be an int, not bool")
         dim = _dim_int(dim)
+    return _in_range(dim, ndim)
+
+
+def _in_range(dim, ndim):
     n = max(ndim, 1)
     if not -n <= dim < n:
         raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
@@ -36,7 +42,8 @@ def norm_dims(dim, ndim):
         return None
     if isinstance(dim, (int, str, float)) or hasattr(dim, "__index__"):     # (np.int64(1))
         return (norm_dim(dim, ndim),)
-    dims = tuple(sorted(norm_dim(d, ndim) for d in dim))
+    # (a bool in a tuple of dims is PyTorch's 0 or 1: x.mean((0, True)))
+    dims = tuple(sorted(_in_range(d if type(d) is int else _dim_int(d), ndim) for d in dim))
     if len(set(dims)) != len(dims):
         d = next(d for i, d in enumerate(dims) if d in dims[:i])
         raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
