@@ -29,7 +29,7 @@ from .native.threadcount import RUN as THREAD_CALL
 from .lowerings import gemm
 from .lowerings.pool import ensure_pool
 from . import prepared, size_params
-from .native import disk_only, jit, keys
+from .native import disk_only, jit, keys, worker
 from .schedule import concat
 from .schedule.plan import root_of
 
@@ -147,6 +147,8 @@ def _prepare_cached(graph, blas, opt, clusters, release):
     found = prepared.load(pre)
     if found is not None and not prepared.CHECK:
         return found
+    if found is None:       # (a build is likely: LLVM's process starts while this plans)
+        worker.prestart()
     with gemm.libraries_asked() as libraries:
         made = _prepare(graph, blas, opt, clusters, release)
     if found is None:
