@@ -214,7 +214,6 @@ SymInt.__bool__ = _bool
 for _name, _what in (("__int__", "made a plain int"), ("__index__", "used as an int by Python "
                                                                      "(an index, range(), NumPy)"),
                      ("__float__", "made a float"), ("__complex__", "made a complex"),
-                     ("__truediv__", "divided as floats"), ("__rtruediv__", "divided as floats"),
                      ("__divmod__", "in divmod"), ("__rdivmod__", "in divmod"),
                      ("__hash__", "hashed (a dict key, a set member)"),
                      ("__str__", "formatted as text"), ("__repr__", "formatted as text"),
@@ -222,6 +221,22 @@ for _name, _what in (("__int__", "made a plain int"), ("__index__", "used as an 
                      ("__trunc__", "made a plain int"), ("__floor__", "made a plain int"),
                      ("__ceil__", "made a plain int")):
     setattr(SymInt, _name, _refusing(_name, _what, getattr(int, _name, complex)))
+
+
+def _number_op(fn, reflected=False):
+    """int's true division, as a float or a complex gets it too (int's own method answers
+    NotImplemented to `1.0 / B`, and float's knows no SymInt: a TypeError, not a float)."""
+    def base(value, other):
+        if not isinstance(other, numbers.Number):
+            return NotImplemented       # (`B / x`: the tensor's __rtruediv__ decides)
+        return fn(other, value) if reflected else fn(value, other)
+    return base
+
+
+SymInt.__truediv__ = _refusing("__truediv__", "divided as floats",
+                               _number_op(operator.truediv))
+SymInt.__rtruediv__ = _refusing("__rtruediv__", "divided as floats",
+                                _number_op(operator.truediv, reflected=True))
 
 
 def product(values):

@@ -55,6 +55,7 @@ IDIOMS = {
     "full": (lambda x: llgrad.full((x.size(0), 6), 2.0) * x[:, 0], True, True),
     "tensor_of_sizes": (lambda x: x * llgrad.tensor([x.size(0), x.size(1)]).sum(), True, True),
     "as_float": (lambda x: x * (1.0 / float(x.size(0))), False, True),
+    "float_over_size": (lambda x: x * (1.0 / (x.size(0) - 1)), False, True),
     "python_loop": (lambda x: sum(x[i] for i in range(x.size(0))), False, True),
     "narrow": (lambda x: x.narrow(0, 0, x.size(0) - 1), False, False),   # (affine: B - 1)
     "pow_mod": (lambda x: x * pow(x.size(0), 2, 7), False, True),
@@ -147,6 +148,9 @@ def test_a_symint_is_not_an_int_and_acts_as_one_outside_its_trace():
     assert [0, 1, 2][s - 11] == 1 and len(range(s)) == 12 and np.zeros(s).shape == (12,)
     assert 0.5 * s == 6.0 and math.log2(s // 3) == 2.0 and f"{s}" == "12" and hash(s) == 12
     assert pow(s, 2, 7) == 4 and s ** 2 == 144 and 2 ** (s - 10) == 4
+    # (true division with a float or a complex, as an int's: 1.0 / B raised a TypeError)
+    assert 1.0 / (s - 2) == 0.1 and s / 2.0 == 6.0 and 3 / s == 0.25 and s / 4 == 3.0
+    assert (1 + 2j) / s == (1 + 2j) / 12 and np.float32(6) / s == 0.5
     np.testing.assert_array_equal((x / s).numpy(), np.full(3, 1 / 12, np.float32))
     np.testing.assert_array_equal((s * x).numpy(), np.full(3, 12, np.float32))
     assert (x == s).tolist() == [False] * 3 and llgrad.zeros(s, 2).shape == (12, 2)

@@ -242,7 +242,9 @@ def simsiam(torch, env):
 
 
 PROGRAMS = {        # name: (program, most traces of any of its compiled steps)
-    "deep_cca": (deep_cca, 2),                  # (two batch sizes, a trace each)
+    # (two batch sizes; the loss's 1.0 / (m - 1) is a float of the batch size, which no
+    # template follows: the second size's trace with SymInts refuses it and traces with ints)
+    "deep_cca": (deep_cca, 3),
     "input_convex_nn": (input_convex_nn, 2),
     "func_ensemble_training": (func_ensemble_training, 1),
     "simsiam": (simsiam, 2),
