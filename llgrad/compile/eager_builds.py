@@ -9,8 +9,9 @@ mode (codegen/native/disk_only.py: a warm process gives the same numbers every r
 No build starts while a trace runs ops (their shapes are the traced call's, which the
 compiled code runs from then on), while a call stands in for compiled code being built
 (run.StandIn: the compiled code will run those ops; a build for them would only compete
-with its build), or while `paused()` (a compiled function's first step, run eagerly once):
-those calls run NumPy's implementation, kernels ready are used."""
+with its build; kernels the memory or disk cache holds are still loaded for it, so its
+products are the compiled code's), or while `paused()` (a compiled function's first step,
+run eagerly once): those calls run NumPy's implementation, kernels ready are used."""
 import os
 import queue
 import threading
@@ -50,8 +51,7 @@ def start(table, key, build):
     this thread: a warm process runs native code from the first call, the same each run),
     else on the builder thread, the entry PENDING meanwhile. Returns what the caller runs
     now: the kernel, or None for NumPy's implementation."""
-    state = trace_state.state
-    if state.tracer is not None or state.standing_in or getattr(_paused, "on", False):
+    if trace_state.state.tracer is not None or getattr(_paused, "on", False):
         return None             # (table[key] stays unset: a later call starts the build)
     if os.environ.get("LLGRAD_COMPILE", "background") == "sync" or \
             threading.current_thread() is _builder["thread"]:
@@ -65,6 +65,8 @@ def start(table, key, build):
         return found
     except disk_only.NotCached:
         pass
+    if trace_state.state.standing_in:     # (found kernels serve it: the compiled code's bits)
+        return None
     _tables[id(table)] = table
     table[key] = PENDING
     with _done:
