@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from ..ir.ops_losses import EPSILON
 from ..runtime import trace_state
 from ..runtime.creation import ones_like, zeros_like
 from ..runtime.dtypes import int64
@@ -78,7 +79,7 @@ def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, r
         raise RuntimeError(f"0D target tensor expects 1D input tensors, but found inputs with "
                            f"sizes {list(input1.shape)} and {list(input2.shape)}.")
     dim = 1 if targ_dim == 1 else 0
-    eps = 9.999999960041972e-13    # (ATen's EPSILON: a float, 1e-12 rounded to float32)
+    eps = EPSILON       # (ATen's: a float, 1e-12 rounded to float32)
     prod_sum = (input1 * input2).sum(dim)
     mag_square1 = (input1 * input1).sum(dim) + eps
     mag_square2 = (input2 * input2).sum(dim) + eps
