@@ -141,23 +141,42 @@ def _first_order(x, g, out, d):
 
 
 def _cumprod_vjp(c, g):
-    """PyTorch's gradient (cumprod_backward), zeros included. After a slice's first zero
-    x_z the gradient is 0, but not its derivative by x_z: it is written x_z * (the gradient
-    of cumprod at y, x with x_z set to 1), so double backward is exact too."""
+    """PyTorch's gradient (cumprod_backward), zeros included: the O(n) formula of
+    _first_order, exact in value; while a graph of the gradient is built (create_graph),
+    where a slice holds a zero, the O(n^2) one PyTorch switches to, exact in derivative."""
     x, d = c.self, c.dim
     if x.ndim == 0 or x.shape[d] <= 1:
         return (g,)
-    zero, before, first, second = _zeros_of(x, d)
-    y = x.masked_fill(first, 1)
-    cy = y.cumprod(d)
-    gx = _reversed_cumsum((g * c.result).masked_fill(before.logical_not(), 0), d) / \
-        x.masked_fill(zero, 1)
-    gz = _reversed_cumsum((g * cy).masked_fill(second, 0), d)
-    # (0 in value, as PyTorch's, where y's gradient or an element of the slice is NaN or inf:
-    # x_z * that would be NaN)
-    after = x.masked_fill(first.logical_not(), 0).sum(d, keepdim=True) * \
-        _first_order(y, g, cy, d).nan_to_num(0, 0, 0)
-    return (gx.where(before, gz.where(first, after)),)
+    if getattr(c, "building_graph", False):
+        if not getattr(c, "recorded", True):
+            if bool((x == 0).any()):
+                return (_omitted_products_grad(x, g, d),)
+        else:
+            has_zero = (x == 0).any(d, keepdim=True)
+            return (_omitted_products_grad(x, g, d).where(has_zero, _first_order(x, g, c.result, d)),)
+    return (_first_order(x, g, c.result, d),)
+
+
+def _omitted_products_grad(x, g, d):
+    """PyTorch's cumprod_backward under grad mode when a slice holds a zero: element k's
+    gradient is sum_{i>=k} g_i * prod_{j<=i, j!=k} x_j, a polynomial in x written with
+    products only (O(n^2)), so its own derivative is exact at every zero; the O(n) masked
+    formula is exact in value but drops the derivative of the masked terms (a zero's
+    derivative of the elements before it)."""
+    n = x.shape[d]
+    columns = []
+    for k in range(n):
+        before = x.narrow(d, 0, k).prod(d, keepdim=True) if k else None
+        rest = x.narrow(d, k + 1, n - k - 1).cumprod(d) if k < n - 1 else None
+        if before is None:
+            omitted = rest.new_ones((*rest.shape[:d], 1, *rest.shape[d + 1:]))._op(
+                "cat", rest, dim=d)
+        elif rest is None:
+            omitted = before
+        else:
+            omitted = before._op("cat", before * rest, dim=d)
+        columns.append((g.narrow(d, k, n - k) * omitted).sum(d, keepdim=True))
+    return columns[0]._op("cat", *columns[1:], dim=d)
 
 
 defop("cumprod", _cumprod, save=("self", "result"), grad_fn="CumprodBackward0",
