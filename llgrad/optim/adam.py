@@ -89,6 +89,15 @@ class Adam(Optimizer):
             # (_eager_adam.py: the same ops, the same values and versions)
             plain = not group["differentiable"]
             loc = _eager_adam.where() if plain and _eager_adam.usable(group) else None
+            # a traced hyper-parameter's arithmetic (a 0-d tensor's ops), made once per group
+            # and dtype, not once per parameter: the same values, a fifth fewer traced ops
+            made = {}
+
+            def once(what, like, make):
+                key = (what, like.dtype)
+                if key not in made:
+                    made[key] = _as_number(make(), like)
+                return made[key]
             # the group's states made (and read) before any update, as PyTorch's _init_group:
             # amsgrad switched on after the first step raises its KeyError with nothing written
             for p in group["params"]:
@@ -117,16 +126,16 @@ class Adam(Optimizer):
                 state["step"].add_(1)
                 if raw(group, "weight_decay") != 0:     # (the guard key holds whether)
                     if group["decoupled_weight_decay"]:
-                        p.mul_(_as_number(1 - lr * weight_decay, p))
+                        p.mul_(once("decay", p, lambda: 1 - lr * weight_decay))
                     else:
-                        grad = grad.add(p, alpha=_as_number(weight_decay, p))
+                        grad = grad.add(p, alpha=once("l2", p, lambda: weight_decay))
 
                 # (_as_number: a traced hyper-parameter cast to the state's dtype first, as
                 # the eager step's number is)
-                exp_avg.lerp_(grad, _as_number(1 - beta1, exp_avg))
+                exp_avg.lerp_(grad, once("1-beta1", exp_avg, lambda: 1 - beta1))
                 if b2_input:        # (addcmul's order: value * t1 first)
-                    exp_avg_sq.mul_(_as_number(beta2, exp_avg_sq)).addcmul_(
-                        grad.mul(_as_number(1 - beta2, grad)), grad)
+                    exp_avg_sq.mul_(once("beta2", exp_avg_sq, lambda: beta2)).addcmul_(
+                        grad.mul(once("1-beta2", grad, lambda: 1 - beta2)), grad)
                 else:
                     exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
 
