@@ -31,7 +31,12 @@ class Location(tuple):
     __slots__ = ()
 
     def __str__(self):
-        return f"{os.path.basename(self[0])}:{self[1]}"
+        return _location_text(self[0], self[1])
+
+
+@functools.lru_cache(maxsize=4096)      # (a trace names each node: the same few lines)
+def _location_text(filename, line):
+    return f"{os.path.basename(filename)}:{line}"
 
 
 _NOWHERE = Location(("?", 0))
