@@ -11,7 +11,8 @@ from .runtime.tensor import Tensor
 from .runtime.autocast_cast import float32_list
 
 __all__ = ["fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fft2", "ifft2", "rfft2",
-           "irfft2", "fftn", "ifftn", "rfftn", "irfftn", "fftshift", "ifftshift", "fftfreq",
+           "irfft2", "fftn", "ifftn", "rfftn", "irfftn", "hfft2", "ihfft2", "hfftn", "ihfftn",
+           "fftshift", "ifftshift", "fftfreq",
            "rfftfreq", "stft", "istft"]
 
 _NORMS = ("backward", "forward", "ortho")
@@ -153,6 +154,39 @@ def rfftn(input, s=None, dim=None, norm=None):
 def irfftn(input, s=None, dim=None, norm=None):
     """As torch.fft.irfftn."""
     return _c2r(input, dim, s, norm, "irfftn")
+
+
+@float32_list
+def hfftn(input, s=None, dim=None, norm=None):
+    """As torch.fft.hfftn: the real transform of a Hermitian signal given by the first half
+    of its last dimension (irfftn of the conjugate, under the dual norm, as hfft)."""
+    return irfftn(_floating(input, "hfftn").conj(), s, dim, DUAL[_norm(norm)])
+
+
+@float32_list
+def ihfftn(input, s=None, dim=None, norm=None):
+    """As torch.fft.ihfftn: the inverse of hfftn (the first half of a real input's ifftn):
+    as ATen, the last dim's one-sided transform conjugated, then the others' inverse c2c."""
+    x = _floating(input, "ihfftn")
+    if x._dtype.is_complex:
+        raise RuntimeError(f"ihfftn expects a real input tensor, but got {x._dtype.name}")
+    dims, sizes = _dims(x, dim, s, "ihfftn")
+    half = _resized(x, dims, sizes)._op("fft_r2c", dim=dims[-1:], norm=DUAL[_norm(norm)],
+                                        onesided=True)
+    return half.conj() if len(dims) == 1 else half.conj_physical()._op(
+        "fft_c2c", dim=dims[:-1], norm=_norm(norm), forward=False)
+
+
+@float32_list
+def hfft2(input, s=None, dim=(-2, -1), norm=None):
+    """As torch.fft.hfft2."""
+    return hfftn(input, s, dim, norm)
+
+
+@float32_list
+def ihfft2(input, s=None, dim=(-2, -1), norm=None):
+    """As torch.fft.ihfft2."""
+    return ihfftn(input, s, dim, norm)
 
 
 @float32_list

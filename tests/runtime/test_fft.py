@@ -32,6 +32,11 @@ def _cases():
              lambda m, x, n=norm: m.fft.fftn(x, dim=(0, 2), norm=n)),
             (f"hfft-{norm}", (3, 5), True, lambda m, x, n=norm: m.fft.hfft(x, norm=n)),
             (f"ihfft-{norm}", (3, 8), False, lambda m, x, n=norm: m.fft.ihfft(x, norm=n)),
+            (f"hfft2-{norm}", (2, 4, 5), True, lambda m, x, n=norm: m.fft.hfft2(x, norm=n)),
+            (f"hfftn-s-{norm}", (4, 3, 5), True,
+             lambda m, x, n=norm: m.fft.hfftn(x, s=(3, 7), dim=(0, 2), norm=n)),
+            (f"ihfft2-{norm}", (2, 4, 6), False, lambda m, x, n=norm: m.fft.ihfft2(x, norm=n)),
+            (f"ihfftn-{norm}", (3, 4, 5), False, lambda m, x, n=norm: m.fft.ihfftn(x, norm=n)),
         ]
     out += [("fftshift", (4, 5), True, lambda m, x: m.fft.fftshift(x)),
             ("ifftshift-dim1", (4, 5), True, lambda m, x: m.fft.ifftshift(x, dim=1))]
