@@ -40,12 +40,13 @@ class _Emitter:
 
 
 def _applies(node):
-    """A float composite with non-empty results, its tensor operands of its dtype."""
+    """A composite at one of its decompose_dtypes with non-empty results, its tensor
+    operands of its dtype."""
     op = OPS.get(node.op)
     x = node.inputs[0] if node.inputs else None
     out = node.outputs[0] if node.outputs else None
     if op is None or op.decompose is None or not isinstance(x, Value) \
-            or x.type.dtype not in FLOATS or out.type.dtype != x.type.dtype \
+            or x.type.dtype not in op.decompose_dtypes or out.type.dtype != x.type.dtype \
             or any(isinstance(v, Value) and v.type.dtype != x.type.dtype
                    for v in node.inputs[1:]):
         return False

@@ -75,7 +75,9 @@ def _constant_pad_primitives(node, emit):
 
 defop("constant_pad_nd", _constant_pad, grad_fn="ConstantPadNdBackward0",
       vjp=lambda c, g: (g._op("constant_pad_nd", pad=tuple(-p for p in c.pad), value=0),),
-      decompose=_constant_pad_primitives, complex=True)
+      decompose=_constant_pad_primitives, complex=True,
+      decompose_dtypes=("float32", "float64", "int64", "int32", "int16", "int8", "uint8",
+                        "bool"))   # (its primitives only move elements)
 
 
 # ---- reflection_pad, replication_pad -------------------------------------------------------

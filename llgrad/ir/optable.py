@@ -29,14 +29,16 @@ class OpDef:
     module)."""
     __slots__ = ("name", "impl", "vjp", "grad_fn", "args", "save", "nout", "kind",
                  "promote", "float_out", "doc", "nondiff", "number_edges", "scalar_args",
-                 "methods", "inplace", "functions", "cost", "decompose", "eager_native",
-                 "eager_rows", "eager_steps", "eager_kernel", "eager_min_elements", "eager_vjp",
+                 "methods", "inplace", "functions", "cost", "decompose", "decompose_dtypes",
+                 "eager_native", "eager_rows", "eager_steps", "eager_kernel",
+                 "eager_min_elements", "eager_vjp",
                  "native_host", "complex", "autocast", "broadcast_zero_grads", "vjp_reads")
 
     def __init__(self, name, impl, vjp=None, grad_fn=None, args=("self",), save=(),
                  nout=1, kind="other", promote=(), float_out=False, doc="", nondiff=(),
                  number_edges=False, scalar_args=(), methods=(), inplace=(), functions=(),
-                 cost=1, decompose=None, eager_native=False, eager_rows=False,
+                 cost=1, decompose=None, decompose_dtypes=("float32", "float64"),
+                 eager_native=False, eager_rows=False,
                  eager_steps=(), eager_kernel=None, eager_min_elements=None, eager_vjp=None,
                  native_host=False, complex=False, autocast=None, broadcast_zero_grads=False,
                  vjp_reads=None):
@@ -63,6 +65,10 @@ class OpDef:
         # decompose(node, emit) -> Value: the op as primitive ops (ir/decompose.py), lowered
         # to native code in its place
         self.decompose = decompose
+        # the dtypes at which decompose applies: arithmetic composites at the float ones
+        # (their primitives' rounding is float's); those that only move elements
+        # (constant_pad_nd) at every dtype native code holds
+        self.decompose_dtypes = decompose_dtypes
         # eagerly, a float tensor operand runs on the native kernel of the op's lowering
         # (codegen/eager_kernels.py) in place of impl: for ops NumPy has no kernel of its own
         # for (erf, sigmoid, GELU), whose impl takes many passes or an np.where
