@@ -196,3 +196,39 @@ def _structure(n, outline):
     if kind is list:
         return f"len({n}) == {len(children)}"
     return f"type({n}) is {_type_name(kind)} and len({n}) == {len(children)}"
+
+
+def _bare(outline):
+    """A structure outline without sharing()'s ids of the containers in it."""
+    if type(outline) is tuple and len(outline) == 2 and outline != APPENDED_TO and \
+            outline[0] is not None and not isinstance(outline[0], type):
+        return outline[0]
+    return outline
+
+
+def _key_text(k):
+    return k[1] if isinstance(k, tuple) else f"<{_type_name(k)}>"
+
+
+def first_change(n, was, now):
+    """The outermost container in which two structure outlines of n differ: (its path, its
+    outline then, now), a dict whose keys changed (their order too: `load_state_dict` puts
+    an optimiser group's 'params' last) or a list whose length did; (n, was, now) where the
+    difference is not below n (the sharing of its containers, a leaf become a container)."""
+    a, b = _bare(was), _bare(now)
+    if a == b or a is None or b is None or APPENDED_TO in (a, b) or a[0] is not b[0]:
+        return n, was, now
+    kind, (ca, cb) = a[0], (a[1], b[1])
+    if kind is dict:
+        if [k for k, _ in ca] != [k for k, _ in cb]:
+            return n, a, b
+        pairs = [(f"{n}[{k[1]!r}]" if isinstance(k, tuple) else f"{n}[{_key_text(k)}]", x, y)
+                 for (k, x), (_, y) in zip(ca, cb)]
+    elif len(ca) != len(cb):
+        return n, a, b
+    else:
+        pairs = [(f"{n}[{i}]", x, y) for i, (x, y) in enumerate(zip(ca, cb))]
+    for path, x, y in pairs:
+        if x != y:
+            return first_change(path, x, y)
+    return n, was, now

@@ -16,7 +16,7 @@ from ..ir.interpret import evaluate
 from ..ir.printer import _names
 from ..runtime.creation import default_generator
 from .guard_expressions import (Names, _is_tensor_item, _number, _split, _structure,
-                                _type_name, expression)
+                                _type_name, expression, first_change)
 from .guard_pairs import GONE, paired_items
 from .log import user_line
 
@@ -101,8 +101,9 @@ def _changed(raw, was, now, names):
         return expression(raw, was, names) + f" (now {now[0]}" + \
             (", inference mode" if now[1] else "") + ")", "grad mode changed"
     if kind == "structure":
-        return expression(raw, was, names) + f" (now: {_structure(n, now)})", \
-            f"{n}: structure changed"
+        where, a, b = first_change(n, was, now)     # (the container in it that changed)
+        return _structure(where, a) + f" (now: {_structure(where, b)})", \
+            f"{where}: structure changed"
     if isinstance(was, tuple) and len(was) == 2 and isinstance(now, tuple) and len(now) == 2:
         if was[0] == "object" or now[0] == "object":
             return expression(raw, was, names) + f" (now {expression(raw, now, names)})", \

@@ -97,6 +97,43 @@ def test_recompile_of_an_optimiser_value_reads_as_python(logs):
     assert "m.training == True (now False)" in h.text(), h.text()
 
 
+def test_recompile_after_a_structure_change_names_the_container_that_changed(logs):
+    # (opt.load_state_dict puts each group's 'params' key last, as PyTorch's: the reason
+    # names that group's keys, not `len(opt.param_groups) == 1 (now: ... == 1)`)
+    m = nn.Linear(3, 2)
+    opt = llgrad.optim.Adam(m.parameters(), lr=0.1)
+
+    @llgrad.compile
+    def step(x):
+        loss = m(x).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    x = llgrad.randn(5, 3)
+    step(x)
+    step(x)
+    h = logs("recompiles")
+    opt.load_state_dict(opt.state_dict())
+    step(x)
+    text = h.text()
+    assert "list(opt.param_groups[0].keys()) == ['params', 'lr'," in text, text
+    assert "(now: list(opt.param_groups[0].keys()) == ['lr'," in text, text
+    assert "[opt.param_groups[0]: structure changed]" in text, text
+    h.records.clear()
+    box = {"sizes": [1, 2]}
+
+    @llgrad.compile
+    def f(x):
+        return x * len(box["sizes"])
+
+    f(x)
+    box["sizes"].append(3)
+    f(x)
+    assert "len(box['sizes']) == 2 (now: len(box['sizes']) == 3)" in h.text(), h.text()
+
+
 def test_a_value_guard_recompile_says_where_the_value_was_read(logs):
     h = logs("recompiles")
 
