@@ -158,7 +158,7 @@ class CompiledFunction:
             with eager_builds.paused():     # (kernels for eager calls this one step needs not)
                 return self.fn(*args, **kwargs)
         snapshot = StateSnapshot([t for _, t in tensors], entered,
-                                 Slots(self.fn, args, kwargs).names)
+                                 Slots(self.fn, args, kwargs).names, self.fn)
         if (self.entries or self._not_kept) and log.enabled("recompiles"):
             log.emit("recompiles", "%s", why_retrace(self, key, guards, tensors, args, kwargs))
         self.n_traces += 1

@@ -30,7 +30,7 @@ from .eager_graph import eager_saved as _eager_saved, frees as _frees
 from .attr_writes import Slots
 from .guards import WALK_HOOKS, hooked
 from .guards_blind import blind_positions
-from . import external_io, symbolic_args
+from . import external_io, settings, symbolic_args
 from .output_notes import (dead as _dead, leaf_made_inside, leaf_order, reach_masks,
                            rebuild_notes as _rebuild_notes)
 from .log import short_loc, user_line
@@ -173,6 +173,7 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
     def body():
         before = [t._grad for _, t in tensors]
         storages = [t._storage for _, t in tensors]
+        mode = settings.grad_mode_now()
         hypers.trace_inputs(tensors)    # (the optimiser's lr: these inputs, hypers.py)
         trace_state.state.tracer.reused = True
         if WALK_HOOKS in dynamic:   # (the input leaves' hooks the call was guarded with)
@@ -190,6 +191,7 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
         entry.size_reads, entry.draws = tracer.size_reads, getattr(tracer, "py_draws", ())
         if tracer.broken:               # (a graph break the function caught itself)
             raise TraceError(tracer.broken)
+        state["left_mode"] = settings.swap_grad_mode(mode)     # (settings.py)
         leaves, tree = flatten(result, objects=made)
         tree, outs = with_constants(tree, leaves, is_constant)
         bad = next(((p, x) for p, x in leaves if not isinstance(x, (Tensor, ReturnedScalar))
@@ -321,6 +323,7 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
     except Exception as e:      # the user's own error, raised as eager raises it
         _add_note(e, _trace_note(name, tensors, e))
         raise
+    settings.swap_grad_mode(state.get("left_mode"))
     return graph, state
 
 

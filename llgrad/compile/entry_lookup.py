@@ -17,7 +17,7 @@ def entry_for(cf, args, kwargs, trace=True):
     entries = [e for e in cf._entries_for(key, n_own) or () if e is not EAGER]
     if not entries and trace:
         snapshot = StateSnapshot([t for _, t in tensors], entered,
-                                 Slots(cf.fn, args, kwargs).names)
+                                 Slots(cf.fn, args, kwargs).names, cf.fn)
         # (dump and explain want this call traced)
         cf._first_untraced, cf._fresh_unkept = True, False
         try:

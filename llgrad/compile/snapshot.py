@@ -21,7 +21,7 @@ from . import external_io
 from .class_state import slotted
 from .function_reads import captured_reads
 from .py_draws import explains
-from .settings import changed_setting, settings
+from .settings import changed_setting, restore_settings, saved_settings
 
 _GONE = object()
 _TENSOR_FIELDS = ("_data", "_storage", "_dtype", "_requires_grad", "_grad", "_grad_fn",
@@ -29,12 +29,13 @@ _TENSOR_FIELDS = ("_data", "_storage", "_dtype", "_requires_grad", "_grad", "_gr
 
 
 class StateSnapshot:
-    def __init__(self, tensors, containers, names=()):
+    def __init__(self, tensors, containers, names=(), fn=None):
         """tensors: [Tensor]; containers: objects, lists and dicts the guard walk entered;
         names: the closure cells and global names the call reads or binds, as
-        attr_writes.Slots.names (`nonlocal h` rebound by a trace that breaks is put back, or
-        the eager run that follows would start from the trace's value)."""
-        self.names = [(where, bound(where)) for where, *_ in names]
+        attr_writes.Slots.names, and those fn reads (`config.calls += 1` too): rebound by a
+        trace that breaks, put back, or the eager run after it starts from the trace's."""
+        self.names = [(where, bound(where)) for where, *_ in [*names, *(captured_reads(fn)[1]
+                      if fn is not None else ())] if where[0] in ("cell", "global")]
         # (with the bases of views: a write through a view gives its base a new grad_fn)
         seen = {id(t) for t in tensors}
         bases = [t._base for t in tensors if t._base is not None and id(t._base) not in seen
@@ -73,7 +74,7 @@ class StateSnapshot:
         self.rng = _state(default_generator)
         self.np_state = np.random.get_state()
         self.py_state = random.getstate()
-        self.settings = settings()
+        self.settings = saved_settings()     # (with nn's and optim's global hooks)
 
     def changed(self):
         """What the run changed since the snapshot (an input's data or autograd fields, a
@@ -144,7 +145,7 @@ class StateSnapshot:
         if foreign is not None:
             return f"the function draws from {foreign}, which a compiled call cannot " \
                 "replay (use llgrad's default generator)"
-        setting = changed_setting(self.settings)
+        setting = changed_setting(self.settings[0])
         if setting is not None:
             return f"the function changes llgrad's {setting} (a global setting), which a " \
                 "compiled call would not change"
@@ -220,6 +221,7 @@ class StateSnapshot:
         random.setstate(self.py_state)
         for g, state in self.generators:
             _set_state(g, state)
+        restore_settings(self.settings)     # (`set_grad_enabled(False)` left by the run)
 
 
 def _same_items(now, items):
