@@ -43,7 +43,7 @@ def build_lock(key):
 
 
 def lower(graph, *, blas=True, opt=True, clusters=True, release=(), share_sizes=False,
-          emitted=None, sibling=None):
+          emitted=None, sibling=None, text=None):
     """Compile graph to a Kernel (raises Unsupported when supports(graph) is False).
 
     emitted: called (no arguments) once the module is made, as LLVM starts on it in the
@@ -68,9 +68,12 @@ def lower(graph, *, blas=True, opt=True, clusters=True, release=(), share_sizes=
     module, optimisation and code generation. The plan the Kernel runs comes from the
     graph, or from the disk cache's entry for the traced graph's text and these options
     (prepared.py): a warm process neither simplifies nor plans; the code's key covers the
-    plan, so a hit runs exactly the code that plan describes."""
+    plan, so a hit runs exactly the code that plan describes.
+
+    text: str(graph), where the caller printed it already (printing a 1,000-op graph
+    takes ~20 ms)."""
     return _lower(graph, blas, opt, clusters, release, share_sizes, emitted or _nothing,
-                  sibling)
+                  sibling, text)
 
 
 def _nothing():
@@ -103,10 +106,10 @@ def _gc_paused():
                 gc.enable()
 
 
-def _lower(graph, blas, opt, clusters, release, share_sizes, emitted, sibling=None):
+def _lower(graph, blas, opt, clusters, release, share_sizes, emitted, sibling=None, text=None):
     traced = graph
     graph, plan, split, key, name, family = _prepare_cached(graph, blas, opt, clusters,
-                                                            release)
+                                                            release, text)
     also = (name + TAIL,) if split else ()
     bind = None
     with disk_only.held(build_lock(key)):   # one build per key, even from several threads
@@ -137,13 +140,13 @@ def _lower(graph, blas, opt, clusters, release, share_sizes, emitted, sibling=No
 
 
 @_gc_paused()
-def _prepare_cached(graph, blas, opt, clusters, release):
+def _prepare_cached(graph, blas, opt, clusters, release, text=None):
     """_prepare's tuple, from the disk cache where an earlier process made it
     (prepared.py)."""
     settings = (f"blas={blas and blas_available()};small_gemm={small_gemm_bound()};"
                 f"opt={opt};clusters={clusters};release={tuple(release)};"
                 f"concat={concat.ENABLED}")
-    pre = prepared.key_of(graph, settings)
+    pre = prepared.key_of(graph, settings, text)
     found = prepared.load(pre)
     if found is not None and not prepared.CHECK:
         return found

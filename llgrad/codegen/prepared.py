@@ -43,10 +43,11 @@ def _count(what):
         counts[what] += 1
 
 
-def key_of(graph, settings):
-    """The entry's key: the traced graph's text (its name too: the entry name is made from
-    it) and the options `settings` names."""
-    return keys.key_for(str(graph), f"prepared;name={graph.name};{settings}")
+def key_of(graph, settings, text=None):
+    """The entry's key: the traced graph's text (text: str(graph) if the caller has it; its
+    name too: the entry name is made from it) and the options `settings` names."""
+    return keys.key_for(str(graph) if text is None else text,
+                        f"prepared;name={graph.name};{settings}")
 
 
 def dumps(prepared, libraries):

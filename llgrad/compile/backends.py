@@ -125,7 +125,8 @@ class Native(Interpreter):
         try:
             kernel = entry.kernels[which] = lower(
                 getattr(entry, which), release=release, share_sizes=True, emitted=emitted,
-                sibling=sibling and (lambda: sibling(which)))
+                sibling=sibling and (lambda: sibling(which)),
+                text=background.graph_text(entry, which))
             with _count_lock:       # (the forward and backward build on two threads)
                 entry.llvm_builds += kernel.built_llvm
         except Unsupported as e:

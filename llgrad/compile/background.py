@@ -52,11 +52,20 @@ def _graphs(entry):
     return ("forward",) if entry.backward is None else ("forward", "backward")
 
 
+def graph_text(entry, which):
+    """entry's `which` graph as text, printed once: the hint's key and the key of its
+    prepared plan (codegen/prepared.py) are both made from it (~20 ms at 1,000 ops)."""
+    text = entry._cache_hints.get(("text", which))
+    if text is None:
+        text = entry._cache_hints[("text", which)] = str(getattr(entry, which))
+    return text
+
+
 def _hint(entry, which):
     name = entry._cache_hints.get(which)
     if name is None:
         from ..codegen.native.keys import key_for
-        name = entry._cache_hints[which] = key_for(str(getattr(entry, which)),
+        name = entry._cache_hints[which] = key_for(graph_text(entry, which),
                                                    "compiled before")
     return name
 
