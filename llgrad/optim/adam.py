@@ -11,7 +11,7 @@ from . import _eager_adam
 from ._flags import fused_dtype_check
 from ._state import real_views
 from .optimizer import (LrT, Optimizer, ParamsT, _addcdiv_, _as_number, _div, _for_loop_only,
-                        _get_value)
+                        _get_value, _made_once)
 
 
 class Adam(Optimizer):
@@ -89,15 +89,7 @@ class Adam(Optimizer):
             # (_eager_adam.py: the same ops, the same values and versions)
             plain = not group["differentiable"]
             loc = _eager_adam.where() if plain and _eager_adam.usable(group) else None
-            # a traced hyper-parameter's arithmetic (a 0-d tensor's ops), made once per group
-            # and dtype, not once per parameter: the same values, a fifth fewer traced ops
-            made = {}
-
-            def once(what, like, make):
-                key = (what, like.dtype)
-                if key not in made:
-                    made[key] = _as_number(make(), like)
-                return made[key]
+            once = _made_once()     # (a traced hyper-parameter's arithmetic, once per group)
             # the group's states made (and read) before any update, as PyTorch's _init_group:
             # amsgrad switched on after the first step raises its KeyError with nothing written
             for p in group["params"]:

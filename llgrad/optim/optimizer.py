@@ -105,6 +105,21 @@ def _as_number(x, like):
     return x
 
 
+def _made_once():
+    """once(what, like, make) -> _as_number(make(), like), made once per group and dtype:
+    a traced hyper-parameter's arithmetic (0-d tensor ops: 1 - beta1, the cast of lr to a
+    parameter's dtype) is the same for every parameter of a group, and a trace records
+    each op it makes (a fifth of an Adam step's ops were these)."""
+    made = {}
+
+    def once(what, like, make):
+        key = (what, like.dtype)
+        if key not in made:
+            made[key] = _as_number(make(), like)
+        return made[key]
+    return once
+
+
 def _add_scaled_(param, t, scale):
     """param.add_(t, alpha=scale); a tensor scale (a traced lr) as alpha too: one fused
     multiply-add, as the eager step with a number (t * scale, then +, rounds twice)."""

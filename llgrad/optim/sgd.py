@@ -4,7 +4,7 @@ from __future__ import annotations
 from ..runtime.grad_mode import enable_grad, no_grad
 from ..runtime.hypers import hyper, raw
 from . import _eager_sgd
-from .optimizer import LrT, Optimizer, ParamsT, _as_number, _check_lr, _for_loop_only
+from .optimizer import LrT, Optimizer, ParamsT, _check_lr, _for_loop_only, _made_once
 
 
 class SGD(Optimizer):
@@ -58,6 +58,7 @@ class SGD(Optimizer):
             into_grad = group["foreach"] is True and group["nesterov"] and \
                 weight_decay == 0 and not group["maximize"]
             fast = None if into_grad else _eager_sgd.settings(group)
+            once = _made_once()     # (a traced hyper-parameter's cast, once per group)
             loc = _eager_sgd.where() if fast is not None else None
             for p in group["params"]:
                 if p.grad is None:
@@ -73,11 +74,12 @@ class SGD(Optimizer):
                     if buf is None:
                         buf = state["momentum_buffer"] = grad.detach().clone()
                     else:
-                        buf.mul_(_as_number(momentum, buf)).add_(grad, alpha=1 - dampening)
+                        buf.mul_(once("momentum", buf, lambda: momentum)).add_(
+                            grad, alpha=1 - dampening)
                     if group["nesterov"]:
                         nesterov = grad.add_ if into_grad else grad.add
-                        grad = nesterov(buf, alpha=_as_number(momentum, buf))
+                        grad = nesterov(buf, alpha=once("momentum", buf, lambda: momentum))
                     else:
                         grad = buf
-                p.add_(grad, alpha=-_as_number(lr, p))
+                p.add_(grad, alpha=once("-lr", p, lambda: -lr))
         return loss
