@@ -101,10 +101,11 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         value = _repeat_heads(value, groups)
     L, S = query.size(-2), key.size(-2)
     scale_factor = 1.0 / math.sqrt(query.size(-1)) if scale is None else scale
-    half = query.dtype.name == "float16"
-    if half:    # PyTorch's CPU kernels compute half attention in float32, rounding once
+    half = query.dtype.name in ("float16", "bfloat16")
+    low = query.dtype
+    if half:    # PyTorch's CPU kernels compute half/bfloat16 attention in float32, rounding once
         query, key_acc, value_acc = query.float(), key.float(), value.float()
-        if attn_mask is not None and attn_mask.dtype.name == "float16":
+        if attn_mask is not None and attn_mask.dtype.name in ("float16", "bfloat16"):
             attn_mask = attn_mask.float()
     else:
         key_acc, value_acc = key, value
@@ -129,7 +130,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         attn = _dropout(attn, dropout_p)
     out = attn.matmul(value_acc)
     if half:
-        out = out.half()
+        out = out.to(low)
     if not flash:
         return out
     # PyTorch's CPU flash kernel: its own node, its output laid out as the query is
