@@ -302,3 +302,14 @@ def test_sdpa_compiled_training_step_matches_eager():
             q, k, v = self.qkv(x).reshape(3, 5, 2, 12).transpose(1, 2).chunk(3, -1)
             return F.scaled_dot_product_attention(q, k, v, is_causal=True)
     compiled_matches_eager(Heads, (llgrad.randn(3, 5, 8),))
+
+
+def test_sdpa_bfloat16_is_the_float32_result_rounded_once():
+    """As PyTorch's CPU kernels: half and bfloat16 attention computed in float32, the output
+    rounded once (bfloat16 rounded its scores, weights and products before)."""
+    rs = np.random.RandomState(3)
+    q, k, v = (llgrad.tensor(rs.randn(2, 5, 4).astype(np.float32)).bfloat16() for _ in range(3))
+    got = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    want = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=True)
+    assert got.dtype == llgrad.bfloat16
+    np.testing.assert_array_equal(got.float().numpy(), want.bfloat16().float().numpy())
