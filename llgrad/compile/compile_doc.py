@@ -70,7 +70,7 @@ Graph breaks and fullgraph
     step whose own backward runs through it, retained gradients are given back), aliasing
     inputs that fn writes, a draw from NumPy's or Python's random generator that compiled
     calls cannot make again (py_draws.py makes random.random() and the like), data-dependent
-    shapes such as unique_consecutive, a DistributedDataParallel forward, an iterator
+    shapes such as unique(dim=...), a DistributedDataParallel forward, an iterator
     the call reaches, globals() or os.environ read, a global setting fn leaves changed:
     set_grad_enabled, set_default_dtype, set_printoptions, set_num_threads), everything the
     traced run changed is put back and the call runs eagerly, with a warning once per reason

@@ -1,7 +1,8 @@
 """torch.histogram / histogramdd (NumPy-counted: inside llgrad.compile a call runs
-eagerly), torch.gradient (central differences as slices of the input: differentiable and
-traced), torch.binomial / torch.poisson (drawn from llgrad's generator, which is not
-PyTorch's stream), and the deprecated frobenius_norm / nuclear_norm."""
+eagerly, but histogram with a bin count and its range given is traced), torch.gradient
+(central differences as slices of the input: differentiable and traced), torch.binomial /
+torch.poisson (drawn from llgrad's generator, which is not PyTorch's stream), and the
+deprecated frobenius_norm / nuclear_norm."""
 import collections
 import numbers
 import warnings
@@ -14,6 +15,7 @@ from .creation import _state, linspace
 from .dtypes import float32, float64
 from .dispatch import scalar_type_name as tname
 from .functions import cat, export
+from .functions_search import searchsorted
 from .linalg import matrix_norm, vector_norm
 from .node_names import no_derivative, no_derivative_from, rename
 from .shapes import norm_dim, norm_dims
@@ -127,6 +129,13 @@ def histogram(input, bins=100, *, range=None, weight=None, density=False):  # no
     if not isinstance(bins, (numbers.Integral, Tensor)) or isinstance(bins, bool):
         raise TypeError(f"histogram() received an invalid combination of arguments - got "
                         f"(Tensor, {type(bins).__name__}), but expected one of:")
+    if trace_state.state.tracer is not None and range is not None and \
+            not isinstance(bins, Tensor) and input._dtype.is_floating_point and (
+                weight is None or weight._dtype is input._dtype and
+                tuple(weight._data.shape) == tuple(input._data.shape)):
+        hist, edges = _traced_histogram(input, bins, range, weight, density)
+        return _HISTOGRAM(no_derivative_from(hist, (input, weight), "histogram"),
+                          no_derivative_from(edges, (input, weight), "histogram"))
     hist, edges = _histogramdd(input.reshape(-1, 1), [bins], range,
                                None if weight is None else weight.reshape(-1), density,
                                "histogram")
@@ -140,6 +149,24 @@ def histogram(input, bins=100, *, range=None, weight=None, density=False):  # no
     grads = (input, weight)
     return _HISTOGRAM(no_derivative_from(hist, grads, "histogram"),
                       no_derivative_from(edges, grads, "histogram"))
+
+
+def _traced_histogram(input, bins, range_, weight, density):
+    """histogram inside llgrad.compile, a bin count over a given range (a confidence
+    histogram over [0, 1]): eager's edges; each element's bin by searchsorted on them as
+    NumPy's histogramdd finds it (the last edge itself in the last bin, elements outside
+    the range or NaN counted with weight 0), summed in float64 by index_add_."""
+    edges = _edges(np.empty((0, 1)), 0, bins, range_, input._dtype)    # (eager's checks)
+    x = input.reshape(-1)
+    keep = (x >= edges[0]) & (x <= edges[-1])
+    idx = (searchsorted(edges, x, right=True) - 1).clamp(0, bins - 1)
+    w = keep.to(float64) if weight is None else \
+        weight.reshape(-1).to(float64).where(keep, x.new_zeros((), dtype=float64))
+    hist = x.new_zeros((bins,), dtype=float64).index_add_(0, idx, w)
+    if density:
+        e = edges.to(float64)
+        hist = hist / (hist.sum() * (e[1:] - e[:-1]))
+    return hist.to(input._dtype), edges
 
 
 @values_read
