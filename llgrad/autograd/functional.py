@@ -38,6 +38,21 @@ def _call(transform, func, inputs, create_graph):
     return _detach(transform(func, tuple(range(len(inputs))))(*inputs), create_graph)
 
 
+def _forward_mode_checks(inputs, create_graph, strict, vectorize):
+    """PyTorch's refusals of a forward-mode jacobian (a hessian's outer one too), in its
+    order: create_graph, strict, the inputs, vectorize=False."""
+    for flag, name, error in ((create_graph, "create_graph", NotImplementedError),
+                              (strict, "strict", RuntimeError)):
+        if flag:
+            raise error(f"torch.autograd.functional.jacobian: `{name}=True` and `strategy="
+                        f'"forward-mode"` are not supported together (yet). Please either '
+                        f'set `{name}=False` or `strategy="reverse-mode"`.')
+    _as_tuple(inputs, "inputs", "jacobian")
+    if not vectorize:
+        raise NotImplementedError("Computing Jacobian using forward-AD or forward-over-reverse "
+                                  "Hessian isonly implemented for `vectorize=True`.")
+
+
 def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
              strategy="reverse-mode"):
     """As torch.autograd.functional.jacobian. Reverse mode runs func once on inputs made
@@ -49,22 +64,9 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
                              "Hint: If your function has more outputs than inputs, "
                              '"forward-mode" tends to be more performant. Otherwise, prefer to '
                              'use "reverse-mode".')
-    if strategy == "forward-mode" and not vectorize:
-        raise NotImplementedError("Computing Jacobian using forward-AD or forward-over-reverse "
-                                  "Hessian isonly implemented for `vectorize=True`.")
-    _as_tuple(inputs, "inputs", "jacobian")
     if strategy == "forward-mode":
         # (PyTorch runs forward AD under vmap there; llgrad.func's jacrev gives its numbers)
-        if strict:
-            raise RuntimeError("torch.autograd.functional.jacobian: `strict=True` and "
-                               '`strategy="forward-mode"` are not supported together (yet). '
-                               "Please either set `strict=False` or "
-                               '`strategy="reverse-mode"`.')
-        if create_graph:
-            raise NotImplementedError("torch.autograd.functional.jacobian: `create_graph=True` "
-                                      'and `strategy="forward-mode"` are not supported together '
-                                      "(yet). Please either set `create_graph=False` or "
-                                      '`strategy="reverse-mode"`.')
+        _forward_mode_checks(inputs, create_graph, strict, vectorize)
         jac = _call(_jacrev, _checked(func, "jacobian"), inputs, create_graph)
         return jac if isinstance(inputs, Tensor) else _as_lists(jac)
     single_in, xs = _as_tuple(inputs, "inputs", "jacobian")
@@ -152,17 +154,16 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,
             outer_jacobian_strategy="reverse-mode"):
     """As torch.autograd.functional.hessian (func returns a one-element tensor): the
     jacobian of func's jacobian (taken with create_graph), as PyTorch computes it."""
-    if outer_jacobian_strategy == "forward-mode" and not vectorize:
-        raise NotImplementedError("Computing Jacobian using forward-AD or forward-over-reverse "
-                                  "Hessian isonly implemented for `vectorize=True`.")
-
     _as_tuple(inputs, "inputs", "hessian")
+    if outer_jacobian_strategy not in ("forward-mode", "reverse-mode"):
+        raise AssertionError('Expected strategy to be either "forward-mode" or "reverse-mode".')
 
     def single(*args):
         out = func(*args)
         _single_element(out, "hessian")
         return out.squeeze()
     if outer_jacobian_strategy == "forward-mode":
+        _forward_mode_checks(inputs, create_graph, strict, vectorize)    # (the outer jacobian's)
         hess = _call(_hessian, single, inputs, create_graph)
         return hess if isinstance(inputs, Tensor) else _as_lists(hess)
     single_in, _ = _as_tuple(inputs, "inputs", "hessian")

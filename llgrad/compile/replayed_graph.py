@@ -8,6 +8,7 @@ eager's frees its forward's. Eager's later backward from an output whose graph l
 through a freed node raises ('Trying to backward through the graph a second time'); so the
 compiled call's node notes, per output, the replay's nodes behind it that saved values, and
 raises where one of them was freed (freed)."""
+from ..runtime import backward_run
 from ..runtime.node import _sequence
 from ..runtime.saved_tensor import FREED_SLOT
 from ..runtime.tensor import Tensor
@@ -45,10 +46,15 @@ def _saving_nodes(t, start):
 
 def freed(node, given):
     """Whether a backward from the outputs in mask `given` leads through a node of a replay
-    noted on node that a backward without retain_graph freed (eager would raise)."""
+    noted on node that an earlier backward without retain_graph freed (eager would raise).
+    One this backward freed is not: a second-order gradient's graph leads through both the
+    replay's nodes and node (the first-order gradient of an output made from it: `2 * y`
+    of y ** 2), where eager's leads through its forward's nodes once (a hessian-vector
+    product)."""
+    now = backward_run.current.now
     for per_output in node._replayed:
         for j, nodes in enumerate(per_output):
-            if given >> j & 1 and any(getattr(n, "_freed", False) and any(
+            if given >> j & 1 and any(getattr(n, "_freed", False) not in (False, now) and any(
                     v is FREED_SLOT for v in n._saved.values()) for n in nodes):
                 return True
     return False

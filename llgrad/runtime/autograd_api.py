@@ -7,7 +7,7 @@ import warnings
 from collections import namedtuple
 from typing import TYPE_CHECKING
 
-from . import dispatch, trace_state
+from . import backward_run, dispatch, trace_state
 from .autocast_cast import suspended as autocast_suspended
 from .creation import zeros_like
 from .engine import run_backward
@@ -55,6 +55,8 @@ def queue_callback(fn):
 def _run(partial, *args):
     task = [next(_task_ids), partial, []]
     _tasks.running.append(task)
+    run = backward_run.current
+    prev, run.now = run.now, backward_run.next_number()    # (what it releases notes it)
     try:
         with autocast_suspended():          # (PyTorch's backward runs without autocast)
             res = run_backward(*args)
@@ -63,6 +65,7 @@ def _run(partial, *args):
         return res
     finally:
         _tasks.running.pop()
+        run.now = prev
 
 
 GradientEdge = namedtuple("GradientEdge", ["node", "output_nr"])

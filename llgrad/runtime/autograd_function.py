@@ -225,7 +225,8 @@ class Function(metaclass=FunctionMeta):
         if top is not None:
             top.functions = getattr(top, "functions", frozenset()) | {cls}    # (a loop: once)
         ctx = cls._backward_cls()
-        tensor_args = [a if isinstance(a, Tensor) else None for a in args]
+        inputs = _inputs(cls, args, kwargs) if kwargs else args
+        tensor_args = [a if isinstance(a, Tensor) else None for a in inputs]
         ctx.needs_input_grad = tuple(a is not None and a.requires_grad for a in tensor_args)
         with grad_mode.no_grad(), _PrimalsOnly():
             if uses_setup:
@@ -284,6 +285,21 @@ class Function(metaclass=FunctionMeta):
             dispatch.forward_ad.function(cls, ctx, args, results)
         ctx.saved_for_forward = None            # (for jvp only; backward sees its own)
         return results[0] if single else tuple(results)
+
+
+def _inputs(cls, args, kwargs):
+    """The inputs of a forward taking ctx called with keyword arguments, as PyTorch's
+    apply counts them (needs_input_grad, the gradients backward returns): the arguments
+    bound to forward's parameters, in their order, defaults left out (a tensor passed by
+    keyword gets a gradient)."""
+    try:
+        bound = _signature(cls)[0].bind(None, *args, **kwargs)
+    except TypeError:           # (forward's own call raises)
+        return tuple(args) + tuple(kwargs.values())
+    params, P = bound.signature.parameters, inspect.Parameter
+    return tuple(x for name, v in list(bound.arguments.items())[1:] for x in (
+        v if params[name].kind is P.VAR_POSITIONAL else
+        v.values() if params[name].kind is P.VAR_KEYWORD else (v,)))
 
 
 def _signature(cls):

@@ -13,7 +13,7 @@ import weakref
 
 import numpy as np
 
-from . import grad_mode, trace_state
+from . import backward_run, grad_mode, trace_state
 from ..ir.bfloat16 import round_to
 from .dispatch_bf16 import vjp_in_float32
 from .dtypes import bfloat16
@@ -138,7 +138,7 @@ class OpNode(Node):
 
     # --- running -------------------------------------------------------------------------
     def release(self):
-        self._freed = True
+        self._freed = backward_run.current.now     # (which backward freed it)
         saved = self._saved
         if saved is _NOTHING_SAVED:     # (most nodes: nothing to free)
             return
