@@ -122,6 +122,7 @@ def _compiled_and_eager(exact):
     for _ in range(2):
         lm.zero_grad()
         lc = step(llgrad.tensor(x))
+        step.wait()     # (the second call runs native code in the background mode too)
         lc.backward()
         check(lc.item(), ll.item())
         for n, p in lm.named_parameters():
