@@ -11,10 +11,11 @@ import warnings
 import numpy as np
 
 from . import dtypes, trace_state
-from .creation import _finish, arange, ones_like, zeros
+from .creation import _finish, ones_like, zeros
 from .device import check as check_device
 from .dispatch import scalar_type_name as tname
 from .functions import export
+from .methods_sort import traced_runs
 from .node import grad_enabled
 from .node_names import failing_node, no_derivative, no_derivative_from
 from .shapes import norm_dim
@@ -143,7 +144,8 @@ def unique_consecutive(input, return_inverse=False, return_counts=False, dim=Non
     (return_inverse) and the runs' lengths (return_counts)."""
     if trace_state.state.tracer is not None and dim is None and input._data.size and not (
             input.requires_grad and grad_enabled()):
-        return _traced_unique_consecutive(input, return_inverse, return_counts)
+        # (its runs as unique's, without the sort)
+        return traced_runs(input.reshape(-1), input._data.shape, return_inverse, return_counts)
     _untraceable("unique_consecutive (its length depends on the values)")
     x = input._data
     if dim is None:
@@ -175,27 +177,6 @@ def unique_consecutive(input, return_inverse=False, return_counts=False, dim=Non
         starts = np.flatnonzero(new)
         result.append(_new(np.diff(np.append(starts, new.shape[0])), dtypes.int64))
     return result[0] if len(result) == 1 else tuple(result)
-
-
-def _traced_unique_consecutive(input, return_inverse, return_counts):
-    """unique_consecutive (dim None) inside llgrad.compile, as unique's trace without its
-    sort: a run starts wherever an element differs from the one before it (each NaN its own
-    run, as eager's), the runs' first elements by bool-mask indexing (their count a guard of
-    the trace); the inverse is each element's run number, the counts the gaps between run
-    starts."""
-    flat = input.reshape(-1)
-    n = flat._data.size
-    first = ones_like(flat, dtype=dtypes.bool_)
-    if n > 1:
-        first[1:] = flat[1:] != flat[:-1]
-    out = [flat[first]]
-    if return_inverse:
-        out.append((first.cumsum(0) - 1).reshape(input._data.shape))
-    if return_counts:
-        starts = arange(n)[first]
-        ends = starts[1:]._op("cat", starts.new_full((1,), n), dim=0)
-        out.append(ends - starts)
-    return out[0] if len(out) == 1 else tuple(out)
 
 
 def range(start, end, step=1, *, out=None, dtype=None, layout=None, device=None,  # noqa: A001

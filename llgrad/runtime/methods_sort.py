@@ -356,23 +356,30 @@ def unique(self, sorted=True, return_inverse=False, return_counts=False, dim=Non
 
 
 def _unique_traced(self, return_inverse, return_counts):
-    """unique while tracing: the sorted values, a run starting wherever a value differs from
-    the one before it (each NaN its own run, sorted last, as eager's), the runs' first
-    values by bool-mask indexing (their count a guard of the trace); the inverse is each
-    run's number written back through the sort's order, the counts the gaps between run
-    starts."""
-    flat = self.reshape(-1)
+    """unique while tracing: the runs of the sorted values (each NaN its own run, sorted
+    last, as eager's), the inverse written back through the sort's order."""
     # (stable: nothing here depends on the order among ties, and a stable sort runs native,
     # where torch's tie order is replayed on the host)
-    vals, order = flat.sort(stable=True)
-    n = flat._data.size
+    vals, order = self.reshape(-1).sort(stable=True)
+    return traced_runs(vals, self._data.shape, return_inverse, return_counts, order)
+
+
+def traced_runs(vals, shape, return_inverse, return_counts, order=None):
+    """The runs of equal neighbours of vals (1-d, not empty) while tracing (unique's after
+    its sort, unique_consecutive's): a run starts where a value differs from the one before
+    (each NaN its own run), the runs' first values by bool-mask indexing (their count a guard
+    of the trace); the inverse is each element's run number (put back through `order`, a
+    sort's, where given) in `shape`, the counts the gaps between run starts."""
+    n = vals._data.size
     first = vals.new_ones((n,), dtype=dtypes.bool_)
     if n > 1:
         first[1:] = vals[1:] != vals[:-1]
     out = [vals[first]]
     if return_inverse:
         run = first.cumsum(0) - 1
-        out.append(run.new_zeros((n,)).scatter(0, order, run).reshape(self._data.shape))
+        if order is not None:
+            run = run.new_zeros((n,)).scatter(0, order, run)
+        out.append(run.reshape(shape))
     if return_counts:
         starts = arange(n)[first]
         ends = starts[1:]._op("cat", starts.new_full((1,), n), dim=0)
