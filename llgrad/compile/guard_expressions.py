@@ -206,10 +206,6 @@ def _bare(outline):
     return outline
 
 
-def _key_text(k):
-    return k[1] if isinstance(k, tuple) else f"<{_type_name(k)}>"
-
-
 def first_change(n, was, now):
     """The outermost container in which two structure outlines of n differ: (its path, its
     outline then, now), a dict whose keys changed (their order too: `load_state_dict` puts
@@ -222,7 +218,7 @@ def first_change(n, was, now):
     if kind is dict:
         if [k for k, _ in ca] != [k for k, _ in cb]:
             return n, a, b
-        pairs = [(f"{n}[{k[1]!r}]" if isinstance(k, tuple) else f"{n}[{_key_text(k)}]", x, y)
+        pairs = [(f"{n}[{k[1]!r}]" if isinstance(k, tuple) else f"{n}[<{_type_name(k)}>]", x, y)
                  for (k, x), (_, y) in zip(ca, cb)]
     elif len(ca) != len(cb):
         return n, a, b

@@ -37,12 +37,12 @@ def restore_settings(saved):
     """Put back what saved_settings() saved. (The thread count is left: only
     set_num_threads sets it.)"""
     (grad, inference, dtype, printing, _, anomalous, determ, precision), inf_grad, hooks = saved
-    st, s = grad_mode.state, functions_settings._Settings
-    st.grad_enabled, st.inference, st.inference_grad = grad, inference, inf_grad
+    swap_grad_mode((grad, inference, inf_grad))
     set_default_float(dtype)
     (formatting.PRECISION, formatting.THRESHOLD, formatting.EDGEITEMS, formatting.LINEWIDTH,
      formatting.SCI_MODE) = printing
     anomaly._state.update(zip(anomaly._state, anomalous))
+    s = functions_settings._Settings
     (s.deterministic, s.deterministic_warn_only), s.matmul_precision = determ, precision
     for d, items in hooks:
         if d != items or list(d) != list(items):

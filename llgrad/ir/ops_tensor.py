@@ -153,7 +153,8 @@ def _cumprod_vjp(c, g):
                 return (_omitted_products_grad(x, g, d),)
         else:
             has_zero = (x == 0).any(d, keepdim=True)
-            return (_omitted_products_grad(x, g, d).where(has_zero, _first_order(x, g, c.result, d)),)
+            return (_omitted_products_grad(x, g, d).where(has_zero,
+                                                          _first_order(x, g, c.result, d)),)
     return (_first_order(x, g, c.result, d),)
 
 
