@@ -310,6 +310,8 @@ def _nll_vjp(c, g):
         t = t.reshape(1)
     keep = t != c.ignore_index
     safe = t.where(keep, 0)
+    if safe.dtype.name == "uint8":      # (Byte targets: scatter / index_select take int64)
+        safe = safe.long()
     wt = (w.index_select(0, safe.reshape(-1)).reshape(safe.shape) if w is not None
           else keep.to(x.dtype)) * keep
     if c.reduction == "mean":

@@ -286,6 +286,8 @@ def _check_target(target, input=None, weight=None):
     if target._dtype.name not in ("int64", "uint8"):
         raise RuntimeError("expected target dtype to be Long or Byte, but got "
                            + _NAMES.get(target._dtype.name, target._dtype.name))
+    if input is not None and input.dim() > 2 and target._dtype.name == "uint8":
+        raise RuntimeError("expected scalar type Long but found Byte")     # (nll_loss2d's)
     if weight is not None and weight._dtype is not input._dtype:
         raise RuntimeError(f"expected scalar type {_NAMES.get(input._dtype.name)} but found "
                            f"{_NAMES.get(weight._dtype.name)}")
