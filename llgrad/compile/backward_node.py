@@ -252,7 +252,10 @@ class CompiledFunctionBackward(Node):
                     self._frees_all(given | self._freed):
                 self._saved = None
             for g, (shape, dt) in zip(grads, layout.out_meta):
-                feeds.append(g._data if g is not None else np.zeros(shape, dt.np))
+                # (a gradient given in another dtype, y.backward(long or float64 ones), is
+                # cast to its output's, as eager's nodes and PyTorch's engine take it)
+                a = g._data if g is not None else np.zeros(shape, dt.np)
+                feeds.append(a if a.dtype == dt.np else a.astype(dt.np))
             run = self.entry._backward_run or backward_run(self.entry)
             outs = fresh_tensors(run(feeds))
             if partial and (trace_state.state.tracer is not None or not _finite(outs)):
