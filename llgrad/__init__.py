@@ -30,6 +30,7 @@ from .runtime.dtype_info import finfo, iinfo  # noqa: F401,E402
 from .runtime.dtypes import get_default_dtype, set_default_dtype  # noqa: F401,E402
 from . import autograd, ir, linalg, nn, optim  # noqa: F401,E402
 from . import special  # noqa: F401,E402 (torch.special)
+from . import signal  # noqa: F401,E402 (torch.signal.windows)
 from . import fft  # noqa: F401,E402 (torch.fft)
 from .fft import istft, stft  # noqa: F401,E402
 from . import sparse  # noqa: F401,E402 (torch.sparse)
