@@ -3,6 +3,9 @@ differentiable. Both are accepted by the constructor, as PyTorch's; the step ref
 them as PyTorch's does on CPU (capturable needs a CUDA-like device; a differentiable step
 updates leaf parameters that require grad in place, under autograd). A differentiable
 step whose parameters do not require grad is the plain step, so it runs."""
+from ..runtime.creation import full_like, ones, zeros_like
+from ..runtime.tensor import Tensor
+from ._state import new_step
 
 _DEVICES = ['cuda', 'xpu', 'hpu', 'privateuseone']
 _STEPS = "params and state_steps"
@@ -19,6 +22,34 @@ _CAPTURABLE = {
     "ASGD": (("params, mus, etas, and state_steps", True),
              ("params, mus, etas, and state_steps", False)),
 }
+
+
+def _capturable_state(name, group, p):
+    """The state PyTorch's _init_group makes for p before its capturable step refuses the
+    CPU (a step 0, zero moments: what a later step, state_dict or load reads)."""
+    state = {"step": new_step()}
+    if name == "NAdam":
+        state["mu_product"] = new_step(1.0)
+    if name == "ASGD":
+        lr = group["lr"]
+        state["eta"] = lr.detach().clone().float() if hasattr(lr, "detach") else new_step(lr)
+        state["mu"] = ones(())
+    keys = {"Adam": ("exp_avg", "exp_avg_sq"), "NAdam": ("exp_avg", "exp_avg_sq"),
+            "RAdam": ("exp_avg", "exp_avg_sq"), "Adamax": ("exp_avg", "exp_inf"),
+            "Adadelta": ("square_avg", "acc_delta"), "ASGD": ("ax",), "Rprop": ("prev",),
+            "RMSprop": ("square_avg",)}[name]
+    if name == "Adam" and group.get("amsgrad"):
+        keys += ("max_exp_avg_sq",)
+    if name == "RMSprop":
+        keys += (("momentum_buffer",) if group["momentum"] > 0 else ()) + \
+            (("grad_avg",) if group["centered"] else ())
+    for k in keys:
+        state[k] = zeros_like(p)
+    if name == "Rprop":
+        lr0 = group["lr"]
+        lr0 = lr0.squeeze() if isinstance(lr0, Tensor) else lr0     # (optimizer._to_scalar)
+        state["step_size"] = full_like(p.grad, complex(lr0, lr0) if p.is_complex() else lr0)
+    return state
 
 
 def _torch_class(opt):
@@ -75,6 +106,9 @@ def check_step_flags(opt, groups=None):
         if not with_grad:
             continue
         if group.get("capturable") and name in _CAPTURABLE:
+            for p in with_grad:     # (PyTorch's _init_group runs before its check)
+                if len(opt.state[p]) == 0:
+                    opt.state[p].update(_capturable_state(name, group, p))
             names, xla = _CAPTURABLE[name][1 if group.get("foreach") else 0]
             devices = _DEVICES + ["xla"] if xla else _DEVICES
             raise AssertionError(f"If capturable=True, {names} must be on supported devices: "

@@ -289,11 +289,16 @@ class Optimizer(OptimizerHooks):
         run_hooks(self, "_optimizer_state_dict_pre_hooks")
         index = {}
         groups = []
+        start = 0
         for group in self.param_groups:
-            for p in group["params"]:
-                index.setdefault(id(p), len(index))
+            # (PyTorch's numbering: a group's k-th parameter is start + k, a parameter
+            # listed twice in one group takes its last position; the next group starts
+            # after all of them)
+            index.update({id(p): i for i, p in enumerate(group["params"], start)
+                          if id(p) not in index})
             packed = {k: v for k, v in group.items() if k != "params"}
             packed["params"] = [index[id(p)] for p in group["params"]]
+            start += len(packed["params"])
             groups.append(packed)
         state = {index[id(k)] if isinstance(k, Tensor) else k: v for k, v in self.state.items()}
         return run_hooks(self, "_optimizer_state_dict_post_hooks",

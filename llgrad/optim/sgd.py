@@ -60,10 +60,15 @@ class SGD(Optimizer):
             fast = None if into_grad else _eager_sgd.settings(group)
             once = _made_once()     # (a traced hyper-parameter's cast, once per group)
             loc = _eager_sgd.where() if fast is not None else None
+            # (a parameter listed twice whose buffer this step made: PyTorch read every
+            # buffer before the updates, so its later entry makes a buffer of its own too,
+            # the last one kept)
+            made = set()
             for p in group["params"]:
                 if p.grad is None:
                     continue
-                if loc is not None and _eager_sgd.update(p, self.state, fast, loc):
+                if loc is not None and id(p) not in made and \
+                        _eager_sgd.update(p, self.state, fast, loc):
                     continue
                 grad = -p.grad if group["maximize"] else p.grad
                 if weight_decay != 0:
@@ -71,8 +76,9 @@ class SGD(Optimizer):
                 if raw(group, "momentum") != 0:     # (zero or not: in the guard key)
                     state = self.state[p]
                     buf = state.get("momentum_buffer")
-                    if buf is None:
+                    if buf is None or id(p) in made:
                         buf = state["momentum_buffer"] = grad.detach().clone()
+                        made.add(id(p))
                     else:
                         buf.mul_(once("momentum", buf, lambda: momentum)).add_(
                             grad, alpha=1 - dampening)
