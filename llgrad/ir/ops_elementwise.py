@@ -60,10 +60,14 @@ def _half_in_float(fn):
 
 
 def _half_scalars(fn):
-    """mul / div of a float16 array by a Python number: PyTorch keeps the number in float32
+    """mul / div of a float16 array by a Python number (or a 0-d array of another dtype):
+    PyTorch keeps the number in float32
     (its opmath type) and rounds once, where NumPy rounds the number to float16 first. (An
     operand of float32 or float64 never makes float16: those calls skip np.result_type.)"""
     def impl(a, b):
+        if type(b) is np.ndarray and not b.ndim and b.dtype != np.float16 and \
+                getattr(a, "dtype", None) == np.float16:
+            b = b.item()        # (a 0-d tensor left uncast: shape_rules.keeps_number)
         if (type(a) in _NUMBER or type(b) in _NUMBER) and getattr(
                 b if type(a) in _NUMBER else a, "dtype", None) not in _WIDE_FLOATS and \
                 np.result_type(a, b) == np.float16:

@@ -111,7 +111,20 @@ def operand_casts(op, in_types):
         return ()
     pos = range(len(in_types)) if op.promote == "all" else op.promote
     return tuple((k, res) for k in pos if k < len(in_types)
-                 and isinstance(in_types[k], TensorType) and in_types[k].dtype != res)
+                 and isinstance(in_types[k], TensorType) and in_types[k].dtype != res
+                 and not keeps_number(op, k, res, in_types[k].dtype, in_types[k].shape))
+
+
+_HALF_NUMBER_OPS = frozenset(("mul", "div"))
+
+
+def keeps_number(op, k, res, dtype, shape):
+    """Whether operand k (of dtype and shape) of op stays uncast although the op promotes to
+    res: a 0-d tensor as mul's or div's second operand where the result is float16, which
+    PyTorch's CPU kernel reads as its own value in float32, its opmath type (1.1, not the
+    float16 1.0996); the impl takes it as a number (ops_elementwise.py _half_scalars)."""
+    return (k == 1 and not shape and str(res) == "float16" and op.name in _HALF_NUMBER_OPS
+            and np.dtype(dtype).kind in "biuf")
 
 
 def promote_operands(op, in_types, arrays):

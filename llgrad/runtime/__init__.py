@@ -3,7 +3,8 @@ autograd.Function, gradcheck."""
 from . import methods, methods_reduce, methods_views, methods_getitem, methods_setitem  # noqa: F401
 from . import methods_index  # noqa: F401
 from . import tensor_autograd  # noqa: F401  (grad_fn, .grad, hooks, backward)
-from . import methods_tensor, methods_sort, methods_random, linalg, functions_tensor  # noqa: F401
+from . import methods_tensor, methods_sort, methods_scatter, methods_random, linalg  # noqa: F401
+from . import functions_tensor  # noqa: F401
 from . import legacy_types, inplace_views  # noqa: F401  (llgrad.Tensor(data), x.unsqueeze_(d))
 from . import methods_layout  # noqa: F401  (storage_offset(), data_ptr(), _version)
 from . import functions_division  # noqa: F401  (fmod, remainder, floor_divide, rsub)

@@ -126,6 +126,10 @@ def put(input, index, source, accumulate=False):
                          f"elements, but got source.numel() = {source._data.size}, "
                          f"index.numel() = {index._data.size}")
     n = input._data.size
+    bad = index._data[(index._data >= n) | (index._data < -n)]
+    if bad.size:    # (checked before the wrap below: -n - 1 would become -1, a valid index)
+        raise IndexError(f"out of range: tried to access index {int(bad.flat[0])} on a tensor "
+                         f"of {n} elements.")
     idx = index.reshape(-1)
     idx = idx + (idx < 0).long() * n
     flat = call(OPS["index_put"], (input.reshape(-1), source.reshape(-1), idx),

@@ -65,7 +65,17 @@ def tensordot(a, b, dims=2, out=None):
             raise RuntimeError(f"tensordot expects dims >= 0, but got dims={dims}")
         da, db = list(range(-dims, 0)), list(range(dims))
     else:
-        da, db = ([d] if isinstance(d, int) else list(d) for d in dims)
+        if not isinstance(dims, (tuple, list)):
+            raise RuntimeError("tensordot expects dims to be int or tuple[list[int], list[int]] "
+                               f"or list[list[int]] containing two lists, but got dims={dims}")
+        if len(dims) != 2:              # (PyTorch unpacks dims_a, dims_b = dims)
+            raise ValueError(f"{'not enough' if len(dims) < 2 else 'too many'} values to "
+                             f"unpack (expected 2{f', got {len(dims)}' if len(dims) < 2 else ''})")
+        for k, d in enumerate(dims):    # (PyTorch's binding takes two lists, not ints)
+            if isinstance(d, int):
+                raise TypeError(f"tensordot(): argument '{('dims_self', 'dims_other')[k]}' "
+                                f"(position {k + 3}) must be tuple of ints, not int")
+        da, db = (list(d) for d in dims)
     if len(da) != len(db):
         raise RuntimeError("both dimension lists should have same length")
     if a._dtype is not b._dtype:

@@ -21,6 +21,7 @@ from .functions import _method_fn, where
 from .math_operands import _in_double, as_type, float_type, floating, tensor_input
 from .tensor import Tensor
 from ..ir import OPS
+from .nansum_grad import nan_to_num_grad
 from .node_names import no_derivative_from, torch_node
 
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
@@ -193,10 +194,12 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
     if not input._dtype.is_floating_point:
         return input.clone()
     fi = finfo(input._dtype)
-    # (by where, which keeps input's layout as PyTorch's kernel does; masked_fill does not)
-    out = where(input.isnan(), nan, input)
-    out = where(input == math.inf, fi.max if posinf is None else posinf, out)
-    return where(input == -math.inf, fi.min if neginf is None else neginf, out)
+
+    def fill(x):    # (by where, which keeps x's layout as PyTorch's kernel does; masked_fill not)
+        out = where(x.isnan(), nan, x)
+        out = where(x == math.inf, fi.max if posinf is None else posinf, out)
+        return where(x == -math.inf, fi.min if neginf is None else neginf, out)
+    return nan_to_num_grad(input, fill)     # (the gradient grad * isfinite(input), as PyTorch's)
 
 
 def signbit(input):

@@ -5,7 +5,7 @@ from . import dtypes
 from .dispatch import call, scalar_type_name
 from .inplace import call_inplace
 from .methods_reduce import _def
-from .methods_sort import _check_index
+from .methods_scatter import _check_index
 from .creation_checks import fill_value_fits
 from .numpy_scalars import python_number
 from .shapes import broadcast_shapes, check_index_bounds, norm_dim

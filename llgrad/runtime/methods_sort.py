@@ -1,4 +1,5 @@
-"""sort, argsort, topk, scatter, scatter_reduce (ops of llgrad/ir/ops_sort.py), and the
+"""sort, argsort, topk (ops of llgrad/ir/ops_sort.py; scatter and scatter_reduce are
+methods_scatter.py's), and the
 methods whose result's shape depends on the values: masked_select, nonzero, argwhere and
 unique. Eagerly they run here on the tensors' data (masked_select is differentiable,
 MaskedSelectBackward0, through an op kept out of the table: the table's ops are the ones a
@@ -7,22 +8,19 @@ indexing, whose count the trace guards; masked_scatter is a gather at the mask's
 count (the count fitting in the source a guard); unique along a dim makes the call run
 eagerly (with the usual warning)."""
 import functools
-import warnings
 
 import numpy as np
 
-from ..ir import OPS
 from ..ir.optable import OpDef, method_doc
 from . import dtypes, trace_state
 from .dispatch import call, scalar_type_name
 from .inplace import call_inplace
 from .creation import arange
-from .creation_checks import fill_value_fits
 from .functions import _method_fn, stack
 from .return_types import named_result
 from .node import grad_enabled
-from .node_names import failing_node, no_derivative
-from .shapes import broadcast_shapes, check_index_bounds, norm_dim
+from .node_names import failing_node
+from .shapes import broadcast_shapes, norm_dim
 from .tensor import Tensor
 from .vmap_fallback import per_sample, per_sample_inplace
 
@@ -92,85 +90,6 @@ def topk(self, k, dim=-1, largest=True, sorted=True):
         raise RuntimeError("selected index k out of range")
     return return_topk(*self._op("topk", k=int(k), dim=d, largest=bool(largest),
                                  sorted=bool(sorted)))
-
-
-# ---- scatter ------------------------------------------------------------------------------------
-
-def _check_index(self, dim, index, src, what):
-    if not isinstance(index, Tensor) or index._dtype.name not in ("int64", "int32"):
-        raise RuntimeError("scatter(): Expected dtype int32/int64 for index")  # (all three)
-    d = norm_dim(dim, self._data.ndim)
-    if max(index._data.ndim, 1) != max(self._data.ndim, 1) and index._data.size:  # (0-d: 1-d)
-        raise RuntimeError("Index tensor must have the same number of dimensions as self tensor")
-    check_index_bounds(index, self._data.shape[d] if self._data.ndim else 1, d)
-    if isinstance(src, Tensor):
-        if src._dtype is not self._dtype:
-            raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
-        ish, sh, ssh = index._data.shape, self._data.shape, src._data.shape
-        if max(len(ssh), 1) != max(len(ish), 1) and index._data.size:
-            raise RuntimeError("Index tensor must have the same number of dimensions as src "
-                               "tensor")
-        if any(i > n for k, (i, n) in enumerate(zip(ish, sh)) if k != d) or \
-                any(i > n for i, n in zip(ish, ssh)):
-            raise RuntimeError(f"Expected index {list(ish)} to be no larger than self "
-                               f"{list(sh)} apart from dimension {d} and to be no larger size "
-                               f"than src {list(ssh)}")
-    return d
-
-
-_LEGACY = {"add": "sum", "multiply": "prod"}
-_REDUCES = ("sum", "prod", "mean", "amax", "amin")
-
-
-def _scatter_args(self, dim, index, src, value, reduce):
-    if src is None:
-        src = value
-    d = _check_index(self, dim, index, src, "scatter")
-    if not isinstance(src, Tensor):
-        src = fill_value_fits(src, self._dtype)     # (PyTorch's overflow error)
-    if reduce is None:
-        return OPS["scatter"], (self, index, src), {"dim": d}
-    if reduce not in _LEGACY:
-        raise RuntimeError("reduce argument must be either add or multiply.")
-    if isinstance(src, Tensor):
-        warnings.warn("The reduce argument of torch.scatter with Tensor src is deprecated and "
-                      "will be removed in a future PyTorch release. Use torch.scatter_reduce "
-                      "instead for more reduction options.", UserWarning, stacklevel=3)
-    else:
-        src = self.new_full(index._data.shape, src)
-    return OPS["scatter_reduce"], (self, index, src), {"dim": d, "reduce": _LEGACY[reduce],
-                                                       "include_self": True}
-
-
-def scatter(self, dim, index, src=None, value=None, *, reduce=None):
-    op, inputs, attrs = _scatter_args(self, dim, index, src, value, reduce)
-    out = call(op, inputs, attrs)
-    # (PyTorch has no derivative for scatter with reduce=: a backward through it raises)
-    return out if reduce is None else no_derivative(out, "scatter")
-
-
-def scatter_(self, dim, index, src=None, value=None, *, reduce=None):
-    op, inputs, attrs = _scatter_args(self, dim, index, src, value, reduce)
-    out = call_inplace(op, self, inputs, attrs)
-    return out if reduce is None else no_derivative(out, "scatter_")
-
-
-def _scatter_reduce_args(self, dim, index, src, reduce, include_self):
-    if reduce not in _REDUCES:
-        raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got "
-                           f"{reduce}")
-    d = _check_index(self, dim, index, src, "scatter_reduce")
-    return (self, index, src), {"dim": d, "reduce": reduce, "include_self": bool(include_self)}
-
-
-def scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
-    inputs, attrs = _scatter_reduce_args(self, dim, index, src, reduce, include_self)
-    return call(OPS["scatter_reduce"], inputs, attrs)
-
-
-def scatter_reduce_(self, dim, index, src, reduce, *, include_self=True):
-    inputs, attrs = _scatter_reduce_args(self, dim, index, src, reduce, include_self)
-    return call_inplace(OPS["scatter_reduce"], self, inputs, attrs)
 
 
 # ---- data-dependent shapes (eager only) ------------------------------------------------------
@@ -388,13 +307,11 @@ def traced_runs(vals, shape, return_inverse, return_counts, order=None):
 
 
 for _n, _f in (("sort", _strict_sort("sort", sort)), ("argsort", _strict_sort("argsort", argsort)),
-               ("msort", msort), ("topk", topk),
-               ("scatter", scatter), ("scatter_", scatter_), ("scatter_reduce", scatter_reduce),
-               ("scatter_reduce_", scatter_reduce_), ("masked_select", masked_select),
+               ("msort", msort), ("topk", topk), ("masked_select", masked_select),
                ("masked_scatter", masked_scatter), ("masked_scatter_", masked_scatter_),
                ("nonzero", nonzero), ("argwhere", argwhere), ("unique", unique)):
     _def(_n, _f)
-for _n in ("sort", "argsort", "msort", "topk", "scatter", "scatter_reduce", "masked_select",
+for _n in ("sort", "argsort", "msort", "topk", "masked_select",
            "masked_scatter",
            "nonzero", "argwhere", "unique"):
     _method_fn(_n)

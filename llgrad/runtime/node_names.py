@@ -71,20 +71,20 @@ def no_derivative_from(out, inputs, aten):
 
 
 def _raise_message(self, grads):
-    raise NotImplementedError(self._message)
+    raise self._error(self._message)
 
 
 _failing_classes = {}
 
 
-def failing_node(out, name, message):
-    """out with its fresh node renamed `name` and made to raise NotImplementedError(message)
-    when a backward reaches it: PyTorch's nodes for ops with no derivative that keep their
-    own names (torch.unique's Unique2Backward0)."""
-    cls = _failing_classes.get(name)
+def failing_node(out, name, message, error=NotImplementedError):
+    """out with its fresh node renamed `name` and made to raise error(message) (by default
+    NotImplementedError) when a backward reaches it: PyTorch's nodes for ops with no
+    derivative that keep their own names (torch.unique's Unique2Backward0)."""
+    cls = _failing_classes.get((name, message, error))
     if cls is None:
-        cls = _failing_classes[name] = type(name, (OpNode,), {
-            "__slots__": (), "_message": message, "apply": _raise_message})
+        cls = _failing_classes[name, message, error] = type(name, (OpNode,), {
+            "__slots__": (), "_message": message, "_error": error, "apply": _raise_message})
     fn = getattr(out, "_grad_fn", None)
     if isinstance(fn, OpNode):
         fn.__class__ = cls

@@ -5,6 +5,7 @@ import numpy as np
 
 from ..ir.ops_copy import preserve_copy
 from ..ir.promotion import result_dtype
+from ..ir.shape_rules import keeps_number
 from .dtypes import _cat_of_scalar, from_name, wrap_int
 from .tensor import Tensor
 
@@ -86,7 +87,8 @@ def _promoted(op, inputs, pos):
     rt = op_result_type(op, inputs)
     arrays = []
     for i, x in enumerate(inputs):
-        if isinstance(x, Tensor) and x._dtype is not rt and i in pos:
+        if isinstance(x, Tensor) and x._dtype is not rt and i in pos and not keeps_number(
+                op, i, rt.name, x._data.dtype, x._data.shape):
             x = preserve_copy(x._data, rt.np)   # (astype lays an expanded x out otherwise)
         arrays.append(x._data if isinstance(x, Tensor) else x)
     return arrays
