@@ -2,17 +2,17 @@
 checks and messages, scatter's legacy reduce= ("add", "multiply": no derivative, as
 PyTorch's), and scatter_reduce's aliases "max" / "min" (its forward takes them; a backward
 through one raises, as PyTorch's)."""
-import warnings
-
 from ..ir import OPS
 from .creation_checks import fill_value_fits
 from .dispatch import call
 from .functions import _method_fn
+from .functions_settings import warn_once
 from .inplace import call_inplace
 from .methods_sort import _def
 from .node_names import failing_node, no_derivative
 from .shapes import check_index_bounds, norm_dim
 from .tensor import Tensor
+from .user_frames import user_stacklevel
 
 
 def _check_index(self, dim, index, src, what):
@@ -52,9 +52,11 @@ def _scatter_args(self, dim, index, src, value, reduce):
     if reduce not in _LEGACY:
         raise RuntimeError("reduce argument must be either add or multiply.")
     if isinstance(src, Tensor):
-        warnings.warn("The reduce argument of torch.scatter with Tensor src is deprecated and "
-                      "will be removed in a future PyTorch release. Use torch.scatter_reduce "
-                      "instead for more reduction options.", UserWarning, stacklevel=3)
+        # (once per process, as PyTorch's TORCH_WARN_ONCE)
+        warn_once("scatter reduce", "The reduce argument of torch.scatter with Tensor src is "
+                  "deprecated and will be removed in a future PyTorch release. Use "
+                  "torch.scatter_reduce instead for more reduction options.", UserWarning,
+                  stacklevel=user_stacklevel() + 1)
     else:
         src = self.new_full(index._data.shape, src)
     return OPS["scatter_reduce"], (self, index, src), {"dim": d, "reduce": _LEGACY[reduce],
