@@ -46,7 +46,9 @@ class _Recorder:
         self.out, self.me, self.showing, self.closed = out, threading.get_ident(), False, False
         self.rendering = Renderings(_users_frame, _internal)
         self.streams = {name: getattr(sys, name) for name in ("stdout", "stderr")}
-        self.shown = warnings._showwarnmsg
+        self.shown, self.warns = warnings._showwarnmsg, warnings.warn
+        self.filters = warnings.filters, tuple(warnings.filters)    # (the caller's)
+        self.impl = warnings._showwarnmsg_impl      # (a catch_warnings(record=True) swaps it)
 
     def mine(self):
         # (closed: another thread's trace put its own streams back over this one's, which
@@ -71,17 +73,46 @@ class _Recorder:
             return self.streams[name].flush()
         self.out.append(("flush", name))
 
+    def warn(self, message, category=None, stacklevel=1, source=None, **kwargs):
+        """warnings.warn while the trace runs: a warning of the tracing thread under the
+        caller's filters is recorded whatever they decide now, so each compiled call gives
+        it under the filters it finds (one hidden by "ignore" at the trace raises under a
+        later "error", as eager's would); written() gives the traced call's. Under filters
+        the function set itself, or an "error" now (eager raises there), it passes on."""
+        if not self.mine() or kwargs or str(message).startswith("llgrad.compile(") or \
+                warnings.filters is not self.filters[0] or \
+                tuple(warnings.filters) != self.filters[1]:
+            return self.warns(message, category, stacklevel + 1, source, **kwargs)
+        category = type(message) if isinstance(message, Warning) else category or UserWarning
+        try:
+            space, frame = None, sys._getframe(stacklevel)
+        except ValueError:          # (deeper than the stack: warnings names `sys`)
+            space, frame = sys.__dict__, None
+        space = frame.f_globals if frame is not None else space
+        origin = (message, category, frame.f_code.co_filename if frame else "sys",
+                  frame.f_lineno if frame else 1, space.get("__name__", "<string>"),
+                  space.setdefault("__warningregistry__", {}))
+        if _action(*origin[:5]) == "error":
+            return self.warns(message, category, stacklevel + 1, source)
+        self._record(origin)
+
+    def _record(self, origin):
+        message, category, filename, lineno = origin[:4]
+        _in_region(f"a warning ({category.__name__}: {message}) at {filename}:{lineno}")
+        # (one given once per process: eager's later calls do not give it again)
+        self.out.append(("once" if trace_state.state.once else "warn",) + origin)
+        self.rendering.given += 1
+        self.rendering.went_out(str(message))     # (its text given as traced)
+
     def warning(self, msg):
-        if self.mine() and not str(msg.message).startswith("llgrad.compile("):
+        # (one the function's own catch_warnings(record=True) block takes goes to its list,
+        # as eager's does, and is not given again: the compiled calls return what it read)
+        if self.mine() and not str(msg.message).startswith("llgrad.compile(") and \
+                warnings._showwarnmsg_impl is self.impl:
             origin = _origin(msg)
             _unmark(origin)         # (held as the texts are: written() gives it; a trace
             # given up, a branch eager may not take among them, leaves no note of it)
-            _in_region(f"a warning ({msg.category.__name__}: {msg.message}) at "
-                       f"{msg.filename}:{msg.lineno}")
-            # (one given once per process: eager's later calls do not give it again)
-            self.out.append(("once" if trace_state.state.once else "warn",) + origin)
-            self.rendering.given += 1
-            self.rendering.went_out(str(msg.message))     # (its text given as traced)
+            self._record(origin)
             return
         self.showing = True         # (its text goes to stderr: not a write of the function's)
         try:
@@ -120,7 +151,7 @@ def recording(out, kept=()):
     run's Renderings (values formatted for output); kept: a list the block fills with what
     must not hold their text when it ends (its result, the objects it reaches)."""
     rec = _Recorder(out)
-    warnings._showwarnmsg = rec.warning
+    warnings._showwarnmsg, warnings.warn = rec.warning, rec.warn
     tees = {name: _Tee(rec, name) for name, s in rec.streams.items() if s is not None}
     for name, tee in tees.items():
         setattr(sys, name, tee)
@@ -163,6 +194,8 @@ def _restore(rec, tees):
     rec.closed = True
     if warnings._showwarnmsg == rec.warning:
         warnings._showwarnmsg = rec.shown
+    if warnings.warn == rec.warn:
+        warnings.warn = rec.warns
     for name, tee in tees.items():
         if getattr(sys, name) is tee:       # (else the function put its own there)
             setattr(sys, name, rec.streams[name])

@@ -309,11 +309,7 @@ PROGRAMS = [message_with_value, user_except_inside, loop_of_steps, item_sizes, w
             step_pre_hook_raises, closure_raises, compiled_module_errors,
             error_in_checkpoint, warning_error_after_ignored_trace]
 OWN_MESSAGE = {input_modified_before_backward}     # (see test_contract_s74_errors_2.py)
-UNFIXED = {warning_error_after_ignored_trace: (
-    "a warning the traced call did not show (filtered out by 'ignore') is not recorded "
-    "(replayed_output._Recorder hooks warnings._showwarnmsg), so later compiled calls never "
-    "warn nor raise it under 'always' / 'error'"),
-    input_modified_before_backward: (
+UNFIXED = {input_modified_before_backward: (
     "llgrad's own hint of the version-counter error: a compiled call's names "
     "'CompiledFunctionBackward at' the call's line where eager's names 'MulBackward0 at' the "
     "line of the op that saved the tensor")}
