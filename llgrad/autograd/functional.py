@@ -16,12 +16,6 @@ def _detach(r, keep):
     return r if keep or not isinstance(r, Tensor) else r.detach()
 
 
-def _leaf(t, create_graph):
-    # (with create_graph, PyTorch differentiates w.r.t. inputs made to require grad: the
-    # result is in a graph even when the caller's inputs were not)
-    return t.detach().requires_grad_(True) if create_graph and not t.requires_grad else t
-
-
 def _checked(func, fn_name):
     """func with PyTorch's check of what it returns: a tensor or a tuple of tensors."""
     def f(*args):
@@ -31,11 +25,12 @@ def _checked(func, fn_name):
     return f
 
 
-def _call(transform, func, inputs, create_graph):
+def _forward_mode(transform, func, inputs):
+    """A forward-mode strategy's result: not detached, as PyTorch's (its forward AD under
+    vmap leaves the tangents in the graph of the inputs that require grad)."""
     if isinstance(inputs, Tensor):
-        return _detach(transform(func, 0)(_leaf(inputs, create_graph)), create_graph)
-    inputs = tuple(_leaf(t, create_graph) for t in inputs)
-    return _detach(transform(func, tuple(range(len(inputs))))(*inputs), create_graph)
+        return transform(func, 0)(inputs)
+    return transform(func, tuple(range(len(inputs))))(*inputs)
 
 
 def _forward_mode_checks(inputs, create_graph, strict, vectorize):
@@ -67,7 +62,7 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
     if strategy == "forward-mode":
         # (PyTorch runs forward AD under vmap there; llgrad.func's jacrev gives its numbers)
         _forward_mode_checks(inputs, create_graph, strict, vectorize)
-        jac = _call(_jacrev, _checked(func, "jacobian"), inputs, create_graph)
+        jac = _forward_mode(_jacrev, _checked(func, "jacobian"), inputs)
         return jac if isinstance(inputs, Tensor) else _as_lists(jac)
     single_in, xs = _as_tuple(inputs, "inputs", "jacobian")
     xs = _prepare(xs, create_graph)
@@ -164,7 +159,7 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,
         return out.squeeze()
     if outer_jacobian_strategy == "forward-mode":
         _forward_mode_checks(inputs, create_graph, strict, vectorize)    # (the outer jacobian's)
-        hess = _call(_hessian, single, inputs, create_graph)
+        hess = _forward_mode(_hessian, single, inputs)
         return hess if isinstance(inputs, Tensor) else _as_lists(hess)
     single_in, _ = _as_tuple(inputs, "inputs", "hessian")
 

@@ -48,12 +48,16 @@ def replace_all_batch_norm_modules_(root):
 
 def linearize(func, *primals):
     """(func(*primals), jvp_fn): jvp_fn(*tangents) is the Jacobian at primals times the
-    tangents (each call runs jvp again; the values are torch's)."""
-    output = detached(func(*primals), False)
+    tangents (each call runs jvp again; the values are torch's). As PyTorch's, the output
+    stays in the graph of the primals and jvp_fn's Jacobian is a constant (PyTorch traces
+    it once with the primals' values folded in): a gradient through it reaches the tangents,
+    not the primals (a tensor func closes over still gets one: see test_adversary_s74_g)."""
+    output = func(*primals)
+    fixed = detached(primals, False)
 
     def jvp_fn(*tangents):
         _check_tangents(primals, tangents)
-        return jvp(func, primals, tangents)[1]
+        return jvp(func, fixed, tangents)[1]
     return output, jvp_fn
 
 
