@@ -30,6 +30,10 @@ class NotACheckpointError(RuntimeError, pickle.UnpicklingError):
     llgrad.load's other errors are RuntimeErrors; both catch it."""
 
 
+class EmptyCheckpointError(NotACheckpointError, EOFError):
+    """An empty file (or nothing left to read in it): torch.load raises EOFError."""
+
+
 class _Loader:
     """One load: the archive, its storages (loaded once each, shared by their tensors) and
     the location mapping."""
@@ -241,6 +245,8 @@ def load(f: str | os.PathLike | IO[bytes], map_location: object = None,
                                "torch.save writes since PyTorch 1.6); this file is in the "
                                "legacy format: load it with torch.load and save it again with "
                                "torch.save")
+        if not head:        # (PyTorch's unpickler runs out of input: EOFError)
+            raise EmptyCheckpointError("Ran out of input")
         raise NotACheckpointError("llgrad.load: the file is not a PyTorch checkpoint (not a "
                                   "zip archive)")
     fp.seek(start)

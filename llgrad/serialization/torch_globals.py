@@ -11,7 +11,9 @@ import numpy as np
 from .. import quantized_tensor as qt
 from ..nn.parameter import Parameter
 from ..runtime.device import device
-from ..runtime.functions import sparse_coo, strided
+from ..runtime import functions
+from ..runtime.functions import sparse_coo
+from ..runtime.functions_config import layout
 from ..runtime.functions_sparse import sparse_coo_tensor
 from ..runtime.meta_tensor import rebuild_meta
 from ..runtime.tensor import Size, Tensor
@@ -132,7 +134,9 @@ def _torch_globals(loader):
         return Size(*args)
 
     def get_layout(name):
-        return {"torch.sparse_coo": sparse_coo, "torch.strided": strided}.get(name, name)
+        got = getattr(functions, name[len("torch."):], None) if isinstance(name, str) and \
+            name.startswith("torch.") else None
+        return got if type(got) is layout else name
 
     def encode(obj, encoding="utf-8", errors="strict"):      # protocol 2's bytes
         if not isinstance(obj, str):

@@ -20,6 +20,7 @@ from ..quantized_tensor import QuantizedDtype, QuantizedTensor, qscheme
 from ..ir import bfloat16 as bf16_values
 from ..runtime import dtypes
 from ..runtime.device import device
+from ..runtime.functions_config import layout
 from ..runtime.tensor import Size, Storage, Tensor
 from .torch_names import (_QSCHEME_NAME, _QUANTIZED_STORAGE, _REBUILD_FROM_TYPE_V2,
                           _REBUILD_PARAMETER, _REBUILD_PARAMETER_WITH_STATE, _REBUILD_QTENSOR,
@@ -166,8 +167,8 @@ class _Pickler(pickle._Pickler):
 
     def reducer_override(self, obj):
         if isinstance(obj, Tensor) and obj.is_sparse:     # (PyTorch's: its two tensors)
-            layout = _Reduced(_GET_LAYOUT, ("torch.sparse_coo",))
-            return (_REBUILD_SPARSE, (layout, (obj._indices(), obj._values(), obj.shape,
+            kind = _Reduced(_GET_LAYOUT, ("torch.sparse_coo",))
+            return (_REBUILD_SPARSE, (kind, (obj._indices(), obj._values(), obj.shape,
                                                obj.is_coalesced())))
         if isinstance(obj, Tensor) and obj.is_meta:      # (PyTorch's: no storage, no data)
             args = (obj.dtype, tuple(obj.shape), obj.stride(), obj.requires_grad)
@@ -197,6 +198,8 @@ class _Pickler(pickle._Pickler):
             return (_TORCH_SIZE, (tuple(obj),))
         if type(obj) is device:
             return (_TORCH_DEVICE, obj.__reduce__()[1])
+        if type(obj) is layout:             # (PyTorch's: torch.serialization._get_layout)
+            return (_GET_LAYOUT, ("torch." + str.__str__(obj),))
         return NotImplemented
 
     def save_global(self, obj, name=None):
@@ -346,6 +349,9 @@ def save(obj: object, f: str | os.PathLike | IO[bytes], pickle_module: object = 
             _zip_record(zf, "archive/.data/serialization_id", sid.encode())
 
     if isinstance(f, (str, os.PathLike)):
+        parent = os.path.dirname(os.fspath(f))
+        if parent and not os.path.isdir(parent):        # (PyTorch's check, before writing)
+            raise RuntimeError(f"Parent directory {parent} does not exist.")
         with open(f, "wb") as fp:
             write_archive(fp)
     else:
