@@ -75,6 +75,12 @@ class LazyLinear(LazyModuleMixin, Linear):
             if self.bias is not None:
                 self.bias.materialize((self.out_features,))
             self.reset_parameters()
+        if self.in_features == 0:       # (parameters loaded by load_state_dict, as torch)
+            if input.shape[-1] != self.weight.shape[-1]:
+                raise AssertionError(f"The in_features inferred from input: {input.shape[-1]} "
+                                     f"is not equal to in_features from self.weight: "
+                                     f"{self.weight.shape[-1]}")
+            self.in_features = input.shape[-1]
 
 
 class _LazyConvMixin(LazyModuleMixin):
