@@ -97,7 +97,10 @@ def _kthvalue(x, k, dim=0):
     values the one PyTorch's quickselect returns."""
     if x.ndim == 0:
         return np.array(x), np.zeros((), np.int64)
-    idx = np.take(_argsort(x, dim, False), [k - 1], axis=dim).astype(np.int64)
+    # (a partition, not a sort: where the k-th value is unique in its slice any method
+    # finds the same position, and the slices where it is not are replayed below)
+    idx = np.take(np.argpartition(x, k - 1, axis=dim), [k - 1], axis=dim).astype(np.int64) \
+        if x.shape[dim] else np.take(_argsort(x, dim, False), [k - 1], axis=dim)
     v = np.take_along_axis(x, idx, axis=dim)
     equal = (x == v) | ((x != x) & (v != v))
     _replay(x, idx, dim, equal.sum(dim) > 1, lambda row: [kthvalue_position(row, k)])
