@@ -35,10 +35,12 @@ from .numpy_names import wrap_numpy_names
 from .out_args import wrap_out_args
 from .creation_args import wrap_factory_args
 from .meta_factories import wrap_meta_factories
+from .tensor_stand_ins import wrap_tensor_stand_ins
 from . import meta_dispatch, meta_methods, meta_values  # noqa: F401,E402  (the meta device)
 wrap_operators()     # (after every operator is defined: it wraps them)
 wrap_tensor_args()   # (likewise: the functions and methods that take only tensors)
 wrap_numpy_names()   # (and those with dim / keepdim: axis= / keepdims= as well)
+wrap_tensor_stand_ins()  # (torch.tensor of a compiled function's changing numbers)
 wrap_meta_factories()  # (device="meta", before layout= / memory_format= wrap them)
 wrap_factory_args()  # (the factories' layout= / pin_memory=, before out= wraps them)
 wrap_out_args()      # (and every function: out=, last, so that it sees the others' names)
