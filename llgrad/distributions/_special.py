@@ -4,9 +4,11 @@ built on it: Numerical Recipes' series below x = a + 1 and Lentz's continued fra
 1 - P above, run in float64 until every element has converged."""
 import numpy as np
 
-from ..runtime.dtypes import float64
+from ..runtime.creation import zeros
+from ..runtime.dtypes import bool_, float64
 from ..runtime.functions import broadcast_tensors, exp, lgamma, log, where
-from ..runtime.grad_mode import no_grad
+from ..runtime.grad_mode import is_grad_enabled, no_grad
+from ..runtime.node_names import failing_node
 
 __all__ = ["gammainc"]
 
@@ -49,7 +51,8 @@ def _continued_fraction(a, x):
 
 def gammainc(a, x):
     """P(a, x) for a > 0, x >= 0, in x's dtype, differentiable in x (d/dx is the Gamma(a, 1)
-    density; torch's gammainc has no derivative in a, and this one gives none)."""
+    density); torch's gammainc has no derivative in a: a backward reaching an a that
+    requires grad raises NotImplementedError, as PyTorch's IgammaBackward0."""
     a, x = broadcast_tensors(a, x)
     with no_grad(), np.errstate(all="ignore"):     # (the regime not selected may overflow)
         a64, x64 = a.detach().to(float64), x.detach().to(float64)
@@ -57,9 +60,19 @@ def gammainc(a, x):
         xs = where(use_series & (x64 > 0), x64, 1.0)
         xc = where(use_series | (x64 == float("inf")), a64 + 2, x64)
         p = where(use_series, _series(a64, xs), 1 - _continued_fraction(a64, xc))
-        p = where(x64 <= 0, 0.0, where(x64 == float("inf"), 1.0, p))
+        nan, inf = float("nan"), float("inf")
+        # (PyTorch's cases in its order (calc_igamma), the first that holds wins)
+        p = where(x64 == inf, 1.0, p)
+        p = where(a64.abs() == inf, where(x64.abs() == inf, nan, 0.0), p)
+        p = where(x64 == 0, 0.0, p)
+        p = where(a64 == 0, where(x64 > 0, 1.0, nan), p)
+        p = where((x64 < 0) | (a64 < 0), nan, p)
         density = where(x64 > 0, exp(-x64 + (a64 - 1) * log(x64) - lgamma(a64)), 0.0)
         p, density = p.to(x.dtype), density.to(x.dtype)
-    if not x.requires_grad:
-        return p
-    return p + (x - x.detach()) * density
+    if x.requires_grad:
+        p = p + (x - x.detach()) * density
+    if a.requires_grad and is_grad_enabled():
+        never = zeros(p.shape, dtype=bool_)     # (a's path: no value, a failing backward)
+        p = failing_node(p + where(never, a.to(p.dtype), 0.0), "IgammaBackward0",
+                         "the derivative for 'igamma: input' is not implemented.")
+    return p
