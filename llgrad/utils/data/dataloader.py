@@ -6,6 +6,7 @@ seeded generators; an iterable dataset runs once per worker, their batches taken
 so the batches and the generators' states are PyTorch's; pin_memory has nothing to pin (the
 CPU is the only device)."""
 from __future__ import annotations
+import collections
 import math
 import os
 import warnings
@@ -211,10 +212,22 @@ class _SingleProcessDataLoaderIter:
         if loader.pin_memory:
             warnings.warn("'pin_memory' argument is set as true but no accelerator is found, then "
                           "device pinned memory won't be used.", stacklevel=2)
-        # PyTorch draws a base seed (for workers' seeds) from the loader's generator when an
-        # iterator starts: the same draw here keeps the generator's sequence of uses alike
+        # PyTorch's base iterator takes the sampler's iterator, then draws a base seed (for
+        # the workers' seeds) from the loader's generator: the same order here keeps the
+        # generators' sequences of draws alike (a sampler whose __iter__ draws at once)
+        self._sampler_iter = iter(self._index_sampler)
         self._base_seed = random_int64(loader.generator)
         self._num_yielded = 0
+        self._turn = 0
+        self._workers = []
+        if loader.num_workers == 0:
+            if self._dataset_kind == _DatasetKind.Iterable:
+                self._dataset_iter, self._ended = iter(self._dataset), False
+            return
+        if loader.prefetch_factor <= 0:
+            raise AssertionError("prefetch_factor must be greater than 0 for "
+                                 "MultiProcessingDataLoaderIter")
+        self._prefetch = loader.prefetch_factor * loader.num_workers
         # the workers start (worker_init_fn, an iterable dataset's iterator) in turn
         self._workers = [Worker(k, loader.num_workers, self._base_seed, self._dataset)
                          for k in range(loader.num_workers)]
@@ -226,18 +239,30 @@ class _SingleProcessDataLoaderIter:
         self._reset(loader)
 
     def _reset(self, loader):
-        """A new epoch: the sampler's iterator, and each worker's dataset iterator afresh."""
+        """A new epoch of the workers (PyTorch's multi-process iterator's _reset, at its
+        start and at each epoch of persistent workers): the sampler's iterator afresh,
+        each worker's dataset iterator afresh, and prefetch_factor * num_workers indices
+        taken from the sampler at once (as PyTorch sends them to its workers ahead)."""
         self._sampler_iter = iter(self._index_sampler)
         self._num_yielded = 0
         self._IterableDataset_len_called = loader._IterableDataset_len_called
         self._turn = 0
-        if self._dataset_kind == _DatasetKind.Iterable and not self._workers:
-            self._dataset_iter, self._ended = iter(self._dataset), False
         for w in self._workers:
             w.ended = False
             if self._dataset_kind == _DatasetKind.Iterable:
                 with w:
                     w.it = iter(w.dataset)
+        self._sent = collections.deque()
+        if self._dataset_kind == _DatasetKind.Map:
+            for _ in range(self._prefetch):
+                self._put_index()
+
+    def _put_index(self):
+        """The sampler's next index into the queue of sent ones (none when it has run out)."""
+        try:
+            self._sent.append(next(self._sampler_iter))
+        except StopIteration:
+            pass
 
     def __iter__(self):
         return self
@@ -291,7 +316,13 @@ class _SingleProcessDataLoaderIter:
                     break
             else:
                 raise StopIteration
-            index = next(self._sampler_iter)         # may raise StopIteration
+            if self._dataset_kind == _DatasetKind.Map:     # (the indices sent ahead)
+                if not self._sent:
+                    raise StopIteration
+                index = self._sent.popleft()
+                self._put_index()
+            else:
+                index = next(self._sampler_iter)     # may raise StopIteration
             with w:
                 try:
                     return self._fetch(index, w)
@@ -314,5 +345,10 @@ class _SingleProcessDataLoaderIter:
                 self._num_yielded > self._IterableDataset_len_called:
             warnings.warn(f"Length of IterableDataset {self._dataset} was reported to be "
                           f"{self._IterableDataset_len_called}(when accessing len(dataloader)), "
-                          f"but {self._num_yielded} samples have been fetched. ", stacklevel=2)
+                          f"but {self._num_yielded} samples have been fetched. " + (
+                              "For multiprocessing data-loading, this could be caused by not "
+                              "properly configuring the IterableDataset replica at each worker. "
+                              "Please see https://pytorch.org/docs/stable/data.html#torch.utils."
+                              "data.IterableDataset for examples." if self._workers else ""),
+                          stacklevel=2)
         return data

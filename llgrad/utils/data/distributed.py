@@ -18,7 +18,7 @@ __all__ = ["DistributedSampler"]
 class DistributedSampler(Sampler):
     """Each rank's disjoint share of a dataset, as torch.utils.data.DistributedSampler
     (padding and set_epoch as PyTorch; the shuffled order is drawn from llgrad's generator
-    seeded with seed + epoch, the same on every rank but not PyTorch's order)."""
+    seeded with seed + epoch, the same on every rank: PyTorch's order)."""
     def __init__(self, dataset: Dataset, num_replicas: int | None = None, rank: int | None = None,
                  shuffle: bool = True, seed: int = 0, drop_last: bool = False) -> None:
         if num_replicas is None:

@@ -1,7 +1,7 @@
 """Samplers (torch.utils.data.sampler): the order in which a DataLoader reads a map-style
 dataset. Random samplers draw from an llgrad.Generator (llgrad's default generator, via a
-fresh seed per pass, when none is given): the same seed gives the same order on every run
-(not the order PyTorch's generator gives)."""
+fresh seed per pass, when none is given), whose draws are PyTorch's: the same seed gives
+PyTorch's order."""
 from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING
@@ -122,9 +122,6 @@ class WeightedRandomSampler(Sampler):
         if w.ndim != 1:
             raise ValueError(f"weights should be a 1d sequence but given weights have shape "
                              f"{tuple(w.shape)}")
-        if not replacement and num_samples > w.size:
-            raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without "
-                               "replacement")
         self.weights = w
         self.num_samples = num_samples
         self.replacement = replacement
