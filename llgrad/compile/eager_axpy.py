@@ -17,12 +17,14 @@ ENABLED = os.environ.get("LLGRAD_EAGER_NATIVE", "1") != "0"
 MIN_ELEMENTS = 4096
 _CTYPES = {np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_double}
 _kernels = {}           # dtype -> ctypes function | None | eager_builds.PENDING
+_fma_kernels = {}       # dtype -> the three-array fma kernel (as _kernels)
 stats = {"calls": 0}
 
 
 def reset():
     eager_builds.wait()
     _kernels.clear()
+    _fma_kernels.clear()
     stats["calls"] = 0
 
 
@@ -58,9 +60,42 @@ def axpy(a, b, alpha, dtype, min_elements=MIN_ELEMENTS):
     return out
 
 
+def _build_fma(dtype):
+    from ..codegen import eager_axpy
+    try:
+        addr = eager_axpy.build_fma(dtype.name)
+    except Exception:       # noqa: BLE001 (NumPy's emulation serves)
+        return None
+    fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                          ctypes.c_void_p, ctypes.c_int64)(int(addr))
+    fn.code = addr
+    return fn
+
+
+def fma3(x, y, z, dtype, min_elements=MIN_ELEMENTS):
+    """x * y + z rounded once into a fresh array, or None (the caller emulates it): three
+    arrays of one shape and float dtype, C-contiguous and aligned (as axpy)."""
+    for v in (x, y, z):
+        if type(v) is not np.ndarray or v.dtype != dtype or v.shape != x.shape or \
+                not (v.flags.c_contiguous and v.flags.aligned):
+            return None
+    if x.size < min_elements or dtype not in _CTYPES:
+        return None
+    fn = _fma_kernels.get(dtype, False)
+    if fn is False:
+        fn = eager_builds.start(_fma_kernels, dtype, lambda: _build_fma(dtype))
+    if fn is None or fn is eager_builds.PENDING:
+        return None
+    out = np.empty_like(x)
+    fn(data_pointer(out), data_pointer(x), data_pointer(y), data_pointer(z), x.size)
+    stats["calls"] += 1
+    return out
+
+
 def install(enabled=ENABLED):
-    """Make ir/fused_madd.fused_alpha call axpy (enabled) or not."""
+    """Make ir/fused_madd.fused_alpha and fma call axpy / fma3 (enabled) or not."""
     fused_madd.set_native_axpy(axpy if enabled else None)
+    fused_madd.set_native_fma(fma3 if enabled else None)
 
 
 install()

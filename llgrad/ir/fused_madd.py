@@ -82,6 +82,12 @@ def fma(a, b, c, dtype):
     """a * b + c in NumPy float dtype dtype (float32 or float64), rounded once; other
     dtypes (float16: PyTorch computes in float32 and rounds) through float32's."""
     dtype = np.dtype(dtype)
+    native = _native_fma[0]
+    if native is not None and type(a) is np.ndarray and type(b) is np.ndarray and \
+            type(c) is np.ndarray:
+        r = native(a, b, c, dtype)      # (the same once-rounded values, on a native loop)
+        if r is not None:
+            return r
     if dtype == np.float64:
         return fma64(a, b, c)
     if dtype == np.float32:
@@ -90,6 +96,12 @@ def fma(a, b, c, dtype):
 
 
 _native_axpy = [None]   # a native a + alpha * b (compile/eager_axpy.py installs it)
+_native_fma = [None]    # a native x * y + z of three arrays (compile/eager_axpy.py's fma3)
+
+
+def set_native_fma(fn):
+    """fn(x, y, z, dtype) -> array or None, tried by fma before the NumPy emulation."""
+    _native_fma[0] = fn
 
 
 def set_native_axpy(fn):

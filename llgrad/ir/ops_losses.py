@@ -33,10 +33,28 @@ def _reduced(emit, loss, reduction):
 
 # ---- smooth_l1_loss and huber_loss -----------------------------------------------------------
 
+def _piecewise(x, t, k, quad_div, lin_mul):
+    """where(z < k, 0.5 * z * z [/ k], [k *] (z - 0.5 * k)), z = |x - t|, reusing its
+    buffers (the same roundings, in the same order: a division or product by 1 is the
+    value itself)."""
+    z = np.subtract(x, t)
+    if not z.ndim:          # (0-d: NumPy's scalars take no out=)
+        z = np.abs(z)
+        return np.asarray(np.where(z < k, 0.5 * z * z / quad_div, lin_mul * (z - 0.5 * k)),
+                          np.result_type(x, t))
+    np.abs(z, out=z)
+    quad = np.multiply(z, 0.5)
+    np.multiply(quad, z, out=quad)
+    if quad_div != 1:
+        np.divide(quad, quad_div, out=quad)
+    lin = np.subtract(z, 0.5 * k)
+    if lin_mul != 1:
+        np.multiply(lin, lin_mul, out=lin)
+    return np.where(z < k, quad, lin).astype(np.result_type(x, t), copy=False)
+
+
 def _smooth_l1(x, t, reduction="mean", beta=1.0):
-    z = np.abs(x - t)
-    loss = np.where(z < beta, 0.5 * z * z / beta, z - 0.5 * beta)
-    return _reduce(loss.astype(np.result_type(x, t), copy=False), reduction)
+    return _reduce(_piecewise(x, t, beta, beta, 1), reduction)
 
 
 def _smooth_l1_vjp(c, g):
@@ -47,9 +65,12 @@ def _smooth_l1_vjp(c, g):
 
 
 def _huber(x, t, reduction="mean", delta=1.0):
-    z = np.abs(x - t)
-    loss = np.where(z < delta, 0.5 * z * z, delta * (z - 0.5 * delta))
-    return _reduce(loss.astype(np.result_type(x, t), copy=False), reduction)
+    if np.result_type(x, t) == np.float16:
+        # (PyTorch's huber kernel computes float16 in float32 and rounds once; its
+        # smooth_l1 kernel in float16 step by step)
+        loss = _piecewise(np.asarray(x, np.float32), np.asarray(t, np.float32), delta, 1, delta)
+        return _reduce(loss.astype(np.float16), reduction)
+    return _reduce(_piecewise(x, t, delta, 1, delta), reduction)
 
 
 def _huber_vjp(c, g):

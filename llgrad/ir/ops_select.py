@@ -3,7 +3,7 @@ forms), maximum, minimum, where, addcmul, addcdiv, lerp."""
 import numpy as np
 
 from . import bitselect
-from .fused_madd import fma
+from .fused_madd import fma, native_axpy
 from .ops_elementwise import _binary, _is_tensor
 from .optable import conj, defop
 
@@ -171,6 +171,13 @@ def _lerp(a, b, w):
         # a number weight picks one formula for every element: only that one is computed
         # (the values np.where would pick; an optimiser's exp_avg.lerp_(grad, 1 - beta1))
         w = dt.type(w)
+        # (the native a + alpha * b, rounded once as fma: w * d + a, or b - d * (1 - w)
+        # as b + d * -(1 - w), the negation exact)
+        native = native_axpy()
+        a_, alpha = (a, w) if abs(w) < 0.5 else (b, -(dt.type(1) - w))
+        r = native(np.asarray(a_), d, alpha, dt) if native is not None else None
+        if r is not None:
+            return r
         r = fma(w, d, a, dt) if abs(w) < 0.5 else fma(-d, dt.type(1) - w, b, dt)
         return np.asarray(r)
     w = np.asarray(w, dt)

@@ -57,13 +57,18 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     sum of their product over dim."""
     x1, x2 = _floating(x1, x2)
     shape = broadcast_shapes(tuple(x1.shape), tuple(x2.shape))
-    x1, x2 = x1.expand(shape), x2.expand(shape)
+    # (ATen's expand_outplace: an operand of the shape already is itself)
+    x1 = x1 if tuple(x1.shape) == shape else x1.expand(shape)
+    x2 = x2 if tuple(x2.shape) == shape else x2.expand(shape)
     dim = _check_dim(dim, len(shape))
-    n1 = vector_norm(x1, 2, dim, keepdim=True)
-    n2 = vector_norm(x2, 2, dim, keepdim=True)
-    with grad_mode.no_grad():      # (an infinite norm stays itself: inf - inf is no shift)
-        c1, c2 = ((n.clamp_min(eps) - n).nan_to_num(0.0, 0.0, 0.0) for n in (n1, n2))
-    return ((x1 / (n1 + c1)) * (x2 / (n2 + c2))).sum(dim)
+    # ATen's steps: the norms cloned and clamped in place without autograd, so the values
+    # are exactly max(norm, eps) and the gradient passes the clamp as the clone's identity
+    n1 = vector_norm(x1, 2, dim, keepdim=True).clone()
+    n2 = vector_norm(x2, 2, dim, keepdim=True).clone()
+    with grad_mode.no_grad():
+        n1.clamp_min_(eps)
+        n2.clamp_min_(eps)
+    return ((x1 / n1) * (x2 / n2)).sum(dim)
 
 
 @torch_node("NormBackward1")

@@ -62,7 +62,9 @@ def _size_warning(input, target):
 
 def _broadcast(input, target):
     shape = broadcast_shapes(tuple(input.shape), tuple(target.shape))
-    return input.expand(shape), target.expand(shape)
+    # (an operand of the shape already stays itself: no expand dispatched)
+    return (input if tuple(input.shape) == shape else input.expand(shape),
+            target if tuple(target.shape) == shape else target.expand(shape))
 
 
 def _weighted(loss, weight, reduction, mean, input=None):

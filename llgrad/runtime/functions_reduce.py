@@ -12,7 +12,7 @@ evenly_distribute_backward does."""
 import math
 
 from . import dtypes
-from .creation import arange, full_op
+from .creation import arange, full_op, tensor as _tensor
 from .dtype_info import iinfo
 from .dispatch import scalar_type_name as tname
 from .functions import export, where
@@ -20,6 +20,7 @@ from .functions_math import _logaddexp, attach
 from .methods_reduce import moment
 from .shapes import norm_dim
 from .tensor import Tensor
+from .median_pick import eager_numpy, median_all, median_index, no_bool as _no_bool
 from .nansum_grad import nan_to_zero
 from .node_names import torch_node
 from .return_types import named_result
@@ -199,37 +200,6 @@ def cummin(input, dim):
 
 # ---- order statistics -------------------------------------------------------------------------
 
-def _no_bool(x, name):
-    if x._dtype is dtypes.bool_:
-        raise NotImplementedError(f"\"{name}_cpu\" not implemented for 'Bool'")
-
-
-def _median_all(x, ignore_nan, name):
-    _no_bool(x, name)
-    n = x._data.size
-    if n == 0:                  # (PyTorch's nan, on the graph; for integers nan cast to one:
-        if x._dtype.is_floating_point:      # int32's lowest value, wrapped to 0 in int8 / int16)
-            return x.sum() + math.nan
-        return full_op((), iinfo(x._dtype).min if x._dtype.itemsize >= 4 else 0, x._dtype)
-    s = x.reshape(-1).sort(stable=True).values
-    if not x._dtype.is_floating_point:
-        return s.narrow(0, (n - 1) // 2, 1).reshape(())
-    nans = s.isnan().sum()
-    if ignore_nan:
-        pos = where(nans < n, (n - 1 - nans).div(2, rounding_mode="floor"), 0)
-    else:
-        pos = where(nans > 0, n - nans, (n - 1) // 2)
-    v = s.gather(0, pos.reshape(1)).reshape(()).detach()
-    # the value again, as a reduction over the elements equal to it whose gradient is
-    # spread evenly over them, as PyTorch's evenly_distribute_backward: an amax (exact) for
-    # a number, a mean for a nan (amax's gradient does not see nans as equal)
-    hit = x == v
-    number = x.masked_fill(~hit, -math.inf).amax()
-    at_nan = x.isnan() & v.isnan()
-    return where(v.isnan(), x.masked_fill(~at_nan, 0).sum() / at_nan.sum().clamp_min(1),
-                 number)
-
-
 def _median_dim(x, dim, keepdim, ignore_nan, name, tup):
     _no_bool(x, name)
     nd = x._data.ndim
@@ -240,6 +210,13 @@ def _median_dim(x, dim, keepdim, ignore_nan, name, tup):
     if n == 0:
         # (PyTorch's nanmedian says median() too)
         raise IndexError(f"median(): Expected reduction dim {d} to have non-zero size.")
+    if not ignore_nan and eager_numpy(x):
+        # (the pick computed from the values, not a stable sort of every slice: 3-4x faster)
+        idx = _tensor(median_index(x._data, d))
+        values = x.gather(d, idx)
+        if not keepdim:
+            values, idx = values.squeeze(d), idx.squeeze(d)
+        return tup(values, idx)
     s, i = x.sort(dim=d, stable=True)
     if x._dtype.is_floating_point:
         # sorting puts nan last: median takes the first nan, nanmedian the lower median of
@@ -263,7 +240,7 @@ def median(input, dim=None, keepdim=False):
     """As torch.median: the lower median of all elements (nan if there is one), or
     (values, indices) along dim (the index of a stable sort's pick among equal values)."""
     if dim is None:
-        return _median_all(input, False, "median")
+        return median_all(input, False, "median")
     return _median_dim(input, dim, keepdim, False, "median", return_median)
 
 
@@ -271,7 +248,7 @@ def median(input, dim=None, keepdim=False):
 def nanmedian(input, dim=None, keepdim=False):
     """As torch.nanmedian: median ignoring nan (nan only where all are)."""
     if dim is None:
-        return _median_all(input, True, "nanmedian")
+        return median_all(input, True, "nanmedian")
     return _median_dim(input, dim, keepdim, True, "nanmedian", return_nanmedian)
 
 
