@@ -279,11 +279,16 @@ def test_errors_with_torchs_type_and_text(name):
     import llgrad
     got = []
     for lib in (torch, llgrad):
+        # (validation on, as by default: another test of the process may have turned it off)
+        before = lib.distributions.Distribution._validate_args
+        lib.distributions.Distribution.set_default_validate_args(True)
         try:
             BAD[name](lib)
             got.append(None)
         except Exception as e:      # (compared with torch's)
             got.append((type(e).__name__, str(e).replace(lib.__name__ + ".", "torch.")))
+        finally:
+            lib.distributions.Distribution.set_default_validate_args(before)
     assert got[0] is not None
     assert got[1] == got[0]
 

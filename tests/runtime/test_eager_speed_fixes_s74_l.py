@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import llgrad
-from llgrad.compile import eager_axpy
+from llgrad.compile import eager_axpy, eager_builds
 from llgrad.ir import fused_madd
 
 INF, NAN = float("inf"), float("nan")
@@ -185,6 +185,9 @@ def _fma_operands(dtype, n, seed):
 def test_native_fma_matches_the_emulation(dtype):
     for seed in range(3):
         x, y, z = _fma_operands(dtype, 5000, seed)
+        if eager_axpy.ENABLED:      # (built on the builder thread: ready before the count)
+            fused_madd.fma(x, y, z, dtype)
+            eager_builds.wait()
         calls = eager_axpy.stats["calls"]
         got = np.asarray(fused_madd.fma(x, y, z, dtype))
         if eager_axpy.ENABLED:
