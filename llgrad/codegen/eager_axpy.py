@@ -13,64 +13,45 @@ from .lowerings.scalar import F32, F64, I64, PTR
 from .native import jit, keys
 
 
-def key(dtype):
-    return keys.key_for(repr(("axpy", dtype)), "eager-axpy-1")
+# kind: (the key's version, the arrays with out first, whether alpha is an argument)
+_KINDS = {"axpy": ("eager-axpy-1", 3, True), "fma3": ("eager-fma3-1", 4, False)}
 
 
-def build(dtype):
+def key(dtype, kind="axpy"):
+    return keys.key_for(repr((kind, dtype)), _KINDS[kind][0])
+
+
+def build(dtype, kind="axpy"):
     """The address of the kernel (a jit.CodeAddress), from memory, the disk cache or LLVM."""
-    k = key(dtype)
+    k = key(dtype, kind)
     compiled = jit.lookup(k, ENTRY)
     if compiled is None:
-        compiled = jit.compile_module(_module(dtype), [ENTRY], key=k)
+        compiled = jit.compile_module(_module(dtype, kind), [ENTRY], key=k)
     return compiled.address(ENTRY)
-
-
-def _module(dtype):
-    ft = F32 if dtype == "float32" else F64
-    mod = jit.new_module(f"eager_axpy_{dtype}")
-    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR, I64, ft]), ENTRY)
-    out, a, b_, n, alpha = fn.args
-    for p in (out, a, b_):
-        p.add_attribute("noalias")      # (out is fresh; a and b are only read)
-    fma = ir.Function(mod, ir.FunctionType(ft, [ft, ft, ft]),
-                      f"llvm.fma.{'f32' if dtype == 'float32' else 'f64'}")
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    hints = loop_hints(mod, vectorize_width=jit.jit().vector_bits // (32 if ft == F32 else 64))
-    with for_range(b, 0, n, name="i", hints=hints) as i:
-        x = b.load(b.gep(a, [i], inbounds=True, source_etype=ft), typ=ft)
-        y = b.load(b.gep(b_, [i], inbounds=True, source_etype=ft), typ=ft)
-        b.store(b.call(fma, [y, alpha, x]), b.gep(out, [i], inbounds=True, source_etype=ft))
-    b.ret_void()
-    return mod
-
-
-def fma_key(dtype):
-    return keys.key_for(repr(("fma3", dtype)), "eager-fma3-1")
 
 
 def build_fma(dtype):
     """The address of the three-array fma kernel (as build)."""
-    k = fma_key(dtype)
-    compiled = jit.lookup(k, ENTRY)
-    if compiled is None:
-        compiled = jit.compile_module(_fma_module(dtype), [ENTRY], key=k)
-    return compiled.address(ENTRY)
+    return build(dtype, "fma3")
 
 
-def _fma_module(dtype):
+def _module(dtype, kind):
     ft = F32 if dtype == "float32" else F64
-    mod = jit.new_module(f"eager_fma3_{dtype}")
-    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [PTR, PTR, PTR, PTR, I64]), ENTRY)
-    out, x, y, z, n = fn.args
-    for p in (out, x, y, z):
-        p.add_attribute("noalias")      # (out is fresh; x, y and z are only read)
+    _, arrays, with_alpha = _KINDS[kind]
+    mod = jit.new_module(f"eager_{kind}_{dtype}")
+    args = [PTR] * arrays + [I64] + ([ft] if with_alpha else [])
+    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), args), ENTRY)
+    out, *ins = fn.args[:arrays]
+    for p in fn.args[:arrays]:
+        p.add_attribute("noalias")      # (out is fresh; the inputs are only read)
     fma = ir.Function(mod, ir.FunctionType(ft, [ft, ft, ft]),
                       f"llvm.fma.{'f32' if dtype == 'float32' else 'f64'}")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     hints = loop_hints(mod, vectorize_width=jit.jit().vector_bits // (32 if ft == F32 else 64))
-    with for_range(b, 0, n, name="i", hints=hints) as i:
-        v = [b.load(b.gep(q, [i], inbounds=True, source_etype=ft), typ=ft) for q in (x, y, z)]
+    with for_range(b, 0, fn.args[arrays], name="i", hints=hints) as i:
+        v = [b.load(b.gep(q, [i], inbounds=True, source_etype=ft), typ=ft) for q in ins]
+        if with_alpha:                  # (a + alpha * b: fma(b, alpha, a))
+            v = [v[1], fn.args[-1], v[0]]
         b.store(b.call(fma, v), b.gep(out, [i], inbounds=True, source_etype=ft))
     b.ret_void()
     return mod
