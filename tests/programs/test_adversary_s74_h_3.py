@@ -11,25 +11,7 @@ import pytest
 
 pytest.importorskip("torch")
 from adversarial_harness_s69_a10 import check  # noqa: E402
-
-X = ((np.arange(24, dtype=np.float32).reshape(4, 6) * 7 % 11) - 5) / 4
-IMG = ((np.arange(96, dtype=np.float32).reshape(2, 3, 4, 4) * 5 % 13) - 6) / 5
-G = lambda a: ("grad", a)   # noqa: E731
-TOL = dict(rtol=1e-5, atol=1e-6)
-
-
-def _fill(torch, m):
-    with torch.no_grad():
-        for k, p in enumerate(m.parameters()):
-            p.copy_(torch.linspace(-0.6, 0.5 + 0.1 * k, p.numel()).reshape(p.shape))
-    return m
-
-
-def pg(torch, out, m):
-    """m's parameter grads of a fixed weighting of out (the graph kept for the harness)."""
-    ps = [p for p in m.parameters() if p.requires_grad]
-    w = torch.arange(out.numel(), dtype=out.dtype).reshape(out.shape) % 5 - 2
-    return list(torch.autograd.grad((out * w).sum(), ps, retain_graph=True))
+from adversary_s74_h_common import _fill, G, IMG, pg, TOL, X  # noqa: E402
 
 SEQ = (((np.arange(60, dtype=np.float32).reshape(2, 5, 6) * 7) % 13) - 6) / 6
 TGT = (((np.arange(48, dtype=np.float32).reshape(2, 4, 6) * 5) % 11) - 5) / 5
