@@ -19,21 +19,9 @@ pytest.importorskip("torch")
 import torch  # noqa: E402
 
 import llgrad  # noqa: E402
+from test_adversary_s74_i import outcome, same  # noqa: E402,F401
 
 pytestmark = pytest.mark.torch
-
-
-def outcome(fn, lib):
-    try:
-        got = repr(fn(lib))
-    except Exception as e:      # (the type and text are compared with torch's)
-        got = f"raises {type(e).__name__}: {e}"
-    return got.replace("llgrad", "LIB").replace("torch", "LIB")
-
-
-def same(fn):
-    want, got = outcome(fn, torch), outcome(fn, llgrad)
-    assert got == want, f"{fn.__name__}:\n torch : {want}\n llgrad: {got}"
 
 
 CASES = []
