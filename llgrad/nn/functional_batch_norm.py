@@ -17,8 +17,9 @@ _STATS_DTYPES = (np.float32, np.float64)
 def train_with_running_stats(input, running_mean, running_var, weight, bias, momentum, eps):
     """batch_norm's result in training, after running_mean / running_var (either may be
     None) = (1 - momentum) * themselves + momentum * the batch's mean / unbiased variance
-    over (0, 2, ...), the statistics in float64 rounded to the input's dtype, then to the
-    buffer's. momentum: a number, or (a traced BatchNorm with momentum=None:
+    over (0, 2, ...), the statistics in float64 rounded to the input's dtype (float32 for a
+    float16 / bfloat16 input into float32 buffers, as PyTorch's mixed-type kernel), then to
+    the buffer's. momentum: a number, or (a traced BatchNorm with momentum=None:
     layers_norm._traced_cumulative) a 0-d float64 tensor."""
     if type(input._data) is np.ndarray and input._data.dtype in _STATS_DTYPES \
             and not trace_state.state.vmap_levels:
@@ -32,6 +33,12 @@ def train_with_running_stats(input, running_mean, running_var, weight, bias, mom
     with grad_mode.no_grad():
         dims = (0,) + tuple(range(2, input._data.ndim))
         x = input.detach()
+        stats = running_mean if running_mean is not None else running_var
+        if x.dtype.itemsize < 4 and x.dtype.is_floating_point and stats is not None \
+                and stats.dtype.itemsize >= 4:
+            # (PyTorch's mixed-type kernel: a float16 / bfloat16 input with float32 (or
+            # wider) buffers gives its statistics in float32, not rounded to the input's)
+            x = x.float()
         _update(running_mean, x.mean(dims) if running_mean is not None else None, momentum,
                 fast=False)
         _update(running_var, x.var(dims, correction=1) if running_var is not None else None,

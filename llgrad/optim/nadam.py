@@ -88,7 +88,8 @@ class NAdam(Optimizer):
                 # the momentum cache mu^t and mu^(t+1)
                 mu = beta1 * (1.0 - 0.5 * (0.96 ** (step * momentum_decay)))
                 mu_next = beta1 * (1.0 - 0.5 * (0.96 ** ((step + 1) * momentum_decay)))
-                mu_product.mul_(mu)
+                # (mu, traced a float64 0-d tensor, cast to float32 first as eager's number)
+                mu_product.mul_(_as_number(mu, mu_product))
 
                 exp_avg.lerp_(grad, _as_number(1 - beta1, exp_avg))
                 if isinstance(beta2, Tensor):   # (addcmul's order: value * t1 first)
