@@ -24,13 +24,19 @@ from tensorboard.backend.event_processing.event_file_loader import \
 pytestmark = pytest.mark.torch
 
 
+def _numbers_as_numbers(name):
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name)]
+
+
 def _events(root):
     """{run directory relative to root: [Event without its wall time]}, files in name
     order."""
     runs = {}
     for dirpath, _, files in os.walk(root):
         found = []
-        for name in sorted(f for f in files if "tfevents" in f):
+        # (in the order written: the names' numbers compared as numbers, the writer's file
+        # counter going from 9 to 10 within a second included)
+        for name in sorted((f for f in files if "tfevents" in f), key=_numbers_as_numbers):
             for event in LegacyEventFileLoader(os.path.join(dirpath, name)).Load():
                 event.ClearField("wall_time")
                 found.append(event)
