@@ -5,11 +5,11 @@ dtype=torch.long)`), a draw from the random module (`torch.tensor([random.random
 compile/py_draws.py) or a number read with .item(), in nested lists of Python numbers.
 
 torch.tensor (creation.tensor, wrapped by wrap_tensor_stand_ins) makes the constant tensor
-eager makes of this call's numbers, and the stand-ins' graph values are put at their places, cast as torch.full casts its fill value
-(symbolic_uses.fill_value_fits, which guards the cast exact for every number the guards let
-through, or reads the number: then the value is guarded, as before). So one trace serves
-every value; before, tensor() read the numbers, each new value traced again and from the
-eighth the calls ran eagerly (a draw: eagerly from the first call)."""
+eager makes of this call's numbers, and the stand-ins' graph values are put at their places,
+cast as torch.full casts its fill value (symbolic_uses.fill_value_fits, which guards the cast
+exact for every number the guards let through, or reads the number: then the value is
+guarded). So one trace serves every value, where reading the numbers would trace each new
+value again (and a draw could not be replayed at all)."""
 import functools
 
 import numpy as np
