@@ -270,7 +270,9 @@ def _zg(L, T):
     return lambda: (opt.zero_grad(set_to_none=False))
 
 
-def build(L, make, grad):
+def _leaf_maker(L, grad):
+    """(T, leaves): T makes a case's tensors, float32 ones requiring grad when grad, noted in
+    leaves."""
     leaves = []
 
     def T(x):
@@ -278,6 +280,11 @@ def build(L, make, grad):
         if t.requires_grad:
             leaves.append(t)
         return t
+    return T, leaves
+
+
+def build(L, make, grad):
+    T, leaves = _leaf_maker(L, grad)
     fn = make(L, T)
     if not grad:
         return fn
@@ -293,13 +300,7 @@ def build(L, make, grad):
 
 def outputs(L, make, grad):
     """(forward output arrays, leaf gradient arrays) of one call, for --check."""
-    leaves = []
-
-    def T(x):
-        t = L.tensor(x, requires_grad=grad and x.dtype == np.float32)
-        if t.requires_grad:
-            leaves.append(t)
-        return t
+    T, leaves = _leaf_maker(L, grad)
     out = make(L, T)()
     out = out[0] if isinstance(out, (tuple, list)) else out
     if out is None:             # (an optimiser's step)

@@ -3,7 +3,7 @@ out, ptr a, ptr b, i64 n, <dtype> alpha)` computes out[i] = fma(b[i], alpha, a[i
 once as ATen's vec::fmadd rounds it (SGD's p.add_(g, alpha=-lr)); alpha is an argument, so
 one kernel per dtype serves every learning rate. NumPy has no fused multiply-add: its exact
 emulation (ir/fused_madd.py) made eight float64 passes, 367 us on a 784 x 128 weight against
-torch's 8. `build_fma`: `void eager_kernel(ptr out, ptr x, ptr y, ptr z, i64 n)`, out[i] =
+torch's 8. `build(dtype, "fma3")`: `void eager_kernel(ptr out, ptr x, ptr y, ptr z, i64 n)`, out[i] =
 fma(x[i], y[i], z[i]) (addcmul's value * t1 * t2 + self, lerp's with a tensor weight)."""
 from llvmlite import ir
 
@@ -28,11 +28,6 @@ def build(dtype, kind="axpy"):
     if compiled is None:
         compiled = jit.compile_module(_module(dtype, kind), [ENTRY], key=k)
     return compiled.address(ENTRY)
-
-
-def build_fma(dtype):
-    """The address of the three-array fma kernel (as build)."""
-    return build(dtype, "fma3")
 
 
 def _module(dtype, kind):

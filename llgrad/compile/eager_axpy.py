@@ -28,14 +28,17 @@ def reset():
     stats["calls"] = 0
 
 
-def _build(dtype):
+def _build(dtype, kind="axpy"):
+    """The kernel of kind ("axpy": out, a, b, n, alpha; "fma3": out, x, y, z, n) for dtype as
+    a ctypes function, or None (NumPy's emulation serves)."""
     from ..codegen import eager_axpy
     try:
-        addr = eager_axpy.build(dtype.name)
-    except Exception:       # noqa: BLE001 (NumPy's emulation serves)
+        addr = eager_axpy.build(dtype.name, kind)
+    except Exception:       # noqa: BLE001
         return None
-    fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                          ctypes.c_int64, _CTYPES[dtype])(int(addr))
+    args = [ctypes.c_void_p] * 3 + ([ctypes.c_int64, _CTYPES[dtype]] if kind == "axpy"
+                                    else [ctypes.c_void_p, ctypes.c_int64])
+    fn = ctypes.CFUNCTYPE(None, *args)(int(addr))
     fn.code = addr              # (keeps the code loaded as long as the function)
     return fn
 
@@ -60,18 +63,6 @@ def axpy(a, b, alpha, dtype, min_elements=MIN_ELEMENTS):
     return out
 
 
-def _build_fma(dtype):
-    from ..codegen import eager_axpy
-    try:
-        addr = eager_axpy.build_fma(dtype.name)
-    except Exception:       # noqa: BLE001 (NumPy's emulation serves)
-        return None
-    fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                          ctypes.c_void_p, ctypes.c_int64)(int(addr))
-    fn.code = addr
-    return fn
-
-
 def fma3(x, y, z, dtype, min_elements=MIN_ELEMENTS):
     """x * y + z rounded once into a fresh array, or None (the caller emulates it): three
     arrays of one shape and float dtype, C-contiguous and aligned (as axpy)."""
@@ -83,7 +74,7 @@ def fma3(x, y, z, dtype, min_elements=MIN_ELEMENTS):
         return None
     fn = _fma_kernels.get(dtype, False)
     if fn is False:
-        fn = eager_builds.start(_fma_kernels, dtype, lambda: _build_fma(dtype))
+        fn = eager_builds.start(_fma_kernels, dtype, lambda: _build(dtype, "fma3"))
     if fn is None or fn is eager_builds.PENDING:
         return None
     out = np.empty_like(x)
