@@ -1,13 +1,14 @@
 """torch.nn.parameter: Parameter (a tensor a Module registers as a parameter), Buffer, and the
 uninitialised parameters and buffers of lazy modules (layers_lazy.py), which hold no data until
 `materialize(shape)` fills the same tensor object in place."""
+import copy
 from multiprocessing import reduction
 
 import numpy as np
 
 from ..runtime.creation import empty
 from ..runtime.process_sharing import reduce_for_process
-from ..runtime.tensor import Tensor
+from ..runtime.tensor import Tensor, user_attributes
 
 __all__ = ["Parameter", "Buffer", "UninitializedParameter", "UninitializedBuffer",
            "UninitializedTensorMixin", "is_lazy"]
@@ -39,7 +40,15 @@ class Parameter(Tensor):
 
     def __reduce_ex__(self, proto):     # (a meta parameter's data: none, meta_tensor.reduce)
         data = self.detach() if self.is_meta else Tensor._from_array(self._data.copy())
-        return (Parameter, (data, self.requires_grad))
+        state = user_attributes(self)
+        return (Parameter, (data, self.requires_grad)) + ((state,) if state else ())
+
+    def __copy__(self):     # (on the same memory, as copy.copy of a torch.nn.Parameter)
+        if type(self) is not Parameter or self.is_meta:
+            return copy._reconstruct(self, None, *self.__reduce_ex__(4))
+        new = Parameter(self.detach(), self.requires_grad)
+        new.__dict__.update(user_attributes(self))
+        return new
 
 
 class Buffer(Tensor):

@@ -94,7 +94,9 @@ class Tensor:
         if trace_state.state.tracer is not None:
             trace_state.state.tracer.graph_break("a copy of a tensor's values by pickle or "
                                                  "copy.deepcopy")
-        return (_rebuild, (np.array(self._data), self.requires_grad, self._dtype.name))
+        rv = (_rebuild, (np.array(self._data), self.requires_grad, self._dtype.name))
+        state = user_attributes(self)
+        return rv + (state,) if state else rv
 
     # ---- metadata ----------------------------------------------------------------------------
     @property
@@ -380,6 +382,12 @@ class Tensor:
                                      lambda at: self.item(), True)
             return format(self.item(), spec)
         return object.__format__(self, spec)
+
+
+def user_attributes(t):
+    """The attributes set on tensor t (its __dict__ but grad_dtype's slot, which pickle and
+    copies leave behind as PyTorch's do)."""
+    return {k: v for k, v in t.__dict__.items() if k != "_grad_dtype"}
 
 
 def _rebuild(arr, requires_grad, dtype=None):     # (pickle gives '>f4' back as float32)

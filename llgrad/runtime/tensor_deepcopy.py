@@ -1,4 +1,10 @@
-"""Tensor.__deepcopy__ as torch.Tensor.__deepcopy__: a non-leaf (a tensor with autograd
+"""Tensor.__copy__ and __deepcopy__ as copy.copy / copy.deepcopy of a torch.Tensor.
+
+copy.copy: a leaf on the same memory (torch's pickle protocol hands the storage over when
+nothing is copied deeply), requiring grad as the tensor does, without its .grad, with its
+attributes (shallow).
+
+copy.deepcopy: a non-leaf (a tensor with autograd
 history) refuses with PyTorch's error; the tensors of one copy.deepcopy call that share a
 storage share one copied storage (views of one base stay views, with their offsets and
 strides); .grad is copied (deep); attributes a user set on the tensor are copied (not
@@ -11,7 +17,7 @@ import copy
 import numpy as np
 
 from . import trace_state
-from .tensor import Storage, Tensor
+from .tensor import Storage, Tensor, user_attributes
 
 _NON_LEAF = ("Only Tensors created explicitly by the user (graph leaves) support the deepcopy "
              "protocol at the moment.  If you were attempting to deepcopy a module, this may "
@@ -79,10 +85,22 @@ def __deepcopy__(self, memo):
     memo[id(self)] = new
     if self._grad is not None:
         new._grad = copy.deepcopy(self._grad, memo)
-    d = {k: v for k, v in self.__dict__.items() if k != "_grad_dtype"}     # (not copied)
+    d = user_attributes(self)
     if d:
         new.__dict__.update(copy.deepcopy(d, memo))
     return new
 
 
+def __copy__(self):
+    if type(self) is not Tensor or self.is_meta:
+        return copy._reconstruct(self, None, *self.__reduce_ex__(4))
+    if trace_state.state.tracer is not None:
+        trace_state.state.tracer.graph_break("copy.copy of a tensor")
+    new = self._alias()
+    new._requires_grad = self.requires_grad
+    new.__dict__.update(user_attributes(self))
+    return new
+
+
 Tensor.__deepcopy__ = __deepcopy__
+Tensor.__copy__ = __copy__

@@ -145,7 +145,7 @@ def _torch_globals(loader):
 
     g = {
         "collections.OrderedDict": OrderedDict, "collections.Counter": Counter,
-        "builtins.set": set, "builtins.frozenset": frozenset, "builtins.bytearray": bytearray,
+        "builtins.set": set, "builtins.bytearray": bytearray,     # (no frozenset: as torch)
         "builtins.complex": complex, "_codecs.encode": encode,
         "torch._utils._rebuild_tensor": _rebuild_tensor,
         "torch._utils._rebuild_tensor_v2": _rebuild_tensor_v2,

@@ -203,30 +203,35 @@ def _both(fn):
     return [fn(lib) for lib in (torch, llgrad)]
 
 
-@pytest.mark.xfail(strict=True, reason="copy.copy(tensor) shares memory in torch (its reduce "
-                   "keeps the storage); llgrad's __reduce_ex__ copies the values")
 def test_shallow_copy_shares_memory():
     def f(lib):
         t = lib.ones(2)
         copy.copy(t)[0] = 5
-        return t.tolist()
+        p = lib.nn.Parameter(lib.ones(2))
+        p.tag = "w"
+        q = copy.copy(p)
+        q.data[1] = 4
+        v = lib.arange(6.)[::2]
+        u = lib.ones(2, requires_grad=True) * 2
+        c = copy.copy(u)
+        copy.copy(v)[1] = 9
+        return (t.tolist(), p.tolist(), type(q).__name__, q.tag, q.requires_grad, v.tolist(),
+                c.is_leaf, c.requires_grad, c.grad_fn)
     a, b = _both(f)
     assert a == b
 
 
-@pytest.mark.xfail(strict=True, reason="pickle.dumps(tensor) keeps attributes set on the "
-                   "tensor in torch; llgrad's __reduce_ex__ drops __dict__")
 def test_pickle_keeps_tensor_attributes():
     def f(lib):
         t = lib.ones(2)
         t.note = 3
-        return getattr(pickle.loads(pickle.dumps(t)), "note", None)
+        p = lib.nn.Parameter(lib.ones(2))
+        p.note = 4
+        return [getattr(pickle.loads(pickle.dumps(x)), "note", None) for x in (t, p)]
     a, b = _both(f)
     assert a == b
 
 
-@pytest.mark.xfail(strict=True, reason="weights_only=True: torch refuses frozenset, "
-                   "llgrad's allowlist accepts it")
 def test_weights_only_frozenset():
     def f(lib):
         b = io.BytesIO()
