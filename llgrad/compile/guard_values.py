@@ -1,4 +1,6 @@
 """The guard values of Python scalars and of containers' structure (guards.py's walk)."""
+import hashlib
+
 import numpy as np
 
 from ..runtime.symbolic_scalar import scalar_input
@@ -106,3 +108,23 @@ def dynamic_numbers(roots, dynamic, tensors, guards):
         else:
             rest.append((path, v))
     return rest
+
+
+class Entries:
+    """A sparse tensor's guard value (guards.sparse_guard): its size, whether coalesced, and
+    its indices and values by value (equal bytes), shown in a line (a recompile's reason)."""
+
+    def __init__(self, t):
+        idx, val = t._sp_indices._data, t._sp_values._data
+        self.key = (t._sp_size, t._sp_coalesced, idx.shape, idx.tobytes(), val.dtype.str,
+                    val.shape, np.ascontiguousarray(val).tobytes())
+
+    def __eq__(self, other):
+        return type(other) is Entries and self.key == other.key
+
+    def __hash__(self):
+        return hash(self.key)
+
+    def __repr__(self):
+        digest = hashlib.sha1(repr(self.key).encode()).hexdigest()[:12]
+        return f"sparse entries (size {list(self.key[0])}, nnz {self.key[2][1]}, {digest})"

@@ -19,9 +19,9 @@ from .class_state import (Same, bound, class_containers, class_state, held, rout
                           user_classes)
 from .function_reads import (_children, captured_guards, captured_reads, class_functions,
                              user_function)
-from .guard_values import (_SCALARS, _scalar_set, dynamic_input, dynamic_numbers,  # noqa
-                           hooked, identity, inputable, outline, scalar_guard, sharing,
-                           without_grads)
+from .guard_values import (_SCALARS, Entries, _scalar_set, dynamic_input,  # noqa
+                           dynamic_numbers, hooked, identity, inputable, outline, scalar_guard,
+                           sharing, without_grads)
 
 _SMALL_ARRAY = numpy_reads.SMALL
 _DICT_VIEWS = (type(type.__dict__), type({}.keys()), type({}.values()), type({}.items()))
@@ -47,6 +47,15 @@ def signature_of(fn):
     if not inspect.isroutine(fn) and inspect.ismethod(forward):
         return inspect.signature(forward)
     return inspect.signature(fn)
+
+
+def sparse_guard(v, path):
+    """A sparse tensor's guard item: sparse ops read its indices, and some (to_dense, the dense
+    reading) its values, in NumPy, which a trace keeps as constants: both guarded by value
+    (its values are an input too); one requiring grad runs eagerly (its values change)."""
+    if v.requires_grad or v._sp_values.requires_grad:
+        return ("unguarded", f"{path} is a sparse tensor that requires grad")
+    return ("sparse", Entries(v))
 
 
 def _walk(roots, tensors, guards, entered=None, dynamic=frozenset(), only=None):
@@ -75,8 +84,9 @@ def _walk(roots, tensors, guards, entered=None, dynamic=frozenset(), only=None):
     stack = list(reversed(roots))
     while stack:
         path, v = stack.pop()
-        if isinstance(v, Tensor) and v.is_sparse:   # (compiled code takes strided tensors)
-            guards.append((path, ("unguarded", f"{path} is a sparse tensor")))
+        if isinstance(v, Tensor) and v.is_sparse:   # (its values an input, its entries guarded)
+            guards.append((path, sparse_guard(v, path)))
+            stack.append((f"{path}._sp_values", v._sp_values))
         elif isinstance(v, Tensor):
             tensors.append((path, v))
             if v.__dict__ and id(v) not in seen:    # (what the user set on it: x.scale = 2.)

@@ -14,7 +14,7 @@ from .dispatch import scalar_type_name as tname
 from .functions import export
 from .node_names import rename
 from .sparse_add import dense_add_sparse, sparse_add_, sparse_sum
-from .sparse_coo import SparseCOOTensor, _index_tensor
+from .sparse_coo import SparseCOOTensor, _index_tensor, _written
 from .tensor import Tensor
 
 _make = SparseCOOTensor._make
@@ -176,6 +176,7 @@ def _in_place(name):
     def method(self, other):
         if not _scalar(other):
             raise NotImplementedError(f"llgrad: sparse {name} by a non-scalar")
+        _written(self, f"{name}_")
         self._sp_values = getattr(self._sp_values, name)(other)
         self._dtype = self._sp_values._dtype
         return self
@@ -186,6 +187,7 @@ def _in_place(name):
 
 def _zero(self):
     """Drop every entry (as torch.Tensor.zero_ of a sparse tensor)."""
+    _written(self, "zero_")
     self._sp_indices = _index_tensor(np.zeros((self.sparse_dim(), 0)))
     self._sp_values = self._sp_values[:0].detach()
     self._sp_coalesced = True

@@ -10,7 +10,7 @@ import numpy as np
 from . import grad_mode, methods_alpha, trace_state
 from .creation import zeros
 from .functions import cat
-from .sparse_coo import SparseCOOTensor, _index_tensor
+from .sparse_coo import SparseCOOTensor, _index_tensor, _written
 from .tensor import Tensor
 
 
@@ -78,6 +78,7 @@ def sparse_add_(t, s, alpha=1):
         raise RuntimeError("add(sparse, dense) is not supported. Use add(dense, sparse) "
                            "instead.")
     _same_size(t, s)
+    _written(t, "add_")
     r = sparse_sum(t, s, alpha)
     t._sp_indices, t._sp_values, t._sp_coalesced = r._sp_indices, r._sp_values, \
         r._sp_coalesced

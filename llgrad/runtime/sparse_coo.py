@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from . import dtypes, functions, grad_mode, node as _node
+from . import dtypes, functions, grad_mode, node as _node, trace_state
 from .creation import zeros
 from .formatting import add_suffixes, array_text
 from .node_names import rename
@@ -21,6 +21,15 @@ from .tensor import Storage, Tensor
 # the in-place names a sparse tensor answers (the rest would write its read-only dense reading)
 _IN_PLACE_KEPT = frozenset(("mul_", "div_", "zero_", "add_", "sub_", "requires_grad_",
                             "share_memory_"))
+
+
+def _written(t, what):
+    """Before an in-place write of sparse tensor t: in a trace, a graph break (compiled code
+    takes a sparse tensor's entries as inputs, llgrad.compile's guards.py, and cannot give
+    back its new ones)."""
+    tracer = trace_state.state.tracer
+    if tracer is not None:
+        tracer.graph_break(f"{what} writes a sparse tensor in place")
 
 
 def _index_tensor(arr):

@@ -2,8 +2,8 @@
 to_sparse, sparse_coo_tensor, dense + sparse and sparse products; torch.spmm in the layers;
 sparse input features; Adam with weight decay; NLLLoss over a train mask), on a seeded
 synthetic graph of Cora's kind: llgrad's losses and accuracy equal torch's, eagerly and with
-the step under llgrad.compile (the GCN's runs eagerly: its inputs are sparse; the GAT's
-inputs are dense once built, and its step is compiled)."""
+the step under llgrad.compile (the GCN's sparse inputs are guarded by their entries and
+its step is compiled; the GAT's inputs are dense once built)."""
 import warnings
 
 import numpy as np

@@ -196,23 +196,50 @@ def test_save_and_load_both_ways():
     np.testing.assert_array_equal(mine.to_dense().numpy(), s.to_dense().numpy())
 
 
-def test_compile_runs_a_sparse_input_eagerly_with_its_reason():
+def test_compile_takes_a_captured_sparse_tensor_guarded_by_its_entries():
+    # (a GCN's normalised adjacency captured by its step: compiled, not run eagerly; the
+    # sparse ops read its indices and values in NumPy, so new entries trace again)
     s = llgrad.sparse_coo_tensor(I, V, (2, 3))
     w = llgrad.ones(3, 2, requires_grad=True)
 
     def step():
-        return llgrad.mm(s, w).sum()
+        return (llgrad.sparse.mm(s, w) + llgrad.mm(s, w)).sum() + s.to_dense().sum()
+    f = llgrad.compile(step)
+    expected = llgrad.ones(3, 2, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for k in range(5):
+            if k == 2:
+                s.mul_(2)
+            if k == 3:
+                s = llgrad.sparse_coo_tensor(llgrad.tensor([[0, 1, 0, 1], [2, 0, 1, 1]]), V, (2, 3))
+            got = f()
+            got.backward()
+            want = (llgrad.sparse.mm(s, expected) + llgrad.mm(s, expected)).sum() + \
+                s.to_dense().sum()
+            want.backward()
+            assert got.item() == want.item()
+            np.testing.assert_array_equal(w.grad.numpy(), expected.grad.numpy())
+    assert f.entries and len(f.entries) == 3
+
+
+def test_compile_runs_a_sparse_tensor_requiring_grad_eagerly_with_its_reason():
+    s = llgrad.sparse_coo_tensor(I, V, (2, 3)).requires_grad_()
+    w = llgrad.ones(3, 2)
+
+    def step():
+        return llgrad.sparse.mm(s, w).sum()
     f = llgrad.compile(step)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for _ in range(3):
             f().backward()
-    assert any("s is a sparse tensor" in str(c.message) for c in caught), \
+    assert any("s is a sparse tensor that requires grad" in str(c.message) for c in caught), \
         [str(c.message) for c in caught]
-    expected = llgrad.ones(3, 2, requires_grad=True)
+    e = llgrad.sparse_coo_tensor(I, V, (2, 3)).requires_grad_()
     for _ in range(3):
-        llgrad.mm(s, expected).sum().backward()
-    np.testing.assert_array_equal(w.grad.numpy(), expected.grad.numpy())
+        llgrad.sparse.mm(e, w).sum().backward()
+    np.testing.assert_array_equal(s.grad.to_dense().numpy(), e.grad.to_dense().numpy())
 
 
 def test_compile_of_a_sparse_tensor_made_inside_runs_eagerly():
@@ -223,3 +250,23 @@ def test_compile_of_a_sparse_tensor_made_inside_runs_eagerly():
         for scale in (1.0, 2.0, 3.0):
             x = scale * llgrad.eye(2)
             assert f(x).item() == pytest.approx((x @ w).sum().item(), rel=1e-6)
+
+
+def test_compile_of_an_in_place_write_to_a_captured_sparse_tensor_runs_eagerly():
+    # (compiled code takes the entries as inputs and cannot give back new ones: the write
+    # breaks the trace, and each call scales the tensor as eager does)
+    w = llgrad.ones(3, 2)
+    got, want = [], []
+    for compiled in (False, True):
+        s = llgrad.sparse_coo_tensor(I, V, (2, 3))
+
+        def step():
+            s.mul_(0.5)
+            return llgrad.sparse.mm(s, w).sum()
+        f = llgrad.compile(step) if compiled else step
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            (got if compiled else want).extend(f().item() for _ in range(3))
+        if compiled:
+            assert any("writes a sparse tensor in place" in str(c.message) for c in caught)
+    assert got == want == [13.0, 6.5, 3.25]
