@@ -58,19 +58,25 @@ def _grad_switched_on(entry, before, after, tensors):
     """The guard items after the run with `x.requires_grad = True` (or False) on a leaf
     input x (the FGSM tutorial's `data.requires_grad = True`) or `x.detach_()` on an input
     with a history (d2l's `state.detach_()` between minibatches) taken back, as the entry
-    replays it: (position, flag) of those inputs go to entry.grad_on (flag None: detach_)."""
+    replays it: (position, flag) of those inputs go to entry.grad_on (flag None: detach_).
+    The items of the other paths to such an input (a parameter met again in the optimiser's
+    param_groups and state keys: their item names its first path) are taken back alike."""
     was, at = dict(before), {path: k for k, (path, _) in enumerate(tensors)}
-    out, entry.grad_on = [], []
+    out, entry.grad_on, flipped = [], [], {}
     for name, v in after:
         b = was.get(name)
-        if name in at and type(b) is tuple and type(v) is tuple and len(v) == 7 and \
+        if type(b) is tuple and type(v) is tuple and len(v) == 7 and v[4] in at and \
                 b[3] is (not v[3]) and b[:3] == v[:3] and b[4] == v[4] and b[6] is v[6]:
             if b[5] == v[5]:
-                entry.grad_on.append((at[name], v[3]))
-                v = b
+                flipped[v[4]] = v[3]
             elif b[3] and not b[5]:     # `x.detach_()` on an input with a history (None)
-                entry.grad_on.append((at[name], None))
-                v = b
+                flipped[v[4]] = None
+    entry.grad_on = [(at[first], flag) for first, flag in flipped.items()]
+    for name, v in after:
+        b = was.get(name)
+        if type(v) is tuple and len(v) == 7 and v[4] in flipped and type(b) is tuple and \
+                b[3] is (not v[3]) and (b[5] == v[5] or flipped[v[4]] is None):
+            v = b
         out.append((name, v))
     return out
 
