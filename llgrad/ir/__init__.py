@@ -16,6 +16,7 @@ from . import ops_conv3d, ops_pool3d  # noqa: F401,E402  (convolution3d; 3-D poo
 from . import ops_linalg_solve, ops_linalg_spectral  # noqa: F401,E402  (solve, lu, qr, svd)
 from . import ops_special_bessel  # noqa: F401,E402  (Bessel, polynomials, zeta)
 from . import ops_complex, ops_fft  # noqa: F401,E402  (view_as_real, complex, ...; fft)
+from . import ops_ctc  # noqa: F401,E402  (ctc_loss, ctc_loss_backward)
 from .graph import Graph, Guard, Node, TensorType, Value  # noqa: F401,E402
 from .builder import Builder  # noqa: F401,E402
 from . import printer  # noqa: F401,E402  (Graph.__str__)

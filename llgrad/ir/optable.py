@@ -162,6 +162,16 @@ _KEEP_LAYOUT = ("sort", "flip", "index_put", "index")
 _CONTIGUOUS_ELEMENTWISE = ("masked_fill", "logsigmoid")
 
 
+def no_derivative(aten):
+    """The VJP rule of an op PyTorch gives no derivative (its backward ops): a backward
+    through the op raises PyTorch's error, where a rule-less op's result would silently
+    have no history (a double backward missing that part of the gradient)."""
+    def vjp(c, gs):
+        raise RuntimeError(f"derivative for aten::{aten} is not implemented")
+    vjp.no_derivative = aten
+    return vjp
+
+
 def contiguous_result(op):
     """Whether op's results are made C-contiguous (eager, the interpreter and the Python
     backend alike; the IR types say so for every op that is not a view)."""

@@ -1018,7 +1018,8 @@ def test_every_op_has_a_sample():
 
 
 def test_exempt_ops_are_not_differentiable():
-    assert [n for n in EXEMPT if OPS[n].vjp is not None] == []
+    assert [n for n in EXEMPT if OPS[n].vjp is not None
+            and not hasattr(OPS[n].vjp, "no_derivative")] == []
     assert [n for n in SAMPLES if OPS[n].vjp is None] == []
     assert set(NOT_TWICE_DIFFERENTIABLE) <= set(SAMPLES)
 
