@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from ..runtime import global_module_hooks as _global, grad_mode
 from ..runtime.functions_settings import typename
 from ..runtime.tensor import Tensor
-from ..runtime.training_flag import TrainingFlag
+from ..runtime.training_flag import TrainingFlag, read_past
 from .module_access import ModuleAccess, _IncompatibleKeys  # noqa: F401
 from .module_convert import ModuleConvert
 from .module_hooks import ModuleHooks
@@ -72,6 +72,12 @@ class Module(ModuleConvert, ModuleAccess, ModuleHooks):
     training = TrainingFlag()   # (in the instance's __dict__; compile sees a step set it)
     # (PyTorch's name for the set, which code written for it reads and writes)
     _non_persistent_buffers_set = property(lambda self: self._non_persistent)
+
+    def __getstate__(self):
+        """The instance's __dict__ (object's default), the flag in it noted as read
+        (training_flag.read_past: a traced copy reads it past the descriptor)."""
+        read_past(self)
+        return self.__dict__
 
     def __init__(self) -> None:
         object.__setattr__(self, "_parameters", OrderedDict())

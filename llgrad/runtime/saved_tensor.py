@@ -86,7 +86,10 @@ def user_position():
 @functools.lru_cache(maxsize=1024)
 def users_file(filename):
     """Whether code from filename is the user's, not the standard library's or an installed
-    package's (whose objects the walk meets too: a logger, a progress bar)."""
+    package's (whose objects the walk meets too: a logger, a progress bar). The standard
+    library's frozen modules ("<frozen os>", "<frozen importlib._bootstrap>") are not."""
+    if filename.startswith("<frozen "):
+        return False
     path = os.path.realpath(filename)
     return not any(path.startswith(d + os.sep) for d in library_dirs())
 

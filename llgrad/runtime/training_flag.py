@@ -42,6 +42,15 @@ class TrainingFlag:
             raise AttributeError("training") from None
 
 
+def read_past(module):
+    """Note a read of module's flag past the descriptor: its state taken whole
+    (Module.__getstate__, which copy.copy, copy.deepcopy and pickle call) holds the flag as
+    found, so a step that copies a module before model.train() depends on it."""
+    touched = _watch.touched
+    if touched is not None and id(module) not in touched:
+        touched[id(module)] = (module, False)
+
+
 class watching:
     """with watching() as flags: during the block, note for each module whose `training`
     the block touches whether it wrote it before reading it; afterwards flags.written_first
