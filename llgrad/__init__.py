@@ -42,6 +42,7 @@ from .compile.compiled_function import compile  # noqa: F401,E402,A004
 from .compile import eager_native as _eager_native  # noqa: F401,E402 (its dispatcher hook)
 from .compile import eager_gemm as _eager_gemm  # noqa: F401,E402 (its matmul hook)
 from .compile import eager_axpy as _eager_axpy  # noqa: F401,E402 (its add-alpha hook)
+from .compile import eager_binary as _eager_binary  # noqa: F401,E402 (its atan2 hook)
 from .compile import eager_twister as _eager_twister  # noqa: F401,E402 (torch_random's hook)
 from .compile import eager_bn_stats as _eager_bn_stats  # noqa: F401,E402 (batch_stats' hook)
 from .compile import eager_shaped_vjp as _eager_shaped_vjp  # noqa: F401,E402 (its VJP hook)

@@ -100,8 +100,9 @@ def cascade_sum(x, dim, keepdim, dtype=None):
         return None         # (the checks of every eager sum's call: cheapest first)
     if isinstance(dim, int):
         dim = (dim,)
-    if dim is not None and len(dim) == 1 and shape[dim[0]] < SEQUENTIAL_FROM:
-        return None
+    if dim is not None and len(dim) == 1 and (shape[dim[0]] < SEQUENTIAL_FROM or (
+            dim[0] % nd == nd - 1 and x.flags.c_contiguous)):
+        return None         # (a row-major array's last axis: NumPy adds it pairwise)
     dims = set(range(nd)) if dim is None else {d % nd for d in dim}
     if math.prod(shape[d] for d in dims) < SEQUENTIAL_FROM:
         return None

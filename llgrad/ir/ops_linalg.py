@@ -14,7 +14,8 @@ def _total(v, dim, keepdim):
     """np.sum(v, axis=dim, keepdims=keepdim), in blocks along a long axis NumPy adds in
     sequence (np_sums.py; native code's sums add in float64)."""
     r = cascade_sum(v, dim, keepdim)
-    return np.sum(v, axis=dim, keepdims=keepdim) if r is None else r
+    # (np.add.reduce: np.sum's additions without its Python-level dispatch)
+    return np.add.reduce(v, axis=dim, keepdims=keepdim) if r is None else r
 
 
 def _vector_norm(x, ord=2, dim=None, keepdim=False):
@@ -22,7 +23,7 @@ def _vector_norm(x, ord=2, dim=None, keepdim=False):
     dt = x.dtype
     if dt == np.float16:    # (accumulated in float32, as PyTorch: |x|**3 overflows float16)
         x = x.astype(np.float32)
-    a = np.abs(x)
+    a = np.abs(x) if ord != 2 else None     # (2: x * x, no pass for |x|)
     if ord == 2:
         r = np.sqrt(_total(x * x, dim, keepdim))
     elif ord == 1:

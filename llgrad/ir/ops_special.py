@@ -1,7 +1,8 @@
 """Inverse trigonometric and special functions: asin, acos, atan, atan2, erfc, erfinv, lgamma,
 digamma, polygamma. Each is one elementwise op with PyTorch's backward formula and node.
 
-Eager asin/acos/atan/atan2 are NumPy's (libm's); the others are special_numpy.py's (the
+Eager asin/acos/atan are NumPy's (libm's), atan2 a native loop where one takes it
+(compile/eager_binary.py); the others are special_numpy.py's (the
 methods of special_kernels.py, which native code evaluates too: llgrad/codegen/lowerings/
 vecmath_special.py). polygamma of order n >= 2 is Cephes' zeta, as PyTorch's kernel, and
 has no native lowering (a graph with it runs on the interpreter)."""
@@ -40,9 +41,26 @@ def _atan2_vjp(c, g):
             g * -c.self * recip if c.needs(1) else None)
 
 
+_native_atan2 = [None]  # a native atan2 of two arrays (compile/eager_binary.py installs it)
+
+
+def set_native_atan2(fn):
+    """fn(y, x) -> array or None, tried by the eager atan2 before np.arctan2."""
+    _native_atan2[0] = fn
+
+
+def _atan2(y, x):
+    # np.arctan2 is libm's scalar loop (~9x torch's vectorised kernel): the native loop of the
+    # lowering native code runs (special_kernels.atan2 in double, rounded once) where it takes
+    # the operands, the same values within float32 rounding
+    fn = _native_atan2[0]
+    r = None if fn is None else fn(y, x)
+    return np.arctan2(y, x) if r is None else r
+
+
 # atan2(input, other): both tensors (PyTorch takes no Python number here: the runtime's
 # methods check); promoted as a binary float op (int operands give float32)
-defop("atan2", np.arctan2, vjp=_atan2_vjp, grad_fn="Atan2Backward0", args=("self", "other"),
+defop("atan2", _atan2, vjp=_atan2_vjp, grad_fn="Atan2Backward0", args=("self", "other"),
       save=("self", "other"), kind="elementwise", promote=(0, 1), float_out=True, cost=12)
 
 

@@ -3,13 +3,14 @@ corrcoef (PyTorch's Correlation.cpp, op for op), trapezoid / trapz / cumulative_
 (its Integration.cpp formulas), cdist and dist (vector norms of differences)."""
 import warnings
 
-from . import dtypes
+from . import dtypes, grad_mode
+from .autograd_function import Function
 from .creation import full_op
 from .dispatch import scalar_type_name as tname
-from .functions import export
+from .functions import cat, export
 from .functions_math import attach
 from .linalg import vector_norm
-from .shapes import norm_dim
+from .shapes import broadcast_shapes, norm_dim
 from .tensor import Tensor
 from .node_names import torch_node
 from .autocast_cast import autocast_float32
@@ -145,12 +146,72 @@ def inf_distance(diff, dim):
     return out + (tied - tied.detach()).where(out.isfinite(), 0.0)
 
 
-@torch_node("CdistBackward0")
+def _cdist_mm(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
+    """Whether ATen's cdist takes its matrix-product form (_euclidean_dist): p = 2 with
+    use_mm_for_euclid_dist, or if_necessary beyond 25 rows, non-empty operands."""
+    s1, s2 = x1._data.shape, x2._data.shape
+    if len(s1) < 2 or len(s2) < 2:
+        return False
+    return p == 2 and (compute_mode == "use_mm_for_euclid_dist" or (
+        compute_mode == "use_mm_for_euclid_dist_if_necessary" and max(s1[-2], s2[-2]) > 25)) \
+        and x1._data.size > 0 and x2._data.size > 0 and s1[-1] > 0
+
+
+def _euclidean_forward(x1, x2):
+    """ATen's _euclidean_dist op for op: [-2 x1, |x1|^2, 1] @ [x2, 1, |x2|^2]^T (one matrix
+    product of the rows), clamped at 0, its square root."""
+    n1 = x1.square().sum(-1, keepdim=True)
+    n2 = x2.square().sum(-1, keepdim=True)
+    d2 = cat([x1 * -2, n1, full_op(n1.shape, 1, n1.dtype)], -1) @ \
+        cat([x2, full_op(n2.shape, 1, n2.dtype), n2], -1).mT
+    return d2.clamp_min(0).sqrt()
+
+
+class _EuclideanDist(Function):
+    """_euclidean_dist with ATen's _euclidean_dist_backward: ratio = grad / result (0 at a zero
+    distance); x1 * ratio.sum(-1) - ratio @ x2 and x2 * ratio.sum(-2) - ratio^T @ x1."""
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x1, x2):
+        return _euclidean_forward(x1, x2)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs, output)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x1, x2, res = ctx.saved_tensors
+        ratio = (grad / res).masked_fill(res == 0, 0)
+        return (x1 * ratio.sum(-1, keepdim=True) - ratio @ x2,
+                x2 * ratio.sum(-2).unsqueeze(-1) - ratio.mT @ x1)
+
+
+_EuclideanDist._backward_cls.__name__ = "EuclideanDistBackward0"     # (PyTorch's node name)
+
+
+def _euclidean_dist(x1, x2):
+    """ATen's cdist_impl's matrix-product form: both operands expanded to the broadcast batch
+    dims, _euclidean_dist, viewed (its ViewBackward0 node)."""
+    s1, s2 = x1.shape, x2.shape
+    batch = tuple(broadcast_shapes(s1[:-2], s2[:-2]))
+    if s1[:-2] != batch:
+        x1 = x1.expand(batch + s1[-2:])
+    if s2[:-2] != batch:
+        x2 = x2.expand(batch + s2[-2:])
+    if not (grad_mode.is_grad_enabled() and (x1.requires_grad or x2.requires_grad)):
+        return _euclidean_forward(x1, x2)
+    out = _EuclideanDist.apply(x1, x2)
+    return out.view(out.shape)
+
+
+@torch_node(lambda *a, **k: "ViewBackward0" if _cdist_mm(*a, **k) else "CdistBackward0")
 def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     """As torch.cdist: the p-norm distances between the rows of x1 (..., P, M) and x2 (...,
-    R, M), batch dims broadcast. Computed from the differences (PyTorch uses a matrix
-    product for p = 2 beyond 25 rows, which is faster and less accurate); the gradient at a
-    zero distance is 0, as PyTorch's."""
+    R, M), batch dims broadcast. For p = 2 beyond 25 rows (compute_mode's default) ATen's
+    matrix-product form (_euclidean_dist: faster, less accurate near 0), else computed from
+    the differences; the gradient at a zero distance is 0, as PyTorch's."""
     x1, x2 = autocast_float32(x1, x2)
     for name, t in (("X1", x1), ("X2", x2)):
         if t._data.ndim < 2:
@@ -168,6 +229,8 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     if compute_mode not in ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist",
                             "donot_use_mm_for_euclid_dist"):
         raise ValueError(f"{compute_mode} is not a valid value for compute_mode")
+    if _cdist_mm(x1, x2, p, compute_mode):
+        return _euclidean_dist(x1, x2)
     diff = x1.unsqueeze(-2) - x2.unsqueeze(-3)
     if p == float("inf"):
         return inf_distance(diff, -1)
