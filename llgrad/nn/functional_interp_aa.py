@@ -4,8 +4,8 @@ index i reads the inputs xmin .. xmin + xsize - 1 around center = scale * (i + 0
 weighted by the filter at (j - center + 0.5) / scale (the filter widened by the scale when
 downsampling) and normalised to sum 1, in the input's precision. The last dim is resampled
 first, then the one before; a dim whose size does not change is left as it is. Each step is
-a sum of gathers (index_select, whose gradient scatters back) times weights, the terms
-added in PyTorch's order."""
+a sum of gathers (index_select, whose gradient scatters back) times weights (the reads
+past an output's xsize masked to 0), the terms added in PyTorch's order."""
 import math
 
 import numpy as np
@@ -52,8 +52,10 @@ def _scale(n, o, scale, align_corners, dt):
 
 
 def _weights(n, o, scale, align_corners, mode, dt):
-    """(indices, weights), each a list of max_interp_size arrays of length o: the j-th
-    input each output reads (clamped into the input past its xsize) and its weight (0 there)."""
+    """(indices, weights, outside), each a list of max_interp_size arrays of length o: the
+    j-th input each output reads (clamped into the input past its xsize), its weight (0
+    there) and whether j is past xsize (PyTorch reads nothing there: an inf or NaN clamped
+    into it must not make 0 * inf)."""
     filt, size = _FILTERS[mode]
     s = _scale(n, o, scale, align_corners, dt)
     support = dt(size * 0.5) * s if s >= 1 else dt(size * 0.5)
@@ -71,7 +73,7 @@ def _weights(n, o, scale, align_corners, mode, dt):
     w = np.where(total != 0, w / np.where(total != 0, total, dt(1)), w).astype(dt)
     idx = np.minimum(j + xmin[None, :], n - 1)
     used = int(xsize.max()) if o else 0
-    return list(idx[:used]), list(w[:used])
+    return list(idx[:used]), list(w[:used]), list(~inside[:used])
 
 
 def interpolate_aa(input, out_size, scales, mode, align_corners):
@@ -84,10 +86,12 @@ def interpolate_aa(input, out_size, scales, mode, align_corners):
         if n == o:
             continue
         shape = (o,) + (1,) * (3 - dim)
-        idx, ws = _weights(n, o, scales[k], align_corners, mode, dt)
+        idx, ws, outside = _weights(n, o, scales[k], align_corners, mode, dt)
         total = None
-        for i, w in zip(idx, ws):
+        for i, w, out in zip(idx, ws, outside):
             term = x.index_select(dim, _tensor(i)) * _tensor(w.reshape(shape)).to(input.dtype)
+            if out.any():
+                term = term.masked_fill(_tensor(out.reshape(shape)), 0)
             total = term if total is None else total + term
         x = total
     if x is input:

@@ -5,10 +5,10 @@ input divided by PyTorch's counts, llgrad/ir/ops_nn_more.py); avg_pool1d is avg_
 a unit height, as in PyTorch. The adaptive pools are compositions: PyTorch's windows
 (start floor(i*n/o), end ceil((i+1)*n/o)) are equal and disjoint when o divides n, where
 the pool is a reshape and a mean, or max_pool2d's op (kernel = stride = n/o: the same
-values, indices, NaN and ties); otherwise adaptive_avg_pool2d multiplies by the matrices of
-window averages and adaptive_max_pool2d gathers every window (padded to the longest by
-repeating its last element, which changes no maximum) and takes the max, its flat indices
-read from a table by the max's position."""
+values, indices, NaN and ties); otherwise adaptive_avg_pool2d gathers the windows of
+each dim in turn (window_mean: a NaN or inf stays in its windows) and adaptive_max_pool2d
+gathers every window (padded to the longest by repeating its last element, which changes
+no maximum) and takes the max, its flat indices read from a table by the max's position."""
 import numpy as np
 
 from ..ir import OPS
@@ -115,13 +115,19 @@ def _windows(n, o):
     return (i * n) // o, -((-(i + 1) * n) // o)          # floor(i*n/o), ceil((i+1)*n/o)
 
 
-def _window_means(n, o, dtype):
-    """The (o, n) matrix of adaptive average pooling along one dim: row r averages window r."""
+def window_mean(x, dim, n, o):
+    """Adaptive average pooling of x's dim (size n) to o windows: each window gathered
+    (padded to the longest by repeating its last element), the padding masked to zero and
+    the sum divided by the window's length, so a NaN or inf reaches its own windows only
+    (a matrix of window averages would spread it: 0 * inf is NaN)."""
     start, end = _windows(n, o)
-    m = np.zeros((o, n))
-    for r, (a, b) in enumerate(zip(start, end)):
-        m[r, a:b] = 1.0 / (b - a)
-    return _tensor(m.astype(dtype.name))
+    k = int((end - start).max())
+    pos = start[:, None] + np.arange(k)                                  # (o, k)
+    x = x.movedim(dim, -1)
+    win = x.index_select(-1, _tensor(np.minimum(pos, end[:, None] - 1).reshape(-1)))
+    win = win.reshape(tuple(x.shape[:-1]) + (o, k)).masked_fill(
+        _tensor(pos >= end[:, None]), 0)
+    return (win.sum(-1) / _tensor((end - start).astype(x.dtype.name))).movedim(-1, dim)
 
 
 def _check_list_with_default(output_size, shape):
@@ -190,8 +196,7 @@ def adaptive_avg_pool2d(input, output_size):
         out = input.float() if input.dtype in (bfloat16, float16) else input
         for dim, (n, o) in ((-1, (w, ow)), (-2, (h, oh))):
             if n != o:
-                mt = _window_means(n, o, out.dtype)
-                out = out.matmul(mt.t()) if dim == -1 else mt.matmul(out)
+                out = window_mean(out, dim, n, o)
         out = out.to(input.dtype)
     # (channels_last in, channels_last out, as ATen's kernel allocates it)
     return in_suggested_format(rename(out, "AdaptiveAvgPool2DBackward0"), input)

@@ -15,7 +15,7 @@ from ..runtime.dtypes import int64
 from ..runtime.node_names import rename
 from ..runtime.result_format import in_suggested_format
 from .functional_loss import _NAMES
-from .functional_pool import _window_means, _windows, window_max
+from .functional_pool import _windows, window_max, window_mean
 from .functional_pool_more import _lp_pool, _unpool_output_size
 from ..runtime.vmap_fallback import meta_on_mismatch
 from ..runtime.autocast_cast import float32_list
@@ -194,8 +194,7 @@ def adaptive_avg_pool3d(input, output_size):
         res = input.float() if input.dtype.name in ("bfloat16", "float16") else input
         for axis, (n, o) in zip((-3, -2, -1), zip(dims, out)):
             if n != o:
-                mt = _window_means(n, o, res.dtype)
-                res = res.transpose(axis, -1).matmul(mt.t()).transpose(axis, -1)
+                res = window_mean(res, axis, n, o)
         # (the matmuls leave a dim they skipped out of place: row-major, as ATen's result)
         res = res.contiguous().to(input.dtype)
     return rename(res, "AdaptiveAvgPool3DBackward0")
