@@ -198,6 +198,14 @@ def _fold_args(name, kernel_size, dilation, padding, stride):
     return k, d, p, s
 
 
+def _no_integers(x, kernel):
+    """ATen's im2col / col2im kernels take floating, complex and bool tensors only (the
+    refusal after the shape checks, as its dispatch)."""
+    dt = x.dtype
+    if not (dt.is_floating_point or dt.is_complex or dt == bool_):
+        raise NotImplementedError(f'"{kernel}" not implemented for \'{scalar_type_name(dt)}\'')
+
+
 def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     """im2col: (N, C, H, W) -> (N, C * kh * kw, L), L the sliding blocks in row-major order."""
     (kh, kw), (dh, dw), (ph, pw), (sh, sw) = _fold_args("unfold", kernel_size, dilation, padding,
@@ -221,6 +229,7 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
                            f"dilation=({dh}, {dw}), padding=({ph}, {pw}), calculated shape of the "
                            f"array of sliding blocks as ({oh}, {ow}), but its components must be "
                            "at least one.")
+    _no_integers(input, "im2col_out_cpu")
     xp = pad(x, (pw, pw, ph, ph)) if ph or pw else x
     cols = [xp[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh, j * dw:j * dw + sw * (ow - 1) + 1:sw]
             for i in range(kh) for j in range(kw)]
@@ -251,6 +260,7 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
                            f"{dh}, {dw}), padding=({ph}, {pw}), stride=({sh}, {sw}), expected size "
                            f"of input's dimension 2 to match the calculated number of sliding "
                            f"blocks {oh} * {ow} = {oh * ow}, but got input.size(2)={length}.")
+    _no_integers(input, "col2im_out_cpu")
     c = ckk // (kh * kw)
     blocks = x.reshape(n, c, kh * kw, oh, ow)
     out = zeros(n, c, h + 2 * ph, w + 2 * pw, dtype=input.dtype)

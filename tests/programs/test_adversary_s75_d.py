@@ -76,8 +76,6 @@ def int_fold_raises(torch, x):
     return torch.nn.functional.fold(x.flatten(2)[:, :, :6].repeat(1, 4, 1), (3, 4), 2)
 
 
-@pytest.mark.xfail(strict=True, reason="llgrad's fold/unfold take integer inputs; torch's "
-                   "im2col/col2im raise NotImplementedError for Long")
 @pytest.mark.parametrize("fn", [int_unfold_raises, int_fold_raises], ids=lambda f: f.__name__)
 def test_int_fold_unfold_raise(fn):
     check(fn, XI)
