@@ -228,11 +228,11 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
         grad_outs += retained_outputs(entry, tracer, outs, len(grad_outs))
         check_given(tracer, tensors, changed, outs + grad_outs)  # (eager's views, not copies)
         entry.n_fn_out, entry.n_out = len(outs), len(outs) + len(grad_outs)
-        # traced with no .grad, none read or set: the entry serves any .grad state
-        entry.grad_free = n_own == len(tensors) and not tracer.grad_read and not changed
         entry.functions = getattr(tracer, "functions", frozenset())     # custom Functions
         # (.grad only cleared: later calls clear it too; a backward after the call fills it)
         step = entry.step = tracer.backward_runs > 0 or any(g is not None for _, g in changed)
+        # no .grad read, nor set but cleared (an eval step's zero_grad): any .grad served
+        entry.grad_free = n_own == len(tensors) and not tracer.grad_read and not step
         # (no view made under no_grad (no edge), nor, after a backward, an input returned itself)
         diff_out = [i for i, o in enumerate(outs) if o.requires_grad
                     and i not in entry.scalar_outputs

@@ -291,10 +291,10 @@ class Module(ModuleConvert, ModuleAccess, ModuleHooks):
         """Reset the parameters' .grad (to None by default, else to zeros), as
         torch.nn.Module.zero_grad."""
         for p in self.parameters():
-            if p.grad is None:
+            if set_to_none:     # (not read first: a compiled step clearing .grad before any
+                p.grad = None   # read serves every .grad state, entry.py's grad_free)
+            elif p.grad is None:
                 continue
-            if set_to_none:
-                p.grad = None
             else:
                 p.grad.detach_()
                 p.grad.zero_()

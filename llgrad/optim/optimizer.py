@@ -266,10 +266,10 @@ class Optimizer(OptimizerHooks):
         as torch.optim.Optimizer.zero_grad."""
         for group in self.param_groups:
             for p in group["params"]:
-                if p.grad is None:
-                    continue
-                if set_to_none:
+                if set_to_none:     # (not read first: nn.Module.zero_grad's)
                     p.grad = None
+                elif p.grad is None:
+                    continue
                 else:
                     if p.grad.grad_fn is not None:
                         p.grad.detach_()
