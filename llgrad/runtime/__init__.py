@@ -44,3 +44,11 @@ wrap_tensor_stand_ins()  # (torch.tensor of a compiled function's changing numbe
 wrap_meta_factories()  # (device="meta", before layout= / memory_format= wrap them)
 wrap_factory_args()  # (the factories' layout= / pin_memory=, before out= wraps them)
 wrap_out_args()      # (and every function: out=, last, so that it sees the others' names)
+
+# As torch's (torch.Tensor.__module__ == "torch"): print(type(x)) shows <class 'llgrad.Tensor'>
+from .dtypes import dtype as _dtype  # noqa: E402
+from .device import device as _device  # noqa: E402
+from .dtype_info import finfo as _finfo, iinfo as _iinfo  # noqa: E402
+from .functions_config import layout as _layout, memory_format as _memory_format  # noqa: E402
+for _cls in (Tensor, Size, _dtype, _device, _finfo, _iinfo, _layout, _memory_format):
+    _cls.__module__ = "llgrad"

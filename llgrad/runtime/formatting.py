@@ -106,7 +106,9 @@ def _body(a, indent, summarize, fmt):
     n = a.shape[0]
     cut = summarize and n > 2 * EDGEITEMS
     if a.ndim == 1:
-        if cut:
+        if summarize and not EDGEITEMS:     # (torch: edgeitems=0 shows no element)
+            data = ["..."]
+        elif cut:
             data = ([fmt.format(v) for v in a[:EDGEITEMS].tolist()] + [" ..."]
                     + [fmt.format(v) for v in a[n - EDGEITEMS:].tolist()])
         else:
@@ -194,6 +196,8 @@ def repr_text(data, dtype, grad_fn_name, requires_grad, tangent_text=None):
             suffixes.append(f"dtype=llgrad.{name}")
         body = "[]"
     else:
+        if not EDGEITEMS:               # (torch names the size when no edge item shows)
+            suffixes.append(f"size={tuple(int(d) for d in data.shape)}")
         if name not in _DEFAULT_DTYPES and name not in (default_float(),
                                                         complex_of(default_float())):
             suffixes.append(f"dtype=llgrad.{name}")
