@@ -25,6 +25,7 @@ from ..runtime.size import Size
 from ..runtime.sym_int import SymInt
 from . import log
 from .entry import Entry
+from .size_confirm import confirms
 from .size_templates import NoTemplate, _symbol, fit, instantiate, plain
 from .snapshot import bound, put_back
 
@@ -167,8 +168,28 @@ def learn(cf, entry, own_key):
         except NoTemplate as e:
             if log.enabled("recompiles"):
                 log.emit("recompiles", "%s: new sizes trace again: %s", entry.name, e)
+    if own_key and _confirmed(cf, entry):
+        return
     if template is not None and own_key:
         state.templates.append(template)
+
+
+def _confirmed(cf, entry):
+    """A trace at a third size: each template that waits for one (an affine rule: two sizes
+    fit any) made whole if entry is what it makes at that size, else dropped -> whether one
+    was (the new trace's own template, its equal, is then not kept)."""
+    state, done = cf._sizes, False
+    for t in [t for t in state.templates if not t.confirmed]:
+        ok = confirms(t, entry)
+        if ok is None:      # (a call of another key: no evidence either way)
+            continue
+        t.confirmed, done = ok, done or ok
+        if not ok:
+            state.templates.remove(t)
+        if log.enabled("recompiles"):
+            log.emit("recompiles", "%s: the trace at a third size %s an affine size template",
+                     entry.name, "confirms" if ok else "does not confirm (dropped)")
+    return done
 
 
 def traces_to_limit(cf):
@@ -180,7 +201,8 @@ def traces_to_limit(cf):
 def served(cf, guards, key, n_own):
     """A call at a new size: its entry made from a template and kept under key -> True."""
     for template in reversed(cf._sizes.templates):
-        if key in template.keys:    # (made for this key before, its value guards failed)
+        if key in template.keys or not template.confirmed:
+            # (made for this key before, its value guards failed; affine, awaiting a trace)
             continue
         entry = instantiate(template, guards)
         if entry is not None:

@@ -21,7 +21,7 @@ from ..ir.graph import Graph, Guard, Node, StackType, TensorType, Value
 from ..ir.optable import CONTROL
 from ..ir.partition import SavedValue
 from ..ir.verify import VerifyError, verify
-from ..runtime.sym_int import SymInt, rule as size_rule
+from ..runtime.sym_int import SymInt, at as _at, kept_sign, rule as size_rule
 from .attr_write_replay import Write
 from .entry import Entry
 
@@ -156,7 +156,6 @@ def _key_data(copy, items):
     return out
 
 
-
 def _slots():
     return [s for s in Entry.__slots__ if s not in _RUNTIME] + ["size_decisions"]
 
@@ -199,10 +198,12 @@ def _flat(slots, items):
 
 def _symbol(items_a, items_b):
     """The one size the calls differ in, (a, b): the smallest differing dimension of the
-    inputs; every other differing dimension must be a multiple k * a and k * b of it."""
-    pairs = [(x, y) for (_, u), (_, v) in zip(items_a, items_b)
-             if _tensor_item(u) and _tensor_item(v) and len(u[1]) == len(v[1])
-             for x, y in zip(u[1], v[1]) if x != y]
+    inputs (else stride); every other differing one must be a multiple k * a and k * b."""
+    pairs = []
+    for i in (1, 2):        # (no dimension differs: a stride, as seq[:, -1:]'s of a seq grown)
+        pairs = pairs or [(x, y) for (_, u), (_, v) in zip(items_a, items_b)
+                          if _tensor_item(u) and _tensor_item(v) and len(u[i]) == len(v[i])
+                          for x, y in zip(u[i], v[i]) if x != y]
     if not pairs or len(items_a) != len(items_b):
         raise NoTemplate("no input dimension differs")
     if any(m != n or (u[3:] != v[3:] or len(u[1]) != len(v[1]) if _tensor_item(u) and
@@ -224,24 +225,26 @@ def _rule(x, y, a, b):
         raise NoTemplate(str(e)) from None
 
 
-def _at(rule, c):
-    return rule[0] * c ** rule[1]
-
-
 class Template:
     """An entry's slots as traced at size b (copied when fitted, before any build or run),
     the guard items of that call, a rule per size integer (None: a constant), the key's
     part of them, and `checks`: the comparisons the user's Python made of a size
     (size_reads.py), each a function of the size that must be True; `keys`: the guard keys
-    it made entries for (a key whose entry then missed, on a value guard, traces instead)."""
+    it made entries for (a key whose entry then missed, on a value guard, traces instead).
+    `confirmed`: False while a rule (or a size read) is affine: serving nothing till a third
+    trace matches it (size_confirm.py, with `reads`: the reads at b, ints or SymInts)."""
     __slots__ = ("name", "backend", "slots", "items", "rules", "n_key", "key_skeleton",
-                 "checks", "uses", "keys", "symbol")
+                 "checks", "uses", "keys", "symbol", "confirmed", "reads")
 
     def __init__(self, entry, slots, rules, n_key, key_skeleton, checks, symbol):
         self.name, self.backend, self.items = entry.name, entry.backend, entry.guard_items
         self.slots, self.rules, self.n_key = slots, rules, n_key
         self.key_skeleton, self.checks, self.uses, self.keys = key_skeleton, checks, 0, set()
         self.symbol = symbol        # (its two sizes, a and b)
+        reads = entry.size_reads
+        self.confirmed = not reads.affine and all(r is None or len(r) == 2 for r in rules)
+        self.checks += () if self.confirmed else tuple(reads.affine_checks)
+        self.reads = reads.values
 
     def text(self):
         """Its graphs in the IR's text form with the size as s0 (`f32[s0,128]{128,1}`), for
@@ -255,19 +258,20 @@ class Template:
         graphs = [str(slots[k]) for k in ("forward", "backward") if slots[k] is not None]
         return (f"\n== size template (made at sizes {self.symbol[0]} and {self.symbol[1]} of "
                 f"s0; {len(self.checks)} check(s) of the user's code; served {self.uses} "
-                "size(s)) ==\n" + "\n".join(graphs) + "\n")
+                f"size(s){'' if self.confirmed else '; unconfirmed'}) ==\n" +
+                "\n".join(graphs) + "\n")
 
 
 class _Symbol:
-    """k * s0**e where a template's text has a size."""
-    __slots__ = ("k", "e")
+    """k * s0**e (+ m) where a template's text has a size (`s0+1`, `2*s0-1`)."""
+    __slots__ = ("k", "e", "m")
 
-    def __init__(self, k, e):
-        self.k, self.e = k, e
+    def __init__(self, k, e, m=0):
+        self.k, self.e, self.m = k, e, m
 
     def __str__(self):
-        return ("" if self.k == 1 else f"{self.k}*") + "s0" + ("" if self.e == 1 else
-                                                               f"^{self.e}")
+        return ("" if self.k == 1 else f"{self.k}*") + "s0" + (
+            "" if self.e == 1 else f"^{self.e}") + ("" if not self.m else f"{self.m:+d}")
 
     __repr__ = __str__      # (attributes print their values' repr)
 
@@ -316,7 +320,8 @@ def size_of(template, items):
     if len(sizes) != template.n_key or skeleton != template.key_skeleton:
         return None
     rules = template.rules[:len(sizes)]
-    c = next((v // r[0] for v, r in zip(sizes, rules) if r is not None and r[1] == 1), None)
+    c = next(((v - _at(r, 0)) // r[0] for v, r in zip(sizes, rules)
+              if r is not None and r[1] == 1), None)
     if c is None or c < 2 or any(v != (v if r is None else _at(r, c))
                                  for v, r in zip(sizes, rules)):
         return None
@@ -337,7 +342,9 @@ def instantiate(template, items):
     fit, a comparison the user's Python made comes out otherwise, or a graph's types do not
     hold at that size)."""
     c = size_of(template, items)
-    if c is None or not all(_holds(check, c) for check in template.checks):
+    if c is None or not template.confirmed or not all(
+            kept_sign(r, *template.symbol, c) for r in template.rules) or \
+            not all(_holds(check, c) for check in template.checks):
         return None
     rules = iter(template.rules)
 

@@ -12,7 +12,7 @@ import contextlib
 import threading
 
 from .size import Size
-from .sym_int import SymInt, rule, running_reads, users_code
+from .sym_int import SymInt, at, rule, running_reads, users_code
 
 _pending = threading.local()    # (the next trace's Expectation: `expecting`)
 live = False        # SymInts handed out in the running trace: the dispatcher reads attrs plain
@@ -22,10 +22,14 @@ class SizeReads:
     """One trace's reads: `values` in order (SymInts where they differ from `expected`),
     `checks` (functions of the size: the comparisons the user's code made of SymInts) and
     `refused` (None, or why the trace stands for its own size only)."""
-    __slots__ = ("values", "checks", "refused", "expected", "symbol", "symbolic", "decisions")
+    __slots__ = ("values", "checks", "refused", "expected", "symbol", "symbolic", "decisions",
+                 "affine_checks", "affine")
 
     def __init__(self):
         self.values, self.checks, self.refused, self.symbolic = [], [], None, False
+        # (a derived size's affine fit, checked by a template with affine rules; affine: a
+        # size read fitted k * s + m only, which makes a template need a third trace)
+        self.affine_checks, self.affine = [], False
         self.decisions = []     # [(fn, its int arguments, what it gave)]: `decided`
         expectation, _pending.value = getattr(_pending, "value", None), None
         self.expected = self.symbol = None
@@ -37,8 +41,8 @@ class SizeReads:
         if self.refused is None:
             self.refused = why
 
-    def check(self, fn):
-        self.checks.append(fn)
+    def check(self, fn, affine=False):
+        (self.affine_checks if affine else self.checks).append(fn)
 
     def note(self, value, symbolic=True):
         i = len(self.values)
@@ -67,7 +71,8 @@ class SizeReads:
             else:
                 global live
                 self.symbolic = live = True
-                out.append(SymInt(y, lambda c, k=r[0], e=r[1]: k * c ** e, self))
+                self.affine = self.affine or len(r) > 2
+                out.append(SymInt(y, lambda c, r=r: at(r, c), self))
         return (Size(out) if isinstance(value, Size) else tuple(out)) if many else out[0]
 
 

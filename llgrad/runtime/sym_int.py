@@ -137,28 +137,51 @@ def _arithmetic(name, fn, reflected=False):
 
 
 def rule(x, y, a, b, max_power=3):
-    """x at size a, y at size b -> None (the same number) or (k, e): k * s**e at size s;
-    ValueError if neither."""
+    """x at size a, y at size b -> None (the same number), (k, e): k * s**e at size s, or
+    (k, 1, m): k * s + m (m != 0, an affine size: a KV cache's s + 1; two sizes always fit
+    one, so a template with such a rule serves only once a third trace confirms it:
+    compile/size_templates.py); ValueError if none."""
     if x == y:
         return None
     for e in range(1, max_power + 1):
         if x % a ** e == 0 and y % b ** e == 0 and x // a ** e == y // b ** e:
             return x // a ** e, e
-    raise ValueError(f"{x} at size {a} and {y} at size {b} is not k * size**e")
+    if a != b and (y - x) % (b - a) == 0:
+        k = (y - x) // (b - a)
+        return k, 1, x - k * a
+    raise ValueError(f"{x} at size {a} and {y} at size {b} is not k * size**e (+ m)")
 
 
-def _derived(value, at, reads):
+def at(r, c):
+    """A rule's number at size c (r: rule's (k, e) or (k, 1, m))."""
+    return r[0] * c ** r[1] + (r[2] if len(r) > 2 else 0)
+
+
+def kept_sign(r, a, b, c):
+    """Whether rule r at size c stays on the side of 0 and 1 its fits at a and b are on: an
+    affine size (s - 2) fitted at 3 and 4 is no evidence for the empty dimension it is at 2,
+    nor an offset s - 1 for a negative one at 0."""
+    if r is None or len(r) == 2:
+        return True
+    lo, v = min(at(r, a), at(r, b)), at(r, c)
+    return not (lo >= 1 > v or lo >= 0 > v)
+
+
+def _derived(value, at_c, reads):
     """A SymInt the user's code computed: a template puts, where it lands in a graph, the
-    number k * c**e its two traces' values fit (or the one number, if they are equal), so
-    its own value at c must be that: `(B >> 4) + 1` is 2 at 16 and at 24, but 3 at 40."""
+    number k * c**e (+ m) its two traces' values fit (or the one number, if they are
+    equal), so its own value at c must be that: `(B >> 4) + 1` is 2 at 16 and at 24, but 3
+    at 40."""
     a, b = reads.symbol
     try:
-        r = rule(at(a), value, a, b)
+        r = rule(at_c(a), value, a, b)
     except (ValueError, ArithmeticError):   # (not a size a template can hold: not fitted)
         r = False
-    if r is not False:
-        reads.check(lambda c: at(c) == (at(a) if r is None else r[0] * c ** r[1]))
-    return SymInt(value, at, reads)
+    if r is not False:      # (an affine fit's check: kept for a template with affine rules)
+        first = at_c(a)
+        reads.check(lambda c: at_c(c) == (first if r is None else at(r, c)),
+                    affine=r is not None and len(r) > 2)
+    return SymInt(value, at_c, reads)
 
 
 def _comparison(name, fn):
