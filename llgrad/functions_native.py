@@ -12,6 +12,7 @@ from .runtime.creation import ones_like, rand
 from .runtime.functions import cat, stack
 from .runtime.grad_mode import no_grad
 from .runtime.node_names import rename
+from .runtime.result_format import formatted
 from .runtime.tensor import Tensor
 
 __all__ = ["native_layer_norm", "native_batch_norm", "native_group_norm", "native_dropout",
@@ -47,8 +48,8 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):
 
 
 def native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps):
-    """As torch.native_batch_norm: (batch_norm's result, save_mean, save_invstd); in
-    evaluation the saved statistics are empty."""
+    """As torch.native_batch_norm: (batch_norm's result, channels_last where the input is,
+    save_mean, save_invstd); in evaluation the saved statistics are empty."""
     _tensor_arg(input, "native_batch_norm")
     if training:
         dims = (0,) + tuple(range(2, input.dim()))
@@ -56,8 +57,8 @@ def native_batch_norm(input, weight, bias, running_mean, running_var, training, 
         mean, invstd = mean.reshape(-1), invstd.reshape(-1)
     else:
         mean = invstd = input.new_empty((0,))
-    out = F.aten_batch_norm(input, running_mean, running_var, weight, bias, training,
-                            momentum, eps)
+    out = formatted(lambda: F.aten_batch_norm(input, running_mean, running_var, weight, bias,
+                                              training, momentum, eps), input)
     return rename(out, "NativeBatchNormBackward0"), mean, invstd
 
 

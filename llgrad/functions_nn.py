@@ -10,6 +10,7 @@ from .nn.functional_grid import _affine_grid_generator
 from .nn.functional_loss import check_kl_dtypes
 from .nn.functional_noise import rrelu_out_of_place
 from .runtime.functions_linalg import trace as _matrix_trace
+from .runtime.result_format import formatted
 from .runtime.tensor import Tensor
 from .tracer import trace as _trace_fn
 
@@ -63,9 +64,10 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-05, cudnn_enabl
 def batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps,
                cudnn_enabled):
     """As torch.batch_norm: F.batch_norm less its checks of eps, with the ATen argument
-    order (weight and bias before the running statistics)."""
-    return F.aten_batch_norm(input, running_mean, running_var, weight, bias, training,
-                             momentum, eps)
+    order (weight and bias before the running statistics); channels_last where the input
+    is, as PyTorch's."""
+    return formatted(lambda: F.aten_batch_norm(input, running_mean, running_var, weight, bias,
+                                               training, momentum, eps), input)
 
 
 def instance_norm(input, weight, bias, running_mean, running_var, use_input_stats, momentum,

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..ir.builder import Builder
 from ..ir.graph import TensorType
-from . import eager_builds
+from . import eager_builds, eager_channels_last
 
 MIN_ELEMENTS = 32768   # (a smaller convolution's NumPy run costs less than its LLVM build)
 MAX_KERNELS = 256
@@ -66,7 +66,13 @@ def run(op, arrays, attrs):
             sig.append(("value", a))
         else:
             return None
-    if dtype is None or big < (op.eager_min_elements or MIN_ELEMENTS):
+    if dtype is None:
+        return None
+    if op.name in eager_channels_last.OPS:     # (a channels_last operand, without copies:
+        out = eager_channels_last.run(op, arrays, attrs, run)   # a 1x1 convolution's
+        if out is not None:                     # product at any size)
+            return out
+    if big < (op.eager_min_elements or MIN_ELEMENTS):
         return None     # (before any operand is copied: small calls run NumPy's at once)
     tensors = [kernel_operand(a) for a in arrays if isinstance(a, np.ndarray)]
     try:

@@ -207,13 +207,21 @@ def iterator_layout_op(op):
     return op.kind == "elementwise" and op.name not in _OWN_LAYOUT
 
 
+# the one array c_order keeps as it is laid out (compile/eager_channels_last.py's
+# channels_last result of a convolution or batch norm, which the caller lays out so anyway)
+kept = [None]
+
+
 def c_order(a):
-    """a, or a C-contiguous copy of an array that is not; a size-1 dim gets its row-major
-    stride, as PyTorch's results are allocated (x.t().sum(0, keepdim=True).stride() is
-    (3, 1); NumPy leaves any stride there, and counts the array contiguous)."""
+    """a, or a C-contiguous copy of an array that is not (but kept[0]); a size-1 dim gets its
+    row-major stride, as PyTorch's results are allocated (x.t().sum(0, keepdim=True).stride()
+    is (3, 1); NumPy leaves any stride there, and counts the array contiguous)."""
     if type(a) is not np.ndarray:
         return a
     if not a.flags.c_contiguous:
+        if a is kept[0]:
+            kept[0] = None
+            return a
         return a.copy()
     if 1 in a.shape and a.ndim > 1 and a.size > 1:
         st, acc = [], a.itemsize

@@ -7,7 +7,7 @@ from ..ir import OPS
 from ..runtime import grad_mode
 from ..runtime.autocast_cast import autocast_float32
 from ..runtime.dispatch import call, nondiff_error
-from ..runtime.result_format import in_suggested_format
+from ..runtime.result_format import formatted
 from ..runtime.shapes import broadcast_shapes as _broadcast_shapes
 from ..runtime.tensor_args import need_tensor
 from .functional_batch_norm import train_with_running_stats
@@ -159,8 +159,8 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         raise ValueError(f"batch_norm eps must be positive during training, but got {eps}")
     if len(shape) >= 2 and not training and eps < 0.0:
         raise ValueError(f"batch_norm eps must be non-negative, but got {eps}")
-    return in_suggested_format(aten_batch_norm(input, running_mean, running_var, weight, bias,
-                                               training, momentum, eps), input)
+    return formatted(lambda: aten_batch_norm(input, running_mean, running_var, weight, bias,
+                                             training, momentum, eps), input)
 
 
 def aten_batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,

@@ -9,7 +9,7 @@ from ..backends.cpu import onednn_half
 from ..ir.ops_pool import out_size
 from ..runtime.creation import tensor as _tensor
 from ..runtime.functions_settings import warn_once
-from ..runtime.result_format import in_suggested_format
+from ..runtime.result_format import formatted, in_suggested_format
 from ..runtime.user_frames import user_stacklevel
 from ..runtime.tensor import Tensor
 from ..runtime.autocast_cast import autocast_lower
@@ -120,8 +120,11 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1,
     """PyTorch's F.conv2d (plus padding_mode, which PyTorch applies in the module); the
     result is channels_last where the input or the weight is, as ATen's."""
     input, weight, bias = autocast_lower(input, weight, bias)
-    out = row_major_conv2d(input, weight, bias, stride, padding, dilation, groups, padding_mode)
-    return in_suggested_format(out, input, weight) if input.ndim == 4 else out
+    if input.ndim != 4:
+        return row_major_conv2d(input, weight, bias, stride, padding, dilation, groups,
+                                padding_mode)
+    return formatted(lambda: row_major_conv2d(input, weight, bias, stride, padding, dilation,
+                                              groups, padding_mode), input, weight)
 
 
 def row_major_conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1,
