@@ -236,7 +236,8 @@ def test_a_conv_batch_norm_step_across_batch_sizes_matches_torch(fresh_cache):
                            reference.state_dict().items()})
     losses, state, f = _train(llgrad, model, sizes, compile_step=True)
     assert _shared_kernels(f)
-    assert f.n_llvm_compiles < f.n_traces
+    # (fewer builds than sizes: code shared between sizes, and sizes served by a template)
+    assert f.n_llvm_compiles < len(set(sizes))
     t_losses, t_state, _ = _train(torch, reference, sizes)
     np.testing.assert_allclose(losses, t_losses, rtol=1e-5, atol=1e-6)
     for k in t_state:

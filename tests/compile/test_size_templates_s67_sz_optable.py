@@ -38,6 +38,7 @@ UNTEMPLATED = {     # (session 67: traces at sizes n, 2n, 3n, 5, 2)
     "fused_lstm_cell_backward-vjp": "a list in the entry as long as the batch",
     "lstm_layer_backward-vjp": "a list in the entry as long as the batch",
     "convolution3d-pad_bias": "a batch of 1: sizes 1, 2, 3 (a template's sizes are >= 2)",
+    "prod-all": "an affine size (k * s + m): its template serves after a third trace",
     "normal-inplace": "a dict in the entry differs in length between sizes",
 }
 
