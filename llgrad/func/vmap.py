@@ -14,6 +14,7 @@ from ..runtime.functions import cat, stack
 from ..runtime.tensor import Tensor
 from . import batching, rules_matrix, rules_nn, rules_shape  # noqa: F401 (rules register)
 from . import rules_nn3d  # noqa: F401,E402 (rules of the 3-D convolution and pools)
+from . import rules_ctc  # noqa: F401,E402 (ctc_loss and its backward)
 from . import per_sample  # noqa: F401,E402 (NumPy-evaluated functions, per sample)
 from .batched import BatchedTensor, move_dim, pop_level, push_level, state, unwrap, wrap
 from .pytree import broadcast_to_and_flatten, tree_flatten, tree_unflatten

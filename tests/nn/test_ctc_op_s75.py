@@ -179,3 +179,20 @@ def test_low_precision_refused_as_torch(dtype, name):
     with pytest.raises(NotImplementedError,
                        match=f"\"ctc_loss_cpu\" not implemented for '{name}'"):
         F.ctc_loss(lp, llgrad.tensor([[1, 2], [3, 3]]), [5, 3], [2, 2])
+
+
+def test_vmap_folds_the_batch_into_n():
+    # (func/rules_ctc.py: one call on K * N samples, forward and backward, equal to a loop)
+    B, T, N, C, S = 3, 6, 2, 5, 3
+    x = llgrad.randn(B, T, N, C, dtype=llgrad.float64)
+    il, tl = llgrad.tensor([6, 5]), llgrad.tensor([3, 2])
+    targets = llgrad.randint(1, C, (B, N, S))
+
+    def f(lp, t):
+        return F.ctc_loss(lp.log_softmax(-1), t, il, tl, reduction="sum")
+    got = llgrad.func.vmap(llgrad.func.grad_and_value(f))(x, targets)
+    for i in range(B):
+        xi = x[i].clone().requires_grad_()
+        want = f(xi, targets[i])
+        want.backward()
+        assert llgrad.allclose(got[1][i], want) and llgrad.allclose(got[0][i], xi.grad)
