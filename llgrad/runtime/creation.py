@@ -13,8 +13,9 @@ from .memory_layout import like_layout
 from .dispatch import call, scalar_type_name
 from .creation_checks import (beyond_int64, check_fits as _check_fits, fill_value_fits, int_arange,
                               int_arg, int_array, int_bounds, leaf_dtype, leaf_type_error,
-                              number_error, requiring_grad as _requiring_grad, scalar_default,
-                              sequence_error, tensor_scalars)
+                              number_error, randperm_checks, requiring_grad as _requiring_grad,
+                              scalar_default, sequence_error, tensor_scalars)
+from .random_bounds import random_bounds
 from .shapes import check_nonnegative, creation_size
 from .sym_int import plain
 from .tensor import Tensor
@@ -347,11 +348,9 @@ def randint(low: int = 0, high: int | None = None, size: tuple[int, ...] | None 
     if size is None:        # (randint(5), randint(2, 5): PyTorch's TypeError, not a 0-d draw)
         raise TypeError("randint() received an invalid combination of arguments - got no size")
     low, high = int_bounds("randint", low, high)
-    if low >= high:
-        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} "
-                           f">= to={high}")
     shape = check_nonnegative(tuple(size), "randint")
     d = dtypes.to_dtype(dtype) if dtype is not None else dtypes.int64
+    low, high = random_bounds(d, low, high)     # (random_(from, to)'s checks, before a draw)
     if tracer is not None:      # (the same draws as below, as int64 then cast)
         t = random_integers(shape, d.name, int(low), int(high))
         return t if d == dtypes.int64 else t.to(d)
@@ -369,8 +368,7 @@ def randperm(n: int, dtype: dtypes.dtype | None = None, generator: _Generator | 
     tracer = trace_state.state.tracer
     if tracer is not None and generator is not None:
         tracer.untraceable("randperm with a generator")
-    if n < 0:
-        raise RuntimeError(f"n must be non-negative, got{n}")
+    randperm_checks(n, dtype)
     t = _finish(torch_random.randperm(_state(generator), int(n)), None, False)
     if tracer is None:
         return t if dtype is None else _finish(t._data, dtype, False)

@@ -317,3 +317,25 @@ def check_dlpack_export(t):
         raise NotImplementedError(
             "llgrad: DLPack export of a BFloat16 tensor: llgrad keeps a bfloat16 tensor's "
             "values in 32-bit words, which no DLPack dtype describes; export t.float() instead")
+
+
+_FLOAT_PERMUTATIONS = {"float16": (2 ** 11 + 1, "2049 for Half"),
+                       "float32": (2 ** 24 + 1, "2^24+1 for Float"),
+                       "float64": (2 ** 53 + 1, "2^53+1 for Double")}
+
+
+def randperm_checks(n, dtype):
+    """torch.randperm's checks, made before any draw (the stream does not move): n >= 0, no
+    bool or complex result, n - 1 fits an integer dtype, a float one holds 0..n-1 exactly."""
+    if n < 0:
+        raise RuntimeError(f"n must be non-negative, got{n}")
+    d = dtypes.to_dtype(dtype) if dtype is not None else dtypes.int64
+    if d._cat not in (1, 2):
+        name = dtypes.scalar_type_name(d)
+        raise NotImplementedError(f"\"randperm\" not implemented for '{name}'")
+    if d._cat == 1 and n - 1 > np.iinfo(d.np).max:
+        c_name = {"int32": "int"}.get(d.name, d.name + "_t")
+        raise RuntimeError(f"value cannot be converted to type {c_name} without overflow")
+    most, text = _FLOAT_PERMUTATIONS.get(d.name, (n, ""))
+    if n > most:
+        raise RuntimeError(f"n cannot be greater than {text} type.")

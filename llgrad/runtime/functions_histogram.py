@@ -19,6 +19,7 @@ from .functions_search import searchsorted
 from .linalg import matrix_norm, vector_norm
 from .node_names import no_derivative, no_derivative_from, rename
 from .shapes import norm_dim, norm_dims
+from .random_state import _value_dependent_draw
 from .return_types import named_result
 from .tensor import Tensor
 from .user_frames import user_stacklevel
@@ -273,6 +274,7 @@ def poisson(input, generator=None):
     depends on them): compiled calls replay eager's draws."""
     if not input._dtype.is_floating_point:      # (float16 too: rates read as doubles)
         raise NotImplementedError(f"\"poisson_cpu\" not implemented for '{tname(input._dtype)}'")
+    _value_dependent_draw("poisson", generator)
     draw = torch_gamma.poisson(_state(generator), np.ascontiguousarray(input._data))
     out = Tensor._from_array(draw)
     tracer = trace_state.state.tracer
@@ -300,6 +302,7 @@ def binomial(count, prob, generator=None):
     if count._dtype not in (float32, float64):
         raise NotImplementedError(f"\"binomial_cpu\" not implemented for "
                                   f"'{tname(count._dtype)}'")
+    _value_dependent_draw("binomial", generator)
     n, p = np.broadcast_arrays(count._data, prob._data)
     out = Tensor._from_array(torch_gamma.binomial(_state(generator), n, p))
     tracer = trace_state.state.tracer

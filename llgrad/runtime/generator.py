@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import torch_random
+from . import trace_state
 from .creation import _Generator, _reseed_in_trace, default_generator, tensor
 from .device import CPU, check
 from .tensor import Tensor
@@ -94,6 +95,8 @@ class Generator(_Generator):
 
     def seed(self):
         """Seed from a fresh non-deterministic seed and return it, as torch.Generator.seed."""
+        if trace_state.state.tracer is not None:    # (a fresh seed at each call, not a constant)
+            trace_state.state.tracer.untraceable("Generator.seed()")
         s = int(np.random.SeedSequence().entropy) & (2**63 - 1)
         self.manual_seed(s)
         return s

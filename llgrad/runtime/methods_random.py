@@ -138,8 +138,9 @@ def bernoulli(self, p=None, *, generator=None):
 
 
 def _bernoulli_draw(p_dtype):
-    # ATen's bernoulli_distribution<float> for float16 probabilities: a float32 uniform
-    return dtypes.float32 if p_dtype is dtypes.float16 else p_dtype
+    # ATen's bernoulli_distribution<float> for float16 and bfloat16 probabilities: a float32
+    # uniform (24 bits; a bfloat16 uniform has 8)
+    return dtypes.float32 if p_dtype in (dtypes.float16, dtypes.bfloat16) else p_dtype
 
 
 def multinomial(self, num_samples, replacement=False, *, generator=None):

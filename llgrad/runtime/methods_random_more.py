@@ -4,8 +4,6 @@ draw through rand/randn, as uniform_ and normal_ draw (methods_random.py): trace
 an rng op, so compiled code gives eager's numbers; the ops of llgrad/ir/ops_fill_more.py
 map the draws, with PyTorch's backward nodes; random_ maps PyTorch's integers (raw draws
 mod the range: the rng_integers op)."""
-import warnings
-
 import numpy as np
 
 from ..ir import OPS, torch_gamma, torch_random
@@ -18,17 +16,12 @@ from .functions import export
 from .inplace import call_inplace
 from .memory_layout import like_layout
 from .methods_random import _def, _in_memory_order
+from .random_bounds import _C_NAMES, _MANTISSA, check_bounds as _check_bounds
+from .random_bounds import float_bounds as _float_bounds
+from .random_state import _value_dependent_draw
 from .shapes import broadcast_shapes, unpack_shape
 from .tensor import Tensor
 from .vmap_fallback import values_read
-
-_C_NAMES = {"int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char",
-            "uint8": "unsigned char", "bool": "bool", "float16": "c10::Half",
-            "bfloat16": "c10::BFloat16"}
-_MANTISSA = {"float16": 11, "float32": 24, "float64": 53, "bfloat16": 8}
-_FLOAT_C = {"float16": "c10::Half", "float32": "float", "float64": "double",
-            "bfloat16": "c10::BFloat16"}
-
 
 def _num(v):
     """A number as PyTorch's messages print it (-1.0 as -1)."""
@@ -81,34 +74,13 @@ def random_(self, *args, generator=None, **kwargs):
         if low >= high:
             raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got "
                                f"from={low} >= to={high}")
+        if self._dtype.is_floating_point:
+            low, high = _float_bounds(self._dtype, int(low), int(high))
         _check_bounds(self._dtype, low, high)
     drawn = _in_memory_order(self, lambda s: random_integers(
         s, self._dtype.name, low, high, form == "default", generator))
     return call_inplace(OPS["random_"], self, (self, drawn),
                         {"low": int(low), "high": int(high), "form": form})
-
-
-def _check_bounds(dt, low, high):
-    if dt.is_floating_point:
-        m = 2 ** _MANTISSA[dt.name]
-        for value, what in ((low, "from"), (high - 1, "to - 1")):
-            if not -m <= value <= m:
-                warnings.warn(f"{what} is out of bounds [-(2^{_MANTISSA[dt.name]}), "
-                              f"2^{_MANTISSA[dt.name]}]. Due to precision limitations "
-                              f"{_FLOAT_C[dt.name]} can "
-                              "support discrete uniform distribution only within this range. "
-                              "This warning will become an error in version 1.7 release, "
-                              "please fix the code in advance", UserWarning, stacklevel=4)
-        return
-    if dt is dtypes.bool_:
-        lo, hi = 0, 1
-    else:
-        info = np.iinfo(dt.np)
-        lo, hi = int(info.min), int(info.max)
-    if not lo <= low <= hi:
-        raise RuntimeError(f"from is out of bounds for {_C_NAMES[dt.name]}")
-    if not lo <= high - 1 <= hi:
-        raise RuntimeError(f"to - 1 is out of bounds for {_C_NAMES[dt.name]}")
 
 
 def exponential_(self, lambd=1.0, *, generator=None):
@@ -225,6 +197,7 @@ def rrelu_noise(input, lower, upper, generator=None):
 def _gamma_like(kernel, op, draw, alpha, generator):
     if alpha._dtype not in (dtypes.float32, dtypes.float64):
         raise NotImplementedError(f'"{kernel}" not implemented for \'{tname(alpha._dtype)}\'')
+    _value_dependent_draw(op, generator)
     t = Tensor._from_array(draw(_state(generator), np.ascontiguousarray(alpha._data)))
     tracer = trace_state.state.tracer
     if generator is None and tracer is not None:

@@ -50,6 +50,15 @@ def _reseed_in_trace(gen, what):
                            "function")
 
 
+def _value_dependent_draw(what, generator):
+    """A traced draw of a generator object (one made inside the function: a call's snapshot
+    stops at one it reaches) whose values depend on the input's, as poisson's: a trace would
+    bake eager's draws in as constants, so the call runs eagerly."""
+    tracer = trace_state.state.tracer
+    if generator is not None and tracer is not None:
+        tracer.untraceable(f"{what} with a generator")
+
+
 default_generator = _Generator()
 
 
@@ -72,6 +81,9 @@ def _state(generator):
     """The state array a draw advances (the default generator's, or `generator`'s)."""
     if random_hook is not None:
         random_hook()
+    if generator is not None and not isinstance(generator, _Generator):
+        raise TypeError(f"expected a torch.Generator for the argument 'generator', got "
+                        f"{type(generator).__name__}")      # (PyTorch's argument parser)
     return (generator or default_generator).state
 
 

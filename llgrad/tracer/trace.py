@@ -261,9 +261,9 @@ class Tracer(Bindings):
         if self.rng_input is None:
             self.rng_input = self.builder.input(TensorType("int64", STATE_SHAPE), "rng")
             self.rng_value = self.rng_input
-        values, self.rng_value = self.add(opname, [self.rng_value, *map(self.value_of, operands)],
-                                          {"shape": tuple(result._data.shape),
-                                           "dtype": result._dtype.name, **attrs})
+        ins = [self.rng_value, *self.operands(operands, [result])]    # (a bfloat16 draw stops)
+        values, self.rng_value = self.add(opname, ins, {"shape": tuple(result._data.shape),
+                                                        "dtype": result._dtype.name, **attrs})
         self._bind_root(result, values)
 
     item_value, numpy_view = item_value, numpy_view    # (item_reads.py, numpy_reads.py)
