@@ -259,6 +259,9 @@ class Slots:
                             numbers=numbers if any(numbers) else None))
         tensors += [x.tensor if is_stand_in(x) else x for x in kept]
         paths.update(p for p, x in leaves if not is_constant(x))
+        # (the slot's own items: a structure put where None was, an LSTM's `self.hidden =
+        # tuple(...)` after a reset, is replayed whole; the guards see the old value)
+        paths.update((where, f"structure of {where}"))
         return True
 
 

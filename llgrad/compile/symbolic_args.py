@@ -20,6 +20,7 @@ argument is guarded by value for good, as before; the call is traced again, so i
 and effects are eager's (and where that trace breaks the graph for the same reason, the
 numbers are inputs again and the calls run eagerly: innocent_break)."""
 import contextlib
+import inspect
 from collections import OrderedDict, defaultdict
 
 import numpy as np
@@ -49,7 +50,7 @@ def newly_dynamic(cf, args, kwargs, entered):
     is now dynamic (a second distinct number: the caller collects the call again).
     entered: the objects the guard walk entered (their classes' code is the user's too)."""
     marked = set()
-    for path, v in signature_names(cf.fn, args, kwargs):
+    for path, v in _numbers(cf.fn, args, kwargs):
         if type(v) not in _NUMBER_TYPES or path in cf._dynamic or path in cf._static:
             continue
         seen = cf._numbers_seen.setdefault(path, v)
@@ -98,7 +99,33 @@ def stand_ins(cf, tensors, args, kwargs):
         if name in inputs and type(v) in _NUMBER_TYPES:
             bound.arguments[name] = SymbolicScalar(inputs[name], v, name)
             cf._tracing_symbolic.add(name)
+        elif type(v) is tuple and _var_positional(cf.fn, name):     # (*args: its items)
+            paths = [f"{name}_{i}" for i in range(len(v))]
+            bound.arguments[name] = tuple(
+                SymbolicScalar(inputs[p], x, p) if p in inputs and type(x) in _NUMBER_TYPES
+                else x for p, x in zip(paths, v))
+            cf._tracing_symbolic.update(p for p in paths if p in inputs)
     return bound.args, bound.kwargs
+
+
+def _var_positional(fn, name):
+    try:
+        return signature_of(fn).parameters[name].kind is inspect.Parameter.VAR_POSITIONAL
+    except (KeyError, TypeError, ValueError):
+        return False
+
+
+def _numbers(fn, args, kwargs):
+    """[(path, value)] of the call's arguments, a *args tuple's items each under the guard
+    walk's name (args_0, args_1, ...): a number passed through *args (a training step's
+    `def step(*batch)` given a mixup weight) changes as a named one does."""
+    out = []
+    for path, v in signature_names(fn, args, kwargs):
+        if type(v) is tuple and _var_positional(fn, path):
+            out += [(f"{path}_{i}", x) for i, x in enumerate(v)]
+        else:
+            out.append((path, v))
+    return out
 
 
 def retry(cf, exc, snapshot, state_only=False, key=None):
