@@ -6,7 +6,7 @@ import numpy as np
 
 from ..ir import OPS
 from ..ir.optable import method_doc, on_declare
-from . import dtypes
+from . import dtypes, symbolic_uses
 from .creation import full_op, tensor
 from .creation_checks import fill_value_fits
 from .deprecated_overloads import value_first
@@ -20,6 +20,7 @@ from .methods_div import div, div_
 from .node_names import no_derivative
 from .numpy_scalars import python_number
 from .shapes import broadcast_shapes, check_condition
+from .symbolic_scalar import SymbolicScalar
 from .tensor import Tensor
 
 
@@ -322,7 +323,13 @@ def fill_(self, value):
     if isinstance(value, Tensor) and value._data.ndim:
         raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
                            f"{value._data.ndim} dimensions.")
-    if not isinstance(value, Tensor):   # (a tensor's value is copied, unchecked)
+    if type(value) is SymbolicScalar and self._dtype.is_floating_point:
+        # (a compiled function's changing number, a scheduler's lr filled into a tensor lr:
+        # its graph value, cast as torch.full casts it, read at each call, not its digits)
+        value = call(OPS["full"], (), {"shape": (), "dtype": self._dtype.name,
+                                       "value": symbolic_uses.fill_value_fits(value,
+                                                                              self._dtype)})
+    elif not isinstance(value, Tensor):     # (a tensor's value is copied, unchecked)
         value = fill_value_fits(python_number(value), self._dtype)  # (-1 into uint8: 255)
     return call_inplace(OPS["fill"], self, (self, value), {})
 
