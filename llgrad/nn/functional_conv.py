@@ -120,7 +120,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1,
     """PyTorch's F.conv2d (plus padding_mode, which PyTorch applies in the module); the
     result is channels_last where the input or the weight is, as ATen's."""
     input, weight, bias = autocast_lower(input, weight, bias)
-    if input.ndim != 4:
+    if not isinstance(input, Tensor) or input.ndim != 4:     # (its checks raise torch's errors)
         return row_major_conv2d(input, weight, bias, stride, padding, dilation, groups,
                                 padding_mode)
     return formatted(lambda: row_major_conv2d(input, weight, bias, stride, padding, dilation,

@@ -13,29 +13,10 @@ from adversarial_harness_s69_a10 import check  # noqa: E402
 
 pytestmark = pytest.mark.torch
 
-R = np.random.default_rng(75)
-X = R.standard_normal((2, 3, 5, 7)).astype(np.float32)
-X64 = R.standard_normal((2, 3, 5, 7))
-V5 = R.standard_normal((1, 2, 3, 4, 5)).astype(np.float32)
-XP = np.ascontiguousarray(X.transpose(0, 2, 3, 1))         # (permuted back: non-contiguous)
-X64P = np.ascontiguousarray(X64.transpose(0, 2, 3, 1))
-XS = R.standard_normal((2, 3, 9, 13)).astype(np.float32)   # (sliced with steps: (2, 3, 5, 6))
+from adversary_s75_d_common import (  # noqa: E402,F401 (the shared inputs)
+    PERM, PERM64, STEP, V5, X, X64, X64P, XP, XS, _ids, perm, step)
 
-
-def perm(t):
-    return t.permute(0, 3, 1, 2)
-
-
-def step(t):
-    return t[:, :, ::2, 1::2]
-
-
-PERM, PERM64, STEP = ("view", XP, True, perm), ("view", X64P, True, perm), ("view", XS, True, step)
-
-
-def _ids(runs):
-    return [f"{n}-{k}" for k, (n, _) in enumerate(runs)]
-
+R = np.random.default_rng(753)      # (this file's further inputs)
 
 W = R.standard_normal((4, 3, 3, 2)).astype(np.float32)
 W64 = R.standard_normal((4, 3, 3, 2))
