@@ -151,6 +151,7 @@ def test_compiled_step_calls_the_op_natively():
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             loss = compiled(x, llgrad.tensor(tg), llgrad.tensor(il), llgrad.tensor(tl))
+        compiled.wait()         # (background builds: native code from the next call)
     tx = torch.tensor(logits, requires_grad=True)
     tloss = step(torch, tx, torch.tensor(tg), torch.tensor(il), torch.tensor(tl))
     np.testing.assert_allclose(loss.item(), tloss.item(), rtol=1e-5)
