@@ -16,8 +16,7 @@ from .functions import export
 from .inplace import call_inplace
 from .memory_layout import like_layout
 from .methods_random import _def, _in_memory_order
-from .random_bounds import _C_NAMES, _MANTISSA, check_bounds as _check_bounds
-from .random_bounds import float_bounds as _float_bounds
+from .random_bounds import _C_NAMES, _MANTISSA, check_bounds as _check_bounds, random_bounds
 from .random_state import _value_dependent_draw
 from .shapes import broadcast_shapes, unpack_shape
 from .tensor import Tensor
@@ -70,13 +69,7 @@ def random_(self, *args, generator=None, **kwargs):
         high = hi
     else:
         form = "to" if low is None else "from_to"
-        low = 0 if low is None else low
-        if low >= high:
-            raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got "
-                               f"from={low} >= to={high}")
-        if self._dtype.is_floating_point:
-            low, high = _float_bounds(self._dtype, int(low), int(high))
-        _check_bounds(self._dtype, low, high)
+        low, high = random_bounds(self._dtype, 0 if low is None else low, high)
     drawn = _in_memory_order(self, lambda s: random_integers(
         s, self._dtype.name, low, high, form == "default", generator))
     return call_inplace(OPS["random_"], self, (self, drawn),
