@@ -46,6 +46,10 @@ def _group_labels(kernel):
     return [group_label(g) for g in kernel.plan.groups]
 
 
+BreakReason = collections.namedtuple("BreakReason", "reason user_stack graph_break",
+                                     defaults=((), True))   # (torch's GraphCompileReason)
+
+
 class Explanation:
     """What llgrad.explain found; str() / repr() is the report."""
 
@@ -70,6 +74,16 @@ class Explanation:
         return len(self.graph_breaks)
 
     graph_break_count = break_count     # (torch's ExplainOutput name)
+
+    @property
+    def break_reasons(self):
+        """torch's ExplainOutput.break_reasons: one per graph break, its .reason the text."""
+        return [BreakReason(r) for r in self.graph_breaks]
+
+    @property
+    def op_count(self):
+        """torch's ExplainOutput.op_count: the ops over the graphs."""
+        return sum(g.n_ops for g in self.graphs)
 
     @property
     def ops_per_graph(self):

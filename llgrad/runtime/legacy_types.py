@@ -44,10 +44,17 @@ def new(dtype, args, kwargs, typed):
     data = args[0]
     if not isinstance(data, (list, tuple, range, np.ndarray)):     # (a range is one)
         raise TypeError(f"new(): data must be a sequence (got {type(data).__name__})")
+    if _holds_tensor(data):             # (LongTensor([[topi[i][0] ...]]): tensor() takes
+        return tensor(data, dtype=dtype)    # them, traced, where NumPy would read them out)
     arr = np.asarray(data)
-    if arr.dtype.kind == "f" and dtype._cat != 2:
+    if arr.dtype.kind == "f" and dtype._cat == 1:
         arr = np.trunc(arr)             # (LongTensor([1.7, -1.7]) is [1, -1], as in torch)
-    return tensor(arr, dtype=dtype)
+    return tensor(arr, dtype=dtype)     # (BoolTensor([0.5]) is [True]: not truncated)
+
+
+def _holds_tensor(data):
+    return isinstance(data, Tensor) or isinstance(data, (list, tuple)) and any(
+        _holds_tensor(x) for x in data)
 
 
 def _tensor_new(cls, *args, **kwargs):
