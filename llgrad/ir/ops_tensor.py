@@ -4,6 +4,8 @@ frac, round with decimals).
 
 Attributes arrive normalised by the Tensor methods (llgrad/runtime/methods_tensor.py):
 dims are non-negative ints, shifts and repeats tuples of ints."""
+import functools
+
 import numpy as np
 
 from .ops_copy import preserve_copy
@@ -15,16 +17,29 @@ from .ops_shape import _diagonal, view_vjp
 # ---- triangles --------------------------------------------------------------------------
 
 
-def _tri(fn):
+@functools.lru_cache(maxsize=64)
+def _tri_mask(rows, cols, k):
+    mask = np.tri(rows, cols, k, dtype=bool)
+    mask.flags.writeable = False
+    return mask
+
+
+def _tri(lower):
     def impl(x, diagonal=0):
-        # np.tril/np.triu work on the last two dims of a stack of matrices, as PyTorch's
-        return np.array(fn(x, diagonal), dtype=x.dtype)
+        # np.tril/np.triu's where (on the last two dims of a stack of matrices, as PyTorch's),
+        # its mask kept and its fresh result not copied again (the dispatcher's c_order lays
+        # it out row-major, as PyTorch's)
+        x = np.asarray(x)
+        zero = np.zeros(1, x.dtype)
+        if lower:
+            return np.where(_tri_mask(*x.shape[-2:], diagonal), x, zero)
+        return np.where(_tri_mask(*x.shape[-2:], diagonal - 1), zero, x)
     return impl
 
 
-defop("tril", _tri(np.tril), vjp=lambda c, g: (g.tril(c.diagonal),), grad_fn="TrilBackward0",
+defop("tril", _tri(True), vjp=lambda c, g: (g.tril(c.diagonal),), grad_fn="TrilBackward0",
       functions=("tril",), complex=True)
-defop("triu", _tri(np.triu), vjp=lambda c, g: (g.triu(c.diagonal),), grad_fn="TriuBackward0",
+defop("triu", _tri(False), vjp=lambda c, g: (g.triu(c.diagonal),), grad_fn="TriuBackward0",
       functions=("triu",), complex=True)
 
 # ---- flips, rolls, repeats ---------------------------------------------------------------

@@ -119,9 +119,23 @@ def window_mean(x, dim, n, o):
     """Adaptive average pooling of x's dim (size n) to o windows: each window gathered
     (padded to the longest by repeating its last element), the padding masked to zero and
     the sum divided by the window's length, so a NaN or inf reaches its own windows only
-    (a matrix of window averages would spread it: 0 * inf is NaN)."""
+    (a matrix of window averages would spread it: 0 * inf is NaN). Eagerly cheaper: the
+    windows' common length gathered along dim itself (no moved copy) and summed, then each
+    longer window's last element added (a where on the small result, not a mask on the
+    gathered windows: lengths differ by one at most)."""
     start, end = _windows(n, o)
-    k = int((end - start).max())
+    lens = end - start
+    if o and int(lens.max()) - int(lens.min()) <= 1:
+        d, shape = dim % x.dim(), tuple(x.shape)
+        kmin, after = int(lens.min()), (1,) * (len(shape) - 1 - dim % x.dim())
+        pos = start[:, None] + np.arange(kmin)                           # (o, kmin)
+        win = x.index_select(d, _tensor(pos.reshape(-1)))
+        out = win.reshape(shape[:d] + (o, kmin) + shape[d + 1:]).sum(d + 1)
+        if int(lens.max()) > kmin:
+            last = x.index_select(d, _tensor(np.minimum(start + kmin, end - 1)))
+            out = out + last.masked_fill(_tensor((lens == kmin).reshape((o,) + after)), 0)
+        return out / _tensor(lens.astype(x.dtype.name).reshape((o,) + after))
+    k = int(lens.max())
     pos = start[:, None] + np.arange(k)                                  # (o, k)
     x = x.movedim(dim, -1)
     win = x.index_select(-1, _tensor(np.minimum(pos, end[:, None] - 1).reshape(-1)))
@@ -194,7 +208,8 @@ def adaptive_avg_pool2d(input, output_size):
     else:
         # (bfloat16 and float16 as PyTorch's kernel: window means in float32, rounded once)
         out = input.float() if input.dtype in (bfloat16, float16) else input
-        for dim, (n, o) in ((-1, (w, ow)), (-2, (h, oh))):
+        # (rows first: window_mean gathers whole rows, then the fewer rows' columns)
+        for dim, (n, o) in ((-2, (h, oh)), (-1, (w, ow))):
             if n != o:
                 out = window_mean(out, dim, n, o)
         out = out.to(input.dtype)
