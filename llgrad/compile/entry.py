@@ -30,6 +30,7 @@ from .eager_graph import eager_saved as _eager_saved, frees as _frees
 from .attr_writes import Slots
 from .guards import WALK_HOOKS, hooked
 from .guards_blind import blind_positions
+from .guard_values import grad_free
 from . import external_io, settings, symbolic_args
 from .output_notes import (dead as _dead, leaf_made_inside, leaf_order, reach_masks,
                            rebuild_notes as _rebuild_notes)
@@ -231,8 +232,7 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
         entry.functions = getattr(tracer, "functions", frozenset())     # custom Functions
         # (.grad only cleared: later calls clear it too; a backward after the call fills it)
         step = entry.step = tracer.backward_runs > 0 or any(g is not None for _, g in changed)
-        # no .grad read, nor set but cleared (an eval step's zero_grad): any .grad served
-        entry.grad_free = n_own == len(tensors) and not tracer.grad_read and not step
+        entry.grad_free = n_own == len(tensors) and grad_free(tracer, tensors, changed)
         # (no view made under no_grad (no edge), nor, after a backward, an input returned itself)
         diff_out = [i for i, o in enumerate(outs) if o.requires_grad
                     and i not in entry.scalar_outputs

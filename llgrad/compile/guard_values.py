@@ -56,6 +56,15 @@ def without_grads(key, n_own):
     return key[:-1 - n_own] + key[-1:]
 
 
+def grad_free(tracer, tensors, changed):
+    """Whether a trace made with every .grad None serves calls whatever their .grad: it read
+    none the call came with (tensor_autograd's .grad, a backward adding into one: trace_state.
+    grad_of), each it changed cleared first (a zero_grad; a training step's .grad filled again
+    as eager's). changed: entry.py's (position in tensors, new .grad) of those it changed."""
+    return not tracer.grad_read and all(id(tensors[k][1]) in tracer.grad_cleared
+                                        for k, _ in changed)
+
+
 def inputable(v):
     """Whether Python number v can be a dynamic number's input (guards.dynamic_input): a
     float, or an int within int64 (a larger one is guarded by value: its arithmetic is

@@ -14,7 +14,8 @@ name it loads is the object's own attribute or a method of its class that does t
 anything), the walks enter the object through those names alone. A name
 stored in the method's straight-line start, before any jump and before the method loads it,
 is not read from the call's state (self.loss = ...; then self.loss.backward()): it is left
-out. Kept to what the bytecode shows for certain: a plain function (no decorator's wrapper),
+out. Kept to what the bytecode shows for certain: a plain function (no decorator's wrapper
+but a grad-mode one's, `@torch.no_grad()`: the function it wraps followed),
 `self` not captured by a nested function or rebound, no name that reaches frames, an object
 of a class without __getattr__, __getattribute__ or __setattr__ of its own (nn.Module has
 them: a module's method keeps the full walk). The object met again inside the walk (a
@@ -22,6 +23,8 @@ back-reference) makes the walk a full one (guards.collect, guard_walker)."""
 import dis
 import functools
 import inspect
+
+from ..runtime import grad_mode
 
 _FRAME_NAMES = frozenset(("locals", "vars", "eval", "exec", "globals", "_getframe",
                           "currentframe", "stack", "f_locals", "getframeinfo", "super",
@@ -86,7 +89,7 @@ def _reads(owner, code, seen):
         out[n] = None       # (a method's name too: an instance attribute shadowing it later
         if n in vars(owner):                          # changes the walk's key)
             continue
-        attr = inspect.getattr_static(type(owner), n, _MISSING)
+        attr = _unwrapped(inspect.getattr_static(type(owner), n, _MISSING))
         if attr is _MISSING:
             continue
         if not inspect.isfunction(attr) or hasattr(attr, "__wrapped__"):
@@ -101,6 +104,15 @@ def _reads(owner, code, seen):
 
 
 _MISSING = object()
+_MODE_WRAPPER = grad_mode.no_grad()(lambda: None).__code__     # (every grad-mode decorator's)
+
+
+def _unwrapped(f):
+    """f, or the function a grad-mode decorator (`@torch.no_grad()` on a method) wraps: its
+    wrapper passes its arguments on, reading nothing else."""
+    while inspect.isfunction(f) and f.__code__ is _MODE_WRAPPER:
+        f = f.__closure__[f.__code__.co_freevars.index("fn")].cell_contents
+    return f
 
 
 def read_names(fn):
@@ -108,7 +120,7 @@ def read_names(fn):
     None for the whole object."""
     if not inspect.ismethod(fn):
         return None
-    f, owner = fn.__func__, fn.__self__
+    f, owner = _unwrapped(fn.__func__), fn.__self__
     if not inspect.isfunction(f) or hasattr(f, "__wrapped__") or \
             not hasattr(owner, "__dict__") or not _plain_class(type(owner)):
         return None

@@ -303,7 +303,7 @@ class AccumulateGrad(Node):
         # after the graph was made: PyTorch's AccumulateGrad then accumulates nothing
         if leaf is None or not leaf._requires_grad:
             return
-        old = leaf._grad
+        old = trace_state.grad_of(leaf)     # (a traced call's .grad added into: its key)
         gd = leaf._grad_dtype       # (Tensor.grad_dtype set: the gradient is cast to it)
         if gd is not False and gd is not None and g._dtype is not gd:
             g = g.to(gd)

@@ -46,10 +46,7 @@ def _get_grad(self):
     """The gradient accumulated by backward (None until then), as torch.Tensor.grad. A
     function compiled by llgrad.compile that reads .grad is keyed on it (its guards include
     the .grad it saw)."""
-    tracer = trace_state.state.tracer
-    if tracer is not None:      # the trace depends on .grad: llgrad.compile keys it on them
-        tracer.grad_read = True
-    if self._grad is None and not self.is_leaf and not self._retains_grad:
+    if trace_state.grad_of(self) is None and not self.is_leaf and not self._retains_grad:
         warnings.warn("The .grad attribute of a Tensor that is not a leaf Tensor is being "
                       "accessed. Its .grad attribute won't be populated during "
                       "autograd.backward(). If you indeed want the .grad field to be "

@@ -40,6 +40,15 @@ def stops_gradient(what):
         stop(what)
 
 
+def grad_of(t):
+    """t's .grad, read: a tracer notes that its trace depends on the .grad the call came with
+    (not where the traced code cleared it first: llgrad.compile's grad-free entries)."""
+    tracer = state.tracer
+    if tracer is not None and id(t) not in tracer.grad_cleared:
+        tracer.grad_read = True
+    return t._grad
+
+
 def reused():
     """Whether a trace is being made that later calls with other values reuse (compile's):
     library code checks its arguments' values with tensor ops there, value guards of the
