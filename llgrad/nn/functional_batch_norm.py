@@ -30,6 +30,7 @@ def train_with_running_stats(input, running_mean, running_var, weight, bias, mom
             _update(running_var, var.detach(), momentum)
         return out
     # (vmap, meta tensors, float16: tensor ops over the input)
+    _check_vmapped_stats(input, running_mean, running_var)
     with grad_mode.no_grad():
         dims = (0,) + tuple(range(2, input._data.ndim))
         x = input.detach()
@@ -57,3 +58,17 @@ def _update(buf, stat, momentum, fast=True):
         buf.mul_((1 - momentum).to(buf.dtype)).add_(stat.to(buf.dtype) * momentum.to(buf.dtype))
     elif not (fast and buffer_update.blend(buf, stat._data, momentum)):
         buf.mul_(1 - momentum).add_(stat.to(buf.dtype), alpha=momentum)
+
+
+def _check_vmapped_stats(input, running_mean, running_var):
+    """Under vmap, a batched input's statistics cannot go into unbatched running buffers
+    (their update in place would be per sample): PyTorch's error, not the in-place one."""
+    levels = getattr(input, "_levels", ())     # (a BatchedTensor's vmap levels)
+    if levels and any(b is not None and not set(levels) <= set(getattr(b, "_levels", ()))
+                      for b in (running_mean, running_var)):
+        raise RuntimeError(
+            "Batch norm got a batched tensor as input while the running_mean or running_var, "
+            "which will be updated in place, were not batched.\nIf you are using a module "
+            "and do not need eval mode, please set `track_running_stats` to be False.If you "
+            "are using a prebuilt module and do not need eval mode, please see the functorch "
+            "website for resources on how to patch your module to work with vmap")

@@ -32,6 +32,8 @@ class saved_tensors_hooks:
     """Context manager: tensors saved for backward inside it are packed by pack_hook and
     unpacked by unpack_hook, as torch.autograd.graph.saved_tensors_hooks."""
 
+    _identity = False       # (save_on_cpu: a pair a compiled call may leave out)
+
     def __init__(self, pack_hook, unpack_hook):
         self.pack_hook, self.unpack_hook = pack_hook, unpack_hook
 
@@ -39,7 +41,8 @@ class saved_tensors_hooks:
         if state.disabled is not None:
             raise RuntimeError(state.disabled)
         tracer = trace_state.state.tracer
-        if tracer is not None:      # (a compiled call's saved values never reach the hooks)
+        if tracer is not None and not self._identity:   # (a compiled call's saved values
+            # never reach the hooks)
             tracer.graph_break("saved_tensors_hooks inside the compiled function")
         state.stack.append((self.pack_hook, self.unpack_hook))
         return self
@@ -51,7 +54,9 @@ class saved_tensors_hooks:
 
 class save_on_cpu(saved_tensors_hooks):
     """As torch.autograd.graph.save_on_cpu: saved tensors are kept on the CPU, where
-    llgrad's tensors already are (PyTorch's pack returns a CPU tensor as it is)."""
+    llgrad's tensors already are (PyTorch's pack returns a CPU tensor as it is): the pair
+    is the identity, so a compiled function compiles through it."""
+    _identity = True
 
     def __init__(self, pin_memory=False, device_type="cuda"):
         super().__init__(lambda t: (t.device, t), lambda packed: packed[1])

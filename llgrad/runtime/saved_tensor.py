@@ -325,6 +325,10 @@ class RawSavedTensor:
         return None if saved is None else saved.unpack(self.node)
 
 
+# (PyTorch's class is torch._C._autograd.SavedTensor: type(...).__name__ as a user prints it)
+RawSavedTensor.__name__ = RawSavedTensor.__qualname__ = "SavedTensor"
+
+
 class RawSavedField:
     """The descriptor of a node's `_raw_saved_<key>` (node.define_fields)."""
     __slots__ = ("key",)

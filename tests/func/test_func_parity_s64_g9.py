@@ -268,9 +268,8 @@ def test_vmap_different_closure_write_happens_once():
                                           acc)[1])(T.zeros(4, dtype=T.float64)))
 
 
-@pytest.mark.xfail(strict=True, reason="batch_norm in training under vmap with unbatched "
-                   "running stats raises the generic in-place broadcast error, not torch's "
-                   "'Batch norm got a batched tensor as input ...' message")
+# (batch_norm in training under vmap with unbatched running stats: torch's message, not the
+# generic in-place broadcast error; fixed s76, nn/functional_batch_norm.py)
 def test_vmap_batchnorm_train_error_message():
     same_as_torch(lambda T: T.func.vmap(T.nn.BatchNorm1d(4).double())(
         _t(T, np.random.RandomState(4).randn(3, 5, 4))))

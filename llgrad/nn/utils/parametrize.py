@@ -56,7 +56,8 @@ class ParametrizationList(ModuleList):
             raise ValueError("ParametrizationList requires one or more modules.")
         super().__init__(modules)
         self.unsafe = unsafe
-        original_shape, original_dtype = tuple(original.shape), original.dtype
+        original_size, original_dtype = original.shape, original.dtype   # (before _set)
+        original_shape = tuple(original_size)
         with grad_mode.no_grad():
             new = original
             for module in reversed(self):
@@ -99,7 +100,7 @@ class ParametrizationList(ModuleList):
             if tuple(z.shape) != original_shape:
                 raise ValueError("Registering a parametrization may not change the shape of the "
                                  "tensor, unless `unsafe` flag is enabled.\nunparametrized shape: "
-                                 f"{original.shape}\nparametrized shape: {z.shape}")
+                                 f"{original_size}\nparametrized shape: {z.shape}")
 
     def right_inverse(self, value):
         """Set the original tensor(s) so that the parametrization gives `value`."""
