@@ -25,6 +25,7 @@ from .entry_table import uses_table
 from .kernel import TAIL, Kernel
 from ..ir.verify import VerifyError
 from .lowerings.ops_matmul import small_gemm_bound
+from .lowerings.shared_weight_gemm import enabled as shared_weight_gemm
 from .native.threadcount import RUN as THREAD_CALL
 from .lowerings import gemm
 from .lowerings.pool import ensure_pool
@@ -145,7 +146,7 @@ def _prepare_cached(graph, blas, opt, clusters, release, text=None):
     (prepared.py)."""
     settings = (f"blas={blas and blas_available()};small_gemm={small_gemm_bound()};"
                 f"opt={opt};clusters={clusters};release={tuple(release)};"
-                f"concat={concat.ENABLED}")
+                f"concat={concat.ENABLED};shared_weight={shared_weight_gemm()}")
     pre = prepared.key_of(graph, settings, text)
     found = prepared.load(pre)
     if found is not None and not prepared.CHECK:
@@ -176,7 +177,8 @@ def _prepare(graph, blas, opt, clusters, release):
     if uses_table(plan):        # (the table is data: made on a cache hit as well)
         plan.call_table = call_table(plan, split and split[0])
     text = str(graph)
-    settings = f"blas={options['blas']};small_gemm={options['small_gemm']};opt={opt};"
+    settings = (f"blas={options['blas']};small_gemm={options['small_gemm']};opt={opt};"
+                f"shared_weight={shared_weight_gemm()};")
     key = keys.key_for(text, f"{settings}split={split and split[0]};{plan.describe()}")
     # (the family: the same graph but for its numbers, grouped the same way: a plan whose
     # groups change with size, as at batch 1, starts a family of its own)

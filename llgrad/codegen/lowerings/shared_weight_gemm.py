@@ -16,19 +16,40 @@ gradient, stays with OpenBLAS, which measured faster on those shapes: ops_matmul
 Results are the same sums in another order (float32 rounding: compiled matches eager to
 float32 tolerance, as any GEMM's K order).
 
+On hosts with 512-bit vectors only (where it was measured): on an AVX2 AMD EPYC (znver3,
+gemm.py's 6 x 16 tile, 32 rows = five tiles and two single rows) the same products ran 1.4x
+slower than OpenBLAS (32 x 128 @ 128 x 512, 1 thread, thread CPU, one process each, three
+alternations: 135-163 us against 95-108 us a product; 4-row tiles: 115 us) and whole LSTM
+training steps 5-35% slower (GRU's, 3 gates, 0-20%), so there they stay with BLAS.
+LLGRAD_SHARED_WEIGHT_GEMM=1 takes the rule on any host, =0 on none (read at compile time;
+part of the kernels' keys).
+
 On one thread only: with more, the product calls BLAS as before, whose shim splits it over
 the threads (gemm.py runs a product on its caller's thread). The count is read at run time
 (set_num_threads never recompiles), so the kernel holds both calls; each thread count
 gives the same results on every call."""
+import os
+
 from llvmlite import ir
 
 from ...ir.graph import Value
+from ..native import jit
 from .parallel import _declare
 from .scalar import I64
 
 FEW_ROWS = 32               # rows of A (and C), at most
 B_ELEMENTS = 1 << 16        # K * N of B, at most (256 KiB of float32: within L2)
 PRODUCT_OPS = {"mm": 1, "matmul": 1, "addmm": 2}    # the position of B
+MIN_VECTOR_BITS = 512       # (the hosts the rule holds on: see the docstring)
+
+
+def enabled():
+    """Whether the rule applies on this host (LLGRAD_SHARED_WEIGHT_GEMM=1 / 0 forces it
+    on / off): lower.py puts this in the kernels' keys."""
+    forced = os.environ.get("LLGRAD_SHARED_WEIGHT_GEMM", "")
+    if forced in ("0", "1"):
+        return forced == "1"
+    return jit.jit().vector_bits >= MIN_VECTOR_BITS
 
 
 def _shared(plan, b):
@@ -48,8 +69,8 @@ def _shared(plan, b):
 def prefer_own_gemm(plan, b, M, N, K, batch, B):
     """Whether the product (M x K) @ B (K x N, its layout B: ops_matmul._Mat) of one
     matrix pair runs on gemm.py rather than BLAS."""
-    return not batch and 1 < M <= FEW_ROWS and K * N <= B_ELEMENTS and B.cs == 1 and \
-        B.rs >= N and isinstance(b, Value) and len(b.type.shape) == 2 and \
+    return enabled() and not batch and 1 < M <= FEW_ROWS and K * N <= B_ELEMENTS and \
+        B.cs == 1 and B.rs >= N and isinstance(b, Value) and len(b.type.shape) == 2 and \
         _shared(plan, b)
 
 
