@@ -49,12 +49,16 @@ def disable(fn=None, recursive=True, *, reason=None):
     def wrap(f):
         @functools.wraps(f)
         def run_eagerly(*args, **kwargs):
-            tracer = trace_state.state.tracer
-            if tracer is not None:
+            state = trace_state.state
+            if state.tracer is not None:
                 why = f" ({reason})" if reason else ""
-                tracer.graph_break(f"{getattr(f, '__qualname__', f)} is marked "
-                                   f"compiler.disable{why}")
-            return f(*args, **kwargs)
+                state.tracer.graph_break(f"{getattr(f, '__qualname__', f)} is marked "
+                                         f"compiler.disable{why}")
+            prev, state.standing_in = state.standing_in, False    # (not compiling in f)
+            try:
+                return f(*args, **kwargs)
+            finally:
+                state.standing_in = prev
         run_eagerly._llgrad_disabled = True
         return run_eagerly
     return wrap if fn is None else wrap(fn)

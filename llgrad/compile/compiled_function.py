@@ -34,7 +34,7 @@ from .recompile_limit import name as fn_name, warn_limit
 from .side_effects import fresh_optimizer, unguardable, unreplayed_change
 from .backends import backend as get_backend, build_now
 from .run import (_MISS, _RUN_EAGERLY, FINISHED_BY_CALL as LATER, _first_result, eager_runner,
-                  entry_runner, own_inputs)
+                  entry_runner, own_inputs, untraced)
 from .snapshot import StateSnapshot
 from .torch_api import torch_compile_arguments
 from .traced_function import traced_function
@@ -89,8 +89,8 @@ class CompiledFunction:
 
     # ---- calling ------------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
-        if not self._resolved.traces or stance.state.stance == "force_eager":
-            return self.fn(*args, **kwargs)       # debug mode: the original function
+        if not self._resolved.traces or stance.state.stance == "force_eager":   # (debug mode)
+            return untraced(self.fn, args, kwargs, stance.state.stance == "force_eager")
         if trace_state.state.tracer is not None:
             return self._traced_fn()(*args, **kwargs)     # inlined into a trace
         reason = eager_only_reason()

@@ -46,8 +46,8 @@ def _group_labels(kernel):
     return [group_label(g) for g in kernel.plan.groups]
 
 
-BreakReason = collections.namedtuple("BreakReason", "reason user_stack graph_break",
-                                     defaults=((), True))   # (torch's GraphCompileReason)
+BreakReason = collections.namedtuple("BreakReason", "reason user_stack graph_break")
+# (torch's GraphCompileReason)
 
 
 class Explanation:
@@ -78,12 +78,17 @@ class Explanation:
     @property
     def break_reasons(self):
         """torch's ExplainOutput.break_reasons: one per graph break, its .reason the text."""
-        return [BreakReason(r) for r in self.graph_breaks]
+        return [BreakReason(r, [], True) for r in self.graph_breaks]
 
     @property
     def op_count(self):
         """torch's ExplainOutput.op_count: the ops over the graphs."""
         return sum(g.n_ops for g in self.graphs)
+
+    @property
+    def out_guards(self):
+        """torch's ExplainOutput.out_guards: the guards of the compiled entries."""
+        return list(self.guards)
 
     @property
     def ops_per_graph(self):

@@ -94,6 +94,15 @@ class StandIn:
 
 
 STAND_IN = StandIn()
+
+
+def untraced(fn, args, kwargs, forced):
+    """fn(*args, **kwargs) for an untraced compiled call: on the eager backend seen as
+    compiled code (compiler.is_compiling(), as under torch.compile(backend="eager")), under
+    the force_eager stance (forced) as plain eager code."""
+    return fn(*args, **kwargs) if forced else STAND_IN.finish(fn, args, kwargs)
+
+
 _NOT_SERVED = (_MISS, _RUN_EAGERLY, STAND_IN)   # (a call's draws are put back: py_draws.py)
 FINISHED_BY_CALL = (Pending, StandIn)     # answers CompiledFunction's call finishes
 

@@ -47,13 +47,16 @@ def build(fn, fdef, ag_name, ag_module):
     free = fn.__code__.co_freevars
     params = ast.arguments(posonlyargs=[], args=[ast.arg(n) for n in (ag_name,) + free],
                            vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])
-    factory = ast.FunctionDef("llgrad_factory__", params,
-                              [fdef, ast.Return(ast.Name(fdef.name, ast.Load()))], [], None)
+    factory = ast.FunctionDef("llgrad_factory__", params, [fdef], [], None)
     module = ast.fix_missing_locations(ast.Module([ast.copy_location(factory, fdef)], []))
-    ns = {}
-    exec(compile(module, fn.__code__.co_filename, "exec"), fn.__globals__, ns)  # noqa: S102
+    ns, own = {}, fdef.name
+    fdef.name = "llgrad_converted__"    # (fn's own name as the factory's local would make a
+    try:                                #  call of fn in its body read an unfilled cell)
+        exec(compile(module, fn.__code__.co_filename, "exec"), fn.__globals__, ns)  # noqa: S102
+    finally:
+        fdef.name = own
     code = next(c for c in ns["llgrad_factory__"].__code__.co_consts
-                if isinstance(c, types.CodeType) and c.co_name == fdef.name)
+                if isinstance(c, types.CodeType) and c.co_name == "llgrad_converted__")
     names = {"co_name": fn.__code__.co_name}
     if hasattr(code, "co_qualname"):                  # (Python 3.11+)
         names["co_qualname"] = fn.__code__.co_qualname
