@@ -4,6 +4,7 @@ compiled with LLGRAD_COMPILE=sync, each in a fresh process (cold kernel cache, t
 eager builds native kernels for its ops too, so it has a warm row of its own).
 
     python bench/first_steps.py [--steps 5] [--repeat 3]
+    python bench/first_steps.py --warm [--repeat 5] [--llgrad PATH]   # first_steps_warm.py
 
 One thread (LLGRAD_NUM_THREADS=1); medians of --repeat runs."""
 import argparse
@@ -35,7 +36,14 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--warm", action="store_true",
+                   help="a warm process's time to its first native result, with its parts")
+    p.add_argument("--llgrad", default=None, help="(--warm) the llgrad tree to measure")
     args = p.parse_args(argv)
+    if args.warm:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import first_steps_warm
+        return first_steps_warm.warm(args.repeat, args.llgrad)
     rows = {}
     for name, mode, cmode, warm in (("eager", "--eager", "sync", False),
                                     ("eager, warm", "--eager", "sync", True),

@@ -23,7 +23,7 @@ import os
 import pickle
 import threading
 
-from .lowerings import gemm
+from .lowerings import gemm, host_call
 from .native import cache, keys
 
 SUBDIR = "plans"
@@ -78,6 +78,7 @@ def load(key):
         return None     # hashes alike; prepared again)
     for dtype, kind in libraries:       # (what preparing it did besides: its code calls them)
         gemm.ensure_library(dtype, kind)
+    host_call.register_loaded(prepared[1])      # (and the keys its callbacks look up)
     _count("loaded")
     return prepared
 

@@ -9,8 +9,8 @@ The group's code fills an array with the address of each operand's first element
 result's buffer and calls `llgrad_host_call(key, addresses, flag)`, a ctypes callback
 registered with the JIT at import (so cached object code finds it too). The key names the
 node's description (op, attributes, operand and result types), which prepare() registers in
-every process that plans the graph (a plan is made for every kernel, built or loaded from
-the disk cache). ctypes releases the GIL around the native call and the callback takes it
+every process that plans the graph, and register_loaded() in one that loads the plan from
+the disk cache. ctypes releases the GIL around the native call and the callback takes it
 back, as ops_random's does. An exception in the callback cannot pass through native
 frames: it raises the group's flag, and the kernel raises after the call (a compiled call
 then runs eagerly, which gives eager's own error)."""
@@ -60,15 +60,20 @@ def _key(node):
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little") >> 1
 
 
-def _prepare(plan, group):
-    node = group.root
+def _register(node):
+    """The callback's table entry for node, under its key (returned)."""
     impl, casts = node_impl(node)           # (the interpreter's, for the same values)
     key = _key(node)
     _CALLS[key] = (impl, dict(node.attrs), tuple(casts or ()), _operands(node),
                    tuple((v.type.dtype, tuple(v.type.shape)) for v in node.outputs))
-    group.state["key"] = key
-    group.state["flag"] = plan.flag(group, f"{node.op}: its NumPy implementation, called "
-                                           "from native code, failed")
+    return key
+
+
+def _prepare(plan, group):
+    group.state["key"] = _register(group.root)
+    group.state["register"] = _register     # (for a plan loaded from the disk cache)
+    group.state["flag"] = plan.flag(group, f"{group.root.op}: its NumPy implementation, "
+                                           "called from native code, failed")
 
 
 def _array(address, dtype, shape, strides):
@@ -104,6 +109,16 @@ def _call(key, addresses, flag):
             _array(ptrs[n + m], dt, shape, contiguous_strides(shape))[...] = o.astype(dt)
     except BaseException:                      # noqa: BLE001  (reported through the flag)
         ctypes.c_int64.from_address(flag).value = 1
+
+
+def register_loaded(plan):
+    """Fill the callback's table for a plan loaded from the disk cache (codegen/prepared.py):
+    the prepare that registered its keys ran in the process that stored it. (Without this a
+    warm process's kernel raised its flag at every call and the call ran eagerly.)"""
+    for group in plan.groups:
+        register = group.state.get("register")
+        if register is not None:
+            register(group.root)
 
 
 _CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p)(_call)
