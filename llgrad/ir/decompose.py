@@ -16,6 +16,7 @@ The rewrite keeps the graph's inputs, outputs (by position), mutated inputs and 
 `expand_composites` runs before lowering to LLVM; the reference interpreter keeps running
 the graph as traced (the ops' NumPy implementations), so the two stay independent checks of
 each other."""
+from .geometry import contiguous_strides
 from .graph import Node, Value
 from .optable import CONTROL, OPS
 from .passes import _rebuild
@@ -59,10 +60,20 @@ def expand_composites(graph):
     unchanged). Returns graph itself when there is nothing to expand."""
     if not any(_applies(n) for n in graph.nodes):
         return graph
-    nodes, subst = [], {}
+    nodes, subst, skip = [], {}, set()
+    uses, kept = _uses(graph), _kept(graph)
     for n in graph.nodes:
+        if n in skip:
+            continue
         if not _applies(n):
             nodes.append(n)
+            continue
+        views = _reshaped_addmm(n, uses, kept)
+        if views:
+            y = _addmm_through_view(n, views[0].outputs[0].type.shape, _Emitter(nodes, n.loc))
+            skip.update(views)
+            for v in views:
+                subst[v.outputs[0]] = y
             continue
         ys = OPS[n.op].decompose(n, _Emitter(nodes, n.loc))
         for out, y in zip(n.outputs, ys if isinstance(ys, (tuple, list)) else (ys,)):
@@ -114,3 +125,55 @@ def _expand_with_regions(graph, done):
     for (i, key), region in new_regions.items():
         out.nodes[i].attrs[key] = region
     return out
+
+
+# ---- addmm read through a reshape ---------------------------------------------------------------
+# F.linear on a stack of rows is view -> addmm -> view: the bias added to the 2-D product
+# would be a group of that shape, which no elementwise group of the readers' shape joins
+# (codegen/schedule/cluster.py: a cluster is one iteration shape, its members read its
+# values directly), so a transformer's fc1 stored the biased product in a pass of its own
+# before GELU read it back. When every use of the addmm's result is a view to one shape,
+# the product is viewed first and the bias added in the readers' shape (the same sums).
+_VIEWS = ("view", "_unsafe_view")
+
+
+def _uses(graph):
+    uses = {}
+    for n in graph.nodes:
+        for x in n.inputs:
+            if isinstance(x, Value):
+                uses.setdefault(x, []).append(n)
+    return uses
+
+
+def _kept(graph):
+    return set(graph.outputs) | set(graph.mutated.values()) | {g.value for g in graph.guards}
+
+
+def _reshaped_addmm(n, uses, kept):
+    """The view nodes of an addmm (beta 1) all of whose uses are views to one contiguous
+    shape with the product's last dim, its bias a row or less; else None."""
+    if n.op != "addmm" or n.attrs.get("beta", 1) != 1 or n.outputs[0] in kept:
+        return None
+    out, bias = n.outputs[0], n.inputs[0]
+    views = uses.get(out, [])
+    if not views or any(v.op not in _VIEWS or v.inputs[0] is not out or
+                        any(x is out for x in v.inputs[1:]) for v in views):
+        return None
+    types = [v.outputs[0].type for v in views]
+    shape = tuple(types[0].shape)
+    if any(tuple(t.shape) != shape or t.strides != types[0].strides for t in types) or \
+            tuple(types[0].strides) != tuple(contiguous_strides(shape)) or not shape or \
+            shape[-1] != out.type.shape[-1] or shape == tuple(out.type.shape) or \
+            any(d != 1 for d in bias.type.shape[:-1]):
+        return None
+    return views
+
+
+def _addmm_through_view(n, shape, emit):
+    bias, a, b = n.inputs[:3]
+    alpha = n.attrs.get("alpha", 1)
+    y = emit("mm", [a, b])
+    if alpha != 1:
+        y = emit("mul", [y, alpha])
+    return emit("add", [emit("view", [y], shape=shape), bias], alpha=1)

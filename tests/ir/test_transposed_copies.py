@@ -62,6 +62,7 @@ def test_not_applied_without_a_copy_between_the_transposes():
 
 
 def test_compiled_gradients_through_a_transposed_copy_equal_eager():
+    llgrad.manual_seed(0)
     w = llgrad.randn(6, 4, requires_grad=True)
     h = llgrad.randn(3, 6, requires_grad=True)
 
@@ -75,9 +76,9 @@ def test_compiled_gradients_through_a_transposed_copy_equal_eager():
             w.grad = h.grad = None
             fn(w, h).backward()
             grads.append((w.grad.numpy().copy(), h.grad.numpy().copy()))
-    for got in grads[1:]:
-        np.testing.assert_allclose(got[0], grads[0][0], rtol=1e-5, atol=1e-6)
-        np.testing.assert_allclose(got[1], grads[0][1], rtol=1e-5, atol=1e-6)
+    for got in grads[1:]:       # (float32 sums of terms up to ~20 in another order)
+        np.testing.assert_allclose(got[0], grads[0][0], rtol=1e-5, atol=2e-5)
+        np.testing.assert_allclose(got[1], grads[0][1], rtol=1e-5, atol=2e-5)
     assert llgrad.autograd.gradcheck(llgrad.compile(loss), (w.double().detach().requires_grad_(),
                                                             h.double().detach().requires_grad_()))
 
