@@ -26,6 +26,11 @@ from ..ir.graph import TensorType
 from . import eager_builds, eager_channels_last
 
 MIN_ELEMENTS = 32768   # (a smaller convolution's NumPy run costs less than its LLVM build)
+# grouped (depthwise) convolutions and their two backward products from this many elements:
+# NumPy's im2col and col2im of a group's few channels ran at 2-4x torch's time on (8, 8, 16, 16)
+# (a DARTS cell's separable and dilated 3x3 / 5x5), the direct loops at 0.3-0.6x
+GROUPED_MIN_ELEMENTS = 4096
+_CONVS = frozenset(("convolution", "convolution_backward_input", "convolution_backward_weight"))
 MAX_KERNELS = 256
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _INDICES = (np.dtype(np.int64), np.dtype(np.int32))
@@ -72,7 +77,8 @@ def run(op, arrays, attrs):
         out = eager_channels_last.run(op, arrays, attrs, run)   # a 1x1 convolution's
         if out is not None:                     # product at any size)
             return out
-    if big < (op.eager_min_elements or MIN_ELEMENTS):
+    if big < (op.eager_min_elements or MIN_ELEMENTS) and not (
+            big >= GROUPED_MIN_ELEMENTS and op.name in _CONVS and attrs.get("groups", 1) > 1):
         return None     # (before any operand is copied: small calls run NumPy's at once)
     tensors = [kernel_operand(a) for a in arrays if isinstance(a, np.ndarray)]
     try:

@@ -292,8 +292,9 @@ def _write(group, key, value=_NO_VALUE):
 
 def _replayable(value):
     """Whether compiled calls can write value into a float hyper-parameter slot (or into
-    one element of a tuple of them, Adam's betas): a number, or a float stand-in."""
-    return type(value) in (int, float) or \
+    one element of a tuple of them, Adam's betas): a number (a NumPy float64 too: ConvMixer's
+    `np.interp(...)[0]` learning rate), or a float stand-in."""
+    return type(value) in (int, float, np.float64) or \
         (type(value) is SymbolicScalar and type(value.value) is float)
 
 
