@@ -165,6 +165,14 @@ class Graph:
     def __repr__(self):
         return f"<Graph {self.name}: {len(self.inputs)} inputs, {len(self.nodes)} nodes>"
 
+    def __getstate__(self):
+        """Without the interpreter's per-graph cache (interpret.py's _plan: closures that do
+        not pickle): a control node's region the interpreter ran kept its graph's prepared
+        plan out of the disk cache (codegen/prepared.py)."""
+        state = dict(self.__dict__)
+        state.pop("_interpret_plan", None)
+        return state
+
     def values(self):
         """Every Value: the inputs, then each node's outputs in order."""
         yield from self.inputs

@@ -114,11 +114,16 @@ def _call(key, addresses, flag):
 def register_loaded(plan):
     """Fill the callback's table for a plan loaded from the disk cache (codegen/prepared.py):
     the prepare that registered its keys ran in the process that stored it. (Without this a
-    warm process's kernel raised its flag at every call and the call ran eagerly.)"""
-    for group in plan.groups:
-        register = group.state.get("register")
-        if register is not None:
-            register(group.root)
+    warm process's kernel raised its flag at every call and the call ran eagerly.) The
+    regions of a cond or while_loop (control.py) are planned on their own: their sub-plans'
+    groups are registered as well, as deep as they nest."""
+    plans = [plan]
+    while plans:
+        for group in plans.pop().groups:
+            register = group.state.get("register")
+            if register is not None:
+                register(group.root)
+            plans += [call.sub for call in (group.state.get("calls") or {}).values()]
 
 
 _CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p)(_call)
