@@ -22,7 +22,7 @@ def _norm(norm):
     if norm is None:
         return "backward"
     if norm not in _NORMS:
-        raise ValueError(f"Invalid normalization mode: {norm}")
+        raise RuntimeError(f'Invalid normalization mode: "{norm}"')   # (as PyTorch)
     return norm
 
 

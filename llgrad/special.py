@@ -7,7 +7,8 @@ runtime/functions_numeric_more.py); zeta, i0e / i1 / i1e and the Bessel, Airy an
 orthogonal-polynomial families are special_series.py's. Where PyTorch has a kernel of its
 own and llgrad a composition, the composition loses precision at the far tails: erfcx overflows
 for x above ~26 (float64) where PyTorch's stays finite (an asymptotic series there), ndtri's
-absolute error near 0 and 1 is that of erfinv(2p - 1)."""
+absolute error near 0 and 1 is that of erfinv(2p - 1) (formed in float64 for the narrower
+floats)."""
 import math
 
 from .ir import OPS
@@ -106,7 +107,10 @@ def ndtri(input, *, out=None):
     p = _t(input, "ndtri")
     if not p.is_floating_point():       # (in the default dtype: 2p - 1 would wrap in uint8)
         p = p.to(get_default_dtype())
-    return _out((p * 2 - 1).erfinv() * math.sqrt(2.0), out)
+    # (2p - 1 in float64 for the narrower floats: in float32 it rounds to -1 for p < 3e-8 and
+    # ndtri(1e-10) was -inf where PyTorch's is -6.36)
+    q = p.double() if p.dtype.itemsize < 8 else p
+    return _out(((q * 2 - 1).erfinv() * math.sqrt(2.0)).to(p.dtype), out)
 
 
 def gammaln(input, *, out=None):

@@ -206,7 +206,7 @@ def _lu_factor(a, pivot=True):
     lu = np.array(a, dtype=a.dtype, order="C")      # (reshaped as a view below)
     m, n = lu.shape[-2:]
     k = min(m, n)
-    batch = lu.reshape((-1, m, n))
+    batch = lu.reshape((int(np.prod(a.shape[:-2])), m, n))   # (-1: not when empty)
     piv = np.empty((batch.shape[0], k), dtype=np.int32)
     info = np.zeros(batch.shape[0], dtype=np.int32)
     idx = np.arange(batch.shape[0])
@@ -337,7 +337,7 @@ def _expm_one(a):
 
 
 def _matrix_exp(a):
-    work = a.astype(np.float64).reshape((-1,) + a.shape[-2:])
+    work = a.astype(np.float64).reshape((int(np.prod(a.shape[:-2])),) + a.shape[-2:])
     out = np.stack([_expm_one(m) for m in work]) if work.shape[0] else work
     return out.reshape(a.shape).astype(a.dtype)
 

@@ -232,12 +232,16 @@ def cond(A, p=None, *, out=None):
     name = "linalg.cond"
     if p in (None, 2, -2):
         check_matrix(name, A, square=False)
+        if A.numel() == 0:                          # as PyTorch: zeros of the batch shape
+            return _out(A.new_zeros(A.shape[:-2]), out)
         s = svdvals(A)
         r = s[..., 0] / s[..., -1] if p != -2 else s[..., -1] / s[..., 0]
         return _out(r, out)
     if p not in ("fro", "nuc", float("inf"), float("-inf"), 1, -1):
         raise RuntimeError(f"linalg.cond got an invalid norm type: {p}")
     check_matrix(name, A)
+    if A.numel() == 0:
+        return _out(A.new_zeros(A.shape[:-2]), out)
     inv, info = inv_ex(A)
     r = matrix_norm(A, p) * matrix_norm(inv, p)
     return _out(where(info > 0, float("inf"), r), out)

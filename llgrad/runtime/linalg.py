@@ -78,7 +78,9 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, out=No
             A = A.to(dtype)
         s = call(OPS["linalg_svd"], (A.movedim((d0, d1), (-2, -1)),),
                  {"full_matrices": False, "compute_uv": False})[1]
-        r = s.sum(-1) if ord == "nuc" else s.amax(-1) if ord == 2 else s.amin(-1)
+        # (ord 2 of an empty matrix: 0, as PyTorch's; -2 raises in amin as PyTorch's)
+        r = s.sum(-1) if ord == "nuc" or (ord == 2 and not s.shape[-1]) \
+            else s.amax(-1) if ord == 2 else s.amin(-1)
         if keepdim:
             for d in sorted((d0, d1)):
                 r = r.unsqueeze(d)
@@ -99,17 +101,21 @@ def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None, out=None):
     norm over a 2-tuple dim or with a string ord."""
     if isinstance(dim, int):
         dim = (dim,)
+    if dim is not None and len(dim) not in (1, 2):
+        raise RuntimeError(f"linalg.norm: If dim is specified, it must be of length 1 or 2. "
+                           f"Got {list(dim)}")
+    if ord is not None and dim is None and A._data.ndim not in (1, 2):     # (string ords too)
+        raise RuntimeError(f"linalg.norm: If dim is not specified but ord is, the input "
+                           f"must be 1D or 2D. Got {A._data.ndim}D.")
+    if isinstance(ord, str) and dim is not None and len(dim) != 2:
+        raise RuntimeError(f"linalg.matrix_norm: dim must be a 2-tuple. Got {dim[0]}")
     if isinstance(ord, str) or (dim is not None and len(dim) == 2):
         return matrix_norm(A, "fro" if ord is None else ord, dim or (-2, -1), keepdim,
                            dtype=dtype)
     if ord is None:
         return vector_norm(A, 2, dim, keepdim, dtype=dtype)
-    if dim is None:
-        if A._data.ndim == 2:
-            return matrix_norm(A, ord, (-2, -1), keepdim, dtype=dtype)
-        if A._data.ndim != 1:
-            raise RuntimeError(f"linalg.norm: If dim is not specified but ord is, the input "
-                               f"must be 1D or 2D. Got {A._data.ndim}D.")
+    if dim is None and A._data.ndim == 2:
+        return matrix_norm(A, ord, (-2, -1), keepdim, dtype=dtype)
     return vector_norm(A, ord, dim, keepdim, dtype=dtype)
 
 
