@@ -69,6 +69,7 @@ def _outputs(fn, args, how, fallback_ok=False):
         else:
             f = llgrad.compile(lambda *xs: fn(llgrad, *xs), backend=how)
             f(*[_as(llgrad, a) for a in args])
+            f.wait()        # (LLGRAD_COMPILE=background: the native code, built)
             outs = f(*[_as(llgrad, a) for a in args])
             # native code really ran (fallback_ok: half precision, bool maximum, var of empty)
             notes = [str(k) for e in f.entries for k in e.kernels.values()
