@@ -110,10 +110,19 @@ def _short(v):
 def fresh_optimizer(entered):
     """The state dicts of the optimisers (objects with param_groups and a state dict) a call
     reaches whose state is empty: a first step will fill one, a change a traced run of the
-    call could not be kept with (unreplayed_change). ([] if none.)"""
+    call could not be kept with (unreplayed_change). ([] if none.) So is one (its state
+    loaded or made elsewhere) whose step a scheduler wraps that has not run yet: its first
+    run sets `_opt_called` (lr_scheduler's), a new attribute that the next call's guard walk
+    sees, so a trace of that first call served no later one (it traced again)."""
     return [d["state"] for d in map(_own_attributes, entered)
             if isinstance(d.get("param_groups"), list) and isinstance(d.get("state"), dict)
-            and not d["state"] and d["param_groups"]]
+            and d["param_groups"] and (not d["state"] or _step_unnoted(d))]
+
+
+def _step_unnoted(d):
+    """Whether an optimiser's own attributes d hold a step a scheduler wrapped (lr_scheduler.
+    base._track_step_called) that has not yet set _opt_called."""
+    return getattr(d.get("step"), "_wrapped_by_lr_sched", False) and "_opt_called" not in d
 
 
 def _own_attributes(o):
