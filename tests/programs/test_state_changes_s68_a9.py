@@ -374,9 +374,10 @@ PROGRAMS = {f.__name__: f for f in (
     freeze_unfreeze, clip_value_then_hooks, accumulate_then_update, parameters_replaced,
     sampled_labels_then_train, between_forward_and_backward)}
 PROGRAMS["meters_over_batch_sizes"] = pytest.param(
-    meters_over_batch_sizes, marks=pytest.mark.xfail(strict=True, reason="`meter.n += x.shape[0]` with a dynamic batch size: meter.n becomes a "
+    meters_over_batch_sizes, marks=pytest.mark.xfail(strict=True, reason=(
+        "`meter.n += x.shape[0]` with a dynamic batch size: meter.n becomes a "
     "counted slot, then a later trace guards it by value again, so the step traces to the "
-    "recompile limit and warns (values stay eager's)"))
+    "recompile limit and warns (values stay eager's)")))
 
 # (the default run keeps the quickest; the others, 0.7-4 s each with a cold kernel
 # cache, are marked slow)
