@@ -376,8 +376,8 @@ PROGRAMS = {f.__name__: f for f in (
 PROGRAMS["meters_over_batch_sizes"] = pytest.param(
     meters_over_batch_sizes, marks=pytest.mark.xfail(strict=True, reason=(
         "`meter.n += x.shape[0]` with a dynamic batch size: meter.n becomes a "
-    "counted slot, then a later trace guards it by value again, so the step traces to the "
-    "recompile limit and warns (values stay eager's)")))
+        "counted slot, then a later trace guards it by value again, so the step traces to the "
+        "recompile limit and warns (values stay eager's)")))
 
 # (the default run keeps the quickest; the others, 0.7-4 s each with a cold kernel
 # cache, are marked slow)
