@@ -71,8 +71,8 @@ def test_same_bits_as_the_rule_and_torchs(name, shape, dtype, monkeypatch):
     want = _grads(torch, name, arrays).numpy()
     np.testing.assert_array_equal(fast.view(np.uint8), rule.view(np.uint8))
     if name == "sigmoid" or name.startswith("mse_"):    # (torch's backward kernels
-        # multiply in another order: an ulp or so)
-        np.testing.assert_allclose(fast, want, rtol=4e-7 if dtype == np.float32 else 1e-15)
+        # multiply in another order, and in another one again on AVX-512 hosts: a few ulps)
+        np.testing.assert_allclose(fast, want, rtol=4e-7 if dtype == np.float32 else 4e-15)
     else:
         np.testing.assert_array_equal(fast.view(np.uint8), want.view(np.uint8))
 
