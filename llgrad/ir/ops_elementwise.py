@@ -329,9 +329,10 @@ def _gelu_primitives(node, emit):
     return emit("mul", [x, cdf])
 
 
+# recompute=False: its result is saved, as eager holds it, and the backward's erf runs once
 _unary("gelu", _gelu, _gelu_vjp, "GeluBackward0", save=("self",),
        cost=4, decompose=_gelu_primitives,
-       eager_native=True)
+       eager_native=True, recompute=False)
 
 
 def _silu_vjp(c, g):

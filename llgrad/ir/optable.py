@@ -32,7 +32,8 @@ class OpDef:
                  "methods", "inplace", "functions", "cost", "decompose", "decompose_dtypes",
                  "eager_native", "eager_rows", "eager_steps", "eager_kernel",
                  "eager_min_elements", "eager_vjp",
-                 "native_host", "complex", "autocast", "broadcast_zero_grads", "vjp_reads")
+                 "native_host", "complex", "autocast", "broadcast_zero_grads", "vjp_reads",
+                 "recompute")
 
     def __init__(self, name, impl, vjp=None, grad_fn=None, args=("self",), save=(),
                  nout=1, kind="other", promote=(), float_out=False, doc="", nondiff=(),
@@ -41,7 +42,7 @@ class OpDef:
                  eager_native=False, eager_rows=False,
                  eager_steps=(), eager_kernel=None, eager_min_elements=None, eager_vjp=None,
                  native_host=False, complex=False, autocast=None, broadcast_zero_grads=False,
-                 vjp_reads=None):
+                 vjp_reads=None, recompute=True):
         self.name = name
         self.impl = impl
         self.vjp = vjp
@@ -118,6 +119,12 @@ class OpDef:
         # a backward that reaches none of them gives no gradient at all (None, as PyTorch's
         # formula returns an undefined one: slogdet's sign alone leaves A.grad None)
         self.vjp_reads = vjp_reads
+        # False: a backward never recomputes the op's result from its inputs (ir/partition.py
+        # saves it instead) where its own VJP rule evaluates the op's dearest part again
+        # anyway: a recomputed exact GELU put erf into the backward twice, once for the
+        # result a product's weight gradient reads and once for GELU's derivative, in two
+        # kernels that the product between them keeps apart
+        self.recompute = recompute
 
     @property
     def differentiable(self):

@@ -4,8 +4,10 @@ backward graph (saved values + output cotangents -> input gradients).
 Which values cross is a minimum cut (as AOTAutograd chooses): every value the backward
 reads must be either saved or recomputed in the backward from saved values through cheap
 ops (views, elementwise, creation, reductions); matmuls and random draws are never
-recomputed. Saving a value costs its bytes; primal inputs cost nothing (the caller holds
-them). The cut of least total bytes decides what is saved and what is recomputed.
+recomputed, nor ops whose table entry says recompute=False (exact GELU: its VJP evaluates erf
+itself, so a recomputed result is a second erf pass in the backward). Saving a value costs its
+bytes; primal inputs cost nothing (the caller holds them). The cut of least total bytes
+decides what is saved and what is recomputed.
 
 Control-flow nodes (cond, while_loop) are never recomputed: the backward reads what they
 give (a loop's trip count and stacks, a branch's results) as saved values. A stack's cost is
@@ -54,7 +56,10 @@ def _ancestors(values, stop=()):
 
 
 def _recomputable(node):
-    return node.op == "constant" or (node.op in OPS and OPS[node.op].kind in RECOMPUTABLE_KINDS)
+    if node.op == "constant":
+        return True
+    op = OPS.get(node.op)
+    return op is not None and op.kind in RECOMPUTABLE_KINDS and op.recompute
 
 
 def min_cut(required, fwd_nodes, primal, free):
