@@ -41,6 +41,13 @@ def arrays_as_tensors(items):
     return out
 
 
+def walker_arrays(items):
+    """A guard walker's inputs (guard_walker.py) with each array a tensor over it, as
+    arrays_as_tensors makes them; None where it leaves one out (memory another input has)."""
+    out = arrays_as_tensors([(None, x) for x in items])
+    return [x for _, x in out] if len(out) == len(items) else None
+
+
 def _byte_bounds(a):
     """[low, high) of the bytes a spans, or None where it has no elements."""
     return np.lib.array_utils.byte_bounds(a) if a.size else None

@@ -20,8 +20,9 @@ walked too, after the arguments, as collect() walks them; the walker re-reads ea
 and global name and checks it finds the same kind of value. Kept out (make_walker returns
 None, every call takes the full walk): a **kwargs parameter (a *args parameter's tuple is
 walked as collect walks it), a .grad that is also an input or shared, structures nested
-deeper than _MAX_DEPTH, NumPy arrays, a number in the state that is an input. The pieces of
-the generated code (checks of types and containers) are walker_code.py's."""
+deeper than _MAX_DEPTH, NumPy arrays larger than numpy_reads.SMALL (a small one is an
+input guarded by its contents, as collect has it), a number in the state that is an input.
+The pieces of the generated code (checks of types and containers) are walker_code.py's."""
 import functools
 import inspect
 
@@ -32,7 +33,9 @@ from ..runtime import grad_mode, hypers
 from . import dict_reads, method_marks, self_reads
 from .appended_lists import ARG_MARK, Appended
 from .attr_writes import Slots
+from .arrays import walker_arrays, wrappable
 from .guard_values import inputable
+from .numpy_reads import SMALL
 from .function_reads import class_functions, followed_reads, user_function
 from .guards import (_DICT_VIEWS, _SCALARS, _is_object, _scalar_set, dynamic_input,
                      signature_names, tensor_keys)
@@ -84,8 +87,18 @@ def _walk(src, roots, dynamic=None, appended=frozenset(), marks=frozenset(), onl
         elif isinstance(v, _SCALARS):
             if v is not None:
                 src.key.append(_number(x, v))
+        elif type(v) is np.ndarray and wrappable(v) and v.size <= SMALL:
+            # (a small array is an input and guarded by its contents, as collect has it: a
+            # method of the model that names a global array no longer costs the full walk)
+            if id(v) in first_tensor:
+                src.check(f"{x} is not {first_tensor[id(v)]}")
+            else:
+                first_tensor[id(v)] = x
+                src.key.append(f"{x}.tobytes()")
+                src.arrays = True
+                tensors.append(x)
         elif isinstance(v, np.ndarray) or type(v) in _DICT_VIEWS:   # (an input whose memory
-            # other inputs may share, an array guarded by contents, a mappingproxy: the full
+            # other inputs may share, a larger array, a mappingproxy: the full
             raise _Unsupported("a NumPy array or a view of a dict")     # walk, guards.py)
         elif id(v) in appended and type(v) is list:
             src.check(f"{x} is not {src.const(v)}")
@@ -259,6 +272,11 @@ def make_walker(fn, args, kwargs, dynamic=frozenset()):
         src.check(f"len({{{', '.join(f'id({t})' for t in tensors)}}}) != {len(tensors)}")
     # each tensor's layout, requires_grad and .grad (fastpath.fast_key's parts); its .grad
     # an input of the graph after the tensors (none that is an input or shared: full walk)
+    if src.arrays:      # (each a tensor over it, unless its memory meets another input's)
+        made = [src.var("w") for _ in tensors]
+        src.lines += [f"made = ARRAYS([{', '.join(tensors)}])", "if made is None: return None",
+                      f"{', '.join(made)}, = made"]
+        tensors = made
     src.lines.append("grads = []")
     parts = []
     for t in tensors:
@@ -285,7 +303,7 @@ def make_walker(fn, args, kwargs, dynamic=frozenset()):
     key = src.key + parts + ["st.grad_enabled", "st.inference", "DEFAULT[2]"]
     src.lines.append("return (walker_id, " + "".join(k + ", " for k in key) + "), tensors")
     src.env.update(grad_mode=grad_mode, MISSING=_MISSING, HYPER=hypers.walker_input,
-                   DYNAMIC=dynamic_input,
+                   DYNAMIC=dynamic_input, ARRAYS=walker_arrays,
                    DEFAULT=promotion._DEFAULT,     # (the default float dtype: guards.collect)
                    walker_id=object())     # (keys of two walkers never compare equal)
     code = "def walk(args, kwargs):\n" + "".join(f"    {ln}\n" for ln in src.lines)

@@ -14,6 +14,7 @@ class _Source:
 
     def __init__(self):
         self.lines, self.env, self.key = [], {}, []
+        self.arrays = False         # (whether it walks NumPy arrays: inputs made each call)
         self._n = itertools.count()
 
     def var(self, prefix="v"):
