@@ -27,8 +27,8 @@ def confirms(template, entry):
         return None
     if not all(_holds(check, c) for check in template.checks):
         return False
-    sizes_t, skel_t, _, _ = _flat(template.slots, template.items)
-    sizes, skel, _, _ = _flat(_entry_slots(entry), entry.guard_items)
+    sizes_t, skel_t, _, _, _ = _flat(template.slots, template.items)
+    sizes, skel, _, _, _ = _flat(_entry_slots(entry), entry.guard_items)
     if skel != skel_t or len(sizes) != len(sizes_t) or any(
             v != (u if r is None else _at(r, c)) for v, u, r in zip(sizes, sizes_t,
                                                                   template.rules)):

@@ -33,6 +33,7 @@ _RUNTIME = frozenset({"timings", "kernels", "_forward_run", "_backward_run", "_r
                       "size_reads", "_guard_check"})
 _IR_SLOTS = frozenset({"forward", "backward", "saved", "size_decisions"})
 _MAX_POWER = 3          # (an attention's T x T scores: strides of s**2; s**3 for 3-D grids)
+_FIXED = object()        # (_Copy's leaf of an int outside the graphs, no SymInt: unfitted)
 
 
 class NoTemplate(Exception):
@@ -54,12 +55,10 @@ class _Copy:
             size = self.size
             return TensorType(x.dtype, tuple([size(d) for d in x.shape]),
                               tuple([size(d) for d in x.strides]), size(x.offset))
-        if t is SymInt:     # (a size the user's code passed on, in the second trace)
-            x, t = x.plain(), int
-        if t is int:
-            if sizes:
-                return self.size(x)
-            self.leaf(x)
+        if t is int or t is SymInt:     # (outside the graphs, only a SymInt may differ: fit)
+            x = self.size(x.plain() if t is SymInt else x)
+            if not sizes:
+                self.leaf(int if t is SymInt else _FIXED)
             return x
         if t in (float, complex):
             self.leaf((t, repr(x)))     # (nan == nan, -0.0 != 0.0)
@@ -184,16 +183,18 @@ def _eager_saved(copy, saved):
 
 def _flat(slots, items):
     """-> (the sizes, the skeleton (every other leaf), (sizes, leaves) in the key's part,
-    a copy of the slots)."""
-    sizes, skeleton, key_part = [], [], []
+    a copy of the slots, where in sizes the ints outside the graphs no SymInt are)."""
+    sizes, skeleton, key_part, fixed = [], [], [], []
 
     def leaf(x):
-        if x == "|" and not key_part:
+        if x is _FIXED:
+            x = fixed.append(len(sizes) - 1) or int
+        elif x == "|" and not key_part:
             key_part.append((len(sizes), len(skeleton)))
         skeleton.append(x)
 
     copied = _walk(slots, items, lambda v: sizes.append(v) or v, leaf)
-    return sizes, skeleton, key_part[0], copied
+    return sizes, skeleton, key_part[0], copied, fixed
 
 
 def _symbol(items_a, items_b):
@@ -294,10 +295,11 @@ def fit(entry_a, entry_b):
     """-> the Template of two entries of one function (b just traced), or raise NoTemplate."""
     a, b = _symbol(entry_a.guard_items, entry_b.guard_items)
     _reads_fit(entry_a.size_reads, entry_b.size_reads, (a, b))
-    sizes_a, skel_a, _, _ = _flat(_entry_slots(entry_a), entry_a.guard_items)
-    sizes_b, skel_b, (n_key, n_skel), copied = _flat(_entry_slots(entry_b),
-                                                     entry_b.guard_items)
-    if len(sizes_a) != len(sizes_b) or skel_a != skel_b:
+    sizes_a, skel_a, _, _, _ = _flat(_entry_slots(entry_a), entry_a.guard_items)
+    sizes_b, skel_b, (n_key, n_skel), copied, fixed = _flat(_entry_slots(entry_b),
+                                                            entry_b.guard_items)
+    if len(sizes_a) != len(sizes_b) or skel_a != skel_b or any(
+            sizes_a[i] != sizes_b[i] for i in fixed):   # (an int no SymInt: no size)
         at = next((i for i, (x, y) in enumerate(zip(skel_a, skel_b)) if x != y), None)
         raise NoTemplate("the traces differ in more than sizes" + (
             "" if at is None else f" ({str(skel_a[at])[:60]} against {str(skel_b[at])[:60]}, "
@@ -307,10 +309,9 @@ def fit(entry_a, entry_b):
                     tuple(entry_b.size_reads.checks), (a, b))
 
 
-def _entry_slots(entry):
-    slots = {s: getattr(entry, s) for s in _slots()[:-1]}
-    slots["size_decisions"] = entry.size_reads.decisions    # (fitted as sizes: _IR_SLOTS)
-    return slots
+def _entry_slots(entry):     # (its size decisions fitted as sizes: _IR_SLOTS)
+    return {**{s: getattr(entry, s) for s in _slots()[:-1]},
+            "size_decisions": entry.size_reads.decisions}
 
 
 def size_of(template, items):

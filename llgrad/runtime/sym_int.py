@@ -24,12 +24,14 @@ from . import trace_state
 
 # llgrad's frames that act for the user's code, so that a size read or used through them
 # is the user's: converted control flow's helpers (a chained comparison, `and` / `or` /
-# `not`, an if's truth test), and the wrappers that only pass a call on (x.size(0) and
-# x.stride() through numpy_names' keyword wrapper, llgrad.numel(x) through out_args' and
-# functions' method forwarders)
+# `not`, an if's truth test), converted return values' operators (`return loss.item(), B * 2`),
+# and the wrappers that only pass a call on (x.size(0) and x.stride() through numpy_names'
+# keyword wrapper, llgrad.numel(x) through out_args' and functions' method forwarders)
 _ON_BEHALF = "llgrad.tracer.control"
 _FORWARDERS = frozenset({("llgrad.runtime.numpy_names", "f"), ("llgrad.runtime.out_args", "f"),
-                         ("llgrad.runtime.functions", "fn")})
+                         ("llgrad.runtime.functions", "fn"),
+                         ("llgrad.tracer.returned", "returned_binop"),
+                         ("llgrad.tracer.returned", "returned_unop")})
 
 
 def users_code(depth):
@@ -96,6 +98,13 @@ def _watched(x, depth=2):
     return reads if reads is running_reads() and users_code(depth) else None
 
 
+def _takes_sizes(x):
+    """Whether x's reflected operator takes a SymInt itself: a compiled function's dynamic
+    number (runtime/symbolic_scalar.py), which passes for an int but keeps the size a graph
+    value (the plain int in its arithmetic would refuse the template)."""
+    return getattr(type(x), "takes_sizes", False)
+
+
 def _is_int(x):
     return type(x) in (int, bool, SymInt)
 
@@ -115,7 +124,7 @@ def _arithmetic(name, fn, reflected=False):
         else:
             o = other[0]
             if not isinstance(o, (int, float, complex, SymInt)) and \
-                    not isinstance(o, numbers.Number):
+                    not isinstance(o, numbers.Number) or _takes_sizes(o):
                 return NotImplemented       # (a tensor, an array, a list: their own method)
             a, b = (plain(o), self._value) if reflected else (self._value, plain(o))
             out = fn(a, b)
@@ -186,7 +195,7 @@ def _derived(value, at_c, reads):
 
 def _comparison(name, fn):
     def method(self, other):
-        if not isinstance(other, (numbers.Number, SymInt)):
+        if not isinstance(other, (numbers.Number, SymInt)) or _takes_sizes(other):
             return NotImplemented       # (a tensor's own comparison; None, a str: unequal)
         out = fn(self._value, plain(other))
         reads = _watched(self)

@@ -26,12 +26,13 @@ construction here:
 
 Outside a trace (one leaked into Python state: compile retraces when it sees that) it acts
 as the number it stood for."""
-import threading
-
 import numpy as np
 
 from . import rendered_text, trace_state
 from .dtypes import float64
+# (the flags, imported from here by their users)
+from .stand_in_flags import HYPER_READS, ITEM_READS, stand_ins  # noqa: F401
+from .sym_int import plain
 from .tensor import Tensor
 
 _FLOAT_EXACT = 2 ** 53          # ints a float64 holds exactly
@@ -44,22 +45,6 @@ _NUMBER_ATTRIBUTES = frozenset(n for t in (int, float) for n in dir(t)
                                if not n.startswith("_"))
 
 
-class _StandIns(threading.local):
-    active = False      # a trace with SymbolicScalars is running (compile/symbolic_args.py)
-    hyper_reads = False     # an optimiser's float hyper-parameter read is one (hypers.py)
-    item_reads = False      # the user's t.item() is one (tracer/item_reads.py) ...
-    read_sites = frozenset()    # ... unless its read's path is one of these (guarded)
-    site_counts = {}        # the trace's t.item() reads so far, by line (item_reads.py)
-    made = frozenset()      # the paths of stand-ins made during the trace beside those
-
-
-# the paths of the stand-ins of optimiser hyper-parameters and of numbers read from tensors
-# (t.item()) by the user's code
-HYPER_READS = "the optimiser's hyper-parameters read"
-ITEM_READS = "a number read from a tensor (.item())"
-
-
-stand_ins = _StandIns()
 ROUNDING = []       # round() of a stand-in: symbolic_math.round_of (it builds on this module)
 
 
@@ -75,6 +60,7 @@ class SymbolicScalar:
     """Stands for the Python number of argument `path` while a compiled function is traced:
     `tensor` the graph value (0-d float64 or int64), `value` the number of this call."""
     __slots__ = ("tensor", "value", "path")
+    takes_sizes = True      # (a SymInt's operator defers to this class's reflected one)
     def __init__(self, tensor, value, path):
         self.tensor, self.value, self.path = tensor, value, path
 
@@ -169,6 +155,7 @@ class SymbolicScalar:
     def _compare(self, other, name, op):
         if isinstance(other, Tensor):
             return other._op(_REFLECTED_COMPARISON[name], self)
+        other = plain(other)
         tracer = trace_state.state.tracer
         if type(other) in (int, float, SymbolicScalar) and tracer is not None and \
                 not hasattr(tracer, "parent"):      # (a region's guard would be its own)
@@ -271,6 +258,7 @@ def _power(s, other, reflected):
     number read."""
     if isinstance(other, Tensor):
         return NotImplemented
+    other = plain(other)
     base, exponent = (other, s) if reflected else (s, other)
     bv = base.value if type(base) is SymbolicScalar else base
     ev = exponent.value if type(exponent) is SymbolicScalar else exponent
@@ -285,6 +273,9 @@ def _arith(s, other, sign, reflected):
     ops give Python's number to the bit; else an escape (the number read)."""
     if isinstance(other, Tensor):
         return NotImplemented               # (Tensor's reflected operator: as_operands)
+    # (a SymInt, `meter.n += x.shape[0]` at a second batch size: its int is a constant
+    # operand below, which a size template remakes at each size, as it does a shape)
+    other = plain(other)
     if type(other) is SymbolicScalar:
         o_t, o_v = other.tensor, other.value
     elif type(other) in (int, float):
@@ -305,7 +296,7 @@ def _arith(s, other, sign, reflected):
     if o_t is not None:
         ot = o_t.to(float64) if as_float else o_t
     else:
-        ot = float(o_v) if as_float else o_v
+        ot = (float(o_v) if sign == "**" else _exact(o_v)) if as_float else o_v
     x, y = (ot, st) if reflected else (st, ot)
     if sign == "**" and not isinstance(y, Tensor):
         # (a number exponent would be inlined as multiplies or sqrt, a stand-in base's
@@ -314,14 +305,14 @@ def _arith(s, other, sign, reflected):
     if sign == "/" and not isinstance(x, Tensor):
         # (a number over a tensor is PyTorch's reciprocal times the number, rounded twice:
         # 0.1 / 5 would be 0.020000000000000004, Python's 0.02)
-        x = scalar_input(x)
+        x = scalar_input(float(x))
     if sign in ("/", "//", "%") and isinstance(y, Tensor):
         _require(y != 0)                    # (Python's ZeroDivisionError in a later call)
     for v, vt in ((s.value, s.tensor), (o_v, o_t)):
         if as_float and type(v) is int and vt is not None:
             _require(vt.abs() < _FLOAT_EXACT)
     if not as_float:
-        _int64_holds(s, _PYTHON[sign](*(v.to(float64) if isinstance(v, Tensor) else float(v)
+        _int64_holds(s, _PYTHON[sign](*(v.to(float64) if isinstance(v, Tensor) else _exact(v)
                                         for v in (x, y))))
     if sign == "+":
         t = x + y
@@ -341,6 +332,12 @@ def _arith(s, other, sign, reflected):
     return _checked(s, t, value)
 
 
+def _exact(v):
+    """Number v as an operand of float64 arithmetic: an int float64 holds exactly stays an
+    int (the same number, and a size a template remakes, where its float would not be)."""
+    return v if type(v) is int and abs(v) < _FLOAT_EXACT else float(v)
+
+
 def _outcome(s, other, name, op):
     """s compared with the Python number or stand-in other while tracing: this call's
     outcome, with a guard that every call the entry serves has the same one (a step
@@ -358,7 +355,7 @@ def _outcome(s, other, name, op):
     if standing:
         o = other.tensor.to(float64) if as_float else other.tensor
     else:
-        o = float(other) if as_float else other
+        o = _exact(other) if as_float else other
     flag = getattr(s.tensor.to(float64) if as_float else s.tensor, name)(o)
     _require(flag if out else flag.logical_not())
     return out

@@ -260,9 +260,12 @@ def is_constant(leaf):
 
 
 def values_in(result):
-    """result with each ReturnedScalar replaced by its number (what eager returned)."""
+    """result with each ReturnedScalar replaced by its number (what eager returned), and
+    each SymInt (a size returned by a trace at a second size) by its int."""
     if isinstance(result, ReturnedScalar):
         return result.value
+    if type(result) is SymInt:
+        return result.plain()
     if isinstance(result, (list, tuple)) and not hasattr(result, "_fields"):
         return type(result)(values_in(x) for x in result)
     if isinstance(result, tuple):
