@@ -116,32 +116,24 @@ def _windows(n, o):
 
 
 def window_mean(x, dim, n, o):
-    """Adaptive average pooling of x's dim (size n) to o windows: each window gathered
-    (padded to the longest by repeating its last element), the padding masked to zero and
-    the sum divided by the window's length, so a NaN or inf reaches its own windows only
-    (a matrix of window averages would spread it: 0 * inf is NaN). Eagerly cheaper: the
-    windows' common length gathered along dim itself (no moved copy) and summed, then each
-    longer window's last element added (a where on the small result, not a mask on the
-    gathered windows: lengths differ by one at most)."""
+    """Adaptive average pooling of x's dim (size n) to o windows: x with one zero appended
+    along dim, each window gathered along dim itself (no moved copy) padded to the longest
+    by that zero, summed and divided by its length, so a NaN or inf reaches its own windows
+    only (a matrix of window averages would spread it: 0 * inf is NaN). Four ops: a mask,
+    or the longer windows' last elements added apart, would cost more ops eagerly, and the
+    backward of the gather (an index_add into the padded x) is the one scatter it needs."""
     start, end = _windows(n, o)
     lens = end - start
-    if o and int(lens.max()) - int(lens.min()) <= 1:
-        d, shape = dim % x.dim(), tuple(x.shape)
-        kmin, after = int(lens.min()), (1,) * (len(shape) - 1 - dim % x.dim())
-        pos = start[:, None] + np.arange(kmin)                           # (o, kmin)
-        win = x.index_select(d, _tensor(pos.reshape(-1)))
-        out = win.reshape(shape[:d] + (o, kmin) + shape[d + 1:]).sum(d + 1)
-        if int(lens.max()) > kmin:
-            last = x.index_select(d, _tensor(np.minimum(start + kmin, end - 1)))
-            out = out + last.masked_fill(_tensor((lens == kmin).reshape((o,) + after)), 0)
-        return out / _tensor(lens.astype(x.dtype.name).reshape((o,) + after))
-    k = int(lens.max())
+    d, shape = dim % x.dim(), tuple(x.shape)
+    k = int(lens.max()) if o else 1
     pos = start[:, None] + np.arange(k)                                  # (o, k)
-    x = x.movedim(dim, -1)
-    win = x.index_select(-1, _tensor(np.minimum(pos, end[:, None] - 1).reshape(-1)))
-    win = win.reshape(tuple(x.shape[:-1]) + (o, k)).masked_fill(
-        _tensor(pos >= end[:, None]), 0)
-    return (win.sum(-1) / _tensor((end - start).astype(x.dtype.name))).movedim(-1, dim)
+    if o and int(lens.min()) < k:
+        pos = np.where(pos < end[:, None], pos, n)      # (n: the appended zero)
+        x = call(OPS["constant_pad_nd"], (x,), {"pad": (0, 0) * (len(shape) - 1 - d) + (0, 1),
+                                                "value": 0.0})
+    win = x.index_select(d, _tensor(pos.reshape(-1)))
+    out = win.reshape(shape[:d] + (o, k) + shape[d + 1:]).sum(d + 1)
+    return out / _tensor(lens.astype(x.dtype.name).reshape((o,) + (1,) * (len(shape) - 1 - d)))
 
 
 def _check_list_with_default(output_size, shape):

@@ -208,7 +208,12 @@ def call_inplace(op, t, inputs, attrs, _timed=False, _dual=False):
                            "reads what an earlier one wrote)")
     operands = tracer.operands(inputs) if tracer is not None else None   # values before
     try:
-        out = None if on_meta else impl(op, inputs, attrs)
+        # (copy_ of a tensor of t's dtype: its array written into t directly, NumPy's
+        # assignment copying once, through a buffer where the two overlap, where the impl's
+        # copy and then the write would move the data twice)
+        out = None if on_meta else inputs[1]._data if op.name == "copy" and \
+            impl is run_impl and not chained and isinstance(inputs[1], Tensor) and \
+            inputs[1]._dtype is t._dtype else impl(op, inputs, attrs)
     except OverflowError:
         inputs = wrapped_ints(op, inputs)
         operands = tracer.operands(inputs) if tracer is not None else None
