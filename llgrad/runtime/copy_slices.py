@@ -37,6 +37,13 @@ class CopySlices(Node):
         self.next_functions = (base_edge or (None, 0),) + fn.next_functions[1:]
 
     def apply(self, grads):
+        shape, strides, _ = self.view_geom
+        if any(st == 0 and n > 1 for n, st in zip(shape, strides)):
+            # (PyTorch's CopySlices copies the gradient into the view's geometry, whose
+            # internal-overlap check fails: x.expand(3, 4).zero_() runs, its backward not)
+            raise RuntimeError("unsupported operation: more than one element of the "
+                               "written-to tensor refers to a single memory location. Please "
+                               "clone() the tensor before performing the operation.")
         g = grads[0]
         flat = g._op("strided_scatter", geom=self.base_geom, span=self.span)
         g_view = flat._op("strided_gather", geom=self.view_geom)
@@ -75,6 +82,27 @@ def regenerate_view_grad_fn(t):
     ref = old._retained.pop(old_nr, None) if old is not None and old._retained else None
     if ref is not None:
         node._retained = {0: ref}
+
+
+def view_fn_name(grad_fn_name):
+    """The name PyTorch's view errors give a grad_fn: without "Backward", and without the
+    overload number 0 (SplitBackward0: Split; SqueezeBackward1: Squeeze1)."""
+    head, found, tail = grad_fn_name.rpartition("Backward")
+    return head + ("" if tail == "0" else tail) if found else grad_fn_name
+
+
+def multi_view_error(t, rebase=False):
+    """PyTorch's error for an output of split / unbind / chunk (or a view of one:
+    t._multi_view) modified in place, or used after its base or another view of the base
+    was (rebase: its grad_fn cannot be regenerated)."""
+    op, nr = t._multi_view if type(t._multi_view) is tuple else (
+        view_fn_name(type(t._grad_fn).__name__), t._output_nr)
+    what = "its base or another view of its base has been modified inplace" if rebase else \
+        "is being modified inplace"
+    return RuntimeError(
+        f"Output {nr} of {op} is a view and {what}. This view is the output of a function "
+        "that returns multiple views. Such functions do not allow the output views to be "
+        "modified inplace. You should replace the inplace operation by an out-of-place one.")
 
 
 _CREATION_TEXT = {

@@ -7,7 +7,8 @@ import numpy as np
 from . import dispatch, grad_mode, trace_state
 from ..ir import OPS, bfloat16 as bf16_values
 from ..ir.geometry import geometry_overlaps
-from .copy_slices import VIEW_GRAD_WANTED, CopySlices, creation_error
+from .copy_slices import (VIEW_GRAD_WANTED, CopySlices, creation_error, multi_view_error,
+                          view_fn_name)  # noqa: F401 (view_fn_name: imported from here)
 from .inplace_overlap import shares_cells, write_changed, write_sequentially
 from .dispatch import _is_tensor, _req, call, record, run_impl, scalar_type_name, wrapped_ints
 from .dtypes import bfloat16, get_default_dtype, result_type
@@ -34,13 +35,8 @@ def _check_inplace(t, inputs):
     if t._creation is not None:
         raise creation_error(t)
     if t._multi_view:       # (a compiled call's result: (op, output) of eager's, run.py)
-        op, nr = t._multi_view if type(t._multi_view) is tuple else (
-            view_fn_name(type(t.grad_fn).__name__), t._output_nr)
-        raise RuntimeError(
-            f"Output {nr} of {op} is a view and is being "
-            "modified inplace. This view is the output of a function that returns multiple "
-            "views. Such functions do not allow the output views to be modified inplace. You "
-            "should replace the inplace operation by an out-of-place one.")
+        t.grad_fn               # (which raises first if its base was written: a rebase)
+        raise multi_view_error(t)
     if t._requires_grad and t._grad_fn is None and t._base is None:
         raise RuntimeError("a leaf Variable that requires grad is being used in an "
                            "in-place operation.")
@@ -70,13 +66,6 @@ def _check_broadcast_into(shape, inputs):
                                f"shape {list(full)}")
 
 
-def view_fn_name(grad_fn_name):
-    """The name PyTorch's view errors give a grad_fn: without "Backward", and without the
-    overload number 0 (SplitBackward0: Split; SqueezeBackward1: Squeeze1)."""
-    head, found, tail = grad_fn_name.rpartition("Backward")
-    return head + ("" if tail == "0" else tail) if found else grad_fn_name
-
-
 def check_shape_into(t, other):
     """PyTorch's first check of a binary in-place op (before its dtype and kernel errors):
     other broadcasts into t's shape."""
@@ -89,6 +78,10 @@ def check_shape_into(t, other):
 # a fill value is read as a number first (x.masked_fill_(m, x[0]))
 _NO_OVERLAP = ("index_put", "index_add", "scatter", "scatter_add", "scatter_reduce")
 _VALUE_READ = ("fill", "masked_fill")
+# PyTorch runs these without its internal-overlap check (only a deprecation warning), so on
+# an expanded tensor they write the elements they address (x.expand(3, 4)[m] = 0; not
+# index_fill_ yet, a composite that writes with copy_)
+_UNCHECKED = ("masked_fill", "index_put")
 
 
 def _dense(a):
@@ -206,6 +199,10 @@ def call_inplace(op, t, inputs, attrs, _timed=False, _dual=False):
     if chained and tracer is not None:
         tracer.graph_break(f"{op.name}_ on a view whose elements share memory (each element "
                            "reads what an earlier one wrote)")
+    if tracer is not None and op.name in _UNCHECKED and not on_meta and \
+            any(s == 0 and n > 1 for n, s in zip(t._data.shape, t.stride())):
+        tracer.graph_break(f"{op.name}_ on an expanded tensor (the elements it addresses "
+                           "written into shared memory)")
     operands = tracer.operands(inputs) if tracer is not None else None   # values before
     try:
         # (copy_ of a tensor of t's dtype: its array written into t directly, NumPy's
@@ -275,9 +272,11 @@ def _write_read_only_view(op, t, inputs, out, recording):
     share memory, or all get one value: fill_, zero_), or of a read-only array (an error)."""
     base = t._storage.base
     overlaps = geometry_overlaps(t._data.shape, t.stride())
-    # (PyTorch's zero_ writes through copy_ when autograd records it: then an error)
-    one_value = op.name == "zero" and not recording or op.name == "fill" and \
-        not _is_tensor(inputs[1])
+    # (when autograd records the write, PyTorch's error comes in backward: CopySlices)
+    one_value = op.name == "zero" or op.name == "fill" and not _is_tensor(inputs[1])
+    if base.flags.writeable and overlaps and op.name in _UNCHECKED:
+        write_changed(t, out)
+        return
     if base.flags.writeable and (not overlaps or one_value):
         offset = t._data.__array_interface__["data"][0] - t._storage.data_ptr()
         np.ndarray(t._data.shape, t._data.dtype, base, offset, t._data.strides)[...] = out

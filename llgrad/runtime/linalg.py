@@ -120,15 +120,20 @@ def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None, out=None):
 
 
 def tensor_norm(self, p="fro", dim=None, keepdim=False, dtype=None):
-    """torch.norm / Tensor.norm: 'fro' (or None) the 2-norm over dim (all dims by default),
-    'nuc' the nuclear norm, a number the vector p-norm over dim."""
-    if isinstance(dim, int):
-        dim = (dim,)
-    if p == "nuc":
-        return matrix_norm(self, "nuc", dim or (-2, -1), keepdim, dtype=dtype)
-    if isinstance(p, str) and p != "fro":
-        raise RuntimeError(f"norm(): unsupported norm type {p!r}")
-    return vector_norm(self, 2 if p in ("fro", None) else p, dim, keepdim, dtype=dtype)
+    """torch.norm / Tensor.norm: 'fro' the 2-norm over dim (all dims by default), a number
+    the vector p-norm over dim; as PyTorch's, any other string ('nuc'), or 'fro' over more
+    than 2 dims, is a matrix norm over dim (all dims by default), so it raises unless that
+    makes 2 dims."""
+    dims = (dim,) if isinstance(dim, int) else dim
+    if not isinstance(p, str):
+        return vector_norm(self, 2 if p is None else p, dims, keepdim, dtype=dtype)
+    if p == "fro" and (dims is None or len(dims) <= 2):
+        return vector_norm(self, 2, dims, keepdim, dtype=dtype)
+    dims = tuple(range(self._data.ndim)) if dims is None else tuple(dims)
+    if len(dims) != 2:
+        raise RuntimeError(f"linalg.matrix_norm: dim must be a 2-tuple. Got "
+                           f"{' '.join(str(d) for d in dims)}")
+    return matrix_norm(self, p, dims, keepdim, dtype=dtype)
 
 
 Tensor.norm = tensor_norm

@@ -42,21 +42,35 @@ def _index_tensor(i):
     return tensor(arr.astype(np.int64) if arr.size == 0 and arr.dtype.kind == "f" else arr)
 
 
-def _expand_ellipsis(idx, ndim):
+def _consumes(i):
     # a bool mask consumes as many dims as it has
-    used = sum((i._data.ndim if isinstance(i, Tensor) and i._dtype._cat == 0 else 1)
-               for i in idx if i is not None and i is not Ellipsis and not _is_bool(i))
-    if sum(1 for i in idx if i is Ellipsis) > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
-    out = []
-    for i in idx:
-        if i is Ellipsis:
-            out.extend([slice(None)] * max(ndim - used, 0))
-        else:
-            out.append(i)
+    if i is None or i is Ellipsis or _is_bool(i):
+        return 0
+    return i._data.ndim if isinstance(i, Tensor) and i._dtype._cat == 0 else 1
+
+
+def _expanded(idx, ndim):
+    """(position in idx, index) pairs with each ... as the full slices it stands for. Every
+    ... stands for the same number of dims (PyTorch's indexing steps over them again at each
+    one, where NumPy allows one): full slices left past the last dim change nothing, any
+    other index there is out of range."""
+    used = sum(_consumes(i) for i in idx)
     if used > ndim:
         raise IndexError(f"too many indices for tensor of dimension {ndim}")
+    fill = ndim - used
+    out = [(p, q) for p, i in enumerate(idx)
+           for q in ([slice(None)] * fill if i is Ellipsis else [i])]
+    past = used + fill * sum(1 for i in idx if i is Ellipsis) - ndim
+    while past > 0 and out and type(out[-1][1]) is slice and out[-1][1] == slice(None):
+        out.pop()
+        past -= 1
+    if past > 0:
+        raise IndexError(f"too many indices for tensor of dimension {ndim}")
     return out
+
+
+def _expand_ellipsis(idx, ndim):
+    return [i for _, i in _expanded(idx, ndim)]
 
 
 def _is_bool(i):
@@ -122,11 +136,10 @@ def getitem(self, idx):
         idx = _as_tuple(idx)
         if any(_is_advanced(i) or _is_bool(i) for i in idx):
             return _advanced_index(*_basic_first(self, _byte_masks(idx)))
-        items = _expand_ellipsis(idx, self._data.ndim)
         # (PyTorch names an integer out of range by its position in the index: ... counts
         # one)
-        pos = [p for p, i in enumerate(idx) for _ in range(len(items) - len(idx) + 1
-                                                            if i is Ellipsis else 1)]
+        pairs = _expanded(idx, self._data.ndim)
+        pos, items = [p for p, _ in pairs], [i for _, i in pairs]
     t, d, changed = self, 0, False
     for p, i in zip(pos, items):
         if i is None:

@@ -211,9 +211,9 @@ class Tensor:
     def requires_grad(self) -> bool:
         """Whether autograd records operations on this tensor, as
         torch.Tensor.requires_grad (settable on leaves)."""
-        if self._creation is not None:      # never reads grad_fn (which may raise)
+        if self._creation is not None or self._multi_view:  # never reads grad_fn (may raise)
             return self._requires_grad or self._grad_fn is not None or \
-                self._base.requires_grad
+                (self._base is not None and self._base.requires_grad)
         return self._requires_grad or (self._base is not None and self.grad_fn is not None)
 
     @requires_grad.setter

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from . import dtypes, trace_state
 from .autograd_api import backward as autograd_backward
-from .copy_slices import creation_error, regenerate_view_grad_fn
+from .copy_slices import creation_error, multi_view_error, regenerate_view_grad_fn
 from .dispatch import scalar_type_name
 from .hook_handle import _Handle, _register
 from .node import accumulate_node
@@ -28,6 +28,8 @@ def _grad_fn(self):
             if self._grad_fn is None and not self._base.requires_grad:
                 return None
             raise creation_error(self, rebase=True)
+        if self._multi_view and self._base.requires_grad:
+            raise multi_view_error(self, rebase=True)
         regenerate_view_grad_fn(self)
     fn = self._grad_fn
     tracer = trace_state.state.tracer
