@@ -137,7 +137,9 @@ def r_sort_scatter(g):
             desc = g.choice(["", ", descending=True", ", stable=True"])
             vv = g.new(x.shape, x.dtype, rg=x.rg, exact=True)
             vi = g.new(x.shape, "int64", hi=n, exact=True)
-            g.emit(f"{vv}, {vi} = {x}.sort({d}{desc})", x)
+            # (torch's stable= overload takes dim by keyword only: sort(0, stable=True) raises)
+            dim = f"dim={d}" if desc == ", stable=True" else f"{d}"
+            g.emit(f"{vv}, {vi} = {x}.sort({dim}{desc})", x)
             g.op("sort")
         elif kind == 1 and nd:
             k = g.int(0, n)
