@@ -212,7 +212,7 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
             outs.append(piece.tensor)
         if not any(r for _, r in entry.rendered):   # (only returned: ReturnedScalar's)
             entry.rendered = []
-        _rebuild_notes(entry, outs, tensors, raw, entered)
+        _rebuild_notes(entry, outs, tensors, raw, entered, (fn, args, kwargs))
         # .grad the function set (a training step's backward): outputs to assign back
         changed = [(k, t._grad) for k, (_, t) in enumerate(tensors) if t._grad is not before[k]
                    or (t._grad is None and id(t) in tracer.grad_cleared)]
@@ -277,8 +277,8 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
         if not state["grad"]:
             return outs + grad_outs
         if tracer.inner_hooks:  # (compile's own derivation runs no hooks: the caller's would)
-            raise TraceError(f"a hook registered inside the compiled function at "
-                             f"{tracer.inner_hooks}, on the graph of a result that requires grad")
+            raise TraceError(f"{tracer.inner_hooks}, on the graph of a result that requires "
+                             "grad")
         if entry.retained:      # (a backward after the call would fill it: retained.py)
             raise TraceError("retain_grad() inside the compiled function on a result that "
                              "requires grad")

@@ -11,13 +11,15 @@ from ..runtime import grad_mode
 from ..runtime.node import AccumulateGrad, gradient_edge
 from ..tracer.errors import TraceError
 from . import grad_views
+from .guard_expressions import Names
 from .log import short_loc, user_line
 
 
-def rebuild_notes(entry, outs, tensors, result=None, received=()):
+def rebuild_notes(entry, outs, tensors, result=None, received=(), call=None):
     """What run.py needs to give later calls' results eager's identities and flags.
     result: what the function returned; received: the containers and objects the guard
-    walk entered (the arguments' and what the function captures)."""
+    walk entered (the arguments' and what the function captures); call: (fn, args,
+    kwargs), to name guard paths readably in messages (guard_expressions.Names)."""
     _no_received_containers(result, received)
     grad_views.note(entry, outs, tensors)     # (over the memory of a .grad it set)
     # outputs that are input tensors themselves (`return x`, not x.detach() or a view,
@@ -28,7 +30,7 @@ def rebuild_notes(entry, outs, tensors, result=None, received=()):
     # result would come from the graph
     for k, o in enumerate(outs):
         if o.requires_grad and o._grad_fn is None and o._base is None and id(o) not in where:
-            raise TraceError(f"result {k} of the function is a new leaf that requires grad "
+            raise TraceError(f"{_output_name(entry, k, call)} is a new leaf that requires grad "
                              "(requires_grad=True, requires_grad_() or an nn.Parameter made "
                              "inside it), which a compiled call cannot make")
     entry.input_outputs = [(k, where[id(o)]) for k, o in enumerate(outs)
@@ -175,6 +177,20 @@ def rebuild_notes(entry, outs, tensors, result=None, received=()):
     first = {}
     entry.same_outputs = [(k, first.setdefault(id(o), k)) for k, o in enumerate(outs)
                           if first.setdefault(id(o), k) != k]
+
+
+def _output_name(entry, k, call=None):
+    """How a message names output k: a returned one by its place among the results; one
+    after them by what the function stored it in (`m.extra = nn.Parameter(...)`), which
+    is no result of the function's."""
+    if k < entry.n_returned:
+        return f"result {k} of the function"
+    paths = sorted(p for p in entry.written if not p.startswith("structure of "))
+    if paths and call is not None:
+        readable = Names(*call)
+        paths = [readable(p) or p for p in paths]
+    where = f" ({', '.join(paths)})" if paths else ""
+    return f"a tensor the function stores in an object it reaches{where}"
 
 
 def _no_received_containers(result, received):

@@ -14,8 +14,9 @@ import warnings
 from collections import OrderedDict
 
 from ..compile.compiled_function import compile as _compile
-from ..runtime import global_module_hooks as _global, grad_mode
+from ..runtime import global_module_hooks as _global, grad_mode, trace_state
 from ..runtime.creation import zeros
+from ..runtime.saved_tensor import user_location
 from ..runtime.autograd_function import Function
 from ..runtime.tensor import Tensor
 from ..utils.hooks import RemovableHandle
@@ -32,6 +33,16 @@ class BackwardHookFunction(Function):
     @staticmethod
     def backward(ctx, *args):
         return args
+
+
+def _note_backward_hooks(module):
+    """What a compiled call's fallback names when these hooks end up on the graph of a
+    result (the tracer's inner_hooks): the user registered them on the module, perhaps
+    between calls, not inside the function, which only calls the module."""
+    tracer = trace_state.state.tracer
+    if tracer is not None and not tracer.inner_hooks:
+        tracer.inner_hooks = f"the full backward hooks of a {type(module).__name__} module " \
+            f"the function calls (at {user_location()}), which its forward registers"
 
 
 class BackwardHook:
@@ -287,6 +298,7 @@ class ModuleHooks:
                     *self._backward_hooks.values()]
             pre = [*_global.backward_pre.values(), *self._backward_pre_hooks.values()]
             if full or pre:
+                _note_backward_hooks(self)
                 bw_hook = BackwardHook(self, full, pre)
                 args = bw_hook.setup_input_hook(args)
             result = self.forward(*args, **kwargs)

@@ -39,7 +39,8 @@ def _register(hooks, fn, node=None):
         # (a leaf's AccumulateGrad, which has a variable, outlives the call)
         if node is None or hasattr(node, "variable") or node._seq < tracer.first_node:
             tracer.graph_break("a hook registered inside the compiled function")
-        tracer.inner_hooks = tracer.inner_hooks or str(user_location())
+        tracer.inner_hooks = tracer.inner_hooks or \
+            f"a hook registered inside the compiled function at {user_location()}"
     key = next(_hook_keys)
     hooks[key] = fn
     return _Handle(lambda: hooks.pop(key, None))

@@ -59,7 +59,7 @@ class Tracer(Bindings):
         self.leaf_hooks = None     # id(input leaf) -> its hooks compile guards (None: unwalked)
         self.backward_runs = 0     # .backward() calls the traced code made itself (a step)
         self.graph_freed = False   # whether a backward / autograd.grad of its freed a graph
-        self.inner_hooks = None    # where it first hooked a node it made (hook_handle.py)
+        self.inner_hooks = None    # what first hooked a node it made, and where (hook_handle.py)
         self.broken = None         # a graph break's message (kept if user code catches it)
         self.arrays = {}           # id(an input's base array) -> its Storage (array_storage)
         self.linked_arrays = set()  # ids of those Storages array_storage gave (read as inputs)

@@ -207,7 +207,7 @@ def an_error_in_an_optimizer_closure_after_backward(lib, wrap, see):
 
 
 _OWN = ("writing into memory that inputs share",
-        "a hook registered inside the compiled function")     # (a full backward hook's)
+        "the full backward hooks of a Linear module the function calls")
 
 
 @pytest.mark.parametrize("backend", ["interpret", pytest.param("llvm", marks=pytest.mark.slow)])
