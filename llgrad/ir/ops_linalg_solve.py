@@ -1,6 +1,7 @@
 """Linear solves and factorisations of (batches of) matrices, by LAPACK through NumPy where
-NumPy has the routine and by short NumPy loops over the rows where it has not (triangular
-solves, LU with partial pivoting), batched over leading dims:
+NumPy has the routine, by BLAS trsm for triangular solves (blas_trsm.py) and by short NumPy
+loops over the rows where neither applies (LU with partial pivoting), batched over leading
+dims:
 
   linalg_solve_ex         (A, B; left, vector) -> (X, info)  torch.linalg.solve(_ex)
   linalg_solve_triangular (A, B; upper, left, unitriangular) -> X
@@ -11,14 +12,15 @@ solves, LU with partial pivoting), batched over leading dims:
                           (A = P L U with P[i, perm[i]] = 1); no gradient
   linalg_matrix_exp       (A) -> exp(A) (scaling and squaring with Pade 13, as PyTorch)
 
-Native loops for linalg_solve_triangular and linalg_cholesky_ex (codegen/lowerings/
-ops_linalg.py) and linalg_solve_ex (codegen/lowerings/ops_linalg_solve.py); compiled code
-calls the others' implementations back (native_host, codegen/lowerings/host_call.py). The
-VJP rules are PyTorch's
+Native loops for linalg_solve_triangular and linalg_cholesky_ex on small matrices (codegen/
+lowerings/ops_linalg.py: larger ones call these implementations back) and linalg_solve_ex
+(codegen/lowerings/ops_linalg_solve.py); compiled code calls the others' implementations
+back (native_host, codegen/lowerings/host_call.py). The VJP rules are PyTorch's
 (tools/autograd/derivatives.yaml, FunctionsManual.cpp), written with the Tensor API and the
 ops themselves, so they differentiate again."""
 import numpy as np
 
+from .blas_trsm import trsm
 from .optable import defop
 
 
@@ -32,12 +34,20 @@ def _info_shape(a):
 
 # ---- triangular solves ----------------------------------------------------------------------
 
-def _trisolve_left(a, b, upper, unit):
-    """Solve a x = b for triangular a (batched, broadcast): back/forward substitution over the
-    rows (a zero pivot gives inf/nan, as LAPACK's trtrs)."""
+def _trisolve(a, b, upper, unit, left=True, trans=False):
+    """Solve op(a) x = b (left; x op(a) = b else; op(a) = a^T with trans) for triangular a
+    (batched, broadcast): BLAS trsm, or back/forward substitution over the rows where it
+    does not apply (a zero pivot gives inf/nan either way, as LAPACK's trtrs)."""
     shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    dt = np.result_type(a, b)
+    x = np.array(np.broadcast_to(b, shape + b.shape[-2:]), dtype=dt, order="C")
+    if trsm(a.astype(dt, copy=False), x, upper, left, trans, unit):
+        return x
+    if not left:
+        a, x, trans = np.swapaxes(a, -1, -2), np.swapaxes(x, -1, -2), not trans
+    if trans:
+        a, upper = np.swapaxes(a, -1, -2), not upper
     a = np.broadcast_to(a, shape + a.shape[-2:])
-    x = np.array(np.broadcast_to(b, shape + b.shape[-2:]), dtype=np.result_type(a, b))
     n = a.shape[-1]
     rows = range(n - 1, -1, -1) if upper else range(n)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -48,15 +58,11 @@ def _trisolve_left(a, b, upper, unit):
             else:
                 s = x[..., i, :] - np.einsum("...k,...kj->...j", a[..., i, :i], x[..., :i, :])
             x[..., i, :] = s if unit else s / a[..., i, i][..., None]
-    return x
+    return np.ascontiguousarray(np.swapaxes(x, -1, -2)) if not left else x
 
 
 def _solve_triangular(a, b, upper, left=True, unitriangular=False):
-    if left:
-        return _trisolve_left(a, b, upper, unitriangular)
-    xt = _trisolve_left(np.swapaxes(a, -1, -2), np.swapaxes(b, -1, -2), not upper,
-                        unitriangular)
-    return np.ascontiguousarray(np.swapaxes(xt, -1, -2))
+    return _trisolve(a, b, upper, unitriangular, left=left)
 
 
 def _tri_mask(t, upper, unit):
@@ -82,9 +88,8 @@ defop("linalg_solve_triangular", _solve_triangular, vjp=_solve_triangular_vjp,
 
 def _cholesky_solve(b, low, upper=False):
     """X with (L L^T) X = B (upper: U^T U) by two triangular solves reading one triangle."""
-    u = low if upper else np.swapaxes(low, -1, -2)
-    return _trisolve_left(u, _trisolve_left(np.swapaxes(u, -1, -2), b, False, False), True,
-                          False)
+    y = _trisolve(low, b, upper, False, trans=upper)
+    return _trisolve(low, y, upper, False, trans=not upper)
 
 
 def _cholesky_solve_vjp(c, g):
@@ -123,8 +128,8 @@ def _solve_ex(a, b, left=True, vector=False):
         lu, piv, info = _lu_factor(a)
         perm = _pivots_to_perm(piv)
         pb = np.take_along_axis(b, _inverse(perm)[..., None], axis=-2)
-        y = _trisolve_left(lu, pb, False, True)
-        x = _trisolve_left(lu, y, True, False)
+        y = _trisolve(lu, pb, False, True)
+        x = _trisolve(lu, y, True, False)
     if not left:
         x = np.ascontiguousarray(np.swapaxes(x, -1, -2))
     if vector:

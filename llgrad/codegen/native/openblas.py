@@ -1,5 +1,5 @@
 """NumPy's OpenBLAS, found with ctypes and nothing else (no llvmlite: `import llgrad` uses
-it): where the library is, and its thread-count setter.
+it): its thread-count setter (where the library is: ir/blas_trsm.py).
 
 `pin_from_env()` runs at `import llgrad`: LLGRAD_NUM_THREADS=n pins NumPy's OpenBLAS (what
 eager matmuls run on) to n threads as set_num_threads(n) does, unless OPENBLAS_NUM_THREADS
@@ -7,25 +7,14 @@ says otherwise. Unpinned, an eager matmul of 128x64 by 64x192 took 0.04 ms on on
 and 0.1-16 ms on OpenBLAS's two while another process used the second core (its worker
 waits to be scheduled): a process told to use one thread must not start a second."""
 import ctypes
-import glob
 import os
 
-import numpy
+from ...ir.blas_trsm import libraries
 
 GETTERS = ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_",
            "openblas_get_num_threads")
 SETTERS = ("scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_",
            "openblas_set_num_threads")
-
-
-def libraries():
-    """Paths of the OpenBLAS libraries NumPy's wheel ships (none for other builds)."""
-    base = os.path.dirname(numpy.__file__)
-    pats = [os.path.join(base, os.pardir, "numpy.libs", "lib*openblas*.so*"),
-            os.path.join(base, ".dylibs", "lib*openblas*.dylib"),
-            os.path.join(base, os.pardir, "numpy.libs", "*openblas*.dll")]
-    for pat in pats:
-        yield from sorted(glob.glob(pat))
 
 
 def thread_setter():
