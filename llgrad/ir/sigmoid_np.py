@@ -13,9 +13,16 @@ import numpy as np
 ZERO_AT = {"float32": float.fromhex("-0x1.62e43p+6"),          # -88.72283935546875
            "float64": float.fromhex("-0x1.62e42fefa39f0p+9")}  # -709.7827128933841
 
+_INTO = (np.dtype(np.float32), np.dtype(np.float64))
+_ZERO_AT_CHAR = {np.dtype(name).char: v for name, v in ZERO_AT.items()}
+
 
 def sigmoid(x):
     """sigmoid of a float32, float64 or complex array, PyTorch's numbers."""
+    if x.dtype in _INTO and x.flags.c_contiguous:
+        # (sigmoid_into's in-place ufuncs: the same bits and row-major layout, without
+        # np.where's and dtype.name's costs: a quarter less time on a small eager tensor)
+        return sigmoid_into(x, np.empty(x.shape, x.dtype))
     if x.dtype.kind == "c":
         return 1 / (1 + np.exp(-x))     # (no sign to split on)
     z = np.exp(-np.abs(x))
@@ -30,7 +37,7 @@ def sigmoid_into(x, out):
     """out = sigmoid(x), bit for bit as sigmoid(x): where(x >= 0, 1, z) / (1 + z), the where
     as max(z, x >= 0) (z <= 1; NaN stays NaN). out may be x."""
     pos = np.greater_equal(x, 0)
-    zero_at = ZERO_AT.get(x.dtype.name)
+    zero_at = _ZERO_AT_CHAR.get(x.dtype.char)     # (dtype.name is a ~2 us Python property)
     under = None if zero_at is None else np.less_equal(x, zero_at)
     np.abs(x, out=out)
     np.negative(out, out=out)

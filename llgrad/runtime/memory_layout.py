@@ -12,6 +12,7 @@ from ..ir.geometry import (contiguous_strides, fast_to_slow, geometry_overlaps, 
                            iterator_strides)
 from ..ir.ops_copy import CHANNELS_LAST, relaid_to, rows_plainly
 from ..ir.promotion import result_dtype
+from . import trace_state
 from .memory_formats import op_format
 from .tensor import Tensor as _Tensor
 
@@ -38,6 +39,12 @@ def like_layout(x, make, memory_format=None):
     """make(shape) laid out as x's `*_like` result with memory_format (preserve_format, the
     default: x's layout; contiguous_format: row-major; channels_last(_3d): NHWC). Not a view of make's tensor: a fresh
     tensor as PyTorch's, a leaf (its base is internal)."""
+    d = x._data
+    if memory_format is None and type(d) is np.ndarray and d.flags.c_contiguous and \
+            trace_state.state.tracer is None:
+        # (the common call: a row-major x, whose shape is read as is (no size to note for a
+        # trace); NumPy's flag is is_contiguous's answer, size-1 dims and no elements alike)
+        return make(d.shape)
     fmt = op_format(memory_format, x.dim())
     if fmt in CHANNELS_LAST:
         out = _in_order(tuple(x.shape), CHANNELS_LAST[fmt], make)

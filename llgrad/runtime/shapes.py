@@ -51,6 +51,12 @@ def norm_dims(dim, ndim):
 
 
 def unpack_shape(args):
+    if type(args) is tuple or type(args) is list:
+        for a in args:      # (the common call, x.view(2, 8): plain ints, nothing to convert)
+            if type(a) is not int:
+                break
+        else:
+            return tuple(args)
     if len(args) == 1 and not isinstance(args[0], _ONE_SIZE) and getattr(args[0], "ndim", 1):
         if isinstance(args[0], (str, bytes, float)) or args[0] is None:
             raise TypeError(f"sizes must be a tuple of ints, not {type(args[0]).__name__}")
@@ -220,6 +226,16 @@ def _not_a_size(a):
 def creation_size(name, args, size=None):
     """The size of zeros / ones / empty / rand / randn (args: their positional arguments:
     ints, or one sequence of them; or size, the keyword), with PyTorch's argument errors."""
+    if size is None:
+        # (the common call, zeros(3, 4) or zeros((3, 4)): plain non-negative ints, which
+        # pass every check below unchanged)
+        shape = args[0] if len(args) == 1 and type(args[0]) is tuple else args
+        for n in shape:
+            if type(n) is not int or n < 0:
+                break
+        else:
+            if args:
+                return shape
     if size is not None:
         if args:
             raise TypeError(f"{name}() received an invalid combination of arguments: the size "
