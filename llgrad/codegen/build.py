@@ -51,6 +51,7 @@ from .native.blas import gemm_symbols
 from .schedule import dedupe
 from .schedule.cluster import emit_cluster, merge_loops
 from .schedule.concat import merge_concats
+from .schedule.copy_into import merge_copies
 from .schedule.dedupe import group_key
 from .schedule.kernel_io import merge_kernel_io
 from .schedule.plan import Plan, live_nodes, root_of
@@ -167,8 +168,9 @@ def plan_graph(graph, options, clusters=True):
     a control-flow node's regions, with the options of the graph holding it."""
     # elementwise code into kernels' loads and stores (kernel_io.py), row fusion (rows.py),
     # then multi-output loops (cluster.py); operands computed in place of cats (concat.py)
-    merges = (merge_kernel_io, merge_rows, merge_loops, merge_concats) if clusters \
-        else (merge_concats,)
+    # and products in place of their permuted copies (copy_into.py)
+    merges = (merge_kernel_io, merge_rows, merge_loops, merge_concats, merge_copies) \
+        if clusters else (merge_concats, merge_copies)
     plan = _prepared(Plan(graph, merges), options)
     if plan.flags and plan.in_place and not _checks_first(plan):
         # an index check after a write into an input: the writes up to the last check are

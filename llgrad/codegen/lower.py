@@ -31,7 +31,7 @@ from .lowerings import gemm
 from .lowerings.pool import ensure_pool
 from . import prepared, size_params
 from .native import disk_only, jit, keys, worker
-from .schedule import concat
+from .schedule import concat, copy_into
 from .schedule.plan import root_of
 
 # (striped: a lock per key would grow without bound; two keys sharing a stripe only wait)
@@ -146,7 +146,8 @@ def _prepare_cached(graph, blas, opt, clusters, release, text=None):
     (prepared.py)."""
     settings = (f"blas={blas and blas_available()};small_gemm={small_gemm_bound()};"
                 f"opt={opt};clusters={clusters};release={tuple(release)};"
-                f"concat={concat.ENABLED};shared_weight={shared_weight_gemm()}")
+                f"concat={concat.ENABLED};copy_into={copy_into.ENABLED};"
+                f"shared_weight={shared_weight_gemm()}")
     pre = prepared.key_of(graph, settings, text)
     found = prepared.load(pre)
     if found is not None and not prepared.CHECK:

@@ -16,7 +16,10 @@ same matrix, laid out row-major where the view had it column-major. Where it com
 every Linear's weight gradient (autograd's product for t(W) is x^T @ g, and W's gradient its
 transpose), whose consumers (the copy into .grad, an optimiser's update fused with it) then
 read it along rows instead of one element per cache line: an MNIST MLP's SGD update of a
-784 x 128 weight took 113 us at 21 GB/s."""
+784 x 128 weight took 113 us at 21 GB/s. A batched product read only through the transpose
+of its last two dims, transpose(matmul(a, b), -2, -1), is likewise matmul(b^T, a^T): attention's
+backward gets dK that way (the transpose of q^T @ dS), and a `stack` of dQ, dK, dV can then
+write each product straight into its block (codegen/schedule/concat.py takes no views)."""
 from .graph import Node, TensorType, Value
 from .passes import _rebuild, dce
 from .shape_rules import infer_types
@@ -32,6 +35,17 @@ def _transpose_of(v):
         return None
     if n.op == "t" or (n.op == "transpose" and
                        {n.attrs.get("dim0", 0) % 2, n.attrs.get("dim1", 1) % 2} == {0, 1}):
+        return n.inputs[0]
+    return None
+
+
+def _last_two_swapped(v):
+    """u when v is transpose(u, -2, -1) of a u of rank >= 3 (a view), else None."""
+    n = v.node
+    nd = len(v.type.shape)
+    if n is None or n.op != "transpose" or nd < 3:
+        return None
+    if {n.attrs.get("dim0", 0) % nd, n.attrs.get("dim1", 1) % nd} == {nd - 2, nd - 1}:
         return n.inputs[0]
     return None
 
@@ -79,11 +93,40 @@ def _transposed(v, loc):
     return node.outputs[0], [node]
 
 
+def _batched_transposed(v, loc):
+    """(transpose(v, -2, -1)'s Value, the nodes that make it), as _transposed."""
+    u = _last_two_swapped(v)
+    if u is not None:
+        return u, []
+    nd = len(v.type.shape)
+    attrs = {"dim0": nd - 2, "dim1": nd - 1}
+    node = Node("transpose", [v], attrs, [], loc, v)
+    node.outputs = [Value(infer_types("transpose", [v.type], attrs)[0], node, 0)]
+    return node.outputs[0], [node]
+
+
+def _swapped_product(n):
+    """(the product, transposing) when n's one result is the product's transpose: a 2-D
+    t(mm) or a batched matmul's last two dims swapped (both operands of rank >= 2: a vector
+    operand's product has no such identity), else (None, None)."""
+    if len(n.outputs) != 1:
+        return None, None
+    base = _transpose_of(n.outputs[0])
+    if base is not None and base.node is not None and base.node.op == "mm":
+        return base, _transposed
+    base = _last_two_swapped(n.outputs[0])
+    if base is not None and base.node is not None and base.node.op == "matmul" and \
+            all(isinstance(x, Value) and len(x.type.shape) >= 2 for x in base.node.inputs):
+        return base, _batched_transposed
+    return None, None
+
+
 def products_untransposed(graph):
-    """graph with each t(mm(a, b)) whose product has no other reader (not an output, a
-    write-back, a guard or another view's base) computed as mm(t(b), t(a)) (a new Graph;
-    graph itself when there is none). A view of the transpose keeps it (its layout is the
-    view's), and so does a transpose the graph returns (its strides are eager's)."""
+    """graph with each t(mm(a, b)) (or batched transpose(matmul(a, b), -2, -1)) whose product
+    has no other reader (not an output, a write-back, a guard or another view's base)
+    computed as mm(t(b), t(a)) (a new Graph; graph itself when there is none). A view of
+    the transpose keeps it (its layout is the view's), and so does a transpose the graph
+    returns (its strides are eager's)."""
     readers, views = {}, {}
     for n in graph.nodes:
         for x in set(x for x in n.inputs if isinstance(x, Value)):
@@ -93,18 +136,18 @@ def products_untransposed(graph):
     kept = set(graph.outputs) | set(graph.mutated.values()) | {g.value for g in graph.guards}
     nodes, subst = [], {}
     for n in graph.nodes:
-        base = _transpose_of(n.outputs[0]) if len(n.outputs) == 1 else None
+        base, swap = _swapped_product(n)
         product = base.node if base is not None else None
-        if product is None or product.op != "mm" or readers.get(base) != 1 or base in kept \
+        if product is None or readers.get(base) != 1 or base in kept \
                 or n.outputs[0] in kept or views.get(base) != 1 or n.outputs[0] in views or \
-                any(len(x.type.shape) != 2 for x in product.inputs) or \
-                base.type.dtype not in ("float32", "float64"):
+                (product.op == "mm" and any(len(x.type.shape) != 2 for x in product.inputs)) \
+                or base.type.dtype not in ("float32", "float64"):
             nodes.append(n)
             continue
         a, b = product.inputs
-        tb, made_b = _transposed(b, n.loc)
-        ta, made_a = _transposed(a, n.loc)
-        mm = Node("mm", [tb, ta], dict(product.attrs), [], product.loc)
+        tb, made_b = swap(b, n.loc)
+        ta, made_a = swap(a, n.loc)
+        mm = Node(product.op, [tb, ta], dict(product.attrs), [], product.loc)
         mm.outputs = [Value(TensorType(base.type.dtype, n.outputs[0].type.shape), mm, 0,
                             n.outputs[0].name)]
         nodes += made_b + made_a + [mm]

@@ -144,12 +144,14 @@ def _prepare_product(plan, group, a, b):
     batch = tuple(np.broadcast_shapes(batch_a, batch_b))
     A = _operand(plan, a, batch, as_row=True)
     B = _operand(plan, b, batch, as_row=False)
-    folded = _fold_rows(A, batch) if batch and not any(B.acc.strides[:-2]) else None
+    out_st = plan.buffers[node.outputs[0]].strides     # (a block of a copy: copy_into.py)
+    folded = _fold_rows(A, batch) if batch and out_st is None and \
+        not any(B.acc.strides[:-2]) else None
     if folded is not None:
         A, batch = folded, ()
         B = _Mat(B.acc.with_strides(B.acc.strides[-2:]), B.rows, B.cols)
     M, K, N = A.rows, A.cols, B.cols
-    cstr = contiguous_strides(batch + (M, N))
+    cstr = contiguous_strides(batch + (M, N)) if out_st is None else tuple(out_st)
     C = _Mat(Access(plan.buffers[node.outputs[0]], out_t.dtype, 0, cstr), M, N)
     gemm = blas.gemm_symbols().get(out_t.dtype) if plan.options.get("blas", True) else None
     kind, blas_too = "loops", None
@@ -274,7 +276,7 @@ def _emit(plan, group, fg):
         c = lambda v: ir.Constant(I64, v)                               # noqa: E731
         with loop_nest(b, batch, name="bt") as bidx:
             pa, pb, pc = (fg.address(m.acc, list(bidx) + zeros) for m in (A, B, C))
-            args = [c(M), c(N), c(K), pa, c(A.rs), c(A.cs), pb, c(B.rs), c(B.cs), pc, c(N),
+            args = [c(M), c(N), c(K), pa, c(A.rs), c(A.cs), pb, c(B.rs), c(B.cs), pc, c(C.rs),
                     *scratch]
             if st["blas_too"] is None:
                 b.call(fn, args)
@@ -282,7 +284,7 @@ def _emit(plan, group, fg):
                 (ta, lda), (tb, ldb) = st["blas_too"]
                 blas = blas_gemm_function(fg.module, *st["gemm"], dt)
                 shared_weight_gemm.by_threads(b, lambda: b.call(fn, args), lambda: _blas_call(
-                    b, blas, st["gemm"][1], dt, ta, tb, M, N, K, pa, lda, pb, ldb, pc))
+                    b, blas, st["gemm"][1], dt, ta, tb, M, N, K, pa, lda, pb, ldb, pc, C.rs))
         return
     if st["kind"] == "blas":
         sym, bits = st["gemm"]
@@ -303,7 +305,7 @@ def _emit(plan, group, fg):
                     g.b.call(serial, [c(ROW_MAJOR, I32), c(A.trans, I32), c(btrans, I32),
                                       c(M), c(N), c(K), ir.Constant(ft, 1.0), ptrs[0],
                                       c(A.ld), ptrs[1], c(ldb), ir.Constant(ft, 0.0),
-                                      ptrs[2], c(N)])
+                                      ptrs[2], c(C.rs)])
             parallel_range(fg, int(np.prod(batch)), body, work_per_iter=max(1, M * N * K // 8))
             return
         slot = fg.ptrs[st["pack_b"]] if st["pack_b"] is not None else \
@@ -312,7 +314,7 @@ def _emit(plan, group, fg):
             ptrs = [fg.address(m.acc, list(bidx) + zeros) for m in (A, B, C)]
             btrans, ldb = _packed(b, fg.module, dt, B, ptrs, slot, N, K)
             _blas_call(b, fn, bits, dt, A.trans, btrans, M, N, K, ptrs[0], A.ld, ptrs[1], ldb,
-                       ptrs[2])
+                       ptrs[2], C.rs)
         return
     # generated loops: C[i, :] = sum_k A[i, k] * B[k, :]
     with loop_nest(b, batch, name="bt") as bidx:
@@ -328,12 +330,12 @@ def _emit(plan, group, fg):
                              C.acc, bidx + [i, j])
 
 
-def _blas_call(b, fn, bits, dt, ta, tb, M, N, K, pa, lda, pb, ldb, pc):
+def _blas_call(b, fn, bits, dt, ta, tb, M, N, K, pa, lda, pb, ldb, pc, ldc):
     """C = A @ B through cblas_?gemm fn (bits: its integers' width), C row-major M x N."""
     c = lambda v, t=I64 if bits == 64 else I32: ir.Constant(t, v)      # noqa: E731
     ft = F32 if dt == "float32" else F64
     b.call(fn, [c(ROW_MAJOR, I32), c(ta, I32), c(tb, I32), c(M), c(N), c(K),
-                ir.Constant(ft, 1.0), pa, c(lda), pb, c(ldb), ir.Constant(ft, 0.0), pc, c(N)])
+                ir.Constant(ft, 1.0), pa, c(lda), pb, c(ldb), ir.Constant(ft, 0.0), pc, c(ldc)])
 
 
 def _addmm_check(node):
