@@ -17,6 +17,7 @@ from llvmlite import ir
 from ..ir.complex_regions import complex_regions
 from ..ir.block_split import split_blocks
 from ..ir.decompose import expand_composites, expand_composites_in_regions
+from ..ir.fresh_clones import clones_dropped
 from ..ir.gemm_sums import merge_product_sums
 from ..ir.scatter_sums import merge_scatter_sums
 from ..ir.transposed_copies import products_untransposed, read_untransposed
@@ -139,7 +140,8 @@ def simplify(graph):
     (ir/gemm_sums.py: a weight shared by a loop's steps), sums of scatters into disjoint
     places as one (ir/scatter_sums.py: a loop's per-step select gradients), a product's
     operand t(clone(t(x))) read as x and a product read only through its transpose computed
-    transposed (ir/transposed_copies.py), then common subexpressions merged
+    transposed (ir/transposed_copies.py), a copy of a value nothing else reads dropped
+    (ir/fresh_clones.py), then common subexpressions merged
     (a joint forward and backward recomputes the same statistics) and dead code dropped.
     Inputs, outputs (by position), mutated inputs and guards keep their places, so the
     Kernel answers in terms of the traced graph."""
@@ -160,7 +162,8 @@ def simplify(graph):
 
 # simplify's pipeline, in order
 PASSES = (expand_composites, split_blocks, read_untransposed, products_untransposed,
-          merge_product_sums, merge_scatter_sums, cse, dce, complex_regions, sink_free_nodes)
+          clones_dropped, merge_product_sums, merge_scatter_sums, cse, dce, complex_regions,
+          sink_free_nodes)
 
 
 def plan_graph(graph, options, clusters=True):
