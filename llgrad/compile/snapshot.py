@@ -76,11 +76,12 @@ class StateSnapshot:
         self.py_state = random.getstate()
         self.settings = saved_settings()     # (with nn's and optim's global hooks)
 
-    def changed(self):
+    def changed(self, settles=None):
         """What the run changed since the snapshot (an input's data or autograd fields, a
-        container's items, an object's attributes), as text; None if nothing."""
+        container's items, an object's attributes but those settles(old or None, new) takes
+        as no change), as text; None if nothing."""
         for st, version, data in self.storages:
-            if st.version != version or _written(st.base, data):
+            if st.version != version or st.base.tobytes() != data.tobytes():
                 return "a tensor's data"
         for t, fields, _ in self.tensors:
             if any(getattr(t, f) is not v for f, v in zip(_TENSOR_FIELDS, fields)):
@@ -91,7 +92,9 @@ class StateSnapshot:
                     a is not b for a, b in zip(now, items) if isinstance(now, list)) or \
                     (not isinstance(now, list) and any(
                         k not in items or items[k] is not v for k, v in now.items())):
-                return f"a {type(c).__name__}'s contents"
+                if not (settles and now is not c and items.keys() <= now.keys() and all(
+                        settles(items.get(k), v) for k, v in now.items() if items.get(k) is not v)):
+                    return f"a {type(c).__name__}'s contents"
         for c, items in self.others:
             if _held(c) != items:
                 return f"a {type(c).__name__}'s contents"
@@ -169,7 +172,7 @@ class StateSnapshot:
         for st, version, data in self.storages:
             # (every write bumps the version, a read-only base's too, except one through
             # `.data`, which has a counter of its own: its bytes tell)
-            if st.version != version or _written(st.base, data):
+            if st.version != version or st.base.tobytes() != data.tobytes():
                 st.base[...] = data
                 st.version = version
         for t, fields, attrs in self.tensors:
@@ -290,11 +293,6 @@ def put_back(where, before):
         where[1][where[2]] = before
 
 
-def _written(base, saved):
-    """Whether base's bytes differ from the copy saved of them."""
-    return base.tobytes() != saved.tobytes()
-
-
 _GENERATORS = (random.Random, np.random.Generator, np.random.RandomState, _Generator)
 
 
@@ -356,7 +354,7 @@ def _with_nested(containers):
 
 @contextlib.contextmanager
 def untaken_branch(tensors, entered, what, part="the branch eager does not take",
-                   taken=False, fn=None):
+                   taken=False, fn=None, settles=None):
     """Tracing code whose Python effects are not eager's (part: the branch of a tensor `if`
     that eager does not take, a loop body traced once that eager runs once per iteration):
     what it does in Python is put back; code that raises or changes Python state (which a
@@ -369,13 +367,13 @@ def untaken_branch(tensors, entered, what, part="the branch eager does not take"
     makes the function traced as plain Python too (its condition a value guard); its tensor
     writes are the branch's graph, not Python state. fn: the function the code runs, whose
     global names and closure cells (and its helpers') are watched too (`global n; n += 1`)
-    and put back."""
+    and put back. settles: StateSnapshot.changed's, for the branch eager takes."""
     names = [] if fn is None else [(w, bound(w), path) for w, _, _, path in
                                    captured_reads(fn)[1] if w[0] in ("cell", "global")]
     if taken:
         watched = StateSnapshot([], entered)
         yield
-        changed = watched.changed() or _rebound(names)
+        changed = watched.changed(settles) or _rebound(names)
         if changed is not None:
             raise ControlFlowError(f"{what}: the branch eager takes changes {changed}")
         return

@@ -189,7 +189,8 @@ def _traced(tracer, function, args, kwargs, preserve_rng_state, reentrant):
     # list or counts calls on a module does so again when backward recomputes it)
     watch = getattr(tracer, "untaken", None) if is_grad_enabled() else None
     watched = watch("a checkpoint segment", taken=True, fn=getattr(
-        function, "forward", function)) if watch is not None else None
+        function, "forward", function), settles=_set_again(
+        tracer, len(tracer.builder.graph.nodes))) if watch is not None else None
     if watched is not None:
         watched.__enter__()
     out = function(*args, **kwargs)
@@ -212,6 +213,22 @@ def _traced(tracer, function, args, kwargs, preserve_rng_state, reentrant):
             tracer.graph_break("a checkpoint(preserve_rng_state=False) segment that draws "
                                "random numbers (its recomputation in backward draws new ones)")
     return out
+
+
+def _set_again(tracer, start):
+    """settles(old, new): whether the recomputation in backward sets an attribute the segment
+    set from old to new to the same values again: new is a tensor of the trace and no op the
+    segment traced (its nodes from start on) read old, which the recomputation would read new
+    in place of (prune's forward pre-hook, `module.weight = weight_orig * weight_mask`)."""
+    def settles(old, new):
+        if not (isinstance(new, Tensor) and tracer.knows(new)):
+            return False
+        if old is None or isinstance(old, Tensor) and not tracer.knows(old):
+            return True
+        v = tracer.value_entry(old) if isinstance(old, Tensor) else None
+        return v is not None and not any(x is v for node in tracer.builder.graph.nodes[start:]
+                                         for x in node.inputs)
+    return settles
 
 
 def _recomputed(out):
