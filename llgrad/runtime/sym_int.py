@@ -259,8 +259,8 @@ def _number_op(fn, reflected=False):
     """int's true division, as a float or a complex gets it too (int's own method answers
     NotImplemented to `1.0 / B`, and float's knows no SymInt: a TypeError, not a float)."""
     def base(value, other):
-        if not isinstance(other, numbers.Number):
-            return NotImplemented       # (`B / x`: the tensor's __rtruediv__ decides)
+        if not isinstance(other, numbers.Number) or _takes_sizes(other):
+            return NotImplemented       # (`B / x`, `B / lr`: the other's __rtruediv__ decides)
         return fn(other, value) if reflected else fn(value, other)
     return base
 

@@ -296,16 +296,16 @@ def _arith(s, other, sign, reflected):
     if o_t is not None:
         ot = o_t.to(float64) if as_float else o_t
     else:
-        ot = (float(o_v) if sign == "**" else _exact(o_v)) if as_float else o_v
+        ot = _exact(o_v) if as_float else o_v
     x, y = (ot, st) if reflected else (st, ot)
     if sign == "**" and not isinstance(y, Tensor):
         # (a number exponent would be inlined as multiplies or sqrt, a stand-in base's
         # `step ** -0.5` then rounding otherwise than Python's libm pow)
-        y = scalar_input(y)
-    if sign == "/" and not isinstance(x, Tensor):
+        y = _float_operand(st, y)
+    if sign in ("/", "**") and not isinstance(x, Tensor):
         # (a number over a tensor is PyTorch's reciprocal times the number, rounded twice:
         # 0.1 / 5 would be 0.020000000000000004, Python's 0.02)
-        x = scalar_input(float(x))
+        x = _float_operand(st, x)
     if sign in ("/", "//", "%") and isinstance(y, Tensor):
         _require(y != 0)                    # (Python's ZeroDivisionError in a later call)
     for v, vt in ((s.value, s.tensor), (o_v, o_t)):
@@ -314,22 +314,18 @@ def _arith(s, other, sign, reflected):
     if not as_float:
         _int64_holds(s, _PYTHON[sign](*(v.to(float64) if isinstance(v, Tensor) else _exact(v)
                                         for v in (x, y))))
-    if sign == "+":
-        t = x + y
-    elif sign == "-":
-        t = x - y
-    elif sign == "*":
-        t = x * y
-    elif sign == "//":                      # (int64 floor division and remainder round as
-        t = x // y                          # Python's: toward minus infinity)
-    elif sign == "%":
-        t = x % y
-    elif sign == "**":                      # (Python raises where pow overflows)
-        t = x ** y
+    t = _PYTHON[sign](x, y)     # (int64 // and % round as Python's: toward minus infinity)
+    if sign == "**":                        # (Python raises where pow overflows)
         _require(t.isfinite() & (x > 0) if isinstance(x, Tensor) else t.isfinite())
-    else:
-        t = x / y
     return _checked(s, t, value)
+
+
+def _float_operand(like, v):
+    """Number v as a 0-d float64 operand: an int a traced full, whose int a size template
+    remakes (`lr / x.shape[0]`, `x.shape[0] ** p`; an array would trace each size again)."""
+    if type(v) is int:
+        return like.new_full((), v, dtype=float64)
+    return scalar_input(float(v))
 
 
 def _exact(v):
