@@ -217,10 +217,31 @@ def _var64(x, dim, correction, keepdim):
         math.prod(x.shape[d] for d in ((dim,) if isinstance(dim, int) else dim))
     if n - correction > 0:
         with np.errstate(over="ignore", invalid="ignore"):   # (as _mean's)
-            return np.asarray(np.var(x, axis=dim, ddof=correction, keepdims=keepdim, dtype=acc))
+            r = np.asarray(np.var(x, axis=dim, ddof=correction, keepdims=keepdim, dtype=acc))
+        return r if dim is None or r.size <= 1 or acc is not None else \
+            _zero_constant(r, x, dim, keepdim)
     with warnings.catch_warnings():     # the caller gave PyTorch's one warning already
         warnings.simplefilter("ignore", RuntimeWarning)
         return np.asarray(np.var(x, axis=dim, ddof=correction, keepdims=keepdim, dtype=acc))
+
+
+def _zero_constant(r, x, dim, keepdim):
+    """r with 0 over the slices whose values are all equal: PyTorch's variance along dims
+    (Welford's, whose running mean stays exactly that value) is 0 there, so std's gradient
+    is masked to 0; NumPy's rounded mean leaves a few ulps squared. Only results within
+    (256 eps |first value|)^2 of 0 are checked, so random data costs no pass over x. (A
+    float32 / float16 / complex64 x is exact already (to 2**29 / 2**13 values): its mean,
+    in the wider type, is.
+    A reduction to one value is left: PyTorch's is two-pass too, and not 0 there.)"""
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    first = x[tuple(slice(0, 1) if a in dims else slice(None) for a in range(x.ndim))]
+    f = np.abs(first if keepdim else first.reshape(r.shape))
+    with np.errstate(over="ignore", invalid="ignore"):
+        near = r <= np.square(256 * np.finfo(r.dtype).eps * f)
+    if not near.any():
+        return r
+    same = np.all(x == first, axis=dims, keepdims=keepdim)
+    return np.where(same, r.dtype.type(0), r)
 
 
 def _as32(r, x):

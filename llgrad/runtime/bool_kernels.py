@@ -16,8 +16,7 @@ _ERRORS = {"floor": _missing("floor_vml_cpu"), "ceil": _missing("ceil_vml_cpu"),
            "round": _missing("round_vml_cpu"), "trunc": _missing("trunc_vml_cpu"),
            "fix": _missing("trunc_vml_cpu"),
            "relu": (RuntimeError, "Boolean inputs not supported for relu"),
-           "topk": (RuntimeError, "topk does not support bool dtypes on CPU"),
-           "kthvalue": _missing("kthvalue_cpu")}
+           "topk": (RuntimeError, "topk does not support bool dtypes on CPU")}
 
 
 def _checked(fn, error):

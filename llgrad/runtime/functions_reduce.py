@@ -18,6 +18,7 @@ from .dispatch import scalar_type_name as tname
 from .functions import export, where
 from .functions_math import _logaddexp, attach
 from .methods_reduce import moment
+from .reduce_args import NO_DIM, dim_given
 from .shapes import norm_dim
 from .tensor import Tensor
 from .median_pick import eager_numpy, median_all, median_index, no_bool as _no_bool
@@ -201,15 +202,15 @@ def cummin(input, dim):
 # ---- order statistics -------------------------------------------------------------------------
 
 def _median_dim(x, dim, keepdim, ignore_nan, name, tup):
-    _no_bool(x, name)
     nd = x._data.ndim
     d = norm_dim(dim, nd)
+    n = x._data.shape[d] if nd else 1
+    if n == 0:
+        # (PyTorch's nanmedian says median() too; before the dtype's check, as there)
+        raise IndexError(f"median(): Expected reduction dim {d} to have non-zero size.")
+    _no_bool(x, "median_out")           # (nanmedian's kernel too)
     if nd == 0:
         return tup(x.clone(), _long_zero(x))
-    n = x._data.shape[d]
-    if n == 0:
-        # (PyTorch's nanmedian says median() too)
-        raise IndexError(f"median(): Expected reduction dim {d} to have non-zero size.")
     if not ignore_nan and eager_numpy(x):
         # (the pick computed from the values, not a stable sort of every slice: 3-4x faster)
         idx = _tensor(median_index(x._data, d))
@@ -235,21 +236,21 @@ def _median_dim(x, dim, keepdim, ignore_nan, name, tup):
     return tup(values, indices)
 
 
-@torch_node(lambda input, dim=None, keepdim=False: "MedianBackward0" if dim is None else "MedianBackward1")
-def median(input, dim=None, keepdim=False):
+@torch_node(lambda input, dim=NO_DIM, keepdim=None: "MedianBackward0" if dim is NO_DIM else "MedianBackward1")
+def median(input, dim=NO_DIM, keepdim=None):
     """As torch.median: the lower median of all elements (nan if there is one), or
     (values, indices) along dim (the index of a stable sort's pick among equal values)."""
-    if dim is None:
+    if dim_given("median", dim, keepdim, False) is None:
         return median_all(input, False, "median")
-    return _median_dim(input, dim, keepdim, False, "median", return_median)
+    return _median_dim(input, dim, bool(keepdim), False, "median", return_median)
 
 
-@torch_node(lambda input, dim=None, keepdim=False: "NanmedianBackward0" if dim is None else "NanmedianBackward1")
-def nanmedian(input, dim=None, keepdim=False):
+@torch_node(lambda input, dim=NO_DIM, keepdim=None: "NanmedianBackward0" if dim is NO_DIM else "NanmedianBackward1")
+def nanmedian(input, dim=NO_DIM, keepdim=None):
     """As torch.nanmedian: median ignoring nan (nan only where all are)."""
-    if dim is None:
+    if dim_given("nanmedian", dim, keepdim, False) is None:
         return median_all(input, True, "nanmedian")
-    return _median_dim(input, dim, keepdim, True, "nanmedian", return_nanmedian)
+    return _median_dim(input, dim, bool(keepdim), True, "nanmedian", return_nanmedian)
 
 
 @torch_node("KthvalueBackward0")
@@ -265,6 +266,7 @@ def kthvalue(input, k, dim=-1, keepdim=False):
         raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {d}")
     if nd == 0:
         return return_kthvalue(input.clone(), _long_zero(input))
+    _no_bool(input, "kthvalue_cpu")     # (after the dim's and k's checks, as PyTorch's)
     values, indices = input._op("kthvalue", k=int(k), dim=d)
     if not keepdim:
         values, indices = values.squeeze(d), indices.squeeze(d)

@@ -13,18 +13,20 @@ from .dtype_info import iinfo
 from .functions import where
 
 
-def no_bool(x, name):
+def no_bool(x, kernel):
     if x._dtype is dtypes.bool_:
-        raise NotImplementedError(f"\"{name}_cpu\" not implemented for 'Bool'")
+        raise NotImplementedError(f"\"{kernel}\" not implemented for 'Bool'")
 
 
 def median_all(x, ignore_nan, name):
-    no_bool(x, name)
     n = x._data.size
     if n == 0:                  # (PyTorch's nan, on the graph; for integers nan cast to one:
-        if x._dtype.is_floating_point:      # int32's lowest value, wrapped to 0 in int8 / int16)
-            return x.sum() + math.nan
+        if x._dtype.is_floating_point:      # int32's lowest value, wrapped to 0 in int8 / int16;
+            return x.sum() + math.nan       # True for bools, no kernel run)
+        if x._dtype is dtypes.bool_:
+            return full_op((), True, x._dtype)
         return full_op((), iinfo(x._dtype).min if x._dtype.itemsize >= 4 else 0, x._dtype)
+    no_bool(x, "median_cpu")            # (nanmedian's kernel too)
     s = x.reshape(-1).sort(stable=True).values
     if not x._dtype.is_floating_point:
         return s.narrow(0, (n - 1) // 2, 1).reshape(())

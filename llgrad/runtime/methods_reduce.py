@@ -9,6 +9,7 @@ from ..ir.geometry import broadcasts_to
 from ..ir.optable import method_doc
 from . import autocast_cast, dtypes
 from .dispatch import call, scalar_type_name as tname
+from .reduce_args import NO_DIM, dim_given, lse_dims
 from .reduce_dtype import cast_for, result_as
 from .shapes import broadcast_shapes, norm_dim, norm_dims
 from .return_types import named_result
@@ -16,8 +17,7 @@ from .tensor import Tensor
 from .user_frames import user_stacklevel
 
 
-return_max = named_result("max")
-return_min = named_result("min")
+return_max, return_min = named_result("max"), named_result("min")
 
 
 def _def(name, fn):
@@ -45,12 +45,13 @@ def _rdims(self, dim):
     return dims
 
 
-def sum(self, dim=None, keepdim=False, dtype=None):
-    t = cast_for(self, dtype)
-    return result_as(t._op("sum", dim=_rdims(self, dim), keepdim=keepdim), dtype)
+def sum(self, dim=NO_DIM, keepdim=None, dtype=None):
+    t, dim = cast_for(self, dtype), dim_given("sum", dim, keepdim)
+    return result_as(t._op("sum", dim=_rdims(self, dim), keepdim=bool(keepdim)), dtype)
 
 
-def mean(self, dim=None, keepdim=False, dtype=None):
+def mean(self, dim=NO_DIM, keepdim=None, dtype=None):
+    dim, keepdim = dim_given("mean", dim, keepdim), bool(keepdim)
     t = self if dtype is None else self.to(dtype)
     _float_only(t, "mean", dtype is not None)
     if t._dtype is dtypes.float16 and self._dtype is not dtypes.float16:
@@ -60,7 +61,8 @@ def mean(self, dim=None, keepdim=False, dtype=None):
     return t._op("mean", dim=_rdims(self, dim), keepdim=keepdim)
 
 
-def prod(self, dim=None, keepdim=False, dtype=None):
+def prod(self, dim=NO_DIM, keepdim=None, dtype=None):
+    dim, keepdim = dim_given("prod", dim, keepdim, False), bool(keepdim)
     if isinstance(dim, (tuple, list)):      # (PyTorch's prod takes one dim)
         raise TypeError("prod() received an invalid combination of arguments - got (tuple), "
                         "but expected one of:")
@@ -96,9 +98,10 @@ amax, amin = _amax_amin("amax"), _amax_amin("amin")
 
 
 def _max_min(name, tup):
-    def f(self, dim=None, keepdim=False):
+    def f(self, dim=NO_DIM, keepdim=None):
         if isinstance(dim, Tensor):
             return self.maximum(dim) if name == "max" else self.minimum(dim)
+        dim, keepdim = dim_given(name, dim, keepdim, False), bool(keepdim)
         if dim is None:
             if self._data.size == 0:
                 raise RuntimeError(f"{name}(): Expected reduction dim to be specified for "
@@ -156,6 +159,7 @@ var, std = _moment("var"), _moment("std")
 
 
 def logsumexp(self, dim, keepdim=False):
+    lse_dims(self._data.shape, dim, keepdim)
     t = self if self._dtype.is_floating_point else self.to(dtypes.get_default_dtype())
     return t._op("logsumexp", dim=_rdims(self, dim), keepdim=keepdim)
 

@@ -157,6 +157,7 @@ def _wrap(fn, name, factory, grad_check=True):
             kwargs.pop("out", None)
             return fn(*args, **kwargs)
         out = kwargs.pop("out")
+        _numbers_for_tensors(name, args, kwargs)
         # (an out that requires grad counts too; a factory is named by its ATen op)
         if grad_check and name not in _NO_DERIVATIVE and grad_mode.state.grad_enabled and \
                 _requires_grad(args + (out,), kwargs):
@@ -180,6 +181,26 @@ def _wrap(fn, name, factory, grad_check=True):
             return None         # (PyTorch's functions with a list out= return None)
         return _write(out, r, factory, name)
     return f
+
+
+# functions whose Python-number operands PyTorch takes only without out= (its out overloads
+# take Tensors): where's named parameters, or the ones whose first argument is a number
+_TENSORS_WITH_OUT = {"where": ((1, "input"), (2, "other"))}
+_FIRST_TENSOR_WITH_OUT = frozenset(("remainder", "bitwise_and", "bitwise_or", "bitwise_xor",
+                                    "bitwise_left_shift", "bitwise_right_shift", "bucketize"))
+
+
+def _numbers_for_tensors(name, args, kwargs):
+    """PyTorch's TypeError for a Python number where an out= form takes a Tensor."""
+    for k, param in _TENSORS_WITH_OUT.get(name, ()):
+        v = args[k] if k < len(args) else kwargs.get(param)
+        if isinstance(v, (bool, int, float, complex)):
+            raise TypeError(f"{name}(): argument '{param}' (position {k + 1}) must be Tensor, "
+                            f"not {type(v).__name__}")
+    if name in _FIRST_TENSOR_WITH_OUT and args and isinstance(args[0], (bool, int, float)):
+        got = ", ".join("Tensor" if isinstance(a, Tensor) else type(a).__name__ for a in args)
+        raise TypeError(f"{name}() received an invalid combination of arguments - got "
+                        f"({got}, out=Tensor), but expected one of:")
 
 
 # functions whose out may share no memory with an input (PyTorch's assert_no_overlap); an

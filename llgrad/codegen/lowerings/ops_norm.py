@@ -8,7 +8,7 @@ strides, any layout):
       exp(x - m) (softmax and log_softmax store the exps in their result, then sum them),
       then the normalised values (or log(s) + m);
   var / std: the mean, then the sum of squared deviations (two passes, no
-      cancellation), then the result.
+      cancellation; less the squared sum of the deviations / n along dims), then the result.
 Sums accumulate in float64 (float32 data then agrees with NumPy's pairwise float32 sums
 to a few float32 ulps); exp and log come from vecmath (inline, no libm calls)."""
 
@@ -167,19 +167,32 @@ def _emit_exp(node, fg, src, dst, m_slot, s_slot, oidx, over_red, full, add64, d
 
 def _emit_moments(plan, node, fg, src, dst, s_slot, oidx, over_red, full, add64, dt, count,
                   shape, nred):
-    """var / std: the mean, then the squared deviations."""
+    """var / std: the mean, then the squared deviations. With more than one result, their
+    sum less (sum of deviations)^2 / count: exactly 0 over equal values (the deviations from
+    the rounded mean are all one small d there, and n d^2 - (n d)^2 / n is exact), as
+    PyTorch's Welford variance along dims and eager's; one result stays the plain two-pass
+    sum, as PyTorch's (not 0 there)."""
     b, sg = fg.b, fg.sg
     c64 = lambda v: sg.const(v, "float64")                          # noqa: E731
     b.store(c64(0).v, s_slot)
     over_red(oidx, lambda idx: add64(s_slot, sg.cast(fg.load(src, idx), "float64")))
     mean = sg.div(Scalar(b.load(s_slot, typ=F64), "float64"), c64(count))
     b.store(c64(0).v, s_slot)
+    corrected = node.outputs[0].type.numel > 1
+    if corrected:
+        d_slot = fg.alloca(F64, "d")
+        b.store(c64(0).v, d_slot)
 
     def dev2(idx):
         d = sg.sub(sg.cast(fg.load(src, idx), "float64"), mean)
         add64(s_slot, sg.mul(d, d))
+        if corrected:
+            add64(d_slot, d)
     over_red(oidx, dev2)
     ss = Scalar(b.load(s_slot, typ=F64), "float64")
+    if corrected:
+        sd = Scalar(b.load(d_slot, typ=F64), "float64")
+        ss = sg.sub(ss, sg.div(sg.mul(sd, sd), c64(count)))
     denom = max(count - node.attrs.get("correction", 1), 0)
     var = sg.div(ss, c64(denom))
     if node.op == "std":
