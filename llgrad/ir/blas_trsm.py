@@ -89,10 +89,12 @@ def trsm(a, x, upper, left=True, trans=False, unit=False):
     if count > _MATRICES_PER_ROW * a.shape[-1]:
         return False
     a, flipped = _row_major(a)
+    # (a one-row A's row stride is any number, broadcast_to's 0 among them: trsm wants at
+    # least its order)
+    lda = a.strides[-2] // a.itemsize if a.shape[-2] > 1 else max(1, a.shape[-1])
     a = np.broadcast_to(a, x.shape[:-2] + a.shape[-2:])
     if flipped:         # (A's transpose is row-major: solve with it, the other triangle)
         upper, trans = not upper, not trans
-    lda = a.strides[-2] // a.itemsize
     side = _LEFT if left else _RIGHT
     uplo = _UPPER if upper else _LOWER
     op = _TRANS if trans else _NO_TRANS

@@ -43,8 +43,8 @@ def _trisolve(a, b, upper, unit, left=True, trans=False):
     x = np.array(np.broadcast_to(b, shape + b.shape[-2:]), dtype=dt, order="C")
     if trsm(a.astype(dt, copy=False), x, upper, left, trans, unit):
         return x
-    if not left:
-        a, x, trans = np.swapaxes(a, -1, -2), np.swapaxes(x, -1, -2), not trans
+    if not left:    # (X op(A) = B is op(A)^T X^T = B^T: the other op of A, on the left)
+        x, trans = np.swapaxes(x, -1, -2), not trans
     if trans:
         a, upper = np.swapaxes(a, -1, -2), not upper
     a = np.broadcast_to(a, shape + a.shape[-2:])

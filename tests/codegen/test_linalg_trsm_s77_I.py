@@ -214,3 +214,27 @@ def test_compiled_equals_eager_and_torch(n, monkeypatch):
         np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
     kernels = [k for e in cf.entries for k in e.kernels.values()]
     assert kernels and not [k for k in kernels if isinstance(k, str)]
+
+
+@pytest.mark.parametrize("blas", [True, False])
+def test_every_triangular_form_against_a_dense_solve(monkeypatch, blas):
+    """Each form by trsm and by the row loop (blas=False: every batch too many for trsm) on
+    orders 1-5, against NumPy's dense solve of the triangle: a 1x1 A's row stride made an
+    illegal lda (trsm returned x untouched), and the loop solved X A = B with A's transpose."""
+    import itertools
+    monkeypatch.setattr(blas_trsm, "_MATRICES_PER_ROW", 8 if blas else 0)
+    rng = np.random.default_rng(0)
+    for n, k, batch, upper, left, unit, trans in itertools.product(
+            [1, 2, 5], [1, 3], [(), (20,)], *[[False, True]] * 4):
+        a = rng.standard_normal(batch + (n, n)) + 3 * np.eye(n)
+        b = rng.standard_normal(batch + ((n, k) if left else (k, n)))
+        x = ops_linalg_solve._trisolve(a, b, upper, unit, left=left, trans=trans)
+        m = np.triu(a) if upper else np.tril(a)
+        if unit:
+            m[..., range(n), range(n)] = 1
+        if trans:
+            m = np.swapaxes(m, -1, -2)
+        want = np.linalg.solve(m, b) if left else np.swapaxes(
+            np.linalg.solve(np.swapaxes(m, -1, -2), np.swapaxes(b, -1, -2)), -1, -2)
+        np.testing.assert_allclose(x, want, rtol=1e-10, atol=1e-12,
+                                   err_msg=f"{n, k, batch, upper, left, unit, trans}")
