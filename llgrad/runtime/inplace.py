@@ -9,6 +9,7 @@ from ..ir import OPS, bfloat16 as bf16_values
 from ..ir.geometry import geometry_overlaps
 from .copy_slices import (VIEW_GRAD_WANTED, CopySlices, creation_error, multi_view_error,
                           view_fn_name)  # noqa: F401 (view_fn_name: imported from here)
+from .inplace_fast import write as fast_write
 from .inplace_overlap import shares_cells, write_changed, write_sequentially
 from .dispatch import _is_tensor, _req, call, record, run_impl, scalar_type_name, wrapped_ints
 from .dtypes import bfloat16, get_default_dtype, result_type
@@ -156,6 +157,8 @@ def _check_cast(op, t, inputs):
 def call_inplace(op, t, inputs, attrs, _timed=False, _dual=False):
     """Run op out of place, write the result into t's memory, bump the version, and
     rebase t's history (through CopySlices on its base when t is a view)."""
+    if fast_write(op, t, inputs, attrs):      # (the common case: inplace_fast.py)
+        return t
     if dispatch.profiler is not None and not _timed:     # (torch.profiler: dispatch.py)
         return dispatch.profiler.op_inplace(op, t, inputs, attrs)
     if dispatch.forward_ad is not None and not _dual:    # (a dual level: dispatch.py)
