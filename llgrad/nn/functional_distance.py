@@ -8,7 +8,7 @@ import numpy as np
 
 from ..runtime import grad_mode
 from ..runtime.creation import tensor as _tensor, zeros
-from ..runtime.dtypes import bool_, result_type
+from ..runtime.dtypes import bfloat16, bool_, float16, result_type, scalar_type_name
 from ..runtime.functions import where
 from ..runtime.functions_stats import inf_distance
 from ..runtime.linalg import vector_norm as _vector_norm
@@ -89,6 +89,10 @@ def pdist(input, p=2):
         raise RuntimeError("pdist only supports floating-point dtypes")
     if p < 0:
         raise RuntimeError("pdist only supports non-negative p values")
+    n, m = input.shape
+    if input.dtype in (float16, bfloat16) and n > 1 and m > 0:   # (ATen's float/double kernel)
+        raise NotImplementedError(f'"pdist" not implemented for '
+                                  f"'{scalar_type_name(input.dtype)}'")
     i, j = np.triu_indices(input.shape[0], 1)
     diff = input.index_select(0, _tensor(i.astype(np.int64))) - \
         input.index_select(0, _tensor(j.astype(np.int64)))

@@ -34,8 +34,11 @@ def check_integer_input(input, mode, out_size, antialias):
     half one to antialias); return True for a uint8 input to resample with
     interpolate_uint8."""
     name = input.dtype.name
-    if antialias and name == "float16":
-        raise NotImplementedError('"compute_index_ranges_weights" not implemented for \'Half\'')
+    # (ATen copies an unresized input before it computes any antialiasing weights)
+    if antialias and name in ("float16", "bfloat16") and \
+            tuple(out_size) != tuple(input.shape[2:]):
+        raise NotImplementedError('"compute_index_ranges_weights" not implemented for '
+                                  f"'{'Half' if name == 'float16' else 'BFloat16'}'")
     if input.is_floating_point() or input.is_complex():
         return False
     if name == "uint8" and mode in ("nearest", "nearest-exact"):

@@ -11,7 +11,7 @@ from ..ir import OPS
 from ..runtime import grad_mode, trace_state
 from ..runtime.creation import arange
 from ..runtime.dispatch import call
-from ..runtime.dtypes import int64, result_type
+from ..runtime.dtypes import int64, result_type, scalar_type_name
 from ..runtime.shapes import broadcast_shapes
 from ..runtime.autocast_cast import autocast_float32
 
@@ -149,6 +149,9 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     if target.dtype != input.dtype:
         raise RuntimeError(f"Found dtype {_NAMES[target.dtype.name]} but expected "
                            f"{_NAMES[input.dtype.name]}")
+    if not input.is_floating_point():   # (ATen dispatches before it checks the range)
+        raise NotImplementedError('"binary_cross_entropy" not implemented for '
+                                  f"'{scalar_type_name(input.dtype)}'")
     if weight is not None and weight.dtype != input.dtype and not weight.requires_grad:
         weight = weight.to(input.dtype)     # (PyTorch's kernel multiplies by it in place)
     # PyTorch's kernel checks every element (as tensor ops when batched by vmap, or traced:

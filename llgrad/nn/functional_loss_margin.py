@@ -10,7 +10,7 @@ import numpy as np
 from ..ir.ops_losses import EPSILON
 from ..runtime import trace_state
 from ..runtime.creation import ones_like, zeros_like
-from ..runtime.dtypes import int64
+from ..runtime.dtypes import float32, float64, int64
 from ..runtime.dispatch import nondiff_error, scalar_type_name
 from ..runtime.functions import minimum, where
 from ..runtime.grad_mode import is_grad_enabled, no_grad
@@ -26,6 +26,13 @@ __all__ = ["margin_ranking_loss", "hinge_embedding_loss", "cosine_embedding_loss
            "multilabel_margin_loss",
            "triplet_margin_loss", "triplet_margin_with_distance_loss", "poisson_nll_loss",
            "gaussian_nll_loss"]
+
+
+def _float_kernel(input, kernel):
+    """ATen dispatches these losses' kernels over float and double only."""
+    if input.dtype not in (float32, float64):
+        raise NotImplementedError(f'"{kernel}" not implemented for '
+                                  f"'{scalar_type_name(input.dtype)}'")
 
 
 def _reduce(loss, reduction):
@@ -150,9 +157,13 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
                            f"but got {list(target.shape)}. Input has shape {shape}.")
     if weight is not None and weight.numel() != c:
         raise RuntimeError(f"inconsistent weight size, expected {c} but got {list(weight.shape)}")
+    _float_kernel(input, "multi_margin_loss_cpu_kernel")
     if target.dtype is not int64:       # (a float target would be read as class numbers)
         raise RuntimeError(f"expected scalar type Long but found "
                            f"{scalar_type_name(target.dtype)}")
+    if n and weight is not None and weight.dtype != input.dtype:   # (the kernel's typed read)
+        raise RuntimeError(f"expected scalar type {scalar_type_name(input.dtype)} but found "
+                           f"{scalar_type_name(weight.dtype)}")
     if n and (int(y.min()) < 0 or int(y.max()) >= c):
         raise RuntimeError("target out of range")
     x_y = x.gather(1, y.unsqueeze(1))
@@ -184,7 +195,9 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
             (nd == 2 and list(target.shape) != shape):
         raise RuntimeError(f"inconsistent target size: {list(target.shape)} for input of size: "
                            f"{shape}")
+    kernel = "multilabel_margin_loss_forward_out_frame"
     if target.dtype != int64:
+        _float_kernel(input, kernel)    # (ATen: the dispatch, then the target's typed read)
         raise RuntimeError("expected scalar type Long but found "
                            f"{_NAMES.get(target.dtype.name, target.dtype.name)}")
     t = target._data
@@ -193,6 +206,7 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     if t.size and (t.min() < -1 or t.max() >= c) if isinstance(t, np.ndarray) else \
             t is target and bool(((t < -1) | (t >= c)).any()):
         raise RuntimeError("argument #2 'target' is out of range")
+    _float_kernel(input, kernel)        # (ATen checks the targets' range before dispatching)
     x = input.reshape(-1, c)
     y = target.reshape(-1, c)
     valid = (y >= 0).to(int64).cumprod(1) > 0          # the targets: up to the first -1
