@@ -87,14 +87,16 @@ def captured_guards(reads, guards, tensors=None, dynamic=frozenset()):
             guards.append((f"captured {path}", ("object", type(v).__name__, Same(v))))
 
 
-def captured_reads(fn):
+def captured_reads(fn, uses=None):
     """(roots [(path, value)] the captured tensors are found under, reads): every closure
     cell and global name (and default, code, attribute) that fn and the user functions it
     calls read, in order, as (where, value, kind, path): where ("cell", cell), ("global",
     globals, name) or ("attr", function, name); kind "root" (walked), "follow" (a user
     function, read in turn), "skip" (a module, function, class, Python number, compiled
     function), "empty" (a cell not yet filled), "absent" (a name not in the globals) or
-    "unguarded" (value: why no guard can follow what the code reads, code_reads.py)."""
+    "unguarded" (value: why no guard can follow what the code reads, code_reads.py).
+    uses: a list that receives (value, function, ref) of each root read, ref ("global" or
+    "cell", the name the function's code loads it by) or None (captured_reads_narrow.py)."""
     roots, reads, seen, todo = [], [], set(), [getattr(fn, "__func__", fn)]
     top = todo[0]       # (whose defaults are passed as arguments: defaults.py)
     while todo:
@@ -138,10 +140,22 @@ def captured_reads(fn):
                                   or hasattr(type(v), "_traced_fn")):
                 roots.append((f"captured {path}", v))
                 kind = "root"
+                if uses is not None:
+                    uses.append((v, f, _ref(f, path, where)))
             else:
                 kind = "skip"
             reads.append((where, v, kind, path))
     return roots, reads
+
+
+def _ref(f, path, where):
+    """How f's code loads the value read at where: ("cell", its free name), ("global",
+    the name) for a name of f's own globals, else None (a module's attribute, a default)."""
+    if where[0] == "cell":
+        return ("cell", path.rpartition(".")[2])
+    if where[0] == "global" and where[1] is f.__globals__ and "." not in path:
+        return ("global", path)
+    return None
 
 
 _CACHE_WRAPPER = type(functools.lru_cache()(len))     # (functools.cache's too)

@@ -30,15 +30,15 @@ import numpy as np
 
 from ..ir import promotion
 from ..runtime import grad_mode, hypers
-from . import dict_reads, method_marks, self_reads
+from . import captured_reads_narrow, dict_reads, method_marks, self_reads
 from .appended_lists import ARG_MARK, Appended
 from .attr_writes import Slots
 from .arrays import walker_arrays, wrappable
 from .guard_values import inputable
 from .numpy_reads import SMALL
-from .function_reads import class_functions, followed_reads, user_function
-from .guards import (_DICT_VIEWS, _SCALARS, _is_object, _scalar_set, dynamic_input,
-                     signature_names, tensor_keys)
+from .function_reads import captured_reads, class_functions, followed_reads, user_function
+from .guards import (_DICT_VIEWS, _SCALARS, _is_object, _narrowed, _scalar_set,
+                     dynamic_input, signature_names, tensor_keys)
 from ..runtime.tensor import Tensor
 from .class_state import bound, class_containers, slotted, user_classes
 from .walker_bytecode import compiled_walker
@@ -49,16 +49,19 @@ from .walker_sources import _bound_sources, _captured, _number
 _MISSING = object()
 
 
-def _walk(src, roots, dynamic=None, appended=frozenset(), marks=frozenset(), only=None):
+def _walk(src, roots, dynamic=None, appended=frozenset(), marks=frozenset(), only=None,
+          narrow=None, captured=frozenset()):
     """guards._walk's traversal, emitting code; -> the tensors' names in collect's order
     (each tensor once) and the names of the distinct objects. dynamic: {(id(holder),
     attribute name, key or index): path} of the numbers that are inputs; appended: the ids
     of the lists calls only append to (appended_lists.py), checked by identity alone; only:
-    (object, names) of a method's object entered through those names (self_reads.py)."""
+    (object, names) of a method's object entered through those names (self_reads.py);
+    narrow: guards._walk's, for the roots named in captured (what the function captures)."""
     tensors, first_tensor = [], {}     # names of distinct tensors; id -> name
     objects, first_object = [], {}
     followed = set()                   # ids of the user's functions followed
     classes = set()                    # ids of the user's classes read as values, walked
+    narrowed = set()                   # ids of the objects entered through names alone
     stack = list(reversed(roots))
     while stack:
         x, v, depth, checked = stack.pop()
@@ -118,8 +121,9 @@ def _walk(src, roots, dynamic=None, appended=frozenset(), marks=frozenset(), onl
         elif type(v) is functools.partial or slotted(v) or bound(v):
             raise _Unsupported("what is held outside a __dict__")     # (class_state.held)
         elif _is_object(v):
+            at_root = depth == 0 and x in captured
             if id(v) in first_object:
-                if only is not None and v is only[0]:
+                if only is not None and v is only[0] or id(v) in narrowed and not at_root:
                     raise _Unsupported("the method's object met again")   # (a full walk)
                 src.check(f"{x} is not {first_object[id(v)]}")
                 continue
@@ -138,9 +142,12 @@ def _walk(src, roots, dynamic=None, appended=frozenset(), marks=frozenset(), onl
             attrs = sorted(vars(v).items(), key=lambda kv: kv[0])
             d = src.var("d")
             src.lines.append(f"{d} = {x}.__dict__")
-            if only is not None and v is only[0]:   # (the names its method reads)
-                attrs = [(k, a) for k, a in attrs if k in only[1]]
-                src.check(f"{d}.keys() & {src.const(only[1])} != "
+            names = only[1] if only is not None and v is only[0] else \
+                _narrowed(narrow, v) if at_root else None
+            if names is not None:       # (the names its method, or the function, uses)
+                narrowed.add(id(v))
+                attrs = [(k, a) for k, a in attrs if k in names]
+                src.check(f"{d}.keys() & {src.const(names)} != "
                           f"{src.const(frozenset(k for k, _ in attrs))}")
             else:
                 src.check(f"len({d}) != {len(attrs)} or {d}.keys() != "
@@ -258,11 +265,16 @@ def make_walker(fn, args, kwargs, dynamic=frozenset()):
         (fn if _is_object(fn) else None)        # as collect() finds it
     if owner is not None:
         roots.insert(0, (src.const(owner), owner, 0, False))
-    roots += [(x, v, 0, True) for x, v in _captured(src, fn)]     # (types checked)
+    captured = [(x, v, 0, True) for x, v in _captured(src, fn)]     # (types checked)
+    roots += captured
+    uses = []
+    captured_reads(fn, uses)
     names = self_reads.read_names(fn) if owner is not None else None
     try:
         tensors, objects = _walk(src, roots, slots, appended, dynamic,
-                                 None if names is None else (owner, names))
+                                 None if names is None else (owner, names),
+                                 captured_reads_narrow.narrowing(uses),
+                                 frozenset(x for x, _, _, _ in captured))
     except _Unsupported:
         return None
     tensors = numbers + tensors

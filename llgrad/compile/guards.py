@@ -12,7 +12,7 @@ from ..tracer.pytree import flatten
 from ..runtime import backward_hooks, grad_mode, hypers
 from ..runtime.random_state import _Generator, default_generator
 from ..runtime.tensor import Tensor
-from . import dict_reads, log, method_marks, numpy_reads, self_reads
+from . import captured_reads_narrow, dict_reads, log, method_marks, numpy_reads, self_reads
 from .appended_lists import APPENDED_TO, marked
 from .arrays import arrays_as_tensors, wrappable
 from .class_state import (Same, bound, class_containers, class_state, held, routine, slotted,
@@ -58,7 +58,7 @@ def sparse_guard(v, path):
     return ("sparse", Entries(v))
 
 
-def _walk(roots, tensors, guards, entered=None, dynamic=frozenset(), only=None):
+def _walk(roots, tensors, guards, entered=None, dynamic=frozenset(), only=None, narrow=None):
     """Depth-first over values: tensors are inputs; Python scalars are guarded by value;
     containers are entered (their structure guarded); objects (modules, optimisers) are
     entered through their attributes, each once (iteratively, so deep nesting is fine).
@@ -79,11 +79,18 @@ def _walk(roots, tensors, guards, entered=None, dynamic=frozenset(), only=None):
     entered: a list that receives every container and object entered (snapshot.py);
     dynamic: the paths whose numbers are inputs (symbolic_args.py: a counter the call
     increments), guarded by their type alone; only: (object, names) of a bound method's
-    object entered through those attributes alone (self_reads.py; met again: Reentered)."""
+    object entered through those attributes alone (self_reads.py; met again: Reentered);
+    narrow: {id(object): (object, names)} of the objects that, met first as a root (what
+    the function captures), are entered through those names alone (captured_reads_narrow.py;
+    met again other than as a root: Reentered)."""
     seen, first = set(), {}     # first: an object's id -> the path it was first met at
+    narrowed = set()            # the ids of the objects entered through narrow's names
     stack = list(reversed(roots))
+    n_roots = len(stack)        # (the roots lie below what the walk pushes)
     while stack:
         path, v = stack.pop()
+        at_root = len(stack) < n_roots
+        n_roots = min(n_roots, len(stack))
         if isinstance(v, Tensor) and v.is_sparse:   # (its values an input, its entries guarded)
             guards.append((path, sparse_guard(v, path)))
             stack.append((f"{path}._sp_values", v._sp_values))
@@ -132,7 +139,7 @@ def _walk(roots, tensors, guards, entered=None, dynamic=frozenset(), only=None):
             guards.append((path, numpy_reads.unwrapped(v)))  # (no input: np.matrix, memmap)
         elif _is_object(v):
             if id(v) in first:  # (met again: which object it is counts, st["m"] = Mode.B)
-                if only is not None and v is only[0]:
+                if only is not None and v is only[0] or id(v) in narrowed and not at_root:
                     raise self_reads.Reentered()
                 guards.append((path, ("the object at", first[id(v)])))
                 continue
@@ -148,8 +155,11 @@ def _walk(roots, tensors, guards, entered=None, dynamic=frozenset(), only=None):
                     seen.add(id(f))
                     stack.extend(reversed(_children(f, path)))
             items = sorted(vars(v).items(), key=lambda kv: kv[0])
-            if only is not None and v is only[0]:   # (the names its method reads)
-                items = [(k, x) for k, x in items if k in only[1]]
+            names = only[1] if only is not None and v is only[0] else \
+                _narrowed(narrow, v) if at_root else None
+            if names is not None:       # (the names its method, or the function, uses)
+                narrowed.add(id(v))
+                items = [(k, x) for k, x in items if k in names]
                 guards.append((f"attributes read of {path}", tuple(k for k, _ in items)))
             stack.extend((f"{path}_{k}", x) for k, x in reversed(items))
         elif type(v) is np.ndarray and wrappable(v):
@@ -186,6 +196,12 @@ def _walk(roots, tensors, guards, entered=None, dynamic=frozenset(), only=None):
             if f is not None and id(f) not in seen:
                 seen.add(id(f))
                 stack.extend(reversed(_children(f, path)))
+
+
+def _narrowed(narrow, v):
+    """The names object v is entered through at a root (narrow: _walk's), or None."""
+    got = narrow.get(id(v)) if narrow else None
+    return got[1] if got is not None and got[0] is v else None
 
 
 def tensor_keys(d, path):
@@ -234,8 +250,17 @@ def collect(fn, args, kwargs, entered=None, dynamic=frozenset()):
         if entered is not None:
             del entered[n_e:]
         _walk(roots, tensors, guards, entered=entered, dynamic=dynamic)
-    captured, reads = captured_reads(fn)
-    _walk(captured, tensors, guards, entered=entered, dynamic=dynamic)
+    uses = []
+    captured, reads = captured_reads(fn, uses)
+    n_t, n_g, n_e = len(tensors), len(guards), len(entered or ())
+    try:
+        _walk(captured, tensors, guards, entered=entered, dynamic=dynamic,
+              narrow=captured_reads_narrow.narrowing(uses))
+    except self_reads.Reentered:        # (a narrowed object met again: walked whole)
+        del tensors[n_t:], guards[n_g:]
+        if entered is not None:
+            del entered[n_e:]
+        _walk(captured, tensors, guards, entered=entered, dynamic=dynamic)
     captured_guards(reads, guards, tensors, dynamic)
     if WALK_HOOKS in dynamic:
         _walk_hooks(tensors, guards, entered, dynamic)

@@ -46,12 +46,20 @@ def python_changes(before, after, written=()):
         if name.endswith(".grad") or name == "grad mode" or name in written:
             continue
         now = "(gone)" if now is GONE else now
-        if not (now is value or now == value):
+        if not (now is value or now == value or _only_written(name, value, now, written)):
             return f"{name} ({_short(value)} -> {_short(now)})"
     names = {n for n, _ in before}
     new = [n for n, _ in after if n not in names and not n.endswith(".grad")
            and n not in written]
     return f"{new[0]} (made by the call)" if new else None
+
+
+def _only_written(name, value, now, written):
+    """Whether item name is the names read of a narrowed object (guards._walk) that the run
+    changed only by the attributes the entry writes (`env.last = y`, made by the call)."""
+    path = name.removeprefix("attributes read of ")
+    return path != name and type(value) is tuple and type(now) is tuple and \
+        all(f"{path}_{k}" in written for k in set(value) ^ set(now))
 
 
 def _grad_switched_on(entry, before, after, tensors):
