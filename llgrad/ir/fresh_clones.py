@@ -8,7 +8,7 @@ iterations, read transposed until products_untransposed made it row-major): the 
 moved 4 MB of float32 into a second buffer on every step, for each of keys and values."""
 from .graph import Value
 from .passes import _rebuild, dce
-
+from .transposed_copies import uses
 
 
 def clones_dropped(graph):
@@ -16,13 +16,7 @@ def clones_dropped(graph):
     itself when there is none). A clone whose result the graph returns, writes back or
     guards is kept (the caller's buffer is a copy), and so is one of a value something
     else reads or views (a later in-place write to either must not reach the other)."""
-    readers, views = {}, {}
-    for n in graph.nodes:
-        for x in set(x for x in n.inputs if isinstance(x, Value)):
-            readers[x] = readers.get(x, 0) + 1
-        if n.view_of is not None:
-            views[n.view_of] = views.get(n.view_of, 0) + 1
-    kept = set(graph.outputs) | set(graph.mutated.values()) | {g.value for g in graph.guards}
+    readers, views, kept = uses(graph)
     subst = {}
     for n in graph.nodes:
         if n.op != "clone" or len(n.outputs) != 1 or not n.inputs:

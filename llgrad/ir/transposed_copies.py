@@ -135,6 +135,19 @@ def _product_behind(v, readers, views, kept):
     return v.node if v.node is not None and v.node.op in _FLIPS else None
 
 
+def uses(graph):
+    """(readers: value -> how many nodes read it, views: value -> how many views it is the
+    base of, kept: the values the graph returns, writes back or guards)."""
+    readers, views = {}, {}
+    for n in graph.nodes:
+        for x in set(x for x in n.inputs if isinstance(x, Value)):
+            readers[x] = readers.get(x, 0) + 1
+        if n.view_of is not None:
+            views[n.view_of] = views.get(n.view_of, 0) + 1
+    kept = set(graph.outputs) | set(graph.mutated.values()) | {g.value for g in graph.guards}
+    return readers, views, kept
+
+
 def _rank_refused(op, x, out):
     """Whether operand x's rank keeps op's product from being computed transposed: mm's
     and bmm's have out's; matmul's need rank >= 2 (broadcast batches transpose alike, a
@@ -148,13 +161,7 @@ def products_untransposed(graph):
     another view's base) computed as mm(t(b), t(a)) (a new Graph;
     graph itself when there is none). A view of the transpose keeps it (its layout is the
     view's), and so does a transpose the graph returns (its strides are eager's)."""
-    readers, views = {}, {}
-    for n in graph.nodes:
-        for x in set(x for x in n.inputs if isinstance(x, Value)):
-            readers[x] = readers.get(x, 0) + 1
-        if n.view_of is not None:
-            views[n.view_of] = views.get(n.view_of, 0) + 1
-    kept = set(graph.outputs) | set(graph.mutated.values()) | {g.value for g in graph.guards}
+    readers, views, kept = uses(graph)
     nodes, subst = [], {}
     for n in graph.nodes:
         out = n.outputs[0] if len(n.outputs) == 1 else None
