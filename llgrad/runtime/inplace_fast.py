@@ -1,21 +1,22 @@
 """The common case of an eager in-place op, without call_inplace's general checks: a dense
 (C-contiguous, writeable) plain tensor written by operands of its dtype and shape or by
-Python numbers of its category or below, with no tracer, vmap, profiler, forward AD or meta
-device active and no autograd to record (grad mode off, or nothing involved requires grad,
-is a view of a tensor that does, or was made under no_grad). There none of PyTorch's checks
-can raise (no leaf or view of a leaf written with grad on, no inference tensor, no repeated
-or shared memory, no broadcast into t, no cast to a lower category), and nothing is
-recorded: what is left is the op's value written into t, the version bump and the write
-location, as call_inplace does them. Anything else returns False before writing anything,
-and call_inplace takes its general path. An optimiser's step, a gradient's zeroing or a
-user's x.add_(y) spent most of its per-call time in those checks on small tensors."""
+Python numbers of its category or below, none of them on the meta device, with no tracer,
+vmap, profiler or forward AD active and no autograd to record (grad mode off, or nothing
+involved requires grad, is a view of a tensor that does, or was made under no_grad). There
+none of PyTorch's checks can raise (no leaf or view of a leaf written with grad on, no
+inference tensor, no repeated or shared memory, no broadcast into t, no cast to a lower
+category), and nothing is recorded: what is left is the op's value written into t, the
+version bump and the write location, as call_inplace does them. Anything else returns False
+before writing anything, and call_inplace takes its general path. An optimiser's step, a
+gradient's zeroing or a user's x.add_(y) spent most of its per-call time in those checks on
+small tensors."""
 import numpy as np
 
 from . import dispatch, grad_mode, trace_state
 from .dispatch import run_impl
 from .saved_tensor import user_position
 from .symbolic_operands import stand_ins
-from .tensor import Tensor
+from .tensor import Storage, Tensor
 
 _tstate = trace_state.state
 _INT64 = (-1 << 63, 1 << 63)
@@ -26,7 +27,10 @@ def write(op, t, inputs, attrs):
     general path is needed."""
     if _tstate.tracer is not None or dispatch.batching is not None \
             or dispatch.profiler is not None or dispatch.forward_ad is not None \
-            or dispatch.meta is not None or stand_ins.active or not inputs or inputs[0] is not t:
+            or stand_ins.active or not inputs or inputs[0] is not t:
+        return False
+    storage = t._storage        # (a meta tensor's is a MetaStorage: meta_dispatch.py's)
+    if storage.__class__ is not Storage:
         return False
     dt, a = t._dtype, t._data
     if not dt._plain or t._inference or not a.flags.c_contiguous or not a.flags.writeable:
@@ -40,12 +44,13 @@ def write(op, t, inputs, attrs):
             return False
     if op.float_out and cat < 2:        # (exp_ of an integer tensor: the cast error)
         return False
-    shape, storage = a.shape, t._storage
+    shape = a.shape
     for i in range(1, len(inputs)):
         x = inputs[i]
         tx = type(x)
         if tx is Tensor or isinstance(x, Tensor):     # (a Parameter: its class only marks it)
             if x._dtype is not dt or x._data.shape != shape or x._storage is storage or \
+                    x._storage.__class__ is not Storage or \
                     grad and (x._requires_grad or x._base is not None):
                 return False
         elif tx is float:

@@ -197,3 +197,15 @@ def test_an_eager_optimiser_step_has_the_same_bits(kind, foreach, monkeypatch):
     assert fast_v == ref_v
     for a, b in zip(fast, ref):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_meta_tensor_in_the_process_leaves_cpu_writes_on_the_fast_path(monkeypatch):
+    """The meta device's hook stays in the dispatcher once a meta tensor exists: CPU
+    tensors' writes still take the fast path, a meta tensor's the general one (which
+    computes nothing)."""
+    m = llgrad.empty(4, 4, device="meta")
+    hits = _count(monkeypatch)
+    x, y = llgrad.randn(4, 4), llgrad.randn(4, 4)
+    x.add_(y)
+    m.add_(1)
+    assert hits == [True, False] and m.device.type == "meta" and x._version == 1
