@@ -36,7 +36,7 @@ from .attr_writes import Slots
 from .arrays import walker_arrays, wrappable
 from .guard_values import inputable
 from .numpy_reads import SMALL
-from .function_reads import captured_reads, class_functions, followed_reads, user_function
+from .function_reads import class_functions, followed_reads, user_function
 from .guards import (_DICT_VIEWS, _SCALARS, _is_object, _narrowed, _scalar_set,
                      dynamic_input, signature_names, tensor_keys)
 from ..runtime.tensor import Tensor
@@ -265,10 +265,9 @@ def make_walker(fn, args, kwargs, dynamic=frozenset()):
         (fn if _is_object(fn) else None)        # as collect() finds it
     if owner is not None:
         roots.insert(0, (src.const(owner), owner, 0, False))
-    captured = [(x, v, 0, True) for x, v in _captured(src, fn)]     # (types checked)
-    roots += captured
     uses = []
-    captured_reads(fn, uses)
+    captured = [(x, v, 0, True) for x, v in _captured(src, fn, uses)]    # (types checked)
+    roots += captured
     names = self_reads.read_names(fn) if owner is not None else None
     try:
         tensors, objects = _walk(src, roots, slots, appended, dynamic,

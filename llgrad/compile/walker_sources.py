@@ -15,14 +15,14 @@ def _number(x, v):
     return f"({x} or repr({x}))" if isinstance(v, (float, np.floating)) else x
 
 
-def _captured(src, fn):
+def _captured(src, fn, uses=None):
     """Code that reads what fn reads from closure cells and globals (guards.captured_reads)
     and checks that each read finds what it found when the walker was made: the same
     function or class, the same kind of value (a number's value goes to the key, as
     collect guards it), a cell still empty, a name still absent; -> the roots to walk,
-    [(name, value)]."""
+    [(name, value)]. uses: captured_reads's."""
     roots = []
-    for where, v, kind, _ in captured_reads(fn)[1]:
+    for where, v, kind, _ in captured_reads(fn, uses)[1]:
         if where[0] == "cell":
             cell = src.const(where[1])
             if kind == "empty":

@@ -64,7 +64,7 @@ def _gather(x, index, dim):
     if x.flags.c_contiguous and index.size > 1:
         # (a take of flat positions: NumPy's take_along_axis builds a fancy index of one
         # broadcast arange per dim, ~3x the time)
-        return x.reshape(-1).take(_flat_positions(x.shape, index, dim))
+        return x.reshape(-1).take(_flat_positions(x.shape, index, dim % x.ndim))
     return np.take_along_axis(x, index, axis=dim) if index.shape == x.shape else \
         np.take_along_axis(x[tuple(slice(0, n) for n in index.shape[:dim]) + (slice(None),)
                              + tuple(slice(0, n) for n in index.shape[dim + 1:])],

@@ -200,3 +200,13 @@ def test_adaptive_avg_pool1d_compiled_matches_eager():
     want.sum().backward()
     np.testing.assert_allclose(lx.grad.numpy(), ex.grad.numpy(), rtol=1e-5, atol=1e-6)
     assert fn.n_traces == 1
+
+
+def test_gathers_flat_positions_along_a_negative_dim():
+    """The op's impl takes dim as the op table gives it; a negative one (torch's own
+    convention, which a rule may pass on) picks along the same axis as its positive."""
+    from llgrad.ir.ops_data_movement import _gather
+    x = np.arange(24.).reshape(2, 3, 4)
+    i = np.array([[[1, 0], [3, 2], [0, 0]], [[2, 2], [1, 1], [3, 0]]])
+    for dim in (-1, 2):
+        np.testing.assert_array_equal(_gather(x, i, dim), np.take_along_axis(x, i, axis=2))
