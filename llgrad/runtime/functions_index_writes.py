@@ -4,6 +4,8 @@ import math
 
 import numpy as np
 
+import warnings
+
 from ..ir import OPS
 from . import dtypes, trace_state
 from .creation import tensor as _tensor
@@ -12,8 +14,10 @@ from .dispatch import scalar_type_name as tname
 from .dispatch import call
 from .functions import _method_fn
 from .functions_math import attach, make_inplace
+from .inplace import call_inplace
 from .shapes import check_index_bounds, norm_dim
 from .tensor import Tensor
+from .user_frames import user_stacklevel
 from .autocast_cast import autocast_promote
 from .node_names import torch_node
 
@@ -151,11 +155,37 @@ def _fill_diagonal(self, fill_value, wrap=False):
     return put(self, idx, _tensor(fill_value, dtype=self._dtype).expand(idx._data.shape))
 
 
-for _f, _inp in ((index_fill, "index_fill_"), (put, "put_")):
-    attach(_f, inplace_name=_inp)
+_index_fill_copy = make_inplace(index_fill, "index_fill_")
+
+
+def _index_fill_(self, dim, index, value):
+    """As torch.Tensor.index_fill_. Into an expanded (self-overlapping) tensor PyTorch
+    writes the addressed elements, so every alias of them (deprecated, with its warning);
+    the composite's copy_ of a whole result cannot, so that case writes as index_put."""
+    expanded = any(st == 0 and n > 1 for st, n in zip(self.stride(), self._data.shape))
+    if not expanded or self.requires_grad or isinstance(value, Tensor) and value.requires_grad:
+        return _index_fill_copy(self, dim, index, value)
+    spec, idx = _along(self, dim, index, "index_fill_")
+    if isinstance(value, Tensor) and value._data.ndim:
+        raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but got "
+                           f"tensor with {value._data.ndim} dimension(s).")
+    fill_value_fits(value.item() if isinstance(value, Tensor) else value, self._dtype)
+    warnings.warn("Use of index_fill_ on expanded tensors is deprecated. Please clone() the "
+                  "tensor before performing this operation. This also applies to advanced "
+                  "indexing e.g. tensor[mask] = scalar", UserWarning,
+                  stacklevel=user_stacklevel())
+    v = value if isinstance(value, Tensor) else _tensor(value, dtype=self._dtype)
+    return call_inplace(OPS["index_put"], self, (self, v.to(self._dtype), idx),
+                        {"spec": spec, "accumulate": False})
+
+
+_index_fill_.__name__ = _index_fill_.__qualname__ = "index_fill_"
+attach(index_fill)
+Tensor.index_fill_ = _index_fill_
+attach(put, inplace_name="put_")
 attach(index_copy)
 Tensor.index_copy_ = make_inplace(_index_copy, "index_copy_")
 for _n in ("index_put", "index_put_"):
     _method_fn(_n)
 Tensor.fill_diagonal_ = make_inplace(_fill_diagonal, "fill_diagonal_")
-del _f, _inp, _n
+del _n

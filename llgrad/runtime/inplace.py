@@ -80,8 +80,8 @@ def check_shape_into(t, other):
 _NO_OVERLAP = ("index_put", "index_add", "scatter", "scatter_add", "scatter_reduce")
 _VALUE_READ = ("fill", "masked_fill")
 # PyTorch runs these without its internal-overlap check (only a deprecation warning), so on
-# an expanded tensor they write the elements they address (x.expand(3, 4)[m] = 0; not
-# index_fill_ yet, a composite that writes with copy_)
+# an expanded tensor they write the elements they address (x.expand(3, 4)[m] = 0;
+# index_fill_ writes through index_put there: functions_index_writes.py)
 _UNCHECKED = ("masked_fill", "index_put")
 
 

@@ -193,10 +193,12 @@ def test_matches_torch(table, name):
 @pytest.mark.parametrize("call", [
     lambda L: L.zeros(1).expand(3).index_put_((L.tensor([0]),), L.tensor(1.)),
     lambda L: L.zeros(1).expand(3).masked_fill_(L.tensor([True, False, True]), 1.),
-    pytest.param(lambda L: L.zeros(1).expand(3).index_fill_(0, L.tensor([1]), 1.),
-                 marks=pytest.mark.xfail(strict=True, reason=(
-                     "index_fill_ into an expanded (self-overlapping) tensor, which PyTorch "
-                     "lets through, raises in llgrad (it writes through copy_)"))),
+    lambda L: L.zeros(1).expand(3).index_fill_(0, L.tensor([1]), 1.),
+    # (PyTorch writes the addressed elements, so every alias of them)
+    lambda L: L.zeros(2, 1).expand(2, 3).index_fill_(1, L.tensor([1]), L.tensor(2.)),
+    lambda L: L.zeros(1, 3).expand(2, 3).index_fill_(-1, L.tensor([0, 2]), 3),
+    lambda L: L.zeros(1, 3).expand(2, 3).index_fill_(0, L.tensor([1]), 4.),
+    lambda L: L.zeros(1).expand(3).index_fill_(1, L.tensor([1]), 1.),
 ])
 def test_expanded_index_put_and_masked_fill(call):
     assert _outcome(call, llgrad) == _outcome(call, torch)
