@@ -150,8 +150,7 @@ def _walk(src, roots, dynamic=None, appended=frozenset(), marks=frozenset(), onl
                 src.check(f"{d}.keys() & {src.const(names)} != "
                           f"{src.const(frozenset(k for k, _ in attrs))}")
             else:
-                src.check(f"len({d}) != {len(attrs)} or {d}.keys() != "
-                          f"{src.const(frozenset(k for k, _ in attrs))}")
+                src.check(f"tuple({d}) != {src.const(tuple(vars(v)))}")   # (in order: guards)
             names = _unpack(src, "(" + "".join(f"{d}[{k!r}], " for k, _ in attrs) + ")",
                             len(attrs))
             _types_are(src, names, [a for _, a in attrs])

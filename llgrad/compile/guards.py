@@ -161,6 +161,9 @@ def _walk(roots, tensors, guards, entered=None, dynamic=frozenset(), only=None, 
                 narrowed.add(id(v))
                 items = [(k, x) for k, x in items if k in names]
                 guards.append((f"attributes read of {path}", tuple(k for k, _ in items)))
+            else:   # (the key holds values alone: cfg.scale = 2. -> cfg.factor = 2. differs;
+                # in their order, which a function walked whole may read: vars(cfg))
+                guards.append((f"attributes of {path}", tuple(vars(v))))
             stack.extend((f"{path}_{k}", x) for k, x in reversed(items))
         elif type(v) is np.ndarray and wrappable(v):
             # a NumPy array is an input, as a tensor over its memory (the tracer links
