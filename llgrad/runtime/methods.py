@@ -57,13 +57,32 @@ def _method(op, name, run):
     extra one would reach NumPy's impl as its out=: x.exp(y) would write into y)."""
     most = len(op.args) - 1
 
-    def method(self, *operands):
+    def method(self, *operands, **named):
+        if named:                   # (x.mul(other=y), torch.eq(a, other=b): torch's names)
+            operands = _named_operands(op, name, operands, named)
         if len(operands) > most:
             raise TypeError(f"{name}() takes no arguments ({len(operands)} given)" if not most
                             else f"{name}() takes {most} positional argument"
                             f"{'s' * (most > 1)} but {len(operands)} were given")
         return run(op, (self,) + operands, {})
     return method
+
+
+def _named_operands(op, name, operands, named):
+    """operands with those given by op's argument names after them, as PyTorch's signatures
+    take them; an unknown name, one given twice, or a gap raise its TypeError."""
+    names = op.args[1 + len(operands):]
+    for k in named:
+        if k not in names:
+            why = "got multiple values for argument" if k in op.args else \
+                "got an unexpected keyword argument"
+            raise TypeError(f"{name}() {why} '{k}'")
+    given = list(operands)
+    for k in names[:len(named)]:
+        if k not in named:
+            raise TypeError(f"{name}() missing 1 required positional argument: '{k}'")
+        given.append(named[k])
+    return tuple(given)
 
 
 on_declare(_declared_methods)
