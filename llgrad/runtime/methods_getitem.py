@@ -25,12 +25,13 @@ def _byte_masks(idx):
                  for i in idx)
 
 
-def _is_advanced(i):
+def _is_advanced(i, scalars=False):
     # (a 0-d integer tensor is an integer, but a 0-d uint8 one a mask, as PyTorch reads it;
-    # under vmap a batched 0-d one differs per sample: an index tensor, as PyTorch's vmap)
+    # under vmap a batched 0-d one differs per sample: an index tensor, as PyTorch's vmap;
+    # scalars: every 0-d one an index tensor, which writes the same elements)
     return isinstance(i, (Tensor, list, tuple, range, np.ndarray)) and not (
         isinstance(i, Tensor) and i._data.ndim == 0 and i._dtype._cat == 1 and
-        i._dtype.name != "uint8" and getattr(i, "_phys", None) is None)
+        i._dtype.name != "uint8" and getattr(i, "_phys", None) is None and not scalars)
 
 
 def _index_tensor(i):
@@ -77,7 +78,7 @@ def _is_bool(i):
     return isinstance(i, (bool, np.bool_))
 
 
-def _basic_first(self, idx):
+def _basic_first(self, idx, scalars=False):
     """PyTorch's order for an index with index tensors: integers select and None / bools
     unsqueeze first (views), the tensors then index what is left, so x[0, :, [1, 3]] is
     (3, 2) (NumPy: (2, 3)); a bool (or 0-dim bool tensor) is an index tensor, [0] (True) or
@@ -89,7 +90,7 @@ def _basic_first(self, idx):
             t = t.unsqueeze(d)
             rest.append(slice(None) if i is None else tensor(np.zeros(int(i), np.int64)))
             d += 1
-        elif isinstance(i, slice) or _is_advanced(i):
+        elif isinstance(i, slice) or _is_advanced(i, scalars):
             rest.append(i)
             d += i._data.ndim if isinstance(i, Tensor) and i._dtype._cat == 0 else 1
         else:
@@ -159,9 +160,10 @@ def getitem(self, idx):
     return t if changed else self._op("alias")
 
 
-def _spec(self, idx):
+def _spec(self, idx, scalars=False):
     spec, tensors, d, n = [], [], 0, self._data.ndim
-    items = [_index_tensor(i) if _is_advanced(i) else i for i in _expand_ellipsis(idx, n)]
+    items = [_index_tensor(i) if _is_advanced(i, scalars) else i
+             for i in _expand_ellipsis(idx, n)]
     shape = sliced_shape(self._data.shape, items)   # (a mask's error names the sliced shape)
     for i in items:
         if isinstance(i, Tensor):

@@ -6,6 +6,7 @@ import numpy as np
 from ..ir import OPS
 from ..ir.bfloat16 import round_number
 from ..ir.ops_index import check_broadcast
+from . import trace_state
 from .creation_checks import fill_value_fits
 from .dispatch import call, scalar_type_name
 from .inplace import call_inplace
@@ -44,10 +45,13 @@ def setitem(self, idx, value):
         value = float(np.float16(value)) if self._dtype.name == "float16" else \
             round_number(value) if self._dtype.name == "bfloat16" else \
             fill_value_fits(value, self._dtype)
-    if any(_is_advanced(i) or _is_bool(i) for i in idx):
+    # (traced, a 0-d integer tensor is an index tensor, not a number read and guarded by
+    # value: a greedy matcher's `cost[r, :] = inf` at the argmin's row is then one trace)
+    scalars = trace_state.state.tracer is not None
+    if any(_is_advanced(i, scalars) or _is_bool(i) for i in idx):
         _byte_mask_fill(self, idx, value)
-        t, rest = _slices_first(*_basic_first(self, _byte_masks(idx)))
-        spec, tensors = _spec(t, rest)
+        t, rest = _slices_first(*_basic_first(self, _byte_masks(idx), scalars))
+        spec, tensors = _spec(t, rest, scalars)
         if not isinstance(value, Tensor):
             value = Tensor._from_array(np.asarray(value, dtype=self._data.dtype))
         elif not (len(tensors) == 1 and tensors[0]._dtype._cat == 0 and value._data.size == 1):
