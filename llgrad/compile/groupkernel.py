@@ -59,7 +59,23 @@ def group_kernel(kernel):
             hit = f"{type(e).__name__}: {e}"
         if key is not None:
             _cache[key] = hit
+    if isinstance(hit, GroupKernel) and hit.kernel is not kernel:
+        hit = _rebind(hit, kernel)
     return hit
+
+
+def _rebind(gk, kernel):
+    """gk's group functions for another kernel with the same code (another compiled
+    function's, two models of one class, say): copies of it must run with that kernel's
+    launch, whose outputs are keyed by its own graph's Values (not the first kernel's), and
+    a comparison must read its own plan's results."""
+    from ..codegen import build
+    plan0 = kernel.plan
+    plan = build.plan_graph(plan0.graph, plan0.options)
+    if plan.describe() != gk.plan.describe() or len(plan.groups) != len(gk.calls) or \
+            plan.nslots != gk.plan.nslots or plan.arena_bytes != gk.plan.arena_bytes:
+        return "the plan made again differs from the kernel's"
+    return GroupKernel(kernel, plan, _calls(plan, [c.fn for c in gk.calls]))
 
 
 def _build(kernel):
@@ -89,13 +105,16 @@ def _build(kernel):
             if THREAD_CALL in mod.globals:
                 ensure_pool()
             compiled = jit.compile_module(mod, wrappers, key=key)
+    fns = [Kernel._native_fn(compiled.address(wname)) for wname in wrappers]
+    return GroupKernel(kernel, plan, _calls(plan, fns))
+
+
+def _calls(plan, fns):
+    """A Call for each group of plan, fns[k] the native wrapper of group k."""
     flags = {id(b) for b, _ in plan.flags} if plan.in_place else set()
-    calls = []
-    for grp, wname in zip(plan.groups, wrappers):
-        checks = tuple(b.slot for b in grp.temps if id(b) in flags)
-        calls.append(Call(Kernel._native_fn(compiled.address(wname)), grp, group_label(grp),
-                          checks, group_bytes(plan, grp), group_flops(grp)))
-    return GroupKernel(kernel, plan, calls)
+    return [Call(fn, grp, group_label(grp), tuple(b.slot for b in grp.temps if id(b) in flags),
+                 group_bytes(plan, grp), group_flops(grp))
+            for grp, fn in zip(plan.groups, fns)]
 
 
 def _lock(key):
