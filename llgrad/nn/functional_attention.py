@@ -100,7 +100,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         key = _repeat_heads(key, groups)
         value = _repeat_heads(value, groups)
     L, S = query.size(-2), key.size(-2)
-    scale_factor = 1.0 / math.sqrt(query.size(-1)) if scale is None else scale
+    scale_factor = scale if scale is not None else \
+        1.0 / math.sqrt(query.size(-1)) if query.size(-1) else math.inf  # (C++'s 1/0)
     half = query.dtype.name in ("float16", "bfloat16")
     low = query.dtype
     if half:    # PyTorch's CPU kernels compute half/bfloat16 attention in float32, rounding once

@@ -35,7 +35,7 @@ def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
         raise RuntimeError(f"Expected 2 to 3 dimensions, but got {input.dim()}-dimensional "
                            "tensor for argument #1 'self' (while checking arguments for "
                            "max_pool1d)")
-    if input.dim() not in (2, 3):
+    if input.dim() not in (2, 3) or (not return_indices and 0 in input.shape[-2:]):
         raise RuntimeError("max_pool1d: Expected 2D or 3D (batch mode) tensor with optional 0 "
                            f"dim batch size for input, but got:{list(input.shape)}")
     k = _one(kernel_size, "kernel_size")

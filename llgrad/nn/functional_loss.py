@@ -12,6 +12,7 @@ from ..runtime import grad_mode, trace_state
 from ..runtime.creation import arange
 from ..runtime.dispatch import call
 from ..runtime.dtypes import int64, result_type, scalar_type_name
+from ..runtime.functions import broadcast_shapes as _public_broadcast_shapes
 from ..runtime.shapes import broadcast_shapes
 from ..runtime.autocast_cast import autocast_float32
 
@@ -145,7 +146,8 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
                          f"size ({input.shape}) is deprecated. Please ensure they have the same "
                          "size.")
     if weight is not None:
-        weight = weight.expand(broadcast_shapes(tuple(target.shape), tuple(weight.shape)))
+        # (PyTorch's torch.broadcast_shapes of the Sizes: its words)
+        weight = weight.expand(_public_broadcast_shapes(target.shape, weight.shape))
     if target.dtype != input.dtype:
         raise RuntimeError(f"Found dtype {_NAMES[target.dtype.name]} but expected "
                            f"{_NAMES[input.dtype.name]}")

@@ -74,6 +74,21 @@ def _in_projection(query, key, value, w_q, w_k, w_v, b):
     b_q = b_k = b_v = None
     if b is not None:
         b_q, b_k, b_v = b.chunk(3)
+    # PyTorch's checks (AssertionError, its words): a key of another width than kdim would
+    # otherwise surface as linear's RuntimeError
+    e_q, e_k, e_v = query.size(-1), key.size(-1), value.size(-1)
+    for name, w, want in (("query", w_q, (e_q, e_q)), ("key", w_k, (e_q, e_k)),
+                          ("value", w_v, (e_q, e_v))):
+        if tuple(w.shape) != want:
+            raise AssertionError(f"expecting {name} weights shape of {want}, but got {w.shape}")
+    for name, bias in (("query", b_q), ("key", b_k), ("value", b_v)):
+        if bias is not None and tuple(bias.shape) != (e_q,):
+            raise AssertionError(f"expecting {name} bias shape of {(e_q,)}, but got "
+                                 f"{bias.shape}")
+    return _project(query, key, value, w_q, w_k, w_v, b_q, b_k, b_v)
+
+
+def _project(query, key, value, w_q, w_k, w_v, b_q, b_k, b_v):
     return _linear(query, w_q, b_q), _linear(key, w_k, b_k), _linear(value, w_v, b_v)
 
 
@@ -87,7 +102,8 @@ def _in_projection_packed(q, k, v, w, b):
         kv = _linear(k, w_kv, b_kv).chunk(2, -1)
         return _linear(q, w_q, b_q), kv[0], kv[1]
     w_q, w_k, w_v = w.chunk(3)
-    return _in_projection(q, k, v, w_q, w_k, w_v, b)
+    b_q, b_k, b_v = (None, None, None) if b is None else b.chunk(3)
+    return _project(q, k, v, w_q, w_k, w_v, b_q, b_k, b_v)     # (unchecked, as PyTorch's)
 
 
 def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_heads,

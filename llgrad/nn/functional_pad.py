@@ -31,7 +31,7 @@ def _check_index_pad(input, pad, mode):
     if not k <= nd - 1 <= k + 1:
         raise _unsupported(pad, nd)
     lead = shape[:nd - k]
-    if any(n == 0 for n in lead[1:]) or (len(lead) == 1 and lead[0] == 0):
+    if any(n == 0 for n in shape[1:]) or (len(lead) == 1 and lead[0] == 0):
         raise RuntimeError(f"Expected {k + 1}D or {k + 2}D (batch mode) tensor with possibly 0 "
                            "batch size and other non-zero dimensions for input, but got: "
                            f"{shape}")

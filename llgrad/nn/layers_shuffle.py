@@ -69,6 +69,9 @@ class Bilinear(Module):
     def reset_parameters(self):
         """Re-initialise the parameters as PyTorch does (random values from llgrad's
         generator)."""
+        if self.in1_features <= 0:      # (PyTorch's check: the bound would divide by zero)
+            raise ValueError(f"in1_features must be > 0, but got (in1_features="
+                             f"{self.in1_features})")
         bound = 1 / math.sqrt(self.weight.size(1))
         init.uniform_(self.weight, -bound, bound)
         if self.bias is not None:

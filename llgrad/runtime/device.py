@@ -3,9 +3,12 @@ shape-only tensors on the meta device: meta_tensor.py). Device objects of any ty
 made, compared, printed and pickled (a checkpoint may name 'cuda:0'), but creating a tensor
 on, or moving one to, another device raises a clear error instead of being ignored."""
 
-_KNOWN = ("cpu", "cuda", "mps", "xpu", "meta", "hip", "xla", "ipu", "mtia", "hpu", "vulkan",
-          "privateuseone", "lazy", "ve", "fpga", "maia", "ort", "mkldnn", "opengl", "opencl",
-          "ideep")
+import re
+
+# PyTorch's device types, in the order its error lists them
+_KNOWN = ("cpu", "cuda", "ipu", "xpu", "mkldnn", "opengl", "opencl", "ideep", "hip", "ve",
+          "fpga", "maia", "xla", "lazy", "vulkan", "mps", "meta", "hpu", "mtia", "privateuseone")
+_FORM = re.compile(r"([a-zA-Z_]+)(?::([1-9]\d*|0))?")     # PyTorch's device-string grammar
 
 
 class NoCudaError(RuntimeError, AssertionError):
@@ -29,19 +32,20 @@ class device:
         if not isinstance(type, str):
             raise TypeError("device() received an invalid combination of arguments - got "
                             f"({_typename(type)})")
-        name, sep, idx = type.partition(":")
-        if sep:
+        form = _FORM.fullmatch(type)
+        if form is None:
+            raise RuntimeError(f"Invalid device string: '{type}'")
+        name, idx = form.groups()
+        if idx is not None:
             if index is not None:
                 raise RuntimeError("type (string) must not include an index because index was "
                                    f"passed explicitly: {type}")
-            if not idx.isdigit():
-                raise RuntimeError(f"Invalid device string: '{type}'")
             index = int(idx)
         if name not in _KNOWN:
             raise RuntimeError("Expected one of " + ", ".join(_KNOWN) + " device type at start "
-                               f"of device string: {type}")
+                               f"of device string: {name}")
         if index is not None and (not isinstance(index, int) or index < 0):
-            raise RuntimeError(f"Device index must not be negative: {index}")
+            raise RuntimeError("Device index must not be negative")
         self._type, self._index = name, index
 
     @property

@@ -200,14 +200,15 @@ def broadcast_tensors(*tensors: Tensor) -> tuple[Tensor, ...]:
 def broadcast_shapes(*shapes) -> Size:
     """The shape tensors of the given shapes (or ints, as 1-d shapes) broadcast to, as
     torch.broadcast_shapes."""
-    shapes = [(s,) if isinstance(s, int) else tuple(s) for s in shapes]
+    given = [(s,) if isinstance(s, int) else s for s in shapes]    # (as written: PyTorch's
+    shapes = [tuple(s) for s in given]                              # message shows a Size)
     out = [1] * _builtins.max((len(s) for s in shapes), default=0)
     for k, s in enumerate(shapes):
         for i in _builtins.range(-1, -len(s) - 1, -1):
             if s[i] < 0 or (s[i] != 1 and out[i] not in (1, s[i])):
                 raise RuntimeError(
                     f"Attempting to broadcast a dimension of length {s[i]} at {i}! Mismatching"
-                    f" argument at index {k} had {s}; but expected shape should be "
+                    f" argument at index {k} had {given[k]}; but expected shape should be "
                     f"broadcastable to {out}")
             if out[i] == 1:
                 out[i] = s[i]

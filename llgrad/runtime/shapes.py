@@ -78,13 +78,15 @@ def _size(a, i):
 
 def infer_shape(shape, numel):
     shape = list(shape)
-    if shape.count(-1) > 1:
-        raise RuntimeError("only one dimension can be inferred")
-    known = 1
-    for s in shape:
-        if s != -1:
-            if s < 0:
-                raise RuntimeError(f"invalid shape dimension {s}")
+    known, inferred = 1, False
+    for i, s in enumerate(shape):     # (in order, as PyTorch's: the first bad entry is named)
+        if s == -1:
+            if inferred:
+                raise RuntimeError("only one dimension can be inferred")
+            inferred = True
+        elif s < 0:
+            raise RuntimeError(f"invalid shape dimension {s} at index {i} of shape {shape}")
+        else:
             known *= s
     if -1 in shape:
         if known == 0 and numel == 0:
@@ -106,7 +108,7 @@ def unflatten_shape(sizes, n, dim):
     try:
         return infer_shape(sizes, n)
     except RuntimeError as e:
-        if sizes.count(-1) > 1:
+        if not str(e).startswith("shape '"):       # (infer_shape's own checks: wrapped)
             raise RuntimeError(f"unflatten got an unexpected error:\n{e}") from None
         raise RuntimeError(f"unflatten: Provided sizes {list(sizes)} don't multiply up to the "
                            f"size of dim {dim} ({n}) in the input tensor") from None

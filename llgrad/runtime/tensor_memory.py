@@ -27,7 +27,7 @@ from .functions import export
 from .functions_settings import warn_once
 from .numpy_scalars import python_number
 from .process_sharing import mapping_of, shared_mapping
-from .shapes import unpack_shape
+from .shapes import check_nonnegative, unpack_shape
 from .tensor import Storage, Tensor
 
 
@@ -144,7 +144,7 @@ def _new_dtype(self, dtype, device):
 def _new(fill):
     def f(self, *size, dtype=None, device=None, requires_grad=False, layout=None,
           pin_memory=False):
-        shape = unpack_shape(size) if size else ()
+        shape = check_nonnegative(unpack_shape(size), "new") if size else ()
         t = full_op(shape, fill, _new_dtype(self, dtype, device))
         return t.requires_grad_(requires_grad) if requires_grad else t
     return f
@@ -153,8 +153,8 @@ def _new(fill):
 def _new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False,
               layout=None, pin_memory=False):
     d = _new_dtype(self, dtype, device)
-    return full_op(tuple(size), fill_value_fits(python_number(fill_value), d),
-                   d).requires_grad_(requires_grad)
+    return full_op(check_nonnegative(tuple(size), "new_full"),
+                   fill_value_fits(python_number(fill_value), d), d).requires_grad_(requires_grad)
 
 
 
