@@ -19,6 +19,7 @@ import dis
 import functools
 import inspect
 
+from .class_state import LIBRARIES
 from .self_reads import _FRAME_NAMES, _MISSING, _plain_class, _unwrapped
 
 _REFS = {"global": ("LOAD_GLOBAL", "LOAD_NAME"), "cell": ("LOAD_DEREF", "LOAD_CLASSDEREF")}
@@ -94,8 +95,42 @@ def _descriptor(attr):
 def _calls_unseen(v):
     """Whether v, an instance attribute, is what a call may run with the object reached by
     ways the walks do not follow (a scheduler's wrapper of `opt.step`, holding the optimiser
-    by a weak reference, reads its param_groups): a function, a method, a partial, a class."""
-    return inspect.isroutine(v) or inspect.isclass(v) or isinstance(v, functools.partial)
+    by a weak reference, reads its param_groups): a function, a method, a partial, a class;
+    not a library's own function (miniai's `learn.loss_func = F.cross_entropy`)."""
+    return (inspect.isroutine(v) or inspect.isclass(v) or isinstance(v, functools.partial)) \
+        and not _library_function(v)
+
+
+_PLAIN = (bool, int, float, str, bytes, type(None))
+
+
+def _library_function(v):
+    """Whether v is a function a library defines whose closure holds only plain values and
+    such functions closing over plain values (the op table's wrappers): it cannot reach the
+    user's objects. A closure made at run time over an object (a scheduler's wrapper of
+    `opt.step`) is not one."""
+    def library_s(f):
+        return inspect.isfunction(f) and (f.__module__ or "").split(".")[0] in LIBRARIES
+
+    if not library_s(v):
+        return False
+    inner = []
+    for x in _cells(v):
+        if type(x) not in _PLAIN and not library_s(x):
+            return False
+        inner.extend(() if type(x) in _PLAIN else _cells(x))
+    return all(type(x) in _PLAIN for x in inner)
+
+
+def _cells(f):
+    """The values in function f's closure cells (an empty cell left out)."""
+    out = []
+    for cell in f.__closure__ or ():
+        try:
+            out.append(cell.cell_contents)
+        except ValueError:
+            pass
+    return out
 
 
 def narrowing(uses):
