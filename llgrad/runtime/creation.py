@@ -11,10 +11,10 @@ from . import dtypes, ranges, symbolic_uses, trace_state, traced_ranges
 from .device import check as _check_device, device as _Device
 from .memory_layout import like_layout
 from .dispatch import call, scalar_type_name
-from .creation_checks import (beyond_int64, check_fits as _check_fits, fill_value_fits, int_arange,
-                              int_arg, int_array, int_bounds, leaf_dtype, leaf_type_error,
-                              number_error, randperm_checks, requiring_grad as _requiring_grad,
-                              scalar_default, sequence_error, tensor_scalars)
+from .creation_checks import (beyond_int64, check_fits as _check_fits, fill_number, fill_value_fits,
+                              int_arange, int_arg, int_array, int_bounds, leaf_dtype,
+                              leaf_type_error, number_error, randperm_checks, tensor_scalars,
+                              requiring_grad as _requiring_grad, scalar_default, sequence_error)
 from .random_bounds import random_bounds
 from .shapes import check_nonnegative, creation_size
 from .sym_int import plain
@@ -93,7 +93,7 @@ def tensor(data: object, dtype: dtypes.dtype | None = None, device: str | _Devic
         return copy_of(data, dtype, requires_grad)
     arr = _infer_np(data, None if dtype is None else dtypes.to_dtype(dtype))
     if dtype is not None and not isinstance(data, (np.ndarray, Tensor)):
-        _check_fits(arr, dtypes.to_dtype(dtype))
+        _check_fits(arr, dtypes.to_dtype(dtype), data)
     if arr.dtype.kind in "OUS":     # (an array of these: from_numpy_dtype's TypeError)
         raise number_error(data) if type(data) is not np.ndarray else \
             dtypes.from_numpy_dtype(arr.dtype)
@@ -192,7 +192,7 @@ def full(size: tuple[int, ...] | list[int], fill_value: float | Tensor,
          requires_grad: bool = False) -> Tensor:
     """A tensor filled with fill_value, as torch.full (its dtype fill_value's by default)."""
     _check_device(device)
-    default = scalar_default("full", fill_value) if not isinstance(fill_value, Tensor) else None
+    default = scalar_default("full", fill_number(fill_value))
     d = dtypes.to_dtype(dtype) if dtype is not None else default
     if d is not None:       # (or a compiled function's changing number: symbolic_uses.py)
         fill_value = symbolic_uses.fill_value_fits(fill_value, d)
@@ -218,6 +218,7 @@ def full_like(t: Tensor, fill_value: float, dtype: dtypes.dtype | None = None,
     """A tensor of t's shape (and dtype unless given) filled with fill_value, as
     torch.full_like."""
     _check_device(kw.get("device"))
+    fill_number(fill_value, "full_like")        # (PyTorch's TypeError for some tensors)
     r = like_layout(t, lambda s: full(s, fill_value, dtype=dtype or t._dtype), kw.get("memory_format"))
     return _requiring_grad(r) if requires_grad else r
 

@@ -27,19 +27,37 @@ def int_bounds(name, *bounds):
     return tuple(int(v) for v in bounds)
 
 
-def check_fits(arr, d):
-    """PyTorch's overflow check of Python numbers given an integer dtype (an unsigned one
-    takes an integer down to -max, wrapping it); Python complexes into a real dtype are
-    its TypeError (NumPy would drop the imaginary parts)."""
+def _float_leaves(data, size):
+    """Which of the numbers in nested lists data (in NumPy's order) are floats; all of
+    them when data is not such lists of size numbers."""
+    seen, stack = [], [data]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, (list, tuple)):
+            stack.extend(reversed(x))
+        else:
+            seen.append(isinstance(x, (float, np.floating)))
+    return np.array(seen).reshape(-1) if len(seen) == size else np.ones(size, bool)
+
+
+def check_fits(arr, d, data=None):
+    """PyTorch's overflow check of Python numbers (data, read into arr) given an integer
+    dtype: an unsigned one takes an int down to -max, wrapping it, but no negative float
+    (-0.5 too: the float is checked before it is truncated); Python complexes into a real
+    dtype are its TypeError (NumPy would drop the imaginary parts)."""
     if arr.dtype.kind == "c" and d._cat in (1, 2):
         raise TypeError("must be real number, not complex" if d._cat == 2 else
                         "'complex' object cannot be interpreted as an integer")
     if d._cat != 1 or arr.size == 0 or arr.dtype.kind not in "iuf":
         return
     info = np.iinfo(d.np)
-    lo = (-info.max if arr.dtype.kind in "iu" else -1 + 1e-9) if info.min == 0 else info.min
+    lo, least = info.min, arr.min()
+    if info.min == 0:
+        lo = -info.max if arr.dtype.kind in "iu" else 0
+        if lo == 0 and least < 0:       # (the ints among floats may wrap, if no float is < 0)
+            lo = 0 if (arr.ravel()[_float_leaves(data, arr.size)] < 0).any() else -info.max
     with np.errstate(invalid="ignore"):
-        if not (np.isfinite(arr).all() and arr.min() >= lo and arr.max() <= info.max):
+        if not (np.isfinite(arr).all() and least >= lo and arr.max() <= info.max):
             raise RuntimeError(f"value cannot be converted to type {d.name} without overflow")
 
 
@@ -166,7 +184,7 @@ def int_array(value, floating, float_dtype):
 
 _C_NAMES = {"int64": "int64_t", "int32": "int", "int16": "int16_t", "int8": "int8_t",
             "uint8": "uint8_t", "float32": "float", "float16": "c10::Half",
-            "bfloat16": "c10::BFloat16"}
+            "bfloat16": "c10::BFloat16", "float64": "double"}
 
 
 def scalar_default(what, value):
@@ -176,6 +194,19 @@ def scalar_default(what, value):
         raise TypeError(f"{what}(): argument 'fill_value' (position 2) must be Number, not "
                         f"{type(value).__name__}")
     return dtypes.default_for_scalar(value)
+
+
+def fill_number(value, what="full"):
+    """value, full()'s fill value, or for a tensor a Python number of its kind (which picks
+    the default dtype, as a number would: int64 for an integer tensor, not its own dtype),
+    after PyTorch's TypeError for a tensor it does not read as a number: one of a
+    dimension, or one that requires grad."""
+    if not hasattr(value, "_dtype"):
+        return value
+    if value.ndim or value.requires_grad:
+        raise TypeError(f"{what}(): argument 'fill_value' (position 2) must be Number, not Tensor")
+    return (False, 0, 0.0, 0j)[value._dtype._cat]
+
 
 # the largest finite values of the float dtypes PyTorch checks a fill value against
 _FLOAT_MAX = {n: float(np.finfo(n).max) for n in ("float32", "float16")}
