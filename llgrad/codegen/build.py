@@ -29,25 +29,16 @@ from ..ir.verify import verify
 from . import entry_table
 from .entry_table import emit_table_entry
 from .kernel import TAIL
-from .lowerings import (ops_advindex, ops_copy, ops_elementwise, ops_index,  # noqa: F401
-                        ops_loss, ops_matmul, ops_norm, ops_positional, ops_random,
-                        ops_reduce, ops_select,
-                        ops_strided)      # (their import fills the lowering table)
-from .lowerings import ops_conv, ops_sort, ops_tensor  # noqa: F401,E402
+from .lowerings import (ops_copy, ops_elementwise, ops_index,  # noqa: F401
+                        ops_matmul, ops_norm, ops_random, ops_reduce, ops_select,
+                        ops_strided, ops_tensor)      # (their import fills the lowering table)
 from .lowerings import ops_activations  # noqa: F401  (issue 21: the activations)
-from .lowerings import ops_avgpool, ops_pool2d  # noqa: F401  (max and average pooling)
-from .lowerings import ops_batch_norm_backward  # noqa: F401
-from .lowerings import ops_special  # noqa: F401  (asin ... polygamma; bitwise, gcd)
 from .lowerings import ops_fill_more  # noqa: F401  (random_, exponential_, ..., normal)
-from .lowerings import ops_linalg  # noqa: F401  (linalg_solve_triangular, cholesky)
-from .lowerings import ops_linalg_solve  # noqa: F401  (linalg_solve_ex)
-from .lowerings import ops_linalg_slogdet  # noqa: F401  (linalg_slogdet)
 from .lowerings import host_call  # noqa: F401  (the LAPACK ops: a call back into NumPy)
-from .lowerings import complex_region  # noqa: F401  (complex values: a call back, too)
 from .lowerings.fusion import emit_elementwise
 from .lowerings.loops import FuncGen
 from .lowerings.scalar import DTYPES, I8, I64, ITEMSIZE, OPAQUE, PTR, mem_type
-from .lowerings.table import LOWERINGS, register
+from .lowerings.table import LOWERINGS, defer, register
 from .native.blas import gemm_symbols
 from .schedule import dedupe
 from .schedule.cluster import emit_cluster, merge_loops
@@ -369,6 +360,21 @@ def _pointer(b, bufs, ptrs, buf):
     return p
 
 
-for _name, _op in OPS.items():
-    if _op.kind == "view" and _name not in LOWERINGS:
+def _rarer_lowerings():
+    """The lowering modules of ops most graphs lack, imported on the table's first miss
+    (table.defer: compiling their source took ~0.1 s of a cold process's first build)."""
+    from .lowerings import ops_advindex, ops_loss, ops_positional  # noqa: F401
+    from .lowerings import ops_conv, ops_sort  # noqa: F401
+    from .lowerings import ops_avgpool, ops_pool2d  # noqa: F401  (max and average pooling)
+    from .lowerings import ops_batch_norm_backward  # noqa: F401
+    from .lowerings import ops_special  # noqa: F401  (asin ... polygamma; bitwise, gcd)
+    from .lowerings import ops_linalg  # noqa: F401  (linalg_solve_triangular, cholesky)
+    from .lowerings import ops_linalg_solve  # noqa: F401  (linalg_solve_ex)
+    from .lowerings import ops_linalg_slogdet  # noqa: F401  (linalg_slogdet)
+    from .lowerings import complex_region  # noqa: F401  (complex values: a call back, too)
+
+
+defer(_rarer_lowerings)
+for _name, _op in OPS.items():     # (no deferred module registers a view: registered())
+    if _op.kind == "view" and not LOWERINGS.registered(_name):
         register(_name, "view")

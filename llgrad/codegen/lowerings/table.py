@@ -16,9 +16,84 @@ form (how the op becomes code):
   "view"         no code: the result aliases its base through its type's strides/offset.
   "constant"     a literal array, placed in the module as a global.
 
-check(node) -> None when the node can be lowered, else a reason (str)."""
+check(node) -> None when the node can be lowered, else a reason (str).
 
-LOWERINGS = {}
+Lowerings of rarer ops (convolutions, pooling, linear algebra, sorting, ...) are registered
+by modules imported on the first lookup of an op the table lacks (`defer`): compiling their
+source is ~0.1 s of a cold process's first build, which a graph of matmuls, norms and
+elementwise ops never needs. Every lookup (`get`, `in`, `[]`) and every walk over the whole
+table sees them."""
+import threading
+
+
+class _Table(dict):
+    """The op -> Lowering dict, completed by the deferred loaders before it answers "no"."""
+    __slots__ = ()
+
+    def complete(self):
+        """Run the deferred loaders (once; later calls return at once)."""
+        if _deferred:
+            with _defer_lock:
+                while _deferred:
+                    loader = _deferred.pop(0)
+                    try:
+                        loader()
+                    except BaseException:
+                        _deferred.insert(0, loader)     # (tried again at the next miss)
+                        raise
+
+    def registered(self, op):
+        """Whether op is in the table now (no deferred loading: for registering)."""
+        return dict.__contains__(self, op)
+
+    def get(self, op, default=None):
+        if not dict.__contains__(self, op):
+            self.complete()
+        return dict.get(self, op, default)
+
+    def __contains__(self, op):
+        if not dict.__contains__(self, op):
+            self.complete()
+        return dict.__contains__(self, op)
+
+    def __missing__(self, op):
+        self.complete()
+        if dict.__contains__(self, op):
+            return dict.__getitem__(self, op)
+        raise KeyError(op)
+
+    def __iter__(self):
+        self.complete()
+        return dict.__iter__(self)
+
+    def __len__(self):
+        self.complete()
+        return dict.__len__(self)
+
+    def keys(self):
+        self.complete()
+        return dict.keys(self)
+
+    def values(self):
+        self.complete()
+        return dict.values(self)
+
+    def items(self):
+        self.complete()
+        return dict.items(self)
+
+
+LOWERINGS = _Table()
+_deferred = []          # loaders (no arguments) that register more lowerings, run on a miss
+# (re-entrant: a loader's imports may look an op up; a build on another thread waits for
+# the loaders rather than seeing a half-filled table)
+_defer_lock = threading.RLock()
+
+
+def defer(loader):
+    """Run loader() (which registers lowerings) on the first lookup the table cannot
+    answer, instead of now."""
+    _deferred.append(loader)
 
 
 class Lowering:
@@ -34,7 +109,7 @@ class Lowering:
 
 
 def register(op, form, emit=None, prepare=None, check=None, prologue=(), epilogue=()):
-    if op in LOWERINGS:
+    if LOWERINGS.registered(op):
         raise ValueError(f"lowering for {op!r} registered twice")
     LOWERINGS[op] = Lowering(op, form, emit, prepare, check, prologue, epilogue)
     return LOWERINGS[op]

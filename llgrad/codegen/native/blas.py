@@ -151,8 +151,11 @@ def _shims(found, real, getter, setter):
                            f"{desc};rows={ROW_GRAIN};cols={COL_GRAIN};work={CHUNK_WORK};"
                            f"oversplit={OVERSPLIT};even;serial")
         global shim
+        # (at -O0: a shim's own work per product is a few dozen instructions and a mutex
+        # beside the BLAS call, so optimising buys nothing measurable, and O3 took ~60 ms of
+        # CPU, a tenth of a cold process's first build)
         shim = jit.load_private(key, names) or \
-            jit.compile_private(_shim_module(found), names, key=key, opt=True)
+            jit.compile_private(_shim_module(found), names, key=key)
         return {dt: (shim.address(_SHIM[dt]), shim.address(_SHIM[dt] + ".serial"))
                 for dt in found}
     except Exception:       # noqa: BLE001 (an unusual platform: call OpenBLAS directly)
