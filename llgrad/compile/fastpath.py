@@ -38,9 +38,9 @@ def fast_key(args):
             d = a._data
             g = a._grad
             if a._hooks or (a._acc is not None and a._acc._hooked) or a.__dict__ or \
-                    type(a) is not Tensor:
+                    type(a) is not Tensor or type(a._storage) is not Storage:
                 return None          # (hooks and attributes set on a tensor, a Parameter or
-                # another subclass, whose class is in the key: the full walk)
+                # another subclass, whose class is in the key, a meta tensor: the full walk)
             # (a tensor's dtype object stands for its array's: one per NumPy dtype)
             rg = a._requires_grad or (a._base is not None and a.requires_grad)
             # (whether a is a leaf: a step's backward sets a leaf's .grad, a non-leaf's

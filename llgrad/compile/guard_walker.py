@@ -39,7 +39,7 @@ from .numpy_reads import SMALL
 from .function_reads import class_functions, followed_reads, user_function
 from .guards import (_DICT_VIEWS, _SCALARS, _is_object, _narrowed, _scalar_set,
                      dynamic_input, signature_names, tensor_keys)
-from ..runtime.tensor import Tensor
+from ..runtime.tensor import Storage, Tensor
 from .class_state import bound, class_containers, slotted, user_classes
 from .walker_bytecode import compiled_walker
 from .walker_code import (_Dynamic, _Slot, _Source, _Unsupported, _container, _dynamic,
@@ -293,9 +293,10 @@ def make_walker(fn, args, kwargs, dynamic=frozenset()):
         g, d = src.var("g"), src.var("a")
         src.lines += [f"{d} = {t}._data", f"{g} = {t}._grad",
                       f"if {g} is not None: grads.append({g})",
-                      # (hooks are guarded by the full walk: guards.hooked)
-                      f"if {t}._hooks or ({t}._acc is not None and {t}._acc._hooked): "
-                      "return None"]
+                      # (hooks are guarded by the full walk: guards.hooked; so is a
+                      # meta tensor, whose calls a CPU entry does not serve)
+                      f"if {t}._hooks or ({t}._acc is not None and {t}._acc._hooked) or "
+                      f"type({t}._storage) is not STORAGE: return None"]
         # (flat in the key; requires_grad read as fast_key reads it: the property only
         # for a view)
         parts += [f"{t}._dtype", f"{d}.shape", f"{d}.strides",
@@ -313,7 +314,7 @@ def make_walker(fn, args, kwargs, dynamic=frozenset()):
     key = src.key + parts + ["st.grad_enabled", "st.inference", "DEFAULT[2]"]
     src.lines.append("return (walker_id, " + "".join(k + ", " for k in key) + "), tensors")
     src.env.update(grad_mode=grad_mode, MISSING=_MISSING, HYPER=hypers.walker_input,
-                   DYNAMIC=dynamic_input, ARRAYS=walker_arrays,
+                   DYNAMIC=dynamic_input, ARRAYS=walker_arrays, STORAGE=Storage,
                    DEFAULT=promotion._DEFAULT,     # (the default float dtype: guards.collect)
                    walker_id=object())     # (keys of two walkers never compare equal)
     code = "def walk(args, kwargs):\n" + "".join(f"    {ln}\n" for ln in src.lines)

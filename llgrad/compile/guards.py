@@ -10,6 +10,7 @@ import numpy as np
 from ..ir.promotion import default_float
 from ..tracer.pytree import flatten
 from ..runtime import backward_hooks, grad_mode, hypers
+from ..runtime.meta_tensor import MetaStorage
 from ..runtime.random_state import _Generator, default_generator
 from ..runtime.tensor import Tensor
 from . import captured_reads_narrow, dict_reads, log, method_marks, numpy_reads, self_reads
@@ -273,6 +274,8 @@ def collect(fn, args, kwargs, entered=None, dynamic=frozenset()):
         firsts.setdefault(id(t), path)      # guarded (`isinstance(x, nn.Parameter)` inside)
         guards.append((path, (t._dtype.name, t._data.shape, t.stride(), t.requires_grad,
                               firsts[id(t)], t._grad_fn is None, type(t))))
+        if type(t._storage) is MetaStorage:     # (a meta tensor has no data: its calls are
+            guards.append((f"{path}.device", "meta"))   # not a CPU entry's; a trace breaks)
     tensors = [(p, t) for p, t in tensors if firsts[id(t)] == p]
     grads = []
     for path, t in tensors:     # an existing .grad is state the function may accumulate into

@@ -136,6 +136,8 @@ def retry(cf, exc, snapshot, state_only=False, key=None):
     making its state, where nothing else went wrong): put back what it did and return
     "eager": the caller runs this call eagerly, the numbers staying inputs (the next call
     traces again), and the recompile-limit warning names the change if none is ever kept."""
+    if exc is not None and innocent_raise(cf, exc):
+        return False
     paths = cf._tracing_symbolic
     if not paths or (exc is not None and not isinstance(exc, (Exception, ScalarEscape))):
         return False
@@ -149,12 +151,34 @@ def retry(cf, exc, snapshot, state_only=False, key=None):
     if key is not None and isinstance(exc, TraceError) and not isinstance(exc, ControlFlowError):
         # (a graph break: the trace with values, next, tells whether the numbers made it)
         cf._stand_in_break = (paths, str(exc).split("\n")[0], key, cf.n_traces)
+    if isinstance(exc, Exception) and not isinstance(exc, TraceError):
+        # (the user's own exception: the trace with values, next, tells whether the
+        # numbers made it; innocent_raise)
+        cf._stand_in_raise = (paths, cf._dynamic & paths, cf._static, type(exc), str(exc),
+                              cf.n_traces)
     cf._tracing_symbolic = set()
     snapshot.restore()
     cf._dynamic = cf._dynamic - paths
     cf._static = cf._static | paths
     if sum(map(is_item_site, cf._static)) >= MAX_READ_SITES:
         cf._static = cf._static | {ITEM_READS}      # (every read guarded: retraces bounded)
+    _forget_fast_paths(cf)
+    return True
+
+
+def innocent_raise(cf, exc):
+    """After retry above made the numbers of a trace that raised the user's exception value
+    guards, the call's trace with their values raised the same one: the numbers did not
+    cause it, so they are inputs (or stand-in reads) again, as before, and the exception
+    goes to the caller as eager's (a step raising on the loss.item() it checks on its first
+    call: not a value guard per loss, a trace per call, from then on); else False."""
+    record, cf._stand_in_raise = getattr(cf, "_stand_in_raise", None), None
+    if record is None or record[5] + 1 != cf.n_traces or type(exc) is not record[3] or \
+            str(exc) != record[4]:
+        return False
+    paths, dynamic, static = record[:3]
+    cf._static = static | (cf._static - paths - {ITEM_READS})
+    cf._dynamic = cf._dynamic | dynamic
     _forget_fast_paths(cf)
     return True
 

@@ -55,6 +55,9 @@ def _from_torch_bytes(raw):
 
 
 def _set_state(gen, new_state):
+    # (before reading the state's values: a traced state tensor would otherwise name
+    # .numpy() as the reason for running eagerly)
+    _reseed_in_trace(gen, "set_rng_state()")
     if not isinstance(new_state, Tensor) or new_state.dtype.name != "uint8":
         raise TypeError("expected a torch.ByteTensor-like state (an llgrad uint8 tensor), "
                         f"but got {type(new_state).__name__}")
