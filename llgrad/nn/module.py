@@ -79,6 +79,16 @@ class Module(ModuleConvert, ModuleAccess, ModuleHooks):
         read_past(self)
         return self.__dict__
 
+    def __setstate__(self, state):
+        """object's default (state into __dict__), here so that a subclass's __setstate__
+        can call super().__setstate__ as in PyTorch; stores an older pickle lacks start
+        empty."""
+        self.__dict__.update(state)
+        for name, empty in (("_parameters", OrderedDict), ("_buffers", OrderedDict),
+                            ("_non_persistent", set), ("_modules", OrderedDict)):
+            if name not in self.__dict__:
+                object.__setattr__(self, name, empty())
+
     def __init__(self) -> None:
         object.__setattr__(self, "_parameters", OrderedDict())
         object.__setattr__(self, "_buffers", OrderedDict())
@@ -206,9 +216,9 @@ class Module(ModuleConvert, ModuleAccess, ModuleHooks):
         while stack:
             p, m = stack.pop()
             if remove_duplicate:
-                if id(m) in memo:
+                if m in memo:       # (the modules themselves: a caller's memo seeds it)
                     continue
-                memo.add(id(m))
+                memo.add(m)
             yield p, m
             children = [(f"{p}.{n}" if p else n, c) for n, c in m._modules.items()
                         if c is not None]
@@ -272,8 +282,21 @@ class Module(ModuleConvert, ModuleAccess, ModuleHooks):
         returns self, as torch.nn.Module.train."""
         if not isinstance(mode, bool):
             raise ValueError("training mode is expected to be boolean")
-        for m in self.modules():
+        # A child whose class overrides train (to keep its BatchNorms frozen, say) is called
+        # as PyTorch calls it; the rest of the tree is walked here, without recursion.
+        seen, stack = set(), [self]
+        while stack:
+            m = stack.pop()
+            if m is not self and type(m).train is not Module.train:
+                m.train(mode)
+                continue
             object.__setattr__(m, "training", mode)
+            for c in reversed(list(m.children())):
+                if c in seen:
+                    continue
+                if type(c).train is Module.train:   # (an override: called once per parent)
+                    seen.add(c)
+                stack.append(c)
         return self
 
     def eval(self) -> Module:

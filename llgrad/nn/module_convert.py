@@ -152,19 +152,22 @@ class ModuleConvert:
         """Raises: llgrad runs on the CPU only."""
         raise NoCudaError("llgrad runs on the CPU only; Module.cuda() is not available")
 
+    def _cast_floating(self, dtype):
+        # (unlike to(dtype), the casts by name leave complex tensors as they are)
+        return self._apply(lambda t: t.to(dtype) if t.is_floating_point() else t)
+
     def float(self):
         """Cast floating parameters and buffers to float32, as torch.nn.Module.float."""
-        return self.to(float32)
+        return self._cast_floating(float32)
 
     def double(self):
         """Cast floating parameters and buffers to float64, as torch.nn.Module.double."""
-        return self.to(float64)
+        return self._cast_floating(float64)
 
     def half(self):
         """Cast floating parameters and buffers to float16, as torch.nn.Module.half."""
-        return self.to(float16)
+        return self._cast_floating(float16)
 
     def bfloat16(self):
-        """As torch.nn.Module.bfloat16: raises NotImplementedError (llgrad has no bfloat16
-        tensors), the module left as it was."""
-        return self.to(bfloat16)
+        """Cast floating parameters and buffers to bfloat16, as torch.nn.Module.bfloat16."""
+        return self._cast_floating(bfloat16)

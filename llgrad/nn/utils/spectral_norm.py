@@ -2,6 +2,7 @@
 remove_spectral_norm): the parameter becomes <name>_orig, buffers <name>_u and <name>_v
 hold the power iteration's vectors (updated in place by training-mode calls), and a forward
 pre-hook sets module.<name> = <name>_orig / sigma before each call."""
+from ... import linalg
 from ...runtime.grad_mode import no_grad
 from .. import functional as F
 from ..layers_conv_more import ConvTranspose1d, ConvTranspose2d
@@ -12,6 +13,10 @@ __all__ = ["SpectralNorm", "spectral_norm", "remove_spectral_norm"]
 
 class SpectralNorm:
     """The forward pre-hook of spectral_norm."""
+
+    # Checkpoints record it under _metadata[...]["spectral_norm"]["<name>.version"]; version
+    # 0 ones (saved <name> and no <name>_v) are converted on load, as PyTorch does.
+    _version = 1
 
     def __init__(self, name="weight", n_power_iterations=1, dim=0, eps=1e-12):
         if n_power_iterations <= 0:
@@ -37,6 +42,12 @@ class SpectralNorm:
                 u, v = u.clone(), v.clone()
         sigma = u.dot(weight_mat.mv(v))
         return weight / sigma
+
+    def _solve_v_and_rescale(self, weight_mat, u, target_sigma):
+        # a v with u = normalize(W v) and u.W.v = sigma (pinverse: W^T W may be singular)
+        v = linalg.multi_dot([weight_mat.t().mm(weight_mat).pinverse(), weight_mat.t(),
+                              u.unsqueeze(1)]).squeeze(1)
+        return v.mul_(target_sigma / u.dot(weight_mat.mv(v)))
 
     def remove(self, module):
         with no_grad():
@@ -74,7 +85,53 @@ class SpectralNorm:
         module.register_buffer(fn.name + "_u", u)
         module.register_buffer(fn.name + "_v", v)
         module.register_forward_pre_hook(fn)
+        module._register_state_dict_hook(SpectralNormStateDictHook(fn))
+        module._register_load_state_dict_pre_hook(SpectralNormLoadStateDictPreHook(fn))
         return fn
+
+
+class SpectralNormStateDictHook:
+    """Record the hook's version in the module's state-dict metadata."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, module, state_dict, prefix, local_metadata):
+        versions = local_metadata.setdefault("spectral_norm", {})
+        key = self.fn.name + ".version"
+        if key in versions:
+            raise RuntimeError(f"Unexpected key in metadata['spectral_norm']: {key}")
+        versions[key] = self.fn._version
+
+
+class SpectralNormLoadStateDictPreHook:
+    """Convert a version-0 checkpoint (<name>, <name>_orig, <name>_u) to the current form."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                 unexpected_keys, error_msgs):
+        fn = self.fn
+        version = local_metadata.get("spectral_norm", {}).get(fn.name + ".version", None)
+        if version is not None and version >= 1:
+            return
+        weight_key = prefix + fn.name
+        if (version is None and weight_key not in state_dict
+                and all(weight_key + s in state_dict for s in ("_orig", "_u", "_v"))):
+            return      # a current checkpoint that lost its metadata
+        missing = [weight_key + s for s in ("_orig", "", "_u") if weight_key + s not in state_dict]
+        if missing:
+            if strict:
+                missing_keys.extend(missing)
+            return
+        with no_grad():
+            weight_orig = state_dict[weight_key + "_orig"]
+            weight = state_dict.pop(weight_key)
+            sigma = (weight_orig / weight).mean()
+            weight_mat = fn.reshape_weight_to_matrix(weight_orig)
+            u = state_dict[weight_key + "_u"]
+            state_dict[weight_key + "_v"] = fn._solve_v_and_rescale(weight_mat, u, sigma)
 
 
 def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=None):
@@ -92,5 +149,16 @@ def remove_spectral_norm(module, name="weight"):
         if isinstance(hook, SpectralNorm) and hook.name == name:
             hook.remove(module)
             del hooks[k]
+            _drop_hook(module, "_state_dict_hooks", SpectralNormStateDictHook, name)
+            _drop_hook(module, "_load_state_dict_pre_hooks", SpectralNormLoadStateDictPreHook,
+                       name)
             return module
     raise ValueError(f"spectral_norm of '{name}' not found in {module}")
+
+
+def _drop_hook(module, attr, kind, name):
+    hooks = module.__dict__.get(attr, {})
+    for k, (hook, _) in list(hooks.items()):
+        if isinstance(hook, kind) and hook.fn.name == name:
+            del hooks[k]
+            return
