@@ -15,7 +15,12 @@ guards it without its items (guards._walk), and each compiled call appends what 
 run appended, as attr_writes' slot writes put values: tensors (outputs of the graph),
 numbers of `t.item()` (stand-ins, written as Python numbers) and constants the entry's
 guards determine. A marked list that a run changed otherwise (an item replaced or removed),
-that it appended something else to, or that the code now reads makes the call run eagerly."""
+that it appended something else to, or that the code now reads makes the call run eagerly.
+
+A name passed on as a function's argument (`hook_backward(name, grads)` in a forward hook,
+PyTorch's "Visualizing Gradients" tutorial, whose returned tensor hook appends to it) counts as
+appended to where the function, a global or closure variable of the code, only appends to
+that parameter (_passed_on)."""
 import dis
 import functools
 import inspect
@@ -129,8 +134,74 @@ def only_appended(slots, holder):
     # (an attribute's name is read by attribute loads and strings alone: a local variable of
     # that name, Trainer.fit's `epochs` beside History.epochs, reads no attribute)
     attrs = {n: all(steps and in_object for _, steps, in_object in handles) for n in names}
-    appends = [_uses(code, name, attrs[name]) for code in codes for name in set(names)]
+    funcs = {f.__code__: f for f in slots.funcs if inspect.iscode(getattr(f, "__code__", None))}
+    appends = [_uses(code, name, True) if attrs[name] else _passed_on(funcs.get(code), code, name)
+               for code in codes for name in set(names)]
     return None not in appends and any(appends)
+
+
+def _passed_on(f, code, name):
+    """How many times code (of function f) appends to the variable `name`, counting the
+    appends of the functions it passes it to as an argument (and so on: a worklist), or
+    None where any of them names it otherwise or the function called is not known."""
+    total, todo, seen = 0, [(f, code, name)], set()
+    while todo:
+        f, code, name = todo.pop()
+        if (code, name) in seen:
+            continue
+        seen.add((code, name))
+        found = _uses(code, name, passes=f is not None)
+        if found is None:
+            return None
+        n, passes = found if type(found) is tuple else (found, ())
+        total += n
+        for op, callee_name, i in passes:
+            g = _callee(f, op, callee_name)
+            c = getattr(g, "__code__", None)
+            if not inspect.isfunction(g) or i >= c.co_argcount:
+                return None     # (a builtin, a class, a method or *args: not followed)
+            todo.append((g, c, c.co_varnames[i]))
+    return total
+
+
+def _callee(f, op, name):
+    """The function a LOAD_DEREF / LOAD_GLOBAL of name in f's code gives (None: unknown)."""
+    if op == "LOAD_GLOBAL":
+        return f.__globals__.get(name)
+    cells = dict(zip(f.__code__.co_freevars, f.__closure__ or ()))
+    try:
+        return cells[name].cell_contents if name in cells else None
+    except ValueError:      # (an empty cell)
+        return None
+
+
+_ARG_LOADS = ("LOAD_FAST", "LOAD_DEREF", "LOAD_CONST", "LOAD_GLOBAL")
+
+
+def _one_push(x):
+    return x.opname in _ARG_LOADS and not (x.opname == "LOAD_GLOBAL" and "NULL" in x.argrepr)
+
+
+def _passed_arg(ins, i):
+    """Where ins[i], a load, is the i-th positional argument of a call of a function loaded
+    by a LOAD_DEREF or LOAD_GLOBAL, with every other argument a plain load: (the callee's
+    load op, its name, i); else None."""
+    j = i + 1
+    while j < len(ins) and _one_push(ins[j]):
+        j += 1
+    later = j - i - 1                                       # (the arguments after it)
+    if j < len(ins) and ins[j].opname == "PRECALL":         # (3.11)
+        j += 1
+    if j >= len(ins) or ins[j].opname != "CALL":
+        return None
+    index = ins[j].arg - 1 - later
+    start = i - index - 1
+    if index < 0 or start < 0 or not all(_one_push(ins[m]) for m in range(start + 1, i)):
+        return None
+    callee = ins[start]
+    if callee.opname not in ("LOAD_DEREF", "LOAD_GLOBAL"):
+        return None
+    return callee.opname, callee.argval, index
 
 
 def _names_init(code):
@@ -161,26 +232,32 @@ def _name(slots, root, steps, in_object):
 
 
 @functools.lru_cache(maxsize=1024)
-def _uses(code, name, attribute=False):
+def _uses(code, name, attribute=False, passes=False):
     """How many times code (its nested functions' included) appends to `name`, or None
     where it names it otherwise (a read, a store, the name as a string); attribute: name is
-    an attribute's, which only attribute loads and stores and constants can name."""
-    n, stack = 0, [code]
+    an attribute's, which only attribute loads and stores and constants can name. passes:
+    (that count, the calls code itself passes the variable to: _passed_arg's) instead, a
+    pass no longer None."""
+    n, stack, passed = 0, [code], []
     while stack:
         c = stack.pop()
         ins = list(dis.get_instructions(c))
         for i, x in enumerate(ins):
             named = x.argval == name if type(x.argval) is str else \
                 type(x.argval) is tuple and name in x.argval
-            if not named or x.opname == "LOAD_CLOSURE":    # (its nested function: scanned)
-                continue
+            if not named or x.opname in ("LOAD_CLOSURE", "MAKE_CELL"):
+                continue        # (its nested function: scanned; a cell made for it)
             if attribute and not (x.opname in _ATTRIBUTE_LOADS or "ATTR" in x.opname or
                                   "CONST" in x.opname or x.opname == "KW_NAMES"):
                 continue        # (a local, cell or global variable of that name)
             after = ins[i + 1] if i + 1 < len(ins) else None
             if x.opname == "LOAD_CONST" or not x.opname.startswith("LOAD_") or after is None \
                     or after.opname not in _ATTRIBUTE_LOADS or after.argval not in _GROWERS:
-                return None
+                p = _passed_arg(ins, i) if passes and c is code and not attribute else None
+                if p is None:
+                    return None
+                passed.append(p)
+                continue
             n += 1
         stack.extend(k for k in c.co_consts if inspect.iscode(k))
-    return n
+    return (n, tuple(passed)) if passes else n
