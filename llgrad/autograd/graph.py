@@ -4,12 +4,13 @@ backward nodes and gradient edges."""
 from ..runtime.autograd_api import (GradientEdge, TensorEdge, current_graph_task_id,
                                      queue_callback)
 from ..runtime.node import Node, gradient_edge
-from ..runtime.saved_hooks import (disable_saved_tensors_hooks, save_on_cpu,  # noqa: F401
+from ..runtime.saved_hooks import (allow_mutation_on_saved_tensors,  # noqa: F401
+                                   disable_saved_tensors_hooks, save_on_cpu,
                                    saved_tensors_hooks)
 
 __all__ = ["Node", "GradientEdge", "get_gradient_edge", "increment_version",
            "saved_tensors_hooks", "save_on_cpu", "disable_saved_tensors_hooks",
-           "register_multi_grad_hook"]
+           "register_multi_grad_hook", "allow_mutation_on_saved_tensors"]
 
 
 def get_gradient_edge(tensor):

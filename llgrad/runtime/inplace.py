@@ -4,7 +4,7 @@ the write and version bump, and the rebased history (CopySlices on the base when
 target is a view)."""
 import numpy as np
 
-from . import dispatch, grad_mode, trace_state
+from . import dispatch, grad_mode, saved_hooks, trace_state
 from ..ir import OPS, bfloat16 as bf16_values
 from ..ir.geometry import geometry_overlaps
 from .copy_slices import (VIEW_GRAD_WANTED, CopySlices, creation_error, multi_view_error,
@@ -225,6 +225,8 @@ def call_inplace(op, t, inputs, attrs, _timed=False, _dual=False):
         # t is about to change: save a clone, recorded so that it keeps t's history (the
         # VJP reads it, and create_graph differentiates through it)
         old_self = call(OPS["clone"], (t,), {"memory_format": "preserve"}, _dual=True)
+    saved_inputs = _operands_before_write(t, inputs) if recording and \
+        saved_hooks.shared.mutation_ok else inputs
     base = t._base
     base_edge = gradient_edge(base) if recording and base is not None else None
     self_edge = gradient_edge(t) if recording else None
@@ -248,7 +250,7 @@ def call_inplace(op, t, inputs, attrs, _timed=False, _dual=False):
         tracer.record_inplace(op, t, operands, attrs)
     if not recording:
         return t
-    node = record(op, inputs, attrs, [], self_override=old_self)
+    node = record(op, saved_inputs, attrs, [], self_override=old_self)
     _saved_before_write(node, t)
     if base is None:
         node.next_functions = ((self_edge or (None, 0)),) + node.next_functions[1:]
@@ -291,6 +293,15 @@ def _write_read_only_view(op, t, inputs, out, recording):
     raise RuntimeError(f"{op.name}_: the tensor's memory is read-only (a read-only NumPy "
                        "array or memmap under from_numpy): clone() it, or make the array "
                        "writeable, before writing into it") from None
+
+
+def _operands_before_write(t, inputs):
+    """Under allow_mutation_on_saved_tensors, an operand other than t that shares t's
+    memory (x.mul_(x)) must be saved with its values before the write, as PyTorch packs it
+    before the kernel runs: a clone made now (keeping its history) stands for it."""
+    return [x if i == 0 or not isinstance(x, Tensor) or x._storage is not t._storage else
+            call(OPS["clone"], (x,), {"memory_format": "preserve"}, _dual=True)
+            for i, x in enumerate(inputs)]
 
 
 def _saved_before_write(node, t):

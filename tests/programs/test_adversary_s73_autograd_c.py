@@ -234,8 +234,6 @@ CASES = [
 XFAIL = {"d_hessian_forward_outer": "torch's hessian with a forward-mode outer jacobian "
          "returns tensors that require grad (its inner create_graph=True leaks out); "
          "llgrad's do not (the values agree)"}
-XFAIL["d_allow_mutation"] = ("llgrad has no torch.autograd.graph."
-                             "allow_mutation_on_saved_tensors (AttributeError)")
 NOT_COMPILED = {}
 
 
