@@ -9,6 +9,7 @@ from .runtime import dtypes
 from .runtime.creation import arange
 from .runtime.tensor import Tensor
 from .runtime.autocast_cast import float32_list
+from .runtime.numpy_names import wrap_namespace as _wrap_numpy_names
 
 __all__ = ["fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fft2", "ifft2", "rfft2",
            "irfft2", "fftn", "ifftn", "rfftn", "irfftn", "hfft2", "ihfft2", "hfftn", "ihfftn",
@@ -331,3 +332,7 @@ def istft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tr
 
 Tensor.stft = stft      # (torch.Tensor.stft / istft: the functions with the tensor as input)
 Tensor.istft = istft
+
+
+# (x= / a= / x1= for input=, x2= for other=: PyTorch's NumPy-style names, as llgrad.*'s)
+_wrap_numpy_names(globals(), __all__)

@@ -19,6 +19,7 @@ from .runtime.functions import where
 from .runtime.functions_numeric_more import i0 as _i0, igamma as _igamma, igammac as _igammac
 from .runtime.functions_special import mvlgamma
 from .runtime.node_names import torch_node
+from .runtime.numpy_names import wrap_namespace as _wrap_numpy_names
 from .runtime.tensor import Tensor
 from .special_series import FUNCTIONS as _SERIES
 
@@ -216,3 +217,7 @@ def gammainc(input, other, *, out=None):
 def gammaincc(input, other, *, out=None):
     """As torch.special.gammaincc (torch.igammac): the regularised upper incomplete gamma."""
     return _out(_igammac(_t(input, "gammaincc"), other), out)
+
+
+# (x= / a= / x1= for input=, x2= for other=: PyTorch's NumPy-style names, as llgrad.*'s)
+_wrap_numpy_names(globals(), __all__)

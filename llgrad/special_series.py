@@ -3,6 +3,7 @@ the ops of llgrad/ir/ops_special_bessel.py (PyTorch has no Tensor methods or tor
 for them: only torch.special's). Integer and bool inputs give the default float dtype; the
 two-argument ones take a tensor or a number for either argument, broadcast."""
 from .ir.optable import OPS
+from .runtime.arg_names import bind
 from .runtime.dispatch import call
 from .runtime.out_args import with_out
 from .runtime.tensor import Tensor
@@ -16,6 +17,9 @@ POLYNOMIALS = ("chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_po
                "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
                "shifted_chebyshev_polynomial_w", "hermite_polynomial_h",
                "hermite_polynomial_he", "laguerre_polynomial_l", "legendre_polynomial_p")
+# (PyTorch's schemas name the input of these x, of the rest of BESSEL and SCALED_I self)
+X_NAMED = ("airy_ai", "scaled_modified_bessel_k0", "scaled_modified_bessel_k1",
+           "spherical_bessel_j0")
 _HALF = {"float16": "Half", "bfloat16": "BFloat16"}
 
 
@@ -27,13 +31,20 @@ def _no_half(name, *xs):
 
 
 def _unary(name, op):
-    def fn(input, *, out=None):
+    def run(input):
         if not isinstance(input, Tensor):
             raise TypeError(f"special_{name}(): argument 'input' (position 1) must be Tensor, "
                             f"not {type(input).__name__}")
         if op == "special_bessel":
             _no_half(name, input)
         return call(OPS[op], (input,), {"fn": name})
+
+    if name in X_NAMED:      # (by PyTorch's name: x=, not input=)
+        def fn(*args, out=None, **named):
+            return run(*bind(name, ("x",), args, named))
+    else:
+        def fn(input, *, out=None):
+            return run(input)
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"As torch.special.{name}."
     # (out= as PyTorch's: the cast check, a resize of a wrong shape, and autograd's refusal
@@ -44,7 +55,8 @@ def _unary(name, op):
 def _binary(name, op, first, second, number=None):
     number = number or first
 
-    def fn(input, other, *, out=None):
+    def fn(*args, out=None, **named):       # (first, second: PyTorch's names, x= and n=)
+        input, other = bind(name, (first, second), args, named)
         if not isinstance(input, Tensor) and not isinstance(other, Tensor):
             raise TypeError(f"special_{name}() received an invalid combination of arguments - "
                             f"got ({type(input).__name__}, {type(other).__name__}), but "

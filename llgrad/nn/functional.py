@@ -113,12 +113,12 @@ def _softmax_dim(ndim, name="softmax"):
     return 0 if ndim in (0, 1, 3) else 1
 
 
-def softmax(input, dim=None, dtype=None):
+def softmax(input, dim=None, _stacklevel=3, dtype=None):   # (_stacklevel: unused)
     """As torch.nn.functional.softmax (no dim: PyTorch's implicit choice, with its warning)."""
     return input.softmax(dim if dim is not None else _softmax_dim(input.ndim), dtype)
 
 
-def log_softmax(input, dim=None, dtype=None):
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):   # (_stacklevel: unused)
     """As torch.nn.functional.log_softmax (no dim: PyTorch's implicit choice, with its
     warning)."""
     return input.log_softmax(dim if dim is not None else _softmax_dim(input.ndim, "log_softmax"),

@@ -250,20 +250,20 @@ def check_class_weight(weight, c, prefix=""):
                        f"no classes but got weight tensor of shape: {list(weight.shape)}")
 
 
-def one_hot(tensor, num_classes=-1):
+def one_hot(input, num_classes=-1):
     """As torch.nn.functional.one_hot."""
-    if tensor.dtype != int64:
+    if input.dtype != int64:
         raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
-    a = tensor._data
+    a = input._data
     if num_classes == -1:
         if a.size == 0:
             raise RuntimeError("Can not infer total number of classes from empty tensor.")
-        num_classes = int(tensor.max().item()) + 1        # (a value guard when traced)
+        num_classes = int(input.max().item()) + 1        # (a value guard when traced)
     if a.size:
         if trace_state.reused():
-            a = tensor          # (the checks as tensor ops: value guards of the trace)
+            a = input          # (the checks as tensor ops: value guards of the trace)
         if a.min() < 0:
             raise RuntimeError("Class values must be non-negative.")
         if a.max() >= num_classes:
             raise RuntimeError("Class values must be smaller than num_classes.")
-    return (tensor.unsqueeze(-1) == arange(num_classes, device=tensor.device)).to(int64)
+    return (input.unsqueeze(-1) == arange(num_classes, device=input.device)).to(int64)

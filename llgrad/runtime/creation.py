@@ -201,11 +201,11 @@ def full(size: tuple[int, ...] | list[int], fill_value: float | Tensor,
 
 
 def _like(fn):
-    def f(t, dtype=None, device=None, requires_grad=False, memory_format=None, **kw):
+    def f(input, dtype=None, device=None, requires_grad=False, memory_format=None, **kw):
         _check_device(device)
-        r = like_layout(t, lambda s: fn(s, dtype=dtype or t._dtype), memory_format)
+        r = like_layout(input, lambda s: fn(s, dtype=dtype or input._dtype), memory_format)
         return _requiring_grad(r) if requires_grad else r
-    f.__doc__ = f"A tensor of t's shape, dtype (unless given), layout, as torch.{fn.__name__}_like."
+    f.__doc__ = f"A tensor of input's shape, dtype (unless given), layout, as torch.{fn.__name__}_like."
     f.__name__ = f.__qualname__ = fn.__name__ + "_like"
     return f
 
@@ -213,24 +213,25 @@ def _like(fn):
 zeros_like, ones_like, empty_like = _like(zeros), _like(ones), _like(empty)
 
 
-def full_like(t: Tensor, fill_value: float, dtype: dtypes.dtype | None = None,
+def full_like(input: Tensor, fill_value: float, dtype: dtypes.dtype | None = None,
               requires_grad: bool = False, **kw) -> Tensor:
-    """A tensor of t's shape (and dtype unless given) filled with fill_value, as
+    """A tensor of input's shape (and dtype unless given) filled with fill_value, as
     torch.full_like."""
     _check_device(kw.get("device"))
     fill_number(fill_value, "full_like")        # (PyTorch's TypeError for some tensors)
-    r = like_layout(t, lambda s: full(s, fill_value, dtype=dtype or t._dtype), kw.get("memory_format"))
+    r = like_layout(input, lambda s: full(s, fill_value, dtype=dtype or input._dtype),
+                    kw.get("memory_format"))
     return _requiring_grad(r) if requires_grad else r
 
 
-def arange(start: float, end: float | None = None, step: float = 1,
+def arange(start: float | None = None, end: float | None = None, step: float = 1,
            dtype: dtypes.dtype | None = None, device: str | _Device | None = None,
            requires_grad: bool = False) -> Tensor:
     """Values from start to end (exclusive) by step, as torch.arange (int64 unless a bound
     is a float)."""
     _check_device(device)
-    if end is None:
-        start, end = 0, start
+    if end is None or start is None:    # (arange(5), arange(end=5): PyTorch's arange(end))
+        start, end = 0, (start if end is None else end)
     if (t := traced_ranges.shifted_arange(start, end, step, dtype, requires_grad)) is not None:
         return t        # (a window arange(p, p + n) of a moving int p: traced_ranges.py)
     vals = tuple(v.item() if isinstance(v, Tensor) else plain(v) for v in (start, end, step))
@@ -377,7 +378,7 @@ def randperm(n: int, dtype: dtypes.dtype | None = None, generator: _Generator | 
     return t if dtype is None else t.to(dtypes.to_dtype(dtype))
 
 
-def randn_like(t: Tensor, dtype: dtypes.dtype | None = None, requires_grad: bool = False,
+def randn_like(input: Tensor, dtype: dtypes.dtype | None = None, requires_grad: bool = False,
                **kw) -> Tensor:
     """N(0, 1) samples of t's shape and dtype in t's layout (or memory_format's), as
     torch.randn_like."""
@@ -385,15 +386,15 @@ def randn_like(t: Tensor, dtype: dtypes.dtype | None = None, requires_grad: bool
     # ATen's vectorised fill serves a contiguous result: empty_like's layout, which is
     # row-major for a view that is not dense (a chunk, a column slice, an expand)
     fmt = kw.get("memory_format")
-    fill = like_layout(t, lambda s: empty(s, dtype=t._dtype), fmt).is_contiguous()
-    r = like_layout(t, lambda s: randn(s, dtype=dtype or t._dtype, _fill=fill), fmt)
+    fill = like_layout(input, lambda s: empty(s, dtype=input._dtype), fmt).is_contiguous()
+    r = like_layout(input, lambda s: randn(s, dtype=dtype or input._dtype, _fill=fill), fmt)
     return r.requires_grad_(True) if requires_grad else r
 
 
-def rand_like(t: Tensor, dtype: dtypes.dtype | None = None, requires_grad: bool = False,
+def rand_like(input: Tensor, dtype: dtypes.dtype | None = None, requires_grad: bool = False,
               **kw) -> Tensor:
     """U[0, 1) samples of t's shape and dtype in t's layout (or memory_format's), as
     torch.rand_like."""
     _check_device(kw.get("device"))
-    r = like_layout(t, lambda s: rand(s, dtype=dtype or t._dtype), kw.get("memory_format"))
+    r = like_layout(input, lambda s: rand(s, dtype=dtype or input._dtype), kw.get("memory_format"))
     return r.requires_grad_(True) if requires_grad else r

@@ -180,13 +180,13 @@ def allclose(a: Tensor, b: Tensor, rtol: float = 1e-05, atol: float = 1e-08,
     return bool(np.allclose(a._data, b._data, rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
-def equal(a: Tensor, b: Tensor) -> bool:
+def equal(input: Tensor, other: Tensor) -> bool:
     """Whether a and b have the same shape and elements, as torch.equal."""
-    if a._data.shape != b._data.shape:
+    if input._data.shape != other._data.shape:
         return False
     if trace_state.state.tracer is not None:    # (the answer is a read of values: a guard)
-        return bool((a.detach() == b.detach()).all())
-    return bool(np.array_equal(a._data, b._data))
+        return bool((input.detach() == other.detach()).all())
+    return bool(np.array_equal(input._data, other._data))
 
 
 def broadcast_tensors(*tensors: Tensor) -> tuple[Tensor, ...]:

@@ -42,45 +42,45 @@ def vander(x, *, N=None):
 
 
 @float32_list
-def tensorinv(A, ind=2, *, out=None):
+def tensorinv(input, ind=2, *, out=None):
     """As torch.linalg.tensorinv: the inverse of A read as a prod(shape[:ind]) square matrix,
     shaped shape[ind:] + shape[:ind]."""
     if ind <= 0:
         raise RuntimeError(f"Expected a strictly positive integer for 'ind', but got {ind}")
-    lead, rest = tuple(A.shape[:ind]), tuple(A.shape[ind:])
+    lead, rest = tuple(input.shape[:ind]), tuple(input.shape[ind:])
     p, q = math.prod(lead), math.prod(rest)
     if p != q:
         raise RuntimeError("Expected self to satisfy the requirement prod(self.shape[ind:]) == "
                            "prod(self.shape[:ind]), but got "
                            f"{q} != {p}")
-    return _out(inverse(A.reshape(p, q)).reshape(rest + lead), out)
+    return _out(inverse(input.reshape(p, q)).reshape(rest + lead), out)
 
 
 @float32_list
-def tensorsolve(A, B, dims=None, *, out=None):
+def tensorsolve(input, other, dims=None, *, out=None):
     """As torch.linalg.tensorsolve: X with tensordot(A, X, X.ndim) = B (dims: A's dims moved
     to the end first)."""
     if dims is not None:
-        nd = A.dim()
+        nd = input.dim()
         dims = [d % nd for d in dims]
         order = [d for d in range(nd) if d not in dims] + list(dims)
-        A = A.permute(*order)
-    rest = tuple(A.shape[B.dim():])
-    p, q = B.numel(), math.prod(rest)
+        input = input.permute(*order)
+    rest = tuple(input.shape[other.dim():])
+    p, q = other.numel(), math.prod(rest)
     if p != q:      # (PyTorch compares the counts only: B's shape may be another)
         raise RuntimeError("Expected self to satisfy the requirement prod(self.shape[other.ndim:])"
                            f" == prod(self.shape[:other.ndim]), but got {q} != {p}")
-    return _out(solve(A.reshape(p, q), B.reshape(p)).reshape(rest), out)
+    return _out(solve(input.reshape(p, q), other.reshape(p)).reshape(rest), out)
 
 
 @float32_list
-def householder_product(A, tau, *, out=None):
+def householder_product(input, tau, *, out=None):
     """As torch.linalg.householder_product (torch.orgqr): the first n columns of
     H_1 ... H_k, H_i = I - tau_i v_i v_i^T, v_i the i-th column of A below the diagonal with a 1
     on it (differentiable as its products)."""
     name = "torch.linalg.householder_product"
-    check_matrix(name, A, square=False, arg="input")
-    m, n = A.shape[-2:]
+    check_matrix(name, input, square=False, arg="input")
+    m, n = input.shape[-2:]
     k = tau.shape[-1]
     if m < n:
         raise RuntimeError(f"{name}: input.shape[-2] must be greater than or equal to "
@@ -88,25 +88,25 @@ def householder_product(A, tau, *, out=None):
     if n < k:
         raise RuntimeError(f"{name}: input.shape[-1] must be greater than or equal to "
                            "tau.shape[-1]")
-    if tau.dim() != A.dim() - 1 or tuple(tau.shape[:-1]) != tuple(A.shape[:-2]):
+    if tau.dim() != input.dim() - 1 or tuple(tau.shape[:-1]) != tuple(input.shape[:-2]):
         raise RuntimeError(f"{name}: Expected batch dimensions of tau to be equal to "
                            "input.shape[:-2]")
-    if tau.dtype is not A.dtype:
+    if tau.dtype is not input.dtype:
         raise RuntimeError(f"{name}: tau dtype {tname(tau.dtype)} does not match input dtype "
-                           f"{tname(A.dtype)}")
-    ident = eye(m, dtype=A.dtype)
-    below = eye(m, dtype=A.dtype).cumsum(0) - ident          # strictly below the diagonal
-    q = eye(m, n, dtype=A.dtype).expand(tuple(A.shape[:-2]) + (m, n))
+                           f"{tname(input.dtype)}")
+    ident = eye(m, dtype=input.dtype)
+    below = eye(m, dtype=input.dtype).cumsum(0) - ident          # strictly below the diagonal
+    q = eye(m, n, dtype=input.dtype).expand(tuple(input.shape[:-2]) + (m, n))
     for i in range(k - 1, -1, -1):
-        v = A[..., :, i] * below[:, i] + ident[:, i]          # (..., m)
+        v = input[..., :, i] * below[:, i] + ident[:, i]          # (..., m)
         q = q - (tau[..., i, None] * v).unsqueeze(-1) * v.unsqueeze(-2).matmul(q)
     return _out(q, out)
 
 
 @float32_list
-def orgqr(input, tau):
+def orgqr(input, input2):
     """As torch.orgqr: linalg.householder_product."""
-    return householder_product(input, tau)
+    return householder_product(input, input2)
 
 
 export(orgqr)

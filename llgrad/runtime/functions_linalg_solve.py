@@ -103,18 +103,18 @@ def solve(A, B, *, left=True, out=None):
     return _out(x, out)
 
 
-def solve_triangular(A, B, *, upper, left=True, unitriangular=False, out=None):
+def solve_triangular(input, B, *, upper, left=True, unitriangular=False, out=None):
     """As torch.linalg.solve_triangular: X with AX = B (left) or XA = B for triangular A (the
     other triangle is not read); a zero on the diagonal gives inf/nan, as LAPACK."""
     name = "linalg.solve_triangular"
-    check_matrix(name, A)
+    check_matrix(name, input)
     check_matrix(name, B, square=False, arg="B")
-    same_dtype(name, A, B)
-    n, (bm, bn) = A._data.shape[-1], B._data.shape[-2:]
+    same_dtype(name, input, B)
+    n, (bm, bn) = input._data.shape[-1], B._data.shape[-2:]
     if (bm if left else bn) != n:
         raise RuntimeError(f"{name}: Incompatible shapes of A and B for the equation "
                            f"{'AX = B' if left else 'XA = B'} ({n}x{n} and {bm}x{bn})")
-    r = call(OPS["linalg_solve_triangular"], (A, B), {"upper": bool(upper), "left": bool(left),
+    r = call(OPS["linalg_solve_triangular"], (input, B), {"upper": bool(upper), "left": bool(left),
                                                       "unitriangular": bool(unitriangular)})
     return _out(r, out)
 
@@ -161,23 +161,23 @@ def _raise_not_pd(info, A, name):
 
 
 @float32_list
-def cholesky_ex(A, *, upper=False, check_errors=False, out=None):
+def cholesky_ex(input, *, upper=False, check_errors=False, out=None):
     """As torch.linalg.cholesky_ex: (L, info), info the order of the first leading minor that
     is not positive-definite."""
-    check_matrix("linalg.cholesky_ex", A)
-    r, info = call(OPS["linalg_cholesky_ex"], (A,), {"upper": bool(upper)})
+    check_matrix("linalg.cholesky_ex", input)
+    r, info = call(OPS["linalg_cholesky_ex"], (input,), {"upper": bool(upper)})
     if check_errors:
-        _raise_not_pd(info, A, "linalg.cholesky_ex")
+        _raise_not_pd(info, input, "linalg.cholesky_ex")
     return _out(_CHOLESKY_EX(r, info), out)
 
 
 @float32_list
-def linalg_cholesky(A, *, upper=False, out=None):
+def linalg_cholesky(input, *, upper=False, out=None):
     """As torch.linalg.cholesky: L lower triangular with A = L L^T (upper: U with A = U^T U);
     only the lower triangle of A is read; not positive-definite raises LinAlgError."""
-    check_matrix("linalg.cholesky", A)
-    r, info = call(OPS["linalg_cholesky_ex"], (A,), {"upper": bool(upper)})
-    _raise_not_pd(info, A, "linalg.cholesky")
+    check_matrix("linalg.cholesky", input)
+    r, info = call(OPS["linalg_cholesky_ex"], (input,), {"upper": bool(upper)})
+    _raise_not_pd(info, input, "linalg.cholesky")
     return _out(r, out)
 
 
@@ -188,27 +188,27 @@ def cholesky(input, upper=False, *, out=None):
 
 
 @float32_list
-def cholesky_solve(B, L, upper=False, *, out=None):
+def cholesky_solve(input, input2, upper=False, *, out=None):
     """As torch.cholesky_solve: X with (L L^T) X = B given the Cholesky factor L (upper: U^T U)."""
-    check_matrix("linalg.cholesky_solve", L)
-    check_matrix("linalg.cholesky_solve", B, square=False, arg="B")
-    if B._dtype is not L._dtype:
+    check_matrix("linalg.cholesky_solve", input2)
+    check_matrix("linalg.cholesky_solve", input, square=False, arg="B")
+    if input._dtype is not input2._dtype:
         raise RuntimeError(f"Expected b and A to have the same dtype, but found b of type "
-                           f"{tname(B._dtype)} and A of type {tname(L._dtype)} instead.")
-    n, (bm, bn) = L._data.shape[-1], B._data.shape[-2:]
+                           f"{tname(input._dtype)} and A of type {tname(input2._dtype)} instead.")
+    n, (bm, bn) = input2._data.shape[-1], input._data.shape[-2:]
     if bm != n:
         raise RuntimeError(f"Incompatible matrix sizes for cholesky_solve: each A matrix is {n} "
                            f"by {n} but each b matrix is {bm} by {bn}")
-    broadcast_shapes(tuple(B._data.shape[:-2]), tuple(L._data.shape[:-2]))
+    broadcast_shapes(tuple(input._data.shape[:-2]), tuple(input2._data.shape[:-2]))
     # (one op: its gradient for L is PyTorch's full matrix, not the triangle's)
-    return _out(call(OPS["cholesky_solve"], (B, L), {"upper": bool(upper)}), out)
+    return _out(call(OPS["cholesky_solve"], (input, input2), {"upper": bool(upper)}), out)
 
 
 @float32_list
-def cholesky_inverse(L, upper=False, *, out=None):
+def cholesky_inverse(input, upper=False, *, out=None):
     """As torch.cholesky_inverse: (L L^T)^-1 from the Cholesky factor L (upper: U^T U)."""
-    check_matrix("cholesky_inverse", L)
-    return _out(cholesky_solve(_eye(L, L.shape[-1], L.shape[-1]).expand(L.shape), L, upper), out)
+    check_matrix("cholesky_inverse", input)
+    return _out(cholesky_solve(_eye(input, input.shape[-1], input.shape[-1]).expand(input.shape), input, upper), out)
 
 
 # ---- LU ----------------------------------------------------------------------------------------------
@@ -307,9 +307,9 @@ def _inverse_perm(perm):
 
 
 @float32_list
-def lu_solve(b, LU_data, LU_pivots, *, out=None):
+def lu_solve(input, LU_data, LU_pivots, *, out=None):
     """As torch.lu_solve (deprecated in PyTorch): linalg.lu_solve(LU, pivots, b)."""
-    return linalg_lu_solve(LU_data, LU_pivots, b, out=out)
+    return linalg_lu_solve(LU_data, LU_pivots, input, out=out)
 
 
 _LEGACY_LU = named_result("lu", ["LU", "pivots"])
@@ -323,11 +323,11 @@ def legacy_lu(A, pivot=True, get_infos=False, out=None):
 
 # ---- matrix exponential --------------------------------------------------------------------------
 
-def matrix_exp(A):
+def matrix_exp(input):
     """As torch.linalg.matrix_exp (torch.matrix_exp, Tensor.matrix_exp): exp(A) by scaling
     and squaring with a Pade 13 approximant."""
-    check_matrix("linalg.matrix_exp", A)
-    return call(OPS["linalg_matrix_exp"], (A,), {})
+    check_matrix("linalg.matrix_exp", input)
+    return call(OPS["linalg_matrix_exp"], (input,), {})
 
 
 export(cholesky_solve)

@@ -97,16 +97,16 @@ def _eigh(A, UPLO, compute_v, name):
 
 
 @float32_list
-def eigh(A, UPLO="L", *, out=None):
+def eigh(input, UPLO="L", *, out=None):
     """As torch.linalg.eigh: (eigenvalues ascending, eigenvectors) of a symmetric matrix (only
     the UPLO triangle is read)."""
-    return _out(_EIGH(*_eigh(A, UPLO, True, "linalg.eigh")), out)
+    return _out(_EIGH(*_eigh(input, UPLO, True, "linalg.eigh")), out)
 
 
 @float32_list
-def eigvalsh(A, UPLO="L", *, out=None):
+def eigvalsh(input, UPLO="L", *, out=None):
     """As torch.linalg.eigvalsh: the eigenvalues of a symmetric matrix, ascending."""
-    return _out(_eigh(A, UPLO, False, "linalg.eigvalsh")[0], out)
+    return _out(_eigh(input, UPLO, False, "linalg.eigvalsh")[0], out)
 
 
 def _eig(A, name):
@@ -121,19 +121,19 @@ def _eig(A, name):
 
 
 @float32_list
-def eig(A, *, out=None):
+def eig(input, *, out=None):
     """As torch.linalg.eig: (eigenvalues, eigenvectors) of a square matrix, complex (of a
     real A too), in LAPACK's order, each eigenvector of unit norm with its largest component
     real; its gradient is PyTorch's, and a loss that depends on the eigenvectors' phases
     (which are arbitrary) is refused in backward."""
-    return _out(_EIG(*_eig(A, "linalg.eig")), out)
+    return _out(_EIG(*_eig(input, "linalg.eig")), out)
 
 
 @float32_list
-def eigvals(A, *, out=None):
+def eigvals(input, *, out=None):
     """As torch.linalg.eigvals: the eigenvalues of a square matrix, complex, in eig's order
     (its node is linalg.eig's, as in PyTorch)."""
-    return _out(_eig(A, "linalg.eigvals")[0], out)
+    return _out(_eig(input, "linalg.eigvals")[0], out)
 
 
 # ---- PyTorch's compositions ------------------------------------------------------------------------
@@ -155,35 +155,35 @@ def _tolerances(A, atol, rtol, s_max, name):
 
 
 @float32_list
-def pinv(A, rcond=None, hermitian=False, *, atol=None, rtol=None, out=None):
+def pinv(input, rcond=None, hermitian=False, *, atol=None, rtol=None, out=None):
     """As torch.linalg.pinv: the pseudo-inverse, from the SVD (hermitian: from eigh), the
     singular values at most max(atol, rtol * largest) dropped (rcond: rtol, as PyTorch's old
     signature)."""
-    if isinstance(A, Tensor) and not A._data.size:
+    if isinstance(input, Tensor) and not input._data.size:
         hermitian = False           # (PyTorch's empty A: from the SVD, any shape)
-    check_matrix("linalg.pinv", A, square=hermitian)
+    check_matrix("linalg.pinv", input, square=hermitian)
     if rcond is not None:
         rtol = rcond
     if hermitian:
-        lam, q = _eigh(A, "L", True, "linalg.pinv")
+        lam, q = _eigh(input, "L", True, "linalg.pinv")
         s_abs = lam.abs()
-        tol = _tolerances(A, atol, rtol, s_abs.amax(-1, keepdim=True), "linalg.pinv")
+        tol = _tolerances(input, atol, rtol, s_abs.amax(-1, keepdim=True), "linalg.pinv")
         inv = where(s_abs > tol, lam.reciprocal(), 0.0)
         p = (q * inv.unsqueeze(-2)).matmul(q.mT)
         # (a dual tensor of forward AD too: its tangent need not be symmetric)
-        full = A.requires_grad and grad_enabled() or \
-            dispatch.forward_ad is not None and dispatch.forward_ad.get(A) is not None
-        return _out(_pinv_derivative(A, p) if full else p, out)
-    u, s, vh = _svd(A, False, True, "linalg.pinv")
+        full = input.requires_grad and grad_enabled() or \
+            dispatch.forward_ad is not None and dispatch.forward_ad.get(input) is not None
+        return _out(_pinv_derivative(input, p) if full else p, out)
+    u, s, vh = _svd(input, False, True, "linalg.pinv")
     s_max = s[..., :1] if s.shape[-1] else s.new_zeros(tuple(s.shape[:-1]) + (1,))
-    tol = _tolerances(A, atol, rtol, s_max, "linalg.pinv")
+    tol = _tolerances(input, atol, rtol, s_max, "linalg.pinv")
     inv = where(s > tol, s.reciprocal(), 0.0)
     p = (vh.mT * inv.unsqueeze(-2)).matmul(u.mT)
     # (the SVD's derivative is not p's where singular values repeat, nan at second order:
     # PyTorch's pinv_backward, whose first pass needs no derivative of p)
-    full = A.requires_grad and grad_enabled() or \
-        dispatch.forward_ad is not None and dispatch.forward_ad.get(A) is not None
-    return _out(_pinv_derivative(A, p.detach()) if full else p, out)
+    full = input.requires_grad and grad_enabled() or \
+        dispatch.forward_ad is not None and dispatch.forward_ad.get(input) is not None
+    return _out(_pinv_derivative(input, p.detach()) if full else p, out)
 
 
 def _pinv_derivative(A, p):
@@ -211,39 +211,39 @@ def pinverse(input, rcond=1e-15):
 
 
 @float32_list
-def matrix_rank(A, tol=None, hermitian=False, *, atol=None, rtol=None, out=None):
+def matrix_rank(input, tol=None, hermitian=False, *, atol=None, rtol=None, out=None):
     """As torch.linalg.matrix_rank: how many singular values exceed max(atol, rtol * largest)
     (int64; tol: atol, as PyTorch's old signature)."""
-    check_matrix("linalg.matrix_rank", A, square=hermitian)
+    check_matrix("linalg.matrix_rank", input, square=hermitian)
     if tol is not None:
         atol, rtol = tol, 0.0 if rtol is None else rtol
-    with_grad = A.detach()
+    with_grad = input.detach()
     s = (_eigh(with_grad, "L", False, "linalg.matrix_rank")[0].abs() if hermitian
          else _svd(with_grad, False, False, "linalg.matrix_rank")[1])
     s_max = s.amax(-1, keepdim=True) if s.shape[-1] else s.new_zeros(tuple(s.shape[:-1]) + (1,))
-    tol_ = _tolerances(A, atol, rtol, s_max, "linalg.matrix_rank")
+    tol_ = _tolerances(input, atol, rtol, s_max, "linalg.matrix_rank")
     return _out((s > tol_).sum(-1), out)
 
 
 @float32_list
-def cond(A, p=None, *, out=None):
+def cond(input, p=None, *, out=None):
     """As torch.linalg.cond: p None / 2 / -2 from the singular values; 'fro', 'nuc', inf, -inf,
     1, -1 as norm(A, p) * norm(A^-1, p) (inf for a singular matrix, as PyTorch)."""
     name = "linalg.cond"
     if p in (None, 2, -2):
-        check_matrix(name, A, square=False)
-        if A.numel() == 0:                          # as PyTorch: zeros of the batch shape
-            return _out(A.new_zeros(A.shape[:-2]), out)
-        s = svdvals(A)
+        check_matrix(name, input, square=False)
+        if input.numel() == 0:                          # as PyTorch: zeros of the batch shape
+            return _out(input.new_zeros(input.shape[:-2]), out)
+        s = svdvals(input)
         r = s[..., 0] / s[..., -1] if p != -2 else s[..., -1] / s[..., 0]
         return _out(r, out)
     if p not in ("fro", "nuc", float("inf"), float("-inf"), 1, -1):
         raise RuntimeError(f"linalg.cond got an invalid norm type: {p}")
-    check_matrix(name, A)
-    if A.numel() == 0:
-        return _out(A.new_zeros(A.shape[:-2]), out)
-    inv, info = inv_ex(A)
-    r = matrix_norm(A, p) * matrix_norm(inv, p)
+    check_matrix(name, input)
+    if input.numel() == 0:
+        return _out(input.new_zeros(input.shape[:-2]), out)
+    inv, info = inv_ex(input)
+    r = matrix_norm(input, p) * matrix_norm(inv, p)
     return _out(where(info > 0, float("inf"), r), out)
 
 
@@ -251,35 +251,35 @@ _DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
 
 
 @float32_list
-def lstsq(A, B, rcond=None, *, driver=None):
+def lstsq(input, b, rcond=None, *, driver=None):
     """As torch.linalg.lstsq: the least-squares (minimum norm) solution of AX = B with
     PyTorch's CPU outputs per driver: residuals (the squared residual norms, when m > n, A has
     full rank and the driver is not gelsy), rank (not gels), singular_values (gelsd, gelss).
     The solution is pinv(A) B (rcond: the relative tolerance, default eps * max(m, n))."""
     name = "torch.linalg.lstsq"
-    check_matrix(name, A, square=False)
-    if not isinstance(B, Tensor):
+    check_matrix(name, input, square=False)
+    if not isinstance(b, Tensor):
         raise TypeError(f"lstsq(): argument 'B' (position 2) must be Tensor, not "
-                        f"{type(B).__name__}")
-    same_dtype(name, A, B)
+                        f"{type(b).__name__}")
+    same_dtype(name, input, b)
     driver = "gelsy" if driver is None else driver
     if driver not in _DRIVERS:
         raise RuntimeError(f"{name}: parameter `driver` should be one of (gels, gelsy, gelsd, "
                            "gelss)")
-    vector = B.dim() == A.dim() - 1
-    b = B.unsqueeze(-1) if vector else B
-    m, n = A.shape[-2:]
+    vector = b.dim() == input.dim() - 1
+    b = b.unsqueeze(-1) if vector else b
+    m, n = input.shape[-2:]
     if b.dim() < 2 or b.shape[-2] != m:
         raise RuntimeError(f"{name}: input.size(-2) should match other.size(-2)")
-    x = pinv(A, rtol=rcond).matmul(b)
+    x = pinv(input, rtol=rcond).matmul(b)
     empty = x.reshape(-1)[:0]           # (PyTorch's empty outputs are in the graph too)
-    u, s, vh = _svd(A.detach(), False, False, name)
+    u, s, vh = _svd(input.detach(), False, False, name)
     s_max = s[..., :1] if s.shape[-1] else s.new_zeros(tuple(s.shape[:-1]) + (1,))
-    eps = float(np.finfo(np.float32 if A.dtype.name == "float32" else np.float64).eps)
+    eps = float(np.finfo(np.float32 if input.dtype.name == "float32" else np.float64).eps)
     rank = (s > s_max * (eps * max(m, n) if rcond is None else rcond)).sum(-1)
     residuals = empty
     if driver != "gelsy" and m > n and bool((rank == n).all()):
-        residuals = (A.matmul(x) - b).pow(2).sum(-2)
+        residuals = (input.matmul(x) - b).pow(2).sum(-2)
     return _LSTSQ(x.squeeze(-1) if vector else x, residuals,
                   rank if driver != "gels" else rank.new_zeros((0,)),
                   s if driver in ("gelsd", "gelss") else empty)

@@ -87,9 +87,9 @@ def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=False,
     return _tensor(s, dtype=d, requires_grad=requires_grad)
 
 
-def result_type(tensor1, tensor2):
+def result_type(tensor, other):
     """As torch.result_type: the dtype PyTorch's promotion gives the two operands."""
-    return dtypes.result_type(tensor1, tensor2)
+    return dtypes.result_type(tensor, other)
 
 
 def can_cast(from_, to):

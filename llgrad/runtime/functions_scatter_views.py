@@ -175,12 +175,12 @@ def _index_reduce_args(self, dim, index, source, reduce, fn, include_self):
 
 
 @per_sample
-def index_reduce(self, dim, index, source, reduce, *, include_self=True):
+def index_reduce(input, dim, index, source, reduce, *, include_self=True):
     """As torch.index_reduce: self with the slices of source along dim reduced (prod, mean,
     amax, amin) into the slices at index, self's own values taking part when include_self."""
-    d, idx = _index_reduce_args(self, dim, index, source, reduce, "index_reduce_",
+    d, idx = _index_reduce_args(input, dim, index, source, reduce, "index_reduce_",
                                 include_self)
-    out = self.scatter_reduce(d, idx, source.reshape(tuple(idx._data.shape)), reduce,
+    out = input.scatter_reduce(d, idx, source.reshape(tuple(idx._data.shape)), reduce,
                               include_self=include_self)
     return rename(out, "IndexReduceBackward0")
 

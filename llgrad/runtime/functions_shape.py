@@ -116,9 +116,22 @@ def concatenate(tensors, axis=0, *, dim=None):
 
 # ---- splitting ----------------------------------------------------------------------------------
 
-def tensor_split(input, indices_or_sections, dim=0):
+def _overload(name, given, named, names):
+    """The one of PyTorch's overloads' names for the same argument (tensor_split(x,
+    sections=2), x.hsplit(indices=[1])): given by position or by one of names."""
+    bad = [k for k in named if k not in names]
+    if bad or len(named) + (given is not None) != 1:
+        why = f"got an unexpected keyword argument '{bad[0]}'" if bad else \
+            f"takes one of {', '.join(names)}"
+        raise TypeError(f"{name}() {why}")
+    return given if given is not None else next(iter(named.values()))
+
+
+def tensor_split(input, indices_or_sections=None, dim=0, **named):
     """As torch.tensor_split: views of input split into n nearly equal sections (an int) or
     at the given indices (a sequence, or a tensor of them) along dim."""
+    indices_or_sections = _overload("tensor_split", indices_or_sections, named,
+                                    ("sections", "indices", "tensor_indices_or_sections"))
     nd = input._data.ndim
     if nd == 0:
         raise RuntimeError("tensor_split expected at least a 1-dimensional tensor, but got a "
@@ -147,7 +160,8 @@ def tensor_split(input, indices_or_sections, dim=0):
     return tuple(input.narrow(d, a, b - a) for a, b in pairs)
 
 
-def _split_along(input, ios, name, min_nd, dim):
+def _split_along(input, ios, name, min_nd, dim, named):
+    ios = _overload(name, ios, named, ("sections", "indices"))
     nd = input._data.ndim
     if nd < min_nd:
         raise RuntimeError(f"torch.{name} requires a tensor with at least {min_nd} dimension, "
@@ -159,21 +173,21 @@ def _split_along(input, ios, name, min_nd, dim):
     return tensor_split(input, ios, dim)
 
 
-def hsplit(input, indices_or_sections):
+def hsplit(input, indices_or_sections=None, **named):
     """As torch.hsplit: tensor_split along dim 1 (dim 0 of a 1-D tensor); sections must
     divide the dim."""
     return _split_along(input, indices_or_sections, "hsplit", 1,
-                        1 if input._data.ndim > 1 else 0)
+                        1 if input._data.ndim > 1 else 0, named)
 
 
-def vsplit(input, indices_or_sections):
+def vsplit(input, indices_or_sections=None, **named):
     """As torch.vsplit: tensor_split along dim 0 of a tensor of at least 2 dims."""
-    return _split_along(input, indices_or_sections, "vsplit", 2, 0)
+    return _split_along(input, indices_or_sections, "vsplit", 2, 0, named)
 
 
-def dsplit(input, indices_or_sections):
+def dsplit(input, indices_or_sections=None, **named):
     """As torch.dsplit: tensor_split along dim 2 of a tensor of at least 3 dims."""
-    return _split_along(input, indices_or_sections, "dsplit", 3, 2)
+    return _split_along(input, indices_or_sections, "dsplit", 3, 2, named)
 
 
 def split_with_sizes(input, split_sizes, dim=0):

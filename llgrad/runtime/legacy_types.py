@@ -115,10 +115,10 @@ def set_default_tensor_type(t):
     dtypes.set_default_dtype(t.dtype)
 
 
-def get_device(t):
+def get_device(input):
     """-1: the device index of a CPU tensor, as torch.get_device."""
-    if not isinstance(t, Tensor):
-        raise TypeError(f"get_device(): argument 'input' must be Tensor, not {type(t).__name__}")
+    if not isinstance(input, Tensor):
+        raise TypeError(f"get_device(): argument 'input' must be Tensor, not {type(input).__name__}")
     return -1
 
 

@@ -28,43 +28,43 @@ def _dims(x, dim):
     return dims if nd else None
 
 
-def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
+def vector_norm(input, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
     """The ord-norm of x over dim (all elements by default), as torch.linalg.vector_norm."""
     if not isinstance(ord, (numbers.Number, Tensor)):
         raise TypeError("linalg_vector_norm(): argument 'ord' must be Number, not "
                         f"{type(ord).__name__}")
-    if x._dtype.is_complex:     # (a complex norm is its magnitudes': |z| has a gradient)
-        return vector_norm(x.abs(), ord, dim, keepdim, dtype=dtype, out=out)
-    if not x._dtype.is_floating_point:
+    if input._dtype.is_complex:     # (a complex norm is its magnitudes': |z| has a gradient)
+        return vector_norm(input.abs(), ord, dim, keepdim, dtype=dtype, out=out)
+    if not input._dtype.is_floating_point:
         raise RuntimeError("linalg.vector_norm: Expected a floating point or complex tensor as "
-                           f"input. Got {tname(x._dtype)}")
+                           f"input. Got {tname(input._dtype)}")
     if dtype is not None:
         d = dtypes.to_dtype(dtype)
-        if d.itemsize < x._dtype.itemsize or not d.is_floating_point:
-            raise RuntimeError(f"linalg.vector_norm: the dtype of the input ({tname(x._dtype)}) "
+        if d.itemsize < input._dtype.itemsize or not d.is_floating_point:
+            raise RuntimeError(f"linalg.vector_norm: the dtype of the input ({tname(input._dtype)}) "
                                f"should be convertible without narrowing to the specified dtype "
                                f"({tname(d)})")
-        x = x.to(d)
-    dims = _dims(x, dim)
+        input = input.to(d)
+    dims = _dims(input, dim)
     ord = float(ord)
-    if (math.isinf(ord) or ord < 0) and x._data.size == 0:     # (max, min: no identity)
+    if (math.isinf(ord) or ord < 0) and input._data.size == 0:     # (max, min: no identity)
         name = f"{ord:g}"
         if dims is None:
             raise RuntimeError(f"linalg.vector_norm cannot compute the {name} norm on an empty "
                                "tensor because the operation does not have an identity")
         for d in [dim] if isinstance(dim, int) else dim:    # (as given; PyTorch's words)
-            if x._data.shape[d] == 0:
+            if input._data.shape[d] == 0:
                 raise RuntimeError(f"linalg.vector_norm cannot compute the {name} norm on the "
                                    f"dimension {d}because this dimension is empty and the "
                                    "operation does not have an identity")
-    return call(OPS["linalg_vector_norm"], (x,), {"ord": ord, "dim": dims,
+    return call(OPS["linalg_vector_norm"], (input,), {"ord": ord, "dim": dims,
                                                    "keepdim": bool(keepdim)})
 
 
-def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, out=None):
+def matrix_norm(input, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, out=None):
     """'fro', 'nuc', 1, -1, 2, -2, inf or -inf norm of the matrices over dim, as
     torch.linalg.matrix_norm (2, -2, 'nuc': from the singular values)."""
-    nd = A._data.ndim
+    nd = input._data.ndim
     if nd < 2:
         raise RuntimeError("linalg.matrix_norm: The input tensor A must have at least 2 "
                            "dimensions.")
@@ -72,11 +72,11 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, out=No
     if d0 == d1:
         raise RuntimeError(f"linalg.matrix_norm: dims must be different. Got ({d0}, {d1})")
     if ord == "fro":
-        return vector_norm(A, 2, (d0, d1), keepdim, dtype=dtype)
+        return vector_norm(input, 2, (d0, d1), keepdim, dtype=dtype)
     if ord in ("nuc", 2, -2):          # PyTorch's: over svdvals of the dims moved last
         if dtype is not None:
-            A = A.to(dtype)
-        s = call(OPS["linalg_svd"], (A.movedim((d0, d1), (-2, -1)),),
+            input = input.to(dtype)
+        s = call(OPS["linalg_svd"], (input.movedim((d0, d1), (-2, -1)),),
                  {"full_matrices": False, "compute_uv": False})[1]
         # (ord 2 of an empty matrix: 0, as PyTorch's; -2 raises in amin as PyTorch's)
         r = s.sum(-1) if ord == "nuc" or (ord == 2 and not s.shape[-1]) \
@@ -92,11 +92,11 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, out=No
         d0, d1 = d1, d0
     if not keepdim and d0 < d1:
         d1 -= 1
-    sums = vector_norm(A, 1, (d0,), keepdim, dtype=dtype)
+    sums = vector_norm(input, 1, (d0,), keepdim, dtype=dtype)
     return sums.amax(d1, keepdim) if ord > 0 else sums.amin(d1, keepdim)
 
 
-def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None, out=None):
+def norm(input, ord=None, dim=None, keepdim=False, *, dtype=None, out=None):
     """linalg.norm: a vector norm over an int dim (or all of A when ord is None), a matrix
     norm over a 2-tuple dim or with a string ord."""
     if isinstance(dim, int):
@@ -104,19 +104,19 @@ def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None, out=None):
     if dim is not None and len(dim) not in (1, 2):
         raise RuntimeError(f"linalg.norm: If dim is specified, it must be of length 1 or 2. "
                            f"Got {list(dim)}")
-    if ord is not None and dim is None and A._data.ndim not in (1, 2):     # (string ords too)
+    if ord is not None and dim is None and input._data.ndim not in (1, 2):     # (string ords too)
         raise RuntimeError(f"linalg.norm: If dim is not specified but ord is, the input "
-                           f"must be 1D or 2D. Got {A._data.ndim}D.")
+                           f"must be 1D or 2D. Got {input._data.ndim}D.")
     if isinstance(ord, str) and dim is not None and len(dim) != 2:
         raise RuntimeError(f"linalg.matrix_norm: dim must be a 2-tuple. Got {dim[0]}")
     if isinstance(ord, str) or (dim is not None and len(dim) == 2):
-        return matrix_norm(A, "fro" if ord is None else ord, dim or (-2, -1), keepdim,
+        return matrix_norm(input, "fro" if ord is None else ord, dim or (-2, -1), keepdim,
                            dtype=dtype)
     if ord is None:
-        return vector_norm(A, 2, dim, keepdim, dtype=dtype)
-    if dim is None and A._data.ndim == 2:
-        return matrix_norm(A, ord, (-2, -1), keepdim, dtype=dtype)
-    return vector_norm(A, ord, dim, keepdim, dtype=dtype)
+        return vector_norm(input, 2, dim, keepdim, dtype=dtype)
+    if dim is None and input._data.ndim == 2:
+        return matrix_norm(input, ord, (-2, -1), keepdim, dtype=dtype)
+    return vector_norm(input, ord, dim, keepdim, dtype=dtype)
 
 
 def tensor_norm(self, p="fro", dim=None, keepdim=False, dtype=None):

@@ -104,21 +104,21 @@ def _wrap(fn, name):
 
 def _wrap_like(fn):
     @functools.wraps(fn)
-    def factory(t, *args, device=None, **kw):
-        if not hasattr(t, "_storage"):     # (a list, None: PyTorch's TypeError, not ours)
+    def factory(input, *args, device=None, **kw):
+        if not hasattr(input, "_storage"):     # (a list, None: PyTorch's TypeError, not ours)
             raise TypeError(f"{fn.__name__}(): argument 'input' (position 1) must be Tensor, "
-                            f"not {type(t).__name__}")
+                            f"not {type(input).__name__}")
         on_meta = is_meta_device(device) if device is not None else \
-            t._storage.__class__ is MetaStorage
+            input._storage.__class__ is MetaStorage
         if not on_meta:
-            if t._storage.__class__ is MetaStorage and device is not None:
-                return fn(meta_stand_in(t), *args, device=device, **kw)
-            return fn(t, *args, **kw) if device is None else fn(t, *args, device=device, **kw)
+            if input._storage.__class__ is MetaStorage and device is not None:
+                return fn(meta_stand_in(input), *args, device=device, **kw)
+            return fn(input, *args, **kw) if device is None else fn(input, *args, device=device, **kw)
         dtype = kw.get("dtype")
         if dtype is None and fn.__name__ == "full_like" and len(args) > 1:
             dtype = args[1]
-        d = dtypes.to_dtype(dtype) if dtype is not None else t._dtype
-        r = like_layout(t, lambda s: meta_tensor(s, d), kw.get("memory_format"))
+        d = dtypes.to_dtype(dtype) if dtype is not None else input._dtype
+        r = like_layout(input, lambda s: meta_tensor(s, d), kw.get("memory_format"))
         return r.requires_grad_(True) if kw.get("requires_grad") else r
     return factory
 

@@ -98,9 +98,9 @@ amax, amin = _amax_amin("amax"), _amax_amin("amin")
 
 
 def _max_min(name, tup):
-    def f(self, dim=NO_DIM, keepdim=None):
-        if isinstance(dim, Tensor):
-            return self.maximum(dim) if name == "max" else self.minimum(dim)
+    def f(self, dim=NO_DIM, keepdim=None, *, other=NO_DIM):    # (other=: PyTorch's name)
+        if isinstance(dim, Tensor) or other is not NO_DIM:      # (maximum's / minimum's)
+            return getattr(self, name + "imum")(dim if other is NO_DIM else other)
         dim, keepdim = dim_given(name, dim, keepdim, False), bool(keepdim)
         if dim is None:
             if self._data.size == 0:
@@ -305,20 +305,20 @@ def bmm(self, mat2):
     return call(OPS["bmm"], (self, mat2), {})
 
 
-def dot(self, other):
-    if self._data.ndim != 1 or other._data.ndim != 1:
+def dot(self, tensor):
+    if self._data.ndim != 1 or tensor._data.ndim != 1:
         raise RuntimeError(f"1D tensors expected, but got {self._data.ndim}D and "
-                           f"{other._data.ndim}D tensors")
-    if self._dtype is not other._dtype:
+                           f"{tensor._data.ndim}D tensors")
+    if self._dtype is not tensor._dtype:
         raise RuntimeError(f"dot : expected both vectors to have same dtype, but found "
-                           f"{tname(self._dtype)} and {tname(other._dtype)}")
-    if self._data.shape != other._data.shape:
+                           f"{tname(self._dtype)} and {tname(tensor._dtype)}")
+    if self._data.shape != tensor._data.shape:
         raise RuntimeError("inconsistent tensor size, expected tensor [%d] and src [%d] to have "
                            "the same number of elements, but got %d and %d elements respectively"
-                           % (self._data.shape[0], other._data.shape[0], self._data.shape[0],
-                              other._data.shape[0]))
-    _same_dtype(self, other, "dot")
-    return call(OPS["dot"], (self, other), {})
+                           % (self._data.shape[0], tensor._data.shape[0], self._data.shape[0],
+                              tensor._data.shape[0]))
+    _same_dtype(self, tensor, "dot")
+    return call(OPS["dot"], (self, tensor), {})
 
 
 def mv(self, vec):

@@ -235,8 +235,13 @@ def as_strided(self, size, stride, storage_offset=None):
                     in_strides=self.stride(), in_offset=self._storage_offset())
 
 
+def swapaxes(self, axis0, axis1):
+    """transpose by PyTorch's names for swapaxes (x.swapaxes(axis0=0, axis1=1))."""
+    return transpose(self, axis0, axis1)
+
+
 for _n, _f in (("view", view), ("reshape", reshape), ("transpose", transpose),
-               ("swapaxes", transpose), ("t", t), ("permute", permute), ("expand", expand),
+               ("swapaxes", swapaxes), ("t", t), ("permute", permute), ("expand", expand),
                ("squeeze", squeeze), ("unsqueeze", unsqueeze), ("flatten", flatten),
                ("unflatten", unflatten), ("narrow", narrow), ("unbind", unbind), ("split", split), ("chunk", chunk), ("diagonal", diagonal),
                ("as_strided", as_strided)):

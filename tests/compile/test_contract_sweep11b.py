@@ -254,9 +254,6 @@ def test_saved_tensors_hooks_pack_what_torch_saves():
     runs(_packs, torch)
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError, reason="llgrad.mul / maximum / eq (and "
-                   "their Tensor methods) take no other= keyword: the op table's methods "
-                   "take positional operands only (runtime/methods.py _method)")
 def test_binary_ops_take_other_as_a_keyword():
     for name in ("mul", "maximum", "eq"):
         want = getattr(torch, name)(torch.ones(2), other=torch.full((2,), 2.))
