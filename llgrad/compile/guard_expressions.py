@@ -137,7 +137,8 @@ def expression(raw, value, names):
         return f"{n}: the contents of a NumPy array of {len(value)} bytes are unchanged"
     if kind == "hyper":
         return f"{n} {'==' if value[1] else '!='} 0" + (
-            " and past float32's range" if value[2:] and value[2] else "") + \
+            " and past float32's range" if value[2:] and value[2] else "") + (
+            " and past [-1, 1], which the step refuses" if value[3:] and value[3] else "") + \
             "  (its value an input, read at each call)"
     if kind == "grad":
         if value is None:

@@ -76,6 +76,8 @@ def _walk(src, roots, dynamic=None, appended=frozenset(), marks=frozenset(), onl
             h = src.var("h")
             src.key.append(f"{x} == 0")     # (and whether past float32's range: hypers.py)
             src.key.append(f"(abs({x}) > {hypers.FLOAT32_MAX!r} and {x} - {x} == 0)")
+            if v.key == "betas":    # (and whether the step refuses it: hypers.py)
+                src.key.append(f"abs({x}) > 1")
             src.lines.append(f"{h} = HYPER({v.group}, {v.key!r}, {v.index!r}, {x})")
             tensors.append(h)
         elif isinstance(v, Tensor):

@@ -109,7 +109,8 @@ def _walk(roots, tensors, guards, entered=None, dynamic=frozenset(), only=None, 
             guards.append((path, scalar_guard(v)))
         elif type(v) is hypers.HyperSlot:     # (an optimiser's lr: an input, hypers.py)
             guards.append((f"zero or not: {path}", ("hyper", v.value == 0,   # (readable.py)
-                                                    hypers.past_float32(v.value))))
+                                                    hypers.past_float32(v.value),
+                                                    hypers.refused_in_step(v.key, v.value))))
             tensors.append((path, hypers.hyper_input(v.group, v.key, v.index, v.value)))
         elif type(v) in _DICT_VIEWS:   # (a mappingproxy, d.keys(): the dict it shows, as one)
             stack.append((f"{path}.mapping", dict(getattr(v, "mapping", v))))

@@ -88,8 +88,9 @@ def _container(src, x, v, depth, dynamic=None, held=None):
                 held.append((x, v))
         elif isinstance(item, (list, tuple, dict)):
             sub = _container(src, name, item, depth + 1, dynamic, held)
-            if (k, 0) in slots:         # (Adam's betas: each float an input)
-                sub = [(n, _Slot(x, k, i)) for i, (n, _) in enumerate(sub)]
+            if any((k, i) in slots for i in range(len(sub))):   # (Adam's betas: each float
+                sub = [(n, _Slot(x, k, i) if (k, i) in slots else leaf)     # an input)
+                       for i, (n, leaf) in enumerate(sub)]
             leaves += sub
         else:
             leaves.append((name, _Slot(x, k, None) if (k, None) in slots else item))

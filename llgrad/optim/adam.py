@@ -81,6 +81,7 @@ class Adam(Optimizer):
                 loss = closure()
         for group in self.param_groups:
             # (while tracing, lr and the betas may be graph inputs: 0-d tensors)
+            _check_beta2(raw(group, "betas")[1])
             beta1, beta2 = hyper(group, "betas")
             lr, eps = hyper(group, "lr"), group["eps"]
             weight_decay = hyper(group, "weight_decay")
@@ -148,6 +149,18 @@ class Adam(Optimizer):
                 # step_size is a tensor, while tracing)
                 _addcdiv_(p, exp_avg, denom, -step_size)
         return loss
+
+
+def _check_beta2(beta2):
+    """A beta2 edited into param_groups past [-1, 1] makes the bias correction
+    1 - beta2 ** step negative (for beta2 > 1 at every step): its square root is a complex
+    number, on which PyTorch's step fails by accident ("result type ComplexFloat can't be
+    cast"), where the tensor arithmetic would write NaN weights. Checked once per group
+    before anything is written (a compiled step's guard key tells such a beta apart, so it
+    traces again and gets here: compile/guards.py)."""
+    if isinstance(beta2, (int, float)) and abs(beta2) > 1:
+        raise ValueError(f"Invalid beta parameter at index 1: {beta2} (the bias correction "
+                         "1 - beta2 ** step would be negative)")
 
 
 def _differentiable_update(p, state, group, lr, beta1, beta2, eps):

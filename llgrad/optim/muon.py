@@ -17,7 +17,7 @@ from ..runtime.functions import where
 from ..runtime.grad_mode import enable_grad, no_grad
 from ..runtime.hypers import hyper, raw
 from ..runtime.tensor import Tensor
-from .optimizer import LrT, Optimizer, ParamsT
+from .optimizer import LrT, Optimizer, ParamsT, _as_number
 
 __all__ = ["Muon"]
 
@@ -75,8 +75,9 @@ def _adjust_lr(lr, adjust_lr_fn, param_shape):
 class Muon(Optimizer):
     """Muon, as torch.optim.Muon (2-D parameters only): buf = lerp(buf, grad, 1 - momentum),
     the update (Nesterov: lerp(grad, buf, momentum)) orthogonalised by Newton-Schulz, then
-    p *= 1 - lr * weight_decay and p -= adjusted lr * update."""
-    dynamic_hypers = ("lr",)
+    p *= 1 - lr * weight_decay and p -= adjusted lr * update. A compiled step reads lr and
+    momentum at each call (OneCycleLR and CyclicLR cycle the momentum: no trace per value)."""
+    dynamic_hypers = ("lr", "momentum")
 
     def __init__(self, params: ParamsT, lr: LrT = 1e-3, weight_decay: float = 0.1,
                  momentum: float = 0.95, nesterov: bool = True,
@@ -114,7 +115,7 @@ class Muon(Optimizer):
             lr_input = lr is not raw(group, "lr")
             if isinstance(lr, Tensor) and not lr_input and lr.dim():
                 lr = lr.squeeze()
-            weight_decay, momentum = group["weight_decay"], group["momentum"]
+            weight_decay, momentum = group["weight_decay"], hyper(group, "momentum")
             # (the group's buffers are made before any parameter is written, and a complex
             # parameter refused there, as PyTorch's _init_group)
             todo = []
@@ -131,8 +132,10 @@ class Muon(Optimizer):
                 grad = p.grad
                 if grad.ndim != 2:
                     raise ValueError("Param gradient must be a 2D matrix")
-                buf.lerp_(grad, 1 - momentum)
-                update = grad.lerp(buf, momentum) if group["nesterov"] else buf
+                # (a traced momentum cast to the buffer's dtype first, as eager's number is)
+                buf.lerp_(grad, _as_number(1 - momentum, buf))
+                update = grad.lerp(buf, _as_number(momentum, grad)) if group["nesterov"] \
+                    else buf
                 update = _zeropower_via_newtonschulz(update, group["ns_coefficients"],
                                                      group["ns_steps"], group["eps"])
                 adjusted = _adjust_lr(lr, group["adjust_lr_fn"], p.shape)

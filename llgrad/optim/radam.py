@@ -2,12 +2,15 @@
 update rule (state: step, exp_avg, exp_avg_sq). The rectification applies from the step
 where the approximated SMA length exceeds 5: a Python branch in eager mode; while traced,
 both updates are computed and `where` picks one (PyTorch's capturable form), so a compiled
-step does not re-trace when the branch flips."""
+step does not re-trace when the branch flips, nor when a schedule (OneCycleLR, CyclicLR)
+cycles beta1: lr and the betas are read at each call."""
 from __future__ import annotations
 from ..runtime.creation import zeros_like
 from ..runtime.functions import where
 from ..runtime.grad_mode import enable_grad, no_grad
-from .optimizer import Optimizer, _check_lr, _get_value, _lr, _tracing
+from ..runtime.hypers import hyper
+from ..runtime.tensor import Tensor
+from .optimizer import Optimizer, _as_number, _check_lr, _get_value, _lr, _tracing
 from .optimizer import LrT, ParamsT
 from ._state import new_step, tensor_steps, real_views
 
@@ -17,7 +20,7 @@ __all__ = ["RAdam"]
 class RAdam(Optimizer):
     """RAdam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
     decoupled_weight_decay=False, ...): PyTorch's rule and defaults."""
-    dynamic_hypers = ("lr",)
+    dynamic_hypers = ("lr", "betas")
 
     def __init__(self, params: ParamsT, lr: LrT = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0, decoupled_weight_decay: bool = False,
@@ -55,8 +58,8 @@ class RAdam(Optimizer):
                 loss = closure()
         traced = _tracing()
         for group in self.param_groups:
-            beta1, beta2 = group["betas"]
-            lr = _lr(group)      # (while tracing, a graph input)
+            beta1, beta2 = hyper(group, "betas")     # (while tracing, graph inputs: 0-d
+            lr = _lr(group)                          # tensors, as lr)
             eps, weight_decay = group["eps"], group["weight_decay"]
             for p in group["params"]:
                 if p.grad is None:
@@ -78,8 +81,13 @@ class RAdam(Optimizer):
                     else:
                         grad = grad.add(p, alpha=weight_decay)
 
-                exp_avg.lerp_(grad, 1 - beta1)
-                exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+                # (a traced beta cast to the state's dtype first, as eager's number is)
+                exp_avg.lerp_(grad, _as_number(1 - beta1, exp_avg))
+                if isinstance(beta2, Tensor):   # (addcmul's order: value * t1 first)
+                    exp_avg_sq.mul_(_as_number(beta2, exp_avg_sq)).addcmul_(
+                        grad.mul(_as_number(1 - beta2, grad)), grad)
+                else:
+                    exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
                 bias_correction1 = 1 - beta1 ** step
                 bias_correction2 = 1 - beta2 ** step
                 bias_corrected_exp_avg = exp_avg / bias_correction1

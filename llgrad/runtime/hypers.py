@@ -60,8 +60,9 @@ _FLOATS = (float, np.float64)
 
 def dynamic_slots(group):
     """[(key, index or None, value)] of group's dynamic hyper-parameters that are Python
-    floats or NumPy float64s (a tuple's floats one by one, index their position), in the
-    group's key order. (A float64 computes as a float does: DINO's schedules are NumPy
+    floats or NumPy float64s (a tuple's floats one by one, index their position; its tensors,
+    inputs already, are left out: OneCycleLR writes a float beta1 beside a tensor beta2), in
+    the group's key order. (A float64 computes as a float does: DINO's schedules are NumPy
     arrays whose items the loop writes into the groups.)"""
     out = []
     dyn = group.dynamic
@@ -71,8 +72,9 @@ def dynamic_slots(group):
         v = dict.__getitem__(group, key)
         if type(v) in _FLOATS:
             out.append((key, None, v))
-        elif type(v) is tuple and v and all(type(e) in _FLOATS for e in v):
-            out.extend((key, i, e) for i, e in enumerate(v))
+        elif type(v) is tuple and any(type(e) in _FLOATS for e in v) and \
+                all(type(e) in _FLOATS or isinstance(e, Tensor) for e in v):
+            out.extend((key, i, e) for i, e in enumerate(v) if type(e) in _FLOATS)
     return out
 
 
@@ -178,10 +180,11 @@ def hyper(group, key):
     if type(v) is tuple and (id(group), key, None) in _inputs.written:
         return tuple(e.tensor if type(e) is SymbolicScalar else e for e in v)
     if type(v) is tuple:
-        ts = tuple(_traced(group, key, i) for i in range(len(v)))
+        ts = tuple(e if isinstance(e, Tensor) else _traced(group, key, i)
+                   for i, e in enumerate(v))
         if any(t is None for t in ts):
             return v
-        _in_range(group, key, v)
+        _in_range(group, key, [e for e in v if not isinstance(e, Tensor)])
         return ts
     if (id(group), key, None) in _inputs.written:
         return v.tensor if type(v) is SymbolicScalar else v     # (what the trace wrote)
@@ -197,6 +200,13 @@ FLOAT32_MAX = float(np.finfo(np.float32).max)
 def past_float32(v):
     """Whether v is finite and past float32's range (a guard of the walk, guards.py)."""
     return abs(v) > FLOAT32_MAX and v - v == 0
+
+
+def refused_in_step(key, v):
+    """Whether the optimiser's step refuses v with its own check (Adam's beta2 past [-1, 1],
+    optim/adam.py): the guard key tells such a beta apart (guards.py, guard_walker.py), so
+    that a compiled call with it traces again and runs the check, not the graph."""
+    return key == "betas" and abs(v) > 1
 
 
 def _in_range(group, key, values):

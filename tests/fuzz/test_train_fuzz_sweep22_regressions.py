@@ -30,17 +30,11 @@ def test_conv1d_reflect_padding_too_large_names_the_input_as_given():
         _error(torch, torch.nn.Conv1d, (4, 6, 1), 6, 4, 3)
 
 
-_CYCLED = "OneCycleLR cycles {} and the optimiser reads it as a guarded Python number, not a " \
-    "dynamic hyper-parameter (its dynamic_hypers is ('lr',)): every step traces again and " \
-    "after 8 the step runs eagerly"
-
-
 @pytest.mark.parametrize("name, kw", [
     ("Adam", {}), ("AdamW", {}), ("SGD", {"momentum": 0.9}),
     ("Adamax", {}), ("Adamax", {"weight_decay": 1e-3}),
     ("NAdam", {}), ("NAdam", {"decoupled_weight_decay": True, "weight_decay": 0.01}),
-    pytest.param("RAdam", {}, marks=pytest.mark.xfail(strict=True, reason=_CYCLED.format(
-        "betas"))),
+    ("RAdam", {}),
     ("RMSprop", {"momentum": 0.5}), ("RMSprop", {"momentum": 0.5, "centered": True})])
 def test_one_cycle_schedule_does_not_retrace_the_step(name, kw):
     """A compiled step under OneCycleLR(cycle_momentum=True) traces once: the schedule's
