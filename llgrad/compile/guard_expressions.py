@@ -111,7 +111,8 @@ def _is_tensor_item(value):
 def _split(raw):
     """(kind, path) of a guard item's name."""
     for prefix, kind in (("structure of ", "structure"), ("contents of ", "contents"),
-                         ("zero or not: ", "hyper")):
+                         ("zero or not: ", "hyper"), ("attributes read of ", "attributes read"),
+                         ("attributes of ", "attributes")):
         if raw.startswith(prefix):
             return kind, raw[len(prefix):]
     if raw == "grad mode":
@@ -133,6 +134,10 @@ def expression(raw, value, names):
             if default != "float32" else "")
     if kind == "structure":
         return _structure(n, value)
+    if kind == "attributes":        # (an object walked whole: its names, in their order)
+        return f"list(vars({n})) == {list(value)!r}"
+    if kind == "attributes read":   # (the names the function reads that it has)
+        return f"{n} has the attributes {list(value)!r} of those the function reads"
     if kind == "contents":
         return f"{n}: the contents of a NumPy array of {len(value)} bytes are unchanged"
     if kind == "hyper":
