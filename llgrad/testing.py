@@ -2,12 +2,14 @@
 tolerances per dtype, its rules (shape, dtype, stride, NaN) and its messages."""
 import collections.abc
 import math
+import warnings
 
 import numpy as np
 
+from .ir import bfloat16 as _bf16
 from .runtime.creation import empty as _empty, randint as _randint
 from .runtime.dtype_info import finfo as _finfo, iinfo as _iinfo
-from .runtime.dtypes import from_name
+from .runtime.dtypes import from_name, promote_types as _promote_types
 from .runtime.tensor import Tensor
 
 __all__ = ["assert_close", "assert_allclose", "make_tensor"]
@@ -31,18 +33,23 @@ class _Failure(AssertionError):
     pass
 
 
-def _fail(text, msg):
-    raise _Failure(text if msg is None else msg(text) if callable(msg) else msg)
+def _fail(text, msg, located=False):
+    """located: the failure is not to name its item (PyTorch's Booleans mismatch does not)."""
+    if isinstance(msg, str):        # (a str replaces the message, its location included)
+        text, located = msg, True
+    f = _Failure(text)              # (a callable msg gets it located: see assert_close)
+    f.located = located
+    raise f
 
 
 def _compare_numbers(actual, expected, rtol, atol, equal_nan, check_dtype, msg):
     if isinstance(actual, bool) or isinstance(expected, bool):
         if actual != expected:
-            _fail(f"Booleans mismatch: {actual} is not {expected}", msg)
+            _fail(f"Booleans mismatch: {actual} is not {expected}", msg, located=True)
         return
     if check_dtype and type(actual) is not type(expected):
         _fail(f"The (d)types do not match: {type(actual)} != {type(expected)}.", msg)
-    floats = isinstance(actual, float) or isinstance(expected, float)
+    floats = isinstance(actual, (float, complex)) or isinstance(expected, (float, complex))
     rtol, atol = _tolerances(["float64"] if floats else ["int64"], rtol, atol)
     if actual == expected or (equal_nan and actual != actual and expected != expected):
         return
@@ -79,34 +86,44 @@ def _compare_tensors(actual, expected, rtol, atol, equal_nan, check_dtype, check
         _fail(f"The values for attribute 'stride()' do not match: {actual.stride()} != "
               f"{expected.stride()}.", msg)
     rtol, atol = _tolerances(names, rtol, atol)
-    dt = np.result_type(a.dtype, e.dtype)
+    if rtol < 0 or atol < 0:        # (torch.isclose's check, which assert_close surfaces)
+        which, tol = ("atol", atol) if atol < 0 else ("rtol", rtol)
+        raise RuntimeError(f"{which} must be greater than or equal to zero, but got {tol}")
+    promoted = _promoted(names, a, e)
+    dt = np.dtype(np.float32) if promoted == "bfloat16" else promoted
+    # PyTorch computes in the promoted dtype: bfloat16 (float32 arrays here) rounded so
+    bf16 = promoted == "bfloat16"
+    rnd = (lambda x: _bf16.to_float32(_bf16.round_to(x))) if bf16 else (lambda x: x)
+    a, e = a.astype(dt), e.astype(dt)
+    if a.ndim == 0:                 # (PyTorch's scalar message: the Python values')
+        a_item, e_item = a.item(), e.item()
     if dt.kind == "b":
         bad = a != e
         a, e = a.astype(np.int64), e.astype(np.int64)
+    elif dt.kind in "fc":
+        with np.errstate(invalid="ignore", over="ignore"):
+            diff = rnd(_abs(a - e))   # (an infinity is close to itself alone)
+            close = (a == e) | (np.isfinite(diff) & (diff <= rnd(atol + rnd(rtol * _abs(e)))))
+        if equal_nan:
+            close |= np.isnan(a) & np.isnan(e)
+        bad = ~close
     else:
-        a, e = a.astype(dt), e.astype(dt)
-        if dt.kind in "fc":
-            with np.errstate(invalid="ignore", over="ignore"):
-                diff = np.abs(a - e)    # (an infinity is close to itself alone)
-                close = (a == e) | (np.isfinite(diff) & (diff <= atol + rtol * np.abs(e)))
-            if equal_nan:
-                close |= np.isnan(a) & np.isnan(e)
-            bad = ~close
-        else:
-            bad = np.abs(a.astype(np.float64) - e) > atol + rtol * np.abs(e)
+        bad = np.abs(a.astype(np.float64) - e) > atol + rtol * np.abs(e)
     n_bad = int(bad.sum())
     if n_bad == 0:
         return
     equal = rtol == 0 and atol == 0
     what = "equal" if equal else "close"
     if a.ndim == 0:
-        _fail(f"Scalars are not {what}!\n\nExpected {e.item()} but got {a.item()}.\n"
-              f"Absolute difference: {abs(a - e).item()}"
-              + ("" if equal else f" (up to {atol} allowed)") + "\nRelative difference: "
-              + f"{_rel(a, e).item()}" + ("" if equal else f" (up to {rtol} allowed)"), msg)
+        diff = abs(a_item - e_item)
+        rel = math.inf if e_item == 0 else diff / abs(e_item)
+        _fail(f"Scalars are not {what}!\n\nExpected {e_item} but got {a_item}.\n"
+              f"Absolute difference: {diff}" + ("" if equal else f" (up to {atol} allowed)")
+              + f"\nRelative difference: {rel}" + ("" if equal else f" (up to {rtol} allowed)"),
+              msg)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        absdiff = np.abs(a - e) if dt.kind in "fc" else np.abs(a.astype(np.int64) - e)
-        rel = _rel(a, e)
+        absdiff = rnd(_abs(a - e)) if dt.kind in "fc" else np.abs(a.astype(np.int64) - e)
+        rel = _rel(absdiff, e, rnd)
     # (PyTorch's: the greatest among the mismatches, a NaN first, as its max propagates it)
     absdiff[~bad], rel[~bad] = 0, 0
     at_abs = np.unravel_index(int(np.argmax(absdiff)), a.shape)
@@ -121,24 +138,52 @@ def _compare_tensors(actual, expected, rtol, atol, equal_nan, check_dtype, check
           f"{tuple(int(i) for i in at_rel)}{allowed_rel}", msg)
 
 
-def _rel(a, e):
-    """|a - e| / |e|, in the tensors' float dtype (float32 for integers, as PyTorch)."""
-    ft = a.dtype if a.dtype.kind in "fc" else np.float32
+def _promoted(names, a, e):
+    """The dtype PyTorch compares in: its promotion (int64 with float32 is float32, not
+    NumPy's float64); "bfloat16" for that one (its values held as float32 here)."""
+    try:
+        d = _promote_types(from_name(names[0]), from_name(names[1]))
+    except (KeyError, ValueError, TypeError, AttributeError):   # (no tensor dtype)
+        return np.result_type(a.dtype, e.dtype)
+    return "bfloat16" if d.name == "bfloat16" else np.dtype(d.np)
+
+
+def _abs(x):
+    """|x| rounded once, as PyTorch's (NumPy's complex64 abs can be an ulp off)."""
+    return np.hypot(x.real, x.imag) if x.dtype.kind == "c" else np.abs(x)
+
+
+def _rel(absdiff, e, rnd):
+    """absdiff / |e| as PyTorch divides: in the (real) float dtype of absdiff, float32 for
+    integers (each operand converted to float32 first, as its true division does)."""
+    ft = absdiff.dtype if absdiff.dtype.kind == "f" else np.float32
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        return (np.abs(a.astype(ft) - e.astype(ft)) / np.abs(e.astype(ft))).astype(ft)
+        return rnd((absdiff.astype(ft) / _abs(e).astype(ft)).astype(ft))
 
 
 def _is_tensor_like(x):
     return isinstance(x, (Tensor, np.ndarray))
 
 
+def _located(path):
+    return f"\n\nThe failure occurred for item {''.join(f'[{p}]' for p in path)}" if path else ""
+
+
+_NUMBERS = (bool, int, float, complex, np.number, np.bool_)
+
+
 def _compare(actual, expected, path, kw):
     try:
-        if _is_tensor_like(actual) and _is_tensor_like(expected) and \
+        if actual is None or expected is None:
+            if not (actual is None and expected is None):
+                _fail(f"None mismatch: {actual} is not {expected}", kw["msg"])
+        elif _is_tensor_like(actual) and _is_tensor_like(expected) and \
                 isinstance(actual, Tensor) == isinstance(expected, Tensor):
             _compare_tensors(actual, expected, kw["rtol"], kw["atol"], kw["equal_nan"],
                              kw["check_dtype"], kw["check_stride"], kw["msg"])
-        elif isinstance(actual, (bool, int, float)) and isinstance(expected, (bool, int, float)):
+        elif isinstance(actual, _NUMBERS) and isinstance(expected, _NUMBERS):
+            actual, expected = (x.item() if isinstance(x, np.generic) else x
+                                for x in (actual, expected))
             _compare_numbers(actual, expected, kw["rtol"], kw["atol"], kw["equal_nan"],
                              kw["check_dtype"], kw["msg"])
         elif isinstance(actual, collections.abc.Mapping) and \
@@ -160,11 +205,10 @@ def _compare(actual, expected, path, kw):
                 _compare(a, e, path + [str(i)], kw)
         else:
             raise TypeError(f"No comparison pair was able to handle inputs of type "
-                            f"{type(actual)} and {type(expected)}.")
+                            f"{type(actual)} and {type(expected)}." + _located(path))
     except _Failure as f:
-        if path and kw["msg"] is None and not getattr(f, "located", False):
-            where = "".join(f"[{p}]" for p in path)
-            f = _Failure(f"{f}\n\nThe failure occurred for item {where}")
+        if not getattr(f, "located", False):
+            f = _Failure(f"{f}{_located(path)}")
             f.located = True
         raise f from None
 
@@ -180,11 +224,16 @@ def assert_close(actual, expected, *, allow_subclasses=True, rtol=None, atol=Non
     try:
         _compare(actual, expected, [], kw)
     except _Failure as f:
-        raise AssertionError(str(f)) from None
+        raise AssertionError(msg(str(f)) if callable(msg) else str(f)) from None
 
 
 def assert_allclose(actual, expected, rtol=None, atol=None, equal_nan=True, msg=""):
     """The deprecated torch.testing.assert_allclose: assert_close without the dtype check."""
+    warnings.warn("`torch.testing.assert_allclose()` is deprecated since 1.12 and will be "
+                  "removed in a future release. Please use `torch.testing.assert_close()` "
+                  "instead. You can find detailed upgrade instructions in "
+                  "https://github.com/pytorch/pytorch/issues/61844.", FutureWarning,
+                  stacklevel=2)
     if not isinstance(actual, Tensor):
         actual = Tensor._from_array(np.asarray(actual))
     if not isinstance(expected, Tensor):

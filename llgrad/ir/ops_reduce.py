@@ -374,10 +374,11 @@ defop("log_softmax", _log_softmax, save=("result",), grad_fn="LogSoftmaxBackward
       functions=("log_softmax",), eager_kernel="last_dim", eager_vjp="shaped")
 
 
-def _cumsum(x, dim):
-    # np.cumsum of a 0-d array is 1-d: keep x's shape (float16 summed in float32 and float32
-    # in float64, PyTorch's CPU accumulation types, each result rounded once)
-    acc = np.int64 if x.dtype.kind in "biu" else _SCAN_ACC.get(x.dtype.type)
+def _cumsum(x, dim, in_dtype=False):
+    # np.cumsum of a 0-d array is 1-d: keep x's shape (float16 summed in float32, float32 in
+    # float64: PyTorch's CPU accumulation types; in_dtype, multinomial's: in x's dtype)
+    acc = (np.int64 if x.dtype.kind in "biu" else x.dtype if in_dtype
+           else _SCAN_ACC.get(x.dtype.type))
     with np.errstate(over="ignore", invalid="ignore"):   # (as _mean's)
         r = np_cumsum.cumsum(x, dim, acc)
     if acc is not np.int64:     # (PyTorch's sum starts from +0: a leading -0 is +0)

@@ -283,9 +283,9 @@ def randn(*dims: int | tuple[int, ...], size=None, dtype: dtypes.dtype | None = 
     _check_device(device)
     d = _float_draw(dtype, "normal_kernel_cpu")
     shape = creation_size("randn", dims, size)
-    if d.is_complex:        # (PyTorch's: real and imaginary parts each of variance 1/2)
-        parts = randn(*shape, 2, dtype=d.to_real(), generator=generator, _fill=_fill)
-        t = (parts * math.sqrt(0.5))._op("view_as_complex")
+    if d.is_complex:
+        # (PyTorch's: normal_ of the real view with std 1/sqrt(2), each double draw scaled)
+        t = empty(shape, dtype=d).normal_(generator=generator)
         return _requiring_grad(t) if requires_grad else t
     # _fill=False: ATen's per-element draws (its fill takes 16+ contiguous values)
     arr = torch_random.normal(_state(generator), math.prod(shape), d.name, contiguous=_fill)

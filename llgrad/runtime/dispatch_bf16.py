@@ -72,7 +72,7 @@ def float32_operands(op, inputs, attrs):
     rounds = _result_is_bf16(op, inputs, attrs) and not state.unrounded
     promoted = range(len(inputs)) if op.promote == "all" else op.promote or ()
     in_float = rounds and op.name in _NUMBERS_IN_FLOAT
-    numbers = rounds and not in_float
+    numbers = rounds and not in_float and op.name not in _NUMBERS_EXACT
     out = []
     for i, x in enumerate(inputs):
         if isinstance(x, Tensor):
@@ -101,6 +101,9 @@ def float32_operands(op, inputs, attrs):
 # bfloat16 first, as their operands are cast to the common dtype (measured against 2.13)
 _NUMBERS_IN_FLOAT = frozenset(("mul", "div", "div_mode", "div_scalar", "lerp"))
 _ROUNDED_ALPHA = frozenset(("add", "sub", "rsub"))
+# ops whose number operand PyTorch's kernel reads as a double (bernoulli_(p) compares each
+# double uniform with p itself: rounding p to bfloat16 flipped draws between the two)
+_NUMBERS_EXACT = frozenset(("bernoulli_p",))
 _ADDED_IN_ORDER = frozenset(("index", "embedding"))
 
 

@@ -8,7 +8,7 @@ import math
 
 from . import dtypes
 from .creation import tensor as _tensor
-from .functions import _method_fn, export, where
+from .functions import _method_fn, _number_input, export, where
 from .functions_math import attach, make_inplace
 from .math_operands import floating, in_double
 from .tensor import Tensor
@@ -91,19 +91,30 @@ for _n, _m in (("eq_", "eq"), ("ne_", "ne"), ("lt_", "lt"), ("le_", "le"), ("gt_
 
 # ---- what a tensor is ---------------------------------------------------------------------------
 
+def _refuse(name, input):
+    """PyTorch's argument check: a number, list or array is refused, not read as a tensor."""
+    _number_input(name, input, (), {})
+
+
 def is_floating_point(input):
     """As torch.is_floating_point."""
+    if not isinstance(input, Tensor):
+        _refuse("is_floating_point", input)
     return input._dtype.is_floating_point
 
 
 def is_complex(input):
     """As torch.is_complex."""
+    if not isinstance(input, Tensor):
+        _refuse("is_complex", input)
     return input._dtype.is_complex
 
 
 def is_nonzero(input):
     """As torch.is_nonzero: whether a one-element tensor is nonzero (a Python bool; inside
     llgrad.compile the value becomes a guard, as item() does)."""
+    if not isinstance(input, Tensor):
+        _refuse("is_nonzero", input)
     n = input._data.size
     if n == 0:
         raise RuntimeError("Boolean value of Tensor with no values is ambiguous")
@@ -119,11 +130,15 @@ def is_same_size(input, other):
 
 def is_signed(input):
     """As torch.is_signed: False for uint8 and bool."""
+    if not isinstance(input, Tensor):
+        _refuse("is_signed", input)
     return input._dtype not in (dtypes.uint8, dtypes.bool_)
 
 
 def is_conj(input):
     """As torch.is_conj: False (llgrad's conj() computes the conjugate; no lazy bit)."""
+    if not isinstance(input, Tensor):
+        _refuse("is_conj", input)
     return False
 
 

@@ -172,8 +172,10 @@ def multinomial(self, num_samples, replacement=False, *, generator=None):
     batch = self._data.shape[:-1]
     if replacement and num_samples > 1:
         # ATen's loop: a double uniform per sample, row by row, counted against the running
-        # sums divided by the total, the last set to 1
-        cdf = p.cumsum(-1)
+        # sums (float32's in float32, float16's and bfloat16's too) divided by the total,
+        # the last set to 1
+        cdf = (p.float() if p._dtype in _HALVES else p)._op("cumsum", dim=p.ndim - 1,
+                                                             in_dtype=True)
         cdf = (cdf / cdf[..., -1:]).index_fill(-1, _last(n), 1.0)
         u = rand(batch + (num_samples, 1), dtype=dtypes.float64, generator=generator)
         return (cdf.unsqueeze(-2) < u).sum(-1)

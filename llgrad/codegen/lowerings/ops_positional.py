@@ -149,8 +149,8 @@ def _emit_cumsum(plan, group, fg):
         return [k if d == dim else next(it) for d in range(nd)]
 
     # each slice's sum in a register, float32's in float64 (PyTorch's CPU accumulation
-    # type, as the reference), each result rounded once
-    acc_dt = "float64" if dt == "float32" else dt
+    # type, as the reference), each result rounded once; in_dtype: in its own dtype
+    acc_dt = "float64" if dt == "float32" and not node.attrs.get("in_dtype") else dt
     slot = fg.alloca(reg_type(acc_dt), "acc")
     with loop_nest(b, [shape[d] for d in rest], name="r") as ridx:
         idx = full(ir.Constant(I64, 0), ridx)
