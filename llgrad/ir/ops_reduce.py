@@ -240,7 +240,7 @@ def _zero_constant(r, x, dim, keepdim):
         near = r <= np.square(256 * np.finfo(r.dtype).eps * f)
     if not near.any():
         return r
-    same = np.all(x == first, axis=dims, keepdims=keepdim)
+    same = np.all(x == first, axis=dims, keepdims=keepdim) & np.isfinite(f)  # (inf: NaN)
     return np.where(same, r.dtype.type(0), r)
 
 
