@@ -13,6 +13,7 @@ from ..ir.np_matmul import matmul
 from ..ir.optable import OPS, c_order
 from . import dispatch, fast_vjp_small, fast_vjp_views, grad_mode, trace_state  # noqa: F401
 from . import fast_vjp_arith  # noqa: F401  (mul's and sub's NumPy VJPs)
+from . import fast_vjp_norm  # noqa: F401  (layer_norm's, below its shaped kernel's sizes)
 from . import fast_vjp_picks  # noqa: F401  (where's and the picking views' NumPy VJPs)
 from . import fast_vjp_pointwise  # noqa: F401  (relu's, sigmoid's, masked_fill's, mse_loss's)
 from .meta_tensor import is_meta
