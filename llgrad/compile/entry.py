@@ -35,6 +35,7 @@ from . import external_io, settings, symbolic_args
 from .output_notes import (dead as _dead, leaf_made_inside, leaf_order, reach_masks,
                            rebuild_notes as _rebuild_notes)
 from .log import short_loc, user_line
+from .input_reshapes import input_reshapes
 from .moved_data import check_given, check_replayable, moved_outputs
 from .retained import retained_outputs
 from .replayed_output import given_up, recording
@@ -54,7 +55,7 @@ class Entry:
         "grad_free", "functions",         # any .grad state served; custom Functions run
         "unused",                         # positions in diff_inputs with no gradient
         "grad_assign",                    # [(input, output position or None)]: .grad set
-        "data_assign", "input_aliases",   # [(input, position, version)], [(input, input)]
+        "data_assign", "input_aliases", "input_reshapes",  # moved_data.py, input_reshapes.py
         "retained",                       # [(output, its .grad's position)]: retained.py
         "grad_outputs", "grad_views",     # [(output, input)]: `return w.grad`; w.grad[0]
         "grad_inputs",                    # [(input, input j)]: `w.grad = x`, x an input
@@ -102,7 +103,7 @@ class Entry:
         self.name, self.backend, self.guard_items = name, backend, guard_items
         self.backward, self.saved, self.diff_inputs, self.diff_outputs = None, [], [], []
         self.unused, self.grad_assign, self.input_outputs, self.out_versions = [], [], [], []
-        self.data_assign, self.retained, self.input_aliases = [], [], []
+        self.data_assign, self.retained, self.input_aliases, self.input_reshapes = [], [], [], []
         self.plain_alias, self.no_grad_views, self.freed_outputs, self.bumps = [], [], [], {}
         self.input_views, self.same_outputs, self.detached, self.reach = [], [], [], None
         self.output_views, self.grad_outputs, self.grad_inputs, self.grad_views = [], [], [], []
@@ -222,9 +223,9 @@ def _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered, differentiab
         entry.grad_outputs = [(k, i) for k, o in enumerate(outs) for i, g in changed if g is o]
         entry.grad_inputs = [(i, j) for i, g in changed for j, (_, t) in enumerate(tensors)
                              if g is t]
-        # (`x.data = y`: x now has y's memory, given back by compiled calls: moved_data.py)
-        grad_outs += moved_outputs(entry, tensors, storages, outs, len(grad_outs),
-                                   tracer.input_aliases, tracer.memory_written)
+        input_reshapes(entry, tracer, tensors)  # (x.unsqueeze_(0): input_reshapes.py)
+        grad_outs += moved_outputs(entry, tensors, storages, outs, len(grad_outs),  # (x.data
+                                   tracer.input_aliases, tracer.memory_written)  # = y)
         tracer.merge_inputs(entry.input_aliases)    # (one memory: one Value to read)
         grad_outs += retained_outputs(entry, tracer, outs, len(grad_outs))
         check_given(tracer, tensors, changed, outs + grad_outs)  # (eager's views, not copies)
@@ -388,8 +389,7 @@ def _check_mutated(name, tensors, differentiable, mutated, grad):
             node = mutated[i].node
             loc = node.loc if node is not None and node.loc else None
         at = f" (written at {where_str(loc)})" if loc is not None else ""
-        # (no `llgrad.compile(name):` here: the eager fallback's warning and fullgraph's
-        # error put it in front)
+        # (no `llgrad.compile(name):`: the eager fallback's warning, fullgraph's error add it)
         if differentiable[i] and grad:
             raise TraceError(f"input {label!r} requires grad and is modified in place while "
                              f"the function's results require grad{at}")

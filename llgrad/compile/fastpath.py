@@ -204,7 +204,8 @@ def quick_runner(entry, launch, attach=None, eagerly=None):
     kernel wrote nothing) gives `eagerly`: eager's run raises eager's error."""
     fwd = entry.forward
     if fwd.guards or fwd.mutated or entry.rng_index is not None or entry.grad_assign or \
-            entry.data_assign or entry.input_aliases or entry.retained or \
+            entry.data_assign or entry.input_aliases or entry.input_reshapes or \
+            entry.retained or \
             entry.freed_outputs or entry.scalar_outputs or entry.attr_writes is not None or \
             entry.grad_on or entry.out_versions or entry.multi_views or \
             entry.inference_outs or entry.input_outputs or entry.input_views or \

@@ -15,6 +15,7 @@ from .attr_write_replay import Pending
 from .backward_node import CompiledFunctionBackward, FreedBackward, replay_kept
 from ..runtime.creation import default_generator
 from .fastpath import quick_runner
+from .input_reshapes import replay_reshapes
 from .moved_data import aliases_hold, assign_moved, share_moved
 from .py_draws import drawing
 from .retained import assign_retained
@@ -165,6 +166,9 @@ def run_entry(entry, tensors):
         outs = list(outs[:entry.n_out]) + [
             np.array(o) if any(np.shares_memory(o, arrays[i]) for i in fwd.mutated) else o
             for o in outs[entry.n_out:]]
+    reshaped = replay_reshapes(entry, tensors) if entry.input_reshapes else ()
+    for k in reshaped.difference(fwd.mutated) if reshaped else ():
+        tensors[k]._storage.version += entry.bumps.get(k, 1)   # (the in-place ops' bumps)
     for i, v in fwd.mutated.items():                # commit: write back, bump versions
         if entry.rng_index is not None and i == entry.rng_index:
             default_generator.state[...] = env[v]

@@ -16,6 +16,7 @@ from .code_reads import identity_read, users_file, users_module
 from .guard_pairs import GONE, paired_items
 from .guards import collect, identity
 from .guard_expressions import Names
+from .input_reshapes import reshapes_taken_back
 from .readable import differences
 from .replayed_output import recording
 from .snapshot import StateSnapshot
@@ -28,6 +29,7 @@ def unreplayed_change(fn, args, kwargs, guards, tensors, entry, dynamic=frozense
     collect's."""
     after_tensors, after, after_own = collect(fn, args, kwargs, dynamic=dynamic)
     after = _grad_switched_on(entry, guards, after, tensors)
+    after = reshapes_taken_back(entry, guards, after, tensors)     # (x.unsqueeze_(0))
     written, entry.written = entry.written, ()
     changed = python_changes(guards, after, written) or tensor_changes(
         tensors, after_tensors[:after_own], written)

@@ -157,10 +157,11 @@ class StateSnapshot:
     def bumps(self, tensors, entry):
         """{input position: how many times the traced run bumped its version} for the
         inputs entry writes back (eager's count: x.add_(1); x.mul_(2) makes two; a write
-        through x.data, none: .data has a counter of its own), where that is not one."""
+        through x.data, none: .data has a counter of its own; x.unsqueeze_(0) makes one),
+        where that is not one."""
         before = {id(st): version for st, version, _ in self.storages}
         out = {}
-        for i in entry.forward.mutated:
+        for i in {*entry.forward.mutated, *(r[0] for r in entry.input_reshapes)}:
             if i < len(tensors) and i != entry.rng_index:
                 st = tensors[i]._storage
                 n = st.version - before.get(id(st), st.version)

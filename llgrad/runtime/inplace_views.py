@@ -4,9 +4,11 @@ requires grad may not be changed, and x's history continues through the view's b
 (PyTorch's in-place names: UnsqueezeBackward1, SqueezeBackward3/4/5, TBackward1,
 TransposeBackward1).
 
-Traced, x takes the view's value. A compiled call replays tensor values, not a change of an
-input's shape, so the op on an input of the compiled function makes the call run eagerly
-(a warning naming the line)."""
+Traced, x takes the view's value. On an input of the compiled function that requires no
+grad (the name-generation tutorial's `target_line_tensor.unsqueeze_(-1)`) the tracer notes
+the op, and compiled calls give the input the same view after the call
+(compile/input_reshapes.py); on any other tensor over an input's memory the call runs
+eagerly (a warning naming the line)."""
 from . import grad_mode, trace_state
 from .inplace import _check_inplace, _move_retention
 from .methods import _def
@@ -17,10 +19,15 @@ from .saved_tensor import user_location
 def _in_place(view, name_shift):
     def method(self, *args, **kwargs):
         _check_inplace(self, (self,))
-        tracer = trace_state.state.tracer
+        tracer, replayed = trace_state.state.tracer, False
         if tracer is not None and id(self._storage) in tracer.inputs:
-            tracer.graph_break(f"{method.__name__}() changes the shape of an input of the "
-                               "compiled function, which a compiled call cannot replay")
+            if not self._requires_grad and all(type(a) is int for a in args + tuple(
+                    kwargs.values())):
+                tracer.input_reshapes.append((self, view, args, kwargs))
+                replayed = True
+            else:
+                tracer.graph_break(f"{method.__name__}() changes the shape of an input of the "
+                                   "compiled function, which a compiled call cannot replay")
         retained = (self._grad_fn, self._output_nr) if self._retains_grad else None
         v = view(self, *args, **kwargs)
         value = tracer.value_of(v) if tracer is not None and tracer.knows(v) else None
@@ -37,7 +44,7 @@ def _in_place(view, name_shift):
         if self._base is not None:
             self._view_version = self._storage.version
         if value is not None:
-            tracer.inplace_view(self, value)
+            tracer.inplace_view(self, value, memory=not replayed)
         if retained is not None and self._grad_fn is not retained[0]:
             _move_retention(self, *retained)
         return self

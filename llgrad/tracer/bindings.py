@@ -298,9 +298,13 @@ class Bindings:
             if isinstance(x, Tensor) and not x._dtype._plain and not x._dtype.is_complex:
                 self.graph_break("bfloat16 tensors (compiled code has no bfloat16 values)")
 
-    def inplace_view(self, t, v):
-        """t itself became a view of its memory (t.t_(), x.unsqueeze_(0)) with value v."""
+    def inplace_view(self, t, v, memory=True):
+        """t itself became a view of its memory (t.t_(), x.unsqueeze_(0)) with value v;
+        memory=False: its memory's root keeps its value (an input that compiled calls view
+        so after the call, compile/input_reshapes.py: nothing to write back)."""
         self._set_value(t, v)
+        if not memory:
+            return
         rec = self.roots.get(id(t._storage))
         if rec is not None and rec[0]() is t:
             self.roots[id(t._storage)] = (rec[0], v, _layout(t), rec[3])

@@ -66,10 +66,10 @@ class Tracer(Bindings):
         self.size_reads = SizeReads()   # the sizes the user's code read (size_reads.py)
         self.shared = set()        # ids of input storages whose memory two inputs share
         self.input_aliases = []    # [(input, input j, version)]: both over j's Storage
+        self.input_reshapes = []   # [(tensor, view, args, kwargs)]: x.unsqueeze_(0) on one
         self.first_node = next(_sequence)   # backward nodes made before the trace have less
-        # untaken(what): a context manager around tracing the branch of a tensor `if` eager
-        # does not take (its Python effects put back, control.py); None: no such care
-        self.untaken = None
+        # untaken(what): a context manager around tracing the untaken branch of a tensor `if`
+        self.untaken = None     # (its Python effects put back, control.py); None: no such care
         # whether later calls with other values reuse the trace (compile's): an input's layout
         # (left out of guards) cannot be read; library checks of values are ops, value guards
         self.reused = False

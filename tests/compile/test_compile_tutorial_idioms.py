@@ -157,15 +157,15 @@ def test_inplace_view_ops_inside_a_compiled_function():
     assert cf.n_traces == 1
 
 
-def test_inplace_view_op_on_an_input_runs_eagerly():
+def test_inplace_view_op_on_an_input_with_a_history_runs_eagerly():
     def f(x, t):
-        t.unsqueeze_(-1)                    # (the names tutorial's target_line_tensor)
+        t.unsqueeze_(-1)        # (one that requires no grad is replayed: input_reshapes.py)
         return (x * t).sum()
 
     cf = llgrad.compile(f, backend="llvm")
     with pytest.warns(UserWarning, match=r"unsqueeze_\(\) changes the shape of an input"):
         for _ in range(2):
-            t = llgrad.ones(3)
+            t = llgrad.ones(3, requires_grad=True) * 1
             assert cf(llgrad.ones(3, 1), t).item() == 3.0 and t.shape == (3, 1)
 
 
