@@ -15,8 +15,8 @@ import weakref
 from ..runtime import trace_state
 from ..tracer.trace import ControlFlowError, TraceError
 from . import (appended_lists, background, dynamo_config, eager_builds, guards_blind, leaf_hooks,
-               dynamic_sizes, eager_settled, log, numpy_reads, ran_functions, stance, symbolic_args,
-               symbolic_slots, volatile_guards)
+               dynamic_sizes, eager_settled, log, not_kept, numpy_reads, ran_functions, stance,
+               symbolic_args, symbolic_slots, volatile_guards)
 from .compile_doc import Callable, documented
 from .eager_only import eager_only_reason
 from .dump import _dump_to_env, dump_text
@@ -60,7 +60,8 @@ class CompiledFunction:
         self.n_traces = 0           # how many times fn was traced (tests count this)
         self.entries = []           # (n_llvm_compiles: the LLVM modules their kernels built)
         self._warned = set()        # the reasons already warned about (once each)
-        self._not_kept = None       # why the last traced run was not kept (side effects)
+        self._not_kept, self._unkept_streak = None, 0   # why the last traced run was not kept
+        # (side effects), and how many in a row were not: not_kept.py
         self._first_untraced = False    # the first call ran untraced (side_effects.fresh_optimizer)
         # a traced call that reached a fresh optimiser was not kept: later ones run untraced
         self._fresh_unkept = False
@@ -157,6 +158,7 @@ class CompiledFunction:
             self._first_untraced = True
             with eager_builds.paused():     # (kernels for eager calls this one step needs not)
                 return self.fn(*args, **kwargs)
+        unkept = self._not_kept     # (why the trace before this one was not kept: not_kept.py)
         snapshot = StateSnapshot([t for _, t in tensors], entered,
                                  Slots(self.fn, args, kwargs).names, self.fn)
         if (self.entries or self._not_kept) and log.enabled("recompiles"):
@@ -208,6 +210,8 @@ class CompiledFunction:
         if (changed or leaked) and (again := symbolic_args.retry(
                 self, None, snapshot, not (leaked or entry.given) and changed)):
             given_up(entry.given)   # (the call runs again, which prints and warns)
+            if again is not True:   # (not kept: this call runs eagerly)
+                not_kept.note(self, self._not_kept, unkept, any(fresh))
             return self(*args, **kwargs) if again is True else self.fn(*args, **kwargs)
         if dynamic_sizes.redo_plain(self, entry, snapshot, [t for _, t in tensors]):
             given_up(entry.given)
@@ -219,12 +223,8 @@ class CompiledFunction:
             self._warn_once(f"running eagerly: {reason}")
             return result
         if changed:
-            self._not_kept = f"the traced run changed {changed}"
             self._fresh_unkept = self._fresh_unkept or any(fresh)   # (its first step's)
-            if log.enabled("recompiles"):
-                log.emit("recompiles", "%s: the traced run is not kept as compiled code: %s "
-                         "(which a compiled call cannot replay); the next call traces again",
-                         entry.name, self._not_kept)
+            not_kept.note(self, f"the traced run changed {changed}", unkept, any(fresh))
             return result
         self._not_kept, entry.bumps = None, snapshot.bumps([t for _, t in tensors], entry)
         kept_key = ran.key(key) if ran else key
