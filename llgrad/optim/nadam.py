@@ -4,9 +4,8 @@ from __future__ import annotations
 from ..runtime.creation import zeros_like
 from ..runtime.grad_mode import enable_grad, no_grad
 from ..runtime.hypers import hyper
-from ..runtime.tensor import Tensor
 from .optimizer import (LrT, ParamsT, Optimizer, _addcdiv_, _as_number, _check_lr,
-                        _get_value, _lr)
+                        _get_value, _lr, _moments_)
 from ._state import new_step, tensor_steps, real_views
 
 __all__ = ["NAdam"]
@@ -91,12 +90,7 @@ class NAdam(Optimizer):
                 # (mu, traced a float64 0-d tensor, cast to float32 first as eager's number)
                 mu_product.mul_(_as_number(mu, mu_product))
 
-                exp_avg.lerp_(grad, _as_number(1 - beta1, exp_avg))
-                if isinstance(beta2, Tensor):   # (addcmul's order: value * t1 first)
-                    exp_avg_sq.mul_(_as_number(beta2, exp_avg_sq)).addcmul_(
-                        grad.mul(_as_number(1 - beta2, grad)), grad)
-                else:
-                    exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+                _moments_(exp_avg, exp_avg_sq, grad, beta1, beta2)
                 denom = exp_avg_sq.div(bias_correction2).sqrt()
 
                 mu_product_next = _get_value(mu_product) * mu_next

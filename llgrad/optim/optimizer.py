@@ -105,6 +105,18 @@ def _as_number(x, like):
     return x
 
 
+def _moments_(exp_avg, exp_avg_sq, grad, beta1, beta2):
+    """Adam's moment updates in place (NAdam's, RAdam's): exp_avg lerps to grad by
+    1 - beta1, exp_avg_sq to grad^2 by 1 - beta2; a traced beta (a 0-d tensor) cast to the
+    state's dtype first, as eager's number is, and addcmul's order kept (value * t1 first)."""
+    exp_avg.lerp_(grad, _as_number(1 - beta1, exp_avg))
+    if isinstance(beta2, Tensor):
+        exp_avg_sq.mul_(_as_number(beta2, exp_avg_sq)).addcmul_(
+            grad.mul(_as_number(1 - beta2, grad)), grad)
+    else:
+        exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+
+
 def _made_once():
     """once(what, like, make) -> _as_number(make(), like), made once per group and dtype:
     a traced hyper-parameter's arithmetic (0-d tensor ops: 1 - beta1, the cast of lr to a

@@ -9,8 +9,7 @@ from ..runtime.creation import zeros_like
 from ..runtime.functions import where
 from ..runtime.grad_mode import enable_grad, no_grad
 from ..runtime.hypers import hyper
-from ..runtime.tensor import Tensor
-from .optimizer import Optimizer, _as_number, _check_lr, _get_value, _lr, _tracing
+from .optimizer import Optimizer, _check_lr, _get_value, _lr, _moments_, _tracing
 from .optimizer import LrT, ParamsT
 from ._state import new_step, tensor_steps, real_views
 
@@ -81,13 +80,7 @@ class RAdam(Optimizer):
                     else:
                         grad = grad.add(p, alpha=weight_decay)
 
-                # (a traced beta cast to the state's dtype first, as eager's number is)
-                exp_avg.lerp_(grad, _as_number(1 - beta1, exp_avg))
-                if isinstance(beta2, Tensor):   # (addcmul's order: value * t1 first)
-                    exp_avg_sq.mul_(_as_number(beta2, exp_avg_sq)).addcmul_(
-                        grad.mul(_as_number(1 - beta2, grad)), grad)
-                else:
-                    exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+                _moments_(exp_avg, exp_avg_sq, grad, beta1, beta2)
                 bias_correction1 = 1 - beta1 ** step
                 bias_correction2 = 1 - beta2 ** step
                 bias_corrected_exp_avg = exp_avg / bias_correction1
