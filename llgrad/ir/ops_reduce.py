@@ -233,7 +233,7 @@ def _zero_constant(r, x, dim, keepdim):
     float32 / float16 / complex64 x is exact already (to 2**29 / 2**13 values): its mean,
     in the wider type, is.
     A reduction to one value is left: PyTorch's is two-pass too, and not 0 there.)"""
-    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    dims = tuple(d % x.ndim for d in ((dim,) if isinstance(dim, int) else dim))  # (dim=-1)
     first = x[tuple(slice(0, 1) if a in dims else slice(None) for a in range(x.ndim))]
     f = np.abs(first if keepdim else first.reshape(r.shape))
     with np.errstate(over="ignore", invalid="ignore"):

@@ -110,3 +110,35 @@ def test_blocks_split_over_threads(two_threads, shape):
     x = _rows(shape, np.float32, seed=4)
     _compare(lambda lib, t: (lib.softmax(t, dim=-1), lib.log_softmax(t, dim=-1)), [x],
              np.float32, grads=False)
+
+
+def test_sizes_sharing_code_take_rows_one_at_a_time(monkeypatch, tmp_path):
+    """Batch sizes whose row blocks differ (16: 8 rows, 12: 4, 9: 1) still share one module
+    (codegen/size_params.py): code shared between sizes takes its rows one at a time, so its
+    structure does not change with them. Two LLVM builds, the first size's and the family's
+    (cross_entropy's log_softmax rows; test_size_params's step)."""
+    import copy
+    import sys
+    sys.path.insert(0, __file__.rsplit("/", 1)[0])
+    import test_size_params as sp
+    from llgrad.codegen.native import cache, jit
+    monkeypatch.setenv("LLGRAD_COMPILE", "sync")
+    monkeypatch.setenv("LLGRAD_CACHE_DIR", str(tmp_path))
+    jit._reset()
+    cache._reset()
+    try:
+        llgrad.manual_seed(0)
+        model = sp.Net()
+        reference = copy.deepcopy(model)
+        step = llgrad.compile(sp.train_step, recompile_limit=16, dynamic=False)
+        sizes = [16, 12, 9, 24]
+        losses, params = sp._run(step, model, sizes)
+        assert step.n_llvm_compiles == 2
+        e_losses, e_params = sp._run(sp.train_step, reference, sizes)
+        np.testing.assert_allclose(losses, e_losses, rtol=1e-5, atol=1e-6)
+        for a, b in zip(params, e_params):
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    finally:
+        monkeypatch.undo()
+        jit._reset()
+        cache._reset()

@@ -18,3 +18,17 @@ def test_infinite_slices_beside_constant_ones(dtype, fn):
         want = getattr(torch.tensor(x), fn)(dim).numpy()
         np.testing.assert_allclose(got, want, rtol=1e-6, equal_nan=True)
         assert np.array_equal(np.isnan(got), np.isnan(want))
+
+
+def test_constant_slices_with_a_negative_dim():
+    """The op's NumPy implementation as the IR interpreter calls it, dims as the node holds
+    them (dim=-1): the constant-slice check indexes with them normalised."""
+    from llgrad.ir.ops_reduce import _var64
+    x = np.random.default_rng(0).random((4, 5, 67))
+    x[0] = 1.0
+    for dim, keepdim in (((-1,), False), (-1, True), ((0, -1), False)):
+        got = _var64(x, dim, 1, keepdim)
+        want = np.var(x, axis=dim, ddof=1, keepdims=keepdim)
+        if dim != (0, -1):
+            assert (got.reshape(4, -1)[0] == 0).all()
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)

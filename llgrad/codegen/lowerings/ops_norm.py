@@ -105,7 +105,9 @@ def _emit(plan, group, fg):
 
     exp_op = node.op in ("softmax", "log_softmax", "logsumexp")
     ext = [shape[d] for d in kept]
-    nrow = interleave(ext, count) if exp_op else 1
+    # (code shared between sizes: one row at a time, a structure no size changes)
+    nrow = interleave(ext, count) if exp_op and not getattr(
+        fg.module, "threads_by_size", False) else 1
     if nrow > 1:
         ext[-1] //= nrow
 
