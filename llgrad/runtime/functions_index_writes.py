@@ -52,18 +52,24 @@ def index_fill(input, dim, index, value):
         norm_dim(dim, 0)
         return index_fill(input.reshape(1), 0, index, value).reshape(())
     spec, idx = _along(input, dim, index, "index_fill_")
+    v = _fill_value(input, value)
+    if v.requires_grad:     # (value's gradient counts a slot its index repeats once, PyTorch's)
+        mask = index_fill(input.new_zeros(input.shape, dtype=dtypes.bool_), dim, index, True)
+        return v.to(input._dtype).where(mask, input)
+    return call(OPS["index_put"], (input, v.to(input._dtype), idx),
+                {"spec": spec, "accumulate": False})
+
+
+def _fill_value(input, value):
+    """index_fill's value as a tensor, after PyTorch's checks: 0-d, and a number that fits
+    input's dtype."""
     if isinstance(value, Tensor) and value._data.ndim:
         raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but got "
                            f"tensor with {value._data.ndim} dimension(s).")
     # (a value tensor under vmap may be batched: no item() to check, as torch's batching rule)
     if not (isinstance(value, Tensor) and trace_state.state.vmap_levels):
         fill_value_fits(value.item() if isinstance(value, Tensor) else value, input._dtype)
-    v = value if isinstance(value, Tensor) else _tensor(value, dtype=input._dtype)
-    if v.requires_grad:     # (value's gradient counts a slot its index repeats once, PyTorch's)
-        mask = index_fill(input.new_zeros(input.shape, dtype=dtypes.bool_), dim, index, True)
-        return v.to(input._dtype).where(mask, input)
-    return call(OPS["index_put"], (input, v.to(input._dtype), idx),
-                {"spec": spec, "accumulate": False})
+    return value if isinstance(value, Tensor) else _tensor(value, dtype=input._dtype)
 
 
 def _index_copy_shapes(input, d, index, source):
@@ -166,15 +172,11 @@ def _index_fill_(self, dim, index, value):
     if not expanded or self.requires_grad or isinstance(value, Tensor) and value.requires_grad:
         return _index_fill_copy(self, dim, index, value)
     spec, idx = _along(self, dim, index, "index_fill_")
-    if isinstance(value, Tensor) and value._data.ndim:
-        raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but got "
-                           f"tensor with {value._data.ndim} dimension(s).")
-    fill_value_fits(value.item() if isinstance(value, Tensor) else value, self._dtype)
+    v = _fill_value(self, value)
     warnings.warn("Use of index_fill_ on expanded tensors is deprecated. Please clone() the "
                   "tensor before performing this operation. This also applies to advanced "
                   "indexing e.g. tensor[mask] = scalar", UserWarning,
                   stacklevel=user_stacklevel())
-    v = value if isinstance(value, Tensor) else _tensor(value, dtype=self._dtype)
     return call_inplace(OPS["index_put"], self, (self, v.to(self._dtype), idx),
                         {"spec": spec, "accumulate": False})
 
