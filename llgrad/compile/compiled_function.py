@@ -182,6 +182,7 @@ class CompiledFunction:
                               or dynamic_sizes.retry_plain(self, e, snapshot)):
                 return self(*args, **kwargs)
             if not isinstance(e, TraceError):
+                dynamic_sizes.raised(self)
                 raise
             snapshot.restore()
             plain = isinstance(e, ControlFlowError)

@@ -35,12 +35,14 @@ class FunctionSizes:
     SizeReads once made); the template of that trace, fitted early; whether the next trace
     reads plain ints (a redo); how many traces with SymInts were redone (from MAX_REDOS on,
     or once its code used a size as a plain number, it reads plain ints), and how many
-    traces that made in all (`redone`: not counted against the recompile limit)."""
-    __slots__ = ("templates", "expectation", "fitted", "plain_next", "redos", "redone")
+    traces that made in all (`redone`: not counted against the recompile limit, nor are the
+    `raised` traces: raised)."""
+    __slots__ = ("templates", "expectation", "fitted", "plain_next", "redos", "redone",
+                 "raised")
 
     def __init__(self):
         self.templates, self.expectation, self.fitted, self.plain_next = [], None, None, False
-        self.redos = self.redone = 0
+        self.redos = self.redone = self.raised = 0
 
 
 # (a trace with SymInts that does not fit may be the sizes' doing, not theirs: a sequence
@@ -194,8 +196,16 @@ def _confirmed(cf, entry):
 
 def traces_to_limit(cf):
     """The traces that count against cf's recompile limit: a trace done again with plain
-    ints is the same call's."""
-    return cf.n_traces - cf._sizes.redone
+    ints is the same call's; a trace that raised kept nothing (raised)."""
+    return cf.n_traces - cf._sizes.redone - cf._sizes.raised
+
+
+def raised(cf):
+    """A traced call raised the user's exception: it kept no entry, so the calls that raise
+    (a step skipping a bad batch by raising, caught by its loop) are eager runs, each traced
+    again, not recompiles: counted against the limit, a few of them would make every later
+    new shape (the epoch's last, shorter batch) run eagerly with the limit's warning."""
+    cf._sizes.raised += 1
 
 
 def served(cf, guards, key, n_own):

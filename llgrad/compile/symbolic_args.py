@@ -177,6 +177,7 @@ def innocent_raise(cf, exc):
             str(exc) != record[4]:
         return False
     paths, dynamic, static = record[:3]
+    cf._sizes.raised += 1       # (the trace with stand-ins raised it too: dynamic_sizes.raised)
     cf._static = static | (cf._static - paths - {ITEM_READS})
     cf._dynamic = cf._dynamic | dynamic
     _forget_fast_paths(cf)
