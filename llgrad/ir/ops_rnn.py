@@ -281,11 +281,18 @@ def _gru_backward_primitives(node, emit):
     sig = lambda s: emit("mul", [_one_minus(emit, s), s])  # noqa: E731
     grad_hx = emit("mul", [g, z])
     dn = emit("mul", [emit("sub", [g, grad_hx], alpha=1), _one_minus(emit, emit("mul", [n, n]))])
-    dz = emit("mul", [emit("mul", [emit("sub", [hx, n], alpha=1), g]), sig(z)])
-    dr = emit("mul", [emit("mul", [dn, yn]), sig(r)])
+    dz_pre, sz = emit("mul", [emit("sub", [hx, n], alpha=1), g]), sig(z)
+    dr_pre, sr = emit("mul", [dn, yn]), sig(r)
     dnr = emit("mul", [dn, r])          # (before the cats: one loop computes every result)
     d = len(gx.type.shape) - 1
-    return emit("cat", [dr, dz, dn], dim=d), emit("cat", [dr, dz, dnr], dim=d), grad_hx
+    # each cat gets its own r and z blocks (the same products, operands swapped, so cse keeps
+    # both): an operand read by two cats is written into neither (schedule/concat.py), and
+    # both cats would then be copies, two per step; all before the cats, so one loop
+    # writes every block
+    blocks = [emit("mul", [dr_pre, sr]), emit("mul", [dz_pre, sz]),
+              emit("mul", [sr, dr_pre]), emit("mul", [sz, dz_pre])]
+    return (emit("cat", blocks[:2] + [dn], dim=d), emit("cat", blocks[2:] + [dnr], dim=d),
+            grad_hx)
 
 
 defop("fused_gru_cell", _gru_cell, args=("gx", "gh", "hx"), save=("gx", "gh", "hx"),
