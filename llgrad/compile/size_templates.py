@@ -21,7 +21,7 @@ from ..ir.graph import Graph, Guard, Node, StackType, TensorType, Value
 from ..ir.optable import CONTROL
 from ..ir.partition import SavedValue
 from ..ir.verify import VerifyError, verify
-from ..runtime.sym_int import SymInt, at as _at, kept_sign, rule as size_rule
+from ..runtime.sym_int import SymInt, affine, at as _at, exact, kept_sign, rule as size_rule
 from .attr_write_replay import Write
 from .entry import Entry
 
@@ -243,7 +243,7 @@ class Template:
         self.key_skeleton, self.checks, self.uses, self.keys = key_skeleton, checks, 0, set()
         self.symbol = symbol        # (its two sizes, a and b)
         reads = entry.size_reads
-        self.confirmed = not reads.affine and all(r is None or len(r) == 2 for r in rules)
+        self.confirmed = not reads.affine and not any(map(affine, rules))
         self.checks += () if self.confirmed else tuple(reads.affine_checks)
         self.reads = reads.values
 
@@ -264,15 +264,16 @@ class Template:
 
 
 class _Symbol:
-    """k * s0**e (+ m) where a template's text has a size (`s0+1`, `2*s0-1`)."""
-    __slots__ = ("k", "e", "m")
+    """k * s0**e (+ m) (/ q) where a template's text has a size (`s0+1`, `(s0-2)/2`)."""
+    __slots__ = ("k", "e", "m", "q")
 
-    def __init__(self, k, e, m=0):
-        self.k, self.e, self.m = k, e, m
+    def __init__(self, k, e, m=0, q=1):
+        self.k, self.e, self.m, self.q = k, e, m, q
 
     def __str__(self):
-        return ("" if self.k == 1 else f"{self.k}*") + "s0" + (
+        text = ("" if self.k == 1 else f"{self.k}*") + "s0" + (
             "" if self.e == 1 else f"^{self.e}") + ("" if not self.m else f"{self.m:+d}")
+        return text if self.q == 1 else (f"({text})" if self.m else text) + f"/{self.q}"
 
     __repr__ = __str__      # (attributes print their values' repr)
 
@@ -322,7 +323,7 @@ def size_of(template, items):
         return None
     rules = template.rules[:len(sizes)]
     c = next(((v - _at(r, 0)) // r[0] for v, r in zip(sizes, rules)
-              if r is not None and r[1] == 1), None)
+              if r is not None and r[1] == 1 and len(r) < 4), None)
     if c is None or c < 2 or any(v != (v if r is None else _at(r, c))
                                  for v, r in zip(sizes, rules)):
         return None
@@ -344,7 +345,7 @@ def instantiate(template, items):
     hold at that size)."""
     c = size_of(template, items)
     if c is None or not template.confirmed or not all(
-            kept_sign(r, *template.symbol, c) for r in template.rules) or \
+            kept_sign(r, *template.symbol, c) and exact(r, c) for r in template.rules) or \
             not all(_holds(check, c) for check in template.checks):
         return None
     rules = iter(template.rules)

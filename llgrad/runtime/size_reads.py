@@ -12,7 +12,7 @@ import contextlib
 import threading
 
 from .size import Size
-from .sym_int import SymInt, at, rule, running_reads, users_code
+from .sym_int import SymInt, affine, at, rule, running_reads, users_code
 
 _pending = threading.local()    # (the next trace's Expectation: `expecting`)
 live = False        # SymInts handed out in the running trace: the dispatcher reads attrs plain
@@ -71,7 +71,7 @@ class SizeReads:
             else:
                 global live
                 self.symbolic = live = True
-                self.affine = self.affine or len(r) > 2
+                self.affine = self.affine or affine(r)
                 out.append(SymInt(y, lambda c, r=r: at(r, c), self))
         return (Size(out) if isinstance(value, Size) else tuple(out)) if many else out[0]
 

@@ -15,6 +15,7 @@ methods, and what the user's code does with it is watched while the trace runs
 llgrad's own code (its modules and functions) reads it as the int it is: what it does with
 sizes shows in the graph, which compile fits and verifies at each size. Outside its trace
 it acts as that int (but for isinstance(x, int)); a copy or a pickle of it is the int."""
+import math
 import numbers
 import operator
 import sys
@@ -146,15 +147,24 @@ def _arithmetic(name, fn, reflected=False):
 
 
 def rule(x, y, a, b, max_power=3):
-    """x at size a, y at size b -> None (the same number), (k, e): k * s**e at size s, or
+    """x at size a, y at size b -> None (the same number), (k, e): k * s**e at size s,
     (k, 1, m): k * s + m (m != 0, an affine size: a KV cache's s + 1; two sizes always fit
     one, so a template with such a rule serves only once a third trace confirms it:
-    compile/size_templates.py); ValueError if none."""
+    compile/size_templates.py), or (p, e, 0, q): p * s**e / q, q > 1, a size a pool divides
+    (s / 2 of a 2x2 pool, its plane's s**2 / 4): used only at the sizes it is an integer at
+    (`exact`: at the others each op rounds its own way), and, as an affine rule, once a
+    third trace confirms it ((s + 3) // 2 is 2 * s / 3 at 6 and 9, not at 12);
+    ValueError if none. (No quotient with an offset: three sizes of a rounded number fall
+    on one, ceil(2 * s / 3) at 5, 7 and 9 on (s + 3) / 2, wrong at 11.)"""
     if x == y:
         return None
     for e in range(1, max_power + 1):
         if x % a ** e == 0 and y % b ** e == 0 and x // a ** e == y // b ** e:
             return x // a ** e, e
+    for e in range(1, max_power + 1):
+        if x * b ** e == y * a ** e:
+            g = math.gcd(x, a ** e)
+            return x // g, e, 0, a ** e // g
     if a != b and (y - x) % (b - a) == 0:
         k = (y - x) // (b - a)
         return k, 1, x - k * a
@@ -162,8 +172,22 @@ def rule(x, y, a, b, max_power=3):
 
 
 def at(r, c):
-    """A rule's number at size c (r: rule's (k, e) or (k, 1, m))."""
+    """A rule's number at size c (r: rule's (k, e), (k, 1, m) or (p, e, 0, q))."""
+    if len(r) > 3:
+        return (r[0] * c ** r[1] + r[2]) // r[3]
     return r[0] * c ** r[1] + (r[2] if len(r) > 2 else 0)
+
+
+def affine(r):
+    """Whether rule r needs a third trace's confirmation: an offset (two sizes fit one
+    through any two numbers) or a quotient (a rounded number's two values fit one)."""
+    return r is not None and len(r) > 2
+
+
+def exact(r, c):
+    """Whether rule r's number at size c is an integer without rounding: a quotient
+    p * c**e / q fitted at a and b says nothing of how an op rounds at other c."""
+    return r is None or len(r) < 4 or (r[0] * c ** r[1] + r[2]) % r[3] == 0
 
 
 def kept_sign(r, a, b, c):
@@ -189,7 +213,7 @@ def _derived(value, at_c, reads):
     if r is not False:      # (an affine fit's check: kept for a template with affine rules)
         first = at_c(a)
         reads.check(lambda c: at_c(c) == (first if r is None else at(r, c)),
-                    affine=r is not None and len(r) > 2)
+                    affine=affine(r))
     return SymInt(value, at_c, reads)
 
 

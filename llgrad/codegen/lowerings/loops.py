@@ -32,9 +32,12 @@ def loop_hints(module, **hints):
 def float32_sum_hints(module, dtypes, inner):
     """Hints for a loop whose float32 values are summed in float64: vectorise at the float32
     width (LLVM's cost model picks the float64 width, halving the throughput of the math
-    before the sum); None where some value is not float32 or the loop is short."""
+    before the sum); None where some value is not float32 or the loop is short. In code
+    shared between sizes (`threads_by_size`) the length is a run-time value: a hint that
+    came and went with it would make each size's module differ, and build on its own."""
     width = jit().vector_bits // 32
-    if inner < 8 * width or any(dt != "float32" for dt in dtypes):
+    short = inner < 8 * width and not getattr(module, "threads_by_size", False)
+    if short or any(dt != "float32" for dt in dtypes):
         return None
     return loop_hints(module, vectorize_width=width)
 
