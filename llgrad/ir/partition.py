@@ -7,13 +7,17 @@ ops (views, elementwise, creation, reductions); matmuls and random draws are nev
 recomputed, nor ops whose table entry says recompute=False (exact GELU: its VJP evaluates erf
 itself, so a recomputed result is a second erf pass in the backward). Saving a value costs its
 bytes; primal inputs cost nothing (the caller holds them). The cut of least total bytes
-decides what is saved and what is recomputed.
+decides what is saved and what is recomputed. Backward nodes that repeat a forward
+composite's own dear computation (exact GELU's VJP evaluates GELU's erf again) are first
+moved into the forward and pinned there, so the forward's lowering computes them once
+(ir/forward_shared.py).
 
 Control-flow nodes (cond, while_loop) are never recomputed: the backward reads what they
 give (a loop's trip count and stacks, a branch's results) as saved values. A stack's cost is
 one iteration's bytes (its length is known only at run time)."""
 import collections
 
+from .forward_shared import shared_with_forward
 from .graph import Graph, Guard, Node, Value
 from .optable import OPS
 
@@ -62,11 +66,12 @@ def _recomputable(node):
     return op is not None and op.kind in RECOMPUTABLE_KINDS and op.recompute
 
 
-def min_cut(required, fwd_nodes, primal, free):
+def min_cut(required, fwd_nodes, primal, free, pinned=()):
     """-> (values to save, forward nodes to recompute in the backward). A flow network:
     each forward value v is an edge v_in -> v_out of capacity bytes(v); operands feed
     their results with infinite capacity; the source feeds inputs and values only the
-    forward can make; values the backward reads drain into the sink."""
+    forward can make (and those of `pinned` nodes); values the backward reads drain into
+    the sink."""
     values = list(primal) + [o for n in fwd_nodes for o in n.outputs]     # (primal: ordered)
     primal = set(primal)
     index = {v: i for i, v in enumerate(values)}
@@ -82,7 +87,7 @@ def min_cut(required, fwd_nodes, primal, free):
 
     for v, i in index.items():
         edge(2 * i, 2 * i + 1, 0 if v in free else v.type.nbytes * scale + scale - 1 - i)
-        if v in primal or not _recomputable(v.node):
+        if v in primal or not _recomputable(v.node) or v.node in pinned:
             edge(src, 2 * i, inf)
     for n in fwd_nodes:
         operands = [x for x in n.inputs if isinstance(x, Value)] + \
@@ -182,6 +187,10 @@ def partition(joint, n_primal, n_out, n_mut, n_guard, guards=(), mutated_inputs=
     cotangents = joint.inputs[n_primal:]
     fwd = _ancestors(fwd_targets)
     bwd = _ancestors(grads, stop=fwd)
+    moved, pinned = shared_with_forward(joint, fwd, bwd)
+    if moved:
+        fwd |= moved
+        bwd = _ancestors(grads, stop=fwd)
     defined_fwd = set(primal)
     for n in fwd:
         defined_fwd.update(n.outputs)
@@ -194,7 +203,8 @@ def partition(joint, n_primal, n_out, n_mut, n_guard, guards=(), mutated_inputs=
     used_by_bwd += [g for g in grads if g in defined_fwd]
     saved = list(dict.fromkeys(used_by_bwd))
 
-    saved, recompute = min_cut(saved, [n for n in joint.nodes if n in fwd], primal, free)
+    saved, recompute = min_cut(saved, [n for n in joint.nodes if n in fwd], primal, free,
+                               pinned)
     bwd |= recompute
     order = {n: i for i, n in enumerate(joint.nodes)}
     primal_at = {v: i for i, v in enumerate(primal)}
