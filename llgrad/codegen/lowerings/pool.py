@@ -382,6 +382,9 @@ def _build():
     gen.slots_address()
     gen.pauses()
     key = keys.key_for("llgrad pool", f"slots={SLOTS};spins=word;posts=min(t,threads);"
-                                      "job mxcsr")
+                                      "job mxcsr;codegen only")
+    # (O3's code generation without its IR passes: the pool's code is written as the passes
+    # would leave it, its waits are spins on atomics and `pause`; the passes took ~60% of
+    # its LLVM time, ~30 ms of a cold process's first build)
     return jit.load_private(key, list(_NAMES)) or \
-        jit.compile_private(mod, list(_NAMES), key=key, opt=True)
+        jit.compile_private(mod, list(_NAMES), key=key, opt="codegen")

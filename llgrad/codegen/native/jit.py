@@ -353,10 +353,13 @@ def compile_module(irmod, entry_names, opt=True, key=None):
 def compile_private(irmod, entry_names, key=None, opt=False):
     """Compile a small module of llgrad's own plumbing (trampoline.py, the thread pool, the
     BLAS shims) outside the in-memory table and the stats (which count kernels' code
-    generation only), at -O0 unless opt; no IR text is kept. With a key the object also
-    goes to the disk cache (load_private)."""
+    generation only), at -O0 unless opt: True, optimised at O3; "codegen", O3's code
+    generation without the IR passes (for code already in the form they would leave it,
+    where they cost more than half its LLVM time and buy nothing measurable). No IR text is
+    kept. With a key the object also goes to the disk cache (load_private)."""
     j = jit()
-    _, obj, _ = _generate(irmod, "O3" if opt else "O0", False)
+    mode = "O3-noopt" if opt == "codegen" else "O3" if opt else "O0"
+    _, obj, _ = _generate(irmod, mode, False)
     compiled = _load(j, obj, (b"", b""), entry_names)
     if key is not None:
         cache.store(key, entry_names[0], obj, b"", b"")
