@@ -121,8 +121,7 @@ class CompiledFunction:
         if fast is not None and len(fast[1]) != len(inputs):
             # fn reads tensors from its closure or globals (made since it was decorated):
             # its inputs are not its arguments alone, so no flat key stands for its calls
-            self._plain, fast = False, None
-            self._fast.clear()
+            self._plain, fast, self._fast = False, None, {}
         if fast is None and self._walker_tries < 2 * MAX_WALKERS and \
                 len(self._walkers) < MAX_WALKERS and self._entries_for(key, n_own):
             fast = self._new_walker(args, kwargs, inputs)
@@ -133,9 +132,11 @@ class CompiledFunction:
             return out.finish(self.fn, args, kwargs) if type(out) in LATER else out
         with self._lock:
             out = self._run_cached(key, n_own, inputs, None)   # another thread traced it
+            if out is _RUN_EAGERLY or out is _MISS and volatile_guards.relatives_settled(
+                    self, guards, key, EAGER):      # (a settled key's but for numbers)
+                return eager_settled.ran_eagerly(self, args, kwargs)
             if out is not _MISS:
-                return eager_settled.ran_eagerly(self, args, kwargs) if out is _RUN_EAGERLY else \
-                    out.finish(self.fn, args, kwargs) if type(out) in LATER else out
+                return out.finish(self.fn, args, kwargs) if type(out) in LATER else out
             if dynamic_sizes.served(self, guards, key, n_own):
                 return self(*args, **kwargs)    # (a new size of a fitted entry: no trace)
             if self.n_traces and stance.keeps_from_tracing():
@@ -372,14 +373,13 @@ class CompiledFunction:
     def reset(self):
         """Forget every traced entry (torch.compiler.reset): the next call traces again."""
         with self._lock:
-            self.cache, self.entries, self._fast, self._grad_free, self._walkers, self._blind \
-                = {}, [], {}, {}, [], {}
+            self.cache, self.entries, self._fast, self._grad_free, self._walkers, self._blind, \
+                self._sizes = {}, [], {}, {}, [], {}, dynamic_sizes.FunctionSizes()
             self._walker_tries, self.n_traces, self._not_kept, self._warned = 0, 0, None, set()
             self._first_untraced, self._dynamic, self._static, self._numbers_seen = \
                 False, frozenset(), frozenset(), {}
             self.graph_breaks, self._eager_reasons, self._fresh_unkept = [], {}, False
             self._eager_streak.reset()
-            self._sizes = dynamic_sizes.FunctionSizes()
 
 
 @documented         # (the help text: compile_doc.py)

@@ -36,13 +36,14 @@ class FunctionSizes:
     reads plain ints (a redo); how many traces with SymInts were redone (from MAX_REDOS on,
     or once its code used a size as a plain number, it reads plain ints), and how many
     traces that made in all (`redone`: not counted against the recompile limit, nor are the
-    `raised` traces: raised)."""
+    `raised` traces: raised, nor the traces with numbers' stand-ins done again with their
+    values, `restarted`: symbolic_args.retry)."""
     __slots__ = ("templates", "expectation", "fitted", "plain_next", "redos", "redone",
-                 "raised")
+                 "raised", "restarted")
 
     def __init__(self):
         self.templates, self.expectation, self.fitted, self.plain_next = [], None, None, False
-        self.redos = self.redone = self.raised = 0
+        self.redos = self.redone = self.raised = self.restarted = 0
 
 
 # (a trace with SymInts that does not fit may be the sizes' doing, not theirs: a sequence
@@ -196,8 +197,9 @@ def _confirmed(cf, entry):
 
 def traces_to_limit(cf):
     """The traces that count against cf's recompile limit: a trace done again with plain
-    ints is the same call's; a trace that raised kept nothing (raised)."""
-    return cf.n_traces - cf._sizes.redone - cf._sizes.raised
+    ints, or with its numbers' values, is the same call's (as Dynamo's restarted analysis);
+    a trace that raised kept nothing (raised)."""
+    return cf.n_traces - cf._sizes.redone - cf._sizes.raised - cf._sizes.restarted
 
 
 def raised(cf):

@@ -157,6 +157,7 @@ def retry(cf, exc, snapshot, state_only=False, key=None):
         cf._stand_in_raise = (paths, cf._dynamic & paths, cf._static, type(exc), str(exc),
                               cf.n_traces)
     cf._tracing_symbolic = set()
+    cf._sizes.restarted += 1    # (this call is traced again: that trace is what counts)
     snapshot.restore()
     cf._dynamic = cf._dynamic - paths
     cf._static = cf._static | paths
@@ -176,8 +177,7 @@ def innocent_raise(cf, exc):
     if record is None or record[5] + 1 != cf.n_traces or type(exc) is not record[3] or \
             str(exc) != record[4]:
         return False
-    paths, dynamic, static = record[:3]
-    cf._sizes.raised += 1       # (the trace with stand-ins raised it too: dynamic_sizes.raised)
+    paths, dynamic, static = record[:3]     # (the trace with stand-ins: retry's `restarted`)
     cf._static = static | (cf._static - paths - {ITEM_READS})
     cf._dynamic = cf._dynamic | dynamic
     _forget_fast_paths(cf)
