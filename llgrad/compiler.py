@@ -7,6 +7,7 @@ graph: a break runs it all eagerly, warned, where PyTorch splits the graph); is_
 says whether the code runs under a trace."""
 import functools
 
+from .compile import eager_builds
 from .compile.compiled_function import compile, registry
 from .compile.stance import set_stance
 from .compile.torch_api import TORCH_BACKENDS
@@ -21,6 +22,7 @@ def reset():
     """Forget every compiled function's traced entries, as torch.compiler.reset."""
     for cf in list(registry):
         cf.reset()
+    eager_builds.reset()        # (kernels calls standing in found absent: probed again)
 
 
 def is_compiling():

@@ -34,7 +34,7 @@ from .recompile_limit import name as fn_name, warn_limit
 from .side_effects import fresh_optimizer, unguardable, unreplayed_change
 from .backends import backend as get_backend, build_now
 from .run import (_MISS, _RUN_EAGERLY, FINISHED_BY_CALL as LATER, _first_result, eager_runner,
-                  entry_runner, own_inputs, untraced)
+                  entry_runner, own_inputs, until_built, untraced)
 from .snapshot import StateSnapshot
 from .torch_api import torch_compile_arguments
 from .traced_function import traced_function
@@ -323,14 +323,14 @@ class CompiledFunction:
 
     def _remember(self, fast, entries, n_own=None):
         """Let calls with flat key `fast` (fastpath.py) run these entries (n_own: grad-free)."""
-        if not fast or any(e is not EAGER and e._forward_run is None for e in entries):
-            return          # (an entry still being built: its runner is not final yet)
-        runners = [eager_runner if e is EAGER else entry_runner(e) for e in entries]
-        if runners:
+        building = [e for e in entries if e is not EAGER and e._forward_run is None]
+        if entries and fast:
+            runners = [eager_runner if e is EAGER else entry_runner(e) for e in entries]
             run = runners[0] if len(runners) == 1 else functools.partial(_first_result, runners)
-            if n_own is not None:
-                run = functools.partial(own_inputs, run, n_own)
-            self._fast[fast[0]] = run
+            run = run if n_own is None else functools.partial(own_inputs, run, n_own)
+            self._fast[fast[0]] = functools.partial(  # (not final: replaced once built)
+                until_built, self._remember, self._fast, fast, entries, n_own, building,
+                run) if building else run
 
     @property
     def recompile_limit(self):

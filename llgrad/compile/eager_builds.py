@@ -26,6 +26,20 @@ _unfinished = [0]       # builds queued and not done (wait())
 _done = threading.Condition()
 _tables = {}            # id -> every table a build was started for (their PENDING entries)
 _paused = threading.local()
+# (table id, key) the disk cache did not have when a call standing in for compiled code
+# probed it: such calls queue no build, so probing again at each of them (a lookup, and for
+# a VJP a trace of its rule) would only slow the calls that stand in for the build
+_absent = set()
+
+
+def absent(table, key):
+    """Whether a call standing in for compiled code found table[key] not cached before."""
+    return trace_state.state.standing_in and (id(table), key) in _absent
+
+
+def reset():
+    """Forget which kernels standing-in calls found absent (a later one probes again)."""
+    _absent.clear()
 
 
 @contextmanager
@@ -57,6 +71,9 @@ def start(table, key, build):
             threading.current_thread() is _builder["thread"]:
         table[key] = build()
         return table[key]
+    standing_in = trace_state.state.standing_in
+    if absent(table, key):
+        return None
     from ..codegen.native import disk_only     # (codegen: on a kernel's first call only)
     try:
         with disk_only.probe():
@@ -65,8 +82,10 @@ def start(table, key, build):
         return found
     except disk_only.NotCached:
         pass
-    if trace_state.state.standing_in:     # (found kernels serve it: the compiled code's bits)
+    if standing_in:     # (found kernels serve it: the compiled code's bits)
+        _absent.add((id(table), key))
         return None
+    _absent.discard((id(table), key))
     _tables[id(table)] = table
     table[key] = PENDING
     with _done:
@@ -101,6 +120,7 @@ def _after_fork_in_child():
     """The parent's builder thread is not in the child: its pending builds start again."""
     global _done
     _done, _unfinished[0] = threading.Condition(), 0
+    _absent.clear()
     _builder["queue"] = _builder["thread"] = None
     for table in _tables.values():
         for k in [k for k, v in table.items() if v is PENDING]:

@@ -49,7 +49,7 @@ from ..runtime.meta_tensor import is_meta
 from ..runtime.tensor import Tensor
 from ..tracer.trace import trace_body
 from . import eager_shaped, eager_threads
-from .eager_builds import PENDING as _PENDING, start as _start, wait  # noqa: F401 (wait: the API)
+from .eager_builds import PENDING as _PENDING, absent, start as _start, wait  # noqa: F401
 from .eager_steps import Steps
 
 MIN_ELEMENTS = 4096
@@ -378,9 +378,9 @@ def native_vjp(node, g):
         return None
     key = key + (op.save,)
     found = _vjp_kernels.get(key, False)
-    if found is False:
+    if found is False and not absent(_vjp_kernels, key):    # (absent: not traced again)
         found = _vjp_kernel(key, op, ga.dtype, op.save, node.attrs)
-    if found is None or found is _PENDING:
+    if found is None or found is False or found is _PENDING:
         return None
     out = np.empty_like(ga)
     eager_threads.elementwise(found, (data_pointer(out), *[data_pointer(a) for a in arrays]),

@@ -128,8 +128,8 @@ def _on_kernel(node, g):
         found = _kernels.get(key, False)
     except TypeError:               # (an unhashable attribute)
         return None
-    if found is False:
-        if len(_kernels) >= MAX_KERNELS:
+    if found is False:      # (absent: a call standing in does not trace the rule again)
+        if len(_kernels) >= MAX_KERNELS or eager_builds.absent(_kernels, key):
             return None
         examples = {n: None if s is None else _example(*s, k)
                     for k, (n, s) in enumerate(zip(op.save, sig[1:]))}

@@ -114,6 +114,18 @@ def _while_building(entry, tensors):
     return STAND_IN if entry._forward_run is None else run_entry(entry, tensors)
 
 
+def until_built(remember, table, fast, entries, n_own, building, run, tensors):
+    """The flat-key runner (compiled_function._remember) of calls while some of entries'
+    native forwards are being built: run (standing in, as the full walk of the guards would
+    choose) till every one is built, then remember's final runners in its place."""
+    if any(e._forward_run is None for e in building):
+        return run(tensors)
+    remember(fast, entries, n_own)
+    final = table.get(fast[0])
+    return run(tensors) if final is None or getattr(final, "func", None) is until_built \
+        else final(tensors)
+
+
 def own_inputs(run, n_own, tensors):
     """run on the first n_own tensors (a grad-free entry: compiled_function._remember)."""
     return run(tensors[:n_own])
