@@ -91,9 +91,13 @@ def _div_int(a, b, rounding_mode="floor"):
     """a // b (floor) or C's a / b (trunc) on integers; b == 0 gives 0 (the runtime raises
     PyTorch's ZeroDivisionError before)."""
     a, b = _arrays(a, b)
-    b = np.where(b == 0, np.ones((), b.dtype), b)
-    with np.errstate(over="ignore"):    # (the minimum // -1 wraps, as PyTorch's, unwarned)
+    if not b.all():     # (where only when a zero is there: a 0-d divisor's where cost more
+        b = np.where(b == 0, np.ones((), b.dtype), b)   # than the division)
+    if b.ndim == 0 and b > 0:       # (nothing to overflow: no errstate, a third of x // 4)
         q = np.floor_divide(a, b)
+    else:
+        with np.errstate(over="ignore"):    # (the minimum // -1 wraps, as PyTorch's, unwarned)
+            q = np.floor_divide(a, b)
     if rounding_mode == "trunc":
         q = q + ((np.fmod(a, b) != 0) & ((a < 0) != (b < 0))).astype(q.dtype)
     return q.astype(np.result_type(a, b), copy=False)

@@ -224,7 +224,9 @@ def fill_value_fits(value, d):
                             "can't convert negative int to unsigned")
     if type(value) in (int, float) and d.is_floating_point:     # (the common case first)
         top = _FLOAT_MAX.get(d.name)
-        if top is None or -top <= value <= top:
+        # (inf and nan always fit a float dtype: a matcher's cost[r, :] = inf took the
+        # slow path below, np.finfo and all, twice per write)
+        if top is None or -top <= value <= top or not math.isfinite(value):
             return value
     if value is None or isinstance(value, _NOT_NUMBERS):
         raise TypeError(f"expected a Number, not {type(value).__name__}")

@@ -1,17 +1,18 @@
 """The common case of an eager in-place op, without call_inplace's general checks: a dense
-(C-contiguous, writeable) plain tensor written by operands of its dtype and shape or by
-Python numbers of its category or below, none of them on the meta device, with no tracer,
-vmap, profiler or forward AD active and no autograd to record (grad mode off, or nothing
-involved requires grad, is a view of a tensor that does, or was made under no_grad). There
-none of PyTorch's checks can raise (no leaf or view of a leaf written with grad on, no
-inference tensor, no repeated or shared memory, no broadcast into t, no cast to a lower
-category), and nothing is recorded: what is left is the op's value written into t, the
-version bump and the write location, as call_inplace does them. Anything else returns False
-before writing anything, and call_inplace takes its general path. An optimiser's step, a
-gradient's zeroing or a user's x.add_(y) spent most of its per-call time in those checks on
-small tensors."""
+(C-contiguous, writeable; for fill_ and zero_ any view with a cell per element) plain tensor
+written by operands of its dtype and shape or by Python numbers of its category or below,
+none of them on the meta device, with no tracer, vmap, profiler or forward AD active and no
+autograd to record (grad mode off, or nothing involved requires grad, is a view of a tensor
+that does, or was made under no_grad). There none of PyTorch's checks can raise (no leaf or
+view of a leaf written with grad on, no inference tensor, no repeated or shared memory, no
+broadcast into t, no cast to a lower category), and nothing is recorded: what is left is the
+op's value written into t, the version bump and the write location, as call_inplace does
+them. Anything else returns False before writing anything, and call_inplace takes its
+general path. An optimiser's step, a gradient's zeroing or a user's x.add_(y) spent most of
+its per-call time in those checks on small tensors."""
 import numpy as np
 
+from ..ir.geometry import geometry_overlaps
 from . import dispatch, grad_mode, trace_state
 from .dispatch import run_impl
 from .saved_tensor import user_position
@@ -20,6 +21,17 @@ from .tensor import Storage, Tensor
 
 _tstate = trace_state.state
 _INT64 = (-1 << 63, 1 << 63)
+
+
+def _distinct_cells(op, a, inputs):
+    """Whether a number filled into the strided view a writes each element to a cell of its
+    own: then the write is NumPy's assignment, as into a dense tensor (a greedy matcher's
+    cost[:, c] = inf, a column; a repeated or shared cell takes the general path)."""
+    if op.name not in ("fill", "zero") or len(inputs) > 1 and isinstance(inputs[1], Tensor):
+        return False
+    size = a.itemsize
+    return not geometry_overlaps(a.shape, [s // size for s in a.strides]) and \
+        all(s % size == 0 for s in a.strides)
 
 
 def write(op, t, inputs, attrs):
@@ -33,7 +45,9 @@ def write(op, t, inputs, attrs):
     if storage.__class__ is not Storage:
         return False
     dt, a = t._dtype, t._data
-    if not dt._plain or t._inference or not a.flags.c_contiguous or not a.flags.writeable:
+    if not dt._plain or t._inference or not a.flags.writeable:
+        return False
+    if not a.flags.c_contiguous and not _distinct_cells(op, a, inputs):
         return False
     cat, grad = dt._cat, grad_mode.state.grad_enabled
     if grad:

@@ -34,6 +34,13 @@ def _is_advanced(i, scalars=False):
         i._dtype.name != "uint8" and getattr(i, "_phys", None) is None and not scalars)
 
 
+def _int_tensor(i):
+    """Whether i is a 0-d integer tensor read as an int (not _is_advanced): x[r, :] with r
+    an argmin's result takes getitem's tuple fast path, as x[0, :] does."""
+    return type(i) is Tensor and not i._data.ndim and i._dtype._cat == 1 and \
+        i._dtype.name != "uint8" and getattr(i, "_phys", None) is None
+
+
 def _index_tensor(i):
     """An index tensor of a tensor, list, range or array (an empty list or range: int64,
     as PyTorch reads it)."""
@@ -127,9 +134,10 @@ def getitem(self, idx):
         return call(_SLICE, (self,), {"dim": 0, "start": start, "end": stop, "step": step})
     if type(idx) is int and self._data.ndim:            # fast path: x[i]
         return select(self, 0, idx)
-    if type(idx) is tuple and all(type(i) in _BASIC for i in idx) and \
-            len(idx) - idx.count(None) <= self._data.ndim:
-        items, pos = idx, range(len(idx))   # (x[:, 0], x[:, None]: nothing to expand)
+    if type(idx) is tuple and all(type(i) in _BASIC or _int_tensor(i) for i in idx) and \
+            sum(1 for i in idx if i is not None) <= self._data.ndim:   # (no count(None):
+        # its == asks each tensor in idx its __eq__)
+        items, pos = idx, range(len(idx))   # (x[:, 0], x[:, None], C[r, :]: nothing to expand)
     elif has_stand_in(idx):     # (a compiled function's changing int: symbolic_uses.py)
         return stand_in_getitem(self, idx, getitem)
     else:
