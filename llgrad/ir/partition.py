@@ -20,6 +20,7 @@ import collections
 from .forward_shared import shared_with_forward
 from .graph import Graph, Guard, Node, Value
 from .optable import OPS
+from .saved_stacks import out_types, through_stacks, view_nodes
 
 RECOMPUTABLE_KINDS = ("view", "elementwise", "creation", "reduce")
 
@@ -206,6 +207,7 @@ def partition(joint, n_primal, n_out, n_mut, n_guard, guards=(), mutated_inputs=
     saved, recompute = min_cut(saved, [n for n in joint.nodes if n in fwd], primal, free,
                                pinned)
     bwd |= recompute
+    saved, via_stack = through_stacks(saved, [n for n in joint.nodes if n in fwd], free)
     order = {n: i for i, n in enumerate(joint.nodes)}
     primal_at = {v: i for i, v in enumerate(primal)}
     # free inputs first, then other inputs (both by position), then forward values
@@ -235,12 +237,12 @@ def partition(joint, n_primal, n_out, n_mut, n_guard, guards=(), mutated_inputs=
         nv = Value(ct.type, None, len(bwd_inputs), ct.name)
         subst[ct] = nv
         bwd_inputs.append(nv)
-    nodes = []
+    nodes = view_nodes(via_stack, subst, lambda v: v.node.loc)
     for n in bwd_nodes:
         m = Node(n.op, [subst.get(x, x) if isinstance(x, Value) else x for x in n.inputs],
                  dict(n.attrs), [], n.loc, subst.get(n.view_of) if n.view_of is not None
                  else None)
-        m.outputs = [Value(o.type, m, o.index) for o in n.outputs]
+        m.outputs = [Value(t, m, o.index) for t, o in zip(out_types(n, m, via_stack), n.outputs)]
         subst.update(zip(n.outputs, m.outputs))
         nodes.append(m)
     backward = Graph(forward.name.replace("_forward", "_backward"), bwd_inputs, nodes,
