@@ -100,7 +100,18 @@ def _child(blocks, width, kind):
         "peak_mib": (rss1 - rss0) / 1024.0, "build_cpu": build_cpu,
         "worker_cpu": _worker_cpu(),
         # (llgrad's modules this process compiled from source: 0 where .pyc files served)
-        "compiled_modules": _bytecode.counts["compiled"]}))
+        "compiled_modules": _bytecode.counts["compiled"], "timeline": _timeline()}))
+
+
+def _timeline():
+    """[(what, seconds since the trace began)] of this process's and the compile worker's
+    marks, in order (LLGRAD_TIMELINE=1; else empty): the cold build's critical path."""
+    from llgrad.codegen.native import timeline, worker
+    marks = timeline.marks() + worker.worker_timeline()
+    if not marks:
+        return []
+    t0 = min(t for what, t in marks if what == "trace start")
+    return [(what, round(t - t0, 4)) for what, t in sorted(marks, key=lambda m: m[1])]
 
 
 def _worker_cpu():

@@ -30,7 +30,7 @@ from .native.threadcount import RUN as THREAD_CALL
 from .lowerings import gemm
 from .lowerings.pool import ensure_pool
 from . import prepared, size_params
-from .native import disk_only, jit, keys, worker
+from .native import disk_only, jit, keys, timeline, worker
 from .schedule import concat, copy_into
 from .schedule.plan import root_of
 
@@ -73,6 +73,7 @@ def lower(graph, *, blas=True, opt=True, clusters=True, release=(), share_sizes=
 
     text: str(graph), where the caller printed it already (printing a 1,000-op graph
     takes ~20 ms)."""
+    timeline.mark(f"build start {graph.name}")
     return _lower(graph, blas, opt, clusters, release, share_sizes, emitted or _nothing,
                   sibling, text)
 
@@ -154,8 +155,10 @@ def _prepare_cached(graph, blas, opt, clusters, release, text=None):
         return found
     if found is None:       # (a build is likely: LLVM's process starts while this plans)
         worker.prestart()
+    timeline.mark(f"plan start {graph.name}")
     with gemm.libraries_asked() as libraries:
         made = _prepare(graph, blas, opt, clusters, release)
+    timeline.mark("plan end")
     if found is None:
         prepared.store(pre, made, libraries)
     elif found[3] != made[3]:

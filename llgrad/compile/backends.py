@@ -89,6 +89,14 @@ class PythonSource(Interpreter):
 class Native(Interpreter):
     name = "llvm"
 
+    @staticmethod
+    def trace_starts():
+        """A trace whose build follows begins: LLVM's work that needs no plan starts now
+        where the cache is cold (codegen/native/cold_start.py) -> time.perf_counter()."""
+        from ..codegen.native import cold_start     # (llvmlite: on first use)
+        cold_start.trace_starts()
+        return time.perf_counter()
+
     def forward(self, entry):
         kernel = self.kernel(entry, "forward")
         return kernel.run if kernel is not None else Interpreter.forward(self, entry)

@@ -140,7 +140,7 @@ def trace_entry(name, backend, traced_fn, tensors, guards, args, kwargs, n_own, 
     # which inputs are differentiated is decided before the call (one written in place
     # with a value that requires grad comes out requiring grad: see _check_mutated)
     differentiable = [t.requires_grad and t._dtype._cat >= 2 for _, t in tensors]  # (complex too)
-    t0 = time.perf_counter()
+    t0 = getattr(backend, "trace_starts", time.perf_counter)()  # (Native's: backends.py)
     try:
         with external_io.recording() as entry.external_io:
             graph, state = _trace(entry, traced_fn, tensors, args, kwargs, n_own, entered,

@@ -33,7 +33,7 @@ import weakref
 
 from llvmlite import ir
 
-from . import cache, disk_only, elf, host, worker, worker_main
+from . import cache, disk_only, elf, host, timeline, worker, worker_main
 from .mcjit import _Engine, _binding, _engines, _llvm  # noqa: F401
 from .memory_lru import _cache_limit, _Memory
 from .size_families import Families
@@ -324,6 +324,7 @@ def _generate(irmod, mode, keep_ir):
     text = str(irmod)
     host = {"cpu": j.cpu, "features": j.features, "triple": j.triple,
             "data_layout": j.data_layout}
+    timeline.mark(f"generate {irmod.name}")
     done = worker.generate(text, host, mode, keep_ir)
     if done is not None:
         return text, done[0], done[1]

@@ -11,16 +11,35 @@ dies, or replies with an error) makes the caller run LLVM in-process instead: th
 functions (worker_main.generate), so the same machine code, and LLVM's own error where the
 module is at fault. LLGRAD_COMPILE_WORKER=0 keeps all code generation in-process."""
 import atexit
+import importlib.util
 import os
 import subprocess
 import sys
 import threading
 
-from . import worker_main
+from . import timeline, worker_main
 
 ENABLED = os.environ.get("LLGRAD_COMPILE_WORKER", "1") != "0"
 _MAIN = os.path.abspath(worker_main.__file__)
 _LAUNCH = "import runpy, sys; runpy.run_path(sys.argv[1], run_name='__main__')"
+# (isolated, without site: the worker needs only llvmlite, whose directory it is given;
+# site's .pth files and an editable install's finder cost ~5 ms of its ~0.1 s of CPU to the
+# first reply, and the caller's current directory or PYTHONPATH cannot shadow its imports)
+_LAUNCH_BARE = "import runpy, sys; sys.path.append(sys.argv[2]); " \
+    "runpy.run_path(sys.argv[1], run_name='__main__')"
+
+
+def _command():
+    """The worker's command line: `python -I -S` with llvmlite's directory where it is found
+    as a plain package, else the interpreter as this process was started (site decides)."""
+    spec = importlib.util.find_spec("llvmlite")
+    origin = spec and spec.origin
+    if origin and origin.endswith("__init__.py"):
+        # (-I ignores PYTHONDONTWRITEBYTECODE: -B keeps the caller's choice)
+        flags = ["-I", "-S"] + (["-B"] if sys.flags.dont_write_bytecode else [])
+        return [sys.executable, *flags, "-c", _LAUNCH_BARE, _MAIN,
+                os.path.dirname(os.path.dirname(origin))]
+    return [sys.executable, "-c", _LAUNCH, _MAIN]
 
 _lock = threading.Lock()
 _proc = None
@@ -55,8 +74,9 @@ def _stop(proc):
 
 
 def _start():
-    proc = subprocess.Popen([sys.executable, "-c", _LAUNCH, _MAIN], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, close_fds=True)
+    timeline.mark("worker start")
+    proc = subprocess.Popen(_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, close_fds=True)
     stats["started"] += 1
     return proc
 
@@ -82,8 +102,10 @@ def _ask(request):
                     _proc = None
                     return None
             try:
+                timeline.mark(f"sent {request[0]}")
                 worker_main._write(_proc.stdin, request)
                 reply = worker_main._read(_proc.stdout)
+                timeline.mark(f"reply {request[0]}")
             except (OSError, ValueError, EOFError):
                 reply = None
             if reply is not None:
@@ -97,6 +119,12 @@ def _ask(request):
         stats["failed"] += 1
         return None
     return reply
+
+
+def running():
+    """Whether this process has a worker (started, not yet exited)."""
+    proc = _proc
+    return proc is not None and proc.poll() is None
 
 
 def prestart():
@@ -131,6 +159,14 @@ def generate(text, host, mode, keep_ir):
         return None
     stats["generated"] += 1
     return reply
+
+
+def worker_timeline():
+    """The running worker's marks ([(what, monotonic seconds)], LLGRAD_TIMELINE=1), or []."""
+    if _proc is None or _proc.poll() is not None:
+        return []
+    reply = _ask(("timeline",))
+    return reply if isinstance(reply, list) else []
 
 
 def _at_exit():

@@ -7,14 +7,22 @@ and turned into an object file keeps the two processes' machine code identical.
 The worker reads requests from stdin and writes replies to stdout, each a pickle behind its
 8-byte length: ("describe", env) -> the host's description; ("generate", text, host, mode,
 keep_ir) -> (object bytes, IR after optimisation or ""), mode "O3" (optimised at O3),
-"O3-noopt" (O3 code generation, no IR passes) or "O0". A failure replies ("error", text).
-It exits when stdin closes or after IDLE_SECONDS (LLGRAD_COMPILE_WORKER_IDLE) without a
-request."""
+"O3-noopt" (O3 code generation, no IR passes) or "O0"; ("timeline",) -> the worker's
+[(what, time.monotonic())] marks, kept under LLGRAD_TIMELINE=1 (timeline.py). A failure
+replies ("error", text). It exits when stdin closes or after IDLE_SECONDS
+(LLGRAD_COMPILE_WORKER_IDLE) without a request.
+
+worker.py starts it as `python -I -S` (no site, no .pth files) with llvmlite's directory
+given: it imports a little of the standard library and llvmlite, nothing else."""
 import os
 import pickle
 import select
 import struct
 import sys
+import time
+
+_MARKS = [("worker python up", time.monotonic())] \
+    if os.environ.get("LLGRAD_TIMELINE", "0") == "1" else None
 
 IDLE_SECONDS = float(os.environ.get("LLGRAD_COMPILE_WORKER_IDLE", "60"))
 
@@ -78,10 +86,17 @@ def _write(f, obj):
     f.flush()
 
 
+def _mark(what):
+    if _MARKS is not None:
+        _MARKS.append((what, time.monotonic()))
+
+
 def serve(inp, out):
     import llvmlite.binding as llvm
+    _mark("worker llvmlite imported")
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
+    _mark("worker llvm initialised")
     machines = {}
     while True:
         ready, _, _ = select.select([inp], [], [], IDLE_SECONDS)
@@ -90,8 +105,11 @@ def serve(inp, out):
         req = _read(inp)
         if req is None:
             return
+        _mark(f"worker got {req[0]}")
         try:
-            if req[0] == "describe":
+            if req[0] == "timeline":
+                reply = list(_MARKS or ())
+            elif req[0] == "describe":
                 reply = ask_llvm(llvm, req[1])
             else:
                 _, text, host, mode, keep_ir = req
@@ -105,6 +123,7 @@ def serve(inp, out):
                                  mode == "O3", keep_ir)
         except Exception as e:      # noqa: BLE001 (reported: the parent retries in-process)
             reply = ("error", f"{type(e).__name__}: {e}")
+        _mark(f"worker done {req[0]}")
         _write(out, reply)
 
 
