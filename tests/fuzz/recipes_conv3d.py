@@ -60,7 +60,9 @@ def r_pool3d(g):
     ceil = g.chance(30)
     if g.smooth or g.chance(50):
         out = [_p3_avg_out(n, kk, pp, ss, ceil) for n, kk, pp, ss in zip(dhw, k, p, s)]
-        if min(out) < 1:
+        # (avg_pool3d also refuses a dim smaller than its kernel before padding, as torch's
+        # pool3d_shape_check does: "input image ... smaller than kernel size")
+        if min(out) < 1 or any(n < kk for n, kk in zip(dhw, k)):
             return False
         extra = g.choice(["", ", count_include_pad=False", ", divisor_override=3"])
         v = g.new(shape[:1] + tuple(out), x.dtype, rg=x.rg)
