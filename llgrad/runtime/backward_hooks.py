@@ -88,7 +88,9 @@ def run_acc(node, grads, create_graph):
         if leaf is not None:
             for hook in tuple(hooks.values()):
                 r = hook(leaf)
-                if r is not None:       # (PyTorch's two errors, word for word)
+                # PyTorch lets a hook return the leaf itself (`lambda p: p.add_(...)`, its
+                # docstring's example) and raises its two errors, word for word, otherwise
+                if r is not None and r is not leaf:
                     if not isinstance(r, Tensor):
                         raise TypeError("expected Variable, but hook returned "
                                         f"'{type(r).__name__}'")

@@ -236,6 +236,9 @@ for _fn in (unsafe_chunk, unsafe_split, unsafe_split_with_sizes):
 def _copy(view, name, node, multi=False):
     def fn(input, *args, **kwargs):
         _check_tensor(input, name, "input" if name != "view_copy" else "self", 1)
+        if name == "narrow_copy" and input.is_sparse:   # (PyTorch keeps the layout and
+            # the sparse / dense dims; the strided narrow would densify)
+            return input.to_dense().narrow(*args, **kwargs).to_sparse(input.sparse_dim())
         try:
             out = getattr(input, view)(*args, **kwargs)
         except RuntimeError as e:   # (ATen's view_copy reshapes what view cannot: a copy)

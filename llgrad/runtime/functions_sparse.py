@@ -35,15 +35,13 @@ def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None, pi
     idx = indices if isinstance(indices, Tensor) else _tensor(np.asarray(indices))
     vals = values if isinstance(values, Tensor) else _tensor(values)
     _leaves_graph(idx, "sparse_coo_tensor")
-    if idx._dtype.is_floating_point or idx._dtype is dtypes.bool_:
-        raise RuntimeError("indices must be an int64 tensor")
     if idx.dim() != 2:
         raise RuntimeError(f"indices must be sparse_dim x nnz, but got: {list(idx.shape)}")
     sd, nnz = idx.shape
     if vals.dim() == 0 or vals.shape[0] != nnz:
         raise RuntimeError(f"indices and values must have same nnz, but got nnz from indices: "
                            f"{nnz}, nnz from values: {vals.shape[0] if vals.dim() else 1}")
-    arr = idx._data.astype(np.int64)
+    arr = idx._data.astype(np.int64)        # (PyTorch converts float and bool indices too)
     if size is None:
         size = tuple(int(m) + 1 for m in (arr.max(1) if nnz else [0] * sd)) + \
             tuple(vals.shape[1:])

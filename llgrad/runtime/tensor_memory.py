@@ -1,6 +1,6 @@
 """Where a tensor's memory comes from and lives, by PyTorch's names: llgrad.asarray,
-llgrad.frombuffer, llgrad.empty_strided, Tensor.new_empty_strided and the other Tensor.new_*
-factories, and __array_wrap__ (np.exp(t) is a tensor); Tensor.share_memory_ /
+llgrad.frombuffer, llgrad.from_file, llgrad.empty_strided, Tensor.new_empty_strided and the
+other Tensor.new_* factories, and __array_wrap__ (np.exp(t) is a tensor); Tensor.share_memory_ /
 is_shared, pin_memory / is_pinned, output_nr, and the deprecated out-of-place resize /
 resize_as.
 
@@ -12,6 +12,7 @@ tensors share is refused with an error naming the workaround. A shared storage c
 grow (resize_), as in PyTorch. Pinned memory is an accelerator's: on the CPU-only build
 pin_memory() raises torch's error and is_pinned() is False."""
 import gc
+import os
 import sys
 import warnings
 
@@ -260,6 +261,36 @@ def frombuffer(buffer, *, dtype, count=-1, offset=0, requires_grad=False):
     return _require_grad(t) if requires_grad else t
 
 
+def from_file(filename, shared=None, size=0, *, dtype=None, layout=None, device=None,
+              pin_memory=False):
+    """As torch.from_file: a 1-D tensor of size elements read from a file; shared=True maps
+    the file (writes to the tensor reach it; the file is made or grown to the size needed),
+    otherwise a private mapping, as PyTorch's: writes to the tensor stay in it, while pages it
+    has not written show the file's changes."""
+    check_device(device)
+    dt = dtypes.get_default_dtype() if dtype is None else dtypes.to_dtype(dtype)
+    nbytes = int(size) * dt.itemsize
+    filename = os.fspath(filename)
+    if shared:
+        with open(filename, "ab") as f:             # (made if missing)
+            if f.tell() < nbytes:
+                f.truncate(nbytes)
+    elif not os.path.exists(filename):
+        raise RuntimeError(f"unable to open file <{filename}> in read-only mode: No such "
+                           f"file or directory (2)")
+    have = os.path.getsize(filename)
+    if have < nbytes:
+        raise RuntimeError(f"file <{filename}> size <{have}> is smaller than the required "
+                           f"mapping size <{nbytes}>")
+    if nbytes == 0:
+        return Tensor._from_array(np.empty(0, dt.np))
+    if shared:
+        arr = np.memmap(filename, dtype=dt.np, mode="r+", shape=(int(size),))
+    else:
+        arr = np.memmap(filename, dtype=dt.np, mode="c", shape=(int(size),))
+    return Tensor._from_array(arr)
+
+
 def _is_capsule(obj):
     return type(obj).__name__ == "PyCapsule"
 
@@ -340,5 +371,5 @@ def _has_buffer(obj):
     return True
 
 
-for _f in (empty_strided, frombuffer, asarray):
+for _f in (empty_strided, frombuffer, from_file, asarray):
     export(_f)
