@@ -8,6 +8,7 @@ import itertools
 import numpy as np
 
 from ..runtime import grad_mode
+from ..runtime.autograd_function import _Freed
 from ..runtime.node import AccumulateGrad, gradient_edge
 from ..tracer.errors import TraceError
 from . import grad_views
@@ -371,7 +372,10 @@ def dead(node):
         n = todo.pop()
         released = getattr(n, "_freed", None)     # (a backward ran through it)
         if released is None:
-            released = getattr(n, "_saved", True) is None    # (an autograd.Function's)
+            saved = getattr(n, "_saved", True)  # (an autograd.Function's: its saved
+            # tensors become _Freed markers when a backward releases it)
+            released = saved is None or isinstance(saved, list) and any(
+                isinstance(s, _Freed) for s in saved)
         if n is not None and id(n) not in seen and not (released and (
                 n is node or getattr(n, "_saved", None) != {})):
             if isinstance(n, AccumulateGrad):

@@ -164,7 +164,12 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     if n and weight is not None and weight.dtype != input.dtype:   # (the kernel's typed read)
         raise RuntimeError(f"expected scalar type {scalar_type_name(input.dtype)} but found "
                            f"{scalar_type_name(weight.dtype)}")
-    if n and (int(y.min()) < 0 or int(y.max()) >= c):
+    # (on the array, as nll_loss checks: no value read for a trace to guard on; traced, the
+    # gather below flags a target outside [0, C) and the call runs again eagerly, raising
+    # here; batched under llgrad.func.vmap, no array: gather checks)
+    t = y._data
+    if n and isinstance(t, np.ndarray) and (np.minimum.reduce(t, axis=None) < 0 or
+                                            np.maximum.reduce(t, axis=None) >= c):
         raise RuntimeError("target out of range")
     x_y = x.gather(1, y.unsqueeze(1))
     z = (margin - x_y + x).relu()       # (PyTorch's kernel: no gradient at z == 0)
