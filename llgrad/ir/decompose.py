@@ -55,17 +55,18 @@ def _applies(node):
     return op.kind != "elementwise" or out.type.shape == x.type.shape
 
 
-def expand_composites(graph):
-    """graph with each composite written as primitive ops (a new Graph; the input graph is
-    unchanged). Returns graph itself when there is nothing to expand."""
-    if not any(_applies(n) for n in graph.nodes):
+def expand_composites(graph, only=None):
+    """graph with each composite (each of `only`, when given) written as primitive ops (a new
+    Graph; the input graph is unchanged). Returns graph itself when there is nothing to
+    expand."""
+    if not any(_applies(n) and (only is None or n in only) for n in graph.nodes):
         return graph
     nodes, subst, skip = [], {}, set()
     uses, kept = _uses(graph), _kept(graph)
     for n in graph.nodes:
         if n in skip:
             continue
-        if not _applies(n):
+        if not _applies(n) or only is not None and n not in only:
             nodes.append(n)
             continue
         views = _reshaped_addmm(n, uses, kept)

@@ -13,6 +13,12 @@ The backward ops (fused_lstm_cell_backward -> (grad_gates, grad_cx), fused_gru_c
 layer_norm's backward recomputes its statistics: nothing but the step's operands is kept,
 and in native code the recomputation is a few vector instructions of the backward's fused
 loop. Their own VJPs are written with the Tensor API, so every order of gradient works.
+Compiled, the LSTM cell is recompute=False: the backward's recomputed sigmoids and tanh of
+the gates move into the forward (ir/forward_shared.py), which stores the activated gates in
+place of the pre-activation ones (the same bytes, PyTorch's workspace), leaving one tanh of
+the cell state per element to the backward. (The GRU cell stays as it is: its bias-added
+h-gates are still read by the backward, and storing r, z, n beside them split the forward's
+fused step and undid its in-place cats, a slower step.)
 
 The NumPy implementations make few passes with in-place ufuncs and keep the dtype; sigmoid is
 ops_elementwise's exp(-|x|) form bit for bit, its branch a maximum (NumPy's where with an
@@ -170,7 +176,7 @@ def _lstm_backward_primitives(node, emit):
 defop("fused_lstm_cell", _lstm_cell, args=("gates", "cx"), nout=2,
       save=("gates", "cx", "result1"), promote=(0, 1), float_out=True, cost=4,
       grad_fn="ThnnFusedLstmCellBackward0", vjp=_lstm_vjp, decompose=_lstm_primitives,
-      eager_rows=True)
+      eager_rows=True, recompute=False)
 defop("fused_lstm_cell_backward", _lstm_cell_backward,
       args=("grad_hy", "grad_cy", "gates", "cx", "cy"), nout=2,
       save=("grad_hy", "grad_cy", "gates", "cx", "cy"), promote="all", float_out=True, cost=6,

@@ -17,7 +17,7 @@ give (a loop's trip count and stacks, a branch's results) as saved values. A sta
 one iteration's bytes (its length is known only at run time)."""
 import collections
 
-from .forward_shared import shared_with_forward
+from .forward_shared import expand_shared, shared_with_forward
 from .graph import Graph, Guard, Node, Value
 from .optable import OPS
 from .saved_stacks import out_types, through_stacks, view_nodes
@@ -178,6 +178,8 @@ def partition(joint, n_primal, n_out, n_mut, n_guard, guards=(), mutated_inputs=
     them: their versions are checked); any other input it needs costs its bytes like a
     forward value (the caller may write it in place after the call). None: every input."""
     k = n_out + n_mut + n_guard
+    fwd = _ancestors(joint.outputs[:k])
+    joint = expand_shared(joint, fwd, _ancestors(joint.outputs[k:], stop=fwd))
     fwd_targets, grads = joint.outputs[:k], joint.outputs[k:]
     # (a list: min_cut numbers values in this order, and set order follows addresses,
     # which would give the backward's inputs, so its cache key, a new order every process)
