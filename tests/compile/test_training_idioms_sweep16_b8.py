@@ -55,7 +55,8 @@ def test_lbfgs_with_a_compiled_closure():
     # (LBFGS's curvature pairs amplify float32 rounding: native code's gradients differ
     # from eager's in the last bit, torch's from llgrad's)
     steps, last, warned = lockstep(lbfgs_program, torch_tol=1e-3, tol=1e-3)
-    assert steps == 3 and not warned and last["step_fn"].n_traces == 2
+    # (one trace: zero_grad sets .grad to None first, so the .grad a call meets is unread)
+    assert steps == 3 and not warned and last["step_fn"].n_traces == 1
 
 
 def test_compiled_step_sees_state_a_hook_changes_eagerly():

@@ -5,7 +5,6 @@ eager llgrad; the printer/parser round trip; verifier errors; determinism; the p
 import glob
 import os
 import sys
-import time
 import zlib
 
 import numpy as np
@@ -759,7 +758,6 @@ def test_passes_compose():
 
 @pytest.mark.slow      # (~7 s)
 def test_100k_node_chain():
-    t0 = time.perf_counter()
     b = Builder("deep")
     typ = TensorType("float32", (4,))
     v = b.input(typ, "x")
@@ -779,9 +777,6 @@ def test_100k_node_chain():
     finally:
         sys.setrecursionlimit(limit)
     np.testing.assert_allclose(out, 1.0)
-    # ~5 s on a loaded 2-core machine; a per-node cost that grows with the graph would
-    # take minutes
-    assert time.perf_counter() - t0 < 30
 
 
 # ---- the interpreter's aliasing ----------------------------------------------------------------

@@ -30,10 +30,12 @@ def _fit(compiled, steps=4):
     return losses, w.detach().numpy().copy(), opt, fn
 
 
-def test_compiled_closure_traces_twice_and_equals_eager():
+def test_compiled_closure_traces_once_and_equals_eager():
     eager, w_eager, opt, _ = _fit(False)
     got, w_got, _, fn = _fit(True)
-    assert fn.n_traces == 2 and len(fn.entries) == 2
+    # (once: the closure zeroes .grad to None before its backward, so the .grad a call
+    # meets does not matter)
+    assert fn.n_traces == 1 and len(fn.entries) == 1
     np.testing.assert_allclose(got, eager, rtol=1e-6)
     np.testing.assert_allclose(w_got, w_eager, rtol=1e-6, atol=1e-7)
     assert opt.state[opt.param_groups[0]["params"][0]]["func_evals"] > 4
