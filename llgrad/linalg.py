@@ -1,8 +1,8 @@
 """llgrad.linalg: PyTorch's torch.linalg names llgrad has (the norms: llgrad/runtime/linalg.py;
 the products: llgrad/runtime/functions_linalg.py; inv, det, slogdet:
-llgrad/runtime/functions_matrix.py; solves and factorisations: functions_linalg_solve.py;
-qr, svd, eigh, eig and their compositions: functions_linalg_spectral.py; the rest:
-functions_linalg_misc.py)."""
+llgrad/runtime/functions_matrix.py; solves and factorisations: functions_linalg_solve.py and
+functions_linalg_ldl.py; qr, svd, eigh, eig and their compositions:
+functions_linalg_spectral.py; the rest: functions_linalg_misc.py)."""
 from .runtime import linalg as _norms
 from .runtime.numpy_names import wrap_namespace as _wrap_numpy_names
 from .runtime.out_args import with_out
@@ -15,6 +15,7 @@ from .runtime.functions_linalg_solve import (  # noqa: F401,E402
     lu_factor, lu_factor_ex, matrix_exp, solve, solve_ex, solve_triangular)
 from .runtime.functions_linalg_spectral import (  # noqa: F401,E402
     cond, eig, eigh, eigvals, eigvalsh, lstsq, matrix_rank, pinv, qr, svd, svdvals)
+from .runtime.functions_linalg_ldl import ldl_factor, ldl_factor_ex, ldl_solve  # noqa: F401,E402
 from .runtime.functions_linalg_misc import (  # noqa: F401,E402
     diagonal, householder_product, matmul, tensorinv, tensorsolve, vander)
 

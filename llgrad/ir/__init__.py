@@ -14,6 +14,7 @@ from . import ops_fill_more  # noqa: F401,E402  (random_, exponential_, ..., nor
 from . import ops_matrix  # noqa: F401,E402  (linalg_inv_ex, linalg_det, linalg_slogdet)
 from . import ops_conv3d, ops_pool3d  # noqa: F401,E402  (convolution3d; 3-D pooling)
 from . import ops_linalg_solve, ops_linalg_spectral  # noqa: F401,E402  (solve, lu, qr, svd)
+from . import ops_linalg_ldl  # noqa: F401,E402  (linalg_ldl_factor_ex, linalg_ldl_solve)
 from . import ops_special_bessel  # noqa: F401,E402  (Bessel, polynomials, zeta)
 from . import ops_complex, ops_fft  # noqa: F401,E402  (view_as_real, complex, ...; fft)
 from . import ops_ctc  # noqa: F401,E402  (ctc_loss, ctc_loss_backward)

@@ -1585,6 +1585,9 @@ _WEIGHTED = [r for r, (w, _) in RECIPES.items() for _ in range(w)]
 
 # ops of the table no recipe draws, with the reason
 NOT_DRAWN = {
+    "linalg_ldl_factor_ex": "PyTorch gives it no derivative (tests/runtime/samples_linalg_ldl.py "
+                            "and tests/ir/specs_special_ldl.py sample it)",
+    "linalg_ldl_solve": "PyTorch gives it no derivative (as linalg_ldl_factor_ex)",
     "div_scalar": "reached only through F.cross_entropy with class-probability targets and "
                   "reduction='mean' (no public spelling); its lowering is div's",
 }

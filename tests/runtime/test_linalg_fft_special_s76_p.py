@@ -110,8 +110,6 @@ def test_matrix_norm_2_of_empty_is_zero(shape):
 
 # ---- unfixed ------------------------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="torch.linalg.ldl_factor / ldl_factor_ex / ldl_solve "
-                   "are missing (no sytrf: Bunch-Kaufman pivots in LAPACK's format)")
 def test_ldl_factor_exists():
     a = L.tensor([[4.0, 1.0], [1.0, 3.0]], dtype=L.float64)
     ld, piv = L.linalg.ldl_factor(a)
