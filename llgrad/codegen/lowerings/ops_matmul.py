@@ -7,10 +7,10 @@ at least the other extent) is passed as is (a transposed view becomes CblasTrans
 (stepped, broadcast rows) is first copied into a contiguous temporary. With a BLAS, one
 cblas_?gemm call per batch index (a small transposed B, as in x @ W.T or each of attention's
 k^T, is first copied to row-major by gemm.py's transpose: OpenBLAS is up to 2x slower on it
-as it is); for integer
-dtypes, generated i-k-j loops (the inner loop runs along rows of B and C, and vectorises).
-A batch of small products (attention's) runs over the threads, each product one unsplit
-BLAS call (_batch_split); a single product is split by the BLAS shim (native/blas.py).
+as it is; a C whose rows alias in the caches goes through a padded scratch: gemm_c_stride);
+for integer dtypes, generated i-k-j loops (the inner loop runs along rows of B and C, and
+vectorises). A batch of small products (attention's) runs over the threads, each product
+one unsplit BLAS call (_batch_split); a single product is split by the BLAS shim.
 
 Without a BLAS, float products call llgrad's own register-blocked GEMM (gemm.py) instead of
 generated loops. LLGRAD_SMALL_GEMM=n sends products of at most n multiply-adds per batch
@@ -26,7 +26,7 @@ from llvmlite import ir
 from ...ir.graph import Value
 from ...ir.geometry import contiguous_strides
 from ..native import blas
-from . import gemm as small
+from . import gemm as small, gemm_c_stride
 from .loops import Access, for_range, loop_nest
 from .parallel import OVERSPLIT, parallel_range
 from .scalar import F32, F64, I32, I64, PTR
@@ -88,16 +88,10 @@ def _small_layout(m):
 
 def _check(node):
     a, b = node.inputs[:2]
-    if not (isinstance(a, Value) and isinstance(b, Value)):
-        return "operands must be tensors"
-    dt = node.outputs[0].type.dtype
-    if a.type.dtype != dt or b.type.dtype != dt:
-        return "mixed dtypes"
-    if dt == "bool":
-        return "bool operands"
-    if len(a.type.shape) == 0 or len(b.type.shape) == 0:
+    bad = _check_pair(a, b, node.outputs[0].type.dtype)
+    if bad is None and (len(a.type.shape) == 0 or len(b.type.shape) == 0):
         return "0-d operand"
-    return None
+    return bad
 
 
 def _operand(plan, v, batch, as_row):
@@ -203,8 +197,10 @@ def _prepare_product(plan, group, a, b):
         for k, n in enumerate(small.scratch_sizes(M, N, K, A.rs, B.cs)):
             if n:
                 scratch[k] = plan.temp(group, out_t.dtype, n)
+    c_pad = gemm_c_stride.prepare(plan, group, C, M, N, K, np.dtype(out_t.dtype).itemsize) \
+        if kind == "blas" and not batch and out_st is None else None
     group.state.update(A=A, B=B, C=C, M=M, N=N, K=K, batch=batch, gemm=gemm, copies=copies,
-                       kind=kind, scratch=scratch, pack_b=pack_b, pack_each=pack_each,
+                       kind=kind, scratch=scratch, pack_b=pack_b, pack_each=pack_each, c_pad=c_pad,
                        blas_too=blas_too, choice=None if blas_too is None else "shared weight")
 
 
@@ -313,8 +309,11 @@ def _emit(plan, group, fg):
         with loop_nest(b, batch, name="bt") as bidx:
             ptrs = [fg.address(m.acc, list(bidx) + zeros) for m in (A, B, C)]
             btrans, ldb = _packed(b, fg.module, dt, B, ptrs, slot, N, K)
+            pc, ldc = (fg.ptrs[st["c_pad"][0]], st["c_pad"][1]) if st["c_pad"] else (ptrs[2], C.rs)
             _blas_call(b, fn, bits, dt, A.trans, btrans, M, N, K, ptrs[0], A.ld, ptrs[1], ldb,
-                       ptrs[2], C.rs)
+                       pc, ldc)
+        if st["c_pad"]:
+            gemm_c_stride.copy_back(fg, st["c_pad"], C, M, N)
         return
     # generated loops: C[i, :] = sum_k A[i, k] * B[k, :]
     with loop_nest(b, batch, name="bt") as bidx:
