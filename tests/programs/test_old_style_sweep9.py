@@ -34,9 +34,16 @@ CALLS = [
 def _run(lib, fn):
     x = lib.tensor([1.0, -2.0, 3.0])
     g = lib.tensor([0.5, 0.25, -1.0])
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        out = fn(lib, x, g)
+    # (warn-always: both libraries' once-per-process warning is then each call's, whatever
+    # ran before in this process, e.g. docstring examples calling these overloads)
+    always = lib.is_warn_always_enabled()
+    lib.set_warn_always(True)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = fn(lib, x, g)
+    finally:
+        lib.set_warn_always(always)
     return out.numpy(), x.numpy(), [str(w.message).split("\n")[0] for w in caught]
 
 

@@ -161,7 +161,10 @@ def test_unreplayable_state_runs_eagerly(program, what):
     eagerly from then on."""
     env, warned = _run_torch_and_compiled(lambda lib, env: program(lib, env, n_calls=12))
     (step,) = env.steps
-    assert not step.entries and step.n_traces == 8, (step.entries, step.n_traces)
+    # (8 traces count against the limit; numpy_loss_history's second call traces epoch as a
+    # stand-in first and again with its value, a restart that does not count: 9 in all)
+    expect = 9 if program is numpy_loss_history else 8
+    assert not step.entries and step.n_traces == expect, (step.entries, step.n_traces)
     assert len(warned) == 2, warned
     assert "no traced run is kept" in warned[0], warned
     assert "recompile limit (8) reached" in warned[1], warned
