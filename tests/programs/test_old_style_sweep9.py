@@ -58,7 +58,9 @@ def test_deprecated_number_first_overload(name, fn):
     l_out, l_x, l_warn = _run(llgrad, fn)
     np.testing.assert_allclose(l_out, t_out, rtol=1e-6)
     np.testing.assert_allclose(l_x, t_x, rtol=1e-6)
-    assert l_warn == t_warn
+    # (the same warnings; torch may repeat one after other code in the process ran its
+    # examples: compared as sets)
+    assert set(l_warn) == set(t_warn)
 
 
 def test_deprecated_overload_warns_once_per_process():
